@@ -1,0 +1,245 @@
+"""The pure-Python engine: the hot classes of `_core.pyx`, same names and signatures, no compiled code.
+
+Rows are Python ints used as bitsets over dense agent ids: an AND of two 1,000-bit ints costs
+about 60 ns, less than one pyroaring call from Python (see the README's design notes).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import orjson
+
+__all__ = ["ENGINE_NAME", "Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN"]
+
+ENGINE_NAME = "pure"
+#: `only` argument of Index.explain when the task names no agent.
+NO_AGENT_REF = -2
+#: A row or agent id that does not exist (a predicate no agent satisfies, a name not in the fleet).
+UNKNOWN = -1
+
+
+def bits_to_ids(bits: int) -> list[int]:
+    """Ascending ids of the set bits of a non-negative int."""
+    if bits.bit_count() <= 16:
+        out = []
+        while bits:
+            low = bits & -bits
+            out.append(low.bit_length() - 1)
+            bits ^= low
+        return out
+    raw = np.frombuffer(bits.to_bytes((bits.bit_length() + 7) // 8, "little"), dtype=np.uint8)
+    return np.flatnonzero(np.unpackbits(raw, bitorder="little")).tolist()
+
+
+class Explanation:
+    """The filter's result: candidates, eligible, and per predicate the candidates that failed it first.
+
+    `failed[k]` holds exactly the candidates whose first failed predicate is the k-th (§6).
+    """
+
+    __slots__ = ("candidates", "eligible", "failed")
+
+    def __init__(self, candidates: int, eligible: int, failed: list[int]):
+        self.candidates = candidates
+        self.eligible = eligible
+        self.failed = failed
+
+    @property
+    def candidates_count(self) -> int:
+        return self.candidates.bit_count()
+
+    @property
+    def eligible_count(self) -> int:
+        return self.eligible.bit_count()
+
+    def failed_counts(self) -> list[int]:
+        return [f.bit_count() for f in self.failed]
+
+    def candidate_ids(self) -> list[int]:
+        return bits_to_ids(self.candidates)
+
+    def eligible_ids(self) -> list[int]:
+        return bits_to_ids(self.eligible)
+
+    def failed_ids(self, k: int) -> list[int]:
+        return bits_to_ids(self.failed[k])
+
+
+class Scores:
+    """Default score components of the eligible agents, aligned with `ids` (ascending agent id)."""
+
+    __slots__ = ("ids", "total", "affinity", "success_rate", "cost", "substantiated", "best")
+
+    def __init__(self, ids, total, affinity, success_rate, cost, substantiated, best):
+        self.ids = ids
+        self.total = total
+        self.affinity = affinity
+        self.success_rate = success_rate
+        self.cost = cost
+        self.substantiated = substantiated
+        self.best = best
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class Index:
+    """Per-predicate rows of agent ids, the live set, and the per-agent columns scoring reads.
+
+    Agent ids are dense and never reused for another name; rows are created by `add_row` and
+    addressed by the integer it returns. `UNKNOWN` (-1) stands for the empty row.
+    """
+
+    def __init__(self) -> None:
+        self._rows: list[int] = []
+        self._live = 0
+        self._names: list[str] = []
+        self._quoted: list[bytes] = []
+        self._cost: list[float] = []
+        self._outcomes: list[dict[int, list[int]]] = []
+
+    # -- building ---------------------------------------------------------------------------------
+    def add_row(self) -> int:
+        self._rows.append(0)
+        return len(self._rows) - 1
+
+    def row_count(self) -> int:
+        return len(self._rows)
+
+    def new_kind(self) -> int:
+        self._outcomes.append({})
+        return len(self._outcomes) - 1
+
+    def put(self, aid: int, name: str, rows: Sequence[int], cost: float) -> None:
+        """Agent `aid` (a new id == number of ids so far, or one seen before) joins with `rows`."""
+        if aid == len(self._names):
+            self._names.append(name)
+            self._quoted.append(orjson.dumps(name))
+            self._cost.append(cost)
+        else:
+            self._cost[aid] = cost
+        bit = 1 << aid
+        all_rows = self._rows
+        for r in rows:
+            all_rows[r] |= bit
+        self._live |= bit
+
+    def drop(self, aid: int, rows: Sequence[int]) -> None:
+        """Agent `aid` leaves `rows` and the live set (its id and name stay reserved)."""
+        mask = ~(1 << aid)
+        all_rows = self._rows
+        for r in rows:
+            all_rows[r] &= mask
+        self._live &= mask
+
+    def set_bit(self, row: int, aid: int) -> None:
+        self._rows[row] |= 1 << aid
+
+    def clear_bit(self, row: int, aid: int) -> None:
+        self._rows[row] &= ~(1 << aid)
+
+    def record_outcome(self, kind: int, aid: int, success: bool) -> None:
+        counts = self._outcomes[kind].setdefault(aid, [0, 0])
+        counts[0] += 1 if success else 0
+        counts[1] += 1
+
+    # -- reading ----------------------------------------------------------------------------------
+    def live_count(self) -> int:
+        return self._live.bit_count()
+
+    def live_ids(self) -> list[int]:
+        return bits_to_ids(self._live)
+
+    def is_live(self, aid: int) -> bool:
+        return aid >= 0 and (self._live >> aid) & 1 == 1
+
+    def row_ids(self, row: int) -> list[int]:
+        return bits_to_ids(self._rows[row]) if row >= 0 else []
+
+    def name(self, aid: int) -> str:
+        return self._names[aid]
+
+    def outcome(self, kind: int, aid: int) -> tuple[int, int]:
+        counts = self._outcomes[kind].get(aid) if kind >= 0 else None
+        return (counts[0], counts[1]) if counts else (0, 0)
+
+    def nbytes(self) -> int:
+        """Bytes held by the rows and the live set (the index proper, without names and columns)."""
+        return sum((r.bit_length() + 7) // 8 for r in self._rows) + (self._live.bit_length() + 7) // 8
+
+    # -- the hot path -----------------------------------------------------------------------------
+    def explain(self, rows: Sequence[int], only: int, excluded: Sequence[int]) -> Explanation:
+        """Filter the live agents by the rows, then `agentRef` (`only`), then each anti-affinity.
+
+        One ordered difference per predicate gives first-failed sets (DESIGN "Explain").
+        """
+        candidates = remaining = self._live
+        failed = []
+        all_rows = self._rows
+        for r in rows:
+            row = all_rows[r] if r >= 0 else 0
+            failed.append(remaining & ~row)
+            remaining &= row
+        if only != NO_AGENT_REF:
+            row = (1 << only) if only >= 0 else 0
+            failed.append(remaining & ~row)
+            remaining &= row
+        for aid in excluded:
+            row = (1 << aid) if aid >= 0 else 0
+            failed.append(remaining & row)
+            remaining &= ~row
+        return Explanation(candidates, remaining, failed)
+
+    def score(self, expl: Explanation, eval_rows: Sequence[int], session_row: int, kind: int,
+              weights: tuple[float, float, float, float]) -> Scores:
+        """Default score components for the eligible agents and the winner (ties: smallest name).
+
+        total = ((w_a*affinity + w_s*success_rate) + w_c*cost) + w_e*substantiated, in that order,
+        so that both engines produce the same bits.
+        """
+        w_a, w_s, w_c, w_e = weights
+        ids = expl.eligible_ids()
+        session = self._rows[session_row] if session_row >= 0 else 0
+        evals = [self._rows[r] if r >= 0 else 0 for r in eval_rows]
+        outcomes = self._outcomes[kind] if kind >= 0 else {}
+        names = self._names
+        n_eval = len(evals)
+        total, affinity, success, cost, substantiated = [], [], [], [], []
+        best, best_total, best_name = UNKNOWN, 0.0, ""
+        for aid in ids:
+            a = 1.0 if (session >> aid) & 1 else 0.0
+            counts = outcomes.get(aid)
+            s = (counts[0] + 1) / (counts[1] + 2) if counts else 0.5
+            c = self._cost[aid]
+            if n_eval:
+                e = sum((row >> aid) & 1 for row in evals) / n_eval
+            else:
+                e = 1.0
+            t = ((w_a * a + w_s * s) + w_c * c) + w_e * e
+            total.append(t)
+            affinity.append(a)
+            success.append(s)
+            cost.append(c)
+            substantiated.append(e)
+            if best == UNKNOWN or t > best_total or (t == best_total and names[aid] < best_name):
+                best, best_total, best_name = aid, t, names[aid]
+        return Scores(ids, total, affinity, success, cost, substantiated, best)
+
+    # -- records ----------------------------------------------------------------------------------
+    def candidate_names(self, expl: Explanation) -> list[str]:
+        names = self._names
+        return [names[i] for i in expl.candidate_ids()]
+
+    def failed_pairs(self, expl: Explanation, predicates: Sequence[str]) -> list[dict[str, str]]:
+        """§6 filters_failed: grouped by predicate in derivation order, then by agent id."""
+        names = self._names
+        return [{"candidate": names[i], "predicate": p}
+                for k, p in enumerate(predicates) for i in bits_to_ids(expl.failed[k])]
+
+    def score_map(self, scores: Scores) -> dict[str, dict[str, float]]:
+        names = self._names
+        return {names[aid]: {"total": scores.total[j], "affinity": scores.affinity[j],
+                             "success_rate": scores.success_rate[j], "cost": scores.cost[j],
+                             "substantiated": scores.substantiated[j]}
+                for j, aid in enumerate(scores.ids)}

@@ -1,0 +1,68 @@
+"""The `a3fast` command: a thin shell over the library, one module per subcommand.
+
+Subcommands are imported only when invoked, so `a3fast verify` does not pay for numpy-heavy
+benchmark code and a fresh shell starts quickly.
+"""
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from .. import __version__
+from ..engines import ENGINE, NATIVE_AVAILABLE
+
+#: command name -> "module:attribute" under a3fast.cli
+COMMANDS = {
+    "place": "place:place",
+    "gen-fleet": "workload_cmd:gen_fleet",
+    "demo": "demo:demo",
+    "verify": "verify_cmd:verify",
+    "conformance": "conformance_cmd:conformance",
+    "bench": "bench:bench",
+    "explain": "explain_cmd:explain",
+    "encode": "compact_cmd:encode",
+    "decode": "compact_cmd:decode",
+    "resolve": "resolve_cmd:resolve",
+    "import": "import_cmd:import_group",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands live in their own modules and load on first use."""
+
+    def list_commands(self, ctx):
+        return sorted(name for name in COMMANDS if self._load(name) is not None)
+
+    def get_command(self, ctx, name):
+        return self._load(name)
+
+    @staticmethod
+    def _load(name):
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(f"{__name__}.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__name__}.{module_name}":
+                return None  # a command this build does not ship
+            raise
+        return getattr(module, attr)
+
+
+def _version_message() -> str:
+    native = "native (Cython core)" if ENGINE == "native" else (
+        "pure (the Cython core is not built)" if not NATIVE_AVAILABLE else "pure (forced by A3FAST_ENGINE)")
+    return f"a3fast {__version__}, engine: {native}"
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(message=_version_message(), version=__version__)
+def main() -> None:
+    """a3fast: match tasks to AI agents by the A3 Capability Schema 1.0, and explain every decision.
+
+    Exit codes: 0 success, 1 a negative answer (unschedulable, invalid trace, unresolved skill),
+    2 bad input (unreadable file, invalid JSON, schema errors).
+    """

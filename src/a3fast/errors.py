@@ -1,0 +1,78 @@
+"""Errors a caller can act on: each problem names the JSON path, what was expected and what was found."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["A3Error", "Problem", "SchemaError", "FleetError", "describe", "json_path"]
+
+
+class A3Error(ValueError):
+    """Base class of every error a3fast raises on purpose."""
+
+
+def describe(value: Any, limit: int = 60) -> str:
+    """A short description of a JSON value for error messages (hostile values stay short)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        text = repr(value)
+        return text if len(text) <= limit else text[:limit] + "…"
+    if isinstance(value, str):
+        text = value if len(value) <= limit else value[:limit] + "…"
+        return "string " + repr(text)
+    if isinstance(value, dict):
+        return f"object with {len(value)} field{'s' if len(value) != 1 else ''}"
+    if isinstance(value, (list, tuple)):
+        return f"array of {len(value)}"
+    return type(value).__name__
+
+
+def json_path(base: str, key: str | int) -> str:
+    """Extend a JSON path: `$.a` + 0 -> `$.a[0]`; keys that are not identifiers are quoted."""
+    if isinstance(key, int):
+        return f"{base}[{key}]"
+    if key.isidentifier():
+        return f"{base}.{key}"
+    return f"{base}[{key!r}]"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a document."""
+
+    path: str
+    expected: str
+    found: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: expected {self.expected}, found {self.found}"
+
+
+class SchemaError(A3Error):
+    """A document that does not parse; carries every problem found, not just the first."""
+
+    def __init__(self, problems: list[Problem], source: str | None = None):
+        self.problems = list(problems)
+        self.source = source
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        prefix = f"{self.source}: " if self.source else ""
+        return "\n".join(prefix + str(p) for p in self.problems)
+
+    def lines(self) -> list[str]:
+        return self._text().splitlines()
+
+    def with_source(self, source: str, path_prefix: str = "") -> "SchemaError":
+        """The same problems, attributed to a file (and re-rooted under `path_prefix`)."""
+        problems = self.problems
+        if path_prefix:
+            problems = [Problem(path_prefix + p.path[1:], p.expected, p.found) for p in problems]
+        return SchemaError(problems, source)
+
+
+class FleetError(A3Error):
+    """A fleet operation that cannot be done (unknown agent, a name taken in another namespace)."""

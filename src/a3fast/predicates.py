@@ -1,0 +1,167 @@
+"""Predicates (§5): canonical strings, derivation, parsing back, and satisfaction by a declaration.
+
+This module is the literal reading of §5 that both engines are tested against: `satisfies` checks
+one predicate against one declaration with no index at all.
+"""
+from __future__ import annotations
+
+from typing import Iterable, NamedTuple
+
+from .schema import Declaration, Requirements
+
+__all__ = [
+    "CAPABILITY", "CLEARANCE", "TOOL", "RESIDENCY", "LATENCY", "AGENT_REF", "ANTI_AFFINITY", "KINDS",
+    "UNMET_CODE", "Predicate", "capability", "clearance", "tool", "residency", "latency_class",
+    "agent_ref", "anti_affinity", "derive_predicates", "parse_predicate", "satisfies",
+    "declaration_keys", "evaluated_keys", "first_failed",
+]
+
+CAPABILITY = "capability"
+CLEARANCE = "clearance"
+TOOL = "tool"
+RESIDENCY = "residency"
+LATENCY = "model.latency_class"
+AGENT_REF = "agentRef"
+ANTI_AFFINITY = "anti-affinity"
+#: Predicate kinds in derivation order (DESIGN reading 1).
+KINDS = (CAPABILITY, CLEARANCE, TOOL, RESIDENCY, LATENCY, AGENT_REF, ANTI_AFFINITY)
+
+#: §7 satisfaction error code per predicate kind.
+UNMET_CODE = {
+    CAPABILITY: "E_CAPABILITY_UNMET",
+    CLEARANCE: "E_CLEARANCE_UNMET",
+    TOOL: "E_TOOL_UNMET",
+    RESIDENCY: "E_RESIDENCY_UNMET",
+    LATENCY: "E_MODEL_UNMET",
+    AGENT_REF: "E_AGENTREF_UNMET",
+    ANTI_AFFINITY: "E_ANTIAFFINITY_UNMET",
+}
+
+
+class Predicate(NamedTuple):
+    """A parsed predicate string: its kind and argument (for capabilities, name and version)."""
+
+    kind: str
+    arg: str
+    version: int | None = None
+
+    def __str__(self) -> str:
+        if self.kind == CAPABILITY:
+            return f"{CAPABILITY}:{self.arg}/{self.version}"
+        return f"{self.kind}:{self.arg}"
+
+
+def capability(name: str, version: int) -> str:
+    return f"capability:{name}/{version}"
+
+
+def clearance(identifier: str) -> str:
+    return f"clearance:{identifier}"
+
+
+def tool(name: str) -> str:
+    return f"tool:{name}"
+
+
+def residency(label: str) -> str:
+    return f"residency:{label}"
+
+
+def latency_class(cls: str) -> str:
+    return f"model.latency_class:{cls}"
+
+
+def agent_ref(name: str) -> str:
+    return f"agentRef:{name}"
+
+
+def anti_affinity(name: str) -> str:
+    return f"anti-affinity:{name}"
+
+
+def _unique(items: Iterable[str]) -> tuple[str, ...]:
+    # dict keeps insertion order: a predicate that repeats keeps its first place.
+    return tuple(dict.fromkeys(items))
+
+
+def derive_predicates(req: Requirements) -> tuple[str, ...]:
+    """The predicate set of a requirements document, in derivation order (§5; DESIGN reading 1)."""
+    out = [capability(c.name, c.version) for c in req.capabilities]
+    out += [clearance(c) for c in req.clearances]
+    out += [tool(t) for t in req.tools]
+    if req.residency is not None:
+        out.append(residency(req.residency))
+    if req.latency_class is not None:
+        out.append(latency_class(req.latency_class))
+    if req.agent_ref is not None:
+        out.append(agent_ref(req.agent_ref))
+    out += [anti_affinity(name) for name in req.exclude]
+    return _unique(out)
+
+
+def parse_predicate(text: str) -> Predicate | None:
+    """Parse a canonical predicate string by its first colon (DESIGN reading 5); None if it is not one.
+
+    The capability version follows the last '/'; tool names and labels are opaque.
+    """
+    if not isinstance(text, str):
+        return None
+    kind, sep, arg = text.partition(":")
+    if not sep or not arg or kind not in KINDS:
+        return None
+    if kind == CAPABILITY:
+        name, slash, version = arg.rpartition("/")
+        if not slash or not name or not version.isdigit() or not version.isascii():
+            return None
+        if len(version) > 1 and version[0] == "0":
+            return None  # not canonical: versions are written without leading zeros
+        return Predicate(kind, name, int(version))
+    return Predicate(kind, arg)
+
+
+def satisfies(decl: Declaration, predicate: str | Predicate) -> bool:
+    """Whether `decl` satisfies one predicate, read literally from §5 (DESIGN reading 4).
+
+    A string that is not a predicate is satisfied by nobody.
+    """
+    p = parse_predicate(predicate) if isinstance(predicate, str) else predicate
+    if p is None:
+        return False
+    kind, arg = p.kind, p.arg
+    if kind == CAPABILITY:
+        return any(c.name == arg and c.version == p.version for c in decl.capabilities)
+    if kind == CLEARANCE:
+        return arg in decl.clearances
+    if kind == TOOL:
+        return decl.tools is not None and arg in decl.tools
+    if kind == RESIDENCY:
+        return decl.residency is not None and arg in decl.residency
+    if kind == LATENCY:
+        return decl.model is not None and decl.model.latency_class == arg
+    if kind == AGENT_REF:
+        return decl.agent.name == arg
+    return decl.agent.name != arg  # anti-affinity
+
+
+def first_failed(decl: Declaration, predicates: Iterable[str]) -> str | None:
+    """The first predicate (in the given order) that `decl` fails, or None if it satisfies all."""
+    for p in predicates:
+        if not satisfies(decl, p):
+            return p
+    return None
+
+
+def declaration_keys(decl: Declaration) -> tuple[str, ...]:
+    """Every satisfiable predicate string of a declaration: what the index interns for it."""
+    keys = [capability(c.name, c.version) for c in decl.capabilities]
+    keys += [clearance(c) for c in decl.clearances]
+    keys += [tool(t) for t in decl.tools or ()]
+    keys += [residency(label) for label in decl.residency or ()]
+    if decl.model is not None and decl.model.latency_class is not None:
+        keys.append(latency_class(decl.model.latency_class))
+    return _unique(keys)
+
+
+def evaluated_keys(decl: Declaration) -> tuple[str, ...]:
+    """The capability predicates a declaration substantiates with an `evaluation`."""
+    return _unique(capability(c.name, c.version) for c in decl.capabilities if c.substantiated)

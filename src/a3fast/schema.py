@@ -1,0 +1,317 @@
+"""Identifiers (§2), declarations (§3) and requirements (§4): parse and validate.
+
+Parsing collects every problem of a document before raising one SchemaError, so a user fixes a file
+in one pass. Fields the schema does not define are kept in `doc` (and so in records) but otherwise
+left alone. The parsed objects are immutable; a Requirements carries its derived predicates, so a
+caller that places the same task often can parse it once ("prepared requirements").
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import orjson
+
+from .errors import Problem, SchemaError, describe, json_path
+
+__all__ = [
+    "IDENTIFIER", "LATENCY_CLASSES", "MAX_VERSION", "MAX_TEXT",
+    "AgentName", "Capability", "Model", "Declaration", "Requirements",
+    "parse_declaration", "parse_requirements", "loads", "is_identifier", "task_kind",
+]
+
+#: §2 grammar for capability and clearance identifiers.
+IDENTIFIER = re.compile(r"[a-z0-9]+(?:\.[a-z0-9-]+)+")
+LATENCY_CLASSES = ("interactive", "batch")
+SCHEMA_VERSION = re.compile(r"1\.[0-9]+(?:\.[0-9]+)?")
+DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+#: Major versions are bounded so that every implementation can hold one in a signed 64-bit integer.
+MAX_VERSION = 2**63 - 1
+#: Names, labels and tool names are bounded; a hostile multi-megabyte name is an error, not a key.
+MAX_TEXT = 1024
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def is_identifier(text: Any) -> bool:
+    """True when `text` is a §2 capability or clearance identifier."""
+    return isinstance(text, str) and IDENTIFIER.fullmatch(text) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentName:
+    """`{name, namespace}` (§3): the pair identifies the agent across records."""
+
+    name: str
+    namespace: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "namespace": self.namespace}
+
+
+@dataclass(frozen=True, slots=True)
+class Capability:
+    """A declared or required capability at one major version; `evaluation` substantiates a claim."""
+
+    name: str
+    version: int
+    evaluation: Any = None
+
+    @property
+    def substantiated(self) -> bool:
+        return self.evaluation is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    latency_class: str | None = None
+    cost_ceiling_usd: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Declaration:
+    """What an agent declares about itself (§3). `doc` is the document as given, recorded as matched."""
+
+    v: str
+    agent: AgentName
+    capabilities: tuple[Capability, ...]
+    clearances: tuple[str, ...]
+    residency: tuple[str, ...] | None = None
+    tools: tuple[str, ...] | None = None
+    model: Model | None = None
+    doc: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def parse(cls, obj: Any) -> "Declaration":
+        return parse_declaration(obj)
+
+    @property
+    def name(self) -> str:
+        return self.agent.name
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.doc)
+
+
+@dataclass(frozen=True, slots=True)
+class Requirements:
+    """What a task requires (§4), with `agentRef` and `exclude` (DESIGN reading 2).
+
+    `predicates` is the derived predicate set in derivation order (§5, DESIGN reading 1).
+    """
+
+    v: str | None = None
+    capabilities: tuple[Capability, ...] = ()
+    clearances: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+    residency: str | None = None
+    latency_class: str | None = None
+    session: str | None = None
+    agent_ref: str | None = None
+    exclude: tuple[str, ...] = ()
+    kind: str | None = None
+    doc: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    predicates: tuple[str, ...] = field(default=(), compare=False)
+
+    @classmethod
+    def parse(cls, obj: Any) -> "Requirements":
+        return parse_requirements(obj)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.doc)
+
+
+def task_kind(requirements: Requirements) -> str:
+    """The kind a task's success history is kept under: its `kind` field if it states one, else its
+    required capabilities (sorted predicate strings joined by '+'; '*' for a task that needs none)."""
+    if requirements.kind is not None:
+        return requirements.kind
+    caps = sorted({f"{c.name}/{c.version}" for c in requirements.capabilities})
+    return "+".join(caps) if caps else "*"
+
+
+class _Reader:
+    """Collects problems while walking one document."""
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+
+    def fail(self, path: str, expected: str, value: Any, found: str | None = None) -> None:
+        self.problems.append(Problem(path, expected, found if found is not None else describe(value)))
+
+    def obj(self, value: Any, path: str) -> Mapping[str, Any] | None:
+        if isinstance(value, Mapping):
+            return value
+        self.fail(path, "an object", value)
+        return None
+
+    def text(self, value: Any, path: str, what: str = "a non-empty string") -> str | None:
+        if not isinstance(value, str) or not value:
+            self.fail(path, what, value)
+            return None
+        if len(value) > MAX_TEXT:
+            self.fail(path, f"at most {MAX_TEXT} characters", value, f"{len(value)} characters")
+            return None
+        if CONTROL.search(value):
+            self.fail(path, "no control characters", value)
+            return None
+        return value
+
+    def identifier(self, value: Any, path: str, what: str) -> str | None:
+        if is_identifier(value):
+            return value
+        self.fail(path, f"a {what} identifier matching [a-z0-9]+(\\.[a-z0-9-]+)+", value)
+        return None
+
+    def version(self, value: Any, path: str) -> int | None:
+        # bool is a subclass of int in Python; a JSON true is not a version.
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_VERSION:
+            return value
+        self.fail(path, "a major version (an integer from 0 to 2^63-1)", value)
+        return None
+
+    def schema_version(self, value: Any, path: str) -> str | None:
+        if isinstance(value, str) and SCHEMA_VERSION.fullmatch(value):
+            return value
+        if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]+){0,2}", value):
+            self.fail(path, "schema version 1.x (a3fast reads A3 Capability Schema 1)", value,
+                      f"unsupported version {value!r}")
+        else:
+            self.fail(path, "a schema version string such as \"1.0\"", value)
+        return None
+
+    def array(self, value: Any, path: str) -> list[Any]:
+        if isinstance(value, list):
+            return value
+        self.fail(path, "an array", value)
+        return []
+
+    def texts(self, value: Any, path: str, what: str = "a non-empty string") -> tuple[str, ...]:
+        out = []
+        for i, item in enumerate(self.array(value, path)):
+            parsed = self.text(item, json_path(path, i), what)
+            if parsed is not None:
+                out.append(parsed)
+        return tuple(out)
+
+    def identifiers(self, value: Any, path: str, what: str) -> tuple[str, ...]:
+        out = []
+        for i, item in enumerate(self.array(value, path)):
+            parsed = self.identifier(item, json_path(path, i), what)
+            if parsed is not None:
+                out.append(parsed)
+        return tuple(out)
+
+    def capabilities(self, value: Any, path: str, declared: bool) -> tuple[Capability, ...]:
+        out = []
+        for i, item in enumerate(self.array(value, path)):
+            item_path = json_path(path, i)
+            entry = self.obj(item, item_path)
+            if entry is None:
+                continue
+            missing = [k for k in ("name", "version") if k not in entry]
+            for key in missing:
+                self.fail(json_path(item_path, key), f"the capability's {key}", None, "nothing")
+            if missing:
+                continue
+            name = self.identifier(entry["name"], json_path(item_path, "name"), "capability")
+            version = self.version(entry["version"], json_path(item_path, "version"))
+            evaluation = entry.get("evaluation") if declared else None
+            if name is not None and version is not None:
+                out.append(Capability(name, version, evaluation))
+        return tuple(out)
+
+    def model(self, value: Any, path: str, declared: bool) -> Model | None:
+        entry = self.obj(value, path)
+        if entry is None:
+            return None
+        latency = entry.get("latency_class")
+        if latency is not None and latency not in LATENCY_CLASSES:
+            self.fail(json_path(path, "latency_class"), "\"interactive\" or \"batch\"", latency)
+            latency = None
+        cost = entry.get("cost_ceiling_usd") if declared else None
+        if cost is not None and not (isinstance(cost, str) and DECIMAL.fullmatch(cost)):
+            self.fail(json_path(path, "cost_ceiling_usd"), "a decimal string such as \"0.75\"", cost)
+            cost = None
+        return Model(latency, cost)
+
+    def raise_if_any(self) -> None:
+        if self.problems:
+            raise SchemaError(self.problems)
+
+
+def parse_declaration(obj: Any, path: str = "$") -> Declaration:
+    """Parse a §3 declaration from a dict (or a Declaration, returned as is)."""
+    if isinstance(obj, Declaration):
+        return obj
+    r = _Reader()
+    doc = r.obj(obj, path)
+    if doc is None:
+        r.raise_if_any()
+    for key in ("v", "agent", "capabilities", "clearances"):
+        if key not in doc:
+            r.fail(json_path(path, key), f"the required field {key!r}", None, "nothing")
+    v = r.schema_version(doc["v"], json_path(path, "v")) if "v" in doc else None
+    agent = None
+    if "agent" in doc:
+        agent_doc = r.obj(doc["agent"], json_path(path, "agent"))
+        if agent_doc is not None:
+            apath = json_path(path, "agent")
+            name = r.text(agent_doc.get("name"), json_path(apath, "name"), "the agent's name (a non-empty string)")
+            namespace = r.text(agent_doc.get("namespace"), json_path(apath, "namespace"),
+                               "the agent's namespace (a non-empty string)")
+            if name is not None and namespace is not None:
+                agent = AgentName(name, namespace)
+    capabilities = r.capabilities(doc.get("capabilities", []), json_path(path, "capabilities"), True)
+    clearances = r.identifiers(doc.get("clearances", []), json_path(path, "clearances"), "clearance")
+    residency = tools = model = None
+    if doc.get("residency") is not None:
+        residency = r.texts(doc["residency"], json_path(path, "residency"), "a residency label")
+    if doc.get("tools") is not None:
+        tools = r.texts(doc["tools"], json_path(path, "tools"), "a tool name")
+    if doc.get("model") is not None:
+        model = r.model(doc["model"], json_path(path, "model"), True)
+    r.raise_if_any()
+    return Declaration(v, agent, capabilities, clearances, residency, tools, model, doc)
+
+
+def parse_requirements(obj: Any, path: str = "$") -> Requirements:
+    """Parse a §4 requirements document (or return a Requirements as is); derives its predicates."""
+    if isinstance(obj, Requirements):
+        return obj
+    from .predicates import derive_predicates
+
+    r = _Reader()
+    doc = r.obj(obj, path)
+    if doc is None:
+        r.raise_if_any()
+    v = r.schema_version(doc["v"], json_path(path, "v")) if "v" in doc else None
+    capabilities = r.capabilities(doc.get("capabilities", []), json_path(path, "capabilities"), False)
+    clearances = r.identifiers(doc.get("clearances", []), json_path(path, "clearances"), "clearance")
+    tools = r.texts(doc.get("tools", []), json_path(path, "tools"), "a tool name")
+    residency = latency = session = agent_ref = kind = None
+    if doc.get("residency") is not None:
+        residency = r.text(doc["residency"], json_path(path, "residency"), "a residency label (a string)")
+    if doc.get("model") is not None:
+        model = r.model(doc["model"], json_path(path, "model"), False)
+        latency = model.latency_class if model else None
+    if doc.get("session") is not None:
+        session = r.text(doc["session"], json_path(path, "session"), "a session identifier (a string)")
+    if doc.get("agentRef") is not None:
+        agent_ref = r.text(doc["agentRef"], json_path(path, "agentRef"), "an agent name (a string)")
+    if doc.get("kind") is not None:
+        kind = r.text(doc["kind"], json_path(path, "kind"), "a task kind (a string)")
+    exclude = r.texts(doc.get("exclude") or [], json_path(path, "exclude"), "an agent name")
+    r.raise_if_any()
+    req = Requirements(v, capabilities, clearances, tools, residency, latency, session, agent_ref,
+                       exclude, kind, doc)
+    object.__setattr__(req, "predicates", derive_predicates(req))
+    return req
+
+
+def loads(data: bytes | str, source: str | None = None) -> Any:
+    """Parse JSON text; invalid JSON becomes a SchemaError naming the source and the position."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise SchemaError([Problem("$", "valid JSON", str(exc))], source) from None

@@ -1,0 +1,69 @@
+"""Scoring (§5, soft phase): the default scorer's components and weights, and custom scorers.
+
+The spec leaves scoring to the runtime but asks for memory affinity, historical success rate for
+the task's kind, and cost, and that every component used be recorded per candidate. a3fast's
+default adds `substantiated`: the share of the task's required capabilities that the agent backs
+with an `evaluation` (§3: a scheduler MAY weight unsubstantiated claims lower).
+
+Components, each in [0, 1], higher is better:
+- affinity: 1 when the agent already holds the task's session, else 0;
+- success_rate: (successes + 1) / (attempts + 2) for the task's kind (0.5 with no history);
+- cost: 1 / (1 + cost_ceiling_usd), 0 when the agent declares no ceiling (unknown cost ranks last);
+- substantiated: evaluated required capabilities / required capabilities (1 when none required).
+total = ((0.4·affinity + 0.3·success_rate) + 0.2·cost) + 0.1·substantiated; ties go to the
+smallest agent name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from .schema import Declaration, Requirements
+
+__all__ = ["DEFAULT_WEIGHTS", "COMPONENTS", "cost_score", "ScoringTask", "Scorer", "choose"]
+
+#: Weights of affinity, success_rate, cost, substantiated.
+DEFAULT_WEIGHTS = (0.4, 0.3, 0.2, 0.1)
+COMPONENTS = ("affinity", "success_rate", "cost", "substantiated")
+
+
+def cost_score(decl: Declaration) -> float:
+    """The cost component of one agent, from its declared `cost_ceiling_usd`."""
+    ceiling = decl.model.cost_ceiling_usd if decl.model else None
+    if ceiling is None:
+        return 0.0
+    try:
+        return 1.0 / (1.0 + float(Decimal(ceiling)))
+    except (InvalidOperation, OverflowError):
+        return 0.0
+
+
+@dataclass(frozen=True)
+class ScoringTask:
+    """What a custom scorer is told about the task."""
+
+    requirements: Requirements
+    session: str | None
+    kind: str
+    #: success history of the task's kind: agent name -> (successes, attempts)
+    outcomes: Callable[[str], tuple[int, int]]
+    #: whether an agent holds the task's session
+    holds_session: Callable[[str], bool]
+
+
+class Scorer(Protocol):
+    """A custom scorer: one mapping per eligible agent, each with a float `total` and the components
+    that produced it (recorded as given, in the agent's `scores` entry)."""
+
+    def __call__(self, task: ScoringTask, agents: Sequence[Declaration]) -> Sequence[Mapping[str, Any]]:
+        ...
+
+
+def choose(names: Sequence[str], totals: Sequence[float]) -> int:
+    """Index of the highest total; ties go to the smallest name. -1 when there is nothing to choose."""
+    best = -1
+    for j, (name, total) in enumerate(zip(names, totals)):
+        if best < 0 or total > totals[best] or (total == totals[best] and name < names[best]):
+            best = j
+    return best
