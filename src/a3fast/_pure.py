@@ -243,3 +243,13 @@ class Index:
                              "success_rate": scores.success_rate[j], "cost": scores.cost[j],
                              "substantiated": scores.substantiated[j]}
                 for j, aid in enumerate(scores.ids)}
+
+    def write_scheduling(self, expl: Explanation, scores: Scores, predicates: Sequence[str],
+                         requirements_json: bytes, declaration_json: bytes, tail_json: bytes) -> bytes:
+        """The §6 scheduling object as JSON bytes, keys in record order; `tail_json` is the
+        already-encoded members that follow `scores` (route, timings), without braces."""
+        lists = orjson.dumps({"candidates": self.candidate_names(expl), "filters_passed": list(predicates),
+                              "filters_failed": self.failed_pairs(expl, predicates),
+                              "scores": self.score_map(scores)})
+        out = b'{"requirements":' + requirements_json + b',"declaration":' + declaration_json + b"," + lists[1:-1]
+        return out + (b"," + tail_json if tail_json else b"") + b"}"

@@ -1,0 +1,272 @@
+"""place(): gather, filter, explain, score, choose (§5, §6); the Placement; routes; resumed placements.
+
+A Placement keeps the decision in compact form (the engine's id sets and score columns); the §6
+scheduling object and its JSON bytes are produced only when a caller asks for them.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .errors import A3Error, FleetError
+from .predicates import AGENT_REF, ANTI_AFFINITY, CAPABILITY, first_failed
+from .schema import Declaration, Requirements, parse_requirements, task_kind
+from .scoring import ScoringTask, choose
+
+__all__ = ["Placement", "Route", "RouteError", "place", "resume"]
+
+_AGENT_REF = AGENT_REF + ":"
+_ANTI = ANTI_AFFINITY + ":"
+_CAPABILITY = CAPABILITY + ":"
+_SINGLE_VALUED = ("residency", "agentRef")
+
+
+class RouteError(A3Error):
+    """A route that would drop or change a requirement the task stated (§6: a route may only add)."""
+
+
+@dataclass(frozen=True)
+class Route:
+    """A named control-plane rule that adds requirements to every task it routes (§6).
+
+    `adds` is shaped like a requirements document: lists are appended to the task's, single values
+    (`residency`, `model.latency_class`, `agentRef`) are added where the task states none. A route
+    that would change a value the task stated is refused (RouteError), since a placement that drops
+    a requirement is not conformant whatever the route says.
+    """
+
+    name: str
+    adds: Mapping[str, Any] = field(default_factory=dict)
+
+    def apply(self, submitted: Requirements) -> Requirements:
+        doc = dict(submitted.doc)
+        for key, value in self.adds.items():
+            if key in ("capabilities", "clearances", "tools", "exclude"):
+                present = doc.get(key) or []
+                doc[key] = list(present) + [v for v in value if v not in present]
+            elif key == "model":
+                model = dict(doc.get("model") or {})
+                for mkey, mvalue in dict(value).items():
+                    self._add_single(model, mkey, mvalue, f"model.{mkey}")
+                doc["model"] = model
+            elif key in _SINGLE_VALUED:
+                self._add_single(doc, key, value, key)
+            else:
+                raise RouteError(f"route {self.name!r}: cannot add {key!r}; a route adds capabilities, "
+                                 f"clearances, tools, exclude, residency, model or agentRef")
+        return parse_requirements(doc)
+
+    def _add_single(self, doc: dict, key: str, value: Any, label: str) -> None:
+        if doc.get(key) is not None and doc[key] != value:
+            raise RouteError(f"route {self.name!r} would change {label} from {doc[key]!r} to {value!r}; "
+                             f"a route may only add requirements")
+        doc[key] = value
+
+
+class Placement:
+    """The outcome of placing one task. Bound: `agent`, `scheduling`; not bound: `rejection`."""
+
+    __slots__ = ("fleet_engine", "_index", "requirements", "submitted", "predicates", "route", "session",
+                 "kind", "explanation", "scores", "agent", "declaration", "_declaration_json",
+                 "gather_ns", "select_ns", "decided_at_ns", "resumed", "recorded_in", "seq",
+                 "generation", "_scheduling", "_custom")
+
+    def __init__(self, **fields: Any):
+        self.seq = None
+        self.resumed = False
+        self.recorded_in = None
+        self._scheduling = None
+        self._custom = False
+        for key, value in fields.items():
+            setattr(self, key, value)
+
+    @property
+    def bound(self) -> bool:
+        return self.agent is not None
+
+    # -- the decision, readable without building the record ---------------------------------------
+    @property
+    def candidates(self) -> list[str]:
+        return self._index.candidate_names(self.explanation)
+
+    @property
+    def eligible(self) -> list[str]:
+        index = self._index
+        return [index.name(i) for i in self.explanation.eligible_ids()]
+
+    @property
+    def filters_failed(self) -> list[dict[str, str]]:
+        return self._index.failed_pairs(self.explanation, self.predicates)
+
+    def first_failed(self) -> dict[str, str]:
+        """Ineligible candidate -> the first predicate it failed."""
+        return {pair["candidate"]: pair["predicate"] for pair in self.filters_failed}
+
+    def failed_counts(self) -> dict[str, int]:
+        """Predicate -> how many candidates failed it first (derivation order)."""
+        return dict(zip(self.predicates, self.explanation.failed_counts()))
+
+    @property
+    def timings(self) -> dict[str, Any]:
+        """§6 timings: measured phases only; launch_ms and requests are never invented (reading 9)."""
+        from .records import timings
+
+        return timings(self)
+
+    # -- records ----------------------------------------------------------------------------------
+    @property
+    def scheduling(self) -> dict[str, Any] | None:
+        """The §6 scheduling object of the task.bound record, or None when not bound."""
+        if not self.bound:
+            return None
+        if self._scheduling is None:
+            from .records import scheduling_dict
+
+            self._scheduling = scheduling_dict(self)
+        return self._scheduling
+
+    def scheduling_json(self) -> bytes | None:
+        """The scheduling object as JSON bytes (the native engine writes them directly)."""
+        if not self.bound:
+            return None
+        from .records import scheduling_json
+
+        return scheduling_json(self)
+
+    @property
+    def rejection(self) -> dict[str, Any] | None:
+        """The task.rejected content when not bound: code, a reason naming every failed predicate
+        with the candidates that failed it, candidates and filters_failed (§6)."""
+        if self.bound:
+            return None
+        from .records import rejection_dict
+
+        return rejection_dict(self)
+
+    def summary(self) -> str:
+        """One line in the style of a scheduler's event: eligible out of considered, and why not."""
+        from .records import summary_line
+
+        return summary_line(self)
+
+    def __repr__(self) -> str:
+        state = f"bound to {self.agent!r}" if self.bound else "unschedulable"
+        return f"<Placement {state}: {len(self.predicates)} predicates, engine {self.fleet_engine}>"
+
+
+class CustomScores:
+    """Scores from a caller's scorer: one mapping per eligible agent, as the scorer returned it."""
+
+    __slots__ = ("ids", "entries", "best")
+
+    def __init__(self, ids: list[int], entries: list[dict[str, Any]], best: int):
+        self.ids = ids
+        self.entries = entries
+        self.best = best
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _custom_scores(fleet, scorer, expl, matched: Requirements, session, kind) -> CustomScores:
+    ids = expl.eligible_ids()
+    agents = [fleet._agents[i] for i in ids]
+    task = ScoringTask(matched, session, kind,
+                       outcomes=lambda name: fleet.outcomes(name, kind),
+                       holds_session=lambda name: session is not None and fleet.holds_session(name, session))
+    raw = list(scorer(task, agents))
+    if len(raw) != len(ids):
+        raise A3Error(f"scorer returned {len(raw)} scores for {len(ids)} eligible agents")
+    entries = []
+    for decl, entry in zip(agents, raw):
+        total = entry.get("total") if isinstance(entry, Mapping) else None
+        if isinstance(total, bool) or not isinstance(total, (int, float)) or total != total:
+            raise A3Error(f"scorer gave agent {decl.agent.name!r} no numeric 'total'")
+        entries.append({"total": float(total), **{k: v for k, v in entry.items() if k != "total"}})
+    best = choose([d.agent.name for d in agents], [e["total"] for e in entries])
+    return CustomScores(ids, entries, ids[best] if best >= 0 else -1)
+
+
+def place(fleet, requirements, *, session=None, route=None, scorer=None, kind=None,
+          remember_session=True) -> Placement:
+    """Place one task on `fleet`; see Fleet.place."""
+    started = time.perf_counter_ns()
+    submitted = parse_requirements(requirements)
+    matched = route.apply(submitted) if route is not None else submitted
+    predicates = matched.predicates
+    session = session if session is not None else matched.session
+
+    # gather: resolve the predicates to index rows and agent ids
+    index = fleet._index
+    row_of, id_of = fleet._rows, fleet._ids
+    rows, excluded, eval_rows = [], [], []
+    only = fleet._engine.NO_AGENT_REF
+    for p in predicates:
+        if p.startswith(_ANTI):
+            excluded.append(id_of.get(p[len(_ANTI):], -1))
+        elif p.startswith(_AGENT_REF):
+            only = id_of.get(p[len(_AGENT_REF):], -1)
+        else:
+            rows.append(row_of.get(p, -1))
+            if p.startswith(_CAPABILITY):
+                eval_rows.append(fleet._eval_rows.get(p, -1))
+    if kind is None and (fleet._kinds or scorer or fleet.scorer):
+        kind = task_kind(matched)
+    gathered = time.perf_counter_ns()
+
+    # filter + explain, then score the eligible and choose
+    expl = index.explain(rows, only, excluded)
+    scorer = scorer or fleet.scorer
+    if scorer is None:
+        session_row = fleet._session_rows.get(session, -1) if session is not None else -1
+        kid = fleet._kinds.get(kind, -1) if kind is not None else -1
+        scores = index.score(expl, eval_rows, session_row, kid, fleet.weights)
+    else:
+        scores = _custom_scores(fleet, scorer, expl, matched, session, kind)
+    best = scores.best
+    selected = time.perf_counter_ns()
+    decided_at = time.time_ns()
+
+    decl = fleet._agents[best] if best >= 0 else None
+    placement = Placement(
+        fleet_engine=fleet.engine, _index=index, requirements=matched, submitted=submitted,
+        predicates=predicates, route=route.name if route is not None else None, session=session,
+        kind=kind, explanation=expl, scores=scores, agent=decl.agent.name if decl else None,
+        declaration=decl, _declaration_json=fleet._decl_json[best] if decl else None,
+        gather_ns=gathered - started, select_ns=selected - gathered, decided_at_ns=decided_at,
+        generation=fleet.generation)
+    placement._custom = scorer is not None
+    if decl is not None and session is not None and remember_session and not fleet.holds_session(decl.agent.name, session):
+        fleet.hold_session(decl.agent.name, session)
+    return placement
+
+
+def resume(fleet, earlier: Placement, *, seq: int | None = None) -> Placement:
+    """A resumed placement (§6): back to the agent `earlier` chose, with no candidates weighed.
+
+    The agent must still be in the fleet and its current declaration must still satisfy every
+    predicate matched the first time, since the resumed record is held to the same checks (§7).
+    """
+    if not earlier.bound:
+        raise FleetError("only a bound placement can be resumed")
+    decl = fleet.get(earlier.agent)
+    if decl is None:
+        raise FleetError(f"cannot resume on {earlier.agent!r}: the agent is no longer in the fleet")
+    unmet = first_failed(decl, earlier.predicates)
+    if unmet is not None:
+        raise FleetError(f"cannot resume on {earlier.agent!r}: its declaration no longer satisfies {unmet}")
+    started = time.perf_counter_ns()
+    aid = fleet._ids[earlier.agent]
+    placement = Placement(
+        fleet_engine=fleet.engine, _index=earlier._index, requirements=earlier.requirements,
+        submitted=earlier.submitted, predicates=earlier.predicates, route=earlier.route,
+        session=earlier.session, kind=earlier.kind, explanation=earlier.explanation,
+        scores=earlier.scores, agent=earlier.agent, declaration=decl,
+        _declaration_json=fleet._decl_json[aid], gather_ns=None,
+        select_ns=time.perf_counter_ns() - started, decided_at_ns=time.time_ns(),
+        generation=fleet.generation)
+    placement.resumed = True
+    placement.recorded_in = seq if seq is not None else earlier.seq
+    placement._custom = earlier._custom
+    return placement

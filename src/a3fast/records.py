@@ -1,0 +1,142 @@
+"""The records of a placement (§6): the task.bound scheduling object, task.rejected content, and
+the trace records of one placement, as dicts and as JSON bytes."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Iterator
+
+import orjson
+
+__all__ = ["scheduling_dict", "scheduling_json", "rejection_dict", "timings", "summary_line",
+           "placement_records", "reason_text"]
+
+#: How many candidate names a rejection's reason lists per predicate before it counts the rest;
+#: the full lists are in the rejection's filters_failed.
+REASON_NAMES = 10
+
+
+def _iso(ns: int) -> str:
+    moment = datetime.fromtimestamp(ns // 1_000_000_000, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{(ns // 1000) % 1_000_000:06d}Z"
+
+
+def timings(p) -> dict[str, Any]:
+    """gather_ms, select_ms and decided_at where measured (reading 9); launch_ms and requests are
+    omitted, never zero: a3fast does not launch agents and lists no API server."""
+    out: dict[str, Any] = {}
+    if p.gather_ns is not None:
+        out["gather_ms"] = p.gather_ns / 1e6
+    if p.select_ns is not None:
+        out["select_ms"] = p.select_ns / 1e6
+    out["decided_at"] = _iso(p.decided_at_ns)
+    return out
+
+
+def _score_map(p) -> dict[str, dict[str, Any]]:
+    if p._custom:
+        index = p._index
+        return {index.name(aid): entry for aid, entry in zip(p.scores.ids, p.scores.entries)}
+    return p._index.score_map(p.scores)
+
+
+def _tail(p) -> dict[str, Any]:
+    tail: dict[str, Any] = {}
+    if p.route is not None:
+        tail["route"] = p.route
+    tail["timings"] = timings(p)
+    return tail
+
+
+def scheduling_dict(p) -> dict[str, Any]:
+    """The §6 scheduling object; for a resumed placement, the `recorded_in` form."""
+    out: dict[str, Any] = {"requirements": dict(p.requirements.doc), "declaration": dict(p.declaration.doc)}
+    if p.resumed:
+        out = {"resumed": True, "recorded_in": _recorded_in(p), **out, **_counts(p)}
+    else:
+        out["candidates"] = p.candidates
+        out["filters_passed"] = list(p.predicates)
+        out["filters_failed"] = p.filters_failed
+        out["scores"] = _score_map(p)
+    out.update(_tail(p))
+    return out
+
+
+def _recorded_in(p) -> dict[str, Any]:
+    ref: dict[str, Any] = {"kind": "task.bound"}
+    if p.recorded_in is not None:
+        ref["seq"] = p.recorded_in
+    return ref
+
+
+def _counts(p) -> dict[str, int]:
+    expl = p.explanation
+    return {"candidates_count": expl.candidates_count, "filters_passed_count": len(p.predicates),
+            "filters_failed_count": expl.candidates_count - expl.eligible_count,
+            "scores_count": len(p.scores)}
+
+
+def scheduling_json(p) -> bytes:
+    """The scheduling object as JSON bytes; the engine writes the lists directly."""
+    if p.resumed or p._custom:
+        return orjson.dumps(scheduling_dict(p))
+    requirements_json = orjson.dumps(p.requirements.doc)
+    return p._index.write_scheduling(p.explanation, p.scores, p.predicates, requirements_json,
+                                     p._declaration_json, orjson.dumps(_tail(p))[1:-1])
+
+
+def reason_text(p) -> str:
+    """A §6-conformant reason: every failed predicate with the candidates that failed it first."""
+    expl = p.explanation
+    n = expl.candidates_count
+    if n == 0:
+        if p.predicates:
+            return ("no eligible agent: the fleet has no agents to consider; the task requires "
+                    + ", ".join(p.predicates))
+        return "no eligible agent: the fleet has no agents to consider (the task requires nothing)"
+    index = p._index
+    parts = []
+    for k, predicate in enumerate(p.predicates):
+        ids = expl.failed_ids(k)
+        if not ids:
+            continue
+        names = [index.name(i) for i in ids[:REASON_NAMES]]
+        more = f" and {len(ids) - REASON_NAMES} more" if len(ids) > REASON_NAMES else ""
+        parts.append(f"{predicate} failed by {', '.join(names)}{more}")
+    return f"no eligible agent among {n} candidate{'s' if n != 1 else ''}: " + "; ".join(parts)
+
+
+def rejection_dict(p) -> dict[str, Any]:
+    """task.rejected content (§6; DESIGN reading 6)."""
+    out: dict[str, Any] = {"code": "unschedulable", "reason": reason_text(p),
+                           "requirements": dict(p.requirements.doc), "candidates": p.candidates,
+                           "filters_failed": p.filters_failed}
+    out.update(_tail(p))
+    return out
+
+
+def summary_line(p) -> str:
+    """"3/1000 agents eligible: 612 lack capability:x/2, 301 lack clearance:y" (derivation order)."""
+    expl = p.explanation
+    head = f"{expl.eligible_count}/{expl.candidates_count} agents eligible"
+    lacks = [f"{count} lack {predicate}" if not predicate.startswith("anti-affinity:")
+             else f"{count} excluded by {predicate}"
+             for predicate, count in zip(p.predicates, expl.failed_counts()) if count]
+    chosen = f"; chose {p.agent}" if p.bound else "; unschedulable"
+    return head + (": " + ", ".join(lacks) if lacks else "") + chosen
+
+
+def placement_records(p, task: dict[str, Any] | None = None) -> Iterator[tuple[str, bytes]]:
+    """(kind, content JSON) of the trace records of one placement: task.submitted, then
+    task.admitted + task.bound, or task.rejected; a resumed placement is one task.bound.
+    `task` adds fields to task.submitted (goal, inputs, …)."""
+    if p.resumed:
+        yield "task.bound", b'{"resumed":true,"scheduling":' + p.scheduling_json() + b"}"
+        return
+    submitted = dict(task or {})
+    submitted["requirements"] = dict(p.submitted.doc)
+    yield "task.submitted", orjson.dumps(submitted)
+    if p.bound:
+        yield "task.admitted", orjson.dumps({"agent": p.declaration.agent.to_dict()})
+        yield "task.bound", b'{"scheduling":' + p.scheduling_json() + b"}"
+    else:
+        yield "task.rejected", orjson.dumps(p.rejection)
