@@ -32,6 +32,12 @@ def bits_to_ids(bits: int) -> list[int]:
     return np.flatnonzero(np.unpackbits(raw, bitorder="little")).tolist()
 
 
+def _ids_to_bits(ids: Sequence[int], size: int) -> int:
+    flags = np.zeros(size, dtype=bool)
+    flags[np.asarray(ids, dtype=np.int64)] = True
+    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
+
+
 class Explanation:
     """The filter's result: candidates, eligible, and per predicate the candidates that failed it first.
 
@@ -124,6 +130,29 @@ class Index:
         for r in rows:
             all_rows[r] |= bit
         self._live |= bit
+
+    def put_many(self, aids: Sequence[int], names: Sequence[str], rows: Sequence[Sequence[int]],
+                 costs: Sequence[float]) -> None:
+        """`put` for many new agents at once (ids consecutive from the next free id).
+
+        Building each row once from its id list avoids re-copying a growing int per agent, which
+        makes a one-by-one build quadratic in the fleet size.
+        """
+        if not aids:
+            return
+        if aids[0] != len(self._names) or list(aids) != list(range(aids[0], aids[0] + len(aids))):
+            raise ValueError("put_many takes consecutive new ids")
+        members: dict[int, list[int]] = {}
+        for aid, agent_rows in zip(aids, rows):
+            for r in agent_rows:
+                members.setdefault(r, []).append(aid)
+        self._names.extend(names)
+        self._quoted.extend(orjson.dumps(name) for name in names)
+        self._cost.extend(costs)
+        size = len(self._names)
+        for r, ids in members.items():
+            self._rows[r] |= _ids_to_bits(ids, size)
+        self._live |= _ids_to_bits(aids, size)
 
     def drop(self, aid: int, rows: Sequence[int]) -> None:
         """Agent `aid` leaves `rows` and the live set (its id and name stay reserved)."""

@@ -5,15 +5,16 @@ one predicate against one declaration with no index at all.
 """
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
-from .schema import Declaration, Requirements
+if TYPE_CHECKING:
+    from .schema import Declaration, Requirements
 
 __all__ = [
     "CAPABILITY", "CLEARANCE", "TOOL", "RESIDENCY", "LATENCY", "AGENT_REF", "ANTI_AFFINITY", "KINDS",
     "UNMET_CODE", "Predicate", "capability", "clearance", "tool", "residency", "latency_class",
     "agent_ref", "anti_affinity", "derive_predicates", "parse_predicate", "satisfies",
-    "declaration_keys", "evaluated_keys", "first_failed",
+    "declaration_keys", "evaluated_keys", "first_failed", "derive",
 ]
 
 CAPABILITY = "capability"
@@ -86,17 +87,27 @@ def _unique(items: Iterable[str]) -> tuple[str, ...]:
 
 def derive_predicates(req: Requirements) -> tuple[str, ...]:
     """The predicate set of a requirements document, in derivation order (§5; DESIGN reading 1)."""
-    out = [capability(c.name, c.version) for c in req.capabilities]
-    out += [clearance(c) for c in req.clearances]
-    out += [tool(t) for t in req.tools]
-    if req.residency is not None:
-        out.append(residency(req.residency))
-    if req.latency_class is not None:
-        out.append(latency_class(req.latency_class))
-    if req.agent_ref is not None:
-        out.append(agent_ref(req.agent_ref))
-    out += [anti_affinity(name) for name in req.exclude]
-    return _unique(out)
+    return derive(req.capabilities, req.clearances, req.tools, req.residency, req.latency_class,
+                  req.agent_ref, req.exclude)
+
+
+def derive(capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude) -> tuple[str, ...]:
+    """derive_predicates from the parsed fields (the parser calls it before it builds Requirements)."""
+    # Written out (not through the helpers above): this runs once per placement from a dict.
+    out = [f"capability:{c.name}/{c.version}" for c in capabilities]
+    if clearances:
+        out += ["clearance:" + c for c in clearances]
+    if tools:
+        out += ["tool:" + t for t in tools]
+    if residency_label is not None:
+        out.append("residency:" + residency_label)
+    if latency is not None:
+        out.append("model.latency_class:" + latency)
+    if agent_ref_name is not None:
+        out.append("agentRef:" + agent_ref_name)
+    if exclude:
+        out += ["anti-affinity:" + name for name in exclude]
+    return tuple(dict.fromkeys(out))
 
 
 def parse_predicate(text: str) -> Predicate | None:
