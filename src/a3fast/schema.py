@@ -258,9 +258,11 @@ _valid_texts: set[str] = set()
 
 
 def _identifier_ok(value: Any) -> bool:
+    if type(value) is not str:
+        return False
     if value in _valid_identifiers:
         return True
-    if type(value) is str and IDENTIFIER.fullmatch(value):
+    if IDENTIFIER.fullmatch(value):
         if len(_valid_identifiers) < _MEMO_LIMIT:
             _valid_identifiers.add(value)
         return True
@@ -268,9 +270,11 @@ def _identifier_ok(value: Any) -> bool:
 
 
 def _text_ok(value: Any) -> bool:
+    if type(value) is not str:
+        return False
     if value in _valid_texts:
         return True
-    if type(value) is str and 0 < len(value) <= MAX_TEXT and not CONTROL.search(value):
+    if 0 < len(value) <= MAX_TEXT and not CONTROL.search(value):
         if len(_valid_texts) < _MEMO_LIMIT:
             _valid_texts.add(value)
         return True

@@ -1,0 +1,31 @@
+"""Test setup shared by every suite: one fixture runs each matching test on both engines.
+
+The native engine is skipped only where the extension is not built; with A3FAST_REQUIRE_NATIVE=1
+(as in .ci/run) a missing extension fails instead, so CI never tests the fallback twice.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from a3fast.engines import NATIVE_AVAILABLE
+
+settings.register_profile("default", deadline=None, max_examples=100,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", deadline=None, max_examples=2000,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("A3FAST_HYPOTHESIS_PROFILE", "default"))
+
+REQUIRE_NATIVE = os.environ.get("A3FAST_REQUIRE_NATIVE") == "1"
+
+
+@pytest.fixture(scope="session", params=["native", "pure"])
+def engine(request) -> str:
+    """The engine name a test runs on; every matching test takes it."""
+    if request.param == "native" and not NATIVE_AVAILABLE:
+        if REQUIRE_NATIVE:
+            pytest.fail("A3FAST_REQUIRE_NATIVE=1 but the a3fast._core extension is not built")
+        pytest.skip("the a3fast._core extension is not built")
+    return request.param
