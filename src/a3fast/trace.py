@@ -1,17 +1,34 @@
-"""Traces (DESIGN reading 7): JSON Lines of `{"seq", "kind", "content"}` records.
+"""Traces (DESIGN reading 7): JSON Lines (or a JSON array) of `{"seq", "kind", "content"}` records.
 
 Writing is append-only, one record per line, flushed per record; with `fsync=True` each record is
 also forced to disk, so a crash loses at most the record being written.
+
+Reading streams JSON Lines one line at a time, so memory does not grow with the trace. Whatever
+breaks the format — a line that is not JSON, a record without `seq`/`kind`/`content`, a `seq` that
+does not increase — comes out as a TraceProblem in place, and reading goes on with the records that
+can still be read; the verifier reports each as E_TRACE.
 """
 from __future__ import annotations
 
+import io
+import itertools
 import os
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, NamedTuple, Union
 
+import msgspec
 import orjson
 
-__all__ = ["TraceWriter"]
+from .errors import A3Error, describe
+
+__all__ = ["TraceWriter", "TraceRecord", "TraceProblem", "TraceItem", "read_trace", "read_lines",
+           "read_values", "TraceContentError"]
+
+_UNDECODED = object()
+
+
+class TraceContentError(A3Error):
+    """A record whose content is valid JSON syntax but cannot be decoded (a number out of range)."""
 
 
 class TraceWriter:
@@ -47,3 +64,216 @@ class TraceWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading (DESIGN reading 7)
+
+
+class TraceRecord:
+    """One readable record. `content` is decoded on first use: the verifier decodes the content of a
+    large task.bound straight from `content_json` with a typed decoder and never builds it whole.
+
+    `line` is the record's line in a JSON Lines trace (None in a JSON array or a list of values);
+    `index` its 1-based position among the trace's records and unreadable lines.
+    """
+
+    __slots__ = ("seq", "kind", "line", "index", "content_json", "_content")
+
+    def __init__(self, seq: int, kind: str, line: int | None, index: int,
+                 content: Any = _UNDECODED, content_json: Any = None):
+        self.seq = seq
+        self.kind = kind
+        self.line = line
+        self.index = index
+        self.content_json = content_json
+        self._content = content
+
+    @property
+    def content(self) -> Any:
+        """The decoded content; TraceContentError if it is JSON no decoder can hold (1e400)."""
+        if self._content is _UNDECODED:
+            try:
+                self._content = _ANY.decode(self.content_json)
+            except msgspec.MsgspecError as exc:
+                raise TraceContentError(f"the record's content cannot be read: {exc}") from None
+        return self._content
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "kind": self.kind, "content": self.content}
+
+    def __repr__(self) -> str:
+        return f"TraceRecord(seq={self.seq}, kind={self.kind!r}, line={self.line})"
+
+
+class TraceProblem(NamedTuple):
+    """A place where the trace breaks its format (E_TRACE): a line that is not JSON, a record without
+    `seq`/`kind`/`content`, or a `seq` that does not increase. `seq` is the record's, when it has one."""
+
+    line: int | None
+    index: int
+    seq: int | None
+    message: str
+
+    @property
+    def where(self) -> str:
+        return f"line {self.line}" if self.line is not None else f"record {self.index}"
+
+
+TraceItem = Union[TraceRecord, TraceProblem]
+
+
+class _Envelope(msgspec.Struct, gc=False):
+    # The fast shape of a record; anything else is read again generically to say what is wrong.
+    seq: int
+    kind: str
+    content: msgspec.Raw
+
+
+_ENVELOPE = msgspec.json.Decoder(_Envelope)
+_ANY = msgspec.json.Decoder()
+
+
+def _is_seq(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _Sequencer:
+    """Checks the record format and that seq increases; numbers the items it hands out."""
+
+    def __init__(self) -> None:
+        self.last_seq: int | None = None
+        self.index = 0
+
+    def envelope(self, env: _Envelope, line: int | None) -> Iterator[TraceItem]:
+        self.index += 1
+        yield from self._order(env.seq, line)
+        if memoryview(env.content)[:1] != b"{":
+            yield TraceProblem(line, self.index, env.seq, "the record's content must be an object, "
+                               f"found {_describe_json(env.content)}")
+            return
+        yield TraceRecord(env.seq, env.kind, line, self.index, content_json=env.content)
+
+    def value(self, value: Any, line: int | None) -> Iterator[TraceItem]:
+        """A record given as a decoded JSON value (a JSON array's element, or a caller's dict)."""
+        self.index += 1
+        if not isinstance(value, Mapping):
+            yield TraceProblem(line, self.index, None,
+                               f"expected a record {{seq, kind, content}}, found {describe(value)}")
+            return
+        missing = [key for key in ("seq", "kind", "content") if key not in value]
+        seq = value.get("seq")
+        seq = seq if _is_seq(seq) else None
+        if missing:
+            yield TraceProblem(line, self.index, seq,
+                               f"the record has no {' / '.join(repr(k) for k in missing)}")
+            return
+        if seq is None:
+            yield TraceProblem(line, self.index, None,
+                               f"the record's seq must be an integer, found {describe(value['seq'])}")
+            return
+        if not isinstance(value["kind"], str):
+            yield TraceProblem(line, self.index, seq,
+                               f"the record's kind must be a string, found {describe(value['kind'])}")
+            return
+        yield from self._order(seq, line)
+        if not isinstance(value["content"], Mapping):
+            yield TraceProblem(line, self.index, seq, "the record's content must be an object, "
+                               f"found {describe(value['content'])}")
+            return
+        yield TraceRecord(seq, value["kind"], line, self.index, content=value["content"])
+
+    def _order(self, seq: int, line: int | None) -> Iterator[TraceProblem]:
+        last = self.last_seq
+        if last is not None and seq <= last:
+            yield TraceProblem(line, self.index, seq,
+                               f"seq {seq} does not increase (an earlier record has seq {last})")
+        else:
+            self.last_seq = seq
+
+
+def read_lines(lines: Iterable[bytes], *, first_line: int = 1) -> Iterator[TraceItem]:
+    """Records of a JSON Lines trace, one line at a time (constant memory); blank lines are skipped."""
+    seq_check = _Sequencer()
+    for lineno, line in enumerate(lines, first_line):
+        if not line or line.isspace():
+            continue
+        try:
+            yield from seq_check.envelope(_ENVELOPE.decode(line), lineno)
+            continue
+        except msgspec.ValidationError:
+            pass  # JSON, but not the usual shape: read it whole to say exactly what is wrong
+        except msgspec.DecodeError as exc:
+            seq_check.index += 1
+            yield TraceProblem(lineno, seq_check.index, None, f"not JSON: {_decode_error(exc)}")
+            continue
+        try:
+            value = _ANY.decode(line)
+        except msgspec.MsgspecError as exc:  # valid syntax, but e.g. a number out of range
+            seq_check.index += 1
+            yield TraceProblem(lineno, seq_check.index, None, f"not JSON: {_decode_error(exc)}")
+            continue
+        yield from seq_check.value(value, lineno)
+
+
+def read_values(values: Iterable[Any]) -> Iterator[TraceItem]:
+    """Records given as decoded JSON values, e.g. a list of dicts."""
+    seq_check = _Sequencer()
+    for value in values:
+        yield from seq_check.value(value, None)
+
+
+def read_trace(source: "str | os.PathLike | BinaryIO | bytes",
+               progress: Callable[[int], None] | None = None) -> Iterator[TraceItem]:
+    """Read a trace from a path, a binary file or bytes: JSON Lines, streamed line by line, or a JSON
+    array of records (read whole). `progress(n)` is told of every n bytes consumed."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        yield from _read_binary(io.BytesIO(source), progress)
+    elif isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as fh:
+            yield from _read_binary(fh, progress)
+    else:
+        yield from _read_binary(source, progress)
+
+
+def _read_binary(fh: BinaryIO, progress: Callable[[int], None] | None) -> Iterator[TraceItem]:
+    lines = _counted(fh, progress) if progress is not None else iter(fh)
+    lineno = 0
+    for line in lines:
+        lineno += 1
+        if not line or line.isspace():
+            continue
+        if line.lstrip()[:1] == b"[":
+            yield from _read_array(line + b"".join(lines), lineno)
+            return
+        yield from read_lines(itertools.chain((line,), lines), first_line=lineno)
+        return
+
+
+def _read_array(data: bytes, first_line: int) -> Iterator[TraceItem]:
+    try:
+        values = _ANY.decode(data)
+    except msgspec.MsgspecError as exc:
+        yield TraceProblem(first_line, 1, None, f"not a JSON array of records: {_decode_error(exc)}")
+        return
+    if not isinstance(values, list):  # e.g. "[1] [2]" fails above; this is a safeguard
+        yield TraceProblem(first_line, 1, None, "expected a JSON array of records")
+        return
+    yield from read_values(values)
+
+
+def _counted(fh: BinaryIO, progress: Callable[[int], None]) -> Iterator[bytes]:
+    for line in fh:
+        progress(len(line))
+        yield line
+
+
+def _describe_json(raw: Any) -> str:
+    try:
+        return describe(_ANY.decode(raw))
+    except msgspec.MsgspecError:
+        return "a value no decoder can hold"
+
+
+def _decode_error(exc: Exception) -> str:
+    return str(exc).removeprefix("JSON is malformed: ")

@@ -1,0 +1,283 @@
+"""A task.bound's scheduling object (§6) read for verification (§7).
+
+Two readers, one result. The fast one decodes the usual shape of a full placement with msgspec
+Structs that keep only what §7 reads — the names in `filters_failed` and in `scores`, `filters_passed`,
+the two small documents — and skips the rest of the ~100 KB record without building it (the names in
+`candidates`, score components, timings). Anything it does not recognise — a resumed placement, a
+missing field, a value of another type — is read again by the generic reader, which checks every
+field by hand and says what is wrong with each. Both end in the same `RecordedPlacement`, so every
+check downstream is written once, and a property test holds the two readers to the same findings.
+
+What counts as malformed (E_STRUCTURE) is what §6 marks required and §7 reads: `requirements` and
+`declaration` must parse as §4 and §3 documents, `filters_passed` must be predicate strings,
+`filters_failed` entries `{candidate, predicate}` strings, `scores` an object of `{total, ...}`
+objects with a numeric `total`, and `candidates` an array (§7 never reads its names).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import msgspec
+
+from .errors import SchemaError, describe
+from .schema import Declaration, Requirements, parse_declaration, parse_requirements
+
+__all__ = ["RecordedPlacement", "read_scheduling", "read_scheduling_json", "ABSENT"]
+
+
+class _Absent:
+    """A field the record does not carry (distinct from JSON null)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Any = _Absent()
+
+
+class RecordedPlacement:
+    """What §7 checks of one task.bound. A field that is absent or malformed is None, and each
+    problem with it is one line in `problems` (reported as E_STRUCTURE).
+
+    `failed_candidates` and `failed_predicates` are the two columns of `filters_failed`; `scored`
+    holds the names in `scores`; `recorded_in` is ABSENT unless the record refers to an earlier explanation (§6)."""
+
+    __slots__ = ("problems", "requirements", "declaration", "filters_passed", "failed_candidates",
+                 "failed_predicates", "scored",
+                 "candidates_ok", "route", "resumed", "recorded_in")
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.requirements: Requirements | None = None
+        self.declaration: Declaration | None = None
+        self.filters_passed: list[str] | None = None
+        self.failed_candidates: list[str] | None = None
+        self.failed_predicates: list[str] | None = None
+        self.scored: Any = None
+        self.candidates_ok = False
+        self.route: str | None = None
+        self.resumed = False
+        self.recorded_in: Any = ABSENT
+
+    @property
+    def full_explanation(self) -> bool:
+        """Carries all four lists of §6, well formed: an explanation a resumed placement may cite."""
+        return (self.candidates_ok and self.filters_passed is not None
+                and self.failed_candidates is not None and self.scored is not None)
+
+    @property
+    def agent(self) -> tuple[str, str] | None:
+        if self.declaration is None:
+            return None
+        return (self.declaration.agent.name, self.declaration.agent.namespace)
+
+
+# ---------------------------------------------------------------------------------------------
+# The two documents, shared by both readers. Parsed documents are cached by their JSON text: a
+# trace of many placements repeats a few requirements and a fleet's worth of declarations.
+
+_DOC_CACHE_LIMIT = 4096
+_requirements_cache: dict[bytes, tuple[Requirements | None, list[str]]] = {}
+_declaration_cache: dict[bytes, tuple[Declaration | None, list[str]]] = {}
+_ANY = msgspec.json.Decoder()
+
+
+def _parse_document(value: Any, field: str, parse) -> tuple[Any, list[str]]:
+    path = f"scheduling.{field}"
+    if value is ABSENT:
+        return None, [f"{path}: expected the required field {field!r} (§6), found nothing"]
+    try:
+        return parse(value, path), []
+    except SchemaError as exc:
+        return None, [str(p) for p in exc.problems]
+
+
+def _parse_document_json(raw: Any, field: str, parse, cache: dict) -> tuple[Any, list[str]]:
+    key = bytes(raw)
+    hit = cache.get(key)
+    if hit is None:
+        if len(cache) >= _DOC_CACHE_LIMIT:
+            cache.clear()
+        hit = cache[key] = _parse_document(_ANY.decode(key), field, parse)
+    return hit[0], list(hit[1])
+
+
+def _read_route(value: Any, record: RecordedPlacement) -> None:
+    # null counts as absent: nothing is on record as having added anything.
+    if value is ABSENT or value is None:
+        return
+    if isinstance(value, str) and value:
+        record.route = value
+    else:
+        record.problems.append(f"scheduling.route: expected the name of a rule (a non-empty string), "
+                               f"found {describe(value)}")
+
+
+def _read_resumed(content: Mapping[str, Any], scheduling: Mapping[str, Any]) -> bool:
+    # §6 says the task.bound "carries resumed: true"; records put it beside or inside scheduling.
+    return content.get("resumed") is True or scheduling.get("resumed") is True
+
+
+# ---------------------------------------------------------------------------------------------
+# The generic reader: any JSON value at all.
+
+def read_scheduling(content: Any) -> RecordedPlacement:
+    """Read a decoded task.bound content; never raises, whatever the value."""
+    record = RecordedPlacement()
+    if not isinstance(content, Mapping):
+        record.problems.append(f"content: expected an object carrying scheduling (§6), "
+                               f"found {describe(content)}")
+        return record
+    scheduling = content.get("scheduling", ABSENT)
+    if not isinstance(scheduling, Mapping):
+        found = "nothing" if scheduling is ABSENT else describe(scheduling)
+        record.problems.append(f"scheduling: expected an object (§6), found {found}")
+        return record
+    record.resumed = _read_resumed(content, scheduling)
+    record.requirements, problems = _parse_document(
+        scheduling.get("requirements", ABSENT), "requirements", parse_requirements)
+    record.problems += problems
+    record.declaration, problems = _parse_document(
+        scheduling.get("declaration", ABSENT), "declaration", parse_declaration)
+    record.problems += problems
+    record.recorded_in = scheduling.get("recorded_in", ABSENT)
+    if record.recorded_in is ABSENT:
+        _read_lists(scheduling, record)
+    _read_route(scheduling.get("route", ABSENT), record)
+    return record
+
+
+def _missing(field: str, what: str) -> str:
+    return (f"scheduling.{field}: expected {what} (§6; a resumed placement may instead carry "
+            f"recorded_in), found nothing")
+
+
+def _read_lists(scheduling: Mapping[str, Any], record: RecordedPlacement) -> None:
+    problems = record.problems
+    candidates = scheduling.get("candidates", ABSENT)
+    if candidates is ABSENT:
+        problems.append(_missing("candidates", "an array of agent names"))
+    elif not isinstance(candidates, list):
+        problems.append(f"scheduling.candidates: expected an array of agent names, found {describe(candidates)}")
+    else:
+        record.candidates_ok = True
+
+    passed = scheduling.get("filters_passed", ABSENT)
+    if passed is ABSENT:
+        problems.append(_missing("filters_passed", "an array of predicate strings"))
+    elif not isinstance(passed, list):
+        problems.append(f"scheduling.filters_passed: expected an array of predicate strings, found {describe(passed)}")
+    else:
+        bad = [(i, p) for i, p in enumerate(passed) if not isinstance(p, str)]
+        problems += [f"scheduling.filters_passed[{i}]: expected a predicate string, found {describe(p)}"
+                     for i, p in bad]
+        if not bad:
+            record.filters_passed = passed
+
+    failed = scheduling.get("filters_failed", ABSENT)
+    if failed is ABSENT:
+        problems.append(_missing("filters_failed", "an array of {candidate, predicate}"))
+    elif not isinstance(failed, list):
+        problems.append(f"scheduling.filters_failed: expected an array of {{candidate, predicate}}, "
+                        f"found {describe(failed)}")
+    else:
+        ok = True
+        for i, entry in enumerate(failed):
+            path = f"scheduling.filters_failed[{i}]"
+            if not isinstance(entry, Mapping):
+                problems.append(f"{path}: expected {{candidate, predicate}}, found {describe(entry)}")
+                ok = False
+                continue
+            for key in ("candidate", "predicate"):
+                if not isinstance(entry.get(key), str):
+                    found = "nothing" if key not in entry else describe(entry[key])
+                    problems.append(f"{path}.{key}: expected a string, found {found}")
+                    ok = False
+        if ok:
+            record.failed_candidates = [entry["candidate"] for entry in failed]
+            record.failed_predicates = [entry["predicate"] for entry in failed]
+
+    scores = scheduling.get("scores", ABSENT)
+    if scores is ABSENT:
+        problems.append(_missing("scores", "an object of {total, ...} per eligible candidate"))
+    elif not isinstance(scores, Mapping):
+        problems.append(f"scheduling.scores: expected an object of {{total, ...}} per eligible candidate, "
+                        f"found {describe(scores)}")
+    else:
+        ok = True
+        for name, entry in scores.items():
+            path = f"scheduling.scores[{name!r}]" if len(name) <= 60 else "scheduling.scores[…]"
+            if not isinstance(entry, Mapping):
+                problems.append(f"{path}: expected {{total, ...}}, found {describe(entry)}")
+                ok = False
+                continue
+            total = entry.get("total", ABSENT)
+            if not isinstance(total, (int, float)) or isinstance(total, bool):
+                found = "nothing" if total is ABSENT else describe(total)
+                problems.append(f"{path}.total: expected a number, found {found}")
+                ok = False
+        if ok:
+            record.scored = scores
+
+
+# ---------------------------------------------------------------------------------------------
+# The fast reader: the usual shape of a full placement, typed; the rest of the record is skipped.
+
+class _Failed(msgspec.Struct, gc=False):
+    candidate: str
+    predicate: str
+
+
+class _Score(msgspec.Struct, gc=False):
+    total: float  # msgspec accepts JSON integers here and refuses booleans, as the generic reader does
+
+
+class _Scheduling(msgspec.Struct, gc=False):
+    requirements: msgspec.Raw
+    declaration: msgspec.Raw
+    candidates: msgspec.Raw
+    filters_passed: list[str]
+    filters_failed: list[_Failed]
+    scores: dict[str, _Score]
+    route: Any = ABSENT
+    resumed: Any = ABSENT
+    recorded_in: Any = ABSENT
+
+
+class _BoundContent(msgspec.Struct, gc=False):
+    scheduling: _Scheduling
+    resumed: Any = ABSENT
+
+
+_BOUND = msgspec.json.Decoder(_BoundContent)
+
+
+def read_scheduling_json(content_json: Any) -> RecordedPlacement | None:
+    """Read a task.bound content from its JSON text in the usual shape; None when the shape is
+    another (the caller then decodes it and uses `read_scheduling`)."""
+    try:
+        content = _BOUND.decode(content_json)
+    except msgspec.MsgspecError:
+        return None
+    s = content.scheduling
+    if s.recorded_in is not ABSENT or memoryview(s.candidates)[:1] != b"[":
+        return None  # a resumed reference, or candidates not an array: the generic reader says how
+    record = RecordedPlacement()
+    record.resumed = content.resumed is True or s.resumed is True
+    try:
+        record.requirements, record.problems = _parse_document_json(
+            s.requirements, "requirements", parse_requirements, _requirements_cache)
+        record.declaration, problems = _parse_document_json(
+            s.declaration, "declaration", parse_declaration, _declaration_cache)
+    except msgspec.MsgspecError:
+        return None  # valid syntax no decoder can hold (1e400): the generic path reports it
+    record.problems += problems
+    record.candidates_ok = True
+    record.filters_passed = s.filters_passed
+    record.failed_candidates = [f.candidate for f in s.filters_failed]
+    record.failed_predicates = [f.predicate for f in s.filters_failed]
+    record.scored = s.scores
+    _read_route(s.route, record)
+    return record

@@ -1,0 +1,535 @@
+"""The verification procedure of §7: from the trace alone, was each task placed on an agent that
+satisfied every requirement, and does the record explain why?
+
+    findings = a3fast.verify(records)          # records: dicts {seq, kind, content}
+    findings = verify_file("trace.jsonl")      # JSON Lines streamed in constant memory, or a JSON array
+    valid = is_valid(findings)
+
+Every error is reported, never just the first. Each Finding names its code, the record's `seq`,
+the line it came from, and in words what was expected and what was found. Bad input of any shape
+gives findings, never an exception. Codes are those of §7, plus E_TRACE for a record that breaks
+the trace format (DESIGN reading 7) and a3fast's own warnings (`W_…`), which never make a trace
+invalid.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping
+
+from .errors import describe
+from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
+                         UNMET_CODE, parse_predicate, satisfies)
+from .schema import Declaration, Requirements, SchemaError, parse_requirements
+from .scheduling_record import ABSENT, RecordedPlacement, read_scheduling, read_scheduling_json
+from .trace import (TraceContentError, TraceItem, TraceProblem, TraceRecord, read_trace, read_values)
+
+__all__ = ["Finding", "Verifier", "verify", "verify_file", "verify_stream", "verify_bytes",
+           "verify_items", "is_valid", "summarise", "bench_verify", "ERROR_CODES", "WARNING_CODES"]
+
+#: Every error code the verifier reports: §7's, and E_TRACE for the trace format.
+ERROR_CODES = (
+    "E_TRACE", "E_STRUCTURE", "E_DECLARATION_SCOPE", "E_REQUIREMENTS_MISMATCH",
+    *UNMET_CODE.values(), "E_EXPLANATION", "E_REJECTION_REASON",
+)
+#: a3fast's own checks: reported, but they never make a trace invalid.
+WARNING_CODES = ("W_FAILED_PREDICATE_UNMATCHED", "W_FAILED_AND_SCORED")
+
+SUBMITTED, ADMITTED, BOUND, REJECTED = "task.submitted", "task.admitted", "task.bound", "task.rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing the verifier found. `severity` is "error" (§7 codes, E_TRACE) or "warning"."""
+
+    code: str
+    seq: int | None
+    message: str
+    line: int | None = None
+    severity: str = "error"
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "seq": self.seq, "line": self.line, "message": self.message}
+
+    def __str__(self) -> str:
+        where = []
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.seq is not None:
+            where.append(f"seq {self.seq}")
+        prefix = ", ".join(where) + ": " if where else ""
+        label = "" if self.is_error else "warning "
+        return f"{prefix}{label}{self.code}: {self.message}"
+
+
+def is_valid(findings: Iterable[Finding]) -> bool:
+    """A trace is valid when the verifier found no error (warnings do not count)."""
+    return not any(f.is_error for f in findings)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rejections (§7 "Rejection", DESIGN reading 6)
+
+#: A reason that says in words that no agent or candidate was eligible, or that the task is unschedulable.
+_CLAIMS_NO_ELIGIBLE = re.compile(
+    r"\bunschedulable\b"
+    r"|\bno\s+(?:[a-z-]+\s+){0,2}(?:agents?|candidates?)\b"
+    r"|\bnone\s+of\s+the\s+(?:[a-z-]+\s+)?(?:agents|candidates)\b"
+    r"|\b(?:agents?|candidates?)\s+(?:(?:was|were|is|are)\s+)?(?:eligible|available|suitable|matching|matched)\b",
+    re.IGNORECASE)
+#: A §5 predicate string inside free text.
+_PREDICATE_IN_TEXT = re.compile(
+    r"(?<![\w.-])(?:"
+    r"capability:[a-z0-9]+(?:\.[a-z0-9-]+)+/(?:0|[1-9][0-9]*)(?![0-9])"
+    r"|clearance:[a-z0-9]+(?:\.[a-z0-9-]+)+"
+    r"|(?:tool|residency|agentRef|anti-affinity):[^\s,;]+"
+    r"|model\.latency_class:[^\s,;]+)")
+
+
+def claims_no_eligible_agent(content: Mapping[str, Any]) -> bool:
+    """Whether a task.rejected says no agent was eligible (DESIGN reading 6)."""
+    if content.get("code") == "unschedulable":
+        return True
+    reason = content.get("reason")
+    return isinstance(reason, str) and _CLAIMS_NO_ELIGIBLE.search(reason) is not None
+
+
+def names_a_predicate(reason: Any) -> bool:
+    return isinstance(reason, str) and _PREDICATE_IN_TEXT.search(reason) is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Words for findings
+
+def _agent_text(agent: tuple[str, str] | None) -> str:
+    return "no agent" if agent is None else f"{agent[1]}/{agent[0]}"
+
+
+def _listing(items: Iterable[str], limit: int = 8) -> str:
+    items = list(items)
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def unmet_detail(decl: Declaration, predicate: str) -> str:
+    """What the declaration has instead of what the predicate asks for (§5)."""
+    p = parse_predicate(predicate)
+    who = f"agent {decl.agent.name!r}"
+    if p is None:
+        return f"{predicate!r} is not a predicate of §5"
+    if p.kind == CAPABILITY:
+        versions = sorted(c.version for c in decl.capabilities if c.name == p.arg)
+        if versions:
+            return (f"{who} declares {p.arg} at major version {_listing(map(str, versions))}, "
+                    f"not {p.version}")
+        return f"{who} declares no capability {p.arg}"
+    if p.kind == CLEARANCE:
+        held = _listing(decl.clearances) or "none"
+        return f"{who} does not hold clearance {p.arg} (it holds: {held})"
+    if p.kind == TOOL:
+        if decl.tools is None:
+            return f"{who} declares no tools, so it is not bound to {p.arg!r}"
+        return f"{who} is not bound to tool {p.arg!r} (its tools: {_listing(decl.tools) or 'none'})"
+    if p.kind == RESIDENCY:
+        if decl.residency is None:
+            return f"{who} declares no residency, so it does not satisfy {p.arg!r}"
+        return f"{who}'s residency {list(decl.residency)} does not contain {p.arg!r}"
+    if p.kind == LATENCY:
+        declared = decl.model.latency_class if decl.model is not None else None
+        if declared is None:
+            return f"{who} declares no model.latency_class, so it does not equal {p.arg!r}"
+        return f"{who}'s model.latency_class is {declared!r}, not {p.arg!r}"
+    if p.kind == AGENT_REF:
+        return f"the task named agent {p.arg!r} directly, but the chosen agent is {decl.agent.name!r}"
+    if p.kind == ANTI_AFFINITY:
+        return f"the task excludes agent {p.arg!r}, and that is the agent chosen"
+    return f"{who} does not satisfy {predicate}"
+
+
+def _difference(want: Iterable[str], have: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(in want but not in have, in have but not in want), each in its list's order."""
+    want_set, have_set = set(want), set(have)
+    return ([p for p in dict.fromkeys(want) if p not in have_set],
+            [p for p in dict.fromkeys(have) if p not in want_set])
+
+
+# ---------------------------------------------------------------------------------------------
+# The verifier
+
+class _Explanation:
+    """What a resumed placement may rely on from an earlier full placement (§6, §7 Explanation):
+    kept small so that memory does not grow with the size of the fleet."""
+
+    __slots__ = ("passed", "agent", "chosen_failed", "chosen_scored")
+
+    def __init__(self, passed: frozenset[str], agent: tuple[str, str] | None,
+                 chosen_failed: str | None, chosen_scored: bool):
+        self.passed = passed
+        self.agent = agent
+        self.chosen_failed = chosen_failed  # the predicate the chosen agent was failed on, if listed
+        self.chosen_scored = chosen_scored
+
+
+_NOT_SEEN: Any = object()
+
+
+class Verifier:
+    """§7 over the records of one trace, fed in order; `finish()` returns every finding.
+
+    State is what §7 needs from earlier records: the latest task.submitted's predicate set S, the
+    latest task.admitted's agent (DESIGN reading 8), and, for resumed placements, a few facts per
+    earlier full placement.
+    """
+
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+        self.records = 0
+        self.placements = 0
+        self.rejections = 0
+        self._submitted: Any = _NOT_SEEN      # S as a tuple; None when unreadable
+        self._submitted_seq: int | None = None
+        self._admitted: Any = _NOT_SEEN       # (name, namespace); None when it names no agent
+        self._admitted_seq: int | None = None
+        self._bound: dict[int, _Explanation | None] = {}  # seq -> explanation, None if it has none
+        self._passed_sets: dict[frozenset[str], frozenset[str]] = {}
+        self._unanchored: list[tuple[int, int | None]] = []  # resumed, no seq, before any explanation
+        self._finished = False
+
+    # -- feeding --------------------------------------------------------------------------------
+
+    def feed(self, item: TraceItem) -> None:
+        if isinstance(item, TraceProblem):
+            self._error("E_TRACE", item.seq, item.line, f"{item.where}: {item.message}")
+            return
+        self.records += 1
+        kind = item.kind
+        if kind not in (SUBMITTED, ADMITTED, BOUND, REJECTED):
+            return
+        try:
+            if kind == BOUND:
+                self._check_bound(item)
+            elif kind == SUBMITTED:
+                self._read_submitted(item, item.content)
+            elif kind == ADMITTED:
+                self._read_admitted(item, item.content)
+            else:
+                self._check_rejected(item, item.content)
+        except TraceContentError as exc:
+            self._error("E_TRACE", item.seq, item.line, str(exc))
+
+    def feed_all(self, items: Iterable[TraceItem]) -> "Verifier":
+        for item in items:
+            self.feed(item)
+        return self
+
+    def finish(self) -> list[Finding]:
+        """Checks that need the whole trace, then every finding in trace order."""
+        if not self._finished:
+            self._finished = True
+            if self._unanchored and not any(e is not None for e in self._bound.values()):
+                for seq, line in self._unanchored:
+                    self._error("E_EXPLANATION", seq, line,
+                                "recorded_in names no seq, so the trace must hold a task.bound with a "
+                                "full explanation (§6), and it holds none")
+            self.findings.sort(key=lambda f: (f.line is None, f.line or 0))
+        return self.findings
+
+    # -- records --------------------------------------------------------------------------------
+
+    def _error(self, code: str, seq: int | None, line: int | None, message: str) -> None:
+        self.findings.append(Finding(code, seq, message, line))
+
+    def _warn(self, code: str, seq: int | None, line: int | None, message: str) -> None:
+        self.findings.append(Finding(code, seq, message, line, "warning"))
+
+    def _read_submitted(self, record: TraceRecord, content: Mapping[str, Any]) -> None:
+        """§7 Requirements: S from task.submitted's requirements (absent means empty)."""
+        self._submitted_seq = record.seq
+        requirements = content.get("requirements")
+        if requirements is None:
+            self._submitted = ()
+            return
+        try:
+            self._submitted = parse_requirements(requirements, "requirements").predicates
+        except SchemaError as exc:
+            self._submitted = None
+            for problem in exc.problems:
+                self._error("E_STRUCTURE", record.seq, record.line,
+                            f"task.submitted {problem}; what the task asked for cannot be read")
+
+    def _read_admitted(self, record: TraceRecord, content: Mapping[str, Any]) -> None:
+        self._admitted_seq = record.seq
+        agent = content.get("agent")
+        if (isinstance(agent, Mapping) and isinstance(agent.get("name"), str)
+                and isinstance(agent.get("namespace"), str)):
+            self._admitted = (agent["name"], agent["namespace"])
+        else:
+            self._admitted = None
+
+    def _check_rejected(self, record: TraceRecord, content: Mapping[str, Any]) -> None:
+        """§7 Rejection: a rejection that claims no eligible agent names a predicate of §5."""
+        self.rejections += 1
+        if claims_no_eligible_agent(content) and not names_a_predicate(content.get("reason")):
+            reason = content.get("reason")
+            found = "no reason" if reason is None else f"reason {describe(reason, 120)}"
+            self._error("E_REJECTION_REASON", record.seq, record.line,
+                        "a rejection that claims no agent was eligible must name at least one failed "
+                        f"predicate of §5 (such as capability:<name>/<version>); found {found}")
+
+    def _check_bound(self, record: TraceRecord) -> None:
+        self.placements += 1
+        placement = None
+        if record.content_json is not None:
+            placement = read_scheduling_json(record.content_json)
+        if placement is None:
+            placement = read_scheduling(record.content)
+        seq, line = record.seq, record.line
+        for problem in placement.problems:  # §7 Placement
+            self._error("E_STRUCTURE", seq, line, problem)
+        agent = placement.agent
+        predicates = placement.requirements.predicates if placement.requirements is not None else None
+        self._check_scope(seq, line, agent)
+        if predicates is not None:
+            self._check_consistency(seq, line, predicates, placement.route)
+            if placement.declaration is not None:
+                self._check_satisfaction(seq, line, predicates, placement.declaration)
+        if placement.recorded_in is ABSENT:
+            self._check_explanation(seq, line, placement, predicates)
+        else:
+            self._check_reference(seq, line, placement, predicates)
+
+    # -- the steps of §7 ------------------------------------------------------------------------
+
+    def _check_scope(self, seq: int, line: int | None, agent: tuple[str, str] | None) -> None:
+        """§7 Scope: the declaration is for the agent in the latest task.admitted (DESIGN reading 8)."""
+        if agent is None:
+            return  # no readable declaration: already E_STRUCTURE
+        admitted = self._admitted
+        if admitted is _NOT_SEEN:
+            self._error("E_DECLARATION_SCOPE", seq, line,
+                        f"the declaration is for {_agent_text(agent)}, but no task.admitted precedes "
+                        "this placement to say which agent the task was admitted to")
+        elif admitted is None:
+            self._error("E_DECLARATION_SCOPE", seq, line,
+                        f"the declaration is for {_agent_text(agent)}, but the latest task.admitted "
+                        f"(seq {self._admitted_seq}) names no agent {{name, namespace}}")
+        elif admitted != agent:
+            self._error("E_DECLARATION_SCOPE", seq, line,
+                        f"the declaration is for {_agent_text(agent)}, but the latest task.admitted "
+                        f"(seq {self._admitted_seq}) admitted {_agent_text(admitted)}")
+
+    def _check_consistency(self, seq: int, line: int | None, matched: tuple[str, ...],
+                           route: str | None) -> None:
+        """§7 Consistency: S ⊆ P, and P = S when no route is on record."""
+        asked = self._submitted
+        if asked is None:
+            return  # task.submitted unreadable: already E_STRUCTURE there
+        if asked is _NOT_SEEN:
+            self._error("E_REQUIREMENTS_MISMATCH", seq, line,
+                        "no task.submitted precedes this placement, so what was asked cannot be "
+                        "compared with what was matched (§6: the requirements MUST also appear there)")
+            return
+        dropped, added = _difference(asked, matched)
+        if dropped:
+            self._error("E_REQUIREMENTS_MISMATCH", seq, line,
+                        f"the task asked for {_listing(dropped)} (task.submitted, seq "
+                        f"{self._submitted_seq}), but scheduling.requirements does not: a placement "
+                        "may only add requirements, never drop one")
+        if added and route is None:
+            self._error("E_REQUIREMENTS_MISMATCH", seq, line,
+                        f"scheduling.requirements adds {_listing(added)}, which the task did not ask "
+                        f"for (task.submitted, seq {self._submitted_seq}), and no route is on record "
+                        "to name the rule that added it")
+
+    def _check_satisfaction(self, seq: int, line: int | None, matched: tuple[str, ...],
+                            decl: Declaration) -> None:
+        """§7 Satisfaction: every predicate of P is satisfied by the declaration; one error each."""
+        for predicate in matched:
+            if not satisfies(decl, predicate):
+                code = UNMET_CODE[predicate.partition(":")[0]]
+                self._error(code, seq, line, f"{predicate} is not satisfied: {unmet_detail(decl, predicate)}")
+
+    def _check_explanation(self, seq: int, line: int | None, placement: RecordedPlacement,
+                           matched: tuple[str, ...] | None) -> None:
+        """§7 Explanation for a placement that carries its own lists."""
+        passed = placement.filters_passed
+        if passed is not None and matched is not None:
+            missing, extra = _difference(matched, passed)
+            if missing:
+                self._error("E_EXPLANATION", seq, line,
+                            f"filters_passed must equal the predicates matched; it lacks {_listing(missing)}")
+            if extra:
+                self._error("E_EXPLANATION", seq, line,
+                            f"filters_passed must equal the predicates matched; it has {_listing(extra)}, "
+                            "which scheduling.requirements does not derive")
+        agent = placement.agent
+        name = agent[0] if agent is not None else None
+        failed_names = placement.failed_candidates
+        chosen_failed = None
+        if failed_names is not None and name is not None and name in failed_names:
+            chosen_failed = placement.failed_predicates[failed_names.index(name)]
+            self._error("E_EXPLANATION", seq, line,
+                        f"the chosen agent {name!r} is listed in filters_failed (as failing {chosen_failed}), "
+                        "so the record says it was not eligible")
+        scored = placement.scored
+        chosen_scored = scored is not None and name is not None and name in scored
+        if scored is not None and name is not None and not chosen_scored:
+            self._error("E_EXPLANATION", seq, line,
+                        f"scores must contain the chosen agent {name!r}, and it does not "
+                        f"(it has {len(scored)} entr{'y' if len(scored) == 1 else 'ies'})")
+        self._warn_on_lists(seq, line, placement, matched)
+        if placement.full_explanation:
+            key = frozenset(passed)
+            key = self._passed_sets.setdefault(key, key)
+            self._bound[seq] = _Explanation(key, agent, chosen_failed, chosen_scored)
+        else:
+            self._bound.setdefault(seq, None)
+
+    def _warn_on_lists(self, seq: int, line: int | None, placement: RecordedPlacement,
+                       matched: tuple[str, ...] | None) -> None:
+        """a3fast's own checks of the lists (§6 wording, not §7): warnings, never errors."""
+        failed_names = placement.failed_candidates
+        if failed_names is None:
+            return
+        if matched is not None:
+            unmatched = set(placement.failed_predicates).difference(matched)
+            if unmatched:
+                self._warn("W_FAILED_PREDICATE_UNMATCHED", seq, line,
+                           f"filters_failed gives {_listing(sorted(unmatched))} as a first failed "
+                           "predicate, but that is not among the predicates matched")
+        if placement.scored is not None:
+            both = placement.scored.keys() & set(failed_names)
+            if both:
+                self._warn("W_FAILED_AND_SCORED", seq, line,
+                           f"{_listing(sorted(both))} appear in filters_failed (ineligible) and in "
+                           "scores (eligible)")
+
+    def _check_reference(self, seq: int, line: int | None, placement: RecordedPlacement,
+                         matched: tuple[str, ...] | None) -> None:
+        """§7 Explanation for a resumed placement that points at an earlier one (§6 recorded_in)."""
+        self._bound.setdefault(seq, None)
+        if not placement.resumed:
+            self._error("E_EXPLANATION", seq, line,
+                        "recorded_in stands in for the explanation only in a resumed placement, and "
+                        "this task.bound does not carry resumed: true")
+        ref = placement.recorded_in
+        if not isinstance(ref, Mapping):
+            self._error("E_EXPLANATION", seq, line,
+                        f"recorded_in: expected {{kind: \"task.bound\", seq}}, found {describe(ref)}")
+            return
+        if ref.get("kind") != BOUND:
+            found = "nothing" if "kind" not in ref else describe(ref.get("kind"))
+            self._error("E_EXPLANATION", seq, line,
+                        f"recorded_in.kind must be \"task.bound\", found {found}")
+            return
+        target = ref.get("seq")
+        if target is None:  # §6: seq MAY be omitted when the implementation cannot tell which
+            if not any(e is not None for e in self._bound.values()):
+                self._unanchored.append((seq, line))
+            return
+        if not isinstance(target, int) or isinstance(target, bool):
+            self._error("E_EXPLANATION", seq, line,
+                        f"recorded_in.seq must be the seq of an earlier task.bound, found {describe(target)}")
+            return
+        explanation = self._bound.get(target) if target < seq else None
+        if explanation is None:
+            if target >= seq:
+                why = "which is not earlier than this record"
+            elif target in self._bound:
+                why = "a task.bound that carries no full explanation of its own"
+            else:
+                why = "which is not a task.bound in this trace"
+            self._error("E_EXPLANATION", seq, line,
+                        f"recorded_in.seq names seq {target}, {why}; it must name an earlier task.bound "
+                        "with a full explanation")
+            return
+        self._check_cited(seq, line, target, explanation, placement.agent, matched)
+
+    def _check_cited(self, seq: int, line: int | None, target: int, explanation: _Explanation,
+                     agent: tuple[str, str] | None, matched: tuple[str, ...] | None) -> None:
+        """The explanation checks, run with the lists of the record a resumed placement names."""
+        if matched is not None and explanation.passed != frozenset(matched):
+            missing, extra = _difference(matched, sorted(explanation.passed))
+            parts = []
+            if missing:
+                parts.append(f"lacks {_listing(missing)}")
+            if extra:
+                parts.append(f"has {_listing(extra)}, which this placement did not match")
+            self._error("E_EXPLANATION", seq, line,
+                        f"the explanation it cites (seq {target}) does not cover this placement: its "
+                        f"filters_passed {' and '.join(parts)}")
+        if agent is None:
+            return
+        if explanation.agent != agent:
+            self._error("E_EXPLANATION", seq, line,
+                        f"the explanation it cites (seq {target}) chose {_agent_text(explanation.agent)}; "
+                        f"it does not explain a placement on {_agent_text(agent)}")
+            return
+        if explanation.chosen_failed is not None:
+            self._error("E_EXPLANATION", seq, line,
+                        f"the explanation it cites (seq {target}) lists the chosen agent {agent[0]!r} in "
+                        f"filters_failed (as failing {explanation.chosen_failed})")
+        if not explanation.chosen_scored:
+            self._error("E_EXPLANATION", seq, line,
+                        f"the explanation it cites (seq {target}) has no score for the chosen agent {agent[0]!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points
+
+def verify_items(items: Iterable[TraceItem]) -> list[Finding]:
+    return Verifier().feed_all(items).finish()
+
+
+def verify(records: Any) -> list[Finding]:
+    """Verify a trace given as records (dicts `{seq, kind, content}`), per §7. Never raises on what
+    the records contain; a value that is not a sequence of records is one E_TRACE finding."""
+    if isinstance(records, (bytes, bytearray, memoryview)):
+        return verify_bytes(records)
+    if isinstance(records, (str, Mapping)) or not isinstance(records, Iterable):
+        return [Finding("E_TRACE", None, f"expected a sequence of records {{seq, kind, content}}, "
+                                         f"found {describe(records)}")]
+    return verify_items(read_values(records))
+
+
+def verify_bytes(data: bytes) -> list[Finding]:
+    """Verify a trace given as its text: JSON Lines or a JSON array of records."""
+    return verify_items(read_trace(bytes(data)))
+
+
+def verify_stream(stream: BinaryIO, progress: Callable[[int], None] | None = None) -> list[Finding]:
+    """Verify a trace read from a binary stream; JSON Lines are read line by line, so memory does not
+    grow with the trace. `progress(n)` hears of every n bytes read."""
+    return verify_items(read_trace(stream, progress))
+
+
+def verify_file(path: str | os.PathLike, progress: Callable[[int], None] | None = None) -> list[Finding]:
+    """Verify the trace in a file (OSError if it cannot be opened)."""
+    with open(path, "rb") as fh:
+        return verify_stream(fh, progress)
+
+
+def summarise(findings: list[Finding], source: str | None = None) -> str:
+    """Human-readable verification result: a verdict line, then one line per finding."""
+    errors = [f for f in findings if f.is_error]
+    warnings = len(findings) - len(errors)
+    name = f"{source}: " if source else ""
+    if errors:
+        head = f"{name}invalid: {len(errors)} error{'s' if len(errors) != 1 else ''}"
+    else:
+        head = f"{name}valid: every placement checks out against §7"
+    if warnings:
+        head += f", {warnings} warning{'s' if warnings != 1 else ''}"
+    return "\n".join([head, *(f"  {f}" for f in findings)])
+
+
+def bench_verify(placements: int = 1000, candidates: int = 1000, repeat: int = 3) -> dict[str, Any]:
+    """Measure the verifier (see `a3fast.verify_bench`): MB/s, records/s, the baseline, peak RSS."""
+    from .verify_bench import bench_verify as run
+
+    return run(placements=placements, candidates=candidates, repeat=repeat)
