@@ -1,0 +1,83 @@
+"""The contract catalogue as bitsets: which capabilities have each operation, effect, data class,
+resource and reversibility, so that a runtime rule's matches are a few bitset operations.
+
+Bit `i` of every set is the capability the catalogue's `Vocabulary` interned as `i`. A rule's
+conditions are ANDed; the alternatives listed in one condition are ORed (portable-authority
+"Effects and data": the qualifiers are what local policy reasons over).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable, Mapping
+
+from .documents import Contract, Rule
+from .vocabulary import Vocabulary
+
+__all__ = ["Catalog"]
+
+
+def _union(index: Mapping[str, int], values: Iterable[str]) -> int:
+    out = 0
+    for value in values:
+        out |= index.get(value, 0)
+    return out
+
+
+class Catalog:
+    """Contracts by capability key, with one bitset per qualifier value.
+
+    A contract that does not state `reversible` counts as irreversible: a rule that guards
+    irreversible actions must not be escaped by saying nothing.
+    """
+
+    def __init__(self, contracts: Iterable[Contract], vocabulary: Vocabulary | None = None) -> None:
+        self.vocabulary = vocabulary if vocabulary is not None else Vocabulary()
+        self.contracts: dict[str, Contract] = {}
+        by_operation: dict[str, int] = defaultdict(int)
+        by_resource: dict[str, int] = defaultdict(int)
+        by_effect: dict[str, int] = defaultdict(int)
+        by_data_class: dict[str, int] = defaultdict(int)
+        known = reversible = always = 0
+        for contract in contracts:
+            bit = 1 << self.vocabulary.intern(contract.key)
+            self.contracts[contract.key] = contract
+            known |= bit
+            by_operation[contract.operation] |= bit
+            by_resource[contract.resource] |= bit
+            for effect in contract.effects:
+                by_effect[effect] |= bit
+            for data_class in contract.data_classes:
+                by_data_class[data_class] |= bit
+            if contract.reversible:
+                reversible |= bit
+            if contract.confirmation == "always":
+                always |= bit
+        self.known = known
+        self.reversible = reversible
+        self.always_confirm = always
+        self._index = {"operation": dict(by_operation), "resource": dict(by_resource),
+                       "effects": dict(by_effect), "data_classes": dict(by_data_class)}
+
+    def get(self, key: str) -> Contract | None:
+        return self.contracts.get(key)
+
+    def __len__(self) -> int:
+        return len(self.contracts)
+
+    def matches(self, rule: Rule) -> int:
+        """The contracted capabilities that meet every condition of `rule`."""
+        out = self.known
+        for condition, index in self._index.items():
+            values = getattr(rule, condition)
+            if values is not None:
+                out &= _union(index, values)
+        if rule.capabilities is not None:
+            wanted = 0
+            for key in rule.capabilities:
+                cid = self.vocabulary.get(key)
+                if cid is not None:
+                    wanted |= 1 << cid
+            out &= wanted
+        if rule.reversible is not None:
+            out &= self.reversible if rule.reversible else ~self.reversible
+        return out

@@ -1,0 +1,183 @@
+"""Effective authority = connection ∩ engagement ∩ runtime (portable-authority "Authority is an
+intersection"; A3 §8's envelope, on the *may* side), with a reason for every capability.
+
+Everything is computed as bitsets over the catalogue's vocabulary: the connection's capabilities,
+the engagement's (nothing unless it verified), the contracted capabilities, and the runtime
+policy's deny and confirm sets. The effective set is their AND, so it can never hold a capability
+that one boundary lacks. Reasons are worked out only for the capabilities someone asks about.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterator
+
+from . import reasons as R
+from .catalog import Catalog
+from .documents import Connection, Rule, RuntimePolicy
+from .engagement import EngagementCheck, verify_engagement
+from .times import DEFAULT_SKEW_SECONDS, current_instant, format_instant, to_micros
+
+__all__ = ["GRANTED", "CONFIRM", "DENIED", "Grant", "RuntimeOutcome", "apply_policy", "Authority",
+           "is_revoked", "effective_authority"]
+
+GRANTED = "granted"
+CONFIRM = "confirm"
+DENIED = "denied"
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One capability's standing: granted, granted if a person confirms each use, or denied."""
+
+    capability: str
+    status: str
+    reasons: tuple[R.Reason, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"capability": self.capability, "status": self.status,
+                "reasons": [r.to_dict() for r in self.reasons]}
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeOutcome:
+    """A runtime policy applied to a catalogue: what it denies, what it makes confirm, and each
+    rule's matches (kept to name the rules behind a decision)."""
+
+    deny: int
+    confirm: int
+    unmatched: int
+    matches: tuple[tuple[Rule, int], ...]
+    default: str
+
+
+def apply_policy(catalog: Catalog, policy: RuntimePolicy) -> RuntimeOutcome:
+    """Every matching rule applies and the strictest decision wins; `default` takes the rest."""
+    matches = tuple((rule, catalog.matches(rule)) for rule in policy.rules)
+    by_decision = {"allow": 0, "confirm": 0, "deny": 0}
+    for rule, bits in matches:
+        by_decision[rule.decision] |= bits
+    matched = by_decision["allow"] | by_decision["confirm"] | by_decision["deny"]
+    unmatched = catalog.known & ~matched
+    by_decision[policy.default] |= unmatched
+    deny = by_decision["deny"]
+    return RuntimeOutcome(deny, by_decision["confirm"] & ~deny, unmatched, matches, policy.default)
+
+
+class Authority:
+    """What a connection may do here, now: `granted` and `confirm` (needing confirmation) bitsets
+    over `catalog.vocabulary`; `grant(key)` explains any one capability."""
+
+    def __init__(self, catalog: Catalog, connection: Connection, engagement: EngagementCheck,
+                 runtime: RuntimeOutcome, revoked: bool) -> None:
+        vocabulary = catalog.vocabulary
+        self.catalog = catalog
+        self.connection = connection
+        self.engagement = engagement
+        self.runtime = runtime
+        self.revoked = revoked
+        self.connection_bits = vocabulary.bits(connection.capabilities)
+        self.engagement_bits = vocabulary.bits(engagement.capabilities)
+        if revoked:
+            effective = 0
+        else:
+            effective = self.connection_bits & self.engagement_bits & catalog.known & ~runtime.deny
+        self.confirm = effective & (runtime.confirm | catalog.always_confirm)
+        self.granted = effective & ~self.confirm
+
+    @property
+    def effective(self) -> int:
+        """Every capability that may be used, with or without confirmation."""
+        return self.granted | self.confirm
+
+    def __contains__(self, key: object) -> bool:
+        cid = self.catalog.vocabulary.get(key) if isinstance(key, str) else None
+        return cid is not None and (self.effective >> cid) & 1 == 1
+
+    def keys(self, status: str = GRANTED) -> list[str]:
+        bits = {GRANTED: self.granted, CONFIRM: self.confirm}.get(status)
+        if bits is None:
+            raise ValueError(f"status {status!r}: expected {GRANTED!r} or {CONFIRM!r}")
+        return self.catalog.vocabulary.keys(bits)
+
+    def counts(self) -> dict[str, int]:
+        granted, confirm = self.granted.bit_count(), self.confirm.bit_count()
+        return {GRANTED: granted, CONFIRM: confirm,
+                DENIED: len(self.catalog.vocabulary) - granted - confirm}
+
+    def grant(self, key: str) -> Grant:
+        """The standing of one capability and every reason for it, boundary by boundary."""
+        cid = self.catalog.vocabulary.get(key)
+        bit = 0 if cid is None else 1 << cid
+        denied = self._denials(bit)
+        if denied:
+            return Grant(key, DENIED, tuple(denied))
+        confirmations = self._confirmations(bit)
+        return Grant(key, CONFIRM if confirmations else GRANTED, tuple(confirmations))
+
+    def grants(self) -> Iterator[Grant]:
+        """Every capability the vocabulary knows, in the order it was first seen."""
+        for cid in range(len(self.catalog.vocabulary)):
+            yield self.grant(self.catalog.vocabulary.key(cid))
+
+    def _denials(self, bit: int) -> list[R.Reason]:
+        out = []
+        connection = self.connection
+        if self.revoked:
+            out.append(R.Reason(R.CONNECTION_REVOKED, R.CONNECTION, f"connection {connection.id} was revoked "
+                                f"at {format_instant(connection.revoked_at)}"))
+        if not self.connection_bits & bit:
+            out.append(R.Reason(R.NOT_IN_CONNECTION, R.CONNECTION, "not granted by the connection"))
+        if not self.engagement.valid:
+            out.append(R.Reason(R.ENGAGEMENT_REJECTED, R.ENGAGEMENT,
+                                f"the engagement grants nothing: {self.engagement.summary()}"))
+        elif not self.engagement_bits & bit:
+            out.append(R.Reason(R.NOT_IN_ENGAGEMENT, R.ENGAGEMENT, "not granted by the engagement"))
+        if not self.catalog.known & bit:
+            out.append(R.Reason(R.NO_CONTRACT, R.CONTRACT, "no capability contract says what it means"))
+        elif self.runtime.deny & bit:
+            out += self._runtime_reasons(bit, "deny", R.RUNTIME_DENIED, "denied")
+        return out
+
+    def _confirmations(self, bit: int) -> list[R.Reason]:
+        out = []
+        if self.catalog.always_confirm & bit:
+            out.append(R.Reason(R.CONTRACT_CONFIRMATION, R.CONTRACT, "the contract requires confirmation"))
+        if self.runtime.confirm & bit:
+            out += self._runtime_reasons(bit, "confirm", R.RUNTIME_CONFIRMATION, "requires confirmation")
+        return out
+
+    def _runtime_reasons(self, bit: int, decision: str, code: str, verb: str) -> list[R.Reason]:
+        out = []
+        for rule, matched in self.runtime.matches:
+            if rule.decision == decision and matched & bit:
+                because = f" ({rule.reason})" if rule.reason else ""
+                out.append(R.Reason(code, R.RUNTIME, f"runtime policy rule {rule.id} {verb}{because}", rule.id))
+        if not out and self.runtime.unmatched & bit:
+            out.append(R.Reason(code, R.RUNTIME, f"the runtime policy default {verb} (no rule matches)"))
+        return out
+
+    def to_dict(self) -> list[dict[str, Any]]:
+        return [g.to_dict() for g in self.grants()]
+
+
+def is_revoked(connection: Connection, at_micros: int) -> bool:
+    """Revocation takes effect at `revoked_at` exactly; no clock skew is forgiven for it."""
+    return connection.revoked_at is not None and to_micros(connection.revoked_at) <= at_micros
+
+
+def effective_authority(catalog: Catalog, connection: Connection, engagement: Any, policy: RuntimePolicy, *,
+                        now: datetime | str | None = None,
+                        skew_seconds: int = DEFAULT_SKEW_SECONDS) -> Authority:
+    """connection ∩ engagement ∩ runtime at `now`. `engagement` is a descriptor as received (any
+    JSON value; it is verified here) or an `EngagementCheck` already made at the same instant."""
+    now = current_instant(now)  # one instant for the descriptor and the revocation alike
+    if isinstance(engagement, EngagementCheck):
+        if engagement.valid and engagement.engagement.connection != connection.id:
+            raise ValueError(f"this engagement check was made for connection {engagement.engagement.connection!r},"
+                             f" not {connection.id!r}")
+    else:
+        engagement = verify_engagement(engagement, connection, now=now, skew_seconds=skew_seconds)
+    return Authority(catalog, connection, engagement, apply_policy(catalog, policy),
+                     is_revoked(connection, to_micros(now)))
+

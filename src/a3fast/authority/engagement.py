@@ -1,0 +1,121 @@
+"""Engagement descriptors: canonical bytes, Ed25519 signing, and verification that never raises.
+
+The signature covers the descriptor without its `signature` member, serialised canonically (see
+`canonical_bytes`). A descriptor that does not parse, is signed with a key the connection does not
+trust, does not verify, names another connection or experience, is not yet valid or has expired
+grants nothing; `verify_engagement` says which, as values (portable-authority "2 · Engagement").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Mapping
+
+import orjson
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from ..errors import SchemaError
+from . import reasons as R
+from .documents import Connection, Engagement, parse_engagement
+from .keys import ALGORITHM, b64url_encode
+from .times import DEFAULT_SKEW_SECONDS, format_instant, now_micros, to_micros
+
+__all__ = ["SIGNATURE_FIELD", "canonical_bytes", "sign_engagement", "EngagementCheck", "verify_engagement"]
+
+SIGNATURE_FIELD = "signature"
+#: How many of a malformed descriptor's problems a reason quotes (a hostile one may have thousands).
+_QUOTED_PROBLEMS = 3
+
+
+def canonical_bytes(descriptor: Mapping[str, Any]) -> bytes:
+    """The bytes a signature covers: the descriptor minus `signature`, as compact UTF-8 JSON with
+    object members sorted by key at every depth (orjson OPT_SORT_KEYS; for strings and integers
+    this is byte-for-byte Python's `json.dumps(d, sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False)`). TypeError for what JSON cannot carry (non-string keys, huge integers)."""
+    unsigned = {k: v for k, v in descriptor.items() if k != SIGNATURE_FIELD}
+    return orjson.dumps(unsigned, option=orjson.OPT_SORT_KEYS)
+
+
+def sign_engagement(descriptor: Mapping[str, Any], private_key: Ed25519PrivateKey, kid: str) -> dict[str, Any]:
+    """A copy of `descriptor` with `signature: {alg: "Ed25519", kid, value}` (any old one replaced)."""
+    value = private_key.sign(canonical_bytes(descriptor))
+    signed = {k: v for k, v in descriptor.items() if k != SIGNATURE_FIELD}
+    signed[SIGNATURE_FIELD] = {"alg": ALGORITHM, "kid": kid, "value": b64url_encode(value)}
+    return signed
+
+
+@dataclass(frozen=True, slots=True)
+class EngagementCheck:
+    """The outcome of checking one descriptor against a connection at one instant.
+
+    `engagement` is the parsed descriptor when it parsed (even if it grants nothing); `reasons` is
+    empty exactly when it is valid.
+    """
+
+    engagement: Engagement | None
+    reasons: tuple[R.Reason, ...]
+
+    @property
+    def valid(self) -> bool:
+        return not self.reasons
+
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        """What the descriptor grants: its capabilities when valid, nothing otherwise."""
+        return self.engagement.capabilities if self.valid else ()
+
+    def summary(self) -> str:
+        return "; ".join(r.message for r in self.reasons) if self.reasons else "valid"
+
+
+def _rejected(code: str, message: str, engagement: Engagement | None = None) -> EngagementCheck:
+    return EngagementCheck(engagement, (R.Reason(code, R.ENGAGEMENT, message),))
+
+
+def _malformed(exc: SchemaError) -> EngagementCheck:
+    quoted = [str(p) for p in exc.problems[:_QUOTED_PROBLEMS]]
+    more = len(exc.problems) - len(quoted)
+    text = "; ".join(quoted) + (f"; and {more} more" if more > 0 else "")
+    return _rejected(R.MALFORMED, f"the engagement descriptor is malformed: {text}")
+
+
+def verify_engagement(descriptor: Any, connection: Connection, *, now: datetime | str | None = None,
+                      skew_seconds: int = DEFAULT_SKEW_SECONDS) -> EngagementCheck:
+    """Check a descriptor (any JSON value) against the connection it claims to narrow, at `now`.
+
+    Authenticity comes first: until the signature verifies, every other field is the sender's word,
+    so a descriptor that fails it is reported for that alone. After it: the connection and the
+    experience must be this connection's, and `issued_at - skew <= now < expires` (the skew only
+    forgives an issuer's clock running ahead; it never extends an expiry).
+    """
+    at = now_micros(now)
+    try:
+        engagement = parse_engagement(descriptor)
+    except SchemaError as exc:
+        return _malformed(exc)
+    sig = engagement.signature
+    key = connection.keys.get(sig.kid)
+    if key is None:
+        return _rejected(R.UNKNOWN_KEY, f"the engagement is signed with key {sig.kid!r}, which connection "
+                         f"{connection.id} does not trust", engagement)
+    try:
+        key.verify(sig.value, canonical_bytes(engagement.doc))
+    except TypeError as exc:
+        return _rejected(R.MALFORMED, f"the engagement descriptor cannot be made canonical: {exc}", engagement)
+    except InvalidSignature:
+        return _rejected(R.BAD_SIGNATURE, f"the engagement signature does not verify with key {sig.kid!r}: "
+                         "the descriptor was altered, or signed with another key", engagement)
+    found = []
+    if engagement.connection != connection.id:
+        found.append(R.Reason(R.WRONG_CONNECTION, R.ENGAGEMENT, f"the engagement is for connection "
+                              f"{engagement.connection!r}, not {connection.id!r}"))
+    if engagement.experience != connection.experience:
+        found.append(R.Reason(R.WRONG_EXPERIENCE, R.ENGAGEMENT, f"the engagement is from experience "
+                              f"{engagement.experience!r}, but the connection is paired with {connection.experience!r}"))
+    if engagement.issued_at is not None and to_micros(engagement.issued_at) - skew_seconds * 1_000_000 > at:
+        found.append(R.Reason(R.NOT_YET_VALID, R.ENGAGEMENT, f"the engagement is not valid before "
+                              f"{format_instant(engagement.issued_at)} (clock skew allowed: {skew_seconds} s)"))
+    if at >= to_micros(engagement.expires):
+        found.append(R.Reason(R.EXPIRED, R.ENGAGEMENT, f"the engagement expired at {format_instant(engagement.expires)}"))
+    return EngagementCheck(engagement, tuple(found))

@@ -1,0 +1,76 @@
+"""Ed25519 public keys and base64url text: the trust anchors engagement signatures are checked with.
+
+A key is written either as the unpadded base64url of its 32 raw bytes (RFC 8037's `x`) or as a
+PEM SubjectPublicKeyInfo block. Anything else is refused with a reason, never an exception.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+__all__ = ["ALGORITHM", "b64url_encode", "b64url_decode", "load_public_key", "public_key_text",
+           "generate_private_key"]
+
+#: The one signature algorithm a3fast accepts (RFC 8032 Ed25519; JOSE name "EdDSA").
+ALGORITHM = "Ed25519"
+_B64URL = re.compile(r"[A-Za-z0-9_-]*")
+_RAW_KEY_BYTES = 32
+
+
+def b64url_encode(data: bytes) -> str:
+    """Unpadded base64url (RFC 4648 §5, as JOSE writes it)."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def b64url_decode(text: object) -> bytes | None:
+    """Unpadded base64url -> bytes; None for anything else (padding, other alphabets, stray bits)."""
+    if not isinstance(text, str) or len(text) % 4 == 1 or not _B64URL.fullmatch(text):
+        return None
+    try:
+        data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    # Only the canonical encoding: two texts must not name the same bytes.
+    return data if b64url_encode(data) == text else None
+
+
+def load_public_key(text: str | bytes) -> Ed25519PublicKey:
+    """An Ed25519 public key from base64url raw bytes or PEM; ValueError says what is wrong."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("ascii")
+        except UnicodeDecodeError:
+            raise ValueError("a key file holds ASCII text (base64url or PEM)") from None
+    text = text.strip()
+    if text.startswith("-----BEGIN"):
+        try:
+            key = serialization.load_pem_public_key(text.encode("ascii"))
+        except (ValueError, TypeError, UnsupportedAlgorithm, UnicodeEncodeError):
+            raise ValueError("a PEM public key block that does not parse") from None
+        if not isinstance(key, Ed25519PublicKey):
+            raise ValueError(f"an Ed25519 key, not {type(key).__name__.lstrip('_')}")
+        return key
+    raw = b64url_decode(text)
+    if raw is None or len(raw) != _RAW_KEY_BYTES:
+        raise ValueError("32 raw key bytes as unpadded base64url, or a PEM public key")
+    try:
+        return Ed25519PublicKey.from_public_bytes(raw)
+    except ValueError:
+        raise ValueError("32 bytes that encode an Ed25519 public key") from None
+
+
+def public_key_text(key: Ed25519PublicKey | Ed25519PrivateKey) -> str:
+    """The base64url raw form of a public key (of a private key's public half)."""
+    if isinstance(key, Ed25519PrivateKey):
+        key = key.public_key()
+    return b64url_encode(key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw))
+
+
+def generate_private_key() -> Ed25519PrivateKey:
+    """A fresh Ed25519 signing key (for experiences that sign engagement descriptors)."""
+    return Ed25519PrivateKey.generate()

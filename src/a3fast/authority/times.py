@@ -1,0 +1,82 @@
+"""Instants as RFC 3339 text, compared exactly as integer microseconds since the Unix epoch.
+
+Descriptors carry expiry and issue times, connections a revocation time. Parsing is strict (a
+date, `T`, a time with seconds, an optional fraction, and `Z` or a numeric offset; no leap second),
+and comparisons are done on integers so that an instant near year 1 or 9999 cannot overflow a
+datetime when a clock-skew allowance is added to it.
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+__all__ = ["parse_instant", "format_instant", "to_micros", "now_micros", "current_instant",
+           "DEFAULT_SKEW_SECONDS"]
+
+#: How far ahead of this host's clock a descriptor's `issued_at` may be (another host's clock may
+#: run ahead of ours). Never applied to `expires` or `revoked_at`: skew must not extend authority.
+DEFAULT_SKEW_SECONDS = 30
+
+_RFC3339 = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?"
+    r"(?:([Zz])|([+-])([0-9]{2}):([0-9]{2}))")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def parse_instant(text: object) -> datetime | None:
+    """An RFC 3339 date-time with an offset -> an aware UTC datetime (fraction kept to the
+    microsecond, further digits truncated); None when `text` is not one."""
+    if not isinstance(text, str):
+        return None
+    m = _RFC3339.fullmatch(text)
+    if m is None:
+        return None
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    micro = int((m.group(7) or "0")[:6].ljust(6, "0"))
+    try:
+        if m.group(8):
+            tz = timezone.utc
+        else:
+            off_h, off_m = int(m.group(10)), int(m.group(11))
+            if off_h > 23 or off_m > 59:
+                return None
+            sign = 1 if m.group(9) == "+" else -1
+            tz = timezone(sign * timedelta(hours=off_h, minutes=off_m))
+        return datetime(year, month, day, hour, minute, second, micro, tzinfo=tz).astimezone(timezone.utc)
+    except (ValueError, OverflowError):
+        return None  # day 31 of a 30-day month, second 60, a year 1 instant with a negative offset…
+
+
+def format_instant(instant: datetime) -> str:
+    """RFC 3339 in UTC with `Z`, seconds always, a fraction only when there is one."""
+    instant = instant.astimezone(timezone.utc)
+    text = instant.strftime("%Y-%m-%dT%H:%M:%S")
+    if instant.microsecond:
+        text += f".{instant.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def to_micros(instant: datetime) -> int:
+    """Exact microseconds since the Unix epoch of an aware datetime."""
+    return (instant - _EPOCH) // _MICROSECOND
+
+
+def current_instant(now: datetime | str | None = None) -> datetime:
+    """`now` as an aware datetime: as given, parsed from RFC 3339 text, or this host's clock (None).
+    ValueError for naive datetimes and unparsable text: a caller's mistake, not a document's."""
+    if now is None:
+        return datetime.now(timezone.utc)
+    if isinstance(now, str):
+        parsed = parse_instant(now)
+        if parsed is None:
+            raise ValueError(f"not an RFC 3339 instant: {now!r}")
+        return parsed
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    return now
+
+
+def now_micros(now: datetime | str | None = None) -> int:
+    """`now` (see `current_instant`) in epoch microseconds."""
+    return to_micros(current_instant(now))
