@@ -1,0 +1,105 @@
+"""Declarations from many sources gathered into one set a fleet will accept.
+
+Every declaration an importer makes passes through here, and here it is parsed with
+`a3fast.schema.parse_declaration`, so nothing invalid is ever emitted. The set follows the fleet's
+rules (DESIGN reading 3): a later declaration for the same `(namespace, name)` replaces the earlier
+one, as `Fleet.add` does; a name already held by another namespace is skipped, since a fleet would
+refuse it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ..errors import SchemaError
+from ..schema import parse_declaration
+from .report import AgentEntry, ImportReport, under
+
+__all__ = ["DeclarationSet", "ImportResult"]
+
+
+@dataclass
+class _Held:
+    doc: dict[str, Any]
+    namespace: str
+    source: str
+    path: str
+
+
+class DeclarationSet:
+    """An ordered set of valid declarations keyed by agent name, reporting into `report`."""
+
+    def __init__(self, report: ImportReport):
+        self.report = report
+        self._held: dict[str, _Held] = {}
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._held
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        held = self._held.get(name)
+        return held.doc if held else None
+
+    def declarations(self) -> list[dict[str, Any]]:
+        return [held.doc for held in self._held.values()]
+
+    def offer(self, doc: dict[str, Any], source: str, path: str, *,
+              supplied: Iterable[str] = (), missing: Iterable[tuple[str, str]] = (),
+              detail: dict[str, Any] | None = None, made: bool = True) -> bool:
+        """Add `doc` if it is a valid declaration that fits the set; else report why it was skipped.
+
+        `supplied` names the fields the caller supplied for it and `missing` the fields that could
+        not be derived, with the reason; both are recorded only if the declaration is kept.
+        `made=False` keeps a declaration the caller passed in without listing it as made here.
+        """
+        try:
+            decl = parse_declaration(doc)
+        except SchemaError as exc:
+            for problem in exc.problems:
+                self.report.skip(source, under(path, problem.path),
+                                 f"expected {problem.expected}, found {problem.found}")
+            return False
+        name, namespace = decl.agent.name, decl.agent.namespace
+        earlier = self._held.get(name)
+        if earlier is not None and earlier.namespace != namespace:
+            self.report.skip(source, path,
+                             f"agent name {name!r} is already used in namespace {earlier.namespace!r} "
+                             f"(by {earlier.source} {earlier.path}); a fleet is one scheduling domain "
+                             f"and names are unique in it")
+            return False
+        if earlier is not None:
+            self.report.note("replaced", source, path, f"replaces the declaration of agent {name!r} read from "
+                                           f"{earlier.source} {earlier.path} (same namespace and name)")
+            self.report.forget_agent(name)
+            self.report.agents.pop((namespace, name), None)
+        self._held[name] = _Held(dict(doc), namespace, source, path)
+        if made:
+            self.report.agents[(namespace, name)] = AgentEntry(name, namespace, source, path,
+                                                               dict(detail or {}))
+            for what in supplied:
+                self.report.supply(what, name)
+            for what, why in missing:
+                self.report.missing(what, name, why)
+        return True
+
+    def replace_doc(self, name: str, doc: dict[str, Any]) -> None:
+        """Swap in a changed declaration for an agent already held (it must still parse)."""
+        parse_declaration(doc)
+        self._held[name].doc = dict(doc)
+
+
+@dataclass
+class ImportResult:
+    """What an import produced: declarations ready for a fleet (JSON Lines, one per line), the
+    report, and for MCP listings the draft authority contracts and host mappings, when asked for."""
+
+    declarations: list[dict[str, Any]]
+    report: ImportReport
+    contracts: list[dict[str, Any]] = field(default_factory=list)
+    mappings: list[dict[str, Any]] = field(default_factory=list)
+    #: whether anything usable was read from the sources (a declaration made, a tool listed);
+    #: the CLI exits 2 when not
+    usable: bool = False

@@ -1,0 +1,157 @@
+"""Reading the files an import is given: JSON (one document, an array of them, or JSON Lines) and
+multi-document YAML, with errors that name the file and the place in it.
+
+Kubernetes manifests are hostile input. YAML is read with PyYAML's safe loader only (no Python
+objects are ever constructed), and every value taken from a manifest is copied into plain JSON types
+under a budget, because YAML aliases let a file of a few hundred bytes describe a structure of
+billions of nodes (or a cycle).
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from ..errors import Problem, SchemaError, describe, json_path
+from ..schema import loads
+
+__all__ = ["Document", "expand_paths", "json_documents", "json_document", "yaml_documents",
+           "to_json", "MAX_NODES"]
+
+#: Most values a manifest's document may expand to (aliases counted as many times as they are used).
+MAX_NODES = 1_000_000
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document of a file: `path` is its root ("$", "$[2]", "line 4: $", "document 3: $")."""
+
+    source: str
+    path: str
+    value: Any
+
+
+def expand_paths(paths: Iterable[str], suffixes: tuple[str, ...]) -> list[str]:
+    """Files named directly, and the files with one of `suffixes` inside named directories
+    (sorted, not recursive). '-' (standard input) is kept as is."""
+    out: list[str] = []
+    for path in paths:
+        if path != "-" and os.path.isdir(path):
+            found = sorted(str(p) for p in Path(path).iterdir()
+                           if p.is_file() and p.name.lower().endswith(suffixes))
+            out += found
+        else:
+            out.append(path)
+    return out
+
+
+def json_document(data: bytes, source: str) -> Document:
+    """The whole file as one JSON document (an MCP listing that is a bare array is one listing)."""
+    return Document(source, "$", loads(data, source))
+
+
+def json_documents(data: bytes, source: str) -> list[Document]:
+    """A JSON object (one document), a JSON array (one document per element) or JSON Lines."""
+    try:
+        value = loads(data, source)
+    except SchemaError as whole:
+        lines = [line for line in data.splitlines() if line.strip()]
+        if len(lines) < 2:
+            raise whole from None
+        docs, problems = [], []
+        for lineno, line in enumerate(data.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                docs.append(Document(source, f"line {lineno}: $", loads(line)))
+            except SchemaError as exc:
+                problems += [Problem(f"line {lineno}: $", p.expected, p.found) for p in exc.problems]
+        if problems:
+            raise SchemaError(problems, source) from None
+        return docs
+    if isinstance(value, list):
+        return [Document(source, f"$[{i}]", item) for i, item in enumerate(value)]
+    return [Document(source, "$", value)]
+
+
+def yaml_documents(data: bytes, source: str) -> tuple[list[Document], list[Problem]]:
+    """Every document of a YAML stream (JSON is YAML too), read with the safe loader.
+
+    Returns the documents read and, if the stream breaks, the problem that stopped it: documents
+    before a syntax error are still usable. Empty documents (`---` alone) are left out.
+    """
+    docs: list[Document] = []
+    try:
+        for i, value in enumerate(yaml.load_all(data, Loader=_LOADER), 1):
+            if value is not None:
+                docs.append(Document(source, f"document {i}: $", value))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else f"document {len(docs) + 1}"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return docs, [Problem(where, "valid YAML", str(problem))]
+    except RecursionError:
+        return docs, [Problem(f"document {len(docs) + 1}", "YAML nested to a reasonable depth",
+                              "nesting too deep to read")]
+    return docs, []
+
+
+def to_json(value: Any, path: str = "$", budget: int = MAX_NODES) -> Any:
+    """A copy of a YAML value in plain JSON types, or SchemaError saying where it is not JSON.
+
+    YAML has timestamps, binary, sets, non-string keys and non-finite numbers; a declaration is
+    JSON (§3), so each of these is an error at its path rather than something to coerce. At most
+    `budget` values are copied, which bounds alias bombs and cycles.
+    """
+    remaining = [budget]
+    problems: list[Problem] = []
+
+    def copy(node: Any, where: str) -> Any:
+        remaining[0] -= 1
+        if remaining[0] < 0:
+            raise _OverBudget(where)
+        if node is None or isinstance(node, (bool, str, int)):
+            return node
+        if isinstance(node, float):
+            if math.isfinite(node):
+                return node
+            problems.append(Problem(where, "a finite number", repr(node)))
+            return None
+        if isinstance(node, list):
+            return [copy(item, json_path(where, i)) for i, item in enumerate(node)]
+        if isinstance(node, dict):
+            out = {}
+            for key, item in node.items():
+                if not isinstance(key, str):
+                    problems.append(Problem(where, "string keys (JSON objects have no other kind)",
+                                            f"key {describe(key)}"))
+                    continue
+                out[key] = copy(item, json_path(where, key))
+            return out
+        problems.append(Problem(where, "a JSON value (quote it in YAML to keep it a string)",
+                                f"YAML {type(node).__name__}"))
+        return None
+
+    try:
+        result = copy(value, path)
+    except _OverBudget as over:
+        raise SchemaError([Problem(over.where, f"at most {budget} values in one object (YAML "
+                                               f"aliases can expand a small file without bound)",
+                                   "more")]) from None
+    except RecursionError:
+        raise SchemaError([Problem(path, "a value nested to a reasonable depth",
+                                   "nesting too deep (or a YAML alias cycle)")]) from None
+    if problems:
+        raise SchemaError(problems)
+    return result
+
+
+class _OverBudget(Exception):
+    def __init__(self, where: str):
+        super().__init__(where)
+        self.where = where
