@@ -1,0 +1,38 @@
+"""Fleets from what agents already publish: A2A Agent Cards, MCP tool listings, Kubernetes manifests.
+
+A3 §1 and §8 say these can carry or feed a declaration. What a source says is derived; what it
+cannot say is supplied by the caller (`Supplied`) or reported as not derived; what cannot be used
+is skipped with the file, the JSON path and the reason. Every declaration returned has passed
+`a3fast.schema.parse_declaration`.
+
+    from a3fast.interop import Supplied, import_cards, import_listings, json_documents
+    cards = json_documents(open("card.json", "rb").read(), "card.json")
+    result = import_cards(cards, Supplied(namespace="travel", capability_version=1, normalise=True,
+                                          skill_domain="travel"))
+    result.declarations          # list of §3 declarations (dicts), ready for Fleet.add
+    print("\\n".join(result.report.lines()))
+
+Modules: `a2a` (cards), `mcp` (tool listings, draft contracts), `kubernetes` (manifests), `crd`
+(the AgentDeclaration CRD), `supply` (what the caller supplies), `collect` (the fleet-ready set),
+`report`, `sources` (reading JSON and YAML safely), `naming` (§2 normalisation on request).
+"""
+from __future__ import annotations
+
+from .a2a import AgentCard, card_shape, import_cards, read_card
+from .collect import DeclarationSet, ImportResult
+from .crd import ANNOTATION, agent_declaration_crd, declaration_schema, json_schema, render_crd
+from .kubernetes import declarations_from_manifests
+from .mcp import HINT_DEFAULTS, INFERRED_FROM, draft_contract, import_listings, read_page
+from .naming import normalise_identifier
+from .report import ImportReport, Note, Skipped
+from .sources import Document, json_document, json_documents, yaml_documents
+from .supply import Supplied, read_grants
+
+__all__ = [
+    "AgentCard", "card_shape", "import_cards", "read_card",
+    "HINT_DEFAULTS", "INFERRED_FROM", "draft_contract", "import_listings", "read_page",
+    "declarations_from_manifests", "ANNOTATION", "agent_declaration_crd", "declaration_schema",
+    "json_schema", "render_crd",
+    "Supplied", "read_grants", "DeclarationSet", "ImportResult", "ImportReport", "Note", "Skipped",
+    "Document", "json_document", "json_documents", "yaml_documents", "normalise_identifier",
+]
