@@ -130,13 +130,13 @@ class Authority:
             out.append(R.Reason(R.NOT_IN_CONNECTION, R.CONNECTION, "not granted by the connection"))
         if not self.engagement.valid:
             out.append(R.Reason(R.ENGAGEMENT_REJECTED, R.ENGAGEMENT,
-                                f"the engagement grants nothing: {self.engagement.summary()}"))
+                                f"engagement rejected: {self.engagement.summary()}"))
         elif not self.engagement_bits & bit:
             out.append(R.Reason(R.NOT_IN_ENGAGEMENT, R.ENGAGEMENT, "not granted by the engagement"))
         if not self.catalog.known & bit:
             out.append(R.Reason(R.NO_CONTRACT, R.CONTRACT, "no capability contract says what it means"))
         elif self.runtime.deny & bit:
-            out += self._runtime_reasons(bit, "deny", R.RUNTIME_DENIED, "denied")
+            out += self._runtime_reasons(bit, "deny", R.RUNTIME_DENIED, "denied by {}")
         return out
 
     def _confirmations(self, bit: int) -> list[R.Reason]:
@@ -144,17 +144,20 @@ class Authority:
         if self.catalog.always_confirm & bit:
             out.append(R.Reason(R.CONTRACT_CONFIRMATION, R.CONTRACT, "the contract requires confirmation"))
         if self.runtime.confirm & bit:
-            out += self._runtime_reasons(bit, "confirm", R.RUNTIME_CONFIRMATION, "requires confirmation")
+            out += self._runtime_reasons(bit, "confirm", R.RUNTIME_CONFIRMATION, "{} requires confirmation")
         return out
 
-    def _runtime_reasons(self, bit: int, decision: str, code: str, verb: str) -> list[R.Reason]:
+    def _runtime_reasons(self, bit: int, decision: str, code: str, sentence: str) -> list[R.Reason]:
+        """One reason per rule behind a runtime decision (or the default's); `sentence` has a `{}`
+        for who decided."""
         out = []
         for rule, matched in self.runtime.matches:
             if rule.decision == decision and matched & bit:
                 because = f" ({rule.reason})" if rule.reason else ""
-                out.append(R.Reason(code, R.RUNTIME, f"runtime policy rule {rule.id} {verb}{because}", rule.id))
+                out.append(R.Reason(code, R.RUNTIME, sentence.format(f"runtime policy rule {rule.id}") + because,
+                                    rule.id))
         if not out and self.runtime.unmatched & bit:
-            out.append(R.Reason(code, R.RUNTIME, f"the runtime policy default {verb} (no rule matches)"))
+            out.append(R.Reason(code, R.RUNTIME, sentence.format("the runtime policy default") + " (no rule matches)"))
         return out
 
     def to_dict(self) -> list[dict[str, Any]]:

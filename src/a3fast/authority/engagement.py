@@ -77,7 +77,7 @@ def _malformed(exc: SchemaError) -> EngagementCheck:
     quoted = [str(p) for p in exc.problems[:_QUOTED_PROBLEMS]]
     more = len(exc.problems) - len(quoted)
     text = "; ".join(quoted) + (f"; and {more} more" if more > 0 else "")
-    return _rejected(R.MALFORMED, f"the engagement descriptor is malformed: {text}")
+    return _rejected(R.MALFORMED, f"malformed descriptor: {text}")
 
 
 def verify_engagement(descriptor: Any, connection: Connection, *, now: datetime | str | None = None,
@@ -97,25 +97,25 @@ def verify_engagement(descriptor: Any, connection: Connection, *, now: datetime 
     sig = engagement.signature
     key = connection.keys.get(sig.kid)
     if key is None:
-        return _rejected(R.UNKNOWN_KEY, f"the engagement is signed with key {sig.kid!r}, which connection "
-                         f"{connection.id} does not trust", engagement)
+        return _rejected(R.UNKNOWN_KEY, f"signed with key {sig.kid!r}, which connection {connection.id} "
+                         "does not trust", engagement)
     try:
         key.verify(sig.value, canonical_bytes(engagement.doc))
     except TypeError as exc:
-        return _rejected(R.MALFORMED, f"the engagement descriptor cannot be made canonical: {exc}", engagement)
+        return _rejected(R.MALFORMED, f"descriptor cannot be made canonical: {exc}", engagement)
     except InvalidSignature:
-        return _rejected(R.BAD_SIGNATURE, f"the engagement signature does not verify with key {sig.kid!r}: "
-                         "the descriptor was altered, or signed with another key", engagement)
+        return _rejected(R.BAD_SIGNATURE, f"signature does not verify with key {sig.kid!r} "
+                         "(the descriptor was altered, or signed with another key)", engagement)
     found = []
     if engagement.connection != connection.id:
-        found.append(R.Reason(R.WRONG_CONNECTION, R.ENGAGEMENT, f"the engagement is for connection "
-                              f"{engagement.connection!r}, not {connection.id!r}"))
+        found.append(R.Reason(R.WRONG_CONNECTION, R.ENGAGEMENT, f"for connection {engagement.connection!r}, "
+                              f"not {connection.id!r}"))
     if engagement.experience != connection.experience:
-        found.append(R.Reason(R.WRONG_EXPERIENCE, R.ENGAGEMENT, f"the engagement is from experience "
-                              f"{engagement.experience!r}, but the connection is paired with {connection.experience!r}"))
+        found.append(R.Reason(R.WRONG_EXPERIENCE, R.ENGAGEMENT, f"from experience {engagement.experience!r}, "
+                              f"but the connection is paired with {connection.experience!r}"))
     if engagement.issued_at is not None and to_micros(engagement.issued_at) - skew_seconds * 1_000_000 > at:
-        found.append(R.Reason(R.NOT_YET_VALID, R.ENGAGEMENT, f"the engagement is not valid before "
+        found.append(R.Reason(R.NOT_YET_VALID, R.ENGAGEMENT, f"not valid before "
                               f"{format_instant(engagement.issued_at)} (clock skew allowed: {skew_seconds} s)"))
     if at >= to_micros(engagement.expires):
-        found.append(R.Reason(R.EXPIRED, R.ENGAGEMENT, f"the engagement expired at {format_instant(engagement.expires)}"))
+        found.append(R.Reason(R.EXPIRED, R.ENGAGEMENT, f"expired at {format_instant(engagement.expires)}"))
     return EngagementCheck(engagement, tuple(found))

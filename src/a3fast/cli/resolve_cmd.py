@@ -1,0 +1,176 @@
+"""`a3fast resolve`: which skills an installation may activate on this host, now, and why not.
+
+Exit 0 when every skill the caller requires resolves (`--require`, repeatable; every skill when
+none is named), 1 otherwise, 2 on bad input. An engagement descriptor that is unreadable JSON is bad
+input; one that parses as JSON but is malformed, tampered with, wrongly signed or expired is an
+answer — it grants nothing, and the output says why.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from ..authority import (DEFAULT_SKEW_SECONDS, Resolution, Resolver, load_public_key, parse_connection,
+                         parse_contracts, parse_mappings, parse_policy, parse_skills)
+from ..authority.times import current_instant, format_instant
+from ..errors import SchemaError
+from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output, read_bytes, read_json, read_json_documents
+
+
+def _documents(path: str, parse) -> tuple:
+    """A JSON array or JSON Lines file of documents, parsed with every problem named by file and path."""
+    docs = read_json_documents(path)
+    try:
+        return parse([doc for _, doc in docs], [prefix for prefix, _ in docs])
+    except SchemaError as exc:
+        raise BadInput.from_error(exc, path) from None
+
+
+def _document(path: str, parse) -> Any:
+    try:
+        return parse(read_json(path))
+    except SchemaError as exc:
+        raise BadInput.from_error(exc, path) from None
+
+
+def _trust(connection, keys: tuple[str, ...]):
+    """The connection with the `--key KID=FILE` keys added to those it trusts."""
+    extra, bad = dict(connection.keys), []
+    for item in keys:
+        kid, sep, path = item.partition("=")
+        if not sep or not kid or not path:
+            bad.append(f"--key {item!r}: expected KID=FILE")
+            continue
+        if kid in connection.keys:
+            bad.append(f"--key {kid}: the connection already trusts a key with this id")
+            continue
+        try:
+            extra[kid] = load_public_key(read_bytes(path))
+        except ValueError as exc:
+            bad.append(f"--key {kid}: {path}: expected {exc}")
+    if bad:
+        raise BadInput(bad)
+    return dataclasses.replace(connection, keys=extra)
+
+
+def _reasons(reasons) -> str:
+    return "; ".join(r.message for r in reasons)
+
+
+def _text(resolution: Resolution, required: set[str], now: str) -> list[str]:
+    authority = resolution.authority
+    connection, check = authority.connection, authority.engagement
+    status = f"revoked at {format_instant(connection.revoked_at)}" if authority.revoked else "active"
+    lines = [f"connection {connection.id} with {connection.experience}: {status}"]
+    if check.valid:
+        e = check.engagement
+        lines.append(f"engagement {e.context} from {e.experience}: valid until {format_instant(e.expires)} "
+                     f"(key {e.signature.kid}; checked at {now})")
+    else:
+        lines.append(f"engagement: rejected, grants nothing: {check.summary()}")
+    counts = authority.counts()
+    lines.append(f"authority: {counts['granted']} granted, {counts['confirm']} with confirmation, "
+                 f"{counts['denied']} denied")
+    for result in resolution:
+        mark = " (required)" if result.skill in required else ""
+        lines.append(f"skill {result.skill}: {'available' if result.available else 'unavailable'}{mark}")
+        for binding in result.bindings:
+            lines.append(_binding(binding, "  "))
+        for unmet in result.unmet:
+            lines.append(f"  {unmet.capability}: {_reasons(unmet.reasons)}")
+        for binding in result.optional:
+            lines.append(_binding(binding, "  optional "))
+        for unmet in result.optional_unmet:
+            lines.append(f"  optional {unmet.capability}: {_reasons(unmet.reasons)}")
+    return lines
+
+
+def _binding(binding, indent: str) -> str:
+    text = f"{indent}{binding.capability} -> {binding.tool} ({binding.transport})"
+    if binding.confirmation:
+        text += f", needs confirmation: {_reasons(binding.confirmation)}"
+    return text
+
+
+def _json(resolution: Resolution, required: set[str], ok: bool, now: str) -> dict[str, Any]:
+    authority = resolution.authority
+    connection, check = authority.connection, authority.engagement
+    engagement: dict[str, Any] = {"valid": check.valid, "reasons": [r.to_dict() for r in check.reasons]}
+    if check.engagement is not None and check.valid:
+        e = check.engagement
+        engagement.update(experience=e.experience, context=e.context, kid=e.signature.kid,
+                          expires=format_instant(e.expires))
+    skills = []
+    for result in resolution:
+        entry = result.to_dict()
+        entry["required_by_caller"] = result.skill in required
+        skills.append(entry)
+    return {
+        "ok": ok, "now": now,
+        "connection": {"id": connection.id, "experience": connection.experience, "revoked": authority.revoked},
+        "engagement": engagement,
+        "authority": authority.to_dict(),
+        "skills": skills,
+    }
+
+
+@click.command("resolve")
+@click.option("--contracts", "contracts_path", required=True, metavar="FILE",
+              help="Capability contracts (a JSON array or JSON Lines).")
+@click.option("--mappings", "mappings_path", required=True, metavar="FILE",
+              help="This host's mappings of capabilities to tools (a JSON array or JSON Lines).")
+@click.option("--skills", "skills_path", required=True, metavar="FILE",
+              help="Skills and the capabilities they require (a JSON array or JSON Lines).")
+@click.option("--connection", "connection_path", required=True, metavar="FILE",
+              help="The connection: the paired installation, what it may ever do, the keys it trusts.")
+@click.option("--engagement", "engagement_path", required=True, metavar="FILE",
+              help="The signed engagement descriptor for this experience and context.")
+@click.option("--policy", "policy_path", required=True, metavar="FILE", help="The local runtime policy.")
+@click.option("--require", "required", multiple=True, metavar="SKILL",
+              help="A skill the caller needs (repeatable); exit 1 unless each resolves. Default: every skill.")
+@click.option("--now", metavar="INSTANT", help="Check expiry and revocation at this RFC 3339 instant "
+              "instead of this host's clock.")
+@click.option("--skew", "skew_seconds", type=click.IntRange(0, 3600), default=DEFAULT_SKEW_SECONDS,
+              show_default=True, help="Seconds an engagement's issued_at may be ahead of this clock.")
+@click.option("--key", "keys", multiple=True, metavar="KID=FILE",
+              help="Also trust this engagement-signing key (Ed25519; PEM or base64url raw) under KID.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: boundaries, authority, skills.")
+@click.option("-o", "--output", metavar="FILE", help="Write here instead of standard output.")
+def resolve(contracts_path, mappings_path, skills_path, connection_path, engagement_path, policy_path,
+            required, now, skew_seconds, keys, as_json, output) -> None:
+    """Resolve skills against connection ∩ engagement ∩ runtime policy and this host's tools.
+
+    Prints, per skill, whether it is available, the tool bound to each capability (and whether each
+    use needs confirmation), and for each unmet requirement every reason: not granted by the
+    connection or the engagement, denied by a runtime policy rule, no contract, no host mapping,
+    connection revoked, engagement rejected.
+    """
+    try:
+        at = current_instant(now)
+    except ValueError:
+        raise BadInput(f"--now: expected an RFC 3339 date-time with an offset, found {now!r}") from None
+    contracts = _documents(contracts_path, parse_contracts)
+    mappings = _documents(mappings_path, parse_mappings)
+    skills = _documents(skills_path, parse_skills)
+    connection = _trust(_document(connection_path, parse_connection), keys)
+    policy = _document(policy_path, parse_policy)
+    engagement = read_json(engagement_path)
+    known = {skill.id for skill in skills}
+    unknown = [s for s in dict.fromkeys(required) if s not in known]
+    if unknown:
+        raise BadInput([f"--require {s}: no skill with this id in {skills_path}" for s in unknown])
+    resolution = Resolver(contracts, mappings, skills).resolve(connection, engagement, policy, now=at,
+                                                               skew_seconds=skew_seconds)
+    required_ids = set(required) if required else known
+    ok = all(resolution.is_available(s) for s in required_ids)
+    stamp = format_instant(at)
+    with atomic_output(output, "wb") as out:
+        if as_json:
+            out.write(orjson.dumps(_json(resolution, required_ids, ok, stamp)) + b"\n")
+        else:
+            out.write(("\n".join(_text(resolution, required_ids, stamp)) + "\n").encode())
+    raise SystemExit(EXIT_OK if ok else EXIT_NEGATIVE)
