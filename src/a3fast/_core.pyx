@@ -1,0 +1,1155 @@
+# cython: language_level=3
+"""The native engine: the hot classes of `_pure.py` in Cython, same names and signatures (§5, §6).
+
+Working representation (chosen by measurement, see docs/performance.md):
+
+- A row (the agents that satisfy one predicate, hold one session, or substantiate one capability)
+  with at least one member per 64 agent ids is an array of 64-bit words; a sparser row is a sorted
+  array of 32-bit agent ids. A row changes form when it crosses that density (with hysteresis, so
+  an agent that joins and leaves does not make it flip back and forth).
+- The live set is always dense words.
+- pyroaring `BitMap`s are the exchange form: `row_bitmap` and the Explanation's `*_bitmap` methods
+  build the standard portable Roaring bitmaps from the words on demand. No bitmap operation on the
+  hot path is a Python call.
+
+Explain is one pass over the live words per predicate, kept in the Explanation as copies of the
+words so that it stays valid whatever happens to the fleet afterwards. Scores are computed for the
+eligible agents only, in the same floating-point operation order as `_pure.Index.score` (the
+extension is built with -ffp-contract=off), so both engines produce the same bits and winner.
+"""
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from libc.math cimport isfinite
+from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.string cimport memcmp, memcpy, memmove, memset, strlen
+
+from array import array as _array
+
+from pyroaring import BitMap
+
+__all__ = ["ENGINE_NAME", "Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN"]
+
+ENGINE_NAME = "native"
+#: `only` argument of Index.explain when the task names no agent.
+NO_AGENT_REF = -2
+#: A row or agent id that does not exist (a predicate no agent satisfies, a name not in the fleet).
+UNKNOWN = -1
+
+cdef extern from "Python.h":
+    char* PyOS_double_to_string(double val, char format_code, int precision, int flags, int* ptype) except NULL
+    int Py_DTSF_ADD_DOT_0
+
+cdef extern from *:
+    """
+    #if defined(_MSC_VER)
+    #include <intrin.h>
+    static inline int a3_ctz64(unsigned long long x) { unsigned long i; _BitScanForward64(&i, x); return (int)i; }
+    #else
+    #define a3_ctz64(x) __builtin_ctzll(x)
+    #endif
+    /* SWAR population count: portable, and as fast as libgcc's without -mpopcnt. */
+    static inline int a3_popcount64(unsigned long long x) {
+        x = x - ((x >> 1) & 0x5555555555555555ULL);
+        x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+        x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+        return (int)((x * 0x0101010101010101ULL) >> 56);
+    }
+    """
+    int a3_ctz64(uint64_t x) nogil
+    int a3_popcount64(uint64_t x) nogil
+
+
+cdef class Index
+
+
+# -- rows -------------------------------------------------------------------------------------------
+
+ctypedef struct Row:
+    uint64_t* words      # dense form: Index.cap_words words, or NULL
+    uint32_t* ids        # sparse form: sorted member ids, or NULL while empty or dense
+    Py_ssize_t count     # members
+    Py_ssize_t ids_cap   # allocated length of ids
+
+
+cdef inline bint row_has(const Row* row, Py_ssize_t aid) noexcept nogil:
+    if row.words != NULL:
+        return (row.words[aid >> 6] >> (aid & 63)) & 1
+    return find_id(row.ids, row.count, <uint32_t>aid) >= 0
+
+
+cdef inline Py_ssize_t lower_bound(const uint32_t* ids, Py_ssize_t n, uint32_t aid) noexcept nogil:
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ids[mid] < aid:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+cdef inline Py_ssize_t find_id(const uint32_t* ids, Py_ssize_t n, uint32_t aid) noexcept nogil:
+    cdef Py_ssize_t pos = lower_bound(ids, n, aid)
+    return pos if pos < n and ids[pos] == aid else -1
+
+
+cdef Py_ssize_t popcount_words(const uint64_t* words, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i, total = 0
+    for i in range(n):
+        total += a3_popcount64(words[i])
+    return total
+
+
+cdef list words_to_list(const uint64_t* words, Py_ssize_t n):
+    """Ascending ids of the set bits."""
+    cdef list out = []
+    cdef Py_ssize_t i
+    cdef uint64_t w
+    for i in range(n):
+        w = words[i]
+        while w:
+            out.append((i << 6) + a3_ctz64(w))
+            w &= w - 1
+    return out
+
+
+cdef object ids_to_bitmap(const uint64_t* words, Py_ssize_t n, Py_ssize_t count):
+    """A pyroaring BitMap of the set bits, built from one array of 32-bit ids."""
+    cdef object values = _array("I", bytes(4 * count))
+    cdef uint32_t[::1] view = values
+    cdef Py_ssize_t i, j = 0
+    cdef uint64_t w
+    for i in range(n):
+        w = words[i]
+        while w:
+            view[j] = <uint32_t>((i << 6) + a3_ctz64(w))
+            j += 1
+            w &= w - 1
+    return BitMap(values)
+
+
+# -- success history: one open-addressing table per task kind ----------------------------------------
+
+ctypedef struct Outcomes:
+    int64_t* keys        # agent id + 1; 0 marks an empty slot
+    int64_t* successes
+    int64_t* attempts
+    Py_ssize_t cap       # a power of two, or 0 before the first outcome
+    Py_ssize_t size
+
+
+cdef inline Py_ssize_t outcome_slot(const Outcomes* o, int64_t aid) noexcept nogil:
+    """Slot of `aid`, or of the empty slot where it would go; -1 for a table never written."""
+    if o.cap == 0:
+        return -1
+    cdef uint64_t mask = <uint64_t>o.cap - 1
+    cdef uint64_t h = (<uint64_t>aid * 0x9E3779B97F4A7C15ULL) >> 17
+    cdef int64_t key = aid + 1
+    while True:
+        h &= mask
+        if o.keys[h] == key or o.keys[h] == 0:
+            return <Py_ssize_t>h
+        h += 1
+
+
+cdef int outcomes_grow(Outcomes* o) except -1:
+    cdef Py_ssize_t old_cap = o.cap, i, slot
+    cdef int64_t* old_keys = o.keys
+    cdef int64_t* old_successes = o.successes
+    cdef int64_t* old_attempts = o.attempts
+    cdef Py_ssize_t cap = 16 if old_cap == 0 else old_cap * 2
+    o.keys = <int64_t*>calloc(cap, sizeof(int64_t))
+    o.successes = <int64_t*>calloc(cap, sizeof(int64_t))
+    o.attempts = <int64_t*>calloc(cap, sizeof(int64_t))
+    if o.keys == NULL or o.successes == NULL or o.attempts == NULL:
+        free(o.keys); free(o.successes); free(o.attempts)
+        o.keys, o.successes, o.attempts = old_keys, old_successes, old_attempts
+        raise MemoryError()
+    o.cap = cap
+    for i in range(old_cap):
+        if old_keys[i] != 0:
+            slot = outcome_slot(o, old_keys[i] - 1)
+            o.keys[slot] = old_keys[i]
+            o.successes[slot] = old_successes[i]
+            o.attempts[slot] = old_attempts[i]
+    free(old_keys); free(old_successes); free(old_attempts)
+    return 0
+
+
+# -- JSON text ---------------------------------------------------------------------------------------
+
+ctypedef struct Buffer:
+    char* data
+    Py_ssize_t size
+    Py_ssize_t cap
+
+
+cdef int reserve(Buffer* b, Py_ssize_t extra) except -1:
+    if b.size + extra <= b.cap:
+        return 0
+    cdef Py_ssize_t cap = max(b.cap * 2, b.size + extra, 4096)
+    cdef char* grown = <char*>realloc(b.data, cap)
+    if grown == NULL:
+        raise MemoryError()
+    b.data, b.cap = grown, cap
+    return 0
+
+
+cdef inline void put(Buffer* b, const char* text, Py_ssize_t n) noexcept nogil:
+    """Append `n` bytes; the caller reserved room for them."""
+    memcpy(b.data + b.size, text, n)
+    b.size += n
+
+
+cdef const char* HEX_DIGITS = b"0123456789abcdef"
+
+
+cdef bytes quote(str text):
+    """`text` as a JSON string (UTF-8; escapes what RFC 8259 requires, as orjson does)."""
+    cdef Py_ssize_t n, i, extra = 0
+    cdef const char* raw = PyUnicode_AsUTF8AndSize(text, &n)
+    cdef unsigned char c
+    for i in range(n):
+        c = <unsigned char>raw[i]
+        if c == 34 or c == 92:
+            extra += 1
+        elif c < 32:
+            extra += 5
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n + extra + 2)
+    cdef char* dst = PyBytes_AS_STRING(out)
+    cdef Py_ssize_t j = 1
+    dst[0] = 34
+    for i in range(n):
+        c = <unsigned char>raw[i]
+        if c == 34 or c == 92:
+            dst[j] = 92
+            dst[j + 1] = c
+            j += 2
+        elif c < 32:
+            memcpy(dst + j, b"\\u00", 4)
+            dst[j + 4] = HEX_DIGITS[c >> 4]
+            dst[j + 5] = HEX_DIGITS[c & 15]
+            j += 6
+        else:
+            dst[j] = c
+            j += 1
+    dst[j] = 34
+    return out
+
+
+# Shortest round-trip text of recently written floats. Score components repeat a lot (affinity is
+# 0 or 1, success rates and costs come from small sets), and formatting is the writer's main cost.
+cdef enum:
+    FLOAT_CACHE = 1024
+cdef uint64_t float_keys[FLOAT_CACHE]
+cdef char float_text[FLOAT_CACHE][32]
+cdef unsigned char float_len[FLOAT_CACHE]
+
+
+cdef int put_float(Buffer* b, double value) except -1:
+    """Append `value` in its shortest round-trip form (Python's repr); non-finite as null, as orjson."""
+    cdef uint64_t bits
+    memcpy(&bits, &value, 8)
+    cdef Py_ssize_t slot = <Py_ssize_t>((bits * 0x9E3779B97F4A7C15ULL) >> 54)
+    cdef char* text
+    cdef Py_ssize_t n
+    if float_len[slot] == 0 or float_keys[slot] != bits:
+        if not isfinite(value):
+            put(b, b"null", 4)
+            return 0
+        text = PyOS_double_to_string(value, b"r", 0, Py_DTSF_ADD_DOT_0, NULL)
+        n = strlen(text)
+        if n >= 32:
+            PyMem_Free(text)
+            raise ValueError(f"unexpected float text for {value!r}")
+        memcpy(float_text[slot], text, n)
+        PyMem_Free(text)
+        float_keys[slot] = bits
+        float_len[slot] = <unsigned char>n
+    put(b, float_text[slot], float_len[slot])
+    return 0
+
+
+cdef inline int bytes_check(object value, str what) except -1:
+    if type(value) is not bytes:
+        raise TypeError(f"{what} must be bytes, not {type(value).__name__}")
+    return 0
+
+
+# -- the filter's result -----------------------------------------------------------------------------
+
+cdef class Explanation:
+    """The filter's result: candidates, eligible, and per predicate the candidates that failed it first.
+
+    Holds copies of the words (`n_failed` failed sets, then the eligible set), so it stays valid
+    after the fleet changes. `failed[k]` holds exactly the candidates whose first failed predicate
+    is the k-th (§6); together with the eligible set they partition the candidates.
+    """
+
+    cdef uint64_t* words
+    cdef Py_ssize_t n_words        # words per set
+    cdef Py_ssize_t n_failed
+    cdef Py_ssize_t n_candidates
+    cdef Py_ssize_t n_eligible
+    cdef readonly Index index
+
+    def __cinit__(self):
+        self.words = NULL
+
+    def __dealloc__(self):
+        free(self.words)
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("Explanation objects are made by Index.explain")
+
+    cdef inline uint64_t* failed_words(self, Py_ssize_t k) noexcept:
+        return self.words + k * self.n_words
+
+    cdef inline uint64_t* eligible_words(self) noexcept:
+        return self.words + self.n_failed * self.n_words
+
+    cdef Py_ssize_t failed_index(self, Py_ssize_t k) except -1:
+        if k < 0:
+            k += self.n_failed
+        if k < 0 or k >= self.n_failed:
+            raise IndexError("failed set index out of range")
+        return k
+
+    @property
+    def candidates_count(self) -> int:
+        return self.n_candidates
+
+    @property
+    def eligible_count(self) -> int:
+        return self.n_eligible
+
+    def failed_counts(self) -> list:
+        return [popcount_words(self.failed_words(k), self.n_words) for k in range(self.n_failed)]
+
+    def candidate_ids(self) -> list:
+        cdef list out = []
+        cdef Py_ssize_t i, k, n = self.n_words
+        cdef uint64_t w
+        for i in range(n):
+            w = 0
+            for k in range(self.n_failed + 1):
+                w |= self.words[k * n + i]
+            while w:
+                out.append((i << 6) + a3_ctz64(w))
+                w &= w - 1
+        return out
+
+    def eligible_ids(self) -> list:
+        return words_to_list(self.eligible_words(), self.n_words)
+
+    def failed_ids(self, Py_ssize_t k) -> list:
+        return words_to_list(self.failed_words(self.failed_index(k)), self.n_words)
+
+    def candidates_bitmap(self):
+        """The candidates as a pyroaring BitMap of agent ids (standard portable serialisation)."""
+        cdef Py_ssize_t n = self.n_words, i, k
+        cdef uint64_t* union_words = <uint64_t*>calloc(max(n, 1), sizeof(uint64_t))
+        if union_words == NULL:
+            raise MemoryError()
+        try:
+            for k in range(self.n_failed + 1):
+                for i in range(n):
+                    union_words[i] |= self.words[k * n + i]
+            return ids_to_bitmap(union_words, n, self.n_candidates)
+        finally:
+            free(union_words)
+
+    def eligible_bitmap(self):
+        return ids_to_bitmap(self.eligible_words(), self.n_words, self.n_eligible)
+
+    def failed_bitmap(self, Py_ssize_t k):
+        cdef uint64_t* words = self.failed_words(self.failed_index(k))
+        return ids_to_bitmap(words, self.n_words, popcount_words(words, self.n_words))
+
+
+cdef class Scores:
+    """Default score components of the eligible agents, aligned with `ids` (ascending agent id)."""
+
+    cdef Py_ssize_t* agent_ids
+    cdef double* columns           # total, affinity, success_rate, cost, substantiated: n each
+    cdef Py_ssize_t n
+    cdef readonly Py_ssize_t best
+    cdef readonly Index index
+
+    def __cinit__(self):
+        self.agent_ids = NULL
+        self.columns = NULL
+
+    def __dealloc__(self):
+        free(self.agent_ids)
+        free(self.columns)
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("Scores objects are made by Index.score")
+
+    def __len__(self) -> int:
+        return self.n
+
+    cdef list column(self, Py_ssize_t c):
+        cdef double* values = self.columns + c * self.n
+        return [values[j] for j in range(self.n)]
+
+    @property
+    def ids(self) -> list:
+        return [self.agent_ids[j] for j in range(self.n)]
+
+    @property
+    def total(self) -> list:
+        return self.column(0)
+
+    @property
+    def affinity(self) -> list:
+        return self.column(1)
+
+    @property
+    def success_rate(self) -> list:
+        return self.column(2)
+
+    @property
+    def cost(self) -> list:
+        return self.column(3)
+
+    @property
+    def substantiated(self) -> list:
+        return self.column(4)
+
+
+# -- the index ----------------------------------------------------------------------------------------
+
+cdef class Index:
+    """Per-predicate rows of agent ids, the live set, and the per-agent columns scoring reads.
+
+    Agent ids are dense and never reused for another name; rows are created by `add_row` and
+    addressed by the integer it returns. `UNKNOWN` (-1) stands for the empty row.
+    """
+
+    cdef Row* rows
+    cdef Py_ssize_t n_rows, rows_cap
+    cdef uint64_t* live
+    cdef Py_ssize_t cap_words       # words allocated for every dense set (live and dense rows)
+    cdef Py_ssize_t n_ids           # ids assigned so far
+    cdef Py_ssize_t n_live
+    cdef double* costs
+    cdef const char** utf8_names    # into the str objects of `names` (kept alive by the list)
+    cdef Py_ssize_t* utf8_lengths
+    cdef const char** quoted_names  # into the bytes objects of `quoted`
+    cdef Py_ssize_t* quoted_lengths
+    cdef Py_ssize_t agents_cap      # allocated length of the per-agent columns
+    cdef list names
+    cdef list quoted
+    cdef Outcomes* kinds
+    cdef Py_ssize_t n_kinds, kinds_cap
+    cdef Buffer out                 # the JSON writer's buffer, reused between records
+
+    def __cinit__(self):
+        self.rows = NULL
+        self.live = NULL
+        self.costs = NULL
+        self.utf8_names = NULL
+        self.utf8_lengths = NULL
+        self.quoted_names = NULL
+        self.quoted_lengths = NULL
+        self.kinds = NULL
+        self.out.data = NULL
+        self.out.size = self.out.cap = 0
+        self.names = []
+        self.quoted = []
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        if self.rows != NULL:
+            for i in range(self.n_rows):
+                free(self.rows[i].words)
+                free(self.rows[i].ids)
+            free(self.rows)
+        if self.kinds != NULL:
+            for i in range(self.n_kinds):
+                free(self.kinds[i].keys)
+                free(self.kinds[i].successes)
+                free(self.kinds[i].attempts)
+            free(self.kinds)
+        free(self.live)
+        free(self.costs)
+        free(self.utf8_names)
+        free(self.utf8_lengths)
+        free(self.quoted_names)
+        free(self.quoted_lengths)
+        free(self.out.data)
+
+    # -- storage ----------------------------------------------------------------------------------------
+    cdef int grow_words(self, Py_ssize_t aid) except -1:
+        """Make every dense set hold bit `aid`; rows left too sparse for the new size turn sparse."""
+        if aid < self.cap_words * 64:
+            return 0
+        cdef Py_ssize_t cap = max(self.cap_words * 2, (aid >> 6) + 1)
+        cdef uint64_t* grown = <uint64_t*>realloc(self.live, cap * sizeof(uint64_t))
+        if grown == NULL:
+            raise MemoryError()
+        memset(grown + self.cap_words, 0, (cap - self.cap_words) * sizeof(uint64_t))
+        self.live = grown
+        cdef Py_ssize_t i
+        cdef Row* row
+        for i in range(self.n_rows):
+            row = &self.rows[i]
+            if row.words == NULL:
+                continue
+            grown = <uint64_t*>realloc(row.words, cap * sizeof(uint64_t))
+            if grown == NULL:
+                raise MemoryError()
+            memset(grown + self.cap_words, 0, (cap - self.cap_words) * sizeof(uint64_t))
+            row.words = grown
+        self.cap_words = cap
+        for i in range(self.n_rows):
+            row = &self.rows[i]
+            if row.words != NULL and row.count < cap // 2:
+                self.make_sparse(row)
+        return 0
+
+    cdef int grow_agents(self, Py_ssize_t n) except -1:
+        if n <= self.agents_cap:
+            return 0
+        cdef Py_ssize_t cap = max(self.agents_cap * 2, n, 64)
+        cdef void* p
+        p = realloc(self.costs, cap * sizeof(double))
+        if p == NULL:
+            raise MemoryError()
+        self.costs = <double*>p
+        p = realloc(self.utf8_names, cap * sizeof(char*))
+        if p == NULL:
+            raise MemoryError()
+        self.utf8_names = <const char**>p
+        p = realloc(self.utf8_lengths, cap * sizeof(Py_ssize_t))
+        if p == NULL:
+            raise MemoryError()
+        self.utf8_lengths = <Py_ssize_t*>p
+        p = realloc(self.quoted_names, cap * sizeof(char*))
+        if p == NULL:
+            raise MemoryError()
+        self.quoted_names = <const char**>p
+        p = realloc(self.quoted_lengths, cap * sizeof(Py_ssize_t))
+        if p == NULL:
+            raise MemoryError()
+        self.quoted_lengths = <Py_ssize_t*>p
+        self.agents_cap = cap
+        return 0
+
+    cdef int make_dense(self, Row* row) except -1:
+        cdef uint64_t* words = <uint64_t*>calloc(max(self.cap_words, 1), sizeof(uint64_t))
+        if words == NULL:
+            raise MemoryError()
+        cdef Py_ssize_t j
+        cdef uint32_t aid
+        for j in range(row.count):
+            aid = row.ids[j]
+            words[aid >> 6] |= (<uint64_t>1) << (aid & 63)
+        free(row.ids)
+        row.ids = NULL
+        row.ids_cap = 0
+        row.words = words
+        return 0
+
+    cdef int make_sparse(self, Row* row) except -1:
+        cdef Py_ssize_t cap = max(row.count, 4), i, j = 0
+        cdef uint32_t* ids = <uint32_t*>malloc(cap * sizeof(uint32_t))
+        if ids == NULL:
+            raise MemoryError()
+        cdef uint64_t w
+        for i in range(self.cap_words):
+            w = row.words[i]
+            while w:
+                ids[j] = <uint32_t>((i << 6) + a3_ctz64(w))
+                j += 1
+                w &= w - 1
+        free(row.words)
+        row.words = NULL
+        row.ids = ids
+        row.ids_cap = cap
+        return 0
+
+    cdef int row_insert(self, Row* row, Py_ssize_t aid) except -1:
+        """Add `aid` to a row (no-op if present); a row reaching one member per 64 ids turns dense."""
+        cdef uint64_t bit
+        cdef Py_ssize_t pos
+        cdef uint32_t* grown
+        if row.words != NULL:
+            bit = (<uint64_t>1) << (aid & 63)
+            if not (row.words[aid >> 6] & bit):
+                row.words[aid >> 6] |= bit
+                row.count += 1
+            return 0
+        pos = lower_bound(row.ids, row.count, <uint32_t>aid)
+        if pos < row.count and row.ids[pos] == <uint32_t>aid:
+            return 0
+        if row.count + 1 >= self.cap_words:
+            self.make_dense(row)
+            row.words[aid >> 6] |= (<uint64_t>1) << (aid & 63)
+            row.count += 1
+            return 0
+        if row.count == row.ids_cap:
+            grown = <uint32_t*>realloc(row.ids, max(row.ids_cap * 2, 4) * sizeof(uint32_t))
+            if grown == NULL:
+                raise MemoryError()
+            row.ids = grown
+            row.ids_cap = max(row.ids_cap * 2, 4)
+        memmove(row.ids + pos + 1, row.ids + pos, (row.count - pos) * sizeof(uint32_t))
+        row.ids[pos] = <uint32_t>aid
+        row.count += 1
+        return 0
+
+    cdef int row_remove(self, Row* row, Py_ssize_t aid) except -1:
+        """Remove `aid` from a row (no-op if absent); a dense row at under half its density turns sparse."""
+        cdef uint64_t bit
+        cdef Py_ssize_t pos
+        if row.words != NULL:
+            bit = (<uint64_t>1) << (aid & 63)
+            if row.words[aid >> 6] & bit:
+                row.words[aid >> 6] &= ~bit
+                row.count -= 1
+                if row.count < self.cap_words // 2:
+                    self.make_sparse(row)
+            return 0
+        pos = find_id(row.ids, row.count, <uint32_t>aid)
+        if pos >= 0:
+            memmove(row.ids + pos, row.ids + pos + 1, (row.count - pos - 1) * sizeof(uint32_t))
+            row.count -= 1
+        return 0
+
+    cdef Row* row_at(self, Py_ssize_t r) except NULL:
+        if r < 0 or r >= self.n_rows:
+            raise IndexError(f"row {r} does not exist")
+        return &self.rows[r]
+
+    cdef Py_ssize_t agent_at(self, Py_ssize_t aid) except -1:
+        if aid < 0 or aid >= self.n_ids:
+            raise IndexError(f"agent id {aid} does not exist")
+        return aid
+
+    cdef Outcomes* kind_at(self, Py_ssize_t kind) except NULL:
+        if kind < 0 or kind >= self.n_kinds:
+            raise IndexError(f"task kind {kind} does not exist")
+        return &self.kinds[kind]
+
+    cdef int join(self, Py_ssize_t aid, str name, double cost) except -1:
+        """Record a new agent's name (and its UTF-8 and JSON forms) and cost column."""
+        cdef bytes quoted = quote(name)   # first: a name that cannot be encoded changes nothing
+        cdef Py_ssize_t n
+        cdef const char* utf8 = PyUnicode_AsUTF8AndSize(name, &n)
+        self.grow_agents(aid + 1)
+        self.grow_words(aid)
+        self.names.append(name)
+        self.quoted.append(quoted)
+        self.utf8_names[aid] = utf8
+        self.utf8_lengths[aid] = n
+        self.quoted_names[aid] = PyBytes_AS_STRING(quoted)
+        self.quoted_lengths[aid] = PyBytes_GET_SIZE(quoted)
+        self.costs[aid] = cost
+        self.n_ids = aid + 1
+        return 0
+
+    cdef int set_live(self, Py_ssize_t aid) except -1:
+        cdef uint64_t bit = (<uint64_t>1) << (aid & 63)
+        if not (self.live[aid >> 6] & bit):
+            self.live[aid >> 6] |= bit
+            self.n_live += 1
+        return 0
+
+    # -- building -------------------------------------------------------------------------------------
+    def add_row(self) -> int:
+        cdef Row* grown
+        cdef Py_ssize_t cap
+        if self.n_rows == self.rows_cap:
+            cap = max(self.rows_cap * 2, 64)
+            grown = <Row*>realloc(self.rows, cap * sizeof(Row))
+            if grown == NULL:
+                raise MemoryError()
+            self.rows, self.rows_cap = grown, cap
+        memset(&self.rows[self.n_rows], 0, sizeof(Row))
+        self.n_rows += 1
+        return self.n_rows - 1
+
+    def row_count(self) -> int:
+        return self.n_rows
+
+    def new_kind(self) -> int:
+        cdef Outcomes* grown
+        cdef Py_ssize_t cap
+        if self.n_kinds == self.kinds_cap:
+            cap = max(self.kinds_cap * 2, 8)
+            grown = <Outcomes*>realloc(self.kinds, cap * sizeof(Outcomes))
+            if grown == NULL:
+                raise MemoryError()
+            self.kinds, self.kinds_cap = grown, cap
+        memset(&self.kinds[self.n_kinds], 0, sizeof(Outcomes))
+        self.n_kinds += 1
+        return self.n_kinds - 1
+
+    def put(self, Py_ssize_t aid, str name, rows, double cost) -> None:
+        """Agent `aid` (a new id == number of ids so far, or one seen before) joins with `rows`."""
+        cdef Py_ssize_t r
+        if aid < 0 or aid > self.n_ids:
+            raise ValueError(f"agent id {aid} is neither known nor the next free id {self.n_ids}")
+        for r in rows:   # check first: a bad row changes nothing
+            self.row_at(r)
+        if aid == self.n_ids:
+            self.join(aid, name, cost)
+        else:
+            self.costs[aid] = cost
+        for r in rows:
+            self.row_insert(&self.rows[r], aid)
+        self.set_live(aid)
+
+    def put_many(self, aids, names, rows, costs) -> None:
+        """`put` for many new agents at once (ids consecutive from the next free id)."""
+        cdef Py_ssize_t first, j, n = len(aids), r
+        if n == 0:
+            return
+        first = aids[0]
+        if first != self.n_ids or list(aids) != list(range(first, first + n)):
+            raise ValueError("put_many takes consecutive new ids")
+        if not (len(names) == len(rows) == len(costs) == n):
+            raise ValueError("put_many takes one name, row list and cost per id")
+        for agent_rows in rows:
+            for r in agent_rows:
+                self.row_at(r)
+        for j in range(n):
+            self.join(first + j, names[j], costs[j])
+        for j in range(n):
+            for r in rows[j]:
+                self.row_insert(&self.rows[r], first + j)
+            self.set_live(first + j)
+
+    def drop(self, Py_ssize_t aid, rows) -> None:
+        """Agent `aid` leaves `rows` and the live set (its id and name stay reserved)."""
+        cdef Py_ssize_t r
+        self.agent_at(aid)
+        for r in rows:
+            self.row_at(r)
+        for r in rows:
+            self.row_remove(&self.rows[r], aid)
+        cdef uint64_t bit = (<uint64_t>1) << (aid & 63)
+        if self.live[aid >> 6] & bit:
+            self.live[aid >> 6] &= ~bit
+            self.n_live -= 1
+
+    def set_bit(self, Py_ssize_t row, Py_ssize_t aid) -> None:
+        self.row_insert(self.row_at(row), self.agent_at(aid))
+
+    def clear_bit(self, Py_ssize_t row, Py_ssize_t aid) -> None:
+        self.row_remove(self.row_at(row), self.agent_at(aid))
+
+    def record_outcome(self, Py_ssize_t kind, Py_ssize_t aid, bint success) -> None:
+        cdef Outcomes* o = self.kind_at(kind)
+        self.agent_at(aid)
+        if (o.size + 1) * 2 > o.cap:
+            outcomes_grow(o)
+        cdef Py_ssize_t slot = outcome_slot(o, aid)
+        if o.keys[slot] == 0:
+            o.keys[slot] = aid + 1
+            o.size += 1
+        o.successes[slot] += 1 if success else 0
+        o.attempts[slot] += 1
+
+    # -- reading --------------------------------------------------------------------------------------
+    def live_count(self) -> int:
+        return self.n_live
+
+    def live_ids(self) -> list:
+        return words_to_list(self.live, (self.n_ids + 63) >> 6)
+
+    def is_live(self, Py_ssize_t aid) -> bool:
+        return 0 <= aid < self.n_ids and (self.live[aid >> 6] >> (aid & 63)) & 1 == 1
+
+    def row_ids(self, Py_ssize_t row) -> list:
+        if row < 0:
+            return []
+        cdef Row* r = self.row_at(row)
+        if r.words != NULL:
+            return words_to_list(r.words, (self.n_ids + 63) >> 6)
+        return [r.ids[j] for j in range(r.count)]
+
+    def row_bitmap(self, Py_ssize_t row):
+        """A row as a pyroaring BitMap of agent ids (standard portable serialisation)."""
+        if row < 0:
+            return BitMap()
+        cdef Row* r = self.row_at(row)
+        if r.words != NULL:
+            return ids_to_bitmap(r.words, (self.n_ids + 63) >> 6, r.count)
+        cdef object values = _array("I", bytes(4 * r.count))
+        cdef uint32_t[::1] view = values
+        if r.count:
+            memcpy(&view[0], r.ids, r.count * sizeof(uint32_t))
+        return BitMap(values)
+
+    def name(self, Py_ssize_t aid) -> str:
+        return self.names[self.agent_at(aid)]
+
+    def outcome(self, Py_ssize_t kind, Py_ssize_t aid) -> tuple:
+        if kind < 0:
+            return (0, 0)
+        cdef Outcomes* o = self.kind_at(kind)
+        cdef Py_ssize_t slot = outcome_slot(o, aid)
+        if slot < 0 or o.keys[slot] == 0:
+            return (0, 0)
+        return (o.successes[slot], o.attempts[slot])
+
+    def nbytes(self) -> int:
+        """Bytes held by the rows and the live set (the index proper, without names and columns)."""
+        cdef Py_ssize_t total = self.cap_words * 8 + self.rows_cap * sizeof(Row), i
+        for i in range(self.n_rows):
+            if self.rows[i].words != NULL:
+                total += self.cap_words * 8
+            else:
+                total += self.rows[i].ids_cap * 4
+        return total
+
+    # -- the hot path ---------------------------------------------------------------------------------
+    def explain(self, rows, Py_ssize_t only, excluded) -> Explanation:
+        """Filter the live agents by the rows, then `agentRef` (`only`), then each anti-affinity.
+
+        One ordered difference per predicate gives first-failed sets (DESIGN "Explain"):
+        failed[k] = remaining - row[k]; remaining &= row[k].
+        """
+        cdef Py_ssize_t n_rows = len(rows), n_excluded = len(excluded)
+        cdef Py_ssize_t n_sets = n_rows + n_excluded + (0 if only == NO_AGENT_REF else 1)
+        cdef Py_ssize_t nw = (self.n_ids + 63) >> 6
+        cdef Explanation e = Explanation.__new__(Explanation)
+        e.index = self
+        e.n_words = nw
+        e.n_failed = n_sets
+        e.n_candidates = self.n_live
+        e.words = <uint64_t*>malloc(max((n_sets + 1) * nw, 1) * sizeof(uint64_t))
+        if e.words == NULL:
+            raise MemoryError()
+        cdef uint64_t* remaining = e.words + n_sets * nw
+        cdef uint64_t* failed
+        cdef uint64_t* words
+        cdef uint64_t r, kept
+        cdef Py_ssize_t k = 0, i, j, aid, row_index
+        cdef Row* row
+        cdef bint empty = self.n_live == 0   # nothing remains: every later failed set is empty
+        memcpy(remaining, self.live, nw * sizeof(uint64_t))
+        for row_index in rows:
+            failed = e.words + k * nw
+            k += 1
+            if row_index >= self.n_rows:
+                raise IndexError(f"row {row_index} does not exist")
+            if empty:
+                memset(failed, 0, nw * sizeof(uint64_t))
+                continue
+            if row_index < 0 or self.rows[row_index].count == 0:
+                memcpy(failed, remaining, nw * sizeof(uint64_t))
+                memset(remaining, 0, nw * sizeof(uint64_t))
+                empty = True
+                continue
+            row = &self.rows[row_index]
+            if row.words != NULL:
+                words = row.words
+                kept = 0
+                for i in range(nw):
+                    r = remaining[i]
+                    failed[i] = r & ~words[i]
+                    r &= words[i]
+                    remaining[i] = r
+                    kept |= r
+                empty = kept == 0
+            else:
+                memcpy(failed, remaining, nw * sizeof(uint64_t))
+                memset(remaining, 0, nw * sizeof(uint64_t))
+                empty = True
+                for j in range(row.count):
+                    aid = row.ids[j]
+                    r = (<uint64_t>1) << (aid & 63)
+                    if failed[aid >> 6] & r:
+                        failed[aid >> 6] &= ~r
+                        remaining[aid >> 6] |= r
+                        empty = False
+        if only != NO_AGENT_REF:
+            failed = e.words + k * nw
+            k += 1
+            memcpy(failed, remaining, nw * sizeof(uint64_t))
+            memset(remaining, 0, nw * sizeof(uint64_t))
+            empty = True
+            if 0 <= only < nw * 64:
+                r = (<uint64_t>1) << (only & 63)
+                if failed[only >> 6] & r:
+                    failed[only >> 6] &= ~r
+                    remaining[only >> 6] |= r
+                    empty = False
+        for aid in excluded:
+            failed = e.words + k * nw
+            k += 1
+            memset(failed, 0, nw * sizeof(uint64_t))
+            if 0 <= aid < nw * 64:
+                r = (<uint64_t>1) << (aid & 63)
+                if remaining[aid >> 6] & r:
+                    remaining[aid >> 6] &= ~r
+                    failed[aid >> 6] |= r
+        e.n_eligible = popcount_words(remaining, nw)
+        return e
+
+    def score(self, Explanation expl not None, eval_rows, Py_ssize_t session_row, Py_ssize_t kind,
+              weights) -> Scores:
+        """Default score components for the eligible agents and the winner (ties: smallest name).
+
+        total = ((w_a*affinity + w_s*success_rate) + w_c*cost) + w_e*substantiated, in that order,
+        so that both engines produce the same bits.
+        """
+        self.own(expl.index, "Explanation")
+        cdef double w_a, w_s, w_c, w_e
+        w_a, w_s, w_c, w_e = weights
+        cdef Py_ssize_t n_eval = len(eval_rows), j, r
+        cdef Row* session = self.row_at(session_row) if session_row >= 0 else NULL
+        cdef Outcomes* outcomes = self.kind_at(kind) if kind >= 0 else NULL
+        cdef Row** evals = <Row**>malloc(max(n_eval, 1) * sizeof(Row*))
+        if evals == NULL:
+            raise MemoryError()
+        try:
+            for j in range(n_eval):
+                r = eval_rows[j]
+                evals[j] = self.row_at(r) if r >= 0 else NULL
+            return self.score_eligible(expl, evals, n_eval, session, outcomes, w_a, w_s, w_c, w_e)
+        finally:
+            free(evals)
+
+    cdef Scores score_eligible(self, Explanation expl, Row** evals, Py_ssize_t n_eval, Row* session,
+                               Outcomes* outcomes, double w_a, double w_s, double w_c, double w_e):
+        cdef Scores s = Scores.__new__(Scores)
+        cdef Py_ssize_t m = expl.n_eligible
+        s.index = self
+        s.n = m
+        s.best = UNKNOWN
+        s.agent_ids = <Py_ssize_t*>malloc(max(m, 1) * sizeof(Py_ssize_t))
+        s.columns = <double*>malloc(max(5 * m, 1) * sizeof(double))
+        if s.agent_ids == NULL or s.columns == NULL:
+            raise MemoryError()
+        cdef double* total = s.columns
+        cdef double* affinity = s.columns + m
+        cdef double* success = s.columns + 2 * m
+        cdef double* cost = s.columns + 3 * m
+        cdef double* substantiated = s.columns + 4 * m
+        cdef const uint64_t* eligible = expl.eligible_words()
+        cdef Py_ssize_t i, j = 0, q, aid, slot, held, best = UNKNOWN, best_len = 0, n
+        cdef double a, sr, c, ev, t, best_total = 0.0
+        cdef const char* best_name = NULL
+        cdef uint64_t w
+        cdef int order
+        for i in range(expl.n_words):
+            w = eligible[i]
+            while w:
+                aid = (i << 6) + a3_ctz64(w)
+                w &= w - 1
+                a = 1.0 if session != NULL and row_has(session, aid) else 0.0
+                sr = 0.5
+                if outcomes != NULL:
+                    slot = outcome_slot(outcomes, aid)
+                    if slot >= 0 and outcomes.keys[slot] != 0:
+                        sr = <double>(outcomes.successes[slot] + 1) / <double>(outcomes.attempts[slot] + 2)
+                c = self.costs[aid]
+                if n_eval:
+                    held = 0
+                    for q in range(n_eval):
+                        if evals[q] != NULL and row_has(evals[q], aid):
+                            held += 1
+                    ev = <double>held / <double>n_eval
+                else:
+                    ev = 1.0
+                t = ((w_a * a + w_s * sr) + w_c * c) + w_e * ev
+                s.agent_ids[j] = aid
+                total[j] = t
+                affinity[j] = a
+                success[j] = sr
+                cost[j] = c
+                substantiated[j] = ev
+                j += 1
+                if best == UNKNOWN or t > best_total:
+                    best, best_total = aid, t
+                    best_name, best_len = self.utf8_names[aid], self.utf8_lengths[aid]
+                elif t == best_total:
+                    # UTF-8 byte order is code point order, the order of Python's str comparison
+                    n = self.utf8_lengths[aid]
+                    order = memcmp(self.utf8_names[aid], best_name, min(n, best_len))
+                    if order < 0 or (order == 0 and n < best_len):
+                        best = aid
+                        best_name, best_len = self.utf8_names[aid], n
+        s.best = best
+        return s
+
+    cdef int own(self, Index maker, str what) except -1:
+        if maker is not self:
+            raise ValueError(f"this {what} was made by another Index")
+        return 0
+
+    # -- records --------------------------------------------------------------------------------------
+    def candidate_names(self, Explanation expl not None) -> list:
+        self.own(expl.index, "Explanation")
+        names = self.names
+        return [names[i] for i in expl.candidate_ids()]
+
+    def failed_pairs(self, Explanation expl not None, predicates) -> list:
+        """§6 filters_failed: grouped by predicate in derivation order, then by agent id."""
+        self.own(expl.index, "Explanation")
+        cdef list out = []
+        cdef list names = self.names
+        cdef Py_ssize_t k, i, n = expl.n_words
+        cdef uint64_t w
+        cdef const uint64_t* words
+        if len(predicates) != expl.n_failed:
+            raise ValueError(f"{len(predicates)} predicates for {expl.n_failed} failed sets")
+        for k in range(expl.n_failed):
+            predicate = predicates[k]
+            words = expl.failed_words(k)
+            for i in range(n):
+                w = words[i]
+                while w:
+                    out.append({"candidate": names[(i << 6) + a3_ctz64(w)], "predicate": predicate})
+                    w &= w - 1
+        return out
+
+    def score_map(self, Scores scores not None) -> dict:
+        self.own(scores.index, "Scores")
+        cdef dict out = {}
+        cdef Py_ssize_t j, m = scores.n
+        cdef double* col = scores.columns
+        for j in range(m):
+            out[self.names[scores.agent_ids[j]]] = {
+                "total": col[j], "affinity": col[m + j], "success_rate": col[2 * m + j],
+                "cost": col[3 * m + j], "substantiated": col[4 * m + j]}
+        return out
+
+    def write_scheduling(self, Explanation expl not None, Scores scores not None, predicates, requirements_json,
+                         declaration_json, tail_json) -> bytes:
+        """The §6 scheduling object as JSON bytes, keys in record order; `tail_json` is the
+        already-encoded members that follow `scores` (route, timings), without braces.
+
+        Names were quoted when their agents joined; floats are written in their shortest
+        round-trip form, so the bytes parse to exactly what the dict form gives.
+        """
+        self.own(expl.index, "Explanation")
+        self.own(scores.index, "Scores")
+        bytes_check(requirements_json, "requirements_json")
+        bytes_check(declaration_json, "declaration_json")
+        bytes_check(tail_json, "tail_json")
+        cdef Py_ssize_t n_predicates = len(predicates)
+        if n_predicates != expl.n_failed:
+            raise ValueError(f"{n_predicates} predicates for {expl.n_failed} failed sets")
+        cdef list quoted_predicates = [quote(p) for p in predicates]
+        cdef Buffer* b = &self.out
+        b.size = 0
+        reserve(b, len(requirements_json) + len(declaration_json) + len(tail_json) + 64
+                + expl.n_candidates * 48 + scores.n * 160)
+        put(b, b'{"requirements":', 16)
+        put(b, requirements_json, len(requirements_json))
+        put(b, b',"declaration":', 15)
+        put(b, declaration_json, len(declaration_json))
+        self.write_candidates(b, expl)
+        self.write_passed(b, quoted_predicates)
+        self.write_failed(b, expl, quoted_predicates)
+        self.write_scores(b, scores)
+        if len(tail_json):
+            reserve(b, len(tail_json) + 2)
+            put(b, b",", 1)
+            put(b, tail_json, len(tail_json))
+        reserve(b, 1)
+        put(b, b"}", 1)
+        return PyBytes_FromStringAndSize(b.data, b.size)
+
+    cdef int write_candidates(self, Buffer* b, Explanation expl) except -1:
+        cdef Py_ssize_t i, k, aid, n = expl.n_words
+        cdef uint64_t w
+        cdef bint first = True
+        reserve(b, 16)
+        put(b, b',"candidates":[', 15)
+        for i in range(n):
+            w = 0
+            for k in range(expl.n_failed + 1):
+                w |= expl.words[k * n + i]
+            while w:
+                aid = (i << 6) + a3_ctz64(w)
+                w &= w - 1
+                reserve(b, self.quoted_lengths[aid] + 1)
+                if not first:
+                    put(b, b",", 1)
+                first = False
+                put(b, self.quoted_names[aid], self.quoted_lengths[aid])
+        reserve(b, 1)
+        put(b, b"]", 1)
+        return 0
+
+    cdef int write_passed(self, Buffer* b, list quoted_predicates) except -1:
+        cdef Py_ssize_t k
+        reserve(b, 20)
+        put(b, b',"filters_passed":[', 19)
+        for k in range(len(quoted_predicates)):
+            p = quoted_predicates[k]
+            reserve(b, len(p) + 1)
+            if k:
+                put(b, b",", 1)
+            put(b, p, len(p))
+        reserve(b, 1)
+        put(b, b"]", 1)
+        return 0
+
+    cdef int write_failed(self, Buffer* b, Explanation expl, list quoted_predicates) except -1:
+        cdef Py_ssize_t k, i, aid, n = expl.n_words, plen
+        cdef const char* ptext
+        cdef const uint64_t* words
+        cdef uint64_t w
+        cdef bint first = True
+        reserve(b, 20)
+        put(b, b',"filters_failed":[', 19)
+        for k in range(expl.n_failed):
+            p = quoted_predicates[k]
+            ptext = PyBytes_AS_STRING(p)
+            plen = PyBytes_GET_SIZE(p)
+            words = expl.failed_words(k)
+            for i in range(n):
+                w = words[i]
+                while w:
+                    aid = (i << 6) + a3_ctz64(w)
+                    w &= w - 1
+                    reserve(b, self.quoted_lengths[aid] + plen + 28)
+                    if not first:
+                        put(b, b",", 1)
+                    first = False
+                    put(b, b'{"candidate":', 13)
+                    put(b, self.quoted_names[aid], self.quoted_lengths[aid])
+                    put(b, b',"predicate":', 13)
+                    put(b, ptext, plen)
+                    put(b, b"}", 1)
+        reserve(b, 1)
+        put(b, b"]", 1)
+        return 0
+
+    cdef int write_scores(self, Buffer* b, Scores scores) except -1:
+        cdef Py_ssize_t j, aid, m = scores.n
+        cdef double* col = scores.columns
+        reserve(b, 12)
+        put(b, b',"scores":{', 11)
+        for j in range(m):
+            aid = scores.agent_ids[j]
+            # 5 floats of at most 31 characters each, the keys, the name
+            reserve(b, self.quoted_lengths[aid] + 5 * 31 + 80)
+            if j:
+                put(b, b",", 1)
+            put(b, self.quoted_names[aid], self.quoted_lengths[aid])
+            put(b, b':{"total":', 10)
+            put_float(b, col[j])
+            put(b, b',"affinity":', 12)
+            put_float(b, col[m + j])
+            put(b, b',"success_rate":', 16)
+            put_float(b, col[2 * m + j])
+            put(b, b',"cost":', 8)
+            put_float(b, col[3 * m + j])
+            put(b, b',"substantiated":', 17)
+            put_float(b, col[4 * m + j])
+            put(b, b"}", 1)
+        reserve(b, 1)
+        put(b, b"}", 1)
+        return 0
