@@ -22,8 +22,9 @@ from ..schema import loads
 __all__ = ["Document", "expand_paths", "json_documents", "json_document", "yaml_documents",
            "to_json", "MAX_NODES"]
 
-#: Most values a manifest's document may expand to (aliases counted as many times as they are used).
-MAX_NODES = 1_000_000
+#: Most values one declaration taken from a manifest may expand to (an alias counts each time it is
+#: used). Only declarations are copied, never whole manifests, so this is generous.
+MAX_NODES = 100_000
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
