@@ -16,6 +16,7 @@ from ..engines import ENGINE, NATIVE_AVAILABLE
 COMMANDS = {
     "place": "place:place",
     "gen-fleet": "workload_cmd:gen_fleet",
+    "gen-tasks": "workload_cmd:gen_tasks",
     "demo": "demo:demo",
     "verify": "verify_cmd:verify",
     "conformance": "conformance_cmd:conformance",

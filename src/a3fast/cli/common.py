@@ -58,13 +58,17 @@ def read_json(path: str) -> Any:
         raise BadInput.from_error(exc) from None
 
 
-def read_json_documents(path: str) -> list[tuple[str, Any]]:
-    """A JSON array or JSON Lines file -> [(json path prefix, document)] with precise errors."""
+def read_json_documents(path: str, *, strict: bool = True) -> list[tuple[str, Any]] | tuple[list, list[str]]:
+    """A JSON array or JSON Lines file -> [(where, document)], `where` being `$[3]` or `line 4: $`.
+
+    With strict (the default) any line that is not JSON is BadInput; otherwise the lines that are
+    not JSON come back as problems beside the documents that parsed, so a caller can report both.
+    """
     data = read_bytes(path)
-    stripped = data.lstrip()
-    if stripped.startswith(b"["):
+    if data.lstrip().startswith(b"["):
         docs = read_json_path_array(data, path)
-        return [(f"$[{i}]", d) for i, d in enumerate(docs)]
+        out = [(f"$[{i}]", d) for i, d in enumerate(docs)]
+        return out if strict else (out, [])
     out, problems = [], []
     for lineno, line in enumerate(data.splitlines(), 1):
         if not line.strip():
@@ -72,10 +76,12 @@ def read_json_documents(path: str) -> list[tuple[str, Any]]:
         try:
             out.append((f"line {lineno}: $", loads(line)))
         except SchemaError as exc:
-            problems += [f"{path}: line {lineno}: {p.found}" for p in exc.problems]
-    if problems:
-        raise BadInput(problems)
-    return out
+            problems += [f"{path}: line {lineno}: $: expected valid JSON, found {p.found}" for p in exc.problems]
+    if strict:
+        if problems:
+            raise BadInput(problems)
+        return out
+    return out, problems
 
 
 def read_json_path_array(data: bytes, path: str) -> list[Any]:
@@ -101,16 +107,24 @@ def atomic_output(path: str | None, mode: str = "wb") -> Iterator[Any]:
         yield sys.stdout.buffer if "b" in mode else sys.stdout
         return
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or "."))
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent))
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot write: {exc.strerror or exc}") from None
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as an ordinary new file; mkstemp makes it private
         with os.fdopen(fd, mode) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise BadInput(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise

@@ -1,0 +1,39 @@
+"""`a3fast place`: place one task and write its trace (DESIGN "Contracts")."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..records import placement_records
+from ..trace import TraceWriter
+from .common import EXIT_NEGATIVE, EXIT_OK, atomic_output
+from .fleet_input import load_fleet, load_requirements
+
+
+@click.command()
+@click.option("--fleet", "fleet_path", required=True, metavar="FLEET",
+              help="Declarations: JSON Lines or a JSON array ('-' for standard input).")
+@click.option("--requirements", "requirements_path", required=True, metavar="REQ",
+              help="The task's requirements document (§4), a JSON file.")
+@click.option("--engine", type=click.Choice(["native", "pure"]), default=None,
+              help="Matching engine (default: a3fast.ENGINE).")
+@click.option("--session", default=None, help="Session the task continues (affinity only).")
+@click.option("--out", "out_path", default=None, metavar="FILE",
+              help="Write the trace here (atomically) instead of standard output.")
+def place(fleet_path, requirements_path, engine, session, out_path):
+    """Place one task on a fleet and write the trace as JSON Lines: task.submitted, then
+    task.admitted + task.bound, or task.rejected.
+
+    Exit 0 placed, 1 unschedulable, 2 bad input.
+    """
+    fleet = load_fleet(fleet_path, engine)
+    requirements = load_requirements(requirements_path)
+    placement = fleet.place(requirements, session=session)
+    with atomic_output(out_path) as out:
+        writer = TraceWriter(out)
+        for kind, content in placement_records(placement):
+            writer.append(kind, content_json=content)
+    if not placement.bound:
+        click.echo(f"a3fast: unschedulable: {placement.rejection['reason']}", file=sys.stderr)
+    sys.exit(EXIT_OK if placement.bound else EXIT_NEGATIVE)
