@@ -106,11 +106,13 @@ def _locate(obj: Any, source: str, path: str) -> tuple[str, list[Any], str, Mapp
                                        f"message {describe(error.get('message'))})")], source)
         result = obj.get("result")
         rpath = json_path(path, "result")
-        if not isinstance(result, Mapping) or not isinstance(result.get("tools"), list):
-            found = describe(result.get("tools")) if isinstance(result, Mapping) and "tools" in result \
-                else (describe(result) if "result" in obj else "nothing")
-            where = json_path(rpath, "tools") if isinstance(result, Mapping) else rpath
-            raise SchemaError([Problem(where, "the tools/list result's tools (an array)", found)], source)
+        if not isinstance(result, Mapping):
+            raise SchemaError([Problem(rpath, "a tools/list result (an object)",
+                                       describe(result) if "result" in obj else "nothing")], source)
+        if not isinstance(result.get("tools"), list):
+            raise SchemaError([Problem(json_path(rpath, "tools"), "the tools/list result's tools (an array)",
+                                       describe(result["tools"]) if "tools" in result else "nothing")],
+                              source)
         return "jsonrpc", result["tools"], rpath, result
     if "tools" in obj:
         if not isinstance(obj["tools"], list):
