@@ -20,6 +20,19 @@ from .scoring import DEFAULT_WEIGHTS, Scorer, cost_score
 __all__ = ["Fleet"]
 
 
+def _placement():
+    """The placement module, imported on first use (an import statement per call costs ~1 µs)."""
+    global _placement_module
+    if _placement_module is None:
+        from . import placement
+
+        _placement_module = placement
+    return _placement_module
+
+
+_placement_module = None
+
+
 class Fleet:
     """Agents that tasks can be placed on. `engine` is "native", "pure" or None (a3fast.ENGINE)."""
 
@@ -41,6 +54,7 @@ class Fleet:
         self._member_rows: list[tuple[int, ...]] = []
         self._held_sessions: list[set[int]] = []
         self._decl_json: list[bytes] = []        # each live declaration as JSON, for records
+        self._resolved: dict[int, tuple] = {}    # prepared requirements -> engine arguments (placement)
         self._count = 0
 
     # -- membership -------------------------------------------------------------------------------
@@ -191,16 +205,12 @@ class Fleet:
         makes the chosen agent hold it unless `remember_session` is false. `route` is a Route whose
         additions are matched and recorded. Raises SchemaError for invalid requirements.
         """
-        from .placement import place
-
-        return place(self, requirements, session=session, route=route, scorer=scorer, kind=kind,
-                     remember_session=remember_session)
+        return _placement().place(self, requirements, session=session, route=route, scorer=scorer,
+                                  kind=kind, remember_session=remember_session)
 
     def resume(self, earlier, *, seq: int | None = None):
         """A resumed placement (§6) back to the agent `earlier` chose, without weighing candidates."""
-        from .placement import resume
-
-        return resume(self, earlier, seq=seq)
+        return _placement().resume(self, earlier, seq=seq)
 
     # -- internals shared with placement ----------------------------------------------------------
     def _row(self, key: str) -> int:

@@ -188,6 +188,44 @@ def _custom_scores(fleet, scorer, expl, matched: Requirements, session, kind) ->
     return CustomScores(ids, entries, ids[best] if best >= 0 else -1)
 
 
+#: Prepared requirements resolved per fleet (rows and ids are append-only, so a resolution stays
+#: valid until the fleet interns something new); bounded so that one-off requirements cannot pile up.
+RESOLVED_CACHE_SIZE = 1024
+
+
+def _resolve(fleet, matched: Requirements, with_kind: bool):
+    """The predicates as the engine's arguments: filter rows, agentRef id, excluded ids, the rows
+    of agents that substantiate each required capability, and the task kind when it is needed."""
+    row_of, id_of, eval_of = fleet._rows, fleet._ids, fleet._eval_rows
+    rows, excluded, eval_rows = [], [], []
+    only = fleet._engine.NO_AGENT_REF
+    for p in matched.predicates:
+        if p.startswith(_ANTI):
+            excluded.append(id_of.get(p[len(_ANTI):], -1))
+        elif p.startswith(_AGENT_REF):
+            only = id_of.get(p[len(_AGENT_REF):], -1)
+        else:
+            rows.append(row_of.get(p, -1))
+            if p.startswith(_CAPABILITY):
+                eval_rows.append(eval_of.get(p, -1))
+    return rows, only, excluded, eval_rows, task_kind(matched) if with_kind else None
+
+
+def _resolve_prepared(fleet, matched: Requirements):
+    """`_resolve` for a Requirements object the caller keeps and places again (a prepared task)."""
+    stamp = len(fleet._rows) + len(fleet._eval_rows) + len(fleet._ids)
+    cache = fleet._resolved
+    entry = cache.get(id(matched))
+    # the entry holds `matched` itself, so its id cannot be reused by another object meanwhile
+    if entry is not None and entry[0] is matched and entry[1] == stamp:
+        return entry[2]
+    if len(cache) >= RESOLVED_CACHE_SIZE:
+        cache.clear()
+    resolved = _resolve(fleet, matched, True)
+    cache[id(matched)] = (matched, stamp, resolved)
+    return resolved
+
+
 def place(fleet, requirements, *, session=None, route=None, scorer=None, kind=None,
           remember_session=True) -> Placement:
     """Place one task on `fleet`; see Fleet.place."""
@@ -199,25 +237,18 @@ def place(fleet, requirements, *, session=None, route=None, scorer=None, kind=No
 
     # gather: resolve the predicates to index rows and agent ids
     index = fleet._index
-    row_of, id_of = fleet._rows, fleet._ids
-    rows, excluded, eval_rows = [], [], []
-    only = fleet._engine.NO_AGENT_REF
-    for p in predicates:
-        if p.startswith(_ANTI):
-            excluded.append(id_of.get(p[len(_ANTI):], -1))
-        elif p.startswith(_AGENT_REF):
-            only = id_of.get(p[len(_AGENT_REF):], -1)
-        else:
-            rows.append(row_of.get(p, -1))
-            if p.startswith(_CAPABILITY):
-                eval_rows.append(fleet._eval_rows.get(p, -1))
-    if kind is None and (fleet._kinds or scorer or fleet.scorer):
-        kind = task_kind(matched)
+    scorer = scorer or fleet.scorer
+    if matched is requirements:
+        rows, only, excluded, eval_rows, matched_kind = _resolve_prepared(fleet, matched)
+    else:
+        rows, only, excluded, eval_rows, matched_kind = _resolve(
+            fleet, matched, kind is None and bool(fleet._kinds or scorer))
+    if kind is None and (fleet._kinds or scorer):
+        kind = matched_kind
     gathered = time.perf_counter_ns()
 
     # filter + explain, then score the eligible and choose
     expl = index.explain(rows, only, excluded)
-    scorer = scorer or fleet.scorer
     if scorer is None:
         session_row = fleet._session_rows.get(session, -1) if session is not None else -1
         kid = fleet._kinds.get(kind, -1) if kind is not None else -1
@@ -228,17 +259,34 @@ def place(fleet, requirements, *, session=None, route=None, scorer=None, kind=No
     selected = time.perf_counter_ns()
     decided_at = time.time_ns()
 
-    decl = fleet._agents[best] if best >= 0 else None
-    placement = Placement(
-        fleet_engine=fleet.engine, _index=index, requirements=matched, submitted=submitted,
-        predicates=predicates, route=route.name if route is not None else None, session=session,
-        kind=kind, explanation=expl, scores=scores, agent=decl.agent.name if decl else None,
-        declaration=decl, _declaration_json=fleet._decl_json[best] if decl else None,
-        gather_ns=gathered - started, select_ns=selected - gathered, decided_at_ns=decided_at,
-        generation=fleet.generation)
+    # slots are set directly: Placement(**fields) costs more than the whole native filter
+    placement = Placement.__new__(Placement)
+    placement.fleet_engine = fleet.engine
+    placement._index = index
+    placement.requirements = matched
+    placement.submitted = submitted
+    placement.predicates = predicates
+    placement.route = route.name if route is not None else None
+    placement.session = session
+    placement.kind = kind
+    placement.explanation = expl
+    placement.scores = scores
+    placement.gather_ns = gathered - started
+    placement.select_ns = selected - gathered
+    placement.decided_at_ns = decided_at
+    placement.generation = fleet.generation
+    placement.seq = placement.recorded_in = placement._scheduling = None
+    placement.resumed = False
     placement._custom = scorer is not None
-    if decl is not None and session is not None and remember_session and not fleet.holds_session(decl.agent.name, session):
-        fleet.hold_session(decl.agent.name, session)
+    if best >= 0:
+        decl = fleet._agents[best]
+        placement.agent = name = decl.agent.name
+        placement.declaration = decl
+        placement._declaration_json = fleet._decl_json[best]
+        if session is not None and remember_session and not fleet.holds_session(name, session):
+            fleet.hold_session(name, session)
+    else:
+        placement.agent = placement.declaration = placement._declaration_json = None
     return placement
 
 
