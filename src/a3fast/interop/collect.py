@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+import orjson
+
 from ..errors import SchemaError
 from ..schema import parse_declaration
 from .report import AgentEntry, ImportReport, under
@@ -61,6 +63,13 @@ class DeclarationSet:
             for problem in exc.problems:
                 self.report.skip(source, under(path, problem.path),
                                  f"expected {problem.expected}, found {problem.found}")
+            return False
+        try:
+            # What cannot be written back out cannot be put in a fleet or a trace either.
+            orjson.dumps(doc)
+        except orjson.JSONEncodeError as exc:
+            self.report.skip(source, path, f"expected a declaration that can be written as JSON, "
+                                           f"found one that cannot ({exc})")
             return False
         name, namespace = decl.agent.name, decl.agent.namespace
         earlier = self._held.get(name)
