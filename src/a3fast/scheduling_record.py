@@ -22,7 +22,8 @@ import msgspec
 from .errors import SchemaError, describe
 from .schema import Declaration, Requirements, parse_declaration, parse_requirements
 
-__all__ = ["RecordedPlacement", "read_scheduling", "read_scheduling_json", "ABSENT"]
+__all__ = ["RecordedPlacement", "read_scheduling", "read_scheduling_json", "read_typed", "ABSENT",
+           "BOUND_RECORD"]
 
 
 class _Absent:
@@ -251,7 +252,15 @@ class _BoundContent(msgspec.Struct, gc=False):
     resumed: Any = ABSENT
 
 
+class _BoundRecord(msgspec.Struct, gc=False):
+    seq: int
+    kind: str
+    content: _BoundContent
+
+
 _BOUND = msgspec.json.Decoder(_BoundContent)
+#: Decodes a whole task.bound line in one pass (for `trace.read_lines(typed=...)`).
+BOUND_RECORD = msgspec.json.Decoder(_BoundRecord)
 
 
 def read_scheduling_json(content_json: Any) -> RecordedPlacement | None:
@@ -261,6 +270,12 @@ def read_scheduling_json(content_json: Any) -> RecordedPlacement | None:
         content = _BOUND.decode(content_json)
     except msgspec.MsgspecError:
         return None
+    return read_typed(content)
+
+
+def read_typed(content: Any) -> RecordedPlacement | None:
+    """A RecordedPlacement from content decoded by the typed decoder; None for a shape the generic
+    reader must see (a resumed reference, candidates that are not an array, an unreadable number)."""
     s = content.scheduling
     if s.recorded_in is not ABSENT or memoryview(s.candidates)[:1] != b"[":
         return None  # a resumed reference, or candidates not an array: the generic reader says how

@@ -22,7 +22,8 @@ from .errors import describe
 from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
                          UNMET_CODE, parse_predicate, satisfies)
 from .schema import Declaration, Requirements, SchemaError, parse_requirements
-from .scheduling_record import ABSENT, RecordedPlacement, read_scheduling, read_scheduling_json
+from .scheduling_record import (ABSENT, BOUND_RECORD, RecordedPlacement, read_scheduling,
+                                read_scheduling_json, read_typed)
 from .trace import (TraceContentError, TraceItem, TraceProblem, TraceRecord, read_trace, read_values)
 
 __all__ = ["Finding", "Verifier", "verify", "verify_file", "verify_stream", "verify_bytes",
@@ -284,7 +285,9 @@ class Verifier:
     def _check_bound(self, record: TraceRecord) -> None:
         self.placements += 1
         placement = None
-        if record.content_json is not None:
+        if record.typed is not None:
+            placement = read_typed(record.typed)
+        elif record.content_json is not None:
             placement = read_scheduling_json(record.content_json)
         if placement is None:
             placement = read_scheduling(record.content)
@@ -369,20 +372,23 @@ class Verifier:
                             "which scheduling.requirements does not derive")
         agent = placement.agent
         name = agent[0] if agent is not None else None
-        failed_names = placement.failed_candidates
+        failed_names, scored = placement.failed_candidates, placement.scored
+        # When scores and filters_failed share no name (the usual case, tested in one pass over
+        # hashes), a chosen agent that is scored cannot be failed: no scan of the list by value.
+        disjoint = scored is None or failed_names is None or scored.keys().isdisjoint(failed_names)
+        chosen_scored = scored is not None and name is not None and name in scored
         chosen_failed = None
-        if failed_names is not None and name is not None and name in failed_names:
+        if (failed_names is not None and name is not None and not (chosen_scored and disjoint)
+                and name in failed_names):
             chosen_failed = placement.failed_predicates[failed_names.index(name)]
             self._error("E_EXPLANATION", seq, line,
                         f"the chosen agent {name!r} is listed in filters_failed (as failing {chosen_failed}), "
                         "so the record says it was not eligible")
-        scored = placement.scored
-        chosen_scored = scored is not None and name is not None and name in scored
         if scored is not None and name is not None and not chosen_scored:
             self._error("E_EXPLANATION", seq, line,
                         f"scores must contain the chosen agent {name!r}, and it does not "
                         f"(it has {len(scored)} entr{'y' if len(scored) == 1 else 'ies'})")
-        self._warn_on_lists(seq, line, placement, matched)
+        self._warn_on_lists(seq, line, placement, matched, disjoint)
         if placement.full_explanation:
             key = frozenset(passed)
             key = self._passed_sets.setdefault(key, key)
@@ -391,23 +397,23 @@ class Verifier:
             self._bound.setdefault(seq, None)
 
     def _warn_on_lists(self, seq: int, line: int | None, placement: RecordedPlacement,
-                       matched: tuple[str, ...] | None) -> None:
+                       matched: tuple[str, ...] | None, disjoint: bool) -> None:
         """a3fast's own checks of the lists (§6 wording, not §7): warnings, never errors."""
         failed_names = placement.failed_candidates
         if failed_names is None:
             return
-        if matched is not None:
+        # Membership tests first, and sets only when something is wrong: these run on every
+        # placement, over lists as long as the fleet.
+        if matched is not None and not set(matched).issuperset(placement.failed_predicates):
             unmatched = set(placement.failed_predicates).difference(matched)
-            if unmatched:
-                self._warn("W_FAILED_PREDICATE_UNMATCHED", seq, line,
-                           f"filters_failed gives {_listing(sorted(unmatched))} as a first failed "
-                           "predicate, but that is not among the predicates matched")
-        if placement.scored is not None:
-            both = placement.scored.keys() & set(failed_names)
-            if both:
-                self._warn("W_FAILED_AND_SCORED", seq, line,
-                           f"{_listing(sorted(both))} appear in filters_failed (ineligible) and in "
-                           "scores (eligible)")
+            self._warn("W_FAILED_PREDICATE_UNMATCHED", seq, line,
+                       f"filters_failed gives {_listing(sorted(unmatched))} as a first failed "
+                       "predicate, but that is not among the predicates matched")
+        scored = placement.scored
+        if not disjoint:
+            both = sorted(scored.keys() & set(failed_names))
+            self._warn("W_FAILED_AND_SCORED", seq, line,
+                       f"{_listing(both)} appear in filters_failed (ineligible) and in scores (eligible)")
 
     def _check_reference(self, seq: int, line: int | None, placement: RecordedPlacement,
                          matched: tuple[str, ...] | None) -> None:
@@ -497,15 +503,19 @@ def verify(records: Any) -> list[Finding]:
     return verify_items(read_values(records))
 
 
+#: task.bound lines are decoded in one typed pass (scheduling_record), the rest generically.
+_TYPED = {BOUND: BOUND_RECORD}
+
+
 def verify_bytes(data: bytes) -> list[Finding]:
     """Verify a trace given as its text: JSON Lines or a JSON array of records."""
-    return verify_items(read_trace(bytes(data)))
+    return verify_items(read_trace(bytes(data), typed=_TYPED))
 
 
 def verify_stream(stream: BinaryIO, progress: Callable[[int], None] | None = None) -> list[Finding]:
     """Verify a trace read from a binary stream; JSON Lines are read line by line, so memory does not
     grow with the trace. `progress(n)` hears of every n bytes read."""
-    return verify_items(read_trace(stream, progress))
+    return verify_items(read_trace(stream, progress, typed=_TYPED))
 
 
 def verify_file(path: str | os.PathLike, progress: Callable[[int], None] | None = None) -> list[Finding]:
