@@ -113,19 +113,24 @@ def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cos
 @click.option("--server", metavar="NAME", help="The server's name: the domain of draft contract ids.")
 @click.option("--contracts", "contracts_path", metavar="FILE",
               help="Write draft portable-authority contracts inferred from the tools' annotations "
-                   "(untrusted hints; needs --server).")
+                   "(untrusted hints; JSON Lines, as `a3fast resolve --contracts` reads; needs --server).")
+@click.option("--mappings", "mappings_path", metavar="FILE",
+              help="Write the host mappings tool -> drafted contract (JSON Lines, as "
+                   "`a3fast resolve --mappings` reads; needs --server).")
 @_output_options
 def mcp(listings, fleet_path, bind, bind_all, namespace, clearances, grants_path, residency,
-        latency_class, cost_ceiling, capabilities, server, contracts_path, output, report_path) -> None:
+        latency_class, cost_ceiling, capabilities, server, contracts_path, mappings_path, output,
+        report_path) -> None:
     """Bind the tools of an MCP tool listing to agents (A3 §3 `tools`).
 
     LISTING is a bare array of tools, {"tools": [...]}, or a JSON-RPC tools/list response; several
     files are pages of one listing when each names a nextCursor. Tool names become the bound
     agents' `tools`, never capabilities.
     """
-    if not (bind or bind_all or contracts_path):
+    drafts = contracts_path is not None or mappings_path is not None
+    if not (bind or bind_all or drafts):
         raise BadInput("nothing to do: name the agents bound to this server (--bind AGENT, "
-                       "--bind-all) or ask for --contracts FILE")
+                       "--bind-all) or ask for --contracts FILE / --mappings FILE")
     if bind_all and not fleet_path:
         raise BadInput("--bind-all: binds every agent of --fleet, and no --fleet was given")
     if output and not (bind or bind_all):
@@ -142,8 +147,12 @@ def mcp(listings, fleet_path, bind, bind_all, namespace, clearances, grants_path
     docs = _read(listings, (".json",), lambda data, source: [json_document(data, source)], report)
     result = _run(lambda: import_listings(docs, supplied, fleet=fleet,
                                           bind=None if bind_all else bind, server=server,
-                                          contracts=contracts_path is not None, report=report))
-    _finish(result, output, report_path, contracts_path, write_declarations=bool(bind or bind_all))
+                                          contracts=drafts, report=report))
+    _finish(result, output, report_path, write_declarations=bool(bind or bind_all))
+    if contracts_path is not None:
+        _write_lines(contracts_path, result.contracts)
+    if mappings_path is not None:
+        _write_lines(mappings_path, result.mappings)
 
 
 @import_group.command("k8s")
@@ -270,21 +279,22 @@ def _run(fn: Callable[[], ImportResult]) -> ImportResult:
         raise BadInput([_flag_line(p.path, p.expected, p.found) for p in exc.problems]) from None
 
 
+def _write_lines(path: str | None, docs: Iterable[Any]) -> None:
+    with atomic_output(path) as fh:
+        for doc in docs:
+            fh.write(orjson.dumps(doc) + b"\n")
+
+
 def _finish(result: ImportResult, output: str | None, report_path: str | None,
-            contracts_path: str | None = None, write_declarations: bool = True) -> None:
+            write_declarations: bool = True) -> None:
+    """Print the report; exit 2 if nothing usable was read, else write the outputs asked for."""
     for line in result.report.lines():
         click.echo(line, err=True)
     if not result.usable:
         click.echo("a3fast: nothing usable was read; no output written", err=True)
         sys.exit(EXIT_BAD_INPUT)
     if write_declarations:
-        with atomic_output(output) as fh:
-            for decl in result.declarations:
-                fh.write(orjson.dumps(decl) + b"\n")
-    if contracts_path is not None:
-        with atomic_output(contracts_path) as fh:
-            fh.write(orjson.dumps({"contracts": result.contracts, "mappings": result.mappings},
-                                  option=orjson.OPT_INDENT_2) + b"\n")
+        _write_lines(output, result.declarations)
     if report_path is not None:
         with atomic_output(report_path) as fh:
             fh.write(orjson.dumps(result.report.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
