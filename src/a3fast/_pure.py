@@ -38,6 +38,12 @@ def _ids_to_bits(ids: Sequence[int], size: int) -> int:
     return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
 
 
+def _bitmap(bits: int):
+    from pyroaring import BitMap
+
+    return BitMap(bits_to_ids(bits))
+
+
 class Explanation:
     """The filter's result: candidates, eligible, and per predicate the candidates that failed it first.
 
@@ -70,6 +76,16 @@ class Explanation:
 
     def failed_ids(self, k: int) -> list[int]:
         return bits_to_ids(self.failed[k])
+
+    def candidates_bitmap(self):
+        """The candidates as a pyroaring BitMap of agent ids (standard portable serialisation)."""
+        return _bitmap(self.candidates)
+
+    def eligible_bitmap(self):
+        return _bitmap(self.eligible)
+
+    def failed_bitmap(self, k: int):
+        return _bitmap(self.failed[k])
 
 
 class Scores:
@@ -185,6 +201,10 @@ class Index:
 
     def row_ids(self, row: int) -> list[int]:
         return bits_to_ids(self._rows[row]) if row >= 0 else []
+
+    def row_bitmap(self, row: int):
+        """A row as a pyroaring BitMap of agent ids (standard portable serialisation)."""
+        return _bitmap(self._rows[row] if row >= 0 else 0)
 
     def name(self, aid: int) -> str:
         return self._names[aid]
