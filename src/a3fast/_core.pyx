@@ -240,11 +240,14 @@ cdef bytes quote(str text):
 
 
 # Shortest round-trip text of recently written floats. Score components repeat a lot (affinity is
-# 0 or 1, success rates and costs come from small sets), and formatting is the writer's main cost.
+# 0 or 1, success rates and costs come from small sets, totals from their combinations), and
+# formatting a float (~100 ns) is the writer's main cost when many agents are eligible.
 cdef enum:
-    FLOAT_CACHE = 1024
+    FLOAT_CACHE_BITS = 12
+    FLOAT_CACHE = 1 << FLOAT_CACHE_BITS
+    FLOAT_TEXT = 25     # the longest repr of a double, "-2.2250738585072014e-308", is 24
 cdef uint64_t float_keys[FLOAT_CACHE]
-cdef char float_text[FLOAT_CACHE][32]
+cdef char float_text[FLOAT_CACHE][FLOAT_TEXT]
 cdef unsigned char float_len[FLOAT_CACHE]
 
 
@@ -252,7 +255,7 @@ cdef int put_float(Buffer* b, double value) except -1:
     """Append `value` in its shortest round-trip form (Python's repr); non-finite as null, as orjson."""
     cdef uint64_t bits
     memcpy(&bits, &value, 8)
-    cdef Py_ssize_t slot = <Py_ssize_t>((bits * 0x9E3779B97F4A7C15ULL) >> 54)
+    cdef Py_ssize_t slot = <Py_ssize_t>((bits * 0x9E3779B97F4A7C15ULL) >> (64 - FLOAT_CACHE_BITS))
     cdef char* text
     cdef Py_ssize_t n
     if float_len[slot] == 0 or float_keys[slot] != bits:
@@ -261,7 +264,7 @@ cdef int put_float(Buffer* b, double value) except -1:
             return 0
         text = PyOS_double_to_string(value, b"r", 0, Py_DTSF_ADD_DOT_0, NULL)
         n = strlen(text)
-        if n >= 32:
+        if n >= FLOAT_TEXT:
             PyMem_Free(text)
             raise ValueError(f"unexpected float text for {value!r}")
         memcpy(float_text[slot], text, n)
@@ -293,7 +296,7 @@ cdef class Explanation:
     cdef Py_ssize_t n_failed
     cdef Py_ssize_t n_candidates
     cdef Py_ssize_t n_eligible
-    cdef readonly Index index
+    cdef Index index
 
     def __cinit__(self):
         self.words = NULL
@@ -376,7 +379,7 @@ cdef class Scores:
     cdef double* columns           # total, affinity, success_rate, cost, substantiated: n each
     cdef Py_ssize_t n
     cdef readonly Py_ssize_t best
-    cdef readonly Index index
+    cdef Index index
 
     def __cinit__(self):
         self.agent_ids = NULL
@@ -1134,8 +1137,8 @@ cdef class Index:
         put(b, b',"scores":{', 11)
         for j in range(m):
             aid = scores.agent_ids[j]
-            # 5 floats of at most 31 characters each, the keys, the name
-            reserve(b, self.quoted_lengths[aid] + 5 * 31 + 80)
+            # the name, the keys, 5 floats of at most FLOAT_TEXT - 1 characters
+            reserve(b, self.quoted_lengths[aid] + 5 * FLOAT_TEXT + 80)
             if j:
                 put(b, b",", 1)
             put(b, self.quoted_names[aid], self.quoted_lengths[aid])
