@@ -202,6 +202,8 @@ def declaration_from_card(card: AgentCard, supplied: Supplied, report: ImportRep
     seen: dict[str, str] = {}
     normalised = unversioned = 0
     for skill in card.skills:
+        version = supplied.version_for(skill.id)
+        unversioned += version is None  # reported whether or not the id fits §2: both are missing
         name = _capability_name(skill, supplied, report, source)
         if name is None:
             continue
@@ -211,9 +213,7 @@ def declaration_from_card(card: AgentCard, supplied: Supplied, report: ImportRep
             continue
         seen[name] = skill.id
         normalised += name != skill.id
-        version = supplied.version_for(skill.id)
         if version is None:
-            unversioned += 1
             continue
         capability: dict[str, Any] = {"name": name, "version": version}
         if skill.description is not None:

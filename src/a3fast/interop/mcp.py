@@ -240,7 +240,7 @@ def import_listings(documents: Iterable[Document], supplied: Supplied | None = N
     targets = [d["agent"]["name"] for d in out.declarations()] if bind is None else list(dict.fromkeys(bind))
     for agent in targets:
         _bind(out, agent, names, supplied, report)
-    passed = len(out) - len(report.agents) - report.counts.get("agents in the fleet bound to the tools", 0)
+    passed = len(out) - len(report.agents) - report.counts.get("agents of the fleet bound to the listed tools", 0)
     if passed:
         report.count("declarations passed through unchanged", passed)
     result.declarations = out.declarations()
@@ -320,7 +320,7 @@ def _bind(out: DeclarationSet, agent: str, names: list[str], supplied: Supplied,
         merged = dict(doc)
         merged["tools"] = list(dict.fromkeys([*(doc.get("tools") or ()), *names]))
         out.replace_doc(agent, merged)
-        report.count("agents in the fleet bound to the tools")
+        report.count("agents of the fleet bound to the listed tools")
         report.supply(what, agent)
         return
     if supplied.namespace is None:
