@@ -139,12 +139,12 @@ def unmet_detail(decl: Declaration, predicate: str) -> str:
     if p.kind == RESIDENCY:
         if decl.residency is None:
             return f"{who} declares no residency, so it does not satisfy {p.arg!r}"
-        return f"{who}'s residency {list(decl.residency)} does not contain {p.arg!r}"
+        return f"{who} declares residency {list(decl.residency)}, which does not contain {p.arg!r}"
     if p.kind == LATENCY:
         declared = decl.model.latency_class if decl.model is not None else None
         if declared is None:
             return f"{who} declares no model.latency_class, so it does not equal {p.arg!r}"
-        return f"{who}'s model.latency_class is {declared!r}, not {p.arg!r}"
+        return f"{who} declares model.latency_class {declared!r}, not {p.arg!r}"
     if p.kind == AGENT_REF:
         return f"the task named agent {p.arg!r} directly, but the chosen agent is {decl.agent.name!r}"
     if p.kind == ANTI_AFFINITY:
@@ -205,7 +205,8 @@ class Verifier:
 
     def feed(self, item: TraceItem) -> None:
         if isinstance(item, TraceProblem):
-            self._error("E_TRACE", item.seq, item.line, f"{item.where}: {item.message}")
+            message = item.message if item.line is not None else f"{item.where}: {item.message}"
+            self._error("E_TRACE", item.seq, item.line, message)
             return
         self.records += 1
         kind = item.kind
@@ -413,7 +414,7 @@ class Verifier:
         if not disjoint:
             both = sorted(scored.keys() & set(failed_names))
             self._warn("W_FAILED_AND_SCORED", seq, line,
-                       f"{_listing(both)} appear in filters_failed (ineligible) and in scores (eligible)")
+                       f"listed both in filters_failed (ineligible) and in scores (eligible): {_listing(both)}")
 
     def _check_reference(self, seq: int, line: int | None, placement: RecordedPlacement,
                          matched: tuple[str, ...] | None) -> None:

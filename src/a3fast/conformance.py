@@ -1,0 +1,242 @@
+"""The conformance vectors (§9): loading them, checking their format, and running them against a3fast
+or against any other verifier given as a command.
+
+A vector is `{description, comment?, trace, expected: {valid, errors: [{code, seq}]}}` in a file of
+`vectors/capability-schema/` (modelled on the JSON-Schema-Test-Suite). `trace` is a list of records,
+each written as one JSON Lines line, or a string that is the trace's text as is (for traces that
+break the format). A verifier passes a vector when its `valid` agrees and the set of `(code, seq)`
+of its errors equals the expected set; messages, lines and warnings are not compared.
+
+An external verifier is a command that reads one trace on standard input and prints the result
+form of `a3fast verify --json`: `{"valid": bool, "errors": [{"code", "seq", ...}], ...}`.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import orjson
+
+__all__ = ["Vector", "Outcome", "CAPABILITY_SUITE", "MATCHING_SUITE", "default_vectors_dir",
+           "load_vectors", "vector_files", "check_vector_files", "trace_bytes", "run_a3fast",
+           "run_command", "run_vectors", "MAX_DESCRIPTION"]
+
+CAPABILITY_SUITE = "capability-schema"
+MATCHING_SUITE = "matching"
+#: Descriptions name what a vector shows, briefly (the JSON-Schema-Test-Suite's rule of thumb).
+MAX_DESCRIPTION = 80
+
+
+def default_vectors_dir() -> Path | None:
+    """`$A3FAST_VECTORS`, else the `vectors/` directory of the source tree a3fast runs from."""
+    env = os.environ.get("A3FAST_VECTORS")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parents[2] / "vectors"
+    return here if here.is_dir() else None
+
+
+@dataclass(frozen=True)
+class Vector:
+    """One case. `id` is `<file>:<description>`, readable in test ids and failure lists."""
+
+    file: str
+    description: str
+    trace: Any
+    valid: bool
+    errors: frozenset[tuple[str, int | None]]
+    comment: str | None = None
+    optional: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.file}:{self.description}"
+
+
+@dataclass
+class Outcome:
+    vector: Vector
+    passed: bool
+    valid: bool | None = None
+    errors: frozenset[tuple[str, int | None]] = frozenset()
+    problem: str | None = None  # why an external verifier's answer could not be read
+    messages: list[str] = field(default_factory=list)
+
+    @property
+    def missing(self) -> list[tuple[str, int | None]]:
+        return sorted(self.vector.errors - self.errors, key=_order)
+
+    @property
+    def unexpected(self) -> list[tuple[str, int | None]]:
+        return sorted(self.errors - self.vector.errors, key=_order)
+
+    def explain(self) -> str:
+        """One line: what was expected and what the verifier said."""
+        if self.problem:
+            return self.problem
+        parts = []
+        if self.valid != self.vector.valid:
+            parts.append(f"valid: expected {str(self.vector.valid).lower()}, got {str(self.valid).lower()}")
+        if self.missing:
+            parts.append("missing " + ", ".join(_pair(p) for p in self.missing))
+        if self.unexpected:
+            parts.append("unexpected " + ", ".join(_pair(p) for p in self.unexpected))
+        return "; ".join(parts)
+
+
+def _order(pair: tuple[str, int | None]) -> tuple[int, str]:
+    return (pair[1] if pair[1] is not None else -1, pair[0])
+
+
+def _pair(pair: tuple[str, int | None]) -> str:
+    return f"{pair[0]}@{'null' if pair[1] is None else pair[1]}"
+
+
+def vector_files(root: Path, suite: str = CAPABILITY_SUITE) -> list[Path]:
+    """The suite's vector files (optional/ included), sorted; not the format's schema.json."""
+    base = Path(root) / suite
+    return sorted(p for p in base.rglob("*.json") if p.name != "schema.json")
+
+
+def load_vectors(root: Path, suite: str = CAPABILITY_SUITE, *, optional: bool = True) -> list[Vector]:
+    """Every vector of a suite; malformed files raise ValueError (run `check_vector_files` first)."""
+    base = Path(root) / suite
+    out = []
+    for path in vector_files(root, suite):
+        rel = path.relative_to(base).as_posix()
+        is_optional = rel.startswith("optional/")
+        if is_optional and not optional:
+            continue
+        cases = orjson.loads(path.read_bytes())
+        for case in cases:
+            expected = case["expected"]
+            out.append(Vector(
+                file=rel, description=case["description"], trace=case["trace"],
+                valid=expected["valid"],
+                errors=frozenset((e["code"], e["seq"]) for e in expected["errors"]),
+                comment=case.get("comment"), optional=is_optional))
+    return out
+
+
+def check_vector_files(root: Path, suite: str = CAPABILITY_SUITE) -> list[str]:
+    """Problems with a suite's files: JSON that does not parse, cases the format's schema.json
+    refuses, descriptions that repeat within a file or are longer than MAX_DESCRIPTION."""
+    import jsonschema
+
+    base = Path(root) / suite
+    problems: list[str] = []
+    try:
+        schema = orjson.loads((base / "schema.json").read_bytes())
+        validator = jsonschema.Draft202012Validator(schema)
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except (OSError, orjson.JSONDecodeError, jsonschema.SchemaError) as exc:
+        return [f"{base / 'schema.json'}: {exc}"]
+    for path in vector_files(root, suite):
+        rel = path.relative_to(base).as_posix()
+        try:
+            cases = orjson.loads(path.read_bytes())
+        except orjson.JSONDecodeError as exc:
+            problems.append(f"{rel}: not JSON: {exc}")
+            continue
+        for error in validator.iter_errors(cases):
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+            problems.append(f"{rel}: ${where}: {error.message[:200]}")
+        if not isinstance(cases, list):
+            continue
+        seen: set[str] = set()
+        for i, case in enumerate(cases):
+            description = case.get("description") if isinstance(case, dict) else None
+            if not isinstance(description, str):
+                continue
+            if description in seen:
+                problems.append(f"{rel}: [{i}] description repeats: {description!r}")
+            seen.add(description)
+            if len(description) > MAX_DESCRIPTION:
+                problems.append(f"{rel}: [{i}] description longer than {MAX_DESCRIPTION} characters")
+    return problems
+
+
+def trace_bytes(trace: Any) -> bytes:
+    """The trace a vector describes, as a file: a list becomes JSON Lines, a string is taken as is."""
+    if isinstance(trace, str):
+        return trace.encode("utf-8")
+    return b"".join(orjson.dumps(record) + b"\n" for record in trace)
+
+
+def _outcome(vector: Vector, valid: Any, errors: Iterable[tuple[str, int | None]],
+             messages: list[str]) -> Outcome:
+    got = frozenset(errors)
+    passed = valid is vector.valid and got == vector.errors
+    return Outcome(vector, passed, valid, got, None, messages)
+
+
+def run_a3fast(vector: Vector) -> Outcome:
+    """Run one vector through a3fast's own verifier."""
+    from .verify import is_valid, verify_bytes
+
+    findings = verify_bytes(trace_bytes(vector.trace))
+    errors = [(f.code, f.seq) for f in findings if f.is_error]
+    return _outcome(vector, is_valid(findings), errors, [str(f) for f in findings])
+
+
+def run_command(command: str | list[str], timeout: float = 30.0) -> Callable[[Vector], Outcome]:
+    """A runner that gives each vector's trace to `command` on standard input and reads its
+    `--json` result from standard output (the first line that is a JSON object)."""
+    argv = shlex.split(command) if isinstance(command, str) else list(command)
+
+    def run(vector: Vector) -> Outcome:
+        try:
+            done = subprocess.run(argv, input=trace_bytes(vector.trace), capture_output=True,
+                                  timeout=timeout, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Outcome(vector, False, problem=f"the verifier could not be run: {exc}")
+        result = _read_result(done.stdout)
+        if isinstance(result, str):
+            stderr = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            tail = f" (stderr: {stderr[-1][:200]})" if stderr else ""
+            return Outcome(vector, False, problem=f"{result}; exit {done.returncode}{tail}")
+        valid, errors = result
+        return _outcome(vector, valid, errors, [])
+
+    return run
+
+
+def _read_result(stdout: bytes) -> tuple[bool, list[tuple[str, int | None]]] | str:
+    """(valid, [(code, seq)]) from a verifier's output, or what is wrong with the output."""
+    for line in stdout.splitlines():
+        if not line.strip():
+            continue
+        try:
+            result = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(result, dict):
+            continue
+        valid, errors = result.get("valid"), result.get("errors")
+        if not isinstance(valid, bool) or not isinstance(errors, list):
+            return "the verifier's result lacks a boolean valid and an errors array"
+        pairs = []
+        for error in errors:
+            if not isinstance(error, dict) or not isinstance(error.get("code"), str):
+                return "an error in the verifier's result lacks a code"
+            seq = error.get("seq")
+            if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
+                return f"an error in the verifier's result has a seq that is not an integer: {seq!r}"
+            pairs.append((error["code"], seq))
+        return valid, pairs
+    return "the verifier printed no JSON object"
+
+
+def run_vectors(vectors: Iterable[Vector], runner: Callable[[Vector], Outcome] = run_a3fast,
+                progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    outcomes = []
+    for vector in vectors:
+        outcome = runner(vector)
+        outcomes.append(outcome)
+        if progress is not None:
+            progress(outcome)
+    return outcomes
