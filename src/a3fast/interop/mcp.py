@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ..errors import Problem, SchemaError, describe, json_path
-from ..schema import is_identifier
 from .collect import DeclarationSet, ImportResult
 from .naming import is_domain, normalise_identifier
 from .report import ImportReport
