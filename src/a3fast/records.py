@@ -115,14 +115,11 @@ def rejection_dict(p) -> dict[str, Any]:
 
 
 def summary_line(p) -> str:
-    """"3/1000 agents eligible: 612 lack capability:x/2, 301 lack clearance:y" (derivation order)."""
+    """The placement's one-line verdict (see a3fast.explain.summary_line)."""
+    from .explain import summary_line as line
+
     expl = p.explanation
-    head = f"{expl.eligible_count}/{expl.candidates_count} agents eligible"
-    lacks = [f"{count} lack {predicate}" if not predicate.startswith("anti-affinity:")
-             else f"{count} excluded by {predicate}"
-             for predicate, count in zip(p.predicates, expl.failed_counts()) if count]
-    chosen = f"; chose {p.agent}" if p.bound else "; unschedulable"
-    return head + (": " + ", ".join(lacks) if lacks else "") + chosen
+    return line(expl.eligible_count, expl.candidates_count, p.predicates, expl.failed_counts(), p.agent)
 
 
 def placement_records(p, task: dict[str, Any] | None = None) -> Iterator[tuple[str, bytes]]:
