@@ -1,0 +1,39 @@
+"""Reading whole traces for the commands that transform or explain them (not the verifier, which
+reports a broken trace as findings instead of refusing it)."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..compact import CompactError, Decoder
+from ..trace import TraceProblem, TraceContentError, read_trace
+from .common import BadInput
+
+
+def read_records(path: str, *, decode: bool = False) -> Iterator[tuple[int, str, object]]:
+    """(seq, kind, content) of every record; a trace that breaks its format is BadInput, naming
+    every problem. With `decode`, compact records come back in spec form."""
+    import sys
+
+    source = sys.stdin.buffer if path == "-" else path
+    decoder = Decoder() if decode else None
+    problems = []
+    try:
+        items = list(read_trace(source))
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+    records = []
+    for item in items:
+        if isinstance(item, TraceProblem):
+            problems.append(f"{path}: {item.where}: {item.message}")
+            continue
+        try:
+            content = item.content
+            if decoder is not None:
+                content = decoder.decode_content(item.seq, item.kind, content)
+        except (TraceContentError, CompactError) as exc:
+            problems.append(f"{path}: {item.where if hasattr(item, 'where') else f'seq {item.seq}'}: {exc}")
+            continue
+        records.append((item.seq, item.kind, content))
+    if problems:
+        raise BadInput(problems)
+    return iter(records)
