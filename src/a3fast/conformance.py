@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterable
 
 import orjson
 
-__all__ = ["Vector", "Outcome", "CAPABILITY_SUITE", "MATCHING_SUITE", "default_vectors_dir",
+__all__ = ["Vector", "Outcome", "MatchingCase", "MatchResult", "load_matching", "literal_match",
+           "fleet_match", "CAPABILITY_SUITE", "MATCHING_SUITE", "default_vectors_dir",
            "load_vectors", "vector_files", "check_vector_files", "trace_bytes", "run_a3fast",
            "run_command", "run_vectors", "MAX_DESCRIPTION"]
 
@@ -240,3 +241,87 @@ def run_vectors(vectors: Iterable[Vector], runner: Callable[[Vector], Outcome] =
         if progress is not None:
             progress(outcome)
     return outcomes
+
+
+# ---------------------------------------------------------------------------------------------
+# Matching vectors: fleet + requirements -> the explanation any matcher must give (§5, §6)
+
+@dataclass(frozen=True)
+class MatchResult:
+    """A matcher's answer, as sets: what is compared."""
+
+    filters_passed: frozenset[str]
+    filters_failed: frozenset[tuple[str, str]]
+    eligible: frozenset[str]
+
+    @classmethod
+    def of(cls, passed: Iterable[str], failed: Iterable[Any], eligible: Iterable[str]) -> "MatchResult":
+        pairs = ((f["candidate"], f["predicate"]) for f in failed)
+        return cls(frozenset(passed), frozenset(pairs), frozenset(eligible))
+
+    def differences(self, other: "MatchResult") -> list[str]:
+        """What `other` (the expected result) has that this lacks, and the reverse, per field."""
+        out = []
+        for name in ("filters_passed", "filters_failed", "eligible"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if mine != theirs:
+                out.append(f"{name}: missing {sorted(theirs - mine)}, unexpected {sorted(mine - theirs)}")
+        return out
+
+
+@dataclass(frozen=True)
+class MatchingCase:
+    file: str
+    description: str
+    fleet: list[Any]
+    requirements: Any
+    expected: MatchResult
+    comment: str | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.file}:{self.description}"
+
+
+def load_matching(root: Path) -> list[MatchingCase]:
+    base = Path(root) / MATCHING_SUITE
+    out = []
+    for path in vector_files(root, MATCHING_SUITE):
+        rel = path.relative_to(base).as_posix()
+        for case in orjson.loads(path.read_bytes()):
+            expected = case["expected"]
+            out.append(MatchingCase(rel, case["description"], case["fleet"], case["requirements"],
+                                    MatchResult.of(expected["filters_passed"], expected["filters_failed"],
+                                                   expected["eligible"]), case.get("comment")))
+    return out
+
+
+def literal_match(case: MatchingCase) -> MatchResult:
+    """The answer read literally from §5, one candidate at a time, with no index."""
+    from .predicates import first_failed
+    from .schema import parse_declaration, parse_requirements
+
+    requirements = parse_requirements(case.requirements)
+    failed, eligible = [], []
+    for doc in case.fleet:
+        decl = parse_declaration(doc)
+        predicate = first_failed(decl, requirements.predicates)
+        if predicate is None:
+            eligible.append(decl.name)
+        else:
+            failed.append({"candidate": decl.name, "predicate": predicate})
+    return MatchResult.of(requirements.predicates, failed, eligible)
+
+
+def fleet_match(case: MatchingCase, engine: str | None = None) -> MatchResult:
+    """a3fast's answer: the case's fleet placed on by `a3fast.Fleet` with the given engine."""
+    from .fleet import Fleet
+
+    fleet = Fleet(engine=engine)
+    for doc in case.fleet:
+        fleet.add(doc)
+    placement = fleet.place(case.requirements)
+    if placement.bound:
+        scheduling = placement.scheduling
+        return MatchResult.of(scheduling["filters_passed"], scheduling["filters_failed"], placement.eligible)
+    return MatchResult.of(placement.predicates, placement.rejection["filters_failed"], placement.eligible)
