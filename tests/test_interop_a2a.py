@@ -289,3 +289,18 @@ def test_every_declaration_made_parses():
     assert len(result.declarations) == len(cards)
     for decl in result.declarations:
         parse_declaration(decl)
+
+
+# -- the report ----------------------------------------------------------------------------------
+def test_the_short_report_stays_short_and_the_full_report_keeps_everything():
+    cards = [{"name": f"agent-{i}", "url": "u", "skills": [{"id": f"Skill {i}"}]} for i in range(2000)]
+    result = run(*cards)
+    assert result.report.made == 2000
+    text = result.report.lines()
+    assert len(text) < 40
+    assert text[0] == "import a2a: 2000 agents made from 2000 files, 2000 items skipped"
+    assert any("… and 1980 more" in line for line in text)
+    assert "namespace — 2000 agents: agent-0, agent-1, agent-2, +1997 more" in "\n".join(text)
+    full = result.report.to_dict()
+    assert len(full["skipped"]) == 2000 and len(full["agents"]) == 2000
+    assert full["supplied"]["namespace"][-1] == "agent-1999"

@@ -23,7 +23,8 @@ marked possibly incomplete.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..errors import Problem, SchemaError, describe, json_path
 from ..schema import is_identifier

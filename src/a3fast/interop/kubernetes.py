@@ -15,7 +15,8 @@ copied to plain JSON under a budget first (`sources.to_json`), since manifests a
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..errors import SchemaError, describe, json_path
 from ..schema import loads

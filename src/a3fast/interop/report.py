@@ -75,12 +75,12 @@ class ImportReport:
 
     def __init__(self, kind: str):
         self.kind = kind
-        self.sources: list[str] = []
+        self._sources: dict[str, None] = {}
         self.agents: dict[tuple[str, str], AgentEntry] = {}
-        #: field -> agent names the caller supplied it for
-        self.supplied: dict[str, list[str]] = {}
-        #: field -> (why the source cannot give it, agent names it is absent for)
-        self.not_derived: dict[str, tuple[str, list[str]]] = {}
+        # Agent names are kept as ordered sets (dicts of None): a fleet has thousands of agents,
+        # and each is recorded under several fields.
+        self._supplied: dict[str, dict[str, None]] = {}
+        self._not_derived: dict[str, tuple[str, dict[str, None]]] = {}
         self.skipped: list[Skipped] = []
         self.notes: list[Note] = []
         #: counts of things read and deliberately left alone (not errors), e.g. objects without a
@@ -89,18 +89,13 @@ class ImportReport:
 
     # -- recording ------------------------------------------------------------------------------
     def read(self, source: str) -> None:
-        if source not in self.sources:
-            self.sources.append(source)
+        self._sources[source] = None
 
     def supply(self, what: str, agent: str) -> None:
-        names = self.supplied.setdefault(what, [])
-        if agent not in names:
-            names.append(agent)
+        self._supplied.setdefault(what, {})[agent] = None
 
     def missing(self, what: str, agent: str, why: str) -> None:
-        _, names = self.not_derived.setdefault(what, (why, []))
-        if agent not in names:
-            names.append(agent)
+        self._not_derived.setdefault(what, (why, {}))[1][agent] = None
 
     def skip(self, source: str, path: str, reason: str) -> None:
         self.skipped.append(Skipped(source, path, reason))
@@ -113,34 +108,48 @@ class ImportReport:
 
     def forget_agent(self, agent: str) -> None:
         """Drop an agent from the supplied/not-derived lists (its declaration was not kept)."""
-        for names in self.supplied.values():
-            if agent in names:
-                names.remove(agent)
-        for _, names in self.not_derived.values():
-            if agent in names:
-                names.remove(agent)
+        for names in self._supplied.values():
+            names.pop(agent, None)
+        for _, names in self._not_derived.values():
+            names.pop(agent, None)
 
     # -- reading --------------------------------------------------------------------------------
     @property
+    def sources(self) -> list[str]:
+        """The files read, in order."""
+        return list(self._sources)
+
+    @property
     def made(self) -> int:
         return len(self.agents)
+
+    @property
+    def supplied(self) -> dict[str, list[str]]:
+        """Field -> the agents the caller supplied it for."""
+        return {what: list(names) for what, names in self._supplied.items() if names}
+
+    @property
+    def not_derived(self) -> dict[str, tuple[str, list[str]]]:
+        """Field -> (why the source cannot give it, the agents it is absent for)."""
+        return {what: (why, list(names)) for what, (why, names) in self._not_derived.items() if names}
 
     def lines(self, shown: int = 5) -> list[str]:
         """A short report: a headline, who was supplied what, what was not derived, then notes
         grouped by topic and skipped items — at most `shown` of each group (to_dict has all)."""
         agents = f"{self.made} agent{'s' if self.made != 1 else ''}"
-        files = f"{len(self.sources)} file{'s' if len(self.sources) != 1 else ''}"
+        n = len(self._sources)
+        files = f"{n} file{'s' if n != 1 else ''}"
         out = [f"import {self.kind}: {agents} made from {files}, {len(self.skipped)} item"
                f"{'s' if len(self.skipped) != 1 else ''} skipped"]
         out += [f"  {what}: {n}" for what, n in self.counts.items()]
-        supplied = [(what, names) for what, names in self.supplied.items() if names]
+        supplied = self.supplied
         if supplied:
             out.append("  supplied by the caller:")
-            out += [f"    {what} — {_names(names)}" for what, names in supplied]
-        missing = [(what, why, names) for what, (why, names) in self.not_derived.items() if names]
+            out += [f"    {what} — {_names(names)}" for what, names in supplied.items()]
+        missing = self.not_derived
         if missing:
             out.append("  not derived:")
-            out += [f"    {what} — {_names(names)}: {why}" for what, why, names in missing]
+            out += [f"    {what} — {_names(names)}: {why}" for what, (why, names) in missing.items()]
         topics: dict[str, list[Note]] = {}
         for note in self.notes:
             topics.setdefault(note.topic, []).append(note)
@@ -158,9 +167,9 @@ class ImportReport:
             "sources": list(self.sources),
             "agents": [entry.to_dict() for entry in self.agents.values()],
             "counts": dict(self.counts),
-            "supplied": {what: list(names) for what, names in self.supplied.items() if names},
-            "not_derived": {what: {"why": why, "agents": list(names)}
-                            for what, (why, names) in self.not_derived.items() if names},
+            "supplied": self.supplied,
+            "not_derived": {what: {"why": why, "agents": names}
+                            for what, (why, names) in self.not_derived.items()},
             "notes": [note.to_dict() for note in self.notes],
             "skipped": [item.to_dict() for item in self.skipped],
         }

@@ -8,7 +8,8 @@ fields were supplied and which stay absent, and why, so the report can tell the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import Problem, SchemaError, describe, json_path
 from ..schema import CONTROL, DECIMAL, LATENCY_CLASSES, MAX_TEXT, MAX_VERSION, is_identifier
