@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -304,3 +305,16 @@ def test_the_short_report_stays_short_and_the_full_report_keeps_everything():
     full = result.report.to_dict()
     assert len(full["skipped"]) == 2000 and len(full["agents"]) == 2000
     assert full["supplied"]["namespace"][-1] == "agent-1999"
+
+
+def test_a_broken_pretty_printed_card_is_one_error_not_one_per_line():
+    data = json.dumps(V1, indent=2).encode()[:-3]
+    with pytest.raises(SchemaError) as err:
+        json_documents(data, "broken.json")
+    assert len(err.value.problems) == 1 and err.value.problems[0].path == "$"
+
+
+def test_additional_interfaces_that_are_not_an_array_are_reported():
+    card, problems = read_card({**V03, "additionalInterfaces": "https://x"})
+    assert [p.path for p in problems] == ["$.additionalInterfaces"]
+    assert len(card.interfaces) == 1

@@ -173,7 +173,12 @@ def _interfaces(obj: Mapping[str, Any], shape: str, path: str,
     default = "JSONRPC" if shape == "v0.3" else None
     out.append(Interface(url, preferred if isinstance(preferred, str) else default,
                          obj.get("protocolVersion") if isinstance(obj.get("protocolVersion"), str) else None))
-    for i, item in enumerate(obj.get("additionalInterfaces") or ()):
+    extra = obj.get("additionalInterfaces")
+    if extra is not None and not isinstance(extra, list):
+        problems.append(Problem(json_path(path, "additionalInterfaces"), "an array of interfaces",
+                                describe(extra)))
+        extra = None
+    for i, item in enumerate(extra or ()):
         if isinstance(item, Mapping) and isinstance(item.get("url"), str):
             iface = Interface(item["url"], item.get("transport") if isinstance(item.get("transport"), str) else None)
             if (iface.url, iface.binding) != (out[0].url, out[0].binding):

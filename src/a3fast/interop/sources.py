@@ -62,8 +62,8 @@ def json_documents(data: bytes, source: str) -> list[Document]:
         value = loads(data, source)
     except SchemaError as whole:
         lines = [line for line in data.splitlines() if line.strip()]
-        if len(lines) < 2:
-            raise whole from None
+        if len(lines) < 2 or not _parses(lines[0]):
+            raise whole from None  # one broken JSON document, not JSON Lines: one error, not one per line
         docs, problems = [], []
         for lineno, line in enumerate(data.splitlines(), 1):
             if not line.strip():
@@ -78,6 +78,14 @@ def json_documents(data: bytes, source: str) -> list[Document]:
     if isinstance(value, list):
         return [Document(source, f"$[{i}]", item) for i, item in enumerate(value)]
     return [Document(source, "$", value)]
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        loads(line)
+    except SchemaError:
+        return False
+    return True
 
 
 def yaml_documents(data: bytes, source: str) -> tuple[list[Document], list[Problem]]:
