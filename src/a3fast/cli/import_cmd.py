@@ -54,11 +54,11 @@ def _output_options(fn: Callable) -> Callable:
 def _agent_options(fn: Callable) -> Callable:
     """What a source cannot say about the agents it makes, supplied by the caller."""
     for option in reversed([
-        click.option("--namespace", metavar="NS", help="The agents' namespace (A3 §3; no card has one)."),
+        click.option("--namespace", metavar="NS", help="The namespace of the agents made (A3 §3; a card or a tool listing has none)."),
         click.option("--clearance", "clearances", multiple=True, metavar="ID",
                      help="A clearance granted to every agent made (repeatable)."),
         click.option("--grants", "grants_path", metavar="FILE",
-                     help='Clearances per agent, JSON or YAML: {"<agent name>": ["<clearance>", ...]}.'),
+                     help='Clearances of each agent made, JSON or YAML: {"<agent name>": ["<clearance>", ...]}.'),
         click.option("--residency", multiple=True, metavar="LABEL",
                      help="A residency label of every agent made (repeatable)."),
         click.option("--latency-class", type=click.Choice(LATENCY_CLASSES), help="model.latency_class."),
