@@ -254,8 +254,8 @@ def _capability_name(skill: Skill, supplied: Supplied, report: ImportReport, sou
         report.skip(source, skill.path, f"skill id {skill.id!r} does not fit the §2 grammar {GRAMMAR} "
                                         f"and cannot be normalised: {why}")
         return None
-    report.note("skill ids normalised", source, skill.path, f"skill id {skill.id!r} does not fit §2; normalised to "
-                                    f"capability {suggestion!r}")
+    report.note("skill ids normalised", source, skill.path,
+                f"skill id {skill.id!r} does not fit §2; normalised to capability {suggestion!r}")
     return suggestion
 
 
@@ -286,13 +286,7 @@ def import_cards(documents: Iterable[Document], supplied: Supplied,
             continue
         detail = _detail(card, decl)
         if out.offer(decl, doc.source, doc.path, supplied=given, missing=missing, detail=detail):
-            if card.possibly_incomplete:
-                report.note("possibly incomplete", doc.source, doc.path, f"agent {card.name!r} possibly incomplete: the card "
-                                                  f"says an extended card exists ({card.extended}), "
-                                                  f"which may list skills this one does not")
-            if not card.interfaces:
-                report.note("no endpoint", doc.source, doc.path, f"agent {card.name!r}: the card names no endpoint "
-                                                  f"(a partial card; the platform serving it fills it in)")
+            _note_card(card, doc, report)
     for agent in supplied.grants:
         if agent not in out:
             report.note("unused", "supplied", json_path("$.grants", agent),
@@ -303,6 +297,19 @@ def import_cards(documents: Iterable[Document], supplied: Supplied,
                         f"version for skill {skill_id!r} not used: no card lists that skill")
     declarations = out.declarations()
     return ImportResult(declarations, report, usable=bool(declarations))
+
+
+def _note_card(card: AgentCard, doc: Document, report: ImportReport) -> None:
+    """What a caller should know about a card whose agent was kept."""
+    if card.possibly_incomplete:
+        report.note("possibly incomplete", doc.source, doc.path,
+                    f"agent {card.name!r} possibly incomplete: the card says an extended card exists "
+                    f"({card.extended}), which may list skills this one does not")
+    if not card.interfaces:
+        why = "a partial card; the platform serving it fills it in" if card.shape == "partial" \
+            else "none of its interfaces has a usable url"
+        report.note("no endpoint", doc.source, doc.path,
+                    f"agent {card.name!r}: the card names no endpoint ({why})")
 
 
 def _detail(card: AgentCard, decl: Mapping[str, Any]) -> dict[str, Any]:
