@@ -533,7 +533,7 @@ def summarise(findings: list[Finding], source: str | None = None) -> str:
     if errors:
         head = f"{name}invalid: {len(errors)} error{'s' if len(errors) != 1 else ''}"
     else:
-        head = f"{name}valid: every placement checks out against §7"
+        head = f"{name}valid: every check of §7 passed"
     if warnings:
         head += f", {warnings} warning{'s' if warnings != 1 else ''}"
     return "\n".join([head, *(f"  {f}" for f in findings)])

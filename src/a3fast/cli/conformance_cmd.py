@@ -1,0 +1,88 @@
+"""`a3fast conformance`: run the conformance vectors (§9) against a3fast or another verifier."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..conformance import (CAPABILITY_SUITE, MATCHING_SUITE, check_vector_files, default_vectors_dir,
+                           fleet_match, load_matching, load_vectors, run_a3fast, run_command,
+                           run_vectors)
+from .common import EXIT_NEGATIVE, EXIT_OK, BadInput
+
+
+@click.command()
+@click.option("--verifier", "command", default=None, metavar="CMD",
+              help="Run another implementation instead of a3fast: CMD reads a trace on standard "
+                   "input and prints the `a3fast verify --json` result form.")
+@click.option("--vectors", "vectors_dir", default=None, metavar="DIR",
+              type=click.Path(file_okay=False, path_type=Path),
+              help="The vectors/ directory (default: $A3FAST_VECTORS, else the source tree's).")
+@click.option("--suite", type=click.Choice([CAPABILITY_SUITE, MATCHING_SUITE]), default=CAPABILITY_SUITE,
+              show_default=True, help="Verifier vectors, or matching vectors (run on a3fast's Fleet).")
+@click.option("--required-only", is_flag=True,
+              help="Skip the optional/ vectors, which depend on a3fast's readings of the spec.")
+@click.option("--engine", type=click.Choice(["native", "pure"]), default=None,
+              help="Engine for the matching vectors (default: a3fast.ENGINE).")
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds allowed per vector for CMD.")
+@click.option("-v", "--verbose", is_flag=True, help="Also list the vectors that passed.")
+def conformance(command, vectors_dir, suite, required_only, engine, timeout, verbose):
+    """Run the conformance vectors and print `N passed, M failed`, naming each failure.
+
+    Exit 0 all passed, 1 some failed, 2 the vectors cannot be read.
+    """
+    root = vectors_dir or default_vectors_dir()
+    if root is None or not (Path(root) / suite).is_dir():
+        raise BadInput(f"{root or 'vectors/'}: no {suite}/ vectors here; give --vectors DIR "
+                       "or set A3FAST_VECTORS")
+    _check_format(Path(root), suite)
+    if suite == MATCHING_SUITE:
+        if command is not None:
+            raise BadInput("--verifier runs the verifier vectors; matching vectors run on a3fast's Fleet")
+        failures, passed = _run_matching(Path(root), engine, verbose)
+    else:
+        failures, passed = _run_verifier(Path(root), command, required_only, timeout, verbose)
+    for name, why in failures:
+        click.echo(f"FAIL {name}: {why}")
+    click.echo(f"{passed} passed, {len(failures)} failed")
+    sys.exit(EXIT_NEGATIVE if failures else EXIT_OK)
+
+
+def _check_format(root: Path, suite: str) -> None:
+    try:
+        import jsonschema  # noqa: F401  (the format check needs it; running does not)
+    except ImportError:
+        return
+    problems = check_vector_files(root, suite)
+    if problems:
+        raise BadInput([f"{root / suite}/{p}" for p in problems])
+
+
+def _run_verifier(root: Path, command, required_only, timeout, verbose):
+    vectors = load_vectors(root, CAPABILITY_SUITE, optional=not required_only)
+    runner = run_a3fast if command is None else run_command(command, timeout)
+
+    def report(outcome):
+        if verbose and outcome.passed:
+            click.echo(f"ok   {outcome.vector.id}")
+
+    outcomes = run_vectors(vectors, runner, report)
+    failures = [(o.vector.id, o.explain()) for o in outcomes if not o.passed]
+    return failures, len(outcomes) - len(failures)
+
+
+def _run_matching(root: Path, engine, verbose):
+    failures, passed = [], 0
+    for case in load_matching(root):
+        try:
+            differences = fleet_match(case, engine).differences(case.expected)
+        except Exception as exc:  # a case the matcher refuses is a failure to report, not a crash
+            differences = [f"{type(exc).__name__}: {exc}"]
+        if differences:
+            failures.append((case.id, "; ".join(differences)))
+        else:
+            passed += 1
+            if verbose:
+                click.echo(f"ok   {case.id}")
+    return failures, passed

@@ -1,0 +1,84 @@
+"""`a3fast verify`: check traces per §7 (DESIGN "Contracts").
+
+Human-readable by default; `--json` prints one object per trace per line:
+`{"path", "valid", "errors": [{"code", "seq", "line", "message"}], "warnings": [...]}`.
+Exit 0 when every trace is valid, 1 when some is invalid, 2 when some cannot be read.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import BinaryIO
+
+import click
+import orjson
+
+from ..verify import Finding, is_valid, summarise, verify_stream
+from .common import EXIT_BAD_INPUT, EXIT_NEGATIVE, EXIT_OK
+
+#: Below this size a trace verifies in well under a second: no progress bar.
+PROGRESS_MIN_BYTES = 16 * 1024 * 1024
+
+
+@click.command()
+@click.argument("traces", nargs=-1, metavar="[TRACE ...|-]")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per trace per line, for machines.")
+def verify(traces: tuple[str, ...], as_json: bool) -> None:
+    """Verify traces (JSON Lines or a JSON array of records; '-' or nothing for standard input)
+    by the procedure of §7, reporting every error with its code, seq and line.
+
+    Exit 0 all valid, 1 some invalid, 2 unreadable input.
+    """
+    exit_code = EXIT_OK
+    for path in traces or ("-",):
+        try:
+            findings = _verify_path(path)
+        except OSError as exc:
+            click.echo(f"a3fast: {path}: cannot read: {exc.strerror or exc}", err=True)
+            exit_code = EXIT_BAD_INPUT
+            continue
+        valid = is_valid(findings)
+        if not valid and exit_code == EXIT_OK:
+            exit_code = EXIT_NEGATIVE
+        if as_json:
+            sys.stdout.buffer.write(result_json(path, findings) + b"\n")
+            sys.stdout.buffer.flush()
+        else:
+            click.echo(summarise(findings, "standard input" if path == "-" else path))
+    sys.exit(exit_code)
+
+
+def result_json(path: str, findings: list[Finding]) -> bytes:
+    """The `--json` result form for one trace (what `a3fast conformance --verifier` reads)."""
+    return orjson.dumps({
+        "path": path,
+        "valid": is_valid(findings),
+        "errors": [f.to_dict() for f in findings if f.is_error],
+        "warnings": [f.to_dict() for f in findings if not f.is_error],
+    })
+
+
+def _verify_path(path: str) -> list[Finding]:
+    if path == "-":
+        return _verify_with_progress(sys.stdin.buffer, "standard input")
+    with open(path, "rb") as fh:
+        return _verify_with_progress(fh, path)
+
+
+def _verify_with_progress(stream: BinaryIO, label: str) -> list[Finding]:
+    """Verify, drawing a progress bar on standard error for a long trace when it is a terminal."""
+    size = _size(stream)
+    if size < PROGRESS_MIN_BYTES or not sys.stderr.isatty():
+        return verify_stream(stream)
+    with click.progressbar(length=size, label=f"verifying {label}", file=sys.stderr,
+                           show_eta=True, show_percent=True) as bar:
+        return verify_stream(stream, progress=bar.update)
+
+
+def _size(stream: BinaryIO) -> int:
+    """The stream's size if it is a regular file (a pipe has none)."""
+    try:
+        return os.fstat(stream.fileno()).st_size
+    except (OSError, ValueError, AttributeError):
+        return 0
