@@ -238,11 +238,9 @@ def import_listings(documents: Iterable[Document], supplied: Supplied | None = N
         result.contracts, result.mappings = _drafts(tools, server, report)
     names = [t.name for t in tools]
     targets = [d["agent"]["name"] for d in out.declarations()] if bind is None else list(dict.fromkeys(bind))
-    for agent in targets:
-        _bind(out, agent, names, supplied, report)
-    passed = len(out) - len(report.agents) - report.counts.get("agents of the fleet bound to the listed tools", 0)
-    if passed:
-        report.count("declarations passed through unchanged", passed)
+    changed = sum(_bind(out, agent, names, supplied, report) for agent in targets)
+    if len(out) > changed:
+        report.count("declarations passed through unchanged", len(out) - changed)
     result.declarations = out.declarations()
     return result
 
@@ -312,8 +310,9 @@ def _drafts(tools: list[Tool], server: str, report: ImportReport) -> tuple[list[
 
 
 def _bind(out: DeclarationSet, agent: str, names: list[str], supplied: Supplied,
-          report: ImportReport) -> None:
-    """Add the listed tools to `agent`'s declaration, making it from `supplied` if it is new."""
+          report: ImportReport) -> bool:
+    """Add the listed tools to `agent`'s declaration, making it from `supplied` if it is new.
+    Returns whether a declaration was bound or made."""
     what = "tools (the caller bound the agent to this server)"
     doc = out.get(agent)
     if doc is not None:
@@ -322,12 +321,12 @@ def _bind(out: DeclarationSet, agent: str, names: list[str], supplied: Supplied,
         out.replace_doc(agent, merged)
         report.count("agents of the fleet bound to the listed tools")
         report.supply(what, agent)
-        return
+        return True
     if supplied.namespace is None:
         report.skip("supplied", json_path("$.bind", agent),
                     f"agent {agent!r} is not in the fleet given and no namespace was supplied to "
                     f"make it (a tool listing describes no agent)")
-        return
+        return False
     new: dict[str, Any] = {"v": "1.0", "agent": {"name": agent, "namespace": supplied.namespace},
                            "capabilities": [{"name": n, "version": v} for n, v in supplied.capabilities],
                            "clearances": []}
@@ -340,5 +339,5 @@ def _bind(out: DeclarationSet, agent: str, names: list[str], supplied: Supplied,
                                         "none was supplied: the agent declares none"))
     more, absent = supplied.fill(new, agent, ORIGIN)
     new["tools"] = list(names)
-    out.offer(new, "supplied", json_path("$.bind", agent), supplied=given + more,
-              missing=missing + absent, detail={"tools": len(names)})
+    return out.offer(new, "supplied", json_path("$.bind", agent), supplied=given + more,
+                     missing=missing + absent, detail={"tools": len(names)})
