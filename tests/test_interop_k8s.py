@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from a3fast.errors import SchemaError
-from a3fast.interop.crd import (ANNOTATION, GROUP, KIND, VERSIONS, agent_declaration_crd,
-                                declaration_schema, json_schema, render_crd)
-from a3fast.interop.kubernetes import declarations_from_manifests, fill_agent
+from a3fast.interop.crd import agent_declaration_crd, declaration_schema, json_schema, render_crd
+from a3fast.interop.kubernetes import (ANNOTATION, GROUP, KIND, VERSIONS, declarations_from_manifests,
+                                       fill_agent)
 from a3fast.interop.sources import Document, to_json, yaml_documents
 from a3fast.interop.supply import Supplied
 from a3fast.schema import MAX_TEXT, MAX_VERSION, parse_declaration

@@ -20,13 +20,16 @@ from __future__ import annotations
 
 from .a2a import AgentCard, card_shape, import_cards, read_card
 from .collect import DeclarationSet, ImportResult
-from .crd import ANNOTATION, agent_declaration_crd, declaration_schema, json_schema, render_crd
-from .kubernetes import declarations_from_manifests
+from .kubernetes import ANNOTATION, declarations_from_manifests
 from .mcp import HINT_DEFAULTS, INFERRED_FROM, draft_contract, import_listings, read_page
 from .naming import normalise_identifier
 from .report import ImportReport, Note, Skipped
 from .sources import Document, json_document, json_documents, yaml_documents
 from .supply import Supplied, read_grants
+
+# The CRD module loads on first use, so `python -m a3fast.interop.crd` runs it fresh.
+_LAZY = {name: "crd" for name in ("agent_declaration_crd", "declaration_schema", "json_schema",
+                                  "render_crd")}
 
 __all__ = [
     "AgentCard", "card_shape", "import_cards", "read_card",
@@ -36,3 +39,14 @@ __all__ = [
     "Supplied", "read_grants", "DeclarationSet", "ImportResult", "ImportReport", "Note", "Skipped",
     "Document", "json_document", "json_documents", "yaml_documents", "normalise_identifier",
 ]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'a3fast.interop' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

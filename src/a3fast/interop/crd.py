@@ -20,17 +20,10 @@ from typing import Any
 import yaml
 
 from ..schema import CONTROL, DECIMAL, IDENTIFIER, LATENCY_CLASSES, MAX_TEXT, MAX_VERSION, SCHEMA_VERSION
+from .kubernetes import ANNOTATION, GROUP, KIND, PLURAL, VERSIONS
 
 __all__ = ["GROUP", "KIND", "PLURAL", "VERSIONS", "ANNOTATION", "declaration_schema",
            "json_schema", "agent_declaration_crd", "render_crd"]
-
-GROUP = "a3.dev"
-KIND = "AgentDeclaration"
-PLURAL = "agentdeclarations"
-#: Versions of the resource this build serves and reads.
-VERSIONS = ("v1alpha1",)
-#: The annotation that carries a declaration (JSON) on any Kubernetes object.
-ANNOTATION = f"{GROUP}/declaration"
 
 KEEP = {"x-kubernetes-preserve-unknown-fields": True}
 
