@@ -308,6 +308,7 @@ def parse_skills(docs: Sequence[Any], paths: Sequence[str] | None = None) -> tup
 
 def _trusted_keys(r: _Reader, value: Any, path: str) -> dict[str, Ed25519PublicKey]:
     keys: dict[str, Ed25519PublicKey] = {}
+    seen: set[str] = set()
     for i, item in enumerate(r.array(value, path)):
         kpath = json_path(path, i)
         entry = _document(r, item, kpath, ("kid", "public_key"))
@@ -324,10 +325,12 @@ def _trusted_keys(r: _Reader, value: Any, path: str) -> dict[str, Ed25519PublicK
                 r.fail(json_path(kpath, "public_key"), str(exc), entry["public_key"])
         elif "public_key" in entry:
             r.fail(json_path(kpath, "public_key"), "a public key (base64url or PEM text)", entry["public_key"])
-        if kid is not None and kid in keys:
+        if kid is not None and kid in seen:
             r.fail(json_path(kpath, "kid"), "one key per key id", kid)
-        elif kid is not None and key is not None:
-            keys[kid] = key
+        elif kid is not None:
+            seen.add(kid)
+            if key is not None:
+                keys[kid] = key
     return keys
 
 
