@@ -541,8 +541,9 @@ def summarise(findings: list[Finding], source: str | None = None) -> str:
     return "\n".join([head, *(f"  {f}" for f in findings)])
 
 
-def bench_verify(placements: int = 1000, candidates: int = 1000, repeat: int = 3) -> dict[str, Any]:
+def bench_verify(placements: int = 1000, candidates: int = 1000, repeat: int = 3, *,
+                 quick: bool = False) -> dict[str, Any]:
     """Measure the verifier (see `a3fast.verify_bench`): MB/s, records/s, the baseline, peak RSS."""
     from .verify_bench import bench_verify as run
 
-    return run(placements=placements, candidates=candidates, repeat=repeat)
+    return run(placements=placements, candidates=candidates, repeat=repeat, quick=quick)

@@ -123,11 +123,19 @@ def _peak_rss_mb(path: str) -> float:
     return int(out.strip()) / 1024
 
 
-def bench_verify(placements: int = 1000, candidates: int = 1000, repeat: int = 3) -> dict[str, Any]:
+#: The smoke-test size (`quick=True`): every step once, in about a second.
+QUICK = {"placements": 40, "candidates": 300, "repeat": 1}
+
+
+def bench_verify(placements: int = 1000, candidates: int = 1000, repeat: int = 3, *,
+                 quick: bool = False) -> dict[str, Any]:
     """Verify a generated trace `repeat` times; medians of MB/s and records/s, the baseline's MB/s,
-    and the peak RSS of verifying the whole trace and a tenth of it (memory must not grow with it)."""
+    and the peak RSS of verifying the whole trace and a tenth of it (memory must not grow with it).
+    `quick` runs a small trace once, as a smoke test."""
     from .verify import verify_file
 
+    if quick:
+        placements, candidates, repeat = QUICK["placements"], QUICK["candidates"], QUICK["repeat"]
     with tempfile.TemporaryDirectory(prefix="a3fast-bench-") as tmp:
         full = os.path.join(tmp, "trace.jsonl")
         tenth = os.path.join(tmp, "trace-tenth.jsonl")
