@@ -1,0 +1,230 @@
+"""The benchmark's outputs: one table with ratios and targets, and pytest-benchmark's JSON format."""
+from __future__ import annotations
+
+import math
+import statistics
+import subprocess
+from typing import Any
+
+from .harness import Cell, ratio
+from .subjects import SCENARIOS
+from .suite import BenchReport
+
+__all__ = ["format_time", "render", "targets", "to_pytest_benchmark"]
+
+BASELINE_COLUMNS = ("literal loop", "numpy matrix", "sqlite")
+SHORT = {"literal loop": "loop", "numpy matrix": "numpy", "sqlite": "sqlite"}
+
+
+def format_time(ns: float) -> str:
+    if ns < 1e3:
+        return f"{ns:.0f} ns"
+    if ns < 1e6:
+        return f"{ns / 1e3:.3g} µs" if ns < 1e5 else f"{ns / 1e3:.0f} µs"
+    if ns < 1e9:
+        return f"{ns / 1e6:.3g} ms" if ns < 1e8 else f"{ns / 1e6:.0f} ms"
+    return f"{ns / 1e9:.3g} s"
+
+
+def _ratio_text(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.0f}×" if value >= 100 else f"{value:.3g}×"
+
+
+def _reference(report: BenchReport) -> str:
+    engines = report.config.engines
+    return "native" if "native" in engines else engines[0]
+
+
+def _ratio_columns(report: BenchReport) -> list[tuple[str, str, str]]:
+    """(header, slow subject, fast subject) for each ratio column."""
+    ref = _reference(report)
+    cols = [(f"{SHORT[b]}/{ref}", b, ref) for b in BASELINE_COLUMNS]
+    if ref != "pure" and "pure" in report.config.engines:
+        cols.append(("loop/pure", "literal loop", "pure"))
+        cols.append((f"pure/{ref}", "pure", ref))
+    return cols
+
+
+def render(report: BenchReport) -> str:
+    """The whole report as text: timings with ratios, build/memory/update figures, targets, extras."""
+    m = report.machine
+    subjects = list(report.config.engines) + list(BASELINE_COLUMNS)
+    ratio_cols = _ratio_columns(report)
+    lines = [f"a3fast bench — {m['python_implementation']} {m['python_version']}, {m['cpu']['count']} CPUs, "
+             f"default engine {m['a3fast_default_engine']}; {report.started[:19]}Z",
+             f"medians over tasks of the standard workload (seed {report.config.seed}); each task's time is "
+             f"its median over {report.config.rounds} interleaved rounds"
+             + ("; QUICK run: smoke test, not for quoting" if report.config.quick else ""), ""]
+    label_w = max(len(v) for v in SCENARIOS.values()) + 2
+    header = "".ljust(label_w) + "".join(s.rjust(14) for s in subjects) + "  │" + "".join(
+        h.rjust(14) for h, _, _ in ratio_cols)
+    lines += [header, "─" * len(header)]
+    for size in report.config.sizes:
+        lines.append(f"{size:,} agents")
+        for scenario, label in SCENARIOS.items():
+            row = ("  " + label).ljust(label_w)
+            for subject in subjects:
+                cell = report.cell(size, subject, scenario)
+                row += (format_time(cell.median_ns) if cell else "—").rjust(14)
+            row += "  │"
+            for _, slow, fast in ratio_cols:
+                a, b = report.cell(size, slow, scenario), report.cell(size, fast, scenario)
+                row += _ratio_text(ratio(a, b) if a and b else None).rjust(14)
+            lines.append(row)
+    lines += ["", "fleet build (s), from dicts / from parsed declarations; index bytes per agent; "
+              "parsing one declaration"]
+    for size in report.config.sizes:
+        parts = []
+        for engine in report.config.engines:
+            d, p = report.builds.get((size, engine, "dicts")), report.builds.get((size, engine, "declarations"))
+            parts.append(f"{engine} {d:.3g} / {p:.3g} s, {report.index_bytes[(size, engine)]:.0f} B/agent")
+        base = ", ".join(f"{SHORT[b]} {report.builds[(size, b, 'dicts')]:.3g} s" for b in BASELINE_COLUMNS
+                         if (size, b, "dicts") in report.builds)
+        lines.append(f"  {size:,} agents: " + "; ".join(parts) + f"; baselines built in {base}; "
+                     f"parse {report.parse_us[size]:.3g} µs/declaration")
+    if report.updates:
+        lines += ["", f"one-agent updates at {report.update_size:,} agents (median; declarations parsed beforehand)"]
+        for engine in report.config.engines:
+            ops = [(op, ns) for (e, op), ns in report.updates.items() if e == engine]
+            lines.append(f"  {engine}: " + ", ".join(f"{op} {format_time(statistics.median(ns))}" for op, ns in ops))
+    if report.memory:
+        mem = report.memory
+        lines += ["", f"memory at {mem['agents']:,} agents ({mem['engine']} engine, a process of its own): "
+                  f"peak RSS {mem['peak_rss'] / 2**20:.0f} MiB (RSS before the fleet was built, with the "
+                  f"declarations in memory: {mem['rss_before_fleet'] / 2**20:.0f} MiB); index "
+                  f"{mem['index_bytes_per_agent']:.0f} bytes per agent"]
+    checks = targets(report)
+    if checks:
+        lines += ["", "targets"]
+        for text, measured, met in checks:
+            lines.append(f"  [{'met' if met else 'MISSED'}] {text}: {measured}")
+    if report.extras:
+        lines += ["", "elsewhere in a3fast"]
+        for title, figures in report.extras:
+            if isinstance(figures, str):
+                lines.append(f"  {title}: {figures}")
+            else:
+                shown = ", ".join(f"{k} {_scalar(v)}" for k, v in figures.items() if _is_scalar(v))
+                lines.append(f"  {title}: {shown}")
+    return "\n".join(lines)
+
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, (int, float, str, bool)) or value is None
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
+    """(target, measured, met) for each target of the native core whose size was measured."""
+    out: list[tuple[str, str, bool]] = []
+
+    def median(size, subject, scenario):
+        cell = report.cell(size, subject, scenario)
+        return cell.median_ns if cell else None
+
+    def check(text, value, limit, fmt=format_time):
+        if value is not None:
+            out.append((text, fmt(value), value <= limit))
+
+    check("1,000 agents, native (b) placement, prepared requirements ≤ 5 µs", median(1000, "native", "place"), 5e3)
+    check("1,000 agents, native (b) placement from a requirements dict ≤ 20 µs",
+          median(1000, "native", "place_dict"), 20e3)
+    check("1,000 agents, native (c) placement + §6 JSON ≤ 100 µs", median(1000, "native", "place_json"), 100e3)
+    for engine, factor in (("native", 50), ("pure", 10)):
+        a, b = report.cell(1000, "literal loop", "place"), report.cell(1000, engine, "place")
+        if a and b:
+            r = ratio(a, b)
+            out.append((f"1,000 agents, {engine} (b) at least {factor}× faster than the literal loop",
+                        _ratio_text(r), r >= factor))
+    check("100,000 agents, native (b) placement ≤ 100 µs", median(100_000, "native", "place"), 100e3)
+    build = report.builds.get((100_000, "native", "dicts"))
+    if build is not None:
+        parsed = report.builds[(100_000, "native", "declarations")]
+        out.append(("100,000 agents, native fleet build ≤ 2 s (from dicts)",
+                    f"{build:.3g} s (from parsed declarations {parsed:.3g} s)", build <= 2.0))
+    nbytes = report.index_bytes.get((100_000, "native"))
+    check("100,000 agents, native index ≤ 200 bytes per agent", nbytes, 200, lambda v: f"{v:.0f} B")
+    if report.update_size == 100_000:
+        for (engine, op), ns in report.updates.items():
+            if engine == "native":
+                check(f"100,000 agents, native {op} of one agent ≤ 50 µs", statistics.median(ns), 50e3)
+    return out
+
+
+def _stats(data_s: list[float]) -> dict[str, Any]:
+    """pytest-benchmark's stats block for samples in seconds."""
+    n = len(data_s)
+    mean = statistics.fmean(data_s)
+    stddev = statistics.stdev(data_s) if n > 1 else 0.0
+    q1, _, q3 = statistics.quantiles(data_s, n=4, method="inclusive") if n > 1 else (data_s[0],) * 3
+    iqr = q3 - q1
+    low, high = q1 - 1.5 * iqr, q3 + 1.5 * iqr
+    inside = [x for x in data_s if low <= x <= high]
+    iqr_out = n - len(inside)
+    sd_out = sum(1 for x in data_s if abs(x - mean) > stddev) if stddev else 0
+    return {"min": min(data_s), "max": max(data_s), "mean": mean, "stddev": stddev, "rounds": n,
+            "median": statistics.median(data_s), "iqr": iqr, "q1": q1, "q3": q3,
+            "iqr_outliers": iqr_out, "stddev_outliers": sd_out, "outliers": f"{sd_out};{iqr_out}",
+            "ld15iqr": min(inside) if inside else min(data_s), "hd15iqr": max(inside) if inside else max(data_s),
+            "ops": 1 / mean if mean > 0 else math.inf, "total": sum(data_s), "iterations": 1, "data": data_s}
+
+
+def _entry(group: str, name: str, params: dict[str, Any], data_ns: list[float], extra: dict[str, Any]) -> dict:
+    return {"group": group, "name": name, "fullname": f"a3fast bench::{name}", "params": params,
+            "param": "-".join(str(v) for v in params.values()), "extra_info": extra,
+            "options": {"disable_gc": False, "timer": "perf_counter_ns", "min_rounds": 1, "max_time": None,
+                        "min_time": None, "warmup": False},
+            "stats": _stats([ns / 1e9 for ns in data_ns])}
+
+
+def _commit_info() -> dict[str, Any]:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+
+    try:
+        return {"id": git("rev-parse", "HEAD"), "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+                "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+                "time": git("log", "-1", "--format=%cI"), "project": "a3fast"}
+    except (OSError, subprocess.SubprocessError):
+        return {"error": "not a git checkout", "project": "a3fast"}
+
+
+def to_pytest_benchmark(report: BenchReport) -> dict[str, Any]:
+    """The run in pytest-benchmark's JSON format (one benchmark per cell; samples = per-task medians),
+    so that `pytest-benchmark compare` and other harnesses can read it."""
+    benchmarks = []
+    for c in report.cells:
+        benchmarks.append(_entry(f"{SCENARIOS[c.scenario]} @ {c.size}", f"{c.scenario}[{c.subject}-{c.size}]",
+                                 {"size": c.size, "subject": c.subject}, c.per_task_ns,
+                                 {"scenario": c.scenario, "tasks": c.tasks, "rounds": len(c.rounds)}))
+    for (engine, op), ns in report.updates.items():
+        benchmarks.append(_entry(f"one-agent update @ {report.update_size}", f"update[{engine}-{op}]",
+                                 {"size": report.update_size, "subject": engine, "operation": op}, ns, {}))
+    for (size, subject, source), seconds in report.builds.items():
+        benchmarks.append(_entry(f"fleet build @ {size}", f"build[{subject}-{source}-{size}]",
+                                 {"size": size, "subject": subject, "source": source}, [seconds * 1e9], {}))
+    try:
+        from importlib.metadata import version
+
+        pb_version = version("pytest-benchmark")
+    except Exception:
+        pb_version = "4.0.0"
+    return {
+        "machine_info": report.machine, "commit_info": _commit_info(), "benchmarks": benchmarks,
+        "datetime": report.started, "version": pb_version,
+        "a3fast": {
+            "quick": report.config.quick,
+            "index_bytes_per_agent": {f"{engine}@{size}": v for (size, engine), v in report.index_bytes.items()},
+            "parse_declaration_us": {str(k): v for k, v in report.parse_us.items()},
+            "memory": report.memory,
+            "targets": [{"target": t, "measured": m, "met": ok} for t, m, ok in targets(report)],
+            "elsewhere": {title: figures for title, figures in report.extras},
+        },
+    }

@@ -1,0 +1,77 @@
+"""What the benchmark measures: a3fast on each engine and the baselines, behind one interface.
+
+Every subject answers the three tasks of the comparison for one prepared requirements object:
+(a) `explain`: filter + first-failed explanation (§5);
+(b) `place`: a whole placement with the default score, the record kept compact;
+(c) `place_json`: a whole placement with the §6 scheduling JSON bytes produced.
+Engines also answer `place_dict` (b from a requirements dict, parsing included).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from ..fleet import Fleet
+from ..placement import _resolve_prepared
+from ..schema import Requirements
+from .baselines import BASELINES, Baseline
+
+__all__ = ["SCENARIOS", "Subject", "EngineSubject", "BaselineSubject", "build_subjects"]
+
+#: scenario key -> label, in table order
+SCENARIOS = {
+    "explain": "(a) filter + first-failed explanation",
+    "place": "(b) placement, record compact",
+    "place_dict": "(b) placement from a requirements dict",
+    "place_json": "(c) placement + §6 JSON bytes",
+}
+
+
+class Subject:
+    name: str
+    is_engine: bool
+
+    def task(self, scenario: str) -> Callable[[Any], Any] | None:
+        """The callable for a scenario (it takes one task), or None if the subject has none."""
+        return getattr(self, scenario, None)
+
+
+class EngineSubject(Subject):
+    """a3fast through its public API on one engine (gather through the prepared-requirements path)."""
+
+    is_engine = True
+
+    def __init__(self, engine: str, declarations: Sequence[dict[str, Any]]):
+        self.name = engine
+        self.fleet = Fleet(engine=engine)
+        self.fleet.extend(declarations)
+
+    def explain(self, req: Requirements):
+        rows, only, excluded, _, _ = _resolve_prepared(self.fleet, req)
+        return self.fleet._index.explain(rows, only, excluded)
+
+    def place(self, req: Requirements):
+        return self.fleet.place(req, remember_session=False)
+
+    def place_dict(self, doc: dict[str, Any]):
+        return self.fleet.place(doc, remember_session=False)
+
+    def place_json(self, req: Requirements):
+        return self.fleet.place(req, remember_session=False).scheduling_json()
+
+
+class BaselineSubject(Subject):
+    is_engine = False
+
+    def __init__(self, baseline: Baseline):
+        self.name = baseline.name
+        self.baseline = baseline
+        self.explain = baseline.explain
+        self.place = baseline.place
+        self.place_json = baseline.scheduling_json
+
+
+def build_subjects(declarations: Sequence[dict[str, Any]], engines: Sequence[str],
+                   baselines: Sequence[type[Baseline]] = BASELINES) -> list[Subject]:
+    subjects: list[Subject] = [EngineSubject(engine, declarations) for engine in engines]
+    subjects += [BaselineSubject(cls(declarations)) for cls in baselines]
+    return subjects

@@ -1,0 +1,183 @@
+"""One benchmark run: every fleet size, every engine and baseline, every scenario, in one process.
+
+Per fleet size (`a3fast.workload`, seed 0): build each subject, time the scenarios of
+`subjects.SCENARIOS` side by side (harness), and record the fleet build time and index bytes per
+agent. At the largest size: one-agent updates (add, replace, remove) and, in a process of its own,
+the peak RSS of a scheduler holding the native fleet. Figures from other parts of a3fast (the
+verifier, skill resolution) are appended when their modules are present.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+from ..engines import ENGINE, available_engines
+from ..schema import parse_declaration, parse_requirements
+from .baselines import BASELINES
+from .harness import Cell, measure_cells, time_each
+from .subjects import SCENARIOS, EngineSubject, build_subjects
+
+__all__ = ["BenchConfig", "BenchReport", "run_bench", "EXTRA_BENCHES"]
+
+#: Other parts of a3fast that measure themselves: (title, [(module, function), ...]); the first
+#: importable one is called, with quick=True when it takes that argument.
+EXTRA_BENCHES = (
+    ("verifier (§7)", [("a3fast.verify", "bench_verify"), ("a3fast.verify_bench", "bench_verify")]),
+    ("skill resolution (authority)", [("a3fast.authority", "bench_resolve"),
+                                      ("a3fast.authority.bench", "bench_resolve")]),
+    ("compact encoding", [("a3fast.compact", "bench_compact"), ("a3fast.records", "bench_compact")]),
+)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
+    engines: tuple[str, ...] = tuple(available_engines())
+    tasks: int = 200
+    rounds: int = 5
+    budget_s: float = 2.0          # per cell, over all rounds
+    min_tasks: int = 3
+    updates: int = 200
+    seed: int = 0
+    memory: bool = True
+    extras: bool = True
+    quick: bool = False
+
+    @classmethod
+    def quick_run(cls, sizes: Sequence[int] = (1_000,)) -> "BenchConfig":
+        """Every scenario once on small fleets: a smoke test that keeps the benchmark from rotting."""
+        return cls(sizes=tuple(sizes), tasks=30, rounds=2, budget_s=0.15, min_tasks=3, updates=30,
+                   quick=True)
+
+
+@dataclass
+class BenchReport:
+    config: BenchConfig
+    started: str
+    machine: dict[str, Any]
+    cells: list[Cell] = field(default_factory=list)
+    #: (size, subject, source) -> seconds; source "dicts" or "declarations" (parsed beforehand)
+    builds: dict[tuple[int, str, str], float] = field(default_factory=dict)
+    #: size -> median µs to parse one declaration
+    parse_us: dict[int, float] = field(default_factory=dict)
+    #: (size, engine) -> index bytes per agent
+    index_bytes: dict[tuple[int, str], float] = field(default_factory=dict)
+    update_size: int = 0
+    #: (engine, operation) -> ns per update
+    updates: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    memory: dict[str, Any] | None = None
+    #: (title, figures or the reason there are none)
+    extras: list[tuple[str, dict[str, Any] | str]] = field(default_factory=list)
+
+    def cell(self, size: int, subject: str, scenario: str) -> Cell | None:
+        for c in self.cells:
+            if (c.size, c.subject, c.scenario) == (size, subject, scenario):
+                return c
+        return None
+
+
+def machine_info() -> dict[str, Any]:
+    return {"node": platform.node(), "processor": platform.processor(), "machine": platform.machine(),
+            "python_implementation": platform.python_implementation(),
+            "python_version": platform.python_version(), "release": platform.release(),
+            "system": platform.system(), "cpu": {"count": os.cpu_count()}, "a3fast_default_engine": ENGINE}
+
+
+def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], None] = lambda _: None) -> BenchReport:
+    from ..workload import generate_fleet, generate_tasks
+
+    report = BenchReport(config, datetime.now(timezone.utc).isoformat(), machine_info())
+    for size in config.sizes:
+        progress(f"{size:,} agents: generating the workload")
+        declarations = generate_fleet(size, seed=config.seed)
+        docs = generate_tasks(declarations, config.tasks, seed=config.seed)
+        prepared = [parse_requirements(doc) for doc in docs]
+        report.parse_us[size] = statistics.median(time_each(parse_declaration, declarations[:2000])) / 1e3
+
+        progress(f"{size:,} agents: building the fleets and baselines")
+        subjects = []
+        for engine in config.engines:
+            started = time.perf_counter()
+            subject = EngineSubject(engine, declarations)
+            report.builds[(size, engine, "dicts")] = time.perf_counter() - started
+            report.index_bytes[(size, engine)] = subject.fleet.index_nbytes() / size
+            subjects.append(subject)
+        parsed = [parse_declaration(d) for d in declarations]
+        for engine in config.engines:
+            started = time.perf_counter()
+            EngineSubject(engine, parsed)
+            report.builds[(size, engine, "declarations")] = time.perf_counter() - started
+        for cls in BASELINES:
+            started = time.perf_counter()
+            subjects += build_subjects(declarations, (), (cls,))
+            report.builds[(size, cls.name, "dicts")] = time.perf_counter() - started
+
+        for scenario in SCENARIOS:
+            runners = [(s.name, s.task(scenario)) for s in subjects if s.task(scenario) is not None]
+            progress(f"{size:,} agents: {SCENARIOS[scenario]}")
+            tasks = docs if scenario == "place_dict" else prepared
+            report.cells += measure_cells(size, scenario, runners, tasks, rounds=config.rounds,
+                                          budget_s=config.budget_s * len(runners), min_tasks=config.min_tasks)
+        if size == max(config.sizes):
+            progress(f"{size:,} agents: one-agent updates")
+            report.update_size = size
+            for subject in subjects:
+                if subject.is_engine:
+                    report.updates.update(_updates(subject.fleet, parsed, config.updates))
+        del subjects, parsed, declarations
+
+    if config.memory:
+        from .memory import measure
+
+        progress(f"{max(config.sizes):,} agents: peak RSS of a process holding the native fleet")
+        engine = "native" if "native" in config.engines else config.engines[0]
+        report.memory = measure(max(config.sizes), engine)
+    if config.extras:
+        report.extras = _extras(config.quick, progress)
+    return report
+
+
+def _updates(fleet, parsed, count: int) -> dict[tuple[str, str], list[int]]:
+    """ns to remove an agent, add it back, replace it with other content, and add a new one
+    (declarations parsed beforehand: parsing is measured on its own)."""
+    count = min(count, len(parsed) // 2)
+    victims = parsed[:count]
+    others = [d.doc for d in parsed[count:2 * count]]
+    replacements = [parse_declaration({**o, "agent": v.doc["agent"]}) for v, o in zip(victims, others)]
+    newcomers = [parse_declaration({**o, "agent": {**o["agent"], "name": o["agent"]["name"] + "-new"}})
+                 for o in others]
+    engine = fleet.engine
+    return {(engine, "remove"): time_each(lambda d: fleet.remove(d.agent.name), victims),
+            (engine, "add (returning name)"): time_each(fleet.add, victims),
+            (engine, "replace"): time_each(fleet.add, replacements),
+            (engine, "add (new name)"): time_each(fleet.add, newcomers)}
+
+
+def _extras(quick: bool, progress: Callable[[str], None]) -> list[tuple[str, dict[str, Any] | str]]:
+    out: list[tuple[str, dict[str, Any] | str]] = []
+    for title, candidates in EXTRA_BENCHES:
+        fn = None
+        for module_name, attr in candidates:
+            try:
+                fn = getattr(importlib.import_module(module_name), attr, None)
+            except ImportError:
+                fn = None
+            if fn is not None:
+                break
+        if fn is None:
+            out.append((title, "not available"))
+            continue
+        progress(title)
+        kwargs = {"quick": True} if quick and "quick" in inspect.signature(fn).parameters else {}
+        try:
+            out.append((title, fn(**kwargs)))
+        except Exception as exc:  # another module's benchmark failing must not lose this table
+            out.append((title, f"failed: {type(exc).__name__}: {exc}"))
+    return out
