@@ -38,6 +38,8 @@ ERROR_CODES = (
 WARNING_CODES = ("W_FAILED_PREDICATE_UNMATCHED", "W_FAILED_AND_SCORED")
 
 SUBMITTED, ADMITTED, BOUND, REJECTED = "task.submitted", "task.admitted", "task.bound", "task.rejected"
+#: The member that marks a3fast's compact form of a record (a3fast.compact.KEY).
+_COMPACT_KEY = "a3fast.compact"
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +201,7 @@ class Verifier:
         self._bound: dict[int, _Explanation | None] = {}  # seq -> explanation, None if it has none
         self._passed_sets: dict[frozenset[str], frozenset[str]] = {}
         self._unanchored: list[tuple[int, int | None]] = []  # resumed, no seq, before any explanation
+        self._compact: Any = None  # a3fast's compact-record decoder, made when a compact record appears
         self._finished = False
 
     # -- feeding --------------------------------------------------------------------------------
@@ -220,7 +223,9 @@ class Verifier:
             elif kind == ADMITTED:
                 self._read_admitted(item, item.content)
             else:
-                self._check_rejected(item, item.content)
+                content = self._expand(item)
+                if content is not None:
+                    self._check_rejected(item, content)
         except TraceContentError as exc:
             self._error("E_TRACE", item.seq, item.line, str(exc))
 
@@ -248,6 +253,24 @@ class Verifier:
 
     def _warn(self, code: str, seq: int | None, line: int | None, message: str) -> None:
         self.findings.append(Finding(code, seq, message, line, "warning"))
+
+    def _expand(self, record: TraceRecord) -> Any:
+        """The record's content in spec form: a3fast's compact records (docs/compact-format.md)
+        are decoded first, so a compact trace verifies as the spec trace it stands for. None when
+        a compact record cannot be decoded (reported as E_STRUCTURE)."""
+        content = record.content
+        if not (isinstance(content, Mapping) and _COMPACT_KEY in content):
+            return content
+        from .compact import Decoder
+
+        if self._compact is None:
+            self._compact = Decoder()
+        try:
+            return self._compact.decode_content(record.seq, record.kind, content)
+        except Exception as exc:  # hostile input to another module's decoder: a finding, never a crash
+            self._error("E_STRUCTURE", record.seq, record.line,
+                        f"{_COMPACT_KEY}: the compact record cannot be decoded: {exc}")
+            return None
 
     def _read_submitted(self, record: TraceRecord, content: Mapping[str, Any]) -> None:
         """§7 Requirements: S from task.submitted's requirements (absent means empty)."""
@@ -291,7 +314,10 @@ class Verifier:
         elif record.content_json is not None:
             placement = read_scheduling_json(record.content_json)
         if placement is None:
-            placement = read_scheduling(record.content)
+            content = self._expand(record)
+            if content is None:
+                return
+            placement = read_scheduling(content)
         seq, line = record.seq, record.line
         for problem in placement.problems:  # §7 Placement
             self._error("E_STRUCTURE", seq, line, problem)
