@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
+from a3fast import SchemaError
 from a3fast.authority import (CONFIRM, DECISIONS, DENIED, GRANTED, OPERATIONS, Catalog, Resolver,
                               bench_resolve, canonical_bytes, effective_authority, generate_private_key,
-                              parse_connection, parse_contracts, parse_policy, public_key_text, resolve,
+                              parse_connection, parse_contracts, parse_engagement, parse_mappings,
+                              parse_policy, parse_skills, public_key_text, resolve,
                               sign_engagement, synthetic_workload, verify_engagement)
 from a3fast.authority import reasons as R
 from a3fast.authority.times import format_instant, parse_instant
@@ -536,3 +538,37 @@ def test_bench_resolve_reports_a_median_and_the_skills_a_literal_check_finds_ava
     assert report["available"] == sum(all(k in usable for k in s.required) for s in w.skills)
     assert (report["n_skills"], report["caps_per_skill"], report["vocabulary"]) == (300, 4, 60)
     assert 0 < report["min_s"] <= report["median_s"]
+
+
+# -- hostile input: findings, never a crash, never authority -----------------------------------------------------
+PARSERS = [lambda v: parse_contracts([v]), lambda v: parse_mappings([v]), lambda v: parse_skills([v]),
+           parse_connection, parse_policy, parse_engagement]
+
+
+@settings(max_examples=200)
+@given(st.sampled_from(range(len(PARSERS))), json_values)
+def test_any_json_value_either_parses_or_is_a_schema_error(which, value):
+    try:
+        PARSERS[which](value)
+    except SchemaError as exc:
+        assert exc.problems and all(p.path.startswith("$") for p in exc.problems)
+
+
+@settings(max_examples=200)
+@given(st.integers(-5_000_000, 5_000_000), st.integers(-5_000_000, 5_000_000), st.integers(0, 120))
+def test_an_engagement_is_in_force_exactly_from_issue_minus_skew_until_expiry(from_issue, from_expiry, skew):
+    world = _FUZZ_WORLD
+    issued, expires = parse_instant(ISSUED), parse_instant(EXPIRES)
+    for now in (issued + timedelta(microseconds=from_issue), expires + timedelta(microseconds=from_expiry)):
+        check = verify_engagement(world.engagement(), world.connection, now=now, skew_seconds=skew)
+        in_force = issued - timedelta(seconds=skew) <= now < expires
+        assert check.valid == in_force and (check.capabilities != ()) == in_force
+
+
+def test_a_signature_by_one_trusted_key_under_another_trusted_keys_id_grants_nothing():
+    w = World()
+    second = generate_private_key()
+    connection = parse_connection({**w.connection_doc, "keys": [
+        *w.connection_doc["keys"], {"kid": "arena-2", "public_key": public_key_text(second)}]})
+    assert verify_engagement(w.engagement(key=second, kid="arena-2"), connection, now=NOW).valid
+    assert codes(verify_engagement(w.engagement(key=second, kid=w.kid), connection, now=NOW)) == [R.BAD_SIGNATURE]

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import orjson
 import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
+from hypothesis import assume, given, settings, strategies as st
 
 from a3fast.authority import generate_private_key, public_key_text, sign_engagement
 from a3fast.cli import main
@@ -175,3 +177,22 @@ def test_the_documented_worked_example_is_the_real_output():
     for argv, shown, status in runs:
         result = run(*[str(ROOT / a) if a.startswith("examples/") else a for a in argv])
         assert (result.stdout.rstrip("\n"), result.exit_code) == (shown, status)
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                       max_size=3),
+                           max_leaves=10)
+
+
+@settings(max_examples=60)
+@given(st.one_of(json_values, st.builds(lambda d: {**example("engagement"), **d},
+                                        st.dictionaries(st.sampled_from(["context", "capabilities", "expires",
+                                                                         "signature", "connection"]), json_values,
+                                                        min_size=1))))
+def test_no_engagement_but_the_signed_one_lets_a_required_skill_resolve(descriptor):
+    assume(descriptor != example("engagement"))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write(Path(tmp), "e.json", json.dumps(descriptor).encode())
+        result = run("resolve", *example_args(engagement=path), "--now", NOW, "--require", "chess.play")
+    assert result.exit_code == 1 and "engagement: rejected, grants nothing: " in result.stdout
