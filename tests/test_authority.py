@@ -375,7 +375,7 @@ def build(w):
     return effective_authority(catalog, connection, engagement, policy, now=NOW)
 
 
-@settings(max_examples=200)
+@settings(max_examples=150)
 @given(worlds)
 def test_effective_authority_is_never_wider_than_any_boundary(w):
     authority = build(w)
@@ -390,7 +390,7 @@ def test_effective_authority_is_never_wider_than_any_boundary(w):
     assert not effective & runtime_denied
 
 
-@settings(max_examples=200)
+@settings(max_examples=150)
 @given(worlds)
 def test_effective_authority_equals_a_literal_reading_capability_by_capability(w):
     authority = build(w)

@@ -15,33 +15,41 @@ to tools), `envelope` (admit, and the verifier's envelope warnings), `bench`.
 """
 from __future__ import annotations
 
-from .bench import bench_resolve, synthetic_workload
-from .catalog import Catalog
-from .documents import (CONDITIONS, DECISIONS, Connection, Contract, Engagement, HostMapping, Rule,
-                        RuntimePolicy, Signature, Skill, parse_connection, parse_contract, parse_contracts,
-                        parse_engagement, parse_mapping, parse_mappings, parse_policy, parse_skill,
-                        parse_skills)
-from .effective import CONFIRM, DENIED, GRANTED, Authority, Grant, apply_policy, effective_authority
-from .engagement import EngagementCheck, canonical_bytes, sign_engagement, verify_engagement
-from .envelope import (W_ENVELOPE_EXCEEDS_CLEARANCES, W_ENVELOPE_MALFORMED, EnvelopeFinding, admit,
-                       check_envelope, envelope_findings)
-from .keys import generate_private_key, load_public_key, public_key_text
-from .reasons import Reason
-from .resolution import Binding, HostTools, Resolution, Resolver, SkillIndex, SkillResolution, Unmet, resolve
-from .times import DEFAULT_SKEW_SECONDS
-from .vocabulary import CONFIRMATIONS, OPERATIONS, Vocabulary, capability_key, parse_capability_ref
+import importlib
 
-__all__ = [
-    "OPERATIONS", "CONFIRMATIONS", "DECISIONS", "CONDITIONS", "DEFAULT_SKEW_SECONDS",
-    "GRANTED", "CONFIRM", "DENIED", "W_ENVELOPE_EXCEEDS_CLEARANCES", "W_ENVELOPE_MALFORMED",
-    "Contract", "HostMapping", "Skill", "Connection", "Engagement", "Signature", "Rule", "RuntimePolicy",
-    "parse_contract", "parse_contracts", "parse_mapping", "parse_mappings", "parse_skill", "parse_skills",
-    "parse_connection", "parse_engagement", "parse_policy",
-    "canonical_bytes", "sign_engagement", "verify_engagement", "EngagementCheck",
-    "generate_private_key", "load_public_key", "public_key_text",
-    "Vocabulary", "capability_key", "parse_capability_ref", "Catalog", "apply_policy",
-    "effective_authority", "Authority", "Grant", "Reason",
-    "HostTools", "SkillIndex", "Resolver", "Resolution", "SkillResolution", "Binding", "Unmet", "resolve",
-    "admit", "check_envelope", "envelope_findings", "EnvelopeFinding",
-    "bench_resolve", "synthetic_workload",
-]
+# Each public name and the module that defines it; modules load on first use, so that the verifier
+# can import `a3fast.authority.envelope` without loading cryptography and the resolver.
+_MODULES = {
+    "bench": ("bench_resolve", "synthetic_workload"),
+    "catalog": ("Catalog",),
+    "documents": ("CONDITIONS", "DECISIONS", "Connection", "Contract", "Engagement", "HostMapping", "Rule",
+                  "RuntimePolicy", "Signature", "Skill", "parse_connection", "parse_contract", "parse_contracts",
+                  "parse_engagement", "parse_mapping", "parse_mappings", "parse_policy", "parse_skill",
+                  "parse_skills"),
+    "effective": ("CONFIRM", "DENIED", "GRANTED", "Authority", "Grant", "apply_policy", "effective_authority"),
+    "engagement": ("EngagementCheck", "canonical_bytes", "sign_engagement", "verify_engagement"),
+    "envelope": ("W_ENVELOPE_EXCEEDS_CLEARANCES", "W_ENVELOPE_MALFORMED", "EnvelopeFinding", "admit",
+                 "check_envelope", "envelope_findings"),
+    "keys": ("generate_private_key", "load_public_key", "public_key_text"),
+    "reasons": ("Reason",),
+    "resolution": ("Binding", "HostTools", "Resolution", "Resolver", "SkillIndex", "SkillResolution", "Unmet",
+                   "resolve"),
+    "times": ("DEFAULT_SKEW_SECONDS",),
+    "vocabulary": ("CONFIRMATIONS", "OPERATIONS", "Vocabulary", "capability_key", "parse_capability_ref"),
+}
+_HOME = {name: module for module, names in _MODULES.items() for name in names}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
