@@ -8,11 +8,11 @@ import copy
 import json
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from a3fast import SchemaError
 from a3fast.authority import (CONFIRM, DECISIONS, DENIED, GRANTED, OPERATIONS, Catalog, Resolver,

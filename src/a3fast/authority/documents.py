@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from ..errors import Problem, SchemaError, json_path
+from ..errors import Problem, json_path
 from ..schema import AgentName, _Reader as _SchemaReader
 from .keys import ALGORITHM, b64url_decode, load_public_key
 from .times import parse_instant
@@ -186,13 +186,6 @@ class _Reader(_SchemaReader):
         if instant is None:
             self.fail(path, "an RFC 3339 date-time with an offset, such as \"2026-03-01T12:00:00Z\"", value)
         return instant
-
-    def alternatives(self, value: Any, path: str) -> tuple[str, ...]:
-        """A non-empty array of strings: an empty one would match nothing, which no rule means."""
-        items = self.texts(value, path)
-        if isinstance(value, list) and not value:
-            self.fail(path, "a non-empty array", value)
-        return items
 
 
 def _document(r: _Reader, obj: Any, path: str, required: Iterable[str]) -> Mapping[str, Any] | None:
@@ -410,20 +403,19 @@ def _rule(r: _Reader, obj: Any, path: str) -> Rule | None:
     when = r.obj(doc["when"], wpath) if "when" in doc else {}
     for key, value in (when or {}).items():
         cpath = json_path(wpath, key)
+        if key not in CONDITIONS:
+            r.fail(cpath, "a condition among " + ", ".join(CONDITIONS), None, f"unknown condition {key!r}")
+            continue
+        if key != "reversible" and value == []:  # alternatives none can match: no rule means that
+            r.fail(cpath, "a non-empty array", value)
         if key == "reversible":
             conditions[key] = r.boolean(value, cpath)
         elif key == "operation":
             conditions[key] = tuple(r.choice(v, json_path(cpath, i), OPERATIONS) for i, v in enumerate(r.array(value, cpath)))
-            if isinstance(value, list) and not value:
-                r.fail(cpath, "a non-empty array", value)
         elif key == "capabilities":
             conditions[key] = r.refs(value, cpath)
-            if isinstance(value, list) and not value:
-                r.fail(cpath, "a non-empty array", value)
-        elif key in CONDITIONS:
-            conditions[key] = r.alternatives(value, cpath)
         else:
-            r.fail(cpath, "a condition among " + ", ".join(CONDITIONS), None, f"unknown condition {key!r}")
+            conditions[key] = r.texts(value, cpath)
     if len(r.problems) > n:
         return None
     return Rule(ident, decision, reason=reason, **conditions)

@@ -8,7 +8,6 @@ answer — it grants nothing, and the output says why.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 import click
