@@ -42,11 +42,10 @@ class RecordedPlacement:
     """What §7 checks of one task.bound. A field that is absent or malformed is None, and each
     problem with it is one line in `problems` (reported as E_STRUCTURE).
 
-    `failed_candidates` lists the names in `filters_failed` and `failed_predicates` holds the
-    distinct predicates it gives; `scored` holds the names in `scores`; `recorded_in` is ABSENT unless the record refers to an earlier explanation (§6)."""
+    `failed` holds the entries of `filters_failed` (each with `.candidate` and `.predicate`);
+    `scored` holds the names in `scores`; `recorded_in` is ABSENT unless the record refers to an earlier explanation (§6)."""
 
-    __slots__ = ("problems", "requirements", "declaration", "filters_passed", "failed_candidates",
-                 "failed_predicates", "_failed", "scored",
+    __slots__ = ("problems", "requirements", "declaration", "filters_passed", "failed", "scored",
                  "candidates_ok", "route", "resumed", "recorded_in")
 
     def __init__(self) -> None:
@@ -54,9 +53,7 @@ class RecordedPlacement:
         self.requirements: Requirements | None = None
         self.declaration: Declaration | None = None
         self.filters_passed: list[str] | None = None
-        self.failed_candidates: list[str] | None = None
-        self.failed_predicates: set[str] | None = None
-        self._failed: list[Any] = []
+        self.failed: list[Any] | None = None
         self.scored: Any = None
         self.candidates_ok = False
         self.route: str | None = None
@@ -67,11 +64,11 @@ class RecordedPlacement:
     def full_explanation(self) -> bool:
         """Carries all four lists of §6, well formed: an explanation a resumed placement may cite."""
         return (self.candidates_ok and self.filters_passed is not None
-                and self.failed_candidates is not None and self.scored is not None)
+                and self.failed is not None and self.scored is not None)
 
     def failed_predicate_of(self, candidate: str) -> str | None:
         """The predicate `filters_failed` gives for a candidate (its first entry), if it lists it."""
-        for entry in self._failed:
+        for entry in self.failed or ():
             if entry.candidate == candidate:
                 return entry.predicate
         return None
@@ -205,9 +202,7 @@ def _read_lists(scheduling: Mapping[str, Any], record: RecordedPlacement) -> Non
                     problems.append(f"{path}.{key}: expected a string, found {found}")
                     ok = False
         if ok:
-            record._failed = [_Failed(entry["candidate"], entry["predicate"]) for entry in failed]
-            record.failed_candidates = [entry.candidate for entry in record._failed]
-            record.failed_predicates = {entry.predicate for entry in record._failed}
+            record.failed = [_Failed(entry["candidate"], entry["predicate"]) for entry in failed]
 
     scores = scheduling.get("scores", ABSENT)
     if scores is ABSENT:
@@ -300,9 +295,7 @@ def read_typed(content: Any) -> RecordedPlacement | None:
     record.problems += problems
     record.candidates_ok = True
     record.filters_passed = s.filters_passed
-    record._failed = s.filters_failed
-    record.failed_candidates = [f.candidate for f in s.filters_failed]
-    record.failed_predicates = {f.predicate for f in s.filters_failed}
+    record.failed = s.filters_failed
     record.scored = s.scores
     _read_route(s.route, record)
     return record

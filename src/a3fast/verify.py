@@ -164,6 +164,28 @@ def _difference(want: Iterable[str], have: Iterable[str]) -> tuple[list[str], li
 # ---------------------------------------------------------------------------------------------
 # The verifier
 
+def _cross_check(failed: list[Any] | None, scored: Any,
+                 matched: tuple[str, ...] | None) -> tuple[list[str], set[str]]:
+    """(names both in filters_failed and in scores, predicates of filters_failed not in P), in one
+    pass over the list: it is as long as the fleet, so it is walked once, with no set of its names."""
+    overlap: list[str] = []
+    unmatched: set[str] = set()
+    if failed is None:
+        return overlap, unmatched
+    if scored is not None and matched is not None:
+        matched_set = frozenset(matched)
+        for entry in failed:
+            if entry.candidate in scored:
+                overlap.append(entry.candidate)
+            if entry.predicate not in matched_set:
+                unmatched.add(entry.predicate)
+    elif scored is not None:
+        overlap = [entry.candidate for entry in failed if entry.candidate in scored]
+    elif matched is not None:
+        unmatched = {entry.predicate for entry in failed}.difference(matched)
+    return overlap, unmatched
+
+
 class _Explanation:
     """What a resumed placement may rely on from an earlier full placement (§6, §7 Explanation):
     kept small so that memory does not grow with the size of the fleet."""
@@ -399,15 +421,15 @@ class Verifier:
                             "which scheduling.requirements does not derive")
         agent = placement.agent
         name = agent[0] if agent is not None else None
-        failed_names, scored = placement.failed_candidates, placement.scored
-        # When scores and filters_failed share no name (the usual case, tested in one pass over
-        # hashes), a chosen agent that is scored cannot be failed: no scan of the list by value.
-        disjoint = scored is None or failed_names is None or scored.keys().isdisjoint(failed_names)
+        failed, scored = placement.failed, placement.scored
+        overlap, unmatched = _cross_check(failed, scored, matched)
         chosen_scored = scored is not None and name is not None and name in scored
         chosen_failed = None
-        if (failed_names is not None and name is not None and not (chosen_scored and disjoint)
-                and name in failed_names):
+        # A scored chosen agent that is also failed is in the overlap (usually empty); one that is
+        # not scored is looked for in the list itself.
+        if failed is not None and name is not None and (not chosen_scored or name in overlap):
             chosen_failed = placement.failed_predicate_of(name)
+        if chosen_failed is not None:
             self._error("E_EXPLANATION", seq, line,
                         f"the chosen agent {name!r} is listed in filters_failed (as failing {chosen_failed}), "
                         "so the record says it was not eligible")
@@ -415,32 +437,20 @@ class Verifier:
             self._error("E_EXPLANATION", seq, line,
                         f"scores must contain the chosen agent {name!r}, and it does not "
                         f"(it has {len(scored)} entr{'y' if len(scored) == 1 else 'ies'})")
-        self._warn_on_lists(seq, line, placement, matched, disjoint)
+        # a3fast's own checks of §6's wording: warnings, never errors.
+        if unmatched:
+            self._warn("W_FAILED_PREDICATE_UNMATCHED", seq, line,
+                       f"filters_failed gives {_listing(sorted(unmatched))} as a first failed "
+                       "predicate, but that is not among the predicates matched")
+        if overlap:
+            self._warn("W_FAILED_AND_SCORED", seq, line, "listed both in filters_failed (ineligible) "
+                       f"and in scores (eligible): {_listing(sorted(set(overlap)))}")
         if placement.full_explanation:
             key = frozenset(passed)
             key = self._passed_sets.setdefault(key, key)
             self._bound[seq] = _Explanation(key, agent, chosen_failed, chosen_scored)
         else:
             self._bound.setdefault(seq, None)
-
-    def _warn_on_lists(self, seq: int, line: int | None, placement: RecordedPlacement,
-                       matched: tuple[str, ...] | None, disjoint: bool) -> None:
-        """a3fast's own checks of the lists (§6 wording, not §7): warnings, never errors."""
-        failed_names = placement.failed_candidates
-        if failed_names is None:
-            return
-        # Membership tests first, and sets only when something is wrong: these run on every
-        # placement, over lists as long as the fleet.
-        if matched is not None and not placement.failed_predicates.issubset(matched):
-            unmatched = placement.failed_predicates.difference(matched)
-            self._warn("W_FAILED_PREDICATE_UNMATCHED", seq, line,
-                       f"filters_failed gives {_listing(sorted(unmatched))} as a first failed "
-                       "predicate, but that is not among the predicates matched")
-        scored = placement.scored
-        if not disjoint:
-            both = sorted(scored.keys() & set(failed_names))
-            self._warn("W_FAILED_AND_SCORED", seq, line,
-                       f"listed both in filters_failed (ineligible) and in scores (eligible): {_listing(both)}")
 
     def _check_reference(self, seq: int, line: int | None, placement: RecordedPlacement,
                          matched: tuple[str, ...] | None) -> None:
