@@ -16,10 +16,21 @@ __all__ = ["peak_rss", "measure"]
 
 
 def peak_rss() -> int:
-    """This process's peak resident set size in bytes."""
+    """This process's peak resident set size in bytes.
+
+    On Linux, from VmHWM in /proc/self/status: getrusage's ru_maxrss survives exec, so a process
+    started by a large one (the benchmark) would report its parent's size.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     try:
         import resource
-    except ImportError:  # not Unix: psutil's peak working set where it has one
+    except ImportError:  # Windows: psutil's peak working set
         import psutil
 
         info = psutil.Process().memory_info()
