@@ -148,3 +148,13 @@ def test_conformance_without_vectors_is_bad_input(tmp_path):
 def test_conformance_runs_the_matching_vectors_on_the_fleet(engine):
     result = run("conformance", "--suite", "matching", "--engine", engine)
     assert result.exit_code == 0 and result.output.strip().endswith(", 0 failed")
+
+
+def test_the_demo_report_ends_with_the_verification_of_its_trace(tmp_path):
+    from a3fast.verify import verify_file
+
+    trace = tmp_path / "demo.jsonl"
+    result = run("demo", "--agents", "60", "--tasks", "25", "--trace", str(trace))
+    assert result.exit_code == 0
+    assert result.output.strip().splitlines()[-1].startswith("valid")
+    assert verify_file(trace) == []
