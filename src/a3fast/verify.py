@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping
+from typing import Any, BinaryIO, Callable, Iterable, Mapping
 
 from .errors import describe
 from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
                          UNMET_CODE, parse_predicate, satisfies)
-from .schema import Declaration, Requirements, SchemaError, parse_requirements
+from .schema import Declaration, SchemaError, parse_requirements
 from .scheduling_record import (ABSENT, BOUND_RECORD, RecordedPlacement, read_scheduling,
                                 read_scheduling_json, read_typed)
 from .trace import (TraceContentError, TraceItem, TraceProblem, TraceRecord, read_trace, read_values)
@@ -222,6 +222,7 @@ class Verifier:
         self._admitted_seq: int | None = None
         self._bound: dict[int, _Explanation | None] = {}  # seq -> explanation, None if it has none
         self._passed_sets: dict[frozenset[str], frozenset[str]] = {}
+        self._has_explanation = False  # whether any full placement has been seen
         self._unanchored: list[tuple[int, int | None]] = []  # resumed, no seq, before any explanation
         self._compact: Any = None  # a3fast's compact-record decoder, made when a compact record appears
         self._finished = False
@@ -260,7 +261,7 @@ class Verifier:
         """Checks that need the whole trace, then every finding in trace order."""
         if not self._finished:
             self._finished = True
-            if self._unanchored and not any(e is not None for e in self._bound.values()):
+            if self._unanchored and not self._has_explanation:
                 for seq, line in self._unanchored:
                     self._error("E_EXPLANATION", seq, line,
                                 "recorded_in names no seq, so the trace must hold a task.bound with a "
@@ -449,6 +450,7 @@ class Verifier:
             key = frozenset(passed)
             key = self._passed_sets.setdefault(key, key)
             self._bound[seq] = _Explanation(key, agent, chosen_failed, chosen_scored)
+            self._has_explanation = True
         else:
             self._bound.setdefault(seq, None)
 
@@ -472,7 +474,7 @@ class Verifier:
             return
         target = ref.get("seq")
         if target is None:  # §6: seq MAY be omitted when the implementation cannot tell which
-            if not any(e is not None for e in self._bound.values()):
+            if not self._has_explanation:
                 self._unanchored.append((seq, line))
             return
         if not isinstance(target, int) or isinstance(target, bool):

@@ -18,8 +18,6 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-import orjson
-
 from .predicates import derive_predicates, satisfies
 from .schema import SchemaError, parse_declaration, parse_requirements
 from .trace import TraceWriter
