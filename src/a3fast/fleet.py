@@ -7,6 +7,8 @@ compact form can always name its candidates, whatever happens to the fleet after
 """
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Mapping
 
 import orjson
@@ -31,6 +33,20 @@ def _placement():
 
 
 _placement_module = None
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a bulk load. Parsing and interning a batch makes
+    many long-lived, acyclic objects, and the full collections they trigger rescan the growing
+    heap: at 100,000 agents they took about two thirds of the parse time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Fleet:
@@ -93,17 +109,18 @@ class Fleet:
     def extend(self, declarations: Iterable[Mapping[str, Any] | Declaration]) -> None:
         """Add many agents; new names are interned in one batch (much faster for a large fleet).
         All declarations are parsed before any is added, so an invalid one changes nothing."""
-        parsed = [parse_declaration(d) for d in declarations]
-        batch: dict[str, Declaration] = {}
-        for decl in parsed:
-            name = decl.agent.name
-            if name in self._ids or name in batch:
-                self._add_batch(batch)
-                batch = {}
-                self.add(decl)
-            else:
-                batch[name] = decl
-        self._add_batch(batch)
+        with _collector_paused():
+            parsed = [parse_declaration(d) for d in declarations]
+            batch: dict[str, Declaration] = {}
+            for decl in parsed:
+                name = decl.agent.name
+                if name in self._ids or name in batch:
+                    self._add_batch(batch)
+                    batch = {}
+                    self.add(decl)
+                else:
+                    batch[name] = decl
+            self._add_batch(batch)
 
     def _add_batch(self, batch: dict[str, Declaration]) -> None:
         if not batch:
