@@ -351,3 +351,13 @@ def test_warnings_never_make_a_trace_invalid():
 def test_records_of_other_kinds_are_not_checked():
     trace = example() + [{"seq": 4, "kind": "task.completed", "content": {"anything": [1, 2]}}]
     assert verify(copy.deepcopy(trace)) == []
+
+
+def test_resumed_placement_may_cite_a_seq_beyond_64_bits():
+    big = 2**64
+    trace = [submitted(seq=big + 1), admitted(seq=big + 2), bound(seq=big + 3),
+             {"seq": big + 4, "kind": "task.preempted", "content": {}},
+             resumed({"kind": "task.bound", "seq": big + 3}, seq=big + 5)]
+    assert verify(trace) == []
+    trace[-1] = resumed({"kind": "task.bound", "seq": big + 2}, seq=big + 5)
+    assert errors(verify(trace)) == {("E_EXPLANATION", big + 5)}

@@ -81,12 +81,12 @@ class RecordedPlacement:
 
 
 # ---------------------------------------------------------------------------------------------
-# The two documents, shared by both readers. Parsed documents are cached by their JSON text: a
-# trace of many placements repeats a few requirements and a fleet's worth of declarations.
+# The two documents, shared by both readers. Requirements are cached by their JSON text (a trace
+# repeats a few of them); declarations are parsed each time (~10 µs), since a fleet's worth of them
+# would make the cache as large as the fleet.
 
-_DOC_CACHE_LIMIT = 4096
+_REQUIREMENTS_CACHE_LIMIT = 256
 _requirements_cache: dict[bytes, tuple[Requirements | None, list[str]]] = {}
-_declaration_cache: dict[bytes, tuple[Declaration | None, list[str]]] = {}
 _ANY = msgspec.json.Decoder()
 
 
@@ -100,13 +100,14 @@ def _parse_document(value: Any, field: str, parse) -> tuple[Any, list[str]]:
         return None, [str(p) for p in exc.problems]
 
 
-def _parse_document_json(raw: Any, field: str, parse, cache: dict) -> tuple[Any, list[str]]:
+def _parse_requirements_json(raw: Any) -> tuple[Requirements | None, list[str]]:
     key = bytes(raw)
-    hit = cache.get(key)
+    hit = _requirements_cache.get(key)
     if hit is None:
-        if len(cache) >= _DOC_CACHE_LIMIT:
-            cache.clear()
-        hit = cache[key] = _parse_document(_ANY.decode(key), field, parse)
+        if len(_requirements_cache) >= _REQUIREMENTS_CACHE_LIMIT:
+            _requirements_cache.clear()
+        hit = _requirements_cache[key] = _parse_document(_ANY.decode(key), "requirements",
+                                                         parse_requirements)
     return hit[0], list(hit[1])
 
 
@@ -286,10 +287,9 @@ def read_typed(content: Any) -> RecordedPlacement | None:
     record = RecordedPlacement()
     record.resumed = content.resumed is True or s.resumed is True
     try:
-        record.requirements, record.problems = _parse_document_json(
-            s.requirements, "requirements", parse_requirements, _requirements_cache)
-        record.declaration, problems = _parse_document_json(
-            s.declaration, "declaration", parse_declaration, _declaration_cache)
+        record.requirements, record.problems = _parse_requirements_json(s.requirements)
+        record.declaration, problems = _parse_document(_ANY.decode(s.declaration), "declaration",
+                                                       parse_declaration)
     except msgspec.MsgspecError:
         return None  # valid syntax no decoder can hold (1e400): the generic path reports it
     record.problems += problems

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import re
+from array import array
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Iterable, Mapping
 
@@ -200,6 +202,56 @@ class _Explanation:
         self.chosen_scored = chosen_scored
 
 
+class _Placements:
+    """The task.bound records seen so far, for resumed placements that cite one by seq (§6).
+
+    Kept in 16 bytes a placement, so that verifying a long trace needs no more memory than a short
+    one: seqs in an int64 array (a trace's seqs increase, so it is sorted and searched by bisection),
+    each with the index of its explanation among the distinct ones (many placements share one), or
+    -1 when the placement carried none of its own.
+    """
+
+    def __init__(self) -> None:
+        self._seqs = array("q")
+        self._refs = array("q")
+        self._other: dict[int, int] = {}  # seqs beyond int64, or out of order (already E_TRACE)
+        self._explanations: list[_Explanation] = []
+        self._ids: dict[tuple, int] = {}
+        self._interned: dict[Any, Any] = {}
+        self.any_explained = False
+
+    def add(self, seq: int, explanation: _Explanation | None) -> None:
+        ref = -1
+        if explanation is not None:
+            # Keep the first copy of each part, not one per placement.
+            explanation.passed = self._interned.setdefault(explanation.passed, explanation.passed)
+            explanation.agent = self._interned.setdefault(explanation.agent, explanation.agent)
+            key = (explanation.passed, explanation.agent, explanation.chosen_failed,
+                   explanation.chosen_scored)
+            ref = self._ids.get(key, -1)
+            if ref < 0:
+                ref = self._ids[key] = len(self._explanations)
+                self._explanations.append(explanation)
+            self.any_explained = True
+        seqs = self._seqs
+        if -(2**63) <= seq < 2**63 and (not seqs or seq > seqs[-1]):
+            seqs.append(seq)
+            self._refs.append(ref)
+        else:
+            self._other.setdefault(seq, ref)
+
+    def get(self, seq: int) -> tuple[bool, _Explanation | None]:
+        """(whether a task.bound has this seq, its explanation if it carried one)."""
+        ref = self._other.get(seq)
+        if ref is None and -(2**63) <= seq < 2**63:
+            i = bisect_left(self._seqs, seq)
+            if i < len(self._seqs) and self._seqs[i] == seq:
+                ref = self._refs[i]
+        if ref is None:
+            return False, None
+        return True, (self._explanations[ref] if ref >= 0 else None)
+
+
 _NOT_SEEN: Any = object()
 
 
@@ -220,9 +272,7 @@ class Verifier:
         self._submitted_seq: int | None = None
         self._admitted: Any = _NOT_SEEN       # (name, namespace); None when it names no agent
         self._admitted_seq: int | None = None
-        self._bound: dict[int, _Explanation | None] = {}  # seq -> explanation, None if it has none
-        self._passed_sets: dict[frozenset[str], frozenset[str]] = {}
-        self._has_explanation = False  # whether any full placement has been seen
+        self._placements = _Placements()
         self._unanchored: list[tuple[int, int | None]] = []  # resumed, no seq, before any explanation
         self._compact: Any = None  # a3fast's compact-record decoder, made when a compact record appears
         self._finished = False
@@ -261,7 +311,7 @@ class Verifier:
         """Checks that need the whole trace, then every finding in trace order."""
         if not self._finished:
             self._finished = True
-            if self._unanchored and not self._has_explanation:
+            if self._unanchored and not self._placements.any_explained:
                 for seq, line in self._unanchored:
                     self._error("E_EXPLANATION", seq, line,
                                 "recorded_in names no seq, so the trace must hold a task.bound with a "
@@ -446,18 +496,15 @@ class Verifier:
         if overlap:
             self._warn("W_FAILED_AND_SCORED", seq, line, "listed both in filters_failed (ineligible) "
                        f"and in scores (eligible): {_listing(sorted(set(overlap)))}")
+        explanation = None
         if placement.full_explanation:
-            key = frozenset(passed)
-            key = self._passed_sets.setdefault(key, key)
-            self._bound[seq] = _Explanation(key, agent, chosen_failed, chosen_scored)
-            self._has_explanation = True
-        else:
-            self._bound.setdefault(seq, None)
+            explanation = _Explanation(frozenset(passed), agent, chosen_failed, chosen_scored)
+        self._placements.add(seq, explanation)
 
     def _check_reference(self, seq: int, line: int | None, placement: RecordedPlacement,
                          matched: tuple[str, ...] | None) -> None:
         """§7 Explanation for a resumed placement that points at an earlier one (§6 recorded_in)."""
-        self._bound.setdefault(seq, None)
+        self._placements.add(seq, None)
         if not placement.resumed:
             self._error("E_EXPLANATION", seq, line,
                         "recorded_in stands in for the explanation only in a resumed placement, and "
@@ -474,18 +521,18 @@ class Verifier:
             return
         target = ref.get("seq")
         if target is None:  # §6: seq MAY be omitted when the implementation cannot tell which
-            if not self._has_explanation:
+            if not self._placements.any_explained:
                 self._unanchored.append((seq, line))
             return
         if not isinstance(target, int) or isinstance(target, bool):
             self._error("E_EXPLANATION", seq, line,
                         f"recorded_in.seq must be the seq of an earlier task.bound, found {describe(target)}")
             return
-        explanation = self._bound.get(target) if target < seq else None
+        is_bound, explanation = self._placements.get(target) if target < seq else (False, None)
         if explanation is None:
             if target >= seq:
                 why = "which is not earlier than this record"
-            elif target in self._bound:
+            elif is_bound:
                 why = "a task.bound that carries no full explanation of its own"
             else:
                 why = "which is not a task.bound in this trace"
