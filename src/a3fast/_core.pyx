@@ -587,9 +587,12 @@ cdef class Index:
                 row.words[aid >> 6] |= bit
                 row.count += 1
             return 0
-        pos = lower_bound(row.ids, row.count, <uint32_t>aid)
-        if pos < row.count and row.ids[pos] == <uint32_t>aid:
-            return 0
+        if row.count == 0 or row.ids[row.count - 1] < <uint32_t>aid:
+            pos = row.count    # joining agents come in id order: append without a search
+        else:
+            pos = lower_bound(row.ids, row.count, <uint32_t>aid)
+            if pos < row.count and row.ids[pos] == <uint32_t>aid:
+                return 0
         if row.count + 1 >= self.cap_words:
             self.make_dense(row)
             row.words[aid >> 6] |= (<uint64_t>1) << (aid & 63)
