@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import orjson
 import pytest
@@ -109,8 +110,11 @@ def test_a_large_trace_on_a_terminal_gets_a_progress_bar(tmp_path, monkeypatch, 
 
 # -- conformance -----------------------------------------------------------------------------------
 
+VECTORS = str(Path(__file__).parents[1] / "vectors")
+
+
 def test_conformance_on_a3fast_passes_every_vector():
-    result = run("conformance")
+    result = run("conformance", "--vectors", VECTORS)
     assert result.exit_code == 0
     passed, failed = result.output.strip().splitlines()[-1].split(", ")
     assert failed == "0 failed" and int(passed.split()[0]) >= 90
@@ -118,12 +122,10 @@ def test_conformance_on_a3fast_passes_every_vector():
 
 def test_conformance_runs_another_verifier_given_as_a_command(tmp_path):
     # a3fast itself, run as an outside program, through the --json form (one topic keeps it quick).
-    from a3fast.conformance import default_vectors_dir
-
     suite = tmp_path / "capability-schema"
     suite.mkdir()
     for name in ("schema.json", "initial.json"):
-        (suite / name).write_bytes((default_vectors_dir() / "capability-schema" / name).read_bytes())
+        (suite / name).write_bytes((Path(VECTORS) / "capability-schema" / name).read_bytes())
     command = f"{sys.executable} -c 'from a3fast.cli import main; main()' verify --json -"
     result = run("conformance", "--vectors", str(tmp_path), "--verifier", command)
     assert result.output.strip().splitlines()[-1] == "9 passed, 0 failed", result.output
@@ -131,7 +133,7 @@ def test_conformance_runs_another_verifier_given_as_a_command(tmp_path):
 
 def test_conformance_names_the_failures_of_a_verifier_that_says_valid_to_everything():
     command = """echo '{"valid": true, "errors": []}'"""
-    result = run("conformance", "--verifier", command)
+    result = run("conformance", "--vectors", VECTORS, "--verifier", command)
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
     assert "FAIL initial.json:a capability not declared: valid: expected false, got true; " \
@@ -146,7 +148,7 @@ def test_conformance_without_vectors_is_bad_input(tmp_path):
 
 
 def test_conformance_runs_the_matching_vectors_on_the_fleet(engine):
-    result = run("conformance", "--suite", "matching", "--engine", engine)
+    result = run("conformance", "--vectors", VECTORS, "--suite", "matching", "--engine", engine)
     assert result.exit_code == 0 and result.output.strip().endswith(", 0 failed")
 
 

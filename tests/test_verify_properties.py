@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import io
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -12,12 +13,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from a3fast import Fleet, Route
-from a3fast.conformance import default_vectors_dir, load_vectors
+from a3fast.conformance import load_vectors
 from a3fast.records import placement_records
 from a3fast.trace import TraceWriter
 from a3fast.verify import Finding, verify, verify_bytes
 
-SEEDS = [v.trace for v in load_vectors(default_vectors_dir()) if isinstance(v.trace, list) and v.valid]
+VECTORS = Path(__file__).parents[1] / "vectors"
+SEEDS = [v.trace for v in load_vectors(VECTORS) if isinstance(v.trace, list) and v.valid]
 
 # Words the records use, so that random values often land on the interesting branches.
 VOCABULARY = ["task.bound", "task.submitted", "task.admitted", "task.rejected", "order-analyst",

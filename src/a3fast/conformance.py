@@ -33,12 +33,15 @@ MAX_DESCRIPTION = 80
 
 
 def default_vectors_dir() -> Path | None:
-    """`$A3FAST_VECTORS`, else the `vectors/` directory of the source tree a3fast runs from."""
+    """`$A3FAST_VECTORS`; else the `vectors/` directory of the source tree a3fast runs from (an
+    editable install); else `./vectors` (a checkout with a3fast installed from it)."""
     env = os.environ.get("A3FAST_VECTORS")
     if env:
         return Path(env)
-    here = Path(__file__).resolve().parents[2] / "vectors"
-    return here if here.is_dir() else None
+    for candidate in (Path(__file__).resolve().parents[2] / "vectors", Path.cwd() / "vectors"):
+        if (candidate / CAPABILITY_SUITE).is_dir():
+            return candidate
+    return None
 
 
 @dataclass(frozen=True)
