@@ -43,7 +43,8 @@ class RecordedPlacement:
     problem with it is one line in `problems` (reported as E_STRUCTURE).
 
     `failed` holds the entries of `filters_failed` (each with `.candidate` and `.predicate`);
-    `scored` holds the names in `scores`; `recorded_in` is ABSENT unless the record refers to an earlier explanation (§6)."""
+    `scored` holds the names in `scores`; `recorded_in` is ABSENT unless the record cites an
+    earlier explanation instead (§6)."""
 
     __slots__ = ("problems", "requirements", "declaration", "filters_passed", "failed", "scored",
                  "candidates_ok", "route", "resumed", "recorded_in")
