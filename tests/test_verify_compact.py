@@ -1,7 +1,10 @@
 """Compact traces (docs/compact-format.md) verify as the spec traces they stand for."""
 from __future__ import annotations
 
+import base64
 import copy
+
+import numpy as np
 
 import orjson
 import pytest
@@ -53,3 +56,68 @@ def test_a_compact_record_that_cannot_be_decoded_is_E_STRUCTURE(spec_trace):
     findings = verify(compact)
     assert ("E_STRUCTURE", bound["seq"]) in {(f.code, f.seq) for f in findings}
     assert KEY in findings[0].message
+
+
+def test_compact_placements_are_checked_on_their_bitmaps_without_decoding(spec_trace, monkeypatch):
+    from a3fast import compact as compact_module
+
+    compact = list(encode_trace(spec_trace))
+
+    def refuse(self, seq, kind, content):
+        if kind == "task.bound" and KEY in content:
+            raise AssertionError("a compact task.bound was expanded to its spec lists")
+        return original(self, seq, kind, content)
+
+    original = compact_module.Decoder.decode_content
+    monkeypatch.setattr(compact_module.Decoder, "decode_content", refuse)
+    assert verify(compact) == []
+
+
+def compact_with(records, change):
+    """The compact trace with one change to the bitmaps of its first task.bound, and the spec trace
+    that change decodes to: the verifier must say the same of both."""
+    from pyroaring import BitMap
+
+    from a3fast.compact import _bitmap, _ids_text, decode_trace
+
+    compact = copy.deepcopy(list(encode_trace(records)))
+    bound = next(r for r in compact if r["kind"] == "task.bound")
+    member = bound["content"][KEY]
+    names = member["fleet"]["names"]
+    chosen = names.index(member["declaration"]["agent"]["name"])
+    change(member, chosen, lambda text: _bitmap(text, "test"), lambda ids: _ids_text(list(BitMap(ids))))
+    return compact, list(decode_trace(compact))
+
+
+def codes(findings):
+    return sorted((f.code, f.seq, f.severity) for f in findings)
+
+
+def fail_chosen(member, chosen, read, write):
+    member["failed"][0] = write(list(read(member["failed"][0])) + [chosen])
+
+
+def unscore_chosen(member, chosen, read, write):
+    ids = list(read(member["scores"]["ids"]))
+    keep = [j for j, aid in enumerate(ids) if aid != chosen]
+    member["scores"]["ids"] = write([ids[j] for j in keep])
+    for column in member["scores"]["columns"]:  # the default scorer's columns are all f64
+        data = np.frombuffer(base64.b64decode(column[2]), dtype="<f8")[keep]
+        column[2] = base64.b64encode(data.tobytes()).decode()
+
+
+def drop_a_passed_predicate(member, chosen, read, write):
+    member["filters_passed"].pop()
+    member["failed"].pop()
+
+
+def fail_a_scored_agent_on_an_unmatched_predicate(member, chosen, read, write):
+    member["filters_passed"].append("tool:never-matched")
+    member["failed"].append(write([chosen]))
+
+
+@pytest.mark.parametrize("change", [fail_chosen, unscore_chosen, drop_a_passed_predicate,
+                                    fail_a_scored_agent_on_an_unmatched_predicate])
+def test_compact_findings_equal_the_findings_on_the_decoded_trace(spec_trace, change):
+    compact, decoded = compact_with(spec_trace, change)
+    assert codes(verify(compact)) == codes(verify(decoded)) != []

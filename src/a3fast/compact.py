@@ -434,3 +434,113 @@ def decode_trace(records: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, Any
     decoder = Decoder()
     for record in records:
         yield {**record, "content": decoder.decode_content(record.get("seq"), record.get("kind"), record.get("content"))}
+
+
+# -- verifying without decoding (§7 on the bitmaps) -----------------------------------------------------
+class _NameIds:
+    """A snapshot's name -> id map, built on first use (only the chosen agent's name is looked up)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self._ids: dict[str, int] | None = None
+
+    def id_of(self, name: str) -> int | None:
+        if self._ids is None:
+            self._ids = {n: i for i, n in enumerate(self.names)}
+        return self._ids.get(name)
+
+
+class CompactFailed:
+    """`filters_failed` as one bitmap per predicate: the §7 checks become membership tests."""
+
+    def __init__(self, predicates: list[str], bitmaps: list[BitMap], names: _NameIds):
+        self.predicates, self.bitmaps, self.names = predicates, bitmaps, names
+
+    def predicate_of(self, candidate: str) -> str | None:
+        aid = self.names.id_of(candidate)
+        if aid is not None:
+            for predicate, bitmap in zip(self.predicates, self.bitmaps):
+                if aid in bitmap:
+                    return predicate
+        return None
+
+    def cross_check(self, scored: "CompactScored | None", matched) -> tuple[list[str], set[str]]:
+        """(names both failed and scored, predicates with failed candidates that are not in P)."""
+        overlap: list[str] = []
+        if scored is not None:
+            for bitmap in self.bitmaps:
+                overlap += [self.names.names[aid] for aid in bitmap & scored.ids]
+        unmatched = set()
+        if matched is not None:
+            matched_set = frozenset(matched)
+            unmatched = {p for p, b in zip(self.predicates, self.bitmaps) if b and p not in matched_set}
+        return overlap, unmatched
+
+
+class CompactScored:
+    """The names in `scores`, as the id bitmap of the score columns."""
+
+    def __init__(self, ids: BitMap, names: _NameIds):
+        self.ids, self.names = ids, names
+
+    def __contains__(self, name: object) -> bool:
+        aid = self.names.id_of(name) if isinstance(name, str) else None
+        return aid is not None and aid in self.ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class CompactReader:
+    """Reads compact task.bound records of one trace for the verifier, keeping its snapshots."""
+
+    def __init__(self) -> None:
+        #: decodes the compact records that are not read as bitmaps (rejections), sharing snapshots
+        self.decoder = Decoder()
+        self._snapshots = self.decoder._snapshots
+        self._names: dict[int, _NameIds] = {}
+
+    def read(self, seq: int, content: Mapping[str, Any]):
+        """A scheduling_record.RecordedPlacement whose lists stay bitmaps. CompactError when the
+        compact member cannot be read (the verifier reports it as E_STRUCTURE)."""
+        from .schema import parse_declaration, parse_requirements
+        from .scheduling_record import (ABSENT, RecordedPlacement, _parse_document, _read_route,
+                                        _read_resumed)
+
+        compact = content[KEY]
+        if not isinstance(compact, dict) or compact.get("format") != FORMAT:
+            raise CompactError("unknown compact format")
+        fleet = compact.get("fleet")
+        names, live = self._snapshots.read(seq, fleet)
+        table_seq = seq if isinstance(fleet, dict) else fleet
+        name_ids = self._names.get(table_seq)
+        if name_ids is None or name_ids.names is not names:
+            name_ids = self._names[table_seq] = _NameIds(names)
+        predicates, failed = compact.get("filters_passed"), compact.get("failed")
+        if not isinstance(predicates, list) or not all(isinstance(p, str) for p in predicates) \
+                or not isinstance(failed, list) or len(failed) != len(predicates):
+            raise CompactError("expected predicate strings and one failed bitmap per predicate")
+        scores = compact.get("scores")
+        if not isinstance(scores, dict) or not isinstance(scores.get("ids"), str):
+            raise CompactError("scores: expected an object with an ids bitmap")
+        bitmaps = [_bitmap(text, "failed") for text in failed]
+        score_ids = _bitmap(scores["ids"], "scores ids")
+        top = len(names)
+        if any(b and b.max() >= top for b in bitmaps + [score_ids]):
+            raise CompactError("an agent id is not in the fleet snapshot")
+        _bitmap(compact.get("candidates", live), "candidates")
+        record = RecordedPlacement()
+        record.resumed = _read_resumed(content, compact)
+        record.requirements, problems = _parse_document(compact.get("requirements", ABSENT),
+                                                        "requirements", parse_requirements)
+        record.problems += problems
+        record.declaration, problems = _parse_document(compact.get("declaration", ABSENT),
+                                                       "declaration", parse_declaration)
+        record.problems += problems
+        record.candidates_ok = True
+        record.filters_passed = predicates
+        record.failed = CompactFailed(predicates, bitmaps, name_ids)
+        record.scored = CompactScored(score_ids, name_ids)
+        _read_route((compact.get("rest") or {}).get("route", ABSENT), record)
+        return record
+

@@ -69,6 +69,8 @@ class RecordedPlacement:
 
     def failed_predicate_of(self, candidate: str) -> str | None:
         """The predicate `filters_failed` gives for a candidate (its first entry), if it lists it."""
+        if hasattr(self.failed, "predicate_of"):  # a compact record's bitmaps
+            return self.failed.predicate_of(candidate)
         for entry in self.failed or ():
             if entry.candidate == candidate:
                 return entry.predicate

@@ -169,7 +169,10 @@ def _difference(want: Iterable[str], have: Iterable[str]) -> tuple[list[str], li
 def _cross_check(failed: list[Any] | None, scored: Any,
                  matched: tuple[str, ...] | None) -> tuple[list[str], set[str]]:
     """(names both in filters_failed and in scores, predicates of filters_failed not in P), in one
-    pass over the list: it is as long as the fleet, so it is walked once, with no set of its names."""
+    pass over the list: it is as long as the fleet, so it is walked once, with no set of its names.
+    A compact record's failed bitmaps answer both with set operations instead."""
+    if hasattr(failed, "cross_check"):
+        return failed.cross_check(scored, matched)
     overlap: list[str] = []
     unmatched: set[str] = set()
     if failed is None:
@@ -274,7 +277,7 @@ class Verifier:
         self._admitted_seq: int | None = None
         self._placements = _Placements()
         self._unanchored: list[tuple[int, int | None]] = []  # resumed, no seq, before any explanation
-        self._compact: Any = None  # a3fast's compact-record decoder, made when a compact record appears
+        self._compact_reader: Any = None  # a3fast's compact records, made when one appears
         self._finished = False
 
     # -- feeding --------------------------------------------------------------------------------
@@ -334,16 +337,33 @@ class Verifier:
         content = record.content
         if not (isinstance(content, Mapping) and _COMPACT_KEY in content):
             return content
-        from .compact import Decoder
-
-        if self._compact is None:
-            self._compact = Decoder()
         try:
-            return self._compact.decode_content(record.seq, record.kind, content)
+            return self._compact_records().decoder.decode_content(record.seq, record.kind, content)
         except Exception as exc:  # hostile input to another module's decoder: a finding, never a crash
             self._error("E_STRUCTURE", record.seq, record.line,
                         f"{_COMPACT_KEY}: the compact record cannot be decoded: {exc}")
             return None
+
+    def _compact_records(self):
+        """The reader of a3fast's compact records (one per trace: it keeps the fleet snapshots)."""
+        if self._compact_reader is None:
+            from .compact import CompactReader
+
+            self._compact_reader = CompactReader()
+        return self._compact_reader
+
+    def _read_compact(self, record: TraceRecord) -> RecordedPlacement | None:
+        """A compact task.bound read straight from its bitmaps (docs/compact-format.md, "Verifying
+        without decoding"); None for a record in spec form."""
+        content = record.content
+        if not (isinstance(content, Mapping) and _COMPACT_KEY in content):
+            return None
+        try:
+            return self._compact_records().read(record.seq, content)
+        except Exception as exc:  # hostile input: a finding, never a crash
+            self._error("E_STRUCTURE", record.seq, record.line,
+                        f"{_COMPACT_KEY}: the compact record cannot be read: {exc}")
+            return RecordedPlacement()
 
     def _read_submitted(self, record: TraceRecord, content: Mapping[str, Any]) -> None:
         """§7 Requirements: S from task.submitted's requirements (absent means empty)."""
@@ -386,6 +406,8 @@ class Verifier:
             placement = read_typed(record.typed)
         elif record.content_json is not None:
             placement = read_scheduling_json(record.content_json)
+        if placement is None:
+            placement = self._read_compact(record)
         if placement is None:
             content = self._expand(record)
             if content is None:
