@@ -37,7 +37,8 @@ ERROR_CODES = (
     *UNMET_CODE.values(), "E_EXPLANATION", "E_REJECTION_REASON",
 )
 #: a3fast's own checks: reported, but they never make a trace invalid.
-WARNING_CODES = ("W_FAILED_PREDICATE_UNMATCHED", "W_FAILED_AND_SCORED")
+WARNING_CODES = ("W_FAILED_PREDICATE_UNMATCHED", "W_FAILED_AND_SCORED",
+                 "W_ENVELOPE_EXCEEDS_CLEARANCES", "W_ENVELOPE_MALFORMED")
 
 SUBMITTED, ADMITTED, BOUND, REJECTED = "task.submitted", "task.admitted", "task.bound", "task.rejected"
 #: The member that marks a3fast's compact form of a record (a3fast.compact.KEY).
@@ -275,6 +276,7 @@ class Verifier:
         self._submitted_seq: int | None = None
         self._admitted: Any = _NOT_SEEN       # (name, namespace); None when it names no agent
         self._admitted_seq: int | None = None
+        self._admitted_envelope: Any = None   # (task.admitted content, line) until checked
         self._placements = _Placements()
         self._unanchored: list[tuple[int, int | None]] = []  # resumed, no seq, before any explanation
         self._compact_reader: Any = None  # a3fast's compact records, made when one appears
@@ -382,6 +384,9 @@ class Verifier:
 
     def _read_admitted(self, record: TraceRecord, content: Mapping[str, Any]) -> None:
         self._admitted_seq = record.seq
+        # The authority envelope (A3 §8) is checked against the declaration of the placement that
+        # follows, once: a3fast's own check, reported as warnings, never as §7 errors.
+        self._admitted_envelope = (content, record.line) if "authority_envelope" in content else None
         agent = content.get("agent")
         if (isinstance(agent, Mapping) and isinstance(agent.get("name"), str)
                 and isinstance(agent.get("namespace"), str)):
@@ -419,6 +424,7 @@ class Verifier:
         agent = placement.agent
         predicates = placement.requirements.predicates if placement.requirements is not None else None
         self._check_scope(seq, line, agent)
+        self._check_envelope(agent, placement.declaration)
         if predicates is not None:
             self._check_consistency(seq, line, predicates, placement.route)
             if placement.declaration is not None:
@@ -447,6 +453,18 @@ class Verifier:
             self._error("E_DECLARATION_SCOPE", seq, line,
                         f"the declaration is for {_agent_text(agent)}, but the latest task.admitted "
                         f"(seq {self._admitted_seq}) admitted {_agent_text(admitted)}")
+
+    def _check_envelope(self, agent: tuple[str, str] | None, declaration: Declaration | None) -> None:
+        """The latest task.admitted's authority_envelope lies within the admitted agent's declared
+        clearances (W_ENVELOPE_*; see a3fast.authority.envelope)."""
+        if self._admitted_envelope is None or declaration is None or agent != self._admitted:
+            return
+        content, line = self._admitted_envelope
+        self._admitted_envelope = None
+        from .authority.envelope import check_envelope
+
+        for code, message in check_envelope(content, declaration):
+            self._warn(code, self._admitted_seq, line, message)
 
     def _check_consistency(self, seq: int, line: int | None, matched: tuple[str, ...],
                            route: str | None) -> None:

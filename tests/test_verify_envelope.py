@@ -1,0 +1,42 @@
+"""The verifier's a3fast-specific envelope check: warnings, never §7 errors."""
+import orjson
+
+import a3fast
+from a3fast import Fleet
+from a3fast.records import placement_records
+from a3fast.verify import is_valid, verify
+
+DECL = {"v": "1.0", "agent": {"name": "order-analyst", "namespace": "support"},
+        "capabilities": [{"name": "order.investigate", "version": 2}],
+        "clearances": ["orders.read", "customers.read"], "residency": ["eu"]}
+REQ = {"capabilities": [{"name": "order.investigate", "version": 2}]}
+
+
+def trace_with_envelope(engine, envelope):
+    fleet = Fleet(engine=engine)
+    fleet.add(DECL)
+    records = []
+    for seq, (kind, content) in enumerate(placement_records(fleet.place(REQ)), 1):
+        content = orjson.loads(content)
+        if kind == "task.admitted" and envelope is not None:
+            content["authority_envelope"] = envelope
+        records.append({"seq": seq, "kind": kind, "content": content})
+    return records
+
+
+def test_an_envelope_made_by_admit_raises_no_warning(engine):
+    envelope = a3fast.admit(DECL, ["orders.read", "refunds.issue"])
+    assert envelope["clearances"] == ["orders.read"]
+    assert verify(trace_with_envelope(engine, envelope)) == []
+
+
+def test_an_envelope_wider_than_the_declared_clearances_is_a_warning_not_an_error(engine):
+    findings = verify(trace_with_envelope(engine, {"clearances": ["orders.read", "refunds.issue"], "expires": ""}))
+    assert [(f.code, f.seq, f.severity) for f in findings] == [("W_ENVELOPE_EXCEEDS_CLEARANCES", 2, "warning")]
+    assert "refunds.issue" in findings[0].message
+    assert is_valid(findings)
+
+
+def test_a_malformed_envelope_is_a_warning(engine):
+    findings = verify(trace_with_envelope(engine, {"clearances": "orders.read"}))
+    assert [(f.code, f.severity) for f in findings] == [("W_ENVELOPE_MALFORMED", "warning")]
