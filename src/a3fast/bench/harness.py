@@ -7,8 +7,11 @@ object is resolved once per fleet). Then `rounds` rounds time the same tasks aga
 subject, so a burst of load on a shared machine lands on all of them. Each subject is measured
 warm, as in a scheduler placing task after task: when its tasks take under `WARM_PASS_S`, an
 untimed pass over them precedes each timed one (otherwise the previous subject's data would have
-evicted its rows from the caches). A task's time is its median over the rounds; a cell's figure is
-the median over its tasks. Ratios compare two cells on the tasks both measured.
+evicted its rows from the caches). A task's time is its best over the rounds: on a shared machine
+noise only ever adds time, and a burst of load lasts seconds, long enough to cover most of the
+rounds of a fast subject (timeit's advice, for the same reason). A cell's figure is the median of
+its tasks' times: the middle of the workload's mix. Ratios compare two cells on the tasks both
+measured.
 """
 from __future__ import annotations
 
@@ -33,9 +36,9 @@ class Cell:
 
     @property
     def per_task_ns(self) -> list[float]:
-        """Each task's median over the rounds."""
+        """Each task's best time over the rounds."""
         n = min(len(r) for r in self.rounds)
-        return [statistics.median(r[i] for r in self.rounds) for i in range(n)]
+        return [min(r[i] for r in self.rounds) for i in range(n)]
 
     @property
     def median_ns(self) -> float:

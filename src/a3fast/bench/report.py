@@ -54,8 +54,8 @@ def render(report: BenchReport) -> str:
     ratio_cols = _ratio_columns(report)
     lines = [f"a3fast bench — {m['python_implementation']} {m['python_version']}, {m['cpu']['count']} CPUs, "
              f"default engine {m['a3fast_default_engine']}; {report.started[:19]}Z",
-             f"medians over tasks of the standard workload (seed {report.config.seed}); each task's time is "
-             f"its median over {report.config.rounds} interleaved rounds"
+             f"medians over the tasks of the standard workload (seed {report.config.seed}); each task's time "
+             f"is its best of {report.config.rounds} interleaved rounds"
              + ("; QUICK run: smoke test, not for quoting" if report.config.quick else ""), ""]
     label_w = max(len(v) for v in SCENARIOS.values()) + 2
     header = "".ljust(label_w) + "".join(s.rjust(14) for s in subjects) + "  │" + "".join(

@@ -41,7 +41,7 @@ class BenchConfig:
     sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
     engines: tuple[str, ...] = tuple(available_engines())
     tasks: int = 200
-    rounds: int = 5
+    rounds: int = 7
     budget_s: float = 2.0          # per cell, over all rounds
     min_tasks: int = 3
     updates: int = 200
