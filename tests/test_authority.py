@@ -573,3 +573,16 @@ def test_a_signature_by_one_trusted_key_under_another_trusted_keys_id_grants_not
         *w.connection_doc["keys"], {"kid": "arena-2", "public_key": public_key_text(second)}]})
     assert verify_engagement(w.engagement(key=second, kid="arena-2"), connection, now=NOW).valid
     assert codes(verify_engagement(w.engagement(key=second, kid=w.kid), connection, now=NOW)) == [R.BAD_SIGNATURE]
+
+
+
+def test_a_contract_inferred_from_untrusted_hints_needs_confirmation(world):
+    """Drafts from MCP annotations (a3fast import mcp --contracts) carry trusted: false; a tool's
+    own hints must not let it run unattended, so each use needs a person's confirmation."""
+    drafted = [dict(c, trusted=False, inferred_from="mcp-annotations") if c["id"] == "game.board.read" else c
+               for c in CONTRACTS]
+    g = grant(world.authority(contracts=drafted), "game.board.read")
+    assert g.status == CONFIRM
+    assert codes(g) == ["contract_inferred_from_untrusted_hints"]
+    assert "inferred from mcp-annotations" in g.reasons[0].message
+    assert grant(world.authority(), "game.board.read").status == GRANTED

@@ -27,7 +27,9 @@ class Catalog:
     """Contracts by capability key, with one bitset per qualifier value.
 
     A contract that does not state `reversible` counts as irreversible: a rule that guards
-    irreversible actions must not be escaped by saying nothing.
+    irreversible actions must not be escaped by saying nothing. A contract marked `trusted: false`
+    (a draft inferred from a tool's self-description, such as MCP annotations) needs a person to
+    confirm each use: hints a tool gives about itself must not widen what runs unattended.
     """
 
     def __init__(self, contracts: Iterable[Contract], vocabulary: Vocabulary | None = None) -> None:
@@ -37,7 +39,7 @@ class Catalog:
         by_resource: dict[str, int] = defaultdict(int)
         by_effect: dict[str, int] = defaultdict(int)
         by_data_class: dict[str, int] = defaultdict(int)
-        known = reversible = always = 0
+        known = reversible = always = untrusted = 0
         for contract in contracts:
             bit = 1 << self.vocabulary.intern(contract.key)
             self.contracts[contract.key] = contract
@@ -52,11 +54,18 @@ class Catalog:
                 reversible |= bit
             if contract.confirmation == "always":
                 always |= bit
+            if contract.doc.get("trusted") is False:
+                untrusted |= bit
         self.known = known
         self.reversible = reversible
-        self.always_confirm = always
+        self.untrusted = untrusted
+        self.always_confirm = always | untrusted
         self._index = {"operation": dict(by_operation), "resource": dict(by_resource),
                        "effects": dict(by_effect), "data_classes": dict(by_data_class)}
+
+    def contract_of(self, bit: int) -> Contract:
+        """The contract of the capability whose bit is `bit`."""
+        return self.contracts[self.vocabulary.key(bit.bit_length() - 1)]
 
     def get(self, key: str) -> Contract | None:
         return self.contracts.get(key)

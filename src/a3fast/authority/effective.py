@@ -141,7 +141,11 @@ class Authority:
 
     def _confirmations(self, bit: int) -> list[R.Reason]:
         out = []
-        if self.catalog.always_confirm & bit:
+        if self.catalog.untrusted & bit:
+            origin = self.catalog.contract_of(bit).doc.get("inferred_from", "untrusted hints")
+            out.append(R.Reason(R.UNTRUSTED_CONTRACT, R.CONTRACT,
+                                f"the contract is a draft inferred from {origin}, which are not trusted"))
+        elif self.catalog.always_confirm & bit:
             out.append(R.Reason(R.CONTRACT_CONFIRMATION, R.CONTRACT, "the contract requires confirmation"))
         if self.runtime.confirm & bit:
             out += self._runtime_reasons(bit, "confirm", R.RUNTIME_CONFIRMATION, "{} requires confirmation")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 __all__ = [
     "Reason", "CONNECTION", "ENGAGEMENT", "RUNTIME", "CONTRACT", "HOST",
     "CONNECTION_REVOKED", "NOT_IN_CONNECTION", "ENGAGEMENT_REJECTED", "NOT_IN_ENGAGEMENT",
-    "NO_CONTRACT", "RUNTIME_DENIED", "NO_MAPPING", "CONTRACT_CONFIRMATION", "RUNTIME_CONFIRMATION",
+    "NO_CONTRACT", "RUNTIME_DENIED", "NO_MAPPING", "CONTRACT_CONFIRMATION", "UNTRUSTED_CONTRACT", "RUNTIME_CONFIRMATION",
     "MALFORMED", "UNKNOWN_KEY", "BAD_SIGNATURE", "WRONG_CONNECTION", "WRONG_EXPERIENCE",
     "NOT_YET_VALID", "EXPIRED",
 ]
@@ -33,6 +33,7 @@ RUNTIME_DENIED = "runtime_denied"
 NO_MAPPING = "no_mapping"
 # Why a granted capability needs a person to confirm each use.
 CONTRACT_CONFIRMATION = "contract_requires_confirmation"
+UNTRUSTED_CONTRACT = "contract_inferred_from_untrusted_hints"
 RUNTIME_CONFIRMATION = "runtime_requires_confirmation"
 # Why an engagement descriptor grants nothing.
 MALFORMED = "malformed"
