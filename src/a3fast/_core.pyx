@@ -724,6 +724,9 @@ cdef class Index:
         for agent_rows in rows:
             for r in agent_rows:
                 self.row_at(r)
+        for name in names:
+            if not isinstance(name, str):
+                raise TypeError(f"agent names must be str, not {type(name).__name__}")
         for j in range(n):
             self.join(first + j, names[j], costs[j])
         for j in range(n):
