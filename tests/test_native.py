@@ -177,6 +177,26 @@ def test_a_sparse_row_costs_bytes_per_member_not_per_agent():
     assert index.row_ids(rare[0]) == list(range(rare[0], 100_000, 20_000))
 
 
+def test_a_row_turns_dense_at_one_member_per_64_ids_and_sparse_under_one_per_128():
+    index = grown_index(1000)            # 1,000 ids: 16 words of capacity per dense set
+    row = index.add_row()
+    sparse = index.nbytes()
+    members = list(range(0, 1000, 50))   # 20 members
+    for count, aid in enumerate(members, 1):
+        index.set_bit(row, aid)
+        if count == 15:
+            assert index.nbytes() - sparse <= 16 * 4     # 15 ids in a sorted array
+    dense = index.nbytes()
+    assert dense - sparse == 16 * 8                       # 16 words
+    for aid in members[:12]:                              # 8 members left: still dense
+        index.clear_bit(row, aid)
+    assert index.nbytes() == dense
+    index.clear_bit(row, members[12])                     # 7 < 16 / 2: sparse again
+    assert index.nbytes() < dense
+    assert index.row_ids(row) == members[13:]
+    assert index.explain([row], _core.NO_AGENT_REF, []).eligible_ids() == members[13:]
+
+
 def test_an_explanation_outlives_the_rows_it_was_computed_from():
     index = grown_index(200)
     expl = index.explain([0], _core.NO_AGENT_REF, [])
