@@ -177,24 +177,24 @@ def test_a_sparse_row_costs_bytes_per_member_not_per_agent():
     assert index.row_ids(rare[0]) == list(range(rare[0], 100_000, 20_000))
 
 
-def test_a_row_turns_dense_at_one_member_per_64_ids_and_sparse_under_one_per_128():
-    index = grown_index(1000)            # 1,000 ids: 16 words of capacity per dense set
+def test_a_row_turns_dense_at_one_member_per_128_ids_and_sparse_under_one_per_256():
+    index = grown_index(1000)            # 1,000 ids: 16 words (1,024 ids) of capacity per dense set
     row = index.add_row()
     sparse = index.nbytes()
     members = list(range(0, 1000, 50))   # 20 members
     for count, aid in enumerate(members, 1):
         index.set_bit(row, aid)
-        if count == 15:
-            assert index.nbytes() - sparse <= 16 * 4     # 15 ids in a sorted array
+        if count == 7:
+            assert index.nbytes() - sparse <= 8 * 4       # 7 ids in a sorted array
     dense = index.nbytes()
     assert dense - sparse == 16 * 8                       # 16 words
-    for aid in members[:12]:                              # 8 members left: still dense
+    for aid in members[:16]:                              # 4 members left: still dense
         index.clear_bit(row, aid)
     assert index.nbytes() == dense
-    index.clear_bit(row, members[12])                     # 7 < 16 / 2: sparse again
+    index.clear_bit(row, members[16])                     # 3 < 1,024 / 256: sparse again
     assert index.nbytes() < dense
-    assert index.row_ids(row) == members[13:]
-    assert index.explain([row], _core.NO_AGENT_REF, []).eligible_ids() == members[13:]
+    assert index.row_ids(row) == members[17:]
+    assert index.explain([row], _core.NO_AGENT_REF, []).eligible_ids() == members[17:]
 
 
 def test_an_explanation_outlives_the_rows_it_was_computed_from():
