@@ -230,3 +230,18 @@ class EnginesSideBySide(RuleBasedStateMachine):
 
 TestEnginesSideBySide = EnginesSideBySide.TestCase
 TestEnginesSideBySide.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+
+
+@settings(max_examples=100)
+@given(docs=st.lists(declarations(), min_size=1, max_size=10))
+def test_a_fleet_interns_each_declaration_as_its_predicate_strings(docs):
+    # Fleet finds rows from declared values once a value has been seen; they must be the rows of
+    # the §5 predicate strings that `predicates` derives, in the same order.
+    from a3fast.predicates import declaration_keys, evaluated_keys
+
+    fleet = Fleet(engine="native")
+    for doc in docs:
+        decl = fleet.add(doc)
+        expected = tuple(fleet._rows[k] for k in declaration_keys(decl))
+        expected += tuple(fleet._eval_rows[k] for k in evaluated_keys(decl))
+        assert fleet._rows_for(decl) == expected

@@ -282,7 +282,7 @@ def place(fleet, requirements, *, session=None, route=None, scorer=None, kind=No
         decl = fleet._agents[best]
         placement.agent = name = decl.agent.name
         placement.declaration = decl
-        placement._declaration_json = fleet._decl_json[best]
+        placement._declaration_json = fleet._decl_json[best] or fleet._declaration_json(best)
         if session is not None and remember_session and not fleet.holds_session(name, session):
             fleet.hold_session(name, session)
     else:
@@ -311,7 +311,7 @@ def resume(fleet, earlier: Placement, *, seq: int | None = None) -> Placement:
         submitted=earlier.submitted, predicates=earlier.predicates, route=earlier.route,
         session=earlier.session, kind=earlier.kind, explanation=earlier.explanation,
         scores=earlier.scores, agent=earlier.agent, declaration=decl,
-        _declaration_json=fleet._decl_json[aid], gather_ns=None,
+        _declaration_json=fleet._declaration_json(aid), gather_ns=None,
         select_ns=time.perf_counter_ns() - started, decided_at_ns=time.time_ns(),
         generation=fleet.generation)
     placement.resumed = True
