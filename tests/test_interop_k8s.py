@@ -173,8 +173,8 @@ def test_deep_nesting_is_an_error_not_a_crash(depth, reason):
     text = b"apiVersion: a3.dev/v1alpha1\nkind: AgentDeclaration\nmetadata: {name: d, namespace: n}\n" \
            b"spec: {v: '1.0', capabilities: [], clearances: [], extra: " + deep + b"}\n"
     docs, problems = yaml_documents(text, "deep.yaml")
-    if problems:  # the pure-Python loader may give up first; either way, no crash
-        assert "too deep" in problems[0].found
+    if problems:  # the loader may give up first (PyYAML >= 6.0.4 has its own depth limit); no crash
+        assert "too deep" in problems[0].found or "nesting depth" in problems[0].found
         return
     result = declarations_from_manifests(docs)
     assert result.declarations == []
