@@ -67,6 +67,10 @@ class Fleet:
         self.weights = tuple(float(w) for w in weights)
         #: bumped by every change that can alter a placement's result
         self.generation = 0
+        #: bumped by every change of who is in the fleet or what they declare (not by sessions or
+        #: outcomes, which only scores read): the filter and explanation cache is valid within one
+        self.membership = 0
+        self._explained: dict[tuple[str, ...], tuple] = {}  # predicates -> (membership, explanation, eval rows)
         self._rows: dict[str, int] = {}          # predicate string -> row
         self._eval_rows: dict[str, int] = {}     # capability predicate -> row of agents that evaluate it
         self._session_rows: dict[str, int] = {}  # session id -> row of agents holding it
@@ -112,6 +116,7 @@ class Fleet:
         self._decl_json[aid] = None                # encoded when a record first needs it
         self._member_rows[aid] = rows
         self.generation += 1
+        self.membership += 1
         return decl
 
     def extend(self, declarations: Iterable[Mapping[str, Any] | Declaration]) -> None:
@@ -150,6 +155,7 @@ class Fleet:
         self._index.put_many(aids, names, all_rows, costs)
         self._count += len(batch)
         self.generation += 1
+        self.membership += 1
 
     def remove(self, name: str) -> Declaration:
         """Remove an agent by name; its held sessions go with it. FleetError if it is not here."""
@@ -163,6 +169,7 @@ class Fleet:
         self._member_rows[aid] = ()
         self._count -= 1
         self.generation += 1
+        self.membership += 1
         return decl
 
     def __len__(self) -> int:

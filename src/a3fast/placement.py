@@ -211,6 +211,18 @@ def _resolve(fleet, matched: Requirements, with_kind: bool):
     return rows, only, excluded, eval_rows, task_kind(matched) if with_kind else None
 
 
+#: How many agent-sized explanations the repeated-task cache holds: 4,194 tasks at 1,000 agents,
+#: 41 at 100,000 (an explanation holds P + 1 sets as large as the fleet).
+EXPLAINED_CACHE_BUDGET = 1 << 22
+
+
+def _remember(fleet, predicates: tuple[str, ...], expl, eval_rows) -> None:
+    cache = fleet._explained
+    if len(cache) * max(fleet._count, 1) >= EXPLAINED_CACHE_BUDGET:
+        cache.clear()
+    cache[predicates] = (fleet.membership, expl, eval_rows)
+
+
 def _resolve_prepared(fleet, matched: Requirements):
     """`_resolve` for a Requirements object the caller keeps and places again (a prepared task)."""
     stamp = len(fleet._rows) + len(fleet._eval_rows) + len(fleet._ids)
@@ -235,20 +247,30 @@ def place(fleet, requirements, *, session=None, route=None, scorer=None, kind=No
     predicates = matched.predicates
     session = session if session is not None else matched.session
 
-    # gather: resolve the predicates to index rows and agent ids
+    # gather: the filter and explanation of a task seen before against the same membership are
+    # reused (they depend only on the predicates and who is in the fleet); else resolve the
+    # predicates to index rows and agent ids, and filter + explain
     index = fleet._index
     scorer = scorer or fleet.scorer
-    if matched is requirements:
-        rows, only, excluded, eval_rows, matched_kind = _resolve_prepared(fleet, matched)
+    cached = fleet._explained.get(predicates)
+    if cached is not None and cached[0] == fleet.membership:
+        expl, eval_rows = cached[1], cached[2]
+        if kind is None and (fleet._kinds or scorer):
+            kind = task_kind(matched)
+        gathered = time.perf_counter_ns()
     else:
-        rows, only, excluded, eval_rows, matched_kind = _resolve(
-            fleet, matched, kind is None and bool(fleet._kinds or scorer))
-    if kind is None and (fleet._kinds or scorer):
-        kind = matched_kind
-    gathered = time.perf_counter_ns()
+        if matched is requirements:
+            rows, only, excluded, eval_rows, matched_kind = _resolve_prepared(fleet, matched)
+        else:
+            rows, only, excluded, eval_rows, matched_kind = _resolve(
+                fleet, matched, kind is None and bool(fleet._kinds or scorer))
+        if kind is None and (fleet._kinds or scorer):
+            kind = matched_kind
+        gathered = time.perf_counter_ns()
+        expl = index.explain(rows, only, excluded)
+        _remember(fleet, predicates, expl, eval_rows)
 
-    # filter + explain, then score the eligible and choose
-    expl = index.explain(rows, only, excluded)
+    # score the eligible and choose
     if scorer is None:
         session_row = fleet._session_rows.get(session, -1) if session is not None else -1
         kid = fleet._kinds.get(kind, -1) if kind is not None else -1
