@@ -152,3 +152,29 @@ def test_resumed_placements_stay_in_their_small_spec_form(engine):
     assert [k for k, _ in records] == ["task.bound"]
     assert orjson.loads(records[0][1])["scheduling"]["recorded_in"] == {"kind": "task.bound", "seq": 3}
     assert not math.isnan(0.0)
+
+
+def test_both_engines_write_portable_roaring_straight_from_their_sets(engine):
+    decls = generate_fleet(500, 4)
+    fleet = Fleet(engine=engine)
+    fleet.extend(decls)
+    for task in generate_tasks(decls, 20, 4):
+        expl = fleet.place(task).explanation
+        for k in range(len(expl.failed_counts())):
+            assert list(BitMap.deserialize(expl.failed_roaring(k))) == expl.failed_ids(k)
+        assert list(BitMap.deserialize(expl.eligible_roaring())) == expl.eligible_ids()
+        assert list(BitMap.deserialize(expl.candidates_roaring())) == expl.candidate_ids()
+
+
+def test_native_roaring_uses_bitmap_containers_for_dense_chunks():
+    from a3fast.engines import NATIVE_AVAILABLE
+
+    if not NATIVE_AVAILABLE:
+        pytest.skip("the a3fast._core extension is not built")
+    fleet = Fleet(engine="native")
+    fleet.extend({"v": "1.0", "agent": {"name": f"a{i}", "namespace": "n"}, "capabilities": [],
+                  "clearances": ["r.read"] if i % 3 else []} for i in range(70000))
+    expl = fleet.place({"clearances": ["r.read"]}).explanation
+    data = expl.eligible_roaring()
+    assert list(BitMap.deserialize(data)) == expl.eligible_ids()
+    assert data == serialize_ids(expl.eligible_ids())  # byte for byte the reference writer's form

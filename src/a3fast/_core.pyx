@@ -283,6 +283,74 @@ cdef inline int bytes_check(object value, str what) except -1:
 
 # -- the filter's result -----------------------------------------------------------------------------
 
+cdef inline void put_u16(char* out, Py_ssize_t at, uint32_t value) noexcept nogil:
+    out[at] = <char>(value & 0xFF)
+    out[at + 1] = <char>((value >> 8) & 0xFF)
+
+
+cdef inline void put_u32(char* out, Py_ssize_t at, uint32_t value) noexcept nogil:
+    put_u16(out, at, value & 0xFFFF)
+    put_u16(out, at + 2, value >> 16)
+
+
+cdef bytes words_to_roaring(const uint64_t* words, Py_ssize_t n_words):
+    """A set of ids (bit i of word j is id 64j+i) in the portable Roaring format without run
+    containers (cookie 12346): per 65,536-id chunk, an array container of 16-bit values up to 4,096
+    members, else a 8 KiB bitmap container. Little-endian whatever the host."""
+    cdef Py_ssize_t n_chunks = (n_words + 1023) // 1024, c, i, j, end, n_cont = 0, size, at, body
+    cdef Py_ssize_t* cards = <Py_ssize_t*>calloc(max(n_chunks, 1), sizeof(Py_ssize_t))
+    cdef uint64_t w
+    cdef bytes out
+    cdef char* dst
+    if cards == NULL:
+        raise MemoryError()
+    try:
+        size = 8
+        for c in range(n_chunks):
+            end = min(n_words, (c + 1) * 1024)
+            cards[c] = popcount_words(words + c * 1024, end - c * 1024)
+            if cards[c]:
+                n_cont += 1
+                size += 8 + (2 * cards[c] if cards[c] <= 4096 else 8192)
+        out = PyBytes_FromStringAndSize(NULL, size)
+        dst = PyBytes_AS_STRING(out)
+        put_u32(dst, 0, 12346)
+        put_u32(dst, 4, <uint32_t>n_cont)
+        at = 8
+        body = 8 + 8 * n_cont
+        for c in range(n_chunks):  # descriptive header and offsets
+            if cards[c]:
+                put_u16(dst, at, <uint32_t>c)
+                put_u16(dst, at + 2, <uint32_t>(cards[c] - 1))
+                at += 4
+        at = 8 + 4 * n_cont
+        for c in range(n_chunks):
+            if cards[c]:
+                put_u32(dst, at, <uint32_t>body)
+                at += 4
+                body += 2 * cards[c] if cards[c] <= 4096 else 8192
+        for c in range(n_chunks):  # containers
+            if not cards[c]:
+                continue
+            end = min(n_words, (c + 1) * 1024)
+            if cards[c] <= 4096:
+                for i in range(c * 1024, end):
+                    w = words[i]
+                    while w:
+                        put_u16(dst, at, <uint32_t>(((i - c * 1024) << 6) + a3_ctz64(w)))
+                        at += 2
+                        w &= w - 1
+            else:
+                for i in range(c * 1024, c * 1024 + 1024):
+                    w = words[i] if i < end else 0
+                    for j in range(8):
+                        dst[at + j] = <char>((w >> (8 * j)) & 0xFF)
+                    at += 8
+        return out
+    finally:
+        free(cards)
+
+
 cdef class Explanation:
     """The filter's result: candidates, eligible, and per predicate the candidates that failed it first.
 
@@ -370,6 +438,27 @@ cdef class Explanation:
     def failed_bitmap(self, Py_ssize_t k):
         cdef uint64_t* words = self.failed_words(self.failed_index(k))
         return ids_to_bitmap(words, self.n_words, popcount_words(words, self.n_words))
+
+    # The portable Roaring serialisation of a set, written straight from the words (the compact
+    # placement format; docs/compact-format.md): no Python int per member, no BitMap built.
+    def failed_roaring(self, Py_ssize_t k) -> bytes:
+        return words_to_roaring(self.failed_words(self.failed_index(k)), self.n_words)
+
+    def eligible_roaring(self) -> bytes:
+        return words_to_roaring(self.eligible_words(), self.n_words)
+
+    def candidates_roaring(self) -> bytes:
+        cdef Py_ssize_t n = self.n_words, i, k
+        cdef uint64_t* union_words = <uint64_t*>calloc(max(n, 1), sizeof(uint64_t))
+        if union_words == NULL:
+            raise MemoryError()
+        try:
+            for k in range(self.n_failed + 1):
+                for i in range(n):
+                    union_words[i] |= self.words[k * n + i]
+            return words_to_roaring(union_words, n)
+        finally:
+            free(union_words)
 
 
 cdef class Scores:

@@ -10,6 +10,8 @@ from typing import Sequence
 import numpy as np
 import orjson
 
+from .roaring import serialize_ids
+
 __all__ = ["ENGINE_NAME", "Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN"]
 
 ENGINE_NAME = "pure"
@@ -86,6 +88,16 @@ class Explanation:
 
     def failed_bitmap(self, k: int):
         return _bitmap(self.failed[k])
+
+    # The portable Roaring serialisation of a set (the compact placement format).
+    def failed_roaring(self, k: int) -> bytes:
+        return serialize_ids(bits_to_ids(self.failed[k]))
+
+    def eligible_roaring(self) -> bytes:
+        return serialize_ids(bits_to_ids(self.eligible))
+
+    def candidates_roaring(self) -> bytes:
+        return serialize_ids(bits_to_ids(self.candidates))
 
 
 class Scores:

@@ -11,7 +11,7 @@ the seq numbers of its spec form, and with them every `recorded_in` reference.
 from __future__ import annotations
 
 import base64
-import struct
+import sys
 from array import array
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -19,60 +19,18 @@ import numpy as np
 import orjson
 from pyroaring import BitMap
 
+from .roaring import deserialize_ids as _deserialize, serialize_ids
+
 __all__ = ["FORMAT", "KEY", "serialize_ids", "deserialize_ids", "Encoder", "Decoder", "CompactError",
            "encode_trace", "decode_trace", "is_compact"]
 
 FORMAT = 1
 KEY = "a3fast.compact"
-_NO_RUN_COOKIE = 12346
-_ARRAY_LIMIT = 4096
 _EMPTY = ""
 
 
 class CompactError(ValueError):
     """A compact record that cannot be decoded (unknown format, missing snapshot, bad bitmap)."""
-
-
-# -- portable Roaring ---------------------------------------------------------------------------------
-def serialize_ids(ids: Iterable[int] | np.ndarray) -> bytes:
-    """Sorted unique 32-bit ids in the portable Roaring format (no run containers), as written by
-    CRoaring, Java RoaringBitmap and Go roaring: any of them can read it."""
-    if isinstance(ids, list) and ids and ids[-1] < 65536 and len(ids) <= _ARRAY_LIMIT:
-        # the common case, one array container: header, one key, one offset, the 16-bit values
-        return struct.pack("<IIHHI", _NO_RUN_COOKIE, 1, 0, len(ids) - 1, 16) + array("H", ids).tobytes()
-    arr = np.asarray(ids if isinstance(ids, np.ndarray) else list(ids), dtype=np.uint32)
-    if arr.size == 0:
-        return struct.pack("<II", _NO_RUN_COOKIE, 0)
-    keys = arr >> 16
-    lows = (arr & 0xFFFF).astype("<u2")
-    bounds = np.flatnonzero(np.diff(keys)) + 1
-    starts = np.concatenate(([0], bounds))
-    ends = np.concatenate((bounds, [arr.size]))
-    header = [struct.pack("<II", _NO_RUN_COOKIE, len(starts))]
-    header += [struct.pack("<HH", int(keys[s]), int(e - s - 1)) for s, e in zip(starts, ends)]
-    bodies = []
-    for s, e in zip(starts, ends):
-        if e - s <= _ARRAY_LIMIT:
-            bodies.append(lows[s:e].tobytes())
-        else:
-            words = np.zeros(1024, dtype="<u8")
-            low = lows[s:e].astype(np.uint64)
-            np.bitwise_or.at(words, (low >> 6).astype(np.intp), np.uint64(1) << (low & np.uint64(63)))
-            bodies.append(words.tobytes())
-    offset = 8 + 4 * len(starts) + 4 * len(starts)
-    offsets = []
-    for body in bodies:
-        offsets.append(struct.pack("<I", offset))
-        offset += len(body)
-    return b"".join(header + offsets + bodies)
-
-
-def deserialize_ids(data: bytes) -> BitMap:
-    """Any portable Roaring bitmap (with or without runs) -> BitMap."""
-    try:
-        return BitMap.deserialize(data)
-    except Exception as exc:  # pyroaring raises ValueError or a C-level error on corrupt input
-        raise CompactError(f"not a portable Roaring bitmap: {exc}") from None
 
 
 def _b64(data: bytes) -> str:
@@ -92,6 +50,14 @@ def _ids_text(ids) -> str:
     return _EMPTY if len(ids) == 0 else _b64(serialize_ids(ids))
 
 
+def deserialize_ids(data: bytes) -> BitMap:
+    """Any portable Roaring bitmap (with or without runs) -> BitMap; CompactError if it is not one."""
+    try:
+        return _deserialize(data)
+    except ValueError as exc:
+        raise CompactError(str(exc)) from None
+
+
 def _bitmap(text: Any, what: str) -> BitMap:
     return BitMap() if text == _EMPTY else deserialize_ids(_unb64(text, what))
 
@@ -101,7 +67,7 @@ def _column(values: list[Any]) -> list[Any]:
     """[type, data]: 'f64' (little-endian doubles, base64) when every value is a float, 'i64' for
     ints, else 'json' (the values as they are). Floats keep every bit, -0.0 and 1e-300 included."""
     if all(type(v) is float for v in values):
-        return ["f64", _b64(np.asarray(values, dtype="<f8").tobytes())]
+        return ["f64", _b64(_f64_bytes(values))]
     if all(type(v) is int and -2**63 <= v < 2**63 for v in values):
         return ["i64", _b64(np.asarray(values, dtype="<i8").tobytes())]
     return ["json", values]
@@ -284,7 +250,8 @@ class Encoder:
             fleet = self._fleet(seq, live)
         else:
             fleet = self._snapshot_seq
-        failed = [_ids_text(expl.failed_ids(k)) for k in range(len(p.predicates))]
+        failed = [_b64(expl.failed_roaring(k)) if count else _EMPTY
+                  for k, count in enumerate(expl.failed_counts())]
         compact: dict[str, Any] = {"format": FORMAT, "fleet": fleet, "filters_passed": list(p.predicates),
                                    "failed": failed}
         tail: dict[str, Any] = {"route": p.route} if p.route is not None else {}
@@ -293,7 +260,8 @@ class Encoder:
             return orjson.dumps({"code": "unschedulable", "reason": reason_text(p),
                                  "requirements": p.requirements.doc, KEY: compact, **tail})
         scores = p.scores
-        compact["scores"] = {"ids": _ids_text(scores.ids), "columns": _score_columns(p)}
+        compact["scores"] = {"ids": _b64(expl.eligible_roaring()) if len(scores) else _EMPTY,
+                             "columns": _score_columns(p)}
         compact["requirements"] = p.requirements.doc
         compact["declaration"] = p.declaration.doc
         compact["rest"] = tail
@@ -308,8 +276,18 @@ def _score_columns(p) -> list[list[Any]]:
         if any(list(e) != names for e in entries):
             raise CompactError("custom scores with differing components have no compact form")
         return [[c, *_column([e[c] for e in entries])] for c in names]
-    return [[c, *_column([float(v) for v in getattr(scores, c)])]
-            for c in ("total", "affinity", "success_rate", "cost", "substantiated")]
+    # the default scorer's components are floats by construction: straight to f64 columns
+    return [[c, "f64", _b64(_f64_bytes(getattr(scores, c)))] for c in _DEFAULT_COMPONENTS]
+
+
+_DEFAULT_COMPONENTS = ("total", "affinity", "success_rate", "cost", "substantiated")
+
+
+def _f64_bytes(values) -> bytes:
+    column = array("d", values)
+    if sys.byteorder != "little":
+        column.byteswap()
+    return column.tobytes()
 
 
 _SCHEDULING_LISTS = ("requirements", "declaration", "candidates", "filters_passed", "filters_failed", "scores")

@@ -15,9 +15,16 @@ __all__ = ["scheduling_dict", "scheduling_json", "rejection_dict", "timings", "s
 REASON_NAMES = 10
 
 
+_second_text: list = [None, ""]  # the last whole second formatted, since placements come many a second
+
+
 def _iso(ns: int) -> str:
-    moment = datetime.fromtimestamp(ns // 1_000_000_000, tz=timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{(ns // 1000) % 1_000_000:06d}Z"
+    """RFC 3339 UTC with microseconds."""
+    second = ns // 1_000_000_000
+    if _second_text[0] != second:
+        moment = datetime.fromtimestamp(second, tz=timezone.utc)
+        _second_text[:] = [second, moment.strftime("%Y-%m-%dT%H:%M:%S")]
+    return f"{_second_text[1]}.{(ns // 1000) % 1_000_000:06d}Z"
 
 
 def timings(p) -> dict[str, Any]:
