@@ -301,8 +301,8 @@ class Verifier:
             elif kind == ADMITTED:
                 self._read_admitted(item, item.content)
             else:
-                content = self._expand(item)
-                if content is not None:
+                content = item.content
+                if self._noted(item, content):
                     self._check_rejected(item, content)
         except TraceContentError as exc:
             self._error("E_TRACE", item.seq, item.line, str(exc))
@@ -332,20 +332,6 @@ class Verifier:
     def _warn(self, code: str, seq: int | None, line: int | None, message: str) -> None:
         self.findings.append(Finding(code, seq, message, line, "warning"))
 
-    def _expand(self, record: TraceRecord) -> Any:
-        """The record's content in spec form: a3fast's compact records (docs/compact-format.md)
-        are decoded first, so a compact trace verifies as the spec trace it stands for. None when
-        a compact record cannot be decoded (reported as E_STRUCTURE)."""
-        content = record.content
-        if not (isinstance(content, Mapping) and _COMPACT_KEY in content):
-            return content
-        try:
-            return self._compact_records().decoder.decode_content(record.seq, record.kind, content)
-        except Exception as exc:  # hostile input to another module's decoder: a finding, never a crash
-            self._error("E_STRUCTURE", record.seq, record.line,
-                        f"{_COMPACT_KEY}: the compact record cannot be decoded: {exc}")
-            return None
-
     def _compact_records(self):
         """The reader of a3fast's compact records (one per trace: it keeps the fleet snapshots)."""
         if self._compact_reader is None:
@@ -353,6 +339,19 @@ class Verifier:
 
             self._compact_reader = CompactReader()
         return self._compact_reader
+
+    def _noted(self, record: TraceRecord, content: Any) -> bool:
+        """Whether a rejection can be checked: §7 reads only its reason, so a compact one is not
+        expanded; the fleet snapshot it may carry is registered for the records after it."""
+        if not (isinstance(content, Mapping) and _COMPACT_KEY in content):
+            return True
+        try:
+            self._compact_records().note(record.seq, content)
+        except Exception as exc:  # hostile input: a finding, never a crash
+            self._error("E_STRUCTURE", record.seq, record.line,
+                        f"{_COMPACT_KEY}: the compact record cannot be read: {exc}")
+            return False
+        return True
 
     def _read_compact(self, record: TraceRecord) -> RecordedPlacement | None:
         """A compact task.bound read straight from its bitmaps (docs/compact-format.md, "Verifying
@@ -414,10 +413,7 @@ class Verifier:
         if placement is None:
             placement = self._read_compact(record)
         if placement is None:
-            content = self._expand(record)
-            if content is None:
-                return
-            placement = read_scheduling(content)
+            placement = read_scheduling(record.content)
         seq, line = record.seq, record.line
         for problem in placement.problems:  # §7 Placement
             self._error("E_STRUCTURE", seq, line, problem)

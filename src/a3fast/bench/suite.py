@@ -32,7 +32,7 @@ EXTRA_BENCHES = (
     ("verifier (§7)", [("a3fast.verify", "bench_verify"), ("a3fast.verify_bench", "bench_verify")]),
     ("skill resolution (authority)", [("a3fast.authority", "bench_resolve"),
                                       ("a3fast.authority.bench", "bench_resolve")]),
-    ("compact encoding", [("a3fast.compact", "bench_compact"), ("a3fast.records", "bench_compact")]),
+    ("explanations at fleet scale (compact trace, cache)", [("a3fast.bench.compact", "bench_compact")]),
 )
 
 
