@@ -200,14 +200,20 @@ def _resolve(fleet, matched: Requirements, with_kind: bool):
     rows, excluded, eval_rows = [], [], []
     only = fleet._engine.NO_AGENT_REF
     for p in matched.predicates:
-        if p.startswith(_ANTI):
+        # most predicates name an interned row: look it up before classifying the string
+        row = row_of.get(p)
+        if row is not None:
+            rows.append(row)
+            if p.startswith(_CAPABILITY):
+                eval_rows.append(eval_of.get(p, -1))
+        elif p.startswith(_ANTI):
             excluded.append(id_of.get(p[len(_ANTI):], -1))
         elif p.startswith(_AGENT_REF):
             only = id_of.get(p[len(_AGENT_REF):], -1)
-        else:
-            rows.append(row_of.get(p, -1))
+        else:   # a predicate no agent satisfies
+            rows.append(-1)
             if p.startswith(_CAPABILITY):
-                eval_rows.append(eval_of.get(p, -1))
+                eval_rows.append(-1)
     return rows, only, excluded, eval_rows, task_kind(matched) if with_kind else None
 
 
