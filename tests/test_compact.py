@@ -13,7 +13,7 @@ from a3fast.compact import (KEY, CompactError, Decoder, Encoder, decode_trace, e
 from a3fast.records import placement_records
 from a3fast.workload import generate_fleet, generate_tasks
 
-from test_matching_properties import declarations, requirements
+from strategies import declarations, requirements
 
 
 def spec_trace(placements):

@@ -10,45 +10,7 @@ from a3fast import Fleet
 from a3fast.predicates import first_failed
 from a3fast.schema import parse_declaration, parse_requirements
 
-NAMES = [f"agent-{i}" for i in range(8)]
-CAPS = ["a.x", "a.y", "b.x"]
-CLEARANCES = ["r.read", "r.write", "s.read"]
-TOOLS = ["plain", "mcp:github/create_issue", "a/b:c"]
-LABELS = ["eu", "us", "eu:west"]
-
-capability = st.builds(lambda n, v: {"name": n, "version": v}, st.sampled_from(CAPS), st.integers(1, 2))
-
-
-@st.composite
-def declarations(draw, name=None):
-    doc = {"v": "1.0",
-           "agent": {"name": name or draw(st.sampled_from(NAMES)), "namespace": "ns"},
-           "capabilities": draw(st.lists(capability, max_size=3)),
-           "clearances": draw(st.lists(st.sampled_from(CLEARANCES), max_size=3))}
-    if draw(st.booleans()):
-        doc["tools"] = draw(st.lists(st.sampled_from(TOOLS), max_size=3))
-    if draw(st.booleans()):
-        doc["residency"] = draw(st.lists(st.sampled_from(LABELS), max_size=2))
-    if draw(st.booleans()):
-        doc["model"] = {"latency_class": draw(st.sampled_from(["interactive", "batch"]))}
-    return doc
-
-
-@st.composite
-def requirements(draw):
-    doc = {"capabilities": draw(st.lists(capability, max_size=2)),
-           "clearances": draw(st.lists(st.sampled_from(CLEARANCES), max_size=2)),
-           "tools": draw(st.lists(st.sampled_from(TOOLS), max_size=1))}
-    if draw(st.booleans()):
-        doc["residency"] = draw(st.sampled_from(LABELS))
-    if draw(st.integers(0, 2)) == 0:
-        doc["model"] = {"latency_class": draw(st.sampled_from(["interactive", "batch"]))}
-    if draw(st.integers(0, 3)) == 0:
-        doc["agentRef"] = draw(st.sampled_from(NAMES + ["stranger"]))
-    if draw(st.integers(0, 2)) == 0:
-        doc["exclude"] = draw(st.lists(st.sampled_from(NAMES + ["stranger"]), max_size=2))
-    return doc
-
+from strategies import NAMES, declarations, requirements
 
 # one step of a fleet's life: add/replace an agent, remove one, or place a task
 steps = st.lists(st.one_of(st.tuples(st.just("add"), declarations()),

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from .errors import A3Error, FleetError
 from .predicates import AGENT_REF, ANTI_AFFINITY, CAPABILITY, first_failed
-from .schema import Declaration, Requirements, parse_requirements, task_kind
+from .schema import Requirements, parse_requirements, task_kind
 from .scoring import ScoringTask, choose
 
 __all__ = ["Placement", "Route", "RouteError", "place", "resume"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 import orjson
 
-from ..compact import Decoder, Encoder
+from ..compact import Encoder
 from .common import atomic_output
 from .trace_input import read_records
 

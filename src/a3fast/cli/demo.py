@@ -6,7 +6,6 @@ import time
 
 import click
 
-from ..engines import ENGINE
 from ..fleet import Fleet
 from ..records import placement_records
 from ..schema import parse_requirements
