@@ -484,6 +484,25 @@ class CompactReader:
     def __init__(self) -> None:
         self._snapshots = _Snapshots()
         self._names: dict[int, _NameIds] = {}
+        self._parsed_docs: dict[tuple[str, bytes], tuple[Any, list[str]]] = {}
+
+    _PARSED_LIMIT = 4096
+
+    def _parsed(self, value: Any, field: str, parse, parse_document) -> tuple[Any, list[str]]:
+        """A §3/§4 document parsed once per distinct text: a trace repeats the declarations of the
+        agents it chooses and the requirements of its tasks."""
+        if not isinstance(value, dict):
+            return parse_document(value, field, parse)
+        try:
+            key = (field, orjson.dumps(value))
+        except TypeError:
+            return parse_document(value, field, parse)
+        hit = self._parsed_docs.get(key)
+        if hit is None:
+            if len(self._parsed_docs) >= self._PARSED_LIMIT:
+                self._parsed_docs.clear()
+            hit = self._parsed_docs[key] = parse_document(value, field, parse)
+        return hit[0], list(hit[1])
 
     def note(self, seq: int, content: Mapping[str, Any]) -> None:
         """Register the fleet snapshot a compact record other than a task.bound carries (a
@@ -525,12 +544,10 @@ class CompactReader:
             _bitmap(compact["candidates"], "candidates")
         record = RecordedPlacement()
         record.resumed = _read_resumed(content, compact)
-        record.requirements, problems = _parse_document(compact.get("requirements", ABSENT),
-                                                        "requirements", parse_requirements)
-        record.problems += problems
-        record.declaration, problems = _parse_document(compact.get("declaration", ABSENT),
-                                                       "declaration", parse_declaration)
-        record.problems += problems
+        for field, parse in (("requirements", parse_requirements), ("declaration", parse_declaration)):
+            value, problems = self._parsed(compact.get(field, ABSENT), field, parse, _parse_document)
+            setattr(record, field, value)
+            record.problems += problems
         record.candidates_ok = True
         record.filters_passed = predicates
         record.failed = CompactFailed(predicates, bitmaps, name_ids)
