@@ -312,3 +312,15 @@ def test_json_floats_are_written_in_shortest_round_trip_form(w):
                 assert f'"{key}":{value!r}'.encode() in text
             else:   # overflowed to infinity: null, as orjson writes it
                 assert parsed["scores"][name][key] is None
+
+
+def test_the_type_stub_lists_what_the_extension_defines():
+    import ast
+    from pathlib import Path
+
+    stub = ast.parse(Path(_core.__file__).with_name("_core.pyi").read_text())
+    classes = {node.name: node for node in stub.body if isinstance(node, ast.ClassDef)}
+    assert set(classes) == {"Index", "Explanation", "Scores"}
+    for name, node in classes.items():
+        stubbed = {item.name for item in node.body if isinstance(item, ast.FunctionDef)} - {"__init__"}
+        assert stubbed == public(getattr(_core, name)), name
