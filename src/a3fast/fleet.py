@@ -80,7 +80,8 @@ class Fleet:
         self._member_rows: list[tuple[int, ...]] = []
         self._held_sessions: list[set[int]] = []
         self._decl_json: list[bytes | None] = [] # each declaration as JSON once a record needs it
-        self._resolved: dict[int, tuple] = {}    # prepared requirements -> engine arguments (placement)
+        # prepared requirements (by id) and predicate sets -> engine arguments (placement)
+        self._resolved: dict[int | tuple[str, ...], tuple] = {}
         # predicate kind -> declared value ((name, version) for capabilities) -> row
         self._field_rows: dict[str, dict] = {kind: {} for kind in (*_KEY_OF, CAPABILITY, EVALUATED)}
         self._count = 0

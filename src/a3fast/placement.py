@@ -244,6 +244,21 @@ def _resolve_prepared(fleet, matched: Requirements):
     return resolved
 
 
+def _resolve_parsed(fleet, matched: Requirements, with_kind: bool):
+    """`_resolve` for requirements parsed for this placement. The engine arguments depend only on
+    the predicates, so they are kept per predicate set (until the fleet interns something new); the
+    task kind, which also reads `kind`, is derived each time it is needed."""
+    stamp = len(fleet._rows) + len(fleet._eval_rows) + len(fleet._ids)
+    cache = fleet._resolved
+    entry = cache.get(matched.predicates)
+    if entry is None or entry[0] != stamp:
+        if len(cache) >= RESOLVED_CACHE_SIZE:
+            cache.clear()
+        entry = cache[matched.predicates] = (stamp, _resolve(fleet, matched, False)[:4])
+    rows, only, excluded, eval_rows = entry[1]
+    return rows, only, excluded, eval_rows, task_kind(matched) if with_kind else None
+
+
 def place(fleet, requirements, *, session=None, route=None, scorer=None, kind=None,
           remember_session=True) -> Placement:
     """Place one task on `fleet`; see Fleet.place."""
@@ -268,7 +283,7 @@ def place(fleet, requirements, *, session=None, route=None, scorer=None, kind=No
         if matched is requirements:
             rows, only, excluded, eval_rows, matched_kind = _resolve_prepared(fleet, matched)
         else:
-            rows, only, excluded, eval_rows, matched_kind = _resolve(
+            rows, only, excluded, eval_rows, matched_kind = _resolve_parsed(
                 fleet, matched, kind is None and bool(fleet._kinds or scorer))
         if kind is None and (fleet._kinds or scorer):
             kind = matched_kind
