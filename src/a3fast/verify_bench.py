@@ -108,20 +108,23 @@ def _timed(fn, repeat: int) -> tuple[list[float], list[float]]:
     return wall, cpu
 
 
+# The child reads its own peak (VmHWM on Linux): getrusage's ru_maxrss survives exec, so a child of
+# a large process (a3fast bench) would report its parent's size.
 _PEAK_RSS_CHILD = """
-import resource, sys
+import sys
+from a3fast.bench.memory import peak_rss
 from a3fast.verify import verify_file
 findings = verify_file(sys.argv[1])
 assert not findings, findings[:3]
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(peak_rss())
 """
 
 
 def _peak_rss_mb(path: str) -> float:
-    """Peak resident memory of a fresh process that verifies `path` (KiB on Linux -> MB)."""
+    """Peak resident memory of a fresh process that verifies `path`, in MB."""
     out = subprocess.run([sys.executable, "-c", _PEAK_RSS_CHILD, path], check=True,
                          capture_output=True, text=True).stdout
-    return int(out.strip()) / 1024
+    return int(out.strip()) / 2**20
 
 
 #: The smoke-test size (`quick=True`): every step once, in about a second.
