@@ -6,7 +6,7 @@ import statistics
 import subprocess
 from typing import Any
 
-from .harness import Cell, ratio
+from .harness import ratio
 from .subjects import SCENARIOS
 from .suite import BenchReport
 
