@@ -283,6 +283,14 @@ cdef inline int bytes_check(object value, str what) except -1:
 
 # -- the filter's result -----------------------------------------------------------------------------
 
+cdef void* resized(const void* p, size_t size) except NULL:
+    """realloc, or MemoryError (the old block stays valid and owned by the caller on failure)."""
+    cdef void* q = realloc(<void*>p, size)
+    if q == NULL:
+        raise MemoryError()
+    return q
+
+
 cdef inline void put_u16(char* out, Py_ssize_t at, uint32_t value) noexcept nogil:
     out[at] = <char>(value & 0xFF)
     out[at + 1] = <char>((value >> 8) & 0xFF)
@@ -608,27 +616,11 @@ cdef class Index:
         if n <= self.agents_cap:
             return 0
         cdef Py_ssize_t cap = max(self.agents_cap * 2, n, 64)
-        cdef void* p
-        p = realloc(self.costs, cap * sizeof(double))
-        if p == NULL:
-            raise MemoryError()
-        self.costs = <double*>p
-        p = realloc(self.utf8_names, cap * sizeof(char*))
-        if p == NULL:
-            raise MemoryError()
-        self.utf8_names = <const char**>p
-        p = realloc(self.utf8_lengths, cap * sizeof(Py_ssize_t))
-        if p == NULL:
-            raise MemoryError()
-        self.utf8_lengths = <Py_ssize_t*>p
-        p = realloc(self.quoted_names, cap * sizeof(char*))
-        if p == NULL:
-            raise MemoryError()
-        self.quoted_names = <const char**>p
-        p = realloc(self.quoted_lengths, cap * sizeof(Py_ssize_t))
-        if p == NULL:
-            raise MemoryError()
-        self.quoted_lengths = <Py_ssize_t*>p
+        self.costs = <double*>resized(self.costs, cap * sizeof(double))
+        self.utf8_names = <const char**>resized(self.utf8_names, cap * sizeof(char*))
+        self.utf8_lengths = <Py_ssize_t*>resized(self.utf8_lengths, cap * sizeof(Py_ssize_t))
+        self.quoted_names = <const char**>resized(self.quoted_names, cap * sizeof(char*))
+        self.quoted_lengths = <Py_ssize_t*>resized(self.quoted_lengths, cap * sizeof(Py_ssize_t))
         self.agents_cap = cap
         return 0
 
