@@ -754,14 +754,11 @@ cdef class Index:
 
     # -- building -------------------------------------------------------------------------------------
     def add_row(self) -> int:
-        cdef Row* grown
         cdef Py_ssize_t cap
         if self.n_rows == self.rows_cap:
             cap = max(self.rows_cap * 2, 64)
-            grown = <Row*>realloc(self.rows, cap * sizeof(Row))
-            if grown == NULL:
-                raise MemoryError()
-            self.rows, self.rows_cap = grown, cap
+            self.rows = <Row*>resized(self.rows, cap * sizeof(Row))
+            self.rows_cap = cap
         memset(&self.rows[self.n_rows], 0, sizeof(Row))
         self.n_rows += 1
         return self.n_rows - 1
@@ -770,14 +767,11 @@ cdef class Index:
         return self.n_rows
 
     def new_kind(self) -> int:
-        cdef Outcomes* grown
         cdef Py_ssize_t cap
         if self.n_kinds == self.kinds_cap:
             cap = max(self.kinds_cap * 2, 8)
-            grown = <Outcomes*>realloc(self.kinds, cap * sizeof(Outcomes))
-            if grown == NULL:
-                raise MemoryError()
-            self.kinds, self.kinds_cap = grown, cap
+            self.kinds = <Outcomes*>resized(self.kinds, cap * sizeof(Outcomes))
+            self.kinds_cap = cap
         memset(&self.kinds[self.n_kinds], 0, sizeof(Outcomes))
         self.n_kinds += 1
         return self.n_kinds - 1
