@@ -12,6 +12,7 @@ from typing import Any, Mapping, NamedTuple
 
 import orjson
 
+from . import document
 from .errors import Problem, SchemaError, describe, json_path
 from .predicates import derive
 
@@ -245,6 +246,12 @@ class _Reader:
         if self.problems:
             raise SchemaError(self.problems)
 
+    def check_document(self, value: Any, path: str) -> None:
+        """The rule for every document (a3fast.document), for what the fields above do not read;
+        a path already named by a problem above is not named twice."""
+        named = {p.path for p in self.problems}
+        self.problems += [p for p in document.check(value, path) if p.path not in named]
+
 
 # -- fast path ---------------------------------------------------------------------------------------
 # A fleet repeats a small vocabulary thousands of times, so strings already seen to be valid are
@@ -372,7 +379,7 @@ def parse_declaration(obj: Any, path: str = "$") -> Declaration:
         return obj
     if type(obj) is dict:
         fast = _fast_declaration(obj)
-        if fast is not None:
+        if fast is not None and document.conforms(obj):
             return fast
     r = _Reader()
     doc = r.obj(obj, path)
@@ -401,6 +408,7 @@ def parse_declaration(obj: Any, path: str = "$") -> Declaration:
         tools = r.texts(doc["tools"], json_path(path, "tools"), "a tool name")
     if doc.get("model") is not None:
         model = r.model(doc["model"], json_path(path, "model"), True)
+    r.check_document(doc, path)
     r.raise_if_any()
     return Declaration(v, agent, capabilities, clearances, residency, tools, model, doc)
 
@@ -411,7 +419,7 @@ def parse_requirements(obj: Any, path: str = "$") -> Requirements:
         return obj
     if type(obj) is dict:
         fast = _fast_requirements(obj)
-        if fast is not None:
+        if fast is not None and document.conforms(obj):
             return fast
     r = _Reader()
     doc = r.obj(obj, path)
@@ -434,14 +442,14 @@ def parse_requirements(obj: Any, path: str = "$") -> Requirements:
     if doc.get("kind") is not None:
         kind = r.text(doc["kind"], json_path(path, "kind"), "a task kind (a string)")
     exclude = r.texts(doc.get("exclude") or [], json_path(path, "exclude"), "an agent name")
+    r.check_document(doc, path)
     r.raise_if_any()
     return _requirements(v, capabilities, clearances, tools, residency, latency, session, agent_ref,
                          exclude, kind, doc)
 
 
 def loads(data: bytes | str, source: str | None = None) -> Any:
-    """Parse JSON text; invalid JSON becomes a SchemaError naming the source and the position."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise SchemaError([Problem("$", "valid JSON", str(exc))], source) from None
+    """Parse JSON text under the document rule (a3fast.document): invalid JSON, nesting deeper than
+    128, an integer beyond 64 bits or a lone surrogate becomes a SchemaError naming the source and
+    the place; nothing else is raised."""
+    return document.loads(data, source)

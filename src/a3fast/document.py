@@ -1,0 +1,207 @@
+"""What a JSON document may contain, stated once and applied wherever JSON or a Python document
+enters a3fast (declarations, requirements, trace records).
+
+The rule:
+
+- **Nesting:** at most `MAX_DEPTH` (128) arrays/objects deep for a document (a declaration, a
+  requirements document, a record's content), at most `MAX_RECORD_DEPTH` (144) for a whole trace
+  record. orjson refuses to write anything nested deeper than 254 (its recursion limit), and
+  msgspec and orjson raise RecursionError when they read a few hundred to a thousand levels; a
+  document is wrapped a few levels deeper when it is recorded (record → content → scheduling →
+  declaration, or the compact member), so 128 for documents and 128 + 16 for records leave every
+  accepted value writable and readable with room to spare.
+- **Integers** from -2^63 to 2^64-1: what orjson and msgspec can write (a signed or unsigned 64-bit
+  integer). Python's unbounded ints would otherwise be accepted here and refused later.
+- **Floats** finite: JSON has no NaN or Infinity, and orjson would write them as null.
+- **Strings** valid Unicode: no lone surrogates (Python's '\\ud800'), which cannot be encoded as
+  UTF-8 and so cannot be written.
+- **Objects** keyed by strings; arrays are lists (or tuples); no other Python types, except that
+  a document itself may be any Mapping (a3fast copies its items into a dict when it records it).
+
+`check` walks a decoded value iteratively (no recursion, so it cannot itself hit RecursionError) and
+names each problem as a `Problem(path, expected, found)`. `conforms` answers the same question fast,
+letting orjson's C writer do the walk — it refuses ints beyond 64 bits, lone surrogates, non-string
+keys and other types — and checking depth from what it wrote; only a value `conforms` refuses need
+be walked by `check`. `loads` decodes bytes under the rule and raises nothing but SchemaError.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import msgspec
+import orjson
+
+from .errors import Problem, SchemaError, describe, json_path
+
+__all__ = ["MAX_DEPTH", "MAX_RECORD_DEPTH", "INT_MIN", "INT_MAX", "check", "conforms", "validate",
+           "loads", "decode_problem"]
+
+MAX_DEPTH = 128
+MAX_RECORD_DEPTH = MAX_DEPTH + 16
+INT_MIN = -(2**63)
+INT_MAX = 2**64 - 1
+#: Problems reported per value: a hostile document with a million bad leaves gets a bounded answer.
+MAX_PROBLEMS = 20
+
+_EXPECTED_INT = "an integer from -2^63 to 2^64-1"
+_EXPECTED_FLOAT = "a finite number"
+_EXPECTED_STR = "a valid Unicode string (no lone surrogates)"
+_EXPECTED_KEY = "object keys that are strings"
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _depth_expected(limit: int) -> str:
+    return f"at most {limit} nested arrays and objects"
+
+
+def check(value: Any, path: str = "$", limit: int = MAX_DEPTH) -> list[Problem]:
+    """Every way `value` breaks the rule (at most MAX_PROBLEMS), each named by its JSON path.
+    A value nested too deeply is reported once, at the first container beyond the limit, and not
+    walked further."""
+    problems: list[Problem] = []
+    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
+    while stack and len(problems) < MAX_PROBLEMS:
+        item, where, depth = stack.pop()
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() and not _encodable(item):
+                problems.append(Problem(where, _EXPECTED_STR, "a lone surrogate"))
+        elif kind is bool or item is None:
+            pass
+        elif kind is int:
+            if not INT_MIN <= item <= INT_MAX:
+                problems.append(Problem(where, _EXPECTED_INT, describe(item)))
+        elif kind is float:
+            if item != item or item in (float("inf"), float("-inf")):
+                problems.append(Problem(where, _EXPECTED_FLOAT, repr(item)))
+        elif kind is dict or kind is list or kind is tuple or (depth == 0 and isinstance(item, Mapping)):
+            if depth >= limit:
+                problems.append(Problem(_shortened(where), _depth_expected(limit), "deeper nesting"))
+                continue
+            if kind is not list and kind is not tuple:
+                children = []
+                for key, child in item.items():
+                    if type(key) is not str:
+                        problems.append(Problem(where, _EXPECTED_KEY, f"key {describe(key)}"))
+                        continue
+                    if not key.isascii() and not _encodable(key):
+                        problems.append(Problem(where, _EXPECTED_STR + " as a key", "a lone surrogate"))
+                        continue
+                    children.append((child, json_path(where, key), depth + 1))
+            else:
+                children = [(child, json_path(where, i), depth + 1) for i, child in enumerate(item)]
+            stack.extend(reversed(children))
+        else:
+            problems.append(Problem(where, "a JSON value", f"a Python {kind.__name__}"))
+    return problems
+
+
+def _shortened(path: str) -> str:
+    """A path hundreds of levels deep, cut in the middle so that a message stays readable."""
+    return path if len(path) <= 100 else f"{path[:60]}…{path[-30:]}"
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+# orjson writes these natively; the passthrough options make it refuse datetimes, dataclasses and
+# subclasses of str/int/dict/list instead, so that what it accepts is (nearly) what `check` accepts.
+_WRITE_STRICT = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+def _writer_depth_limit() -> int:
+    """How many arrays deep orjson writes (254 in orjson 3.x), found once at import: the depth
+    check wraps a value so that orjson's own limit answers it."""
+    value: list[Any] = []
+    depth = 1
+    while depth < 4096:
+        try:
+            orjson.dumps(value)
+        except orjson.JSONEncodeError:
+            return depth - 1
+        value = [value]
+        depth += 1
+    return depth
+
+
+_WRITER_LIMIT = _writer_depth_limit()
+
+
+def conforms(value: Any, limit: int = MAX_DEPTH, *, decoded_json: bool = False) -> bool:
+    """True when `value` certainly keeps the rule; False when `check` must look (it may then find
+    nothing: a null may stand for a NaN orjson wrote as null). Runs in C: orjson writes the value,
+    refusing big ints, lone surrogates and non-string keys; the brackets it wrote bound the depth.
+    `decoded_json`: the value came from a JSON decoder, so a null in it is a null."""
+    try:
+        data = orjson.dumps(value, option=_WRITE_STRICT)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return False
+    if not decoded_json and b"null" in data:  # decoded JSON holds no NaN: JSON has none
+        return False
+    if data.count(b"[") + data.count(b"{") <= limit:  # brackets in strings only over-count
+        return True
+    return _within_depth(value, limit)
+
+
+def _within_depth(value: Any, limit: int) -> bool:
+    wrap = _WRITER_LIMIT - limit
+    if wrap <= 0:
+        return False
+    for _ in range(wrap):
+        value = [value]
+    try:
+        orjson.dumps(value, option=_WRITE_STRICT)
+    except TypeError:
+        return False
+    return True
+
+
+def validate(value: Any, path: str = "$", limit: int = MAX_DEPTH, *,
+             decoded_json: bool = False) -> list[Problem]:
+    """`check`, after the fast `conforms` (the usual case: no problem, found in C)."""
+    if conforms(value, limit, decoded_json=decoded_json):
+        return []
+    return check(value, path, limit)
+
+
+_DECODER = msgspec.json.Decoder()
+
+
+def decode_problem(data: bytes | str, limit: int = MAX_DEPTH) -> tuple[Any, list[Problem]]:
+    """(value, problems) of JSON text under the rule; the value is None when there are problems.
+    msgspec refuses lone surrogates and numbers no double can hold; what it accepts is checked."""
+    try:
+        value = _DECODER.decode(data)
+    except RecursionError:
+        return None, [Problem("$", _depth_expected(limit), "deeper nesting")]
+    except (msgspec.MsgspecError, UnicodeError) as exc:
+        return None, [Problem("$", "valid JSON", _syntax_error(data, exc))]
+    problems = validate(value, "$", limit, decoded_json=True)
+    return (None if problems else value), problems
+
+
+def _syntax_error(data: bytes | str, exc: Exception) -> str:
+    """orjson's account of a syntax error, which names the line and column (msgspec reports a lone
+    surrogate escape as "truncated"); msgspec's when orjson reads the text after all."""
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError as orjson_exc:
+        return str(orjson_exc)
+    except RecursionError:
+        pass
+    return str(exc).removeprefix("JSON is malformed: ")
+
+
+def loads(data: bytes | str, source: str | None = None, limit: int = MAX_DEPTH) -> Any:
+    """Decode JSON text under the rule; SchemaError naming the source and every problem."""
+    if isinstance(data, str) and not data.isascii() and not _encodable(data):
+        raise SchemaError([Problem("$", _EXPECTED_STR, "a lone surrogate")], source)
+    value, problems = decode_problem(data, limit)
+    if problems:
+        raise SchemaError(problems, source)
+    return value
