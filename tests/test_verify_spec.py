@@ -353,11 +353,17 @@ def test_records_of_other_kinds_are_not_checked():
     assert verify(copy.deepcopy(trace)) == []
 
 
-def test_resumed_placement_may_cite_a_seq_beyond_64_bits():
-    big = 2**64
+def test_resumed_placement_may_cite_a_seq_beyond_signed_64_bits():
+    big = 2**64 - 10  # above 2^63: held outside the verifier's int64 array of seqs
     trace = [submitted(seq=big + 1), admitted(seq=big + 2), bound(seq=big + 3),
              {"seq": big + 4, "kind": "task.preempted", "content": {}},
              resumed({"kind": "task.bound", "seq": big + 3}, seq=big + 5)]
     assert verify(trace) == []
     trace[-1] = resumed({"kind": "task.bound", "seq": big + 2}, seq=big + 5)
     assert errors(verify(trace)) == {("E_EXPLANATION", big + 5)}
+
+
+def test_a_seq_beyond_64_bits_breaks_the_document_rule():
+    trace = example()
+    trace[2] = dict(trace[2], seq=2**64)
+    assert errors(verify(trace)) == {("E_TRACE", None)}

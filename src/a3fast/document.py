@@ -26,6 +26,8 @@ be walked by `check`. `loads` decodes bytes under the rule and raises nothing bu
 """
 from __future__ import annotations
 
+import re
+import threading
 from typing import Any, Mapping
 
 import msgspec
@@ -132,33 +134,45 @@ def _writer_depth_limit() -> int:
 _WRITER_LIMIT = _writer_depth_limit()
 
 
+class _Wrappers(threading.local):
+    """Per thread, per depth limit: nested lists whose innermost holds the value being checked, so
+    that orjson's own recursion limit answers "deeper than limit?"."""
+
+    def __init__(self) -> None:
+        self.chains: dict[int, tuple[list[Any], list[Any]]] = {}
+
+    def chain(self, limit: int) -> tuple[list[Any], list[Any]]:
+        chain = self.chains.get(limit)
+        if chain is None:
+            inner: list[Any] = [None]
+            outer = inner
+            for _ in range(_WRITER_LIMIT - limit - 1):
+                outer = [outer]
+            chain = self.chains[limit] = (outer, inner)
+        return chain
+
+
+_wrappers = _Wrappers()
+_NULL = re.compile(rb"null")
+
+
 def conforms(value: Any, limit: int = MAX_DEPTH, *, decoded_json: bool = False) -> bool:
     """True when `value` certainly keeps the rule; False when `check` must look (it may then find
-    nothing: a null may stand for a NaN orjson wrote as null). Runs in C: orjson writes the value,
-    refusing big ints, lone surrogates and non-string keys; the brackets it wrote bound the depth.
+    nothing: a null may stand for a NaN orjson wrote as null). One call into C: orjson writes the
+    value wrapped `254 - limit` arrays deep, refusing big ints, lone surrogates, non-string keys and
+    anything nested deeper than its own limit of 254, hence than `limit` in the value.
     `decoded_json`: the value came from a JSON decoder, so a null in it is a null."""
+    if _WRITER_LIMIT <= limit:  # an orjson without a recursion limit: no fast answer
+        return False
+    outer, inner = _wrappers.chain(limit)
+    inner[0] = value
     try:
-        data = orjson.dumps(value, option=_WRITE_STRICT)
+        data = orjson.dumps(outer, option=_WRITE_STRICT)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         return False
-    if not decoded_json and b"null" in data:  # decoded JSON holds no NaN: JSON has none
-        return False
-    if data.count(b"[") + data.count(b"{") <= limit:  # brackets in strings only over-count
-        return True
-    return _within_depth(value, limit)
-
-
-def _within_depth(value: Any, limit: int) -> bool:
-    wrap = _WRITER_LIMIT - limit
-    if wrap <= 0:
-        return False
-    for _ in range(wrap):
-        value = [value]
-    try:
-        orjson.dumps(value, option=_WRITE_STRICT)
-    except TypeError:
-        return False
-    return True
+    finally:
+        inner[0] = None
+    return decoded_json or _NULL.search(data) is None
 
 
 def validate(value: Any, path: str = "$", limit: int = MAX_DEPTH, *,

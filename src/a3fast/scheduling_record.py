@@ -11,19 +11,23 @@ check downstream is written once, and a property test holds the two readers to t
 What counts as malformed (E_STRUCTURE) is what §6 marks required and §7 reads: `requirements` and
 `declaration` must parse as §4 and §3 documents, `filters_passed` must be predicate strings,
 `filters_failed` entries `{candidate, predicate}` strings, `scores` an object of `{total, ...}`
-objects with a numeric `total`, and `candidates` an array (§7 never reads its names).
+objects with a numeric `total`, and `candidates` an array; every agent name (in `candidates`,
+`filters_failed[].candidate` and the keys of `scores`) a non-empty string. `recorded_in: null`, like
+`route: null`, counts as absent.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping, Union
 
 import msgspec
 
+from . import document
+from .document import INT_MIN, MAX_RECORD_DEPTH
 from .errors import SchemaError, describe
 from .schema import Declaration, Requirements, parse_declaration, parse_requirements
 
 __all__ = ["RecordedPlacement", "read_scheduling", "read_scheduling_json", "read_typed", "ABSENT",
-           "BOUND_RECORD"]
+           "BOUND_RECORD", "NAME", "is_name"]
 
 
 class _Absent:
@@ -91,6 +95,8 @@ class RecordedPlacement:
 _REQUIREMENTS_CACHE_LIMIT = 256
 _requirements_cache: dict[bytes, tuple[Requirements | None, list[str]]] = {}
 _ANY = msgspec.json.Decoder()
+#: A document in a task.bound line sits three levels in (record, content, scheduling).
+_DOCUMENT_DEPTH_IN_RECORD = MAX_RECORD_DEPTH - 3
 
 
 def _parse_document(value: Any, field: str, parse) -> tuple[Any, list[str]]:
@@ -103,15 +109,23 @@ def _parse_document(value: Any, field: str, parse) -> tuple[Any, list[str]]:
         return None, [str(p) for p in exc.problems]
 
 
-def _parse_requirements_json(raw: Any) -> tuple[Requirements | None, list[str]]:
+def _parse_requirements_json(raw: Any, doc: Any) -> tuple[Requirements | None, list[str]]:
     key = bytes(raw)
     hit = _requirements_cache.get(key)
     if hit is None:
         if len(_requirements_cache) >= _REQUIREMENTS_CACHE_LIMIT:
             _requirements_cache.clear()
-        hit = _requirements_cache[key] = _parse_document(_ANY.decode(key), "requirements",
-                                                         parse_requirements)
+        hit = _requirements_cache[key] = _parse_document(doc, "requirements", parse_requirements)
     return hit[0], list(hit[1])
+
+
+#: What §6 means by an agent's name in `candidates`, `filters_failed` and `scores` (DESIGN
+#: reading 3: `agent.name`): a non-empty string. §3's further bounds are not imposed here.
+NAME = "an agent name (a non-empty string)"
+
+
+def is_name(value: Any) -> bool:
+    return type(value) is str and value != ""
 
 
 def _read_route(value: Any, record: RecordedPlacement) -> None:
@@ -152,7 +166,9 @@ def read_scheduling(content: Any) -> RecordedPlacement:
     record.declaration, problems = _parse_document(
         scheduling.get("declaration", ABSENT), "declaration", parse_declaration)
     record.problems += problems
-    record.recorded_in = scheduling.get("recorded_in", ABSENT)
+    recorded_in = scheduling.get("recorded_in", ABSENT)
+    # null counts as absent, as for route: the record cites nothing, so it must explain itself.
+    record.recorded_in = ABSENT if recorded_in is None else recorded_in
     if record.recorded_in is ABSENT:
         _read_lists(scheduling, record)
     _read_route(scheduling.get("route", ABSENT), record)
@@ -172,7 +188,9 @@ def _read_lists(scheduling: Mapping[str, Any], record: RecordedPlacement) -> Non
     elif not isinstance(candidates, list):
         problems.append(f"scheduling.candidates: expected an array of agent names, found {describe(candidates)}")
     else:
-        record.candidates_ok = True
+        bad = [(i, c) for i, c in enumerate(candidates) if not is_name(c)]
+        problems += [f"scheduling.candidates[{i}]: expected {NAME}, found {describe(c)}" for i, c in bad]
+        record.candidates_ok = not bad
 
     passed = scheduling.get("filters_passed", ABSENT)
     if passed is ABSENT:
@@ -200,10 +218,11 @@ def _read_lists(scheduling: Mapping[str, Any], record: RecordedPlacement) -> Non
                 problems.append(f"{path}: expected {{candidate, predicate}}, found {describe(entry)}")
                 ok = False
                 continue
-            for key in ("candidate", "predicate"):
-                if not isinstance(entry.get(key), str):
+            for key, what, good in (("candidate", NAME, is_name(entry.get("candidate"))),
+                                     ("predicate", "a predicate string", isinstance(entry.get("predicate"), str))):
+                if not good:
                     found = "nothing" if key not in entry else describe(entry[key])
-                    problems.append(f"{path}.{key}: expected a string, found {found}")
+                    problems.append(f"{path}.{key}: expected {what}, found {found}")
                     ok = False
         if ok:
             record.failed = [_Failed(entry["candidate"], entry["predicate"]) for entry in failed]
@@ -218,6 +237,10 @@ def _read_lists(scheduling: Mapping[str, Any], record: RecordedPlacement) -> Non
         ok = True
         for name, entry in scores.items():
             path = f"scheduling.scores[{name!r}]" if len(name) <= 60 else "scheduling.scores[…]"
+            if not is_name(name):
+                problems.append(f"scheduling.scores: expected each key to be {NAME}, found {describe(name)}")
+                ok = False
+                continue
             if not isinstance(entry, Mapping):
                 problems.append(f"{path}: expected {{total, ...}}, found {describe(entry)}")
                 ok = False
@@ -234,34 +257,50 @@ def _read_lists(scheduling: Mapping[str, Any], record: RecordedPlacement) -> Non
 # ---------------------------------------------------------------------------------------------
 # The fast reader: the usual shape of a full placement, typed; the rest of the record is skipped.
 
-class _Failed(msgspec.Struct, gc=False):
-    candidate: str
+# Every type here bounds what it accepts (depth, integers within int64, names non-empty, no field
+# it does not know), so that a record this reader accepts keeps the document rule without being walked
+# (trace.read_lines relies on it); anything else falls back to the generic path, which checks the rule.
+_Int = Annotated[int, msgspec.Meta(ge=INT_MIN, le=2**63 - 1)]
+_Number = Union[_Int, float]
+_Name = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class _Failed(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    candidate: _Name
     predicate: str
 
 
-class _Score(msgspec.Struct, gc=False):
-    total: float  # msgspec accepts JSON integers here and refuses booleans, as the generic reader does
+class _Score(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    # a3fast.scoring's components; a record with others (a custom scorer) takes the generic path.
+    total: _Number  # msgspec refuses booleans here, as the generic reader does
+    affinity: _Number = 0
+    success_rate: _Number = 0
+    cost: _Number = 0
+    substantiated: _Number = 0
 
 
-class _Scheduling(msgspec.Struct, gc=False):
+class _Scheduling(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     requirements: msgspec.Raw
     declaration: msgspec.Raw
-    candidates: msgspec.Raw
+    candidates: list[_Name]
     filters_passed: list[str]
     filters_failed: list[_Failed]
-    scores: dict[str, _Score]
-    route: Any = ABSENT
-    resumed: Any = ABSENT
+    scores: dict[_Name, _Score]
+    route: Union[str, None] = ABSENT
+    resumed: Union[bool, None] = ABSENT
     recorded_in: Any = ABSENT
+    timings: dict[str, Union[_Number, str, None, dict[str, _Number]]] = ABSENT
 
 
-class _BoundContent(msgspec.Struct, gc=False):
+class _BoundContent(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     scheduling: _Scheduling
-    resumed: Any = ABSENT
+    resumed: Union[bool, None] = ABSENT
+    instance: str = ABSENT
+    runtime: str = ABSENT
 
 
-class _BoundRecord(msgspec.Struct, gc=False):
-    seq: int
+class _BoundRecord(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    seq: _Int
     kind: str
     content: _BoundContent
 
@@ -276,25 +315,30 @@ def read_scheduling_json(content_json: Any) -> RecordedPlacement | None:
     another (the caller then decodes it and uses `read_scheduling`)."""
     try:
         content = _BOUND.decode(content_json)
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):
         return None
     return read_typed(content)
 
 
 def read_typed(content: Any) -> RecordedPlacement | None:
     """A RecordedPlacement from content decoded by the typed decoder; None for a shape the generic
-    reader must see (a resumed reference, candidates that are not an array, an unreadable number)."""
+    reader must see (a resumed reference, a document that breaks the document rule or that no
+    decoder can hold)."""
     s = content.scheduling
-    if s.recorded_in is not ABSENT or memoryview(s.candidates)[:1] != b"[":
-        return None  # a resumed reference, or candidates not an array: the generic reader says how
+    if s.recorded_in is not ABSENT and s.recorded_in is not None:
+        return None  # a resumed reference: the generic reader reads it
+    try:
+        requirements_doc = _ANY.decode(s.requirements)
+        declaration_doc = _ANY.decode(s.declaration)
+    except (msgspec.MsgspecError, RecursionError):
+        return None  # valid syntax no decoder can hold (1e400): the generic path reports it
+    for doc in (requirements_doc, declaration_doc):
+        if not document.conforms(doc, _DOCUMENT_DEPTH_IN_RECORD, decoded_json=True):
+            return None  # the record breaks the document rule: the generic path says where
     record = RecordedPlacement()
     record.resumed = content.resumed is True or s.resumed is True
-    try:
-        record.requirements, record.problems = _parse_requirements_json(s.requirements)
-        record.declaration, problems = _parse_document(_ANY.decode(s.declaration), "declaration",
-                                                       parse_declaration)
-    except msgspec.MsgspecError:
-        return None  # valid syntax no decoder can hold (1e400): the generic path reports it
+    record.requirements, record.problems = _parse_requirements_json(s.requirements, requirements_doc)
+    record.declaration, problems = _parse_document(declaration_doc, "declaration", parse_declaration)
     record.problems += problems
     record.candidates_ok = True
     record.filters_passed = s.filters_passed

@@ -4,9 +4,10 @@ Writing is append-only, one record per line, flushed per record; with `fsync=Tru
 also forced to disk, so a crash loses at most the record being written.
 
 Reading streams JSON Lines one line at a time, so memory does not grow with the trace. Whatever
-breaks the format — a line that is not JSON, a record without `seq`/`kind`/`content`, a `seq` that
-does not increase — comes out as a TraceProblem in place, and reading goes on with the records that
-can still be read; the verifier reports each as E_TRACE.
+breaks the format — a line that is not JSON, a record that breaks the document rule
+(a3fast.document), a record without `seq`/`kind`/`content`, a `seq` that does not increase — comes
+out as a TraceProblem in place, and reading goes on with the records that can still be read; the
+verifier reports each as E_TRACE. No input makes a reader raise.
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, NamedTu
 import msgspec
 import orjson
 
-from .errors import A3Error, describe
+from . import document
+from .document import INT_MAX, INT_MIN, MAX_RECORD_DEPTH
+from .errors import A3Error, Problem, describe
 
 __all__ = ["TraceWriter", "TraceRecord", "TraceProblem", "TraceItem", "read_trace", "read_lines",
            "read_values", "TraceContentError"]
@@ -95,14 +98,21 @@ class TraceRecord:
 
     @property
     def content(self) -> Any:
-        """The decoded content; TraceContentError if it is JSON no decoder can hold (1e400)."""
+        """The decoded content; TraceContentError if it is JSON no decoder can hold (1e400) or, for
+        a record a typed decoder accepted but whose content is needed whole, if it breaks the
+        document rule (the other records were held to it when read)."""
         if self._content is _UNDECODED:
-            if self.content_json is None:  # read by a typed decoder: take the content from the line
+            typed = self.content_json is None
+            if typed:  # read by a typed decoder: take the content from the line
                 self.content_json = _ENVELOPE.decode(self._content_source).content
             try:
-                self._content = _ANY.decode(self.content_json)
-            except msgspec.MsgspecError as exc:
-                raise TraceContentError(f"the record's content cannot be read: {exc}") from None
+                content = _ANY.decode(self.content_json)
+            except (msgspec.MsgspecError, RecursionError) as exc:
+                raise TraceContentError(f"the record's content cannot be read: {_decode_error(exc)}") from None
+            problems = document.validate(content, "$.content", MAX_RECORD_DEPTH - 1, decoded_json=True)
+            if problems:
+                raise TraceContentError(_rule_message(problems))
+            self._content = content
         return self._content
 
     def to_dict(self) -> dict[str, Any]:
@@ -150,15 +160,6 @@ class _Sequencer:
     def __init__(self) -> None:
         self.last_seq: int | None = None
         self.index = 0
-
-    def envelope(self, env: _Envelope, line: int | None) -> Iterator[TraceItem]:
-        self.index += 1
-        yield from self._order(env.seq, line)
-        if memoryview(env.content)[:1] != b"{":
-            yield TraceProblem(line, self.index, env.seq, "the record's content must be an object, "
-                               f"found {_describe_json(env.content)}")
-            return
-        yield TraceRecord(env.seq, env.kind, line, self.index, content_json=env.content)
 
     def typed(self, record: Any, line: int | None, source: bytes) -> Iterator[TraceItem]:
         """A record decoded whole by a typed decoder (its content is a Struct, hence an object)."""
@@ -212,10 +213,15 @@ def read_lines(lines: Iterable[bytes], *, first_line: int = 1,
                typed: Mapping[str, msgspec.json.Decoder] | None = None) -> Iterator[TraceItem]:
     """Records of a JSON Lines trace, one line at a time (constant memory); blank lines are skipped.
 
+    Every other line is decoded whole and held to the document rule (a3fast.document: nesting at
+    most MAX_RECORD_DEPTH deep, integers within 64 bits); a line that breaks it is a TraceProblem.
+
     `typed` maps a kind to a decoder of a whole record `{seq: int, kind: str, content: <Struct>}`:
     a line that looks like that kind is decoded by it in one pass, and its TraceRecord carries the
     result in `typed`. A line the typed decoder refuses is read the ordinary way, so `typed` changes
-    how fast a record is read, never what is reported about it.
+    how fast a record is read, never what is reported about it — provided the typed decoder refuses
+    what the rule refuses (its types bound the depth and the integers, and it forbids fields it
+    does not type), since a record it accepts is not checked again.
     """
     seq_check = _Sequencer()
     hints = [(b'"kind":"%s"' % kind.encode(), kind, decoder) for kind, decoder in (typed or {}).items()]
@@ -229,7 +235,7 @@ def read_lines(lines: Iterable[bytes], *, first_line: int = 1,
                 if needle in head:
                     try:
                         record = decoder.decode(line)
-                    except msgspec.MsgspecError:
+                    except (msgspec.MsgspecError, RecursionError):
                         record = None
                     if record is not None and record.kind != kind:
                         record = None
@@ -237,28 +243,52 @@ def read_lines(lines: Iterable[bytes], *, first_line: int = 1,
             if record is not None:
                 yield from seq_check.typed(record, lineno, line)
                 continue
-        try:
-            yield from seq_check.envelope(_ENVELOPE.decode(line), lineno)
-            continue
-        except msgspec.ValidationError:
-            pass  # JSON, but not the usual shape: read it whole to say exactly what is wrong
-        except msgspec.DecodeError as exc:
+        value, problems = _decode_record(line)
+        if problems:
             seq_check.index += 1
-            yield TraceProblem(lineno, seq_check.index, None, f"not JSON: {_decode_error(exc)}")
-            continue
-        try:
-            value = _ANY.decode(line)
-        except msgspec.MsgspecError as exc:  # valid syntax, but e.g. a number out of range
-            seq_check.index += 1
-            yield TraceProblem(lineno, seq_check.index, None, f"not JSON: {_decode_error(exc)}")
+            yield TraceProblem(lineno, seq_check.index, _seq_of(value), _rule_message(problems))
             continue
         yield from seq_check.value(value, lineno)
 
 
-def read_values(values: Iterable[Any]) -> Iterator[TraceItem]:
-    """Records given as decoded JSON values, e.g. a list of dicts."""
+def _decode_record(line: bytes) -> tuple[Any, list[Problem]]:
+    """A line decoded under the document rule; (value, []) or (the value if JSON at all, problems)."""
+    try:
+        value = _ANY.decode(line)
+    except RecursionError:
+        return None, [Problem("$", f"at most {MAX_RECORD_DEPTH} nested arrays and objects",
+                              "nesting too deep to read")]
+    except msgspec.MsgspecError as exc:  # not JSON, or valid syntax with a number out of range
+        return None, [Problem("$", "JSON", f"not JSON: {_decode_error(exc)}")]
+    return value, document.validate(value, "$", MAX_RECORD_DEPTH, decoded_json=True)
+
+
+def _seq_of(value: Any) -> int | None:
+    """The record's seq for a finding, when it has a usable one."""
+    if isinstance(value, Mapping):
+        seq = value.get("seq")
+        if _is_seq(seq) and INT_MIN <= seq <= INT_MAX:
+            return seq
+    return None
+
+
+def _rule_message(problems: list[Problem]) -> str:
+    """A TraceProblem's message for a record that is not JSON or breaks the document rule."""
+    if len(problems) == 1 and problems[0].expected == "JSON":
+        return problems[0].found
+    return "the record breaks the document rule (a3fast.document): " + "; ".join(map(str, problems))
+
+
+def read_values(values: Iterable[Any], *, decoded_json: bool = False) -> Iterator[TraceItem]:
+    """Records given as values, e.g. a list of dicts; each that breaks the document rule is a
+    TraceProblem in its place (`decoded_json`: the values came from a JSON decoder)."""
     seq_check = _Sequencer()
     for value in values:
+        problems = document.validate(value, "$", MAX_RECORD_DEPTH, decoded_json=decoded_json)
+        if problems:
+            seq_check.index += 1
+            yield TraceProblem(None, seq_check.index, _seq_of(value), _rule_message(problems))
+            continue
         yield from seq_check.value(value, None)
 
 
@@ -295,26 +325,23 @@ def _read_binary(fh: BinaryIO, progress: Callable[[int], None] | None,
 def _read_array(data: bytes, first_line: int) -> Iterator[TraceItem]:
     try:
         values = _ANY.decode(data)
+    except RecursionError:
+        yield TraceProblem(first_line, 1, None, "not a JSON array of records: nested more than "
+                           f"{MAX_RECORD_DEPTH} arrays and objects deep, too deep to read")
+        return
     except msgspec.MsgspecError as exc:
         yield TraceProblem(first_line, 1, None, f"not a JSON array of records: {_decode_error(exc)}")
         return
     if not isinstance(values, list):  # e.g. "[1] [2]" fails above; this is a safeguard
         yield TraceProblem(first_line, 1, None, "expected a JSON array of records")
         return
-    yield from read_values(values)
+    yield from read_values(values, decoded_json=True)
 
 
 def _counted(fh: BinaryIO, progress: Callable[[int], None]) -> Iterator[bytes]:
     for line in fh:
         progress(len(line))
         yield line
-
-
-def _describe_json(raw: Any) -> str:
-    try:
-        return describe(_ANY.decode(raw))
-    except msgspec.MsgspecError:
-        return "a value no decoder can hold"
 
 
 def _decode_error(exc: Exception) -> str:
