@@ -305,7 +305,7 @@ def test_json_floats_are_written_in_shortest_round_trip_form(w):
     text = p.scheduling_json()
     parsed = orjson.loads(text)
     assert parsed == orjson.loads(orjson.dumps(p.scheduling))
-    for name, components in p._index.score_map(p.scores).items():
+    for name, components in p.index.score_map(p.scores).items():
         for key, value in components.items():
             if value == value and abs(value) != float("inf"):
                 assert parsed["scores"][name][key].hex() == value.hex()

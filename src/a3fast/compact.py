@@ -247,7 +247,7 @@ class Encoder:
         from .records import reason_text, timings
 
         expl = p.explanation
-        index = p._index
+        index = p.index
         if index is not self._index or p.generation != self._generation:
             if index is not self._index:
                 self._names, self._snapshot_seq, self._snapshot_names, self._live_text = [], None, 0, None
@@ -278,7 +278,7 @@ class Encoder:
 
 def _score_columns(p) -> list[list[Any]]:
     scores = p.scores
-    if p._custom:
+    if p.custom_scores:
         entries = scores.entries
         names = list(dict.fromkeys(k for e in entries for k in e))
         if any(list(e) != names for e in entries):

@@ -7,6 +7,8 @@ from typing import Any, Iterator
 
 import orjson
 
+from .explain import summary_line as _verdict_line
+
 __all__ = ["scheduling_dict", "scheduling_json", "rejection_dict", "timings", "summary_line",
            "placement_records", "reason_text"]
 
@@ -40,10 +42,10 @@ def timings(p) -> dict[str, Any]:
 
 
 def _score_map(p) -> dict[str, dict[str, Any]]:
-    if p._custom:
-        index = p._index
+    if p.custom_scores:
+        index = p.index
         return {index.name(aid): entry for aid, entry in zip(p.scores.ids, p.scores.entries)}
-    return p._index.score_map(p.scores)
+    return p.index.score_map(p.scores)
 
 
 def _tail(p) -> dict[str, Any]:
@@ -84,11 +86,11 @@ def _counts(p) -> dict[str, int]:
 
 def scheduling_json(p) -> bytes:
     """The scheduling object as JSON bytes; the engine writes the lists directly."""
-    if p.resumed or p._custom:
+    if p.resumed or p.custom_scores:
         return orjson.dumps(scheduling_dict(p))
     requirements_json = orjson.dumps(p.requirements.doc)
-    return p._index.write_scheduling(p.explanation, p.scores, p.predicates, requirements_json,
-                                     p._declaration_json, orjson.dumps(_tail(p))[1:-1])
+    return p.index.write_scheduling(p.explanation, p.scores, p.predicates, requirements_json,
+                                     p.declaration_json, orjson.dumps(_tail(p))[1:-1])
 
 
 def reason_text(p) -> str:
@@ -100,7 +102,7 @@ def reason_text(p) -> str:
             return ("no eligible agent: the fleet has no agents to consider; the task requires "
                     + ", ".join(p.predicates))
         return "no eligible agent: the fleet has no agents to consider (the task requires nothing)"
-    index = p._index
+    index = p.index
     parts = []
     for k, predicate in enumerate(p.predicates):
         ids = expl.failed_ids(k)
@@ -123,10 +125,8 @@ def rejection_dict(p) -> dict[str, Any]:
 
 def summary_line(p) -> str:
     """The placement's one-line verdict (see a3fast.explain.summary_line)."""
-    from .explain import summary_line as line
-
     expl = p.explanation
-    return line(expl.eligible_count, expl.candidates_count, p.predicates, expl.failed_counts(), p.agent)
+    return _verdict_line(expl.eligible_count, expl.candidates_count, p.predicates, expl.failed_counts(), p.agent)
 
 
 def placement_records(p, task: dict[str, Any] | None = None) -> Iterator[tuple[str, bytes]]:
