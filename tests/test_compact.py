@@ -161,7 +161,6 @@ def test_both_engines_write_portable_roaring_straight_from_their_sets(engine):
         for k in range(len(expl.failed_counts())):
             assert list(BitMap.deserialize(expl.failed_roaring(k))) == expl.failed_ids(k)
         assert list(BitMap.deserialize(expl.eligible_roaring())) == expl.eligible_ids()
-        assert list(BitMap.deserialize(expl.candidates_roaring())) == expl.candidate_ids()
 
 
 def test_native_roaring_uses_bitmap_containers_for_dense_chunks():
