@@ -229,15 +229,18 @@ class Fleet:
     # -- placing ----------------------------------------------------------------------------------
     def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
               route: Any = None, *, scorer: Scorer | None = None, kind: str | None = None,
-              remember_session: bool = True):
+              remember_session: bool = True, reason_limit: int | None = None):
         """Place one task (§5, §6): filter, explain, score, choose. Returns a Placement.
 
         `session` (or the requirements' `session`) is used for affinity only; a bound placement
         makes the chosen agent hold it unless `remember_session` is false. `route` is a Route whose
-        additions are matched and recorded. Raises SchemaError for invalid requirements.
+        additions are matched and recorded. A rejection's reason names every candidate that failed
+        each predicate (§6); `reason_limit=N` names at most N per predicate and counts the rest, a
+        departure from §6 for callers that keep reasons short (filters_failed still lists every
+        one). Raises SchemaError for invalid requirements, ValueError for a bad reason_limit.
         """
         return _placement().place(self, requirements, session=session, route=route, scorer=scorer,
-                                  kind=kind, remember_session=remember_session)
+                                  kind=kind, remember_session=remember_session, reason_limit=reason_limit)
 
     def resume(self, earlier, *, seq: int | None = None):
         """A resumed placement (§6) back to the agent `earlier` chose, without weighing candidates."""

@@ -70,7 +70,7 @@ class Placement:
     __slots__ = ("fleet_engine", "_index", "requirements", "submitted", "predicates", "route", "session",
                  "kind", "explanation", "scores", "agent", "declaration", "_declaration_json",
                  "gather_ns", "select_ns", "decided_at_ns", "resumed", "recorded_in", "seq",
-                 "generation", "_scheduling", "_custom")
+                 "generation", "_scheduling", "_custom", "reason_limit")
 
     def __init__(self, **fields: Any):
         self.seq = None
@@ -78,6 +78,7 @@ class Placement:
         self.recorded_in = None
         self._scheduling = None
         self._custom = False
+        self.reason_limit = None
         for key, value in fields.items():
             setattr(self, key, value)
 
@@ -260,9 +261,12 @@ def _resolve_parsed(fleet, matched: Requirements, with_kind: bool):
 
 
 def place(fleet, requirements, *, session=None, route=None, scorer=None, kind=None,
-          remember_session=True) -> Placement:
+          remember_session=True, reason_limit=None) -> Placement:
     """Place one task on `fleet`; see Fleet.place."""
     started = time.perf_counter_ns()
+    if reason_limit is not None and (isinstance(reason_limit, bool) or not isinstance(reason_limit, int)
+                                     or reason_limit < 1):
+        raise ValueError(f"reason_limit: expected None or a positive integer, found {reason_limit!r}")
     submitted = parse_requirements(requirements)
     matched = route.apply(submitted) if route is not None else submitted
     predicates = matched.predicates
@@ -321,6 +325,7 @@ def place(fleet, requirements, *, session=None, route=None, scorer=None, kind=No
     placement.seq = placement.recorded_in = placement._scheduling = None
     placement.resumed = False
     placement._custom = scorer is not None
+    placement.reason_limit = reason_limit
     if best >= 0:
         decl = fleet._agents[best]
         placement.agent = name = decl.agent.name

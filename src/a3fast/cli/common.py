@@ -1,6 +1,7 @@
 """What every subcommand shares: reading JSON input with precise errors, atomic output, exit codes."""
 from __future__ import annotations
 
+import errno
 import io
 import os
 import re
@@ -149,11 +150,11 @@ def _is_stdout(path: str | None) -> bool:
 def _check_target(path: str) -> None:
     target = Path(path)
     if target.is_dir():
-        raise BadInput(f"{path}: cannot write: is a directory")
+        raise BadInput(f"{path}: cannot write: {os.strerror(errno.EISDIR)}")
     parent = target.parent
     if not parent.is_dir():
-        why = "no such directory" if not parent.exists() else "not a directory"
-        raise BadInput(f"{path}: cannot write: {why}: {parent}")
+        why = errno.ENOENT if not parent.exists() else errno.ENOTDIR
+        raise BadInput(f"{path}: cannot write: {os.strerror(why)}")
 
 
 def _prepare(path: str) -> tuple[int, str]:
