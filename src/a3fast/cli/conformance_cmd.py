@@ -1,6 +1,7 @@
 """`a3fast conformance`: run the conformance vectors (§9) against a3fast or another verifier."""
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import click
 
 from ..conformance import (CAPABILITY_SUITE, MATCHING_SUITE, check_vector_files, default_vectors_dir,
                            fleet_match, load_matching, load_vectors, run_a3fast, run_command,
-                           run_vectors)
+                           run_vectors, verifier_argv)
 from .common import EXIT_NEGATIVE, EXIT_OK, BadInput
 
 
@@ -25,13 +26,21 @@ from .common import EXIT_NEGATIVE, EXIT_OK, BadInput
               help="Skip the optional/ vectors, which depend on a3fast's readings of the spec.")
 @click.option("--engine", type=click.Choice(["native", "pure"]), default=None,
               help="Engine for the matching vectors (default: a3fast.ENGINE).")
-@click.option("--timeout", default=30.0, show_default=True, help="Seconds allowed per vector for CMD.")
+@click.option("--timeout", type=float, default=30.0, show_default=True,
+              help="Seconds allowed per vector for CMD (a positive finite number).")
 @click.option("-v", "--verbose", is_flag=True, help="Also list the vectors that passed.")
 def conformance(command, vectors_dir, suite, required_only, engine, timeout, verbose):
     """Run the conformance vectors and print `N passed, M failed`, naming each failure.
 
     Exit 0 all passed, 1 some failed, 2 the vectors cannot be read.
     """
+    if not 0 < timeout < math.inf:
+        raise BadInput(f"--timeout: expected a positive finite number of seconds, found {timeout}")
+    if command is not None:
+        try:
+            verifier_argv(command)
+        except ValueError as exc:
+            raise BadInput(f"--verifier: {exc}") from None
     root = vectors_dir or default_vectors_dir()
     if root is None or not (Path(root) / suite).is_dir():
         raise BadInput(f"{root or 'vectors/'}: no {suite}/ vectors here; give --vectors DIR "

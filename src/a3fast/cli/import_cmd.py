@@ -32,7 +32,7 @@ FLAGS = {
     "skill_versions": "--capability-version", "capabilities": "--capability",
     "clearances": "--clearance", "grants": "--grants", "residency": "--residency",
     "latency_class": "--latency-class", "cost_ceiling_usd": "--cost-ceiling",
-    "skill_domain": "--skill-domain", "server": "--server",
+    "skill_domain": "--skill-domain", "server": "--server", "normalise": "--normalise",
 }
 
 
