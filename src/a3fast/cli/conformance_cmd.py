@@ -63,13 +63,25 @@ def _check_format(root: Path, suite: str) -> None:
 
     if find_spec("jsonschema") is None:  # the format check needs it; running the vectors does not
         return
-    problems = check_vector_files(root, suite)
+    problems = _loaded(root, suite, lambda: check_vector_files(root, suite))
     if problems:
         raise BadInput([f"{root / suite}/{p}" for p in problems])
 
 
+def _loaded(root: Path, suite: str, load):
+    """What `load` reads from the vectors; a file it cannot read, or one that is not in the
+    vectors' format, is BadInput (the format check names the problem when jsonschema is present)."""
+    try:
+        return load()
+    except OSError as exc:
+        raise BadInput(f"{exc.filename or root / suite}: cannot read: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
+        raise BadInput(f"{root / suite}: not in the vectors' format ({type(exc).__name__}: "
+                       f"{' '.join(str(exc).split())[:200]})") from None
+
+
 def _run_verifier(root: Path, command, required_only, timeout, verbose):
-    vectors = load_vectors(root, CAPABILITY_SUITE, optional=not required_only)
+    vectors = _loaded(root, CAPABILITY_SUITE, lambda: load_vectors(root, CAPABILITY_SUITE, optional=not required_only))
     runner = run_a3fast if command is None else run_command(command, timeout)
 
     def report(outcome):
@@ -83,7 +95,7 @@ def _run_verifier(root: Path, command, required_only, timeout, verbose):
 
 def _run_matching(root: Path, engine, verbose):
     failures, passed = [], 0
-    for case in load_matching(root):
+    for case in _loaded(root, MATCHING_SUITE, lambda: load_matching(root)):
         try:
             differences = fleet_match(case, engine).differences(case.expected)
         except Exception as exc:  # a case the matcher refuses is a failure to report, not a crash

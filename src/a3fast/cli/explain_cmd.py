@@ -7,6 +7,7 @@ with `--all-failed`, `"all_failed"`: {candidate: [every predicate it fails]}.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -46,7 +47,7 @@ def explain(trace, seq, all_failed_flag, fleet_path, as_json):
         found = True
         failures = _all_failed(fleet, trace, record_seq, kind, content) if fleet is not None else None
         if as_json:
-            click.echo(orjson.dumps(_json(explained, seq is not None, failures)).decode())
+            click.echo(_dumps(_json(explained, seq is not None, failures)))
         else:
             _print(explained, seq is not None, failures)
     if not found:
@@ -95,6 +96,15 @@ def _json(explained: Explained, detail: bool, failures: dict[str, list[str]] | N
     if failures is not None:
         out["all_failed"] = failures
     return out
+
+
+def _dumps(obj: Any) -> str:
+    """JSON text of what a trace held; the standard library writes the values orjson refuses (an
+    integer beyond 64 bits, a lone surrogate) as JSON allows them."""
+    try:
+        return orjson.dumps(obj).decode()
+    except TypeError:
+        return json.dumps(obj)
 
 
 def _total(entry) -> float:
