@@ -253,6 +253,10 @@ def _yaml(report: ImportReport) -> Callable[[bytes, str], list[Document]]:
     return parse
 
 
+#: Fewer input files than this are read in well under a second: no progress bar.
+PROGRESS_MIN_FILES = 200
+
+
 def _read(paths: Iterable[str], suffixes: tuple[str, ...],
           parse: Callable[[bytes, str], list[Document]], report: ImportReport) -> list[Document]:
     """Documents of every readable file; a file that cannot be read or parsed is a skipped item
@@ -269,10 +273,6 @@ def _read(paths: Iterable[str], suffixes: tuple[str, ...],
         for path in items:
             _read_one(path, parse, report, docs)
     return docs
-
-
-#: Fewer input files than this are read in well under a second: no progress bar.
-PROGRESS_MIN_FILES = 200
 
 
 def _read_one(path: str, parse: Callable[[bytes, str], list[Document]], report: ImportReport,
