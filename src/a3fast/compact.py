@@ -185,7 +185,7 @@ class Encoder:
         for pair in failed_pairs:
             if not (isinstance(pair, dict) and set(pair) == {"candidate", "predicate"}):
                 return None
-            k = position.get(pair["predicate"])
+            k = position.get(pair["predicate"]) if isinstance(pair["predicate"], str) else None
             aid = self._ids.get(pair["candidate"]) if isinstance(pair["candidate"], str) else None
             if k is None or aid is None:
                 return None

@@ -229,14 +229,20 @@ class Fleet:
     # -- placing ----------------------------------------------------------------------------------
     def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
               route: Route | None = None, *, scorer: Scorer | None = None, kind: str | None = None,
-              remember_session: bool = True) -> Placement:
+              remember_session: bool = True, reason_limit: int | None = None) -> Placement:
         """Place one task (§5, §6): gather, filter, explain, score, choose. Returns a Placement.
 
         `session` (or the requirements' `session`) is used for affinity only; a bound placement
         makes the chosen agent hold it unless `remember_session` is false. `route` is a Route whose
-        additions are matched and recorded. Raises SchemaError for invalid requirements.
+        additions are matched and recorded. A rejection's reason names every candidate that failed
+        each predicate (§6); `reason_limit=N` names at most N per predicate and counts the rest, a
+        departure from §6 for callers that keep reasons short (filters_failed still lists every
+        one). Raises SchemaError for invalid requirements, ValueError for a bad reason_limit.
         """
         started = time.perf_counter_ns()
+        if reason_limit is not None and (isinstance(reason_limit, bool) or not isinstance(reason_limit, int)
+                                         or reason_limit < 1):
+            raise ValueError(f"reason_limit: expected None or a positive integer, found {reason_limit!r}")
         submitted = parse_requirements(requirements)
         matched = route.apply(submitted) if route is not None else submitted
         predicates = matched.predicates
@@ -279,7 +285,8 @@ class Fleet:
             self.engine, self._index, matched, submitted, route.name if route is not None else None,
             session, kind, expl, scores, scorer is not None, decl,
             self._declaration_json(best) if decl is not None else None,
-            gathered - started, selected - gathered, time.time_ns(), self.generation)
+            gathered - started, selected - gathered, time.time_ns(), self.generation,
+            reason_limit=reason_limit)
         if (decl is not None and session is not None and remember_session
                 and not self.holds_session(decl.agent.name, session)):
             self.hold_session(decl.agent.name, session)

@@ -70,14 +70,14 @@ class Placement:
     __slots__ = ("fleet_engine", "index", "requirements", "submitted", "route", "session", "kind",
                  "explanation", "scores", "custom_scores", "declaration", "declaration_json", "agent",
                  "gather_ns", "select_ns", "decided_at_ns", "generation", "resumed", "recorded_in",
-                 "seq", "_scheduling")
+                 "seq", "reason_limit", "_scheduling")
 
     def __init__(self, fleet_engine: str, index: Any, requirements: Requirements,
                  submitted: Requirements, route: str | None, session: str | None, kind: str | None,
                  explanation: Any, scores: Any, custom_scores: bool, declaration: Declaration | None,
                  declaration_json: bytes | None, gather_ns: int | None, select_ns: int | None,
                  decided_at_ns: int, generation: int, *, resumed: bool = False,
-                 recorded_in: int | None = None):
+                 recorded_in: int | None = None, reason_limit: int | None = None):
         self.fleet_engine = fleet_engine
         #: the engine index that names this placement's agent ids
         self.index = index
@@ -106,6 +106,8 @@ class Placement:
         self.recorded_in = recorded_in
         #: the seq of this placement's record, when a trace writer has told it
         self.seq: int | None = None
+        #: at most this many names per predicate in a rejection's reason (None: all, as §6 asks)
+        self.reason_limit = reason_limit
         self._scheduling: dict[str, Any] | None = None
 
     @property

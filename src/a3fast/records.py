@@ -12,11 +12,6 @@ from .explain import summary_line as _verdict_line
 __all__ = ["scheduling_dict", "scheduling_json", "rejection_dict", "timings", "summary_line",
            "placement_records", "reason_text"]
 
-#: How many candidate names a rejection's reason lists per predicate before it counts the rest;
-#: the full lists are in the rejection's filters_failed.
-REASON_NAMES = 10
-
-
 _second_text: list = [None, ""]  # the last whole second formatted, since placements come many a second
 
 
@@ -94,7 +89,9 @@ def scheduling_json(p) -> bytes:
 
 
 def reason_text(p) -> str:
-    """A §6-conformant reason: every failed predicate with the candidates that failed it first."""
+    """A §6-conformant reason: every failed predicate with every candidate that failed it first.
+    With the placement's `reason_limit` (a caller's choice, departing from §6) at most that many
+    names per predicate, and a count of the rest."""
     expl = p.explanation
     n = expl.candidates_count
     if n == 0:
@@ -108,8 +105,9 @@ def reason_text(p) -> str:
         ids = expl.failed_ids(k)
         if not ids:
             continue
-        names = [index.name(i) for i in ids[:REASON_NAMES]]
-        more = f" and {len(ids) - REASON_NAMES} more" if len(ids) > REASON_NAMES else ""
+        limit = p.reason_limit if p.reason_limit is not None else len(ids)
+        names = [index.name(i) for i in ids[:limit]]
+        more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
         parts.append(f"{predicate} failed by {', '.join(names)}{more}")
     return f"no eligible agent among {n} candidate{'s' if n != 1 else ''}: " + "; ".join(parts)
 
