@@ -185,7 +185,7 @@ class Encoder:
         for pair in failed_pairs:
             if not (isinstance(pair, dict) and set(pair) == {"candidate", "predicate"}):
                 return None
-            k = position.get(pair["predicate"])
+            k = position.get(pair["predicate"]) if isinstance(pair["predicate"], str) else None
             aid = self._ids.get(pair["candidate"]) if isinstance(pair["candidate"], str) else None
             if k is None or aid is None:
                 return None
@@ -247,7 +247,7 @@ class Encoder:
         from .records import reason_text, timings
 
         expl = p.explanation
-        index = p._index
+        index = p.index
         if index is not self._index or p.generation != self._generation:
             if index is not self._index:
                 self._names, self._snapshot_seq, self._snapshot_names, self._live_text = [], None, 0, None
@@ -278,7 +278,7 @@ class Encoder:
 
 def _score_columns(p) -> list[list[Any]]:
     scores = p.scores
-    if p._custom:
+    if p.custom_scores:
         entries = scores.entries
         names = list(dict.fromkeys(k for e in entries for k in e))
         if any(list(e) != names for e in entries):

@@ -12,6 +12,7 @@ form of `a3fast verify --json`: `{"valid": bool, "errors": [{"code", "seq", ...}
 """
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import subprocess
@@ -187,10 +188,30 @@ def run_a3fast(vector: Vector) -> Outcome:
     return _outcome(vector, is_valid(findings), errors, [str(f) for f in findings])
 
 
+def verifier_argv(command: str | list[str]) -> list[str]:
+    """A verifier command as an argument list (shell words for a string); ValueError naming what
+    is wrong when it names no program or has an unclosed quote or a trailing escape."""
+    if isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise ValueError(f"expected a command line, found {command!r}: {str(exc).lower()}") from None
+    else:
+        argv = list(command)
+    if not argv or not all(isinstance(a, str) for a in argv) or not argv[0]:
+        raise ValueError(f"expected a command line naming a program, found {command!r}")
+    return argv
+
+
 def run_command(command: str | list[str], timeout: float = 30.0) -> Callable[[Vector], Outcome]:
     """A runner that gives each vector's trace to `command` on standard input and reads its
-    `--json` result from standard output (the first line that is a JSON object)."""
-    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    `--json` result from standard output (the first line that is a JSON object).
+
+    ValueError for a command that names no program or does not parse as a shell would parse it,
+    and for a timeout that is not a positive finite number of seconds."""
+    argv = verifier_argv(command)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise ValueError(f"timeout: expected a positive finite number of seconds, found {timeout!r}")
 
     def run(vector: Vector) -> Outcome:
         try:

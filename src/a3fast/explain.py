@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 from .predicates import AGENT_REF, ANTI_AFFINITY
 from .schema import parse_requirements
 
+
 __all__ = ["PredicateCount", "Explained", "predicate_counts", "summary_line", "explain_record",
            "all_failed", "counts_table"]
 
@@ -112,31 +113,7 @@ def _explained(seq, kind, predicates, candidates, failed, chosen, scores, reason
     return Explained(seq, kind, tuple(counts), len(candidates), tuple(counts.values()), chosen, scores, reason)
 
 
-def all_failed(fleet, requirements: Any) -> dict[str, list[str]]:
-    """Every predicate each ineligible agent of `fleet` fails, not only the first (derivation order).
-
-    One set difference per predicate over the fleet's index; only asked for on request, since it
-    costs O(P·N) where the first-failed explanation costs O(P) bitmap operations.
-    """
-    req = parse_requirements(requirements)
-    index = fleet._index
-    live = index.live_ids()
-    live_set = set(live)
-    failing: list[tuple[str, set[int]]] = []
-    for p in req.predicates:
-        kind, _, arg = p.partition(":")
-        if kind == ANTI_AFFINITY:
-            aid = fleet._ids.get(arg)
-            failing.append((p, {aid} & live_set if aid is not None else set()))
-        elif kind == AGENT_REF:
-            aid = fleet._ids.get(arg)
-            failing.append((p, live_set - {aid}))
-        else:
-            row = fleet._rows.get(p, -1)
-            failing.append((p, live_set - set(index.row_ids(row))))
-    out: dict[str, list[str]] = {}
-    for aid in live:
-        missed = [p for p, ids in failing if aid in ids]
-        if missed:
-            out[index.name(aid)] = missed
-    return out
+def all_failed(fleet: Any, requirements: Any) -> dict[str, list[str]]:
+    """Every predicate each ineligible agent of `fleet` fails, not only the first (derivation order);
+    see `Fleet.all_failed`."""
+    return fleet.all_failed(requirements)

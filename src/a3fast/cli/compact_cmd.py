@@ -5,28 +5,31 @@ import click
 import orjson
 
 from ..compact import Encoder
-from .common import atomic_output
+from .common import atomic_output, output_option, progress
 from .trace_input import read_records
 
 
-def _write(records, out_path) -> None:
-    with atomic_output(out_path) as out:
-        for seq, kind, content in records:
+def _write(records, count, label, out_path) -> None:
+    with atomic_output(out_path) as out, progress(records, count, label) as items:
+        for seq, kind, content in items:
             out.write(orjson.dumps({"seq": seq, "kind": kind, "content": content}) + b"\n")
 
 
 @click.command()
 @click.argument("trace", default="-")
-@click.option("--out", "out_path", default=None, metavar="FILE", help="Output file (default: standard output).")
-def encode(trace, out_path):
+@output_option("Output file (default: standard output).")
+def encode(trace, output):
     """Rewrite a trace with compact placement records (lossless; others stay as they are)."""
     encoder = Encoder()
-    _write(((seq, kind, encoder.encode(seq, kind, content)) for seq, kind, content in read_records(trace)), out_path)
+    records = list(read_records(trace))
+    _write(((seq, kind, encoder.encode(seq, kind, content)) for seq, kind, content in records),
+           len(records), "encoding", output)
 
 
 @click.command()
 @click.argument("trace", default="-")
-@click.option("--out", "out_path", default=None, metavar="FILE", help="Output file (default: standard output).")
-def decode(trace, out_path):
+@output_option("Output file (default: standard output).")
+def decode(trace, output):
     """Rewrite a compact trace in the spec's JSON form (exactly the records it was made from)."""
-    _write(read_records(trace, decode=True), out_path)
+    records = list(read_records(trace, decode=True))
+    _write(records, len(records), "writing", output)
