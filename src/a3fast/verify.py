@@ -23,6 +23,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Mapping
 from .errors import describe
 from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
                          UNMET_CODE, parse_predicate, satisfies)
+from .rejection_claims import claims_no_eligible_agent, names_a_predicate
 from .schema import Declaration, SchemaError, parse_requirements
 from .scheduling_record import (ABSENT, BOUND_RECORD, RecordedPlacement, read_scheduling,
                                 read_scheduling_json, read_typed)
@@ -76,37 +77,6 @@ class Finding:
 def is_valid(findings: Iterable[Finding]) -> bool:
     """A trace is valid when the verifier found no error (warnings do not count)."""
     return not any(f.is_error for f in findings)
-
-
-# ---------------------------------------------------------------------------------------------
-# Rejections (§7 "Rejection", DESIGN reading 6)
-
-#: A reason that says in words that no agent or candidate was eligible, or that the task is unschedulable.
-_CLAIMS_NO_ELIGIBLE = re.compile(
-    r"\bunschedulable\b"
-    r"|\bno\s+(?:[a-z-]+\s+){0,2}(?:agents?|candidates?)\b"
-    r"|\bnone\s+of\s+the\s+(?:[a-z-]+\s+)?(?:agents|candidates)\b"
-    r"|\b(?:agents?|candidates?)\s+(?:(?:was|were|is|are)\s+)?(?:eligible|available|suitable|matching|matched)\b",
-    re.IGNORECASE)
-#: A §5 predicate string inside free text.
-_PREDICATE_IN_TEXT = re.compile(
-    r"(?<![\w.-])(?:"
-    r"capability:[a-z0-9]+(?:\.[a-z0-9-]+)+/(?:0|[1-9][0-9]*)(?![0-9])"
-    r"|clearance:[a-z0-9]+(?:\.[a-z0-9-]+)+"
-    r"|(?:tool|residency|agentRef|anti-affinity):[^\s,;]+"
-    r"|model\.latency_class:[^\s,;]+)")
-
-
-def claims_no_eligible_agent(content: Mapping[str, Any]) -> bool:
-    """Whether a task.rejected says no agent was eligible (DESIGN reading 6)."""
-    if content.get("code") == "unschedulable":
-        return True
-    reason = content.get("reason")
-    return isinstance(reason, str) and _CLAIMS_NO_ELIGIBLE.search(reason) is not None
-
-
-def names_a_predicate(reason: Any) -> bool:
-    return isinstance(reason, str) and _PREDICATE_IN_TEXT.search(reason) is not None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,152 @@
+"""The reading of "a rejection whose reason claims no eligible agent" (§7 Rejection, DESIGN reading 6;
+a3fast.rejection_claims), phrasing by phrasing."""
+from __future__ import annotations
+
+import pytest
+
+from a3fast.rejection_claims import claims_no_eligible_agent, names_a_predicate
+from a3fast.verify import verify
+
+CLAIMS = [
+    "no eligible agent",
+    "No eligible agents",
+    "Could not find an eligible agent for this task",
+    "could not find a suitable agent",
+    "couldn't find any agent that satisfies the requirements",
+    "unable to find a matching candidate",
+    "failed to find an agent",
+    "did not find any candidate",
+    "found no eligible agents",
+    "found no candidates",
+    "no suitable agent was found",
+    "No agents found",
+    "0 eligible agents among 40 candidates",
+    "zero eligible agents",
+    "zero of the 40 candidates passed",
+    "eligible agents: 0",
+    "eligible: 0/40",
+    "Eligible candidates = none",
+    "task cannot be scheduled: every candidate failed the filter",
+    "cannot be scheduled",
+    "the task could not be scheduled",
+    "unable to schedule the task",
+    "failed to schedule task-4471",
+    "Unschedulable",
+    "task is unschedulable",
+    "not schedulable on this fleet",
+    "no candidates",
+    "no candidate passed the filter",
+    "No candidates remained after filtering",
+    "none of the candidates",
+    "none of the 40 agents are eligible",
+    "none of the agents matched",
+    "not a single candidate qualified",
+    "not one agent is eligible",
+    "no agent available",
+    "No agent available.",
+    "no agents satisfy the requirements",
+    "no agent is eligible",
+    "no agent matched the requirements",
+    "no matching agent",
+    "no qualified agents in the fleet",
+    "no capable agent in namespace support",
+    "every candidate failed",
+    "all candidates failed at least one predicate",
+    "all 40 candidates were filtered out",
+    "all of the agents were rejected by the filter",
+    "each candidate was ineligible",
+    "every agent did not pass the filters",
+    "all agents are excluded by the task",
+    "agents were weighed; none were eligible",
+    "Could not\nfind an eligible\tagent",
+]
+
+NOT_CLAIMS = [
+    "3 agents available, but the principal's budget is exhausted",
+    "the principal's budget is exhausted; no agent was contacted",
+    "no agent was contacted",
+    "budget exhausted",
+    "the deadline passed before placement",
+    "rejected by policy: tasks of kind refunds.issue need approval",
+    "the principal lacks clearance orders.issue",
+    "duplicate idempotency key",
+    "cancelled by the requester",
+    "rate limited: 12 candidates were eligible, retry later",
+    "approval denied by the reviewer",
+    "2 of 40 candidates were eligible, but all were busy",
+    "eligible agents exist, but the approval was denied",
+    "agents available: 12; rejected by the rate limiter",
+    "the requester has no remaining quota; 5 agents were eligible",
+    "task expired in the queue",
+    "input too large",
+    "the session was closed",
+    "the principal was revoked",
+    "no approval was given",
+    "no budget left",
+    "no agent was asked; the task was cancelled by its principal",
+    "invalid requirements document",
+    "the task was withdrawn",
+    "40 candidates considered, 3 eligible; the placement was vetoed",
+    "the route was disabled",
+    "a3fast is shutting down",
+    "no retries left",
+    "shutting down: no new placements are accepted",
+    "the task timed out after 30 s",
+    "the engagement descriptor has expired",
+    "quota exceeded for namespace support",
+    "rejected: the principal is not allowed to submit tasks",
+    "the agent declined the task",
+    "the chosen agent went offline before binding",
+    "the task asks for an unknown capability version format",
+    "the idempotency key was reused",
+    "manual rejection by an operator",
+    "policy forbids placement outside the EU",
+    "an agent was eligible but its lease could not be renewed",
+    "too many tasks in flight",
+    "",
+    "no",
+]
+
+
+@pytest.mark.parametrize("reason", CLAIMS)
+def test_a_reason_that_says_no_agent_was_eligible_claims_it(reason):
+    assert claims_no_eligible_agent({"reason": reason})
+
+
+@pytest.mark.parametrize("reason", NOT_CLAIMS)
+def test_a_reason_that_names_another_obstacle_claims_nothing(reason):
+    assert not claims_no_eligible_agent({"reason": reason})
+
+
+def test_the_tables_are_large_enough_to_mean_something():
+    assert len(CLAIMS) >= 40 and len(NOT_CLAIMS) >= 40
+
+
+def test_code_unschedulable_claims_whatever_the_reason_says():
+    assert claims_no_eligible_agent({"code": "unschedulable", "reason": "budget exhausted"})
+    assert claims_no_eligible_agent({"code": "unschedulable"})
+
+
+@pytest.mark.parametrize("reason", [None, 3, ["no eligible agent"], {"x": 1}])
+def test_a_reason_that_is_not_text_claims_nothing(reason):
+    assert not claims_no_eligible_agent({"reason": reason})
+
+
+def test_a_predicate_named_in_a_claiming_reason_satisfies_the_rule():
+    assert names_a_predicate("no eligible agent: capability:order.investigate/2 failed by summariser")
+    assert not names_a_predicate("Could not find an eligible agent for this task")
+
+
+def _rejection(reason):
+    return [{"seq": 1, "kind": "task.submitted", "content": {"requirements": {}}},
+            {"seq": 2, "kind": "task.rejected", "content": {"reason": reason}}]
+
+
+@pytest.mark.parametrize("reason", CLAIMS[:10])
+def test_a_claiming_reason_without_a_predicate_is_E_REJECTION_REASON(reason):
+    assert [(f.code, f.seq) for f in verify(_rejection(reason))] == [("E_REJECTION_REASON", 2)]
+
+
+@pytest.mark.parametrize("reason", NOT_CLAIMS[:10])
+def test_a_reason_that_claims_nothing_is_not_held_to_the_rule(reason):
+    assert verify(_rejection(reason)) == []
