@@ -91,10 +91,30 @@ def test_unreadable_input_exits_2_with_one_line_and_goes_on(tmp_path, placed):
     assert json.loads(result.stdout.strip())["valid"] is True
 
 
-def test_a_trace_that_breaks_the_format_is_invalid_not_unreadable():
-    result = run("verify", "--json", input=b"not json\n")
+def test_a_trace_with_records_and_lines_that_break_the_format_is_invalid_not_unreadable():
+    result = run("verify", "--json", input=b'{"seq": 1, "kind": "task.started", "content": {}}\nnot json\n')
     assert result.exit_code == 1
     assert [e["code"] for e in json.loads(result.output)["errors"]] == ["E_TRACE"]
+
+
+@pytest.mark.parametrize("data", [b"not json\n", b"[1, 2]\n", b'{"a": 1}\n', b"[" * 1000 + b"]" * 1000])
+def test_input_in_which_nothing_reads_as_a_record_is_unreadable(data):
+    result = run("verify", input=data)
+    assert result.exit_code == 2
+    assert "unreadable: no records" in result.stderr and "valid" not in result.stdout
+
+
+@pytest.mark.parametrize("data", [b"", b"\n\n"])
+def test_an_empty_trace_says_no_records_and_is_unreadable(data):
+    result = run("verify", "-", input=data)
+    assert result.exit_code == 2
+    assert "no records" in result.stderr and "valid" not in result.stdout
+
+
+def test_an_empty_trace_still_gets_its_json_result_with_a_count_of_no_records():
+    result = run("verify", "--json", input=b"")
+    assert result.exit_code == 2
+    assert json.loads(result.stdout) == {"path": "-", "valid": True, "records": 0, "errors": [], "warnings": []}
 
 
 def test_a_large_trace_on_a_terminal_gets_a_progress_bar(tmp_path, monkeypatch, placed):
@@ -105,7 +125,7 @@ def test_a_large_trace_on_a_terminal_gets_a_progress_bar(tmp_path, monkeypatch, 
     monkeypatch.setattr(verify_cmd, "PROGRESS_MIN_BYTES", 1)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
     with open(path, "rb") as fh:
-        assert verify_cmd._verify_with_progress(fh, str(path)) == []
+        assert verify_cmd._verify_with_progress(fh, str(path)) == ([], 3)
 
 
 # -- conformance -----------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ invalid.
 from __future__ import annotations
 
 import os
-import re
 from array import array
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from .scheduling_record import (ABSENT, BOUND_RECORD, RecordedPlacement, read_sc
                                 read_scheduling_json, read_typed)
 from .trace import (TraceContentError, TraceItem, TraceProblem, TraceRecord, read_trace, read_values)
 
-__all__ = ["Finding", "Verifier", "verify", "verify_file", "verify_stream", "verify_bytes",
+__all__ = ["Finding", "Verifier", "verify", "verify_file", "verify_stream", "verify_stream_counted", "verify_bytes",
            "verify_items", "is_valid", "summarise", "ERROR_CODES", "WARNING_CODES"]
 
 #: Every error code the verifier reports: §7's, and E_TRACE for the trace format.
@@ -609,7 +608,16 @@ def verify_bytes(data: bytes) -> list[Finding]:
 def verify_stream(stream: BinaryIO, progress: Callable[[int], None] | None = None) -> list[Finding]:
     """Verify a trace read from a binary stream; JSON Lines are read line by line, so memory does not
     grow with the trace. `progress(n)` hears of every n bytes read."""
-    return verify_items(read_trace(stream, progress, typed=_TYPED))
+    return verify_stream_counted(stream, progress)[0]
+
+
+def verify_stream_counted(stream: BinaryIO,
+                          progress: Callable[[int], None] | None = None) -> tuple[list[Finding], int]:
+    """`verify_stream`, with the number of records read: 0 when nothing in the input reads as a
+    record `{seq, kind, content}` (empty, not JSON at all, or JSON that holds no record), which the
+    command line reports as unreadable rather than as a valid trace."""
+    verifier = Verifier().feed_all(read_trace(stream, progress, typed=_TYPED))
+    return verifier.finish(), verifier.records
 
 
 def verify_file(path: str | os.PathLike, progress: Callable[[int], None] | None = None) -> list[Finding]:

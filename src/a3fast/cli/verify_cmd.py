@@ -1,8 +1,10 @@
 """`a3fast verify`: check traces per §7 (DESIGN "Contracts").
 
 Human-readable by default; `--json` prints one object per trace per line:
-`{"path", "valid", "errors": [{"code", "seq", "line", "message"}], "warnings": [...]}`.
-Exit 0 when every trace is valid, 1 when some is invalid, 2 when some cannot be read.
+`{"path", "valid", "records", "errors": [{"code", "seq", "line", "message"}], "warnings": [...]}`.
+Exit 0 when every trace is valid, 1 when some is invalid, 2 when some is unreadable: it cannot be
+opened, or nothing in it reads as a record (empty, not JSON, or JSON that holds no record). A trace
+with records and some lines that break the format is invalid (E_TRACE), exit 1.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import BinaryIO
 import click
 import orjson
 
-from ..verify import Finding, is_valid, summarise, verify_stream
+from ..verify import Finding, is_valid, summarise, verify_stream_counted
 from .common import EXIT_BAD_INPUT, EXIT_NEGATIVE, EXIT_OK
 
 #: Below this size a trace verifies in well under a second: no progress bar.
@@ -33,47 +35,58 @@ def verify(traces: tuple[str, ...], as_json: bool) -> None:
     exit_code = EXIT_OK
     for path in traces or ("-",):
         try:
-            findings = _verify_path(path)
+            findings, records = _verify_path(path)
         except OSError as exc:
             click.echo(f"a3fast: {path}: cannot read: {exc.strerror or exc}", err=True)
             exit_code = EXIT_BAD_INPUT
             continue
-        valid = is_valid(findings)
-        if not valid and exit_code == EXIT_OK:
-            exit_code = EXIT_NEGATIVE
         if as_json:
-            sys.stdout.buffer.write(result_json(path, findings) + b"\n")
+            sys.stdout.buffer.write(result_json(path, findings, records) + b"\n")
             sys.stdout.buffer.flush()
-        else:
+        if not records:
+            label = "standard input" if path == "-" else path
+            click.echo(f"a3fast: {label}: unreadable: {_no_records(findings)}", err=True)
+            exit_code = EXIT_BAD_INPUT
+            continue
+        if not is_valid(findings) and exit_code == EXIT_OK:
+            exit_code = EXIT_NEGATIVE
+        if not as_json:
             click.echo(summarise(findings, "standard input" if path == "-" else path))
     sys.exit(exit_code)
 
 
-def result_json(path: str, findings: list[Finding]) -> bytes:
+def _no_records(findings: list[Finding]) -> str:
+    if not findings:
+        return "no records (the input is empty)"
+    return f"no records: not a trace of {{seq, kind, content}} records ({findings[0]})"
+
+
+def result_json(path: str, findings: list[Finding], records: int | None = None) -> bytes:
     """The `--json` result form for one trace (what `a3fast conformance --verifier` reads)."""
     return orjson.dumps({
         "path": path,
         "valid": is_valid(findings),
+        **({} if records is None else {"records": records}),
         "errors": [f.to_dict() for f in findings if f.is_error],
         "warnings": [f.to_dict() for f in findings if not f.is_error],
     })
 
 
-def _verify_path(path: str) -> list[Finding]:
+def _verify_path(path: str) -> tuple[list[Finding], int]:
     if path == "-":
         return _verify_with_progress(sys.stdin.buffer, "standard input")
     with open(path, "rb") as fh:
         return _verify_with_progress(fh, path)
 
 
-def _verify_with_progress(stream: BinaryIO, label: str) -> list[Finding]:
+def _verify_with_progress(stream: BinaryIO, label: str) -> tuple[list[Finding], int]:
     """Verify, drawing a progress bar on standard error for a long trace when it is a terminal."""
     size = _size(stream)
     if size < PROGRESS_MIN_BYTES or not sys.stderr.isatty():
-        return verify_stream(stream)
+        return verify_stream_counted(stream)
     with click.progressbar(length=size, label=f"verifying {label}", file=sys.stderr,
                            show_eta=True, show_percent=True) as bar:
-        return verify_stream(stream, progress=bar.update)
+        return verify_stream_counted(stream, progress=bar.update)
 
 
 def _size(stream: BinaryIO) -> int:
