@@ -527,6 +527,8 @@ class CompactReader:
         table_seq = seq if isinstance(fleet, dict) else fleet
         name_ids = self._names.get(table_seq)
         if name_ids is None or name_ids.names is not names:
+            if "" in names:  # as in spec form: every name in the lists is an agent name
+                raise CompactError("fleet snapshot: expected agent names (non-empty strings), found an empty one")
             name_ids = self._names[table_seq] = _NameIds(names)
         predicates, failed = compact.get("filters_passed"), compact.get("failed")
         if not isinstance(predicates, list) or not all(isinstance(p, str) for p in predicates) \
