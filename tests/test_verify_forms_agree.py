@@ -2,6 +2,7 @@
 (§7 on the bitmaps must read the records exactly as §7 on the lists)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import orjson
@@ -25,27 +26,37 @@ def _encoded(values: list) -> list:
     return [next(encoded) if isinstance(v, dict) else v for v in values]
 
 
+def _changed(original, encoded) -> bool:
+    return isinstance(original, dict) and encoded["content"] is not original.get("content")
+
+
 def compact_form(trace) -> bytes:
     """A vector's trace (a list of elements, or its text) in compact form: every element or line
-    that is a JSON object is encoded, everything else is kept as it is."""
+    the encoder rewrites is written anew, everything else is kept byte for byte (json.loads keeps
+    what orjson would change, such as integers beyond 64 bits)."""
     if not isinstance(trace, str):
         return b"".join(orjson.dumps(v) + b"\n" for v in _encoded(trace))
     text = trace.encode()
     if text.lstrip().startswith(b"["):
         try:
-            values = orjson.loads(text)
-        except orjson.JSONDecodeError:
+            values = json.loads(text)
+        except ValueError:
             return text
-        return orjson.dumps(_encoded(values)) if isinstance(values, list) else text
+        if not isinstance(values, list):
+            return text
+        encoded = _encoded(values)
+        if not any(_changed(v, e) for v, e in zip(values, encoded)):
+            return text
+        return orjson.dumps(encoded)
     lines = text.split(b"\n")
     parsed = []
     for line in lines:
         try:
-            parsed.append(orjson.loads(line))
-        except orjson.JSONDecodeError:
-            parsed.append(line)
+            parsed.append(json.loads(line))
+        except (ValueError, RecursionError):
+            parsed.append(None)
     encoded = _encoded(parsed)
-    return b"\n".join(orjson.dumps(e) if isinstance(p, dict) else (p if isinstance(p, bytes) else line)
+    return b"\n".join(orjson.dumps(e) if _changed(p, e) else line
                       for e, p, line in zip(encoded, parsed, lines))
 
 
