@@ -184,8 +184,6 @@ def validate(value: Any, path: str = "$", limit: int = MAX_DEPTH, *,
 
 
 _DECODER = msgspec.json.Decoder()
-
-
 def decode_problem(data: bytes | str, limit: int = MAX_DEPTH) -> tuple[Any, list[Problem]]:
     """(value, problems) of JSON text under the rule; the value is None when there are problems.
     msgspec refuses lone surrogates and numbers no double can hold; what it accepts is checked."""

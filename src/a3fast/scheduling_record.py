@@ -109,13 +109,25 @@ def _parse_document(value: Any, field: str, parse) -> tuple[Any, list[str]]:
         return None, [str(p) for p in exc.problems]
 
 
-def _parse_requirements_json(raw: Any, doc: Any) -> tuple[Requirements | None, list[str]]:
+class _BreaksTheRule(Exception):
+    """Requirements in a task.bound line that break the document rule for the record."""
+
+
+def _parse_requirements_json(raw: Any) -> tuple[Requirements | None, list[str]]:
+    """Requirements parsed once per distinct JSON text (a trace repeats a few); _BreaksTheRule when
+    they break the document rule as part of a record (the generic path reports that as E_TRACE)."""
     key = bytes(raw)
     hit = _requirements_cache.get(key)
     if hit is None:
         if len(_requirements_cache) >= _REQUIREMENTS_CACHE_LIMIT:
             _requirements_cache.clear()
-        hit = _requirements_cache[key] = _parse_document(doc, "requirements", parse_requirements)
+        doc = _ANY.decode(key)
+        parsed = _parse_document(doc, "requirements", parse_requirements)
+        if parsed[1] and not document.conforms(doc, _DOCUMENT_DEPTH_IN_RECORD, decoded_json=True):
+            parsed = None
+        hit = _requirements_cache[key] = parsed
+    if hit is None:
+        raise _BreaksTheRule
     return hit[0], list(hit[1])
 
 
@@ -327,18 +339,16 @@ def read_typed(content: Any) -> RecordedPlacement | None:
     s = content.scheduling
     if s.recorded_in is not ABSENT and s.recorded_in is not None:
         return None  # a resumed reference: the generic reader reads it
-    try:
-        requirements_doc = _ANY.decode(s.requirements)
-        declaration_doc = _ANY.decode(s.declaration)
-    except (msgspec.MsgspecError, RecursionError):
-        return None  # valid syntax no decoder can hold (1e400): the generic path reports it
-    for doc in (requirements_doc, declaration_doc):
-        if not document.conforms(doc, _DOCUMENT_DEPTH_IN_RECORD, decoded_json=True):
-            return None  # the record breaks the document rule: the generic path says where
     record = RecordedPlacement()
     record.resumed = content.resumed is True or s.resumed is True
-    record.requirements, record.problems = _parse_requirements_json(s.requirements, requirements_doc)
+    try:
+        record.requirements, record.problems = _parse_requirements_json(s.requirements)
+        declaration_doc = _ANY.decode(s.declaration)
+    except (msgspec.MsgspecError, RecursionError, _BreaksTheRule):
+        return None  # no decoder can hold it (1e400), or it breaks the rule: the generic path says so
     record.declaration, problems = _parse_document(declaration_doc, "declaration", parse_declaration)
+    if problems and not document.conforms(declaration_doc, _DOCUMENT_DEPTH_IN_RECORD, decoded_json=True):
+        return None  # the record breaks the document rule: the generic path says where
     record.problems += problems
     record.candidates_ok = True
     record.filters_passed = s.filters_passed

@@ -248,7 +248,23 @@ def read_lines(lines: Iterable[bytes], *, first_line: int = 1,
             seq_check.index += 1
             yield TraceProblem(lineno, seq_check.index, _seq_of(value), _rule_message(problems))
             continue
+        if type(value) is dict:  # the usual shape, without the questions value() asks of others
+            seq, kind, content = value.get("seq"), value.get("kind"), value.get("content")
+            if type(seq) is int and type(kind) is str and type(content) is dict:
+                seq_check.index += 1
+                last = seq_check.last_seq
+                if last is not None and seq <= last:
+                    yield TraceProblem(lineno, seq_check.index, seq,
+                                       f"seq {seq} does not increase (an earlier record has seq {last})")
+                else:
+                    seq_check.last_seq = seq
+                yield TraceRecord(seq, kind, lineno, seq_check.index, content=content)
+                continue
         yield from seq_check.value(value, lineno)
+
+
+#: Up to this length a line is held to the rule by looking at its text (cheaper than at its value).
+_SMALL_LINE = 4096
 
 
 def _decode_record(line: bytes) -> tuple[Any, list[Problem]]:
@@ -260,6 +276,14 @@ def _decode_record(line: bytes) -> tuple[Any, list[Problem]]:
                               "nesting too deep to read")]
     except msgspec.MsgspecError as exc:  # not JSON, or valid syntax with a number out of range
         return None, [Problem("$", "JSON", f"not JSON: {_decode_error(exc)}")]
+    if len(line) <= _SMALL_LINE and line.count(b"[") + line.count(b"{") <= MAX_RECORD_DEPTH:
+        # the usual small record: too few brackets to nest too deeply, so only integers are in
+        # question, and orjson refuses to write one beyond 64 bits
+        try:
+            orjson.dumps(value)
+            return value, []
+        except TypeError:
+            pass
     return value, document.validate(value, "$", MAX_RECORD_DEPTH, decoded_json=True)
 
 
