@@ -21,8 +21,9 @@ The rule:
 `check` walks a decoded value iteratively (no recursion, so it cannot itself hit RecursionError) and
 names each problem as a `Problem(path, expected, found)`. `conforms` answers the same question fast,
 letting orjson's C writer do the walk — it refuses ints beyond 64 bits, lone surrogates, non-string
-keys and other types — and checking depth from what it wrote; only a value `conforms` refuses need
-be walked by `check`. `loads` decodes bytes under the rule and raises nothing but SchemaError.
+keys and other types — and bounding the depth by the brackets it wrote (or, past the limit, by its
+own recursion limit); only a value `conforms` refuses need be walked by `check`. `loads` decodes
+bytes under the rule and raises nothing but SchemaError.
 """
 from __future__ import annotations
 
@@ -158,21 +159,34 @@ _NULL = re.compile(rb"null")
 
 def conforms(value: Any, limit: int = MAX_DEPTH, *, decoded_json: bool = False) -> bool:
     """True when `value` certainly keeps the rule; False when `check` must look (it may then find
-    nothing: a null may stand for a NaN orjson wrote as null). One call into C: orjson writes the
-    value wrapped `254 - limit` arrays deep, refusing big ints, lone surrogates, non-string keys and
-    anything nested deeper than its own limit of 254, hence than `limit` in the value.
+    nothing: a null may stand for a NaN orjson wrote as null). Runs in C: orjson writes the value,
+    refusing big ints, lone surrogates and non-string keys; if what it wrote holds more opening
+    brackets than `limit` (brackets inside strings only over-count), it writes the value again
+    wrapped `254 - limit` arrays deep, so that its own limit of 254 answers for the depth.
     `decoded_json`: the value came from a JSON decoder, so a null in it is a null."""
+    try:
+        data = orjson.dumps(value, option=_WRITE_STRICT)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return False
+    if not decoded_json and _NULL.search(data) is not None:
+        return False
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return True
+    return _within_depth(value, limit)
+
+
+def _within_depth(value: Any, limit: int) -> bool:
     if _WRITER_LIMIT <= limit:  # an orjson without a recursion limit: no fast answer
         return False
     outer, inner = _wrappers.chain(limit)
     inner[0] = value
     try:
-        data = orjson.dumps(outer, option=_WRITE_STRICT)
-    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        orjson.dumps(outer, option=_WRITE_STRICT)
+    except TypeError:
         return False
     finally:
         inner[0] = None
-    return decoded_json or _NULL.search(data) is None
+    return True
 
 
 def validate(value: Any, path: str = "$", limit: int = MAX_DEPTH, *,
