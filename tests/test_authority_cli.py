@@ -179,7 +179,7 @@ def test_the_documented_worked_example_is_the_real_output():
         assert (result.stdout.rstrip("\n"), result.exit_code) == (shown, status)
 
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=12),
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
                                                                                        max_size=3),
                            max_leaves=10)
