@@ -438,9 +438,11 @@ class _Snapshots:
 
     def __init__(self) -> None:
         self.tables: dict[int, tuple[list[str], str]] = {}
+        self.unreadable: set[int] = set()  # records whose snapshot object could not be read
 
     def forget(self, seq: int) -> None:
         self.tables.pop(seq, None)
+        self.unreadable.discard(seq)
 
     def read(self, seq: int, fleet: Any, where: str = _ROOT + ".fleet") -> tuple[list[str], str]:
         """The snapshot a `fleet` member stands for, registered under `seq` when the member is a
@@ -454,6 +456,8 @@ class _Snapshots:
         """The snapshot a `fleet` member stands for, without registering it."""
         if isinstance(fleet, int) and not isinstance(fleet, bool):
             table = self.tables.get(fleet)
+            if table is None and fleet in self.unreadable:
+                raise CompactError(f"{where}: fleet snapshot {fleet} is in a record that could not be read")
             if table is None:
                 raise CompactError(f"{where}: fleet snapshot {fleet} is not earlier in the trace")
             return table
@@ -517,6 +521,15 @@ class Decoder:
         _check_arguments(seq, kind)
         if kind not in _PLACEMENT_KINDS or not is_compact(content):
             return content
+        try:
+            return self._decode(seq, kind, content)
+        except CompactError:
+            compact = content[KEY]
+            if isinstance(compact, dict) and isinstance(compact.get("fleet"), dict):
+                self._snapshots.unreadable.add(seq)
+            raise
+
+    def _decode(self, seq: int, kind: str, content: dict[str, Any]) -> dict[str, Any]:
         at = f"seq {seq}: {_ROOT}"
         compact = content[KEY]
         if not isinstance(compact, dict):
