@@ -1,9 +1,16 @@
-"""`a3fast explain`: the placements of a trace in words, counts, and (with a fleet) every failure."""
+"""`a3fast explain`: the placements of a trace in words, counts, and (with a fleet) every failure.
+
+A placement record explain cannot read (lists of the wrong shape, a compact member outside the
+format) is named with its seq and member, exit 2, and nothing is printed: the verdicts of a trace
+come out whole or not at all."""
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
-from ..explain import all_failed, counts_table, explain_record
+from ..errors import A3Error, SchemaError
+from ..explain import ExplainError, all_failed, counts_table, explain_record
 from .common import BadInput, EXIT_OK
 from .fleet_input import load_fleet
 from .trace_input import read_records
@@ -21,37 +28,59 @@ def explain(trace, seq, all_failed_flag, fleet_path):
     if all_failed_flag and fleet_path is None:
         raise BadInput("--all-failed needs --fleet: a trace carries only the chosen agent's declaration")
     found = False
+    lines: list[str] = []
+    problems: list[str] = []
     for record_seq, kind, content in read_records(trace, decode=True):
         if seq is not None and record_seq != seq:
             continue
-        explained = explain_record(record_seq, kind, content)
+        try:
+            explained = explain_record(record_seq, kind, content)
+        except ExplainError as exc:
+            problems.append(f"{trace}: {exc}")
+            continue
         if explained is None:
             if seq is not None:
                 raise BadInput(f"{trace}: seq {seq} is a {kind} record, not a placement with an explanation")
             continue
         found = True
-        click.echo(f"seq {record_seq} {kind}: {explained.summary()}")
+        lines.append(f"seq {record_seq} {kind}: {explained.summary()}")
         if seq is None:
             continue
-        for line in counts_table(explained.counts()):
-            click.echo(line)
+        lines += counts_table(explained.counts())
         ranked = sorted(explained.scores.items(), key=lambda kv: (-_total(kv[1]), kv[0]))
         for name, entry in ranked[:5]:
             parts = ", ".join(f"{k} {v}" for k, v in entry.items())
-            click.echo(f"  score {name}: {parts}")
+            lines.append(f"  score {name}: {parts}")
         if explained.reason:
-            click.echo(f"  reason: {explained.reason}")
+            lines.append(f"  reason: {explained.reason}")
         if all_failed_flag:
-            fleet = load_fleet(fleet_path, None)
-            requirements = (content.get("scheduling") or {}).get("requirements") if kind == "task.bound" \
-                else content.get("requirements")
-            for name, predicates in all_failed(fleet, requirements or {}).items():
-                click.echo(f"  {name} fails {', '.join(predicates)}")
+            lines += _all_failed_lines(trace, fleet_path, record_seq, kind, content)
+    if problems:
+        raise BadInput(problems)
     if not found:
         raise BadInput(f"{trace}: no placement with an explanation" + (f" at seq {seq}" if seq is not None else ""))
+    for line in lines:
+        click.echo(line)
     return EXIT_OK
 
 
-def _total(entry) -> float:
+def _all_failed_lines(trace: str, fleet_path: str, seq: int, kind: str, content: Any) -> list[str]:
+    """Every failure of every ineligible agent of the fleet, for the record's requirements."""
+    holder, where = (content["scheduling"], "$.content.scheduling.requirements") if kind == "task.bound" \
+        else (content, "$.content.requirements")
+    if "requirements" not in holder:
+        raise BadInput(f"{trace}: seq {seq}: {where}: expected the task's requirements, found none")
+    fleet = load_fleet(fleet_path, None)
+    try:
+        failures = all_failed(fleet, holder["requirements"])
+    except SchemaError as exc:
+        raise BadInput(exc.with_source(f"{trace}: seq {seq}", path_prefix=where).lines()) from None
+    except A3Error as exc:
+        raise BadInput(f"{trace}: seq {seq}: {where}: {exc}") from None
+    return [f"  {name} fails {', '.join(predicates)}" for name, predicates in failures.items()]
+
+
+def _total(entry: Any) -> float | int:
+    """The entry's total for ranking (compared as it is: a JSON integer may be too large for a float)."""
     total = entry.get("total") if isinstance(entry, dict) else None
-    return float(total) if isinstance(total, (int, float)) and not isinstance(total, bool) else float("-inf")
+    return total if isinstance(total, (int, float)) and not isinstance(total, bool) else float("-inf")
