@@ -50,13 +50,27 @@ def compact_records(placements):
     return out
 
 
-# A small fleet's placements, bound and rejected, in both forms: what the mutations start from.
-_DECLS = generate_fleet(8, 5)
-_PLACEMENTS = placements_of(None, _DECLS, generate_tasks(_DECLS, 4, 5) + [{"clearances": ["no.such"]}])
+def small_fleet_placements():
+    """Placements, bound and rejected, on a small fleet that changes once between them (so the
+    compact trace has a snapshot of its own and one based on it)."""
+    decls = generate_fleet(8, 5)
+    fleet = Fleet()
+    fleet.extend(decls[:6])
+    tasks = generate_tasks(decls, 4, 5)
+    placements = [fleet.place(t) for t in tasks[:2]] + [fleet.place({"clearances": ["no.such"]})]
+    fleet.extend(decls[6:])
+    fleet.remove(decls[0]["agent"]["name"])
+    return placements + [fleet.place(t) for t in tasks[2:]]
+
+
+# What the mutations start from: the same placements in both forms.
+_PLACEMENTS = small_fleet_placements()
 SPEC = spec_records(_PLACEMENTS)
 COMPACT = compact_records(_PLACEMENTS)
 assert {r["kind"] for r in SPEC} >= {"task.bound", "task.rejected"}
 assert sum(KEY in r["content"] for r in COMPACT) == sum(r["kind"] in ("task.bound", "task.rejected") for r in SPEC)
+assert any("base" in r["content"][KEY]["fleet"] for r in COMPACT if KEY in r["content"]
+           and isinstance(r["content"][KEY]["fleet"], dict))
 
 
 def paths(value, path=()):
