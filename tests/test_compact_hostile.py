@@ -3,6 +3,7 @@ exception, and whatever it encodes decodes to exactly what it was — extra reco
 import base64
 import copy
 import math
+import struct
 
 import msgspec
 import orjson
@@ -332,3 +333,87 @@ def test_every_member_the_decoder_reads_refuses_a_wrong_type_by_seq_and_path(ind
         assert path[:1] in (("requirements",), ("declaration",)) or path[:1] == ("rest",) and len(path) > 1, \
             f"{path_text(path)} = {value!r} decoded without complaint"
         assert at(decoded[index]["content"]["scheduling"], path if path[0] != "rest" else path[1:]) == value
+
+
+# -- values of the right type that the format still refuses ---------------------------------------------------
+def b64(data):
+    return base64.b64encode(data).decode()
+
+
+def first_snapshot_record(trace):
+    return next(r for r in trace if KEY in r["content"] and isinstance(r["content"][KEY]["fleet"], dict)
+                and "names" in r["content"][KEY]["fleet"])
+
+
+OUT_OF_RANGE = {
+    "id beyond the name table": (lambda r: r["content"][KEY]["failed"].__setitem__(0, b64(serialize_ids([10**6]))),
+                                 ".failed[0]", "agent id 1000000 is not in the fleet snapshot"),
+    "live id beyond the name table": (lambda r: r["content"][KEY]["fleet"].update(live=b64(serialize_ids([99]))),
+                                      ".fleet.live", "agent id 99 is not in the fleet snapshot"),
+    "a name twice": (lambda r: r["content"][KEY]["fleet"]["names"].__setitem__(1, r["content"][KEY]["fleet"]["names"][0]),
+                     ".fleet.names", "has two agent ids"),
+    "format 2": (lambda r: r["content"][KEY].update(format=2), ".format", "unknown compact format 2"),
+    "snapshot seq not earlier": (lambda r: r["content"][KEY].update(fleet=10**30), ".fleet", "is not earlier in the trace"),
+    "one failed bitmap too many": (lambda r: r["content"][KEY]["failed"].append(""), ".failed", "bitmaps, one per predicate"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OUT_OF_RANGE))
+def test_values_outside_the_format_are_a_compact_error_naming_seq_and_path(case):
+    change, member, what = OUT_OF_RANGE[case]
+    trace = copy.deepcopy(COMPACT)
+    record = first_snapshot_record(trace)
+    change(record)
+    with pytest.raises(CompactError) as caught:
+        list(decode_trace(trace))
+    assert str(caught.value).startswith(f"seq {record['seq']}: {json_path('$.content', KEY)}{member}: ")
+    assert what in str(caught.value)
+
+
+def bound_compact():
+    trace = copy.deepcopy(COMPACT)
+    index = next(i for i, r in enumerate(trace) if r["kind"] == "task.bound" and KEY in r["content"])
+    return trace, index
+
+
+def test_a_score_column_of_nan_is_refused():
+    trace, index = bound_compact()
+    scores = trace[index]["content"][KEY]["scores"]
+    n = len(BitMap.deserialize(base64.b64decode(scores["ids"])))
+    scores["columns"][0][2] = b64(struct_doubles([math.nan] * n))
+    with pytest.raises(CompactError, match=r"columns\[0\]\[2\]: expected finite doubles"):
+        list(decode_trace(trace))
+
+
+def struct_doubles(values):
+    return struct.pack(f"<{len(values)}d", *values)
+
+
+@pytest.mark.parametrize("member", ["candidates", "scores", "requirements"])
+def test_rest_may_not_hold_what_the_compact_member_builds(member):
+    trace, index = bound_compact()
+    trace[index]["content"][KEY]["rest"] = {member: []}
+    with pytest.raises(CompactError, match=rf"\.rest\.{member}: the compact member carries"):
+        list(decode_trace(trace))
+
+
+def test_a_compact_record_may_not_carry_its_spec_lists_beside():
+    trace, index = bound_compact()
+    trace[index]["content"]["scheduling"] = {}
+    with pytest.raises(CompactError, match=r"\$\.content\.scheduling: a compact task.bound record carries"):
+        list(decode_trace(trace))
+
+
+def test_a_record_that_fails_registers_no_snapshot_and_its_referrers_say_so():
+    trace = copy.deepcopy(COMPACT)
+    record = first_snapshot_record(trace)
+    record["content"][KEY]["filters_passed"] = 5
+    decoder = Decoder()
+    referrers = [r for r in trace if KEY in r["content"] and r["content"][KEY]["fleet"] == record["seq"]]
+    assert referrers
+    outcomes = [outcome(lambda r=r: decoder.decode_content(r["seq"], r["kind"], r["content"])) for r in trace]
+    assert outcomes[trace.index(record)][0] == "refused"
+    for referrer in referrers:
+        assert outcomes[trace.index(referrer)] == (
+            "refused", f"seq {referrer['seq']}: {json_path('$.content', KEY)}.fleet: "
+                       f"fleet snapshot {record['seq']} is in a record that could not be read")
