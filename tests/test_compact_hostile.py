@@ -8,7 +8,7 @@ import struct
 import msgspec
 import orjson
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, strategies as st
 from pyroaring import BitMap
 
 from a3fast import Fleet
@@ -169,14 +169,12 @@ def check_codec(trace, spec_form):
     explain_all(decoded[1] if decoded[0] == "value" else trace)
 
 
-@settings(max_examples=250)
 @given(mutated_traces(SPEC))
 def test_mutated_spec_records_encode_losslessly_or_are_refused_with_a_compact_error(trace):
     check_codec(trace, spec_form=not any(isinstance(r, dict) and isinstance(r.get("content"), dict)
                                          and KEY in r["content"] for r in trace))
 
 
-@settings(max_examples=250)
 @given(mutated_traces(COMPACT))
 def test_mutated_compact_records_decode_or_are_refused_with_a_compact_error(trace):
     check_codec(trace, spec_form=False)
