@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from a3fast.conformance import default_vectors_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 #: sha256 of the Apache License 2.0 text as the ASF publishes it (apache.org/licenses/LICENSE-2.0.txt).
 APACHE_2_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
@@ -40,6 +42,23 @@ def test_license_is_declared_as_an_spdx_expression_with_its_file():
     assert pyproject["project"]["license-files"] == ["LICENSE"]
     # setuptools reads the SPDX string and license-files from 77 on.
     assert "setuptools>=77" in pyproject["build-system"]["requires"]
+
+
+def test_vectors_a3fast_finds_by_default_are_the_checkouts_vectors(monkeypatch, tmp_path):
+    """Installed (the copy the build ships) or editable (the checkout itself), the same files."""
+    monkeypatch.delenv("A3FAST_VECTORS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    found = default_vectors_dir()
+    assert found is not None
+    shipped = {p.relative_to(found).as_posix(): p.read_bytes() for p in found.rglob("*") if p.is_file()}
+    source = {p.relative_to(ROOT / "vectors").as_posix(): p.read_bytes()
+              for p in (ROOT / "vectors").rglob("*") if p.is_file()}
+    assert shipped == source
+
+
+def test_vectors_environment_variable_comes_first(monkeypatch, tmp_path):
+    monkeypatch.setenv("A3FAST_VECTORS", str(tmp_path))
+    assert default_vectors_dir() == tmp_path
 
 
 def files_under(*folders: str) -> set[str]:
