@@ -12,9 +12,16 @@ import os
 import shutil
 import sys
 
+import setuptools
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
+
+# pyproject.toml's SPDX `license` and `license-files` need setuptools 77; older ones refuse them
+# with a long schema dump, so say what to do instead (isolated builds get 77 from build-system).
+if int(setuptools.__version__.split(".")[0]) < 77:
+    sys.exit(f"a3fast needs setuptools>=77 to build (this is {setuptools.__version__}): "
+             "pip install --upgrade 'setuptools>=77', or build with pip (isolated)")
 
 REQUIRE_NATIVE = os.environ.get("A3FAST_REQUIRE_NATIVE") == "1"
 PYX = "src/a3fast/_core.pyx"

@@ -220,3 +220,15 @@ def test_a_generated_c_file_older_than_the_pyx_is_not_built(unpacked, venv_witho
                   clean_env(A3FAST_REQUIRE_NATIVE="1"))
     assert refused.returncode != 0
     assert "src/a3fast/_core.c is older than src/a3fast/_core.pyx" in refused.stdout + refused.stderr
+
+
+@pytest.mark.packaging
+@builds
+def test_a_setuptools_older_than_77_is_told_what_to_install(unpacked, work):
+    venv = work / "old-setuptools"
+    ok([sys.executable, "-m", "venv", venv], work, clean_env())
+    ok([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "setuptools<77"], work, clean_env())
+    refused = run([venv / "bin" / "python", "setup.py", "--version"], unpacked, clean_env())
+    assert refused.returncode == 1
+    assert "a3fast needs setuptools>=77 to build" in refused.stderr
+    assert "Traceback" not in refused.stderr
