@@ -61,7 +61,7 @@ class Fleet:
     def __init__(self, engine: str | None = None, *, scorer: Scorer | None = None,
                  weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS):
         self.engine = ENGINE if engine is None else engine
-        self._engine = engine_module(self.engine)
+        self._engine = engine_module(engine)
         self._index = self._engine.Index()
         self.scorer = scorer
         self.weights = tuple(float(w) for w in weights)
