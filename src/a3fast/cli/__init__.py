@@ -27,6 +27,7 @@ COMMANDS = {
     "resolve": "resolve_cmd:resolve",
     "import": "import_cmd:import_group",
     "serve": "serve_cmd:serve",
+    "schema": "serve_cmd:schema",
 }
 
 

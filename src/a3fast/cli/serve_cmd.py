@@ -80,7 +80,7 @@ def _run_http(config) -> int:
         sock.listen(2048)
     except OSError as exc:
         _fail(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}")
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+    server = _server_class()(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                                            loop="auto", http="auto", timeout_graceful_shutdown=30))
 
     def failed() -> None:
@@ -91,6 +91,26 @@ def _run_http(config) -> int:
     print(f"a3fast serving on http://{shown}:{port}", flush=True)
     server.run(sockets=[sock])
     return EXIT_BAD_INPUT if getattr(app.state, "failure", None) else 0
+
+
+def _server_class():
+    import contextlib
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, except that a SIGTERM/SIGINT after the graceful shutdown ends the
+        process with exit code 0 instead of being raised again (the stop was asked for, and the
+        state is flushed by then)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    self._captured_signals.clear()
+    return Server
 
 
 def _run_stdio(config) -> int:
@@ -125,3 +145,24 @@ def _run_stdio(config) -> int:
     finally:
         state.close()
     return 0
+
+
+@click.command()
+@click.argument("name", required=False)
+def schema(name):
+    """Print the JSON Schema of one request or response of the service protocol (docs/protocol.md).
+
+    Without NAME, or with an unknown one, lists the names (exit 2 for an unknown name).
+    """
+    from ..service.openapi import load_schema, schema_names
+
+    names = schema_names()
+    if name is None:
+        click.echo("\n".join(names))
+        return
+    if name not in names:
+        click.echo(f"a3fast: no schema named {name!r}; the schemas are: {', '.join(names)}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    import json
+
+    click.echo(json.dumps(load_schema(name), indent=2))

@@ -168,23 +168,18 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
             data = await _body(request, config.max_body)
         except TooLarge:
             return _error(413, [problem("$", f"a body of at most {config.max_body} bytes", "more")])
-        docs, problems = [], []
+        docs, lines, problems = [], [], []
         for number, line in enumerate(data.split(b"\n"), 1):
             if not line.strip():
                 continue
             try:
-                docs.append((number, parse_json(line)))
+                docs.append(parse_json(line))
+                lines.append(number)
             except SchemaError as exc:
                 problems.extend(from_library(exc, line=number).problems)
-        if problems:
-            return _error(400, problems)
         try:
-            return _json(await ops.put_agents({"declarations": [d for _, d in docs]}))
+            return _json(await ops.put_agents({"declarations": docs}, lines, problems))
         except ServiceError as exc:
-            lines = [n for n, _ in docs]
-            for p in exc.problems:       # report the line, not the position among the lines
-                if "line" in p:
-                    p["line"] = lines[p["line"] - 1]
             return _error(exc.status, exc.problems)
 
     async def place(request: Request) -> Response:

@@ -74,15 +74,20 @@ class Operations:
         await self.state.durable()
         return {"name": name, "created": created}
 
-    async def put_agents(self, body: dict) -> dict:
+    async def put_agents(self, body: dict, lines: list[int] | None = None,
+                         problems: list[dict] | None = None) -> dict:
+        """All or none. `lines` numbers the declarations (JSON Lines over HTTP; else 1, 2, ...);
+        `problems` already found in the same body (lines that are not JSON) are reported together."""
         docs = _require(body, "declarations", list, "a list of declarations (§3)")
-        decls, problems = [], []
-        for k, doc in enumerate(docs):
+        lines = lines or list(range(1, len(docs) + 1))
+        decls, problems = [], list(problems or [])
+        for line, doc in zip(lines, docs):
             try:
                 decls.append(parse_declaration(doc))
             except SchemaError as exc:
-                problems.extend(from_library(exc, 400, line=k + 1).problems)
+                problems.extend(from_library(exc, 400, line=line).problems)
         if problems:
+            problems.sort(key=lambda p: p.get("line", 0))
             raise ServiceError(400, problems)
         self._put(decls)
         await self.state.durable()
