@@ -32,8 +32,10 @@ from .common import EXIT_BAD_INPUT
               help="Matching engine (default: a3fast.ENGINE).")
 @click.option("--max-body", default=64 * 1024 * 1024, show_default=True, type=click.IntRange(1),
               help="Largest request body (or stdio line) in bytes; larger ones get 413.")
-@click.option("--fsync", type=click.Choice(["always", "group"]), default="always", show_default=True,
-              help="always: an fsync per change; group: changes within ~2 ms share one fsync.")
+@click.option("--fsync", type=click.Choice(["group", "always", "never"]), default="group", show_default=True,
+              help="group: changes that arrive while an fsync runs share the next one; always: one "
+                   "fsync per change; never: no fsync (survives a killed process, not a power loss). "
+                   "Every change is acknowledged only after that.")
 @click.option("--stdio", is_flag=True, help="Answer JSON requests on standard input instead of HTTP.")
 def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max_body, fsync, stdio):
     """Serve the fleet: HTTP API under /v1, a Kubernetes scheduler extender under /k8s, or with
@@ -121,7 +123,7 @@ def _run_stdio(config) -> int:
     from ..errors import SchemaError
 
     state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
-                         fsync_group=config.fsync == "group", snapshot_every=config.snapshot_every)
+                         fsync=config.fsync, snapshot_every=config.snapshot_every)
     try:
         state.open(mark_ready=False)
         if config.fleet is not None:

@@ -125,7 +125,7 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
     shutdown. A state that cannot be read back exactly stops the app (see `app.state.failure`)."""
     if state is None:
         state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
-                             fsync_group=config.fsync == "group", snapshot_every=config.snapshot_every)
+                             fsync=config.fsync, snapshot_every=config.snapshot_every)
     ops = Operations(state)
     extender = Extender(state)
 
@@ -306,8 +306,6 @@ def _open(state: ServiceState, config: ServiceConfig, app) -> None:
         state.open(mark_ready=False)
         if config.fleet is not None:
             _seed(state, config)
-            if state.journal is not None:
-                state.journal.sync()
         state.ready = True
     except (StateError, SchemaError, OSError) as exc:
         app.state.failure = str(exc)
@@ -338,6 +336,8 @@ def _seed(state: ServiceState, config: ServiceConfig) -> None:
     if problems:
         raise SchemaError(problems, str(config.fleet))
     state.put_agents(decls)
+    if state.journal is not None:
+        state.journal.sync()
 
 
 async def _iterate(chunks):

@@ -20,5 +20,5 @@ class ServiceConfig:
     token: str | None = None           # bearer token every request but /healthz and /readyz needs
     engine: str | None = None
     max_body: int = DEFAULT_MAX_BODY
-    fsync: str = "always"              # "always": an fsync per change; "group": shared within ~2 ms
+    fsync: str = "group"               # "group" (group commit), "always" (one per change), "never"
     snapshot_every: int = 50_000       # journal entries between snapshots

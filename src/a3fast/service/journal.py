@@ -1,8 +1,7 @@
 """The journal: an append-only file of framed entries, each with its length and a CRC32.
 
 An entry is `MAGIC | length (u32 LE) | crc32(length bytes + payload) (u32 LE) | payload`. A change
-is acknowledged only after its entry is flushed and fsynced (per entry, or per group of entries
-written within a few milliseconds). On recovery, entries are read until the first one that does not
+is acknowledged only after its entry is written and fsynced (see `Journal` for the three modes). On recovery, entries are read until the first one that does not
 check out: if no valid entry follows it, that is a torn tail (a write cut short by a crash) and the
 file is cut there and the cut reported; if a valid entry follows, the damage is in the middle of
 acknowledged history and recovery refuses (`JournalCorrupt`), since skipping it would give a silently
@@ -14,9 +13,10 @@ import asyncio
 import os
 import struct
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 __all__ = ["MAGIC", "Journal", "JournalCorrupt", "RecoveredJournal", "frame", "read_entries"]
 
@@ -92,69 +92,123 @@ def iter_file_entries(path: Path) -> Iterator[bytes]:
 
 
 class Journal:
-    """An open journal for appending. `append` writes an entry to the OS at once; `durable()` waits
-    until everything appended so far is on disk: with `group=False` it fsyncs now, with
-    `group=True` it joins the next group fsync, which runs in a worker thread `window` seconds after
-    the first waiter so that concurrent requests share one fsync."""
+    """An open journal for appending, with group commit.
 
-    def __init__(self, path: Path, *, group: bool = False, window: float = 0.002):
+    `append` frames an entry into a memory buffer (on the event loop, no system call). `durable()`
+    waits until every entry appended so far is written and, unless `fsync="never"`, fsynced. One
+    commit at a time runs on a dedicated writer thread, so the event loop never waits for a disk:
+
+    - `fsync="group"`: a commit takes every entry appended before it started, writes them with one
+      `write` and one `fsync`; requests that arrive while it is in flight append to the buffer and
+      all share the next commit (classic group commit: no timer, no fsync per request).
+    - `fsync="always"`: a commit takes one entry (one write and one fsync per change).
+    - `fsync="never"`: as group, without the fsync: safe against a killed process (the bytes are in
+      the operating system before the response), not against a power loss.
+
+    `before_write`, if set, is called on the event loop when a commit starts and returns further
+    `(fd, bytes)` writes for the writer thread to make first (the service's trace lines);
+    `after_write`, if set, is called on the event loop when that commit is done.
+    """
+
+    MODES = ("always", "group", "never")
+
+    def __init__(self, path: Path, *, fsync: str = "group"):
+        if fsync not in self.MODES:
+            raise ValueError(f"fsync must be one of {self.MODES}, not {fsync!r}")
         self.path = path
+        self.fsync = fsync
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self.size = os.fstat(self._fd).st_size
-        self.entries = 0
-        self.synced_size = self.size
-        self.group = group
-        self.window = window
-        self._pending: asyncio.Future | None = None
+        self.size = os.fstat(self._fd).st_size   # bytes of the file once everything is written
+        self.entries = 0                         # entries since the journal was last emptied
+        self.before_write: Callable[[], list[tuple[int, bytes]]] | None = None
+        self.after_write: Callable[[], None] | None = None
+        self._buffer: list[bytes] = []
+        self._buffered = 0                       # bytes in _buffer
+        self._in_flight = 0                      # bytes a commit is writing now
+        self._appended = 0                       # entries ever appended (a ticket per entry)
+        self._committed = 0                      # entries ever made durable
+        self._commit: asyncio.Future | None = None
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="a3fast-journal")
 
     def append(self, payload: bytes) -> None:
         data = frame(payload)
-        view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        self._buffer.append(data)
+        self._buffered += len(data)
         self.size += len(data)
         self.entries += 1
+        self._appended += 1
 
     @property
     def lag(self) -> int:
-        """Bytes appended but not yet known to be on disk."""
-        return self.size - self.synced_size
+        """Bytes appended but not yet known to be durable."""
+        return self._buffered + self._in_flight
 
-    def sync(self) -> None:
-        target = self.size
-        os.fsync(self._fd)
-        self.synced_size = max(self.synced_size, target)
+    def _take(self) -> tuple[list[tuple[int, bytes]], int, int]:
+        """The writes of the next commit, the ticket it makes durable, and its journal bytes."""
+        take = 1 if self.fsync == "always" else len(self._buffer)
+        batch, self._buffer = self._buffer[:take], self._buffer[take:]
+        data = b"".join(batch)
+        self._buffered -= len(data)
+        writes = self.before_write() if self.before_write is not None else []
+        if data:
+            writes.append((self._fd, data))
+        return writes, self._committed + len(batch), len(data)
+
+    def _write(self, writes: list[tuple[int, bytes]], fsync: bool) -> None:
+        """On the writer thread: write everything, then fsync the journal."""
+        for fd, data in writes:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        if fsync:
+            os.fsync(self._fd)
 
     async def durable(self) -> None:
-        if self.synced_size >= self.size:
-            return
-        if not self.group:
-            self.sync()
-            return
-        while self.synced_size < self.size:
-            if self._pending is None:
-                self._pending = asyncio.get_running_loop().create_task(self._group_sync())
-            await asyncio.shield(self._pending)
+        """Wait until every entry appended so far is durable."""
+        ticket = self._appended
+        while self._committed < ticket:
+            if self._commit is None:
+                self._commit = asyncio.ensure_future(self._run_commit())
+            await asyncio.shield(self._commit)
 
-    async def _group_sync(self) -> None:
+    async def _run_commit(self) -> None:
         try:
-            await asyncio.sleep(self.window)
-            target = self.size
-            await asyncio.get_running_loop().run_in_executor(None, os.fsync, self._fd)
-            self.synced_size = max(self.synced_size, target)
+            writes, ticket, size = self._take()
+            self._in_flight = size
+            await asyncio.get_running_loop().run_in_executor(self._writer, self._write, writes,
+                                                                 self.fsync != "never")
+            self._committed = max(self._committed, ticket)
+            if self.after_write is not None:
+                self.after_write()
         finally:
-            self._pending = None
+            self._in_flight = 0
+            self._commit = None
+
+    def sync(self) -> None:
+        """Write and fsync everything appended so far, blocking (at start, at a snapshot, at stop).
+        The writer thread runs jobs in order, so this comes after any commit in flight."""
+        ticket = self._appended
+        writes = self.before_write() if self.before_write is not None else []
+        data = b"".join(self._buffer)
+        if data:
+            writes.append((self._fd, data))
+        self._buffer, self._buffered = [], 0
+        self._writer.submit(self._write, writes, True).result()
+        self._committed = max(self._committed, ticket)
+        if self.after_write is not None:
+            self.after_write()
 
     def reset(self) -> None:
-        """Empty the journal (after a snapshot has taken in everything it held)."""
+        """Empty the journal (after a snapshot has taken in everything it held; call sync first)."""
+        self.sync()
         os.ftruncate(self._fd, 0)
         os.fsync(self._fd)
-        self.size = self.synced_size = 0
+        self.size = 0
         self.entries = 0
 
     def close(self) -> None:
         if self._fd >= 0:
-            os.fsync(self._fd)
+            self.sync()
+            self._writer.shutdown(wait=True)
             os.close(self._fd)
             self._fd = -1

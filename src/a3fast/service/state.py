@@ -15,7 +15,9 @@ placeholder and removing it) and then replays the journal.
 """
 from __future__ import annotations
 
+import asyncio
 import os
+from collections import deque
 import shutil
 import sys
 import tempfile
@@ -59,11 +61,11 @@ class ServiceState:
     restart) and writes the trace to `trace_path` or a temporary file."""
 
     def __init__(self, directory: str | os.PathLike | None = None, *, engine: str | None = None,
-                 trace_path: str | os.PathLike | None = None, fsync_group: bool = False,
+                 trace_path: str | os.PathLike | None = None, fsync: str = "group",
                  snapshot_every: int = 50_000, log=None):
         self.directory = Path(directory) if directory is not None else None
         self.engine = engine
-        self.fsync_group = fsync_group
+        self.fsync = fsync
         self.snapshot_every = snapshot_every
         self.log = log or (lambda message: print(f"a3fast serve: {message}", file=sys.stderr, flush=True))
         self._tempdir: str | None = None
@@ -82,6 +84,11 @@ class ServiceState:
         self.encoder = Encoder()
         self.journal: Journal | None = None
         self._trace_fd = -1
+        self._trace_buffer: list[bytes] = []     # trace lines not yet written to the trace file
+        self._trace_flush_scheduled = False
+        self._trace_end = 0                      # bytes of the trace file known written (and durable)
+        self._trace_queued_end = 0               # ... once the commits under way are written
+        self._trace_ends: deque[int] = deque()   # the end each commit under way writes up to
         self.ready = False
         self.recovered_entries = 0
 
@@ -102,9 +109,12 @@ class ServiceState:
         self._open_trace(trace_bytes, trace_crc)
         for payload in replay:
             self._replay(payload)
+        self._flush_trace()
         self.recovered_entries = len(replay)
         if self.directory is not None:
-            self.journal = Journal(self.directory / JOURNAL, group=self.fsync_group)
+            self.journal = Journal(self.directory / JOURNAL, fsync=self.fsync)
+            self.journal.before_write = self._take_trace
+            self.journal.after_write = self._trace_written
             self.journal.entries = len(replay)
         self.ready = mark_ready
 
@@ -116,6 +126,7 @@ class ServiceState:
             self.journal.close()
             self.journal = None
         if self._trace_fd >= 0:
+            self._flush_trace()
             os.fsync(self._trace_fd)
             os.close(self._trace_fd)
             self._trace_fd = -1
@@ -174,6 +185,7 @@ class ServiceState:
             os.ftruncate(fd, trace_bytes)   # the journal holds every record after the snapshot
         os.close(fd)
         self._trace_fd = os.open(self.trace_path, os.O_WRONLY | os.O_APPEND)
+        self._trace_end = self._trace_queued_end = os.fstat(self._trace_fd).st_size
 
     def _restore(self, snapshot: dict[str, Any]) -> None:
         names = snapshot["names"]
@@ -197,6 +209,7 @@ class ServiceState:
         """Write the state to a new snapshot (temp file, fsync, rename), then empty the journal."""
         if self.directory is None or self.journal is None:
             return
+        self.journal.sync()          # every entry and trace line appended so far is written
         os.fsync(self._trace_fd)
         trace_bytes = os.fstat(self._trace_fd).st_size
         with open(self.trace_path, "rb") as fh:
@@ -369,14 +382,49 @@ class ServiceState:
         return p, lines
 
     def _write_trace(self, lines: bytes, count: int) -> None:
-        view = memoryview(lines)
-        while view:
-            view = view[os.write(self._trace_fd, view):]
+        """Queue trace lines: with a journal, its next commit writes them (the journal entry holds
+        them too, and the trace file is rebuilt from it); without one, they are written once per
+        turn of the event loop, so requests answered together share one write."""
+        self._trace_buffer.append(lines)
         self.next_seq += count
+        if self.journal is None and not self._trace_flush_scheduled:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return              # recovery, or a caller without a loop: flushed by open/close
+            self._trace_flush_scheduled = True
+            loop.call_soon(self._flush_trace)
+
+    def _take_trace(self) -> list[tuple[int, bytes]]:
+        """The queued trace lines, for the journal's next commit to write."""
+        data = b"".join(self._trace_buffer)
+        self._trace_buffer = []
+        self._trace_queued_end += len(data)
+        self._trace_ends.append(self._trace_queued_end)
+        return [(self._trace_fd, data)] if data else []
+
+    def _trace_written(self) -> None:
+        """A commit is done: the trace lines it took are written, and their entries durable."""
+        self._trace_end = self._trace_ends.popleft()
+
+    def _flush_trace(self) -> None:
+        """Without a journal: write queued trace lines now."""
+        self._trace_flush_scheduled = False
+        if self.journal is not None:
+            return
+        for fd, data in self._take_trace():
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        self._trace_written()
 
     @property
     def trace_size(self) -> int:
-        return os.fstat(self._trace_fd).st_size
+        """How much of the trace file may be read: with a journal, the lines of every finished
+        commit (never half a line a commit is still writing); without one, every queued line."""
+        if self.journal is None and self._trace_buffer:
+            self._flush_trace()
+        return self._trace_end
 
 
 class FleetConflict(SchemaError):
