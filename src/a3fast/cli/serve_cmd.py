@@ -83,7 +83,8 @@ def _run_http(config) -> int:
     except OSError as exc:
         _fail(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}")
     server = _server_class()(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                                           loop="auto", http="auto", timeout_graceful_shutdown=30))
+                                           loop="auto", http="auto", timeout_graceful_shutdown=30,
+                                           proxy_headers=False, server_header=False))
 
     def failed() -> None:
         server.should_exit = True

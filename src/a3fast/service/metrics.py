@@ -29,11 +29,24 @@ def predicate_kind(predicate: str) -> str:
     return kind if kind in _KINDS else "other"
 
 
+_BOUND = PLACEMENTS.labels("bound")
+_UNSCHEDULABLE = PLACEMENTS.labels("unschedulable")
+
+
+def request_timer(route: str, method: str, _children: dict = {}):
+    """The latency histogram's child for (route, method), looked up once (`labels()` costs more
+    than the observation itself)."""
+    child = _children.get((route, method))
+    if child is None:
+        child = _children[(route, method)] = REQUEST_SECONDS.labels(route, method)
+    return child
+
+
 def count_placement(p) -> None:
     if p.bound:
-        PLACEMENTS.labels("bound").inc()
+        _BOUND.inc()
         return
-    PLACEMENTS.labels("unschedulable").inc()
+    _UNSCHEDULABLE.inc()
     kinds = {predicate_kind(pred) for pred, n in p.failed_counts().items() if n}
     for kind in kinds or ("none",):
         UNSCHEDULABLE.labels(kind).inc()
