@@ -14,6 +14,8 @@ import httpx
 import orjson
 import pytest
 
+import a3fast
+
 from a3fast.service.journal import frame, read_entries, JournalCorrupt
 from service_process import SECTION_10_TASK, Server
 
@@ -199,3 +201,26 @@ def test_a_damaged_snapshot_refuses_to_start(tmp_path):
     r = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--port", "0", "--state", str(state)],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "snapshot is damaged" in r.stderr
+
+
+@pytest.mark.parametrize("engine", ["pure", "native"])
+def test_record_outcomes_equals_as_many_record_outcome_calls(engine):
+    one_by_one, at_once = a3fast.Fleet(engine), a3fast.Fleet(engine)
+    agents = [decl("a"), decl("b"), decl("c")]
+    one_by_one.extend(agents)
+    at_once.extend(agents)
+    for k in range(7):
+        one_by_one.record_outcome("a", TASK, k < 2)
+    one_by_one.record_outcome("b", TASK, True)
+    from a3fast.schema import parse_requirements, task_kind
+
+    kind = task_kind(parse_requirements(TASK))
+    at_once.record_outcomes("a", kind, 2, 7)
+    at_once.record_outcomes("b", kind, 1, 1)
+    assert at_once.outcomes("a", kind) == one_by_one.outcomes("a", kind) == (2, 7)
+    first, second = one_by_one.place(TASK), at_once.place(TASK)
+    assert first.agent == second.agent
+    assert list(first.scores.total) == list(second.scores.total)
+    assert list(first.scores.success_rate) == list(second.scores.success_rate)
+    with pytest.raises(ValueError, match="between 0 and attempts"):
+        at_once.record_outcomes("a", kind, 3, 2)

@@ -40,7 +40,10 @@ __all__ = ["ServiceState", "StateError", "SNAPSHOT", "JOURNAL", "TRACE"]
 SNAPSHOT = "snapshot"
 JOURNAL = "journal"
 TRACE = "trace.jsonl"
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
+#: The snapshot checks this many bytes at the end of the trace it covers (its length checks the
+#: rest): checking the whole trace would make every start slower as history grows.
+TRACE_CHECK_BYTES = 1 << 20
 #: The namespace of the placeholder that re-creates a removed agent's place in the join order.
 _PLACEHOLDER_NAMESPACE = "a3fast.removed"
 _OP = b"J"
@@ -104,7 +107,7 @@ class ServiceState:
             snapshot = self._read_snapshot()
             if snapshot is not None:
                 self._restore(snapshot)
-                trace_bytes, trace_crc = snapshot["trace_bytes"], snapshot["trace_crc"]
+                trace_bytes, trace_crc = snapshot["trace_bytes"], snapshot["trace_tail_crc"]
             replay = self._read_journal()
         self._open_trace(trace_bytes, trace_crc)
         for payload in replay:
@@ -174,10 +177,12 @@ class ServiceState:
         self.trace_path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.trace_path, os.O_RDWR | os.O_CREAT, 0o644)
         size = os.fstat(fd).st_size
-        if size < trace_bytes or _crc_prefix(fd, trace_bytes) != trace_crc:
+        if size < trace_bytes or _crc_tail(fd, trace_bytes) != trace_crc:
             os.close(fd)
             raise StateError(f"{self.trace_path}: the trace the snapshot covers (its first "
-                             f"{trace_bytes} bytes) is missing or damaged; restore it from a copy")
+                             f"{trace_bytes} bytes) is cut short or its last "
+                             f"{min(trace_bytes, TRACE_CHECK_BYTES)} of them are damaged; restore "
+                             f"it from a copy")
         if self.directory is None:
             # no journal: the trace file is the service's own and starts afresh
             os.ftruncate(fd, 0)
@@ -195,8 +200,7 @@ class ServiceState:
         self.order = dict.fromkeys(names)
         for agent, kind, successes, attempts in snapshot["outcomes"]:
             self.outcomes[(agent, kind)] = [successes, attempts]
-            for k in range(attempts):
-                self.fleet.record_outcome(agent, kind, k < successes)
+            self.fleet.record_outcomes(agent, kind, successes, attempts)
         for name, decl in zip(names, declarations):
             if decl is None:
                 self.fleet.remove(name)
@@ -213,7 +217,7 @@ class ServiceState:
         os.fsync(self._trace_fd)
         trace_bytes = os.fstat(self._trace_fd).st_size
         with open(self.trace_path, "rb") as fh:
-            trace_crc = _crc_prefix(fh.fileno(), trace_bytes)
+            trace_crc = _crc_tail(fh.fileno(), trace_bytes)
         live = self.fleet
         document = {
             "format": SNAPSHOT_FORMAT,
@@ -223,7 +227,7 @@ class ServiceState:
             "sessions": [[agent, s] for agent, held in self.sessions.items() for s in sorted(held)],
             "next_seq": self.next_seq,
             "trace_bytes": trace_bytes,
-            "trace_crc": trace_crc,
+            "trace_tail_crc": trace_crc,
         }
         data = frame(orjson.dumps(document))
         temp = self.directory / (SNAPSHOT + ".tmp")
@@ -442,9 +446,10 @@ def _record_lines(records: list[tuple[str, bytes]], seq: int) -> bytes:
     return out.getvalue()
 
 
-def _crc_prefix(fd: int, length: int) -> int:
+def _crc_tail(fd: int, length: int) -> int:
+    """CRC32 of the last TRACE_CHECK_BYTES of the file's first `length` bytes."""
     crc = 0
-    offset = 0
+    offset = max(0, length - TRACE_CHECK_BYTES)
     while offset < length:
         chunk = os.pread(fd, min(1 << 20, length - offset), offset)
         if not chunk:
