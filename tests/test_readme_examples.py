@@ -22,6 +22,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from service_process import Server
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.S | re.M)
@@ -129,23 +131,53 @@ def write_python_example_inputs(workdir: Path) -> None:
     (workdir / "req.json").write_bytes(orjson.dumps(placed))
 
 
+def _json_values(text: str) -> list:
+    import json
+
+    decoder, values, at = json.JSONDecoder(), [], 0
+    while at < len(text.rstrip()):
+        value, at = decoder.raw_decode(text, at)
+        values.append(value)
+        while at < len(text) and text[at].isspace():
+            at += 1
+    return values
+
+
+#: Where the README's service examples expect `a3fast serve` (its default address).
+SERVED = "localhost:8421"
+
+
 def test_readme_shell_examples_run_and_print_what_they_show(tmp_path):
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     write_python_example_inputs(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "A3FAST_VECTORS"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     ran, problems = [], []
-    for example in shell_examples():
-        command = example.runnable()
-        if not command:
-            continue
-        done = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=120)
-        ran.append(command)
-        if done.returncode != 0:
-            problems.append(f"{command}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
-        elif example.output is not None and done.stdout.rstrip("\n") != example.output:
-            problems.append(f"{command}: README shows\n{example.output}\nbut it printed\n{done.stdout}")
+    server = None
+    try:
+        for example in shell_examples():
+            command = example.runnable()
+            if not command:
+                continue
+            if SERVED in command:   # the service examples talk to a real server on a free port
+                if server is None:
+                    server = Server("--state", str(tmp_path / "state"))
+                command = command.replace(SERVED, server.url.removeprefix("http://"))
+            done = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=120)
+            ran.append(command)
+            if done.returncode != 0:
+                problems.append(f"{command}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
+            elif example.output is not None and done.stdout.rstrip("\n") != example.output:
+                problems.append(f"{command}: README shows\n{example.output}\nbut it printed\n{done.stdout}")
+            elif SERVED in example.command and "/v1/place" in command:
+                answers = _json_values(done.stdout)   # one JSON answer per curl, unseparated
+                kinds = [r["kind"] for r in answers[-1]["records"]]
+                if kinds != ["task.submitted", "task.admitted", "task.bound"]:
+                    problems.append(f"{command}: expected the §10 records, got {kinds}")
+    finally:
+        if server is not None:
+            server.stop()
     assert problems == []
     # the demo, place | verify, explain and resolve examples all ran
     assert len(ran) >= 4 and any(c.startswith("a3fast demo") for c in ran)

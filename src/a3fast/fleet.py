@@ -199,6 +199,15 @@ class Fleet:
         self._index.record_outcome(self._kind(kind, create=True), aid, bool(success))
         self.generation += 1
 
+    def record_outcomes(self, agent: str, kind: str, successes: int, attempts: int) -> None:
+        """Learn `attempts` finished tasks of one kind at once, `successes` of them successful: the
+        same as that many `record_outcome` calls, in one step (restoring saved counts)."""
+        if not 0 <= successes <= attempts:
+            raise ValueError(f"successes ({successes}) must be between 0 and attempts ({attempts})")
+        aid = self._live_id(agent)
+        self._index.add_outcomes(self._kind(kind, create=True), aid, successes, attempts)
+        self.generation += 1
+
     def outcomes(self, agent: str, kind: str) -> tuple[int, int]:
         """(successes, attempts) recorded for an agent and a task kind."""
         aid = self._ids.get(agent)
