@@ -117,12 +117,21 @@ def test_ties_go_to_the_smaller_name(engine):
 
 # -- the whole scorer against the literal reading ------------------------------------------------------
 
-events = st.lists(st.one_of(
-    st.tuples(st.just("outcome"), st.sampled_from(NAMES), requirements(), st.booleans()),
-    st.tuples(st.just("hold"), st.sampled_from(NAMES), st.sampled_from(SESSIONS)),
-    st.tuples(st.just("release"), st.sampled_from(NAMES), st.sampled_from(SESSIONS)),
-    st.tuples(st.just("place"), requirements(), st.none() | st.sampled_from(SESSIONS), st.booleans())),
-    min_size=1, max_size=12)
+@st.composite
+def fleets_and_events(draw):
+    """A fleet and a script of outcomes, session holds and releases, and placements; the events
+    name the fleet's own agents, and some tasks ask for nothing, so that most steps bear on a score."""
+    docs = draw(st.lists(declarations(), max_size=8))
+    names = sorted({d["agent"]["name"] for d in docs}) or NAMES[:1]
+    task = st.one_of(st.just({}), requirements())
+    session = st.sampled_from(SESSIONS)
+    script = draw(st.lists(st.one_of(
+        st.tuples(st.just("outcome"), st.sampled_from(names), task, st.booleans()),
+        st.tuples(st.just("hold"), st.sampled_from(names), session),
+        st.tuples(st.just("release"), st.sampled_from(names), session),
+        st.tuples(st.just("place"), task, st.none() | session, st.booleans())),
+        min_size=1, max_size=16))
+    return docs, script
 
 
 def apply_and_compare(fleet: Fleet, model: FleetModel, event) -> None:
@@ -151,8 +160,9 @@ def apply_and_compare(fleet: Fleet, model: FleetModel, event) -> None:
 
 
 @settings(max_examples=60)
-@given(docs=st.lists(declarations(), max_size=8), script=events)
-def test_scores_and_winner_match_the_literal_scorer(engine, docs, script):
+@given(case=fleets_and_events())
+def test_scores_and_winner_match_the_literal_scorer(engine, case):
+    docs, script = case
     fleet, model = Fleet(engine=engine), FleetModel()
     for doc in docs:
         fleet.add(doc)
