@@ -11,7 +11,7 @@ import pytest
 import a3fast
 from a3fast import Fleet, Route
 from a3fast.compact import KEY, encode_trace
-from a3fast.verify import verify_bytes
+from a3fast.verify import verify, verify_bytes
 
 REQ = {"v": "1.0", "clearances": ["orders.read"]}
 
@@ -46,7 +46,7 @@ def test_a_route_adds_its_requirements_and_names_itself_on_record(fleet):
     assert p.agent == "in-eu"
     assert p.scheduling["route"] == "eu-only"
     assert p.scheduling["filters_passed"] == ["clearance:orders.read", "residency:eu"]
-    assert a3fast.verify(trace_of(p, REQ)) == []
+    assert verify(trace_of(p, REQ)) == []
 
 
 def test_a_rejection_through_a_route_names_it_too(fleet):
@@ -58,7 +58,7 @@ def test_a_recorded_empty_route_is_E_STRUCTURE(fleet):
     trace = trace_of(fleet.place(REQ, route=Route("eu-only", {"residency": "eu"})), REQ)
     trace[2]["content"]["scheduling"]["route"] = ""
     as_file = b"".join(orjson.dumps(record) + b"\n" for record in trace)
-    for findings in (a3fast.verify(trace), verify_bytes(as_file)):
+    for findings in (verify(trace), verify_bytes(as_file)):
         structure = [f for f in findings if f.code == "E_STRUCTURE"]
         assert [f.seq for f in structure] == [3] and "scheduling.route" in structure[0].message
 
@@ -67,7 +67,7 @@ def test_a_recorded_empty_route_is_E_STRUCTURE(fleet):
 def test_a_recorded_route_that_is_not_a_rule_name_is_E_STRUCTURE(fleet, route):
     trace = trace_of(fleet.place(REQ, route=Route("eu-only", {"residency": "eu"})), REQ)
     trace[2]["content"]["scheduling"]["route"] = route
-    assert ("E_STRUCTURE", 3) in codes(a3fast.verify(trace))
+    assert ("E_STRUCTURE", 3) in codes(verify(trace))
 
 
 def test_a_recorded_empty_route_is_E_STRUCTURE_in_the_compact_form_too(fleet):
@@ -75,9 +75,9 @@ def test_a_recorded_empty_route_is_E_STRUCTURE_in_the_compact_form_too(fleet):
     compact = copy.deepcopy(list(encode_trace(trace)))
     rest = compact[2]["content"][KEY]["rest"]
     assert rest["route"] == "eu-only"
-    assert a3fast.verify(compact) == []
+    assert verify(compact) == []
     rest["route"] = ""
-    structure = [f for f in a3fast.verify(compact) if f.code == "E_STRUCTURE"]
+    structure = [f for f in verify(compact) if f.code == "E_STRUCTURE"]
     assert [f.seq for f in structure] == [3] and "route" in structure[0].message
 
 
@@ -85,7 +85,7 @@ def test_a_null_route_is_no_route(fleet):
     # with no route on record, the added residency is a requirement nobody is named for
     trace = trace_of(fleet.place(REQ, route=Route("eu-only", {"residency": "eu"})), REQ)
     trace[2]["content"]["scheduling"]["route"] = None
-    assert codes(a3fast.verify(trace)) == {("E_REQUIREMENTS_MISMATCH", 3)}
+    assert codes(verify(trace)) == {("E_REQUIREMENTS_MISMATCH", 3)}
 
 
 def test_a_route_may_not_change_what_the_task_stated(fleet):
