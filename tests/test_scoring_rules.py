@@ -214,3 +214,11 @@ def test_a_custom_scorer_with_an_infinite_total_is_refused(engine, total):
     fleet.add(agent("a"))
     with pytest.raises(a3fast.A3Error):
         fleet.place({})
+
+
+def test_a_custom_scorer_must_score_every_eligible_agent_once(engine):
+    fleet = Fleet(engine=engine, scorer=lambda task, agents: [{"total": 1.0}])
+    fleet.add(agent("a"))
+    fleet.add(agent("b"))
+    with pytest.raises(a3fast.A3Error, match="1 scores for 2 eligible agents"):
+        fleet.place({})
