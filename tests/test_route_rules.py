@@ -93,15 +93,11 @@ def test_a_route_may_not_change_what_the_task_stated(fleet):
         fleet.place({"residency": "us"}, route=Route("eu-only", {"residency": "eu"}))
 
 
-@pytest.mark.xfail(strict=True, reason="placement.Route accepts an empty name, and the placement then "
-                   "records route \"\", which a3fast's own verifier refuses (E_STRUCTURE)")
 def test_a_route_without_a_name_is_refused(fleet):
     with pytest.raises(a3fast.A3Error):
         fleet.place(REQ, route=Route("", {"residency": "eu"}))
 
 
-@pytest.mark.xfail(strict=True, reason="placement.Route accepts a route that adds nothing; its record then "
-                   "names a rule as having added requirements (§6 route) when none did")
 def test_a_route_that_adds_nothing_is_refused(fleet):
     with pytest.raises(a3fast.A3Error):
         fleet.place(REQ, route=Route("no-op", {}))

@@ -206,8 +206,6 @@ def test_a_custom_scorers_entries_are_recorded_as_given(engine):
     assert p.scheduling["scores"] == {"a": {"total": 1.0, "why": "a"}, "b": {"total": 2.0, "why": "b"}}
 
 
-@pytest.mark.xfail(strict=True, reason="placement._custom_scores refuses NaN but not ±inf; the record "
-                   "then writes total null (JSON has no infinity) and a3fast's own verifier refuses it")
 @pytest.mark.parametrize("total", [math.inf, -math.inf], ids=["inf", "-inf"])
 def test_a_custom_scorer_with_an_infinite_total_is_refused(engine, total):
     fleet = Fleet(engine=engine, scorer=constant_scorer(total))

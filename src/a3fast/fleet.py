@@ -8,6 +8,7 @@ compact form can always name its candidates, whatever happens to the fleet after
 from __future__ import annotations
 
 import gc
+import math
 import time
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Mapping
@@ -450,8 +451,9 @@ class Fleet:
         entries = []
         for decl, entry in zip(agents, raw):
             total = entry.get("total") if isinstance(entry, Mapping) else None
-            if isinstance(total, bool) or not isinstance(total, (int, float)) or total != total:
-                raise A3Error(f"scorer gave agent {decl.agent.name!r} no numeric 'total'")
+            if isinstance(total, bool) or not isinstance(total, (int, float)) or not math.isfinite(total):
+                # JSON has no NaN or infinity: the record could not state such a total
+                raise A3Error(f"scorer gave agent {decl.agent.name!r} no finite numeric 'total'")
             entries.append({"total": float(total), **{k: v for k, v in entry.items() if k != "total"}})
         best = choose([d.agent.name for d in agents], [e["total"] for e in entries])
         return CustomScores(ids, entries, ids[best] if best >= 0 else -1)
