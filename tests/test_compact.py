@@ -137,12 +137,12 @@ def test_a_trace_may_mix_both_forms(engine):
 
 def test_decoding_refuses_a_missing_snapshot_and_a_bad_bitmap():
     with pytest.raises(CompactError, match="not earlier in the trace"):
-        Decoder().decode_content(5, "task.bound", {KEY: {"format": 1, "fleet": 2, "filters_passed": [], "failed": []}})
+        Decoder().decode_content(5, "task.rejected", {KEY: {"format": 1, "fleet": 2, "filters_passed": [], "failed": []}})
     with pytest.raises(CompactError, match="format"):
         Decoder().decode_content(5, "task.bound", {KEY: {"format": 99}})
     bad = {KEY: {"format": 1, "fleet": {"names": ["a"], "live": "AAAA"}, "filters_passed": [], "failed": []}}
-    with pytest.raises(CompactError):
-        Decoder().decode_content(5, "task.bound", bad)
+    with pytest.raises(CompactError, match="not a portable Roaring bitmap"):
+        Decoder().decode_content(5, "task.rejected", bad)
 
 
 def test_resumed_placements_stay_in_their_small_spec_form(engine):

@@ -165,6 +165,11 @@ class Index:
         counts[0] += 1 if success else 0
         counts[1] += 1
 
+    def add_outcomes(self, kind: int, aid: int, successes: int, attempts: int) -> None:
+        counts = self._outcomes[kind].setdefault(aid, [0, 0])
+        counts[0] += successes
+        counts[1] += attempts
+
     # -- reading ----------------------------------------------------------------------------------
 
     def live_ids(self) -> list[int]:

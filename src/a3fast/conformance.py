@@ -17,6 +17,7 @@ import os
 import shlex
 import subprocess
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -34,15 +35,23 @@ MAX_DESCRIPTION = 80
 
 
 def default_vectors_dir() -> Path | None:
-    """`$A3FAST_VECTORS`; else the `vectors/` directory of the source tree a3fast runs from (an
-    editable install); else `./vectors` (a checkout with a3fast installed from it)."""
+    """Where the vectors are: `$A3FAST_VECTORS`; else the `vectors/` installed with a3fast (the
+    build copies the checkout's `vectors/` into the package); else the `vectors/` of the source tree
+    a3fast runs from (an editable install); else `./vectors`. None when none of them holds any."""
     env = os.environ.get("A3FAST_VECTORS")
     if env:
         return Path(env)
-    for candidate in (Path(__file__).resolve().parents[2] / "vectors", Path.cwd() / "vectors"):
-        if (candidate / CAPABILITY_SUITE).is_dir():
+    for candidate in (_installed_vectors(), Path(__file__).resolve().parents[2] / "vectors",
+                      Path.cwd() / "vectors"):
+        if candidate is not None and (candidate / CAPABILITY_SUITE).is_dir():
             return candidate
     return None
+
+
+def _installed_vectors() -> Path | None:
+    """The package's own `vectors/`, when the package lies in a directory (not in a zip file)."""
+    found = resources.files(__package__) / "vectors"
+    return found if isinstance(found, Path) else None
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ compact form can always name its candidates, whatever happens to the fleet after
 from __future__ import annotations
 
 import gc
+import math
 import time
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Mapping
@@ -61,7 +62,7 @@ class Fleet:
     def __init__(self, engine: str | None = None, *, scorer: Scorer | None = None,
                  weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS):
         self.engine = ENGINE if engine is None else engine
-        self._engine = engine_module(self.engine)
+        self._engine = engine_module(engine)
         self._index = self._engine.Index()
         self.scorer = scorer
         self.weights = tuple(float(w) for w in weights)
@@ -197,6 +198,15 @@ class Fleet:
         if not isinstance(kind, str):
             kind = task_kind(parse_requirements(kind))
         self._index.record_outcome(self._kind(kind, create=True), aid, bool(success))
+        self.generation += 1
+
+    def record_outcomes(self, agent: str, kind: str, successes: int, attempts: int) -> None:
+        """Learn `attempts` finished tasks of one kind at once, `successes` of them successful: the
+        same as that many `record_outcome` calls, in one step (restoring saved counts)."""
+        if not 0 <= successes <= attempts:
+            raise ValueError(f"successes ({successes}) must be between 0 and attempts ({attempts})")
+        aid = self._live_id(agent)
+        self._index.add_outcomes(self._kind(kind, create=True), aid, successes, attempts)
         self.generation += 1
 
     def outcomes(self, agent: str, kind: str) -> tuple[int, int]:
@@ -441,8 +451,9 @@ class Fleet:
         entries = []
         for decl, entry in zip(agents, raw):
             total = entry.get("total") if isinstance(entry, Mapping) else None
-            if isinstance(total, bool) or not isinstance(total, (int, float)) or total != total:
-                raise A3Error(f"scorer gave agent {decl.agent.name!r} no numeric 'total'")
+            if isinstance(total, bool) or not isinstance(total, (int, float)) or not math.isfinite(total):
+                # JSON has no NaN or infinity: the record could not state such a total
+                raise A3Error(f"scorer gave agent {decl.agent.name!r} no finite numeric 'total'")
             entries.append({"total": float(total), **{k: v for k, v in entry.items() if k != "total"}})
         best = choose([d.agent.name for d in agents], [e["total"] for e in entries])
         return CustomScores(ids, entries, ids[best] if best >= 0 else -1)

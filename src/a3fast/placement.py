@@ -34,6 +34,13 @@ class Route:
     name: str
     adds: Mapping[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # §6 records the rule "that added requirements": it has a name, and it adds something
+        if not isinstance(self.name, str) or not self.name:
+            raise RouteError(f"a route needs a name (a non-empty string), found {self.name!r}")
+        if not isinstance(self.adds, Mapping) or not self.adds:
+            raise RouteError(f"route {self.name!r} adds no requirements; a route adds at least one")
+
     def apply(self, submitted: Requirements) -> Requirements:
         doc = dict(submitted.doc)
         for key, value in self.adds.items():

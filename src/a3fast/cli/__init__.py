@@ -28,6 +28,8 @@ COMMANDS = {
     "decode": "compact_cmd:decode",
     "resolve": "resolve_cmd:resolve",
     "import": "import_cmd:import_group",
+    "serve": "serve_cmd:serve",
+    "schema": "serve_cmd:schema",
 }
 
 

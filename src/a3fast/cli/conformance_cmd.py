@@ -19,7 +19,8 @@ from .common import EXIT_NEGATIVE, EXIT_OK, BadInput
                    "input and prints the `a3fast verify --json` result form.")
 @click.option("--vectors", "vectors_dir", default=None, metavar="DIR",
               type=click.Path(file_okay=False, path_type=Path),
-              help="The vectors/ directory (default: $A3FAST_VECTORS, else the checkout's vectors/ or ./vectors).")
+              help="The vectors/ directory (default: $A3FAST_VECTORS, else the vectors installed with "
+                   "a3fast, else the checkout's vectors/ or ./vectors).")
 @click.option("--suite", type=click.Choice([CAPABILITY_SUITE, MATCHING_SUITE]), default=CAPABILITY_SUITE,
               show_default=True, help="Verifier vectors, or matching vectors (run on a3fast's Fleet).")
 @click.option("--required-only", is_flag=True,

@@ -4,6 +4,10 @@
 `{"seq", "kind", "summary", "candidates", "eligible", "chosen", "predicates": [{"predicate",
 "reached", "removed"}], "reason"}`; with `--seq` also `"scores"` (every eligible agent's entry) and,
 with `--all-failed`, `"all_failed"`: {candidate: [every predicate it fails]}.
+
+A placement record explain cannot read (lists of the wrong shape, a compact member outside the
+format) is named with its seq and member, exit 2, and nothing is printed: the verdicts of a trace
+come out whole or not at all.
 """
 from __future__ import annotations
 
@@ -13,8 +17,8 @@ from typing import Any
 import click
 import orjson
 
-from ..errors import SchemaError
-from ..explain import Explained, all_failed, counts_table, explain_record
+from ..errors import A3Error, SchemaError
+from ..explain import Explained, ExplainError, all_failed, counts_table, explain_record
 from .common import BadInput, EXIT_OK, json_option
 from .fleet_input import load_fleet
 from .trace_input import read_records
@@ -34,53 +38,68 @@ def explain(trace, seq, all_failed_flag, fleet_path, as_json):
         raise BadInput("--all-failed needs --fleet: a trace carries only the chosen agent's declaration")
     if all_failed_flag and seq is None:
         raise BadInput("--all-failed needs --seq: it explains one placement in detail")
-    fleet = load_fleet(fleet_path, None) if all_failed_flag else None
     found = False
+    lines: list[str] = []
+    problems: list[str] = []
     for record_seq, kind, content in read_records(trace, decode=True):
         if seq is not None and record_seq != seq:
             continue
-        explained = explain_record(record_seq, kind, content)
+        try:
+            explained = explain_record(record_seq, kind, content)
+        except ExplainError as exc:
+            problems.append(f"{trace}: {exc}")
+            continue
         if explained is None:
             if seq is not None:
                 raise BadInput(f"{trace}: seq {seq} is a {kind} record, not a placement with an explanation")
             continue
         found = True
-        failures = _all_failed(fleet, trace, record_seq, kind, content) if fleet is not None else None
+        failures = (_all_failed(trace, fleet_path, record_seq, kind, content)
+                    if all_failed_flag else None)
         if as_json:
-            click.echo(_dumps(_json(explained, seq is not None, failures)))
+            lines.append(_dumps(_json(explained, seq is not None, failures)))
         else:
-            _print(explained, seq is not None, failures)
+            lines += _text(explained, seq is not None, failures)
+    if problems:
+        raise BadInput(problems)
     if not found:
         raise BadInput(f"{trace}: no placement with an explanation" + (f" at seq {seq}" if seq is not None else ""))
+    for line in lines:
+        click.echo(line)
     return EXIT_OK
 
 
-def _all_failed(fleet, trace: str, seq: int, kind: str, content: Any) -> dict[str, list[str]]:
-    scheduling = content.get("scheduling") if kind == "task.bound" else None
-    requirements = (scheduling if isinstance(scheduling, dict) else content).get("requirements")
+def _all_failed(trace: str, fleet_path: str, seq: int, kind: str, content: Any) -> dict[str, list[str]]:
+    """Every failure of every ineligible agent of the fleet, for the record's requirements."""
+    holder, where = (content["scheduling"], "$.content.scheduling.requirements") if kind == "task.bound" \
+        else (content, "$.content.requirements")
+    if "requirements" not in holder:
+        raise BadInput(f"{trace}: seq {seq}: {where}: expected the task's requirements, found none")
+    fleet = load_fleet(fleet_path, None)
     try:
-        return all_failed(fleet, requirements or {})
+        return all_failed(fleet, holder["requirements"])
     except SchemaError as exc:
-        raise BadInput([f"{trace}: seq {seq}: requirements: {p}" for p in exc.problems]) from None
+        raise BadInput(exc.with_source(f"{trace}: seq {seq}", path_prefix=where).lines()) from None
+    except A3Error as exc:
+        raise BadInput(f"{trace}: seq {seq}: {where}: {exc}") from None
 
 
 def _ranked(explained: Explained) -> list[tuple[str, Any]]:
     return sorted(explained.scores.items(), key=lambda kv: (-_total(kv[1]), kv[0]))
 
 
-def _print(explained: Explained, detail: bool, failures: dict[str, list[str]] | None) -> None:
-    click.echo(f"seq {explained.seq} {explained.kind}: {explained.summary()}")
+def _text(explained: Explained, detail: bool, failures: dict[str, list[str]] | None) -> list[str]:
+    lines = [f"seq {explained.seq} {explained.kind}: {explained.summary()}"]
     if not detail:
-        return
-    for line in counts_table(explained.counts()):
-        click.echo(line)
+        return lines
+    lines += counts_table(explained.counts())
     for name, entry in _ranked(explained)[:5]:
         parts = ", ".join(f"{k} {v}" for k, v in entry.items()) if isinstance(entry, dict) else str(entry)
-        click.echo(f"  score {name}: {parts}")
+        lines.append(f"  score {name}: {parts}")
     if explained.reason:
-        click.echo(f"  reason: {explained.reason}")
-    for name, predicates in (failures or {}).items():
-        click.echo(f"  {name} fails {', '.join(predicates)}")
+        lines.append(f"  reason: {explained.reason}")
+    lines += [f"  {name} fails {', '.join(predicates)}" for name, predicates in (failures or {}).items()]
+    return lines
 
 
 def _json(explained: Explained, detail: bool, failures: dict[str, list[str]] | None) -> dict[str, Any]:
@@ -107,6 +126,7 @@ def _dumps(obj: Any) -> str:
         return json.dumps(obj)
 
 
-def _total(entry) -> float:
+def _total(entry: Any) -> float | int:
+    """The entry's total for ranking (compared as it is: a JSON integer may be too large for a float)."""
     total = entry.get("total") if isinstance(entry, dict) else None
-    return float(total) if isinstance(total, (int, float)) and not isinstance(total, bool) else float("-inf")
+    return total if isinstance(total, (int, float)) and not isinstance(total, bool) else float("-inf")

@@ -1,0 +1,171 @@
+"""`a3fast serve`: the matcher as a long-running service (HTTP, or JSON Lines on stdio).
+
+Exit codes: 0 after a clean stop (SIGTERM/SIGINT, or end of input with --stdio), 2 bad input
+(options, an unreadable token file or fleet, or a state directory that cannot be read back exactly).
+"""
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import click
+
+from .common import EXIT_BAD_INPUT
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8421, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (0: any free port; the line printed at start says which).")
+@click.option("--state", "state_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="State directory: journal, snapshot and trace. Without it nothing survives a restart.")
+@click.option("--fleet", "fleet_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Declarations (JSON Lines or a JSON array) to seed a state that holds no agent yet.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the trace (default: STATE/trace.jsonl, or a temporary file).")
+@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A file holding the bearer token every request but /healthz and /readyz needs.")
+@click.option("--engine", type=click.Choice(["native", "pure"]), default=None,
+              help="Matching engine (default: a3fast.ENGINE).")
+@click.option("--max-body", default=64 * 1024 * 1024, show_default=True, type=click.IntRange(1),
+              help="Largest request body (or stdio line) in bytes; larger ones get 413.")
+@click.option("--fsync", type=click.Choice(["group", "always", "never"]), default="group", show_default=True,
+              help="group: changes that arrive while an fsync runs share the next one; always: one "
+                   "fsync per change; never: no fsync (survives a killed process, not a power loss). "
+                   "Every change is acknowledged only after that.")
+@click.option("--stdio", is_flag=True, help="Answer JSON requests on standard input instead of HTTP.")
+def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max_body, fsync, stdio):
+    """Serve the fleet: HTTP API under /v1, a Kubernetes scheduler extender under /k8s, or with
+    --stdio one JSON request per line (docs/service.md, docs/protocol.md).
+
+    Prints `a3fast serving on http://HOST:PORT` once it listens. Exit 0 after a clean stop,
+    2 bad input or unreadable state.
+    """
+    try:
+        from ..service.config import ServiceConfig
+    except ModuleNotFoundError as exc:
+        _fail(f"the service needs the 'serve' extra (pip install 'a3fast[serve]'): {exc.name} is missing")
+    token = None
+    if token_file is not None:
+        try:
+            token = token_file.read_text().strip()
+        except OSError as exc:
+            _fail(f"{token_file}: cannot read: {exc.strerror or exc}")
+        if not token:
+            _fail(f"{token_file}: the token file is empty")
+    if fleet_path is not None and not fleet_path.is_file():
+        _fail(f"{fleet_path}: cannot read: no such file")
+    config = ServiceConfig(host=host, port=port, state=state_dir, fleet=fleet_path, trace=trace_path,
+                           token=token, engine=engine, max_body=max_body, fsync=fsync)
+    code = _run_stdio(config) if stdio else _run_http(config)
+    sys.exit(code)
+
+
+def _fail(message: str):
+    click.echo(f"a3fast: {message}", err=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+def _run_http(config) -> int:
+    import uvicorn
+
+    from ..service.app import create_app
+
+    app = create_app(config)
+    try:
+        sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((config.host, config.port))
+        sock.listen(2048)
+    except OSError as exc:
+        _fail(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}")
+    server = _server_class()(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                                           loop="auto", http="auto", timeout_graceful_shutdown=30,
+                                           proxy_headers=False, server_header=False))
+
+    def failed() -> None:
+        server.should_exit = True
+    app.state.on_failure = failed
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"a3fast serving on http://{shown}:{port}", flush=True)
+    server.run(sockets=[sock])
+    return EXIT_BAD_INPUT if getattr(app.state, "failure", None) else 0
+
+
+def _server_class():
+    import contextlib
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, except that a SIGTERM/SIGINT after the graceful shutdown ends the
+        process with exit code 0 instead of being raised again (the stop was asked for, and the
+        state is flushed by then)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    self._captured_signals.clear()
+    return Server
+
+
+def _run_stdio(config) -> int:
+    from ..service.state import ServiceState, StateError
+    from ..service.operations import Operations
+    from ..service.stdio import serve_stdio
+    from ..service.app import _seed
+    from ..errors import SchemaError
+
+    state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
+                         fsync=config.fsync, snapshot_every=config.snapshot_every)
+    try:
+        state.open(mark_ready=False)
+        if config.fleet is not None:
+            _seed(state, config)
+    except (StateError, SchemaError, OSError) as exc:
+        click.echo(f"a3fast serve: cannot start: {exc}", err=True)
+        return EXIT_BAD_INPUT
+    state.ready = True
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            await serve_stdio(Operations(state), sys.stdin.buffer, sys.stdout.buffer, config.max_body)
+        except asyncio.CancelledError:
+            pass
+    try:
+        asyncio.run(main())
+    finally:
+        state.close()
+    return 0
+
+
+@click.command()
+@click.argument("name", required=False)
+def schema(name):
+    """Print the JSON Schema of one request or response of the service protocol (docs/protocol.md).
+
+    Without NAME, or with an unknown one, lists the names (exit 2 for an unknown name).
+    """
+    from ..service.openapi import load_schema, schema_names
+
+    names = schema_names()
+    if name is None:
+        click.echo("\n".join(names))
+        return
+    if name not in names:
+        click.echo(f"a3fast: no schema named {name!r}; the schemas are: {', '.join(names)}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    import json
+
+    click.echo(json.dumps(load_schema(name), indent=2))

@@ -1,0 +1,26 @@
+"""`a3fast serve`: the matcher as a long-running service.
+
+One idea per module: `config` (what the service is told), `journal` (framed, checksummed,
+fsynced entries), `state` (the fleet and trace, rebuilt exactly after a crash), `operations` (the
+handlers HTTP and stdio share), `app` (the HTTP shell), `stdio` (the JSON Lines shell), `k8s` (the
+Kubernetes scheduler extender), `trace_reader`, `metrics`, `openapi`, `problems`.
+"""
+from __future__ import annotations
+
+__all__ = ["create_app", "ServiceConfig", "ServiceState"]
+
+
+def __getattr__(name: str):
+    if name == "create_app":
+        from .app import create_app
+
+        return create_app
+    if name == "ServiceConfig":
+        from .config import ServiceConfig
+
+        return ServiceConfig
+    if name == "ServiceState":
+        from .state import ServiceState
+
+        return ServiceState
+    raise AttributeError(name)

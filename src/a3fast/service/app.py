@@ -1,0 +1,389 @@
+"""The HTTP API: a Starlette application built by `create_app(config)`, routes in one table.
+
+A thin shell over `operations` (the same handlers the stdio protocol uses) and the Kubernetes
+extender: it reads a bounded body, turns path and query parameters into request fields, and writes
+the operation's object as JSON (orjson). Authentication, body limits and timing are one pure ASGI
+middleware in front of the routes.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import hmac
+import logging
+import sys
+import time
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import parse_qsl
+
+import orjson
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from ..errors import SchemaError
+from ..verify import verify_bytes
+from . import metrics
+from .config import ServiceConfig
+from .k8s import Extender, ExtenderError
+from .openapi import openapi_document
+from .operations import Operations, verify_result
+from .problems import ServiceError, from_library, parse_json, problem
+from .state import ServiceState, StateError
+from .trace_reader import read_since
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("a3fast.serve")
+JSON = "application/json"
+OPEN_PATHS = ("/healthz", "/readyz")
+
+
+def _json(obj: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(obj), status_code=status, media_type=JSON)
+
+
+def _error(status: int, problems: list[dict[str, Any]]) -> Response:
+    return _json({"problems": problems}, status)
+
+
+class TooLarge(Exception):
+    pass
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    """The body, refused past `limit` bytes whatever Content-Length claimed."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class Guard:
+    """Pure ASGI middleware: bearer token, Content-Length limit, request timing, and a one-line 500
+    for anything unexpected (logged with its traceback, never sent).
+
+    `fast` maps (method, path) to a pure ASGI handler answered here without Starlette's routing,
+    request and response objects: the placement route, whose cost is otherwise mostly theirs."""
+
+    def __init__(self, app, config: ServiceConfig, state: ServiceState, fast=None):
+        self.app = app
+        self.token = config.token.encode() if config.token else None
+        self.max_body = config.max_body
+        self.state = state
+        self.fast = fast or {}
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope["path"]
+        started = time.perf_counter()
+        if self.token is not None and path not in OPEN_PATHS and not self._authorised(scope):
+            return await _error(401, [problem("Authorization", "Bearer <token>", "no valid token")])(scope, receive, send)
+        length = _header(scope, b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            return await _error(413, [problem("$", f"a body of at most {self.max_body} bytes",
+                                              f"Content-Length {length.decode('latin-1')[:20]}")])(scope, receive, send)
+        if not self.state.ready and path not in OPEN_PATHS and path != "/metrics":
+            return await _error(503, [problem("$", "a service whose state is loaded", "still loading")])(
+                scope, receive, send)
+        started_response = False
+
+        async def tracking_send(message):
+            nonlocal started_response
+            if message["type"] == "http.response.start":
+                started_response = True
+            await send(message)
+        fast = self.fast.get((scope["method"], path))
+        try:
+            if fast is not None:
+                await fast(scope, receive, tracking_send)
+            else:
+                await self.app(scope, receive, tracking_send)
+        except Exception:
+            log.exception("unexpected error answering %s %s", scope["method"], path)
+            if not started_response:
+                await _error(500, [problem("$", "a request the service can answer",
+                                           "an internal error (logged)")])(scope, receive, send)
+        finally:
+            label = path if fast is not None else getattr(scope.get("route"), "path", "unmatched")
+            metrics.request_timer(label, scope["method"]).observe(time.perf_counter() - started)
+
+    def _authorised(self, scope) -> bool:
+        value = _header(scope, b"authorization") or b""
+        scheme, _, token = value.partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.token)
+
+
+def _header(scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value
+    return None
+
+
+def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | None = None) -> Starlette:
+    """The service as an ASGI app. The state is opened at startup (in a worker thread, so /healthz
+    answers and /readyz says 503 while a large state loads) and closed — snapshot, fsync — at
+    shutdown. A state that cannot be read back exactly stops the app (see `app.state.failure`)."""
+    if state is None:
+        state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
+                             fsync=config.fsync, snapshot_every=config.snapshot_every)
+    ops = Operations(state)
+    extender = Extender(state)
+
+    async def run(op: str, fields: dict[str, Any]) -> Response:
+        try:
+            return _json(await getattr(ops, op)(fields))
+        except ServiceError as exc:
+            return _error(exc.status, exc.problems)
+
+    async def read_json(request: Request) -> Any:
+        try:
+            return parse_json(await _body(request, config.max_body))
+        except TooLarge:
+            raise ServiceError(413, [problem("$", f"a body of at most {config.max_body} bytes", "more")]) from None
+        except SchemaError as exc:
+            raise from_library(exc) from None
+
+    async def agent(request: Request) -> Response:
+        name = request.path_params["name"]
+        if request.method == "GET":
+            return await run("get_agent", {"name": name})
+        if request.method == "DELETE":
+            return await run("delete_agent", {"name": name})
+        try:
+            doc = await read_json(request)
+        except ServiceError as exc:
+            return _error(exc.status, exc.problems)
+        return await run("put_agent", {"name": name, "declaration": doc})
+
+    async def agents(request: Request) -> Response:
+        if request.method == "GET":
+            fields: dict[str, Any] = {"after": request.query_params.get("after")}
+            limit = request.query_params.get("limit")
+            if limit is not None:
+                if not limit.isdigit():
+                    return _error(400, [problem("$.limit", "an integer", repr(limit[:40]))])
+                fields["limit"] = int(limit)
+            return await run("list_agents", fields)
+        try:
+            data = await _body(request, config.max_body)
+        except TooLarge:
+            return _error(413, [problem("$", f"a body of at most {config.max_body} bytes", "more")])
+        docs, lines, problems = [], [], []
+        for number, line in enumerate(data.split(b"\n"), 1):
+            if not line.strip():
+                continue
+            try:
+                docs.append(parse_json(line))
+                lines.append(number)
+            except SchemaError as exc:
+                problems.extend(from_library(exc, line=number).problems)
+        try:
+            return _json(await ops.put_agents({"declarations": docs}, lines, problems))
+        except ServiceError as exc:
+            return _error(exc.status, exc.problems)
+
+    async def place_asgi(scope, receive, send) -> None:
+        """POST /v1/place as pure ASGI (the same checks and answers as the other routes)."""
+        status, payload = 200, None
+        try:
+            chunks, size, more = [], 0, True
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > config.max_body:
+                    raise ServiceError(413, [problem("$", f"a body of at most {config.max_body} bytes", "more")])
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+            try:
+                body = parse_json(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            except SchemaError as exc:
+                raise from_library(exc) from None
+            if not isinstance(body, dict):
+                raise ServiceError(400, [problem("$", "an object {requirements, session?, route?}", "another value")])
+            query = scope["query_string"]
+            if query:
+                record = _query_value(query, "record")
+                if record is not None:
+                    body["record"] = record
+            payload = orjson.dumps(await ops.place(body))
+        except ServiceError as exc:
+            status, payload = exc.status, orjson.dumps({"problems": exc.problems})
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(payload)).encode())]})
+        await send({"type": "http.response.body", "body": payload})
+
+    async def body_op(request: Request, op: str) -> Response:
+        try:
+            body = await read_json(request)
+        except ServiceError as exc:
+            return _error(exc.status, exc.problems)
+        return await run(op, body if isinstance(body, dict) else {"$": body})
+
+    async def outcomes(request: Request) -> Response:
+        return await body_op(request, "outcome")
+
+    async def session(request: Request) -> Response:
+        fields = {"agent": request.path_params["agent"], "session": request.path_params["session"]}
+        return await run("hold_session" if request.method == "PUT" else "release_session", fields)
+
+    async def trace(request: Request) -> Response:
+        since = request.query_params.get("since", "0")
+        if not since.isdigit():
+            return _error(400, [problem("$.since", "a seq (a non-negative integer)", repr(since[:40]))])
+        await state.durable()
+        end = state.trace_size
+        return StreamingResponse(_iterate(read_since(state.trace_path, int(since), end)),
+                                 media_type="application/x-ndjson")
+
+    async def verify(request: Request) -> Response:
+        try:
+            data = await _body(request, config.max_body)
+        except TooLarge:
+            return _error(413, [problem("$", f"a body of at most {config.max_body} bytes", "more")])
+        findings = await asyncio.get_running_loop().run_in_executor(None, verify_bytes, data)
+        return _json(verify_result("request", findings))
+
+    async def healthz(request: Request) -> Response:
+        return _json({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        if state.ready:
+            return _json({"status": "ready", "agents": len(state.fleet), "next_seq": state.next_seq})
+        return _json({"status": "loading"}, 503)
+
+    async def metrics_text(request: Request) -> Response:
+        if state.ready:
+            metrics.FLEET_AGENTS.set(len(state.fleet))
+            metrics.JOURNAL_LAG.set(state.journal_lag)
+            metrics.JOURNAL_ENTRIES.set(state.journal.entries if state.journal is not None else 0)
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    async def openapi(request: Request) -> Response:
+        return _json(openapi_document())
+
+    async def k8s(request: Request) -> Response:
+        verb = request.path_params["verb"]
+        try:
+            body = await read_json(request)
+        except ServiceError as exc:
+            return _error(exc.status, exc.problems)
+        try:
+            return _json(await getattr(extender, verb)(body))
+        except ExtenderError as exc:
+            return _error(400, [problem("$", "ExtenderArgs", str(exc))])
+
+    async def k8s_filter(request: Request) -> Response:
+        request.path_params["verb"] = "filter"
+        return await k8s(request)
+
+    async def k8s_prioritize(request: Request) -> Response:
+        request.path_params["verb"] = "prioritize"
+        return await k8s(request)
+
+    async def k8s_bind(request: Request) -> Response:
+        request.path_params["verb"] = "bind"
+        return await k8s(request)
+
+    routes = [
+        Route("/v1/agents/{name}", agent, methods=["PUT", "GET", "DELETE"]),
+        Route("/v1/agents", agents, methods=["GET", "POST"]),
+        # an ASGI endpoint (a partial is not wrapped as request -> response); Guard answers
+        # POST before routing, so Starlette only sees it for the 405 of other methods
+        Route("/v1/place", functools.partial(place_asgi), methods=["POST"]),
+        Route("/v1/outcomes", outcomes, methods=["POST"]),
+        Route("/v1/sessions/{session}/{agent}", session, methods=["PUT", "DELETE"]),
+        Route("/v1/trace", trace, methods=["GET"]),
+        Route("/v1/verify", verify, methods=["POST"]),
+        Route("/v1/openapi.json", openapi, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics_text, methods=["GET"]),
+        Route("/k8s/filter", k8s_filter, methods=["POST"]),
+        Route("/k8s/prioritize", k8s_prioritize, methods=["POST"]),
+        Route("/k8s/bind", k8s_bind, methods=["POST"]),
+    ]
+
+    @asynccontextmanager
+    async def lifespan(app):
+        app.state.failure = None
+        loading = asyncio.get_running_loop().run_in_executor(None, _open, state, config, app)
+        try:
+            yield
+        finally:
+            await asyncio.shield(loading)
+            if state.ready:
+                state.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.service = state
+    app.state.on_failure = None
+    app.add_middleware(Guard, config=config, state=state, fast={("POST", "/v1/place"): place_asgi})
+    return app
+
+
+def _query_value(query: bytes, name: str) -> str | None:
+    """The last value of one query parameter (as Starlette's query_params would give it)."""
+    if query == b"record=compact" and name == "record":
+        return "compact"
+    value = None
+    for key, item in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+        if key == name:
+            value = item
+    return value
+
+
+def _open(state: ServiceState, config: ServiceConfig, app) -> None:
+    try:
+        state.open(mark_ready=False)
+        if config.fleet is not None:
+            _seed(state, config)
+        state.ready = True
+    except (StateError, SchemaError, OSError) as exc:
+        app.state.failure = str(exc)
+        state.ready = False
+        print(f"a3fast serve: cannot start: {exc}", file=sys.stderr, flush=True)
+        if app.state.on_failure is not None:
+            app.state.on_failure()
+
+
+def _seed(state: ServiceState, config: ServiceConfig) -> None:
+    """Declarations of --fleet, added when the state holds no agent yet (a restart keeps what the
+    state holds)."""
+    if state.order:
+        return
+    from ..schema import parse_declaration, loads
+
+    data = config.fleet.read_bytes()
+    text = data.lstrip()
+    docs = loads(data, str(config.fleet)) if text[:1] == b"[" else [
+        loads(line, f"{config.fleet} line {n}") for n, line in enumerate(data.splitlines(), 1) if line.strip()]
+    problems = []
+    decls = []
+    for k, doc in enumerate(docs):
+        try:
+            decls.append(parse_declaration(doc))
+        except SchemaError as exc:
+            problems.extend(exc.with_source(f"{config.fleet} [{k}]").problems)
+    if problems:
+        raise SchemaError(problems, str(config.fleet))
+    state.put_agents(decls)
+    if state.journal is not None:
+        state.journal.sync()
+
+
+async def _iterate(chunks):
+    for chunk in chunks:
+        yield chunk

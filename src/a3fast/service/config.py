@@ -1,0 +1,24 @@
+"""What `a3fast serve` is told: one value object that `create_app` and the CLI share."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ServiceConfig", "DEFAULT_PORT", "DEFAULT_MAX_BODY"]
+
+DEFAULT_PORT = 8421
+DEFAULT_MAX_BODY = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    state: Path | None = None          # the state directory (journal, snapshot, trace); None: memory only
+    fleet: Path | None = None          # declarations to seed a state that holds no agent yet
+    trace: Path | None = None          # where the trace is written (default: STATE/trace.jsonl)
+    token: str | None = None           # bearer token every request but /healthz and /readyz needs
+    engine: str | None = None
+    max_body: int = DEFAULT_MAX_BODY
+    fsync: str = "group"               # "group" (group commit), "always" (one per change), "never"
+    snapshot_every: int = 50_000       # journal entries between snapshots

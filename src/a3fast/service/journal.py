@@ -1,0 +1,214 @@
+"""The journal: an append-only file of framed entries, each with its length and a CRC32.
+
+An entry is `MAGIC | length (u32 LE) | crc32(length bytes + payload) (u32 LE) | payload`. A change
+is acknowledged only after its entry is written and fsynced (see `Journal` for the three modes). On recovery, entries are read until the first one that does not
+check out: if no valid entry follows it, that is a torn tail (a write cut short by a crash) and the
+file is cut there and the cut reported; if a valid entry follows, the damage is in the middle of
+acknowledged history and recovery refuses (`JournalCorrupt`), since skipping it would give a silently
+wrong fleet.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+__all__ = ["MAGIC", "Journal", "JournalCorrupt", "RecoveredJournal", "frame", "read_entries"]
+
+MAGIC = b"A3J1"
+_HEADER = struct.Struct("<4sII")
+#: An entry larger than this is taken for a damaged length field, never allocated.
+MAX_ENTRY = 1 << 30
+
+
+class JournalCorrupt(Exception):
+    """Damage before the last valid entry: acknowledged history cannot be read back exactly."""
+
+
+def frame(payload: bytes) -> bytes:
+    length = len(payload)
+    crc = zlib.crc32(payload, zlib.crc32(length.to_bytes(4, "little")))
+    return _HEADER.pack(MAGIC, length, crc) + payload
+
+
+def _entry_at(data: bytes | memoryview, pos: int) -> tuple[bytes, int] | None:
+    """(payload, end) of a valid entry starting at `pos`, else None."""
+    if pos + _HEADER.size > len(data):
+        return None
+    magic, length, crc = _HEADER.unpack_from(data, pos)
+    if magic != MAGIC or length > MAX_ENTRY:
+        return None
+    end = pos + _HEADER.size + length
+    if end > len(data):
+        return None
+    payload = bytes(data[pos + _HEADER.size:end])
+    if zlib.crc32(payload, zlib.crc32(length.to_bytes(4, "little"))) != crc:
+        return None
+    return payload, end
+
+
+@dataclass
+class RecoveredJournal:
+    entries: list[bytes]
+    good_bytes: int          # where the last valid entry ends
+    cut_bytes: int           # bytes after it (a torn tail), 0 when the file was whole
+
+
+def read_entries(data: bytes, source: str = "journal") -> RecoveredJournal:
+    """Every valid entry of a journal's bytes; raises JournalCorrupt for damage in the middle."""
+    entries: list[bytes] = []
+    pos = 0
+    while pos < len(data):
+        entry = _entry_at(data, pos)
+        if entry is None:
+            later = _next_valid(data, pos + 1)
+            if later is not None:
+                raise JournalCorrupt(
+                    f"{source}: entry {len(entries) + 1} at byte {pos} is damaged (bad length or "
+                    f"checksum) and a valid entry follows at byte {later}: acknowledged changes after "
+                    f"the damage cannot be trusted; restore the state directory from a copy")
+            return RecoveredJournal(entries, pos, len(data) - pos)
+        entries.append(entry[0])
+        pos = entry[1]
+    return RecoveredJournal(entries, pos, 0)
+
+
+def _next_valid(data: bytes, start: int) -> int | None:
+    pos = data.find(MAGIC, start)
+    while pos != -1:
+        if _entry_at(data, pos) is not None:
+            return pos
+        pos = data.find(MAGIC, pos + 1)
+    return None
+
+
+def iter_file_entries(path: Path) -> Iterator[bytes]:
+    yield from read_entries(path.read_bytes(), str(path)).entries
+
+
+class Journal:
+    """An open journal for appending, with group commit.
+
+    `append` frames an entry into a memory buffer (on the event loop, no system call). `durable()`
+    waits until every entry appended so far is written and, unless `fsync="never"`, fsynced. One
+    commit at a time runs on a dedicated writer thread, so the event loop never waits for a disk:
+
+    - `fsync="group"`: a commit takes every entry appended before it started, writes them with one
+      `write` and one `fsync`; requests that arrive while it is in flight append to the buffer and
+      all share the next commit (classic group commit: no timer, no fsync per request).
+    - `fsync="always"`: a commit takes one entry (one write and one fsync per change).
+    - `fsync="never"`: as group, without the fsync: safe against a killed process (the bytes are in
+      the operating system before the response), not against a power loss.
+
+    `before_write`, if set, is called on the event loop when a commit starts and returns further
+    `(fd, bytes)` writes for the writer thread to make first (the service's trace lines);
+    `after_write`, if set, is called on the event loop when that commit is done.
+    """
+
+    MODES = ("always", "group", "never")
+
+    def __init__(self, path: Path, *, fsync: str = "group"):
+        if fsync not in self.MODES:
+            raise ValueError(f"fsync must be one of {self.MODES}, not {fsync!r}")
+        self.path = path
+        self.fsync = fsync
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size   # bytes of the file once everything is written
+        self.entries = 0                         # entries since the journal was last emptied
+        self.before_write: Callable[[], list[tuple[int, bytes]]] | None = None
+        self.after_write: Callable[[], None] | None = None
+        self._buffer: list[bytes] = []
+        self._buffered = 0                       # bytes in _buffer
+        self._in_flight = 0                      # bytes a commit is writing now
+        self._appended = 0                       # entries ever appended (a ticket per entry)
+        self._committed = 0                      # entries ever made durable
+        self._commit: asyncio.Future | None = None
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="a3fast-journal")
+
+    def append(self, payload: bytes) -> None:
+        data = frame(payload)
+        self._buffer.append(data)
+        self._buffered += len(data)
+        self.size += len(data)
+        self.entries += 1
+        self._appended += 1
+
+    @property
+    def lag(self) -> int:
+        """Bytes appended but not yet known to be durable."""
+        return self._buffered + self._in_flight
+
+    def _take(self) -> tuple[list[tuple[int, bytes]], int, int]:
+        """The writes of the next commit, the ticket it makes durable, and its journal bytes."""
+        take = 1 if self.fsync == "always" else len(self._buffer)
+        batch, self._buffer = self._buffer[:take], self._buffer[take:]
+        data = b"".join(batch)
+        self._buffered -= len(data)
+        writes = self.before_write() if self.before_write is not None else []
+        if data:
+            writes.append((self._fd, data))
+        return writes, self._committed + len(batch), len(data)
+
+    def _write(self, writes: list[tuple[int, bytes]], fsync: bool) -> None:
+        """On the writer thread: write everything, then fsync the journal."""
+        for fd, data in writes:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        if fsync:
+            os.fsync(self._fd)
+
+    async def durable(self) -> None:
+        """Wait until every entry appended so far is durable."""
+        ticket = self._appended
+        while self._committed < ticket:
+            if self._commit is None:
+                self._commit = asyncio.ensure_future(self._run_commit())
+            await asyncio.shield(self._commit)
+
+    async def _run_commit(self) -> None:
+        try:
+            writes, ticket, size = self._take()
+            self._in_flight = size
+            await asyncio.get_running_loop().run_in_executor(self._writer, self._write, writes,
+                                                                 self.fsync != "never")
+            self._committed = max(self._committed, ticket)
+            if self.after_write is not None:
+                self.after_write()
+        finally:
+            self._in_flight = 0
+            self._commit = None
+
+    def sync(self) -> None:
+        """Write and fsync everything appended so far, blocking (at start, at a snapshot, at stop).
+        The writer thread runs jobs in order, so this comes after any commit in flight."""
+        ticket = self._appended
+        writes = self.before_write() if self.before_write is not None else []
+        data = b"".join(self._buffer)
+        if data:
+            writes.append((self._fd, data))
+        self._buffer, self._buffered = [], 0
+        self._writer.submit(self._write, writes, True).result()
+        self._committed = max(self._committed, ticket)
+        if self.after_write is not None:
+            self.after_write()
+
+    def reset(self) -> None:
+        """Empty the journal (after a snapshot has taken in everything it held; call sync first)."""
+        self.sync()
+        os.ftruncate(self._fd, 0)
+        os.fsync(self._fd)
+        self.size = 0
+        self.entries = 0
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.sync()
+            self._writer.shutdown(wait=True)
+            os.close(self._fd)
+            self._fd = -1

@@ -1,0 +1,52 @@
+"""Prometheus metrics of the service, declared once; labels are few and bounded (route templates,
+two results, the predicate kinds of §5)."""
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+__all__ = ["PLACEMENTS", "UNSCHEDULABLE", "REQUEST_SECONDS", "FLEET_AGENTS", "JOURNAL_LAG",
+           "JOURNAL_ENTRIES", "predicate_kind"]
+
+PLACEMENTS = Counter("a3fast_placements_total", "Placements made, by result.", ["result"])
+UNSCHEDULABLE = Counter("a3fast_unschedulable_total",
+                        "Unschedulable placements, by the kind of each predicate that removed a candidate.",
+                        ["predicate_kind"])
+REQUEST_SECONDS = Histogram("a3fast_request_seconds", "Time to answer a request, by route and method.",
+                            ["route", "method"],
+                            buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05,
+                                     0.1, 0.25, 1.0, 5.0))
+FLEET_AGENTS = Gauge("a3fast_fleet_agents", "Agents in the served fleet.")
+JOURNAL_LAG = Gauge("a3fast_journal_lag_bytes", "Journal bytes written but not yet fsynced.")
+JOURNAL_ENTRIES = Gauge("a3fast_journal_entries", "Journal entries since the last snapshot.")
+
+_KINDS = ("capability", "clearance", "tool", "residency", "model.latency_class", "agentRef", "anti-affinity")
+
+
+def predicate_kind(predicate: str) -> str:
+    """The §5 kind of a predicate string (the part before its first colon), bounded to the known
+    kinds so a hostile predicate cannot grow the label set."""
+    kind = predicate.partition(":")[0]
+    return kind if kind in _KINDS else "other"
+
+
+_BOUND = PLACEMENTS.labels("bound")
+_UNSCHEDULABLE = PLACEMENTS.labels("unschedulable")
+
+
+def request_timer(route: str, method: str, _children: dict = {}):
+    """The latency histogram's child for (route, method), looked up once (`labels()` costs more
+    than the observation itself)."""
+    child = _children.get((route, method))
+    if child is None:
+        child = _children[(route, method)] = REQUEST_SECONDS.labels(route, method)
+    return child
+
+
+def count_placement(p) -> None:
+    if p.bound:
+        _BOUND.inc()
+        return
+    _UNSCHEDULABLE.inc()
+    kinds = {predicate_kind(pred) for pred, n in p.failed_counts().items() if n}
+    for kind in kinds or ("none",):
+        UNSCHEDULABLE.labels(kind).inc()

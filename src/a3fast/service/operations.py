@@ -1,0 +1,262 @@
+"""The service's operations, shared by the HTTP API and the stdio protocol: each takes a request
+object (the HTTP body, with path and query parameters as fields) and returns the response object,
+or raises ServiceError. HTTP and stdio are thin shells over these.
+
+Each operation checks everything first and changes state in one synchronous step (no await between
+checking and applying), then waits for durability: on one event loop this is what keeps any
+placement from seeing half of an update, and any response from acknowledging what is not on disk.
+"""
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+import orjson
+
+from ..errors import A3Error, FleetError, SchemaError
+from ..placement import Route, RouteError
+from ..schema import parse_declaration, parse_requirements, task_kind
+from ..verify import is_valid, verify_bytes
+from . import metrics
+from .problems import ServiceError, check_bounds, from_library, parse_json, problem
+from .state import FleetConflict, ServiceState
+
+__all__ = ["Operations", "OPS"]
+
+#: Names listed per page of GET /v1/agents, at most.
+MAX_PAGE = 10_000
+
+
+def _require(body: Any, field: str, kind: type | tuple, expected: str) -> Any:
+    if not isinstance(body, dict):
+        raise ServiceError(400, [problem("$", "an object", orjson.dumps(body)[:60].decode("utf-8", "replace"))])
+    value = body.get(field)
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        found = "nothing" if field not in body else _describe(value)
+        raise ServiceError(400, [problem(f"$.{field}", expected, found)])
+    return value
+
+
+def _optional(body: dict, field: str, kind: type | tuple, expected: str) -> Any:
+    if body.get(field) is None:
+        return None
+    return _require(body, field, kind, expected)
+
+
+def _describe(value: Any) -> str:
+    from ..errors import describe
+
+    return describe(value)
+
+
+def _declaration(doc: Any, **where: Any):
+    try:
+        return parse_declaration(doc)
+    except SchemaError as exc:
+        raise from_library(exc, 400, **where) from None
+
+
+class Operations:
+    """The operations over one ServiceState."""
+
+    def __init__(self, state: ServiceState):
+        self.state = state
+
+    # -- agents -----------------------------------------------------------------------------------
+    async def put_agent(self, body: dict) -> dict:
+        name = _require(body, "name", str, "the agent's name")
+        doc = _require(body, "declaration", dict, "a declaration (§3)")
+        decl = _declaration(doc)
+        if decl.agent.name != name:
+            raise ServiceError(422, [problem("$.agent.name", f"{name!r}, the name in the path",
+                                             repr(decl.agent.name))])
+        created = self.state.fleet.get(name) is None
+        self._put([decl])
+        await self.state.durable()
+        return {"name": name, "created": created}
+
+    async def put_agents(self, body: dict, lines: list[int] | None = None,
+                         problems: list[dict] | None = None) -> dict:
+        """All or none. `lines` numbers the declarations (JSON Lines over HTTP; else 1, 2, ...);
+        `problems` already found in the same body (lines that are not JSON) are reported together."""
+        docs = _require(body, "declarations", list, "a list of declarations (§3)")
+        lines = lines or list(range(1, len(docs) + 1))
+        decls, problems = [], list(problems or [])
+        for line, doc in zip(lines, docs):
+            try:
+                decls.append(parse_declaration(doc))
+            except SchemaError as exc:
+                problems.extend(from_library(exc, 400, line=line).problems)
+        if problems:
+            problems.sort(key=lambda p: p.get("line", 0))
+            raise ServiceError(400, problems)
+        self._put(decls)
+        await self.state.durable()
+        return {"count": len(decls)}
+
+    def _put(self, decls) -> None:
+        if not decls:
+            return
+        try:
+            self.state.put_agents(decls)
+        except FleetConflict as exc:
+            raise from_library(exc, 409) from None
+        self._changed()
+
+    async def get_agent(self, body: dict) -> dict:
+        name = _require(body, "name", str, "the agent's name")
+        decl = self.state.fleet.get(name)
+        if decl is None:
+            raise ServiceError(404, [problem("$.name", "an agent of the fleet", repr(name))])
+        await self.state.durable()   # never show what a crash could still take back
+        return {"declaration": decl.doc}
+
+    async def delete_agent(self, body: dict) -> dict:
+        name = _require(body, "name", str, "the agent's name")
+        try:
+            self.state.delete_agent(name)
+        except FleetError:
+            raise ServiceError(404, [problem("$.name", "an agent of the fleet", repr(name))]) from None
+        self._changed()
+        await self.state.durable()
+        return {"name": name, "deleted": True}
+
+    async def list_agents(self, body: dict) -> dict:
+        after = _optional(body, "after", str, "an agent name")
+        limit = _optional(body, "limit", int, f"an integer from 1 to {MAX_PAGE}")
+        if limit is None:
+            limit = 1000
+        if not 1 <= limit <= MAX_PAGE:
+            raise ServiceError(400, [problem("$.limit", f"an integer from 1 to {MAX_PAGE}", str(limit))])
+        names = sorted(self.state.fleet.names())
+        start = 0
+        if after is not None:
+            import bisect
+
+            start = bisect.bisect_right(names, after)
+        page = names[start:start + limit]
+        more = start + limit < len(names)
+        await self.state.durable()
+        return {"names": page, "next": page[-1] if more and page else None}
+
+    # -- placing ----------------------------------------------------------------------------------
+    async def place(self, body: dict) -> dict:
+        requirements = _require(body, "requirements", dict, "a requirements document (§4)")
+        session = _optional(body, "session", str, "a session id")
+        route = self._route(body)
+        record = _optional(body, "record", str, '"spec" or "compact"') or "spec"
+        if record not in ("spec", "compact"):
+            raise ServiceError(400, [problem("$.record", '"spec" or "compact"', repr(record))])
+        try:
+            parsed = parse_requirements(requirements)
+            p, lines = self.state.place(parsed, session=session, route=route, compact=record == "compact")
+        except SchemaError as exc:
+            raise from_library(exc, 400) from None
+        except RouteError as exc:
+            raise ServiceError(422, [problem("$.route", "a route that only adds requirements", str(exc))]) from None
+        metrics.count_placement(p)
+        self.state.maybe_snapshot()
+        await self.state.durable()
+        return {"records": orjson.Fragment(records_array(lines))}
+
+    @staticmethod
+    def _route(body: dict):
+        route = _optional(body, "route", dict, 'a route {"name", "adds"}')
+        if route is None:
+            return None
+        name = route.get("name")
+        adds = route.get("adds", {})
+        if not isinstance(name, str) or not name:
+            raise ServiceError(400, [problem("$.route.name", "a non-empty string", _describe(name))])
+        if not isinstance(adds, dict):
+            raise ServiceError(400, [problem("$.route.adds", "an object shaped like requirements", _describe(adds))])
+        return Route(name, adds)
+
+    # -- history the scorer reads -----------------------------------------------------------------
+    async def outcome(self, body: dict) -> dict:
+        agent = _require(body, "agent", str, "an agent name")
+        success = _require(body, "success", bool, "true or false")
+        kind = _optional(body, "kind", str, "a task kind")
+        if kind is None:
+            requirements = body.get("requirements")
+            if not isinstance(requirements, dict):
+                raise ServiceError(400, [problem("$.kind", 'a task kind, or "requirements"',
+                                                 "neither")])
+            try:
+                kind = task_kind(parse_requirements(requirements))
+            except SchemaError as exc:
+                raise from_library(exc, 400) from None
+        try:
+            self.state.record_outcome(agent, kind, success)
+        except FleetError:
+            raise ServiceError(404, [problem("$.agent", "an agent of the fleet", repr(agent))]) from None
+        self._changed()
+        await self.state.durable()
+        successes, attempts = self.state.outcomes[(agent, kind)]
+        return {"agent": agent, "kind": kind, "successes": successes, "attempts": attempts}
+
+    async def hold_session(self, body: dict) -> dict:
+        return await self._session(body, hold=True)
+
+    async def release_session(self, body: dict) -> dict:
+        return await self._session(body, hold=False)
+
+    async def _session(self, body: dict, hold: bool) -> dict:
+        agent = _require(body, "agent", str, "an agent name")
+        session = _require(body, "session", str, "a session id")
+        if not session:
+            raise ServiceError(400, [problem("$.session", "a non-empty session id", '""')])
+        try:
+            (self.state.hold_session if hold else self.state.release_session)(agent, session)
+        except FleetError:
+            raise ServiceError(404, [problem("$.agent", "an agent of the fleet", repr(agent))]) from None
+        self._changed()
+        await self.state.durable()
+        return {"agent": agent, "session": session, "held": hold}
+
+    # -- the trace --------------------------------------------------------------------------------
+    async def trace(self, body: dict) -> dict:
+        """The trace records after `since` (stdio; HTTP streams the same lines)."""
+        since = _optional(body, "since", int, "a seq (integer)") or 0
+        limit = _optional(body, "limit", int, "an integer from 1 to 100000") or 100_000
+        await self.state.durable()
+        from .trace_reader import read_since
+
+        lines = []
+        for chunk in read_since(self.state.trace_path, since, self.state.trace_size):
+            lines.append(chunk)
+        data = b"".join(lines)
+        records = data.splitlines()[:limit]
+        return {"records": orjson.Fragment(b"[" + b",".join(records) + b"]")}
+
+    async def verify(self, body: dict) -> dict:
+        """§7 over a posted trace: the `a3fast verify --json` object."""
+        if isinstance(body, dict) and "trace" in body:
+            text = _require(body, "trace", str, "a trace as JSON Lines text")
+            data = text.encode()
+        else:
+            records = _require(body, "records", list, "a list of trace records")
+            data = orjson.dumps(records)
+        return verify_result("request", verify_bytes(data))
+
+    def _changed(self) -> None:
+        self.state.maybe_snapshot()
+
+
+def verify_result(path: str, findings) -> dict:
+    return {"path": path, "valid": is_valid(findings),
+            "errors": [f.to_dict() for f in findings if f.is_error],
+            "warnings": [f.to_dict() for f in findings if not f.is_error]}
+
+
+def records_array(lines: bytes) -> bytes:
+    """JSON Lines as one JSON array, without decoding the records."""
+    return b"[" + lines.rstrip(b"\n").replace(b"\n", b",") + b"]"
+
+
+#: stdio op name -> Operations method
+OPS: dict[str, str] = {
+    "put_agent": "put_agent", "get_agent": "get_agent", "delete_agent": "delete_agent",
+    "put_agents": "put_agents", "list_agents": "list_agents", "place": "place", "outcome": "outcome",
+    "hold_session": "hold_session", "release_session": "release_session", "trace": "trace",
+    "verify": "verify",
+}

@@ -1,0 +1,88 @@
+"""Errors the service answers with: an HTTP status and the library's problems (path, expected,
+found), never a traceback. Also the bounds every request body is held to."""
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ..errors import FleetError, Problem, SchemaError, describe
+from ..schema import loads
+
+__all__ = ["ServiceError", "problem", "from_library", "parse_json", "MAX_DEPTH", "MAX_STRING"]
+
+#: Deepest nesting of arrays and objects a request may have (A3 documents need about 5).
+MAX_DEPTH = 32
+#: Longest string a request may hold (names are at most 1,024 characters; this bounds the rest).
+MAX_STRING = 65_536
+
+
+class ServiceError(Exception):
+    """A request the service refuses: `status` (4xx) and problems as dicts."""
+
+    def __init__(self, status: int, problems: list[dict[str, Any]]):
+        super().__init__("; ".join(f"{p['path']}: expected {p['expected']}, found {p['found']}"
+                                   for p in problems))
+        self.status = status
+        self.problems = problems
+
+    def body(self) -> dict[str, Any]:
+        return {"problems": self.problems}
+
+
+def problem(path: str, expected: str, found: str, **extra: Any) -> dict[str, Any]:
+    return {"path": path, "expected": expected, "found": found, **extra}
+
+
+def from_library(exc: Exception, status: int = 400, **extra: Any) -> ServiceError:
+    """A library error as a ServiceError: SchemaError keeps its problems; FleetError names the agent."""
+    if isinstance(exc, SchemaError):
+        return ServiceError(status, [problem(p.path, p.expected, p.found, **extra) for p in exc.problems])
+    if isinstance(exc, FleetError):
+        return ServiceError(status, [problem("$", "an agent the fleet can take", str(exc), **extra)])
+    return ServiceError(status, [problem("$", "a request the library accepts", str(exc), **extra)])
+
+
+def parse_json(data: bytes, path: str = "$") -> Any:
+    """JSON text within the service's bounds; SchemaError (via the library's parser) otherwise."""
+    value = loads(data)
+    # A text shorter than MAX_STRING holds no longer string, and one with at most MAX_DEPTH brackets
+    # nests no deeper (brackets inside strings only overcount): the walk is needed only past that.
+    if len(data) > MAX_STRING or data.count(b"{") + data.count(b"[") > MAX_DEPTH:
+        check_bounds(value, path)
+    return value
+
+
+def check_bounds(value: Any, path: str = "$") -> None:
+    """Nesting at most MAX_DEPTH and strings at most MAX_STRING characters (iterative: a hostile
+    document cannot exhaust the stack)."""
+    stack = [(value, path, 0)]
+    problems: list[Problem] = []
+    while stack and len(problems) < 10:
+        item, where, depth = stack.pop()
+        if isinstance(item, str):
+            if len(item) > MAX_STRING:
+                problems.append(Problem(where, f"a string of at most {MAX_STRING} characters",
+                                        f"{len(item)} characters"))
+        elif isinstance(item, (dict, list)):
+            if depth >= MAX_DEPTH:
+                problems.append(Problem(where, f"at most {MAX_DEPTH} levels of nesting", describe(item)))
+                continue
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if len(key) > MAX_STRING:
+                        problems.append(Problem(where, f"keys of at most {MAX_STRING} characters",
+                                                f"{len(key)} characters"))
+                    if isinstance(child, (str, dict, list)):
+                        stack.append((child, f"{where}.{key}" if key.isidentifier() else f"{where}[{key[:40]!r}]",
+                                      depth + 1))
+            else:
+                for k, child in enumerate(item):
+                    if isinstance(child, (str, dict, list)):
+                        stack.append((child, f"{where}[{k}]", depth + 1))
+    if problems:
+        raise SchemaError(problems)
+
+
+def error_json(status: int, problems: list[dict[str, Any]]) -> bytes:
+    return orjson.dumps({"problems": problems})

@@ -1,0 +1,64 @@
+"""Real `a3fast serve` processes for the service tests: started with --port 0, the URL read from the
+line they print, stopped by their own pid."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+
+SECTION_10_AGENTS = [
+    {"v": "1.0", "agent": {"name": "order-analyst", "namespace": "support"},
+     "capabilities": [{"name": "order.investigate", "version": 2}],
+     "clearances": ["orders.read", "customers.read"], "residency": ["eu"]},
+    {"v": "1.0", "agent": {"name": "summariser", "namespace": "support"},
+     "capabilities": [{"name": "case.summarise", "version": 1}],
+     "clearances": ["orders.read"], "residency": ["eu"]},
+]
+SECTION_10_TASK = {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}],
+                   "clearances": ["orders.read"], "residency": "eu"}
+
+
+class Server:
+    def __init__(self, *args: str, ready: bool = True, timeout: float = 30.0):
+        self.proc = subprocess.Popen([sys.executable, "-m", "a3fast", "serve", "--port", "0", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = self.proc.stdout.readline().decode()
+        if not line.startswith("a3fast serving on "):
+            self.proc.wait(timeout=10)
+            raise RuntimeError(f"server did not start: {line!r} {self.proc.stderr.read().decode()}")
+        self.url = line.split()[-1]
+        self.client = httpx.Client(base_url=self.url, timeout=10.0)
+        if ready:
+            self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if self.client.get("/readyz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.proc.stderr.read().decode()}")
+            time.sleep(0.02)
+        raise TimeoutError("server not ready")
+
+    def kill(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        self.client.close()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+        code = self.proc.wait(timeout=30)
+        self.client.close()
+        return code
+
+    def stderr(self) -> str:
+        return self.proc.stderr.read().decode()

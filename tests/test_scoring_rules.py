@@ -1,0 +1,222 @@
+"""The default scorer and custom scorers, against the README's Scoring reading (see tests/oracle.py).
+
+Every placement's `scores` (each component, to the bit) and its winner are compared with a literal
+computation from the declarations and a plain record of outcomes and held sessions, on both engines.
+"""
+from __future__ import annotations
+
+import math
+
+import orjson
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import a3fast
+from a3fast import Fleet
+
+from oracle import FleetModel, bits
+from strategies import NAMES, SESSIONS, declarations, requirements
+
+
+def agent(name, caps=(), ceiling=None, evaluated=()):
+    doc = {"v": "1.0", "agent": {"name": name, "namespace": "ns"},
+           "capabilities": [{"name": n, "version": v, **({"evaluation": "probe"} if n in evaluated else {})}
+                            for n, v in caps],
+           "clearances": []}
+    if ceiling is not None:
+        doc["model"] = {"cost_ceiling_usd": ceiling}
+    return doc
+
+
+def scores_of(p) -> dict:
+    return p.scheduling["scores"] if p.bound else {}
+
+
+def test_affinity_drops_after_the_session_is_released(engine):
+    fleet = Fleet(engine=engine)
+    for name in ("a", "b"):
+        fleet.add(agent(name))
+    fleet.hold_session("b", "s1")
+    held = fleet.place({}, session="s1", remember_session=False)
+    assert held.agent == "b" and scores_of(held)["b"]["affinity"] == 1.0
+    fleet.release_session("b", "s1")
+    assert not fleet.holds_session("b", "s1")
+    released = fleet.place({}, session="s1", remember_session=False)
+    assert scores_of(released)["b"]["affinity"] == 0.0
+    assert released.agent == "a"  # equal totals again: the smaller name wins
+
+
+def test_releasing_one_agents_session_leaves_the_others_affinity(engine):
+    fleet = Fleet(engine=engine)
+    for name in ("a", "b", "c"):
+        fleet.add(agent(name))
+        fleet.hold_session(name, "s1")
+    fleet.release_session("a", "s1")
+    scores = scores_of(fleet.place({}, session="s1", remember_session=False))
+    assert {name: s["affinity"] for name, s in scores.items()} == {"a": 0.0, "b": 1.0, "c": 1.0}
+
+
+def test_a_bound_placement_with_a_session_makes_the_winner_hold_it(engine):
+    fleet = Fleet(engine=engine)
+    fleet.add(agent("a", ceiling="1"))
+    fleet.add(agent("b", ceiling="0"))
+    first = fleet.place({"session": "s1"})
+    assert first.agent == "b" and scores_of(first)["b"]["affinity"] == 0.0
+    assert fleet.holds_session("b", "s1") and not fleet.holds_session("a", "s1")
+    assert scores_of(fleet.place({}, session="s1"))["b"]["affinity"] == 1.0
+
+
+def test_a_removed_agent_takes_its_sessions_and_a_replaced_one_keeps_them(engine):
+    fleet = Fleet(engine=engine)
+    fleet.add(agent("a"))
+    fleet.add(agent("b"))
+    fleet.hold_session("a", "s1")
+    fleet.hold_session("b", "s1")
+    fleet.add(agent("a", ceiling="2"))        # replaced
+    fleet.remove("b")
+    fleet.add(agent("b"))                     # a new agent under the old name
+    scores = scores_of(fleet.place({}, session="s1", remember_session=False))
+    assert scores["a"]["affinity"] == 1.0 and scores["b"]["affinity"] == 0.0
+
+
+def test_success_rate_is_laplace_smoothed_per_task_kind(engine):
+    fleet = Fleet(engine=engine)
+    fleet.add(agent("a", caps=[("x.y", 1)]))
+    task = {"capabilities": [{"name": "x.y", "version": 1}]}
+    for success in (True, True, False):
+        fleet.record_outcome("a", task, success)
+    fleet.record_outcome("a", "other-kind", False)
+    assert scores_of(fleet.place(task))["a"]["success_rate"] == (2 + 1) / (3 + 2)
+    assert scores_of(fleet.place({"kind": "other-kind"}))["a"]["success_rate"] == (0 + 1) / (1 + 2)
+    assert scores_of(fleet.place({}))["a"]["success_rate"] == 0.5
+
+
+def test_cost_and_substantiated_components(engine):
+    fleet = Fleet(engine=engine)
+    fleet.add(agent("a", caps=[("x.y", 1), ("x.z", 1)], ceiling="0.25", evaluated=["x.y"]))
+    task = {"capabilities": [{"name": "x.y", "version": 1}, {"name": "x.z", "version": 1}]}
+    entry = scores_of(fleet.place(task))["a"]
+    assert entry["cost"] == 1 / 1.25 and entry["substantiated"] == 0.5
+    assert entry["total"] == ((0.4 * 0.0 + 0.3 * 0.5) + 0.2 * (1 / 1.25)) + 0.1 * 0.5
+    fleet.add(agent("b"))
+    assert scores_of(fleet.place({}))["b"] == {"total": 0.3 * 0.5 + 0.1, "affinity": 0.0,
+                                               "success_rate": 0.5, "cost": 0.0, "substantiated": 1.0}
+
+
+def test_ties_go_to_the_smaller_name(engine):
+    fleet = Fleet(engine=engine)
+    for name in ("b", "\U0001F600", "a", "\uff5a"):   # joined out of name order
+        fleet.add(agent(name))
+    assert fleet.place({}).agent == "a"
+    fleet.remove("a")
+    assert fleet.place({}).agent == "b"
+    # code-point order: U+FF5A sorts before U+1F600 here, though not in UTF-16
+    fleet.remove("b")
+    assert fleet.place({}).agent == "\uff5a"
+
+
+# -- the whole scorer against the literal reading ------------------------------------------------------
+
+@st.composite
+def fleets_and_events(draw):
+    """A fleet and a script of outcomes, session holds and releases, and placements; the events
+    name the fleet's own agents, and some tasks ask for nothing, so that most steps bear on a score."""
+    docs = draw(st.lists(declarations(), max_size=8))
+    names = sorted({d["agent"]["name"] for d in docs}) or NAMES[:1]
+    task = st.one_of(st.just({}), requirements())
+    session = st.sampled_from(SESSIONS)
+    script = draw(st.lists(st.one_of(
+        st.tuples(st.just("outcome"), st.sampled_from(names), task, st.booleans()),
+        st.tuples(st.just("hold"), st.sampled_from(names), session),
+        st.tuples(st.just("release"), st.sampled_from(names), session),
+        st.tuples(st.just("place"), task, st.none() | session, st.booleans())),
+        min_size=1, max_size=16))
+    return docs, script
+
+
+def apply_and_compare(fleet: Fleet, model: FleetModel, event) -> None:
+    action, *args = event
+    if action == "place":
+        task, session, remember = args
+        p = fleet.place(task, session=session, remember_session=remember)
+        winner, expected = model.place(task, session, remember)
+        assert p.agent == winner
+        assert bits(scores_of(p)) == bits(expected)
+        if p.bound:
+            assert bits(orjson.loads(p.scheduling_json())["scores"]) == bits(expected)
+        return
+    name = args[0]
+    if name not in model.docs:
+        return
+    if action == "outcome":
+        fleet.record_outcome(name, args[1], args[2])
+        model.record_outcome(name, args[1], args[2])
+    elif action == "hold":
+        fleet.hold_session(name, args[1])
+        model.hold(name, args[1])
+    else:
+        fleet.release_session(name, args[1])
+        model.release(name, args[1])
+
+
+@settings(max_examples=60)
+@given(case=fleets_and_events())
+def test_scores_and_winner_match_the_literal_scorer(engine, case):
+    docs, script = case
+    fleet, model = Fleet(engine=engine), FleetModel()
+    for doc in docs:
+        fleet.add(doc)
+        model.add(doc)
+    for event in script:
+        apply_and_compare(fleet, model, event)
+    for name in model.docs:
+        for session in SESSIONS:
+            assert fleet.holds_session(name, session) == model.holds(name, session)
+
+
+# -- custom scorers --------------------------------------------------------------------------------
+
+def constant_scorer(total):
+    return lambda task, agents: [{"total": total, "why": "constant"} for _ in agents]
+
+
+@pytest.mark.parametrize("total", [float("nan"), None, "0.5", True], ids=["nan", "null", "string", "bool"])
+def test_a_custom_scorer_without_a_numeric_total_is_refused(engine, total):
+    fleet = Fleet(engine=engine, scorer=constant_scorer(total))
+    fleet.add(agent("a"))
+    with pytest.raises(a3fast.A3Error, match="'a'.*total"):
+        fleet.place({})
+
+
+def test_a_custom_scorer_with_a_nan_total_is_refused_when_passed_to_place(engine):
+    fleet = Fleet(engine=engine)
+    fleet.add(agent("a"))
+    fleet.add(agent("b"))
+    with pytest.raises(a3fast.A3Error):
+        fleet.place({}, scorer=lambda task, agents: [{"total": 1.0}, {"total": math.nan}][:len(agents)])
+
+
+def test_a_custom_scorers_entries_are_recorded_as_given(engine):
+    fleet = Fleet(engine=engine, scorer=lambda task, agents: [
+        {"total": 2.0 if d.agent.name == "b" else 1.0, "why": d.agent.name} for d in agents])
+    fleet.add(agent("a"))
+    fleet.add(agent("b"))
+    p = fleet.place({})
+    assert p.agent == "b"
+    assert p.scheduling["scores"] == {"a": {"total": 1.0, "why": "a"}, "b": {"total": 2.0, "why": "b"}}
+
+
+@pytest.mark.parametrize("total", [math.inf, -math.inf], ids=["inf", "-inf"])
+def test_a_custom_scorer_with_an_infinite_total_is_refused(engine, total):
+    fleet = Fleet(engine=engine, scorer=constant_scorer(total))
+    fleet.add(agent("a"))
+    with pytest.raises(a3fast.A3Error):
+        fleet.place({})
+
+
+def test_a_custom_scorer_must_score_every_eligible_agent_once(engine):
+    fleet = Fleet(engine=engine, scorer=lambda task, agents: [{"total": 1.0}])
+    fleet.add(agent("a"))
+    fleet.add(agent("b"))
+    with pytest.raises(a3fast.A3Error, match="1 scores for 2 eligible agents"):
+        fleet.place({})

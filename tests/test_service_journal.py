@@ -1,0 +1,101 @@
+"""Group commit: changes that arrive while an fsync runs share the next one; a change is reported
+durable only after an fsync that covers its entry; the event loop keeps running during an fsync."""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from a3fast.service.journal import Journal, read_entries
+
+pytest.importorskip("starlette")
+
+
+class SlowDisk:
+    """os.fsync as a disk that takes `seconds`, recording how many journal bytes each fsync covered."""
+
+    def __init__(self, monkeypatch, seconds: float):
+        self.seconds = seconds
+        self.covered: list[int] = []
+        real = os.fsync
+
+        def fsync(fd):
+            size = os.fstat(fd).st_size
+            time.sleep(self.seconds)
+            real(fd)
+            self.covered.append(size)
+        monkeypatch.setattr(os, "fsync", fsync)
+
+
+async def _change(journal: Journal, disk: SlowDisk, k: int, acknowledged: dict) -> None:
+    journal.append(b"change %d" % k)
+    end = journal.size
+    await journal.durable()
+    # acknowledged only once some finished fsync covered this entry's last byte
+    acknowledged[k] = any(covered >= end for covered in disk.covered)
+
+
+def test_group_commit_shares_the_next_fsync_among_changes_that_arrive_during_one(tmp_path, monkeypatch):
+    disk = SlowDisk(monkeypatch, 0.05)
+    journal = Journal(tmp_path / "journal", fsync="group")
+    acknowledged: dict[int, bool] = {}
+
+    async def main():
+        first = asyncio.ensure_future(_change(journal, disk, 0, acknowledged))
+        await asyncio.sleep(0.01)                  # the first fsync is now running
+        rest = [asyncio.ensure_future(_change(journal, disk, k, acknowledged)) for k in range(1, 21)]
+        await asyncio.gather(first, *rest)
+    asyncio.run(main())
+    assert len(disk.covered) == 2                  # one for the first, one shared by the twenty
+    assert all(acknowledged[k] for k in range(21))
+    journal.close()
+    assert len(read_entries((tmp_path / "journal").read_bytes()).entries) == 21
+
+
+def test_the_event_loop_keeps_serving_while_an_fsync_runs(tmp_path, monkeypatch):
+    disk = SlowDisk(monkeypatch, 0.1)
+    journal = Journal(tmp_path / "journal", fsync="group")
+    ticks = []
+
+    async def main():
+        async def ticker():
+            while True:
+                ticks.append(time.perf_counter())
+                await asyncio.sleep(0.005)
+        tick = asyncio.ensure_future(ticker())
+        await asyncio.sleep(0)
+        started = time.perf_counter()
+        await _change(journal, disk, 0, {})
+        tick.cancel()
+        return started
+    started = asyncio.run(main())
+    assert len([t for t in ticks if t > started]) >= 5   # ~20 would run in 0.1 s; 0 if blocked
+    journal.close()
+
+
+def test_fsync_always_makes_one_fsync_per_change(tmp_path, monkeypatch):
+    disk = SlowDisk(monkeypatch, 0.0)
+    journal = Journal(tmp_path / "journal", fsync="always")
+    acknowledged: dict[int, bool] = {}
+
+    async def main():
+        await asyncio.gather(*(_change(journal, disk, k, acknowledged) for k in range(5)))
+    asyncio.run(main())
+    assert len(disk.covered) == 5 and all(acknowledged.values())
+    journal.close()
+
+
+def test_fsync_never_writes_before_acknowledging_but_never_fsyncs(tmp_path, monkeypatch):
+    disk = SlowDisk(monkeypatch, 0.0)
+    journal = Journal(tmp_path / "journal", fsync="never")
+
+    async def main():
+        journal.append(b"change")
+        await journal.durable()
+        return (tmp_path / "journal").read_bytes()
+    on_disk = asyncio.run(main())
+    assert read_entries(on_disk).entries == [b"change"]
+    assert disk.covered == []
+    journal._writer.shutdown()
