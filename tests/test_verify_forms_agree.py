@@ -16,7 +16,14 @@ VECTORS = Path(__file__).resolve().parent.parent / "vectors"
 
 #: Vectors whose trace the compact Encoder cannot encode yet, each with the reason; the encoder's
 #: own tests own the fix. Listed here so that a skip is visible, never silent.
-ENCODER_FAILS: dict[str, str] = {}
+_REFUSES_BROKEN_RECORDS = ("the Encoder refuses a record that breaks the trace format (CompactError), "
+                           "so this trace has no compact form to compare")
+ENCODER_FAILS: dict[str, str] = {
+    "trace-format.json:a record without seq": _REFUSES_BROKEN_RECORDS,
+    "trace-format.json:a record without kind": _REFUSES_BROKEN_RECORDS,
+    "trace-format.json:a record without content": _REFUSES_BROKEN_RECORDS,
+    "trace-format.json:a record whose seq is a string": _REFUSES_BROKEN_RECORDS,
+}
 
 
 def _encoded(values: list) -> list:

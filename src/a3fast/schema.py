@@ -425,7 +425,8 @@ def parse_requirements(obj: Any, path: str = "$") -> Requirements:
     doc = r.obj(obj, path)
     if doc is None:
         r.raise_if_any()
-    v = r.schema_version(doc["v"], json_path(path, "v")) if "v" in doc else None
+    # null counts as absent for `v`, as for every optional field of requirements
+    v = r.schema_version(doc["v"], json_path(path, "v")) if doc.get("v") is not None else None
     capabilities = r.capabilities(doc.get("capabilities", []), json_path(path, "capabilities"), False)
     clearances = r.identifiers(doc.get("clearances", []), json_path(path, "clearances"), "clearance")
     tools = r.texts(doc.get("tools", []), json_path(path, "tools"), "a tool name")
