@@ -164,11 +164,13 @@ def conforms(value: Any, limit: int = MAX_DEPTH, *, decoded_json: bool = False) 
     brackets than `limit` (brackets inside strings only over-count), it writes the value again
     wrapped `254 - limit` arrays deep, so that its own limit of 254 answers for the depth.
     `decoded_json`: the value came from a JSON decoder, so a null in it is a null."""
+    if decoded_json:  # a decoded value holds no NaN and no surrogate: one wrapped write answers
+        return _within_depth(value, limit)
     try:
         data = orjson.dumps(value, option=_WRITE_STRICT)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         return False
-    if not decoded_json and _NULL.search(data) is not None:
+    if _NULL.search(data) is not None:
         return False
     if data.count(b"[") + data.count(b"{") <= limit:
         return True
