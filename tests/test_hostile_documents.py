@@ -5,6 +5,7 @@ bits, NaN, lone surrogates, non-string keys, and a wrong value at every path of 
 from __future__ import annotations
 
 import copy
+import json
 import os
 import tempfile
 
@@ -39,6 +40,7 @@ def nested(depth: int, container: str = "list", leaf=0):
 
 scalars = (st.none() | st.booleans()
            | st.integers(min_value=-(2**70), max_value=2**70)
+           | st.builds(lambda sign: sign * 10**5000, st.sampled_from([1, -1]))  # too long for repr()
            | st.floats(allow_nan=True, allow_infinity=True)
            | st.text(max_size=6)
            | st.sampled_from(["\ud800", "a\udc00", "", "x" * 2000, "\x00"]))
@@ -244,7 +246,10 @@ def _text(records) -> bytes:
         try:
             lines.append(orjson.dumps(record))
         except TypeError:  # what orjson cannot write goes in as the nearest text a file could hold
-            lines.append(repr(record).encode("utf-8", "surrogatepass"))
+            try:  # json writes lone surrogates as escapes, NaN as a bare NaN, big ints in full
+                lines.append(json.dumps(record).encode())
+            except (TypeError, ValueError):
+                lines.append(b"not json")
     return b"\n".join(lines) + b"\n"
 
 
@@ -296,3 +301,12 @@ def test_read_trace_gives_records_and_problems_and_content_or_its_error(data):
                 orjson.dumps(item.content)
             except TraceContentError:
                 pass
+
+
+def test_an_integer_too_long_to_print_is_described_not_raised():
+    huge = 10**5000  # repr() of it raises ValueError in CPython
+    [problem] = check({"x": huge})
+    assert problem.found == "an integer of about 5001 digits"
+    with pytest.raises(SchemaError):
+        parse_requirements({"capabilities": [{"name": "a.b", "version": huge}]})
+    assert [f.code for f in verify([{"seq": huge, "kind": "a", "content": {}}])] == ["E_TRACE"]

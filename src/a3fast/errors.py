@@ -17,6 +17,9 @@ def describe(value: Any, limit: int = 60) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int) and value.bit_length() > 256:
+        # repr of an int of more than 4,300 digits raises ValueError (CPython's int_max_str_digits)
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     if isinstance(value, (int, float)):
         text = repr(value)
         return text if len(text) <= limit else text[:limit] + "…"
