@@ -59,6 +59,17 @@ def verification_text(trace_path: str) -> str:
     return summarise(verify_file(trace_path))
 
 
+def report_text(trace_path: str) -> str:
+    """Write the trace's HTML report beside it and say where."""
+    from pathlib import Path
+
+    from ..report import write_report
+
+    target = Path(trace_path).with_suffix(".html")
+    write_report(trace_path, target)
+    return f"report: {target} (one self-contained page; open it in a browser)"
+
+
 @click.command()
 @click.option("--agents", type=click.IntRange(1, 1_000_000), default=1000, show_default=True)
 @click.option("--tasks", type=click.IntRange(1, 10_000_000), default=500, show_default=True)
@@ -113,3 +124,4 @@ def demo(agents, tasks, seed, engine, trace_path):
         click.echo("one decision, explained:")
         click.echo(explain_in_words(example))
     click.echo(verification_text(trace_path))
+    click.echo(report_text(trace_path))
