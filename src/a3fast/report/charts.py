@@ -39,7 +39,8 @@ def predicate_bars(counts: Iterable[tuple[str, int]], *, title: str | Mapping[st
         "mark": {"type": "bar", "color": color},
         "encoding": {
             "y": {"field": "predicate", "type": "nominal", "sort": "-x", "title": None},
-            "x": {"field": "count", "type": "quantitative", "title": measure},
+            "x": {"field": "count", "type": "quantitative", "title": measure,
+                  "axis": {"tickMinStep": 1, "format": ",d"}},
         },
     }, width)
 
@@ -59,7 +60,8 @@ def over_time(bins: Sequence[tuple[float, float, int, int]], *, origin: str, wid
             "x": {"field": "start", "type": "quantitative", "bin": {"binned": True},
                   "title": f"seconds after {origin}"},
             "x2": {"field": "end"},
-            "y": {"field": "placements", "type": "quantitative", "stack": "zero", "title": "placements"},
+            "y": {"field": "placements", "type": "quantitative", "stack": "zero", "title": "placements",
+                  "axis": {"tickMinStep": 1, "format": ",d"}},
             "color": {"field": "outcome", "type": "nominal", "title": None,
                       "scale": {"domain": ["bound", "unschedulable"], "range": [_BOUND, _REJECTED]}},
         },
@@ -79,7 +81,8 @@ def funnel(rows: Sequence[Mapping[str, Any]] | None = None, width: int = 420) ->
         "encoding": {
             "y": {"field": "predicate", "type": "nominal", "title": None,
                   "sort": {"field": "order", "op": "min"}},
-            "x": {"field": "candidates", "type": "quantitative", "stack": "zero", "title": "candidates reached"},
+            "x": {"field": "candidates", "type": "quantitative", "stack": "zero", "title": "candidates reached",
+                  "axis": {"tickMinStep": 1, "format": ",d"}},
             "color": {"field": "part", "type": "nominal", "title": None,
                       "scale": {"domain": ["went on", "removed"], "range": [_KEPT, _REMOVED]}},
             "order": {"field": "part", "sort": "descending"},
