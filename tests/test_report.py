@@ -206,3 +206,12 @@ def test_write_report_is_atomic(tmp_path):
         write_report(tmp_path / "bad.jsonl", target)
     assert target.read_text() == "before"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "r.html"]
+
+
+def test_demo_writes_its_report_beside_the_trace(tmp_path):
+    trace = tmp_path / "a3fast-demo.jsonl"
+    result = CliRunner().invoke(main, ["demo", "--agents", "80", "--tasks", "10", "--trace", str(trace)])
+    assert result.exit_code == 0, result.output
+    page = tmp_path / "a3fast-demo.html"
+    assert f"report: {page}" in result.output
+    assert page_json(page.read_text())["placements"][0]["n"] == 80

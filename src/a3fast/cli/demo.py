@@ -123,5 +123,6 @@ def demo(agents, tasks, seed, engine, trace_path):
     if example is not None:
         click.echo("one decision, explained:")
         click.echo(explain_in_words(example))
-    click.echo(verification_text(trace_path))
+    # The verdict stays the last line (scripts read it); the page is written just before it.
     click.echo(report_text(trace_path))
+    click.echo(verification_text(trace_path))
