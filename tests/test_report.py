@@ -215,3 +215,21 @@ def test_demo_writes_its_report_beside_the_trace(tmp_path):
     page = tmp_path / "a3fast-demo.html"
     assert f"report: {page}" in result.output
     assert page_json(page.read_text())["placements"][0]["n"] == 80
+
+
+def test_vega_bundle_is_cached_per_vl_convert_release(tmp_path, monkeypatch):
+    import vl_convert
+
+    from a3fast.report import charts
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    charts.javascript_bundle.cache_clear()
+    try:
+        bundle = charts.javascript_bundle()
+        cached = tmp_path / "a3fast" / f"vega-bundle-{vl_convert.__version__}.js"
+        assert cached.read_text() == bundle and "window.vegaEmbed" in bundle
+        cached.write_text("window.vegaEmbed = 'from the cache';")
+        charts.javascript_bundle.cache_clear()
+        assert charts.javascript_bundle() == "window.vegaEmbed = 'from the cache';"
+    finally:
+        charts.javascript_bundle.cache_clear()

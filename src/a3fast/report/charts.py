@@ -7,6 +7,8 @@ reader opens it, from a spec whose data the page fills in; a notebook gets the s
 from __future__ import annotations
 
 import functools
+import os
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 __all__ = ["predicate_bars", "over_time", "funnel", "scores", "to_svg", "javascript_bundle",
@@ -119,8 +121,27 @@ def to_svg(spec: Mapping[str, Any]) -> str:
 
 @functools.lru_cache(maxsize=1)
 def javascript_bundle() -> str:
-    """vega, vega-lite and vega-embed as one script that defines `window.vegaEmbed` (built by
-    vl-convert from the copies it ships; about a second, once per process)."""
+    """vega, vega-lite and vega-embed as one script that defines `window.vegaEmbed`, built by
+    vl-convert from the copies it ships. Building takes 1–3 s, so the result is kept in the user's
+    cache directory per vl-convert release (a cache that cannot be written is only slower)."""
     import vl_convert
 
-    return vl_convert.javascript_bundle()
+    cache = _cache_dir() / f"vega-bundle-{vl_convert.__version__}.js"
+    try:
+        return cache.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    bundle = vl_convert.javascript_bundle()
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
+        tmp.write_text(bundle, encoding="utf-8")
+        os.replace(tmp, cache)
+    except OSError:
+        pass
+    return bundle
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "a3fast"
