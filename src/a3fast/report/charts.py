@@ -35,16 +35,21 @@ def predicate_bars(counts: Iterable[tuple[str, int]], *, title: str | Mapping[st
                    color: str = _REMOVED, width: int = 360) -> dict[str, Any]:
     """Horizontal bars, one per predicate, longest first."""
     values = [{"predicate": p, "count": n} for p, n in counts]
+    top = max((v["count"] for v in values), default=1)
     return _spec({
         "title": title, "data": {"values": values},
         "height": {"step": 18},
         "mark": {"type": "bar", "color": color},
         "encoding": {
             "y": {"field": "predicate", "type": "nominal", "sort": "-x", "title": None},
-            "x": {"field": "count", "type": "quantitative", "title": measure,
-                  "axis": {"tickMinStep": 1, "format": ",d"}},
+            "x": {"field": "count", "type": "quantitative", "title": measure, "axis": _whole_ticks(top)},
         },
     }, width)
+
+
+def _whole_ticks(top: int, most: int = 8) -> dict[str, Any]:
+    """Counts are whole: at most one tick per unit, so a small count gets no ticks between units."""
+    return {"tickCount": max(1, min(int(top), most)), "format": ",~f"}
 
 
 def over_time(bins: Sequence[tuple[float, float, int, int]], *, origin: str, width: int = 560) -> dict[str, Any]:
@@ -63,7 +68,7 @@ def over_time(bins: Sequence[tuple[float, float, int, int]], *, origin: str, wid
                   "title": f"seconds after {origin}"},
             "x2": {"field": "end"},
             "y": {"field": "placements", "type": "quantitative", "stack": "zero", "title": "placements",
-                  "axis": {"tickMinStep": 1, "format": ",d"}},
+                  "axis": _whole_ticks(max((b + r for _, _, b, r in bins), default=1), 5)},
             "color": {"field": "outcome", "type": "nominal", "title": None,
                       "scale": {"domain": ["bound", "unschedulable"], "range": [_BOUND, _REJECTED]}},
         },
@@ -84,7 +89,7 @@ def funnel(rows: Sequence[Mapping[str, Any]] | None = None, width: int = 420) ->
             "y": {"field": "predicate", "type": "nominal", "title": None,
                   "sort": {"field": "order", "op": "min"}},
             "x": {"field": "candidates", "type": "quantitative", "stack": "zero", "title": "candidates reached",
-                  "axis": {"tickMinStep": 1, "format": ",d"}},
+                  "axis": {"tickMinStep": 1, "format": ",~f"}},
             "color": {"field": "part", "type": "nominal", "title": None,
                       "scale": {"domain": ["went on", "removed"], "range": [_KEPT, _REMOVED]}},
             "order": {"field": "part", "sort": "descending"},
