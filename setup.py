@@ -1,37 +1,65 @@
-"""Build the optional Cython core, `a3fast._core`.
+"""Build the optional Cython core, `a3fast._core`, and ship the conformance vectors in the package.
 
-If the compiler or Cython is missing the package still installs and runs on the
-pure-Python engine; set A3FAST_REQUIRE_NATIVE=1 to make a failed build fatal.
+The core is compiled from `_core.pyx` through Cython when Cython is installed, else from the
+generated `_core.c` that every sdist carries (so a build without Cython still gets the native
+engine). If neither can be built the package still installs and runs on the pure-Python engine;
+set A3FAST_REQUIRE_NATIVE=1 to make a failed build fatal.
+
+The checkout's `vectors/` is the one source of the conformance vectors; the build copies it into
+the package as `a3fast/vectors/`, where `a3fast.conformance` finds it once installed.
 """
 import os
+import shutil
 import sys
 
+import setuptools
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
+
+# pyproject.toml's SPDX `license` and `license-files` need setuptools 77; older ones refuse them
+# with a long schema dump, so say what to do instead (isolated builds get 77 from build-system).
+if int(setuptools.__version__.split(".")[0]) < 77:
+    sys.exit(f"a3fast needs setuptools>=77 to build (this is {setuptools.__version__}): "
+             "pip install --upgrade 'setuptools>=77', or build with pip (isolated)")
 
 REQUIRE_NATIVE = os.environ.get("A3FAST_REQUIRE_NATIVE") == "1"
+PYX = "src/a3fast/_core.pyx"
+C_SOURCE = "src/a3fast/_core.c"
+VECTORS = "vectors"
+# -ffp-contract=off: no fused multiply-add, so scores are bit-identical to the pure engine.
+COMPILE_ARGS = ["-O3", "-ffp-contract=off"]
+
+
+def _warn(message):
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def native_extensions():
-    if not os.path.exists("src/a3fast/_core.pyx"):
+    if not os.path.exists(PYX):
         return []
     try:
         from Cython.Build import cythonize
     except ImportError:
-        if REQUIRE_NATIVE:
-            raise
-        print("warning: Cython is not available; a3fast installs with its pure engine", file=sys.stderr)
-        return []
-    extension = Extension(
-        "a3fast._core",
-        ["src/a3fast/_core.pyx"],
-        # -ffp-contract=off: no fused multiply-add, so scores are bit-identical to the pure engine.
-        extra_compile_args=["-O3", "-ffp-contract=off"],
-    )
+        return _from_generated_c()
+    extension = Extension("a3fast._core", [PYX], extra_compile_args=COMPILE_ARGS)
     return cythonize([extension], language_level=3, compiler_directives={
         "binding": True, "embedsignature": True, "boundscheck": False, "wraparound": False,
         "cdivision": True, "initializedcheck": False,
     })
+
+
+def _from_generated_c():
+    """The extension from `_core.c` when Cython is missing, if that file was generated from the
+    `_core.pyx` beside it (it is not older); a stale one would give an engine out of step."""
+    if os.path.exists(C_SOURCE) and os.path.getmtime(C_SOURCE) >= os.path.getmtime(PYX):
+        return [Extension("a3fast._core", [C_SOURCE], extra_compile_args=COMPILE_ARGS)]
+    why = (f"{C_SOURCE} is older than {PYX}" if os.path.exists(C_SOURCE)
+           else f"there is no generated {C_SOURCE}")
+    if REQUIRE_NATIVE:
+        raise RuntimeError(f"A3FAST_REQUIRE_NATIVE=1, but Cython is not installed and {why}")
+    _warn(f"Cython is not installed and {why}; a3fast installs with its pure engine")
+    return []
 
 
 class OptionalBuildExt(build_ext):
@@ -52,8 +80,31 @@ class OptionalBuildExt(build_ext):
     def _fallback(self, exc):
         if REQUIRE_NATIVE:
             raise exc
-        print(f"warning: building a3fast._core failed ({exc}); a3fast installs with its pure engine",
-              file=sys.stderr)
+        _warn(f"building a3fast._core failed ({exc}); a3fast installs with its pure engine")
 
 
-setup(ext_modules=native_extensions(), cmdclass={"build_ext": OptionalBuildExt})
+class BuildPyWithVectors(build_py):
+    """Copy the checkout's `vectors/` into the built package as `a3fast/vectors/`."""
+
+    def _ships_vectors(self):
+        # An editable install runs from src/, and a3fast finds the checkout's vectors/ itself.
+        return not getattr(self, "editable_mode", False) and os.path.isdir(VECTORS)
+
+    def run(self):
+        super().run()
+        if self._ships_vectors():
+            target = os.path.join(self.build_lib, "a3fast", VECTORS)
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(VECTORS, target)
+
+    def get_outputs(self, include_bytecode=True):
+        outputs = super().get_outputs(include_bytecode)
+        if self._ships_vectors():
+            base = os.path.join(self.build_lib, "a3fast", VECTORS)
+            outputs += [os.path.join(base, os.path.relpath(os.path.join(folder, name), VECTORS))
+                        for folder, _, names in os.walk(VECTORS) for name in names]
+        return outputs
+
+
+setup(ext_modules=native_extensions(),
+      cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPyWithVectors})

@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 from pyroaring import BitMap
 
-from a3fast.authority import Resolver, synthetic_workload
-from a3fast.authority.bench import BENCH_NOW
+from a3fast.authority import Resolver
+from a3fast.bench.authority import BENCH_NOW, synthetic_workload
 from a3fast.authority.vocabulary import bits_to_ids
 
 N_SKILLS, CAPS_PER_SKILL, VOCABULARY = 10_000, 10, 2_000

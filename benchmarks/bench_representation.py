@@ -23,7 +23,6 @@ from pyroaring import BitMap
 
 from a3fast import Fleet
 from a3fast.engines import NATIVE_AVAILABLE
-from a3fast.placement import _resolve
 from a3fast.schema import parse_requirements
 from a3fast.workload import generate_fleet, generate_tasks
 
@@ -40,8 +39,8 @@ def rows_of(size: int):
         fleet.extend(declarations)
     fleet = fleets["pure"]
     task = max((parse_requirements(t) for t in generate_tasks(declarations, 200)), key=lambda r: len(r.predicates))
-    rows = [r for r in _resolve(fleet, task, False)[0] if r >= 0]
-    common = sorted(range(fleet._index.row_count()), key=lambda r: -len(fleet._index.row_ids(r)))
+    rows = [r for r in fleet.filter_rows(task) if r >= 0]
+    common = sorted(range(fleet.index.row_count()), key=lambda r: -len(fleet.index.row_ids(r)))
     rows = (rows + [r for r in common if r not in rows])[:P]
     return rows, fleets
 

@@ -17,7 +17,7 @@ import pytest
 
 from a3fast.trace import read_trace
 from a3fast.verify import _TYPED, verify_file
-from a3fast.verify_bench import plain_verify, write_bench_trace
+from a3fast.bench.verify import plain_verify, write_bench_trace
 
 PLACEMENTS, CANDIDATES = 100, 1000
 

@@ -16,10 +16,11 @@ from hypothesis import given, settings, strategies as st
 
 from a3fast import SchemaError
 from a3fast.authority import (CONFIRM, DECISIONS, DENIED, GRANTED, OPERATIONS, Catalog, Resolver,
-                              bench_resolve, canonical_bytes, effective_authority, generate_private_key,
+                              canonical_bytes, effective_authority, generate_private_key,
                               parse_connection, parse_contracts, parse_engagement, parse_mappings,
                               parse_policy, parse_skills, public_key_text, resolve,
-                              sign_engagement, synthetic_workload, verify_engagement)
+                              sign_engagement, verify_engagement)
+from a3fast.bench.authority import bench_resolve, synthetic_workload
 from a3fast.authority import reasons as R
 from a3fast.authority.times import format_instant, parse_instant
 

@@ -176,8 +176,8 @@ class EnginesSideBySide(RuleBasedStateMachine):
         for name in self.docs:
             for session in SESSIONS:
                 assert self.native.holds_session(name, session) == self.pure.holds_session(name, session)
-        assert self.native._index.live_count() == self.pure._index.live_count() == len(self.docs)
-        assert self.native._index.live_ids() == self.pure._index.live_ids()
+        assert len(self.native.index.live_ids()) == len(self.pure.index.live_ids()) == len(self.docs)
+        assert self.native.index.live_ids() == self.pure.index.live_ids()
 
 
 TestEnginesSideBySide = EnginesSideBySide.TestCase

@@ -36,10 +36,65 @@ def test_unknown_engine_is_refused():
 def test_fleet_takes_its_engine(engine):
     fleet = a3fast.Fleet(engine=engine)
     assert fleet.engine == engine
-    assert engine_module(engine).ENGINE_NAME == engine
+    assert fleet.index.__class__.__module__ == engine_module(engine).__name__
 
 
 def test_version_names_the_engine():
     out = subprocess.run([sys.executable, "-m", "a3fast", "--version"], capture_output=True, text=True)
     assert out.returncode == 0
     assert f"engine: {a3fast.ENGINE}" in out.stdout
+
+
+# -- a missing extension is said, once, where the pure engine stands in for it ----------------------
+
+def run_without_extension(code: str, *, forced: str | None = None, warnings_filter: str = "always"):
+    """Run `code` in a fresh interpreter where `a3fast._core` cannot be imported (as after a failed
+    build), with every warning shown each time it is raised unless the package itself holds back."""
+    env = {k: v for k, v in os.environ.items() if k not in ("A3FAST_ENGINE", "A3FAST_REQUIRE_NATIVE")}
+    if forced is not None:
+        env["A3FAST_ENGINE"] = forced
+    script = "import sys\nsys.modules['a3fast._core'] = None\nimport a3fast\n" + code
+    return subprocess.run([sys.executable, "-W", warnings_filter, "-c", script], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_missing_extension_warns_once_when_the_default_engine_is_used():
+    done = run_without_extension("a3fast.Fleet(); a3fast.Fleet(); print(a3fast.ENGINE)")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "pure"
+    assert done.stderr.count("A3FastPerformanceWarning") == 1
+    assert "a3fast._core extension is not built" in done.stderr
+
+
+def test_missing_extension_does_not_warn_at_import():
+    done = run_without_extension("print(a3fast.ENGINE)", warnings_filter="error")
+    assert done.returncode == 0 and done.stderr == ""
+
+
+def test_forced_pure_engine_does_not_warn():
+    done = run_without_extension("a3fast.Fleet(); print(a3fast.ENGINE)", forced="pure",
+                                 warnings_filter="error")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "pure" and done.stderr == ""
+
+
+def test_asking_for_the_pure_engine_does_not_warn():
+    done = run_without_extension("a3fast.Fleet(engine='pure')", warnings_filter="error")
+    assert done.returncode == 0 and done.stderr == ""
+
+
+def test_fallback_warning_is_a_runtime_warning_users_can_filter_by_class():
+    done = run_without_extension(
+        "import warnings\nfrom a3fast.engines import A3FastPerformanceWarning\n"
+        "assert issubclass(A3FastPerformanceWarning, RuntimeWarning)\n"
+        "warnings.simplefilter('ignore', A3FastPerformanceWarning)\na3fast.Fleet()")
+    assert done.returncode == 0 and done.stderr == ""
+
+
+def test_native_engine_does_not_warn():
+    if not NATIVE_AVAILABLE:
+        pytest.skip("the a3fast._core extension is not built")
+    env = {k: v for k, v in os.environ.items() if k != "A3FAST_ENGINE"}
+    done = subprocess.run([sys.executable, "-W", "error", "-c", "import a3fast; a3fast.Fleet()"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == ""

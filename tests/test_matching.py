@@ -260,12 +260,44 @@ def test_rejection_on_an_empty_fleet_still_names_the_predicates(engine):
     assert "capability:order.investigate/2" in r["reason"] and r["candidates"] == []
 
 
-def test_rejection_reason_counts_what_it_does_not_list(engine):
+def test_rejection_reason_names_every_candidate_that_failed_each_predicate(engine):
+    """§6: the reason names "the candidates that failed it" — all of them, however many."""
     f = Fleet(engine=engine)
     for i in range(25):
         f.add(agent(f"agent-{i:02d}"))
     reason = f.place({"clearances": ["a.b"]}).rejection["reason"]
-    assert reason.endswith("agent-09 and 15 more")
+    assert reason == ("no eligible agent among 25 candidates: clearance:a.b failed by "
+                      + ", ".join(f"agent-{i:02d}" for i in range(25)))
+    assert "more" not in reason
+
+
+def test_rejection_reason_limit_names_at_most_n_and_counts_the_rest(engine):
+    """reason_limit departs from §6 on request: N names per predicate, then a count."""
+    f = Fleet(engine=engine)
+    for i in range(25):
+        f.add(agent(f"agent-{i:02d}"))
+    p = f.place({"clearances": ["a.b"]}, reason_limit=10)
+    assert p.rejection["reason"].endswith("agent-09 and 15 more")
+    assert len(p.rejection["filters_failed"]) == 25  # the lists stay complete
+    assert "more" not in f.place({"clearances": ["a.b"]}, reason_limit=25).rejection["reason"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, "10"])
+def test_rejection_reason_limit_must_be_a_positive_integer(engine, bad):
+    with pytest.raises(ValueError, match="reason_limit"):
+        Fleet(engine=engine).place({"clearances": ["a.b"]}, reason_limit=bad)
+
+
+def test_rejection_reason_is_the_same_on_both_engines():
+    fleets = {e: Fleet(engine=e) for e in ("native", "pure")}
+    for f in fleets.values():
+        for i in range(40):
+            f.add(agent(f"agent-{i:02d}", clearances=["a.b"] if i % 3 else ["c.d"]))
+    req = {"clearances": ["a.b", "c.d"]}
+    for limit in (None, 3):
+        native, pure = (fleets[e].place(req, reason_limit=limit).rejection for e in ("native", "pure"))
+        assert native["reason"] == pure["reason"] and native["filters_failed"] == pure["filters_failed"]
+        assert native["reason"].count("agent-") == (40 if limit is None else 6)
 
 
 def test_route_adds_requirements_and_is_named(fleet):

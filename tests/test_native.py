@@ -47,7 +47,6 @@ def test_both_engines_expose_the_same_classes_and_methods(name):
 def test_both_engines_share_the_module_constants():
     for name in ("NO_AGENT_REF", "UNKNOWN"):
         assert getattr(_core, name) == getattr(_pure, name)
-    assert (_core.ENGINE_NAME, _pure.ENGINE_NAME) == ("native", "pure")
 
 
 # -- rows against Python sets, through the sizes where a row changes form ---------------------------------
@@ -138,8 +137,7 @@ class IndexAgainstSets(RuleBasedStateMachine):
             assert e.eligible_ids() == sorted(remaining)
             assert [e.failed_ids(k) for k in range(len(failed))] == [sorted(f) for f in failed]
             assert e.failed_counts() == [len(f) for f in failed]
-            assert e.eligible_bitmap() == BitMap(remaining)
-            assert e.candidates_bitmap() == BitMap(self.live)
+            assert list(BitMap.deserialize(e.eligible_roaring())) == sorted(remaining)
 
     @invariant()
     def rows_hold_their_members(self):
@@ -147,9 +145,8 @@ class IndexAgainstSets(RuleBasedStateMachine):
             return
         for r, members in enumerate(self.rows):
             assert self.native.row_ids(r) == self.pure.row_ids(r) == sorted(members)
-            assert self.native.row_bitmap(r) == BitMap(members)
         assert self.native.live_ids() == sorted(self.live)
-        assert self.native.live_count() == len(self.live)
+        assert self.pure.live_ids() == sorted(self.live)
 
 
 TestIndexAgainstSets = IndexAgainstSets.TestCase
@@ -226,14 +223,14 @@ def test_bad_arguments_change_nothing():
     index = grown_index(10)
     with pytest.raises(IndexError):
         index.put(10, "new", [0, 7], 0.0)          # row 7 does not exist
-    assert index.live_count() == 10 and index.row_ids(0) == list(range(0, 10, 2))
+    assert len(index.live_ids()) == 10 and index.row_ids(0) == list(range(0, 10, 2))
     with pytest.raises(ValueError, match="next free id"):
         index.put(12, "skips-an-id", [0], 0.0)
     with pytest.raises(ValueError, match="consecutive"):
         index.put_many([11, 12], ["x", "y"], [[0], [0]], [0.0, 0.0])
     with pytest.raises(IndexError):
         index.explain([5], _core.NO_AGENT_REF, [])
-    assert index.live_count() == 10
+    assert len(index.live_ids()) == 10
 
 
 # -- scores: same operations, same order, same bits ------------------------------------------------------
@@ -305,7 +302,7 @@ def test_json_floats_are_written_in_shortest_round_trip_form(w):
     text = p.scheduling_json()
     parsed = orjson.loads(text)
     assert parsed == orjson.loads(orjson.dumps(p.scheduling))
-    for name, components in p._index.score_map(p.scores).items():
+    for name, components in p.index.score_map(p.scores).items():
         for key, value in components.items():
             if value == value and abs(value) != float("inf"):
                 assert parsed["scores"][name][key].hex() == value.hex()

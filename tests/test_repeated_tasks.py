@@ -24,7 +24,7 @@ def fleet_of(engine, n=6):
 
 
 def uncached(fleet, task, **kw):
-    fleet._explained.clear()
+    fleet.forget_explanations()
     return fleet.place(task, **kw)
 
 
@@ -70,7 +70,7 @@ def test_agent_ref_and_exclude_are_part_of_what_is_reused(engine):
 
 
 def test_the_cache_is_bounded_by_fleet_size(engine):
-    from a3fast.placement import EXPLAINED_CACHE_BUDGET
+    from a3fast.fleet import EXPLAINED_CACHE_BUDGET
 
     f = fleet_of(engine)
     for i in range(50):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tracemalloc
 
 from a3fast.verify import verify_file
-from a3fast.verify_bench import write_bench_trace
+from a3fast.bench.verify import write_bench_trace
 
 
 def peak_bytes(path) -> int:

@@ -8,9 +8,9 @@ Working representation (chosen by measurement, see docs/performance.md):
   array of 32-bit agent ids. A row changes form when it crosses that density (with hysteresis, so
   an agent that joins and leaves does not make it flip back and forth).
 - The live set is always dense words.
-- pyroaring `BitMap`s are the exchange form: `row_bitmap` and the Explanation's `*_bitmap` methods
-  build the standard portable Roaring bitmaps from the words on demand. No bitmap operation on the
-  hot path is a Python call.
+- Portable Roaring bitmaps are the exchange form: the Explanation's `*_roaring` methods write the
+  standard serialisation straight from the words for the compact records. No bitmap operation on
+  the hot path is a Python call.
 
 Explain is one pass over the live words per predicate, kept in the Explanation as copies of the
 words so that it stays valid whatever happens to the fleet afterwards. Scores are computed for the
@@ -25,13 +25,10 @@ from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memmove, memset, strlen
 
-from array import array as _array
 
-from pyroaring import BitMap
 
-__all__ = ["ENGINE_NAME", "Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN"]
+__all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN"]
 
-ENGINE_NAME = "native"
 #: `only` argument of Index.explain when the task names no agent.
 NO_AGENT_REF = -2
 #: A row or agent id that does not exist (a predicate no agent satisfies, a name not in the fleet).
@@ -113,21 +110,6 @@ cdef list words_to_list(const uint64_t* words, Py_ssize_t n):
             out.append((i << 6) + a3_ctz64(w))
             w &= w - 1
     return out
-
-
-cdef object ids_to_bitmap(const uint64_t* words, Py_ssize_t n, Py_ssize_t count):
-    """A pyroaring BitMap of the set bits, built from one array of 32-bit ids."""
-    cdef object values = _array("I", bytes(4 * count))
-    cdef uint32_t[::1] view = values
-    cdef Py_ssize_t i, j = 0
-    cdef uint64_t w
-    for i in range(n):
-        w = words[i]
-        while w:
-            view[j] = <uint32_t>((i << 6) + a3_ctz64(w))
-            j += 1
-            w &= w - 1
-    return BitMap(values)
 
 
 # -- success history: one open-addressing table per task kind ----------------------------------------
@@ -426,26 +408,8 @@ cdef class Explanation:
     def failed_ids(self, Py_ssize_t k) -> list:
         return words_to_list(self.failed_words(self.failed_index(k)), self.n_words)
 
-    def candidates_bitmap(self):
-        """The candidates as a pyroaring BitMap of agent ids (standard portable serialisation)."""
-        cdef Py_ssize_t n = self.n_words, i, k
-        cdef uint64_t* union_words = <uint64_t*>calloc(max(n, 1), sizeof(uint64_t))
-        if union_words == NULL:
-            raise MemoryError()
-        try:
-            for k in range(self.n_failed + 1):
-                for i in range(n):
-                    union_words[i] |= self.words[k * n + i]
-            return ids_to_bitmap(union_words, n, self.n_candidates)
-        finally:
-            free(union_words)
 
-    def eligible_bitmap(self):
-        return ids_to_bitmap(self.eligible_words(), self.n_words, self.n_eligible)
 
-    def failed_bitmap(self, Py_ssize_t k):
-        cdef uint64_t* words = self.failed_words(self.failed_index(k))
-        return ids_to_bitmap(words, self.n_words, popcount_words(words, self.n_words))
 
     # The portable Roaring serialisation of a set, written straight from the words (the compact
     # placement format; docs/compact-format.md): no Python int per member, no BitMap built.
@@ -454,19 +418,6 @@ cdef class Explanation:
 
     def eligible_roaring(self) -> bytes:
         return words_to_roaring(self.eligible_words(), self.n_words)
-
-    def candidates_roaring(self) -> bytes:
-        cdef Py_ssize_t n = self.n_words, i, k
-        cdef uint64_t* union_words = <uint64_t*>calloc(max(n, 1), sizeof(uint64_t))
-        if union_words == NULL:
-            raise MemoryError()
-        try:
-            for k in range(self.n_failed + 1):
-                for i in range(n):
-                    union_words[i] |= self.words[k * n + i]
-            return words_to_roaring(union_words, n)
-        finally:
-            free(union_words)
 
 
 cdef class Scores:
@@ -846,14 +797,9 @@ cdef class Index:
         o.attempts[slot] += 1
 
     # -- reading --------------------------------------------------------------------------------------
-    def live_count(self) -> int:
-        return self.n_live
 
     def live_ids(self) -> list:
         return words_to_list(self.live, (self.n_ids + 63) >> 6)
-
-    def is_live(self, Py_ssize_t aid) -> bool:
-        return 0 <= aid < self.n_ids and (self.live[aid >> 6] >> (aid & 63)) & 1 == 1
 
     def row_ids(self, Py_ssize_t row) -> list:
         if row < 0:
@@ -862,19 +808,6 @@ cdef class Index:
         if r.words != NULL:
             return words_to_list(r.words, (self.n_ids + 63) >> 6)
         return [r.ids[j] for j in range(r.count)]
-
-    def row_bitmap(self, Py_ssize_t row):
-        """A row as a pyroaring BitMap of agent ids (standard portable serialisation)."""
-        if row < 0:
-            return BitMap()
-        cdef Row* r = self.row_at(row)
-        if r.words != NULL:
-            return ids_to_bitmap(r.words, (self.n_ids + 63) >> 6, r.count)
-        cdef object values = _array("I", bytes(4 * r.count))
-        cdef uint32_t[::1] view = values
-        if r.count:
-            memcpy(&view[0], r.ids, r.count * sizeof(uint32_t))
-        return BitMap(values)
 
     def name(self, Py_ssize_t aid) -> str:
         return self.names[self.agent_at(aid)]

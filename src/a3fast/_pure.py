@@ -7,43 +7,17 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
 import orjson
 
+from .bitset import bits_to_ids, ids_to_bits
 from .roaring import serialize_ids
 
-__all__ = ["ENGINE_NAME", "Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN"]
+__all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN"]
 
-ENGINE_NAME = "pure"
 #: `only` argument of Index.explain when the task names no agent.
 NO_AGENT_REF = -2
 #: A row or agent id that does not exist (a predicate no agent satisfies, a name not in the fleet).
 UNKNOWN = -1
-
-
-def bits_to_ids(bits: int) -> list[int]:
-    """Ascending ids of the set bits of a non-negative int."""
-    if bits.bit_count() <= 16:
-        out = []
-        while bits:
-            low = bits & -bits
-            out.append(low.bit_length() - 1)
-            bits ^= low
-        return out
-    raw = np.frombuffer(bits.to_bytes((bits.bit_length() + 7) // 8, "little"), dtype=np.uint8)
-    return np.flatnonzero(np.unpackbits(raw, bitorder="little")).tolist()
-
-
-def _ids_to_bits(ids: Sequence[int], size: int) -> int:
-    flags = np.zeros(size, dtype=bool)
-    flags[np.asarray(ids, dtype=np.int64)] = True
-    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
-
-
-def _bitmap(bits: int):
-    from pyroaring import BitMap
-
-    return BitMap(bits_to_ids(bits))
 
 
 class Explanation:
@@ -79,15 +53,8 @@ class Explanation:
     def failed_ids(self, k: int) -> list[int]:
         return bits_to_ids(self.failed[k])
 
-    def candidates_bitmap(self):
-        """The candidates as a pyroaring BitMap of agent ids (standard portable serialisation)."""
-        return _bitmap(self.candidates)
 
-    def eligible_bitmap(self):
-        return _bitmap(self.eligible)
 
-    def failed_bitmap(self, k: int):
-        return _bitmap(self.failed[k])
 
     # The portable Roaring serialisation of a set (the compact placement format).
     def failed_roaring(self, k: int) -> bytes:
@@ -95,9 +62,6 @@ class Explanation:
 
     def eligible_roaring(self) -> bytes:
         return serialize_ids(bits_to_ids(self.eligible))
-
-    def candidates_roaring(self) -> bytes:
-        return serialize_ids(bits_to_ids(self.candidates))
 
 
 class Scores:
@@ -179,8 +143,8 @@ class Index:
         self._cost.extend(costs)
         size = len(self._names)
         for r, ids in members.items():
-            self._rows[r] |= _ids_to_bits(ids, size)
-        self._live |= _ids_to_bits(aids, size)
+            self._rows[r] |= ids_to_bits(ids, size)
+        self._live |= ids_to_bits(aids, size)
 
     def drop(self, aid: int, rows: Sequence[int]) -> None:
         """Agent `aid` leaves `rows` and the live set (its id and name stay reserved)."""
@@ -202,21 +166,12 @@ class Index:
         counts[1] += 1
 
     # -- reading ----------------------------------------------------------------------------------
-    def live_count(self) -> int:
-        return self._live.bit_count()
 
     def live_ids(self) -> list[int]:
         return bits_to_ids(self._live)
 
-    def is_live(self, aid: int) -> bool:
-        return aid >= 0 and (self._live >> aid) & 1 == 1
-
     def row_ids(self, row: int) -> list[int]:
         return bits_to_ids(self._rows[row]) if row >= 0 else []
-
-    def row_bitmap(self, row: int):
-        """A row as a pyroaring BitMap of agent ids (standard portable serialisation)."""
-        return _bitmap(self._rows[row] if row >= 0 else 0)
 
     def name(self, aid: int) -> str:
         return self._names[aid]

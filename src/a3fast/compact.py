@@ -7,11 +7,18 @@ that needs it, and referenced by seq afterwards), portable Roaring bitmaps (base
 `candidates` and `filters_failed` lists, and typed columns instead of the `scores` object.
 Snapshots ride inside records rather than as records of their own so that a compact trace keeps
 the seq numbers of its spec form, and with them every `recorded_in` reference.
+
+Hostile input: the public entry points (`Encoder`, `Decoder`, `encode_trace`, `decode_trace`) raise
+no error but CompactError, whose message names the record's seq and the member's JSON path. The
+encoder never refuses a record it can keep as it is: what it cannot encode losslessly stays in spec
+form, byte for byte.
 """
 from __future__ import annotations
 
 import base64
 import binascii
+import math
+import struct
 import sys
 from array import array
 from typing import Any, Iterable, Iterator, Mapping
@@ -20,6 +27,7 @@ import numpy as np
 import orjson
 from pyroaring import BitMap
 
+from .errors import A3Error, describe, json_path
 from .roaring import deserialize_ids as _deserialize, serialize_ids
 
 __all__ = ["FORMAT", "KEY", "serialize_ids", "deserialize_ids", "Encoder", "Decoder", "CompactError",
@@ -28,10 +36,43 @@ __all__ = ["FORMAT", "KEY", "serialize_ids", "deserialize_ids", "Encoder", "Deco
 FORMAT = 1
 KEY = "a3fast.compact"
 _EMPTY = ""
+#: the only kinds with a compact form; elsewhere a member named `a3fast.compact` is ordinary content
+_PLACEMENT_KINDS = ("task.bound", "task.rejected")
+_ROOT = json_path("$.content", KEY)
 
 
-class CompactError(ValueError):
-    """A compact record that cannot be decoded (unknown format, missing snapshot, bad bitmap)."""
+class CompactError(A3Error):
+    """A record the compact codec cannot handle: a compact member outside the format (a wrong type
+    or value, an unknown format, a missing snapshot, a bad bitmap), a record that is not a trace
+    record, or an argument of the wrong type. The message names the seq and the JSON path."""
+
+
+def _wrong(where: str, expected: str, found: Any) -> CompactError:
+    return CompactError(f"{where}: expected {expected}, found {describe(found)}")
+
+
+def _member(where: str, key: Any) -> str:
+    return json_path(where, key) if isinstance(key, (str, int)) else f"{where}[{key!r}]"
+
+
+def _only(obj: dict, allowed: tuple[str, ...], where: str, what: str) -> None:
+    for key in obj:
+        if key not in allowed:
+            raise CompactError(f"{_member(where, key)}: not a member of {what} "
+                               f"(expected only {', '.join(allowed)})")
+
+
+def _require(obj: dict, required: tuple[str, ...], where: str) -> None:
+    for key in required:
+        if key not in obj:
+            raise CompactError(f"{where}: expected a member {key!r}, found none")
+
+
+def _check_arguments(seq: Any, kind: Any) -> None:
+    if not isinstance(seq, int) or isinstance(seq, bool):
+        raise _wrong("seq", "an integer", seq)
+    if not isinstance(kind, str):
+        raise _wrong(f"seq {seq}: kind", "a string", kind)
 
 
 def _b64(data: bytes) -> str:
@@ -40,11 +81,11 @@ def _b64(data: bytes) -> str:
 
 def _unb64(text: Any, what: str) -> bytes:
     if not isinstance(text, str):
-        raise CompactError(f"{what}: expected base64 text")
+        raise _wrong(what, "base64 text", text)
     try:
         return _strict_b64decode(text)
     except (ValueError, binascii.Error):
-        raise CompactError(f"{what}: not base64") from None
+        raise CompactError(f"{what}: expected base64 text, found {describe(text)}") from None
 
 
 def _strict_b64decode(text: str) -> bytes:
@@ -67,35 +108,61 @@ def deserialize_ids(data: bytes) -> BitMap:
 
 
 def _bitmap(text: Any, what: str) -> BitMap:
-    return BitMap() if text == _EMPTY else deserialize_ids(_unb64(text, what))
+    if text == _EMPTY:
+        return BitMap()
+    data = _unb64(text, what)
+    try:
+        return _deserialize(data)
+    except ValueError as exc:
+        raise CompactError(f"{what}: {exc}") from None
+
+
+def _bitmap_within(text: Any, what: str, top: int) -> BitMap:
+    """A bitmap whose ids all name an agent of a snapshot of `top` names (checked before any id is
+    looked up: a few bytes of runs can stand for four billion ids)."""
+    ids = _bitmap(text, what)
+    if ids and ids.max() >= top:
+        raise CompactError(f"{what}: agent id {ids.max()} is not in the fleet snapshot ({top} names)")
+    return ids
 
 
 # -- typed score columns ------------------------------------------------------------------------------
+_COLUMN_DTYPES = {"f64": "<f8", "i64": "<i8"}
+
+
 def _column(values: list[Any]) -> list[Any]:
-    """[type, data]: 'f64' (little-endian doubles, base64) when every value is a float, 'i64' for
-    ints, else 'json' (the values as they are). Floats keep every bit, -0.0 and 1e-300 included."""
-    if all(type(v) is float for v in values):
+    """[type, data]: 'f64' (little-endian doubles, base64) when every value is a finite float, 'i64'
+    for ints, else 'json' (the values as they are). Floats keep every bit, -0.0 and 1e-300 included;
+    NaN and infinity, which JSON cannot hold, go in a 'json' column like any other odd value."""
+    if all(type(v) is float and math.isfinite(v) for v in values):
         return ["f64", _b64(_f64_bytes(values))]
     if all(type(v) is int and -2**63 <= v < 2**63 for v in values):
         return ["i64", _b64(np.asarray(values, dtype="<i8").tobytes())]
     return ["json", values]
 
 
-def _column_values(column: Any, n: int) -> list[Any]:
-    if not (isinstance(column, list) and len(column) == 3 and isinstance(column[0], str)):
-        raise CompactError("scores column: expected [name, type, data]")
+def _column_values(column: Any, n: int, where: str) -> list[Any]:
+    if not (isinstance(column, list) and len(column) == 3 and isinstance(column[0], str)
+            and isinstance(column[1], str)):
+        raise _wrong(where, "[name, type, data] with a string name and type", column)
     _, kind, data = column
-    if kind == "f64":
-        values = np.frombuffer(_unb64(data, "scores column"), dtype="<f8").tolist()
-    elif kind == "i64":
-        values = np.frombuffer(_unb64(data, "scores column"), dtype="<i8").tolist()
-    elif kind == "json" and isinstance(data, list):
-        values = data
-    else:
-        raise CompactError(f"scores column: unknown type {kind!r}")
-    if len(values) != n:
-        raise CompactError(f"scores column {column[0]!r}: {len(values)} values for {n} agents")
-    return values
+    dtype = _COLUMN_DTYPES.get(kind)
+    if dtype is not None:
+        raw = _unb64(data, f"{where}[2]")
+        if len(raw) != 8 * n:
+            raise CompactError(f"{where}[2]: expected {n} 8-byte values, one per scored agent, "
+                               f"found {len(raw)} bytes")
+        column_array = np.frombuffer(raw, dtype=dtype)
+        if kind == "f64" and not np.isfinite(column_array).all():
+            raise CompactError(f"{where}[2]: expected finite doubles, found NaN or infinity (JSON has neither)")
+        return column_array.tolist()
+    if kind == "json":
+        if not isinstance(data, list):
+            raise _wrong(f"{where}[2]", "an array of values", data)
+        if len(data) != n:
+            raise CompactError(f"{where}[2]: expected {n} values, one per scored agent, found {len(data)}")
+        return data
+    raise _wrong(f"{where}[1]", "'f64', 'i64' or 'json'", kind)
 
 
 # -- encoding -----------------------------------------------------------------------------------------
@@ -103,9 +170,10 @@ class Encoder:
     """Turns the records of one trace into compact form, writing each fleet snapshot once.
 
     `encode(seq, kind, content)` takes spec JSON content (from any implementation) and returns the
-    content to write instead: a record that would not decode to exactly what it was (a foreign
-    order of its lists, a shape the format does not cover) comes back unchanged, so a trace may
-    mix both forms. `encode_placement` is the fast path for a3fast's own placements.
+    content to write instead. Whatever would not decode to exactly what it was, byte for byte (a
+    foreign order of its lists or members, wrong-typed members, a shape the format does not cover)
+    comes back unchanged, so a trace may mix both forms; content already in compact form comes back
+    unchanged too. `encode_placement` is the fast path for a3fast's own placements.
     """
 
     def __init__(self) -> None:
@@ -120,20 +188,23 @@ class Encoder:
 
     # -- from spec JSON --
     def encode(self, seq: int, kind: str, content: Any) -> Any:
-        if not isinstance(content, dict):
+        """The content to write for record `seq`; CompactError only for a seq that is not an
+        integer or a kind that is not a string."""
+        _check_arguments(seq, kind)
+        if kind not in _PLACEMENT_KINDS or not isinstance(content, dict) or KEY in content:
+            return content
+        if kind == "task.bound":
+            scheduling = content.get("scheduling")
+            if not (isinstance(scheduling, dict) and "candidates" in scheduling):
+                return content
+        elif not isinstance(content.get("candidates"), list):
             return content
         saved = (len(self._names), self._snapshot_seq, self._snapshot_names, self._live_text)
-        if kind == "task.bound" and isinstance(content.get("scheduling"), dict) \
-                and "candidates" in content["scheduling"]:
-            compact = self._bound(seq, content["scheduling"])
-        elif kind == "task.rejected" and isinstance(content.get("candidates"), list):
-            compact = self._rejected(seq, content)
-        else:
-            return content
+        compact = self._bound(seq, scheduling) if kind == "task.bound" else self._rejected(seq, content)
         if compact is not None:
-            encoded = _replace(content, compact)
+            encoded = _replace(content, compact, kind)
             try:
-                if self._decoder.decode_content(seq, kind, encoded) == content:
+                if _same_json(self._decoder.decode_content(seq, kind, encoded), content):
                     return encoded
             except CompactError:
                 pass
@@ -177,16 +248,20 @@ class Encoder:
     def _lists(self, seq: int, candidates: Any, predicates: Any, failed_pairs: Any) -> dict[str, Any] | None:
         if not (isinstance(candidates, list) and isinstance(predicates, list) and isinstance(failed_pairs, list)):
             return None
+        if not all(isinstance(p, str) for p in predicates):
+            return None
         candidate_ids = self._intern(candidates)
         if candidate_ids is None or candidate_ids != sorted(set(candidate_ids)):
             return None
-        position = {p: k for k, p in enumerate(predicates) if isinstance(p, str)}
+        position = {p: k for k, p in enumerate(predicates)}
         groups: list[list[int]] = [[] for _ in predicates]
         for pair in failed_pairs:
             if not (isinstance(pair, dict) and set(pair) == {"candidate", "predicate"}):
                 return None
-            k = position.get(pair["predicate"])
-            aid = self._ids.get(pair["candidate"]) if isinstance(pair["candidate"], str) else None
+            predicate, candidate = pair["predicate"], pair["candidate"]
+            if not (isinstance(predicate, str) and isinstance(candidate, str)):
+                return None
+            k, aid = position.get(predicate), self._ids.get(candidate)
             if k is None or aid is None:
                 return None
             groups[k].append(aid)
@@ -196,7 +271,7 @@ class Encoder:
     def _bound(self, seq: int, s: dict[str, Any]) -> dict[str, Any] | None:
         compact = self._lists(seq, s.get("candidates"), s.get("filters_passed"), s.get("filters_failed"))
         scores = s.get("scores")
-        if compact is None or not isinstance(scores, dict):
+        if compact is None or not isinstance(scores, dict) or "requirements" not in s or "declaration" not in s:
             return None
         score_ids = self._intern(list(scores))
         entries = list(scores.values())
@@ -207,18 +282,19 @@ class Encoder:
             return None
         compact["scores"] = {"ids": _ids_text(score_ids),
                              "columns": [[c, *_column([e[c] for e in entries])] for c in columns]}
-        compact["requirements"] = s.get("requirements")
-        compact["declaration"] = s.get("declaration")
+        compact["requirements"] = s["requirements"]
+        compact["declaration"] = s["declaration"]
         rest = {k: v for k, v in s.items() if k not in _SCHEDULING_LISTS}
         if rest:
             compact["rest"] = rest
         return compact
 
     def _rejected(self, seq: int, content: dict[str, Any]) -> dict[str, Any] | None:
-        failed = content.get("filters_failed", [])
-        if not isinstance(failed, list):
+        failed = content.get("filters_failed")
+        if not isinstance(failed, list) \
+                or not all(isinstance(p, dict) and isinstance(p.get("predicate"), str) for p in failed):
             return None
-        predicates = list(dict.fromkeys(p.get("predicate") for p in failed if isinstance(p, dict)))
+        predicates = list(dict.fromkeys(p["predicate"] for p in failed))
         return self._lists(seq, content.get("candidates"), predicates, failed)
 
     # -- from a Placement --
@@ -247,7 +323,7 @@ class Encoder:
         from .records import reason_text, timings
 
         expl = p.explanation
-        index = p._index
+        index = p.index
         if index is not self._index or p.generation != self._generation:
             if index is not self._index:
                 self._names, self._snapshot_seq, self._snapshot_names, self._live_text = [], None, 0, None
@@ -278,7 +354,7 @@ class Encoder:
 
 def _score_columns(p) -> list[list[Any]]:
     scores = p.scores
-    if p._custom:
+    if p.custom_scores:
         entries = scores.entries
         names = list(dict.fromkeys(k for e in entries for k in e))
         if any(list(e) != names for e in entries):
@@ -301,45 +377,130 @@ def _f64_bytes(values) -> bytes:
 _SCHEDULING_LISTS = ("requirements", "declaration", "candidates", "filters_passed", "filters_failed", "scores")
 
 
-def _replace(content: dict[str, Any], compact: dict[str, Any]) -> dict[str, Any]:
+#: the members of a record's content that its compact member stands for, by kind
+_COMPACTED = {"task.bound": ("scheduling",), "task.rejected": ("candidates", "filters_failed")}
+
+
+def _replace(content: dict[str, Any], compact: dict[str, Any], kind: str) -> dict[str, Any]:
     """The content with its spec lists (scheduling, or candidates + filters_failed) replaced by
     the compact member, which takes the place of the first of them."""
     out = {}
+    replaced = _COMPACTED[kind]
     for key, value in content.items():
-        if key in ("scheduling", "candidates", "filters_failed"):
+        if key in replaced:
             out.setdefault(KEY, compact)
         else:
             out[key] = value
     return out
 
 
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether two values are the same JSON text: `==` alone takes {"a":1,"b":2} for {"b":2,"a":1},
+    1 for 1.0 and true, 0.0 for -0.0."""
+    try:
+        return orjson.dumps(a) == orjson.dumps(b)
+    except TypeError:  # beyond orjson: integers over 64 bits, nesting deeper than 255 levels
+        return _identical(a, b)
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """`_same_json` for what orjson cannot write: same types, member order and float bits, compared
+    without recursion (any depth)."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, dict):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y))
+            stack.extend(zip(x.values(), y.values()))
+        elif isinstance(x, (list, tuple)):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y))
+        elif isinstance(x, float):
+            if struct.pack("<d", x) != struct.pack("<d", y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
 # -- decoding -----------------------------------------------------------------------------------------
+_SNAPSHOT_NAMES = ("names", "live")
+_SNAPSHOT_BASED = ("base", "names_added", "live")
+
+
 class _Snapshots:
     """Fleet snapshots seen so far in a trace: seq -> (name table, live set as base64)."""
 
     def __init__(self) -> None:
         self.tables: dict[int, tuple[list[str], str]] = {}
+        self.unreadable: set[int] = set()  # records whose snapshot object could not be read
 
     def forget(self, seq: int) -> None:
         self.tables.pop(seq, None)
+        self.unreadable.discard(seq)
 
-    def read(self, seq: int, fleet: Any) -> tuple[list[str], str]:
+    def read(self, seq: int, fleet: Any, where: str = _ROOT + ".fleet") -> tuple[list[str], str]:
+        """The snapshot a `fleet` member stands for, registered under `seq` when the member is a
+        snapshot object."""
+        table = self.resolve(fleet, where)
+        if isinstance(fleet, dict):
+            self.tables[seq] = table
+        return table
+
+    def resolve(self, fleet: Any, where: str) -> tuple[list[str], str]:
+        """The snapshot a `fleet` member stands for, without registering it."""
         if isinstance(fleet, int) and not isinstance(fleet, bool):
-            if fleet not in self.tables:
-                raise CompactError(f"fleet snapshot {fleet} is not earlier in the trace")
-            return self.tables[fleet]
-        if not isinstance(fleet, dict) or not isinstance(fleet.get("live"), str):
-            raise CompactError("fleet: expected a snapshot seq or a snapshot object")
+            table = self.tables.get(fleet)
+            if table is None and fleet in self.unreadable:
+                raise CompactError(f"{where}: fleet snapshot {fleet} is in a record that could not be read")
+            if table is None:
+                raise CompactError(f"{where}: fleet snapshot {fleet} is not earlier in the trace")
+            return table
+        if not isinstance(fleet, dict):
+            raise _wrong(where, "a snapshot seq or a snapshot object", fleet)
         if "names" in fleet:
-            names = fleet["names"]
+            _only(fleet, _SNAPSHOT_NAMES, where, "a fleet snapshot")
+            names = _names(fleet["names"], f"{where}.names")
+            added_where = f"{where}.names"
+        elif "base" in fleet:
+            _only(fleet, _SNAPSHOT_BASED, where, "a fleet snapshot")
+            _require(fleet, ("names_added",), where)
+            base = fleet["base"]
+            if not isinstance(base, int) or isinstance(base, bool):
+                raise _wrong(f"{where}.base", "the seq of an earlier snapshot", base)
+            added_where = f"{where}.names_added"
+            names = self.resolve(base, f"{where}.base")[0] + _names(fleet["names_added"], added_where)
         else:
-            base = self.read(seq, fleet.get("base"))[0]
-            names = base + list(fleet.get("names_added") or [])
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise CompactError("fleet snapshot: expected a list of names")
-        _bitmap(fleet["live"], "fleet live set")
-        self.tables[seq] = (names, fleet["live"])
-        return self.tables[seq]
+            raise CompactError(f"{where}: expected a snapshot object with 'names' or 'base', "
+                               f"found {describe(fleet)} with neither")
+        _require(fleet, ("live",), where)
+        if len(set(names)) != len(names):
+            seen: set[str] = set()
+            twice = next(n for n in names if n in seen or seen.add(n))
+            raise CompactError(f"{added_where}: the name {twice!r} has two agent ids")
+        _bitmap_within(fleet["live"], f"{where}.live", len(names))
+        return names, fleet["live"]
+
+
+def _names(names: Any, where: str) -> list[str]:
+    if not isinstance(names, list):
+        raise _wrong(where, "an array of agent names", names)
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            raise _wrong(f"{where}[{i}]", "an agent name (a string)", name)
+    return names
+
+
+_COMMON_MEMBERS = ("format", "fleet", "candidates", "filters_passed", "failed")
+_MEMBERS = {"task.bound": _COMMON_MEMBERS + ("scores", "requirements", "declaration", "rest"),
+            "task.rejected": _COMMON_MEMBERS}
+_REQUIRED = {"task.bound": ("format", "fleet", "filters_passed", "failed", "scores", "requirements", "declaration"),
+             "task.rejected": ("format", "fleet", "filters_passed", "failed")}
 
 
 class Decoder:
@@ -353,57 +514,100 @@ class Decoder:
         self._snapshots.forget(seq)
 
     def decode_content(self, seq: int, kind: str, content: Any) -> Any:
-        if not is_compact(content):
+        """The spec form of record `seq`'s content. Only task.bound and task.rejected have a compact
+        form: any other content, and content without the member, comes back as it is. CompactError,
+        naming the seq and the member's path, for a compact member outside the format; a record
+        that fails registers no snapshot."""
+        _check_arguments(seq, kind)
+        if kind not in _PLACEMENT_KINDS or not is_compact(content):
             return content
+        try:
+            return self._decode(seq, kind, content)
+        except CompactError:
+            compact = content[KEY]
+            if isinstance(compact, dict) and isinstance(compact.get("fleet"), dict):
+                self._snapshots.unreadable.add(seq)
+            raise
+
+    def _decode(self, seq: int, kind: str, content: dict[str, Any]) -> dict[str, Any]:
+        at = f"seq {seq}: {_ROOT}"
         compact = content[KEY]
-        if not isinstance(compact, dict) or compact.get("format") != FORMAT:
-            raise CompactError(f"unknown compact format {compact.get('format') if isinstance(compact, dict) else compact!r}")
-        names, live = self._snapshots.read(seq, compact.get("fleet"))
-        candidates = _bitmap(compact.get("candidates", live), "candidates")
-        predicates = compact.get("filters_passed")
-        failed = compact.get("failed")
-        if not isinstance(predicates, list) or not isinstance(failed, list) or len(failed) != len(predicates):
-            raise CompactError("expected one failed bitmap per predicate")
-        name = _namer(names)
-        failed_pairs = [{"candidate": name(aid), "predicate": p}
-                        for p, text in zip(predicates, failed) for aid in _bitmap(text, "failed")]
-        candidate_names = [name(aid) for aid in candidates]
-        out = {}
+        if not isinstance(compact, dict):
+            raise _wrong(at, "an object", compact)
+        fmt = compact.get("format")
+        if type(fmt) is not int or fmt != FORMAT:  # not true, not 1.0; the members may differ by format
+            raise CompactError(f"{at}.format: unknown compact format "
+                               f"{describe(fmt) if 'format' in compact else 'none'} "
+                               f"(this decoder reads format {FORMAT})")
+        _only(compact, _MEMBERS[kind], at, f"the compact form of a {kind} record")
+        _require(compact, _REQUIRED[kind], at)
+        for key in _COMPACTED[kind]:
+            if key in content:
+                raise CompactError(f"seq {seq}: {json_path('$.content', key)}: a compact {kind} record "
+                                   f"carries its {key!r} in {KEY!r}, found it beside too")
+        fleet = compact["fleet"]
+        names, live = self._snapshots.resolve(fleet, f"{at}.fleet")
+        top = len(names)
+        if "candidates" in compact:
+            candidates = _bitmap_within(compact["candidates"], f"{at}.candidates", top)
+        else:
+            candidates = _bitmap(live, f"{at}.fleet.live")  # checked against its names when registered
+        predicates = compact["filters_passed"]
+        if not isinstance(predicates, list):
+            raise _wrong(f"{at}.filters_passed", "an array of predicate strings", predicates)
+        for k, predicate in enumerate(predicates):
+            if not isinstance(predicate, str):
+                raise _wrong(f"{at}.filters_passed[{k}]", "a predicate string", predicate)
+        failed = compact["failed"]
+        if not isinstance(failed, list) or len(failed) != len(predicates):
+            raise _wrong(f"{at}.failed", f"an array of {len(predicates)} bitmaps, one per predicate", failed)
+        failed_ids = [_bitmap_within(text, f"{at}.failed[{k}]", top) for k, text in enumerate(failed)]
+        failed_pairs = [{"candidate": names[aid], "predicate": p} for p, ids in zip(predicates, failed_ids)
+                        for aid in ids]
+        candidate_names = [names[aid] for aid in candidates]
+        if kind == "task.bound":
+            scheduling = {"requirements": compact["requirements"], "declaration": compact["declaration"],
+                          "candidates": candidate_names, "filters_passed": predicates,
+                          "filters_failed": failed_pairs, "scores": _scores(compact["scores"], names, f"{at}.scores")}
+            rest = compact.get("rest", {})
+            if not isinstance(rest, dict):
+                raise _wrong(f"{at}.rest", "an object (the other members of the scheduling object)", rest)
+            for key in rest:
+                if key in scheduling:
+                    raise CompactError(f"{_member(f'{at}.rest', key)}: the compact member carries "
+                                       f"{key!r} itself; it cannot be in rest too")
+            scheduling.update(rest)
+            replacement: dict[str, Any] = {"scheduling": scheduling}
+        else:
+            replacement = {"candidates": candidate_names, "filters_failed": failed_pairs}
+        out: dict[str, Any] = {}
         for key, value in content.items():
-            if key != KEY:
-                out[key] = value
-                continue
-            if kind == "task.bound":
-                out["scheduling"] = {"requirements": compact.get("requirements"),
-                                     "declaration": compact.get("declaration"),
-                                     "candidates": candidate_names, "filters_passed": predicates,
-                                     "filters_failed": failed_pairs, "scores": _scores(compact, name),
-                                     **(compact.get("rest") or {})}
+            if key == KEY:
+                out.update(replacement)
             else:
-                out["candidates"] = candidate_names
-                out["filters_failed"] = failed_pairs
+                out[key] = value
+        if isinstance(fleet, dict):
+            self._snapshots.tables[seq] = (names, live)
         return out
 
 
-def _namer(names: list[str]):
-    def name(aid: int) -> str:
-        if aid >= len(names):
-            raise CompactError(f"agent id {aid} is not in the fleet snapshot")
-        return names[aid]
-    return name
-
-
-def _scores(compact: dict[str, Any], name) -> dict[str, Any]:
-    scores = compact.get("scores")
+def _scores(scores: Any, names: list[str], where: str) -> dict[str, Any]:
     if not isinstance(scores, dict):
-        raise CompactError("scores: expected an object")
-    ids = scores.get("ids")
-    ids = list(_bitmap(ids, "scores ids")) if isinstance(ids, str) else ids
-    if not isinstance(ids, list):
-        raise CompactError("scores ids: expected a bitmap or a list")
-    columns = scores.get("columns") or []
-    values = [_column_values(c, len(ids)) for c in columns]
-    return {name(aid): {c[0]: v[j] for c, v in zip(columns, values)} for j, aid in enumerate(ids)}
+        raise _wrong(where, "an object {ids, columns}", scores)
+    _only(scores, ("ids", "columns"), where, "scores")
+    _require(scores, ("ids", "columns"), where)
+    ids = list(_bitmap_within(scores["ids"], f"{where}.ids", len(names)))
+    columns = scores["columns"]
+    if not isinstance(columns, list):
+        raise _wrong(f"{where}.columns", "an array of [name, type, data] columns", columns)
+    values = [_column_values(c, len(ids), f"{where}.columns[{k}]") for k, c in enumerate(columns)]
+    column_names = [c[0] for c in columns]
+    if len(set(column_names)) != len(column_names):
+        seen: set[str] = set()
+        twice = next(n for n in column_names if n in seen or seen.add(n))
+        raise CompactError(f"{where}.columns: the column {twice!r} appears twice")
+    rows = zip(*values) if values else [()] * len(ids)
+    return {names[aid]: dict(zip(column_names, row)) for aid, row in zip(ids, rows)}
 
 
 def is_compact(content: Any) -> bool:
@@ -411,16 +615,28 @@ def is_compact(content: Any) -> bool:
 
 
 # -- whole traces -------------------------------------------------------------------------------------
+def _record(record: Any, index: int) -> Mapping[str, Any]:
+    if not isinstance(record, Mapping):
+        raise _wrong(f"record {index}", "a record {seq, kind, content}", record)
+    _require(record, ("seq", "kind", "content"), f"record {index}")  # type: ignore[arg-type]
+    return record
+
+
 def encode_trace(records: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The records with compact content where it is lossless; every other member of a record is
+    kept, in its place."""
     encoder = Encoder()
-    for record in records:
-        yield {**record, "content": encoder.encode(record.get("seq"), record.get("kind"), record.get("content"))}
+    for index, record in enumerate(records, 1):
+        record = _record(record, index)
+        yield {**record, "content": encoder.encode(record["seq"], record["kind"], record["content"])}
 
 
 def decode_trace(records: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The records in spec form; every other member of a record is kept, in its place."""
     decoder = Decoder()
-    for record in records:
-        yield {**record, "content": decoder.decode_content(record.get("seq"), record.get("kind"), record.get("content"))}
+    for index, record in enumerate(records, 1):
+        record = _record(record, index)
+        yield {**record, "content": decoder.decode_content(record["seq"], record["kind"], record["content"])}
 
 
 # -- verifying without decoding (§7 on the bitmaps) -----------------------------------------------------

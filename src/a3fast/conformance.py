@@ -12,10 +12,12 @@ form of `a3fast verify --json`: `{"valid": bool, "errors": [{"code", "seq", ...}
 """
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import subprocess
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -33,15 +35,23 @@ MAX_DESCRIPTION = 80
 
 
 def default_vectors_dir() -> Path | None:
-    """`$A3FAST_VECTORS`; else the `vectors/` directory of the source tree a3fast runs from (an
-    editable install); else `./vectors` (a checkout with a3fast installed from it)."""
+    """Where the vectors are: `$A3FAST_VECTORS`; else the `vectors/` installed with a3fast (the
+    build copies the checkout's `vectors/` into the package); else the `vectors/` of the source tree
+    a3fast runs from (an editable install); else `./vectors`. None when none of them holds any."""
     env = os.environ.get("A3FAST_VECTORS")
     if env:
         return Path(env)
-    for candidate in (Path(__file__).resolve().parents[2] / "vectors", Path.cwd() / "vectors"):
-        if (candidate / CAPABILITY_SUITE).is_dir():
+    for candidate in (_installed_vectors(), Path(__file__).resolve().parents[2] / "vectors",
+                      Path.cwd() / "vectors"):
+        if candidate is not None and (candidate / CAPABILITY_SUITE).is_dir():
             return candidate
     return None
+
+
+def _installed_vectors() -> Path | None:
+    """The package's own `vectors/`, when the package lies in a directory (not in a zip file)."""
+    found = resources.files(__package__) / "vectors"
+    return found if isinstance(found, Path) else None
 
 
 @dataclass(frozen=True)
@@ -187,10 +197,30 @@ def run_a3fast(vector: Vector) -> Outcome:
     return _outcome(vector, is_valid(findings), errors, [str(f) for f in findings])
 
 
+def verifier_argv(command: str | list[str]) -> list[str]:
+    """A verifier command as an argument list (shell words for a string); ValueError naming what
+    is wrong when it names no program or has an unclosed quote or a trailing escape."""
+    if isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise ValueError(f"expected a command line, found {command!r}: {str(exc).lower()}") from None
+    else:
+        argv = list(command)
+    if not argv or not all(isinstance(a, str) for a in argv) or not argv[0]:
+        raise ValueError(f"expected a command line naming a program, found {command!r}")
+    return argv
+
+
 def run_command(command: str | list[str], timeout: float = 30.0) -> Callable[[Vector], Outcome]:
     """A runner that gives each vector's trace to `command` on standard input and reads its
-    `--json` result from standard output (the first line that is a JSON object)."""
-    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    `--json` result from standard output (the first line that is a JSON object).
+
+    ValueError for a command that names no program or does not parse as a shell would parse it,
+    and for a timeout that is not a positive finite number of seconds."""
+    argv = verifier_argv(command)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise ValueError(f"timeout: expected a positive finite number of seconds, found {timeout!r}")
 
     def run(vector: Vector) -> Outcome:
         try:

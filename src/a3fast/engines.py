@@ -3,10 +3,15 @@
 Both modules define the same hot classes with the same names and signatures; everything else in
 a3fast is written once and asks this module for an engine. `ENGINE` is chosen once, at import:
 "native" when the extension imports, else "pure"; `A3FAST_ENGINE` forces one.
+
+When the default engine is pure only because the extension is missing, its first use warns once
+with `A3FastPerformanceWarning`, so a failed build does not pass unnoticed; forcing
+`A3FAST_ENGINE=pure` or asking for `engine="pure"` does not warn.
 """
 from __future__ import annotations
 
 import os
+import warnings
 from types import ModuleType
 
 from . import _pure
@@ -16,17 +21,20 @@ try:
 except ImportError:  # not built: no compiler at install time, or a source checkout
     _native = None
 
-__all__ = ["ENGINE", "NATIVE_AVAILABLE", "ENGINES", "engine_module", "available_engines"]
+__all__ = ["ENGINE", "NATIVE_AVAILABLE", "ENGINES", "engine_module", "available_engines",
+           "A3FastPerformanceWarning"]
 
 NATIVE_AVAILABLE = _native is not None
 ENGINES = ("native", "pure")
 
 
+_FORCED = os.environ.get("A3FAST_ENGINE", "").strip().lower()
+
+
 def _default_engine() -> str:
-    forced = os.environ.get("A3FAST_ENGINE", "").strip().lower()
-    if forced == "pure":
+    if _FORCED == "pure":
         return "pure"
-    if forced == "native":
+    if _FORCED == "native":
         if not NATIVE_AVAILABLE:
             raise ImportError("A3FAST_ENGINE=native, but the a3fast._core extension is not built")
         return "native"
@@ -34,6 +42,26 @@ def _default_engine() -> str:
 
 
 ENGINE = _default_engine()
+#: The default is pure only because the extension is missing, not because A3FAST_ENGINE chose it.
+_PURE_BY_FALLBACK = ENGINE == "pure" and _FORCED != "pure"
+
+
+class A3FastPerformanceWarning(RuntimeWarning):
+    """The pure engine stands in for the native one, which is not built (filter it to silence)."""
+
+
+_fallback_warned = False
+
+
+def _warn_fallback_once() -> None:
+    global _fallback_warned
+    if _fallback_warned or not _PURE_BY_FALLBACK:
+        return
+    _fallback_warned = True
+    # stacklevel 4: the line that made the Fleet (Fleet.__init__ -> engine_module -> here).
+    warnings.warn("a3fast runs on its pure-Python engine, far slower, because the a3fast._core "
+                  "extension is not built; reinstall with a C compiler, or set A3FAST_ENGINE=pure "
+                  "to choose the pure engine knowingly", A3FastPerformanceWarning, stacklevel=4)
 
 
 def available_engines() -> tuple[str, ...]:
@@ -41,8 +69,11 @@ def available_engines() -> tuple[str, ...]:
 
 
 def engine_module(name: str | None = None) -> ModuleType:
-    """The engine module for `name` ("native", "pure", or None for the default `ENGINE`)."""
-    name = ENGINE if name is None else name
+    """The engine module for `name` ("native", "pure", or None for the default `ENGINE`, which
+    warns once when it is pure only because the extension is missing)."""
+    if name is None:
+        _warn_fallback_once()
+        name = ENGINE
     if name == "pure":
         return _pure
     if name == "native":

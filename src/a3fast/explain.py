@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from .errors import A3Error, describe, json_path
 from .predicates import AGENT_REF, ANTI_AFFINITY
 from .schema import parse_requirements
 
-__all__ = ["PredicateCount", "Explained", "predicate_counts", "summary_line", "explain_record",
-           "all_failed", "counts_table"]
+__all__ = ["PredicateCount", "Explained", "ExplainError", "predicate_counts", "summary_line",
+           "explain_record", "all_failed", "counts_table"]
 
 
 @dataclass(frozen=True)
@@ -76,67 +77,96 @@ def counts_table(counts: Sequence[PredicateCount]) -> list[str]:
     return lines
 
 
+class ExplainError(A3Error):
+    """A placement record whose §6 lists cannot be read as lists; names the seq and the JSON path."""
+
+
 def explain_record(seq: int | None, kind: str, content: Any) -> Explained | None:
     """The explanation of a task.bound or task.rejected record in spec form (decode compact records
-    first); None for other records, resumed placements and records without the §6 lists."""
+    first); None for other records and for placements recorded without the §6 lists (a resumed
+    placement's scheduling, a rejection without `candidates`). ExplainError, naming the seq and the
+    member, when the lists are there but not of their §6 shape; an absent `filters_passed`,
+    `filters_failed` or `scores` reads as empty."""
     if not isinstance(content, Mapping):
         return None
+    at = f"seq {seq}: $.content"
     if kind == "task.bound":
-        s = content.get("scheduling")
-        if not isinstance(s, Mapping) or not isinstance(s.get("candidates"), list):
+        if "scheduling" not in content:
             return None
-        predicates = s.get("filters_passed") if isinstance(s.get("filters_passed"), list) else []
-        failed = s.get("filters_failed") if isinstance(s.get("filters_failed"), list) else []
-        declaration = s.get("declaration") if isinstance(s.get("declaration"), Mapping) else {}
-        agent = declaration.get("agent") if isinstance(declaration.get("agent"), Mapping) else {}
-        chosen = agent.get("name") if isinstance(agent.get("name"), str) else None
-        scores = s.get("scores") if isinstance(s.get("scores"), Mapping) else {}
-        return _explained(seq, kind, predicates, s["candidates"], failed, chosen, scores, None)
-    if kind == "task.rejected" and isinstance(content.get("candidates"), list):
-        failed = content.get("filters_failed") if isinstance(content.get("filters_failed"), list) else []
+        s = _mapping(content["scheduling"], f"{at}.scheduling", "the scheduling object")
+        if "candidates" not in s:
+            return None
+        at += ".scheduling"
+        candidates = _strings(s["candidates"], f"{at}.candidates", "agent names")
+        predicates = _strings(s.get("filters_passed", []), f"{at}.filters_passed", "predicate strings")
+        failed = _failed_pairs(s.get("filters_failed", []), f"{at}.filters_failed")
+        scores = _mapping(s.get("scores", {}), f"{at}.scores", "an object of score entries")
+        for name, entry in scores.items():
+            where = json_path(f"{at}.scores", name) if isinstance(name, str) else f"{at}.scores[{name!r}]"
+            _mapping(entry, where, "an object of score components")
+        return _explained(seq, kind, predicates, candidates, failed, _chosen(s, at), scores, None)
+    if kind == "task.rejected":
+        if "candidates" not in content:
+            return None
+        candidates = _strings(content["candidates"], f"{at}.candidates", "agent names")
+        failed = _failed_pairs(content.get("filters_failed", []), f"{at}.filters_failed")
+        reason = content.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise _wrong(f"{at}.reason", "a string", reason)
         try:
             predicates = list(parse_requirements(content.get("requirements") or {}).predicates)
-        except Exception:  # a foreign rejection's requirements: fall back to what failed
+        except Exception:  # a foreign rejection's requirements: fall back to the order of what failed
             predicates = []
-        reason = content.get("reason") if isinstance(content.get("reason"), str) else None
-        return _explained(seq, kind, predicates, content["candidates"], failed, None, {}, reason)
+        return _explained(seq, kind, predicates, candidates, failed, None, {}, reason)
     return None
 
 
+def _wrong(where: str, expected: str, found: Any) -> ExplainError:
+    return ExplainError(f"{where}: expected {expected}, found {describe(found)}")
+
+
+def _mapping(value: Any, where: str, expected: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _wrong(where, expected, value)
+    return value
+
+
+def _strings(value: Any, where: str, what: str) -> list[str]:
+    if not isinstance(value, list):
+        raise _wrong(where, f"an array of {what}", value)
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise _wrong(f"{where}[{i}]", "a string", item)
+    return value
+
+
+def _failed_pairs(value: Any, where: str) -> list[Mapping[str, str]]:
+    if not isinstance(value, list):
+        raise _wrong(where, "an array of {candidate, predicate}", value)
+    for i, pair in enumerate(value):
+        _mapping(pair, f"{where}[{i}]", "an object {candidate, predicate}")
+        for member in ("candidate", "predicate"):
+            if not isinstance(pair.get(member), str):
+                raise _wrong(f"{where}[{i}].{member}", "a string", pair.get(member))
+    return value
+
+
+def _chosen(scheduling: Mapping[str, Any], at: str) -> str:
+    declaration = _mapping(scheduling.get("declaration"), f"{at}.declaration", "the chosen agent's declaration")
+    agent = _mapping(declaration.get("agent"), f"{at}.declaration.agent", "an object with the agent's name")
+    if not isinstance(agent.get("name"), str):
+        raise _wrong(f"{at}.declaration.agent.name", "the chosen agent's name", agent.get("name"))
+    return agent["name"]
+
+
 def _explained(seq, kind, predicates, candidates, failed, chosen, scores, reason) -> Explained:
-    order = [p for p in predicates if isinstance(p, str)]
-    counts = dict.fromkeys(order, 0)
+    counts = dict.fromkeys(predicates, 0)
     for pair in failed:
-        if isinstance(pair, Mapping) and isinstance(pair.get("predicate"), str):
-            counts[pair["predicate"]] = counts.get(pair["predicate"], 0) + 1
+        counts[pair["predicate"]] = counts.get(pair["predicate"], 0) + 1
     return Explained(seq, kind, tuple(counts), len(candidates), tuple(counts.values()), chosen, scores, reason)
 
 
-def all_failed(fleet, requirements: Any) -> dict[str, list[str]]:
-    """Every predicate each ineligible agent of `fleet` fails, not only the first (derivation order).
-
-    One set difference per predicate over the fleet's index; only asked for on request, since it
-    costs O(P·N) where the first-failed explanation costs O(P) bitmap operations.
-    """
-    req = parse_requirements(requirements)
-    index = fleet._index
-    live = index.live_ids()
-    live_set = set(live)
-    failing: list[tuple[str, set[int]]] = []
-    for p in req.predicates:
-        kind, _, arg = p.partition(":")
-        if kind == ANTI_AFFINITY:
-            aid = fleet._ids.get(arg)
-            failing.append((p, {aid} & live_set if aid is not None else set()))
-        elif kind == AGENT_REF:
-            aid = fleet._ids.get(arg)
-            failing.append((p, live_set - {aid}))
-        else:
-            row = fleet._rows.get(p, -1)
-            failing.append((p, live_set - set(index.row_ids(row))))
-    out: dict[str, list[str]] = {}
-    for aid in live:
-        missed = [p for p, ids in failing if aid in ids]
-        if missed:
-            out[index.name(aid)] = missed
-    return out
+def all_failed(fleet: Any, requirements: Any) -> dict[str, list[str]]:
+    """Every predicate each ineligible agent of `fleet` fails, not only the first (derivation order);
+    see `Fleet.all_failed`."""
+    return fleet.all_failed(requirements)

@@ -8,44 +8,44 @@ compact form can always name its candidates, whatever happens to the fleet after
 from __future__ import annotations
 
 import gc
+import time
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Mapping
 
 import orjson
 
 from .engines import ENGINE, engine_module
-from .errors import FleetError
-from .predicates import (CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL, capability, clearance,
-                         latency_class, residency, tool)
+from .errors import A3Error, FleetError
+from .placement import CustomScores, Placement, Route
+from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
+                         capability, clearance, first_failed, latency_class, residency, tool)
 from .schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
-from .scoring import DEFAULT_WEIGHTS, Scorer, cost_score
+from .scoring import DEFAULT_WEIGHTS, Scorer, ScoringTask, choose, cost_score
 
-__all__ = ["Fleet"]
+__all__ = ["Fleet", "RESOLVED_CACHE_SIZE", "EXPLAINED_CACHE_BUDGET"]
 
 #: `_field_rows` tag of a capability's "substantiates it" row (beside the predicate kinds).
 EVALUATED = "evaluated"
 #: The predicate string of a declared value, per kind (capabilities take a name and a version).
 _KEY_OF = {CLEARANCE: clearance, TOOL: tool, RESIDENCY: residency, LATENCY: latency_class}
+_AGENT_REF = AGENT_REF + ":"
+_ANTI = ANTI_AFFINITY + ":"
+_CAPABILITY = CAPABILITY + ":"
 
-
-def _placement():
-    """The placement module, imported on first use (an import statement per call costs ~1 µs)."""
-    global _placement_module
-    if _placement_module is None:
-        from . import placement
-
-        _placement_module = placement
-    return _placement_module
-
-
-_placement_module = None
+#: Requirements resolved to engine arguments, kept per prepared object and per predicate set (rows
+#: and ids are append-only, so a resolution stays valid until the fleet interns something new);
+#: bounded so that one-off requirements cannot pile up.
+RESOLVED_CACHE_SIZE = 1024
+#: How many agent-sized explanations the repeated-task cache holds: 4,194 tasks at 1,000 agents,
+#: 41 at 100,000 (an explanation holds P + 1 sets as large as the fleet).
+EXPLAINED_CACHE_BUDGET = 1 << 22
 
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector for a bulk load. Parsing and interning a batch makes
-    many long-lived, acyclic objects, and the full collections they trigger rescan the growing
-    heap: at 100,000 agents they took about two thirds of the parse time."""
+    many long-lived, acyclic objects, and every full collection they trigger would rescan the
+    whole growing heap for cycles that cannot be there."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -61,7 +61,7 @@ class Fleet:
     def __init__(self, engine: str | None = None, *, scorer: Scorer | None = None,
                  weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS):
         self.engine = ENGINE if engine is None else engine
-        self._engine = engine_module(self.engine)
+        self._engine = engine_module(engine)
         self._index = self._engine.Index()
         self.scorer = scorer
         self.weights = tuple(float(w) for w in weights)
@@ -234,25 +234,229 @@ class Fleet:
 
     # -- placing ----------------------------------------------------------------------------------
     def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
-              route: Any = None, *, scorer: Scorer | None = None, kind: str | None = None,
-              remember_session: bool = True):
-        """Place one task (§5, §6): filter, explain, score, choose. Returns a Placement.
+              route: Route | None = None, *, scorer: Scorer | None = None, kind: str | None = None,
+              remember_session: bool = True, reason_limit: int | None = None) -> Placement:
+        """Place one task (§5, §6): gather, filter, explain, score, choose. Returns a Placement.
 
         `session` (or the requirements' `session`) is used for affinity only; a bound placement
         makes the chosen agent hold it unless `remember_session` is false. `route` is a Route whose
-        additions are matched and recorded. Raises SchemaError for invalid requirements.
+        additions are matched and recorded. A rejection's reason names every candidate that failed
+        each predicate (§6); `reason_limit=N` names at most N per predicate and counts the rest, a
+        departure from §6 for callers that keep reasons short (filters_failed still lists every
+        one). Raises SchemaError for invalid requirements, ValueError for a bad reason_limit.
         """
-        return _placement().place(self, requirements, session=session, route=route, scorer=scorer,
-                                  kind=kind, remember_session=remember_session)
+        started = time.perf_counter_ns()
+        if reason_limit is not None and (isinstance(reason_limit, bool) or not isinstance(reason_limit, int)
+                                         or reason_limit < 1):
+            raise ValueError(f"reason_limit: expected None or a positive integer, found {reason_limit!r}")
+        submitted = parse_requirements(requirements)
+        matched = route.apply(submitted) if route is not None else submitted
+        predicates = matched.predicates
+        session = session if session is not None else matched.session
+        scorer = scorer or self.scorer
+        needs_kind = kind is None and bool(self._kinds or scorer)
 
-    def resume(self, earlier, *, seq: int | None = None):
-        """A resumed placement (§6) back to the agent `earlier` chose, without weighing candidates."""
-        return _placement().resume(self, earlier, seq=seq)
+        # gather: the filter and explanation of a task seen before against the same membership
+        # depend only on its predicates and who is in the fleet, so they are reused; otherwise
+        # resolve the predicates to rows and agent ids, then filter + explain
+        cached = self._explained.get(predicates)
+        if cached is not None and cached[0] == self.membership:
+            expl, eval_rows = cached[1], cached[2]
+            if needs_kind:
+                kind = task_kind(matched)
+            gathered = time.perf_counter_ns()
+        else:
+            if matched is requirements:
+                rows, only, excluded, eval_rows = self._resolve_prepared(matched)
+            else:
+                rows, only, excluded, eval_rows = self._resolve_parsed(matched)
+            if needs_kind:
+                kind = task_kind(matched)
+            gathered = time.perf_counter_ns()
+            expl = self._index.explain(rows, only, excluded)
+            self._remember(predicates, expl, eval_rows)
 
-    # -- internals shared with placement ----------------------------------------------------------
+        # score the eligible and choose
+        if scorer is None:
+            session_row = self._session_rows.get(session, -1) if session is not None else -1
+            kid = self._kinds.get(kind, -1) if kind is not None else -1
+            scores = self._index.score(expl, eval_rows, session_row, kid, self.weights)
+        else:
+            scores = self._custom_scores(scorer, expl, matched, session, kind)
+        best = scores.best
+        selected = time.perf_counter_ns()
+
+        decl = self._agents[best] if best >= 0 else None
+        placement = Placement(
+            self.engine, self._index, matched, submitted, route.name if route is not None else None,
+            session, kind, expl, scores, scorer is not None, decl,
+            self._declaration_json(best) if decl is not None else None,
+            gathered - started, selected - gathered, time.time_ns(), self.generation,
+            reason_limit=reason_limit)
+        if (decl is not None and session is not None and remember_session
+                and not self.holds_session(decl.agent.name, session)):
+            self.hold_session(decl.agent.name, session)
+        return placement
+
+    def resume(self, earlier: Placement, *, seq: int | None = None) -> Placement:
+        """A resumed placement (§6): back to the agent `earlier` chose, with no candidates weighed.
+
+        The agent must still be in the fleet and its current declaration must still satisfy every
+        predicate matched the first time, since the resumed record is held to the same checks (§7).
+        """
+        if not earlier.bound:
+            raise FleetError("only a bound placement can be resumed")
+        decl = self.get(earlier.agent)
+        if decl is None:
+            raise FleetError(f"cannot resume on {earlier.agent!r}: the agent is no longer in the fleet")
+        unmet = first_failed(decl, earlier.predicates)
+        if unmet is not None:
+            raise FleetError(f"cannot resume on {earlier.agent!r}: its declaration no longer satisfies {unmet}")
+        started = time.perf_counter_ns()
+        json = self._declaration_json(self._ids[earlier.agent])
+        return Placement(
+            self.engine, earlier.index, earlier.requirements, earlier.submitted, earlier.route,
+            earlier.session, earlier.kind, earlier.explanation, earlier.scores,
+            earlier.custom_scores, decl, json, None, time.perf_counter_ns() - started,
+            time.time_ns(), self.generation,
+            resumed=True, recorded_in=seq if seq is not None else earlier.seq)
+
+    def explain(self, requirements: Mapping[str, Any] | Requirements) -> Any:
+        """The filter and first-failed explanation of a task (§5), without scoring: the engine's
+        Explanation (candidate, eligible and per-predicate failed id sets)."""
+        matched = parse_requirements(requirements)
+        resolve = self._resolve_prepared if matched is requirements else self._resolve_parsed
+        rows, only, excluded, _ = resolve(matched)
+        return self._index.explain(rows, only, excluded)
+
+    def all_failed(self, requirements: Mapping[str, Any] | Requirements) -> dict[str, list[str]]:
+        """Every predicate each ineligible agent fails, not only the first (derivation order).
+
+        One set difference per predicate over the index; asked for on request only, since it costs
+        O(P·N) where the first-failed explanation costs O(P) set operations.
+        """
+        req = parse_requirements(requirements)
+        index = self._index
+        live = index.live_ids()
+        live_set = set(live)
+        failing: list[tuple[str, set[int]]] = []
+        for p in req.predicates:
+            kind, _, arg = p.partition(":")
+            if kind == ANTI_AFFINITY:
+                aid = self._ids.get(arg)
+                failing.append((p, {aid} & live_set if aid is not None else set()))
+            elif kind == AGENT_REF:
+                failing.append((p, live_set - {self._ids.get(arg)}))
+            else:
+                failing.append((p, live_set - set(index.row_ids(self._rows.get(p, -1)))))
+        out: dict[str, list[str]] = {}
+        for aid in live:
+            missed = [p for p, ids in failing if aid in ids]
+            if missed:
+                out[index.name(aid)] = missed
+        return out
+
+    def forget_explanations(self) -> None:
+        """Empty the reuse of repeated tasks' explanations, so the next placement of every task is
+        met afresh (benchmarks measure both)."""
+        self._explained.clear()
+
+    @property
+    def index(self) -> Any:
+        """The engine's index behind this fleet, read-only, for tools that measure or inspect its
+        rows (`row_ids`, `row_count`, `explain`); changing it directly breaks the fleet."""
+        return self._index
+
+    def filter_rows(self, requirements: Mapping[str, Any] | Requirements) -> list[int]:
+        """The index rows of a task's filter predicates in derivation order (-1 for a predicate no
+        agent satisfies), for tools that work on the rows themselves."""
+        return list(self._resolve_parsed(parse_requirements(requirements))[0])
+
+    def _resolve(self, matched: Requirements) -> tuple[list[int], int, list[int], list[int]]:
+        """The predicates as the engine's arguments: filter rows, agentRef id, excluded ids, and the
+        rows of agents that substantiate each required capability."""
+        row_of, id_of, eval_of = self._rows, self._ids, self._eval_rows
+        rows: list[int] = []
+        excluded: list[int] = []
+        eval_rows: list[int] = []
+        only = self._engine.NO_AGENT_REF
+        for p in matched.predicates:
+            # most predicates name an interned row: look it up before classifying the string
+            row = row_of.get(p)
+            if row is not None:
+                rows.append(row)
+                if p.startswith(_CAPABILITY):
+                    eval_rows.append(eval_of.get(p, -1))
+            elif p.startswith(_ANTI):
+                excluded.append(id_of.get(p[len(_ANTI):], -1))
+            elif p.startswith(_AGENT_REF):
+                only = id_of.get(p[len(_AGENT_REF):], -1)
+            else:   # a predicate no agent satisfies
+                rows.append(-1)
+                if p.startswith(_CAPABILITY):
+                    eval_rows.append(-1)
+        return rows, only, excluded, eval_rows
+
+    def _interned(self) -> int:
+        """Grows whenever a row or an agent id is interned, which is what can change a resolution."""
+        return len(self._rows) + len(self._eval_rows) + len(self._ids)
+
+    def _resolve_prepared(self, matched: Requirements) -> tuple[list[int], int, list[int], list[int]]:
+        """`_resolve` for a Requirements object the caller keeps and places again (a prepared task)."""
+        stamp = self._interned()
+        cache = self._resolved
+        entry = cache.get(id(matched))
+        # the entry holds `matched` itself, so its id cannot be reused by another object meanwhile
+        if entry is not None and entry[0] is matched and entry[1] == stamp:
+            return entry[2]
+        if len(cache) >= RESOLVED_CACHE_SIZE:
+            cache.clear()
+        resolved = self._resolve(matched)
+        cache[id(matched)] = (matched, stamp, resolved)
+        return resolved
+
+    def _resolve_parsed(self, matched: Requirements) -> tuple[list[int], int, list[int], list[int]]:
+        """`_resolve` for requirements parsed for one placement: the engine arguments depend only on
+        the predicates, so they are kept per predicate set."""
+        stamp = self._interned()
+        cache = self._resolved
+        entry = cache.get(matched.predicates)
+        if entry is None or entry[0] != stamp:
+            if len(cache) >= RESOLVED_CACHE_SIZE:
+                cache.clear()
+            entry = cache[matched.predicates] = (stamp, self._resolve(matched))
+        return entry[1]
+
+    def _remember(self, predicates: tuple[str, ...], expl: Any, eval_rows: list[int]) -> None:
+        cache = self._explained
+        if len(cache) * max(self._count, 1) >= EXPLAINED_CACHE_BUDGET:
+            cache.clear()
+        cache[predicates] = (self.membership, expl, eval_rows)
+
+    def _custom_scores(self, scorer: Scorer, expl: Any, matched: Requirements, session: str | None,
+                       kind: str | None) -> CustomScores:
+        """Scores from a caller's scorer: one mapping with a numeric `total` per eligible agent."""
+        ids = expl.eligible_ids()
+        agents = [self._agents[i] for i in ids]
+        task = ScoringTask(matched, session, kind,
+                           outcomes=lambda name: self.outcomes(name, kind) if kind is not None else (0, 0),
+                           holds_session=lambda name: session is not None and self.holds_session(name, session))
+        raw = list(scorer(task, agents))
+        if len(raw) != len(ids):
+            raise A3Error(f"scorer returned {len(raw)} scores for {len(ids)} eligible agents")
+        entries = []
+        for decl, entry in zip(agents, raw):
+            total = entry.get("total") if isinstance(entry, Mapping) else None
+            if isinstance(total, bool) or not isinstance(total, (int, float)) or total != total:
+                raise A3Error(f"scorer gave agent {decl.agent.name!r} no numeric 'total'")
+            entries.append({"total": float(total), **{k: v for k, v in entry.items() if k != "total"}})
+        best = choose([d.agent.name for d in agents], [e["total"] for e in entries])
+        return CustomScores(ids, entries, ids[best] if best >= 0 else -1)
+
+    # -- internals --------------------------------------------------------------------------------
     def _declaration_json(self, aid: int) -> bytes:
-        """An agent's declaration as JSON, encoded the first time a record needs it: encoding every
-        declaration as it joined took a tenth of adding an agent, for agents most never chosen."""
+        """An agent's declaration as JSON, encoded the first time a record needs it, since most agents
+        of a large fleet are never chosen and encoding on joining would slow every add."""
         text = self._decl_json[aid]
         if text is None:
             text = self._decl_json[aid] = orjson.dumps(self._agents[aid].doc)
@@ -268,8 +472,8 @@ class Fleet:
         """The rows of `declaration_keys(decl)`, then of `evaluated_keys(decl)`, in that order.
 
         A predicate string is built (by `predicates`) and interned only the first time its field
-        value is seen; after that the row is found from the value itself. Building some thirty
-        strings per declaration was two thirds of adding an agent to a large fleet."""
+        value is seen; after that the row is found from the value itself, so adding an agent whose
+        values the fleet has seen builds no strings."""
         by_kind = self._field_rows
         rows: list[int] = []
         cached = by_kind[CAPABILITY]

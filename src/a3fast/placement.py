@@ -1,24 +1,19 @@
-"""place(): gather, filter, explain, score, choose (§5, §6); the Placement; routes; resumed placements.
+"""The Placement (the outcome of placing one task) and routes (§6).
 
 A Placement keeps the decision in compact form (the engine's id sets and score columns); the §6
 scheduling object and its JSON bytes are produced only when a caller asks for them.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .errors import A3Error, FleetError
-from .predicates import AGENT_REF, ANTI_AFFINITY, CAPABILITY, first_failed
-from .schema import Requirements, parse_requirements, task_kind
-from .scoring import ScoringTask, choose
+from . import records
+from .errors import A3Error
+from .schema import Declaration, Requirements, parse_requirements
 
-__all__ = ["Placement", "Route", "RouteError", "place", "resume"]
+__all__ = ["Placement", "Route", "RouteError", "CustomScores"]
 
-_AGENT_REF = AGENT_REF + ":"
-_ANTI = ANTI_AFFINITY + ":"
-_CAPABILITY = CAPABILITY + ":"
 _SINGLE_VALUED = ("residency", "agentRef")
 
 
@@ -65,39 +60,78 @@ class Route:
 
 
 class Placement:
-    """The outcome of placing one task. Bound: `agent`, `scheduling`; not bound: `rejection`."""
+    """The outcome of placing one task. Bound: `agent`, `scheduling`; not bound: `rejection`.
 
-    __slots__ = ("fleet_engine", "_index", "requirements", "submitted", "predicates", "route", "session",
-                 "kind", "explanation", "scores", "agent", "declaration", "_declaration_json",
-                 "gather_ns", "select_ns", "decided_at_ns", "resumed", "recorded_in", "seq",
-                 "generation", "_scheduling", "_custom")
+    Made by `Fleet.place` and `Fleet.resume`. It keeps the decision as the engine left it — the id
+    sets of the explanation and the score columns, with `index`, the engine index whose agent ids
+    they are — and the record writers of `a3fast.records` turn it into §6 records on request.
+    """
 
-    def __init__(self, **fields: Any):
-        self.seq = None
-        self.resumed = False
-        self.recorded_in = None
-        self._scheduling = None
-        self._custom = False
-        for key, value in fields.items():
-            setattr(self, key, value)
+    __slots__ = ("fleet_engine", "index", "requirements", "submitted", "route", "session", "kind",
+                 "explanation", "scores", "custom_scores", "declaration", "declaration_json", "agent",
+                 "gather_ns", "select_ns", "decided_at_ns", "generation", "resumed", "recorded_in",
+                 "seq", "reason_limit", "_scheduling")
+
+    def __init__(self, fleet_engine: str, index: Any, requirements: Requirements,
+                 submitted: Requirements, route: str | None, session: str | None, kind: str | None,
+                 explanation: Any, scores: Any, custom_scores: bool, declaration: Declaration | None,
+                 declaration_json: bytes | None, gather_ns: int | None, select_ns: int | None,
+                 decided_at_ns: int, generation: int, *, resumed: bool = False,
+                 recorded_in: int | None = None, reason_limit: int | None = None):
+        self.fleet_engine = fleet_engine
+        #: the engine index that names this placement's agent ids
+        self.index = index
+        #: the requirements matched (the submitted ones plus what a route added)
+        self.requirements = requirements
+        self.submitted = submitted
+        #: the route's name, or None
+        self.route = route
+        self.session = session
+        self.kind = kind
+        self.explanation = explanation
+        self.scores = scores
+        #: whether `scores` came from a caller's scorer (CustomScores) rather than the engine's
+        self.custom_scores = custom_scores
+        self.declaration = declaration
+        #: the chosen agent's declaration as JSON, as the records carry it
+        self.declaration_json = declaration_json
+        self.agent = declaration.agent.name if declaration is not None else None
+        self.gather_ns = gather_ns
+        self.select_ns = select_ns
+        self.decided_at_ns = decided_at_ns
+        #: the fleet's generation when the task was placed
+        self.generation = generation
+        self.resumed = resumed
+        #: for a resumed placement, the seq of the task.bound that holds its full explanation
+        self.recorded_in = recorded_in
+        #: the seq of this placement's record, when a trace writer has told it
+        self.seq: int | None = None
+        #: at most this many names per predicate in a rejection's reason (None: all, as §6 asks)
+        self.reason_limit = reason_limit
+        self._scheduling: dict[str, Any] | None = None
 
     @property
     def bound(self) -> bool:
         return self.agent is not None
 
+    @property
+    def predicates(self) -> tuple[str, ...]:
+        """The matched predicates in derivation order (§5): the record's filters_passed."""
+        return self.requirements.predicates
+
     # -- the decision, readable without building the record ---------------------------------------
     @property
     def candidates(self) -> list[str]:
-        return self._index.candidate_names(self.explanation)
+        return self.index.candidate_names(self.explanation)
 
     @property
     def eligible(self) -> list[str]:
-        index = self._index
+        index = self.index
         return [index.name(i) for i in self.explanation.eligible_ids()]
 
     @property
     def filters_failed(self) -> list[dict[str, str]]:
-        return self._index.failed_pairs(self.explanation, self.predicates)
+        return self.index.failed_pairs(self.explanation, self.predicates)
 
     def first_failed(self) -> dict[str, str]:
         """Ineligible candidate -> the first predicate it failed."""
@@ -110,9 +144,7 @@ class Placement:
     @property
     def timings(self) -> dict[str, Any]:
         """§6 timings: measured phases only; launch_ms and requests are never invented (reading 9)."""
-        from .records import timings
-
-        return timings(self)
+        return records.timings(self)
 
     # -- records ----------------------------------------------------------------------------------
     @property
@@ -121,18 +153,14 @@ class Placement:
         if not self.bound:
             return None
         if self._scheduling is None:
-            from .records import scheduling_dict
-
-            self._scheduling = scheduling_dict(self)
+            self._scheduling = records.scheduling_dict(self)
         return self._scheduling
 
     def scheduling_json(self) -> bytes | None:
         """The scheduling object as JSON bytes (the native engine writes them directly)."""
         if not self.bound:
             return None
-        from .records import scheduling_json
-
-        return scheduling_json(self)
+        return records.scheduling_json(self)
 
     @property
     def rejection(self) -> dict[str, Any] | None:
@@ -140,15 +168,11 @@ class Placement:
         with the candidates that failed it, candidates and filters_failed (§6)."""
         if self.bound:
             return None
-        from .records import rejection_dict
-
-        return rejection_dict(self)
+        return records.rejection_dict(self)
 
     def summary(self) -> str:
         """One line in the style of a scheduler's event: eligible out of considered, and why not."""
-        from .records import summary_line
-
-        return summary_line(self)
+        return records.summary_line(self)
 
     def _repr_html_(self) -> str:
         """The funnel, scores and candidates as a notebook shows them (a3fast.report)."""
@@ -173,197 +197,3 @@ class CustomScores:
 
     def __len__(self) -> int:
         return len(self.ids)
-
-
-def _custom_scores(fleet, scorer, expl, matched: Requirements, session, kind) -> CustomScores:
-    ids = expl.eligible_ids()
-    agents = [fleet._agents[i] for i in ids]
-    task = ScoringTask(matched, session, kind,
-                       outcomes=lambda name: fleet.outcomes(name, kind),
-                       holds_session=lambda name: session is not None and fleet.holds_session(name, session))
-    raw = list(scorer(task, agents))
-    if len(raw) != len(ids):
-        raise A3Error(f"scorer returned {len(raw)} scores for {len(ids)} eligible agents")
-    entries = []
-    for decl, entry in zip(agents, raw):
-        total = entry.get("total") if isinstance(entry, Mapping) else None
-        if isinstance(total, bool) or not isinstance(total, (int, float)) or total != total:
-            raise A3Error(f"scorer gave agent {decl.agent.name!r} no numeric 'total'")
-        entries.append({"total": float(total), **{k: v for k, v in entry.items() if k != "total"}})
-    best = choose([d.agent.name for d in agents], [e["total"] for e in entries])
-    return CustomScores(ids, entries, ids[best] if best >= 0 else -1)
-
-
-#: Prepared requirements resolved per fleet (rows and ids are append-only, so a resolution stays
-#: valid until the fleet interns something new); bounded so that one-off requirements cannot pile up.
-RESOLVED_CACHE_SIZE = 1024
-
-
-def _resolve(fleet, matched: Requirements, with_kind: bool):
-    """The predicates as the engine's arguments: filter rows, agentRef id, excluded ids, the rows
-    of agents that substantiate each required capability, and the task kind when it is needed."""
-    row_of, id_of, eval_of = fleet._rows, fleet._ids, fleet._eval_rows
-    rows, excluded, eval_rows = [], [], []
-    only = fleet._engine.NO_AGENT_REF
-    for p in matched.predicates:
-        # most predicates name an interned row: look it up before classifying the string
-        row = row_of.get(p)
-        if row is not None:
-            rows.append(row)
-            if p.startswith(_CAPABILITY):
-                eval_rows.append(eval_of.get(p, -1))
-        elif p.startswith(_ANTI):
-            excluded.append(id_of.get(p[len(_ANTI):], -1))
-        elif p.startswith(_AGENT_REF):
-            only = id_of.get(p[len(_AGENT_REF):], -1)
-        else:   # a predicate no agent satisfies
-            rows.append(-1)
-            if p.startswith(_CAPABILITY):
-                eval_rows.append(-1)
-    return rows, only, excluded, eval_rows, task_kind(matched) if with_kind else None
-
-
-#: How many agent-sized explanations the repeated-task cache holds: 4,194 tasks at 1,000 agents,
-#: 41 at 100,000 (an explanation holds P + 1 sets as large as the fleet).
-EXPLAINED_CACHE_BUDGET = 1 << 22
-
-
-def _remember(fleet, predicates: tuple[str, ...], expl, eval_rows) -> None:
-    cache = fleet._explained
-    if len(cache) * max(fleet._count, 1) >= EXPLAINED_CACHE_BUDGET:
-        cache.clear()
-    cache[predicates] = (fleet.membership, expl, eval_rows)
-
-
-def _resolve_prepared(fleet, matched: Requirements):
-    """`_resolve` for a Requirements object the caller keeps and places again (a prepared task)."""
-    stamp = len(fleet._rows) + len(fleet._eval_rows) + len(fleet._ids)
-    cache = fleet._resolved
-    entry = cache.get(id(matched))
-    # the entry holds `matched` itself, so its id cannot be reused by another object meanwhile
-    if entry is not None and entry[0] is matched and entry[1] == stamp:
-        return entry[2]
-    if len(cache) >= RESOLVED_CACHE_SIZE:
-        cache.clear()
-    resolved = _resolve(fleet, matched, True)
-    cache[id(matched)] = (matched, stamp, resolved)
-    return resolved
-
-
-def _resolve_parsed(fleet, matched: Requirements, with_kind: bool):
-    """`_resolve` for requirements parsed for this placement. The engine arguments depend only on
-    the predicates, so they are kept per predicate set (until the fleet interns something new); the
-    task kind, which also reads `kind`, is derived each time it is needed."""
-    stamp = len(fleet._rows) + len(fleet._eval_rows) + len(fleet._ids)
-    cache = fleet._resolved
-    entry = cache.get(matched.predicates)
-    if entry is None or entry[0] != stamp:
-        if len(cache) >= RESOLVED_CACHE_SIZE:
-            cache.clear()
-        entry = cache[matched.predicates] = (stamp, _resolve(fleet, matched, False)[:4])
-    rows, only, excluded, eval_rows = entry[1]
-    return rows, only, excluded, eval_rows, task_kind(matched) if with_kind else None
-
-
-def place(fleet, requirements, *, session=None, route=None, scorer=None, kind=None,
-          remember_session=True) -> Placement:
-    """Place one task on `fleet`; see Fleet.place."""
-    started = time.perf_counter_ns()
-    submitted = parse_requirements(requirements)
-    matched = route.apply(submitted) if route is not None else submitted
-    predicates = matched.predicates
-    session = session if session is not None else matched.session
-
-    # gather: the filter and explanation of a task seen before against the same membership are
-    # reused (they depend only on the predicates and who is in the fleet); else resolve the
-    # predicates to index rows and agent ids, and filter + explain
-    index = fleet._index
-    scorer = scorer or fleet.scorer
-    cached = fleet._explained.get(predicates)
-    if cached is not None and cached[0] == fleet.membership:
-        expl, eval_rows = cached[1], cached[2]
-        if kind is None and (fleet._kinds or scorer):
-            kind = task_kind(matched)
-        gathered = time.perf_counter_ns()
-    else:
-        if matched is requirements:
-            rows, only, excluded, eval_rows, matched_kind = _resolve_prepared(fleet, matched)
-        else:
-            rows, only, excluded, eval_rows, matched_kind = _resolve_parsed(
-                fleet, matched, kind is None and bool(fleet._kinds or scorer))
-        if kind is None and (fleet._kinds or scorer):
-            kind = matched_kind
-        gathered = time.perf_counter_ns()
-        expl = index.explain(rows, only, excluded)
-        _remember(fleet, predicates, expl, eval_rows)
-
-    # score the eligible and choose
-    if scorer is None:
-        session_row = fleet._session_rows.get(session, -1) if session is not None else -1
-        kid = fleet._kinds.get(kind, -1) if kind is not None else -1
-        scores = index.score(expl, eval_rows, session_row, kid, fleet.weights)
-    else:
-        scores = _custom_scores(fleet, scorer, expl, matched, session, kind)
-    best = scores.best
-    selected = time.perf_counter_ns()
-    decided_at = time.time_ns()
-
-    # slots are set directly: Placement(**fields) costs more than the whole native filter
-    placement = Placement.__new__(Placement)
-    placement.fleet_engine = fleet.engine
-    placement._index = index
-    placement.requirements = matched
-    placement.submitted = submitted
-    placement.predicates = predicates
-    placement.route = route.name if route is not None else None
-    placement.session = session
-    placement.kind = kind
-    placement.explanation = expl
-    placement.scores = scores
-    placement.gather_ns = gathered - started
-    placement.select_ns = selected - gathered
-    placement.decided_at_ns = decided_at
-    placement.generation = fleet.generation
-    placement.seq = placement.recorded_in = placement._scheduling = None
-    placement.resumed = False
-    placement._custom = scorer is not None
-    if best >= 0:
-        decl = fleet._agents[best]
-        placement.agent = name = decl.agent.name
-        placement.declaration = decl
-        placement._declaration_json = fleet._decl_json[best] or fleet._declaration_json(best)
-        if session is not None and remember_session and not fleet.holds_session(name, session):
-            fleet.hold_session(name, session)
-    else:
-        placement.agent = placement.declaration = placement._declaration_json = None
-    return placement
-
-
-def resume(fleet, earlier: Placement, *, seq: int | None = None) -> Placement:
-    """A resumed placement (§6): back to the agent `earlier` chose, with no candidates weighed.
-
-    The agent must still be in the fleet and its current declaration must still satisfy every
-    predicate matched the first time, since the resumed record is held to the same checks (§7).
-    """
-    if not earlier.bound:
-        raise FleetError("only a bound placement can be resumed")
-    decl = fleet.get(earlier.agent)
-    if decl is None:
-        raise FleetError(f"cannot resume on {earlier.agent!r}: the agent is no longer in the fleet")
-    unmet = first_failed(decl, earlier.predicates)
-    if unmet is not None:
-        raise FleetError(f"cannot resume on {earlier.agent!r}: its declaration no longer satisfies {unmet}")
-    started = time.perf_counter_ns()
-    aid = fleet._ids[earlier.agent]
-    placement = Placement(
-        fleet_engine=fleet.engine, _index=earlier._index, requirements=earlier.requirements,
-        submitted=earlier.submitted, predicates=earlier.predicates, route=earlier.route,
-        session=earlier.session, kind=earlier.kind, explanation=earlier.explanation,
-        scores=earlier.scores, agent=earlier.agent, declaration=decl,
-        _declaration_json=fleet._declaration_json(aid), gather_ns=None,
-        select_ns=time.perf_counter_ns() - started, decided_at_ns=time.time_ns(),
-        generation=fleet.generation)
-    placement.resumed = True
-    placement.recorded_in = seq if seq is not None else earlier.seq
-    placement._custom = earlier._custom
-    return placement

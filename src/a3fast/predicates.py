@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CAPABILITY", "CLEARANCE", "TOOL", "RESIDENCY", "LATENCY", "AGENT_REF", "ANTI_AFFINITY", "KINDS",
     "UNMET_CODE", "Predicate", "capability", "clearance", "tool", "residency", "latency_class",
-    "agent_ref", "anti_affinity", "derive_predicates", "parse_predicate", "satisfies",
+    "derive_predicates", "parse_predicate", "satisfies",
     "declaration_keys", "evaluated_keys", "first_failed", "derive",
 ]
 
@@ -72,14 +72,6 @@ def latency_class(cls: str) -> str:
     return f"model.latency_class:{cls}"
 
 
-def agent_ref(name: str) -> str:
-    return f"agentRef:{name}"
-
-
-def anti_affinity(name: str) -> str:
-    return f"anti-affinity:{name}"
-
-
 def _unique(items: Iterable[str]) -> tuple[str, ...]:
     # dict keeps insertion order: a predicate that repeats keeps its first place.
     return tuple(dict.fromkeys(items))
@@ -93,7 +85,7 @@ def derive_predicates(req: Requirements) -> tuple[str, ...]:
 
 def derive(capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude) -> tuple[str, ...]:
     """derive_predicates from the parsed fields (the parser calls it before it builds Requirements)."""
-    # Written out (not through the helpers above): this runs once per placement from a dict.
+    # Written out rather than through the helpers above: this runs once per placement from a dict.
     out = [f"capability:{c.name}/{c.version}" for c in capabilities]
     if clearances:
         out += ["clearance:" + c for c in clearances]

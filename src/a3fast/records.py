@@ -7,13 +7,10 @@ from typing import Any, Iterator
 
 import orjson
 
+from .explain import summary_line as _verdict_line
+
 __all__ = ["scheduling_dict", "scheduling_json", "rejection_dict", "timings", "summary_line",
            "placement_records", "reason_text"]
-
-#: How many candidate names a rejection's reason lists per predicate before it counts the rest;
-#: the full lists are in the rejection's filters_failed.
-REASON_NAMES = 10
-
 
 _second_text: list = [None, ""]  # the last whole second formatted, since placements come many a second
 
@@ -40,10 +37,10 @@ def timings(p) -> dict[str, Any]:
 
 
 def _score_map(p) -> dict[str, dict[str, Any]]:
-    if p._custom:
-        index = p._index
+    if p.custom_scores:
+        index = p.index
         return {index.name(aid): entry for aid, entry in zip(p.scores.ids, p.scores.entries)}
-    return p._index.score_map(p.scores)
+    return p.index.score_map(p.scores)
 
 
 def _tail(p) -> dict[str, Any]:
@@ -84,15 +81,17 @@ def _counts(p) -> dict[str, int]:
 
 def scheduling_json(p) -> bytes:
     """The scheduling object as JSON bytes; the engine writes the lists directly."""
-    if p.resumed or p._custom:
+    if p.resumed or p.custom_scores:
         return orjson.dumps(scheduling_dict(p))
     requirements_json = orjson.dumps(p.requirements.doc)
-    return p._index.write_scheduling(p.explanation, p.scores, p.predicates, requirements_json,
-                                     p._declaration_json, orjson.dumps(_tail(p))[1:-1])
+    return p.index.write_scheduling(p.explanation, p.scores, p.predicates, requirements_json,
+                                     p.declaration_json, orjson.dumps(_tail(p))[1:-1])
 
 
 def reason_text(p) -> str:
-    """A §6-conformant reason: every failed predicate with the candidates that failed it first."""
+    """A §6-conformant reason: every failed predicate with every candidate that failed it first.
+    With the placement's `reason_limit` (a caller's choice, departing from §6) at most that many
+    names per predicate, and a count of the rest."""
     expl = p.explanation
     n = expl.candidates_count
     if n == 0:
@@ -100,14 +99,15 @@ def reason_text(p) -> str:
             return ("no eligible agent: the fleet has no agents to consider; the task requires "
                     + ", ".join(p.predicates))
         return "no eligible agent: the fleet has no agents to consider (the task requires nothing)"
-    index = p._index
+    index = p.index
     parts = []
     for k, predicate in enumerate(p.predicates):
         ids = expl.failed_ids(k)
         if not ids:
             continue
-        names = [index.name(i) for i in ids[:REASON_NAMES]]
-        more = f" and {len(ids) - REASON_NAMES} more" if len(ids) > REASON_NAMES else ""
+        limit = p.reason_limit if p.reason_limit is not None else len(ids)
+        names = [index.name(i) for i in ids[:limit]]
+        more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
         parts.append(f"{predicate} failed by {', '.join(names)}{more}")
     return f"no eligible agent among {n} candidate{'s' if n != 1 else ''}: " + "; ".join(parts)
 
@@ -123,10 +123,8 @@ def rejection_dict(p) -> dict[str, Any]:
 
 def summary_line(p) -> str:
     """The placement's one-line verdict (see a3fast.explain.summary_line)."""
-    from .explain import summary_line as line
-
     expl = p.explanation
-    return line(expl.eligible_count, expl.candidates_count, p.predicates, expl.failed_counts(), p.agent)
+    return _verdict_line(expl.eligible_count, expl.candidates_count, p.predicates, expl.failed_counts(), p.agent)
 
 
 def placement_records(p, task: dict[str, Any] | None = None) -> Iterator[tuple[str, bytes]]:

@@ -29,7 +29,7 @@ from .scheduling_record import (ABSENT, BOUND_RECORD, RecordedPlacement, read_sc
 from .trace import (TraceContentError, TraceItem, TraceProblem, TraceRecord, read_trace, read_values)
 
 __all__ = ["Finding", "Verifier", "verify", "verify_file", "verify_stream", "verify_bytes",
-           "verify_items", "is_valid", "summarise", "bench_verify", "ERROR_CODES", "WARNING_CODES"]
+           "verify_items", "is_valid", "summarise", "ERROR_CODES", "WARNING_CODES"]
 
 #: Every error code the verifier reports: §7's, and E_TRACE for the trace format.
 ERROR_CODES = (
@@ -661,10 +661,3 @@ def summarise(findings: list[Finding], source: str | None = None) -> str:
         head += f", {warnings} warning{'s' if warnings != 1 else ''}"
     return "\n".join([head, *(f"  {f}" for f in findings)])
 
-
-def bench_verify(placements: int = 1000, candidates: int = 1000, repeat: int = 3, *,
-                 quick: bool = False) -> dict[str, Any]:
-    """Measure the verifier (see `a3fast.verify_bench`): MB/s, records/s, the baseline, peak RSS."""
-    from .verify_bench import bench_verify as run
-
-    return run(placements=placements, candidates=candidates, repeat=repeat, quick=quick)

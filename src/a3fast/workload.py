@@ -8,11 +8,25 @@ from what some agent declares, so about two thirds are schedulable.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["CAPABILITIES", "CLEARANCES", "TOOLS", "RESIDENCIES", "generate_fleet", "generate_tasks"]
+__all__ = ["CAPABILITIES", "CLEARANCES", "TOOLS", "RESIDENCIES", "MAX_SEED", "generate_fleet",
+           "generate_tasks"]
+
+#: Seeds are integers from 0 to MAX_SEED (numpy's generators take no negative seed).
+MAX_SEED = 2**63 - 1
+#: How many agents a fleet's generation reports at a time to a progress callback.
+PROGRESS_STEP = 1000
+
+
+def _check(seed: Any, count: Any, what: str) -> None:
+    """ValueError naming the argument, for a seed or a count a caller got wrong."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed: expected an integer from 0 to {MAX_SEED}, found {seed!r}")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"{what}: expected a non-negative integer, found {count!r}")
 
 _DOMAINS = ("order", "case", "text", "code", "data", "image", "audio", "invoice", "refund", "ticket",
             "contract", "policy", "claim", "report", "email", "calendar", "search", "payment",
@@ -64,8 +78,11 @@ def _skewed(rng: np.random.Generator, cdf: np.ndarray, n: int, width: int) -> li
     return np.minimum(draws, len(cdf) - 1).tolist()
 
 
-def generate_fleet(n_agents: int, seed: int = 0) -> list[dict[str, Any]]:
-    """`n_agents` §3 declarations, the same for the same seed."""
+def generate_fleet(n_agents: int, seed: int = 0,
+                   progress: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+    """`n_agents` §3 declarations, the same for the same seed; `progress(k)` is told of every
+    PROGRESS_STEP agents made. ValueError for a negative count or seed."""
+    _check(seed, n_agents, "n_agents")
     rng = np.random.default_rng(seed)
     cap_cdf, clr_cdf, tool_cdf = _zipf_cdf(len(CAPABILITIES)), _zipf_cdf(len(CLEARANCES)), _zipf_cdf(len(TOOLS))
     # each capability has a current major version; agents mostly declare the current one
@@ -101,6 +118,10 @@ def generate_fleet(n_agents: int, seed: int = 0) -> list[dict[str, Any]]:
         if has_model[i] < 0.85:
             decl["model"] = {"latency_class": LATENCY_CLASSES[latency[i]], "cost_ceiling_usd": f"{cost[i] / 100:.2f}"}
         fleet.append(decl)
+        if progress is not None and (i + 1) % PROGRESS_STEP == 0:
+            progress(PROGRESS_STEP)
+    if progress is not None and n % PROGRESS_STEP:
+        progress(n % PROGRESS_STEP)
     return fleet
 
 
@@ -109,8 +130,10 @@ def generate_tasks(declarations: list[dict[str, Any]], n_tasks: int, seed: int =
 
     Each task starts from a random agent's declaration (so it is schedulable by construction); a
     third are then perturbed with a requirement drawn from the whole vocabulary, which few agents
-    meet together with the rest.
+    meet together with the rest. `declarations` must be valid §3 documents (parse them first);
+    ValueError for a negative count or seed.
     """
+    _check(seed, n_tasks, "n_tasks")
     rng = np.random.default_rng(seed + 1_000_003)
     tasks = []
     n = len(declarations)
@@ -132,8 +155,9 @@ def generate_tasks(declarations: list[dict[str, Any]], n_tasks: int, seed: int =
         if template.get("residency") and rng.random() < 0.5:
             labels = template["residency"]
             task["residency"] = labels[int(rng.integers(0, len(labels)))]
-        if template.get("model") and rng.random() < 1 / 3:
-            task["model"] = {"latency_class": template["model"]["latency_class"]}
+        latency_class = (template.get("model") or {}).get("latency_class")
+        if template.get("model") and rng.random() < 1 / 3 and latency_class is not None:
+            task["model"] = {"latency_class": latency_class}
         if rng.random() < 1 / 3:
             _perturb(rng, task)
         roll = rng.random()

@@ -11,7 +11,8 @@ A3 §8's Authority Envelope).
 Modules: `vocabulary` (operations, capability keys, interning), `documents` (contracts, mappings,
 skills, connection, engagement, runtime policy), `keys` and `engagement` (Ed25519 signatures),
 `catalog` and `effective` (connection ∩ engagement ∩ runtime, with reasons), `resolution` (skills
-to tools), `envelope` (admit, and the verifier's envelope warnings), `bench`.
+to tools), `envelope` (admit, and the verifier's envelope warnings). Its benchmark is
+`a3fast.bench.authority`.
 """
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ import importlib
 # Each public name and the module that defines it; modules load on first use, so that the verifier
 # can import `a3fast.authority.envelope` without loading cryptography and the resolver.
 _MODULES = {
-    "bench": ("bench_resolve", "synthetic_workload"),
     "catalog": ("Catalog",),
     "documents": ("CONDITIONS", "DECISIONS", "Connection", "Contract", "Engagement", "HostMapping", "Rule",
                   "RuntimePolicy", "Signature", "Skill", "parse_connection", "parse_contract", "parse_contracts",

@@ -16,7 +16,7 @@ from . import reasons as R
 from .catalog import Catalog
 from .documents import Connection, Rule, RuntimePolicy
 from .engagement import EngagementCheck, verify_engagement
-from .times import DEFAULT_SKEW_SECONDS, current_instant, format_instant, to_micros
+from .times import DEFAULT_SKEW_SECONDS, check_skew, current_instant, format_instant, to_micros
 
 __all__ = ["GRANTED", "CONFIRM", "DENIED", "Grant", "RuntimeOutcome", "apply_policy", "Authority",
            "is_revoked", "effective_authority"]
@@ -177,8 +177,10 @@ def effective_authority(catalog: Catalog, connection: Connection, engagement: An
                         now: datetime | str | None = None,
                         skew_seconds: int = DEFAULT_SKEW_SECONDS) -> Authority:
     """connection ∩ engagement ∩ runtime at `now`. `engagement` is a descriptor as received (any
-    JSON value; it is verified here) or an `EngagementCheck` already made at the same instant."""
+    JSON value; it is verified here) or an `EngagementCheck` already made at the same instant.
+    ValueError for a bad `now` or `skew_seconds` (see `verify_engagement`)."""
     now = current_instant(now)  # one instant for the descriptor and the revocation alike
+    check_skew(skew_seconds)
     if isinstance(engagement, EngagementCheck):
         if engagement.valid and engagement.engagement.connection != connection.id:
             raise ValueError(f"this engagement check was made for connection {engagement.engagement.connection!r},"

@@ -19,7 +19,7 @@ from ..errors import SchemaError
 from . import reasons as R
 from .documents import Connection, Engagement, parse_engagement
 from .keys import ALGORITHM, b64url_encode
-from .times import DEFAULT_SKEW_SECONDS, format_instant, now_micros, to_micros
+from .times import DEFAULT_SKEW_SECONDS, check_skew, format_instant, now_micros, to_micros
 
 __all__ = ["SIGNATURE_FIELD", "canonical_bytes", "sign_engagement", "EngagementCheck", "verify_engagement"]
 
@@ -88,8 +88,13 @@ def verify_engagement(descriptor: Any, connection: Connection, *, now: datetime 
     so a descriptor that fails it is reported for that alone. After it: the connection and the
     experience must be this connection's, and `issued_at - skew <= now < expires` (the skew only
     forgives an issuer's clock running ahead; it never extends an expiry).
+
+    Whatever the descriptor holds, the answer is an EngagementCheck; only a caller's own mistake —
+    a `now` that is not an aware datetime, RFC 3339 text or None, or a `skew_seconds` that is not a
+    non-negative integer — raises, and always ValueError.
     """
     at = now_micros(now)
+    check_skew(skew_seconds)
     try:
         engagement = parse_engagement(descriptor)
     except SchemaError as exc:

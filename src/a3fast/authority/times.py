@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
-__all__ = ["parse_instant", "format_instant", "to_micros", "now_micros", "current_instant",
+__all__ = ["parse_instant", "format_instant", "to_micros", "now_micros", "current_instant", "check_skew",
            "DEFAULT_SKEW_SECONDS"]
 
 #: How far ahead of this host's clock a descriptor's `issued_at` may be (another host's clock may
@@ -64,7 +64,8 @@ def to_micros(instant: datetime) -> int:
 
 def current_instant(now: datetime | str | None = None) -> datetime:
     """`now` as an aware datetime: as given, parsed from RFC 3339 text, or this host's clock (None).
-    ValueError for naive datetimes and unparsable text: a caller's mistake, not a document's."""
+    ValueError for naive datetimes, unparsable text and any other type: a caller's mistake, not a
+    document's."""
     if now is None:
         return datetime.now(timezone.utc)
     if isinstance(now, str):
@@ -72,9 +73,19 @@ def current_instant(now: datetime | str | None = None) -> datetime:
         if parsed is None:
             raise ValueError(f"not an RFC 3339 instant: {now!r}")
         return parsed
-    if now.tzinfo is None:
+    if not isinstance(now, datetime):
+        raise ValueError(f"now must be a timezone-aware datetime, RFC 3339 text or None, "
+                         f"not {type(now).__name__}")
+    if now.tzinfo is None or now.utcoffset() is None:
         raise ValueError("now must be timezone-aware")
     return now
+
+
+def check_skew(skew_seconds: object) -> int:
+    """`skew_seconds` if it is a non-negative integer; ValueError otherwise (a caller's mistake)."""
+    if isinstance(skew_seconds, bool) or not isinstance(skew_seconds, int) or skew_seconds < 0:
+        raise ValueError(f"skew_seconds must be a non-negative integer, not {skew_seconds!r}")
+    return skew_seconds
 
 
 def now_micros(now: datetime | str | None = None) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from .._pure import bits_to_ids
+from ..bitset import bits_to_ids
 from ..schema import IDENTIFIER, MAX_VERSION
 
 __all__ = [

@@ -72,8 +72,8 @@ def bench_compact(agents: int = 1_000, placements: int = 1_000, repeat: int = 5,
         for t in tasks:
             fleet.place(t, remember_session=False)
 
-    fleet._explained.clear()
-    first_s = _median_time(lambda: (fleet._explained.clear(), repeated()), repeat)
+    fleet.forget_explanations()
+    first_s = _median_time(lambda: (fleet.forget_explanations(), repeated()), repeat)
     repeated()  # every task's explanation is now cached
     hit_s = _median_time(repeated, repeat)
     n = len(done)

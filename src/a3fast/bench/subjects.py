@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ..fleet import Fleet
-from ..placement import _resolve_prepared
 from ..schema import Requirements
 from .baselines import BASELINES, Baseline
 
@@ -48,12 +47,10 @@ class EngineSubject(Subject):
         self.name = engine
         self.fleet = Fleet(engine=engine)
         self.fleet.extend(declarations)
-        #: empties the fleet's reuse of repeated tasks' explanations (placement), where it has one
-        self.forget = getattr(self.fleet, "_explained", {}).clear
+        self.forget = self.fleet.forget_explanations
 
     def explain(self, req: Requirements):
-        rows, only, excluded, _, _ = _resolve_prepared(self.fleet, req)
-        return self.fleet._index.explain(rows, only, excluded)
+        return self.fleet.explain(req)
 
     def place(self, req: Requirements):
         placement = self.fleet.place(req, remember_session=False)

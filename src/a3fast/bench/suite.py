@@ -3,13 +3,11 @@
 Per fleet size (`a3fast.workload`, seed 0): build each subject, time the scenarios of
 `subjects.SCENARIOS` side by side (harness), and record the fleet build time and index bytes per
 agent. At the largest size: one-agent updates (add, replace, remove) and, in a process of its own,
-the peak RSS of a scheduler holding the native fleet. Figures from other parts of a3fast (the
-verifier, skill resolution) are appended when their modules are present.
+the peak RSS of a scheduler holding the native fleet. Then the other subjects of `a3fast.bench`:
+the verifier, skill resolution, and explanations at fleet scale.
 """
 from __future__ import annotations
 
-import importlib
-import inspect
 import os
 import platform
 import statistics
@@ -20,19 +18,20 @@ from typing import Any, Callable, Sequence
 
 from ..engines import ENGINE, available_engines
 from ..schema import parse_declaration, parse_requirements
+from .authority import bench_resolve
 from .baselines import BASELINES
+from .compact import bench_compact
 from .harness import Cell, measure_cells, time_each
 from .subjects import SCENARIOS, EngineSubject, build_subjects
+from .verify import bench_verify
 
 __all__ = ["BenchConfig", "BenchReport", "run_bench", "EXTRA_BENCHES"]
 
-#: Other parts of a3fast that measure themselves: (title, [(module, function), ...]); the first
-#: importable one is called, with quick=True when it takes that argument.
-EXTRA_BENCHES = (
-    ("verifier (§7)", [("a3fast.verify", "bench_verify"), ("a3fast.verify_bench", "bench_verify")]),
-    ("skill resolution (authority)", [("a3fast.authority", "bench_resolve"),
-                                      ("a3fast.authority.bench", "bench_resolve")]),
-    ("explanations at fleet scale (compact trace, cache)", [("a3fast.bench.compact", "bench_compact")]),
+#: The subjects measured after the matcher: (title, function taking `quick`).
+EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
+    ("verifier (§7)", bench_verify),
+    ("skill resolution (authority)", bench_resolve),
+    ("explanations at fleet scale (compact trace, cache)", bench_compact),
 )
 
 
@@ -162,22 +161,7 @@ def _updates(fleet, parsed, count: int) -> dict[tuple[str, str], list[int]]:
 
 def _extras(quick: bool, progress: Callable[[str], None]) -> list[tuple[str, dict[str, Any] | str]]:
     out: list[tuple[str, dict[str, Any] | str]] = []
-    for title, candidates in EXTRA_BENCHES:
-        fn = None
-        for module_name, attr in candidates:
-            try:
-                fn = getattr(importlib.import_module(module_name), attr, None)
-            except ImportError:
-                fn = None
-            if fn is not None:
-                break
-        if fn is None:
-            out.append((title, "not available"))
-            continue
+    for title, bench in EXTRA_BENCHES:
         progress(title)
-        kwargs = {"quick": True} if quick and "quick" in inspect.signature(fn).parameters else {}
-        try:
-            out.append((title, fn(**kwargs)))
-        except Exception as exc:  # another module's benchmark failing must not lose this table
-            out.append((title, f"failed: {type(exc).__name__}: {exc}"))
+        out.append((title, bench(quick=quick)))
     return out

@@ -6,11 +6,13 @@ benchmark code and a fresh shell starts quickly.
 from __future__ import annotations
 
 import importlib
+import os
 
 import click
 
 from .. import __version__
 from ..engines import ENGINE, NATIVE_AVAILABLE
+from .common import EXIT_INTERNAL
 
 #: command name -> "module:attribute" under a3fast.cli
 COMMANDS = {
@@ -32,6 +34,22 @@ COMMANDS = {
 
 class LazyGroup(click.Group):
     """A click group whose subcommands live in their own modules and load on first use."""
+
+    def invoke(self, ctx):
+        """Run the subcommand; an exception no command turned into an answer or a bad-input message
+        is a3fast's own fault, reported on one line with exit code 3 so that it cannot pass for an
+        answer (A3FAST_DEBUG=1 re-raises it with its traceback)."""
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort,
+                SystemExit, KeyboardInterrupt, BrokenPipeError):
+            raise
+        except Exception as exc:
+            if os.environ.get("A3FAST_DEBUG") == "1":
+                raise
+            message = " ".join(str(exc).split())
+            click.echo(f"a3fast: internal error: {type(exc).__name__}: {message} (please report)", err=True)
+            ctx.exit(EXIT_INTERNAL)
 
     def list_commands(self, ctx):
         return sorted(name for name in COMMANDS if self._load(name) is not None)
@@ -66,5 +84,9 @@ def main() -> None:
     """a3fast: match tasks to AI agents by the A3 Capability Schema 1.0, and explain every decision.
 
     Exit codes: 0 success, 1 a negative answer (unschedulable, invalid trace, unresolved skill),
-    2 bad input (unreadable file, invalid JSON, schema errors).
+    2 bad input (unreadable file, invalid JSON, schema errors, a bad option), 3 an internal error
+    (a3fast's fault, never an answer: please report it; A3FAST_DEBUG=1 shows the traceback).
+
+    Outputs: -o/--output FILE writes a file (atomically); --json prints machine-readable results
+    on standard output. Long work draws a progress bar on standard error when it is a terminal.
     """

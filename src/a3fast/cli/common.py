@@ -1,12 +1,15 @@
 """What every subcommand shares: reading JSON input with precise errors, atomic output, exit codes."""
 from __future__ import annotations
 
+import errno
+import io
 import os
+import re
 import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 import click
 
@@ -16,6 +19,8 @@ from ..schema import loads
 EXIT_OK = 0
 EXIT_NEGATIVE = 1
 EXIT_BAD_INPUT = 2
+#: An unexpected exception: a3fast's fault, never an answer (see `a3fast.cli.main`).
+EXIT_INTERNAL = 3
 
 
 class BadInput(click.ClickException):
@@ -99,32 +104,205 @@ def rooted(problem: Problem, prefix: str) -> str:
     return f"{prefix}{problem.path[1:]}: expected {problem.expected}, found {problem.found}"
 
 
-@contextmanager
-def atomic_output(path: str | None, mode: str = "wb") -> Iterator[Any]:
-    """Write to a temporary file beside `path` and rename it into place only on success, so that a
-    failure never leaves a half-written file; None or '-' writes to standard output."""
-    if path is None or path == "-":
-        yield sys.stdout.buffer if "b" in mode else sys.stdout
-        return
-    target = Path(path)
+#: Temporary output files are named `.NAME.a3fast-tmp.<pid>.<random>` beside their target, so that
+#: one left behind by a killed process can be recognised, and removed once that process is gone.
+TEMP_MARK = ".a3fast-tmp."
+_TEMP_NAME = re.compile(r"\..+" + re.escape(TEMP_MARK) + r"([0-9]+)\.[A-Za-z0-9_]+")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent))
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot write: {exc.strerror or exc}") from None
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0  # another user's live process (or a pid we cannot ask about): keep its file
+    return True
+
+
+def remove_stale_temps(directory: Path) -> list[Path]:
+    """Remove the temporary output files in `directory` whose writing process no longer runs (a
+    run killed mid-write leaves one behind); returns what was removed. Never raises."""
+    removed = []
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as an ordinary new file; mkstemp makes it private
-        with os.fdopen(fd, mode) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException as exc:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _TEMP_NAME.fullmatch(entry.name)
+        if match is None or _pid_alive(int(match.group(1))):
+            continue
         try:
-            os.unlink(tmp)
+            if entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
         except OSError:
             pass
-        if isinstance(exc, OSError):
-            raise BadInput(f"{path}: cannot write: {exc.strerror or exc}") from None
+    return removed
+
+
+def _is_stdout(path: str | None) -> bool:
+    return path is None or path == "-"
+
+
+def _check_target(path: str) -> None:
+    target = Path(path)
+    if target.is_dir():
+        raise BadInput(f"{path}: cannot write: {os.strerror(errno.EISDIR)}")
+    parent = target.parent
+    if not parent.is_dir():
+        why = errno.ENOENT if not parent.exists() else errno.ENOTDIR
+        raise BadInput(f"{path}: cannot write: {os.strerror(why)}")
+
+
+def _prepare(path: str) -> tuple[int, str]:
+    """A temporary file beside `path`, made only if `path` can be replaced by a file."""
+    _check_target(path)
+    target = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}{TEMP_MARK}{os.getpid()}.", dir=str(target.parent))
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot write: {exc.strerror or exc}") from None
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # as an ordinary new file; mkstemp makes it private
+    return fd, tmp
+
+
+def check_outputs(paths: Sequence[str | None]) -> None:
+    """BadInput unless every output path names a distinct file that can be written (its directory
+    exists, it is not a directory); standard output ('-' or None) may appear once. Commands that
+    work long before they write call this first, so that a bad output path fails fast."""
+    seen: dict[str, str] = {}
+    stdout = 0
+    for path in paths:
+        if _is_stdout(path):
+            stdout += 1
+            if stdout > 1:
+                raise BadInput("two outputs would both go to standard output; give one of them a file")
+            continue
+        _check_target(path)
+        key = os.path.realpath(path)
+        if key in seen:
+            raise BadInput(f"{path}: named for two outputs; give each output its own file")
+        seen[key] = path
+
+
+@contextmanager
+def atomic_outputs(paths: Sequence[str | None], mode: str = "wb") -> Iterator[list[Any]]:
+    """Write several outputs all or nothing: every target is checked and its temporary file made
+    before anything is written, and every file is renamed into place only after all were written
+    without error. A failure before the renames leaves every target untouched. A path of None or
+    '-' is standard output; when other outputs go to files, what goes to standard output is held
+    back until they are in place, so that a failed run prints nothing either."""
+    check_outputs(paths)
+    binary = "b" in mode
+    for directory in dict.fromkeys(Path(p).parent for p in paths if not _is_stdout(p)):
+        remove_stale_temps(directory)
+    prepared: list[tuple[str, str] | None] = []
+    handles: list[Any] = []
+    held: io.BytesIO | io.StringIO | None = None
+    try:
+        for path in paths:
+            if _is_stdout(path):
+                prepared.append(None)
+                continue
+            fd, tmp = _prepare(path)
+            prepared.append((path, tmp))
+            handles.append(os.fdopen(fd, mode))
+        files = iter(handles)
+        streams = []
+        for entry in prepared:
+            if entry is not None:
+                streams.append(next(files))
+            elif len(paths) == 1:
+                streams.append(sys.stdout.buffer if binary else sys.stdout)
+            else:
+                held = io.BytesIO() if binary else io.StringIO()
+                streams.append(held)
+        yield streams
+        for fh in handles:
+            fh.flush()
+            os.fsync(fh.fileno())
+            fh.close()
+        for entry in prepared:
+            if entry is not None:
+                os.replace(entry[1], entry[0])
+    except BaseException as exc:
+        for fh in handles:
+            try:
+                fh.close()
+            except OSError:
+                pass
+        for entry in prepared:
+            if entry is not None:
+                try:
+                    os.unlink(entry[1])
+                except OSError:
+                    pass
+        if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
+            failed = next((p for p in paths if not _is_stdout(p) and exc.filename in (None, p)), None)
+            raise BadInput(f"{failed or 'output'}: cannot write: {exc.strerror or exc}") from None
         raise
+    if held is not None:
+        out = sys.stdout.buffer if binary else sys.stdout
+        out.write(held.getvalue())
+        out.flush()
+
+
+@contextmanager
+def atomic_output(path: str | None, mode: str = "wb") -> Iterator[Any]:
+    """One output written all or nothing (see `atomic_outputs`); None or '-' is standard output."""
+    with atomic_outputs([path], mode) as (stream,):
+        yield stream
+
+
+@contextmanager
+def progress(items: Iterable[Any], length: int | None, label: str) -> Iterator[Iterable[Any]]:
+    """`items`, drawing a progress bar on standard error while it is consumed — only when standard
+    error is a terminal, so pipes, files and logs never see one."""
+    if not sys.stderr.isatty():
+        yield items
+        return
+    with click.progressbar(items, length=length, label=label, file=sys.stderr) as bar:
+        yield bar
+
+
+class AliasedOption(click.Option):
+    """An option with older spellings that still work but no longer appear in --help."""
+
+    def __init__(self, *args: Any, aliases: Sequence[str] = (), **kwargs: Any):
+        self.aliases = tuple(aliases)
+        super().__init__(*args, **kwargs)
+
+    def get_help_record(self, ctx: click.Context):
+        shown = self.opts
+        self.opts = [o for o in shown if o not in self.aliases]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = shown
+
+
+def output_option(help: str, *, aliases: Sequence[str] = ("--out",), default: str | None = None):
+    """`-o/--output FILE`, the one spelling of an output file; `aliases` are older spellings."""
+    return click.option("-o", "--output", *aliases, "output", cls=AliasedOption, aliases=aliases,
+                        default=default, show_default=default is not None, metavar="FILE", help=help)
+
+
+def json_option(help: str):
+    """`--json`: machine-readable results on standard output."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+@contextmanager
+def progress_bar(length: int, label: str) -> Iterator[Any]:
+    """An `update(n)` callable that advances a progress bar on standard error — drawn only when
+    standard error is a terminal; elsewhere it does nothing."""
+    if not sys.stderr.isatty() or length <= 0:
+        yield lambda n: None
+        return
+    with click.progressbar(length=length, label=label, file=sys.stderr) as bar:
+        yield bar.update

@@ -1,6 +1,7 @@
 """`a3fast conformance`: run the conformance vectors (§9) against a3fast or another verifier."""
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import click
 
 from ..conformance import (CAPABILITY_SUITE, MATCHING_SUITE, check_vector_files, default_vectors_dir,
                            fleet_match, load_matching, load_vectors, run_a3fast, run_command,
-                           run_vectors)
+                           run_vectors, verifier_argv)
 from .common import EXIT_NEGATIVE, EXIT_OK, BadInput
 
 
@@ -18,20 +19,29 @@ from .common import EXIT_NEGATIVE, EXIT_OK, BadInput
                    "input and prints the `a3fast verify --json` result form.")
 @click.option("--vectors", "vectors_dir", default=None, metavar="DIR",
               type=click.Path(file_okay=False, path_type=Path),
-              help="The vectors/ directory (default: $A3FAST_VECTORS, else the checkout's vectors/ or ./vectors).")
+              help="The vectors/ directory (default: $A3FAST_VECTORS, else the vectors installed with "
+                   "a3fast, else the checkout's vectors/ or ./vectors).")
 @click.option("--suite", type=click.Choice([CAPABILITY_SUITE, MATCHING_SUITE]), default=CAPABILITY_SUITE,
               show_default=True, help="Verifier vectors, or matching vectors (run on a3fast's Fleet).")
 @click.option("--required-only", is_flag=True,
               help="Skip the optional/ vectors, which depend on a3fast's readings of the spec.")
 @click.option("--engine", type=click.Choice(["native", "pure"]), default=None,
               help="Engine for the matching vectors (default: a3fast.ENGINE).")
-@click.option("--timeout", default=30.0, show_default=True, help="Seconds allowed per vector for CMD.")
+@click.option("--timeout", type=float, default=30.0, show_default=True,
+              help="Seconds allowed per vector for CMD (a positive finite number).")
 @click.option("-v", "--verbose", is_flag=True, help="Also list the vectors that passed.")
 def conformance(command, vectors_dir, suite, required_only, engine, timeout, verbose):
     """Run the conformance vectors and print `N passed, M failed`, naming each failure.
 
     Exit 0 all passed, 1 some failed, 2 the vectors cannot be read.
     """
+    if not 0 < timeout < math.inf:
+        raise BadInput(f"--timeout: expected a positive finite number of seconds, found {timeout}")
+    if command is not None:
+        try:
+            verifier_argv(command)
+        except ValueError as exc:
+            raise BadInput(f"--verifier: {exc}") from None
     root = vectors_dir or default_vectors_dir()
     if root is None or not (Path(root) / suite).is_dir():
         raise BadInput(f"{root or 'vectors/'}: no {suite}/ vectors here; give --vectors DIR "
@@ -54,13 +64,25 @@ def _check_format(root: Path, suite: str) -> None:
 
     if find_spec("jsonschema") is None:  # the format check needs it; running the vectors does not
         return
-    problems = check_vector_files(root, suite)
+    problems = _loaded(root, suite, lambda: check_vector_files(root, suite))
     if problems:
         raise BadInput([f"{root / suite}/{p}" for p in problems])
 
 
+def _loaded(root: Path, suite: str, load):
+    """What `load` reads from the vectors; a file it cannot read, or one that is not in the
+    vectors' format, is BadInput (the format check names the problem when jsonschema is present)."""
+    try:
+        return load()
+    except OSError as exc:
+        raise BadInput(f"{exc.filename or root / suite}: cannot read: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
+        raise BadInput(f"{root / suite}: not in the vectors' format ({type(exc).__name__}: "
+                       f"{' '.join(str(exc).split())[:200]})") from None
+
+
 def _run_verifier(root: Path, command, required_only, timeout, verbose):
-    vectors = load_vectors(root, CAPABILITY_SUITE, optional=not required_only)
+    vectors = _loaded(root, CAPABILITY_SUITE, lambda: load_vectors(root, CAPABILITY_SUITE, optional=not required_only))
     runner = run_a3fast if command is None else run_command(command, timeout)
 
     def report(outcome):
@@ -74,7 +96,7 @@ def _run_verifier(root: Path, command, required_only, timeout, verbose):
 
 def _run_matching(root: Path, engine, verbose):
     failures, passed = [], 0
-    for case in load_matching(root):
+    for case in _loaded(root, MATCHING_SUITE, lambda: load_matching(root)):
         try:
             differences = fleet_match(case, engine).differences(case.expected)
         except Exception as exc:  # a case the matcher refuses is a failure to report, not a crash

@@ -10,8 +10,8 @@ from ..fleet import Fleet
 from ..records import placement_records
 from ..schema import parse_requirements
 from ..trace import TraceWriter
-from ..workload import generate_fleet, generate_tasks
-from .common import atomic_output
+from ..workload import MAX_SEED, generate_fleet, generate_tasks
+from .common import BadInput, atomic_output, check_outputs, output_option
 
 
 def decisive_predicate(placement) -> str | None:
@@ -73,12 +73,16 @@ def report_text(trace_path: str) -> str:
 @click.command()
 @click.option("--agents", type=click.IntRange(1, 1_000_000), default=1000, show_default=True)
 @click.option("--tasks", type=click.IntRange(1, 10_000_000), default=500, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True)
 @click.option("--engine", type=click.Choice(["native", "pure"]), default=None)
-@click.option("--trace", "trace_path", default="a3fast-demo.jsonl", show_default=True, metavar="FILE",
-              help="Where the trace is written (replaced atomically).")
-def demo(agents, tasks, seed, engine, trace_path):
+@output_option("Where the trace is written (replaced atomically).", aliases=("--trace",),
+               default="a3fast-demo.jsonl")
+def demo(agents, tasks, seed, engine, output):
     """Place a stream of tasks on a generated fleet, write the trace, and report."""
+    if output == "-":
+        raise BadInput("--output: the demo reports on standard output; give the trace a file")
+    check_outputs([output])
+    trace_path = output
     declarations = generate_fleet(agents, seed)
     fleet = Fleet(engine=engine)
     started = time.perf_counter()

@@ -5,13 +5,13 @@ from typing import Any
 
 from ..errors import FleetError, SchemaError
 from ..fleet import Fleet
-from ..schema import Requirements, parse_declaration, parse_requirements
+from ..schema import Declaration, Requirements, parse_declaration, parse_requirements
 from .common import BadInput, read_json, read_json_documents, rooted
 
 
-def load_fleet(path: str, engine: str | None) -> Fleet:
-    """A fleet from a JSON array or JSON Lines file of §3 declarations; BadInput lists every
-    problem (file, line or index, JSON path) and nothing is half-built."""
+def read_declarations(path: str) -> list[tuple[str, Declaration]]:
+    """The §3 declarations of a JSON array or JSON Lines file, each with its place in the file;
+    BadInput lists every problem (file, line or index, JSON path)."""
     documents, problems = read_json_documents(path, strict=False)
     parsed = []
     for prefix, doc in documents:
@@ -21,6 +21,14 @@ def load_fleet(path: str, engine: str | None) -> Fleet:
             problems += [f"{path}: {rooted(p, prefix)}" for p in exc.problems]
     if problems:
         raise BadInput(problems)
+    return parsed
+
+
+def load_fleet(path: str, engine: str | None) -> Fleet:
+    """A fleet from a JSON array or JSON Lines file of §3 declarations; BadInput lists every
+    problem (file, line or index, JSON path) and nothing is half-built."""
+    parsed = read_declarations(path)
+    problems: list[str] = []
     try:
         fleet = Fleet(engine=engine)
     except ValueError as exc:

@@ -7,6 +7,7 @@ something usable was read, 2 when nothing was (or when a flag or a file the call
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import click
@@ -22,7 +23,8 @@ from ..interop.sources import (Document, expand_paths, json_document, json_docum
                                yaml_documents)
 from ..interop.supply import Supplied, read_grants
 from ..schema import LATENCY_CLASSES, loads
-from .common import EXIT_BAD_INPUT, BadInput, atomic_output, read_bytes, read_json_documents
+from .common import (EXIT_BAD_INPUT, BadInput, atomic_outputs, check_outputs, json_option, output_option,
+                     progress, read_bytes, read_json_documents)
 
 #: Supplied field (its JSON path's first key) -> the flag the caller used for it.
 FLAGS = {
@@ -30,7 +32,7 @@ FLAGS = {
     "skill_versions": "--capability-version", "capabilities": "--capability",
     "clearances": "--clearance", "grants": "--grants", "residency": "--residency",
     "latency_class": "--latency-class", "cost_ceiling_usd": "--cost-ceiling",
-    "skill_domain": "--skill-domain", "server": "--server",
+    "skill_domain": "--skill-domain", "server": "--server", "normalise": "--normalise",
 }
 
 
@@ -45,10 +47,13 @@ def import_group() -> None:
 
 
 def _output_options(fn: Callable) -> Callable:
+    fn = json_option('Print one JSON object on standard output instead of the report on standard error: '
+                     '{"declarations": [...], "report": {...}} (with "contracts" and "mappings" when '
+                     'drafted); -o still writes the declarations file.')(fn)
     fn = click.option("--report", "report_path", metavar="FILE",
                       help="Also write the full report as JSON.")(fn)
-    return click.option("-o", "--output", metavar="FILE",
-                        help="Write the declarations here (JSON Lines) instead of standard output.")(fn)
+    return output_option("Write the declarations here (JSON Lines) instead of standard output.",
+                         aliases=())(fn)
 
 
 def _agent_options(fn: Callable) -> Callable:
@@ -80,7 +85,7 @@ def _agent_options(fn: Callable) -> Callable:
               help="Domain prefixed to normalised skill ids, e.g. travel -> travel.book-air-tickets.")
 @_output_options
 def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cost_ceiling,
-        versions, normalise, skill_domain, output, report_path) -> None:
+        versions, normalise, skill_domain, output, report_path, as_json) -> None:
     """Declarations from A2A Agent Cards (files, directories of *.json, or - for standard input).
 
     A file holds one card, a JSON array of cards or JSON Lines. Skill ids become capability
@@ -93,10 +98,11 @@ def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cos
                          clearances=tuple(clearances), grants=_grants(grants_path),
                          residency=tuple(residency) or None, latency_class=latency_class,
                          cost_ceiling_usd=cost_ceiling, normalise=normalise, skill_domain=skill_domain)
+    outputs = _outputs(output, report_path, as_json)
     report = ImportReport("a2a")
     docs = _read(cards, (".json", ".jsonl"), json_documents, report)
     result = _run(lambda: import_cards(docs, supplied, report))
-    _finish(result, output, report_path)
+    _finish(result, outputs)
 
 
 @import_group.command("mcp")
@@ -120,7 +126,7 @@ def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cos
 @_output_options
 def mcp(listings, fleet_path, bind, bind_all, namespace, clearances, grants_path, residency,
         latency_class, cost_ceiling, capabilities, server, contracts_path, mappings_path, output,
-        report_path) -> None:
+        report_path, as_json) -> None:
     """Bind the tools of an MCP tool listing to agents (A3 §3 `tools`).
 
     LISTING is a bare array of tools, {"tools": [...]}, or a JSON-RPC tools/list response; several
@@ -140,6 +146,8 @@ def mcp(listings, fleet_path, bind, bind_all, namespace, clearances, grants_path
                          clearances=tuple(clearances), grants=_grants(grants_path),
                          residency=tuple(residency) or None, latency_class=latency_class,
                          cost_ceiling_usd=cost_ceiling)
+    outputs = _outputs(output, report_path, as_json, declarations=bool(bind or bind_all),
+                       contracts=contracts_path, mappings=mappings_path)
     fleet = []
     if fleet_path:
         fleet = [Document(fleet_path, prefix, doc) for prefix, doc in read_json_documents(fleet_path)]
@@ -148,11 +156,7 @@ def mcp(listings, fleet_path, bind, bind_all, namespace, clearances, grants_path
     result = _run(lambda: import_listings(docs, supplied, fleet=fleet,
                                           bind=None if bind_all else bind, server=server,
                                           contracts=drafts, report=report))
-    _finish(result, output, report_path, write_declarations=bool(bind or bind_all))
-    if contracts_path is not None:
-        _write_lines(contracts_path, result.contracts)
-    if mappings_path is not None:
-        _write_lines(mappings_path, result.mappings)
+    _finish(result, outputs)
 
 
 @import_group.command("k8s")
@@ -160,17 +164,18 @@ def mcp(listings, fleet_path, bind, bind_all, namespace, clearances, grants_path
 @click.option("--namespace", metavar="NS",
               help="Namespace for declarations whose object has no metadata.namespace.")
 @_output_options
-def k8s(manifests, namespace, output, report_path) -> None:
+def k8s(manifests, namespace, output, report_path, as_json) -> None:
     """Declarations carried by Kubernetes manifests (YAML or JSON; files, directories, or -).
 
     Read from the `a3.dev/declaration` annotation (JSON) of any object, and from AgentDeclaration
     resources (spec). metadata.name and metadata.namespace fill the agent when it is left out.
     """
     supplied = _supplied([], namespace=namespace)
+    outputs = _outputs(output, report_path, as_json)
     report = ImportReport("k8s")
     docs = _read(manifests, (".yaml", ".yml", ".json"), _yaml(report), report)
     result = _run(lambda: declarations_from_manifests(docs, supplied, report))
-    _finish(result, output, report_path)
+    _finish(result, outputs)
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -248,6 +253,10 @@ def _yaml(report: ImportReport) -> Callable[[bytes, str], list[Document]]:
     return parse
 
 
+#: Fewer input files than this are read in well under a second: no progress bar.
+PROGRESS_MIN_FILES = 200
+
+
 def _read(paths: Iterable[str], suffixes: tuple[str, ...],
           parse: Callable[[bytes, str], list[Document]], report: ImportReport) -> list[Document]:
     """Documents of every readable file; a file that cannot be read or parsed is a skipped item
@@ -256,20 +265,30 @@ def _read(paths: Iterable[str], suffixes: tuple[str, ...],
     files = expand_paths(paths, suffixes)
     if not files:
         raise BadInput(f"no input files: the directories given hold no {', '.join(suffixes)} files")
-    for path in files:
-        source = "<stdin>" if path == "-" else path
-        report.read(source)
-        try:
-            data = read_bytes(path)
-        except BadInput as exc:
-            report.skip(source, "$", exc.lines[0].split(": ", 1)[-1])
-            continue
-        try:
-            docs += parse(data, source)
-        except SchemaError as exc:
-            for problem in exc.problems:
-                report.skip(source, problem.path, f"expected {problem.expected}, found {problem.found}")
+    if len(files) < PROGRESS_MIN_FILES:
+        for path in files:
+            _read_one(path, parse, report, docs)
+        return docs
+    with progress(files, len(files), "reading") as items:
+        for path in items:
+            _read_one(path, parse, report, docs)
     return docs
+
+
+def _read_one(path: str, parse: Callable[[bytes, str], list[Document]], report: ImportReport,
+              docs: list[Document]) -> None:
+    source = "<stdin>" if path == "-" else path
+    report.read(source)
+    try:
+        data = read_bytes(path)
+    except BadInput as exc:
+        report.skip(source, "$", exc.lines[0].split(": ", 1)[-1])
+        return
+    try:
+        docs += parse(data, source)
+    except SchemaError as exc:
+        for problem in exc.problems:
+            report.skip(source, problem.path, f"expected {problem.expected}, found {problem.found}")
 
 
 def _run(fn: Callable[[], ImportResult]) -> ImportResult:
@@ -279,22 +298,56 @@ def _run(fn: Callable[[], ImportResult]) -> ImportResult:
         raise BadInput([_flag_line(p.path, p.expected, p.found) for p in exc.problems]) from None
 
 
-def _write_lines(path: str | None, docs: Iterable[Any]) -> None:
-    with atomic_output(path) as fh:
-        for doc in docs:
-            fh.write(orjson.dumps(doc) + b"\n")
+@dataclass(frozen=True)
+class Outputs:
+    """Where an import's results go: None for an output not asked for, '-' for standard output."""
+
+    declarations: str | None
+    report: str | None
+    contracts: str | None
+    mappings: str | None
+    as_json: bool
+
+    def paths(self) -> list[str]:
+        return [p for p in (self.declarations, self.report, self.contracts, self.mappings) if p is not None]
 
 
-def _finish(result: ImportResult, output: str | None, report_path: str | None,
-            write_declarations: bool = True) -> None:
-    """Print the report; exit 2 if nothing usable was read, else write the outputs asked for."""
-    for line in result.report.lines():
-        click.echo(line, err=True)
+def _outputs(output: str | None, report_path: str | None, as_json: bool, *, declarations: bool = True,
+             contracts: str | None = None, mappings: str | None = None) -> Outputs:
+    """The outputs asked for, checked before any input is read: every one must be writable and
+    distinct, and only one may go to standard output."""
+    if declarations:
+        output = output if output is not None else (None if as_json else "-")
+    outputs = Outputs(output if declarations else None, report_path, contracts, mappings, as_json)
+    check_outputs(outputs.paths() + (["-"] if as_json else []))
+    return outputs
+
+
+def _lines(docs: Iterable[Any]) -> bytes:
+    return b"".join(orjson.dumps(doc) + b"\n" for doc in docs)
+
+
+def _finish(result: ImportResult, outputs: Outputs) -> None:
+    """Print the report (or, with --json, the whole result); exit 2 if nothing usable was read,
+    else write every output asked for, all or nothing."""
+    if not outputs.as_json:
+        for line in result.report.lines():
+            click.echo(line, err=True)
     if not result.usable:
         click.echo("a3fast: nothing usable was read; no output written", err=True)
         sys.exit(EXIT_BAD_INPUT)
-    if write_declarations:
-        _write_lines(output, result.declarations)
-    if report_path is not None:
-        with atomic_output(report_path) as fh:
-            fh.write(orjson.dumps(result.report.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
+    report = result.report.to_dict()
+    content = {outputs.declarations: _lines(result.declarations),
+               outputs.report: orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n",
+               outputs.contracts: _lines(result.contracts),
+               outputs.mappings: _lines(result.mappings)}
+    paths = outputs.paths()
+    if outputs.as_json:
+        whole: dict[str, Any] = {"declarations": result.declarations, "report": report}
+        if outputs.contracts is not None or outputs.mappings is not None:
+            whole.update(contracts=result.contracts, mappings=result.mappings)
+        content["-"] = orjson.dumps(whole) + b"\n"
+        paths.append("-")
+    with atomic_outputs(paths) as streams:
+        for path, stream in zip(paths, streams):
+            stream.write(content[path])

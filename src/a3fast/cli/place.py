@@ -7,7 +7,7 @@ import click
 
 from ..records import placement_records
 from ..trace import TraceWriter
-from .common import EXIT_NEGATIVE, EXIT_OK, atomic_output
+from .common import EXIT_NEGATIVE, EXIT_OK, atomic_output, output_option
 from .fleet_input import load_fleet, load_requirements
 
 
@@ -19,9 +19,11 @@ from .fleet_input import load_fleet, load_requirements
 @click.option("--engine", type=click.Choice(["native", "pure"]), default=None,
               help="Matching engine (default: a3fast.ENGINE).")
 @click.option("--session", default=None, help="Session the task continues (affinity only).")
-@click.option("--out", "out_path", default=None, metavar="FILE",
-              help="Write the trace here (atomically) instead of standard output.")
-def place(fleet_path, requirements_path, engine, session, out_path):
+@click.option("--reason-limit", type=click.IntRange(1), default=None, metavar="N",
+              help="Name at most N candidates per predicate in a rejection's reason and count the "
+                   "rest (departs from §6, which asks for every one; filters_failed still lists all).")
+@output_option("Write the trace here (atomically) instead of standard output.")
+def place(fleet_path, requirements_path, engine, session, reason_limit, output):
     """Place one task on a fleet and write the trace as JSON Lines: task.submitted, then
     task.admitted + task.bound, or task.rejected.
 
@@ -29,8 +31,8 @@ def place(fleet_path, requirements_path, engine, session, out_path):
     """
     fleet = load_fleet(fleet_path, engine)
     requirements = load_requirements(requirements_path)
-    placement = fleet.place(requirements, session=session)
-    with atomic_output(out_path) as out:
+    placement = fleet.place(requirements, session=session, reason_limit=reason_limit)
+    with atomic_output(output) as out:
         writer = TraceWriter(out)
         for kind, content in placement_records(placement):
             writer.append(kind, content_json=content)

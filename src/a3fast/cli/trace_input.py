@@ -31,7 +31,8 @@ def read_records(path: str, *, decode: bool = False) -> Iterator[tuple[int, str,
             if decoder is not None:
                 content = decoder.decode_content(item.seq, item.kind, content)
         except (TraceContentError, CompactError) as exc:
-            problems.append(f"{path}: {item.where if hasattr(item, 'where') else f'seq {item.seq}'}: {exc}")
+            where = f"line {item.line}" if item.line is not None else f"record {item.index}"
+            problems.append(f"{path}: {where}: {exc}")  # the message names the seq
             continue
         records.append((item.seq, item.kind, content))
     if problems:

@@ -4,29 +4,35 @@ from __future__ import annotations
 import click
 import orjson
 
-from ..workload import generate_fleet, generate_tasks
-from .common import atomic_output, read_json_documents
+from ..workload import MAX_SEED, generate_fleet, generate_tasks
+from .common import atomic_output, output_option, progress_bar
+from .fleet_input import read_declarations
+
+SEED = click.IntRange(0, MAX_SEED)
 
 
 @click.command("gen-fleet")
 @click.option("--agents", type=click.IntRange(0, 10_000_000), required=True, help="How many agents.")
-@click.option("--seed", type=int, default=0, show_default=True, help="The same seed gives the same fleet.")
-@click.option("--out", "out_path", default=None, metavar="FILE", help="Output file (default: standard output).")
-def gen_fleet(agents, seed, out_path):
+@click.option("--seed", type=SEED, default=0, show_default=True, help="The same seed gives the same fleet.")
+@output_option("Output file (default: standard output).")
+def gen_fleet(agents, seed, output):
     """Generate a deterministic fleet of declarations (JSON Lines)."""
-    with atomic_output(out_path) as out:
-        for decl in generate_fleet(agents, seed):
+    with progress_bar(agents, "generating agents") as update:
+        declarations = generate_fleet(agents, seed, progress=update)
+    with atomic_output(output) as out:
+        for decl in declarations:
             out.write(orjson.dumps(decl) + b"\n")
 
 
 @click.command("gen-tasks")
-@click.option("--fleet", "fleet_path", required=True, metavar="FLEET", help="The fleet the tasks are drawn from.")
+@click.option("--fleet", "fleet_path", required=True, metavar="FLEET",
+              help="The fleet the tasks are drawn from (§3 declarations, checked as `place` checks them).")
 @click.option("--tasks", type=click.IntRange(0, 10_000_000), required=True, help="How many tasks.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--out", "out_path", default=None, metavar="FILE", help="Output file (default: standard output).")
-def gen_tasks(fleet_path, tasks, seed, out_path):
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@output_option("Output file (default: standard output).")
+def gen_tasks(fleet_path, tasks, seed, output):
     """Generate deterministic requirements documents against a fleet (JSON Lines)."""
-    declarations = [doc for _, doc in read_json_documents(fleet_path)]
-    with atomic_output(out_path) as out:
+    declarations = [decl.doc for _, decl in read_declarations(fleet_path)]
+    with atomic_output(output) as out:
         for task in generate_tasks(declarations, tasks, seed):
             out.write(orjson.dumps(task) + b"\n")

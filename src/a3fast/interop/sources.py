@@ -107,6 +107,10 @@ def yaml_documents(data: bytes, source: str) -> tuple[list[Document], list[Probl
     except RecursionError:
         return docs, [Problem(f"document {len(docs) + 1}", "YAML nested to a reasonable depth",
                               "nesting too deep to read")]
+    except ValueError as exc:  # a scalar the safe loader's constructors refuse (an integer of
+        # more digits than Python converts, a date out of range)
+        return docs, [Problem(f"document {len(docs) + 1}", "values YAML can read",
+                              " ".join(str(exc).split())[:200])]
     return docs, []
 
 

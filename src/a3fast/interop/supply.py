@@ -8,7 +8,7 @@ fields were supplied and which stay absent, and why, so the report can tell the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import Problem, SchemaError, describe, json_path
@@ -56,7 +56,8 @@ class Supplied:
 
     def check(self) -> "Supplied":
         """Return self, or raise SchemaError naming each supplied value that a declaration would
-        refuse (paths: `$.namespace`, `$.clearances[0]`, `$.grants['agent'][1]`, ...)."""
+        refuse, or that has the wrong type (paths: `$.namespace`, `$.clearances[0]`,
+        `$.grants['agent'][1]`, ...); never another exception, whatever the fields hold."""
         problems: list[Problem] = []
 
         def fail(path: str, expected: str, value: Any) -> None:
@@ -64,23 +65,38 @@ class Supplied:
 
         if self.namespace is not None and (why := _text_problem(self.namespace)):
             fail("$.namespace", f"a namespace ({why})", self.namespace)
+        skill_versions = _mapping(self.skill_versions, "$.skill_versions", "an object of skill ids to major versions", fail)
+        for skill in skill_versions:
+            if not isinstance(skill, str):
+                fail(f"$.skill_versions[{skill!r}]", "a skill id (a string)", skill)
         for path, version in [("$.capability_version", self.capability_version),
-                              *((json_path("$.skill_versions", k), v) for k, v in self.skill_versions.items())]:
+                              *((json_path("$.skill_versions", k), v) for k, v in skill_versions.items()
+                                if isinstance(k, str))]:
             if version is not None and not _is_version(version):
                 fail(path, "a major version (an integer from 0 to 2^63-1)", version)
-        for i, (name, version) in enumerate(self.capabilities):
+        for i, pair in enumerate(_items(self.capabilities, "$.capabilities", "an array of (name, version) pairs", fail)):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                fail(f"$.capabilities[{i}]", "a (name, version) pair", pair)
+                continue
+            name, version = pair
             if not is_identifier(name):
                 fail(f"$.capabilities[{i}].name", "a capability identifier (§2)", name)
             if not _is_version(version):
                 fail(f"$.capabilities[{i}].version", "a major version (an integer from 0 to 2^63-1)", version)
-        for i, clearance in enumerate(self.clearances):
+        for i, clearance in enumerate(_items(self.clearances, "$.clearances", "an array of clearances", fail)):
             if not is_identifier(clearance):
                 fail(f"$.clearances[{i}]", IDENTIFIER_TEXT, clearance)
-        for agent, granted in self.grants.items():
-            for i, clearance in enumerate(granted):
+        grants = _mapping(self.grants, "$.grants", "an object of agent names to arrays of clearances", fail)
+        for agent, granted in grants.items():
+            where = json_path("$.grants", agent) if isinstance(agent, str) else f"$.grants[{agent!r}]"
+            if not isinstance(agent, str):
+                fail(where, "an agent name (a string)", agent)
+            for i, clearance in enumerate(_items(granted, where, "an array of clearances", fail)):
                 if not is_identifier(clearance):
-                    fail(f"{json_path('$.grants', agent)}[{i}]", IDENTIFIER_TEXT, clearance)
-        for i, label in enumerate(self.residency or ()):
+                    fail(f"{where}[{i}]", IDENTIFIER_TEXT, clearance)
+        residency = None if self.residency is None else _items(self.residency, "$.residency",
+                                                               "an array of residency labels", fail)
+        for i, label in enumerate(residency or ()):
             if why := _text_problem(label):
                 fail(f"$.residency[{i}]", f"a residency label ({why})", label)
         if self.latency_class is not None and self.latency_class not in LATENCY_CLASSES:
@@ -88,7 +104,9 @@ class Supplied:
         if self.cost_ceiling_usd is not None and not (
                 isinstance(self.cost_ceiling_usd, str) and DECIMAL.fullmatch(self.cost_ceiling_usd)):
             fail("$.cost_ceiling_usd", 'a decimal string such as "0.75"', self.cost_ceiling_usd)
-        if self.skill_domain is not None and not is_domain(self.skill_domain):
+        if not isinstance(self.normalise, bool):
+            fail("$.normalise", "true or false", self.normalise)
+        if self.skill_domain is not None and not (isinstance(self.skill_domain, str) and is_domain(self.skill_domain)):
             fail("$.skill_domain", "a domain such as travel or acme.travel (lowercase, dot-separated; "
                                    "the first segment without hyphens)", self.skill_domain)
         if problems:
@@ -137,6 +155,21 @@ class Supplied:
                                      f"its cost; a task that asks for a latency class will not "
                                      f"match it"))
         return supplied, missing
+
+
+def _items(value: Any, path: str, expected: str, fail: Callable[[str, str, Any], None]) -> list[Any]:
+    """The elements of a list or tuple field; anything else is a problem (and no elements)."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    fail(path, expected, value)
+    return []
+
+
+def _mapping(value: Any, path: str, expected: str, fail: Callable[[str, str, Any], None]) -> Mapping[Any, Any]:
+    if isinstance(value, Mapping):
+        return value
+    fail(path, expected, value)
+    return {}
 
 
 def _is_version(value: Any) -> bool:

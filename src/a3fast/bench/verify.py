@@ -18,9 +18,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from .predicates import derive_predicates, satisfies
-from .schema import SchemaError, parse_declaration, parse_requirements
-from .trace import TraceWriter
+from ..predicates import derive_predicates, satisfies
+from ..schema import SchemaError, parse_declaration, parse_requirements
+from ..trace import TraceWriter
+from ..verify import verify_file
 
 __all__ = ["write_bench_trace", "plain_verify", "bench_verify"]
 
@@ -136,8 +137,6 @@ def bench_verify(placements: int = 1000, candidates: int = 1000, repeat: int = 3
     """Verify a generated trace `repeat` times; medians of MB/s and records/s, the baseline's MB/s,
     and the peak RSS of verifying the whole trace and a tenth of it (memory must not grow with it).
     `quick` runs a small trace once, as a smoke test."""
-    from .verify import verify_file
-
     if quick:
         placements, candidates, repeat = QUICK["placements"], QUICK["candidates"], QUICK["repeat"]
     with tempfile.TemporaryDirectory(prefix="a3fast-bench-") as tmp:

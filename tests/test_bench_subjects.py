@@ -1,0 +1,46 @@
+"""The benchmark's own subjects measure what they say: each returns figures that hold together,
+so a broken measurement fails here rather than printing a wrong table."""
+from __future__ import annotations
+
+import pytest
+
+from a3fast.bench import memory
+from a3fast.bench.compact import bench_compact
+from a3fast.bench.suite import EXTRA_BENCHES
+
+
+def test_compact_bench_round_trips_and_reports_a_smaller_trace(engine):
+    figures = bench_compact(agents=200, placements=30, repeat=1, engine=engine)
+    assert figures["engine"] == engine
+    assert figures["lossless"] is True
+    assert figures["placements"] == 30
+    assert figures["compact_bytes"] < figures["spec_bytes"]
+    assert figures["size_ratio"] == pytest.approx(figures["spec_bytes"] / figures["compact_bytes"])
+    for key in ("encode_spec_us", "encode_compact_us", "verify_spec_us", "verify_compact_us",
+                "place_uncached_us", "place_cache_hit_us"):
+        assert figures[key] > 0, key
+
+
+def test_peak_rss_is_read_from_this_process():
+    import psutil
+
+    ballast = bytearray(64 * 2**20)           # touched, so it is resident
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    resident = psutil.Process().memory_info().rss
+    assert resident > 64 * 2**20
+    assert memory.peak_rss() >= resident * 0.98   # the peak holds at least what is resident now
+    del ballast
+
+
+def test_memory_measure_runs_in_a_process_of_its_own(engine):
+    figures = memory.measure(300, engine)
+    assert (figures["agents"], figures["engine"]) == (300, engine)
+    assert figures["peak_rss"] >= figures["rss_before_fleet"] > 0
+    assert 0 < figures["index_bytes_per_agent"] < 10_000
+
+
+def test_every_extra_subject_is_a_function_that_takes_quick():
+    import inspect
+
+    for title, bench in EXTRA_BENCHES:
+        assert "quick" in inspect.signature(bench).parameters, title
