@@ -195,7 +195,7 @@ def test_cli_report_bad_input_exits_2_and_writes_nothing(tmp_path):
 def test_cli_report_refuses_to_replace_its_trace(tmp_path):
     placed_trace(tmp_path / "t.html", agents=40, tasks=2)
     result = CliRunner().invoke(main, ["report", str(tmp_path / "t.html")])
-    assert result.exit_code == 2 and "replace the trace" in result.output
+    assert result.exit_code == 2 and "other than the trace" in result.output
 
 
 def test_write_report_is_atomic(tmp_path):

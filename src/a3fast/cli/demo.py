@@ -63,10 +63,14 @@ def report_text(trace_path: str) -> str:
     """Write the trace's HTML report beside it and say where."""
     from pathlib import Path
 
-    from ..report import write_report
+    from ..report import render
 
     target = Path(trace_path).with_suffix(".html")
-    write_report(trace_path, target)
+    if target == Path(trace_path):  # a trace named *.html keeps its name; the page goes beside it
+        target = Path(f"{trace_path}.html")
+    html = render(trace_path, name=Path(trace_path).name)
+    with atomic_output(str(target)) as out:
+        out.write(html.encode("utf-8"))
     return f"report: {target} (one self-contained page; open it in a browser)"
 
 

@@ -5,13 +5,12 @@ from pathlib import Path
 
 import click
 
-from .common import EXIT_OK, BadInput, atomic_output
+from .common import EXIT_OK, BadInput, atomic_output, check_outputs, output_option
 
 
 @click.command()
 @click.argument("trace")
-@click.option("-o", "--output", "output", default=None, metavar="FILE",
-              help="Where the page is written (default: TRACE with .html; replaced atomically).")
+@output_option("Where the page is written (default: TRACE with .html; replaced atomically).", aliases=())
 @click.option("--detailed", type=click.IntRange(0), default=None, metavar="N",
               help="Placements kept with funnel, scores and candidates (default 1,000; any with a finding too).")
 @click.option("--candidates", type=click.IntRange(1), default=None, metavar="N",
@@ -29,13 +28,14 @@ def report(trace, output, detailed, candidates):
     path = Path(trace)
     if not path.is_file():
         raise BadInput(f"{trace}: cannot read: {'no such file' if not path.exists() else 'not a file'}")
+    target = output or str(path.with_suffix(".html"))
+    if target == "-" or Path(target).resolve() == path.resolve():
+        raise BadInput(f"{target}: the report must go to a file other than the trace it reads")
+    check_outputs([target])  # a bad output path fails before the trace is read
     try:
         html = render(str(path), name=path.name, limits=limits)
     except ReportInputError as exc:
         raise BadInput(exc.problems) from None
-    target = output or str(path.with_suffix(".html"))
-    if Path(target).resolve() == path.resolve():
-        raise BadInput(f"{target}: the report would replace the trace it reads")
     with atomic_output(target) as out:
         out.write(html.encode("utf-8"))
     click.echo(f"{target}: report of {path.name} ({len(html) / 1e6:.1f} MB)")
