@@ -187,6 +187,12 @@ class Fleet:
         aid = self._ids.get(name)
         return self._agents[aid] if aid is not None else None
 
+    def _repr_html_(self) -> str:
+        """How many agents, and the predicates most of them satisfy, as a notebook shows it."""
+        from .report import fleet_html
+
+        return fleet_html(self)
+
     def names(self) -> list[str]:
         """Live agent names in id order (the order of `candidates` in records)."""
         return [d.agent.name for d in self._agents if d is not None]

@@ -181,6 +181,12 @@ class Placement:
         """One line in the style of a scheduler's event: eligible out of considered, and why not."""
         return records.summary_line(self)
 
+    def _repr_html_(self) -> str:
+        """The funnel, scores and candidates as a notebook shows them (a3fast.report)."""
+        from .report import placement_html
+
+        return placement_html(self)
+
     def __repr__(self) -> str:
         state = f"bound to {self.agent!r}" if self.bound else "unschedulable"
         return f"<Placement {state}: {len(self.predicates)} predicates, engine {self.fleet_engine}>"

@@ -24,6 +24,7 @@ COMMANDS = {
     "conformance": "conformance_cmd:conformance",
     "bench": "bench:bench",
     "explain": "explain_cmd:explain",
+    "report": "report_cmd:report",
     "encode": "compact_cmd:encode",
     "decode": "compact_cmd:decode",
     "resolve": "resolve_cmd:resolve",

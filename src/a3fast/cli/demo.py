@@ -59,6 +59,21 @@ def verification_text(trace_path: str) -> str:
     return summarise(verify_file(trace_path))
 
 
+def report_text(trace_path: str) -> str:
+    """Write the trace's HTML report beside it and say where."""
+    from pathlib import Path
+
+    from ..report import render
+
+    target = Path(trace_path).with_suffix(".html")
+    if target == Path(trace_path):  # a trace named *.html keeps its name; the page goes beside it
+        target = Path(f"{trace_path}.html")
+    html = render(trace_path, name=Path(trace_path).name)
+    with atomic_output(str(target)) as out:
+        out.write(html.encode("utf-8"))
+    return f"report: {target} (one self-contained page; open it in a browser)"
+
+
 @click.command()
 @click.option("--agents", type=click.IntRange(1, 1_000_000), default=1000, show_default=True)
 @click.option("--tasks", type=click.IntRange(1, 10_000_000), default=500, show_default=True)
@@ -116,4 +131,6 @@ def demo(agents, tasks, seed, engine, output):
     if example is not None:
         click.echo("one decision, explained:")
         click.echo(explain_in_words(example))
+    # The verdict stays the last line (scripts read it); the page is written just before it.
+    click.echo(report_text(trace_path))
     click.echo(verification_text(trace_path))

@@ -1,0 +1,42 @@
+"""`a3fast report`: a trace as one self-contained HTML page (totals, charts, funnels, findings)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .common import EXIT_OK, BadInput, atomic_output, check_outputs, output_option
+
+
+@click.command()
+@click.argument("trace")
+@output_option("Where the page is written (default: TRACE with .html; replaced atomically).", aliases=())
+@click.option("--detailed", type=click.IntRange(0), default=None, metavar="N",
+              help="Placements kept with funnel, scores and candidates (default 1,000; any with a finding too).")
+@click.option("--candidates", type=click.IntRange(1), default=None, metavar="N",
+              help="Candidates kept per placement (default 2,000).")
+def report(trace, output, detailed, candidates):
+    """Write the report of TRACE (spec or compact form) as one HTML file that loads nothing."""
+    from ..report import Limits, ReportInputError, render
+
+    if trace == "-":
+        raise BadInput("report needs a trace file, not standard input (the page is written beside it)")
+    limits = Limits()
+    if detailed is not None or candidates is not None:
+        limits = Limits(detailed_placements=limits.detailed_placements if detailed is None else detailed,
+                        candidates_per_placement=limits.candidates_per_placement if candidates is None else candidates)
+    path = Path(trace)
+    if not path.is_file():
+        raise BadInput(f"{trace}: cannot read: {'no such file' if not path.exists() else 'not a file'}")
+    target = output or str(path.with_suffix(".html"))
+    if target == "-" or Path(target).resolve() == path.resolve():
+        raise BadInput(f"{target}: the report must go to a file other than the trace it reads")
+    check_outputs([target])  # a bad output path fails before the trace is read
+    try:
+        html = render(str(path), name=path.name, limits=limits)
+    except ReportInputError as exc:
+        raise BadInput(exc.problems) from None
+    with atomic_output(target) as out:
+        out.write(html.encode("utf-8"))
+    click.echo(f"{target}: report of {path.name} ({len(html) / 1e6:.1f} MB)")
+    return EXIT_OK

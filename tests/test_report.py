@@ -1,0 +1,235 @@
+"""The HTML report and notebook views: what they show equals what the library says (funnels,
+findings, scores), names from a trace are text, large traces are capped and say so, and bad input
+is refused without a half-written page."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+import a3fast
+from a3fast.cli import main
+from a3fast.compact import encode_trace
+from a3fast.report import Limits, ReportInputError, render, summarise_trace, write_report
+from a3fast.report.render import json_for_script, page_data
+from a3fast.trace import read_trace
+from a3fast.verify import verify
+
+from report_traces import HOSTILE, findings_trace, hostile_placements, placed_trace, placements_trace
+
+
+def page_json(html: str) -> dict:
+    body = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.S).group(1)
+    return json.loads(body)
+
+
+def compact_copy(src, dst):
+    records = [item.to_dict() for item in read_trace(str(src))]
+    dst.write_text("".join(json.dumps(r) + "\n" for r in encode_trace(records)))
+
+
+def test_funnel_of_every_placement_equals_failed_counts(tmp_path, engine):
+    placed = placed_trace(tmp_path / "t.jsonl", agents=200, tasks=25, engine=engine)
+    summary = summarise_trace(str(tmp_path / "t.jsonl"))
+    assert summary.placements == len(placed)
+    assert summary.bound == sum(p.bound for _, p in placed)
+    assert summary.unschedulable == sum(not p.bound for _, p in placed)
+    for seq, p in placed:
+        view = summary.placement(seq)
+        assert view.failed_counts() == p.failed_counts()
+        assert view.eligible == len(p.eligible)
+        assert view.chosen == p.agent
+
+
+def test_funnel_reached_is_candidates_less_those_removed_before(tmp_path):
+    placed = placed_trace(tmp_path / "t.jsonl", agents=120, tasks=5)
+    view = summarise_trace(str(tmp_path / "t.jsonl")).placement(placed[0][0])
+    reached = view.candidates
+    for predicate, at, removed in view.funnel:
+        assert at == reached
+        reached -= removed
+    assert reached == view.eligible
+
+
+def test_candidate_rows_name_each_candidates_first_failed_predicate(tmp_path):
+    placed = placed_trace(tmp_path / "t.jsonl", agents=150, tasks=6)
+    summary = summarise_trace(str(tmp_path / "t.jsonl"))
+    for seq, p in placed:
+        first = p.first_failed()
+        assert dict(summary.placement(seq).rows) == {c: first.get(c) for c in p.candidates}
+
+
+def test_compact_trace_reports_the_same_as_its_spec_form(tmp_path):
+    placed_trace(tmp_path / "t.jsonl", agents=150, tasks=12)
+    compact_copy(tmp_path / "t.jsonl", tmp_path / "c.jsonl")
+    spec, compact = summarise_trace(str(tmp_path / "t.jsonl")), summarise_trace(str(tmp_path / "c.jsonl"))
+    assert [(v.seq, v.funnel, v.rows, v.score_rows) for v in spec.listed] == \
+        [(v.seq, v.funnel, v.rows, v.score_rows) for v in compact.listed]
+    assert page_data(spec) == page_data(compact)
+
+
+def test_trace_wide_tallies_add_up_over_placements(tmp_path):
+    placed = placed_trace(tmp_path / "t.jsonl", agents=150, tasks=30)
+    summary = summarise_trace(str(tmp_path / "t.jsonl"))
+    removed = {}
+    for _, p in placed:
+        for predicate, n in p.failed_counts().items():
+            if n:
+                removed[predicate] = removed.get(predicate, 0) + n
+    assert dict(summary.removed_by_predicate) == removed
+    assert sum(summary.unschedulable_by_predicate.values()) == sum(not p.bound for _, p in placed)
+    assert len(summary.decided) == len(placed)
+
+
+def test_findings_are_the_verifiers_and_link_to_their_record(tmp_path):
+    expected = findings_trace(tmp_path / "f.jsonl")
+    summary = summarise_trace(str(tmp_path / "f.jsonl"))
+    records = [item.to_dict() for item in read_trace(str(tmp_path / "f.jsonl"))]
+    assert [(f.code, f.seq) for f in summary.findings] == [(f.code, f.seq) for f in verify(records)]
+    assert {(e["code"], e["seq"]) for e in expected["errors"]} <= {(f.code, f.seq) for f in summary.findings}
+    html = render(records)
+    seq = expected["errors"][0]["seq"]
+    assert f'href="#seq-{seq}"' in html
+    assert next(p for p in page_json(html)["placements"] if p["seq"] == seq)["f"] is True
+
+
+def test_agent_named_as_markup_renders_as_text(tmp_path):
+    fleet, placements = hostile_placements()
+    placements_trace(tmp_path / "h.jsonl", placements)
+    html = render(str(tmp_path / "h.jsonl"))
+    assert HOSTILE not in html
+    assert HOSTILE in page_json(html)["names"]
+    for view in (placements[0]._repr_html_(), placements[1]._repr_html_()):
+        assert "<script" not in view
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in view
+    assert "<script" not in fleet._repr_html_()
+
+
+def test_page_data_cannot_close_its_script_element():
+    text = json_for_script({"name": "</script><!-- & \u2028"})
+    assert "</" not in text and "<!--" not in text and "&" not in text
+    assert json.loads(str(text)) == {"name": "</script><!-- & \u2028"}
+
+
+def test_page_loads_nothing(tmp_path):
+    placed_trace(tmp_path / "t.jsonl", agents=60, tasks=4)
+    html = render(str(tmp_path / "t.jsonl"))
+    markup = re.sub(r"(<script[^>]*>).*?</script>", r"\1", html, flags=re.S)  # the libraries' code aside
+    tags = re.findall(r"<(?:script|link|img|iframe|object|embed)\b[^>]*>", markup)
+    assert len(re.findall(r"<script", markup)) == 3
+    assert not [t for t in tags if re.search(r"\b(src|href)=", t)]
+    assert "default-src 'none'" in html
+
+
+def test_candidates_past_the_cap_are_counted_and_the_eligible_kept(tmp_path):
+    placed = placed_trace(tmp_path / "t.jsonl", agents=300, tasks=20)
+    seq, p = next((s, p) for s, p in placed if p.bound and p.candidates.index(p.agent) >= 10)
+    summary = summarise_trace(str(tmp_path / "t.jsonl"), limits=Limits(candidates_per_placement=10))
+    view = summary.placement(seq)
+    assert view.rows_capped and view.candidates == len(p.candidates)
+    assert [c for c, _ in view.rows[:10]] == p.candidates[:10]
+    assert {c for c, f in view.rows if f is None} == set(p.eligible)
+    html = render(str(tmp_path / "t.jsonl"), limits=Limits(candidates_per_placement=10))
+    assert "at most\n    10 candidates each" in html or "at most 10 candidates each" in " ".join(html.split())
+
+
+def test_placements_past_the_detail_cap_keep_their_funnel_only(tmp_path):
+    placed = placed_trace(tmp_path / "t.jsonl", agents=80, tasks=10)
+    summary = summarise_trace(str(tmp_path / "t.jsonl"), limits=Limits(detailed_placements=3))
+    assert len(summary.detailed) == 3 and len(summary.listed) == len(placed)
+    assert all(v.rows is None for v in summary.listed[3:])
+    assert summary.listed[5].failed_counts() == placed[5][1].failed_counts()
+
+
+def test_render_takes_live_records(tmp_path):
+    placed_trace(tmp_path / "t.jsonl", agents=60, tasks=6)
+    records = (item.to_dict() for item in read_trace(str(tmp_path / "t.jsonl")))
+    html = render(records, name="live")
+    assert html.startswith("<!doctype html>") and "live" in html
+
+
+def test_placement_repr_html_shows_its_funnel(engine):
+    from a3fast.workload import generate_fleet, generate_tasks
+
+    decls = generate_fleet(120, 1)
+    fleet = a3fast.Fleet(engine=engine)
+    fleet.extend(decls)
+    p = next(p for p in map(fleet.place, generate_tasks(decls, 20, 1)) if sum(p.failed_counts().values()))
+    html = p._repr_html_()
+    rows = re.findall(r'<td class="pred">([^<]*)</td><td class="n">(\d+)</td><td class="n removed">(\d+)</td>', html)
+    assert {pred: int(removed) for pred, _, removed in rows} == p.failed_counts()
+    assert p.summary() in html
+
+
+def test_fleet_and_summary_repr_html(tmp_path):
+    fleet, placements = hostile_placements()
+    html = fleet._repr_html_()
+    assert "4 agents" in html and "capability:order.review/1" in html
+    placed = placed_trace(tmp_path / "t.jsonl", agents=80, tasks=6)
+    summary_html = summarise_trace(str(tmp_path / "t.jsonl"))._repr_html_()
+    seq, p = placed[0]
+    for predicate, n in p.failed_counts().items():
+        assert f"{predicate} −{n}" in summary_html
+
+
+def test_cli_report_writes_beside_the_trace(tmp_path):
+    placed_trace(tmp_path / "t.jsonl", agents=60, tasks=4)
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "t.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "t.html").read_text().startswith("<!doctype html>")
+
+
+def test_cli_report_bad_input_exits_2_and_writes_nothing(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"seq": 1, "kind": "task.submitted", "content": {}}\nnot json\n')
+    result = CliRunner().invoke(main, ["report", str(bad), "-o", str(tmp_path / "out.html")])
+    assert result.exit_code == 2
+    assert "bad.jsonl: line 2" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
+    missing = CliRunner().invoke(main, ["report", str(tmp_path / "missing.jsonl")])
+    assert missing.exit_code == 2 and "cannot read" in missing.output
+
+
+def test_cli_report_refuses_to_replace_its_trace(tmp_path):
+    placed_trace(tmp_path / "t.html", agents=40, tasks=2)
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "t.html")])
+    assert result.exit_code == 2 and "other than the trace" in result.output
+
+
+def test_write_report_is_atomic(tmp_path):
+    target = tmp_path / "r.html"
+    target.write_text("before")
+    (tmp_path / "bad.jsonl").write_text("not json\n")
+    with pytest.raises(ReportInputError):
+        write_report(tmp_path / "bad.jsonl", target)
+    assert target.read_text() == "before"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "r.html"]
+
+
+def test_demo_writes_its_report_beside_the_trace(tmp_path):
+    trace = tmp_path / "a3fast-demo.jsonl"
+    result = CliRunner().invoke(main, ["demo", "--agents", "80", "--tasks", "10", "--trace", str(trace)])
+    assert result.exit_code == 0, result.output
+    page = tmp_path / "a3fast-demo.html"
+    assert f"report: {page}" in result.output
+    assert page_json(page.read_text())["placements"][0]["n"] == 80
+
+
+def test_vega_bundle_is_cached_per_vl_convert_release(tmp_path, monkeypatch):
+    import vl_convert
+
+    from a3fast.report import charts
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    charts.javascript_bundle.cache_clear()
+    try:
+        bundle = charts.javascript_bundle()
+        cached = tmp_path / "a3fast" / f"vega-bundle-{vl_convert.__version__}.js"
+        assert cached.read_text() == bundle and "window.vegaEmbed" in bundle
+        cached.write_text("window.vegaEmbed = 'from the cache';")
+        charts.javascript_bundle.cache_clear()
+        assert charts.javascript_bundle() == "window.vegaEmbed = 'from the cache';"
+    finally:
+        charts.javascript_bundle.cache_clear()

@@ -1,0 +1,193 @@
+"""The report as a person sees it: each page opened in headless Chromium with the network cut off,
+no console error, no request beyond the file itself, the funnel's numbers those of the placement,
+and the candidate search finding a named agent.
+
+Chromium comes from the system packages (/usr/bin/chromium), driven by Playwright. Without it the
+tests are skipped, except in CI (CI set), where a missing browser fails.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from a3fast.report import write_report
+
+from report_traces import HOSTILE, findings_trace, hostile_placements, placed_trace, placements_trace
+
+CHROMIUM = os.environ.get("A3FAST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+#: Where the tests keep their screenshots when set (docs/ is refreshed this way).
+SCREENSHOTS = os.environ.get("A3FAST_REPORT_SCREENSHOTS")
+
+
+def _missing_browser() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install '.[test]')"
+    if not Path(CHROMIUM).exists():
+        return f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    missing = _missing_browser()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the browser tests: {missing}")
+        pytest.skip(missing)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+class Opened:
+    """A page opened offline, with everything it logged and asked for."""
+
+    def __init__(self, browser, path: Path, fragment: str = ""):
+        self.context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.dialogs: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type in ("error", "warning") else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.url = path.resolve().as_uri()
+        self.page.goto(self.url + fragment)
+        self.page.wait_for_load_state("load")
+
+    def funnel(self) -> dict[str, int]:
+        self.page.wait_for_selector("#detail [data-testid=funnel] tbody tr")
+        rows = self.page.locator("#detail [data-testid=funnel] tbody tr").all()
+        out = {}
+        for row in rows[:-1]:  # the last row is the eligible total
+            cells = row.locator("td").all_inner_texts()
+            out[cells[0]] = int(cells[2])
+        return out
+
+    def assert_clean(self) -> None:
+        assert self.errors == []
+        assert self.requests == [self.url]
+        assert self.dialogs == []
+
+    def screenshot(self, name: str, tmp: Path, full_page: bool = True) -> Path:
+        out = Path(SCREENSHOTS) / name if SCREENSHOTS else tmp / name
+        self.page.screenshot(path=str(out), full_page=full_page)
+        assert out.stat().st_size > 10_000
+        return out
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def test_demo_report_opens_offline_and_its_funnels_are_the_placements(browser, tmp_path):
+    placed = placed_trace(tmp_path / "demo.jsonl", agents=400, tasks=40)
+    page_path = write_report(tmp_path / "demo.jsonl")
+    view = Opened(browser, page_path)
+    try:
+        view.page.wait_for_selector("[data-testid=funnel-chart] svg")
+        assert view.page.locator("[data-testid=chart-removed] svg").count() == 1
+        view.screenshot("report-overview.png", tmp_path, full_page=False)
+        bound_seq, bound = next((s, p) for s, p in placed if p.bound and len(p.eligible) > 1)
+        rejected_seq, rejected = next((s, p) for s, p in placed if not p.bound)
+        for seq, p in ((bound_seq, bound), (rejected_seq, rejected)):
+            view.page.evaluate(f"location.hash = '#seq-{seq}'")
+            view.page.wait_for_selector(f"[data-testid=detail-title]:has-text('seq {seq} ')")
+            assert view.funnel() == p.failed_counts()
+        view.page.evaluate(f"location.hash = '#seq-{bound_seq}'")
+        view.page.wait_for_selector(f"[data-testid=detail-title]:has-text('seq {bound_seq} ')")
+        view.page.wait_for_selector("[data-testid=scores-chart] svg")
+        view.page.locator("#detail").scroll_into_view_if_needed()
+        view.screenshot("report-placement.png", tmp_path)
+        view.assert_clean()
+    finally:
+        view.close()
+
+
+def test_candidate_search_finds_a_named_agent(browser, tmp_path):
+    placed = placed_trace(tmp_path / "t.jsonl", agents=300, tasks=6)
+    seq, p = next((s, p) for s, p in placed if not p.bound)
+    wanted = p.candidates[-7]  # past the first page of the table
+    view = Opened(browser, write_report(tmp_path / "t.jsonl"), f"#seq-{seq}")
+    try:
+        table = view.page.locator("#candidate-rows")
+        view.page.wait_for_selector("#candidate-rows tr")
+        assert wanted not in table.inner_text()
+        view.page.fill("#candidate-search", wanted)
+        names = [row.locator("td").first.inner_text() for row in table.locator("tr").all()]
+        assert names == [wanted]
+        assert table.locator("tr td").nth(1).inner_text() == p.first_failed()[wanted]
+        view.assert_clean()
+    finally:
+        view.close()
+
+
+def test_findings_report_links_each_finding_to_its_record(browser, tmp_path):
+    expected = findings_trace(tmp_path / "findings.jsonl")
+    view = Opened(browser, write_report(tmp_path / "findings.jsonl"))
+    try:
+        rows = view.page.locator("[data-testid=findings] tbody tr")
+        codes = [row.locator("td").first.inner_text() for row in rows.all()]
+        assert {e["code"] for e in expected["errors"]} <= set(codes)
+        view.page.locator("[data-testid=findings] a").first.click()
+        seq = expected["errors"][0]["seq"]
+        view.page.wait_for_selector(f"[data-testid=detail-title]:has-text('seq {seq} ')")
+        view.screenshot("report-findings.png", tmp_path)
+        view.assert_clean()
+    finally:
+        view.close()
+
+
+def test_compact_trace_report_shows_the_same_funnel(browser, tmp_path):
+    placed = placed_trace(tmp_path / "spec.jsonl", agents=200, tasks=10)
+    encoded = subprocess.run([sys.executable, "-m", "a3fast", "encode", str(tmp_path / "spec.jsonl")],
+                             capture_output=True, check=True).stdout
+    (tmp_path / "compact.jsonl").write_bytes(encoded)
+    seq, p = placed[3]
+    view = Opened(browser, write_report(tmp_path / "compact.jsonl"), f"#seq-{seq}")
+    try:
+        assert view.funnel() == p.failed_counts()
+        view.assert_clean()
+    finally:
+        view.close()
+
+
+def test_markup_in_names_is_shown_as_text(browser, tmp_path):
+    fleet, placements = hostile_placements()
+    placed = placements_trace(tmp_path / "h.jsonl", placements)
+    view = Opened(browser, write_report(tmp_path / "h.jsonl"), f"#seq-{placed[0][0]}")
+    try:
+        view.page.wait_for_selector("#candidate-rows tr")
+        view.page.fill("#placement-search", HOSTILE)
+        assert HOSTILE in view.page.locator("#placement-rows").inner_text()
+        view.page.fill("#candidate-search", "alert(1)")
+        assert view.page.locator("#candidate-rows tr td").first.inner_text() == HOSTILE
+        assert view.page.locator("script:not([id]):not([type])").count() == 2  # vega, the page's own
+        view.assert_clean()
+    finally:
+        view.close()
+
+
+def test_notebook_views_render_offline(browser, tmp_path):
+    placed = placed_trace(tmp_path / "t.jsonl", agents=300, tasks=40)
+    p = next(p for _, p in placed if p.bound and len(p.eligible) > 1)
+    (tmp_path / "placement.html").write_text(p._repr_html_())
+    view = Opened(browser, tmp_path / "placement.html")
+    try:
+        rows = view.page.locator("[data-testid=funnel] tbody tr").all()[:-1]
+        assert {r.locator("td").nth(0).inner_text(): int(r.locator("td").nth(2).inner_text()) for r in rows} \
+            == p.failed_counts()
+        view.screenshot("notebook-placement.png", tmp_path)
+        view.assert_clean()
+    finally:
+        view.close()
