@@ -28,7 +28,8 @@ def test_peak_rss_is_read_from_this_process():
     ballast[::4096] = b"x" * len(ballast[::4096])
     resident = psutil.Process().memory_info().rss
     assert resident > 64 * 2**20
-    assert memory.peak_rss() >= resident * 0.98   # the peak holds at least what is resident now
+    # the peak holds at least what is resident now (per-thread counters may lag by a few pages)
+    assert memory.peak_rss() >= resident - 8 * 2**20
     del ballast
 
 
