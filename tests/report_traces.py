@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import a3fast
-from a3fast.records import placement_records
+from a3fast.record.write import placement_records
 from a3fast.trace import TraceWriter
 from a3fast.workload import generate_fleet, generate_tasks
 

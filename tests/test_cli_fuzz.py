@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from a3fast import Fleet
 from a3fast.cli import main
-from a3fast.records import placement_records
+from a3fast.record.write import placement_records
 from a3fast.workload import generate_fleet
 
 REPO = Path(__file__).resolve().parents[1]

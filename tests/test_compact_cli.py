@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from a3fast.cli import main
-from a3fast.compact import KEY
+from a3fast.record.compact import KEY
 
 from test_compact_hostile import COMPACT, SPEC
 

@@ -12,10 +12,10 @@ from hypothesis import assume, given, strategies as st
 from pyroaring import BitMap
 
 from a3fast import Fleet
-from a3fast.compact import KEY, CompactError, Decoder, Encoder, decode_trace, encode_trace, serialize_ids
+from a3fast.record.compact import KEY, CompactError, Decoder, Encoder, decode_trace, encode_trace, serialize_ids
 from a3fast.errors import json_path
 from a3fast.explain import ExplainError, explain_record
-from a3fast.records import placement_records
+from a3fast.record.write import placement_records
 from a3fast.workload import generate_fleet, generate_tasks
 
 from strategies import declarations, requirements

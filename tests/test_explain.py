@@ -6,7 +6,7 @@ from click.testing import CliRunner
 from a3fast import Fleet
 from a3fast.cli import main
 from a3fast.explain import all_failed, explain_record, predicate_counts
-from a3fast.records import placement_records
+from a3fast.record.write import placement_records
 
 from test_matching import ORDER_ANALYST, SECTION_10_REQ, SUMMARISER, agent
 

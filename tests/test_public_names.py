@@ -12,9 +12,6 @@ def fresh_interpreter(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.xfail(strict=True, reason="a3fast/__init__.py loads `verify` lazily from the submodule of the "
-                   "same name; once a3fast.verify (the module) is imported, the package attribute is the "
-                   "module and a3fast.verify(records) raises TypeError")
 def test_a3fast_verify_is_the_function_even_after_its_module_was_imported():
     result = fresh_interpreter("from a3fast.verify import verify_bytes\nimport a3fast\n"
                                "print(a3fast.verify([]))")

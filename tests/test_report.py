@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 import a3fast
 from a3fast.cli import main
-from a3fast.compact import encode_trace
+from a3fast.record.compact import encode_trace
 from a3fast.report import Limits, ReportInputError, render, summarise_trace, write_report
 from a3fast.report.render import json_for_script, page_data
 from a3fast.trace import read_trace

@@ -10,7 +10,7 @@ import pytest
 
 import a3fast
 from a3fast import Fleet, Route
-from a3fast.compact import KEY, encode_trace
+from a3fast.record.compact import KEY, encode_trace
 from a3fast.verify import verify, verify_bytes
 
 REQ = {"v": "1.0", "clearances": ["orders.read"]}

@@ -49,7 +49,7 @@ def test_unschedulable_is_200_with_a_rejection(server):
 
 
 def test_compact_records_decode_to_the_spec_form(server):
-    from a3fast.compact import decode_trace, is_compact
+    from a3fast.record.compact import decode_trace, is_compact
 
     r = server.client.post("/v1/place?record=compact", json={"requirements": SECTION_10_TASK})
     bound = r.json()["records"][2]

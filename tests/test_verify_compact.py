@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from a3fast import Fleet
-from a3fast.compact import KEY, encode_trace
-from a3fast.records import placement_records
+from a3fast.record.compact import KEY, encode_trace
+from a3fast.record.write import placement_records
 from a3fast.verify import verify, verify_bytes
 
 
@@ -59,7 +59,7 @@ def test_a_compact_record_that_cannot_be_decoded_is_E_STRUCTURE(spec_trace):
 
 
 def test_compact_placements_are_checked_on_their_bitmaps_without_decoding(spec_trace, monkeypatch):
-    from a3fast import compact as compact_module
+    from a3fast.record import compact as compact_module
 
     compact = list(encode_trace(spec_trace))
 
@@ -78,7 +78,7 @@ def compact_with(records, change):
     that change decodes to: the verifier must say the same of both."""
     from pyroaring import BitMap
 
-    from a3fast.compact import _bitmap, _ids_text, decode_trace
+    from a3fast.record.compact import _bitmap, _ids_text, decode_trace
 
     compact = copy.deepcopy(list(encode_trace(records)))
     bound = next(r for r in compact if r["kind"] == "task.bound")

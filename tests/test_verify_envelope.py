@@ -3,7 +3,7 @@ import orjson
 
 import a3fast
 from a3fast import Fleet
-from a3fast.records import placement_records
+from a3fast.record.write import placement_records
 from a3fast.verify import is_valid, verify
 
 DECL = {"v": "1.0", "agent": {"name": "order-analyst", "namespace": "support"},

@@ -8,29 +8,24 @@ from pathlib import Path
 import orjson
 import pytest
 
-from a3fast.compact import encode_trace
+from a3fast.record.compact import encode_trace
 from a3fast.conformance import load_vectors, trace_bytes
 from a3fast.verify import verify_bytes
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors"
 
-#: Vectors whose trace the compact Encoder cannot encode yet, each with the reason; the encoder's
-#: own tests own the fix. Listed here so that a skip is visible, never silent.
-_REFUSES_BROKEN_RECORDS = ("the Encoder refuses a record that breaks the trace format (CompactError), "
-                           "so this trace has no compact form to compare")
-ENCODER_FAILS: dict[str, str] = {
-    "trace-format.json:a record without seq": _REFUSES_BROKEN_RECORDS,
-    "trace-format.json:a record without kind": _REFUSES_BROKEN_RECORDS,
-    "trace-format.json:a record without content": _REFUSES_BROKEN_RECORDS,
-    "trace-format.json:a record whose seq is a string": _REFUSES_BROKEN_RECORDS,
-}
+def _is_record(value) -> bool:
+    """A trace record as the codec takes one ({seq: int, kind: str, content}); anything that breaks
+    the trace format has no compact form and is kept as it is, as `a3fast encode` refuses to guess."""
+    return (isinstance(value, dict) and type(value.get("seq")) is int and isinstance(value.get("kind"), str)
+            and "content" in value)
 
 
 def _encoded(values: list) -> list:
-    """The values with every record (a JSON object) through one encode_trace, in place."""
-    records = [v for v in values if isinstance(v, dict)]
+    """The values with every record through one encode_trace, in place; the rest as they are."""
+    records = [v for v in values if _is_record(v)]
     encoded = iter(list(encode_trace(records)))
-    return [next(encoded) if isinstance(v, dict) else v for v in values]
+    return [next(encoded) if _is_record(v) else v for v in values]
 
 
 def _changed(original, encoded) -> bool:
@@ -69,10 +64,7 @@ def compact_form(trace) -> bytes:
 
 def _params():
     for vector in load_vectors(VECTORS):
-        marks = []
-        if vector.id in ENCODER_FAILS:
-            marks.append(pytest.mark.xfail(strict=True, reason=ENCODER_FAILS[vector.id]))
-        yield pytest.param(vector, id=vector.id, marks=marks)
+        yield pytest.param(vector, id=vector.id)
 
 
 def _pairs(findings):

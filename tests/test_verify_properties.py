@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from a3fast import Fleet, Route
 from a3fast.conformance import load_vectors
-from a3fast.records import placement_records
+from a3fast.record.write import placement_records
 from a3fast.trace import TraceWriter
 from a3fast.verify import Finding, verify, verify_bytes
 

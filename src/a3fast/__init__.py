@@ -10,31 +10,31 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from typing import TYPE_CHECKING, Any
+
 from .engines import ENGINE, NATIVE_AVAILABLE, available_engines
 from .errors import A3Error, FleetError, Problem, SchemaError
+from .fleet import Fleet
+from .placement import Placement, Route
 from .schema import Capability, Declaration, Requirements, parse_declaration, parse_requirements
+# Bound here, after the submodule `a3fast.verify` has been imported, so that `a3fast.verify` is the
+# function the API documents: the import system sets a package's attribute to a submodule only when
+# it first loads it.
+from .verify import Finding, verify
 
-# Names whose modules load on first use (keeps `import a3fast` light for embedders).
-_LAZY = {
-    "Fleet": "fleet",
-    "Placement": "placement",
-    "Route": "placement",
-    "verify": "verify",
-    "Finding": "verify",
-    "admit": "authority",
-}
+if TYPE_CHECKING:
+    from .authority import admit
 
 __all__ = ["ENGINE", "NATIVE_AVAILABLE", "available_engines", "A3Error", "FleetError", "Problem",
            "SchemaError", "Capability", "Declaration", "Requirements", "parse_declaration",
-           "parse_requirements", *_LAZY]
+           "parse_requirements", "Fleet", "Placement", "Route", "verify", "Finding", "admit"]
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'a3fast' has no attribute {name!r}")
-    import importlib
+def __getattr__(name: str) -> Any:
+    # `admit` loads the authority model (and cryptography) on first use only.
+    if name == "admit":
+        from .authority import admit as value
 
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'a3fast' has no attribute {name!r}")

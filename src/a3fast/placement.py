@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import records
 from .errors import A3Error
+from .explain import summary_line
+from .record.write import rejection_dict, scheduling_dict, scheduling_json, timings
 from .schema import Declaration, Requirements, parse_requirements
 
 __all__ = ["Placement", "Route", "RouteError", "CustomScores"]
@@ -71,7 +72,7 @@ class Placement:
 
     Made by `Fleet.place` and `Fleet.resume`. It keeps the decision as the engine left it — the id
     sets of the explanation and the score columns, with `index`, the engine index whose agent ids
-    they are — and the record writers of `a3fast.records` turn it into §6 records on request.
+    they are — and the record writers of `a3fast.record.write` turn it into §6 records on request.
     """
 
     __slots__ = ("fleet_engine", "index", "requirements", "submitted", "route", "session", "kind",
@@ -151,7 +152,7 @@ class Placement:
     @property
     def timings(self) -> dict[str, Any]:
         """§6 timings: measured phases only; launch_ms and requests are never invented (reading 9)."""
-        return records.timings(self)
+        return timings(self)
 
     # -- records ----------------------------------------------------------------------------------
     @property
@@ -160,14 +161,14 @@ class Placement:
         if not self.bound:
             return None
         if self._scheduling is None:
-            self._scheduling = records.scheduling_dict(self)
+            self._scheduling = scheduling_dict(self)
         return self._scheduling
 
     def scheduling_json(self) -> bytes | None:
         """The scheduling object as JSON bytes (the native engine writes them directly)."""
         if not self.bound:
             return None
-        return records.scheduling_json(self)
+        return scheduling_json(self)
 
     @property
     def rejection(self) -> dict[str, Any] | None:
@@ -175,11 +176,13 @@ class Placement:
         with the candidates that failed it, candidates and filters_failed (§6)."""
         if self.bound:
             return None
-        return records.rejection_dict(self)
+        return rejection_dict(self)
 
     def summary(self) -> str:
         """One line in the style of a scheduler's event: eligible out of considered, and why not."""
-        return records.summary_line(self)
+        expl = self.explanation
+        return summary_line(expl.eligible_count, expl.candidates_count, self.predicates,
+                            expl.failed_counts(), self.agent)
 
     def _repr_html_(self) -> str:
         """The funnel, scores and candidates as a notebook shows them (a3fast.report)."""

@@ -137,8 +137,9 @@ def task_kind(requirements: Requirements) -> str:
     return "+".join(caps) if caps else "*"
 
 
-class _Reader:
-    """Collects problems while walking one document."""
+class ProblemReader:
+    """Collects problems while walking one document: every reader of a document (§3, §4, and the
+    authority documents) names each problem by its JSON path, what it expected and what it found."""
 
     def __init__(self) -> None:
         self.problems: list[Problem] = []
@@ -381,7 +382,7 @@ def parse_declaration(obj: Any, path: str = "$") -> Declaration:
         fast = _fast_declaration(obj)
         if fast is not None and document.conforms(obj):
             return fast
-    r = _Reader()
+    r = ProblemReader()
     doc = r.obj(obj, path)
     if doc is None:
         r.raise_if_any()
@@ -421,7 +422,7 @@ def parse_requirements(obj: Any, path: str = "$") -> Requirements:
         fast = _fast_requirements(obj)
         if fast is not None and document.conforms(obj):
             return fast
-    r = _Reader()
+    r = ProblemReader()
     doc = r.obj(obj, path)
     if doc is None:
         r.raise_if_any()

@@ -24,8 +24,10 @@ from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENC
                          UNMET_CODE, parse_predicate, satisfies)
 from .rejection_claims import claims_no_eligible_agent, names_a_predicate
 from .schema import Declaration, SchemaError, parse_requirements
-from .scheduling_record import (ABSENT, BOUND_RECORD, RecordedPlacement, read_scheduling,
-                                read_scheduling_json, read_typed)
+from .record.compact import KEY as COMPACT_KEY
+from .record.compact_read import CompactReader
+from .record.read import (ABSENT, BOUND_RECORD, ParsedDocuments, RecordedPlacement, read_scheduling,
+                          read_scheduling_json, read_typed)
 from .trace import (TraceContentError, TraceItem, TraceProblem, TraceRecord, read_trace, read_values)
 
 __all__ = ["Finding", "Verifier", "verify", "verify_file", "verify_stream", "verify_stream_counted", "verify_bytes",
@@ -41,8 +43,6 @@ WARNING_CODES = ("W_FAILED_PREDICATE_UNMATCHED", "W_FAILED_AND_SCORED",
                  "W_ENVELOPE_EXCEEDS_CLEARANCES", "W_ENVELOPE_MALFORMED")
 
 SUBMITTED, ADMITTED, BOUND, REJECTED = "task.submitted", "task.admitted", "task.bound", "task.rejected"
-#: The member that marks a3fast's compact form of a record (a3fast.compact.KEY).
-_COMPACT_KEY = "a3fast.compact"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,32 +136,7 @@ def _difference(want: Iterable[str], have: Iterable[str]) -> tuple[list[str], li
 # ---------------------------------------------------------------------------------------------
 # The verifier
 
-def _cross_check(failed: list[Any] | None, scored: Any,
-                 matched: tuple[str, ...] | None) -> tuple[list[str], set[str]]:
-    """(names both in filters_failed and in scores, predicates of filters_failed not in P), in one
-    pass over the list: it is as long as the fleet, so it is walked once, with no set of its names.
-    A compact record's failed bitmaps answer both with set operations instead."""
-    if hasattr(failed, "cross_check"):
-        return failed.cross_check(scored, matched)
-    overlap: list[str] = []
-    unmatched: set[str] = set()
-    if failed is None:
-        return overlap, unmatched
-    if scored is not None and matched is not None:
-        matched_set = frozenset(matched)
-        for entry in failed:
-            if entry.candidate in scored:
-                overlap.append(entry.candidate)
-            if entry.predicate not in matched_set:
-                unmatched.add(entry.predicate)
-    elif scored is not None:
-        overlap = [entry.candidate for entry in failed if entry.candidate in scored]
-    elif matched is not None:
-        unmatched = {entry.predicate for entry in failed}.difference(matched)
-    return overlap, unmatched
-
-
-class _Explanation:
+class _Cited:
     """What a resumed placement may rely on from an earlier full placement (§6, §7 Explanation):
     kept small so that memory does not grow with the size of the fleet."""
 
@@ -188,12 +163,12 @@ class _Placements:
         self._seqs = array("q")
         self._refs = array("q")
         self._other: dict[int, int] = {}  # seqs beyond int64, or out of order (already E_TRACE)
-        self._explanations: list[_Explanation] = []
+        self._explanations: list[_Cited] = []
         self._ids: dict[tuple, int] = {}
         self._interned: dict[Any, Any] = {}
         self.any_explained = False
 
-    def add(self, seq: int, explanation: _Explanation | None) -> None:
+    def add(self, seq: int, explanation: _Cited | None) -> None:
         ref = -1
         if explanation is not None:
             # Keep the first copy of each part, not one per placement.
@@ -213,7 +188,7 @@ class _Placements:
         else:
             self._other.setdefault(seq, ref)
 
-    def get(self, seq: int) -> tuple[bool, _Explanation | None]:
+    def get(self, seq: int) -> tuple[bool, _Cited | None]:
         """(whether a task.bound has this seq, its explanation if it carried one)."""
         ref = self._other.get(seq)
         if ref is None and -(2**63) <= seq < 2**63:
@@ -248,7 +223,8 @@ class Verifier:
         self._admitted_envelope: Any = None   # (task.admitted content, line) until checked
         self._placements = _Placements()
         self._unanchored: list[tuple[int, int | None]] = []  # resumed, no seq, before any explanation
-        self._compact_reader: Any = None  # a3fast's compact records, made when one appears
+        self._documents = ParsedDocuments()  # the trace's requirements and declarations, parsed once
+        self._compact_reader: CompactReader | None = None  # made when a compact record appears
         self._finished = False
 
     # -- feeding --------------------------------------------------------------------------------
@@ -301,24 +277,22 @@ class Verifier:
     def _warn(self, code: str, seq: int | None, line: int | None, message: str) -> None:
         self.findings.append(Finding(code, seq, message, line, "warning"))
 
-    def _compact_records(self):
+    def _compact_records(self) -> CompactReader:
         """The reader of a3fast's compact records (one per trace: it keeps the fleet snapshots)."""
         if self._compact_reader is None:
-            from .compact import CompactReader
-
-            self._compact_reader = CompactReader()
+            self._compact_reader = CompactReader(self._documents)
         return self._compact_reader
 
     def _noted(self, record: TraceRecord, content: Any) -> bool:
         """Whether a rejection can be checked: §7 reads only its reason, so a compact one is not
         expanded; the fleet snapshot it may carry is registered for the records after it."""
-        if not (isinstance(content, Mapping) and _COMPACT_KEY in content):
+        if not (isinstance(content, Mapping) and COMPACT_KEY in content):
             return True
         try:
             self._compact_records().note(record.seq, content)
         except Exception as exc:  # hostile input: a finding, never a crash
             self._error("E_STRUCTURE", record.seq, record.line,
-                        f"{_COMPACT_KEY}: the compact record cannot be read: {exc}")
+                        f"{COMPACT_KEY}: the compact record cannot be read: {exc}")
             return False
         return True
 
@@ -326,13 +300,13 @@ class Verifier:
         """A compact task.bound read straight from its bitmaps (docs/compact-format.md, "Verifying
         without decoding"); None for a record in spec form."""
         content = record.content
-        if not (isinstance(content, Mapping) and _COMPACT_KEY in content):
+        if not (isinstance(content, Mapping) and COMPACT_KEY in content):
             return None
         try:
             return self._compact_records().read(record.seq, content)
         except Exception as exc:  # hostile input: a finding, never a crash
             self._error("E_STRUCTURE", record.seq, record.line,
-                        f"{_COMPACT_KEY}: the compact record cannot be read: {exc}")
+                        f"{COMPACT_KEY}: the compact record cannot be read: {exc}")
             return RecordedPlacement()
 
     def _read_submitted(self, record: TraceRecord, content: Mapping[str, Any]) -> None:
@@ -376,13 +350,13 @@ class Verifier:
         self.placements += 1
         placement = None
         if record.typed is not None:
-            placement = read_typed(record.typed)
+            placement = read_typed(record.typed, self._documents)
         elif record.content_json is not None:
-            placement = read_scheduling_json(record.content_json)
+            placement = read_scheduling_json(record.content_json, self._documents)
         if placement is None:
             placement = self._read_compact(record)
         if placement is None:
-            placement = read_scheduling(record.content)
+            placement = read_scheduling(record.content, self._documents)
         seq, line = record.seq, record.line
         for problem in placement.problems:  # §7 Placement
             self._error("E_STRUCTURE", seq, line, problem)
@@ -478,7 +452,7 @@ class Verifier:
         agent = placement.agent
         name = agent[0] if agent is not None else None
         failed, scored = placement.failed, placement.scored
-        overlap, unmatched = _cross_check(failed, scored, matched)
+        overlap, unmatched = failed.cross_check(scored, matched) if failed is not None else ([], set())
         chosen_scored = scored is not None and name is not None and name in scored
         chosen_failed = None
         # A scored chosen agent that is also failed is in the overlap (usually empty); one that is
@@ -503,7 +477,7 @@ class Verifier:
                        f"and in scores (eligible): {_listing(sorted(set(overlap)))}")
         explanation = None
         if placement.full_explanation:
-            explanation = _Explanation(frozenset(passed), agent, chosen_failed, chosen_scored)
+            explanation = _Cited(frozenset(passed), agent, chosen_failed, chosen_scored)
         self._placements.add(seq, explanation)
 
     def _check_reference(self, seq: int, line: int | None, placement: RecordedPlacement,
@@ -547,7 +521,7 @@ class Verifier:
             return
         self._check_cited(seq, line, target, explanation, placement.agent, matched)
 
-    def _check_cited(self, seq: int, line: int | None, target: int, explanation: _Explanation,
+    def _check_cited(self, seq: int, line: int | None, target: int, explanation: _Cited,
                      agent: tuple[str, str] | None, matched: tuple[str, ...] | None) -> None:
         """The explanation checks, run with the lists of the record a resumed placement names."""
         if matched is not None and explanation.passed != frozenset(matched):
@@ -596,7 +570,7 @@ def verify(records: Any) -> list[Finding]:
 
 #: Placements are ~100 KB lines: a larger buffer reads them in fewer, larger reads.
 _READ_BUFFER = 1 << 16
-#: task.bound lines are decoded in one typed pass (scheduling_record), the rest generically.
+#: task.bound lines are decoded in one typed pass (record.read), the rest generically.
 _TYPED = {BOUND: BOUND_RECORD}
 
 

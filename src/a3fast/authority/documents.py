@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ..errors import Problem, json_path
-from ..schema import AgentName, _Reader as _SchemaReader
+from ..schema import AgentName, ProblemReader as _SchemaReader
 from .keys import ALGORITHM, b64url_decode, load_public_key
 from .times import parse_instant
 from .vocabulary import CONFIRMATIONS, DEFAULT_VERSION, OPERATIONS, capability_key, parse_capability_ref
@@ -144,7 +144,7 @@ class RuntimePolicy:
     doc: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
-class _Reader(_SchemaReader):
+class ProblemReader(_SchemaReader):
     """The schema's reader, plus the value kinds authority documents use."""
 
     def required(self, doc: Mapping[str, Any], path: str, keys: Iterable[str]) -> None:
@@ -188,14 +188,14 @@ class _Reader(_SchemaReader):
         return instant
 
 
-def _document(r: _Reader, obj: Any, path: str, required: Iterable[str]) -> Mapping[str, Any] | None:
+def _document(r: ProblemReader, obj: Any, path: str, required: Iterable[str]) -> Mapping[str, Any] | None:
     doc = r.obj(obj, path)
     if doc is not None:
         r.required(doc, path, required)
     return doc
 
 
-def _contract(r: _Reader, obj: Any, path: str) -> Contract | None:
+def _contract(r: ProblemReader, obj: Any, path: str) -> Contract | None:
     doc = _document(r, obj, path, ("id", "operation", "resource", "confirmation"))
     if doc is None:
         return None
@@ -220,7 +220,7 @@ def _contract(r: _Reader, obj: Any, path: str) -> Contract | None:
                     tuple(dict.fromkeys(data)), reversible, confirmation, doc)
 
 
-def _mapping(r: _Reader, obj: Any, path: str) -> HostMapping | None:
+def _mapping(r: ProblemReader, obj: Any, path: str) -> HostMapping | None:
     doc = _document(r, obj, path, ("tool", "satisfies", "transport"))
     if doc is None:
         return None
@@ -233,7 +233,7 @@ def _mapping(r: _Reader, obj: Any, path: str) -> HostMapping | None:
     return HostMapping(tool, satisfies, transport, doc) if len(r.problems) == n else None
 
 
-def _skill(r: _Reader, obj: Any, path: str) -> Skill | None:
+def _skill(r: ProblemReader, obj: Any, path: str) -> Skill | None:
     doc = _document(r, obj, path, ("id", "required"))
     if doc is None:
         return None
@@ -252,7 +252,7 @@ def _many(parse_one, docs: Sequence[Any], paths: Sequence[str] | None, key_of=No
     problem too (`unique` says what must be unique, for the message)."""
     if paths is None:
         paths = [f"$[{i}]" for i in range(len(docs))]
-    r = _Reader()
+    r = ProblemReader()
     out, first_at = [], {}
     for doc, path in zip(docs, paths):
         parsed = parse_one(r, doc, path)
@@ -299,7 +299,7 @@ def parse_skills(docs: Sequence[Any], paths: Sequence[str] | None = None) -> tup
     return _many(_skill, docs, paths, lambda s: s.id, "one skill per id")
 
 
-def _trusted_keys(r: _Reader, value: Any, path: str) -> dict[str, Ed25519PublicKey]:
+def _trusted_keys(r: ProblemReader, value: Any, path: str) -> dict[str, Ed25519PublicKey]:
     keys: dict[str, Ed25519PublicKey] = {}
     seen: set[str] = set()
     for i, item in enumerate(r.array(value, path)):
@@ -329,7 +329,7 @@ def _trusted_keys(r: _Reader, value: Any, path: str) -> dict[str, Ed25519PublicK
 
 def parse_connection(obj: Any, path: str = "$") -> Connection:
     """A connection: `{id, experience, capabilities, keys, agent?, paired_at?, revoked_at?}`."""
-    r = _Reader()
+    r = ProblemReader()
     doc = _document(r, obj, path, ("id", "experience", "capabilities", "keys"))
     if doc is None:
         r.raise_if_any()
@@ -359,7 +359,7 @@ def parse_engagement(obj: Any, path: str = "$") -> Engagement:
 
     `{experience, context, connection, capabilities, expires, issued_at?, signature: {alg, kid, value}}`
     """
-    r = _Reader()
+    r = ProblemReader()
     doc = _document(r, obj, path, ("experience", "context", "connection", "capabilities", "expires", "signature"))
     if doc is None:
         r.raise_if_any()
@@ -390,7 +390,7 @@ def parse_engagement(obj: Any, path: str = "$") -> Engagement:
                       signature, issued_at, doc)
 
 
-def _rule(r: _Reader, obj: Any, path: str) -> Rule | None:
+def _rule(r: ProblemReader, obj: Any, path: str) -> Rule | None:
     doc = _document(r, obj, path, ("id", "decision"))
     if doc is None:
         return None
@@ -428,7 +428,7 @@ def parse_policy(obj: Any, path: str = "$") -> RuntimePolicy:
     confirm, then allow), so rule order never changes a result. `default` (allow when absent)
     decides capabilities no rule matches.
     """
-    r = _Reader()
+    r = ProblemReader()
     doc = r.obj(obj, path)
     if doc is None:
         r.raise_if_any()

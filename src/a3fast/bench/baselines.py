@@ -22,6 +22,7 @@ import orjson
 
 from ..predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, declaration_keys, evaluated_keys, first_failed,
                           parse_predicate)
+from ..record.write import scheduling_object
 from ..schema import Declaration, Requirements, parse_declaration, task_kind
 from ..scoring import DEFAULT_WEIGHTS, cost_score
 
@@ -93,13 +94,11 @@ class Baseline:
             return None
         names = self.names
         predicates = req.predicates
-        record = {
-            "requirements": dict(req.doc), "declaration": dict(self.decls[best].doc),
-            "candidates": [names[i] for i in candidates], "filters_passed": list(predicates),
-            "filters_failed": [{"candidate": names[i], "predicate": p} for p, ids in zip(predicates, failed) for i in ids],
-            "scores": {names[aid]: {"total": t, "affinity": a, "success_rate": s, "cost": c, "substantiated": e}
-                       for aid, (t, a, s, c, e) in zip(eligible, rows)},
-        }
+        record = scheduling_object(
+            dict(req.doc), dict(self.decls[best].doc), [names[i] for i in candidates], list(predicates),
+            [{"candidate": names[i], "predicate": p} for p, ids in zip(predicates, failed) for i in ids],
+            {names[aid]: {"total": t, "affinity": a, "success_rate": s, "cost": c, "substantiated": e}
+             for aid, (t, a, s, c, e) in zip(eligible, rows)})
         return orjson.dumps(record)
 
 

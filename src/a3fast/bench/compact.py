@@ -12,10 +12,10 @@ from typing import Any
 
 import orjson
 
-from ..compact import Encoder, decode_trace
 from ..engines import ENGINE
 from ..fleet import Fleet
-from ..records import placement_records
+from ..record.compact import Encoder, decode_trace
+from ..record.write import placement_records
 from ..schema import parse_requirements
 from ..verify import verify_bytes
 from ..workload import generate_fleet, generate_tasks

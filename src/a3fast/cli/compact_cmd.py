@@ -13,7 +13,7 @@ import click
 import msgspec
 import orjson
 
-from ..compact import CompactError, Decoder, Encoder
+from ..record.compact import CompactError, Decoder, Encoder
 from ..trace import TraceProblem, read_values
 from .common import BadInput, atomic_output, output_option, progress, read_bytes
 

@@ -7,7 +7,7 @@ import time
 import click
 
 from ..fleet import Fleet
-from ..records import placement_records
+from ..record.write import placement_records
 from ..schema import parse_requirements
 from ..trace import TraceWriter
 from ..workload import MAX_SEED, generate_fleet, generate_tasks

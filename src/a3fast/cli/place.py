@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from ..records import placement_records
+from ..record.write import placement_records
 from ..trace import TraceWriter
 from .common import EXIT_NEGATIVE, EXIT_OK, atomic_output, output_option
 from .fleet_input import load_fleet, load_requirements

@@ -120,7 +120,7 @@ def _run_stdio(config) -> int:
     from ..service.state import ServiceState, StateError
     from ..service.operations import Operations
     from ..service.stdio import serve_stdio
-    from ..service.app import _seed
+    from ..service.app import seed_fleet
     from ..errors import SchemaError
 
     state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
@@ -128,7 +128,7 @@ def _run_stdio(config) -> int:
     try:
         state.open(mark_ready=False)
         if config.fleet is not None:
-            _seed(state, config)
+            seed_fleet(state, config)
     except (StateError, SchemaError, OSError) as exc:
         click.echo(f"a3fast serve: cannot start: {exc}", err=True)
         return EXIT_BAD_INPUT

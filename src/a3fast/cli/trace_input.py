@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..compact import CompactError, Decoder
+from ..record.compact import CompactError, Decoder
 from ..trace import TraceProblem, TraceContentError, read_trace
 from .common import BadInput
 

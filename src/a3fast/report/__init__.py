@@ -10,7 +10,8 @@ vega-embed; the page loads nothing from anywhere.
 from __future__ import annotations
 
 from .model import Limits, PlacementView, ReportInputError, TraceSummary, summarise_trace
-from .render import fleet_html, placement_html, placement_view, render, render_summary, summary_html, write_report
+from .render import placement_html, placement_view, render, render_summary, write_report
+from .views import fleet_html, summary_html
 
 __all__ = ["Limits", "PlacementView", "ReportInputError", "TraceSummary", "summarise_trace", "render",
            "render_summary", "write_report", "placement_html", "placement_view", "summary_html", "fleet_html"]

@@ -12,10 +12,11 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
-from ..compact import CompactError, Decoder
 from ..explain import Explained, explain_record, predicate_counts
+from ..record.compact import CompactError, Decoder
 from ..trace import TraceContentError, TraceItem, TraceProblem, TraceRecord, read_trace, read_values
 from ..verify import Finding, Verifier
+from .views import summary_html, view_html
 
 __all__ = ["Limits", "PlacementView", "TraceSummary", "ReportInputError", "summarise_trace",
            "summarise_items", "decisive_predicate", "ELIGIBLE"]
@@ -98,9 +99,7 @@ class PlacementView:
         return self.rows is not None and len(self.rows) < self.candidates
 
     def _repr_html_(self) -> str:
-        from .render import placement_html
-
-        return placement_html(self)
+        return view_html(self)
 
 
 @dataclass
@@ -140,8 +139,6 @@ class TraceSummary:
         return next((p for p in self.listed if p.seq == seq), None)
 
     def _repr_html_(self) -> str:
-        from .render import summary_html
-
         return summary_html(self)
 
 

@@ -7,98 +7,23 @@ someone else wrote. Data for the page's tables goes into one `application/json` 
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import os
-from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-import orjson
 from markupsafe import Markup
 
 from .. import __version__
 from . import charts
 from .model import Limits, PlacementView, TraceSummary, summarise_trace
+from .views import asset, env, json_for_script, overview_charts, script, view_html
 
-__all__ = ["render", "render_summary", "write_report", "placement_html", "summary_html", "fleet_html",
-           "placement_view"]
+__all__ = ["render", "render_summary", "write_report", "placement_html", "placement_view"]
 
 #: Codes of the first-failed column in the page: '.' eligible, then one character per predicate.
 _CODE_CHARS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 #: Findings listed in the page at most (all are counted).
 FINDINGS_LISTED = 2_000
-
-
-@functools.lru_cache(maxsize=1)
-def _env():
-    import jinja2
-
-    env = jinja2.Environment(loader=jinja2.PackageLoader("a3fast.report", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True)
-    env.filters["num"] = lambda n: f"{n:,}"
-    env.filters["score"] = lambda v: "" if v is None else f"{v:.3g}"
-    return env
-
-
-def _asset(name: str) -> str:
-    return resources.files("a3fast.report").joinpath("templates", name).read_text(encoding="utf-8")
-
-
-def json_for_script(value: Any) -> Markup:
-    """JSON that cannot end its <script> element or open a comment in it, whatever the strings hold."""
-    text = orjson.dumps(value).decode()
-    return Markup(text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-                  .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
-
-
-def _script(text: str) -> Markup:
-    """A library's source inside a <script> element: only `</script` could end it early."""
-    return Markup(text.replace("</script", "<\\/script").replace("<!--", "<\\!--"))
-
-
-def _svg(spec: Mapping[str, Any]) -> Markup:
-    # vl-convert writes the chart with every text escaped as SVG requires.
-    return Markup(charts.to_svg(spec))
-
-
-# -- trace-wide charts (SVG at build time) ---------------------------------------------------------
-
-def _top(counter, limit: int) -> tuple[list[tuple[str, int]], int]:
-    top = counter.most_common(limit)
-    return top, len(counter) - len(top)
-
-
-def _time_bins(summary: TraceSummary) -> tuple[list[tuple[float, float, int, int]], str] | None:
-    if len({t for t, _ in summary.decided}) < 2:
-        return None
-    first = min(t for t, _ in summary.decided)
-    span = (max(t for t, _ in summary.decided) - first).total_seconds()
-    n = max(1, summary.limits.time_bins)
-    width = span / n
-    counts = [[0, 0] for _ in range(n)]
-    for t, bound in summary.decided:
-        i = min(n - 1, int((t - first).total_seconds() / width))
-        counts[i][0 if bound else 1] += 1
-    bins = [(i * width, (i + 1) * width, b, r) for i, (b, r) in enumerate(counts)]
-    origin = first.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return bins, origin
-
-
-def overview_charts(summary: TraceSummary) -> dict[str, Any]:
-    limit = summary.limits.predicates_charted
-    removed, removed_more = _top(summary.removed_by_predicate, limit)
-    unsched, unsched_more = _top(summary.unschedulable_by_predicate, limit)
-    out: dict[str, Any] = {"removed_more": removed_more, "unschedulable_more": unsched_more}
-    out["removed"] = _svg(charts.predicate_bars(
-        removed, title={"text": "Candidates removed, by predicate", "subtitle": "each candidate counted at its first failed predicate"},
-        measure="candidates removed, all placements")) if removed else None
-    out["unschedulable"] = _svg(charts.predicate_bars(
-        unsched, title={"text": "Unschedulable tasks", "subtitle": "by the predicate that removed the last candidates"},
-        measure="tasks")) if unsched else None
-    timed = _time_bins(summary)
-    out["over_time"] = _svg(charts.over_time(timed[0], origin=timed[1])) if timed else None
-    return out
 
 
 # -- the page's data -------------------------------------------------------------------------------
@@ -156,11 +81,11 @@ def page_data(summary: TraceSummary) -> dict[str, Any]:
 
 def render_summary(summary: TraceSummary) -> str:
     """The report page for a summarised trace: one HTML document that needs nothing else."""
-    return _env().get_template("report.html.j2").render(
+    return env().get_template("report.html.j2").render(
         s=summary, charts=overview_charts(summary), data=json_for_script(page_data(summary)),
         findings=summary.findings[:FINDINGS_LISTED], findings_listed=FINDINGS_LISTED,
-        css=Markup(_asset("report.css")), app=_script(_asset("report.js")),
-        vega=_script(charts.javascript_bundle()), version=__version__,
+        css=Markup(asset("report.css")), app=script(asset("report.js")),
+        vega=script(charts.javascript_bundle()), version=__version__,
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
 
 
@@ -210,45 +135,7 @@ def placement_view(placement, limits: Limits = Limits()) -> PlacementView:
     return summary.listed[0]
 
 
-def _placement_charts(view: PlacementView) -> dict[str, Markup | None]:
-    funnel_rows = [{"order": i, "predicate": p, "reached": r, "removed": m}
-                   for i, (p, r, m) in enumerate(view.funnel)]
-    score_rows = [{"rank": rank, "agent": row[0], "component": c, "value": v}
-                  for rank, row in enumerate(view.score_rows)
-                  for c, v in zip(view.score_components, row[2:]) if v is not None]
-    return {"funnel": _svg(charts.funnel(funnel_rows)) if funnel_rows else None,
-            "scores": _svg(charts.scores(score_rows)) if score_rows else None}
-
-
-#: Candidate rows a notebook view lists (the page pages through all it embeds).
-NOTEBOOK_ROWS = 25
-
-
-def placement_html(placement_or_view) -> str:
+def placement_html(placement_or_view: Any) -> str:
+    """A Placement, or a placement read from a trace, as a notebook shows it."""
     view = placement_or_view if isinstance(placement_or_view, PlacementView) else placement_view(placement_or_view)
-    return _env().get_template("placement.html.j2").render(
-        p=view, charts=_placement_charts(view), rows=(view.rows or [])[:NOTEBOOK_ROWS],
-        css=Markup(_asset("report.css")))
-
-
-def summary_html(summary: TraceSummary) -> str:
-    return _env().get_template("summary.html.j2").render(
-        s=summary, charts=overview_charts(summary), listed=summary.listed[:NOTEBOOK_ROWS],
-        findings=summary.findings[:NOTEBOOK_ROWS], css=Markup(_asset("report.css")))
-
-
-def fleet_html(fleet, limit: int = 15) -> str:
-    """A fleet: how many agents, and the predicates most of them satisfy (what tasks can ask for)."""
-    import collections
-
-    from ..predicates import declaration_keys
-
-    held: collections.Counter = collections.Counter()
-    for declaration in fleet:
-        held.update(declaration_keys(declaration))
-    top = held.most_common(limit)
-    chart = _svg(charts.predicate_bars(top, title="Predicates the most agents satisfy",
-                                       measure="agents", color="#2f6f9f")) if top else None
-    return _env().get_template("fleet.html.j2").render(
-        agents=len(fleet), engine=fleet.engine, top=top, more=len(held) - len(top), chart=chart,
-        css=Markup(_asset("report.css")))
+    return view_html(view)

@@ -349,7 +349,7 @@ def _open(state: ServiceState, config: ServiceConfig, app) -> None:
     try:
         state.open(mark_ready=False)
         if config.fleet is not None:
-            _seed(state, config)
+            seed_fleet(state, config)
         state.ready = True
     except (StateError, SchemaError, OSError) as exc:
         app.state.failure = str(exc)
@@ -359,7 +359,7 @@ def _open(state: ServiceState, config: ServiceConfig, app) -> None:
             app.state.on_failure()
 
 
-def _seed(state: ServiceState, config: ServiceConfig) -> None:
+def seed_fleet(state: ServiceState, config: ServiceConfig) -> None:
     """Declarations of --fleet, added when the state holds no agent yet (a restart keeps what the
     state holds)."""
     if state.order:

@@ -27,10 +27,10 @@ from typing import Any, Iterable
 
 import orjson
 
-from ..compact import Encoder
+from ..record.compact import Encoder
 from ..errors import FleetError, Problem, SchemaError
 from ..fleet import Fleet
-from ..records import placement_records
+from ..record.write import placement_records
 from ..schema import Declaration, parse_declaration
 from ..trace import TraceWriter
 from .journal import Journal, JournalCorrupt, frame, read_entries

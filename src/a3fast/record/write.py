@@ -1,5 +1,9 @@
-"""The records of a placement (§6): the task.bound scheduling object, task.rejected content, and
-the trace records of one placement, as dicts and as JSON bytes."""
+"""Writing the records of a placement (§6): the task.bound scheduling object, task.rejected content,
+and the trace records of one placement, as dicts and as JSON bytes.
+
+`scheduling_object` is the shape of a full §6 scheduling object, member order included; every
+writer of it in dict form goes through it (this module, the compact decoder, the benchmark's
+baselines), and the engines' bytes writers follow the same order (tests hold them to it)."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -7,9 +11,7 @@ from typing import Any, Iterator
 
 import orjson
 
-from .explain import summary_line as _verdict_line
-
-__all__ = ["scheduling_dict", "scheduling_json", "rejection_dict", "timings", "summary_line",
+__all__ = ["scheduling_object", "scheduling_dict", "scheduling_json", "rejection_dict", "timings",
            "placement_records", "reason_text"]
 
 _second_text: list = [None, ""]  # the last whole second formatted, since placements come many a second
@@ -51,18 +53,25 @@ def _tail(p) -> dict[str, Any]:
     return tail
 
 
+def scheduling_object(requirements: Any, declaration: Any, candidates: list[str],
+                      filters_passed: list[str], filters_failed: list[dict[str, str]],
+                      scores: dict[str, Any], rest: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A full §6 scheduling object from its parts; `rest` holds the members after the four lists
+    (route, timings, and whatever else a record carries)."""
+    out = {"requirements": requirements, "declaration": declaration, "candidates": candidates,
+           "filters_passed": filters_passed, "filters_failed": filters_failed, "scores": scores}
+    if rest:
+        out.update(rest)
+    return out
+
+
 def scheduling_dict(p) -> dict[str, Any]:
     """The §6 scheduling object; for a resumed placement, the `recorded_in` form."""
-    out: dict[str, Any] = {"requirements": dict(p.requirements.doc), "declaration": dict(p.declaration.doc)}
-    if p.resumed:
-        out = {"resumed": True, "recorded_in": _recorded_in(p), **out, **_counts(p)}
-    else:
-        out["candidates"] = p.candidates
-        out["filters_passed"] = list(p.predicates)
-        out["filters_failed"] = p.filters_failed
-        out["scores"] = _score_map(p)
-    out.update(_tail(p))
-    return out
+    if not p.resumed:
+        return scheduling_object(dict(p.requirements.doc), dict(p.declaration.doc), p.candidates,
+                                 list(p.predicates), p.filters_failed, _score_map(p), _tail(p))
+    return {"resumed": True, "recorded_in": _recorded_in(p), "requirements": dict(p.requirements.doc),
+            "declaration": dict(p.declaration.doc), **_counts(p), **_tail(p)}
 
 
 def _recorded_in(p) -> dict[str, Any]:
@@ -119,12 +128,6 @@ def rejection_dict(p) -> dict[str, Any]:
                            "filters_failed": p.filters_failed}
     out.update(_tail(p))
     return out
-
-
-def summary_line(p) -> str:
-    """The placement's one-line verdict (see a3fast.explain.summary_line)."""
-    expl = p.explanation
-    return _verdict_line(expl.eligible_count, expl.candidates_count, p.predicates, expl.failed_counts(), p.agent)
 
 
 def placement_records(p, task: dict[str, Any] | None = None) -> Iterator[tuple[str, bytes]]:

@@ -1,4 +1,4 @@
-"""A task.bound's scheduling object (§6) read for verification (§7).
+"""A task.bound's scheduling object (§6) read for verification (§7), from spec JSON.
 
 Two readers, one result. The fast one decodes the usual shape of a full placement with msgspec
 Structs that keep only what §7 reads — the names in `filters_failed` and in `scores`, `filters_passed`,
@@ -7,6 +7,9 @@ the two small documents — and skips the rest of the ~100 KB record without bui
 missing field, a value of another type — is read again by the generic reader, which checks every
 field by hand and says what is wrong with each. Both end in the same `RecordedPlacement`, so every
 check downstream is written once, and a property test holds the two readers to the same findings.
+The compact form's reader (`compact_read`) ends in the same `RecordedPlacement`, its lists kept as
+bitmaps: the verifier asks both forms the same questions through `FailedPredicates` and
+`ScoredNames`.
 
 What counts as malformed (E_STRUCTURE) is what §6 marks required and §7 reads: `requirements` and
 `declaration` must parse as §4 and §3 documents, `filters_passed` must be predicate strings,
@@ -17,17 +20,19 @@ objects with a numeric `total`, and `candidates` an array; every agent name (in 
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Mapping, Union
+from typing import Annotated, Any, Callable, Iterable, Mapping, Protocol, Sequence, Union
 
 import msgspec
+import orjson
 
-from . import document
-from .document import INT_MIN, MAX_RECORD_DEPTH
-from .errors import SchemaError, describe
-from .schema import Declaration, Requirements, parse_declaration, parse_requirements
+from .. import document
+from ..document import INT_MIN, MAX_RECORD_DEPTH
+from ..errors import SchemaError, describe
+from ..schema import Declaration, Requirements, parse_declaration, parse_requirements
 
-__all__ = ["RecordedPlacement", "read_scheduling", "read_scheduling_json", "read_typed", "ABSENT",
-           "BOUND_RECORD", "NAME", "is_name"]
+__all__ = ["RecordedPlacement", "FailedPredicates", "ScoredNames", "SpecFailed", "ParsedDocuments",
+           "read_scheduling", "read_scheduling_json", "read_typed", "parse_document", "read_route",
+           "read_resumed", "ABSENT", "BOUND_RECORD", "NAME", "is_name"]
 
 
 class _Absent:
@@ -42,13 +47,65 @@ class _Absent:
 ABSENT: Any = _Absent()
 
 
+class ScoredNames(Protocol):
+    """The names in a record's `scores`: a spec record's object, or a compact record's id bitmap."""
+
+    def __contains__(self, name: object) -> bool: ...
+
+    def __len__(self) -> int: ...
+
+
+class FailedPredicates(Protocol):
+    """A record's `filters_failed`, as §7 asks it: in spec form a list of entries, in compact form
+    one bitmap per predicate."""
+
+    def predicate_of(self, candidate: str) -> str | None:
+        """The predicate `filters_failed` gives for a candidate (its first entry), if it lists it."""
+
+    def cross_check(self, scored: ScoredNames | None,
+                    matched: Iterable[str] | None) -> tuple[list[str], set[str]]:
+        """(names both failed and scored, failed predicates that are not among `matched`)."""
+
+
+class SpecFailed:
+    """`filters_failed` of a spec record: its entries, each with `.candidate` and `.predicate`."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self, entries: Sequence[Any]):
+        self.entries = entries
+
+    def predicate_of(self, candidate: str) -> str | None:
+        for entry in self.entries:
+            if entry.candidate == candidate:
+                return entry.predicate
+        return None
+
+    def cross_check(self, scored: ScoredNames | None,
+                    matched: Iterable[str] | None) -> tuple[list[str], set[str]]:
+        # One pass: the list is as long as the fleet, so it is walked once, with no set of its names.
+        overlap: list[str] = []
+        unmatched: set[str] = set()
+        if scored is not None and matched is not None:
+            matched_set = frozenset(matched)
+            for entry in self.entries:
+                if entry.candidate in scored:
+                    overlap.append(entry.candidate)
+                if entry.predicate not in matched_set:
+                    unmatched.add(entry.predicate)
+        elif scored is not None:
+            overlap = [entry.candidate for entry in self.entries if entry.candidate in scored]
+        elif matched is not None:
+            unmatched = {entry.predicate for entry in self.entries}.difference(matched)
+        return overlap, unmatched
+
+
 class RecordedPlacement:
     """What §7 checks of one task.bound. A field that is absent or malformed is None, and each
     problem with it is one line in `problems` (reported as E_STRUCTURE).
 
-    `failed` holds the entries of `filters_failed` (each with `.candidate` and `.predicate`);
-    `scored` holds the names in `scores`; `recorded_in` is ABSENT unless the record cites an
-    earlier explanation instead (§6)."""
+    `failed` answers for `filters_failed` and `scored` for the names in `scores`, in either form;
+    `recorded_in` is ABSENT unless the record cites an earlier explanation instead (§6)."""
 
     __slots__ = ("problems", "requirements", "declaration", "filters_passed", "failed", "scored",
                  "candidates_ok", "route", "resumed", "recorded_in")
@@ -58,8 +115,8 @@ class RecordedPlacement:
         self.requirements: Requirements | None = None
         self.declaration: Declaration | None = None
         self.filters_passed: list[str] | None = None
-        self.failed: list[Any] | None = None
-        self.scored: Any = None
+        self.failed: FailedPredicates | None = None
+        self.scored: ScoredNames | None = None
         self.candidates_ok = False
         self.route: str | None = None
         self.resumed = False
@@ -73,12 +130,7 @@ class RecordedPlacement:
 
     def failed_predicate_of(self, candidate: str) -> str | None:
         """The predicate `filters_failed` gives for a candidate (its first entry), if it lists it."""
-        if hasattr(self.failed, "predicate_of"):  # a compact record's bitmaps
-            return self.failed.predicate_of(candidate)
-        for entry in self.failed or ():
-            if entry.candidate == candidate:
-                return entry.predicate
-        return None
+        return self.failed.predicate_of(candidate) if self.failed is not None else None
 
     @property
     def agent(self) -> tuple[str, str] | None:
@@ -88,47 +140,79 @@ class RecordedPlacement:
 
 
 # ---------------------------------------------------------------------------------------------
-# The two documents, shared by both readers. Requirements are cached by their JSON text (a trace
-# repeats a few of them); declarations are parsed each time (~10 µs), since a fleet's worth of them
-# would make the cache as large as the fleet.
+# The two documents, shared by every reader of a trace.
 
-_REQUIREMENTS_CACHE_LIMIT = 256
-_requirements_cache: dict[bytes, tuple[Requirements | None, list[str]]] = {}
 _ANY = msgspec.json.Decoder()
 #: A document in a task.bound line sits three levels in (record, content, scheduling).
 _DOCUMENT_DEPTH_IN_RECORD = MAX_RECORD_DEPTH - 3
+_PARSERS: dict[str, Callable[..., Any]] = {"requirements": parse_requirements, "declaration": parse_declaration}
 
 
-def _parse_document(value: Any, field: str, parse) -> tuple[Any, list[str]]:
+def parse_document(value: Any, field: str) -> tuple[Any, list[str]]:
+    """A record's requirements (§4) or declaration (§3) parsed, and the problems that keep it from
+    parsing, each naming its path under `scheduling`."""
     path = f"scheduling.{field}"
     if value is ABSENT:
         return None, [f"{path}: expected the required field {field!r} (§6), found nothing"]
     try:
-        return parse(value, path), []
+        return _PARSERS[field](value, path), []
     except SchemaError as exc:
         return None, [str(p) for p in exc.problems]
 
 
-class _BreaksTheRule(Exception):
-    """Requirements in a task.bound line that break the document rule for the record."""
+class BreaksTheRule(Exception):
+    """A document in a task.bound line that breaks the document rule for the record (the generic
+    path reports it, as E_TRACE)."""
 
 
-def _parse_requirements_json(raw: Any) -> tuple[Requirements | None, list[str]]:
-    """Requirements parsed once per distinct JSON text (a trace repeats a few); _BreaksTheRule when
-    they break the document rule as part of a record (the generic path reports that as E_TRACE)."""
-    key = bytes(raw)
-    hit = _requirements_cache.get(key)
-    if hit is None:
-        if len(_requirements_cache) >= _REQUIREMENTS_CACHE_LIMIT:
-            _requirements_cache.clear()
-        doc = _ANY.decode(key)
-        parsed = _parse_document(doc, "requirements", parse_requirements)
-        if parsed[1] and not document.conforms(doc, _DOCUMENT_DEPTH_IN_RECORD, decoded_json=True):
-            parsed = None
-        hit = _requirements_cache[key] = parsed
-    if hit is None:
-        raise _BreaksTheRule
-    return hit[0], list(hit[1])
+class ParsedDocuments:
+    """The requirements and declarations of one trace, parsed once per distinct JSON text while they
+    repeat: a trace repeats the requirements of its tasks and the declarations of the agents it
+    chooses often. Each field's entries are bounded (`LIMITS`), so that memory does not grow with
+    the length of the trace: a fleet's worth of declarations would otherwise be kept."""
+
+    LIMITS = {"requirements": 256, "declaration": 32}
+
+    def __init__(self) -> None:
+        self._parsed: dict[str, dict[bytes, tuple[Any, list[str]] | None]] = {f: {} for f in self.LIMITS}
+
+    def from_json(self, field: str, text: bytes) -> tuple[Any, list[str]]:
+        """A document given as the JSON text of a record; BreaksTheRule when it breaks the
+        document rule as part of a record, msgspec's error when no decoder can hold it (1e400)."""
+        parsed = self._parsed[field]
+        hit = parsed.get(text, _MISSING)
+        if hit is _MISSING:
+            doc = _ANY.decode(text)
+            hit = parse_document(doc, field)
+            if hit[1] and not document.conforms(doc, _DOCUMENT_DEPTH_IN_RECORD, decoded_json=True):
+                hit = None
+            self._remember(field, text, hit)
+        if hit is None:
+            raise BreaksTheRule
+        return hit[0], list(hit[1])
+
+    def from_value(self, field: str, value: Any) -> tuple[Any, list[str]]:
+        """A document given as a decoded value (read by the trace reader, which held it to the rule)."""
+        if not isinstance(value, dict):
+            return parse_document(value, field)
+        try:
+            text = orjson.dumps(value)
+        except TypeError:
+            return parse_document(value, field)
+        hit = self._parsed[field].get(text)
+        if hit is None:
+            hit = parse_document(value, field)
+            self._remember(field, text, hit)
+        return hit[0], list(hit[1])
+
+    def _remember(self, field: str, text: bytes, parsed: tuple[Any, list[str]] | None) -> None:
+        entries = self._parsed[field]
+        if len(entries) >= self.LIMITS[field]:
+            entries.clear()
+        entries[text] = parsed
+
+
+_MISSING: Any = object()
 
 
 #: What §6 means by an agent's name in `candidates`, `filters_failed` and `scores` (DESIGN
@@ -140,7 +224,7 @@ def is_name(value: Any) -> bool:
     return type(value) is str and value != ""
 
 
-def _read_route(value: Any, record: RecordedPlacement) -> None:
+def read_route(value: Any, record: RecordedPlacement) -> None:
     # null counts as absent: nothing is on record as having added anything.
     if value is ABSENT or value is None:
         return
@@ -151,7 +235,7 @@ def _read_route(value: Any, record: RecordedPlacement) -> None:
                                f"found {describe(value)}")
 
 
-def _read_resumed(content: Mapping[str, Any], scheduling: Mapping[str, Any]) -> bool:
+def read_resumed(content: Mapping[str, Any], scheduling: Mapping[str, Any]) -> bool:
     # §6 says the task.bound "carries resumed: true"; records put it beside or inside scheduling.
     return content.get("resumed") is True or scheduling.get("resumed") is True
 
@@ -159,8 +243,9 @@ def _read_resumed(content: Mapping[str, Any], scheduling: Mapping[str, Any]) -> 
 # ---------------------------------------------------------------------------------------------
 # The generic reader: any JSON value at all.
 
-def read_scheduling(content: Any) -> RecordedPlacement:
+def read_scheduling(content: Any, documents: ParsedDocuments | None = None) -> RecordedPlacement:
     """Read a decoded task.bound content; never raises, whatever the value."""
+    documents = documents or ParsedDocuments()
     record = RecordedPlacement()
     if not isinstance(content, Mapping):
         record.problems.append(f"content: expected an object carrying scheduling (§6), "
@@ -171,19 +256,17 @@ def read_scheduling(content: Any) -> RecordedPlacement:
         found = "nothing" if scheduling is ABSENT else describe(scheduling)
         record.problems.append(f"scheduling: expected an object (§6), found {found}")
         return record
-    record.resumed = _read_resumed(content, scheduling)
-    record.requirements, problems = _parse_document(
-        scheduling.get("requirements", ABSENT), "requirements", parse_requirements)
+    record.resumed = read_resumed(content, scheduling)
+    record.requirements, problems = documents.from_value("requirements", scheduling.get("requirements", ABSENT))
     record.problems += problems
-    record.declaration, problems = _parse_document(
-        scheduling.get("declaration", ABSENT), "declaration", parse_declaration)
+    record.declaration, problems = documents.from_value("declaration", scheduling.get("declaration", ABSENT))
     record.problems += problems
     recorded_in = scheduling.get("recorded_in", ABSENT)
     # null counts as absent, as for route: the record cites nothing, so it must explain itself.
     record.recorded_in = ABSENT if recorded_in is None else recorded_in
     if record.recorded_in is ABSENT:
         _read_lists(scheduling, record)
-    _read_route(scheduling.get("route", ABSENT), record)
+    read_route(scheduling.get("route", ABSENT), record)
     return record
 
 
@@ -237,7 +320,7 @@ def _read_lists(scheduling: Mapping[str, Any], record: RecordedPlacement) -> Non
                     problems.append(f"{path}.{key}: expected {what}, found {found}")
                     ok = False
         if ok:
-            record.failed = [_Failed(entry["candidate"], entry["predicate"]) for entry in failed]
+            record.failed = SpecFailed([_Failed(entry["candidate"], entry["predicate"]) for entry in failed])
 
     scores = scheduling.get("scores", ABSENT)
     if scores is ABSENT:
@@ -322,17 +405,17 @@ _BOUND = msgspec.json.Decoder(_BoundContent)
 BOUND_RECORD = msgspec.json.Decoder(_BoundRecord)
 
 
-def read_scheduling_json(content_json: Any) -> RecordedPlacement | None:
+def read_scheduling_json(content_json: Any, documents: ParsedDocuments) -> RecordedPlacement | None:
     """Read a task.bound content from its JSON text in the usual shape; None when the shape is
     another (the caller then decodes it and uses `read_scheduling`)."""
     try:
         content = _BOUND.decode(content_json)
     except (msgspec.MsgspecError, RecursionError):
         return None
-    return read_typed(content)
+    return read_typed(content, documents)
 
 
-def read_typed(content: Any) -> RecordedPlacement | None:
+def read_typed(content: Any, documents: ParsedDocuments) -> RecordedPlacement | None:
     """A RecordedPlacement from content decoded by the typed decoder; None for a shape the generic
     reader must see (a resumed reference, a document that breaks the document rule or that no
     decoder can hold)."""
@@ -342,17 +425,14 @@ def read_typed(content: Any) -> RecordedPlacement | None:
     record = RecordedPlacement()
     record.resumed = content.resumed is True or s.resumed is True
     try:
-        record.requirements, record.problems = _parse_requirements_json(s.requirements)
-        declaration_doc = _ANY.decode(s.declaration)
-    except (msgspec.MsgspecError, RecursionError, _BreaksTheRule):
+        record.requirements, record.problems = documents.from_json("requirements", bytes(s.requirements))
+        record.declaration, problems = documents.from_json("declaration", bytes(s.declaration))
+    except (msgspec.MsgspecError, RecursionError, BreaksTheRule):
         return None  # no decoder can hold it (1e400), or it breaks the rule: the generic path says so
-    record.declaration, problems = _parse_document(declaration_doc, "declaration", parse_declaration)
-    if problems and not document.conforms(declaration_doc, _DOCUMENT_DEPTH_IN_RECORD, decoded_json=True):
-        return None  # the record breaks the document rule: the generic path says where
     record.problems += problems
     record.candidates_ok = True
     record.filters_passed = s.filters_passed
-    record.failed = s.filters_failed
+    record.failed = SpecFailed(s.filters_failed)
     record.scored = s.scores
-    _read_route(s.route, record)
+    read_route(s.route, record)
     return record

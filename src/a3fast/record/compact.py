@@ -21,17 +21,18 @@ import math
 import struct
 import sys
 from array import array
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 import orjson
 from pyroaring import BitMap
 
-from .errors import A3Error, describe, json_path
-from .roaring import deserialize_ids as _deserialize, serialize_ids
+from ..errors import A3Error, describe, json_path
+from ..roaring import deserialize_ids as _deserialize, serialize_ids
+from .write import placement_records, reason_text, scheduling_object, timings
 
 __all__ = ["FORMAT", "KEY", "serialize_ids", "deserialize_ids", "Encoder", "Decoder", "CompactError",
-           "encode_trace", "decode_trace", "is_compact"]
+           "CompactMember", "Snapshots", "encode_trace", "decode_trace", "is_compact"]
 
 FORMAT = 1
 KEY = "a3fast.compact"
@@ -302,8 +303,6 @@ class Encoder:
         """The trace records of a Placement (starting at `seq`) with compact content, built from
         the engine's id sets without producing the spec lists. Use one Encoder per trace, and
         either this or `encode`, not both."""
-        from .records import placement_records
-
         p = placement
         if p.resumed:
             return list(placement_records(p))
@@ -320,8 +319,6 @@ class Encoder:
         return out
 
     def _placement_content(self, seq: int, p) -> bytes:
-        from .records import reason_text, timings
-
         expl = p.explanation
         index = p.index
         if index is not self._index or p.generation != self._generation:
@@ -345,14 +342,14 @@ class Encoder:
                                  "requirements": p.requirements.doc, KEY: compact, **tail})
         scores = p.scores
         compact["scores"] = {"ids": _b64(expl.eligible_roaring()) if len(scores) else _EMPTY,
-                             "columns": _score_columns(p)}
+                             "columns": _columns_of(p)}
         compact["requirements"] = p.requirements.doc
         compact["declaration"] = p.declaration.doc
         compact["rest"] = tail
         return orjson.dumps({KEY: compact})
 
 
-def _score_columns(p) -> list[list[Any]]:
+def _columns_of(p) -> list[list[Any]]:
     scores = p.scores
     if p.custom_scores:
         entries = scores.entries
@@ -433,7 +430,7 @@ _SNAPSHOT_NAMES = ("names", "live")
 _SNAPSHOT_BASED = ("base", "names_added", "live")
 
 
-class _Snapshots:
+class Snapshots:
     """Fleet snapshots seen so far in a trace: seq -> (name table, live set as base64)."""
 
     def __init__(self) -> None:
@@ -451,6 +448,17 @@ class _Snapshots:
         if isinstance(fleet, dict):
             self.tables[seq] = table
         return table
+
+    def read_member(self, seq: int, kind: str, content: dict[str, Any]) -> CompactMember:
+        """The compact member of a task.bound or task.rejected content, checked against the format;
+        its snapshot is registered under `seq`, or the record is remembered as unreadable."""
+        try:
+            return _read_member(self, seq, kind, content)
+        except CompactError:
+            compact = content[KEY]
+            if isinstance(compact, dict) and isinstance(compact.get("fleet"), dict):
+                self.unreadable.add(seq)
+            raise
 
     def resolve(self, fleet: Any, where: str) -> tuple[list[str], str]:
         """The snapshot a `fleet` member stands for, without registering it."""
@@ -507,7 +515,7 @@ class Decoder:
     """Turns compact records back into spec records; keeps the snapshots of one trace."""
 
     def __init__(self) -> None:
-        self._snapshots = _Snapshots()
+        self._snapshots = Snapshots()
 
     def forget(self, seq: int) -> None:
         """Drop a snapshot registered by a record that was not written after all."""
@@ -521,63 +529,16 @@ class Decoder:
         _check_arguments(seq, kind)
         if kind not in _PLACEMENT_KINDS or not is_compact(content):
             return content
-        try:
-            return self._decode(seq, kind, content)
-        except CompactError:
-            compact = content[KEY]
-            if isinstance(compact, dict) and isinstance(compact.get("fleet"), dict):
-                self._snapshots.unreadable.add(seq)
-            raise
-
-    def _decode(self, seq: int, kind: str, content: dict[str, Any]) -> dict[str, Any]:
-        at = f"seq {seq}: {_ROOT}"
-        compact = content[KEY]
-        if not isinstance(compact, dict):
-            raise _wrong(at, "an object", compact)
-        fmt = compact.get("format")
-        if type(fmt) is not int or fmt != FORMAT:  # not true, not 1.0; the members may differ by format
-            raise CompactError(f"{at}.format: unknown compact format "
-                               f"{describe(fmt) if 'format' in compact else 'none'} "
-                               f"(this decoder reads format {FORMAT})")
-        _only(compact, _MEMBERS[kind], at, f"the compact form of a {kind} record")
-        _require(compact, _REQUIRED[kind], at)
-        for key in _COMPACTED[kind]:
-            if key in content:
-                raise CompactError(f"seq {seq}: {json_path('$.content', key)}: a compact {kind} record "
-                                   f"carries its {key!r} in {KEY!r}, found it beside too")
-        fleet = compact["fleet"]
-        names, live = self._snapshots.resolve(fleet, f"{at}.fleet")
-        top = len(names)
-        if "candidates" in compact:
-            candidates = _bitmap_within(compact["candidates"], f"{at}.candidates", top)
-        else:
-            candidates = _bitmap(live, f"{at}.fleet.live")  # checked against its names when registered
-        predicates = compact["filters_passed"]
-        if not isinstance(predicates, list):
-            raise _wrong(f"{at}.filters_passed", "an array of predicate strings", predicates)
-        for k, predicate in enumerate(predicates):
-            if not isinstance(predicate, str):
-                raise _wrong(f"{at}.filters_passed[{k}]", "a predicate string", predicate)
-        failed = compact["failed"]
-        if not isinstance(failed, list) or len(failed) != len(predicates):
-            raise _wrong(f"{at}.failed", f"an array of {len(predicates)} bitmaps, one per predicate", failed)
-        failed_ids = [_bitmap_within(text, f"{at}.failed[{k}]", top) for k, text in enumerate(failed)]
-        failed_pairs = [{"candidate": names[aid], "predicate": p} for p, ids in zip(predicates, failed_ids)
-                        for aid in ids]
-        candidate_names = [names[aid] for aid in candidates]
+        member = self._snapshots.read_member(seq, kind, content)
+        names = member.names
+        failed_pairs = [{"candidate": names[aid], "predicate": p}
+                        for p, ids in zip(member.predicates, member.failed) for aid in ids]
+        candidate_names = [names[aid] for aid in member.candidates]
         if kind == "task.bound":
-            scheduling = {"requirements": compact["requirements"], "declaration": compact["declaration"],
-                          "candidates": candidate_names, "filters_passed": predicates,
-                          "filters_failed": failed_pairs, "scores": _scores(compact["scores"], names, f"{at}.scores")}
-            rest = compact.get("rest", {})
-            if not isinstance(rest, dict):
-                raise _wrong(f"{at}.rest", "an object (the other members of the scheduling object)", rest)
-            for key in rest:
-                if key in scheduling:
-                    raise CompactError(f"{_member(f'{at}.rest', key)}: the compact member carries "
-                                       f"{key!r} itself; it cannot be in rest too")
-            scheduling.update(rest)
-            replacement: dict[str, Any] = {"scheduling": scheduling}
+            compact = content[KEY]
+            replacement: dict[str, Any] = {"scheduling": scheduling_object(
+                compact["requirements"], compact["declaration"], candidate_names, member.predicates,
+                failed_pairs, member.score_map(), member.rest)}
         else:
             replacement = {"candidates": candidate_names, "filters_failed": failed_pairs}
         out: dict[str, Any] = {}
@@ -586,17 +547,83 @@ class Decoder:
                 out.update(replacement)
             else:
                 out[key] = value
-        if isinstance(fleet, dict):
-            self._snapshots.tables[seq] = (names, live)
         return out
 
 
-def _scores(scores: Any, names: list[str], where: str) -> dict[str, Any]:
+class CompactMember(NamedTuple):
+    """The compact member of one placement record, read and checked against the format: what the
+    decoder expands into the spec lists, and what the verifier checks on the bitmaps themselves."""
+
+    names: list[str]             # the fleet snapshot's name table: agent id -> name
+    candidates: BitMap
+    predicates: list[str]        # filters_passed
+    failed: list[BitMap]         # per predicate, the candidates that failed it first
+    score_ids: BitMap            # task.bound: the scored (eligible) agents; empty for a rejection
+    score_columns: list[tuple[str, list[Any]]]   # (component, one value per scored agent)
+    rest: dict[str, Any]         # task.bound: the other members of the scheduling object
+
+    def score_map(self) -> dict[str, dict[str, Any]]:
+        """The §6 scores object: name -> {component: value}."""
+        names, column_names = self.names, [name for name, _ in self.score_columns]
+        rows = zip(*(values for _, values in self.score_columns)) if self.score_columns \
+            else [()] * len(self.score_ids)
+        return {names[aid]: dict(zip(column_names, row)) for aid, row in zip(self.score_ids, rows)}
+
+
+def _read_member(snapshots: "Snapshots", seq: int, kind: str, content: dict[str, Any]) -> CompactMember:
+    at = f"seq {seq}: {_ROOT}"
+    compact = content[KEY]
+    if not isinstance(compact, dict):
+        raise _wrong(at, "an object", compact)
+    fmt = compact.get("format")
+    if type(fmt) is not int or fmt != FORMAT:  # not true, not 1.0; the members may differ by format
+        raise CompactError(f"{at}.format: unknown compact format "
+                           f"{describe(fmt) if 'format' in compact else 'none'} "
+                           f"(this decoder reads format {FORMAT})")
+    _only(compact, _MEMBERS[kind], at, f"the compact form of a {kind} record")
+    _require(compact, _REQUIRED[kind], at)
+    for key in _COMPACTED[kind]:
+        if key in content:
+            raise CompactError(f"seq {seq}: {json_path('$.content', key)}: a compact {kind} record "
+                               f"carries its {key!r} in {KEY!r}, found it beside too")
+    fleet = compact["fleet"]
+    names, live = snapshots.resolve(fleet, f"{at}.fleet")
+    top = len(names)
+    if "candidates" in compact:
+        candidates = _bitmap_within(compact["candidates"], f"{at}.candidates", top)
+    else:
+        candidates = _bitmap(live, f"{at}.fleet.live")  # checked against its names when registered
+    predicates = compact["filters_passed"]
+    if not isinstance(predicates, list):
+        raise _wrong(f"{at}.filters_passed", "an array of predicate strings", predicates)
+    for k, predicate in enumerate(predicates):
+        if not isinstance(predicate, str):
+            raise _wrong(f"{at}.filters_passed[{k}]", "a predicate string", predicate)
+    failed = compact["failed"]
+    if not isinstance(failed, list) or len(failed) != len(predicates):
+        raise _wrong(f"{at}.failed", f"an array of {len(predicates)} bitmaps, one per predicate", failed)
+    failed_ids = [_bitmap_within(text, f"{at}.failed[{k}]", top) for k, text in enumerate(failed)]
+    score_ids, columns, rest = BitMap(), [], {}
+    if kind == "task.bound":
+        score_ids, columns = _scores(compact["scores"], top, f"{at}.scores")
+        rest = compact.get("rest", {})
+        if not isinstance(rest, dict):
+            raise _wrong(f"{at}.rest", "an object (the other members of the scheduling object)", rest)
+        for key in rest:
+            if key in _SCHEDULING_LISTS:
+                raise CompactError(f"{_member(f'{at}.rest', key)}: the compact member carries "
+                                   f"{key!r} itself; it cannot be in rest too")
+    if isinstance(fleet, dict):
+        snapshots.tables[seq] = (names, live)
+    return CompactMember(names, candidates, predicates, failed_ids, score_ids, columns, rest)
+
+
+def _scores(scores: Any, top: int, where: str) -> tuple[BitMap, list[tuple[str, list[Any]]]]:
     if not isinstance(scores, dict):
         raise _wrong(where, "an object {ids, columns}", scores)
     _only(scores, ("ids", "columns"), where, "scores")
     _require(scores, ("ids", "columns"), where)
-    ids = list(_bitmap_within(scores["ids"], f"{where}.ids", len(names)))
+    ids = _bitmap_within(scores["ids"], f"{where}.ids", top)
     columns = scores["columns"]
     if not isinstance(columns, list):
         raise _wrong(f"{where}.columns", "an array of [name, type, data] columns", columns)
@@ -606,8 +633,7 @@ def _scores(scores: Any, names: list[str], where: str) -> dict[str, Any]:
         seen: set[str] = set()
         twice = next(n for n in column_names if n in seen or seen.add(n))
         raise CompactError(f"{where}.columns: the column {twice!r} appears twice")
-    rows = zip(*values) if values else [()] * len(ids)
-    return {names[aid]: dict(zip(column_names, row)) for aid, row in zip(ids, rows)}
+    return ids, list(zip(column_names, values))
 
 
 def is_compact(content: Any) -> bool:
@@ -637,139 +663,3 @@ def decode_trace(records: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, Any
     for index, record in enumerate(records, 1):
         record = _record(record, index)
         yield {**record, "content": decoder.decode_content(record["seq"], record["kind"], record["content"])}
-
-
-# -- verifying without decoding (§7 on the bitmaps) -----------------------------------------------------
-class _NameIds:
-    """A snapshot's name -> id map, built on first use (only the chosen agent's name is looked up)."""
-
-    def __init__(self, names: list[str]) -> None:
-        self.names = names
-        self._ids: dict[str, int] | None = None
-
-    def id_of(self, name: str) -> int | None:
-        if self._ids is None:
-            self._ids = {n: i for i, n in enumerate(self.names)}
-        return self._ids.get(name)
-
-
-class CompactFailed:
-    """`filters_failed` as one bitmap per predicate: the §7 checks become membership tests."""
-
-    def __init__(self, predicates: list[str], bitmaps: list[BitMap], names: _NameIds):
-        self.predicates, self.bitmaps, self.names = predicates, bitmaps, names
-
-    def predicate_of(self, candidate: str) -> str | None:
-        aid = self.names.id_of(candidate)
-        if aid is not None:
-            for predicate, bitmap in zip(self.predicates, self.bitmaps):
-                if aid in bitmap:
-                    return predicate
-        return None
-
-    def cross_check(self, scored: "CompactScored | None", matched) -> tuple[list[str], set[str]]:
-        """(names both failed and scored, predicates with failed candidates that are not in P)."""
-        overlap: list[str] = []
-        if scored is not None:
-            for bitmap in self.bitmaps:
-                overlap += [self.names.names[aid] for aid in bitmap & scored.ids]
-        unmatched = set()
-        if matched is not None:
-            matched_set = frozenset(matched)
-            unmatched = {p for p, b in zip(self.predicates, self.bitmaps) if b and p not in matched_set}
-        return overlap, unmatched
-
-
-class CompactScored:
-    """The names in `scores`, as the id bitmap of the score columns."""
-
-    def __init__(self, ids: BitMap, names: _NameIds):
-        self.ids, self.names = ids, names
-
-    def __contains__(self, name: object) -> bool:
-        aid = self.names.id_of(name) if isinstance(name, str) else None
-        return aid is not None and aid in self.ids
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-
-class CompactReader:
-    """Reads compact task.bound records of one trace for the verifier, keeping its snapshots."""
-
-    def __init__(self) -> None:
-        self._snapshots = _Snapshots()
-        self._names: dict[int, _NameIds] = {}
-        self._parsed_docs: dict[tuple[str, bytes], tuple[Any, list[str]]] = {}
-
-    _PARSED_LIMIT = 4096
-
-    def _parsed(self, value: Any, field: str, parse, parse_document) -> tuple[Any, list[str]]:
-        """A §3/§4 document parsed once per distinct text: a trace repeats the declarations of the
-        agents it chooses and the requirements of its tasks."""
-        if not isinstance(value, dict):
-            return parse_document(value, field, parse)
-        try:
-            key = (field, orjson.dumps(value))
-        except TypeError:
-            return parse_document(value, field, parse)
-        hit = self._parsed_docs.get(key)
-        if hit is None:
-            if len(self._parsed_docs) >= self._PARSED_LIMIT:
-                self._parsed_docs.clear()
-            hit = self._parsed_docs[key] = parse_document(value, field, parse)
-        return hit[0], list(hit[1])
-
-    def note(self, seq: int, content: Mapping[str, Any]) -> None:
-        """Register the fleet snapshot a compact record other than a task.bound carries (a
-        rejection's: §7 reads only its reason, so its lists are never decoded)."""
-        compact = content[KEY]
-        if not isinstance(compact, dict) or compact.get("format") != FORMAT:
-            raise CompactError("unknown compact format")
-        self._snapshots.read(seq, compact.get("fleet"))
-
-    def read(self, seq: int, content: Mapping[str, Any]):
-        """A scheduling_record.RecordedPlacement whose lists stay bitmaps. CompactError when the
-        compact member cannot be read (the verifier reports it as E_STRUCTURE)."""
-        from .schema import parse_declaration, parse_requirements
-        from .scheduling_record import (ABSENT, RecordedPlacement, _parse_document, _read_route,
-                                        _read_resumed)
-
-        compact = content[KEY]
-        if not isinstance(compact, dict) or compact.get("format") != FORMAT:
-            raise CompactError("unknown compact format")
-        fleet = compact.get("fleet")
-        names, live = self._snapshots.read(seq, fleet)
-        table_seq = seq if isinstance(fleet, dict) else fleet
-        name_ids = self._names.get(table_seq)
-        if name_ids is None or name_ids.names is not names:
-            if "" in names:  # as in spec form: every name in the lists is an agent name
-                raise CompactError("fleet snapshot: expected agent names (non-empty strings), found an empty one")
-            name_ids = self._names[table_seq] = _NameIds(names)
-        predicates, failed = compact.get("filters_passed"), compact.get("failed")
-        if not isinstance(predicates, list) or not all(isinstance(p, str) for p in predicates) \
-                or not isinstance(failed, list) or len(failed) != len(predicates):
-            raise CompactError("expected predicate strings and one failed bitmap per predicate")
-        scores = compact.get("scores")
-        if not isinstance(scores, dict) or not isinstance(scores.get("ids"), str):
-            raise CompactError("scores: expected an object with an ids bitmap")
-        bitmaps = [_bitmap(text, "failed") for text in failed]
-        score_ids = _bitmap(scores["ids"], "scores ids")
-        top = len(names)
-        if any(b and b.max() >= top for b in bitmaps + [score_ids]):
-            raise CompactError("an agent id is not in the fleet snapshot")
-        if "candidates" in compact:
-            _bitmap(compact["candidates"], "candidates")
-        record = RecordedPlacement()
-        record.resumed = _read_resumed(content, compact)
-        for field, parse in (("requirements", parse_requirements), ("declaration", parse_declaration)):
-            value, problems = self._parsed(compact.get(field, ABSENT), field, parse, _parse_document)
-            setattr(record, field, value)
-            record.problems += problems
-        record.candidates_ok = True
-        record.filters_passed = predicates
-        record.failed = CompactFailed(predicates, bitmaps, name_ids)
-        record.scored = CompactScored(score_ids, name_ids)
-        _read_route((compact.get("rest") or {}).get("route", ABSENT), record)
-        return record
-

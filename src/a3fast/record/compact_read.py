@@ -1,0 +1,118 @@
+"""The compact form read for verification (§7): a compact task.bound becomes the same
+`RecordedPlacement` as its spec form, with `filters_failed` and `scores` kept as bitmaps, so the §7
+checks become membership tests (docs/compact-format.md, "Verifying without decoding").
+
+The compact member is read and checked by the codec's own reader (`Snapshots.read_member`), so a
+record the verifier accepts is one the decoder can expand, and the two report the same problems.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from pyroaring import BitMap
+
+from .compact import KEY, CompactError, CompactMember, Snapshots
+from .read import (ABSENT, NAME, ParsedDocuments, RecordedPlacement, ScoredNames, read_resumed,
+                   read_route)
+
+__all__ = ["CompactReader", "CompactFailed", "CompactScored"]
+
+
+class _NameIds:
+    """A snapshot's name -> id map, built on first use (only the chosen agent's name is looked up)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self._ids: dict[str, int] | None = None
+
+    def id_of(self, name: str) -> int | None:
+        if self._ids is None:
+            self._ids = {n: i for i, n in enumerate(self.names)}
+        return self._ids.get(name)
+
+
+class CompactFailed:
+    """`filters_failed` as one bitmap per predicate (a `read.FailedPredicates`)."""
+
+    def __init__(self, predicates: list[str], bitmaps: list[BitMap], names: _NameIds):
+        self.predicates, self.bitmaps, self.names = predicates, bitmaps, names
+
+    def predicate_of(self, candidate: str) -> str | None:
+        aid = self.names.id_of(candidate)
+        if aid is not None:
+            for predicate, bitmap in zip(self.predicates, self.bitmaps):
+                if aid in bitmap:
+                    return predicate
+        return None
+
+    def cross_check(self, scored: ScoredNames | None,
+                    matched: Iterable[str] | None) -> tuple[list[str], set[str]]:
+        overlap: list[str] = []
+        if isinstance(scored, CompactScored):
+            for bitmap in self.bitmaps:
+                overlap += [self.names.names[aid] for aid in bitmap & scored.ids]
+        elif scored is not None:
+            overlap = [self.names.names[aid] for bitmap in self.bitmaps for aid in bitmap
+                       if self.names.names[aid] in scored]
+        unmatched: set[str] = set()
+        if matched is not None:
+            matched_set = frozenset(matched)
+            unmatched = {p for p, b in zip(self.predicates, self.bitmaps) if b and p not in matched_set}
+        return overlap, unmatched
+
+
+class CompactScored:
+    """The names in `scores`, as the id bitmap of the score columns (a `read.ScoredNames`)."""
+
+    def __init__(self, ids: BitMap, names: _NameIds):
+        self.ids, self.names = ids, names
+
+    def __contains__(self, name: object) -> bool:
+        aid = self.names.id_of(name) if isinstance(name, str) else None
+        return aid is not None and aid in self.ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class CompactReader:
+    """Reads the compact placement records of one trace for the verifier, keeping its snapshots;
+    documents are parsed through the trace's one `ParsedDocuments`."""
+
+    def __init__(self, documents: ParsedDocuments) -> None:
+        self._snapshots = Snapshots()
+        self._names: dict[int, _NameIds] = {}
+        self._documents = documents
+
+    def note(self, seq: int, content: Mapping[str, Any]) -> None:
+        """Read a compact task.rejected (§7 reads only its reason, so its lists are never expanded),
+        registering the fleet snapshot it may carry for the records after it."""
+        self._snapshots.read_member(seq, "task.rejected", dict(content))
+
+    def read(self, seq: int, content: Mapping[str, Any]) -> RecordedPlacement:
+        """A RecordedPlacement whose lists stay bitmaps. CompactError when the compact member cannot
+        be read (the verifier reports it as E_STRUCTURE)."""
+        member = self._snapshots.read_member(seq, "task.bound", dict(content))
+        compact = content[KEY]
+        fleet = compact["fleet"]
+        record = RecordedPlacement()
+        record.resumed = read_resumed(content, compact)
+        for field in ("requirements", "declaration"):
+            value, problems = self._documents.from_value(field, compact.get(field, ABSENT))
+            setattr(record, field, value)
+            record.problems += problems
+        record.candidates_ok = True
+        record.filters_passed = member.predicates
+        names = self._name_ids(seq if isinstance(fleet, dict) else fleet, member)
+        record.failed = CompactFailed(member.predicates, member.failed, names)
+        record.scored = CompactScored(member.score_ids, names)
+        read_route(member.rest.get("route", ABSENT), record)
+        return record
+
+    def _name_ids(self, table_seq: int, member: CompactMember) -> _NameIds:
+        name_ids = self._names.get(table_seq)
+        if name_ids is None or name_ids.names is not member.names:
+            if "" in member.names:  # as in spec form: every name in the lists is an agent name
+                raise CompactError(f"fleet snapshot: expected {NAME} for every agent, found an empty one")
+            name_ids = self._names[table_seq] = _NameIds(member.names)
+        return name_ids

@@ -1,0 +1,108 @@
+"""The shape of the package: no import cycles, lazy imports included; no module reads another's
+private names; benchmarks are never imported by the library."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import a3fast
+
+PACKAGE = Path(a3fast.__file__).parent
+#: The one switch point imports the two engine modules, whose names are private to the package.
+SWITCH_POINT = {"a3fast.engines": {"_core", "_pure"}}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, ast.Module]:
+    return {module_name(p): ast.parse(p.read_text(encoding="utf-8")) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def resolve(current: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = current.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def runtime_nodes(tree: ast.AST):
+    """Every node of the code that can run: all of it but `if TYPE_CHECKING:` blocks."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            stack.extend(node.orelse)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def imports(name: str, tree: ast.Module, known: set[str]) -> set[str]:
+    """Every a3fast module `name` imports when it runs, at any depth of its code (lazy imports too)."""
+    is_package = (PACKAGE.parent / name.replace(".", "/") / "__init__.py").exists()
+    out: set[str] = set()
+    for node in runtime_nodes(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = resolve(name, is_package, node)
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant)):
+            targets = [node.args[0].value]
+        for target in targets:
+            if target in known and target != name and not name.startswith(target + "."):
+                out.add(target)  # importing a parent package is part of importing any module in it
+    return out
+
+
+def test_no_import_cycles():
+    trees = modules()
+    known = set(trees)
+    graph = {name: imports(name, tree, known) for name, tree in trees.items()}
+    cycles = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(stack[stack.index(nxt):] + [nxt] if nxt in stack else [node, nxt])
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
+
+
+def test_no_module_reads_another_modules_private_names():
+    found = []
+    for name, tree in modules().items():
+        allowed = SWITCH_POINT.get(name, set())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                found += [f"{name}:{node.lineno} imports {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__") and a.name not in allowed]
+            elif (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                  and not node.attr.startswith("__")
+                  and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+                found.append(f"{name}:{node.lineno} reads {ast.unparse(node)}")
+    assert found == []
+
+
+def test_the_library_never_imports_its_benchmarks():
+    trees = modules()
+    known = set(trees)
+    for name, tree in trees.items():
+        if name.startswith("a3fast.bench") or name == "a3fast.cli.bench":
+            continue
+        assert not {m for m in imports(name, tree, known) if m.startswith("a3fast.bench")}, name
