@@ -349,7 +349,9 @@ def k8s(manifests, namespace, versions, strict_ids, normalise, skill_domain, all
     report = ImportReport("k8s")
     docs = _read(manifests, (".yaml", ".yml", ".json"), _yaml(report), report)
     result = _run(lambda: declarations_from_manifests(docs, supplied, report))
-    _finish(result, outputs, require_capabilities=not allow_empty)
+    # A declaration its author wrote with no capabilities is as meant; one derived from a kagent
+    # Agent's skills that came out empty is not.
+    _finish(result, outputs, require_capabilities=not allow_empty, derived_only=True)
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -501,11 +503,13 @@ def _lines(docs: Iterable[Any]) -> bytes:
     return b"".join(orjson.dumps(doc) + b"\n" for doc in docs)
 
 
-def _finish(result: ImportResult, outputs: Outputs, *, require_capabilities: bool = False) -> None:
+def _finish(result: ImportResult, outputs: Outputs, *, require_capabilities: bool = False,
+            derived_only: bool = False) -> None:
     """Decide the outcome, then print the report (or, with --json, the whole result): exit 2 if
     nothing usable was read, 1 if an agent would have no capabilities (unless allowed), else write
     every output asked for, all or nothing. The headline says the outcome, never more."""
-    empty = [d["agent"]["name"] for d in result.declarations if not d.get("capabilities")] \
+    empty = [d["agent"]["name"] for d in result.declarations if not d.get("capabilities")
+             and (not derived_only or d["agent"]["name"] in result.report.derived)] \
         if require_capabilities else []
     outcome = None
     if not result.usable:

@@ -112,4 +112,5 @@ def read_kagent_agent(obj: Mapping[str, Any], path: str, source: str, supplied: 
         decl["tool_servers"] = servers
     detail = {"kind": "Agent", "api_version": obj["apiVersion"], "skills": len(skills),
               "capabilities": len(decl["capabilities"]), "tools": len(decl.get("tools", ()))}
-    out.offer(decl, source, path, supplied=given, missing=missing, detail=detail)
+    if out.offer(decl, source, path, supplied=given, missing=missing, detail=detail):
+        report.derived[decl["agent"]["name"]] = None

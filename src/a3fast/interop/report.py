@@ -86,6 +86,9 @@ class ImportReport:
         #: counts of things read and deliberately left alone (not errors), e.g. objects without a
         #: declaration in a manifest
         self.counts: dict[str, int] = {}
+        #: agents whose capabilities were derived from what a source publishes (skills), as opposed
+        #: to declarations written by their authors: the ones an empty result is an error for
+        self.derived: dict[str, None] = {}
 
     # -- recording ------------------------------------------------------------------------------
     def read(self, source: str) -> None:
