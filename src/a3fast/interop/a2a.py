@@ -32,6 +32,7 @@ from ..schema import is_identifier
 from .collect import DeclarationSet, ImportResult
 from .naming import normalise_identifier
 from .report import ImportReport
+from .fetch import WELL_KNOWN
 from .signing import CardKeys, verify_card
 from .sources import Document
 from .supply import Supplied, _text_problem
@@ -228,7 +229,10 @@ def endpoint_of(card: AgentCard, fetched_from: str | None = None) -> dict[str, A
             endpoint["interfaces"] = [{"url": i.url, **({"transport": i.binding} if i.binding else {})}
                                       for i in card.interfaces]
     elif fetched_from is not None:
-        endpoint["url"] = fetched_from
+        base = fetched_from
+        for suffix in WELL_KNOWN:
+            base = base.removesuffix(suffix)
+        endpoint["url"] = base
     if fetched_from is not None:
         endpoint["card"] = fetched_from
     return endpoint or None

@@ -154,7 +154,7 @@ def verify_card(card: Mapping[str, Any], keys: CardKeys) -> CardSignatures:
 
 def _check(index: int, sig: Any, payload: bytes, keys: CardKeys) -> SignatureCheck:
     from joserfc import jws
-    from joserfc.errors import JoseError
+    from joserfc.errors import BadSignatureError, JoseError
 
     if not isinstance(sig, Mapping) or not isinstance(sig.get("protected"), str) \
             or not isinstance(sig.get("signature"), str):
@@ -181,8 +181,12 @@ def _check(index: int, sig: Any, payload: bytes, keys: CardKeys) -> SignatureChe
     for key in candidates:
         try:
             jws.deserialize_compact(token, key, algorithms=[alg], payload=payload)
-        except (JoseError, ValueError, TypeError):
+        except BadSignatureError:
             continue
+        except (JoseError, ValueError, TypeError) as exc:
+            # Not a failed check but one that could not be made (a header the library refuses,
+            # a key of the wrong type for the algorithm): never counted as verified or invalid.
+            return SignatureCheck(index, "unverifiable", f"cannot be checked ({exc})", kid, alg)
         return SignatureCheck(index, "verified", f"verified with key {kid or '(no kid)'} ({alg})", kid, alg)
     return SignatureCheck(index, "invalid", f"does not verify with the supplied key"
                                             f"{'s' if len(candidates) > 1 else ''} for kid {kid!r}: "
