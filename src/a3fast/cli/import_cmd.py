@@ -22,7 +22,7 @@ from ..interop.kubernetes import declarations_from_manifests
 from ..interop.mcp import import_listings
 from ..interop.naming import is_domain, server_domain
 from ..interop.oasf import import_records
-from ..interop.signing import CardKeys, KeyError_, read_keys
+from ..interop.signing import CardKeys, CardKeyError, read_keys
 from ..interop.report import ImportReport
 from ..interop.sources import (Document, expand_paths, json_document, json_documents, to_json,
                                yaml_documents)
@@ -221,7 +221,7 @@ def _card_keys(paths: Iterable[str]) -> CardKeys:
     for path in paths:
         try:
             read_keys(read_bytes(path), path, keys)
-        except KeyError_ as exc:
+        except CardKeyError as exc:
             raise BadInput(f"--card-key {exc}") from None
     return keys
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ALGORITHMS", "STATUSES", "CardKeys", "SignatureCheck", "CardSignatures", "canonical_card",
+__all__ = ["ALGORITHMS", "STATUSES", "CardKeyError", "CardKeys", "SignatureCheck", "CardSignatures", "canonical_card",
            "jcs", "read_keys", "verify_card"]
 
 #: Asymmetric JWS algorithms accepted. A shared-secret (HS*) or `none` signature proves nothing to a
@@ -34,7 +34,7 @@ ALGORITHMS = ("ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS
 STATUSES = ("unsigned", "verified", "invalid", "unverifiable")
 
 
-class KeyError_(ValueError):
+class CardKeyError(ValueError):
     """A key file that holds no usable public key."""
 
 
@@ -56,7 +56,7 @@ class CardKeys:
 
 def read_keys(data: bytes, source: str, keys: CardKeys | None = None) -> CardKeys:
     """Add the public keys of one file (a JWK, a JWKS `{"keys": [...]}`, or PEM) to `keys`.
-    Raises KeyError_ naming the file when it holds none, or holds a private or secret key."""
+    Raises CardKeyError naming the file when it holds none, or holds a private or secret key."""
     from joserfc.jwk import ECKey, JWKRegistry, OKPKey, RSAKey
 
     keys = keys if keys is not None else CardKeys()
@@ -65,21 +65,21 @@ def read_keys(data: bytes, source: str, keys: CardKeys | None = None) -> CardKey
         try:
             obj = json.loads(text)
         except ValueError as exc:
-            raise KeyError_(f"{source}: expected a JWK or JWKS (JSON), found invalid JSON ({exc})") from None
+            raise CardKeyError(f"{source}: expected a JWK or JWKS (JSON), found invalid JSON ({exc})") from None
         items = obj.get("keys") if isinstance(obj, dict) and "keys" in obj else [obj]
         if not isinstance(items, list) or not items:
-            raise KeyError_(f"{source}: expected a JWKS with keys, found none")
+            raise CardKeyError(f"{source}: expected a JWKS with keys, found none")
         for i, item in enumerate(items):
             where = f"{source}: $.keys[{i}]" if "keys" in obj else f"{source}: $"
             if not isinstance(item, dict):
-                raise KeyError_(f"{where}: expected a JWK (an object)")
+                raise CardKeyError(f"{where}: expected a JWK (an object)")
             if item.get("kty") == "oct":
-                raise KeyError_(f"{where}: a shared secret (kty oct) cannot verify a published card; "
+                raise CardKeyError(f"{where}: a shared secret (kty oct) cannot verify a published card; "
                                 f"give the signer's public key")
             try:
                 key = JWKRegistry.import_key(item)
             except Exception as exc:  # joserfc raises several kinds for a bad JWK
-                raise KeyError_(f"{where}: not a usable JWK ({exc})") from None
+                raise CardKeyError(f"{where}: not a usable JWK ({exc})") from None
             _add(keys, key, item.get("kid"), where)
         return keys
     for kind in (ECKey, RSAKey, OKPKey):
@@ -89,12 +89,12 @@ def read_keys(data: bytes, source: str, keys: CardKeys | None = None) -> CardKey
             continue
         _add(keys, key, None, source)
         return keys
-    raise KeyError_(f"{source}: expected a public key as JWK, JWKS or PEM, found none of these")
+    raise CardKeyError(f"{source}: expected a public key as JWK, JWKS or PEM, found none of these")
 
 
 def _add(keys: CardKeys, key: Any, kid: Any, where: str) -> None:
     if key.is_private:
-        raise KeyError_(f"{where}: a private key; give the public key (a verifier needs no secret)")
+        raise CardKeyError(f"{where}: a private key; give the public key (a verifier needs no secret)")
     if isinstance(kid, str) and kid:
         keys.by_kid[kid] = key
     else:
