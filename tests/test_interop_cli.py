@@ -73,11 +73,14 @@ def test_a2a_full_report_as_json(card, tmp_path):
     assert result.exit_code == 0
     doc = orjson.loads(report.read_bytes())
     assert doc["kind"] == "a2a" and doc["agents"][0]["shape"] == "v0.2"
-    assert doc["not_derived"]["capability version"]["agents"] == ["order-analyst"]
+    assert doc["supplied"]["capability versions (default 1: a card gives none)"] == ["order-analyst"]
+    assert lines(tmp_path / "f.jsonl")[0]["endpoint"] == {"url": "https://o.example/"}
     assert set(doc) == {"kind", "sources", "agents", "counts", "supplied", "not_derived", "notes", "skipped"}
 
 
-def test_nothing_usable_exits_2_and_leaves_the_output_untouched(card, tmp_path):
+def test_nothing_usable_exits_2_and_leaves_the_output_untouched(tmp_path):
+    card = tmp_path / "partial.json"  # no URL: no host to take a namespace from
+    card.write_text(json.dumps({k: v for k, v in CARD.items() if k != "url"}))
     out = tmp_path / "fleet.jsonl"
     out.write_text("previous\n")
     result = invoke("a2a", card, "--capability-version", "1", "-o", out)

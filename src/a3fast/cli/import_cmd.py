@@ -2,7 +2,8 @@
 already publish, and say what was derived, what the caller supplied and what was skipped.
 
 The report goes to standard error, so standard output can be the fleet itself. Exit 0 when
-something usable was read, 2 when nothing was (or when a flag or a file the caller gave is bad).
+the fleet was written; 1 when an agent would have no capabilities (nothing is written unless
+--allow-empty); 2 when nothing usable was read, or a flag or a file the caller gave is bad.
 """
 from __future__ import annotations
 
@@ -16,14 +17,18 @@ import orjson
 from ..errors import Problem, SchemaError
 from ..interop.a2a import import_cards
 from ..interop.collect import ImportResult
+from ..interop.fetch import EtagCache, FetchError, Limits, fetch_card
 from ..interop.kubernetes import declarations_from_manifests
 from ..interop.mcp import import_listings
+from ..interop.naming import is_domain, server_domain
+from ..interop.oasf import import_records
+from ..interop.signing import CardKeys, CardKeyError, read_keys
 from ..interop.report import ImportReport
 from ..interop.sources import (Document, expand_paths, json_document, json_documents, to_json,
                                yaml_documents)
 from ..interop.supply import Supplied, read_grants
 from ..schema import LATENCY_CLASSES, loads
-from .common import (EXIT_BAD_INPUT, BadInput, atomic_outputs, check_outputs, json_option, output_option,
+from .common import (EXIT_BAD_INPUT, EXIT_NEGATIVE, BadInput, atomic_outputs, check_outputs, json_option, output_option,
                      progress, read_bytes, read_json_documents)
 
 #: Supplied field (its JSON path's first key) -> the flag the caller used for it.
@@ -32,13 +37,18 @@ FLAGS = {
     "skill_versions": "--capability-version", "capabilities": "--capability",
     "clearances": "--clearance", "grants": "--grants", "residency": "--residency",
     "latency_class": "--latency-class", "cost_ceiling_usd": "--cost-ceiling",
-    "skill_domain": "--skill-domain", "server": "--server", "normalise": "--normalise",
+    "skill_domain": "--skill-domain", "server": "--server", "normalise": "--strict-ids",
 }
+#: What a skill id that does not fit §2 is normalised under when no --skill-domain is given.
+DEFAULT_SKILL_DOMAIN = "a2a"
+#: The capability major version when no --capability-version is given (a card has none).
+DEFAULT_CAPABILITY_VERSION = 1
 
 
 @click.group("import")
 def import_group() -> None:
-    """Build a fleet from A2A Agent Cards, MCP tool listings or Kubernetes manifests.
+    """Build a fleet from A2A Agent Cards (files or live agents), MCP tool listings (files or
+    running servers), OASF records or Kubernetes manifests (AgentDeclaration, kagent Agent).
 
     Writes declarations as JSON Lines (ready for `a3fast place --fleet`) and reports, on standard
     error, what was derived, what the caller supplied, what could not be derived, and what was
@@ -73,40 +83,157 @@ def _agent_options(fn: Callable) -> Callable:
     return fn
 
 
+def _naming_options(fn: Callable) -> Callable:
+    """How skills become capabilities, and whether an agent may have none."""
+    for option in reversed([
+        click.option("--capability-version", "versions", multiple=True, metavar="N|SKILL=N",
+                     help=f"Major version of every skill's capability, or of one skill (repeatable; "
+                          f"default {DEFAULT_CAPABILITY_VERSION}, reported). A card's own `version` is "
+                          f"the agent's release, never used as one."),
+        click.option("--strict-ids", is_flag=True,
+                     help="Keep skill ids exactly as written: one that does not fit the §2 grammar is "
+                          "skipped instead of normalised."),
+        click.option("--normalise", is_flag=True, hidden=True,
+                     help="Normalise skill ids (the default; kept for older scripts)."),
+        click.option("--skill-domain", metavar="DOMAIN",
+                     help=f"Domain prefixed to normalised skill ids without one (default "
+                          f"{DEFAULT_SKILL_DOMAIN}: book_air_tickets -> {DEFAULT_SKILL_DOMAIN}.book-air-tickets)."),
+        click.option("--allow-empty", is_flag=True,
+                     help="Write agents that end up with no capabilities (else exit 1, nothing written)."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def _naming(versions, strict_ids, skill_domain, bad: list[str]) -> dict[str, Any]:
+    default, per_skill = _versions(versions, bad)
+    defaulted = set()
+    if default is None:
+        default = DEFAULT_CAPABILITY_VERSION
+        defaulted.add("capability_version")
+    if skill_domain is None and not strict_ids:
+        skill_domain = DEFAULT_SKILL_DOMAIN
+        defaulted.add("skill_domain")
+    return dict(capability_version=default, skill_versions=per_skill, normalise=not strict_ids,
+                skill_domain=skill_domain, defaulted=frozenset(defaulted))
+
+
+def _is_url(text: str) -> bool:
+    return text.startswith(("http://", "https://"))
+
+
 @import_group.command("a2a")
-@click.argument("cards", nargs=-1, required=True, metavar="CARD...")
+@click.argument("cards", nargs=-1, required=True, metavar="CARD|URL...")
 @_agent_options
-@click.option("--capability-version", "versions", multiple=True, metavar="N|SKILL=N",
-              help="Major version of every skill's capability, or of one skill (repeatable). "
-                   "A card's own `version` is the agent's release, never used as one.")
-@click.option("--normalise", is_flag=True,
-              help="Turn skill ids that do not fit the §2 grammar into identifiers (reported).")
-@click.option("--skill-domain", metavar="DOMAIN",
-              help="Domain prefixed to normalised skill ids, e.g. travel -> travel.book-air-tickets.")
+@_naming_options
+@click.option("--card-key", "card_keys", multiple=True, metavar="FILE",
+              help="A public key that signs cards (JWK, JWKS or PEM; repeatable). Signatures are "
+                   "checked against these only; a card whose signature fails is skipped.")
+@click.option("--etag-cache", metavar="FILE",
+              help="Remember each fetched card's ETag here, so a refresh sends If-None-Match and an "
+                   "unchanged card costs a 304.")
+@click.option("--timeout", type=click.FloatRange(min=0.1, max=600), default=10.0, show_default=True,
+              help="Seconds for each network operation of a fetch (the whole transfer gets 3x).")
+@click.option("--max-bytes", type=click.IntRange(min=1024), default=Limits.max_bytes, show_default=True,
+              help="Largest card read from the network; reading stops past it.")
 @_output_options
 def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cost_ceiling,
-        versions, normalise, skill_domain, output, report_path, as_json) -> None:
-    """Declarations from A2A Agent Cards (files, directories of *.json, or - for standard input).
+        versions, strict_ids, normalise, skill_domain, allow_empty, card_keys, etag_cache, timeout,
+        max_bytes, output, report_path, as_json) -> None:
+    """Declarations from A2A Agent Cards: files, directories of *.json, - for standard input, or
+    the URL of a running agent (its card is fetched from /.well-known/agent-card.json, then the
+    legacy /.well-known/agent.json).
 
     A file holds one card, a JSON array of cards or JSON Lines. Skill ids become capability
-    names (A3 §8); the namespace, capability versions, clearances, residency and model come from
-    the flags, or are reported as not derived.
+    names (A3 §8), normalised to the §2 grammar (reported; --strict-ids to refuse instead). The
+    namespace is --namespace, else the host of the card's URL (reported); capability versions
+    default to 1 (reported); clearances, residency and model come from the flags, or are
+    reported as not derived. Each declaration says where to reach the agent (`endpoint`).
     """
+    if strict_ids and normalise:
+        raise BadInput("--strict-ids and --normalise contradict each other; give one")
     bad: list[str] = []
-    default, per_skill = _versions(versions, bad)
-    supplied = _supplied(bad, namespace=namespace, capability_version=default, skill_versions=per_skill,
-                         clearances=tuple(clearances), grants=_grants(grants_path),
+    supplied = _supplied(bad, namespace=namespace, clearances=tuple(clearances), grants=_grants(grants_path),
                          residency=tuple(residency) or None, latency_class=latency_class,
-                         cost_ceiling_usd=cost_ceiling, normalise=normalise, skill_domain=skill_domain)
+                         cost_ceiling_usd=cost_ceiling, derive_namespace=namespace is None,
+                         **_naming(versions, strict_ids, skill_domain, bad))
+    keys = _card_keys(card_keys)
     outputs = _outputs(output, report_path, as_json)
     report = ImportReport("a2a")
-    docs = _read(cards, (".json", ".jsonl"), json_documents, report)
-    result = _run(lambda: import_cards(docs, supplied, report))
-    _finish(result, outputs)
+    urls = [c for c in cards if _is_url(c)]
+    files = [c for c in cards if not _is_url(c)]
+    docs = _read(files, (".json", ".jsonl"), json_documents, report) if files else []
+    cache = EtagCache(etag_cache)
+    fetched: dict[str, str] = {}
+    limits = Limits(timeout=timeout, deadline=timeout * 3, max_bytes=max_bytes)
+    for url in urls:
+        report.read(url)
+        try:
+            card = fetch_card(url, limits, cache)
+        except FetchError as exc:
+            report.skip(url, "$", exc.message)
+            continue
+        if card.revalidated:
+            report.count("cards unchanged since the last fetch (HTTP 304, ETag)")
+        try:
+            docs += json_documents(card.body, url)
+        except SchemaError as exc:
+            for problem in exc.problems:
+                report.skip(url, problem.path, f"expected {problem.expected}, found {problem.found} "
+                                               f"(served at {card.url})")
+            continue
+        fetched[url] = card.url
+    result = _run(lambda: import_cards(docs, supplied, report, fetched=fetched, keys=keys))
+    _finish(result, outputs, require_capabilities=not allow_empty)
+    try:
+        cache.save()
+    except OSError as exc:
+        click.echo(f"a3fast: --etag-cache {etag_cache}: not saved ({exc.strerror or exc})", err=True)
+
+
+@import_group.command("oasf")
+@click.argument("records", nargs=-1, required=True, metavar="RECORD...")
+@_agent_options
+@_naming_options
+@_output_options
+def oasf(records, namespace, clearances, grants_path, residency, latency_class, cost_ceiling,
+         versions, strict_ids, normalise, skill_domain, allow_empty, output, report_path, as_json) -> None:
+    """Declarations from OASF records (AGNTCY directory records; files, directories, or -).
+
+    Each OASF taxonomy skill becomes a capability `oasf.<category>.<class>`; a record that embeds
+    an A2A Agent Card (module integration/a2a) also gives the card's skills and endpoint, read as
+    `import a2a` reads a card. The namespace is --namespace, else the embedded card's URL host.
+    """
+    bad: list[str] = []
+    supplied = _supplied(bad, namespace=namespace, clearances=tuple(clearances), grants=_grants(grants_path),
+                         residency=tuple(residency) or None, latency_class=latency_class,
+                         cost_ceiling_usd=cost_ceiling, derive_namespace=namespace is None,
+                         **_naming(versions, strict_ids, skill_domain, bad))
+    outputs = _outputs(output, report_path, as_json)
+    report = ImportReport("oasf")
+    docs = _read(records, (".json", ".jsonl"), json_documents, report)
+    result = _run(lambda: import_records(docs, supplied, report))
+    _finish(result, outputs, require_capabilities=not allow_empty)
+
+
+def _card_keys(paths: Iterable[str]) -> CardKeys:
+    keys = CardKeys()
+    for path in paths:
+        try:
+            read_keys(read_bytes(path), path, keys)
+        except CardKeyError as exc:
+            raise BadInput(f"--card-key {exc}") from None
+    return keys
 
 
 @import_group.command("mcp")
-@click.argument("listings", nargs=-1, required=True, metavar="LISTING...")
+@click.argument("listings", nargs=-1, metavar="[LISTING...]")
+@click.option("--server-command", metavar="'CMD ARGS'",
+              help="List the tools of a running MCP server started by this command line (stdio).")
+@click.option("--server-url", metavar="URL",
+              help="List the tools of the MCP server at this URL (streamable HTTP).")
+@click.option("--timeout", type=click.FloatRange(min=0.1, max=600), default=30.0, show_default=True,
+              help="Seconds for a running server's whole tool listing.")
 @click.option("--fleet", "fleet_path", metavar="FLEET",
               help="Declarations to bind the tools into (JSON Lines or a JSON array); passed through.")
 @click.option("--bind", "bind", multiple=True, metavar="AGENT",
@@ -124,15 +251,22 @@ def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cos
               help="Write the host mappings tool -> drafted contract (JSON Lines, as "
                    "`a3fast resolve --mappings` reads; needs --server).")
 @_output_options
-def mcp(listings, fleet_path, bind, bind_all, namespace, clearances, grants_path, residency,
-        latency_class, cost_ceiling, capabilities, server, contracts_path, mappings_path, output,
-        report_path, as_json) -> None:
-    """Bind the tools of an MCP tool listing to agents (A3 §3 `tools`).
+def mcp(listings, server_command, server_url, timeout, fleet_path, bind, bind_all, namespace,
+        clearances, grants_path, residency, latency_class, cost_ceiling, capabilities, server,
+        contracts_path, mappings_path, output, report_path, as_json) -> None:
+    """Bind the tools of an MCP server to agents (A3 §3 `tools`).
 
-    LISTING is a bare array of tools, {"tools": [...]}, or a JSON-RPC tools/list response; several
-    files are pages of one listing when each names a nextCursor. Tool names become the bound
-    agents' `tools`, never capabilities.
+    The tools come from a running server (--server-command, --server-url: initialize, then every
+    page of tools/list) or from LISTING files: a bare array of tools, {"tools": [...]}, or a
+    JSON-RPC tools/list response; several files are pages of one listing when each names a
+    nextCursor. Tool names become the bound agents' `tools`, never capabilities; the server is
+    recorded under the bound agents' `tool_servers`. A server name such as github-mcp-server is
+    mapped to a §2 domain (github) for contract ids, and reported.
     """
+    sources = bool(listings) + (server_command is not None) + (server_url is not None)
+    if sources != 1:
+        raise BadInput("name one source of tools: LISTING files, --server-command 'CMD ...' or "
+                       "--server-url URL" + (f" (got {sources})" if sources else ""))
     drafts = contracts_path is not None or mappings_path is not None
     if not (bind or bind_all or drafts):
         raise BadInput("nothing to do: name the agents bound to this server (--bind AGENT, "
@@ -152,30 +286,72 @@ def mcp(listings, fleet_path, bind, bind_all, namespace, clearances, grants_path
     if fleet_path:
         fleet = [Document(fleet_path, prefix, doc) for prefix, doc in read_json_documents(fleet_path)]
     report = ImportReport("mcp")
-    docs = _read(listings, (".json",), lambda data, source: [json_document(data, source)], report)
+    tool_server = None
+    if listings:
+        docs = _read(listings, (".json",), lambda data, source: [json_document(data, source)], report)
+    else:
+        docs, server_name, tool_server = _live_listing(server_command, server_url, timeout, report)
+        server = server if server is not None else server_name
+    if server is not None and not is_domain(server):
+        domain = server_domain(server)
+        if domain is None:
+            raise BadInput(f"--server: expected a server name that gives a §2 domain, found {server!r}")
+        report.note("server name mapped", "supplied", "$.server",
+                    f"server {server!r} is named {domain!r} in contract ids (§2: lowercase, "
+                    f"dot-separated, no hyphen in the first segment)")
+        server = domain
+    if tool_server is not None and server is not None:
+        tool_server = {"name": server, **tool_server}
     result = _run(lambda: import_listings(docs, supplied, fleet=fleet,
                                           bind=None if bind_all else bind, server=server,
-                                          contracts=drafts, report=report))
+                                          contracts=drafts, report=report, tool_server=tool_server))
     _finish(result, outputs)
+
+
+def _live_listing(command: str | None, url: str | None, timeout: float,
+                  report: ImportReport) -> tuple[list[Document], str | None, dict[str, Any]]:
+    """The pages of a running server's tools/list; a server that cannot be listed whole is
+    BadInput (exit 2, nothing written): a partial listing would bind too few tools."""
+    from ..interop.mcp_live import ListingError, ServerSpec, list_tools
+
+    try:
+        spec = ServerSpec.from_command(command) if command is not None else ServerSpec(url=url)
+        if url is not None and not _is_url(url):
+            raise ListingError(url, "expected an http:// or https:// URL")
+        listing = list_tools(spec, timeout=timeout)
+    except ListingError as exc:
+        raise BadInput(f"{'--server-url' if url is not None else '--server-command'} {exc.server}: "
+                       f"{exc.message}; nothing written") from None
+    report.read(f"mcp {spec.label}")
+    report.count("pages of tools/list read from the running server", len(listing.pages))
+    docs = [Document(f"mcp {spec.label}", d.path, d.value) for d in listing.documents()]
+    return docs, listing.server_name, spec.tool_server(None)
 
 
 @import_group.command("k8s")
 @click.argument("manifests", nargs=-1, required=True, metavar="MANIFEST...")
 @click.option("--namespace", metavar="NS",
               help="Namespace for declarations whose object has no metadata.namespace.")
+@_naming_options
 @_output_options
-def k8s(manifests, namespace, output, report_path, as_json) -> None:
+def k8s(manifests, namespace, versions, strict_ids, normalise, skill_domain, allow_empty, output,
+        report_path, as_json) -> None:
     """Declarations carried by Kubernetes manifests (YAML or JSON; files, directories, or -).
 
-    Read from the `a3.dev/declaration` annotation (JSON) of any object, and from AgentDeclaration
-    resources (spec). metadata.name and metadata.namespace fill the agent when it is left out.
+    Read from the `a3.dev/declaration` annotation (JSON) of any object, from AgentDeclaration
+    resources (spec), and from kagent Agent resources (kagent.dev v1alpha1/v1alpha2: the skills of
+    a2aConfig become capabilities as a card's do, toolNames become tools). metadata.name and
+    metadata.namespace fill the agent when it is left out.
     """
-    supplied = _supplied([], namespace=namespace)
+    bad: list[str] = []
+    supplied = _supplied(bad, namespace=namespace, **_naming(versions, strict_ids, skill_domain, bad))
     outputs = _outputs(output, report_path, as_json)
     report = ImportReport("k8s")
     docs = _read(manifests, (".yaml", ".yml", ".json"), _yaml(report), report)
     result = _run(lambda: declarations_from_manifests(docs, supplied, report))
-    _finish(result, outputs)
+    # A declaration its author wrote with no capabilities is as meant; one derived from a kagent
+    # Agent's skills that came out empty is not.
+    _finish(result, outputs, require_capabilities=not allow_empty, derived_only=True)
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -327,15 +503,33 @@ def _lines(docs: Iterable[Any]) -> bytes:
     return b"".join(orjson.dumps(doc) + b"\n" for doc in docs)
 
 
-def _finish(result: ImportResult, outputs: Outputs) -> None:
-    """Print the report (or, with --json, the whole result); exit 2 if nothing usable was read,
-    else write every output asked for, all or nothing."""
-    if not outputs.as_json:
-        for line in result.report.lines():
+def _finish(result: ImportResult, outputs: Outputs, *, require_capabilities: bool = False,
+            derived_only: bool = False) -> None:
+    """Decide the outcome, then print the report (or, with --json, the whole result): exit 2 if
+    nothing usable was read, 1 if an agent would have no capabilities (unless allowed), else write
+    every output asked for, all or nothing. The headline says the outcome, never more."""
+    empty = [d["agent"]["name"] for d in result.declarations if not d.get("capabilities")
+             and (not derived_only or d["agent"]["name"] in result.report.derived)] \
+        if require_capabilities else []
+    outcome = None
+    if not result.usable:
+        outcome = "nothing usable read; no output written"
+    elif empty:
+        n = len(result.declarations)
+        outcome = (f"refused: {len(empty)} of {n} agent{'s' if n != 1 else ''} would have no "
+                   f"capabilities; no output written")
+    if not outputs.as_json or outcome is not None:
+        for line in result.report.lines(outcome=outcome):
             click.echo(line, err=True)
     if not result.usable:
         click.echo("a3fast: nothing usable was read; no output written", err=True)
         sys.exit(EXIT_BAD_INPUT)
+    if empty:
+        shown = ", ".join(repr(n) for n in empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+        click.echo(f"a3fast: no capabilities for {shown}: a task can never be placed on such an agent "
+                   f"(see the skipped skills above); give --capability-version or --skill-domain, or "
+                   f"--allow-empty to write them anyway", err=True)
+        sys.exit(EXIT_NEGATIVE)
     report = result.report.to_dict()
     content = {outputs.declarations: _lines(result.declarations),
                outputs.report: orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n",

@@ -12,9 +12,12 @@ is skipped with the file, the JSON path and the reason. Every declaration return
     result.declarations          # list of §3 declarations (dicts), ready for Fleet.add
     print("\\n".join(result.report.lines()))
 
-Modules: `a2a` (cards), `mcp` (tool listings, draft contracts), `kubernetes` (manifests), `crd`
-(the AgentDeclaration CRD), `supply` (what the caller supplies), `collect` (the fleet-ready set),
-`report`, `sources` (reading JSON and YAML safely), `naming` (§2 normalisation on request).
+Modules: `a2a` (cards), `fetch` (cards fetched from agents over HTTP, bounded), `signing` (card
+signatures checked against supplied keys), `mcp` (tool listings, draft contracts), `mcp_live`
+(tools listed from running MCP servers), `oasf` (AGNTCY directory records), `kubernetes`
+(manifests), `kagent` (kagent Agent resources), `crd` (the AgentDeclaration CRD), `supply` (what
+the caller supplies), `collect` (the fleet-ready set), `report`, `sources` (reading JSON and YAML
+safely), `naming` (§2 normalisation, server names as domains).
 """
 from __future__ import annotations
 

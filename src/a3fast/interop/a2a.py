@@ -25,21 +25,41 @@ from __future__ import annotations
 from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import Problem, SchemaError, describe, json_path
 from ..schema import is_identifier
 from .collect import DeclarationSet, ImportResult
 from .naming import normalise_identifier
 from .report import ImportReport
+from .fetch import WELL_KNOWN
+from .signing import CardKeys, verify_card
 from .sources import Document
 from .supply import Supplied, _text_problem
 
-__all__ = ["SHAPES", "Interface", "Skill", "AgentCard", "read_card", "card_shape",
-           "declaration_from_card", "import_cards"]
+__all__ = ["SHAPES", "Interface", "Skill", "AgentCard", "read_card", "card_shape", "is_oasf_record",
+           "endpoint_of", "declaration_from_card", "import_cards", "ENDPOINT"]
 
 SHAPES = ("v1.0", "v0.3", "v0.2", "legacy", "partial")
 ORIGIN = "an Agent Card"
 GRAMMAR = "[a-z0-9]+(\\.[a-z0-9-]+)+"
+#: The top-level declaration member that says where and how to reach the agent (A3 §3 keeps
+#: members it does not define, and a bound record carries the declaration as matched).
+ENDPOINT = "endpoint"
+
+
+def is_oasf_record(obj: Any) -> bool:
+    """True for an OASF (AGNTCY directory) record, told by its own fields: `schema_version` with
+    `locators`, `modules`, `extensions`, `domains` or `authors`, or skills named by taxonomy
+    (`{"id": 10306, "name": "a/b/c"}`). An Agent Card has none of these."""
+    if not isinstance(obj, Mapping) or "schema_version" not in obj:
+        return False
+    if any(key in obj for key in ("locators", "modules", "extensions", "domains", "authors")):
+        return True
+    skills = obj.get("skills")
+    return isinstance(skills, list) and any(
+        isinstance(skill, Mapping) and (isinstance(skill.get("id"), int) or "class_uid" in skill)
+        for skill in skills)
 
 
 @dataclass(frozen=True)
@@ -95,6 +115,10 @@ def read_card(obj: Any, source: str = "card", path: str = "$") -> tuple[AgentCar
     if not isinstance(obj, Mapping):
         raise SchemaError([Problem(path, "an A2A Agent Card (a JSON object)", describe(obj))], source)
     fatal: list[Problem] = []
+    if is_oasf_record(obj):
+        raise SchemaError([Problem(path, "an A2A Agent Card", "what looks like an OASF record "
+                                                            "(import it with `a3fast import oasf`)")],
+                          source)
     if "skills" not in obj and any(key in obj for key in ("tools", "jsonrpc", "inputSchema")):
         what = "an MCP tool" if "inputSchema" in obj else "an MCP tool listing"
         raise SchemaError([Problem(path, "an A2A Agent Card", f"what looks like {what} "
@@ -189,21 +213,64 @@ def _interfaces(obj: Mapping[str, Any], shape: str, path: str,
     return tuple(out)
 
 
+def endpoint_of(card: AgentCard, fetched_from: str | None = None) -> dict[str, Any] | None:
+    """Where and how to reach the agent: the card's first interface (`url`, `transport`,
+    `protocol_version`), every interface when it names several, and `card`, the URL the card was
+    fetched from. A partial card fetched from an agent is reached where it was found."""
+    endpoint: dict[str, Any] = {}
+    if card.interfaces:
+        first = card.interfaces[0]
+        endpoint["url"] = first.url
+        if first.binding:
+            endpoint["transport"] = first.binding
+        if first.protocol_version:
+            endpoint["protocol_version"] = first.protocol_version
+        if len(card.interfaces) > 1:
+            endpoint["interfaces"] = [{"url": i.url, **({"transport": i.binding} if i.binding else {})}
+                                      for i in card.interfaces]
+    elif fetched_from is not None:
+        base = fetched_from
+        for suffix in WELL_KNOWN:
+            base = base.removesuffix(suffix)
+        endpoint["url"] = base
+    if fetched_from is not None:
+        endpoint["card"] = fetched_from
+    return endpoint or None
+
+
+def _namespace(card: AgentCard, supplied: Supplied, fetched_from: str | None) -> tuple[str | None, str | None]:
+    """The namespace of the card's agent and how it was chosen (None when it was supplied)."""
+    if supplied.namespace is not None:
+        return supplied.namespace, None
+    if not supplied.derive_namespace:
+        return None, None
+    url = fetched_from if fetched_from is not None else (card.interfaces[0].url if card.interfaces else None)
+    host = urlsplit(url).hostname if url else None
+    if not host:
+        return None, None
+    where = "the URL the card was fetched from" if fetched_from is not None else "the card's URL"
+    return host, f"namespace {host!r}: the host of {where} ({url})"
+
+
 def declaration_from_card(card: AgentCard, supplied: Supplied, report: ImportReport,
-                          source: str, path: str = "$") -> tuple[dict[str, Any] | None,
-                                                                 list[str], list[tuple[str, str]]]:
+                          source: str, path: str = "$", fetched_from: str | None = None,
+                          ) -> tuple[dict[str, Any] | None, list[str], list[tuple[str, str]]]:
     """The declaration a card gives with what the caller supplied, or None if it cannot be made.
 
     Returns (declaration, fields supplied, [(field not derived, why)]). Skills that cannot become
     capabilities are reported as skipped; a missing namespace skips the whole card.
     """
-    if supplied.namespace is None:
-        report.skip(source, path, "no namespace: an Agent Card has none and the caller supplied "
-                                  "none (A3 §3 requires agent.namespace)")
+    namespace, derived_from = _namespace(card, supplied, fetched_from)
+    if namespace is None:
+        why = "the card names no URL to take a host from, and " if supplied.derive_namespace else ""
+        report.skip(source, path, f"no namespace: an Agent Card has none, {why}the caller supplied "
+                                  f"none (A3 §3 requires agent.namespace; give --namespace)")
         return None, [], []
-    doc: dict[str, Any] = {"v": "1.0", "agent": {"name": card.name, "namespace": supplied.namespace},
+    doc: dict[str, Any] = {"v": "1.0", "agent": {"name": card.name, "namespace": namespace},
                            "capabilities": [], "clearances": []}
-    given: list[str] = ["namespace"]
+    given: list[str] = ["namespace"] if derived_from is None else []
+    if derived_from is not None:
+        report.note("namespace derived", source, path, f"agent {card.name!r}: {derived_from}")
     missing: list[tuple[str, str]] = []
     seen: dict[str, str] = {}
     normalised = unversioned = 0
@@ -214,8 +281,9 @@ def declaration_from_card(card: AgentCard, supplied: Supplied, report: ImportRep
         if name is None:
             continue
         if name in seen:
-            report.skip(source, skill.path, f"skill id {skill.id!r} gives capability {name!r}, "
-                                            f"already declared from skill {seen[name]!r}")
+            report.skip(source, skill.path, f"collision: skill id {skill.id!r} gives capability "
+                                            f"{name!r}, already declared from skill {seen[name]!r} "
+                                            f"of the same agent")
             continue
         seen[name] = skill.id
         normalised += name != skill.id
@@ -226,7 +294,8 @@ def declaration_from_card(card: AgentCard, supplied: Supplied, report: ImportRep
             capability["description"] = skill.description
         doc["capabilities"].append(capability)
     if normalised:
-        given.append("capability names (normalised skill ids)")
+        domain = " (default domain)" if "skill_domain" in supplied.defaulted else ""
+        given.append(f"capability names (normalised skill ids){domain}")
     if unversioned:
         agent_version = f" (its version {card.agent_version!r} is the agent's own release)" \
             if card.agent_version else ""
@@ -234,8 +303,15 @@ def declaration_from_card(card: AgentCard, supplied: Supplied, report: ImportRep
                         f"an Agent Card gives no capability major version{agent_version}; "
                         f"skills with no version supplied did not become capabilities"))
     elif doc["capabilities"]:
-        given.append("capability versions")
+        given.append(f"capability versions (default {supplied.capability_version}: a card gives none)"
+                     if "capability_version" in supplied.defaulted else "capability versions")
     more, absent = supplied.fill(doc, card.name, ORIGIN)
+    endpoint = endpoint_of(card, fetched_from)
+    if endpoint is not None:
+        doc[ENDPOINT] = endpoint
+    else:
+        absent.append(("endpoint", "the card names no URL (a partial card: the platform serving it "
+                                   "fills it in); fetch it from the agent to record where it was found"))
     return doc, given + more, missing + absent
 
 
@@ -245,7 +321,7 @@ def _capability_name(skill: Skill, supplied: Supplied, report: ImportReport, sou
         return skill.id
     if not supplied.normalise:
         report.skip(source, skill.path, f"skill id {skill.id!r} does not fit the §2 grammar "
-                                        f"{GRAMMAR} (normalisation was not asked for)")
+                                        f"{GRAMMAR} (ids are kept strictly as written: --strict-ids)")
         return None
     suggestion = normalise_identifier(skill.id, supplied.skill_domain)
     if suggestion is None:
@@ -260,16 +336,22 @@ def _capability_name(skill: Skill, supplied: Supplied, report: ImportReport, sou
 
 
 def import_cards(documents: Iterable[Document], supplied: Supplied,
-                 report: ImportReport | None = None) -> ImportResult:
+                 report: ImportReport | None = None, *, fetched: Mapping[str, str] | None = None,
+                 keys: CardKeys | None = None) -> ImportResult:
     """Declarations from Agent Cards: one per card that is a card and has a namespace to go in.
 
-    Later cards for the same agent replace earlier ones (a v1.0 card and a v0.3 card of one
-    agent give one declaration); every decision is in the report.
+    `fetched` maps a document's source to the URL its card was fetched from (its host can be the
+    namespace, and a partial card's agent is reached there). A card's signatures are checked
+    against `keys`: one that does not verify with a supplied key is skipped, an unverifiable one is
+    kept and reported as unverified. Later cards for the same agent replace earlier ones (a v1.0
+    card and a v0.3 card of one agent give one declaration); every decision is in the report.
     """
     supplied.check()
     report = report or ImportReport("a2a")
     out = DeclarationSet(report)
     skill_ids: set[str] = set()
+    keys = keys if keys is not None else CardKeys()
+    origins: dict[str, tuple[str, str, str]] = {}  # capability -> (skill id, agent, source)
     for doc in documents:
         report.read(doc.source)
         try:
@@ -281,12 +363,23 @@ def import_cards(documents: Iterable[Document], supplied: Supplied,
         skill_ids.update(skill.id for skill in card.skills)
         for problem in problems:
             report.skip(doc.source, problem.path, f"expected {problem.expected}, found {problem.found}")
-        decl, given, missing = declaration_from_card(card, supplied, report, doc.source, doc.path)
+        signatures = verify_card(doc.value, keys)
+        if signatures.status == "invalid":
+            report.skip(doc.source, json_path(doc.path, "signatures"),
+                        f"agent {card.name!r}: signature {signatures.summary()}")
+            continue
+        if signatures.status != "unsigned":
+            report.note(f"signatures {signatures.status}", doc.source, json_path(doc.path, "signatures"),
+                        f"agent {card.name!r}: {signatures.summary()}")
+        origin = (fetched or {}).get(doc.source)
+        decl, given, missing = declaration_from_card(card, supplied, report, doc.source, doc.path, origin)
         if decl is None:
             continue
         detail = _detail(card, decl)
+        detail["signatures"] = signatures.to_dict()
         if out.offer(decl, doc.source, doc.path, supplied=given, missing=missing, detail=detail):
             _note_card(card, doc, report)
+            _note_collisions(card, decl, doc, origins, supplied, report)
     for agent in supplied.grants:
         if agent not in out:
             report.note("unused", "supplied", json_path("$.grants", agent),
@@ -297,6 +390,29 @@ def import_cards(documents: Iterable[Document], supplied: Supplied,
                         f"version for skill {skill_id!r} not used: no card lists that skill")
     declarations = out.declarations()
     return ImportResult(declarations, report, usable=bool(declarations))
+
+
+def _note_collisions(card: AgentCard, decl: Mapping[str, Any], doc: Document,
+                     origins: dict[str, tuple[str, str, str]], supplied: Supplied,
+                     report: ImportReport) -> None:
+    """Two agents whose different skill ids became one capability: a task asking for it will
+    take either, which may not be what either card meant."""
+    by_name = {}
+    for skill in card.skills:
+        name = skill.id if is_identifier(skill.id) else (
+            normalise_identifier(skill.id, supplied.skill_domain) if supplied.normalise else None)
+        if name is not None:
+            by_name.setdefault(name, skill.id)
+    for capability in decl["capabilities"]:
+        name = capability["name"]
+        skill_id = by_name.get(name, name)
+        earlier = origins.get(name)
+        if earlier is None:
+            origins[name] = (skill_id, card.name, doc.source)
+        elif earlier[0] != skill_id and earlier[1] != card.name:
+            report.note("collisions", doc.source, doc.path,
+                        f"capability {name!r}: skill {skill_id!r} of agent {card.name!r} and skill "
+                        f"{earlier[0]!r} of agent {earlier[1]!r} ({earlier[2]}) are one capability")
 
 
 def _note_card(card: AgentCard, doc: Document, report: ImportReport) -> None:

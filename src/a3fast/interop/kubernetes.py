@@ -7,6 +7,8 @@ A manifest carries a declaration in one of two ways:
 - a custom resource `kind: AgentDeclaration` (group `a3.dev`, see `crd.py`) whose `spec` is the
   declaration.
 
+A kagent `Agent` resource without the annotation is read for what it publishes (`kagent.py`).
+
 Either way the agent's name and namespace, when the declaration leaves them out, are the object's
 `metadata.name` and `metadata.namespace`; a manifest applied with `kubectl -n` often has no
 namespace, and then the caller's is used (and reported as supplied). Multi-document YAML and
@@ -21,6 +23,7 @@ from typing import Any
 from ..errors import SchemaError, describe, json_path
 from ..schema import loads
 from .collect import DeclarationSet, ImportResult
+from .kagent import is_kagent_agent, read_kagent_agent
 from .report import ImportReport, under
 from .sources import Document, to_json
 from .supply import Supplied
@@ -129,6 +132,9 @@ def _read_object(obj: Mapping[str, Any], path: str, source: str, supplied: Suppl
         report.note("not ours", source, json_path(path, "apiVersion"),
                     f"kind {KIND} of apiVersion {describe(api_version)} is not group {GROUP}'s; "
                     f"read only if it carries the {ANNOTATION} annotation")
+    if annotation is None and is_kagent_agent(obj):
+        read_kagent_agent(obj, path, source, supplied, out, report)
+        return
     if annotation is None:
         report.count("objects without a declaration")
         return

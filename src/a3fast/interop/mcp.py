@@ -213,14 +213,18 @@ def draft_contract(tool: Tool, server: str) -> dict[str, Any] | None:
 def import_listings(documents: Iterable[Document], supplied: Supplied | None = None, *,
                     fleet: Iterable[Document] = (), bind: Iterable[str] | None = (),
                     server: str | None = None, contracts: bool = False,
-                    report: ImportReport | None = None) -> ImportResult:
+                    report: ImportReport | None = None,
+                    tool_server: Mapping[str, Any] | None = None) -> ImportResult:
     """Bind the tools of MCP listings to agents, and draft contracts from their annotations.
 
     `fleet` holds declarations already made (passed through, with the tools added to the bound
     ones); `bind` names the agents bound to the listed server, None meaning every agent of
     `fleet`. A bound agent not in `fleet` is made from `supplied` (its namespace, capabilities,
     clearances, residency, model): the listing itself says nothing about any agent. `contracts`
-    asks for draft contracts, whose ids are `<server>.<tool>`.
+    asks for draft contracts, whose ids are `<server>.<tool>`. `tool_server` says how the server
+    is reached (`{"name", "transport", "url" | "command"}`); each bound agent's declaration lists it
+    under `tool_servers` (a member A3 §3 keeps as matched), so a bound record says where the
+    agent's tools are.
     """
     supplied = (supplied or Supplied()).check()
     if contracts and (server is None or not is_domain(server)):
@@ -238,7 +242,7 @@ def import_listings(documents: Iterable[Document], supplied: Supplied | None = N
         result.contracts, result.mappings = _drafts(tools, server, report)
     names = [t.name for t in tools]
     targets = [d["agent"]["name"] for d in out.declarations()] if bind is None else list(dict.fromkeys(bind))
-    changed = sum(_bind(out, agent, names, supplied, report) for agent in targets)
+    changed = sum(_bind(out, agent, names, supplied, report, tool_server) for agent in targets)
     if len(out) > changed:
         report.count("declarations passed through unchanged", len(out) - changed)
     result.declarations = out.declarations()
@@ -309,8 +313,19 @@ def _drafts(tools: list[Tool], server: str, report: ImportReport) -> tuple[list[
     return list(contracts.values()), mappings
 
 
+TOOL_SERVERS = "tool_servers"
+
+
+def _with_server(servers: Any, tool_server: Mapping[str, Any] | None) -> list[Any] | None:
+    """The declaration's tool_servers with `tool_server` added once (None when there are none)."""
+    current = list(servers) if isinstance(servers, list) else []
+    if tool_server is not None and dict(tool_server) not in current:
+        current.append(dict(tool_server))
+    return current or None
+
+
 def _bind(out: DeclarationSet, agent: str, names: list[str], supplied: Supplied,
-          report: ImportReport) -> bool:
+          report: ImportReport, tool_server: Mapping[str, Any] | None = None) -> bool:
     """Add the listed tools to `agent`'s declaration, making it from `supplied` if it is new.
     Returns whether a declaration was bound or made."""
     what = "tools (the caller bound the agent to this server)"
@@ -318,6 +333,9 @@ def _bind(out: DeclarationSet, agent: str, names: list[str], supplied: Supplied,
     if doc is not None:
         merged = dict(doc)
         merged["tools"] = list(dict.fromkeys([*(doc.get("tools") or ()), *names]))
+        servers = _with_server(doc.get(TOOL_SERVERS), tool_server)
+        if servers is not None:
+            merged[TOOL_SERVERS] = servers
         out.replace_doc(agent, merged)
         report.count("agents of the fleet bound to the listed tools")
         report.supply(what, agent)
@@ -339,5 +357,8 @@ def _bind(out: DeclarationSet, agent: str, names: list[str], supplied: Supplied,
                                         "none was supplied: the agent declares none"))
     more, absent = supplied.fill(new, agent, ORIGIN)
     new["tools"] = list(names)
+    servers = _with_server(None, tool_server)
+    if servers is not None:
+        new[TOOL_SERVERS] = servers
     return out.offer(new, "supplied", json_path("$.bind", agent), supplied=given + more,
                      missing=missing + absent, detail={"tools": len(names)})

@@ -12,7 +12,7 @@ import unicodedata
 
 from ..schema import is_identifier
 
-__all__ = ["normalise_identifier", "is_domain"]
+__all__ = ["normalise_identifier", "is_domain", "server_domain"]
 
 #: A domain to prepend: one or more dot-separated segments, the first without hyphens (§2).
 DOMAIN = re.compile(r"[a-z0-9]+(?:\.[a-z0-9-]+)*")
@@ -45,3 +45,27 @@ def normalise_identifier(text: str, domain: str | None = None) -> str | None:
         segments = domain.split(".") + segments
     candidate = ".".join(segments)
     return candidate if is_identifier(candidate) else None
+
+
+#: Words that say "this is an MCP server" and nothing about which one: dropped from server names.
+_SERVER_AFFIXES = ("mcp", "server")
+
+
+def server_domain(name: str) -> str | None:
+    """A §2 domain for an MCP server's name, or None when none can be made.
+
+    Real servers are named like packages (`github-mcp-server`, `mcp-server-filesystem`,
+    `@modelcontextprotocol/server-everything`): the affixes that say "MCP server" are dropped
+    (`github`, `filesystem`, `everything`); what remains is lowercased, and a first segment's
+    hyphens become dots, since §2 allows none there (`acme-crm` -> `acme.crm`).
+    """
+    if is_domain(name):
+        return name
+    ascii_text = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    base = ascii_text.rsplit("/", 1)[-1]
+    words = [w for w in re.split(r"[^a-z0-9]+", _CAMEL.sub("-", base).lower()) if w]
+    kept = [w for w in words if w not in _SERVER_AFFIXES] or words
+    if not kept:
+        return None
+    candidate = ".".join(kept[:1] + (["-".join(kept[1:])] if len(kept) > 1 else []))
+    return candidate if is_domain(candidate) else None

@@ -86,6 +86,9 @@ class ImportReport:
         #: counts of things read and deliberately left alone (not errors), e.g. objects without a
         #: declaration in a manifest
         self.counts: dict[str, int] = {}
+        #: agents whose capabilities were derived from what a source publishes (skills), as opposed
+        #: to declarations written by their authors: the ones an empty result is an error for
+        self.derived: dict[str, None] = {}
 
     # -- recording ------------------------------------------------------------------------------
     def read(self, source: str) -> None:
@@ -133,14 +136,24 @@ class ImportReport:
         """Field -> (why the source cannot give it, the agents it is absent for)."""
         return {what: (why, list(names)) for what, (why, names) in self._not_derived.items() if names}
 
-    def lines(self, shown: int = 5) -> list[str]:
+    def headline(self, outcome: str | None = None) -> str:
+        """`import KIND: N agents made from M sources, K items skipped`, or with `outcome` (an
+        import refused or that found nothing) that outcome instead of "made", so the first line
+        never says something was made when nothing was written."""
+        n = len(self._sources)
+        files = f"{n} source{'s' if n != 1 else ''}" if any("://" in s or s.startswith("mcp ")
+                                                         for s in self._sources) \
+            else f"{n} file{'s' if n != 1 else ''}"
+        skipped = f"{len(self.skipped)} item{'s' if len(self.skipped) != 1 else ''} skipped"
+        if outcome is not None:
+            return f"import {self.kind}: {outcome} ({files} read, {skipped})"
+        agents = f"{self.made} agent{'s' if self.made != 1 else ''}"
+        return f"import {self.kind}: {agents} made from {files}, {skipped}"
+
+    def lines(self, shown: int = 5, outcome: str | None = None) -> list[str]:
         """A short report: a headline, who was supplied what, what was not derived, then notes
         grouped by topic and skipped items — at most `shown` of each group (to_dict has all)."""
-        agents = f"{self.made} agent{'s' if self.made != 1 else ''}"
-        n = len(self._sources)
-        files = f"{n} file{'s' if n != 1 else ''}"
-        out = [f"import {self.kind}: {agents} made from {files}, {len(self.skipped)} item"
-               f"{'s' if len(self.skipped) != 1 else ''} skipped"]
+        out = [self.headline(outcome)]
         out += [f"  {what}: {n}" for what, n in self.counts.items()]
         supplied = self.supplied
         if supplied:

@@ -53,6 +53,12 @@ class Supplied:
     cost_ceiling_usd: str | None = None
     normalise: bool = False
     skill_domain: str | None = None
+    #: When no namespace is supplied, take it from the source: a card's URL host (the host it was
+    #: fetched from, or the host of its first interface), a manifest's metadata.namespace.
+    derive_namespace: bool = False
+    #: Supplied fields that are defaults rather than the caller's answers ("capability_version",
+    #: "skill_domain"): the report says so, since the source gave nothing and neither did the caller.
+    defaulted: frozenset[str] = frozenset()
 
     def check(self) -> "Supplied":
         """Return self, or raise SchemaError naming each supplied value that a declaration would
@@ -104,8 +110,9 @@ class Supplied:
         if self.cost_ceiling_usd is not None and not (
                 isinstance(self.cost_ceiling_usd, str) and DECIMAL.fullmatch(self.cost_ceiling_usd)):
             fail("$.cost_ceiling_usd", 'a decimal string such as "0.75"', self.cost_ceiling_usd)
-        if not isinstance(self.normalise, bool):
-            fail("$.normalise", "true or false", self.normalise)
+        for flag in ("normalise", "derive_namespace"):
+            if not isinstance(getattr(self, flag), bool):
+                fail(f"$.{flag}", "true or false", getattr(self, flag))
         if self.skill_domain is not None and not (isinstance(self.skill_domain, str) and is_domain(self.skill_domain)):
             fail("$.skill_domain", "a domain such as travel or acme.travel (lowercase, dot-separated; "
                                    "the first segment without hyphens)", self.skill_domain)

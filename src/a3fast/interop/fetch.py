@@ -1,0 +1,250 @@
+"""Fetching Agent Cards from the agents themselves, over HTTP(S), within bounds.
+
+An agent publishes its card at a well-known path under its URL: `/.well-known/agent-card.json`
+(A2A 0.3 and later), or `/.well-known/agent.json` before that; the legacy path is tried only when
+the current one is not there (404). A URL whose path already ends in `.json` is the card itself.
+
+Agents on the network are hostile input, so every request is bounded: a timeout per operation and
+a deadline for the whole transfer (a server that drips one byte a second does not hold an import
+hostage), a size limit enforced while streaming (reading stops past it), a limited number of
+redirects followed by hand (a loop is named as one, and an https URL is never redirected to plain
+http), TLS certificates verified. An `EtagCache` remembers each card's ETag and body, so a refresh
+sends If-None-Match and a 304 costs no body.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+import orjson
+
+__all__ = ["WELL_KNOWN", "Limits", "FetchError", "FetchedCard", "EtagCache", "card_locations",
+           "fetch_card"]
+
+#: Where an agent serves its card, in the order tried (current, then legacy).
+WELL_KNOWN = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on one card's fetch: seconds per network operation (connect, each read), seconds for
+    the whole transfer, bytes of body, and redirects followed."""
+
+    timeout: float = 10.0
+    deadline: float = 30.0
+    max_bytes: int = 1_048_576
+    max_redirects: int = 5
+
+
+class FetchError(Exception):
+    """A card that could not be fetched: `url` is where, `message` says what went wrong."""
+
+    def __init__(self, url: str, message: str):
+        super().__init__(f"{url}: {message}")
+        self.url = url
+        self.message = message
+
+
+@dataclass(frozen=True)
+class FetchedCard:
+    """A card's bytes and where they came from. `url` is the card's final URL (after redirects);
+    `revalidated` is True when the server answered 304 and the body is the cached one."""
+
+    requested: str
+    url: str
+    body: bytes
+    etag: str | None
+    revalidated: bool = False
+
+
+class EtagCache:
+    """A small JSON file: card URL -> {etag, body}. Read whole, written whole by atomic replace, so
+    a crash never leaves half a cache; an unreadable or foreign file is treated as empty."""
+
+    def __init__(self, path: str | os.PathLike[str] | None):
+        self.path = Path(path) if path is not None else None
+        self._entries: dict[str, dict[str, str]] = {}
+        self._changed = False
+        if self.path is not None and self.path.is_file():
+            try:
+                data = orjson.loads(self.path.read_bytes())
+            except (OSError, orjson.JSONDecodeError):
+                data = None
+            if isinstance(data, dict):
+                self._entries = {url: entry for url, entry in data.items()
+                                 if isinstance(entry, dict) and isinstance(entry.get("etag"), str)
+                                 and isinstance(entry.get("body"), str)}
+
+    def get(self, url: str) -> tuple[str, bytes] | None:
+        entry = self._entries.get(url)
+        if entry is None:
+            return None
+        try:
+            return entry["etag"], base64.b64decode(entry["body"], validate=True)
+        except ValueError:
+            return None
+
+    def put(self, url: str, etag: str, body: bytes) -> None:
+        self._entries[url] = {"etag": etag, "body": base64.b64encode(body).decode("ascii")}
+        self._changed = True
+
+    def save(self) -> None:
+        if self.path is None or not self._changed:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(orjson.dumps(self._entries, option=orjson.OPT_SORT_KEYS))
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self._changed = False
+
+
+def card_locations(url: str) -> list[str]:
+    """The URLs to try for the card of the agent at `url`, in order."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise FetchError(url, "expected an http:// or https:// URL of an agent (or of its card)")
+    if parts.path.lower().endswith(".json"):
+        return [urlunsplit(parts._replace(fragment=""))]
+    base = parts.path.rstrip("/")
+    return [urlunsplit((parts.scheme, parts.netloc, base + path, "", "")) for path in WELL_KNOWN]
+
+
+def fetch_card(url: str, limits: Limits = Limits(), cache: EtagCache | None = None,
+               client: Any = None) -> FetchedCard:
+    """The card of the agent at `url` (see the module doc), or FetchError saying why not."""
+    import httpx
+
+    locations = card_locations(url)
+    own = client is None
+    if own:
+        client = httpx.Client(timeout=httpx.Timeout(limits.timeout), verify=True,
+                              follow_redirects=False, headers={"Accept": "application/json",
+                                       "Accept-Encoding": "gzip, deflate"})
+    try:
+        missing = []
+        for location in locations:
+            fetched = _get(client, url, location, limits, cache)
+            if fetched is not None:
+                return fetched
+            missing.append(location)
+        raise FetchError(url, "no Agent Card: " + " and ".join(f"{m} answered 404" for m in missing))
+    finally:
+        if own:
+            client.close()
+
+
+def _get(client: Any, requested: str, location: str, limits: Limits,
+         cache: EtagCache | None) -> FetchedCard | None:
+    """One card location with its redirects; None when the server says it is not there (404)."""
+    import httpx
+
+    cached = cache.get(location) if cache is not None else None
+    started = time.monotonic()
+    seen = [location]
+    current = location
+    while True:
+        headers = {"If-None-Match": cached[0]} if cached is not None and current == location else {}
+        try:
+            with client.stream("GET", current, headers=headers) as response:
+                status = response.status_code
+                if status in _REDIRECTS and "location" in response.headers:
+                    target = urljoin(current, response.headers["location"])
+                    _check_redirect(requested, current, target, seen, limits)
+                    seen.append(target)
+                    current = target
+                    continue
+                if status == 304 and cached is not None:
+                    return FetchedCard(requested, current, cached[1], cached[0], revalidated=True)
+                if status == 404:
+                    return None
+                if status != 200:
+                    raise FetchError(requested, f"{current} answered HTTP {status} "
+                                                f"{response.reason_phrase}".rstrip())
+                body = _read_body(response, requested, current, limits, started)
+                etag = response.headers.get("etag")
+        except httpx.TimeoutException:
+            raise FetchError(requested, f"{current}: no answer within {limits.timeout:g} s "
+                                        f"(timeout)") from None
+        except httpx.HTTPError as exc:
+            raise FetchError(requested, f"{current}: {_describe(exc)}") from None
+        if cache is not None and etag:
+            cache.put(location, etag, body)
+        return FetchedCard(requested, current, body, etag)
+
+
+def _check_redirect(requested: str, current: str, target: str, seen: list[str], limits: Limits) -> None:
+    if urlsplit(target).scheme not in ("http", "https"):
+        raise FetchError(requested, f"{current} redirects to {target!r}, which is not http(s)")
+    if urlsplit(current).scheme == "https" and urlsplit(target).scheme == "http":
+        raise FetchError(requested, f"{current} redirects to {target}: an https URL is never "
+                                    f"followed to plain http")
+    if target in seen:
+        raise FetchError(requested, f"redirect loop: {' -> '.join(seen + [target])}")
+    if len(seen) > limits.max_redirects:
+        raise FetchError(requested, f"more than {limits.max_redirects} redirects "
+                                    f"({' -> '.join(seen)} -> ...)")
+
+
+def _read_body(response: Any, requested: str, current: str, limits: Limits, started: float) -> bytes:
+    length = response.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limits.max_bytes:
+        raise FetchError(requested, f"{current}: the card is {int(length)} bytes, over the limit of "
+                                    f"{limits.max_bytes} (Content-Length); not read")
+    chunks, size = [], 0
+    for chunk in response.iter_raw():
+        size += len(chunk)
+        if size > limits.max_bytes:
+            raise FetchError(requested, f"{current}: the card is over the limit of {limits.max_bytes} "
+                                        f"bytes; reading stopped there")
+        if time.monotonic() - started > limits.deadline:
+            raise FetchError(requested, f"{current}: the transfer took over {limits.deadline:g} s "
+                                        f"(deadline); reading stopped")
+        chunks.append(chunk)
+    encoding = response.headers.get("content-encoding", "identity").lower()
+    body = b"".join(chunks)
+    if encoding not in ("identity", ""):
+        # Decoded here, after the limit was applied to the bytes on the wire, and bounded again:
+        # a small compressed body can expand without limit.
+        body = _decompress(body, encoding, requested, current, limits)
+    return body
+
+
+def _decompress(body: bytes, encoding: str, requested: str, current: str, limits: Limits) -> bytes:
+    import zlib
+
+    if encoding not in ("gzip", "deflate"):
+        raise FetchError(requested, f"{current}: Content-Encoding {encoding!r} is not read "
+                                    f"(gzip, deflate or none)")
+    wbits = 31 if encoding == "gzip" else 15
+    decoder = zlib.decompressobj(wbits)
+    try:
+        out = decoder.decompress(body, limits.max_bytes + 1)
+    except zlib.error as exc:
+        raise FetchError(requested, f"{current}: the {encoding} body does not decode ({exc})") from None
+    if len(out) > limits.max_bytes:
+        raise FetchError(requested, f"{current}: the card decompresses to over the limit of "
+                                    f"{limits.max_bytes} bytes; reading stopped there")
+    return out
+
+
+def _describe(exc: Exception) -> str:
+    import httpx
+
+    if isinstance(exc, httpx.ConnectError):
+        text = str(exc) or "connection refused"
+        if "CERTIFICATE_VERIFY_FAILED" in text:
+            return f"TLS certificate not verified ({text})"
+        return f"cannot connect ({text})"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -1,0 +1,159 @@
+"""Tool listings read from running MCP servers, with the official `mcp` SDK's client.
+
+A server is started from a command line (stdio) or reached at a URL (streamable HTTP). The client
+initializes a session (the initialize handshake) and pages through `tools/list`, passing each
+page's `nextCursor` back until a page names none. Each page becomes a document, in the JSON shape
+the server sent (`{"tools": [...], "nextCursor"?}`), so the tools and their annotations are read by
+exactly the code that reads listing files (`mcp.read_page`).
+
+A live server is hostile input too: the whole listing has a deadline, the number of pages is
+bounded, and a server whose `nextCursor` repeats one it already gave (a cycle) is stopped with an
+error rather than followed forever. Any error leaves no pages: a listing is used whole or not at
+all, since a partial one would bind agents to fewer tools than the server has.
+"""
+from __future__ import annotations
+
+import shlex
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from .sources import Document
+
+try:
+    BaseExceptionGroup
+except NameError:  # Python 3.10: anyio depends on the backport
+    from exceptiongroup import BaseExceptionGroup
+
+__all__ = ["ServerSpec", "LiveListing", "ListingError", "list_tools", "MAX_PAGES"]
+
+#: Most pages of one listing read (a real server's listing is a page or a few).
+MAX_PAGES = 1000
+
+
+class ListingError(Exception):
+    """A server whose tools could not be listed: `server` says which, `message` why."""
+
+    def __init__(self, server: str, message: str):
+        super().__init__(f"{server}: {message}")
+        self.server = server
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """An MCP server: a command line run over stdio, or a streamable HTTP URL."""
+
+    command: tuple[str, ...] = ()
+    url: str | None = None
+
+    @classmethod
+    def from_command(cls, line: str) -> "ServerSpec":
+        try:
+            argv = tuple(shlex.split(line))
+        except ValueError as exc:
+            raise ListingError(line, f"not a command line ({exc})") from None
+        if not argv:
+            raise ListingError(line, "an empty command line")
+        return cls(command=argv)
+
+    @property
+    def label(self) -> str:
+        return self.url if self.url is not None else shlex.join(self.command)
+
+    def tool_server(self, name: str | None) -> dict[str, Any]:
+        """How a bound agent reaches this server's tools, as recorded in its declaration."""
+        where: dict[str, Any] = {"transport": "streamable-http", "url": self.url} if self.url is not None \
+            else {"transport": "stdio", "command": list(self.command)}
+        return {**({"name": name} if name else {}), **where}
+
+
+@dataclass
+class LiveListing:
+    spec: ServerSpec
+    pages: list[dict[str, Any]] = field(default_factory=list)
+    server_name: str | None = None
+    server_version: str | None = None
+
+    def documents(self) -> list[Document]:
+        return [Document(self.spec.label, f"page {i + 1}: $", page) for i, page in enumerate(self.pages)]
+
+
+def list_tools(spec: ServerSpec, *, timeout: float = 30.0, max_pages: int = MAX_PAGES) -> LiveListing:
+    """Every page of the server's `tools/list`, or ListingError (module doc)."""
+    import anyio
+
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        try:
+            return anyio.run(_list, spec, timeout, max_pages, errlog)
+        except ListingError:
+            raise
+        except TimeoutError:
+            raise ListingError(spec.label, f"no complete tool listing within {timeout:g} s (timeout)"
+                                           f"{_tail(errlog)}") from None
+        except Exception as exc:  # the SDK and its transports raise many kinds; each is named
+            raise ListingError(spec.label, f"{_describe(exc)}{_tail(errlog)}") from None
+
+
+async def _list(spec: ServerSpec, timeout: float, max_pages: int, errlog: Any) -> LiveListing:
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    if spec.url is not None:
+        server: Any = spec.url
+    else:
+        params = StdioServerParameters(command=spec.command[0], args=list(spec.command[1:]))
+        server = stdio_client(params, errlog=errlog)
+    listing = LiveListing(spec)
+    with anyio.fail_after(timeout):
+        async with Client(server, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
+            info = client.server_info
+            if info is not None:
+                listing.server_name, listing.server_version = info.name, info.version
+            cursor: str | None = None
+            given: dict[str, int] = {}
+            while True:
+                if len(listing.pages) >= max_pages:
+                    raise ListingError(spec.label, f"more than {max_pages} pages of tools; stopped")
+                result = await client.list_tools(cursor=cursor)
+                page = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+                listing.pages.append(page)
+                cursor = result.next_cursor or None
+                if cursor is None:
+                    return listing
+                if cursor in given:
+                    raise ListingError(spec.label, f"tools/list page {len(listing.pages)} names nextCursor "
+                                                   f"{cursor!r}, already given by page {given[cursor]}: "
+                                                   f"the listing cycles; stopped")
+                given[cursor] = len(listing.pages)
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for an error from the SDK, its transport or the process (a task group wraps them)."""
+    from mcp.shared.exceptions import MCPError
+
+    inner = exc
+    while isinstance(inner, BaseExceptionGroup) and inner.exceptions:
+        inner = inner.exceptions[0]
+    if isinstance(inner, ListingError):
+        return inner.message
+    if isinstance(inner, MCPError):
+        return f"the server answered an error (code {inner.code}): {inner.error.message}"
+    if isinstance(inner, FileNotFoundError):
+        return f"cannot start the server: {inner.filename or inner} not found"
+    if isinstance(inner, OSError):
+        return f"cannot reach the server: {inner.strerror or inner}"
+    text = " ".join(str(inner).split())
+    return f"{type(inner).__name__}: {text[:300]}" if text else type(inner).__name__
+
+
+def _tail(errlog: Any, lines: int = 3) -> str:
+    """The last lines the server wrote on standard error, to say why it stopped."""
+    try:
+        errlog.flush()
+        errlog.seek(0)
+        text = [line.rstrip() for line in errlog.read()[-4000:].splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return ""
+    return f" (the server's standard error ends: {' | '.join(text[-lines:])})" if text else ""
