@@ -35,7 +35,7 @@ from .report import ImportReport
 from .fetch import WELL_KNOWN
 from .signing import CardKeys, verify_card
 from .sources import Document
-from .supply import Supplied, _text_problem
+from .supply import Supplied, text_problem
 
 __all__ = ["SHAPES", "Interface", "Skill", "AgentCard", "read_card", "card_shape", "is_oasf_record",
            "endpoint_of", "declaration_from_card", "import_cards", "ENDPOINT"]
@@ -124,7 +124,7 @@ def read_card(obj: Any, source: str = "card", path: str = "$") -> tuple[AgentCar
         raise SchemaError([Problem(path, "an A2A Agent Card", f"what looks like {what} "
                                                             f"(import it as a tool listing)")], source)
     name = obj.get("name")
-    if why := _text_problem(name):
+    if why := text_problem(name):
         fatal.append(Problem(json_path(path, "name"), f"the agent's name (AgentCard.name: {why})",
                              describe(name) if "name" in obj else "nothing"))
     skills_doc = obj.get("skills")

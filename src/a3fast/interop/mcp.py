@@ -26,7 +26,7 @@ from .collect import DeclarationSet, ImportResult
 from .naming import is_domain, normalise_identifier
 from .report import ImportReport
 from .sources import Document
-from .supply import Supplied, _text_problem
+from .supply import Supplied, text_problem
 
 __all__ = ["HINT_DEFAULTS", "Tool", "ListingPage", "read_page", "chain_pages", "effective_hints",
            "draft_contract", "import_listings", "INFERRED_FROM"]
@@ -78,7 +78,7 @@ def read_page(obj: Any, source: str = "listing", path: str = "$") -> tuple[Listi
             problems.append(Problem(tpath, "an MCP Tool (an object)", describe(item)))
             continue
         name = item.get("name")
-        if why := _text_problem(name):
+        if why := text_problem(name):
             problems.append(Problem(json_path(tpath, "name"), f"the tool's name ({why})",
                                     describe(name) if "name" in item else "nothing"))
             continue

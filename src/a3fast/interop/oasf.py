@@ -24,7 +24,7 @@ from .collect import DeclarationSet, ImportResult
 from .naming import normalise_identifier
 from .report import ImportReport
 from .sources import Document
-from .supply import Supplied, _text_problem
+from .supply import Supplied, text_problem
 
 __all__ = ["TAXONOMY_DOMAIN", "A2A_MODULE", "embedded_card", "import_records"]
 
@@ -88,7 +88,7 @@ def import_records(documents: Iterable[Document], supplied: Supplied,
 def _import_record(record: Mapping[str, Any], doc: Document, supplied: Supplied,
                    out: DeclarationSet, report: ImportReport) -> None:
     name = record.get("name")
-    if why := _text_problem(name):
+    if why := text_problem(name):
         report.skip(doc.source, json_path(doc.path, "name"), f"expected the agent's name ({why}), "
                                                              f"found {describe(name)}")
         return

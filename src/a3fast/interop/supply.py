@@ -20,7 +20,7 @@ __all__ = ["Supplied", "read_grants"]
 IDENTIFIER_TEXT = "a clearance identifier matching [a-z0-9]+(\\.[a-z0-9-]+)+ (§2)"
 
 
-def _text_problem(value: Any) -> str | None:
+def text_problem(value: Any) -> str | None:
     """Why `value` cannot be an A3 name or label (§3), or None if it can."""
     if not isinstance(value, str) or not value:
         return "a non-empty string"
@@ -69,7 +69,7 @@ class Supplied:
         def fail(path: str, expected: str, value: Any) -> None:
             problems.append(Problem(path, expected, describe(value)))
 
-        if self.namespace is not None and (why := _text_problem(self.namespace)):
+        if self.namespace is not None and (why := text_problem(self.namespace)):
             fail("$.namespace", f"a namespace ({why})", self.namespace)
         skill_versions = _mapping(self.skill_versions, "$.skill_versions", "an object of skill ids to major versions", fail)
         for skill in skill_versions:
@@ -103,7 +103,7 @@ class Supplied:
         residency = None if self.residency is None else _items(self.residency, "$.residency",
                                                                "an array of residency labels", fail)
         for i, label in enumerate(residency or ()):
-            if why := _text_problem(label):
+            if why := text_problem(label):
                 fail(f"$.residency[{i}]", f"a residency label ({why})", label)
         if self.latency_class is not None and self.latency_class not in LATENCY_CLASSES:
             fail("$.latency_class", " or ".join(f'"{c}"' for c in LATENCY_CLASSES), self.latency_class)
@@ -196,7 +196,7 @@ def read_grants(obj: Any, source: str) -> dict[str, tuple[str, ...]]:
     grants: dict[str, tuple[str, ...]] = {}
     for agent, granted in obj.items():
         path = json_path("$", agent)
-        if why := _text_problem(agent):
+        if why := text_problem(agent):
             problems.append(Problem(path, f"an agent name ({why})", describe(agent)))
             continue
         if not isinstance(granted, list):
