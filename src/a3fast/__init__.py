@@ -11,7 +11,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .engines import ENGINE, NATIVE_AVAILABLE, available_engines
-from .errors import A3Error, FleetError, Problem, SchemaError
+from .errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
 from .schema import Capability, Declaration, Requirements, parse_declaration, parse_requirements
 
 # Names whose modules load on first use (keeps `import a3fast` light for embedders).
@@ -25,7 +25,7 @@ _LAZY = {
 }
 
 __all__ = ["ENGINE", "NATIVE_AVAILABLE", "available_engines", "A3Error", "FleetError", "Problem",
-           "SchemaError", "Capability", "Declaration", "Requirements", "parse_declaration",
+           "SchemaError", "SnapshotError", "Capability", "Declaration", "Requirements", "parse_declaration",
            "parse_requirements", *_LAZY]
 
 

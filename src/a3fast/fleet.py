@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import time
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Mapping
 
+import numpy as np
 import orjson
 
 from .engines import ENGINE, engine_module
-from .errors import A3Error, FleetError
+from . import snapshot
+from .errors import A3Error, FleetError, SnapshotError
 from .placement import CustomScores, Placement, Route
 from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
                          capability, clearance, first_failed, latency_class, residency, tool)
@@ -40,6 +43,8 @@ RESOLVED_CACHE_SIZE = 1024
 #: How many agent-sized explanations the repeated-task cache holds: 4,194 tasks at 1,000 agents,
 #: 41 at 100,000 (an explanation holds P + 1 sets as large as the fleet).
 EXPLAINED_CACHE_BUDGET = 1 << 22
+#: What a fleet snapshot's header says it holds (docs/snapshot.md).
+SNAPSHOT_CONTENT = "a3fast.fleet"
 
 
 @contextmanager
@@ -77,9 +82,13 @@ class Fleet:
         self._session_rows: dict[str, int] = {}  # session id -> row of agents holding it
         self._kinds: dict[str, int] = {}         # task kind -> outcome column
         self._ids: dict[str, int] = {}           # agent name -> id (kept after removal)
-        self._agents: list[Declaration | None] = []
-        self._member_rows: list[tuple[int, ...]] = []
-        self._held_sessions: list[set[int]] = []
+        # per agent id: its Declaration, or its canonical JSON not parsed yet (a fleet loaded in
+        # bulk parses a declaration only when something asks for it), or None once removed
+        self._agents: list[Declaration | bytes | None] = []
+        # per agent id: its index rows, or None where they are derived from the declaration on
+        # demand (bulk loads keep no per-agent tuple; only a replace or a removal needs them)
+        self._member_rows: list[tuple[int, ...] | None] = []
+        self._held_sessions: dict[int, set[int]] = {}   # agent id -> session rows, holders only
         self._decl_json: list[bytes | None] = [] # each declaration as JSON once a record needs it
         # prepared requirements (by id) and predicate sets -> engine arguments (placement)
         self._resolved: dict[int | tuple[str, ...], tuple] = {}
@@ -99,16 +108,15 @@ class Fleet:
             self._ids[name] = aid
             self._agents.append(None)
             self._member_rows.append(())
-            self._held_sessions.append(set())
             self._decl_json.append(None)
-        current = self._agents[aid]
+        current = self._declaration(aid)
         if current is not None:
             if current.agent.namespace != decl.agent.namespace:
                 raise FleetError(
                     f"agent name {name!r} is already used in namespace {current.agent.namespace!r}; "
                     f"a fleet is one scheduling domain and names must be unique in it "
                     f"(cannot add it from namespace {decl.agent.namespace!r})")
-            self._index.drop(aid, self._member_rows[aid])
+            self._index.drop(aid, self._rows_of(aid))
         else:
             self._count += 1
         rows = self._rows_for(decl)
@@ -148,7 +156,6 @@ class Fleet:
             self._ids[name] = aid
             self._agents.append(decl)
             self._member_rows.append(rows)
-            self._held_sessions.append(set())
             self._decl_json.append(None)
             aids.append(aid)
             names.append(name)
@@ -162,12 +169,12 @@ class Fleet:
     def remove(self, name: str) -> Declaration:
         """Remove an agent by name; its held sessions go with it. FleetError if it is not here."""
         aid = self._ids.get(name)
-        decl = self._agents[aid] if aid is not None else None
+        decl = self._declaration(aid) if aid is not None else None
         if decl is None:
             raise FleetError(f"no agent named {name!r} in the fleet")
-        self._index.drop(aid, self._member_rows[aid] + tuple(self._held_sessions[aid]))
-        self._held_sessions[aid] = set()
+        self._index.drop(aid, self._rows_of(aid) + tuple(self._held_sessions.pop(aid, ())))
         self._agents[aid] = None
+        self._decl_json[aid] = None
         self._member_rows[aid] = ()
         self._count -= 1
         self.generation += 1
@@ -178,14 +185,15 @@ class Fleet:
         return self._count
 
     def __contains__(self, name: object) -> bool:
-        return self.get(name) is not None  # type: ignore[arg-type]
+        aid = self._ids.get(name)  # type: ignore[arg-type]
+        return aid is not None and self._agents[aid] is not None
 
     def __iter__(self) -> Iterator[Declaration]:
-        return (d for d in self._agents if d is not None)
+        return (self._declaration(aid) for aid, d in enumerate(self._agents) if d is not None)
 
     def get(self, name: str) -> Declaration | None:
         aid = self._ids.get(name)
-        return self._agents[aid] if aid is not None else None
+        return self._declaration(aid) if aid is not None else None
 
     def _repr_html_(self) -> str:
         """How many agents, and the predicates most of them satisfy, as a notebook shows it."""
@@ -195,7 +203,134 @@ class Fleet:
 
     def names(self) -> list[str]:
         """Live agent names in id order (the order of `candidates` in records)."""
-        return [d.agent.name for d in self._agents if d is not None]
+        return [name for name, aid in self._ids.items() if self._agents[aid] is not None]
+
+    # -- snapshots (docs/snapshot.md) -------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> None:
+        """Write everything that decides placements and records to `path`, whole or not at all:
+        agent ids and join order (removed names too), declarations as canonical JSON, the index
+        rows, outcomes, held sessions and weights. A custom `scorer` is code and is not saved:
+        pass it again to `Fleet.load`."""
+        n = len(self._agents)
+        decls = [self._declaration_json(aid) if self._agents[aid] is not None else b""
+                 for aid in range(n)]
+        offsets = np.zeros(n + 1, dtype="<u8")
+        np.cumsum([len(d) for d in decls], out=offsets[1:])
+        row_offsets, row_ids = self._index.export_rows()
+        kinds = list(self._kinds)
+        outcomes = [self._index.export_outcomes(self._kinds[k]) for k in kinds]
+        by_kind = {kind: [[*value, row] if kind in (CAPABILITY, EVALUATED) else [value, row]
+                          for value, row in rows.items()]
+                   for kind, rows in self._field_rows.items()}
+        header = {
+            "content": SNAPSHOT_CONTENT, "agents": n, "live": self._count, "rows": self._index.row_count(),
+            "weights": list(self.weights), "generation": self.generation, "membership": self.membership,
+            "field_rows": by_kind, "session_rows": [[k, r] for k, r in self._session_rows.items()],
+            "kinds": [[k, len(o) // 24] for k, o in zip(kinds, outcomes)],
+            "written_by": self.engine,
+        }
+        sections = {
+            "names": orjson.dumps(list(self._ids)), "costs": self._index.export_costs(),
+            "live": self._index.export_live(), "row_offsets": row_offsets, "row_ids": row_ids,
+            "decl_offsets": offsets.tobytes(), "declarations": b"".join(decls),
+            "outcomes": b"".join(outcomes),
+        }
+        snapshot.write(path, header, sections)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, engine: str | None = None, *,
+             scorer: Scorer | None = None) -> "Fleet":
+        """A fleet from a snapshot `save` wrote (by either engine): placements on it are exactly
+        those on the saved fleet. SnapshotError names what is wrong with a file that is not a
+        snapshot, is of another format version, is cut short or damaged."""
+        data = snapshot.read(path)
+        header, sections = snapshot.decode(data, str(path))
+        fleet = cls(engine, scorer=scorer)
+        try:
+            fleet._restore(header, sections)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            if isinstance(exc, SnapshotError):
+                raise
+            raise SnapshotError(f"{path}: the snapshot's contents are inconsistent ({exc})") from None
+        return fleet
+
+    def _restore(self, header: dict, sections: dict) -> None:
+        """Fill this empty fleet from a decoded snapshot, checking that its parts agree."""
+        if header.get("content") != SNAPSHOT_CONTENT:
+            raise SnapshotError(f"the snapshot holds {header.get('content')!r}, not {SNAPSHOT_CONTENT!r}")
+        names = orjson.loads(sections["names"])
+        n = header["agents"]
+        if type(names) is not list or len(names) != n:
+            raise ValueError(f"{n} agents but {len(names) if type(names) is list else 'no list of'} names")
+        ids = dict(zip(names, range(n)))
+        if len(ids) != n:
+            raise ValueError("an agent name appears twice")
+        offsets = np.frombuffer(sections["decl_offsets"], dtype="<u8")
+        blob = bytes(sections["declarations"])
+        if len(offsets) != n + 1 or offsets[0] != 0 or offsets[-1] != len(blob) or np.any(np.diff(offsets.astype(np.int64)) < 0):
+            raise ValueError("declaration offsets do not cover the declarations")
+        live = np.frombuffer(sections["live"], dtype="<u4")
+        lengths = np.diff(offsets)
+        if not np.array_equal(np.flatnonzero(lengths), live):
+            raise ValueError("the live agents are not those with a declaration")
+        if len(live) != header["live"]:
+            raise ValueError(f"{len(live)} live agents, the header says {header['live']}")
+        weights = header["weights"]
+        if len(weights) != 4 or not all(type(w) in (int, float) for w in weights):
+            raise ValueError("weights: expected 4 numbers")
+
+        field_rows: dict[str, dict] = {kind: {} for kind in self._field_rows}
+        rows: dict[str, int] = {}
+        eval_rows: dict[str, int] = {}
+        used: list[int] = []
+        for kind, entries in header["field_rows"].items():
+            for entry in entries:
+                row = entry[-1]
+                if kind in (CAPABILITY, EVALUATED):
+                    value = (entry[0], entry[1])
+                    key = capability(*value)
+                    (eval_rows if kind == EVALUATED else rows)[key] = row
+                else:
+                    value = entry[0]
+                    rows[_KEY_OF[kind](value)] = row
+                field_rows[kind][value] = row
+                used.append(row)
+        session_rows = {session: row for session, row in header["session_rows"]}
+        used += session_rows.values()
+        n_rows = header["rows"]
+        if sorted(used) != list(range(n_rows)):
+            raise ValueError("the predicate and session rows do not name each row once")
+
+        self._index.restore(names, sections["costs"], sections["live"], sections["row_offsets"],
+                            sections["row_ids"])
+        at = 0
+        for kind, count in header["kinds"]:
+            self._kinds[kind] = kid = self._index.new_kind()
+            self._index.import_outcomes(kid, sections["outcomes"][at:at + 24 * count])
+            at += 24 * count
+        if at != len(sections["outcomes"]):
+            raise ValueError("outcome records left over")
+        row_offsets = np.frombuffer(sections["row_offsets"], dtype="<u8").astype(np.int64)
+        row_ids = np.frombuffer(sections["row_ids"], dtype="<u4")
+        live_flags = lengths > 0
+        for row in session_rows.values():
+            holders = row_ids[row_offsets[row]:row_offsets[row + 1]]
+            if not live_flags[holders].all():
+                raise ValueError(f"session row {row} is held by an agent that is not in the fleet")
+            for aid in holders.tolist():
+                self._held_sessions.setdefault(aid, set()).add(row)
+
+        bounds = offsets.tolist()
+        self._agents = [blob[a:b] if b > a else None for a, b in zip(bounds, bounds[1:])]
+        self._decl_json = [None] * n
+        self._member_rows = [None] * n
+        self._ids = ids
+        self._rows, self._eval_rows, self._field_rows = rows, eval_rows, field_rows
+        self._session_rows = session_rows
+        self._count = len(live)
+        self.weights = tuple(float(w) for w in weights)
+        self.generation = int(header["generation"])
+        self.membership = int(header["membership"])
 
     # -- history the scorer reads -----------------------------------------------------------------
     def record_outcome(self, agent: str, kind: str | Requirements | Mapping[str, Any], success: bool) -> None:
@@ -225,22 +360,25 @@ class Fleet:
         """Mark an agent as holding a session's memory (affinity for tasks that continue it)."""
         aid = self._live_id(agent)
         row = self._session_row(session, create=True)
-        self._held_sessions[aid].add(row)
+        self._held_sessions.setdefault(aid, set()).add(row)
         self._index.set_bit(row, aid)
         self.generation += 1
 
     def release_session(self, agent: str, session: str) -> None:
         aid = self._live_id(agent)
         row = self._session_rows.get(session)
-        if row is not None and row in self._held_sessions[aid]:
-            self._held_sessions[aid].discard(row)
+        held = self._held_sessions.get(aid)
+        if row is not None and held is not None and row in held:
+            held.discard(row)
+            if not held:
+                del self._held_sessions[aid]
             self._index.clear_bit(row, aid)
             self.generation += 1
 
     def holds_session(self, agent: str, session: str) -> bool:
         aid = self._ids.get(agent)
         row = self._session_rows.get(session)
-        return aid is not None and row is not None and row in self._held_sessions[aid]
+        return aid is not None and row is not None and row in self._held_sessions.get(aid, ())
 
     # -- placing ----------------------------------------------------------------------------------
     def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
@@ -296,7 +434,7 @@ class Fleet:
         best = scores.best
         selected = time.perf_counter_ns()
 
-        decl = self._agents[best] if best >= 0 else None
+        decl = self._declaration(best) if best >= 0 else None
         placement = Placement(
             self.engine, self._index, matched, submitted, route.name if route is not None else None,
             session, kind, expl, scores, scorer is not None, decl,
@@ -447,7 +585,7 @@ class Fleet:
                        kind: str | None) -> CustomScores:
         """Scores from a caller's scorer: one mapping with a numeric `total` per eligible agent."""
         ids = expl.eligible_ids()
-        agents = [self._agents[i] for i in ids]
+        agents = [self._declaration(i) for i in ids]
         task = ScoringTask(matched, session, kind,
                            outcomes=lambda name: self.outcomes(name, kind) if kind is not None else (0, 0),
                            holds_session=lambda name: session is not None and self.holds_session(name, session))
@@ -468,10 +606,31 @@ class Fleet:
     def _declaration_json(self, aid: int) -> bytes:
         """An agent's declaration as JSON, encoded the first time a record needs it, since most agents
         of a large fleet are never chosen and encoding on joining would slow every add."""
+        entry = self._agents[aid]
+        if type(entry) is bytes:
+            return entry
         text = self._decl_json[aid]
         if text is None:
-            text = self._decl_json[aid] = orjson.dumps(self._agents[aid].doc)
+            text = self._decl_json[aid] = orjson.dumps(entry.doc)
         return text
+
+    def _declaration(self, aid: int) -> Declaration | None:
+        """An agent's Declaration (None once removed), parsed from its canonical JSON the first time
+        it is asked for when the fleet was loaded in bulk."""
+        entry = self._agents[aid]
+        if type(entry) is bytes:
+            decl = parse_declaration(orjson.loads(entry))
+            self._decl_json[aid] = entry
+            self._agents[aid] = entry = decl
+        return entry
+
+    def _rows_of(self, aid: int) -> tuple[int, ...]:
+        """A live agent's index rows: kept, or derived again from its declaration, whose every value
+        was interned when it joined (so `_rows_for` finds them all and interns nothing)."""
+        rows = self._member_rows[aid]
+        if rows is None:
+            rows = self._rows_for(self._declaration(aid))
+        return rows
 
     def _row(self, key: str) -> int:
         row = self._rows.get(key)
