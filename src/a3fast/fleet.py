@@ -19,7 +19,7 @@ import orjson
 
 from .engines import ENGINE, engine_module
 from . import snapshot
-from .errors import A3Error, FleetError, SnapshotError
+from .errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
 from .placement import CustomScores, Placement, Route
 from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
                          capability, clearance, first_failed, latency_class, residency, tool)
@@ -45,6 +45,16 @@ RESOLVED_CACHE_SIZE = 1024
 EXPLAINED_CACHE_BUDGET = 1 << 22
 #: What a fleet snapshot's header says it holds (docs/snapshot.md).
 SNAPSHOT_CONTENT = "a3fast.fleet"
+
+
+@contextmanager
+def _lines_of(source: str | os.PathLike | bytes) -> Iterator[Iterable[bytes]]:
+    """The lines of JSON Lines bytes, or of a file read as a stream (the whole file is never held)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        yield bytes(source).split(b"\n")
+        return
+    with open(source, "rb", buffering=1 << 20) as fh:
+        yield fh
 
 
 @contextmanager
@@ -165,6 +175,126 @@ class Fleet:
         self._count += len(batch)
         self.generation += 1
         self.membership += 1
+
+    # -- JSON Lines ingest ---------------------------------------------------------------------------
+    @classmethod
+    def load_jsonl(cls, source: str | os.PathLike | bytes, engine: str | None = None, *,
+                   on_error: str = "refuse", **options: Any) -> "Fleet":
+        """A fleet from JSON Lines of §3 declarations (a path, or the bytes themselves); see
+        `extend_jsonl`. `options` go to the Fleet (scorer, weights)."""
+        fleet = cls(engine, **options)
+        fleet.extend_jsonl(source, on_error=on_error)
+        return fleet
+
+    def extend_jsonl(self, source: str | os.PathLike | bytes, *, on_error: str = "refuse") -> list[Problem]:
+        """Add (or replace) the agents of JSON Lines declarations, in line order, in bulk.
+
+        Each line is decoded, validated as `parse_declaration` does (the same problems, under
+        `line N: $...`), and kept as its rows, cost and canonical JSON — no Declaration stays
+        alive — then new rows and agents are interned in one batch per run of new names. A name
+        held by another namespace is a problem of its line. With `on_error="refuse"` any problem
+        raises SchemaError listing every one and nothing is added; with "skip" the bad lines are
+        left out and their problems returned. Blank lines are ignored.
+        """
+        if on_error not in ("refuse", "skip"):
+            raise ValueError(f"on_error: expected 'refuse' or 'skip', found {on_error!r}")
+        source_name = None if isinstance(source, (bytes, bytearray, memoryview)) else os.fspath(source)
+        problems: list[Problem] = []
+        entries: list[tuple[str, tuple[int, ...], float, bytes]] = []
+        pending: list[tuple[str, Any, int]] = []             # rows to intern: (kind, value, row)
+        pending_rows: dict[str, dict] = {kind: {} for kind in self._field_rows}
+        first_row = self._index.row_count()
+
+        def new_row(kind: str, value: Any) -> int:
+            row = pending_rows[kind].get(value)
+            if row is None:
+                row = pending_rows[kind][value] = first_row + len(pending)
+                pending.append((kind, value, row))
+            return row
+
+        namespaces: dict[str, str] = {}                      # names of this batch -> namespace
+        loads, dumps = orjson.loads, orjson.dumps
+        with _collector_paused(), _lines_of(source) as lines:
+            for lineno, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    doc = loads(line)
+                except orjson.JSONDecodeError as exc:
+                    problems.append(Problem(f"line {lineno}: $", "valid JSON", str(exc)))
+                    continue
+                try:
+                    decl = parse_declaration(doc)
+                except SchemaError as exc:
+                    problems += [Problem(f"line {lineno}: {p.path}", p.expected, p.found) for p in exc.problems]
+                    continue
+                name, namespace = decl.agent.name, decl.agent.namespace
+                held = namespaces.get(name)
+                if held is None and name in self._ids and self._agents[self._ids[name]] is not None:
+                    held = self._declaration(self._ids[name]).agent.namespace
+                if held is not None and held != namespace:
+                    problems.append(Problem(f"line {lineno}: $.agent.namespace",
+                                            f"{held!r}, the namespace that holds the name {name!r} "
+                                            f"in this fleet (one scheduling domain)", repr(namespace)))
+                    continue
+                namespaces[name] = namespace
+                entries.append((name, self._rows_for(decl, new_row), cost_score(decl), dumps(doc)))
+        if problems and on_error == "refuse":
+            raise SchemaError(problems, source_name)
+        if entries:
+            self._intern_pending(pending)
+            self._put_entries(entries)
+        return problems
+
+    def _intern_pending(self, pending: list[tuple[str, Any, int]]) -> None:
+        """Create the rows `extend_jsonl` numbered ahead, in the order it numbered them."""
+        for kind, value, row in pending:
+            made = self._index.add_row()
+            assert made == row, "rows are numbered in creation order"
+            if kind == EVALUATED:
+                self._eval_rows[capability(*value)] = row
+            else:
+                self._rows[capability(*value) if kind == CAPABILITY else _KEY_OF[kind](value)] = row
+            self._field_rows[kind][value] = row
+
+    def _put_entries(self, entries: list[tuple[str, tuple[int, ...], float, bytes]]) -> None:
+        """Apply checked (name, rows, cost, canonical JSON) entries in order: runs of new names in
+        one engine call each, a known name as a replace."""
+        ids, agents, index = self._ids, self._agents, self._index
+        run: list[tuple[str, tuple[int, ...], float, bytes]] = []
+        run_names: set[str] = set()
+        for entry in entries:
+            name = entry[0]
+            if name in ids or name in run_names:
+                self._put_run(run)
+                run, run_names = [], set()
+                aid = ids[name]
+                if agents[aid] is not None:
+                    index.drop(aid, self._rows_of(aid))
+                else:
+                    self._count += 1
+                index.put(aid, name, entry[1], entry[2])
+                agents[aid] = entry[3]
+                self._decl_json[aid] = None
+                self._member_rows[aid] = None
+            else:
+                run.append(entry)
+                run_names.add(name)
+        self._put_run(run)
+        self.generation += 1
+        self.membership += 1
+
+    def _put_run(self, run: list[tuple[str, tuple[int, ...], float, bytes]]) -> None:
+        if not run:
+            return
+        first = len(self._agents)
+        names = [e[0] for e in run]
+        self._index.put_many(range(first, first + len(run)), names, [e[1] for e in run], [e[2] for e in run])
+        self._ids.update(zip(names, range(first, first + len(run))))
+        self._agents.extend(e[3] for e in run)
+        self._decl_json.extend([None] * len(run))
+        self._member_rows.extend([None] * len(run))
+        self._count += len(run)
 
     def remove(self, name: str) -> Declaration:
         """Remove an agent by name; its held sessions go with it. FleetError if it is not here."""
@@ -638,32 +768,34 @@ class Fleet:
             row = self._rows[key] = self._index.add_row()
         return row
 
-    def _rows_for(self, decl: Declaration) -> tuple[int, ...]:
+    def _rows_for(self, decl: Declaration, new_row=None) -> tuple[int, ...]:
         """The rows of `declaration_keys(decl)`, then of `evaluated_keys(decl)`, in that order.
 
         A predicate string is built (by `predicates`) and interned only the first time its field
         value is seen; after that the row is found from the value itself, so adding an agent whose
-        values the fleet has seen builds no strings."""
+        values the fleet has seen builds no strings. `new_row(kind, value)`, when given, numbers an
+        unseen value instead of interning it (a batch that may yet be refused)."""
         by_kind = self._field_rows
+        field_row = self._field_row if new_row is None else new_row
         rows: list[int] = []
         cached = by_kind[CAPABILITY]
         for c in decl.capabilities:
             row = cached.get((c.name, c.version))
-            rows.append(row if row is not None else self._field_row(CAPABILITY, (c.name, c.version)))
+            rows.append(row if row is not None else field_row(CAPABILITY, (c.name, c.version)))
         for kind, values in ((CLEARANCE, decl.clearances), (TOOL, decl.tools or ()), (RESIDENCY, decl.residency or ())):
             cached = by_kind[kind]
             for value in values:
                 row = cached.get(value)
-                rows.append(row if row is not None else self._field_row(kind, value))
+                rows.append(row if row is not None else field_row(kind, value))
         if decl.model is not None and decl.model.latency_class is not None:
             cls = decl.model.latency_class
             row = by_kind[LATENCY].get(cls)
-            rows.append(row if row is not None else self._field_row(LATENCY, cls))
+            rows.append(row if row is not None else field_row(LATENCY, cls))
         cached = by_kind[EVALUATED]
         for c in decl.capabilities:
             if c.substantiated:
                 row = cached.get((c.name, c.version))
-                rows.append(row if row is not None else self._field_row(EVALUATED, (c.name, c.version)))
+                rows.append(row if row is not None else field_row(EVALUATED, (c.name, c.version)))
         return tuple(dict.fromkeys(rows))   # a repeated field keeps its first place, as in `predicates`
 
     def _field_row(self, kind: str, value) -> int:
