@@ -33,6 +33,10 @@ __all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN"]
 NO_AGENT_REF = -2
 #: A row or agent id that does not exist (a predicate no agent satisfies, a name not in the fleet).
 UNKNOWN = -1
+# the same two as C constants, for code that runs without the GIL
+cdef enum:
+    C_NO_AGENT_REF = -2
+    C_UNKNOWN = -1
 
 cdef extern from "Python.h":
     char* PyOS_double_to_string(double val, char format_code, int precision, int flags, int* ptype) except NULL
@@ -1032,7 +1036,9 @@ cdef class Index:
         """Filter the live agents by the rows, then `agentRef` (`only`), then each anti-affinity.
 
         One ordered difference per predicate gives first-failed sets (DESIGN "Explain"):
-        failed[k] = remaining - row[k]; remaining &= row[k].
+        failed[k] = remaining - row[k]; remaining &= row[k]. The arguments are checked and copied
+        first; the word loops then run without the GIL, so placements on other threads proceed
+        (Fleet.place_many), while the index must not change (the fleet's lock sees to that).
         """
         cdef Py_ssize_t n_rows = len(rows), n_excluded = len(excluded)
         cdef Py_ssize_t n_sets = n_rows + n_excluded + (0 if only == NO_AGENT_REF else 1)
@@ -1045,19 +1051,41 @@ cdef class Index:
         e.words = <uint64_t*>malloc(max((n_sets + 1) * nw, 1) * sizeof(uint64_t))
         if e.words == NULL:
             raise MemoryError()
-        cdef uint64_t* remaining = e.words + n_sets * nw
+        cdef Py_ssize_t* args = <Py_ssize_t*>malloc(max(n_rows + n_excluded, 1) * sizeof(Py_ssize_t))
+        if args == NULL:
+            raise MemoryError()
+        cdef Py_ssize_t k = 0, row_index
+        try:
+            for row_index in rows:
+                if row_index >= self.n_rows:
+                    raise IndexError(f"row {row_index} does not exist")
+                args[k] = row_index
+                k += 1
+            for row_index in excluded:
+                args[k] = row_index
+                k += 1
+            with nogil:
+                e.n_eligible = self.explain_words(e.words, nw, args, n_rows, only, args + n_rows, n_excluded)
+        finally:
+            free(args)
+        return e
+
+    cdef Py_ssize_t explain_words(self, uint64_t* out, Py_ssize_t nw, const Py_ssize_t* rows, Py_ssize_t n_rows,
+                                  Py_ssize_t only, const Py_ssize_t* excluded, Py_ssize_t n_excluded) noexcept nogil:
+        """The explain loops over words; returns the number of eligible agents."""
+        cdef Py_ssize_t n_sets = n_rows + n_excluded + (0 if only == C_NO_AGENT_REF else 1)
+        cdef uint64_t* remaining = out + n_sets * nw
         cdef uint64_t* failed
         cdef uint64_t* words
         cdef uint64_t r, kept
-        cdef Py_ssize_t k = 0, i, j, aid, row_index
+        cdef Py_ssize_t k = 0, i, j, aid, q, row_index
         cdef Row* row
         cdef bint empty = self.n_live == 0   # nothing remains: every later failed set is empty
         memcpy(remaining, self.live, nw * sizeof(uint64_t))
-        for row_index in rows:
-            failed = e.words + k * nw
+        for q in range(n_rows):
+            row_index = rows[q]
+            failed = out + k * nw
             k += 1
-            if row_index >= self.n_rows:
-                raise IndexError(f"row {row_index} does not exist")
             if empty:
                 memset(failed, 0, nw * sizeof(uint64_t))
                 continue
@@ -1088,8 +1116,8 @@ cdef class Index:
                         failed[aid >> 6] &= ~r
                         remaining[aid >> 6] |= r
                         empty = False
-        if only != NO_AGENT_REF:
-            failed = e.words + k * nw
+        if only != C_NO_AGENT_REF:
+            failed = out + k * nw
             k += 1
             memcpy(failed, remaining, nw * sizeof(uint64_t))
             memset(remaining, 0, nw * sizeof(uint64_t))
@@ -1100,8 +1128,9 @@ cdef class Index:
                     failed[only >> 6] &= ~r
                     remaining[only >> 6] |= r
                     empty = False
-        for aid in excluded:
-            failed = e.words + k * nw
+        for q in range(n_excluded):
+            aid = excluded[q]
+            failed = out + k * nw
             k += 1
             memset(failed, 0, nw * sizeof(uint64_t))
             if 0 <= aid < nw * 64:
@@ -1109,8 +1138,7 @@ cdef class Index:
                 if remaining[aid >> 6] & r:
                     remaining[aid >> 6] &= ~r
                     failed[aid >> 6] |= r
-        e.n_eligible = popcount_words(remaining, nw)
-        return e
+        return popcount_words(remaining, nw)
 
     def score(self, Explanation expl not None, eval_rows, Py_ssize_t session_row, Py_ssize_t kind,
               weights) -> Scores:
@@ -1153,12 +1181,24 @@ cdef class Index:
         cdef double* cost = s.columns + 3 * m
         cdef double* substantiated = s.columns + 4 * m
         cdef const uint64_t* eligible = expl.eligible_words()
-        cdef Py_ssize_t i, j = 0, q, aid, slot, held, best = UNKNOWN, best_len = 0, n
+        with nogil:
+            s.best = self.score_words(eligible, expl.n_words, evals, n_eval, session, outcomes,
+                                      w_a, w_s, w_c, w_e, s.agent_ids, total, affinity, success, cost,
+                                      substantiated)
+        return s
+
+    cdef Py_ssize_t score_words(self, const uint64_t* eligible, Py_ssize_t n_words, Row** evals,
+                                Py_ssize_t n_eval, Row* session, Outcomes* outcomes, double w_a,
+                                double w_s, double w_c, double w_e, Py_ssize_t* agent_ids,
+                                double* total, double* affinity, double* success, double* cost,
+                                double* substantiated) noexcept nogil:
+        """The score loop over the eligible agents' words; returns the winner (ties: smallest name)."""
+        cdef Py_ssize_t i, j = 0, q, aid, slot, held, best = C_UNKNOWN, best_len = 0, n
         cdef double a, sr, c, ev, t, best_total = 0.0
         cdef const char* best_name = NULL
         cdef uint64_t w
         cdef int order
-        for i in range(expl.n_words):
+        for i in range(n_words):
             w = eligible[i]
             while w:
                 aid = (i << 6) + a3_ctz64(w)
@@ -1179,14 +1219,14 @@ cdef class Index:
                 else:
                     ev = 1.0
                 t = ((w_a * a + w_s * sr) + w_c * c) + w_e * ev
-                s.agent_ids[j] = aid
+                agent_ids[j] = aid
                 total[j] = t
                 affinity[j] = a
                 success[j] = sr
                 cost[j] = c
                 substantiated[j] = ev
                 j += 1
-                if best == UNKNOWN or t > best_total:
+                if best == C_UNKNOWN or t > best_total:
                     best, best_total = aid, t
                     best_name, best_len = self.utf8_names[aid], self.utf8_lengths[aid]
                 elif t == best_total:
@@ -1196,8 +1236,8 @@ cdef class Index:
                     if order < 0 or (order == 0 and n < best_len):
                         best = aid
                         best_name, best_len = self.utf8_names[aid], n
-        s.best = best
-        return s
+        return best
+
 
     cdef int own(self, Index maker, str what) except -1:
         if maker is not self:

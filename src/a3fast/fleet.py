@@ -7,12 +7,15 @@ compact form can always name its candidates, whatever happens to the fleet after
 """
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 import orjson
@@ -71,6 +74,19 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _locked(method: _Method) -> _Method:
+    """Run a method under the fleet's lock: an update waits for a `place_many` batch under way
+    (whose threads read the index without the GIL), and a batch for an update."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return run  # type: ignore[return-value]
+
+
 class Fleet:
     """Agents that tasks can be placed on. `engine` is "native", "pure" or None (a3fast.ENGINE)."""
 
@@ -105,8 +121,10 @@ class Fleet:
         # predicate kind -> declared value ((name, version) for capabilities) -> row
         self._field_rows: dict[str, dict] = {kind: {} for kind in (*_KEY_OF, CAPABILITY, EVALUATED)}
         self._count = 0
+        self._lock = threading.RLock()
 
     # -- membership -------------------------------------------------------------------------------
+    @_locked
     def add(self, declaration: Mapping[str, Any] | Declaration) -> Declaration:
         """Add an agent, or replace the one with the same `(namespace, name)`. Returns the parsed
         declaration; raises SchemaError for an invalid one and FleetError for a name conflict."""
@@ -139,6 +157,7 @@ class Fleet:
         self.membership += 1
         return decl
 
+    @_locked
     def extend(self, declarations: Iterable[Mapping[str, Any] | Declaration]) -> None:
         """Add many agents; new names are interned in one batch (much faster for a large fleet).
         All declarations are parsed before any is added, so an invalid one changes nothing."""
@@ -186,6 +205,7 @@ class Fleet:
         fleet.extend_jsonl(source, on_error=on_error)
         return fleet
 
+    @_locked
     def extend_jsonl(self, source: str | os.PathLike | bytes, *, on_error: str = "refuse") -> list[Problem]:
         """Add (or replace) the agents of JSON Lines declarations, in line order, in bulk.
 
@@ -296,6 +316,7 @@ class Fleet:
         self._member_rows.extend([None] * len(run))
         self._count += len(run)
 
+    @_locked
     def remove(self, name: str) -> Declaration:
         """Remove an agent by name; its held sessions go with it. FleetError if it is not here."""
         aid = self._ids.get(name)
@@ -336,6 +357,7 @@ class Fleet:
         return [name for name, aid in self._ids.items() if self._agents[aid] is not None]
 
     # -- snapshots (docs/snapshot.md) -------------------------------------------------------------
+    @_locked
     def save(self, path: str | os.PathLike) -> None:
         """Write everything that decides placements and records to `path`, whole or not at all:
         agent ids and join order (removed names too), declarations as canonical JSON, the index
@@ -463,6 +485,7 @@ class Fleet:
         self.membership = int(header["membership"])
 
     # -- history the scorer reads -----------------------------------------------------------------
+    @_locked
     def record_outcome(self, agent: str, kind: str | Requirements | Mapping[str, Any], success: bool) -> None:
         """Learn from a finished task: `kind` is a task kind or the task's requirements."""
         aid = self._live_id(agent)
@@ -471,6 +494,7 @@ class Fleet:
         self._index.record_outcome(self._kind(kind, create=True), aid, bool(success))
         self.generation += 1
 
+    @_locked
     def record_outcomes(self, agent: str, kind: str, successes: int, attempts: int) -> None:
         """Learn `attempts` finished tasks of one kind at once, `successes` of them successful: the
         same as that many `record_outcome` calls, in one step (restoring saved counts)."""
@@ -486,6 +510,7 @@ class Fleet:
         kid = self._kinds.get(kind, -1)
         return self._index.outcome(kid, aid) if aid is not None and kid >= 0 else (0, 0)
 
+    @_locked
     def hold_session(self, agent: str, session: str) -> None:
         """Mark an agent as holding a session's memory (affinity for tasks that continue it)."""
         aid = self._live_id(agent)
@@ -494,6 +519,7 @@ class Fleet:
         self._index.set_bit(row, aid)
         self.generation += 1
 
+    @_locked
     def release_session(self, agent: str, session: str) -> None:
         aid = self._live_id(agent)
         row = self._session_rows.get(session)
@@ -511,6 +537,7 @@ class Fleet:
         return aid is not None and row is not None and row in self._held_sessions.get(aid, ())
 
     # -- placing ----------------------------------------------------------------------------------
+    @_locked
     def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
               route: Route | None = None, *, scorer: Scorer | None = None, kind: str | None = None,
               remember_session: bool = True, reason_limit: int | None = None) -> Placement:
@@ -523,6 +550,18 @@ class Fleet:
         departure from §6 for callers that keep reasons short (filters_failed still lists every
         one). Raises SchemaError for invalid requirements, ValueError for a bad reason_limit.
         """
+        placement = self._place(requirements, session, route, scorer=scorer, kind=kind, reason_limit=reason_limit)
+        session = placement.session
+        decl = placement.declaration if placement.bound else None
+        if (decl is not None and session is not None and remember_session
+                and not self.holds_session(decl.agent.name, session)):
+            self.hold_session(decl.agent.name, session)
+        return placement
+
+    def _place(self, requirements: Mapping[str, Any] | Requirements, session: str | None,
+               route: Route | None, *, scorer: Scorer | None, kind: str | None,
+               reason_limit: int | None) -> Placement:
+        """Gather, filter, explain, score, choose: a Placement, holding no session."""
         started = time.perf_counter_ns()
         if reason_limit is not None and (isinstance(reason_limit, bool) or not isinstance(reason_limit, int)
                                          or reason_limit < 1):
@@ -571,10 +610,80 @@ class Fleet:
             self._declaration_json(best) if decl is not None else None,
             gathered - started, selected - gathered, time.time_ns(), self.generation,
             reason_limit=reason_limit)
-        if (decl is not None and session is not None and remember_session
-                and not self.holds_session(decl.agent.name, session)):
-            self.hold_session(decl.agent.name, session)
         return placement
+
+    def place_many(self, requirements_list: Iterable[Mapping[str, Any] | Requirements], *,
+                   sessions: Sequence[str | None] | None = None, workers: int | None = None,
+                   scorer: Scorer | None = None, kind: str | None = None,
+                   remember_session: bool = True, reason_limit: int | None = None) -> list[Placement]:
+        """Place a batch on `workers` threads (default: one per core) with the same results and
+        records as `place` one at a time, in order (§6 timings aside).
+
+        Every task is parsed before any is placed (an invalid one raises SchemaError and places
+        nothing). The batch holds the fleet's lock: updates from other threads wait for it, so it
+        sees one membership. The native engine's explain and score loops run without the GIL, so
+        placements proceed on every core. What must stay sequential: a bound placement makes its
+        agent hold the task's session, which changes the affinity of later tasks of that session,
+        so with `remember_session` the tasks of one session run in order on one thread (and
+        different sessions, and tasks without one, in parallel). `generation` is numbered as if
+        the batch ran in order.
+        """
+        with self._lock:
+            tasks = [parse_requirements(r) for r in requirements_list]
+            if sessions is not None and len(sessions) != len(tasks):
+                raise ValueError(f"sessions: {len(sessions)} for {len(tasks)} tasks")
+            chosen = [s if s is not None else t.session
+                      for t, s in zip(tasks, sessions if sessions is not None else [None] * len(tasks))]
+            units: list[list[int]] = []
+            chains: dict[str, list[int]] = {}
+            for i, session in enumerate(chosen):
+                if remember_session and session is not None:
+                    chain = chains.get(session)
+                    if chain is None:
+                        chain = chains[session] = []
+                        units.append(chain)
+                    chain.append(i)
+                else:
+                    units.append([i])
+            for session in chains:   # no row is added while other threads read the rows
+                self._session_row(session, create=True)
+            placements: list[Placement | None] = [None] * len(tasks)
+            held = [False] * len(tasks)
+            pending = iter(units)    # taken one unit at a time by whichever thread is free
+
+            def work() -> None:
+                for unit in pending:
+                    for i in unit:
+                        p = placements[i] = self._place(
+                            tasks[i], chosen[i], None, scorer=scorer, kind=kind, reason_limit=reason_limit)
+                        if p.bound and remember_session and chosen[i] is not None:
+                            held[i] = self._hold_in_batch(p.agent, chosen[i])
+
+            n = max(1, min(workers or os.cpu_count() or 1, len(units)))
+            if n == 1:
+                work()
+            else:
+                with ThreadPoolExecutor(n, thread_name_prefix="a3fast-place") as pool:
+                    for future in [pool.submit(work) for _ in range(n)]:
+                        future.result()
+            generation = self.generation
+            for p, did_hold in zip(placements, held):
+                p.generation = generation
+                generation += did_hold
+            self.generation = generation
+            return placements  # type: ignore[return-value]
+
+    def _hold_in_batch(self, agent: str, session: str) -> bool:
+        """`hold_session` for a placement of a batch (its session row exists; `generation` is
+        numbered by the batch). True if the agent did not hold it yet."""
+        aid = self._ids[agent]
+        row = self._session_rows[session]
+        holds = self._held_sessions.setdefault(aid, set())
+        if row in holds:
+            return False
+        holds.add(row)
+        self._index.set_bit(row, aid)
+        return True
 
     def resume(self, earlier: Placement, *, seq: int | None = None) -> Placement:
         """A resumed placement (§6): back to the agent `earlier` chose, with no candidates weighed.
