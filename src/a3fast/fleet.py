@@ -46,6 +46,8 @@ RESOLVED_CACHE_SIZE = 1024
 #: How many agent-sized explanations the repeated-task cache holds: 4,194 tasks at 1,000 agents,
 #: 41 at 100,000 (an explanation holds P + 1 sets as large as the fleet).
 EXPLAINED_CACHE_BUDGET = 1 << 22
+#: Marks an agent whose declaration is still in the bytes of the snapshot it was loaded from.
+_IN_SNAPSHOT = b""
 #: What a fleet snapshot's header says it holds (docs/snapshot.md).
 SNAPSHOT_CONTENT = "a3fast.fleet"
 
@@ -109,8 +111,11 @@ class Fleet:
         self._kinds: dict[str, int] = {}         # task kind -> outcome column
         self._ids: dict[str, int] = {}           # agent name -> id (kept after removal)
         # per agent id: its Declaration, or its canonical JSON not parsed yet (a fleet loaded in
-        # bulk parses a declaration only when something asks for it), or None once removed
+        # bulk parses a declaration only when something asks for it), or _IN_SNAPSHOT (its JSON
+        # is `_snapshot[_snapshot_spans[aid]:_snapshot_spans[aid + 1]]`), or None once removed
         self._agents: list[Declaration | bytes | None] = []
+        self._snapshot: bytes = b""              # the snapshot file this fleet was loaded from
+        self._snapshot_spans: list[int] = []
         # per agent id: its index rows, or None where they are derived from the declaration on
         # demand (bulk loads keep no per-agent tuple; only a replace or a removal needs them)
         self._member_rows: list[tuple[int, ...] | None] = []
@@ -258,7 +263,13 @@ class Fleet:
                                             f"in this fleet (one scheduling domain)", repr(namespace)))
                     continue
                 namespaces[name] = namespace
-                entries.append((name, self._rows_for(decl, new_row), cost_score(decl), dumps(doc)))
+                canonical = dumps(doc)
+                # keep an exact-size copy: orjson's result carries several times its length in
+                # spare capacity, which a million kept declarations would multiply into gigabytes
+                text = line.rstrip(b"\r\n")
+                if text != canonical:
+                    text = bytes(memoryview(canonical))
+                entries.append((name, self._rows_for(decl, new_row), cost_score(decl), text))
         if problems and on_error == "refuse":
             raise SchemaError(problems, source_name)
         if entries:
@@ -399,14 +410,14 @@ class Fleet:
         header, sections = snapshot.decode(data, str(path))
         fleet = cls(engine, scorer=scorer)
         try:
-            fleet._restore(header, sections)
+            fleet._restore(data, header, sections)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             if isinstance(exc, SnapshotError):
                 raise
             raise SnapshotError(f"{path}: the snapshot's contents are inconsistent ({exc})") from None
         return fleet
 
-    def _restore(self, header: dict, sections: dict) -> None:
+    def _restore(self, data: bytes, header: dict, sections: dict) -> None:
         """Fill this empty fleet from a decoded snapshot, checking that its parts agree."""
         if header.get("content") != SNAPSHOT_CONTENT:
             raise SnapshotError(f"the snapshot holds {header.get('content')!r}, not {SNAPSHOT_CONTENT!r}")
@@ -418,8 +429,8 @@ class Fleet:
         if len(ids) != n:
             raise ValueError("an agent name appears twice")
         offsets = np.frombuffer(sections["decl_offsets"], dtype="<u8")
-        blob = bytes(sections["declarations"])
-        if len(offsets) != n + 1 or offsets[0] != 0 or offsets[-1] != len(blob) or np.any(np.diff(offsets.astype(np.int64)) < 0):
+        if (len(offsets) != n + 1 or offsets[0] != 0 or offsets[-1] != len(sections["declarations"])
+                or np.any(np.diff(offsets.astype(np.int64)) < 0)):
             raise ValueError("declaration offsets do not cover the declarations")
         live = np.frombuffer(sections["live"], dtype="<u4")
         lengths = np.diff(offsets)
@@ -472,8 +483,12 @@ class Fleet:
             for aid in holders.tolist():
                 self._held_sessions.setdefault(aid, set()).add(row)
 
-        bounds = offsets.tolist()
-        self._agents = [blob[a:b] if b > a else None for a, b in zip(bounds, bounds[1:])]
+        # declarations stay in the file's bytes, sliced when a record or a caller asks for one
+        self._snapshot = data
+        self._snapshot_spans = (offsets.astype(np.int64) + header["section_starts"]["declarations"]).tolist()
+        self._agents = [_IN_SNAPSHOT] * n
+        for aid in np.flatnonzero(lengths == 0).tolist():
+            self._agents[aid] = None
         self._decl_json = [None] * n
         self._member_rows = [None] * n
         self._ids = ids
@@ -847,6 +862,8 @@ class Fleet:
         of a large fleet are never chosen and encoding on joining would slow every add."""
         entry = self._agents[aid]
         if type(entry) is bytes:
+            if entry is _IN_SNAPSHOT:
+                return self._snapshot[self._snapshot_spans[aid]:self._snapshot_spans[aid + 1]]
             return entry
         text = self._decl_json[aid]
         if text is None:
@@ -858,6 +875,8 @@ class Fleet:
         it is asked for when the fleet was loaded in bulk."""
         entry = self._agents[aid]
         if type(entry) is bytes:
+            if entry is _IN_SNAPSHOT:
+                entry = self._declaration_json(aid)
             decl = parse_declaration(orjson.loads(entry))
             self._decl_json[aid] = entry
             self._agents[aid] = entry = decl

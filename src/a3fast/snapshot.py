@@ -66,7 +66,9 @@ def encode(header: Mapping[str, Any], sections: Mapping[str, bytes | memoryview]
 
 
 def decode(data: bytes, source: str = "snapshot") -> tuple[dict[str, Any], dict[str, memoryview]]:
-    """(header, {section name: bytes}) of a snapshot's bytes, or SnapshotError naming what is wrong."""
+    """(header, {section name: a view of its bytes}) of a snapshot's bytes, or SnapshotError naming
+    what is wrong. The header's `section_starts` gives each section's offset in `data`, for a reader
+    that slices `data` itself rather than copying a section."""
     if len(data) < _HEAD.size or data[:len(MAGIC)] != MAGIC:
         raise SnapshotError(f"{source}: not an a3fast fleet snapshot (it does not start with the "
                             f"snapshot mark {MAGIC!r})")
@@ -87,11 +89,13 @@ def decode(data: bytes, source: str = "snapshot") -> tuple[dict[str, Any], dict[
     try:
         header = orjson.loads(view[_HEAD.size:_HEAD.size + head_len])
         start = _HEAD.size + head_len
-        sections = {}
+        sections, starts = {}, {}
         for name, offset, size in header.pop("sections"):
             if not (0 <= offset and offset + size <= length - start):
                 raise ValueError(f"section {name!r} lies outside the file")
             sections[name] = view[start + offset:start + offset + size]
+            starts[name] = start + offset
+        header["section_starts"] = starts
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise SnapshotError(f"{source}: the snapshot's header is malformed ({exc})") from None
     return header, sections
