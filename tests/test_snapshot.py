@@ -238,3 +238,18 @@ def test_a_damaged_fleet_file_stops_the_service_from_starting(tmp_path):
     fleet_file.write_bytes(bytes(data))
     with pytest.raises(StateError, match="damaged"):
         ServiceState(tmp_path, log=lambda message: None).open()
+
+
+@pytest.mark.parametrize("live, offsets, ids, what", [
+    (b"\x02\x00\x00\x00\x01\x00\x00\x00", struct.pack("<Q", 0), b"", "the live set"),      # out of order
+    (b"\x05\x00\x00\x00", struct.pack("<Q", 0), b"", "the live set"),                      # unknown id
+    (b"", struct.pack("<QQ", 0, 2), struct.pack("<II", 1, 1), "row 0"),                   # repeated id
+    (b"", struct.pack("<QQ", 0, 3), struct.pack("<II", 0, 1), "cover"),                   # past the ids
+])
+def test_an_index_restore_checks_every_array_before_building(engine, live, offsets, ids, what):
+    from a3fast.engines import engine_module
+
+    index = engine_module(engine).Index()
+    with pytest.raises(ValueError, match=what):
+        index.restore(["a", "b", "c"], bytes(24), live, offsets, ids)
+    assert index.row_count() == 0 and index.live_ids() == []
