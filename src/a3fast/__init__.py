@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 from typing import TYPE_CHECKING, Any
 
 from .engines import ENGINE, NATIVE_AVAILABLE, available_engines
-from .errors import A3Error, FleetError, Problem, SchemaError
+from .errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
 from .fleet import Fleet
 from .placement import Placement, Route
 from .schema import Capability, Declaration, Requirements, parse_declaration, parse_requirements
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .authority import admit
 
 __all__ = ["ENGINE", "NATIVE_AVAILABLE", "available_engines", "A3Error", "FleetError", "Problem",
-           "SchemaError", "Capability", "Declaration", "Requirements", "parse_declaration",
+           "SchemaError", "SnapshotError", "Capability", "Declaration", "Requirements", "parse_declaration",
            "parse_requirements", "Fleet", "Placement", "Route", "verify", "Finding", "admit"]
 
 

@@ -33,6 +33,10 @@ __all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN"]
 NO_AGENT_REF = -2
 #: A row or agent id that does not exist (a predicate no agent satisfies, a name not in the fleet).
 UNKNOWN = -1
+# the same two as C constants, for code that runs without the GIL
+cdef enum:
+    C_NO_AGENT_REF = -2
+    C_UNKNOWN = -1
 
 cdef extern from "Python.h":
     char* PyOS_double_to_string(double val, char format_code, int precision, int flags, int* ptype) except NULL
@@ -110,6 +114,38 @@ cdef list words_to_list(const uint64_t* words, Py_ssize_t n):
             out.append((i << 6) + a3_ctz64(w))
             w &= w - 1
     return out
+
+
+# -- little-endian arrays (snapshots) -----------------------------------------------------------------
+
+cdef inline void store_u32(unsigned char* p, uint32_t v) noexcept nogil:
+    p[0] = v & 0xFF; p[1] = (v >> 8) & 0xFF; p[2] = (v >> 16) & 0xFF; p[3] = (v >> 24) & 0xFF
+
+
+cdef inline void store_u64(unsigned char* p, uint64_t v) noexcept nogil:
+    store_u32(p, <uint32_t>(v & 0xFFFFFFFFULL))
+    store_u32(p + 4, <uint32_t>(v >> 32))
+
+
+cdef inline uint32_t load_u32(const unsigned char* p) noexcept nogil:
+    return (<uint32_t>p[0]) | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef inline uint64_t load_u64(const unsigned char* p) noexcept nogil:
+    return (<uint64_t>load_u32(p)) | ((<uint64_t>load_u32(p + 4)) << 32)
+
+
+cdef int check_ids(const unsigned char* p, Py_ssize_t n, Py_ssize_t limit, str what) except -1:
+    """`n` u32 ids strictly ascending and below `limit`, or ValueError naming `what`."""
+    cdef Py_ssize_t j
+    cdef uint32_t aid, previous = 0
+    for j in range(n):
+        aid = load_u32(p + 4 * j)
+        if aid >= limit or (j and aid <= previous):
+            raise ValueError(f"{what}: agent id {aid} at position {j} is out of order or unknown")
+        previous = aid
+    return 0
+
 
 
 # -- success history: one open-addressing table per task kind ----------------------------------------
@@ -809,6 +845,157 @@ cdef class Index:
         o.successes[slot] += successes
         o.attempts[slot] += attempts
 
+    # -- snapshots (docs/snapshot.md): the rows and columns as little-endian arrays -------------------
+    def export_rows(self) -> tuple:
+        """Every row's members: (u64 offsets, R + 1 of them, into u32 ascending agent ids)."""
+        cdef Py_ssize_t i, total = 0, at = 0, nw = (self.n_ids + 63) >> 6, w_i
+        for i in range(self.n_rows):
+            total += self.rows[i].count
+        cdef bytes offsets = PyBytes_FromStringAndSize(NULL, (self.n_rows + 1) * 8)
+        cdef bytes ids = PyBytes_FromStringAndSize(NULL, max(total, 0) * 4)
+        cdef unsigned char* off = <unsigned char*>PyBytes_AS_STRING(offsets)
+        cdef unsigned char* dst = <unsigned char*>PyBytes_AS_STRING(ids)
+        cdef Row* row
+        cdef uint64_t w
+        for i in range(self.n_rows):
+            store_u64(off + 8 * i, <uint64_t>at)
+            row = &self.rows[i]
+            if row.words != NULL:
+                for w_i in range(nw):
+                    w = row.words[w_i]
+                    while w:
+                        store_u32(dst + 4 * at, <uint32_t>((w_i << 6) + a3_ctz64(w)))
+                        at += 1
+                        w &= w - 1
+            else:
+                for w_i in range(row.count):
+                    store_u32(dst + 4 * at, row.ids[w_i])
+                    at += 1
+        store_u64(off + 8 * self.n_rows, <uint64_t>at)
+        return offsets, ids
+
+    def export_live(self) -> bytes:
+        """The live agent ids, u32 ascending."""
+        cdef Py_ssize_t nw = (self.n_ids + 63) >> 6, i, at = 0
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, self.n_live * 4)
+        cdef unsigned char* dst = <unsigned char*>PyBytes_AS_STRING(out)
+        cdef uint64_t w
+        for i in range(nw):
+            w = self.live[i]
+            while w:
+                store_u32(dst + 4 * at, <uint32_t>((i << 6) + a3_ctz64(w)))
+                at += 1
+                w &= w - 1
+        return out
+
+    def export_costs(self) -> bytes:
+        """The cost column, one f64 per agent id."""
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, self.n_ids * 8)
+        cdef unsigned char* dst = <unsigned char*>PyBytes_AS_STRING(out)
+        cdef Py_ssize_t i
+        cdef uint64_t bits
+        for i in range(self.n_ids):
+            memcpy(&bits, &self.costs[i], 8)
+            store_u64(dst + 8 * i, bits)
+        return out
+
+    def export_outcomes(self, Py_ssize_t kind) -> bytes:
+        """One kind's outcome counts: (i64 agent id, i64 successes, i64 attempts) by agent id."""
+        cdef Outcomes* o = self.kind_at(kind)
+        cdef Py_ssize_t aid, slot, at = 0
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, o.size * 24)
+        cdef unsigned char* dst = <unsigned char*>PyBytes_AS_STRING(out)
+        for aid in range(self.n_ids):
+            if at == o.size:
+                break
+            slot = outcome_slot(o, aid)
+            if slot >= 0 and o.keys[slot] != 0:
+                store_u64(dst + 24 * at, <uint64_t>aid)
+                store_u64(dst + 24 * at + 8, <uint64_t>o.successes[slot])
+                store_u64(dst + 24 * at + 16, <uint64_t>o.attempts[slot])
+                at += 1
+        return out
+
+    def import_outcomes(self, Py_ssize_t kind, const unsigned char[::1] data) -> None:
+        """Add the counts `export_outcomes` wrote to a kind (all checked before any is added)."""
+        cdef Py_ssize_t n = data.shape[0] // 24, j
+        cdef int64_t aid, s, a
+        if data.shape[0] % 24:
+            raise ValueError("outcome records are 24 bytes each")
+        self.kind_at(kind)
+        for j in range(n):
+            aid = <int64_t>load_u64(&data[24 * j])
+            s = <int64_t>load_u64(&data[24 * j + 8])
+            a = <int64_t>load_u64(&data[24 * j + 16])
+            if aid < 0 or aid >= self.n_ids or s < 0 or a < s:
+                raise ValueError(f"outcome record {j}: agent {aid}, {s} of {a} is not a valid count")
+        for j in range(n):
+            self.add_outcomes(kind, <int64_t>load_u64(&data[24 * j]), <int64_t>load_u64(&data[24 * j + 8]),
+                              <int64_t>load_u64(&data[24 * j + 16]))
+
+    def restore(self, names, const unsigned char[::1] costs, const unsigned char[::1] live,
+                const unsigned char[::1] row_offsets, const unsigned char[::1] row_ids) -> None:
+        """Fill an empty Index from what the export methods wrote, in one pass per array: every
+        array is checked (ids ascending and known, offsets in range) before anything is built."""
+        cdef Py_ssize_t n = len(names), n_rows, i, j, start, end, total, n_live, nw
+        cdef uint32_t aid
+        cdef Row* row
+        cdef uint64_t bits
+        cdef double cost
+        if self.n_ids or self.n_rows:
+            raise ValueError("restore fills an empty Index")
+        if costs.shape[0] != 8 * n:
+            raise ValueError(f"{costs.shape[0]} bytes of costs for {n} agents")
+        if live.shape[0] % 4 or row_ids.shape[0] % 4 or row_offsets.shape[0] % 8 or row_offsets.shape[0] < 8:
+            raise ValueError("live ids, row ids and row offsets must be whole arrays")
+        n_live = live.shape[0] // 4
+        n_rows = row_offsets.shape[0] // 8 - 1
+        total = row_ids.shape[0] // 4
+        check_ids(&live[0] if n_live else NULL, n_live, n, "the live set")
+        if load_u64(&row_offsets[0]) != 0 or load_u64(&row_offsets[8 * n_rows]) != <uint64_t>total:
+            raise ValueError("row offsets do not cover the row ids")
+        for i in range(n_rows):
+            start = <Py_ssize_t>load_u64(&row_offsets[8 * i])
+            end = <Py_ssize_t>load_u64(&row_offsets[8 * i + 8])
+            if end < start or end > total:
+                raise ValueError(f"row {i}: offsets {start}..{end} out of order")
+            check_ids(&row_ids[4 * start] if end > start else NULL, end - start, n, f"row {i}")
+        for name in names:
+            if not isinstance(name, str):
+                raise TypeError(f"agent names must be str, not {type(name).__name__}")
+        if n:
+            self.grow_agents(n)
+            self.grow_words(n - 1)
+        for i in range(n):
+            bits = load_u64(&costs[8 * i])
+            memcpy(&cost, &bits, 8)
+            self.join(i, names[i], cost)
+        nw = (n + 63) >> 6
+        for i in range(n_rows):
+            self.add_row()
+            row = &self.rows[i]
+            start = <Py_ssize_t>load_u64(&row_offsets[8 * i])
+            end = <Py_ssize_t>load_u64(&row_offsets[8 * i + 8])
+            row.count = end - start
+            if row.count == 0:
+                continue
+            if row.count >= self.cap_words // 2:
+                row.words = <uint64_t*>calloc(max(self.cap_words, 1), sizeof(uint64_t))
+                if row.words == NULL:
+                    raise MemoryError()
+                for j in range(start, end):
+                    aid = load_u32(&row_ids[4 * j])
+                    row.words[aid >> 6] |= (<uint64_t>1) << (aid & 63)
+            else:
+                row.ids = <uint32_t*>malloc(max(row.count, 4) * sizeof(uint32_t))
+                if row.ids == NULL:
+                    raise MemoryError()
+                row.ids_cap = max(row.count, 4)
+                for j in range(start, end):
+                    row.ids[j - start] = load_u32(&row_ids[4 * j])
+        for j in range(n_live):
+            self.set_live(load_u32(&live[4 * j]))
+
     # -- reading --------------------------------------------------------------------------------------
 
     def live_ids(self) -> list:
@@ -849,7 +1036,9 @@ cdef class Index:
         """Filter the live agents by the rows, then `agentRef` (`only`), then each anti-affinity.
 
         One ordered difference per predicate gives first-failed sets (DESIGN "Explain"):
-        failed[k] = remaining - row[k]; remaining &= row[k].
+        failed[k] = remaining - row[k]; remaining &= row[k]. The arguments are checked and copied
+        first; the word loops then run without the GIL, so placements on other threads proceed
+        (Fleet.place_many), while the index must not change (the fleet's lock sees to that).
         """
         cdef Py_ssize_t n_rows = len(rows), n_excluded = len(excluded)
         cdef Py_ssize_t n_sets = n_rows + n_excluded + (0 if only == NO_AGENT_REF else 1)
@@ -862,19 +1051,41 @@ cdef class Index:
         e.words = <uint64_t*>malloc(max((n_sets + 1) * nw, 1) * sizeof(uint64_t))
         if e.words == NULL:
             raise MemoryError()
-        cdef uint64_t* remaining = e.words + n_sets * nw
+        cdef Py_ssize_t* args = <Py_ssize_t*>malloc(max(n_rows + n_excluded, 1) * sizeof(Py_ssize_t))
+        if args == NULL:
+            raise MemoryError()
+        cdef Py_ssize_t k = 0, row_index
+        try:
+            for row_index in rows:
+                if row_index >= self.n_rows:
+                    raise IndexError(f"row {row_index} does not exist")
+                args[k] = row_index
+                k += 1
+            for row_index in excluded:
+                args[k] = row_index
+                k += 1
+            with nogil:
+                e.n_eligible = self.explain_words(e.words, nw, args, n_rows, only, args + n_rows, n_excluded)
+        finally:
+            free(args)
+        return e
+
+    cdef Py_ssize_t explain_words(self, uint64_t* out, Py_ssize_t nw, const Py_ssize_t* rows, Py_ssize_t n_rows,
+                                  Py_ssize_t only, const Py_ssize_t* excluded, Py_ssize_t n_excluded) noexcept nogil:
+        """The explain loops over words; returns the number of eligible agents."""
+        cdef Py_ssize_t n_sets = n_rows + n_excluded + (0 if only == C_NO_AGENT_REF else 1)
+        cdef uint64_t* remaining = out + n_sets * nw
         cdef uint64_t* failed
         cdef uint64_t* words
         cdef uint64_t r, kept
-        cdef Py_ssize_t k = 0, i, j, aid, row_index
+        cdef Py_ssize_t k = 0, i, j, aid, q, row_index
         cdef Row* row
         cdef bint empty = self.n_live == 0   # nothing remains: every later failed set is empty
         memcpy(remaining, self.live, nw * sizeof(uint64_t))
-        for row_index in rows:
-            failed = e.words + k * nw
+        for q in range(n_rows):
+            row_index = rows[q]
+            failed = out + k * nw
             k += 1
-            if row_index >= self.n_rows:
-                raise IndexError(f"row {row_index} does not exist")
             if empty:
                 memset(failed, 0, nw * sizeof(uint64_t))
                 continue
@@ -905,8 +1116,8 @@ cdef class Index:
                         failed[aid >> 6] &= ~r
                         remaining[aid >> 6] |= r
                         empty = False
-        if only != NO_AGENT_REF:
-            failed = e.words + k * nw
+        if only != C_NO_AGENT_REF:
+            failed = out + k * nw
             k += 1
             memcpy(failed, remaining, nw * sizeof(uint64_t))
             memset(remaining, 0, nw * sizeof(uint64_t))
@@ -917,8 +1128,9 @@ cdef class Index:
                     failed[only >> 6] &= ~r
                     remaining[only >> 6] |= r
                     empty = False
-        for aid in excluded:
-            failed = e.words + k * nw
+        for q in range(n_excluded):
+            aid = excluded[q]
+            failed = out + k * nw
             k += 1
             memset(failed, 0, nw * sizeof(uint64_t))
             if 0 <= aid < nw * 64:
@@ -926,8 +1138,7 @@ cdef class Index:
                 if remaining[aid >> 6] & r:
                     remaining[aid >> 6] &= ~r
                     failed[aid >> 6] |= r
-        e.n_eligible = popcount_words(remaining, nw)
-        return e
+        return popcount_words(remaining, nw)
 
     def score(self, Explanation expl not None, eval_rows, Py_ssize_t session_row, Py_ssize_t kind,
               weights) -> Scores:
@@ -970,12 +1181,24 @@ cdef class Index:
         cdef double* cost = s.columns + 3 * m
         cdef double* substantiated = s.columns + 4 * m
         cdef const uint64_t* eligible = expl.eligible_words()
-        cdef Py_ssize_t i, j = 0, q, aid, slot, held, best = UNKNOWN, best_len = 0, n
+        with nogil:
+            s.best = self.score_words(eligible, expl.n_words, evals, n_eval, session, outcomes,
+                                      w_a, w_s, w_c, w_e, s.agent_ids, total, affinity, success, cost,
+                                      substantiated)
+        return s
+
+    cdef Py_ssize_t score_words(self, const uint64_t* eligible, Py_ssize_t n_words, Row** evals,
+                                Py_ssize_t n_eval, Row* session, Outcomes* outcomes, double w_a,
+                                double w_s, double w_c, double w_e, Py_ssize_t* agent_ids,
+                                double* total, double* affinity, double* success, double* cost,
+                                double* substantiated) noexcept nogil:
+        """The score loop over the eligible agents' words; returns the winner (ties: smallest name)."""
+        cdef Py_ssize_t i, j = 0, q, aid, slot, held, best = C_UNKNOWN, best_len = 0, n
         cdef double a, sr, c, ev, t, best_total = 0.0
         cdef const char* best_name = NULL
         cdef uint64_t w
         cdef int order
-        for i in range(expl.n_words):
+        for i in range(n_words):
             w = eligible[i]
             while w:
                 aid = (i << 6) + a3_ctz64(w)
@@ -996,14 +1219,14 @@ cdef class Index:
                 else:
                     ev = 1.0
                 t = ((w_a * a + w_s * sr) + w_c * c) + w_e * ev
-                s.agent_ids[j] = aid
+                agent_ids[j] = aid
                 total[j] = t
                 affinity[j] = a
                 success[j] = sr
                 cost[j] = c
                 substantiated[j] = ev
                 j += 1
-                if best == UNKNOWN or t > best_total:
+                if best == C_UNKNOWN or t > best_total:
                     best, best_total = aid, t
                     best_name, best_len = self.utf8_names[aid], self.utf8_lengths[aid]
                 elif t == best_total:
@@ -1013,8 +1236,8 @@ cdef class Index:
                     if order < 0 or (order == 0 and n < best_len):
                         best = aid
                         best_name, best_len = self.utf8_names[aid], n
-        s.best = best
-        return s
+        return best
+
 
     cdef int own(self, Index maker, str what) except -1:
         if maker is not self:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import orjson
 
 from .bitset import bits_to_ids, ids_to_bits
@@ -170,6 +171,71 @@ class Index:
         counts[0] += successes
         counts[1] += attempts
 
+    # -- snapshots (docs/snapshot.md): the rows and columns as little-endian arrays -------------------
+    def export_rows(self) -> tuple[bytes, bytes]:
+        """Every row's members: (u64 offsets, R + 1 of them, into u32 ascending agent ids)."""
+        parts = [_ids_array(r) for r in self._rows]
+        offsets = np.zeros(len(parts) + 1, dtype="<u8")
+        np.cumsum([len(p) for p in parts], out=offsets[1:])
+        ids = np.concatenate(parts) if parts else np.zeros(0, dtype="<u4")
+        return offsets.tobytes(), ids.astype("<u4").tobytes()
+
+    def export_live(self) -> bytes:
+        """The live agent ids, u32 ascending."""
+        return _ids_array(self._live).tobytes()
+
+    def export_costs(self) -> bytes:
+        """The cost column, one f64 per agent id."""
+        return np.asarray(self._cost, dtype="<f8").tobytes()
+
+    def export_outcomes(self, kind: int) -> bytes:
+        """One kind's outcome counts: (i64 agent id, i64 successes, i64 attempts) by agent id."""
+        table = self._outcomes[kind]
+        return np.asarray([(aid, *table[aid]) for aid in sorted(table)], dtype="<i8").reshape(-1, 3).tobytes()
+
+    def import_outcomes(self, kind: int, data) -> None:
+        """Add the counts `export_outcomes` wrote to a kind (all checked before any is added)."""
+        table = self._outcomes[kind]
+        if len(data) % 24:
+            raise ValueError("outcome records are 24 bytes each")
+        records = np.frombuffer(data, dtype="<i8").reshape(-1, 3).tolist()
+        for j, (aid, s, a) in enumerate(records):
+            if not (0 <= aid < len(self._names) and 0 <= s <= a):
+                raise ValueError(f"outcome record {j}: agent {aid}, {s} of {a} is not a valid count")
+        for aid, s, a in records:
+            counts = table.setdefault(aid, [0, 0])
+            counts[0] += s
+            counts[1] += a
+
+    def restore(self, names: Sequence[str], costs, live, row_offsets, row_ids) -> None:
+        """Fill an empty Index from what the export methods wrote: every array is checked (ids
+        ascending and known, offsets in range) before anything is built."""
+        if self._names or self._rows:
+            raise ValueError("restore fills an empty Index")
+        n = len(names)
+        if len(costs) != 8 * n:
+            raise ValueError(f"{len(costs)} bytes of costs for {n} agents")
+        if len(live) % 4 or len(row_ids) % 4 or len(row_offsets) % 8 or len(row_offsets) < 8:
+            raise ValueError("live ids, row ids and row offsets must be whole arrays")
+        live_ids = np.frombuffer(live, dtype="<u4").astype(np.int64)
+        offsets = np.frombuffer(row_offsets, dtype="<u8").astype(np.int64)
+        ids = np.frombuffer(row_ids, dtype="<u4").astype(np.int64)
+        _check_ids(live_ids, n, "the live set")
+        if offsets[0] != 0 or offsets[-1] != len(ids):
+            raise ValueError("row offsets do not cover the row ids")
+        for i in range(len(offsets) - 1):
+            if not offsets[i] <= offsets[i + 1] <= len(ids):
+                raise ValueError(f"row {i}: offsets {offsets[i]}..{offsets[i + 1]} out of order")
+            _check_ids(ids[offsets[i]:offsets[i + 1]], n, f"row {i}")
+        for name in names:
+            if not isinstance(name, str):
+                raise TypeError(f"agent names must be str, not {type(name).__name__}")
+        self._names = list(names)
+        self._quoted = [orjson.dumps(name) for name in self._names]
+        self._cost = np.frombuffer(costs, dtype="<f8").tolist()
+        self._rows = [_ids_bits(ids[offsets[i]:offsets[i + 1]], n) for i in range(len(offsets) - 1)]
+        self._live = _ids_bits(live_ids, n)
+
     # -- reading ----------------------------------------------------------------------------------
 
     def live_ids(self) -> list[int]:
@@ -274,3 +340,27 @@ class Index:
                               "scores": self.score_map(scores)})
         out = b'{"requirements":' + requirements_json + b',"declaration":' + declaration_json + b"," + lists[1:-1]
         return out + (b"," + tail_json if tail_json else b"") + b"}"
+
+
+def _ids_array(bits: int) -> np.ndarray:
+    """Ascending ids of the set bits, as u32."""
+    raw = np.frombuffer(bits.to_bytes((bits.bit_length() + 7) // 8, "little"), dtype=np.uint8)
+    return np.flatnonzero(np.unpackbits(raw, bitorder="little")).astype("<u4")
+
+
+def _ids_bits(ids: np.ndarray, size: int) -> int:
+    if not len(ids):
+        return 0
+    flags = np.zeros(size, dtype=bool)
+    flags[ids] = True
+    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
+
+
+def _check_ids(ids: np.ndarray, limit: int, what: str) -> None:
+    """Ids strictly ascending and below `limit`, or ValueError naming `what`."""
+    if not len(ids):
+        return
+    bad = np.flatnonzero((ids >= limit) | np.concatenate(([False], ids[1:] <= ids[:-1])))
+    if len(bad):
+        j = int(bad[0])
+        raise ValueError(f"{what}: agent id {int(ids[j])} at position {j} is out of order or unknown")

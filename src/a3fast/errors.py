@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["A3Error", "Problem", "SchemaError", "FleetError", "describe", "json_path"]
+__all__ = ["A3Error", "Problem", "SchemaError", "FleetError", "SnapshotError", "describe", "json_path"]
 
 
 class A3Error(ValueError):
@@ -79,3 +79,8 @@ class SchemaError(A3Error):
 
 class FleetError(A3Error):
     """A fleet operation that cannot be done (unknown agent, a name taken in another namespace)."""
+
+
+class SnapshotError(A3Error):
+    """A fleet snapshot that cannot be read back exactly: not a snapshot, another format version,
+    cut short, or damaged (docs/snapshot.md)."""

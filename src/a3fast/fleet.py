@@ -7,16 +7,22 @@ compact form can always name its candidates, whatever happens to the fleet after
 """
 from __future__ import annotations
 
+import functools
 import gc
 import math
+import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
+import numpy as np
 import orjson
 
 from .engines import ENGINE, engine_module
-from .errors import A3Error, FleetError
+from . import snapshot
+from .errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
 from .placement import CustomScores, Placement, Route
 from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
                          capability, clearance, first_failed, latency_class, residency, tool)
@@ -40,6 +46,20 @@ RESOLVED_CACHE_SIZE = 1024
 #: How many agent-sized explanations the repeated-task cache holds: 4,194 tasks at 1,000 agents,
 #: 41 at 100,000 (an explanation holds P + 1 sets as large as the fleet).
 EXPLAINED_CACHE_BUDGET = 1 << 22
+#: Marks an agent whose declaration is still in the bytes of the snapshot it was loaded from.
+_IN_SNAPSHOT = b""
+#: What a fleet snapshot's header says it holds (docs/snapshot.md).
+SNAPSHOT_CONTENT = "a3fast.fleet"
+
+
+@contextmanager
+def _lines_of(source: str | os.PathLike | bytes) -> Iterator[Iterable[bytes]]:
+    """The lines of JSON Lines bytes, or of a file read as a stream (the whole file is never held)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        yield bytes(source).split(b"\n")
+        return
+    with open(source, "rb", buffering=1 << 20) as fh:
+        yield fh
 
 
 @contextmanager
@@ -54,6 +74,19 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _locked(method: _Method) -> _Method:
+    """Run a method under the fleet's lock: an update waits for a `place_many` batch under way
+    (whose threads read the index without the GIL), and a batch for an update."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return run  # type: ignore[return-value]
 
 
 class Fleet:
@@ -77,17 +110,26 @@ class Fleet:
         self._session_rows: dict[str, int] = {}  # session id -> row of agents holding it
         self._kinds: dict[str, int] = {}         # task kind -> outcome column
         self._ids: dict[str, int] = {}           # agent name -> id (kept after removal)
-        self._agents: list[Declaration | None] = []
-        self._member_rows: list[tuple[int, ...]] = []
-        self._held_sessions: list[set[int]] = []
+        # per agent id: its Declaration, or its canonical JSON not parsed yet (a fleet loaded in
+        # bulk parses a declaration only when something asks for it), or _IN_SNAPSHOT (its JSON
+        # is `_snapshot[_snapshot_spans[aid]:_snapshot_spans[aid + 1]]`), or None once removed
+        self._agents: list[Declaration | bytes | None] = []
+        self._snapshot: bytes = b""              # the snapshot file this fleet was loaded from
+        self._snapshot_spans: list[int] = []
+        # per agent id: its index rows, or None where they are derived from the declaration on
+        # demand (bulk loads keep no per-agent tuple; only a replace or a removal needs them)
+        self._member_rows: list[tuple[int, ...] | None] = []
+        self._held_sessions: dict[int, set[int]] = {}   # agent id -> session rows, holders only
         self._decl_json: list[bytes | None] = [] # each declaration as JSON once a record needs it
         # prepared requirements (by id) and predicate sets -> engine arguments (placement)
         self._resolved: dict[int | tuple[str, ...], tuple] = {}
         # predicate kind -> declared value ((name, version) for capabilities) -> row
         self._field_rows: dict[str, dict] = {kind: {} for kind in (*_KEY_OF, CAPABILITY, EVALUATED)}
         self._count = 0
+        self._lock = threading.RLock()
 
     # -- membership -------------------------------------------------------------------------------
+    @_locked
     def add(self, declaration: Mapping[str, Any] | Declaration) -> Declaration:
         """Add an agent, or replace the one with the same `(namespace, name)`. Returns the parsed
         declaration; raises SchemaError for an invalid one and FleetError for a name conflict."""
@@ -99,16 +141,15 @@ class Fleet:
             self._ids[name] = aid
             self._agents.append(None)
             self._member_rows.append(())
-            self._held_sessions.append(set())
             self._decl_json.append(None)
-        current = self._agents[aid]
+        current = self._declaration(aid)
         if current is not None:
             if current.agent.namespace != decl.agent.namespace:
                 raise FleetError(
                     f"agent name {name!r} is already used in namespace {current.agent.namespace!r}; "
                     f"a fleet is one scheduling domain and names must be unique in it "
                     f"(cannot add it from namespace {decl.agent.namespace!r})")
-            self._index.drop(aid, self._member_rows[aid])
+            self._index.drop(aid, self._rows_of(aid))
         else:
             self._count += 1
         rows = self._rows_for(decl)
@@ -121,6 +162,7 @@ class Fleet:
         self.membership += 1
         return decl
 
+    @_locked
     def extend(self, declarations: Iterable[Mapping[str, Any] | Declaration]) -> None:
         """Add many agents; new names are interned in one batch (much faster for a large fleet).
         All declarations are parsed before any is added, so an invalid one changes nothing."""
@@ -148,7 +190,6 @@ class Fleet:
             self._ids[name] = aid
             self._agents.append(decl)
             self._member_rows.append(rows)
-            self._held_sessions.append(set())
             self._decl_json.append(None)
             aids.append(aid)
             names.append(name)
@@ -159,15 +200,143 @@ class Fleet:
         self.generation += 1
         self.membership += 1
 
+    # -- JSON Lines ingest ---------------------------------------------------------------------------
+    @classmethod
+    def load_jsonl(cls, source: str | os.PathLike | bytes, engine: str | None = None, *,
+                   on_error: str = "refuse", **options: Any) -> "Fleet":
+        """A fleet from JSON Lines of §3 declarations (a path, or the bytes themselves); see
+        `extend_jsonl`. `options` go to the Fleet (scorer, weights)."""
+        fleet = cls(engine, **options)
+        fleet.extend_jsonl(source, on_error=on_error)
+        return fleet
+
+    @_locked
+    def extend_jsonl(self, source: str | os.PathLike | bytes, *, on_error: str = "refuse") -> list[Problem]:
+        """Add (or replace) the agents of JSON Lines declarations, in line order, in bulk.
+
+        Each line is decoded, validated as `parse_declaration` does (the same problems, under
+        `line N: $...`), and kept as its rows, cost and canonical JSON — no Declaration stays
+        alive — then new rows and agents are interned in one batch per run of new names. A name
+        held by another namespace is a problem of its line. With `on_error="refuse"` any problem
+        raises SchemaError listing every one and nothing is added; with "skip" the bad lines are
+        left out and their problems returned. Blank lines are ignored.
+        """
+        if on_error not in ("refuse", "skip"):
+            raise ValueError(f"on_error: expected 'refuse' or 'skip', found {on_error!r}")
+        source_name = None if isinstance(source, (bytes, bytearray, memoryview)) else os.fspath(source)
+        problems: list[Problem] = []
+        entries: list[tuple[str, tuple[int, ...], float, bytes]] = []
+        pending: list[tuple[str, Any, int]] = []             # rows to intern: (kind, value, row)
+        pending_rows: dict[str, dict] = {kind: {} for kind in self._field_rows}
+        first_row = self._index.row_count()
+
+        def new_row(kind: str, value: Any) -> int:
+            row = pending_rows[kind].get(value)
+            if row is None:
+                row = pending_rows[kind][value] = first_row + len(pending)
+                pending.append((kind, value, row))
+            return row
+
+        namespaces: dict[str, str] = {}                      # names of this batch -> namespace
+        loads, dumps = orjson.loads, orjson.dumps
+        with _collector_paused(), _lines_of(source) as lines:
+            for lineno, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    doc = loads(line)
+                except orjson.JSONDecodeError as exc:
+                    problems.append(Problem(f"line {lineno}: $", "valid JSON", str(exc)))
+                    continue
+                try:
+                    decl = parse_declaration(doc)
+                except SchemaError as exc:
+                    problems += [Problem(f"line {lineno}: {p.path}", p.expected, p.found) for p in exc.problems]
+                    continue
+                name, namespace = decl.agent.name, decl.agent.namespace
+                held = namespaces.get(name)
+                if held is None and name in self._ids and self._agents[self._ids[name]] is not None:
+                    held = self._declaration(self._ids[name]).agent.namespace
+                if held is not None and held != namespace:
+                    problems.append(Problem(f"line {lineno}: $.agent.namespace",
+                                            f"{held!r}, the namespace that holds the name {name!r} "
+                                            f"in this fleet (one scheduling domain)", repr(namespace)))
+                    continue
+                namespaces[name] = namespace
+                canonical = dumps(doc)
+                # keep an exact-size copy: orjson's result carries several times its length in
+                # spare capacity, which a million kept declarations would multiply into gigabytes
+                text = line.rstrip(b"\r\n")
+                if text != canonical:
+                    text = bytes(memoryview(canonical))
+                entries.append((name, self._rows_for(decl, new_row), cost_score(decl), text))
+        if problems and on_error == "refuse":
+            raise SchemaError(problems, source_name)
+        if entries:
+            self._intern_pending(pending)
+            self._put_entries(entries)
+        return problems
+
+    def _intern_pending(self, pending: list[tuple[str, Any, int]]) -> None:
+        """Create the rows `extend_jsonl` numbered ahead, in the order it numbered them."""
+        for kind, value, row in pending:
+            made = self._index.add_row()
+            assert made == row, "rows are numbered in creation order"
+            if kind == EVALUATED:
+                self._eval_rows[capability(*value)] = row
+            else:
+                self._rows[capability(*value) if kind == CAPABILITY else _KEY_OF[kind](value)] = row
+            self._field_rows[kind][value] = row
+
+    def _put_entries(self, entries: list[tuple[str, tuple[int, ...], float, bytes]]) -> None:
+        """Apply checked (name, rows, cost, canonical JSON) entries in order: runs of new names in
+        one engine call each, a known name as a replace."""
+        ids, agents, index = self._ids, self._agents, self._index
+        run: list[tuple[str, tuple[int, ...], float, bytes]] = []
+        run_names: set[str] = set()
+        for entry in entries:
+            name = entry[0]
+            if name in ids or name in run_names:
+                self._put_run(run)
+                run, run_names = [], set()
+                aid = ids[name]
+                if agents[aid] is not None:
+                    index.drop(aid, self._rows_of(aid))
+                else:
+                    self._count += 1
+                index.put(aid, name, entry[1], entry[2])
+                agents[aid] = entry[3]
+                self._decl_json[aid] = None
+                self._member_rows[aid] = None
+            else:
+                run.append(entry)
+                run_names.add(name)
+        self._put_run(run)
+        self.generation += 1
+        self.membership += 1
+
+    def _put_run(self, run: list[tuple[str, tuple[int, ...], float, bytes]]) -> None:
+        if not run:
+            return
+        first = len(self._agents)
+        names = [e[0] for e in run]
+        self._index.put_many(range(first, first + len(run)), names, [e[1] for e in run], [e[2] for e in run])
+        self._ids.update(zip(names, range(first, first + len(run))))
+        self._agents.extend(e[3] for e in run)
+        self._decl_json.extend([None] * len(run))
+        self._member_rows.extend([None] * len(run))
+        self._count += len(run)
+
+    @_locked
     def remove(self, name: str) -> Declaration:
         """Remove an agent by name; its held sessions go with it. FleetError if it is not here."""
         aid = self._ids.get(name)
-        decl = self._agents[aid] if aid is not None else None
+        decl = self._declaration(aid) if aid is not None else None
         if decl is None:
             raise FleetError(f"no agent named {name!r} in the fleet")
-        self._index.drop(aid, self._member_rows[aid] + tuple(self._held_sessions[aid]))
-        self._held_sessions[aid] = set()
+        self._index.drop(aid, self._rows_of(aid) + tuple(self._held_sessions.pop(aid, ())))
         self._agents[aid] = None
+        self._decl_json[aid] = None
         self._member_rows[aid] = ()
         self._count -= 1
         self.generation += 1
@@ -178,14 +347,15 @@ class Fleet:
         return self._count
 
     def __contains__(self, name: object) -> bool:
-        return self.get(name) is not None  # type: ignore[arg-type]
+        aid = self._ids.get(name)  # type: ignore[arg-type]
+        return aid is not None and self._agents[aid] is not None
 
     def __iter__(self) -> Iterator[Declaration]:
-        return (d for d in self._agents if d is not None)
+        return (self._declaration(aid) for aid, d in enumerate(self._agents) if d is not None)
 
     def get(self, name: str) -> Declaration | None:
         aid = self._ids.get(name)
-        return self._agents[aid] if aid is not None else None
+        return self._declaration(aid) if aid is not None else None
 
     def _repr_html_(self) -> str:
         """How many agents, and the predicates most of them satisfy, as a notebook shows it."""
@@ -195,9 +365,142 @@ class Fleet:
 
     def names(self) -> list[str]:
         """Live agent names in id order (the order of `candidates` in records)."""
-        return [d.agent.name for d in self._agents if d is not None]
+        return [name for name, aid in self._ids.items() if self._agents[aid] is not None]
+
+    # -- snapshots (docs/snapshot.md) -------------------------------------------------------------
+    @_locked
+    def save(self, path: str | os.PathLike) -> None:
+        """Write everything that decides placements and records to `path`, whole or not at all:
+        agent ids and join order (removed names too), declarations as canonical JSON, the index
+        rows, outcomes, held sessions and weights. A custom `scorer` is code and is not saved:
+        pass it again to `Fleet.load`."""
+        n = len(self._agents)
+        decls = [self._declaration_json(aid) if self._agents[aid] is not None else b""
+                 for aid in range(n)]
+        offsets = np.zeros(n + 1, dtype="<u8")
+        np.cumsum([len(d) for d in decls], out=offsets[1:])
+        row_offsets, row_ids = self._index.export_rows()
+        kinds = list(self._kinds)
+        outcomes = [self._index.export_outcomes(self._kinds[k]) for k in kinds]
+        by_kind = {kind: [[*value, row] if kind in (CAPABILITY, EVALUATED) else [value, row]
+                          for value, row in rows.items()]
+                   for kind, rows in self._field_rows.items()}
+        header = {
+            "content": SNAPSHOT_CONTENT, "agents": n, "live": self._count, "rows": self._index.row_count(),
+            "weights": list(self.weights), "generation": self.generation, "membership": self.membership,
+            "field_rows": by_kind, "session_rows": [[k, r] for k, r in self._session_rows.items()],
+            "kinds": [[k, len(o) // 24] for k, o in zip(kinds, outcomes)],
+            "written_by": self.engine,
+        }
+        sections = {
+            "names": orjson.dumps(list(self._ids)), "costs": self._index.export_costs(),
+            "live": self._index.export_live(), "row_offsets": row_offsets, "row_ids": row_ids,
+            "decl_offsets": offsets.tobytes(), "declarations": b"".join(decls),
+            "outcomes": b"".join(outcomes),
+        }
+        snapshot.write(path, header, sections)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, engine: str | None = None, *,
+             scorer: Scorer | None = None) -> "Fleet":
+        """A fleet from a snapshot `save` wrote (by either engine): placements on it are exactly
+        those on the saved fleet. SnapshotError names what is wrong with a file that is not a
+        snapshot, is of another format version, is cut short or damaged."""
+        data = snapshot.read(path)
+        header, sections = snapshot.decode(data, str(path))
+        fleet = cls(engine, scorer=scorer)
+        try:
+            fleet._restore(data, header, sections)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            if isinstance(exc, SnapshotError):
+                raise
+            raise SnapshotError(f"{path}: the snapshot's contents are inconsistent ({exc})") from None
+        return fleet
+
+    def _restore(self, data: bytes, header: dict, sections: dict) -> None:
+        """Fill this empty fleet from a decoded snapshot, checking that its parts agree."""
+        if header.get("content") != SNAPSHOT_CONTENT:
+            raise SnapshotError(f"the snapshot holds {header.get('content')!r}, not {SNAPSHOT_CONTENT!r}")
+        names = orjson.loads(sections["names"])
+        n = header["agents"]
+        if type(names) is not list or len(names) != n:
+            raise ValueError(f"{n} agents but {len(names) if type(names) is list else 'no list of'} names")
+        ids = dict(zip(names, range(n)))
+        if len(ids) != n:
+            raise ValueError("an agent name appears twice")
+        offsets = np.frombuffer(sections["decl_offsets"], dtype="<u8")
+        if (len(offsets) != n + 1 or offsets[0] != 0 or offsets[-1] != len(sections["declarations"])
+                or np.any(np.diff(offsets.astype(np.int64)) < 0)):
+            raise ValueError("declaration offsets do not cover the declarations")
+        live = np.frombuffer(sections["live"], dtype="<u4")
+        lengths = np.diff(offsets)
+        if not np.array_equal(np.flatnonzero(lengths), live):
+            raise ValueError("the live agents are not those with a declaration")
+        if len(live) != header["live"]:
+            raise ValueError(f"{len(live)} live agents, the header says {header['live']}")
+        weights = header["weights"]
+        if len(weights) != 4 or not all(type(w) in (int, float) for w in weights):
+            raise ValueError("weights: expected 4 numbers")
+
+        field_rows: dict[str, dict] = {kind: {} for kind in self._field_rows}
+        rows: dict[str, int] = {}
+        eval_rows: dict[str, int] = {}
+        used: list[int] = []
+        for kind, entries in header["field_rows"].items():
+            for entry in entries:
+                row = entry[-1]
+                if kind in (CAPABILITY, EVALUATED):
+                    value = (entry[0], entry[1])
+                    key = capability(*value)
+                    (eval_rows if kind == EVALUATED else rows)[key] = row
+                else:
+                    value = entry[0]
+                    rows[_KEY_OF[kind](value)] = row
+                field_rows[kind][value] = row
+                used.append(row)
+        session_rows = {session: row for session, row in header["session_rows"]}
+        used += session_rows.values()
+        n_rows = header["rows"]
+        if sorted(used) != list(range(n_rows)):
+            raise ValueError("the predicate and session rows do not name each row once")
+
+        self._index.restore(names, sections["costs"], sections["live"], sections["row_offsets"],
+                            sections["row_ids"])
+        at = 0
+        for kind, count in header["kinds"]:
+            self._kinds[kind] = kid = self._index.new_kind()
+            self._index.import_outcomes(kid, sections["outcomes"][at:at + 24 * count])
+            at += 24 * count
+        if at != len(sections["outcomes"]):
+            raise ValueError("outcome records left over")
+        row_offsets = np.frombuffer(sections["row_offsets"], dtype="<u8").astype(np.int64)
+        row_ids = np.frombuffer(sections["row_ids"], dtype="<u4")
+        live_flags = lengths > 0
+        for row in session_rows.values():
+            holders = row_ids[row_offsets[row]:row_offsets[row + 1]]
+            if not live_flags[holders].all():
+                raise ValueError(f"session row {row} is held by an agent that is not in the fleet")
+            for aid in holders.tolist():
+                self._held_sessions.setdefault(aid, set()).add(row)
+
+        # declarations stay in the file's bytes, sliced when a record or a caller asks for one
+        self._snapshot = data
+        self._snapshot_spans = (offsets.astype(np.int64) + header["section_starts"]["declarations"]).tolist()
+        self._agents = [_IN_SNAPSHOT] * n
+        for aid in np.flatnonzero(lengths == 0).tolist():
+            self._agents[aid] = None
+        self._decl_json = [None] * n
+        self._member_rows = [None] * n
+        self._ids = ids
+        self._rows, self._eval_rows, self._field_rows = rows, eval_rows, field_rows
+        self._session_rows = session_rows
+        self._count = len(live)
+        self.weights = tuple(float(w) for w in weights)
+        self.generation = int(header["generation"])
+        self.membership = int(header["membership"])
 
     # -- history the scorer reads -----------------------------------------------------------------
+    @_locked
     def record_outcome(self, agent: str, kind: str | Requirements | Mapping[str, Any], success: bool) -> None:
         """Learn from a finished task: `kind` is a task kind or the task's requirements."""
         aid = self._live_id(agent)
@@ -206,6 +509,7 @@ class Fleet:
         self._index.record_outcome(self._kind(kind, create=True), aid, bool(success))
         self.generation += 1
 
+    @_locked
     def record_outcomes(self, agent: str, kind: str, successes: int, attempts: int) -> None:
         """Learn `attempts` finished tasks of one kind at once, `successes` of them successful: the
         same as that many `record_outcome` calls, in one step (restoring saved counts)."""
@@ -221,28 +525,34 @@ class Fleet:
         kid = self._kinds.get(kind, -1)
         return self._index.outcome(kid, aid) if aid is not None and kid >= 0 else (0, 0)
 
+    @_locked
     def hold_session(self, agent: str, session: str) -> None:
         """Mark an agent as holding a session's memory (affinity for tasks that continue it)."""
         aid = self._live_id(agent)
         row = self._session_row(session, create=True)
-        self._held_sessions[aid].add(row)
+        self._held_sessions.setdefault(aid, set()).add(row)
         self._index.set_bit(row, aid)
         self.generation += 1
 
+    @_locked
     def release_session(self, agent: str, session: str) -> None:
         aid = self._live_id(agent)
         row = self._session_rows.get(session)
-        if row is not None and row in self._held_sessions[aid]:
-            self._held_sessions[aid].discard(row)
+        held = self._held_sessions.get(aid)
+        if row is not None and held is not None and row in held:
+            held.discard(row)
+            if not held:
+                del self._held_sessions[aid]
             self._index.clear_bit(row, aid)
             self.generation += 1
 
     def holds_session(self, agent: str, session: str) -> bool:
         aid = self._ids.get(agent)
         row = self._session_rows.get(session)
-        return aid is not None and row is not None and row in self._held_sessions[aid]
+        return aid is not None and row is not None and row in self._held_sessions.get(aid, ())
 
     # -- placing ----------------------------------------------------------------------------------
+    @_locked
     def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
               route: Route | None = None, *, scorer: Scorer | None = None, kind: str | None = None,
               remember_session: bool = True, reason_limit: int | None = None) -> Placement:
@@ -255,6 +565,18 @@ class Fleet:
         departure from §6 for callers that keep reasons short (filters_failed still lists every
         one). Raises SchemaError for invalid requirements, ValueError for a bad reason_limit.
         """
+        placement = self._place(requirements, session, route, scorer=scorer, kind=kind, reason_limit=reason_limit)
+        session = placement.session
+        decl = placement.declaration if placement.bound else None
+        if (decl is not None and session is not None and remember_session
+                and not self.holds_session(decl.agent.name, session)):
+            self.hold_session(decl.agent.name, session)
+        return placement
+
+    def _place(self, requirements: Mapping[str, Any] | Requirements, session: str | None,
+               route: Route | None, *, scorer: Scorer | None, kind: str | None,
+               reason_limit: int | None) -> Placement:
+        """Gather, filter, explain, score, choose: a Placement, holding no session."""
         started = time.perf_counter_ns()
         if reason_limit is not None and (isinstance(reason_limit, bool) or not isinstance(reason_limit, int)
                                          or reason_limit < 1):
@@ -296,17 +618,87 @@ class Fleet:
         best = scores.best
         selected = time.perf_counter_ns()
 
-        decl = self._agents[best] if best >= 0 else None
+        decl = self._declaration(best) if best >= 0 else None
         placement = Placement(
             self.engine, self._index, matched, submitted, route.name if route is not None else None,
             session, kind, expl, scores, scorer is not None, decl,
             self._declaration_json(best) if decl is not None else None,
             gathered - started, selected - gathered, time.time_ns(), self.generation,
             reason_limit=reason_limit)
-        if (decl is not None and session is not None and remember_session
-                and not self.holds_session(decl.agent.name, session)):
-            self.hold_session(decl.agent.name, session)
         return placement
+
+    def place_many(self, requirements_list: Iterable[Mapping[str, Any] | Requirements], *,
+                   sessions: Sequence[str | None] | None = None, workers: int | None = None,
+                   scorer: Scorer | None = None, kind: str | None = None,
+                   remember_session: bool = True, reason_limit: int | None = None) -> list[Placement]:
+        """Place a batch on `workers` threads (default: one per core) with the same results and
+        records as `place` one at a time, in order (§6 timings aside).
+
+        Every task is parsed before any is placed (an invalid one raises SchemaError and places
+        nothing). The batch holds the fleet's lock: updates from other threads wait for it, so it
+        sees one membership. The native engine's explain and score loops run without the GIL, so
+        placements proceed on every core. What must stay sequential: a bound placement makes its
+        agent hold the task's session, which changes the affinity of later tasks of that session,
+        so with `remember_session` the tasks of one session run in order on one thread (and
+        different sessions, and tasks without one, in parallel). `generation` is numbered as if
+        the batch ran in order.
+        """
+        with self._lock:
+            tasks = [parse_requirements(r) for r in requirements_list]
+            if sessions is not None and len(sessions) != len(tasks):
+                raise ValueError(f"sessions: {len(sessions)} for {len(tasks)} tasks")
+            chosen = [s if s is not None else t.session
+                      for t, s in zip(tasks, sessions if sessions is not None else [None] * len(tasks))]
+            units: list[list[int]] = []
+            chains: dict[str, list[int]] = {}
+            for i, session in enumerate(chosen):
+                if remember_session and session is not None:
+                    chain = chains.get(session)
+                    if chain is None:
+                        chain = chains[session] = []
+                        units.append(chain)
+                    chain.append(i)
+                else:
+                    units.append([i])
+            for session in chains:   # no row is added while other threads read the rows
+                self._session_row(session, create=True)
+            placements: list[Placement | None] = [None] * len(tasks)
+            held = [False] * len(tasks)
+            pending = iter(units)    # taken one unit at a time by whichever thread is free
+
+            def work() -> None:
+                for unit in pending:
+                    for i in unit:
+                        p = placements[i] = self._place(
+                            tasks[i], chosen[i], None, scorer=scorer, kind=kind, reason_limit=reason_limit)
+                        if p.bound and remember_session and chosen[i] is not None:
+                            held[i] = self._hold_in_batch(p.agent, chosen[i])
+
+            n = max(1, min(workers or os.cpu_count() or 1, len(units)))
+            if n == 1:
+                work()
+            else:
+                with ThreadPoolExecutor(n, thread_name_prefix="a3fast-place") as pool:
+                    for future in [pool.submit(work) for _ in range(n)]:
+                        future.result()
+            generation = self.generation
+            for p, did_hold in zip(placements, held):
+                p.generation = generation
+                generation += did_hold
+            self.generation = generation
+            return placements  # type: ignore[return-value]
+
+    def _hold_in_batch(self, agent: str, session: str) -> bool:
+        """`hold_session` for a placement of a batch (its session row exists; `generation` is
+        numbered by the batch). True if the agent did not hold it yet."""
+        aid = self._ids[agent]
+        row = self._session_rows[session]
+        holds = self._held_sessions.setdefault(aid, set())
+        if row in holds:
+            return False
+        holds.add(row)
+        self._index.set_bit(row, aid)
+        return True
 
     def resume(self, earlier: Placement, *, seq: int | None = None) -> Placement:
         """A resumed placement (§6): back to the agent `earlier` chose, with no candidates weighed.
@@ -447,7 +839,7 @@ class Fleet:
                        kind: str | None) -> CustomScores:
         """Scores from a caller's scorer: one mapping with a numeric `total` per eligible agent."""
         ids = expl.eligible_ids()
-        agents = [self._agents[i] for i in ids]
+        agents = [self._declaration(i) for i in ids]
         task = ScoringTask(matched, session, kind,
                            outcomes=lambda name: self.outcomes(name, kind) if kind is not None else (0, 0),
                            holds_session=lambda name: session is not None and self.holds_session(name, session))
@@ -468,10 +860,35 @@ class Fleet:
     def _declaration_json(self, aid: int) -> bytes:
         """An agent's declaration as JSON, encoded the first time a record needs it, since most agents
         of a large fleet are never chosen and encoding on joining would slow every add."""
+        entry = self._agents[aid]
+        if type(entry) is bytes:
+            if entry is _IN_SNAPSHOT:
+                return self._snapshot[self._snapshot_spans[aid]:self._snapshot_spans[aid + 1]]
+            return entry
         text = self._decl_json[aid]
         if text is None:
-            text = self._decl_json[aid] = orjson.dumps(self._agents[aid].doc)
+            text = self._decl_json[aid] = orjson.dumps(entry.doc)
         return text
+
+    def _declaration(self, aid: int) -> Declaration | None:
+        """An agent's Declaration (None once removed), parsed from its canonical JSON the first time
+        it is asked for when the fleet was loaded in bulk."""
+        entry = self._agents[aid]
+        if type(entry) is bytes:
+            if entry is _IN_SNAPSHOT:
+                entry = self._declaration_json(aid)
+            decl = parse_declaration(orjson.loads(entry))
+            self._decl_json[aid] = entry
+            self._agents[aid] = entry = decl
+        return entry
+
+    def _rows_of(self, aid: int) -> tuple[int, ...]:
+        """A live agent's index rows: kept, or derived again from its declaration, whose every value
+        was interned when it joined (so `_rows_for` finds them all and interns nothing)."""
+        rows = self._member_rows[aid]
+        if rows is None:
+            rows = self._rows_for(self._declaration(aid))
+        return rows
 
     def _row(self, key: str) -> int:
         row = self._rows.get(key)
@@ -479,32 +896,34 @@ class Fleet:
             row = self._rows[key] = self._index.add_row()
         return row
 
-    def _rows_for(self, decl: Declaration) -> tuple[int, ...]:
+    def _rows_for(self, decl: Declaration, new_row=None) -> tuple[int, ...]:
         """The rows of `declaration_keys(decl)`, then of `evaluated_keys(decl)`, in that order.
 
         A predicate string is built (by `predicates`) and interned only the first time its field
         value is seen; after that the row is found from the value itself, so adding an agent whose
-        values the fleet has seen builds no strings."""
+        values the fleet has seen builds no strings. `new_row(kind, value)`, when given, numbers an
+        unseen value instead of interning it (a batch that may yet be refused)."""
         by_kind = self._field_rows
+        field_row = self._field_row if new_row is None else new_row
         rows: list[int] = []
         cached = by_kind[CAPABILITY]
         for c in decl.capabilities:
             row = cached.get((c.name, c.version))
-            rows.append(row if row is not None else self._field_row(CAPABILITY, (c.name, c.version)))
+            rows.append(row if row is not None else field_row(CAPABILITY, (c.name, c.version)))
         for kind, values in ((CLEARANCE, decl.clearances), (TOOL, decl.tools or ()), (RESIDENCY, decl.residency or ())):
             cached = by_kind[kind]
             for value in values:
                 row = cached.get(value)
-                rows.append(row if row is not None else self._field_row(kind, value))
+                rows.append(row if row is not None else field_row(kind, value))
         if decl.model is not None and decl.model.latency_class is not None:
             cls = decl.model.latency_class
             row = by_kind[LATENCY].get(cls)
-            rows.append(row if row is not None else self._field_row(LATENCY, cls))
+            rows.append(row if row is not None else field_row(LATENCY, cls))
         cached = by_kind[EVALUATED]
         for c in decl.capabilities:
             if c.substantiated:
                 row = cached.get((c.name, c.version))
-                rows.append(row if row is not None else self._field_row(EVALUATED, (c.name, c.version)))
+                rows.append(row if row is not None else field_row(EVALUATED, (c.name, c.version)))
         return tuple(dict.fromkeys(rows))   # a repeated field keeps its first place, as in `predicates`
 
     def _field_row(self, kind: str, value) -> int:

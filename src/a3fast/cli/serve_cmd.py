@@ -82,7 +82,7 @@ def _run_http(config) -> int:
         sock.listen(2048)
     except OSError as exc:
         _fail(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}")
-    server = _server_class()(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                                            loop="auto", http="auto", timeout_graceful_shutdown=30,
                                            proxy_headers=False, server_header=False))
 
@@ -92,28 +92,15 @@ def _run_http(config) -> int:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"a3fast serving on http://{shown}:{port}", flush=True)
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, _stop_asked)
     server.run(sockets=[sock])
     return EXIT_BAD_INPUT if getattr(app.state, "failure", None) else 0
 
 
-def _server_class():
-    import contextlib
-
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        """uvicorn's server, except that a SIGTERM/SIGINT after the graceful shutdown ends the
-        process with exit code 0 instead of being raised again (the stop was asked for, and the
-        state is flushed by then)."""
-
-        @contextlib.contextmanager
-        def capture_signals(self):
-            with super().capture_signals():
-                try:
-                    yield
-                finally:
-                    self._captured_signals.clear()
-    return Server
+def _stop_asked(signum: int, frame: object) -> None:
+    """uvicorn raises a SIGTERM/SIGINT again once its graceful shutdown is done (the state is flushed
+    by then); with this handler in place the stop that was asked for ends the process with exit 0."""
 
 
 def _run_stdio(config) -> int:

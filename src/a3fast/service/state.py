@@ -9,9 +9,12 @@ durable as the journal.
 Exactness after a restart: candidates are listed in the order agents first joined, and a removed
 agent keeps its place (a later re-add takes it back), so the state keeps every name ever added, in
 order, beside the live declarations, the outcome counts per (agent, kind) — which outlive removal,
-as in the fleet — and the sessions each agent holds. A snapshot stores exactly that; recovery
-rebuilds the fleet from it with the public Fleet API (removed places are re-created by adding a
-placeholder and removing it) and then replays the journal.
+as in the fleet — and the sessions each agent holds. A snapshot stores exactly that: the fleet as a
+fleet snapshot file (`Fleet.save`, docs/snapshot.md; loading it rebuilds the index from its stored
+rows, parsing no declaration) named by the service's own small snapshot, which holds the join order,
+outcomes, sessions and trace position. Recovery loads both, then replays the journal. (Format 2
+snapshots, which held the declarations as JSON, are still read: the fleet is rebuilt with the public
+Fleet API, removed places re-created by adding a placeholder and removing it.)
 """
 from __future__ import annotations
 
@@ -27,8 +30,8 @@ from typing import Any, Iterable
 
 import orjson
 
+from ..errors import FleetError, Problem, SchemaError, SnapshotError
 from ..record.compact import Encoder
-from ..errors import FleetError, Problem, SchemaError
 from ..fleet import Fleet
 from ..record.write import placement_records
 from ..schema import Declaration, parse_declaration
@@ -40,7 +43,12 @@ __all__ = ["ServiceState", "StateError", "SNAPSHOT", "JOURNAL", "TRACE"]
 SNAPSHOT = "snapshot"
 JOURNAL = "journal"
 TRACE = "trace.jsonl"
-SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMAT = 3
+#: The format before the fleet had its own snapshot file (declarations inside the JSON document).
+SNAPSHOT_FORMAT_JSON_FLEET = 2
+#: Fleet snapshot files are named `fleet.<token>.a3snap`; the service's snapshot names the current one.
+FLEET_SNAPSHOT_PREFIX = "fleet."
+FLEET_SNAPSHOT_SUFFIX = ".a3snap"
 #: The snapshot checks this many bytes at the end of the trace it covers (its length checks the
 #: rest): checking the whole trace would make every start slower as history grows.
 TRACE_CHECK_BYTES = 1 << 20
@@ -148,7 +156,7 @@ class ServiceState:
             raise StateError(f"{path}: the snapshot is damaged (bad length or checksum); restore the "
                              f"state directory from a copy")
         snapshot = orjson.loads(recovered.entries[0])
-        if snapshot.get("format") != SNAPSHOT_FORMAT:
+        if snapshot.get("format") not in (SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_JSON_FLEET):
             raise StateError(f"{path}: snapshot format {snapshot.get('format')!r} is not "
                              f"{SNAPSHOT_FORMAT}, the one this a3fast reads")
         return snapshot
@@ -193,6 +201,25 @@ class ServiceState:
         self._trace_end = self._trace_queued_end = os.fstat(self._trace_fd).st_size
 
     def _restore(self, snapshot: dict[str, Any]) -> None:
+        if snapshot["format"] == SNAPSHOT_FORMAT_JSON_FLEET:
+            self._restore_json_fleet(snapshot)
+            return
+        path = self.directory / snapshot["fleet"]
+        try:
+            self.fleet = Fleet.load(path, engine=self.engine)
+        except SnapshotError as exc:
+            raise StateError(f"{exc}; restore the state directory from a copy") from None
+        self.order = dict.fromkeys(snapshot["names"])
+        for agent, kind, successes, attempts in snapshot["outcomes"]:
+            self.outcomes[(agent, kind)] = [successes, attempts]
+        for agent, session in snapshot["sessions"]:
+            self.sessions.setdefault(agent, set()).add(session)
+        if self.fleet.names() != [name for name in self.order if name in self.fleet]:
+            raise StateError(f"{path}: the fleet snapshot does not match {self.directory / SNAPSHOT}; "
+                             f"restore the state directory from a copy")
+        self.next_seq = snapshot["next_seq"]
+
+    def _restore_json_fleet(self, snapshot: dict[str, Any]) -> None:
         names = snapshot["names"]
         declarations = snapshot["declarations"]
         self.fleet.extend(decl if decl is not None else _placeholder(name)
@@ -218,11 +245,14 @@ class ServiceState:
         trace_bytes = os.fstat(self._trace_fd).st_size
         with open(self.trace_path, "rb") as fh:
             trace_crc = _crc_tail(fh.fileno(), trace_bytes)
-        live = self.fleet
+        # the fleet goes to a file of its own under a new name, which the service's snapshot then
+        # names: a crash between the two renames leaves the previous pair whole
+        fleet_name = f"{FLEET_SNAPSHOT_PREFIX}{os.urandom(8).hex()}{FLEET_SNAPSHOT_SUFFIX}"
+        self.fleet.save(self.directory / fleet_name)
         document = {
             "format": SNAPSHOT_FORMAT,
+            "fleet": fleet_name,
             "names": list(self.order),
-            "declarations": [d.doc if (d := live.get(name)) is not None else None for name in self.order],
             "outcomes": [[agent, kind, s, a] for (agent, kind), (s, a) in self.outcomes.items()],
             "sessions": [[agent, s] for agent, held in self.sessions.items() for s in sorted(held)],
             "next_seq": self.next_seq,
@@ -238,6 +268,9 @@ class ServiceState:
         os.replace(temp, self.directory / SNAPSHOT)
         _fsync_dir(self.directory)
         self.journal.reset()
+        for old in self.directory.glob(f"{FLEET_SNAPSHOT_PREFIX}*{FLEET_SNAPSHOT_SUFFIX}"):
+            if old.name != fleet_name:
+                old.unlink(missing_ok=True)
 
     def maybe_snapshot(self) -> None:
         if self.journal is not None and self.journal.entries >= self.snapshot_every:

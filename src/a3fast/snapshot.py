@@ -1,0 +1,142 @@
+"""The snapshot container: a versioned, checksummed file of named binary sections (docs/snapshot.md).
+
+This module owns the bytes on disk — magic, format version, header, section table, alignment,
+checksum — and nothing about fleets: `Fleet.save` decides what goes into the sections and
+`Fleet.load` what comes out. Reading checks, in this order, that the file is a snapshot at all
+(magic), of the version this a3fast reads, whole (its stated length), and undamaged (CRC-32 of
+every byte before the trailer, which catches any single flipped byte), so a bad file is named for
+what is wrong with it and never half read.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+import zlib
+from pathlib import Path
+from typing import Any, Mapping
+
+import orjson
+
+from .errors import SnapshotError
+
+__all__ = ["MAGIC", "FORMAT_VERSION", "write", "read", "encode", "decode"]
+
+#: First 8 bytes of every snapshot (a non-ASCII first byte, so no text file starts this way).
+MAGIC = b"\x89A3FLEET"
+#: Last 4 bytes of every whole snapshot.
+END = b"A3FE"
+FORMAT_VERSION = 1
+#: magic, u32 format version, u32 header length
+_HEAD = struct.Struct("<8sII")
+#: u64 length of everything before the trailer, u32 CRC-32 of it, end mark
+_TRAILER = struct.Struct("<QI4s")
+_ALIGN = 8
+
+
+def _parts(header: Mapping[str, Any], sections: Mapping[str, bytes | memoryview]) -> list:
+    """The file's bytes before the trailer: head, JSON header (with the section table), then the
+    sections, each 8-byte aligned."""
+    table, at, body = [], 0, []
+    for name, data in sections.items():
+        pad = -at % _ALIGN
+        if pad:
+            body.append(b"\0" * pad)
+        at += pad
+        table.append([name, at, len(data)])
+        body.append(data)
+        at += len(data)
+    head_json = orjson.dumps({**header, "sections": table})
+    head_json += b" " * (-(len(head_json) + _HEAD.size) % _ALIGN)
+    return [_HEAD.pack(MAGIC, FORMAT_VERSION, len(head_json)), head_json, *body]
+
+
+def _trailer(parts: list) -> bytes:
+    crc, length = 0, 0
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+        length += len(part)
+    return _TRAILER.pack(length, crc, END)
+
+
+def encode(header: Mapping[str, Any], sections: Mapping[str, bytes | memoryview]) -> bytes:
+    """A snapshot's bytes."""
+    parts = _parts(header, sections)
+    return b"".join([*parts, _trailer(parts)])
+
+
+def decode(data: bytes, source: str = "snapshot") -> tuple[dict[str, Any], dict[str, memoryview]]:
+    """(header, {section name: a view of its bytes}) of a snapshot's bytes, or SnapshotError naming
+    what is wrong. The header's `section_starts` gives each section's offset in `data`, for a reader
+    that slices `data` itself rather than copying a section."""
+    if len(data) < _HEAD.size or data[:len(MAGIC)] != MAGIC:
+        raise SnapshotError(f"{source}: not an a3fast fleet snapshot (it does not start with the "
+                            f"snapshot mark {MAGIC!r})")
+    _, version, head_len = _HEAD.unpack_from(data)
+    if version != FORMAT_VERSION:
+        raise SnapshotError(f"{source}: snapshot format version {version}; this a3fast reads "
+                            f"version {FORMAT_VERSION}")
+    if len(data) < _HEAD.size + head_len + _TRAILER.size or data[-len(END):] != END:
+        raise SnapshotError(f"{source}: the snapshot is cut short ({len(data)} bytes, no end mark): "
+                            f"it was not written whole")
+    length, crc, _ = _TRAILER.unpack_from(data, len(data) - _TRAILER.size)
+    if length != len(data) - _TRAILER.size:
+        raise SnapshotError(f"{source}: the snapshot states {length + _TRAILER.size} bytes but has "
+                            f"{len(data)}: it is cut short or has bytes added")
+    view = memoryview(data)
+    if zlib.crc32(view[:length]) != crc:
+        raise SnapshotError(f"{source}: the snapshot is damaged (its checksum does not match)")
+    try:
+        header = orjson.loads(view[_HEAD.size:_HEAD.size + head_len])
+        start = _HEAD.size + head_len
+        sections, starts = {}, {}
+        for name, offset, size in header.pop("sections"):
+            if not (0 <= offset and offset + size <= length - start):
+                raise ValueError(f"section {name!r} lies outside the file")
+            sections[name] = view[start + offset:start + offset + size]
+            starts[name] = start + offset
+        header["section_starts"] = starts
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SnapshotError(f"{source}: the snapshot's header is malformed ({exc})") from None
+    return header, sections
+
+
+def write(path: str | os.PathLike, header: Mapping[str, Any], sections: Mapping[str, bytes | memoryview]) -> None:
+    """Write a whole snapshot or nothing: a temporary file beside `path`, synced, then renamed over
+    it (the sections are written as they are, never joined into one copy)."""
+    target = Path(path)
+    parts = _parts(header, sections)
+    parts.append(_trailer(parts))
+    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for part in parts:
+                fh.write(part)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:
+        dir_fd = os.open(target.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def read(path: str | os.PathLike) -> bytes:
+    """A snapshot file's bytes, read once; SnapshotError if it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise SnapshotError(f"{path}: cannot read the snapshot ({exc.strerror or exc})") from None
