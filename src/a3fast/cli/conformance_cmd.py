@@ -115,7 +115,7 @@ def _run_verifier(root: Path, command, required_only, timeout, verbose):
 
 def _run_matcher(root: Path, matcher: str, seed: int, worlds: int, timeout: float, verbose: bool):
     from ..harness.client import MatcherFailure
-    from ..harness.suite import describe_failure, run_matching_suite
+    from ..harness.suite import describe_failures, run_matching_suite
 
     cases = _loaded(root, MATCHING_SUITE, lambda: load_matching(root))
     try:
@@ -123,9 +123,8 @@ def _run_matcher(root: Path, matcher: str, seed: int, worlds: int, timeout: floa
                                     report=click.echo if verbose else (lambda line: None))
     except MatcherFailure as exc:
         raise BadInput(f"--matcher: {exc.message}") from None
-    for found, shrunk in result.failures:
-        for line in describe_failure(found, shrunk):
-            click.echo(line)
+    for line in describe_failures(result.failures):
+        click.echo(line)
     click.echo(f"{result.placements} placements checked in {result.seconds:.1f} s "
                f"({len(cases)} vectors, {worlds} random worlds, seed {seed})")
     click.echo(f"{result.passed} passed, {len(result.failures)} failed")

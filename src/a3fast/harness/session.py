@@ -25,6 +25,8 @@ class Failure:
     placement: int
     step: int
     differences: list[tuple[str, str]]
+    #: set by the shrinker: the failure does not show when the world is played on a new process
+    unreproducible: bool = False
 
     @property
     def check(self) -> str:
@@ -43,6 +45,7 @@ class Session:
         self.live: set[str] = set()
         self.bulk = True            # the matcher takes put_agents (else put_agent, one at a time)
         self.placements = 0         # placements judged, over every world played
+        self.fresh = False          # play each world on a new process (the shrinker's slow mode)
 
     def start(self) -> MatcherProcess:
         """The running matcher (started now if it is not); MatcherFailure("start") if it cannot be."""
@@ -63,6 +66,8 @@ class Session:
         placement = 0
         step = 0
         try:
+            if self.fresh:
+                self.close()
             matcher = self.start()
             self._reset(matcher)
             for step, (kind, arg) in enumerate(world.steps, 1):

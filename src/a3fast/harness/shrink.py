@@ -43,8 +43,9 @@ def minimise(items: Sequence[T], still_fails: Callable[[list[T]], bool]) -> list
     return items
 
 
-def shrink(session: Session, failure: Failure, budget_s: float = 20.0, max_trials: int = 400) -> Failure:
-    """The smallest failing world found from `failure`'s, and its failure."""
+def shrink(session: Session, failure: Failure, budget_s: float = 20.0, max_trials: int = 400) -> Failure | None:
+    """The smallest failing world found from `failure`'s, and its failure; None when the failure
+    does not show on a new matcher process (it depends on what earlier worlds left behind)."""
     deadline = time.monotonic() + budget_s
     trials = 0
     best = failure
@@ -65,22 +66,79 @@ def shrink(session: Session, failure: Failure, budget_s: float = 20.0, max_trial
         return False
 
     steps = list(failure.world.steps[:failure.step])
+    session.fresh = False
     if not fails(steps):
-        return failure            # not reproducible from an empty fleet: report it as found
-    while True:
-        before = _size(steps)
-        steps = _drop_placements(steps, fails)
-        steps = _drop_agents(steps, fails)
-        steps = minimise(steps[:-1], lambda kept: fails(kept + [steps[-1]])) + [steps[-1]]
-        steps = _drop_requirements(steps, fails)
-        if _size(steps) >= before or trials >= max_trials or time.monotonic() > deadline:
-            break
+        # the failure needs what an earlier world left in the matcher: shrink from a new process
+        # each time (slower, and bounded by the same budget)
+        session.fresh = True
+        if not fails(steps):
+            session.fresh = False
+            return None
+    try:
+        while True:
+            before = _size(steps)
+            steps = _drop_placements(steps, fails)
+            steps = _drop_agents(steps, fails)
+            steps = minimise(steps[:-1], lambda kept: fails(kept + [steps[-1]])) + [steps[-1]]
+            steps = _drop_requirements(steps, fails)
+            steps = _drop_declaration_entries(steps, fails)
+            if _size(steps) >= before or trials >= max_trials or time.monotonic() > deadline:
+                break
+        if not session.fresh:
+            # what is reported must show the failure from a new process too
+            session.fresh = True
+            confirmed = session.play(best.world)
+            if confirmed is None or confirmed.check != check:
+                return None
+    finally:
+        session.fresh = False
     return best
 
 
 def _size(steps: list[Step]) -> tuple[int, int]:
-    return len(steps), sum(len(arg) if kind == "put" else 1 for kind, arg in steps) + \
-        sum(_requirement_parts(arg).__len__() for kind, arg in steps if kind == "place")
+    return len(steps), sum(len(arg) + len(_entries([(kind, arg)])) if kind == "put" else 1 for kind, arg in steps) + \
+        sum(len(_requirement_parts(arg)) for kind, arg in steps if kind == "place")
+
+
+#: Declaration fields whose entries are dropped one by one.
+_DECLARED = ("capabilities", "clearances", "tools", "residency")
+
+
+def _entries(steps: list[Step]) -> list[tuple[int, int, str, int]]:
+    """Every droppable entry of every declaration: (step, declaration, field, index)."""
+    out = []
+    for s, (kind, arg) in enumerate(steps):
+        if kind == "put":
+            for d, doc in enumerate(arg):
+                for f in _DECLARED:
+                    if isinstance(doc.get(f), list):
+                        out += [(s, d, f, i) for i in range(len(doc[f]))]
+    return out
+
+
+def _with_entries(steps: list[Step], keep: set) -> list[Step]:
+    out: list[Step] = []
+    for s, (kind, arg) in enumerate(steps):
+        if kind != "put":
+            out.append((kind, arg))
+            continue
+        docs = []
+        for d, doc in enumerate(arg):
+            doc = dict(doc)
+            for f in _DECLARED:
+                if isinstance(doc.get(f), list):
+                    doc[f] = [e for i, e in enumerate(doc[f]) if (s, d, f, i) in keep]
+                    if not doc[f] and f in ("tools", "residency"):
+                        del doc[f]
+            docs.append(doc)
+        out.append((kind, docs))
+    return out
+
+
+def _drop_declaration_entries(steps: list[Step], fails) -> list[Step]:
+    entries = _entries(steps)
+    kept = set(minimise(entries, lambda keep: fails(_with_entries(steps, set(keep)))))
+    return _with_entries(steps, kept)
 
 
 def _drop_placements(steps: list[Step], fails) -> list[Step]:

@@ -14,6 +14,8 @@ from .worlds import World, random_world, world_from_case
 
 __all__ = ["SuiteReport", "run_matching_suite", "SHRINK_AT_MOST"]
 
+#: Failing worlds listed one by one; the rest are counted.
+LIST_AT_MOST = 20
 #: Failures shrunk per run (each shrink replays the world many times); later ones are reported as found.
 SHRINK_AT_MOST = 3
 
@@ -21,7 +23,8 @@ SHRINK_AT_MOST = 3
 @dataclass
 class SuiteReport:
     passed: int = 0
-    failures: list[tuple[Failure, Failure | None]] = field(default_factory=list)   # (found, shrunk)
+    #: (found, shrunk): shrunk is None when the failure was not shrunk (see Failure.unreproducible)
+    failures: list[tuple[Failure, Failure | None]] = field(default_factory=list)
     placements: int = 0
     seconds: float = 0.0
 
@@ -36,6 +39,7 @@ def run_matching_suite(command: str, cases, worlds: int, seed: int, timeout: flo
     session = Session(command, timeout)
     try:
         session.start()
+        shrink_tries = 0
         todo: list[tuple[World, bool]] = [(world_from_case(c), False) for c in cases]
         todo += [(random_world(i, seed), True) for i in range(worlds)]
         for world, shrinkable in todo:
@@ -47,9 +51,11 @@ def run_matching_suite(command: str, cases, worlds: int, seed: int, timeout: flo
             if failure.check == "start":
                 raise MatcherFailure("start", failure.differences[0][1])
             shrunk = None
-            if shrinkable and failure.check not in ("timeout", "crashed") and \
-                    sum(1 for _, s in out.failures if s is not None) < SHRINK_AT_MOST:
+            if shrinkable and failure.check not in ("timeout", "crashed") and shrink_tries < SHRINK_AT_MOST:
+                shrink_tries += 1
                 shrunk = shrink(session, failure, budget_s=shrink_budget_s)
+                if shrunk is None:
+                    failure.unreproducible = True
             out.failures.append((failure, shrunk))
     finally:
         out.placements = session.placements
@@ -58,8 +64,18 @@ def run_matching_suite(command: str, cases, worlds: int, seed: int, timeout: flo
     return out
 
 
+def describe_failures(failures: list[tuple[Failure, Failure | None]]) -> list[str]:
+    lines = [line for found, shrunk in failures[:LIST_AT_MOST] for line in describe_failure(found, shrunk)]
+    if len(failures) > LIST_AT_MOST:
+        lines.append(f"… and {len(failures) - LIST_AT_MOST} more failing worlds")
+    return lines
+
+
 def describe_failure(found: Failure, shrunk: Failure | None) -> list[str]:
     lines = [f"FAIL {found.describe()}"]
+    if found.unreproducible:
+        lines.append("  (not shown by a new matcher process given this world alone: the matcher kept "
+                     "something from an earlier world)")
     if shrunk is not None:
         world = shrunk.world
         lines.append(f"  shrunk to {world.agents()} agent(s), {len(world.steps)} step(s), "
