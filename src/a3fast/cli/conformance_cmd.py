@@ -115,7 +115,7 @@ def _run_verifier(root: Path, command, required_only, timeout, verbose):
 
 def _run_matcher(root: Path, matcher: str, seed: int, worlds: int, timeout: float, verbose: bool):
     from ..harness.client import MatcherFailure
-    from ..harness.suite import describe_failures, run_matching_suite
+    from ..harness.suite import GIVE_UP_AFTER, describe_failures, run_matching_suite
 
     cases = _loaded(root, MATCHING_SUITE, lambda: load_matching(root))
     try:
@@ -125,9 +125,11 @@ def _run_matcher(root: Path, matcher: str, seed: int, worlds: int, timeout: floa
         raise BadInput(f"--matcher: {exc.message}") from None
     for line in describe_failures(result.failures):
         click.echo(line)
+    if result.not_run:
+        click.echo(f"{result.not_run} worlds not run: the matcher crashed or hung {GIVE_UP_AFTER} times")
     click.echo(f"{result.placements} placements checked in {result.seconds:.1f} s "
                f"({len(cases)} vectors, {worlds} random worlds, seed {seed})")
-    click.echo(f"{result.passed} passed, {len(result.failures)} failed")
+    click.echo(f"{result.passed} passed, {len(result.failures) + result.not_run} failed")
     return EXIT_NEGATIVE if result.failures else EXIT_OK
 
 

@@ -14,6 +14,8 @@ from .worlds import World, random_world, world_from_case
 
 __all__ = ["SuiteReport", "run_matching_suite", "SHRINK_AT_MOST"]
 
+#: A matcher that crashed or hung this many times is not given the rest of the worlds.
+GIVE_UP_AFTER = 3
 #: Failing worlds listed one by one; the rest are counted.
 LIST_AT_MOST = 20
 #: Failures shrunk per run (each shrink replays the world many times); later ones are reported as found.
@@ -27,6 +29,7 @@ class SuiteReport:
     failures: list[tuple[Failure, Failure | None]] = field(default_factory=list)
     placements: int = 0
     seconds: float = 0.0
+    not_run: int = 0            # worlds left out after the matcher crashed or hung GIVE_UP_AFTER times
 
 
 def run_matching_suite(command: str, cases, worlds: int, seed: int, timeout: float,
@@ -42,7 +45,11 @@ def run_matching_suite(command: str, cases, worlds: int, seed: int, timeout: flo
         shrink_tries = 0
         todo: list[tuple[World, bool]] = [(world_from_case(c), False) for c in cases]
         todo += [(random_world(i, seed), True) for i in range(worlds)]
-        for world, shrinkable in todo:
+        lost = 0
+        for done, (world, shrinkable) in enumerate(todo):
+            if lost >= GIVE_UP_AFTER:
+                out.not_run = len(todo) - done
+                break
             failure = session.play(world)
             if failure is None:
                 out.passed += 1
@@ -50,6 +57,7 @@ def run_matching_suite(command: str, cases, worlds: int, seed: int, timeout: flo
                 continue
             if failure.check == "start":
                 raise MatcherFailure("start", failure.differences[0][1])
+            lost += failure.check in ("timeout", "crashed")
             shrunk = None
             if shrinkable and failure.check not in ("timeout", "crashed") and shrink_tries < SHRINK_AT_MOST:
                 shrink_tries += 1
