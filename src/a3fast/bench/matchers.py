@@ -7,6 +7,15 @@ tasks placed one request at a time (request/response, as a scheduler would), eac
 wall-clock latency measured by the harness; placements per second over the placement phase; and
 the peak RSS of the matcher's process tree, polled with psutil. Subjects take turns task by task,
 so a burst of load on a shared machine lands on all of them; each subject's time is bounded.
+
+The record form (`record`, default "compact") is asked of every protocol subject, as the stdio place
+op's `record` field; a matcher that answers it with a problem at `$.record` is asked again without
+it, and a matcher that ignores it answers spec records, which are timed as they come. a3fast in
+process makes its records in the same form, by the same code as the service, so that the difference
+between the two a3fast rows is the protocol alone: the request and answer as JSON, two pipe hops,
+the service's trace write, and the client's reading of the answer. The client decodes only what the
+bench checks (that the answer echoes the id and holds one task.bound or task.rejected record), with
+msgspec structs whose record contents are left undecoded.
 """
 from __future__ import annotations
 
@@ -18,14 +27,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+import io
+
+import msgspec
 import orjson
 
 from .. import workload
+from ..compact import Encoder
 from ..fleet import Fleet
 from ..harness.client import MatcherFailure, MatcherProcess
+from ..records import placement_records
+from ..trace import TraceWriter
 
 __all__ = ["MatcherRun", "MatcherBench", "run_matcher_bench", "render_matchers", "to_pytest_benchmark",
-           "IN_PROCESS", "OVER_PROTOCOL"]
+           "IN_PROCESS", "OVER_PROTOCOL", "RECORD_FORMS"]
 
 IN_PROCESS = "a3fast (in process)"
 OVER_PROTOCOL = "a3fast (stdio protocol)"
@@ -33,6 +48,8 @@ LOAD_CHUNK = 1000
 #: Placements not counted while caches and allocators warm up.
 WARMUP = 10
 RSS_POLL_S = 0.02
+#: The record forms a bench can ask for (the stdio place op's `record` field).
+RECORD_FORMS = ("compact", "spec")
 
 
 @dataclass
@@ -64,6 +81,7 @@ class MatcherBench:
     tasks: int
     started: str
     runs: list[MatcherRun]
+    record: str = "compact"
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -110,11 +128,32 @@ class _RssPoller:
         return self.peak
 
 
+class _Record(msgspec.Struct):
+    kind: str
+    content: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class _Problem(msgspec.Struct):
+    path: Any = None
+
+
+class _PlaceAnswer(msgspec.Struct):
+    """What the bench reads of a place answer; other members are skipped, contents left as raw JSON."""
+    id: Any = None
+    ok: Any = None
+    records: list[_Record] | None = None
+    problems: list[_Problem] | None = None
+
+
+_read_place_answer = msgspec.json.Decoder(_PlaceAnswer).decode
+
+
 class _ProtocolSubject:
-    def __init__(self, run: MatcherRun, timeout: float):
+    def __init__(self, run: MatcherRun, timeout: float, record: str):
         self.run = run
         self.process = MatcherProcess(run.command, timeout)
         self.rss = _RssPoller(self.process.pid)
+        self.record = None if record == "spec" else record
 
     def load(self, fleet: list[dict[str, Any]]) -> None:
         started = time.perf_counter()
@@ -127,11 +166,29 @@ class _ProtocolSubject:
         self.run.load_s = time.perf_counter() - started
 
     def place(self, task: dict[str, Any]) -> float:
+        request = {"requirements": task} if self.record is None else {"requirements": task, "record": self.record}
         started = time.perf_counter()
-        answer = self.process.request("place", requirements=task)
+        rid, line = self.process.request_line("place", **request)
+        try:
+            answer = _read_place_answer(line)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise MatcherFailure("malformed", f"the answer to a place request is not a place answer ({exc})") from None
         elapsed = time.perf_counter() - started
-        if not isinstance(answer.get("records"), list):
+        if answer.id != rid:
+            raise MatcherFailure("malformed", f"the answer to place request {rid} carries id {answer.id!r}: "
+                                 f"answers must echo the request's id, in order")
+        if answer.ok is not True and self.record is not None and any(
+                p.path == "$.record" for p in answer.problems or ()):
+            self.record = None      # a matcher that refuses the record form: asked again without it
+            return self.place(task)
+        if answer.ok is not True:
+            raise MatcherFailure("refused", f"place was refused: {line[:200].decode('utf-8', 'replace')}")
+        if answer.records is None:
             raise MatcherFailure("malformed", "a place answer without a records list")
+        decisions = sum(r.kind in ("task.bound", "task.rejected") for r in answer.records)
+        if decisions != 1:
+            raise MatcherFailure("malformed", f"a place answer with {decisions} task.bound or task.rejected "
+                                 f"records (expected one)")
         return elapsed
 
     def close(self) -> None:
@@ -140,12 +197,15 @@ class _ProtocolSubject:
 
 
 class _InProcessSubject:
-    """a3fast's Fleet in this process; a placement includes its §6 record as JSON, as the service
-    makes it, so that the protocol subjects add only the protocol."""
+    """a3fast's Fleet in this process; a placement includes its trace records as JSON Lines in the
+    bench's record form, made as the service makes them, so that the protocol subjects add only the
+    protocol."""
 
-    def __init__(self, run: MatcherRun):
+    def __init__(self, run: MatcherRun, record: str):
         self.run = run
         self.fleet = Fleet()
+        self.encoder = Encoder() if record == "compact" else None
+        self.seq = 1
 
     def load(self, fleet: list[dict[str, Any]]) -> None:
         started = time.perf_counter()
@@ -155,7 +215,11 @@ class _InProcessSubject:
     def place(self, task: dict[str, Any]) -> float:
         started = time.perf_counter()
         p = self.fleet.place(task)
-        orjson.dumps(p.scheduling if p.bound else p.rejection)
+        records = self.encoder.encode_placement(self.seq, p) if self.encoder else list(placement_records(p))
+        writer = TraceWriter(io.BytesIO(), start_seq=self.seq)
+        for kind, content in records:
+            writer.append(kind, content_json=content)
+        self.seq = writer.next_seq
         return time.perf_counter() - started
 
     def close(self) -> None:
@@ -167,9 +231,12 @@ def a3fast_command() -> str:
 
 
 def run_matcher_bench(commands: list[str], agents: int = 1000, tasks: int = 300, seed: int = 0,
-                      budget_s: float = 30.0, timeout: float = 30.0,
+                      budget_s: float = 30.0, timeout: float = 30.0, record: str = "compact",
                       progress: Callable[[str], None] = lambda text: None) -> MatcherBench:
-    """Every subject over the same fleet and tasks; a subject that fails is reported with why."""
+    """Every subject over the same fleet and tasks, records asked for in `record` form (RECORD_FORMS);
+    a subject that fails is reported with why."""
+    if record not in RECORD_FORMS:
+        raise ValueError(f"record: one of {', '.join(RECORD_FORMS)}, not {record!r}")
     fleet = workload.generate_fleet(agents, seed=seed)
     work = workload.generate_tasks(fleet, tasks + WARMUP, seed=seed)
     runs = [MatcherRun(IN_PROCESS, None), MatcherRun(OVER_PROTOCOL, a3fast_command())]
@@ -178,7 +245,8 @@ def run_matcher_bench(commands: list[str], agents: int = 1000, tasks: int = 300,
     for run in runs:
         progress(f"loading {agents} agents into {run.subject}")
         try:
-            subject = _InProcessSubject(run) if run.command is None else _ProtocolSubject(run, timeout)
+            subject = (_InProcessSubject(run, record) if run.command is None
+                       else _ProtocolSubject(run, timeout, record))
         except MatcherFailure as exc:
             run.failure = exc.message
             continue
@@ -206,7 +274,7 @@ def run_matcher_bench(commands: list[str], agents: int = 1000, tasks: int = 300,
                 subject.run.latencies_s.append(elapsed)
     for subject in subjects:
         subject.close()
-    return MatcherBench(agents, tasks, datetime.now(timezone.utc).isoformat(), runs)
+    return MatcherBench(agents, tasks, datetime.now(timezone.utc).isoformat(), runs, record)
 
 
 def _ratio(run: MatcherRun, base: MatcherRun | None) -> str:
@@ -230,7 +298,8 @@ def render_matchers(bench: MatcherBench) -> str:
                      rss, _ratio(r, base), _ratio(r, proto)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = [f"Matchers side by side: {bench.agents} agents of the standard workload, "
-             f"{len(base.latencies_s) if base else 0} placements each, one request at a time"]
+             f"{len(base.latencies_s) if base else 0} placements each, one request at a time, "
+             f"{bench.record} records asked for"]
     for j, row in enumerate(rows):
         lines.append("  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)))
         if j == 0:
@@ -256,7 +325,7 @@ def to_pytest_benchmark(bench: MatcherBench) -> dict[str, Any]:
         benchmarks.append({
             "group": f"placement over the protocol @ {bench.agents}", "name": f"place[{r.subject}]",
             "fullname": f"a3fast bench --matcher::place[{r.subject}]",
-            "params": {"size": bench.agents, "subject": r.subject}, "param": f"{r.subject}-{bench.agents}",
+            "params": {"size": bench.agents, "subject": r.subject, "record": bench.record}, "param": f"{r.subject}-{bench.agents}",
             "extra_info": {"command": r.command, "load_s": r.load_s, "peak_rss_bytes": r.peak_rss,
                            "p99_s": _quantile(r.latencies_s, 0.99), "failure": r.failure},
             "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": 1, "max_time": None,

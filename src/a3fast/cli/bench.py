@@ -35,7 +35,9 @@ def _sizes(value: str) -> tuple[int, ...]:
               help="With --matcher: placement time allowed per subject.")
 @click.option("--timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
               help="With --matcher: seconds allowed for any one answer.")
-def bench(sizes, quick, json_path, output, tasks, no_memory, no_extras, matchers, seconds, timeout) -> None:
+@click.option("--record", type=click.Choice(["compact", "spec"]), default="compact", show_default=True,
+              help="With --matcher: the record form asked of every subject (the place op's `record`).")
+def bench(sizes, quick, json_path, output, tasks, no_memory, no_extras, matchers, seconds, timeout, record) -> None:
     """Time matching and explaining on fleets of the standard workload, per engine and beside the
     literal per-candidate loop, a numpy boolean matrix and SQLite; print medians and ratios.
     With --matcher, time other matchers over the stdio protocol instead."""
@@ -49,7 +51,7 @@ def bench(sizes, quick, json_path, output, tasks, no_memory, no_extras, matchers
     chosen = _sizes(sizes) if sizes else None
     if matchers:
         _bench_matchers(list(matchers), chosen[0] if chosen else 1000, tasks or (30 if quick else 300),
-                        min(seconds, 5.0) if quick else seconds, timeout, paths)
+                        min(seconds, 5.0) if quick else seconds, timeout, record, paths)
         return
     config = BenchConfig.quick_run(chosen or (1_000,)) if quick else BenchConfig(**({"sizes": chosen} if chosen else {}))
     config = replace(config, memory=not no_memory, extras=not no_extras,
@@ -65,7 +67,7 @@ def bench(sizes, quick, json_path, output, tasks, no_memory, no_extras, matchers
     click.echo(table, err="-" in paths)
 
 
-def _bench_matchers(commands, agents, tasks, seconds, timeout, paths) -> None:
+def _bench_matchers(commands, agents, tasks, seconds, timeout, record, paths) -> None:
     from ..bench.matchers import render_matchers, run_matcher_bench, to_pytest_benchmark
     from ..harness.client import command_argv
 
@@ -75,7 +77,7 @@ def _bench_matchers(commands, agents, tasks, seconds, timeout, paths) -> None:
         except ValueError as exc:
             raise BadInput(f"--matcher: {exc}") from None
     result = run_matcher_bench(commands, agents=agents, tasks=tasks, budget_s=seconds, timeout=timeout,
-                               progress=lambda text: click.echo(f"… {text}", err=True))
+                               record=record, progress=lambda text: click.echo(f"… {text}", err=True))
     if paths:
         data = orjson.dumps(to_pytest_benchmark(result), option=orjson.OPT_INDENT_2)
         with atomic_outputs(paths) as streams:

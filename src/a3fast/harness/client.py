@@ -82,6 +82,13 @@ class MatcherProcess:
             raise MatcherFailure("refused", f"{op} was refused: {_short(orjson.dumps(answer))}")
         return answer
 
+    def request_line(self, op: str, **fields: Any) -> tuple[int, bytes]:
+        """Send a request; (its id, the answer line undecoded) — for a caller that reads only part
+        of the answer. The caller checks the id."""
+        self._next_id += 1
+        self.send({"op": op, "id": self._next_id, **fields})
+        return self._next_id, self._read_line(op)
+
     def send(self, request: dict[str, Any]) -> None:
         try:
             self.proc.stdin.write(orjson.dumps(request) + b"\n")
