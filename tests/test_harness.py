@@ -205,3 +205,51 @@ def test_stdio_request_response_client_is_never_stalled():
     with MatcherProcess(A3FAST, timeout=10) as m:
         for k in range(5):
             assert m.request("list_agents")["names"] == []
+
+
+FUSSY_MATCHER = """
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    if r["op"] != "place":
+        a = {"id": r["id"], "ok": True, "count": len(r.get("declarations", []))}
+    elif "record" in r:
+        a = {"id": r["id"], "ok": False, "status": 400,
+             "problems": [{"path": "$.record", "expected": "no record field", "found": r["record"]}]}
+    else:
+        decisions = [{"seq": 1, "kind": "task.rejected", "content": {}}] * DECISIONS
+        a = {"id": r["id"], "ok": True, "records": [{"seq": 0, "kind": "task.submitted", "content": {}}] + decisions}
+    print(json.dumps(a), flush=True)
+"""
+
+
+def fussy(tmp_path, decisions: int) -> str:
+    script = tmp_path / f"fussy{decisions}.py"
+    script.write_text(FUSSY_MATCHER.replace("DECISIONS", str(decisions)))
+    return f"{sys.executable} {script}"
+
+
+def test_bench_asks_for_compact_records_and_asks_again_without_when_a_matcher_refuses_the_form(tmp_path):
+    out = tmp_path / "bench.json"
+    command = fussy(tmp_path, 1)
+    result = CliRunner().invoke(main, ["bench", "--matcher", command, "--sizes", "100", "--tasks", "15",
+                                       "--seconds", "5", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "compact records asked for" in result.output and "stopped" not in result.output
+    data = orjson.loads(out.read_bytes())
+    assert {b["params"]["record"] for b in data["benchmarks"]} == {"compact"}
+    assert all(b["stats"]["rounds"] == 15 for b in data["benchmarks"])
+
+
+def test_bench_record_spec_asks_every_subject_for_spec_records():
+    result = CliRunner().invoke(main, ["bench", "--matcher", literal(), "--sizes", "100", "--tasks", "5",
+                                       "--seconds", "2", "--record", "spec"])
+    assert result.exit_code == 0, result.output
+    assert "spec records asked for" in result.output and "stopped" not in result.output
+
+
+def test_bench_stops_a_matcher_whose_place_answer_holds_two_decisions(tmp_path):
+    result = CliRunner().invoke(main, ["bench", "--matcher", fussy(tmp_path, 2), "--sizes", "100", "--tasks", "5",
+                                       "--seconds", "2"])
+    assert result.exit_code == 0, result.output
+    assert "stopped: a place answer with 2 task.bound or task.rejected records (expected one)" in result.output
