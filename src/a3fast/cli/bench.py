@@ -28,9 +28,19 @@ def _sizes(value: str) -> tuple[int, ...]:
 @click.option("--tasks", default=None, type=click.IntRange(1), help="Tasks per fleet size [default: 200; quick: 30].")
 @click.option("--no-memory", is_flag=True, help="Skip the peak-RSS measurement (a separate process).")
 @click.option("--no-extras", is_flag=True, help="Skip the figures of the verifier and other modules.")
-def bench(sizes, quick, json_path, output, tasks, no_memory, no_extras) -> None:
+@click.option("--matcher", "matchers", multiple=True, metavar="CMD",
+              help="Time a matcher that speaks the stdio protocol beside a3fast in process and over "
+                   "the same protocol (repeatable; docs/harness.md). Sizes: the first of --sizes.")
+@click.option("--seconds", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
+              help="With --matcher: placement time allowed per subject.")
+@click.option("--timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
+              help="With --matcher: seconds allowed for any one answer.")
+@click.option("--record", type=click.Choice(["compact", "spec"]), default="compact", show_default=True,
+              help="With --matcher: the record form asked of every subject (the place op's `record`).")
+def bench(sizes, quick, json_path, output, tasks, no_memory, no_extras, matchers, seconds, timeout, record) -> None:
     """Time matching and explaining on fleets of the standard workload, per engine and beside the
-    literal per-candidate loop, a numpy boolean matrix and SQLite; print medians and ratios."""
+    literal per-candidate loop, a numpy boolean matrix and SQLite; print medians and ratios.
+    With --matcher, time other matchers over the stdio protocol instead."""
     from dataclasses import replace
 
     from ..bench import BenchConfig, render, run_bench, to_pytest_benchmark
@@ -39,6 +49,10 @@ def bench(sizes, quick, json_path, output, tasks, no_memory, no_extras) -> None:
     paths = [p for p in dict.fromkeys((json_path, output)) if p is not None]
     check_outputs(paths)
     chosen = _sizes(sizes) if sizes else None
+    if matchers:
+        _bench_matchers(list(matchers), chosen[0] if chosen else 1000, tasks or (30 if quick else 300),
+                        min(seconds, 5.0) if quick else seconds, timeout, record, paths)
+        return
     config = BenchConfig.quick_run(chosen or (1_000,)) if quick else BenchConfig(**({"sizes": chosen} if chosen else {}))
     config = replace(config, memory=not no_memory, extras=not no_extras,
                      **({"tasks": tasks} if tasks else {}))
@@ -51,3 +65,22 @@ def bench(sizes, quick, json_path, output, tasks, no_memory, no_extras) -> None:
             for out in streams:
                 out.write(data)
     click.echo(table, err="-" in paths)
+
+
+def _bench_matchers(commands, agents, tasks, seconds, timeout, record, paths) -> None:
+    from ..bench.matchers import render_matchers, run_matcher_bench, to_pytest_benchmark
+    from ..harness.client import command_argv
+
+    for command in commands:
+        try:
+            command_argv(command)
+        except ValueError as exc:
+            raise BadInput(f"--matcher: {exc}") from None
+    result = run_matcher_bench(commands, agents=agents, tasks=tasks, budget_s=seconds, timeout=timeout,
+                               record=record, progress=lambda text: click.echo(f"… {text}", err=True))
+    if paths:
+        data = orjson.dumps(to_pytest_benchmark(result), option=orjson.OPT_INDENT_2)
+        with atomic_outputs(paths) as streams:
+            for out in streams:
+                out.write(data)
+    click.echo(render_matchers(result), err="-" in paths)

@@ -10,6 +10,7 @@ import click
 from ..conformance import (CAPABILITY_SUITE, MATCHING_SUITE, check_vector_files, default_vectors_dir,
                            fleet_match, load_matching, load_vectors, run_a3fast, run_command,
                            run_vectors, verifier_argv)
+from ..harness.client import command_argv
 from .common import EXIT_NEGATIVE, EXIT_OK, BadInput
 
 
@@ -21,6 +22,13 @@ from .common import EXIT_NEGATIVE, EXIT_OK, BadInput
               type=click.Path(file_okay=False, path_type=Path),
               help="The vectors/ directory (default: $A3FAST_VECTORS, else the vectors installed with "
                    "a3fast, else the checkout's vectors/ or ./vectors).")
+@click.option("--matcher", "matcher", default=None, metavar="CMD",
+              help="With --suite matching: run the matching vectors and random worlds through CMD, "
+                   "a matcher speaking the stdio protocol (docs/harness.md).")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True,
+              help="With --matcher: the seed of the random worlds.")
+@click.option("--worlds", type=click.IntRange(0), default=100, show_default=True,
+              help="With --matcher: how many random worlds (about 10 placements each).")
 @click.option("--suite", type=click.Choice([CAPABILITY_SUITE, MATCHING_SUITE]), default=CAPABILITY_SUITE,
               show_default=True, help="Verifier vectors, or matching vectors (run on a3fast's Fleet).")
 @click.option("--required-only", is_flag=True,
@@ -30,10 +38,11 @@ from .common import EXIT_NEGATIVE, EXIT_OK, BadInput
 @click.option("--timeout", type=float, default=30.0, show_default=True,
               help="Seconds allowed per vector for CMD (a positive finite number).")
 @click.option("-v", "--verbose", is_flag=True, help="Also list the vectors that passed.")
-def conformance(command, vectors_dir, suite, required_only, engine, timeout, verbose):
+def conformance(command, matcher, seed, worlds, vectors_dir, suite, required_only, engine, timeout, verbose):
     """Run the conformance vectors and print `N passed, M failed`, naming each failure.
 
-    Exit 0 all passed, 1 some failed, 2 the vectors cannot be read.
+    Exit 0 all passed, 1 some failed, 2 the vectors cannot be read (or a --verifier/--matcher
+    command is malformed, or the matcher cannot be started).
     """
     if not 0 < timeout < math.inf:
         raise BadInput(f"--timeout: expected a positive finite number of seconds, found {timeout}")
@@ -47,6 +56,16 @@ def conformance(command, vectors_dir, suite, required_only, engine, timeout, ver
         raise BadInput(f"{root or 'vectors/'}: no {suite}/ vectors here; give --vectors DIR "
                        "or set A3FAST_VECTORS")
     _check_format(Path(root), suite)
+    if matcher is not None:
+        if suite != MATCHING_SUITE:
+            raise BadInput("--matcher runs the matching suite: give --suite matching")
+        if command is not None:
+            raise BadInput("--matcher and --verifier run different suites: give one of them")
+        try:
+            command_argv(matcher)
+        except ValueError as exc:
+            raise BadInput(f"--matcher: {exc}") from None
+        sys.exit(_run_matcher(Path(root), matcher, seed, worlds, timeout, verbose))
     if suite == MATCHING_SUITE:
         if command is not None:
             raise BadInput("--verifier runs the verifier vectors; matching vectors run on a3fast's Fleet")
@@ -92,6 +111,26 @@ def _run_verifier(root: Path, command, required_only, timeout, verbose):
     outcomes = run_vectors(vectors, runner, report)
     failures = [(o.vector.id, o.explain()) for o in outcomes if not o.passed]
     return failures, len(outcomes) - len(failures)
+
+
+def _run_matcher(root: Path, matcher: str, seed: int, worlds: int, timeout: float, verbose: bool):
+    from ..harness.client import MatcherFailure
+    from ..harness.suite import GIVE_UP_AFTER, describe_failures, run_matching_suite
+
+    cases = _loaded(root, MATCHING_SUITE, lambda: load_matching(root))
+    try:
+        result = run_matching_suite(matcher, cases, worlds, seed, timeout,
+                                    report=click.echo if verbose else (lambda line: None))
+    except MatcherFailure as exc:
+        raise BadInput(f"--matcher: {exc.message}") from None
+    for line in describe_failures(result.failures):
+        click.echo(line)
+    if result.not_run:
+        click.echo(f"{result.not_run} worlds not run: the matcher crashed or hung {GIVE_UP_AFTER} times")
+    click.echo(f"{result.placements} placements checked in {result.seconds:.1f} s "
+               f"({len(cases)} vectors, {worlds} random worlds, seed {seed})")
+    click.echo(f"{result.passed} passed, {len(result.failures) + result.not_run} failed")
+    return EXIT_NEGATIVE if result.failures else EXIT_OK
 
 
 def _run_matching(root: Path, engine, verbose):

@@ -103,10 +103,14 @@ def _stop_asked(signum: int, frame: object) -> None:
     by then); with this handler in place the stop that was asked for ends the process with exit 0."""
 
 
+class _Stopped(Exception):
+    """SIGTERM or SIGINT during the synchronous stdio loop: a clean stop."""
+
+
 def _run_stdio(config) -> int:
     from ..service.state import ServiceState, StateError
     from ..service.operations import Operations
-    from ..service.stdio import serve_stdio
+    from ..service.stdio import serve_stdio, serve_stdio_sync
     from ..service.app import seed_fleet
     from ..errors import SchemaError
 
@@ -120,6 +124,19 @@ def _run_stdio(config) -> int:
         click.echo(f"a3fast serve: cannot start: {exc}", err=True)
         return EXIT_BAD_INPUT
     state.ready = True
+    if state.journal is None:
+        # nothing to wait for: a plain loop, no event loop or worker thread per line
+        def stop(signum, frame):
+            raise _Stopped
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, stop)
+        try:
+            serve_stdio_sync(Operations(state), sys.stdin.buffer, sys.stdout.buffer, config.max_body)
+        except _Stopped:
+            pass
+        finally:
+            state.close()
+        return 0
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

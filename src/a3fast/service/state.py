@@ -444,6 +444,12 @@ class ServiceState:
         """A commit is done: the trace lines it took are written, and their entries durable."""
         self._trace_end = self._trace_ends.popleft()
 
+    def flush_trace(self) -> None:
+        """Without a journal: write the trace lines queued so far (a caller without an event loop
+        calls this after each batch of requests)."""
+        if self._trace_buffer:
+            self._flush_trace()
+
     def _flush_trace(self) -> None:
         """Without a journal: write queued trace lines now."""
         self._trace_flush_scheduled = False

@@ -17,7 +17,7 @@ from ..errors import SchemaError
 from .operations import OPS, Operations
 from .problems import ServiceError, from_library, parse_json, problem
 
-__all__ = ["serve_stdio", "answer"]
+__all__ = ["serve_stdio", "serve_stdio_sync", "answer"]
 
 log = logging.getLogger("a3fast.serve")
 
@@ -48,22 +48,104 @@ async def answer(ops: Operations, line: bytes) -> bytes:
                                                   "an internal error (logged)")]})
 
 
-async def serve_stdio(ops: Operations, stdin: BinaryIO, stdout: BinaryIO, max_line: int) -> None:
-    """Answer request lines until end of input. Lines longer than `max_line` are answered 413."""
-    loop = asyncio.get_running_loop()
-    reader = stdin
+#: Bytes asked of standard input at a time: every complete line of what arrives is answered, and
+#: the answers are written with one write and one flush.
+READ_SIZE = 1 << 16
+
+
+def _now(coro):
+    """Run a coroutine that never suspends (an operation without a journal) to its result."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise RuntimeError("a stdio operation waited although the service keeps no journal")
+
+
+class _Lines:
+    """Complete request lines from chunks of input; a line longer than `max_line` becomes None
+    (answered 413) and the rest of it is dropped as it arrives."""
+
+    def __init__(self, max_line: int):
+        self.max_line = max_line
+        self.pending = b""
+        self.dropping = False
+
+    def feed(self, chunk: bytes) -> list[bytes | None]:
+        data = self.pending + chunk
+        lines: list[bytes | None] = []
+        start = 0
+        while True:
+            end = data.find(b"\n", start)
+            if end < 0:
+                break
+            if self.dropping:
+                self.dropping = False
+            elif end - start > self.max_line:
+                lines.append(None)
+            else:
+                lines.append(data[start:end])
+            start = end + 1
+        self.pending = data[start:]
+        if len(self.pending) > self.max_line:
+            if not self.dropping:
+                lines.append(None)
+            self.dropping = True
+            self.pending = b""
+        return lines
+
+    def end(self) -> list[bytes | None]:
+        """The last line, when the input ends without a newline."""
+        rest, self.pending = self.pending, b""
+        return [rest] if rest and not self.dropping else []
+
+
+def _too_long(max_line: int) -> bytes:
+    return orjson.dumps({"id": None, "ok": False, "status": 413, "problems": [
+        problem("$", f"a request line of at most {max_line} bytes", "more")]})
+
+
+def _read(stdin: BinaryIO) -> bytes:
+    read1 = getattr(stdin, "read1", None)
+    return read1(READ_SIZE) if read1 is not None else stdin.read(READ_SIZE)
+
+
+def serve_stdio_sync(ops: Operations, stdin: BinaryIO, stdout: BinaryIO, max_line: int) -> None:
+    """Answer request lines until end of input, without an event loop: for a service that keeps no
+    journal, where no operation waits for anything. Each batch of input that has arrived is answered
+    with one write and one flush, so a client that sends one request and waits is never stalled,
+    and one that sends many gets them answered together."""
+    lines = _Lines(max_line)
     while True:
-        line = await loop.run_in_executor(None, reader.readline, max_line + 1)
-        if not line:
+        chunk = _read(stdin)
+        batch = lines.feed(chunk) if chunk else lines.end()
+        out = [_too_long(max_line) if line is None else _now(answer(ops, line))
+               for line in batch if line is None or line.strip()]
+        if out:
+            ops.state.flush_trace()
+            stdout.write(b"\n".join(out) + b"\n")
+            stdout.flush()
+        if not chunk:
             return
-        if len(line) > max_line and not line.endswith(b"\n"):
-            while line and not line.endswith(b"\n"):   # drop the rest of the oversized line
-                line = await loop.run_in_executor(None, reader.readline, 1 << 20)
-            out = orjson.dumps({"id": None, "ok": False, "status": 413, "problems": [
-                problem("$", f"a request line of at most {max_line} bytes", "more")]})
-        elif not line.strip():
-            continue
-        else:
-            out = await answer(ops, line)
-        stdout.write(out + b"\n")
-        stdout.flush()
+
+
+async def serve_stdio(ops: Operations, stdin: BinaryIO, stdout: BinaryIO, max_line: int) -> None:
+    """Answer request lines until end of input. Lines longer than `max_line` are answered 413.
+
+    Each batch of input that has arrived is read with one call on a worker thread; its requests are
+    started in order (each applies its change before the next starts) and share the journal's next
+    group commit; their answers are written together once all are durable."""
+    loop = asyncio.get_running_loop()
+    lines = _Lines(max_line)
+    while True:
+        chunk = await loop.run_in_executor(None, _read, stdin)
+        batch = lines.feed(chunk) if chunk else lines.end()
+        tasks = [None if line is None else asyncio.ensure_future(answer(ops, line))
+                 for line in batch if line is None or line.strip()]
+        out = [_too_long(max_line) if task is None else await task for task in tasks]
+        if out:
+            stdout.write(b"\n".join(out) + b"\n")
+            stdout.flush()
+        if not chunk:
+            return

@@ -1,0 +1,347 @@
+"""Matchers side by side: the standard workload through each matcher's stdio protocol, beside a3fast
+in process and a3fast over the same protocol (`a3fast serve --stdio`), so the protocol's cost is
+visible and shared by every protocol subject.
+
+Per subject: fleet load time (the declarations sent in put_agents requests of LOAD_CHUNK), then the
+tasks placed one request at a time (request/response, as a scheduler would), each placement's
+wall-clock latency measured by the harness; placements per second over the placement phase; and
+the peak RSS of the matcher's process tree, polled with psutil. Subjects take turns task by task,
+so a burst of load on a shared machine lands on all of them; each subject's time is bounded.
+
+The record form (`record`, default "compact") is asked of every protocol subject, as the stdio place
+op's `record` field; a matcher that answers it with a problem at `$.record` is asked again without
+it, and a matcher that ignores it answers spec records, which are timed as they come. a3fast in
+process makes its records in the same form, by the same code as the service, so that the difference
+between the two a3fast rows is the protocol alone: the request and answer as JSON, two pipe hops,
+the service's trace write, and the client's reading of the answer. The client decodes only what the
+bench checks (that the answer echoes the id and holds one task.bound or task.rejected record), with
+msgspec structs whose record contents are left undecoded.
+"""
+from __future__ import annotations
+
+import io
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import msgspec
+import orjson
+
+from .. import workload
+from ..fleet import Fleet
+from ..harness.client import MatcherFailure, MatcherProcess
+from ..record.compact import Encoder
+from ..record.write import placement_records
+from ..trace import TraceWriter
+
+__all__ = ["MatcherRun", "MatcherBench", "run_matcher_bench", "render_matchers", "to_pytest_benchmark",
+           "IN_PROCESS", "OVER_PROTOCOL", "RECORD_FORMS"]
+
+IN_PROCESS = "a3fast (in process)"
+OVER_PROTOCOL = "a3fast (stdio protocol)"
+LOAD_CHUNK = 1000
+#: Placements not counted while caches and allocators warm up.
+WARMUP = 10
+RSS_POLL_S = 0.02
+#: The record forms a bench can ask for (the stdio place op's `record` field).
+RECORD_FORMS = ("compact", "spec")
+
+
+@dataclass
+class MatcherRun:
+    subject: str
+    command: str | None
+    load_s: float = 0.0
+    latencies_s: list[float] = field(default_factory=list)
+    peak_rss: int | None = None
+    failure: str | None = None
+
+    @property
+    def p50_us(self) -> float:
+        return _quantile(self.latencies_s, 0.5) * 1e6
+
+    @property
+    def p99_us(self) -> float:
+        return _quantile(self.latencies_s, 0.99) * 1e6
+
+    @property
+    def per_second(self) -> float:
+        total = sum(self.latencies_s)
+        return len(self.latencies_s) / total if total else 0.0
+
+
+@dataclass
+class MatcherBench:
+    agents: int
+    tasks: int
+    started: str
+    runs: list[MatcherRun]
+    record: str = "compact"
+
+
+def _quantile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class _RssPoller:
+    """Peak RSS of a process and its children, polled on a thread until stopped."""
+
+    def __init__(self, pid: int):
+        import psutil
+
+        self.process = psutil.Process(pid)
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def sample(self) -> None:
+        import psutil
+
+        try:
+            total = self.process.memory_info().rss
+            for child in self.process.children(recursive=True):
+                try:
+                    total += child.memory_info().rss
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            return
+        self.peak = max(self.peak, total)
+
+    def _run(self) -> None:
+        while not self._stop.wait(RSS_POLL_S):
+            self.sample()
+
+    def stop(self) -> int:
+        self.sample()
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+class _Record(msgspec.Struct):
+    kind: str
+    content: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class _Problem(msgspec.Struct):
+    path: Any = None
+
+
+class _PlaceAnswer(msgspec.Struct):
+    """What the bench reads of a place answer; other members are skipped, contents left as raw JSON."""
+    id: Any = None
+    ok: Any = None
+    records: list[_Record] | None = None
+    problems: list[_Problem] | None = None
+
+
+_read_place_answer = msgspec.json.Decoder(_PlaceAnswer).decode
+
+
+class _ProtocolSubject:
+    def __init__(self, run: MatcherRun, timeout: float, record: str):
+        self.run = run
+        self.process = MatcherProcess(run.command, timeout)
+        self.rss = _RssPoller(self.process.pid)
+        self.record = None if record == "spec" else record
+
+    def load(self, fleet: list[dict[str, Any]]) -> None:
+        started = time.perf_counter()
+        for k in range(0, len(fleet), LOAD_CHUNK):
+            chunk = fleet[k:k + LOAD_CHUNK]
+            answer = self.process.request("put_agents", check=False, declarations=chunk)
+            if answer.get("ok") is not True:
+                for doc in chunk:       # a matcher without put_agents
+                    self.process.request("put_agent", name=doc["agent"]["name"], declaration=doc)
+        self.run.load_s = time.perf_counter() - started
+
+    def place(self, task: dict[str, Any]) -> float:
+        request = {"requirements": task} if self.record is None else {"requirements": task, "record": self.record}
+        started = time.perf_counter()
+        rid, line = self.process.request_line("place", **request)
+        try:
+            answer = _read_place_answer(line)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise MatcherFailure("malformed", f"the answer to a place request is not a place answer ({exc})") from None
+        elapsed = time.perf_counter() - started
+        if answer.id != rid:
+            raise MatcherFailure("malformed", f"the answer to place request {rid} carries id {answer.id!r}: "
+                                 f"answers must echo the request's id, in order")
+        if answer.ok is not True and self.record is not None and any(
+                p.path == "$.record" for p in answer.problems or ()):
+            self.record = None      # a matcher that refuses the record form: asked again without it
+            return self.place(task)
+        if answer.ok is not True:
+            raise MatcherFailure("refused", f"place was refused: {line[:200].decode('utf-8', 'replace')}")
+        if answer.records is None:
+            raise MatcherFailure("malformed", "a place answer without a records list")
+        decisions = sum(r.kind in ("task.bound", "task.rejected") for r in answer.records)
+        if decisions != 1:
+            raise MatcherFailure("malformed", f"a place answer with {decisions} task.bound or task.rejected "
+                                 f"records (expected one)")
+        return elapsed
+
+    def close(self) -> None:
+        self.run.peak_rss = self.rss.stop()
+        self.process.close()
+
+
+class _InProcessSubject:
+    """a3fast's Fleet in this process; a placement includes its trace records as JSON Lines in the
+    bench's record form, made as the service makes them, so that the protocol subjects add only the
+    protocol."""
+
+    def __init__(self, run: MatcherRun, record: str):
+        self.run = run
+        self.fleet = Fleet()
+        self.encoder = Encoder() if record == "compact" else None
+        self.seq = 1
+
+    def load(self, fleet: list[dict[str, Any]]) -> None:
+        started = time.perf_counter()
+        self.fleet.extend(fleet)
+        self.run.load_s = time.perf_counter() - started
+
+    def place(self, task: dict[str, Any]) -> float:
+        started = time.perf_counter()
+        p = self.fleet.place(task)
+        records = self.encoder.encode_placement(self.seq, p) if self.encoder else list(placement_records(p))
+        writer = TraceWriter(io.BytesIO(), start_seq=self.seq)
+        for kind, content in records:
+            writer.append(kind, content_json=content)
+        self.seq = writer.next_seq
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        pass
+
+
+def a3fast_command() -> str:
+    return f"{sys.executable} -m a3fast serve --stdio"
+
+
+def run_matcher_bench(commands: list[str], agents: int = 1000, tasks: int = 300, seed: int = 0,
+                      budget_s: float = 30.0, timeout: float = 30.0, record: str = "compact",
+                      progress: Callable[[str], None] = lambda text: None) -> MatcherBench:
+    """Every subject over the same fleet and tasks, records asked for in `record` form (RECORD_FORMS);
+    a subject that fails is reported with why."""
+    if record not in RECORD_FORMS:
+        raise ValueError(f"record: one of {', '.join(RECORD_FORMS)}, not {record!r}")
+    fleet = workload.generate_fleet(agents, seed=seed)
+    work = workload.generate_tasks(fleet, tasks + WARMUP, seed=seed)
+    runs = [MatcherRun(IN_PROCESS, None), MatcherRun(OVER_PROTOCOL, a3fast_command())]
+    runs += [MatcherRun(command, command) for command in commands]
+    subjects: list[Any] = []
+    for run in runs:
+        progress(f"loading {agents} agents into {run.subject}")
+        try:
+            subject = (_InProcessSubject(run, record) if run.command is None
+                       else _ProtocolSubject(run, timeout, record))
+        except MatcherFailure as exc:
+            run.failure = exc.message
+            continue
+        try:
+            subject.load(fleet)
+            subjects.append(subject)
+        except MatcherFailure as exc:
+            run.failure = exc.message
+            subject.close()
+    progress(f"placing {tasks} tasks on each subject in turn (at most {budget_s:g} s each)")
+    spent = {id(s): 0.0 for s in subjects}
+    for k, task in enumerate(work):
+        for subject in list(subjects):
+            if spent[id(subject)] > budget_s:
+                continue
+            try:
+                elapsed = subject.place(task)
+            except MatcherFailure as exc:
+                subject.run.failure = exc.message
+                subjects.remove(subject)
+                subject.close()
+                continue
+            spent[id(subject)] += elapsed
+            if k >= WARMUP:
+                subject.run.latencies_s.append(elapsed)
+    for subject in subjects:
+        subject.close()
+    return MatcherBench(agents, tasks, datetime.now(timezone.utc).isoformat(), runs, record)
+
+
+def _ratio(run: MatcherRun, base: MatcherRun | None) -> str:
+    if base is None or not run.latencies_s or not base.latencies_s:
+        return "—"
+    return f"{run.p50_us / base.p50_us:.2f}×"
+
+
+def render_matchers(bench: MatcherBench) -> str:
+    """The side-by-side table: ratios are of p50 latency per placement."""
+    by = {r.subject: r for r in bench.runs}
+    base, proto = by.get(IN_PROCESS), by.get(OVER_PROTOCOL)
+    head = ("subject", "load s", "placements/s", "p50 µs", "p99 µs", "peak RSS MiB", "× in process", "× protocol")
+    rows = [head]
+    for r in bench.runs:
+        if r.failure and not r.latencies_s:
+            rows.append((r.subject, "—", "—", "—", "—", "—", "—", "—"))
+            continue
+        rss = f"{r.peak_rss / 2**20:.0f}" if r.peak_rss else "—"
+        rows.append((r.subject, f"{r.load_s:.3f}", f"{r.per_second:,.0f}", f"{r.p50_us:,.0f}", f"{r.p99_us:,.0f}",
+                     rss, _ratio(r, base), _ratio(r, proto)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = [f"Matchers side by side: {bench.agents} agents of the standard workload, "
+             f"{len(base.latencies_s) if base else 0} placements each, one request at a time, "
+             f"{bench.record} records asked for"]
+    for j, row in enumerate(rows):
+        lines.append("  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)))
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    for r in bench.runs:
+        if r.failure:
+            lines.append(f"{r.subject}: stopped: {r.failure}")
+    if base and proto and base.latencies_s and proto.latencies_s:
+        overhead = proto.p50_us / base.p50_us - 1
+        lines.append(f"protocol overhead for a3fast: {overhead:+.0%} per placement at p50 "
+                     f"(target ≤ +10%: {'met' if overhead <= 0.10 else 'missed'})")
+    return "\n".join(lines)
+
+
+def to_pytest_benchmark(bench: MatcherBench) -> dict[str, Any]:
+    """pytest-benchmark's JSON format: one benchmark per subject, its samples the placements."""
+    from .suite import machine_info
+
+    benchmarks = []
+    for r in bench.runs:
+        if not r.latencies_s:
+            continue
+        benchmarks.append({
+            "group": f"placement over the protocol @ {bench.agents}", "name": f"place[{r.subject}]",
+            "fullname": f"a3fast bench --matcher::place[{r.subject}]",
+            "params": {"size": bench.agents, "subject": r.subject, "record": bench.record}, "param": f"{r.subject}-{bench.agents}",
+            "extra_info": {"command": r.command, "load_s": r.load_s, "peak_rss_bytes": r.peak_rss,
+                           "p99_s": _quantile(r.latencies_s, 0.99), "failure": r.failure},
+            "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": 1, "max_time": None,
+                        "min_time": None, "warmup": False},
+            "stats": _stats(r.latencies_s)})
+    return {"machine_info": machine_info(), "commit_info": {"project": "a3fast"}, "benchmarks": benchmarks,
+            "datetime": bench.started, "version": "4.0.0"}
+
+
+def _stats(data: list[float]) -> dict[str, Any]:
+    ordered = sorted(data)
+    n = len(ordered)
+    q1, q3 = ordered[n // 4], ordered[(3 * n) // 4]
+    mean = statistics.fmean(ordered)
+    return {"min": ordered[0], "max": ordered[-1], "mean": mean,
+            "stddev": statistics.stdev(ordered) if n > 1 else 0.0, "rounds": n,
+            "median": statistics.median(ordered), "iqr": q3 - q1, "q1": q1, "q3": q3,
+            "iqr_outliers": 0, "stddev_outliers": 0, "outliers": "0;0", "ld15iqr": ordered[0],
+            "hd15iqr": ordered[-1], "ops": 1 / mean if mean else 0.0, "total": sum(ordered),
+            "iterations": 1, "data": ordered}

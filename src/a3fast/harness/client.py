@@ -1,0 +1,178 @@
+"""A client for a matcher that speaks the stdio protocol (docs/protocol.md), in any language.
+
+The matcher is a command; it reads one JSON request per line and answers one JSON object per line,
+in order. Every wait for an answer is bounded: a matcher that exits, hangs past the timeout, or
+answers something that is not a JSON object is reported as a `MatcherFailure` naming what happened
+(and the tail of its standard error), never waited on forever.
+"""
+from __future__ import annotations
+
+import os
+import selectors
+import shlex
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+import orjson
+
+__all__ = ["MatcherFailure", "MatcherProcess", "command_argv"]
+
+#: Bytes of the matcher's standard error quoted when it fails.
+STDERR_TAIL = 600
+
+
+class MatcherFailure(Exception):
+    """The matcher could not answer: `kind` is one of "start", "crashed", "timeout", "malformed",
+    "refused" (an answer with ok: false)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def command_argv(command: str) -> list[str]:
+    """The argv of a matcher command line (shell words); ValueError for an empty or unbalanced one."""
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise ValueError(f"cannot split {command!r} into words: {exc}") from None
+    if not argv:
+        raise ValueError("an empty command")
+    return argv
+
+
+class MatcherProcess:
+    """One running matcher. `request(op, **fields)` sends a request and returns the answer object
+    (raising MatcherFailure for an ok: false answer unless `check=False`)."""
+
+    def __init__(self, command: str, timeout: float = 30.0, env: dict[str, str] | None = None):
+        self.command = command
+        self.timeout = timeout
+        self._stderr = tempfile.TemporaryFile()
+        argv = command_argv(command)
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=self._stderr, env=env, bufsize=0)
+        except OSError as exc:
+            self._stderr.close()
+            raise MatcherFailure("start", f"cannot start {command!r}: {exc.strerror or exc}") from None
+        self._out = self.proc.stdout.fileno()
+        os.set_blocking(self._out, False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._out, selectors.EVENT_READ)
+        self._pending = bytearray()
+        self._next_id = 0
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def request(self, op: str, check: bool = True, **fields: Any) -> dict[str, Any]:
+        self._next_id += 1
+        rid = self._next_id
+        self.send({"op": op, "id": rid, **fields})
+        answer = self.receive(op)
+        if answer.get("id") != rid:
+            raise MatcherFailure("malformed", f"the answer to {op} request {rid} carries id "
+                                 f"{answer.get('id')!r}: answers must echo the request's id, in order")
+        if check and answer.get("ok") is not True:
+            raise MatcherFailure("refused", f"{op} was refused: {_short(orjson.dumps(answer))}")
+        return answer
+
+    def request_line(self, op: str, **fields: Any) -> tuple[int, bytes]:
+        """Send a request; (its id, the answer line undecoded) — for a caller that reads only part
+        of the answer. The caller checks the id."""
+        self._next_id += 1
+        self.send({"op": op, "id": self._next_id, **fields})
+        return self._next_id, self._read_line(op)
+
+    def send(self, request: dict[str, Any]) -> None:
+        try:
+            self.proc.stdin.write(orjson.dumps(request) + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            raise self._exited(f"while sending a {request.get('op')} request") from None
+
+    def receive(self, op: str = "request") -> dict[str, Any]:
+        """The next answer line, parsed; MatcherFailure if it does not come in time or is not JSON."""
+        line = self._read_line(op)
+        try:
+            answer = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise MatcherFailure("malformed", f"the answer to a {op} request is not JSON ({exc}): "
+                                 f"{_short(line)}") from None
+        if not isinstance(answer, dict):
+            raise MatcherFailure("malformed", f"the answer to a {op} request is not a JSON object: "
+                                 f"{_short(line)}")
+        return answer
+
+    def _read_line(self, op: str) -> bytes:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            end = self._pending.find(b"\n")
+            if end >= 0:
+                line = bytes(self._pending[:end])
+                del self._pending[:end + 1]
+                return line
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._selector.select(left):
+                if self.proc.poll() is not None:
+                    raise self._exited(f"before answering a {op} request")
+                self.proc.kill()
+                self.proc.wait()
+                raise MatcherFailure("timeout", f"no answer to a {op} request within {self.timeout:g} s "
+                                     f"(the matcher was stopped)")
+            try:
+                chunk = os.read(self._out, 1 << 20)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                self.proc.wait(timeout=self.timeout)
+                raise self._exited(f"before answering a {op} request")
+            self._pending += chunk
+
+    def _exited(self, when: str) -> MatcherFailure:
+        try:
+            code = self.proc.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            return MatcherFailure("crashed", f"the matcher closed its output {when} but did not exit")
+        tail = self.stderr_tail()
+        return MatcherFailure("crashed", f"the matcher exited with code {code} {when}"
+                              + (f"; its last error output: {tail}" if tail else ""))
+
+    def stderr_tail(self) -> str:
+        self._stderr.seek(0, os.SEEK_END)
+        size = self._stderr.tell()
+        self._stderr.seek(max(0, size - STDERR_TAIL))
+        return " | ".join(self._stderr.read().decode("utf-8", "replace").strip().splitlines())
+
+    def close(self) -> int | None:
+        """End of input, then wait briefly; a matcher that does not exit is killed."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=min(self.timeout, 5.0))
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._selector.close()
+        self.proc.stdout.close()
+        self._stderr.close()
+        return self.proc.returncode
+
+    def __enter__(self) -> "MatcherProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _short(data: bytes, limit: int = 200) -> str:
+    text = data.decode("utf-8", "replace")
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -1,0 +1,123 @@
+"""Playing worlds through one matcher under test, and judging each of its placements.
+
+A session keeps one matcher process across worlds (resetting its fleet by deleting the agents the
+previous world left), and starts a new one after the matcher crashed or was stopped for a timeout.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .checks import Expected, check_placement, expected_placement, from_vector
+from .client import MatcherFailure, MatcherProcess
+from .worlds import World, live_fleet
+
+__all__ = ["Failure", "Session"]
+
+
+@dataclass
+class Failure:
+    """The first wrong placement of a world: `placement` counts placements from 1, `step` the
+    world's steps from 1; `differences` are (check, what) pairs — for a matcher that could not
+    answer, one pair (the MatcherFailure's kind, its message)."""
+
+    world: World
+    placement: int
+    step: int
+    differences: list[tuple[str, str]]
+    #: set by the shrinker: the failure does not show when the world is played on a new process
+    unreproducible: bool = False
+
+    @property
+    def check(self) -> str:
+        return self.differences[0][0]
+
+    def describe(self) -> str:
+        what = "; ".join(f"{check}: {text}" for check, text in self.differences)
+        return f"{self.world.label}, placement {self.placement} (step {self.step}): {what}"
+
+
+class Session:
+    def __init__(self, command: str, timeout: float):
+        self.command = command
+        self.timeout = timeout
+        self.process: MatcherProcess | None = None
+        self.live: set[str] = set()
+        self.bulk = True            # the matcher takes put_agents (else put_agent, one at a time)
+        self.placements = 0         # placements judged, over every world played
+        self.fresh = False          # play each world on a new process (the shrinker's slow mode)
+
+    def start(self) -> MatcherProcess:
+        """The running matcher (started now if it is not); MatcherFailure("start") if it cannot be."""
+        if self.process is None or self.process.proc.poll() is not None:
+            if self.process is not None:
+                self.process.close()
+            self.process = MatcherProcess(self.command, self.timeout)
+            self.live = set()
+        return self.process
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.close()
+            self.process = None
+
+    def play(self, world: World) -> Failure | None:
+        """Run the world from an empty fleet; the first wrong placement, or None."""
+        placement = 0
+        step = 0
+        try:
+            if self.fresh:
+                self.close()
+            matcher = self.start()
+            self._reset(matcher)
+            for step, (kind, arg) in enumerate(world.steps, 1):
+                if kind == "put":
+                    self._put(matcher, arg)
+                elif kind == "delete":
+                    matcher.request("delete_agent", name=arg)
+                    self.live.discard(arg)
+                else:
+                    placement += 1
+                    answer = matcher.request("place", requirements=arg)
+                    self.placements += 1
+                    differences = check_placement(answer.get("records"), set(self.live),
+                                                  self._expected(world, placement, step, arg))
+                    if differences:
+                        return Failure(world, placement, step, differences)
+        except MatcherFailure as exc:
+            if exc.kind in ("timeout", "crashed", "malformed"):
+                self.close()      # its state, or its place in the conversation, is lost
+            return Failure(world, placement or 1, step or 1, [(exc.kind, exc.message)])
+        return None
+
+    def _expected(self, world: World, placement: int, step: int, requirements: Any) -> Expected:
+        stated = world.expected.get(placement - 1)
+        if stated is not None:
+            return from_vector(stated)
+        return expected_placement(live_fleet(world.steps[:step]), requirements)
+
+    def _put(self, matcher: MatcherProcess, declarations: list[dict[str, Any]]) -> None:
+        if not declarations:
+            return
+        if self.bulk:
+            answer = matcher.request("put_agents", check=False, declarations=declarations)
+            if answer.get("ok") is True:
+                self.live.update(d["agent"]["name"] for d in declarations)
+                return
+            if not _unknown_op(answer):
+                raise MatcherFailure("refused", f"put_agents was refused: {answer.get('problems')}")
+            self.bulk = False
+        for doc in declarations:
+            matcher.request("put_agent", name=doc["agent"]["name"], declaration=doc)
+            self.live.add(doc["agent"]["name"])
+
+    def _reset(self, matcher: MatcherProcess) -> None:
+        for name in sorted(self.live):
+            matcher.request("delete_agent", name=name)
+        self.live = set()
+
+
+def _unknown_op(answer: dict[str, Any]) -> bool:
+    problems = answer.get("problems")
+    return isinstance(problems, list) and any(isinstance(p, dict) and p.get("path") == "$.op"
+                                              for p in problems)
