@@ -647,10 +647,9 @@ cdef class Index:
     cdef int row_insert(self, Row* row, Py_ssize_t aid) except -1:
         """Add `aid` to a row (no-op if present); a row reaching one member per 128 ids turns dense.
 
-        The forms take the same bytes at one member per 32 ids, but sorted-array inserts and
-        removals in rows that long cost most of an update: with the switch at one per 64, the
-        engine's part of a one-agent update at 100,000 agents was twice what it is at one per 128,
-        which costs 18 more index bytes per agent (docs/performance.md)."""
+        The forms take the same bytes at one member per 32 ids, but inserts and removals in sorted
+        arrays that long would dominate a one-agent update; switching at one per 128 keeps them short
+        for 18 more index bytes per agent (figures in docs/performance.md)."""
         cdef uint64_t bit
         cdef Py_ssize_t pos
         cdef uint32_t* grown
