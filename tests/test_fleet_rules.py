@@ -78,14 +78,30 @@ def test_every_change_gives_the_fleet_a_new_generation(fleet):
 
 def test_a_placement_sees_every_membership_change_before_it(engine):
     fleet = Fleet(engine=engine)
-    steps = [lambda: fleet.extend([agent("a")]), lambda: fleet.add(agent("b")),
-             lambda: fleet.extend([agent("c")]), lambda: fleet.remove("a"), lambda: fleet.add(agent("a")),
-             lambda: fleet.remove("b"), lambda: fleet.extend([agent("d"), agent("e")]), lambda: fleet.remove("c")]
-    for step in steps:
-        step()
+    # changes come in groups between placements, so that a membership stamp that went back to an
+    # earlier value would hand a later placement an explanation of an earlier fleet
+    groups = [[lambda: fleet.extend([agent("a")])],
+              [lambda: fleet.add(agent("b")), lambda: fleet.extend([agent("c")])],
+              [lambda: fleet.add(agent("d")), lambda: fleet.remove("a")],
+              [lambda: fleet.extend([agent("e"), agent("a")]), lambda: fleet.remove("b")],
+              [lambda: fleet.remove("c")]]
+    for group in groups:
+        for change in group:
+            change()
         assert fleet.place({}, remember_session=False).eligible == fleet.names()
         assert len(fleet) == len(fleet.names())
-    assert sorted(fleet.names()) == ["a", "d", "e"]
+    assert fleet.names() == ["a", "d", "e"]
+
+
+def test_extend_replaces_a_repeated_name_and_keeps_the_rest_of_the_batch(engine):
+    fleet = Fleet(engine=engine)
+    fleet.extend([agent("a"), agent("b"), agent("a", clearances=["c.d"]), agent("c")])
+    assert fleet.names() == ["a", "b", "c"] and len(fleet) == 3
+    assert fleet.get("a").clearances == ("c.d",)
+    fleet.extend([agent("b", clearances=["c.d"]), agent("d")])
+    assert fleet.names() == ["a", "b", "c", "d"] and fleet.get("b").clearances == ("c.d",)
+    with pytest.raises(FleetError, match="already used in namespace 'ns'"):
+        fleet.extend([agent("d", namespace="other")])
 
 
 def test_a_missing_agent_is_named_in_the_error(fleet):

@@ -14,15 +14,15 @@ TASK = {"capabilities": [{"name": "a.b", "version": 1}], "clearances": ["c.d"], 
 
 
 @pytest.mark.parametrize("key, added, derived", [
-    ("capabilities", [{"name": "a.b", "version": 1}, {"name": "e.f", "version": 2}], "capability:e.f/2"),
-    ("clearances", ["c.d", "g.h"], "clearance:g.h"),
-    ("tools", ["t1", "t2"], "tool:t2"),
-    ("exclude", ["x", "y"], "anti-affinity:y"),
+    ("capabilities", [{"name": "e.f", "version": 2}, {"name": "a.b", "version": 1}], "capability:e.f/2"),
+    ("clearances", ["g.h", "c.d"], "clearance:g.h"),
+    ("tools", ["t2", "t1"], "tool:t2"),
+    ("exclude", ["y", "x"], "anti-affinity:y"),
 ])
 def test_a_route_appends_to_a_list_what_the_task_lacks_once(key, added, derived):
     matched = Route("r", {key: added}).apply(parse_requirements(TASK))
     assert derived in matched.predicates
-    assert len(matched.doc[key]) == len(TASK[key]) + 1 and matched.doc[key][:len(TASK[key])] == TASK[key]
+    assert matched.doc[key] == TASK[key] + added[:1]
 
 
 def test_a_route_adds_a_list_the_task_does_not_state():
@@ -68,3 +68,12 @@ def test_a_placement_describes_itself_by_its_decision(engine):
     assert repr(unbound) == f"<Placement unschedulable: 1 predicates, engine {engine}>"
     assert bound.summary().startswith("1/1 agents eligible") and "chose a" in bound.summary()
     assert "lack clearance:c.d" in unbound.summary()
+
+
+def test_a_placement_keeps_what_was_submitted_apart_from_what_a_route_added(engine):
+    fleet = Fleet(engine=engine)
+    fleet.add({"v": "1.0", "agent": {"name": "a", "namespace": "ns"}, "capabilities": [], "clearances": [],
+               "residency": ["eu"]})
+    p = fleet.place({}, route=Route("eu", {"residency": "eu"}))
+    assert p.submitted.predicates == () and p.predicates == ("residency:eu",) and p.seq is None
+    assert "a" in p._repr_html_() and "1" in fleet._repr_html_()
