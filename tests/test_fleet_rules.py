@@ -204,3 +204,18 @@ def test_a_custom_scorer_entry_that_is_no_mapping_is_refused(engine):
     fleet.add(agent("a"))
     with pytest.raises(A3Error, match=r"scorer gave agent 'a' no finite numeric 'total'"):
         fleet.place({}, scorer=lambda task, agents: [1.0])
+
+
+def test_a_reason_limit_of_one_is_allowed(fleet):
+    p = fleet.place({"clearances": ["c.d"]}, reason_limit=1)
+    assert not p.bound and "and 1 more" in p.rejection["reason"]
+
+
+def test_a_placement_records_its_generation_and_measured_phases(fleet):
+    import time
+
+    started = time.perf_counter_ns()
+    p = fleet.place({})
+    took = time.perf_counter_ns() - started
+    assert p.generation == fleet.generation  # no session: placing changed nothing
+    assert 0 <= p.gather_ns <= took and 0 <= p.select_ns <= took
