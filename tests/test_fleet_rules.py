@@ -219,3 +219,9 @@ def test_a_placement_records_its_generation_and_measured_phases(fleet):
     took = time.perf_counter_ns() - started
     assert p.generation == fleet.generation  # no session: placing changed nothing
     assert 0 <= p.gather_ns <= took and 0 <= p.select_ns <= took
+
+
+def test_a_fleet_without_an_engine_named_uses_the_packages_engine():
+    import a3fast
+
+    assert Fleet().engine == a3fast.ENGINE and Fleet(engine="pure").engine == "pure"
