@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+from .cluster import connect
 from ..verify import Finding, verify_stream_counted
 
 __all__ = ["ArchiveResult", "verify_archive", "verify_one"]
@@ -46,11 +47,7 @@ def verify_archive(paths: Iterable[str | os.PathLike], address: str | None = Non
     verified at once (default: twice the cluster's CPUs), so an archive of any size holds only
     that many results in memory. The files must be readable where the tasks run (on a cluster:
     shared storage)."""
-    from .sharded import _ray
-
-    ray = _ray()
-    if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    ray = connect(address)
     task = ray.remote(verify_one)
     limit = in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
     pending: list = []

@@ -27,6 +27,7 @@ from ..errors import A3Error, FleetError
 from ..placement import Placement, Route
 from ..predicates import first_failed
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
+from .cluster import connect, ray_module
 from .merge import GlobalIndex, MergedExplanation, MergedScores, winner_of
 from .shard import SNAPSHOT_EVERY, FleetShard
 
@@ -47,14 +48,6 @@ def shard_of(name: str, shards: int) -> int:
     (the same on every machine and every run)."""
     digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(digest, "little") % shards
-
-
-def _ray():
-    try:
-        import ray
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError("a3fast.distributed needs Ray: pip install 'a3fast[ray]'") from None
-    return ray
 
 
 class _IdMap:
@@ -89,9 +82,7 @@ class ShardedFleet:
                  timeout: float = 30.0, max_restarts: int = -1, fsync: bool = False):
         if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
             raise ValueError(f"shards: expected a positive integer, found {shards!r}")
-        ray = _ray()
-        if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        ray = connect(address)
         self.engine = engine
         self.timeout = float(timeout)
         self.state_dir = state_dir if state_dir is not None else tempfile.mkdtemp(prefix="a3fast-shards-")
@@ -122,7 +113,7 @@ class ShardedFleet:
     # -- calls to shards --------------------------------------------------------------------------
     def _gather(self, refs: list, what: str, shards: Iterable[int] | None = None) -> list:
         """Every shard's answer, or ShardError naming the first shard that is down or late."""
-        ray = _ray()
+        ray = ray_module()
         deadline = time.monotonic() + self.timeout
         out = []
         for shard, ref in zip(shards if shards is not None else range(len(refs)), refs):
@@ -195,7 +186,7 @@ class ShardedFleet:
             by_shard.setdefault(self._owner(decl.agent.name), []).append(decl)
         shards = list(by_shard)
         refs = [self._shards[s].extend.remote([dict(d.doc) for d in by_shard[s]]) for s in shards]
-        ray = _ray()
+        ray = ray_module()
         # number new names in the input's order, from each shard that acknowledged its part
         answers: dict[int, list[int]] = {}
         failure: ShardError | None = None
@@ -355,7 +346,7 @@ class ShardedFleet:
 
     def close(self) -> None:
         """End the shard actors (their snapshots and journals stay in `state_dir`)."""
-        ray = _ray()
+        ray = ray_module()
         for actor in self._shards:
             ray.kill(actor, no_restart=True)
         self._shards = []
