@@ -54,6 +54,8 @@ class ShardAnswer:
     best_holds_session: bool
     #: how many local ids the shard has given out (a check that coordinator and shard agree)
     ids_given: int
+    #: how many changes the shard has acknowledged (the same check)
+    changes: int
 
 
 def winner_of(answers: Sequence[ShardAnswer]) -> int:

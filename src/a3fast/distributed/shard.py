@@ -62,13 +62,15 @@ class FleetShard:
             self._journal = open(self._journal_path(), "ab")
 
     # -- changes ----------------------------------------------------------------------------------
-    def add(self, doc: Mapping[str, Any]) -> int:
+    # Each change returns the count of changes acknowledged so far, which the coordinator holds
+    # against its own: a change that reached the shard after the coordinator gave up on it shows.
+    def add(self, doc: Mapping[str, Any]) -> tuple[int, int]:
         """Add or replace one agent; its local id."""
         self._apply("add", [doc])
         self._commit("add", [doc])
-        return self._local[doc["agent"]["name"]]
+        return self._local[doc["agent"]["name"]], self._seq
 
-    def extend(self, docs: Sequence[Mapping[str, Any]]) -> list[int]:
+    def extend(self, docs: Sequence[Mapping[str, Any]]) -> tuple[list[int], int]:
         """Add or replace agents in order; their local ids."""
         self._apply("extend", [docs])
         if len(docs) >= SNAPSHOT_BATCH and self._dir is not None:
@@ -76,23 +78,27 @@ class FleetShard:
             self._save()
         else:
             self._commit("extend", [docs])
-        return [self._local[d["agent"]["name"]] for d in docs]
+        return [self._local[d["agent"]["name"]] for d in docs], self._seq
 
-    def remove(self, name: str) -> None:
+    def remove(self, name: str) -> int:
         self._apply("remove", [name])
         self._commit("remove", [name])
+        return self._seq
 
-    def record_outcome(self, agent: str, kind: Any, success: bool) -> None:
+    def record_outcome(self, agent: str, kind: Any, success: bool) -> int:
         self._apply("outcome", [agent, kind, success])
         self._commit("outcome", [agent, kind, success])
+        return self._seq
 
-    def hold_session(self, agent: str, session: str) -> None:
+    def hold_session(self, agent: str, session: str) -> int:
         self._apply("hold", [agent, session])
         self._commit("hold", [agent, session])
+        return self._seq
 
-    def release_session(self, agent: str, session: str) -> None:
+    def release_session(self, agent: str, session: str) -> int:
         self._apply("release", [agent, session])
         self._commit("release", [agent, session])
+        return self._seq
 
     def _apply(self, op: str, args: list) -> None:
         fleet = self.fleet
@@ -132,7 +138,7 @@ class FleetShard:
         best_total = float(columns[0][scores.ids.index(scores.best)]) if scores.best >= 0 else 0.0
         holds = p.bound and p.session is not None and self.fleet.holds_session(p.agent, p.session)
         return ShardAnswer(failed, counts, expl.eligible_roaring() if len(scores) else b"", columns,
-                           scores.best, best_total, p.agent, p.declaration_json, holds, len(self._local))
+                           scores.best, best_total, p.agent, p.declaration_json, holds, len(self._local), self._seq)
 
     def declaration_json(self, name: str) -> bytes | None:
         decl = self.fleet.get(name)

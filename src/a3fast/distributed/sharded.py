@@ -92,6 +92,7 @@ class ShardedFleet:
         self._ids: dict[str, int] = {}            # name -> global id
         self._namespace: dict[str, str] = {}      # live name -> its namespace
         self._maps = [_IdMap() for _ in range(shards)]
+        self._changes = [0] * shards              # changes each shard has acknowledged
         self._index = GlobalIndex(self._names)
         self._kinds_seen = False                  # whether any outcome was recorded (task kinds)
         #: bumped by every change that can alter a placement's result
@@ -120,8 +121,8 @@ class ShardedFleet:
             try:
                 out.append(ray.get(ref, timeout=max(0.0, deadline - time.monotonic())))
             except ray.exceptions.GetTimeoutError:
-                for r in refs:
-                    ray.cancel(r)
+                # not cancelled: a late answer is dropped, and a late change is caught by the
+                # local-id check of the next call that reaches the shard
                 raise ShardError(shard, f"no answer to {what} within {self.timeout:g} s; nothing was decided") from None
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
                 raise ShardError(shard, f"down during {what} ({type(exc).__name__}); "
@@ -133,6 +134,24 @@ class ShardedFleet:
 
     def _call(self, shard: int, method: str, *args: Any) -> Any:
         return self._gather([getattr(self._shards[shard], method).remote(*args)], method, [shard])[0]
+
+    def _acknowledged(self, shard: int, changes: int) -> None:
+        """Hold a shard's count of changes against the coordinator's, after one more change."""
+        self._check_changes(shard, changes, self._changes[shard] + 1)
+        self._changes[shard] = changes
+
+    def _check_changes(self, shard: int, changes: int, expected: int) -> None:
+        if changes != expected:
+            raise ShardError(shard, f"has applied {changes} changes where the coordinator knows of "
+                             f"{expected}: a change that timed out reached it late, so its part of "
+                             f"the fleet is in doubt")
+
+    def _change(self, shard: int, method: str, *args: Any) -> Any:
+        """A change on one shard, acknowledged: what the shard returned besides its change count."""
+        answer = self._call(shard, method, *args)
+        result, changes = answer if isinstance(answer, tuple) else (None, answer)
+        self._acknowledged(shard, changes)
+        return result
 
     def _owner(self, name: str) -> int:
         return shard_of(name, len(self._shards))
@@ -166,7 +185,7 @@ class ShardedFleet:
         self._check_namespace(decl)
         name = decl.agent.name
         shard = self._owner(name)
-        local = self._call(shard, "add", dict(decl.doc))
+        local = self._change(shard, "add", dict(decl.doc))
         self._number(shard, name, local)
         self._namespace[name] = decl.agent.namespace
         self.generation += 1
@@ -191,15 +210,18 @@ class ShardedFleet:
         answers: dict[int, list[int]] = {}
         failure: ShardError | None = None
         try:
-            for s, local_ids in zip(shards, self._gather(refs, "extend", shards)):
+            for s, (local_ids, changes) in zip(shards, self._gather(refs, "extend", shards)):
+                self._acknowledged(s, changes)
                 answers[s] = local_ids
         except ShardError as exc:
             failure = exc
             for s, ref in zip(shards, refs):
                 if s not in answers:
                     try:
-                        answers[s] = ray.get(ref, timeout=0)
-                    except Exception:
+                        local_ids, changes = ray.get(ref, timeout=0)
+                        self._acknowledged(s, changes)
+                        answers[s] = local_ids
+                    except Exception:   # this shard's part is in doubt; the next call finds out
                         pass
         at = {s: 0 for s in shards}
         for decl in parsed:
@@ -217,7 +239,7 @@ class ShardedFleet:
         decl = self.get(name)
         if decl is None:
             raise FleetError(f"no agent named {name!r} in the fleet")
-        self._call(self._owner(name), "remove", name)
+        self._change(self._owner(name), "remove", name)
         del self._namespace[name]
         self.generation += 1
         return decl
@@ -255,7 +277,7 @@ class ShardedFleet:
         shard = self._live(agent)
         if not isinstance(kind, str):
             kind = task_kind(parse_requirements(kind))
-        self._call(shard, "record_outcome", agent, kind, bool(success))
+        self._change(shard, "record_outcome", agent, kind, bool(success))
         self._kinds_seen = True
         self.generation += 1
 
@@ -265,11 +287,11 @@ class ShardedFleet:
         return tuple(self._call(self._owner(agent), "outcomes", agent, kind))  # type: ignore[return-value]
 
     def hold_session(self, agent: str, session: str) -> None:
-        self._call(self._live(agent), "hold_session", agent, session)
+        self._change(self._live(agent), "hold_session", agent, session)
         self.generation += 1
 
     def release_session(self, agent: str, session: str) -> None:
-        self._call(self._live(agent), "release_session", agent, session)
+        self._change(self._live(agent), "release_session", agent, session)
         self.generation += 1
 
     def holds_session(self, agent: str, session: str) -> bool:
@@ -298,6 +320,7 @@ class ShardedFleet:
         answers = self._gather([s.explain.remote(doc, session) for s in self._shards], "place")
         gathered = time.perf_counter_ns()
         for shard, (answer, idmap) in enumerate(zip(answers, maps)):
+            self._check_changes(shard, answer.changes, self._changes[shard])
             if answer.ids_given != len(idmap):
                 raise ShardError(shard, f"has given {answer.ids_given} local ids, the coordinator "
                                  f"knows {len(idmap)}: the shard's state differs from what it acknowledged")
