@@ -20,6 +20,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import time
 import zlib
 from typing import Any, Mapping, Sequence
 
@@ -129,6 +130,7 @@ class FleetShard:
                 reason_limit: int | None = None) -> ShardAnswer:
         """This shard's compact explanation of a task: its local failed and eligible sets, the
         eligible agents' score components, and its own winner."""
+        started = time.perf_counter_ns()
         p = self.fleet.place(requirements, session, remember_session=False)
         expl, scores = p.explanation, p.scores
         counts = expl.failed_counts()
@@ -138,7 +140,8 @@ class FleetShard:
         best_total = float(columns[0][scores.ids.index(scores.best)]) if scores.best >= 0 else 0.0
         holds = p.bound and p.session is not None and self.fleet.holds_session(p.agent, p.session)
         return ShardAnswer(failed, counts, expl.eligible_roaring() if len(scores) else b"", columns,
-                           scores.best, best_total, p.agent, p.declaration_json, holds, len(self._local), self._seq)
+                           scores.best, best_total, p.agent, p.declaration_json, holds, len(self._local), self._seq,
+                           time.perf_counter_ns() - started)
 
     def declaration_json(self, name: str) -> bytes | None:
         decl = self.fleet.get(name)
@@ -154,7 +157,7 @@ class FleetShard:
         """What the coordinator checks and reports: ids given, live agents, changes, recovery."""
         return {"shard": self.shard, "ids_given": len(self._local), "live": len(self.fleet),
                 "changes": self._seq, "snapshot_seq": self._snapshot_seq, "recovered": dict(self.recovered),
-                "pid": os.getpid(), "index_nbytes": self.fleet.index_nbytes()}
+                "pid": os.getpid(), "index_nbytes": self.fleet.index_nbytes(), "rss_bytes": _rss()}
 
     def local_names(self) -> list[str]:
         """Every name given a local id, in id order."""
@@ -248,6 +251,15 @@ class FleetShard:
             self._apply(entry["op"], entry["args"])
             self._seq = entry["seq"]
             self.recovered["journal_changes"] += 1
+
+
+def _rss() -> int | None:
+    """This process's resident memory in bytes (Linux), else None."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _journal_entry(line: bytes) -> dict | None:
