@@ -122,6 +122,11 @@ class MergedExplanation:
     def failed_counts(self) -> list[int]:
         return [sum(a.failed_counts[k] for a in self._answers) for k in range(self._predicates)]
 
+    def labels(self) -> np.ndarray:
+        """Per global id (as of the placement): the index of the predicate it failed first, the
+        number of predicates if it is eligible, or the largest uint32 if not a candidate."""
+        return self._merged()
+
     def candidate_ids(self) -> list[int]:
         return np.flatnonzero(self._merged() != _NOT_CANDIDATE).tolist()
 
@@ -190,10 +195,31 @@ class MergedScores:
 
 class GlobalIndex:
     """Global agent ids to names (append-only, like a fleet's ids) and the record-writing methods
-    of an engine Index over merged explanations."""
+    of an engine Index over merged explanations.
 
-    def __init__(self, names: list[str]):
-        self._names = names      # the coordinator's own list: it only grows
+    Each name is kept JSON-encoded too, in an array that numpy indexes by id, so that the lists of
+    a record are joined in C from an explanation's ids instead of built item by item (a record of
+    a large fleet names every agent in it)."""
+
+    def __init__(self) -> None:
+        self._names: list[str] = []
+        self._quoted = np.empty(1024, dtype=object)
+
+    def append(self, name: str) -> int:
+        """Give `name` the next global id."""
+        gid = len(self._names)
+        if gid == len(self._quoted):
+            self._quoted = np.concatenate((self._quoted, np.empty(gid, dtype=object)))
+        self._quoted[gid] = orjson.dumps(name)
+        self._names.append(name)
+        return gid
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def names(self) -> list[str]:
+        """Every name given an id, in id order (removed agents' too)."""
+        return self._names
 
     def name(self, gid: int) -> str:
         return self._names[gid]
@@ -216,9 +242,22 @@ class GlobalIndex:
 
     def write_scheduling(self, expl: MergedExplanation, scores: MergedScores, predicates: Sequence[str],
                          requirements_json: bytes, declaration_json: bytes, tail_json: bytes) -> bytes:
-        """The §6 scheduling object as JSON bytes, members in record order (as the engines write it)."""
-        lists = orjson.dumps({"candidates": self.candidate_names(expl), "filters_passed": list(predicates),
-                              "filters_failed": self.failed_pairs(expl, predicates),
-                              "scores": self.score_map(scores)})
-        out = b'{"requirements":' + requirements_json + b',"declaration":' + declaration_json + b"," + lists[1:-1]
-        return out + (b"," + tail_json if tail_json else b"") + b"}"
+        """The §6 scheduling object as JSON bytes, members in record order, as orjson writes the
+        lists (no spaces): each list is joined from the names' JSON in one call."""
+        quoted = self._quoted
+        labels = expl.labels()
+        candidates = b",".join(quoted[np.flatnonzero(labels != _NOT_CANDIDATE)])
+        failed = []
+        for k, p in enumerate(predicates):
+            ids = np.flatnonzero(labels == k)
+            if len(ids):
+                # {"candidate":N1,"predicate":P},{"candidate":N2,"predicate":P}...
+                head, tail = b'{"candidate":', b',"predicate":' + orjson.dumps(p) + b"}"
+                failed.append(head + (tail + b"," + head).join(quoted[ids]) + tail)
+        out = [b'{"requirements":', requirements_json, b',"declaration":', declaration_json,
+               b',"candidates":[', candidates, b'],"filters_passed":', orjson.dumps(list(predicates)),
+               b',"filters_failed":[', b",".join(failed), b'],"scores":', orjson.dumps(self.score_map(scores))]
+        if tail_json:
+            out += [b",", tail_json]
+        out.append(b"}")
+        return b"".join(out)

@@ -88,12 +88,11 @@ class ShardedFleet:
         self.state_dir = state_dir if state_dir is not None else tempfile.mkdtemp(prefix="a3fast-shards-")
         actor = ray.remote(FleetShard).options(num_cpus=0, max_restarts=max_restarts, max_task_retries=0)
         self._shards = [actor.remote(i, engine, self.state_dir, snapshot_every, fsync) for i in range(shards)]
-        self._names: list[str] = []               # global id -> name (kept after removal)
         self._ids: dict[str, int] = {}            # name -> global id
         self._namespace: dict[str, str] = {}      # live name -> its namespace
         self._maps = [_IdMap() for _ in range(shards)]
         self._changes = [0] * shards              # changes each shard has acknowledged
-        self._index = GlobalIndex(self._names)
+        self._index = GlobalIndex()                # global id -> name (kept after removal)
         self._kinds_seen = False                  # whether any outcome was recorded (task kinds)
         #: bumped by every change that can alter a placement's result
         self.generation = 0
@@ -164,8 +163,7 @@ class ShardedFleet:
         if local != idmap.count:
             raise ShardError(shard, f"gave {name!r} local id {local}, the coordinator expected "
                              f"{idmap.count}: the shard's state differs from what it acknowledged")
-        gid = len(self._names)
-        self._names.append(name)
+        gid = self._index.append(name)
         self._ids[name] = gid
         idmap.append(gid)
 
@@ -255,7 +253,7 @@ class ShardedFleet:
 
     def names(self) -> list[str]:
         """Live agent names in global join order (the order of `candidates` in records)."""
-        return [name for name in self._names if name in self._namespace]
+        return [name for name in self._index.names() if name in self._namespace]
 
     def get(self, name: str) -> Declaration | None:
         text = self._declaration_json(name)
@@ -316,7 +314,7 @@ class ShardedFleet:
         kind = task_kind(matched) if self._kinds_seen else None
         doc = dict(matched.doc)
         maps = [m.view() for m in self._maps]
-        size = len(self._names)
+        size = len(self._index)
         answers = self._gather([s.explain.remote(doc, session) for s in self._shards], "place")
         gathered = time.perf_counter_ns()
         for shard, (answer, idmap) in enumerate(zip(answers, maps)):
