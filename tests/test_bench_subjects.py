@@ -45,3 +45,15 @@ def test_every_extra_subject_is_a_function_that_takes_quick():
 
     for title, bench in EXTRA_BENCHES:
         assert "quick" in inspect.signature(bench).parameters, title
+
+
+def test_verify_bench_reports_the_json_floor_beside_the_verifier():
+    from a3fast.bench.verify import bench_verify
+
+    figures = bench_verify(placements=6, candidates=200, repeat=2)
+    for key in ("mb_per_s", "msgspec_mb_per_s", "orjson_mb_per_s", "baseline_mb_per_s"):
+        assert figures[key] > 0, key
+    floor = max(figures["msgspec_mb_per_s"], figures["orjson_mb_per_s"])
+    # the share is verify's MB/s over the faster floor's, from the same medians
+    assert figures["share_of_json_floor"] == pytest.approx(figures["mb_per_s"] / floor)
+    assert figures["cpu_share_of_json_floor"] > 0
