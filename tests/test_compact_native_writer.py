@@ -112,3 +112,32 @@ def test_encode_placement_writes_the_compact_members_dict_form_byte_for_byte(eng
         assert orjson.dumps(expected) == content, (kind, seq)
         seq += len(records)
     assert bound and rejected
+
+
+@pytest.mark.skipif(not NATIVE_AVAILABLE, reason="the a3fast._core extension is not built")
+def test_failed_names_joins_the_same_names_on_both_engines_with_any_limit():
+    names = ["agent-0", "agént-é", "名前", "a\"b", "z"] + [f"agent-{i}" for i in range(5, 200)]
+    texts = []
+    for module in (_core, _pure):
+        index = module.Index()
+        index.add_row()
+        index.put_many(list(range(len(names))), names, [[0] if i % 2 else [] for i in range(len(names))],
+                       [0.0] * len(names))
+        expl = index.explain([0], module.NO_AGENT_REF, [])
+        failed = [names[i] for i in expl.failed_ids(0)]
+        for limit in (0, 1, 3, len(failed), len(failed) + 10):
+            text = index.failed_names(expl, 0, limit)
+            assert text == ", ".join(failed[:limit])
+            texts.append(text)
+    assert texts[:5] == texts[5:]
+
+
+def test_a_rejection_reason_names_every_candidate_that_failed_first(engine):
+    fleet = Fleet(engine=engine)
+    fleet.extend([{"v": "1.0", "agent": {"name": name, "namespace": "ns"},
+                   "capabilities": [{"name": "a.b", "version": 1}], "clearances": [], "residency": ["eu"]}
+                  for name in ("r-1", "r-2", "r-3")])
+    p = fleet.place({"v": "1.0", "capabilities": [{"name": "a.b", "version": 1}], "residency": "us"})
+    assert reason_text(p) == "no eligible agent among 3 candidates: residency:us failed by r-1, r-2, r-3"
+    p = fleet.place({"v": "1.0", "residency": "us"}, reason_limit=2)
+    assert reason_text(p) == "no eligible agent among 3 candidates: residency:us failed by r-1, r-2 and 1 more"

@@ -19,7 +19,7 @@ extension is built with -ffp-contract=off), so both engines produce the same bit
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free
-from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.math cimport isfinite
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
@@ -1417,6 +1417,32 @@ cdef class Index:
             reserve(b, 2)
             put(b, b"]}", 2)
         return PyBytes_FromStringAndSize(b.data, b.size)
+
+    def failed_names(self, Explanation expl not None, Py_ssize_t k, Py_ssize_t limit) -> str:
+        """The names of the first `limit` agents (in id order) of failed set `k`, joined by ", "
+        (a rejection's reason, §6), in one string built from the names' UTF-8."""
+        self.own(expl.index, "Explanation")
+        k = expl.failed_index(k)
+        cdef const uint64_t* words = expl.failed_words(k)
+        cdef Py_ssize_t i, aid, size, written = 0
+        cdef const char* raw
+        cdef uint64_t w
+        cdef Buffer* b = &self.out
+        b.size = 0
+        for i in range(expl.n_words):
+            w = words[i]
+            while w and written < limit:
+                aid = (i << 6) + a3_ctz64(w)
+                w &= w - 1
+                raw = PyUnicode_AsUTF8AndSize(self.names[aid], &size)
+                reserve(b, size + 2)
+                if written:
+                    put(b, b", ", 2)
+                put(b, raw, size)
+                written += 1
+            if written >= limit:
+                break
+        return PyUnicode_DecodeUTF8(b.data, b.size, NULL)
 
     cdef int write_candidates(self, Buffer* b, Explanation expl) except -1:
         cdef Py_ssize_t i, k, aid, n = expl.n_words

@@ -342,6 +342,12 @@ class Index:
         out = b'{"requirements":' + requirements_json + b',"declaration":' + declaration_json + b"," + lists[1:-1]
         return out + (b"," + tail_json if tail_json else b"") + b"}"
 
+    def failed_names(self, expl: Explanation, k: int, limit: int) -> str:
+        """The names of the first `limit` agents (in id order) of failed set `k`, joined by ", "
+        (a rejection's reason, §6)."""
+        names = self._names
+        return ", ".join([names[i] for i in bits_to_ids(expl.failed[k])[:max(limit, 0)]])
+
     def write_compact_lists(self, expl: Explanation, scores: Scores | None) -> bytes:
         """The compact member's `failed` list and, given the default scorer's `scores`, its
         `scores` object, as JSON members without braces (docs/compact-format.md): each set as
