@@ -350,6 +350,7 @@ class Encoder:
         return (b'{"' + KEY.encode() + b'":' + head + b',"requirements":' + orjson.dumps(p.requirements.doc)
                 + b',"declaration":' + declaration + b',"rest":' + orjson.dumps(tail) + b"}}")
 
+
 def _columns_of(p) -> list[list[Any]]:
     scores = p.scores
     if p.custom_scores:
