@@ -57,3 +57,15 @@ def test_verify_bench_reports_the_json_floor_beside_the_verifier():
     # the share is verify's MB/s over the faster floor's, from the same medians
     assert figures["share_of_json_floor"] == pytest.approx(figures["mb_per_s"] / floor)
     assert figures["cpu_share_of_json_floor"] > 0
+
+
+def test_the_verifier_is_held_to_eighty_percent_of_the_json_floor():
+    from a3fast.bench import BenchConfig, run_bench, targets
+
+    report = run_bench(BenchConfig(sizes=(), memory=False, extras=False))
+    figures = {"share_of_json_floor": 0.79, "mb_per_s": 395.0, "msgspec_mb_per_s": 480.0, "orjson_mb_per_s": 500.0}
+    report.extras = [("verifier (§7)", figures)]
+    assert targets(report) == [("verifier at ≥ 80% of the JSON floor (the faster of msgspec and orjson "
+                                "decoding alone)", "79% (395 MB/s against 500)", False)]
+    report.extras = [("verifier (§7)", {**figures, "share_of_json_floor": 0.81})]
+    assert targets(report)[0][2] is True

@@ -186,6 +186,12 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
         out.append(("1,000,000 agents, Fleet.load of its snapshot ≤ 1.5 s",
                     f"{large['load_s']:.3g} s (peak RSS {large['load_peak_rss'] / gib:.2f} GiB)",
                     large["load_s"] <= 1.5))
+    verifier = dict(report.extras).get("verifier (§7)")
+    if isinstance(verifier, dict) and "share_of_json_floor" in verifier:
+        share = verifier["share_of_json_floor"]
+        out.append(("verifier at ≥ 80% of the JSON floor (the faster of msgspec and orjson decoding alone)",
+                    f"{share:.0%} ({verifier['mb_per_s']:.0f} MB/s against "
+                    f"{max(verifier['msgspec_mb_per_s'], verifier['orjson_mb_per_s']):.0f})", share >= 0.8))
     if report.update_size == 100_000:
         for (engine, op), ns in report.updates.items():
             if engine == "native":
