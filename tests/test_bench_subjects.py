@@ -45,3 +45,27 @@ def test_every_extra_subject_is_a_function_that_takes_quick():
 
     for title, bench in EXTRA_BENCHES:
         assert "quick" in inspect.signature(bench).parameters, title
+
+
+def test_verify_bench_reports_the_json_floor_beside_the_verifier():
+    from a3fast.bench.verify import bench_verify
+
+    figures = bench_verify(placements=6, candidates=200, repeat=2)
+    for key in ("mb_per_s", "msgspec_mb_per_s", "orjson_mb_per_s", "baseline_mb_per_s"):
+        assert figures[key] > 0, key
+    floor = max(figures["msgspec_mb_per_s"], figures["orjson_mb_per_s"])
+    # the share is verify's MB/s over the faster floor's, from the same medians
+    assert figures["share_of_json_floor"] == pytest.approx(figures["mb_per_s"] / floor)
+    assert figures["cpu_share_of_json_floor"] > 0
+
+
+def test_the_verifier_is_held_to_eighty_percent_of_the_json_floor():
+    from a3fast.bench import BenchConfig, run_bench, targets
+
+    report = run_bench(BenchConfig(sizes=(), memory=False, extras=False))
+    figures = {"share_of_json_floor": 0.79, "mb_per_s": 395.0, "msgspec_mb_per_s": 480.0, "orjson_mb_per_s": 500.0}
+    report.extras = [("verifier (§7)", figures)]
+    assert targets(report) == [("verifier at ≥ 80% of the JSON floor (the faster of msgspec and orjson "
+                                "decoding alone)", "79% (395 MB/s against 500)", False)]
+    report.extras = [("verifier (§7)", {**figures, "share_of_json_floor": 0.81})]
+    assert targets(report)[0][2] is True

@@ -19,7 +19,7 @@ extension is built with -ffp-contract=off), so both engines produce the same bit
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free
-from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.math cimport isfinite
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
@@ -375,6 +375,52 @@ cdef bytes words_to_roaring(const uint64_t* words, Py_ssize_t n_words):
         return out
     finally:
         free(cards)
+
+
+#: the default scorer's components, in the order of Scores.columns and of the compact record's columns
+cdef tuple COMPACT_COLUMNS = (b"total", b"affinity", b"success_rate", b"cost", b"substantiated")
+cdef const char* B64_DIGITS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+cdef int put_base64(Buffer* b, const unsigned char* src, Py_ssize_t n) except -1:
+    """Append `src` in standard base64 with padding (RFC 4648 §4, as base64.b64encode)."""
+    reserve(b, (n + 2) // 3 * 4)
+    cdef char* dst = b.data + b.size
+    cdef Py_ssize_t i = 0, j = 0
+    cdef uint32_t v
+    while i + 3 <= n:
+        v = (<uint32_t>src[i] << 16) | (<uint32_t>src[i + 1] << 8) | src[i + 2]
+        dst[j] = B64_DIGITS[v >> 18]
+        dst[j + 1] = B64_DIGITS[(v >> 12) & 63]
+        dst[j + 2] = B64_DIGITS[(v >> 6) & 63]
+        dst[j + 3] = B64_DIGITS[v & 63]
+        i += 3
+        j += 4
+    if n - i:
+        v = <uint32_t>src[i] << 16
+        if n - i == 2:
+            v |= <uint32_t>src[i + 1] << 8
+        dst[j] = B64_DIGITS[v >> 18]
+        dst[j + 1] = B64_DIGITS[(v >> 12) & 63]
+        dst[j + 2] = B64_DIGITS[(v >> 6) & 63] if n - i == 2 else 61    # '='
+        dst[j + 3] = 61
+        j += 4
+    b.size += j
+    return 0
+
+
+cdef int put_roaring_text(Buffer* b, const uint64_t* words, Py_ssize_t n_words) except -1:
+    """Append a set as the compact format's JSON string: base64 of its portable Roaring bytes, or
+    "" when it is empty."""
+    reserve(b, 1)
+    put(b, b'"', 1)
+    cdef bytes data
+    if popcount_words(words, n_words):
+        data = words_to_roaring(words, n_words)
+        put_base64(b, <const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+    reserve(b, 1)
+    put(b, b'"', 1)
+    return 0
 
 
 cdef class Explanation:
@@ -1316,6 +1362,87 @@ cdef class Index:
         reserve(b, 1)
         put(b, b"}", 1)
         return PyBytes_FromStringAndSize(b.data, b.size)
+
+    def write_compact_lists(self, Explanation expl not None, Scores scores) -> bytes:
+        """The compact member's `failed` list and, given the default scorer's `scores`, its
+        `scores` object, as JSON members without braces (docs/compact-format.md): each set as
+        base64 of its portable Roaring bytes ("" when empty), each score column as base64 of its
+        little-endian doubles. The same bytes as the pure engine's (orjson's) form."""
+        self.own(expl.index, "Explanation")
+        cdef Py_ssize_t k, j, c, m
+        cdef Buffer* b = &self.out
+        cdef unsigned char* column = NULL
+        cdef uint64_t bits
+        b.size = 0
+        reserve(b, 16)
+        put(b, b'"failed":[', 10)
+        for k in range(expl.n_failed):
+            if k:
+                reserve(b, 1)
+                put(b, b",", 1)
+            put_roaring_text(b, expl.failed_words(k), expl.n_words)
+        reserve(b, 1)
+        put(b, b"]", 1)
+        if scores is not None:
+            self.own(scores.index, "Scores")
+            m = scores.n
+            reserve(b, 24)
+            put(b, b',"scores":{"ids":', 17)
+            if m:
+                put_roaring_text(b, expl.eligible_words(), expl.n_words)
+            else:
+                put(b, b'""', 2)
+            reserve(b, 12)
+            put(b, b',"columns":[', 12)
+            column = <unsigned char*>malloc(max(m, 1) * 8)
+            if column == NULL:
+                raise MemoryError()
+            try:
+                for c in range(5):
+                    for j in range(m):
+                        memcpy(&bits, scores.columns + c * m + j, 8)
+                        store_u64(column + 8 * j, bits)
+                    name = COMPACT_COLUMNS[c]
+                    reserve(b, len(name) + 16)
+                    if c:
+                        put(b, b",", 1)
+                    put(b, b'["', 2)
+                    put(b, name, len(name))
+                    put(b, b'","f64","', 9)
+                    put_base64(b, column, 8 * m)
+                    reserve(b, 2)
+                    put(b, b'"]', 2)
+            finally:
+                free(column)
+            reserve(b, 2)
+            put(b, b"]}", 2)
+        return PyBytes_FromStringAndSize(b.data, b.size)
+
+    def failed_names(self, Explanation expl not None, Py_ssize_t k, Py_ssize_t limit) -> str:
+        """The names of the first `limit` agents (in id order) of failed set `k`, joined by ", "
+        (a rejection's reason, §6), in one string built from the names' UTF-8."""
+        self.own(expl.index, "Explanation")
+        k = expl.failed_index(k)
+        cdef const uint64_t* words = expl.failed_words(k)
+        cdef Py_ssize_t i, aid, size, written = 0
+        cdef const char* raw
+        cdef uint64_t w
+        cdef Buffer* b = &self.out
+        b.size = 0
+        for i in range(expl.n_words):
+            w = words[i]
+            while w and written < limit:
+                aid = (i << 6) + a3_ctz64(w)
+                w &= w - 1
+                raw = PyUnicode_AsUTF8AndSize(self.names[aid], &size)
+                reserve(b, size + 2)
+                if written:
+                    put(b, b", ", 2)
+                put(b, raw, size)
+                written += 1
+            if written >= limit:
+                break
+        return PyUnicode_DecodeUTF8(b.data, b.size, NULL)
 
     cdef int write_candidates(self, Buffer* b, Explanation expl) except -1:
         cdef Py_ssize_t i, k, aid, n = expl.n_words

@@ -5,6 +5,7 @@ about 60 ns, less than one pyroaring call from Python (see the README's design n
 """
 from __future__ import annotations
 
+import base64
 from typing import Sequence
 
 import numpy as np
@@ -340,6 +341,33 @@ class Index:
                               "scores": self.score_map(scores)})
         out = b'{"requirements":' + requirements_json + b',"declaration":' + declaration_json + b"," + lists[1:-1]
         return out + (b"," + tail_json if tail_json else b"") + b"}"
+
+    def failed_names(self, expl: Explanation, k: int, limit: int) -> str:
+        """The names of the first `limit` agents (in id order) of failed set `k`, joined by ", "
+        (a rejection's reason, §6)."""
+        names = self._names
+        return ", ".join([names[i] for i in bits_to_ids(expl.failed[k])[:max(limit, 0)]])
+
+    def write_compact_lists(self, expl: Explanation, scores: Scores | None) -> bytes:
+        """The compact member's `failed` list and, given the default scorer's `scores`, its
+        `scores` object, as JSON members without braces (docs/compact-format.md): each set as
+        base64 of its portable Roaring bytes ("" when empty), each score column as base64 of its
+        little-endian doubles."""
+        members: dict[str, object] = {"failed": [_roaring_text(ids) for ids in expl.failed]}
+        if scores is not None:
+            members["scores"] = {
+                "ids": _roaring_text(expl.eligible) if len(scores) else "",
+                "columns": [[c, "f64", base64.b64encode(np.asarray(getattr(scores, c), dtype="<f8").tobytes())
+                             .decode("ascii")] for c in _COMPACT_COLUMNS]}
+        return orjson.dumps(members)[1:-1]
+
+
+#: the default scorer's components, in the order of the compact record's columns
+_COMPACT_COLUMNS = ("total", "affinity", "success_rate", "cost", "substantiated")
+
+
+def _roaring_text(bits: int) -> str:
+    return base64.b64encode(serialize_ids(bits_to_ids(bits))).decode("ascii") if bits else ""
 
 
 def _ids_array(bits: int) -> np.ndarray:

@@ -85,6 +85,22 @@ def derive_predicates(req: Requirements) -> tuple[str, ...]:
 
 def derive(capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude) -> tuple[str, ...]:
     """derive_predicates from the parsed fields (the parser calls it before it builds Requirements)."""
+    # Tasks repeat a small vocabulary: a set already derived is looked up (the fields are validated
+    # before they get here, so a version is an int, never a bool that would equal 1).
+    key = (capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude)
+    known = _derived.get(key)
+    if known is None:
+        known = _derive(capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude)
+        if len(_derived) < _DERIVED_LIMIT:
+            _derived[key] = known
+    return known
+
+
+_DERIVED_LIMIT = 1 << 14
+_derived: dict[tuple, tuple[str, ...]] = {}
+
+
+def _derive(capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude) -> tuple[str, ...]:
     # Written out rather than through the helpers above: this runs once per placement from a dict.
     out = [f"capability:{c.name}/{c.version}" for c in capabilities]
     if clearances:

@@ -300,10 +300,27 @@ def _fast_capabilities(items: Any, declared: bool) -> tuple[Capability, ...] | N
         if type(c) is not dict:
             return None
         name, version = c.get("name"), c.get("version")
-        if not (_version_ok(version) and _identifier_ok(name)):
+        if type(version) is not int or type(name) is not str:  # (bool is not int here)
             return None
-        out.append(Capability(name, version, c.get("evaluation") if declared else None))
+        if not declared:  # a required capability is its name and version: one shared tuple
+            known = _required_capabilities.get((name, version))
+            if known is not None:
+                out.append(known)
+                continue
+        if not (0 <= version <= MAX_VERSION and _identifier_ok(name)):
+            return None
+        if declared:
+            out.append(Capability(name, version, c.get("evaluation")))
+        else:
+            known = Capability(name, version, None)
+            if len(_required_capabilities) < _MEMO_LIMIT:
+                _required_capabilities[(name, version)] = known
+            out.append(known)
     return tuple(out)
+
+
+#: Required capabilities already checked, by (name, version): tasks repeat a small vocabulary.
+_required_capabilities: dict[tuple[str, int], Capability] = {}
 
 
 def _fast_list(items: Any, ok) -> tuple[str, ...] | None:
@@ -354,12 +371,10 @@ def _fast_requirements(doc: dict) -> Requirements | None:
     exclude = _fast_list(doc.get("exclude") or [], _text_ok)
     if capabilities is None or clearances is None or tools is None or exclude is None:
         return None
-    single = []
-    for key in ("residency", "session", "agentRef", "kind"):
-        value = doc.get(key)
-        if value is not None and not _text_ok(value):
+    single = (doc.get("residency"), doc.get("session"), doc.get("agentRef"), doc.get("kind"))
+    for value in single:
+        if value is not None and not (type(value) is str and value in _valid_texts) and not _text_ok(value):
             return None
-        single.append(value)
     latency = None
     if doc.get("model") is not None:
         m = doc["model"]

@@ -220,7 +220,7 @@ class Verifier:
         self._submitted_seq: int | None = None
         self._admitted: Any = _NOT_SEEN       # (name, namespace); None when it names no agent
         self._admitted_seq: int | None = None
-        self._admitted_envelope: Any = None   # (task.admitted content, line) until checked
+        self._admitted_envelope: Any = None   # (task.admitted content, line, position) until checked
         self._placements = _Placements()
         self._unanchored: list[tuple[int, int | None]] = []  # resumed, no seq, before any explanation
         self._documents = ParsedDocuments()  # the trace's requirements and declarations, parsed once
@@ -328,7 +328,10 @@ class Verifier:
         self._admitted_seq = record.seq
         # The authority envelope (A3 §8) is checked against the declaration of the placement that
         # follows, once: a3fast's own check, reported as warnings, never as §7 errors.
-        self._admitted_envelope = (content, record.line) if "authority_envelope" in content else None
+        # Its warnings belong where this record's findings end (the position is kept too, since a
+        # trace given as values has no lines to sort them there by).
+        self._admitted_envelope = ((content, record.line, len(self.findings))
+                                   if "authority_envelope" in content else None)
         agent = content.get("agent")
         if (isinstance(agent, Mapping) and isinstance(agent.get("name"), str)
                 and isinstance(agent.get("namespace"), str)):
@@ -398,12 +401,13 @@ class Verifier:
         clearances (W_ENVELOPE_*; see a3fast.authority.envelope)."""
         if self._admitted_envelope is None or declaration is None or agent != self._admitted:
             return
-        content, line = self._admitted_envelope
+        content, line, at = self._admitted_envelope
         self._admitted_envelope = None
         from .authority.envelope import check_envelope
 
         for code, message in check_envelope(content, declaration):
-            self._warn(code, self._admitted_seq, line, message)
+            self.findings.insert(at, Finding(code, self._admitted_seq, message, line, "warning"))
+            at += 1
 
     def _check_consistency(self, seq: int, line: int | None, matched: tuple[str, ...],
                            route: str | None) -> None:

@@ -48,7 +48,8 @@ def _ratio_columns(report: BenchReport) -> list[tuple[str, str, str]]:
 
 
 def render(report: BenchReport) -> str:
-    """The whole report as text: timings with ratios, build/memory/update figures, targets, extras."""
+    """The whole report as text: timings with ratios, build/memory/update figures, the large fleets,
+    targets, extras."""
     m = report.machine
     subjects = list(report.config.engines) + list(BASELINE_COLUMNS)
     ratio_cols = _ratio_columns(report)
@@ -58,10 +59,46 @@ def render(report: BenchReport) -> str:
              f"is its best of {report.config.rounds} interleaved rounds"
              + ("; QUICK run: smoke test, not for quoting" if report.config.quick else ""), ""]
     label_w = max(len(v) for v in SCENARIOS.values()) + 2
+    if report.config.standard_sizes:
+        lines += _scenario_table(report, subjects, ratio_cols, label_w)
+    for size, large in report.large.items():
+        lines += ([""] if lines[-1] else []) + _large_lines(large)
+    checks = targets(report)
+    if checks:
+        lines += ["", "targets"]
+        for text, measured, met in checks:
+            lines.append(f"  [{'met' if met else 'MISSED'}] {text}: {measured}")
+    if report.extras:
+        lines += ["", "elsewhere in a3fast"]
+        for title, figures in report.extras:
+            if isinstance(figures, str):
+                lines.append(f"  {title}: {figures}")
+            else:
+                shown = ", ".join(f"{k} {_scalar(v)}" for k, v in figures.items() if _is_scalar(v))
+                lines.append(f"  {title}: {shown}")
+    return "\n".join(lines)
+
+
+def _large_lines(large: dict[str, Any]) -> list[str]:
+    mib = 2**20
+    return [f"{large['agents']:,} agents ({large['engine']} engine; the standard workload as JSON Lines, "
+            f"{large['jsonl_bytes'] / 1e6:,.0f} MB, written in {large['write_s']:.3g} s; each step a process of its own)",
+            f"  ready from JSON Lines (Fleet.load_jsonl): {large['ready_s']:.3g} s, peak RSS "
+            f"{large['ready_peak_rss'] / mib:,.0f} MiB",
+            f"  (b) placement, record compact: {format_time(large['place_ns'])} (median over "
+            f"{large['place_tasks']} tasks, each its best of interleaved rounds)",
+            f"  fleet.save: {large['save_s']:.3g} s, {large['snapshot_bytes'] / 1e6:,.0f} MB (peak RSS of that "
+            f"process after it {large['save_peak_rss'] / mib:,.0f} MiB)",
+            f"  Fleet.load of the snapshot: {large['load_s']:.3g} s, peak RSS {large['load_peak_rss'] / mib:,.0f} MiB"]
+
+
+def _scenario_table(report: BenchReport, subjects: list[str], ratio_cols: list[tuple[str, str, str]],
+                    label_w: int) -> list[str]:
+    lines: list[str] = []
     header = "".ljust(label_w) + "".join(s.rjust(14) for s in subjects) + "  │" + "".join(
         h.rjust(14) for h, _, _ in ratio_cols)
     lines += [header, "─" * len(header)]
-    for size in report.config.sizes:
+    for size in report.config.standard_sizes:
         lines.append(f"{size:,} agents")
         for scenario, label in SCENARIOS.items():
             row = ("  " + label).ljust(label_w)
@@ -75,7 +112,7 @@ def render(report: BenchReport) -> str:
             lines.append(row)
     lines += ["", "fleet build (s), from dicts / from parsed declarations; index bytes per agent; "
               "parsing one declaration"]
-    for size in report.config.sizes:
+    for size in report.config.standard_sizes:
         parts = []
         for engine in report.config.engines:
             d, p = report.builds.get((size, engine, "dicts")), report.builds.get((size, engine, "declarations"))
@@ -95,20 +132,7 @@ def render(report: BenchReport) -> str:
                   f"peak RSS {mem['peak_rss'] / 2**20:.0f} MiB (RSS before the fleet was built, with the "
                   f"declarations in memory: {mem['rss_before_fleet'] / 2**20:.0f} MiB); index "
                   f"{mem['index_bytes_per_agent']:.0f} bytes per agent"]
-    checks = targets(report)
-    if checks:
-        lines += ["", "targets"]
-        for text, measured, met in checks:
-            lines.append(f"  [{'met' if met else 'MISSED'}] {text}: {measured}")
-    if report.extras:
-        lines += ["", "elsewhere in a3fast"]
-        for title, figures in report.extras:
-            if isinstance(figures, str):
-                lines.append(f"  {title}: {figures}")
-            else:
-                shown = ", ".join(f"{k} {_scalar(v)}" for k, v in figures.items() if _is_scalar(v))
-                lines.append(f"  {title}: {shown}")
-    return "\n".join(lines)
+    return lines
 
 
 def _is_scalar(value: Any) -> bool:
@@ -151,6 +175,23 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
                     f"{build:.3g} s (from parsed declarations {parsed:.3g} s)", build <= 2.0))
     nbytes = report.index_bytes.get((100_000, "native"))
     check("100,000 agents, native index ≤ 200 bytes per agent", nbytes, 200, lambda v: f"{v:.0f} B")
+    large = report.large.get(1_000_000)
+    if large is not None:
+        gib = 2**30
+        out.append(("1,000,000 agents, fleet ready from JSON Lines ≤ 8 s", f"{large['ready_s']:.3g} s",
+                    large["ready_s"] <= 8.0))
+        out.append(("1,000,000 agents, peak RSS of the fleet ready from JSON Lines ≤ 1.2 GiB",
+                    f"{large['ready_peak_rss'] / gib:.2f} GiB", large["ready_peak_rss"] <= 1.2 * gib))
+        check("1,000,000 agents, native (b) placement ≤ 150 µs", large["place_ns"], 150e3)
+        out.append(("1,000,000 agents, Fleet.load of its snapshot ≤ 1.5 s",
+                    f"{large['load_s']:.3g} s (peak RSS {large['load_peak_rss'] / gib:.2f} GiB)",
+                    large["load_s"] <= 1.5))
+    verifier = dict(report.extras).get("verifier (§7)")
+    if isinstance(verifier, dict) and "share_of_json_floor" in verifier:
+        share = verifier["share_of_json_floor"]
+        out.append(("verifier at ≥ 80% of the JSON floor (the faster of msgspec and orjson decoding alone)",
+                    f"{share:.0%} ({verifier['mb_per_s']:.0f} MB/s against "
+                    f"{max(verifier['msgspec_mb_per_s'], verifier['orjson_mb_per_s']):.0f})", share >= 0.8))
     if report.update_size == 100_000:
         for (engine, op), ns in report.updates.items():
             if engine == "native":
@@ -224,6 +265,7 @@ def to_pytest_benchmark(report: BenchReport) -> dict[str, Any]:
             "index_bytes_per_agent": {f"{engine}@{size}": v for (size, engine), v in report.index_bytes.items()},
             "parse_declaration_us": {str(k): v for k, v in report.parse_us.items()},
             "memory": report.memory,
+            "large": {str(size): figures for size, figures in report.large.items()},
             "targets": [{"target": t, "measured": m, "met": ok} for t, m, ok in targets(report)],
             "elsewhere": {title: figures for title, figures in report.extras},
         },

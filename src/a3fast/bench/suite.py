@@ -5,6 +5,9 @@ Per fleet size (`a3fast.workload`, seed 0): build each subject, time the scenari
 agent. At the largest size: one-agent updates (add, replace, remove) and, in a process of its own,
 the peak RSS of a scheduler holding the native fleet. Then the other subjects of `a3fast.bench`:
 the verifier, skill resolution, and explanations at fleet scale.
+
+Sizes of `large_from` agents or more (opt-in: `a3fast bench --sizes 1000000`) are measured as large
+fleets instead (`bench.large`): ready from JSON Lines, a placement, snapshot save and load.
 """
 from __future__ import annotations
 
@@ -48,6 +51,16 @@ class BenchConfig:
     memory: bool = True
     extras: bool = True
     quick: bool = False
+    #: sizes from this many agents are measured as large fleets (bench.large), not per scenario
+    large_from: int = 1_000_000
+
+    @property
+    def standard_sizes(self) -> tuple[int, ...]:
+        return tuple(n for n in self.sizes if n < self.large_from)
+
+    @property
+    def large_sizes(self) -> tuple[int, ...]:
+        return tuple(n for n in self.sizes if n >= self.large_from)
 
     @classmethod
     def quick_run(cls, sizes: Sequence[int] = (1_000,)) -> "BenchConfig":
@@ -72,6 +85,8 @@ class BenchReport:
     #: (engine, operation) -> ns per update
     updates: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     memory: dict[str, Any] | None = None
+    #: size -> figures of bench.large (sizes of `config.large_from` agents or more)
+    large: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: (title, figures or the reason there are none)
     extras: list[tuple[str, dict[str, Any] | str]] = field(default_factory=list)
 
@@ -93,7 +108,7 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
     from ..workload import generate_fleet, generate_tasks
 
     report = BenchReport(config, datetime.now(timezone.utc).isoformat(), machine_info())
-    for size in config.sizes:
+    for size in config.standard_sizes:
         progress(f"{size:,} agents: generating the workload")
         declarations = generate_fleet(size, seed=config.seed)
         docs = generate_tasks(declarations, config.tasks, seed=config.seed)
@@ -124,7 +139,7 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
             tasks = docs if scenario == "place_dict" else prepared
             report.cells += measure_cells(size, scenario, runners, tasks, rounds=config.rounds,
                                           budget_s=config.budget_s * len(runners), min_tasks=config.min_tasks)
-        if size == max(config.sizes):
+        if size == max(config.standard_sizes):
             progress(f"{size:,} agents: one-agent updates")
             report.update_size = size
             for subject in subjects:
@@ -132,12 +147,18 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
                     report.updates.update(_updates(subject.fleet, parsed, config.updates))
         del subjects, parsed, declarations
 
-    if config.memory:
+    engine = "native" if "native" in config.engines else config.engines[0]
+    for size in config.large_sizes:
+        from .large import bench_large
+
+        progress(f"{size:,} agents: JSON Lines, a placement, snapshot save and load (processes of their own)")
+        report.large[size] = bench_large(size, engine, tasks=config.tasks, seed=config.seed,
+                                         rounds=config.rounds, budget_s=config.budget_s)
+    if config.memory and config.standard_sizes:
         from .memory import measure
 
-        progress(f"{max(config.sizes):,} agents: peak RSS of a process holding the native fleet")
-        engine = "native" if "native" in config.engines else config.engines[0]
-        report.memory = measure(max(config.sizes), engine)
+        progress(f"{max(config.standard_sizes):,} agents: peak RSS of a process holding the native fleet")
+        report.memory = measure(max(config.standard_sizes), engine)
     if config.extras:
         report.extras = _extras(config.quick, progress)
     return report

@@ -20,6 +20,9 @@ def _sizes(value: str) -> tuple[int, ...]:
 @click.command()
 @click.option("--sizes", default=None, metavar="N,N,...",
               help="Fleet sizes in agents [default: 1000,10000,100000; with --quick, 1000].")
+@click.option("--large-from", type=click.IntRange(2), default=1_000_000, show_default=True, metavar="N",
+              help="Sizes of N agents or more are measured as large fleets: ready from JSON Lines, a "
+                   "placement, snapshot save and load, each in a process of its own (a3fast.bench.large).")
 @click.option("--quick", is_flag=True, help="Every scenario briefly, on small fleets: a smoke test (as in CI).")
 @click.option("--json", "json_path", is_flag=False, flag_value="-", default=None, metavar="",
               help="Print the results in pytest-benchmark's JSON format on standard output (the "
@@ -37,7 +40,7 @@ def _sizes(value: str) -> tuple[int, ...]:
               help="With --matcher: seconds allowed for any one answer.")
 @click.option("--record", type=click.Choice(["compact", "spec"]), default="compact", show_default=True,
               help="With --matcher: the record form asked of every subject (the place op's `record`).")
-def bench(sizes, quick, json_path, output, tasks, no_memory, no_extras, matchers, seconds, timeout, record) -> None:
+def bench(sizes, large_from, quick, json_path, output, tasks, no_memory, no_extras, matchers, seconds, timeout, record) -> None:
     """Time matching and explaining on fleets of the standard workload, per engine and beside the
     literal per-candidate loop, a numpy boolean matrix and SQLite; print medians and ratios.
     With --matcher, time other matchers over the stdio protocol instead."""
@@ -54,7 +57,7 @@ def bench(sizes, quick, json_path, output, tasks, no_memory, no_extras, matchers
                         min(seconds, 5.0) if quick else seconds, timeout, record, paths)
         return
     config = BenchConfig.quick_run(chosen or (1_000,)) if quick else BenchConfig(**({"sizes": chosen} if chosen else {}))
-    config = replace(config, memory=not no_memory, extras=not no_extras,
+    config = replace(config, memory=not no_memory, extras=not no_extras, large_from=large_from,
                      **({"tasks": tasks} if tasks else {}))
     report = run_bench(config, progress=lambda text: click.echo(f"… {text}", err=True))
     table = render(report)

@@ -331,22 +331,24 @@ class Encoder:
             fleet = self._fleet(seq, live)
         else:
             fleet = self._snapshot_seq
-        failed = [_b64(expl.failed_roaring(k)) if count else _EMPTY
-                  for k, count in enumerate(expl.failed_counts())]
-        compact: dict[str, Any] = {"format": FORMAT, "fleet": fleet, "filters_passed": list(p.predicates),
-                                   "failed": failed}
+        # The engine writes the large members (the failed sets, the score columns) straight from its
+        # words; Python joins a few byte strings around them, exactly as orjson would write the dict.
+        default_scores = p.bound and not p.custom_scores
+        lists = index.write_compact_lists(expl, p.scores if default_scores else None)
+        head = b'{"format":%d,"fleet":%b,"filters_passed":%b,%b' % (
+            FORMAT, orjson.dumps(fleet), orjson.dumps(list(p.predicates)), lists)
         tail: dict[str, Any] = {"route": p.route} if p.route is not None else {}
         tail["timings"] = timings(p)
         if not p.bound:
-            return orjson.dumps({"code": "unschedulable", "reason": reason_text(p),
-                                 "requirements": p.requirements.doc, KEY: compact, **tail})
-        scores = p.scores
-        compact["scores"] = {"ids": _b64(expl.eligible_roaring()) if len(scores) else _EMPTY,
-                             "columns": _columns_of(p)}
-        compact["requirements"] = p.requirements.doc
-        compact["declaration"] = p.declaration.doc
-        compact["rest"] = tail
-        return orjson.dumps({KEY: compact})
+            return (orjson.dumps({"code": "unschedulable", "reason": reason_text(p),
+                                  "requirements": p.requirements.doc})[:-1]
+                    + b',"' + KEY.encode() + b'":' + head + b"}," + orjson.dumps(tail)[1:-1] + b"}")
+        if not default_scores:
+            head += b',"scores":' + orjson.dumps({"ids": _b64(expl.eligible_roaring()) if len(p.scores) else _EMPTY,
+                                                  "columns": _columns_of(p)})
+        declaration = p.declaration_json if p.declaration_json is not None else orjson.dumps(p.declaration.doc)
+        return (b'{"' + KEY.encode() + b'":' + head + b',"requirements":' + orjson.dumps(p.requirements.doc)
+                + b',"declaration":' + declaration + b',"rest":' + orjson.dumps(tail) + b"}}")
 
 
 def _columns_of(p) -> list[list[Any]]:

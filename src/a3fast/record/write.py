@@ -110,14 +110,12 @@ def reason_text(p) -> str:
         return "no eligible agent: the fleet has no agents to consider (the task requires nothing)"
     index = p.index
     parts = []
-    for k, predicate in enumerate(p.predicates):
-        ids = expl.failed_ids(k)
-        if not ids:
+    for k, (predicate, count) in enumerate(zip(p.predicates, expl.failed_counts())):
+        if not count:
             continue
-        limit = p.reason_limit if p.reason_limit is not None else len(ids)
-        names = [index.name(i) for i in ids[:limit]]
-        more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
-        parts.append(f"{predicate} failed by {', '.join(names)}{more}")
+        limit = p.reason_limit if p.reason_limit is not None else count
+        more = f" and {count - limit} more" if count > limit else ""
+        parts.append(f"{predicate} failed by {index.failed_names(expl, k, limit)}{more}")
     return f"no eligible agent among {n} candidate{'s' if n != 1 else ''}: " + "; ".join(parts)
 
 

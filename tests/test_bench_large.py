@@ -1,0 +1,57 @@
+"""The large-fleet benchmark (`a3fast bench --sizes 1000000`) runs the same code at a small size:
+every step in a process of its own, figures that hold together, the targets it names, the table."""
+from __future__ import annotations
+
+import orjson
+from click.testing import CliRunner
+
+from a3fast.bench import BenchConfig, render, run_bench, targets, to_pytest_benchmark
+from a3fast.bench.report import _large_lines
+from a3fast.cli import main
+
+
+def test_sizes_from_large_from_take_the_large_fleet_path_and_no_scenario_cells(engine):
+    config = BenchConfig(sizes=(300, 2000), engines=(engine,), large_from=2000, tasks=20, rounds=2,
+                         budget_s=0.2, memory=False, extras=False)
+    assert (config.standard_sizes, config.large_sizes) == ((300,), (2000,))
+    report = run_bench(config)
+    assert {c.size for c in report.cells} == {300}
+    large = report.large[2000]
+    assert (large["agents"], large["engine"]) == (2000, engine)
+    for key in ("write_s", "ready_s", "save_s", "load_s", "place_ns"):
+        assert large[key] > 0, key
+    assert 3 <= large["place_tasks"] <= 20
+    # each peak is of a process of its own that held the fleet: more than an empty interpreter's few MiB
+    for key in ("ready_peak_rss", "save_peak_rss", "load_peak_rss"):
+        assert 20 * 2**20 < large[key] < 4 * 2**30, key
+    assert large["save_peak_rss"] >= large["ready_peak_rss"]
+    assert large["jsonl_bytes"] > 2000 * 500 and large["snapshot_bytes"] > 2000 * 500
+    text = render(report)
+    assert "2,000 agents" in text and "ready from JSON Lines" in text and "Fleet.load of the snapshot" in text
+    assert to_pytest_benchmark(report)["a3fast"]["large"]["2000"] == large
+
+
+def test_the_large_fleet_targets_are_checked_at_a_million_agents_only():
+    figures = {"agents": 1_000_000, "engine": "native", "write_s": 60.0, "jsonl_bytes": 1_100_000_000,
+               "ready_s": 7.5, "ready_peak_rss": 2 * 2**30, "place_ns": 140e3, "place_tasks": 200,
+               "save_s": 10.0, "snapshot_bytes": 1_300_000_000, "save_peak_rss": 2 * 2**30,
+               "load_s": 1.6, "load_peak_rss": 2**30}
+    report = run_bench(BenchConfig(sizes=(), memory=False, extras=False))
+    report.large[1_000_000] = figures
+    met = {text: ok for text, _, ok in targets(report)}
+    assert met == {"1,000,000 agents, fleet ready from JSON Lines ≤ 8 s": True,
+                   "1,000,000 agents, peak RSS of the fleet ready from JSON Lines ≤ 1.2 GiB": False,
+                   "1,000,000 agents, native (b) placement ≤ 150 µs": True,
+                   "1,000,000 agents, Fleet.load of its snapshot ≤ 1.5 s": False}
+    assert "1,000,000 agents" in _large_lines(figures)[0]
+    report.large = {2000: {**figures, "agents": 2000}}
+    assert targets(report) == []
+
+
+def test_bench_cli_measures_a_small_size_through_the_large_fleet_path(tmp_path):
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(main, ["bench", "--sizes", "2000", "--large-from", "2000", "--tasks", "10",
+                                       "--no-extras", "--no-memory", "-o", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "ready from JSON Lines" in result.stdout
+    assert orjson.loads(out.read_bytes())["a3fast"]["large"]["2000"]["agents"] == 2000
