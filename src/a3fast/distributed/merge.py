@@ -16,6 +16,7 @@ is written by the same record writers as a single fleet's.
 """
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -193,6 +194,10 @@ class MergedScores:
     substantiated = property(lambda self: self._column(4))
 
 
+def _base64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
 class GlobalIndex:
     """Global agent ids to names (append-only, like a fleet's ids) and the record-writing methods
     of an engine Index over merged explanations.
@@ -233,6 +238,24 @@ class GlobalIndex:
         names = self._names
         return [{"candidate": names[i], "predicate": p}
                 for k, p in enumerate(predicates) for i in expl.failed_ids(k)]
+
+    def failed_names(self, expl: MergedExplanation, k: int, limit: int) -> str:
+        """The names of the first `limit` agents (in global id order) of failed set `k`, joined by
+        ", " (a rejection's reason, §6), as an engine Index writes them."""
+        names = self._names
+        return ", ".join([names[i] for i in expl.failed_ids(k)[:max(limit, 0)]])
+
+    def write_compact_lists(self, expl: MergedExplanation, scores: MergedScores | None) -> bytes:
+        """The compact member's `failed` list and, given default scores, its `scores` object, as JSON
+        members without braces, exactly as an engine Index writes them (docs/compact-format.md)."""
+        members: dict[str, object] = {"failed": [_base64(expl.failed_roaring(k)) if count else ""
+                                                 for k, count in enumerate(expl.failed_counts())]}
+        if scores is not None:
+            members["scores"] = {
+                "ids": _base64(expl.eligible_roaring()) if len(scores) else "",
+                "columns": [[c, "f64", _base64(np.asarray(getattr(scores, c), dtype="<f8").tobytes())]
+                            for c in SCORE_COLUMNS]}
+        return orjson.dumps(members)[1:-1]
 
     def score_map(self, scores: MergedScores) -> dict[str, dict[str, float]]:
         names = self._names
