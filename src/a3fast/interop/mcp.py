@@ -82,6 +82,7 @@ def read_page(obj: Any, source: str = "listing", path: str = "$") -> tuple[Listi
             problems.append(Problem(json_path(tpath, "name"), f"the tool's name ({why})",
                                     describe(name) if "name" in item else "nothing"))
             continue
+        assert isinstance(name, str)  # text_problem found none
         ignored: list[Problem] = []
         tools.append(Tool(name, source, tpath, _hints(item, tpath, ignored), tuple(ignored)))
     cursor = result.get("nextCursor") if result is not None else None
