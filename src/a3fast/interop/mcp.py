@@ -240,6 +240,7 @@ def import_listings(documents: Iterable[Document], supplied: Supplied | None = N
     tools = _read_tools(documents, report)
     result = ImportResult([], report, usable=bool(tools))
     if contracts:
+        assert server is not None  # checked above: contracts need a server name
         result.contracts, result.mappings = _drafts(tools, server, report)
     names = [t.name for t in tools]
     targets = [d["agent"]["name"] for d in out.declarations()] if bind is None else list(dict.fromkeys(bind))
