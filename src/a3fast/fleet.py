@@ -733,7 +733,7 @@ class Fleet:
             time.time_ns(), self.generation,
             resumed=True, recorded_in=seq if seq is not None else earlier.seq)
 
-    def explain(self, requirements: Mapping[str, Any] | Requirements) -> Any:
+    def explain(self, requirements: Mapping[str, Any] | Requirements) -> Explanation:
         """The filter and first-failed explanation of a task (§5), without scoring: the engine's
         Explanation (candidate, eligible and per-predicate failed id sets)."""
         matched = parse_requirements(requirements)
