@@ -5,12 +5,16 @@ Human-readable by default; `--json` prints one object per trace per line:
 Exit 0 when every trace is valid, 1 when some is invalid, 2 when some is unreadable: it cannot be
 opened, or nothing in it reads as a record (empty, not JSON, or JSON that holds no record). A trace
 with records and some lines that break the format is invalid (E_TRACE), exit 1.
+
+`--ray [ADDRESS]` verifies the files on Ray tasks (a3fast.distributed.verify_archive), one file per
+task, with the same findings, output and exit code as serially.
 """
 from __future__ import annotations
 
 import os
 import sys
-from typing import BinaryIO
+import re
+from typing import BinaryIO, Iterator
 
 import click
 import orjson
@@ -22,24 +26,34 @@ from .common import EXIT_BAD_INPUT, EXIT_NEGATIVE, EXIT_OK
 PROGRESS_MIN_BYTES = 16 * 1024 * 1024
 
 
+#: What `--ray` reads as a cluster address rather than as the first trace.
+_ADDRESS = re.compile(r"^(auto|local|ray://\S+|[A-Za-z0-9.\-\[\]:]+:\d+)$")
+
+
 @click.command()
 @click.argument("traces", nargs=-1, metavar="[TRACE ...|-]")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object per trace per line, for machines.")
-def verify(traces: tuple[str, ...], as_json: bool) -> None:
+@click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
+              metavar="[ADDRESS]",
+              help="Verify the files on Ray tasks, one per file: ADDRESS is auto, ray://HOST:PORT or "
+                   "HOST:PORT of a running cluster; without it, or with 'local', a local Ray.")
+def verify(traces: tuple[str, ...], as_json: bool, ray_address: str | None) -> None:
     """Verify traces (JSON Lines or a JSON array of records; '-' or nothing for standard input)
     by the procedure of §7, reporting every error with its code, seq and line.
 
     Exit 0 all valid, 1 some invalid, 2 unreadable input.
     """
+    if ray_address is not None and (not _ADDRESS.match(ray_address) or os.path.exists(ray_address)):
+        # `--ray trace.jsonl ...`: no address given, the word is the first trace
+        traces, ray_address = (ray_address, *traces), "local"
     exit_code = EXIT_OK
-    for path in traces or ("-",):
-        try:
-            findings, records = _verify_path(path)
-        except OSError as exc:
-            click.echo(f"a3fast: {path}: cannot read: {exc.strerror or exc}", err=True)
+    for path, outcome in _results(traces or ("-",), ray_address):
+        if isinstance(outcome, str):
+            click.echo(f"a3fast: {path}: cannot read: {outcome}", err=True)
             exit_code = EXIT_BAD_INPUT
             continue
+        findings, records = outcome
         if as_json:
             sys.stdout.buffer.write(result_json(path, findings, records) + b"\n")
             sys.stdout.buffer.flush()
@@ -53,6 +67,30 @@ def verify(traces: tuple[str, ...], as_json: bool) -> None:
         if not as_json:
             click.echo(summarise(findings, "standard input" if path == "-" else path))
     sys.exit(exit_code)
+
+
+def _results(paths: tuple[str, ...], ray_address: str | None) -> Iterator[tuple[str, tuple | str]]:
+    """Per path in order: (findings, records), or why it could not be read."""
+    if ray_address is None:
+        for path in paths:
+            try:
+                yield path, _verify_path(path)
+            except OSError as exc:
+                yield path, exc.strerror or str(exc)
+        return
+    if "-" in paths:
+        raise click.UsageError("--ray verifies files; standard input ('-') cannot be sent to Ray tasks")
+    try:
+        from ..distributed import verify_archive
+        results = verify_archive(paths, None if ray_address == "local" else ray_address)
+        for result in results:
+            yield result.path, (result.unreadable or (result.findings, result.records))
+    except ImportError as exc:
+        click.echo(f"a3fast: --ray: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    except ConnectionError as exc:
+        click.echo(f"a3fast: --ray {ray_address}: cannot reach the Ray cluster: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
 
 
 def _no_records(findings: list[Finding]) -> str:

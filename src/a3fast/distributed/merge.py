@@ -1,0 +1,263 @@
+"""Merging the shards' explanations of one task into the explanation one fleet would have made.
+
+Each shard answers a placement with a `ShardAnswer`: per predicate the Roaring set of its local
+agent ids that failed it first, its eligible ids, their score columns, and its own winner. The
+coordinator maps local ids to global join order (each shard's `local -> global` array) and merges:
+
+- the decision needs only the shards' winners (the same total and tie-break as
+  `a3fast.scoring.choose`: highest total, then smallest name), so it is made at once;
+- the per-agent sets and score columns are merged when a record or a caller first reads them, into
+  one label per global id (the predicate it failed first, or eligible), which gives every set in
+  global join order without sorting.
+
+`MergedExplanation`, `MergedScores` and `GlobalIndex` have the methods of an engine's Explanation,
+Scores and Index that `a3fast.record.write` and the compact encoder call, so a sharded placement
+is written by the same record writers as a single fleet's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import orjson
+
+from ..roaring import deserialize_ids, serialize_ids
+
+__all__ = ["ShardAnswer", "MergedExplanation", "MergedScores", "GlobalIndex", "winner_of",
+           "SCORE_COLUMNS"]
+
+#: The default scorer's components, in the order of an engine's score map entries.
+SCORE_COLUMNS = ("total", "affinity", "success_rate", "cost", "substantiated")
+#: Label of a global id that is not a candidate of the merged explanation.
+_NOT_CANDIDATE = np.iinfo(np.uint32).max
+
+
+@dataclass(frozen=True)
+class ShardAnswer:
+    """One shard's compact explanation of a task (shard-local agent ids)."""
+
+    #: per predicate (derivation order), the Roaring set of local ids that failed it first (b"" if none)
+    failed: list[bytes]
+    failed_counts: list[int]
+    #: the Roaring set of eligible local ids
+    eligible: bytes
+    #: score columns (SCORE_COLUMNS order) aligned with the eligible ids ascending, shape (5, E)
+    columns: np.ndarray
+    #: the shard's winner: local id (-1 if none), its total and name
+    best: int
+    best_total: float
+    best_name: str | None
+    #: the winner's declaration as the records carry it
+    best_json: bytes | None
+    #: whether the winner already holds the task's session (a bound placement makes it hold it)
+    best_holds_session: bool
+    #: how many local ids the shard has given out (a check that coordinator and shard agree)
+    ids_given: int
+    #: how many changes the shard has acknowledged (the same check)
+    changes: int
+    #: nanoseconds the shard spent explaining and scoring (the rest of a placement is transport)
+    explain_ns: int
+
+
+def winner_of(answers: Sequence[ShardAnswer]) -> int:
+    """Index of the answer whose winner wins overall: highest total, ties to the smallest name
+    (`a3fast.scoring.choose` over the shards' winners, each already the best of its shard). -1
+    when no shard has an eligible agent."""
+    best = -1
+    for j, a in enumerate(answers):
+        if a.best < 0:
+            continue
+        if (best < 0 or a.best_total > answers[best].best_total
+                or (a.best_total == answers[best].best_total and a.best_name < answers[best].best_name)):
+            best = j
+    return best
+
+
+def _ids(data: bytes) -> np.ndarray:
+    if not data:
+        return np.zeros(0, dtype=np.uint32)
+    return np.asarray(deserialize_ids(data).to_array(), dtype=np.uint32)
+
+
+class MergedExplanation:
+    """The explanation of a task over every shard, in global join order (an engine Explanation's
+    reading methods)."""
+
+    __slots__ = ("_answers", "_maps", "_size", "_predicates", "_labels", "_eligible_sources")
+
+    def __init__(self, answers: Sequence[ShardAnswer], maps: Sequence[np.ndarray], size: int,
+                 predicates: int):
+        self._answers = answers
+        self._maps = maps          # per shard: local id -> global id, as of the placement
+        self._size = size          # global ids given out as of the placement
+        self._predicates = predicates
+        self._labels: np.ndarray | None = None
+        self._eligible_sources: list[np.ndarray] | None = None
+
+    def _merged(self) -> np.ndarray:
+        """Per global id: the index of the predicate it failed first, `predicates` if eligible,
+        or _NOT_CANDIDATE."""
+        if self._labels is None:
+            labels = np.full(self._size, _NOT_CANDIDATE, dtype=np.uint32)
+            eligible_sources = []
+            for answer, to_global in zip(self._answers, self._maps):
+                for k, data in enumerate(answer.failed):
+                    if data:
+                        labels[to_global[_ids(data)]] = k
+                ids = to_global[_ids(answer.eligible)]
+                labels[ids] = self._predicates
+                eligible_sources.append(ids)
+            self._labels, self._eligible_sources = labels, eligible_sources
+        return self._labels
+
+    @property
+    def candidates_count(self) -> int:
+        return sum(sum(a.failed_counts) for a in self._answers) + self.eligible_count
+
+    @property
+    def eligible_count(self) -> int:
+        return sum(a.columns.shape[1] for a in self._answers)
+
+    def failed_counts(self) -> list[int]:
+        return [sum(a.failed_counts[k] for a in self._answers) for k in range(self._predicates)]
+
+    def labels(self) -> np.ndarray:
+        """Per global id (as of the placement): the index of the predicate it failed first, the
+        number of predicates if it is eligible, or the largest uint32 if not a candidate."""
+        return self._merged()
+
+    def candidate_ids(self) -> list[int]:
+        return np.flatnonzero(self._merged() != _NOT_CANDIDATE).tolist()
+
+    def eligible_ids(self) -> list[int]:
+        return np.flatnonzero(self._merged() == self._predicates).tolist()
+
+    def failed_ids(self, k: int) -> list[int]:
+        if not 0 <= k < self._predicates:
+            raise IndexError(f"predicate {k} of {self._predicates}")
+        return np.flatnonzero(self._merged() == k).tolist()
+
+    def failed_roaring(self, k: int) -> bytes:
+        return serialize_ids(np.flatnonzero(self._merged() == k).astype(np.uint32))
+
+    def eligible_roaring(self) -> bytes:
+        return serialize_ids(np.flatnonzero(self._merged() == self._predicates).astype(np.uint32))
+
+    def eligible_by_shard(self) -> list[np.ndarray]:
+        """Per shard, its eligible agents' global ids (ascending local id, as its score columns)."""
+        self._merged()
+        return self._eligible_sources  # type: ignore[return-value]
+
+
+class MergedScores:
+    """The default score columns of every eligible agent in global join order (an engine Scores'
+    attributes); `best` is the winner's global id. Columns are merged on first read."""
+
+    __slots__ = ("best", "_expl", "_answers", "_columns", "_ids")
+
+    def __init__(self, answers: Sequence[ShardAnswer], explanation: MergedExplanation, best: int):
+        self.best = best
+        self._expl = explanation
+        self._answers = answers
+        self._columns: list[list[float]] | None = None
+        self._ids: list[int] | None = None
+
+    def __len__(self) -> int:
+        return sum(a.columns.shape[1] for a in self._answers)
+
+    def _merge(self) -> None:
+        sources = self._expl.eligible_by_shard()
+        ids = np.concatenate(sources) if sources else np.zeros(0, dtype=np.int64)
+        columns = (np.concatenate([a.columns for a in self._answers], axis=1) if self._answers
+                   else np.zeros((len(SCORE_COLUMNS), 0)))
+        order = np.argsort(ids, kind="stable")
+        self._ids = ids[order].tolist()
+        self._columns = [c.tolist() for c in columns[:, order]]
+
+    def _column(self, j: int) -> list:
+        if self._columns is None:
+            self._merge()
+        return self._columns[j]  # type: ignore[index]
+
+    @property
+    def ids(self) -> list[int]:
+        if self._ids is None:
+            self._merge()
+        return self._ids  # type: ignore[return-value]
+
+    total = property(lambda self: self._column(0))
+    affinity = property(lambda self: self._column(1))
+    success_rate = property(lambda self: self._column(2))
+    cost = property(lambda self: self._column(3))
+    substantiated = property(lambda self: self._column(4))
+
+
+class GlobalIndex:
+    """Global agent ids to names (append-only, like a fleet's ids) and the record-writing methods
+    of an engine Index over merged explanations.
+
+    Each name is kept JSON-encoded too, in an array that numpy indexes by id, so that the lists of
+    a record are joined in C from an explanation's ids instead of built item by item (a record of
+    a large fleet names every agent in it)."""
+
+    def __init__(self) -> None:
+        self._names: list[str] = []
+        self._quoted = np.empty(1024, dtype=object)
+
+    def append(self, name: str) -> int:
+        """Give `name` the next global id."""
+        gid = len(self._names)
+        if gid == len(self._quoted):
+            self._quoted = np.concatenate((self._quoted, np.empty(gid, dtype=object)))
+        self._quoted[gid] = orjson.dumps(name)
+        self._names.append(name)
+        return gid
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def names(self) -> list[str]:
+        """Every name given an id, in id order (removed agents' too)."""
+        return self._names
+
+    def name(self, gid: int) -> str:
+        return self._names[gid]
+
+    def candidate_names(self, expl: MergedExplanation) -> list[str]:
+        names = self._names
+        return [names[i] for i in expl.candidate_ids()]
+
+    def failed_pairs(self, expl: MergedExplanation, predicates: Sequence[str]) -> list[dict[str, str]]:
+        """§6 filters_failed: grouped by predicate in derivation order, then by global id."""
+        names = self._names
+        return [{"candidate": names[i], "predicate": p}
+                for k, p in enumerate(predicates) for i in expl.failed_ids(k)]
+
+    def score_map(self, scores: MergedScores) -> dict[str, dict[str, float]]:
+        names = self._names
+        cols = [scores.total, scores.affinity, scores.success_rate, scores.cost, scores.substantiated]
+        return {names[gid]: {c: col[j] for c, col in zip(SCORE_COLUMNS, cols)}
+                for j, gid in enumerate(scores.ids)}
+
+    def write_scheduling(self, expl: MergedExplanation, scores: MergedScores, predicates: Sequence[str],
+                         requirements_json: bytes, declaration_json: bytes, tail_json: bytes) -> bytes:
+        """The §6 scheduling object as JSON bytes, members in record order, as orjson writes the
+        lists (no spaces): each list is joined from the names' JSON in one call."""
+        quoted = self._quoted
+        labels = expl.labels()
+        candidates = b",".join(quoted[np.flatnonzero(labels != _NOT_CANDIDATE)])
+        failed = []
+        for k, p in enumerate(predicates):
+            ids = np.flatnonzero(labels == k)
+            if len(ids):
+                # {"candidate":N1,"predicate":P},{"candidate":N2,"predicate":P}...
+                head, tail = b'{"candidate":', b',"predicate":' + orjson.dumps(p) + b"}"
+                failed.append(head + (tail + b"," + head).join(quoted[ids]) + tail)
+        out = [b'{"requirements":', requirements_json, b',"declaration":', declaration_json,
+               b',"candidates":[', candidates, b'],"filters_passed":', orjson.dumps(list(predicates)),
+               b',"filters_failed":[', b",".join(failed), b'],"scores":', orjson.dumps(self.score_map(scores))]
+        if tail_json:
+            out += [b",", tail_json]
+        out.append(b"}")
+        return b"".join(out)

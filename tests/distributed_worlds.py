@@ -1,0 +1,84 @@
+"""Random fleets and the operations on them for the distributed tests: a seeded generator (each
+world is reproducible from its seed), a local Ray for a test module, and record comparison with
+the §6 timings taken out.
+
+With CI set, a missing Ray fails these tests instead of skipping them.
+"""
+from __future__ import annotations
+
+import os
+import random
+import re
+
+import pytest
+
+from strategies import CAPS, CEILINGS, CLEARANCES, LABELS, NAMES, SESSIONS, TOOLS
+
+_TIMINGS = re.compile(rb',?"timings":\{[^{}]*\}')
+
+
+def ray_or_fail():
+    """The ray module; a skip where Ray is not installed, a failure under CI."""
+    try:
+        import ray
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("CI is set but Ray is not installed: pip install '.[test]' installs it")
+        pytest.skip("Ray is not installed (pip install 'a3fast[ray]')")
+    return ray
+
+
+def local_ray():
+    """Start a small local Ray on loopback (2 CPUs, no dashboard) for one test module."""
+    ray = ray_or_fail()
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 _node_ip_address="127.0.0.1", configure_logging=False)
+    return ray
+
+
+def without_timings(record: bytes) -> bytes:
+    """A record's bytes with its §6 `timings` member (measured, so never equal) taken out."""
+    return _TIMINGS.sub(b"", record)
+
+
+def declaration(rng: random.Random, name: str | None = None, namespace: str = "ns") -> dict:
+    doc = {"v": "1.0", "agent": {"name": name or rng.choice(NAMES), "namespace": namespace},
+           "capabilities": [dict({"name": rng.choice(CAPS), "version": rng.randint(1, 2)},
+                                 **({"evaluation": "probe"} if rng.random() < 0.5 else {}))
+                            for _ in range(rng.randint(0, 3))],
+           "clearances": rng.sample(CLEARANCES, rng.randint(0, 3))}
+    if rng.random() < 0.5:
+        doc["tools"] = rng.sample(TOOLS, rng.randint(0, 3))
+    if rng.random() < 0.5:
+        doc["residency"] = rng.sample(LABELS, rng.randint(0, 2))
+    if rng.random() < 0.6:
+        model = {"latency_class": rng.choice(["interactive", "batch"])}
+        if rng.random() < 0.7:
+            model["cost_ceiling_usd"] = rng.choice(CEILINGS)
+        doc["model"] = model
+    return doc
+
+
+def requirements(rng: random.Random, names: list[str]) -> dict:
+    doc = {"capabilities": [{"name": rng.choice(CAPS), "version": rng.randint(1, 2)}
+                            for _ in range(rng.randint(0, 2))],
+           "clearances": rng.sample(CLEARANCES, rng.randint(0, 2)),
+           "tools": rng.sample(TOOLS, rng.randint(0, 1))}
+    if rng.random() < 0.4:
+        doc["residency"] = rng.choice(LABELS)
+    if rng.random() < 0.3:
+        doc["model"] = {"latency_class": rng.choice(["interactive", "batch"])}
+    if rng.random() < 0.15:
+        doc["agentRef"] = rng.choice(names + ["stranger"])
+    if rng.random() < 0.25:
+        doc["exclude"] = rng.sample(names + ["stranger"], min(2, rng.randint(1, 2)))
+    if rng.random() < 0.4:
+        doc["session"] = rng.choice(SESSIONS)
+    if rng.random() < 0.2:
+        doc["kind"] = rng.choice(["review", "summarise"])
+    return doc
+
+
+#: Names for generated worlds: the shared strategies' names (escapes, UTF-16 order) and plain ones.
+WORLD_NAMES = NAMES + [f"agent-{i:02d}" for i in range(30)]

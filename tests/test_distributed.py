@@ -1,0 +1,206 @@
+"""A ShardedFleet places and explains exactly as one Fleet holding the same agents, added in the
+same order, with the same outcomes and sessions: every record byte-identical, timings aside.
+
+Random worlds come from a seeded generator (reproducible from the seed): adds, replaces, batch
+extends, removes, outcomes, held and released sessions, placements with routes and sessions, and
+resumed placements, interleaved. A local Ray is started for the module.
+"""
+from __future__ import annotations
+
+import random
+
+import orjson
+import pytest
+
+from a3fast import Fleet
+from a3fast.errors import FleetError, SchemaError
+from a3fast.placement import Route
+from a3fast.record.compact import Encoder
+from a3fast.record.write import placement_records
+from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, without_timings
+
+
+@pytest.fixture(scope="module")
+def ray():
+    ray = local_ray()
+    yield ray
+    ray.shutdown()
+
+
+def sharded(shards, tmp_path, **options):
+    from a3fast.distributed import ShardedFleet
+
+    return ShardedFleet(shards=shards, state_dir=str(tmp_path / "state"), **options)
+
+
+def records(p) -> list[tuple[str, bytes]]:
+    return [(kind, without_timings(content)) for kind, content in placement_records(p)]
+
+
+def assert_same_placement(one, many, what):
+    assert many.agent == one.agent, what
+    assert records(many) == records(one), what
+    assert many.candidates == one.candidates, what
+    assert many.eligible == one.eligible, what
+    assert many.failed_counts() == one.failed_counts(), what
+    assert many.summary() == one.summary(), what
+
+
+def run_world(seed, shards, tmp_path, steps=160):
+    """Apply the same random operations to a Fleet and a ShardedFleet, comparing every answer."""
+    rng = random.Random(seed)
+    one = Fleet()
+    many = sharded(shards, tmp_path, snapshot_every=7)
+    placed: list = []
+    placements = 0
+    routes = [None, Route("eu-only", {"residency": "eu"}), Route("reviewers", {"clearances": ["r.read"]})]
+    encoders = (Encoder(), Encoder())
+    seq = 1
+    try:
+        for step in range(steps):
+            live = one.names()
+            op = rng.random()
+            what = f"seed {seed}, step {step}"
+            if op < 0.25 or not live:
+                doc = declaration(rng, rng.choice(WORLD_NAMES))
+                for fleet in (one, many):
+                    fleet.add(doc)
+            elif op < 0.32:
+                docs = [declaration(rng, rng.choice(WORLD_NAMES)) for _ in range(rng.randint(1, 6))]
+                for fleet in (one, many):
+                    fleet.extend(docs)
+            elif op < 0.38:
+                name = rng.choice(live)
+                assert many.remove(name) == one.remove(name), what
+            elif op < 0.48:
+                name, success = rng.choice(live), rng.random() < 0.6
+                kind = rng.choice(["review", "summarise", requirements(rng, live)])
+                for fleet in (one, many):
+                    fleet.record_outcome(name, kind, success)
+            elif op < 0.55:
+                name, session = rng.choice(live), rng.choice(["s1", "s2"])
+                hold = rng.random() < 0.6
+                for fleet in (one, many):
+                    (fleet.hold_session if hold else fleet.release_session)(name, session)
+                assert many.holds_session(name, session) == one.holds_session(name, session), what
+            elif op < 0.62 and placed:
+                earlier_one, earlier_many = placed[rng.randrange(len(placed))]
+                try:
+                    expected = one.resume(earlier_one, seq=7)
+                except FleetError as exc:
+                    with pytest.raises(FleetError, match=str(exc).split(":")[0]):
+                        many.resume(earlier_many, seq=7)
+                else:
+                    assert records(many.resume(earlier_many, seq=7)) == records(expected), what
+            else:
+                task = requirements(rng, live)
+                route = rng.choice(routes)
+                session = rng.choice([None, None, "s1"])
+                try:
+                    expected = one.place(task, session, route)
+                except Exception as exc:   # a route that would change a stated value
+                    with pytest.raises(type(exc)):
+                        many.place(task, session, route)
+                    continue
+                got = many.place(task, session, route)
+                assert_same_placement(expected, got, what)
+                # the compact trace form, written from the merged explanation
+                compact = [[(k, without_timings(c)) for k, c in enc.encode_placement(seq, p)]
+                           for enc, p in zip(encoders, (expected, got))]
+                assert compact[0] == compact[1], what
+                seq += len(compact[0])
+                placements += 1
+                if expected.bound:
+                    placed.append((expected, got))
+            assert len(many) == len(one) and many.names() == one.names(), what
+        assert placements >= steps // 4
+    finally:
+        many.close()
+
+
+@pytest.mark.parametrize("seed,shards", [(1, 3), (2, 2), (3, 1)])
+def test_sharded_fleet_writes_the_records_one_fleet_writes(ray, tmp_path, seed, shards):
+    run_world(seed, shards, tmp_path)
+
+
+def test_ties_go_to_the_smallest_name_across_shards(ray, tmp_path):
+    """Agents with equal totals on different shards: the smallest name wins, as in one fleet."""
+    from a3fast.distributed import shard_of
+
+    names = [f"twin-{i}" for i in range(12)]
+    assert len({shard_of(n, 3) for n in names}) == 3
+    docs = [{"v": "1.0", "agent": {"name": n, "namespace": "ns"}, "capabilities": [], "clearances": []}
+            for n in reversed(names)]
+    one, many = Fleet(), sharded(3, tmp_path)
+    try:
+        for fleet in (one, many):
+            fleet.extend(docs)
+        expected, got = one.place({}), many.place({})
+        assert got.agent == expected.agent == "twin-0"
+        assert records(got) == records(expected)
+    finally:
+        many.close()
+
+
+def test_candidates_follow_global_join_order_not_shard_order(ray, tmp_path):
+    names = [f"n{i}" for i in (5, 1, 9, 3, 7, 0)]
+    docs = [{"v": "1.0", "agent": {"name": n, "namespace": "ns"}, "capabilities": [], "clearances": []}
+            for n in names]
+    many = sharded(3, tmp_path)
+    try:
+        many.extend(docs[:3])
+        many.add(docs[3])
+        many.extend(docs[4:])
+        many.remove("n9")
+        many.add(docs[2])            # back with its first id
+        assert many.place({}).candidates == names
+    finally:
+        many.close()
+
+
+def test_invalid_input_changes_nothing_on_any_shard(ray, tmp_path):
+    many = sharded(2, tmp_path)
+    try:
+        ok = {"v": "1.0", "agent": {"name": "a", "namespace": "ns"}, "capabilities": [], "clearances": []}
+        with pytest.raises(SchemaError):
+            many.extend([ok, {"v": "1.0"}])
+        other = dict(ok, agent={"name": "a", "namespace": "elsewhere"})
+        many.add(ok)
+        with pytest.raises(FleetError, match="already used in namespace 'ns'"):
+            many.extend([dict(ok, agent={"name": "b", "namespace": "ns"}), other])
+        with pytest.raises(FleetError, match="no agent named 'ghost'"):
+            many.remove("ghost")
+        with pytest.raises(SchemaError):
+            many.place({"capabilities": "everything"})
+        assert many.names() == ["a"]
+        assert sum(s["ids_given"] for s in many.shard_states()) == 1
+    finally:
+        many.close()
+
+
+def test_a_bound_placement_holds_its_session_on_the_owning_shard(ray, tmp_path):
+    from a3fast.distributed import shard_of
+
+    many = sharded(3, tmp_path)
+    try:
+        many.add({"v": "1.0", "agent": {"name": "solo", "namespace": "ns"}, "capabilities": [], "clearances": []})
+        p = many.place({"session": "s9"})
+        assert p.agent == "solo" and many.holds_session("solo", "s9")
+        owner = shard_of("solo", 3)
+        import ray as ray_module
+        held = [ray_module.get(many.shard_actor(i).holds_session.remote("solo", "s9")) for i in range(3)]
+        assert held == [i == owner for i in range(3)]
+        again = many.place({"session": "s9"})
+        assert orjson.loads(again.scheduling_json())["scores"]["solo"]["affinity"] == 1.0
+    finally:
+        many.close()
+
+
+def test_shard_of_is_a_stable_hash_of_the_name():
+    from a3fast.distributed import shard_of
+
+    # BLAKE2b, not Python's salted hash: the same shard in every process and on every machine
+    assert [shard_of(n, 4) for n in ("a", "b", "agent-1", "é")] == [shard_of(n, 4) for n in ("a", "b", "agent-1", "é")]
+    import hashlib
+    digest = hashlib.blake2b(b"agent-1", digest_size=8).digest()
+    assert shard_of("agent-1", 7) == int.from_bytes(digest, "little") % 7

@@ -1,0 +1,202 @@
+"""Failure is loud, never partial: a shard that is down or late makes the operation raise ShardError
+naming it, never a decision on a subset of the fleet; a restarted shard recovers its agents from
+its snapshot and journal and the fleet continues with the same answers as one Fleet."""
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from a3fast import Fleet
+from a3fast.errors import SnapshotError
+from a3fast.record.write import placement_records
+from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, without_timings
+
+
+@pytest.fixture(scope="module")
+def ray():
+    ray = local_ray()
+    yield ray
+    ray.shutdown()
+
+
+def records(p):
+    return [(kind, without_timings(content)) for kind, content in placement_records(p)]
+
+
+def populated(tmp_path, seed=5, shards=3, **options):
+    """The same world in one Fleet and a ShardedFleet: agents, outcomes and sessions."""
+    from a3fast.distributed import ShardedFleet
+
+    rng = random.Random(seed)
+    one = Fleet()
+    many = ShardedFleet(shards=shards, state_dir=str(tmp_path / "state"), **options)
+    docs = [declaration(rng, name) for name in WORLD_NAMES]
+    for fleet in (one, many):
+        fleet.extend(docs[:20])
+        for doc in docs[20:]:
+            fleet.add(doc)
+        fleet.remove(WORLD_NAMES[3])
+    for name in WORLD_NAMES[10:16]:
+        for fleet in (one, many):
+            fleet.record_outcome(name, "review", True)
+            fleet.hold_session(name, "s1")
+    return rng, one, many
+
+
+def restarted(many, shard, pid, within=30.0):
+    """The shard's state once its actor answers from a process other than `pid` (ray.kill
+    returns before the process is gone, and the restart takes a moment)."""
+    from a3fast.distributed import ShardError
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            state = many.shard_states()[shard]
+        except ShardError:
+            state = None
+        if state is not None and state["pid"] != pid:
+            return state
+        time.sleep(0.2)
+    raise AssertionError(f"shard {shard} did not restart within {within} s")
+
+
+def tasks(rng, names, n=12):
+    return [dict(requirements(rng, names), kind="review") for _ in range(n)]
+
+
+def test_a_killed_shard_restarts_from_its_snapshot_and_journal_with_the_same_answers(ray, tmp_path):
+    rng, one, many = populated(tmp_path, snapshot_every=4)
+    try:
+        # a shard with both a snapshot and a journal of changes after it
+        before = next(s for s in many.shard_states() if s["changes"] > s["snapshot_seq"] > 0)
+        victim = before["shard"]
+        ray.kill(many.shard_actor(victim), no_restart=False)
+        after = restarted(many, victim, before["pid"])
+        assert after["recovered"]["snapshot_seq"] == before["snapshot_seq"]
+        assert after["recovered"]["journal_changes"] == before["changes"] - before["snapshot_seq"]
+        assert (after["live"], after["ids_given"]) == (before["live"], before["ids_given"])
+        for task in tasks(rng, one.names()):
+            assert records(many.place(task)) == records(one.place(task))
+        # and the fleet goes on changing
+        doc = declaration(rng, "late-joiner")
+        for fleet in (one, many):
+            fleet.add(doc)
+        task = {"session": "s1", "kind": "review"}
+        assert records(many.place(task)) == records(one.place(task))
+    finally:
+        many.close()
+
+
+def test_a_shard_that_is_down_makes_the_placement_raise_naming_it(ray, tmp_path):
+    from a3fast.distributed import ShardError
+
+    _, one, many = populated(tmp_path, max_restarts=0)
+    try:
+        ray.kill(many.shard_actor(2), no_restart=True)
+        with pytest.raises(ShardError, match=r"^shard 2: down during place") as caught:
+            many.place({})
+        assert caught.value.shard == 2
+        with pytest.raises(ShardError, match=r"^shard 2: "):
+            many.shard_states()
+    finally:
+        many.close()
+
+
+def test_a_shard_that_does_not_answer_in_time_makes_the_placement_raise_naming_it(ray, tmp_path):
+    from a3fast.distributed import ShardError
+
+    _, one, many = populated(tmp_path)
+    try:
+        many.timeout = 1e-9
+        with pytest.raises(ShardError, match=r"^shard 0: no answer to place within 1e-09 s; nothing was decided"):
+            many.place({})
+        many.timeout = 30.0
+        assert records(many.place({})) == records(one.place({}))
+    finally:
+        many.close()
+
+
+# -- the shard's durable state, without Ray -----------------------------------------------------------
+
+def shard_world(tmp_path, snapshot_every):
+    from a3fast.distributed.shard import FleetShard
+
+    rng = random.Random(11)
+    shard = FleetShard(0, state_dir=str(tmp_path), snapshot_every=snapshot_every)
+    shard.extend([declaration(rng, n) for n in WORLD_NAMES[:10]])
+    for name in WORLD_NAMES[:4]:
+        shard.record_outcome(name, "review", True)
+        shard.hold_session(name, "s1")
+    shard.remove(WORLD_NAMES[5])
+    shard.add(declaration(rng, WORLD_NAMES[5]))
+    return shard
+
+
+def same_state(a, b):
+    assert a.local_names() == b.local_names()
+    assert a.fleet.names() == b.fleet.names()
+    for task in ({}, {"session": "s1", "kind": "review"}, {"clearances": ["r.read"]}):
+        assert _equal_answers(a.explain(task, None), b.explain(task, None))
+
+
+def _equal_answers(x, y):
+    import numpy as np
+    return (x.failed == y.failed and x.eligible == y.eligible and np.array_equal(x.columns, y.columns)
+            and (x.best, x.best_name, x.best_json) == (y.best, y.best_name, y.best_json))
+
+
+@pytest.mark.parametrize("snapshot_every", [1, 4, 1000])
+def test_a_shard_recovers_from_snapshot_plus_journal(tmp_path, snapshot_every):
+    from a3fast.distributed.shard import FleetShard
+
+    shard = shard_world(tmp_path, snapshot_every)
+    again = FleetShard(0, state_dir=str(tmp_path), snapshot_every=snapshot_every)
+    same_state(shard, again)
+    assert again.state()["changes"] == shard.state()["changes"]
+
+
+def test_a_torn_journal_tail_is_cut_and_the_rest_recovered(tmp_path):
+    from a3fast.distributed.shard import FleetShard
+
+    shard = shard_world(tmp_path, 1000)
+    journal = tmp_path / "shard-0.journal"
+    with open(journal, "ab") as fh:
+        fh.write(b'0badc0de {"seq": 99, "op": "remo')
+    again = FleetShard(0, state_dir=str(tmp_path))
+    assert again.recovered["torn_bytes"] == len(b'0badc0de {"seq": 99, "op": "remo')
+    same_state(shard, again)
+    assert journal.read_bytes().endswith(b"\n")
+
+
+def test_a_damaged_journal_line_before_the_last_is_an_error(tmp_path):
+    from a3fast.distributed.shard import FleetShard
+
+    shard_world(tmp_path, 1000)
+    journal = tmp_path / "shard-0.journal"
+    lines = journal.read_bytes().split(b"\n")
+    assert b'"review"' in lines[1]
+    lines[1] = lines[1].replace(b'"review"', b'"reviex"')
+    journal.write_bytes(b"\n".join(lines))
+    with pytest.raises(SnapshotError, match=r"journal line 2 is damaged"):
+        FleetShard(0, state_dir=str(tmp_path))
+
+
+def test_a_change_that_timed_out_and_landed_late_puts_the_shard_in_doubt(ray, tmp_path):
+    from a3fast.distributed import ShardError, shard_of
+
+    _, one, many = populated(tmp_path)
+    try:
+        name = one.names()[0]
+        owner = shard_of(name, many.shards)
+        many.timeout = 1e-9
+        with pytest.raises(ShardError, match=rf"^shard {owner}: no answer to record_outcome"):
+            many.record_outcome(name, "review", False)
+        many.timeout = 30.0
+        time.sleep(0.5)      # the change reaches the shard after the coordinator gave up on it
+        with pytest.raises(ShardError, match=rf"^shard {owner}: has applied \d+ changes where the "
+                                             rf"coordinator knows of \d+"):
+            many.place({})
+    finally:
+        many.close()
