@@ -110,6 +110,17 @@ def test_two_contracts_for_one_id_and_major_version_are_refused():
     assert len(parse_contracts([SPEC_CONTRACT, with_(SPEC_CONTRACT, "version", 2)])) == 2
 
 
+def test_documents_missing_their_id_are_not_reported_as_duplicates_of_each_other():
+    for parse, name, what in ((parse_contracts, "id", "contract"), (parse_skills, "id", "skill"),
+                              (parse_mappings, "satisfies", "mapping")):
+        found = problems(parse, [{}, {}])
+        assert not [p for p in found if "again" in p], what
+        assert f"$[1].{name}: expected the required field {name!r}, found nothing" in found, what
+    found = problems(parse_policy, {"rules": [{"decision": "deny"}, {"decision": "deny"}]})
+    assert found == ["$.rules[0].id: expected the required field 'id', found nothing",
+                     "$.rules[1].id: expected the required field 'id', found nothing"]
+
+
 def test_problems_are_rooted_at_the_paths_given_for_json_lines():
     assert problems(lambda d: parse_contracts(d, ["line 3: $"]), [with_(SPEC_CONTRACT, "resource", "")]) == [
         "line 3: $.resource: expected a non-empty string, found string ''"]

@@ -280,7 +280,7 @@ class Index:
         return Explanation(candidates, remaining, failed)
 
     def score(self, expl: Explanation, eval_rows: Sequence[int], session_row: int, kind: int,
-              weights: tuple[float, float, float, float]) -> Scores:
+              weights: Sequence[float]) -> Scores:
         """Default score components for the eligible agents and the winner (ties: smallest name).
 
         total = ((w_a*affinity + w_s*success_rate) + w_c*cost) + w_e*substantiated, in that order,

@@ -354,7 +354,9 @@ def fleet_match(case: MatchingCase, engine: str | None = None) -> MatchResult:
     for doc in case.fleet:
         fleet.add(doc)
     placement = fleet.place(case.requirements)
-    if placement.bound:
-        scheduling = placement.scheduling
+    scheduling = placement.scheduling
+    if scheduling is not None:
         return MatchResult.of(scheduling["filters_passed"], scheduling["filters_failed"], placement.eligible)
-    return MatchResult.of(placement.predicates, placement.rejection["filters_failed"], placement.eligible)
+    rejection = placement.rejection
+    assert rejection is not None  # a placement is bound or rejected
+    return MatchResult.of(placement.predicates, rejection["filters_failed"], placement.eligible)

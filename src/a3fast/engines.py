@@ -16,6 +16,7 @@ from types import ModuleType
 
 from . import _pure
 
+_native: ModuleType | None
 try:
     from . import _core as _native
 except ImportError:  # not built: no compiler at install time, or a source checkout

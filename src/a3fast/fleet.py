@@ -15,7 +15,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 import orjson
@@ -28,6 +28,10 @@ from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENC
                          capability, clearance, first_failed, latency_class, residency, tool)
 from .schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from .scoring import DEFAULT_WEIGHTS, Scorer, ScoringTask, choose, cost_score
+
+if TYPE_CHECKING:
+    # Both engines' Index has the interface of the native one, whose stub (_core.pyi) mypy reads.
+    from ._core import Explanation, Index, Scores
 
 __all__ = ["Fleet", "RESOLVED_CACHE_SIZE", "EXPLAINED_CACHE_BUDGET"]
 
@@ -96,9 +100,9 @@ class Fleet:
                  weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS):
         self.engine = ENGINE if engine is None else engine
         self._engine = engine_module(engine)
-        self._index = self._engine.Index()
+        self._index: Index = self._engine.Index()
         self.scorer = scorer
-        self.weights = tuple(float(w) for w in weights)
+        self.weights: tuple[float, ...] = tuple(float(w) for w in weights)
         #: bumped by every change that can alter a placement's result
         self.generation = 0
         #: bumped by every change of who is in the fleet or what they declare (not by sessions or
@@ -142,7 +146,7 @@ class Fleet:
             self._agents.append(None)
             self._member_rows.append(())
             self._decl_json.append(None)
-        current = self._declaration(aid)
+        current = self._declaration(aid) if self._agents[aid] is not None else None
         if current is not None:
             if current.agent.namespace != decl.agent.namespace:
                 raise FleetError(
@@ -331,9 +335,9 @@ class Fleet:
     def remove(self, name: str) -> Declaration:
         """Remove an agent by name; its held sessions go with it. FleetError if it is not here."""
         aid = self._ids.get(name)
-        decl = self._declaration(aid) if aid is not None else None
-        if decl is None:
+        if aid is None or self._agents[aid] is None:
             raise FleetError(f"no agent named {name!r} in the fleet")
+        decl = self._declaration(aid)
         self._index.drop(aid, self._rows_of(aid) + tuple(self._held_sessions.pop(aid, ())))
         self._agents[aid] = None
         self._decl_json[aid] = None
@@ -347,7 +351,7 @@ class Fleet:
         return self._count
 
     def __contains__(self, name: object) -> bool:
-        aid = self._ids.get(name)  # type: ignore[arg-type]
+        aid = self._ids.get(name)  # type: ignore[call-overload]  # any object may be asked about; a non-str is just absent
         return aid is not None and self._agents[aid] is not None
 
     def __iter__(self) -> Iterator[Declaration]:
@@ -355,7 +359,7 @@ class Fleet:
 
     def get(self, name: str) -> Declaration | None:
         aid = self._ids.get(name)
-        return self._declaration(aid) if aid is not None else None
+        return self._declaration(aid) if aid is not None and self._agents[aid] is not None else None
 
     def _repr_html_(self) -> str:
         """How many agents, and the predicates most of them satisfy, as a notebook shows it."""
@@ -609,12 +613,15 @@ class Fleet:
             self._remember(predicates, expl, eval_rows)
 
         # score the eligible and choose
+        scores: Scores | CustomScores
         if scorer is None:
             session_row = self._session_rows.get(session, -1) if session is not None else -1
             kid = self._kinds.get(kind, -1) if kind is not None else -1
             scores = self._index.score(expl, eval_rows, session_row, kid, self.weights)
         else:
-            scores = self._custom_scores(scorer, expl, matched, session, kind)
+            # a scorer is told the task's kind: needs_kind derived it above when none was given
+            scores = self._custom_scores(scorer, expl, matched, session,
+                                         kind if kind is not None else task_kind(matched))
         best = scores.best
         selected = time.perf_counter_ns()
 
@@ -671,8 +678,9 @@ class Fleet:
                     for i in unit:
                         p = placements[i] = self._place(
                             tasks[i], chosen[i], None, scorer=scorer, kind=kind, reason_limit=reason_limit)
-                        if p.bound and remember_session and chosen[i] is not None:
-                            held[i] = self._hold_in_batch(p.agent, chosen[i])
+                        task_session = chosen[i]
+                        if p.agent is not None and remember_session and task_session is not None:
+                            held[i] = self._hold_in_batch(p.agent, task_session)
 
             n = max(1, min(workers or os.cpu_count() or 1, len(units)))
             if n == 1:
@@ -683,6 +691,7 @@ class Fleet:
                         future.result()
             generation = self.generation
             for p, did_hold in zip(placements, held):
+                assert p is not None  # work() placed every task
                 p.generation = generation
                 generation += did_hold
             self.generation = generation
@@ -706,16 +715,17 @@ class Fleet:
         The agent must still be in the fleet and its current declaration must still satisfy every
         predicate matched the first time, since the resumed record is held to the same checks (§7).
         """
-        if not earlier.bound:
+        agent = earlier.agent
+        if agent is None:
             raise FleetError("only a bound placement can be resumed")
-        decl = self.get(earlier.agent)
+        decl = self.get(agent)
         if decl is None:
             raise FleetError(f"cannot resume on {earlier.agent!r}: the agent is no longer in the fleet")
         unmet = first_failed(decl, earlier.predicates)
         if unmet is not None:
             raise FleetError(f"cannot resume on {earlier.agent!r}: its declaration no longer satisfies {unmet}")
         started = time.perf_counter_ns()
-        json = self._declaration_json(self._ids[earlier.agent])
+        json = self._declaration_json(self._ids[agent])
         return Placement(
             self.engine, earlier.index, earlier.requirements, earlier.submitted, earlier.route,
             earlier.session, earlier.kind, earlier.explanation, earlier.scores,
@@ -723,7 +733,7 @@ class Fleet:
             time.time_ns(), self.generation,
             resumed=True, recorded_in=seq if seq is not None else earlier.seq)
 
-    def explain(self, requirements: Mapping[str, Any] | Requirements) -> Any:
+    def explain(self, requirements: Mapping[str, Any] | Requirements) -> Explanation:
         """The filter and first-failed explanation of a task (§5), without scoring: the engine's
         Explanation (candidate, eligible and per-predicate failed id sets)."""
         matched = parse_requirements(requirements)
@@ -764,7 +774,7 @@ class Fleet:
         self._explained.clear()
 
     @property
-    def index(self) -> Any:
+    def index(self) -> Index:
         """The engine's index behind this fleet, read-only, for tools that measure or inspect its
         rows (`row_ids`, `row_count`, `explain`); changing it directly breaks the fleet."""
         return self._index
@@ -835,8 +845,8 @@ class Fleet:
             cache.clear()
         cache[predicates] = (self.membership, expl, eval_rows)
 
-    def _custom_scores(self, scorer: Scorer, expl: Any, matched: Requirements, session: str | None,
-                       kind: str | None) -> CustomScores:
+    def _custom_scores(self, scorer: Scorer, expl: Explanation, matched: Requirements, session: str | None,
+                       kind: str) -> CustomScores:
         """Scores from a caller's scorer: one mapping with a numeric `total` per eligible agent."""
         ids = expl.eligible_ids()
         agents = [self._declaration(i) for i in ids]
@@ -867,20 +877,23 @@ class Fleet:
             return entry
         text = self._decl_json[aid]
         if text is None:
-            text = self._decl_json[aid] = orjson.dumps(entry.doc)
+            text = self._decl_json[aid] = orjson.dumps(self._declaration(aid).doc)
         return text
 
-    def _declaration(self, aid: int) -> Declaration | None:
-        """An agent's Declaration (None once removed), parsed from its canonical JSON the first time
-        it is asked for when the fleet was loaded in bulk."""
+    def _declaration(self, aid: int) -> Declaration:
+        """A live agent's Declaration, parsed from its canonical JSON the first time it is asked for
+        when the fleet was loaded in bulk."""
         entry = self._agents[aid]
-        if type(entry) is bytes:
-            if entry is _IN_SNAPSHOT:
-                entry = self._declaration_json(aid)
-            decl = parse_declaration(orjson.loads(entry))
-            self._decl_json[aid] = entry
-            self._agents[aid] = entry = decl
-        return entry
+        if isinstance(entry, Declaration):
+            return entry
+        if entry is None:
+            raise FleetError(f"agent id {aid} has been removed from the fleet")
+        if entry is _IN_SNAPSHOT:
+            entry = self._declaration_json(aid)
+        decl = parse_declaration(orjson.loads(entry))
+        self._decl_json[aid] = entry
+        self._agents[aid] = decl
+        return decl
 
     def _rows_of(self, aid: int) -> tuple[int, ...]:
         """A live agent's index rows: kept, or derived again from its declaration, whose every value

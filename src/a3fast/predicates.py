@@ -5,7 +5,7 @@ one predicate against one declaration with no index at all.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     from .schema import Declaration, Requirements
@@ -162,8 +162,12 @@ def satisfies(decl: Declaration, predicate: str | Predicate) -> bool:
     return decl.agent.name != arg  # anti-affinity
 
 
-def first_failed(decl: Declaration, predicates: Iterable[str]) -> str | None:
-    """The first predicate (in the given order) that `decl` fails, or None if it satisfies all."""
+_Predicate = TypeVar("_Predicate", str, Predicate)
+
+
+def first_failed(decl: Declaration, predicates: Iterable[_Predicate]) -> _Predicate | None:
+    """The first predicate (strings or parsed, in the given order) that `decl` fails, or None if it
+    satisfies all."""
     for p in predicates:
         if not satisfies(decl, p):
             return p

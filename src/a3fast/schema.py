@@ -8,7 +8,7 @@ caller that places the same task often can parse it once ("prepared requirements
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple, TypeGuard
 
 import orjson
 
@@ -247,6 +247,13 @@ class ProblemReader:
         if self.problems:
             raise SchemaError(self.problems)
 
+    def document(self, value: Any, path: str) -> Mapping[str, Any]:
+        """The object at `path`, or a SchemaError now: none of its fields can be read without it."""
+        doc = self.obj(value, path)
+        if doc is None:
+            raise SchemaError(self.problems)
+        return doc
+
     def check_document(self, value: Any, path: str) -> None:
         """The rule for every document (a3fast.document), for what the fields above do not read;
         a path already named by a problem above is not named twice."""
@@ -264,7 +271,7 @@ _valid_identifiers: set[str] = set()
 _valid_texts: set[str] = set()
 
 
-def _identifier_ok(value: Any) -> bool:
+def _identifier_ok(value: Any) -> TypeGuard[str]:
     if type(value) is not str:
         return False
     if value in _valid_identifiers:
@@ -276,7 +283,7 @@ def _identifier_ok(value: Any) -> bool:
     return False
 
 
-def _text_ok(value: Any) -> bool:
+def _text_ok(value: Any) -> TypeGuard[str]:
     if type(value) is not str:
         return False
     if value in _valid_texts:
@@ -288,7 +295,7 @@ def _text_ok(value: Any) -> bool:
     return False
 
 
-def _version_ok(value: Any) -> bool:
+def _version_ok(value: Any) -> TypeGuard[int]:
     return type(value) is int and 0 <= value <= MAX_VERSION
 
 
@@ -397,9 +404,7 @@ def parse_declaration(obj: Any, path: str = "$") -> Declaration:
         if fast is not None and document.conforms(obj):
             return fast
     r = ProblemReader()
-    doc = r.obj(obj, path)
-    if doc is None:
-        r.raise_if_any()
+    doc = r.document(obj, path)
     for key in ("v", "agent", "capabilities", "clearances"):
         if key not in doc:
             r.fail(json_path(path, key), f"the required field {key!r}", None, "nothing")
@@ -425,6 +430,7 @@ def parse_declaration(obj: Any, path: str = "$") -> Declaration:
         model = r.model(doc["model"], json_path(path, "model"), True)
     r.check_document(doc, path)
     r.raise_if_any()
+    assert v is not None and agent is not None  # the reader leaves None only beside a problem
     return Declaration(v, agent, capabilities, clearances, residency, tools, model, doc)
 
 
@@ -437,9 +443,7 @@ def parse_requirements(obj: Any, path: str = "$") -> Requirements:
         if fast is not None and document.conforms(obj):
             return fast
     r = ProblemReader()
-    doc = r.obj(obj, path)
-    if doc is None:
-        r.raise_if_any()
+    doc = r.document(obj, path)
     # null counts as absent for `v`, as for every optional field of requirements
     v = r.schema_version(doc["v"], json_path(path, "v")) if doc.get("v") is not None else None
     capabilities = r.capabilities(doc.get("capabilities", []), json_path(path, "capabilities"), False)

@@ -37,7 +37,9 @@ _ALIGN = 8
 def _parts(header: Mapping[str, Any], sections: Mapping[str, bytes | memoryview]) -> list:
     """The file's bytes before the trailer: head, JSON header (with the section table), then the
     sections, each 8-byte aligned."""
-    table, at, body = [], 0, []
+    table: list[list[Any]] = []
+    body: list[bytes | memoryview] = []
+    at = 0
     for name, data in sections.items():
         pad = -at % _ALIGN
         if pad:

@@ -15,7 +15,7 @@ import io
 import itertools
 import os
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, NamedTuple, Union
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, NamedTuple, TypeGuard, Union
 
 import msgspec
 import orjson
@@ -104,6 +104,7 @@ class TraceRecord:
         if self._content is _UNDECODED:
             typed = self.content_json is None
             if typed:  # read by a typed decoder: take the content from the line
+                assert self._content_source is not None  # kept for every typed record
                 self.content_json = _ENVELOPE.decode(self._content_source).content
             try:
                 content = _ANY.decode(self.content_json)
@@ -127,7 +128,7 @@ class TraceProblem(NamedTuple):
     `seq`/`kind`/`content`, or a `seq` that does not increase. `seq` is the record's, when it has one."""
 
     line: int | None
-    index: int
+    index: int  # type: ignore[assignment]  # the record's position, as TraceRecord.index; shadows tuple.index
     seq: int | None
     message: str
 
@@ -150,7 +151,7 @@ _ENVELOPE = msgspec.json.Decoder(_Envelope)
 _ANY = msgspec.json.Decoder()
 
 
-def _is_seq(value: Any) -> bool:
+def _is_seq(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -249,8 +250,8 @@ def read_lines(lines: Iterable[bytes], *, first_line: int = 1,
             yield TraceProblem(lineno, seq_check.index, _seq_of(value), _rule_message(problems))
             continue
         if type(value) is dict:  # the usual shape, without the questions value() asks of others
-            seq, kind, content = value.get("seq"), value.get("kind"), value.get("content")
-            if type(seq) is int and type(kind) is str and type(content) is dict:
+            seq, record_kind, content = value.get("seq"), value.get("kind"), value.get("content")
+            if type(seq) is int and type(record_kind) is str and type(content) is dict:
                 seq_check.index += 1
                 last = seq_check.last_seq
                 if last is not None and seq <= last:
@@ -258,7 +259,7 @@ def read_lines(lines: Iterable[bytes], *, first_line: int = 1,
                                        f"seq {seq} does not increase (an earlier record has seq {last})")
                 else:
                     seq_check.last_seq = seq
-                yield TraceRecord(seq, kind, lineno, seq_check.index, content=content)
+                yield TraceRecord(seq, record_kind, lineno, seq_check.index, content=content)
                 continue
         yield from seq_check.value(value, lineno)
 

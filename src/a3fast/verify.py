@@ -480,7 +480,7 @@ class Verifier:
             self._warn("W_FAILED_AND_SCORED", seq, line, "listed both in filters_failed (ineligible) "
                        f"and in scores (eligible): {_listing(sorted(set(overlap)))}")
         explanation = None
-        if placement.full_explanation:
+        if placement.full_explanation and passed is not None:  # full: filters_passed is there
             explanation = _Cited(frozenset(passed), agent, chosen_failed, chosen_scored)
         self._placements.add(seq, explanation)
 
@@ -578,7 +578,7 @@ _READ_BUFFER = 1 << 16
 _TYPED = {BOUND: BOUND_RECORD}
 
 
-def verify_bytes(data: bytes) -> list[Finding]:
+def verify_bytes(data: bytes | bytearray | memoryview) -> list[Finding]:
     """Verify a trace given as its text: JSON Lines or a JSON array of records."""
     return verify_items(read_trace(bytes(data), typed=_TYPED))
 

@@ -8,7 +8,7 @@ from what some agent declares, so about two thirds are schedulable.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -125,7 +125,7 @@ def generate_fleet(n_agents: int, seed: int = 0,
     return fleet
 
 
-def generate_tasks(declarations: list[dict[str, Any]], n_tasks: int, seed: int = 0) -> list[dict[str, Any]]:
+def generate_tasks(declarations: Sequence[Mapping[str, Any]], n_tasks: int, seed: int = 0) -> list[dict[str, Any]]:
     """`n_tasks` §4 requirements documents against a fleet, the same for the same seed.
 
     Each task starts from a random agent's declaration (so it is schedulable by construction); a

@@ -17,6 +17,7 @@ to tools), `envelope` (admit, and the verifier's envelope warnings). Its benchma
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
 # Each public name and the module that defines it; modules load on first use, so that the verifier
 # can import `a3fast.authority.envelope` without loading cryptography and the resolver.
@@ -37,12 +38,30 @@ _MODULES = {
     "times": ("DEFAULT_SKEW_SECONDS",),
     "vocabulary": ("CONFIRMATIONS", "OPERATIONS", "Vocabulary", "capability_key", "parse_capability_ref"),
 }
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers (tests/test_typing.py keeps both in step)
+    from .catalog import Catalog
+    from .documents import (CONDITIONS, DECISIONS, Connection, Contract, Engagement, HostMapping, Rule,
+                            RuntimePolicy, Signature, Skill, parse_connection, parse_contract,
+                            parse_contracts, parse_engagement, parse_mapping, parse_mappings, parse_policy,
+                            parse_skill, parse_skills)
+    from .effective import CONFIRM, DENIED, GRANTED, Authority, Grant, apply_policy, effective_authority
+    from .engagement import EngagementCheck, canonical_bytes, sign_engagement, verify_engagement
+    from .envelope import (W_ENVELOPE_EXCEEDS_CLEARANCES, W_ENVELOPE_MALFORMED, EnvelopeFinding, admit,
+                           check_envelope, envelope_findings)
+    from .keys import generate_private_key, load_public_key, public_key_text
+    from .reasons import Reason
+    from .resolution import (Binding, HostTools, Resolution, Resolver, SkillIndex, SkillResolution, Unmet,
+                             resolve)
+    from .times import DEFAULT_SKEW_SECONDS
+    from .vocabulary import CONFIRMATIONS, OPERATIONS, Vocabulary, capability_key, parse_capability_ref
+
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = sorted(_HOME)
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     module = _HOME.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

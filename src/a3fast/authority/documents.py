@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -196,12 +196,12 @@ def _document(r: ProblemReader, obj: Any, path: str, required: Iterable[str]) ->
 
 
 def _contract(r: ProblemReader, obj: Any, path: str) -> Contract | None:
+    n = len(r.problems)  # counted before the required fields: a document missing one is not parsed
     doc = _document(r, obj, path, ("id", "operation", "resource", "confirmation"))
     if doc is None:
         return None
-    n = len(r.problems)
     ident = r.identifier(doc.get("id"), json_path(path, "id"), "capability") if "id" in doc else None
-    version = DEFAULT_VERSION
+    version: int | None = DEFAULT_VERSION
     if "version" in doc:
         version = r.version(doc["version"], json_path(path, "version"))
     operation = r.choice(doc["operation"], json_path(path, "operation"), OPERATIONS) if "operation" in doc else None
@@ -216,44 +216,59 @@ def _contract(r: ProblemReader, obj: Any, path: str) -> Contract | None:
         confirmation = r.choice(doc["confirmation"], json_path(path, "confirmation"), CONFIRMATIONS)
     if len(r.problems) > n:
         return None
+    # the reader leaves None only beside a problem
+    assert ident is not None and version is not None and operation is not None and resource is not None
+    assert confirmation is not None
     return Contract(ident, version, operation, resource, tuple(dict.fromkeys(effects)),
                     tuple(dict.fromkeys(data)), reversible, confirmation, doc)
 
 
 def _mapping(r: ProblemReader, obj: Any, path: str) -> HostMapping | None:
+    n = len(r.problems)  # counted before the required fields: a document missing one is not parsed
     doc = _document(r, obj, path, ("tool", "satisfies", "transport"))
     if doc is None:
         return None
-    n = len(r.problems)
     tool = r.text(doc["tool"], json_path(path, "tool"), "a tool name (a non-empty string)") if "tool" in doc else None
     satisfies = r.ref(doc["satisfies"], json_path(path, "satisfies")) if "satisfies" in doc else None
     transport = None
     if "transport" in doc:
         transport = r.text(doc["transport"], json_path(path, "transport"), "a transport such as \"mcp\"")
-    return HostMapping(tool, satisfies, transport, doc) if len(r.problems) == n else None
+    if len(r.problems) > n:
+        return None
+    assert tool is not None and satisfies is not None and transport is not None  # None only beside a problem
+    return HostMapping(tool, satisfies, transport, doc)
 
 
 def _skill(r: ProblemReader, obj: Any, path: str) -> Skill | None:
+    n = len(r.problems)  # counted before the required fields: a document missing one is not parsed
     doc = _document(r, obj, path, ("id", "required"))
     if doc is None:
         return None
-    n = len(r.problems)
     ident = r.identifier(doc["id"], json_path(path, "id"), "skill") if "id" in doc else None
     required = r.refs(doc.get("required", []), json_path(path, "required"))
     optional = r.refs(doc.get("optional", []), json_path(path, "optional"))
     for key in set(required) & set(optional):
         r.fail(json_path(path, "optional"), "a capability listed once, as required or as optional",
                None, f"{key} in both")
-    return Skill(ident, required, optional, doc) if len(r.problems) == n else None
+    if len(r.problems) > n:
+        return None
+    assert ident is not None  # None only beside a problem
+    return Skill(ident, required, optional, doc)
 
 
-def _many(parse_one, docs: Sequence[Any], paths: Sequence[str] | None, key_of=None, unique: str = ""):
+_Parsed = TypeVar("_Parsed")
+
+
+def _many(parse_one: Callable[[ProblemReader, Any, str], _Parsed | None], docs: Sequence[Any],
+          paths: Sequence[str] | None, key_of: Callable[[_Parsed], Hashable] | None = None,
+          unique: str = "") -> tuple[_Parsed, ...]:
     """Parse a list of documents with every problem collected; with `key_of`, a key seen twice is a
     problem too (`unique` says what must be unique, for the message)."""
     if paths is None:
         paths = [f"$[{i}]" for i in range(len(docs))]
     r = ProblemReader()
-    out, first_at = [], {}
+    out: list[_Parsed] = []
+    first_at: dict[Hashable, str] = {}
     for doc, path in zip(docs, paths):
         parsed = parse_one(r, doc, path)
         if parsed is None:
@@ -330,9 +345,8 @@ def _trusted_keys(r: ProblemReader, value: Any, path: str) -> dict[str, Ed25519P
 def parse_connection(obj: Any, path: str = "$") -> Connection:
     """A connection: `{id, experience, capabilities, keys, agent?, paired_at?, revoked_at?}`."""
     r = ProblemReader()
-    doc = _document(r, obj, path, ("id", "experience", "capabilities", "keys"))
-    if doc is None:
-        r.raise_if_any()
+    doc = r.document(obj, path)
+    r.required(doc, path, ("id", "experience", "capabilities", "keys"))
     ident = r.text(doc["id"], json_path(path, "id"), "a connection id (a non-empty string)") if "id" in doc else None
     experience = None
     if "experience" in doc:
@@ -351,6 +365,7 @@ def parse_connection(obj: Any, path: str = "$") -> Connection:
     paired_at = r.instant(doc["paired_at"], json_path(path, "paired_at")) if doc.get("paired_at") is not None else None
     revoked_at = r.instant(doc["revoked_at"], json_path(path, "revoked_at")) if doc.get("revoked_at") is not None else None
     r.raise_if_any()
+    assert ident is not None and experience is not None  # None only beside a problem
     return Connection(ident, experience, capabilities, keys, agent, paired_at, revoked_at, doc)
 
 
@@ -360,10 +375,9 @@ def parse_engagement(obj: Any, path: str = "$") -> Engagement:
     `{experience, context, connection, capabilities, expires, issued_at?, signature: {alg, kid, value}}`
     """
     r = ProblemReader()
-    doc = _document(r, obj, path, ("experience", "context", "connection", "capabilities", "expires", "signature"))
-    if doc is None:
-        r.raise_if_any()
-    texts = {}
+    doc = r.document(obj, path)
+    r.required(doc, path, ("experience", "context", "connection", "capabilities", "expires", "signature"))
+    texts: dict[str, str | None] = {}
     for key, what in (("experience", "an experience id"), ("context", "an operating context"),
                       ("connection", "a connection id")):
         texts[key] = r.text(doc[key], json_path(path, key), f"{what} (a non-empty string)") if key in doc else None
@@ -383,18 +397,21 @@ def parse_engagement(obj: Any, path: str = "$") -> Engagement:
             if "value" in sig and (value is None or len(value) != _SIGNATURE_BYTES):
                 r.fail(json_path(spath, "value"), "a 64-byte Ed25519 signature as unpadded base64url",
                        sig["value"])
-            elif alg and kid:
+            elif alg and kid and value is not None:
                 signature = Signature(alg, kid, value)
     r.raise_if_any()
-    return Engagement(texts["experience"], texts["context"], texts["connection"], capabilities, expires,
-                      signature, issued_at, doc)
+    experience, context, connection = texts["experience"], texts["context"], texts["connection"]
+    # the reader leaves None only beside a problem
+    assert experience is not None and context is not None and connection is not None
+    assert expires is not None and signature is not None
+    return Engagement(experience, context, connection, capabilities, expires, signature, issued_at, doc)
 
 
 def _rule(r: ProblemReader, obj: Any, path: str) -> Rule | None:
+    n = len(r.problems)  # counted before the required fields: a document missing one is not parsed
     doc = _document(r, obj, path, ("id", "decision"))
     if doc is None:
         return None
-    n = len(r.problems)
     ident = r.text(doc["id"], json_path(path, "id"), "a rule id (a non-empty string)") if "id" in doc else None
     decision = r.choice(doc["decision"], json_path(path, "decision"), DECISIONS) if "decision" in doc else None
     reason = r.text(doc["reason"], json_path(path, "reason")) if doc.get("reason") is not None else None
@@ -418,6 +435,7 @@ def _rule(r: ProblemReader, obj: Any, path: str) -> Rule | None:
             conditions[key] = r.texts(value, cpath)
     if len(r.problems) > n:
         return None
+    assert ident is not None and decision is not None  # None only beside a problem
     return Rule(ident, decision, reason=reason, **conditions)
 
 
@@ -429,10 +447,8 @@ def parse_policy(obj: Any, path: str = "$") -> RuntimePolicy:
     decides capabilities no rule matches.
     """
     r = ProblemReader()
-    doc = r.obj(obj, path)
-    if doc is None:
-        r.raise_if_any()
-    default = "allow"
+    doc = r.document(obj, path)
+    default: str | None = "allow"
     if "default" in doc:
         default = r.choice(doc["default"], json_path(path, "default"), DECISIONS)
     rules, seen = [], set()
@@ -445,4 +461,5 @@ def parse_policy(obj: Any, path: str = "$") -> RuntimePolicy:
             seen.add(rule.id)
             rules.append(rule)
     r.raise_if_any()
+    assert default is not None  # None only beside a problem
     return RuntimePolicy(tuple(rules), default, doc)

@@ -123,7 +123,7 @@ class Authority:
     def _denials(self, bit: int) -> list[R.Reason]:
         out = []
         connection = self.connection
-        if self.revoked:
+        if self.revoked and connection.revoked_at is not None:  # revoked: it has a revoked_at
             out.append(R.Reason(R.CONNECTION_REVOKED, R.CONNECTION, f"connection {connection.id} was revoked "
                                 f"at {format_instant(connection.revoked_at)}"))
         if not self.connection_bits & bit:
@@ -182,8 +182,9 @@ def effective_authority(catalog: Catalog, connection: Connection, engagement: An
     now = current_instant(now)  # one instant for the descriptor and the revocation alike
     check_skew(skew_seconds)
     if isinstance(engagement, EngagementCheck):
-        if engagement.valid and engagement.engagement.connection != connection.id:
-            raise ValueError(f"this engagement check was made for connection {engagement.engagement.connection!r},"
+        checked = engagement.engagement
+        if engagement.valid and checked is not None and checked.connection != connection.id:
+            raise ValueError(f"this engagement check was made for connection {checked.connection!r},"
                              f" not {connection.id!r}")
     else:
         engagement = verify_engagement(engagement, connection, now=now, skew_seconds=skew_seconds)

@@ -63,7 +63,7 @@ class EngagementCheck:
     @property
     def capabilities(self) -> tuple[str, ...]:
         """What the descriptor grants: its capabilities when valid, nothing otherwise."""
-        return self.engagement.capabilities if self.valid else ()
+        return self.engagement.capabilities if self.valid and self.engagement is not None else ()
 
     def summary(self) -> str:
         return "; ".join(r.message for r in self.reasons) if self.reasons else "valid"

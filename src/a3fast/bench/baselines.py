@@ -15,7 +15,7 @@ declarations, with no success history and no sessions held, as in the benchmark.
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import orjson
@@ -41,7 +41,7 @@ class Baseline:
 
     name = "baseline"
 
-    def __init__(self, declarations: Sequence[dict[str, Any] | Declaration],
+    def __init__(self, declarations: Sequence[Mapping[str, Any] | Declaration],
                  weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS):
         self.decls = [parse_declaration(d) for d in declarations]
         self.names = [d.agent.name for d in self.decls]
@@ -77,7 +77,8 @@ class Baseline:
 
     def choose(self, req: Requirements, eligible: list[int], components) -> tuple[int, list[int], list[tuple]]:
         w_a, w_s, w_c, w_e = self.weights
-        rows, best, best_key = [], -1, None
+        rows: list[tuple] = []
+        best, best_key = -1, (0.0, "")
         names = self.names
         for aid, (a, s, c, e) in zip(eligible, components):
             total = ((w_a * a + w_s * s) + w_c * c) + w_e * e
@@ -109,7 +110,9 @@ class LiteralLoop(Baseline):
     name = "literal loop"
 
     def explain(self, req: Requirements) -> Explained:
-        predicates = [parse_predicate(p) for p in req.predicates]
+        parsed = [parse_predicate(p) for p in req.predicates]
+        predicates = [p for p in parsed if p is not None]
+        assert len(predicates) == len(parsed)  # requirements derive only well-formed predicates
         position = {p: k for k, p in enumerate(predicates)}
         failed: list[list[int]] = [[] for _ in predicates]
         eligible = []
@@ -182,10 +185,10 @@ class NumpyMatrix(Baseline):
             if counts:
                 success[j] = (counts[0] + 1) / (counts[1] + 2)
         if caps:
-            counts = np.zeros(len(idx), dtype=np.int64)
+            evaluated = np.zeros(len(idx), dtype=np.int64)
             for p in caps:
-                counts += np.fromiter((p in self.evaluated[aid] for aid in eligible), dtype=bool, count=len(idx))
-            substantiated = counts / len(caps)
+                evaluated += np.fromiter((p in self.evaluated[aid] for aid in eligible), dtype=bool, count=len(idx))
+            substantiated = evaluated / len(caps)
         else:
             substantiated = np.ones(len(idx))
         return list(zip(affinity.astype(np.float64).tolist(), success.tolist(),

@@ -150,6 +150,7 @@ _read_place_answer = msgspec.json.Decoder(_PlaceAnswer).decode
 class _ProtocolSubject:
     def __init__(self, run: MatcherRun, timeout: float, record: str):
         self.run = run
+        assert run.command is not None  # a run over the protocol has a command
         self.process = MatcherProcess(run.command, timeout)
         self.rss = _RssPoller(self.process.pid)
         self.record = None if record == "spec" else record

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import statistics
 import subprocess
-from typing import Any
+from typing import Any, Sequence
 
 from .harness import ratio
 from .subjects import SCENARIOS
@@ -217,7 +217,7 @@ def _stats(data_s: list[float]) -> dict[str, Any]:
             "ops": 1 / mean if mean > 0 else math.inf, "total": sum(data_s), "iterations": 1, "data": data_s}
 
 
-def _entry(group: str, name: str, params: dict[str, Any], data_ns: list[float], extra: dict[str, Any]) -> dict:
+def _entry(group: str, name: str, params: dict[str, Any], data_ns: Sequence[float], extra: dict[str, Any]) -> dict:
     return {"group": group, "name": name, "fullname": f"a3fast bench::{name}", "params": params,
             "param": "-".join(str(v) for v in params.values()), "extra_info": extra,
             "options": {"disable_gc": False, "timer": "perf_counter_ns", "min_rounds": 1, "max_time": None,

@@ -11,10 +11,10 @@ other engine scenarios forget that reuse after every placement: they measure a t
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..fleet import Fleet
-from ..schema import Requirements
+from ..schema import Declaration, Requirements
 from .baselines import BASELINES, Baseline
 
 __all__ = ["SCENARIOS", "Subject", "EngineSubject", "BaselineSubject", "build_subjects"]
@@ -43,7 +43,7 @@ class EngineSubject(Subject):
 
     is_engine = True
 
-    def __init__(self, engine: str, declarations: Sequence[dict[str, Any]]):
+    def __init__(self, engine: str, declarations: Sequence[Mapping[str, Any] | Declaration]):
         self.name = engine
         self.fleet = Fleet(engine=engine)
         self.fleet.extend(declarations)
@@ -82,7 +82,7 @@ class BaselineSubject(Subject):
         self.place_json = baseline.scheduling_json
 
 
-def build_subjects(declarations: Sequence[dict[str, Any]], engines: Sequence[str],
+def build_subjects(declarations: Sequence[Mapping[str, Any] | Declaration], engines: Sequence[str],
                    baselines: Sequence[type[Baseline]] = BASELINES) -> list[Subject]:
     subjects: list[Subject] = [EngineSubject(engine, declarations) for engine in engines]
     subjects += [BaselineSubject(cls(declarations)) for cls in baselines]

@@ -25,7 +25,7 @@ from .authority import bench_resolve
 from .baselines import BASELINES
 from .compact import bench_compact
 from .harness import Cell, measure_cells, time_each
-from .subjects import SCENARIOS, EngineSubject, build_subjects
+from .subjects import SCENARIOS, EngineSubject, Subject, build_subjects
 from .verify import bench_verify
 
 __all__ = ["BenchConfig", "BenchReport", "run_bench", "EXTRA_BENCHES"]
@@ -116,7 +116,7 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
         report.parse_us[size] = statistics.median(time_each(parse_declaration, declarations[:2000])) / 1e3
 
         progress(f"{size:,} agents: building the fleets and baselines")
-        subjects = []
+        subjects: list[Subject] = []
         for engine in config.engines:
             started = time.perf_counter()
             subject = EngineSubject(engine, declarations)
@@ -134,7 +134,7 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
             report.builds[(size, cls.name, "dicts")] = time.perf_counter() - started
 
         for scenario in SCENARIOS:
-            runners = [(s.name, s.task(scenario)) for s in subjects if s.task(scenario) is not None]
+            runners = [(s.name, task) for s in subjects if (task := s.task(scenario)) is not None]
             progress(f"{size:,} agents: {SCENARIOS[scenario]}")
             tasks = docs if scenario == "place_dict" else prepared
             report.cells += measure_cells(size, scenario, runners, tasks, rounds=config.rounds,
@@ -142,9 +142,9 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
         if size == max(config.standard_sizes):
             progress(f"{size:,} agents: one-agent updates")
             report.update_size = size
-            for subject in subjects:
-                if subject.is_engine:
-                    report.updates.update(_updates(subject.fleet, parsed, config.updates))
+            for measured in subjects:
+                if isinstance(measured, EngineSubject):
+                    report.updates.update(_updates(measured.fleet, parsed, config.updates))
         del subjects, parsed, declarations
 
     engine = "native" if "native" in config.engines else config.engines[0]

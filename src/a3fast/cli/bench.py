@@ -56,7 +56,7 @@ def bench(sizes, large_from, quick, json_path, output, tasks, no_memory, no_extr
         _bench_matchers(list(matchers), chosen[0] if chosen else 1000, tasks or (30 if quick else 300),
                         min(seconds, 5.0) if quick else seconds, timeout, record, paths)
         return
-    config = BenchConfig.quick_run(chosen or (1_000,)) if quick else BenchConfig(**({"sizes": chosen} if chosen else {}))
+    config = BenchConfig.quick_run(chosen or (1_000,)) if quick else (BenchConfig(sizes=chosen) if chosen else BenchConfig())
     config = replace(config, memory=not no_memory, extras=not no_extras, large_from=large_from,
                      **({"tasks": tasks} if tasks else {}))
     report = run_bench(config, progress=lambda text: click.echo(f"… {text}", err=True))

@@ -9,7 +9,7 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Literal, Sequence, overload
 
 import click
 
@@ -63,7 +63,12 @@ def read_json(path: str) -> Any:
         raise BadInput.from_error(exc) from None
 
 
-def read_json_documents(path: str, *, strict: bool = True) -> list[tuple[str, Any]] | tuple[list, list[str]]:
+@overload
+def read_json_documents(path: str, *, strict: Literal[True] = ...) -> list[tuple[str, Any]]: ...
+@overload
+def read_json_documents(path: str, *, strict: Literal[False]) -> tuple[list[tuple[str, Any]], list[str]]: ...
+def read_json_documents(path: str, *, strict: bool = True
+                        ) -> list[tuple[str, Any]] | tuple[list[tuple[str, Any]], list[str]]:
     """A JSON array or JSON Lines file -> [(where, document)], `where` being `$[3]` or `line 4: $`.
 
     With strict (the default) any line that is not JSON is BadInput; otherwise the lines that are
@@ -72,9 +77,10 @@ def read_json_documents(path: str, *, strict: bool = True) -> list[tuple[str, An
     data = read_bytes(path)
     if data.lstrip().startswith(b"["):
         docs = read_json_path_array(data, path)
-        out = [(f"$[{i}]", d) for i, d in enumerate(docs)]
-        return out if strict else (out, [])
-    out, problems = [], []
+        listed = [(f"$[{i}]", d) for i, d in enumerate(docs)]
+        return listed if strict else (listed, [])
+    out: list[tuple[str, Any]] = []
+    problems: list[str] = []
     for lineno, line in enumerate(data.splitlines(), 1):
         if not line.strip():
             continue
@@ -125,7 +131,7 @@ def _pid_alive(pid: int) -> bool:
 def remove_stale_temps(directory: Path) -> list[Path]:
     """Remove the temporary output files in `directory` whose writing process no longer runs (a
     run killed mid-write leaves one behind); returns what was removed. Never raises."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(directory))
     except OSError:
@@ -178,7 +184,7 @@ def check_outputs(paths: Sequence[str | None]) -> None:
     seen: dict[str, str] = {}
     stdout = 0
     for path in paths:
-        if _is_stdout(path):
+        if path is None or _is_stdout(path):
             stdout += 1
             if stdout > 1:
                 raise BadInput("two outputs would both go to standard output; give one of them a file")
@@ -199,14 +205,14 @@ def atomic_outputs(paths: Sequence[str | None], mode: str = "wb") -> Iterator[li
     back until they are in place, so that a failed run prints nothing either."""
     check_outputs(paths)
     binary = "b" in mode
-    for directory in dict.fromkeys(Path(p).parent for p in paths if not _is_stdout(p)):
+    for directory in dict.fromkeys(Path(p).parent for p in paths if p is not None and not _is_stdout(p)):
         remove_stale_temps(directory)
     prepared: list[tuple[str, str] | None] = []
     handles: list[Any] = []
     held: io.BytesIO | io.StringIO | None = None
     try:
         for path in paths:
-            if _is_stdout(path):
+            if path is None or _is_stdout(path):
                 prepared.append(None)
                 continue
             fd, tmp = _prepare(path)
@@ -246,10 +252,12 @@ def atomic_outputs(paths: Sequence[str | None], mode: str = "wb") -> Iterator[li
             failed = next((p for p in paths if not _is_stdout(p) and exc.filename in (None, p)), None)
             raise BadInput(f"{failed or 'output'}: cannot write: {exc.strerror or exc}") from None
         raise
-    if held is not None:
-        out = sys.stdout.buffer if binary else sys.stdout
-        out.write(held.getvalue())
-        out.flush()
+    if isinstance(held, io.BytesIO):
+        sys.stdout.buffer.write(held.getvalue())
+        sys.stdout.buffer.flush()
+    elif held is not None:
+        sys.stdout.write(held.getvalue())
+        sys.stdout.flush()
 
 
 @contextmanager

@@ -126,7 +126,7 @@ def demo(agents, tasks, seed, engine, output):
             click.echo(f"  {count:6d}  {kind}")
         top = ", ".join(f"{p} ({n})" for p, n in by_predicate.most_common(3))
         click.echo(f"  most often: {top}")
-    example = next((p for p in placements if p.bound and len(p.scheduling["scores"]) > 1), None) or \
+    example = next((p for p in placements if p.scheduling is not None and len(p.scheduling["scores"]) > 1), None) or \
         next((p for p in placements if p.bound), None)
     if example is not None:
         click.echo("one decision, explained:")

@@ -13,7 +13,7 @@ def read_declarations(path: str) -> list[tuple[str, Declaration]]:
     """The §3 declarations of a JSON array or JSON Lines file, each with its place in the file;
     BadInput lists every problem (file, line or index, JSON path)."""
     documents, problems = read_json_documents(path, strict=False)
-    parsed = []
+    parsed: list[tuple[str, Declaration]] = []
     for prefix, doc in documents:
         try:
             parsed.append((prefix, parse_declaration(doc)))

@@ -36,6 +36,7 @@ def place(fleet_path, requirements_path, engine, session, reason_limit, output):
         writer = TraceWriter(out)
         for kind, content in placement_records(placement):
             writer.append(kind, content_json=content)
-    if not placement.bound:
-        click.echo(f"a3fast: unschedulable: {placement.rejection['reason']}", file=sys.stderr)
+    rejection = placement.rejection
+    if rejection is not None:
+        click.echo(f"a3fast: unschedulable: {rejection['reason']}", file=sys.stderr)
     sys.exit(EXIT_OK if placement.bound else EXIT_NEGATIVE)

@@ -63,10 +63,11 @@ def _reasons(reasons) -> str:
 def _text(resolution: Resolution, required: set[str], now: str) -> list[str]:
     authority = resolution.authority
     connection, check = authority.connection, authority.engagement
-    status = f"revoked at {format_instant(connection.revoked_at)}" if authority.revoked else "active"
+    revoked_at = connection.revoked_at if authority.revoked else None  # revoked: it has a revoked_at
+    status = f"revoked at {format_instant(revoked_at)}" if revoked_at is not None else "active"
     lines = [f"connection {connection.id} with {connection.experience}: {status}"]
-    if check.valid:
-        e = check.engagement
+    e = check.engagement
+    if check.valid and e is not None:  # a valid check holds its engagement
         lines.append(f"engagement {e.context} from {e.experience}: valid until {format_instant(e.expires)} "
                      f"(key {e.signature.kid}; checked at {now})")
     else:

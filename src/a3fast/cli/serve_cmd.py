@@ -141,6 +141,7 @@ def _run_stdio(config) -> int:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
+        assert task is not None  # main() runs as a task
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
         try:

@@ -65,13 +65,12 @@ def winner_of(answers: Sequence[ShardAnswer]) -> int:
     """Index of the answer whose winner wins overall: highest total, ties to the smallest name
     (`a3fast.scoring.choose` over the shards' winners, each already the best of its shard). -1
     when no shard has an eligible agent."""
-    best = -1
+    best, best_total, best_name = -1, 0.0, ""
     for j, a in enumerate(answers):
-        if a.best < 0:
+        if a.best < 0 or a.best_name is None:  # a shard with a winner names it
             continue
-        if (best < 0 or a.best_total > answers[best].best_total
-                or (a.best_total == answers[best].best_total and a.best_name < answers[best].best_name)):
-            best = j
+        if best < 0 or a.best_total > best_total or (a.best_total == best_total and a.best_name < best_name):
+            best, best_total, best_name = j, a.best_total, a.best_name
     return best
 
 

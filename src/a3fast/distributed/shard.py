@@ -138,7 +138,7 @@ class FleetShard:
         columns = np.array([scores.total, scores.affinity, scores.success_rate, scores.cost,
                             scores.substantiated], dtype=np.float64).reshape(5, len(scores))
         best_total = float(columns[0][scores.ids.index(scores.best)]) if scores.best >= 0 else 0.0
-        holds = p.bound and p.session is not None and self.fleet.holds_session(p.agent, p.session)
+        holds = p.agent is not None and p.session is not None and self.fleet.holds_session(p.agent, p.session)
         return ShardAnswer(failed, counts, expl.eligible_roaring() if len(scores) else b"", columns,
                            scores.best, best_total, p.agent, p.declaration_json, holds, len(self._local), self._seq,
                            time.perf_counter_ns() - started)

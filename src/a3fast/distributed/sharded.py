@@ -282,7 +282,8 @@ class ShardedFleet:
     def outcomes(self, agent: str, kind: str) -> tuple[int, int]:
         if agent not in self._ids:
             return (0, 0)
-        return tuple(self._call(self._owner(agent), "outcomes", agent, kind))  # type: ignore[return-value]
+        successes, attempts = self._call(self._owner(agent), "outcomes", agent, kind)
+        return (successes, attempts)
 
     def hold_session(self, agent: str, session: str) -> None:
         self._change(self._live(agent), "hold_session", agent, session)
@@ -343,9 +344,10 @@ class ShardedFleet:
     def resume(self, earlier: Placement, *, seq: int | None = None) -> Placement:
         """A resumed placement (§6, Fleet.resume): back to the agent `earlier` chose, which must
         still be in the fleet and still satisfy every predicate matched the first time."""
-        if not earlier.bound:
+        agent = earlier.agent
+        if agent is None:
             raise FleetError("only a bound placement can be resumed")
-        text = self._declaration_json(earlier.agent)
+        text = self._declaration_json(agent)
         if text is None:
             raise FleetError(f"cannot resume on {earlier.agent!r}: the agent is no longer in the fleet")
         started = time.perf_counter_ns()

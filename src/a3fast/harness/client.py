@@ -59,6 +59,7 @@ class MatcherProcess:
         except OSError as exc:
             self._stderr.close()
             raise MatcherFailure("start", f"cannot start {command!r}: {exc.strerror or exc}") from None
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
         self._out = self.proc.stdout.fileno()
         os.set_blocking(self._out, False)
         self._selector = selectors.DefaultSelector()
@@ -91,8 +92,10 @@ class MatcherProcess:
 
     def send(self, request: dict[str, Any]) -> None:
         try:
-            self.proc.stdin.write(orjson.dumps(request) + b"\n")
-            self.proc.stdin.flush()
+            stdin = self.proc.stdin
+            assert stdin is not None  # a pipe (start)
+            stdin.write(orjson.dumps(request) + b"\n")
+            stdin.flush()
         except (BrokenPipeError, ConnectionResetError):
             raise self._exited(f"while sending a {request.get('op')} request") from None
 
@@ -153,7 +156,7 @@ class MatcherProcess:
         """End of input, then wait briefly; a matcher that does not exit is killed."""
         if self.proc.poll() is None:
             try:
-                self.proc.stdin.close()
+                self.proc.stdin.close()  # type: ignore[union-attr]  # a pipe (start)
             except OSError:
                 pass
             try:
@@ -162,7 +165,7 @@ class MatcherProcess:
                 self.proc.kill()
                 self.proc.wait()
         self._selector.close()
-        self.proc.stdout.close()
+        self.proc.stdout.close()  # type: ignore[union-attr]  # a pipe (start)
         self._stderr.close()
         return self.proc.returncode
 

@@ -134,6 +134,7 @@ def read_card(obj: Any, source: str = "card", path: str = "$") -> tuple[AgentCar
     if fatal:
         raise SchemaError(fatal, source)
 
+    assert isinstance(name, str) and isinstance(skills_doc, list)  # else `fatal` was raised
     problems: list[Problem] = []
     shape = card_shape(obj)
     skills = []
@@ -151,7 +152,8 @@ def read_card(obj: Any, source: str = "card", path: str = "$") -> tuple[AgentCar
         skills.append(Skill(skill_id, json_path(spath, "id"),
                             description if isinstance(description, str) and description else None))
     interfaces = _interfaces(obj, shape, path, problems)
-    capabilities = obj.get("capabilities") if isinstance(obj.get("capabilities"), Mapping) else {}
+    found = obj.get("capabilities")
+    capabilities = found if isinstance(found, Mapping) else {}
     extended = None
     if capabilities.get("extendedAgentCard") is True:
         extended = "capabilities.extendedAgentCard"
@@ -397,7 +399,7 @@ def _note_collisions(card: AgentCard, decl: Mapping[str, Any], doc: Document,
                      report: ImportReport) -> None:
     """Two agents whose different skill ids became one capability: a task asking for it will
     take either, which may not be what either card meant."""
-    by_name = {}
+    by_name: dict[str, str] = {}
     for skill in card.skills:
         name = skill.id if is_identifier(skill.id) else (
             normalise_identifier(skill.id, supplied.skill_domain) if supplied.normalise else None)

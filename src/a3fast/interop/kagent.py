@@ -44,7 +44,8 @@ def _spec_parts(spec: Mapping[str, Any], spath: str) -> list[tuple[Mapping[str, 
 def read_kagent_agent(obj: Mapping[str, Any], path: str, source: str, supplied: Supplied,
                       out: DeclarationSet, report: ImportReport) -> None:
     version = obj["apiVersion"].partition("/")[2]
-    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    found = obj.get("metadata")
+    metadata = found if isinstance(found, Mapping) else {}
     name = metadata.get("name")
     if version not in VERSIONS:
         report.skip(source, json_path(path, "apiVersion"), f"expected {GROUP}/{' or '.join(VERSIONS)} "

@@ -82,6 +82,7 @@ def read_page(obj: Any, source: str = "listing", path: str = "$") -> tuple[Listi
             problems.append(Problem(json_path(tpath, "name"), f"the tool's name ({why})",
                                     describe(name) if "name" in item else "nothing"))
             continue
+        assert isinstance(name, str)  # text_problem found none
         ignored: list[Problem] = []
         tools.append(Tool(name, source, tpath, _hints(item, tpath, ignored), tuple(ignored)))
     cursor = result.get("nextCursor") if result is not None else None
@@ -239,6 +240,7 @@ def import_listings(documents: Iterable[Document], supplied: Supplied | None = N
     tools = _read_tools(documents, report)
     result = ImportResult([], report, usable=bool(tools))
     if contracts:
+        assert server is not None  # checked above: contracts need a server name
         result.contracts, result.mappings = _drafts(tools, server, report)
     names = [t.name for t in tools]
     targets = [d["agent"]["name"] for d in out.declarations()] if bind is None else list(dict.fromkeys(bind))

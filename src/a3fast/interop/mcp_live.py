@@ -14,15 +14,14 @@ all, since a partial one would bind agents to fewer tools than the server has.
 from __future__ import annotations
 
 import shlex
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
 from .sources import Document
 
-try:
-    BaseExceptionGroup
-except NameError:  # Python 3.10: anyio depends on the backport
+if sys.version_info < (3, 11):  # Python 3.10: anyio depends on the backport
     from exceptiongroup import BaseExceptionGroup
 
 __all__ = ["ServerSpec", "LiveListing", "ListingError", "list_tools", "MAX_PAGES"]

@@ -92,6 +92,7 @@ def _import_record(record: Mapping[str, Any], doc: Document, supplied: Supplied,
         report.skip(doc.source, json_path(doc.path, "name"), f"expected the agent's name ({why}), "
                                                              f"found {describe(name)}")
         return
+    assert isinstance(name, str)  # text_problem found none
     embedded = embedded_card(record, doc.path)
     given: list[str] = []
     missing: list[tuple[str, str]] = []

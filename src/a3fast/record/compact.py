@@ -56,6 +56,16 @@ def _member(where: str, key: Any) -> str:
     return json_path(where, key) if isinstance(key, (str, int)) else f"{where}[{key!r}]"
 
 
+def _first_repeat(items: Iterable[str]) -> str:
+    """The first item seen a second time (callers know there is one)."""
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    raise ValueError("no item repeats")
+
+
 def _only(obj: dict, allowed: tuple[str, ...], where: str, what: str) -> None:
     for key in obj:
         if key not in allowed:
@@ -194,10 +204,12 @@ class Encoder:
         _check_arguments(seq, kind)
         if kind not in _PLACEMENT_KINDS or not isinstance(content, dict) or KEY in content:
             return content
+        scheduling: dict[str, Any] = {}
         if kind == "task.bound":
-            scheduling = content.get("scheduling")
-            if not (isinstance(scheduling, dict) and "candidates" in scheduling):
+            found = content.get("scheduling")
+            if not (isinstance(found, dict) and "candidates" in found):
                 return content
+            scheduling = found
         elif not isinstance(content.get("candidates"), list):
             return content
         saved = (len(self._names), self._snapshot_seq, self._snapshot_names, self._live_text)
@@ -383,7 +395,7 @@ _COMPACTED = {"task.bound": ("scheduling",), "task.rejected": ("candidates", "fi
 def _replace(content: dict[str, Any], compact: dict[str, Any], kind: str) -> dict[str, Any]:
     """The content with its spec lists (scheduling, or candidates + filters_failed) replaced by
     the compact member, which takes the place of the first of them."""
-    out = {}
+    out: dict[str, Any] = {}
     replaced = _COMPACTED[kind]
     for key, value in content.items():
         if key in replaced:
@@ -490,9 +502,7 @@ class Snapshots:
                                f"found {describe(fleet)} with neither")
         _require(fleet, ("live",), where)
         if len(set(names)) != len(names):
-            seen: set[str] = set()
-            twice = next(n for n in names if n in seen or seen.add(n))
-            raise CompactError(f"{added_where}: the name {twice!r} has two agent ids")
+            raise CompactError(f"{added_where}: the name {_first_repeat(names)!r} has two agent ids")
         _bitmap_within(fleet["live"], f"{where}.live", len(names))
         return names, fleet["live"]
 
@@ -605,7 +615,9 @@ def _read_member(snapshots: "Snapshots", seq: int, kind: str, content: dict[str,
     if not isinstance(failed, list) or len(failed) != len(predicates):
         raise _wrong(f"{at}.failed", f"an array of {len(predicates)} bitmaps, one per predicate", failed)
     failed_ids = [_bitmap_within(text, f"{at}.failed[{k}]", top) for k, text in enumerate(failed)]
-    score_ids, columns, rest = BitMap(), [], {}
+    score_ids = BitMap()
+    columns: list[tuple[str, list[Any]]] = []
+    rest: Any = {}
     if kind == "task.bound":
         score_ids, columns = _scores(compact["scores"], top, f"{at}.scores")
         rest = compact.get("rest", {})
@@ -632,9 +644,7 @@ def _scores(scores: Any, top: int, where: str) -> tuple[BitMap, list[tuple[str, 
     values = [_column_values(c, len(ids), f"{where}.columns[{k}]") for k, c in enumerate(columns)]
     column_names = [c[0] for c in columns]
     if len(set(column_names)) != len(column_names):
-        seen: set[str] = set()
-        twice = next(n for n in column_names if n in seen or seen.add(n))
-        raise CompactError(f"{where}.columns: the column {twice!r} appears twice")
+        raise CompactError(f"{where}.columns: the column {_first_repeat(column_names)!r} appears twice")
     return ids, list(zip(column_names, values))
 
 

@@ -34,7 +34,7 @@ def _spec(body: Mapping[str, Any], width: int) -> dict[str, Any]:
 def predicate_bars(counts: Iterable[tuple[str, int]], *, title: str | Mapping[str, str], measure: str,
                    color: str = _REMOVED, width: int = 360) -> dict[str, Any]:
     """Horizontal bars, one per predicate, longest first."""
-    values = [{"predicate": p, "count": n} for p, n in counts]
+    values: list[dict[str, Any]] = [{"predicate": p, "count": n} for p, n in counts]
     top = max((v["count"] for v in values), default=1)
     return _spec({
         "title": title, "data": {"values": values},
@@ -131,12 +131,13 @@ def javascript_bundle() -> str:
     cache directory per vl-convert release (a cache that cannot be written is only slower)."""
     import vl_convert
 
-    cache = _cache_dir() / f"vega-bundle-{vl_convert.__version__}.js"
+    # vl-convert's stub leaves out __version__ and javascript_bundle's optional snippet; both exist
+    cache = _cache_dir() / f"vega-bundle-{vl_convert.__version__}.js"  # type: ignore[attr-defined]
     try:
         return cache.read_text(encoding="utf-8")
     except OSError:
         pass
-    bundle = vl_convert.javascript_bundle()
+    bundle = vl_convert.javascript_bundle()  # type: ignore[call-arg]
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_name(f".{cache.name}.{os.getpid()}")

@@ -287,7 +287,7 @@ def _detail(view: PlacementView, explained: Explained, content: Mapping[str, Any
 
     inner = _scheduling(explained.kind, content)
     candidates = [c for c in inner.get("candidates") or () if isinstance(c, str)]
-    first: dict[str, str] = {}
+    first: dict[str, Any] = {}  # candidate -> the predicate given, as the record has it
     for pair in inner.get("filters_failed") or ():
         if isinstance(pair, Mapping) and isinstance(pair.get("candidate"), str):
             first.setdefault(pair["candidate"], pair.get("predicate"))

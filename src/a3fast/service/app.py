@@ -118,6 +118,7 @@ class Guard:
     def _authorised(self, scope) -> bool:
         value = _header(scope, b"authorization") or b""
         scheme, _, token = value.partition(b" ")
+        assert self.token is not None  # asked only when a token is configured
         return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.token)
 
 
@@ -366,6 +367,8 @@ def seed_fleet(state: ServiceState, config: ServiceConfig) -> None:
         return
     from ..schema import parse_declaration, loads
 
+    if config.fleet is None:
+        return
     data = config.fleet.read_bytes()
     text = data.lstrip()
     docs = loads(data, str(config.fleet)) if text[:1] == b"[" else [

@@ -176,6 +176,7 @@ class Extender:
         except ExtenderError:
             raise
         hosts = [_meta(n, "name") for n in items] if items is not None else names
+        assert hosts is not None  # _args refuses a body with neither
         if requirements is None:
             return [{"Host": h, "Score": 0} for h in hosts]
         if items is not None:

@@ -146,6 +146,7 @@ class ServiceState:
             self._tempdir = None
 
     def _read_snapshot(self) -> dict[str, Any] | None:
+        assert self.directory is not None  # read only for a state kept on disk
         path = self.directory / SNAPSHOT
         try:
             data = path.read_bytes()
@@ -162,6 +163,7 @@ class ServiceState:
         return snapshot
 
     def _read_journal(self) -> list[bytes]:
+        assert self.directory is not None  # read only for a state kept on disk
         path = self.directory / JOURNAL
         try:
             data = path.read_bytes()
@@ -204,6 +206,7 @@ class ServiceState:
         if snapshot["format"] == SNAPSHOT_FORMAT_JSON_FLEET:
             self._restore_json_fleet(snapshot)
             return
+        assert self.directory is not None  # a snapshot is read only from disk
         path = self.directory / snapshot["fleet"]
         try:
             self.fleet = Fleet.load(path, engine=self.engine)
@@ -400,7 +403,7 @@ class ServiceState:
         durable by `durable()`). Returns (placement, record lines). `fleet` places on another fleet
         (a Kubernetes NodeList) whose records still go into this trace, in spec form."""
         own = fleet is None
-        target = self.fleet if own else fleet
+        target = self.fleet if fleet is None else fleet
         p = target.place(requirements, session=session, route=route, remember_session=False)
         seq = self.next_seq
         if compact and own:
@@ -410,7 +413,7 @@ class ServiceState:
         else:
             records = list(placement_records(p, task))
         lines = _record_lines(records, seq)
-        hold = [p.agent, p.session] if own and p.bound and p.session is not None else None
+        hold = (p.agent, p.session) if own and p.agent is not None and p.session is not None else None
         if self.journal is not None:
             self.journal.append(_TRACE + orjson.dumps(hold) + b"\n" + lines)
         self._write_trace(lines, len(records))
