@@ -26,7 +26,7 @@ POLL_SECONDS = 3.0
 _CSP = "default-src 'none';"
 _LIVE_CSP = "default-src 'none'; connect-src 'self';"
 
-_SCRIPT = """<script id="a3fast-live">
+_SCRIPT = r"""<script id="a3fast-live">
 (function () {
   var version = %(version)s, every = %(every)d;
   function poll() {
@@ -47,10 +47,11 @@ def live_page(html: str, version: int, poll: float = POLL_SECONDS) -> str:
     """The report page made live: its policy lets it ask its own origin, and a script reloads it
     when /ui/data says the trace has grown. ValueError if the page is not the report's (a changed
     template must fail here, not serve a page that never updates)."""
-    if html.count(_CSP) != 1 or html.count("</body>") != 1:
+    end = html.rfind("</body>")   # the last one: the bundled scripts' strings hold the text too
+    if html.count(_CSP) != 1 or end < 0:
         raise ValueError("the report page no longer has the policy or the body end the live view edits")
     script = _SCRIPT % {"version": int(version), "every": int(poll * 1000)}
-    return html.replace(_CSP, _LIVE_CSP).replace("</body>", script + "</body>")
+    return html[:end].replace(_CSP, _LIVE_CSP) + script + html[end:]
 
 
 class _Upto(io.RawIOBase):
