@@ -8,11 +8,13 @@ import json
 import threading
 import time
 
+import jsonschema
 import orjson
 import pytest
 from click.testing import CliRunner
 
 from a3fast.cli import main
+from a3fast.service.openapi import load_schema
 from service_process import Server
 
 pytest.importorskip("starlette")
@@ -89,7 +91,9 @@ def capabilities(decl) -> set[str]:
 
 
 def source(server: Server, url: str) -> dict:
-    return next(s for s in server.client.get("/v1/watch").json()["sources"] if s["url"] == url)
+    status = server.client.get("/v1/watch").json()
+    jsonschema.validate(status, load_schema("watch.response"))
+    return next(s for s in status["sources"] if s["url"] == url)
 
 
 def counter(server: Server, result: str) -> float:
@@ -252,3 +256,13 @@ def test_watching_needs_an_http_url_and_the_http_server(tmp_path):
     assert bad.exit_code == 2 and "--watch-cards ftp://example/agent: expected an http" in bad.stderr
     stdio = runner.invoke(main, ["serve", "--stdio", "--watch-cards", "http://127.0.0.1:9/"])
     assert stdio.exit_code == 2 and "--stdio" in stdio.stderr
+
+
+def test_watch_status_without_watched_cards_lists_none(tmp_path):
+    server = Server()
+    try:
+        status = server.client.get("/v1/watch").json()
+        jsonschema.validate(status, load_schema("watch.response"))
+        assert status == {"interval": None, "remove_after": None, "sources": []}
+    finally:
+        assert server.stop() == 0
