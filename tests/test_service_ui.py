@@ -80,8 +80,43 @@ def test_ui_data_names_the_page_it_should_show(server):
     page = server.client.get("/ui").text
     assert f"var version = {before['version']}," in page
     place(server, SECTION_10_TASK)
-    after = server.client.get("/ui/data").json()
+    deadline = time.monotonic() + 10
+    while (after := server.client.get("/ui/data").json())["version"] == before["version"]:
+        assert time.monotonic() < deadline, "/ui/data never named the grown trace"
+        time.sleep(0.05)
     assert after["version"] > before["version"] and after["next_seq"] == before["next_seq"] + 3
+
+
+def test_the_poll_keeps_a_recent_page_so_rendering_stays_bounded():
+    import asyncio
+
+    from a3fast.service.operations import Operations
+    from a3fast.service.state import ServiceState
+    from a3fast.service.ui import LiveReport
+
+    async def scenario():
+        state = ServiceState(None)
+        state.open()
+        ops = Operations(state)
+        try:
+            for agent in SECTION_10_AGENTS:
+                await ops.put_agent({"name": agent["agent"]["name"], "declaration": agent})
+            await ops.place({"requirements": SECTION_10_TASK})
+            kept = LiveReport(state, spacing=1e6)   # a render is "recent" for ages
+            fresh = LiveReport(state, spacing=0.0)
+            shown = (await kept.page()).version
+            await fresh.page()
+            await ops.place({"requirements": SECTION_10_TASK})
+            grown = await kept.version()
+            assert grown > shown
+            assert await kept.shown_version() == shown      # the poll is not told yet
+            assert await fresh.shown_version() == grown     # no spacing: told at once
+            page = await kept.page()                        # a direct GET renders the current trace
+            assert page.version == grown and len(report_data(page.html.decode())["placements"]) == 2
+            assert await kept.shown_version() == grown
+        finally:
+            state.close()
+    asyncio.run(scenario())
 
 
 def test_ui_of_an_empty_trace_is_a_page(tmp_path):

@@ -282,7 +282,7 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
         return Response(page.html, media_type="text/html; charset=utf-8", headers=headers)
 
     async def ui_data(request: Request) -> Response:
-        return Response(orjson.dumps({"version": await live.version(), "next_seq": state.next_seq}),
+        return Response(orjson.dumps({"version": await live.shown_version(), "next_seq": state.next_seq}),
                         media_type=JSON, headers={"Cache-Control": "no-store"})
 
     async def watch(request: Request) -> Response:

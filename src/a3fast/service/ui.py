@@ -3,14 +3,17 @@
 The page is rendered on the server (the same `a3fast.report.render`, the same caps on what it
 embeds), once per state of the trace: every request for an unchanged trace gets the cached page,
 or a 304 to a browser that holds it. The page polls /ui/data — a few bytes: the trace's size — and
-reloads itself when the trace has grown, so an idle page costs a tiny request per poll and a busy
-service renders at most one page per poll interval, however many browsers look.
+reloads itself when the trace has grown, so an idle page costs a tiny request per poll. A render
+reads the whole trace (seconds for a long one), so on a busy service /ui/data keeps naming the page
+already rendered until twice that render's time has passed: rendering takes at most a third of a
+core however many browsers look, and a page is never more than three render times behind.
 """
 from __future__ import annotations
 
 import asyncio
 import io
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,11 +93,15 @@ class Rendered:
 class LiveReport:
     """The page for the trace's current size, rendered in a worker thread, one render at a time."""
 
-    def __init__(self, state: ServiceState, limits: Limits = Limits(), poll: float = POLL_SECONDS):
+    def __init__(self, state: ServiceState, limits: Limits = Limits(), poll: float = POLL_SECONDS,
+                 spacing: float = 2.0):
         self.state = state
         self.limits = limits
         self.poll = poll
+        #: how many render times pass, after a render, before the poll is told of a newer trace
+        self.spacing = spacing
         self._page: Rendered | None = None
+        self._fresh_until = 0.0
         self._lock = asyncio.Lock()
 
     async def version(self) -> int:
@@ -102,12 +109,24 @@ class LiveReport:
         await self.state.durable()
         return self.state.trace_size
 
+    async def shown_version(self) -> int:
+        """The version the page should show now (what /ui/data answers): the trace's, unless the
+        page rendered last is recent enough to keep (module doc)."""
+        version = await self.version()
+        page = self._page
+        if page is not None and page.version != version and time.monotonic() < self._fresh_until:
+            return page.version
+        return version
+
     async def page(self) -> Rendered:
         version = await self.version()
         async with self._lock:
             if self._page is None or self._page.version != version:
+                started = time.monotonic()
                 html = await asyncio.get_running_loop().run_in_executor(None, self._render, version)
+                finished = time.monotonic()
                 self._page = Rendered(version, html)
+                self._fresh_until = finished + self.spacing * (finished - started)
             return self._page
 
     def _render(self, version: int) -> bytes:
