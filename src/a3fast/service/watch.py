@@ -130,6 +130,7 @@ class Watcher:
         self.sources = [Watched(url) for url in dict.fromkeys(config.cards)]
         self.cache = EtagCache(None)
         self._client = None
+        self.load_memory()
 
     # -- memory of which agents each card gave ---------------------------------------------------
     def load_memory(self) -> None:
@@ -169,7 +170,6 @@ class Watcher:
         """Check every source when due, forever (cancelled when the service stops)."""
         import httpx
 
-        self.load_memory()
         limits = self.config.limits
         self._client = httpx.Client(timeout=httpx.Timeout(limits.timeout), verify=True, follow_redirects=False,
                                     headers={"Accept": "application/json", "Accept-Encoding": "gzip, deflate"})
