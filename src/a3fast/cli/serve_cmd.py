@@ -36,8 +36,16 @@ from .common import EXIT_BAD_INPUT
               help="group: changes that arrive while an fsync runs share the next one; always: one "
                    "fsync per change; never: no fsync (survives a killed process, not a power loss). "
                    "Every change is acknowledged only after that.")
+@click.option("--watch-cards", "watch_cards", multiple=True, metavar="URL",
+              help="Keep the fleet in step with this agent's Agent Card (repeatable): re-fetched every "
+                   "--watch-interval, derived as `a3fast import a2a URL` derives it, applied like a PUT.")
+@click.option("--watch-interval", default=30.0, show_default=True, type=click.FloatRange(min=0.05),
+              help="Seconds between two fetches of a watched card (failures back off up to 300 s).")
+@click.option("--watch-remove-after", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Consecutive misses (404 or 410) after which a watched card's agents are removed.")
 @click.option("--stdio", is_flag=True, help="Answer JSON requests on standard input instead of HTTP.")
-def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max_body, fsync, stdio):
+def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max_body, fsync, watch_cards,
+          watch_interval, watch_remove_after, stdio):
     """Serve the fleet: HTTP API under /v1, a Kubernetes scheduler extender under /k8s, or with
     --stdio one JSON request per line (docs/service.md, docs/protocol.md).
 
@@ -58,10 +66,29 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
             _fail(f"{token_file}: the token file is empty")
     if fleet_path is not None and not fleet_path.is_file():
         _fail(f"{fleet_path}: cannot read: no such file")
+    if watch_cards:
+        _check_watch(watch_cards, stdio)
     config = ServiceConfig(host=host, port=port, state=state_dir, fleet=fleet_path, trace=trace_path,
-                           token=token, engine=engine, max_body=max_body, fsync=fsync)
+                           token=token, engine=engine, max_body=max_body, fsync=fsync,
+                           watch_cards=tuple(watch_cards), watch_interval=watch_interval,
+                           watch_remove_after=watch_remove_after)
     code = _run_stdio(config) if stdio else _run_http(config)
     sys.exit(code)
+
+
+def _check_watch(urls, stdio: bool) -> None:
+    if stdio:
+        _fail("--watch-cards: the watch runs in the HTTP server; --stdio has no background task")
+    try:
+        from ..interop.fetch import FetchError, card_locations
+        import httpx  # noqa: F401  (the fetches need it)
+    except ModuleNotFoundError as exc:
+        _fail(f"--watch-cards needs the 'import' extra (pip install 'a3fast[import]'): {exc.name} is missing")
+    for url in urls:
+        try:
+            card_locations(url)
+        except FetchError as exc:
+            _fail(f"--watch-cards {url}: {exc.message}")
 
 
 def _fail(message: str):

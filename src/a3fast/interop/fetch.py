@@ -44,12 +44,15 @@ class Limits:
 
 
 class FetchError(Exception):
-    """A card that could not be fetched: `url` is where, `message` says what went wrong."""
+    """A card that could not be fetched: `url` is where, `message` says what went wrong. `gone` is
+    True when the server says there is no card (404 at every location, or 410): an answer about the
+    card, unlike an error on the way to it."""
 
-    def __init__(self, url: str, message: str):
+    def __init__(self, url: str, message: str, gone: bool = False):
         super().__init__(f"{url}: {message}")
         self.url = url
         self.message = message
+        self.gone = gone
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,8 @@ def fetch_card(url: str, limits: Limits = Limits(), cache: EtagCache | None = No
             if fetched is not None:
                 return fetched
             missing.append(location)
-        raise FetchError(url, "no Agent Card: " + " and ".join(f"{m} answered 404" for m in missing))
+        raise FetchError(url, "no Agent Card: " + " and ".join(f"{m} answered 404" for m in missing),
+                         gone=True)
     finally:
         if own:
             client.close()
@@ -171,7 +175,7 @@ def _get(client: Any, requested: str, location: str, limits: Limits,
                     return None
                 if status != 200:
                     raise FetchError(requested, f"{current} answered HTTP {status} "
-                                                f"{response.reason_phrase}".rstrip())
+                                                f"{response.reason_phrase}".rstrip(), gone=status == 410)
                 body = _read_body(response, requested, current, limits, started)
                 etag = response.headers.get("etag")
         except httpx.TimeoutException:

@@ -34,6 +34,7 @@ from .operations import Operations, verify_result
 from .problems import ServiceError, from_library, parse_json, problem
 from .state import ServiceState, StateError
 from .trace_reader import read_since
+from .ui import LiveReport
 
 __all__ = ["create_app"]
 
@@ -138,6 +139,8 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
                              fsync=config.fsync, snapshot_every=config.snapshot_every)
     ops = Operations(state)
     extender = Extender(state)
+    live = LiveReport(state)
+    watcher = _watcher(config, ops, state)
 
     async def run(op: str, fields: dict[str, Any]) -> Response:
         try:
@@ -272,6 +275,22 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
             metrics.JOURNAL_ENTRIES.set(state.journal.entries if state.journal is not None else 0)
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
+    async def ui(request: Request) -> Response:
+        page = await live.page()
+        headers = {"ETag": page.etag, "Cache-Control": "no-cache"}
+        if request.headers.get("if-none-match") == page.etag:
+            return Response(status_code=304, headers=headers)
+        return Response(page.html, media_type="text/html; charset=utf-8", headers=headers)
+
+    async def ui_data(request: Request) -> Response:
+        return Response(orjson.dumps({"version": await live.shown_version(), "next_seq": state.next_seq}),
+                        media_type=JSON, headers={"Cache-Control": "no-store"})
+
+    async def watch(request: Request) -> Response:
+        if watcher is None:
+            return _json({"interval": None, "remove_after": None, "sources": []})
+        return _json(watcher.status())
+
     async def openapi(request: Request) -> Response:
         return _json(openapi_document())
 
@@ -308,6 +327,9 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
         Route("/v1/sessions/{session}/{agent}", session, methods=["PUT", "DELETE"]),
         Route("/v1/trace", trace, methods=["GET"]),
         Route("/v1/verify", verify, methods=["POST"]),
+        Route("/v1/watch", watch, methods=["GET"]),
+        Route("/ui", ui, methods=["GET"]),
+        Route("/ui/data", ui_data, methods=["GET"]),
         Route("/v1/openapi.json", openapi, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
@@ -321,9 +343,13 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
     async def lifespan(app):
         app.state.failure = None
         loading = asyncio.get_running_loop().run_in_executor(None, _open, state, config, app)
+        watching = asyncio.create_task(_watch_when_ready(loading, state, watcher)) if watcher else None
         try:
             yield
         finally:
+            if watching is not None:
+                watching.cancel()
+                await asyncio.gather(watching, return_exceptions=True)
             await asyncio.shield(loading)
             if state.ready:
                 state.close()
@@ -333,6 +359,30 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
     app.state.on_failure = None
     app.add_middleware(Guard, config=config, state=state, fast={("POST", "/v1/place"): place_asgi})
     return app
+
+
+def _watcher(config: ServiceConfig, ops: Operations, state: ServiceState):
+    """The watch over --watch-cards, or None. Which agents each card gave is remembered in the state
+    directory, so a card that vanished while the service was down still removes its agents."""
+    if not config.watch_cards:
+        return None
+    from .watch import Watcher, WatchConfig
+
+    memory = state.directory / "watch.json" if state.directory is not None else None
+    return Watcher(ops, WatchConfig(cards=config.watch_cards, interval=config.watch_interval,
+                                    remove_after=config.watch_remove_after), memory)
+
+
+async def _watch_when_ready(loading, state: ServiceState, watcher) -> None:
+    await asyncio.shield(loading)
+    if not state.ready:
+        return
+    try:
+        await watcher.run()
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("the watch of agent cards stopped")
 
 
 def _query_value(query: bytes, name: str) -> str | None:

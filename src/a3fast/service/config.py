@@ -22,3 +22,6 @@ class ServiceConfig:
     max_body: int = DEFAULT_MAX_BODY
     fsync: str = "group"               # "group" (group commit), "always" (one per change), "never"
     snapshot_every: int = 50_000       # journal entries between snapshots
+    watch_cards: tuple[str, ...] = ()  # agents (or card URLs) whose cards keep the fleet in step
+    watch_interval: float = 30.0       # seconds between two fetches of a watched card
+    watch_remove_after: int = 3        # consecutive misses (404/410) that remove a card's agents

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 __all__ = ["PLACEMENTS", "UNSCHEDULABLE", "REQUEST_SECONDS", "FLEET_AGENTS", "JOURNAL_LAG",
-           "JOURNAL_ENTRIES", "predicate_kind"]
+           "JOURNAL_ENTRIES", "WATCH_CHECKS", "predicate_kind"]
 
 PLACEMENTS = Counter("a3fast_placements_total", "Placements made, by result.", ["result"])
 UNSCHEDULABLE = Counter("a3fast_unschedulable_total",
@@ -17,6 +17,10 @@ REQUEST_SECONDS = Histogram("a3fast_request_seconds", "Time to answer a request,
                                      0.1, 0.25, 1.0, 5.0))
 FLEET_AGENTS = Gauge("a3fast_fleet_agents", "Agents in the served fleet.")
 JOURNAL_LAG = Gauge("a3fast_journal_lag_bytes", "Journal bytes written but not yet fsynced.")
+WATCH_CHECKS = Counter("a3fast_watch_checks_total",
+                       "Checks of watched Agent Cards, by result: changed, unchanged, invalid (kept the "
+                       "last good agents), missing (404/410), removed (after --watch-remove-after misses), "
+                       "error (unreachable; backs off).", ["result"])
 JOURNAL_ENTRIES = Gauge("a3fast_journal_entries", "Journal entries since the last snapshot.")
 
 _KINDS = ("capability", "clearance", "tool", "residency", "model.latency_class", "agentRef", "anti-affinity")

@@ -98,6 +98,14 @@ PATHS: dict[str, dict[str, Any]] = {
                             "requestBody": {"required": True, "content": {
                                 "application/x-ndjson": {"schema": {"type": "string"}},
                                 "application/json": {"schema": {"type": "array", "items": _ref("record")}}}}}},
+    "/v1/watch": {"get": _op("The watched Agent Cards (--watch-cards): each one's agents, last fetch, last "
+                             "change and last error", "watch.response")},
+    "/ui": {"get": {"summary": "The live report of the service's trace (HTML; reloads itself as placements happen)",
+                    "responses": {"200": {"description": "the report page, with an ETag"},
+                                  "304": {"description": "the page the browser holds is current"},
+                                  "401": _ERRORS["401"]}}},
+    "/ui/data": {"get": {"summary": "The version of the trace /ui shows (its durable size in bytes) and the next seq",
+                         "responses": {"200": {"description": "{version, next_seq}"}, "401": _ERRORS["401"]}}},
     "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
     "/healthz": {"get": {"summary": "The process is up (no token needed)", "responses": {"200": {"description": "up"}}}},
     "/readyz": {"get": {"summary": "The state is loaded (no token needed)",

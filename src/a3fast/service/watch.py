@@ -1,0 +1,278 @@
+"""Watching live agents: the served fleet kept in step with the Agent Cards it was imported from.
+
+A background task re-fetches each watched card on an interval (`fetch_card`: its bounds, and an
+ETag so an unchanged card costs a 304), derives the declarations exactly as `a3fast import a2a URL`
+does with no flags (namespace from the host, ids normalised under `a2a.`, version 1, endpoint kept),
+and applies a change through the operations every PUT and DELETE of /v1/agents goes through, so it
+is journaled and durable like any other change.
+
+Policy (docs/service.md): a card that is gone (404 at every location, or 410) removes the agents it
+gave after `remove_after` consecutive misses; a card that turns invalid, or an agent that cannot be
+reached, keeps its last good agents and is reported (`status()`, served at /v1/watch, and the
+`a3fast_watch_checks_total` counter). Errors on the way to a card back off; answers about the card
+(gone, invalid) do not, since refetching them is cheap and the fix should be seen at once.
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import hashlib
+import logging
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..errors import SchemaError
+from ..interop.a2a import import_cards
+from ..interop.fetch import EtagCache, FetchError, Limits, card_locations, fetch_card
+from ..interop.report import ImportReport
+from ..interop.sources import json_documents
+from ..interop.supply import Supplied
+from . import metrics
+from .operations import Operations
+from .problems import ServiceError
+
+__all__ = ["CARD_DEFAULTS", "WatchConfig", "Watched", "Watcher", "derive_declarations", "WatchError"]
+
+log = logging.getLogger("a3fast.serve.watch")
+
+#: What `a3fast import a2a URL` supplies when given no flags: the watch derives the same agents.
+CARD_DEFAULTS = Supplied(derive_namespace=True, capability_version=1, normalise=True, skill_domain="a2a",
+                         defaulted=frozenset({"capability_version", "skill_domain"}))
+#: Longest wait between two fetches of a source that keeps failing.
+MAX_BACKOFF = 300.0
+
+
+class WatchError(Exception):
+    """A card that was fetched but gives no usable agent; the message says why."""
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    cards: tuple[str, ...] = ()
+    interval: float = 30.0
+    remove_after: int = 3
+    limits: Limits = Limits()
+
+
+def derive_declarations(body: bytes, requested: str, fetched_from: str) -> list[dict[str, Any]]:
+    """The declarations a fetched card gives, as `a3fast import a2a` derives them with no flags, or
+    WatchError naming what is wrong (a body that is not a card, a card that gives no agent, an agent
+    with no capabilities: the import refuses all three)."""
+    report = ImportReport("a2a")
+    try:
+        docs = json_documents(body, requested)
+    except SchemaError as exc:
+        raise WatchError("; ".join(f"{p.path}: expected {p.expected}, found {p.found}"
+                                   for p in exc.problems[:3])) from None
+    result = import_cards(docs, CARD_DEFAULTS, report, fetched={requested: fetched_from})
+    if not result.declarations:
+        reasons = "; ".join(f"{s.path}: {s.reason}" for s in report.skipped[:3]) or "no agent derived"
+        raise WatchError(f"the card gives no agent ({reasons})")
+    empty = [d["agent"]["name"] for d in result.declarations if not d.get("capabilities")]
+    if empty:
+        skipped = "; ".join(f"{s.path}: {s.reason}" for s in report.skipped[:3])
+        raise WatchError(f"agent {empty[0]!r} would have no capabilities"
+                         + (f" ({skipped})" if skipped else ""))
+    return result.declarations
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _canonical(doc: Any) -> bytes:
+    return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+
+
+@dataclass
+class Watched:
+    """One watched card and what its checks found."""
+
+    url: str
+    #: agents this card gave when it was last good (remembered across restarts with --state)
+    agents: tuple[str, ...] = ()
+    last_fetch: str | None = None
+    last_good: str | None = None
+    last_change: str | None = None
+    last_error: str | None = None
+    last_error_at: str | None = None
+    #: consecutive checks that found the card gone / that failed on the way to it
+    misses: int = 0
+    failures: int = 0
+    checks: int = 0
+    changes: int = 0
+    due: float = 0.0
+    digest: bytes | None = field(default=None, repr=False)
+
+    def status(self, now: float) -> dict[str, Any]:
+        return {"url": self.url, "kind": "a2a", "agents": list(self.agents), "last_fetch": self.last_fetch,
+                "last_good": self.last_good, "last_change": self.last_change, "last_error": self.last_error,
+                "last_error_at": self.last_error_at, "misses": self.misses, "failures": self.failures,
+                "checks": self.checks, "changes": self.changes,
+                "next_fetch_in": round(max(0.0, self.due - now), 3)}
+
+
+class Watcher:
+    """The watch over a service's fleet: `run()` is the background task, `status()` its report."""
+
+    def __init__(self, ops: Operations, config: WatchConfig, memory: Path | None = None):
+        for url in config.cards:
+            card_locations(url)   # a bad URL is refused before the service starts (FetchError)
+        self.ops = ops
+        self.config = config
+        self.memory = memory
+        self.sources = [Watched(url) for url in dict.fromkeys(config.cards)]
+        self.cache = EtagCache(None)
+        self._client = None
+        self.load_memory()
+
+    # -- memory of which agents each card gave ---------------------------------------------------
+    def load_memory(self) -> None:
+        """Agents each card gave before a restart, so a card that vanished while the service was
+        down is still removed. A missing or unreadable file is an empty memory."""
+        if self.memory is None or not self.memory.is_file():
+            return
+        try:
+            data = orjson.loads(self.memory.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            log.warning("%s: unreadable; the watch starts with no memory of earlier agents", self.memory)
+            return
+        if not isinstance(data, dict):
+            return
+        for source in self.sources:
+            names = data.get(source.url)
+            if isinstance(names, list) and all(isinstance(n, str) for n in names):
+                source.agents = tuple(names)
+
+    def _save_memory(self) -> None:
+        if self.memory is None:
+            return
+        data = {s.url: list(s.agents) for s in self.sources}
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.memory.name}.", dir=self.memory.parent)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, self.memory)
+        except OSError as exc:
+            Path(tmp).unlink(missing_ok=True)
+            log.warning("%s: not saved (%s)", self.memory, exc.strerror or exc)
+
+    # -- the loop ---------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Check every source when due, forever (cancelled when the service stops)."""
+        import httpx
+
+        limits = self.config.limits
+        self._client = httpx.Client(timeout=httpx.Timeout(limits.timeout), verify=True, follow_redirects=False,
+                                    headers={"Accept": "application/json", "Accept-Encoding": "gzip, deflate"})
+        try:
+            while True:
+                now = time.monotonic()
+                for source in self.sources:
+                    if source.due <= now:
+                        await self.check(source)
+                wake = min((s.due for s in self.sources), default=now + self.config.interval)
+                await asyncio.sleep(max(0.01, wake - time.monotonic()))
+        finally:
+            self._client.close()
+
+    async def check(self, source: Watched) -> str:
+        """Fetch one card and apply what changed; returns the result counted in the metrics."""
+        result = await self._check(source)
+        source.checks += 1
+        source.last_fetch = _now()
+        delay = self.config.interval
+        if result == "error":
+            source.failures += 1
+            delay = min(max(MAX_BACKOFF, self.config.interval), self.config.interval * 2 ** min(source.failures, 10))
+        else:
+            source.failures = 0
+        source.due = time.monotonic() + delay
+        metrics.WATCH_CHECKS.labels(result).inc()
+        return result
+
+    async def _check(self, source: Watched) -> str:
+        try:
+            card = await asyncio.to_thread(fetch_card, source.url, self.config.limits, self.cache, self._client)
+        except FetchError as exc:
+            if not exc.gone:
+                return self._failed(source, exc.message)
+            source.misses += 1
+            source.digest = None
+            self._failed(source, f"{exc.message} (miss {source.misses} of {self.config.remove_after})")
+            if source.misses >= self.config.remove_after and source.agents:
+                await self._remove(source, source.agents)
+                source.agents = ()
+                self._save_memory()
+                return "removed"
+            return "missing"
+        source.misses = 0
+        digest = hashlib.sha256(card.body).digest()
+        if digest == source.digest:
+            return "unchanged"   # the same body as last time (often a 304): already applied or refused
+        source.digest = digest
+        try:
+            decls = derive_declarations(card.body, source.url, card.url)
+        except WatchError as exc:
+            return self._failed(source, f"{card.url}: {exc}; keeping the last good agents", "invalid")
+        return await self._apply(source, decls)
+
+    def _failed(self, source: Watched, message: str, result: str = "error") -> str:
+        source.last_error, source.last_error_at = message, _now()
+        log.warning("watch %s: %s", source.url, message)
+        return result
+
+    async def _apply(self, source: Watched, decls: list[dict[str, Any]]) -> str:
+        changed = False
+        for decl in decls:
+            name = decl["agent"]["name"]
+            held = self.ops.state.fleet.get(name)
+            if held is not None and _canonical(held.doc) == _canonical(decl):
+                continue
+            try:
+                await self.ops.put_agent({"name": name, "declaration": decl})
+            except ServiceError as exc:
+                source.digest = None   # try again next time: the conflict may be resolved by then
+                detail = "; ".join(f"{p.get('path')}: expected {p.get('expected')}, found {p.get('found')}"
+                                   for p in exc.problems[:3])
+                return self._failed(source, f"agent {name!r} not applied (HTTP {exc.status}: {detail}); "
+                                            f"keeping the last good agents", "invalid")
+            changed = True
+        names = tuple(d["agent"]["name"] for d in decls)
+        gone = [n for n in source.agents if n not in names]
+        if gone:
+            await self._remove(source, gone)
+            changed = True
+        source.last_good, source.last_error, source.last_error_at = _now(), None, None
+        if names != source.agents:
+            source.agents = names
+            self._save_memory()
+        if changed:
+            source.changes += 1
+            source.last_change = _now()
+            return "changed"
+        return "unchanged"
+
+    async def _remove(self, source: Watched, names) -> None:
+        for name in names:
+            if self.ops.state.fleet.get(name) is None:
+                continue   # already deleted by someone else
+            try:
+                await self.ops.delete_agent({"name": name})
+            except ServiceError:
+                continue
+        source.changes += 1
+        source.last_change = _now()
+
+    def status(self) -> dict[str, Any]:
+        now = time.monotonic()
+        return {"interval": self.config.interval, "remove_after": self.config.remove_after,
+                "sources": [s.status(now) for s in self.sources]}

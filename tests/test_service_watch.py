@@ -1,0 +1,268 @@
+"""`a3fast serve --watch-cards`: a real server process watching a real static HTTP server on
+127.0.0.1 whose card each test changes, breaks and removes; the served fleet follows, through the
+journal. Every wait is bounded; the watch interval is a tenth of a second."""
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+
+import jsonschema
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from a3fast.cli import main
+from a3fast.service.openapi import load_schema
+from service_process import Server
+
+pytest.importorskip("starlette")
+pytest.importorskip("httpx")
+
+INTERVAL = "0.1"
+
+
+class CardHandler(http.server.BaseHTTPRequestHandler):
+    """Serves /<agent>/.well-known/agent-card.json from `cards`, with an ETag per body; counts
+    what it answered."""
+
+    cards: dict[str, bytes] = {}
+    answered: dict[int, int] = {}
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        agent, _, rest = self.path.lstrip("/").partition("/")
+        body = self.cards.get(agent) if rest == ".well-known/agent-card.json" else None
+        if body is None:
+            status, body, headers = (410 if agent == "retired" else 404), b"", {}
+        else:
+            tag = f'"{hash(body) & 0xFFFFFFFF:x}"'
+            headers = {"ETag": tag}
+            status = 304 if self.headers.get("If-None-Match") == tag else 200
+            body = b"" if status == 304 else body
+        CardHandler.answered[status] = CardHandler.answered.get(status, 0) + 1
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture()
+def cards():
+    CardHandler.cards, CardHandler.answered = {}, {}
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), CardHandler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def card(*skills: str, name: str = "trip-planner") -> bytes:
+    return json.dumps({"name": name, "description": "plans trips", "version": "1.0.0",
+                       "skills": [{"id": s, "name": s} for s in skills]}).encode()
+
+
+def until(what, check, timeout: float = 10.0):
+    """Poll `check` until it returns something truthy; fail naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {timeout} s: {what}")
+        time.sleep(0.05)
+
+
+def declaration(server: Server, name: str):
+    r = server.client.get(f"/v1/agents/{name}")
+    return r.json()["declaration"] if r.status_code == 200 else None
+
+
+def capabilities(decl) -> set[str]:
+    return {c["name"] for c in decl["capabilities"]} if decl else set()
+
+
+def source(server: Server, url: str) -> dict:
+    status = server.client.get("/v1/watch").json()
+    jsonschema.validate(status, load_schema("watch.response"))
+    return next(s for s in status["sources"] if s["url"] == url)
+
+
+def counter(server: Server, result: str) -> float:
+    for line in server.client.get("/metrics").text.splitlines():
+        if line.startswith(f'a3fast_watch_checks_total{{result="{result}"}}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_a_watched_card_adds_its_agent_as_import_a2a_derives_it(cards, tmp_path):
+    CardHandler.cards["planner"] = card("plan-trip", "book_hotel")
+    url = f"{cards}/planner/"
+    server = Server("--state", str(tmp_path / "state"), "--watch-cards", url, "--watch-interval", INTERVAL)
+    try:
+        served = until("the watched agent is served", lambda: declaration(server, "trip-planner"))
+        imported = CliRunner().invoke(main, ["import", "a2a", url])
+        assert imported.exit_code == 0, imported.stderr
+        assert served == orjson.loads(imported.stdout)
+        assert served["agent"]["namespace"] == "127.0.0.1"
+        assert served["endpoint"]["card"] == f"{cards}/planner/.well-known/agent-card.json"
+        status = source(server, url)
+        assert status["agents"] == ["trip-planner"] and status["last_error"] is None
+        assert status["last_change"] is not None and status["changes"] == 1
+    finally:
+        assert server.stop() == 0
+
+
+def test_an_unchanged_card_costs_a_304_and_no_journal_entry(cards, tmp_path):
+    CardHandler.cards["planner"] = card("plan-trip")
+    url = f"{cards}/planner/"
+    server = Server("--state", str(tmp_path / "state"), "--watch-cards", url, "--watch-interval", INTERVAL)
+    try:
+        until("the watched agent is served", lambda: declaration(server, "trip-planner"))
+        seq = server.client.get("/readyz").json()["next_seq"]
+        until("three unchanged checks", lambda: source(server, url)["checks"] >= 4)
+        assert CardHandler.answered.get(304, 0) >= 2
+        assert CardHandler.answered[200] == 1
+        assert counter(server, "unchanged") >= 2
+        assert server.client.get("/readyz").json()["next_seq"] == seq
+        assert source(server, url)["changes"] == 1
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_changed_card_changes_the_agent_durably(cards, tmp_path):
+    state = tmp_path / "state"
+    CardHandler.cards["planner"] = card("plan-trip")
+    url = f"{cards}/planner/"
+    server = Server("--state", str(state), "--watch-cards", url, "--watch-interval", INTERVAL)
+    try:
+        until("the first card", lambda: capabilities(declaration(server, "trip-planner")) == {"a2a.plan-trip"})
+        CardHandler.cards["planner"] = card("plan-trip", "book_hotel")
+        until("the changed card", lambda: capabilities(declaration(server, "trip-planner"))
+              == {"a2a.plan-trip", "a2a.book-hotel"})
+        assert counter(server, "changed") >= 2
+    finally:
+        server.kill()   # no clean stop: what was acknowledged must be in the journal
+    restarted = Server("--state", str(state))   # no watch: only the journal speaks
+    try:
+        assert capabilities(declaration(restarted, "trip-planner")) == {"a2a.plan-trip", "a2a.book-hotel"}
+    finally:
+        assert restarted.stop() == 0
+
+
+def test_an_invalid_card_keeps_the_last_good_agent_and_is_reported(cards, tmp_path):
+    CardHandler.cards["planner"] = card("plan-trip")
+    url = f"{cards}/planner/"
+    server = Server("--state", str(tmp_path / "state"), "--watch-cards", url, "--watch-interval", INTERVAL)
+    try:
+        good = until("the first card", lambda: declaration(server, "trip-planner"))
+        CardHandler.cards["planner"] = b'{"name": "trip-planner", "skills": ['
+        status = until("the invalid card is reported", lambda: (s := source(server, url))["last_error"] and s)
+        assert "keeping the last good agents" in status["last_error"]
+        assert status["agents"] == ["trip-planner"]
+        assert declaration(server, "trip-planner") == good
+        assert counter(server, "invalid") >= 1
+        # a card that parses but gives an agent no capability is refused as `import a2a` refuses it
+        CardHandler.cards["planner"] = card()
+        until("the empty card is reported", lambda: "no capabilities" in (source(server, url)["last_error"] or ""))
+        assert declaration(server, "trip-planner") == good
+        CardHandler.cards["planner"] = card("plan-trip", "rent-car")
+        until("the fixed card is applied", lambda: capabilities(declaration(server, "trip-planner"))
+              == {"a2a.plan-trip", "a2a.rent-car"})
+        assert source(server, url)["last_error"] is None
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_removed_card_removes_its_agent_after_the_misses(cards, tmp_path):
+    CardHandler.cards["planner"] = card("plan-trip")
+    url = f"{cards}/planner/"
+    server = Server("--state", str(tmp_path / "state"), "--watch-cards", url, "--watch-interval", INTERVAL,
+                    "--watch-remove-after", "3")
+    try:
+        until("the first card", lambda: declaration(server, "trip-planner"))
+        del CardHandler.cards["planner"]
+        status = until("a first miss", lambda: (s := source(server, url))["misses"] >= 1 and s)
+        assert "no Agent Card" in status["last_error"]
+        until("the agent is removed", lambda: server.client.get("/v1/agents/trip-planner").status_code == 404)
+        status = source(server, url)
+        assert status["misses"] >= 3 and status["agents"] == []
+        assert counter(server, "removed") == 1
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_card_gone_while_the_service_was_down_is_still_removed(cards, tmp_path):
+    state = tmp_path / "state"
+    CardHandler.cards["retired"] = card("plan-trip")
+    url = f"{cards}/retired/"
+    server = Server("--state", str(state), "--watch-cards", url, "--watch-interval", INTERVAL)
+    try:
+        until("the first card", lambda: declaration(server, "trip-planner"))
+    finally:
+        assert server.stop() == 0
+    del CardHandler.cards["retired"]   # now 410 Gone
+    restarted = Server("--state", str(state), "--watch-cards", url, "--watch-interval", INTERVAL,
+                       "--watch-remove-after", "2")
+    try:
+        # this process never saw the card: only the memory in the state directory can remove it
+        until("the agent is removed", lambda: restarted.client.get("/v1/agents/trip-planner").status_code == 404)
+        assert "410" in source(restarted, url)["last_error"]
+    finally:
+        assert restarted.stop() == 0
+    again = Server("--state", str(state))
+    try:
+        assert again.client.get("/v1/agents/trip-planner").status_code == 404
+    finally:
+        assert again.stop() == 0
+
+
+def test_an_unreachable_agent_keeps_its_agent_and_backs_off(cards, tmp_path):
+    CardHandler.cards["planner"] = card("plan-trip")
+    url = f"{cards}/planner/"
+    server = Server("--state", str(tmp_path / "state"), "--watch-cards", url, "--watch-interval", INTERVAL)
+    try:
+        good = until("the first card", lambda: declaration(server, "trip-planner"))
+        CardHandler.do_GET, original = _answer_503, CardHandler.do_GET
+        try:
+            status = until("two failures", lambda: (s := source(server, url))["failures"] >= 2 and s)
+        finally:
+            CardHandler.do_GET = original
+        assert "503" in status["last_error"]
+        assert status["misses"] == 0 and status["agents"] == ["trip-planner"]
+        assert declaration(server, "trip-planner") == good
+        assert counter(server, "error") >= 2
+    finally:
+        assert server.stop() == 0
+
+
+def _answer_503(self):
+    self.send_response(503)
+    self.send_header("Content-Length", "0")
+    self.end_headers()
+
+
+def test_watching_needs_an_http_url_and_the_http_server(tmp_path):
+    runner = CliRunner()
+    bad = runner.invoke(main, ["serve", "--watch-cards", "ftp://example/agent"])
+    assert bad.exit_code == 2 and "--watch-cards ftp://example/agent: expected an http" in bad.stderr
+    stdio = runner.invoke(main, ["serve", "--stdio", "--watch-cards", "http://127.0.0.1:9/"])
+    assert stdio.exit_code == 2 and "--stdio" in stdio.stderr
+
+
+def test_watch_status_without_watched_cards_lists_none(tmp_path):
+    server = Server()
+    try:
+        status = server.client.get("/v1/watch").json()
+        jsonschema.validate(status, load_schema("watch.response"))
+        assert status == {"interval": None, "remove_after": None, "sources": []}
+    finally:
+        assert server.stop() == 0
