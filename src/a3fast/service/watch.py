@@ -23,7 +23,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -36,6 +36,9 @@ from ..interop.supply import Supplied
 from . import metrics
 from .operations import Operations
 from .problems import ServiceError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["CARD_DEFAULTS", "WatchConfig", "Watched", "Watcher", "derive_declarations", "WatchError"]
 
@@ -129,7 +132,7 @@ class Watcher:
         self.memory = memory
         self.sources = [Watched(url) for url in dict.fromkeys(config.cards)]
         self.cache = EtagCache(None)
-        self._client = None
+        self._client: httpx.Client | None = None   # one connection pool while `run` runs
         self.load_memory()
 
     # -- memory of which agents each card gave ---------------------------------------------------
@@ -171,7 +174,7 @@ class Watcher:
         import httpx
 
         limits = self.config.limits
-        self._client = httpx.Client(timeout=httpx.Timeout(limits.timeout), verify=True, follow_redirects=False,
+        client = self._client = httpx.Client(timeout=httpx.Timeout(limits.timeout), verify=True, follow_redirects=False,
                                     headers={"Accept": "application/json", "Accept-Encoding": "gzip, deflate"})
         try:
             while True:
@@ -182,7 +185,7 @@ class Watcher:
                 wake = min((s.due for s in self.sources), default=now + self.config.interval)
                 await asyncio.sleep(max(0.01, wake - time.monotonic()))
         finally:
-            self._client.close()
+            client.close()
 
     async def check(self, source: Watched) -> str:
         """Fetch one card and apply what changed; returns the result counted in the metrics."""
