@@ -91,6 +91,12 @@ class FleetShard:
         self._commit("outcome", [agent, kind, success])
         return self._seq
 
+    def record_outcomes(self, agent: str, kind: str, successes: int, attempts: int) -> int:
+        """Many outcomes of one kind at once (Fleet.record_outcomes: restoring saved counts)."""
+        self._apply("outcomes", [agent, kind, successes, attempts])
+        self._commit("outcomes", [agent, kind, successes, attempts])
+        return self._seq
+
     def hold_session(self, agent: str, session: str) -> int:
         self._apply("hold", [agent, session])
         self._commit("hold", [agent, session])
@@ -113,6 +119,8 @@ class FleetShard:
             fleet.remove(args[0])
         elif op == "outcome":
             fleet.record_outcome(*args)
+        elif op == "outcomes":
+            fleet.record_outcomes(*args)
         elif op == "hold":
             fleet.hold_session(*args)
         elif op == "release":
@@ -146,6 +154,10 @@ class FleetShard:
     def declaration_json(self, name: str) -> bytes | None:
         decl = self.fleet.get(name)
         return orjson.dumps(decl.doc) if decl is not None else None
+
+    def declarations_json(self) -> dict[str, bytes]:
+        """Every live agent's declaration as JSON, by name (one call for a whole snapshot)."""
+        return {decl.agent.name: orjson.dumps(decl.doc) for decl in self.fleet}
 
     def outcomes(self, agent: str, kind: str) -> tuple[int, int]:
         return self.fleet.outcomes(agent, kind)

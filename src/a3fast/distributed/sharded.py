@@ -259,6 +259,17 @@ class ShardedFleet:
         text = self._declaration_json(name)
         return parse_declaration(orjson.loads(text)) if text is not None else None
 
+    def namespace_of(self, name: str) -> str | None:
+        """The namespace of a live agent, from the coordinator (no shard is asked)."""
+        return self._namespace.get(name)
+
+    def declarations_json(self) -> dict[str, bytes]:
+        """Every live agent's declaration as JSON, by name: one call per shard, all at once."""
+        out: dict[str, bytes] = {}
+        for part in self._gather([s.declarations_json.remote() for s in self._shards], "declarations"):
+            out.update(part)
+        return out
+
     def _declaration_json(self, name: str) -> bytes | None:
         if name not in self._namespace:
             return None
@@ -276,6 +287,15 @@ class ShardedFleet:
         if not isinstance(kind, str):
             kind = task_kind(parse_requirements(kind))
         self._change(shard, "record_outcome", agent, kind, bool(success))
+        self._kinds_seen = True
+        self.generation += 1
+
+    def record_outcomes(self, agent: str, kind: str, successes: int, attempts: int) -> None:
+        """Learn many finished tasks of one kind at once (Fleet.record_outcomes), on the agent's shard."""
+        if not 0 <= successes <= attempts:
+            raise ValueError(f"successes ({successes}) must be between 0 and attempts ({attempts})")
+        shard = self._live(agent)
+        self._change(shard, "record_outcomes", agent, kind, int(successes), int(attempts))
         self._kinds_seen = True
         self.generation += 1
 

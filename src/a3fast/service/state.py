@@ -1,7 +1,7 @@
 """The service's state: a fleet, its trace, and what it takes to rebuild both exactly after a crash.
 
-Every change is applied in one synchronous step on the event loop — validate, append its journal
-entry, apply — so no placement ever sees half of an update, and nothing is applied that is not in the
+Every change is applied in one synchronous step on the event loop — validate, apply, append its
+journal entry — so no placement ever sees half of an update, and nothing is applied that is not in the
 journal. A placement's records go into the journal entry too (one fsync covers both) and are written
 to the trace file; the trace file is rebuilt from the journal on recovery, so it is exactly as
 durable as the journal.
@@ -26,7 +26,7 @@ import sys
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import orjson
 
@@ -36,6 +36,7 @@ from ..fleet import Fleet
 from ..record.write import placement_records
 from ..schema import Declaration, parse_declaration
 from ..trace import TraceWriter
+from ..distributed.sharded import ShardError
 from .journal import Journal, JournalCorrupt, frame, read_entries
 
 __all__ = ["ServiceState", "StateError", "SNAPSHOT", "JOURNAL", "TRACE"]
@@ -73,7 +74,7 @@ class ServiceState:
 
     def __init__(self, directory: str | os.PathLike | None = None, *, engine: str | None = None,
                  trace_path: str | os.PathLike | None = None, fsync: str = "group",
-                 snapshot_every: int = 50_000, log=None):
+                 snapshot_every: int = 50_000, log=None, fleet_factory: Callable[[], Any] | None = None):
         self.directory = Path(directory) if directory is not None else None
         self.engine = engine
         self.fsync = fsync
@@ -87,7 +88,11 @@ class ServiceState:
         else:
             self._tempdir = tempfile.mkdtemp(prefix="a3fast-serve-")
             self.trace_path = Path(self._tempdir) / TRACE
-        self.fleet = Fleet(engine)
+        #: builds the served fleet at `open` when it is not a plain Fleet (a ShardedFleet,
+        #: a3fast.service.sharded): started empty and rebuilt from the snapshot and journal
+        self._fleet_factory = fleet_factory
+        self.sharded = fleet_factory is not None
+        self.fleet: Any = Fleet(engine)
         self.order: dict[str, None] = {}                 # every name ever added, in join order
         self.outcomes: dict[tuple[str, str], list[int]] = {}   # (agent, kind) -> [successes, attempts]
         self.sessions: dict[str, set[str]] = {}          # agent -> sessions it holds
@@ -102,6 +107,8 @@ class ServiceState:
         self._trace_ends: deque[int] = deque()   # the end each commit under way writes up to
         self.ready = False
         self.recovered_entries = 0
+        #: a ShardError that left the sharded fleet holding part of a batch (see `_change`)
+        self.doubt: ShardError | None = None
 
     # -- start and stop ---------------------------------------------------------------------------
     def open(self, *, mark_ready: bool = True) -> None:
@@ -110,6 +117,8 @@ class ServiceState:
         trace_bytes = 0
         trace_crc = 0
         replay: list[bytes] = []
+        if self._fleet_factory is not None:
+            self.fleet = self._fleet_factory()
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
             snapshot = self._read_snapshot()
@@ -136,6 +145,8 @@ class ServiceState:
                 self.snapshot()
             self.journal.close()
             self.journal = None
+        if self.sharded and hasattr(self.fleet, "close"):
+            self.fleet.close()
         if self._trace_fd >= 0:
             self._flush_trace()
             os.fsync(self._trace_fd)
@@ -209,9 +220,16 @@ class ServiceState:
         assert self.directory is not None  # a snapshot is read only from disk
         path = self.directory / snapshot["fleet"]
         try:
-            self.fleet = Fleet.load(path, engine=self.engine)
+            loaded = Fleet.load(path, engine=self.engine)
         except SnapshotError as exc:
             raise StateError(f"{exc}; restore the state directory from a copy") from None
+        if self.sharded:
+            # a sharded fleet is rebuilt through its public API, as from a format 2 snapshot
+            decls = [loaded.get(name) for name in snapshot["names"]]
+            self._restore_json_fleet({**snapshot, "declarations": [d.doc if d is not None else None
+                                                                   for d in decls]})
+            return
+        self.fleet = loaded
         self.order = dict.fromkeys(snapshot["names"])
         for agent, kind, successes, attempts in snapshot["outcomes"]:
             self.outcomes[(agent, kind)] = [successes, attempts]
@@ -251,10 +269,19 @@ class ServiceState:
         # the fleet goes to a file of its own under a new name, which the service's snapshot then
         # names: a crash between the two renames leaves the previous pair whole
         fleet_name = f"{FLEET_SNAPSHOT_PREFIX}{os.urandom(8).hex()}{FLEET_SNAPSHOT_SUFFIX}"
-        self.fleet.save(self.directory / fleet_name)
+        if self.sharded:
+            # a ShardedFleet has no `save`: its live declarations, gathered from the shards, go
+            # into the document (format 2), and a restart rebuilds the shards from them
+            declarations = self.fleet.declarations_json()
+            fleet_part: dict[str, Any] = {
+                "format": SNAPSHOT_FORMAT_JSON_FLEET,
+                "declarations": [orjson.Fragment(declarations[name]) if name in declarations else None
+                                 for name in self.order]}
+        else:
+            self.fleet.save(self.directory / fleet_name)
+            fleet_part = {"format": SNAPSHOT_FORMAT, "fleet": fleet_name}
         document = {
-            "format": SNAPSHOT_FORMAT,
-            "fleet": fleet_name,
+            **fleet_part,
             "names": list(self.order),
             "outcomes": [[agent, kind, s, a] for (agent, kind), (s, a) in self.outcomes.items()],
             "sessions": [[agent, s] for agent, held in self.sessions.items() for s in sorted(held)],
@@ -321,26 +348,52 @@ class ServiceState:
         else:
             raise StateError(f"journal entry with unknown op {kind!r}")
 
-    # -- changes: check, journal, apply -----------------------------------------------------------
+    # -- changes: check, apply, journal -----------------------------------------------------------
+    def _change(self, op: dict[str, Any], apply: Callable[..., None], *args: Any) -> None:
+        """Apply a checked change, then journal it, in one synchronous step. Applying first means
+        a change the fleet could not make — a shard of a ShardedFleet down or late (ShardError) —
+        is never journaled, so a restart cannot bring back what was answered with a 503."""
+        self.check_shards()
+        try:
+            apply(*args)
+        except ShardError as exc:
+            if op["op"] == "put" and len(op["decls"]) > 1:
+                # the shards that answered made their part of the batch: the served fleet now
+                # holds agents the journal does not, until a restart rebuilds it from the journal
+                self.doubt = exc
+            raise
+        self._log_op(op)
+
+    def check_shards(self) -> None:
+        """ShardError while a failed batch has left the sharded fleet holding part of it."""
+        if self.doubt is not None:
+            raise ShardError(self.doubt.shard, f"failed during a change of several agents ({self.doubt}); "
+                             f"the other shards made their part of it, so nothing more is decided until "
+                             f"the service restarts and rebuilds the fleet from its journal")
+
     def put_agents(self, declarations: list[Declaration]) -> None:
         """Add or replace agents, all or none: conflicts are checked before anything is written."""
         self._check_namespaces(declarations)
-        self._log_op({"op": "put", "decls": [d.doc for d in declarations]})
-        self._put(declarations)
+        self._change({"op": "put", "decls": [d.doc for d in declarations]}, self._put, declarations)
 
     def _check_namespaces(self, declarations: Iterable[Declaration]) -> None:
         seen: dict[str, str] = {}
         problems = []
         for k, decl in enumerate(declarations):
             name, namespace = decl.agent.name, decl.agent.namespace
-            current = self.fleet.get(name)
-            held = seen.get(name, current.agent.namespace if current is not None else namespace)
+            held = seen.get(name, self._namespace_of(name) or namespace)
             if held != namespace:
                 problems.append(Problem(f"[{k}].agent.namespace", f"namespace {held!r} (agent names are "
                                         f"unique in one scheduling domain)", repr(namespace)))
             seen[name] = namespace
         if problems:
             raise FleetConflict(problems)
+
+    def _namespace_of(self, name: str) -> str | None:
+        if self.sharded:
+            return self.fleet.namespace_of(name)
+        current = self.fleet.get(name)
+        return current.agent.namespace if current is not None else None
 
     def _put(self, declarations: list[Declaration]) -> None:
         if len(declarations) == 1:
@@ -351,20 +404,19 @@ class ServiceState:
             self.order.setdefault(decl.agent.name)
 
     def delete_agent(self, name: str) -> None:
-        if self.fleet.get(name) is None:
+        if name not in self.fleet:
             raise FleetError(f"no agent named {name!r} in the fleet")
-        self._log_op({"op": "delete", "name": name})
-        self._delete(name)
+        self._change({"op": "delete", "name": name}, self._delete, name)
 
     def _delete(self, name: str) -> None:
         self.fleet.remove(name)
         self.sessions.pop(name, None)
 
     def record_outcome(self, agent: str, kind: str, success: bool) -> None:
-        if self.fleet.get(agent) is None:
+        if agent not in self.fleet:
             raise FleetError(f"no agent named {agent!r} in the fleet")
-        self._log_op({"op": "outcome", "agent": agent, "kind": kind, "success": bool(success)})
-        self._outcome(agent, kind, success)
+        self._change({"op": "outcome", "agent": agent, "kind": kind, "success": bool(success)},
+                     self._outcome, agent, kind, success)
 
     def _outcome(self, agent: str, kind: str, success: bool) -> None:
         self.fleet.record_outcome(agent, kind, success)
@@ -373,20 +425,18 @@ class ServiceState:
         counts[1] += 1
 
     def hold_session(self, agent: str, session: str) -> None:
-        if self.fleet.get(agent) is None:
+        if agent not in self.fleet:
             raise FleetError(f"no agent named {agent!r} in the fleet")
-        self._log_op({"op": "hold", "agent": agent, "session": session})
-        self._hold(agent, session)
+        self._change({"op": "hold", "agent": agent, "session": session}, self._hold, agent, session)
 
     def _hold(self, agent: str, session: str) -> None:
         self.fleet.hold_session(agent, session)
         self.sessions.setdefault(agent, set()).add(session)
 
     def release_session(self, agent: str, session: str) -> None:
-        if self.fleet.get(agent) is None:
+        if agent not in self.fleet:
             raise FleetError(f"no agent named {agent!r} in the fleet")
-        self._log_op({"op": "release", "agent": agent, "session": session})
-        self._release(agent, session)
+        self._change({"op": "release", "agent": agent, "session": session}, self._release, agent, session)
 
     def _release(self, agent: str, session: str) -> None:
         self.fleet.release_session(agent, session)
@@ -404,6 +454,8 @@ class ServiceState:
         (a Kubernetes NodeList) whose records still go into this trace, in spec form."""
         own = fleet is None
         target = self.fleet if fleet is None else fleet
+        if own:
+            self.check_shards()
         p = target.place(requirements, session=session, route=route, remember_session=False)
         seq = self.next_seq
         if compact and own:
@@ -414,11 +466,12 @@ class ServiceState:
             records = list(placement_records(p, task))
         lines = _record_lines(records, seq)
         hold = (p.agent, p.session) if own and p.agent is not None and p.session is not None else None
+        if hold is not None:
+            # before the journal: a shard that fails to hold it leaves no record of the placement
+            self._hold(*hold)
         if self.journal is not None:
             self.journal.append(_TRACE + orjson.dumps(hold) + b"\n" + lines)
         self._write_trace(lines, len(records))
-        if hold is not None:
-            self._hold(*hold)
         return p, lines
 
     def _write_trace(self, lines: bytes, count: int) -> None:
