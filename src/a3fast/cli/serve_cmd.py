@@ -43,9 +43,15 @@ from .common import EXIT_BAD_INPUT
               help="Seconds between two fetches of a watched card (failures back off up to 300 s).")
 @click.option("--watch-remove-after", default=3, show_default=True, type=click.IntRange(min=1),
               help="Consecutive misses (404 or 410) after which a watched card's agents are removed.")
+@click.option("--shards", type=click.IntRange(min=1), default=None,
+              help="Serve a ShardedFleet of N Ray actors (docs/scale.md) instead of one Fleet; needs the "
+                   "'ray' extra. The service's journal stays the source of truth (docs/service.md).")
+@click.option("--ray-address", default=None, metavar="ADDRESS",
+              help="With --shards: the Ray cluster to run the shards on (auto, HOST:PORT, ray://...; "
+                   "default: a local Ray with at most min(N, CPUs) CPUs).")
 @click.option("--stdio", is_flag=True, help="Answer JSON requests on standard input instead of HTTP.")
 def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max_body, fsync, watch_cards,
-          watch_interval, watch_remove_after, stdio):
+          watch_interval, watch_remove_after, shards, ray_address, stdio):
     """Serve the fleet: HTTP API under /v1, a Kubernetes scheduler extender under /k8s, or with
     --stdio one JSON request per line (docs/service.md, docs/protocol.md).
 
@@ -68,10 +74,12 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
         _fail(f"{fleet_path}: cannot read: no such file")
     if watch_cards:
         _check_watch(watch_cards, stdio)
+    if ray_address is not None and shards is None:
+        _fail("--ray-address: only with --shards N (a plain fleet runs in this process)")
     config = ServiceConfig(host=host, port=port, state=state_dir, fleet=fleet_path, trace=trace_path,
                            token=token, engine=engine, max_body=max_body, fsync=fsync,
                            watch_cards=tuple(watch_cards), watch_interval=watch_interval,
-                           watch_remove_after=watch_remove_after)
+                           watch_remove_after=watch_remove_after, shards=shards, ray_address=ray_address)
     code = _run_stdio(config) if stdio else _run_http(config)
     sys.exit(code)
 
@@ -96,11 +104,24 @@ def _fail(message: str):
     sys.exit(EXIT_BAD_INPUT)
 
 
+def _start_ray(config) -> None:
+    """Ray is started here, in the main thread, before uvicorn installs its signal handlers."""
+    from ..service.sharded import start_ray
+    from ..service.state import StateError
+
+    try:
+        start_ray(config.shards, config.ray_address)
+    except StateError as exc:
+        _fail(str(exc))
+
+
 def _run_http(config) -> int:
     import uvicorn
 
     from ..service.app import create_app
 
+    if config.shards is not None:
+        _start_ray(config)
     app = create_app(config)
     try:
         sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET, socket.SOCK_STREAM)
@@ -139,10 +160,12 @@ def _run_stdio(config) -> int:
     from ..service.operations import Operations
     from ..service.stdio import serve_stdio, serve_stdio_sync
     from ..service.app import seed_fleet
+    from ..service.sharded import fleet_factory
     from ..errors import SchemaError
 
     state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
-                         fsync=config.fsync, snapshot_every=config.snapshot_every)
+                         fsync=config.fsync, snapshot_every=config.snapshot_every,
+                         fleet_factory=fleet_factory(config))
     try:
         state.open(mark_ready=False)
         if config.fleet is not None:

@@ -32,6 +32,7 @@ from .k8s import Extender, ExtenderError
 from .openapi import openapi_document
 from .operations import Operations, verify_result
 from .problems import ServiceError, from_library, parse_json, problem
+from .sharded import ShardError, fleet_factory, shard_unavailable
 from .state import ServiceState, StateError
 from .trace_reader import read_since
 from .ui import LiveReport
@@ -107,6 +108,10 @@ class Guard:
                 await fast(scope, receive, tracking_send)
             else:
                 await self.app(scope, receive, tracking_send)
+        except ShardError as exc:
+            if not started_response:
+                error = shard_unavailable(exc)
+                await _error(error.status, error.problems)(scope, receive, send)
         except Exception:
             log.exception("unexpected error answering %s %s", scope["method"], path)
             if not started_response:
@@ -136,7 +141,8 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
     shutdown. A state that cannot be read back exactly stops the app (see `app.state.failure`)."""
     if state is None:
         state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
-                             fsync=config.fsync, snapshot_every=config.snapshot_every)
+                             fsync=config.fsync, snapshot_every=config.snapshot_every,
+                             fleet_factory=fleet_factory(config))
     ops = Operations(state)
     extender = Extender(state)
     live = LiveReport(state)

@@ -16,6 +16,7 @@ import orjson
 from ..errors import SchemaError
 from .operations import OPS, Operations
 from .problems import ServiceError, from_library, parse_json, problem
+from .sharded import ShardError, shard_unavailable
 
 __all__ = ["serve_stdio", "serve_stdio_sync", "answer"]
 
@@ -41,6 +42,9 @@ async def answer(ops: Operations, line: bytes) -> bytes:
         return orjson.dumps({"id": rid, "ok": True, **result})
     except ServiceError as exc:
         return orjson.dumps({"id": rid, "ok": False, "status": exc.status, "problems": exc.problems})
+    except ShardError as exc:
+        error = shard_unavailable(exc)
+        return orjson.dumps({"id": rid, "ok": False, "status": error.status, "problems": error.problems})
     except Exception:
         log.exception("unexpected error answering a stdio request")
         return orjson.dumps({"id": rid, "ok": False, "status": 500,
