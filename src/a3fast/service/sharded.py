@@ -67,7 +67,7 @@ def start_ray(shards: int, ray_address: str | None) -> None:
     try:
         if ray_address is None:
             ray.init(num_cpus=max(1, min(shards, os.cpu_count() or 1)), include_dashboard=False,
-                     log_to_driver=False, configure_logging=False)
+                     log_to_driver=False, configure_logging=False, _node_ip_address="127.0.0.1")
         else:
             ray.init(address=ray_address, include_dashboard=False, log_to_driver=False,
                      configure_logging=False)

@@ -272,7 +272,11 @@ class ServiceState:
         if self.sharded:
             # a ShardedFleet has no `save`: its live declarations, gathered from the shards, go
             # into the document (format 2), and a restart rebuilds the shards from them
-            declarations = self.fleet.declarations_json()
+            try:
+                declarations = self.fleet.declarations_json()
+            except ShardError as exc:
+                self.log(f"no snapshot taken: {exc}; the journal keeps every change since the last one")
+                return
             fleet_part: dict[str, Any] = {
                 "format": SNAPSHOT_FORMAT_JSON_FLEET,
                 "declarations": [orjson.Fragment(declarations[name]) if name in declarations else None
