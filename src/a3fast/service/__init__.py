@@ -3,7 +3,8 @@
 One idea per module: `config` (what the service is told), `journal` (framed, checksummed,
 fsynced entries), `state` (the fleet and trace, rebuilt exactly after a crash), `operations` (the
 handlers HTTP and stdio share), `app` (the HTTP shell), `stdio` (the JSON Lines shell), `k8s` (the
-Kubernetes scheduler extender), `trace_reader`, `metrics`, `openapi`, `problems`.
+Kubernetes scheduler extender), `sharded` (serving a ShardedFleet: Ray, the fleet factory, 503 for
+a shard failure), `trace_reader`, `metrics`, `openapi`, `problems`.
 """
 from __future__ import annotations
 

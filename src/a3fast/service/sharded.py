@@ -8,6 +8,7 @@ while the service runs.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -44,6 +45,7 @@ def sharded_fleet_factory(shards: int, ray_address: str | None, engine: str | No
             shard_dir.mkdir(parents=True)
         else:
             shard_dir = Path(tempfile.mkdtemp(prefix="a3fast-serve-shards-"))
+            atexit.register(shutil.rmtree, shard_dir, True)   # nothing in it outlives the service
         try:
             return ShardedFleet(shards, engine=engine, state_dir=str(shard_dir), timeout=timeout)
         except ShardError as exc:
