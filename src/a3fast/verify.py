@@ -213,6 +213,8 @@ class Verifier:
 
     def __init__(self) -> None:
         self.findings: list[Finding] = []
+        self._positions: list[int] = []  # per finding, its record's index: a list of values has no lines
+        self._index = 0                  # the index of the record being fed
         self.records = 0
         self.placements = 0
         self.rejections = 0
@@ -220,9 +222,9 @@ class Verifier:
         self._submitted_seq: int | None = None
         self._admitted: Any = _NOT_SEEN       # (name, namespace); None when it names no agent
         self._admitted_seq: int | None = None
-        self._admitted_envelope: Any = None   # (task.admitted content, line) until checked
+        self._admitted_envelope: Any = None   # (task.admitted content, line, index) until checked
         self._placements = _Placements()
-        self._unanchored: list[tuple[int, int | None]] = []  # resumed, no seq, before any explanation
+        self._unanchored: list[tuple[int, int | None, int]] = []  # resumed, no seq, before any explanation
         self._documents = ParsedDocuments()  # the trace's requirements and declarations, parsed once
         self._compact_reader: CompactReader | None = None  # made when a compact record appears
         self._finished = False
@@ -230,6 +232,7 @@ class Verifier:
     # -- feeding --------------------------------------------------------------------------------
 
     def feed(self, item: TraceItem) -> None:
+        self._index = item.index
         if isinstance(item, TraceProblem):
             message = item.message if item.line is not None else f"{item.where}: {item.message}"
             self._error("E_TRACE", item.seq, item.line, message)
@@ -262,20 +265,26 @@ class Verifier:
         if not self._finished:
             self._finished = True
             if self._unanchored and not self._placements.any_explained:
-                for seq, line in self._unanchored:
+                for seq, line, self._index in self._unanchored:
                     self._error("E_EXPLANATION", seq, line,
                                 "recorded_in names no seq, so the trace must hold a task.bound with a "
                                 "full explanation (§6), and it holds none")
-            self.findings.sort(key=lambda f: (f.line is None, f.line or 0))
+            # A finding may be made after later records' (the envelope's, the unanchored ones'):
+            # put each at its record's place, in a list of values as in a file.
+            order = sorted(range(len(self.findings)), key=self._positions.__getitem__)
+            self.findings[:] = [self.findings[i] for i in order]
+            self._positions[:] = [self._positions[i] for i in order]
         return self.findings
 
     # -- records --------------------------------------------------------------------------------
 
     def _error(self, code: str, seq: int | None, line: int | None, message: str) -> None:
         self.findings.append(Finding(code, seq, message, line))
+        self._positions.append(self._index)
 
     def _warn(self, code: str, seq: int | None, line: int | None, message: str) -> None:
         self.findings.append(Finding(code, seq, message, line, "warning"))
+        self._positions.append(self._index)
 
     def _compact_records(self) -> CompactReader:
         """The reader of a3fast's compact records (one per trace: it keeps the fleet snapshots)."""
@@ -328,7 +337,7 @@ class Verifier:
         self._admitted_seq = record.seq
         # The authority envelope (A3 §8) is checked against the declaration of the placement that
         # follows, once: a3fast's own check, reported as warnings, never as §7 errors.
-        self._admitted_envelope = (content, record.line) if "authority_envelope" in content else None
+        self._admitted_envelope = (content, record.line, record.index) if "authority_envelope" in content else None
         agent = content.get("agent")
         if (isinstance(agent, Mapping) and isinstance(agent.get("name"), str)
                 and isinstance(agent.get("namespace"), str)):
@@ -398,12 +407,14 @@ class Verifier:
         clearances (W_ENVELOPE_*; see a3fast.authority.envelope)."""
         if self._admitted_envelope is None or declaration is None or agent != self._admitted:
             return
-        content, line = self._admitted_envelope
+        content, line, index = self._admitted_envelope
         self._admitted_envelope = None
         from .authority.envelope import check_envelope
 
+        current, self._index = self._index, index
         for code, message in check_envelope(content, declaration):
             self._warn(code, self._admitted_seq, line, message)
+        self._index = current
 
     def _check_consistency(self, seq: int, line: int | None, matched: tuple[str, ...],
                            route: str | None) -> None:
@@ -501,7 +512,7 @@ class Verifier:
         target = ref.get("seq")
         if target is None:  # §6: seq MAY be omitted when the implementation cannot tell which
             if not self._placements.any_explained:
-                self._unanchored.append((seq, line))
+                self._unanchored.append((seq, line, self._index))
             return
         if not isinstance(target, int) or isinstance(target, bool):
             self._error("E_EXPLANATION", seq, line,
