@@ -1,0 +1,232 @@
+"""The §6 record package rule by rule: what the writers put on record (record.write, the compact
+encoder), and what the readers (record.read, record.compact_read, the compact decoder) make of it."""
+from __future__ import annotations
+
+import base64
+import copy
+
+import orjson
+import pytest
+from pyroaring import BitMap
+
+from a3fast import Fleet, Route
+from a3fast.errors import json_path
+from a3fast.record.compact import KEY, CompactError, Decoder, Encoder, _same_json, decode_trace
+from a3fast.record.compact_read import CompactFailed, CompactScored
+from a3fast.record.read import NAME, RecordedPlacement
+from a3fast.record.write import placement_records
+from a3fast.verify import verify
+
+REQ = {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}]}
+
+
+def declaration(name, version=2, residency="eu"):
+    return {"v": "1.0", "agent": {"name": name, "namespace": "support"},
+            "capabilities": [{"name": "order.investigate", "version": version}],
+            "clearances": ["orders.read"], "residency": [residency]}
+
+
+def fleet_of(engine, *names, version=2):
+    fleet = Fleet(engine=engine)
+    for name in names:
+        fleet.add(declaration(name, version))
+    return fleet
+
+
+def spec_records(placements, seq=1):
+    out = []
+    for p in placements:
+        for kind, content in placement_records(p):
+            out.append({"seq": seq, "kind": kind, "content": orjson.loads(content)})
+            seq += 1
+    return out
+
+
+def compact_records(placements, encoder=None, seq=1):
+    encoder = encoder or Encoder()
+    out = []
+    for p in placements:
+        for kind, content in encoder.encode_placement(seq, p):
+            out.append({"seq": seq, "kind": kind, "content": orjson.loads(content)})
+            seq += 1
+    return out
+
+
+def as_text(records):
+    return [orjson.dumps(r) for r in records]
+
+
+# -- record.write ---------------------------------------------------------------------------------
+
+def test_a_resumed_placement_records_the_sizes_of_the_lists_it_cites(engine):
+    fleet = fleet_of(engine, "a", "b", "c")
+    fleet.add(declaration("old", version=1))
+    first = fleet.place(REQ)
+    scheduling = first.scheduling
+    resumed = fleet.resume(first, seq=3).scheduling
+    assert {k: v for k, v in resumed.items() if k.endswith("_count")} == {
+        "candidates_count": len(scheduling["candidates"]),
+        "filters_passed_count": len(scheduling["filters_passed"]),
+        "filters_failed_count": len(scheduling["filters_failed"]),
+        "scores_count": len(scheduling["scores"])}
+    assert (resumed["candidates_count"], resumed["filters_failed_count"], resumed["scores_count"]) == (4, 1, 3)
+
+
+# -- record.read ----------------------------------------------------------------------------------
+
+def test_a_placement_without_filters_failed_gives_no_failed_predicate_for_anyone():
+    assert RecordedPlacement().failed_predicate_of("order-analyst") is None
+
+
+# -- the compact writer ---------------------------------------------------------------------------
+
+def test_a_route_is_on_record_in_the_compact_form_of_bound_and_rejected_placements(engine):
+    fleet = Fleet(engine=engine)
+    fleet.add(declaration("in-eu", residency="eu"))
+    fleet.add(declaration("in-us", residency="us"))
+    bound = fleet.place(REQ, route=Route("eu-only", {"residency": "eu"}))
+    rejected = fleet.place(REQ, route=Route("nowhere", {"residency": "mars"}))
+    assert bound.bound and not rejected.bound
+    compact = compact_records([bound, rejected])
+    assert compact[2]["content"][KEY]["rest"]["route"] == "eu-only"
+    assert compact[4]["content"]["route"] == "nowhere"
+    assert as_text(decode_trace(compact)) == as_text(spec_records([bound, rejected]))
+
+
+def test_a_rejection_by_an_empty_fleet_has_a_compact_form_that_decodes_to_its_spec_form(engine):
+    rejected = Fleet(engine=engine).place(REQ)
+    compact = compact_records([rejected])
+    assert compact[1]["content"][KEY]["fleet"] == {"names": [], "live": ""}
+    assert as_text(decode_trace(compact)) == as_text(spec_records([rejected]))
+
+
+def test_an_empty_id_set_is_written_as_the_empty_string(engine):
+    # docs/compact-format.md: "" stands for the empty set, so a list no candidate failed costs nothing.
+    fleet = fleet_of(engine, "a", "b")
+    p = fleet.place(dict(REQ, clearances=["orders.read"], residency="eu"))
+    member = compact_records([p])[2]["content"][KEY]
+    assert member["failed"] == ["", "", ""]
+
+
+def test_placements_from_another_fleet_get_a_snapshot_of_their_own(engine):
+    # Two fleets built alike are at the same generation; only the index tells them apart.
+    one, other = fleet_of(engine, "a1", "a2"), fleet_of(engine, "b1", "b2")
+    assert one.generation == other.generation
+    placements = [one.place(REQ), other.place(REQ)]
+    compact = compact_records(placements)
+    assert compact[5]["content"][KEY]["fleet"] == {"names": ["b1", "b2"], "live": compact[5]["content"][KEY]["fleet"]["live"]}
+    assert as_text(decode_trace(compact)) == as_text(spec_records(placements))
+
+
+def test_custom_scores_with_differing_components_have_no_compact_form(engine):
+    fleet = fleet_of(engine, "a", "b")
+    p = fleet.place(REQ, scorer=lambda task, agents: [{"total": 1.0, "x": 1}, {"total": 0.5, "y": 2}][:len(agents)])
+    with pytest.raises(CompactError) as refused:
+        Encoder().encode_placement(1, p)
+    assert str(refused.value) == "custom scores with differing components have no compact form"
+
+
+BEYOND = 2**64  # orjson cannot write it, so the encoder's check compares such values itself
+
+
+@pytest.mark.parametrize("a, b", [
+    ([BEYOND, 1], [BEYOND, 1.0]),                    # another type
+    ({"a": BEYOND}, {"a": BEYOND, "b": 1}),          # another number of members
+    ({"a": BEYOND, "b": 1}, {"b": 1, "a": BEYOND}),  # another member order
+    ([BEYOND], [BEYOND, 1]),                         # another length
+    ([BEYOND, 0.0], [BEYOND, -0.0]),                 # other float bits
+    ([BEYOND, 1], [BEYOND, 2]),                      # another value
+])
+def test_values_beyond_orjson_are_the_same_json_only_when_written_alike(a, b):
+    assert not _same_json(a, b) and not _same_json(b, a)
+    assert _same_json(a, copy.deepcopy(a))
+
+
+# -- the compact decoder --------------------------------------------------------------------------
+
+def compact_trace(engine):
+    fleet = fleet_of(engine, "a", "b", "c")
+    return compact_records([fleet.place(REQ), fleet.place(REQ)])
+
+
+def test_a_forgotten_snapshot_is_not_earlier_in_the_trace(engine):
+    trace = compact_trace(engine)
+    snapshot, referrer = trace[2], trace[5]
+    assert isinstance(snapshot["content"][KEY]["fleet"], dict) and referrer["content"][KEY]["fleet"] == 3
+    decoder = Decoder()
+    decoder.decode_content(3, "task.bound", snapshot["content"])
+    decoder.forget(3)
+    with pytest.raises(CompactError, match="fleet snapshot 3 is not earlier in the trace"):
+        decoder.decode_content(6, "task.bound", referrer["content"])
+
+
+def test_a_forgotten_unreadable_record_is_no_longer_named_as_unreadable(engine):
+    trace = compact_trace(engine)
+    broken = copy.deepcopy(trace[2]["content"])
+    broken[KEY]["filters_passed"] = 5
+    decoder = Decoder()
+    with pytest.raises(CompactError):
+        decoder.decode_content(3, "task.bound", broken)
+    with pytest.raises(CompactError, match="in a record that could not be read"):
+        decoder.decode_content(6, "task.bound", trace[5]["content"])
+    decoder.forget(3)
+    with pytest.raises(CompactError, match="fleet snapshot 3 is not earlier in the trace"):
+        decoder.decode_content(6, "task.bound", trace[5]["content"])
+
+
+def test_a_member_name_that_json_cannot_hold_is_named_by_its_repr(engine):
+    content = copy.deepcopy(compact_trace(engine)[2]["content"])
+    content[KEY][None] = 1
+    with pytest.raises(CompactError, match=r"\[None\]: not a member of"):
+        Decoder().decode_content(3, "task.bound", content)
+
+
+# -- the compact reader of the verifier -----------------------------------------------------------
+
+NAMES_TABLE = ["a", "b", "c", "d"]
+
+
+def compact_failed():
+    from a3fast.record.compact_read import _NameIds
+    names = _NameIds(NAMES_TABLE)
+    return CompactFailed(["p1", "p2"], [BitMap([0]), BitMap([1, 2])], names), names
+
+
+def test_compact_filters_failed_cross_checked_against_names_in_any_form():
+    failed, _ = compact_failed()
+    assert failed.cross_check({"b", "d"}, None) == (["b"], set())
+    assert failed.cross_check(None, None) == ([], set())
+    assert failed.cross_check(None, ["p1"]) == ([], {"p2"})
+
+
+def test_compact_scores_hold_only_agent_names():
+    _, names = compact_failed()
+    scored = CompactScored(BitMap([0, 3]), names)
+    assert "a" in scored and "d" in scored and "b" not in scored
+    assert ["a"] not in scored and None not in scored
+
+
+def test_a_snapshot_written_in_a_compact_rejection_serves_the_placements_after_it(engine):
+    fleet = fleet_of(engine, "a", "b", "c")
+    placements = [fleet.place(dict(REQ, tools=["x"])), fleet.place(REQ)]
+    compact = compact_records(placements)
+    assert isinstance(compact[1]["content"][KEY]["fleet"], dict)
+    assert compact[4]["content"][KEY]["fleet"] == 2
+    assert verify(compact) == []
+
+
+def test_a_compact_snapshot_with_an_empty_agent_name_is_E_STRUCTURE(engine):
+    trace = compact_trace(engine)
+    trace[2]["content"][KEY]["fleet"]["names"][1] = ""
+    findings = [(f.code, f.seq, f.message) for f in verify(trace[:3]) if f.code == "E_STRUCTURE"]
+    assert len(findings) == 1 and findings[0][1] == 3
+    assert findings[0][2].endswith(f"fleet snapshot: expected {NAME} for every agent, found an empty one")
+
+
+def test_both_documents_of_a_compact_placement_report_their_problems(engine):
+    trace = compact_trace(engine)
+    trace[2]["content"][KEY]["requirements"] = {"v": "1.0", "clearances": 5}
+    trace[2]["content"][KEY]["declaration"] = {"v": "1.0", "agent": 5}
+    messages = [f.message for f in verify(trace[:3]) if f.code == "E_STRUCTURE"]
+    assert any(m.startswith("scheduling.requirements.") for m in messages), messages
+    assert any(m.startswith("scheduling.declaration.") for m in messages), messages
