@@ -13,9 +13,9 @@ from a3fast import Fleet, Route
 from a3fast.errors import json_path
 from a3fast.record.compact import KEY, CompactError, Decoder, Encoder, _same_json, decode_trace
 from a3fast.record.compact_read import CompactFailed, CompactScored
-from a3fast.record.read import NAME, RecordedPlacement
+from a3fast.record.read import NAME, ParsedDocuments, RecordedPlacement, SpecFailed, read_scheduling_json
 from a3fast.record.write import placement_records
-from a3fast.verify import verify
+from a3fast.verify import verify, verify_bytes
 
 REQ = {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}]}
 
@@ -76,6 +76,120 @@ def test_a_resumed_placement_records_the_sizes_of_the_lists_it_cites(engine):
 
 def test_a_placement_without_filters_failed_gives_no_failed_predicate_for_anyone():
     assert RecordedPlacement().failed_predicate_of("order-analyst") is None
+
+
+@pytest.fixture
+def placed(engine):
+    """A valid trace of one placement on agent "a" (of "a" and "b")."""
+    return spec_records([fleet_of(engine, "a", "b").place(REQ)])
+
+
+def as_lines(records):
+    return b"".join(orjson.dumps(r) + b"\n" for r in records)
+
+
+def findings_both_ways(records):
+    from_values = [(f.code, f.message) for f in verify(records)]
+    assert [(f.code, f.message) for f in verify_bytes(as_lines(records))] == from_values
+    return from_values
+
+
+SCORES = "scheduling.scores"
+MALFORMED_SCHEDULING = {
+    # Each leaves the chosen agent "a" out of scores: malformed scores are none (no E_EXPLANATION
+    # for the missing agent), and every problem is reported, not only the first.
+    "scores missing": (None, [f"{SCORES}: expected an object of {{total, ...}} per eligible candidate (§6; a "
+                              "resumed placement may instead carry recorded_in), found nothing"]),
+    "scores not an object": (5, [f"{SCORES}: expected an object of {{total, ...}} per eligible candidate, found 5"]),
+    "keys not names": ({"": {"total": 1}, "b": [], "c": {"total": 1}},
+                       [f"{SCORES}: expected each key to be {NAME}, found string ''",
+                        f"{SCORES}['b']: expected {{total, ...}}, found array of 0"]),
+    "entries not objects": ({"x" * 61: 5, "y" * 60: 5, "b": {"total": 1}},
+                            [f"{SCORES}[…]: expected {{total, ...}}, found 5",
+                             f"{SCORES}[{'y' * 60!r}]: expected {{total, ...}}, found 5"]),
+    "totals not numbers": ({"b": {"total": "1"}, "c": {}, "d": {"total": True}},
+                           [f"{SCORES}['b'].total: expected a number, found string '1'",
+                            f"{SCORES}['c'].total: expected a number, found nothing",
+                            f"{SCORES}['d'].total: expected a number, found true"]),
+}
+
+
+@pytest.mark.parametrize("scores, expected", MALFORMED_SCHEDULING.values(), ids=list(MALFORMED_SCHEDULING))
+def test_malformed_scores_are_E_STRUCTURE_each_named_by_its_path(placed, scores, expected):
+    scheduling = placed[2]["content"]["scheduling"]
+    if scores is None:
+        del scheduling["scores"]
+    else:
+        scheduling["scores"] = scores
+    assert findings_both_ways(placed) == [("E_STRUCTURE", m) for m in expected]
+
+
+def test_malformed_filters_failed_entries_are_E_STRUCTURE_each_named_by_its_path(placed):
+    placed[2]["content"]["scheduling"]["filters_failed"] = [5, 6, {"predicate": 1}, {"candidate": "", "predicate": "p"}]
+    failed = "scheduling.filters_failed"
+    assert findings_both_ways(placed) == [("E_STRUCTURE", m) for m in [
+        f"{failed}[0]: expected {{candidate, predicate}}, found 5",
+        f"{failed}[1]: expected {{candidate, predicate}}, found 6",
+        f"{failed}[2].candidate: expected {NAME}, found nothing",
+        f"{failed}[2].predicate: expected a predicate string, found 1",
+        f"{failed}[3].candidate: expected {NAME}, found string ''"]]
+
+
+@pytest.mark.parametrize("field", ["requirements", "declaration"])
+def test_a_document_that_is_not_an_object_is_E_STRUCTURE_saying_what_it_is(placed, field):
+    placed[2]["content"]["scheduling"][field] = 5
+    assert ("E_STRUCTURE", f"scheduling.{field}: expected an object, found 5") in findings_both_ways(placed)
+
+
+def test_a_document_with_a_problem_is_E_STRUCTURE_in_a_line_read_by_the_fast_reader(placed):
+    placed[2]["content"]["scheduling"]["declaration"]["clearances"] = 5
+    assert findings_both_ways(placed) == [("E_STRUCTURE", "scheduling.declaration.clearances: expected an array, found 5")]
+
+
+def test_a_document_nested_beyond_the_records_rule_is_E_TRACE_not_E_STRUCTURE(placed):
+    # 141 arrays inside requirements inside scheduling, content and the record: 145 levels, over 144.
+    nested = 1
+    for _ in range(141):
+        nested = [nested]
+    placed[2]["content"]["scheduling"]["requirements"]["x"] = nested
+    findings = verify_bytes(as_lines(placed))
+    assert [f.code for f in findings] == ["E_TRACE"]
+    assert "breaks the document rule" in findings[0].message
+
+
+def test_the_fast_reader_reads_a_usual_placement_every_time_it_is_given(placed):
+    content = orjson.dumps(placed[2]["content"])
+    documents = ParsedDocuments()
+    for _ in range(2):  # the second time from the parsed documents it keeps
+        record = read_scheduling_json(content, documents)
+        assert record is not None and record.problems == [] and record.agent == ("a", "support")
+
+
+def test_the_fast_reader_leaves_a_placement_citing_another_to_the_generic_reader(placed):
+    content = placed[2]["content"]
+    content["scheduling"]["recorded_in"] = {"kind": "task.bound", "seq": 1}
+    assert read_scheduling_json(orjson.dumps(content), ParsedDocuments()) is None
+
+
+def test_a_placement_with_its_own_lists_that_cites_another_is_held_to_the_one_it_cites(placed):
+    placed[2]["content"]["scheduling"]["recorded_in"] = {"kind": "task.bound", "seq": 999}
+    messages = [m for code, m in findings_both_ways(placed) if code == "E_EXPLANATION"]
+    assert len(messages) == 2
+    assert "does not carry resumed: true" in messages[0]
+    assert messages[1].startswith("recorded_in.seq names seq 999, which is not earlier than this record")
+
+
+def test_spec_filters_failed_cross_checked_against_scores_or_predicates_alone():
+    failed = SpecFailed([_entry("b", "p1"), _entry("c", "p2")])
+    assert failed.cross_check({"c", "d"}, None) == (["c"], set())
+    assert failed.cross_check(None, ["p1"]) == ([], {"p2"})
+    assert failed.cross_check(None, None) == ([], set())
+    assert failed.cross_check({"b"}, ["p1", "p2"]) == (["b"], set())
+
+
+def _entry(candidate, predicate):
+    from a3fast.record.read import _Failed
+    return _Failed(candidate, predicate)
 
 
 # -- the compact writer ---------------------------------------------------------------------------
