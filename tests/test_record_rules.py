@@ -101,6 +101,7 @@ MALFORMED_SCHEDULING = {
     "scores missing": (None, [f"{SCORES}: expected an object of {{total, ...}} per eligible candidate (§6; a "
                               "resumed placement may instead carry recorded_in), found nothing"]),
     "scores not an object": (5, [f"{SCORES}: expected an object of {{total, ...}} per eligible candidate, found 5"]),
+    "a key not a name": ({"": {"total": 1}}, [f"{SCORES}: expected each key to be {NAME}, found string ''"]),
     "keys not names": ({"": {"total": 1}, "b": [], "c": {"total": 1}},
                        [f"{SCORES}: expected each key to be {NAME}, found string ''",
                         f"{SCORES}['b']: expected {{total, ...}}, found array of 0"]),
