@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -13,8 +14,9 @@ from a3fast import Fleet, Route
 from a3fast.errors import json_path
 from a3fast.record.compact import KEY, CompactError, Decoder, Encoder, _same_json, decode_trace
 from a3fast.record.compact_read import CompactFailed, CompactScored
-from a3fast.record.read import NAME, ParsedDocuments, RecordedPlacement, SpecFailed, read_scheduling_json
-from a3fast.record.write import placement_records
+from a3fast.record.read import (NAME, ParsedDocuments, RecordedPlacement, SpecFailed, read_scheduling,
+                               read_scheduling_json)
+from a3fast.record.write import placement_records, timings
 from a3fast.verify import verify, verify_bytes
 
 REQ = {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}]}
@@ -72,7 +74,82 @@ def test_a_resumed_placement_records_the_sizes_of_the_lists_it_cites(engine):
     assert (resumed["candidates_count"], resumed["filters_failed_count"], resumed["scores_count"]) == (4, 1, 3)
 
 
+@pytest.mark.parametrize("names, reason_limit, reason", [
+    (["a"], None, "no eligible agent among 1 candidate: capability:order.investigate/2 failed by a"),
+    (["a", "b", "c"], None,
+     "no eligible agent among 3 candidates: capability:order.investigate/2 failed by a, b, c"),
+    (["a", "b", "c"], 2,
+     "no eligible agent among 3 candidates: capability:order.investigate/2 failed by a, b and 1 more"),
+    (["a", "b"], 2, "no eligible agent among 2 candidates: capability:order.investigate/2 failed by a, b"),
+])
+def test_a_rejection_reason_names_every_failed_predicate_with_the_candidates_that_failed_it(
+        engine, names, reason_limit, reason):
+    fleet = fleet_of(engine, *names, version=1)
+    assert fleet.place(REQ, reason_limit=reason_limit).rejection["reason"] == reason
+
+
+def test_a_rejection_reason_lists_only_the_predicates_someone_failed_each_in_turn(engine):
+    fleet = fleet_of(engine, "a", version=1)
+    fleet.add(declaration("b", residency="us"))
+    p = fleet.place(dict(REQ, clearances=["orders.read"], residency="eu"))
+    assert p.rejection["reason"] == ("no eligible agent among 2 candidates: capability:order.investigate/2 "
+                                     "failed by a; residency:eu failed by b")
+
+
+@pytest.mark.parametrize("requirements, reason", [
+    (REQ, "no eligible agent: the fleet has no agents to consider; the task requires "
+          "capability:order.investigate/2"),
+    (dict(REQ, clearances=["orders.read"]), "no eligible agent: the fleet has no agents to consider; the task "
+                                            "requires capability:order.investigate/2, clearance:orders.read"),
+    ({}, "no eligible agent: the fleet has no agents to consider (the task requires nothing)"),
+])
+def test_a_rejection_by_an_empty_fleet_says_so_and_what_the_task_required(engine, requirements, reason):
+    assert Fleet(engine=engine).place(requirements).rejection["reason"] == reason
+
+
+def test_timings_are_in_milliseconds_and_decided_at_is_rfc3339_utc_with_microseconds():
+    moment = 1_700_000_000_123_456_789
+    assert timings(SimpleNamespace(gather_ns=1_500_000, select_ns=250_000, decided_at_ns=moment)) == {
+        "gather_ms": 1.5, "select_ms": 0.25, "decided_at": "2023-11-14T22:13:20.123456Z"}
+    # A time not measured is left out, never written as zero; each second is formatted anew.
+    assert timings(SimpleNamespace(gather_ns=None, select_ns=None, decided_at_ns=moment + 86_400 * 10**9 + 1000)) == {
+        "decided_at": "2023-11-15T22:13:20.123457Z"}
+
+
+def test_a_resumed_placement_says_resumed_inside_scheduling(engine):
+    fleet = fleet_of(engine, "a")
+    assert fleet.resume(fleet.place(REQ), seq=3).scheduling["resumed"] is True
+
+
 # -- record.read ----------------------------------------------------------------------------------
+
+def test_read_scheduling_says_what_is_not_a_scheduling_object_without_being_given_documents():
+    assert read_scheduling(5).problems == ["content: expected an object carrying scheduling (§6), found 5"]
+    assert read_scheduling({}).problems == ["scheduling: expected an object (§6), found nothing"]
+    assert read_scheduling({"scheduling": 5}).problems == ["scheduling: expected an object (§6), found 5"]
+
+
+def test_a_placement_is_a_full_explanation_only_with_every_list_readable(placed):
+    scheduling = placed[2]["content"]["scheduling"]
+    assert read_scheduling({"scheduling": scheduling}).full_explanation
+    del scheduling["candidates"]
+    record = read_scheduling({"scheduling": scheduling})
+    assert not record.full_explanation and not record.resumed
+    assert not RecordedPlacement().full_explanation and RecordedPlacement().resumed is False
+
+
+def test_missing_documents_are_each_E_STRUCTURE(placed):
+    del placed[2]["content"]["scheduling"]["requirements"]
+    del placed[2]["content"]["scheduling"]["declaration"]
+    assert [m for code, m in findings_both_ways(placed) if code == "E_STRUCTURE"] == [
+        "scheduling.requirements: expected the required field 'requirements' (§6), found nothing",
+        "scheduling.declaration: expected the required field 'declaration' (§6), found nothing"]
+
+
+def test_a_route_that_is_not_a_rule_name_is_E_STRUCTURE_saying_what_it_is(placed):
+    placed[2]["content"]["scheduling"]["route"] = 5
+    assert ("E_STRUCTURE", "scheduling.route: expected the name of a rule (a non-empty string), found 5") \
+        in findings_both_ways(placed)
 
 def test_a_placement_without_filters_failed_gives_no_failed_predicate_for_anyone():
     assert RecordedPlacement().failed_predicate_of("order-analyst") is None
