@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import time
 from types import SimpleNamespace
 
 import orjson
@@ -114,6 +115,18 @@ def test_timings_are_in_milliseconds_and_decided_at_is_rfc3339_utc_with_microsec
     # A time not measured is left out, never written as zero; each second is formatted anew.
     assert timings(SimpleNamespace(gather_ns=None, select_ns=None, decided_at_ns=moment + 86_400 * 10**9 + 1000)) == {
         "decided_at": "2023-11-15T22:13:20.123457Z"}
+
+
+def test_decided_at_is_in_utc_whatever_the_local_time_zone(monkeypatch):
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        moment = 1_700_003_600_000_001_000  # a second not formatted before in this test run
+        assert timings(SimpleNamespace(gather_ns=None, select_ns=None, decided_at_ns=moment)) == {
+            "decided_at": "2023-11-14T23:13:20.000001Z"}
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 def test_a_resumed_placement_says_resumed_inside_scheduling(engine):
@@ -422,3 +435,51 @@ def test_both_documents_of_a_compact_placement_report_their_problems(engine):
     messages = [f.message for f in verify(trace[:3]) if f.code == "E_STRUCTURE"]
     assert any(m.startswith("scheduling.requirements.") for m in messages), messages
     assert any(m.startswith("scheduling.declaration.") for m in messages), messages
+
+
+# -- the compact encoder of spec records ----------------------------------------------------------
+
+def encoded(records):
+    encoder = Encoder()
+    return [dict(r, content=encoder.encode(r["seq"], r["kind"], r["content"])) for r in records]
+
+
+def test_a_spec_trace_of_placements_encodes_wholly_to_compact_form_and_writes_its_snapshot_once(engine):
+    fleet = fleet_of(engine, "a", "b", "c")
+    placements = [fleet.place(REQ), fleet.place(dict(REQ, tools=["x"])), fleet.place(REQ)]
+    spec = spec_records(placements)
+    compact = encoded(copy.deepcopy(spec))
+    members = [r["content"][KEY] for r in compact if r["kind"] in ("task.bound", "task.rejected")]
+    assert len(members) == 3
+    assert isinstance(members[0]["fleet"], dict) and [m["fleet"] for m in members[1:]] == [3, 3]
+    assert members[1]["failed"] == [members[1]["failed"][0]] and members[0]["failed"] == [""]
+    assert as_text(decode_trace(compact)) == as_text(spec)
+
+
+def test_a_bound_record_whose_scores_are_not_objects_stays_in_spec_form(placed):
+    placed[2]["content"]["scheduling"]["scores"] = {"a": 1.5, "b": 0.5}
+    before = as_text(placed)
+    assert as_text(encoded(placed)) == before
+
+
+def test_a_bound_record_with_no_scores_has_a_compact_form(placed):
+    placed[2]["content"]["scheduling"]["scores"] = {}
+    compact = encoded(copy.deepcopy(placed))
+    assert compact[2]["content"][KEY]["scores"] == {"ids": "", "columns": []}
+    assert as_text(decode_trace(compact)) == as_text(placed)
+
+
+@pytest.mark.parametrize("totals, column", [
+    ([-2**63, 2**63 - 1], "i64"),   # the bounds of a signed 64-bit integer
+    ([-2**63 - 1, 0], "json"),
+    ([0, 2**63], "json"),
+    ([1, 2.5], "json"),
+])
+def test_integer_score_columns_are_i64_within_64_bits_and_json_beyond(placed, totals, column):
+    placed[2]["content"]["scheduling"]["scores"] = {"a": {"total": totals[0]}, "b": {"total": totals[1]}}
+    placed[2]["content"]["scheduling"]["filters_failed"] = []
+    compact = encoded(copy.deepcopy(placed))
+    assert compact[2]["content"][KEY]["scores"]["columns"][0][:2] == ["total", column]
+    decoded = list(decode_trace(compact))
+    assert decoded == placed and [type(t) for t in totals] == [
+        type(e["total"]) for e in decoded[2]["content"]["scheduling"]["scores"].values()]
