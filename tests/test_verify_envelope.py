@@ -40,3 +40,15 @@ def test_an_envelope_wider_than_the_declared_clearances_is_a_warning_not_an_erro
 def test_a_malformed_envelope_is_a_warning(engine):
     findings = verify(trace_with_envelope(engine, {"clearances": "orders.read"}))
     assert [(f.code, f.severity) for f in findings] == [("W_ENVELOPE_MALFORMED", "warning")]
+
+
+def test_an_envelope_warning_stands_at_its_task_admitted_before_the_placements_errors(engine):
+    # The envelope is checked when the placement is read, yet its warning belongs to task.admitted:
+    # findings come in record order, for a list of records as for the same trace as JSON Lines.
+    records = trace_with_envelope(engine, {"clearances": "orders.read"})
+    bound = next(r for r in records if r["kind"] == "task.bound")
+    bound["content"]["scheduling"]["requirements"] = None  # an E_STRUCTURE, found before the envelope is checked
+    expected = [("W_ENVELOPE_MALFORMED", 2), ("E_STRUCTURE", bound["seq"])]
+    assert [(f.code, f.seq) for f in verify(records)] == expected
+    as_lines = b"".join(orjson.dumps(r) + b"\n" for r in records)
+    assert [(f.code, f.seq) for f in verify(as_lines)] == expected
