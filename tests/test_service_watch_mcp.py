@@ -182,3 +182,22 @@ def test_a_restart_with_the_same_state_keeps_the_tools_and_still_removes_a_gone_
 def test_watch_mcp_needs_agent_equals_an_http_url(value, expected, tmp_path):
     result = CliRunner().invoke(main, ["serve", "--watch-mcp", value])
     assert result.exit_code == 2 and expected in result.stderr
+
+
+
+def test_a_tool_the_import_skips_is_skipped_and_the_rest_bound(mcp_server, tmp_path):
+    server = watching(tmp_path / "state", mcp_server.url)
+    try:
+        server.client.put("/v1/agents/ops", json=OPS)
+        until("the server's tools bound", lambda: tools(server) == ["send_email", "get_order", "create_ticket"])
+        mcp_server.set_tools(["get_order", "x" * 2000])   # a name longer than a declaration's tool may be
+        until("the listing bound without it", lambda: tools(server) == ["send_email", "get_order"])
+        fleet = tmp_path / "fleet.json"
+        fleet.write_bytes(orjson.dumps(OPS))
+        imported = CliRunner().invoke(main, ["import", "mcp", "--server-url", mcp_server.url, "--bind", "ops",
+                                             "--fleet", str(fleet)])
+        assert imported.exit_code == 0, imported.stderr
+        assert declaration(server) == orjson.loads(imported.stdout)
+        assert source(server, mcp_server.url)["tools"] == ["get_order"]
+    finally:
+        assert server.stop() == 0
