@@ -8,10 +8,14 @@ MODE is one of:
 - `paged`   a low-level `Server` listing 5 tools two per page (cursors "2", "4");
 - `cycle`   a low-level server whose second page's nextCursor is the first page's again;
 - `broken`  a low-level server that answers an error for the second page;
-- `slow`    a low-level server that sleeps before answering tools/list.
+- `slow`    a low-level server that sleeps before answering tools/list;
+- `file`    a low-level server that reads its tool names (a JSON list) from the file named by
+            $A3FAST_TEST_TOOLS at every tools/list, so a test changes its tools while it runs.
 """
 from __future__ import annotations
 
+import json
+import os
 import sys
 
 import anyio
@@ -45,6 +49,10 @@ def tools_server() -> MCPServer:
 
 def low_level(mode: str) -> Server:
     async def list_tools(ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        if mode == "file":
+            with open(os.environ["A3FAST_TEST_TOOLS"]) as listed:
+                names = json.load(listed)
+            return types.ListToolsResult(tools=[types.Tool(name=n, input_schema={"type": "object"}) for n in names])
         cursor = params.cursor if params is not None else None
         start = int(cursor) if cursor else 0
         if mode == "slow":

@@ -39,8 +39,12 @@ from .common import EXIT_BAD_INPUT
 @click.option("--watch-cards", "watch_cards", multiple=True, metavar="URL",
               help="Keep the fleet in step with this agent's Agent Card (repeatable): re-fetched every "
                    "--watch-interval, derived as `a3fast import a2a URL` derives it, applied like a PUT.")
+@click.option("--watch-mcp", "watch_mcp", multiple=True, metavar="AGENT=URL",
+              help="Keep AGENT's tools in step with the MCP server at URL, streamable HTTP (repeatable): "
+                   "listed every --watch-interval, bound as `a3fast import mcp --server-url URL --bind AGENT` "
+                   "binds them, applied like a PUT.")
 @click.option("--watch-interval", default=30.0, show_default=True, type=click.FloatRange(min=0.05),
-              help="Seconds between two fetches of a watched card (failures back off up to 300 s).")
+              help="Seconds between two checks of a watched card or MCP server (failures back off up to 300 s).")
 @click.option("--watch-remove-after", default=3, show_default=True, type=click.IntRange(min=1),
               help="Consecutive misses (404 or 410) after which a watched card's agents are removed.")
 @click.option("--shards", type=click.IntRange(min=1), default=None,
@@ -51,7 +55,7 @@ from .common import EXIT_BAD_INPUT
                    "default: a local Ray with at most min(N, CPUs) CPUs).")
 @click.option("--stdio", is_flag=True, help="Answer JSON requests on standard input instead of HTTP.")
 def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max_body, fsync, watch_cards,
-          watch_interval, watch_remove_after, shards, ray_address, stdio):
+          watch_mcp, watch_interval, watch_remove_after, shards, ray_address, stdio):
     """Serve the fleet: HTTP API under /v1, a Kubernetes scheduler extender under /k8s, or with
     --stdio one JSON request per line (docs/service.md, docs/protocol.md).
 
@@ -74,11 +78,12 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
         _fail(f"{fleet_path}: cannot read: no such file")
     if watch_cards:
         _check_watch(watch_cards, stdio)
+    servers = _watched_servers(watch_mcp, stdio) if watch_mcp else ()
     if ray_address is not None and shards is None:
         _fail("--ray-address: only with --shards N (a plain fleet runs in this process)")
     config = ServiceConfig(host=host, port=port, state=state_dir, fleet=fleet_path, trace=trace_path,
                            token=token, engine=engine, max_body=max_body, fsync=fsync,
-                           watch_cards=tuple(watch_cards), watch_interval=watch_interval,
+                           watch_cards=tuple(watch_cards), watch_mcp=servers, watch_interval=watch_interval,
                            watch_remove_after=watch_remove_after, shards=shards, ray_address=ray_address)
     code = _run_stdio(config) if stdio else _run_http(config)
     sys.exit(code)
@@ -97,6 +102,26 @@ def _check_watch(urls, stdio: bool) -> None:
             card_locations(url)
         except FetchError as exc:
             _fail(f"--watch-cards {url}: {exc.message}")
+
+
+def _watched_servers(pairs, stdio: bool) -> tuple[tuple[str, str], ...]:
+    """--watch-mcp AGENT=URL values as (agent, url) pairs; a malformed one is exit 2."""
+    if stdio:
+        _fail("--watch-mcp: the watch runs in the HTTP server; --stdio has no background task")
+    try:
+        import mcp  # noqa: F401  (the listings need the SDK)
+    except ModuleNotFoundError as exc:
+        _fail(f"--watch-mcp needs the 'import' extra (pip install 'a3fast[import]'): {exc.name} is missing")
+    servers = []
+    for pair in pairs:
+        agent, sep, url = pair.partition("=")
+        if not sep or not agent.strip():
+            _fail(f"--watch-mcp {pair}: expected AGENT=URL, the agent whose tools follow the server")
+        if not url.startswith(("http://", "https://")):
+            _fail(f"--watch-mcp {pair}: expected an http:// or https:// URL (a streamable HTTP server), "
+                  f"found {url!r}")
+        servers.append((agent.strip(), url))
+    return tuple(dict.fromkeys(servers))
 
 
 def _fail(message: str):

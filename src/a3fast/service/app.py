@@ -368,14 +368,16 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
 
 
 def _watcher(config: ServiceConfig, ops: Operations, state: ServiceState):
-    """The watch over --watch-cards, or None. Which agents each card gave is remembered in the state
-    directory, so a card that vanished while the service was down still removes its agents."""
-    if not config.watch_cards:
+    """The watch over --watch-cards and --watch-mcp, or None. Which agents each card gave, and which
+    tools each server gave, are remembered in the state directory, so what vanished while the
+    service was down is still removed."""
+    if not config.watch_cards and not config.watch_mcp:
         return None
     from .watch import Watcher, WatchConfig
 
     memory = state.directory / "watch.json" if state.directory is not None else None
-    return Watcher(ops, WatchConfig(cards=config.watch_cards, interval=config.watch_interval,
+    return Watcher(ops, WatchConfig(cards=config.watch_cards, servers=config.watch_mcp,
+                                    interval=config.watch_interval,
                                     remove_after=config.watch_remove_after), memory)
 
 
@@ -388,7 +390,7 @@ async def _watch_when_ready(loading, state: ServiceState, watcher) -> None:
     except asyncio.CancelledError:
         raise
     except Exception:
-        log.exception("the watch of agent cards stopped")
+        log.exception("the watch of agent cards and MCP servers stopped")
 
 
 def _query_value(query: bytes, name: str) -> str | None:

@@ -23,7 +23,8 @@ class ServiceConfig:
     fsync: str = "group"               # "group" (group commit), "always" (one per change), "never"
     snapshot_every: int = 50_000       # journal entries between snapshots
     watch_cards: tuple[str, ...] = ()  # agents (or card URLs) whose cards keep the fleet in step
-    watch_interval: float = 30.0       # seconds between two fetches of a watched card
+    watch_mcp: tuple[tuple[str, str], ...] = ()  # (agent, MCP server URL): the agent's tools follow the server
+    watch_interval: float = 30.0       # seconds between two checks of a watched card or server
     watch_remove_after: int = 3        # consecutive misses (404/410) that remove a card's agents
     shards: int | None = None          # serve a ShardedFleet of this many Ray actors (None: one Fleet)
     ray_address: str | None = None     # the Ray cluster the shards run on (None: a local Ray)

@@ -18,8 +18,9 @@ REQUEST_SECONDS = Histogram("a3fast_request_seconds", "Time to answer a request,
 FLEET_AGENTS = Gauge("a3fast_fleet_agents", "Agents in the served fleet.")
 JOURNAL_LAG = Gauge("a3fast_journal_lag_bytes", "Journal bytes written but not yet fsynced.")
 WATCH_CHECKS = Counter("a3fast_watch_checks_total",
-                       "Checks of watched Agent Cards, by result: changed, unchanged, invalid (kept the "
-                       "last good agents), missing (404/410), removed (after --watch-remove-after misses), "
+                       "Checks of watched Agent Cards and MCP servers, by result: changed, unchanged, invalid "
+                       "(kept the last good agents or tools), missing (404/410; an MCP server's agent not in "
+                       "the fleet), removed (after --watch-remove-after misses), "
                        "error (unreachable; backs off).", ["result"])
 JOURNAL_ENTRIES = Gauge("a3fast_journal_entries", "Journal entries since the last snapshot.")
 

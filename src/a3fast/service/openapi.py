@@ -98,7 +98,7 @@ PATHS: dict[str, dict[str, Any]] = {
                             "requestBody": {"required": True, "content": {
                                 "application/x-ndjson": {"schema": {"type": "string"}},
                                 "application/json": {"schema": {"type": "array", "items": _ref("record")}}}}}},
-    "/v1/watch": {"get": _op("The watched Agent Cards (--watch-cards): each one's agents, last fetch, last "
+    "/v1/watch": {"get": _op("The watched Agent Cards (--watch-cards) and MCP servers (--watch-mcp): each one's agents, last fetch, last "
                              "change and last error", "watch.response")},
     "/ui": {"get": {"summary": "The live report of the service's trace (HTML; reloads itself as placements happen)",
                     "responses": {"200": {"description": "the report page, with an ETag"},

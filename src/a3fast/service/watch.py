@@ -1,4 +1,5 @@
-"""Watching live agents: the served fleet kept in step with the Agent Cards it was imported from.
+"""Watching live agents: the served fleet kept in step with the Agent Cards it was imported from,
+and agents' tools kept in step with the MCP servers they are bound to.
 
 A background task re-fetches each watched card on an interval (`fetch_card`: its bounds, and an
 ETag so an unchanged card costs a 304), derives the declarations exactly as `a3fast import a2a URL`
@@ -11,6 +12,13 @@ gave after `remove_after` consecutive misses; a card that turns invalid, or an a
 reached, keeps its last good agents and is reported (`status()`, served at /v1/watch, and the
 `a3fast_watch_checks_total` counter). Errors on the way to a card back off; answers about the card
 (gone, invalid) do not, since refetching them is cheap and the fix should be seen at once.
+
+A watched MCP server (`AGENT=URL`, streamable HTTP) is listed on the same loop with the client of
+`a3fast import mcp --server-url` and bound into the agent exactly as that import binds it: the
+agent's tools are the ones it has from elsewhere (its declaration as last PUT, less the tools this
+server gave before) plus the server's current tools, and `tool_servers` names the server. A server
+that cannot be listed keeps the last tools and backs off; an agent not in the fleet is reported
+and waited for, never made up.
 """
 from __future__ import annotations
 
@@ -30,8 +38,10 @@ import orjson
 from ..errors import SchemaError
 from ..interop.a2a import import_cards
 from ..interop.fetch import EtagCache, FetchError, Limits, card_locations, fetch_card
+from ..interop.mcp import TOOL_SERVERS, import_listings
+from ..interop.naming import is_domain, server_domain
 from ..interop.report import ImportReport
-from ..interop.sources import json_documents
+from ..interop.sources import Document, json_documents
 from ..interop.supply import Supplied
 from . import metrics
 from .operations import Operations
@@ -40,7 +50,8 @@ from .problems import ServiceError
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["CARD_DEFAULTS", "WatchConfig", "Watched", "Watcher", "derive_declarations", "WatchError"]
+__all__ = ["CARD_DEFAULTS", "WatchConfig", "Watched", "WatchedServer", "Watcher", "bind_server_tools",
+           "derive_declarations", "WatchError"]
 
 log = logging.getLogger("a3fast.serve.watch")
 
@@ -58,6 +69,8 @@ class WatchError(Exception):
 @dataclass(frozen=True)
 class WatchConfig:
     cards: tuple[str, ...] = ()
+    #: (agent, streamable HTTP URL) pairs: each agent's tools kept in step with the server's
+    servers: tuple[tuple[str, str], ...] = ()
     interval: float = 30.0
     remove_after: int = 3
     limits: Limits = Limits()
@@ -83,6 +96,35 @@ def derive_declarations(body: bytes, requested: str, fetched_from: str) -> list[
         raise WatchError(f"agent {empty[0]!r} would have no capabilities"
                          + (f" ({skipped})" if skipped else ""))
     return result.declarations
+
+
+def bind_server_tools(doc: dict[str, Any], contributed: Any, pages: list[dict[str, Any]], url: str,
+                      server_name: str | None) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The agent's declaration `doc` with the tools the server at `url` contributed before
+    (`contributed`) taken out and its current listing (`pages` of tools/list) bound in as
+    `a3fast import mcp --server-url URL --bind AGENT` binds it; returns the declaration and the
+    tools the server now contributes (those the agent did not already have from elsewhere)."""
+    gave = set(contributed)
+    base = dict(doc)
+    own = [t for t in doc.get("tools") or () if t not in gave]
+    if own:
+        base["tools"] = own
+    else:
+        base.pop("tools", None)
+    # the server's entry is replaced, not added to, when the server renames itself
+    others = [s for s in doc.get(TOOL_SERVERS) or () if not (isinstance(s, dict) and s.get("url") == url)]
+    if others:
+        base[TOOL_SERVERS] = others
+    else:
+        base.pop(TOOL_SERVERS, None)
+    name = server_name if server_name is None or is_domain(server_name) else server_domain(server_name)
+    tool_server = {**({"name": name} if name else {}), "transport": "streamable-http", "url": url}
+    agent = doc["agent"]["name"]
+    docs = [Document(f"mcp {url}", f"page {i + 1}: $", page) for i, page in enumerate(pages)]
+    result = import_listings(docs, fleet=[Document("fleet", "$", base)], bind=[agent], tool_server=tool_server)
+    decl = next(d for d in result.declarations if d["agent"]["name"] == agent)
+    kept = set(own)
+    return decl, tuple(t for t in decl.get("tools") or () if t not in kept)
 
 
 def _now() -> str:
@@ -113,12 +155,48 @@ class Watched:
     due: float = 0.0
     digest: bytes | None = field(default=None, repr=False)
 
+    @property
+    def key(self) -> str:
+        """The source's entry in the watch memory."""
+        return self.url
+
+    def remembered(self) -> Any:
+        return list(self.agents)
+
+    def recall(self, value: Any) -> None:
+        if isinstance(value, list) and all(isinstance(n, str) for n in value):
+            self.agents = tuple(value)
+
     def status(self, now: float) -> dict[str, Any]:
         return {"url": self.url, "kind": "a2a", "agents": list(self.agents), "last_fetch": self.last_fetch,
                 "last_good": self.last_good, "last_change": self.last_change, "last_error": self.last_error,
                 "last_error_at": self.last_error_at, "misses": self.misses, "failures": self.failures,
                 "checks": self.checks, "changes": self.changes,
                 "next_fetch_in": round(max(0.0, self.due - now), 3)}
+
+
+@dataclass
+class WatchedServer(Watched):
+    """One watched MCP server and the agent whose tools follow it."""
+
+    agent: str = ""
+    #: the tools this server gave the agent, as last applied (remembered across restarts with --state)
+    tools: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"mcp {self.agent}={self.url}"
+
+    def remembered(self) -> Any:
+        return {"tools": list(self.tools)}
+
+    def recall(self, value: Any) -> None:
+        tools = value.get("tools") if isinstance(value, dict) else None
+        if isinstance(tools, list) and all(isinstance(t, str) for t in tools):
+            self.tools = tuple(tools)
+
+    def status(self, now: float) -> dict[str, Any]:
+        return {**super().status(now), "kind": "mcp", "agents": [self.agent], "tools": list(self.tools)}
 
 
 class Watcher:
@@ -130,7 +208,8 @@ class Watcher:
         self.ops = ops
         self.config = config
         self.memory = memory
-        self.sources = [Watched(url) for url in dict.fromkeys(config.cards)]
+        self.sources: list[Watched] = [Watched(url) for url in dict.fromkeys(config.cards)]
+        self.sources += [WatchedServer(url, agent=agent) for agent, url in dict.fromkeys(config.servers)]
         self.cache = EtagCache(None)
         self._client: httpx.Client | None = None   # one connection pool while `run` runs
         self.load_memory()
@@ -149,14 +228,12 @@ class Watcher:
         if not isinstance(data, dict):
             return
         for source in self.sources:
-            names = data.get(source.url)
-            if isinstance(names, list) and all(isinstance(n, str) for n in names):
-                source.agents = tuple(names)
+            source.recall(data.get(source.key))
 
     def _save_memory(self) -> None:
         if self.memory is None:
             return
-        data = {s.url: list(s.agents) for s in self.sources}
+        data = {s.key: s.remembered() for s in self.sources}
         fd, tmp = tempfile.mkstemp(prefix=f".{self.memory.name}.", dir=self.memory.parent)
         try:
             with os.fdopen(fd, "wb") as out:
@@ -203,6 +280,8 @@ class Watcher:
         return result
 
     async def _check(self, source: Watched) -> str:
+        if isinstance(source, WatchedServer):
+            return await self._check_server(source)
         try:
             card = await asyncio.to_thread(fetch_card, source.url, self.config.limits, self.cache, self._client)
         except FetchError as exc:
@@ -227,6 +306,36 @@ class Watcher:
         except WatchError as exc:
             return self._failed(source, f"{card.url}: {exc}; keeping the last good agents", "invalid")
         return await self._apply(source, decls)
+
+    async def _check_server(self, source: WatchedServer) -> str:
+        from ..interop.mcp_live import ListingError, ServerSpec, list_tools
+
+        try:
+            listing = await asyncio.to_thread(list_tools, ServerSpec(url=source.url),
+                                              timeout=self.config.limits.deadline)
+        except ListingError as exc:
+            return self._failed(source, f"{exc.message}; keeping the last tools")
+        held = self.ops.state.fleet.get(source.agent)
+        if held is None:
+            return self._failed(source, f"agent {source.agent!r} is not in the fleet; its tools are bound "
+                                        f"once it is declared", "missing")
+        decl, tools = bind_server_tools(held.doc, source.tools, listing.pages, source.url, listing.server_name)
+        changed = _canonical(held.doc) != _canonical(decl)
+        if changed:
+            try:
+                await self.ops.put_agent({"name": source.agent, "declaration": decl})
+            except ServiceError as exc:
+                detail = "; ".join(f"{p.get('path')}: expected {p.get('expected')}, found {p.get('found')}"
+                                   for p in exc.problems[:3])
+                return self._failed(source, f"agent {source.agent!r} not applied (HTTP {exc.status}: {detail}); "
+                                            f"keeping the last tools", "invalid")
+            source.changes += 1
+            source.last_change = _now()
+        source.last_good, source.last_error, source.last_error_at = _now(), None, None
+        if tools != source.tools:
+            source.tools = tools
+            self._save_memory()
+        return "changed" if changed else "unchanged"
 
     def _failed(self, source: Watched, message: str, result: str = "error") -> str:
         source.last_error, source.last_error_at = message, _now()
