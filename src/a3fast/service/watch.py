@@ -153,6 +153,8 @@ class Watched:
     checks: int = 0
     changes: int = 0
     due: float = 0.0
+    #: seconds from the last check to the next: the interval, or its backoff after failures
+    delay: float = 0.0
     digest: bytes | None = field(default=None, repr=False)
 
     @property
@@ -172,7 +174,7 @@ class Watched:
                 "last_good": self.last_good, "last_change": self.last_change, "last_error": self.last_error,
                 "last_error_at": self.last_error_at, "misses": self.misses, "failures": self.failures,
                 "checks": self.checks, "changes": self.changes,
-                "next_fetch_in": round(max(0.0, self.due - now), 3)}
+                "delay": round(self.delay, 3), "next_fetch_in": round(max(0.0, self.due - now), 3)}
 
 
 @dataclass
@@ -275,6 +277,7 @@ class Watcher:
             delay = min(max(MAX_BACKOFF, self.config.interval), self.config.interval * 2 ** min(source.failures, 10))
         else:
             source.failures = 0
+        source.delay = delay
         source.due = time.monotonic() + delay
         metrics.WATCH_CHECKS.labels(result).inc()
         return result
