@@ -23,7 +23,7 @@ import orjson
 from .engines import ENGINE, engine_module
 from . import snapshot
 from .errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
-from .placement import CustomScores, Placement, Route
+from .placement import CustomScores, Placement, Route, check_reason_limit
 from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
                          capability, clearance, first_failed, latency_class, residency, tool)
 from .schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
@@ -582,9 +582,7 @@ class Fleet:
                reason_limit: int | None) -> Placement:
         """Gather, filter, explain, score, choose: a Placement, holding no session."""
         started = time.perf_counter_ns()
-        if reason_limit is not None and (isinstance(reason_limit, bool) or not isinstance(reason_limit, int)
-                                         or reason_limit < 1):
-            raise ValueError(f"reason_limit: expected None or a positive integer, found {reason_limit!r}")
+        check_reason_limit(reason_limit)
         submitted = parse_requirements(requirements)
         matched = route.apply(submitted) if route is not None else submitted
         predicates = matched.predicates

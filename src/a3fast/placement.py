@@ -13,7 +13,7 @@ from .explain import summary_line
 from .record.write import rejection_dict, scheduling_dict, scheduling_json, timings
 from .schema import Declaration, Requirements, parse_requirements
 
-__all__ = ["Placement", "Route", "RouteError", "CustomScores"]
+__all__ = ["Placement", "Route", "RouteError", "CustomScores", "check_reason_limit"]
 
 _SINGLE_VALUED = ("residency", "agentRef")
 
@@ -65,6 +65,13 @@ class Route:
             raise RouteError(f"route {self.name!r} would change {label} from {doc[key]!r} to {value!r}; "
                              f"a route may only add requirements")
         doc[key] = value
+
+
+def check_reason_limit(reason_limit: int | None) -> None:
+    """ValueError unless `reason_limit` is None (every name, as §6 asks) or a positive integer."""
+    if reason_limit is not None and (isinstance(reason_limit, bool) or not isinstance(reason_limit, int)
+                                     or reason_limit < 1):
+        raise ValueError(f"reason_limit: expected None or a positive integer, found {reason_limit!r}")
 
 
 class Placement:

@@ -24,7 +24,7 @@ import numpy as np
 import orjson
 
 from ..errors import A3Error, FleetError
-from ..placement import Placement, Route
+from ..placement import Placement, Route, check_reason_limit
 from ..predicates import first_failed
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from .cluster import connect, ray_module
@@ -326,9 +326,7 @@ class ShardedFleet:
         records as one Fleet. A bound placement makes the chosen agent hold the task's session on
         its shard, unless `remember_session` is false. Raises ShardError if any shard is down."""
         started = time.perf_counter_ns()
-        if reason_limit is not None and (isinstance(reason_limit, bool) or not isinstance(reason_limit, int)
-                                         or reason_limit < 1):
-            raise ValueError(f"reason_limit: expected None or a positive integer, found {reason_limit!r}")
+        check_reason_limit(reason_limit)
         submitted = parse_requirements(requirements)
         matched = route.apply(submitted) if route is not None else submitted
         session = session if session is not None else matched.session
