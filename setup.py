@@ -1,8 +1,8 @@
 """Build the optional Cython core, `a3fast._core`, and ship the conformance vectors in the package.
 
-The core is compiled from `_core.pyx` through Cython when Cython is installed, else from the
-generated `_core.c` that every sdist carries (so a build without Cython still gets the native
-engine). If neither can be built the package still installs and runs on the pure-Python engine;
+The core is two extensions, the engine (`_core`) and the JSON Lines reader (`_ingest`), compiled
+from their `.pyx` through Cython when Cython is installed, else from the generated `.c` files that
+every sdist carries (so a build without Cython still gets the native engine); both or neither. If neither can be built the package still installs and runs on the pure-Python engine;
 set A3FAST_REQUIRE_NATIVE=1 to make a failed build fatal.
 
 The checkout's `vectors/` is the one source of the conformance vectors; the build copies it into
@@ -24,8 +24,7 @@ if int(setuptools.__version__.split(".")[0]) < 77:
              "pip install --upgrade 'setuptools>=77', or build with pip (isolated)")
 
 REQUIRE_NATIVE = os.environ.get("A3FAST_REQUIRE_NATIVE") == "1"
-PYX = "src/a3fast/_core.pyx"
-C_SOURCE = "src/a3fast/_core.c"
+MODULES = ("_core", "_ingest")
 VECTORS = "vectors"
 # -ffp-contract=off: no fused multiply-add, so scores are bit-identical to the pure engine.
 COMPILE_ARGS = ["-O3", "-ffp-contract=off"]
@@ -35,31 +34,39 @@ def _warn(message):
     print(f"warning: {message}", file=sys.stderr)
 
 
+def _source(module, suffix):
+    return f"src/a3fast/{module}.{suffix}"
+
+
 def native_extensions():
-    if not os.path.exists(PYX):
+    if not all(os.path.exists(_source(m, "pyx")) for m in MODULES):
         return []
     try:
         from Cython.Build import cythonize
     except ImportError:
         return _from_generated_c()
-    extension = Extension("a3fast._core", [PYX], extra_compile_args=COMPILE_ARGS)
-    return cythonize([extension], language_level=3, compiler_directives={
+    extensions = [Extension(f"a3fast.{m}", [_source(m, "pyx")], extra_compile_args=COMPILE_ARGS)
+                  for m in MODULES]
+    return cythonize(extensions, language_level=3, compiler_directives={
         "binding": True, "embedsignature": True, "boundscheck": False, "wraparound": False,
         "cdivision": True, "initializedcheck": False,
     })
 
 
 def _from_generated_c():
-    """The extension from `_core.c` when Cython is missing, if that file was generated from the
-    `_core.pyx` beside it (it is not older); a stale one would give an engine out of step."""
-    if os.path.exists(C_SOURCE) and os.path.getmtime(C_SOURCE) >= os.path.getmtime(PYX):
-        return [Extension("a3fast._core", [C_SOURCE], extra_compile_args=COMPILE_ARGS)]
-    why = (f"{C_SOURCE} is older than {PYX}" if os.path.exists(C_SOURCE)
-           else f"there is no generated {C_SOURCE}")
-    if REQUIRE_NATIVE:
-        raise RuntimeError(f"A3FAST_REQUIRE_NATIVE=1, but Cython is not installed and {why}")
-    _warn(f"Cython is not installed and {why}; a3fast installs with its pure engine")
-    return []
+    """The extensions from their `.c` files when Cython is missing, if each was generated from the
+    `.pyx` beside it (it is not older); a stale one would give an engine out of step."""
+    for m in MODULES:
+        pyx, c_source = _source(m, "pyx"), _source(m, "c")
+        if os.path.exists(c_source) and os.path.getmtime(c_source) >= os.path.getmtime(pyx):
+            continue
+        why = (f"{c_source} is older than {pyx}" if os.path.exists(c_source)
+               else f"there is no generated {c_source}")
+        if REQUIRE_NATIVE:
+            raise RuntimeError(f"A3FAST_REQUIRE_NATIVE=1, but Cython is not installed and {why}")
+        _warn(f"Cython is not installed and {why}; a3fast installs with its pure engine")
+        return []
+    return [Extension(f"a3fast.{m}", [_source(m, "c")], extra_compile_args=COMPILE_ARGS) for m in MODULES]
 
 
 class OptionalBuildExt(build_ext):

@@ -151,7 +151,8 @@ def test_sdist_holds_what_builds_and_tests_the_package(sdist):
     needed -= {p for p in needed if p.endswith((".so", ".html")) or "egg-info" in p
                or p.startswith("src/a3fast/vectors/")}
     needed |= {"LICENSE", "README.md", "pyproject.toml", "setup.py", "MANIFEST.in", ".ci/run",
-               "src/a3fast/_core.c", "src/a3fast/_core.pyx", "tests/conftest.py", "tests/strategies.py"}
+               "src/a3fast/_core.c", "src/a3fast/_core.pyx", "src/a3fast/_ingest.c", "src/a3fast/_ingest.pyx",
+               "tests/conftest.py", "tests/strategies.py"}
     assert top == sdist.name.removesuffix(".tar.gz")
     assert sorted(needed - members) == []
 

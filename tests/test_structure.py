@@ -9,7 +9,7 @@ import a3fast
 
 PACKAGE = Path(a3fast.__file__).parent
 #: The one switch point imports the two engine modules, whose names are private to the package.
-SWITCH_POINT = {"a3fast.engines": {"_core", "_pure"}}
+SWITCH_POINT = {"a3fast.engines": {"_core", "_pure", "_ingest", "_ingest_pure"}}
 #: Public names that start with an underscore: a named tuple's methods.
 NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make"}
 

@@ -21,7 +21,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.mem cimport PyMem_Free
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.math cimport isfinite
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memmove, memset, strlen
 
@@ -844,6 +844,32 @@ cdef class Index:
         for j in range(n):
             for r in rows[j]:
                 self.row_insert(&self.rows[r], first + j)
+            self.set_live(first + j)
+
+    def put_flat(self, names, const int32_t[::1] rows, const int64_t[::1] offsets,
+                 const double[::1] costs) -> None:
+        """`put_many` for new agents `names` (ids from the next free id) with their rows in one
+        array: agent j's are `rows[offsets[j]:offsets[j + 1]]` (a JSON Lines batch's columns)."""
+        cdef Py_ssize_t first = self.n_ids, j, k, n = len(names)
+        if offsets.shape[0] != n + 1 or costs.shape[0] != n:
+            raise ValueError("put_flat takes one cost and one offset per name, and a last offset")
+        if n == 0:
+            return
+        if offsets[0] < 0 or offsets[n] > rows.shape[0]:
+            raise ValueError("put_flat: offsets outside the rows")
+        for j in range(n):
+            if offsets[j + 1] < offsets[j]:
+                raise ValueError("put_flat: offsets must not decrease")
+        for k in range(offsets[0], offsets[n]):
+            self.row_at(rows[k])
+        for name in names:
+            if not isinstance(name, str):
+                raise TypeError(f"agent names must be str, not {type(name).__name__}")
+        for j in range(n):
+            self.join(first + j, names[j], costs[j])
+        for j in range(n):
+            for k in range(offsets[j], offsets[j + 1]):
+                self.row_insert(&self.rows[rows[k]], first + j)
             self.set_live(first + j)
 
     def drop(self, Py_ssize_t aid, rows) -> None:

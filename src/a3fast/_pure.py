@@ -6,7 +6,7 @@ about 60 ns, less than one pyroaring call from Python (see the README's design n
 from __future__ import annotations
 
 import base64
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import orjson
@@ -147,6 +147,17 @@ class Index:
         for r, ids in members.items():
             self._rows[r] |= ids_to_bits(ids, size)
         self._live |= ids_to_bits(aids, size)
+
+    def put_flat(self, names: Sequence[str], rows: Any, offsets: Any, costs: Any) -> None:
+        """`put_many` for new agents `names` with their rows in one array: agent j's are
+        `rows[offsets[j]:offsets[j + 1]]` (a JSON Lines batch's columns)."""
+        if len(offsets) != len(names) + 1 or len(costs) != len(names):
+            raise ValueError("put_flat takes one cost and one offset per name, and a last offset")
+        bounds = [int(o) for o in offsets]
+        flat = [int(r) for r in rows]
+        first = len(self._names)
+        self.put_many(range(first, first + len(names)), names,
+                      [flat[a:b] for a, b in zip(bounds, bounds[1:])], [float(c) for c in costs])
 
     def drop(self, aid: int, rows: Sequence[int]) -> None:
         """Agent `aid` leaves `rows` and the live set (its id and name stay reserved)."""

@@ -14,16 +14,18 @@ import os
 import warnings
 from types import ModuleType
 
-from . import _pure
+from . import _ingest_pure, _pure
 
 _native: ModuleType | None
+_native_ingest: ModuleType | None
 try:
     from . import _core as _native
+    from . import _ingest as _native_ingest
 except ImportError:  # not built: no compiler at install time, or a source checkout
-    _native = None
+    _native = _native_ingest = None
 
-__all__ = ["ENGINE", "NATIVE_AVAILABLE", "ENGINES", "engine_module", "available_engines",
-           "A3FastPerformanceWarning"]
+__all__ = ["ENGINE", "NATIVE_AVAILABLE", "ENGINES", "engine_module", "ingest_module",
+           "available_engines", "A3FastPerformanceWarning"]
 
 NATIVE_AVAILABLE = _native is not None
 ENGINES = ("native", "pure")
@@ -82,3 +84,9 @@ def engine_module(name: str | None = None) -> ModuleType:
             raise ValueError("engine 'native' is not available: the a3fast._core extension is not built")
         return _native
     raise ValueError(f"unknown engine {name!r}: expected 'native' or 'pure'")
+
+
+def ingest_module(name: str) -> ModuleType:
+    """The JSON Lines reader for a fleet on engine `name`: the compiled one (`_ingest`) for native,
+    `_ingest_pure` (which leaves every line to orjson and the schema's parser) for pure."""
+    return _native_ingest if name == "native" and _native_ingest is not None else _ingest_pure

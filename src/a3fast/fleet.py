@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Se
 import numpy as np
 import orjson
 
-from .engines import ENGINE, engine_module
+from .engines import ENGINE, engine_module, ingest_module
 from . import snapshot
 from .errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
 from .placement import CustomScores, Placement, Route, check_reason_limit
@@ -42,6 +42,8 @@ _KEY_OF = {CLEARANCE: clearance, TOOL: tool, RESIDENCY: residency, LATENCY: late
 _AGENT_REF = AGENT_REF + ":"
 _ANTI = ANTI_AFFINITY + ":"
 _CAPABILITY = CAPABILITY + ":"
+#: The kinds of value the compiled reader asks rows for, by its codes (a3fast._ingest).
+_INGEST_KINDS = (CAPABILITY, CLEARANCE, TOOL, RESIDENCY, LATENCY, EVALUATED)
 
 #: Requirements resolved to engine arguments, kept per prepared object and per predicate set (rows
 #: and ids are append-only, so a resolution stays valid until the fleet interns something new);
@@ -56,14 +58,27 @@ _IN_SNAPSHOT = b""
 SNAPSHOT_CONTENT = "a3fast.fleet"
 
 
-@contextmanager
-def _lines_of(source: str | os.PathLike | bytes) -> Iterator[Iterable[bytes]]:
-    """The lines of JSON Lines bytes, or of a file read as a stream (the whole file is never held)."""
+#: How much of a JSON Lines file is read at a time (whole lines; a longer line is read whole).
+JSONL_CHUNK = 1 << 24
+
+
+def _chunks_of(source: str | os.PathLike | bytes) -> Iterator[bytes]:
+    """JSON Lines bytes in chunks of whole lines: the bytes themselves, or a file read a chunk at a
+    time (the whole file is never held)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
-        yield bytes(source).split(b"\n")
+        yield bytes(source)
         return
-    with open(source, "rb", buffering=1 << 20) as fh:
-        yield fh
+    with open(source, "rb") as fh:
+        rest = b""
+        while block := fh.read(JSONL_CHUNK):
+            cut = block.rfind(b"\n")
+            if cut < 0:
+                rest += block
+                continue
+            yield rest + block[:cut + 1]
+            rest = block[cut + 1:]
+        if rest:
+            yield rest
 
 
 @contextmanager
@@ -218,18 +233,22 @@ class Fleet:
     def extend_jsonl(self, source: str | os.PathLike | bytes, *, on_error: str = "refuse") -> list[Problem]:
         """Add (or replace) the agents of JSON Lines declarations, in line order, in bulk.
 
-        Each line is decoded, validated as `parse_declaration` does (the same problems, under
-        `line N: $...`), and kept as its rows, cost and canonical JSON — no Declaration stays
-        alive — then new rows and agents are interned in one batch per run of new names. A name
-        held by another namespace is a problem of its line. With `on_error="refuse"` any problem
-        raises SchemaError listing every one and nothing is added; with "skip" the bad lines are
-        left out and their problems returned. Blank lines are ignored.
+        Each line is validated as `parse_declaration` does (the same problems, under `line N:
+        $...`) and kept as its rows, cost and canonical JSON — no Declaration stays alive — then
+        new rows and agents are interned in one batch per run of new names. On the native engine
+        the compiled reader (`a3fast._ingest`) reads the lines it can vouch for in one pass over
+        the bytes and hands every other one to orjson and `parse_declaration`, which read every
+        line on the pure engine. A name held by
+        another namespace is a problem of its line. With `on_error="refuse"` any problem raises
+        SchemaError listing every one and nothing is added; with "skip" the bad lines are left out
+        and their problems returned. Blank lines are ignored.
         """
         if on_error not in ("refuse", "skip"):
             raise ValueError(f"on_error: expected 'refuse' or 'skip', found {on_error!r}")
         source_name = None if isinstance(source, (bytes, bytearray, memoryview)) else os.fspath(source)
+        reader = ingest_module(self.engine)
+        batch = reader.Batch()
         problems: list[Problem] = []
-        entries: list[tuple[str, tuple[int, ...], float, bytes]] = []
         pending: list[tuple[str, Any, int]] = []             # rows to intern: (kind, value, row)
         pending_rows: dict[str, dict] = {kind: {} for kind in self._field_rows}
         first_row = self._index.row_count()
@@ -241,44 +260,62 @@ class Fleet:
                 pending.append((kind, value, row))
             return row
 
+        def intern(code: int, value: Any) -> int:  # the compiled reader's row for a value
+            kind = _INGEST_KINDS[code]
+            row = self._field_rows[kind].get(value)
+            return row if row is not None else new_row(kind, value)
+
         namespaces: dict[str, str] = {}                      # names of this batch -> namespace
-        loads, dumps = orjson.loads, orjson.dumps
-        with _collector_paused(), _lines_of(source) as lines:
-            for lineno, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                try:
-                    doc = loads(line)
-                except orjson.JSONDecodeError as exc:
-                    problems.append(Problem(f"line {lineno}: $", "valid JSON", str(exc)))
-                    continue
-                try:
-                    decl = parse_declaration(doc)
-                except SchemaError as exc:
-                    problems += [Problem(f"line {lineno}: {p.path}", p.expected, p.found) for p in exc.problems]
-                    continue
-                name, namespace = decl.agent.name, decl.agent.namespace
-                held = namespaces.get(name)
-                if held is None and name in self._ids and self._agents[self._ids[name]] is not None:
-                    held = self._declaration(self._ids[name]).agent.namespace
-                if held is not None and held != namespace:
-                    problems.append(Problem(f"line {lineno}: $.agent.namespace",
-                                            f"{held!r}, the namespace that holds the name {name!r} "
-                                            f"in this fleet (one scheduling domain)", repr(namespace)))
-                    continue
-                namespaces[name] = namespace
-                canonical = dumps(doc)
-                # keep an exact-size copy: orjson's result carries several times its length in
-                # spare capacity, which a million kept declarations would multiply into gigabytes
-                text = line.rstrip(b"\r\n")
-                if text != canonical:
-                    text = bytes(memoryview(canonical))
-                entries.append((name, self._rows_for(decl, new_row), cost_score(decl), text))
+        vocab = reader.Vocabulary()                          # the compiled reader's rows by value
+
+        def read_carefully(line: bytes, lineno: int) -> None:
+            if not line.strip():
+                return
+            try:
+                doc = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                problems.append(Problem(f"line {lineno}: $", "valid JSON", str(exc)))
+                return
+            try:
+                decl = parse_declaration(doc)
+            except SchemaError as exc:
+                problems.extend(Problem(f"line {lineno}: {p.path}", p.expected, p.found) for p in exc.problems)
+                return
+            name, namespace = decl.agent.name, decl.agent.namespace
+            held = namespaces.get(name)
+            if held is None and name in self._ids and self._agents[self._ids[name]] is not None:
+                held = self._declaration(self._ids[name]).agent.namespace
+            if held is not None and held != namespace:
+                problems.append(Problem(f"line {lineno}: $.agent.namespace",
+                                        f"{held!r}, the namespace that holds the name {name!r} "
+                                        f"in this fleet (one scheduling domain)", repr(namespace)))
+                return
+            namespaces[name] = namespace
+            canonical = orjson.dumps(doc)
+            # keep an exact-size copy: orjson's result carries several times its length in spare
+            # capacity, which a million kept declarations would multiply into gigabytes
+            text = line.rstrip(b"\r\n")
+            if text != canonical:
+                text = bytes(memoryview(canonical))
+            batch.append(name, self._rows_for(decl, new_row), cost_score(decl), text)
+
+        lineno = 1
+        with _collector_paused():
+            for chunk in _chunks_of(source):
+                pos, end = 0, len(chunk)
+                while pos < end:
+                    pos, lineno = reader.scan(chunk, pos, lineno, batch, vocab, intern, self._ids, namespaces)
+                    if pos >= end:
+                        break
+                    eol = chunk.find(b"\n", pos)
+                    eol = end if eol < 0 else eol
+                    read_carefully(chunk[pos:eol], lineno)
+                    pos, lineno = eol + 1, lineno + 1
         if problems and on_error == "refuse":
             raise SchemaError(problems, source_name)
-        if entries:
+        if len(batch):
             self._intern_pending(pending)
-            self._put_entries(entries)
+            self._put_batch(batch)
         return problems
 
     def _intern_pending(self, pending: list[tuple[str, Any, int]]) -> None:
@@ -292,44 +329,46 @@ class Fleet:
                 self._rows[capability(*value) if kind == CAPABILITY else _KEY_OF[kind](value)] = row
             self._field_rows[kind][value] = row
 
-    def _put_entries(self, entries: list[tuple[str, tuple[int, ...], float, bytes]]) -> None:
-        """Apply checked (name, rows, cost, canonical JSON) entries in order: runs of new names in
-        one engine call each, a known name as a replace."""
+    def _put_batch(self, batch: Any) -> None:
+        """Apply a checked JSON Lines batch in line order: runs of new names in one engine call
+        each, a known name (or one seen earlier in the batch) as a replace."""
         ids, agents, index = self._ids, self._agents, self._index
-        run: list[tuple[str, tuple[int, ...], float, bytes]] = []
+        names, texts = batch.names, batch.texts
+        rows, offsets, costs = batch.columns()
+        run_start = 0
         run_names: set[str] = set()
-        for entry in entries:
-            name = entry[0]
+        for j, name in enumerate(names):
             if name in ids or name in run_names:
-                self._put_run(run)
-                run, run_names = [], set()
+                self._put_run(batch, run_start, j)
+                run_start, run_names = j + 1, set()
                 aid = ids[name]
                 if agents[aid] is not None:
                     index.drop(aid, self._rows_of(aid))
                 else:
                     self._count += 1
-                index.put(aid, name, entry[1], entry[2])
-                agents[aid] = entry[3]
+                index.put(aid, name, batch.rows_of(j), float(costs[j]))
+                agents[aid] = texts[j]
                 self._decl_json[aid] = None
                 self._member_rows[aid] = None
             else:
-                run.append(entry)
                 run_names.add(name)
-        self._put_run(run)
+        self._put_run(batch, run_start, len(names))
         self.generation += 1
         self.membership += 1
 
-    def _put_run(self, run: list[tuple[str, tuple[int, ...], float, bytes]]) -> None:
-        if not run:
+    def _put_run(self, batch: Any, lo: int, hi: int) -> None:
+        """Agents `lo:hi` of a batch, all new names, in one engine call."""
+        if lo >= hi:
             return
+        rows, offsets, costs = batch.columns()
+        names = batch.names[lo:hi]
         first = len(self._agents)
-        names = [e[0] for e in run]
-        self._index.put_many(range(first, first + len(run)), names, [e[1] for e in run], [e[2] for e in run])
-        self._ids.update(zip(names, range(first, first + len(run))))
-        self._agents.extend(e[3] for e in run)
-        self._decl_json.extend([None] * len(run))
-        self._member_rows.extend([None] * len(run))
-        self._count += len(run)
+        self._index.put_flat(names, rows, offsets[lo:hi + 1], costs[lo:hi])
+        self._ids.update(zip(names, range(first, first + len(names))))
+        self._agents.extend(batch.texts[lo:hi])
+        self._decl_json.extend([None] * len(names))
+        self._member_rows.extend([None] * len(names))
+        self._count += len(names)
 
     @_locked
     def remove(self, name: str) -> Declaration:

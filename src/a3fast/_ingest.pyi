@@ -1,0 +1,25 @@
+from typing import Any, Callable
+
+import numpy as np
+import numpy.typing as npt
+
+CAPABILITY: int
+CLEARANCE: int
+TOOL: int
+RESIDENCY: int
+LATENCY: int
+EVALUATED: int
+
+class Batch:
+    names: list[str]
+    texts: list[bytes]
+    def __len__(self) -> int: ...
+    def append(self, name: str, rows: tuple[int, ...], cost: float, text: bytes) -> None: ...
+    def rows_of(self, j: int) -> tuple[int, ...]: ...
+    def columns(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
+
+class Vocabulary:
+    def __len__(self) -> int: ...
+
+def scan(data: bytes, pos: int, lineno: int, batch: Batch, vocab: Vocabulary,
+         intern: Callable[[int, Any], int], held: dict[str, int], namespaces: dict[str, str]) -> tuple[int, int]: ...

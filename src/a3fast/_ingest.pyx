@@ -1,0 +1,785 @@
+# cython: language_level=3
+"""JSON Lines of §3 declarations read in one compiled pass: validate, find rows, keep the bytes.
+
+`scan` walks the bytes of whole lines and, for each line it can vouch for, appends to a `Batch` the
+agent's name, its index rows (in `Fleet._rows_for`'s order, a repeated value keeping its first
+place), its cost and the line itself as the declaration's canonical JSON. It vouches for a line only
+when all of this holds, checked byte by byte with no Python object made for the document:
+
+- the line is one JSON object written as orjson writes it: no whitespace between tokens, no key twice
+  in an object, strings of printable ASCII with no escape, integers of at most 18 digits (not `-0`),
+  no fractions or exponents, at most `MAX_NESTING` containers deep; so the line is its own canonical
+  form, and the document rule (a3fast.document) holds;
+- its fields are a valid declaration as `schema.parse_declaration` reads one (the same grammar for
+  `v`, names, identifiers, versions, labels, the model), and the name is not one the fleet holds or
+  this batch gave another namespace.
+
+Every other line — invalid, or valid but unusual (escapes, non-ASCII, floats, a replaced agent) — is
+handed back, and the fleet reads it with orjson and `parse_declaration` as before. So a problem is
+always reported by the careful reader, with its words, and the compiled reader only has to be right
+about what it accepts: `tests/test_ingest.py` holds it to that on generated documents.
+"""
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.bytearray cimport PyByteArray_AS_STRING
+from cpython.list cimport PyList_Append
+from cpython.object cimport PyObject
+from libc.stdlib cimport calloc, free, malloc
+from cpython.unicode cimport PyUnicode_DecodeASCII
+from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.string cimport memchr, memcmp, memcpy
+
+import numpy as np
+
+cdef extern from "Python.h":
+    # Locale-independent, correctly rounded, ±HUGE_VAL on overflow when given no exception type.
+    double PyOS_string_to_double(const char* s, char** endptr, PyObject* overflow_exception) except? -1.0
+
+__all__ = ["Batch", "Vocabulary", "scan", "CAPABILITY", "CLEARANCE", "TOOL", "RESIDENCY", "LATENCY", "EVALUATED"]
+
+cdef enum:
+    MAX_ITEMS = 256      # declared values per line; a longer line goes to the careful reader
+    MAX_KEYS = 64        # keys per object checked for repeats; a wider object does too
+    MAX_NESTING = 64     # containers deep (the document rule allows 128; the careful reader judges)
+    MAX_TEXT = 1024      # schema.MAX_TEXT, in characters (here ASCII, so bytes)
+    MAX_DIGITS = 18      # an integer of 18 digits fits in 64 bits whatever its value
+    KEY_BYTES = MAX_TEXT + 32
+
+# Value kinds, in the order their rows are listed (the order of Fleet._rows_for).
+cdef enum:
+    K_CAPABILITY = 0
+    K_CLEARANCE = 1
+    K_TOOL = 2
+    K_RESIDENCY = 3
+    K_LATENCY = 4
+    K_EVALUATED = 5
+    N_KINDS = 6
+
+CAPABILITY, CLEARANCE, TOOL, RESIDENCY, LATENCY, EVALUATED = range(N_KINDS)
+
+
+cdef struct Item:
+    int kind
+    const unsigned char* text
+    Py_ssize_t n
+    int64_t version         # capabilities only
+    const unsigned char* digits
+    Py_ssize_t n_digits
+
+
+cdef struct Line:
+    const unsigned char* p       # the cursor
+    const unsigned char* end
+    Item items[MAX_ITEMS]
+    int n_items
+    const unsigned char* name
+    Py_ssize_t name_n
+    const unsigned char* ns
+    Py_ssize_t ns_n
+    const unsigned char* cost
+    Py_ssize_t cost_n
+
+
+# -- the JSON grammar, as orjson writes it -------------------------------------------------------
+
+cdef inline bint read_string(Line* s, const unsigned char** text, Py_ssize_t* n) noexcept nogil:
+    """A string of printable ASCII without escapes; the cursor is on its opening quote."""
+    cdef const unsigned char* p = s.p + 1
+    cdef const unsigned char* end = s.end
+    cdef unsigned char c
+    while p < end:
+        c = p[0]
+        if c == 34:  # '"'
+            text[0] = s.p + 1
+            n[0] = p - (s.p + 1)
+            s.p = p + 1
+            return True
+        if c < 32 or c > 126 or c == 92:  # control, non-ASCII, DEL, backslash
+            return False
+        p += 1
+    return False
+
+
+cdef inline bint read_integer(Line* s, int64_t* value, const unsigned char** digits,
+                              Py_ssize_t* n_digits) noexcept nogil:
+    """`-?(0|[1-9][0-9]*)` of at most MAX_DIGITS digits, not `-0`, not followed by a fraction or an
+    exponent (orjson writes floats in its own form; the careful reader takes them)."""
+    cdef const unsigned char* p = s.p
+    cdef const unsigned char* start
+    cdef bint negative = False
+    cdef int64_t v = 0
+    if p < s.end and p[0] == 45:  # '-'
+        negative = True
+        p += 1
+    start = p
+    while p < s.end and 48 <= p[0] <= 57:
+        v = v * 10 + (p[0] - 48)
+        p += 1
+        if p - start > MAX_DIGITS:
+            return False
+    if p == start or (start[0] == 48 and p - start > 1) or (negative and v == 0):
+        return False
+    if p < s.end and (p[0] == 46 or p[0] == 101 or p[0] == 69):  # '.', 'e', 'E'
+        return False
+    value[0] = -v if negative else v
+    digits[0] = start
+    n_digits[0] = p - start
+    s.p = p
+    return True
+
+
+cdef inline bint read_literal(Line* s, const char* word, Py_ssize_t n) noexcept nogil:
+    if s.end - s.p < n or memcmp(s.p, word, n) != 0:
+        return False
+    s.p += n
+    return True
+
+
+cdef inline bint at(Line* s, unsigned char c) noexcept nogil:
+    return s.p < s.end and s.p[0] == c
+
+
+cdef inline bint is_null(Line* s) noexcept nogil:
+    """Reads a `null` if one is next."""
+    return at(s, 110) and read_literal(s, "null", 4)
+
+
+cdef struct Keys:
+    const unsigned char* text[MAX_KEYS]
+    Py_ssize_t n[MAX_KEYS]
+    int count
+
+
+cdef inline bint read_key(Line* s, Keys* keys, const unsigned char** key, Py_ssize_t* n) noexcept nogil:
+    """An object's next key and its colon; False for a key seen before in the object."""
+    cdef int i
+    if not at(s, 34) or not read_string(s, key, n) or not at(s, 58):  # ':'
+        return False
+    s.p += 1
+    if keys.count == MAX_KEYS:
+        return False
+    for i in range(keys.count):
+        if keys.n[i] == n[0] and memcmp(keys.text[i], key[0], n[0]) == 0:
+            return False
+    keys.text[keys.count] = key[0]
+    keys.n[keys.count] = n[0]
+    keys.count += 1
+    return True
+
+
+cdef inline int next_member(Line* s, unsigned char close) noexcept nogil:
+    """After a member: 1 if another follows (a comma was read), 0 at the close, -1 otherwise."""
+    if at(s, 44):
+        s.p += 1
+        return 1
+    if at(s, close):
+        s.p += 1
+        return 0
+    return -1
+
+
+cdef bint skip_value(Line* s, int depth) noexcept nogil:
+    """Any JSON value the grammar above allows, read and not kept."""
+    cdef const unsigned char* text
+    cdef Py_ssize_t n
+    cdef int64_t v
+    cdef int more
+    cdef Keys keys
+    cdef unsigned char c
+    if s.p >= s.end:
+        return False
+    c = s.p[0]
+    if c == 34:
+        return read_string(s, &text, &n)
+    if c == 123 or c == 91:  # '{' '['
+        if depth + 1 > MAX_NESTING:
+            return False
+        s.p += 1
+        if at(s, c + 2):  # '}' is '{' + 2, ']' is '[' + 2
+            s.p += 1
+            return True
+        keys.count = 0
+        while True:
+            if c == 123 and not read_key(s, &keys, &text, &n):
+                return False
+            if not skip_value(s, depth + 1):
+                return False
+            more = next_member(s, c + 2)
+            if more < 0:
+                return False
+            if more == 0:
+                return True
+    if c == 116:
+        return read_literal(s, "true", 4)
+    if c == 102:
+        return read_literal(s, "false", 5)
+    if c == 110:
+        return read_literal(s, "null", 4)
+    return read_integer(s, &v, &text, &n)
+
+
+# -- the declaration's grammar (schema.parse_declaration) ---------------------------------------------
+
+cdef inline bint is_text(const unsigned char* text, Py_ssize_t n) noexcept nogil:
+    """A non-empty name or label of at most MAX_TEXT characters; `read_string` already refused
+    control characters."""
+    return 0 < n <= MAX_TEXT
+
+
+cdef inline bint is_lower_alnum(unsigned char c) noexcept nogil:
+    return (97 <= c <= 122) or (48 <= c <= 57)
+
+
+cdef bint is_identifier(const unsigned char* t, Py_ssize_t n) noexcept nogil:
+    """§2: `[a-z0-9]+(\\.[a-z0-9-]+)+`."""
+    cdef Py_ssize_t i = 0, start
+    cdef int segments = 0
+    while i < n and is_lower_alnum(t[i]):
+        i += 1
+    if i == 0:
+        return False
+    while i < n:
+        if t[i] != 46:  # '.'
+            return False
+        i += 1
+        start = i
+        while i < n and (is_lower_alnum(t[i]) or t[i] == 45):
+            i += 1
+        if i == start:
+            return False
+        segments += 1
+    return segments > 0
+
+
+cdef bint is_schema_version(const unsigned char* t, Py_ssize_t n) noexcept nogil:
+    """`1\\.[0-9]+(\\.[0-9]+)?`."""
+    cdef Py_ssize_t i = 2, start
+    if n < 3 or t[0] != 49 or t[1] != 46:
+        return False
+    start = i
+    while i < n and 48 <= t[i] <= 57:
+        i += 1
+    if i == start:
+        return False
+    if i == n:
+        return True
+    if t[i] != 46:
+        return False
+    i += 1
+    start = i
+    while i < n and 48 <= t[i] <= 57:
+        i += 1
+    return i > start and i == n
+
+
+cdef bint is_decimal(const unsigned char* t, Py_ssize_t n) noexcept nogil:
+    """`[0-9]+(\\.[0-9]+)?`."""
+    cdef Py_ssize_t i = 0
+    while i < n and 48 <= t[i] <= 57:
+        i += 1
+    if i == 0:
+        return False
+    if i == n:
+        return True
+    if t[i] != 46 or i + 1 == n:
+        return False
+    i += 1
+    while i < n and 48 <= t[i] <= 57:
+        i += 1
+    return i == n
+
+
+cdef inline bint add_item(Line* s, int kind, const unsigned char* text, Py_ssize_t n) noexcept nogil:
+    if s.n_items == MAX_ITEMS:
+        return False
+    s.items[s.n_items].kind = kind
+    s.items[s.n_items].text = text
+    s.items[s.n_items].n = n
+    s.n_items += 1
+    return True
+
+
+cdef inline bint key_is(const unsigned char* key, Py_ssize_t n, const char* word, Py_ssize_t m) noexcept nogil:
+    return n == m and memcmp(key, word, m) == 0
+
+
+cdef bint read_agent(Line* s) noexcept nogil:
+    cdef Keys keys
+    cdef const unsigned char* key
+    cdef const unsigned char* text
+    cdef Py_ssize_t n, tn
+    cdef int more
+    if not at(s, 123):
+        return False
+    s.p += 1
+    if at(s, 125):
+        return False  # no name
+    keys.count = 0
+    while True:
+        if not read_key(s, &keys, &key, &n):
+            return False
+        if key_is(key, n, "name", 4) or key_is(key, n, "namespace", 9):
+            if not at(s, 34) or not read_string(s, &text, &tn) or not is_text(text, tn):
+                return False
+            if n == 4:
+                s.name = text
+                s.name_n = tn
+            else:
+                s.ns = text
+                s.ns_n = tn
+        elif not skip_value(s, 2):
+            return False
+        more = next_member(s, 125)
+        if more < 0:
+            return False
+        if more == 0:
+            return s.name != NULL and s.ns != NULL
+
+
+cdef bint read_capability(Line* s) noexcept nogil:
+    cdef Keys keys
+    cdef const unsigned char* key
+    cdef const unsigned char* name = NULL
+    cdef const unsigned char* digits = NULL
+    cdef Py_ssize_t n, name_n = 0, n_digits = 0
+    cdef int64_t version = -1
+    cdef bint evaluated = False
+    cdef int more
+    if not at(s, 123):
+        return False
+    s.p += 1
+    if at(s, 125):
+        return False
+    keys.count = 0
+    while True:
+        if not read_key(s, &keys, &key, &n):
+            return False
+        if key_is(key, n, "name", 4):
+            if not at(s, 34) or not read_string(s, &name, &name_n) or not is_identifier(name, name_n):
+                return False
+        elif key_is(key, n, "version", 7):
+            if not read_integer(s, &version, &digits, &n_digits) or version < 0:
+                return False
+        elif key_is(key, n, "evaluation", 10):
+            evaluated = not is_null(s)
+            if evaluated and not skip_value(s, 3):
+                return False
+        elif not skip_value(s, 3):
+            return False
+        more = next_member(s, 125)
+        if more < 0:
+            return False
+        if more == 0:
+            break
+    if name == NULL or digits == NULL:
+        return False
+    if not add_item(s, K_CAPABILITY, name, name_n):
+        return False
+    s.items[s.n_items - 1].version = version
+    s.items[s.n_items - 1].digits = digits
+    s.items[s.n_items - 1].n_digits = n_digits
+    if evaluated:
+        if not add_item(s, K_EVALUATED, name, name_n):
+            return False
+        s.items[s.n_items - 1].version = version
+        s.items[s.n_items - 1].digits = digits
+        s.items[s.n_items - 1].n_digits = n_digits
+    return True
+
+
+cdef bint read_strings(Line* s, int kind, bint identifiers) noexcept nogil:
+    """An array of identifiers or of names/labels, each kept as an item of `kind`."""
+    cdef const unsigned char* text
+    cdef Py_ssize_t n
+    cdef int more
+    if not at(s, 91):
+        return False
+    s.p += 1
+    if at(s, 93):
+        s.p += 1
+        return True
+    while True:
+        if not at(s, 34) or not read_string(s, &text, &n):
+            return False
+        if not (is_identifier(text, n) if identifiers else is_text(text, n)):
+            return False
+        if not add_item(s, kind, text, n):
+            return False
+        more = next_member(s, 93)
+        if more < 0:
+            return False
+        if more == 0:
+            return True
+
+
+cdef bint read_capabilities(Line* s) noexcept nogil:
+    cdef int more
+    if not at(s, 91):
+        return False
+    s.p += 1
+    if at(s, 93):
+        s.p += 1
+        return True
+    while True:
+        if not read_capability(s):
+            return False
+        more = next_member(s, 93)
+        if more < 0:
+            return False
+        if more == 0:
+            return True
+
+
+cdef bint read_model(Line* s) noexcept nogil:
+    cdef Keys keys
+    cdef const unsigned char* key
+    cdef const unsigned char* text
+    cdef Py_ssize_t n, tn
+    cdef int more
+    if is_null(s):
+        return True
+    if not at(s, 123):
+        return False
+    s.p += 1
+    if at(s, 125):
+        s.p += 1
+        return True
+    keys.count = 0
+    while True:
+        if not read_key(s, &keys, &key, &n):
+            return False
+        if key_is(key, n, "latency_class", 13):
+            if not is_null(s):
+                if not at(s, 34) or not read_string(s, &text, &tn):
+                    return False
+                if not (key_is(text, tn, "interactive", 11) or key_is(text, tn, "batch", 5)):
+                    return False
+                if not add_item(s, K_LATENCY, text, tn):
+                    return False
+        elif key_is(key, n, "cost_ceiling_usd", 16):
+            if not is_null(s):
+                if not at(s, 34) or not read_string(s, &text, &tn) or not is_decimal(text, tn):
+                    return False
+                s.cost = text
+                s.cost_n = tn
+        elif not skip_value(s, 2):
+            return False
+        more = next_member(s, 125)
+        if more < 0:
+            return False
+        if more == 0:
+            return True
+
+
+cdef bint read_declaration(Line* s) noexcept nogil:
+    """The whole line; False as soon as anything is not certainly valid and canonical."""
+    cdef Keys keys
+    cdef const unsigned char* key
+    cdef const unsigned char* text
+    cdef Py_ssize_t n, tn
+    cdef int more
+    cdef int required = 0       # bits: v, agent, capabilities, clearances
+    if not at(s, 123):
+        return False
+    s.p += 1
+    if at(s, 125):
+        return False
+    keys.count = 0
+    while True:
+        if not read_key(s, &keys, &key, &n):
+            return False
+        if key_is(key, n, "v", 1):
+            if not at(s, 34) or not read_string(s, &text, &tn) or not is_schema_version(text, tn):
+                return False
+            required |= 1
+        elif key_is(key, n, "agent", 5):
+            if not read_agent(s):
+                return False
+            required |= 2
+        elif key_is(key, n, "capabilities", 12):
+            if not read_capabilities(s):
+                return False
+            required |= 4
+        elif key_is(key, n, "clearances", 10):
+            if not read_strings(s, K_CLEARANCE, True):
+                return False
+            required |= 8
+        elif key_is(key, n, "residency", 9) or key_is(key, n, "tools", 5):
+            if not is_null(s) and not read_strings(s, K_RESIDENCY if n == 9 else K_TOOL, False):
+                return False
+        elif key_is(key, n, "model", 5):
+            if not read_model(s):
+                return False
+        elif not skip_value(s, 1):
+            return False
+        more = next_member(s, 125)
+        if more < 0:
+            return False
+        if more == 0:
+            break
+    # the object must end the line (a CR of a CRLF line ending aside)
+    if at(s, 13):
+        s.p += 1
+    return required == 15 and s.p == s.end
+
+
+# -- from a vouched-for line to the batch ------------------------------------------------------------
+
+cdef class Batch:
+    """Accepted declarations as columns, in line order: names, the declarations' canonical JSON,
+    costs, and every agent's rows in one int32 array (agent j's are `rows[offsets[j]:offsets[j+1]]`)."""
+
+    cdef public list names
+    cdef public list texts
+    cdef dict interned                       # one str per namespace
+    cdef object _rows, _offsets, _costs        # numpy arrays, grown by doubling
+    cdef int32_t[::1] rows_view
+    cdef int64_t[::1] offsets_view
+    cdef double[::1] costs_view
+    cdef Py_ssize_t n, n_rows
+
+    def __cinit__(self):
+        self.names = []
+        self.texts = []
+        self.interned = {}
+        self._rows = np.empty(1 << 12, dtype=np.int32)
+        self._offsets = np.zeros(1 << 8, dtype=np.int64)
+        self._costs = np.empty(1 << 8, dtype=np.float64)
+        self.rows_view, self.offsets_view, self.costs_view = self._rows, self._offsets, self._costs
+        self.n = 0
+        self.n_rows = 0
+
+    def __len__(self):
+        return self.n
+
+    cdef int reserve(self, Py_ssize_t rows) except -1:
+        cdef Py_ssize_t size
+        if self.n + 2 > self._costs.shape[0]:
+            size = self._costs.shape[0] * 2
+            self._costs = np.resize(self._costs, size)
+            self._offsets = np.resize(self._offsets, size)
+            self.costs_view, self.offsets_view = self._costs, self._offsets
+        if self.n_rows + rows > self._rows.shape[0]:
+            size = max(self._rows.shape[0] * 2, self.n_rows + rows)
+            self._rows = np.resize(self._rows, size)
+            self.rows_view = self._rows
+        return 0
+
+    cdef int push(self, str name, bytes text, double cost) except -1:
+        PyList_Append(self.names, name)
+        PyList_Append(self.texts, text)
+        self.costs_view[self.n] = cost
+        self.n += 1
+        self.offsets_view[self.n] = self.n_rows
+        return 0
+
+    def append(self, str name, rows, double cost, bytes text) -> None:
+        """One declaration read by the careful reader."""
+        cdef Py_ssize_t r
+        self.reserve(len(rows))
+        for r in rows:
+            self.rows_view[self.n_rows] = r
+            self.n_rows += 1
+        self.push(name, text, cost)
+
+    def rows_of(self, Py_ssize_t j) -> tuple:
+        return tuple(self._rows[self.offsets_view[j]:self.offsets_view[j + 1]].tolist())
+
+    def columns(self):
+        """(rows, offsets, costs) as numpy arrays over the batch's own memory."""
+        return (self._rows[:self.n_rows], self._offsets[:self.n + 1], self._costs[:self.n])
+
+
+cdef class Vocabulary:
+    """Rows of declared values by their bytes (a kind byte, the value, for a capability a NUL and
+    its version's digits), in a C hash table: a value's row is found without making an object.
+    Valid for one batch: the rows it holds may be numbered ahead of a batch that is refused."""
+
+    cdef uint64_t* hashes      # 0 marks a free slot
+    cdef int32_t* rows
+    cdef Py_ssize_t* spans     # where each slot's key starts in `keys`, and its length
+    cdef bytearray keys
+    cdef Py_ssize_t size, used
+
+    def __cinit__(self):
+        self.size = 1024
+        self.used = 0
+        self.hashes = <uint64_t*>calloc(self.size, sizeof(uint64_t))
+        self.rows = <int32_t*>malloc(self.size * sizeof(int32_t))
+        self.spans = <Py_ssize_t*>malloc(2 * self.size * sizeof(Py_ssize_t))
+        self.keys = bytearray()
+        if self.hashes == NULL or self.rows == NULL or self.spans == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.hashes)
+        free(self.rows)
+        free(self.spans)
+
+    def __len__(self):
+        return self.used
+
+    cdef Py_ssize_t slot(self, const unsigned char* key, Py_ssize_t n, uint64_t h) noexcept:
+        """The slot holding `key`, or the free slot where it would go."""
+        cdef Py_ssize_t mask = self.size - 1, i = <Py_ssize_t>(h & <uint64_t>mask)
+        cdef const unsigned char* stored = <const unsigned char*>PyByteArray_AS_STRING(self.keys)
+        while self.hashes[i] != 0:
+            if (self.hashes[i] == h and self.spans[2 * i + 1] == n
+                    and memcmp(stored + self.spans[2 * i], key, n) == 0):
+                return i
+            i = (i + 1) & mask
+        return i
+
+    cdef int grow(self) except -1:
+        cdef Py_ssize_t old_size = self.size, i, j
+        cdef uint64_t* old_hashes = self.hashes
+        cdef int32_t* old_rows = self.rows
+        cdef Py_ssize_t* old_spans = self.spans
+        self.size = old_size * 2
+        self.hashes = <uint64_t*>calloc(self.size, sizeof(uint64_t))
+        self.rows = <int32_t*>malloc(self.size * sizeof(int32_t))
+        self.spans = <Py_ssize_t*>malloc(2 * self.size * sizeof(Py_ssize_t))
+        if self.hashes == NULL or self.rows == NULL or self.spans == NULL:
+            raise MemoryError()
+        for i in range(old_size):
+            if old_hashes[i] != 0:
+                j = <Py_ssize_t>(old_hashes[i] & <uint64_t>(self.size - 1))
+                while self.hashes[j] != 0:
+                    j = (j + 1) & (self.size - 1)
+                self.hashes[j] = old_hashes[i]
+                self.rows[j] = old_rows[i]
+                self.spans[2 * j] = old_spans[2 * i]
+                self.spans[2 * j + 1] = old_spans[2 * i + 1]
+        free(old_hashes)
+        free(old_rows)
+        free(old_spans)
+        return 0
+
+    cdef int32_t find(self, const unsigned char* key, Py_ssize_t n, uint64_t h) noexcept:
+        cdef Py_ssize_t i = self.slot(key, n, h)
+        return self.rows[i] if self.hashes[i] != 0 else -1
+
+    cdef int remember(self, const unsigned char* key, Py_ssize_t n, uint64_t h, int32_t row) except -1:
+        cdef Py_ssize_t i
+        if 2 * (self.used + 1) > self.size:
+            self.grow()
+        i = self.slot(key, n, h)
+        self.spans[2 * i] = len(self.keys)
+        self.spans[2 * i + 1] = n
+        self.keys += PyBytes_FromStringAndSize(<const char*>key, n)
+        self.hashes[i] = h
+        self.rows[i] = row
+        self.used += 1
+        return 0
+
+
+cdef inline uint64_t fnv1a(const unsigned char* key, Py_ssize_t n) noexcept nogil:
+    """FNV-1a, never 0 (0 marks a free slot)."""
+    cdef uint64_t h = 14695981039346656037ULL
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = (h ^ key[i]) * 1099511628211ULL
+    return h if h != 0 else 1
+
+
+cdef int find_rows(Line* s, Batch batch, Vocabulary vocab, object intern) except -1:
+    """Append the rows of the line's items, kind by kind; `vocab` maps a value's key (its kind byte,
+    its bytes, for a capability a NUL and its version's digits) to its row, and `intern(kind,
+    value)` gives the row of a value `vocab` has not seen."""
+    cdef unsigned char key[KEY_BYTES]
+    cdef Py_ssize_t n, i, k, start = batch.n_rows
+    cdef int kind
+    cdef Item* item
+    cdef int32_t row
+    cdef uint64_t h
+    cdef bint repeated
+    batch.reserve(s.n_items)
+    for kind in range(N_KINDS):
+        for i in range(s.n_items):
+            item = &s.items[i]
+            if item.kind != kind:
+                continue
+            key[0] = <unsigned char>kind
+            memcpy(&key[1], item.text, item.n)
+            n = 1 + item.n
+            if kind == K_CAPABILITY or kind == K_EVALUATED:
+                key[n] = 0
+                memcpy(&key[n + 1], item.digits, item.n_digits)
+                n += 1 + item.n_digits
+            h = fnv1a(key, n)
+            row = vocab.find(key, n, h)
+            if row < 0:
+                text = PyUnicode_DecodeASCII(<char*>item.text, item.n, NULL)
+                value = (text, item.version) if kind == K_CAPABILITY or kind == K_EVALUATED else text
+                row = intern(kind, value)
+                vocab.remember(key, n, h, row)
+            repeated = False
+            for k in range(start, batch.n_rows):
+                if batch.rows_view[k] == row:
+                    repeated = True
+                    break
+            if not repeated:
+                batch.rows_view[batch.n_rows] = row
+                batch.n_rows += 1
+    return 0
+
+
+def scan(bytes data, Py_ssize_t pos, Py_ssize_t lineno, Batch batch, Vocabulary vocab, object intern,
+         dict held, dict namespaces):
+    """Read lines of `data` from `pos` (the start of line `lineno`) until one needs the careful
+    reader or the data ends. Returns `(pos, lineno)`: where that line starts and its number, or
+    `(len(data), lineno)` once every line is read. `held` maps names the fleet holds (whose lines
+    go to the careful reader: a replace); `namespaces` maps names of this batch to their namespace
+    and is kept up to date here."""
+    cdef const unsigned char* base = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(data), eol
+    cdef const unsigned char* line
+    cdef const unsigned char* q
+    cdef Line s
+    cdef double cost
+    cdef char number[64]
+    cdef bint blank
+    if pos < 0 or pos > size:
+        raise ValueError("pos is outside the data")
+    while pos < size:
+        line = base + pos
+        q = <const unsigned char*>memchr(line, 10, size - pos)
+        eol = size if q == NULL else q - base
+        blank = True
+        q = line
+        while q < base + eol:
+            if not (q[0] == 32 or 9 <= q[0] <= 13):
+                blank = False
+                break
+            q += 1
+        if not blank:
+            s.p = line
+            s.end = base + eol
+            s.n_items = 0
+            s.name = s.ns = s.cost = NULL
+            if not read_declaration(&s):
+                return pos, lineno
+            name = PyUnicode_DecodeASCII(<char*>s.name, s.name_n, NULL)
+            namespace = PyUnicode_DecodeASCII(<char*>s.ns, s.ns_n, NULL)
+            if name in held:
+                return pos, lineno
+            previous = namespaces.get(name)
+            if previous is None:
+                namespace = batch.interned.setdefault(namespace, namespace)
+                namespaces[name] = namespace
+            elif previous != namespace:
+                return pos, lineno
+            cost = 0.0
+            if s.cost != NULL:
+                # scoring.cost_score: float(Decimal(text)), which reads the decimal as float() does
+                if s.cost_n >= 63:
+                    cost = 1.0 / (1.0 + float(PyUnicode_DecodeASCII(<char*>s.cost, s.cost_n, NULL)))
+                else:
+                    memcpy(number, s.cost, s.cost_n)
+                    number[s.cost_n] = 0
+                    cost = 1.0 / (1.0 + PyOS_string_to_double(number, NULL, NULL))
+            find_rows(&s, batch, vocab, intern)
+            length = eol - pos - (1 if eol > pos and base[eol - 1] == 13 else 0)
+            batch.push(name, PyBytes_FromStringAndSize(<char*>line, length), cost)
+        pos = eol + 1
+        lineno += 1
+    return size, lineno

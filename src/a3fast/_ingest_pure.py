@@ -1,0 +1,51 @@
+"""The pure stand-in for `a3fast._ingest`: the same `Batch` and `scan`, but `scan` vouches for no
+line, so a pure fleet reads every line of JSON Lines with orjson and `parse_declaration`."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Batch", "Vocabulary", "scan"]
+
+
+class Batch:
+    """Accepted declarations as columns, in line order (see `a3fast._ingest.Batch`)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.texts: list[bytes] = []
+        self._rows: list[int] = []
+        self._offsets: list[int] = [0]
+        self._costs: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def append(self, name: str, rows: tuple[int, ...], cost: float, text: bytes) -> None:
+        self._rows.extend(rows)
+        self._offsets.append(len(self._rows))
+        self._costs.append(cost)
+        self.names.append(name)
+        self.texts.append(text)
+
+    def rows_of(self, j: int) -> tuple[int, ...]:
+        return tuple(self._rows[self._offsets[j]:self._offsets[j + 1]])
+
+    def columns(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        return (np.array(self._rows, dtype=np.int32), np.array(self._offsets, dtype=np.int64),
+                np.array(self._costs, dtype=np.float64))
+
+
+class Vocabulary:
+    """Rows of declared values by their bytes; the pure reader finds rows from parsed values."""
+
+    def __len__(self) -> int:
+        return 0
+
+
+def scan(data: bytes, pos: int, lineno: int, batch: Batch, vocab: Vocabulary,
+         intern: Callable[[int, Any], int], held: dict[str, int], namespaces: dict[str, str]) -> tuple[int, int]:
+    """Every line goes to the careful reader: `(pos, lineno)` as given, or the end of the data."""
+    return (pos, lineno) if pos < len(data) else (len(data), lineno)
