@@ -22,6 +22,7 @@ import orjson
 
 from .engines import ENGINE, engine_module, ingest_module
 from . import snapshot
+from .declaration_codec import CODEC_NAME, BatchPacker, DeclarationCodec, is_packed
 from .errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
 from .placement import CustomScores, Placement, Route, check_reason_limit
 from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
@@ -130,10 +131,14 @@ class Fleet:
         self._kinds: dict[str, int] = {}         # task kind -> outcome column
         self._ids: dict[str, int] = {}           # agent name -> id (kept after removal)
         # per agent id: its Declaration, or its canonical JSON not parsed yet (a fleet loaded in
-        # bulk parses a declaration only when something asks for it), or _IN_SNAPSHOT (its JSON
-        # is `_snapshot[_snapshot_spans[aid]:_snapshot_spans[aid + 1]]`), or None once removed
+        # bulk parses a declaration only when something asks for it) or that JSON packed by
+        # `_codec`, or _IN_SNAPSHOT (those bytes are `_snapshot[_snapshot_spans[aid]:
+        # _snapshot_spans[aid + 1]]`), or None once removed
         self._agents: list[Declaration | bytes | None] = []
         self._snapshot: bytes = b""              # the snapshot file this fleet was loaded from
+        # declarations kept as bytes are canonical JSON, or zstd frames of it once this is set
+        # (a3fast.declaration_codec; bulk loads of many agents set it)
+        self._codec: DeclarationCodec | None = None
         self._snapshot_spans: list[int] = []
         # per agent id: its index rows, or None where they are derived from the declaration on
         # demand (bulk loads keep no per-agent tuple; only a replace or a removal needs them)
@@ -222,15 +227,16 @@ class Fleet:
     # -- JSON Lines ingest ---------------------------------------------------------------------------
     @classmethod
     def load_jsonl(cls, source: str | os.PathLike | bytes, engine: str | None = None, *,
-                   on_error: str = "refuse", **options: Any) -> "Fleet":
+                   on_error: str = "refuse", pack: bool | None = None, **options: Any) -> "Fleet":
         """A fleet from JSON Lines of §3 declarations (a path, or the bytes themselves); see
         `extend_jsonl`. `options` go to the Fleet (scorer, weights)."""
         fleet = cls(engine, **options)
-        fleet.extend_jsonl(source, on_error=on_error)
+        fleet.extend_jsonl(source, on_error=on_error, pack=pack)
         return fleet
 
     @_locked
-    def extend_jsonl(self, source: str | os.PathLike | bytes, *, on_error: str = "refuse") -> list[Problem]:
+    def extend_jsonl(self, source: str | os.PathLike | bytes, *, on_error: str = "refuse",
+                     pack: bool | None = None) -> list[Problem]:
         """Add (or replace) the agents of JSON Lines declarations, in line order, in bulk.
 
         Each line is validated as `parse_declaration` does (the same problems, under `line N:
@@ -242,6 +248,11 @@ class Fleet:
         another namespace is a problem of its line. With `on_error="refuse"` any problem raises
         SchemaError listing every one and nothing is added; with "skip" the bad lines are left out
         and their problems returned. Blank lines are ignored.
+
+        `pack`: keep the declarations compressed with a dictionary trained on the fleet's own
+        (a3fast.declaration_codec) — True, False, or None (the default) from `PACK_FROM` (20,000)
+        declarations on. Placements and records are the same either way; a packed declaration is
+        expanded when a record or a caller needs it. A fleet that packs keeps packing.
         """
         if on_error not in ("refuse", "skip"):
             raise ValueError(f"on_error: expected 'refuse' or 'skip', found {on_error!r}")
@@ -299,6 +310,7 @@ class Fleet:
                 text = bytes(memoryview(canonical))
             batch.append(name, self._rows_for(decl, new_row), cost_score(decl), text)
 
+        packer = BatchPacker(self._codec, pack)
         lineno = 1
         with _collector_paused():
             for chunk in _chunks_of(source):
@@ -311,8 +323,10 @@ class Fleet:
                     eol = end if eol < 0 else eol
                     read_carefully(chunk[pos:eol], lineno)
                     pos, lineno = eol + 1, lineno + 1
+                packer.after_chunk(batch.texts)
         if problems and on_error == "refuse":
             raise SchemaError(problems, source_name)
+        self._codec = packer.codec
         if len(batch):
             self._intern_pending(pending)
             self._put_batch(batch)
@@ -418,8 +432,7 @@ class Fleet:
         rows, outcomes, held sessions and weights. A custom `scorer` is code and is not saved:
         pass it again to `Fleet.load`."""
         n = len(self._agents)
-        decls = [self._declaration_json(aid) if self._agents[aid] is not None else b""
-                 for aid in range(n)]
+        decls = self._saved_declarations()
         offsets = np.zeros(n + 1, dtype="<u8")
         np.cumsum([len(d) for d in decls], out=offsets[1:])
         row_offsets, row_ids = self._index.export_rows()
@@ -435,13 +448,40 @@ class Fleet:
             "kinds": [[k, len(o) // 24] for k, o in zip(kinds, outcomes)],
             "written_by": self.engine,
         }
+        if self._codec is not None:
+            header["declaration_codec"] = CODEC_NAME
         sections = {
             "names": orjson.dumps(list(self._ids)), "costs": self._index.export_costs(),
             "live": self._index.export_live(), "row_offsets": row_offsets, "row_ids": row_ids,
             "decl_offsets": offsets.tobytes(), "declarations": b"".join(decls),
             "outcomes": b"".join(outcomes),
         }
-        snapshot.write(path, header, sections)
+        if self._codec is not None:
+            sections["declaration_dictionary"] = self._codec.dictionary
+        snapshot.write(path, header, sections, version=2 if self._codec is not None else 1)
+
+    def _saved_declarations(self) -> list[bytes]:
+        """Each agent id's declaration as a snapshot holds it (b"" for a removed agent): canonical
+        JSON, or packed by the fleet's codec when it has one."""
+        if self._codec is None:
+            return [self._declaration_json(aid) if self._agents[aid] is not None else b""
+                    for aid in range(len(self._agents))]
+        kept: list[bytes] = []
+        unpacked: list[int] = []
+        for aid, entry in enumerate(self._agents):
+            if entry is None:
+                kept.append(b"")
+                continue
+            if entry is _IN_SNAPSHOT:
+                entry = self._snapshot[self._snapshot_spans[aid]:self._snapshot_spans[aid + 1]]
+            if type(entry) is bytes and is_packed(entry):
+                kept.append(entry)
+            else:
+                unpacked.append(aid)
+                kept.append(self._declaration_json(aid))
+        for aid, packed in zip(unpacked, self._codec.pack_many([kept[aid] for aid in unpacked])):
+            kept[aid] = packed
+        return kept
 
     @classmethod
     def load(cls, path: str | os.PathLike, engine: str | None = None, *,
@@ -526,6 +566,11 @@ class Fleet:
             for aid in holders.tolist():
                 self._held_sessions.setdefault(aid, set()).add(row)
 
+        codec = header.get("declaration_codec")
+        if codec is not None:
+            if codec != CODEC_NAME:
+                raise ValueError(f"declarations packed by {codec!r}; this a3fast unpacks {CODEC_NAME!r}")
+            self._codec = DeclarationCodec(sections["declaration_dictionary"])
         # declarations stay in the file's bytes, sliced when a record or a caller asks for one
         self._snapshot = data
         self._snapshot_spans = (offsets.astype(np.int64) + header["section_starts"]["declarations"]).tolist()
@@ -910,7 +955,10 @@ class Fleet:
         entry = self._agents[aid]
         if type(entry) is bytes:
             if entry is _IN_SNAPSHOT:
-                return self._snapshot[self._snapshot_spans[aid]:self._snapshot_spans[aid + 1]]
+                entry = self._snapshot[self._snapshot_spans[aid]:self._snapshot_spans[aid + 1]]
+            if is_packed(entry):
+                assert self._codec is not None, "packed declarations come with their codec"
+                return self._codec.unpack(entry)
             return entry
         text = self._decl_json[aid]
         if text is None:
@@ -925,10 +973,9 @@ class Fleet:
             return entry
         if entry is None:
             raise FleetError(f"agent id {aid} has been removed from the fleet")
-        if entry is _IN_SNAPSHOT:
-            entry = self._declaration_json(aid)
-        decl = parse_declaration(orjson.loads(entry))
-        self._decl_json[aid] = entry
+        text = self._declaration_json(aid)
+        decl = parse_declaration(orjson.loads(text))
+        self._decl_json[aid] = text
         self._agents[aid] = decl
         return decl
 

@@ -20,13 +20,17 @@ import orjson
 
 from .errors import SnapshotError
 
-__all__ = ["MAGIC", "FORMAT_VERSION", "write", "read", "encode", "decode"]
+__all__ = ["MAGIC", "FORMAT_VERSION", "READ_VERSIONS", "write", "read", "encode", "decode"]
 
 #: First 8 bytes of every snapshot (a non-ASCII first byte, so no text file starts this way).
 MAGIC = b"\x89A3FLEET"
 #: Last 4 bytes of every whole snapshot.
 END = b"A3FE"
-FORMAT_VERSION = 1
+#: The newest format version. 2 may hold packed declarations (a fleet's `declaration_codec`), which
+#: a reader of version 1 would take for JSON; a fleet without them is written as version 1, which
+#: every a3fast reads.
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 #: magic, u32 format version, u32 header length
 _HEAD = struct.Struct("<8sII")
 #: u64 length of everything before the trailer, u32 CRC-32 of it, end mark
@@ -34,7 +38,7 @@ _TRAILER = struct.Struct("<QI4s")
 _ALIGN = 8
 
 
-def _parts(header: Mapping[str, Any], sections: Mapping[str, bytes | memoryview]) -> list:
+def _parts(header: Mapping[str, Any], sections: Mapping[str, bytes | memoryview], version: int) -> list:
     """The file's bytes before the trailer: head, JSON header (with the section table), then the
     sections, each 8-byte aligned."""
     table: list[list[Any]] = []
@@ -50,7 +54,7 @@ def _parts(header: Mapping[str, Any], sections: Mapping[str, bytes | memoryview]
         at += len(data)
     head_json = orjson.dumps({**header, "sections": table})
     head_json += b" " * (-(len(head_json) + _HEAD.size) % _ALIGN)
-    return [_HEAD.pack(MAGIC, FORMAT_VERSION, len(head_json)), head_json, *body]
+    return [_HEAD.pack(MAGIC, version, len(head_json)), head_json, *body]
 
 
 def _trailer(parts: list) -> bytes:
@@ -61,9 +65,10 @@ def _trailer(parts: list) -> bytes:
     return _TRAILER.pack(length, crc, END)
 
 
-def encode(header: Mapping[str, Any], sections: Mapping[str, bytes | memoryview]) -> bytes:
+def encode(header: Mapping[str, Any], sections: Mapping[str, bytes | memoryview],
+           version: int = FORMAT_VERSION) -> bytes:
     """A snapshot's bytes."""
-    parts = _parts(header, sections)
+    parts = _parts(header, sections, version)
     return b"".join([*parts, _trailer(parts)])
 
 
@@ -75,9 +80,9 @@ def decode(data: bytes, source: str = "snapshot") -> tuple[dict[str, Any], dict[
         raise SnapshotError(f"{source}: not an a3fast fleet snapshot (it does not start with the "
                             f"snapshot mark {MAGIC!r})")
     _, version, head_len = _HEAD.unpack_from(data)
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS:
         raise SnapshotError(f"{source}: snapshot format version {version}; this a3fast reads "
-                            f"version {FORMAT_VERSION}")
+                            f"versions {READ_VERSIONS[0]} to {READ_VERSIONS[-1]}")
     if len(data) < _HEAD.size + head_len + _TRAILER.size or data[-len(END):] != END:
         raise SnapshotError(f"{source}: the snapshot is cut short ({len(data)} bytes, no end mark): "
                             f"it was not written whole")
@@ -103,11 +108,12 @@ def decode(data: bytes, source: str = "snapshot") -> tuple[dict[str, Any], dict[
     return header, sections
 
 
-def write(path: str | os.PathLike, header: Mapping[str, Any], sections: Mapping[str, bytes | memoryview]) -> None:
+def write(path: str | os.PathLike, header: Mapping[str, Any], sections: Mapping[str, bytes | memoryview],
+          version: int = FORMAT_VERSION) -> None:
     """Write a whole snapshot or nothing: a temporary file beside `path`, synced, then renamed over
     it (the sections are written as they are, never joined into one copy)."""
     target = Path(path)
-    parts = _parts(header, sections)
+    parts = _parts(header, sections, version)
     parts.append(_trailer(parts))
     fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:

@@ -1,0 +1,112 @@
+"""Declarations kept packed (a3fast.declaration_codec): a fleet that keeps its declarations as zstd
+frames with a dictionary trained on them places, records and saves exactly as one that keeps JSON."""
+from __future__ import annotations
+
+import struct
+
+import orjson
+import pytest
+
+from a3fast import SchemaError, SnapshotError, snapshot
+from a3fast import declaration_codec
+from a3fast.declaration_codec import DeclarationCodec, is_packed
+from a3fast.fleet import Fleet
+from a3fast.workload import generate_fleet, generate_tasks
+
+DECLS = generate_fleet(400, seed=21)
+DATA = b"".join(orjson.dumps(d) + b"\n" for d in DECLS)
+TASKS = generate_tasks(DECLS, 40, seed=22)
+
+
+def record(p) -> dict:
+    content = dict(p.scheduling if p.bound else p.rejection)
+    content.pop("timings")
+    return content
+
+
+def records(fleet: Fleet) -> list[dict]:
+    return [record(fleet.place(task, remember_session=False)) for task in TASKS]
+
+
+def header_and_version(path) -> tuple[dict, int]:
+    data = snapshot.read(path)
+    return snapshot.decode(data)[0], struct.unpack_from("<I", data, len(snapshot.MAGIC))[0]
+
+
+def test_a_packed_declaration_is_told_from_json_by_its_first_byte():
+    codec = DeclarationCodec.train([orjson.dumps(d) for d in DECLS])
+    text = orjson.dumps(DECLS[0])
+    packed = codec.pack(text)
+    assert not is_packed(text) and is_packed(packed)
+    assert len(packed) < len(text) / 3
+    assert codec.unpack(packed) == text
+    assert codec.pack_many([text, text]) == [packed, packed]
+
+
+def test_a_packed_fleet_places_and_records_as_one_that_keeps_json(engine):
+    packed, plain = Fleet.load_jsonl(DATA, engine, pack=True), Fleet.load_jsonl(DATA, engine, pack=False)
+    assert records(packed) == records(plain)
+    name = DECLS[7]["agent"]["name"]
+    assert packed.get(name) == plain.get(name)
+    assert [d.doc for d in packed] == [d.doc for d in plain]
+
+
+def test_a_packed_fleet_saves_a_version_2_snapshot_that_either_engine_loads(engine, tmp_path):
+    fleet = Fleet.load_jsonl(DATA, engine, pack=True)
+    expected = records(Fleet.load_jsonl(DATA, engine, pack=False))
+    fleet.save(tmp_path / "packed.snap")
+    fleet.__class__(engine).save(tmp_path / "empty.snap")
+    header, version = header_and_version(tmp_path / "packed.snap")
+    assert version == 2 and header["declaration_codec"] == declaration_codec.CODEC_NAME
+    assert header_and_version(tmp_path / "empty.snap")[1] == 1   # nothing packed: readable by version-1 readers
+    Fleet.load_jsonl(DATA, engine, pack=False).save(tmp_path / "plain.snap")
+    assert (tmp_path / "packed.snap").stat().st_size < (tmp_path / "plain.snap").stat().st_size / 2
+    for other in ("native", "pure"):
+        loaded = Fleet.load(tmp_path / "packed.snap", other)
+        assert records(loaded) == expected
+        loaded.save(tmp_path / f"again-{other}.snap")
+        sections = snapshot.decode(snapshot.read(tmp_path / f"again-{other}.snap"))[1]
+        first = snapshot.decode(snapshot.read(tmp_path / "packed.snap"))[1]
+        assert bytes(sections["declarations"]) == bytes(first["declarations"])
+
+
+def test_a_fleet_that_packs_keeps_packing_what_joins_it_later(engine, tmp_path):
+    fleet = Fleet.load_jsonl(DATA, engine, pack=True)
+    extra = generate_fleet(430, seed=21)[400:]
+    fleet.add(extra[0])                                               # a Declaration entry
+    fleet.extend_jsonl(b"".join(orjson.dumps(d) + b"\n" for d in extra[1:]), pack=False)
+    plain = Fleet.load_jsonl(DATA, engine, pack=False)
+    plain.add(extra[0])
+    plain.extend(extra[1:])
+    assert records(fleet) == records(plain)
+    fleet.save(tmp_path / "packed.snap")
+    loaded = Fleet.load(tmp_path / "packed.snap", engine)
+    assert records(loaded) == records(plain)
+    assert loaded.get(extra[-1]["agent"]["name"]).doc == extra[-1]
+
+
+def test_a_bulk_load_packs_from_pack_from_declarations_on(engine, tmp_path, monkeypatch):
+    monkeypatch.setattr(declaration_codec, "PACK_FROM", 300)
+    Fleet.load_jsonl(DATA, engine).save(tmp_path / "big.snap")
+    Fleet.load_jsonl(b"".join(orjson.dumps(d) + b"\n" for d in DECLS[:200]), engine).save(tmp_path / "small.snap")
+    assert header_and_version(tmp_path / "big.snap")[1] == 2
+    assert header_and_version(tmp_path / "small.snap")[1] == 1
+
+
+def test_a_refused_batch_leaves_a_fleet_unpacked(engine, tmp_path):
+    fleet = Fleet(engine)
+    with pytest.raises(SchemaError):
+        fleet.extend_jsonl(DATA + b"{broken\n", pack=True)
+    fleet.extend_jsonl(DATA[:2000].rsplit(b"\n", 1)[0] + b"\n", pack=False)
+    fleet.save(tmp_path / "after.snap")
+    assert header_and_version(tmp_path / "after.snap")[1] == 1
+
+
+def test_a_snapshot_packed_by_an_unknown_codec_is_refused(tmp_path):
+    Fleet.load_jsonl(DATA, "pure", pack=True).save(tmp_path / "packed.snap")
+    header, sections = snapshot.decode(snapshot.read(tmp_path / "packed.snap"))
+    header["declaration_codec"] = "brotli"
+    del header["section_starts"]
+    (tmp_path / "foreign.snap").write_bytes(snapshot.encode(header, dict(sections)))
+    with pytest.raises(SnapshotError, match="brotli"):
+        Fleet.load(tmp_path / "foreign.snap")
