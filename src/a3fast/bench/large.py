@@ -6,10 +6,12 @@ and keeps such a fleet, from a JSON Lines file of the standard workload written 
 
 1. `write`: generate the workload (declarations and tasks) and write it out. A process of its own,
    because the declarations as Python dicts take several GiB that no later step should inherit.
-2. `ready`: `Fleet.load_jsonl` (time, peak RSS when the fleet is ready), then placements with a
+2. `decode`: the floor any reader of the file stands on, in a process of its own: reading the file
+   and decoding every line with orjson, keeping nothing (what `ready` is quoted against).
+3. `ready`: `Fleet.load_jsonl` (time, peak RSS when the fleet is ready), then placements with a
    compact record from prepared requirements (each task's best of interleaved rounds, median, as
    the (b) scenario), then `fleet.save` of its snapshot (time, bytes, the process's peak after it).
-3. `load`: `Fleet.load` of that snapshot in a fresh process (time, peak RSS).
+4. `load`: `Fleet.load` of that snapshot in a fresh process (time, peak RSS).
 
 `python -m a3fast.bench.large STEP ...` runs one step and prints its figures as one JSON object.
 """
@@ -42,6 +44,17 @@ def _write(directory: str, n_agents: int, n_tasks: int, seed: int) -> dict[str, 
         out.write(orjson.dumps(generate_tasks(declarations, n_tasks, seed)))
     return {"seconds": time.perf_counter() - started,
             "jsonl_bytes": os.path.getsize(os.path.join(directory, FLEET))}
+
+
+def _decode(directory: str) -> dict[str, Any]:
+    import orjson
+
+    loads = orjson.loads
+    started = time.perf_counter()
+    with open(os.path.join(directory, FLEET), "rb", buffering=1 << 20) as fh:
+        for line in fh:
+            loads(line)
+    return {"decode_s": time.perf_counter() - started}
 
 
 def _ready(directory: str, engine: str, rounds: int, budget_s: float) -> dict[str, Any]:
@@ -99,13 +112,14 @@ def bench_large(n_agents: int, engine: str = "native", *, tasks: int = 200, seed
     """The large-fleet figures for `n_agents` of the standard workload (see module doc)."""
     with tempfile.TemporaryDirectory(prefix="a3fast-large-") as tmp:
         written = _step("write", tmp, n_agents, tasks, seed)
+        decoded = _step("decode", tmp)
         ready = _step("ready", tmp, engine, rounds, budget_s)
         loaded = _step("load", tmp, engine)
     if ready["agents"] != n_agents or loaded["agents"] != n_agents:
         raise AssertionError(f"{n_agents} agents written, {ready['agents']} ready from JSON Lines, "
                              f"{loaded['agents']} loaded from the snapshot")
     return {"agents": n_agents, "engine": ready["engine"], "write_s": written["seconds"],
-            "jsonl_bytes": written["jsonl_bytes"], **{k: v for k, v in ready.items() if k not in ("agents", "engine")},
+            "jsonl_bytes": written["jsonl_bytes"], "decode_s": decoded["decode_s"], **{k: v for k, v in ready.items() if k not in ("agents", "engine")},
             "load_s": loaded["load_s"], "load_peak_rss": loaded["load_peak_rss"]}
 
 
@@ -113,10 +127,12 @@ if __name__ == "__main__":
     step, args = sys.argv[1], sys.argv[2:]
     if step == "write":
         figures = _write(args[0], int(args[1]), int(args[2]), int(args[3]))
+    elif step == "decode":
+        figures = _decode(args[0])
     elif step == "ready":
         figures = _ready(args[0], args[1], int(args[2]), float(args[3]))
     elif step == "load":
         figures = _load(args[0], args[1])
     else:
-        raise SystemExit(f"a3fast.bench.large: unknown step {step!r} (write, ready, load)")
+        raise SystemExit(f"a3fast.bench.large: unknown step {step!r} (write, decode, ready, load)")
     print(json.dumps(figures))

@@ -84,7 +84,8 @@ def _large_lines(large: dict[str, Any]) -> list[str]:
     return [f"{large['agents']:,} agents ({large['engine']} engine; the standard workload as JSON Lines, "
             f"{large['jsonl_bytes'] / 1e6:,.0f} MB, written in {large['write_s']:.3g} s; each step a process of its own)",
             f"  ready from JSON Lines (Fleet.load_jsonl): {large['ready_s']:.3g} s, peak RSS "
-            f"{large['ready_peak_rss'] / mib:,.0f} MiB",
+            f"{large['ready_peak_rss'] / mib:,.0f} MiB; {large['ready_s'] / large['decode_s']:.2f}× the "
+            f"{large['decode_s']:.3g} s orjson takes to decode the lines alone",
             f"  (b) placement, record compact: {format_time(large['place_ns'])} (median over "
             f"{large['place_tasks']} tasks, each its best of interleaved rounds)",
             f"  fleet.save: {large['save_s']:.3g} s, {large['snapshot_bytes'] / 1e6:,.0f} MB (peak RSS of that "
