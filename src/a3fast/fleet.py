@@ -594,7 +594,7 @@ class Fleet:
         aid = self._live_id(agent)
         if not isinstance(kind, str):
             kind = task_kind(parse_requirements(kind))
-        self._index.record_outcome(self._kind(kind, create=True), aid, bool(success))
+        self._index.record_outcome(self._kind(kind), aid, bool(success))
         self.generation += 1
 
     @_locked
@@ -604,7 +604,7 @@ class Fleet:
         if not 0 <= successes <= attempts:
             raise ValueError(f"successes ({successes}) must be between 0 and attempts ({attempts})")
         aid = self._live_id(agent)
-        self._index.add_outcomes(self._kind(kind, create=True), aid, successes, attempts)
+        self._index.add_outcomes(self._kind(kind), aid, successes, attempts)
         self.generation += 1
 
     def outcomes(self, agent: str, kind: str) -> tuple[int, int]:
@@ -617,7 +617,7 @@ class Fleet:
     def hold_session(self, agent: str, session: str) -> None:
         """Mark an agent as holding a session's memory (affinity for tasks that continue it)."""
         aid = self._live_id(agent)
-        row = self._session_row(session, create=True)
+        row = self._session_row(session)
         self._held_sessions.setdefault(aid, set()).add(row)
         self._index.set_bit(row, aid)
         self.generation += 1
@@ -750,7 +750,7 @@ class Fleet:
                 else:
                     units.append([i])
             for session in chains:   # no row is added while other threads read the rows
-                self._session_row(session, create=True)
+                self._session_row(session)
             placements: list[Placement | None] = [None] * len(tasks)
             held = [False] * len(tasks)
             pending = iter(units)    # taken one unit at a time by whichever thread is free
@@ -1038,19 +1038,17 @@ class Fleet:
             row = self._eval_rows[key] = self._index.add_row()
         return row
 
-    def _session_row(self, session: str, create: bool = False) -> int:
+    def _session_row(self, session: str) -> int:
+        """The row of agents holding `session`, made the first time the session is held."""
         row = self._session_rows.get(session)
         if row is None:
-            if not create:
-                return -1
             row = self._session_rows[session] = self._index.add_row()
         return row
 
-    def _kind(self, kind: str, create: bool = False) -> int:
+    def _kind(self, kind: str) -> int:
+        """The outcome column of a task kind, made the first time an outcome of it is recorded."""
         kid = self._kinds.get(kind)
         if kid is None:
-            if not create:
-                return -1
             kid = self._kinds[kind] = self._index.new_kind()
         return kid
 
