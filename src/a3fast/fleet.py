@@ -24,9 +24,9 @@ from .engines import ENGINE, engine_module, ingest_module
 from . import snapshot
 from .declaration_codec import CODEC_NAME, BatchPacker, DeclarationCodec, is_packed
 from .errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
-from .placement import CustomScores, Placement, Route, check_reason_limit
+from .placement import CustomScores, Placement, Route, check_reason_limit, resumed, resumed_agent
 from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
-                         capability, clearance, first_failed, latency_class, residency, tool)
+                         capability, clearance, latency_class, residency, tool)
 from .schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from .scoring import DEFAULT_WEIGHTS, Scorer, ScoringTask, choose, cost_score
 
@@ -797,23 +797,10 @@ class Fleet:
         The agent must still be in the fleet and its current declaration must still satisfy every
         predicate matched the first time, since the resumed record is held to the same checks (§7).
         """
-        agent = earlier.agent
-        if agent is None:
-            raise FleetError("only a bound placement can be resumed")
+        agent = resumed_agent(earlier)
         decl = self.get(agent)
-        if decl is None:
-            raise FleetError(f"cannot resume on {earlier.agent!r}: the agent is no longer in the fleet")
-        unmet = first_failed(decl, earlier.predicates)
-        if unmet is not None:
-            raise FleetError(f"cannot resume on {earlier.agent!r}: its declaration no longer satisfies {unmet}")
-        started = time.perf_counter_ns()
-        json = self._declaration_json(self._ids[agent])
-        return Placement(
-            self.engine, earlier.index, earlier.requirements, earlier.submitted, earlier.route,
-            earlier.session, earlier.kind, earlier.explanation, earlier.scores,
-            earlier.custom_scores, decl, json, None, time.perf_counter_ns() - started,
-            time.time_ns(), self.generation,
-            resumed=True, recorded_in=seq if seq is not None else earlier.seq)
+        json = self._declaration_json(self._ids[agent]) if decl is not None else None
+        return resumed(earlier, self.engine, decl, json, self.generation, seq)
 
     def explain(self, requirements: Mapping[str, Any] | Requirements) -> Explanation:
         """The filter and first-failed explanation of a task (§5), without scoring: the engine's

@@ -5,15 +5,18 @@ scheduling object and its JSON bytes are produced only when a caller asks for th
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .errors import A3Error
+from .errors import A3Error, FleetError
 from .explain import summary_line
+from .predicates import first_failed
 from .record.write import rejection_dict, scheduling_dict, scheduling_json, timings
 from .schema import Declaration, Requirements, parse_requirements
 
-__all__ = ["Placement", "Route", "RouteError", "CustomScores", "check_reason_limit"]
+__all__ = ["Placement", "Route", "RouteError", "CustomScores", "check_reason_limit", "resumed_agent",
+           "resumed"]
 
 _SINGLE_VALUED = ("residency", "agentRef")
 
@@ -200,6 +203,32 @@ class Placement:
     def __repr__(self) -> str:
         state = f"bound to {self.agent!r}" if self.bound else "unschedulable"
         return f"<Placement {state}: {len(self.predicates)} predicates, engine {self.fleet_engine}>"
+
+
+def resumed_agent(earlier: Placement) -> str:
+    """The agent a resumption of `earlier` goes back to: the one it chose (FleetError if none)."""
+    if earlier.agent is None:
+        raise FleetError("only a bound placement can be resumed")
+    return earlier.agent
+
+
+def resumed(earlier: Placement, engine: str, decl: Declaration | None, declaration_json: bytes | None,
+            generation: int, seq: int | None) -> Placement:
+    """A resumed placement (§6): back to the agent `earlier` chose, with no candidates weighed, given
+    that agent's current declaration (None: no longer in the fleet). It must still satisfy every
+    predicate matched the first time, since the resumed record is held to the same checks (§7)."""
+    started = time.perf_counter_ns()
+    if decl is None or declaration_json is None:
+        raise FleetError(f"cannot resume on {earlier.agent!r}: the agent is no longer in the fleet")
+    unmet = first_failed(decl, earlier.predicates)
+    if unmet is not None:
+        raise FleetError(f"cannot resume on {earlier.agent!r}: its declaration no longer satisfies {unmet}")
+    return Placement(
+        engine, earlier.index, earlier.requirements, earlier.submitted, earlier.route,
+        earlier.session, earlier.kind, earlier.explanation, earlier.scores,
+        earlier.custom_scores, decl, declaration_json, None, time.perf_counter_ns() - started,
+        time.time_ns(), generation,
+        resumed=True, recorded_in=seq if seq is not None else earlier.seq)
 
 
 class CustomScores:

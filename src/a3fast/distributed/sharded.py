@@ -24,8 +24,7 @@ import numpy as np
 import orjson
 
 from ..errors import A3Error, FleetError
-from ..placement import Placement, Route, check_reason_limit
-from ..predicates import first_failed
+from ..placement import Placement, Route, check_reason_limit, resumed, resumed_agent
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from .cluster import connect, ray_module
 from .merge import GlobalIndex, MergedExplanation, MergedScores, winner_of
@@ -362,23 +361,9 @@ class ShardedFleet:
     def resume(self, earlier: Placement, *, seq: int | None = None) -> Placement:
         """A resumed placement (§6, Fleet.resume): back to the agent `earlier` chose, which must
         still be in the fleet and still satisfy every predicate matched the first time."""
-        agent = earlier.agent
-        if agent is None:
-            raise FleetError("only a bound placement can be resumed")
-        text = self._declaration_json(agent)
-        if text is None:
-            raise FleetError(f"cannot resume on {earlier.agent!r}: the agent is no longer in the fleet")
-        started = time.perf_counter_ns()
-        decl = parse_declaration(orjson.loads(text))
-        unmet = first_failed(decl, earlier.predicates)
-        if unmet is not None:
-            raise FleetError(f"cannot resume on {earlier.agent!r}: its declaration no longer satisfies {unmet}")
-        return Placement(
-            earlier.fleet_engine, earlier.index, earlier.requirements, earlier.submitted, earlier.route,
-            earlier.session, earlier.kind, earlier.explanation, earlier.scores,
-            earlier.custom_scores, decl, text, None, time.perf_counter_ns() - started,
-            time.time_ns(), self.generation,
-            resumed=True, recorded_in=seq if seq is not None else earlier.seq)
+        text = self._declaration_json(resumed_agent(earlier))
+        decl = parse_declaration(orjson.loads(text)) if text is not None else None
+        return resumed(earlier, earlier.fleet_engine, decl, text, self.generation, seq)
 
     # -- operations -------------------------------------------------------------------------------
     def shard_states(self) -> list[dict[str, Any]]:
