@@ -22,10 +22,21 @@ SECTION_10_TASK = {"v": "1.0", "capabilities": [{"name": "order.investigate", "v
                    "clearances": ["orders.read"], "residency": "eu"}
 
 
+def _limit_file_size(size: int):
+    """A child process's limit on the size of any file it writes (RLIMIT_FSIZE): a write past it
+    fails with EFBIG, as a write to a full disk fails with ENOSPC (Python ignores SIGXFSZ)."""
+    def limit() -> None:
+        import resource
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    return limit
+
+
 class Server:
-    def __init__(self, *args: str, ready: bool = True, timeout: float = 30.0):
+    def __init__(self, *args: str, ready: bool = True, timeout: float = 30.0,
+                 file_size_limit: int | None = None):
         self.proc = subprocess.Popen([sys.executable, "-m", "a3fast", "serve", "--port", "0", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     preexec_fn=_limit_file_size(file_size_limit) if file_size_limit else None)
         line = self.proc.stdout.readline().decode()
         if not line.startswith("a3fast serving on "):
             self.proc.wait(timeout=10)

@@ -224,3 +224,38 @@ def test_record_outcomes_equals_as_many_record_outcome_calls(engine):
     assert list(first.scores.success_rate) == list(second.scores.success_rate)
     with pytest.raises(ValueError, match="between 0 and attempts"):
         at_once.record_outcomes("a", kind, 3, 2)
+
+
+def test_a_journal_that_cannot_be_written_stops_the_service_and_loses_nothing_acknowledged(tmp_path):
+    """A failed journal write (here a file-size limit: EFBIG, as a full disk gives ENOSPC) leaves a
+    change in memory that was answered with an error; the service then answers every request with
+    503 — reads and /healthz too — and takes no snapshot of that memory on its way out, so a restart
+    holds exactly the changes that were acknowledged."""
+    state = tmp_path / "state"
+    server = Server("--state", str(state), "--fsync", "always", file_size_limit=24_000)
+    acknowledged, refused = [], None
+    for k in range(400):
+        answer = server.client.put(f"/v1/agents/a{k}", json=decl(f"a{k}"))
+        if answer.status_code != 200:
+            refused = (f"a{k}", answer)
+            break
+        acknowledged.append(f"a{k}")
+    assert refused is not None, "the journal never reached the file-size limit"
+    name, answer = refused
+    assert answer.status_code == 503
+    assert "journal" in answer.json()["problems"][0]["expected"]
+    assert len(acknowledged) > 10
+    # fail-stop: nothing is served from memory that may hold the refused change
+    for method, path in [("GET", f"/v1/agents/{acknowledged[0]}"), ("GET", f"/v1/agents/{name}"),
+                         ("PUT", "/v1/agents/later"), ("GET", "/healthz"), ("GET", "/readyz")]:
+        kwargs = {"json": decl("later")} if method == "PUT" else {}
+        assert server.client.request(method, path, **kwargs).status_code == 503, path
+    assert server.client.post("/v1/place", json={"requirements": TASK}).status_code == 503
+    assert server.stop() == 0
+    again = Server("--state", str(state))
+    try:
+        listed = again.client.get("/v1/agents", params={"limit": 10000}).json()
+        assert sorted(listed["names"]) == sorted(acknowledged)
+        assert again.client.put("/v1/agents/later", json=decl("later")).status_code == 200
+    finally:
+        again.stop()

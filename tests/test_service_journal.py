@@ -99,3 +99,26 @@ def test_fsync_never_writes_before_acknowledging_but_never_fsyncs(tmp_path, monk
     assert read_entries(on_disk).entries == [b"change"]
     assert disk.covered == []
     journal._writer.shutdown()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (a device whose writes fail with ENOSPC)")
+def test_a_failed_write_fails_the_journal_for_good():
+    from pathlib import Path
+
+    from a3fast.service.journal import JournalFailed
+
+    journal = Journal(Path("/dev/full"), fsync="never")   # every write: ENOSPC, a full disk
+    journal.append(b"change 1")
+
+    async def main():
+        with pytest.raises(JournalFailed, match="No space left on device"):
+            await journal.durable()
+        with pytest.raises(JournalFailed):
+            await journal.durable()
+    asyncio.run(main())
+    assert journal.failed is not None
+    with pytest.raises(JournalFailed):
+        journal.append(b"change 2")
+    with pytest.raises(JournalFailed):
+        journal.sync()
+    journal.close()   # closes without writing again

@@ -31,7 +31,8 @@ from .config import ServiceConfig
 from .k8s import Extender, ExtenderError
 from .openapi import openapi_document
 from .operations import Operations, verify_result
-from .problems import ServiceError, from_library, parse_json, problem
+from .journal import JournalFailed
+from .problems import ServiceError, from_library, journal_failed, parse_json, problem
 from .sharded import ShardError, fleet_factory, shard_unavailable
 from .state import ServiceState, StateError
 from .trace_reader import read_since
@@ -95,6 +96,11 @@ class Guard:
         if not self.state.ready and path not in OPEN_PATHS and path != "/metrics":
             return await _error(503, [problem("$", "a service whose state is loaded", "still loading")])(
                 scope, receive, send)
+        if self.state.failed is not None and path != "/metrics":
+            # fail-stop: memory may hold changes that were answered with an error; /healthz says
+            # so too, for a supervisor to restart the service
+            error = journal_failed(self.state.failed)
+            return await _error(error.status, error.problems)(scope, receive, send)
         started_response = False
 
         async def tracking_send(message):
@@ -111,6 +117,10 @@ class Guard:
         except ShardError as exc:
             if not started_response:
                 error = shard_unavailable(exc)
+                await _error(error.status, error.problems)(scope, receive, send)
+        except JournalFailed as exc:
+            if not started_response:
+                error = journal_failed(str(exc))
                 await _error(error.status, error.problems)(scope, receive, send)
         except Exception:
             log.exception("unexpected error answering %s %s", scope["method"], path)

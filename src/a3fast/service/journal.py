@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-__all__ = ["MAGIC", "Journal", "JournalCorrupt", "RecoveredJournal", "frame", "read_entries"]
+__all__ = ["MAGIC", "Journal", "JournalCorrupt", "JournalFailed", "RecoveredJournal", "frame", "read_entries"]
 
 MAGIC = b"A3J1"
 _HEADER = struct.Struct("<4sII")
@@ -28,6 +28,13 @@ MAX_ENTRY = 1 << 30
 
 class JournalCorrupt(Exception):
     """Damage before the last valid entry: acknowledged history cannot be read back exactly."""
+
+
+class JournalFailed(Exception):
+    """A write or fsync of the journal failed (a full disk, an I/O error). The entries it held were
+    answered with an error, yet their changes are already in memory, so the journal takes nothing
+    more: the service stops changing and answering until it is restarted, and recovery reads back
+    exactly what was acknowledged (fail-stop, as databases do on a failed fsync)."""
 
 
 def frame(payload: bytes) -> bytes:
@@ -129,8 +136,19 @@ class Journal:
         self._committed = 0                      # entries ever made durable
         self._commit: asyncio.Future | None = None
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="a3fast-journal")
+        #: why a write failed; once set, every append and wait raises JournalFailed
+        self.failed: str | None = None
+
+    def _check(self) -> None:
+        if self.failed is not None:
+            raise JournalFailed(self.failed)
+
+    def _fail(self, exc: OSError) -> JournalFailed:
+        self.failed = f"writing the journal {self.path} failed: {exc.strerror or exc}"
+        return JournalFailed(self.failed)
 
     def append(self, payload: bytes) -> None:
+        self._check()
         data = frame(payload)
         self._buffer.append(data)
         self._buffered += len(data)
@@ -167,6 +185,7 @@ class Journal:
         """Wait until every entry appended so far is durable."""
         ticket = self._appended
         while self._committed < ticket:
+            self._check()
             if self._commit is None:
                 self._commit = asyncio.ensure_future(self._run_commit())
             await asyncio.shield(self._commit)
@@ -175,8 +194,11 @@ class Journal:
         try:
             writes, ticket, size = self._take()
             self._in_flight = size
-            await asyncio.get_running_loop().run_in_executor(self._writer, self._write, writes,
-                                                                 self.fsync != "never")
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._writer, self._write, writes,
+                                                                     self.fsync != "never")
+            except OSError as exc:
+                raise self._fail(exc) from None
             self._committed = max(self._committed, ticket)
             if self.after_write is not None:
                 self.after_write()
@@ -187,13 +209,17 @@ class Journal:
     def sync(self) -> None:
         """Write and fsync everything appended so far, blocking (at start, at a snapshot, at stop).
         The writer thread runs jobs in order, so this comes after any commit in flight."""
+        self._check()
         ticket = self._appended
         writes = self.before_write() if self.before_write is not None else []
         data = b"".join(self._buffer)
         if data:
             writes.append((self._fd, data))
         self._buffer, self._buffered = [], 0
-        self._writer.submit(self._write, writes, True).result()
+        try:
+            self._writer.submit(self._write, writes, True).result()
+        except OSError as exc:
+            raise self._fail(exc) from None
         self._committed = max(self._committed, ticket)
         if self.after_write is not None:
             self.after_write()
@@ -208,7 +234,8 @@ class Journal:
 
     def close(self) -> None:
         if self._fd >= 0:
-            self.sync()
+            if self.failed is None:
+                self.sync()
             self._writer.shutdown(wait=True)
             os.close(self._fd)
             self._fd = -1

@@ -9,7 +9,7 @@ import orjson
 from ..errors import FleetError, Problem, SchemaError, describe
 from ..schema import loads
 
-__all__ = ["ServiceError", "problem", "from_library", "parse_json", "MAX_DEPTH", "MAX_STRING"]
+__all__ = ["ServiceError", "problem", "from_library", "journal_failed", "parse_json", "MAX_DEPTH", "MAX_STRING"]
 
 #: Deepest nesting of arrays and objects a request may have (A3 documents need about 5).
 MAX_DEPTH = 32
@@ -41,6 +41,13 @@ def from_library(exc: Exception, status: int = 400, **extra: Any) -> ServiceErro
     if isinstance(exc, FleetError):
         return ServiceError(status, [problem("$", "an agent the fleet can take", str(exc), **extra)])
     return ServiceError(status, [problem("$", "a request the library accepts", str(exc), **extra)])
+
+
+def journal_failed(why: str) -> ServiceError:
+    """503 for every request once the journal could not be written (a3fast.service.journal,
+    JournalFailed): the service answers nothing more until it is restarted."""
+    return ServiceError(503, [problem("$", "a service whose journal can be written",
+                                      f"{why}; the service accepts nothing more until it is restarted")])
 
 
 def parse_json(data: bytes, path: str = "$") -> Any:

@@ -37,7 +37,7 @@ from ..record.write import placement_records
 from ..schema import Declaration, parse_declaration
 from ..trace import TraceWriter
 from ..distributed.sharded import ShardError
-from .journal import Journal, JournalCorrupt, frame, read_entries
+from .journal import Journal, JournalCorrupt, JournalFailed, frame, read_entries
 
 __all__ = ["ServiceState", "StateError", "SNAPSHOT", "JOURNAL", "TRACE"]
 
@@ -139,9 +139,10 @@ class ServiceState:
         self.ready = mark_ready
 
     def close(self) -> None:
-        """Flush everything; with a state directory, take a snapshot so the next start is quick."""
+        """Flush everything; with a state directory, take a snapshot so the next start is quick
+        (not after a failed journal write: memory then holds changes that were never acknowledged)."""
         if self.journal is not None:
-            if self.journal.entries:
+            if self.journal.entries and self.failed is None:
                 self.snapshot()
             self.journal.close()
             self.journal = None
@@ -262,6 +263,7 @@ class ServiceState:
         if self.directory is None or self.journal is None:
             return
         self.journal.sync()          # every entry and trace line appended so far is written
+        # (JournalFailed when the journal has failed: memory then holds unacknowledged changes)
         os.fsync(self._trace_fd)
         trace_bytes = os.fstat(self._trace_fd).st_size
         with open(self.trace_path, "rb") as fh:
@@ -307,7 +309,7 @@ class ServiceState:
                 old.unlink(missing_ok=True)
 
     def maybe_snapshot(self) -> None:
-        if self.journal is not None and self.journal.entries >= self.snapshot_every:
+        if self.journal is not None and self.failed is None and self.journal.entries >= self.snapshot_every:
             self.snapshot()
 
     # -- durability -------------------------------------------------------------------------------
@@ -315,6 +317,18 @@ class ServiceState:
         """Wait until every change applied so far is on disk (no-op without a state directory)."""
         if self.journal is not None:
             await self.journal.durable()
+
+    @property
+    def failed(self) -> str | None:
+        """Why the journal could not be written, once it could not (the service then stops)."""
+        return self.journal.failed if self.journal is not None else None
+
+    def check_writable(self) -> None:
+        """JournalFailed once the journal has failed, ShardError while a failed batch has left
+        the sharded fleet holding part of it: either way no change may be made."""
+        if self.failed is not None:
+            raise JournalFailed(self.failed)
+        self.check_shards()
 
     @property
     def journal_lag(self) -> int:
@@ -357,7 +371,7 @@ class ServiceState:
         """Apply a checked change, then journal it, in one synchronous step. Applying first means
         a change the fleet could not make — a shard of a ShardedFleet down or late (ShardError) —
         is never journaled, so a restart cannot bring back what was answered with a 503."""
-        self.check_shards()
+        self.check_writable()
         try:
             apply(*args)
         except ShardError as exc:
@@ -459,7 +473,9 @@ class ServiceState:
         own = fleet is None
         target = self.fleet if fleet is None else fleet
         if own:
-            self.check_shards()
+            self.check_writable()
+        elif self.failed is not None:
+            raise JournalFailed(self.failed)
         p = target.place(requirements, session=session, route=route, remember_session=False)
         seq = self.next_seq
         if compact and own:

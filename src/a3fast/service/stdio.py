@@ -15,7 +15,8 @@ import orjson
 
 from ..errors import SchemaError
 from .operations import OPS, Operations
-from .problems import ServiceError, from_library, parse_json, problem
+from .journal import JournalFailed
+from .problems import ServiceError, from_library, journal_failed, parse_json, problem
 from .sharded import ShardError, shard_unavailable
 
 __all__ = ["serve_stdio", "serve_stdio_sync", "answer"]
@@ -38,12 +39,17 @@ async def answer(ops: Operations, line: bytes) -> bytes:
         method = OPS.get(op) if isinstance(op, str) else None
         if method is None:
             raise ServiceError(400, [problem("$.op", "one of " + ", ".join(OPS), repr(op)[:60])])
+        if ops.state.failed is not None:
+            raise JournalFailed(ops.state.failed)
         result = await getattr(ops, method)(request)
         return orjson.dumps({"id": rid, "ok": True, **result})
     except ServiceError as exc:
         return orjson.dumps({"id": rid, "ok": False, "status": exc.status, "problems": exc.problems})
     except ShardError as exc:
         error = shard_unavailable(exc)
+        return orjson.dumps({"id": rid, "ok": False, "status": error.status, "problems": error.problems})
+    except JournalFailed as exc:
+        error = journal_failed(str(exc))
         return orjson.dumps({"id": rid, "ok": False, "status": error.status, "problems": error.problems})
     except Exception:
         log.exception("unexpected error answering a stdio request")
