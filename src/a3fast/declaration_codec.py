@@ -26,7 +26,7 @@ PACK_FROM = 20_000
 CODEC_NAME = "zstd-dictionary"
 #: The dictionary: its size, and how many declarations it is trained on.
 DICTIONARY_BYTES = 64 << 10
-TRAINING_SAMPLES = 4096
+TRAINING_SAMPLES = 1024
 LEVEL = 3
 
 
