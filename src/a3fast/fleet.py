@@ -244,10 +244,10 @@ class Fleet:
         new rows and agents are interned in one batch per run of new names. On the native engine
         the compiled reader (`a3fast._ingest`) reads the lines it can vouch for in one pass over
         the bytes and hands every other one to orjson and `parse_declaration`, which read every
-        line on the pure engine. A name held by
-        another namespace is a problem of its line. With `on_error="refuse"` any problem raises
-        SchemaError listing every one and nothing is added; with "skip" the bad lines are left out
-        and their problems returned. Blank lines are ignored.
+        line on the pure engine. A name held by another namespace is a problem of its line. With
+        `on_error="refuse"` any problem raises SchemaError listing every one and nothing is added;
+        with "skip" the bad lines are left out and their problems returned. Blank lines are
+        ignored.
 
         `pack`: keep the declarations compressed with a dictionary trained on the fleet's own
         (a3fast.declaration_codec) — True, False, or None (the default) from `PACK_FROM` (20,000)
@@ -348,7 +348,7 @@ class Fleet:
         each, a known name (or one seen earlier in the batch) as a replace."""
         ids, agents, index = self._ids, self._agents, self._index
         names, texts = batch.names, batch.texts
-        rows, offsets, costs = batch.columns()
+        costs = batch.columns()[2]
         run_start = 0
         run_names: set[str] = set()
         for j, name in enumerate(names):
