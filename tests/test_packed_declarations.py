@@ -2,7 +2,9 @@
 frames with a dictionary trained on them places, records and saves exactly as one that keeps JSON."""
 from __future__ import annotations
 
+import os
 import struct
+import threading
 
 import orjson
 import pytest
@@ -85,12 +87,20 @@ def test_a_fleet_that_packs_keeps_packing_what_joins_it_later(engine, tmp_path):
     assert loaded.get(extra[-1]["agent"]["name"]).doc == extra[-1]
 
 
-def test_a_bulk_load_packs_from_pack_from_declarations_on(engine, tmp_path, monkeypatch):
-    monkeypatch.setattr(declaration_codec, "PACK_FROM", 300)
-    Fleet.load_jsonl(DATA, engine).save(tmp_path / "big.snap")
-    Fleet.load_jsonl(b"".join(orjson.dumps(d) + b"\n" for d in DECLS[:200]), engine).save(tmp_path / "small.snap")
-    assert header_and_version(tmp_path / "big.snap")[1] == 2
-    assert header_and_version(tmp_path / "small.snap")[1] == 1
+def test_a_bulk_load_packs_from_pack_from_bytes_on_whatever_its_source(engine, tmp_path, monkeypatch):
+    monkeypatch.setattr(declaration_codec, "PACK_FROM_BYTES", len(DATA) * 2 // 3)
+    small = DATA[:len(DATA) // 3].rsplit(b"\n", 1)[0] + b"\n"
+    (tmp_path / "big.jsonl").write_bytes(DATA)
+    os.mkfifo(tmp_path / "pipe")      # a source whose size is known only once it is read
+    writer = threading.Thread(target=(tmp_path / "pipe").write_bytes, args=(DATA,))
+    writer.start()
+    loads = {"bytes": Fleet.load_jsonl(DATA, engine), "file": Fleet.load_jsonl(tmp_path / "big.jsonl", engine),
+             "pipe": Fleet.load_jsonl(tmp_path / "pipe", engine), "small": Fleet.load_jsonl(small, engine)}
+    writer.join()
+    for what, fleet in loads.items():
+        fleet.save(tmp_path / f"{what}.snap")
+    assert {what: header_and_version(tmp_path / f"{what}.snap")[1] for what in loads} == \
+        {"bytes": 2, "file": 2, "pipe": 2, "small": 1}
 
 
 def test_a_refused_batch_leaves_a_fleet_unpacked(engine, tmp_path):

@@ -18,10 +18,11 @@ from typing import Sequence
 
 import zstandard
 
-__all__ = ["DeclarationCodec", "BatchPacker", "is_packed", "PACK_FROM", "CODEC_NAME"]
+__all__ = ["DeclarationCodec", "BatchPacker", "is_packed", "PACK_FROM_BYTES", "CODEC_NAME"]
 
-#: A bulk load packs its declarations once it has read this many (smaller fleets keep them as JSON).
-PACK_FROM = 20_000
+#: A bulk load of at least this many bytes of JSON Lines packs its declarations; a smaller fleet
+#: keeps them as JSON (packing costs a few µs per declaration and saves memory only at scale).
+PACK_FROM_BYTES = 256 << 20
 #: The name of the codec in snapshots (docs/snapshot.md).
 CODEC_NAME = "zstd-dictionary"
 #: The dictionary: its size, and how many declarations it is trained on.
@@ -77,21 +78,31 @@ class DeclarationCodec:
 
 class BatchPacker:
     """Packs a bulk load's declarations chunk by chunk as they are read, so that the raw JSON of at
-    most one chunk is alive at a time. `pack`: True always, False never, None once the load has
-    read `PACK_FROM` declarations. A fleet that already packs keeps its codec (one dictionary per
-    fleet); otherwise the codec is trained on the load's first declarations."""
+    most one chunk is alive at a time. `pack`: True always, False never, None when the load reads
+    at least `PACK_FROM_BYTES` (`size`: the source's bytes, or None when unknown, as for a pipe, and
+    then once that much has been read). A fleet that already packs keeps its codec (one dictionary
+    per fleet); otherwise the codec is trained on the load's first declarations."""
 
-    def __init__(self, codec: DeclarationCodec | None, pack: bool | None):
+    def __init__(self, codec: DeclarationCodec | None, pack: bool | None, size: int | None = None):
         self.codec = codec
-        self.pack = pack if codec is None else True
+        if codec is not None:
+            pack = True
+        elif pack is None and size is not None:
+            pack = size >= PACK_FROM_BYTES
+        self.pack = pack
         self.packed = 0     # texts before this index are packed
+        self.counted = 0    # texts before this index are counted in `read`
+        self.read = 0       # bytes of declarations read so far
 
     def after_chunk(self, texts: list[bytes]) -> None:
         if self.pack is False or self.packed == len(texts):
             return
         if self.codec is None:
-            if self.pack is None and len(texts) < PACK_FROM:
-                return
+            if self.pack is None:
+                self.read += sum(map(len, texts[self.counted:]))
+                self.counted = len(texts)
+                if self.read < PACK_FROM_BYTES:
+                    return
             self.codec = DeclarationCodec.train(texts[:TRAINING_SAMPLES])
         texts[self.packed:] = self.codec.pack_many(texts[self.packed:])
         self.packed = len(texts)

@@ -82,6 +82,16 @@ def _chunks_of(source: str | os.PathLike | bytes) -> Iterator[bytes]:
             yield rest
 
 
+def _size_of(source: str | os.PathLike | bytes) -> int | None:
+    """How many bytes a JSON Lines source holds, if that is known before reading it."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return len(source)
+    try:
+        return os.stat(source).st_size if os.path.isfile(source) else None
+    except OSError:
+        return None
+
+
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector for a bulk load. Parsing and interning a batch makes
@@ -250,8 +260,8 @@ class Fleet:
         ignored.
 
         `pack`: keep the declarations compressed with a dictionary trained on the fleet's own
-        (a3fast.declaration_codec) — True, False, or None (the default) from `PACK_FROM` (20,000)
-        declarations on. Placements and records are the same either way; a packed declaration is
+        (a3fast.declaration_codec) — True, False, or None (the default) for a source of
+        `PACK_FROM_BYTES` (256 MiB, about 240,000 declarations of the standard workload) or more. Placements and records are the same either way; a packed declaration is
         expanded when a record or a caller needs it. A fleet that packs keeps packing.
         """
         if on_error not in ("refuse", "skip"):
@@ -310,7 +320,7 @@ class Fleet:
                 text = bytes(memoryview(canonical))
             batch.append(name, self._rows_for(decl, new_row), cost_score(decl), text)
 
-        packer = BatchPacker(self._codec, pack)
+        packer = BatchPacker(self._codec, pack, _size_of(source))
         lineno = 1
         with _collector_paused():
             for chunk in _chunks_of(source):
