@@ -6,6 +6,7 @@ import os
 import struct
 import threading
 
+import numpy as np
 import orjson
 import pytest
 
@@ -120,3 +121,26 @@ def test_a_snapshot_packed_by_an_unknown_codec_is_refused(tmp_path):
     (tmp_path / "foreign.snap").write_bytes(snapshot.encode(header, dict(sections)))
     with pytest.raises(SnapshotError, match="brotli"):
         Fleet.load(tmp_path / "foreign.snap")
+
+
+def test_a_file_read_in_many_chunks_is_packed_chunk_by_chunk_alike(engine, tmp_path, monkeypatch):
+    import a3fast.fleet as fleet_module
+
+    (tmp_path / "fleet.jsonl").write_bytes(DATA)
+    monkeypatch.setattr(fleet_module, "JSONL_CHUNK", 5000)     # dozens of chunks, packed on the side
+    packed = Fleet.load_jsonl(tmp_path / "fleet.jsonl", engine, pack=True)
+    assert records(packed) == records(Fleet.load_jsonl(DATA, engine, pack=False))
+    packed.save(tmp_path / "packed.snap")
+    sections = snapshot.decode(snapshot.read(tmp_path / "packed.snap"))[1]
+    offsets = np.frombuffer(sections["decl_offsets"], dtype="<u8")
+    declarations = bytes(sections["declarations"])
+    assert all(is_packed(declarations[a:b]) for a, b in zip(offsets[:-1], offsets[1:]))
+
+
+def test_too_few_declarations_to_train_on_serve_as_the_dictionary_themselves(engine):
+    few = [orjson.dumps(d) for d in DECLS[:3]]
+    codec = DeclarationCodec.train(few)            # zstd refuses to train on three documents
+    assert codec.dictionary == b"".join(few)
+    assert [codec.unpack(p) for p in codec.pack_many(few)] == few
+    small = b"".join(line + b"\n" for line in few)
+    assert records(Fleet.load_jsonl(small, engine, pack=True)) == records(Fleet.load_jsonl(small, engine, pack=False))

@@ -14,6 +14,7 @@ zstd's magic number (`28 b5 2f fd`): `is_packed` tells them apart without a flag
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Sequence
 
 import zstandard
@@ -53,10 +54,15 @@ class DeclarationCodec:
         self._lock = threading.Lock()
 
     @classmethod
-    def train(cls, samples: Sequence[bytes]) -> "DeclarationCodec":
-        """A codec with a dictionary trained on `samples` (the fleet's first declarations)."""
-        return cls(zstandard.train_dictionary(DICTIONARY_BYTES, list(samples[:TRAINING_SAMPLES]),
-                                              level=LEVEL).as_bytes())
+    def train(cls, declarations: Sequence[bytes]) -> "DeclarationCodec":
+        """A codec with a dictionary trained on `declarations` (the fleet's first ones). zstd
+        cannot train on a few small samples; then the samples themselves serve as the dictionary
+        (zstd's "raw content" dictionary, which it tells from a trained one by its magic)."""
+        samples: list[bytes | bytearray | memoryview] = list(declarations[:TRAINING_SAMPLES])
+        try:
+            return cls(zstandard.train_dictionary(DICTIONARY_BYTES, samples, level=LEVEL).as_bytes())
+        except zstandard.ZstdError:
+            return cls(b"".join(samples)[-DICTIONARY_BYTES:])
 
     def pack(self, text: bytes) -> bytes:
         with self._lock:
@@ -77,11 +83,15 @@ class DeclarationCodec:
 
 
 class BatchPacker:
-    """Packs a bulk load's declarations chunk by chunk as they are read, so that the raw JSON of at
-    most one chunk is alive at a time. `pack`: True always, False never, None when the load reads
-    at least `PACK_FROM_BYTES` (`size`: the source's bytes, or None when unknown, as for a pipe, and
-    then once that much has been read). A fleet that already packs keeps its codec (one dictionary
-    per fleet); otherwise the codec is trained on the load's first declarations."""
+    """Packs a bulk load's declarations chunk by chunk as they are read, on a thread of its own:
+    zstd runs without the GIL, so one chunk is packed on a second core while the reader reads the
+    next, and the raw JSON of at most two chunks is alive at a time.
+
+    `pack`: True always, False never, None when the load reads at least `PACK_FROM_BYTES` (`size`:
+    the source's bytes, or None when unknown, as for a pipe, and then once that much has been
+    read). A fleet that already packs keeps its codec (one dictionary per fleet); otherwise the
+    codec is trained on the load's first declarations. Use it as a context manager, and call
+    `finish` once every chunk is read."""
 
     def __init__(self, codec: DeclarationCodec | None, pack: bool | None, size: int | None = None):
         self.codec = codec
@@ -90,19 +100,52 @@ class BatchPacker:
         elif pack is None and size is not None:
             pack = size >= PACK_FROM_BYTES
         self.pack = pack
-        self.packed = 0     # texts before this index are packed
+        self.packed = 0     # texts before this index are packed, or being packed
         self.counted = 0    # texts before this index are counted in `read`
         self.read = 0       # bytes of declarations read so far
+        self._worker: ThreadPoolExecutor | None = None
+        self._running: tuple[Future, int, int] | None = None   # (packing, from, to)
+
+    def __enter__(self) -> "BatchPacker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._worker is not None:
+            self._worker.shutdown(wait=True)
+            self._worker = None
 
     def after_chunk(self, texts: list[bytes]) -> None:
+        """Start packing the texts read since the last call (and put the previous ones in place)."""
         if self.pack is False or self.packed == len(texts):
             return
+        if self.pack is None:
+            self.read += sum(map(len, texts[self.counted:]))
+            self.counted = len(texts)
+            if self.read < PACK_FROM_BYTES:
+                return
+            self.pack = True
         if self.codec is None:
-            if self.pack is None:
-                self.read += sum(map(len, texts[self.counted:]))
-                self.counted = len(texts)
-                if self.read < PACK_FROM_BYTES:
-                    return
+            if len(texts) < TRAINING_SAMPLES:
+                return      # trained once enough declarations are read, or at `finish`
             self.codec = DeclarationCodec.train(texts[:TRAINING_SAMPLES])
-        texts[self.packed:] = self.codec.pack_many(texts[self.packed:])
-        self.packed = len(texts)
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="a3fast-pack")
+        self._collect(texts)
+        lo, hi = self.packed, len(texts)
+        self._running = (self._worker.submit(self.codec.pack_many, texts[lo:hi]), lo, hi)
+        self.packed = hi
+
+    def finish(self, texts: list[bytes]) -> None:
+        """Pack what is left and put every packed chunk in place: every text read is packed now
+        (if any is)."""
+        if self.pack is True and self.codec is None and texts:
+            self.codec = DeclarationCodec.train(texts[:TRAINING_SAMPLES])
+        if self.pack is True and self.packed < len(texts):
+            self.after_chunk(texts)
+        self._collect(texts)
+
+    def _collect(self, texts: list[bytes]) -> None:
+        if self._running is not None:
+            running, lo, hi = self._running
+            self._running = None
+            texts[lo:hi] = running.result()

@@ -320,9 +320,8 @@ class Fleet:
                 text = bytes(memoryview(canonical))
             batch.append(name, self._rows_for(decl, new_row), cost_score(decl), text)
 
-        packer = BatchPacker(self._codec, pack, _size_of(source))
         lineno = 1
-        with _collector_paused():
+        with _collector_paused(), BatchPacker(self._codec, pack, _size_of(source)) as packer:
             for chunk in _chunks_of(source):
                 pos, end = 0, len(chunk)
                 while pos < end:
@@ -334,6 +333,7 @@ class Fleet:
                     read_carefully(chunk[pos:eol], lineno)
                     pos, lineno = eol + 1, lineno + 1
                 packer.after_chunk(batch.texts)
+            packer.finish(batch.texts)
         if problems and on_error == "refuse":
             raise SchemaError(problems, source_name)
         self._codec = packer.codec
