@@ -77,12 +77,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def _send(self, status: int, body: bytes = b"", headers: dict | None = None) -> None:
-        self.send_response(status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(status)
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            # the client gave up first (the timeout cases): had this thread's traceback reached
+            # stderr, a later test reading the command's stderr would find it there
+            pass
 
     def do_GET(self):  # noqa: N802 (http.server's name)
         path = self.path
