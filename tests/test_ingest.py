@@ -76,11 +76,36 @@ def test_it_reads_every_line_of_the_standard_workload_itself():
     assert vouched_for(lines[0] + b"\r")  # a CRLF line ending
 
 
+@pytest.mark.parametrize("text", ["caf\u00e9", "\uff5a" * 1024, "\U0001F600 x", "a\u2028b", "\u0085"])
+def test_it_reads_names_and_labels_in_any_script_itself(text, tmp_path):
+    doc = {"v": "1.0", "agent": {"name": text, "namespace": "n\u00e9"}, "capabilities": [],
+           "clearances": [], "tools": [text], "residency": [text]}
+    assert vouched_for(orjson.dumps(doc))
+    assert_readers_agree(orjson.dumps(doc) + b"\n", tmp_path)
+
+
+def test_a_name_of_more_than_1024_characters_goes_to_the_careful_reader(tmp_path):
+    doc = {"v": "1.0", "agent": {"name": "\u00e9" * 1025, "namespace": "n"}, "capabilities": [], "clearances": []}
+    assert not vouched_for(orjson.dumps(doc))
+    assert_readers_agree(orjson.dumps(doc) + b"\n", tmp_path)
+
+
+def test_an_identifier_longer_than_its_key_buffer_goes_to_the_careful_reader(tmp_path):
+    long = "a." + "b" * 5000                       # valid (§2 bounds no identifier), and long
+    doc = {"v": "1.0", "agent": {"name": "a", "namespace": "n"},
+           "capabilities": [{"name": long, "version": 1, "evaluation": "e"}], "clearances": [long]}
+    assert not vouched_for(orjson.dumps(doc))
+    assert_readers_agree(orjson.dumps(doc) + b"\n", tmp_path)
+
+
 @pytest.mark.parametrize("line", [
     b' {"v":"1.0"}',                                                   # whitespace
     b'{"v": "1.0","agent":{"name":"a","namespace":"n"},"capabilities":[],"clearances":[]}',
     b'{"v":"1.0","agent":{"name":"\\u0061","namespace":"n"},"capabilities":[],"clearances":[]}',
-    '{"v":"1.0","agent":{"name":"caf\u00e9","namespace":"n"},"capabilities":[],"clearances":[]}'.encode(),
+    b'{"v":"1.0","agent":{"name":"caf\xc3","namespace":"n"},"capabilities":[],"clearances":[]}',   # cut short
+    b'{"v":"1.0","agent":{"name":"\xc0\xaf","namespace":"n"},"capabilities":[],"clearances":[]}',  # overlong
+    b'{"v":"1.0","agent":{"name":"\xed\xa0\x80","namespace":"n"},"capabilities":[],"clearances":[]}',  # surrogate
+    b'{"v":"1.0","agent":{"name":"\xf4\x90\x80\x80","namespace":"n"},"capabilities":[],"clearances":[]}',  # > U+10FFFF
     b'{"v":"1.0","agent":{"name":"a","namespace":"n"},"capabilities":[],"clearances":[],"x":1.5}',
     b'{"v":"1.0","agent":{"name":"a","namespace":"n"},"capabilities":[],"clearances":[],"x":-0}',
     b'{"v":"1.0","agent":{"name":"a","namespace":"n"},"capabilities":[],"clearances":[],"x":1234567890123456789}',

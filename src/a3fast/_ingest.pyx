@@ -24,7 +24,7 @@ from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.list cimport PyList_Append
 from cpython.object cimport PyObject
 from libc.stdlib cimport calloc, free, malloc
-from cpython.unicode cimport PyUnicode_DecodeASCII
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy, memset
 
@@ -40,9 +40,9 @@ cdef enum:
     MAX_ITEMS = 256      # declared values per line; a longer line goes to the careful reader
     MAX_KEYS = 64        # keys per object checked for repeats; a wider object does too
     MAX_NESTING = 64     # containers deep (the document rule allows 128; the careful reader judges)
-    MAX_TEXT = 1024      # schema.MAX_TEXT, in characters (here ASCII, so bytes)
+    MAX_TEXT = 1024      # schema.MAX_TEXT, in characters
     MAX_DIGITS = 18      # an integer of 18 digits fits in 64 bits whatever its value
-    KEY_BYTES = MAX_TEXT + 32
+    KEY_BYTES = 4 * MAX_TEXT + 32   # a value's key: a kind byte, up to 4 bytes a character, a version
 
 # Value kinds, in the order their rows are listed (the order of Fleet._rows_for).
 cdef enum:
@@ -69,6 +69,7 @@ cdef struct Item:
 cdef struct Line:
     const unsigned char* p       # the cursor
     const unsigned char* end
+    Py_ssize_t chars             # characters in the last string read
     Item items[MAX_ITEMS]
     int n_items
     const unsigned char* name
@@ -81,21 +82,63 @@ cdef struct Line:
 
 # -- the JSON grammar, as orjson writes it -------------------------------------------------------
 
+cdef inline Py_ssize_t utf8_sequence(const unsigned char* p, const unsigned char* end) noexcept nogil:
+    """The length of the well-formed UTF-8 sequence of a non-ASCII character at `p` (RFC 3629: no
+    overlong form, no surrogate, nothing past U+10FFFF), or 0."""
+    cdef unsigned char c = p[0], lo = 0x80, hi = 0xBF
+    cdef Py_ssize_t n, i
+    if 0xC2 <= c <= 0xDF:
+        n = 2
+    elif 0xE0 <= c <= 0xEF:
+        n = 3
+        if c == 0xE0:
+            lo = 0xA0
+        elif c == 0xED:
+            hi = 0x9F
+    elif 0xF0 <= c <= 0xF4:
+        n = 4
+        if c == 0xF0:
+            lo = 0x90
+        elif c == 0xF4:
+            hi = 0x8F
+    else:
+        return 0
+    if end - p < n or not (lo <= p[1] <= hi):
+        return 0
+    for i in range(2, n):
+        if not (0x80 <= p[i] <= 0xBF):
+            return 0
+    return n
+
+
 cdef inline bint read_string(Line* s, const unsigned char** text, Py_ssize_t* n) noexcept nogil:
-    """A string of printable ASCII without escapes; the cursor is on its opening quote."""
+    """A string without escapes or control characters, in well-formed UTF-8 (orjson writes every
+    other character as it is); the cursor is on its opening quote. `s.chars` is its length in
+    characters."""
     cdef const unsigned char* p = s.p + 1
     cdef const unsigned char* end = s.end
     cdef unsigned char c
+    cdef Py_ssize_t chars = 0, step
     while p < end:
         c = p[0]
         if c == 34:  # '"'
             text[0] = s.p + 1
             n[0] = p - (s.p + 1)
+            s.chars = chars
             s.p = p + 1
             return True
-        if c < 32 or c > 126 or c == 92:  # control, non-ASCII, DEL, backslash
-            return False
-        p += 1
+        if c < 127:
+            if c < 32 or c == 92:  # control, backslash
+                return False
+            p += 1
+        else:
+            if c == 127:  # DEL: valid JSON, but the careful reader judges it in names
+                return False
+            step = utf8_sequence(p, end)
+            if step == 0:
+                return False
+            p += step
+        chars += 1
     return False
 
 
@@ -219,10 +262,10 @@ cdef bint skip_value(Line* s, int depth) noexcept nogil:
 
 # -- the declaration's grammar (schema.parse_declaration) ---------------------------------------------
 
-cdef inline bint is_text(const unsigned char* text, Py_ssize_t n) noexcept nogil:
-    """A non-empty name or label of at most MAX_TEXT characters; `read_string` already refused
-    control characters."""
-    return 0 < n <= MAX_TEXT
+cdef inline bint is_text(Line* s) noexcept nogil:
+    """The string just read is a name or label: non-empty and at most MAX_TEXT characters
+    (`read_string` already refused control characters)."""
+    return 0 < s.chars <= MAX_TEXT
 
 
 cdef inline bint is_lower_alnum(unsigned char c) noexcept nogil:
@@ -230,9 +273,12 @@ cdef inline bint is_lower_alnum(unsigned char c) noexcept nogil:
 
 
 cdef bint is_identifier(const unsigned char* t, Py_ssize_t n) noexcept nogil:
-    """§2: `[a-z0-9]+(\\.[a-z0-9-]+)+`."""
+    """§2: `[a-z0-9]+(\\.[a-z0-9-]+)+`, of at most MAX_TEXT bytes: §2 bounds no identifier, but a
+    value's key must fit `find_rows`' buffer, so a longer one goes to the careful reader."""
     cdef Py_ssize_t i = 0, start
     cdef int segments = 0
+    if n > MAX_TEXT:
+        return False
     while i < n and is_lower_alnum(t[i]):
         i += 1
     if i == 0:
@@ -294,6 +340,9 @@ cdef inline bint add_item(Line* s, int kind, const unsigned char* text, Py_ssize
     s.items[s.n_items].kind = kind
     s.items[s.n_items].text = text
     s.items[s.n_items].n = n
+    s.items[s.n_items].version = 0
+    s.items[s.n_items].digits = NULL
+    s.items[s.n_items].n_digits = 0
     s.n_items += 1
     return True
 
@@ -318,7 +367,7 @@ cdef bint read_agent(Line* s) noexcept nogil:
         if not read_key(s, &keys, &key, &n):
             return False
         if key_is(key, n, "name", 4) or key_is(key, n, "namespace", 9):
-            if not at(s, 34) or not read_string(s, &text, &tn) or not is_text(text, tn):
+            if not at(s, 34) or not read_string(s, &text, &tn) or not is_text(s):
                 return False
             if n == 4:
                 s.name = text
@@ -400,7 +449,7 @@ cdef bint read_strings(Line* s, int kind, bint identifiers) noexcept nogil:
     while True:
         if not at(s, 34) or not read_string(s, &text, &n):
             return False
-        if not (is_identifier(text, n) if identifiers else is_text(text, n)):
+        if not (is_identifier(text, n) if identifiers else is_text(s)):
             return False
         if not add_item(s, kind, text, n):
             return False
@@ -717,6 +766,8 @@ cdef int find_rows(Line* s, Batch batch, Vocabulary vocab, object intern) except
     for j in range(s.n_items):
         item = &s.items[order[j]]
         kind = item.kind
+        if 2 + item.n + item.n_digits > KEY_BYTES:   # the grammar bounds every value below this
+            raise ValueError("a declared value too long for the reader's key buffer")
         key[0] = <unsigned char>kind
         memcpy(&key[1], item.text, item.n)
         n = 1 + item.n
@@ -727,7 +778,7 @@ cdef int find_rows(Line* s, Batch batch, Vocabulary vocab, object intern) except
         h = key_hash(key, n)
         row = vocab.find(key, n, h)
         if row < 0:
-            text = PyUnicode_DecodeASCII(<char*>item.text, item.n, NULL)
+            text = PyUnicode_DecodeUTF8(<char*>item.text, item.n, NULL)
             value = (text, item.version) if kind == K_CAPABILITY or kind == K_EVALUATED else text
             row = intern(kind, value)
             vocab.remember(key, n, h, row)
@@ -779,14 +830,14 @@ def scan(bytes data, Py_ssize_t pos, Py_ssize_t lineno, Batch batch, Vocabulary 
             s.name = s.ns = s.cost = NULL
             if not read_declaration(&s):
                 return pos, lineno
-            name = PyUnicode_DecodeASCII(<char*>s.name, s.name_n, NULL)
+            name = PyUnicode_DecodeUTF8(<char*>s.name, s.name_n, NULL)
             if name in held:
                 return pos, lineno
             # a fleet has few namespaces: the previous line's is usually this one's
             if s.ns_n == PyBytes_GET_SIZE(last_ns) and memcmp(s.ns, PyBytes_AS_STRING(last_ns), s.ns_n) == 0:
                 namespace = last_namespace
             else:
-                namespace = PyUnicode_DecodeASCII(<char*>s.ns, s.ns_n, NULL)
+                namespace = PyUnicode_DecodeUTF8(<char*>s.ns, s.ns_n, NULL)
                 namespace = batch.interned.setdefault(namespace, namespace)
                 last_ns = PyBytes_FromStringAndSize(<char*>s.ns, s.ns_n)
                 last_namespace = namespace
@@ -799,7 +850,7 @@ def scan(bytes data, Py_ssize_t pos, Py_ssize_t lineno, Batch batch, Vocabulary 
             if s.cost != NULL:
                 # scoring.cost_score: float(Decimal(text)), which reads the decimal as float() does
                 if s.cost_n >= 63:
-                    cost = 1.0 / (1.0 + float(PyUnicode_DecodeASCII(<char*>s.cost, s.cost_n, NULL)))
+                    cost = 1.0 / (1.0 + float(PyUnicode_DecodeUTF8(<char*>s.cost, s.cost_n, NULL)))
                 else:
                     memcpy(number, s.cost, s.cost_n)
                     number[s.cost_n] = 0
