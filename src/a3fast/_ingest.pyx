@@ -118,13 +118,13 @@ cdef inline bint read_string(Line* s, const unsigned char** text, Py_ssize_t* n)
     cdef const unsigned char* p = s.p + 1
     cdef const unsigned char* end = s.end
     cdef unsigned char c
-    cdef Py_ssize_t chars = 0, step
+    cdef Py_ssize_t extra = 0, step      # extra: bytes past the first of each character
     while p < end:
         c = p[0]
         if c == 34:  # '"'
             text[0] = s.p + 1
             n[0] = p - (s.p + 1)
-            s.chars = chars
+            s.chars = n[0] - extra
             s.p = p + 1
             return True
         if c < 127:
@@ -138,7 +138,7 @@ cdef inline bint read_string(Line* s, const unsigned char** text, Py_ssize_t* n)
             if step == 0:
                 return False
             p += step
-        chars += 1
+            extra += step - 1
     return False
 
 
