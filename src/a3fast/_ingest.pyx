@@ -7,14 +7,15 @@ place), its cost and the line itself as the declaration's canonical JSON. It vou
 when all of this holds, checked byte by byte with no Python object made for the document:
 
 - the line is one JSON object written as orjson writes it: no whitespace between tokens, no key twice
-  in an object, strings of printable ASCII with no escape, integers of at most 18 digits (not `-0`),
+  in an object, strings of well-formed UTF-8 with no escape and no control character or DEL (orjson
+  writes every other character as it is), integers of at most 18 digits (not `-0`),
   no fractions or exponents, at most `MAX_NESTING` containers deep; so the line is its own canonical
   form, and the document rule (a3fast.document) holds;
 - its fields are a valid declaration as `schema.parse_declaration` reads one (the same grammar for
   `v`, names, identifiers, versions, labels, the model), and the name is not one the fleet holds or
   this batch gave another namespace.
 
-Every other line — invalid, or valid but unusual (escapes, non-ASCII, floats, a replaced agent) — is
+Every other line — invalid, or valid but unusual (whitespace, escapes, floats, a replaced agent) — is
 handed back, and the fleet reads it with orjson and `parse_declaration` as before. So a problem is
 always reported by the careful reader, with its words, and the compiled reader only has to be right
 about what it accepts: `tests/test_ingest.py` holds it to that on generated documents.
