@@ -226,6 +226,39 @@ def test_malformed_filters_failed_entries_are_E_STRUCTURE_each_named_by_its_path
         f"{failed}[3].candidate: expected {NAME}, found string ''"]]
 
 
+RESUMED_MAY = "(§6; a resumed placement may instead carry recorded_in)"
+MALFORMED_LISTS = {
+    "candidates missing": ("candidates", None, [
+        f"scheduling.candidates: expected an array of agent names {RESUMED_MAY}, found nothing"]),
+    "candidates not an array": ("candidates", 5, ["scheduling.candidates: expected an array of agent names, found 5"]),
+    "candidates not names": ("candidates", ["a", "", 3], [
+        f"scheduling.candidates[1]: expected {NAME}, found string ''",
+        f"scheduling.candidates[2]: expected {NAME}, found 3"]),
+    "filters_passed missing": ("filters_passed", None, [
+        f"scheduling.filters_passed: expected an array of predicate strings {RESUMED_MAY}, found nothing"]),
+    "filters_passed not an array": ("filters_passed", 5, [
+        "scheduling.filters_passed: expected an array of predicate strings, found 5"]),
+    "filters_passed not strings": ("filters_passed", [1, "capability:order.investigate/2", None], [
+        "scheduling.filters_passed[0]: expected a predicate string, found 1",
+        "scheduling.filters_passed[2]: expected a predicate string, found null"]),
+    "filters_failed missing": ("filters_failed", None, [
+        f"scheduling.filters_failed: expected an array of {{candidate, predicate}} {RESUMED_MAY}, found nothing"]),
+    "filters_failed not an array": ("filters_failed", 5, [
+        "scheduling.filters_failed: expected an array of {candidate, predicate}, found 5"]),
+}
+
+
+@pytest.mark.parametrize("field, value, expected", MALFORMED_LISTS.values(), ids=list(MALFORMED_LISTS))
+def test_a_missing_or_malformed_list_is_E_STRUCTURE_named_by_its_path(placed, field, value, expected):
+    scheduling = placed[2]["content"]["scheduling"]
+    if value is None:
+        del scheduling[field]
+    else:
+        scheduling[field] = value
+    assert findings_both_ways(placed) == [("E_STRUCTURE", m) for m in expected]
+    assert not read_scheduling(placed[2]["content"]).full_explanation
+
+
 @pytest.mark.parametrize("field", ["requirements", "declaration"])
 def test_a_document_that_is_not_an_object_is_E_STRUCTURE_saying_what_it_is(placed, field):
     placed[2]["content"]["scheduling"][field] = 5
