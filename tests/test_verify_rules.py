@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from a3fast import parse_declaration, parse_requirements
-from a3fast.verify import Finding, summarise, unmet_detail, verify, verify_bytes
+from a3fast.verify import Finding, summarise, unmet_detail, verify, verify_bytes, verify_file, verify_stream
 
 from test_verify_spec import (P, PREEMPTED, REQ, admitted, bound, declaration, example, resumed, scheduling,
                               submitted)
@@ -20,7 +20,9 @@ def said(trace):
     (the lines also numbered)."""
     findings = [(f.code, f.seq, f.message) for f in verify(trace)]
     lines = b"".join(orjson.dumps(r) + b"\n" for r in trace)
-    assert [(f.code, f.seq, f.message) for f in verify_bytes(lines)] == findings
+    from_lines = verify_bytes(lines)
+    assert [(f.code, f.seq, f.message) for f in from_lines] == findings
+    assert all(f.line is not None for f in from_lines)  # warnings too
     return findings
 
 
@@ -197,6 +199,9 @@ RESUMED_WORDS = {
     "seq of another kind": ({"kind": "task.bound", "seq": 2},
                             "recorded_in.seq names seq 2, which is not a task.bound in this trace; it must name an "
                             "earlier task.bound with a full explanation"),
+    "seq after the last task.bound": ({"kind": "task.bound", "seq": 4},
+                                      "recorded_in.seq names seq 4, which is not a task.bound in this trace; it must "
+                                      "name an earlier task.bound with a full explanation"),
     "seq not earlier": ({"kind": "task.bound", "seq": 5},
                         "recorded_in.seq names seq 5, which is not earlier than this record; it must name an earlier "
                         "task.bound with a full explanation"),
@@ -209,6 +214,17 @@ RESUMED_WORDS = {
 @pytest.mark.parametrize("ref, message", RESUMED_WORDS.values(), ids=list(RESUMED_WORDS))
 def test_a_reference_that_names_no_full_explanation_says_why(ref, message):
     assert cites(ref) == [("E_EXPLANATION", 5, message)]
+
+
+@pytest.mark.parametrize("first", [-2**63, -300, 1, 300, 2**63 - 2, 2**63])
+def test_a_placement_is_cited_by_its_seq_wherever_in_the_integers_the_trace_runs(first):
+    # seqs are any increasing integers; those beyond 64 bits are kept apart from the others
+    trace = [submitted(seq=first), admitted(seq=first + 1), bound(seq=first + 2),
+             {"seq": first + 3, "kind": "task.preempted", "content": {}},
+             resumed({"kind": "task.bound", "seq": first + 2}, seq=first + 4)]
+    assert said(trace) == []
+    trace[-1] = resumed({"kind": "task.bound", "seq": first + 1}, seq=first + 4)
+    assert [code for code, _, _ in said(trace)] == ["E_EXPLANATION"]
 
 
 def test_a_reference_without_resumed_true_says_so():
@@ -257,6 +273,44 @@ def test_the_explanation_cited_must_have_chosen_this_agent_eligibly():
         ("E_EXPLANATION", 5, "the explanation it cites (seq 3) has no score for the chosen agent 'order-analyst'")]
 
 
+def test_an_explanation_whose_declaration_was_unreadable_chose_no_agent():
+    trace = [submitted(), admitted(), bound(scheduling(declaration={"v": "1.0"})), PREEMPTED,
+             resumed({"kind": "task.bound", "seq": 3})]
+    assert said(trace)[3:] == [
+        ("E_EXPLANATION", 5, "the explanation it cites (seq 3) chose no agent; it does not explain a placement on "
+                             "support/order-analyst")]
+
+
+# -- Rejection --------------------------------------------------------------------------------------
+
+REJECTION_RULE = ("a rejection that claims no agent was eligible must name at least one failed predicate of §5 "
+                  "(such as capability:<name>/<version>); found ")
+
+
+def rejected(content, seq=2):
+    return {"seq": seq, "kind": "task.rejected", "content": content}
+
+
+def test_a_rejection_reason_without_a_predicate_is_quoted_up_to_120_characters():
+    reason = "no eligible agent " + "x" * 200
+    assert said([submitted(), rejected({"reason": reason})]) == [
+        ("E_REJECTION_REASON", 2, f"{REJECTION_RULE}reason string {reason[:120] + '…'!r}")]
+    assert said([submitted(), rejected({"code": "unschedulable"})]) == [
+        ("E_REJECTION_REASON", 2, f"{REJECTION_RULE}no reason")]
+    assert said([submitted(), rejected({"code": "unschedulable", "reason": 5})]) == [
+        ("E_REJECTION_REASON", 2, f"{REJECTION_RULE}reason 5")]
+
+
+def test_the_verifier_counts_the_records_placements_and_rejections_it_read():
+    from a3fast.trace import read_values
+    from a3fast.verify import Verifier
+
+    trace = example() + [PREEMPTED, resumed({"kind": "task.bound", "seq": 3}),
+                         rejected({"reason": "budget exhausted"}, seq=6), rejected({}, seq=7)]
+    verifier = Verifier().feed_all(read_values(trace))
+    assert (verifier.records, verifier.placements, verifier.rejections) == (7, 2, 2)
+
+
 # -- Findings and their summary ----------------------------------------------------------------------
 
 def test_a_finding_says_where_it_is_and_a_warning_says_it_is_one():
@@ -282,3 +336,15 @@ def test_the_summary_gives_the_verdict_then_one_line_per_finding():
 def test_a_value_that_is_no_sequence_of_records_is_one_E_TRACE(value, found):
     assert verify(value) == [Finding("E_TRACE", None, f"expected a sequence of records {{seq, kind, content}}, "
                                                       f"found {found}")]
+
+
+def test_progress_hears_of_every_byte_of_a_trace_read_from_a_file_or_a_stream(tmp_path):
+    import io
+
+    text = b"".join(orjson.dumps(r) + b"\n" for r in example())
+    path = tmp_path / "trace.jsonl"
+    path.write_bytes(text)
+    heard: list[int] = []
+    assert verify_file(path, heard.append) == [] and sum(heard) == len(text) and len(heard) == 3
+    heard.clear()
+    assert verify_stream(io.BytesIO(text), heard.append) == [] and sum(heard) == len(text)
