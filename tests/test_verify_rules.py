@@ -62,6 +62,10 @@ UNMET_WORDS = {
     "tool, bound to others": (
         {"tools": ["crm.lookup"]}, {"tools": ["mail.send", "web.fetch"]}, (), "E_TOOL_UNMET", "tool:crm.lookup",
         f"{AGENT} is not bound to tool 'crm.lookup' (its tools: mail.send, web.fetch)"),
+    "tool whose name holds colons": (
+        {"tools": ["mcp:github/create_issue"]}, {"tools": ["mcp:github/list"]}, (), "E_TOOL_UNMET",
+        "tool:mcp:github/create_issue",
+        f"{AGENT} is not bound to tool 'mcp:github/create_issue' (its tools: mcp:github/list)"),
     "residency, declaring none": (
         {"residency": "us"}, {}, ("residency",), "E_RESIDENCY_UNMET", "residency:us",
         f"{AGENT} declares no residency, so it does not satisfy 'us'"),
@@ -309,6 +313,41 @@ def test_the_verifier_counts_the_records_placements_and_rejections_it_read():
                          rejected({"reason": "budget exhausted"}, seq=6), rejected({}, seq=7)]
     verifier = Verifier().feed_all(read_values(trace))
     assert (verifier.records, verifier.placements, verifier.rejections) == (7, 2, 2)
+
+
+# -- compact records the verifier cannot read -----------------------------------------------------------
+
+def compact_trace(requirements):
+    from a3fast import Fleet
+    from a3fast.record.compact import Encoder
+
+    fleet = Fleet()
+    fleet.add(declaration("order-analyst"))
+    placement = fleet.place(requirements)
+    return [{"seq": seq, "kind": kind, "content": orjson.loads(content)}
+            for seq, (kind, content) in enumerate(Encoder().encode_placement(1, placement), 1)]
+
+
+UNREADABLE = ("a3fast.compact: the compact record cannot be read: seq {seq}: $.content['a3fast.compact'].format: "
+              "unknown compact format 2 (this decoder reads format 1)")
+
+
+def test_a_compact_placement_that_cannot_be_read_is_E_STRUCTURE_saying_why():
+    trace = compact_trace(REQ)
+    assert [r["kind"] for r in trace] == ["task.submitted", "task.admitted", "task.bound"]
+    trace[2]["content"]["a3fast.compact"]["format"] = 2
+    assert said(trace) == [("E_STRUCTURE", 3, UNREADABLE.format(seq=3))]
+
+
+def test_a_compact_rejection_that_cannot_be_read_is_still_held_to_the_rejection_rule():
+    # §7 reads a rejection's code and reason, which stay beside the compact member
+    trace = compact_trace({"capabilities": [{"name": "x.y", "version": 1}]})
+    assert [r["kind"] for r in trace] == ["task.submitted", "task.rejected"] and said(trace) == []
+    trace[1]["content"]["a3fast.compact"]["format"] = 2
+    assert said(trace) == [("E_STRUCTURE", 2, UNREADABLE.format(seq=2))]
+    trace[1]["content"]["reason"] = "no eligible agent"
+    assert said(trace) == [("E_STRUCTURE", 2, UNREADABLE.format(seq=2)),
+                           ("E_REJECTION_REASON", 2, f"{REJECTION_RULE}reason string 'no eligible agent'")]
 
 
 # -- Findings and their summary ----------------------------------------------------------------------
