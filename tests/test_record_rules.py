@@ -226,6 +226,39 @@ def test_malformed_filters_failed_entries_are_E_STRUCTURE_each_named_by_its_path
         f"{failed}[3].candidate: expected {NAME}, found string ''"]]
 
 
+RESUMED_MAY = "(§6; a resumed placement may instead carry recorded_in)"
+MALFORMED_LISTS = {
+    "candidates missing": ("candidates", None, [
+        f"scheduling.candidates: expected an array of agent names {RESUMED_MAY}, found nothing"]),
+    "candidates not an array": ("candidates", 5, ["scheduling.candidates: expected an array of agent names, found 5"]),
+    "candidates not names": ("candidates", ["a", "", 3], [
+        f"scheduling.candidates[1]: expected {NAME}, found string ''",
+        f"scheduling.candidates[2]: expected {NAME}, found 3"]),
+    "filters_passed missing": ("filters_passed", None, [
+        f"scheduling.filters_passed: expected an array of predicate strings {RESUMED_MAY}, found nothing"]),
+    "filters_passed not an array": ("filters_passed", 5, [
+        "scheduling.filters_passed: expected an array of predicate strings, found 5"]),
+    "filters_passed not strings": ("filters_passed", [1, "capability:order.investigate/2", None], [
+        "scheduling.filters_passed[0]: expected a predicate string, found 1",
+        "scheduling.filters_passed[2]: expected a predicate string, found null"]),
+    "filters_failed missing": ("filters_failed", None, [
+        f"scheduling.filters_failed: expected an array of {{candidate, predicate}} {RESUMED_MAY}, found nothing"]),
+    "filters_failed not an array": ("filters_failed", 5, [
+        "scheduling.filters_failed: expected an array of {candidate, predicate}, found 5"]),
+}
+
+
+@pytest.mark.parametrize("field, value, expected", MALFORMED_LISTS.values(), ids=list(MALFORMED_LISTS))
+def test_a_missing_or_malformed_list_is_E_STRUCTURE_named_by_its_path(placed, field, value, expected):
+    scheduling = placed[2]["content"]["scheduling"]
+    if value is None:
+        del scheduling[field]
+    else:
+        scheduling[field] = value
+    assert findings_both_ways(placed) == [("E_STRUCTURE", m) for m in expected]
+    assert not read_scheduling(placed[2]["content"]).full_explanation
+
+
 @pytest.mark.parametrize("field", ["requirements", "declaration"])
 def test_a_document_that_is_not_an_object_is_E_STRUCTURE_saying_what_it_is(placed, field):
     placed[2]["content"]["scheduling"][field] = 5
@@ -281,6 +314,132 @@ def test_spec_filters_failed_cross_checked_against_scores_or_predicates_alone():
 def _entry(candidate, predicate):
     from a3fast.record.read import _Failed
     return _Failed(candidate, predicate)
+
+
+# -- the compact decoder's checks, in full words ------------------------------------------------------
+
+def three_compact_records():
+    """A compact trace whose placements carry each kind of fleet member: a snapshot of names (seq 3),
+    a snapshot based on it (seq 6), and a rejection citing that one by seq (seq 8)."""
+    fleet = Fleet()
+    for name in ("a", "b"):
+        fleet.add(declaration(name))
+    first = fleet.place(REQ)
+    fleet.add(declaration("c"))
+    return compact_records([first, fleet.place(REQ), fleet.place({"capabilities": [{"name": "x.y", "version": 1}]})])
+
+
+COMPACT_TRACE = three_compact_records()
+AT = json_path("$.content", KEY)
+REFUSED = {
+    'not an object': (lambda t: t[2]["content"].__setitem__(KEY, 5),
+        'seq 3', '{AT}: expected an object, found 5'),
+    'format missing': (lambda t: t[2]["content"][KEY].pop("format"),
+        'seq 3', '{AT}.format: unknown compact format none (this decoder reads format 1)'),
+    'format 1.0': (lambda t: t[2]["content"][KEY].__setitem__("format", 1.0),
+        'seq 3', '{AT}.format: unknown compact format 1.0 (this decoder reads format 1)'),
+    'unknown member bound': (lambda t: t[2]["content"][KEY].__setitem__("extra", 1),
+        'seq 3', '{AT}.extra: not a member of the compact form of a task.bound record (expected only format, fleet, '
+        'candidates, filters_passed, failed, scores, requirements, declaration, rest)'),
+    'unknown member rejected': (lambda t: t[7]["content"][KEY].__setitem__("scores", 1),
+        'seq 8', '{AT}.scores: not a member of the compact form of a task.rejected record (expected only format, '
+        'fleet, candidates, filters_passed, failed)'),
+    'required missing': (lambda t: t[2]["content"][KEY].pop("declaration"),
+        'seq 3', "{AT}: expected a member 'declaration', found none"),
+    'fleet wrong type': (lambda t: t[2]["content"][KEY].__setitem__("fleet", "x"),
+        'seq 3', "{AT}.fleet: expected a snapshot seq or a snapshot object, found string 'x'"),
+    'fleet neither': (lambda t: t[2]["content"][KEY].__setitem__("fleet", {"live": ""}),
+        'seq 3', "{AT}.fleet: expected a snapshot object with 'names' or 'base', found object with 1 field "
+        "with neither"),
+    'names snapshot extra': (lambda t: t[2]["content"][KEY]["fleet"].__setitem__("base", 1),
+        'seq 3', '{AT}.fleet.base: not a member of a fleet snapshot (expected only names, live)'),
+    'names snapshot no live': (lambda t: t[2]["content"][KEY]["fleet"].pop("live"),
+        'seq 3', "{AT}.fleet: expected a member 'live', found none"),
+    'names not array': (lambda t: t[2]["content"][KEY]["fleet"].__setitem__("names", "a"),
+        'seq 3', "{AT}.fleet.names: expected an array of agent names, found string 'a'"),
+    'name not string': (lambda t: t[2]["content"][KEY]["fleet"]["names"].__setitem__(1, 5),
+        'seq 3', '{AT}.fleet.names[1]: expected an agent name (a string), found 5'),
+    'based extra': (lambda t: t[5]["content"][KEY]["fleet"].__setitem__("names", []),
+        'seq 6', '{AT}.fleet.base: not a member of a fleet snapshot (expected only names, live)'),
+    'based no names_added': (lambda t: t[5]["content"][KEY]["fleet"].pop("names_added"),
+        'seq 6', "{AT}.fleet: expected a member 'names_added', found none"),
+    'based base not int': (lambda t: t[5]["content"][KEY]["fleet"].__setitem__("base", True),
+        'seq 6', '{AT}.fleet.base: expected the seq of an earlier snapshot, found true'),
+    'based base unknown': (lambda t: t[5]["content"][KEY]["fleet"].__setitem__("base", 2),
+        'seq 6', '{AT}.fleet.base: fleet snapshot 2 is not earlier in the trace'),
+    'based name twice': (lambda t: t[5]["content"][KEY]["fleet"]["names_added"].__setitem__(0, "a"),
+        'seq 6', "{AT}.fleet.names_added: the name 'a' has two agent ids"),
+    'live not b64': (lambda t: t[2]["content"][KEY]["fleet"].__setitem__("live", "!!"),
+        'seq 3', "{AT}.fleet.live: expected base64 text, found string '!!'"),
+    'live not text': (lambda t: t[2]["content"][KEY]["fleet"].__setitem__("live", 5),
+        'seq 3', '{AT}.fleet.live: expected base64 text, found 5'),
+    'live not bitmap': (lambda t: t[2]["content"][KEY]["fleet"].__setitem__("live", "AAAA"),
+        'seq 3', '{AT}.fleet.live: not a portable Roaring bitmap: Could not deserialize bitmap'),
+    'candidates beyond': (lambda t: t[2]["content"][KEY].__setitem__("candidates", "OjAAAAEAAAAAAAIAEAAAAAAAAQACAA=="),
+        'seq 3', '{AT}.candidates: agent id 2 is not in the fleet snapshot (2 names)'),
+    'filters_passed not list': (lambda t: t[2]["content"][KEY].__setitem__("filters_passed", "x"),
+        'seq 3', "{AT}.filters_passed: expected an array of predicate strings, found string 'x'"),
+    'predicate not str': (lambda t: t[2]["content"][KEY]["filters_passed"].__setitem__(0, 5),
+        'seq 3', '{AT}.filters_passed[0]: expected a predicate string, found 5'),
+    'failed not list': (lambda t: t[2]["content"][KEY].__setitem__("failed", "x"),
+        'seq 3', "{AT}.failed: expected an array of 1 bitmaps, one per predicate, found string 'x'"),
+    'scores not obj': (lambda t: t[2]["content"][KEY].__setitem__("scores", []),
+        'seq 3', '{AT}.scores: expected an object {ids, columns}, found array of 0'),
+    'scores extra': (lambda t: t[2]["content"][KEY]["scores"].__setitem__("x", 1),
+        'seq 3', '{AT}.scores.x: not a member of scores (expected only ids, columns)'),
+    'scores no ids': (lambda t: t[2]["content"][KEY]["scores"].pop("ids"),
+        'seq 3', "{AT}.scores: expected a member 'ids', found none"),
+    'columns not list': (lambda t: t[2]["content"][KEY]["scores"].__setitem__("columns", {}),
+        'seq 3', '{AT}.scores.columns: expected an array of [name, type, data] columns, found object with 0 fields'),
+    'column not triple': (lambda t: t[2]["content"][KEY]["scores"]["columns"].__setitem__(0, ["total", "f64"]),
+        'seq 3', '{AT}.scores.columns[0]: expected [name, type, data] with a string name and type, found array of 2'),
+    'column short': (lambda t: t[2]["content"][KEY]["scores"]["columns"][0].__setitem__(2, "AAAAAAAAAAA="),
+        'seq 3', '{AT}.scores.columns[0][2]: expected 2 8-byte values, one per scored agent, found 8 bytes'),
+    'column type': (lambda t: t[2]["content"][KEY]["scores"]["columns"][0].__setitem__(1, "f32"),
+        'seq 3', "{AT}.scores.columns[0][1]: expected 'f64', 'i64' or 'json', found string 'f32'"),
+    'json column not list': (lambda t: t[2]["content"][KEY]["scores"]["columns"].__setitem__(0, ["total", "json", 5]),
+        'seq 3', '{AT}.scores.columns[0][2]: expected an array of values, found 5'),
+    'json column short': (lambda t: t[2]["content"][KEY]["scores"]["columns"].__setitem__(0, ["total", "json", [1]]),
+        'seq 3', '{AT}.scores.columns[0][2]: expected 2 values, one per scored agent, found 1'),
+    'column twice': (lambda t: t[2]["content"][KEY]["scores"]["columns"].__setitem__(1, ["total", "json", [1, 2]]),
+        'seq 3', "{AT}.scores.columns: the column 'total' appears twice"),
+    'rest not obj': (lambda t: t[2]["content"][KEY].__setitem__("rest", []),
+        'seq 3', '{AT}.rest: expected an object (the other members of the scheduling object), found array of 0'),
+    'rest with lists': (lambda t: t[2]["content"][KEY].__setitem__("rest", {"filters_failed": []}),
+        'seq 3', "{AT}.rest.filters_failed: the compact member carries 'filters_failed' itself; it cannot be "
+        "in rest too"),
+    'spec beside': (lambda t: t[7]["content"].__setitem__("candidates", []),
+        'seq 8', "$.content.candidates: a compact task.rejected record carries its 'candidates' in "
+        "'a3fast.compact', found it beside too"),
+}
+
+
+@pytest.mark.parametrize("change, seq, message", REFUSED.values(), ids=list(REFUSED))
+def test_each_member_the_decoder_refuses_is_named_with_what_it_expected(change, seq, message):
+    trace = copy.deepcopy(COMPACT_TRACE)
+    assert [r["content"][KEY]["fleet"] for r in trace if KEY in r["content"]][1:] == [
+        {"base": 3, "names_added": ["c"], "live": trace[5]["content"][KEY]["fleet"]["live"]}, 6]
+    change(trace)
+    with pytest.raises(CompactError) as caught:
+        list(decode_trace(trace))
+    assert str(caught.value) == f"{seq}: {message.replace('{AT}', AT)}"
+
+
+@pytest.mark.parametrize("record, message", [
+    (5, "record 1: expected a record {seq, kind, content}, found 5"),
+    ({"seq": 1, "kind": "task.bound"}, "record 1: expected a member 'content', found none")])
+def test_a_trace_entry_that_is_no_record_is_named_by_its_place(record, message):
+    with pytest.raises(CompactError) as caught:
+        list(decode_trace([record]))
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("seq, kind, message", [("1", "task.bound", "seq: expected an integer, found string '1'"),
+                                                 (1, 5, "seq 1: kind: expected a string, found 5")])
+def test_decode_content_names_an_argument_of_the_wrong_type(seq, kind, message):
+    with pytest.raises(CompactError) as caught:
+        Decoder().decode_content(seq, kind, {})
+    assert str(caught.value) == message
 
 
 # -- the compact writer ---------------------------------------------------------------------------

@@ -150,3 +150,22 @@ def test_a_claiming_reason_without_a_predicate_is_E_REJECTION_REASON(reason):
 @pytest.mark.parametrize("reason", NOT_CLAIMS[:10])
 def test_a_reason_that_claims_nothing_is_not_held_to_the_rule(reason):
     assert verify(_rejection(reason)) == []
+
+
+# -- a §5 predicate inside free text ----------------------------------------------------------------
+
+@pytest.mark.parametrize("reason", [
+    "no eligible agent: clearance:orders.read failed by b", "failed tool:mcp:github/create_issue, by a",
+    "failed residency:eu; by a", "agentRef:order-analyst failed", "anti-affinity:summariser",
+    "model.latency_class:batch failed by 3", "capability:order.investigate/0", "capability:a.b-c/10 failed",
+    "(tool:x)", "\tclearance:a.b"])
+def test_every_kind_of_predicate_is_found_inside_a_reason(reason):
+    assert names_a_predicate(reason)
+
+
+@pytest.mark.parametrize("reason", [
+    "xcapability:a.b/1", ".clearance:a.b", "-tool:x", "capability:a.b/01", "capability:A.B/1", "capability:ab/1",
+    "clearance:orders", "clearance:Orders.read", "tool:", "tool: x", "residency:", "agentRef:,x", "anti-affinity:;",
+    "model.latency_class: batch", "capability:a.b/", "capability:a.b/x", "capability: a.b/1"])
+def test_a_string_that_only_looks_like_a_predicate_is_not_one(reason):
+    assert not names_a_predicate(reason)

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from a3fast import SchemaError, parse_declaration, parse_requirements
+from a3fast.schema import _fast_declaration, _fast_requirements
 
 from strategies import declarations, requirements
 
@@ -201,3 +202,31 @@ def test_a_latency_class_is_refused_even_when_the_string_was_seen_valid_elsewher
 def test_requirements_latency_class_becomes_its_predicate(value):
     req = parse_requirements({"model": {"latency_class": value}})
     assert req.latency_class == value and req.predicates == (f"model.latency_class:{value}",)
+
+
+# -- the fast reader takes every valid plain document ------------------------------------------
+# Refusing one would cost only time (the careful reader parses it alike), but time is why the fast
+# reader exists: a valid dict must not be walked twice.
+
+FAST = {parse_requirements: _fast_requirements, parse_declaration: _fast_declaration}
+
+
+def assert_fast_reader_takes(parse, doc) -> bool:
+    """Whether the document is valid; when it is, the fast reader must parse it as the careful one."""
+    careful = outcome(parse, MappingProxyType(doc))
+    if careful[0] == "ok":
+        fast = FAST[parse](copy.deepcopy(doc))
+        assert fast is not None and fast._replace(doc=None) == careful[1], doc
+    return careful[0] == "ok"
+
+
+@pytest.mark.parametrize("parse, doc", [(parse_requirements, FULL_REQUIREMENTS), (parse_declaration, FULL_DECLARATION)],
+                         ids=["requirements", "declaration"])
+def test_the_fast_reader_takes_every_valid_variant_of_a_full_document(parse, doc):
+    valid = sum(assert_fast_reader_takes(parse, variant) for variant in [doc, *(v for _, v in variants(doc))])
+    assert valid > 50
+
+
+@given(st.one_of(requirements(), declarations()))
+def test_the_fast_reader_takes_every_valid_generated_document(doc):
+    assert_fast_reader_takes(parse_declaration if "agent" in doc else parse_requirements, doc)

@@ -295,10 +295,6 @@ def _text_ok(value: Any) -> TypeGuard[str]:
     return False
 
 
-def _version_ok(value: Any) -> TypeGuard[int]:
-    return type(value) is int and 0 <= value <= MAX_VERSION
-
-
 def _fast_capabilities(items: Any, declared: bool) -> tuple[Capability, ...] | None:
     if type(items) is not list:
         return None

@@ -247,8 +247,8 @@ class Verifier:
                 self._read_admitted(item, item.content)
             else:
                 content = item.content
-                if self._noted(item, content):
-                    self._check_rejected(item, content)
+                self._note_compact(item, content)
+                self._check_rejected(item, content)
         except TraceContentError as exc:
             self._error("E_TRACE", item.seq, item.line, str(exc))
 
@@ -283,18 +283,17 @@ class Verifier:
             self._compact_reader = CompactReader(self._documents)
         return self._compact_reader
 
-    def _noted(self, record: TraceRecord, content: Any) -> bool:
-        """Whether a rejection can be checked: §7 reads only its reason, so a compact one is not
-        expanded; the fleet snapshot it may carry is registered for the records after it."""
+    def _note_compact(self, record: TraceRecord, content: Any) -> None:
+        """Register the fleet snapshot a compact rejection may carry, for the records after it. §7
+        reads only a rejection's code and reason, which stay beside the compact member, so the
+        rejection is checked even when the member cannot be read."""
         if not (isinstance(content, Mapping) and COMPACT_KEY in content):
-            return True
+            return
         try:
             self._compact_records().note(record.seq, content)
         except Exception as exc:  # hostile input: a finding, never a crash
             self._error("E_STRUCTURE", record.seq, record.line,
                         f"{COMPACT_KEY}: the compact record cannot be read: {exc}")
-            return False
-        return True
 
     def _read_compact(self, record: TraceRecord) -> RecordedPlacement | None:
         """A compact task.bound read straight from its bitmaps (docs/compact-format.md, "Verifying
