@@ -231,6 +231,24 @@ def test_a_placement_is_cited_by_its_seq_wherever_in_the_integers_the_trace_runs
     assert [code for code, _, _ in said(trace)] == ["E_EXPLANATION"]
 
 
+def test_a_seq_two_placements_share_is_cited_as_the_later_of_them():
+    # the repeated seq is E_TRACE; a placement citing it is checked against the latest placement with it
+    summariser = declaration("summariser")
+    trace = example() + [admitted("summariser", seq=4),
+                         bound(scheduling(declaration=summariser, filters_failed=[],
+                                          scores={"summariser": {"total": 1}}), seq=3),
+                         {"seq": 5, "kind": "task.preempted", "content": {}}]
+
+    def findings(*records):
+        return [(f.code, f.seq) if f.code == "E_TRACE" else (f.code, f.seq, f.message)
+                for f in verify(trace + list(records))]
+
+    assert findings(resumed({"kind": "task.bound", "seq": 3}, seq=6, declaration=summariser)) == [("E_TRACE", 3)]
+    assert findings(admitted(seq=6), resumed({"kind": "task.bound", "seq": 3}, seq=7)) == [
+        ("E_TRACE", 3), ("E_EXPLANATION", 7, "the explanation it cites (seq 3) chose support/summariser; it does "
+                                             "not explain a placement on support/order-analyst")]
+
+
 def test_a_reference_without_resumed_true_says_so():
     assert said(example() + [PREEMPTED, resumed({"kind": "task.bound", "seq": 3}, flag=False)]) == [
         ("E_EXPLANATION", 5, "recorded_in stands in for the explanation only in a resumed placement, and this "
@@ -263,6 +281,14 @@ def test_the_explanation_cited_is_held_to_what_this_placement_matched():
         ("E_EXPLANATION", 5, "the explanation it cites (seq 3) does not cover this placement: its filters_passed "
                              "has tool:q, which this placement did not match")]
 
+
+def test_an_explanation_cited_that_lacks_some_and_has_others_says_both():
+    trace = example(filters_passed=P + ["tool:q"], requirements=dict(REQ, tools=["q"]),
+                    declaration=declaration(tools=["q", "crm.lookup"]), route="r")
+    assert said(trace + [PREEMPTED, resumed({"kind": "task.bound", "seq": 3}, requirements=dict(REQ, tools=["crm.lookup"]),
+                                            declaration=declaration(tools=["q", "crm.lookup"]), route="r")]) == [
+        ("E_EXPLANATION", 5, "the explanation it cites (seq 3) does not cover this placement: its filters_passed "
+                             "lacks tool:crm.lookup and has tool:q, which this placement did not match")]
 
 def test_the_explanation_cited_must_have_chosen_this_agent_eligibly():
     assert said(example() + [admitted("summariser", seq=4),

@@ -185,13 +185,13 @@ class _Placements:
         if -(2**63) <= seq < 2**63 and (not seqs or seq > seqs[-1]):
             seqs.append(seq)
             self._refs.append(ref)
-        else:
-            self._other.setdefault(seq, ref)
+        else:  # a seq that repeats an earlier one (E_TRACE already) stands for its latest placement
+            self._other[seq] = ref
 
     def get(self, seq: int) -> tuple[bool, _Cited | None]:
         """(whether a task.bound has this seq, its explanation if it carried one)."""
         ref = self._other.get(seq)
-        if ref is None and -(2**63) <= seq < 2**63:
+        if ref is None:  # a seq beyond int64 is never in the array, and the search does not find it
             i = bisect_left(self._seqs, seq)
             if i < len(self._seqs) and self._seqs[i] == seq:
                 ref = self._refs[i]
