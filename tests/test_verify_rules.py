@@ -140,6 +140,13 @@ def test_consistency_names_what_was_dropped_and_what_was_added():
                                        "compared with what was matched (§6: the requirements MUST also appear there)")]
 
 
+def test_a_task_submitted_without_requirements_asked_for_nothing():
+    # absent requirements are the empty set S: everything the placement matched was added
+    assert said([submitted(requirements=None), admitted(), bound()]) == [
+        ("E_REQUIREMENTS_MISMATCH", 3, f"scheduling.requirements adds {', '.join(P)}, which the task did not "
+                                       "ask for (task.submitted, seq 1), and no route is on record to name the "
+                                       "rule that added it")]
+
 def test_an_unreadable_task_submitted_is_E_STRUCTURE_and_nothing_is_compared_with_it():
     assert said([submitted({"clearances": 5}), admitted(), bound()]) == [
         ("E_STRUCTURE", 1, "task.submitted requirements.clearances: expected an array, found 5; what the task "
@@ -248,6 +255,11 @@ def test_a_seq_two_placements_share_is_cited_as_the_later_of_them():
         ("E_TRACE", 3), ("E_EXPLANATION", 7, "the explanation it cites (seq 3) chose support/summariser; it does "
                                              "not explain a placement on support/order-analyst")]
 
+
+def test_a_reference_from_a_record_out_of_order_to_a_later_seq_is_not_earlier():
+    findings = verify(example() + [resumed({"kind": "task.bound", "seq": 3}, seq=2)])
+    assert [(f.code, f.seq) for f in findings] == [("E_TRACE", 2), ("E_EXPLANATION", 2)]
+    assert findings[1].message.startswith("recorded_in.seq names seq 3, which is not earlier than this record")
 
 def test_a_reference_without_resumed_true_says_so():
     assert said(example() + [PREEMPTED, resumed({"kind": "task.bound", "seq": 3}, flag=False)]) == [
