@@ -261,6 +261,18 @@ def test_a_reference_from_a_record_out_of_order_to_a_later_seq_is_not_earlier():
     assert [(f.code, f.seq) for f in findings] == [("E_TRACE", 2), ("E_EXPLANATION", 2)]
     assert findings[1].message.startswith("recorded_in.seq names seq 3, which is not earlier than this record")
 
+def test_each_placement_cited_is_held_to_its_own_explanation():
+    # explanations are kept once per distinct content: two placements on two agents keep two
+    summariser = declaration("summariser")
+    trace = example() + [admitted("summariser", seq=4),
+                         bound(scheduling(declaration=summariser, filters_failed=[],
+                                          scores={"summariser": {"total": 1}}), seq=5),
+                         {"seq": 6, "kind": "task.preempted", "content": {}}]
+    assert said(trace + [resumed({"kind": "task.bound", "seq": 5}, seq=7, declaration=summariser)]) == []
+    assert said(trace + [admitted(seq=7), resumed({"kind": "task.bound", "seq": 3}, seq=8)]) == []
+    assert [code for code, _, _ in said(trace + [resumed({"kind": "task.bound", "seq": 3}, seq=7,
+                                                         declaration=summariser)])] == ["E_EXPLANATION"]
+
 def test_a_reference_without_resumed_true_says_so():
     assert said(example() + [PREEMPTED, resumed({"kind": "task.bound", "seq": 3}, flag=False)]) == [
         ("E_EXPLANATION", 5, "recorded_in stands in for the explanation only in a resumed placement, and this "
