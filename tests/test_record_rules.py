@@ -15,8 +15,8 @@ from a3fast import Fleet, Route
 from a3fast.errors import json_path
 from a3fast.record.compact import KEY, CompactError, Decoder, Encoder, _same_json, decode_trace
 from a3fast.record.compact_read import CompactFailed, CompactScored
-from a3fast.record.read import (NAME, ParsedDocuments, RecordedPlacement, SpecFailed, read_scheduling,
-                               read_scheduling_json)
+from a3fast.record.read import (BOUND_RECORD, NAME, ParsedDocuments, RecordedPlacement, SpecFailed,
+                               read_scheduling, read_typed)
 from a3fast.record.write import placement_records, timings
 from a3fast.verify import verify, verify_bytes
 
@@ -282,17 +282,17 @@ def test_a_document_nested_beyond_the_records_rule_is_E_TRACE_not_E_STRUCTURE(pl
 
 
 def test_the_fast_reader_reads_a_usual_placement_every_time_it_is_given(placed):
-    content = orjson.dumps(placed[2]["content"])
+    typed = BOUND_RECORD.decode(orjson.dumps(placed[2])).content
     documents = ParsedDocuments()
     for _ in range(2):  # the second time from the parsed documents it keeps
-        record = read_scheduling_json(content, documents)
+        record = read_typed(typed, documents)
         assert record is not None and record.problems == [] and record.agent == ("a", "support")
 
 
 def test_the_fast_reader_leaves_a_placement_citing_another_to_the_generic_reader(placed):
     content = placed[2]["content"]
     content["scheduling"]["recorded_in"] = {"kind": "task.bound", "seq": 1}
-    assert read_scheduling_json(orjson.dumps(content), ParsedDocuments()) is None
+    assert read_typed(BOUND_RECORD.decode(orjson.dumps(placed[2])).content, ParsedDocuments()) is None
 
 
 def test_a_placement_with_its_own_lists_that_cites_another_is_held_to_the_one_it_cites(placed):

@@ -1,4 +1,6 @@
 """The verifier's a3fast-specific envelope check: warnings, never §7 errors."""
+import copy
+
 import orjson
 
 import a3fast
@@ -52,3 +54,18 @@ def test_an_envelope_warning_stands_at_its_task_admitted_before_the_placements_e
     assert [(f.code, f.seq) for f in verify(records)] == expected
     as_lines = b"".join(orjson.dumps(r) + b"\n" for r in records)
     assert [(f.code, f.seq) for f in verify(as_lines)] == expected
+
+
+def test_an_envelope_is_checked_once_against_a_placement_on_the_agent_it_admitted(engine):
+    # a placement on another agent (E_DECLARATION_SCOPE) is not the one the envelope is checked
+    # against; the next placement on the admitted agent is, and the one after it is not again
+    records = trace_with_envelope(engine, {"clearances": ["orders.read", "refunds.issue"], "expires": ""})
+    bound = next(r for r in records if r["kind"] == "task.bound")
+    other = copy.deepcopy(bound)
+    other["content"]["scheduling"]["declaration"]["agent"]["name"] = "summariser"
+    other["content"]["scheduling"]["declaration"]["clearances"] = ["orders.read", "refunds.issue"]
+    again = copy.deepcopy(bound)
+    trace = records[:-1] + [other] + [dict(bound, seq=bound["seq"] + 1), dict(again, seq=bound["seq"] + 2)]
+    findings = [(f.code, f.seq) for f in verify(trace)]
+    assert ("E_DECLARATION_SCOPE", 3) in findings
+    assert [(code, seq) for code, seq in findings if code.startswith("W_")] == [("W_ENVELOPE_EXCEEDS_CLEARANCES", 2)]

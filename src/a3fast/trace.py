@@ -74,23 +74,21 @@ class TraceWriter:
 
 
 class TraceRecord:
-    """One readable record. `content` is decoded on first use: the verifier decodes the content of a
-    large task.bound straight from `content_json` with a typed decoder and never builds it whole.
+    """One readable record. `content` is decoded on first use: the verifier reads a large task.bound
+    with a typed decoder straight from its line (`typed`) and never builds its content whole.
 
     `line` is the record's line in a JSON Lines trace (None in a JSON array or a list of values);
     `index` its 1-based position among the trace's records and unreadable lines.
     """
 
-    __slots__ = ("seq", "kind", "line", "index", "content_json", "typed", "_content", "_content_source")
+    __slots__ = ("seq", "kind", "line", "index", "typed", "_content", "_content_source")
 
     def __init__(self, seq: int, kind: str, line: int | None, index: int,
-                 content: Any = _UNDECODED, content_json: Any = None, typed: Any = None,
-                 source: bytes | None = None):
+                 content: Any = _UNDECODED, typed: Any = None, source: bytes | None = None):
         self.seq = seq
         self.kind = kind
         self.line = line
         self.index = index
-        self.content_json = content_json
         #: the content as decoded by a caller's typed decoder (see `read_lines`), else None
         self.typed = typed
         self._content = content
@@ -102,12 +100,10 @@ class TraceRecord:
         a record a typed decoder accepted but whose content is needed whole, if it breaks the
         document rule (the other records were held to it when read)."""
         if self._content is _UNDECODED:
-            typed = self.content_json is None
-            if typed:  # read by a typed decoder: take the content from the line
-                assert self._content_source is not None  # kept for every typed record
-                self.content_json = _ENVELOPE.decode(self._content_source).content
+            # only a record read by a typed decoder is undecoded: take its content from the line
+            assert self._content_source is not None  # kept for every typed record
             try:
-                content = _ANY.decode(self.content_json)
+                content = _ANY.decode(_ENVELOPE.decode(self._content_source).content)
             except (msgspec.MsgspecError, RecursionError) as exc:
                 raise TraceContentError(f"the record's content cannot be read: {_decode_error(exc)}") from None
             problems = document.validate(content, "$.content", MAX_RECORD_DEPTH - 1, decoded_json=True)

@@ -26,8 +26,7 @@ from .rejection_claims import claims_no_eligible_agent, names_a_predicate
 from .schema import Declaration, SchemaError, parse_requirements
 from .record.compact import KEY as COMPACT_KEY
 from .record.compact_read import CompactReader
-from .record.read import (ABSENT, BOUND_RECORD, ParsedDocuments, RecordedPlacement, read_scheduling,
-                          read_scheduling_json, read_typed)
+from .record.read import ABSENT, BOUND_RECORD, ParsedDocuments, RecordedPlacement, read_scheduling, read_typed
 from .trace import (TraceContentError, TraceItem, TraceProblem, TraceRecord, read_trace, read_values)
 
 __all__ = ["Finding", "Verifier", "verify", "verify_file", "verify_stream", "verify_stream_counted", "verify_bytes",
@@ -353,8 +352,6 @@ class Verifier:
         placement = None
         if record.typed is not None:
             placement = read_typed(record.typed, self._documents)
-        elif record.content_json is not None:
-            placement = read_scheduling_json(record.content_json, self._documents)
         if placement is None:
             placement = self._read_compact(record)
         if placement is None:

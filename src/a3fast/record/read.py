@@ -31,7 +31,7 @@ from ..errors import SchemaError, describe
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements
 
 __all__ = ["RecordedPlacement", "FailedPredicates", "ScoredNames", "SpecFailed", "ParsedDocuments",
-           "read_scheduling", "read_scheduling_json", "read_typed", "parse_document", "read_route",
+           "read_scheduling", "read_typed", "parse_document", "read_route",
            "read_resumed", "ABSENT", "BOUND_RECORD", "NAME", "is_name"]
 
 
@@ -400,19 +400,8 @@ class _BoundRecord(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     content: _BoundContent
 
 
-_BOUND = msgspec.json.Decoder(_BoundContent)
 #: Decodes a whole task.bound line in one pass (for `trace.read_lines(typed=...)`).
 BOUND_RECORD = msgspec.json.Decoder(_BoundRecord)
-
-
-def read_scheduling_json(content_json: Any, documents: ParsedDocuments) -> RecordedPlacement | None:
-    """Read a task.bound content from its JSON text in the usual shape; None when the shape is
-    another (the caller then decodes it and uses `read_scheduling`)."""
-    try:
-        content = _BOUND.decode(content_json)
-    except (msgspec.MsgspecError, RecursionError):
-        return None
-    return read_typed(content, documents)
 
 
 def read_typed(content: Any, documents: ParsedDocuments) -> RecordedPlacement | None:
