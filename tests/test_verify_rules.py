@@ -273,6 +273,13 @@ def test_each_placement_cited_is_held_to_its_own_explanation():
     assert [code for code, _, _ in said(trace + [resumed({"kind": "task.bound", "seq": 3}, seq=7,
                                                          declaration=summariser)])] == ["E_EXPLANATION"]
 
+def test_a_seq_that_does_not_increase_is_E_TRACE_named_by_its_line_or_its_place():
+    trace = example() + [dict(PREEMPTED, seq=2)]
+    assert [(f.code, f.seq, f.line, f.message) for f in verify(trace)] == [
+        ("E_TRACE", 2, None, "record 4: seq 2 does not increase (an earlier record has seq 3)")]
+    assert [(f.code, f.seq, f.line, f.message) for f in verify_bytes(b"".join(orjson.dumps(r) + b"\n" for r in trace))] == [
+        ("E_TRACE", 2, 4, "seq 2 does not increase (an earlier record has seq 3)")]
+
 def test_a_reference_without_resumed_true_says_so():
     assert said(example() + [PREEMPTED, resumed({"kind": "task.bound", "seq": 3}, flag=False)]) == [
         ("E_EXPLANATION", 5, "recorded_in stands in for the explanation only in a resumed placement, and this "
