@@ -7,7 +7,8 @@ import orjson
 import pytest
 
 from a3fast import parse_declaration, parse_requirements
-from a3fast.verify import Finding, summarise, unmet_detail, verify, verify_bytes, verify_file, verify_stream
+from a3fast.trace import read_values
+from a3fast.verify import Finding, Verifier, summarise, unmet_detail, verify, verify_bytes, verify_file, verify_stream
 
 from test_verify_spec import (P, PREEMPTED, REQ, admitted, bound, declaration, example, resumed, scheduling,
                               submitted)
@@ -299,6 +300,18 @@ def test_a_reference_without_seq_in_a_trace_with_no_full_explanation():
         ("E_EXPLANATION", 3, "recorded_in names no seq, so the trace must hold a task.bound with a full "
                              "explanation (§6), and it holds none")]
 
+
+def test_a_reference_without_seq_is_anchored_by_a_full_explanation_anywhere_in_the_trace():
+    trace = [submitted(), admitted(), resumed({"kind": "task.bound"}, seq=3), submitted(seq=4),
+             admitted(seq=5), bound(seq=6)]
+    assert said(trace) == []
+
+
+def test_finishing_twice_gives_the_same_findings_once():
+    verifier = Verifier().feed_all(read_values([submitted(), admitted(), resumed({"kind": "task.bound"}, seq=3)]))
+    first = list(verifier.finish())
+    assert [f.code for f in first] == ["E_EXPLANATION"]
+    assert verifier.finish() == first
 
 def test_the_explanation_cited_is_held_to_what_this_placement_matched():
     req = dict(REQ, tools=["crm.lookup"])
