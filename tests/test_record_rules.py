@@ -369,6 +369,8 @@ REFUSED = {
         'seq 6', '{AT}.fleet.base: fleet snapshot 2 is not earlier in the trace'),
     'based name twice': (lambda t: t[5]["content"][KEY]["fleet"]["names_added"].__setitem__(0, "a"),
         'seq 6', "{AT}.fleet.names_added: the name 'a' has two agent ids"),
+    'based later name twice': (lambda t: t[5]["content"][KEY]["fleet"]["names_added"].__setitem__(0, "b"),
+        'seq 6', "{AT}.fleet.names_added: the name 'b' has two agent ids"),
     'live not b64': (lambda t: t[2]["content"][KEY]["fleet"].__setitem__("live", "!!"),
         'seq 3', "{AT}.fleet.live: expected base64 text, found string '!!'"),
     'live not text': (lambda t: t[2]["content"][KEY]["fleet"].__setitem__("live", 5),

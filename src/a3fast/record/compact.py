@@ -31,7 +31,7 @@ from ..errors import A3Error, describe, json_path
 from ..roaring import deserialize_ids as _deserialize, serialize_ids
 from .write import placement_records, reason_text, scheduling_object, timings
 
-__all__ = ["FORMAT", "KEY", "serialize_ids", "deserialize_ids", "Encoder", "Decoder", "CompactError",
+__all__ = ["FORMAT", "KEY", "serialize_ids", "Encoder", "Decoder", "CompactError",
            "CompactMember", "Snapshots", "encode_trace", "decode_trace", "is_compact"]
 
 FORMAT = 1
@@ -108,14 +108,6 @@ def _strict_b64decode(text: str) -> bytes:
 
 def _ids_text(ids) -> str:
     return _EMPTY if len(ids) == 0 else _b64(serialize_ids(ids))
-
-
-def deserialize_ids(data: bytes) -> BitMap:
-    """Any portable Roaring bitmap (with or without runs) -> BitMap; CompactError if it is not one."""
-    try:
-        return _deserialize(data)
-    except ValueError as exc:
-        raise CompactError(str(exc)) from None
 
 
 def _bitmap(text: Any, what: str) -> BitMap:
@@ -355,27 +347,19 @@ class Encoder:
             return (orjson.dumps({"code": "unschedulable", "reason": reason_text(p),
                                   "requirements": p.requirements.doc})[:-1]
                     + b',"' + KEY.encode() + b'":' + head + b"}," + orjson.dumps(tail)[1:-1] + b"}")
-        if not default_scores:
-            head += b',"scores":' + orjson.dumps({"ids": _b64(expl.eligible_roaring()) if len(p.scores) else _EMPTY,
-                                                  "columns": _columns_of(p)})
-        declaration = p.declaration_json if p.declaration_json is not None else orjson.dumps(p.declaration.doc)
+        if not default_scores:  # a bound placement scores at least its chosen agent: ids are never empty
+            head += b',"scores":' + orjson.dumps({"ids": _b64(expl.eligible_roaring()),
+                                                  "columns": _custom_columns(p.scores.entries)})
         return (b'{"' + KEY.encode() + b'":' + head + b',"requirements":' + orjson.dumps(p.requirements.doc)
-                + b',"declaration":' + declaration + b',"rest":' + orjson.dumps(tail) + b"}}")
+                + b',"declaration":' + p.declaration_json + b',"rest":' + orjson.dumps(tail) + b"}}")
 
 
-def _columns_of(p) -> list[list[Any]]:
-    scores = p.scores
-    if p.custom_scores:
-        entries = scores.entries
-        names = list(dict.fromkeys(k for e in entries for k in e))
-        if any(list(e) != names for e in entries):
-            raise CompactError("custom scores with differing components have no compact form")
-        return [[c, *_column([e[c] for e in entries])] for c in names]
-    # the default scorer's components are floats by construction: straight to f64 columns
-    return [[c, "f64", _b64(_f64_bytes(getattr(scores, c)))] for c in _DEFAULT_COMPONENTS]
-
-
-_DEFAULT_COMPONENTS = ("total", "affinity", "success_rate", "cost", "substantiated")
+def _custom_columns(entries: list[dict[str, Any]]) -> list[list[Any]]:
+    """The score columns of a custom scorer's entries (the engine writes the default scorer's)."""
+    names = list(dict.fromkeys(k for e in entries for k in e))
+    if any(list(e) != names for e in entries):
+        raise CompactError("custom scores with differing components have no compact form")
+    return [[c, *_column([e[c] for e in entries])] for c in names]
 
 
 def _f64_bytes(values) -> bytes:
@@ -454,14 +438,6 @@ class Snapshots:
     def forget(self, seq: int) -> None:
         self.tables.pop(seq, None)
         self.unreadable.discard(seq)
-
-    def read(self, seq: int, fleet: Any, where: str = _ROOT + ".fleet") -> tuple[list[str], str]:
-        """The snapshot a `fleet` member stands for, registered under `seq` when the member is a
-        snapshot object."""
-        table = self.resolve(fleet, where)
-        if isinstance(fleet, dict):
-            self.tables[seq] = table
-        return table
 
     def read_member(self, seq: int, kind: str, content: dict[str, Any]) -> CompactMember:
         """The compact member of a task.bound or task.rejected content, checked against the format;
