@@ -15,7 +15,7 @@ from a3fast import Fleet, Route
 from a3fast.errors import json_path
 from a3fast.record.compact import KEY, CompactError, Decoder, Encoder, _same_json, decode_trace
 from a3fast.record.compact_read import CompactFailed, CompactScored
-from a3fast.record.read import (BOUND_RECORD, NAME, ParsedDocuments, RecordedPlacement, SpecFailed,
+from a3fast.record.read import (ABSENT, BOUND_RECORD, NAME, ParsedDocuments, RecordedPlacement, SpecFailed,
                                read_scheduling, read_typed)
 from a3fast.record.write import placement_records, timings
 from a3fast.verify import verify, verify_bytes
@@ -158,6 +158,21 @@ def test_missing_documents_are_each_E_STRUCTURE(placed):
         "scheduling.requirements: expected the required field 'requirements' (§6), found nothing",
         "scheduling.declaration: expected the required field 'declaration' (§6), found nothing"]
 
+
+def test_the_generic_reader_names_a_document_missing_or_not_an_object():
+    problems = read_scheduling({"scheduling": {"requirements": 5}}).problems
+    assert "scheduling.requirements: expected an object, found 5" in problems
+    assert "scheduling.declaration: expected the required field 'declaration' (§6), found nothing" in problems
+
+
+def test_the_generic_reader_names_what_no_json_writer_can_write_in_a_document():
+    # read_scheduling takes any value; a document holding an integer beyond 64 bits is named, not cached
+    problems = read_scheduling({"scheduling": {"requirements": {"x": 2**64}}}).problems
+    assert "scheduling.requirements.x: expected an integer from -2^63 to 2^64-1, found 18446744073709551616" in problems
+
+
+def test_absent_reads_as_its_name():
+    assert repr(ABSENT) == "ABSENT"
 
 def test_a_route_that_is_not_a_rule_name_is_E_STRUCTURE_saying_what_it_is(placed):
     placed[2]["content"]["scheduling"]["route"] = 5

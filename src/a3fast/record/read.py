@@ -411,8 +411,8 @@ def read_typed(content: Any, documents: ParsedDocuments) -> RecordedPlacement | 
     s = content.scheduling
     if s.recorded_in is not ABSENT and s.recorded_in is not None:
         return None  # a resumed reference: the generic reader reads it
+    # `resumed` is decoded but not kept: §7 reads it only beside recorded_in, which is not here
     record = RecordedPlacement()
-    record.resumed = content.resumed is True or s.resumed is True
     try:
         record.requirements, record.problems = documents.from_json("requirements", bytes(s.requirements))
         record.declaration, problems = documents.from_json("declaration", bytes(s.declaration))
