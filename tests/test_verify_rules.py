@@ -307,6 +307,17 @@ def test_a_reference_without_seq_is_anchored_by_a_full_explanation_anywhere_in_t
     assert said(trace) == []
 
 
+def test_a_finding_made_when_the_trace_ends_stands_in_trace_order():
+    trace = [submitted(), admitted(), resumed({"kind": "task.bound"}, seq=3), submitted(requirements=5, seq=4),
+             resumed({"kind": "task.bound"}, seq=5)]
+    unanchored = ("recorded_in names no seq, so the trace must hold a task.bound with a full explanation (§6), "
+                  "and it holds none")
+    assert said(trace) == [
+        ("E_EXPLANATION", 3, unanchored),
+        ("E_STRUCTURE", 4, "task.submitted requirements: expected an object, found 5; what the task asked for "
+                           "cannot be read"),
+        ("E_EXPLANATION", 5, unanchored)]
+
 def test_finishing_twice_gives_the_same_findings_once():
     verifier = Verifier().feed_all(read_values([submitted(), admitted(), resumed({"kind": "task.bound"}, seq=3)]))
     first = list(verifier.finish())

@@ -221,7 +221,8 @@ class Verifier:
         self._admitted_seq: int | None = None
         self._admitted_envelope: Any = None   # (task.admitted content, line, position) until checked
         self._placements = _Placements()
-        self._unanchored: list[tuple[int, int | None]] = []  # resumed, no seq, before any explanation
+        # resumed placements citing no seq before any full explanation: (seq, line, where its finding goes)
+        self._unanchored: list[tuple[int, int | None, int]] = []
         self._documents = ParsedDocuments()  # the trace's requirements and declarations, parsed once
         self._compact_reader: CompactReader | None = None  # made when a compact record appears
         self._finished = False
@@ -260,12 +261,12 @@ class Verifier:
         """Checks that need the whole trace, then every finding in trace order."""
         if not self._finished:
             self._finished = True
-            if self._unanchored and not self._placements.any_explained:
-                for seq, line in self._unanchored:
-                    self._error("E_EXPLANATION", seq, line,
-                                "recorded_in names no seq, so the trace must hold a task.bound with a "
-                                "full explanation (§6), and it holds none")
-            self.findings.sort(key=lambda f: (f.line is None, f.line or 0))
+            if not self._placements.any_explained:
+                # each where its record's findings end (last first, so that the places stay true)
+                for seq, line, at in reversed(self._unanchored):
+                    self.findings.insert(at, Finding(
+                        "E_EXPLANATION", seq, "recorded_in names no seq, so the trace must hold a task.bound "
+                        "with a full explanation (§6), and it holds none", line))
         return self.findings
 
     # -- records --------------------------------------------------------------------------------
@@ -501,7 +502,7 @@ class Verifier:
         target = ref.get("seq")
         if target is None:  # §6: seq MAY be omitted when the implementation cannot tell which
             if not self._placements.any_explained:
-                self._unanchored.append((seq, line))
+                self._unanchored.append((seq, line, len(self.findings)))
             return
         if not isinstance(target, int) or isinstance(target, bool):
             self._error("E_EXPLANATION", seq, line,
