@@ -295,6 +295,13 @@ def test_a_reference_to_a_placement_that_cites_another_says_it_carries_none_of_i
                                                 "full explanation")]
 
 
+def test_a_reference_to_a_placement_whose_lists_are_not_all_there_says_it_carries_none():
+    sched = scheduling()
+    del sched["candidates"]
+    findings = said([submitted(), admitted(), bound(sched), PREEMPTED, resumed({"kind": "task.bound", "seq": 3})])
+    assert [(code, seq) for code, seq, _ in findings] == [("E_STRUCTURE", 3), ("E_EXPLANATION", 5)]
+    assert findings[1][2].startswith("recorded_in.seq names seq 3, a task.bound that carries no full explanation")
+
 def test_a_reference_without_seq_in_a_trace_with_no_full_explanation():
     assert said([submitted(), admitted(), resumed({"kind": "task.bound"}, seq=3)]) == [
         ("E_EXPLANATION", 3, "recorded_in names no seq, so the trace must hold a task.bound with a full "
