@@ -4,6 +4,7 @@ its padding missing, with data after the padding or with characters outside the 
 from __future__ import annotations
 
 import copy
+import sys
 
 import orjson
 import pytest
@@ -98,3 +99,14 @@ def test_a_compact_record_whose_score_column_cannot_be_read_does_not_verify_clea
     with pytest.raises(CompactError):
         list(decode_trace(trace))
     assert ("E_STRUCTURE", 3) in [(f.code, f.seq) for f in verify(trace)]
+
+
+@pytest.mark.parametrize("how", SPOILS)
+def test_before_python_3_11_base64_is_decoded_as_strictly(compact_trace, monkeypatch, how):
+    # requires-python admits 3.10, whose binascii has no strict mode: the reader there is
+    # base64.b64decode(validate=True), held here to the same refusals and the same decoding
+    decoded = list(decode_trace(compact_trace))
+    monkeypatch.setattr(sys, "version_info", (3, 10, 0))
+    assert list(decode_trace(compact_trace)) == decoded
+    with pytest.raises(CompactError, match="base64"):
+        list(decode_trace(spoiled(compact_trace, "first failed bitmap", how)))

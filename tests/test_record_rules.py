@@ -660,3 +660,21 @@ def test_integer_score_columns_are_i64_within_64_bits_and_json_beyond(placed, to
     decoded = list(decode_trace(compact))
     assert decoded == placed and [type(t) for t in totals] == [
         type(e["total"]) for e in decoded[2]["content"]["scheduling"]["scores"].values()]
+
+
+def test_score_entries_with_no_components_have_a_compact_form(placed):
+    placed[2]["content"]["scheduling"]["scores"] = {"a": {}, "b": {}}
+    placed[2]["content"]["scheduling"]["filters_failed"] = []
+    compact = encoded(copy.deepcopy(placed))
+    assert KEY in compact[2]["content"] and compact[2]["content"][KEY]["scores"]["columns"] == []
+    assert as_text(decode_trace(compact)) == as_text(placed)
+
+
+@pytest.mark.parametrize("kind, content", [
+    ("task.bound", 5), ("task.bound", "a3fast.compact"), ("task.rejected", ["candidates"]),
+    ("task.submitted", {"candidates": ["a"], "filters_failed": []}),
+    ("task.admitted", {"scheduling": {"candidates": ["a"], "filters_passed": [], "filters_failed": [],
+                                      "scores": {"a": {"total": 1}}, "requirements": {}, "declaration": {}}}),
+])
+def test_the_encoder_gives_back_what_is_no_placement_content_as_it_is(kind, content):
+    assert Encoder().encode(1, kind, copy.deepcopy(content)) == content
