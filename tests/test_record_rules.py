@@ -13,7 +13,7 @@ from pyroaring import BitMap
 
 from a3fast import Fleet, Route
 from a3fast.errors import json_path
-from a3fast.record.compact import KEY, CompactError, Decoder, Encoder, _same_json, decode_trace
+from a3fast.record.compact import KEY, CompactError, Decoder, Encoder, Snapshots, _same_json, decode_trace
 from a3fast.record.compact_read import CompactFailed, CompactScored
 from a3fast.record.read import (ABSENT, BOUND_RECORD, NAME, ParsedDocuments, RecordedPlacement, SpecFailed,
                                read_scheduling, read_typed)
@@ -376,6 +376,8 @@ REFUSED = {
         'seq 3', '{AT}.fleet.names[1]: expected an agent name (a string), found 5'),
     'based extra': (lambda t: t[5]["content"][KEY]["fleet"].__setitem__("names", []),
         'seq 6', '{AT}.fleet.base: not a member of a fleet snapshot (expected only names, live)'),
+    'based unknown member': (lambda t: t[5]["content"][KEY]["fleet"].__setitem__("x", 1),
+        'seq 6', '{AT}.fleet.x: not a member of a fleet snapshot (expected only base, names_added, live)'),
     'based no names_added': (lambda t: t[5]["content"][KEY]["fleet"].pop("names_added"),
         'seq 6', "{AT}.fleet: expected a member 'names_added', found none"),
     'based base not int': (lambda t: t[5]["content"][KEY]["fleet"].__setitem__("base", True),
@@ -678,3 +680,14 @@ def test_score_entries_with_no_components_have_a_compact_form(placed):
 ])
 def test_the_encoder_gives_back_what_is_no_placement_content_as_it_is(kind, content):
     assert Encoder().encode(1, kind, copy.deepcopy(content)) == content
+
+
+def test_a_compact_rejection_read_as_a_member_has_no_scores_and_nothing_else():
+    snapshots = Snapshots()
+    for record in COMPACT_TRACE[:7]:
+        if KEY in record["content"]:
+            snapshots.read_member(record["seq"], record["kind"], record["content"])
+    member = snapshots.read_member(8, "task.rejected", COMPACT_TRACE[7]["content"])
+    assert member.names == ["a", "b", "c"] and list(member.candidates) == [0, 1, 2]
+    assert member.score_ids == BitMap() and member.score_columns == [] and member.rest == {}
+    assert member.score_map() == {}
