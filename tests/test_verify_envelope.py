@@ -69,3 +69,25 @@ def test_an_envelope_is_checked_once_against_a_placement_on_the_agent_it_admitte
     findings = [(f.code, f.seq) for f in verify(trace)]
     assert ("E_DECLARATION_SCOPE", 3) in findings
     assert [(code, seq) for code, seq in findings if code.startswith("W_")] == [("W_ENVELOPE_EXCEEDS_CLEARANCES", 2)]
+
+
+
+def test_an_envelope_warning_and_findings_made_when_the_trace_ends_keep_trace_order(engine):
+    # the envelope waits for a placement on the agent it admitted; a seq-less resumed placement on
+    # another agent comes between, and its finding (made when the trace ends) stays after its own
+    records = trace_with_envelope(engine, {"clearances": ["orders.read", "refunds.issue"], "expires": ""})
+    bound = next(r for r in records if r["kind"] == "task.bound")
+    resumed = copy.deepcopy(bound)
+    scheduling = resumed["content"]["scheduling"]
+    for key in ("candidates", "filters_passed", "filters_failed", "scores"):
+        scheduling.pop(key, None)
+    scheduling["recorded_in"] = {"kind": "task.bound"}
+    resumed["content"]["resumed"] = True
+    elsewhere = copy.deepcopy(resumed)
+    elsewhere["content"]["scheduling"]["declaration"]["agent"]["name"] = "summariser"
+    trace = records[:-1] + [dict(elsewhere, seq=bound["seq"]), dict(resumed, seq=bound["seq"] + 1)]
+    expected = [("W_ENVELOPE_EXCEEDS_CLEARANCES", 2), ("E_DECLARATION_SCOPE", 3), ("E_EXPLANATION", 3),
+                ("E_EXPLANATION", 4)]
+    assert [(f.code, f.seq) for f in verify(trace)] == expected
+    as_lines = b"".join(orjson.dumps(r) + b"\n" for r in trace)
+    assert [(f.code, f.seq) for f in verify(as_lines)] == expected

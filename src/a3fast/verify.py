@@ -327,9 +327,9 @@ class Verifier:
         self._admitted_seq = record.seq
         # The authority envelope (A3 §8) is checked against the declaration of the placement that
         # follows, once: a3fast's own check, reported as warnings, never as §7 errors.
-        # Its warnings belong where this record's findings end (the position is kept too, since a
-        # trace given as values has no lines to sort them there by).
-        self._admitted_envelope = ((content, record.line, len(self.findings))
+        # Its warnings belong where this record's findings end: the position is kept, and how many
+        # seq-less resumed placements came before it (their findings are placed when the trace ends).
+        self._admitted_envelope = ((content, record.line, len(self.findings), len(self._unanchored))
                                    if "authority_envelope" in content else None)
         agent = content.get("agent")
         if (isinstance(agent, Mapping) and isinstance(agent.get("name"), str)
@@ -398,13 +398,17 @@ class Verifier:
         clearances (W_ENVELOPE_*; see a3fast.authority.envelope)."""
         if self._admitted_envelope is None or declaration is None or agent != self._admitted:
             return
-        content, line, at = self._admitted_envelope
+        content, line, at, unanchored_before = self._admitted_envelope
         self._admitted_envelope = None
         from .authority.envelope import check_envelope
 
+        inserted = 0
         for code, message in check_envelope(content, declaration):
-            self.findings.insert(at, Finding(code, self._admitted_seq, message, line, "warning"))
-            at += 1
+            self.findings.insert(at + inserted, Finding(code, self._admitted_seq, message, line, "warning"))
+            inserted += 1
+        # the places kept for the seq-less resumed placements read since then move with the findings
+        self._unanchored[unanchored_before:] = [(seq, seq_line, place + inserted)
+                                                for seq, seq_line, place in self._unanchored[unanchored_before:]]
 
     def _check_consistency(self, seq: int, line: int | None, matched: tuple[str, ...],
                            route: str | None) -> None:
