@@ -83,6 +83,8 @@ def test_a_resumed_placement_records_the_sizes_of_the_lists_it_cites(engine):
      "no eligible agent among 3 candidates: capability:order.investigate/2 failed by a, b and 1 more"),
     (["a", "b"], 2, "no eligible agent among 2 candidates: capability:order.investigate/2 failed by a, b"),
 ])
+
+
 def test_a_rejection_reason_names_every_failed_predicate_with_the_candidates_that_failed_it(
         engine, names, reason_limit, reason):
     fleet = fleet_of(engine, *names, version=1)
@@ -104,6 +106,8 @@ def test_a_rejection_reason_lists_only_the_predicates_someone_failed_each_in_tur
                                             "requires capability:order.investigate/2, clearance:orders.read"),
     ({}, "no eligible agent: the fleet has no agents to consider (the task requires nothing)"),
 ])
+
+
 def test_a_rejection_by_an_empty_fleet_says_so_and_what_the_task_required(engine, requirements, reason):
     assert Fleet(engine=engine).place(requirements).rejection["reason"] == reason
 
@@ -174,10 +178,12 @@ def test_the_generic_reader_names_what_no_json_writer_can_write_in_a_document():
 def test_absent_reads_as_its_name():
     assert repr(ABSENT) == "ABSENT"
 
+
 def test_a_route_that_is_not_a_rule_name_is_E_STRUCTURE_saying_what_it_is(placed):
     placed[2]["content"]["scheduling"]["route"] = 5
     assert ("E_STRUCTURE", "scheduling.route: expected the name of a rule (a non-empty string), found 5") \
         in findings_both_ways(placed)
+
 
 def test_a_placement_without_filters_failed_gives_no_failed_predicate_for_anyone():
     assert RecordedPlacement().failed_predicate_of("order-analyst") is None
@@ -447,6 +453,8 @@ def test_each_member_the_decoder_refuses_is_named_with_what_it_expected(change, 
 @pytest.mark.parametrize("record, message", [
     (5, "record 1: expected a record {seq, kind, content}, found 5"),
     ({"seq": 1, "kind": "task.bound"}, "record 1: expected a member 'content', found none")])
+
+
 def test_a_trace_entry_that_is_no_record_is_named_by_its_place(record, message):
     with pytest.raises(CompactError) as caught:
         list(decode_trace([record]))
@@ -455,6 +463,8 @@ def test_a_trace_entry_that_is_no_record_is_named_by_its_place(record, message):
 
 @pytest.mark.parametrize("seq, kind, message", [("1", "task.bound", "seq: expected an integer, found string '1'"),
                                                  (1, 5, "seq 1: kind: expected a string, found 5")])
+
+
 def test_decode_content_names_an_argument_of_the_wrong_type(seq, kind, message):
     with pytest.raises(CompactError) as caught:
         Decoder().decode_content(seq, kind, {})
@@ -520,6 +530,8 @@ BEYOND = 2**64  # orjson cannot write it, so the encoder's check compares such v
     ([BEYOND, 0.0], [BEYOND, -0.0]),                 # other float bits
     ([BEYOND, 1], [BEYOND, 2]),                      # another value
 ])
+
+
 def test_values_beyond_orjson_are_the_same_json_only_when_written_alike(a, b):
     assert not _same_json(a, b) and not _same_json(b, a)
     assert _same_json(a, copy.deepcopy(a))
@@ -654,6 +666,8 @@ def test_a_bound_record_with_no_scores_has_a_compact_form(placed):
     ([0, 2**63], "json"),
     ([1, 2.5], "json"),
 ])
+
+
 def test_integer_score_columns_are_i64_within_64_bits_and_json_beyond(placed, totals, column):
     placed[2]["content"]["scheduling"]["scores"] = {"a": {"total": totals[0]}, "b": {"total": totals[1]}}
     placed[2]["content"]["scheduling"]["filters_failed"] = []
@@ -678,6 +692,8 @@ def test_score_entries_with_no_components_have_a_compact_form(placed):
     ("task.admitted", {"scheduling": {"candidates": ["a"], "filters_passed": [], "filters_failed": [],
                                       "scores": {"a": {"total": 1}}, "requirements": {}, "declaration": {}}}),
 ])
+
+
 def test_the_encoder_gives_back_what_is_no_placement_content_as_it_is(kind, content):
     assert Encoder().encode(1, kind, copy.deepcopy(content)) == content
 

@@ -101,6 +101,7 @@ def test_a_document_read_from_any_mapping_is_kept_as_given():
     requirements = {"v": "1.0", "clearances": ["orders.read"], "kind": "triage"}
     assert parse_requirements(MappingProxyType(requirements)).to_dict() == requirements
 
+
 def test_an_agent_name_is_written_as_the_spec_writes_it():
     assert AgentName("order-analyst", "support").to_dict() == {"name": "order-analyst", "namespace": "support"}
 
@@ -116,6 +117,7 @@ def test_requirements_keep_their_schema_version(form):
 
 def test_an_empty_kind_is_named_as_a_task_kind():
     assert problems(parse_requirements, {"kind": ""}) == ["$.kind: expected a task kind (a string), found string ''"]
+
 
 def test_the_kind_of_a_task_needing_several_capabilities_joins_them_with_a_plus():
     requirements = parse_requirements({"capabilities": [{"name": "text.summarise", "version": 1},

@@ -93,6 +93,8 @@ UNMET_WORDS = {
 
 @pytest.mark.parametrize("requirements, declared, drop, code, predicate, detail", UNMET_WORDS.values(),
                          ids=list(UNMET_WORDS))
+
+
 def test_an_unmet_predicate_says_what_the_declaration_has_instead(requirements, declared, drop, code,
                                                                    predicate, detail):
     assert unmet(requirements, declared, **dict.fromkeys(drop)) == [
@@ -148,6 +150,7 @@ def test_a_task_submitted_without_requirements_asked_for_nothing():
                                        "ask for (task.submitted, seq 1), and no route is on record to name the "
                                        "rule that added it")]
 
+
 def test_an_unreadable_task_submitted_is_E_STRUCTURE_and_nothing_is_compared_with_it():
     assert said([submitted({"clearances": 5}), admitted(), bound()]) == [
         ("E_STRUCTURE", 1, "task.submitted requirements.clearances: expected an array, found 5; what the task "
@@ -182,6 +185,8 @@ def test_explanation_of_a_chosen_agent_failed_and_not_scored():
 
 @pytest.mark.parametrize("scores, entries", [({}, "0 entries"), ({"s": {"total": 1}}, "1 entry"),
                                              ({"s": {"total": 1}, "t": {"total": 2}}, "2 entries")])
+
+
 def test_explanation_counts_the_scores_that_leave_out_the_chosen_agent(scores, entries):
     assert said(example(scores=scores)) == [
         ("E_EXPLANATION", 3, f"scores must contain the chosen agent 'order-analyst', and it does not (it has {entries})")]
@@ -262,6 +267,7 @@ def test_a_reference_from_a_record_out_of_order_to_a_later_seq_is_not_earlier():
     assert [(f.code, f.seq) for f in findings] == [("E_TRACE", 2), ("E_EXPLANATION", 2)]
     assert findings[1].message.startswith("recorded_in.seq names seq 3, which is not earlier than this record")
 
+
 def test_each_placement_cited_is_held_to_its_own_explanation():
     # explanations are kept once per distinct content: two placements on two agents keep two
     summariser = declaration("summariser")
@@ -274,12 +280,14 @@ def test_each_placement_cited_is_held_to_its_own_explanation():
     assert [code for code, _, _ in said(trace + [resumed({"kind": "task.bound", "seq": 3}, seq=7,
                                                          declaration=summariser)])] == ["E_EXPLANATION"]
 
+
 def test_a_seq_that_does_not_increase_is_E_TRACE_named_by_its_line_or_its_place():
     trace = example() + [dict(PREEMPTED, seq=2)]
     assert [(f.code, f.seq, f.line, f.message) for f in verify(trace)] == [
         ("E_TRACE", 2, None, "record 4: seq 2 does not increase (an earlier record has seq 3)")]
     assert [(f.code, f.seq, f.line, f.message) for f in verify_bytes(b"".join(orjson.dumps(r) + b"\n" for r in trace))] == [
         ("E_TRACE", 2, 4, "seq 2 does not increase (an earlier record has seq 3)")]
+
 
 def test_a_reference_without_resumed_true_says_so():
     assert said(example() + [PREEMPTED, resumed({"kind": "task.bound", "seq": 3}, flag=False)]) == [
@@ -301,6 +309,7 @@ def test_a_reference_to_a_placement_whose_lists_are_not_all_there_says_it_carrie
     findings = said([submitted(), admitted(), bound(sched), PREEMPTED, resumed({"kind": "task.bound", "seq": 3})])
     assert [(code, seq) for code, seq, _ in findings] == [("E_STRUCTURE", 3), ("E_EXPLANATION", 5)]
     assert findings[1][2].startswith("recorded_in.seq names seq 3, a task.bound that carries no full explanation")
+
 
 def test_a_reference_without_seq_in_a_trace_with_no_full_explanation():
     assert said([submitted(), admitted(), resumed({"kind": "task.bound"}, seq=3)]) == [
@@ -325,11 +334,13 @@ def test_a_finding_made_when_the_trace_ends_stands_in_trace_order():
                            "cannot be read"),
         ("E_EXPLANATION", 5, unanchored)]
 
+
 def test_finishing_twice_gives_the_same_findings_once():
     verifier = Verifier().feed_all(read_values([submitted(), admitted(), resumed({"kind": "task.bound"}, seq=3)]))
     first = list(verifier.finish())
     assert [f.code for f in first] == ["E_EXPLANATION"]
     assert verifier.finish() == first
+
 
 def test_the_explanation_cited_is_held_to_what_this_placement_matched():
     req = dict(REQ, tools=["crm.lookup"])
@@ -351,6 +362,7 @@ def test_an_explanation_cited_that_lacks_some_and_has_others_says_both():
                                             declaration=declaration(tools=["q", "crm.lookup"]), route="r")]) == [
         ("E_EXPLANATION", 5, "the explanation it cites (seq 3) does not cover this placement: its filters_passed "
                              "lacks tool:crm.lookup and has tool:q, which this placement did not match")]
+
 
 def test_the_explanation_cited_must_have_chosen_this_agent_eligibly():
     assert said(example() + [admitted("summariser", seq=4),
