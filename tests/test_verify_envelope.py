@@ -64,12 +64,10 @@ def test_an_envelope_is_checked_once_against_a_placement_on_the_agent_it_admitte
     other = copy.deepcopy(bound)
     other["content"]["scheduling"]["declaration"]["agent"]["name"] = "summariser"
     other["content"]["scheduling"]["declaration"]["clearances"] = ["orders.read", "refunds.issue"]
-    again = copy.deepcopy(bound)
-    trace = records[:-1] + [other] + [dict(bound, seq=bound["seq"] + 1), dict(again, seq=bound["seq"] + 2)]
+    trace = records[:-1] + [other, dict(bound, seq=bound["seq"] + 1), dict(bound, seq=bound["seq"] + 2)]
     findings = [(f.code, f.seq) for f in verify(trace)]
     assert ("E_DECLARATION_SCOPE", 3) in findings
     assert [(code, seq) for code, seq in findings if code.startswith("W_")] == [("W_ENVELOPE_EXCEEDS_CLEARANCES", 2)]
-
 
 
 def test_an_envelope_warning_and_findings_made_when_the_trace_ends_keep_trace_order(engine):

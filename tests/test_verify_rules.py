@@ -244,19 +244,27 @@ def test_a_placement_is_cited_by_its_seq_wherever_in_the_integers_the_trace_runs
     assert [code for code, _, _ in said(trace)] == ["E_EXPLANATION"]
 
 
+SUMMARISER = declaration("summariser")
+
+
+def then_placed_on_the_summariser(seq):
+    """example() (a full placement on order-analyst at seq 3), then a full placement on the
+    summariser at `seq`, preempted at the seq after the last record."""
+    return example() + [admitted("summariser", seq=4),
+                        bound(scheduling(declaration=SUMMARISER, filters_failed=[],
+                                         scores={"summariser": {"total": 1}}), seq=seq),
+                        {"seq": max(seq, 4) + 1, "kind": "task.preempted", "content": {}}]
+
+
 def test_a_seq_two_placements_share_is_cited_as_the_later_of_them():
     # the repeated seq is E_TRACE; a placement citing it is checked against the latest placement with it
-    summariser = declaration("summariser")
-    trace = example() + [admitted("summariser", seq=4),
-                         bound(scheduling(declaration=summariser, filters_failed=[],
-                                          scores={"summariser": {"total": 1}}), seq=3),
-                         {"seq": 5, "kind": "task.preempted", "content": {}}]
+    trace = then_placed_on_the_summariser(seq=3)
 
     def findings(*records):
         return [(f.code, f.seq) if f.code == "E_TRACE" else (f.code, f.seq, f.message)
                 for f in verify(trace + list(records))]
 
-    assert findings(resumed({"kind": "task.bound", "seq": 3}, seq=6, declaration=summariser)) == [("E_TRACE", 3)]
+    assert findings(resumed({"kind": "task.bound", "seq": 3}, seq=6, declaration=SUMMARISER)) == [("E_TRACE", 3)]
     assert findings(admitted(seq=6), resumed({"kind": "task.bound", "seq": 3}, seq=7)) == [
         ("E_TRACE", 3), ("E_EXPLANATION", 7, "the explanation it cites (seq 3) chose support/summariser; it does "
                                              "not explain a placement on support/order-analyst")]
@@ -270,15 +278,11 @@ def test_a_reference_from_a_record_out_of_order_to_a_later_seq_is_not_earlier():
 
 def test_each_placement_cited_is_held_to_its_own_explanation():
     # explanations are kept once per distinct content: two placements on two agents keep two
-    summariser = declaration("summariser")
-    trace = example() + [admitted("summariser", seq=4),
-                         bound(scheduling(declaration=summariser, filters_failed=[],
-                                          scores={"summariser": {"total": 1}}), seq=5),
-                         {"seq": 6, "kind": "task.preempted", "content": {}}]
-    assert said(trace + [resumed({"kind": "task.bound", "seq": 5}, seq=7, declaration=summariser)]) == []
+    trace = then_placed_on_the_summariser(seq=5)
+    assert said(trace + [resumed({"kind": "task.bound", "seq": 5}, seq=7, declaration=SUMMARISER)]) == []
     assert said(trace + [admitted(seq=7), resumed({"kind": "task.bound", "seq": 3}, seq=8)]) == []
     assert [code for code, _, _ in said(trace + [resumed({"kind": "task.bound", "seq": 3}, seq=7,
-                                                         declaration=summariser)])] == ["E_EXPLANATION"]
+                                                         declaration=SUMMARISER)])] == ["E_EXPLANATION"]
 
 
 def test_a_seq_that_does_not_increase_is_E_TRACE_named_by_its_line_or_its_place():
