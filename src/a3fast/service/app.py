@@ -31,7 +31,7 @@ from .config import ServiceConfig
 from .k8s import Extender, ExtenderError
 from .openapi import openapi_document
 from .operations import Operations, verify_result
-from .journal import JournalFailed
+from ..journal import JournalFailed
 from .problems import ServiceError, from_library, journal_failed, parse_json, problem
 from .sharded import ShardError, fleet_factory, shard_unavailable
 from .state import ServiceState, StateError
@@ -431,7 +431,7 @@ def _open(state: ServiceState, config: ServiceConfig, app) -> None:
 def seed_fleet(state: ServiceState, config: ServiceConfig) -> None:
     """Declarations of --fleet, added when the state holds no agent yet (a restart keeps what the
     state holds)."""
-    if state.order:
+    if not state.fresh:
         return
     from ..schema import parse_declaration, loads
 

@@ -154,7 +154,7 @@ class Operations:
         except RouteError as exc:
             raise ServiceError(422, [problem("$.route", "a route that only adds requirements", str(exc))]) from None
         metrics.count_placement(p)
-        self.state.maybe_snapshot()
+        self.state.maybe_checkpoint()
         await self.state.durable()
         return {"records": orjson.Fragment(records_array(lines))}
 
@@ -191,7 +191,7 @@ class Operations:
             raise ServiceError(404, [problem("$.agent", "an agent of the fleet", repr(agent))]) from None
         self._changed()
         await self.state.durable()
-        successes, attempts = self.state.outcomes[(agent, kind)]
+        successes, attempts = self.state.fleet.outcomes(agent, kind)
         return {"agent": agent, "kind": kind, "successes": successes, "attempts": attempts}
 
     async def hold_session(self, body: dict) -> dict:
@@ -239,7 +239,7 @@ class Operations:
         return verify_result("request", verify_bytes(data))
 
     def _changed(self) -> None:
-        self.state.maybe_snapshot()
+        self.state.maybe_checkpoint()
 
 
 def verify_result(path: str, findings) -> dict:

@@ -15,7 +15,7 @@ import orjson
 
 from ..errors import SchemaError
 from .operations import OPS, Operations
-from .journal import JournalFailed
+from ..journal import JournalFailed
 from .problems import ServiceError, from_library, journal_failed, parse_json, problem
 from .sharded import ShardError, shard_unavailable
 
