@@ -94,6 +94,7 @@ class Recovered:
     snapshot: Path | None                   # the fleet snapshot it names
     generation: int                         # the generation appends continue in
     entries: list[Entry] = field(default_factory=list)
+    cut_bytes: int = 0                      # bytes cut from the end of the last generation
 
 
 class StateDir:
@@ -157,7 +158,9 @@ class StateDir:
                                  f"the state directory from a copy")
         recovered = Recovered(checkpoint, snapshot, replay[-1] if replay else start)
         for g in replay:
-            recovered.entries.extend(self._read_generation(g, last=g == replay[-1]))
+            entries, cut = self._read_generation(g, last=g == replay[-1])
+            recovered.entries.extend(entries)
+            recovered.cut_bytes += cut
         self._remove_leftovers(start, checkpoint["fleet"] if checkpoint else None)
         if not replay:
             self._create_journal(start)
@@ -188,7 +191,7 @@ class StateDir:
                              f"state directory from a copy")
         return document
 
-    def _read_generation(self, generation: int, last: bool) -> list[Entry]:
+    def _read_generation(self, generation: int, last: bool) -> tuple[list[Entry], int]:
         path = self.journal_path(generation)
         data = path.read_bytes()
         try:
@@ -210,7 +213,7 @@ class StateDir:
                 os.fsync(fh.fileno())
         offsets = read.offsets or []
         return [Entry(path, generation, n, offsets[n - 1], payload)
-                for n, payload in enumerate(read.entries, 1)]
+                for n, payload in enumerate(read.entries, 1)], read.cut_bytes
 
     def _remove_leftovers(self, generation: int, snapshot: str | None) -> None:
         """Generations and snapshots an interrupted checkpoint left behind, and its temporary files."""
