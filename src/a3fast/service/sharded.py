@@ -74,10 +74,11 @@ class ShardedFleets:
         except Exception as exc:   # Ray's own errors: actors that cannot be placed or load
             raise ShardsNotStarted(f"--shards {self.shards}: cannot start the shard actors from {path}: "
                                    f"{_first_line(exc)}") from None
-        if fleet.shards != self.shards:
+        saved = fleet.shards
+        if saved != self.shards:
             fleet.close()
-            raise ShardsNotStarted(f"{path}: the state holds a fleet of {fleet.shards} shards, not the "
-                                   f"{self.shards} of --shards {self.shards}; start with --shards {fleet.shards}")
+            raise ShardsNotStarted(f"{path}: the state holds a fleet of {saved} shards, not the "
+                                   f"{self.shards} of --shards {self.shards}; start with --shards {saved}")
         return fleet
 
     def close(self, fleet: ServedFleet) -> None:
