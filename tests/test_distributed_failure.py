@@ -67,15 +67,15 @@ def tasks(rng, names, n=12):
 
 
 def test_a_killed_shard_restarts_from_its_snapshot_and_journal_with_the_same_answers(ray, tmp_path):
-    rng, one, many = populated(tmp_path, snapshot_every=4)
+    rng, one, many = populated(tmp_path, checkpoint_every=4)
     try:
         # a shard with both a snapshot and a journal of changes after it
-        before = next(s for s in many.shard_states() if s["changes"] > s["snapshot_seq"] > 0)
+        before = next(s for s in many.shard_states() if s["changes"] > s["checkpoint_seq"] > 0)
         victim = before["shard"]
         ray.kill(many.shard_actor(victim), no_restart=False)
         after = restarted(many, victim, before["pid"])
-        assert after["recovered"]["snapshot_seq"] == before["snapshot_seq"]
-        assert after["recovered"]["journal_changes"] == before["changes"] - before["snapshot_seq"]
+        assert after["recovered"]["checkpoint_seq"] == before["checkpoint_seq"]
+        assert after["recovered"]["journal_changes"] == before["changes"] - before["checkpoint_seq"]
         assert (after["live"], after["ids_given"]) == (before["live"], before["ids_given"])
         for task in tasks(rng, one.names()):
             assert records(many.place(task)) == records(one.place(task))
@@ -120,11 +120,11 @@ def test_a_shard_that_does_not_answer_in_time_makes_the_placement_raise_naming_i
 
 # -- the shard's durable state, without Ray -----------------------------------------------------------
 
-def shard_world(tmp_path, snapshot_every):
+def shard_world(tmp_path, checkpoint_every):
     from a3fast.distributed.shard import FleetShard
 
     rng = random.Random(11)
-    shard = FleetShard(0, state_dir=str(tmp_path), snapshot_every=snapshot_every)
+    shard = FleetShard(0, state_dir=str(tmp_path), checkpoint_every=checkpoint_every)
     shard.extend([declaration(rng, n) for n in WORLD_NAMES[:10]])
     for name in WORLD_NAMES[:4]:
         shard.record_outcome(name, "review", True)
@@ -147,12 +147,12 @@ def _equal_answers(x, y):
             and (x.best, x.best_name, x.best_json) == (y.best, y.best_name, y.best_json))
 
 
-@pytest.mark.parametrize("snapshot_every", [1, 4, 1000])
-def test_a_shard_recovers_from_snapshot_plus_journal(tmp_path, snapshot_every):
+@pytest.mark.parametrize("checkpoint_every", [1, 4, 1000])
+def test_a_shard_recovers_from_snapshot_plus_journal(tmp_path, checkpoint_every):
     from a3fast.distributed.shard import FleetShard
 
-    shard = shard_world(tmp_path, snapshot_every)
-    again = FleetShard(0, state_dir=str(tmp_path), snapshot_every=snapshot_every)
+    shard = shard_world(tmp_path, checkpoint_every)
+    again = FleetShard(0, state_dir=str(tmp_path), checkpoint_every=checkpoint_every)
     same_state(shard, again)
     assert again.state()["changes"] == shard.state()["changes"]
 

@@ -34,7 +34,7 @@ def world(tmp_path, seed, shards=3):
 
     rng = random.Random(seed)
     one = Fleet()
-    many = ShardedFleet(shards=shards, state_dir=str(tmp_path / "run"), snapshot_every=5)
+    many = ShardedFleet(shards=shards, state_dir=str(tmp_path / "run"), checkpoint_every=5)
     docs = [declaration(rng, name) for name in WORLD_NAMES]
     for fleet in (one, many):
         fleet.extend(docs[:15])

@@ -105,7 +105,7 @@ def test_the_journal_written_before_a_checkpoint_is_removed_only_after_the_check
 def _server(state: Path, *args: str):
     from service_process import Server
 
-    return Server("--state", str(state), "--snapshot-every", "15", *args)
+    return Server("--state", str(state), "--checkpoint-every", "15", *args)
 
 
 def test_20_rounds_of_kill_9_under_concurrent_writers_lose_nothing_and_apply_nothing_twice(tmp_path):

@@ -37,7 +37,7 @@ from .common import EXIT_BAD_INPUT
               help="group: changes that arrive while an fsync runs share the next one; always: one "
                    "fsync per change; never: no fsync (survives a killed process, not a power loss). "
                    "Every change is acknowledged only after that.")
-@click.option("--snapshot-every", default=50_000, show_default=True, type=click.IntRange(min=1),
+@click.option("--checkpoint-every", default=50_000, show_default=True, type=click.IntRange(min=1),
               help="Journal entries after which a checkpoint is taken (a fleet snapshot and a new journal "
                    "generation; docs/service.md), besides the one at a clean stop.")
 @click.option("--watch-cards", "watch_cards", multiple=True, metavar="URL",
@@ -58,7 +58,7 @@ from .common import EXIT_BAD_INPUT
               help="With --shards: the Ray cluster to run the shards on (auto, HOST:PORT, ray://...; "
                    "default: a local Ray with at most min(N, CPUs) CPUs).")
 @click.option("--stdio", is_flag=True, help="Answer JSON requests on standard input instead of HTTP.")
-def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max_body, fsync, snapshot_every,
+def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max_body, fsync, checkpoint_every,
           watch_cards, watch_mcp, watch_interval, watch_remove_after, shards, ray_address, stdio):
     """Serve the fleet: HTTP API under /v1, a Kubernetes scheduler extender under /k8s, or with
     --stdio one JSON request per line (docs/service.md, docs/protocol.md).
@@ -87,7 +87,7 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
         _fail("--ray-address: only with --shards N (a plain fleet runs in this process)")
     config = ServiceConfig(host=host, port=port, state=state_dir, fleet=fleet_path, trace=trace_path,
                            token=token, engine=engine, max_body=max_body, fsync=fsync,
-                           snapshot_every=snapshot_every, watch_cards=tuple(watch_cards), watch_mcp=servers, watch_interval=watch_interval,
+                           checkpoint_every=checkpoint_every, watch_cards=tuple(watch_cards), watch_mcp=servers, watch_interval=watch_interval,
                            watch_remove_after=watch_remove_after, shards=shards, ray_address=ray_address)
     code = _run_stdio(config) if stdio else _run_http(config)
     sys.exit(code)
@@ -193,7 +193,7 @@ def _run_stdio(config) -> int:
     from ..errors import SchemaError
 
     state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
-                         fsync=config.fsync, snapshot_every=config.snapshot_every,
+                         fsync=config.fsync, checkpoint_every=config.checkpoint_every,
                          fleet_factory=fleet_factory(config))
     try:
         state.open(mark_ready=False)

@@ -29,31 +29,31 @@ from ..journal import CHANGE, ChangeUnreadable, Journal, apply_change, decode_ch
 from ..statedir import StateDir, StateError
 from .merge import ShardAnswer
 
-__all__ = ["FleetShard", "SNAPSHOT_EVERY"]
+__all__ = ["FleetShard", "CHECKPOINT_EVERY"]
 
 #: Changes between checkpoints (a change is one call: one add, one extend batch, one outcome...).
-SNAPSHOT_EVERY = 1000
+CHECKPOINT_EVERY = 1000
 #: An extend of at least this many declarations is followed by a checkpoint instead of a journal
 #: entry, since the journal would otherwise hold the whole batch once more.
-SNAPSHOT_BATCH = 10_000
+CHECKPOINT_BATCH = 10_000
 
 
 class FleetShard:
     """A Fleet shard with durable state (see the module docstring)."""
 
     def __init__(self, shard: int, engine: str | None = None, state_dir: str | None = None,
-                 snapshot_every: int = SNAPSHOT_EVERY, fsync: bool = False,
+                 checkpoint_every: int = CHECKPOINT_EVERY, fsync: bool = False,
                  load_from: str | None = None, names: Sequence[str] | None = None):
         self.shard = shard
         self._engine = engine
         self._dir = state_dir
-        self._every = max(1, int(snapshot_every))
+        self._every = max(1, int(checkpoint_every))
         self.fleet = Fleet(engine)
         #: every name given a local id, in id order (the fleet's own ids: it numbers new names so)
         self._local: dict[str, int] = {}
         self._seq = 0            # changes acknowledged
-        self._snapshot_seq = 0   # changes in the newest checkpoint
-        self.recovered: dict[str, Any] = {"snapshot_seq": 0, "journal_changes": 0, "torn_bytes": 0,
+        self._checkpoint_seq = 0   # changes in the newest checkpoint
+        self.recovered: dict[str, Any] = {"checkpoint_seq": 0, "journal_changes": 0, "torn_bytes": 0,
                                           "loaded_from": None}
         self._journal: Journal | None = None
         self._state: StateDir | None = None
@@ -92,7 +92,7 @@ class FleetShard:
         """Add or replace agents in order; their local ids."""
         self.fleet.extend(docs)
         self._number(docs)
-        if len(docs) >= SNAPSHOT_BATCH and self._journal is not None:
+        if len(docs) >= CHECKPOINT_BATCH and self._journal is not None:
             self._seq += 1
             self._save()
         else:
@@ -173,7 +173,7 @@ class FleetShard:
     def state(self) -> dict[str, Any]:
         """What the coordinator checks and reports: ids given, live agents, changes, recovery."""
         return {"shard": self.shard, "ids_given": len(self._local), "live": len(self.fleet),
-                "changes": self._seq, "snapshot_seq": self._snapshot_seq, "recovered": dict(self.recovered),
+                "changes": self._seq, "checkpoint_seq": self._checkpoint_seq, "recovered": dict(self.recovered),
                 "pid": os.getpid(), "index_nbytes": self.fleet.index_nbytes(), "rss_bytes": _rss()}
 
     def local_names(self) -> list[str]:
@@ -193,7 +193,7 @@ class FleetShard:
         if self._journal is None:
             return
         self._journal.write_now(encode_change(op, **fields))
-        if self._seq - self._snapshot_seq >= self._every:
+        if self._seq - self._checkpoint_seq >= self._every:
             self._save()
 
     def _save(self) -> None:
@@ -202,7 +202,7 @@ class FleetShard:
         assert self._state is not None and self._journal is not None   # only with a state_dir
         self._journal.switch(self._state.next_generation())
         self._state.commit(self.fleet.save, {"seq": self._seq, "names": list(self._local)})
-        self._snapshot_seq = self._seq
+        self._checkpoint_seq = self._seq
 
     def _recover(self) -> bool:
         """The checkpoint and the journal after it; True when the directory held nothing."""
@@ -213,8 +213,8 @@ class FleetShard:
             assert recovered.snapshot is not None   # a checkpoint always names one
             self.fleet = Fleet.load(recovered.snapshot, self._engine)
             self._local = {name: i for i, name in enumerate(checkpoint["names"])}
-            self._seq = self._snapshot_seq = int(checkpoint["seq"])
-            self.recovered["snapshot_seq"] = self._seq
+            self._seq = self._checkpoint_seq = int(checkpoint["seq"])
+            self.recovered["checkpoint_seq"] = self._seq
         self.recovered["torn_bytes"] = recovered.cut_bytes
         for entry in recovered.entries:
             try:

@@ -30,7 +30,7 @@ from ..placement import Placement, Route, check_reason_limit, resumed, resumed_a
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from .cluster import connect, ray_module
 from .merge import GlobalIndex, MergedExplanation, MergedScores, winner_of
-from .shard import SNAPSHOT_EVERY, FleetShard
+from .shard import CHECKPOINT_EVERY, FleetShard
 
 __all__ = ["ShardedFleet", "ShardError", "shard_of"]
 
@@ -104,7 +104,7 @@ class ShardedFleet:
     """
 
     def __init__(self, shards: int = 4, address: str | None = None, engine: str | None = None, *,
-                 state_dir: str | None = None, snapshot_every: int = SNAPSHOT_EVERY,
+                 state_dir: str | None = None, checkpoint_every: int = CHECKPOINT_EVERY,
                  timeout: float = 30.0, max_restarts: int = -1, fsync: bool = False,
                  _snapshot: tuple[Path, dict[str, Any]] | None = None):
         if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
@@ -125,7 +125,7 @@ class ShardedFleet:
         if _snapshot is not None:
             parts = self._restore_coordinator(*_snapshot)
         actor = ray.remote(FleetShard).options(num_cpus=0, max_restarts=max_restarts, max_task_retries=0)
-        self._shards = [actor.remote(i, engine, self.state_dir, snapshot_every, fsync, *parts[i])
+        self._shards = [actor.remote(i, engine, self.state_dir, checkpoint_every, fsync, *parts[i])
                         for i in range(shards)]
         states = self._gather([s.state.remote() for s in self._shards], "start")
         for state, (loaded_from, names) in zip(states, parts):

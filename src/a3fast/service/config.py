@@ -21,7 +21,7 @@ class ServiceConfig:
     engine: str | None = None
     max_body: int = DEFAULT_MAX_BODY
     fsync: str = "group"               # "group" (group commit), "always" (one per change), "never"
-    snapshot_every: int = 50_000       # journal entries between checkpoints
+    checkpoint_every: int = 50_000       # journal entries between checkpoints
     watch_cards: tuple[str, ...] = ()  # agents (or card URLs) whose cards keep the fleet in step
     watch_mcp: tuple[tuple[str, str], ...] = ()  # (agent, MCP server URL): the agent's tools follow the server
     watch_interval: float = 30.0       # seconds between two checks of a watched card or server

@@ -102,11 +102,11 @@ class ServiceState:
 
     def __init__(self, directory: str | os.PathLike | None = None, *, engine: str | None = None,
                  trace_path: str | os.PathLike | None = None, fsync: str = "group",
-                 snapshot_every: int = 50_000, log=None, fleet_factory: FleetStore | None = None):
+                 checkpoint_every: int = 50_000, log=None, fleet_factory: FleetStore | None = None):
         self.directory = Path(directory) if directory is not None else None
         self.engine = engine
         self.fsync = fsync
-        self.snapshot_every = snapshot_every
+        self.checkpoint_every = checkpoint_every
         self.log = log or (lambda message: print(f"a3fast serve: {message}", file=sys.stderr, flush=True))
         self._tempdir: str | None = None
         if trace_path is not None:
@@ -247,7 +247,7 @@ class ServiceState:
             self.log(f"no checkpoint taken: {exc}; the journal keeps every change since the last one")
 
     def maybe_checkpoint(self) -> None:
-        if self.journal is not None and self.failed is None and self.journal.entries >= self.snapshot_every:
+        if self.journal is not None and self.failed is None and self.journal.entries >= self.checkpoint_every:
             self.checkpoint()
 
     # -- durability -------------------------------------------------------------------------------
