@@ -114,3 +114,37 @@ def test_a_torn_tail_in_a_generation_before_the_last_refuses_to_start(tmp_path):
     (state / "journal.00000002").write_bytes(b"")
     err = _refused(state, stdio=False)
     assert f"{journal}: the last 6 bytes" in err and "a later generation follows" in err
+
+
+def test_a_state_directory_of_the_layout_before_generations_is_moved_and_keeps_everything(tmp_path):
+    """`snapshot` (format 3, naming a fleet snapshot file) and one `journal` become a checkpoint at
+    generation 1 and `journal.00000001`; the fleet, the trace and the journal's changes are kept."""
+    from a3fast import Fleet
+    from a3fast.journal import encode_change
+    from a3fast.service.state import ServiceState
+
+    state = tmp_path / "old"
+    state.mkdir()
+    fleet = Fleet()
+    fleet.add(decl("kept"))
+    fleet.add(decl("gone"))
+    fleet.remove("gone")
+    fleet.save(state / "fleet.0123456789abcdef.a3snap")
+    trace = b'{"seq":1}\n'
+    (state / "trace.jsonl").write_bytes(trace)
+    import zlib
+    (state / "snapshot").write_bytes(frame(orjson.dumps({
+        "format": 3, "fleet": "fleet.0123456789abcdef.a3snap", "names": ["kept", "gone"], "outcomes": [],
+        "sessions": [], "next_seq": 2, "trace_bytes": len(trace), "trace_tail_crc": zlib.crc32(trace)})))
+    (state / "journal").write_bytes(frame(encode_change("put", decls=[decl("later")]))
+                                    + frame(encode_change("hold", agent="kept", session="s"))
+                                    + frame(encode_change("put", decls=[decl("gone")])))
+    st = ServiceState(state, log=lambda message: None)
+    st.open()
+    try:
+        assert st.fleet.names() == ["kept", "gone", "later"]      # "gone" took back its place
+        assert st.fleet.holds_session("kept", "s") and st.next_seq == 2
+    finally:
+        st.close()
+    assert sorted(p.name for p in state.iterdir()) == ["checkpoint", "fleet.00000002.a3snap",
+                                                       "journal.00000002", "trace.jsonl"]

@@ -145,6 +145,7 @@ class ServiceState:
         self.fleet = self.fleets.empty() if self.directory is None else self.fleet
         if self.directory is not None:
             self.statedir = StateDir(self.directory, log=self.log)
+            _upgrade_layout(self.statedir)
             recovered = self.statedir.recover()
             checkpoint = recovered.checkpoint
             if checkpoint is not None:
@@ -459,6 +460,66 @@ class ServiceState:
         if self.journal is None and self._trace_buffer:
             self._flush_trace()
         return self._trace_end
+
+
+#: The layout before journal generations: `snapshot` (format 3: it named a fleet snapshot file)
+#: and one `journal`, emptied at each snapshot; its entries are the changes of today's journal.
+_OLD_SNAPSHOT = "snapshot"
+_OLD_JOURNAL = "journal"
+
+
+def _upgrade_layout(statedir: StateDir) -> None:
+    """A state directory of the layout before journal generations, moved to today's: its journal
+    becomes generation 1 and its snapshot document a checkpoint at generation 1. Each step can be
+    taken again after a stop part-way (the old snapshot is removed last)."""
+    directory = statedir.directory
+    old_snapshot, old_journal = directory / _OLD_SNAPSHOT, directory / _OLD_JOURNAL
+    if not old_snapshot.exists() and not old_journal.exists():
+        return
+    if statedir.path(CHECKPOINT).exists() or (not old_snapshot.exists() and statedir.journal_path(1).exists()):
+        raise StateError(f"{directory}: holds both the layout before journal generations ({old_snapshot.name}, "
+                         f"{old_journal.name}) and today's; restore the state directory from a copy")
+    document = None
+    if old_snapshot.exists():
+        from ..journal import read_entries
+
+        read = read_entries(old_snapshot.read_bytes(), str(old_snapshot))
+        try:
+            document = orjson.loads(read.entries[0]) if len(read.entries) == 1 and not read.cut_bytes else None
+        except orjson.JSONDecodeError:
+            document = None
+        if not isinstance(document, dict) or document.get("format") != 3 or not isinstance(document.get("fleet"), str):
+            found = document.get("format") if isinstance(document, dict) else "damaged"
+            raise StateError(f"{old_snapshot}: a snapshot of the layout before journal generations in format "
+                             f"{found!r}; this a3fast moves only format 3 (a fleet snapshot file) to checkpoints")
+    if old_journal.exists():
+        os.replace(old_journal, statedir.journal_path(1))
+    elif not statedir.journal_path(1).exists():
+        statedir.journal_path(1).touch()
+    _fsync(directory)
+    if document is not None:
+        source, target = directory / document["fleet"], directory / statedir.snapshot_name(1)
+        if source.exists():
+            os.replace(source, target)
+            _fsync(directory)
+        elif not target.exists():
+            raise StateError(f"{source}: missing: the fleet snapshot named by {old_snapshot}; restore the "
+                             f"state directory from a copy")
+        statedir.generation = 1
+        statedir.commit(lambda path: None, {"next_seq": document["next_seq"],
+                                            "trace_bytes": document["trace_bytes"],
+                                            "trace_tail_crc": document["trace_tail_crc"]})
+        old_snapshot.unlink()
+        _fsync(directory)
+    statedir.log(f"{directory}: moved to journal generations (journal.00000001, checkpoint)")
+
+
+def _fsync(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class FleetConflict(SchemaError):
