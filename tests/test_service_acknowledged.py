@@ -75,9 +75,18 @@ def _close_without_checkpoint(st: ServiceState) -> None:
     st.close()
 
 
-@pytest.mark.parametrize("operation", list(OPERATIONS))
+POD = {"metadata": {"name": "worker", "namespace": "default", "uid": "pod-1",
+                    "annotations": {"a3.dev/requirements": orjson.dumps(TASK).decode()}}}
+#: HTTP only: the Kubernetes extender's filter records a placement in the trace
+HTTP_ONLY = {
+    "k8s filter": (("POST", "/k8s/filter", {"json": {"Pod": POD, "NodeNames": ["a", "b"]}}), None,
+                   lambda st: st.next_seq > 1 and b'"pod-1"' in st.trace_path.read_bytes()),
+}
+
+
+@pytest.mark.parametrize("operation", list(OPERATIONS) + list(HTTP_ONLY))
 def test_an_acknowledged_change_over_http_survives_kill_9_straight_after_its_answer(tmp_path, operation):
-    (method, path, kwargs), _, shows = OPERATIONS[operation]
+    (method, path, kwargs), _, shows = {**OPERATIONS, **HTTP_ONLY}[operation]
     state = tmp_path / "state"
     server = _prepare_http(state)
     answer = server.client.request(method, path, **kwargs)
