@@ -23,7 +23,7 @@ from ..fleet import Fleet
 from ..schema import parse_declaration, parse_requirements
 from . import metrics
 from .problems import check_bounds
-from .state import ServiceState
+from .state import ServedFleet, ServiceState
 
 __all__ = ["REQUIREMENTS_ANNOTATION", "DECLARATION_ANNOTATION", "MAX_EXTENDER_PRIORITY", "Extender"]
 
@@ -179,10 +179,7 @@ class Extender:
         assert hosts is not None  # _args refuses a body with neither
         if requirements is None:
             return [{"Host": h, "Score": 0} for h in hosts]
-        if items is not None:
-            fleet, _ = self._node_fleet(items)
-        else:
-            fleet = self.state.fleet
+        fleet: ServedFleet = self._node_fleet(items)[0] if items is not None else self.state.fleet
         p = fleet.place(requirements, remember_session=False)
         totals = _totals(p)
         return [{"Host": h, "Score": int(round(totals.get(h, 0.0) * MAX_EXTENDER_PRIORITY))} for h in hosts]

@@ -307,7 +307,7 @@ class ServiceState:
                              f"({type(exc).__name__}: {exc}); restore the state directory from a copy") from None
 
     # -- changes: check, apply, journal -----------------------------------------------------------
-    def _change(self, op: str, apply: Callable[..., None], *args: Any, **fields: Any) -> None:
+    def _change(self, op: str, apply: Callable[..., object], *args: Any, **fields: Any) -> None:
         """Apply a checked change, then journal it, in one synchronous step. Applying first means
         a change the fleet could not make — a shard of a ShardedFleet down or late (ShardError) —
         is never journaled, so a restart cannot bring back what was answered with a 503."""
