@@ -18,14 +18,15 @@ at any step leaves either the old checkpoint with every generation it needs (G-1
 after step 4), or the new one; an entry is replayed exactly once either way.
 
 Every filesystem step goes through `step`, which names it, so a test can stop the process at each
-one (`A3FAST_STOP_AT_STEP=N` ends the process with exit 86 just before the Nth step;
-`A3FAST_STEP_LOG=FILE` appends each step's name to FILE first).
+one (`A3FAST_STOP_AT_STEP=N` kills the process with SIGKILL just before its Nth step, as a crash
+there would end it; `A3FAST_STEP_LOG=FILE` appends each step's name to FILE first).
 """
 from __future__ import annotations
 
 import os
 import re
 import shutil
+import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,9 +36,8 @@ import orjson
 
 from .journal import JournalCorrupt, frame, read_entries
 
-__all__ = ["StateDir", "StateError", "Entry", "Recovered", "step", "STOP_EXIT"]
+__all__ = ["StateDir", "StateError", "Entry", "Recovered", "step"]
 
-STOP_EXIT = 86
 _STOP_AT = os.environ.get("A3FAST_STOP_AT_STEP")
 _STEP_LOG = os.environ.get("A3FAST_STEP_LOG")
 _steps_taken = 0
@@ -63,7 +63,7 @@ def step(name: str, path: Path | str) -> None:
             fh.write(f"{_steps_taken} {name} {os.path.basename(path)}\n")
     if _STOP_AT is not None and _steps_taken == int(_STOP_AT):
         sys.stderr.flush()
-        os._exit(STOP_EXIT)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -257,8 +257,9 @@ class StateDir:
     def next_generation(self) -> Path:
         """Steps 1-2 of a checkpoint (the caller has written and fsynced the current generation):
         the next generation's journal, created and durable. Appends go there from now on."""
-        self.generation += 1
-        return self._create_journal(self.generation)
+        path = self._create_journal(self.generation + 1)
+        self.generation += 1     # only once the file is durable: until then appends stay where they are
+        return path
 
     def commit(self, save_snapshot: Callable[[Path], None], document: dict[str, Any]) -> None:
         """Steps 3-5 of a checkpoint at the current generation: the fleet snapshot written by

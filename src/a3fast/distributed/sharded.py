@@ -99,8 +99,10 @@ class ShardedFleet:
     """A fleet of `shards` Ray actors (see the module docstring).
 
     `address` is given to `ray.init` when Ray is not initialised yet (None: a local Ray). Each
-    shard keeps its snapshot and journal under `state_dir` (a new temporary directory by default;
-    on a cluster it must be storage every node can reach). `timeout` bounds every call to a shard.
+    shard keeps its checkpoints and journal under `state_dir` (a new temporary directory by
+    default; on a cluster it must be storage every node can reach), so that Ray can restart its
+    actor. `timeout` bounds every call to a shard. `save(directory)` and `ShardedFleet.load(directory)`
+    write and read a snapshot of the whole fleet, each shard its own part (docs/scale.md).
     """
 
     def __init__(self, shards: int = 4, address: str | None = None, engine: str | None = None, *,

@@ -142,7 +142,8 @@ class ServiceState:
         trace_bytes = 0
         trace_crc = 0
         replay: list[Entry] = []
-        self.fleet = self.fleets.empty() if self.directory is None else self.fleet
+        if self.directory is None:
+            self.fleet = self._empty_fleet()
         if self.directory is not None:
             self.statedir = StateDir(self.directory, log=self.log)
             _upgrade_layout(self.statedir)
