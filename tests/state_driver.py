@@ -4,9 +4,11 @@
                                          # acknowledged (written and fsynced), then the process ends
                                          # as kill -9 would end it (no clean stop)
     python state_driver.py DIR checkpoint  # open DIR, take a checkpoint, stop without closing
+    python state_driver.py DIR checkpoint-and-go-on  # a checkpoint, then more changes, acknowledged
 
-Run with A3FAST_STOP_AT_STEP=N, the process ends just before its Nth filesystem step of the state
-directory (a3fast.statedir), as a crash there would end it.
+Run with A3FAST_STOP_AT_STEP=N, the process is killed just before its Nth filesystem step of the
+state directory (a3fast.statedir), as a crash there would end it; with A3FAST_FAIL_AT_STEP=N that
+step fails (OSError), as a failing disk would make it.
 """
 from __future__ import annotations
 
@@ -56,6 +58,10 @@ def main() -> None:
         state.journal.sync()             # acknowledged: every change above is durable
     elif what == "checkpoint":
         state.checkpoint()
+    elif what == "checkpoint-and-go-on":
+        state.checkpoint()               # a failure part-way is logged; the service goes on
+        changes(state, 3)
+        state.journal.sync()
     sys.stdout.flush()
     os._exit(0)                          # no clean stop: no close, no checkpoint on the way out
 

@@ -19,10 +19,12 @@ after step 4), or the new one; an entry is replayed exactly once either way.
 
 Every filesystem step goes through `step`, which names it, so a test can stop the process at each
 one (`A3FAST_STOP_AT_STEP=N` kills the process with SIGKILL just before its Nth step, as a crash
-there would end it; `A3FAST_STEP_LOG=FILE` appends each step's name to FILE first).
+there would end it; `A3FAST_FAIL_AT_STEP=N` makes that step raise OSError(EIO), as a failing disk
+would; `A3FAST_STEP_LOG=FILE` appends each step's name to FILE first).
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -39,6 +41,7 @@ from .journal import JournalCorrupt, frame, read_entries
 __all__ = ["StateDir", "StateError", "Entry", "Recovered", "step"]
 
 _STOP_AT = os.environ.get("A3FAST_STOP_AT_STEP")
+_FAIL_AT = os.environ.get("A3FAST_FAIL_AT_STEP")
 _STEP_LOG = os.environ.get("A3FAST_STEP_LOG")
 _steps_taken = 0
 
@@ -64,6 +67,8 @@ def step(name: str, path: Path | str) -> None:
     if _STOP_AT is not None and _steps_taken == int(_STOP_AT):
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)
+    if _FAIL_AT is not None and _steps_taken == int(_FAIL_AT):
+        raise OSError(errno.EIO, f"injected failure before step {_steps_taken} ({name} {path})")
 
 
 def _fsync_dir(path: Path) -> None:
