@@ -313,10 +313,11 @@ class Encoder:
         return compact
 
     # -- from a Placement --
-    def encode_placement(self, seq: int, placement) -> list[tuple[str, bytes]]:
+    def encode_placement(self, seq: int, placement, task: Mapping[str, Any] | None = None) -> list[tuple[str, bytes]]:
         """The trace records of a Placement (starting at `seq`) with compact content, built from
-        the engine's id sets without producing the spec lists. Use one Encoder per trace, and
-        either this or `encode`, not both."""
+        the engine's id sets without producing the spec lists; `task` adds members to
+        task.submitted, as in `placement_records`. Use one Encoder per trace, and either this or
+        `encode`, not both."""
         p = placement
         if p.resumed:
             return list(placement_records(p))
@@ -324,7 +325,7 @@ class Encoder:
         out = []
         for offset, kind in enumerate(kinds):
             if kind == "task.submitted":
-                content = orjson.dumps({"requirements": p.submitted.doc})
+                content = orjson.dumps({**(task or {}), "requirements": p.submitted.doc})
             elif kind == "task.admitted":
                 content = orjson.dumps({"agent": p.declaration.agent.to_dict()})
             else:
