@@ -1,4 +1,4 @@
-"""Traces (DESIGN reading 7): JSON Lines (or a JSON array) of `{"seq", "kind", "content"}` records.
+"""Traces (docs/design.md, reading 7): JSON Lines (or a JSON array) of `{"seq", "kind", "content"}` records.
 
 Writing is append-only, one record per line, flushed per record; with `fsync=True` each record is
 also forced to disk, so a crash loses at most the record being written. A writer gives seq numbers
@@ -117,7 +117,7 @@ class TraceWriter:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading (DESIGN reading 7)
+# Reading (docs/design.md, reading 7)
 
 
 class TraceRecord:

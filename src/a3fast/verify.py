@@ -8,7 +8,7 @@ satisfied every requirement, and does the record explain why?
 Every error is reported, never just the first. Each Finding names its code, the record's `seq`,
 the line it came from, and in words what was expected and what was found. Bad input of any shape
 gives findings, never an exception. Codes are those of §7, plus E_TRACE for a record that breaks
-the trace format (DESIGN reading 7) and a3fast's own warnings (`W_…`), which never make a trace
+the trace format (docs/design.md, reading 7) and a3fast's own warnings (`W_…`), which never make a trace
 invalid.
 """
 from __future__ import annotations
@@ -206,7 +206,7 @@ class Verifier:
     """§7 over the records of one trace, fed in order; `finish()` returns every finding.
 
     State is what §7 needs from earlier records: the latest task.submitted's predicate set S, the
-    latest task.admitted's agent (DESIGN reading 8), and, for resumed placements, a few facts per
+    latest task.admitted's agent (docs/design.md, reading 8), and, for resumed placements, a few facts per
     earlier full placement.
     """
 
@@ -379,7 +379,8 @@ class Verifier:
     # -- the steps of §7 ------------------------------------------------------------------------
 
     def _check_scope(self, seq: int, line: int | None, agent: tuple[str, str] | None) -> None:
-        """§7 Scope: the declaration is for the agent in the latest task.admitted (DESIGN reading 8)."""
+        """§7 Scope: the declaration is for the agent in the latest task.admitted (docs/design.md,
+        reading 8)."""
         if agent is None:
             return  # no readable declaration: already E_STRUCTURE
         admitted = self._admitted

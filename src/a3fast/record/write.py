@@ -27,8 +27,8 @@ def _iso(ns: int) -> str:
 
 
 def timings(p) -> dict[str, Any]:
-    """gather_ms, select_ms and decided_at where measured (reading 9); launch_ms and requests are
-    omitted, never zero: a3fast does not launch agents and lists no API server."""
+    """gather_ms, select_ms and decided_at where measured (docs/design.md, reading 9); launch_ms and
+    requests are omitted, never zero: a3fast does not launch agents and lists no API server."""
     out: dict[str, Any] = {}
     if p.gather_ns is not None:
         out["gather_ms"] = p.gather_ns / 1e6
@@ -128,7 +128,7 @@ def reason_among(n: int, failed: Iterable[tuple[str, str]]) -> str:
 
 
 def rejection_dict(p) -> dict[str, Any]:
-    """task.rejected content (§6; DESIGN reading 6)."""
+    """task.rejected content (§6; docs/design.md, reading 6)."""
     out: dict[str, Any] = {"code": "unschedulable", "reason": reason_text(p),
                            "requirements": dict(p.requirements.doc), "candidates": p.candidates,
                            "filters_failed": p.filters_failed}
