@@ -101,9 +101,10 @@ def spec_records(placements: Iterable[Any], seq: int = 1) -> list[dict[str, Any]
     return out
 
 
-def compact_records(placements: Iterable[Any], seq: int = 1) -> list[dict[str, Any]]:
-    """The trace records of `placements` in compact form (one Encoder), as dicts."""
-    encoder, out = Encoder(), []
+def compact_records(placements: Iterable[Any], seq: int = 1, encoder: Encoder | None = None) -> list[dict[str, Any]]:
+    """The trace records of `placements` in compact form, as dicts: one Encoder (a new one unless
+    `encoder` continues a trace) writes them all."""
+    encoder, out = encoder or Encoder(), []
     for p in placements:
         for kind, content in encoder.encode_placement(seq, p):
             out.append({"seq": seq, "kind": kind, "content": orjson.loads(content)})
