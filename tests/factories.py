@@ -122,10 +122,13 @@ def section_3_declaration() -> dict[str, Any]:
                        latency="interactive", cost="0.75")
 
 
-def section_10_order_analyst() -> dict[str, Any]:
-    """The declaration in §10's task.bound."""
-    return declaration("order-analyst", namespace="support", capabilities=[("order.investigate", 2)],
-                       clearances=["orders.read", "customers.read"], residency=["eu"])
+def section_10_order_analyst(name: str = "order-analyst", namespace: str = "support",
+                             **replaced: Any) -> dict[str, Any]:
+    """The declaration in §10's task.bound, under another name if given, with the members in
+    `replaced` put in place of its own (a new member goes last)."""
+    doc = declaration(name, namespace=namespace, capabilities=[("order.investigate", 2)],
+                      clearances=["orders.read", "customers.read"], residency=["eu"])
+    return {**doc, **replaced}
 
 
 def section_10_summariser() -> dict[str, Any]:
