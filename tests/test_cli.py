@@ -186,6 +186,7 @@ def test_gen_fleet_refuses_a_negative_size():
     assert result.exit_code == 2 and "Traceback" not in result.output
 
 
+@pytest.mark.slow
 def test_demo_reports_explains_and_verifies(tmp_path, engine):
     trace = tmp_path / "demo.jsonl"
     result = run("demo", "--agents", "200", "--tasks", "40", "--engine", engine, "--trace", str(trace))

@@ -58,6 +58,7 @@ def _index(module, n: int):
 
 @pytest.mark.skipif(not NATIVE_AVAILABLE, reason="the a3fast._core extension is not built")
 @pytest.mark.parametrize("rows", [[0, 1], [1, 0], [0], [2], [], [0, 1, 2]])
+@pytest.mark.slow
 def test_write_compact_lists_is_the_same_on_both_engines_across_roaring_chunks(rows):
     n = 140_000
     native, pure = _index(_core, n), _index(_pure, n)
