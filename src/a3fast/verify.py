@@ -24,7 +24,7 @@ from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENC
                          UNMET_CODE, parse_predicate, satisfies)
 from .rejection_claims import claims_no_eligible_agent, names_a_predicate
 from .schema import Declaration, SchemaError, parse_requirements
-from .record.compact import KEY as COMPACT_KEY
+from .record.compact import KEY as COMPACT_KEY, derived_reason
 from .record.compact_read import CompactReader
 from .record.read import ABSENT, BOUND_RECORD, ParsedDocuments, RecordedPlacement, read_scheduling, read_typed
 from .trace import (TraceContentError, TraceItem, TraceProblem, TraceRecord, read_trace, read_values)
@@ -246,9 +246,7 @@ class Verifier:
             elif kind == ADMITTED:
                 self._read_admitted(item, item.content)
             else:
-                content = item.content
-                self._note_compact(item, content)
-                self._check_rejected(item, content)
+                self._check_rejected(item, self._note_compact(item, item.content))
         except TraceContentError as exc:
             self._error("E_TRACE", item.seq, item.line, str(exc))
 
@@ -283,17 +281,22 @@ class Verifier:
             self._compact_reader = CompactReader(self._documents)
         return self._compact_reader
 
-    def _note_compact(self, record: TraceRecord, content: Any) -> None:
-        """Register the fleet snapshot a compact rejection may carry, for the records after it. §7
-        reads only a rejection's code and reason, which stay beside the compact member, so the
-        rejection is checked even when the member cannot be read."""
+    def _note_compact(self, record: TraceRecord, content: Any) -> Any:
+        """Register the fleet snapshot a compact rejection may carry, for the records after it, and
+        give back the content §7 reads: its code and reason, which stay beside the compact member
+        (so the rejection is checked even when the member cannot be read), or the reason the
+        member derives when it left it out (docs/compact-format.md, "Derived reasons")."""
         if not (isinstance(content, Mapping) and COMPACT_KEY in content):
-            return
+            return content
         try:
-            self._compact_records().note(record.seq, content)
+            member = self._compact_records().note(record.seq, content)
         except Exception as exc:  # hostile input: a finding, never a crash
             self._error("E_STRUCTURE", record.seq, record.line,
                         f"{COMPACT_KEY}: the compact record cannot be read: {exc}")
+            return content
+        if member.derived_reason:
+            return {**content, "reason": derived_reason(member)}
+        return content
 
     def _read_compact(self, record: TraceRecord) -> RecordedPlacement | None:
         """A compact task.bound read straight from its bitmaps (docs/compact-format.md, "Verifying
