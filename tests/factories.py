@@ -25,7 +25,8 @@ __all__ = ["capabilities", "declaration", "requirements", "fleet_of", "spec_reco
            "section_3_declaration", "section_10_order_analyst", "section_10_summariser",
            "section_10_requirements", "section_10_fleet"]
 
-def capabilities(specs: Iterable[Any], evaluated: Iterable[str] = (), evaluation: Any = "probe") -> list[dict]:
+def capabilities(specs: Iterable[Any], evaluated: Iterable[str] = (),
+                 evaluation: Any = "probe") -> list[dict[str, Any]]:
     """§3/§4 capability objects from ("name", version), "name/version" or the object itself; those
     named in `evaluated` carry `evaluation`."""
     evaluated = set(evaluated)
@@ -38,7 +39,10 @@ def capabilities(specs: Iterable[Any], evaluated: Iterable[str] = (), evaluation
             name, _, version = spec.rpartition("/")
             spec = (name, int(version))
         name, version = spec
-        out.append({"name": name, "version": version, **({"evaluation": evaluation} if name in evaluated else {})})
+        entry = {"name": name, "version": version}
+        if name in evaluated:
+            entry["evaluation"] = evaluation
+        out.append(entry)
     return out
 
 
@@ -101,7 +105,8 @@ def spec_records(placements: Iterable[Any], seq: int = 1) -> list[dict[str, Any]
     return out
 
 
-def compact_records(placements: Iterable[Any], seq: int = 1, encoder: Encoder | None = None) -> list[dict[str, Any]]:
+def compact_records(placements: Iterable[Any], seq: int = 1,
+                    encoder: Encoder | None = None) -> list[dict[str, Any]]:
     """The trace records of `placements` in compact form, as dicts: one Encoder (a new one unless
     `encoder` continues a trace) writes them all."""
     encoder, out = encoder or Encoder(), []
