@@ -90,9 +90,8 @@ def test_cost_and_substantiated_components(engine):
 
 
 def test_ties_go_to_the_smaller_name(engine):
-    fleet = Fleet(engine=engine)
-    for name in ("b", "\U0001F600", "a", "\uff5a"):   # joined out of name order
-        fleet.add(declaration(name))
+    # joined out of name order
+    fleet = fleet_of(engine, [declaration(name) for name in ("b", "\U0001F600", "a", "\uff5a")])
     assert fleet.place({}).agent == "a"
     fleet.remove("a")
     assert fleet.place({}).agent == "b"
