@@ -28,7 +28,7 @@ from ..errors import SchemaError
 from ..verify import verify_bytes
 from . import metrics
 from .config import ServiceConfig
-from .k8s import Extender, ExtenderError
+from .k8s import BadArgs, Extender, ExtenderError
 from .openapi import openapi_document
 from .operations import Operations, verify_result
 from .journal import JournalFailed
@@ -310,28 +310,25 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
     async def openapi(request: Request) -> Response:
         return _json(openapi_document())
 
-    async def k8s(request: Request) -> Response:
-        verb = request.path_params["verb"]
+    async def k8s(request: Request, verb: str) -> Response:
+        # not parse_json: the service's bounds on A3 documents would refuse valid Pods and Nodes;
+        # the extender bounds only what it reads (a3fast.service.k8s)
         try:
-            body = await read_json(request)
-        except ServiceError as exc:
-            return _error(exc.status, exc.problems)
+            data = await _body(request, config.max_body)
+        except TooLarge:
+            return _error(413, [problem("$", f"a body of at most {config.max_body} bytes", "more")])
         try:
-            return _json(await getattr(extender, verb)(body))
+            return Response(await getattr(extender, verb)(data), media_type=JSON)
+        except BadArgs as exc:
+            return _error(400, exc.problems)
         except ExtenderError as exc:
-            return _error(400, [problem("$", "ExtenderArgs", str(exc))])
+            return _error(400, [problem("$.Pod.metadata.annotations", "valid A3 requirements", str(exc))])
 
     async def k8s_filter(request: Request) -> Response:
-        request.path_params["verb"] = "filter"
-        return await k8s(request)
+        return await k8s(request, "filter")
 
     async def k8s_prioritize(request: Request) -> Response:
-        request.path_params["verb"] = "prioritize"
-        return await k8s(request)
-
-    async def k8s_bind(request: Request) -> Response:
-        request.path_params["verb"] = "bind"
-        return await k8s(request)
+        return await k8s(request, "prioritize")
 
     routes = [
         Route("/v1/agents/{name}", agent, methods=["PUT", "GET", "DELETE"]),
@@ -352,7 +349,6 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
         Route("/metrics", metrics_text, methods=["GET"]),
         Route("/k8s/filter", k8s_filter, methods=["POST"]),
         Route("/k8s/prioritize", k8s_prioritize, methods=["POST"]),
-        Route("/k8s/bind", k8s_bind, methods=["POST"]),
     ]
 
     @asynccontextmanager
@@ -367,6 +363,7 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
                 watching.cancel()
                 await asyncio.gather(watching, return_exceptions=True)
             await asyncio.shield(loading)
+            extender.close()
             if state.ready:
                 state.close()
 
