@@ -35,6 +35,7 @@ from .journal import JournalFailed
 from .problems import ServiceError, from_library, journal_failed, parse_json, problem
 from .sharded import ShardError, fleet_factory, shard_unavailable
 from .state import ServiceState, StateError
+from .tls import verified_client
 from .trace_reader import read_since
 from .ui import LiveReport
 
@@ -78,6 +79,7 @@ class Guard:
     def __init__(self, app, config: ServiceConfig, state: ServiceState, fast=None):
         self.app = app
         self.token = config.token.encode() if config.token else None
+        self.client_certificates = config.tls_client_ca is not None
         self.max_body = config.max_body
         self.state = state
         self.fast = fast or {}
@@ -87,7 +89,12 @@ class Guard:
             return await self.app(scope, receive, send)
         path = scope["path"]
         started = time.perf_counter()
-        if self.token is not None and path not in OPEN_PATHS and not self._authorised(scope):
+        if self.client_certificates and path.startswith("/k8s/"):
+            # kube-scheduler authenticates with its tlsConfig client certificate, never a token
+            if not verified_client(scope):
+                return await _error(401, [problem("TLS client certificate", "one issued by --tls-client-ca",
+                                                  "none")])(scope, receive, send)
+        elif self.token is not None and path not in OPEN_PATHS and not self._authorised(scope):
             return await _error(401, [problem("Authorization", "Bearer <token>", "no valid token")])(scope, receive, send)
         length = _header(scope, b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
