@@ -206,3 +206,17 @@ def test_nodes_mode_echoes_the_passed_nodes_as_sent(served):
 def test_a_pod_without_requirements_scores_every_node_0(served):
     for client in (names_client(served), nodes_client(served)):
         assert client.prioritize(pod(), AGENT_NODES) == [("order-analyst", 0), ("summariser", 0)]
+
+
+def test_a_placement_after_a_filter_lists_the_whole_fleet_again(served):
+    names_client(served).filter(pod(SECTION_10_TASK, uid="u-before"), AGENT_NODES[1:])
+    r = served.post("/v1/place?record=compact", json={"requirements": {"v": "1.0", "capabilities": [],
+                                                                       "clearances": []}})
+    assert r.status_code == 200
+    names_client(served).filter(pod(SECTION_10_TASK, uid="u-after"), AGENT_NODES[:1])
+    records = trace(served)
+    bound = [r["content"]["scheduling"]["candidates"] for r in records if r["kind"] == "task.bound"]
+    rejected = [r["content"]["candidates"] for r in records if r["kind"] == "task.rejected"]
+    assert rejected == [["summariser"]]
+    assert bound == [["order-analyst", "summariser"], ["order-analyst"]]
+    assert served.post("/v1/verify", content=served.get("/v1/trace").content).json()["valid"]

@@ -303,10 +303,13 @@ class Encoder:
         return self._lists(seq, content.get("candidates"), predicates, failed)
 
     # -- from a Placement --
-    def encode_placement(self, seq: int, placement) -> list[tuple[str, bytes]]:
+    def encode_placement(self, seq: int, placement, *, restricted: bool = False) -> list[tuple[str, bytes]]:
         """The trace records of a Placement (starting at `seq`) with compact content, built from
         the engine's id sets without producing the spec lists. Use one Encoder per trace, and
-        either this or `encode`, not both."""
+        either this or `encode`, not both. `restricted`: the placement was over some of the
+        fleet's agents only (`Fleet.place(candidates=...)`), so its candidates are not the live
+        set of the fleet's generation: they are written (a new snapshot when they differ), and
+        the next placement's are checked again."""
         p = placement
         if p.resumed:
             return list(placement_records(p))
@@ -318,14 +321,14 @@ class Encoder:
             elif kind == "task.admitted":
                 content = orjson.dumps({"agent": p.declaration.agent.to_dict()})
             else:
-                content = self._placement_content(seq + offset, p)
+                content = self._placement_content(seq + offset, p, restricted)
             out.append((kind, content))
         return out
 
-    def _placement_content(self, seq: int, p) -> bytes:
+    def _placement_content(self, seq: int, p, restricted: bool = False) -> bytes:
         expl = p.explanation
         index = p.index
-        if index is not self._index or p.generation != self._generation:
+        if restricted or index is not self._index or p.generation != self._generation:
             if index is not self._index:
                 self._names, self._snapshot_seq, self._snapshot_names, self._live_text = [], None, 0, None
             self._index, self._generation = index, p.generation
@@ -333,6 +336,8 @@ class Encoder:
             top = live[-1] + 1 if live else 0
             self._names.extend(index.name(i) for i in range(len(self._names), top))
             fleet = self._fleet(seq, live)
+            if restricted:
+                self._generation = None
         else:
             fleet = self._snapshot_seq
         # The engine writes the large members (the failed sets, the score columns) straight from its

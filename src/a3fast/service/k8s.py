@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import inspect
 import re
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -157,13 +156,6 @@ def _task(pod: _Object) -> dict[str, Any]:
     return {"id": meta.uid, "pod": {"namespace": meta.namespace, "name": meta.name}}
 
 
-def _takes_candidates(fleet: Any) -> bool:
-    try:
-        return "candidates" in inspect.signature(fleet.place).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 class _Decision:
     """One filter's answer: the placement (None when the pod does not take part), what failed."""
 
@@ -186,7 +178,6 @@ class Extender:
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="a3fast-k8s")
         self._declarations: dict[str, Any] = {}          # annotation text -> Declaration or why not
         self._node_fleet: tuple[Any, Fleet] | None = None  # (key, fleet) of the last Nodes offer
-        self._offer_fleet: tuple[Any, Fleet] | None = None  # (key, fleet) when the fleet takes no candidates
         self._recorded: OrderedDict[str, bytes] = OrderedDict()   # pod uid -> digest of its last record
         self._positions: dict[str, int] = {}
         self.recorded = 0
@@ -222,35 +213,13 @@ class Extender:
 
     def _ask_fleet(self, requirements, agents: list[str]):
         """A placement over the offered agents only, changing nothing."""
-        fleet = self.state.fleet
-        if _takes_candidates(fleet):
-            return fleet.place(requirements, candidates=agents, remember_session=False), True
-        return self._offer_subfleet(agents).place(requirements, remember_session=False), False
-
-    def _offer_subfleet(self, agents: list[str]) -> Fleet:
-        """A fleet of the offered agents with the served fleet's outcomes and sessions (for a
-        served fleet whose `place` cannot be restricted to candidates)."""
-        served = self.state.fleet
-        key = (getattr(served, "generation", None), tuple(agents))
-        if self._offer_fleet is not None and key[0] is not None and self._offer_fleet[0] == key:
-            return self._offer_fleet[1]
-        sub = Fleet(self.state.engine)
-        sub.extend(served.get(name) for name in agents)
-        chosen = set(agents)
-        for (agent, kind), (successes, attempts) in self.state.outcomes.items():
-            if agent in chosen:
-                sub.record_outcomes(agent, kind, successes, attempts)
-        for agent in agents:
-            for session in sorted(self.state.sessions.get(agent, ())):
-                sub.hold_session(agent, session)
-        self._offer_fleet = (key, sub)
-        return sub
+        return self.state.fleet.place(requirements, candidates=agents, remember_session=False)
 
     def _decide_names(self, requirements, names: list[str]) -> _Decision:
         agents, unresolvable = self._offered_agents(names)
-        p, compact = self._ask_fleet(requirements, agents)
+        p = self._ask_fleet(requirements, agents)
         _failures(p, agents, unresolvable)
-        return _Decision(p, unresolvable, [n for n in names if n not in unresolvable], compact=compact)
+        return _Decision(p, unresolvable, [n for n in names if n not in unresolvable], compact=True)
 
     # -- the Nodes mode: each node's declaration annotation (in the worker thread) -----------------
     def _declaration(self, text: Any, name: str):
@@ -366,7 +335,7 @@ class Extender:
             if requirements is None:
                 return orjson.dumps([{"Host": h, "Score": 0} for h in hosts])
             agents, _ = self._offered_agents(hosts)
-            p, _ = self._ask_fleet(requirements, agents)
+            p = self._ask_fleet(requirements, agents)
         else:
             items = args.Nodes.items
             if requirements is None:

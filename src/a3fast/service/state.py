@@ -555,7 +555,8 @@ class ServiceState:
         self.check_writable()
         seq = self.next_seq
         if records is None and compact:
-            records = self.encoder.encode_placement(seq, p)
+            # a placement over the offered agents only: its live set is not the fleet's
+            records = self.encoder.encode_placement(seq, p, restricted=True)
             records[0] = (records[0][0], orjson.dumps({**task, "requirements": p.submitted.doc}))
         elif records is None:
             records = list(placement_records(p, task))
