@@ -25,6 +25,7 @@ from .authority import bench_resolve
 from .baselines import BASELINES
 from .compact import bench_compact
 from .harness import Cell, measure_cells, time_each
+from .k8s import bench_k8s
 from .subjects import SCENARIOS, EngineSubject, Subject, build_subjects
 from .verify import bench_verify
 
@@ -35,6 +36,7 @@ EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
     ("verifier (§7)", bench_verify),
     ("skill resolution (authority)", bench_resolve),
     ("explanations at fleet scale (compact trace, cache)", bench_compact),
+    ("Kubernetes extender, 5,000 nodes (a3fast serve over HTTP)", bench_k8s),
 )
 
 

@@ -58,6 +58,11 @@ DECODE_INLINE = 1 << 20
 #: Pods whose last recorded answer is remembered (oldest forgotten first): a pod forgotten and
 #: asked about again is recorded once more.
 RECORDED_PODS = 65_536
+#: Filter placements kept for the prioritize call that follows (kube-scheduler runs one pod's
+#: scheduling cycle at a time, so its prioritize comes next).
+ASKED_PODS = 8
+#: Declarations added to a Nodes-mode fleet per call (each call holds the GIL throughout).
+EXTEND_SLICE = 500
 #: Parsed node declarations kept by their annotation text (emptied when full).
 DECLARATION_CACHE = 50_000
 
@@ -179,7 +184,10 @@ class Extender:
         self._declarations: dict[str, Any] = {}          # annotation text -> Declaration or why not
         self._node_fleet: tuple[Any, Fleet] | None = None  # (key, fleet) of the last Nodes offer
         self._recorded: OrderedDict[str, bytes] = OrderedDict()   # pod uid -> digest of its last record
-        self._positions: dict[str, int] = {}
+        self._live_names: tuple[Any, frozenset[str]] | None = None
+        #: pod uid -> (fleet generation, requirements text, the filter's placement): prioritize
+        #: scores the hosts the filter passed with the filter's own placement
+        self._asked: OrderedDict[str, tuple[Any, Any, Any]] = OrderedDict()
         self.recorded = 0
         self.repeats = 0
 
@@ -190,25 +198,23 @@ class Extender:
         return await asyncio.get_running_loop().run_in_executor(self._worker, decode_args, data)
 
     # -- the NodeNames mode: the served fleet -------------------------------------------------------
-    def _join_position(self, name: str) -> int:
-        order = self.state.order
-        if len(self._positions) != len(order):
-            # names are only ever appended to the join order: extend what is known
-            for k, known in enumerate(order):
-                if k >= len(self._positions):
-                    self._positions[known] = k
-        return self._positions.get(name, len(self._positions))
+    def _live(self):
+        """The served fleet's live names as a set (kept while the fleet's generation stands), or
+        the fleet itself when it has no generation to key them by."""
+        fleet = self.state.fleet
+        generation = getattr(fleet, "generation", None)
+        if generation is None:
+            return fleet
+        if self._live_names is None or self._live_names[0] != (id(fleet), generation):
+            self._live_names = ((id(fleet), generation), frozenset(fleet.names()))
+        return self._live_names[1]
 
     def _offered_agents(self, names: list[str]) -> tuple[list[str], dict[str, str]]:
-        """The offered names that are agents, in join order, and the rest as unresolvable."""
-        fleet = self.state.fleet
-        agents, others = [], {}
-        for name in dict.fromkeys(names):
-            if name in fleet:
-                agents.append(name)
-            else:
-                others[name] = NOT_AN_AGENT
-        agents.sort(key=self._join_position)
+        """The offered names that are agents (the fleet orders them by join order when it
+        places), and the rest as unresolvable."""
+        live = self._live()
+        agents = [n for n in names if n in live]
+        others = {n: NOT_AN_AGENT for n in names if n not in live} if len(agents) < len(names) else {}
         return agents, others
 
     def _ask_fleet(self, requirements, agents: list[str]):
@@ -269,7 +275,10 @@ class Extender:
         if self._node_fleet is not None and self._node_fleet[0][0] == pairs:
             return self._node_fleet[1], [n for n, _ in pairs]
         fleet = Fleet(self.state.engine)
-        fleet.extend(d for d in decls if d is not None)
+        usable = [d for d in decls if d is not None]
+        # in slices: the GIL is let go between them, so the event loop keeps answering meanwhile
+        for start in range(0, len(usable), EXTEND_SLICE):
+            fleet.extend(usable[start:start + EXTEND_SLICE])
         # the declarations are held by the key too, so an id in it cannot name another object
         self._node_fleet = ((pairs, [d for d in decls if d is not None]), fleet)
         return fleet, [n for n, _ in pairs]
@@ -307,6 +316,11 @@ class Extender:
                 return _names_result(names, {})
             decision = self._decide_names(requirements, names)
             uid = _task(args.Pod)["id"]
+            if uid is not None:
+                self._asked[uid] = (self._asked_key(args.Pod), decision.placement)
+                self._asked.move_to_end(uid)
+                while len(self._asked) > ASKED_PODS:
+                    self._asked.popitem(last=False)
             recorded = self._recorded.get(uid) if uid is not None else None
             digest = _digest(requirements, decision.passed, decision)
             self._record(args.Pod, decision, digest, recorded)
@@ -334,8 +348,10 @@ class Extender:
             hosts = args.NodeNames
             if requirements is None:
                 return orjson.dumps([{"Host": h, "Score": 0} for h in hosts])
-            agents, _ = self._offered_agents(hosts)
-            p = self._ask_fleet(requirements, agents)
+            p = self._asked_placement(args.Pod)
+            if p is None:
+                agents, _ = self._offered_agents(hosts)
+                p = self._ask_fleet(requirements, agents)
         else:
             items = args.Nodes.items
             if requirements is None:
@@ -345,6 +361,21 @@ class Extender:
         totals = _totals(p)
         return orjson.dumps([{"Host": h, "Score": int(round(totals.get(h, 0.0) * MAX_EXTENDER_PRIORITY))}
                              for h in hosts])
+
+    def _asked_key(self, pod: _Object) -> tuple[Any, ...]:
+        fleet = self.state.fleet
+        meta = pod.metadata
+        text = meta.annotations.requirements if meta is not None and meta.annotations is not None else None
+        return id(fleet), getattr(fleet, "generation", None), text
+
+    def _asked_placement(self, pod: _Object):
+        """The placement of this pod's filter, while the fleet and its requirements are unchanged:
+        prioritize then scores the candidates the filter decided over."""
+        uid = _task(pod)["id"]
+        asked = self._asked.get(uid) if uid is not None else None
+        if asked is None or asked[0][1] is None or asked[0] != self._asked_key(pod):
+            return None
+        return asked[1]
 
     async def _off_loop(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
@@ -386,14 +417,12 @@ def _node_names(items: list[msgspec.Raw]) -> list[str]:
 
 
 def _failures(p, agents: list[str], unresolvable: dict[str, str]) -> None:
-    """Each offered agent the placement found ineligible, with the first predicate it failed."""
-    eligible = set(p.eligible)
-    if len(eligible) == len(agents):
+    """Each offered agent the placement found ineligible, with the first predicate it failed
+    (filters_failed holds one pair per ineligible candidate: its first failed predicate)."""
+    if len(p.explanation.eligible_ids()) == len(agents):
         return
-    first_failed = p.first_failed()
-    for name in agents:
-        if name not in eligible:
-            unresolvable[name] = first_failed.get(name, "not eligible")
+    for pair in p.filters_failed:
+        unresolvable[pair["candidate"]] = pair["predicate"]
 
 
 def _digest(requirements, passed_names: list[str], decision: _Decision) -> bytes:
