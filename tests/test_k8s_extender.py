@@ -36,6 +36,16 @@ def node(name, declaration=None):
                             status=V1NodeStatus(allocatable={"cpu": "4"})))
 
 
+def wait_ready(client, timeout: float = 30.0) -> None:
+    """The state opens in a worker thread at startup: /readyz says when it is loaded."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while client.get("/readyz").status_code != 200:
+        assert time.monotonic() < deadline, "the service did not get ready"
+        time.sleep(0.01)
+
+
 AGENT_NODES = [node(a["agent"]["name"], a) for a in SECTION_10_AGENTS]
 
 
@@ -43,6 +53,7 @@ AGENT_NODES = [node(a["agent"]["name"], a) for a in SECTION_10_AGENTS]
 def served():
     app = create_app(ServiceConfig())
     with TestClient(app) as client:
+        wait_ready(client)
         for a in SECTION_10_AGENTS:
             assert client.put(f"/v1/agents/{a['agent']['name']}", json=a).status_code == 200
         client.state = app.state.service

@@ -17,7 +17,7 @@ from a3fast.service.app import create_app  # noqa: E402
 from a3fast.service.config import ServiceConfig  # noqa: E402
 from a3fast.workload import generate_fleet, generate_tasks  # noqa: E402
 from k8s_extender_client import ExtenderClient  # noqa: E402
-from test_k8s_extender import decisions, node, pod  # noqa: E402
+from test_k8s_extender import decisions, node, pod, wait_ready  # noqa: E402
 
 NODES = 5_000
 AGENTS = 4_500
@@ -75,6 +75,7 @@ def cluster():
     names.extend(plain)
     app = create_app(ServiceConfig())
     with TestClient(app) as client:
+        wait_ready(client)
         body = b"\n".join(orjson.dumps(d) for d in declarations)
         assert client.post("/v1/agents", content=body).status_code == 200
         yield client, declarations, [node(n) for n in names], set(agent_names), agent_names

@@ -40,6 +40,9 @@ _EMPTY = ""
 #: the only kinds with a compact form; elsewhere a member named `a3fast.compact` is ordinary content
 _PLACEMENT_KINDS = ("task.bound", "task.rejected")
 _ROOT = json_path("$.content", KEY)
+#: Based snapshots written in a row before the whole name table is written again, so a reader
+#: that starts mid-trace resolves a table from a bounded number of records.
+MAX_BASED_CHAIN = 64
 
 
 class CompactError(A3Error):
@@ -185,6 +188,7 @@ class Encoder:
         self._snapshot_seq: int | None = None
         self._snapshot_names = 0          # names the current snapshot covers
         self._live_text: str | None = None
+        self._chain = 0                   # based snapshots since the last whole table
         self._decoder = Decoder()
         self._index = None                # the engine index encode_placement's ids belong to
         self._generation = None
@@ -216,6 +220,12 @@ class Encoder:
         self._rollback(seq, *saved)
         return content
 
+    def current_snapshot(self) -> tuple[int, list[str], str] | None:
+        """(seq, names, live as base64) of the snapshot the next records refer to, if any."""
+        if self._snapshot_seq is None or self._live_text is None:
+            return None
+        return self._snapshot_seq, self._names[:self._snapshot_names], self._live_text
+
     def _rollback(self, seq: int, n_names: int, snapshot_seq, snapshot_names: int, live_text) -> None:
         for name in self._names[n_names:]:
             del self._ids[name]
@@ -242,10 +252,12 @@ class Encoder:
         if self._snapshot_seq is not None and self._snapshot_names == len(self._names) \
                 and live_text == self._live_text:
             return self._snapshot_seq
-        if self._snapshot_seq is None:
+        if self._snapshot_seq is None or self._chain >= MAX_BASED_CHAIN:
             snapshot: dict[str, Any] = {"names": list(self._names)}
+            self._chain = 0
         else:
             snapshot = {"base": self._snapshot_seq, "names_added": self._names[self._snapshot_names:]}
+            self._chain += 1
         snapshot["live"] = live_text
         self._snapshot_seq, self._snapshot_names, self._live_text = seq, len(self._names), live_text
         return snapshot

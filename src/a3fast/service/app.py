@@ -36,7 +36,7 @@ from .problems import ServiceError, from_library, journal_failed, parse_json, pr
 from .sharded import ShardError, fleet_factory, shard_unavailable
 from .state import ServiceState, StateError
 from .tls import verified_client
-from .trace_reader import read_since
+from .slices import readable_since
 from .ui import LiveReport
 
 __all__ = ["create_app"]
@@ -272,7 +272,7 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
             return _error(400, [problem("$.since", "a seq (a non-negative integer)", repr(since[:40]))])
         await state.durable()
         end = state.trace_size
-        return StreamingResponse(_iterate(read_since(state.trace_path, int(since), end)),
+        return StreamingResponse(_iterate(readable_since(state, int(since), end)),
                                  media_type="application/x-ndjson")
 
     async def verify(request: Request) -> Response:
