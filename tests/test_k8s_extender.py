@@ -231,3 +231,16 @@ def test_a_placement_after_a_filter_lists_the_whole_fleet_again(served):
     assert rejected == [["summariser"]]
     assert bound == [["order-analyst", "summariser"], ["order-analyst"]]
     assert served.post("/v1/verify", content=served.get("/v1/trace").content).json()["valid"]
+
+
+def test_answers_match_the_published_schemas(served):
+    import jsonschema
+
+    from a3fast.service.openapi import load_schema
+
+    for mode in ({"Nodes": None, "NodeNames": ["order-analyst", "summariser", "gpu-node-7"]},
+                 {"Nodes": {"metadata": {}, "items": AGENT_NODES + [node("plain")]}, "NodeNames": None}):
+        body = {"Pod": pod(SECTION_10_TASK), **mode}
+        jsonschema.validate(served.post("/k8s/filter", json=body).json(), load_schema("k8s.ExtenderFilterResult"))
+        jsonschema.validate(served.post("/k8s/prioritize", json=body).json(), load_schema("k8s.HostPriorityList"))
+        jsonschema.validate(body, load_schema("k8s.ExtenderArgs"))

@@ -32,7 +32,7 @@ import hashlib
 import re
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import orjson
@@ -123,18 +123,27 @@ def _bad(exc: Exception, prefix: str = "$") -> BadArgs:
     return BadArgs(prefix + path[1:], match.group("expected"), match.group("found"))
 
 
-def decode_args(data: bytes) -> _Args:
+class Args(NamedTuple):
+    """ExtenderArgs as read: the pod, and either the Node objects (raw) or the node names."""
+    pod: _Object
+    items: list[msgspec.Raw] | None
+    names: list[str] | None
+
+
+def decode_args(data: bytes) -> Args:
     try:
-        args = _ARGS.decode(data)
+        wire = _ARGS.decode(data)
     except (msgspec.DecodeError, RecursionError) as exc:
         raise _bad(exc) from None
-    if args.Pod is None:
+    if wire.Pod is None:
         raise BadArgs("$.Pod", "a Pod", "null or nothing")
-    if args.Nodes is None and args.NodeNames is None:
+    if wire.NodeNames is not None:
+        return Args(wire.Pod, None, wire.NodeNames)
+    if wire.Nodes is None:
         raise BadArgs("$", "ExtenderArgs with Nodes or NodeNames", "neither")
-    if args.Nodes is not None and args.Nodes.items is None:
+    if wire.Nodes.items is None:
         raise BadArgs("$.Nodes.items", "a list of Nodes", "null or nothing")
-    return args
+    return Args(wire.Pod, wire.Nodes.items, None)
 
 
 def pod_requirements(pod: _Object):
@@ -187,12 +196,12 @@ class Extender:
         self._live_names: tuple[Any, frozenset[str]] | None = None
         #: pod uid -> (fleet generation, requirements text, the filter's placement): prioritize
         #: scores the hosts the filter passed with the filter's own placement
-        self._asked: OrderedDict[str, tuple[Any, Any, Any]] = OrderedDict()
+        self._asked: OrderedDict[str, tuple[tuple[Any, ...], Any]] = OrderedDict()
         self.recorded = 0
         self.repeats = 0
 
     # -- decoding -----------------------------------------------------------------------------------
-    async def _decode(self, data: bytes) -> _Args:
+    async def _decode(self, data: bytes) -> Args:
         if len(data) <= DECODE_INLINE:
             return decode_args(data)
         return await asyncio.get_running_loop().run_in_executor(self._worker, decode_args, data)
@@ -255,14 +264,15 @@ class Extender:
     def _read_nodes(self, items: list[msgspec.Raw]) -> tuple[list[str], list[Any], dict[str, str]]:
         """Names of the offered nodes, their Declarations (None for a node that is not an agent),
         and why each such node is not one."""
-        names, decls, unusable = [], [], {}
+        names: list[str] = []
+        decls: list[Any] = []
+        unusable: dict[str, str] = {}
         for k, raw in enumerate(items):
-            meta = _node_meta(raw, k)
-            text = meta.annotations.declaration if meta.annotations is not None else None
-            found = self._declaration(text, meta.name)
-            names.append(meta.name)
+            name, text = _node_meta(raw, k)
+            found = self._declaration(text, name)
+            names.append(name)
             if isinstance(found, str):
-                unusable[meta.name] = found
+                unusable[name] = found
                 decls.append(None)
             else:
                 decls.append(found)
@@ -306,33 +316,34 @@ class Extender:
         """ExtenderFilterResult as JSON (BadArgs for a body that is not ExtenderArgs)."""
         args = await self._decode(data)
         try:
-            requirements = pod_requirements(args.Pod)
+            requirements = pod_requirements(args.pod)
         except ExtenderError as exc:
             return orjson.dumps({"Nodes": None, "NodeNames": None, "FailedNodes": {},
                                  "FailedAndUnresolvableNodes": {}, "Error": str(exc)})
-        if args.NodeNames is not None:
-            names = args.NodeNames
+        if args.names is not None:
+            names = args.names
             if requirements is None:
                 return _names_result(names, {})
             decision = self._decide_names(requirements, names)
-            uid = _task(args.Pod)["id"]
+            uid = _task(args.pod)["id"]
             if uid is not None:
-                self._asked[uid] = (self._asked_key(args.Pod), decision.placement)
+                self._asked[uid] = (self._asked_key(args.pod), decision.placement)
                 self._asked.move_to_end(uid)
                 while len(self._asked) > ASKED_PODS:
                     self._asked.popitem(last=False)
             recorded = self._recorded.get(uid) if uid is not None else None
             digest = _digest(requirements, decision.passed, decision)
-            self._record(args.Pod, decision, digest, recorded)
+            self._record(args.pod, decision, digest, recorded)
             body = _names_result(decision.passed, decision.unresolvable)
         else:
-            items = args.Nodes.items
+            items = args.items
+            assert items is not None  # decode_args gives Nodes when it gives no names
             if requirements is None:
                 return await self._off_loop(_nodes_result, items, {})
-            task = _task(args.Pod)
+            task = _task(args.pod)
             recorded = self._recorded.get(task["id"]) if task["id"] is not None else None
             decision, digest = await self._off_loop(self._decide_nodes, requirements, items, task, recorded)
-            self._record(args.Pod, decision, digest, recorded)
+            self._record(args.pod, decision, digest, recorded)
             body = await self._off_loop(_nodes_result, decision.passed, decision.unresolvable)
         await self.state.durable()
         return body
@@ -343,17 +354,18 @@ class Extender:
         requirements (no preference). BadArgs for a body that is not ExtenderArgs, ExtenderError
         for a requirements annotation that is not valid."""
         args = await self._decode(data)
-        requirements = pod_requirements(args.Pod)
-        if args.NodeNames is not None:
-            hosts = args.NodeNames
+        requirements = pod_requirements(args.pod)
+        if args.names is not None:
+            hosts = args.names
             if requirements is None:
                 return orjson.dumps([{"Host": h, "Score": 0} for h in hosts])
-            p = self._asked_placement(args.Pod)
+            p = self._asked_placement(args.pod)
             if p is None:
                 agents, _ = self._offered_agents(hosts)
                 p = self._ask_fleet(requirements, agents)
         else:
-            items = args.Nodes.items
+            items = args.items
+            assert items is not None  # decode_args gives Nodes when it gives no names
             if requirements is None:
                 hosts = await self._off_loop(_node_names, items)
                 return orjson.dumps([{"Host": h, "Score": 0} for h in hosts])
@@ -402,18 +414,19 @@ class Extender:
         self._worker.shutdown(wait=False, cancel_futures=True)
 
 
-def _node_meta(raw: msgspec.Raw, k: int) -> _Meta:
+def _node_meta(raw: msgspec.Raw, k: int) -> tuple[str, Any]:
+    """The node's name and its declaration annotation (None when it has none)."""
     try:
         meta = _NODE.decode(raw).metadata
     except (msgspec.DecodeError, RecursionError) as exc:
         raise _bad(exc, f"$.Nodes.items[{k}]") from None
     if meta is None or meta.name is None:
         raise BadArgs(f"$.Nodes.items[{k}].metadata.name", "the node's name", "nothing")
-    return meta
+    return meta.name, meta.annotations.declaration if meta.annotations is not None else None
 
 
 def _node_names(items: list[msgspec.Raw]) -> list[str]:
-    return [_node_meta(raw, k).name for k, raw in enumerate(items)]
+    return [_node_meta(raw, k)[0] for k, raw in enumerate(items)]
 
 
 def _failures(p, agents: list[str], unresolvable: dict[str, str]) -> None:

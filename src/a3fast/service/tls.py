@@ -42,16 +42,18 @@ def _with_peer(app, tls: dict[str, Any]):
 def _protocol_class():
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    class PeerCertificateProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+    class PeerCertificateProtocol(AutoHTTPProtocol):  # type: ignore[valid-type, misc]
         """The HTTP protocol of uvicorn, with the connection's client certificate in each scope."""
 
-        def connection_made(self, transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport) -> None:
             super().connection_made(transport)
             cert = transport.get_extra_info("peercert")
             # with CERT_OPTIONAL, a certificate that is presented and does not verify ends the
             # handshake before this is called: a certificate here is a verified one
-            self.app = _with_peer(self.app, {"client_cert_name": _subject(cert) if cert else None,
-                                             "client_cert_error": None if cert else NO_CERTIFICATE})
+            tls = {"client_cert_name": _subject(cert) if cert else None,
+                   "client_cert_error": None if cert else NO_CERTIFICATE}
+            # the protocol answers each request of this connection with `self.app`
+            setattr(self, "app", _with_peer(getattr(self, "app"), tls))
     return PeerCertificateProtocol
 
 
