@@ -556,8 +556,7 @@ class ServiceState:
         seq = self.next_seq
         if records is None and compact:
             # a placement over the offered agents only: its live set is not the fleet's
-            records = self.encoder.encode_placement(seq, p, restricted=True)
-            records[0] = (records[0][0], orjson.dumps({**task, "requirements": p.submitted.doc}))
+            records = self.encoder.encode_placement(seq, p, task, restricted=True)
         elif records is None:
             records = list(placement_records(p, task))
         lines = _record_lines(records, seq)
