@@ -301,7 +301,7 @@ class Extender:
         _failures(p, agents, unresolvable)
         passed = [raw for name, raw in zip(names, items) if name not in unresolvable]
         decision = _Decision(p, unresolvable, passed)
-        digest = _digest(requirements, [n for n in names if n not in unresolvable], decision)
+        digest = _digest(requirements, orjson.dumps([[n for n in names if n not in unresolvable], unresolvable]), p)
         if digest != recorded:
             decision.records = list(placement_records(p, task))
         return decision, digest
@@ -332,9 +332,9 @@ class Extender:
                 while len(self._asked) > ASKED_PODS:
                     self._asked.popitem(last=False)
             recorded = self._recorded.get(uid) if uid is not None else None
-            digest = _digest(requirements, decision.passed, decision)
-            self._record(args.pod, decision, digest, recorded)
             body = _names_result(decision.passed, decision.unresolvable)
+            # the answer's bytes hold the passed names and every failure with its message
+            self._record(args.pod, decision, _digest(requirements, body, decision.placement), recorded)
         else:
             items = args.items
             assert items is not None  # decode_args gives Nodes when it gives no names
@@ -438,14 +438,12 @@ def _failures(p, agents: list[str], unresolvable: dict[str, str]) -> None:
         unresolvable[pair["candidate"]] = pair["predicate"]
 
 
-def _digest(requirements, passed_names: list[str], decision: _Decision) -> bytes:
-    """What makes two answers to one pod the same: its requirements, the nodes that passed, why the
-    others failed, a3fast's first choice and that agent's declaration."""
-    p = decision.placement
+def _digest(requirements, answer: bytes, p) -> bytes:
+    """What makes two answers to one pod the same: its requirements, the answer (the nodes that
+    passed, why the others failed), a3fast's first choice and that agent's declaration."""
     h = hashlib.blake2b(digest_size=16)
     h.update(orjson.dumps(requirements.doc))
-    h.update(orjson.dumps(passed_names))
-    h.update(orjson.dumps(decision.unresolvable))
+    h.update(answer)
     h.update(orjson.dumps(p.agent))
     if p.bound:
         h.update(p.declaration_json)
