@@ -171,7 +171,7 @@ def _task(pod: _Object) -> dict[str, Any]:
 
 
 class _Decision:
-    """One filter's answer: the placement (None when the pod does not take part), what failed."""
+    """One filter's answer: the placement, the offered nodes that failed and why, those that passed."""
 
     __slots__ = ("placement", "unresolvable", "passed", "records", "compact")
 
