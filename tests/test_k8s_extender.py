@@ -244,3 +244,20 @@ def test_answers_match_the_published_schemas(served):
         jsonschema.validate(served.post("/k8s/filter", json=body).json(), load_schema("k8s.ExtenderFilterResult"))
         jsonschema.validate(served.post("/k8s/prioritize", json=body).json(), load_schema("k8s.HostPriorityList"))
         jsonschema.validate(body, load_schema("k8s.ExtenderArgs"))
+
+
+def test_a_recorded_answer_survives_a_restart_and_holds_no_session(tmp_path):
+    config = ServiceConfig(state=tmp_path / "state")
+    requirements = {**SECTION_10_TASK, "session": "s-restart"}
+    with TestClient(create_app(config)) as client:
+        wait_ready(client)
+        for a in SECTION_10_AGENTS:
+            client.put(f"/v1/agents/{a['agent']['name']}", json=a)
+        names_client(client).filter(pod(requirements, uid="u-restart"), AGENT_NODES)
+        before = client.get("/v1/trace").content
+    with TestClient(create_app(config)) as client:
+        wait_ready(client)
+        assert client.get("/v1/trace").content == before
+        assert decisions(client, "u-restart") == [(["order-analyst", "summariser"], "order-analyst")]
+        assert client.app.state.service.sessions == {}
+        assert client.post("/v1/verify", content=before).json()["valid"]
