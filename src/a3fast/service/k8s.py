@@ -464,9 +464,10 @@ def _nodes_result(items: list[msgspec.Raw], unresolvable: dict[str, str]) -> byt
 
 
 def _totals(p) -> dict[str, float]:
+    """Each eligible agent's score total (the default scorer's column, aligned with `eligible`;
+    a custom scorer's from its entries)."""
     if not p.bound:
         return {}
-    scores = p.scheduling["scores"] if len(p.eligible) < 64 else None
-    if scores is not None:
-        return {name: entry["total"] for name, entry in scores.items()}
+    if p.custom_scores:
+        return {name: entry["total"] for name, entry in p.scheduling["scores"].items()}
     return dict(zip(p.eligible, p.scores.total))
