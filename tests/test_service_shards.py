@@ -158,6 +158,7 @@ def test_ray_address_without_shards_is_refused():
     assert b"--ray-address: only with --shards N" in done.stderr
 
 
+@pytest.mark.slow
 def test_serve_with_shards_refuses_a_state_saved_with_another_number_of_shards(tmp_path):
     state = str(tmp_path / "s")
     first = Server(*SHARDED, "--state", state)

@@ -67,6 +67,7 @@ def observed(directory: Path) -> dict:
         state.close()
 
 
+@pytest.mark.slow
 def test_a_checkpoint_stopped_at_any_filesystem_step_recovers_exactly_what_was_acknowledged(tmp_path):
     base = tmp_path / "base"
     assert _drive(base, "history") == 0
@@ -94,6 +95,7 @@ def test_a_checkpoint_stopped_at_any_filesystem_step_recovers_exactly_what_was_a
         assert observed(crashed) == expected, f"checkpoint after the crash at {steps[n - 1]}"
 
 
+@pytest.mark.slow
 def test_a_checkpoint_that_fails_at_any_filesystem_step_loses_nothing_then_or_later(tmp_path):
     """A disk error at a step of a checkpoint is logged; the service goes on, and what it
     acknowledges afterwards is kept with everything before (whichever generation it went to)."""
@@ -136,6 +138,7 @@ def _server(state: Path, *args: str):
     return Server("--state", str(state), "--checkpoint-every", "15", *args)
 
 
+@pytest.mark.slow
 def test_20_rounds_of_kill_9_under_concurrent_writers_lose_nothing_and_apply_nothing_twice(tmp_path):
     import httpx
 
