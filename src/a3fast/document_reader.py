@@ -273,7 +273,7 @@ def _extend_from_array(fleet: Fleet, data: bytes) -> list[Problem]:
         elements = _RAW_ARRAY.decode(data)
     except msgspec.ValidationError:
         return [Problem("$", NOT_DOCUMENTS, "another value")]
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # document.loads names what is wrong
         try:
             loads(data)
         except SchemaError as exc:
