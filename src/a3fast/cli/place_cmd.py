@@ -1,4 +1,4 @@
-"""`a3fast place`: place one task and write its trace (DESIGN "Contracts")."""
+"""`a3fast place`: place one task on a fleet read in bulk and write its trace."""
 from __future__ import annotations
 
 import sys
