@@ -17,13 +17,16 @@ from a path or a stream. The input is a JSON array when its first non-blank byte
 """
 from __future__ import annotations
 
+import gc
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Iterator, Union
 
 import msgspec
 
+from .declaration_codec import PACK_FROM_BYTES
 from .document import MAX_DEPTH, loads
 from .errors import Problem, SchemaError
 from .fleet import Fleet
@@ -40,8 +43,10 @@ AUTO, LINES, ARRAY = "auto", "lines", "array"
 
 #: How much of a stream or file is read at a time when its lines are walked.
 CHUNK = 1 << 20
-#: How much of a stream goes to the fleet's bulk reader at once (whole lines).
-FLEET_CHUNK = 1 << 24
+#: How much of a stream goes to the fleet's bulk reader at once (whole lines): small enough that
+#: the bytes in flight add little to the peak, large enough that the reader's per-call work (a
+#: fresh vocabulary of declared values, one engine call) stays a small part of the load.
+FLEET_CHUNK = 2 << 20
 
 #: What an input that is neither form is expected to be.
 NOT_DOCUMENTS = "an array or JSON Lines of objects"
@@ -233,12 +238,14 @@ def extend_fleet(fleet: Fleet, source: Source, *, form: str = AUTO) -> list[Prob
     nothing builds a fresh fleet and drops it when problems come back, as `load_fleet` does)."""
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as fh:
-            first, _ = _first_byte(iter(lambda: fh.read(CHUNK), b""))
-        if form == ARRAY or (form == AUTO and first == b"["):
-            with open(source, "rb") as fh:
-                return _extend_from_array(fleet, fh.read())
-        # a path goes to the bulk reader as a path: it reads and sizes the file itself
-        return fleet.extend_jsonl(source, on_error="skip")
+            size = os.fstat(fh.fileno()).st_size if os.path.isfile(source) else None
+            if size is not None and size >= PACK_FROM_BYTES and form != ARRAY:
+                first, _ = _first_byte(iter(lambda: fh.read(CHUNK), b""))
+                if first != b"[":
+                    # large enough to be kept packed: the bulk reader sizes and reads the file itself
+                    return fleet.extend_jsonl(source, on_error="skip")
+                fh.seek(0)
+            return extend_fleet(fleet, fh, form=form)
     if _is_bytes(source):
         data = bytes(source)  # type: ignore[arg-type]  # bytes, bytearray or memoryview
         if form == ARRAY or (form == AUTO and form_of(data[:CHUNK]) == ARRAY):
@@ -248,14 +255,30 @@ def extend_fleet(fleet: Fleet, source: Source, *, form: str = AUTO) -> list[Prob
     first, head = _first_byte(blocks)
     if form == ARRAY or (form == AUTO and first == b"["):
         return _extend_from_array(fleet, head + b"".join(blocks))
-    # a stream: the bulk reader takes bytes, so whole lines go to it a chunk at a time, and the
-    # line numbers of each chunk's problems are moved on to the chunk's place in the stream
+    # a stream (and a file kept unpacked): the bulk reader takes bytes, so whole lines go to it a
+    # chunk at a time — a chunk much smaller than its own 16 MiB, which is most of the peak above
+    # the fleet itself — and each chunk's problems are moved on to the chunk's lines in the input
     problems: list[Problem] = []
     first_line = 1
-    for chunk in _whole_lines(blocks, head):
-        problems += _moved(fleet.extend_jsonl(chunk, on_error="skip"), first_line - 1)
-        first_line += chunk.count(b"\n")
+    with _collector_paused():
+        for chunk in _whole_lines(blocks, head):
+            problems += _moved(fleet.extend_jsonl(chunk, on_error="skip"), first_line - 1)
+            first_line += chunk.count(b"\n")
     return problems
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic collector off across the chunks of one bulk load, as `extend_jsonl` has it off
+    within each: between chunks it would otherwise rescan the whole growing fleet for cycles that
+    cannot be there."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _moved(problems: list[Problem], lines: int) -> list[Problem]:

@@ -15,8 +15,8 @@ and keeps such a fleet, from a JSON Lines file of the standard workload written 
 5. `shells`: what a user runs on the same file, each a real process, `runs` times (medians): the
    wall time of `a3fast place --fleet F --requirements R` (from start to exit) and of `a3fast serve
    --fleet F` (from start to a 200 on /readyz, on 127.0.0.1 and port 0), each process's peak RSS,
-   and, between them in the same run, the `decode` step again, so that every ratio is to an orjson
-   time measured beside it.
+   and, between them in the same run, orjson turning the lines into dicts (kept, as a loader that
+   builds on them keeps them), so that every ratio is to an orjson time measured beside it.
 
 `python -m a3fast.bench.large STEP ...` runs one step and prints its figures as one JSON object.
 """
@@ -60,6 +60,19 @@ def _decode(directory: str) -> dict[str, Any]:
         for line in fh:
             loads(line)
     return {"decode_s": time.perf_counter() - started}
+
+
+def _dicts(directory: str) -> dict[str, Any]:
+    """orjson turning every line into a dict, the dicts kept as a loader that builds on them keeps
+    them (the baseline the `place` and `serve` processes are quoted against)."""
+    import orjson
+
+    loads = orjson.loads
+    started = time.perf_counter()
+    with open(os.path.join(directory, FLEET), "rb", buffering=1 << 20) as fh:
+        documents = [loads(line) for line in fh]
+    seconds = time.perf_counter() - started
+    return {"dicts_s": seconds, "documents": len(documents)}
 
 
 def _ready(directory: str, engine: str, rounds: int, budget_s: float) -> dict[str, Any]:
@@ -183,13 +196,13 @@ def _shells(directory: str, runs: int) -> dict[str, Any]:
     """Medians over `runs` of `place`, `serve` to ready and the orjson decode measured between them."""
     import statistics
 
-    place, serve, decode = [], [], []
+    place, serve, dicts = [], [], []
     for _ in range(runs):
         place.append(_place_process(directory))
-        decode.append(_step("decode", directory)["decode_s"])
+        dicts.append(_step("dicts", directory)["dicts_s"])
         serve.append(_serve_process(directory))
     return {"shell_runs": runs,
-            "shell_decode_s": statistics.median(decode),
+            "shell_dicts_s": statistics.median(dicts),
             "place_cli_s": statistics.median(s for s, _ in place),
             "place_cli_peak_rss": statistics.median(m for _, m in place),
             "serve_ready_s": statistics.median(s for s, _ in serve),
@@ -232,8 +245,10 @@ if __name__ == "__main__":
         figures = _ready(args[0], args[1], int(args[2]), float(args[3]))
     elif step == "load":
         figures = _load(args[0], args[1])
+    elif step == "dicts":
+        figures = _dicts(args[0])
     elif step == "shells":
         figures = _shells(args[0], int(args[1]))
     else:
-        raise SystemExit(f"a3fast.bench.large: unknown step {step!r} (write, decode, ready, load, shells)")
+        raise SystemExit(f"a3fast.bench.large: unknown step {step!r} (write, decode, dicts, ready, load, shells)")
     print(json.dumps(figures))
