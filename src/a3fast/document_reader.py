@@ -229,7 +229,21 @@ def load_fleet(source: Source, engine: str | None = None, *, form: str = AUTO, n
     problems = extend_fleet(fleet, source, form=form)
     if problems:
         raise SchemaError(problems, name if name is not None else source_name(source))
+    _return_freed_memory()
     return fleet
+
+
+def _return_freed_memory() -> None:
+    """Hand the heap the load's passing buffers used (chunks, batch columns) back to the system.
+    glibc keeps freed blocks for reuse, so without this they stay in the process's RSS under
+    whatever it builds next (a placement's §6 record over every candidate is tens of MB at
+    200,000 agents); about 10 MiB at that size. Elsewhere there is nothing to do."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def extend_fleet(fleet: Fleet, source: Source, *, form: str = AUTO) -> list[Problem]:
