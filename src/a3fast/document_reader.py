@@ -12,6 +12,10 @@ Two readers share that form:
   records, cards) one line at a time as they arrive, each under the rule of `a3fast.document`
   (or the caller's own decoder).
 
+`a3fast.document` says what one document may contain and is imported by the schema and the fleet;
+this module says where each document of an input begins and ends and builds on the fleet, so it
+sits beside that module rather than in it (in it, the rule would import the fleet it is a rule for).
+
 A JSON array is one document, so it is read whole; JSON Lines are never held whole when they come
 from a path or a stream. The input is a JSON array when its first non-blank byte is `[`.
 """
