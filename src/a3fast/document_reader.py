@@ -79,7 +79,7 @@ class Item:
 def source_name(source: Source) -> str | None:
     """The name problems are reported under: a path as given, a stream's `name`, else None."""
     if isinstance(source, (str, os.PathLike)):
-        return os.fspath(source)  # type: ignore[return-value]  # a str path stays a str
+        return os.fspath(source)
     name = getattr(source, "name", None)
     return name if isinstance(name, str) else None
 

@@ -125,16 +125,17 @@ def _place_process(directory: str) -> tuple[float, int]:
         requirements = os.path.join(directory, "requirements.json")
         with open(requirements, "wb") as out:
             out.write(orjson.dumps(orjson.loads(fh.read())[0]))
-    started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "a3fast", "place", "--fleet", os.path.join(directory, FLEET),
-                                "--requirements", requirements, "-o", os.devnull],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - started
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode not in (0, 1):
-        raise RuntimeError(f"a3fast place exited {process.returncode}: {process.stderr.read().decode()[-2000:]}")
-    process.stderr.close()
+    with tempfile.TemporaryFile() as stderr:   # a file: a long error can never fill a pipe
+        started = time.perf_counter()
+        process = subprocess.Popen([sys.executable, "-m", "a3fast", "place", "--fleet",
+                                    os.path.join(directory, FLEET), "--requirements", requirements,
+                                    "-o", os.devnull], stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(process.pid, 0)   # the child's own peak RSS comes with its exit
+        seconds = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode not in (0, 1):
+            stderr.seek(0)
+            raise RuntimeError(f"a3fast place exited {process.returncode}: {stderr.read().decode()[-2000:]}")
     return seconds, usage.ru_maxrss * 1024
 
 

@@ -32,18 +32,18 @@ def read_whole_records(path: str) -> tuple[list[tuple[str, dict[str, Any]]], lis
     wheres: list[str] = []
     problems: list[str] = []
     try:
-        for item in iter_documents(input_source(path), decode=_decode):
-            if item.problems:
-                found = item.problems[0].found
-                if item.line is not None:
-                    problems.append(f"{path}: line {item.line}: not JSON: {found}")
-                elif item.problems[0].expected == NOT_DOCUMENTS:
+        for document in iter_documents(input_source(path), decode=_decode):
+            if document.problems:
+                found = document.problems[0].found
+                if document.line is not None:
+                    problems.append(f"{path}: line {document.line}: not JSON: {found}")
+                elif document.problems[0].expected == NOT_DOCUMENTS:
                     raise BadInput(f"{path}: expected a JSON array of records or JSON Lines")
                 else:
                     raise BadInput(f"{path}: not a JSON array of records: {found}")
                 continue
-            values.append(item.value)
-            wheres.append(f"line {item.line}" if item.line is not None else f"record {len(values)}")
+            values.append(document.value)
+            wheres.append(f"line {document.line}" if document.line is not None else f"record {len(values)}")
     except OSError as exc:
         raise cannot_read(path, exc) from None
     records = []

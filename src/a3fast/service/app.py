@@ -198,8 +198,11 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
             data = await _body(request, config.max_body)
         except TooLarge:
             return _error(413, [problem("$", f"a body of at most {config.max_body} bytes", "more")])
-        docs, lines, problems = [], [], []
+        docs: list[Any] = []
+        lines: list[int] = []
+        problems: list[dict[str, Any]] = []
         for item in iter_documents(data, form=LINES, decode=parse_json):
+            assert item.line is not None  # JSON Lines: every document has its line
             if item.problems:
                 problems.extend(from_library(SchemaError(list(item.problems)), line=item.line).problems)
             else:
