@@ -58,13 +58,16 @@ def test_the_large_fleet_targets_are_checked_at_a_million_agents_only():
     assert targets(report) == []
 
 
+@pytest.mark.slow
 def test_bench_cli_measures_a_small_size_through_the_large_fleet_path(tmp_path):
     out = tmp_path / "bench.json"
     result = CliRunner().invoke(main, ["bench", "--sizes", "2000", "--large-from", "2000", "--tasks", "10",
-                                       "--no-extras", "--no-memory", "-o", str(out)], catch_exceptions=False)
+                                       "--no-extras", "--no-memory", "--shell-runs", "0", "-o", str(out)],
+                                catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "ready from JSON Lines" in result.stdout
-    assert orjson.loads(out.read_bytes())["a3fast"]["large"]["2000"]["agents"] == 2000
+    large = orjson.loads(out.read_bytes())["a3fast"]["large"]["2000"]
+    assert large["agents"] == 2000 and "place_cli_s" not in large   # --shell-runs 0: no shells
 
 
 def test_the_shell_targets_are_checked_from_200000_agents_against_orjson_dicts_of_the_same_run():

@@ -210,6 +210,7 @@ def test_place_names_a_bad_line_as_fleet_load_jsonl_does(tmp_path):
     assert result.stderr.splitlines() == [f"a3fast: {fleet}: {p}" for p in expected.value.problems]
 
 
+@pytest.mark.slow  # real processes: 2 s or more here
 def test_place_reads_a_fleet_from_standard_input(tmp_path):
     requirements = tmp_path / "task.json"
     requirements.write_bytes(orjson.dumps(TASK))
@@ -273,6 +274,7 @@ service_process = pytest.importorskip("service_process")
 pytest.importorskip("starlette")
 
 
+@pytest.mark.slow  # real processes: 2 s or more here
 def test_serve_fleet_loads_through_the_bulk_reader_and_a_restart_keeps_it(tmp_path):
     fleet = tmp_path / "fleet.jsonl"
     fleet.write_bytes(lines(*generate_fleet(500, 0)))
@@ -294,6 +296,7 @@ def test_serve_fleet_loads_through_the_bulk_reader_and_a_restart_keeps_it(tmp_pa
         assert again.stop() == 0
 
 
+@pytest.mark.slow  # real processes: 2 s or more here
 def test_serve_fleet_names_every_bad_line_and_exits_2(tmp_path):
     fleet = tmp_path / "fleet.jsonl"
     fleet.write_bytes(lines(ANALYST, BAD_CLEARANCE) + b"{oops\n")
@@ -305,6 +308,7 @@ def test_serve_fleet_names_every_bad_line_and_exits_2(tmp_path):
     assert f"{fleet}: line 3: $: expected valid JSON" in stderr
 
 
+@pytest.mark.slow  # real processes: 2 s or more here
 def test_bulk_post_names_a_body_cut_mid_line_by_its_line(tmp_path):
     server = service_process.Server()
     try:
