@@ -36,6 +36,8 @@ class ShardedFleets:
     """The FleetStore of a ShardedFleet of `shards` Ray actors (Ray started or joined on first use).
     A local Ray gets at most `min(shards, CPUs)` CPUs: the shard actors need none of their own."""
 
+    reads_in_bulk = False    # a seed is added through the shards, declaration by declaration
+
     def __init__(self, shards: int, ray_address: str | None, engine: str | None, state: Path | None,
                  timeout: float = 30.0):
         self.shards = shards

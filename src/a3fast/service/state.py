@@ -72,7 +72,11 @@ class ServedFleet(Protocol):
 
 
 class FleetStore(Protocol):
-    """How the service makes its fleet: empty, from a snapshot `save` wrote, and ended."""
+    """How the service makes its fleet: empty, from a snapshot `save` wrote, and ended.
+    `reads_in_bulk`: a fleet read by `a3fast.document_reader.load_fleet` may take the empty one's
+    place (`ServiceState.seed`); otherwise a seed goes through `put_agents`."""
+
+    reads_in_bulk: bool
 
     def empty(self) -> ServedFleet: ...
     def load(self, path: Path) -> ServedFleet: ...
@@ -81,6 +85,8 @@ class FleetStore(Protocol):
 
 class LocalFleets:
     """One Fleet in this process."""
+
+    reads_in_bulk = True
 
     def __init__(self, engine: str | None = None):
         self.engine = engine
@@ -329,6 +335,19 @@ class ServiceState:
             raise ShardError(self.doubt.shard, f"failed during a change of several agents ({self.doubt}); "
                              f"the other shards made their part of it, so nothing more is decided until "
                              f"the service restarts and rebuilds the fleet from its journal")
+
+    def seed(self, fleet: Fleet) -> None:
+        """Start from a fleet read in bulk (`serve --fleet`) in place of the empty one: its agents
+        join in the fleet's order, and with a state directory they go straight into a checkpoint
+        rather than one journal entry holding every declaration."""
+        if not self.fresh or len(self.fleet):
+            raise StateError("a fleet read in bulk seeds only an empty state")
+        self.check_writable()
+        self.fleets.close(self.fleet)
+        self.fleet = fleet
+        self.fresh = False
+        if self.journal is not None:
+            self.checkpoint()
 
     def put_agents(self, declarations: list[Declaration]) -> None:
         """Add or replace agents, all or none: conflicts are checked before anything is written."""
