@@ -21,13 +21,15 @@ from .schema import Capability, Declaration, Requirements, parse_declaration, pa
 # function the API documents: the import system sets a package's attribute to a submodule only when
 # it first loads it.
 from .verify import Finding, verify
+from .replay import Verdict, replay  # the function, as with verify above
 
 if TYPE_CHECKING:
     from .authority import admit
 
 __all__ = ["ENGINE", "NATIVE_AVAILABLE", "available_engines", "A3Error", "FleetError", "Problem",
            "SchemaError", "SnapshotError", "Capability", "Declaration", "Requirements", "parse_declaration",
-           "parse_requirements", "Fleet", "Placement", "Route", "verify", "Finding", "admit"]
+           "parse_requirements", "Fleet", "Placement", "Route", "verify", "Finding", "replay", "Verdict",
+           "admit"]
 
 
 def __getattr__(name: str) -> Any:

@@ -17,6 +17,7 @@ invented (a trace does not say how a task went). docs/replay.md states all of it
 """
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from collections import Counter
@@ -348,20 +349,11 @@ class _Reader:
         raise ReplayError(f"{self._where(item, path)}: expected a route name (a string), found {describe(value)}")
 
 
-def _file_lines(path: str | os.PathLike) -> Iterator[bytes]:
-    """The lines of a file, read in large blocks (a trace can be larger than memory)."""
+def _file_blocks(path: str | os.PathLike) -> Iterator[bytes]:
+    """A file in large blocks (a trace can be larger than memory)."""
     with open(path, "rb") as fh:
-        rest = b""
         while block := fh.read(1 << 24):
-            block = rest + block
-            cut = block.rfind(b"\n")
-            if cut < 0:
-                rest = block
-                continue
-            yield from block[:cut].split(b"\n")
-            rest = block[cut + 1:]
-        if rest:
-            yield rest
+            yield block
 
 
 #: How far into a line to look for its kind (the writers put `seq` and `kind` first).
@@ -401,7 +393,8 @@ def _placement_lines(lines: Iterable[bytes]) -> Iterator[Any]:
 
 
 def _items(records: Any) -> Iterator[Any]:
-    """Trace items of a path, bytes, or an iterable of record dicts (spec or compact form)."""
+    """Trace items of a path, bytes, an iterable of record dicts (spec or compact form), or an
+    iterable of bytes: chunks of JSON Lines, split anywhere."""
     if isinstance(records, (bytes, bytearray, memoryview)):
         data = bytes(records)
         if data.lstrip()[:1] == b"[":
@@ -416,8 +409,30 @@ def _items(records: Any) -> Iterator[Any]:
             raise ReplayError(f"{records}: cannot read: {exc.strerror or exc}") from None
         if head.lstrip()[:1] == b"[":
             return _array(path.read_bytes(), str(records))
-        return _placement_lines(_file_lines(path))
-    return read_values(records)
+        return _placement_lines(_chunk_lines(_file_blocks(path)))
+    values = iter(records)
+    first = next(values, None)
+    if first is None:
+        return iter(())
+    rest = itertools.chain((first,), values)
+    if isinstance(first, (bytes, bytearray, memoryview)):   # chunks of JSON Lines, split anywhere
+        return _placement_lines(_chunk_lines(rest))
+    return read_values(rest)
+
+
+def _chunk_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines of JSON Lines given as chunks split anywhere."""
+    rest = b""
+    for chunk in chunks:
+        block = rest + bytes(chunk)
+        cut = block.rfind(b"\n")
+        if cut < 0:
+            rest = block
+            continue
+        yield from block[:cut].split(b"\n")
+        rest = block[cut + 1:]
+    if rest:
+        yield rest
 
 
 def _array(data: bytes, source: str | None) -> Iterator[Any]:
@@ -487,8 +502,8 @@ def replay(records: Any, fleet: Any, *, weights: Sequence[float] | Mapping[str, 
     """Re-place every recorded placement of `records` on `fleet`, in trace order, and yield a Verdict
     for each (changed or not), as the trace is read.
 
-    `records`: a path, the trace's bytes (JSON Lines or a JSON array), or an iterable of record dicts,
-    in spec or compact form. `fleet`: the new fleet; with `copy` (the default) the replay places on
+    `records`: a path, the trace's bytes (JSON Lines or a JSON array), an iterable of record dicts,
+    or an iterable of bytes chunks of JSON Lines; spec or compact form, or both. `fleet`: the new fleet; with `copy` (the default) the replay places on
     a copy of it, so the fleet itself is left as it was. `weights` replaces the default scorer's
     weights (four numbers, a mapping of components or "name=value,..."). `route` is applied to
     every task on top of what it was recorded with (a route only adds requirements); its name is
@@ -527,16 +542,18 @@ class _Comparer:
 
     def register_snapshot(self, recorded: _Recorded) -> None:
         """Read a compact record that carries a fleet snapshot, so that later records that refer to
-        it can be decoded when they change."""
+        it can be expanded when they change."""
         self._decoded(recorded)
 
     def _decoded(self, recorded: _Recorded) -> Any:
+        """The record's content in spec form; None when its lists cannot be read (a compact record
+        whose fleet snapshot lies before the part of the trace given, or outside the format): the
+        decision is replayed all the same, only the recorded funnel and scores are missing."""
         item = recorded.record
         try:
             return self.decoder.decode_content(item.seq, item.kind, item.content)
-        except (CompactError, TraceContentError) as exc:
-            line = f"line {item.line}: " if item.line is not None else ""
-            raise ReplayError(f"{line}{exc}" if str(exc).startswith("seq ") else f"{line}seq {item.seq}: {exc}") from None
+        except (CompactError, TraceContentError):
+            return None
 
     def verdict(self, recorded: _Recorded, route: Route | None) -> Verdict:
         fleet = self.fleet
@@ -606,6 +623,8 @@ class _Comparer:
 
     def _explained(self, recorded: _Recorded) -> Explained | None:
         content = self._decoded(recorded)
+        if content is None:
+            return None
         try:
             return explain_record(recorded.seq, recorded.kind, content)
         except ExplainError:
