@@ -29,10 +29,10 @@ import msgspec
 import orjson
 
 from .errors import A3Error, SchemaError, describe
-from .explain import Explained, ExplainError, PredicateCount, explain_record, predicate_counts
+from .explain import PredicateCount, predicate_counts
 from .placement import Placement, Route, RouteError
 from .predicates import first_failed
-from .record.compact import KEY as COMPACT_KEY, CompactError, Decoder
+from .record.compact import KEY as COMPACT_KEY, CompactError, Snapshots
 from .schema import Requirements, parse_requirements
 from .scoring import COMPONENTS
 from .trace import TraceContentError, TraceProblem, TraceRecord, read_lines, read_values
@@ -525,8 +525,7 @@ def replay(records: Any, fleet: Any, *, weights: Sequence[float] | Mapping[str, 
 
 
 def _replay(items: Iterator[Any], fleet: Any, route: Route | None) -> Iterator[Verdict]:
-    decoder = Decoder()
-    compare = _Comparer(fleet, decoder)
+    compare = _Comparer(fleet)
     for recorded in _Reader().placements(items):
         if recorded.compact_fleet:
             compare.register_snapshot(recorded)
@@ -536,22 +535,22 @@ def _replay(items: Iterator[Any], fleet: Any, route: Route | None) -> Iterator[V
 class _Comparer:
     """Places one recorded task again and compares; builds the explanation only for a change."""
 
-    def __init__(self, fleet: Any, decoder: Decoder):
+    def __init__(self, fleet: Any):
         self.fleet = fleet
-        self.decoder = decoder
+        self.snapshots = Snapshots()
 
     def register_snapshot(self, recorded: _Recorded) -> None:
         """Read a compact record that carries a fleet snapshot, so that later records that refer to
-        it can be expanded when they change."""
-        self._decoded(recorded)
+        it can be read when they change."""
+        self._member(recorded)
 
-    def _decoded(self, recorded: _Recorded) -> Any:
-        """The record's content in spec form; None when its lists cannot be read (a compact record
-        whose fleet snapshot lies before the part of the trace given, or outside the format): the
-        decision is replayed all the same, only the recorded funnel and scores are missing."""
+    def _member(self, recorded: _Recorded) -> Any:
+        """The compact member of a record, read on its bitmaps (never expanded); None when it cannot
+        be read (a fleet snapshot that lies before the part of the trace given, or a member outside
+        the format): the decision is replayed all the same, only the recorded funnel is missing."""
         item = recorded.record
         try:
-            return self.decoder.decode_content(item.seq, item.kind, item.content)
+            return self.snapshots.read_member(item.seq, item.kind, item.content)
         except (CompactError, TraceContentError):
             return None
 
@@ -592,13 +591,11 @@ class _Comparer:
                        before_fails=unmet)
 
     def _changed(self, recorded: _Recorded, p: Placement, route_name: str | None) -> Verdict:
-        explained = self._explained(recorded)
         before, after = recorded.agent, p.agent
-        funnel_before = _funnel_of_record(explained) if explained is not None else None
+        named = [n for n in (before, after) if n is not None]
+        funnel_before, then_scores = self._recorded(recorded, named)
         funnel_after = _funnel_of(p)
-        now_scores = _scores_of(p, [n for n in (before, after) if n is not None])
-        then_scores = {n: explained.scores[n] for n in (before, after)
-                       if n is not None and explained is not None and n in explained.scores}
+        now_scores = _scores_of(p, named)
         decided_by = before_fails = None
         if before is not None and before not in now_scores:
             before_fails = self._first_failed_now(p, before)
@@ -621,14 +618,17 @@ class _Comparer:
             return None
         return dict(zip(COMPONENTS, self.fleet.weights))
 
-    def _explained(self, recorded: _Recorded) -> Explained | None:
-        content = self._decoded(recorded)
-        if content is None:
-            return None
+    def _recorded(self, recorded: _Recorded, names: list[str]) -> tuple[Funnel | None, dict[str, Any]]:
+        """The recorded funnel, and the recorded score entries of `names` (those that were scored);
+        (None, {}) for a record without the §6 lists (a resumption) or whose lists cannot be read."""
         try:
-            return explain_record(recorded.seq, recorded.kind, content)
-        except ExplainError:
-            return None  # the decision is replayed all the same; only the recorded funnel is missing
+            content = recorded.record.content
+            if COMPACT_KEY in content:
+                member = self._member(recorded)
+                return (None, {}) if member is None else _compact_recorded(member, names)
+            return _spec_recorded(recorded, content, names)
+        except (TraceContentError, TypeError, KeyError, AttributeError, ValueError):
+            return None, {}
 
     def _first_failed_now(self, p: Placement, agent: str) -> str:
         """The recorded agent's first failed predicate in the new fleet (derivation order)."""
@@ -644,8 +644,43 @@ def _funnel_of(p: Placement) -> Funnel:
     return Funnel(expl.candidates_count, expl.eligible_count, tuple(counts))
 
 
-def _funnel_of_record(explained: Explained) -> Funnel:
-    return Funnel(explained.candidates, explained.eligible, tuple(explained.counts()))
+def _funnel(candidates: int, predicates: Sequence[str], removed: Sequence[int]) -> Funnel:
+    return Funnel(candidates, candidates - sum(removed), tuple(predicate_counts(candidates, predicates, removed)))
+
+
+def _compact_recorded(member: Any, names: list[str]) -> tuple[Funnel, dict[str, Any]]:
+    """Funnel and scores of a compact record, from its bitmaps and columns."""
+    funnel = _funnel(len(member.candidates), member.predicates, [len(ids) for ids in member.failed])
+    scores: dict[str, Any] = {}
+    table = member.names
+    for name in names:
+        try:
+            aid = table.index(name)
+        except ValueError:
+            continue
+        if aid in member.score_ids:
+            at = member.score_ids.rank(aid) - 1
+            scores[name] = {column: values[at] for column, values in member.score_columns}
+    return funnel, scores
+
+
+def _spec_recorded(recorded: _Recorded, content: Mapping[str, Any], names: list[str]) -> tuple[Funnel | None, dict[str, Any]]:
+    """Funnel and scores of a spec record, counted straight from its lists."""
+    if recorded.kind == "task.bound":
+        holder = content["scheduling"]
+        if "candidates" not in holder:
+            return None, {}
+        predicates = list(holder.get("filters_passed") or ())
+    else:
+        holder = content
+        if "candidates" not in holder:
+            return None, {}
+        predicates = list(recorded.requirements.predicates)
+    counts = Counter(pair["predicate"] for pair in holder.get("filters_failed") or ())
+    predicates += [p for p in counts if p not in predicates]
+    funnel = _funnel(len(holder["candidates"]), predicates, [counts.get(p, 0) for p in predicates])
+    scores = holder.get("scores") or {} if recorded.kind == "task.bound" else {}
+    return funnel, {name: dict(scores[name]) for name in names if name in scores}
 
 
 def _last_removed(funnel: Funnel) -> str | None:
