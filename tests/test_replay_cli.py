@@ -131,3 +131,14 @@ def test_a_trace_on_standard_input_is_replayed(demo):
     done = a3("replay", "-", "--fleet", "fleet.jsonl", "--json", cwd=demo,
               input=(demo / "compact.jsonl").read_bytes())
     assert done.returncode == 0 and orjson.loads(done.stdout)["summary"]["placements"] == TASKS
+
+
+def test_both_engines_replay_the_demo_trace_alike(demo):
+    answers = []
+    for engine in ("native", "pure"):
+        done = a3("replay", "compact.jsonl", "--fleet", "revoked.jsonl", "--engine", engine, "--json", "--show", "1000",
+                  cwd=demo)
+        assert done.returncode == 0, done.stderr
+        answers.append(orjson.loads(done.stdout))
+    assert answers[0]["summary"] == answers[1]["summary"]
+    assert answers[0]["changes"] == answers[1]["changes"]
