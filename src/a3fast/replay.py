@@ -59,7 +59,7 @@ NOT_IN_FLEET = "not in the fleet"
 #: Decided by a tie of totals, broken by the smallest agent name (a3fast.scoring.choose).
 TIE_BREAK = "tie (smallest name)"
 #: Requirements parsed per distinct recorded text, bounded so a trace of unique tasks cannot pile up.
-REQUIREMENTS_CACHE_SIZE = 1 << 16
+REQUIREMENTS_CACHE_SIZE = 4096
 
 
 class ReplayError(A3Error):
