@@ -446,15 +446,22 @@ def _array(data: bytes, source: str | None) -> Iterator[Any]:
 # -- placing again and comparing ---------------------------------------------------------------------
 def copy_fleet(fleet: Any) -> Any:
     """An independent copy of a fleet (agents, outcomes, sessions, weights, scorer), through its
-    snapshot: a replay holds sessions on the copy, never on the fleet it was given."""
-    fd, tmp = tempfile.mkstemp(prefix=".a3fast-replay.", suffix=".snapshot")
-    os.close(fd)
-    try:
-        fleet.save(tmp)
-        copy = type(fleet).load(tmp, engine=fleet.engine, scorer=fleet.scorer)
-    finally:
-        os.unlink(tmp)
-    return copy
+    snapshot: a replay holds sessions on the copy, never on the fleet it was given. The snapshot
+    goes to memory-backed /dev/shm where there is one and it has room (the file is read back at
+    once and removed, so forcing it to disk would only cost), else to the temporary directory."""
+    places = ["/dev/shm", None] if os.path.isdir("/dev/shm") else [None]
+    for i, place in enumerate(places):
+        fd, tmp = tempfile.mkstemp(prefix=".a3fast-replay.", suffix=".snapshot", dir=place)
+        os.close(fd)
+        try:
+            fleet.save(tmp)
+            return type(fleet).load(tmp, engine=fleet.engine, scorer=fleet.scorer)
+        except OSError:
+            if i == len(places) - 1:
+                raise
+        finally:
+            os.unlink(tmp)
+    raise AssertionError("unreachable")
 
 
 def parse_weights(value: str | Sequence[float] | Mapping[str, float] | None,
