@@ -1106,7 +1106,8 @@ cdef class Index:
     def explain(self, rows, Py_ssize_t only, excluded) -> Explanation:
         """Filter the live agents by the rows, then `agentRef` (`only`), then each anti-affinity.
 
-        One ordered difference per predicate gives first-failed sets (DESIGN "Explain"):
+        One ordered difference per predicate gives first-failed sets (docs/design.md, "How one
+        placement flows"):
         failed[k] = remaining - row[k]; remaining &= row[k]. The arguments are checked and copied
         first; the word loops then run without the GIL, so placements on other threads proceed
         (Fleet.place_many), while the index must not change (the fleet's lock sees to that).

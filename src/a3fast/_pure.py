@@ -271,7 +271,8 @@ class Index:
     def explain(self, rows: Sequence[int], only: int, excluded: Sequence[int]) -> Explanation:
         """Filter the live agents by the rows, then `agentRef` (`only`), then each anti-affinity.
 
-        One ordered difference per predicate gives first-failed sets (DESIGN "Explain").
+        One ordered difference per predicate gives first-failed sets (docs/design.md, "How one
+        placement flows").
         """
         candidates = remaining = self._live
         failed = []

@@ -1,6 +1,6 @@
 """Fleet: the agent table, dense agent ids, updates, and the per-predicate index behind them.
 
-A fleet is one scheduling domain (DESIGN reading 3): agents are named by `agent.name`; adding a
+A fleet is one scheduling domain (docs/design.md, reading 3): agents are named by `agent.name`; adding a
 declaration for an existing `(namespace, name)` replaces it; a name held by another namespace is an
 error. Agent ids are dense and stay bound to their name for the fleet's life, so a placement kept in
 compact form can always name its candidates, whatever happens to the fleet afterwards.
