@@ -14,7 +14,6 @@ import orjson
 
 from ..engines import ENGINE
 from ..fleet import Fleet
-from ..record.compact import Encoder
 from ..replay import replay, ReplaySummary
 from ..trace import TraceWriter
 from ..workload import generate_fleet, generate_tasks
@@ -30,13 +29,10 @@ def _record(path: Path, agents: int, placements: int, engine: str) -> list[dict[
     declarations = generate_fleet(agents, 0)
     fleet = Fleet(engine=engine)
     fleet.extend(declarations)
-    encoder = Encoder()
     with open(path, "wb") as fh:
-        writer = TraceWriter(fh)
+        writer = TraceWriter(fh, form="compact")
         for task in generate_tasks(declarations, placements, 0):
-            p = fleet.place(task)
-            for kind, content in encoder.encode_placement(writer.next_seq, p):
-                writer.append(kind, content_json=content)
+            writer.write(fleet.place(task))
     return declarations
 
 
