@@ -313,7 +313,7 @@ class _Reader:
             holder, at = content[COMPACT_KEY], f"$.content['{COMPACT_KEY}']"
             if not isinstance(holder, Mapping):
                 raise ReplayError(f"{self._where(item, at)}: expected an object, found {describe(holder)}")
-            rest = holder.get("rest") if isinstance(holder.get("rest"), Mapping) else {}
+            rest: Mapping[str, Any] = holder["rest"] if isinstance(holder.get("rest"), Mapping) else {}
             route = self._route(rest.get("route"), item, f"{at}.rest.route")
             resumed = False
             compact_fleet = isinstance(holder.get("fleet"), Mapping)
@@ -464,37 +464,46 @@ def copy_fleet(fleet: Any) -> Any:
     raise AssertionError("unreachable")
 
 
-def parse_weights(value: str | Sequence[float] | Mapping[str, float] | None,
-                  base: Sequence[float]) -> tuple[float, ...] | None:
-    """Weights of the default scorer's components from four numbers ("0.4,0.3,0.2,0.1"), a mapping
-    or NAME=VALUE pairs ("cost=0.5,affinity=0.2", the others kept from `base`). ValueError names
-    what is wrong."""
+def parse_weights(value: Any, base: Sequence[float]) -> tuple[float, ...] | None:
+    """Weights of the default scorer's components from four numbers ("0.4,0.3,0.2,0.1" or a list), a
+    mapping or NAME=VALUE pairs ("cost=0.5,affinity=0.2", the others kept from `base`); None for
+    None. ValueError names what is wrong."""
     if value is None:
         return None
+    pairs: Mapping[str, Any] | None = None
+    numbers: list[Any] | None = None
     if isinstance(value, str):
         parts = [p.strip() for p in value.split(",") if p.strip()]
         if parts and all("=" in p for p in parts):
-            value = dict(p.split("=", 1) for p in parts)
+            pairs = dict(p.split("=", 1) for p in parts)
         elif any("=" in p for p in parts):
             raise ValueError(f"weights: expected four numbers or NAME=VALUE pairs, not both, found {value!r}")
         else:
-            value = parts
-    if isinstance(value, Mapping):
+            numbers = parts
+    elif isinstance(value, Mapping):
+        pairs = value
+    elif isinstance(value, (list, tuple)):
+        numbers = list(value)
+    else:
+        raise ValueError(f"weights: expected four numbers or NAME=VALUE pairs, found {value!r}")
+    if pairs is not None:
         weights = list(base)
-        for name, number in value.items():
-            name = name.strip()
+        for name, number in pairs.items():
+            name = str(name).strip()
             if name not in COMPONENTS:
                 raise ValueError(f"weights: unknown component {name!r} (components: {', '.join(COMPONENTS)})")
             weights[COMPONENTS.index(name)] = _weight(number, name)
         return tuple(weights)
-    values = list(value)
-    if len(values) != len(COMPONENTS):
+    assert numbers is not None
+    if len(numbers) != len(COMPONENTS):
         raise ValueError(f"weights: expected {len(COMPONENTS)} numbers ({', '.join(COMPONENTS)}), "
-                         f"found {len(values)}")
-    return tuple(_weight(v, name) for v, name in zip(values, COMPONENTS))
+                         f"found {len(numbers)}")
+    return tuple(_weight(v, name) for v, name in zip(numbers, COMPONENTS))
 
 
 def _weight(value: Any, name: str) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"weights: {name}: expected a number, found {value!r}")
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -504,7 +513,7 @@ def _weight(value: Any, name: str) -> float:
     return number
 
 
-def replay(records: Any, fleet: Any, *, weights: Sequence[float] | Mapping[str, float] | str | None = None,
+def replay(records: Any, fleet: Any, *, weights: Any = None,
            route: Route | None = None, copy: bool = True, scorer: Any = None) -> Iterator[Verdict]:
     """Re-place every recorded placement of `records` on `fleet`, in trace order, and yield a Verdict
     for each (changed or not), as the trace is read.

@@ -116,9 +116,8 @@ def _fields(body: Any) -> dict[str, Any]:
     weights = body.get("weights")
     if weights is not None:
         try:
-            parse_weights(weights if isinstance(weights, (str, dict)) else list(weights) if isinstance(weights, list)
-                          else object(), (0.0, 0.0, 0.0, 0.0))
-        except (ValueError, TypeError) as exc:
+            parse_weights(weights, (0.0, 0.0, 0.0, 0.0))
+        except ValueError as exc:
             problems.append(problem("$.weights", "four numbers, or an object of components", str(exc)))
     route = None
     if body.get("route") is not None:
