@@ -20,7 +20,7 @@ from a3fast.record.compact import encode_trace
 from a3fast.record.write import placement_records
 from a3fast.replay import (CHANGED_KINDS, MOVED, NOT_IN_FLEET, SAME, SCHEDULABLE, STILL_REJECTED, TIE_BREAK,
                            UNSCHEDULABLE, ReplayError, Verdict, parse_thresholds, parse_weights, replay,
-                           summarise)
+                           run_replay, summarise)
 from a3fast.workload import generate_fleet, generate_tasks
 
 from oracle import FleetModel, every_failed, predicates_of
@@ -340,3 +340,33 @@ def test_verdicts_say_in_words_why_they_changed():
     changed = Verdict(3, UNSCHEDULABLE, "a", None, {"v": "1.0"}, decided_by="tool:t", before_fails="tool:t").to_dict()
     assert changed["why"] == "tool:t now removes the last candidates; a now fails tool:t"
     assert "why" not in Verdict(3, SAME, "a", "a", {}).to_dict()
+
+
+def test_run_replay_writes_every_change_keeps_the_first_and_stops_after_until(engine):
+    import gc
+    import io
+
+    docs = generate_fleet(150, 9)
+    _, placements = placed(docs, generate_tasks(docs, 60, 9), engine)
+    records = records_of(placements)
+    new = fleet_of([d for d in docs if (d.get("model") or {}).get("latency_class") != "batch"], engine)
+    every = [v for v in replay(records, new) if v.changed]
+    out = io.BytesIO()
+    summary, kept = run_replay(records, new, changes=out, keep=2)
+    assert summary.changed == len(every) > 2
+    assert [orjson.loads(line)["seq"] for line in out.getvalue().splitlines()] == [v.seq for v in every]
+    assert [v.seq for v in kept] == [v.seq for v in every[:2]]
+    assert gc.isenabled()
+    summary, _ = run_replay(records, new, until=every[0].seq)
+    assert summary.changed == 1 and summary.placements == sum(p.seq <= every[0].seq for p in placements)
+
+
+def test_run_replay_stops_where_its_check_raises(engine):
+    docs = generate_fleet(50, 2)
+    _, placements = placed(docs, generate_tasks(docs, 600, 2), engine)
+
+    def check(summary):
+        raise TimeoutError(summary.placements)
+
+    with pytest.raises(TimeoutError, match="256"):
+        run_replay(records_of(placements), fleet_of(docs, engine), check=check)

@@ -14,7 +14,7 @@ import orjson
 
 from ..engines import ENGINE
 from ..fleet import Fleet
-from ..replay import replay, ReplaySummary
+from ..replay import ReplaySummary, run_replay
 from ..trace import TraceWriter
 from ..workload import generate_fleet, generate_tasks
 
@@ -46,13 +46,9 @@ def _read_only(path: Path) -> int:
 
 
 def _replay_once(path: Path, fleet: Fleet, out: Path) -> ReplaySummary:
-    summary = ReplaySummary()
+    """What `a3fast replay TRACE --fleet NEW -o OUT` does once the fleet is loaded."""
     with open(out, "wb") as fh:
-        for verdict in replay(path, fleet, copy=False):   # as `a3fast replay` does: the fleet is its own
-            summary.add(verdict)
-            if verdict.changed:
-                fh.write(orjson.dumps(verdict.to_dict()) + b"\n")
-    return summary
+        return run_replay(path, fleet, changes=fh, copy=False)[0]
 
 
 def bench_replay(agents: int = 1_000, placements: int = 100_000, repeat: int = 3, *, quick: bool = False,

@@ -41,7 +41,7 @@ KEPT = 1_000
 @click.option("--engine", type=click.Choice(["native", "pure"]), default=None)
 def replay(trace, fleet_path, weights, route_path, output, report_path, as_json, fail_on, show, engine):
     """Replay TRACE (spec or compact) against the fleet NEW and show every decision that would change."""
-    from ..replay import ReplayError, parse_thresholds, replay as run_replay, ReplaySummary
+    from ..replay import ReplayError, parse_thresholds, parse_weights, run_replay
 
     thresholds = []
     if fail_on is not None:
@@ -66,26 +66,17 @@ def replay(trace, fleet_path, weights, route_path, output, report_path, as_json,
     if trace == "-":
         source = sys.stdin.buffer.read()
 
-    summary = ReplaySummary()
-    kept: list[Any] = []
     targets = [output] if output is not None else []
     if report_path is not None:
         targets.append(report_path)
     try:
-        verdicts = run_replay(source, fleet, weights=weights, route=route, copy=False)
+        parse_weights(weights, fleet.weights)   # checked before any output is begun
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     with atomic_outputs(targets) as streams:
-        changes_out = streams[0] if output is not None else None
         try:
-            for verdict in verdicts:
-                summary.add(verdict)
-                if not verdict.changed:
-                    continue
-                if changes_out is not None:
-                    changes_out.write(_dumps(verdict.to_dict()) + b"\n")
-                if len(kept) < KEPT:
-                    kept.append(verdict)
+            summary, kept = run_replay(source, fleet, changes=streams[0] if output is not None else None,
+                                       keep=KEPT, weights=weights, route=route, copy=False)
         except ReplayError as exc:
             raise BadInput(f"{trace if trace != '-' else 'standard input'}: {exc}") from None
         if report_path is not None:

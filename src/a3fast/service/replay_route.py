@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from ..errors import SchemaError
 from ..placement import Route, RouteError
-from ..replay import (ReplayError, ReplaySummary, copy_fleet, parse_thresholds, parse_weights, replay)
+from ..replay import ReplayError, ReplaySummary, copy_fleet, parse_thresholds, parse_weights, run_replay
 from ..schema import parse_declaration
 from .problems import ServiceError, from_library, parse_json, problem
 
@@ -170,23 +170,19 @@ def _run(state: Any, source: Any, fields: dict[str, Any]) -> bytes:
     started = time.monotonic()
     fleet = _new_fleet(state, fields["fleet"])
     records = source.chunks() if isinstance(source, _Range) else source
-    until = fields["until"]
-    summary = ReplaySummary()
-    shown: list[dict[str, Any]] = []
+
+    def check(summary: ReplaySummary) -> None:
+        if summary.placements >= REPLAY_MAX_PLACEMENTS:
+            raise _Stopped(413, f"more than {REPLAY_MAX_PLACEMENTS:,} placements",
+                           f"at most {REPLAY_MAX_PLACEMENTS:,} placements per request (narrow since/until)")
+        if time.monotonic() - started > REPLAY_TIMEOUT_S:
+            raise _Stopped(503, f"still replaying after {REPLAY_TIMEOUT_S:g} s "
+                                f"({summary.placements:,} placements done)",
+                           f"a replay that finishes within {REPLAY_TIMEOUT_S:g} s (narrow since/until)")
+
     try:
-        for verdict in replay(records, fleet, weights=fields["weights"], route=fields["route"], copy=False):
-            if until is not None and verdict.seq > until:
-                break
-            summary.add(verdict)
-            if verdict.changed and len(shown) < fields["show"]:
-                shown.append(verdict.to_dict())
-            if summary.placements >= REPLAY_MAX_PLACEMENTS:
-                raise _Stopped(413, f"more than {REPLAY_MAX_PLACEMENTS:,} placements",
-                               f"at most {REPLAY_MAX_PLACEMENTS:,} placements per request (narrow since/until)")
-            if summary.placements % 256 == 0 and time.monotonic() - started > REPLAY_TIMEOUT_S:
-                raise _Stopped(503, f"still replaying after {REPLAY_TIMEOUT_S:g} s "
-                                    f"({summary.placements:,} placements done)",
-                               f"a replay that finishes within {REPLAY_TIMEOUT_S:g} s (narrow since/until)")
+        summary, kept = run_replay(records, fleet, keep=fields["show"], until=fields["until"], check=check,
+                                   weights=fields["weights"], route=fields["route"], copy=False)
     except ReplayError as exc:
         raise ServiceError(422, [problem("$.trace" if not isinstance(source, _Range) else "$.since",
                                          "a trace whose placements can be replayed", str(exc))]) from None
@@ -200,6 +196,6 @@ def _run(state: Any, source: Any, fields: dict[str, Any]) -> bytes:
         "thresholds": [{"rule": str(t), "measured": t.measured(summary), "exceeded": t.exceeded(summary)}
                        for t in thresholds],
         "passed": not any(t.exceeded(summary) for t in thresholds),
-        "changes": shown,
+        "changes": [verdict.to_dict() for verdict in kept],
         "seconds": round(time.monotonic() - started, 6),
     })
