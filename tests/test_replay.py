@@ -370,3 +370,27 @@ def test_run_replay_stops_where_its_check_raises(engine):
 
     with pytest.raises(TimeoutError, match="256"):
         run_replay(records_of(placements), fleet_of(docs, engine), check=check)
+
+
+def test_replay_of_routed_hostile_and_custom_scored_traces_against_their_fleets_changes_nothing(engine):
+    from report_traces import hostile_placements
+
+    fleet, hostile = hostile_placements(engine)
+    assert summarise(replay(records_of(hostile), fleet)).changed == 0
+
+    docs = generate_fleet(120, 11)
+    tasks = generate_tasks(docs, 50, 11)
+    route = a3fast.Route("audited", {"tools": ["mcp:github/list"]})
+    routed = fleet_of(docs, engine)
+    placements = [routed.place(t, route=route if i % 2 else None, reason_limit=3) for i, t in enumerate(tasks)]
+    verdicts = list(replay(records_of(placements), fleet_of(docs, engine)))
+    assert [v.kind for v in verdicts if v.changed] == []
+    assert [v.route for v in verdicts] == [p.route for p in placements]
+
+    def cheapest(task, agents):   # prefers the agents whose number is odd, whatever their scores
+        return [{"total": float(int(a.agent.name[-1]) % 2), "odd": int(a.agent.name[-1]) % 2} for a in agents]
+
+    _, scored = placed(docs, tasks, engine, scorer=cheapest)
+    assert summarise(replay(records_of(scored), fleet_of(docs, engine, scorer=cheapest))).changed == 0
+    moved = [v for v in replay(records_of(scored), fleet_of(docs, engine)) if v.kind == MOVED]
+    assert moved and all(v.before_fails is None for v in moved)
