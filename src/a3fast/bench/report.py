@@ -198,6 +198,16 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
         out.append(("replaying 100,000 compact placements at 1,000 agents ≤ 3 s end to end",
                     f"{replayed['replay_s']:.3g} s (reading the trace alone {replayed['read_only_s']:.3g} s)",
                     replayed["replay_s"] <= 3.0))
+    k8s = next((figures for title, figures in report.extras if title.startswith("Kubernetes extender")), None)
+    if isinstance(k8s, dict):
+        ms = lambda v: f"{v:.3g} ms"  # noqa: E731
+        check("Kubernetes extender, 5,000 NodeNames: filter + prioritize p50 ≤ 2 ms (over HTTP)",
+              k8s["names_filter_prioritize_p50_ms"], 2, ms)
+        check("Kubernetes extender, 5,000 Node objects: filter ≤ 300 ms", k8s["nodes_filter_median_ms"], 300, ms)
+        check("Kubernetes extender: /healthz p99 ≤ 20 ms while 5,000-node filters run back to back",
+              k8s["healthz_under_nodes_filters_p99_ms"], 20, ms)
+        check("Kubernetes extender: a pod's repeated identical filter adds ≤ 1 KB to the trace",
+              k8s["repeated_filter_trace_bytes"], 1024, lambda v: f"{v:.0f} B")
     if report.update_size == 100_000:
         for (engine, op), ns in report.updates.items():
             if engine == "native":

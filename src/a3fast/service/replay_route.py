@@ -53,9 +53,11 @@ def replay_endpoint(state: Any, max_body: int) -> Callable[[Request], Any]:
                 await state.durable()
                 end = state.trace_size
                 since = request_fields["since"]
-                from .trace_reader import read_since
+                from .slices import readable_since
 
-                source = _Range(lambda: read_since(state.trace_path, since, end))
+                # a slice whose compact records carry the fleet snapshots they name, so that a
+                # changed placement's recorded funnel can be read however late the range starts
+                source = _Range(lambda: readable_since(state, since, end))
             loop = asyncio.get_running_loop()
             answer = await loop.run_in_executor(None, _run, state, source, request_fields)
         except ServiceError as exc:
