@@ -89,3 +89,17 @@ def test_a_body_past_the_limit_is_413(tmp_path):
         assert r.status_code == 413
     finally:
         assert small.stop() == 0
+
+
+def test_a_range_starting_after_the_compact_snapshot_still_shows_the_recorded_funnel(server):
+    # a second compact placement names the fleet snapshot the first one carried: a range that starts
+    # between them is given the snapshot, so the change's recorded funnel can still be read
+    assert server.client.post("/v1/place?record=compact", json={"requirements": SECTION_10_TASK}).status_code == 200
+    trace = [orjson.loads(x) for x in server.client.get("/v1/trace").content.splitlines()]
+    compact = [r for r in trace if r["kind"] == "task.bound" and "a3fast.compact" in r["content"]]
+    assert isinstance(compact[-1]["content"]["a3fast.compact"]["fleet"], int)
+    seq = compact[-1]["seq"]
+    answer = replayed(server, {"since": seq - 1, "fleet": REVOKED})
+    (change,) = answer["changes"]
+    assert change["seq"] == seq
+    assert change["funnel_before"]["candidates"] == 2 and change["funnel_before"]["eligible"] == 1

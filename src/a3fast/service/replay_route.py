@@ -57,7 +57,9 @@ def replay_endpoint(state: Any, max_body: int) -> Callable[[Request], Any]:
 
                 # a slice whose compact records carry the fleet snapshots they name, so that a
                 # changed placement's recorded funnel can be read however late the range starts
-                source = _Range(lambda: readable_since(state, since, end))
+                # (made here, on the event loop, which owns the encoder whose snapshot it asks for;
+                # the chunks themselves are read on the worker thread)
+                source = _Range(readable_since(state, since, end))
             loop = asyncio.get_running_loop()
             answer = await loop.run_in_executor(None, _run, state, source, request_fields)
         except ServiceError as exc:
@@ -69,9 +71,9 @@ def replay_endpoint(state: Any, max_body: int) -> Callable[[Request], Any]:
 
 
 class _Range:
-    """The chunks of a trace range, read on the worker thread."""
+    """The chunks of a range of the service's trace (an iterator, read on the worker thread)."""
 
-    def __init__(self, chunks: Callable[[], Any]):
+    def __init__(self, chunks: Any):
         self.chunks = chunks
 
 
@@ -171,7 +173,7 @@ def _run(state: Any, source: Any, fields: dict[str, Any]) -> bytes:
     """The replay itself, on a worker thread: the answer's JSON bytes."""
     started = time.monotonic()
     fleet = _new_fleet(state, fields["fleet"])
-    records = source.chunks() if isinstance(source, _Range) else source
+    records = source.chunks if isinstance(source, _Range) else source
 
     def check(summary: ReplaySummary) -> None:
         if summary.placements >= REPLAY_MAX_PLACEMENTS:
