@@ -423,16 +423,12 @@ def _items(records: Any) -> Iterator[Any]:
 
 
 def _chunk_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """The lines of JSON Lines given as chunks split anywhere."""
+    """The lines of JSON Lines given as chunks split anywhere (each chunk split once, in place)."""
     rest = b""
     for chunk in chunks:
-        block = rest + bytes(chunk)
-        cut = block.rfind(b"\n")
-        if cut < 0:
-            rest = block
-            continue
-        yield from block[:cut].split(b"\n")
-        rest = block[cut + 1:]
+        lines = (rest + chunk if rest else bytes(chunk)).split(b"\n")
+        rest = lines.pop()   # the part after the chunk's last newline: the start of a line
+        yield from lines
     if rest:
         yield rest
 
