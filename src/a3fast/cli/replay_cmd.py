@@ -175,28 +175,24 @@ def _dumps(value: Any) -> bytes:
 
 
 def _fleet(path: str, engine: str | None) -> Any:
-    """The new fleet: a snapshot, a JSON array of declarations, or JSON Lines of them."""
-    from ..errors import SchemaError, SnapshotError
+    """The new fleet: a snapshot (`Fleet.save`), or declarations as a JSON array or JSON Lines, read
+    in bulk as `a3fast place` reads a fleet."""
+    from ..errors import SnapshotError
     from ..fleet import Fleet
     from ..snapshot import MAGIC
     from .fleet_input import load_fleet
 
     try:
         with open(path, "rb") as fh:
-            head = fh.read(4096)
+            head = fh.read(len(MAGIC))
     except OSError as exc:
         raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if head.startswith(MAGIC):
+    if head == MAGIC:
         try:
             return Fleet.load(path, engine=engine)
         except SnapshotError as exc:
             raise BadInput(str(exc) if str(exc).startswith(path) else f"{path}: {exc}") from None
-    if head.lstrip()[:1] == b"[":
-        return load_fleet(path, engine)
-    try:
-        return Fleet.load_jsonl(path, engine=engine)
-    except SchemaError as exc:
-        raise BadInput.from_error(exc, path) from None
+    return load_fleet(path, engine)
 
 
 def _route(path: str) -> Any:
