@@ -22,12 +22,25 @@ from .schema import Capability, Declaration, Requirements, parse_declaration, pa
 # it first loads it.
 from .verify import Finding, verify
 
+from . import notebook
+
 if TYPE_CHECKING:
     from .authority import admit
 
 __all__ = ["ENGINE", "NATIVE_AVAILABLE", "available_engines", "A3Error", "FleetError", "Problem",
            "SchemaError", "SnapshotError", "Capability", "Declaration", "Requirements", "parse_declaration",
            "parse_requirements", "Fleet", "Placement", "Route", "verify", "Finding", "admit"]
+
+
+def _register_report_views() -> None:
+    # the report package draws the core types' notebook views; loaded when a notebook first asks
+    from .report import fleet_html, placement_html
+
+    notebook.register_view("fleet", fleet_html)
+    notebook.register_view("placement", placement_html)
+
+
+notebook.register_loader(_register_report_views)
 
 
 def __getattr__(name: str) -> Any:

@@ -5,18 +5,16 @@ scheduling object and its JSON bytes are produced only when a caller asks for th
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .errors import A3Error, FleetError
 from .explain import summary_line
-from .predicates import first_failed
+from .notebook import view_html
 from .record.write import rejection_dict, scheduling_dict, scheduling_json, timings
 from .schema import Declaration, Requirements, parse_requirements
 
-__all__ = ["Placement", "Route", "RouteError", "CustomScores", "check_reason_limit", "resumed_agent",
-           "resumed"]
+__all__ = ["Placement", "Route", "RouteError", "CustomScores", "check_reason_limit", "resumed_agent"]
 
 _SINGLE_VALUED = ("residency", "agentRef")
 
@@ -80,7 +78,7 @@ def check_reason_limit(reason_limit: int | None) -> None:
 class Placement:
     """The outcome of placing one task. Bound: `agent`, `scheduling`; not bound: `rejection`.
 
-    Made by `Fleet.place` and `Fleet.resume`. It keeps the decision as the engine left it — the id
+    Made by the placing pipeline (`Fleet.place`, `Fleet.resume`, a sharded fleet's). It keeps the decision as the engine left it — the id
     sets of the explanation and the score columns, with `index`, the engine index whose agent ids
     they are — and the record writers of `a3fast.record.write` turn it into §6 records on request.
     """
@@ -90,12 +88,13 @@ class Placement:
                  "gather_ns", "select_ns", "decided_at_ns", "generation", "resumed", "recorded_in",
                  "seq", "reason_limit", "_scheduling")
 
-    def __init__(self, fleet_engine: str, index: Any, requirements: Requirements,
+    def __init__(self, *, fleet_engine: str, index: Any, requirements: Requirements,
                  submitted: Requirements, route: str | None, session: str | None, kind: str | None,
                  explanation: Any, scores: Any, custom_scores: bool, declaration: Declaration | None,
                  declaration_json: bytes | None, gather_ns: int | None, select_ns: int | None,
-                 decided_at_ns: int, generation: int, *, resumed: bool = False,
+                 decided_at_ns: int, generation: int, resumed: bool = False,
                  recorded_in: int | None = None, reason_limit: int | None = None):
+        # made by the placing pipeline's last stage (a3fast.fleet.pipeline.build_placement)
         self.fleet_engine = fleet_engine
         #: the engine index that names this placement's agent ids
         self.index = index
@@ -194,11 +193,10 @@ class Placement:
         return summary_line(expl.eligible_count, expl.candidates_count, self.predicates,
                             expl.failed_counts(), self.agent)
 
-    def _repr_html_(self) -> str:
-        """The funnel, scores and candidates as a notebook shows them (a3fast.report)."""
-        from .report import placement_html
-
-        return placement_html(self)
+    def _repr_html_(self) -> str | None:
+        """The funnel, scores and candidates as a notebook shows them (the view a3fast.report
+        registers; see a3fast.notebook)."""
+        return view_html("placement", self)
 
     def __repr__(self) -> str:
         state = f"bound to {self.agent!r}" if self.bound else "unschedulable"
@@ -210,25 +208,6 @@ def resumed_agent(earlier: Placement) -> str:
     if earlier.agent is None:
         raise FleetError("only a bound placement can be resumed")
     return earlier.agent
-
-
-def resumed(earlier: Placement, engine: str, decl: Declaration | None, declaration_json: bytes | None,
-            generation: int, seq: int | None) -> Placement:
-    """A resumed placement (§6): back to the agent `earlier` chose, with no candidates weighed, given
-    that agent's current declaration (None: no longer in the fleet). It must still satisfy every
-    predicate matched the first time, since the resumed record is held to the same checks (§7)."""
-    started = time.perf_counter_ns()
-    if decl is None or declaration_json is None:
-        raise FleetError(f"cannot resume on {earlier.agent!r}: the agent is no longer in the fleet")
-    unmet = first_failed(decl, earlier.predicates)
-    if unmet is not None:
-        raise FleetError(f"cannot resume on {earlier.agent!r}: its declaration no longer satisfies {unmet}")
-    return Placement(
-        engine, earlier.index, earlier.requirements, earlier.submitted, earlier.route,
-        earlier.session, earlier.kind, earlier.explanation, earlier.scores,
-        earlier.custom_scores, decl, declaration_json, None, time.perf_counter_ns() - started,
-        time.time_ns(), generation,
-        resumed=True, recorded_in=seq if seq is not None else earlier.seq)
 
 
 class CustomScores:
