@@ -5,6 +5,8 @@ scheduling object and its JSON bytes are produced only when a caller asks for th
 """
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -88,34 +90,35 @@ class Placement:
                  "gather_ns", "select_ns", "decided_at_ns", "generation", "resumed", "recorded_in",
                  "seq", "reason_limit", "_scheduling")
 
-    def __init__(self, *, fleet_engine: str, index: Any, requirements: Requirements,
-                 submitted: Requirements, route: str | None, session: str | None, kind: str | None,
-                 explanation: Any, scores: Any, custom_scores: bool, declaration: Declaration | None,
-                 declaration_json: bytes | None, gather_ns: int | None, select_ns: int | None,
-                 decided_at_ns: int, generation: int, resumed: bool = False,
-                 recorded_in: int | None = None, reason_limit: int | None = None):
-        # made by the placing pipeline's last stage (a3fast.fleet.pipeline.build_placement)
+    def __init__(self, *, cycle: Any, fleet_engine: str, index: Any, declaration: Declaration | None,
+                 declaration_json: bytes | None, generation: int, resumed: bool = False,
+                 recorded_in: int | None = None):
+        """The outcome of one placing cycle: `cycle` is the pipeline's cycle state after its choose
+        stage (a3fast.fleet.pipeline.CycleState), `declaration` the chosen agent's (None: none).
+        Made only by the pipeline's last stage, `a3fast.fleet.pipeline.build_placement`."""
+        started = cycle.started
         self.fleet_engine = fleet_engine
         #: the engine index that names this placement's agent ids
         self.index = index
         #: the requirements matched (the submitted ones plus what a route added)
-        self.requirements = requirements
-        self.submitted = submitted
+        self.requirements: Requirements = cycle.matched
+        self.submitted: Requirements = cycle.submitted
         #: the route's name, or None
-        self.route = route
-        self.session = session
-        self.kind = kind
-        self.explanation = explanation
-        self.scores = scores
+        self.route: str | None = cycle.route
+        self.session: str | None = cycle.session
+        self.kind: str | None = cycle.kind
+        self.explanation = cycle.explanation
+        scores = self.scores = cycle.scores
         #: whether `scores` came from a caller's scorer (CustomScores) rather than the engine's
-        self.custom_scores = custom_scores
+        self.custom_scores = type(scores) is CustomScores
         self.declaration = declaration
         #: the chosen agent's declaration as JSON, as the records carry it
         self.declaration_json = declaration_json
         self.agent = declaration.agent.name if declaration is not None else None
-        self.gather_ns = gather_ns
-        self.select_ns = select_ns
-        self.decided_at_ns = decided_at_ns
+        # a resumed placement gathers nothing: its one phase is checking the agent again
+        self.gather_ns: int | None = None if resumed else cycle.gathered - started
+        self.select_ns: int | None = cycle.selected - (started if resumed else cycle.gathered)
+        self.decided_at_ns = time.time_ns()
         #: the fleet's generation when the task was placed
         self.generation = generation
         self.resumed = resumed
@@ -124,7 +127,7 @@ class Placement:
         #: the seq of this placement's record, when a trace writer has told it
         self.seq: int | None = None
         #: at most this many names per predicate in a rejection's reason (None: all, as §6 asks)
-        self.reason_limit = reason_limit
+        self.reason_limit: int | None = cycle.reason_limit
         self._scheduling: dict[str, Any] | None = None
 
     @property

@@ -57,13 +57,15 @@ class CycleState:
         self.scorer = scorer
         #: agent ids the candidates are restricted to, or None for every live agent
         self.within: list[int] | None = None
-        self.explanation: Any = None
-        self.eval_rows: list[int] = []
-        self.gathered = started
-        self.scores: Any = None
-        #: the winner's id (-1: none)
-        self.best = -1
-        self.selected = started
+        # filled by the stages, each before any later stage reads it: `explanation`, `eval_rows`
+        # and `gathered` (perf_counter_ns) by explain; `scores` by score; `best` (the winner's
+        # id, -1 for none) and `selected` by choose
+        self.explanation: Any
+        self.eval_rows: list[int]
+        self.gathered: int
+        self.scores: Any
+        self.best: int
+        self.selected: int
 
 
 def prepare(requirements: Mapping[str, Any] | Requirements, session: str | None, route: Route | None,
@@ -73,8 +75,9 @@ def prepare(requirements: Mapping[str, Any] | Requirements, session: str | None,
     the session resolved (the caller's, else the requirements'). SchemaError for an invalid task,
     RouteError for a route that would change it, ValueError for a bad reason_limit."""
     started = time.perf_counter_ns()
-    check_reason_limit(reason_limit)
-    submitted = parse_requirements(requirements)
+    if reason_limit is not None:
+        check_reason_limit(reason_limit)
+    submitted = requirements if type(requirements) is Requirements else parse_requirements(requirements)
     matched = route.apply(submitted) if route is not None else submitted
     return CycleState(started, submitted, matched, matched is requirements,
                       route.name if route is not None else None,
@@ -171,7 +174,7 @@ class LocalStages:
         """The winner: the engine's scoring loop has chosen it already by the same rule; a
         caller's scores are chosen here."""
         scores = state.scores
-        if isinstance(scores, CustomScores):
+        if state.scorer is not None:
             name = self.index.name
             j = choose_among([name(i) for i in scores.ids], [e["total"] for e in scores.entries])
             scores.best = scores.ids[j] if j >= 0 else -1
@@ -203,16 +206,16 @@ def build_placement(state: CycleState, engine: str, index: Any, declaration: Dec
                     declaration_json: bytes | None, generation: int, *, resumed: bool = False,
                     recorded_in: int | None = None) -> Placement:
     """The last stage: the Placement of a cycle (the one place a Placement is made)."""
-    return Placement(
-        fleet_engine=engine, index=index, requirements=state.matched, submitted=state.submitted,
-        route=state.route, session=state.session, kind=state.kind,
-        explanation=state.explanation, scores=state.scores,
-        custom_scores=isinstance(state.scores, CustomScores), declaration=declaration,
-        declaration_json=declaration_json,
-        gather_ns=None if resumed else state.gathered - state.started,
-        select_ns=state.selected - (state.started if resumed else state.gathered),
-        decided_at_ns=time.time_ns(), generation=generation, resumed=resumed,
-        recorded_in=recorded_in, reason_limit=state.reason_limit)
+    # Placement.__init__ called directly: a call of the class would pack the keywords into a dict
+    placement = _new_placement(Placement)
+    _init_placement(placement, cycle=state, fleet_engine=engine, index=index, declaration=declaration,
+                    declaration_json=declaration_json, generation=generation, resumed=resumed,
+                    recorded_in=recorded_in)
+    return placement
+
+
+_new_placement = object.__new__
+_init_placement = Placement.__init__
 
 
 def resume(earlier: Placement, engine: str, decl: Declaration | None, declaration_json: bytes | None,
