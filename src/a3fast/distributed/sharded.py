@@ -369,10 +369,12 @@ class ShardedFleet:
             batch = [(dict(states[i].matched.doc), states[i].session) for i in wave_tasks]
             by_shard = self._gather([s.score_tasks.remote(batch) for s in self._shards], "place_many")
             gathered = time.perf_counter_ns()
+            # checked once, before this wave's placements hold sessions (changes on the shards)
+            self._check_answers([answers[0] for answers in by_shard], maps)
             for j, i in enumerate(wave_tasks):
                 state = states[i]
                 state.gathered = gathered
-                p, holds = self._merged(state, [answers[j] for answers in by_shard], maps, size)
+                p, holds = self._merged(state, [answers[j] for answers in by_shard], maps, size, checked=True)
                 placements[i] = p
                 if p.agent is not None and state.session is not None and remember_session and not holds:
                     self.hold_session(p.agent, state.session)
@@ -442,10 +444,12 @@ class ShardedFleet:
                                  f"knows {len(idmap)}: the shard's state differs from what it acknowledged")
 
     def _merged(self, state: pipeline.CycleState, answers: list, maps: list[np.ndarray],
-                size: int) -> tuple[Placement, bool]:
-        """The shards' answers merged, the choose stage over their winners, and the Placement; with
-        whether the winner already holds the task's session."""
-        self._check_answers(answers, maps)
+                size: int, checked: bool = False) -> tuple[Placement, bool]:
+        """The shards' answers merged (checked against the coordinator's counts unless `checked`),
+        the choose stage over their winners, and the Placement; with whether the winner already
+        holds the task's session."""
+        if not checked:
+            self._check_answers(answers, maps)
         won = winner_of(answers)
         expl = MergedExplanation(answers, maps, size, len(state.matched.predicates))
         best = int(maps[won][answers[won].best]) if won >= 0 else -1
