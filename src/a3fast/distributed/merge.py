@@ -58,8 +58,8 @@ class ShardAnswer:
     ids_given: int
     #: how many changes the shard has acknowledged (the same check)
     changes: int
-    #: nanoseconds the shard spent explaining and scoring (the rest of a placement is transport)
-    explain_ns: int
+    #: nanoseconds the shard spent in its stages, explain to choose (the rest of a placement is transport)
+    stages_ns: int
 
 
 def winner_of(answers: Sequence[ShardAnswer]) -> int:
