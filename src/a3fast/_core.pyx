@@ -1109,7 +1109,8 @@ cdef class Index:
         `within`, when given, is the agent ids the candidates are restricted to (ids that are not
         live are left out): a caller that may only place on some agents of the fleet.
 
-        One ordered difference per predicate gives first-failed sets (DESIGN "Explain"):
+        One ordered difference per predicate gives first-failed sets (docs/design.md, "How one
+        placement flows"):
         failed[k] = remaining - row[k]; remaining &= row[k]. The arguments are checked and copied
         first; the word loops then run without the GIL, so placements on other threads proceed
         (Fleet.place_many), while the index must not change (the fleet's lock sees to that).

@@ -272,9 +272,9 @@ class Index:
                 within: Iterable[int] | None = None) -> Explanation:
         """Filter the live agents by the rows, then `agentRef` (`only`), then each anti-affinity.
 
-        One ordered difference per predicate gives first-failed sets (DESIGN "Explain").
-        `within`, when given, is the agent ids the candidates are restricted to (ids that are not
-        live are left out).
+        One ordered difference per predicate gives first-failed sets (docs/design.md, "How one
+        placement flows"). `within`, when given, is the agent ids the candidates are restricted to
+        (ids that are not live are left out).
         """
         candidates = self._live
         if within is not None:

@@ -24,6 +24,7 @@ from ..schema import parse_declaration, parse_requirements
 from .authority import bench_resolve
 from .baselines import BASELINES
 from .compact import bench_compact
+from .embedding import bench_embedding
 from .harness import Cell, measure_cells, time_each
 from .subjects import SCENARIOS, EngineSubject, Subject, build_subjects
 from .verify import bench_verify
@@ -35,6 +36,7 @@ EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
     ("verifier (§7)", bench_verify),
     ("skill resolution (authority)", bench_resolve),
     ("explanations at fleet scale (compact trace, cache)", bench_compact),
+    ("embedding (the README's flow: 10,000 agents, 1,000 tasks, compact trace, verify)", bench_embedding),
 )
 
 
