@@ -26,6 +26,7 @@ from .baselines import BASELINES
 from .compact import bench_compact
 from .embedding import bench_embedding
 from .harness import Cell, measure_cells, time_each
+from .k8s import bench_k8s
 from .subjects import SCENARIOS, EngineSubject, Subject, build_subjects
 from .verify import bench_verify
 
@@ -37,6 +38,7 @@ EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
     ("skill resolution (authority)", bench_resolve),
     ("explanations at fleet scale (compact trace, cache)", bench_compact),
     ("embedding (the README's flow: 10,000 agents, 1,000 tasks, compact trace, verify)", bench_embedding),
+    ("Kubernetes extender, 5,000 nodes (a3fast serve over HTTP)", bench_k8s),
 )
 
 

@@ -46,6 +46,9 @@ _EMPTY = ""
 #: the only kinds with a compact form; elsewhere a member named `a3fast.compact` is ordinary content
 _PLACEMENT_KINDS = ("task.bound", "task.rejected")
 _ROOT = json_path("$.content", KEY)
+#: Based snapshots written in a row before the whole name table is written again, so a reader
+#: that starts mid-trace resolves a table from a bounded number of records.
+MAX_BASED_CHAIN = 64
 
 
 class CompactError(A3Error):
@@ -191,6 +194,7 @@ class Encoder:
         self._snapshot_seq: int | None = None
         self._snapshot_names = 0          # names the current snapshot covers
         self._live_text: str | None = None
+        self._chain = 0                   # based snapshots since the last whole table
         self._decoder = Decoder()
         self._index = None                # the engine index encode_placement's ids belong to
         self._generation = None
@@ -222,6 +226,12 @@ class Encoder:
         self._rollback(seq, *saved)
         return content
 
+    def current_snapshot(self) -> tuple[int, list[str], str] | None:
+        """(seq, names, live as base64) of the snapshot the next records refer to, if any."""
+        if self._snapshot_seq is None or self._live_text is None:
+            return None
+        return self._snapshot_seq, self._names[:self._snapshot_names], self._live_text
+
     def _rollback(self, seq: int, n_names: int, snapshot_seq, snapshot_names: int, live_text) -> None:
         for name in self._names[n_names:]:
             del self._ids[name]
@@ -248,10 +258,12 @@ class Encoder:
         if self._snapshot_seq is not None and self._snapshot_names == len(self._names) \
                 and live_text == self._live_text:
             return self._snapshot_seq
-        if self._snapshot_seq is None:
+        if self._snapshot_seq is None or self._chain >= MAX_BASED_CHAIN:
             snapshot: dict[str, Any] = {"names": list(self._names)}
+            self._chain = 0
         else:
             snapshot = {"base": self._snapshot_seq, "names_added": self._names[self._snapshot_names:]}
+            self._chain += 1
         snapshot["live"] = live_text
         self._snapshot_seq, self._snapshot_names, self._live_text = seq, len(self._names), live_text
         return snapshot
@@ -313,11 +325,15 @@ class Encoder:
         return compact
 
     # -- from a Placement --
-    def encode_placement(self, seq: int, placement, task: Mapping[str, Any] | None = None) -> list[tuple[str, bytes]]:
+    def encode_placement(self, seq: int, placement, task: Mapping[str, Any] | None = None, *,
+                         restricted: bool = False) -> list[tuple[str, bytes]]:
         """The trace records of a Placement (starting at `seq`) with compact content, built from
         the engine's id sets without producing the spec lists; `task` adds members to
         task.submitted, as in `placement_records`. Use one Encoder per trace, and either this or
-        `encode`, not both."""
+        `encode`, not both. `restricted`: the placement was over some of the fleet's agents only
+        (`Fleet.place(candidates=...)`), so its candidates are not the live set of the fleet's
+        generation: they are written (a new snapshot when they differ), and the next placement's
+        are checked again."""
         p = placement
         if p.resumed:
             return list(placement_records(p))
@@ -329,14 +345,14 @@ class Encoder:
             elif kind == "task.admitted":
                 content = orjson.dumps({"agent": p.declaration.agent.to_dict()})
             else:
-                content = self._placement_content(seq + offset, p)
+                content = self._placement_content(seq + offset, p, restricted)
             out.append((kind, content))
         return out
 
-    def _placement_content(self, seq: int, p) -> bytes:
+    def _placement_content(self, seq: int, p, restricted: bool = False) -> bytes:
         expl = p.explanation
         index = p.index
-        if index is not self._index or p.generation != self._generation:
+        if restricted or index is not self._index or p.generation != self._generation:
             if index is not self._index:
                 self._names, self._snapshot_seq, self._snapshot_names, self._live_text = [], None, 0, None
             self._index, self._generation = index, p.generation
@@ -344,6 +360,8 @@ class Encoder:
             top = live[-1] + 1 if live else 0
             self._names.extend(index.name(i) for i in range(len(self._names), top))
             fleet = self._fleet(seq, live)
+            if restricted:
+                self._generation = None
         else:
             fleet = self._snapshot_seq
         # The engine writes the large members (the failed sets, the score columns) straight from its

@@ -7,7 +7,7 @@ baselines), and the engines' bytes writers follow the same order (tests hold the
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import orjson
 
@@ -136,7 +136,7 @@ def rejection_dict(p) -> dict[str, Any]:
     return out
 
 
-def placement_records(p, task: dict[str, Any] | None = None) -> Iterator[tuple[str, bytes]]:
+def placement_records(p, task: Mapping[str, Any] | None = None) -> Iterator[tuple[str, bytes]]:
     """(kind, content JSON) of the trace records of one placement: task.submitted, then
     task.admitted + task.bound, or task.rejected; a resumed placement is one task.bound.
     `task` adds fields to task.submitted (goal, inputs, …)."""
