@@ -22,6 +22,7 @@ from ..predicates import AGENT_REF, ANTI_AFFINITY
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from ..scoring import DEFAULT_WEIGHTS, Scorer, cost_score
 from . import pipeline
+from .pipeline import prepare
 from .bulk_load import collector_paused, read_jsonl
 from .domain import check_namespace
 from .persistence import Saved, read_snapshot, write_snapshot
@@ -301,8 +302,10 @@ class Fleet:
         agents only, in join order. Raises SchemaError for invalid requirements, ValueError for a
         bad reason_limit.
         """
-        placement = self._place(requirements, session, route, scorer=scorer, kind=kind,
-                                reason_limit=reason_limit, candidates=candidates)
+        state = prepare(requirements, session, route, reason_limit, kind, scorer or self.scorer)
+        if candidates is not None:
+            state.within = self._table.live_ids_of(candidates)
+        placement = self._stages.place(state, self.membership, self.weights, self.generation)
         session = placement.session
         agent = placement.agent
         if (agent is not None and session is not None and remember_session
@@ -310,13 +313,10 @@ class Fleet:
             self.hold_session(agent, session)
         return placement
 
-    def _place(self, requirements: Mapping[str, Any] | Requirements, session: str | None,
-               route: Route | None, *, scorer: Scorer | None, kind: str | None,
-               reason_limit: int | None, candidates: Iterable[str] | None = None) -> Placement:
-        """The pipeline's stages for one task: a Placement, holding no session."""
-        state = pipeline.prepare(requirements, session, route, reason_limit, kind, scorer or self.scorer)
-        if candidates is not None:
-            state.within = self._table.live_ids_of(candidates)
+    def _place(self, requirements: Requirements, session: str | None, scorer: Scorer | None,
+               kind: str | None, reason_limit: int | None) -> Placement:
+        """The pipeline's stages for one task of a batch: a Placement, holding no session."""
+        state = prepare(requirements, session, None, reason_limit, kind, scorer or self.scorer)
         return self._stages.place(state, self.membership, self.weights, self.generation)
 
     def scored(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None, *,
@@ -325,7 +325,7 @@ class Fleet:
         with the explanation, the scores and the winner's id (`best`). A shard of a sharded fleet
         answers with it; nothing in the fleet changes."""
         with self._lock:
-            state = pipeline.prepare(requirements, session, None, None, kind, self.scorer)
+            state = prepare(requirements, session, None, None, kind, self.scorer)
             if candidates is not None:
                 state.within = self._table.live_ids_of(candidates)
             return self._stages.scored(state, self.membership, self.weights)
@@ -368,8 +368,7 @@ class Fleet:
             def work() -> None:
                 for unit in pending:
                     for i in unit:
-                        p = placements[i] = self._place(
-                            tasks[i], chosen[i], None, scorer=scorer, kind=kind, reason_limit=reason_limit)
+                        p = placements[i] = self._place(tasks[i], chosen[i], scorer, kind, reason_limit)
                         task_session = chosen[i]
                         if p.agent is not None and remember_session and task_session is not None:
                             held[i] = self._hold_in_batch(p.agent, task_session)
