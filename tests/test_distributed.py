@@ -209,6 +209,29 @@ def test_place_many_explain_and_all_failed_answer_as_one_fleet(ray, tmp_path):
         many.close()
 
 
+def test_a_custom_scorer_by_importable_name_writes_the_records_one_fleet_writes(ray, tmp_path):
+    from distributed_worlds import name_length_scorer
+
+    rng = random.Random(13)
+    docs = [declaration(rng, name) for name in WORLD_NAMES]
+    one, many = Fleet(scorer=name_length_scorer), sharded(3, tmp_path)
+    many.scorer = "distributed_worlds:name_length_scorer"
+    try:
+        for fleet in (one, many):
+            fleet.extend(docs)
+            fleet.record_outcome(WORLD_NAMES[2], "review", True)
+        tasks = [requirements(rng, WORLD_NAMES) for _ in range(20)]
+        for j, task in enumerate(tasks):
+            assert_same_placement(one.place(task), many.place(task), f"task {j}")
+        for j, (e, g) in enumerate(zip(one.place_many(tasks, workers=1), many.place_many(tasks))):
+            assert g.custom_scores and e.custom_scores
+            assert_same_placement(e, g, f"batch task {j}")
+        with pytest.raises(ValueError, match="importable name"):
+            many.place({}, scorer="no colon here")
+    finally:
+        many.close()
+
+
 def test_a_sharded_resume_is_held_to_the_routed_requirements(ray, tmp_path):
     many = sharded(2, tmp_path)
     try:

@@ -60,6 +60,9 @@ class ShardAnswer:
     changes: int
     #: nanoseconds the shard spent in its stages, explain to choose (the rest of a placement is transport)
     stages_ns: int
+    #: a custom scorer's entries, aligned with the eligible ids ascending (None: the default
+    #: scorer's `columns`; with a custom scorer `columns` holds only the totals, in its first row)
+    custom_entries: list | None = None
 
 
 def winner_of(answers: Sequence[ShardAnswer]) -> int:

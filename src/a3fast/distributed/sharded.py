@@ -26,7 +26,8 @@ import orjson
 from ..errors import A3Error, FleetError
 from ..fleet import pipeline
 from ..fleet.domain import check_namespace
-from ..placement import Placement, Route, resumed_agent
+from ..placement import CustomScores, Placement, Route, resumed_agent
+from ..scoring import import_scorer
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from .cluster import connect, ray_module
 from .merge import GlobalIndex, MergedExplanation, MergedScores, winner_of
@@ -315,21 +316,31 @@ class ShardedFleet:
         return self._call(self._owner(agent), "holds_session", agent, session)
 
     # -- placing (the stages of a3fast.fleet.pipeline, split between coordinator and shards) ----
+    #: A custom scorer by importable name ("package.module:function", a3fast.scoring.import_scorer)
+    #: that every shard imports; None: the default scorer. A `scorer` given to `place` overrides it.
+    scorer: str | None = None
+
     def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
               route: Route | None = None, *, remember_session: bool = True,
-              reason_limit: int | None = None, candidates: Iterable[str] | None = None) -> Placement:
+              reason_limit: int | None = None, candidates: Iterable[str] | None = None,
+              scorer: str | None = None) -> Placement:
         """Place one task over every shard (Fleet.place): the same decision, explanation and
         records as one Fleet. The coordinator prepares the task; each shard explains, scores and
         chooses over its own agents; the coordinator merges their answers, chooses among the
         shards' winners and builds the Placement. A bound placement makes the chosen agent hold the
         task's session on its shard, unless `remember_session` is false. `candidates` restricts the
-        placement to those agents (Fleet.place): each shard is sent the ones it holds. Raises
-        ShardError if any shard is down."""
+        placement to those agents (Fleet.place): each shard is sent the ones it holds. `scorer`
+        names a custom scorer each shard imports (the records are one Fleet's with that scorer when
+        it scores each agent on its own, since a shard shows it only its own eligible agents).
+        Raises ShardError if any shard is down, ValueError for a scorer that cannot be imported."""
         state = self._prepare(requirements, session, route, reason_limit)
+        scorer_name = self._scorer_name(scorer)
+        if scorer_name is not None and state.kind is None:
+            state.kind = task_kind(state.matched)    # a scorer is told the task's kind, as in a Fleet
         within = self._candidates_by_shard(candidates)
         maps, size = self._views()
         doc = dict(state.matched.doc)
-        answers = self._gather([s.score_task.remote(doc, state.session, part)
+        answers = self._gather([s.score_task.remote(doc, state.session, part, scorer_name)
                                 for s, part in zip(self._shards, within)], "place")
         state.gathered = time.perf_counter_ns()
         placement, holds = self._merged(state, answers, maps, size)
@@ -339,7 +350,7 @@ class ShardedFleet:
 
     def place_many(self, requirements_list: Iterable[Mapping[str, Any] | Requirements], *,
                    sessions: Sequence[str | None] | None = None, remember_session: bool = True,
-                   reason_limit: int | None = None) -> list[Placement]:
+                   reason_limit: int | None = None, scorer: str | None = None) -> list[Placement]:
         """Place a batch (Fleet.place_many): the same placements and records as `place` one at a
         time, in order (§6 timings aside), with one scatter to the shards per wave instead of one
         per task. Every task is parsed before any is placed. With `remember_session`, a bound
@@ -351,6 +362,11 @@ class ShardedFleet:
             raise ValueError(f"sessions: {len(sessions)} for {len(tasks)} tasks")
         states = [self._prepare(t, s, None, reason_limit)
                   for t, s in zip(tasks, sessions if sessions is not None else [None] * len(tasks))]
+        scorer_name = self._scorer_name(scorer)
+        if scorer_name is not None:
+            for state in states:
+                if state.kind is None:
+                    state.kind = task_kind(state.matched)
         waves: list[list[int]] = []
         seen: dict[str, int] = {}
         for i, state in enumerate(states):
@@ -367,7 +383,8 @@ class ShardedFleet:
         for wave_tasks in waves:
             maps, size = self._views()
             batch = [(dict(states[i].matched.doc), states[i].session) for i in wave_tasks]
-            by_shard = self._gather([s.score_tasks.remote(batch) for s in self._shards], "place_many")
+            by_shard = self._gather([s.score_tasks.remote(batch, scorer_name) for s in self._shards],
+                                    "place_many")
             gathered = time.perf_counter_ns()
             # checked once, before this wave's placements hold sessions (changes on the shards)
             self._check_answers([answers[0] for answers in by_shard], maps)
@@ -420,6 +437,14 @@ class ShardedFleet:
             state.kind = task_kind(state.matched)
         return state
 
+    def _scorer_name(self, scorer: str | None) -> str | None:
+        """The custom scorer's name for the shards, imported here first so that a bad name fails
+        before any shard is asked."""
+        name = scorer if scorer is not None else self.scorer
+        if name is not None:
+            import_scorer(name)
+        return name
+
     def _views(self) -> tuple[list[np.ndarray], int]:
         """Each shard's local -> global ids and the global ids given, as of now."""
         return [m.view() for m in self._maps], len(self._index)
@@ -453,7 +478,16 @@ class ShardedFleet:
         won = winner_of(answers)
         expl = MergedExplanation(answers, maps, size, len(state.matched.predicates))
         best = int(maps[won][answers[won].best]) if won >= 0 else -1
-        state.explanation, state.scores, state.best = expl, MergedScores(answers, expl, best), best
+        scores: MergedScores | CustomScores
+        if answers and answers[0].custom_entries is not None:
+            # a custom scorer's entries, merged into global join order as its Fleet would list them
+            ids = np.concatenate(expl.eligible_by_shard()) if answers else np.zeros(0, dtype=np.int64)
+            entries = [entry for a in answers for entry in (a.custom_entries or ())]
+            order = np.argsort(ids, kind="stable").tolist()
+            scores = CustomScores([int(ids[j]) for j in order], [entries[j] for j in order], best)
+        else:
+            scores = MergedScores(answers, expl, best)
+        state.explanation, state.scores, state.best = expl, scores, best
         decl = text = None
         if won >= 0:
             text = answers[won].best_json

@@ -320,12 +320,13 @@ class Fleet:
         return self._stages.place(state, self.membership, self.weights, self.generation)
 
     def scored(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None, *,
-               kind: str | None = None, candidates: Iterable[str] | None = None) -> pipeline.CycleState:
+               kind: str | None = None, candidates: Iterable[str] | None = None,
+               scorer: Scorer | None = None) -> pipeline.CycleState:
         """A task through prepare, explain, score and choose, without a Placement: the cycle state,
         with the explanation, the scores and the winner's id (`best`). A shard of a sharded fleet
         answers with it; nothing in the fleet changes."""
         with self._lock:
-            state = prepare(requirements, session, None, None, kind, self.scorer)
+            state = prepare(requirements, session, None, None, kind, scorer or self.scorer)
             if candidates is not None:
                 state.within = self._table.live_ids_of(candidates)
             return self._stages.scored(state, self.membership, self.weights)
