@@ -25,6 +25,7 @@ from .authority import bench_resolve
 from .baselines import BASELINES
 from .compact import bench_compact
 from .embedding import bench_embedding
+from .replay import bench_replay
 from .harness import Cell, measure_cells, time_each
 from .k8s import bench_k8s
 from .subjects import SCENARIOS, EngineSubject, Subject, build_subjects
@@ -38,6 +39,7 @@ EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
     ("skill resolution (authority)", bench_resolve),
     ("explanations at fleet scale (compact trace, cache)", bench_compact),
     ("embedding (the README's flow: 10,000 agents, 1,000 tasks, compact trace, verify)", bench_embedding),
+    ("replay (compact trace at 1,000 agents, a clearance revoked)", bench_replay),
     ("Kubernetes extender, 5,000 nodes (a3fast serve over HTTP)", bench_k8s),
 )
 

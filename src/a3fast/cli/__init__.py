@@ -25,6 +25,7 @@ COMMANDS = {
     "bench": "bench_cmd:bench",
     "explain": "explain_cmd:explain",
     "report": "report_cmd:report",
+    "replay": "replay_cmd:replay",
     "encode": "compact_cmd:encode",
     "decode": "compact_cmd:decode",
     "resolve": "resolve_cmd:resolve",

@@ -34,6 +34,7 @@ from .openapi import openapi_document
 from .operations import Operations, verify_result
 from ..journal import JournalFailed
 from .problems import ServiceError, from_library, journal_failed, parse_json, problem
+from .replay_route import replay_endpoint
 from .sharded import ShardError, fleet_factory, shard_unavailable
 from .state import ServiceState, StateError
 from .tls import verified_client
@@ -349,6 +350,7 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
         Route("/v1/sessions/{session}/{agent}", session, methods=["PUT", "DELETE"]),
         Route("/v1/trace", trace, methods=["GET"]),
         Route("/v1/verify", verify, methods=["POST"]),
+        Route("/v1/replay", replay_endpoint(state, config.max_body), methods=["POST"]),
         Route("/v1/watch", watch, methods=["GET"]),
         Route("/ui", ui, methods=["GET"]),
         Route("/ui/data", ui_data, methods=["GET"]),
