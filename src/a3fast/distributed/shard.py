@@ -24,12 +24,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import orjson
 
-from ..errors import SnapshotError
+from ..errors import Problem, SnapshotError
 from ..fleet import Fleet
 from ..journal import CHANGE, ChangeUnreadable, Journal, apply_change, decode_change, encode_change
 from ..scoring import import_scorer
 from ..statedir import StateDir, StateError
+from .jsonl_split import Share, file_line, names_agree, read_share
 from .merge import ShardAnswer
+from .owners import shard_of
 
 __all__ = ["FleetShard", "CHECKPOINT_EVERY"]
 
@@ -45,8 +47,10 @@ class FleetShard:
 
     def __init__(self, shard: int, engine: str | None = None, state_dir: str | None = None,
                  checkpoint_every: int = CHECKPOINT_EVERY, fsync: bool = False,
-                 load_from: str | None = None, names: Sequence[str] | None = None):
+                 load_from: str | None = None, names: Sequence[str] | None = None, shards: int = 1):
         self.shard = shard
+        self._shards = shards     # how many shards the fleet has (to deal a file's lines out)
+        self._staged: tuple[Fleet, bytes] | None = None
         self._engine = engine
         self._dir = state_dir
         self._every = max(1, int(checkpoint_every))
@@ -139,6 +143,71 @@ class FleetShard:
         local = self._local
         for d in docs:
             local.setdefault(d["agent"]["name"], len(local))
+
+    # -- reading a fleet file in parallel (a3fast.distributed.jsonl_split) -----------------------
+    def read_share(self, path: str, part: int, parts: int) -> tuple:
+        """Step 1: byte range `part` of `parts` of the file, its lines dealt out by owner: the
+        range's line count, then one Share per shard (the caller asks for 1 + shards returns, so
+        each Share goes straight to its shard)."""
+        count, shares = read_share(path, part, parts, self._shards)
+        return (count, *shares)
+
+    def stage_jsonl(self, firsts: Sequence[int], *shares: Share) -> tuple[list[tuple[int, Problem]], list[str], list[int], list[str]]:
+        """Step 2: read this shard's lines of every range (`firsts`: each range's first line
+        number in the file) with the compiled reader into a fleet of their own, keeping it until
+        `commit_jsonl`. Answers the problems under the file's line numbers, else the names in
+        join order with the line of each one's first appearance and its namespace."""
+        self._staged = None
+        text = b"".join(share.text for share in shares)
+        numbers = np.concatenate([share.lines + first + 1 for share, first in zip(shares, firsts)]) \
+            if shares else np.zeros(0, dtype=np.int64)
+        found = [name for share in shares for name in share.names]
+        spaces = [ns for share in shares for ns in share.namespaces]
+        staged = Fleet(self._engine)
+        problems = [file_line(p, numbers) for p in staged.extend_jsonl(text, on_error="skip")]
+        if not problems:
+            disagreement = names_agree(staged.names(), found, numbers)
+            if disagreement is not None:
+                problems.append(file_line(disagreement, numbers))
+        if not problems:
+            stray = next((k for k, name in enumerate(found) if shard_of(name, self._shards) != self.shard), None)
+            if stray is not None:   # the coordinator dealt with another shard count: never by design
+                problems.append((int(numbers[stray]), Problem(f"line {int(numbers[stray])}: $.agent.name",
+                                 f"a name of shard {self.shard}", repr(found[stray]))))
+        if problems:
+            return problems, [], [], []
+        firsts_of: dict[str, tuple[int, str]] = {}
+        for k, name in enumerate(found):
+            if name not in firsts_of:
+                firsts_of[name] = (int(numbers[k]), spaces[k])
+        self._staged = (staged, text)
+        names = list(firsts_of)
+        return [], names, [firsts_of[n][0] for n in names], [firsts_of[n][1] for n in names]
+
+    def commit_jsonl(self) -> tuple[int, int]:
+        """Step 3: the staged lines added to the shard's fleet, in order, as one change (a
+        checkpoint when they are many; a journal entry otherwise). Returns (local ids given,
+        changes acknowledged)."""
+        if self._staged is None:
+            raise SnapshotError(f"shard {self.shard}: no staged lines to commit")
+        staged, text = self._staged
+        self._staged = None
+        if not self._local and len(self.fleet) == 0:
+            self.fleet = staged       # an empty shard takes the read fleet as it is: one reading
+        else:
+            self.fleet.extend_jsonl(text)
+        for name in staged.names():
+            self._local.setdefault(name, len(self._local))
+        if self._journal is not None and len(staged) >= CHECKPOINT_BATCH:
+            self._seq += 1
+            self._save()
+        else:
+            self._commit("put", decls=[orjson.loads(line) for line in text.splitlines() if line.strip()])
+        return len(self._local), self._seq
+
+    def discard_jsonl(self) -> None:
+        """Drop staged lines another shard's problems refused."""
+        self._staged = None
 
     # -- placing: this shard's part of the pipeline ----------------------------------------------
     def score_task(self, requirements: Mapping[str, Any], session: str | None,

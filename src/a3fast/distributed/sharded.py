@@ -15,7 +15,6 @@ ShardError naming it; no decision is ever made on a subset of the fleet. A shard
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 import time
@@ -25,13 +24,14 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import orjson
 
-from ..errors import A3Error, FleetError, SnapshotError
+from ..errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
 from ..fleet import pipeline
-from ..fleet.domain import check_namespace
+from ..fleet.domain import check_namespace, namespace_problem
 from ..placement import CustomScores, Placement, Route, resumed_agent
 from ..scoring import import_scorer
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from .cluster import connect, ray_module
+from .owners import shard_of
 from .merge import GlobalIndex, MergedExplanation, MergedScores, winner_of
 from .shard import CHECKPOINT_EVERY, FleetShard
 
@@ -70,13 +70,6 @@ class ShardError(A3Error):
     def __init__(self, shard: int, message: str):
         super().__init__(f"shard {shard}: {message}")
         self.shard = shard
-
-
-def shard_of(name: str, shards: int) -> int:
-    """The shard that holds agent `name`: BLAKE2b of its UTF-8 bytes, modulo the shard count
-    (the same on every machine and every run)."""
-    digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") % shards
 
 
 class _IdMap:
@@ -130,7 +123,7 @@ class ShardedFleet:
         if _snapshot is not None:
             parts = self._restore_coordinator(*_snapshot)
         actor = ray.remote(FleetShard).options(num_cpus=0, max_restarts=max_restarts, max_task_retries=0)
-        self._shards = [actor.remote(i, engine, self.state_dir, checkpoint_every, fsync, *parts[i])
+        self._shards = [actor.remote(i, engine, self.state_dir, checkpoint_every, fsync, *parts[i], shards=shards)
                         for i in range(shards)]
         states = self._gather([s.state.remote() for s in self._shards], "start")
         for state, (loaded_from, names) in zip(states, parts):
@@ -337,6 +330,85 @@ class ShardedFleet:
         self.generation += 1
         if failure is not None:
             raise failure
+
+    @classmethod
+    def load_jsonl(cls, path: str | os.PathLike, shards: int = 4, address: str | None = None,
+                   engine: str | None = None, **options: Any) -> "ShardedFleet":
+        """A ShardedFleet of the JSON Lines declarations at `path`, each shard reading its own
+        share in its own process (`extend_jsonl`); placements are those of `Fleet.load_jsonl` of
+        the same file. `options` are the constructor's. Any bad line raises SchemaError listing
+        every problem under its line number, and no fleet is made."""
+        fleet = cls(shards, address, engine, **options)
+        try:
+            fleet.extend_jsonl(path)
+        except BaseException:
+            fleet.close()
+            raise
+        return fleet
+
+    def extend_jsonl(self, path: str | os.PathLike) -> None:
+        """Add (or replace) the agents of a JSON Lines file of declarations, in line order
+        (Fleet.extend_jsonl), without a declaration passing through the coordinator: every shard
+        reads one byte range of the file and deals its lines out to the shards owning their names
+        (a3fast.distributed.jsonl_split), then every shard reads its own lines with the compiled
+        reader, in parallel; the coordinator receives the names, their first lines and
+        namespaces, and gives global ids in file order. The file must be reachable by the same
+        path from every shard. Any problem (a bad line, a namespace conflict within the file or
+        with the fleet) raises SchemaError listing every one under the file's line numbers, and
+        nothing is added on any shard."""
+        source = os.fspath(path)
+        if not os.path.isfile(source):
+            raise FileNotFoundError(f"{source}: no such file")
+        shards = self._shards
+        count = len(shards)
+        dealt = [s.read_share.options(num_returns=1 + count).remote(source, i, count)
+                 for i, s in enumerate(shards)]
+        counts = self._gather([refs[0] for refs in dealt], "extend_jsonl")
+        firsts = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
+        staged = self._gather([s.stage_jsonl.remote(firsts, *[refs[1 + j] for refs in dealt])
+                               for j, s in enumerate(shards)], "extend_jsonl")
+        problems = [p for answer in staged for p in answer[0]]
+        if not problems:
+            problems = self._namespace_problems(staged)
+        if problems:
+            for s in shards:
+                s.discard_jsonl.remote()
+            problems.sort(key=lambda p: p[0])
+            raise SchemaError([p for _, p in problems], source)
+        refs = [s.commit_jsonl.remote() for s in shards]
+        committed: dict[int, int] = {}
+        failure: ShardError | None = None
+        try:
+            for shard, (ids_given, changes) in enumerate(self._gather(refs, "extend_jsonl")):
+                self._acknowledged(shard, changes)
+                committed[shard] = ids_given
+        except ShardError as exc:
+            failure = exc
+        # new names numbered in the order of their first line in the file, from every shard
+        # that acknowledged its part
+        new = sorted((line, shard, name) for shard in committed
+                     for name, line in zip(staged[shard][1], staged[shard][2]) if name not in self._ids)
+        for _, shard, name in new:
+            self._number(shard, name, self._maps[shard].count)
+        for shard in committed:
+            if committed[shard] != self._maps[shard].count:
+                failure = failure or ShardError(shard, f"has given {committed[shard]} local ids, the "
+                                                f"coordinator knows {self._maps[shard].count}")
+            self._namespace.update(zip(staged[shard][1], staged[shard][3]))
+        self.generation += 1
+        if failure is not None:
+            raise failure
+
+    def _namespace_problems(self, staged: list) -> list[tuple[int, Problem]]:
+        """Names of a file held by another namespace in the fleet, as problems of their first lines."""
+        out = []
+        held = self._namespace
+        for _, names, lines, namespaces in staged:
+            for name, line, namespace in zip(names, lines, namespaces):
+                problem = namespace_problem(f"line {line}: $.agent.namespace", name, held.get(name), namespace)
+                if problem is not None:
+                    out.append((line, problem))
+        return out
 
     def remove(self, name: str) -> Declaration:
         """Remove an agent by name; its held sessions go with it (Fleet.remove)."""
