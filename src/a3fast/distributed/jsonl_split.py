@@ -18,6 +18,7 @@ fools the pattern (a repeated key) is a problem of its line, never an agent on t
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -66,13 +67,8 @@ def range_start(fh, size: int, part: int, parts: int) -> int:
 
 
 def _name_of(line: bytes) -> tuple[str, str] | None:
-    """A line's agent name and namespace, or None when the line has none (its reader says why)."""
-    found = _USUAL.match(line)
-    if found is not None and line.count(b'"agent"') == 1 and line.count(b'"namespace"') == 1:
-        try:
-            return found.group(1).decode("utf-8"), found.group(2).decode("utf-8")
-        except UnicodeDecodeError:
-            pass
+    """A line's agent name and namespace read by orjson, or None when the line has none (its
+    reader says why)."""
     try:
         agent = orjson.loads(line).get("agent")
         name, namespace = agent.get("name"), agent.get("namespace")
@@ -96,19 +92,38 @@ def read_share(path: str, part: int, parts: int, shards: int) -> tuple[int, list
     lines = data.split(b"\n")
     if lines and not lines[-1]:
         lines.pop()   # the range's last newline ends its last line
-    out: list[tuple[list[bytes], list[int], list[str], list[str]]] = [([], [], [], []) for _ in range(shards)]
+    texts: list[list[bytes]] = [[] for _ in range(shards)]
+    numbers: list[list[int]] = [[] for _ in range(shards)]
+    names: list[list[str]] = [[] for _ in range(shards)]
+    spaces: list[list[str]] = [[] for _ in range(shards)]
+    usual, blake2b, from_bytes = _USUAL.match, hashlib.blake2b, int.from_bytes
     for number, line in enumerate(lines):
-        if not line.strip():
+        found = usual(line)
+        if found is not None and line.count(b'"namespace"') == 1:
+            # one namespace member in the line: no second "agent" object a JSON reader would keep
+            raw = found.group(1)
+            try:
+                name, namespace = raw.decode("utf-8"), found.group(2).decode("utf-8")
+            except UnicodeDecodeError:
+                named = _name_of(line)
+            else:
+                owner = from_bytes(blake2b(raw, digest_size=8).digest(), "little") % shards
+                texts[owner].append(line)
+                numbers[owner].append(number)
+                names[owner].append(name)
+                spaces[owner].append(namespace)
+                continue
+        elif not line.strip():
             continue
-        named = _name_of(line)
+        else:
+            named = _name_of(line)
         owner = shard_of(named[0], shards) if named is not None else 0
-        texts, numbers, names, namespaces = out[owner]
-        texts.append(line)
-        numbers.append(number)
-        names.append(named[0] if named is not None else "")
-        namespaces.append(named[1] if named is not None else "")
-    shares = [Share(b"\n".join(texts) + b"\n" if texts else b"", np.array(numbers, dtype=np.int64), names, namespaces)
-              for texts, numbers, names, namespaces in out]
+        texts[owner].append(line)
+        numbers[owner].append(number)
+        names[owner].append(named[0] if named is not None else "")
+        spaces[owner].append(named[1] if named is not None else "")
+    shares = [Share(b"\n".join(texts[j]) + b"\n" if texts[j] else b"", np.array(numbers[j], dtype=np.int64),
+                    names[j], spaces[j]) for j in range(shards)]
     return len(lines), shares
 
 
