@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import time
 
 import pytest
 
@@ -94,3 +95,20 @@ def name_length_scorer(task, agents) -> list[dict]:
     fleet as "distributed_worlds:name_length_scorer"."""
     return [{"total": float(len(a.agent.name) % 5) + (0.5 if task.holds_session(a.agent.name) else 0.0),
              "done": float(task.outcomes(a.agent.name)[0])} for a in agents]
+
+
+def restarted(many, shard, pid, within=30.0):
+    """The shard's state once its actor answers from a process other than `pid` (ray.kill
+    returns before the process is gone, and the restart takes a moment)."""
+    from a3fast.distributed import ShardError
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            state = many.shard_states()[shard]
+        except ShardError:
+            state = None
+        if state is not None and state["pid"] != pid:
+            return state
+        time.sleep(0.2)
+    raise AssertionError(f"shard {shard} did not restart within {within} s")

@@ -11,7 +11,7 @@ import pytest
 from a3fast import Fleet
 from a3fast.errors import SnapshotError
 from a3fast.record.write import placement_records
-from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, without_timings
+from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, restarted, without_timings
 
 
 @pytest.fixture(scope="module")
@@ -43,23 +43,6 @@ def populated(tmp_path, seed=5, shards=3, **options):
             fleet.record_outcome(name, "review", True)
             fleet.hold_session(name, "s1")
     return rng, one, many
-
-
-def restarted(many, shard, pid, within=30.0):
-    """The shard's state once its actor answers from a process other than `pid` (ray.kill
-    returns before the process is gone, and the restart takes a moment)."""
-    from a3fast.distributed import ShardError
-
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            state = many.shard_states()[shard]
-        except ShardError:
-            state = None
-        if state is not None and state["pid"] != pid:
-            return state
-        time.sleep(0.2)
-    raise AssertionError(f"shard {shard} did not restart within {within} s")
 
 
 def tasks(rng, names, n=12):

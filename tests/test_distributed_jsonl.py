@@ -1,0 +1,180 @@
+"""A ShardedFleet read from JSON Lines by its shards (each one byte range, dealt out to the owners of
+its names) places exactly as one Fleet reading the same file: same join order, same records, the
+same problems under the same line numbers, and nothing added anywhere when a line is bad.
+
+A local Ray is started for the module.
+"""
+from __future__ import annotations
+
+import random
+
+import orjson
+import pytest
+
+from a3fast import Fleet
+from a3fast.errors import SchemaError
+from a3fast.record.write import placement_records
+from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, restarted, without_timings
+
+
+@pytest.fixture(scope="module")
+def ray():
+    ray = local_ray()
+    yield ray
+    ray.shutdown()
+
+
+def records(p) -> list[tuple[str, bytes]]:
+    return [(kind, without_timings(content)) for kind, content in placement_records(p)]
+
+
+def write_world(path, rng, agents, *, odd_shapes=True):
+    """A fleet file with replaced names, blank lines and (with `odd_shapes`) lines whose members
+    come in an unusual order, escaped names and CRLF line ends."""
+    with open(path, "wb") as out:
+        for i in range(agents):
+            name = rng.choice(WORLD_NAMES) + str(rng.randint(0, agents // 3))
+            doc = declaration(rng, name)
+            line = orjson.dumps(doc)
+            if odd_shapes and i % 7 == 3:
+                # members reordered: the agent object last, namespace before name
+                doc = {k: doc[k] for k in reversed(list(doc))}
+                doc["agent"] = {"namespace": doc["agent"]["namespace"], "name": doc["agent"]["name"]}
+                line = orjson.dumps(doc)
+            if odd_shapes and i % 11 == 5:
+                line = line.replace(b'"agent":{"name":"', b'"agent":{"name":"\\u0041', 1)  # an escaped name
+            out.write(line + (b"\r\n" if odd_shapes and i % 13 == 0 else b"\n"))
+            if i % 17 == 0:
+                out.write(b"\n   \n")
+    return path
+
+
+@pytest.mark.parametrize("seed,shards", [(11, 1), (12, 2), (13, 3), (14, 4)])
+def test_sharded_load_jsonl_places_as_one_fleet_loading_the_same_file(ray, tmp_path, seed, shards):
+    from a3fast.distributed import ShardedFleet
+
+    rng = random.Random(seed)
+    path = write_world(tmp_path / "fleet.jsonl", rng, rng.randint(40, 220))
+    one = Fleet.load_jsonl(path)
+    many = ShardedFleet.load_jsonl(path, shards=shards, state_dir=str(tmp_path / "state"))
+    try:
+        assert many.names() == one.names() and len(many) == len(one)
+        assert sum(s["live"] for s in many.shard_states()) == len(one)
+        for step in range(40):
+            task = requirements(rng, one.names())
+            expected, got = one.place(task), many.place(task)
+            assert got.agent == expected.agent, (seed, step)
+            assert records(got) == records(expected), (seed, step)
+        # more lines from a second file: replaced and new names, after the first file's
+        more = write_world(tmp_path / "more.jsonl", rng, 60)
+        one.extend_jsonl(more)
+        many.extend_jsonl(more)
+        assert many.names() == one.names()
+        for step in range(20):
+            task = requirements(rng, one.names())
+            assert records(many.place(task)) == records(one.place(task)), (seed, "extend", step)
+    finally:
+        many.close()
+
+
+def test_a_bad_line_is_reported_with_its_line_number_and_nothing_is_added(ray, tmp_path):
+    from a3fast.distributed import ShardedFleet
+
+    rng = random.Random(5)
+    lines = [orjson.dumps(declaration(rng, f"agent-{i}")) for i in range(60)]
+    lines[41] = b'{"v": "1.0", "agent": {"name": "broken"'                       # not JSON
+    lines[17] = orjson.dumps({"v": "1.0", "agent": {"name": "x", "namespace": "ns"}, "capabilities": 3})
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(SchemaError) as one_error:
+        Fleet.load_jsonl(path)
+    with pytest.raises(SchemaError) as many_error:
+        ShardedFleet.load_jsonl(path, shards=3, state_dir=str(tmp_path / "a"))
+    assert [str(p) for p in many_error.value.problems] == [str(p) for p in one_error.value.problems]
+    assert str(many_error.value).startswith(f"{path}: line 18: ")
+    assert "line 42: $" in str(many_error.value)
+
+    many = ShardedFleet(3, state_dir=str(tmp_path / "b"))
+    try:
+        many.add(declaration(rng, "kept"))
+        before = many.shard_states()
+        with pytest.raises(SchemaError, match="line 42: "):
+            many.extend_jsonl(path)
+        assert many.names() == ["kept"]
+        assert [(s["ids_given"], s["live"], s["changes"]) for s in many.shard_states()] == \
+            [(s["ids_given"], s["live"], s["changes"]) for s in before]
+    finally:
+        many.close()
+
+
+def test_a_namespace_conflict_with_the_fleet_is_a_problem_of_its_line(ray, tmp_path):
+    from a3fast.distributed import ShardedFleet
+
+    rng = random.Random(6)
+    path = tmp_path / "conflict.jsonl"
+    path.write_bytes(orjson.dumps(declaration(rng, "fresh")) + b"\n"
+                     + orjson.dumps(declaration(rng, "taken", namespace="elsewhere")) + b"\n")
+    one = Fleet()
+    one.add(declaration(rng, "taken"))
+    many = ShardedFleet(2, state_dir=str(tmp_path / "state"))
+    try:
+        many.add(declaration(rng, "taken"))
+        with pytest.raises(SchemaError) as one_error:
+            one.extend_jsonl(path)
+        with pytest.raises(SchemaError) as many_error:
+            many.extend_jsonl(path)
+        assert str(many_error.value) == str(one_error.value)
+        assert "line 2: $.agent.namespace" in str(many_error.value)
+        assert many.names() == ["taken"]
+    finally:
+        many.close()
+
+
+def test_a_line_that_reads_differently_than_it_looks_is_refused(ray, tmp_path):
+    """A repeated name member: the pattern that deals lines out sees the first, a JSON reader keeps
+    the last; the line is refused, never placed on a shard that does not own its name."""
+    from a3fast.distributed import ShardedFleet
+
+    line = b'{"v":"1.0","agent":{"name":"first","namespace":"ns","name":"second"},"capabilities":[],"clearances":[]}'
+    path = tmp_path / "twice.jsonl"
+    path.write_bytes(line + b"\n")
+    with pytest.raises(SchemaError, match=r"line 1: \$\.agent"):
+        ShardedFleet.load_jsonl(path, shards=4, state_dir=str(tmp_path / "state"))
+
+
+def test_byte_ranges_cut_at_line_starts_cover_every_line_once(tmp_path):
+    from a3fast.distributed.jsonl_split import read_share
+
+    rng = random.Random(8)
+    path = write_world(tmp_path / "fleet.jsonl", rng, 90)
+    text = path.read_bytes()
+    for parts in (1, 2, 3, 5, 8):
+        counts, lines = 0, []
+        for part in range(parts):
+            count, shares = read_share(str(path), part, parts, 3)
+            for share in shares:
+                lines.extend(counts + n for n in share.lines.tolist())
+            counts += count
+        raw = text.split(b"\n")[:-1]
+        assert counts == len(raw), parts
+        assert sorted(lines) == [n for n, line in enumerate(raw) if line.strip()], parts
+
+
+def test_a_sharded_load_journals_its_lines_and_a_restarted_shard_recovers_them(ray, tmp_path):
+    from a3fast.distributed import ShardedFleet
+
+    rng = random.Random(9)
+    path = write_world(tmp_path / "fleet.jsonl", rng, 120, odd_shapes=False)
+    one = Fleet.load_jsonl(path)
+    many = ShardedFleet.load_jsonl(path, shards=2, state_dir=str(tmp_path / "state"))
+    try:
+        before = many.shard_states()[1]
+        ray.kill(many.shard_actor(1), no_restart=False)
+        after = restarted(many, 1, before["pid"])
+        assert after["recovered"]["journal_changes"] == 1 and after["recovered"]["checkpoint_seq"] == 0
+        assert (after["live"], after["ids_given"]) == (before["live"], before["ids_given"])
+        deadline_tasks = [requirements(rng, one.names()) for _ in range(15)]
+        for task in deadline_tasks:
+            assert records(many.place(task)) == records(one.place(task))
+    finally:
+        many.close()
