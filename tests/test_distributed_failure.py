@@ -93,8 +93,13 @@ def test_a_shard_that_does_not_answer_in_time_makes_the_placement_raise_naming_i
     _, one, many = populated(tmp_path)
     try:
         many.timeout = 1e-9
-        with pytest.raises(ShardError, match=r"^shard 0: no answer to place within 1e-09 s; nothing was decided"):
+        with pytest.raises(ShardError, match=r"^shards? [0-9, ]+: no answer to place within 1e-09 s; "
+                                             r"nothing was decided") as caught:
             many.place({})
+        # every late shard is named, the first as `shard`
+        assert caught.value.shards and caught.value.shard == caught.value.shards[0]
+        assert str(caught.value).startswith(("shard " if len(caught.value.shards) == 1 else "shards ")
+                                            + ", ".join(map(str, caught.value.shards)) + ":")
         many.timeout = 30.0
         assert records(many.place({})) == records(one.place({}))
     finally:

@@ -67,9 +67,13 @@ class ShardError(A3Error):
     """A shard is down, restarting past the timeout, or disagrees with the coordinator; the
     operation was not carried out on the fleet as a whole."""
 
-    def __init__(self, shard: int, message: str):
-        super().__init__(f"shard {shard}: {message}")
+    def __init__(self, shard: int, message: str, shards: Sequence[int] | None = None):
+        lost = list(shards) if shards is not None else [shard]
+        named = f"shard {shard}" if len(lost) == 1 else f"shards {', '.join(map(str, lost))}"
+        super().__init__(f"{named}: {message}")
         self.shard = shard
+        #: every shard the operation found down or late (the first is `shard`)
+        self.shards = lost
 
 
 class _IdMap:
@@ -104,6 +108,7 @@ class ShardedFleet:
     def __init__(self, shards: int = 4, address: str | None = None, engine: str | None = None, *,
                  state_dir: str | None = None, checkpoint_every: int = CHECKPOINT_EVERY,
                  timeout: float = 30.0, max_restarts: int = -1, fsync: bool = False,
+                 resources: Sequence[Mapping[str, float]] | None = None,
                  _snapshot: tuple[Path, dict[str, Any]] | None = None):
         if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
             raise ValueError(f"shards: expected a positive integer, found {shards!r}")
@@ -122,9 +127,11 @@ class ShardedFleet:
         parts: list[tuple[str | None, list[str] | None]] = [(None, None)] * shards
         if _snapshot is not None:
             parts = self._restore_coordinator(*_snapshot)
-        actor = ray.remote(FleetShard).options(num_cpus=0, max_restarts=max_restarts, max_task_retries=0)
-        self._shards = [actor.remote(i, engine, self.state_dir, checkpoint_every, fsync, *parts[i], shards=shards)
-                        for i in range(shards)]
+        if resources is not None and len(resources) != shards:
+            raise ValueError(f"resources: {len(resources)} for {shards} shards (one mapping per shard)")
+        self._resources = [dict(r) for r in resources] if resources is not None else [{} for _ in range(shards)]
+        self._actor_options = (engine, checkpoint_every, fsync, max_restarts)
+        self._shards = [self._start_shard(i, *parts[i]) for i in range(shards)]
         states = self._gather([s.state.remote() for s in self._shards], "start")
         for state, (loaded_from, names) in zip(states, parts):
             if state["recovered"]["loaded_from"] != loaded_from or state["ids_given"] != len(names or ()):
@@ -132,6 +139,38 @@ class ShardedFleet:
                                  f"agents; a ShardedFleet starts from empty shards or from its snapshot "
                                  f"alone (give it a new state directory)")
             self._changes[state["shard"]] = state["changes"]
+
+    def _start_shard(self, shard: int, load_from: str | None = None, names: list[str] | None = None) -> Any:
+        """The Ray actor of one shard, on a node with its `resources` (any node without)."""
+        ray = ray_module()
+        engine, checkpoint_every, fsync, max_restarts = self._actor_options
+        actor = ray.remote(FleetShard).options(num_cpus=0, max_restarts=max_restarts, max_task_retries=0,
+                                               resources=self._resources[shard] or None)
+        return actor.remote(shard, engine, self.state_dir, checkpoint_every, fsync, load_from, names,
+                            shards=len(self._maps))
+
+    def restart_shards(self, shards: Iterable[int], resources: Mapping[str, float] | None = None) -> None:
+        """Start new actors for `shards` (lost with their node, say), on a node with `resources`
+        (None: each shard's own): each recovers its part from its checkpoint and journal in
+        `state_dir`, which must be reachable from the new node. Raises ShardError unless every
+        restarted shard holds exactly the changes and local ids the coordinator knows, so the
+        fleet then places exactly as before the loss."""
+        ray = ray_module()
+        restarted = sorted(set(shards))
+        for shard in restarted:
+            try:
+                ray.kill(self._shards[shard], no_restart=True)
+            except Exception:   # already gone with its node
+                pass
+            if resources is not None:
+                self._resources[shard] = dict(resources)
+            self._shards[shard] = self._start_shard(shard)
+        states = self._gather([self._shards[i].state.remote() for i in restarted], "restart", restarted)
+        for shard, state in zip(restarted, states):
+            self._check_changes(shard, state["changes"], self._changes[shard])
+            if state["ids_given"] != self._maps[shard].count:
+                raise ShardError(shard, f"restarted with {state['ids_given']} local ids, the coordinator "
+                                 f"knows {self._maps[shard].count}")
 
     # -- snapshots (docs/scale.md) ----------------------------------------------------------------
     def save(self, directory: str | os.PathLike) -> None:
@@ -213,24 +252,42 @@ class ShardedFleet:
 
     # -- calls to shards --------------------------------------------------------------------------
     def _gather(self, refs: list, what: str, shards: Iterable[int] | None = None) -> list:
-        """Every shard's answer, or ShardError naming the first shard that is down or late."""
+        """Every shard's answer, or ShardError naming every shard that is down or late (waiting
+        at most `timeout` in all); an error a shard raised is raised as it is."""
         ray = ray_module()
         deadline = time.monotonic() + self.timeout
-        out = []
+        try:
+            return ray.get(refs, timeout=self.timeout)
+        except ray.exceptions.RayTaskError as exc:
+            if not isinstance(exc, ray.exceptions.RayActorError):
+                raise exc.as_instanceof_cause() from None
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError,
+                ray.exceptions.ActorUnavailableError):
+            pass
+        # which shards: each answer again, within what is left of the timeout. Late answers are
+        # not cancelled: a late change is caught by the local-id check of the next call
+        down: list[int] = []
+        late: list[int] = []
         for shard, ref in zip(shards if shards is not None else range(len(refs)), refs):
             try:
-                out.append(ray.get(ref, timeout=max(0.0, deadline - time.monotonic())))
+                ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
             except ray.exceptions.GetTimeoutError:
-                # not cancelled: a late answer is dropped, and a late change is caught by the
-                # local-id check of the next call that reaches the shard
-                raise ShardError(shard, f"no answer to {what} within {self.timeout:g} s; nothing was decided") from None
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
-                raise ShardError(shard, f"down during {what} ({type(exc).__name__}); "
-                                 f"nothing was decided") from None
+                late.append(shard)
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+                down.append(shard)
             except ray.exceptions.RayTaskError as exc:
-                cause = exc.as_instanceof_cause()
-                raise cause from None
-        return out
+                raise exc.as_instanceof_cause() from None
+        lost = sorted(down + late)
+        if not lost:   # every answer came in after all
+            return ray.get(refs, timeout=0)
+        if not late:
+            message = f"down during {what}"
+        elif not down:
+            message = f"no answer to {what} within {self.timeout:g} s"
+        else:
+            message = (f"down ({', '.join(map(str, down))}) and no answer within {self.timeout:g} s "
+                       f"({', '.join(map(str, late))}) during {what}")
+        raise ShardError(lost[0], f"{message}; nothing was decided", lost)
 
     def _call(self, shard: int, method: str, *args: Any) -> Any:
         return self._gather([getattr(self._shards[shard], method).remote(*args)], method, [shard])[0]
