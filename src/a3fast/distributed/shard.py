@@ -276,7 +276,7 @@ class FleetShard:
         """What the coordinator checks and reports: ids given, live agents, changes, recovery."""
         return {"shard": self.shard, "ids_given": len(self._local), "live": len(self.fleet),
                 "changes": self._seq, "checkpoint_seq": self._checkpoint_seq, "recovered": dict(self.recovered),
-                "pid": os.getpid(), "index_nbytes": self.fleet.index_nbytes(), "rss_bytes": _rss()}
+                "pid": os.getpid(), "node": _node(), "index_nbytes": self.fleet.index_nbytes(), "rss_bytes": _rss()}
 
     def local_names(self) -> list[str]:
         """Every name given a local id, in id order."""
@@ -333,6 +333,16 @@ class FleetShard:
             self._seq += 1
             self.recovered["journal_changes"] += 1
         return checkpoint is None and not recovered.entries
+
+
+def _node() -> str | None:
+    """The Ray node this shard runs on (None outside Ray)."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    except Exception:
+        return None
 
 
 def _rss() -> int | None:
