@@ -26,6 +26,11 @@ def _sizes(value: str) -> tuple[int, ...]:
 @click.option("--shell-runs", type=click.IntRange(0, 100), default=3, show_default=True, metavar="N",
               help="Large fleets: run `a3fast place --fleet` and `a3fast serve --fleet` on the file N times "
                    "each (medians) beside orjson turning its lines into dicts; 0 leaves them out.")
+@click.option("--distributed", "distributed", type=click.IntRange(1000), default=None, is_flag=False,
+              flag_value=200_000, metavar="N",
+              help="The sharded fleet's figures instead (a3fast.bench.distributed): N agents [200,000] "
+                   "loaded into 4 shards beside one Fleet, placement latency beside a Ray round trip, "
+                   "place_many against one at a time, memory per shard. Needs Ray.")
 @click.option("--quick", is_flag=True, help="Every scenario briefly, on small fleets: a smoke test (as in CI).")
 @click.option("--json", "json_path", is_flag=False, flag_value="-", default=None, metavar="",
               help="Print the results in pytest-benchmark's JSON format on standard output (the "
@@ -43,7 +48,7 @@ def _sizes(value: str) -> tuple[int, ...]:
               help="With --matcher: seconds allowed for any one answer.")
 @click.option("--record", type=click.Choice(["compact", "spec"]), default="compact", show_default=True,
               help="With --matcher: the record form asked of every subject (the place op's `record`).")
-def bench(sizes, large_from, shell_runs, quick, json_path, output, tasks, no_memory, no_extras, matchers, seconds, timeout, record) -> None:
+def bench(sizes, large_from, shell_runs, distributed, quick, json_path, output, tasks, no_memory, no_extras, matchers, seconds, timeout, record) -> None:
     """Time matching and explaining on fleets of the standard workload, per engine and beside the
     literal per-candidate loop, a numpy boolean matrix and SQLite; print medians and ratios.
     With --matcher, time other matchers over the stdio protocol instead."""
@@ -55,6 +60,17 @@ def bench(sizes, large_from, shell_runs, quick, json_path, output, tasks, no_mem
     paths = [p for p in dict.fromkeys((json_path, output)) if p is not None]
     check_outputs(paths)
     chosen = _sizes(sizes) if sizes else None
+    if distributed is not None:
+        from ..bench.distributed import bench_distributed, render_distributed
+
+        row = bench_distributed(distributed, tasks=tasks or (30 if quick else 200),
+                                progress=lambda text: click.echo(f"… {text}", err=True))
+        if paths:
+            with atomic_outputs(paths) as streams:
+                for out in streams:
+                    out.write(orjson.dumps(row, option=orjson.OPT_INDENT_2))
+        click.echo(render_distributed(row), err="-" in paths)
+        return
     if matchers:
         _bench_matchers(list(matchers), chosen[0] if chosen else 1000, tasks or (30 if quick else 300),
                         min(seconds, 5.0) if quick else seconds, timeout, record, paths)

@@ -1,0 +1,150 @@
+"""The sharded fleet's figures beside their floors (`a3fast bench --distributed`), in one run:
+
+- load: `Fleet.load_jsonl` of a file of the standard workload, then `ShardedFleet.load_jsonl` of
+  the same file into the shards (target: at most 1.5 times the one Fleet);
+- latency: `ShardedFleet.place` p50 against the floor, a Ray actor round trip (a method that does
+  nothing, on one of the same shards), and where the rest goes: the shards' own stages (explain to
+  choose, timed inside the shard), one shard's score_task round trip (stages + serialising the
+  answer + Ray), and the coordinator's merge and build (the place p50 less the slowest round trip);
+- batching: `place_many` placements per second against one at a time;
+- memory: each shard's resident set and index bytes.
+
+Ray must be installed; a local Ray of 2 CPUs is started unless one is running.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from typing import Any, Callable
+
+__all__ = ["bench_distributed", "render_distributed"]
+
+
+def _write(path: str, agents: int, seed: int) -> list[dict]:
+    import orjson
+
+    from ..workload import generate_fleet, generate_tasks
+
+    declarations = generate_fleet(agents, seed)
+    with open(path, "wb") as out:
+        for decl in declarations:
+            out.write(orjson.dumps(decl) + b"\n")
+    return generate_tasks(declarations[:20_000], 400, seed)
+
+
+def _p50_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def bench_distributed(agents: int = 200_000, shards: int = 4, tasks: int = 200, seed: int = 7,
+                      progress: Callable[[str], None] = lambda text: None) -> dict[str, Any]:
+    """The rows above, measured on `agents` agents in `shards` shards (see the module docstring)."""
+    import ray
+
+    from ..distributed import ShardedFleet
+    from ..fleet import Fleet
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 _node_ip_address="127.0.0.1")
+    out: dict[str, Any] = {"agents": agents, "shards": shards}
+    with tempfile.TemporaryDirectory(prefix="a3fast-bench-shards-") as work:
+        path = os.path.join(work, "fleet.jsonl")
+        progress(f"writing {agents:,} agents")
+        task_docs = _write(path, agents, seed)
+        out["jsonl_bytes"] = os.path.getsize(path)
+        progress("Fleet.load_jsonl")
+        started = time.perf_counter()
+        one = Fleet.load_jsonl(path)
+        out["one_load_s"] = time.perf_counter() - started
+        expected = [one.place(t).agent for t in task_docs[:20]]
+        del one
+        progress(f"ShardedFleet.load_jsonl into {shards} shards")
+        started = time.perf_counter()
+        many = ShardedFleet(shards, state_dir=os.path.join(work, "state"), timeout=300)
+        out["shards_start_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        many.extend_jsonl(path)
+        out["sharded_load_s"] = time.perf_counter() - started
+        out["load_ratio"] = out["sharded_load_s"] / out["one_load_s"]
+        out["load_agents_per_s_per_shard"] = agents / out["sharded_load_s"] / shards
+        try:
+            out["same_placements"] = [many.place(t).agent for t in task_docs[:20]] == expected
+            _latency(many, task_docs[20:20 + tasks], out, progress)
+            states = many.shard_states()
+            out["shard_rss_bytes"] = [s["rss_bytes"] for s in states]
+            out["shard_index_bytes"] = [s["index_nbytes"] for s in states]
+        finally:
+            many.close()
+    return out
+
+
+def _latency(many: Any, task_docs: list[dict], out: dict[str, Any], progress: Callable[[str], None]) -> None:
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Echo:
+        def ping(self, value: Any = None) -> Any:
+            return value
+
+    echo = Echo.remote()
+    ray.get(echo.ping.remote())
+    progress("Ray round trips, one shard's score_task, placements")
+    trips, shard_trips, stages, places = [], [], [], []
+    shard = many.shard_actor(0)
+    for task in task_docs:
+        started = time.perf_counter()
+        ray.get(echo.ping.remote())
+        trips.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        answer = ray.get(shard.score_task.remote(task, None))
+        shard_trips.append(time.perf_counter() - started)
+        stages.append(answer.stages_ns / 1e9)
+        started = time.perf_counter()
+        many.place(task, remember_session=False)
+        places.append(time.perf_counter() - started)
+    out["ray_round_trip_ms"] = _p50_ms(trips)
+    out["shard_stages_ms"] = _p50_ms(stages)
+    out["shard_round_trip_ms"] = _p50_ms(shard_trips)
+    out["place_p50_ms"] = _p50_ms(places)
+    out["place_vs_ray"] = out["place_p50_ms"] / out["ray_round_trip_ms"]
+    out["merge_and_build_ms"] = max(0.0, out["place_p50_ms"] - out["shard_round_trip_ms"])
+    progress("place_many against one at a time")
+    started = time.perf_counter()
+    for task in task_docs:
+        many.place(task, remember_session=False)
+    one_at_a_time = len(task_docs) / (time.perf_counter() - started)
+    started = time.perf_counter()
+    many.place_many(task_docs, remember_session=False)
+    batched = len(task_docs) / (time.perf_counter() - started)
+    out["place_per_s"] = one_at_a_time
+    out["place_many_per_s"] = batched
+    out["place_many_ratio"] = batched / one_at_a_time
+    ray.kill(echo)
+
+
+def render_distributed(row: dict[str, Any]) -> str:
+    """The rows beside their targets, as text."""
+    def mark(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    lines = [f"sharded fleet: {row['agents']:,} agents in {row['shards']} shards "
+             f"({row['jsonl_bytes'] / 1e6:.0f} MB of JSON Lines)",
+             f"  load       Fleet.load_jsonl {row['one_load_s']:.2f} s; ShardedFleet.load_jsonl "
+             f"{row['sharded_load_s']:.2f} s = {row['load_ratio']:.2f}x (target <= 1.5x: {mark(row['load_ratio'] <= 1.5)}); "
+             f"{row['load_agents_per_s_per_shard']:,.0f} agents/s per shard (the shards' processes started "
+             f"before, in {row['shards_start_s']:.2f} s)",
+             f"  latency    place p50 {row['place_p50_ms']:.2f} ms; Ray round trip {row['ray_round_trip_ms']:.2f} ms "
+             f"= {row['place_vs_ray']:.1f}x (target <= 3 ms: {mark(row['place_p50_ms'] <= 3)}, "
+             f"<= 3x: {mark(row['place_vs_ray'] <= 3)})",
+             f"  where      shard stages {row['shard_stages_ms']:.2f} ms; one shard's round trip "
+             f"{row['shard_round_trip_ms']:.2f} ms (stages + answer serialised + Ray); merge and build "
+             f"{row['merge_and_build_ms']:.2f} ms",
+             f"  batching   place_many {row['place_many_per_s']:,.0f}/s; one at a time {row['place_per_s']:,.0f}/s "
+             f"= {row['place_many_ratio']:.1f}x (target >= 4x: {mark(row['place_many_ratio'] >= 4)})",
+             f"  memory     per shard RSS {', '.join(f'{b / 2**20:.0f}' for b in row['shard_rss_bytes'] if b)} MiB; "
+             f"index {', '.join(f'{b / 2**20:.0f}' for b in row['shard_index_bytes'])} MiB",
+             f"  same placements as one Fleet: {row['same_placements']}"]
+    return "\n".join(lines)
