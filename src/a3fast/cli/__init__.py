@@ -53,13 +53,14 @@ class LazyGroup(click.Group):
         except Exception as exc:
             if os.environ.get("A3FAST_DEBUG") == "1":
                 raise
-            extra = extra_for(exc.name) if isinstance(exc, ModuleNotFoundError) else None
+            missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+            extra = extra_for(missing)
             if extra is not None:
                 # A module of an optional extra that no command checked for first: still the
                 # caller's install to complete, named as such, not a3fast's fault.
                 command = f"a3fast {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "this command"
                 click.echo(f"a3fast: {command} needs the '{extra}' extra: pip install 'a3fast[{extra}]' "
-                           f"({exc.name} is not installed)", err=True)
+                           f"({missing} is not installed)", err=True)
                 ctx.exit(EXIT_BAD_INPUT)
             message = " ".join(str(exc).split())
             click.echo(f"a3fast: internal error: {type(exc).__name__}: {message} (please report)", err=True)
