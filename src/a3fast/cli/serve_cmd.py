@@ -53,9 +53,17 @@ from .common import EXIT_BAD_INPUT
 @click.option("--ray-address", default=None, metavar="ADDRESS",
               help="With --shards: the Ray cluster to run the shards on (auto, HOST:PORT, ray://...; "
                    "default: a local Ray with at most min(N, CPUs) CPUs).")
+@click.option("--tls-cert", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The server's certificate (PEM): serve HTTPS. Needs --tls-key.")
+@click.option("--tls-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The private key of --tls-cert (PEM).")
+@click.option("--tls-client-ca", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="CA certificates (PEM) whose client certificates /k8s/* accepts, as kube-scheduler's "
+                   "Extender tlsConfig presents them; other routes keep --token-file. Needs --tls-cert.")
 @click.option("--stdio", is_flag=True, help="Answer JSON requests on standard input instead of HTTP.")
 def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max_body, fsync, watch_cards,
-          watch_mcp, watch_interval, watch_remove_after, shards, ray_address, stdio):
+          watch_mcp, watch_interval, watch_remove_after, shards, ray_address, tls_cert, tls_key, tls_client_ca,
+          stdio):
     """Serve the fleet: HTTP API under /v1, a Kubernetes scheduler extender under /k8s, or with
     --stdio one JSON request per line (docs/service.md, docs/protocol.md).
 
@@ -81,10 +89,12 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
     servers = _watched_servers(watch_mcp, stdio) if watch_mcp else ()
     if ray_address is not None and shards is None:
         _fail("--ray-address: only with --shards N (a plain fleet runs in this process)")
+    _check_tls(tls_cert, tls_key, tls_client_ca, stdio)
     config = ServiceConfig(host=host, port=port, state=state_dir, fleet=fleet_path, trace=trace_path,
                            token=token, engine=engine, max_body=max_body, fsync=fsync,
                            watch_cards=tuple(watch_cards), watch_mcp=servers, watch_interval=watch_interval,
-                           watch_remove_after=watch_remove_after, shards=shards, ray_address=ray_address)
+                           watch_remove_after=watch_remove_after, shards=shards, ray_address=ray_address,
+                           tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca)
     code = _run_stdio(config) if stdio else _run_http(config)
     sys.exit(code)
 
@@ -124,6 +134,29 @@ def _watched_servers(pairs, stdio: bool) -> tuple[tuple[str, str], ...]:
     return tuple(dict.fromkeys(servers))
 
 
+def _check_tls(cert, key, client_ca, stdio: bool) -> None:
+    """--tls-* files: all readable, and a certificate with its key (exit 2 otherwise)."""
+    if cert is None and key is None and client_ca is None:
+        return
+    if stdio:
+        _fail("--tls-cert: TLS is for the HTTP server; --stdio has no connection to secure")
+    if cert is None or key is None:
+        _fail("--tls-cert and --tls-key go together" + ("" if client_ca is None else
+              " (--tls-client-ca needs them: client certificates are asked for in the TLS handshake)"))
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key), ("--tls-client-ca", client_ca)):
+        if path is not None and not path.is_file():
+            _fail(f"{flag} {path}: cannot read: no such file")
+    import ssl
+
+    try:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        if client_ca is not None:
+            context.load_verify_locations(client_ca)
+    except (ssl.SSLError, OSError) as exc:
+        _fail(f"--tls-cert/--tls-key/--tls-client-ca: cannot use them: {exc}")
+
+
 def _fail(message: str):
     click.echo(f"a3fast: {message}", err=True)
     sys.exit(EXIT_BAD_INPUT)
@@ -155,16 +188,20 @@ def _run_http(config) -> int:
         sock.listen(2048)
     except OSError as exc:
         _fail(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}")
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                                           loop="auto", http="auto", timeout_graceful_shutdown=30,
-                                           proxy_headers=False, server_header=False))
+    from ..service.tls import uvicorn_options
+
+    tls = uvicorn_options(config.tls_cert and str(config.tls_cert), config.tls_key and str(config.tls_key),
+                          config.tls_client_ca and str(config.tls_client_ca))
+    server = uvicorn.Server(uvicorn.Config(app, **{"log_level": "warning", "access_log": False, "lifespan": "on",
+                                                   "loop": "auto", "http": "auto", "timeout_graceful_shutdown": 30,
+                                                   "proxy_headers": False, "server_header": False, **tls}))
 
     def failed() -> None:
         server.should_exit = True
     app.state.on_failure = failed
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    print(f"a3fast serving on http://{shown}:{port}", flush=True)
+    print(f"a3fast serving on {'https' if tls else 'http'}://{shown}:{port}", flush=True)
     for stop in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop, _stop_asked)
     server.run(sockets=[sock])

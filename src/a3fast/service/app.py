@@ -28,14 +28,15 @@ from ..errors import SchemaError
 from ..verify import verify_bytes
 from . import metrics
 from .config import ServiceConfig
-from .k8s import Extender, ExtenderError
+from .k8s import BadArgs, Extender, ExtenderError
 from .openapi import openapi_document
 from .operations import Operations, verify_result
 from .journal import JournalFailed
 from .problems import ServiceError, from_library, journal_failed, parse_json, problem
 from .sharded import ShardError, fleet_factory, shard_unavailable
 from .state import ServiceState, StateError
-from .trace_reader import read_since
+from .tls import verified_client
+from .slices import readable_since
 from .ui import LiveReport
 
 __all__ = ["create_app"]
@@ -78,6 +79,7 @@ class Guard:
     def __init__(self, app, config: ServiceConfig, state: ServiceState, fast=None):
         self.app = app
         self.token = config.token.encode() if config.token else None
+        self.client_certificates = config.tls_client_ca is not None
         self.max_body = config.max_body
         self.state = state
         self.fast = fast or {}
@@ -87,7 +89,12 @@ class Guard:
             return await self.app(scope, receive, send)
         path = scope["path"]
         started = time.perf_counter()
-        if self.token is not None and path not in OPEN_PATHS and not self._authorised(scope):
+        if self.client_certificates and path.startswith("/k8s/"):
+            # kube-scheduler authenticates with its tlsConfig client certificate, never a token
+            if not verified_client(scope):
+                return await _error(401, [problem("TLS client certificate", "one issued by --tls-client-ca",
+                                                  "none")])(scope, receive, send)
+        elif self.token is not None and path not in OPEN_PATHS and not self._authorised(scope):
             return await _error(401, [problem("Authorization", "Bearer <token>", "no valid token")])(scope, receive, send)
         length = _header(scope, b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
@@ -265,7 +272,7 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
             return _error(400, [problem("$.since", "a seq (a non-negative integer)", repr(since[:40]))])
         await state.durable()
         end = state.trace_size
-        return StreamingResponse(_iterate(read_since(state.trace_path, int(since), end)),
+        return StreamingResponse(_iterate(readable_since(state, int(since), end)),
                                  media_type="application/x-ndjson")
 
     async def verify(request: Request) -> Response:
@@ -310,28 +317,25 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
     async def openapi(request: Request) -> Response:
         return _json(openapi_document())
 
-    async def k8s(request: Request) -> Response:
-        verb = request.path_params["verb"]
+    async def k8s(request: Request, verb: str) -> Response:
+        # not parse_json: the service's bounds on A3 documents would refuse valid Pods and Nodes;
+        # the extender bounds only what it reads (a3fast.service.k8s)
         try:
-            body = await read_json(request)
-        except ServiceError as exc:
-            return _error(exc.status, exc.problems)
+            data = await _body(request, config.max_body)
+        except TooLarge:
+            return _error(413, [problem("$", f"a body of at most {config.max_body} bytes", "more")])
         try:
-            return _json(await getattr(extender, verb)(body))
+            return Response(await getattr(extender, verb)(data), media_type=JSON)
+        except BadArgs as exc:
+            return _error(400, exc.problems)
         except ExtenderError as exc:
-            return _error(400, [problem("$", "ExtenderArgs", str(exc))])
+            return _error(400, [problem("$.Pod.metadata.annotations", "valid A3 requirements", str(exc))])
 
     async def k8s_filter(request: Request) -> Response:
-        request.path_params["verb"] = "filter"
-        return await k8s(request)
+        return await k8s(request, "filter")
 
     async def k8s_prioritize(request: Request) -> Response:
-        request.path_params["verb"] = "prioritize"
-        return await k8s(request)
-
-    async def k8s_bind(request: Request) -> Response:
-        request.path_params["verb"] = "bind"
-        return await k8s(request)
+        return await k8s(request, "prioritize")
 
     routes = [
         Route("/v1/agents/{name}", agent, methods=["PUT", "GET", "DELETE"]),
@@ -352,7 +356,6 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
         Route("/metrics", metrics_text, methods=["GET"]),
         Route("/k8s/filter", k8s_filter, methods=["POST"]),
         Route("/k8s/prioritize", k8s_prioritize, methods=["POST"]),
-        Route("/k8s/bind", k8s_bind, methods=["POST"]),
     ]
 
     @asynccontextmanager
@@ -367,6 +370,7 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
                 watching.cancel()
                 await asyncio.gather(watching, return_exceptions=True)
             await asyncio.shield(loading)
+            extender.close()
             if state.ready:
                 state.close()
 

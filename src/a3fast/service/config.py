@@ -28,3 +28,6 @@ class ServiceConfig:
     watch_remove_after: int = 3        # consecutive misses (404/410) that remove a card's agents
     shards: int | None = None          # serve a ShardedFleet of this many Ray actors (None: one Fleet)
     ray_address: str | None = None     # the Ray cluster the shards run on (None: a local Ray)
+    tls_cert: Path | None = None       # the server's certificate (PEM): serve HTTPS
+    tls_key: Path | None = None        # its private key (PEM)
+    tls_client_ca: Path | None = None  # CA whose client certificates /k8s/* accepts (instead of the token)

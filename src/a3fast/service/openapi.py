@@ -111,9 +111,10 @@ PATHS: dict[str, dict[str, Any]] = {
     "/readyz": {"get": {"summary": "The state is loaded (no token needed)",
                         "responses": {"200": {"description": "ready"}, "503": {"description": "still loading"}}}},
     "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text exposition format"}}}},
+    # with --tls-client-ca, /k8s/* is accepted on a verified TLS client certificate instead of the
+    # token (kube-scheduler's Extender config has no header field); there is no bind verb
     "/k8s/filter": {"post": _op("Kubernetes scheduler extender: filter", "k8s.ExtenderFilterResult", "k8s.ExtenderArgs")},
     "/k8s/prioritize": {"post": _op("Kubernetes scheduler extender: prioritize", "k8s.HostPriorityList", "k8s.ExtenderArgs")},
-    "/k8s/bind": {"post": _op("Kubernetes scheduler extender: bind", "k8s.ExtenderBindingResult", "k8s.ExtenderBindingArgs")},
 }
 
 

@@ -17,6 +17,7 @@ from ..placement import Route, RouteError
 from ..schema import parse_declaration, parse_requirements, task_kind
 from ..verify import is_valid, verify_bytes
 from . import metrics
+from .slices import readable_answer
 from .problems import ServiceError, check_bounds, from_library, parse_json, problem
 from .state import FleetConflict, ServiceState
 
@@ -156,6 +157,8 @@ class Operations:
         metrics.count_placement(p)
         self.state.maybe_snapshot()
         await self.state.durable()
+        if record == "compact":
+            lines = readable_answer(self.state, lines)
         return {"records": orjson.Fragment(records_array(lines))}
 
     @staticmethod
@@ -219,10 +222,10 @@ class Operations:
         since = _optional(body, "since", int, "a seq (integer)") or 0
         limit = _optional(body, "limit", int, "an integer from 1 to 100000") or 100_000
         await self.state.durable()
-        from .trace_reader import read_since
+        from .slices import readable_since
 
         lines = []
-        for chunk in read_since(self.state.trace_path, since, self.state.trace_size):
+        for chunk in readable_since(self.state, since, self.state.trace_size):
             lines.append(chunk)
         data = b"".join(lines)
         records = data.splitlines()[:limit]
