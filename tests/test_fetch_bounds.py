@@ -91,3 +91,17 @@ def test_rule_a_certificate_nobody_trusts_is_a_fetch_error(serve, tmp_path):
     took, done = _import_a2a(server.url, "--timeout", "1")
     assert done.returncode == 2 and "TLS failed" in done.stderr, done.stderr
 
+
+
+def test_fetch_card_works_where_an_event_loop_already_runs(serve):
+    import asyncio
+
+    card = b'{"name": "planner", "skills": [{"id": "plan-trip"}]}'
+    server = serve(sending(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                           % (len(card), card)))
+
+    async def in_a_notebook():
+        return fetch_card(server.url, Limits(timeout=2, deadline=5))
+
+    fetched = asyncio.run(in_a_notebook())
+    assert fetched.body == card and fetched.url == f"{server.url}/.well-known/agent-card.json"

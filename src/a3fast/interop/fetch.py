@@ -128,10 +128,18 @@ def card_locations(url: str) -> list[str]:
 
 def fetch_card(url: str, limits: Limits = Limits(), cache: EtagCache | None = None) -> FetchedCard:
     """The card of the agent at `url` (see the module doc), or FetchError saying why not. Runs its
-    own event loop: from a coroutine, await `fetch_card_async` instead."""
+    own event loop (in a worker thread when this thread already runs one, as a notebook does); a
+    coroutine can await `fetch_card_async` instead."""
     import asyncio
 
-    return asyncio.run(fetch_card_async(url, limits, cache))
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(fetch_card_async(url, limits, cache))
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as worker:
+        return worker.submit(lambda: asyncio.run(fetch_card_async(url, limits, cache))).result()
 
 
 async def fetch_card_async(url: str, limits: Limits = Limits(), cache: EtagCache | None = None,
