@@ -3,6 +3,7 @@ every step in a process of its own, figures that hold together, the targets it n
 from __future__ import annotations
 
 import orjson
+import pytest
 from click.testing import CliRunner
 
 from a3fast.bench import BenchConfig, render, run_bench, targets, to_pytest_benchmark
@@ -10,6 +11,7 @@ from a3fast.bench.report import _large_lines
 from a3fast.cli import main
 
 
+@pytest.mark.slow
 def test_sizes_from_large_from_take_the_large_fleet_path_and_no_scenario_cells(engine):
     config = BenchConfig(sizes=(300, 2000), engines=(engine,), large_from=2000, tasks=20, rounds=2,
                          budget_s=0.2, memory=False, extras=False)
