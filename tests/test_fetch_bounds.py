@@ -35,6 +35,7 @@ def _import_a2a(url: str, *args: str) -> tuple[float, subprocess.CompletedProces
     return time.monotonic() - started, done
 
 
+@pytest.mark.slow  # 2 s or more: a deadline waited out, a subprocess, or a page rendered
 def test_rule_one_deadline_bounds_a_server_dripping_its_response_head(serve):
     import httpx  # noqa: F401  (imported before the clock starts)
 
@@ -45,6 +46,7 @@ def test_rule_one_deadline_bounds_a_server_dripping_its_response_head(serve):
     assert took < 2 + 1.0, took
 
 
+@pytest.mark.slow  # 2 s or more: a deadline waited out, a subprocess, or a page rendered
 def test_rule_import_a2a_is_cut_off_at_the_deadline_of_its_timeout_and_exits_2(serve):
     server = serve(dripping)
     refused = serve(lambda conn, srv: None)
@@ -83,6 +85,7 @@ def test_rule_every_client_exception_is_a_fetch_error(serve, answer, message):
     assert message in caught.value.message, caught.value.message
 
 
+@pytest.mark.slow  # 2 s or more: a deadline waited out, a subprocess, or a page rendered
 def test_rule_a_certificate_nobody_trusts_is_a_fetch_error(serve, tmp_path):
     server = serve(sending(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"), tls=self_signed_context(tmp_path))
     with pytest.raises(FetchError) as caught:

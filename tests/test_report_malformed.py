@@ -54,6 +54,7 @@ MALFORMED = [
 ]
 
 
+@pytest.mark.slow  # 2 s or more: a deadline waited out, a subprocess, or a page rendered
 @pytest.mark.parametrize("kind, path, value", MALFORMED, ids=lambda v: repr(v)[:40])
 def test_rule_a_malformed_placement_is_an_e_structure_finding_on_the_page(records, tmp_path, kind, path, value):
     bad, seq = _with(records, kind, path, value)
@@ -86,6 +87,7 @@ def _paths(value, prefix=()):
             yield from _paths(inner, prefix + (i,))
 
 
+@pytest.mark.slow  # 2 s or more: a deadline waited out, a subprocess, or a page rendered
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(data=st.data())

@@ -31,6 +31,7 @@ def _metric(text: str, name: str, source: str) -> float | None:
     return next((float(line[len(prefix):]) for line in text.splitlines() if line.startswith(prefix)), None)
 
 
+@pytest.mark.slow  # 2 s or more: a deadline waited out, a subprocess, or a page rendered
 def test_rule_a_dripping_source_delays_no_other_and_every_error_shows(hostile, cards, tmp_path):
     from prometheus_client import generate_latest
 
@@ -77,6 +78,7 @@ def test_rule_a_dripping_source_delays_no_other_and_every_error_shows(hostile, c
     assert "a3fast_watch_running 0.0" in text
 
 
+@pytest.mark.slow  # 2 s or more: a deadline waited out, a subprocess, or a page rendered
 def test_rule_under_serve_the_healthy_card_is_checked_while_another_drips(hostile, cards, tmp_path):
     drip, js = hostile
     CardHandler.cards["planner"] = card("plan-trip")
