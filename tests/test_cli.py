@@ -128,7 +128,9 @@ def test_name_conflict_across_namespaces(files):
     fleet.write_bytes(b"\n".join(orjson.dumps(d) for d in (SUMMARISER, other)))
     result = run("place", "--fleet", str(fleet), "--requirements", req)
     assert result.exit_code == 2
-    assert result.stderr.startswith(f"a3fast: {fleet}: line 2: agent name 'summariser' is already used in namespace 'support'")
+    # named as the fleet's bulk reader names it (Fleet.load_jsonl): the line, the path, both namespaces
+    assert result.stderr == (f"a3fast: {fleet}: line 2: $.agent.namespace: expected 'support', the namespace "
+                             f"that holds the name 'summariser' in this fleet (one scheduling domain), found 'billing'\n")
 
 
 def test_invalid_requirements(files):

@@ -8,6 +8,7 @@ import json
 import ssl
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -137,6 +138,25 @@ def test_v1_keeps_the_token_and_probes_need_neither(tls_server, pki):
     assert plain.get(tls_server.url + "/v1/agents", headers={"Authorization": "Bearer s3cret"}).status_code == 200
     assert plain.get(tls_server.url + "/healthz").status_code == 200
     assert plain.get(tls_server.url + "/readyz").status_code == 200
+
+
+@pytest.mark.parametrize("client_ca", [True, False], ids=["client certificates", "server certificate only"])
+def test_a_tls_server_stops_at_once_while_idle_clients_keep_their_connections(pki, client_ca):
+    # an idle TLS peer never sends close_notify: the stop must not wait for it (30 s by default)
+    args = ["--tls-cert", pki["server"][0], "--tls-key", pki["server"][1]]
+    if client_ca:
+        args += ["--tls-client-ca", pki["ca"]]
+    s = Server(*args, ready=False)
+    s.client = httpx.Client(base_url=s.url, verify=ssl.create_default_context(cafile=pki["ca"]), timeout=10.0)
+    s.wait_ready()
+    idle = [_client(pki, "client" if client_ca else None) for _ in range(3)]
+    for c in idle:
+        assert c.get(s.url + "/healthz").status_code == 200
+    started = time.monotonic()
+    assert s.stop() == 0
+    assert time.monotonic() - started < 10
+    for c in idle:
+        c.close()
 
 
 def test_tls_flags_that_do_not_fit_are_exit_2(pki, tmp_path):

@@ -23,6 +23,7 @@ from .schema import Capability, Declaration, Requirements, parse_declaration, pa
 from .verify import Finding, verify, verify_file
 from .trace import TraceError, TraceWriter, read_records
 from . import workload
+from .replay import Verdict, replay  # the function, as with verify above
 
 if TYPE_CHECKING:
     from .authority import admit
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["ENGINE", "NATIVE_AVAILABLE", "available_engines", "A3Error", "FleetError", "Problem",
            "SchemaError", "SnapshotError", "Capability", "Declaration", "Requirements", "parse_declaration",
            "parse_requirements", "Fleet", "Placement", "Route", "verify", "verify_file", "Finding", "admit",
-           "TraceWriter", "TraceError", "read_records", "workload"]
+           "TraceWriter", "TraceError", "read_records", "workload", "replay", "Verdict"]
 
 
 def __getattr__(name: str) -> Any:

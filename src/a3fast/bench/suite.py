@@ -25,6 +25,7 @@ from .authority import bench_resolve
 from .baselines import BASELINES
 from .compact import bench_compact
 from .embedding import bench_embedding
+from .replay import bench_replay
 from .harness import Cell, measure_cells, time_each
 from .k8s import bench_k8s
 from .subjects import SCENARIOS, EngineSubject, Subject, build_subjects
@@ -38,6 +39,7 @@ EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
     ("skill resolution (authority)", bench_resolve),
     ("explanations at fleet scale (compact trace, cache)", bench_compact),
     ("embedding (the README's flow: 10,000 agents, 1,000 tasks, compact trace, verify)", bench_embedding),
+    ("replay (compact trace at 1,000 agents, a clearance revoked)", bench_replay),
     ("Kubernetes extender, 5,000 nodes (a3fast serve over HTTP)", bench_k8s),
 )
 
@@ -57,6 +59,8 @@ class BenchConfig:
     quick: bool = False
     #: sizes from this many agents are measured as large fleets (bench.large), not per scenario
     large_from: int = 1_000_000
+    #: runs of the `place` and `serve` processes per large size (medians; 0 leaves them out)
+    shell_runs: int = 3
 
     @property
     def standard_sizes(self) -> tuple[int, ...]:
@@ -157,7 +161,8 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
 
         progress(f"{size:,} agents: JSON Lines, a placement, snapshot save and load (processes of their own)")
         report.large[size] = bench_large(size, engine, tasks=config.tasks, seed=config.seed,
-                                         rounds=config.rounds, budget_s=config.budget_s)
+                                         rounds=config.rounds, budget_s=config.budget_s,
+                                         shell_runs=config.shell_runs)
     if config.memory and config.standard_sizes:
         from .memory import measure
 

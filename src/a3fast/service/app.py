@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from ..document_reader import LINES, iter_documents
 from ..errors import SchemaError
 from ..verify import verify_bytes
 from . import metrics
@@ -33,6 +34,7 @@ from .openapi import openapi_document
 from .operations import Operations, verify_result
 from .journal import JournalFailed
 from .problems import ServiceError, from_library, journal_failed, parse_json, problem
+from .replay_route import replay_endpoint
 from .sharded import ShardError, fleet_factory, shard_unavailable
 from .state import ServiceState, StateError
 from .tls import verified_client
@@ -204,15 +206,16 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
             data = await _body(request, config.max_body)
         except TooLarge:
             return _error(413, [problem("$", f"a body of at most {config.max_body} bytes", "more")])
-        docs, lines, problems = [], [], []
-        for number, line in enumerate(data.split(b"\n"), 1):
-            if not line.strip():
-                continue
-            try:
-                docs.append(parse_json(line))
-                lines.append(number)
-            except SchemaError as exc:
-                problems.extend(from_library(exc, line=number).problems)
+        docs: list[Any] = []
+        lines: list[int] = []
+        problems: list[dict[str, Any]] = []
+        for item in iter_documents(data, form=LINES, decode=parse_json):
+            assert item.line is not None  # JSON Lines: every document has its line
+            if item.problems:
+                problems.extend(from_library(SchemaError(list(item.problems)), line=item.line).problems)
+            else:
+                docs.append(item.value)
+                lines.append(item.line)
         try:
             return _json(await ops.put_agents({"declarations": docs}, lines, problems))
         except ServiceError as exc:
@@ -347,6 +350,7 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
         Route("/v1/sessions/{session}/{agent}", session, methods=["PUT", "DELETE"]),
         Route("/v1/trace", trace, methods=["GET"]),
         Route("/v1/verify", verify, methods=["POST"]),
+        Route("/v1/replay", replay_endpoint(state, config.max_body), methods=["POST"]),
         Route("/v1/watch", watch, methods=["GET"]),
         Route("/ui", ui, methods=["GET"]),
         Route("/ui/data", ui_data, methods=["GET"]),
@@ -434,27 +438,21 @@ def _open(state: ServiceState, config: ServiceConfig, app) -> None:
 
 def seed_fleet(state: ServiceState, config: ServiceConfig) -> None:
     """Declarations of --fleet, added when the state holds no agent yet (a restart keeps what the
-    state holds)."""
-    if state.order:
+    state holds). A plain fleet is read by the fleet's bulk reader in one pass and handed to the
+    state whole; a sharded one takes the declarations through `put_agents`. SchemaError names
+    every problem by line (or index) and JSON path; nothing is added then."""
+    if state.order or config.fleet is None:
         return
-    from ..schema import parse_declaration, loads
+    from ..document_reader import load_fleet, read_declarations
 
-    if config.fleet is None:
+    name = str(config.fleet)
+    if not state.sharded:
+        state.seed(load_fleet(config.fleet, state.engine, name=name))
         return
-    data = config.fleet.read_bytes()
-    text = data.lstrip()
-    docs = loads(data, str(config.fleet)) if text[:1] == b"[" else [
-        loads(line, f"{config.fleet} line {n}") for n, line in enumerate(data.splitlines(), 1) if line.strip()]
-    problems = []
-    decls = []
-    for k, doc in enumerate(docs):
-        try:
-            decls.append(parse_declaration(doc))
-        except SchemaError as exc:
-            problems.extend(exc.with_source(f"{config.fleet} [{k}]").problems)
+    parsed, problems = read_declarations(config.fleet)
     if problems:
-        raise SchemaError(problems, str(config.fleet))
-    state.put_agents(decls)
+        raise SchemaError(problems, name)
+    state.put_agents([decl for _, decl in parsed])
     if state.journal is not None:
         state.journal.sync()
 

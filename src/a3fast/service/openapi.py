@@ -98,6 +98,11 @@ PATHS: dict[str, dict[str, Any]] = {
                             "requestBody": {"required": True, "content": {
                                 "application/x-ndjson": {"schema": {"type": "string"}},
                                 "application/json": {"schema": {"type": "array", "items": _ref("record")}}}}}},
+    "/v1/replay": {"post": _op("Place a trace's tasks again (posted, or `since` a seq of the service's own) on a copy of the "
+                               "served fleet or on posted declarations: which decisions would change, and why",
+                               "replay.response", "replay.request",
+                               {"422": _answer("error", "a trace whose placements cannot be replayed"),
+                                "503": _answer("error", "the replay ran past its time bound")})},
     "/v1/watch": {"get": _op("The watched Agent Cards (--watch-cards) and MCP servers (--watch-mcp): each one's agents, last fetch, last "
                              "change and last error", "watch.response")},
     "/ui": {"get": {"summary": "The live report of the service's trace (HTML; reloads itself as placements happen)",

@@ -39,14 +39,17 @@ def _with_peer(app, tls: dict[str, Any]):
     return asgi
 
 
-def _protocol_class():
+def _protocol_class(peer_certificates: bool):
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    class PeerCertificateProtocol(AutoHTTPProtocol):  # type: ignore[valid-type, misc]
-        """The HTTP protocol of uvicorn, with the connection's client certificate in each scope."""
+    class TLSProtocol(AutoHTTPProtocol):  # type: ignore[valid-type, misc]
+        """The HTTP protocol of uvicorn over TLS: with `peer_certificates`, the connection's client
+        certificate in each scope; and a stop that does not wait on idle peers."""
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
+            if not peer_certificates:
+                return
             cert = transport.get_extra_info("peercert")
             # with CERT_OPTIONAL, a certificate that is presented and does not verify ends the
             # handshake before this is called: a certificate here is a verified one
@@ -54,14 +57,25 @@ def _protocol_class():
                    "client_cert_error": None if cert else NO_CERTIFICATE}
             # the protocol answers each request of this connection with `self.app`
             setattr(self, "app", _with_peer(getattr(self, "app"), tls))
-    return PeerCertificateProtocol
+
+        def shutdown(self) -> None:
+            # A TLS close waits up to 30 s for the peer's close_notify, which an idle keep-alive
+            # peer (kube-scheduler's connection pool, a probe's client) never sends: a stopping
+            # server would hang that long. An idle connection is dropped instead; one with a
+            # request under way is answered first, as uvicorn does.
+            idle = self.cycle is None or self.cycle.response_complete
+            super().shutdown()
+            if idle:
+                self.transport.abort()
+    return TLSProtocol
 
 
 def uvicorn_options(cert: str | None, key: str | None, client_ca: str | None) -> dict[str, Any]:
     """uvicorn.Config keyword arguments for these files ({} without TLS)."""
     if cert is None:
         return {}
-    options: dict[str, Any] = {"ssl_certfile": cert, "ssl_keyfile": key}
+    options: dict[str, Any] = {"ssl_certfile": cert, "ssl_keyfile": key,
+                               "http": _protocol_class(peer_certificates=client_ca is not None)}
     if client_ca is not None:
-        options.update(ssl_ca_certs=client_ca, ssl_cert_reqs=ssl.CERT_OPTIONAL, http=_protocol_class())
+        options.update(ssl_ca_certs=client_ca, ssl_cert_reqs=ssl.CERT_OPTIONAL)
     return options

@@ -1,0 +1,85 @@
+"""Replaying a trace, measured end to end: 100,000 compact placements recorded at 1,000 agents,
+read, placed again on a fleet with a clearance revoked, compared, and the changes written — beside
+the time to only read the same trace (every line decoded by orjson) in the same run."""
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..engines import ENGINE
+from ..fleet import Fleet
+from ..replay import ReplaySummary, run_replay
+from ..trace import TraceWriter
+from ..workload import generate_fleet, generate_tasks
+
+__all__ = ["bench_replay", "REVOKED"]
+
+#: The clearance the replay's new fleet no longer grants (held by about 3% of the standard fleet).
+REVOKED = "orders.issue"
+
+
+def _record(path: Path, agents: int, placements: int, engine: str) -> list[dict[str, Any]]:
+    """Write the compact trace of `placements` tasks of the standard workload; returns the fleet."""
+    declarations = generate_fleet(agents, 0)
+    fleet = Fleet(engine=engine)
+    fleet.extend(declarations)
+    with open(path, "wb") as fh:
+        writer = TraceWriter(fh, form="compact")
+        for task in generate_tasks(declarations, placements, 0):
+            writer.write(fleet.place(task))
+    return declarations
+
+
+def _read_only(path: Path) -> int:
+    lines = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            orjson.loads(line)
+            lines += 1
+    return lines
+
+
+def _replay_once(path: Path, fleet: Fleet, out: Path) -> ReplaySummary:
+    """What `a3fast replay TRACE --fleet NEW -o OUT` does once the fleet is loaded."""
+    with open(out, "wb") as fh:
+        return run_replay(path, fleet, changes=fh, copy=False)[0]
+
+
+def bench_replay(agents: int = 1_000, placements: int = 100_000, repeat: int = 3, *, quick: bool = False,
+                 engine: str | None = None) -> dict[str, Any]:
+    """Median seconds (wall and this process's CPU) to replay the trace end to end and to only read
+    it, interleaved."""
+    if quick:
+        placements, repeat = 2_000, 1
+    engine = engine or ENGINE
+    with tempfile.TemporaryDirectory(prefix="a3fast-bench-replay.") as tmp:
+        trace, changes = Path(tmp) / "trace.jsonl", Path(tmp) / "changes.jsonl"
+        declarations = _record(trace, agents, placements, engine)
+        revoked = [{**d, "clearances": [c for c in d["clearances"] if c != REVOKED]} for d in declarations]
+        read_s, replay_s, read_cpu, replay_cpu = [], [], [], []
+        summary = ReplaySummary()
+        for _ in range(repeat):
+            started, cpu = time.perf_counter(), time.process_time()
+            _read_only(trace)
+            read_s.append(time.perf_counter() - started)
+            read_cpu.append(time.process_time() - cpu)
+            new = Fleet(engine=engine)     # a fresh fleet each round: a replay holds sessions on it
+            new.extend(revoked)
+            started, cpu = time.perf_counter(), time.process_time()
+            summary = _replay_once(trace, new, changes)
+            replay_s.append(time.perf_counter() - started)
+            replay_cpu.append(time.process_time() - cpu)
+        size = os.path.getsize(trace)
+    replay_median, read_median = statistics.median(replay_s), statistics.median(read_s)
+    return {"engine": engine, "agents": agents, "placements": summary.placements, "trace_mb": size / 1e6,
+            "changed": summary.changed, "replay_s": replay_median, "read_only_s": read_median,
+            "replay_over_read": replay_median / read_median,
+            # CPU seconds of this process: what the work costs when other processes share the cores
+            "replay_cpu_s": statistics.median(replay_cpu), "read_only_cpu_s": statistics.median(read_cpu),
+            "replay_us_per_placement": replay_median / max(summary.placements, 1) * 1e6}

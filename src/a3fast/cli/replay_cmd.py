@@ -1,0 +1,226 @@
+"""`a3fast replay`: place every task of a trace again on a changed fleet or policy, and say which
+decisions would change and why.
+
+Exit codes: 0 within the `--fail-on` thresholds (or none given), 1 beyond one of them, 2 bad input.
+`--json` prints one object: `{"trace", "fleet", "summary": {placements, changed, kinds, predicates,
+components, agents_lost, agents_gained}, "thresholds": [{rule, measured, exceeded}], "changes":
+[verdict, ...]}` (the first `--show` changed placements; `-o` writes every one as JSON Lines).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_outputs, check_outputs, json_option, output_option
+
+#: Changed placements kept for the page and the terminal (every one is written with -o).
+KEPT = 1_000
+
+
+@click.command()
+@click.argument("trace")
+@click.option("--fleet", "fleet_path", required=True, metavar="NEW",
+              help="The changed fleet: declarations (JSON Lines or a JSON array) or a snapshot (Fleet.save).")
+@click.option("--weights", default=None, metavar="W",
+              help="Scoring weights: four numbers (affinity,success_rate,cost,substantiated) or NAME=VALUE pairs.")
+@click.option("--route", "route_path", default=None, metavar="FILE",
+              help='A route {"name", "adds"} applied to every task on top of what it was recorded with.')
+@output_option("Every changed placement as JSON Lines, one verdict a line (replaced atomically).", aliases=())
+@click.option("--report", "report_path", default=None, metavar="FILE",
+              help="The replay as one self-contained HTML page (replaced atomically).")
+@json_option("One JSON object: summary, thresholds and the changes shown (shape: `a3fast.cli.replay_cmd`).")
+@click.option("--fail-on", "fail_on", default=None, metavar="RULES",
+              help="Exit 1 beyond any of these, e.g. 'moved>1%,unschedulable>0' "
+                   "(kinds: same, moved, unschedulable, schedulable, still_rejected, changed).")
+@click.option("--show", type=click.IntRange(0), default=10, show_default=True, metavar="N",
+              help="Changed placements shown in detail (terminal and --json).")
+@click.option("--engine", type=click.Choice(["native", "pure"]), default=None)
+def replay(trace, fleet_path, weights, route_path, output, report_path, as_json, fail_on, show, engine):
+    """Replay TRACE (spec or compact) against the fleet NEW and show every decision that would change."""
+    from ..replay import ReplayError, parse_thresholds, parse_weights, run_replay
+
+    thresholds = []
+    if fail_on is not None:
+        try:
+            thresholds = parse_thresholds(fail_on)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+    if output == "-" and as_json:
+        raise BadInput("-o - and --json would both go to standard output; give the changes a file")
+    if report_path == "-":
+        raise BadInput("--report needs a file: the page is not written to standard output")
+    if trace != "-" and not Path(trace).is_file():
+        raise BadInput(f"{trace}: cannot read: {'no such file' if not Path(trace).exists() else 'not a file'}")
+    files = [p for p in (output, report_path) if p is not None and p != "-"]
+    check_outputs(files)
+    for path in files:
+        if trace != "-" and Path(path).resolve() == Path(trace).resolve():
+            raise BadInput(f"{path}: an output must not replace the trace it reads")
+    route = _route(route_path) if route_path is not None else None
+    fleet = _fleet(fleet_path, engine)
+    source: Any = trace
+    if trace == "-":
+        source = sys.stdin.buffer.read()
+
+    targets = [output] if output is not None else []
+    if report_path is not None:
+        targets.append(report_path)
+    try:
+        parse_weights(weights, fleet.weights)   # checked before any output is begun
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    with atomic_outputs(targets) as streams:
+        try:
+            summary, kept = run_replay(source, fleet, changes=streams[0] if output is not None else None,
+                                       keep=KEPT, weights=weights, route=route, copy=False)
+        except ReplayError as exc:
+            raise BadInput(f"{trace if trace != '-' else 'standard input'}: {exc}") from None
+        if report_path is not None:
+            from ..report.replay_page import render_replay
+
+            policy = _policy(weights, route)
+            html = render_replay(summary, kept, trace=Path(trace).name if trace != "-" else "standard input",
+                                 fleet=Path(fleet_path).name, policy=policy, thresholds=thresholds)
+            streams[-1].write(html.encode("utf-8"))
+
+    exceeded = [t for t in thresholds if t.exceeded(summary)]
+    if as_json:
+        click.echo(_dumps({"trace": trace, "fleet": fleet_path, "summary": summary.to_dict(),
+                           "thresholds": [_threshold_json(t, summary) for t in thresholds],
+                           "changes": [v.to_dict() for v in kept[:show]]}).decode())
+    else:
+        echo = (lambda line: click.echo(line, err=True)) if output == "-" else click.echo
+        for line in summary_lines(summary, kept[:show], trace, fleet_path, thresholds):
+            echo(line)
+    sys.exit(EXIT_NEGATIVE if exceeded else EXIT_OK)
+
+
+def _threshold_json(threshold: Any, summary: Any) -> dict[str, Any]:
+    return {"rule": str(threshold), "measured": threshold.measured(summary),
+            "exceeded": threshold.exceeded(summary)}
+
+
+def _policy(weights: str | None, route: Any) -> str:
+    parts = []
+    if weights is not None:
+        parts.append(f"weights {weights}")
+    if route is not None:
+        parts.append(f"route {route.name}")
+    return ", ".join(parts)
+
+
+def summary_lines(summary: Any, shown: list[Any], trace: str, fleet: str, thresholds: list[Any]) -> list[str]:
+    """The terminal summary: totals per kind, what lies behind most changes, and the first changes
+    with their before/after funnels."""
+    from ..replay import KINDS
+
+    n = summary.placements
+    lines = [f"replayed {n:,} placements of {trace} against {fleet}: "
+             f"{summary.changed:,} would change ({100 * summary.share('changed'):.2f}%)"]
+    labels = {"same": "same agent", "moved": "another agent", "unschedulable": "newly unschedulable",
+              "schedulable": "newly schedulable", "still_rejected": "rejected as before"}
+    for kind in KINDS:
+        lines.append(f"  {labels[kind]:<20} {summary.kinds[kind]:>9,}")
+    if summary.predicates:
+        lines.append("behind most changes: " + ", ".join(f"{p} ({c:,})" for p, c in summary.predicates.most_common(5)))
+    if summary.components:
+        lines.append("deciding score components: " + ", ".join(f"{p} ({c:,})" for p, c in summary.components.most_common(4)))
+    if summary.lost:
+        lines.append("agents losing placements: " + ", ".join(f"{a} ({c:,})" for a, c in summary.lost.most_common(5)))
+    if summary.gained:
+        lines.append("agents gaining placements: " + ", ".join(f"{a} ({c:,})" for a, c in summary.gained.most_common(5)))
+    if shown:
+        more = f" (the first {len(shown)}; -o FILE writes all {summary.changed:,})" if len(shown) < summary.changed else ""
+        lines.append(f"changes{more}:")
+    for v in shown:
+        lines.append(f"  seq {v.seq} {v.kind}: {v.before or 'rejected'} -> {v.after or 'rejected'}: {v.why()}")
+        lines += _funnel_lines(v)
+    for t in thresholds:
+        measured = t.measured(summary)
+        value = f"{measured:.2f}%" if t.percent else f"{measured:,.0f}"
+        lines.append(f"fail-on {t}: {value}, {'beyond' if t.exceeded(summary) else 'within'}")
+    return lines
+
+
+def _funnel_lines(v: Any) -> list[str]:
+    """The before/after funnel side by side: reached and removed per predicate."""
+    after = v.funnel_after
+    before = v.funnel_before
+    if after is None:
+        return []
+    rows = {c.predicate: [c, None] for c in (before.predicates if before else ())}
+    for c in after.predicates:
+        rows.setdefault(c.predicate, [None, None])[1] = c
+    width = max([len(p) for p in rows] + [9])
+    out = [f"    {'predicate'.ljust(width)}  {'before reached/removed':>22}  {'after reached/removed':>22}"]
+    for predicate, (b, a) in rows.items():
+        left = f"{b.reached:,}/{b.removed:,}" if b is not None else "-"
+        right = f"{a.reached:,}/{a.removed:,}" if a is not None else "-"
+        out.append(f"    {predicate.ljust(width)}  {left:>22}  {right:>22}")
+    out.append(f"    {'eligible'.ljust(width)}  {(str(before.eligible) if before else '-'):>22}  {after.eligible:>22,}")
+    return out
+
+
+def _dumps(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        import json
+
+        return json.dumps(value).encode()
+
+
+def _fleet(path: str, engine: str | None) -> Any:
+    """The new fleet: a snapshot (`Fleet.save`), or declarations as a JSON array or JSON Lines, read
+    in bulk as `a3fast place` reads a fleet."""
+    from ..errors import SnapshotError
+    from ..fleet import Fleet
+    from ..snapshot import MAGIC
+    from .fleet_input import load_fleet
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(MAGIC))
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if head == MAGIC:
+        try:
+            return Fleet.load(path, engine=engine)
+        except SnapshotError as exc:
+            raise BadInput(str(exc) if str(exc).startswith(path) else f"{path}: {exc}") from None
+    return load_fleet(path, engine)
+
+
+def _route(path: str) -> Any:
+    """A route file: {"name": ..., "adds": {...}}."""
+    from ..placement import Route, RouteError
+    from .common import read_json
+
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise BadInput(f"{path}: $: expected a route {{\"name\", \"adds\"}}, found {type(doc).__name__}")
+    unknown = [k for k in doc if k not in ("name", "adds")]
+    if unknown:
+        raise BadInput(f"{path}: $.{unknown[0]}: expected only 'name' and 'adds' in a route, found {unknown[0]!r}")
+    if not isinstance(doc.get("name"), str) or not doc.get("name"):
+        raise BadInput(f"{path}: $.name: expected the route's name (a non-empty string), found {doc.get('name')!r}")
+    adds = doc.get("adds")
+    if not isinstance(adds, dict) or not adds:
+        raise BadInput(f"{path}: $.adds: expected an object of requirements the route adds, found {adds!r}")
+    try:
+        route = Route(doc["name"], adds)
+        from ..schema import parse_requirements
+
+        parse_requirements({"v": "1.0", **adds})  # what it adds must itself be §4 requirements
+    except RouteError as exc:
+        raise BadInput(f"{path}: {exc}") from None
+    except Exception as exc:  # SchemaError: name the path inside adds
+        problems = getattr(exc, "problems", None)
+        if problems:
+            raise BadInput([f"{path}: $.adds{p.path[1:]}: expected {p.expected}, found {p.found}" for p in problems]) from None
+        raise
+    return route

@@ -1,0 +1,37 @@
+"""The replay page: what would change if a trace's tasks were placed again on another fleet, as one
+self-contained HTML file in the report's style (no script: every part is rendered on the server)."""
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, Sequence
+
+from markupsafe import Markup
+
+from .. import __version__
+from .views import asset, env
+
+__all__ = ["render_replay", "CHANGES_LISTED", "RANKED"]
+
+#: Changed placements shown in detail at most (all are counted).
+CHANGES_LISTED = 1_000
+#: Rows of each "behind most changes" table.
+RANKED = 10
+
+
+def render_replay(summary: Any, changes: Sequence[Any], *, trace: str, fleet: str, policy: str = "",
+                  thresholds: Sequence[Any] = ()) -> str:
+    """The page of a replay: `summary` a ReplaySummary, `changes` the changed Verdicts to show (the
+    first CHANGES_LISTED are), `thresholds` the --fail-on rules checked."""
+    return env().get_template("replay.html.j2").render(
+        s=summary, changes=list(changes)[:CHANGES_LISTED], trace=trace, fleet=fleet, policy=policy,
+        predicates=summary.predicates.most_common(RANKED), components=summary.components.most_common(RANKED),
+        lost=summary.lost.most_common(RANKED), gained=summary.gained.most_common(RANKED),
+        thresholds=[{"rule": str(t), "measured": _measured(t, summary), "exceeded": t.exceeded(summary)}
+                    for t in thresholds],
+        css=Markup(asset("report.css")), version=__version__,
+        generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+
+
+def _measured(threshold: Any, summary: Any) -> str:
+    value = threshold.measured(summary)
+    return f"{value:.2f}%" if threshold.percent else f"{value:,.0f}"

@@ -1,0 +1,205 @@
+"""POST /v1/replay: the tasks of a trace placed again on the served fleet (or a posted one), and
+which decisions would change and why — `a3fast replay` over HTTP.
+
+The body is `{"trace": [records]}` or `{"since": N, "until": M}` (a range of the service's own
+trace), with optional `fleet` (declarations; default: a copy of the served fleet, outcomes and
+sessions included), `weights`, `route`, `fail_on` and `show`. The replay runs on a worker thread
+(the event loop keeps answering), on a copy of the fleet (the served fleet is never changed), and is
+bounded: the body by --max-body, the work by REPLAY_TIMEOUT_S and REPLAY_MAX_PLACEMENTS (503 and
+413 beyond them, with nothing half-answered).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..errors import SchemaError
+from ..placement import Route, RouteError
+from ..replay import ReplayError, ReplaySummary, copy_fleet, parse_thresholds, parse_weights, run_replay
+from ..schema import parse_declaration
+from .problems import ServiceError, from_library, parse_json, problem
+
+__all__ = ["replay_endpoint", "REPLAY_TIMEOUT_S", "REPLAY_MAX_PLACEMENTS", "SHOW_MAX"]
+
+#: Longest a replay may run before the request is answered 503 (the work stops there).
+REPLAY_TIMEOUT_S = 60.0
+#: Most placements one request may replay (a `since` range of a long trace is bounded by this).
+REPLAY_MAX_PLACEMENTS = 1_000_000
+#: Most changed placements one answer lists in detail (all are counted).
+SHOW_MAX = 1_000
+_FIELDS = ("trace", "since", "until", "fleet", "weights", "route", "fail_on", "show")
+
+
+class _Stopped(Exception):
+    def __init__(self, status: int, found: str, expected: str):
+        super().__init__(found)
+        self.status, self.found, self.expected = status, found, expected
+
+
+def replay_endpoint(state: Any, max_body: int) -> Callable[[Request], Any]:
+    """The Starlette endpoint of POST /v1/replay for a service `state`."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            body = await _read(request, max_body)
+            request_fields = _fields(body)
+            source = request_fields.pop("source")
+            if source is None:      # a range of the service's own trace, as far as it is durable
+                await state.durable()
+                end = state.trace_size
+                since = request_fields["since"]
+                from .slices import readable_since
+
+                # a slice whose compact records carry the fleet snapshots they name, so that a
+                # changed placement's recorded funnel can be read however late the range starts
+                # (made here, on the event loop, which owns the encoder whose snapshot it asks for;
+                # the chunks themselves are read on the worker thread)
+                source = _Range(readable_since(state, since, end))
+            loop = asyncio.get_running_loop()
+            answer = await loop.run_in_executor(None, _run, state, source, request_fields)
+        except ServiceError as exc:
+            return Response(orjson.dumps({"problems": exc.problems}), status_code=exc.status,
+                            media_type="application/json")
+        return Response(answer, media_type="application/json")
+
+    return endpoint
+
+
+class _Range:
+    """The chunks of a range of the service's trace (an iterator, read on the worker thread)."""
+
+    def __init__(self, chunks: Any):
+        self.chunks = chunks
+
+
+async def _read(request: Request, limit: int) -> Any:
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ServiceError(413, [problem("$", f"a body of at most {limit} bytes", "more")])
+        chunks.append(chunk)
+    try:
+        return parse_json(b"".join(chunks))
+    except SchemaError as exc:
+        raise from_library(exc) from None
+
+
+def _fields(body: Any) -> dict[str, Any]:
+    """The request's fields checked for shape; every problem named by its path."""
+    if not isinstance(body, dict):
+        raise ServiceError(400, [problem("$", "an object {trace | since, fleet?, weights?, route?, fail_on?, show?}",
+                                         type(body).__name__)])
+    problems = [problem(f"$.{k}", f"one of {', '.join(_FIELDS)}", repr(k)) for k in body if k not in _FIELDS]
+    trace = body.get("trace")
+    if trace is not None and not isinstance(trace, list):
+        problems.append(problem("$.trace", "an array of trace records {seq, kind, content}", type(trace).__name__))
+    if trace is not None and ("since" in body or "until" in body):
+        problems.append(problem("$.since", "either a posted trace or a range of the service's trace", "both"))
+    for key in ("since", "until", "show"):
+        value = body.get(key)
+        if value is not None and (type(value) is not int or value < 0):
+            problems.append(problem(f"$.{key}", "a non-negative integer", repr(value)[:40]))
+    fleet = body.get("fleet")
+    if fleet is not None and not isinstance(fleet, list):
+        problems.append(problem("$.fleet", "an array of declarations", type(fleet).__name__))
+    thresholds = []
+    if body.get("fail_on") is not None:
+        if not isinstance(body["fail_on"], str):
+            problems.append(problem("$.fail_on", "rules like 'moved>1%,unschedulable>0'", repr(body["fail_on"])[:40]))
+        else:
+            try:
+                thresholds = parse_thresholds(body["fail_on"])
+            except ValueError as exc:
+                problems.append(problem("$.fail_on", "rules like 'moved>1%,unschedulable>0'", str(exc)))
+    weights = body.get("weights")
+    if weights is not None:
+        try:
+            parse_weights(weights, (0.0, 0.0, 0.0, 0.0))
+        except ValueError as exc:
+            problems.append(problem("$.weights", "four numbers, or an object of components", str(exc)))
+    route = None
+    if body.get("route") is not None:
+        raw = body["route"]
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            problems.append(problem("$.route", 'a route {"name", "adds"}', repr(raw)[:80]))
+        else:
+            try:
+                route = Route(raw["name"], raw.get("adds") or {})
+            except RouteError as exc:
+                problems.append(problem("$.route", 'a route {"name", "adds"} that adds something', str(exc)))
+    if problems:
+        raise ServiceError(400, problems)
+    show = body.get("show")
+    return {"source": trace, "since": body.get("since") or 0, "until": body.get("until"), "fleet": fleet,
+            "weights": weights, "route": route, "thresholds": thresholds,
+            "show": min(SHOW_MAX, 10 if show is None else show)}
+
+
+def _new_fleet(state: Any, declarations: list | None) -> Any:
+    """The fleet to replay on: the posted declarations (on the served fleet's engine), or a copy of
+    the served fleet (a sharded fleet cannot be copied: 501)."""
+    served = state.fleet
+    if declarations is None:
+        if not hasattr(served, "save"):
+            raise ServiceError(501, [problem("$.fleet", "declarations to replay on (the served fleet is sharded "
+                                                        "and has no snapshot to copy)", "none")])
+        return copy_fleet(served)
+    from ..fleet import Fleet
+
+    problems = []
+    parsed = []
+    for i, doc in enumerate(declarations):
+        try:
+            parsed.append(parse_declaration(doc))
+        except SchemaError as exc:
+            problems += [problem(f"$.fleet[{i}]{p.path[1:]}", p.expected, p.found) for p in exc.problems]
+    if problems:
+        raise ServiceError(400, problems)
+    fleet = Fleet(engine=getattr(served, "engine", None))
+    try:
+        fleet.extend(parsed)
+    except Exception as exc:   # FleetError: a name held by two namespaces
+        raise ServiceError(409, [problem("$.fleet", "one scheduling domain", str(exc))]) from None
+    return fleet
+
+
+def _run(state: Any, source: Any, fields: dict[str, Any]) -> bytes:
+    """The replay itself, on a worker thread: the answer's JSON bytes."""
+    started = time.monotonic()
+    fleet = _new_fleet(state, fields["fleet"])
+    records = source.chunks if isinstance(source, _Range) else source
+
+    def check(summary: ReplaySummary) -> None:
+        if summary.placements >= REPLAY_MAX_PLACEMENTS:
+            raise _Stopped(413, f"more than {REPLAY_MAX_PLACEMENTS:,} placements",
+                           f"at most {REPLAY_MAX_PLACEMENTS:,} placements per request (narrow since/until)")
+        if time.monotonic() - started > REPLAY_TIMEOUT_S:
+            raise _Stopped(503, f"still replaying after {REPLAY_TIMEOUT_S:g} s "
+                                f"({summary.placements:,} placements done)",
+                           f"a replay that finishes within {REPLAY_TIMEOUT_S:g} s (narrow since/until)")
+
+    try:
+        summary, kept = run_replay(records, fleet, keep=fields["show"], until=fields["until"], check=check,
+                                   weights=fields["weights"], route=fields["route"], copy=False)
+    except ReplayError as exc:
+        raise ServiceError(422, [problem("$.trace" if not isinstance(source, _Range) else "$.since",
+                                         "a trace whose placements can be replayed", str(exc))]) from None
+    except ValueError as exc:
+        raise ServiceError(400, [problem("$.weights", "four numbers, or an object of components", str(exc))]) from None
+    except _Stopped as exc:
+        raise ServiceError(exc.status, [problem("$", exc.expected, exc.found)]) from None
+    thresholds = fields["thresholds"]
+    return orjson.dumps({
+        "summary": summary.to_dict(),
+        "thresholds": [{"rule": str(t), "measured": t.measured(summary), "exceeded": t.exceeded(summary)}
+                       for t in thresholds],
+        "passed": not any(t.exceeded(summary) for t in thresholds),
+        "changes": [verdict.to_dict() for verdict in kept],
+        "seconds": round(time.monotonic() - started, 6),
+    })
