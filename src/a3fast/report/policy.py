@@ -37,9 +37,11 @@ class _Inline(HTMLParser):
         super().__init__(convert_charrefs=False)
         self.scripts: list[str] = []
         self.styles: list[str] = []
+        self.style_attributes = False
         self._open: list[str] | None = None
 
     def handle_starttag(self, tag, attrs):
+        self.style_attributes = self.style_attributes or any(name == "style" for name, _ in attrs)
         if tag == "script":
             kind = (dict(attrs).get("type") or "").strip().lower()
             runs = kind in ("", "text/javascript", "module", "application/javascript")
@@ -60,18 +62,28 @@ class _Inline(HTMLParser):
 
 def inline_sources(html: str) -> tuple[list[str], list[str]]:
     """The text of each inline script that runs, and of each style element, in page order."""
-    parser = _Inline()
-    parser.feed(html)
-    parser.close()
+    parser = _parsed(html)
     return parser.scripts, parser.styles
 
 
-def page_policy(scripts: list[str], styles: list[str], *, connect_self: bool = False) -> str:
+def _parsed(html: str) -> _Inline:
+    parser = _Inline()
+    parser.feed(html)
+    parser.close()
+    return parser
+
+
+def page_policy(scripts: list[str], styles: list[str], *, connect_self: bool = False,
+                style_attributes: bool = False) -> str:
     """The policy allowing exactly these inline scripts and styles, images from data: URLs, and
-    (for the live page) requests to its own origin."""
+    (for the live page) requests to its own origin. `style_attributes` allows `style="..."`
+    attributes (a page drawing bars by width): they can carry no script, and with every fetch
+    forbidden no CSS in them can send anything anywhere."""
     script_src = " ".join(dict.fromkeys(source_hash(s) for s in scripts)) or "'none'"
     style_src = " ".join(dict.fromkeys(source_hash(s) for s in styles)) or "'none'"
     parts = ["default-src 'none'", f"script-src {script_src}", f"style-src {style_src}", "img-src data:"]
+    if style_attributes:
+        parts.insert(3, "style-src-attr 'unsafe-inline'")
     if connect_self:
         parts.append("connect-src 'self'")
     return "; ".join(parts)
@@ -79,9 +91,10 @@ def page_policy(scripts: list[str], styles: list[str], *, connect_self: bool = F
 
 def with_policy(html: str, *, connect_self: bool = False) -> str:
     """The page with its policy (in place of the template's placeholder, or of the policy it holds)
-    computed from the inline scripts and styles it now has."""
-    scripts, styles = inline_sources(html)
-    policy = page_policy(scripts, styles, connect_self=connect_self)
+    computed from the inline scripts, styles and style attributes it now has."""
+    parsed = _parsed(html)
+    policy = page_policy(parsed.scripts, parsed.styles, connect_self=connect_self,
+                         style_attributes=parsed.style_attributes)
     start = html.find(_META)
     if start < 0:
         raise ValueError("the page has no Content-Security-Policy meta element")
