@@ -91,6 +91,8 @@ BASE_COMMANDS = {
     "report": lambda i: ["report", i["trace"], "-o", i["work"] / "report.html"],
     "encode": lambda i: ["encode", i["trace"], "-o", i["work"] / "compact.jsonl"],
     "conformance": lambda i: ["conformance"],
+    "replay": lambda i: ["replay", i["trace"], "--fleet", i["fleet"], "-o", i["work"] / "changes.jsonl",
+                         "--report", i["work"] / "replay.html"],
     "schema": lambda i: ["schema", "place.request"],
     "import a2a FILE": lambda i: ["import", "a2a", i["card"], "--namespace", "n", "-o", i["work"] / "a2a.jsonl"],
     "import mcp LISTING": lambda i: ["import", "mcp", i["listing"], "--bind", "a", "--namespace", "n",
