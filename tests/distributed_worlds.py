@@ -32,6 +32,11 @@ def local_ray():
     """Start a small local Ray on loopback (2 CPUs, no dashboard) for one test module."""
     ray = ray_or_fail()
     if not ray.is_initialized():
+        # the shards import what a test names by importable name (a custom scorer) from here
+        here = os.path.dirname(os.path.abspath(__file__))
+        paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if here not in paths:
+            os.environ["PYTHONPATH"] = os.pathsep.join([here, *filter(None, paths)])
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
                  _node_ip_address="127.0.0.1", configure_logging=False)
     return ray
@@ -82,3 +87,10 @@ def requirements(rng: random.Random, names: list[str]) -> dict:
 
 #: Names for generated worlds: the shared strategies' names (escapes, UTF-16 order) and plain ones.
 WORLD_NAMES = NAMES + [f"agent-{i:02d}" for i in range(30)]
+
+
+def name_length_scorer(task, agents) -> list[dict]:
+    """A custom scorer that scores each agent on its own, importable by every shard of a sharded
+    fleet as "distributed_worlds:name_length_scorer"."""
+    return [{"total": float(len(a.agent.name) % 5) + (0.5 if task.holds_session(a.agent.name) else 0.0),
+             "done": float(task.outcomes(a.agent.name)[0])} for a in agents]

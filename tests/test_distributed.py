@@ -181,6 +181,72 @@ def test_a_restricted_placement_writes_the_records_one_fleet_writes(ray, tmp_pat
         many.close()
 
 
+def test_place_many_explain_and_all_failed_answer_as_one_fleet(ray, tmp_path):
+    """The rest of the Fleet API on the sharded fleet: a batch places as one Fleet's batch (the
+    same records, sessions held in order, generations numbered as if one at a time), and the
+    explanation and every failed predicate are one Fleet's, in join order."""
+    rng = random.Random(12)
+    docs = [declaration(rng, name) for name in WORLD_NAMES]
+    one, many = Fleet(), sharded(3, tmp_path)
+    try:
+        for fleet in (one, many):
+            fleet.extend(docs)
+            fleet.record_outcome(WORLD_NAMES[0], "review", True)
+        tasks = [requirements(rng, WORLD_NAMES) for _ in range(40)]
+        sessions = [rng.choice([None, "s1", "s2"]) for _ in tasks]
+        expected = one.place_many(tasks, sessions=sessions, workers=1)
+        got = many.place_many(tasks, sessions=sessions)
+        for j, (e, g) in enumerate(zip(expected, got)):
+            assert_same_placement(e, g, f"task {j}")
+            assert g.generation == e.generation - one.generation + many.generation, f"task {j}"
+        assert [many.holds_session(n, "s1") for n in WORLD_NAMES] == [one.holds_session(n, "s1") for n in WORLD_NAMES]
+        for task in tasks[:10]:
+            e, g = one.explain(task), many.explain(task)
+            assert g.candidate_ids() == e.candidate_ids() and g.eligible_ids() == e.eligible_ids()
+            assert g.failed_counts() == e.failed_counts()
+            assert list(many.all_failed(task).items()) == list(one.all_failed(task).items())
+    finally:
+        many.close()
+
+
+def test_a_custom_scorer_by_importable_name_writes_the_records_one_fleet_writes(ray, tmp_path):
+    from distributed_worlds import name_length_scorer
+
+    rng = random.Random(13)
+    docs = [declaration(rng, name) for name in WORLD_NAMES]
+    one, many = Fleet(scorer=name_length_scorer), sharded(3, tmp_path)
+    many.scorer = "distributed_worlds:name_length_scorer"
+    try:
+        for fleet in (one, many):
+            fleet.extend(docs)
+            fleet.record_outcome(WORLD_NAMES[2], "review", True)
+        tasks = [requirements(rng, WORLD_NAMES) for _ in range(20)]
+        for j, task in enumerate(tasks):
+            assert_same_placement(one.place(task), many.place(task), f"task {j}")
+        for j, (e, g) in enumerate(zip(one.place_many(tasks, workers=1), many.place_many(tasks))):
+            assert g.custom_scores and e.custom_scores
+            assert_same_placement(e, g, f"batch task {j}")
+        with pytest.raises(ValueError, match="importable name"):
+            many.place({}, scorer="no colon here")
+    finally:
+        many.close()
+
+
+def test_a_sharded_resume_is_held_to_the_routed_requirements(ray, tmp_path):
+    many = sharded(2, tmp_path)
+    try:
+        doc = {"v": "1.0", "agent": {"name": "a", "namespace": "ns"}, "capabilities": [], "clearances": [],
+               "residency": ["eu"]}
+        many.add(doc)
+        first = many.place({}, route=Route("eu-only", {"residency": "eu"}))
+        assert first.agent == "a"
+        many.add(dict(doc, residency=["us"]))
+        with pytest.raises(FleetError, match="no longer satisfies residency:eu"):
+            many.resume(first)
+    finally:
+        many.close()
+
+
 def test_invalid_input_changes_nothing_on_any_shard(ray, tmp_path):
     many = sharded(2, tmp_path)
     try:

@@ -240,6 +240,6 @@ def test_a_fleet_interns_each_declaration_as_its_predicate_strings(docs):
     fleet = Fleet(engine="native")
     for doc in docs:
         decl = fleet.add(doc)
-        expected = tuple(fleet._rows[k] for k in declaration_keys(decl))
-        expected += tuple(fleet._eval_rows[k] for k in evaluated_keys(decl))
-        assert fleet._rows_for(decl) == expected
+        expected = tuple(fleet._rows.rows[k] for k in declaration_keys(decl))
+        expected += tuple(fleet._rows.eval_rows[k] for k in evaluated_keys(decl))
+        assert fleet._rows.rows_for(decl) == expected

@@ -219,7 +219,7 @@ def test_a_refused_batch_leaves_the_fleet_and_its_rows_as_they_were(tmp_path):
 
 
 def test_a_file_read_in_chunks_builds_the_same_fleet_as_its_bytes(tmp_path, monkeypatch):
-    import a3fast.fleet as fleet_module
+    import a3fast.fleet.bulk_load as fleet_module
 
     data = b"".join(orjson.dumps(d) + b"\n" for d in generate_fleet(200, seed=9))
     path = tmp_path / "fleet.jsonl"

@@ -124,7 +124,7 @@ def test_a_snapshot_packed_by_an_unknown_codec_is_refused(tmp_path):
 
 
 def test_a_file_read_in_many_chunks_is_packed_chunk_by_chunk_alike(engine, tmp_path, monkeypatch):
-    import a3fast.fleet as fleet_module
+    import a3fast.fleet.bulk_load as fleet_module
 
     (tmp_path / "fleet.jsonl").write_bytes(DATA)
     monkeypatch.setattr(fleet_module, "JSONL_CHUNK", 5000)     # dozens of chunks, packed on the side

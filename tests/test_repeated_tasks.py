@@ -73,4 +73,4 @@ def test_the_cache_is_bounded_by_fleet_size(engine):
     f = six_agents(engine)
     for i in range(50):
         f.place({"clearances": [f"c.x{i}"]})
-    assert len(f._explained) * len(f) <= EXPLAINED_CACHE_BUDGET
+    assert len(f._rows.explained) * len(f) <= EXPLAINED_CACHE_BUDGET

@@ -127,6 +127,32 @@ def test_the_library_never_imports_its_benchmarks():
         assert not {m for m in imports(name, tree, known) if m.startswith("a3fast.bench")}, name
 
 
+#: The core modules: what places and records, beneath the packages that draw, serve or import.
+CORE = ("a3fast.fleet", "a3fast.placement", "a3fast.record", "a3fast.schema", "a3fast.scoring",
+        "a3fast.predicates", "a3fast.engines", "a3fast.notebook")
+
+
+def test_the_core_never_imports_the_report_package():
+    # the report package registers the notebook views of the core types (a3fast.notebook)
+    trees = modules()
+    known = set(trees)
+    for name, tree in trees.items():
+        if name.startswith(CORE):
+            assert not {m for m in imports(name, tree, known) if m.startswith("a3fast.report")}, name
+
+
+def test_a_placement_is_made_in_one_place():
+    # the placing pipeline's build stage; every other module gets its Placements from a fleet
+    makers = set()
+    for name, tree in modules().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                called = ast.unparse(node.func)
+                if called in ("Placement", "placement.Placement", "_init_placement", "Placement.__init__"):
+                    makers.add(name)
+    assert makers == {"a3fast.fleet.pipeline"}
+
+
 def test_every_command_module_ends_in_cmd_and_the_helpers_do_not():
     """Each module a subcommand lives in is named `NAME_cmd`; what they share is plainly named."""
     from a3fast.cli import COMMANDS

@@ -16,6 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README_SCRIPT = ROOT / "tests" / "typing" / "readme_api.py"
+FLEET_PROTOCOL = ROOT / "tests" / "typing" / "fleet_protocol.py"
 
 if importlib.util.find_spec("mypy") is None:
     if os.environ.get("CI"):
@@ -46,6 +47,10 @@ def test_the_package_type_checks(cache_dir: Path) -> None:
 @pytest.mark.slow
 def test_a_script_using_the_readme_api_type_checks_strictly(cache_dir: Path) -> None:
     mypy(cache_dir, "--strict", str(README_SCRIPT.relative_to(ROOT)))
+
+
+def test_both_fleets_satisfy_the_fleet_protocol(cache_dir: Path) -> None:
+    mypy(cache_dir, "--strict", str(FLEET_PROTOCOL.relative_to(ROOT)))
 
 
 def test_the_typed_readme_script_runs() -> None:

@@ -25,6 +25,8 @@ from .trace import TraceError, TraceWriter, read_records
 from . import workload
 from .replay import Verdict, replay  # the function, as with verify above
 
+from . import notebook
+
 if TYPE_CHECKING:
     from .authority import admit
 
@@ -32,6 +34,17 @@ __all__ = ["ENGINE", "NATIVE_AVAILABLE", "available_engines", "A3Error", "FleetE
            "SchemaError", "SnapshotError", "Capability", "Declaration", "Requirements", "parse_declaration",
            "parse_requirements", "Fleet", "Placement", "Route", "verify", "verify_file", "Finding", "admit",
            "TraceWriter", "TraceError", "read_records", "workload", "replay", "Verdict"]
+
+
+def _register_report_views() -> None:
+    # the report package draws the core types' notebook views; loaded when a notebook first asks
+    from .report import fleet_html, placement_html
+
+    notebook.register_view("fleet", fleet_html)
+    notebook.register_view("placement", placement_html)
+
+
+notebook.register_loader(_register_report_views)
 
 
 def __getattr__(name: str) -> Any:

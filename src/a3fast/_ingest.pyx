@@ -122,18 +122,18 @@ cdef inline bint read_string(Line* s, const unsigned char** text, Py_ssize_t* n)
     cdef Py_ssize_t extra = 0, step      # extra: bytes past the first of each character
     while p < end:
         c = p[0]
-        if c == 34:  # '"'
+        if c == c'"':
             text[0] = s.p + 1
             n[0] = p - (s.p + 1)
             s.chars = n[0] - extra
             s.p = p + 1
             return True
-        if c < 127:
-            if c < 32 or c == 92:  # control, backslash
+        if c < c'\x7f':  # ASCII
+            if c < c' ' or c == c'\\':  # a control character, a backslash
                 return False
             p += 1
         else:
-            if c == 127:  # DEL: valid JSON, but the careful reader judges it in names
+            if c == c'\x7f':  # DEL: valid JSON, but the careful reader judges it in names
                 return False
             step = utf8_sequence(p, end)
             if step == 0:
@@ -151,18 +151,18 @@ cdef inline bint read_integer(Line* s, int64_t* value, const unsigned char** dig
     cdef const unsigned char* start
     cdef bint negative = False
     cdef int64_t v = 0
-    if p < s.end and p[0] == 45:  # '-'
+    if p < s.end and p[0] == c'-':
         negative = True
         p += 1
     start = p
-    while p < s.end and 48 <= p[0] <= 57:
-        v = v * 10 + (p[0] - 48)
+    while p < s.end and c'0' <= p[0] <= c'9':
+        v = v * 10 + (p[0] - c'0')
         p += 1
         if p - start > MAX_DIGITS:
             return False
-    if p == start or (start[0] == 48 and p - start > 1) or (negative and v == 0):
+    if p == start or (start[0] == c'0' and p - start > 1) or (negative and v == 0):
         return False
-    if p < s.end and (p[0] == 46 or p[0] == 101 or p[0] == 69):  # '.', 'e', 'E'
+    if p < s.end and (p[0] == c'.' or p[0] == c'e' or p[0] == c'E'):
         return False
     value[0] = -v if negative else v
     digits[0] = start
@@ -184,7 +184,7 @@ cdef inline bint at(Line* s, unsigned char c) noexcept nogil:
 
 cdef inline bint is_null(Line* s) noexcept nogil:
     """Reads a `null` if one is next."""
-    return at(s, 110) and read_literal(s, "null", 4)
+    return at(s, c'n') and read_literal(s, "null", 4)
 
 
 cdef struct Keys:
@@ -196,7 +196,7 @@ cdef struct Keys:
 cdef inline bint read_key(Line* s, Keys* keys, const unsigned char** key, Py_ssize_t* n) noexcept nogil:
     """An object's next key and its colon; False for a key seen before in the object."""
     cdef int i
-    if not at(s, 34) or not read_string(s, key, n) or not at(s, 58):  # ':'
+    if not at(s, c'"') or not read_string(s, key, n) or not at(s, c':'):
         return False
     s.p += 1
     if keys.count == MAX_KEYS:
@@ -212,7 +212,7 @@ cdef inline bint read_key(Line* s, Keys* keys, const unsigned char** key, Py_ssi
 
 cdef inline int next_member(Line* s, unsigned char close) noexcept nogil:
     """After a member: 1 if another follows (a comma was read), 0 at the close, -1 otherwise."""
-    if at(s, 44):
+    if at(s, c','):
         s.p += 1
         return 1
     if at(s, close):
@@ -232,9 +232,9 @@ cdef bint skip_value(Line* s, int depth) noexcept nogil:
     if s.p >= s.end:
         return False
     c = s.p[0]
-    if c == 34:
+    if c == c'"':
         return read_string(s, &text, &n)
-    if c == 123 or c == 91:  # '{' '['
+    if c == c'{' or c == c'[':
         if depth + 1 > MAX_NESTING:
             return False
         s.p += 1
@@ -243,7 +243,7 @@ cdef bint skip_value(Line* s, int depth) noexcept nogil:
             return True
         keys.count = 0
         while True:
-            if c == 123 and not read_key(s, &keys, &text, &n):
+            if c == c'{' and not read_key(s, &keys, &text, &n):
                 return False
             if not skip_value(s, depth + 1):
                 return False
@@ -252,11 +252,11 @@ cdef bint skip_value(Line* s, int depth) noexcept nogil:
                 return False
             if more == 0:
                 return True
-    if c == 116:
+    if c == c't':
         return read_literal(s, "true", 4)
-    if c == 102:
+    if c == c'f':
         return read_literal(s, "false", 5)
-    if c == 110:
+    if c == c'n':
         return read_literal(s, "null", 4)
     return read_integer(s, &v, &text, &n)
 
@@ -270,7 +270,7 @@ cdef inline bint is_text(Line* s) noexcept nogil:
 
 
 cdef inline bint is_lower_alnum(unsigned char c) noexcept nogil:
-    return (97 <= c <= 122) or (48 <= c <= 57)
+    return (c'a' <= c <= c'z') or (c'0' <= c <= c'9')
 
 
 cdef bint is_identifier(const unsigned char* t, Py_ssize_t n) noexcept nogil:
@@ -285,11 +285,11 @@ cdef bint is_identifier(const unsigned char* t, Py_ssize_t n) noexcept nogil:
     if i == 0:
         return False
     while i < n:
-        if t[i] != 46:  # '.'
+        if t[i] != c'.':
             return False
         i += 1
         start = i
-        while i < n and (is_lower_alnum(t[i]) or t[i] == 45):
+        while i < n and (is_lower_alnum(t[i]) or t[i] == c'-'):
             i += 1
         if i == start:
             return False
@@ -300,20 +300,20 @@ cdef bint is_identifier(const unsigned char* t, Py_ssize_t n) noexcept nogil:
 cdef bint is_schema_version(const unsigned char* t, Py_ssize_t n) noexcept nogil:
     """`1\\.[0-9]+(\\.[0-9]+)?`."""
     cdef Py_ssize_t i = 2, start
-    if n < 3 or t[0] != 49 or t[1] != 46:
+    if n < 3 or t[0] != c'1' or t[1] != c'.':
         return False
     start = i
-    while i < n and 48 <= t[i] <= 57:
+    while i < n and c'0' <= t[i] <= c'9':
         i += 1
     if i == start:
         return False
     if i == n:
         return True
-    if t[i] != 46:
+    if t[i] != c'.':
         return False
     i += 1
     start = i
-    while i < n and 48 <= t[i] <= 57:
+    while i < n and c'0' <= t[i] <= c'9':
         i += 1
     return i > start and i == n
 
@@ -321,16 +321,16 @@ cdef bint is_schema_version(const unsigned char* t, Py_ssize_t n) noexcept nogil
 cdef bint is_decimal(const unsigned char* t, Py_ssize_t n) noexcept nogil:
     """`[0-9]+(\\.[0-9]+)?`."""
     cdef Py_ssize_t i = 0
-    while i < n and 48 <= t[i] <= 57:
+    while i < n and c'0' <= t[i] <= c'9':
         i += 1
     if i == 0:
         return False
     if i == n:
         return True
-    if t[i] != 46 or i + 1 == n:
+    if t[i] != c'.' or i + 1 == n:
         return False
     i += 1
-    while i < n and 48 <= t[i] <= 57:
+    while i < n and c'0' <= t[i] <= c'9':
         i += 1
     return i == n
 
@@ -358,17 +358,17 @@ cdef bint read_agent(Line* s) noexcept nogil:
     cdef const unsigned char* text
     cdef Py_ssize_t n, tn
     cdef int more
-    if not at(s, 123):
+    if not at(s, c'{'):
         return False
     s.p += 1
-    if at(s, 125):
+    if at(s, c'}'):
         return False  # no name
     keys.count = 0
     while True:
         if not read_key(s, &keys, &key, &n):
             return False
         if key_is(key, n, "name", 4) or key_is(key, n, "namespace", 9):
-            if not at(s, 34) or not read_string(s, &text, &tn) or not is_text(s):
+            if not at(s, c'"') or not read_string(s, &text, &tn) or not is_text(s):
                 return False
             if n == 4:
                 s.name = text
@@ -378,7 +378,7 @@ cdef bint read_agent(Line* s) noexcept nogil:
                 s.ns_n = tn
         elif not skip_value(s, 2):
             return False
-        more = next_member(s, 125)
+        more = next_member(s, c'}')
         if more < 0:
             return False
         if more == 0:
@@ -394,17 +394,17 @@ cdef bint read_capability(Line* s) noexcept nogil:
     cdef int64_t version = -1
     cdef bint evaluated = False
     cdef int more
-    if not at(s, 123):
+    if not at(s, c'{'):
         return False
     s.p += 1
-    if at(s, 125):
+    if at(s, c'}'):
         return False
     keys.count = 0
     while True:
         if not read_key(s, &keys, &key, &n):
             return False
         if key_is(key, n, "name", 4):
-            if not at(s, 34) or not read_string(s, &name, &name_n) or not is_identifier(name, name_n):
+            if not at(s, c'"') or not read_string(s, &name, &name_n) or not is_identifier(name, name_n):
                 return False
         elif key_is(key, n, "version", 7):
             if not read_integer(s, &version, &digits, &n_digits) or version < 0:
@@ -415,7 +415,7 @@ cdef bint read_capability(Line* s) noexcept nogil:
                 return False
         elif not skip_value(s, 3):
             return False
-        more = next_member(s, 125)
+        more = next_member(s, c'}')
         if more < 0:
             return False
         if more == 0:
@@ -441,20 +441,20 @@ cdef bint read_strings(Line* s, int kind, bint identifiers) noexcept nogil:
     cdef const unsigned char* text
     cdef Py_ssize_t n
     cdef int more
-    if not at(s, 91):
+    if not at(s, c'['):
         return False
     s.p += 1
-    if at(s, 93):
+    if at(s, c']'):
         s.p += 1
         return True
     while True:
-        if not at(s, 34) or not read_string(s, &text, &n):
+        if not at(s, c'"') or not read_string(s, &text, &n):
             return False
         if not (is_identifier(text, n) if identifiers else is_text(s)):
             return False
         if not add_item(s, kind, text, n):
             return False
-        more = next_member(s, 93)
+        more = next_member(s, c']')
         if more < 0:
             return False
         if more == 0:
@@ -463,16 +463,16 @@ cdef bint read_strings(Line* s, int kind, bint identifiers) noexcept nogil:
 
 cdef bint read_capabilities(Line* s) noexcept nogil:
     cdef int more
-    if not at(s, 91):
+    if not at(s, c'['):
         return False
     s.p += 1
-    if at(s, 93):
+    if at(s, c']'):
         s.p += 1
         return True
     while True:
         if not read_capability(s):
             return False
-        more = next_member(s, 93)
+        more = next_member(s, c']')
         if more < 0:
             return False
         if more == 0:
@@ -487,10 +487,10 @@ cdef bint read_model(Line* s) noexcept nogil:
     cdef int more
     if is_null(s):
         return True
-    if not at(s, 123):
+    if not at(s, c'{'):
         return False
     s.p += 1
-    if at(s, 125):
+    if at(s, c'}'):
         s.p += 1
         return True
     keys.count = 0
@@ -499,7 +499,7 @@ cdef bint read_model(Line* s) noexcept nogil:
             return False
         if key_is(key, n, "latency_class", 13):
             if not is_null(s):
-                if not at(s, 34) or not read_string(s, &text, &tn):
+                if not at(s, c'"') or not read_string(s, &text, &tn):
                     return False
                 if not (key_is(text, tn, "interactive", 11) or key_is(text, tn, "batch", 5)):
                     return False
@@ -507,13 +507,13 @@ cdef bint read_model(Line* s) noexcept nogil:
                     return False
         elif key_is(key, n, "cost_ceiling_usd", 16):
             if not is_null(s):
-                if not at(s, 34) or not read_string(s, &text, &tn) or not is_decimal(text, tn):
+                if not at(s, c'"') or not read_string(s, &text, &tn) or not is_decimal(text, tn):
                     return False
                 s.cost = text
                 s.cost_n = tn
         elif not skip_value(s, 2):
             return False
-        more = next_member(s, 125)
+        more = next_member(s, c'}')
         if more < 0:
             return False
         if more == 0:
@@ -528,17 +528,17 @@ cdef bint read_declaration(Line* s) noexcept nogil:
     cdef Py_ssize_t n, tn
     cdef int more
     cdef int required = 0       # bits: v, agent, capabilities, clearances
-    if not at(s, 123):
+    if not at(s, c'{'):
         return False
     s.p += 1
-    if at(s, 125):
+    if at(s, c'}'):
         return False
     keys.count = 0
     while True:
         if not read_key(s, &keys, &key, &n):
             return False
         if key_is(key, n, "v", 1):
-            if not at(s, 34) or not read_string(s, &text, &tn) or not is_schema_version(text, tn):
+            if not at(s, c'"') or not read_string(s, &text, &tn) or not is_schema_version(text, tn):
                 return False
             required |= 1
         elif key_is(key, n, "agent", 5):
@@ -561,13 +561,13 @@ cdef bint read_declaration(Line* s) noexcept nogil:
                 return False
         elif not skip_value(s, 1):
             return False
-        more = next_member(s, 125)
+        more = next_member(s, c'}')
         if more < 0:
             return False
         if more == 0:
             break
     # the object must end the line (a CR of a CRLF line ending aside)
-    if at(s, 13):
+    if at(s, c'\r'):
         s.p += 1
     return required == 15 and s.p == s.end
 
@@ -815,12 +815,12 @@ def scan(bytes data, Py_ssize_t pos, Py_ssize_t lineno, Batch batch, Vocabulary 
         raise ValueError("pos is outside the data")
     while pos < size:
         line = base + pos
-        q = <const unsigned char*>memchr(line, 10, size - pos)
+        q = <const unsigned char*>memchr(line, c'\n', size - pos)
         eol = size if q == NULL else q - base
         blank = True
         q = line
         while q < base + eol:
-            if not (q[0] == 32 or 9 <= q[0] <= 13):
+            if not (q[0] == c' ' or c'\t' <= q[0] <= c'\r'):
                 blank = False
                 break
             q += 1
@@ -857,7 +857,7 @@ def scan(bytes data, Py_ssize_t pos, Py_ssize_t lineno, Batch batch, Vocabulary 
                     number[s.cost_n] = 0
                     cost = 1.0 / (1.0 + PyOS_string_to_double(number, NULL, NULL))
             find_rows(&s, batch, vocab, intern)
-            length = eol - pos - (1 if eol > pos and base[eol - 1] == 13 else 0)
+            length = eol - pos - (1 if eol > pos and base[eol - 1] == c'\r' else 0)
             batch.push(name, PyBytes_FromStringAndSize(<char*>line, length), cost)
         pos = eol + 1
         lineno += 1

@@ -6,17 +6,17 @@ scheduling object and its JSON bytes are produced only when a caller asks for th
 from __future__ import annotations
 
 import time
+
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .errors import A3Error, FleetError
 from .explain import summary_line
-from .predicates import first_failed
+from .notebook import view_html
 from .record.write import rejection_dict, scheduling_dict, scheduling_json, timings
 from .schema import Declaration, Requirements, parse_requirements
 
-__all__ = ["Placement", "Route", "RouteError", "CustomScores", "check_reason_limit", "resumed_agent",
-           "resumed"]
+__all__ = ["Placement", "Route", "RouteError", "CustomScores", "check_reason_limit", "resumed_agent"]
 
 _SINGLE_VALUED = ("residency", "agentRef")
 
@@ -80,7 +80,7 @@ def check_reason_limit(reason_limit: int | None) -> None:
 class Placement:
     """The outcome of placing one task. Bound: `agent`, `scheduling`; not bound: `rejection`.
 
-    Made by `Fleet.place` and `Fleet.resume`. It keeps the decision as the engine left it — the id
+    Made by the placing pipeline (`Fleet.place`, `Fleet.resume`, a sharded fleet's). It keeps the decision as the engine left it — the id
     sets of the explanation and the score columns, with `index`, the engine index whose agent ids
     they are — and the record writers of `a3fast.record.write` turn it into §6 records on request.
     """
@@ -90,33 +90,35 @@ class Placement:
                  "gather_ns", "select_ns", "decided_at_ns", "generation", "resumed", "recorded_in",
                  "seq", "reason_limit", "_scheduling")
 
-    def __init__(self, fleet_engine: str, index: Any, requirements: Requirements,
-                 submitted: Requirements, route: str | None, session: str | None, kind: str | None,
-                 explanation: Any, scores: Any, custom_scores: bool, declaration: Declaration | None,
-                 declaration_json: bytes | None, gather_ns: int | None, select_ns: int | None,
-                 decided_at_ns: int, generation: int, *, resumed: bool = False,
-                 recorded_in: int | None = None, reason_limit: int | None = None):
+    def __init__(self, *, cycle: Any, fleet_engine: str, index: Any, declaration: Declaration | None,
+                 declaration_json: bytes | None, generation: int, resumed: bool = False,
+                 recorded_in: int | None = None):
+        """The outcome of one placing cycle: `cycle` is the pipeline's cycle state after its choose
+        stage (a3fast.fleet.pipeline.CycleState), `declaration` the chosen agent's (None: none).
+        Made only by the pipeline's last stage, `a3fast.fleet.pipeline.build_placement`."""
+        started = cycle.started
         self.fleet_engine = fleet_engine
         #: the engine index that names this placement's agent ids
         self.index = index
         #: the requirements matched (the submitted ones plus what a route added)
-        self.requirements = requirements
-        self.submitted = submitted
+        self.requirements: Requirements = cycle.matched
+        self.submitted: Requirements = cycle.submitted
         #: the route's name, or None
-        self.route = route
-        self.session = session
-        self.kind = kind
-        self.explanation = explanation
-        self.scores = scores
+        self.route: str | None = cycle.route
+        self.session: str | None = cycle.session
+        self.kind: str | None = cycle.kind
+        self.explanation = cycle.explanation
+        scores = self.scores = cycle.scores
         #: whether `scores` came from a caller's scorer (CustomScores) rather than the engine's
-        self.custom_scores = custom_scores
+        self.custom_scores = type(scores) is CustomScores
         self.declaration = declaration
         #: the chosen agent's declaration as JSON, as the records carry it
         self.declaration_json = declaration_json
         self.agent = declaration.agent.name if declaration is not None else None
-        self.gather_ns = gather_ns
-        self.select_ns = select_ns
-        self.decided_at_ns = decided_at_ns
+        # a resumed placement gathers nothing: its one phase is checking the agent again
+        self.gather_ns: int | None = None if resumed else cycle.gathered - started
+        self.select_ns: int | None = cycle.selected - (started if resumed else cycle.gathered)
+        self.decided_at_ns = time.time_ns()
         #: the fleet's generation when the task was placed
         self.generation = generation
         self.resumed = resumed
@@ -125,7 +127,7 @@ class Placement:
         #: the seq of this placement's record, when a trace writer has told it
         self.seq: int | None = None
         #: at most this many names per predicate in a rejection's reason (None: all, as §6 asks)
-        self.reason_limit = reason_limit
+        self.reason_limit: int | None = cycle.reason_limit
         self._scheduling: dict[str, Any] | None = None
 
     @property
@@ -195,11 +197,10 @@ class Placement:
         return summary_line(expl.eligible_count, expl.candidates_count, self.predicates,
                             expl.failed_counts(), self.agent)
 
-    def _repr_html_(self) -> str:
-        """The funnel, scores and candidates as a notebook shows them (a3fast.report)."""
-        from .report import placement_html
-
-        return placement_html(self)
+    def _repr_html_(self) -> str | None:
+        """The funnel, scores and candidates as a notebook shows them (the view a3fast.report
+        registers; see a3fast.notebook)."""
+        return view_html("placement", self)
 
     def __repr__(self) -> str:
         state = f"bound to {self.agent!r}" if self.bound else "unschedulable"
@@ -211,25 +212,6 @@ def resumed_agent(earlier: Placement) -> str:
     if earlier.agent is None:
         raise FleetError("only a bound placement can be resumed")
     return earlier.agent
-
-
-def resumed(earlier: Placement, engine: str, decl: Declaration | None, declaration_json: bytes | None,
-            generation: int, seq: int | None) -> Placement:
-    """A resumed placement (§6): back to the agent `earlier` chose, with no candidates weighed, given
-    that agent's current declaration (None: no longer in the fleet). It must still satisfy every
-    predicate matched the first time, since the resumed record is held to the same checks (§7)."""
-    started = time.perf_counter_ns()
-    if decl is None or declaration_json is None:
-        raise FleetError(f"cannot resume on {earlier.agent!r}: the agent is no longer in the fleet")
-    unmet = first_failed(decl, earlier.predicates)
-    if unmet is not None:
-        raise FleetError(f"cannot resume on {earlier.agent!r}: its declaration no longer satisfies {unmet}")
-    return Placement(
-        engine, earlier.index, earlier.requirements, earlier.submitted, earlier.route,
-        earlier.session, earlier.kind, earlier.explanation, earlier.scores,
-        earlier.custom_scores, decl, declaration_json, None, time.perf_counter_ns() - started,
-        time.time_ns(), generation,
-        resumed=True, recorded_in=seq if seq is not None else earlier.seq)
 
 
 class CustomScores:

@@ -15,6 +15,7 @@ smallest agent name.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Mapping, Protocol, Sequence
@@ -67,3 +68,20 @@ def choose(names: Sequence[str], totals: Sequence[float]) -> int:
         if best < 0 or total > totals[best] or (total == totals[best] and name < names[best]):
             best = j
     return best
+
+
+def import_scorer(name: str) -> Scorer:
+    """A custom scorer given by importable name, "package.module:function" (what every process of
+    a sharded fleet can import). ValueError naming what is wrong."""
+    module_name, sep, attribute = name.partition(":") if isinstance(name, str) else ("", "", "")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"scorer: expected an importable name 'package.module:function', found {name!r}")
+    try:
+        found: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"scorer {name!r}: cannot import {module_name!r} ({exc})") from None
+    for part in attribute.split("."):
+        found = getattr(found, part, None)
+    if not callable(found):
+        raise ValueError(f"scorer {name!r}: {attribute!r} is not a callable of {module_name!r}")
+    return found

@@ -24,6 +24,7 @@ import numpy as np
 import orjson
 
 from ..roaring import deserialize_ids, serialize_ids
+from ..scoring import choose
 
 __all__ = ["ShardAnswer", "MergedExplanation", "MergedScores", "GlobalIndex", "winner_of",
            "SCORE_COLUMNS"]
@@ -57,21 +58,21 @@ class ShardAnswer:
     ids_given: int
     #: how many changes the shard has acknowledged (the same check)
     changes: int
-    #: nanoseconds the shard spent explaining and scoring (the rest of a placement is transport)
-    explain_ns: int
+    #: nanoseconds the shard spent in its stages, explain to choose (the rest of a placement is transport)
+    stages_ns: int
+    #: a custom scorer's entries, aligned with the eligible ids ascending (None: the default
+    #: scorer's `columns`; with a custom scorer `columns` holds only the totals, in its first row)
+    custom_entries: list | None = None
 
 
 def winner_of(answers: Sequence[ShardAnswer]) -> int:
-    """Index of the answer whose winner wins overall: highest total, ties to the smallest name
-    (`a3fast.scoring.choose` over the shards' winners, each already the best of its shard). -1
-    when no shard has an eligible agent."""
-    best, best_total, best_name = -1, 0.0, ""
-    for j, a in enumerate(answers):
-        if a.best < 0 or a.best_name is None:  # a shard with a winner names it
-            continue
-        if best < 0 or a.best_total > best_total or (a.best_total == best_total and a.best_name < best_name):
-            best, best_total, best_name = j, a.best_total, a.best_name
-    return best
+    """The choose stage over the shards' winners, each already the best of its shard: index of the
+    answer whose winner wins overall by `a3fast.scoring.choose` (highest total, ties to the
+    smallest name). -1 when no shard has an eligible agent."""
+    contenders = [j for j, a in enumerate(answers) if a.best >= 0 and a.best_name is not None]
+    k = choose([answers[j].best_name for j in contenders],  # type: ignore[misc]
+               [answers[j].best_total for j in contenders])
+    return contenders[k] if k >= 0 else -1
 
 
 def _ids(data: bytes) -> np.ndarray:

@@ -1,5 +1,6 @@
 """One shard of a ShardedFleet: a plain `Fleet` of the agents whose names hash to it, kept durable
-by a snapshot and a journal, answering placements with compact explanations.
+by a snapshot and a journal, answering placements with compact explanations (its part of the
+placing pipeline: prepare, explain, score and choose over its own agents).
 
 A shard is a plain class; `a3fast.distributed.ShardedFleet` runs each one as a Ray actor. Durable
 state, in the shard's `state_dir` (which must be reachable from wherever the actor restarts):
@@ -29,6 +30,7 @@ import orjson
 
 from ..errors import SnapshotError
 from ..fleet import Fleet
+from ..scoring import import_scorer
 from .merge import ShardAnswer
 
 __all__ = ["FleetShard", "SNAPSHOT_EVERY"]
@@ -133,24 +135,54 @@ class FleetShard:
         for d in docs:
             local.setdefault(d["agent"]["name"], len(local))
 
-    # -- reading ----------------------------------------------------------------------------------
-    def explain(self, requirements: Mapping[str, Any], session: str | None,
-                reason_limit: int | None = None, candidates: Sequence[str] | None = None) -> ShardAnswer:
-        """This shard's compact explanation of a task: its local failed and eligible sets, the
-        eligible agents' score components, and its own winner (over `candidates` only, if given)."""
+    # -- placing: this shard's part of the pipeline ----------------------------------------------
+    def score_task(self, requirements: Mapping[str, Any], session: str | None,
+                   candidates: Sequence[str] | None = None, scorer: str | None = None) -> ShardAnswer:
+        """Run the pipeline's prepare, explain, score and choose stages over this shard's agents
+        (only `candidates`, if given) and answer compactly: its local failed and eligible sets, the
+        eligible agents' score components, and its own winner. `scorer` is a custom scorer's
+        importable name (a3fast.scoring.import_scorer). Nothing in the shard changes."""
         started = time.perf_counter_ns()
-        p = self.fleet.place(requirements, session, remember_session=False, candidates=candidates)
-        expl, scores = p.explanation, p.scores
+        state = self.fleet.scored(requirements, session, candidates=candidates, scorer=self._scorer(scorer))
+        return self._answer(state, started)
+
+    def score_tasks(self, tasks: Sequence[tuple[Mapping[str, Any], str | None]],
+                    scorer: str | None = None) -> list[ShardAnswer]:
+        """`score_task` for a batch of (requirements, session), in one call."""
+        out = []
+        custom = self._scorer(scorer)
+        for requirements, session in tasks:
+            started = time.perf_counter_ns()
+            out.append(self._answer(self.fleet.scored(requirements, session, scorer=custom), started))
+        return out
+
+    def _scorer(self, name: str | None) -> Any:
+        return None if name is None else import_scorer(name)
+
+    def all_failed(self, requirements: Mapping[str, Any]) -> dict[str, list[str]]:
+        """Every predicate each ineligible agent of this shard fails (Fleet.all_failed)."""
+        return self.fleet.all_failed(requirements)
+
+    def _answer(self, state: Any, started: int) -> ShardAnswer:
+        fleet = self.fleet
+        expl, scores, best = state.explanation, state.scores, state.best
         counts = expl.failed_counts()
         failed = [expl.failed_roaring(k) if c else b"" for k, c in enumerate(counts)]
-        columns = np.array([scores.total, scores.affinity, scores.success_rate, scores.cost,
-                            scores.substantiated], dtype=np.float64).reshape(5, len(scores))
-        best_total = float(columns[0][scores.ids.index(scores.best)]) if scores.best >= 0 else 0.0
-        holds = p.agent is not None and p.session is not None and self.fleet.holds_session(p.agent, p.session)
+        custom = scores.entries if state.scorer is not None else None
+        if custom is None:
+            columns = np.array([scores.total, scores.affinity, scores.success_rate, scores.cost,
+                                scores.substantiated], dtype=np.float64).reshape(5, len(scores))
+        else:
+            columns = np.zeros((5, len(scores)), dtype=np.float64)
+            columns[0] = [entry["total"] for entry in custom]
+        best_total = float(columns[0][scores.ids.index(best)]) if best >= 0 else 0.0
+        name = fleet.index.name(best) if best >= 0 else None
+        holds = name is not None and state.session is not None and fleet.holds_session(name, state.session)
         return ShardAnswer(failed, counts, expl.eligible_roaring() if len(scores) else b"", columns,
-                           scores.best, best_total, p.agent, p.declaration_json, holds, len(self._local), self._seq,
-                           time.perf_counter_ns() - started)
+                           best, best_total, name, fleet.declaration_json(best) if best >= 0 else None,
+                           holds, len(self._local), self._seq, time.perf_counter_ns() - started, custom)
 
+    # -- reading ----------------------------------------------------------------------------------
     def declaration_json(self, name: str) -> bytes | None:
         decl = self.fleet.get(name)
         return orjson.dumps(decl.doc) if decl is not None else None

@@ -18,13 +18,16 @@ from __future__ import annotations
 import hashlib
 import tempfile
 import time
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import orjson
 
 from ..errors import A3Error, FleetError
-from ..placement import Placement, Route, check_reason_limit, resumed, resumed_agent
+from ..fleet import pipeline
+from ..fleet.domain import check_namespace
+from ..placement import CustomScores, Placement, Route, resumed_agent
+from ..scoring import import_scorer
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from .cluster import connect, ray_module
 from .merge import GlobalIndex, MergedExplanation, MergedScores, winner_of
@@ -169,12 +172,7 @@ class ShardedFleet:
     # -- membership -------------------------------------------------------------------------------
     def _check_namespace(self, decl: Declaration, batch: Mapping[str, str] | None = None) -> None:
         name, namespace = decl.agent.name, decl.agent.namespace
-        held = (batch or {}).get(name, self._namespace.get(name))
-        if held is not None and held != namespace:
-            raise FleetError(
-                f"agent name {name!r} is already used in namespace {held!r}; "
-                f"a fleet is one scheduling domain and names must be unique in it "
-                f"(cannot add it from namespace {namespace!r})")
+        check_namespace(name, (batch or {}).get(name, self._namespace.get(name)), namespace)
 
     def add(self, declaration: Mapping[str, Any] | Declaration) -> Declaration:
         """Add an agent, or replace the one with the same `(namespace, name)` (Fleet.add)."""
@@ -317,64 +315,187 @@ class ShardedFleet:
             return False
         return self._call(self._owner(agent), "holds_session", agent, session)
 
-    # -- placing ----------------------------------------------------------------------------------
+    # -- placing (the stages of a3fast.fleet.pipeline, split between coordinator and shards) ----
+    #: A custom scorer by importable name ("package.module:function", a3fast.scoring.import_scorer)
+    #: that every shard imports; None: the default scorer. A `scorer` given to `place` overrides it.
+    scorer: str | None = None
+
     def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
               route: Route | None = None, *, remember_session: bool = True,
-              reason_limit: int | None = None, candidates: Iterable[str] | None = None) -> Placement:
+              reason_limit: int | None = None, candidates: Iterable[str] | None = None,
+              scorer: str | None = None) -> Placement:
         """Place one task over every shard (Fleet.place): the same decision, explanation and
-        records as one Fleet. A bound placement makes the chosen agent hold the task's session on
-        its shard, unless `remember_session` is false. `candidates` restricts the placement to
-        those agents (Fleet.place): each shard is sent the ones it holds. Raises ShardError if any
-        shard is down."""
-        started = time.perf_counter_ns()
-        check_reason_limit(reason_limit)
-        submitted = parse_requirements(requirements)
-        matched = route.apply(submitted) if route is not None else submitted
-        session = session if session is not None else matched.session
-        kind = task_kind(matched) if self._kinds_seen else None
-        doc = dict(matched.doc)
-        maps = [m.view() for m in self._maps]
-        size = len(self._index)
-        within: list[list[str] | None] = [None] * len(self._shards)
-        if candidates is not None:
-            if isinstance(candidates, str):
-                raise TypeError("candidates: expected an iterable of agent names, found one string")
-            within = [[] for _ in self._shards]
-            for name in dict.fromkeys(candidates):
-                if isinstance(name, str) and name in self._namespace:
-                    within[self._owner(name)].append(name)  # type: ignore[union-attr]
-        answers = self._gather([s.explain.remote(doc, session, None, part)
+        records as one Fleet. The coordinator prepares the task; each shard explains, scores and
+        chooses over its own agents; the coordinator merges their answers, chooses among the
+        shards' winners and builds the Placement. A bound placement makes the chosen agent hold the
+        task's session on its shard, unless `remember_session` is false. `candidates` restricts the
+        placement to those agents (Fleet.place): each shard is sent the ones it holds. `scorer`
+        names a custom scorer each shard imports (the records are one Fleet's with that scorer when
+        it scores each agent on its own, since a shard shows it only its own eligible agents).
+        Raises ShardError if any shard is down, ValueError for a scorer that cannot be imported."""
+        state = self._prepare(requirements, session, route, reason_limit)
+        scorer_name = self._scorer_name(scorer)
+        if scorer_name is not None and state.kind is None:
+            state.kind = task_kind(state.matched)    # a scorer is told the task's kind, as in a Fleet
+        within = self._candidates_by_shard(candidates)
+        maps, size = self._views()
+        doc = dict(state.matched.doc)
+        answers = self._gather([s.score_task.remote(doc, state.session, part, scorer_name)
                                 for s, part in zip(self._shards, within)], "place")
-        gathered = time.perf_counter_ns()
+        state.gathered = time.perf_counter_ns()
+        placement, holds = self._merged(state, answers, maps, size)
+        if placement.agent is not None and state.session is not None and remember_session and not holds:
+            self.hold_session(placement.agent, state.session)
+        return placement
+
+    def place_many(self, requirements_list: Iterable[Mapping[str, Any] | Requirements], *,
+                   sessions: Sequence[str | None] | None = None, remember_session: bool = True,
+                   reason_limit: int | None = None, scorer: str | None = None) -> list[Placement]:
+        """Place a batch (Fleet.place_many): the same placements and records as `place` one at a
+        time, in order (§6 timings aside), with one scatter to the shards per wave instead of one
+        per task. Every task is parsed before any is placed. With `remember_session`, a bound
+        placement's held session changes the affinity of the next task of that session, so the
+        n-th task of each session goes in wave n (tasks without one all go in the first);
+        `generation` is numbered as if the batch ran in order."""
+        tasks = list(requirements_list)
+        if sessions is not None and len(sessions) != len(tasks):
+            raise ValueError(f"sessions: {len(sessions)} for {len(tasks)} tasks")
+        states = [self._prepare(t, s, None, reason_limit)
+                  for t, s in zip(tasks, sessions if sessions is not None else [None] * len(tasks))]
+        scorer_name = self._scorer_name(scorer)
+        if scorer_name is not None:
+            for state in states:
+                if state.kind is None:
+                    state.kind = task_kind(state.matched)
+        waves: list[list[int]] = []
+        seen: dict[str, int] = {}
+        for i, state in enumerate(states):
+            wave = 0
+            if remember_session and state.session is not None:
+                wave = seen.get(state.session, 0)
+                seen[state.session] = wave + 1
+            while len(waves) <= wave:
+                waves.append([])
+            waves[wave].append(i)
+        placements: list[Placement | None] = [None] * len(tasks)
+        held = [False] * len(tasks)
+        generation = self.generation
+        for wave_tasks in waves:
+            maps, size = self._views()
+            batch = [(dict(states[i].matched.doc), states[i].session) for i in wave_tasks]
+            by_shard = self._gather([s.score_tasks.remote(batch, scorer_name) for s in self._shards],
+                                    "place_many")
+            gathered = time.perf_counter_ns()
+            # checked once, before this wave's placements hold sessions (changes on the shards)
+            self._check_answers([answers[0] for answers in by_shard], maps)
+            for j, i in enumerate(wave_tasks):
+                state = states[i]
+                state.gathered = gathered
+                p, holds = self._merged(state, [answers[j] for answers in by_shard], maps, size, checked=True)
+                placements[i] = p
+                if p.agent is not None and state.session is not None and remember_session and not holds:
+                    self.hold_session(p.agent, state.session)
+                    held[i] = True
+        for placed, did_hold in zip(placements, held):
+            assert placed is not None   # every wave placed its tasks
+            placed.generation = generation
+            generation += did_hold
+        return placements  # type: ignore[return-value]
+
+    def explain(self, requirements: Mapping[str, Any] | Requirements) -> MergedExplanation:
+        """The filter and first-failed explanation of a task over every shard (Fleet.explain), in
+        global join order."""
+        state = self._prepare(requirements, None, None, None)
+        maps, size = self._views()
+        doc = dict(state.matched.doc)
+        answers = self._gather([s.score_task.remote(doc, None) for s in self._shards], "explain")
+        self._check_answers(answers, maps)
+        return MergedExplanation(answers, maps, size, len(state.matched.predicates))
+
+    def all_failed(self, requirements: Mapping[str, Any] | Requirements) -> dict[str, list[str]]:
+        """Every predicate each ineligible agent fails (Fleet.all_failed), in global join order."""
+        doc = dict(parse_requirements(requirements).doc)
+        merged: dict[str, list[str]] = {}
+        for part in self._gather([s.all_failed.remote(doc) for s in self._shards], "all_failed"):
+            merged.update(part)
+        ids = self._ids
+        return {name: merged[name] for name in sorted(merged, key=ids.__getitem__)}
+
+    def resume(self, earlier: Placement, *, seq: int | None = None) -> Placement:
+        """A resumed placement (§6, Fleet.resume): back to the agent `earlier` chose, which must
+        still be in the fleet and still satisfy every predicate matched the first time (the routed
+        requirements)."""
+        text = self._declaration_json(resumed_agent(earlier))
+        decl = parse_declaration(orjson.loads(text)) if text is not None else None
+        return pipeline.resume(earlier, earlier.fleet_engine, decl, text, self.generation, seq)
+
+    def _prepare(self, requirements: Mapping[str, Any] | Requirements, session: str | None,
+                 route: Route | None, reason_limit: int | None) -> pipeline.CycleState:
+        """The prepare stage, on the coordinator; the task's kind is derived once outcomes exist."""
+        state = pipeline.prepare(requirements, session, route, reason_limit)
+        if self._kinds_seen:
+            state.kind = task_kind(state.matched)
+        return state
+
+    def _scorer_name(self, scorer: str | None) -> str | None:
+        """The custom scorer's name for the shards, imported here first so that a bad name fails
+        before any shard is asked."""
+        name = scorer if scorer is not None else self.scorer
+        if name is not None:
+            import_scorer(name)
+        return name
+
+    def _views(self) -> tuple[list[np.ndarray], int]:
+        """Each shard's local -> global ids and the global ids given, as of now."""
+        return [m.view() for m in self._maps], len(self._index)
+
+    def _candidates_by_shard(self, candidates: Iterable[str] | None) -> list[list[str] | None]:
+        """The named agents each shard holds (None for every shard: no restriction)."""
+        if candidates is None:
+            return [None] * len(self._shards)
+        if isinstance(candidates, str):
+            raise TypeError("candidates: expected an iterable of agent names, found one string")
+        within: list[list[str] | None] = [[] for _ in self._shards]
+        for name in dict.fromkeys(candidates):
+            if isinstance(name, str) and name in self._namespace:
+                within[self._owner(name)].append(name)  # type: ignore[union-attr]
+        return within
+
+    def _check_answers(self, answers: list, maps: list[np.ndarray]) -> None:
         for shard, (answer, idmap) in enumerate(zip(answers, maps)):
             self._check_changes(shard, answer.changes, self._changes[shard])
             if answer.ids_given != len(idmap):
                 raise ShardError(shard, f"has given {answer.ids_given} local ids, the coordinator "
                                  f"knows {len(idmap)}: the shard's state differs from what it acknowledged")
-        won = winner_of(answers)
-        expl = MergedExplanation(answers, maps, size, len(matched.predicates))
-        best = int(maps[won][answers[won].best]) if won >= 0 else -1
-        scores = MergedScores(answers, expl, best)
-        decl = None
-        if won >= 0:
-            decl = parse_declaration(orjson.loads(answers[won].best_json))
-        selected = time.perf_counter_ns()
-        placement = Placement(
-            self.engine or "sharded", self._index, matched, submitted,
-            route.name if route is not None else None, session, kind, expl, scores, False, decl,
-            answers[won].best_json if won >= 0 else None, gathered - started, selected - gathered,
-            time.time_ns(), self.generation, reason_limit=reason_limit)
-        if decl is not None and session is not None and remember_session:
-            if not answers[won].best_holds_session:
-                self.hold_session(decl.agent.name, session)
-        return placement
 
-    def resume(self, earlier: Placement, *, seq: int | None = None) -> Placement:
-        """A resumed placement (§6, Fleet.resume): back to the agent `earlier` chose, which must
-        still be in the fleet and still satisfy every predicate matched the first time."""
-        text = self._declaration_json(resumed_agent(earlier))
-        decl = parse_declaration(orjson.loads(text)) if text is not None else None
-        return resumed(earlier, earlier.fleet_engine, decl, text, self.generation, seq)
+    def _merged(self, state: pipeline.CycleState, answers: list, maps: list[np.ndarray],
+                size: int, checked: bool = False) -> tuple[Placement, bool]:
+        """The shards' answers merged (checked against the coordinator's counts unless `checked`),
+        the choose stage over their winners, and the Placement; with whether the winner already
+        holds the task's session."""
+        if not checked:
+            self._check_answers(answers, maps)
+        won = winner_of(answers)
+        expl = MergedExplanation(answers, maps, size, len(state.matched.predicates))
+        best = int(maps[won][answers[won].best]) if won >= 0 else -1
+        scores: MergedScores | CustomScores
+        if answers and answers[0].custom_entries is not None:
+            # a custom scorer's entries, merged into global join order as its Fleet would list them
+            ids = np.concatenate(expl.eligible_by_shard()) if answers else np.zeros(0, dtype=np.int64)
+            entries = [entry for a in answers for entry in (a.custom_entries or ())]
+            order = np.argsort(ids, kind="stable").tolist()
+            scores = CustomScores([int(ids[j]) for j in order], [entries[j] for j in order], best)
+        else:
+            scores = MergedScores(answers, expl, best)
+        state.explanation, state.scores, state.best = expl, scores, best
+        decl = text = None
+        if won >= 0:
+            text = answers[won].best_json
+            decl = parse_declaration(orjson.loads(text))
+        state.selected = time.perf_counter_ns()
+        placement = pipeline.build_placement(state, self.engine or "sharded", self._index, decl, text,
+                                             self.generation)
+        return placement, won >= 0 and answers[won].best_holds_session
 
     # -- operations -------------------------------------------------------------------------------
     def shard_states(self) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 import orjson
 
 from ..errors import SchemaError
+from ..fleet.domain import namespace_conflict
 from ..schema import parse_declaration
 from .report import AgentEntry, ImportReport, under
 
@@ -73,11 +74,10 @@ class DeclarationSet:
             return False
         name, namespace = decl.agent.name, decl.agent.namespace
         earlier = self._held.get(name)
-        if earlier is not None and earlier.namespace != namespace:
-            self.report.skip(source, path,
-                             f"agent name {name!r} is already used in namespace {earlier.namespace!r} "
-                             f"(by {earlier.source} {earlier.path}); a fleet is one scheduling domain "
-                             f"and names are unique in it")
+        conflict = namespace_conflict(name, earlier.namespace if earlier is not None else None, namespace)
+        if conflict is not None:
+            assert earlier is not None
+            self.report.skip(source, path, f"{conflict}; the name was read from {earlier.source} {earlier.path}")
             return False
         if earlier is not None:
             self.report.note("replaced", source, path, f"replaces the declaration of agent {name!r} read from "

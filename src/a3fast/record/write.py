@@ -141,13 +141,13 @@ def placement_records(p, task: Mapping[str, Any] | None = None) -> Iterator[tupl
     task.admitted + task.bound, or task.rejected; a resumed placement is one task.bound.
     `task` adds fields to task.submitted (goal, inputs, …)."""
     if p.resumed:
-        yield "task.bound", b'{"resumed":true,"scheduling":' + p.scheduling_json() + b"}"
+        yield "task.bound", b'{"resumed":true,"scheduling":' + scheduling_json(p) + b"}"
         return
     submitted = dict(task or {})
     submitted["requirements"] = dict(p.submitted.doc)
     yield "task.submitted", orjson.dumps(submitted)
     if p.bound:
         yield "task.admitted", orjson.dumps({"agent": p.declaration.agent.to_dict()})
-        yield "task.bound", b'{"scheduling":' + p.scheduling_json() + b"}"
+        yield "task.bound", b'{"scheduling":' + scheduling_json(p) + b"}"
     else:
-        yield "task.rejected", orjson.dumps(p.rejection)
+        yield "task.rejected", orjson.dumps(rejection_dict(p))

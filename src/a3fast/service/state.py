@@ -32,7 +32,7 @@ import orjson
 
 from ..errors import FleetError, Problem, SchemaError, SnapshotError
 from ..record.compact import Encoder
-from ..fleet import Fleet
+from ..fleet import Fleet, namespace_problem
 from ..record.write import placement_records
 from ..schema import Declaration, parse_declaration
 from ..trace import TraceWriter
@@ -411,10 +411,10 @@ class ServiceState:
         problems = []
         for k, decl in enumerate(declarations):
             name, namespace = decl.agent.name, decl.agent.namespace
-            held = seen.get(name, self._namespace_of(name) or namespace)
-            if held != namespace:
-                problems.append(Problem(f"[{k}].agent.namespace", f"namespace {held!r} (agent names are "
-                                        f"unique in one scheduling domain)", repr(namespace)))
+            conflict = namespace_problem(f"[{k}].agent.namespace", name,
+                                         seen.get(name, self._namespace_of(name)), namespace)
+            if conflict is not None:
+                problems.append(conflict)
             seen[name] = namespace
         if problems:
             raise FleetConflict(problems)

@@ -1,0 +1,200 @@
+"""Bulk ingest: JSON Lines of §3 declarations into a fleet's table and rows, in line order.
+
+Each line is validated as `parse_declaration` does (the same problems, under `line N: $...`) and
+kept as its rows, cost and canonical JSON — no Declaration stays alive — then new rows and agents
+are interned in one batch per run of new names. On the native engine the compiled reader
+(`a3fast._ingest`) reads the lines it can vouch for in one pass over the bytes and hands every other
+one to orjson and `parse_declaration`, which read every line on the pure engine.
+"""
+from __future__ import annotations
+
+import gc
+import os
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import orjson
+
+from ..declaration_codec import BatchPacker
+from ..engines import ingest_module
+from ..errors import Problem, SchemaError
+from ..schema import parse_declaration
+from ..scoring import cost_score
+from .domain import namespace_problem
+from .rows import INGEST_KINDS, PredicateRows
+from .table import AgentTable
+
+__all__ = ["JSONL_CHUNK", "read_jsonl", "chunks_of", "size_of", "collector_paused"]
+
+#: How much of a JSON Lines file is read at a time (whole lines; a longer line is read whole).
+JSONL_CHUNK = 1 << 24
+
+
+def chunks_of(source: str | os.PathLike | bytes) -> Iterator[bytes]:
+    """JSON Lines bytes in chunks of whole lines: the bytes themselves, or a file read a chunk at a
+    time (the whole file is never held)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        yield bytes(source)
+        return
+    with open(source, "rb") as fh:
+        rest = b""
+        while block := fh.read(JSONL_CHUNK):
+            cut = block.rfind(b"\n")
+            if cut < 0:
+                rest += block
+                continue
+            yield rest + block[:cut + 1]
+            rest = block[cut + 1:]
+        if rest:
+            yield rest
+
+
+def size_of(source: str | os.PathLike | bytes) -> int | None:
+    """How many bytes a JSON Lines source holds, if that is known before reading it."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return len(source)
+    try:
+        return os.stat(source).st_size if os.path.isfile(source) else None
+    except OSError:
+        return None
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a bulk load. Parsing and interning a batch makes
+    many long-lived, acyclic objects, and every full collection they trigger would rescan the
+    whole growing heap for cycles that cannot be there."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def read_jsonl(table: AgentTable, rows: PredicateRows, engine: str, source: str | os.PathLike | bytes, *,
+               on_error: str, pack: bool | None) -> tuple[list[Problem], bool]:
+    """Add (or replace) the agents of JSON Lines declarations (Fleet.extend_jsonl): the problems
+    found, and whether any agent was added. With `on_error="refuse"` any problem raises
+    SchemaError listing every one and nothing is added."""
+    if on_error not in ("refuse", "skip"):
+        raise ValueError(f"on_error: expected 'refuse' or 'skip', found {on_error!r}")
+    source_name = None if isinstance(source, (bytes, bytearray, memoryview)) else os.fspath(source)
+    reader = ingest_module(engine)
+    batch = reader.Batch()
+    problems: list[Problem] = []
+    pending: list[tuple[str, Any, int]] = []             # rows to intern: (kind, value, row)
+    pending_rows: dict[str, dict] = {kind: {} for kind in rows.field_rows}
+    first_row = rows.index.row_count()
+    field_rows = rows.field_rows
+    ids, entries = table.ids, table.entries
+
+    def new_row(kind: str, value: Any) -> int:
+        row = pending_rows[kind].get(value)
+        if row is None:
+            row = pending_rows[kind][value] = first_row + len(pending)
+            pending.append((kind, value, row))
+        return row
+
+    def intern(code: int, value: Any) -> int:  # the compiled reader's row for a value
+        kind = INGEST_KINDS[code]
+        row = field_rows[kind].get(value)
+        return row if row is not None else new_row(kind, value)
+
+    namespaces: dict[str, str] = {}                      # names of this batch -> namespace
+    vocab = reader.Vocabulary()                          # the compiled reader's rows by value
+
+    def read_carefully(line: bytes, lineno: int) -> None:
+        if not line.strip():
+            return
+        try:
+            doc = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            problems.append(Problem(f"line {lineno}: $", "valid JSON", str(exc)))
+            return
+        try:
+            decl = parse_declaration(doc)
+        except SchemaError as exc:
+            problems.extend(Problem(f"line {lineno}: {p.path}", p.expected, p.found) for p in exc.problems)
+            return
+        name, namespace = decl.agent.name, decl.agent.namespace
+        held = namespaces.get(name)
+        if held is None and name in ids and entries[ids[name]] is not None:
+            held = table.declaration(ids[name]).agent.namespace
+        conflict = namespace_problem(f"line {lineno}: $.agent.namespace", name, held, namespace)
+        if conflict is not None:
+            problems.append(conflict)
+            return
+        namespaces[name] = namespace
+        canonical = orjson.dumps(doc)
+        # keep an exact-size copy: orjson's result carries several times its length in spare
+        # capacity, which a million kept declarations would multiply into gigabytes
+        text = line.rstrip(b"\r\n")
+        if text != canonical:
+            text = bytes(memoryview(canonical))
+        batch.append(name, rows.rows_for(decl, new_row), cost_score(decl), text)
+
+    lineno = 1
+    with collector_paused(), BatchPacker(table.codec, pack, size_of(source)) as packer:
+        for chunk in chunks_of(source):
+            pos, end = 0, len(chunk)
+            while pos < end:
+                pos, lineno = reader.scan(chunk, pos, lineno, batch, vocab, intern, ids, namespaces)
+                if pos >= end:
+                    break
+                eol = chunk.find(b"\n", pos)
+                eol = end if eol < 0 else eol
+                read_carefully(chunk[pos:eol], lineno)
+                pos, lineno = eol + 1, lineno + 1
+            packer.after_chunk(batch.texts)
+        packer.finish(batch.texts)
+    if problems and on_error == "refuse":
+        raise SchemaError(problems, source_name)
+    table.codec = packer.codec
+    if not len(batch):
+        return problems, False
+    rows.intern_pending(pending)
+    _put_batch(table, rows, batch)
+    return problems, True
+
+
+def _put_batch(table: AgentTable, rows: PredicateRows, batch: Any) -> None:
+    """Apply a checked JSON Lines batch in line order: runs of new names in one engine call
+    each, a known name (or one seen earlier in the batch) as a replace."""
+    ids, entries, index = table.ids, table.entries, rows.index
+    names, texts = batch.names, batch.texts
+    costs = batch.columns()[2]
+    run_start = 0
+    run_names: set[str] = set()
+    for j, name in enumerate(names):
+        if name in ids or name in run_names:
+            _put_run(table, rows, batch, run_start, j)
+            run_start, run_names = j + 1, set()
+            aid = ids[name]
+            if entries[aid] is not None:
+                index.drop(aid, rows.rows_of(aid))
+            else:
+                table.count += 1
+            index.put(aid, name, batch.rows_of(j), float(costs[j]))
+            entries[aid] = texts[j]
+            table.decl_json[aid] = None
+            table.member_rows[aid] = None
+        else:
+            run_names.add(name)
+    _put_run(table, rows, batch, run_start, len(names))
+
+
+def _put_run(table: AgentTable, rows: PredicateRows, batch: Any, lo: int, hi: int) -> None:
+    """Agents `lo:hi` of a batch, all new names, in one engine call."""
+    if lo >= hi:
+        return
+    row_ids, offsets, costs = batch.columns()
+    names = batch.names[lo:hi]
+    first = len(table.entries)
+    rows.index.put_flat(names, row_ids, offsets[lo:hi + 1], costs[lo:hi])
+    table.ids.update(zip(names, range(first, first + len(names))))
+    table.entries.extend(batch.texts[lo:hi])
+    table.decl_json.extend([None] * len(names))
+    table.member_rows.extend([None] * len(names))
+    table.count += len(names)

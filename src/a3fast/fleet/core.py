@@ -1,0 +1,487 @@
+"""Fleet: one process's fleet — its agent table, predicate rows, history and placing — behind one API.
+
+A fleet is one scheduling domain (docs/design.md, reading 3): agents are named by `agent.name`;
+adding a declaration for an existing `(namespace, name)` replaces it; a name held by another
+namespace is an error (a3fast.fleet.domain). Agent ids are dense and stay bound to their name for
+the fleet's life (a3fast.fleet.table). Placing runs the stages of a3fast.fleet.pipeline; bulk loads
+and snapshots are a3fast.fleet.bulk_load and a3fast.fleet.persistence.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+
+from ..engines import ENGINE, engine_module
+from ..errors import FleetError, Problem
+from ..notebook import view_html
+from ..placement import Placement, Route, resumed_agent
+from ..predicates import AGENT_REF, ANTI_AFFINITY
+from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
+from ..scoring import DEFAULT_WEIGHTS, Scorer, cost_score
+from . import pipeline
+from .pipeline import prepare
+from .bulk_load import collector_paused, read_jsonl
+from .domain import check_namespace
+from .persistence import Saved, read_snapshot, write_snapshot
+from .rows import PredicateRows
+from .table import AgentTable
+
+if TYPE_CHECKING:
+    # Both engines' Index has the interface of the native one, whose stub (_core.pyi) mypy reads.
+    from .._core import Explanation, Index
+
+__all__ = ["Fleet"]
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _locked(method: _Method) -> _Method:
+    """Run a method under the fleet's lock: an update waits for a `place_many` batch under way
+    (whose threads read the index without the GIL), and a batch for an update."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return run  # type: ignore[return-value]
+
+
+class Fleet:
+    """Agents that tasks can be placed on. `engine` is "native", "pure" or None (a3fast.ENGINE)."""
+
+    def __init__(self, engine: str | None = None, *, scorer: Scorer | None = None,
+                 weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS):
+        self.engine = ENGINE if engine is None else engine
+        self._engine = engine_module(engine)
+        self._index: Index = self._engine.Index()
+        self.scorer = scorer
+        self.weights: tuple[float, ...] = tuple(float(w) for w in weights)
+        #: bumped by every change that can alter a placement's result
+        self.generation = 0
+        #: bumped by every change of who is in the fleet or what they declare (not by sessions or
+        #: outcomes, which only scores read): the filter and explanation cache is valid within one
+        self.membership = 0
+        self._table = AgentTable()
+        self._rows = PredicateRows(self._index, self._table, self._engine.NO_AGENT_REF)
+        self._stages = pipeline.LocalStages(self._table, self._rows, self.engine, self.outcomes,
+                                            self.holds_session)
+        self._lock = threading.RLock()
+
+    # -- membership -------------------------------------------------------------------------------
+    @_locked
+    def add(self, declaration: Mapping[str, Any] | Declaration) -> Declaration:
+        """Add an agent, or replace the one with the same `(namespace, name)`. Returns the parsed
+        declaration; raises SchemaError for an invalid one and FleetError for a name conflict."""
+        decl = parse_declaration(declaration)
+        name = decl.agent.name
+        table, rows = self._table, self._rows
+        aid = table.ids.get(name)
+        current = table.declaration(aid) if aid is not None and table.is_live(aid) else None
+        if current is not None:
+            check_namespace(name, current.agent.namespace, decl.agent.namespace)
+        if aid is None:
+            aid = table.new_id(name)
+        if current is not None:
+            self._index.drop(aid, rows.rows_of(aid))
+        else:
+            table.count += 1
+        agent_rows = rows.rows_for(decl)
+        # A replaced agent keeps the sessions it holds: drop() above left its session rows alone.
+        self._index.put(aid, name, agent_rows, cost_score(decl))
+        table.entries[aid] = decl
+        table.decl_json[aid] = None                # encoded when a record first needs it
+        table.member_rows[aid] = agent_rows
+        self.generation += 1
+        self.membership += 1
+        return decl
+
+    @_locked
+    def extend(self, declarations: Iterable[Mapping[str, Any] | Declaration]) -> None:
+        """Add many agents; new names are interned in one batch (much faster for a large fleet).
+        All declarations are parsed before any is added, so an invalid one changes nothing."""
+        with collector_paused():
+            parsed = [parse_declaration(d) for d in declarations]
+            batch: dict[str, Declaration] = {}
+            ids = self._table.ids
+            for decl in parsed:
+                name = decl.agent.name
+                if name in ids or name in batch:
+                    self._add_batch(batch)
+                    batch = {}
+                    self.add(decl)
+                else:
+                    batch[name] = decl
+            self._add_batch(batch)
+
+    def _add_batch(self, batch: dict[str, Declaration]) -> None:
+        if not batch:
+            return
+        table, rows = self._table, self._rows
+        first = len(table.entries)
+        aids, names, all_rows, costs = [], [], [], []
+        for offset, (name, decl) in enumerate(batch.items()):
+            aid = first + offset
+            agent_rows = rows.rows_for(decl)
+            table.ids[name] = aid
+            table.entries.append(decl)
+            table.member_rows.append(agent_rows)
+            table.decl_json.append(None)
+            aids.append(aid)
+            names.append(name)
+            all_rows.append(agent_rows)
+            costs.append(cost_score(decl))
+        self._index.put_many(aids, names, all_rows, costs)
+        table.count += len(batch)
+        self.generation += 1
+        self.membership += 1
+
+    @_locked
+    def remove(self, name: str) -> Declaration:
+        """Remove an agent by name; its held sessions go with it. FleetError if it is not here."""
+        table, rows = self._table, self._rows
+        aid = table.live_id(name)
+        decl = table.declaration(aid)
+        self._index.drop(aid, rows.rows_of(aid) + tuple(rows.held_sessions.pop(aid, ())))
+        table.entries[aid] = None
+        table.decl_json[aid] = None
+        table.member_rows[aid] = ()
+        table.count -= 1
+        self.generation += 1
+        self.membership += 1
+        return decl
+
+    def __len__(self) -> int:
+        return self._table.count
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._table.is_live(self._table.ids.get(name))
+
+    def __iter__(self) -> Iterator[Declaration]:
+        return self._table.declarations()
+
+    def get(self, name: str) -> Declaration | None:
+        return self._table.get(name)
+
+    def names(self) -> list[str]:
+        """Live agent names in id order (the order of `candidates` in records)."""
+        return self._table.names()
+
+    def _repr_html_(self) -> str | None:
+        """How many agents, and the predicates most of them satisfy, as a notebook shows it (the
+        view a3fast.report registers; see a3fast.notebook)."""
+        return view_html("fleet", self)
+
+    # -- JSON Lines ingest (a3fast.fleet.bulk_load) -----------------------------------------------
+    @classmethod
+    def load_jsonl(cls, source: str | os.PathLike | bytes, engine: str | None = None, *,
+                   on_error: str = "refuse", pack: bool | None = None, **options: Any) -> "Fleet":
+        """A fleet from JSON Lines of §3 declarations (a path, or the bytes themselves); see
+        `extend_jsonl`. `options` go to the Fleet (scorer, weights)."""
+        fleet = cls(engine, **options)
+        fleet.extend_jsonl(source, on_error=on_error, pack=pack)
+        return fleet
+
+    @_locked
+    def extend_jsonl(self, source: str | os.PathLike | bytes, *, on_error: str = "refuse",
+                     pack: bool | None = None) -> list[Problem]:
+        """Add (or replace) the agents of JSON Lines declarations, in line order, in bulk.
+
+        Each line is validated as `parse_declaration` does (the same problems, under `line N:
+        $...`) and kept as its rows, cost and canonical JSON — no Declaration stays alive — then
+        new rows and agents are interned in one batch per run of new names (a3fast.fleet.bulk_load:
+        the compiled reader on the native engine). A name held by another namespace is a problem of
+        its line. With `on_error="refuse"` any problem raises SchemaError listing every one and
+        nothing is added; with "skip" the bad lines are left out and their problems returned.
+        Blank lines are ignored.
+
+        `pack`: keep the declarations compressed with a dictionary trained on the fleet's own
+        (a3fast.declaration_codec) — True, False, or None (the default) for a source of
+        `PACK_FROM_BYTES` (256 MiB, about 240,000 declarations of the standard workload) or more.
+        Placements and records are the same either way; a packed declaration is expanded when a
+        record or a caller needs it. A fleet that packs keeps packing.
+        """
+        problems, added = read_jsonl(self._table, self._rows, self.engine, source, on_error=on_error, pack=pack)
+        if added:
+            self.generation += 1
+            self.membership += 1
+        return problems
+
+    # -- snapshots (a3fast.fleet.persistence, docs/snapshot.md) ---------------------------------------
+    @_locked
+    def save(self, path: str | os.PathLike) -> None:
+        """Write everything that decides placements and records to `path`, whole or not at all:
+        agent ids and join order (removed names too), declarations as canonical JSON, the index
+        rows, outcomes, held sessions and weights. A custom `scorer` is code and is not saved:
+        pass it again to `Fleet.load`."""
+        write_snapshot(path, self._table, self._rows, self.engine,
+                       Saved(self.weights, self.generation, self.membership))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, engine: str | None = None, *,
+             scorer: Scorer | None = None) -> "Fleet":
+        """A fleet from a snapshot `save` wrote (by either engine): placements on it are exactly
+        those on the saved fleet. SnapshotError names what is wrong with a file that is not a
+        snapshot, is of another format version, is cut short or damaged."""
+        fleet = cls(engine, scorer=scorer)
+        saved = read_snapshot(path, fleet._table, fleet._rows)
+        fleet.weights, fleet.generation, fleet.membership = saved.weights, saved.generation, saved.membership
+        return fleet
+
+    # -- history the scorer reads -----------------------------------------------------------------
+    @_locked
+    def record_outcome(self, agent: str, kind: str | Requirements | Mapping[str, Any], success: bool) -> None:
+        """Learn from a finished task: `kind` is a task kind or the task's requirements."""
+        aid = self._table.live_id(agent)
+        if not isinstance(kind, str):
+            kind = task_kind(parse_requirements(kind))
+        self._index.record_outcome(self._rows.kind(kind), aid, bool(success))
+        self.generation += 1
+
+    @_locked
+    def record_outcomes(self, agent: str, kind: str, successes: int, attempts: int) -> None:
+        """Learn `attempts` finished tasks of one kind at once, `successes` of them successful: the
+        same as that many `record_outcome` calls, in one step (restoring saved counts)."""
+        if not 0 <= successes <= attempts:
+            raise ValueError(f"successes ({successes}) must be between 0 and attempts ({attempts})")
+        aid = self._table.live_id(agent)
+        self._index.add_outcomes(self._rows.kind(kind), aid, successes, attempts)
+        self.generation += 1
+
+    def outcomes(self, agent: str, kind: str) -> tuple[int, int]:
+        """(successes, attempts) recorded for an agent and a task kind."""
+        aid = self._table.ids.get(agent)
+        kid = self._rows.kinds.get(kind, -1)
+        return self._index.outcome(kid, aid) if aid is not None and kid >= 0 else (0, 0)
+
+    @_locked
+    def hold_session(self, agent: str, session: str) -> None:
+        """Mark an agent as holding a session's memory (affinity for tasks that continue it)."""
+        aid = self._table.live_id(agent)
+        row = self._rows.session_row(session)
+        self._rows.held_sessions.setdefault(aid, set()).add(row)
+        self._index.set_bit(row, aid)
+        self.generation += 1
+
+    @_locked
+    def release_session(self, agent: str, session: str) -> None:
+        aid = self._table.live_id(agent)
+        rows = self._rows
+        row = rows.session_rows.get(session)
+        held = rows.held_sessions.get(aid)
+        if row is not None and held is not None and row in held:
+            held.discard(row)
+            if not held:
+                del rows.held_sessions[aid]
+            self._index.clear_bit(row, aid)
+            self.generation += 1
+
+    def holds_session(self, agent: str, session: str) -> bool:
+        aid = self._table.ids.get(agent)
+        row = self._rows.session_rows.get(session)
+        return aid is not None and row is not None and row in self._rows.held_sessions.get(aid, ())
+
+    # -- placing (a3fast.fleet.pipeline) -----------------------------------------------------------
+    @_locked
+    def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
+              route: Route | None = None, *, scorer: Scorer | None = None, kind: str | None = None,
+              remember_session: bool = True, reason_limit: int | None = None,
+              candidates: Iterable[str] | None = None) -> Placement:
+        """Place one task (§5, §6): prepare, explain, score, choose. Returns a Placement.
+
+        `requirements` may be a Requirements prepared once and placed again; it is never parsed
+        again. `session` (or the requirements' `session`) is used for affinity only; a bound
+        placement makes the chosen agent hold it unless `remember_session` is false (then the
+        placement changes nothing in the fleet). `route` is a Route whose additions are matched and
+        recorded. A rejection's reason names every candidate that failed each predicate (§6);
+        `reason_limit=N` names at most N per predicate and counts the rest, a departure from §6 for
+        callers that keep reasons short (filters_failed still lists every one). `candidates`, when
+        given, restricts the placement to those agents: names not in the fleet are ignored (the
+        caller reports them), and the record's candidates, filters_failed and scores are of those
+        agents only, in join order. Raises SchemaError for invalid requirements, ValueError for a
+        bad reason_limit.
+        """
+        state = prepare(requirements, session, route, reason_limit, kind, scorer or self.scorer)
+        if candidates is not None:
+            state.within = self._table.live_ids_of(candidates)
+        placement = self._stages.place(state, self.membership, self.weights, self.generation)
+        session = placement.session
+        agent = placement.agent
+        if (agent is not None and session is not None and remember_session
+                and not self.holds_session(agent, session)):
+            self.hold_session(agent, session)
+        return placement
+
+    def _place(self, requirements: Requirements, session: str | None, scorer: Scorer | None,
+               kind: str | None, reason_limit: int | None) -> Placement:
+        """The pipeline's stages for one task of a batch: a Placement, holding no session."""
+        state = prepare(requirements, session, None, reason_limit, kind, scorer or self.scorer)
+        return self._stages.place(state, self.membership, self.weights, self.generation)
+
+    def scored(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None, *,
+               kind: str | None = None, candidates: Iterable[str] | None = None,
+               scorer: Scorer | None = None) -> pipeline.CycleState:
+        """A task through prepare, explain, score and choose, without a Placement: the cycle state,
+        with the explanation, the scores and the winner's id (`best`). A shard of a sharded fleet
+        answers with it; nothing in the fleet changes."""
+        with self._lock:
+            state = prepare(requirements, session, None, None, kind, scorer or self.scorer)
+            if candidates is not None:
+                state.within = self._table.live_ids_of(candidates)
+            return self._stages.scored(state, self.membership, self.weights)
+
+    def declaration_json(self, aid: int) -> bytes:
+        """The declaration of live agent id `aid` as JSON, as records carry it."""
+        return self._table.declaration_json(aid)
+
+    def place_many(self, requirements_list: Iterable[Mapping[str, Any] | Requirements], *,
+                   sessions: Sequence[str | None] | None = None, workers: int | None = None,
+                   scorer: Scorer | None = None, kind: str | None = None,
+                   remember_session: bool = True, reason_limit: int | None = None) -> list[Placement]:
+        """Place a batch on `workers` threads (default: one per core) with the same results and
+        records as `place` one at a time, in order (§6 timings aside).
+
+        Every task is parsed before any is placed (an invalid one raises SchemaError and places
+        nothing). The batch holds the fleet's lock: updates from other threads wait for it, so it
+        sees one membership. The native engine's explain and score loops run without the GIL, so
+        placements proceed on every core. What must stay sequential: a bound placement makes its
+        agent hold the task's session, which changes the affinity of later tasks of that session,
+        so with `remember_session` the tasks of one session run in order on one thread (and
+        different sessions, and tasks without one, in parallel). `generation` is numbered as if
+        the batch ran in order.
+        """
+        with self._lock:
+            tasks = [parse_requirements(r) for r in requirements_list]
+            if sessions is not None and len(sessions) != len(tasks):
+                raise ValueError(f"sessions: {len(sessions)} for {len(tasks)} tasks")
+            chosen = [s if s is not None else t.session
+                      for t, s in zip(tasks, sessions if sessions is not None else [None] * len(tasks))]
+            units = session_chains(chosen, remember_session)
+            if remember_session:
+                for session in chosen:   # no row is added while other threads read the rows
+                    if session is not None:
+                        self._rows.session_row(session)
+            placements: list[Placement | None] = [None] * len(tasks)
+            held = [False] * len(tasks)
+            pending = iter(units)    # taken one unit at a time by whichever thread is free
+
+            def work() -> None:
+                for unit in pending:
+                    for i in unit:
+                        p = placements[i] = self._place(tasks[i], chosen[i], scorer, kind, reason_limit)
+                        task_session = chosen[i]
+                        if p.agent is not None and remember_session and task_session is not None:
+                            held[i] = self._hold_in_batch(p.agent, task_session)
+
+            n = max(1, min(workers or os.cpu_count() or 1, len(units)))
+            if n == 1:
+                work()
+            else:
+                with ThreadPoolExecutor(n, thread_name_prefix="a3fast-place") as pool:
+                    for future in [pool.submit(work) for _ in range(n)]:
+                        future.result()
+            generation = self.generation
+            for p, did_hold in zip(placements, held):
+                assert p is not None  # work() placed every task
+                p.generation = generation
+                generation += did_hold
+            self.generation = generation
+            return placements  # type: ignore[return-value]
+
+    def _hold_in_batch(self, agent: str, session: str) -> bool:
+        """`hold_session` for a placement of a batch (its session row exists; `generation` is
+        numbered by the batch). True if the agent did not hold it yet."""
+        aid = self._table.ids[agent]
+        row = self._rows.session_rows[session]
+        holds = self._rows.held_sessions.setdefault(aid, set())
+        if row in holds:
+            return False
+        holds.add(row)
+        self._index.set_bit(row, aid)
+        return True
+
+    def resume(self, earlier: Placement, *, seq: int | None = None) -> Placement:
+        """A resumed placement (§6): back to the agent `earlier` chose, with no candidates weighed.
+
+        The agent must still be in the fleet and its current declaration must still satisfy every
+        predicate matched the first time — the routed requirements, not only the submitted ones —
+        since the resumed record is held to the same checks (§7).
+        """
+        agent = resumed_agent(earlier)
+        decl = self.get(agent)
+        json = self._table.declaration_json(self._table.ids[agent]) if decl is not None else None
+        return pipeline.resume(earlier, self.engine, decl, json, self.generation, seq)
+
+    def explain(self, requirements: Mapping[str, Any] | Requirements) -> Explanation:
+        """The filter and first-failed explanation of a task (§5), without scoring: the engine's
+        Explanation (candidate, eligible and per-predicate failed id sets)."""
+        matched = parse_requirements(requirements)
+        resolve = self._rows.resolve_prepared if matched is requirements else self._rows.resolve_parsed
+        rows, only, excluded, _ = resolve(matched)
+        return self._index.explain(rows, only, excluded)
+
+    def all_failed(self, requirements: Mapping[str, Any] | Requirements) -> dict[str, list[str]]:
+        """Every predicate each ineligible agent fails, not only the first (derivation order).
+
+        One set difference per predicate over the index; asked for on request only, since it costs
+        O(P·N) where the first-failed explanation costs O(P) set operations.
+        """
+        req = parse_requirements(requirements)
+        index, ids, row_of = self._index, self._table.ids, self._rows.rows
+        live = index.live_ids()
+        live_set = set(live)
+        failing: list[tuple[str, set[int]]] = []
+        for p in req.predicates:
+            kind, _, arg = p.partition(":")
+            if kind == ANTI_AFFINITY:
+                aid = ids.get(arg)
+                failing.append((p, {aid} & live_set if aid is not None else set()))
+            elif kind == AGENT_REF:
+                failing.append((p, live_set - {ids.get(arg)}))
+            else:
+                failing.append((p, live_set - set(index.row_ids(row_of.get(p, -1)))))
+        out: dict[str, list[str]] = {}
+        for aid in live:
+            missed = [p for p, failed in failing if aid in failed]
+            if missed:
+                out[index.name(aid)] = missed
+        return out
+
+    def forget_explanations(self) -> None:
+        """Empty the reuse of repeated tasks' explanations, so the next placement of every task is
+        met afresh (benchmarks measure both)."""
+        self._rows.explained.clear()
+
+    @property
+    def index(self) -> Index:
+        """The engine's index behind this fleet, read-only, for tools that measure or inspect its
+        rows (`row_ids`, `row_count`, `explain`); changing it directly breaks the fleet."""
+        return self._index
+
+    def filter_rows(self, requirements: Mapping[str, Any] | Requirements) -> list[int]:
+        """The index rows of a task's filter predicates in derivation order (-1 for a predicate no
+        agent satisfies), for tools that work on the rows themselves."""
+        return list(self._rows.resolve_parsed(parse_requirements(requirements))[0])
+
+    def index_nbytes(self) -> int:
+        """Bytes held by the engine's index (rows and live set)."""
+        return self._index.nbytes()
+
+
+def session_chains(sessions: Sequence[str | None], remember_session: bool) -> list[list[int]]:
+    """A batch's tasks (by position) in units that may run apart: with `remember_session`, the
+    tasks of one session in order in one unit (a bound placement's held session changes the
+    affinity of the next), every other task alone."""
+    units: list[list[int]] = []
+    chains: dict[str, list[int]] = {}
+    for i, session in enumerate(sessions):
+        if remember_session and session is not None:
+            chain = chains.get(session)
+            if chain is None:
+                chain = chains[session] = []
+                units.append(chain)
+            chain.append(i)
+        else:
+            units.append([i])
+    return units

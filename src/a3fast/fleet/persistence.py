@@ -1,0 +1,197 @@
+"""Saving a fleet to a snapshot file and filling an empty one from it (docs/snapshot.md).
+
+A snapshot holds everything that decides placements and records: agent ids and join order
+(removed names too), declarations as canonical JSON (or packed), the index rows, outcomes, held
+sessions and weights. A loaded fleet keeps the declarations in the file's bytes and slices one out
+when a record or a caller asks for it.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import orjson
+
+from .. import snapshot
+from ..declaration_codec import CODEC_NAME, DeclarationCodec, is_packed
+from ..errors import SnapshotError
+from ..predicates import CAPABILITY, capability
+from .rows import EVALUATED, KEY_OF, PredicateRows
+from .table import IN_SNAPSHOT, AgentTable
+
+__all__ = ["SNAPSHOT_CONTENT", "write_snapshot", "read_snapshot", "Saved"]
+
+#: What a fleet snapshot's header says it holds (docs/snapshot.md).
+SNAPSHOT_CONTENT = "a3fast.fleet"
+
+
+class Saved:
+    """The fleet-wide numbers a snapshot restores beside the table and rows."""
+
+    __slots__ = ("weights", "generation", "membership")
+
+    def __init__(self, weights: tuple[float, ...], generation: int, membership: int):
+        self.weights = weights
+        self.generation = generation
+        self.membership = membership
+
+
+def write_snapshot(path: str | os.PathLike, table: AgentTable, rows: PredicateRows, engine: str,
+                   saved: Saved) -> None:
+    """Write the fleet to `path`, whole or not at all."""
+    index = rows.index
+    n = len(table.entries)
+    decls = _saved_declarations(table)
+    offsets = np.zeros(n + 1, dtype="<u8")
+    np.cumsum([len(d) for d in decls], out=offsets[1:])
+    row_offsets, row_ids = index.export_rows()
+    kinds = list(rows.kinds)
+    outcomes = [index.export_outcomes(rows.kinds[k]) for k in kinds]
+    by_kind = {kind: [[*value, row] if kind in (CAPABILITY, EVALUATED) else [value, row]
+                      for value, row in values.items()]
+               for kind, values in rows.field_rows.items()}
+    header = {
+        "content": SNAPSHOT_CONTENT, "agents": n, "live": table.count, "rows": index.row_count(),
+        "weights": list(saved.weights), "generation": saved.generation, "membership": saved.membership,
+        "field_rows": by_kind, "session_rows": [[k, r] for k, r in rows.session_rows.items()],
+        "kinds": [[k, len(o) // 24] for k, o in zip(kinds, outcomes)],
+        "written_by": engine,
+    }
+    if table.codec is not None:
+        header["declaration_codec"] = CODEC_NAME
+    sections = {
+        "names": orjson.dumps(list(table.ids)), "costs": index.export_costs(),
+        "live": index.export_live(), "row_offsets": row_offsets, "row_ids": row_ids,
+        "decl_offsets": offsets.tobytes(), "declarations": b"".join(decls),
+        "outcomes": b"".join(outcomes),
+    }
+    if table.codec is not None:
+        sections["declaration_dictionary"] = table.codec.dictionary
+    snapshot.write(path, header, sections, version=2 if table.codec is not None else 1)
+
+
+def _saved_declarations(table: AgentTable) -> list[bytes]:
+    """Each agent id's declaration as a snapshot holds it (b"" for a removed agent): canonical
+    JSON, or packed by the fleet's codec when it has one."""
+    if table.codec is None:
+        return [table.declaration_json(aid) if table.entries[aid] is not None else b""
+                for aid in range(len(table.entries))]
+    kept: list[bytes] = []
+    unpacked: list[int] = []
+    for aid, entry in enumerate(table.entries):
+        if entry is None:
+            kept.append(b"")
+            continue
+        if type(entry) is bytes:
+            entry = table.stored_bytes(aid)
+        if type(entry) is bytes and is_packed(entry):
+            kept.append(entry)
+        else:
+            unpacked.append(aid)
+            kept.append(table.declaration_json(aid))
+    for aid, packed in zip(unpacked, table.codec.pack_many([kept[aid] for aid in unpacked])):
+        kept[aid] = packed
+    return kept
+
+
+def read_snapshot(path: str | os.PathLike, table: AgentTable, rows: PredicateRows) -> Saved:
+    """Fill an empty fleet's table and rows from the snapshot at `path`. SnapshotError names what
+    is wrong with a file that is not a snapshot, is of another format version, is cut short or
+    damaged, or whose parts do not agree."""
+    data = snapshot.read(path)
+    header, sections = snapshot.decode(data, str(path))
+    try:
+        return _restore(data, header, sections, table, rows)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        if isinstance(exc, SnapshotError):
+            raise
+        raise SnapshotError(f"{path}: the snapshot's contents are inconsistent ({exc})") from None
+
+
+def _restore(data: bytes, header: dict, sections: dict, table: AgentTable, rows: PredicateRows) -> Saved:
+    """Fill the empty table and rows from a decoded snapshot, checking that its parts agree."""
+    if header.get("content") != SNAPSHOT_CONTENT:
+        raise SnapshotError(f"the snapshot holds {header.get('content')!r}, not {SNAPSHOT_CONTENT!r}")
+    names = orjson.loads(sections["names"])
+    n = header["agents"]
+    if type(names) is not list or len(names) != n:
+        raise ValueError(f"{n} agents but {len(names) if type(names) is list else 'no list of'} names")
+    ids = dict(zip(names, range(n)))
+    if len(ids) != n:
+        raise ValueError("an agent name appears twice")
+    offsets = np.frombuffer(sections["decl_offsets"], dtype="<u8")
+    if (len(offsets) != n + 1 or offsets[0] != 0 or offsets[-1] != len(sections["declarations"])
+            or np.any(np.diff(offsets.astype(np.int64)) < 0)):
+        raise ValueError("declaration offsets do not cover the declarations")
+    live = np.frombuffer(sections["live"], dtype="<u4")
+    lengths = np.diff(offsets)
+    if not np.array_equal(np.flatnonzero(lengths), live):
+        raise ValueError("the live agents are not those with a declaration")
+    if len(live) != header["live"]:
+        raise ValueError(f"{len(live)} live agents, the header says {header['live']}")
+    weights = header["weights"]
+    if len(weights) != 4 or not all(type(w) in (int, float) for w in weights):
+        raise ValueError("weights: expected 4 numbers")
+
+    field_rows: dict[str, dict] = {kind: {} for kind in rows.field_rows}
+    predicate_rows: dict[str, int] = {}
+    eval_rows: dict[str, int] = {}
+    used: list[int] = []
+    for kind, entries in header["field_rows"].items():
+        for entry in entries:
+            row = entry[-1]
+            value: Any
+            if kind in (CAPABILITY, EVALUATED):
+                value = (entry[0], entry[1])
+                key = capability(*value)
+                (eval_rows if kind == EVALUATED else predicate_rows)[key] = row
+            else:
+                value = entry[0]
+                predicate_rows[KEY_OF[kind](value)] = row
+            field_rows[kind][value] = row
+            used.append(row)
+    session_rows = {session: row for session, row in header["session_rows"]}
+    used += session_rows.values()
+    n_rows = header["rows"]
+    if sorted(used) != list(range(n_rows)):
+        raise ValueError("the predicate and session rows do not name each row once")
+
+    index = rows.index
+    index.restore(names, sections["costs"], sections["live"], sections["row_offsets"], sections["row_ids"])
+    at = 0
+    for kind, count in header["kinds"]:
+        rows.kinds[kind] = kid = index.new_kind()
+        index.import_outcomes(kid, sections["outcomes"][at:at + 24 * count])
+        at += 24 * count
+    if at != len(sections["outcomes"]):
+        raise ValueError("outcome records left over")
+    row_offsets = np.frombuffer(sections["row_offsets"], dtype="<u8").astype(np.int64)
+    row_ids = np.frombuffer(sections["row_ids"], dtype="<u4")
+    live_flags = lengths > 0
+    for row in session_rows.values():
+        holders = row_ids[row_offsets[row]:row_offsets[row + 1]]
+        if not live_flags[holders].all():
+            raise ValueError(f"session row {row} is held by an agent that is not in the fleet")
+        for aid in holders.tolist():
+            rows.held_sessions.setdefault(aid, set()).add(row)
+
+    codec = header.get("declaration_codec")
+    if codec is not None:
+        if codec != CODEC_NAME:
+            raise ValueError(f"declarations packed by {codec!r}; this a3fast unpacks {CODEC_NAME!r}")
+        table.codec = DeclarationCodec(sections["declaration_dictionary"])
+    # declarations stay in the file's bytes, sliced when a record or a caller asks for one
+    table.snapshot = data
+    table.snapshot_spans = (offsets.astype(np.int64) + header["section_starts"]["declarations"]).tolist()
+    stored: list[Any] = [IN_SNAPSHOT] * n
+    for aid in np.flatnonzero(lengths == 0).tolist():
+        stored[aid] = None
+    table.entries = stored
+    table.decl_json = [None] * n
+    table.member_rows = [None] * n
+    table.ids = ids
+    rows.rows, rows.eval_rows, rows.field_rows = predicate_rows, eval_rows, field_rows
+    rows.session_rows = session_rows
+    table.count = len(live)
+    return Saved(tuple(float(w) for w in weights), int(header["generation"]), int(header["membership"]))

@@ -1,0 +1,239 @@
+"""The placing pipeline: one task through named stages, carrying one `CycleState`.
+
+    prepare  -> parse the task once, apply the route, resolve its session (and kind, when asked)
+    explain  -> filter + first-failed explanation (§5), reused for a repeated task
+    score    -> the eligible agents' scores: the engine's default scorer, or a caller's
+    choose   -> the winner: highest total, ties to the smallest name (a3fast.scoring.choose)
+    build    -> the Placement, the one place one is constructed
+
+The stages are those of kube-scheduler's framework in spirit: each reads and fills the cycle state
+and nothing else. `Fleet.place`, `place_many` and `resume` run them over one process's index
+(`LocalStages`); a sharded fleet runs `prepare` on its coordinator, `explain` and `score` on each
+shard over its own agents (`LocalStages.scored`), merges the shards' answers, and ends with the same
+`choose` rule and `build_placement`.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from ..errors import A3Error, FleetError
+from ..placement import CustomScores, Placement, Route, check_reason_limit
+from ..predicates import first_failed
+from ..schema import Declaration, Requirements, parse_requirements, task_kind
+from ..scoring import Scorer, ScoringTask, choose
+from .rows import PredicateRows
+from .table import AgentTable
+
+if TYPE_CHECKING:
+    from .._core import Index
+
+__all__ = ["CycleState", "prepare", "LocalStages", "choose_among", "build_placement", "resume"]
+
+
+class CycleState:
+    """One placement's state as it goes through the stages."""
+
+    __slots__ = ("started", "submitted", "matched", "prepared", "route", "session", "kind",
+                 "reason_limit", "scorer", "within", "explanation", "eval_rows", "gathered",
+                 "scores", "best", "selected")
+
+    def __init__(self, started: int, submitted: Requirements, matched: Requirements, prepared: bool,
+                 route: str | None, session: str | None, kind: str | None,
+                 reason_limit: int | None, scorer: Scorer | None):
+        self.started = started
+        #: the requirements as the caller gave them, parsed once
+        self.submitted = submitted
+        #: the requirements matched: the submitted ones plus what the route added
+        self.matched = matched
+        #: whether `matched` is the caller's own Requirements object (kept and placed again)
+        self.prepared = prepared
+        #: the name of the route applied, or None
+        self.route = route
+        self.session = session
+        self.kind = kind
+        self.reason_limit = reason_limit
+        self.scorer = scorer
+        #: agent ids the candidates are restricted to, or None for every live agent
+        self.within: list[int] | None = None
+        # filled by the stages, each before any later stage reads it: `explanation`, `eval_rows`
+        # and `gathered` (perf_counter_ns) by explain; `scores` by score; `best` (the winner's
+        # id, -1 for none) and `selected` by choose
+        self.explanation: Any
+        self.eval_rows: list[int]
+        self.gathered: int
+        self.scores: Any
+        self.best: int
+        self.selected: int
+
+
+def prepare(requirements: Mapping[str, Any] | Requirements, session: str | None, route: Route | None,
+            reason_limit: int | None = None, kind: str | None = None,
+            scorer: Scorer | None = None) -> CycleState:
+    """Stage one: the task parsed once (a `Requirements` is taken as it is), the route applied,
+    the session resolved (the caller's, else the requirements'). SchemaError for an invalid task,
+    RouteError for a route that would change it, ValueError for a bad reason_limit."""
+    started = time.perf_counter_ns()
+    if reason_limit is not None:
+        check_reason_limit(reason_limit)
+    submitted = requirements if type(requirements) is Requirements else parse_requirements(requirements)
+    matched = route.apply(submitted) if route is not None else submitted
+    return CycleState(started, submitted, matched, matched is requirements,
+                      route.name if route is not None else None,
+                      session if session is not None else matched.session, kind, reason_limit, scorer)
+
+
+def choose_among(names: list[str], totals: list[float]) -> int:
+    """The choose stage's rule over candidates given by name and total (a3fast.scoring.choose):
+    the index of the winner, -1 when there is none. The engines apply the same rule in their
+    scoring loop; a sharded fleet applies it to its shards' winners."""
+    return choose(names, totals)
+
+
+class LocalStages:
+    """The explain, score and choose stages over one process's index, and the Placement they make."""
+
+    __slots__ = ("table", "rows", "index", "engine", "outcomes", "holds_session")
+
+    def __init__(self, table: AgentTable, rows: PredicateRows, engine: str,
+                 outcomes: Callable[[str, str], tuple[int, int]],
+                 holds_session: Callable[[str, str], bool]):
+        self.table = table
+        self.rows = rows
+        self.index: Index = rows.index
+        self.engine = engine
+        # what a custom scorer is told: the fleet's outcome and session history
+        self.outcomes = outcomes
+        self.holds_session = holds_session
+
+    def explain(self, state: CycleState, membership: int) -> None:
+        """Filter and explain. The explanation of a task seen before against the same membership
+        depends only on its predicates and who is in the fleet, so it is reused (never for a
+        placement restricted to some agents, which is not the task's explanation)."""
+        rows, matched = self.rows, state.matched
+        predicates = matched.predicates
+        needs_kind = state.kind is None and bool(rows.kinds or state.scorer)
+        within = state.within
+        cached = rows.explained.get(predicates) if within is None else None
+        if cached is not None and cached[0] == membership:
+            state.explanation, state.eval_rows = cached[1], cached[2]
+            if needs_kind:
+                state.kind = task_kind(matched)
+            state.gathered = time.perf_counter_ns()
+            return
+        if state.prepared:
+            ids, only, excluded, eval_rows = rows.resolve_prepared(matched)
+        else:
+            ids, only, excluded, eval_rows = rows.resolve_parsed(matched)
+        if needs_kind:
+            state.kind = task_kind(matched)
+        state.gathered = time.perf_counter_ns()
+        if within is None:
+            expl = self.index.explain(ids, only, excluded)
+            rows.remember(predicates, membership, expl, eval_rows)
+        else:
+            expl = self.index.explain(ids, only, excluded, within)
+        state.explanation, state.eval_rows = expl, eval_rows
+
+    def score(self, state: CycleState, weights: tuple[float, ...]) -> None:
+        """Score the eligible agents: the engine's default scorer, or the caller's (told the task's
+        kind: `explain` derived it when none was given)."""
+        if state.scorer is None:
+            rows, session, kind = self.rows, state.session, state.kind
+            session_row = rows.session_rows.get(session, -1) if session is not None else -1
+            kid = rows.kinds.get(kind, -1) if kind is not None else -1
+            state.scores = self.index.score(state.explanation, state.eval_rows, session_row, kid, weights)
+        else:
+            state.scores = self.custom_scores(state)
+
+    def custom_scores(self, state: CycleState) -> CustomScores:
+        """Scores from a caller's scorer: one mapping with a numeric `total` per eligible agent."""
+        assert state.scorer is not None
+        ids = state.explanation.eligible_ids()
+        agents = [self.table.declaration(i) for i in ids]
+        session = state.session
+        kind = state.kind if state.kind is not None else task_kind(state.matched)
+        outcomes, holds = self.outcomes, self.holds_session
+        task = ScoringTask(state.matched, session, kind,
+                           outcomes=lambda name: outcomes(name, kind),
+                           holds_session=lambda name: session is not None and holds(name, session))
+        raw = list(state.scorer(task, agents))
+        if len(raw) != len(ids):
+            raise A3Error(f"scorer returned {len(raw)} scores for {len(ids)} eligible agents")
+        entries = []
+        for decl, entry in zip(agents, raw):
+            total = entry.get("total") if isinstance(entry, Mapping) else None
+            if isinstance(total, bool) or not isinstance(total, (int, float)) or not math.isfinite(total):
+                # JSON has no NaN or infinity: the record could not state such a total
+                raise A3Error(f"scorer gave agent {decl.agent.name!r} no finite numeric 'total'")
+            entries.append({"total": float(total), **{k: v for k, v in entry.items() if k != "total"}})
+        return CustomScores(ids, entries, -1)
+
+    def choose(self, state: CycleState) -> None:
+        """The winner: the engine's scoring loop has chosen it already by the same rule; a
+        caller's scores are chosen here."""
+        scores = state.scores
+        if state.scorer is not None:
+            name = self.index.name
+            j = choose_among([name(i) for i in scores.ids], [e["total"] for e in scores.entries])
+            scores.best = scores.ids[j] if j >= 0 else -1
+        state.best = scores.best
+        state.selected = time.perf_counter_ns()
+
+    def scored(self, state: CycleState, membership: int, weights: tuple[float, ...]) -> CycleState:
+        """prepare's output through explain, score and choose (a shard answers with this)."""
+        self.explain(state, membership)
+        self.score(state, weights)
+        self.choose(state)
+        return state
+
+    def place(self, state: CycleState, membership: int, weights: tuple[float, ...],
+              generation: int) -> Placement:
+        """Every stage after prepare: explain, score, choose, build."""
+        self.explain(state, membership)
+        self.score(state, weights)
+        self.choose(state)
+        best = state.best
+        table = self.table
+        if best >= 0:
+            return build_placement(state, self.engine, self.index, table.declaration(best),
+                                   table.declaration_json(best), generation)
+        return build_placement(state, self.engine, self.index, None, None, generation)
+
+
+def build_placement(state: CycleState, engine: str, index: Any, declaration: Declaration | None,
+                    declaration_json: bytes | None, generation: int, *, resumed: bool = False,
+                    recorded_in: int | None = None) -> Placement:
+    """The last stage: the Placement of a cycle (the one place a Placement is made)."""
+    # Placement.__init__ called directly: a call of the class would pack the keywords into a dict
+    placement = _new_placement(Placement)
+    _init_placement(placement, cycle=state, fleet_engine=engine, index=index, declaration=declaration,
+                    declaration_json=declaration_json, generation=generation, resumed=resumed,
+                    recorded_in=recorded_in)
+    return placement
+
+
+_new_placement = object.__new__
+_init_placement = Placement.__init__
+
+
+def resume(earlier: Placement, engine: str, decl: Declaration | None, declaration_json: bytes | None,
+           generation: int, seq: int | None) -> Placement:
+    """A resumed placement (§6): back to the agent `earlier` chose, with no candidates weighed,
+    given that agent's current declaration (None: no longer in the fleet). It must still satisfy
+    every predicate `earlier` matched — the routed requirements, not only the submitted ones —
+    since the resumed record is held to the same checks (§7)."""
+    started = time.perf_counter_ns()
+    if decl is None or declaration_json is None:
+        raise FleetError(f"cannot resume on {earlier.agent!r}: the agent is no longer in the fleet")
+    unmet = first_failed(decl, earlier.requirements.predicates)
+    if unmet is not None:
+        raise FleetError(f"cannot resume on {earlier.agent!r}: its declaration no longer satisfies {unmet}")
+    # the earlier cycle's outcome, carried over: nothing is filtered or scored again
+    state = CycleState(started, earlier.submitted, earlier.requirements, False, earlier.route,
+                       earlier.session, earlier.kind, None, None)
+    state.explanation, state.scores = earlier.explanation, earlier.scores
+    state.selected = time.perf_counter_ns()
+    return build_placement(state, engine, earlier.index, decl, declaration_json, generation,
+                           resumed=True, recorded_in=seq if seq is not None else earlier.seq)

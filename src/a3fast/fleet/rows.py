@@ -1,0 +1,219 @@
+"""The predicate rows of a fleet's index and the caches built on them.
+
+Every predicate string an agent satisfies is a row of the engine's index (the agent ids that
+satisfy it); a capability also has the row of agents that substantiate it, a held session a row of
+its holders, and a task kind a column of outcomes. Rows are interned the first time a value is
+seen and are append-only, which is what lets a task's resolution to rows be kept until the fleet
+interns something new, and a task's explanation be kept until its membership changes.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
+                          capability, clearance, latency_class, residency, tool)
+from ..schema import Declaration, Requirements
+from .table import AgentTable
+
+if TYPE_CHECKING:
+    # Both engines' Index has the interface of the native one, whose stub (_core.pyi) mypy reads.
+    from .._core import Explanation, Index
+
+__all__ = ["PredicateRows", "Resolution", "EVALUATED", "INGEST_KINDS", "RESOLVED_CACHE_SIZE",
+           "EXPLAINED_CACHE_BUDGET"]
+
+#: `field_rows` tag of a capability's "substantiates it" row (beside the predicate kinds).
+EVALUATED = "evaluated"
+#: The predicate string of a declared value, per kind (capabilities take a name and a version).
+KEY_OF = {CLEARANCE: clearance, TOOL: tool, RESIDENCY: residency, LATENCY: latency_class}
+_AGENT_REF = AGENT_REF + ":"
+_ANTI = ANTI_AFFINITY + ":"
+_CAPABILITY = CAPABILITY + ":"
+#: The kinds of value the compiled reader asks rows for, by its codes (a3fast._ingest).
+INGEST_KINDS = (CAPABILITY, CLEARANCE, TOOL, RESIDENCY, LATENCY, EVALUATED)
+
+#: Requirements resolved to engine arguments, kept per prepared object and per predicate set (rows
+#: and ids are append-only, so a resolution stays valid until the fleet interns something new);
+#: bounded so that one-off requirements cannot pile up.
+RESOLVED_CACHE_SIZE = 1024
+#: How many agent-sized explanations the repeated-task cache holds: 4,194 tasks at 1,000 agents,
+#: 41 at 100,000 (an explanation holds P + 1 sets as large as the fleet).
+EXPLAINED_CACHE_BUDGET = 1 << 22
+
+#: A task's predicates as the engine's arguments: filter rows, agentRef id, excluded ids, and the
+#: rows of agents that substantiate each required capability.
+Resolution = tuple[list[int], int, list[int], list[int]]
+
+
+class PredicateRows:
+    """Rows by predicate, session and kind, and the resolution and explanation caches (see the
+    module docstring). The fleet package's modules read and fill its attributes."""
+
+    __slots__ = ("index", "table", "no_agent_ref", "rows", "eval_rows", "session_rows", "kinds",
+                 "field_rows", "held_sessions", "resolved", "explained")
+
+    def __init__(self, index: Index, table: AgentTable, no_agent_ref: int):
+        self.index = index
+        self.table = table
+        #: the engine's "no agentRef" argument
+        self.no_agent_ref = no_agent_ref
+        self.rows: dict[str, int] = {}          # predicate string -> row
+        self.eval_rows: dict[str, int] = {}     # capability predicate -> row of agents that evaluate it
+        self.session_rows: dict[str, int] = {}  # session id -> row of agents holding it
+        self.kinds: dict[str, int] = {}         # task kind -> outcome column
+        # predicate kind -> declared value ((name, version) for capabilities) -> row
+        self.field_rows: dict[str, dict] = {kind: {} for kind in (*KEY_OF, CAPABILITY, EVALUATED)}
+        self.held_sessions: dict[int, set[int]] = {}   # agent id -> session rows, holders only
+        # prepared requirements (by id) and predicate sets -> engine arguments (placement)
+        self.resolved: dict[int | tuple[str, ...], tuple] = {}
+        # predicates -> (membership, explanation, eval rows)
+        self.explained: dict[tuple[str, ...], tuple] = {}
+
+    # -- interning --------------------------------------------------------------------------------
+    def row(self, key: str) -> int:
+        row = self.rows.get(key)
+        if row is None:
+            row = self.rows[key] = self.index.add_row()
+        return row
+
+    def eval_row(self, key: str) -> int:
+        row = self.eval_rows.get(key)
+        if row is None:
+            row = self.eval_rows[key] = self.index.add_row()
+        return row
+
+    def session_row(self, session: str) -> int:
+        """The row of agents holding `session`, made the first time the session is held."""
+        row = self.session_rows.get(session)
+        if row is None:
+            row = self.session_rows[session] = self.index.add_row()
+        return row
+
+    def kind(self, kind: str) -> int:
+        """The outcome column of a task kind, made the first time an outcome of it is recorded."""
+        kid = self.kinds.get(kind)
+        if kid is None:
+            kid = self.kinds[kind] = self.index.new_kind()
+        return kid
+
+    def field_row(self, kind: str, value: Any) -> int:
+        """Intern the predicate string of one declared value (the first time it is seen)."""
+        if kind == EVALUATED:
+            row = self.eval_row(capability(*value))
+        else:
+            row = self.row(capability(*value) if kind == CAPABILITY else KEY_OF[kind](value))
+        self.field_rows[kind][value] = row
+        return row
+
+    def rows_for(self, decl: Declaration, new_row: Callable[[str, Any], int] | None = None) -> tuple[int, ...]:
+        """The rows of `declaration_keys(decl)`, then of `evaluated_keys(decl)`, in that order.
+
+        A predicate string is built (by `predicates`) and interned only the first time its field
+        value is seen; after that the row is found from the value itself, so adding an agent whose
+        values the fleet has seen builds no strings. `new_row(kind, value)`, when given, numbers an
+        unseen value instead of interning it (a batch that may yet be refused)."""
+        by_kind = self.field_rows
+        field_row = self.field_row if new_row is None else new_row
+        rows: list[int] = []
+        cached = by_kind[CAPABILITY]
+        for c in decl.capabilities:
+            row = cached.get((c.name, c.version))
+            rows.append(row if row is not None else field_row(CAPABILITY, (c.name, c.version)))
+        for kind, values in ((CLEARANCE, decl.clearances), (TOOL, decl.tools or ()), (RESIDENCY, decl.residency or ())):
+            cached = by_kind[kind]
+            for value in values:
+                row = cached.get(value)
+                rows.append(row if row is not None else field_row(kind, value))
+        if decl.model is not None and decl.model.latency_class is not None:
+            cls = decl.model.latency_class
+            row = by_kind[LATENCY].get(cls)
+            rows.append(row if row is not None else field_row(LATENCY, cls))
+        cached = by_kind[EVALUATED]
+        for c in decl.capabilities:
+            if c.substantiated:
+                row = cached.get((c.name, c.version))
+                rows.append(row if row is not None else field_row(EVALUATED, (c.name, c.version)))
+        return tuple(dict.fromkeys(rows))   # a repeated field keeps its first place, as in `predicates`
+
+    def rows_of(self, aid: int) -> tuple[int, ...]:
+        """A live agent's index rows: kept, or derived again from its declaration, whose every value
+        was interned when it joined (so `rows_for` finds them all and interns nothing)."""
+        rows = self.table.member_rows[aid]
+        if rows is None:
+            rows = self.rows_for(self.table.declaration(aid))
+        return rows
+
+    def intern_pending(self, pending: list[tuple[str, Any, int]]) -> None:
+        """Create the rows a bulk load numbered ahead, in the order it numbered them."""
+        for kind, value, row in pending:
+            made = self.index.add_row()
+            assert made == row, "rows are numbered in creation order"
+            if kind == EVALUATED:
+                self.eval_rows[capability(*value)] = row
+            else:
+                self.rows[capability(*value) if kind == CAPABILITY else KEY_OF[kind](value)] = row
+            self.field_rows[kind][value] = row
+
+    # -- resolving a task's predicates ------------------------------------------------------------
+    def resolve(self, matched: Requirements) -> Resolution:
+        """The predicates as the engine's arguments: filter rows, agentRef id, excluded ids, and the
+        rows of agents that substantiate each required capability."""
+        row_of, id_of, eval_of = self.rows, self.table.ids, self.eval_rows
+        rows: list[int] = []
+        excluded: list[int] = []
+        eval_rows: list[int] = []
+        only = self.no_agent_ref
+        for p in matched.predicates:
+            # most predicates name an interned row: look it up before classifying the string
+            row = row_of.get(p)
+            if row is not None:
+                rows.append(row)
+                if p.startswith(_CAPABILITY):
+                    eval_rows.append(eval_of.get(p, -1))
+            elif p.startswith(_ANTI):
+                excluded.append(id_of.get(p[len(_ANTI):], -1))
+            elif p.startswith(_AGENT_REF):
+                only = id_of.get(p[len(_AGENT_REF):], -1)
+            else:   # a predicate no agent satisfies
+                rows.append(-1)
+                if p.startswith(_CAPABILITY):
+                    eval_rows.append(-1)
+        return rows, only, excluded, eval_rows
+
+    def interned(self) -> int:
+        """Grows whenever a row or an agent id is interned, which is what can change a resolution."""
+        return len(self.rows) + len(self.eval_rows) + len(self.table.ids)
+
+    def resolve_prepared(self, matched: Requirements) -> Resolution:
+        """`resolve` for a Requirements object the caller keeps and places again (a prepared task)."""
+        stamp = self.interned()
+        cache = self.resolved
+        entry = cache.get(id(matched))
+        # the entry holds `matched` itself, so its id cannot be reused by another object meanwhile
+        if entry is not None and entry[0] is matched and entry[1] == stamp:
+            return entry[2]
+        if len(cache) >= RESOLVED_CACHE_SIZE:
+            cache.clear()
+        resolved = self.resolve(matched)
+        cache[id(matched)] = (matched, stamp, resolved)
+        return resolved
+
+    def resolve_parsed(self, matched: Requirements) -> Resolution:
+        """`resolve` for requirements parsed for one placement: the engine arguments depend only on
+        the predicates, so they are kept per predicate set."""
+        stamp = self.interned()
+        cache = self.resolved
+        entry = cache.get(matched.predicates)
+        if entry is None or entry[0] != stamp:
+            if len(cache) >= RESOLVED_CACHE_SIZE:
+                cache.clear()
+            entry = cache[matched.predicates] = (stamp, self.resolve(matched))
+        return entry[1]
+
+    # -- the repeated-task explanation cache ------------------------------------------------------
+    def remember(self, predicates: tuple[str, ...], membership: int, expl: Explanation,
+                 eval_rows: list[int]) -> None:
+        cache = self.explained
+        if len(cache) * max(self.table.count, 1) >= EXPLAINED_CACHE_BUDGET:
+            cache.clear()
+        cache[predicates] = (membership, expl, eval_rows)

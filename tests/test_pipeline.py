@@ -1,0 +1,79 @@
+"""The placing pipeline's rules (a3fast.fleet.pipeline): a prepared task is never parsed again, a
+resumed placement is held to the requirements its task was matched with after its route, and the
+stages agree with the Placement they build."""
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from a3fast import FleetError, Fleet, Route, parse_requirements
+from a3fast.record.write import placement_records
+from a3fast.verify import verify
+
+
+def agent(name, residency):
+    return {"v": "1.0", "agent": {"name": name, "namespace": "support"}, "capabilities": [],
+            "clearances": ["orders.read"], "residency": [residency]}
+
+
+REQ = {"v": "1.0", "clearances": ["orders.read"]}
+EU_ONLY = Route("eu-only", {"residency": "eu"})
+
+
+def test_a_resumed_placement_is_held_to_the_routed_requirements(engine):
+    fleet = Fleet(engine)
+    fleet.add(agent("a", "eu"))
+    first = fleet.place(REQ, route=EU_ONLY)
+    assert first.agent == "a" and "residency:eu" not in first.submitted.predicates
+    fleet.add(agent("a", "us"))          # re-declared: no longer where the route sent the task
+    with pytest.raises(FleetError, match="cannot resume on 'a': its declaration no longer satisfies residency:eu"):
+        fleet.resume(first)
+    fleet.add(agent("a", "eu"))
+    again = fleet.resume(first, seq=3)
+    assert again.resumed and again.route == "eu-only"
+    assert again.predicates == ("clearance:orders.read", "residency:eu")
+    records = [*placement_records(first), *placement_records(again)]
+    trace = [{"seq": seq, "kind": kind, "content": orjson.loads(content)}
+             for seq, (kind, content) in enumerate(records, 1)]
+    assert verify(trace) == []
+
+
+def test_a_prepared_task_is_never_parsed_again(engine):
+    fleet = Fleet(engine)
+    fleet.add(agent("a", "eu"))
+    prepared = parse_requirements(REQ)
+    p = fleet.place(prepared)
+    assert p.submitted is prepared and p.requirements is prepared
+    assert all(q.submitted is prepared for q in fleet.place_many([prepared, prepared]))
+    routed = fleet.place(prepared, route=EU_ONLY)
+    assert routed.submitted is prepared and routed.requirements.predicates == (
+        "clearance:orders.read", "residency:eu")
+
+
+def test_the_stages_timings_and_records_of_one_cycle(engine):
+    fleet = Fleet(engine)
+    for name, where in (("a", "eu"), ("b", "us")):
+        fleet.add(agent(name, where))
+    p = fleet.place(REQ, route=EU_ONLY)
+    assert p.gather_ns is not None and p.gather_ns >= 0 and p.select_ns is not None and p.select_ns >= 0
+    assert p.generation == fleet.generation and p.kind is None and p.reason_limit is None
+    trace = [{"seq": seq, "kind": kind, "content": orjson.loads(content)}
+             for seq, (kind, content) in enumerate(placement_records(p), 1)]
+    assert verify(trace) == []
+
+
+@pytest.mark.parametrize("name, why", [("no_colon", "importable name"), (":f", "importable name"),
+                                       ("m:", "importable name"), ("a3fast.no_such_module:f", "cannot import"),
+                                       ("a3fast.scoring:no_such_function", "is not a callable"),
+                                       ("a3fast.scoring:DEFAULT_WEIGHTS", "is not a callable")])
+def test_a_scorer_by_importable_name_is_refused_naming_why(name, why):
+    from a3fast.scoring import import_scorer
+
+    with pytest.raises(ValueError, match=why):
+        import_scorer(name)
+
+
+def test_a_scorer_by_importable_name_is_the_function_it_names():
+    from a3fast.scoring import choose, import_scorer
+
+    assert import_scorer("a3fast.scoring:choose") is choose
