@@ -162,7 +162,9 @@ def test_every_route_is_in_the_openapi_document(server):
 
     document = server.client.get("/v1/openapi.json").json()
     app = create_app(ServiceConfig())
-    served = {(route.path, method.lower()) for route in app.routes for method in route.methods if method != "HEAD"}
+    # {name:path}: the document names the parameter {name} (it may hold "/")
+    served = {(route.path.replace(":path}", "}"), method.lower()) for route in app.routes
+              for method in route.methods if method != "HEAD"}
     documented = {(path, method) for path, ops in document["paths"].items() for method in ops}
     assert served == documented
     for schema in document["components"]["schemas"].values():
