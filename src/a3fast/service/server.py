@@ -73,7 +73,15 @@ def guarded_protocol(header_timeout: float, max_connections: int) -> type:
     return GuardedProtocol
 
 
+#: How often a worker thread (verifying a posted trace, parsing a large body) hands the interpreter
+#: back to the event loop's thread: Python's default is 5 ms, and a request needs several handoffs.
+SWITCH_INTERVAL_S = 0.001
+
+
 def uvicorn_server(app, config: ServiceConfig) -> uvicorn.Server:
+    import sys
+
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     return uvicorn.Server(uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", loop="auto",
         http=guarded_protocol(config.header_timeout, connection_limit(config)),
