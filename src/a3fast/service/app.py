@@ -34,7 +34,7 @@ from starlette.routing import Route
 from ..errors import SchemaError
 from . import metrics
 from .config import ServiceConfig
-from .k8s import Extender
+from .k8s import Extender, ExtenderError
 from .openapi import openapi_document
 from .operations import Operations, verify_text
 from .problems import ServiceError, from_library, journal_failed, parse_json, problem, query_int, too_large
@@ -110,6 +110,33 @@ def read_declarations(data: bytes) -> tuple[list[Any], list[int], list[dict[str,
         except SchemaError as exc:
             problems.extend(from_library(exc, line=number).problems)
     return docs, lines, problems
+
+
+def check_object_meta(args: Any) -> None:
+    """The ObjectMeta fields of ExtenderArgs typed as Go's decoder types them (kube-scheduler sends
+    nothing else): names, namespaces and uids strings, annotations a map of strings, every node
+    named. The extender echoes nodes and names back, so an answer is only as well-typed as this."""
+    if not isinstance(args, dict):
+        raise ExtenderError("expected ExtenderArgs, a JSON object")
+    nodes = args.get("Nodes")
+    items = nodes.get("items") if isinstance(nodes, dict) else None
+    objects = [("Pod", args.get("Pod"), False)]
+    if isinstance(items, list):
+        objects += [(f"Nodes.items[{k}]", item, True) for k, item in enumerate(items)]
+    for where, obj, named in objects:
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if meta is None and not named:
+            continue
+        if not isinstance(meta, dict):
+            raise ExtenderError(f"ExtenderArgs.{where}.metadata must be an object")
+        for key in ("name", "namespace", "uid"):
+            if key in meta and not isinstance(meta[key], str):
+                raise ExtenderError(f"ExtenderArgs.{where}.metadata.{key} must be a string")
+        if named and not meta.get("name"):
+            raise ExtenderError(f"ExtenderArgs.{where}.metadata.name must be a non-empty string")
+        notes = meta.get("annotations")
+        if notes is not None and not (isinstance(notes, dict) and all(isinstance(v, str) for v in notes.values())):
+            raise ExtenderError(f"ExtenderArgs.{where}.metadata.annotations must map names to strings")
 
 
 def _prepare_bulk(data: bytes, ops: Operations) -> list:
@@ -244,6 +271,8 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
     def k8s(verb: str):
         async def answer(request: Request, body: bytes) -> Response:
             args = await off_loop(parse_json, body)
+            if verb != "bind":
+                check_object_meta(args)
             return _json(await getattr(extender, verb)(args))
         return answer
 
@@ -273,17 +302,27 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
     ]
 
 
-def _route(endpoint: Endpoint, limits: dict[str, int], timeout: float) -> Route:
-    if endpoint.asgi:
-        # a partial is not wrapped as request -> response; FastRoutes answers the method before
-        # routing, so Starlette sees the path only for the 405 of other methods
-        return Route(endpoint.path, functools.partial(endpoint.handler), methods=[endpoint.method])
-    limit = limits[endpoint.body] if endpoint.body is not None else None
+def routes(table: list[Endpoint], limits: dict[str, int], timeout: float) -> list[Route]:
+    """One Starlette route per path, answering each of its methods with the table's handler (one
+    route per path, so a 405 lists every method the path takes in `Allow`)."""
+    by_path: dict[str, list[Endpoint]] = {}
+    for endpoint in table:
+        by_path.setdefault(endpoint.path, []).append(endpoint)
+    out = []
+    for path, group in by_path.items():
+        if len(group) == 1 and group[0].asgi:
+            # a partial is not wrapped as request -> response; FastRoutes answers the method
+            # before routing, so Starlette sees the path only for the 405 of other methods
+            out.append(Route(path, functools.partial(group[0].handler), methods=[group[0].method]))
+            continue
+        handlers = {e.method: (e.handler, limits[e.body] if e.body is not None else None) for e in group}
 
-    async def answer(request: Request) -> Response:
-        body = None if limit is None else await receive_body(request.scope, request.receive, limit, timeout)
-        return await endpoint.handler(request, body)
-    return Route(endpoint.path, answer, methods=[endpoint.method])
+        async def answer(request: Request, handlers=handlers) -> Response:
+            handler, limit = handlers[request.method if request.method != "HEAD" else "GET"]
+            body = None if limit is None else await receive_body(request.scope, request.receive, limit, timeout)
+            return await handler(request, body)
+        out.append(Route(path, answer, methods=list(handlers)))
+    return out
 
 
 # -- middleware, outermost first ------------------------------------------------------------------
@@ -444,7 +483,7 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
         Middleware(Readiness, state=state, open_paths=open_paths),
         Middleware(FastRoutes, routes={(e.method, e.path): e.handler for e in table if e.asgi}),
     ]
-    app = Starlette(routes=[_route(e, limits, config.body_timeout) for e in table], middleware=middleware,
+    app = Starlette(routes=routes(table, limits, config.body_timeout), middleware=middleware,
                     exception_handlers={HTTPException: _not_routed},
                     lifespan=functools.partial(_lifespan, state=state, config=config, watcher=watcher))
     app.state.service = state
