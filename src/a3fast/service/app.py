@@ -18,7 +18,7 @@ import sys
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 from urllib.parse import parse_qsl
 
 import anyio
@@ -53,11 +53,11 @@ JSON = "application/json"
 OFF_LOOP_BYTES = 256 * 1024
 
 
-def _json(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+def _json(obj: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
     return Response(orjson.dumps(obj), status_code=status, media_type=JSON, headers=headers)
 
 
-def _refused(error: ServiceError, headers: dict[str, str] | None = None) -> Response:
+def _refused(error: ServiceError, headers: Mapping[str, str] | None = None) -> Response:
     return _json(error.body(), error.status, headers)
 
 
@@ -454,8 +454,9 @@ class FastRoutes:
         await fast(scope, receive, send)
 
 
-async def _not_routed(request: Request, exc: HTTPException) -> Response:
+async def _not_routed(request: Request, exc: Exception) -> Response:
     """404 and 405 with the service's problems, not Starlette's plain text."""
+    assert isinstance(exc, HTTPException)  # the only exception this handler is registered for
     expected = {404: "a route of the API (/v1/openapi.json)", 405: "a method the route takes"}
     error = ServiceError(exc.status_code, [problem("$", expected.get(exc.status_code, "a request the API takes"),
                                                    f"{request.method} {request.url.path}"[:200])])
