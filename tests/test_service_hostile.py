@@ -208,3 +208,13 @@ def test_stdio_answers_the_same_problems_as_http_for_the_same_error(server):
     out, _ = stdio([orjson.dumps({"op": "put_agents", "declarations": SECTION_10_AGENTS}),
                     orjson.dumps({"op": "place", **request})])
     assert out[1]["problems"] == over_http["problems"]
+
+
+@pytest.mark.parametrize("node", [{"metadata": {"name": {"an": "object"}}}, {"metadata": {"namespace": "x"}},
+                                  {"metadata": {"name": "n", "annotations": {"a3.dev/declaration": {}}}},
+                                  {"metadata": "not an object"}])
+def test_extender_args_typed_as_kubernetes_types_them(server, node):
+    pod = {"metadata": {"name": "p", "uid": "u"}}
+    for verb in ("filter", "prioritize"):
+        r = server.client.post(f"/k8s/{verb}", json={"Pod": pod, "Nodes": {"items": [node]}})
+        assert "ExtenderArgs.Nodes.items[0].metadata" in problems(r, 400)[0]["found"]
