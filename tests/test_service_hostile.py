@@ -61,6 +61,8 @@ def test_names_with_a_slash_are_read_replaced_and_deleted(server):
     assert server.client.post("/v1/agents", content=orjson.dumps(declaration(name))).status_code == 200
     assert server.client.get(f"/v1/agents/{name}").json()["declaration"]["agent"]["name"] == name
     assert server.client.get("/v1/agents/team%2Feu%2Forder-analyst").status_code == 200   # percent-encoded too
+    # a name with a line break is "no such agent", not "no such route"
+    assert problems(server.client.get("/v1/agents/a%0Ab"), 404)[0]["path"] == "$.name"
     assert server.client.put(f"/v1/agents/{name}", json=declaration(name)).json() == {"name": name, "created": False}
     assert server.client.put(f"/v1/sessions/s1/{name}").json()["held"] is True
     assert server.client.delete(f"/v1/sessions/s1/{name}").json()["held"] is False

@@ -162,8 +162,8 @@ def test_every_route_is_in_the_openapi_document(server):
 
     document = server.client.get("/v1/openapi.json").json()
     app = create_app(ServiceConfig())
-    # {name:path}: the document names the parameter {name} (it may hold "/")
-    served = {(route.path.replace(":path}", "}"), method.lower()) for route in app.routes
+    # {name:rest}: the document names the parameter {name} (it may hold "/")
+    served = {(route.path.replace(":rest}", "}"), method.lower()) for route in app.routes
               for method in route.methods if method != "HEAD"}
     documented = {(path, method) for path, ops in document["paths"].items() for method in ops}
     assert served == documented

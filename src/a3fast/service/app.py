@@ -29,6 +29,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.routing import Route
 
 from ..errors import SchemaError
@@ -142,6 +143,21 @@ def check_object_meta(args: Any) -> None:
 def _prepare_bulk(data: bytes, ops: Operations) -> list:
     docs, lines, problems = read_declarations(data)
     return ops.prepare_agents({"declarations": docs}, lines, problems)
+
+
+class RestOfPath(Convertor):
+    """`{name:rest}`: the rest of the path, "/" and line breaks included (Starlette's `path`
+    convertor stops at a line break, so such a name would be "no route" rather than "no agent")."""
+    regex = "[\\s\\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("rest", RestOfPath())
 
 
 # -- the route table ------------------------------------------------------------------------------
@@ -277,16 +293,16 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
         return answer
 
     return [
-        # agent names may hold "/": {name:path} takes the rest of the path (docs/service.md)
-        Endpoint("/v1/agents/{name:path}", "PUT", put_agent, body="request"),
-        Endpoint("/v1/agents/{name:path}", "GET", get_agent),
-        Endpoint("/v1/agents/{name:path}", "DELETE", delete_agent),
+        # agent names may hold "/": {name:rest} takes the rest of the path (docs/service.md)
+        Endpoint("/v1/agents/{name:rest}", "PUT", put_agent, body="request"),
+        Endpoint("/v1/agents/{name:rest}", "GET", get_agent),
+        Endpoint("/v1/agents/{name:rest}", "DELETE", delete_agent),
         Endpoint("/v1/agents", "GET", list_agents),
         Endpoint("/v1/agents", "POST", put_agents, body="bulk"),
         Endpoint("/v1/place", "POST", place, asgi=True),
         Endpoint("/v1/outcomes", "POST", outcomes, body="request"),
-        Endpoint("/v1/sessions/{session}/{agent:path}", "PUT", hold_session),
-        Endpoint("/v1/sessions/{session}/{agent:path}", "DELETE", release_session),
+        Endpoint("/v1/sessions/{session}/{agent:rest}", "PUT", hold_session),
+        Endpoint("/v1/sessions/{session}/{agent:rest}", "DELETE", release_session),
         Endpoint("/v1/trace", "GET", trace),
         Endpoint("/v1/verify", "POST", verify, body="trace"),
         Endpoint("/v1/watch", "GET", watch),
