@@ -35,9 +35,9 @@ from .common import EXIT_BAD_INPUT
                    "larger ones get 413. Every other limit is at most this.")
 @click.option("--max-request-body", default=1024 * 1024, show_default=True, type=click.IntRange(1),
               help="Largest body of a one-document route (PUT /v1/agents/NAME, /v1/place, /v1/outcomes).")
-@click.option("--max-bulk-body", default=16 * 1024 * 1024, show_default=True, type=click.IntRange(1),
+@click.option("--max-bulk-body", default=1024 * 1024, show_default=True, type=click.IntRange(1),
               help="Largest body of POST /v1/agents (applied in one step: what one request may hold others up for).")
-@click.option("--max-k8s-body", default=16 * 1024 * 1024, show_default=True, type=click.IntRange(1),
+@click.option("--max-k8s-body", default=8 * 1024 * 1024, show_default=True, type=click.IntRange(1),
               help="Largest body of /k8s/* (Nodes mode sends whole Node objects: ~7 KB each).")
 @click.option("--header-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.01),
               help="Seconds a connection may take to send a request's head; then it is closed.")

@@ -14,11 +14,12 @@ DEFAULT_MAX_BODY = 64 * MiB
 #: One document: a declaration, a placement request, an outcome.
 DEFAULT_MAX_REQUEST_BODY = 1 * MiB
 #: POST /v1/agents: the change is applied on the event loop in one step, so its size is what one
-#: request may hold everyone else up for (16 MiB is about 60,000 declarations).
-DEFAULT_MAX_BULK_BODY = 16 * MiB
+#: request may hold everyone else up for (1 MiB is about 6,000 declarations; docs/service.md,
+#: "Limits", has the time their step takes).
+DEFAULT_MAX_BULK_BODY = 1 * MiB
 #: /k8s/*: ExtenderArgs (NodeNames mode: ~20 bytes a node; Nodes mode: the whole Node objects,
 #: ~7 KB each, so 5,000 nodes need about 34 MiB and a --max-k8s-body to match).
-DEFAULT_MAX_K8S_BODY = 16 * MiB
+DEFAULT_MAX_K8S_BODY = 8 * MiB
 
 
 @dataclass(frozen=True)
