@@ -78,7 +78,8 @@ def guarded_protocol(header_timeout: float, max_connections: int) -> type:
 SWITCH_INTERVAL_S = 0.001
 
 
-def uvicorn_server(app, config: ServiceConfig) -> uvicorn.Server:
+def uvicorn_server(app, config: ServiceConfig, **options) -> uvicorn.Server:
+    """The server for `app`; `options` go to uvicorn.Config as they are (TLS settings, say)."""
     import sys
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)
@@ -86,7 +87,7 @@ def uvicorn_server(app, config: ServiceConfig) -> uvicorn.Server:
         app, log_level="warning", access_log=False, lifespan="on", loop="auto",
         http=guarded_protocol(config.header_timeout, connection_limit(config)),
         timeout_keep_alive=config.keep_alive, timeout_graceful_shutdown=30,  # type: ignore[arg-type]
-        proxy_headers=False, server_header=False))
+        proxy_headers=False, server_header=False, **options))
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
