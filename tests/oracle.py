@@ -1,6 +1,7 @@
-"""A literal reading of §5 and of the README's Scoring, straight from the JSON documents.
+"""A literal reading of §5 and of the default score (docs/design.md, reading 15), straight from the
+JSON documents.
 
-No index, no parser, no engine: predicates are derived from the requirements dict as DESIGN
+No index, no parser, no engine: predicates are derived from the requirements dict as docs/design.md,
 reading 1 orders them, each candidate is checked against each predicate by reading its declaration
 dict (readings 4 and 5), and the default scores are computed per candidate from a plain record of
 outcomes and held sessions:
@@ -22,7 +23,7 @@ DEFAULT_WEIGHTS = (0.4, 0.3, 0.2, 0.1)
 
 
 def predicates_of(req: dict[str, Any]) -> list[str]:
-    """§5's predicate set in derivation order (DESIGN reading 1); a repeat keeps its first place."""
+    """§5's predicate set in derivation order (docs/design.md, reading 1); a repeat keeps its first place."""
     out = [f"capability:{c['name']}/{c['version']}" for c in req.get("capabilities") or []]
     out += [f"clearance:{c}" for c in req.get("clearances") or []]
     out += [f"tool:{t}" for t in req.get("tools") or []]
@@ -65,7 +66,8 @@ def every_failed(decl: dict[str, Any], predicates: list[str]) -> list[str]:
 
 
 def task_kind(req: dict[str, Any]) -> str:
-    """The README's task kind: `kind` if stated, else the sorted required capabilities joined by '+'."""
+    """The task kind (docs/design.md, reading 14): `kind` if stated, else the sorted required
+    capabilities joined by '+'."""
     if req.get("kind") is not None:
         return req["kind"]
     caps = sorted({f"{c['name']}/{c['version']}" for c in req.get("capabilities") or []})

@@ -350,7 +350,7 @@ OUT_OF_RANGE = {
                                       ".fleet.live", "agent id 99 is not in the fleet snapshot"),
     "a name twice": (lambda r: r["content"][KEY]["fleet"]["names"].__setitem__(1, r["content"][KEY]["fleet"]["names"][0]),
                      ".fleet.names", "has two agent ids"),
-    "format 2": (lambda r: r["content"][KEY].update(format=2), ".format", "unknown compact format 2"),
+    "format 3": (lambda r: r["content"][KEY].update(format=3), ".format", "unknown compact format 3"),
     "snapshot seq not earlier": (lambda r: r["content"][KEY].update(fleet=10**30), ".fleet", "is not earlier in the trace"),
     "one failed bitmap too many": (lambda r: r["content"][KEY]["failed"].append(""), ".failed", "bitmaps, one per predicate"),
 }

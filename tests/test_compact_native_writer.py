@@ -11,7 +11,7 @@ import pytest
 
 from a3fast import Fleet, _pure
 from a3fast.engines import NATIVE_AVAILABLE
-from a3fast.record.compact import KEY, Encoder
+from a3fast.record.compact import KEY, Decoder, Encoder
 from a3fast.record.write import reason_text, timings
 from a3fast.roaring import deserialize_ids
 from a3fast.schema import parse_requirements
@@ -89,13 +89,14 @@ def test_encode_placement_writes_the_compact_members_dict_form_byte_for_byte(eng
     declarations = generate_fleet(300, 3)
     fleet = Fleet(engine=engine)
     fleet.extend(declarations)
-    encoder = Encoder()
+    encoder, decoder = Encoder(), Decoder()
     seq, bound, rejected = 1, 0, 0
     for doc in generate_tasks(declarations, 120, 3):
         p = fleet.place(parse_requirements(doc), remember_session=False)
         records = encoder.encode_placement(seq, p)
         kind, content = records[-1]
         written = orjson.loads(content)
+        decoded = decoder.decode_content(seq + len(records) - 1, kind, written)
         member = written[KEY]
         compact = {"format": 1, "fleet": member["fleet"], "filters_passed": list(p.predicates),
                    **_lists_as_dict(p.explanation, p.scores if p.bound else None)}
@@ -107,11 +108,30 @@ def test_encode_placement_writes_the_compact_members_dict_form_byte_for_byte(eng
             expected = {KEY: compact}
         else:
             rejected += 1
-            expected = {"code": "unschedulable", "reason": reason_text(p), "requirements": p.requirements.doc,
-                        KEY: compact, **tail}
+            # a3fast's own reason is the one the lists give: the compact form derives it
+            compact.update(format=2, derived_reason=True)
+            expected = {"code": "unschedulable", "requirements": p.requirements.doc, KEY: compact, **tail}
+            assert decoded == p.rejection
         assert orjson.dumps(expected) == content, (kind, seq)
         seq += len(records)
     assert bound and rejected
+
+
+def test_a_reason_shortened_by_reason_limit_is_kept_and_not_derived(engine):
+    declarations = generate_fleet(300, 3)
+    fleet = Fleet(engine=engine)
+    fleet.extend(declarations)
+    encoder = Encoder()
+    seq = 1
+    for doc in generate_tasks(declarations, 60, 3):
+        p = fleet.place(parse_requirements(doc), remember_session=False, reason_limit=1)
+        records = encoder.encode_placement(seq, p)
+        kind, content = records[-1]
+        written = orjson.loads(content)
+        if kind == "task.rejected":
+            assert written["reason"] == reason_text(p)
+            assert written[KEY]["format"] == 1 and "derived_reason" not in written[KEY]
+        seq += len(records)
 
 
 @pytest.mark.skipif(not NATIVE_AVAILABLE, reason="the a3fast._core extension is not built")

@@ -158,6 +158,29 @@ def test_candidates_follow_global_join_order_not_shard_order(ray, tmp_path):
         many.close()
 
 
+def test_a_restricted_placement_writes_the_records_one_fleet_writes(ray, tmp_path):
+    """`candidates=`: each shard places over the named agents it holds; the merged records are one
+    Fleet's restricted records (strangers and removed agents left out), and nothing is held."""
+    rng = random.Random(11)
+    docs = [declaration(rng, name) for name in WORLD_NAMES]
+    one, many = Fleet(), sharded(3, tmp_path)
+    try:
+        for fleet in (one, many):
+            fleet.extend(docs)
+            fleet.remove(WORLD_NAMES[1])
+        generation = many.generation
+        for step in range(30):
+            offered = rng.sample(WORLD_NAMES + ["stranger"], rng.randint(0, len(WORLD_NAMES)))
+            task = requirements(rng, WORLD_NAMES)
+            expected = one.place(task, remember_session=False, candidates=offered)
+            got = many.place(task, remember_session=False, candidates=offered)
+            assert_same_placement(expected, got, f"step {step}")
+            assert set(got.candidates) <= set(offered) - {WORLD_NAMES[1]}
+        assert many.generation == generation
+    finally:
+        many.close()
+
+
 def test_invalid_input_changes_nothing_on_any_shard(ray, tmp_path):
     many = sharded(2, tmp_path)
     try:

@@ -1,4 +1,5 @@
-"""The native and the pure engine give the same placements, bit for bit (DESIGN "Two engines").
+"""The native and the pure engine give the same placements, bit for bit (docs/design.md, "Two
+engines, one behaviour").
 
 Random fleets, histories and tasks go through both engines side by side: the same candidates, the
 same first-failed predicate per candidate (§5, §6), the same score components down to the last bit

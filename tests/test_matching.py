@@ -75,7 +75,8 @@ def test_tool_predicate_needs_a_binding_and_names_are_opaque(engine):
 def test_residency_predicate_needs_the_label_and_absent_is_not_a_match(engine):
     f = Fleet(engine=engine)
     f.add(agent("eu", residency=["eu", "uk"]))
-    f.add(agent("anywhere"))  # no residency: unconstrained, yet does not *contain* "eu" (reading 4)
+    # no residency: unconstrained, yet does not *contain* "eu" (docs/design.md, reading 4)
+    f.add(agent("anywhere"))
     p = f.place({"residency": "eu"})
     assert p.eligible == ["eu"] and p.first_failed() == {"anywhere": "residency:eu"}
 

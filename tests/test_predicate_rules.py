@@ -1,4 +1,4 @@
-"""Predicate strings (§5, DESIGN readings 1, 4 and 5): derivation, parsing back, satisfaction.
+"""Predicate strings (§5, docs/design.md, readings 1, 4 and 5): derivation, parsing back, satisfaction.
 
 Each test names the rule it holds; together they leave no surviving mutant in a3fast.predicates
 (docs/testing.md).

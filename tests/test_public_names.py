@@ -1,5 +1,6 @@
-"""The names DESIGN's contracts promise (`a3fast.verify(records)`, `a3fast.Fleet`, …) mean the same
-thing whatever the embedding program imported first."""
+"""The names the Python API promises (`a3fast.verify(records)`, `a3fast.Fleet`, …; docs/design.md,
+"Contracts other programs rely on") mean the same thing whatever the embedding program imported
+first."""
 from __future__ import annotations
 
 import subprocess

@@ -356,15 +356,15 @@ REFUSED = {
     'not an object': (lambda t: t[2]["content"].__setitem__(KEY, 5),
         'seq 3', '{AT}: expected an object, found 5'),
     'format missing': (lambda t: t[2]["content"][KEY].pop("format"),
-        'seq 3', '{AT}.format: unknown compact format none (this decoder reads format 1)'),
+        'seq 3', '{AT}.format: unknown compact format none (this decoder reads formats 1 and 2)'),
     'format 1.0': (lambda t: t[2]["content"][KEY].__setitem__("format", 1.0),
-        'seq 3', '{AT}.format: unknown compact format 1.0 (this decoder reads format 1)'),
+        'seq 3', '{AT}.format: unknown compact format 1.0 (this decoder reads formats 1 and 2)'),
     'unknown member bound': (lambda t: t[2]["content"][KEY].__setitem__("extra", 1),
         'seq 3', '{AT}.extra: not a member of the compact form of a task.bound record (expected only format, fleet, '
         'candidates, filters_passed, failed, scores, requirements, declaration, rest)'),
     'unknown member rejected': (lambda t: t[7]["content"][KEY].__setitem__("scores", 1),
         'seq 8', '{AT}.scores: not a member of the compact form of a task.rejected record (expected only format, '
-        'fleet, candidates, filters_passed, failed)'),
+        'fleet, candidates, filters_passed, failed, derived_reason)'),
     'required missing': (lambda t: t[2]["content"][KEY].pop("declaration"),
         'seq 3', "{AT}: expected a member 'declaration', found none"),
     'fleet wrong type': (lambda t: t[2]["content"][KEY].__setitem__("fleet", "x"),

@@ -1,5 +1,5 @@
-"""The reading of "a rejection whose reason claims no eligible agent" (§7 Rejection, DESIGN reading 6;
-a3fast.rejection_claims), phrasing by phrasing."""
+"""The reading of "a rejection whose reason claims no eligible agent" (§7 Rejection; docs/design.md,
+reading 6; a3fast.rejection_claims), phrasing by phrasing."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
-"""The default scorer and custom scorers, against the README's Scoring reading (see tests/oracle.py).
+"""The default scorer and custom scorers, against the default score (docs/design.md, reading 15;
+see tests/oracle.py).
 
 Every placement's `scores` (each component, to the bit) and its winner are compared with a literal
 computation from the declarations and a plain record of outcomes and held sessions, on both engines.

@@ -8,9 +8,11 @@ import sys
 import time
 
 import httpx
+import jsonschema
 import orjson
 import pytest
 
+from a3fast.service.openapi import load_schema
 from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server
 
 pytest.importorskip("starlette")
@@ -214,9 +216,16 @@ def test_stdio_answers_the_same_problems_as_http_for_the_same_error(server):
 
 @pytest.mark.parametrize("node", [{"metadata": {"name": {"an": "object"}}}, {"metadata": {"namespace": "x"}},
                                   {"metadata": {"name": "n", "annotations": {"a3.dev/declaration": {}}}},
+                                  {"metadata": {"name": "n", "annotations": {"other": 3}}},
                                   {"metadata": "not an object"}])
 def test_extender_args_typed_as_kubernetes_types_them(server, node):
-    pod = {"metadata": {"name": "p", "uid": "u"}}
-    for verb in ("filter", "prioritize"):
-        r = server.client.post(f"/k8s/{verb}", json={"Pod": pod, "Nodes": {"items": [node]}})
-        assert "ExtenderArgs.Nodes.items[0].metadata" in problems(r, 400)[0]["found"]
+    """Nodes kube-scheduler could not have sent are a 400 naming the node, never echoed back into
+    an answer that breaks its own schema (the pod takes no part: its nodes would pass through)."""
+    args = {"Pod": {"metadata": {"name": "p", "uid": "u"}}, "Nodes": {"items": [node]}}
+    r = server.client.post("/k8s/filter", json=args)
+    assert problems(r, 400)[0]["path"].startswith("$.Nodes.items[0]"), r.text
+    r = server.client.post("/k8s/prioritize", json=args)       # echoes only names: typed, or refused
+    if r.status_code == 200:
+        jsonschema.validate(r.json(), load_schema("k8s.HostPriorityList"))
+    else:
+        assert problems(r, 400)[0]["path"].startswith("$.Nodes.items[0]"), r.text

@@ -1,4 +1,4 @@
-"""`a3fast serve --stdio` and the Kubernetes scheduler extender."""
+"""`a3fast serve --stdio` (the Kubernetes scheduler extender: tests/test_k8s_extender.py)."""
 from __future__ import annotations
 
 import subprocess
@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from a3fast.service.openapi import load_schema
-from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server
+from service_process import SECTION_10_AGENTS, SECTION_10_TASK
 
 pytest.importorskip("starlette")
 
@@ -63,81 +63,3 @@ def test_stdio_verify_and_state_survive(tmp_path):
                   "--state", str(state))
     assert again[0]["valid"] is True
     assert again[1]["records"][0]["seq"] == 4
-
-
-# -- Kubernetes extender: bodies shaped as kube-scheduler sends them (Go field names at the top) --
-def pod(requirements=None, uid="4f6e-uid"):
-    meta = {"name": "worker", "namespace": "default", "uid": uid}
-    if requirements is not None:
-        meta["annotations"] = {"a3.dev/requirements": orjson.dumps(requirements).decode()}
-    return {"metadata": meta, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
-
-
-def node(declaration):
-    return {"metadata": {"name": declaration["agent"]["name"],
-                         "annotations": {"a3.dev/declaration": orjson.dumps(declaration).decode()}},
-            "status": {"allocatable": {"cpu": "4"}}}
-
-
-@pytest.fixture(scope="module")
-def served():
-    s = Server()
-    for a in SECTION_10_AGENTS:
-        s.client.put(f"/v1/agents/{a['agent']['name']}", json=a)
-    yield s
-    s.stop()
-
-
-def test_filter_with_node_names_uses_the_served_fleet(served):
-    body = {"Pod": pod(SECTION_10_TASK), "NodeNames": ["order-analyst", "summariser", "gpu-node-7"]}
-    result = served.client.post("/k8s/filter", json=body).json()
-    jsonschema.validate(result, load_schema("k8s.ExtenderFilterResult"))
-    assert result["NodeNames"] == ["order-analyst"]
-    assert result["FailedAndUnresolvableNodes"] == {"summariser": "capability:order.investigate/2"}
-    assert list(result["FailedNodes"]) == ["gpu-node-7"]
-    assert result["Error"] == ""
-    trace = [orjson.loads(x) for x in served.client.get("/v1/trace").content.splitlines()]
-    submitted = [r for r in trace if r["kind"] == "task.submitted" and r["content"].get("id") == "4f6e-uid"]
-    assert submitted
-    assert served.client.post("/v1/verify", content=served.client.get("/v1/trace").content).json()["valid"]
-
-
-def test_filter_with_nodes_reads_their_declarations(served):
-    nodes = {"metadata": {}, "items": [node(a) for a in SECTION_10_AGENTS] + [{"metadata": {"name": "plain"}}]}
-    result = served.client.post("/k8s/filter", json={"Pod": pod(SECTION_10_TASK), "Nodes": nodes}).json()
-    jsonschema.validate(result, load_schema("k8s.ExtenderFilterResult"))
-    assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == ["order-analyst"]
-    assert result["FailedAndUnresolvableNodes"]["summariser"] == "capability:order.investigate/2"
-    assert "plain" in result["FailedAndUnresolvableNodes"]
-
-
-def test_pods_without_the_annotation_pass_through(served):
-    result = served.client.post("/k8s/filter", json={"Pod": pod(), "NodeNames": ["x", "y"]}).json()
-    assert result["NodeNames"] == ["x", "y"] and result["FailedNodes"] == {} and result["Error"] == ""
-
-
-def test_prioritize_scores_eligible_nodes_0_to_10(served):
-    body = {"Pod": pod({"v": "1.0", "capabilities": [], "clearances": ["orders.read"]}),
-            "NodeNames": ["order-analyst", "summariser"]}
-    scores = served.client.post("/k8s/prioritize", json=body).json()
-    jsonschema.validate(scores, load_schema("k8s.HostPriorityList"))
-    assert [s["Host"] for s in scores] == ["order-analyst", "summariser"]
-    assert all(0 <= s["Score"] <= 10 for s in scores)
-    body["Pod"] = pod(SECTION_10_TASK)
-    scores = {s["Host"]: s["Score"] for s in served.client.post("/k8s/prioritize", json=body).json()}
-    assert scores["summariser"] == 0
-
-
-def test_bind_answers_an_extender_binding_result(served):
-    args = {"PodName": "worker", "PodNamespace": "default", "PodUID": "u", "Node": "order-analyst"}
-    assert served.client.post("/k8s/bind", json=args).json() == {"Error": ""}
-    bad = served.client.post("/k8s/bind", json={**args, "Node": "nowhere"}).json()
-    jsonschema.validate(bad, load_schema("k8s.ExtenderBindingResult"))
-    assert "nowhere" in bad["Error"]
-
-
-def test_a_bad_requirements_annotation_is_reported_in_error(served):
-    bad = pod()
-    bad["metadata"]["annotations"] = {"a3.dev/requirements": "{"}
-    result = served.client.post("/k8s/filter", json={"Pod": bad, "NodeNames": ["order-analyst"]}).json()
-    assert "not JSON" in result["Error"]

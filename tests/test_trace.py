@@ -1,4 +1,4 @@
-"""Traces (DESIGN reading 7): the append-only writer and the streaming reader."""
+"""Traces (docs/design.md, reading 7): the append-only writer and the streaming reader."""
 from __future__ import annotations
 
 import io

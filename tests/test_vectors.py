@@ -51,7 +51,7 @@ def test_the_nine_initial_vectors_of_section_9_are_there():
 def test_every_error_code_has_a_required_vector_that_expects_it():
     required = [v for v in VECTORS if not v.optional]
     expected_codes = {code for v in required for code, _ in v.errors}
-    # agentRef's place in the requirements is a3fast's reading (DESIGN reading 2): optional only.
+    # agentRef's place in the requirements is a3fast's reading (docs/design.md, reading 2): optional only.
     assert set(ERROR_CODES) - {"E_AGENTREF_UNMET"} <= expected_codes
     assert "E_AGENTREF_UNMET" in {code for v in VECTORS for code, _ in v.errors}
 

@@ -433,13 +433,13 @@ def compact_trace(requirements):
 
 
 UNREADABLE = ("a3fast.compact: the compact record cannot be read: seq {seq}: $.content['a3fast.compact'].format: "
-              "unknown compact format 2 (this decoder reads format 1)")
+              "unknown compact format 3 (this decoder reads formats 1 and 2)")
 
 
 def test_a_compact_placement_that_cannot_be_read_is_E_STRUCTURE_saying_why():
     trace = compact_trace(REQ)
     assert [r["kind"] for r in trace] == ["task.submitted", "task.admitted", "task.bound"]
-    trace[2]["content"]["a3fast.compact"]["format"] = 2
+    trace[2]["content"]["a3fast.compact"]["format"] = 3
     assert said(trace) == [("E_STRUCTURE", 3, UNREADABLE.format(seq=3))]
 
 
@@ -447,7 +447,11 @@ def test_a_compact_rejection_that_cannot_be_read_is_still_held_to_the_rejection_
     # §7 reads a rejection's code and reason, which stay beside the compact member
     trace = compact_trace({"capabilities": [{"name": "x.y", "version": 1}]})
     assert [r["kind"] for r in trace] == ["task.submitted", "task.rejected"] and said(trace) == []
-    trace[1]["content"]["a3fast.compact"]["format"] = 2
+    trace[1]["content"]["a3fast.compact"]["format"] = 3
+    # its reason was derived from the member (format 2): unread, the rejection has none
+    assert said(trace) == [("E_STRUCTURE", 2, UNREADABLE.format(seq=2)),
+                           ("E_REJECTION_REASON", 2, f"{REJECTION_RULE}no reason")]
+    trace[1]["content"]["reason"] = "no eligible agent among 1 candidate: capability:x.y/1 failed by order-analyst"
     assert said(trace) == [("E_STRUCTURE", 2, UNREADABLE.format(seq=2))]
     trace[1]["content"]["reason"] = "no eligible agent"
     assert said(trace) == [("E_STRUCTURE", 2, UNREADABLE.format(seq=2)),

@@ -5,7 +5,7 @@ Speaks the stdio protocol of `a3fast serve --stdio` (docs/protocol.md): one JSON
 on standard input, one JSON answer per line on standard output. Operations: put_agent, put_agents,
 delete_agent, place, outcome. Matching is the per-candidate loop of §5: predicates derived in the
 order capabilities, clearances, tools, residency, model.latency_class, agentRef, anti-affinity
-(DESIGN.md reading 1); each candidate is checked predicate by predicate and the first one it fails
+(docs/design.md, reading 1); each candidate is checked predicate by predicate and the first one it fails
 is recorded (§6). Scoring is this program's own: success rate for the task's kind, whether the
 matched capabilities are substantiated (`evaluation`), and a lower cost ceiling; ties go to the
 smaller name. Records are the §6 forms: task.submitted, task.admitted + task.bound, or

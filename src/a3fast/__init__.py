@@ -20,14 +20,17 @@ from .schema import Capability, Declaration, Requirements, parse_declaration, pa
 # Bound here, after the submodule `a3fast.verify` has been imported, so that `a3fast.verify` is the
 # function the API documents: the import system sets a package's attribute to a submodule only when
 # it first loads it.
-from .verify import Finding, verify
+from .verify import Finding, verify, verify_file
+from .trace import TraceError, TraceWriter, read_records
+from . import workload
 
 if TYPE_CHECKING:
     from .authority import admit
 
 __all__ = ["ENGINE", "NATIVE_AVAILABLE", "available_engines", "A3Error", "FleetError", "Problem",
            "SchemaError", "SnapshotError", "Capability", "Declaration", "Requirements", "parse_declaration",
-           "parse_requirements", "Fleet", "Placement", "Route", "verify", "Finding", "admit"]
+           "parse_requirements", "Fleet", "Placement", "Route", "verify", "verify_file", "Finding", "admit",
+           "TraceWriter", "TraceError", "read_records", "workload"]
 
 
 def __getattr__(name: str) -> Any:

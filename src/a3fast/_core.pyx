@@ -1103,10 +1103,14 @@ cdef class Index:
         return total
 
     # -- the hot path ---------------------------------------------------------------------------------
-    def explain(self, rows, Py_ssize_t only, excluded) -> Explanation:
+    def explain(self, rows, Py_ssize_t only, excluded, within=None) -> Explanation:
         """Filter the live agents by the rows, then `agentRef` (`only`), then each anti-affinity.
 
-        One ordered difference per predicate gives first-failed sets (DESIGN "Explain"):
+        `within`, when given, is the agent ids the candidates are restricted to (ids that are not
+        live are left out): a caller that may only place on some agents of the fleet.
+
+        One ordered difference per predicate gives first-failed sets (docs/design.md, "How one
+        placement flows"):
         failed[k] = remaining - row[k]; remaining &= row[k]. The arguments are checked and copied
         first; the word loops then run without the GIL, so placements on other threads proceed
         (Fleet.place_many), while the index must not change (the fleet's lock sees to that).
@@ -1118,10 +1122,21 @@ cdef class Index:
         e.index = self
         e.n_words = nw
         e.n_failed = n_sets
-        e.n_candidates = self.n_live
         e.words = <uint64_t*>malloc(max((n_sets + 1) * nw, 1) * sizeof(uint64_t))
         if e.words == NULL:
             raise MemoryError()
+        # the starting set goes where the eligible set ends up, which the loops start from
+        cdef uint64_t* start = e.words + n_sets * nw
+        cdef Py_ssize_t aid
+        if within is None:
+            memcpy(start, self.live, nw * sizeof(uint64_t))
+            e.n_candidates = self.n_live
+        else:
+            memset(start, 0, nw * sizeof(uint64_t))
+            for aid in within:
+                if 0 <= aid < self.n_ids:
+                    start[aid >> 6] |= self.live[aid >> 6] & ((<uint64_t>1) << (aid & 63))
+            e.n_candidates = popcount_words(start, nw)
         cdef Py_ssize_t* args = <Py_ssize_t*>malloc(max(n_rows + n_excluded, 1) * sizeof(Py_ssize_t))
         if args == NULL:
             raise MemoryError()
@@ -1136,14 +1151,17 @@ cdef class Index:
                 args[k] = row_index
                 k += 1
             with nogil:
-                e.n_eligible = self.explain_words(e.words, nw, args, n_rows, only, args + n_rows, n_excluded)
+                e.n_eligible = self.explain_words(e.words, nw, args, n_rows, only, args + n_rows, n_excluded,
+                                                  e.n_candidates == 0)
         finally:
             free(args)
         return e
 
     cdef Py_ssize_t explain_words(self, uint64_t* out, Py_ssize_t nw, const Py_ssize_t* rows, Py_ssize_t n_rows,
-                                  Py_ssize_t only, const Py_ssize_t* excluded, Py_ssize_t n_excluded) noexcept nogil:
-        """The explain loops over words; returns the number of eligible agents."""
+                                  Py_ssize_t only, const Py_ssize_t* excluded, Py_ssize_t n_excluded,
+                                  bint empty) noexcept nogil:
+        """The explain loops over words, from the candidates already in the eligible set's place
+        (`empty`: there are none); returns the number of eligible agents."""
         cdef Py_ssize_t n_sets = n_rows + n_excluded + (0 if only == C_NO_AGENT_REF else 1)
         cdef uint64_t* remaining = out + n_sets * nw
         cdef uint64_t* failed
@@ -1151,8 +1169,6 @@ cdef class Index:
         cdef uint64_t r, kept
         cdef Py_ssize_t k = 0, i, j, aid, q, row_index
         cdef Row* row
-        cdef bint empty = self.n_live == 0   # nothing remains: every later failed set is empty
-        memcpy(remaining, self.live, nw * sizeof(uint64_t))
         for q in range(n_rows):
             row_index = rows[q]
             failed = out + k * nw

@@ -6,7 +6,7 @@ about 60 ns, less than one pyroaring call from Python (see the README's design n
 from __future__ import annotations
 
 import base64
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import orjson
@@ -268,12 +268,22 @@ class Index:
         return sum((r.bit_length() + 7) // 8 for r in self._rows) + (self._live.bit_length() + 7) // 8
 
     # -- the hot path -----------------------------------------------------------------------------
-    def explain(self, rows: Sequence[int], only: int, excluded: Sequence[int]) -> Explanation:
+    def explain(self, rows: Sequence[int], only: int, excluded: Sequence[int],
+                within: Iterable[int] | None = None) -> Explanation:
         """Filter the live agents by the rows, then `agentRef` (`only`), then each anti-affinity.
 
-        One ordered difference per predicate gives first-failed sets (DESIGN "Explain").
+        One ordered difference per predicate gives first-failed sets (docs/design.md, "How one
+        placement flows"). `within`, when given, is the agent ids the candidates are restricted to
+        (ids that are not live are left out).
         """
-        candidates = remaining = self._live
+        candidates = self._live
+        if within is not None:
+            restriction = 0
+            for aid in within:
+                if aid >= 0:
+                    restriction |= 1 << aid
+            candidates &= restriction
+        remaining = candidates
         failed = []
         all_rows = self._rows
         for r in rows:

@@ -1,6 +1,6 @@
 """Fleet: the agent table, dense agent ids, updates, and the per-predicate index behind them.
 
-A fleet is one scheduling domain (DESIGN reading 3): agents are named by `agent.name`; adding a
+A fleet is one scheduling domain (docs/design.md, reading 3): agents are named by `agent.name`; adding a
 declaration for an existing `(namespace, name)` replaces it; a name held by another namespace is an
 error. Agent ids are dense and stay bound to their name for the fleet's life, so a placement kept in
 compact form can always name its candidates, whatever happens to the fleet afterwards.
@@ -653,7 +653,8 @@ class Fleet:
     @_locked
     def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
               route: Route | None = None, *, scorer: Scorer | None = None, kind: str | None = None,
-              remember_session: bool = True, reason_limit: int | None = None) -> Placement:
+              remember_session: bool = True, reason_limit: int | None = None,
+              candidates: Iterable[str] | None = None) -> Placement:
         """Place one task (§5, §6): gather, filter, explain, score, choose. Returns a Placement.
 
         `session` (or the requirements' `session`) is used for affinity only; a bound placement
@@ -661,9 +662,13 @@ class Fleet:
         additions are matched and recorded. A rejection's reason names every candidate that failed
         each predicate (§6); `reason_limit=N` names at most N per predicate and counts the rest, a
         departure from §6 for callers that keep reasons short (filters_failed still lists every
-        one). Raises SchemaError for invalid requirements, ValueError for a bad reason_limit.
+        one). `candidates`, when given, restricts the placement to those agents: names not in the
+        fleet are ignored (the caller reports them), and the record's candidates, filters_failed
+        and scores are of those agents only, in join order. Raises SchemaError for invalid
+        requirements, ValueError for a bad reason_limit.
         """
-        placement = self._place(requirements, session, route, scorer=scorer, kind=kind, reason_limit=reason_limit)
+        placement = self._place(requirements, session, route, scorer=scorer, kind=kind,
+                                reason_limit=reason_limit, candidates=candidates)
         session = placement.session
         decl = placement.declaration if placement.bound else None
         if (decl is not None and session is not None and remember_session
@@ -673,7 +678,7 @@ class Fleet:
 
     def _place(self, requirements: Mapping[str, Any] | Requirements, session: str | None,
                route: Route | None, *, scorer: Scorer | None, kind: str | None,
-               reason_limit: int | None) -> Placement:
+               reason_limit: int | None, candidates: Iterable[str] | None = None) -> Placement:
         """Gather, filter, explain, score, choose: a Placement, holding no session."""
         started = time.perf_counter_ns()
         check_reason_limit(reason_limit)
@@ -687,7 +692,9 @@ class Fleet:
         # gather: the filter and explanation of a task seen before against the same membership
         # depend only on its predicates and who is in the fleet, so they are reused; otherwise
         # resolve the predicates to rows and agent ids, then filter + explain
-        cached = self._explained.get(predicates)
+        within = None if candidates is None else self._candidate_ids(candidates)
+        # a restricted explanation is not the task's: it is neither reused nor kept for reuse
+        cached = self._explained.get(predicates) if within is None else None
         if cached is not None and cached[0] == self.membership:
             expl, eval_rows = cached[1], cached[2]
             if needs_kind:
@@ -701,8 +708,11 @@ class Fleet:
             if needs_kind:
                 kind = task_kind(matched)
             gathered = time.perf_counter_ns()
-            expl = self._index.explain(rows, only, excluded)
-            self._remember(predicates, expl, eval_rows)
+            if within is None:
+                expl = self._index.explain(rows, only, excluded)
+                self._remember(predicates, expl, eval_rows)
+            else:
+                expl = self._index.explain(rows, only, excluded, within)
 
         # score the eligible and choose
         scores: Scores | CustomScores
@@ -788,6 +798,14 @@ class Fleet:
                 generation += did_hold
             self.generation = generation
             return placements  # type: ignore[return-value]
+
+    def _candidate_ids(self, names: Iterable[str]) -> list[int]:
+        """The ids of the named agents that are in the fleet (other names are left out)."""
+        ids, agents = self._ids, self._agents
+        if isinstance(names, str):
+            raise TypeError("candidates: expected an iterable of agent names, found one string")
+        return [aid for aid in (ids.get(n) for n in names if isinstance(n, str))
+                if aid is not None and agents[aid] is not None]
 
     def _hold_in_batch(self, agent: str, session: str) -> bool:
         """`hold_session` for a placement of a batch (its session row exists; `generation` is

@@ -161,7 +161,8 @@ class Placement:
 
     @property
     def timings(self) -> dict[str, Any]:
-        """§6 timings: measured phases only; launch_ms and requests are never invented (reading 9)."""
+        """§6 timings: measured phases only; launch_ms and requests are never invented (docs/design.md,
+        reading 9)."""
         return timings(self)
 
     # -- records ----------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ RESIDENCY = "residency"
 LATENCY = "model.latency_class"
 AGENT_REF = "agentRef"
 ANTI_AFFINITY = "anti-affinity"
-#: Predicate kinds in derivation order (DESIGN reading 1).
+#: Predicate kinds in derivation order (docs/design.md, reading 1).
 KINDS = (CAPABILITY, CLEARANCE, TOOL, RESIDENCY, LATENCY, AGENT_REF, ANTI_AFFINITY)
 
 #: §7 satisfaction error code per predicate kind.
@@ -78,7 +78,7 @@ def _unique(items: Iterable[str]) -> tuple[str, ...]:
 
 
 def derive_predicates(req: Requirements) -> tuple[str, ...]:
-    """The predicate set of a requirements document, in derivation order (§5; DESIGN reading 1)."""
+    """The predicate set of a requirements document, in derivation order (§5; docs/design.md, reading 1)."""
     return derive(req.capabilities, req.clearances, req.tools, req.residency, req.latency_class,
                   req.agent_ref, req.exclude)
 
@@ -119,7 +119,8 @@ def _derive(capabilities, clearances, tools, residency_label, latency, agent_ref
 
 
 def parse_predicate(text: str) -> Predicate | None:
-    """Parse a canonical predicate string by its first colon (DESIGN reading 5); None if it is not one.
+    """Parse a canonical predicate string by its first colon (docs/design.md, reading 5); None if it
+    is not one.
 
     The capability version follows the last '/'; tool names and labels are opaque.
     """
@@ -139,7 +140,7 @@ def parse_predicate(text: str) -> Predicate | None:
 
 
 def satisfies(decl: Declaration, predicate: str | Predicate) -> bool:
-    """Whether `decl` satisfies one predicate, read literally from §5 (DESIGN reading 4).
+    """Whether `decl` satisfies one predicate, read literally from §5 (docs/design.md, reading 4).
 
     A string that is not a predicate is satisfied by nobody.
     """

@@ -1,4 +1,4 @@
-"""Whether a task.rejected "claims no eligible agent" (§7 Rejection; DESIGN reading 6), and whether
+"""Whether a task.rejected "claims no eligible agent" (§7 Rejection; docs/design.md, reading 6), and whether
 its reason names a §5 predicate.
 
 The reading, in one paragraph (docs/verify.md says the same): a rejection claims no eligible agent

@@ -94,9 +94,9 @@ class Declaration(NamedTuple):
 
 
 class Requirements(NamedTuple):
-    """What a task requires (§4), with `agentRef` and `exclude` (DESIGN reading 2).
+    """What a task requires (§4), with `agentRef` and `exclude` (docs/design.md, reading 2).
 
-    `predicates` is the derived predicate set in derivation order (§5, DESIGN reading 1); parse once
+    `predicates` is the derived predicate set in derivation order (§5, docs/design.md, reading 1); parse once
     and place many times ("prepared requirements").
     """
 

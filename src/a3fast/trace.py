@@ -1,7 +1,9 @@
-"""Traces (DESIGN reading 7): JSON Lines (or a JSON array) of `{"seq", "kind", "content"}` records.
+"""Traces (docs/design.md, reading 7): JSON Lines (or a JSON array) of `{"seq", "kind", "content"}` records.
 
 Writing is append-only, one record per line, flushed per record; with `fsync=True` each record is
-also forced to disk, so a crash loses at most the record being written.
+also forced to disk, so a crash loses at most the record being written. A writer gives seq numbers
+and writes a placement's records in spec JSON or in the compact form (docs/compact-format.md),
+whose name table it writes once; `read_records` reads either form back as spec records.
 
 Reading streams JSON Lines one line at a time, so memory does not grow with the trace. Whatever
 breaks the format — a line that is not JSON, a record that breaks the document rule
@@ -15,7 +17,8 @@ import io
 import itertools
 import os
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, NamedTuple, TypeGuard, Union
+from typing import (TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Mapping, NamedTuple, TypeGuard,
+                    Union)
 
 import msgspec
 import orjson
@@ -23,9 +26,17 @@ import orjson
 from . import document
 from .document import INT_MAX, INT_MIN, MAX_RECORD_DEPTH
 from .errors import A3Error, Problem, describe
+from .record.compact import Decoder, Encoder
+from .record.write import placement_records
+
+if TYPE_CHECKING:
+    from .placement import Placement
 
 __all__ = ["TraceWriter", "TraceRecord", "TraceProblem", "TraceItem", "read_trace", "read_lines",
-           "read_values", "TraceContentError"]
+           "read_values", "read_records", "TraceContentError", "TraceError", "FORMS"]
+
+#: The forms a TraceWriter writes placements in.
+FORMS = ("spec", "compact")
 
 _UNDECODED = object()
 
@@ -34,10 +45,26 @@ class TraceContentError(A3Error):
     """A record whose content is valid JSON syntax but cannot be decoded (a number out of range)."""
 
 
-class TraceWriter:
-    """Append records to a trace. `append` returns the record's seq."""
+class TraceError(A3Error):
+    """A trace that `read_records` cannot read as records; the message names the line (or the
+    record's place) and what is wrong with it."""
 
-    def __init__(self, target: str | os.PathLike | BinaryIO, *, fsync: bool = False, start_seq: int = 1):
+
+class TraceWriter:
+    """Append records to a trace: the records of a placement (`write`), or any record (`append`).
+    Both return seq numbers, counted from `start_seq`.
+
+    `form` is "spec" (§6 JSON) or "compact": compact placements refer to a name table written once,
+    in the first placement record that needs it, so one writer writes one trace. A path is opened
+    for appending; a binary file is written as it is and left open.
+    """
+
+    def __init__(self, target: str | os.PathLike | BinaryIO, *, form: str = "spec", fsync: bool = False,
+                 start_seq: int = 1):
+        if form not in FORMS:
+            raise ValueError(f"form: expected one of {', '.join(FORMS)}, found {form!r}")
+        self.form = form
+        self._encoder = Encoder() if form == "compact" else None
         if isinstance(target, (str, os.PathLike)):
             self._fh: BinaryIO = open(Path(target), "ab")
             self._owned = True
@@ -58,6 +85,26 @@ class TraceWriter:
         self.next_seq = seq + 1
         return seq
 
+    def write(self, placement: "Placement", task: Mapping[str, Any] | None = None) -> list[int]:
+        """Write the records of one placement — task.submitted, then task.admitted + task.bound,
+        or task.rejected; a resumed placement is one task.bound — and return their seqs. `task`
+        adds members to task.submitted (goal, inputs, …). A resumed placement made with
+        `fleet.resume(p, seq=N)` cites the task.bound at seq N: the last seq `write` returned
+        for `p`."""
+        seq = self.next_seq
+        if self._encoder is not None:
+            records = self._encoder.encode_placement(seq, placement, task)
+        else:
+            records = list(placement_records(placement, task))
+        lines = [b'{"seq":%d,"kind":"%b","content":%b}\n' % (seq + i, kind.encode(), content)
+                 for i, (kind, content) in enumerate(records)]
+        self._fh.write(b"".join(lines))
+        self._fh.flush()
+        if self._fsync:
+            os.fsync(self._fh.fileno())
+        self.next_seq = seq + len(records)
+        return list(range(seq, self.next_seq))
+
     def close(self) -> None:
         if self._owned:
             self._fh.close()
@@ -70,7 +117,7 @@ class TraceWriter:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading (DESIGN reading 7)
+# Reading (docs/design.md, reading 7)
 
 
 class TraceRecord:
@@ -326,6 +373,31 @@ def read_trace(source: "str | os.PathLike | BinaryIO | bytes",
             yield from _read_binary(fh, progress, typed)
     else:
         yield from _read_binary(source, progress, typed)
+
+
+def read_records(source: "str | os.PathLike | BinaryIO | bytes | Iterable[Mapping[str, Any]]", *,
+                 spec: bool = True) -> Iterator[dict[str, Any]]:
+    """The records of a trace as dicts `{seq, kind, content}`, from a path, a binary file, bytes
+    (JSON Lines or a JSON array) or records already read. With `spec` (the default) compact
+    placements come back in spec form, exactly as they were written; `spec=False` gives them as
+    stored. TraceError at the first place the trace breaks its format, naming it; CompactError
+    (naming the seq and member) for a compact member outside its format."""
+    if isinstance(source, (bytes, bytearray, memoryview, str, os.PathLike)) or hasattr(source, "read"):
+        items = read_trace(source)  # type: ignore[arg-type]
+    else:
+        items = read_values(source)
+    decoder = Decoder() if spec else None
+    for item in items:
+        if isinstance(item, TraceProblem):
+            raise TraceError(f"{item.where}: {item.message}")
+        try:
+            content = item.content
+        except TraceContentError as exc:
+            where = f"line {item.line}" if item.line is not None else f"record {item.index}"
+            raise TraceError(f"{where}, seq {item.seq}: {exc}") from None
+        if decoder is not None:
+            content = decoder.decode_content(item.seq, item.kind, content)
+        yield {"seq": item.seq, "kind": item.kind, "content": content}
 
 
 def _read_binary(fh: BinaryIO, progress: Callable[[int], None] | None,

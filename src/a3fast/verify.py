@@ -8,7 +8,7 @@ satisfied every requirement, and does the record explain why?
 Every error is reported, never just the first. Each Finding names its code, the record's `seq`,
 the line it came from, and in words what was expected and what was found. Bad input of any shape
 gives findings, never an exception. Codes are those of §7, plus E_TRACE for a record that breaks
-the trace format (DESIGN reading 7) and a3fast's own warnings (`W_…`), which never make a trace
+the trace format (docs/design.md, reading 7) and a3fast's own warnings (`W_…`), which never make a trace
 invalid.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENC
                          UNMET_CODE, parse_predicate, satisfies)
 from .rejection_claims import claims_no_eligible_agent, names_a_predicate
 from .schema import Declaration, SchemaError, parse_requirements
-from .record.compact import KEY as COMPACT_KEY
+from .record.compact import KEY as COMPACT_KEY, derived_reason
 from .record.compact_read import CompactReader
 from .record.read import ABSENT, BOUND_RECORD, ParsedDocuments, RecordedPlacement, read_scheduling, read_typed
 from .trace import (TraceContentError, TraceItem, TraceProblem, TraceRecord, read_trace, read_values)
@@ -206,7 +206,7 @@ class Verifier:
     """§7 over the records of one trace, fed in order; `finish()` returns every finding.
 
     State is what §7 needs from earlier records: the latest task.submitted's predicate set S, the
-    latest task.admitted's agent (DESIGN reading 8), and, for resumed placements, a few facts per
+    latest task.admitted's agent (docs/design.md, reading 8), and, for resumed placements, a few facts per
     earlier full placement.
     """
 
@@ -246,9 +246,7 @@ class Verifier:
             elif kind == ADMITTED:
                 self._read_admitted(item, item.content)
             else:
-                content = item.content
-                self._note_compact(item, content)
-                self._check_rejected(item, content)
+                self._check_rejected(item, self._note_compact(item, item.content))
         except TraceContentError as exc:
             self._error("E_TRACE", item.seq, item.line, str(exc))
 
@@ -283,17 +281,22 @@ class Verifier:
             self._compact_reader = CompactReader(self._documents)
         return self._compact_reader
 
-    def _note_compact(self, record: TraceRecord, content: Any) -> None:
-        """Register the fleet snapshot a compact rejection may carry, for the records after it. §7
-        reads only a rejection's code and reason, which stay beside the compact member, so the
-        rejection is checked even when the member cannot be read."""
+    def _note_compact(self, record: TraceRecord, content: Any) -> Any:
+        """Register the fleet snapshot a compact rejection may carry, for the records after it, and
+        give back the content §7 reads: its code and reason, which stay beside the compact member
+        (so the rejection is checked even when the member cannot be read), or the reason the
+        member derives when it left it out (docs/compact-format.md, "Derived reasons")."""
         if not (isinstance(content, Mapping) and COMPACT_KEY in content):
-            return
+            return content
         try:
-            self._compact_records().note(record.seq, content)
+            member = self._compact_records().note(record.seq, content)
         except Exception as exc:  # hostile input: a finding, never a crash
             self._error("E_STRUCTURE", record.seq, record.line,
                         f"{COMPACT_KEY}: the compact record cannot be read: {exc}")
+            return content
+        if member.derived_reason:
+            return {**content, "reason": derived_reason(member)}
+        return content
 
     def _read_compact(self, record: TraceRecord) -> RecordedPlacement | None:
         """A compact task.bound read straight from its bitmaps (docs/compact-format.md, "Verifying
@@ -376,7 +379,8 @@ class Verifier:
     # -- the steps of §7 ------------------------------------------------------------------------
 
     def _check_scope(self, seq: int, line: int | None, agent: tuple[str, str] | None) -> None:
-        """§7 Scope: the declaration is for the agent in the latest task.admitted (DESIGN reading 8)."""
+        """§7 Scope: the declaration is for the agent in the latest task.admitted (docs/design.md,
+        reading 8)."""
         if agent is None:
             return  # no readable declaration: already E_STRUCTURE
         admitted = self._admitted

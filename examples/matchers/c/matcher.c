@@ -6,7 +6,7 @@
  * put_agents, delete_agent, place, outcome. JSON is read and written with jansson.
  *
  * Matching is the per-candidate loop of §5: the predicates are derived in the order capabilities,
- * clearances, tools, residency, model.latency_class, agentRef, anti-affinity (DESIGN.md reading 1),
+ * clearances, tools, residency, model.latency_class, agentRef, anti-affinity (docs/design.md, reading 1),
  * a predicate repeated keeps its first place; each candidate is checked predicate by predicate and
  * the first one it fails is its entry in filters_failed (§6), which lists them grouped by predicate
  * (in derivation order), then in candidate order. Candidates are the live agents in join order (an

@@ -103,7 +103,7 @@ def _agent(value: Any) -> tuple[Any, Any] | None:
 
 def envelope_findings(records: Iterable[Any]) -> list[EnvelopeFinding]:
     """Walk a trace (records `{seq, kind, content}`): each task.admitted envelope is checked against
-    the declaration in the next task.bound that places the same agent (DESIGN reading 8), once.
+    the declaration in the next task.bound that places the same agent (docs/design.md, reading 8), once.
     Records that are not well formed are skipped: reporting them is the trace verifier's job."""
     findings: list[EnvelopeFinding] = []
     admitted: Mapping[str, Any] | None = None

@@ -193,6 +193,16 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
         out.append(("verifier at ≥ 80% of the JSON floor (the faster of msgspec and orjson decoding alone)",
                     f"{share:.0%} ({verifier['mb_per_s']:.0f} MB/s against "
                     f"{max(verifier['msgspec_mb_per_s'], verifier['orjson_mb_per_s']):.0f})", share >= 0.8))
+    k8s = next((figures for title, figures in report.extras if title.startswith("Kubernetes extender")), None)
+    if isinstance(k8s, dict):
+        ms = lambda v: f"{v:.3g} ms"  # noqa: E731
+        check("Kubernetes extender, 5,000 NodeNames: filter + prioritize p50 ≤ 2 ms (over HTTP)",
+              k8s["names_filter_prioritize_p50_ms"], 2, ms)
+        check("Kubernetes extender, 5,000 Node objects: filter ≤ 300 ms", k8s["nodes_filter_median_ms"], 300, ms)
+        check("Kubernetes extender: /healthz p99 ≤ 20 ms while 5,000-node filters run back to back",
+              k8s["healthz_under_nodes_filters_p99_ms"], 20, ms)
+        check("Kubernetes extender: a pod's repeated identical filter adds ≤ 1 KB to the trace",
+              k8s["repeated_filter_trace_bytes"], 1024, lambda v: f"{v:.0f} B")
     if report.update_size == 100_000:
         for (engine, op), ns in report.updates.items():
             if engine == "native":

@@ -24,7 +24,9 @@ from ..schema import parse_declaration, parse_requirements
 from .authority import bench_resolve
 from .baselines import BASELINES
 from .compact import bench_compact
+from .embedding import bench_embedding
 from .harness import Cell, measure_cells, time_each
+from .k8s import bench_k8s
 from .subjects import SCENARIOS, EngineSubject, Subject, build_subjects
 from .verify import bench_verify
 
@@ -35,6 +37,8 @@ EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
     ("verifier (§7)", bench_verify),
     ("skill resolution (authority)", bench_resolve),
     ("explanations at fleet scale (compact trace, cache)", bench_compact),
+    ("embedding (the README's flow: 10,000 agents, 1,000 tasks, compact trace, verify)", bench_embedding),
+    ("Kubernetes extender, 5,000 nodes (a3fast serve over HTTP)", bench_k8s),
 )
 
 

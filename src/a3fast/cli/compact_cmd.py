@@ -22,7 +22,7 @@ _JSON = msgspec.json.Decoder()
 
 def read_whole_records(path: str) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
     """(where, record) for every readable record of a JSON Lines trace or a JSON array of records,
-    each the whole object it is, and a line for every place that breaks the trace format (DESIGN
+    each the whole object it is, and a line for every place that breaks the trace format (docs/design.md,
     reading 7, checked by the same rules as every other command's reading)."""
     data = read_bytes(path)
     values: list[Any] = []

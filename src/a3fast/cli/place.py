@@ -1,4 +1,4 @@
-"""`a3fast place`: place one task and write its trace (DESIGN "Contracts")."""
+"""`a3fast place`: place one task and write its trace (docs/design.md, "Contracts other programs rely on")."""
 from __future__ import annotations
 
 import sys

@@ -37,7 +37,7 @@ from .common import EXIT_BAD_INPUT
               help="Largest body of a one-document route (PUT /v1/agents/NAME, /v1/place, /v1/outcomes).")
 @click.option("--max-bulk-body", default=1024 * 1024, show_default=True, type=click.IntRange(1),
               help="Largest body of POST /v1/agents (applied in one step: what one request may hold others up for).")
-@click.option("--max-k8s-body", default=8 * 1024 * 1024, show_default=True, type=click.IntRange(1),
+@click.option("--max-k8s-body", default=48 * 1024 * 1024, show_default=True, type=click.IntRange(1),
               help="Largest body of /k8s/* (Nodes mode sends whole Node objects: ~7 KB each).")
 @click.option("--header-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.01),
               help="Seconds a connection may take to send a request's head; then it is closed.")
@@ -68,10 +68,18 @@ from .common import EXIT_BAD_INPUT
 @click.option("--ray-address", default=None, metavar="ADDRESS",
               help="With --shards: the Ray cluster to run the shards on (auto, HOST:PORT, ray://...; "
                    "default: a local Ray with at most min(N, CPUs) CPUs).")
+@click.option("--tls-cert", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The server's certificate (PEM): serve HTTPS. Needs --tls-key.")
+@click.option("--tls-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The private key of --tls-cert (PEM).")
+@click.option("--tls-client-ca", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="CA certificates (PEM) whose client certificates /k8s/* accepts, as kube-scheduler's "
+                   "Extender tlsConfig presents them; other routes keep --token-file. Needs --tls-cert.")
 @click.option("--stdio", is_flag=True, help="Answer JSON requests on standard input instead of HTTP.")
 def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max_body, max_request_body,
           max_bulk_body, max_k8s_body, header_timeout, body_timeout, keep_alive, max_connections, fsync,
-          watch_cards, watch_mcp, watch_interval, watch_remove_after, shards, ray_address, stdio):
+          watch_cards, watch_mcp, watch_interval, watch_remove_after, shards, ray_address, tls_cert, tls_key,
+          tls_client_ca, stdio):
     """Serve the fleet: HTTP API under /v1, a Kubernetes scheduler extender under /k8s, or with
     --stdio one JSON request per line (docs/service.md, docs/protocol.md).
 
@@ -97,13 +105,15 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
     servers = _watched_servers(watch_mcp, stdio) if watch_mcp else ()
     if ray_address is not None and shards is None:
         _fail("--ray-address: only with --shards N (a plain fleet runs in this process)")
+    _check_tls(tls_cert, tls_key, tls_client_ca, stdio)
     config = ServiceConfig(host=host, port=port, state=state_dir, fleet=fleet_path, trace=trace_path,
                            token=token, engine=engine, max_body=max_body, max_request_body=max_request_body,
                            max_bulk_body=max_bulk_body, max_k8s_body=max_k8s_body, header_timeout=header_timeout,
                            body_timeout=body_timeout, keep_alive=keep_alive, max_connections=max_connections,
                            fsync=fsync,
                            watch_cards=tuple(watch_cards), watch_mcp=servers, watch_interval=watch_interval,
-                           watch_remove_after=watch_remove_after, shards=shards, ray_address=ray_address)
+                           watch_remove_after=watch_remove_after, shards=shards, ray_address=ray_address,
+                           tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca)
     code = _run_stdio(config) if stdio else _run_http(config)
     sys.exit(code)
 
@@ -153,6 +163,29 @@ def _watched_servers(pairs, stdio: bool) -> tuple[tuple[str, str], ...]:
     return tuple(dict.fromkeys(servers))
 
 
+def _check_tls(cert, key, client_ca, stdio: bool) -> None:
+    """--tls-* files: all readable, and a certificate with its key (exit 2 otherwise)."""
+    if cert is None and key is None and client_ca is None:
+        return
+    if stdio:
+        _fail("--tls-cert: TLS is for the HTTP server; --stdio has no connection to secure")
+    if cert is None or key is None:
+        _fail("--tls-cert and --tls-key go together" + ("" if client_ca is None else
+              " (--tls-client-ca needs them: client certificates are asked for in the TLS handshake)"))
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key), ("--tls-client-ca", client_ca)):
+        if path is not None and not path.is_file():
+            _fail(f"{flag} {path}: cannot read: no such file")
+    import ssl
+
+    try:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        if client_ca is not None:
+            context.load_verify_locations(client_ca)
+    except (ssl.SSLError, OSError) as exc:
+        _fail(f"--tls-cert/--tls-key/--tls-client-ca: cannot use them: {exc}")
+
+
 def _fail(message: str):
     click.echo(f"a3fast: {message}", err=True)
     sys.exit(EXIT_BAD_INPUT)
@@ -180,14 +213,18 @@ def _run_http(config) -> int:
         sock = listening_socket(config.host, config.port)
     except OSError as exc:
         _fail(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}")
-    server = uvicorn_server(app, config)
+    from ..service.tls import uvicorn_options
+
+    tls = uvicorn_options(config.tls_cert and str(config.tls_cert), config.tls_key and str(config.tls_key),
+                          config.tls_client_ca and str(config.tls_client_ca))
+    server = uvicorn_server(app, config, **tls)
 
     def failed() -> None:
         server.should_exit = True
     app.state.on_failure = failed
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    print(f"a3fast serving on http://{shown}:{port}", flush=True)
+    print(f"a3fast serving on {'https' if tls else 'http'}://{shown}:{port}", flush=True)
     for stop in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop, _stop_asked)
     server.run(sockets=[sock])

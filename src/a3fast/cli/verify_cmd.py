@@ -1,4 +1,4 @@
-"""`a3fast verify`: check traces per §7 (DESIGN "Contracts").
+"""`a3fast verify`: check traces per §7 (docs/design.md, "Contracts other programs rely on").
 
 Human-readable by default; `--json` prints one object per trace per line:
 `{"path", "valid", "records", "errors": [{"code", "seq", "line", "message"}], "warnings": [...]}`.

@@ -135,11 +135,11 @@ class FleetShard:
 
     # -- reading ----------------------------------------------------------------------------------
     def explain(self, requirements: Mapping[str, Any], session: str | None,
-                reason_limit: int | None = None) -> ShardAnswer:
+                reason_limit: int | None = None, candidates: Sequence[str] | None = None) -> ShardAnswer:
         """This shard's compact explanation of a task: its local failed and eligible sets, the
-        eligible agents' score components, and its own winner."""
+        eligible agents' score components, and its own winner (over `candidates` only, if given)."""
         started = time.perf_counter_ns()
-        p = self.fleet.place(requirements, session, remember_session=False)
+        p = self.fleet.place(requirements, session, remember_session=False, candidates=candidates)
         expl, scores = p.explanation, p.scores
         counts = expl.failed_counts()
         failed = [expl.failed_roaring(k) if c else b"" for k, c in enumerate(counts)]

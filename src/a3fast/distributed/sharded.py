@@ -320,10 +320,12 @@ class ShardedFleet:
     # -- placing ----------------------------------------------------------------------------------
     def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
               route: Route | None = None, *, remember_session: bool = True,
-              reason_limit: int | None = None) -> Placement:
+              reason_limit: int | None = None, candidates: Iterable[str] | None = None) -> Placement:
         """Place one task over every shard (Fleet.place): the same decision, explanation and
         records as one Fleet. A bound placement makes the chosen agent hold the task's session on
-        its shard, unless `remember_session` is false. Raises ShardError if any shard is down."""
+        its shard, unless `remember_session` is false. `candidates` restricts the placement to
+        those agents (Fleet.place): each shard is sent the ones it holds. Raises ShardError if any
+        shard is down."""
         started = time.perf_counter_ns()
         check_reason_limit(reason_limit)
         submitted = parse_requirements(requirements)
@@ -333,7 +335,16 @@ class ShardedFleet:
         doc = dict(matched.doc)
         maps = [m.view() for m in self._maps]
         size = len(self._index)
-        answers = self._gather([s.explain.remote(doc, session) for s in self._shards], "place")
+        within: list[list[str] | None] = [None] * len(self._shards)
+        if candidates is not None:
+            if isinstance(candidates, str):
+                raise TypeError("candidates: expected an iterable of agent names, found one string")
+            within = [[] for _ in self._shards]
+            for name in dict.fromkeys(candidates):
+                if isinstance(name, str) and name in self._namespace:
+                    within[self._owner(name)].append(name)  # type: ignore[union-attr]
+        answers = self._gather([s.explain.remote(doc, session, None, part)
+                                for s, part in zip(self._shards, within)], "place")
         gathered = time.perf_counter_ns()
         for shard, (answer, idmap) in enumerate(zip(answers, maps)):
             self._check_changes(shard, answer.changes, self._changes[shard])

@@ -2,7 +2,7 @@
 
 The expectation is the literal reading of §5 over the fleet that was live at the time: every live
 agent is a candidate; each ineligible candidate is listed with the first predicate it failed, in
-derivation order (DESIGN reading 1); `filters_passed` is the whole predicate set. Of the choice only
+derivation order (docs/design.md, reading 1); `filters_passed` is the whole predicate set. Of the choice only
 what the spec fixes is checked: the chosen agent is eligible, and best by the matcher's own recorded
 `scores` (`total`, higher is better), ties going to the smaller name. Scoring itself is the
 implementation's. Finally the records must pass the §7 verifier.

@@ -2,7 +2,7 @@
 
 Every declaration an importer makes passes through here, and here it is parsed with
 `a3fast.schema.parse_declaration`, so nothing invalid is ever emitted. The set follows the fleet's
-rules (DESIGN reading 3): a later declaration for the same `(namespace, name)` replaces the earlier
+rules (docs/design.md, reading 3): a later declaration for the same `(namespace, name)` replaces the earlier
 one, as `Fleet.add` does; a name already held by another namespace is skipped, since a fleet would
 refuse it.
 """

@@ -29,17 +29,26 @@ from pyroaring import BitMap
 
 from ..errors import A3Error, describe, json_path
 from ..roaring import deserialize_ids as _deserialize, serialize_ids
-from .write import placement_records, reason_text, scheduling_object, timings
+from .write import placement_records, reason_among, reason_text, scheduling_object, timings
 
-__all__ = ["FORMAT", "KEY", "serialize_ids", "Encoder", "Decoder", "CompactError",
-           "CompactMember", "Snapshots", "encode_trace", "decode_trace", "is_compact"]
+__all__ = ["FORMAT", "DERIVED_REASON_FORMAT", "KEY", "serialize_ids", "Encoder", "Decoder",
+           "CompactError", "CompactMember", "Snapshots", "encode_trace", "decode_trace",
+           "is_compact", "derived_reason"]
 
 FORMAT = 1
+#: Format 1 plus `derived_reason`: a rejection whose reason is the one its lists give leaves it out
+#: (docs/compact-format.md, "Derived reasons"). Written only by records that use it, so every other
+#: record stays readable by a format-1 decoder.
+DERIVED_REASON_FORMAT = 2
+_FORMATS = (FORMAT, DERIVED_REASON_FORMAT)
 KEY = "a3fast.compact"
 _EMPTY = ""
 #: the only kinds with a compact form; elsewhere a member named `a3fast.compact` is ordinary content
 _PLACEMENT_KINDS = ("task.bound", "task.rejected")
 _ROOT = json_path("$.content", KEY)
+#: Based snapshots written in a row before the whole name table is written again, so a reader
+#: that starts mid-trace resolves a table from a bounded number of records.
+MAX_BASED_CHAIN = 64
 
 
 class CompactError(A3Error):
@@ -185,6 +194,7 @@ class Encoder:
         self._snapshot_seq: int | None = None
         self._snapshot_names = 0          # names the current snapshot covers
         self._live_text: str | None = None
+        self._chain = 0                   # based snapshots since the last whole table
         self._decoder = Decoder()
         self._index = None                # the engine index encode_placement's ids belong to
         self._generation = None
@@ -216,6 +226,12 @@ class Encoder:
         self._rollback(seq, *saved)
         return content
 
+    def current_snapshot(self) -> tuple[int, list[str], str] | None:
+        """(seq, names, live as base64) of the snapshot the next records refer to, if any."""
+        if self._snapshot_seq is None or self._live_text is None:
+            return None
+        return self._snapshot_seq, self._names[:self._snapshot_names], self._live_text
+
     def _rollback(self, seq: int, n_names: int, snapshot_seq, snapshot_names: int, live_text) -> None:
         for name in self._names[n_names:]:
             del self._ids[name]
@@ -242,10 +258,12 @@ class Encoder:
         if self._snapshot_seq is not None and self._snapshot_names == len(self._names) \
                 and live_text == self._live_text:
             return self._snapshot_seq
-        if self._snapshot_seq is None:
+        if self._snapshot_seq is None or self._chain >= MAX_BASED_CHAIN:
             snapshot: dict[str, Any] = {"names": list(self._names)}
+            self._chain = 0
         else:
             snapshot = {"base": self._snapshot_seq, "names_added": self._names[self._snapshot_names:]}
+            self._chain += 1
         snapshot["live"] = live_text
         self._snapshot_seq, self._snapshot_names, self._live_text = seq, len(self._names), live_text
         return snapshot
@@ -300,13 +318,22 @@ class Encoder:
                 or not all(isinstance(p, dict) and isinstance(p.get("predicate"), str) for p in failed):
             return None
         predicates = list(dict.fromkeys(p["predicate"] for p in failed))
-        return self._lists(seq, content.get("candidates"), predicates, failed)
+        compact = self._lists(seq, content.get("candidates"), predicates, failed)
+        if compact is not None and _reason_derives(content, predicates, failed):
+            compact["format"] = DERIVED_REASON_FORMAT
+            compact["derived_reason"] = True
+        return compact
 
     # -- from a Placement --
-    def encode_placement(self, seq: int, placement) -> list[tuple[str, bytes]]:
+    def encode_placement(self, seq: int, placement, task: Mapping[str, Any] | None = None, *,
+                         restricted: bool = False) -> list[tuple[str, bytes]]:
         """The trace records of a Placement (starting at `seq`) with compact content, built from
-        the engine's id sets without producing the spec lists. Use one Encoder per trace, and
-        either this or `encode`, not both."""
+        the engine's id sets without producing the spec lists; `task` adds members to
+        task.submitted, as in `placement_records`. Use one Encoder per trace, and either this or
+        `encode`, not both. `restricted`: the placement was over some of the fleet's agents only
+        (`Fleet.place(candidates=...)`), so its candidates are not the live set of the fleet's
+        generation: they are written (a new snapshot when they differ), and the next placement's
+        are checked again."""
         p = placement
         if p.resumed:
             return list(placement_records(p))
@@ -314,18 +341,18 @@ class Encoder:
         out = []
         for offset, kind in enumerate(kinds):
             if kind == "task.submitted":
-                content = orjson.dumps({"requirements": p.submitted.doc})
+                content = orjson.dumps({**(task or {}), "requirements": p.submitted.doc})
             elif kind == "task.admitted":
                 content = orjson.dumps({"agent": p.declaration.agent.to_dict()})
             else:
-                content = self._placement_content(seq + offset, p)
+                content = self._placement_content(seq + offset, p, restricted)
             out.append((kind, content))
         return out
 
-    def _placement_content(self, seq: int, p) -> bytes:
+    def _placement_content(self, seq: int, p, restricted: bool = False) -> bytes:
         expl = p.explanation
         index = p.index
-        if index is not self._index or p.generation != self._generation:
+        if restricted or index is not self._index or p.generation != self._generation:
             if index is not self._index:
                 self._names, self._snapshot_seq, self._snapshot_names, self._live_text = [], None, 0, None
             self._index, self._generation = index, p.generation
@@ -333,19 +360,29 @@ class Encoder:
             top = live[-1] + 1 if live else 0
             self._names.extend(index.name(i) for i in range(len(self._names), top))
             fleet = self._fleet(seq, live)
+            if restricted:
+                self._generation = None
         else:
             fleet = self._snapshot_seq
         # The engine writes the large members (the failed sets, the score columns) straight from its
         # words; Python joins a few byte strings around them, exactly as orjson would write the dict.
         default_scores = p.bound and not p.custom_scores
         lists = index.write_compact_lists(expl, p.scores if default_scores else None)
+        # a3fast's own reason is the text the lists give, unless a reason_limit shortened it
+        derive = not p.bound and p.reason_limit is None and expl.candidates_count > 0
         head = b'{"format":%d,"fleet":%b,"filters_passed":%b,%b' % (
-            FORMAT, orjson.dumps(fleet), orjson.dumps(list(p.predicates)), lists)
+            DERIVED_REASON_FORMAT if derive else FORMAT, orjson.dumps(fleet),
+            orjson.dumps(list(p.predicates)), lists)
         tail: dict[str, Any] = {"route": p.route} if p.route is not None else {}
         tail["timings"] = timings(p)
         if not p.bound:
-            return (orjson.dumps({"code": "unschedulable", "reason": reason_text(p),
-                                  "requirements": p.requirements.doc})[:-1]
+            if derive:
+                head += b',"derived_reason":true'
+                content = {"code": "unschedulable", "requirements": p.requirements.doc}
+            else:
+                content = {"code": "unschedulable", "reason": reason_text(p),
+                           "requirements": p.requirements.doc}
+            return (orjson.dumps(content)[:-1]
                     + b',"' + KEY.encode() + b'":' + head + b"}," + orjson.dumps(tail)[1:-1] + b"}")
         if not default_scores:  # a bound placement scores at least its chosen agent: ids are never empty
             head += b',"scores":' + orjson.dumps({"ids": _b64(expl.eligible_roaring()),
@@ -376,12 +413,31 @@ _SCHEDULING_LISTS = ("requirements", "declaration", "candidates", "filters_passe
 _COMPACTED = {"task.bound": ("scheduling",), "task.rejected": ("candidates", "filters_failed")}
 
 
+def _reason_derives(content: dict[str, Any], predicates: list[str], failed: list[dict[str, str]]) -> bool:
+    """Whether a rejection's reason is the text its lists give, in the place decoding puts it
+    (right after `code`, or first): then the compact form leaves it out."""
+    reason, candidates = content.get("reason"), content.get("candidates")
+    if not (isinstance(reason, str) and candidates):
+        return False
+    keys = list(content)
+    if keys.index("reason") != (keys.index("code") + 1 if "code" in content else 0):
+        return False
+    names: dict[str, list[str]] = {p: [] for p in predicates}
+    for pair in failed:
+        names[pair["predicate"]].append(pair["candidate"])
+    return reason == reason_among(len(candidates), [(p, ", ".join(names[p])) for p in predicates])
+
+
 def _replace(content: dict[str, Any], compact: dict[str, Any], kind: str) -> dict[str, Any]:
     """The content with its spec lists (scheduling, or candidates + filters_failed) replaced by
-    the compact member, which takes the place of the first of them."""
+    the compact member, which takes the place of the first of them; a derived reason is left out."""
     out: dict[str, Any] = {}
     replaced = _COMPACTED[kind]
+    if compact.get("derived_reason"):
+        replaced = (*replaced, "reason")
     for key, value in content.items():
+        if key == "reason" and key in replaced:
+            continue
         if key in replaced:
             out.setdefault(KEY, compact)
         else:
@@ -530,12 +586,25 @@ class Decoder:
         else:
             replacement = {"candidates": candidate_names, "filters_failed": failed_pairs}
         out: dict[str, Any] = {}
+        if member.derived_reason and "code" not in content:
+            out["reason"] = derived_reason(member)
         for key, value in content.items():
             if key == KEY:
                 out.update(replacement)
             else:
                 out[key] = value
+            if key == "code" and member.derived_reason:
+                out["reason"] = derived_reason(member)
         return out
+
+
+def derived_reason(member: "CompactMember") -> str:
+    """The reason a compact rejection with `derived_reason` left out: every predicate that removed
+    candidates, with their names in id order (the text a3fast's rejections carry, §6)."""
+    names = member.names
+    return reason_among(len(member.candidates), [
+        (predicate, ", ".join([names[aid] for aid in ids]))
+        for predicate, ids in zip(member.predicates, member.failed) if ids])
 
 
 class CompactMember(NamedTuple):
@@ -549,6 +618,7 @@ class CompactMember(NamedTuple):
     score_ids: BitMap            # task.bound: the scored (eligible) agents; empty for a rejection
     score_columns: list[tuple[str, list[Any]]]   # (component, one value per scored agent)
     rest: dict[str, Any]         # task.bound: the other members of the scheduling object
+    derived_reason: bool = False  # task.rejected: the reason is left out, to be derived
 
     def score_map(self) -> dict[str, dict[str, Any]]:
         """The §6 scores object: name -> {component: value}."""
@@ -564,16 +634,26 @@ def _read_member(snapshots: "Snapshots", seq: int, kind: str, content: dict[str,
     if not isinstance(compact, dict):
         raise _wrong(at, "an object", compact)
     fmt = compact.get("format")
-    if type(fmt) is not int or fmt != FORMAT:  # not true, not 1.0; the members may differ by format
+    if type(fmt) is not int or fmt not in _FORMATS:  # not true, not 1.0; the members may differ by format
         raise CompactError(f"{at}.format: unknown compact format "
                            f"{describe(fmt) if 'format' in compact else 'none'} "
-                           f"(this decoder reads format {FORMAT})")
-    _only(compact, _MEMBERS[kind], at, f"the compact form of a {kind} record")
+                           f"(this decoder reads formats {FORMAT} and {DERIVED_REASON_FORMAT})")
+    members = _MEMBERS[kind]
+    if fmt == DERIVED_REASON_FORMAT and kind == "task.rejected":
+        members = (*members, "derived_reason")
+    _only(compact, members, at, f"the compact form of a {kind} record")
     _require(compact, _REQUIRED[kind], at)
     for key in _COMPACTED[kind]:
         if key in content:
             raise CompactError(f"seq {seq}: {json_path('$.content', key)}: a compact {kind} record "
                                f"carries its {key!r} in {KEY!r}, found it beside too")
+    derived = "derived_reason" in compact
+    if derived:
+        if compact["derived_reason"] is not True:
+            raise _wrong(f"{at}.derived_reason", "true", compact["derived_reason"])
+        if "reason" in content:
+            raise CompactError(f"seq {seq}: $.content.reason: a compact rejection with a derived "
+                               f"reason carries its reason in {KEY!r}, found it beside too")
     fleet = compact["fleet"]
     names, live = snapshots.resolve(fleet, f"{at}.fleet")
     top = len(names)
@@ -603,9 +683,12 @@ def _read_member(snapshots: "Snapshots", seq: int, kind: str, content: dict[str,
             if key in _SCHEDULING_LISTS:
                 raise CompactError(f"{_member(f'{at}.rest', key)}: the compact member carries "
                                    f"{key!r} itself; it cannot be in rest too")
+    if derived and not candidates:
+        raise CompactError(f"{at}.derived_reason: a reason is derived from the candidates that failed, "
+                           f"and this rejection has none")
     if isinstance(fleet, dict):
         snapshots.tables[seq] = (names, live)
-    return CompactMember(names, candidates, predicates, failed_ids, score_ids, columns, rest)
+    return CompactMember(names, candidates, predicates, failed_ids, score_ids, columns, rest, derived)
 
 
 def _scores(scores: Any, top: int, where: str) -> tuple[BitMap, list[tuple[str, list[Any]]]]:

@@ -84,10 +84,10 @@ class CompactReader:
         self._names: dict[int, _NameIds] = {}
         self._documents = documents
 
-    def note(self, seq: int, content: Mapping[str, Any]) -> None:
+    def note(self, seq: int, content: Mapping[str, Any]) -> CompactMember:
         """Read a compact task.rejected (§7 reads only its reason, so its lists are never expanded),
         registering the fleet snapshot it may carry for the records after it."""
-        self._snapshots.read_member(seq, "task.rejected", dict(content))
+        return self._snapshots.read_member(seq, "task.rejected", dict(content))
 
     def read(self, seq: int, content: Mapping[str, Any]) -> RecordedPlacement:
         """A RecordedPlacement whose lists stay bitmaps. CompactError when the compact member cannot

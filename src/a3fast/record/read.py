@@ -215,7 +215,7 @@ class ParsedDocuments:
 _MISSING: Any = object()
 
 
-#: What §6 means by an agent's name in `candidates`, `filters_failed` and `scores` (DESIGN
+#: What §6 means by an agent's name in `candidates`, `filters_failed` and `scores` (docs/design.md,
 #: reading 3: `agent.name`): a non-empty string. §3's further bounds are not imposed here.
 NAME = "an agent name (a non-empty string)"
 

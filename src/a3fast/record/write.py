@@ -7,12 +7,12 @@ baselines), and the engines' bytes writers follow the same order (tests hold the
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import orjson
 
 __all__ = ["scheduling_object", "scheduling_dict", "scheduling_json", "rejection_dict", "timings",
-           "placement_records", "reason_text"]
+           "placement_records", "reason_text", "reason_among"]
 
 _second_text: list = [None, ""]  # the last whole second formatted, since placements come many a second
 
@@ -27,8 +27,8 @@ def _iso(ns: int) -> str:
 
 
 def timings(p) -> dict[str, Any]:
-    """gather_ms, select_ms and decided_at where measured (reading 9); launch_ms and requests are
-    omitted, never zero: a3fast does not launch agents and lists no API server."""
+    """gather_ms, select_ms and decided_at where measured (docs/design.md, reading 9); launch_ms and
+    requests are omitted, never zero: a3fast does not launch agents and lists no API server."""
     out: dict[str, Any] = {}
     if p.gather_ns is not None:
         out["gather_ms"] = p.gather_ns / 1e6
@@ -115,12 +115,20 @@ def reason_text(p) -> str:
             continue
         limit = p.reason_limit if p.reason_limit is not None else count
         more = f" and {count - limit} more" if count > limit else ""
-        parts.append(f"{predicate} failed by {index.failed_names(expl, k, limit)}{more}")
-    return f"no eligible agent among {n} candidate{'s' if n != 1 else ''}: " + "; ".join(parts)
+        parts.append((predicate, f"{index.failed_names(expl, k, limit)}{more}"))
+    return reason_among(n, parts)
+
+
+def reason_among(n: int, failed: Iterable[tuple[str, str]]) -> str:
+    """The reason of a rejection among `n` ≥ 1 candidates: each failed predicate with the names of
+    the candidates that failed it first, as written (`failed`: (predicate, names) pairs). The
+    compact decoder derives a reason it left out through this same text."""
+    return (f"no eligible agent among {n} candidate{'s' if n != 1 else ''}: "
+            + "; ".join(f"{predicate} failed by {names}" for predicate, names in failed))
 
 
 def rejection_dict(p) -> dict[str, Any]:
-    """task.rejected content (§6; DESIGN reading 6)."""
+    """task.rejected content (§6; docs/design.md, reading 6)."""
     out: dict[str, Any] = {"code": "unschedulable", "reason": reason_text(p),
                            "requirements": dict(p.requirements.doc), "candidates": p.candidates,
                            "filters_failed": p.filters_failed}
@@ -128,7 +136,7 @@ def rejection_dict(p) -> dict[str, Any]:
     return out
 
 
-def placement_records(p, task: dict[str, Any] | None = None) -> Iterator[tuple[str, bytes]]:
+def placement_records(p, task: Mapping[str, Any] | None = None) -> Iterator[tuple[str, bytes]]:
     """(kind, content JSON) of the trace records of one placement: task.submitted, then
     task.admitted + task.bound, or task.rejected; a resumed placement is one task.bound.
     `task` adds fields to task.submitted (goal, inputs, …)."""

@@ -1,7 +1,7 @@
 """The HTTP API: a Starlette application built by `create_app(config)`.
 
 A thin shell over `operations` (the same handlers the stdio protocol uses) and the Kubernetes
-extender. Every route is one row of `ENDPOINTS`: its path and method, its handler, which body
+extender. Every route is one row of the table `endpoints()` builds: its path and method, its handler, which body
 limit it reads its body with, and whether it is open without the token. In front of the routes,
 one pure ASGI middleware per concern: security headers, timing, the answer to an error (the table
 in `refusals`, shared with stdio), the bearer token, readiness. Bodies are read with a limit and a
@@ -35,7 +35,7 @@ from starlette.routing import Route
 from ..errors import SchemaError
 from . import metrics
 from .config import ServiceConfig
-from .k8s import Extender, ExtenderError
+from .k8s import Extender
 from .openapi import openapi_document
 from .operations import Operations, verify_text
 from .problems import ServiceError, from_library, journal_failed, parse_json, problem, query_int, too_large
@@ -43,7 +43,8 @@ from .refusals import INTERNAL, refusal
 from .seed import seed_fleet
 from .sharded import fleet_factory
 from .state import ServiceState, StateError
-from .trace_reader import read_since
+from .slices import readable_since
+from .tls import verified_client
 from .ui import LiveReport
 
 __all__ = ["create_app", "seed_fleet"]
@@ -111,33 +112,6 @@ def read_declarations(data: bytes) -> tuple[list[Any], list[int], list[dict[str,
         except SchemaError as exc:
             problems.extend(from_library(exc, line=number).problems)
     return docs, lines, problems
-
-
-def check_object_meta(args: Any) -> None:
-    """The ObjectMeta fields of ExtenderArgs typed as Go's decoder types them (kube-scheduler sends
-    nothing else): names, namespaces and uids strings, annotations a map of strings, every node
-    named. The extender echoes nodes and names back, so an answer is only as well-typed as this."""
-    if not isinstance(args, dict):
-        raise ExtenderError("expected ExtenderArgs, a JSON object")
-    nodes = args.get("Nodes")
-    items = nodes.get("items") if isinstance(nodes, dict) else None
-    objects = [("Pod", args.get("Pod"), False)]
-    if isinstance(items, list):
-        objects += [(f"Nodes.items[{k}]", item, True) for k, item in enumerate(items)]
-    for where, obj, named in objects:
-        meta = obj.get("metadata") if isinstance(obj, dict) else None
-        if meta is None and not named:
-            continue
-        if not isinstance(meta, dict):
-            raise ExtenderError(f"ExtenderArgs.{where}.metadata must be an object")
-        for key in ("name", "namespace", "uid"):
-            if key in meta and not isinstance(meta[key], str):
-                raise ExtenderError(f"ExtenderArgs.{where}.metadata.{key} must be a string")
-        if named and not meta.get("name"):
-            raise ExtenderError(f"ExtenderArgs.{where}.metadata.name must be a non-empty string")
-        notes = meta.get("annotations")
-        if notes is not None and not (isinstance(notes, dict) and all(isinstance(v, str) for v in notes.values())):
-            raise ExtenderError(f"ExtenderArgs.{where}.metadata.annotations must map names to strings")
 
 
 def _prepare_bulk(data: bytes, ops: Operations) -> list:
@@ -242,7 +216,7 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
         since = query_int(request.query_params.get("since", "0"), "$.since", "a seq (a non-negative integer)")
         await state.durable()
         end = state.trace_size
-        return StreamingResponse(_iterate(read_since(state.trace_path, since, end)),
+        return StreamingResponse(_iterate(readable_since(state, since, end)),
                                  media_type="application/x-ndjson")
 
     async def verify(request: Request, body: bytes) -> Response:
@@ -285,11 +259,10 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
         return _json(openapi_document())
 
     def k8s(verb: str):
+        # the body as it came, not parse_json: the service's bounds on A3 documents would refuse
+        # valid Pods and Nodes; the extender decodes and bounds only what it reads (service/k8s.py)
         async def answer(request: Request, body: bytes) -> Response:
-            args = await off_loop(parse_json, body)
-            if verb != "bind":
-                check_object_meta(args)
-            return _json(await getattr(extender, verb)(args))
+            return Response(await getattr(extender, verb)(body), media_type=JSON)
         return answer
 
     return [
@@ -314,7 +287,6 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
         Endpoint("/metrics", "GET", metrics_text, open=True),
         Endpoint("/k8s/filter", "POST", k8s("filter"), body="k8s"),
         Endpoint("/k8s/prioritize", "POST", k8s("prioritize"), body="k8s"),
-        Endpoint("/k8s/bind", "POST", k8s("bind"), body="k8s"),
     ]
 
 
@@ -408,16 +380,24 @@ class Refusals:
 
 class Authentication:
     """With a token configured, every route but the open ones needs `Authorization: Bearer
-    <token>` (compared in constant time); a 401 says `WWW-Authenticate: Bearer`. Marks the scope
-    `a3fast.authorised` for the open routes that tell an authorised caller more (/readyz)."""
+    <token>` (compared in constant time); a 401 says `WWW-Authenticate: Bearer`. With
+    --tls-client-ca, /k8s/* needs a verified TLS client certificate instead: kube-scheduler
+    authenticates with its tlsConfig, never a token. Marks the scope `a3fast.authorised` for the
+    open routes that tell an authorised caller more (/readyz)."""
 
-    def __init__(self, app, token: str | None, open_paths: frozenset[str]):
+    def __init__(self, app, token: str | None, open_paths: frozenset[str], client_certificates: bool = False):
         self.app = app
         self.token = token.encode() if token else None
         self.open_paths = open_paths
+        self.client_certificates = client_certificates
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if self.client_certificates and scope["path"].startswith("/k8s/"):
+            if not verified_client(scope):
+                error = ServiceError(401, [problem("TLS client certificate", "one issued by --tls-client-ca", "none")])
+                return await _refused(error)(scope, receive, send)
             return await self.app(scope, receive, send)
         authorised = self.token is None or self._authorised(scope)
         scope["a3fast.authorised"] = authorised
@@ -489,27 +469,30 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
                              fleet_factory=fleet_factory(config))
     ops = Operations(state)
     watcher = _watcher(config, ops, state)
-    table = endpoints(config, state, ops, Extender(state), LiveReport(state), watcher)
+    extender = Extender(state)
+    table = endpoints(config, state, ops, extender, LiveReport(state), watcher)
     limits = body_limits(config)
     open_paths = frozenset(e.path for e in table if e.open)
     middleware = [
         Middleware(SecurityHeaders),
         Middleware(Timing),
         Middleware(Refusals),
-        Middleware(Authentication, token=config.token, open_paths=open_paths),
+        Middleware(Authentication, token=config.token, open_paths=open_paths,
+                   client_certificates=config.tls_client_ca is not None),
         Middleware(Readiness, state=state, open_paths=open_paths),
         Middleware(FastRoutes, routes={(e.method, e.path): e.handler for e in table if e.asgi}),
     ]
     app = Starlette(routes=routes(table, limits, config.body_timeout), middleware=middleware,
                     exception_handlers={HTTPException: _not_routed},
-                    lifespan=functools.partial(_lifespan, state=state, config=config, watcher=watcher))
+                    lifespan=functools.partial(_lifespan, state=state, config=config, watcher=watcher,
+                                               extender=extender))
     app.state.service = state
     app.state.on_failure = None
     return app
 
 
 @asynccontextmanager
-async def _lifespan(app, state: ServiceState, config: ServiceConfig, watcher):
+async def _lifespan(app, state: ServiceState, config: ServiceConfig, watcher, extender: Extender):
     app.state.failure = None
     loading = asyncio.get_running_loop().run_in_executor(None, _open, state, config, app)
     watching = asyncio.create_task(_watch_when_ready(loading, state, watcher)) if watcher else None
@@ -520,6 +503,7 @@ async def _lifespan(app, state: ServiceState, config: ServiceConfig, watcher):
             watching.cancel()
             await asyncio.gather(watching, return_exceptions=True)
         await asyncio.shield(loading)
+        extender.close()
         if state.ready:
             state.close()
 

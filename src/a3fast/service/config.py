@@ -18,8 +18,8 @@ DEFAULT_MAX_REQUEST_BODY = 1 * MiB
 #: "Limits", has the time their step takes).
 DEFAULT_MAX_BULK_BODY = 1 * MiB
 #: /k8s/*: ExtenderArgs (NodeNames mode: ~20 bytes a node; Nodes mode: the whole Node objects,
-#: ~7 KB each, so 5,000 nodes need about 34 MiB and a --max-k8s-body to match).
-DEFAULT_MAX_K8S_BODY = 8 * MiB
+#: ~7 KB each, so 5,000 nodes are about 34 MiB; the extender decodes them on a worker thread).
+DEFAULT_MAX_K8S_BODY = 48 * MiB
 
 
 @dataclass(frozen=True)
@@ -47,3 +47,6 @@ class ServiceConfig:
     watch_remove_after: int = 3        # consecutive misses (404/410) that remove a card's agents
     shards: int | None = None          # serve a ShardedFleet of this many Ray actors (None: one Fleet)
     ray_address: str | None = None     # the Ray cluster the shards run on (None: a local Ray)
+    tls_cert: Path | None = None       # the server's certificate (PEM): serve HTTPS
+    tls_key: Path | None = None        # its private key (PEM)
+    tls_client_ca: Path | None = None  # CA whose client certificates /k8s/* accepts (instead of the token)

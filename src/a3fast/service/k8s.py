@@ -1,57 +1,156 @@
-"""Kubernetes scheduler extender (wire types of k8s.io/kube-scheduler/extender/v1).
+"""Kubernetes scheduler extender: the filter and prioritize verbs of k8s.io/kube-scheduler/extender/v1.
 
 The Go types carry no JSON tags, so their keys are the Go field names: ExtenderArgs {Pod, Nodes,
 NodeNames}, ExtenderFilterResult {Nodes, NodeNames, FailedNodes, FailedAndUnresolvableNodes, Error},
-HostPriority {Host, Score}, ExtenderBindingArgs {PodName, PodNamespace, PodUID, Node},
-ExtenderBindingResult {Error}. The Pod and Node objects inside are core/v1 objects (lower-case keys).
+HostPriority {Host, Score}. The Pod and Node objects inside are core/v1 objects (lower-case keys).
 
-A pod takes part when it carries the annotation `a3.dev/requirements` (requirements JSON); others
-pass through untouched. With `Nodes` (nodeCacheCapable: false) each node's declaration is its
-annotation `a3.dev/declaration`; with `NodeNames` (nodeCacheCapable: true) a node is the served
-fleet's agent of that name. A node failing an A3 predicate is FailedAndUnresolvable (preemption
-cannot change what an agent declares), with the predicate as its message. Every filter decision is
-a placement in the service's trace, with the pod's UID as the task id.
+What is decided. A pod takes part when it carries the annotation `a3.dev/requirements`; others pass
+through untouched. The scheduler offers a share of the cluster's nodes (percentageOfNodesToScore);
+a3fast places the pod on the offered nodes that are agents, in fleet join order, and on nothing
+else: with `NodeNames` (nodeCacheCapable: true) an agent is the served fleet's agent of that name,
+with `Nodes` (nodeCacheCapable: false) a node whose `a3.dev/declaration` annotation declares it.
+Every offered node that is not an agent, and every agent failing an A3 predicate, is
+FailedAndUnresolvable (preemption cannot make a node declare otherwise), with the reason as its
+message. Prioritize scores the same candidates.
+
+A filter is a question: it holds no session and records no outcome (kube-scheduler, not a3fast,
+decides where the pod runs; a3fast has no bind verb). Its answer is recorded as a placement in the
+trace, with the pod's UID as the task id — once per distinct answer: a pod asked about again with
+the same requirements, the same offered nodes and the same answer (passed nodes, failures, a3fast's
+first choice and its declaration) adds nothing to the trace. Prioritize records nothing.
+
+What is read. Only what a3fast uses is decoded (msgspec Structs skip the rest of each object without
+building it): the pod's name, namespace, uid and two annotations; each node's name and declaration
+annotation. Everything else is held to the API server's own limits, not to the service's bounds on
+A3 documents: a pod with a 100 KiB last-applied-configuration annotation is read like any other.
+A large body is decoded in a worker thread, so other requests are answered meanwhile.
 """
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import hashlib
+import re
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
 
+import msgspec
 import orjson
 
 from ..errors import A3Error, SchemaError
 from ..fleet import Fleet
+from ..record.write import placement_records
 from ..schema import parse_declaration, parse_requirements
 from . import metrics
-from .problems import check_bounds
+from .problems import check_bounds, problem
 from .state import ServiceState
 
-__all__ = ["REQUIREMENTS_ANNOTATION", "DECLARATION_ANNOTATION", "MAX_EXTENDER_PRIORITY", "Extender"]
+__all__ = ["REQUIREMENTS_ANNOTATION", "DECLARATION_ANNOTATION", "MAX_EXTENDER_PRIORITY", "Extender",
+           "ExtenderError", "BadArgs", "NOT_AN_AGENT"]
 
 REQUIREMENTS_ANNOTATION = "a3.dev/requirements"
 DECLARATION_ANNOTATION = "a3.dev/declaration"
 #: extenderv1.MaxExtenderPriority: kube-scheduler scales an extender's score by MaxNodeScore / 10.
 MAX_EXTENDER_PRIORITY = 10
-NOT_IN_FLEET = "not an agent of the a3fast fleet"
+NOT_AN_AGENT = "not an agent of the a3fast fleet"
+#: Bodies larger than this are decoded in the worker thread (a NodeNames body of 5,000 names is ~100 KB).
+DECODE_INLINE = 1 << 20
+#: Pods whose last recorded answer is remembered (oldest forgotten first): a pod forgotten and
+#: asked about again is recorded once more.
+RECORDED_PODS = 65_536
+#: Filter placements kept for the prioritize call that follows (kube-scheduler runs one pod's
+#: scheduling cycle at a time, so its prioritize comes next).
+ASKED_PODS = 8
+#: Declarations added to a Nodes-mode fleet per call (each call holds the GIL throughout).
+EXTEND_SLICE = 500
+#: Parsed node declarations kept by their annotation text (emptied when full).
+DECLARATION_CACHE = 50_000
 
 
 class ExtenderError(Exception):
-    """A request the extender cannot act on: answered in the result's Error field."""
+    """A request the extender cannot act on: answered in the result's Error field (filter)."""
 
 
-def _annotations(obj: Any) -> dict:
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    notes = meta.get("annotations") if isinstance(meta, dict) else None
-    return notes if isinstance(notes, dict) else {}
+class BadArgs(Exception):
+    """A body that is not ExtenderArgs as kube-scheduler sends it: answered with 400 and problems."""
+
+    def __init__(self, path: str, expected: str, found: str):
+        super().__init__(f"{path}: expected {expected}, found {found}")
+        self.problems = [problem(path, expected, found)]
 
 
-def _meta(obj: Any, key: str) -> Any:
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    return meta.get(key) if isinstance(meta, dict) else None
+# -- the wire types, only the fields a3fast reads --------------------------------------------------
+class _Annotations(msgspec.Struct):
+    requirements: Any = msgspec.field(default=None, name=REQUIREMENTS_ANNOTATION)
+    declaration: Any = msgspec.field(default=None, name=DECLARATION_ANNOTATION)
 
 
-def pod_requirements(pod: Any):
-    """The pod's parsed requirements, or None when it does not take part."""
-    text = _annotations(pod).get(REQUIREMENTS_ANNOTATION)
+class _Meta(msgspec.Struct):
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    annotations: _Annotations | None = None
+
+
+class _Object(msgspec.Struct):
+    metadata: _Meta | None = None
+
+
+class _NodeList(msgspec.Struct):
+    items: list[msgspec.Raw] | None = None
+
+
+class _Args(msgspec.Struct):
+    Pod: _Object | None = None
+    Nodes: _NodeList | None = None
+    NodeNames: list[str] | None = None
+
+
+_ARGS = msgspec.json.Decoder(_Args)
+_NODE = msgspec.json.Decoder(_Object)
+_MSGSPEC_ERROR = re.compile(r"Expected `(?P<expected>.+?)`, got `(?P<found>.+?)`(?: - at `(?P<path>.+)`)?$")
+
+
+def _bad(exc: Exception, prefix: str = "$") -> BadArgs:
+    """A msgspec error as a problem naming where and what."""
+    if isinstance(exc, RecursionError):
+        return BadArgs(prefix, "nesting no deeper than core/v1 objects have", "a deeper document")
+    text = str(exc)
+    match = _MSGSPEC_ERROR.match(text)
+    if match is None:
+        return BadArgs(prefix, "ExtenderArgs as JSON (k8s.io/kube-scheduler/extender/v1)", text[:200])
+    path = match.group("path") or "$"
+    return BadArgs(prefix + path[1:], match.group("expected"), match.group("found"))
+
+
+class Args(NamedTuple):
+    """ExtenderArgs as read: the pod, and either the Node objects (raw) or the node names."""
+    pod: _Object
+    items: list[msgspec.Raw] | None
+    names: list[str] | None
+
+
+def decode_args(data: bytes) -> Args:
+    try:
+        wire = _ARGS.decode(data)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise _bad(exc) from None
+    if wire.Pod is None:
+        raise BadArgs("$.Pod", "a Pod", "null or nothing")
+    if wire.NodeNames is not None:
+        return Args(wire.Pod, None, wire.NodeNames)
+    if wire.Nodes is None:
+        raise BadArgs("$", "ExtenderArgs with Nodes or NodeNames", "neither")
+    if wire.Nodes.items is None:
+        raise BadArgs("$.Nodes.items", "a list of Nodes", "null or nothing")
+    return Args(wire.Pod, wire.Nodes.items, None)
+
+
+def pod_requirements(pod: _Object):
+    """The pod's parsed requirements, or None when it does not take part (ExtenderError when its
+    annotation is not valid requirements)."""
+    meta = pod.metadata
+    text = meta.annotations.requirements if meta is not None and meta.annotations is not None else None
     if text is None:
         return None
     if not isinstance(text, str):
@@ -66,146 +165,330 @@ def pod_requirements(pod: Any):
         raise ExtenderError(f"pod annotation {REQUIREMENTS_ANNOTATION}: " + "; ".join(exc.lines())) from None
 
 
+def _task(pod: _Object) -> dict[str, Any]:
+    meta = pod.metadata or _Meta()
+    return {"id": meta.uid, "pod": {"namespace": meta.namespace, "name": meta.name}}
+
+
+class _Decision:
+    """One filter's answer: the placement, the offered nodes that failed and why, those that passed."""
+
+    __slots__ = ("placement", "unresolvable", "passed", "records", "compact")
+
+    def __init__(self, placement, unresolvable: dict[str, str], passed: list, records=None, compact=False):
+        self.placement = placement
+        self.unresolvable = unresolvable
+        self.passed = passed           # names (NodeNames) or raw Node objects (Nodes)
+        self.records = records         # spec records built off the event loop, or None
+        self.compact = compact
+
+
 class Extender:
-    """The three extender verbs over one service state."""
+    """The filter and prioritize verbs over one service state."""
 
     def __init__(self, state: ServiceState):
         self.state = state
+        # one worker: the Nodes-mode fleets it keeps are used by one thread at a time
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="a3fast-k8s")
+        self._declarations: dict[str, Any] = {}          # annotation text -> Declaration or why not
+        self._node_fleet: tuple[Any, Fleet] | None = None  # (key, fleet) of the last Nodes offer
+        self._recorded: OrderedDict[str, bytes] = OrderedDict()   # pod uid -> digest of its last record
+        self._live_names: tuple[Any, frozenset[str]] | None = None
+        #: pod uid -> (fleet generation, requirements text, the filter's placement): prioritize
+        #: scores the hosts the filter passed with the filter's own placement
+        self._asked: OrderedDict[str, tuple[tuple[Any, ...], Any]] = OrderedDict()
+        self.recorded = 0
+        self.repeats = 0
 
-    def _args(self, body: Any) -> tuple[Any, list | None, list | None]:
-        if not isinstance(body, dict):
-            raise ExtenderError("expected ExtenderArgs, a JSON object")
-        pod = body.get("Pod")
-        if not isinstance(pod, dict):
-            raise ExtenderError("ExtenderArgs.Pod is missing")
-        nodes = body.get("Nodes")
-        items = None
-        if nodes is not None:
-            items = nodes.get("items") if isinstance(nodes, dict) else None
-            if not isinstance(items, list):
-                raise ExtenderError("ExtenderArgs.Nodes must be a NodeList with items")
-        names = body.get("NodeNames")
-        if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-            raise ExtenderError("ExtenderArgs.NodeNames must be a list of strings")
-        if items is None and names is None:
-            raise ExtenderError("ExtenderArgs has neither Nodes nor NodeNames")
-        return pod, items, names
+    # -- decoding -----------------------------------------------------------------------------------
+    async def _decode(self, data: bytes) -> Args:
+        if len(data) <= DECODE_INLINE:
+            return decode_args(data)
+        return await asyncio.get_running_loop().run_in_executor(self._worker, decode_args, data)
 
-    def _node_fleet(self, items: list) -> tuple[Fleet, dict[str, str]]:
-        """A fleet of the nodes' declarations; nodes without a usable one -> failure message."""
-        fleet = Fleet(self.state.engine)
-        unusable: dict[str, str] = {}
-        for node in items:
-            name = _meta(node, "name")
-            if not isinstance(name, str):
-                raise ExtenderError("a node in ExtenderArgs.Nodes has no metadata.name")
-            text = _annotations(node).get(DECLARATION_ANNOTATION)
-            if text is None:
-                unusable[name] = f"node has no {DECLARATION_ANNOTATION} annotation"
-                continue
+    # -- the NodeNames mode: the served fleet -------------------------------------------------------
+    def _live(self):
+        """The served fleet's live names as a set (kept while the fleet's generation stands), or
+        the fleet itself when it has no generation to key them by."""
+        fleet = self.state.fleet
+        generation = getattr(fleet, "generation", None)
+        if generation is None:
+            return fleet
+        if self._live_names is None or self._live_names[0] != (id(fleet), generation):
+            self._live_names = ((id(fleet), generation), frozenset(fleet.names()))
+        return self._live_names[1]
+
+    def _offered_agents(self, names: list[str]) -> tuple[list[str], dict[str, str]]:
+        """The offered names that are agents (the fleet orders them by join order when it
+        places), and the rest as unresolvable."""
+        live = self._live()
+        agents = [n for n in names if n in live]
+        others = {n: NOT_AN_AGENT for n in names if n not in live} if len(agents) < len(names) else {}
+        return agents, others
+
+    def _ask_fleet(self, requirements, agents: list[str]):
+        """A placement over the offered agents only, changing nothing."""
+        return self.state.fleet.place(requirements, candidates=agents, remember_session=False)
+
+    def _decide_names(self, requirements, names: list[str]) -> _Decision:
+        agents, unresolvable = self._offered_agents(names)
+        p = self._ask_fleet(requirements, agents)
+        _failures(p, agents, unresolvable)
+        return _Decision(p, unresolvable, [n for n in names if n not in unresolvable], compact=True)
+
+    # -- the Nodes mode: each node's declaration annotation (in the worker thread) -----------------
+    def _declaration(self, text: Any, name: str):
+        """The node's Declaration, or why it is not an agent (cached by annotation text)."""
+        if not isinstance(text, str):
+            return f"node has no {DECLARATION_ANNOTATION} annotation"
+        found = self._declarations.get(text)
+        if found is None:
             try:
-                doc = orjson.loads(text) if isinstance(text, str) else None
+                doc = orjson.loads(text)
                 if not isinstance(doc, dict):
                     raise ValueError("not a JSON object")
                 check_bounds(doc)
-                decl = parse_declaration(doc)
-                if decl.agent.name != name:
-                    unusable[name] = f"{DECLARATION_ANNOTATION} declares agent {decl.agent.name!r}, not {name!r}"
-                    continue
-                fleet.add(decl)
+                found = parse_declaration(doc)
             except (ValueError, A3Error) as exc:
                 first = exc.lines()[0] if isinstance(exc, SchemaError) else str(exc)
-                unusable[name] = f"{DECLARATION_ANNOTATION} is not a valid declaration: {first}"
-        return fleet, unusable
+                found = f"{DECLARATION_ANNOTATION} is not a valid declaration: {first}"
+            if len(self._declarations) >= DECLARATION_CACHE:
+                self._declarations.clear()
+            self._declarations[text] = found
+        if isinstance(found, str):
+            return found
+        if found.agent.name != name:
+            return f"{DECLARATION_ANNOTATION} declares agent {found.agent.name!r}, not {name!r}"
+        return found
 
-    def _decide(self, body: Any):
-        """(pod, items, names, placement or None, unusable) — the placement is recorded in the trace."""
-        pod, items, names = self._args(body)
-        requirements = pod_requirements(pod)
-        if requirements is None:
-            return pod, items, names, None, {}
-        uid = _meta(pod, "uid")
-        task = {"id": uid if isinstance(uid, str) else None,
-                "pod": {"namespace": _meta(pod, "namespace"), "name": _meta(pod, "name")}}
-        if items is not None:
-            fleet, unusable = self._node_fleet(items)
-            p, _ = self.state.place(requirements, task=task, fleet=fleet)
-        else:
-            unusable = {}
-            p, _ = self.state.place(requirements, task=task, compact=True)
-        metrics.count_placement(p)
-        return pod, items, names, p, unusable
+    def _read_nodes(self, items: list[msgspec.Raw]) -> tuple[list[str], list[Any], dict[str, str]]:
+        """Names of the offered nodes, their Declarations (None for a node that is not an agent),
+        and why each such node is not one."""
+        names: list[str] = []
+        decls: list[Any] = []
+        unusable: dict[str, str] = {}
+        for k, raw in enumerate(items):
+            name, text = _node_meta(raw, k)
+            found = self._declaration(text, name)
+            names.append(name)
+            if isinstance(found, str):
+                unusable[name] = found
+                decls.append(None)
+            else:
+                decls.append(found)
+        return names, decls, unusable
 
-    async def filter(self, body: Any) -> dict[str, Any]:
-        try:
-            _, items, names, p, unusable = self._decide(body)
-        except ExtenderError as exc:
-            return {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {},
-                    "Error": str(exc)}
-        await self.state.durable()
-        failed: dict[str, str] = {}
-        unresolvable: dict[str, str] = dict(unusable)
-        if p is not None:
-            eligible = set(p.eligible)
-            first_failed = p.first_failed() if len(eligible) < p.explanation.candidates_count else {}
-            candidates = [_meta(n, "name") for n in items] if items is not None else names
-            for name in candidates:
-                if name in eligible or name in unresolvable:
-                    continue
-                predicate = first_failed.get(name)
-                if predicate is None:
-                    failed[name] = NOT_IN_FLEET
-                else:
-                    unresolvable[name] = predicate
-        passed = lambda name: name not in failed and name not in unresolvable  # noqa: E731
-        result: dict[str, Any] = {"FailedNodes": failed, "FailedAndUnresolvableNodes": unresolvable, "Error": ""}
-        if items is not None:
-            result["Nodes"] = {"metadata": {}, "items": [n for n in items if passed(_meta(n, "name"))]}
-            result["NodeNames"] = None
-        else:
-            result["Nodes"] = None
-            result["NodeNames"] = [n for n in names if passed(n)]
-        return result
+    def _nodes_fleet(self, names: list[str], decls: list[Any]) -> tuple[Fleet, list[str]]:
+        """A fleet of the offered nodes' declarations, in offer order (kept while the same nodes
+        with the same declarations are offered again)."""
+        pairs = tuple((n, id(d)) for n, d in zip(names, decls) if d is not None)
+        if self._node_fleet is not None and self._node_fleet[0][0] == pairs:
+            return self._node_fleet[1], [n for n, _ in pairs]
+        fleet = Fleet(self.state.engine)
+        usable = [d for d in decls if d is not None]
+        # in slices: the GIL is let go between them, so the event loop keeps answering meanwhile
+        for start in range(0, len(usable), EXTEND_SLICE):
+            fleet.extend(usable[start:start + EXTEND_SLICE])
+        # the declarations are held by the key too, so an id in it cannot name another object
+        self._node_fleet = ((pairs, [d for d in decls if d is not None]), fleet)
+        return fleet, [n for n, _ in pairs]
 
-    async def prioritize(self, body: Any) -> list[dict[str, Any]]:
-        """HostPriorityList: the A3 score total of each eligible node scaled to 0..10; ineligible
-        nodes score 0; a pod without requirements scores every node 0 (no preference)."""
-        try:
-            pod, items, names = self._args(body)
-            requirements = pod_requirements(pod)
-        except ExtenderError:
-            raise
-        hosts = [_meta(n, "name") for n in items] if items is not None else names
-        assert hosts is not None  # _args refuses a body with neither
-        if requirements is None:
-            return [{"Host": h, "Score": 0} for h in hosts]
-        if items is not None:
-            fleet, _ = self._node_fleet(items)
-        else:
-            fleet = self.state.fleet
+    def _decide_nodes(self, requirements, items: list[msgspec.Raw], task: dict[str, Any],
+                      recorded: bytes | None) -> tuple[_Decision, bytes]:
+        names, decls, unresolvable = self._read_nodes(items)
+        fleet, agents = self._nodes_fleet(names, decls)
         p = fleet.place(requirements, remember_session=False)
-        totals = _totals(p)
-        return [{"Host": h, "Score": int(round(totals.get(h, 0.0) * MAX_EXTENDER_PRIORITY))} for h in hosts]
+        _failures(p, agents, unresolvable)
+        passed = [raw for name, raw in zip(names, items) if name not in unresolvable]
+        decision = _Decision(p, unresolvable, passed)
+        digest = _digest(requirements, orjson.dumps([[n for n in names if n not in unresolvable], unresolvable]), p)
+        if digest != recorded:
+            decision.records = list(placement_records(p, task))
+        return decision, digest
 
-    async def bind(self, body: Any) -> dict[str, Any]:
-        """ExtenderBindingResult. a3fast does not bind pods itself (the scheduler's default binder
-        does); a bind request naming a node that is not a live agent is refused in Error, and the
-        pod's session (when its requirements name one) is held by the agent."""
-        if not isinstance(body, dict):
-            return {"Error": "expected ExtenderBindingArgs, a JSON object"}
-        missing = [k for k in ("PodName", "PodNamespace", "PodUID", "Node") if not isinstance(body.get(k), str)]
-        if missing:
-            return {"Error": "ExtenderBindingArgs needs " + ", ".join(missing)}
-        node = body["Node"]
-        if self.state.fleet.get(node) is None:
-            return {"Error": f"node {node!r} is {NOT_IN_FLEET}"}
-        return {"Error": ""}
+    def _prioritize_nodes(self, requirements, items: list[msgspec.Raw]):
+        names, decls, _ = self._read_nodes(items)
+        fleet, _ = self._nodes_fleet(names, decls)
+        return names, fleet.place(requirements, remember_session=False)
+
+    # -- the verbs ----------------------------------------------------------------------------------
+    async def filter(self, data: bytes) -> bytes:
+        """ExtenderFilterResult as JSON (BadArgs for a body that is not ExtenderArgs)."""
+        args = await self._decode(data)
+        try:
+            requirements = pod_requirements(args.pod)
+        except ExtenderError as exc:
+            return orjson.dumps({"Nodes": None, "NodeNames": None, "FailedNodes": {},
+                                 "FailedAndUnresolvableNodes": {}, "Error": str(exc)})
+        if args.names is not None:
+            names = args.names
+            if requirements is None:
+                return _names_result(names, {})
+            decision = self._decide_names(requirements, names)
+            uid = _task(args.pod)["id"]
+            if uid is not None:
+                self._asked[uid] = (self._asked_key(args.pod), decision.placement)
+                self._asked.move_to_end(uid)
+                while len(self._asked) > ASKED_PODS:
+                    self._asked.popitem(last=False)
+            recorded = self._recorded.get(uid) if uid is not None else None
+            body = _names_result(decision.passed, decision.unresolvable)
+            # the answer's bytes hold the passed names and every failure with its message
+            self._record(args.pod, decision, _digest(requirements, body, decision.placement), recorded)
+        else:
+            items = args.items
+            assert items is not None  # decode_args gives Nodes when it gives no names
+            if requirements is None:
+                return await self._off_loop(_nodes_result, items, {})
+            task = _task(args.pod)
+            recorded = self._recorded.get(task["id"]) if task["id"] is not None else None
+            decision, digest = await self._off_loop(self._decide_nodes, requirements, items, task, recorded)
+            self._record(args.pod, decision, digest, recorded)
+            body = await self._off_loop(_nodes_result, decision.passed, decision.unresolvable)
+        await self.state.durable()
+        return body
+
+    async def prioritize(self, data: bytes) -> bytes:
+        """HostPriorityList as JSON: each offered agent's A3 score total scaled to 0..10; ineligible
+        nodes and nodes that are not agents score 0, and so does every node for a pod without
+        requirements (no preference). BadArgs for a body that is not ExtenderArgs, ExtenderError
+        for a requirements annotation that is not valid."""
+        args = await self._decode(data)
+        requirements = pod_requirements(args.pod)
+        if args.names is not None:
+            hosts = args.names
+            if requirements is None:
+                return orjson.dumps([{"Host": h, "Score": 0} for h in hosts])
+            p = self._asked_placement(args.pod)
+            if p is None:
+                agents, _ = self._offered_agents(hosts)
+                p = self._ask_fleet(requirements, agents)
+        else:
+            items = args.items
+            assert items is not None  # decode_args gives Nodes when it gives no names
+            if requirements is None:
+                hosts = await self._off_loop(_node_names, items)
+                return orjson.dumps([{"Host": h, "Score": 0} for h in hosts])
+            hosts, p = await self._off_loop(self._prioritize_nodes, requirements, items)
+        totals = _totals(p)
+        return orjson.dumps([{"Host": h, "Score": int(round(totals.get(h, 0.0) * MAX_EXTENDER_PRIORITY))}
+                             for h in hosts])
+
+    def _asked_key(self, pod: _Object) -> tuple[Any, ...]:
+        fleet = self.state.fleet
+        meta = pod.metadata
+        text = meta.annotations.requirements if meta is not None and meta.annotations is not None else None
+        return id(fleet), getattr(fleet, "generation", None), text
+
+    def _asked_placement(self, pod: _Object):
+        """The placement of this pod's filter, while the fleet and its requirements are unchanged:
+        prioritize then scores the candidates the filter decided over."""
+        uid = _task(pod)["id"]
+        asked = self._asked.get(uid) if uid is not None else None
+        if asked is None or asked[0][1] is None or asked[0] != self._asked_key(pod):
+            return None
+        return asked[1]
+
+    async def _off_loop(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
+
+    def _record(self, pod: _Object, decision: _Decision, digest: bytes, recorded: bytes | None) -> None:
+        """The answer as a placement in the trace, unless it repeats the pod's last recorded one."""
+        p = decision.placement
+        task = _task(pod)
+        uid = task["id"]
+        if uid is not None and recorded == digest:
+            self.repeats += 1
+            self._recorded.move_to_end(uid)
+            return
+        self.state.record_answer(p, task, compact=decision.compact, records=decision.records)
+        metrics.count_placement(p)
+        self.recorded += 1
+        if uid is not None:
+            self._recorded[uid] = digest
+            self._recorded.move_to_end(uid)
+            while len(self._recorded) > RECORDED_PODS:
+                self._recorded.popitem(last=False)
+
+    def close(self) -> None:
+        self._worker.shutdown(wait=False, cancel_futures=True)
+
+
+def _node_meta(raw: msgspec.Raw, k: int) -> tuple[str, Any]:
+    """The node's name and its declaration annotation (None when it has none)."""
+    try:
+        meta = _NODE.decode(raw).metadata
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise _bad(exc, f"$.Nodes.items[{k}]") from None
+    if meta is None or meta.name is None:
+        raise BadArgs(f"$.Nodes.items[{k}].metadata.name", "the node's name", "nothing")
+    return meta.name, meta.annotations.declaration if meta.annotations is not None else None
+
+
+def _node_names(items: list[msgspec.Raw]) -> list[str]:
+    return [_node_meta(raw, k)[0] for k, raw in enumerate(items)]
+
+
+def _failures(p, agents: list[str], unresolvable: dict[str, str]) -> None:
+    """Each offered agent the placement found ineligible, with the first predicate it failed
+    (filters_failed holds one pair per ineligible candidate: its first failed predicate)."""
+    if len(p.explanation.eligible_ids()) == len(agents):
+        return
+    for pair in p.filters_failed:
+        unresolvable[pair["candidate"]] = pair["predicate"]
+
+
+def _digest(requirements, answer: bytes, p) -> bytes:
+    """What makes two answers to one pod the same: its requirements, the answer (the nodes that
+    passed, why the others failed), a3fast's first choice and that agent's declaration."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(orjson.dumps(requirements.doc))
+    h.update(answer)
+    h.update(orjson.dumps(p.agent))
+    if p.bound:
+        h.update(p.declaration_json)
+    return h.digest()
+
+
+def _names_result(names: list[str], unresolvable: dict[str, str]) -> bytes:
+    return orjson.dumps({"Nodes": None, "NodeNames": names, "FailedNodes": {},
+                         "FailedAndUnresolvableNodes": unresolvable, "Error": ""})
+
+
+class _EchoedMeta(msgspec.Struct):
+    name: str
+    namespace: str | None = None
+    uid: str | None = None
+    annotations: dict[str, str] | None = None
+
+
+class _EchoedNode(msgspec.Struct):
+    metadata: _EchoedMeta
+
+
+_ECHOED_NODE = msgspec.json.Decoder(_EchoedNode)
+
+
+def _nodes_result(items: list[msgspec.Raw], unresolvable: dict[str, str]) -> bytes:
+    """The passed Node objects as they were sent, byte for byte: kube-scheduler takes the returned
+    objects as the nodes in this mode (extender.go's Filter), so they are not trimmed. Each is
+    first held to the ObjectMeta types Go decodes it with (BadArgs otherwise), so the answer is a
+    well-typed ExtenderFilterResult whatever was sent."""
+    for k, raw in enumerate(items):
+        try:
+            _ECHOED_NODE.decode(raw)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise _bad(exc, f"$.Nodes.items[{k}]") from None
+    return (b'{"Nodes":{"metadata":{},"items":[' + b",".join(items)
+            + b']},"NodeNames":null,"FailedNodes":{},"FailedAndUnresolvableNodes":'
+            + orjson.dumps(unresolvable) + b',"Error":""}')
 
 
 def _totals(p) -> dict[str, float]:
+    """Each eligible agent's score total (the default scorer's column, aligned with `eligible`;
+    a custom scorer's from its entries)."""
     if not p.bound:
         return {}
-    scores = p.scheduling["scores"] if len(p.eligible) < 64 else None
-    if scores is not None:
-        return {name: entry["total"] for name, entry in scores.items()}
+    if p.custom_scores:
+        return {name: entry["total"] for name, entry in p.scheduling["scores"].items()}
     return dict(zip(p.eligible, p.scores.total))

@@ -98,6 +98,8 @@ _UI_DATA = {"type": "object", "properties": {"version": {"type": "integer", "min
                                              "next_seq": {"type": "integer", "minimum": 1}},
             "required": ["version", "next_seq"]}
 
+_K8S_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}, {"clientCertificate": []}]
+
 #: path -> method -> operation: every route of the app (a test checks both directions). Agent
 #: names may hold "/": {name} and {agent} are the rest of the path (percent-encoding is decoded).
 PATHS: dict[str, dict[str, Any]] = {
@@ -153,12 +155,12 @@ PATHS: dict[str, dict[str, Any]] = {
     "/metrics": {"get": _op("Prometheus metrics (no token needed)",
                             _answer(_TEXT, "text exposition format", "text/plain"), open_route=True,
                             takes_input=False)},
-    "/k8s/filter": {"post": _op("Kubernetes scheduler extender: filter", _done("k8s.ExtenderFilterResult"),
-                                body=_json("k8s.ExtenderArgs"))},
-    "/k8s/prioritize": {"post": _op("Kubernetes scheduler extender: prioritize", _done("k8s.HostPriorityList"),
-                                    body=_json("k8s.ExtenderArgs"))},
-    "/k8s/bind": {"post": _op("Kubernetes scheduler extender: bind", _done("k8s.ExtenderBindingResult"),
-                              body=_json("k8s.ExtenderBindingArgs"))},
+    # with --tls-client-ca, /k8s/* is accepted on a verified TLS client certificate instead of the
+    # token (kube-scheduler's Extender config has no header field); there is no bind verb
+    "/k8s/filter": {"post": {**_op("Kubernetes scheduler extender: filter", _done("k8s.ExtenderFilterResult"),
+                                   body=_json("k8s.ExtenderArgs")), "security": _K8S_SECURITY}},
+    "/k8s/prioritize": {"post": {**_op("Kubernetes scheduler extender: prioritize", _done("k8s.HostPriorityList"),
+                                       body=_json("k8s.ExtenderArgs")), "security": _K8S_SECURITY}},
 }
 PATHS["/ui"]["get"]["responses"]["304"] = {"description": "the page the browser holds is current"}
 PATHS["/readyz"]["get"]["responses"]["503"] = _answer({"anyOf": [_READY, _ref("error")]},
@@ -179,6 +181,9 @@ def openapi_document() -> dict[str, Any]:
             "info": {"title": "a3fast service", "version": __version__,
                      "description": "The A3 matcher as a long-running service (docs/service.md)."},
             "components": {"schemas": schemas,
-                           "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+                           "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
+                                               "clientCertificate": {
+                                                   "type": "mutualTLS",
+                                                   "description": "with --tls-client-ca: /k8s/* only"}}},
             "security": [{"bearer": []}],
             "paths": PATHS}

@@ -17,6 +17,7 @@ from ..placement import Route, RouteError
 from ..schema import parse_declaration, parse_requirements, task_kind
 from ..verify import is_valid, verify_stream_counted
 from . import metrics
+from .slices import readable_answer
 from .problems import ServiceError, check_bounds, from_library, parse_json, problem
 from .state import FleetConflict, ServiceState
 
@@ -168,6 +169,8 @@ class Operations:
         metrics.count_placement(p)
         self.state.maybe_snapshot()
         await self.state.durable()
+        if record == "compact":
+            lines = readable_answer(self.state, lines)
         return {"records": orjson.Fragment(records_array(lines))}
 
     @staticmethod
@@ -239,10 +242,10 @@ class Operations:
         if not 1 <= limit <= MAX_TRACE_RECORDS:
             raise ServiceError(400, [problem("$.limit", f"an integer from 1 to {MAX_TRACE_RECORDS}", str(limit))])
         await self.state.durable()
-        from .trace_reader import read_since
+        from .slices import readable_since
 
         chunks, lines = [], 0
-        for chunk in read_since(self.state.trace_path, since, self.state.trace_size):
+        for chunk in readable_since(self.state, since, self.state.trace_size):
             chunks.append(chunk)
             lines += chunk.count(b"\n")
             if lines > limit:        # the chunks read hold `limit` whole records: read no further

@@ -12,7 +12,7 @@ from ..distributed.sharded import ShardError
 from ..errors import SchemaError
 from ..placement import RouteError
 from .journal import JournalFailed
-from .k8s import ExtenderError
+from .k8s import BadArgs, ExtenderError
 from .problems import ServiceError, from_library, journal_failed, problem
 from .sharded import shard_unavailable
 
@@ -24,7 +24,7 @@ def _route(exc: RouteError) -> ServiceError:
 
 
 def _extender(exc: ExtenderError) -> ServiceError:
-    return ServiceError(400, [problem("$", "ExtenderArgs", str(exc))])
+    return ServiceError(400, [problem("$.Pod.metadata.annotations", "valid A3 requirements", str(exc))])
 
 
 #: exception type -> its answer; the first entry the exception is an instance of wins
@@ -32,7 +32,8 @@ REFUSALS: tuple[tuple[type[BaseException], Callable], ...] = (
     (ServiceError, lambda exc: exc),
     (RouteError, _route),                          # a route that would change a requirement: 422
     (SchemaError, from_library),                   # bad input: 400 with the library's problems
-    (ExtenderError, _extender),                    # ExtenderArgs the extender cannot act on: 400
+    (BadArgs, lambda exc: ServiceError(400, exc.problems)),   # not ExtenderArgs as kube-scheduler sends: 400
+    (ExtenderError, _extender),                    # a pod's A3 requirements the extender cannot read: 400
     (ShardError, shard_unavailable),               # a shard of a sharded fleet did not answer: 503
     (JournalFailed, lambda exc: journal_failed(str(exc))),   # fail-stop: 503 until restarted
 )

@@ -33,8 +33,9 @@ def connection_limit(config: ServiceConfig) -> int:
     return max(16, min(soft, 65_536) - SPARE_FDS)
 
 
-def guarded_protocol(header_timeout: float, max_connections: int) -> type:
-    class GuardedProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+def guarded_protocol(header_timeout: float, max_connections: int, base: type = AutoHTTPProtocol) -> type:
+    """uvicorn's HTTP protocol `base` with the head timeout and the connection limit."""
+    class GuardedProtocol(base):
         _head_timer = None
 
         def connection_made(self, transport) -> None:
@@ -79,13 +80,15 @@ SWITCH_INTERVAL_S = 0.001
 
 
 def uvicorn_server(app, config: ServiceConfig, **options) -> uvicorn.Server:
-    """The server for `app`; `options` go to uvicorn.Config as they are (TLS settings, say)."""
+    """The server for `app`; `options` go to uvicorn.Config as they are (TLS settings, say), an
+    `http` protocol class among them getting the limits too."""
     import sys
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    base = options.pop("http", AutoHTTPProtocol)
     return uvicorn.Server(uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", loop="auto",
-        http=guarded_protocol(config.header_timeout, connection_limit(config)),
+        http=guarded_protocol(config.header_timeout, connection_limit(config), base),
         timeout_keep_alive=config.keep_alive, timeout_graceful_shutdown=30,  # type: ignore[arg-type]
         proxy_headers=False, server_header=False, **options))
 

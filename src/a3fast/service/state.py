@@ -545,6 +545,26 @@ class ServiceState:
             self._flush_trace()
         return self._trace_end
 
+    # -- answers to a scheduler's question (a3fast.service.k8s) -----------------------------------
+    def record_answer(self, p, task: dict[str, Any], *, compact: bool = False,
+                      records: list[tuple[str, bytes]] | None = None) -> bytes:
+        """Record a placement that was a question (a kube-scheduler filter): its records are
+        journalled and written like `place`'s, but no session is held — the scheduler, not a3fast,
+        decides where the pod runs. `compact` encodes a placement on the served fleet;
+        `records` passes spec records already built (off the event loop)."""
+        self.check_writable()
+        seq = self.next_seq
+        if records is None and compact:
+            # a placement over the offered agents only: its live set is not the fleet's
+            records = self.encoder.encode_placement(seq, p, task, restricted=True)
+        elif records is None:
+            records = list(placement_records(p, task))
+        lines = _record_lines(records, seq)
+        if self.journal is not None:
+            self.journal.append(_TRACE + b"null\n" + lines)
+        self._write_trace(lines, len(records))
+        return lines
+
 
 class FleetConflict(SchemaError):
     """Names already held by another namespace (409)."""

@@ -1,0 +1,263 @@
+"""The Kubernetes scheduler extender as kube-scheduler calls it (tests/k8s_extender_client.py),
+with Pods and Nodes built from the official client's models."""
+from __future__ import annotations
+
+import orjson
+import pytest
+
+pytest.importorskip("starlette")
+kubernetes = pytest.importorskip("kubernetes")
+
+from kubernetes.client import V1Container, V1Node, V1NodeStatus, V1ObjectMeta, V1Pod, V1PodSpec  # noqa: E402
+from kubernetes.client import V1ResourceRequirements  # noqa: E402
+from starlette.testclient import TestClient  # noqa: E402
+
+from a3fast.record.compact import decode_trace  # noqa: E402
+from a3fast.service.app import create_app  # noqa: E402
+from a3fast.service.config import ServiceConfig  # noqa: E402
+from k8s_extender_client import ExtenderClient, ExtenderFailed, serialise  # noqa: E402
+from service_process import SECTION_10_AGENTS, SECTION_10_TASK  # noqa: E402
+
+
+def pod(requirements=None, uid="4f6e-uid", name="worker", annotations=None):
+    notes = dict(annotations or {})
+    if requirements is not None:
+        notes["a3.dev/requirements"] = orjson.dumps(requirements).decode()
+    return serialise(V1Pod(
+        api_version="v1", kind="Pod",
+        metadata=V1ObjectMeta(name=name, namespace="default", uid=uid, annotations=notes or None),
+        spec=V1PodSpec(containers=[V1Container(name="c", image="busybox",
+                                               resources=V1ResourceRequirements(limits={"a3.dev/agent": "1"}))])))
+
+
+def node(name, declaration=None):
+    notes = {"a3.dev/declaration": orjson.dumps(declaration).decode()} if declaration is not None else None
+    return serialise(V1Node(metadata=V1ObjectMeta(name=name, annotations=notes),
+                            status=V1NodeStatus(allocatable={"cpu": "4"})))
+
+
+def wait_ready(client, timeout: float = 30.0) -> None:
+    """The state opens in a worker thread at startup: /readyz says when it is loaded."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while client.get("/readyz").status_code != 200:
+        assert time.monotonic() < deadline, "the service did not get ready"
+        time.sleep(0.01)
+
+
+AGENT_NODES = [node(a["agent"]["name"], a) for a in SECTION_10_AGENTS]
+
+
+@pytest.fixture()
+def served():
+    app = create_app(ServiceConfig())
+    with TestClient(app) as client:
+        wait_ready(client)
+        for a in SECTION_10_AGENTS:
+            assert client.put(f"/v1/agents/{a['agent']['name']}", json=a).status_code == 200
+        client.state = app.state.service
+        yield client
+
+
+def names_client(served):
+    return ExtenderClient("http://testserver/k8s/", node_cache_capable=True, client=served)
+
+
+def nodes_client(served):
+    return ExtenderClient("http://testserver/k8s", node_cache_capable=False, client=served)
+
+
+def trace(served):
+    lines = served.get("/v1/trace").content.splitlines()
+    return [r for r in decode_trace(orjson.loads(x) for x in lines)]
+
+
+def decisions(served, uid):
+    """(candidates, chosen agent or None) of each placement recorded for this pod."""
+    out = []
+    records = trace(served)
+    for k, r in enumerate(records):
+        if r["kind"] == "task.submitted" and r["content"].get("id") == uid:
+            after = records[k + 1] if records[k + 1]["kind"] != "task.admitted" else records[k + 2]
+            if after["kind"] == "task.bound":
+                scheduling = after["content"]["scheduling"]
+                out.append((scheduling["candidates"], scheduling["declaration"]["agent"]["name"]))
+            else:
+                out.append((after["content"]["candidates"], None))
+    return out
+
+
+# -- decide over what was offered -------------------------------------------------------------------
+def test_filter_decides_over_the_offered_agents_only(served):
+    client = names_client(served)
+    offered = [node("order-analyst"), node("gpu-node-7")]
+    passed, failed, unresolvable = client.filter(pod(SECTION_10_TASK, uid="u-offer"), offered)
+    assert [n["metadata"]["name"] for n in passed] == ["order-analyst"]
+    assert decisions(served, "u-offer") == [(["order-analyst"], "order-analyst")]
+
+
+def test_the_record_lists_offered_agents_in_join_order(served):
+    client = names_client(served)
+    join_order = [a["agent"]["name"] for a in SECTION_10_AGENTS]
+    offered = [node(n) for n in reversed(join_order)]
+    client.filter(pod({"v": "1.0", "capabilities": [], "clearances": []}, uid="u-order"), offered)
+    assert decisions(served, "u-order")[0][0] == join_order
+
+
+def test_a_pod_that_fits_no_offered_agent_is_rejected_though_an_unoffered_agent_fits(served):
+    client = names_client(served)
+    passed, failed, unresolvable = client.filter(pod(SECTION_10_TASK, uid="u-none"), [node("summariser")])
+    assert passed == [] and failed == {}
+    assert unresolvable == {"summariser": "capability:order.investigate/2"}
+    assert decisions(served, "u-none") == [(["summariser"], None)]
+
+
+def test_nodes_that_are_not_agents_are_unresolvable_in_both_modes(served):
+    names = names_client(served).filter(pod(SECTION_10_TASK), AGENT_NODES + [node("gpu-node-7")])
+    whole = nodes_client(served).filter(pod(SECTION_10_TASK), AGENT_NODES + [node("gpu-node-7")])
+    for passed, failed, unresolvable in (names, whole):
+        assert failed == {}
+        assert unresolvable["summariser"] == "capability:order.investigate/2"
+        assert "gpu-node-7" in unresolvable
+        assert [n["metadata"]["name"] for n in passed] == ["order-analyst"]
+
+
+def test_prioritize_scores_the_offered_agents(served):
+    client = names_client(served)
+    requirements = {"v": "1.0", "capabilities": [], "clearances": ["orders.read"]}
+    scores = dict(client.prioritize(pod(requirements), [node("summariser"), node("gpu-node-7")]))
+    assert scores["gpu-node-7"] == 0 and 0 <= scores["summariser"] <= 10
+    alone = dict(client.prioritize(pod(requirements), [node("summariser")]))
+    assert alone["summariser"] == scores["summariser"]
+
+
+# -- a filter is a question -----------------------------------------------------------------------
+def test_a_filter_holds_no_session(served):
+    requirements = {**SECTION_10_TASK, "session": "s-1"}
+    names_client(served).filter(pod(requirements, uid="u-session"), AGENT_NODES)
+    assert served.state.sessions == {}
+    assert not served.state.fleet.holds_session("order-analyst", "s-1")
+
+
+def test_a_repeated_identical_filter_adds_at_most_1_kb_to_the_trace(served):
+    client = names_client(served)
+    client.filter(pod(SECTION_10_TASK, uid="u-repeat"), AGENT_NODES)
+    size = len(served.get("/v1/trace").content)
+    for _ in range(20):
+        client.filter(pod(SECTION_10_TASK, uid="u-repeat"), AGENT_NODES)
+    assert len(served.get("/v1/trace").content) - size <= 1024
+    assert len(decisions(served, "u-repeat")) == 1
+
+
+def test_a_changed_answer_is_recorded_again(served):
+    client = names_client(served)
+    client.filter(pod(SECTION_10_TASK, uid="u-change"), AGENT_NODES)
+    client.filter(pod(SECTION_10_TASK, uid="u-change"), AGENT_NODES[1:])
+    assert [d[0] for d in decisions(served, "u-change")] == [["order-analyst", "summariser"], ["summariser"]]
+
+
+def test_the_trace_of_filters_verifies(served):
+    names_client(served).filter(pod(SECTION_10_TASK, uid="u-v1"), AGENT_NODES)
+    nodes_client(served).filter(pod(SECTION_10_TASK, uid="u-v2"), AGENT_NODES)
+    assert served.post("/v1/verify", content=served.get("/v1/trace").content).json()["valid"]
+
+
+# -- no bind ----------------------------------------------------------------------------------------
+def test_there_is_no_bind_route(served):
+    args = {"PodName": "worker", "PodNamespace": "default", "PodUID": "u", "Node": "order-analyst"}
+    assert served.post("/k8s/bind", json=args).status_code == 404
+
+
+# -- accept what Kubernetes accepts -----------------------------------------------------------------
+def test_a_pod_with_a_100_kib_annotation_and_no_a3_one_passes_through(served):
+    big = {"kubectl.kubernetes.io/last-applied-configuration": "x" * (100 * 1024)}
+    for client in (names_client(served), nodes_client(served)):
+        passed, failed, unresolvable = client.filter(pod(annotations=big), AGENT_NODES + [node("plain")])
+        assert len(passed) == 3 and failed == {} and unresolvable == {}
+
+
+def test_a_pod_with_a_100_kib_annotation_beside_its_requirements_is_placed(served):
+    big = {"kubectl.kubernetes.io/last-applied-configuration": "x" * (100 * 1024)}
+    passed, _, _ = names_client(served).filter(pod(SECTION_10_TASK, annotations=big), AGENT_NODES)
+    assert [n["metadata"]["name"] for n in passed] == ["order-analyst"]
+
+
+def test_a_node_name_that_is_an_object_is_a_400_naming_it(served):
+    body = {"Pod": pod(SECTION_10_TASK), "Nodes": {"metadata": {}, "items": [{"metadata": {"name": {"x": 1}}}]},
+            "NodeNames": None}
+    r = served.post("/k8s/filter", json=body)
+    assert r.status_code == 400
+    assert r.json()["problems"][0]["path"] == "$.Nodes.items[0].metadata.name"
+    names = served.post("/k8s/filter", json={"Pod": pod(SECTION_10_TASK), "NodeNames": [{"x": 1}]})
+    assert names.status_code == 400 and names.json()["problems"][0]["path"] == "$.NodeNames[0]"
+
+
+def test_a_bad_requirements_annotation_is_the_filters_error(served):
+    bad = pod()
+    bad["metadata"]["annotations"] = {"a3.dev/requirements": "{"}
+    with pytest.raises(ExtenderFailed, match="not JSON"):
+        names_client(served).filter(bad, AGENT_NODES)
+
+
+def test_deep_a3_requirements_are_still_bounded(served):
+    nested = 1
+    for _ in range(40):
+        nested = [nested]
+    deep = {"v": "1.0", "capabilities": [], "clearances": [], "x": nested}
+    with pytest.raises(ExtenderFailed, match="nesting"):
+        names_client(served).filter(pod(deep), AGENT_NODES)
+
+
+def test_nodes_mode_echoes_the_passed_nodes_as_sent(served):
+    passed, _, _ = nodes_client(served).filter(pod(SECTION_10_TASK), AGENT_NODES)
+    assert passed == [AGENT_NODES[0]]
+
+
+def test_a_pod_without_requirements_scores_every_node_0(served):
+    for client in (names_client(served), nodes_client(served)):
+        assert client.prioritize(pod(), AGENT_NODES) == [("order-analyst", 0), ("summariser", 0)]
+
+
+def test_a_placement_after_a_filter_lists_the_whole_fleet_again(served):
+    names_client(served).filter(pod(SECTION_10_TASK, uid="u-before"), AGENT_NODES[1:])
+    r = served.post("/v1/place?record=compact", json={"requirements": {"v": "1.0", "capabilities": [],
+                                                                       "clearances": []}})
+    assert r.status_code == 200
+    names_client(served).filter(pod(SECTION_10_TASK, uid="u-after"), AGENT_NODES[:1])
+    records = trace(served)
+    bound = [r["content"]["scheduling"]["candidates"] for r in records if r["kind"] == "task.bound"]
+    rejected = [r["content"]["candidates"] for r in records if r["kind"] == "task.rejected"]
+    assert rejected == [["summariser"]]
+    assert bound == [["order-analyst", "summariser"], ["order-analyst"]]
+    assert served.post("/v1/verify", content=served.get("/v1/trace").content).json()["valid"]
+
+
+def test_answers_match_the_published_schemas(served):
+    import jsonschema
+
+    from a3fast.service.openapi import load_schema
+
+    for mode in ({"Nodes": None, "NodeNames": ["order-analyst", "summariser", "gpu-node-7"]},
+                 {"Nodes": {"metadata": {}, "items": AGENT_NODES + [node("plain")]}, "NodeNames": None}):
+        body = {"Pod": pod(SECTION_10_TASK), **mode}
+        jsonschema.validate(served.post("/k8s/filter", json=body).json(), load_schema("k8s.ExtenderFilterResult"))
+        jsonschema.validate(served.post("/k8s/prioritize", json=body).json(), load_schema("k8s.HostPriorityList"))
+        jsonschema.validate(body, load_schema("k8s.ExtenderArgs"))
+
+
+def test_a_recorded_answer_survives_a_restart_and_holds_no_session(tmp_path):
+    config = ServiceConfig(state=tmp_path / "state")
+    requirements = {**SECTION_10_TASK, "session": "s-restart"}
+    with TestClient(create_app(config)) as client:
+        wait_ready(client)
+        for a in SECTION_10_AGENTS:
+            client.put(f"/v1/agents/{a['agent']['name']}", json=a)
+        names_client(client).filter(pod(requirements, uid="u-restart"), AGENT_NODES)
+        before = client.get("/v1/trace").content
+    with TestClient(create_app(config)) as client:
+        wait_ready(client)
+        assert client.get("/v1/trace").content == before
+        assert decisions(client, "u-restart") == [(["order-analyst", "summariser"], "order-analyst")]
+        assert client.app.state.service.sessions == {}
+        assert client.post("/v1/verify", content=before).json()["valid"]

@@ -1,0 +1,102 @@
+"""A slice of the service's trace (`GET /v1/trace?since=N`, the stdio `trace` op) and the records of
+one `?record=compact` answer are readable on their own: the fleet snapshots they need are carried
+inside them, and decoded they are exactly the records of the whole trace."""
+from __future__ import annotations
+
+import orjson
+import pytest
+
+pytest.importorskip("starlette")
+
+from starlette.testclient import TestClient  # noqa: E402
+
+from a3fast.record.compact import MAX_BASED_CHAIN, decode_trace  # noqa: E402
+from a3fast.service.app import create_app  # noqa: E402
+from a3fast.service.config import ServiceConfig  # noqa: E402
+from a3fast.workload import generate_fleet, generate_tasks  # noqa: E402
+from test_k8s_extender import wait_ready  # noqa: E402
+
+DECLARATIONS = generate_fleet(60, seed=2)
+TASKS = generate_tasks(DECLARATIONS, 6, seed=2)
+
+
+@pytest.fixture(params=["memory", "journal"])
+def served(request, tmp_path):
+    config = ServiceConfig(state=tmp_path / "state" if request.param == "journal" else None)
+    with TestClient(create_app(config)) as client:
+        wait_ready(client)
+        body = b"\n".join(orjson.dumps(d) for d in DECLARATIONS)
+        assert client.post("/v1/agents", content=body).status_code == 200
+        yield client
+
+
+def place(client, task):
+    r = client.post("/v1/place?record=compact", json={"requirements": task})
+    assert r.status_code == 200
+    return r.json()["records"]
+
+
+def lines(records):
+    return b"".join(orjson.dumps(r) + b"\n" for r in records)
+
+
+def valid(client, data: bytes) -> bool:
+    return client.post("/v1/verify", content=data).json()["valid"]
+
+
+def decoded(records):
+    return [r for r in decode_trace(records)]
+
+
+def test_a_second_compact_answer_is_readable_on_its_own(served):
+    place(served, TASKS[0])
+    second = place(served, TASKS[1])
+    assert valid(served, lines(second))
+    whole = decoded(orjson.loads(x) for x in served.get("/v1/trace").content.splitlines())
+    assert decoded(second) == whole[-len(second):]
+
+
+def test_a_since_slice_is_readable_on_its_own(served):
+    first = place(served, TASKS[0])
+    for task in TASKS[1:4]:
+        place(served, task)
+    since = first[-1]["seq"]
+    data = served.get(f"/v1/trace?since={since}").content
+    assert valid(served, data)
+    whole = decoded(orjson.loads(x) for x in served.get("/v1/trace").content.splitlines())
+    part = decoded(orjson.loads(x) for x in data.splitlines())
+    assert part == [r for r in whole if r["seq"] > since]
+    # the table is carried once; the slice's later records refer to the record that carries it
+    carried = [x for x in data.splitlines() if b'"fleet":{"names"' in x]
+    assert len(carried) == 1
+
+
+def test_a_slice_after_many_based_snapshots_is_readable_on_its_own(served):
+    place(served, TASKS[0])
+    # each removal changes the live set: a based snapshot per placement
+    names = [d["agent"]["name"] for d in DECLARATIONS]
+    for k in range(MAX_BASED_CHAIN + 5):
+        assert served.delete(f"/v1/agents/{names[k % len(names)]}").status_code == 200
+        place(served, {"v": "1.0", "capabilities": [], "clearances": []})
+        served.post("/v1/agents", content=orjson.dumps(DECLARATIONS[k % len(names)]))
+    whole_data = served.get("/v1/trace").content
+    whole = decoded(orjson.loads(x) for x in whole_data.splitlines())
+    since = whole[-4]["seq"]
+    data = served.get(f"/v1/trace?since={since}").content
+    assert valid(served, data)
+    assert decoded(orjson.loads(x) for x in data.splitlines()) == [r for r in whole if r["seq"] > since]
+    # a whole table is written again at least every MAX_BASED_CHAIN snapshots
+    assert whole_data.count(b'"fleet":{"names"') >= 2
+
+
+def test_the_stdio_trace_op_gives_the_same_readable_slice(served):
+    first = place(served, TASKS[0])
+    place(served, TASKS[1])
+    since = first[-1]["seq"]
+    from a3fast.service.operations import Operations
+    import asyncio
+
+    state = served.app.state.service
+    answer = asyncio.run(Operations(state).trace({"since": since}))
+    records = orjson.loads(orjson.dumps(answer["records"]))
+    assert valid(served, lines(records))
