@@ -29,3 +29,12 @@ def engine(request) -> str:
             pytest.fail("A3FAST_REQUIRE_NATIVE=1 but the a3fast._core extension is not built")
         pytest.skip("the a3fast._core extension is not built")
     return request.param
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items):
+    """A test that needs a Ray cluster (the `ray` fixture of the distributed suites) is `slow`: each
+    module's cluster takes 2–4 s to start, whichever of its tests comes first (docs/testing.md)."""
+    for item in items:
+        if "ray" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

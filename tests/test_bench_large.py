@@ -3,6 +3,7 @@ every step in a process of its own, figures that hold together, the targets it n
 from __future__ import annotations
 
 import orjson
+import pytest
 from click.testing import CliRunner
 
 from a3fast.bench import BenchConfig, render, run_bench, targets, to_pytest_benchmark
@@ -10,9 +11,10 @@ from a3fast.bench.report import _large_lines
 from a3fast.cli import main
 
 
+@pytest.mark.slow
 def test_sizes_from_large_from_take_the_large_fleet_path_and_no_scenario_cells(engine):
     config = BenchConfig(sizes=(300, 2000), engines=(engine,), large_from=2000, tasks=20, rounds=2,
-                         budget_s=0.2, memory=False, extras=False)
+                         budget_s=0.2, memory=False, extras=False, shell_runs=1)
     assert (config.standard_sizes, config.large_sizes) == ((300,), (2000,))
     report = run_bench(config)
     assert {c.size for c in report.cells} == {300}
@@ -25,9 +27,16 @@ def test_sizes_from_large_from_take_the_large_fleet_path_and_no_scenario_cells(e
     for key in ("ready_peak_rss", "save_peak_rss", "load_peak_rss"):
         assert 20 * 2**20 < large[key] < 4 * 2**30, key
     assert large["save_peak_rss"] >= large["ready_peak_rss"]
+    # the place and serve processes a user runs, on the same file, beside orjson's dicts
+    assert large["shell_runs"] == 1
+    for key in ("shell_dicts_s", "place_cli_s", "serve_ready_s"):
+        assert large[key] > 0, key
+    for key in ("place_cli_peak_rss", "serve_ready_peak_rss"):
+        assert 20 * 2**20 < large[key] < 4 * 2**30, key
     assert large["jsonl_bytes"] > 2000 * 500 and large["snapshot_bytes"] > 2000 * 500
     text = render(report)
     assert "2,000 agents" in text and "ready from JSON Lines" in text and "Fleet.load of the snapshot" in text
+    assert "a3fast place --fleet F --requirements R" in text and "to 200 on /readyz" in text
     assert to_pytest_benchmark(report)["a3fast"]["large"]["2000"] == large
 
 
@@ -49,10 +58,28 @@ def test_the_large_fleet_targets_are_checked_at_a_million_agents_only():
     assert targets(report) == []
 
 
+@pytest.mark.slow
 def test_bench_cli_measures_a_small_size_through_the_large_fleet_path(tmp_path):
     out = tmp_path / "bench.json"
     result = CliRunner().invoke(main, ["bench", "--sizes", "2000", "--large-from", "2000", "--tasks", "10",
-                                       "--no-extras", "--no-memory", "-o", str(out)], catch_exceptions=False)
+                                       "--no-extras", "--no-memory", "--shell-runs", "0", "-o", str(out)],
+                                catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "ready from JSON Lines" in result.stdout
-    assert orjson.loads(out.read_bytes())["a3fast"]["large"]["2000"]["agents"] == 2000
+    large = orjson.loads(out.read_bytes())["a3fast"]["large"]["2000"]
+    assert large["agents"] == 2000 and "place_cli_s" not in large   # --shell-runs 0: no shells
+
+
+def test_the_shell_targets_are_checked_from_200000_agents_against_orjson_dicts_of_the_same_run():
+    shells = {"shell_runs": 3, "shell_dicts_s": 10.0, "place_cli_s": 4.0, "place_cli_peak_rss": 390_000_000,
+              "serve_ready_s": 6.0, "serve_ready_peak_rss": 410_000_000}
+    report = run_bench(BenchConfig(sizes=(), memory=False, extras=False))
+    report.large[200_000] = {"agents": 200_000, **shells}
+    met = {text: (measured, ok) for text, measured, ok in targets(report)}
+    assert met == {
+        "200,000 agents, a3fast place --fleet F ≤ 0.5× orjson turning the lines into dicts, in the same run": ("0.40×", True),
+        "200,000 agents, a3fast place --fleet F: peak RSS ≤ 2,000 bytes per agent": ("1,950 B", True),
+        "200,000 agents, a3fast serve --fleet F to /readyz ≤ 0.5× orjson turning the lines into dicts, in the same run": ("0.60×", False),
+        "200,000 agents, a3fast serve --fleet F to /readyz: peak RSS ≤ 2,000 bytes per agent": ("2,050 B", False)}
+    report.large = {2000: {"agents": 2000, **shells}}
+    assert targets(report) == []

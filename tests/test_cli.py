@@ -11,14 +11,11 @@ from click.testing import CliRunner
 
 from a3fast.cli import main
 
-ORDER_ANALYST = {"v": "1.0", "agent": {"name": "order-analyst", "namespace": "support"},
-                 "capabilities": [{"name": "order.investigate", "version": 2}],
-                 "clearances": ["orders.read", "customers.read"], "residency": ["eu"]}
-SUMMARISER = {"v": "1.0", "agent": {"name": "summariser", "namespace": "support"},
-              "capabilities": [{"name": "case.summarise", "version": 1}], "clearances": ["orders.read"],
-              "residency": ["eu"]}
-REQ = {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}],
-       "clearances": ["orders.read"], "residency": "eu"}
+from factories import section_10_order_analyst, section_10_requirements, section_10_summariser
+
+ORDER_ANALYST = section_10_order_analyst()
+SUMMARISER = section_10_summariser()
+REQ = section_10_requirements()
 
 
 @pytest.fixture
@@ -131,7 +128,9 @@ def test_name_conflict_across_namespaces(files):
     fleet.write_bytes(b"\n".join(orjson.dumps(d) for d in (SUMMARISER, other)))
     result = run("place", "--fleet", str(fleet), "--requirements", req)
     assert result.exit_code == 2
-    assert result.stderr.startswith(f"a3fast: {fleet}: line 2: agent name 'summariser' is already used in namespace 'support'")
+    # named as the fleet's bulk reader names it (Fleet.load_jsonl): the line, the path, both namespaces
+    assert result.stderr == (f"a3fast: {fleet}: line 2: $.agent.namespace: expected 'support', the namespace "
+                             f"that holds the name 'summariser' in this fleet (one scheduling domain), found 'billing'\n")
 
 
 def test_invalid_requirements(files):
@@ -189,6 +188,7 @@ def test_gen_fleet_refuses_a_negative_size():
     assert result.exit_code == 2 and "Traceback" not in result.output
 
 
+@pytest.mark.slow
 def test_demo_reports_explains_and_verifies(tmp_path, engine):
     trace = tmp_path / "demo.jsonl"
     result = run("demo", "--agents", "200", "--tasks", "40", "--engine", engine, "--trace", str(trace))

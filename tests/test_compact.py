@@ -6,31 +6,12 @@ import pytest
 from hypothesis import given, strategies as st
 from pyroaring import BitMap
 
-from a3fast import Fleet
 from a3fast.record.compact import (KEY, CompactError, Decoder, Encoder, decode_trace, encode_trace,
                             serialize_ids)
-from a3fast.record.write import placement_records
 from a3fast.workload import generate_fleet, generate_tasks
 
+from factories import compact_records, declaration, fleet_of, spec_records
 from strategies import declarations, requirements
-
-
-def spec_trace(placements):
-    out, seq = [], 1
-    for p in placements:
-        for kind, content in placement_records(p):
-            out.append({"seq": seq, "kind": kind, "content": orjson.loads(content)})
-            seq += 1
-    return out
-
-
-def compact_trace(placements):
-    encoder, out, seq = Encoder(), [], 1
-    for p in placements:
-        for kind, content in encoder.encode_placement(seq, p):
-            out.append({"seq": seq, "kind": kind, "content": orjson.loads(content)})
-            seq += 1
-    return out
 
 
 def bits(value):
@@ -60,10 +41,9 @@ def test_serialized_ids_round_trip_through_pyroaring(ids):
 
 def test_workload_trace_decodes_to_the_spec_trace_and_is_an_eighth_of_its_size(engine):
     decls = generate_fleet(1000, 3)
-    fleet = Fleet(engine=engine)
-    fleet.extend(decls)
+    fleet = fleet_of(engine, decls, batch=True)
     placements = [fleet.place(t) for t in generate_tasks(decls, 40, 3)]
-    spec, compact = spec_trace(placements), compact_trace(placements)
+    spec, compact = spec_records(placements), compact_records(placements)
     assert list(decode_trace(compact)) == spec
     # a rejection's reason names every candidate that failed (§6) and is carried verbatim in both
     # forms, which keeps the ratio near 9 on this workload (it was over 10 with ten names each)
@@ -72,18 +52,17 @@ def test_workload_trace_decodes_to_the_spec_trace_and_is_an_eighth_of_its_size(e
 
 def test_snapshot_is_written_once_and_again_only_when_the_fleet_changes(engine):
     decls = generate_fleet(50, 1)
-    fleet = Fleet(engine=engine)
-    fleet.extend(decls)
+    fleet = fleet_of(engine, decls, batch=True)
     task = {"clearances": [decls[0]["clearances"][0]]}
     placements = [fleet.place(task), fleet.place(task)]
     fleet.remove(decls[1]["agent"]["name"])
     placements.append(fleet.place(task))
-    compact = [r for r in compact_trace(placements) if r["kind"] in ("task.bound", "task.rejected")]
+    compact = [r for r in compact_records(placements) if r["kind"] in ("task.bound", "task.rejected")]
     fleets = [r["content"].get(KEY, {}).get("fleet") for r in compact]
     assert isinstance(fleets[0], dict) and "names" in fleets[0]
     assert fleets[1] == compact[0]["seq"]
     assert isinstance(fleets[2], dict) and fleets[2]["base"] == compact[0]["seq"]
-    assert list(decode_trace(compact_trace(placements))) == spec_trace(placements)
+    assert list(decode_trace(compact_records(placements))) == spec_records(placements)
 
 
 awkward = st.sampled_from([0.1 + 0.2, 1e-300, -0.0, 0.0, 5e-324, 1.7976931348623157e308, 1 / 3, -2.5])
@@ -96,23 +75,18 @@ def test_round_trip_keeps_every_float_bit(engine, fleet_docs, tasks, values):
         return [{"total": values[i % len(values)], "odd": values[(i + 1) % len(values)], "n": i}
                 for i, _ in enumerate(agents)]
 
-    fleet = Fleet(engine=engine, scorer=scorer)
-    for doc in fleet_docs:
-        fleet.add(doc)
+    fleet = fleet_of(engine, fleet_docs, scorer=scorer)
     placements = [fleet.place(t) for t in tasks]
-    spec, compact = spec_trace(placements), compact_trace(placements)
+    spec, compact = spec_records(placements), compact_records(placements)
     assert same_bits(list(decode_trace(compact)), spec)
     assert same_bits(list(decode_trace(encode_trace(spec))), spec)
 
 
 def test_default_scores_round_trip_bit_for_bit(engine):
-    fleet = Fleet(engine=engine)
-    for i in range(5):
-        fleet.add({"v": "1.0", "agent": {"name": f"a{i}", "namespace": "n"}, "capabilities": [],
-                   "clearances": [], "model": {"cost_ceiling_usd": f"0.{i}1"}})
+    fleet = fleet_of(engine, [declaration(f"a{i}", namespace="n", cost=f"0.{i}1") for i in range(5)])
     fleet.record_outcome("a2", "*", True)
     placements = [fleet.place({}), fleet.place({})]
-    assert same_bits(list(decode_trace(compact_trace(placements))), spec_trace(placements))
+    assert same_bits(list(decode_trace(compact_records(placements))), spec_records(placements))
 
 
 def test_a_foreign_record_in_another_order_stays_in_spec_form():
@@ -128,9 +102,8 @@ def test_a_foreign_record_in_another_order_stays_in_spec_form():
 
 def test_a_trace_may_mix_both_forms(engine):
     decls = generate_fleet(40, 2)
-    fleet = Fleet(engine=engine)
-    fleet.extend(decls)
-    spec = spec_trace([fleet.place(t) for t in generate_tasks(decls, 6, 2)])
+    fleet = fleet_of(engine, decls, batch=True)
+    spec = spec_records([fleet.place(t) for t in generate_tasks(decls, 6, 2)])
     mixed = [r if i % 2 else next(iter(encode_trace([r]))) for i, r in enumerate(spec)]
     assert list(decode_trace(mixed)) == spec
 
@@ -146,8 +119,7 @@ def test_decoding_refuses_a_missing_snapshot_and_a_bad_bitmap():
 
 
 def test_resumed_placements_stay_in_their_small_spec_form(engine):
-    fleet = Fleet(engine=engine)
-    fleet.add({"v": "1.0", "agent": {"name": "a", "namespace": "n"}, "capabilities": [], "clearances": []})
+    fleet = fleet_of(engine, [declaration("a", namespace="n")])
     first = fleet.place({})
     records = Encoder().encode_placement(9, fleet.resume(first, seq=3))
     assert [k for k, _ in records] == ["task.bound"]
@@ -156,8 +128,7 @@ def test_resumed_placements_stay_in_their_small_spec_form(engine):
 
 def test_both_engines_write_portable_roaring_straight_from_their_sets(engine):
     decls = generate_fleet(500, 4)
-    fleet = Fleet(engine=engine)
-    fleet.extend(decls)
+    fleet = fleet_of(engine, decls, batch=True)
     for task in generate_tasks(decls, 20, 4):
         expl = fleet.place(task).explanation
         for k in range(len(expl.failed_counts())):
@@ -170,9 +141,8 @@ def test_native_roaring_uses_bitmap_containers_for_dense_chunks():
 
     if not NATIVE_AVAILABLE:
         pytest.skip("the a3fast._core extension is not built")
-    fleet = Fleet(engine="native")
-    fleet.extend({"v": "1.0", "agent": {"name": f"a{i}", "namespace": "n"}, "capabilities": [],
-                  "clearances": ["r.read"] if i % 3 else []} for i in range(70000))
+    fleet = fleet_of("native", [declaration(f"a{i}", namespace="n", clearances=["r.read"] if i % 3 else [])
+                                for i in range(70000)], batch=True)
     expl = fleet.place({"clearances": ["r.read"]}).explanation
     data = expl.eligible_roaring()
     assert list(BitMap.deserialize(data)) == expl.eligible_ids()

@@ -9,26 +9,20 @@ import sys
 import orjson
 import pytest
 
-from a3fast import Fleet
 from a3fast.record.compact import KEY, CompactError, decode_trace, encode_trace
 from a3fast.verify import verify
 
+from factories import declaration, fleet_of
+
 REQ = {"v": "1.0", "capabilities": [{"name": "x.y", "version": 1}], "clearances": ["r.read"]}
-
-
-def agent(i):
-    return {"v": "1.0", "agent": {"name": f"agent-{i}", "namespace": "ns"},
-            "capabilities": [{"name": "x.y", "version": 1 if i < 4 else 2}],
-            "clearances": ["r.read"] if i < 2 else []}
 
 
 @pytest.fixture
 def compact_trace(engine):
     """One bound placement on six agents, compact: two fail the capability, two the clearance, two
     are eligible — so that every base64 text (2 or 6 ids, 2 doubles) ends in padding."""
-    fleet = Fleet(engine=engine)
-    for i in range(6):
-        fleet.add(agent(i))
+    fleet = fleet_of(engine, [declaration(f"agent-{i}", capabilities=[("x.y", 1 if i < 4 else 2)],
+                                          clearances=["r.read"] if i < 2 else []) for i in range(6)])
     p = fleet.place(REQ)
     assert p.agent == "agent-0"
     trace = [{"seq": 1, "kind": "task.submitted", "content": {"requirements": REQ}},

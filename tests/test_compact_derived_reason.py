@@ -9,34 +9,25 @@ import pytest
 
 from a3fast import Fleet, verify
 from a3fast.record.compact import KEY, CompactError, Decoder, Encoder, decode_trace, encode_trace
-from a3fast.record.write import placement_records
 
-AGENTS = [
-    {"v": "1.0", "agent": {"name": name, "namespace": "ns"},
-     "capabilities": [{"name": "case.summarise", "version": 1}], "clearances": clearances,
-     "residency": residency}
-    for name, clearances, residency in [("alpha", ["data.pii"], ["us"]), ("beta", [], ["eu"]),
-                                        ("gamma", ["data.pii"], ["eu"]), ("delta", [], ["us"])]
-]
-UNSCHEDULABLE = {"v": "1.0", "capabilities": [{"name": "case.summarise", "version": 1}],
-                 "clearances": ["data.pii"], "residency": "eu", "exclude": ["gamma"]}
+from factories import compact_records, declaration, fleet_of, requirements, spec_records
+
+AGENTS = [declaration(name, capabilities=[("case.summarise", 1)], clearances=clearances, residency=residency)
+          for name, clearances, residency in [("alpha", ["data.pii"], ["us"]), ("beta", [], ["eu"]),
+                                              ("gamma", ["data.pii"], ["eu"]), ("delta", [], ["us"])]]
+UNSCHEDULABLE = requirements(capabilities=[("case.summarise", 1)], clearances=["data.pii"], residency="eu",
+                             exclude=["gamma"])
 
 
 def spec_trace(engine, **place):
-    fleet = Fleet(engine=engine)
-    fleet.extend(AGENTS)
-    p = fleet.place(UNSCHEDULABLE, **place)
+    p = fleet_of(engine, AGENTS, batch=True).place(UNSCHEDULABLE, **place)
     assert not p.bound
-    return [{"seq": seq, "kind": kind, "content": orjson.loads(content)}
-            for seq, (kind, content) in enumerate(placement_records(p), 1)], p
+    return spec_records([p]), p
 
 
 def compact_trace(engine, **place):
-    fleet = Fleet(engine=engine)
-    fleet.extend(AGENTS)
-    p = fleet.place(UNSCHEDULABLE, **place)
-    return [{"seq": seq, "kind": kind, "content": orjson.loads(content)}
-            for seq, (kind, content) in enumerate(Encoder().encode_placement(1, p), 1)], p
+    p = fleet_of(engine, AGENTS, batch=True).place(UNSCHEDULABLE, **place)
+    return compact_records([p]), p
 
 
 def test_a_rejection_with_the_reason_its_lists_give_leaves_it_out_and_decodes_to_it(engine):
@@ -125,11 +116,8 @@ def test_a_derived_reason_outside_the_format_is_a_compact_error(engine, case):
 
 
 def test_a_bound_record_has_no_derived_reason(engine):
-    fleet = Fleet(engine=engine)
-    fleet.extend(AGENTS)
-    p = fleet.place({"v": "1.0", "capabilities": [{"name": "case.summarise", "version": 1}]})
-    records = [{"seq": seq, "kind": kind, "content": orjson.loads(content)}
-               for seq, (kind, content) in enumerate(Encoder().encode_placement(1, p), 1)]
+    p = fleet_of(engine, AGENTS, batch=True).place(requirements(capabilities=[("case.summarise", 1)]))
+    records = compact_records([p])
     records[-1]["content"][KEY].update(format=2, derived_reason=True)
     with pytest.raises(CompactError, match="not a member"):
         Decoder().decode_content(3, "task.bound", records[-1]["content"])

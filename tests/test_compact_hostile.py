@@ -11,13 +11,12 @@ import pytest
 from hypothesis import assume, given, strategies as st
 from pyroaring import BitMap
 
-from a3fast import Fleet
 from a3fast.record.compact import KEY, CompactError, Decoder, Encoder, decode_trace, encode_trace, serialize_ids
 from a3fast.errors import json_path
 from a3fast.explain import ExplainError, explain_record
-from a3fast.record.write import placement_records
 from a3fast.workload import generate_fleet, generate_tasks
 
+from factories import compact_records, fleet_of, spec_records
 from strategies import declarations, requirements
 
 
@@ -26,37 +25,11 @@ def json_bytes(value):
     return msgspec.json.encode(value)
 
 
-def placements_of(engine, declarations_, tasks):
-    fleet = Fleet(engine=engine)
-    fleet.extend(declarations_)
-    return [fleet.place(t) for t in tasks]
-
-
-def spec_records(placements, extra=None):
-    out, seq = [], 1
-    for p in placements:
-        for kind, content in placement_records(p):
-            record = {"seq": seq, "kind": kind, "content": orjson.loads(content)}
-            out.append({**extra(seq), **record} if extra else record)
-            seq += 1
-    return out
-
-
-def compact_records(placements):
-    encoder, out, seq = Encoder(), [], 1
-    for p in placements:
-        for kind, content in encoder.encode_placement(seq, p):
-            out.append({"seq": seq, "kind": kind, "content": orjson.loads(content)})
-            seq += 1
-    return out
-
-
 def small_fleet_placements():
     """Placements, bound and rejected, on a small fleet that changes once between them (so the
     compact trace has a snapshot of its own and one based on it)."""
     decls = generate_fleet(8, 5)
-    fleet = Fleet()
-    fleet.extend(decls[:6])
+    fleet = fleet_of(None, decls[:6], batch=True)
     tasks = generate_tasks(decls, 4, 5)
     placements = [fleet.place(t) for t in tasks[:2]] + [fleet.place({"clearances": ["no.such"]})]
     fleet.extend(decls[6:])
@@ -187,10 +160,8 @@ def with_extras(seq):
 
 @given(st.lists(declarations(), min_size=1, max_size=8), st.lists(requirements(), min_size=1, max_size=4))
 def test_decode_of_encode_is_the_trace_byte_for_byte_extra_members_included(engine, fleet_docs, tasks):
-    fleet = Fleet(engine=engine)
-    for doc in fleet_docs:
-        fleet.add(doc)
-    trace = spec_records([fleet.place(t) for t in tasks], extra=with_extras)
+    fleet = fleet_of(engine, fleet_docs)
+    trace = [{**with_extras(r["seq"]), **r} for r in spec_records([fleet.place(t) for t in tasks])]
     trace.append({"seq": len(trace) + 1, "kind": "task.submitted", "content": {"big": 2**64}, "z": [1]})
     encoded = list(encode_trace(trace))
     placements = [r for r in encoded if r["kind"] in ("task.bound", "task.rejected")]
@@ -201,7 +172,8 @@ def test_decode_of_encode_is_the_trace_byte_for_byte_extra_members_included(engi
 
 def test_compact_placements_decode_to_the_spec_records_byte_for_byte(engine):
     decls = generate_fleet(60, 2)
-    placements = placements_of(engine, decls, generate_tasks(decls, 12, 2))
+    fleet = fleet_of(engine, decls, batch=True)
+    placements = [fleet.place(t) for t in generate_tasks(decls, 12, 2)]
     assert orjson.dumps(list(decode_trace(compact_records(placements)))) == orjson.dumps(spec_records(placements))
 
 

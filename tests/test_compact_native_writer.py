@@ -9,13 +9,15 @@ import os
 import orjson
 import pytest
 
-from a3fast import Fleet, _pure
+from a3fast import _pure
 from a3fast.engines import NATIVE_AVAILABLE
 from a3fast.record.compact import KEY, Decoder, Encoder
 from a3fast.record.write import reason_text, timings
 from a3fast.roaring import deserialize_ids
 from a3fast.schema import parse_requirements
 from a3fast.workload import generate_fleet, generate_tasks
+
+from factories import declaration, fleet_of, requirements
 
 if NATIVE_AVAILABLE:
     from a3fast import _core
@@ -56,6 +58,7 @@ def _index(module, n: int):
 
 @pytest.mark.skipif(not NATIVE_AVAILABLE, reason="the a3fast._core extension is not built")
 @pytest.mark.parametrize("rows", [[0, 1], [1, 0], [0], [2], [], [0, 1, 2]])
+@pytest.mark.slow
 def test_write_compact_lists_is_the_same_on_both_engines_across_roaring_chunks(rows):
     n = 140_000
     native, pure = _index(_core, n), _index(_pure, n)
@@ -87,8 +90,7 @@ def test_write_compact_lists_refuses_an_explanation_of_another_index(engine):
 
 def test_encode_placement_writes_the_compact_members_dict_form_byte_for_byte(engine):
     declarations = generate_fleet(300, 3)
-    fleet = Fleet(engine=engine)
-    fleet.extend(declarations)
+    fleet = fleet_of(engine, declarations, batch=True)
     encoder, decoder = Encoder(), Decoder()
     seq, bound, rejected = 1, 0, 0
     for doc in generate_tasks(declarations, 120, 3):
@@ -119,8 +121,7 @@ def test_encode_placement_writes_the_compact_members_dict_form_byte_for_byte(eng
 
 def test_a_reason_shortened_by_reason_limit_is_kept_and_not_derived(engine):
     declarations = generate_fleet(300, 3)
-    fleet = Fleet(engine=engine)
-    fleet.extend(declarations)
+    fleet = fleet_of(engine, declarations, batch=True)
     encoder = Encoder()
     seq = 1
     for doc in generate_tasks(declarations, 60, 3):
@@ -153,11 +154,9 @@ def test_failed_names_joins_the_same_names_on_both_engines_with_any_limit():
 
 
 def test_a_rejection_reason_names_every_candidate_that_failed_first(engine):
-    fleet = Fleet(engine=engine)
-    fleet.extend([{"v": "1.0", "agent": {"name": name, "namespace": "ns"},
-                   "capabilities": [{"name": "a.b", "version": 1}], "clearances": [], "residency": ["eu"]}
-                  for name in ("r-1", "r-2", "r-3")])
-    p = fleet.place({"v": "1.0", "capabilities": [{"name": "a.b", "version": 1}], "residency": "us"})
+    fleet = fleet_of(engine, [declaration(name, capabilities=[("a.b", 1)], residency=["eu"])
+                              for name in ("r-1", "r-2", "r-3")], batch=True)
+    p = fleet.place(requirements(capabilities=[("a.b", 1)], residency="us"))
     assert reason_text(p) == "no eligible agent among 3 candidates: residency:us failed by r-1, r-2, r-3"
     p = fleet.place({"v": "1.0", "residency": "us"}, reason_limit=2)
     assert reason_text(p) == "no eligible agent among 3 candidates: residency:us failed by r-1, r-2 and 1 more"

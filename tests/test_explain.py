@@ -3,21 +3,23 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from a3fast import Fleet
 from a3fast.cli import main
 from a3fast.explain import all_failed, explain_record, predicate_counts
 from a3fast.record.write import placement_records
 
-from test_matching import ORDER_ANALYST, SECTION_10_REQ, SUMMARISER, agent
+from factories import declaration, fleet_of, section_3_declaration, section_10_requirements, section_10_summariser
+
+ORDER_ANALYST = section_3_declaration()
+SUMMARISER = section_10_summariser()
+SECTION_10_REQ = section_10_requirements()
 
 
 @pytest.fixture
 def fleet(engine):
-    f = Fleet(engine=engine)
-    for i in range(6):
-        f.add(agent(f"a{i}", caps=[("x.y", 1 + i % 2)], clearances=["r.read"] if i < 4 else [],
-                    residency=["eu"] if i % 3 else ["us"]))
-    return f
+    return fleet_of(engine, [
+        declaration(f"a{i}", capabilities=[("x.y", 1 + i % 2)], clearances=["r.read"] if i < 4 else [],
+                    residency=["eu"] if i % 3 else ["us"])
+        for i in range(6)])
 
 
 def test_summary_counts_each_predicate_in_derivation_order(fleet):
@@ -55,9 +57,7 @@ def test_all_failed_lists_every_predicate_not_only_the_first(fleet):
 
 
 def trace_file(tmp_path, engine):
-    f = Fleet(engine=engine)
-    f.add(ORDER_ANALYST)
-    f.add(SUMMARISER)
+    f = fleet_of(engine, [ORDER_ANALYST, SUMMARISER])
     lines, seq = [], 1
     for req in (SECTION_10_REQ, {"residency": "us"}):
         for kind, content in placement_records(f.place(req)):

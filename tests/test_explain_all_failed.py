@@ -5,25 +5,17 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from a3fast import Fleet
 from a3fast.explain import all_failed
 
+from factories import declaration, fleet_of
 from oracle import every_failed, predicates_of
 from strategies import NAMES, declarations, requirements
 
 
-def agent(name, clearances=()):
-    return {"v": "1.0", "agent": {"name": name, "namespace": "ns"}, "capabilities": [],
-            "clearances": list(clearances)}
-
-
 @pytest.fixture
 def fleet(engine):
-    f = Fleet(engine=engine)
-    f.add(agent("a", ["r.read"]))
-    f.add(agent("b"))
-    f.add(agent("c", ["r.read"]))
-    return f
+    return fleet_of(engine, [declaration("a", clearances=["r.read"]), declaration("b"),
+                             declaration("c", clearances=["r.read"])])
 
 
 def test_agent_ref_is_failed_by_every_agent_but_the_named_one(fleet):
@@ -53,11 +45,8 @@ def test_exclude_is_failed_only_by_the_excluded_agent(fleet):
 @given(docs=st.lists(declarations(), max_size=8), removed=st.lists(st.sampled_from(NAMES), max_size=2),
        req=requirements())
 def test_all_failed_is_every_predicate_each_agent_fails(engine, docs, removed, req):
-    fleet = Fleet(engine=engine)
-    live = {}
-    for doc in docs:
-        fleet.add(doc)
-        live[doc["agent"]["name"]] = doc
+    fleet = fleet_of(engine, docs)
+    live = {doc["agent"]["name"]: doc for doc in docs}
     for name in removed:
         if name in live:
             fleet.remove(name)

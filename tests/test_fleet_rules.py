@@ -7,17 +7,12 @@ import pytest
 
 from a3fast import Fleet, FleetError
 
-
-def agent(name, namespace="ns", **extra):
-    return {"v": "1.0", "agent": {"name": name, "namespace": namespace}, "capabilities": [],
-            "clearances": [], **extra}
+from factories import declaration, fleet_of
 
 
 @pytest.fixture
 def fleet(engine):
-    f = Fleet(engine=engine)
-    f.extend([agent("a"), agent("b")])
-    return f
+    return fleet_of(engine, [declaration("a"), declaration("b")], batch=True)
 
 
 def test_outcomes_of_an_unknown_kind_or_agent_are_none_recorded(fleet):
@@ -32,7 +27,7 @@ def test_outcomes_of_an_unknown_kind_or_agent_are_none_recorded(fleet):
 def test_record_outcomes_equals_that_many_single_outcomes(engine):
     one_by_one, at_once = Fleet(engine=engine), Fleet(engine=engine)
     for f in (one_by_one, at_once):
-        f.extend([agent("a"), agent("b")])
+        f.extend([declaration("a"), declaration("b")])
     for success in (True, False, True):
         one_by_one.record_outcome("b", "kind", success)
     at_once.record_outcomes("b", "kind", 2, 3)
@@ -68,8 +63,8 @@ def test_every_change_gives_the_fleet_a_new_generation(fleet):
                    lambda: fleet.record_outcome("a", "k", True),
                    lambda: fleet.hold_session("a", "s"),
                    lambda: fleet.release_session("a", "s"),
-                   lambda: fleet.add(agent("c")),
-                   lambda: fleet.extend([agent("d")]),
+                   lambda: fleet.add(declaration("c")),
+                   lambda: fleet.extend([declaration("d")]),
                    lambda: fleet.remove("c")):
         change()
         assert fleet.generation > seen[-1]
@@ -80,10 +75,10 @@ def test_a_placement_sees_every_membership_change_before_it(engine):
     fleet = Fleet(engine=engine)
     # changes come in groups between placements, so that a membership stamp that went back to an
     # earlier value would hand a later placement an explanation of an earlier fleet
-    groups = [[lambda: fleet.extend([agent("a")])],
-              [lambda: fleet.add(agent("b")), lambda: fleet.extend([agent("c")])],
-              [lambda: fleet.add(agent("d")), lambda: fleet.remove("a")],
-              [lambda: fleet.extend([agent("e"), agent("a")]), lambda: fleet.remove("b")],
+    groups = [[lambda: fleet.extend([declaration("a")])],
+              [lambda: fleet.add(declaration("b")), lambda: fleet.extend([declaration("c")])],
+              [lambda: fleet.add(declaration("d")), lambda: fleet.remove("a")],
+              [lambda: fleet.extend([declaration("e"), declaration("a")]), lambda: fleet.remove("b")],
               [lambda: fleet.remove("c")]]
     for group in groups:
         for change in group:
@@ -95,13 +90,13 @@ def test_a_placement_sees_every_membership_change_before_it(engine):
 
 def test_extend_replaces_a_repeated_name_and_keeps_the_rest_of_the_batch(engine):
     fleet = Fleet(engine=engine)
-    fleet.extend([agent("a"), agent("b"), agent("a", clearances=["c.d"]), agent("c")])
+    fleet.extend([declaration("a"), declaration("b"), declaration("a", clearances=["c.d"]), declaration("c")])
     assert fleet.names() == ["a", "b", "c"] and len(fleet) == 3
     assert fleet.get("a").clearances == ("c.d",)
-    fleet.extend([agent("b", clearances=["c.d"]), agent("d")])
+    fleet.extend([declaration("b", clearances=["c.d"]), declaration("d")])
     assert fleet.names() == ["a", "b", "c", "d"] and fleet.get("b").clearances == ("c.d",)
     with pytest.raises(FleetError, match="already used in namespace 'ns'"):
-        fleet.extend([agent("d", namespace="other")])
+        fleet.extend([declaration("d", namespace="other")])
 
 
 def test_a_missing_agent_is_named_in_the_error(fleet):
@@ -120,8 +115,7 @@ def test_a_resumed_placement_carries_the_first_decision(engine):
     import orjson
     import time
 
-    fleet = Fleet(engine=engine)
-    fleet.extend([agent("a", residency=["eu"]), agent("b")])
+    fleet = fleet_of(engine, [declaration("a", residency=["eu"]), declaration("b")], batch=True)
     first = fleet.place({}, session="s1", route=Route("eu", {"residency": "eu"}), kind="k")
     first.seq = 7
     fleet.record_outcome("b", "k", True)
@@ -140,7 +134,7 @@ def test_a_resumed_placement_carries_the_first_decision(engine):
 def test_explain_gives_the_explanation_place_records(fleet):
     from a3fast.schema import parse_requirements
 
-    fleet.add(agent("c", clearances=["c.d"]))
+    fleet.add(declaration("c", clearances=["c.d"]))
     req = {"clearances": ["c.d"], "exclude": ["b"], "agentRef": "c"}
     placed = fleet.place(req).explanation
     for asked in (req, parse_requirements(req)):
@@ -152,15 +146,14 @@ def test_explain_gives_the_explanation_place_records(fleet):
 
 
 def test_filter_rows_are_the_rows_of_the_filter_predicates_in_order(fleet):
-    fleet.add(agent("c", clearances=["c.d"], residency=["eu"]))
+    fleet.add(declaration("c", clearances=["c.d"], residency=["eu"]))
     rows = fleet.filter_rows({"clearances": ["c.d", "zz.zz"], "residency": "eu"})
     assert len(rows) == 3 and rows[1] == -1 and rows[0] >= 0 and rows[2] >= 0
     assert fleet.index.row_ids(rows[0]) == [2] and fleet.index.row_ids(rows[2]) == [2]
 
 
 def test_all_failed_reads_agent_names_that_contain_a_colon(engine):
-    fleet = Fleet(engine=engine)
-    fleet.extend([agent("x:y"), agent("z")])
+    fleet = fleet_of(engine, [declaration("x:y"), declaration("z")], batch=True)
     assert fleet.all_failed({"agentRef": "x:y"}) == {"z": ["agentRef:x:y"]}
     assert fleet.all_failed({"exclude": ["x:y"]}) == {"x:y": ["anti-affinity:x:y"]}
 
@@ -168,8 +161,7 @@ def test_all_failed_reads_agent_names_that_contain_a_colon(engine):
 def test_a_custom_scorer_is_told_the_task(engine):
     from a3fast.schema import parse_requirements
 
-    fleet = Fleet(engine=engine)
-    fleet.extend([agent("a"), agent("b")])
+    fleet = fleet_of(engine, [declaration("a"), declaration("b")], batch=True)
     fleet.record_outcomes("b", "k", 3, 4)
     fleet.hold_session("b", "s1")
     told = {}
@@ -191,8 +183,7 @@ def test_a_custom_scorer_is_told_the_task(engine):
 
 
 def test_a_custom_scorer_without_eligible_agents_binds_nobody(engine):
-    fleet = Fleet(engine=engine)
-    fleet.extend([agent("a"), agent("b")])
+    fleet = fleet_of(engine, [declaration("a"), declaration("b")], batch=True)
     p = fleet.place({"clearances": ["c.d"]}, scorer=lambda task, agents: [])
     assert not p.bound and p.scores.best == -1
 
@@ -200,8 +191,7 @@ def test_a_custom_scorer_without_eligible_agents_binds_nobody(engine):
 def test_a_custom_scorer_entry_that_is_no_mapping_is_refused(engine):
     from a3fast import A3Error
 
-    fleet = Fleet(engine=engine)
-    fleet.add(agent("a"))
+    fleet = fleet_of(engine, [declaration("a")])
     with pytest.raises(A3Error, match=r"scorer gave agent 'a' no finite numeric 'total'"):
         fleet.place({}, scorer=lambda task, agents: [1.0])
 

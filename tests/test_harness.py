@@ -84,6 +84,7 @@ def test_shrinking_keeps_the_smallest_world_that_shows_the_difference():
     assert set(steps[1]["requirements"]) <= {"v", "residency"}
 
 
+@pytest.mark.slow
 def test_a_matcher_that_hangs_is_stopped_at_the_timeout():
     result = conformance("--matcher", literal("hang"), "--worlds", "1", "--timeout", "1")
     assert result.exit_code == 1

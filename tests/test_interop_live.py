@@ -212,7 +212,7 @@ def test_an_etag_cache_makes_a_refresh_a_304(static_server, tmp_path):
 
 
 @pytest.mark.parametrize("where, message", [
-    ("slow", "timeout"),
+    pytest.param("slow", "timeout", marks=pytest.mark.slow),
     ("huge", "over the limit of 65536 bytes; reading stopped"),
     ("bomb", "decompresses to over the limit"),
     ("loop", "redirect loop"),
@@ -426,6 +426,7 @@ def test_a_server_that_fails_mid_listing_writes_nothing(tmp_path, mode, message)
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_slow_server_times_out():
     result = invoke("mcp", "--server-command", server_command("slow"), "--bind", "a", "--namespace", "n",
                     "--timeout", "2")

@@ -7,28 +7,17 @@ from a3fast.placement import Route, RouteError
 from a3fast.predicates import derive_predicates, parse_predicate, satisfies
 from a3fast.schema import parse_declaration, parse_requirements
 
-ORDER_ANALYST = {"v": "1.0", "agent": {"name": "order-analyst", "namespace": "support"},
-                 "capabilities": [{"name": "order.investigate", "version": 2}, {"name": "case.summarise", "version": 1}],
-                 "clearances": ["orders.read", "customers.read"], "residency": ["eu"],
-                 "model": {"latency_class": "interactive", "cost_ceiling_usd": "0.75"}}
-SUMMARISER = {"v": "1.0", "agent": {"name": "summariser", "namespace": "support"},
-              "capabilities": [{"name": "case.summarise", "version": 1}], "clearances": ["orders.read"],
-              "residency": ["eu"]}
-SECTION_10_REQ = {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}],
-                  "clearances": ["orders.read"], "residency": "eu"}
+from factories import (declaration, fleet_of, section_3_declaration, section_10_requirements,
+                       section_10_summariser)
 
-
-def agent(name, caps=(), clearances=(), namespace="ns", **extra):
-    return {"v": "1.0", "agent": {"name": name, "namespace": namespace},
-            "capabilities": [{"name": n, "version": v} for n, v in caps], "clearances": list(clearances), **extra}
+ORDER_ANALYST = section_3_declaration()
+SUMMARISER = section_10_summariser()
+SECTION_10_REQ = section_10_requirements()
 
 
 @pytest.fixture
 def fleet(engine):
-    f = Fleet(engine=engine)
-    f.add(ORDER_ANALYST)
-    f.add(SUMMARISER)
-    return f
+    return fleet_of(engine, [ORDER_ANALYST, SUMMARISER])
 
 
 # -- §10 worked example ---------------------------------------------------------------------------
@@ -57,35 +46,34 @@ def test_capability_predicate_needs_the_exact_major_version(fleet):
 
 
 def test_clearance_predicate_has_no_hierarchy(engine):
-    f = Fleet(engine=engine)
-    f.add(agent("a", clearances=["refunds.issue"]))
+    f = fleet_of(engine, [declaration("a", clearances=["refunds.issue"])])
     assert not f.place({"clearances": ["orders.read"]}).bound
     assert f.place({"clearances": ["refunds.issue"]}).agent == "a"
 
 
 def test_tool_predicate_needs_a_binding_and_names_are_opaque(engine):
-    f = Fleet(engine=engine)
-    f.add(agent("bound", tools=["mcp:github/create_issue"]))
-    f.add(agent("unbound"))
+    f = fleet_of(engine, [declaration("bound", tools=["mcp:github/create_issue"]), declaration("unbound")])
     p = f.place({"tools": ["mcp:github/create_issue"]})
     assert p.agent == "bound"
     assert p.first_failed() == {"unbound": "tool:mcp:github/create_issue"}
 
 
 def test_residency_predicate_needs_the_label_and_absent_is_not_a_match(engine):
-    f = Fleet(engine=engine)
-    f.add(agent("eu", residency=["eu", "uk"]))
-    # no residency: unconstrained, yet does not *contain* "eu" (docs/design.md, reading 4)
-    f.add(agent("anywhere"))
+    f = fleet_of(engine, [
+        declaration("eu", residency=["eu", "uk"]),
+        # no residency: unconstrained, yet does not *contain* "eu" (docs/design.md, reading 4)
+        declaration("anywhere"),
+    ])
     p = f.place({"residency": "eu"})
     assert p.eligible == ["eu"] and p.first_failed() == {"anywhere": "residency:eu"}
 
 
 def test_latency_class_predicate_needs_equality_and_a_model(engine):
-    f = Fleet(engine=engine)
-    f.add(agent("fast", model={"latency_class": "interactive"}))
-    f.add(agent("slow", model={"latency_class": "batch"}))
-    f.add(agent("nomodel"))
+    f = fleet_of(engine, [
+        declaration("fast", model={"latency_class": "interactive"}),
+        declaration("slow", model={"latency_class": "batch"}),
+        declaration("nomodel"),
+    ])
     p = f.place({"model": {"latency_class": "batch"}})
     assert p.eligible == ["slow"]
     assert p.first_failed() == {"fast": "model.latency_class:batch", "nomodel": "model.latency_class:batch"}
@@ -109,8 +97,7 @@ def test_all_fields_absent_means_every_agent_is_eligible(fleet):
 
 
 def test_first_failed_follows_derivation_order(engine):
-    f = Fleet(engine=engine)
-    f.add(agent("none"))
+    f = fleet_of(engine, [declaration("none")])
     p = f.place({"exclude": ["none"], "agentRef": "x", "model": {"latency_class": "batch"}, "residency": "eu",
                  "tools": ["t"], "clearances": ["a.b"], "capabilities": [{"name": "c.d", "version": 1}]})
     assert p.predicates == ("capability:c.d/1", "clearance:a.b", "tool:t", "residency:eu",
@@ -148,37 +135,32 @@ def test_scores_record_every_component_for_each_eligible_candidate(fleet):
 
 
 def test_cost_prefers_the_cheaper_declared_ceiling(engine):
-    f = Fleet(engine=engine)
-    f.add(agent("cheap", model={"cost_ceiling_usd": "0.10"}))
-    f.add(agent("dear", model={"cost_ceiling_usd": "2.50"}))
-    f.add(agent("unknown"))
+    f = fleet_of(engine, [
+        declaration("cheap", model={"cost_ceiling_usd": "0.10"}),
+        declaration("dear", model={"cost_ceiling_usd": "2.50"}),
+        declaration("unknown"),
+    ])
     p = f.place({})
     assert p.agent == "cheap"
     assert p.scheduling["scores"]["unknown"]["cost"] == 0.0
 
 
 def test_session_affinity_prefers_the_agent_holding_the_session(engine):
-    f = Fleet(engine=engine)
-    f.add(agent("a"))
-    f.add(agent("b"))
+    f = fleet_of(engine, [declaration("a"), declaration("b")])
     f.hold_session("b", "conv-1")
     p = f.place({}, session="conv-1")
     assert p.agent == "b" and p.scheduling["scores"]["b"]["affinity"] == 1.0
 
 
 def test_a_bound_placement_makes_the_agent_hold_its_session(engine):
-    f = Fleet(engine=engine)
-    f.add(agent("a"))
-    f.add(agent("b"))
+    f = fleet_of(engine, [declaration("a"), declaration("b")])
     first = f.place({"session": "conv-9"})
     assert f.holds_session(first.agent, "conv-9")
     assert f.place({"session": "conv-9"}).scheduling["scores"][first.agent]["affinity"] == 1.0
 
 
 def test_success_history_for_the_task_kind_is_learned(engine):
-    f = Fleet(engine=engine)
-    f.add(agent("a", caps=[("x.y", 1)]))
-    f.add(agent("b", caps=[("x.y", 1)]))
+    f = fleet_of(engine, [declaration(name, capabilities=[("x.y", 1)]) for name in ("a", "b")])
     task = {"capabilities": [{"name": "x.y", "version": 1}]}
     assert f.place(task).agent == "a"  # a tie goes to the smaller name
     for _ in range(3):
@@ -192,18 +174,17 @@ def test_success_history_for_the_task_kind_is_learned(engine):
 
 
 def test_unsubstantiated_claims_weigh_less(engine):
-    f = Fleet(engine=engine)
-    f.add(agent("claimed", caps=[("x.y", 1)]))
-    f.add({**agent("zz-evaluated"), "capabilities": [{"name": "x.y", "version": 1, "evaluation": "suite-3"}]})
+    f = fleet_of(engine, [
+        declaration("claimed", capabilities=[("x.y", 1)]),
+        declaration("zz-evaluated", capabilities=[("x.y", 1)], evaluated=["x.y"], evaluation="suite-3"),
+    ])
     p = f.place({"capabilities": [{"name": "x.y", "version": 1}]})
     assert p.agent == "zz-evaluated"
     assert p.scheduling["scores"]["claimed"]["substantiated"] == 0.0
 
 
 def test_ties_break_by_name(engine):
-    f = Fleet(engine=engine)
-    for name in ["c", "a", "b"]:
-        f.add(agent(name))
+    f = fleet_of(engine, [declaration(name) for name in ["c", "a", "b"]])
     assert f.place({}).agent == "a"
 
 
@@ -211,9 +192,7 @@ def test_a_caller_can_pass_its_own_scorer(engine):
     def prefer_long_names(task, agents):
         return [{"total": float(len(a.agent.name)), "length": len(a.agent.name)} for a in agents]
 
-    f = Fleet(engine=engine)
-    for name in ["ab", "abcd", "abc"]:
-        f.add(agent(name))
+    f = fleet_of(engine, [declaration(name) for name in ["ab", "abcd", "abc"]])
     p = f.place({}, scorer=prefer_long_names)
     assert p.agent == "abcd"
     assert p.scheduling["scores"]["abc"] == {"total": 3.0, "length": 3}
@@ -229,9 +208,8 @@ def test_filters_passed_equals_the_derived_predicate_set(fleet):
 
 
 def test_filters_failed_holds_every_ineligible_candidate_once(engine):
-    f = Fleet(engine=engine)
-    for i in range(10):
-        f.add(agent(f"a{i}", caps=[("x.y", 1 + i % 3)], clearances=["r.read"] if i % 2 else []))
+    f = fleet_of(engine, [declaration(f"a{i}", capabilities=[("x.y", 1 + i % 3)],
+                                      clearances=["r.read"] if i % 2 else []) for i in range(10)])
     p = f.place({"capabilities": [{"name": "x.y", "version": 1}], "clearances": ["r.read"]})
     failed = p.scheduling["filters_failed"]
     assert sorted(x["candidate"] for x in failed) == sorted(set(p.candidates) - set(p.eligible))
@@ -263,9 +241,7 @@ def test_rejection_on_an_empty_fleet_still_names_the_predicates(engine):
 
 def test_rejection_reason_names_every_candidate_that_failed_each_predicate(engine):
     """§6: the reason names "the candidates that failed it" — all of them, however many."""
-    f = Fleet(engine=engine)
-    for i in range(25):
-        f.add(agent(f"agent-{i:02d}"))
+    f = fleet_of(engine, [declaration(f"agent-{i:02d}") for i in range(25)])
     reason = f.place({"clearances": ["a.b"]}).rejection["reason"]
     assert reason == ("no eligible agent among 25 candidates: clearance:a.b failed by "
                       + ", ".join(f"agent-{i:02d}" for i in range(25)))
@@ -274,9 +250,7 @@ def test_rejection_reason_names_every_candidate_that_failed_each_predicate(engin
 
 def test_rejection_reason_limit_names_at_most_n_and_counts_the_rest(engine):
     """reason_limit departs from §6 on request: N names per predicate, then a count."""
-    f = Fleet(engine=engine)
-    for i in range(25):
-        f.add(agent(f"agent-{i:02d}"))
+    f = fleet_of(engine, [declaration(f"agent-{i:02d}") for i in range(25)])
     p = f.place({"clearances": ["a.b"]}, reason_limit=10)
     assert p.rejection["reason"].endswith("agent-09 and 15 more")
     assert len(p.rejection["filters_failed"]) == 25  # the lists stay complete
@@ -293,7 +267,7 @@ def test_rejection_reason_is_the_same_on_both_engines():
     fleets = {e: Fleet(engine=e) for e in ("native", "pure")}
     for f in fleets.values():
         for i in range(40):
-            f.add(agent(f"agent-{i:02d}", clearances=["a.b"] if i % 3 else ["c.d"]))
+            f.add(declaration(f"agent-{i:02d}", clearances=["a.b"] if i % 3 else ["c.d"]))
     req = {"clearances": ["a.b", "c.d"]}
     for limit in (None, 3):
         native, pure = (fleets[e].place(req, reason_limit=limit).rejection for e in ("native", "pure"))
@@ -361,14 +335,14 @@ def test_a_placement_keeps_its_record_after_the_fleet_changes(fleet):
     p = fleet.place(SECTION_10_REQ)
     before = p.scheduling_json()
     fleet.remove("summariser")
-    fleet.add(agent("newcomer"))
+    fleet.add(declaration("newcomer"))
     assert orjson.loads(p.scheduling_json())["candidates"] == orjson.loads(before)["candidates"]
 
 
 def test_extend_parses_everything_before_adding_anything(engine):
     f = Fleet(engine=engine)
     with pytest.raises(SchemaError):
-        f.extend([agent("ok"), {"v": "1.0"}])
+        f.extend([declaration("ok"), {"v": "1.0"}])
     assert len(f) == 0
 
 

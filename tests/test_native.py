@@ -11,8 +11,10 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from pyroaring import BitMap
 
-from a3fast import Fleet, _pure
+from a3fast import _pure
 from a3fast.engines import NATIVE_AVAILABLE
+
+from factories import declaration, fleet_of
 
 if NATIVE_AVAILABLE:
     from a3fast import _core
@@ -235,12 +237,10 @@ def test_bad_arguments_change_nothing():
 
 # -- scores: same operations, same order, same bits ------------------------------------------------------
 
-def agent(name: str, ceiling: str | None = None, evaluated: bool = False) -> dict:
-    cap = {"name": "order.investigate", "version": 2, **({"evaluation": "probe:1"} if evaluated else {})}
-    doc = {"v": "1.0", "agent": {"name": name, "namespace": "ns"}, "capabilities": [cap], "clearances": []}
-    if ceiling is not None:
-        doc["model"] = {"cost_ceiling_usd": ceiling}
-    return doc
+def investigator(name: str, cost: str | None = None, evaluated: bool = False) -> dict:
+    """An agent that declares order.investigate/2 (substantiated when `evaluated`) at `cost`."""
+    return declaration(name, capabilities=[("order.investigate", 2)], evaluation="probe:1",
+                       evaluated=["order.investigate"] if evaluated else [], cost=cost)
 
 
 TASK = {"capabilities": [{"name": "order.investigate", "version": 2}], "session": "s"}
@@ -249,9 +249,9 @@ TASK = {"capabilities": [{"name": "order.investigate", "version": 2}], "session"
 def test_totals_repeat_the_pure_engines_operation_order():
     # ((0.4*1 + 0.3*sr) + 0.2*c) + 0.1*e differs in its last bit from 0.4*1 + (0.3*sr + 0.2*c) + ...
     # for these components (0.8818181818181817 against ...818): a kernel that reassociated the sum would be caught here.
-    fleets = {engine: Fleet(engine=engine) for engine in ("native", "pure")}
+    agents = [investigator("x", "0.1", True), investigator("y", "2.5"), investigator("w", "0.333", True)]
+    fleets = {engine: fleet_of(engine, agents, batch=True) for engine in ("native", "pure")}
     for fleet in fleets.values():
-        fleet.extend([agent("x", "0.1", True), agent("y", "2.5"), agent("w", "0.333", True)])
         for name in ("x", "y", "w"):
             fleet.hold_session(name, "s")
         fleet.record_outcome("x", TASK, True)
@@ -266,8 +266,7 @@ def test_ties_go_to_the_smallest_name_in_code_point_order():
     # U+FF5A sorts before U+1F600 by code point (and in UTF-8), after it in UTF-16
     names = ["\U0001F600", "\uff5a", "\uff5a\U0001F600", "zz"]
     for engine in ("native", "pure"):
-        fleet = Fleet(engine=engine)
-        fleet.extend([agent(n, "1") for n in names])
+        fleet = fleet_of(engine, [investigator(n, "1") for n in names], batch=True)
         assert fleet.place(TASK).agent == "zz"
         fleet.remove("zz")
         assert fleet.place(TASK).agent == "\uff5a"
@@ -296,8 +295,8 @@ def test_json_bytes_escape_names_as_json_requires():
 
 @pytest.mark.parametrize("w", [(0.1, 0.2, 0.3, 1e-300), (1 / 3, 1 / 7, 1e17, 2.0**-1074), (1e308, 1e308, 1e308, 1e308)])
 def test_json_floats_are_written_in_shortest_round_trip_form(w):
-    fleet = Fleet(engine="native", weights=w)
-    fleet.extend([agent(f"a{i}", ceiling, i % 2 == 0) for i, ceiling in enumerate(["0.1", "0.7", "3", "0.333", None])])
+    fleet = fleet_of("native", [investigator(f"a{i}", cost, i % 2 == 0)
+                                for i, cost in enumerate(["0.1", "0.7", "3", "0.333", None])], batch=True, weights=w)
     p = fleet.place(TASK)
     text = p.scheduling_json()
     parsed = orjson.loads(text)

@@ -5,9 +5,10 @@ test can kill and why.
 """
 import pytest
 
-from a3fast import Fleet
 from a3fast.placement import Route, RouteError
 from a3fast.schema import parse_requirements
+
+from factories import declaration, fleet_of
 
 TASK = {"capabilities": [{"name": "a.b", "version": 1}], "clearances": ["c.d"], "tools": ["t1"],
         "exclude": ["x"], "model": {"latency_class": "batch"}}
@@ -61,8 +62,7 @@ def test_a_refused_route_says_why():
 
 
 def test_a_placement_describes_itself_by_its_decision(engine):
-    fleet = Fleet(engine=engine)
-    fleet.add({"v": "1.0", "agent": {"name": "a", "namespace": "ns"}, "capabilities": [], "clearances": []})
+    fleet = fleet_of(engine, [declaration("a")])
     bound, unbound = fleet.place({}), fleet.place({"clearances": ["c.d"]})
     assert repr(bound) == f"<Placement bound to 'a': 0 predicates, engine {engine}>"
     assert repr(unbound) == f"<Placement unschedulable: 1 predicates, engine {engine}>"
@@ -71,9 +71,7 @@ def test_a_placement_describes_itself_by_its_decision(engine):
 
 
 def test_a_placement_keeps_what_was_submitted_apart_from_what_a_route_added(engine):
-    fleet = Fleet(engine=engine)
-    fleet.add({"v": "1.0", "agent": {"name": "a", "namespace": "ns"}, "capabilities": [], "clearances": [],
-               "residency": ["eu"]})
+    fleet = fleet_of(engine, [declaration("a", residency=["eu"])])
     p = fleet.place({}, route=Route("eu", {"residency": "eu"}))
     assert p.submitted.predicates == () and p.predicates == ("residency:eu",) and p.seq is None
     assert "a" in p._repr_html_() and "1" in fleet._repr_html_()

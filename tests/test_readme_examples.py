@@ -147,6 +147,7 @@ def _json_values(text: str) -> list:
 SERVED = "localhost:8421"
 
 
+@pytest.mark.slow
 def test_readme_shell_examples_run_and_print_what_they_show(tmp_path):
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     write_python_example_inputs(tmp_path)

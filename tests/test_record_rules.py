@@ -17,42 +17,22 @@ from a3fast.record.compact import KEY, CompactError, Decoder, Encoder, Snapshots
 from a3fast.record.compact_read import CompactFailed, CompactScored
 from a3fast.record.read import (ABSENT, BOUND_RECORD, NAME, ParsedDocuments, RecordedPlacement, SpecFailed,
                                read_scheduling, read_typed)
-from a3fast.record.write import placement_records, timings
+from a3fast.record.write import timings
 from a3fast.verify import verify, verify_bytes
+
+from factories import compact_records, declaration, fleet_of, spec_records
 
 REQ = {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}]}
 
 
-def declaration(name, version=2, residency="eu"):
-    return {"v": "1.0", "agent": {"name": name, "namespace": "support"},
-            "capabilities": [{"name": "order.investigate", "version": version}],
-            "clearances": ["orders.read"], "residency": [residency]}
+def investigator(name, version=2, residency="eu"):
+    """An agent of the support namespace that declares order.investigate at `version`."""
+    return declaration(name, namespace="support", capabilities=[("order.investigate", version)],
+                       clearances=["orders.read"], residency=[residency])
 
 
-def fleet_of(engine, *names, version=2):
-    fleet = Fleet(engine=engine)
-    for name in names:
-        fleet.add(declaration(name, version))
-    return fleet
-
-
-def spec_records(placements, seq=1):
-    out = []
-    for p in placements:
-        for kind, content in placement_records(p):
-            out.append({"seq": seq, "kind": kind, "content": orjson.loads(content)})
-            seq += 1
-    return out
-
-
-def compact_records(placements, encoder=None, seq=1):
-    encoder = encoder or Encoder()
-    out = []
-    for p in placements:
-        for kind, content in encoder.encode_placement(seq, p):
-            out.append({"seq": seq, "kind": kind, "content": orjson.loads(content)})
-            seq += 1
-    return out
+def investigators(engine, *names, version=2):
+    return fleet_of(engine, [investigator(name, version) for name in names])
 
 
 def as_text(records):
@@ -62,8 +42,8 @@ def as_text(records):
 # -- record.write ---------------------------------------------------------------------------------
 
 def test_a_resumed_placement_records_the_sizes_of_the_lists_it_cites(engine):
-    fleet = fleet_of(engine, "a", "b", "c")
-    fleet.add(declaration("old", version=1))
+    fleet = investigators(engine, "a", "b", "c")
+    fleet.add(investigator("old", version=1))
     first = fleet.place(REQ)
     scheduling = first.scheduling
     resumed = fleet.resume(first, seq=3).scheduling
@@ -87,13 +67,13 @@ def test_a_resumed_placement_records_the_sizes_of_the_lists_it_cites(engine):
 
 def test_a_rejection_reason_names_every_failed_predicate_with_the_candidates_that_failed_it(
         engine, names, reason_limit, reason):
-    fleet = fleet_of(engine, *names, version=1)
+    fleet = investigators(engine, *names, version=1)
     assert fleet.place(REQ, reason_limit=reason_limit).rejection["reason"] == reason
 
 
 def test_a_rejection_reason_lists_only_the_predicates_someone_failed_each_in_turn(engine):
-    fleet = fleet_of(engine, "a", version=1)
-    fleet.add(declaration("b", residency="us"))
+    fleet = investigators(engine, "a", version=1)
+    fleet.add(investigator("b", residency="us"))
     p = fleet.place(dict(REQ, clearances=["orders.read"], residency="eu"))
     assert p.rejection["reason"] == ("no eligible agent among 2 candidates: capability:order.investigate/2 "
                                      "failed by a; residency:eu failed by b")
@@ -134,7 +114,7 @@ def test_decided_at_is_in_utc_whatever_the_local_time_zone(monkeypatch):
 
 
 def test_a_resumed_placement_says_resumed_inside_scheduling(engine):
-    fleet = fleet_of(engine, "a")
+    fleet = investigators(engine, "a")
     assert fleet.resume(fleet.place(REQ), seq=3).scheduling["resumed"] is True
 
 
@@ -192,7 +172,7 @@ def test_a_placement_without_filters_failed_gives_no_failed_predicate_for_anyone
 @pytest.fixture
 def placed(engine):
     """A valid trace of one placement on agent "a" (of "a" and "b")."""
-    return spec_records([fleet_of(engine, "a", "b").place(REQ)])
+    return spec_records([investigators(engine, "a", "b").place(REQ)])
 
 
 def as_lines(records):
@@ -342,11 +322,9 @@ def _entry(candidate, predicate):
 def three_compact_records():
     """A compact trace whose placements carry each kind of fleet member: a snapshot of names (seq 3),
     a snapshot based on it (seq 6), and a rejection citing that one by seq (seq 8)."""
-    fleet = Fleet()
-    for name in ("a", "b"):
-        fleet.add(declaration(name))
+    fleet = investigators(None, "a", "b")
     first = fleet.place(REQ)
-    fleet.add(declaration("c"))
+    fleet.add(investigator("c"))
     return compact_records([first, fleet.place(REQ), fleet.place({"capabilities": [{"name": "x.y", "version": 1}]})])
 
 
@@ -474,9 +452,7 @@ def test_decode_content_names_an_argument_of_the_wrong_type(seq, kind, message):
 # -- the compact writer ---------------------------------------------------------------------------
 
 def test_a_route_is_on_record_in_the_compact_form_of_bound_and_rejected_placements(engine):
-    fleet = Fleet(engine=engine)
-    fleet.add(declaration("in-eu", residency="eu"))
-    fleet.add(declaration("in-us", residency="us"))
+    fleet = fleet_of(engine, [investigator("in-eu", residency="eu"), investigator("in-us", residency="us")])
     bound = fleet.place(REQ, route=Route("eu-only", {"residency": "eu"}))
     rejected = fleet.place(REQ, route=Route("nowhere", {"residency": "mars"}))
     assert bound.bound and not rejected.bound
@@ -495,7 +471,7 @@ def test_a_rejection_by_an_empty_fleet_has_a_compact_form_that_decodes_to_its_sp
 
 def test_an_empty_id_set_is_written_as_the_empty_string(engine):
     # docs/compact-format.md: "" stands for the empty set, so a list no candidate failed costs nothing.
-    fleet = fleet_of(engine, "a", "b")
+    fleet = investigators(engine, "a", "b")
     p = fleet.place(dict(REQ, clearances=["orders.read"], residency="eu"))
     member = compact_records([p])[2]["content"][KEY]
     assert member["failed"] == ["", "", ""]
@@ -503,7 +479,7 @@ def test_an_empty_id_set_is_written_as_the_empty_string(engine):
 
 def test_placements_from_another_fleet_get_a_snapshot_of_their_own(engine):
     # Two fleets built alike are at the same generation; only the index tells them apart.
-    one, other = fleet_of(engine, "a1", "a2"), fleet_of(engine, "b1", "b2")
+    one, other = investigators(engine, "a1", "a2"), investigators(engine, "b1", "b2")
     assert one.generation == other.generation
     placements = [one.place(REQ), other.place(REQ)]
     compact = compact_records(placements)
@@ -512,7 +488,7 @@ def test_placements_from_another_fleet_get_a_snapshot_of_their_own(engine):
 
 
 def test_custom_scores_with_differing_components_have_no_compact_form(engine):
-    fleet = fleet_of(engine, "a", "b")
+    fleet = investigators(engine, "a", "b")
     p = fleet.place(REQ, scorer=lambda task, agents: [{"total": 1.0, "x": 1}, {"total": 0.5, "y": 2}][:len(agents)])
     with pytest.raises(CompactError) as refused:
         Encoder().encode_placement(1, p)
@@ -540,7 +516,7 @@ def test_values_beyond_orjson_are_the_same_json_only_when_written_alike(a, b):
 # -- the compact decoder --------------------------------------------------------------------------
 
 def compact_trace(engine):
-    fleet = fleet_of(engine, "a", "b", "c")
+    fleet = investigators(engine, "a", "b", "c")
     return compact_records([fleet.place(REQ), fleet.place(REQ)])
 
 
@@ -602,7 +578,7 @@ def test_compact_scores_hold_only_agent_names():
 
 
 def test_a_snapshot_written_in_a_compact_rejection_serves_the_placements_after_it(engine):
-    fleet = fleet_of(engine, "a", "b", "c")
+    fleet = investigators(engine, "a", "b", "c")
     placements = [fleet.place(dict(REQ, tools=["x"])), fleet.place(REQ)]
     compact = compact_records(placements)
     assert isinstance(compact[1]["content"][KEY]["fleet"], dict)
@@ -635,7 +611,7 @@ def encoded(records):
 
 
 def test_a_spec_trace_of_placements_encodes_wholly_to_compact_form_and_writes_its_snapshot_once(engine):
-    fleet = fleet_of(engine, "a", "b", "c")
+    fleet = investigators(engine, "a", "b", "c")
     for placements in ([fleet.place(REQ), fleet.place(dict(REQ, tools=["x"])), fleet.place(REQ)],
                        [fleet.place(dict(REQ, tools=["x"])), fleet.place(REQ), fleet.place(REQ)]):
         spec = spec_records(placements)

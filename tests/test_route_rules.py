@@ -9,24 +9,19 @@ import orjson
 import pytest
 
 import a3fast
-from a3fast import Fleet, Route
+from a3fast import Route
 from a3fast.record.compact import KEY, encode_trace
 from a3fast.verify import verify, verify_bytes
+
+from factories import declaration, fleet_of
 
 REQ = {"v": "1.0", "clearances": ["orders.read"]}
 
 
-def agent(name, residency):
-    return {"v": "1.0", "agent": {"name": name, "namespace": "support"}, "capabilities": [],
-            "clearances": ["orders.read"], "residency": [residency]}
-
-
 @pytest.fixture
 def fleet(engine):
-    f = Fleet(engine=engine)
-    f.add(agent("in-eu", "eu"))
-    f.add(agent("in-us", "us"))
-    return f
+    return fleet_of(engine, [declaration(f"in-{label}", namespace="support", clearances=["orders.read"],
+                                         residency=[label]) for label in ("eu", "us")])
 
 
 def trace_of(p, req) -> list[dict]:

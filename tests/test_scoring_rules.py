@@ -15,18 +15,9 @@ from hypothesis import given, settings, strategies as st
 import a3fast
 from a3fast import Fleet
 
+from factories import declaration, fleet_of
 from oracle import FleetModel, bits
 from strategies import NAMES, SESSIONS, declarations, requirements
-
-
-def agent(name, caps=(), ceiling=None, evaluated=()):
-    doc = {"v": "1.0", "agent": {"name": name, "namespace": "ns"},
-           "capabilities": [{"name": n, "version": v, **({"evaluation": "probe"} if n in evaluated else {})}
-                            for n, v in caps],
-           "clearances": []}
-    if ceiling is not None:
-        doc["model"] = {"cost_ceiling_usd": ceiling}
-    return doc
 
 
 def scores_of(p) -> dict:
@@ -34,9 +25,7 @@ def scores_of(p) -> dict:
 
 
 def test_affinity_drops_after_the_session_is_released(engine):
-    fleet = Fleet(engine=engine)
-    for name in ("a", "b"):
-        fleet.add(agent(name))
+    fleet = fleet_of(engine, [declaration(name) for name in ("a", "b")])
     fleet.hold_session("b", "s1")
     held = fleet.place({}, session="s1", remember_session=False)
     assert held.agent == "b" and scores_of(held)["b"]["affinity"] == 1.0
@@ -50,7 +39,7 @@ def test_affinity_drops_after_the_session_is_released(engine):
 def test_releasing_one_agents_session_leaves_the_others_affinity(engine):
     fleet = Fleet(engine=engine)
     for name in ("a", "b", "c"):
-        fleet.add(agent(name))
+        fleet.add(declaration(name))
         fleet.hold_session(name, "s1")
     fleet.release_session("a", "s1")
     scores = scores_of(fleet.place({}, session="s1", remember_session=False))
@@ -58,9 +47,7 @@ def test_releasing_one_agents_session_leaves_the_others_affinity(engine):
 
 
 def test_a_bound_placement_with_a_session_makes_the_winner_hold_it(engine):
-    fleet = Fleet(engine=engine)
-    fleet.add(agent("a", ceiling="1"))
-    fleet.add(agent("b", ceiling="0"))
+    fleet = fleet_of(engine, [declaration("a", cost="1"), declaration("b", cost="0")])
     first = fleet.place({"session": "s1"})
     assert first.agent == "b" and scores_of(first)["b"]["affinity"] == 0.0
     assert fleet.holds_session("b", "s1") and not fleet.holds_session("a", "s1")
@@ -68,21 +55,18 @@ def test_a_bound_placement_with_a_session_makes_the_winner_hold_it(engine):
 
 
 def test_a_removed_agent_takes_its_sessions_and_a_replaced_one_keeps_them(engine):
-    fleet = Fleet(engine=engine)
-    fleet.add(agent("a"))
-    fleet.add(agent("b"))
+    fleet = fleet_of(engine, [declaration("a"), declaration("b")])
     fleet.hold_session("a", "s1")
     fleet.hold_session("b", "s1")
-    fleet.add(agent("a", ceiling="2"))        # replaced
+    fleet.add(declaration("a", cost="2"))    # replaced
     fleet.remove("b")
-    fleet.add(agent("b"))                     # a new agent under the old name
+    fleet.add(declaration("b"))              # a new agent under the old name
     scores = scores_of(fleet.place({}, session="s1", remember_session=False))
     assert scores["a"]["affinity"] == 1.0 and scores["b"]["affinity"] == 0.0
 
 
 def test_success_rate_is_laplace_smoothed_per_task_kind(engine):
-    fleet = Fleet(engine=engine)
-    fleet.add(agent("a", caps=[("x.y", 1)]))
+    fleet = fleet_of(engine, [declaration("a", capabilities=[("x.y", 1)])])
     task = {"capabilities": [{"name": "x.y", "version": 1}]}
     for success in (True, True, False):
         fleet.record_outcome("a", task, success)
@@ -93,21 +77,21 @@ def test_success_rate_is_laplace_smoothed_per_task_kind(engine):
 
 
 def test_cost_and_substantiated_components(engine):
-    fleet = Fleet(engine=engine)
-    fleet.add(agent("a", caps=[("x.y", 1), ("x.z", 1)], ceiling="0.25", evaluated=["x.y"]))
+    fleet = fleet_of(engine, [
+        declaration("a", capabilities=[("x.y", 1), ("x.z", 1)], cost="0.25", evaluated=["x.y"]),
+    ])
     task = {"capabilities": [{"name": "x.y", "version": 1}, {"name": "x.z", "version": 1}]}
     entry = scores_of(fleet.place(task))["a"]
     assert entry["cost"] == 1 / 1.25 and entry["substantiated"] == 0.5
     assert entry["total"] == ((0.4 * 0.0 + 0.3 * 0.5) + 0.2 * (1 / 1.25)) + 0.1 * 0.5
-    fleet.add(agent("b"))
+    fleet.add(declaration("b"))
     assert scores_of(fleet.place({}))["b"] == {"total": 0.3 * 0.5 + 0.1, "affinity": 0.0,
                                                "success_rate": 0.5, "cost": 0.0, "substantiated": 1.0}
 
 
 def test_ties_go_to_the_smaller_name(engine):
-    fleet = Fleet(engine=engine)
-    for name in ("b", "\U0001F600", "a", "\uff5a"):   # joined out of name order
-        fleet.add(agent(name))
+    # joined out of name order
+    fleet = fleet_of(engine, [declaration(name) for name in ("b", "\U0001F600", "a", "\uff5a")])
     assert fleet.place({}).agent == "a"
     fleet.remove("a")
     assert fleet.place({}).agent == "b"
@@ -183,16 +167,13 @@ def constant_scorer(total):
 
 @pytest.mark.parametrize("total", [float("nan"), None, "0.5", True], ids=["nan", "null", "string", "bool"])
 def test_a_custom_scorer_without_a_numeric_total_is_refused(engine, total):
-    fleet = Fleet(engine=engine, scorer=constant_scorer(total))
-    fleet.add(agent("a"))
+    fleet = fleet_of(engine, [declaration("a")], scorer=constant_scorer(total))
     with pytest.raises(a3fast.A3Error, match="'a'.*total"):
         fleet.place({})
 
 
 def test_a_custom_scorer_with_a_nan_total_is_refused_when_passed_to_place(engine):
-    fleet = Fleet(engine=engine)
-    fleet.add(agent("a"))
-    fleet.add(agent("b"))
+    fleet = fleet_of(engine, [declaration("a"), declaration("b")])
     with pytest.raises(a3fast.A3Error):
         fleet.place({}, scorer=lambda task, agents: [{"total": 1.0}, {"total": math.nan}][:len(agents)])
 
@@ -200,8 +181,8 @@ def test_a_custom_scorer_with_a_nan_total_is_refused_when_passed_to_place(engine
 def test_a_custom_scorers_entries_are_recorded_as_given(engine):
     fleet = Fleet(engine=engine, scorer=lambda task, agents: [
         {"total": 2.0 if d.agent.name == "b" else 1.0, "why": d.agent.name} for d in agents])
-    fleet.add(agent("a"))
-    fleet.add(agent("b"))
+    fleet.add(declaration("a"))
+    fleet.add(declaration("b"))
     p = fleet.place({})
     assert p.agent == "b"
     assert p.scheduling["scores"] == {"a": {"total": 1.0, "why": "a"}, "b": {"total": 2.0, "why": "b"}}
@@ -209,15 +190,12 @@ def test_a_custom_scorers_entries_are_recorded_as_given(engine):
 
 @pytest.mark.parametrize("total", [math.inf, -math.inf], ids=["inf", "-inf"])
 def test_a_custom_scorer_with_an_infinite_total_is_refused(engine, total):
-    fleet = Fleet(engine=engine, scorer=constant_scorer(total))
-    fleet.add(agent("a"))
+    fleet = fleet_of(engine, [declaration("a")], scorer=constant_scorer(total))
     with pytest.raises(a3fast.A3Error):
         fleet.place({})
 
 
 def test_a_custom_scorer_must_score_every_eligible_agent_once(engine):
-    fleet = Fleet(engine=engine, scorer=lambda task, agents: [{"total": 1.0}])
-    fleet.add(agent("a"))
-    fleet.add(agent("b"))
+    fleet = fleet_of(engine, [declaration("a"), declaration("b")], scorer=lambda task, agents: [{"total": 1.0}])
     with pytest.raises(a3fast.A3Error, match="1 scores for 2 eligible agents"):
         fleet.place({})

@@ -55,6 +55,7 @@ def _placements(server: Server) -> list[bytes]:
     return out
 
 
+@pytest.mark.slow
 def test_serve_with_shards_answers_the_section_10_example_as_a_plain_server(tmp_path):
     plain = Server()
     sharded = Server(*SHARDED, "--state", str(tmp_path / "s"))
@@ -80,6 +81,7 @@ def test_serve_with_shards_answers_the_section_10_example_as_a_plain_server(tmp_
         assert sharded.stop() == 0
 
 
+@pytest.mark.slow
 def test_serve_with_shards_keeps_every_acknowledged_change_after_kill_9(tmp_path):
     state, plain_state = str(tmp_path / "s"), str(tmp_path / "plain")
     sharded = Server(*SHARDED, "--state", state)
@@ -107,6 +109,7 @@ def test_serve_with_shards_keeps_every_acknowledged_change_after_kill_9(tmp_path
         assert plain.stop() == 0
 
 
+@pytest.mark.slow
 def test_a_shard_down_during_a_request_answers_503_naming_it_and_records_nothing(tmp_path):
     from starlette.testclient import TestClient
 

@@ -138,6 +138,7 @@ def test_an_unchanged_card_costs_a_304_and_no_journal_entry(cards, tmp_path):
         assert server.stop() == 0
 
 
+@pytest.mark.slow
 def test_a_changed_card_changes_the_agent_durably(cards, tmp_path):
     state = tmp_path / "state"
     CardHandler.cards["planner"] = card("plan-trip")
@@ -200,6 +201,7 @@ def test_a_removed_card_removes_its_agent_after_the_misses(cards, tmp_path):
         assert server.stop() == 0
 
 
+@pytest.mark.slow
 def test_a_card_gone_while_the_service_was_down_is_still_removed(cards, tmp_path):
     state = tmp_path / "state"
     CardHandler.cards["retired"] = card("plan-trip")

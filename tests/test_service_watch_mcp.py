@@ -101,6 +101,7 @@ def watching(state: Path, url: str) -> Server:
     return Server("--state", str(state), "--watch-mcp", f"ops={url}", "--watch-interval", INTERVAL)
 
 
+@pytest.mark.slow
 def test_a_watched_servers_tools_appear_change_and_go_as_import_mcp_binds_them(mcp_server, tmp_path):
     server = watching(tmp_path / "state", mcp_server.url)
     try:
@@ -159,6 +160,7 @@ def test_an_agent_not_in_the_fleet_is_reported_and_waited_for(mcp_server, tmp_pa
         assert server.stop() == 0
 
 
+@pytest.mark.slow
 def test_a_restart_with_the_same_state_keeps_the_tools_and_still_removes_a_gone_one(mcp_server, tmp_path):
     state = tmp_path / "state"
     server = watching(state, mcp_server.url)

@@ -122,6 +122,17 @@ def test_the_library_never_imports_its_benchmarks():
     trees = modules()
     known = set(trees)
     for name, tree in trees.items():
-        if name.startswith("a3fast.bench") or name == "a3fast.cli.bench":
+        if name.startswith("a3fast.bench") or name == "a3fast.cli.bench_cmd":
             continue
         assert not {m for m in imports(name, tree, known) if m.startswith("a3fast.bench")}, name
+
+
+def test_every_command_module_ends_in_cmd_and_the_helpers_do_not():
+    """Each module a subcommand lives in is named `NAME_cmd`; what they share is plainly named."""
+    from a3fast.cli import COMMANDS
+
+    cli = Path(a3fast.__file__).parent / "cli"
+    commands = {target.split(":")[0] for target in COMMANDS.values()}
+    assert all(name.endswith("_cmd") for name in commands), sorted(commands)
+    modules = {p.stem for p in cli.glob("*.py")} - {"__init__"}
+    assert modules - commands == {"common", "fleet_input", "trace_input"}

@@ -38,10 +38,12 @@ def mypy(cache_dir: Path, *args: str) -> None:
     assert run.returncode == 0, f"mypy {' '.join(args)} reported:\n{report}"
 
 
+@pytest.mark.slow
 def test_the_package_type_checks(cache_dir: Path) -> None:
     mypy(cache_dir)  # the files and settings of [tool.mypy]: src/a3fast, check_untyped_defs
 
 
+@pytest.mark.slow
 def test_a_script_using_the_readme_api_type_checks_strictly(cache_dir: Path) -> None:
     mypy(cache_dir, "--strict", str(README_SCRIPT.relative_to(ROOT)))
 

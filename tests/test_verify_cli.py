@@ -11,14 +11,11 @@ from click.testing import CliRunner
 
 from a3fast.cli import main
 
-REQ = {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}],
-       "clearances": ["orders.read"], "residency": "eu"}
-ANALYST = {"v": "1.0", "agent": {"name": "order-analyst", "namespace": "support"},
-           "capabilities": [{"name": "order.investigate", "version": 2}],
-           "clearances": ["orders.read", "customers.read"], "residency": ["eu"]}
-SUMMARISER = {"v": "1.0", "agent": {"name": "summariser", "namespace": "support"},
-              "capabilities": [{"name": "case.summarise", "version": 1}], "clearances": ["orders.read"],
-              "residency": ["eu"]}
+from factories import section_10_order_analyst, section_10_requirements, section_10_summariser
+
+REQ = section_10_requirements()
+ANALYST = section_10_order_analyst()
+SUMMARISER = section_10_summariser()
 
 
 def run(*args, input=None):

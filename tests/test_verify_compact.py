@@ -9,16 +9,10 @@ import numpy as np
 import orjson
 import pytest
 
-from a3fast import Fleet
 from a3fast.record.compact import KEY, encode_trace
-from a3fast.record.write import placement_records
 from a3fast.verify import verify, verify_bytes
 
-
-def declaration(name, capability_version=2):
-    return {"v": "1.0", "agent": {"name": name, "namespace": "support"},
-            "capabilities": [{"name": "order.investigate", "version": capability_version}],
-            "clearances": ["orders.read"], "residency": ["eu"]}
+from factories import declaration, fleet_of, spec_records
 
 
 REQ = {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}], "clearances": ["orders.read"]}
@@ -26,14 +20,11 @@ REQ = {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}]
 
 @pytest.fixture
 def spec_trace(engine):
-    fleet = Fleet(engine=engine)
-    for i in range(40):
-        fleet.add(declaration(f"agent-{i:02d}", 2 if i % 3 else 1))
-    records, seq = [], 1
-    for _ in range(3):
-        for kind, content in placement_records(fleet.place(REQ)):
-            records.append({"seq": seq, "kind": kind, "content": orjson.loads(content)})
-            seq += 1
+    fleet = fleet_of(engine, [declaration(f"agent-{i:02d}", namespace="support",
+                                          capabilities=[("order.investigate", 2 if i % 3 else 1)],
+                                          clearances=["orders.read"], residency=["eu"]) for i in range(40)])
+    records = spec_records([fleet.place(REQ) for _ in range(3)])
+    seq = len(records) + 1
     records.append({"seq": seq, "kind": "task.submitted", "content": {"requirements": dict(REQ, tools=["x"])}})
     rejected = fleet.place(dict(REQ, tools=["x"]))
     assert not rejected.bound

@@ -4,25 +4,19 @@ import copy
 import orjson
 
 import a3fast
-from a3fast import Fleet
-from a3fast.record.write import placement_records
 from a3fast.verify import is_valid, verify
 
-DECL = {"v": "1.0", "agent": {"name": "order-analyst", "namespace": "support"},
-        "capabilities": [{"name": "order.investigate", "version": 2}],
-        "clearances": ["orders.read", "customers.read"], "residency": ["eu"]}
-REQ = {"capabilities": [{"name": "order.investigate", "version": 2}]}
+from factories import fleet_of, requirements, section_10_order_analyst, spec_records
+
+DECL = section_10_order_analyst()
+REQ = requirements(capabilities=[("order.investigate", 2)], v=None)
 
 
 def trace_with_envelope(engine, envelope):
-    fleet = Fleet(engine=engine)
-    fleet.add(DECL)
-    records = []
-    for seq, (kind, content) in enumerate(placement_records(fleet.place(REQ)), 1):
-        content = orjson.loads(content)
-        if kind == "task.admitted" and envelope is not None:
-            content["authority_envelope"] = envelope
-        records.append({"seq": seq, "kind": kind, "content": content})
+    records = spec_records([fleet_of(engine, [DECL]).place(REQ)])
+    for record in records:
+        if record["kind"] == "task.admitted" and envelope is not None:
+            record["content"]["authority_envelope"] = envelope
     return records
 
 

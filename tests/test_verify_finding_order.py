@@ -7,11 +7,10 @@ import orjson
 
 from a3fast.verify import verify, verify_bytes
 
-REQUIREMENTS = {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}],
-                "clearances": ["orders.read"], "residency": "eu"}
-DECLARATION = {"v": "1.0", "agent": {"name": "order-analyst", "namespace": "support"},
-               "capabilities": [{"name": "order.investigate", "version": 2}],
-               "clearances": ["orders.read", "customers.read"], "residency": ["eu"]}
+from factories import section_10_order_analyst, section_10_requirements
+
+REQUIREMENTS = section_10_requirements()
+DECLARATION = section_10_order_analyst()
 
 
 def test_an_envelope_warning_comes_before_the_next_placements_findings_in_both_readings():

@@ -12,11 +12,13 @@ import orjson
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from a3fast import Fleet, Route
+from a3fast import Route
 from a3fast.conformance import load_vectors
 from a3fast.record.write import placement_records
 from a3fast.trace import TraceWriter
 from a3fast.verify import Finding, verify, verify_bytes
+
+from factories import declaration, fleet_of
 
 VECTORS = Path(__file__).parents[1] / "vectors"
 SEEDS = [v.trace for v in load_vectors(VECTORS) if isinstance(v.trace, list) and v.valid]
@@ -166,9 +168,9 @@ CLEARANCES = ["orders.read", "refunds.issue", "customers.read"]
 def fleets_and_requirements(draw):
     fleet = []
     for i in range(draw(st.integers(1, 6))):
-        doc = {"v": "1.0", "agent": {"name": f"agent-{i}", "namespace": "ns"},
-               "capabilities": [{"name": n, "version": v} for n, v in draw(st.lists(st.sampled_from(CAPS), max_size=3, unique=True))],
-               "clearances": draw(st.lists(st.sampled_from(CLEARANCES), max_size=3, unique=True))}
+        capabilities = draw(st.lists(st.sampled_from(CAPS), max_size=3, unique=True))
+        doc = declaration(f"agent-{i}", capabilities=capabilities,
+                          clearances=draw(st.lists(st.sampled_from(CLEARANCES), max_size=3, unique=True)))
         if draw(st.booleans()):
             doc["residency"] = draw(st.lists(st.sampled_from(["eu", "us"]), max_size=2, unique=True))
         if draw(st.booleans()):
@@ -194,9 +196,7 @@ def fleets_and_requirements(draw):
 @given(fleets_and_requirements(), st.booleans())
 def test_placements_recorded_by_the_fleet_verify_clean(engine, case, resume):
     fleet_docs, requirements = case
-    fleet = Fleet(engine=engine)
-    for doc in fleet_docs:
-        fleet.add(doc)
+    fleet = fleet_of(engine, fleet_docs)
     placement = fleet.place(requirements)
     records = list(placement_records(placement))
     if resume and placement.bound:
@@ -213,9 +213,7 @@ def test_placements_recorded_by_the_fleet_verify_clean(engine, case, resume):
 @given(fleets_and_requirements())
 def test_placements_through_a_route_verify_clean(engine, case):
     fleet_docs, requirements = case
-    fleet = Fleet(engine=engine)
-    for doc in fleet_docs:
-        fleet.add(doc)
+    fleet = fleet_of(engine, fleet_docs)
     route = Route("needs-crm", {"tools": ["crm.lookup"]})
     placement = fleet.place(requirements, route=route)
     out = io.BytesIO()

@@ -11,17 +11,11 @@ import pytest
 
 from a3fast.verify import ERROR_CODES, Finding, is_valid, verify
 
-REQ = {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}],
-       "clearances": ["orders.read"], "residency": "eu"}
+# declaration(name?, namespace?, **members): §10's order-analyst with the members a test changes
+from factories import section_10_order_analyst as declaration, section_10_requirements
+
+REQ = section_10_requirements()
 P = ["capability:order.investigate/2", "clearance:orders.read", "residency:eu"]
-
-
-def declaration(name="order-analyst", namespace="support", **fields):
-    doc = {"v": "1.0", "agent": {"name": name, "namespace": namespace},
-           "capabilities": [{"name": "order.investigate", "version": 2}],
-           "clearances": ["orders.read", "customers.read"], "residency": ["eu"]}
-    doc.update(fields)
-    return doc
 
 
 def scheduling(**fields):

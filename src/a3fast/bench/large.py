@@ -12,6 +12,11 @@ and keeps such a fleet, from a JSON Lines file of the standard workload written 
    compact record from prepared requirements (each task's best of interleaved rounds, median, as
    the (b) scenario), then `fleet.save` of its snapshot (time, bytes, the process's peak after it).
 4. `load`: `Fleet.load` of that snapshot in a fresh process (time, peak RSS).
+5. `shells`: what a user runs on the same file, each a real process, `runs` times (medians): the
+   wall time of `a3fast place --fleet F --requirements R` (from start to exit) and of `a3fast serve
+   --fleet F` (from start to a 200 on /readyz, on 127.0.0.1 and port 0), each process's peak RSS,
+   and, between them in the same run, orjson turning the lines into dicts (kept, as a loader that
+   builds on them keeps them), so that every ratio is to an orjson time measured beside it.
 
 `python -m a3fast.bench.large STEP ...` runs one step and prints its figures as one JSON object.
 """
@@ -57,6 +62,19 @@ def _decode(directory: str) -> dict[str, Any]:
     return {"decode_s": time.perf_counter() - started}
 
 
+def _dicts(directory: str) -> dict[str, Any]:
+    """orjson turning every line into a dict, the dicts kept as a loader that builds on them keeps
+    them (the baseline the `place` and `serve` processes are quoted against)."""
+    import orjson
+
+    loads = orjson.loads
+    started = time.perf_counter()
+    with open(os.path.join(directory, FLEET), "rb", buffering=1 << 20) as fh:
+        documents = [loads(line) for line in fh]
+    seconds = time.perf_counter() - started
+    return {"dicts_s": seconds, "documents": len(documents)}
+
+
 def _ready(directory: str, engine: str, rounds: int, budget_s: float) -> dict[str, Any]:
     import orjson
 
@@ -99,6 +117,99 @@ def _load(directory: str, engine: str) -> dict[str, Any]:
     return {"agents": len(fleet), "load_s": load_s, "load_peak_rss": peak_rss()}
 
 
+def _place_process(directory: str) -> tuple[float, int]:
+    """(seconds, peak RSS bytes) of `a3fast place --fleet F --requirements R`, start to exit."""
+    with open(os.path.join(directory, TASKS), "rb") as fh:
+        import orjson
+
+        requirements = os.path.join(directory, "requirements.json")
+        with open(requirements, "wb") as out:
+            out.write(orjson.dumps(orjson.loads(fh.read())[0]))
+    with tempfile.TemporaryFile() as stderr:   # a file: a long error can never fill a pipe
+        started = time.perf_counter()
+        process = subprocess.Popen([sys.executable, "-m", "a3fast", "place", "--fleet",
+                                    os.path.join(directory, FLEET), "--requirements", requirements,
+                                    "-o", os.devnull], stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(process.pid, 0)   # the child's own peak RSS comes with its exit
+        seconds = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode not in (0, 1):
+            stderr.seek(0)
+            raise RuntimeError(f"a3fast place exited {process.returncode}: {stderr.read().decode()[-2000:]}")
+    return seconds, usage.ru_maxrss * 1024
+
+
+def _serve_process(directory: str, timeout_s: float = 600.0) -> tuple[float, int]:
+    """(seconds, peak RSS bytes) of `a3fast serve --fleet F` from start to a 200 on /readyz."""
+    import re
+    import urllib.error
+    import urllib.request
+
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "-m", "a3fast", "serve", "--host", "127.0.0.1", "--port", "0",
+                                "--fleet", os.path.join(directory, FLEET)],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stdout is not None  # a pipe was asked for
+        line = process.stdout.readline()
+        match = re.search(r"a3fast serving on (http://\S+)", line)
+        if match is None:
+            raise RuntimeError(f"a3fast serve printed {line!r}, not where it serves")
+        url = match.group(1) + "/readyz"
+        while True:
+            if time.perf_counter() - started > timeout_s or process.poll() is not None:
+                raise RuntimeError(f"a3fast serve was not ready within {timeout_s:.0f} s "
+                                   f"(exit code {process.poll()})")
+            try:
+                with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+                    if answer.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            time.sleep(0.02)
+        seconds = time.perf_counter() - started
+        peak = _peak_rss_of(process.pid)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return seconds, peak
+
+
+def _peak_rss_of(pid: int) -> int:
+    """A running process's peak RSS in bytes (VmHWM; psutil's RSS now where /proc has none)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import psutil
+
+    return int(psutil.Process(pid).memory_info().rss)
+
+
+def _shells(directory: str, runs: int) -> dict[str, Any]:
+    """Medians over `runs` of `place`, `serve` to ready and the orjson decode measured between them."""
+    import statistics
+
+    place, serve, dicts = [], [], []
+    for _ in range(runs):
+        place.append(_place_process(directory))
+        dicts.append(_step("dicts", directory)["dicts_s"])
+        serve.append(_serve_process(directory))
+    return {"shell_runs": runs,
+            "shell_dicts_s": statistics.median(dicts),
+            "place_cli_s": statistics.median(s for s, _ in place),
+            "place_cli_peak_rss": statistics.median(m for _, m in place),
+            "serve_ready_s": statistics.median(s for s, _ in serve),
+            "serve_ready_peak_rss": statistics.median(m for _, m in serve)}
+
+
 def _step(*args: Any) -> dict[str, Any]:
     out = subprocess.run([sys.executable, "-m", "a3fast.bench.large", *map(str, args)],
                          capture_output=True, text=True)
@@ -108,19 +219,21 @@ def _step(*args: Any) -> dict[str, Any]:
 
 
 def bench_large(n_agents: int, engine: str = "native", *, tasks: int = 200, seed: int = 0, rounds: int = 7,
-                budget_s: float = 2.0) -> dict[str, Any]:
-    """The large-fleet figures for `n_agents` of the standard workload (see module doc)."""
+                budget_s: float = 2.0, shell_runs: int = 3) -> dict[str, Any]:
+    """The large-fleet figures for `n_agents` of the standard workload (see module doc);
+    `shell_runs` 0 leaves out the `place` and `serve` processes."""
     with tempfile.TemporaryDirectory(prefix="a3fast-large-") as tmp:
         written = _step("write", tmp, n_agents, tasks, seed)
         decoded = _step("decode", tmp)
         ready = _step("ready", tmp, engine, rounds, budget_s)
         loaded = _step("load", tmp, engine)
+        shells = _step("shells", tmp, shell_runs) if shell_runs else {}
     if ready["agents"] != n_agents or loaded["agents"] != n_agents:
         raise AssertionError(f"{n_agents} agents written, {ready['agents']} ready from JSON Lines, "
                              f"{loaded['agents']} loaded from the snapshot")
     return {"agents": n_agents, "engine": ready["engine"], "write_s": written["seconds"],
             "jsonl_bytes": written["jsonl_bytes"], "decode_s": decoded["decode_s"], **{k: v for k, v in ready.items() if k not in ("agents", "engine")},
-            "load_s": loaded["load_s"], "load_peak_rss": loaded["load_peak_rss"]}
+            "load_s": loaded["load_s"], "load_peak_rss": loaded["load_peak_rss"], **shells}
 
 
 if __name__ == "__main__":
@@ -133,6 +246,10 @@ if __name__ == "__main__":
         figures = _ready(args[0], args[1], int(args[2]), float(args[3]))
     elif step == "load":
         figures = _load(args[0], args[1])
+    elif step == "dicts":
+        figures = _dicts(args[0])
+    elif step == "shells":
+        figures = _shells(args[0], int(args[1]))
     else:
-        raise SystemExit(f"a3fast.bench.large: unknown step {step!r} (write, decode, ready, load)")
+        raise SystemExit(f"a3fast.bench.large: unknown step {step!r} (write, decode, dicts, ready, load, shells)")
     print(json.dumps(figures))

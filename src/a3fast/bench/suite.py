@@ -57,6 +57,8 @@ class BenchConfig:
     quick: bool = False
     #: sizes from this many agents are measured as large fleets (bench.large), not per scenario
     large_from: int = 1_000_000
+    #: runs of the `place` and `serve` processes per large size (medians; 0 leaves them out)
+    shell_runs: int = 3
 
     @property
     def standard_sizes(self) -> tuple[int, ...]:
@@ -157,7 +159,8 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
 
         progress(f"{size:,} agents: JSON Lines, a placement, snapshot save and load (processes of their own)")
         report.large[size] = bench_large(size, engine, tasks=config.tasks, seed=config.seed,
-                                         rounds=config.rounds, budget_s=config.budget_s)
+                                         rounds=config.rounds, budget_s=config.budget_s,
+                                         shell_runs=config.shell_runs)
     if config.memory and config.standard_sizes:
         from .memory import measure
 

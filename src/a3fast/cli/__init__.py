@@ -16,13 +16,13 @@ from .common import EXIT_INTERNAL
 
 #: command name -> "module:attribute" under a3fast.cli
 COMMANDS = {
-    "place": "place:place",
+    "place": "place_cmd:place",
     "gen-fleet": "workload_cmd:gen_fleet",
     "gen-tasks": "workload_cmd:gen_tasks",
-    "demo": "demo:demo",
+    "demo": "demo_cmd:demo",
     "verify": "verify_cmd:verify",
     "conformance": "conformance_cmd:conformance",
-    "bench": "bench:bench",
+    "bench": "bench_cmd:bench",
     "explain": "explain_cmd:explain",
     "report": "report_cmd:report",
     "encode": "compact_cmd:encode",

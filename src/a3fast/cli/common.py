@@ -13,6 +13,7 @@ from typing import Any, Iterable, Iterator, Literal, Sequence, overload
 
 import click
 
+from ..document_reader import read_documents
 from ..errors import A3Error, Problem, SchemaError
 from ..schema import loads
 
@@ -63,46 +64,35 @@ def read_json(path: str) -> Any:
         raise BadInput.from_error(exc) from None
 
 
+def input_source(path: str) -> Any:
+    """What a3fast.document_reader reads for a command-line input: standard input's bytes stream
+    for '-', else the path (read a block at a time, never held whole when it is JSON Lines)."""
+    return sys.stdin.buffer if path == "-" else path
+
+
+def cannot_read(path: str, exc: OSError) -> BadInput:
+    return BadInput(f"{path}: cannot read: {exc.strerror or exc}")
+
+
 @overload
 def read_json_documents(path: str, *, strict: Literal[True] = ...) -> list[tuple[str, Any]]: ...
 @overload
 def read_json_documents(path: str, *, strict: Literal[False]) -> tuple[list[tuple[str, Any]], list[str]]: ...
 def read_json_documents(path: str, *, strict: bool = True
                         ) -> list[tuple[str, Any]] | tuple[list[tuple[str, Any]], list[str]]:
-    """A JSON array or JSON Lines file -> [(where, document)], `where` being `$[3]` or `line 4: $`.
-
-    With strict (the default) any line that is not JSON is BadInput; otherwise the lines that are
-    not JSON come back as problems beside the documents that parsed, so a caller can report both.
-    """
-    data = read_bytes(path)
-    if data.lstrip().startswith(b"["):
-        docs = read_json_path_array(data, path)
-        listed = [(f"$[{i}]", d) for i, d in enumerate(docs)]
-        return listed if strict else (listed, [])
-    out: list[tuple[str, Any]] = []
-    problems: list[str] = []
-    for lineno, line in enumerate(data.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            out.append((f"line {lineno}: $", loads(line)))
-        except SchemaError as exc:
-            problems += [f"{path}: line {lineno}: $: expected valid JSON, found {p.found}" for p in exc.problems]
+    """A JSON array or JSON Lines file -> [(where, document)], `where` being `$[3]` or `line 4: $`
+    (a3fast.document_reader). With strict (the default) any problem is BadInput; otherwise the
+    problems come back as lines beside the documents that were read, so a caller can report both."""
+    try:
+        documents, found = read_documents(input_source(path))
+    except OSError as exc:
+        raise cannot_read(path, exc) from None
+    problems = [f"{path}: {p}" for p in found]
     if strict:
         if problems:
             raise BadInput(problems)
-        return out
-    return out, problems
-
-
-def read_json_path_array(data: bytes, path: str) -> list[Any]:
-    try:
-        docs = loads(data, source=path)
-    except SchemaError as exc:
-        raise BadInput.from_error(exc) from None
-    if not isinstance(docs, list):
-        raise BadInput(f"{path}: $: expected an array or JSON Lines of objects")
-    return docs
+        return documents
+    return documents, problems
 
 
 def rooted(problem: Problem, prefix: str) -> str:

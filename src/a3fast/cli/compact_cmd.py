@@ -15,7 +15,9 @@ import orjson
 
 from ..record.compact import CompactError, Decoder, Encoder
 from ..trace import TraceProblem, read_values
-from .common import BadInput, atomic_output, output_option, progress, read_bytes
+from ..document_reader import NOT_DOCUMENTS, iter_documents
+from ..errors import Problem, SchemaError
+from .common import BadInput, atomic_output, cannot_read, input_source, output_option, progress
 
 _JSON = msgspec.json.Decoder()
 
@@ -23,23 +25,27 @@ _JSON = msgspec.json.Decoder()
 def read_whole_records(path: str) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
     """(where, record) for every readable record of a JSON Lines trace or a JSON array of records,
     each the whole object it is, and a line for every place that breaks the trace format (docs/design.md,
-    reading 7, checked by the same rules as every other command's reading)."""
-    data = read_bytes(path)
+    reading 7, checked by the same rules as every other command's reading). The documents are
+    framed by a3fast.document_reader; a record is decoded as msgspec reads it, since a trace may
+    hold what the document rule refuses and rewriting must keep it."""
     values: list[Any] = []
     wheres: list[str] = []
     problems: list[str] = []
-    if data.lstrip()[:1] == b"[":
-        values = _decode(data, f"{path}: not a JSON array of records", problems)
-        if not isinstance(values, list):
-            raise BadInput(problems or [f"{path}: expected a JSON array of records or JSON Lines"])
-        wheres = [f"record {i}" for i in range(1, len(values) + 1)]
-    else:
-        for lineno, line in enumerate(data.split(b"\n"), 1):
-            if line.strip():
-                value = _decode(line, f"{path}: line {lineno}: not JSON", problems)
-                if value is not _UNREADABLE:
-                    values.append(value)
-                    wheres.append(f"line {lineno}")
+    try:
+        for document in iter_documents(input_source(path), decode=_decode):
+            if document.problems:
+                found = document.problems[0].found
+                if document.line is not None:
+                    problems.append(f"{path}: line {document.line}: not JSON: {found}")
+                elif document.problems[0].expected == NOT_DOCUMENTS:
+                    raise BadInput(f"{path}: expected a JSON array of records or JSON Lines")
+                else:
+                    raise BadInput(f"{path}: not a JSON array of records: {found}")
+                continue
+            values.append(document.value)
+            wheres.append(f"line {document.line}" if document.line is not None else f"record {len(values)}")
+    except OSError as exc:
+        raise cannot_read(path, exc) from None
     records = []
     for item in read_values(values):
         where = wheres[item.index - 1]
@@ -50,17 +56,14 @@ def read_whole_records(path: str) -> tuple[list[tuple[str, dict[str, Any]]], lis
     return records, problems
 
 
-_UNREADABLE = object()
-
-
-def _decode(data: bytes, what: str, problems: list[str]) -> Any:
+def _decode(data: bytes) -> Any:
     try:
         return _JSON.decode(data)
     except msgspec.MsgspecError as exc:
-        problems.append(f"{what}: {str(exc).removeprefix('JSON is malformed: ')}")
+        why = str(exc).removeprefix("JSON is malformed: ")
     except RecursionError:
-        problems.append(f"{what}: nested too deeply to read")
-    return _UNREADABLE
+        why = "nested too deeply to read"
+    raise SchemaError([Problem("$", "JSON", why)])
 
 
 def _rewrite(trace: str, out_path: str | None, content_of: Callable[[int, str, Any], Any],

@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from ..document_reader import LINES, read_documents
 from ..errors import Problem, SchemaError, describe, json_path
 from ..schema import loads
 
@@ -57,24 +58,18 @@ def json_document(data: bytes, source: str) -> Document:
 
 
 def json_documents(data: bytes, source: str) -> list[Document]:
-    """A JSON object (one document), a JSON array (one document per element) or JSON Lines."""
+    """A JSON object (one document), a JSON array (one document per element) or JSON Lines (read
+    by a3fast.document_reader, every problem at its line)."""
     try:
         value = loads(data, source)
     except SchemaError as whole:
         lines = [line for line in data.splitlines() if line.strip()]
         if len(lines) < 2 or not _parses(lines[0]):
             raise whole from None  # one broken JSON document, not JSON Lines: one error, not one per line
-        docs, problems = [], []
-        for lineno, line in enumerate(data.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                docs.append(Document(source, f"line {lineno}: $", loads(line)))
-            except SchemaError as exc:
-                problems += [Problem(f"line {lineno}: $", p.expected, p.found) for p in exc.problems]
+        documents, problems = read_documents(data, form=LINES)
         if problems:
             raise SchemaError(problems, source) from None
-        return docs
+        return [Document(source, where, value) for where, value in documents]
     if isinstance(value, list):
         return [Document(source, f"$[{i}]", item) for i, item in enumerate(value)]
     return [Document(source, "$", value)]

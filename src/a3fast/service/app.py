@@ -32,6 +32,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.routing import Route
 
+from ..document_reader import LINES, iter_documents
 from ..errors import SchemaError
 from . import metrics
 from .config import ServiceConfig
@@ -102,15 +103,16 @@ async def off_loop(function: Callable, data: bytes, *args: Any) -> Any:
 def read_declarations(data: bytes) -> tuple[list[Any], list[int], list[dict[str, Any]]]:
     """A bulk body (JSON Lines of declarations): the documents, their line numbers, and the
     problems of lines that are not JSON (each with its line)."""
-    docs, lines, problems = [], [], []
-    for number, line in enumerate(data.split(b"\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            docs.append(parse_json(line))
-            lines.append(number)
-        except SchemaError as exc:
-            problems.extend(from_library(exc, line=number).problems)
+    docs: list[Any] = []
+    lines: list[int] = []
+    problems: list[dict[str, Any]] = []
+    for item in iter_documents(data, form=LINES, decode=parse_json):
+        assert item.line is not None  # JSON Lines: every document has its line
+        if item.problems:
+            problems.extend(from_library(SchemaError(list(item.problems)), line=item.line).problems)
+        else:
+            docs.append(item.value)
+            lines.append(item.line)
     return docs, lines, problems
 
 

@@ -11,26 +11,20 @@ __all__ = ["seed_fleet"]
 
 def seed_fleet(state: ServiceState, config: ServiceConfig) -> None:
     """Declarations of --fleet, added when the state holds no agent yet (a restart keeps what the
-    state holds)."""
-    if state.order:
+    state holds). A plain fleet is read by the fleet's bulk reader in one pass and handed to the
+    state whole; a sharded one takes the declarations through `put_agents`. SchemaError names
+    every problem by line (or index) and JSON path; nothing is added then."""
+    if state.order or config.fleet is None:
         return
-    from ..schema import parse_declaration, loads
+    from ..document_reader import load_fleet, read_declarations
 
-    if config.fleet is None:
+    name = str(config.fleet)
+    if not state.sharded:
+        state.seed(load_fleet(config.fleet, state.engine, name=name))
         return
-    data = config.fleet.read_bytes()
-    text = data.lstrip()
-    docs = loads(data, str(config.fleet)) if text[:1] == b"[" else [
-        loads(line, f"{config.fleet} line {n}") for n, line in enumerate(data.splitlines(), 1) if line.strip()]
-    problems = []
-    decls = []
-    for k, doc in enumerate(docs):
-        try:
-            decls.append(parse_declaration(doc))
-        except SchemaError as exc:
-            problems.extend(exc.with_source(f"{config.fleet} [{k}]").problems)
+    parsed, problems = read_declarations(config.fleet)
     if problems:
-        raise SchemaError(problems, str(config.fleet))
-    state.put_agents(decls)
+        raise SchemaError(problems, name)
+    state.put_agents([decl for _, decl in parsed])
     if state.journal is not None:
         state.journal.sync()

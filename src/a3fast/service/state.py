@@ -389,6 +389,18 @@ class ServiceState:
                              f"the other shards made their part of it, so nothing more is decided until "
                              f"the service restarts and rebuilds the fleet from its journal")
 
+    def seed(self, fleet: Fleet) -> None:
+        """Start from a fleet read in bulk (`serve --fleet`) in place of the empty one: its agents
+        join in the fleet's order, and with a state directory they go straight into a snapshot
+        rather than one journal entry holding every declaration."""
+        if self.order or len(self.fleet) or self.sharded:
+            raise StateError("a fleet read in bulk seeds only an empty, unsharded state")
+        self.check_writable()
+        self.fleet = fleet
+        self.order = dict.fromkeys(fleet.names())
+        if self.journal is not None:
+            self.snapshot()
+
     def put_agents(self, declarations: list[Declaration]) -> None:
         """Add or replace agents, all or none: conflicts are checked before anything is written."""
         self._check_namespaces(declarations)

@@ -23,6 +23,9 @@ def _sizes(value: str) -> tuple[int, ...]:
 @click.option("--large-from", type=click.IntRange(2), default=1_000_000, show_default=True, metavar="N",
               help="Sizes of N agents or more are measured as large fleets: ready from JSON Lines, a "
                    "placement, snapshot save and load, each in a process of its own (a3fast.bench.large).")
+@click.option("--shell-runs", type=click.IntRange(0, 100), default=3, show_default=True, metavar="N",
+              help="Large fleets: run `a3fast place --fleet` and `a3fast serve --fleet` on the file N times "
+                   "each (medians) beside orjson turning its lines into dicts; 0 leaves them out.")
 @click.option("--quick", is_flag=True, help="Every scenario briefly, on small fleets: a smoke test (as in CI).")
 @click.option("--json", "json_path", is_flag=False, flag_value="-", default=None, metavar="",
               help="Print the results in pytest-benchmark's JSON format on standard output (the "
@@ -40,7 +43,7 @@ def _sizes(value: str) -> tuple[int, ...]:
               help="With --matcher: seconds allowed for any one answer.")
 @click.option("--record", type=click.Choice(["compact", "spec"]), default="compact", show_default=True,
               help="With --matcher: the record form asked of every subject (the place op's `record`).")
-def bench(sizes, large_from, quick, json_path, output, tasks, no_memory, no_extras, matchers, seconds, timeout, record) -> None:
+def bench(sizes, large_from, shell_runs, quick, json_path, output, tasks, no_memory, no_extras, matchers, seconds, timeout, record) -> None:
     """Time matching and explaining on fleets of the standard workload, per engine and beside the
     literal per-candidate loop, a numpy boolean matrix and SQLite; print medians and ratios.
     With --matcher, time other matchers over the stdio protocol instead."""
@@ -58,6 +61,7 @@ def bench(sizes, large_from, quick, json_path, output, tasks, no_memory, no_extr
         return
     config = BenchConfig.quick_run(chosen or (1_000,)) if quick else (BenchConfig(sizes=chosen) if chosen else BenchConfig())
     config = replace(config, memory=not no_memory, extras=not no_extras, large_from=large_from,
+                     shell_runs=shell_runs,
                      **({"tasks": tasks} if tasks else {}))
     report = run_bench(config, progress=lambda text: click.echo(f"… {text}", err=True))
     table = render(report)

@@ -1,4 +1,5 @@
-"""`a3fast place`: place one task and write its trace (docs/design.md, "Contracts other programs rely on")."""
+"""`a3fast place`: place one task on a fleet read in bulk and write its trace (docs/design.md,
+"Contracts other programs rely on")."""
 from __future__ import annotations
 
 import sys
