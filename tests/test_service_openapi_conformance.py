@@ -25,6 +25,7 @@ from service_process import Server
 
 pytest.importorskip("schemathesis")
 pytest.importorskip("starlette")
+pytestmark = pytest.mark.slow   # about a minute
 
 EXAMPLES = int(os.environ.get("A3FAST_SCHEMATHESIS_EXAMPLES", "20"))
 TESTS = Path(__file__).parent

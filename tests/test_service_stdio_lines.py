@@ -6,6 +6,7 @@ import sys
 import time
 
 import orjson
+import pytest
 
 from a3fast.service.stdio import READ_SIZE, _Lines
 
@@ -41,6 +42,7 @@ def test_line_reader_splits_lines_across_chunks_and_drops_long_ones():
     assert lines.feed(b"tail") == [] and lines.end() == [b"tail"]
 
 
+@pytest.mark.slow  # about 3 s
 def test_a_48_mb_request_line_is_answered_in_seconds():
     pad = [("p" * 1000)] * (48 * MB // 1003 + 1)
     line = orjson.dumps({"op": "list_agents", "id": 1, "pad": pad}) + b"\n"
