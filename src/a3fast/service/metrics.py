@@ -1,8 +1,35 @@
 """Prometheus metrics of the service, declared once; labels are few and bounded (route templates,
-two results, the predicate kinds of §5)."""
+two results, the predicate kinds of §5).
+
+The stdio protocol runs on the base install, which has no prometheus_client: there the metrics are
+counted nowhere (nothing could read them), and the HTTP service, which serves them, needs the
+'serve' extra anyway."""
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from typing import Any
+
+try:
+    from prometheus_client import Counter, Gauge, Histogram
+except ModuleNotFoundError:
+    class _Uncounted:
+        """A metric of an install without prometheus_client: every update does nothing."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def labels(self, *args: Any) -> "_Uncounted":
+            return self
+
+        def inc(self, amount: float = 1) -> None:
+            pass
+
+        def set(self, value: float) -> None:
+            pass
+
+        def observe(self, value: float) -> None:
+            pass
+
+    Counter = Gauge = Histogram = _Uncounted  # type: ignore[misc, assignment]
 
 __all__ = ["PLACEMENTS", "UNSCHEDULABLE", "REQUEST_SECONDS", "FLEET_AGENTS", "JOURNAL_LAG",
            "JOURNAL_ENTRIES", "WATCH_CHECKS", "WATCH_RUNNING", "predicate_kind", "watched"]
