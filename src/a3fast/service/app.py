@@ -331,8 +331,11 @@ class SecurityHeaders:
 
         async def with_headers(message):
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []),
-                                                  (b"x-content-type-options", b"nosniff")]}
+                headers = list(message.get("headers", []))
+                # a page that sets its own security headers (/ui) keeps them, once each
+                if not any(name.lower() == b"x-content-type-options" for name, _ in headers):
+                    headers.append((b"x-content-type-options", b"nosniff"))
+                message = {**message, "headers": headers}
             await send(message)
         await self.app(scope, receive, with_headers)
 
