@@ -303,7 +303,7 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
 
     async def ui(request: Request) -> Response:
         page = await live.page()
-        headers = {"ETag": page.etag, "Cache-Control": "no-cache"}
+        headers = {"ETag": page.etag, "Cache-Control": "no-cache", **page.headers}
         if request.headers.get("if-none-match") == page.etag:
             return Response(status_code=304, headers=headers)
         return Response(page.html, media_type="text/html; charset=utf-8", headers=headers)
