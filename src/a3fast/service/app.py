@@ -472,7 +472,7 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
     shutdown. A state that cannot be read back exactly stops the app (see `app.state.failure`)."""
     if state is None:
         state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
-                             fsync=config.fsync, snapshot_every=config.snapshot_every,
+                             fsync=config.fsync, checkpoint_every=config.checkpoint_every,
                              fleet_factory=fleet_factory(config))
     ops = Operations(state)
     watcher = _watcher(config, ops, state)
