@@ -37,7 +37,6 @@ from typing import Any, NamedTuple
 import msgspec
 import orjson
 
-from .. import _pure
 from ..engines import NATIVE_AVAILABLE, engine_module
 from ..errors import A3Error, SchemaError
 from ..fleet import Fleet
@@ -69,6 +68,7 @@ EXTEND_SLICE = 500
 DECLARATION_CACHE = 50_000
 #: Offered names resolved in one compiled call where the extension is built (same answers).
 _NAMES = engine_module("native" if NATIVE_AVAILABLE else "pure")
+_PURE = engine_module("pure")
 
 
 class ExtenderError(Exception):
@@ -444,7 +444,7 @@ def _failures(p, agents: list[str], unresolvable: dict[str, str]) -> None:
     if expl.eligible_count == len(agents):
         return
     # the names straight from the explanation's sets, not through a list of pairs
-    for engine in (_NAMES, _pure):
+    for engine in (_NAMES, _PURE):
         if type(p.index) is engine.Index:
             engine.first_failed_into(p.index, expl, p.predicates, unresolvable)
             return
