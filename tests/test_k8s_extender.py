@@ -136,8 +136,8 @@ def test_prioritize_scores_the_offered_agents(served):
 def test_a_filter_holds_no_session(served):
     requirements = {**SECTION_10_TASK, "session": "s-1"}
     names_client(served).filter(pod(requirements, uid="u-session"), AGENT_NODES)
-    assert served.state.sessions == {}
-    assert not served.state.fleet.holds_session("order-analyst", "s-1")
+    fleet = served.state.fleet
+    assert not any(fleet.holds_session(name, "s-1") for name in fleet.names())
 
 
 def test_a_repeated_identical_filter_adds_at_most_1_kb_to_the_trace(served):
@@ -259,5 +259,6 @@ def test_a_recorded_answer_survives_a_restart_and_holds_no_session(tmp_path):
         wait_ready(client)
         assert client.get("/v1/trace").content == before
         assert decisions(client, "u-restart") == [(["order-analyst", "summariser"], "order-analyst")]
-        assert client.app.state.service.sessions == {}
+        fleet = client.app.state.service.fleet
+        assert not any(fleet.holds_session(name, "s-restart") for name in fleet.names())
         assert client.post("/v1/verify", content=before).json()["valid"]
