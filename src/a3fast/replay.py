@@ -581,7 +581,7 @@ class _Comparer:
         route_name = route.name if route is not None else recorded.route
         if recorded.resumed:
             return self._resumed(recorded, requirements, route, route_name)
-        if route is None and self.decide is not None:
+        if route is None and self.decide is not None and self.name_of is not None:
             # the decision alone first: most placements are the same, and need no Placement
             state = self.decide(requirements)
             best = state.best

@@ -28,10 +28,10 @@ def serialize_ids(ids: Iterable[int] | np.ndarray) -> bytes:
         if sys.byteorder != "little":
             values.byteswap()
         return struct.pack("<IIHHI", NO_RUN_COOKIE, 1, 0, len(ids) - 1, 16) + values.tobytes()
-    values = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
+    listed = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
     # pyroaring writes this format (arrays up to 4,096 values, bitmaps above) several times faster
     # than building the containers here; `optimize=False` keeps run containers out of it
-    return BitMap(values, optimize=False).serialize()
+    return BitMap(listed, optimize=False).serialize()
 
 
 def deserialize_ids(data: bytes) -> BitMap:
