@@ -1,0 +1,29 @@
+"""`a3fast bench --distributed N` runs bounded and prints every row beside its floor or target, in
+a process of its own (its own local Ray)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from distributed_worlds import ray_or_fail
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_distributed_prints_every_row_beside_its_target(tmp_path):
+    ray_or_fail()
+    out = tmp_path / "rows.json"
+    run = subprocess.run([sys.executable, "-m", "a3fast", "bench", "--distributed", "2000", "--tasks", "12",
+                          "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    text = run.stdout
+    for row in ("load       Fleet.load_jsonl", "target <= 1.5x", "Ray round trip", "target <= 3 ms",
+                "shard stages", "merge and build", "place_many", "target >= 4x", "memory     per shard",
+                "same placements as one Fleet: True"):
+        assert row in text, row
+    rows = json.loads(out.read_text())
+    assert rows["agents"] == 2000 and rows["shards"] == 4 and rows["same_placements"] is True
+    assert rows["place_p50_ms"] > 0 and rows["ray_round_trip_ms"] > 0 and rows["sharded_load_s"] > 0
