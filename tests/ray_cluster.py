@@ -45,8 +45,10 @@ class TwoNodeCluster:
         # short paths: Ray's socket paths must fit in 107 bytes
         self.dirs = [tempfile.mkdtemp(prefix="a3h", dir="/tmp"), tempfile.mkdtemp(prefix="a3s", dir="/tmp")]
         self.address = ""
-        # no token authentication: the driver's Ray reads its mode once, at import, as disabled
-        env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+        # the driver's authentication mode for the nodes too: a Ray started earlier in this
+        # process leaves RAY_AUTH_MODE=token behind (the user's token file), a fresh one has none
+        mode = os.environ.get("RAY_AUTH_MODE", "disabled")
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_")}, "RAY_AUTH_MODE": mode}
         ray = [os.path.join(os.path.dirname(sys.executable), "ray")]
         common = ["--node-ip-address", "127.0.0.1", "--num-cpus", str(cpus), "--disable-usage-stats"]
         try:

@@ -268,20 +268,22 @@ class ShardedFleet:
         # not cancelled: a late change is caught by the local-id check of the next call
         down: list[int] = []
         late: list[int] = []
+        cause = ""
         for shard, ref in zip(shards if shards is not None else range(len(refs)), refs):
             try:
                 ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
             except ray.exceptions.GetTimeoutError:
                 late.append(shard)
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
                 down.append(shard)
+                cause = cause or f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
             except ray.exceptions.RayTaskError as exc:
                 raise exc.as_instanceof_cause() from None
         lost = sorted(down + late)
         if not lost:   # every answer came in after all
             return ray.get(refs, timeout=0)
         if not late:
-            message = f"down during {what}"
+            message = f"down during {what} ({cause})"
         elif not down:
             message = f"no answer to {what} within {self.timeout:g} s"
         else:
