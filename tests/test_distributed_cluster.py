@@ -31,8 +31,10 @@ def records(p) -> list[tuple[str, bytes]]:
 @pytest.fixture()
 def cluster():
     ray = ray_or_fail()
-    if ray.is_initialized():   # a local Ray another module left running is not this test's
-        pytest.fail("a Ray is already initialised in this process")
+    if ray.is_initialized():
+        # a local Ray an earlier module started in this process (and left connected); its tests
+        # are done, and a later module that needs one starts it again
+        ray.shutdown()
     nodes = TwoNodeCluster()
     try:
         ray.init(address=nodes.address, log_to_driver=False, configure_logging=False)
