@@ -27,7 +27,7 @@ from a3fast.authority.times import format_instant, parse_instant
 NOW = "2026-03-01T12:30:00Z"
 ISSUED = "2026-03-01T12:00:00Z"
 EXPIRES = "2026-03-01T14:00:00Z"
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "authority"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "authority"
 
 
 def contract(ident, operation="execute", **extra):

@@ -15,7 +15,7 @@ from hypothesis import assume, given, settings, strategies as st
 from a3fast.authority import generate_private_key, public_key_text, sign_engagement
 from a3fast.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "authority"
 NOW = "2026-03-01T12:30:00Z"
 

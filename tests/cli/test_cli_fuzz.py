@@ -26,7 +26,7 @@ from a3fast.cli import main
 from a3fast.record.write import placement_records
 from a3fast.workload import generate_fleet
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 AUTHORITY = REPO / "examples" / "authority"
 ANSWERS = {0, 1, 2}
 FUZZ = settings(max_examples=12, deadline=None, derandomize=True,

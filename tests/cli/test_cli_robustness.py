@@ -23,7 +23,7 @@ from a3fast.cli.common import (TEMP_MARK, BadInput, atomic_outputs, remove_stale
 from a3fast.errors import SchemaError
 from a3fast.interop.supply import Supplied
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LISTING = REPO / "tests" / "data" / "interop" / "listings" / "page1.json"
 CARD = {"name": "order-analyst", "url": "https://o.example/", "skills": [{"id": "order.investigate"}]}
 MANIFEST = REPO / "tests" / "data" / "interop" / "manifests" / "fleet.yaml"

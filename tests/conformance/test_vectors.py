@@ -18,7 +18,7 @@ from a3fast.conformance import (CAPABILITY_SUITE, MATCHING_SUITE, check_vector_f
 from a3fast.verify import ERROR_CODES
 
 #: The checkout's vectors, wherever a3fast is installed from (A3FAST_VECTORS points at another copy).
-ROOT = default_vectors_dir() if os.environ.get("A3FAST_VECTORS") else Path(__file__).parents[1] / "vectors"
+ROOT = default_vectors_dir() if os.environ.get("A3FAST_VECTORS") else Path(__file__).parents[2] / "vectors"
 VECTORS = load_vectors(ROOT)
 MATCHING = load_matching(ROOT)
 

@@ -24,7 +24,7 @@ from a3fast.schema import parse_declaration
 from a3fast.workload import generate_fleet
 
 from strategies import declarations
-from test_schema_paths import FULL_DECLARATION, damaged, variants
+from edge_documents import FULL_DECLARATION, damaged, variants
 
 pytestmark = pytest.mark.skipif(not NATIVE_AVAILABLE, reason="the compiled reader is not built")
 

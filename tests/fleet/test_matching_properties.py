@@ -3,7 +3,7 @@
 The oracle walks every live declaration through the derived predicates with `satisfies`; the fleet
 must give the same eligible set and the same first-failed predicate for every candidate, through
 random updates and removals between placements, on both engines. (That the two engines give the
-same records, bit for bit, is tests/test_engine_parity.py's subject.)
+same records, bit for bit, is tests/engines/test_engine_parity.py's subject.)
 """
 from hypothesis import given, strategies as st
 

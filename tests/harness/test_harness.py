@@ -18,7 +18,7 @@ from a3fast.harness.client import MatcherFailure, MatcherProcess
 from a3fast.harness.shrink import minimise
 from a3fast.harness.worlds import random_world
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LITERAL = ROOT / "examples" / "matchers" / "literal.py"
 A3FAST = f"{sys.executable} -m a3fast serve --stdio"
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from a3fast.cli import main
 from a3fast.harness.client import MatcherProcess
 
-SOURCE = Path(__file__).resolve().parents[1] / "examples" / "matchers" / "c"
+SOURCE = Path(__file__).resolve().parents[2] / "examples" / "matchers" / "c"
 
 
 def _compiler() -> str | None:

@@ -14,7 +14,7 @@ from a3fast.interop.sources import Document, json_documents
 from a3fast.interop.supply import Supplied, read_grants
 from a3fast.schema import is_identifier, parse_declaration
 
-DATA = Path(__file__).resolve().parent / "data" / "interop" / "cards"
+DATA = Path(__file__).resolve().parents[1] / "data" / "interop" / "cards"
 
 V1 = {"name": "order-analyst", "version": "3.4.1",
       "supportedInterfaces": [{"url": "https://o.example/a2a", "protocolBinding": "JSONRPC",

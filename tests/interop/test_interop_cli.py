@@ -13,7 +13,7 @@ from a3fast.authority import parse_contracts, parse_mappings
 from a3fast.cli import main
 from a3fast.schema import parse_declaration
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "interop"
 EXAMPLES = REPO / "examples" / "interop"
 CARD = {"name": "order-analyst", "url": "https://o.example/", "version": "7",

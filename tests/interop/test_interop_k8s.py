@@ -17,8 +17,8 @@ from a3fast.interop.sources import Document, to_json, yaml_documents
 from a3fast.interop.supply import Supplied
 from a3fast.schema import MAX_TEXT, MAX_VERSION, parse_declaration
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).resolve().parent / "data" / "interop" / "manifests"
+REPO = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parents[1] / "data" / "interop" / "manifests"
 DECL = {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}], "clearances": []}
 
 

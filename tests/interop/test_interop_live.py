@@ -25,7 +25,7 @@ from a3fast.interop.fetch import EtagCache, FetchError, Limits, fetch_card
 from a3fast.interop.signing import canonical_card, jcs
 from a3fast.schema import parse_declaration
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MCP_SERVER = REPO / "tests" / "live_mcp_server.py"
 
 

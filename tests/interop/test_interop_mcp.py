@@ -13,7 +13,7 @@ from a3fast.interop.sources import Document, json_document
 from a3fast.interop.supply import Supplied
 from a3fast.schema import parse_declaration
 
-DATA = Path(__file__).resolve().parent / "data" / "interop" / "listings"
+DATA = Path(__file__).resolve().parents[1] / "data" / "interop" / "listings"
 
 TOOLS = [{"name": "orders_lookup", "inputSchema": {"type": "object"}},
          {"name": "orders_cancel", "inputSchema": {"type": "object"}}]

@@ -1,7 +1,7 @@
 """Choosing the winner (§5 soft phase): the highest total, ties to the smallest name.
 
 `a3fast.scoring.choose` picks the winner among custom scores; the engines pick it among the default
-scores (tests/test_scoring_rules.py compares those with a literal scorer).
+scores (tests/placement/test_scoring_rules.py compares those with a literal scorer).
 """
 import pytest
 

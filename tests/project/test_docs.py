@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DESIGN_DOC = ROOT / "docs" / "design.md"
 #: Where code, tests and prose live; the compiled extensions and generated C are not read.
 SEARCHED = ("src", "tests", "docs", "examples", "benchmarks", "vectors", "deploy")
@@ -68,6 +68,25 @@ def test_every_cited_reading_is_defined_in_the_design_document():
             if missing:
                 found.append(f"{path.relative_to(ROOT)}:{n}: reading {sorted(missing)} is not in docs/design.md")
     assert found == []
+
+
+#: A test file named by its path ("tests/fleet/test_matching.py", "tests/service/test_k8s*.py").
+TEST_PATH = re.compile(r"(?<![\w/.])tests/[\w/*]+\.py\b")
+
+
+def test_every_test_file_a_document_names_is_there():
+    found = []
+    for path in [*searched_files(), ROOT / ".ci" / "run"]:
+        for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            found += [f"{path.relative_to(ROOT)}:{n}: {named}" for named in TEST_PATH.findall(line)
+                      if not list(ROOT.glob(named))]
+    assert found == []
+
+
+def test_the_test_path_pattern_finds_what_files_write():
+    assert TEST_PATH.findall("(`tests/fleet/test_ingest.py` holds it)") == ["tests/fleet/test_ingest.py"]
+    assert TEST_PATH.findall("# tests/service/test_k8s*.py build Pods") == ["tests/service/test_k8s*.py"]
+    assert TEST_PATH.findall("python tests/live_mcp_server.py MODE") == ["tests/live_mcp_server.py"]
 
 
 def test_the_citation_pattern_finds_what_files_write():

@@ -21,7 +21,7 @@ import pytest
 
 from a3fast.conformance import default_vectors_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: sha256 of the Apache License 2.0 text as the ASF publishes it (apache.org/licenses/LICENSE-2.0.txt).
 APACHE_2_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
 STEP_TIMEOUT = 600

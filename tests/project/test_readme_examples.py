@@ -5,7 +5,7 @@ is a Python literal (`p.bound, p.agent  # (True, 'order-analyst')`) must evaluat
 Shell: each command of the ```sh and ```console blocks runs in a scratch directory (with the
 repository's `examples/`), and a console block's shown output must be exactly what it prints.
 `pip install` and `python -m pytest` steps are not run here: installing is what .ci/run and
-tests/test_packaging.py do, and the suite is what runs this.
+tests/project/test_packaging.py do, and the suite is what runs this.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import pytest
 
 from service_process import Server
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.S | re.M)
 NOT_RUN_HERE = ("pip install", "python -m pytest")

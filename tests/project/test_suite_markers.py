@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RAY_SUITES = sorted((ROOT / "tests").rglob("test_distributed*.py"))  # wherever the suites live
 
 

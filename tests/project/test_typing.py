@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README_SCRIPT = ROOT / "tests" / "typing" / "readme_api.py"
 FLEET_PROTOCOL = ROOT / "tests" / "typing" / "fleet_protocol.py"
 

@@ -26,7 +26,7 @@ from a3fast.workload import generate_fleet, generate_tasks
 from oracle import FleetModel, every_failed, predicates_of
 from strategies import CLEARANCES, NAMES, TOOLS, declarations, requirements
 
-VECTORS = Path(__file__).resolve().parent.parent / "vectors"
+VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 
 
 def records_of(placements) -> list[dict]:

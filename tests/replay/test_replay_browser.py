@@ -10,8 +10,8 @@ from a3fast.replay import replay, summarise, parse_thresholds
 from a3fast.report.replay_page import render_replay
 from a3fast.workload import generate_fleet
 
+from offline_browser import Opened, browser  # noqa: F401  (the browser fixture)
 from report_traces import HOSTILE, hostile_placements, placed_trace, placements_trace
-from test_report_browser import Opened, browser  # noqa: F401  (the browser fixture)
 
 
 def page_of(trace: Path, fleet, out: Path, **kwargs) -> tuple[list, Path]:

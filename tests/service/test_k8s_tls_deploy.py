@@ -29,7 +29,7 @@ from k8s_extender_client import ExtenderClient, ExtenderFailed  # noqa: E402
 from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server  # noqa: E402
 from test_k8s_extender import AGENT_NODES, pod  # noqa: E402
 
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
 # -- certificates -----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""`a3fast serve --stdio` (the Kubernetes scheduler extender: tests/test_k8s_extender.py)."""
+"""`a3fast serve --stdio` (the Kubernetes scheduler extender: tests/service/test_k8s_extender.py)."""
 from __future__ import annotations
 
 import subprocess

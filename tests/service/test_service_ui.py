@@ -152,10 +152,10 @@ def test_live_page_may_ask_only_its_own_origin():
 
 # -- in a browser ----------------------------------------------------------------------------------
 def test_ui_opens_in_a_browser_and_follows_new_placements(server):
-    from test_report_browser import _missing_browser, CHROMIUM
+    from offline_browser import CHROMIUM, missing_browser
     import os
 
-    missing = _missing_browser()
+    missing = missing_browser()
     if missing:
         if os.environ.get("CI"):
             pytest.fail(f"CI must run the browser tests: {missing}")

@@ -24,7 +24,7 @@ from service_process import Server
 pytest.importorskip("starlette")
 pytest.importorskip("mcp")
 
-MCP_SERVER = Path(__file__).with_name("live_mcp_server.py")
+MCP_SERVER = Path(__file__).resolve().parents[1] / "live_mcp_server.py"
 INTERVAL = "0.1"
 OPS = {"v": "1.0", "agent": {"name": "ops", "namespace": "support"},
        "capabilities": [{"name": "order.investigate", "version": 1}], "clearances": [],

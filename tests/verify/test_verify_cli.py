@@ -127,7 +127,7 @@ def test_a_large_trace_on_a_terminal_gets_a_progress_bar(tmp_path, monkeypatch, 
 
 # -- conformance -----------------------------------------------------------------------------------
 
-VECTORS = str(Path(__file__).parents[1] / "vectors")
+VECTORS = str(Path(__file__).parents[2] / "vectors")
 
 
 def test_conformance_on_a3fast_passes_every_vector():

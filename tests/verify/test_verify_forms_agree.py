@@ -12,7 +12,7 @@ from a3fast.record.compact import encode_trace
 from a3fast.conformance import load_vectors, trace_bytes
 from a3fast.verify import verify_bytes
 
-VECTORS = Path(__file__).resolve().parent.parent / "vectors"
+VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 
 def _is_record(value) -> bool:
     """A trace record as the codec takes one ({seq: int, kind: str, content}); anything that breaks

@@ -20,7 +20,7 @@ from a3fast.verify import Finding, verify, verify_bytes
 
 from factories import declaration, fleet_of
 
-VECTORS = Path(__file__).parents[1] / "vectors"
+VECTORS = Path(__file__).parents[2] / "vectors"
 SEEDS = [v.trace for v in load_vectors(VECTORS) if isinstance(v.trace, list) and v.valid]
 
 # Words the records use, so that random values often land on the interesting branches.
