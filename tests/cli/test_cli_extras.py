@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from a3fast.cli import main
 from a3fast.cli.extras import EXTRA_OF_MODULE
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: distribution name -> the module it installs, where the two differ
 MODULE_OF = {"prometheus-client": "prometheus_client"}
 

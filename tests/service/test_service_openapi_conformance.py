@@ -28,7 +28,7 @@ pytest.importorskip("starlette")
 pytestmark = pytest.mark.slow   # about a minute
 
 EXAMPLES = int(os.environ.get("A3FAST_SCHEMATHESIS_EXAMPLES", "20"))
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1]  # where schemathesis_hooks.py lives
 LEFT_OUT = ("positive_data_acceptance", "negative_data_rejection")
 
 
