@@ -21,7 +21,8 @@ from .common import EXIT_BAD_INPUT
 @click.option("--port", default=8421, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on (0: any free port; the line printed at start says which).")
 @click.option("--state", "state_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="State directory: journal, snapshot and trace. Without it nothing survives a restart.")
+              help="State directory: checkpoint, fleet snapshot, journal generations and trace "
+                   "(docs/service.md). Without it nothing survives a restart.")
 @click.option("--fleet", "fleet_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Declarations (JSON Lines or a JSON array) to seed a state that holds no agent yet.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -51,6 +52,9 @@ from .common import EXIT_BAD_INPUT
               help="group: changes that arrive while an fsync runs share the next one; always: one "
                    "fsync per change; never: no fsync (survives a killed process, not a power loss). "
                    "Every change is acknowledged only after that.")
+@click.option("--checkpoint-every", default=50_000, show_default=True, type=click.IntRange(min=1),
+              help="Journal entries after which a checkpoint is taken (a fleet snapshot and a new journal "
+                   "generation; docs/service.md), besides the one at a clean stop.")
 @click.option("--watch-cards", "watch_cards", multiple=True, metavar="URL",
               help="Keep the fleet in step with this agent's Agent Card (repeatable): re-fetched every "
                    "--watch-interval, derived as `a3fast import a2a URL` derives it, applied like a PUT.")
@@ -78,6 +82,7 @@ from .common import EXIT_BAD_INPUT
 @click.option("--stdio", is_flag=True, help="Answer JSON requests on standard input instead of HTTP.")
 def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max_body, max_request_body,
           max_bulk_body, max_k8s_body, header_timeout, body_timeout, keep_alive, max_connections, fsync,
+          checkpoint_every,
           watch_cards, watch_mcp, watch_interval, watch_remove_after, shards, ray_address, tls_cert, tls_key,
           tls_client_ca, stdio):
     """Serve the fleet: HTTP API under /v1, a Kubernetes scheduler extender under /k8s, or with
@@ -110,7 +115,7 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
                            token=token, engine=engine, max_body=max_body, max_request_body=max_request_body,
                            max_bulk_body=max_bulk_body, max_k8s_body=max_k8s_body, header_timeout=header_timeout,
                            body_timeout=body_timeout, keep_alive=keep_alive, max_connections=max_connections,
-                           fsync=fsync,
+                           fsync=fsync, checkpoint_every=checkpoint_every,
                            watch_cards=tuple(watch_cards), watch_mcp=servers, watch_interval=watch_interval,
                            watch_remove_after=watch_remove_after, shards=shards, ray_address=ray_address,
                            tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca)
@@ -249,7 +254,7 @@ def _run_stdio(config) -> int:
     from ..errors import SchemaError
 
     state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
-                         fsync=config.fsync, snapshot_every=config.snapshot_every,
+                         fsync=config.fsync, checkpoint_every=config.checkpoint_every,
                          fleet_factory=fleet_factory(config))
     try:
         state.open(mark_ready=False)

@@ -331,8 +331,11 @@ class SecurityHeaders:
 
         async def with_headers(message):
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []),
-                                                  (b"x-content-type-options", b"nosniff")]}
+                headers = list(message.get("headers", []))
+                # a page that sets its own security headers (/ui) keeps them, once each
+                if not any(name.lower() == b"x-content-type-options" for name, _ in headers):
+                    headers.append((b"x-content-type-options", b"nosniff"))
+                message = {**message, "headers": headers}
             await send(message)
         await self.app(scope, receive, with_headers)
 
@@ -469,7 +472,7 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
     shutdown. A state that cannot be read back exactly stops the app (see `app.state.failure`)."""
     if state is None:
         state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
-                             fsync=config.fsync, snapshot_every=config.snapshot_every,
+                             fsync=config.fsync, checkpoint_every=config.checkpoint_every,
                              fleet_factory=fleet_factory(config))
     ops = Operations(state)
     watcher = _watcher(config, ops, state)

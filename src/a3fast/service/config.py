@@ -40,7 +40,7 @@ class ServiceConfig:
     keep_alive: float = 5.0            # seconds an idle keep-alive connection is kept
     max_connections: int | None = None  # open connections at most (None: from the process's file limit)
     fsync: str = "group"               # "group" (group commit), "always" (one per change), "never"
-    snapshot_every: int = 50_000       # journal entries between snapshots
+    checkpoint_every: int = 50_000       # journal entries between checkpoints
     watch_cards: tuple[str, ...] = ()  # agents (or card URLs) whose cards keep the fleet in step
     watch_mcp: tuple[tuple[str, str], ...] = ()  # (agent, MCP server URL): the agent's tools follow the server
     watch_interval: float = 30.0       # seconds between two checks of a watched card or server

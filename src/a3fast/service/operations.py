@@ -167,7 +167,7 @@ class Operations:
         except RouteError as exc:
             raise ServiceError(422, [problem("$.route", "a route that only adds requirements", str(exc))]) from None
         metrics.count_placement(p)
-        self.state.maybe_snapshot()
+        self.state.maybe_checkpoint()
         await self.state.durable()
         if record == "compact":
             lines = readable_answer(self.state, lines)
@@ -206,7 +206,7 @@ class Operations:
             raise ServiceError(404, [problem("$.agent", "an agent of the fleet", repr(agent))]) from None
         self._changed()
         await self.state.durable()
-        successes, attempts = self.state.outcomes[(agent, kind)]
+        successes, attempts = self.state.fleet.outcomes(agent, kind)
         return {"agent": agent, "kind": kind, "successes": successes, "attempts": attempts}
 
     async def hold_session(self, body: dict) -> dict:
@@ -264,7 +264,7 @@ class Operations:
         return verify_text(data)
 
     def _changed(self) -> None:
-        self.state.maybe_snapshot()
+        self.state.maybe_checkpoint()
 
 
 def verify_text(data: bytes) -> dict:

@@ -11,15 +11,15 @@ __all__ = ["seed_fleet"]
 
 def seed_fleet(state: ServiceState, config: ServiceConfig) -> None:
     """Declarations of --fleet, added when the state holds no agent yet (a restart keeps what the
-    state holds). A plain fleet is read by the fleet's bulk reader in one pass and handed to the
-    state whole; a sharded one takes the declarations through `put_agents`. SchemaError names
+    state holds). A fleet that reads in bulk (one Fleet) is read by the fleet's bulk reader in one
+    pass and handed to the state whole; a sharded one takes the declarations through `put_agents`. SchemaError names
     every problem by line (or index) and JSON path; nothing is added then."""
-    if state.order or config.fleet is None:
+    if not state.fresh or config.fleet is None:
         return
     from ..document_reader import load_fleet, read_declarations
 
     name = str(config.fleet)
-    if not state.sharded:
+    if state.fleets.reads_in_bulk:
         state.seed(load_fleet(config.fleet, state.engine, name=name))
         return
     parsed, problems = read_declarations(config.fleet)

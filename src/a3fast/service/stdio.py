@@ -13,7 +13,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from .journal import JournalFailed
+from ..journal import JournalFailed
 from .operations import OPS, Operations
 from .problems import ServiceError, parse_json, problem
 from .refusals import INTERNAL, refusal

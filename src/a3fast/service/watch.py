@@ -356,7 +356,7 @@ class Watcher:
         if held is None:
             return self._failed(source, f"agent {source.agent!r} is not in the fleet; its tools are bound "
                                         f"once it is declared", "missing")
-        decl, tools = bind_server_tools(held.doc, source.tools, listing.pages, source.url, listing.server_name)
+        decl, tools = bind_server_tools(dict(held.doc), source.tools, listing.pages, source.url, listing.server_name)
         changed = _canonical(held.doc) != _canonical(decl)
         if changed:
             try:
