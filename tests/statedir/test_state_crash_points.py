@@ -21,7 +21,7 @@ from a3fast.service.state import ServiceState
 
 pytest.importorskip("starlette")
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/, where state_driver.py lives
 DRIVER = str(HERE / "state_driver.py")
 sys.path.insert(0, str(HERE))
 from distributed_worlds import without_timings  # noqa: E402
