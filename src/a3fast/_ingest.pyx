@@ -18,7 +18,7 @@ when all of this holds, checked byte by byte with no Python object made for the 
 Every other line — invalid, or valid but unusual (whitespace, escapes, floats, a replaced agent) — is
 handed back, and the fleet reads it with orjson and `parse_declaration` as before. So a problem is
 always reported by the careful reader, with its words, and the compiled reader only has to be right
-about what it accepts: `tests/test_ingest.py` holds it to that on generated documents.
+about what it accepts: `tests/fleet/test_ingest.py` holds it to that on generated documents.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.bytearray cimport PyByteArray_AS_STRING

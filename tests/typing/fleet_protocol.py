@@ -1,4 +1,4 @@
-"""Both fleets are a `FleetProtocol`: tests/test_typing.py type-checks this file with `mypy
+"""Both fleets are a `FleetProtocol`: tests/project/test_typing.py type-checks this file with `mypy
 --strict` (it is not collected as a test), so a method either fleet lacks, or offers with another
 signature, fails the check. Code written against the protocol runs on either fleet."""
 from __future__ import annotations
