@@ -23,7 +23,7 @@ from ..schema import Declaration, Requirements, parse_declaration, parse_require
 from ..scoring import DEFAULT_WEIGHTS, Scorer, cost_score
 from . import pipeline
 from .pipeline import prepare
-from .bulk_load import collector_paused, read_jsonl
+from .bulk_load import JsonlSource, collector_paused, read_jsonl
 from .domain import check_namespace
 from .persistence import Saved, read_snapshot, write_snapshot
 from .rows import PredicateRows
@@ -175,7 +175,7 @@ class Fleet:
 
     # -- JSON Lines ingest (a3fast.fleet.bulk_load) -----------------------------------------------
     @classmethod
-    def load_jsonl(cls, source: str | os.PathLike | bytes, engine: str | None = None, *,
+    def load_jsonl(cls, source: JsonlSource, engine: str | None = None, *,
                    on_error: str = "refuse", pack: bool | None = None, **options: Any) -> "Fleet":
         """A fleet from JSON Lines of §3 declarations (a path, or the bytes themselves); see
         `extend_jsonl`. `options` go to the Fleet (scorer, weights)."""
@@ -184,9 +184,11 @@ class Fleet:
         return fleet
 
     @_locked
-    def extend_jsonl(self, source: str | os.PathLike | bytes, *, on_error: str = "refuse",
-                     pack: bool | None = None) -> list[Problem]:
-        """Add (or replace) the agents of JSON Lines declarations, in line order, in bulk.
+    def extend_jsonl(self, source: JsonlSource, *, on_error: str = "refuse",
+                     pack: bool | None = None, first_line: int = 1) -> list[Problem]:
+        """Add (or replace) the agents of JSON Lines declarations, in line order, in bulk: a path,
+        the bytes themselves, or a binary stream (read 2 MiB of whole lines at a time; its first
+        line is numbered `first_line` in problems).
 
         Each line is validated as `parse_declaration` does (the same problems, under `line N:
         $...`) and kept as its rows, cost and canonical JSON — no Declaration stays alive — then
@@ -202,7 +204,8 @@ class Fleet:
         Placements and records are the same either way; a packed declaration is expanded when a
         record or a caller needs it. A fleet that packs keeps packing.
         """
-        problems, added = read_jsonl(self._table, self._rows, self.engine, source, on_error=on_error, pack=pack)
+        problems, added = read_jsonl(self._table, self._rows, self.engine, source, on_error=on_error,
+                                     pack=pack, first_line=first_line)
         if added:
             self.generation += 1
             self.membership += 1
