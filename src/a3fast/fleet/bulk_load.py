@@ -179,6 +179,10 @@ def _put_batch(table: AgentTable, rows: PredicateRows, batch: Any) -> None:
     each, a known name (or one seen earlier in the batch) as a replace."""
     ids, entries, index = table.ids, table.entries, rows.index
     names, texts = batch.names, batch.texts
+    if (not ids or ids.keys().isdisjoint(names)) and len(set(names)) == len(names):
+        # the usual bulk load: every name new and none repeated — one run, no check per name here
+        _put_run(table, rows, batch, 0, len(names))
+        return
     costs = batch.columns()[2]
     run_start = 0
     run_names: set[str] = set()
