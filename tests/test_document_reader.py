@@ -340,3 +340,29 @@ def test_a_stream_goes_to_the_bulk_reader_in_one_pass_with_one_vocabulary(monkey
     fleet = reader.load_fleet(io.BytesIO(data), engine)
     assert len(calls) == 1 and len(fleet) == 30
     assert fleet.names() == Fleet.load_jsonl(data, engine).names()
+
+
+def test_a_pipe_that_hands_over_short_reads_is_read_whole_lines_at_a_time(monkeypatch, engine):
+    """A pipe's read gives what has arrived, cutting lines anywhere; each chunk is read on to the end
+    of its last line, so every line reaches the reader whole and in order."""
+    import os
+    import threading
+    monkeypatch.setattr(a3fast.fleet.bulk_load, "JSONL_CHUNK", 97)
+    data = lines(*[{**ANALYST, "agent": {"name": f"p{k}", "namespace": "support"}} for k in range(40)],
+                 BAD_CLEARANCE)
+    read_end, write_end = os.pipe()
+
+    def feed():
+        with os.fdopen(write_end, "wb", buffering=0) as out:
+            for at in range(0, len(data), 61):
+                out.write(data[at:at + 61])
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    with os.fdopen(read_end, "rb", buffering=0) as pipe:
+        fleet = Fleet(engine)
+        problems = fleet.extend_jsonl(pipe, on_error="skip")
+    writer.join()
+    assert [p.path for p in problems] == ["line 41: $.clearances[0]"]
+    assert fleet.names() == Fleet.load_jsonl(data, engine, on_error="skip").names()
+    assert len(fleet) == 40

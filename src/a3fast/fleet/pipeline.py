@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 __all__ = ["CycleState", "prepare", "LocalStages", "choose_among", "build_placement", "resume"]
 
 
+#: The fewest tasks a thread of a batch is given: a run shorter than this costs more to hand over
+#: (the new thread waits for the GIL, up to the 5 ms switch interval) than it saves.
+MIN_RUN = 32
+
+
 class CycleState:
     """One placement's state as it goes through the stages."""
 
@@ -218,7 +223,8 @@ class LocalStages:
             jobs.append(job + (session_rows.get(session, -1) if session is not None else -1,
                                kinds.get(kind, -1) if kind is not None else -1))
             state.gathered = time.perf_counter_ns()
-        if pool is None or parts <= 1 or len(jobs) < 2:
+        parts = min(parts, len(jobs) // MIN_RUN)
+        if pool is None or parts <= 1:
             results = index.place_batch(jobs, weights)
         else:
             step = -(-len(jobs) // parts)
