@@ -87,7 +87,9 @@ def _large_lines(large: dict[str, Any]) -> list[str]:
             f"{large['jsonl_bytes'] / 1e6 / large['ready_s']:,.0f} MB/s of JSON (target ≥ 150, ready ≤ 8 s at "
             f"1,000,000), peak RSS {large['ready_peak_rss'] / mib:,.0f} MiB (target ≤ 1,229); "
             f"{large['ready_s'] / large['decode_s']:.2f}× the floor: orjson decoding the lines alone, "
-            f"{large['decode_s']:.3g} s{_cpu(large, 'decode')}, {large['jsonl_bytes'] / 1e6 / large['decode_s']:,.0f} MB/s",
+            f"{large['decode_s']:.3g} s{_cpu(large, 'decode')}, {large['jsonl_bytes'] / 1e6 / large['decode_s']:,.0f} MB/s"
+            + (f"; simdjson parsing them {large['simdjson_s']:.3g} s{_cpu(large, 'simdjson')}, "
+               f"{large['jsonl_bytes'] / 1e6 / large['simdjson_s']:,.0f} MB/s" if "simdjson_s" in large else ""),
             f"  (b) placement, record compact: {format_time(large['place_ns'])} (median over "
             f"{large['place_tasks']} tasks, each its best of interleaved rounds)",
             f"  fleet.save: {large['save_s']:.3g} s, {large['snapshot_bytes'] / 1e6:,.0f} MB (peak RSS of that "
@@ -202,8 +204,12 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
     large = report.large.get(1_000_000)
     if large is not None:
         gib = 2**30
-        out.append(("1,000,000 agents, fleet ready from JSON Lines ≤ 8 s", f"{large['ready_s']:.3g} s",
-                    large["ready_s"] <= 8.0))
+        out.append(("1,000,000 agents, fleet ready from JSON Lines ≤ 8 s", f"{large['ready_s']:.3g} s"
+                    f"{_cpu(large, 'ready')} (floor: orjson decoding the lines, {large['decode_s']:.3g} s"
+                    f"{_cpu(large, 'decode')})", large["ready_s"] <= 8.0))
+        rate, floor = large["jsonl_bytes"] / 1e6 / large["ready_s"], large["jsonl_bytes"] / 1e6 / large["decode_s"]
+        out.append(("1,000,000 agents, the compiled reader ≥ 150 MB/s of JSON (ready, whole load)",
+                    f"{rate:,.0f} MB/s (orjson's decoding {floor:,.0f} MB/s in the same run)", rate >= 150))
         out.append(("1,000,000 agents, peak RSS of the fleet ready from JSON Lines ≤ 1.2 GiB",
                     f"{large['ready_peak_rss'] / gib:.2f} GiB", large["ready_peak_rss"] <= 1.2 * gib))
         check("1,000,000 agents, native (b) placement ≤ 150 µs", large["place_ns"], 150e3)
