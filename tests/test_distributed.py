@@ -50,7 +50,7 @@ def run_world(seed, shards, tmp_path, steps=160):
     """Apply the same random operations to a Fleet and a ShardedFleet, comparing every answer."""
     rng = random.Random(seed)
     one = Fleet()
-    many = sharded(shards, tmp_path, snapshot_every=7)
+    many = sharded(shards, tmp_path, checkpoint_every=7)
     placed: list = []
     placements = 0
     routes = [None, Route("eu-only", {"residency": "eu"}), Route("reviewers", {"clearances": ["r.read"]})]

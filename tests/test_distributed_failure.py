@@ -67,15 +67,15 @@ def tasks(rng, names, n=12):
 
 
 def test_a_killed_shard_restarts_from_its_snapshot_and_journal_with_the_same_answers(ray, tmp_path):
-    rng, one, many = populated(tmp_path, snapshot_every=4)
+    rng, one, many = populated(tmp_path, checkpoint_every=4)
     try:
         # a shard with both a snapshot and a journal of changes after it
-        before = next(s for s in many.shard_states() if s["changes"] > s["snapshot_seq"] > 0)
+        before = next(s for s in many.shard_states() if s["changes"] > s["checkpoint_seq"] > 0)
         victim = before["shard"]
         ray.kill(many.shard_actor(victim), no_restart=False)
         after = restarted(many, victim, before["pid"])
-        assert after["recovered"]["snapshot_seq"] == before["snapshot_seq"]
-        assert after["recovered"]["journal_changes"] == before["changes"] - before["snapshot_seq"]
+        assert after["recovered"]["checkpoint_seq"] == before["checkpoint_seq"]
+        assert after["recovered"]["journal_changes"] == before["changes"] - before["checkpoint_seq"]
         assert (after["live"], after["ids_given"]) == (before["live"], before["ids_given"])
         for task in tasks(rng, one.names()):
             assert records(many.place(task)) == records(one.place(task))
@@ -120,11 +120,11 @@ def test_a_shard_that_does_not_answer_in_time_makes_the_placement_raise_naming_i
 
 # -- the shard's durable state, without Ray -----------------------------------------------------------
 
-def shard_world(tmp_path, snapshot_every):
+def shard_world(tmp_path, checkpoint_every):
     from a3fast.distributed.shard import FleetShard
 
     rng = random.Random(11)
-    shard = FleetShard(0, state_dir=str(tmp_path), snapshot_every=snapshot_every)
+    shard = FleetShard(0, state_dir=str(tmp_path), checkpoint_every=checkpoint_every)
     shard.extend([declaration(rng, n) for n in WORLD_NAMES[:10]])
     for name in WORLD_NAMES[:4]:
         shard.record_outcome(name, "review", True)
@@ -147,40 +147,62 @@ def _equal_answers(x, y):
             and (x.best, x.best_name, x.best_json) == (y.best, y.best_name, y.best_json))
 
 
-@pytest.mark.parametrize("snapshot_every", [1, 4, 1000])
-def test_a_shard_recovers_from_snapshot_plus_journal(tmp_path, snapshot_every):
+@pytest.mark.parametrize("checkpoint_every", [1, 4, 1000])
+def test_a_shard_recovers_from_snapshot_plus_journal(tmp_path, checkpoint_every):
     from a3fast.distributed.shard import FleetShard
 
-    shard = shard_world(tmp_path, snapshot_every)
-    again = FleetShard(0, state_dir=str(tmp_path), snapshot_every=snapshot_every)
+    shard = shard_world(tmp_path, checkpoint_every)
+    again = FleetShard(0, state_dir=str(tmp_path), checkpoint_every=checkpoint_every)
     same_state(shard, again)
     assert again.state()["changes"] == shard.state()["changes"]
 
 
 def test_a_torn_journal_tail_is_cut_and_the_rest_recovered(tmp_path):
     from a3fast.distributed.shard import FleetShard
+    from a3fast.journal import encode_change, frame
 
     shard = shard_world(tmp_path, 1000)
-    journal = tmp_path / "shard-0.journal"
+    journal = tmp_path / "shard-0.journal.00000001"
+    whole = journal.read_bytes()
+    torn = frame(encode_change("delete", name=WORLD_NAMES[0]))[:-3]
     with open(journal, "ab") as fh:
-        fh.write(b'0badc0de {"seq": 99, "op": "remo')
+        fh.write(torn)
     again = FleetShard(0, state_dir=str(tmp_path))
-    assert again.recovered["torn_bytes"] == len(b'0badc0de {"seq": 99, "op": "remo')
+    assert again.recovered["torn_bytes"] == len(torn)
     same_state(shard, again)
-    assert journal.read_bytes().endswith(b"\n")
+    assert journal.read_bytes() == whole
 
 
-def test_a_damaged_journal_line_before_the_last_is_an_error(tmp_path):
+def test_a_damaged_journal_entry_before_the_last_is_an_error_naming_it(tmp_path):
     from a3fast.distributed.shard import FleetShard
+    from a3fast.statedir import StateError
 
     shard_world(tmp_path, 1000)
-    journal = tmp_path / "shard-0.journal"
-    lines = journal.read_bytes().split(b"\n")
-    assert b'"review"' in lines[1]
-    lines[1] = lines[1].replace(b'"review"', b'"reviex"')
-    journal.write_bytes(b"\n".join(lines))
-    with pytest.raises(SnapshotError, match=r"journal line 2 is damaged"):
+    journal = tmp_path / "shard-0.journal.00000001"
+    data = journal.read_bytes()
+    at = data.index(b'"review"')
+    journal.write_bytes(data[:at] + b'"reviex"' + data[at + 8:])
+    with pytest.raises(StateError, match=rf"{journal}: entry 2 at byte \d+ is damaged"):
         FleetShard(0, state_dir=str(tmp_path))
+
+
+def test_a_shard_journal_is_the_service_journal_format_and_replay(tmp_path):
+    """One format and one replay: the shard's journal entries are the service's changes, read back
+    by a3fast.statedir and made by a3fast.journal.apply_change."""
+    from a3fast import Fleet
+    from a3fast.journal import CHANGE, apply_change, decode_change
+    from a3fast.statedir import StateDir
+
+    shard = shard_world(tmp_path, 1000)
+    recovered = StateDir(tmp_path, prefix="shard-0.").recover()
+    ops = [decode_change(e.payload[1:])["op"] for e in recovered.entries]
+    assert all(e.payload[:1] == CHANGE for e in recovered.entries)
+    assert ops == ["put"] + ["outcome", "hold"] * 4 + ["delete", "put"]
+    fleet = Fleet()
+    for entry in recovered.entries:
+        apply_change(fleet, decode_change(entry.payload[1:]))
+    assert fleet.names() == shard.fleet.names()
+    assert [fleet.get(n).doc for n in fleet.names()] == [shard.fleet.get(n).doc for n in fleet.names()]
 
 
 def test_a_change_that_timed_out_and_landed_late_puts_the_shard_in_doubt(ray, tmp_path):

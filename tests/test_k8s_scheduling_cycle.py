@@ -73,7 +73,8 @@ def cluster():
         if k % 9 == 8:
             names.append(next(plain))
     names.extend(plain)
-    app = create_app(ServiceConfig())
+    # the whole fleet in one bulk add: past the default --max-bulk-body (docs/service.md, Limits)
+    app = create_app(ServiceConfig(max_bulk_body=16 * 1024 * 1024))
     with TestClient(app) as client:
         wait_ready(client)
         body = b"\n".join(orjson.dumps(d) for d in declarations)

@@ -191,3 +191,58 @@ def test_notebook_views_render_offline(browser, tmp_path):
         view.assert_clean()
     finally:
         view.close()
+
+
+def test_rule_an_inline_script_not_in_the_policy_does_not_run(browser, tmp_path):
+    from a3fast.report.policy import policy_of, with_policy
+
+    placed_trace(tmp_path / "t.jsonl", agents=60, tasks=4)
+    html = write_report(tmp_path / "t.jsonl").read_text()
+    policy = policy_of(html)
+    assert "'unsafe-inline'" not in policy and "'unsafe-eval'" not in policy
+    end = html.rfind("</body>")
+    injected = html[:end] + "<script>window.injected = 1;</script>" + html[end:]
+    (hostile := tmp_path / "hostile.html").write_text(injected)
+    # the control: the same script, once the policy names its hash, runs
+    (allowed := tmp_path / "allowed.html").write_text(with_policy(injected))
+    view = Opened(browser, hostile)
+    try:
+        # the page's own scripts ran, and Vega drew the chart without eval (its interpreter)
+        view.page.wait_for_selector("[data-testid=funnel-chart] svg")
+        assert view.page.evaluate("window.injected") is None
+        assert any("Content Security Policy" in e for e in view.errors), view.errors
+    finally:
+        view.close()
+    control = Opened(browser, allowed)
+    try:
+        control.page.wait_for_selector("[data-testid=funnel-chart] svg")
+        assert control.page.evaluate("window.injected") == 1
+        control.assert_clean()
+    finally:
+        control.close()
+
+
+def test_rule_the_replay_page_allows_its_styles_by_hash_and_its_bars_by_attribute(browser, tmp_path):
+    import a3fast
+    from a3fast.report.policy import policy_of
+    from a3fast.workload import generate_fleet
+
+    from test_replay_browser import page_of
+
+    placed_trace(tmp_path / "t.jsonl", agents=200, tasks=30)
+    revoked = a3fast.Fleet()
+    revoked.extend([{**d, "clearances": [c for c in d["clearances"] if c != "orders.read"]}
+                    for d in generate_fleet(200, 0)])
+    _, path = page_of(tmp_path / "t.jsonl", revoked, tmp_path / "replay.html")
+    policy = policy_of(path.read_text())
+    assert "script-src 'none'" in policy and "style-src 'sha256-" in policy
+    assert policy.count("'unsafe-inline'") == 1 and "style-src-attr 'unsafe-inline'" in policy
+    view = Opened(browser, path)
+    try:
+        bar = view.page.locator(".bar").first
+        # the style element applied (its hash allowed it) and the bar's width attribute too
+        assert bar.evaluate("e => getComputedStyle(e).display") == "inline-block"
+        assert bar.evaluate("e => e.getBoundingClientRect().width") > 0
+        view.assert_clean()
+    finally:
+        view.close()

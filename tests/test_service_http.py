@@ -162,7 +162,9 @@ def test_every_route_is_in_the_openapi_document(server):
 
     document = server.client.get("/v1/openapi.json").json()
     app = create_app(ServiceConfig())
-    served = {(route.path, method.lower()) for route in app.routes for method in route.methods if method != "HEAD"}
+    # {name:rest}: the document names the parameter {name} (it may hold "/")
+    served = {(route.path.replace(":rest}", "}"), method.lower()) for route in app.routes
+              for method in route.methods if method != "HEAD"}
     documented = {(path, method) for path, ops in document["paths"].items() for method in ops}
     assert served == documented
     for schema in document["components"]["schemas"].values():
@@ -216,3 +218,31 @@ def test_token_guards_everything_but_health(tmp_path):
         assert s.client.post("/v1/place", headers=auth, content=chunks()).status_code == 413
     finally:
         assert s.stop() == 0
+
+
+def test_openapi_documents_the_bodies_the_server_takes(server):
+    document = server.client.get("/v1/openapi.json").json()
+    paths = document["paths"]
+    # PUT /v1/agents/{name} takes the declaration itself, as the server does
+    schema = paths["/v1/agents/{name}"]["put"]["requestBody"]["content"]["application/json"]["schema"]
+    assert "name" not in schema.get("properties", {}) and schema["type"] == "object"
+    agent = SECTION_10_AGENTS[0]
+    assert server.client.put(f"/v1/agents/{agent['agent']['name']}", json=agent).status_code == 200
+    # the token-free routes say so; every other operation documents 401 and 503
+    for path, ops in paths.items():
+        for method, op in ops.items():
+            if path in ("/healthz", "/readyz", "/metrics"):
+                assert op["security"] == [] and "401" not in op["responses"]
+            else:
+                assert "401" in op["responses"], (path, method)
+            assert "503" in op["responses"], (path, method)
+            assert "content" in op["responses"]["200"], (path, method)
+    assert "text/plain" in paths["/metrics"]["get"]["responses"]["200"]["content"]
+    assert "application/x-ndjson" in paths["/v1/trace"]["get"]["responses"]["200"]["content"]
+
+
+def test_405_allows_every_method_of_the_path(server):
+    r = server.client.request("PATCH", "/v1/agents/order-analyst")
+    assert r.status_code == 405
+    assert set(r.headers["allow"].replace(" ", "").split(",")) >= {"GET", "PUT", "DELETE"}
+    assert r.json()["problems"][0]["expected"] == "a method the route takes"

@@ -1,5 +1,6 @@
 """`a3fast serve --shards N`: a ShardedFleet behind the service answers as a plain Fleet does, the
-service's journal brings it back after kill -9, and a shard that fails answers 503 naming it."""
+service's journal brings it back after kill -9, a clean stop saves it with ShardedFleet.save and a
+start loads it (no declaration replayed), and a shard that fails answers 503 naming it."""
 from __future__ import annotations
 
 import asyncio
@@ -99,8 +100,13 @@ def test_serve_with_shards_keeps_every_acknowledged_change_after_kill_9(tmp_path
     finally:
         assert restarted.stop() == 0
         assert plain.stop() == 0
-    # a clean stop snapshots the sharded fleet (its declarations; a plain one with Fleet.save):
-    # both restart to the same next placements
+    # a clean stop takes a checkpoint: the sharded fleet saved by its shards (ShardedFleet.save), a
+    # plain one by Fleet.save; the next start loads them and replays no journal entry (the current
+    # generation is empty), and both restart to the same next placements
+    (saved,) = (tmp_path / "s").glob("fleet.*.a3snap")
+    assert sorted(p.name for p in saved.iterdir()) == ["shard-0.a3snap", "shard-1.a3snap", "sharded.json"]
+    (journal,) = (tmp_path / "s").glob("journal.*")
+    assert journal.stat().st_size == 0
     again, plain = Server(*SHARDED, "--state", state), Server("--state", plain_state)
     try:
         assert _placements(again) == _placements(plain)
@@ -150,3 +156,15 @@ def test_ray_address_without_shards_is_refused():
                           capture_output=True, timeout=30)
     assert done.returncode == 2
     assert b"--ray-address: only with --shards N" in done.stderr
+
+
+@pytest.mark.slow
+def test_serve_with_shards_refuses_a_state_saved_with_another_number_of_shards(tmp_path):
+    state = str(tmp_path / "s")
+    first = Server(*SHARDED, "--state", state)
+    _changes(first)
+    assert first.stop() == 0
+    done = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--port", "0", "--shards", "3",
+                           "--state", state], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "holds a fleet of 2 shards, not the 3 of --shards 3; start with --shards 2" in done.stderr

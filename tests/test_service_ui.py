@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from a3fast.cli import main
+from a3fast.report.policy import inline_sources, policy_of, source_hash
 from a3fast.service.ui import live_page
 from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server
 
@@ -142,12 +143,30 @@ def test_ui_needs_the_token_like_every_route(tmp_path):
 
 
 def test_live_page_may_ask_only_its_own_origin():
-    html = "<meta content=\"default-src 'none'; script-src 'unsafe-inline'\"><body></body>"
+    html = ('<meta http-equiv="Content-Security-Policy" content="a3fast-content-security-policy">'
+            '<script>var a = 1;</script><body></body>')
     live = live_page(html, 42, poll=2.0)
-    assert "default-src 'none'; connect-src 'self'; script-src" in live
+    policy = policy_of(live)
+    assert policy.startswith("default-src 'none'; script-src 'sha256-") and "connect-src 'self'" in policy
+    assert "unsafe" not in policy
+    # the page's own script and the live script, each by its hash
+    assert policy.count("'sha256-") == 2 and source_hash("var a = 1;") in policy
     assert "var version = 42, every = 2000;" in live
-    with pytest.raises(ValueError, match="no longer has the policy"):
+    with pytest.raises(ValueError, match="no Content-Security-Policy"):
         live_page("<body></body>", 1)
+
+
+def test_rule_ui_sends_its_policy_as_a_header_with_frame_ancestors_and_nosniff(server):
+    answer = server.client.get("/ui")
+    assert answer.status_code == 200
+    header = answer.headers["content-security-policy"]
+    assert header == f"{policy_of(answer.text)}; frame-ancestors 'none'"
+    assert "unsafe-inline" not in header and "unsafe-eval" not in header
+    scripts, styles = inline_sources(answer.text)
+    assert len(scripts) == 3 and all(source_hash(s) in header for s in scripts + styles)
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    again = server.client.get("/ui", headers={"If-None-Match": answer.headers["etag"]})
+    assert again.status_code == 304 and again.headers["content-security-policy"] == header
 
 
 # -- in a browser ----------------------------------------------------------------------------------

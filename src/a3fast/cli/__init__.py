@@ -12,7 +12,8 @@ import click
 
 from .. import __version__
 from ..engines import ENGINE, NATIVE_AVAILABLE
-from .common import EXIT_INTERNAL
+from .common import EXIT_BAD_INPUT, EXIT_INTERNAL
+from .extras import MissingExtra, extra_for
 
 #: command name -> "module:attribute" under a3fast.cli
 COMMANDS = {
@@ -47,9 +48,21 @@ class LazyGroup(click.Group):
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort,
                 SystemExit, KeyboardInterrupt, BrokenPipeError):
             raise
+        except MissingExtra as exc:
+            click.echo(f"a3fast: {exc}", err=True)
+            ctx.exit(EXIT_BAD_INPUT)
         except Exception as exc:
             if os.environ.get("A3FAST_DEBUG") == "1":
                 raise
+            missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+            extra = extra_for(missing)
+            if extra is not None:
+                # A module of an optional extra that no command checked for first: still the
+                # caller's install to complete, named as such, not a3fast's fault.
+                command = f"a3fast {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "this command"
+                click.echo(f"a3fast: {command} needs the '{extra}' extra: pip install 'a3fast[{extra}]' "
+                           f"({missing} is not installed)", err=True)
+                ctx.exit(EXIT_BAD_INPUT)
             message = " ".join(str(exc).split())
             click.echo(f"a3fast: internal error: {type(exc).__name__}: {message} (please report)", err=True)
             ctx.exit(EXIT_INTERNAL)
@@ -87,7 +100,8 @@ def main() -> None:
     """a3fast: match tasks to AI agents by the A3 Capability Schema 1.0, and explain every decision.
 
     Exit codes: 0 success, 1 a negative answer (unschedulable, invalid trace, unresolved skill),
-    2 bad input (unreadable file, invalid JSON, schema errors, a bad option), 3 an internal error
+    2 bad input (unreadable file, invalid JSON, schema errors, a bad option, a feature whose
+    optional extra is not installed: the message names it), 3 an internal error
     (a3fast's fault, never an answer: please report it; A3FAST_DEBUG=1 shows the traceback).
 
     Outputs: -o/--output FILE writes a file (atomically); --json prints machine-readable results

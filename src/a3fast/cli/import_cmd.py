@@ -28,6 +28,7 @@ from ..interop.sources import (Document, expand_paths, json_document, json_docum
                                yaml_documents)
 from ..interop.supply import Supplied, read_grants
 from ..schema import LATENCY_CLASSES, loads
+from .extras import require
 from .common import (EXIT_BAD_INPUT, EXIT_NEGATIVE, BadInput, atomic_outputs, check_outputs, json_option, output_option,
                      progress, read_bytes, read_json_documents)
 
@@ -157,10 +158,14 @@ def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cos
                          residency=tuple(residency) or None, latency_class=latency_class,
                          cost_ceiling_usd=cost_ceiling, derive_namespace=namespace is None,
                          **_naming(versions, strict_ids, skill_domain, bad))
+    urls = [c for c in cards if _is_url(c)]
+    if urls:
+        require("a3fast import a2a URL (cards fetched from running agents)", "httpx")
+    if card_keys:
+        require("a3fast import a2a --card-key (card signatures checked)", "joserfc")
     keys = _card_keys(card_keys)
     outputs = _outputs(output, report_path, as_json)
     report = ImportReport("a2a")
-    urls = [c for c in cards if _is_url(c)]
     files = [c for c in cards if not _is_url(c)]
     docs = _read(files, (".json", ".jsonl"), json_documents, report) if files else []
     cache = EtagCache(etag_cache)
@@ -267,6 +272,11 @@ def mcp(listings, server_command, server_url, timeout, fleet_path, bind, bind_al
     if sources != 1:
         raise BadInput("name one source of tools: LISTING files, --server-command 'CMD ...' or "
                        "--server-url URL" + (f" (got {sources})" if sources else ""))
+    if server is not None:
+        _check_server_name(server)
+    if server_command is not None or server_url is not None:
+        require(f"a3fast import mcp {'--server-command' if server_command is not None else '--server-url'} "
+                f"(tools listed from a running server)", "anyio", "mcp")
     drafts = contracts_path is not None or mappings_path is not None
     if not (bind or bind_all or drafts):
         raise BadInput("nothing to do: name the agents bound to this server (--bind AGENT, "
@@ -306,6 +316,19 @@ def mcp(listings, server_command, server_url, timeout, fleet_path, bind, bind_al
                                           bind=None if bind_all else bind, server=server,
                                           contracts=drafts, report=report, tool_server=tool_server))
     _finish(result, outputs)
+
+
+def _check_server_name(server: str) -> None:
+    """--server is printed in the report and becomes the domain of contract ids: a control
+    character in it (a terminal escape, a newline) is refused rather than mapped away."""
+    import unicodedata
+
+    for at, char in enumerate(server):
+        if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co", "Cn"):
+            raise BadInput(f"--server: a control character (U+{ord(char):04X}) at position {at + 1} of "
+                           f"{server!r}; a server name is printable text")
+    if not server.strip():
+        raise BadInput("--server: an empty server name")
 
 
 def _live_listing(command: str | None, url: str | None, timeout: float,

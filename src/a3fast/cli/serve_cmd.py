@@ -1,13 +1,13 @@
 """`a3fast serve`: the matcher as a long-running service (HTTP, or JSON Lines on stdio).
 
 Exit codes: 0 after a clean stop (SIGTERM/SIGINT, or end of input with --stdio), 2 bad input
-(options, an unreadable token file or fleet, or a state directory that cannot be read back exactly).
+(options, an unreadable token file or fleet, a state directory that cannot be read back exactly, or
+HTTP on an install without the 'serve' extra; --stdio needs no extra).
 """
 from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import sys
 from pathlib import Path
 
@@ -21,21 +21,40 @@ from .common import EXIT_BAD_INPUT
 @click.option("--port", default=8421, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on (0: any free port; the line printed at start says which).")
 @click.option("--state", "state_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="State directory: journal, snapshot and trace. Without it nothing survives a restart.")
+              help="State directory: checkpoint, fleet snapshot, journal generations and trace "
+                   "(docs/service.md). Without it nothing survives a restart.")
 @click.option("--fleet", "fleet_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Declarations (JSON Lines or a JSON array) to seed a state that holds no agent yet.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the trace (default: STATE/trace.jsonl, or a temporary file).")
 @click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="A file holding the bearer token every request but /healthz and /readyz needs.")
+              help="A file holding the bearer token every request but /healthz, /readyz and /metrics needs.")
 @click.option("--engine", type=click.Choice(["native", "pure"]), default=None,
               help="Matching engine (default: a3fast.ENGINE).")
 @click.option("--max-body", default=64 * 1024 * 1024, show_default=True, type=click.IntRange(1),
-              help="Largest request body (or stdio line) in bytes; larger ones get 413.")
+              help="Largest request body of any route (POST /v1/verify's trace) and stdio line, in bytes; "
+                   "larger ones get 413. Every other limit is at most this.")
+@click.option("--max-request-body", default=1024 * 1024, show_default=True, type=click.IntRange(1),
+              help="Largest body of a one-document route (PUT /v1/agents/NAME, /v1/place, /v1/outcomes).")
+@click.option("--max-bulk-body", default=1024 * 1024, show_default=True, type=click.IntRange(1),
+              help="Largest body of POST /v1/agents (applied in one step: what one request may hold others up for).")
+@click.option("--max-k8s-body", default=48 * 1024 * 1024, show_default=True, type=click.IntRange(1),
+              help="Largest body of /k8s/* (Nodes mode sends whole Node objects: ~7 KB each).")
+@click.option("--header-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.01),
+              help="Seconds a connection may take to send a request's head; then it is closed.")
+@click.option("--body-timeout", default=60.0, show_default=True, type=click.FloatRange(min=0.01),
+              help="Seconds a request may take to send its whole body; then it is answered 408.")
+@click.option("--keep-alive", default=5.0, show_default=True, type=click.FloatRange(min=0.01),
+              help="Seconds an idle keep-alive connection is kept open.")
+@click.option("--max-connections", default=None, type=click.IntRange(min=1),
+              help="Open connections at most; more are closed on accept (default: the open-file limit less 64).")
 @click.option("--fsync", type=click.Choice(["group", "always", "never"]), default="group", show_default=True,
               help="group: changes that arrive while an fsync runs share the next one; always: one "
                    "fsync per change; never: no fsync (survives a killed process, not a power loss). "
                    "Every change is acknowledged only after that.")
+@click.option("--checkpoint-every", default=50_000, show_default=True, type=click.IntRange(min=1),
+              help="Journal entries after which a checkpoint is taken (a fleet snapshot and a new journal "
+                   "generation; docs/service.md), besides the one at a clean stop.")
 @click.option("--watch-cards", "watch_cards", multiple=True, metavar="URL",
               help="Keep the fleet in step with this agent's Agent Card (repeatable): re-fetched every "
                    "--watch-interval, derived as `a3fast import a2a URL` derives it, applied like a PUT.")
@@ -61,19 +80,21 @@ from .common import EXIT_BAD_INPUT
               help="CA certificates (PEM) whose client certificates /k8s/* accepts, as kube-scheduler's "
                    "Extender tlsConfig presents them; other routes keep --token-file. Needs --tls-cert.")
 @click.option("--stdio", is_flag=True, help="Answer JSON requests on standard input instead of HTTP.")
-def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max_body, fsync, watch_cards,
-          watch_mcp, watch_interval, watch_remove_after, shards, ray_address, tls_cert, tls_key, tls_client_ca,
-          stdio):
+def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max_body, max_request_body,
+          max_bulk_body, max_k8s_body, header_timeout, body_timeout, keep_alive, max_connections, fsync,
+          checkpoint_every,
+          watch_cards, watch_mcp, watch_interval, watch_remove_after, shards, ray_address, tls_cert, tls_key,
+          tls_client_ca, stdio):
     """Serve the fleet: HTTP API under /v1, a Kubernetes scheduler extender under /k8s, or with
     --stdio one JSON request per line (docs/service.md, docs/protocol.md).
 
     Prints `a3fast serving on http://HOST:PORT` once it listens. Exit 0 after a clean stop,
     2 bad input or unreadable state.
     """
-    try:
-        from ..service.config import ServiceConfig
-    except ModuleNotFoundError as exc:
-        _fail(f"the service needs the 'serve' extra (pip install 'a3fast[serve]'): {exc.name} is missing")
+    from ..service.config import ServiceConfig
+
+    if not stdio:
+        _need_http_stack()
     token = None
     if token_file is not None:
         try:
@@ -91,12 +112,25 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
         _fail("--ray-address: only with --shards N (a plain fleet runs in this process)")
     _check_tls(tls_cert, tls_key, tls_client_ca, stdio)
     config = ServiceConfig(host=host, port=port, state=state_dir, fleet=fleet_path, trace=trace_path,
-                           token=token, engine=engine, max_body=max_body, fsync=fsync,
+                           token=token, engine=engine, max_body=max_body, max_request_body=max_request_body,
+                           max_bulk_body=max_bulk_body, max_k8s_body=max_k8s_body, header_timeout=header_timeout,
+                           body_timeout=body_timeout, keep_alive=keep_alive, max_connections=max_connections,
+                           fsync=fsync, checkpoint_every=checkpoint_every,
                            watch_cards=tuple(watch_cards), watch_mcp=servers, watch_interval=watch_interval,
                            watch_remove_after=watch_remove_after, shards=shards, ray_address=ray_address,
                            tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca)
     code = _run_stdio(config) if stdio else _run_http(config)
     sys.exit(code)
+
+
+def _need_http_stack() -> None:
+    """HTTP needs the 'serve' extra (the stdio protocol does not): exit 2 naming it."""
+    for module in ("starlette", "uvicorn", "prometheus_client"):
+        try:
+            __import__(module)
+        except ModuleNotFoundError:
+            _fail(f"serving HTTP needs the 'serve' extra: pip install 'a3fast[serve]' ({module} is missing; "
+                  "--stdio works without it)")
 
 
 def _check_watch(urls, stdio: bool) -> None:
@@ -174,27 +208,21 @@ def _start_ray(config) -> None:
 
 
 def _run_http(config) -> int:
-    import uvicorn
-
     from ..service.app import create_app
+    from ..service.server import listening_socket, uvicorn_server
 
     if config.shards is not None:
         _start_ray(config)
     app = create_app(config)
     try:
-        sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((config.host, config.port))
-        sock.listen(2048)
+        sock = listening_socket(config.host, config.port)
     except OSError as exc:
         _fail(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}")
     from ..service.tls import uvicorn_options
 
     tls = uvicorn_options(config.tls_cert and str(config.tls_cert), config.tls_key and str(config.tls_key),
                           config.tls_client_ca and str(config.tls_client_ca))
-    server = uvicorn.Server(uvicorn.Config(app, **{"log_level": "warning", "access_log": False, "lifespan": "on",
-                                                   "loop": "auto", "http": "auto", "timeout_graceful_shutdown": 30,
-                                                   "proxy_headers": False, "server_header": False, **tls}))
+    server = uvicorn_server(app, config, **tls)
 
     def failed() -> None:
         server.should_exit = True
@@ -221,12 +249,12 @@ def _run_stdio(config) -> int:
     from ..service.state import ServiceState, StateError
     from ..service.operations import Operations
     from ..service.stdio import serve_stdio, serve_stdio_sync
-    from ..service.app import seed_fleet
+    from ..service.seed import seed_fleet
     from ..service.sharded import fleet_factory
     from ..errors import SchemaError
 
     state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
-                         fsync=config.fsync, snapshot_every=config.snapshot_every,
+                         fsync=config.fsync, checkpoint_every=config.checkpoint_every,
                          fleet_factory=fleet_factory(config))
     try:
         state.open(mark_ready=False)

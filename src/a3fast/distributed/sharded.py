@@ -16,14 +16,16 @@ ShardError naming it; no decision is ever made on a subset of the fleet. A shard
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 import time
+from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import orjson
 
-from ..errors import A3Error, FleetError
+from ..errors import A3Error, FleetError, SnapshotError
 from ..fleet import pipeline
 from ..fleet.domain import check_namespace
 from ..placement import CustomScores, Placement, Route, resumed_agent
@@ -31,9 +33,34 @@ from ..scoring import import_scorer
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from .cluster import connect, ray_module
 from .merge import GlobalIndex, MergedExplanation, MergedScores, winner_of
-from .shard import SNAPSHOT_EVERY, FleetShard
+from .shard import CHECKPOINT_EVERY, FleetShard
 
 __all__ = ["ShardedFleet", "ShardError", "shard_of"]
+
+
+#: A sharded fleet snapshot: the coordinator's file (written last) and each shard's Fleet snapshot.
+SHARDED_FILE = "sharded.json"
+SHARDED_CONTENT = "a3fast.sharded-fleet"
+SHARDED_FORMAT = 1
+
+
+def _shard_file(shard: int) -> str:
+    return f"shard-{shard}.a3snap"
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    """A file written whole or not at all: a temporary file, fsynced, renamed, the directory fsynced."""
+    temp = path.with_name(path.name + ".tmp")
+    with open(temp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(temp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class ShardError(A3Error):
@@ -75,21 +102,22 @@ class ShardedFleet:
     """A fleet of `shards` Ray actors (see the module docstring).
 
     `address` is given to `ray.init` when Ray is not initialised yet (None: a local Ray). Each
-    shard keeps its snapshot and journal under `state_dir` (a new temporary directory by default;
-    on a cluster it must be storage every node can reach). `timeout` bounds every call to a shard.
+    shard keeps its checkpoints and journal under `state_dir` (a new temporary directory by
+    default; on a cluster it must be storage every node can reach), so that Ray can restart its
+    actor. `timeout` bounds every call to a shard. `save(directory)` and `ShardedFleet.load(directory)`
+    write and read a snapshot of the whole fleet, each shard its own part (docs/scale.md).
     """
 
     def __init__(self, shards: int = 4, address: str | None = None, engine: str | None = None, *,
-                 state_dir: str | None = None, snapshot_every: int = SNAPSHOT_EVERY,
-                 timeout: float = 30.0, max_restarts: int = -1, fsync: bool = False):
+                 state_dir: str | None = None, checkpoint_every: int = CHECKPOINT_EVERY,
+                 timeout: float = 30.0, max_restarts: int = -1, fsync: bool = False,
+                 _snapshot: tuple[Path, dict[str, Any]] | None = None):
         if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
             raise ValueError(f"shards: expected a positive integer, found {shards!r}")
         ray = connect(address)
         self.engine = engine
         self.timeout = float(timeout)
         self.state_dir = state_dir if state_dir is not None else tempfile.mkdtemp(prefix="a3fast-shards-")
-        actor = ray.remote(FleetShard).options(num_cpus=0, max_restarts=max_restarts, max_task_retries=0)
-        self._shards = [actor.remote(i, engine, self.state_dir, snapshot_every, fsync) for i in range(shards)]
         self._ids: dict[str, int] = {}            # name -> global id
         self._namespace: dict[str, str] = {}      # live name -> its namespace
         self._maps = [_IdMap() for _ in range(shards)]
@@ -98,11 +126,89 @@ class ShardedFleet:
         self._kinds_seen = False                  # whether any outcome was recorded (task kinds)
         #: bumped by every change that can alter a placement's result
         self.generation = 0
+        parts: list[tuple[str | None, list[str] | None]] = [(None, None)] * shards
+        if _snapshot is not None:
+            parts = self._restore_coordinator(*_snapshot)
+        actor = ray.remote(FleetShard).options(num_cpus=0, max_restarts=max_restarts, max_task_retries=0)
+        self._shards = [actor.remote(i, engine, self.state_dir, checkpoint_every, fsync, *parts[i])
+                        for i in range(shards)]
         states = self._gather([s.state.remote() for s in self._shards], "start")
-        for state in states:
-            if state["ids_given"]:
+        for state, (loaded_from, names) in zip(states, parts):
+            if state["recovered"]["loaded_from"] != loaded_from or state["ids_given"] != len(names or ()):
                 raise ShardError(state["shard"], f"its state directory {self.state_dir} already holds "
-                                 f"agents; a ShardedFleet starts from empty shards")
+                                 f"agents; a ShardedFleet starts from empty shards or from its snapshot "
+                                 f"alone (give it a new state directory)")
+            self._changes[state["shard"]] = state["changes"]
+
+    # -- snapshots (docs/scale.md) ----------------------------------------------------------------
+    def save(self, directory: str | os.PathLike) -> None:
+        """Write the fleet to `directory` (created): each shard writes its own part, a Fleet
+        snapshot, in its own process (`shard-I.a3snap`; the directory must be reachable from every
+        shard), then the coordinator's join order, namespaces and state go to `sharded.json`,
+        written last and whole: its presence marks the snapshot complete. Raises ShardError if a
+        shard is down or late, or holds changes the coordinator does not know of."""
+        target = Path(directory)
+        target.mkdir(parents=True, exist_ok=True)
+        refs = [s.save_snapshot.remote(str(target / _shard_file(i))) for i, s in enumerate(self._shards)]
+        for shard, (ids_given, changes) in enumerate(self._gather(refs, "save")):
+            self._check_changes(shard, changes, self._changes[shard])
+            if ids_given != self._maps[shard].count:
+                raise ShardError(shard, f"has given {ids_given} local ids, the coordinator knows "
+                                 f"{self._maps[shard].count}: the shard's state differs from what it acknowledged")
+        document = {"content": SHARDED_CONTENT, "format": SHARDED_FORMAT, "shards": len(self._shards),
+                    "names": self._index.names(), "namespaces": self._namespace,
+                    "kinds_seen": self._kinds_seen, "generation": self.generation,
+                    "written_by": self.engine}
+        _write_whole(target / SHARDED_FILE, orjson.dumps(document))
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, address: str | None = None, engine: str | None = None,
+             **options: Any) -> "ShardedFleet":
+        """A ShardedFleet from a snapshot `save` wrote: as many shards as it was saved with, each
+        reading its own part in its own process (no declaration passes through the coordinator),
+        placing exactly as the saved fleet. `options` are the constructor's (a new `state_dir`,
+        `timeout`...). SnapshotError names what is missing or wrong."""
+        source = Path(directory)
+        path = source / SHARDED_FILE
+        try:
+            document = orjson.loads(path.read_bytes())
+        except FileNotFoundError:
+            raise SnapshotError(f"{path}: missing: {source} is not a complete sharded fleet snapshot") from None
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise SnapshotError(f"{path}: cannot read the sharded fleet snapshot ({exc})") from None
+        if not isinstance(document, dict) or document.get("content") != SHARDED_CONTENT \
+                or document.get("format") != SHARDED_FORMAT:
+            raise SnapshotError(f"{path}: not a sharded fleet snapshot of format {SHARDED_FORMAT}")
+        shards = document.get("shards")
+        if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+            raise SnapshotError(f"{path}: the number of shards is not a positive integer")
+        for i in range(shards):
+            if not (source / _shard_file(i)).is_file():
+                raise SnapshotError(f"{source / _shard_file(i)}: missing: shard {i}'s part of the snapshot")
+        return cls(shards, address, engine, _snapshot=(source, document), **options)
+
+    def _restore_coordinator(self, source: Path, document: dict[str, Any]) -> list[tuple[str | None, list[str] | None]]:
+        """The coordinator's order and state from a snapshot; each shard's part and its names."""
+        try:
+            names, namespaces = document["names"], document["namespaces"]
+            per_shard: list[list[str]] = [[] for _ in self._maps]
+            for name in names:
+                if name in self._ids:
+                    raise ValueError(f"{name!r} is named twice")
+                shard = self._owner_of(name)
+                gid = self._index.append(name)
+                self._ids[name] = gid
+                self._maps[shard].append(gid)
+                per_shard[shard].append(name)
+            for name, namespace in namespaces.items():
+                if name not in self._ids or not isinstance(namespace, str):
+                    raise ValueError(f"live agent {name!r} is not in the join order")
+                self._namespace[name] = namespace
+            self._kinds_seen = bool(document["kinds_seen"])
+            self.generation = int(document["generation"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SnapshotError(f"{source / SHARDED_FILE}: the coordinator's part is inconsistent ({exc})") from None
+        return [(str(source / _shard_file(i)), per_shard[i]) for i in range(len(self._maps))]
 
     @property
     def shards(self) -> int:
@@ -156,6 +262,9 @@ class ShardedFleet:
 
     def _owner(self, name: str) -> int:
         return shard_of(name, len(self._shards))
+
+    def _owner_of(self, name: str) -> int:
+        return shard_of(name, len(self._maps))
 
     def _number(self, shard: int, name: str, local: int) -> None:
         """Give a name its global id the first time a shard gives it a local id."""

@@ -4,9 +4,11 @@ An agent publishes its card at a well-known path under its URL: `/.well-known/ag
 (A2A 0.3 and later), or `/.well-known/agent.json` before that; the legacy path is tried only when
 the current one is not there (404). A URL whose path already ends in `.json` is the card itself.
 
-Agents on the network are hostile input, so every request is bounded: a timeout per operation and
-a deadline for the whole transfer (a server that drips one byte a second does not hold an import
-hostage), a size limit enforced while streaming (reading stops past it), a limited number of
+Agents on the network are hostile input, so every fetch is bounded: a timeout per network operation
+and one deadline for the whole fetch, connect, response head and body of every location and
+redirect together (a server that drips one byte a second, even inside its status line or headers,
+does not hold an import hostage), every error of the HTTP client turned into a `FetchError` (a
+redirect to `javascript:` included), a size limit enforced while streaming (reading stops past it), a limited number of
 redirects followed by hand (a loop is named as one, and an https URL is never redirected to plain
 http), TLS certificates verified. An `EtagCache` remembers each card's ETag and body, so a refresh
 sends If-None-Match and a 304 costs no body.
@@ -16,7 +18,6 @@ from __future__ import annotations
 import base64
 import os
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import orjson
 
 __all__ = ["WELL_KNOWN", "Limits", "FetchError", "FetchedCard", "EtagCache", "card_locations",
-           "fetch_card"]
+           "fetch_card", "fetch_card_async", "new_client"]
 
 #: Where an agent serves its card, in the order tried (current, then legacy).
 WELL_KNOWN = ("/.well-known/agent-card.json", "/.well-known/agent.json")
@@ -35,7 +36,8 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 @dataclass(frozen=True)
 class Limits:
     """Bounds on one card's fetch: seconds per network operation (connect, each read), seconds for
-    the whole transfer, bytes of body, and redirects followed."""
+    the whole fetch (connect, head and body of every location and redirect), bytes of body, and
+    redirects followed."""
 
     timeout: float = 10.0
     deadline: float = 30.0
@@ -124,44 +126,80 @@ def card_locations(url: str) -> list[str]:
     return [urlunsplit((parts.scheme, parts.netloc, base + path, "", "")) for path in WELL_KNOWN]
 
 
-def fetch_card(url: str, limits: Limits = Limits(), cache: EtagCache | None = None,
-               client: Any = None) -> FetchedCard:
-    """The card of the agent at `url` (see the module doc), or FetchError saying why not."""
-    import httpx
+def fetch_card(url: str, limits: Limits = Limits(), cache: EtagCache | None = None) -> FetchedCard:
+    """The card of the agent at `url` (see the module doc), or FetchError saying why not. Runs its
+    own event loop (in a worker thread when this thread already runs one, as a notebook does); a
+    coroutine can await `fetch_card_async` instead."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(fetch_card_async(url, limits, cache))
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as worker:
+        return worker.submit(lambda: asyncio.run(fetch_card_async(url, limits, cache))).result()
+
+
+async def fetch_card_async(url: str, limits: Limits = Limits(), cache: EtagCache | None = None,
+                           client: Any = None) -> FetchedCard:
+    """`fetch_card` for a running event loop; `client` is an `httpx.AsyncClient` to share a
+    connection pool (made by `new_client`), else one is made for this fetch.
+
+    `limits.deadline` bounds the whole fetch, every location and redirect, connect, response head
+    and body together: the per-read timeout alone restarts with every byte, so a server dripping a
+    header byte at a time would otherwise hold the fetch for as long as it likes."""
+    import asyncio
 
     locations = card_locations(url)
     own = client is None
     if own:
-        client = httpx.Client(timeout=httpx.Timeout(limits.timeout), verify=True,
-                              follow_redirects=False, headers={"Accept": "application/json",
-                                       "Accept-Encoding": "gzip, deflate"})
+        client = new_client(limits)
+    at = [locations[0]]   # the URL being fetched, named if the deadline cuts the fetch off
     try:
-        missing = []
-        for location in locations:
-            fetched = _get(client, url, location, limits, cache)
-            if fetched is not None:
-                return fetched
-            missing.append(location)
-        raise FetchError(url, "no Agent Card: " + " and ".join(f"{m} answered 404" for m in missing),
-                         gone=True)
+        return await asyncio.wait_for(_fetch(client, url, locations, limits, cache, at), limits.deadline)
+    except asyncio.TimeoutError:
+        raise FetchError(url, f"{at[0]}: no complete card within {limits.deadline:g} s (deadline for "
+                              f"connect, response head and body together); stopped") from None
     finally:
         if own:
-            client.close()
+            await client.aclose()
 
 
-def _get(client: Any, requested: str, location: str, limits: Limits,
-         cache: EtagCache | None) -> FetchedCard | None:
+def new_client(limits: Limits = Limits()) -> Any:
+    """An `httpx.AsyncClient` as card fetches use it: verified TLS, no automatic redirects (they
+    are followed by hand, within the limits), a timeout per network operation."""
+    import httpx
+
+    return httpx.AsyncClient(timeout=httpx.Timeout(limits.timeout), verify=True, follow_redirects=False,
+                             headers={"Accept": "application/json", "Accept-Encoding": "gzip, deflate"})
+
+
+async def _fetch(client: Any, url: str, locations: list[str], limits: Limits, cache: EtagCache | None,
+                 at: list[str]) -> FetchedCard:
+    missing = []
+    for location in locations:
+        fetched = await _get(client, url, location, limits, cache, at)
+        if fetched is not None:
+            return fetched
+        missing.append(location)
+    raise FetchError(url, "no Agent Card: " + " and ".join(f"{m} answered 404" for m in missing), gone=True)
+
+
+async def _get(client: Any, requested: str, location: str, limits: Limits,
+               cache: EtagCache | None, at: list[str]) -> FetchedCard | None:
     """One card location with its redirects; None when the server says it is not there (404)."""
     import httpx
 
     cached = cache.get(location) if cache is not None else None
-    started = time.monotonic()
     seen = [location]
     current = location
     while True:
+        at[0] = current
         headers = {"If-None-Match": cached[0]} if cached is not None and current == location else {}
         try:
-            with client.stream("GET", current, headers=headers) as response:
+            async with client.stream("GET", current, headers=headers) as response:
                 status = response.status_code
                 if status in _REDIRECTS and "location" in response.headers:
                     target = urljoin(current, response.headers["location"])
@@ -176,12 +214,17 @@ def _get(client: Any, requested: str, location: str, limits: Limits,
                 if status != 200:
                     raise FetchError(requested, f"{current} answered HTTP {status} "
                                                 f"{response.reason_phrase}".rstrip(), gone=status == 410)
-                body = _read_body(response, requested, current, limits, started)
+                body = await _read_body(response, requested, current, limits)
                 etag = response.headers.get("etag")
+        except FetchError:
+            raise
         except httpx.TimeoutException:
             raise FetchError(requested, f"{current}: no answer within {limits.timeout:g} s "
                                         f"(timeout)") from None
-        except httpx.HTTPError as exc:
+        except Exception as exc:
+            # The client raises more than httpx.HTTPError: InvalidURL for a Location it cannot
+            # parse (javascript:, mailto:, data:), ssl and socket errors, decoding errors. Every one
+            # is an error on the way to the card, never the caller's crash.
             raise FetchError(requested, f"{current}: {_describe(exc)}") from None
         if cache is not None and etag:
             cache.put(location, etag, body)
@@ -201,20 +244,17 @@ def _check_redirect(requested: str, current: str, target: str, seen: list[str], 
                                     f"({' -> '.join(seen)} -> ...)")
 
 
-def _read_body(response: Any, requested: str, current: str, limits: Limits, started: float) -> bytes:
+async def _read_body(response: Any, requested: str, current: str, limits: Limits) -> bytes:
     length = response.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limits.max_bytes:
         raise FetchError(requested, f"{current}: the card is {int(length)} bytes, over the limit of "
                                     f"{limits.max_bytes} (Content-Length); not read")
     chunks, size = [], 0
-    for chunk in response.iter_raw():
+    async for chunk in response.aiter_raw():
         size += len(chunk)
         if size > limits.max_bytes:
             raise FetchError(requested, f"{current}: the card is over the limit of {limits.max_bytes} "
                                         f"bytes; reading stopped there")
-        if time.monotonic() - started > limits.deadline:
-            raise FetchError(requested, f"{current}: the transfer took over {limits.deadline:g} s "
-                                        f"(deadline); reading stopped")
         chunks.append(chunk)
     encoding = response.headers.get("content-encoding", "identity").lower()
     body = b"".join(chunks)
@@ -246,9 +286,15 @@ def _decompress(body: bytes, encoding: str, requested: str, current: str, limits
 def _describe(exc: Exception) -> str:
     import httpx
 
+    text = " ".join(str(exc).split())[:300]
+    if "CERTIFICATE_VERIFY_FAILED" in text or "SSL" in text or "TLS" in text:
+        return f"TLS failed ({text or type(exc).__name__})"
     if isinstance(exc, httpx.ConnectError):
-        text = str(exc) or "connection refused"
-        if "CERTIFICATE_VERIFY_FAILED" in text:
-            return f"TLS certificate not verified ({text})"
-        return f"cannot connect ({text})"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return f"cannot connect ({text or 'connection refused'})"
+    if isinstance(exc, httpx.InvalidURL):
+        return f"a URL the client cannot follow ({text}); not fetched"
+    if isinstance(exc, (httpx.ReadError, httpx.WriteError, ConnectionError)):
+        return f"the connection failed ({text or type(exc).__name__})"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return f"not a valid HTTP answer ({text or type(exc).__name__})"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

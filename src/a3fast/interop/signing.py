@@ -153,9 +153,6 @@ def verify_card(card: Mapping[str, Any], keys: CardKeys) -> CardSignatures:
 
 
 def _check(index: int, sig: Any, payload: bytes, keys: CardKeys) -> SignatureCheck:
-    from joserfc import jws
-    from joserfc.errors import BadSignatureError, JoseError
-
     if not isinstance(sig, Mapping) or not isinstance(sig.get("protected"), str) \
             or not isinstance(sig.get("signature"), str):
         return SignatureCheck(index, "unverifiable", "not a signature {protected, signature}")
@@ -177,6 +174,10 @@ def _check(index: int, sig: Any, payload: bytes, keys: CardKeys) -> SignatureChe
     if not candidates:
         why = "no key was supplied (--card-key)" if not keys else f"no supplied key has kid {kid!r}"
         return SignatureCheck(index, "unverifiable", why, kid, alg)
+    # imported only with keys to check against: a signed card imports on the base install
+    from joserfc import jws
+    from joserfc.errors import BadSignatureError, JoseError
+
     token = f"{sig['protected']}..{sig['signature']}"
     for key in candidates:
         try:

@@ -12,7 +12,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
-from ..explain import Explained, explain_record, predicate_counts
+from ..explain import ExplainError, Explained, explain_record, predicate_counts
 from ..record.compact import CompactError, Decoder
 from ..trace import TraceContentError, TraceItem, TraceProblem, TraceRecord, read_trace, read_values
 from ..verify import Finding, Verifier
@@ -112,8 +112,12 @@ class TraceSummary:
     placements: int = 0
     bound: int = 0
     unschedulable: int = 0
-    #: placement records that hold no explanation (resumed placements, foreign records)
+    #: placement records that hold no explanation (resumed placements, foreign records, and the
+    #: malformed ones below)
     unexplained: int = 0
+    #: (seq, line, what is wrong) of each placement whose §6 lists are not of their shape: shown as
+    #: an E_STRUCTURE finding, as `a3fast verify` reports it
+    malformed: list[tuple[int, int | None, str]] = field(default_factory=list)
     removed_by_predicate: collections.Counter = field(default_factory=collections.Counter)
     unschedulable_by_predicate: collections.Counter = field(default_factory=collections.Counter)
     #: (decided_at as datetime, bound) of every explained placement with a readable timestamp
@@ -200,7 +204,13 @@ def summarise_items(items: Iterable[TraceItem], *, name: str, limits: Limits = L
         has_finding = len(verifier.findings) > seen
         if has_finding:
             kinds[item.seq] = item.kind
-        explained = explain_record(item.seq, item.kind, content)
+        try:
+            explained = explain_record(item.seq, item.kind, content)
+        except ExplainError as exc:
+            # malformed in structure, not a broken trace: the page shows it as a finding
+            explained = None
+            summary.malformed.append((item.seq, item.line, str(exc)))
+            kinds[item.seq] = item.kind
         if item.kind == "task.bound":
             summary.bound += 1
         else:
@@ -218,9 +228,22 @@ def summarise_items(items: Iterable[TraceItem], *, name: str, limits: Limits = L
         summary.listed.append(view)
     if problems:
         raise ReportInputError(problems)
-    summary.findings = verifier.finish()
+    summary.findings = _with_structure_findings(verifier.finish(), summary.malformed)
     summary.finding_kinds = {f.seq: kinds[f.seq] for f in summary.findings if f.seq in kinds}
     return summary
+
+
+def _with_structure_findings(findings: list[Finding], malformed: list[tuple[int, int | None, str]]) -> list[Finding]:
+    """The verifier's findings, and an E_STRUCTURE finding for each malformed placement it did not
+    already name with one, placed in seq order."""
+    if not malformed:
+        return findings
+    named = {f.seq for f in findings if f.code == "E_STRUCTURE"}
+    extra = [Finding("E_STRUCTURE", seq, f"the placement cannot be explained: {message}", line)
+             for seq, line, message in malformed if seq not in named]
+    if not extra:
+        return findings
+    return sorted(findings + extra, key=lambda f: (f.seq is None, f.seq if f.seq is not None else 0))
 
 
 def _checked(items: Iterable[TraceItem], problems: list[str], name: str) -> Iterator[TraceRecord]:

@@ -16,6 +16,7 @@ from markupsafe import Markup
 from .. import __version__
 from . import charts
 from .model import Limits, PlacementView, TraceSummary, summarise_trace
+from .policy import with_policy
 from .views import asset, env, json_for_script, overview_charts, script, view_html
 
 __all__ = ["render", "render_summary", "write_report", "placement_html", "placement_view"]
@@ -80,13 +81,14 @@ def page_data(summary: TraceSummary) -> dict[str, Any]:
 # -- pages -----------------------------------------------------------------------------------------
 
 def render_summary(summary: TraceSummary) -> str:
-    """The report page for a summarised trace: one HTML document that needs nothing else."""
-    return env().get_template("report.html.j2").render(
+    """The report page for a summarised trace: one HTML document that needs nothing else, with a
+    policy that runs only its own scripts and styles (report/policy.py)."""
+    return with_policy(env().get_template("report.html.j2").render(
         s=summary, charts=overview_charts(summary), data=json_for_script(page_data(summary)),
         findings=summary.findings[:FINDINGS_LISTED], findings_listed=FINDINGS_LISTED,
         css=Markup(asset("report.css")), app=script(asset("report.js")),
         vega=script(charts.javascript_bundle()), version=__version__,
-        generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+        generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")))
 
 
 def render(records: Iterable[Mapping[str, Any]] | Any, *, name: str = "trace", limits: Limits = Limits()) -> str:

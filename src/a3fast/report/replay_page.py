@@ -21,15 +21,18 @@ RANKED = 10
 def render_replay(summary: Any, changes: Sequence[Any], *, trace: str, fleet: str, policy: str = "",
                   thresholds: Sequence[Any] = ()) -> str:
     """The page of a replay: `summary` a ReplaySummary, `changes` the changed Verdicts to show (the
-    first CHANGES_LISTED are), `thresholds` the --fail-on rules checked."""
-    return env().get_template("replay.html.j2").render(
+    first CHANGES_LISTED are), `thresholds` the --fail-on rules checked. The page runs no script;
+    its policy allows its own styles by their hashes (report/policy.py)."""
+    from .policy import with_policy
+
+    return with_policy(env().get_template("replay.html.j2").render(
         s=summary, changes=list(changes)[:CHANGES_LISTED], trace=trace, fleet=fleet, policy=policy,
         predicates=summary.predicates.most_common(RANKED), components=summary.components.most_common(RANKED),
         lost=summary.lost.most_common(RANKED), gained=summary.gained.most_common(RANKED),
         thresholds=[{"rule": str(t), "measured": _measured(t, summary), "exceeded": t.exceeded(summary)}
                     for t in thresholds],
         css=Markup(asset("report.css")), version=__version__,
-        generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+        generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")))
 
 
 def _measured(threshold: Any, summary: Any) -> str:

@@ -1,9 +1,12 @@
-"""The HTTP API: a Starlette application built by `create_app(config)`, routes in one table.
+"""The HTTP API: a Starlette application built by `create_app(config)`.
 
 A thin shell over `operations` (the same handlers the stdio protocol uses) and the Kubernetes
-extender: it reads a bounded body, turns path and query parameters into request fields, and writes
-the operation's object as JSON (orjson). Authentication, body limits and timing are one pure ASGI
-middleware in front of the routes.
+extender. Every route is one row of the table `endpoints()` builds: its path and method, its handler, which body
+limit it reads its body with, and whether it is open without the token. In front of the routes,
+one pure ASGI middleware per concern: security headers, timing, the answer to an error (the table
+in `refusals`, shared with stdio), the bearer token, readiness. Bodies are read with a limit and a
+deadline, and a large one is parsed on a worker thread, so no request holds the event loop for
+long (docs/service.md, "Limits").
 """
 from __future__ import annotations
 
@@ -14,131 +17,401 @@ import logging
 import sys
 import time
 from contextlib import asynccontextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping
 from urllib.parse import parse_qsl
 
+import anyio
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.routing import Route
 
 from ..document_reader import LINES, iter_documents
 from ..errors import SchemaError
-from ..verify import verify_bytes
 from . import metrics
 from .config import ServiceConfig
-from .k8s import BadArgs, Extender, ExtenderError
+from .k8s import Extender
 from .openapi import openapi_document
-from .operations import Operations, verify_result
-from .journal import JournalFailed
-from .problems import ServiceError, from_library, journal_failed, parse_json, problem
+from .operations import Operations, verify_text
+from .problems import ServiceError, from_library, journal_failed, parse_json, problem, query_int, too_large
+from .refusals import INTERNAL, refusal
 from .replay_route import replay_endpoint
-from .sharded import ShardError, fleet_factory, shard_unavailable
+from .seed import seed_fleet
+from .sharded import fleet_factory
 from .state import ServiceState, StateError
-from .tls import verified_client
 from .slices import readable_since
+from .tls import verified_client
 from .ui import LiveReport
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "seed_fleet"]
 
 log = logging.getLogger("a3fast.serve")
 JSON = "application/json"
-OPEN_PATHS = ("/healthz", "/readyz")
+#: Bodies at least this long are parsed on a worker thread; shorter ones cost less than the handoff.
+OFF_LOOP_BYTES = 256 * 1024
 
 
-def _json(obj: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(obj), status_code=status, media_type=JSON)
+def _json(obj: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(obj), status_code=status, media_type=JSON, headers=headers)
 
 
-def _error(status: int, problems: list[dict[str, Any]]) -> Response:
-    return _json({"problems": problems}, status)
+def _refused(error: ServiceError, headers: Mapping[str, str] | None = None) -> Response:
+    return _json(error.body(), error.status, headers)
 
 
-class TooLarge(Exception):
-    pass
+# -- reading bodies -------------------------------------------------------------------------------
+async def receive_body(scope, receive, limit: int, timeout: float) -> bytes:
+    """The request body: 413 past `limit` bytes (by Content-Length, then by what arrives), 408 when
+    it has not all arrived within `timeout` seconds."""
+    length = _header(scope, b"content-length")
+    if length is not None and (not length.isdigit() or int(length) > limit):
+        raise too_large(limit, f"Content-Length {length.decode('latin-1')[:20]}")
+    chunks, size, more = [], 0, True
+    try:
+        with anyio.fail_after(timeout):
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ServiceError(400, [problem("$", "a whole body", "the client went away")])
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise too_large(limit)
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+    except TimeoutError:
+        raise ServiceError(408, [problem("$", f"a whole body within {timeout:g} s", f"{size} bytes")]) from None
+    if len(chunks) == 1:
+        return chunks[0]
+    if size < OFF_LOOP_BYTES:
+        return b"".join(chunks)
+    return await anyio.to_thread.run_sync(b"".join, chunks)   # copying 64 MiB takes tens of ms
 
 
-async def _body(request: Request, limit: int) -> bytes:
-    """The body, refused past `limit` bytes whatever Content-Length claimed."""
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise TooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
+async def off_loop(function: Callable, data: bytes, *args: Any) -> Any:
+    """`function(data, *args)`, on a worker thread when `data` is large (the loop keeps answering)."""
+    if len(data) < OFF_LOOP_BYTES:
+        return function(data, *args)
+    return await anyio.to_thread.run_sync(function, data, *args)
 
 
-class Guard:
-    """Pure ASGI middleware: bearer token, Content-Length limit, request timing, and a one-line 500
-    for anything unexpected (logged with its traceback, never sent).
+def read_declarations(data: bytes) -> tuple[list[Any], list[int], list[dict[str, Any]]]:
+    """A bulk body (JSON Lines of declarations): the documents, their line numbers, and the
+    problems of lines that are not JSON (each with its line)."""
+    docs: list[Any] = []
+    lines: list[int] = []
+    problems: list[dict[str, Any]] = []
+    for item in iter_documents(data, form=LINES, decode=parse_json):
+        assert item.line is not None  # JSON Lines: every document has its line
+        if item.problems:
+            problems.extend(from_library(SchemaError(list(item.problems)), line=item.line).problems)
+        else:
+            docs.append(item.value)
+            lines.append(item.line)
+    return docs, lines, problems
 
-    `fast` maps (method, path) to a pure ASGI handler answered here without Starlette's routing,
-    request and response objects: the placement route, whose cost is otherwise mostly theirs."""
 
-    def __init__(self, app, config: ServiceConfig, state: ServiceState, fast=None):
+def _prepare_bulk(data: bytes, ops: Operations) -> list:
+    docs, lines, problems = read_declarations(data)
+    return ops.prepare_agents({"declarations": docs}, lines, problems)
+
+
+class RestOfPath(Convertor):
+    """`{name:rest}`: the rest of the path, "/" and line breaks included (Starlette's `path`
+    convertor stops at a line break, so such a name would be "no route" rather than "no agent")."""
+    regex = "[\\s\\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("rest", RestOfPath())
+
+
+# -- the route table ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Endpoint:
+    """One route: `handler(request, body)` answers it; `body` names the limit its body is read with
+    (None: the route takes no body); `open` routes need no token; `asgi` handlers are pure ASGI
+    `(scope, receive, send)`, answered before Starlette's routing (the placement route, whose cost
+    is otherwise mostly Starlette's)."""
+    path: str
+    method: str
+    handler: Callable[..., Awaitable[Any]]
+    body: str | None = None
+    open: bool = False
+    asgi: bool = False
+
+
+def body_limits(config: ServiceConfig) -> dict[str, int]:
+    """Limit name -> bytes; every limit is at most --max-body."""
+    return {"request": min(config.max_request_body, config.max_body),
+            "bulk": min(config.max_bulk_body, config.max_body),
+            "k8s": min(config.max_k8s_body, config.max_body),
+            "trace": config.max_body}
+
+
+def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, extender: Extender,
+              live: LiveReport, watcher) -> list[Endpoint]:
+    limits = body_limits(config)
+
+    async def run(op: str, fields: dict[str, Any]) -> Response:
+        return _json(await getattr(ops, op)(fields))
+
+    async def put_agent(request: Request, body: bytes) -> Response:
+        doc = await off_loop(parse_json, body)
+        return await run("put_agent", {"name": request.path_params["name"], "declaration": doc})
+
+    async def get_agent(request: Request, body: None) -> Response:
+        return await run("get_agent", {"name": request.path_params["name"]})
+
+    async def delete_agent(request: Request, body: None) -> Response:
+        return await run("delete_agent", {"name": request.path_params["name"]})
+
+    async def list_agents(request: Request, body: None) -> Response:
+        fields: dict[str, Any] = {"after": request.query_params.get("after")}
+        limit = request.query_params.get("limit")
+        if limit is not None:
+            fields["limit"] = query_int(limit, "$.limit", "an integer from 1 to 10000")
+        return await run("list_agents", fields)
+
+    async def put_agents(request: Request, body: bytes) -> Response:
+        decls = await off_loop(_prepare_bulk, body, ops)
+        return _json(await ops.apply_agents(decls))
+
+    async def place(scope, receive, send) -> None:
+        """POST /v1/place as pure ASGI (the same checks and answers as the other routes)."""
+        data = await receive_body(scope, receive, limits["request"], config.body_timeout)
+        body = await off_loop(parse_json, data)
+        if not isinstance(body, dict):
+            raise ServiceError(400, [problem("$", "an object {requirements, session?, route?}", "another value")])
+        query = scope["query_string"]
+        if query:
+            record = _query_value(query, "record")
+            if record is not None:
+                body["record"] = record
+        payload = orjson.dumps(await ops.place(body))
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(payload)).encode())]})
+        await send({"type": "http.response.body", "body": payload})
+
+    async def outcomes(request: Request, body: bytes) -> Response:
+        doc = await off_loop(parse_json, body)
+        return await run("outcome", doc if isinstance(doc, dict) else {"$": doc})
+
+    async def hold_session(request: Request, body: None) -> Response:
+        return await run("hold_session", dict(request.path_params))
+
+    async def release_session(request: Request, body: None) -> Response:
+        return await run("release_session", dict(request.path_params))
+
+    async def trace(request: Request, body: None) -> Response:
+        since = query_int(request.query_params.get("since", "0"), "$.since", "a seq (a non-negative integer)")
+        await state.durable()
+        end = state.trace_size
+        return StreamingResponse(_iterate(readable_since(state, since, end)),
+                                 media_type="application/x-ndjson")
+
+    async def verify(request: Request, body: bytes) -> Response:
+        return _json(await anyio.to_thread.run_sync(verify_text, body))
+
+    async def healthz(request: Request, body: None) -> Response:
+        return _json({"status": "ok"})
+
+    async def readyz(request: Request, body: None) -> Response:
+        if not state.ready:
+            return _json({"status": "loading"}, 503)
+        if not request.scope.get("a3fast.authorised"):
+            return _json({"status": "ready"})      # no more to a caller without the token
+        return _json({"status": "ready", "agents": len(state.fleet), "next_seq": state.next_seq})
+
+    async def metrics_text(request: Request, body: None) -> Response:
+        if state.ready:
+            metrics.FLEET_AGENTS.set(len(state.fleet))
+            metrics.JOURNAL_LAG.set(state.journal_lag)
+            metrics.JOURNAL_ENTRIES.set(state.journal.entries if state.journal is not None else 0)
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    async def ui(request: Request, body: None) -> Response:
+        page = await live.page()
+        headers = {"ETag": page.etag, "Cache-Control": "no-cache", **page.headers}
+        if request.headers.get("if-none-match") == page.etag:
+            return Response(status_code=304, headers=headers)
+        return Response(page.html, media_type="text/html; charset=utf-8", headers=headers)
+
+    async def ui_data(request: Request, body: None) -> Response:
+        return Response(orjson.dumps({"version": await live.shown_version(), "next_seq": state.next_seq}),
+                        media_type=JSON, headers={"Cache-Control": "no-store"})
+
+    async def watch(request: Request, body: None) -> Response:
+        if watcher is None:
+            return _json({"interval": None, "remove_after": None, "sources": []})
+        return _json(watcher.status())
+
+    async def openapi(request: Request, body: None) -> Response:
+        return _json(openapi_document())
+
+    def k8s(verb: str):
+        # the body as it came, not parse_json: the service's bounds on A3 documents would refuse
+        # valid Pods and Nodes; the extender decodes and bounds only what it reads (service/k8s.py)
+        async def answer(request: Request, body: bytes) -> Response:
+            return Response(await getattr(extender, verb)(body), media_type=JSON)
+        return answer
+
+    return [
+        # agent names may hold "/": {name:rest} takes the rest of the path (docs/service.md)
+        Endpoint("/v1/agents/{name:rest}", "PUT", put_agent, body="request"),
+        Endpoint("/v1/agents/{name:rest}", "GET", get_agent),
+        Endpoint("/v1/agents/{name:rest}", "DELETE", delete_agent),
+        Endpoint("/v1/agents", "GET", list_agents),
+        Endpoint("/v1/agents", "POST", put_agents, body="bulk"),
+        Endpoint("/v1/place", "POST", place, asgi=True),
+        Endpoint("/v1/outcomes", "POST", outcomes, body="request"),
+        Endpoint("/v1/sessions/{session}/{agent:rest}", "PUT", hold_session),
+        Endpoint("/v1/sessions/{session}/{agent:rest}", "DELETE", release_session),
+        Endpoint("/v1/trace", "GET", trace),
+        Endpoint("/v1/verify", "POST", verify, body="trace"),
+        Endpoint("/v1/replay", "POST", replay_endpoint(state), body="trace"),
+        Endpoint("/v1/watch", "GET", watch),
+        Endpoint("/ui", "GET", ui),
+        Endpoint("/ui/data", "GET", ui_data),
+        Endpoint("/v1/openapi.json", "GET", openapi),
+        Endpoint("/healthz", "GET", healthz, open=True),
+        Endpoint("/readyz", "GET", readyz, open=True),
+        Endpoint("/metrics", "GET", metrics_text, open=True),
+        Endpoint("/k8s/filter", "POST", k8s("filter"), body="k8s"),
+        Endpoint("/k8s/prioritize", "POST", k8s("prioritize"), body="k8s"),
+    ]
+
+
+def routes(table: list[Endpoint], limits: dict[str, int], timeout: float) -> list[Route]:
+    """One Starlette route per path, answering each of its methods with the table's handler (one
+    route per path, so a 405 lists every method the path takes in `Allow`)."""
+    by_path: dict[str, list[Endpoint]] = {}
+    for endpoint in table:
+        by_path.setdefault(endpoint.path, []).append(endpoint)
+    out = []
+    for path, group in by_path.items():
+        if len(group) == 1 and group[0].asgi:
+            # a partial is not wrapped as request -> response; FastRoutes answers the method
+            # before routing, so Starlette sees the path only for the 405 of other methods
+            out.append(Route(path, functools.partial(group[0].handler), methods=[group[0].method]))
+            continue
+        handlers = {e.method: (e.handler, limits[e.body] if e.body is not None else None) for e in group}
+
+        async def answer(request: Request, handlers=handlers) -> Response:
+            handler, limit = handlers[request.method if request.method != "HEAD" else "GET"]
+            body = None if limit is None else await receive_body(request.scope, request.receive, limit, timeout)
+            return await handler(request, body)
+        out.append(Route(path, answer, methods=list(handlers)))
+    return out
+
+
+# -- middleware, outermost first ------------------------------------------------------------------
+class SecurityHeaders:
+    """Every answer says `X-Content-Type-Options: nosniff` (a browser never guesses a JSON or
+    text answer to be HTML or script)."""
+
+    def __init__(self, app):
         self.app = app
-        self.token = config.token.encode() if config.token else None
-        self.client_certificates = config.tls_client_ca is not None
-        self.max_body = config.max_body
-        self.state = state
-        self.fast = fast or {}
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        path = scope["path"]
+
+        async def with_headers(message):
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                # a page that sets its own security headers (/ui) keeps them, once each
+                if not any(name.lower() == b"x-content-type-options" for name, _ in headers):
+                    headers.append((b"x-content-type-options", b"nosniff"))
+                message = {**message, "headers": headers}
+            await send(message)
+        await self.app(scope, receive, with_headers)
+
+
+class Timing:
+    """The request latency histogram, by route template (or the path of a pure ASGI route)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
         started = time.perf_counter()
-        if self.client_certificates and path.startswith("/k8s/"):
-            # kube-scheduler authenticates with its tlsConfig client certificate, never a token
-            if not verified_client(scope):
-                return await _error(401, [problem("TLS client certificate", "one issued by --tls-client-ca",
-                                                  "none")])(scope, receive, send)
-        elif self.token is not None and path not in OPEN_PATHS and not self._authorised(scope):
-            return await _error(401, [problem("Authorization", "Bearer <token>", "no valid token")])(scope, receive, send)
-        length = _header(scope, b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_body):
-            return await _error(413, [problem("$", f"a body of at most {self.max_body} bytes",
-                                              f"Content-Length {length.decode('latin-1')[:20]}")])(scope, receive, send)
-        if not self.state.ready and path not in OPEN_PATHS and path != "/metrics":
-            return await _error(503, [problem("$", "a service whose state is loaded", "still loading")])(
-                scope, receive, send)
-        if self.state.failed is not None and path != "/metrics":
-            # fail-stop: memory may hold changes that were answered with an error; /healthz says
-            # so too, for a supervisor to restart the service
-            error = journal_failed(self.state.failed)
-            return await _error(error.status, error.problems)(scope, receive, send)
-        started_response = False
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            route = scope.get("route")
+            label = scope.get("a3fast.route") or getattr(route, "path", "unmatched")
+            metrics.request_timer(label, scope["method"]).observe(time.perf_counter() - started)
+
+
+class Refusals:
+    """An exception becomes its answer from the table in `refusals` (the stdio protocol's too);
+    anything else a one-line 500, its traceback logged and never sent."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
 
         async def tracking_send(message):
-            nonlocal started_response
-            if message["type"] == "http.response.start":
-                started_response = True
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
             await send(message)
-        fast = self.fast.get((scope["method"], path))
         try:
-            if fast is not None:
-                await fast(scope, receive, tracking_send)
-            else:
-                await self.app(scope, receive, tracking_send)
-        except ShardError as exc:
-            if not started_response:
-                error = shard_unavailable(exc)
-                await _error(error.status, error.problems)(scope, receive, send)
-        except JournalFailed as exc:
-            if not started_response:
-                error = journal_failed(str(exc))
-                await _error(error.status, error.problems)(scope, receive, send)
-        except Exception:
-            log.exception("unexpected error answering %s %s", scope["method"], path)
-            if not started_response:
-                await _error(500, [problem("$", "a request the service can answer",
-                                           "an internal error (logged)")])(scope, receive, send)
-        finally:
-            label = path if fast is not None else getattr(scope.get("route"), "path", "unmatched")
-            metrics.request_timer(label, scope["method"]).observe(time.perf_counter() - started)
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            error = refusal(exc)
+            if error is None:
+                log.exception("unexpected error answering %s %s", scope["method"], scope["path"])
+                error = INTERNAL
+            if not started:
+                await _refused(error)(scope, receive, send)
+
+
+class Authentication:
+    """With a token configured, every route but the open ones needs `Authorization: Bearer
+    <token>` (compared in constant time); a 401 says `WWW-Authenticate: Bearer`. With
+    --tls-client-ca, /k8s/* needs a verified TLS client certificate instead: kube-scheduler
+    authenticates with its tlsConfig, never a token. Marks the scope `a3fast.authorised` for the
+    open routes that tell an authorised caller more (/readyz)."""
+
+    def __init__(self, app, token: str | None, open_paths: frozenset[str], client_certificates: bool = False):
+        self.app = app
+        self.token = token.encode() if token else None
+        self.open_paths = open_paths
+        self.client_certificates = client_certificates
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if self.client_certificates and scope["path"].startswith("/k8s/"):
+            if not verified_client(scope):
+                error = ServiceError(401, [problem("TLS client certificate", "one issued by --tls-client-ca", "none")])
+                return await _refused(error)(scope, receive, send)
+            return await self.app(scope, receive, send)
+        authorised = self.token is None or self._authorised(scope)
+        scope["a3fast.authorised"] = authorised
+        if not authorised and scope["path"] not in self.open_paths:
+            error = ServiceError(401, [problem("Authorization", "Bearer <token>", "no valid token")])
+            return await _refused(error, {"WWW-Authenticate": "Bearer"})(scope, receive, send)
+        await self.app(scope, receive, send)
 
     def _authorised(self, scope) -> bool:
         value = _header(scope, b"authorization") or b""
@@ -147,11 +420,50 @@ class Guard:
         return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.token)
 
 
-def _header(scope, name: bytes) -> bytes | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return value
-    return None
+class Readiness:
+    """503 while the state loads (but for the open routes), and for everything but /metrics once
+    the journal could not be written: memory may hold changes that were answered with an error,
+    and /healthz says so too, for a supervisor to restart the service."""
+
+    def __init__(self, app, state: ServiceState, open_paths: frozenset[str]):
+        self.app = app
+        self.state = state
+        self.open_paths = open_paths
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope["path"]
+        if not self.state.ready and path not in self.open_paths:
+            error = ServiceError(503, [problem("$", "a service whose state is loaded", "still loading")])
+            return await _refused(error)(scope, receive, send)
+        if self.state.failed is not None and path != "/metrics":
+            return await _refused(journal_failed(self.state.failed))(scope, receive, send)
+        await self.app(scope, receive, send)
+
+
+class FastRoutes:
+    """Pure ASGI routes answered here, before Starlette's routing, request and response objects."""
+
+    def __init__(self, app, routes: dict[tuple[str, str], Callable]):
+        self.app = app
+        self.routes = routes
+
+    async def __call__(self, scope, receive, send):
+        fast = self.routes.get((scope["method"], scope["path"])) if scope["type"] == "http" else None
+        if fast is None:
+            return await self.app(scope, receive, send)
+        scope["a3fast.route"] = scope["path"]
+        await fast(scope, receive, send)
+
+
+async def _not_routed(request: Request, exc: Exception) -> Response:
+    """404 and 405 with the service's problems, not Starlette's plain text."""
+    assert isinstance(exc, HTTPException)  # the only exception this handler is registered for
+    expected = {404: "a route of the API (/v1/openapi.json)", 405: "a method the route takes"}
+    error = ServiceError(exc.status_code, [problem("$", expected.get(exc.status_code, "a request the API takes"),
+                                                   f"{request.method} {request.url.path}"[:200])])
+    return _refused(error, exc.headers)
 
 
 def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | None = None) -> Starlette:
@@ -160,229 +472,47 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
     shutdown. A state that cannot be read back exactly stops the app (see `app.state.failure`)."""
     if state is None:
         state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
-                             fsync=config.fsync, snapshot_every=config.snapshot_every,
+                             fsync=config.fsync, checkpoint_every=config.checkpoint_every,
                              fleet_factory=fleet_factory(config))
     ops = Operations(state)
-    extender = Extender(state)
-    live = LiveReport(state)
     watcher = _watcher(config, ops, state)
-
-    async def run(op: str, fields: dict[str, Any]) -> Response:
-        try:
-            return _json(await getattr(ops, op)(fields))
-        except ServiceError as exc:
-            return _error(exc.status, exc.problems)
-
-    async def read_json(request: Request) -> Any:
-        try:
-            return parse_json(await _body(request, config.max_body))
-        except TooLarge:
-            raise ServiceError(413, [problem("$", f"a body of at most {config.max_body} bytes", "more")]) from None
-        except SchemaError as exc:
-            raise from_library(exc) from None
-
-    async def agent(request: Request) -> Response:
-        name = request.path_params["name"]
-        if request.method == "GET":
-            return await run("get_agent", {"name": name})
-        if request.method == "DELETE":
-            return await run("delete_agent", {"name": name})
-        try:
-            doc = await read_json(request)
-        except ServiceError as exc:
-            return _error(exc.status, exc.problems)
-        return await run("put_agent", {"name": name, "declaration": doc})
-
-    async def agents(request: Request) -> Response:
-        if request.method == "GET":
-            fields: dict[str, Any] = {"after": request.query_params.get("after")}
-            limit = request.query_params.get("limit")
-            if limit is not None:
-                if not limit.isdigit():
-                    return _error(400, [problem("$.limit", "an integer", repr(limit[:40]))])
-                fields["limit"] = int(limit)
-            return await run("list_agents", fields)
-        try:
-            data = await _body(request, config.max_body)
-        except TooLarge:
-            return _error(413, [problem("$", f"a body of at most {config.max_body} bytes", "more")])
-        docs: list[Any] = []
-        lines: list[int] = []
-        problems: list[dict[str, Any]] = []
-        for item in iter_documents(data, form=LINES, decode=parse_json):
-            assert item.line is not None  # JSON Lines: every document has its line
-            if item.problems:
-                problems.extend(from_library(SchemaError(list(item.problems)), line=item.line).problems)
-            else:
-                docs.append(item.value)
-                lines.append(item.line)
-        try:
-            return _json(await ops.put_agents({"declarations": docs}, lines, problems))
-        except ServiceError as exc:
-            return _error(exc.status, exc.problems)
-
-    async def place_asgi(scope, receive, send) -> None:
-        """POST /v1/place as pure ASGI (the same checks and answers as the other routes)."""
-        status, payload = 200, None
-        try:
-            chunks, size, more = [], 0, True
-            while more:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    return
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > config.max_body:
-                    raise ServiceError(413, [problem("$", f"a body of at most {config.max_body} bytes", "more")])
-                chunks.append(chunk)
-                more = message.get("more_body", False)
-            try:
-                body = parse_json(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-            except SchemaError as exc:
-                raise from_library(exc) from None
-            if not isinstance(body, dict):
-                raise ServiceError(400, [problem("$", "an object {requirements, session?, route?}", "another value")])
-            query = scope["query_string"]
-            if query:
-                record = _query_value(query, "record")
-                if record is not None:
-                    body["record"] = record
-            payload = orjson.dumps(await ops.place(body))
-        except ServiceError as exc:
-            status, payload = exc.status, orjson.dumps({"problems": exc.problems})
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(payload)).encode())]})
-        await send({"type": "http.response.body", "body": payload})
-
-    async def body_op(request: Request, op: str) -> Response:
-        try:
-            body = await read_json(request)
-        except ServiceError as exc:
-            return _error(exc.status, exc.problems)
-        return await run(op, body if isinstance(body, dict) else {"$": body})
-
-    async def outcomes(request: Request) -> Response:
-        return await body_op(request, "outcome")
-
-    async def session(request: Request) -> Response:
-        fields = {"agent": request.path_params["agent"], "session": request.path_params["session"]}
-        return await run("hold_session" if request.method == "PUT" else "release_session", fields)
-
-    async def trace(request: Request) -> Response:
-        since = request.query_params.get("since", "0")
-        if not since.isdigit():
-            return _error(400, [problem("$.since", "a seq (a non-negative integer)", repr(since[:40]))])
-        await state.durable()
-        end = state.trace_size
-        return StreamingResponse(_iterate(readable_since(state, int(since), end)),
-                                 media_type="application/x-ndjson")
-
-    async def verify(request: Request) -> Response:
-        try:
-            data = await _body(request, config.max_body)
-        except TooLarge:
-            return _error(413, [problem("$", f"a body of at most {config.max_body} bytes", "more")])
-        findings = await asyncio.get_running_loop().run_in_executor(None, verify_bytes, data)
-        return _json(verify_result("request", findings))
-
-    async def healthz(request: Request) -> Response:
-        return _json({"status": "ok"})
-
-    async def readyz(request: Request) -> Response:
-        if state.ready:
-            return _json({"status": "ready", "agents": len(state.fleet), "next_seq": state.next_seq})
-        return _json({"status": "loading"}, 503)
-
-    async def metrics_text(request: Request) -> Response:
-        if state.ready:
-            metrics.FLEET_AGENTS.set(len(state.fleet))
-            metrics.JOURNAL_LAG.set(state.journal_lag)
-            metrics.JOURNAL_ENTRIES.set(state.journal.entries if state.journal is not None else 0)
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
-
-    async def ui(request: Request) -> Response:
-        page = await live.page()
-        headers = {"ETag": page.etag, "Cache-Control": "no-cache"}
-        if request.headers.get("if-none-match") == page.etag:
-            return Response(status_code=304, headers=headers)
-        return Response(page.html, media_type="text/html; charset=utf-8", headers=headers)
-
-    async def ui_data(request: Request) -> Response:
-        return Response(orjson.dumps({"version": await live.shown_version(), "next_seq": state.next_seq}),
-                        media_type=JSON, headers={"Cache-Control": "no-store"})
-
-    async def watch(request: Request) -> Response:
-        if watcher is None:
-            return _json({"interval": None, "remove_after": None, "sources": []})
-        return _json(watcher.status())
-
-    async def openapi(request: Request) -> Response:
-        return _json(openapi_document())
-
-    async def k8s(request: Request, verb: str) -> Response:
-        # not parse_json: the service's bounds on A3 documents would refuse valid Pods and Nodes;
-        # the extender bounds only what it reads (a3fast.service.k8s)
-        try:
-            data = await _body(request, config.max_body)
-        except TooLarge:
-            return _error(413, [problem("$", f"a body of at most {config.max_body} bytes", "more")])
-        try:
-            return Response(await getattr(extender, verb)(data), media_type=JSON)
-        except BadArgs as exc:
-            return _error(400, exc.problems)
-        except ExtenderError as exc:
-            return _error(400, [problem("$.Pod.metadata.annotations", "valid A3 requirements", str(exc))])
-
-    async def k8s_filter(request: Request) -> Response:
-        return await k8s(request, "filter")
-
-    async def k8s_prioritize(request: Request) -> Response:
-        return await k8s(request, "prioritize")
-
-    routes = [
-        Route("/v1/agents/{name}", agent, methods=["PUT", "GET", "DELETE"]),
-        Route("/v1/agents", agents, methods=["GET", "POST"]),
-        # an ASGI endpoint (a partial is not wrapped as request -> response); Guard answers
-        # POST before routing, so Starlette only sees it for the 405 of other methods
-        Route("/v1/place", functools.partial(place_asgi), methods=["POST"]),
-        Route("/v1/outcomes", outcomes, methods=["POST"]),
-        Route("/v1/sessions/{session}/{agent}", session, methods=["PUT", "DELETE"]),
-        Route("/v1/trace", trace, methods=["GET"]),
-        Route("/v1/verify", verify, methods=["POST"]),
-        Route("/v1/replay", replay_endpoint(state, config.max_body), methods=["POST"]),
-        Route("/v1/watch", watch, methods=["GET"]),
-        Route("/ui", ui, methods=["GET"]),
-        Route("/ui/data", ui_data, methods=["GET"]),
-        Route("/v1/openapi.json", openapi, methods=["GET"]),
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz, methods=["GET"]),
-        Route("/metrics", metrics_text, methods=["GET"]),
-        Route("/k8s/filter", k8s_filter, methods=["POST"]),
-        Route("/k8s/prioritize", k8s_prioritize, methods=["POST"]),
+    extender = Extender(state)
+    table = endpoints(config, state, ops, extender, LiveReport(state), watcher)
+    limits = body_limits(config)
+    open_paths = frozenset(e.path for e in table if e.open)
+    middleware = [
+        Middleware(SecurityHeaders),
+        Middleware(Timing),
+        Middleware(Refusals),
+        Middleware(Authentication, token=config.token, open_paths=open_paths,
+                   client_certificates=config.tls_client_ca is not None),
+        Middleware(Readiness, state=state, open_paths=open_paths),
+        Middleware(FastRoutes, routes={(e.method, e.path): e.handler for e in table if e.asgi}),
     ]
-
-    @asynccontextmanager
-    async def lifespan(app):
-        app.state.failure = None
-        loading = asyncio.get_running_loop().run_in_executor(None, _open, state, config, app)
-        watching = asyncio.create_task(_watch_when_ready(loading, state, watcher)) if watcher else None
-        try:
-            yield
-        finally:
-            if watching is not None:
-                watching.cancel()
-                await asyncio.gather(watching, return_exceptions=True)
-            await asyncio.shield(loading)
-            extender.close()
-            if state.ready:
-                state.close()
-
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes(table, limits, config.body_timeout), middleware=middleware,
+                    exception_handlers={HTTPException: _not_routed},
+                    lifespan=functools.partial(_lifespan, state=state, config=config, watcher=watcher,
+                                               extender=extender))
     app.state.service = state
     app.state.on_failure = None
-    app.add_middleware(Guard, config=config, state=state, fast={("POST", "/v1/place"): place_asgi})
     return app
+
+
+@asynccontextmanager
+async def _lifespan(app, state: ServiceState, config: ServiceConfig, watcher, extender: Extender):
+    app.state.failure = None
+    loading = asyncio.get_running_loop().run_in_executor(None, _open, state, config, app)
+    watching = asyncio.create_task(_watch_when_ready(loading, state, watcher)) if watcher else None
+    try:
+        yield
+    finally:
+        if watching is not None:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+        await asyncio.shield(loading)
+        extender.close()
+        if state.ready:
+            state.close()
 
 
 def _watcher(config: ServiceConfig, ops: Operations, state: ServiceState):
@@ -411,6 +541,13 @@ async def _watch_when_ready(loading, state: ServiceState, watcher) -> None:
         log.exception("the watch of agent cards and MCP servers stopped")
 
 
+def _header(scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value
+    return None
+
+
 def _query_value(query: bytes, name: str) -> str | None:
     """The last value of one query parameter (as Starlette's query_params would give it)."""
     if query == b"record=compact" and name == "record":
@@ -434,27 +571,6 @@ def _open(state: ServiceState, config: ServiceConfig, app) -> None:
         print(f"a3fast serve: cannot start: {exc}", file=sys.stderr, flush=True)
         if app.state.on_failure is not None:
             app.state.on_failure()
-
-
-def seed_fleet(state: ServiceState, config: ServiceConfig) -> None:
-    """Declarations of --fleet, added when the state holds no agent yet (a restart keeps what the
-    state holds). A plain fleet is read by the fleet's bulk reader in one pass and handed to the
-    state whole; a sharded one takes the declarations through `put_agents`. SchemaError names
-    every problem by line (or index) and JSON path; nothing is added then."""
-    if state.order or config.fleet is None:
-        return
-    from ..document_reader import load_fleet, read_declarations
-
-    name = str(config.fleet)
-    if not state.sharded:
-        state.seed(load_fleet(config.fleet, state.engine, name=name))
-        return
-    parsed, problems = read_declarations(config.fleet)
-    if problems:
-        raise SchemaError(problems, name)
-    state.put_agents([decl for _, decl in parsed])
-    if state.journal is not None:
-        state.journal.sync()
 
 
 async def _iterate(chunks):

@@ -4,10 +4,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ServiceConfig", "DEFAULT_PORT", "DEFAULT_MAX_BODY"]
+__all__ = ["ServiceConfig", "DEFAULT_PORT", "DEFAULT_MAX_BODY", "DEFAULT_MAX_REQUEST_BODY",
+           "DEFAULT_MAX_BULK_BODY", "DEFAULT_MAX_K8S_BODY"]
 
 DEFAULT_PORT = 8421
-DEFAULT_MAX_BODY = 64 * 1024 * 1024
+MiB = 1024 * 1024
+#: The largest body of all (a trace posted to /v1/verify, a stdio line); every other limit is at most this.
+DEFAULT_MAX_BODY = 64 * MiB
+#: One document: a declaration, a placement request, an outcome.
+DEFAULT_MAX_REQUEST_BODY = 1 * MiB
+#: POST /v1/agents: the change is applied on the event loop in one step, so its size is what one
+#: request may hold everyone else up for (1 MiB is about 6,000 declarations; docs/service.md,
+#: "Limits", has the time their step takes).
+DEFAULT_MAX_BULK_BODY = 1 * MiB
+#: /k8s/*: ExtenderArgs (NodeNames mode: ~20 bytes a node; Nodes mode: the whole Node objects,
+#: ~7 KB each, so 5,000 nodes are about 34 MiB; the extender decodes them on a worker thread).
+DEFAULT_MAX_K8S_BODY = 48 * MiB
 
 
 @dataclass(frozen=True)
@@ -17,11 +29,18 @@ class ServiceConfig:
     state: Path | None = None          # the state directory (journal, snapshot, trace); None: memory only
     fleet: Path | None = None          # declarations to seed a state that holds no agent yet
     trace: Path | None = None          # where the trace is written (default: STATE/trace.jsonl)
-    token: str | None = None           # bearer token every request but /healthz and /readyz needs
+    token: str | None = None           # bearer token every request but /healthz, /readyz and /metrics needs
     engine: str | None = None
-    max_body: int = DEFAULT_MAX_BODY
+    max_body: int = DEFAULT_MAX_BODY   # the largest body of any route (and stdio line)
+    max_request_body: int = DEFAULT_MAX_REQUEST_BODY   # one document (PUT agent, place, outcomes)
+    max_bulk_body: int = DEFAULT_MAX_BULK_BODY         # POST /v1/agents
+    max_k8s_body: int = DEFAULT_MAX_K8S_BODY           # /k8s/*
+    header_timeout: float = 10.0       # seconds a connection may take to send a request's head
+    body_timeout: float = 60.0         # seconds a request may take to send its whole body
+    keep_alive: float = 5.0            # seconds an idle keep-alive connection is kept
+    max_connections: int | None = None  # open connections at most (None: from the process's file limit)
     fsync: str = "group"               # "group" (group commit), "always" (one per change), "never"
-    snapshot_every: int = 50_000       # journal entries between snapshots
+    checkpoint_every: int = 50_000       # journal entries between checkpoints
     watch_cards: tuple[str, ...] = ()  # agents (or card URLs) whose cards keep the fleet in step
     watch_mcp: tuple[tuple[str, str], ...] = ()  # (agent, MCP server URL): the agent's tools follow the server
     watch_interval: float = 30.0       # seconds between two checks of a watched card or server

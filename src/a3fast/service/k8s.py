@@ -455,9 +455,30 @@ def _names_result(names: list[str], unresolvable: dict[str, str]) -> bytes:
                          "FailedAndUnresolvableNodes": unresolvable, "Error": ""})
 
 
+class _EchoedMeta(msgspec.Struct):
+    name: str
+    namespace: str | None = None
+    uid: str | None = None
+    annotations: dict[str, str] | None = None
+
+
+class _EchoedNode(msgspec.Struct):
+    metadata: _EchoedMeta
+
+
+_ECHOED_NODE = msgspec.json.Decoder(_EchoedNode)
+
+
 def _nodes_result(items: list[msgspec.Raw], unresolvable: dict[str, str]) -> bytes:
     """The passed Node objects as they were sent, byte for byte: kube-scheduler takes the returned
-    objects as the nodes in this mode (extender.go's Filter), so they are not trimmed."""
+    objects as the nodes in this mode (extender.go's Filter), so they are not trimmed. Each is
+    first held to the ObjectMeta types Go decodes it with (BadArgs otherwise), so the answer is a
+    well-typed ExtenderFilterResult whatever was sent."""
+    for k, raw in enumerate(items):
+        try:
+            _ECHOED_NODE.decode(raw)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise _bad(exc, f"$.Nodes.items[{k}]") from None
     return (b'{"Nodes":{"metadata":{},"items":[' + b",".join(items)
             + b']},"NodeNames":null,"FailedNodes":{},"FailedAndUnresolvableNodes":'
             + orjson.dumps(unresolvable) + b',"Error":""}')

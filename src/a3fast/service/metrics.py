@@ -1,11 +1,38 @@
 """Prometheus metrics of the service, declared once; labels are few and bounded (route templates,
-two results, the predicate kinds of §5)."""
+two results, the predicate kinds of §5).
+
+The stdio protocol runs on the base install, which has no prometheus_client: there the metrics are
+counted nowhere (nothing could read them), and the HTTP service, which serves them, needs the
+'serve' extra anyway."""
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from typing import Any
+
+try:
+    from prometheus_client import Counter, Gauge, Histogram
+except ModuleNotFoundError:
+    class _Uncounted:
+        """A metric of an install without prometheus_client: every update does nothing."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def labels(self, *args: Any) -> "_Uncounted":
+            return self
+
+        def inc(self, amount: float = 1) -> None:
+            pass
+
+        def set(self, value: float) -> None:
+            pass
+
+        def observe(self, value: float) -> None:
+            pass
+
+    Counter = Gauge = Histogram = _Uncounted  # type: ignore[misc, assignment]
 
 __all__ = ["PLACEMENTS", "UNSCHEDULABLE", "REQUEST_SECONDS", "FLEET_AGENTS", "JOURNAL_LAG",
-           "JOURNAL_ENTRIES", "WATCH_CHECKS", "predicate_kind"]
+           "JOURNAL_ENTRIES", "WATCH_CHECKS", "WATCH_RUNNING", "predicate_kind", "watched"]
 
 PLACEMENTS = Counter("a3fast_placements_total", "Placements made, by result.", ["result"])
 UNSCHEDULABLE = Counter("a3fast_unschedulable_total",
@@ -22,6 +49,18 @@ WATCH_CHECKS = Counter("a3fast_watch_checks_total",
                        "(kept the last good agents or tools), missing (404/410; an MCP server's agent not in "
                        "the fleet), removed (after --watch-remove-after misses), "
                        "error (unreachable; backs off).", ["result"])
+WATCH_RUNNING = Gauge("a3fast_watch_running",
+                      "1 while the watch of --watch-cards/--watch-mcp runs, 0 once it has stopped.")
+# One series per watched source (the sources are fixed at start, so the label set is bounded); the
+# text of a source's last error is served at /v1/watch.
+WATCH_SOURCE_FAILING = Gauge("a3fast_watch_source_failing",
+                             "1 when the last check of this watched source ended in an error.", ["source"])
+WATCH_SOURCE_ERRORS = Gauge("a3fast_watch_source_errors",
+                            "Checks of this watched source that ended in an error, since the start.", ["source"])
+WATCH_SOURCE_LAST_ERROR = Gauge("a3fast_watch_source_last_error_timestamp_seconds",
+                                "When this watched source's last error happened (Unix time).", ["source"])
+WATCH_SOURCE_LAST_CHECK = Gauge("a3fast_watch_source_last_check_timestamp_seconds",
+                                "When this watched source was last checked (Unix time).", ["source"])
 JOURNAL_ENTRIES = Gauge("a3fast_journal_entries", "Journal entries since the last snapshot.")
 
 _KINDS = ("capability", "clearance", "tool", "residency", "model.latency_class", "agentRef", "anti-affinity")
@@ -55,3 +94,12 @@ def count_placement(p) -> None:
     kinds = {predicate_kind(pred) for pred, n in p.failed_counts().items() if n}
     for kind in kinds or ("none",):
         UNSCHEDULABLE.labels(kind).inc()
+
+
+def watched(source: str, *, failing: bool, errors: int, last_error_at: float | None, checked_at: float) -> None:
+    """The per-source watch series after a check of `source`."""
+    WATCH_SOURCE_FAILING.labels(source).set(1 if failing else 0)
+    WATCH_SOURCE_ERRORS.labels(source).set(errors)
+    if last_error_at is not None:
+        WATCH_SOURCE_LAST_ERROR.labels(source).set(last_error_at)
+    WATCH_SOURCE_LAST_CHECK.labels(source).set(checked_at)

@@ -15,16 +15,18 @@ import orjson
 from ..errors import A3Error, FleetError, SchemaError
 from ..placement import Route, RouteError
 from ..schema import parse_declaration, parse_requirements, task_kind
-from ..verify import is_valid, verify_bytes
+from ..verify import is_valid, verify_stream_counted
 from . import metrics
 from .slices import readable_answer
 from .problems import ServiceError, check_bounds, from_library, parse_json, problem
 from .state import FleetConflict, ServiceState
 
-__all__ = ["Operations", "OPS"]
+__all__ = ["Operations", "OPS", "verify_text", "verify_result"]
 
 #: Names listed per page of GET /v1/agents, at most.
 MAX_PAGE = 10_000
+#: Records one stdio `trace` answer holds, at most.
+MAX_TRACE_RECORDS = 100_000
 
 
 def _require(body: Any, field: str, kind: type | tuple, expected: str) -> Any:
@@ -79,6 +81,12 @@ class Operations:
                          problems: list[dict] | None = None) -> dict:
         """All or none. `lines` numbers the declarations (JSON Lines over HTTP; else 1, 2, ...);
         `problems` already found in the same body (lines that are not JSON) are reported together."""
+        return await self.apply_agents(self.prepare_agents(body, lines, problems))
+
+    @staticmethod
+    def prepare_agents(body: dict, lines: list[int] | None = None, problems: list[dict] | None = None) -> list:
+        """The declarations of a bulk add, parsed and checked, or ServiceError naming every bad one.
+        Touches no state, so HTTP runs it on a worker thread for a large body."""
         docs = _require(body, "declarations", list, "a list of declarations (§3)")
         lines = lines or list(range(1, len(docs) + 1))
         decls, problems = [], list(problems or [])
@@ -90,6 +98,10 @@ class Operations:
         if problems:
             problems.sort(key=lambda p: p.get("line", 0))
             raise ServiceError(400, problems)
+        return decls
+
+    async def apply_agents(self, decls: list) -> dict:
+        """Add prepared declarations in one step (all or none), then wait for durability."""
         self._put(decls)
         await self.state.durable()
         return {"count": len(decls)}
@@ -155,7 +167,7 @@ class Operations:
         except RouteError as exc:
             raise ServiceError(422, [problem("$.route", "a route that only adds requirements", str(exc))]) from None
         metrics.count_placement(p)
-        self.state.maybe_snapshot()
+        self.state.maybe_checkpoint()
         await self.state.durable()
         if record == "compact":
             lines = readable_answer(self.state, lines)
@@ -194,7 +206,7 @@ class Operations:
             raise ServiceError(404, [problem("$.agent", "an agent of the fleet", repr(agent))]) from None
         self._changed()
         await self.state.durable()
-        successes, attempts = self.state.outcomes[(agent, kind)]
+        successes, attempts = self.state.fleet.outcomes(agent, kind)
         return {"agent": agent, "kind": kind, "successes": successes, "attempts": attempts}
 
     async def hold_session(self, body: dict) -> dict:
@@ -219,16 +231,26 @@ class Operations:
     # -- the trace --------------------------------------------------------------------------------
     async def trace(self, body: dict) -> dict:
         """The trace records after `since` (stdio; HTTP streams the same lines)."""
-        since = _optional(body, "since", int, "a seq (integer)") or 0
-        limit = _optional(body, "limit", int, "an integer from 1 to 100000") or 100_000
+        since = _optional(body, "since", int, "a seq (a non-negative integer)")
+        if since is None:
+            since = 0
+        if since < 0:
+            raise ServiceError(400, [problem("$.since", "a seq (a non-negative integer)", str(since))])
+        limit = _optional(body, "limit", int, f"an integer from 1 to {MAX_TRACE_RECORDS}")
+        if limit is None:
+            limit = MAX_TRACE_RECORDS
+        if not 1 <= limit <= MAX_TRACE_RECORDS:
+            raise ServiceError(400, [problem("$.limit", f"an integer from 1 to {MAX_TRACE_RECORDS}", str(limit))])
         await self.state.durable()
         from .slices import readable_since
 
-        lines = []
+        chunks, lines = [], 0
         for chunk in readable_since(self.state, since, self.state.trace_size):
-            lines.append(chunk)
-        data = b"".join(lines)
-        records = data.splitlines()[:limit]
+            chunks.append(chunk)
+            lines += chunk.count(b"\n")
+            if lines > limit:        # the chunks read hold `limit` whole records: read no further
+                break
+        records = b"".join(chunks).splitlines()[:limit]
         return {"records": orjson.Fragment(b"[" + b",".join(records) + b"]")}
 
     async def verify(self, body: dict) -> dict:
@@ -238,11 +260,25 @@ class Operations:
             data = text.encode()
         else:
             records = _require(body, "records", list, "a list of trace records")
-            data = orjson.dumps(records)
-        return verify_result("request", verify_bytes(data))
+            data = orjson.dumps(records) if records else b""
+        return verify_text(data)
 
     def _changed(self) -> None:
-        self.state.maybe_snapshot()
+        self.state.maybe_checkpoint()
+
+
+def verify_text(data: bytes) -> dict:
+    """§7 over a trace's text (JSON Lines or a JSON array): the `a3fast verify --json` object, or
+    400 when it holds no record at all, as `a3fast verify` refuses it (exit 2) rather than calling
+    an empty trace valid. Touches no state: HTTP runs it on a worker thread."""
+    import io
+
+    findings, records = verify_stream_counted(io.BytesIO(data))
+    if records == 0:
+        found = ("no records (the input is empty)" if not findings
+                 else f"no records: not a trace of {{seq, kind, content}} records ({findings[0]})")
+        raise ServiceError(400, [problem("$", "a trace of {seq, kind, content} records", found)])
+    return verify_result("request", findings)
 
 
 def verify_result(path: str, findings) -> dict:

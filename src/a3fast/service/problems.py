@@ -9,7 +9,8 @@ import orjson
 from ..errors import FleetError, Problem, SchemaError, describe
 from ..schema import loads
 
-__all__ = ["ServiceError", "problem", "from_library", "journal_failed", "parse_json", "MAX_DEPTH", "MAX_STRING"]
+__all__ = ["ServiceError", "problem", "from_library", "journal_failed", "too_large", "parse_json", "query_int",
+           "MAX_DEPTH", "MAX_STRING"]
 
 #: Deepest nesting of arrays and objects a request may have (A3 documents need about 5).
 MAX_DEPTH = 32
@@ -44,10 +45,28 @@ def from_library(exc: Exception, status: int = 400, **extra: Any) -> ServiceErro
 
 
 def journal_failed(why: str) -> ServiceError:
-    """503 for every request once the journal could not be written (a3fast.service.journal,
+    """503 for every request once the journal could not be written (a3fast.journal,
     JournalFailed): the service answers nothing more until it is restarted."""
     return ServiceError(503, [problem("$", "a service whose journal can be written",
                                       f"{why}; the service accepts nothing more until it is restarted")])
+
+
+def too_large(limit: int, found: str = "more") -> ServiceError:
+    """413: a body (or stdio line) over the limit that applies to it."""
+    return ServiceError(413, [problem("$", f"a body of at most {limit} bytes", found)])
+
+
+#: Digits a query integer may have: an int64 has at most 19, so a longer one is refused before it
+#: is converted (a 5,000-digit number would make int() raise, or cost quadratic time).
+MAX_QUERY_DIGITS = 19
+
+
+def query_int(value: str, path: str, expected: str) -> int:
+    """A query parameter as a non-negative integer: ASCII digits only (str.isdigit also accepts
+    '²' and other digits int() refuses), at most MAX_QUERY_DIGITS of them; 400 otherwise."""
+    if not (value.isascii() and value.isdigit() and len(value) <= MAX_QUERY_DIGITS):
+        raise ServiceError(400, [problem(path, expected, repr(value[:40]) + ("..." if len(value) > 40 else ""))])
+    return int(value)
 
 
 def parse_json(data: bytes, path: str = "$") -> Any:

@@ -41,12 +41,13 @@ class _Stopped(Exception):
         self.status, self.found, self.expected = status, found, expected
 
 
-def replay_endpoint(state: Any, max_body: int) -> Callable[[Request], Any]:
-    """The Starlette endpoint of POST /v1/replay for a service `state`."""
+def replay_endpoint(state: Any) -> Callable[[Request, bytes], Any]:
+    """The handler of POST /v1/replay for a service `state`: `(request, body)`, the body read by the
+    route table within its limit (service/app.py)."""
 
-    async def endpoint(request: Request) -> Response:
+    async def endpoint(request: Request, data: bytes) -> Response:
         try:
-            body = await _read(request, max_body)
+            body = await asyncio.to_thread(_parse, data)
             request_fields = _fields(body)
             source = request_fields.pop("source")
             if source is None:      # a range of the service's own trace, as far as it is durable
@@ -77,15 +78,9 @@ class _Range:
         self.chunks = chunks
 
 
-async def _read(request: Request, limit: int) -> Any:
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ServiceError(413, [problem("$", f"a body of at most {limit} bytes", "more")])
-        chunks.append(chunk)
+def _parse(data: bytes) -> Any:
     try:
-        return parse_json(b"".join(chunks))
+        return parse_json(data)
     except SchemaError as exc:
         raise from_library(exc) from None
 

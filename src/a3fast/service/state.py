@@ -6,15 +6,11 @@ journal. A placement's records go into the journal entry too (one fsync covers b
 to the trace file; the trace file is rebuilt from the journal on recovery, so it is exactly as
 durable as the journal.
 
-Exactness after a restart: candidates are listed in the order agents first joined, and a removed
-agent keeps its place (a later re-add takes it back), so the state keeps every name ever added, in
-order, beside the live declarations, the outcome counts per (agent, kind) — which outlive removal,
-as in the fleet — and the sessions each agent holds. A snapshot stores exactly that: the fleet as a
-fleet snapshot file (`Fleet.save`, docs/snapshot.md; loading it rebuilds the index from its stored
-rows, parsing no declaration) named by the service's own small snapshot, which holds the join order,
-outcomes, sessions and trace position. Recovery loads both, then replays the journal. (Format 2
-snapshots, which held the declarations as JSON, are still read: the fleet is rebuilt with the public
-Fleet API, removed places re-created by adding a placeholder and removing it.)
+Exactness after a restart is the fleet's: its snapshot (`fleet.save`, docs/snapshot.md) holds the
+join order with removed names, the outcome counts and the held sessions, and the journal's changes
+are replayed through the fleet's own API (a3fast.journal). The state directory's protocol —
+checkpoints, journal generations, what a start replays and refuses — is a3fast.statedir's; the
+service's checkpoint adds the next seq and how much of the trace file the snapshot covers.
 """
 from __future__ import annotations
 
@@ -26,59 +22,97 @@ import sys
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
 
 import orjson
 
-from ..errors import FleetError, Problem, SchemaError, SnapshotError
+from ..errors import A3Error, FleetError, Problem, SchemaError
 from ..record.compact import Encoder
 from ..fleet import Fleet, namespace_problem
+from ..placement import Placement, Route
 from ..record.write import placement_records
-from ..schema import Declaration, parse_declaration
+from ..schema import Declaration, Requirements
 from ..trace import TraceWriter
 from ..distributed.sharded import ShardError
-from .journal import Journal, JournalCorrupt, JournalFailed, frame, read_entries
+from ..journal import (CHANGE, TRACE as TRACE_ENTRY, ChangeUnreadable, Journal, JournalFailed, apply_change,
+                       decode_change, encode_change)
+from ..statedir import Entry, StateDir, StateError
 
-__all__ = ["ServiceState", "StateError", "SNAPSHOT", "JOURNAL", "TRACE"]
+__all__ = ["ServiceState", "StateError", "ServedFleet", "FleetStore", "LocalFleets", "CHECKPOINT", "TRACE"]
 
-SNAPSHOT = "snapshot"
-JOURNAL = "journal"
+CHECKPOINT = "checkpoint"
 TRACE = "trace.jsonl"
-SNAPSHOT_FORMAT = 3
-#: The format before the fleet had its own snapshot file (declarations inside the JSON document).
-SNAPSHOT_FORMAT_JSON_FLEET = 2
-#: Fleet snapshot files are named `fleet.<token>.a3snap`; the service's snapshot names the current one.
-FLEET_SNAPSHOT_PREFIX = "fleet."
-FLEET_SNAPSHOT_SUFFIX = ".a3snap"
-#: The snapshot checks this many bytes at the end of the trace it covers (its length checks the
+#: The checkpoint checks this many bytes at the end of the trace it covers (its length checks the
 #: rest): checking the whole trace would make every start slower as history grows.
 TRACE_CHECK_BYTES = 1 << 20
-#: The namespace of the placeholder that re-creates a removed agent's place in the join order.
-_PLACEHOLDER_NAMESPACE = "a3fast.removed"
-_OP = b"J"
-_TRACE = b"T"
 
 
-class StateError(Exception):
-    """State on disk that cannot be read back exactly (exit 2 at start)."""
+class ServedFleet(Protocol):
+    """What the service asks of the fleet it serves: a Fleet or a ShardedFleet. (The fleet
+    package's typed protocol states the same; this names only what the state uses.)"""
+
+    def add(self, declaration: Mapping[str, Any] | Declaration) -> Declaration: ...
+    def extend(self, declarations: Iterable[Mapping[str, Any] | Declaration]) -> None: ...
+    def remove(self, name: str) -> Declaration: ...
+    def get(self, name: str) -> Declaration | None: ...
+    def names(self) -> list[str]: ...
+    def __contains__(self, name: object) -> bool: ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[Declaration]: ...
+    def record_outcome(self, agent: str, kind: Any, success: bool) -> None: ...
+    def record_outcomes(self, agent: str, kind: str, successes: int, attempts: int) -> None: ...
+    def outcomes(self, agent: str, kind: str) -> tuple[int, int]: ...
+    def hold_session(self, agent: str, session: str) -> None: ...
+    def release_session(self, agent: str, session: str) -> None: ...
+    def holds_session(self, agent: str, session: str) -> bool: ...
+    def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
+              route: Route | None = None, *, remember_session: bool = True,
+              reason_limit: int | None = None, candidates: Iterable[str] | None = None) -> Placement: ...
+    def save(self, path: str | os.PathLike) -> None: ...
 
 
-def _placeholder(name: str) -> dict[str, Any]:
-    return {"v": "1.0", "agent": {"name": name, "namespace": _PLACEHOLDER_NAMESPACE},
-            "capabilities": [], "clearances": []}
+class FleetStore(Protocol):
+    """How the service makes its fleet: empty, from a snapshot `save` wrote, and ended.
+    `reads_in_bulk`: a fleet read by `a3fast.document_reader.load_fleet` may take the empty one's
+    place (`ServiceState.seed`); otherwise a seed goes through `put_agents`."""
+
+    reads_in_bulk: bool
+
+    def empty(self) -> ServedFleet: ...
+    def load(self, path: Path) -> ServedFleet: ...
+    def close(self, fleet: ServedFleet) -> None: ...
+
+
+class LocalFleets:
+    """One Fleet in this process."""
+
+    reads_in_bulk = True
+
+    def __init__(self, engine: str | None = None):
+        self.engine = engine
+
+    def empty(self) -> Fleet:
+        return Fleet(self.engine)
+
+    def load(self, path: Path) -> Fleet:
+        return Fleet.load(path, engine=self.engine)
+
+    def close(self, fleet: ServedFleet) -> None:
+        pass
 
 
 class ServiceState:
     """The fleet, its journal and trace. `directory=None` keeps no journal (nothing survives a
-    restart) and writes the trace to `trace_path` or a temporary file."""
+    restart) and writes the trace to `trace_path` or a temporary file. `fleet_factory` makes the
+    fleet (a FleetStore; one Fleet in this process by default)."""
 
     def __init__(self, directory: str | os.PathLike | None = None, *, engine: str | None = None,
                  trace_path: str | os.PathLike | None = None, fsync: str = "group",
-                 snapshot_every: int = 50_000, log=None, fleet_factory: Callable[[], Any] | None = None):
+                 checkpoint_every: int = 50_000, log=None, fleet_factory: FleetStore | None = None):
         self.directory = Path(directory) if directory is not None else None
         self.engine = engine
         self.fsync = fsync
-        self.snapshot_every = snapshot_every
+        self.checkpoint_every = checkpoint_every
         self.log = log or (lambda message: print(f"a3fast serve: {message}", file=sys.stderr, flush=True))
         self._tempdir: str | None = None
         if trace_path is not None:
@@ -88,14 +122,9 @@ class ServiceState:
         else:
             self._tempdir = tempfile.mkdtemp(prefix="a3fast-serve-")
             self.trace_path = Path(self._tempdir) / TRACE
-        #: builds the served fleet at `open` when it is not a plain Fleet (a ShardedFleet,
-        #: a3fast.service.sharded): started empty and rebuilt from the snapshot and journal
-        self._fleet_factory = fleet_factory
-        self.sharded = fleet_factory is not None
-        self.fleet: Any = Fleet(engine)
-        self.order: dict[str, None] = {}                 # every name ever added, in join order
-        self.outcomes: dict[tuple[str, str], list[int]] = {}   # (agent, kind) -> [successes, attempts]
-        self.sessions: dict[str, set[str]] = {}          # agent -> sessions it holds
+        self.fleets: FleetStore = fleet_factory if fleet_factory is not None else LocalFleets(engine)
+        self.fleet: ServedFleet = Fleet(engine)     # replaced at `open`
+        self.statedir: StateDir | None = None
         self.next_seq = 1
         self.encoder = Encoder()
         self.journal: Journal | None = None
@@ -107,47 +136,74 @@ class ServiceState:
         self._trace_ends: deque[int] = deque()   # the end each commit under way writes up to
         self.ready = False
         self.recovered_entries = 0
+        #: whether the state held nothing at `open` (no checkpoint, no journal entry)
+        self.fresh = True
         #: a ShardError that left the sharded fleet holding part of a batch (see `_change`)
         self.doubt: ShardError | None = None
 
     # -- start and stop ---------------------------------------------------------------------------
     def open(self, *, mark_ready: bool = True) -> None:
-        """Load the snapshot, replay the journal, rebuild the trace file; StateError if the state
-        cannot be read back exactly."""
+        """Load the checkpoint, replay the journal after it, rebuild the trace file; StateError
+        naming the file, the entry and the reason if the state cannot be read back exactly."""
         trace_bytes = 0
         trace_crc = 0
-        replay: list[bytes] = []
-        if self._fleet_factory is not None:
-            self.fleet = self._fleet_factory()
+        replay: list[Entry] = []
+        if self.directory is None:
+            self.fleet = self._empty_fleet()
         if self.directory is not None:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            snapshot = self._read_snapshot()
-            if snapshot is not None:
-                self._restore(snapshot)
-                trace_bytes, trace_crc = snapshot["trace_bytes"], snapshot["trace_tail_crc"]
-            replay = self._read_journal()
+            self.statedir = StateDir(self.directory, log=self.log)
+            _upgrade_layout(self.statedir)
+            recovered = self.statedir.recover()
+            checkpoint = recovered.checkpoint
+            if checkpoint is not None:
+                assert recovered.snapshot is not None   # a checkpoint always names one
+                self.fleet = self._load_fleet(recovered.snapshot)
+                try:
+                    self.next_seq = int(checkpoint["next_seq"])
+                    trace_bytes, trace_crc = int(checkpoint["trace_bytes"]), int(checkpoint["trace_tail_crc"])
+                except (KeyError, TypeError, ValueError):
+                    raise StateError(f"{self.statedir.path(CHECKPOINT)}: the checkpoint lacks the trace "
+                                     f"position or next seq; restore the state directory from a copy") from None
+            else:
+                self.fleet = self._empty_fleet()
+            replay = recovered.entries
+            self.fresh = checkpoint is None and not replay
         self._open_trace(trace_bytes, trace_crc)
-        for payload in replay:
-            self._replay(payload)
+        for entry in replay:
+            self._replay(entry)
         self._flush_trace()
         self.recovered_entries = len(replay)
-        if self.directory is not None:
-            self.journal = Journal(self.directory / JOURNAL, fsync=self.fsync)
+        if self.statedir is not None:
+            self.journal = Journal(self.statedir.journal_path(self.statedir.generation), fsync=self.fsync)
             self.journal.before_write = self._take_trace
             self.journal.after_write = self._trace_written
-            self.journal.entries = len(replay)
+            self.journal.entries = sum(1 for e in replay if e.generation == self.statedir.generation)
         self.ready = mark_ready
 
+    def _empty_fleet(self) -> ServedFleet:
+        try:
+            return self.fleets.empty()
+        except ShardError as exc:
+            raise StateError(f"cannot start the fleet: {exc}") from None
+
+    def _load_fleet(self, path: Path) -> ServedFleet:
+        try:
+            return self.fleets.load(path)
+        except StateError:
+            raise
+        except (A3Error, OSError) as exc:
+            raise StateError(f"{path}: cannot load the fleet snapshot the checkpoint names: {exc}; "
+                             f"restore the state directory from a copy") from None
+
     def close(self) -> None:
-        """Flush everything; with a state directory, take a snapshot so the next start is quick
+        """Flush everything; with a state directory, take a checkpoint so the next start is quick
         (not after a failed journal write: memory then holds changes that were never acknowledged)."""
         if self.journal is not None:
             if self.journal.entries and self.failed is None:
-                self.snapshot()
+                self.checkpoint()
             self.journal.close()
             self.journal = None
-        if self.sharded and hasattr(self.fleet, "close"):
-            self.fleet.close()
+        self.fleets.close(self.fleet)
         if self._trace_fd >= 0:
             self._flush_trace()
             os.fsync(self._trace_fd)
@@ -157,51 +213,14 @@ class ServiceState:
             shutil.rmtree(self._tempdir, ignore_errors=True)
             self._tempdir = None
 
-    def _read_snapshot(self) -> dict[str, Any] | None:
-        assert self.directory is not None  # read only for a state kept on disk
-        path = self.directory / SNAPSHOT
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        recovered = read_entries(data, str(path))
-        if len(recovered.entries) != 1 or recovered.cut_bytes:
-            raise StateError(f"{path}: the snapshot is damaged (bad length or checksum); restore the "
-                             f"state directory from a copy")
-        snapshot = orjson.loads(recovered.entries[0])
-        if snapshot.get("format") not in (SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_JSON_FLEET):
-            raise StateError(f"{path}: snapshot format {snapshot.get('format')!r} is not "
-                             f"{SNAPSHOT_FORMAT}, the one this a3fast reads")
-        return snapshot
-
-    def _read_journal(self) -> list[bytes]:
-        assert self.directory is not None  # read only for a state kept on disk
-        path = self.directory / JOURNAL
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return []
-        try:
-            recovered = read_entries(data, str(path))
-        except JournalCorrupt as exc:
-            raise StateError(str(exc)) from None
-        if recovered.cut_bytes:
-            self.log(f"{path}: cut a torn tail of {recovered.cut_bytes} bytes after entry "
-                     f"{len(recovered.entries)} (byte {recovered.good_bytes}): a write that was never "
-                     f"acknowledged")
-            with open(path, "r+b") as fh:
-                fh.truncate(recovered.good_bytes)
-                os.fsync(fh.fileno())
-        return recovered.entries
-
     def _open_trace(self, trace_bytes: int, trace_crc: int) -> None:
-        """The trace file holds what the snapshot covers; the journal's records follow it."""
+        """The trace file holds what the checkpoint covers; the journal's records follow it."""
         self.trace_path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.trace_path, os.O_RDWR | os.O_CREAT, 0o644)
         size = os.fstat(fd).st_size
         if size < trace_bytes or _crc_tail(fd, trace_bytes) != trace_crc:
             os.close(fd)
-            raise StateError(f"{self.trace_path}: the trace the snapshot covers (its first "
+            raise StateError(f"{self.trace_path}: the trace the checkpoint covers (its first "
                              f"{trace_bytes} bytes) is cut short or its last "
                              f"{min(trace_bytes, TRACE_CHECK_BYTES)} of them are damaged; restore "
                              f"it from a copy")
@@ -209,58 +228,18 @@ class ServiceState:
             # no journal: the trace file is the service's own and starts afresh
             os.ftruncate(fd, 0)
         elif size > trace_bytes:
-            os.ftruncate(fd, trace_bytes)   # the journal holds every record after the snapshot
+            os.ftruncate(fd, trace_bytes)   # the journal holds every record after the checkpoint
         os.close(fd)
         self._trace_fd = os.open(self.trace_path, os.O_WRONLY | os.O_APPEND)
         self._trace_end = self._trace_queued_end = os.fstat(self._trace_fd).st_size
 
-    def _restore(self, snapshot: dict[str, Any]) -> None:
-        if snapshot["format"] == SNAPSHOT_FORMAT_JSON_FLEET:
-            self._restore_json_fleet(snapshot)
-            return
-        assert self.directory is not None  # a snapshot is read only from disk
-        path = self.directory / snapshot["fleet"]
-        try:
-            loaded = Fleet.load(path, engine=self.engine)
-        except SnapshotError as exc:
-            raise StateError(f"{exc}; restore the state directory from a copy") from None
-        if self.sharded:
-            # a sharded fleet is rebuilt through its public API, as from a format 2 snapshot
-            decls = [loaded.get(name) for name in snapshot["names"]]
-            self._restore_json_fleet({**snapshot, "declarations": [d.doc if d is not None else None
-                                                                   for d in decls]})
-            return
-        self.fleet = loaded
-        self.order = dict.fromkeys(snapshot["names"])
-        for agent, kind, successes, attempts in snapshot["outcomes"]:
-            self.outcomes[(agent, kind)] = [successes, attempts]
-        for agent, session in snapshot["sessions"]:
-            self.sessions.setdefault(agent, set()).add(session)
-        if self.fleet.names() != [name for name in self.order if name in self.fleet]:
-            raise StateError(f"{path}: the fleet snapshot does not match {self.directory / SNAPSHOT}; "
-                             f"restore the state directory from a copy")
-        self.next_seq = snapshot["next_seq"]
-
-    def _restore_json_fleet(self, snapshot: dict[str, Any]) -> None:
-        names = snapshot["names"]
-        declarations = snapshot["declarations"]
-        self.fleet.extend(decl if decl is not None else _placeholder(name)
-                          for name, decl in zip(names, declarations))
-        self.order = dict.fromkeys(names)
-        for agent, kind, successes, attempts in snapshot["outcomes"]:
-            self.outcomes[(agent, kind)] = [successes, attempts]
-            self.fleet.record_outcomes(agent, kind, successes, attempts)
-        for name, decl in zip(names, declarations):
-            if decl is None:
-                self.fleet.remove(name)
-        for agent, session in snapshot["sessions"]:
-            self.fleet.hold_session(agent, session)
-            self.sessions.setdefault(agent, set()).add(session)
-        self.next_seq = snapshot["next_seq"]
-
-    def snapshot(self) -> None:
-        """Write the state to a new snapshot (temp file, fsync, rename), then empty the journal."""
-        if self.directory is None or self.journal is None:
+    def checkpoint(self) -> None:
+        """Take a checkpoint (a3fast.statedir): the journal written so far made durable, a new
+        generation started, the fleet snapshot and the checkpoint naming it written; the older
+        generations go once it is in place. A checkpoint that fails part-way (a disk error, a shard
+        down) is logged and changes nothing that a restart reads back: the journal keeps every
+        change since the last checkpoint that did complete."""
+        if self.statedir is None or self.journal is None:
             return
         self.journal.sync()          # every entry and trace line appended so far is written
         # (JournalFailed when the journal has failed: memory then holds unacknowledged changes)
@@ -268,49 +247,16 @@ class ServiceState:
         trace_bytes = os.fstat(self._trace_fd).st_size
         with open(self.trace_path, "rb") as fh:
             trace_crc = _crc_tail(fh.fileno(), trace_bytes)
-        # the fleet goes to a file of its own under a new name, which the service's snapshot then
-        # names: a crash between the two renames leaves the previous pair whole
-        fleet_name = f"{FLEET_SNAPSHOT_PREFIX}{os.urandom(8).hex()}{FLEET_SNAPSHOT_SUFFIX}"
-        if self.sharded:
-            # a ShardedFleet has no `save`: its live declarations, gathered from the shards, go
-            # into the document (format 2), and a restart rebuilds the shards from them
-            try:
-                declarations = self.fleet.declarations_json()
-            except ShardError as exc:
-                self.log(f"no snapshot taken: {exc}; the journal keeps every change since the last one")
-                return
-            fleet_part: dict[str, Any] = {
-                "format": SNAPSHOT_FORMAT_JSON_FLEET,
-                "declarations": [orjson.Fragment(declarations[name]) if name in declarations else None
-                                 for name in self.order]}
-        else:
-            self.fleet.save(self.directory / fleet_name)
-            fleet_part = {"format": SNAPSHOT_FORMAT, "fleet": fleet_name}
-        document = {
-            **fleet_part,
-            "names": list(self.order),
-            "outcomes": [[agent, kind, s, a] for (agent, kind), (s, a) in self.outcomes.items()],
-            "sessions": [[agent, s] for agent, held in self.sessions.items() for s in sorted(held)],
-            "next_seq": self.next_seq,
-            "trace_bytes": trace_bytes,
-            "trace_tail_crc": trace_crc,
-        }
-        data = frame(orjson.dumps(document))
-        temp = self.directory / (SNAPSHOT + ".tmp")
-        with open(temp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temp, self.directory / SNAPSHOT)
-        _fsync_dir(self.directory)
-        self.journal.reset()
-        for old in self.directory.glob(f"{FLEET_SNAPSHOT_PREFIX}*{FLEET_SNAPSHOT_SUFFIX}"):
-            if old.name != fleet_name:
-                old.unlink(missing_ok=True)
+        try:
+            self.journal.switch(self.statedir.next_generation())
+            self.statedir.commit(self.fleet.save, {"next_seq": self.next_seq, "trace_bytes": trace_bytes,
+                                                   "trace_tail_crc": trace_crc})
+        except (OSError, A3Error) as exc:
+            self.log(f"no checkpoint taken: {exc}; the journal keeps every change since the last one")
 
-    def maybe_snapshot(self) -> None:
-        if self.journal is not None and self.failed is None and self.journal.entries >= self.snapshot_every:
-            self.snapshot()
+    def maybe_checkpoint(self) -> None:
+        if self.journal is not None and self.failed is None and self.journal.entries >= self.checkpoint_every:
+            self.checkpoint()
 
     # -- durability -------------------------------------------------------------------------------
     async def durable(self) -> None:
@@ -334,40 +280,41 @@ class ServiceState:
     def journal_lag(self) -> int:
         return self.journal.lag if self.journal is not None else 0
 
-    def _log_op(self, op: dict[str, Any]) -> None:
+    def _log_change(self, op: str, **fields: Any) -> None:
         if self.journal is not None:
-            self.journal.append(_OP + orjson.dumps(op))
+            self.journal.append(encode_change(op, **fields))
 
-    def _replay(self, payload: bytes) -> None:
-        tag, body = payload[:1], payload[1:]
-        if tag == _OP:
-            self._apply(orjson.loads(body))
-        elif tag == _TRACE:
-            head, _, lines = body.partition(b"\n")
-            hold = orjson.loads(head)
-            self._write_trace(lines, lines.count(b"\n"))
-            if hold is not None:
-                self._hold(*hold)
-        else:
-            raise StateError(f"journal entry of unknown type {tag!r}")
-
-    def _apply(self, op: dict[str, Any]) -> None:
-        kind = op["op"]
-        if kind == "put":
-            self._put([parse_declaration(d) for d in op["decls"]])
-        elif kind == "delete":
-            self._delete(op["name"])
-        elif kind == "outcome":
-            self._outcome(op["agent"], op["kind"], op["success"])
-        elif kind == "hold":
-            self._hold(op["agent"], op["session"])
-        elif kind == "release":
-            self._release(op["agent"], op["session"])
-        else:
-            raise StateError(f"journal entry with unknown op {kind!r}")
+    def _replay(self, entry: Entry) -> None:
+        """One journal entry made again; StateError naming it if it cannot be."""
+        tag, body = entry.payload[:1], entry.payload[1:]
+        try:
+            if tag == CHANGE:
+                apply_change(self.fleet, decode_change(body))
+            elif tag == TRACE_ENTRY:
+                head, _, lines = body.partition(b"\n")
+                try:
+                    hold = orjson.loads(head)
+                except orjson.JSONDecodeError as exc:
+                    raise ChangeUnreadable(f"its placement's session is not JSON ({exc})") from None
+                if hold is not None and not (isinstance(hold, list) and len(hold) == 2
+                                             and all(isinstance(x, str) for x in hold)):
+                    raise ChangeUnreadable("its placement's session is not [agent, session]")
+                self._write_trace(lines, lines.count(b"\n"))
+                if hold is not None:
+                    self.fleet.hold_session(*hold)
+            else:
+                raise ChangeUnreadable(f"unknown entry type {tag!r}")
+        except ShardError as exc:
+            raise StateError(f"{entry.where()}: cannot be replayed: {exc}") from None
+        except ChangeUnreadable as exc:
+            raise StateError(f"{entry.where()}: unreadable: {exc}; restore the state directory from "
+                             f"a copy") from None
+        except (A3Error, KeyError, TypeError, ValueError) as exc:
+            raise StateError(f"{entry.where()}: does not apply to the fleet before it "
+                             f"({type(exc).__name__}: {exc}); restore the state directory from a copy") from None
 
     # -- changes: check, apply, journal -----------------------------------------------------------
-    def _change(self, op: dict[str, Any], apply: Callable[..., None], *args: Any) -> None:
+    def _change(self, op: str, apply: Callable[..., object], *args: Any, **fields: Any) -> None:
         """Apply a checked change, then journal it, in one synchronous step. Applying first means
         a change the fleet could not make — a shard of a ShardedFleet down or late (ShardError) —
         is never journaled, so a restart cannot bring back what was answered with a 503."""
@@ -375,12 +322,12 @@ class ServiceState:
         try:
             apply(*args)
         except ShardError as exc:
-            if op["op"] == "put" and len(op["decls"]) > 1:
+            if op == "put" and len(fields["decls"]) > 1:
                 # the shards that answered made their part of the batch: the served fleet now
                 # holds agents the journal does not, until a restart rebuilds it from the journal
                 self.doubt = exc
             raise
-        self._log_op(op)
+        self._log_change(op, **fields)
 
     def check_shards(self) -> None:
         """ShardError while a failed batch has left the sharded fleet holding part of it."""
@@ -391,20 +338,21 @@ class ServiceState:
 
     def seed(self, fleet: Fleet) -> None:
         """Start from a fleet read in bulk (`serve --fleet`) in place of the empty one: its agents
-        join in the fleet's order, and with a state directory they go straight into a snapshot
+        join in the fleet's order, and with a state directory they go straight into a checkpoint
         rather than one journal entry holding every declaration."""
-        if self.order or len(self.fleet) or self.sharded:
-            raise StateError("a fleet read in bulk seeds only an empty, unsharded state")
+        if not self.fresh or len(self.fleet):
+            raise StateError("a fleet read in bulk seeds only an empty state")
         self.check_writable()
+        self.fleets.close(self.fleet)
         self.fleet = fleet
-        self.order = dict.fromkeys(fleet.names())
+        self.fresh = False
         if self.journal is not None:
-            self.snapshot()
+            self.checkpoint()
 
     def put_agents(self, declarations: list[Declaration]) -> None:
         """Add or replace agents, all or none: conflicts are checked before anything is written."""
         self._check_namespaces(declarations)
-        self._change({"op": "put", "decls": [d.doc for d in declarations]}, self._put, declarations)
+        self._change("put", self._put, declarations, decls=[d.doc for d in declarations])
 
     def _check_namespaces(self, declarations: Iterable[Declaration]) -> None:
         seen: dict[str, str] = {}
@@ -420,8 +368,8 @@ class ServiceState:
             raise FleetConflict(problems)
 
     def _namespace_of(self, name: str) -> str | None:
-        if self.sharded:
-            return self.fleet.namespace_of(name)
+        if name not in self.fleet:       # asked of the fleet itself: no shard is called
+            return None
         current = self.fleet.get(name)
         return current.agent.namespace if current is not None else None
 
@@ -430,55 +378,31 @@ class ServiceState:
             self.fleet.add(declarations[0])
         else:
             self.fleet.extend(declarations)
-        for decl in declarations:
-            self.order.setdefault(decl.agent.name)
 
     def delete_agent(self, name: str) -> None:
         if name not in self.fleet:
             raise FleetError(f"no agent named {name!r} in the fleet")
-        self._change({"op": "delete", "name": name}, self._delete, name)
-
-    def _delete(self, name: str) -> None:
-        self.fleet.remove(name)
-        self.sessions.pop(name, None)
+        self._change("delete", self.fleet.remove, name, name=name)
 
     def record_outcome(self, agent: str, kind: str, success: bool) -> None:
         if agent not in self.fleet:
             raise FleetError(f"no agent named {agent!r} in the fleet")
-        self._change({"op": "outcome", "agent": agent, "kind": kind, "success": bool(success)},
-                     self._outcome, agent, kind, success)
-
-    def _outcome(self, agent: str, kind: str, success: bool) -> None:
-        self.fleet.record_outcome(agent, kind, success)
-        counts = self.outcomes.setdefault((agent, kind), [0, 0])
-        counts[0] += bool(success)
-        counts[1] += 1
+        self._change("outcome", self.fleet.record_outcome, agent, kind, bool(success),
+                     agent=agent, kind=kind, success=bool(success))
 
     def hold_session(self, agent: str, session: str) -> None:
         if agent not in self.fleet:
             raise FleetError(f"no agent named {agent!r} in the fleet")
-        self._change({"op": "hold", "agent": agent, "session": session}, self._hold, agent, session)
-
-    def _hold(self, agent: str, session: str) -> None:
-        self.fleet.hold_session(agent, session)
-        self.sessions.setdefault(agent, set()).add(session)
+        self._change("hold", self.fleet.hold_session, agent, session, agent=agent, session=session)
 
     def release_session(self, agent: str, session: str) -> None:
         if agent not in self.fleet:
             raise FleetError(f"no agent named {agent!r} in the fleet")
-        self._change({"op": "release", "agent": agent, "session": session}, self._release, agent, session)
-
-    def _release(self, agent: str, session: str) -> None:
-        self.fleet.release_session(agent, session)
-        held = self.sessions.get(agent)
-        if held is not None:
-            held.discard(session)
-            if not held:
-                del self.sessions[agent]
+        self._change("release", self.fleet.release_session, agent, session, agent=agent, session=session)
 
     # -- placing ----------------------------------------------------------------------------------
     def place(self, requirements, *, session: str | None = None, route=None, compact: bool = False,
-              task: dict[str, Any] | None = None, fleet: Fleet | None = None):
+              task: dict[str, Any] | None = None, fleet: ServedFleet | None = None):
         """Place one task; its trace records are journalled and written before this returns (made
         durable by `durable()`). Returns (placement, record lines). `fleet` places on another fleet
         (a Kubernetes NodeList) whose records still go into this trace, in spec form."""
@@ -500,9 +424,9 @@ class ServiceState:
         hold = (p.agent, p.session) if own and p.agent is not None and p.session is not None else None
         if hold is not None:
             # before the journal: a shard that fails to hold it leaves no record of the placement
-            self._hold(*hold)
+            self.fleet.hold_session(*hold)
         if self.journal is not None:
-            self.journal.append(_TRACE + orjson.dumps(hold) + b"\n" + lines)
+            self.journal.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
         self._write_trace(lines, len(records))
         return p, lines
 
@@ -573,9 +497,69 @@ class ServiceState:
             records = list(placement_records(p, task))
         lines = _record_lines(records, seq)
         if self.journal is not None:
-            self.journal.append(_TRACE + b"null\n" + lines)
+            self.journal.append(TRACE_ENTRY + b"null\n" + lines)
         self._write_trace(lines, len(records))
         return lines
+
+
+#: The layout before journal generations: `snapshot` (format 3: it named a fleet snapshot file)
+#: and one `journal`, emptied at each snapshot; its entries are the changes of today's journal.
+_OLD_SNAPSHOT = "snapshot"
+_OLD_JOURNAL = "journal"
+
+
+def _upgrade_layout(statedir: StateDir) -> None:
+    """A state directory of the layout before journal generations, moved to today's: its journal
+    becomes generation 1 and its snapshot document a checkpoint at generation 1. Each step can be
+    taken again after a stop part-way (the old snapshot is removed last)."""
+    directory = statedir.directory
+    old_snapshot, old_journal = directory / _OLD_SNAPSHOT, directory / _OLD_JOURNAL
+    if not old_snapshot.exists() and not old_journal.exists():
+        return
+    if statedir.path(CHECKPOINT).exists() or (not old_snapshot.exists() and statedir.journal_path(1).exists()):
+        raise StateError(f"{directory}: holds both the layout before journal generations ({old_snapshot.name}, "
+                         f"{old_journal.name}) and today's; restore the state directory from a copy")
+    document = None
+    if old_snapshot.exists():
+        from ..journal import read_entries
+
+        read = read_entries(old_snapshot.read_bytes(), str(old_snapshot))
+        try:
+            document = orjson.loads(read.entries[0]) if len(read.entries) == 1 and not read.cut_bytes else None
+        except orjson.JSONDecodeError:
+            document = None
+        if not isinstance(document, dict) or document.get("format") != 3 or not isinstance(document.get("fleet"), str):
+            found = document.get("format") if isinstance(document, dict) else "damaged"
+            raise StateError(f"{old_snapshot}: a snapshot of the layout before journal generations in format "
+                             f"{found!r}; this a3fast moves only format 3 (a fleet snapshot file) to checkpoints")
+    if old_journal.exists():
+        os.replace(old_journal, statedir.journal_path(1))
+    elif not statedir.journal_path(1).exists():
+        statedir.journal_path(1).touch()
+    _fsync(directory)
+    if document is not None:
+        source, target = directory / document["fleet"], directory / statedir.snapshot_name(1)
+        if source.exists():
+            os.replace(source, target)
+            _fsync(directory)
+        elif not target.exists():
+            raise StateError(f"{source}: missing: the fleet snapshot named by {old_snapshot}; restore the "
+                             f"state directory from a copy")
+        statedir.generation = 1
+        statedir.commit(lambda path: None, {"next_seq": document["next_seq"],
+                                            "trace_bytes": document["trace_bytes"],
+                                            "trace_tail_crc": document["trace_tail_crc"]})
+        old_snapshot.unlink()
+        _fsync(directory)
+    statedir.log(f"{directory}: moved to journal generations (journal.00000001, checkpoint)")
+
+
+def _fsync(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class FleetConflict(SchemaError):
@@ -604,11 +588,3 @@ def _crc_tail(fd: int, length: int) -> int:
         crc = zlib.crc32(chunk, crc)
         offset += len(chunk)
     return crc
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -13,11 +13,10 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from ..errors import SchemaError
+from ..journal import JournalFailed
 from .operations import OPS, Operations
-from .journal import JournalFailed
-from .problems import ServiceError, from_library, journal_failed, parse_json, problem
-from .sharded import ShardError, shard_unavailable
+from .problems import ServiceError, parse_json, problem
+from .refusals import INTERNAL, refusal
 
 __all__ = ["serve_stdio", "serve_stdio_sync", "answer"]
 
@@ -25,13 +24,11 @@ log = logging.getLogger("a3fast.serve")
 
 
 async def answer(ops: Operations, line: bytes) -> bytes:
-    """The response line (without newline) to one request line."""
+    """The response line (without newline) to one request line. Errors are answered by the table
+    the HTTP shell uses (`refusals`), so the same error has the same status and problems."""
     rid: Any = None
     try:
-        try:
-            request = parse_json(line)
-        except SchemaError as exc:
-            raise from_library(exc) from None
+        request = parse_json(line)
         if not isinstance(request, dict):
             raise ServiceError(400, [problem("$", 'an object {"op", ...}', "another value")])
         rid = request.get("id")
@@ -43,19 +40,12 @@ async def answer(ops: Operations, line: bytes) -> bytes:
             raise JournalFailed(ops.state.failed)
         result = await getattr(ops, method)(request)
         return orjson.dumps({"id": rid, "ok": True, **result})
-    except ServiceError as exc:
-        return orjson.dumps({"id": rid, "ok": False, "status": exc.status, "problems": exc.problems})
-    except ShardError as exc:
-        error = shard_unavailable(exc)
+    except Exception as exc:
+        error = refusal(exc)
+        if error is None:
+            log.exception("unexpected error answering a stdio request")
+            error = INTERNAL
         return orjson.dumps({"id": rid, "ok": False, "status": error.status, "problems": error.problems})
-    except JournalFailed as exc:
-        error = journal_failed(str(exc))
-        return orjson.dumps({"id": rid, "ok": False, "status": error.status, "problems": error.problems})
-    except Exception:
-        log.exception("unexpected error answering a stdio request")
-        return orjson.dumps({"id": rid, "ok": False, "status": 500,
-                             "problems": [problem("$", "a request the service can answer",
-                                                  "an internal error (logged)")]})
 
 
 #: Bytes asked of standard input at a time: every complete line of what arrives is answered, and
@@ -75,39 +65,48 @@ def _now(coro):
 
 class _Lines:
     """Complete request lines from chunks of input; a line longer than `max_line` becomes None
-    (answered 413) and the rest of it is dropped as it arrives."""
+    (answered 413) and the rest of it is dropped as it arrives.
+
+    Linear in the input: each chunk is searched once for newlines, and the pieces of a line that
+    spans chunks are kept in a list and joined once, when its newline arrives."""
 
     def __init__(self, max_line: int):
         self.max_line = max_line
-        self.pending = b""
+        self.pending: list[bytes] = []
+        self.pending_size = 0
         self.dropping = False
 
     def feed(self, chunk: bytes) -> list[bytes | None]:
-        data = self.pending + chunk
         lines: list[bytes | None] = []
         start = 0
         while True:
-            end = data.find(b"\n", start)
+            end = chunk.find(b"\n", start)
             if end < 0:
                 break
             if self.dropping:
                 self.dropping = False
-            elif end - start > self.max_line:
+            elif self.pending_size + end - start > self.max_line:
                 lines.append(None)
+            elif self.pending:
+                self.pending.append(chunk[start:end])
+                lines.append(b"".join(self.pending))
             else:
-                lines.append(data[start:end])
+                lines.append(chunk[start:end])
+            self.pending, self.pending_size = [], 0
             start = end + 1
-        self.pending = data[start:]
-        if len(self.pending) > self.max_line:
-            if not self.dropping:
+        if start < len(chunk) and not self.dropping:
+            self.pending.append(chunk[start:])
+            self.pending_size += len(chunk) - start
+            if self.pending_size > self.max_line:
                 lines.append(None)
-            self.dropping = True
-            self.pending = b""
+                self.dropping = True
+                self.pending, self.pending_size = [], 0
         return lines
 
     def end(self) -> list[bytes | None]:
         """The last line, when the input ends without a newline."""
-        rest, self.pending = self.pending, b""
+        rest = b"".join(self.pending)
+        self.pending, self.pending_size = [], 0
         return [rest] if rest and not self.dropping else []
 
 

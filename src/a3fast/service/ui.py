@@ -18,16 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..report import Limits, render
+from ..report.policy import HTTP_HEADERS, HTTP_ONLY, policy_of, with_policy
 from .state import ServiceState
 
-__all__ = ["LiveReport", "POLL_SECONDS", "live_page"]
+__all__ = ["LiveReport", "POLL_SECONDS", "live_page", "page_headers"]
 
 #: How often the page asks whether the trace has grown.
 POLL_SECONDS = 3.0
-
-#: The report's policy forbids every connection; the live page may ask its own origin.
-_CSP = "default-src 'none';"
-_LIVE_CSP = "default-src 'none'; connect-src 'self';"
 
 _SCRIPT = r"""<script id="a3fast-live">
 (function () {
@@ -47,14 +44,21 @@ _SCRIPT = r"""<script id="a3fast-live">
 
 
 def live_page(html: str, version: int, poll: float = POLL_SECONDS) -> str:
-    """The report page made live: its policy lets it ask its own origin, and a script reloads it
-    when /ui/data says the trace has grown. ValueError if the page is not the report's (a changed
-    template must fail here, not serve a page that never updates)."""
+    """The report page made live: a script reloads it when /ui/data says the trace has grown, and
+    its policy allows that script (by its hash, like the page's own) and requests to its own origin.
+    ValueError if the page is not the report's (a changed template must fail here, not serve a page
+    that never updates)."""
     end = html.rfind("</body>")   # the last one: the bundled scripts' strings hold the text too
-    if html.count(_CSP) != 1 or end < 0:
-        raise ValueError("the report page no longer has the policy or the body end the live view edits")
+    if end < 0:
+        raise ValueError("the report page no longer has the body end the live view edits")
     script = _SCRIPT % {"version": int(version), "every": int(poll * 1000)}
-    return html[:end].replace(_CSP, _LIVE_CSP) + script + html[end:]
+    return with_policy(html[:end] + script + html[end:], connect_self=True)
+
+
+def page_headers(html: str) -> dict[str, str]:
+    """The headers /ui sends with a page: its policy as a header too (a meta element cannot forbid
+    framing), with `frame-ancestors 'none'`, and no content-type sniffing."""
+    return {"Content-Security-Policy": f"{policy_of(html)}; {HTTP_ONLY}", **HTTP_HEADERS}
 
 
 class _Upto(io.RawIOBase):
@@ -84,6 +88,8 @@ class _Upto(io.RawIOBase):
 class Rendered:
     version: int
     html: bytes
+    #: the headers to send with the page (`page_headers`)
+    headers: dict[str, str]
 
     @property
     def etag(self) -> str:
@@ -125,7 +131,7 @@ class LiveReport:
                 started = time.monotonic()
                 html = await asyncio.get_running_loop().run_in_executor(None, self._render, version)
                 finished = time.monotonic()
-                self._page = Rendered(version, html)
+                self._page = Rendered(version, html, page_headers(html.decode("utf-8")))
                 self._fresh_until = finished + self.spacing * (finished - started)
             return self._page
 

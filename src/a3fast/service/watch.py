@@ -37,7 +37,7 @@ import orjson
 
 from ..errors import SchemaError
 from ..interop.a2a import import_cards
-from ..interop.fetch import EtagCache, FetchError, Limits, card_locations, fetch_card
+from ..interop.fetch import EtagCache, FetchError, Limits, card_locations, fetch_card_async
 from ..interop.mcp import TOOL_SERVERS, import_listings
 from ..interop.naming import is_domain, server_domain
 from ..interop.report import ImportReport
@@ -74,6 +74,8 @@ class WatchConfig:
     interval: float = 30.0
     remove_after: int = 3
     limits: Limits = Limits()
+    #: checks running at once (each source has its own schedule; a fetch ends by its deadline)
+    concurrency: int = 16
 
 
 def derive_declarations(body: bytes, requested: str, fetched_from: str) -> list[dict[str, Any]]:
@@ -152,6 +154,10 @@ class Watched:
     failures: int = 0
     checks: int = 0
     changes: int = 0
+    #: checks that ended in an error, ever; the result of the last check
+    errors: int = 0
+    last_result: str | None = None
+    last_error_time: float | None = field(default=None, repr=False)
     due: float = 0.0
     #: seconds from the last check to the next: the interval, or its backoff after failures
     delay: float = 0.0
@@ -172,8 +178,8 @@ class Watched:
     def status(self, now: float) -> dict[str, Any]:
         return {"url": self.url, "kind": "a2a", "agents": list(self.agents), "last_fetch": self.last_fetch,
                 "last_good": self.last_good, "last_change": self.last_change, "last_error": self.last_error,
-                "last_error_at": self.last_error_at, "misses": self.misses, "failures": self.failures,
-                "checks": self.checks, "changes": self.changes,
+                "last_error_at": self.last_error_at, "last_result": self.last_result, "errors": self.errors,
+                "misses": self.misses, "failures": self.failures, "checks": self.checks, "changes": self.changes,
                 "delay": round(self.delay, 3), "next_fetch_in": round(max(0.0, self.due - now), 3)}
 
 
@@ -213,7 +219,9 @@ class Watcher:
         self.sources: list[Watched] = [Watched(url) for url in dict.fromkeys(config.cards)]
         self.sources += [WatchedServer(url, agent=agent) for agent, url in dict.fromkeys(config.servers)]
         self.cache = EtagCache(None)
-        self._client: httpx.Client | None = None   # one connection pool while `run` runs
+        self._client: httpx.AsyncClient | None = None   # one connection pool while `run` runs
+        self._slots = asyncio.Semaphore(config.concurrency)
+        self.running = False
         self.load_memory()
 
     # -- memory of which agents each card gave ---------------------------------------------------
@@ -249,26 +257,43 @@ class Watcher:
 
     # -- the loop ---------------------------------------------------------------------------------
     async def run(self) -> None:
-        """Check every source when due, forever (cancelled when the service stops)."""
-        import httpx
+        """Check every source when due, forever (cancelled when the service stops). Each source has
+        its own task, so a slow source (each fetch ends at its deadline) delays no other; at most
+        `config.concurrency` checks run at once."""
+        from ..interop.fetch import new_client
 
-        limits = self.config.limits
-        client = self._client = httpx.Client(timeout=httpx.Timeout(limits.timeout), verify=True, follow_redirects=False,
-                                    headers={"Accept": "application/json", "Accept-Encoding": "gzip, deflate"})
+        self._client = new_client(self.config.limits)
+        self._slots = asyncio.Semaphore(self.config.concurrency)
+        metrics.WATCH_RUNNING.set(1)
+        self.running = True
+        tasks = [asyncio.create_task(self._follow(source)) for source in self.sources]
         try:
-            while True:
-                now = time.monotonic()
-                for source in self.sources:
-                    if source.due <= now:
-                        await self.check(source)
-                wake = min((s.due for s in self.sources), default=now + self.config.interval)
-                await asyncio.sleep(max(0.01, wake - time.monotonic()))
+            await asyncio.gather(*tasks)
         finally:
-            client.close()
+            self.running = False
+            metrics.WATCH_RUNNING.set(0)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._client.aclose()
+
+    async def _follow(self, source: Watched) -> None:
+        """One source's checks, forever: an error of one check (of any kind) is that source's
+        error, reported and backed off, never the end of the watch."""
+        while True:
+            await asyncio.sleep(max(0.0, source.due - time.monotonic()))
+            async with self._slots:
+                await self.check(source)
 
     async def check(self, source: Watched) -> str:
         """Fetch one card and apply what changed; returns the result counted in the metrics."""
-        result = await self._check(source)
+        try:
+            result = await self._check(source)
+        except Exception as exc:  # a bug or an unforeseen error of one source stops no other
+            log.exception("watch %s: the check failed", source.url)
+            text = " ".join(str(exc).split())[:300]
+            result = self._failed(source, f"the check failed ({type(exc).__name__}: {text}); "
+                                          f"keeping the last good agents")
         source.checks += 1
         source.last_fetch = _now()
         delay = self.config.interval
@@ -279,14 +304,17 @@ class Watcher:
             source.failures = 0
         source.delay = delay
         source.due = time.monotonic() + delay
+        source.last_result = result
         metrics.WATCH_CHECKS.labels(result).inc()
+        metrics.watched(source.key, failing=source.last_error is not None, errors=source.errors,
+                        last_error_at=source.last_error_time, checked_at=time.time())
         return result
 
     async def _check(self, source: Watched) -> str:
         if isinstance(source, WatchedServer):
             return await self._check_server(source)
         try:
-            card = await asyncio.to_thread(fetch_card, source.url, self.config.limits, self.cache, self._client)
+            card = await fetch_card_async(source.url, self.config.limits, self.cache, self._client)
         except FetchError as exc:
             if not exc.gone:
                 return self._failed(source, exc.message)
@@ -314,15 +342,21 @@ class Watcher:
         from ..interop.mcp_live import ListingError, ServerSpec, list_tools
 
         try:
-            listing = await asyncio.to_thread(list_tools, ServerSpec(url=source.url),
-                                              timeout=self.config.limits.deadline)
+            # list_tools ends itself at the deadline; the wait is bounded again here, so a listing
+            # stuck where it cannot be cancelled holds its thread but not this source's schedule
+            deadline = self.config.limits.deadline
+            listing = await asyncio.wait_for(asyncio.to_thread(list_tools, ServerSpec(url=source.url),
+                                                               timeout=deadline), deadline + 5)
         except ListingError as exc:
             return self._failed(source, f"{exc.message}; keeping the last tools")
+        except asyncio.TimeoutError:
+            return self._failed(source, f"no complete tool listing within {deadline + 5:g} s; "
+                                        f"keeping the last tools")
         held = self.ops.state.fleet.get(source.agent)
         if held is None:
             return self._failed(source, f"agent {source.agent!r} is not in the fleet; its tools are bound "
                                         f"once it is declared", "missing")
-        decl, tools = bind_server_tools(held.doc, source.tools, listing.pages, source.url, listing.server_name)
+        decl, tools = bind_server_tools(dict(held.doc), source.tools, listing.pages, source.url, listing.server_name)
         changed = _canonical(held.doc) != _canonical(decl)
         if changed:
             try:
@@ -342,6 +376,8 @@ class Watcher:
 
     def _failed(self, source: Watched, message: str, result: str = "error") -> str:
         source.last_error, source.last_error_at = message, _now()
+        source.last_error_time = time.time()
+        source.errors += 1
         log.warning("watch %s: %s", source.url, message)
         return result
 
@@ -389,5 +425,5 @@ class Watcher:
 
     def status(self) -> dict[str, Any]:
         now = time.monotonic()
-        return {"interval": self.config.interval, "remove_after": self.config.remove_after,
+        return {"running": self.running, "interval": self.config.interval, "remove_after": self.config.remove_after,
                 "sources": [s.status(now) for s in self.sources]}

@@ -58,7 +58,7 @@
 
   function chart(host, spec, name, values) {
     const full = Object.assign({}, spec, { data: { values: values } });
-    window.vegaEmbed(host, full, { actions: false, renderer: "svg" }).catch((e) => { host.textContent = "chart: " + e.message; });
+    window.vegaEmbed(host, full, { actions: false, renderer: "svg", ast: true, defaultStyle: false, tooltip: { disableDefaultStyle: true } }).catch((e) => { host.textContent = "chart: " + e.message; });
   }
 
   function funnelTable(p) {

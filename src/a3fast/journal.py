@@ -1,4 +1,6 @@
-"""The journal: an append-only file of framed entries, each with its length and a CRC32.
+"""The journal: an append-only file of framed entries, each with its length and a CRC32, and the
+changes to a fleet that its entries hold (one format and one replay for the service and the shards
+of a ShardedFleet; the files and their generations are a3fast.statedir's).
 
 An entry is `MAGIC | length (u32 LE) | crc32(length bytes + payload) (u32 LE) | payload`. A change
 is acknowledged only after its entry is written and fsynced (see `Journal` for the three modes). On recovery, entries are read until the first one that does not
@@ -16,9 +18,11 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Protocol
 
-__all__ = ["MAGIC", "Journal", "JournalCorrupt", "JournalFailed", "RecoveredJournal", "frame", "read_entries"]
+__all__ = ["MAGIC", "Journal", "JournalCorrupt", "JournalFailed", "RecoveredJournal", "frame", "read_entries",
+           "CHANGE", "TRACE", "encode_change", "decode_change", "apply_change", "ChangeUnreadable",
+           "ChangedFleet"]
 
 MAGIC = b"A3J1"
 _HEADER = struct.Struct("<4sII")
@@ -64,11 +68,13 @@ class RecoveredJournal:
     entries: list[bytes]
     good_bytes: int          # where the last valid entry ends
     cut_bytes: int           # bytes after it (a torn tail), 0 when the file was whole
+    offsets: list[int] | None = None   # where each entry starts
 
 
 def read_entries(data: bytes, source: str = "journal") -> RecoveredJournal:
     """Every valid entry of a journal's bytes; raises JournalCorrupt for damage in the middle."""
     entries: list[bytes] = []
+    offsets: list[int] = []
     pos = 0
     while pos < len(data):
         entry = _entry_at(data, pos)
@@ -79,10 +85,11 @@ def read_entries(data: bytes, source: str = "journal") -> RecoveredJournal:
                     f"{source}: entry {len(entries) + 1} at byte {pos} is damaged (bad length or "
                     f"checksum) and a valid entry follows at byte {later}: acknowledged changes after "
                     f"the damage cannot be trusted; restore the state directory from a copy")
-            return RecoveredJournal(entries, pos, len(data) - pos)
+            return RecoveredJournal(entries, pos, len(data) - pos, offsets)
         entries.append(entry[0])
+        offsets.append(pos)
         pos = entry[1]
-    return RecoveredJournal(entries, pos, 0)
+    return RecoveredJournal(entries, pos, 0, offsets)
 
 
 def _next_valid(data: bytes, start: int) -> int | None:
@@ -92,10 +99,6 @@ def _next_valid(data: bytes, start: int) -> int | None:
             return pos
         pos = data.find(MAGIC, pos + 1)
     return None
-
-
-def iter_file_entries(path: Path) -> Iterator[bytes]:
-    yield from read_entries(path.read_bytes(), str(path)).entries
 
 
 class Journal:
@@ -224,13 +227,32 @@ class Journal:
         if self.after_write is not None:
             self.after_write()
 
-    def reset(self) -> None:
-        """Empty the journal (after a snapshot has taken in everything it held; call sync first)."""
+    def switch(self, path: Path) -> None:
+        """Write and fsync everything appended so far, then append to `path` (the next generation,
+        already created and durable): the file written so far is kept whole until a checkpoint
+        that covers it is durable (a3fast.statedir)."""
         self.sync()
-        os.ftruncate(self._fd, 0)
-        os.fsync(self._fd)
-        self.size = 0
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.close(self._fd)
+        self._fd = fd
+        self.path = path
+        self.size = os.fstat(fd).st_size
         self.entries = 0
+
+    def write_now(self, payload: bytes) -> None:
+        """Append one entry and write it before returning, on the calling thread (fsynced unless
+        `fsync="never"`): for a caller without an event loop that acknowledges one change at a
+        time, as a shard of a ShardedFleet does."""
+        self._check()
+        data = frame(payload)
+        try:
+            self._write([(self._fd, data)], self.fsync != "never")
+        except OSError as exc:
+            raise self._fail(exc) from None
+        self.size += len(data)
+        self.entries += 1
+        self._appended += 1
+        self._committed = self._appended
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -239,3 +261,82 @@ class Journal:
             self._writer.shutdown(wait=True)
             os.close(self._fd)
             self._fd = -1
+
+
+# -- the changes a journal entry holds ------------------------------------------------------------
+#: An entry's first byte: a change to the fleet (JSON after it), or a placement's trace lines
+#: (the service's: the session it made the agent hold, as JSON, a newline, then the lines).
+CHANGE = b"J"
+TRACE = b"T"
+#: Each change and the fields it carries (every one required).
+CHANGE_FIELDS: dict[str, tuple[str, ...]] = {
+    "put": ("decls",), "delete": ("name",), "outcome": ("agent", "kind", "success"),
+    "outcomes": ("agent", "kind", "successes", "attempts"), "hold": ("agent", "session"),
+    "release": ("agent", "session"),
+}
+
+
+class ChangeUnreadable(Exception):
+    """A whole entry (its checksum holds) whose contents are not a change this a3fast knows."""
+
+
+class ChangedFleet(Protocol):
+    """What replaying a change asks of a fleet (a Fleet, a ShardedFleet)."""
+
+    def add(self, declaration: Any) -> Any: ...
+    def extend(self, declarations: Any) -> None: ...
+    def remove(self, name: str) -> Any: ...
+    def record_outcome(self, agent: str, kind: Any, success: bool) -> None: ...
+    def record_outcomes(self, agent: str, kind: str, successes: int, attempts: int) -> None: ...
+    def hold_session(self, agent: str, session: str) -> None: ...
+    def release_session(self, agent: str, session: str) -> None: ...
+
+
+def encode_change(op: str, **fields: Any) -> bytes:
+    """The payload of a journal entry holding one change."""
+    import orjson
+
+    return CHANGE + orjson.dumps({"op": op, **fields})
+
+
+def decode_change(body: bytes) -> dict[str, Any]:
+    """The change of an entry's JSON (after its tag); ChangeUnreadable says what is wrong."""
+    import orjson
+
+    try:
+        change = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ChangeUnreadable(f"its payload is not JSON ({exc})") from None
+    if not isinstance(change, dict):
+        raise ChangeUnreadable("its payload is not a JSON object")
+    op = change.get("op")
+    fields = CHANGE_FIELDS.get(op) if isinstance(op, str) else None
+    if fields is None:
+        raise ChangeUnreadable(f"unknown change {op!r} (known: {', '.join(CHANGE_FIELDS)})")
+    missing = [f for f in fields if f not in change]
+    if missing:
+        raise ChangeUnreadable(f"change {op!r} lacks {', '.join(repr(m) for m in missing)}")
+    return change
+
+
+def apply_change(fleet: ChangedFleet, change: dict[str, Any]) -> None:
+    """Make one decoded change on a fleet (the one replay of the service and the shards)."""
+    op = change["op"]
+    if op == "put":
+        decls = change["decls"]
+        if not isinstance(decls, list):
+            raise ChangeUnreadable("change 'put' holds no list of declarations")
+        if len(decls) == 1:
+            fleet.add(decls[0])
+        else:
+            fleet.extend(decls)
+    elif op == "delete":
+        fleet.remove(change["name"])
+    elif op == "outcome":
+        fleet.record_outcome(change["agent"], change["kind"], bool(change["success"]))
+    elif op == "outcomes":
+        fleet.record_outcomes(change["agent"], change["kind"], change["successes"], change["attempts"])
+    elif op == "hold":
+        fleet.hold_session(change["agent"], change["session"])
+    else:
+        fleet.release_session(change["agent"], change["session"])

@@ -1,0 +1,289 @@
+"""A state directory: a checkpoint, the fleet snapshot it names, and the journal's generations after
+it — the one durability protocol of the service and of each shard of a ShardedFleet.
+
+Files (each owner has a prefix: "" for the service, "shard-I." for shard I):
+
+- `journal.G` (G a zero-padded generation number): framed entries (a3fast.journal), each one change
+  acknowledged after its entry is durable. A new generation starts at every checkpoint.
+- `checkpoint`: one framed JSON document naming the generation G it was taken at and the fleet
+  snapshot (`fleet.G.a3snap`: `Fleet.save`, or a ShardedFleet's directory) that holds everything
+  in the generations before G, plus what its owner adds (the service: next seq, trace position).
+
+A checkpoint, step by step: (1) the current generation G-1 written and fsynced; (2) `journal.G`
+created, fsynced and the directory fsynced, and appends go to it; (3) the fleet snapshot written
+(whole or not at all); (4) `checkpoint.tmp` written and fsynced, renamed over `checkpoint`, the
+directory fsynced; (5) the generations before G and the older snapshots removed, the directory
+fsynced. A start loads the checkpoint and replays every generation from its own, in order: a stop
+at any step leaves either the old checkpoint with every generation it needs (G-1 is removed only
+after step 4), or the new one; an entry is replayed exactly once either way.
+
+Every filesystem step goes through `step`, which names it, so a test can stop the process at each
+one (`A3FAST_STOP_AT_STEP=N` kills the process with SIGKILL just before its Nth step, as a crash
+there would end it; `A3FAST_FAIL_AT_STEP=N` makes that step raise OSError(EIO), as a failing disk
+would; `A3FAST_STEP_LOG=FILE` appends each step's name to FILE first).
+"""
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+
+from .journal import JournalCorrupt, frame, read_entries
+
+__all__ = ["StateDir", "StateError", "Entry", "Recovered", "step"]
+
+_STOP_AT = os.environ.get("A3FAST_STOP_AT_STEP")
+_FAIL_AT = os.environ.get("A3FAST_FAIL_AT_STEP")
+_STEP_LOG = os.environ.get("A3FAST_STEP_LOG")
+_steps_taken = 0
+
+CHECKPOINT = "checkpoint"
+CHECKPOINT_FORMAT = 4
+JOURNAL_PREFIX = "journal."
+SNAPSHOT_PREFIX = "fleet."
+SNAPSHOT_SUFFIX = ".a3snap"
+
+
+class StateError(Exception):
+    """State on disk that cannot be read back exactly (exit 2 at start): the message names the
+    file, the entry and the reason."""
+
+
+def step(name: str, path: Path | str) -> None:
+    """One filesystem step about to be taken (see the module docstring)."""
+    global _steps_taken
+    _steps_taken += 1
+    if _STEP_LOG:
+        with open(_STEP_LOG, "a") as fh:
+            fh.write(f"{_steps_taken} {name} {os.path.basename(path)}\n")
+    if _STOP_AT is not None and _steps_taken == int(_STOP_AT):
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    if _FAIL_AT is not None and _steps_taken == int(_FAIL_AT):
+        raise OSError(errno.EIO, f"injected failure before step {_steps_taken} ({name} {path})")
+
+
+def _fsync_dir(path: Path) -> None:
+    step("fsync-dir", path)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Entry:
+    """A journal entry read back: where it is (file, generation, number from 1, byte offset)."""
+    path: Path
+    generation: int
+    number: int
+    offset: int
+    payload: bytes
+
+    def where(self) -> str:
+        return f"{self.path}: entry {self.number} (generation {self.generation}, byte {self.offset})"
+
+
+@dataclass
+class Recovered:
+    checkpoint: dict[str, Any] | None       # the checkpoint's document, None on a fresh directory
+    snapshot: Path | None                   # the fleet snapshot it names
+    generation: int                         # the generation appends continue in
+    entries: list[Entry] = field(default_factory=list)
+    cut_bytes: int = 0                      # bytes cut from the end of the last generation
+
+
+class StateDir:
+    """The files of one owner in a directory (see the module docstring)."""
+
+    def __init__(self, directory: Path, prefix: str = "", log: Callable[[str], None] | None = None):
+        self.directory = Path(directory)
+        self.prefix = prefix
+        self.log = log or (lambda message: None)
+        self.generation = 0
+
+    def path(self, name: str) -> Path:
+        return self.directory / f"{self.prefix}{name}"
+
+    def journal_path(self, generation: int) -> Path:
+        return self.path(f"{JOURNAL_PREFIX}{generation:08d}")
+
+    def snapshot_name(self, generation: int) -> str:
+        return f"{self.prefix}{SNAPSHOT_PREFIX}{generation:08d}{SNAPSHOT_SUFFIX}"
+
+    def _generations(self) -> list[int]:
+        pattern = re.compile(re.escape(self.prefix + JOURNAL_PREFIX) + r"(\d{8})$")
+        found = []
+        for p in self.directory.iterdir():
+            m = pattern.match(p.name)
+            if m:
+                found.append(int(m.group(1)))
+        return sorted(found)
+
+    # -- start ------------------------------------------------------------------------------------
+    def recover(self) -> Recovered:
+        """The checkpoint and every journal entry after it; StateError for anything that cannot be
+        read back exactly. Leftovers of an interrupted checkpoint are removed."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        checkpoint = self._read_checkpoint()
+        generations = self._generations()
+        if checkpoint is None:
+            if generations and generations[0] != 1:
+                raise StateError(f"{self.journal_path(generations[0])}: journal generation "
+                                 f"{generations[0]} has no checkpoint {self.path(CHECKPOINT)} covering the "
+                                 f"generations before it (removed or lost); restore the state directory "
+                                 f"from a copy")
+            start = 1
+            snapshot = None
+        else:
+            start = checkpoint["generation"]
+            snapshot = self.directory / checkpoint["fleet"]
+            if not snapshot.exists():
+                raise StateError(f"{snapshot}: the fleet snapshot named by {self.path(CHECKPOINT)} is "
+                                 f"missing; restore the state directory from a copy")
+            if start not in generations:
+                raise StateError(f"{self.journal_path(start)}: missing beside {self.path(CHECKPOINT)}, which "
+                                 f"needs journal generation {start} and every later one: the changes "
+                                 f"acknowledged since the checkpoint are not there; restore the journal "
+                                 f"from a copy")
+        replay = [g for g in generations if g >= start]
+        for expected, g in enumerate(replay, start):
+            if g != expected:
+                raise StateError(f"{self.journal_path(expected)}: journal generation {expected} is missing "
+                                 f"between {self.journal_path(start)} and {self.journal_path(g)}; restore "
+                                 f"the state directory from a copy")
+        recovered = Recovered(checkpoint, snapshot, replay[-1] if replay else start)
+        for g in replay:
+            entries, cut = self._read_generation(g, last=g == replay[-1])
+            recovered.entries.extend(entries)
+            recovered.cut_bytes += cut
+        self._remove_leftovers(start, checkpoint["fleet"] if checkpoint else None)
+        if not replay:
+            self._create_journal(start)
+        self.generation = recovered.generation
+        return recovered
+
+    def _read_checkpoint(self) -> dict[str, Any] | None:
+        path = self.path(CHECKPOINT)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        recovered = read_entries(data, str(path))
+        if len(recovered.entries) != 1 or recovered.cut_bytes:
+            raise StateError(f"{path}: the checkpoint is damaged (bad length or checksum); restore the "
+                             f"state directory from a copy")
+        try:
+            document = orjson.loads(recovered.entries[0])
+        except orjson.JSONDecodeError:
+            document = None
+        if not isinstance(document, dict) or document.get("format") != CHECKPOINT_FORMAT:
+            found = document.get("format") if isinstance(document, dict) else "unreadable"
+            raise StateError(f"{path}: checkpoint format {found!r} is not {CHECKPOINT_FORMAT}, the one "
+                             f"this a3fast reads")
+        if not isinstance(document.get("generation"), int) or not isinstance(document.get("fleet"), str) \
+                or "/" in document["fleet"]:
+            raise StateError(f"{path}: the checkpoint names no generation or fleet snapshot; restore the "
+                             f"state directory from a copy")
+        return document
+
+    def _read_generation(self, generation: int, last: bool) -> tuple[list[Entry], int]:
+        path = self.journal_path(generation)
+        data = path.read_bytes()
+        try:
+            read = read_entries(data, str(path))
+        except JournalCorrupt as exc:
+            raise StateError(f"{exc} (generation {generation})") from None
+        if read.cut_bytes:
+            where = (f"{path}: the last {read.cut_bytes} bytes (from byte {read.good_bytes}, after entry "
+                     f"{len(read.entries)} of generation {generation}) are not a whole entry")
+            if not last:
+                raise StateError(f"{where}, and a later generation follows: the journal is damaged; "
+                                 f"restore the state directory from a copy")
+            self.log(f"{where}: cut. A write cut short by a stop is never acknowledged, but damage to "
+                     f"the end of the file looks the same, so the change it held may or may not have "
+                     f"been acknowledged")
+            step("truncate", path)
+            with open(path, "r+b") as fh:
+                fh.truncate(read.good_bytes)
+                os.fsync(fh.fileno())
+        offsets = read.offsets or []
+        return [Entry(path, generation, n, offsets[n - 1], payload)
+                for n, payload in enumerate(read.entries, 1)], read.cut_bytes
+
+    def _remove_leftovers(self, generation: int, snapshot: str | None) -> None:
+        """Generations and snapshots an interrupted checkpoint left behind, and its temporary files."""
+        removed = False
+        for g in self._generations():
+            if g < generation:
+                self._remove(self.journal_path(g))
+                removed = True
+        for p in list(self.directory.iterdir()):
+            name = p.name
+            if not name.startswith(self.prefix):
+                continue
+            rest = name[len(self.prefix):]
+            if (rest.startswith(SNAPSHOT_PREFIX) and rest.endswith(SNAPSHOT_SUFFIX) and name != snapshot) \
+                    or rest == CHECKPOINT + ".tmp":
+                self._remove(p)
+                removed = True
+        if removed:
+            _fsync_dir(self.directory)
+
+    def _remove(self, path: Path) -> None:
+        step("remove", path)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+    def _create_journal(self, generation: int) -> Path:
+        path = self.journal_path(generation)
+        step("create", path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            step("fsync", path)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _fsync_dir(self.directory)
+        return path
+
+    # -- checkpoint -------------------------------------------------------------------------------
+    def next_generation(self) -> Path:
+        """Steps 1-2 of a checkpoint (the caller has written and fsynced the current generation):
+        the next generation's journal, created and durable. Appends go there from now on."""
+        path = self._create_journal(self.generation + 1)
+        self.generation += 1     # only once the file is durable: until then appends stay where they are
+        return path
+
+    def commit(self, save_snapshot: Callable[[Path], None], document: dict[str, Any]) -> None:
+        """Steps 3-5 of a checkpoint at the current generation: the fleet snapshot written by
+        `save_snapshot(path)`, then the checkpoint naming it and `document`, then what it replaces
+        removed."""
+        generation = self.generation
+        name = self.snapshot_name(generation)
+        step("snapshot", self.directory / name)
+        save_snapshot(self.directory / name)
+        data = frame(orjson.dumps({"format": CHECKPOINT_FORMAT, **document, "generation": generation,
+                                   "fleet": name}))
+        temp = self.path(CHECKPOINT + ".tmp")
+        step("write", temp)
+        with open(temp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            step("fsync", temp)
+            os.fsync(fh.fileno())
+        step("rename", temp)
+        os.replace(temp, self.path(CHECKPOINT))
+        _fsync_dir(self.directory)
+        self._remove_leftovers(generation, name)

@@ -1,0 +1,160 @@
+"""ShardedFleet.save / ShardedFleet.load: each shard writes and reads its own part in its own
+process, the coordinator's order and state go beside them, and the fleet read back places exactly
+as one Fleet holding the same agents — before and after further changes, and after a shard actor
+restarts from the checkpoint it took at load."""
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+
+from a3fast import Fleet
+from a3fast.errors import SnapshotError
+from a3fast.record.write import placement_records
+from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, without_timings
+
+
+@pytest.fixture(scope="module")
+def ray():
+    ray = local_ray()
+    yield ray
+    ray.shutdown()
+
+
+def records(p):
+    return [(kind, without_timings(content)) for kind, content in placement_records(p)]
+
+
+def world(tmp_path, seed, shards=3):
+    """One Fleet and a ShardedFleet with the same history: batches, single adds, a removal and a
+    re-add (join order), outcomes and sessions."""
+    from a3fast.distributed import ShardedFleet
+
+    rng = random.Random(seed)
+    one = Fleet()
+    many = ShardedFleet(shards=shards, state_dir=str(tmp_path / "run"), checkpoint_every=5)
+    docs = [declaration(rng, name) for name in WORLD_NAMES]
+    for fleet in (one, many):
+        fleet.extend(docs[:15])
+        for doc in docs[15:]:
+            fleet.add(doc)
+        fleet.remove(WORLD_NAMES[2])
+        fleet.remove(WORLD_NAMES[7])
+        fleet.add(docs[2])
+    for name in WORLD_NAMES[8:14]:
+        for fleet in (one, many):
+            fleet.record_outcome(name, "review", name != WORLD_NAMES[9])
+            fleet.hold_session(name, "s1")
+    return rng, one, many
+
+
+def same_placements(rng, one, many, n=15):
+    for _ in range(n):
+        task = dict(requirements(rng, one.names()), kind="review")
+        assert records(many.place(task, remember_session=False)) == records(one.place(task, remember_session=False)), task
+
+
+@pytest.mark.parametrize("seed", [3, 8])
+def test_a_sharded_fleet_read_back_from_its_snapshot_places_as_one_fleet(ray, tmp_path, seed):
+    from a3fast.distributed import ShardedFleet
+
+    rng, one, many = world(tmp_path, seed)
+    try:
+        many.save(tmp_path / "saved")
+    finally:
+        many.close()
+    again = ShardedFleet.load(tmp_path / "saved", state_dir=str(tmp_path / "again"))
+    try:
+        assert again.shards == 3 and again.names() == one.names()
+        assert again.outcomes(WORLD_NAMES[9], "review") == one.outcomes(WORLD_NAMES[9], "review")
+        same_placements(rng, one, again)
+        # and it goes on changing as the one fleet does
+        extra = declaration(rng, "late-comer")
+        for fleet in (one, again):
+            fleet.add(extra)
+            fleet.remove(WORLD_NAMES[10])
+            fleet.record_outcome(WORLD_NAMES[11], "review", False)
+            fleet.release_session(WORLD_NAMES[12], "s1")
+        same_placements(rng, one, again)
+    finally:
+        again.close()
+
+
+def test_each_shard_reads_its_own_part_in_its_own_process(ray, tmp_path):
+    from a3fast.distributed import ShardedFleet
+
+    _, one, many = world(tmp_path, 5)
+    try:
+        many.save(tmp_path / "saved")
+    finally:
+        many.close()
+    assert sorted(p.name for p in (tmp_path / "saved").iterdir()) == \
+        ["shard-0.a3snap", "shard-1.a3snap", "shard-2.a3snap", "sharded.json"]
+    again = ShardedFleet.load(tmp_path / "saved", state_dir=str(tmp_path / "again"))
+    try:
+        states = again.shard_states()
+        assert [s["recovered"]["loaded_from"] for s in states] == \
+            [str(tmp_path / "saved" / f"shard-{i}.a3snap") for i in range(3)]
+        assert all(s["pid"] != os.getpid() for s in states)
+        assert sum(s["live"] for s in states) == len(one)
+    finally:
+        again.close()
+
+
+def test_a_shard_actor_restarted_after_a_load_recovers_from_its_own_checkpoint(ray, tmp_path):
+    from a3fast.distributed import ShardedFleet
+
+    rng, one, many = world(tmp_path, 6)
+    try:
+        many.save(tmp_path / "saved")
+    finally:
+        many.close()
+    again = ShardedFleet.load(tmp_path / "saved", state_dir=str(tmp_path / "again"))
+    try:
+        before = again.shard_states()[1]
+        ray.kill(again.shard_actor(1), no_restart=False)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                after = again.shard_states()[1]
+                if after["pid"] != before["pid"]:
+                    break
+            except Exception:
+                pass
+            assert time.monotonic() < deadline, "the shard did not restart"
+            time.sleep(0.2)
+        assert after["recovered"]["loaded_from"] is None        # its own checkpoint, not the snapshot
+        assert (after["live"], after["ids_given"]) == (before["live"], before["ids_given"])
+        same_placements(rng, one, again, n=8)
+    finally:
+        again.close()
+
+
+def test_an_incomplete_sharded_snapshot_is_refused_naming_what_is_missing(ray, tmp_path):
+    from a3fast.distributed import ShardedFleet
+
+    _, _, many = world(tmp_path, 4, shards=2)
+    try:
+        many.save(tmp_path / "saved")
+    finally:
+        many.close()
+    (tmp_path / "saved" / "shard-1.a3snap").unlink()
+    with pytest.raises(SnapshotError, match=r"shard-1\.a3snap: missing: shard 1's part of the snapshot"):
+        ShardedFleet.load(tmp_path / "saved")
+    (tmp_path / "saved" / "sharded.json").unlink()
+    with pytest.raises(SnapshotError, match=r"sharded\.json: missing: .* is not a complete sharded fleet snapshot"):
+        ShardedFleet.load(tmp_path / "saved")
+
+
+def test_a_sharded_fleet_loads_only_into_a_new_state_directory(ray, tmp_path):
+    from a3fast.distributed import ShardedFleet, ShardError
+
+    _, _, many = world(tmp_path, 2, shards=2)
+    try:
+        many.save(tmp_path / "saved")
+    finally:
+        many.close()
+    with pytest.raises(ShardError, match="already holds agents"):
+        ShardedFleet.load(tmp_path / "saved", state_dir=str(tmp_path / "run"))   # the first fleet's

@@ -1,0 +1,110 @@
+"""Every card fetch is bounded as a whole and every failure of the HTTP client is a FetchError: real
+hostile servers on 127.0.0.1 (tests/hostile_http.py), the library call and `a3fast import a2a URL`
+(exit 2, the failure named, no traceback)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from a3fast.interop.fetch import FetchError, Limits, fetch_card
+
+from hostile_http import (RawServer, dripping, elapsed, redirecting_to, resetting, self_signed_context,
+                          sending)
+
+
+@pytest.fixture
+def serve():
+    servers: list[RawServer] = []
+
+    def start(answer, tls=None) -> RawServer:
+        servers.append(server := RawServer(answer, tls))
+        return server
+    yield start
+    for server in servers:
+        server.close()
+
+
+def _import_a2a(url: str, *args: str) -> tuple[float, subprocess.CompletedProcess]:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "a3fast", "import", "a2a", url, "--namespace", "n", *args],
+                          capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    return time.monotonic() - started, done
+
+
+@pytest.mark.slow  # 2 s or more: a deadline waited out, a subprocess, or a page rendered
+def test_rule_one_deadline_bounds_a_server_dripping_its_response_head(serve):
+    import httpx  # noqa: F401  (imported before the clock starts)
+
+    server = serve(dripping)
+    took, result = elapsed(lambda: fetch_card(server.url, Limits(timeout=1, deadline=2)))
+    assert isinstance(result, FetchError), result
+    assert "no complete card within 2 s" in result.message and "deadline" in result.message
+    assert took < 2 + 1.0, took
+
+
+@pytest.mark.slow  # 2 s or more: a deadline waited out, a subprocess, or a page rendered
+def test_rule_import_a2a_is_cut_off_at_the_deadline_of_its_timeout_and_exits_2(serve):
+    server = serve(dripping)
+    refused = serve(lambda conn, srv: None)
+    refused.close()   # nothing listens there now: the same command failing at once, for its start-up time
+    baseline, _ = _import_a2a(refused.url, "--timeout", "1")
+    took, done = _import_a2a(server.url, "--timeout", "1")
+    # --timeout 1 gives the whole fetch 3 s
+    assert done.returncode == 2, done.stderr
+    assert "no complete card within 3 s" in done.stderr and "Traceback" not in done.stderr
+    assert took < baseline + 3 + 1.5, (took, baseline)
+
+
+@pytest.mark.parametrize("location", ["javascript:alert(1)", "mailto:someone@example.com",
+                                      "data:text/html,<script>alert(1)</script>"])
+def test_rule_a_redirect_to_a_scheme_no_client_follows_is_a_fetch_error(serve, location):
+    server = serve(redirecting_to(location))
+    with pytest.raises(FetchError) as caught:
+        fetch_card(server.url, Limits(timeout=1, deadline=3))
+    assert server.url in caught.value.message and "not fetched" in caught.value.message
+    took, done = _import_a2a(server.url, "--timeout", "1")
+    assert done.returncode == 2 and "internal error" not in done.stderr, done.stderr
+    assert "a URL the client cannot follow" in done.stderr
+
+
+@pytest.mark.parametrize("answer, message", [
+    (resetting, "the connection failed"),
+    (sending(b"HTTP/1.1 200 OK\r\nBad Header Line\r\n\r\n"), "not a valid HTTP answer"),
+    (sending(b"SSH-2.0-OpenSSH_9.6\r\n\r\n"), "not a valid HTTP answer"),
+    (sending(b"HTTP/1.1 302 Found\r\nLocation: http://[::1\r\nContent-Length: 0\r\n\r\n"), "not a valid HTTP answer"),
+    (sending(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n{"), "not a valid HTTP answer"),
+])
+def test_rule_every_client_exception_is_a_fetch_error(serve, answer, message):
+    server = serve(answer)
+    with pytest.raises(FetchError) as caught:
+        fetch_card(server.url, Limits(timeout=1, deadline=3))
+    assert message in caught.value.message, caught.value.message
+
+
+@pytest.mark.slow  # 2 s or more: a deadline waited out, a subprocess, or a page rendered
+def test_rule_a_certificate_nobody_trusts_is_a_fetch_error(serve, tmp_path):
+    server = serve(sending(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"), tls=self_signed_context(tmp_path))
+    with pytest.raises(FetchError) as caught:
+        fetch_card(server.url, Limits(timeout=1, deadline=3))
+    assert "TLS failed" in caught.value.message and "CERTIFICATE_VERIFY_FAILED" in caught.value.message
+    took, done = _import_a2a(server.url, "--timeout", "1")
+    assert done.returncode == 2 and "TLS failed" in done.stderr, done.stderr
+
+
+
+def test_fetch_card_works_where_an_event_loop_already_runs(serve):
+    import asyncio
+
+    card = b'{"name": "planner", "skills": [{"id": "plan-trip"}]}'
+    server = serve(sending(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                           % (len(card), card)))
+
+    async def in_a_notebook():
+        return fetch_card(server.url, Limits(timeout=2, deadline=5))
+
+    fetched = asyncio.run(in_a_notebook())
+    assert fetched.body == card and fetched.url == f"{server.url}/.well-known/agent-card.json"

@@ -1,0 +1,238 @@
+"""`a3fast serve` under clients that send what they should not: every refusal a 4xx with the
+library's problems, the documented headers on every answer, no connection held past its deadlines."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import jsonschema
+import orjson
+import pytest
+
+from a3fast.service.openapi import load_schema
+from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server
+
+pytest.importorskip("starlette")
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server("--header-timeout", "1", "--body-timeout", "1", "--max-request-body", "4096")
+    for agent in SECTION_10_AGENTS:
+        assert s.client.put(f"/v1/agents/{agent['agent']['name']}", json=agent).status_code == 200
+    yield s
+    assert s.stop() == 0
+
+
+def problems(response: httpx.Response, status: int) -> list[dict]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"problems"} and body["problems"]
+    for p in body["problems"]:
+        assert {"path", "expected", "found"} <= set(p)
+    return body["problems"]
+
+
+def declaration(name: str) -> dict:
+    return {"v": "1.0", "agent": {"name": name, "namespace": "support"},
+            "capabilities": [{"name": "order.investigate", "version": 2}],
+            "clearances": ["orders.read"], "residency": ["eu"]}
+
+
+def test_route_without_adds_is_422_not_500(server):
+    r = server.client.post("/v1/place", json={"requirements": SECTION_10_TASK, "route": {"name": "empty"}})
+    assert "adds no requirements" in problems(r, 422)[0]["found"]
+
+
+@pytest.mark.parametrize("query", ["limit=²", "limit=٣", "limit=" + "9" * 5000, "limit=-1", "limit=1.5"])
+def test_agent_page_limit_that_is_not_ascii_digits_is_400(server, query):
+    assert problems(server.client.get(f"/v1/agents?{query}"), 400)[0]["path"] == "$.limit"
+
+
+@pytest.mark.parametrize("since", ["²", "١٢", "9" * 5000, "-3", ""])
+def test_trace_since_that_is_not_ascii_digits_is_400(server, since):
+    assert problems(server.client.get("/v1/trace", params={"since": since}), 400)[0]["path"] == "$.since"
+
+
+def test_names_with_a_slash_are_read_replaced_and_deleted(server):
+    name = "team/eu/order-analyst"
+    assert server.client.post("/v1/agents", content=orjson.dumps(declaration(name))).status_code == 200
+    assert server.client.get(f"/v1/agents/{name}").json()["declaration"]["agent"]["name"] == name
+    assert server.client.get("/v1/agents/team%2Feu%2Forder-analyst").status_code == 200   # percent-encoded too
+    # a name with a line break is "no such agent", not "no such route"
+    assert problems(server.client.get("/v1/agents/a%0Ab"), 404)[0]["path"] == "$.name"
+    assert server.client.put(f"/v1/agents/{name}", json=declaration(name)).json() == {"name": name, "created": False}
+    assert server.client.put(f"/v1/sessions/s1/{name}").json()["held"] is True
+    assert server.client.delete(f"/v1/sessions/s1/{name}").json()["held"] is False
+    assert server.client.delete(f"/v1/agents/{name}").json() == {"name": name, "deleted": True}
+    problems(server.client.get(f"/v1/agents/{name}"), 404)
+
+
+def test_unknown_route_and_method_answer_the_error_json(server):
+    assert "GET /v2/nothing" in problems(server.client.get("/v2/nothing"), 404)[0]["found"]
+    problems(server.client.get("/v1/agents/"), 404)
+    r = server.client.delete("/v1/place")
+    problems(r, 405)
+    assert "POST" in r.headers["allow"]
+
+
+def test_every_answer_says_nosniff(server):
+    for r in (server.client.get("/healthz"), server.client.get("/v2/nothing"), server.client.get("/metrics"),
+              server.client.post("/v1/place", json={"requirements": SECTION_10_TASK}),
+              server.client.post("/v1/place", content=b"{")):
+        assert r.headers["x-content-type-options"] == "nosniff"
+
+
+def test_verify_of_an_empty_body_is_no_records_not_valid(server):
+    assert "no records" in problems(server.client.post("/v1/verify", content=b""), 400)[0]["found"]
+    assert "no records" in problems(server.client.post("/v1/verify", content=b"{}\n"), 400)[0]["found"]
+
+
+def test_one_document_routes_have_the_small_body_limit(server):
+    big = orjson.dumps({"requirements": SECTION_10_TASK, "pad": "x" * 5000})
+    assert problems(server.client.post("/v1/place", content=big), 413)[0]["expected"] == "a body of at most 4096 bytes"
+    problems(server.client.put("/v1/agents/x", content=big), 413)
+    # the trace route keeps --max-body: the same size is read and answered
+    assert problems(server.client.post("/v1/verify", content=b" " * 5000), 400)
+
+
+def _raw(url: str) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> tuple[bool, bytes]:
+    """Whether the server closed the connection within `seconds`, and what it sent before."""
+    sock.settimeout(seconds)
+    got = b""
+    try:
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                return True, got
+            got += chunk
+    except (socket.timeout, TimeoutError):
+        return False, got
+    except ConnectionResetError:
+        return True, got
+
+
+@pytest.mark.slow  # waits out the head timeout, twice
+def test_half_sent_head_is_cut_off_after_the_header_timeout(server):
+    silent, partial = _raw(server.url), _raw(server.url)
+    partial.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    started = time.monotonic()
+    assert _closed_within(partial, 5)[0]
+    assert _closed_within(silent, 5)[0]
+    assert time.monotonic() - started < 4
+    # a keep-alive connection that starts a second head and stalls is cut off too
+    kept = _raw(server.url)
+    kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert b"200 OK" in kept.recv(4096)
+    kept.sendall(b"GET /healthz HTTP/1.1\r\n")
+    assert _closed_within(kept, 5)[0]
+
+
+def test_half_sent_body_is_answered_408_after_the_body_timeout(server):
+    sock = _raw(server.url)
+    sock.sendall(b"POST /v1/place HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 100\r\n\r\n{\"requirements\":")
+    sock.settimeout(5)
+    got = b""
+    while b"}]}" not in got:               # the whole answer, however the server then keeps the connection
+        chunk = sock.recv(4096)
+        assert chunk, got
+        got += chunk
+    head, _, body = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408"), got
+    assert orjson.loads(body)["problems"][0]["expected"] == "a whole body within 1 s"
+
+
+@pytest.mark.slow  # a server of its own, and the head timeout
+def test_connections_past_the_limit_are_closed_and_idle_ones_freed():
+    s = Server("--max-connections", "4", "--header-timeout", "1")
+    try:
+        s.client.close()
+        idle = [_raw(s.url) for _ in range(4)]
+        time.sleep(0.2)
+        extra = _raw(s.url)
+        assert _closed_within(extra, 2)[0]
+        for sock in idle:          # cut off by the head timeout: the service is reachable again
+            assert _closed_within(sock, 5)[0]
+        assert httpx.get(s.url + "/readyz", timeout=5).status_code == 200
+    finally:
+        assert s.stop() == 0
+
+
+def test_401_says_www_authenticate_and_open_routes_say_no_more(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    s = Server("--token-file", str(token))
+    try:
+        r = s.client.get("/v1/agents")
+        problems(r, 401)
+        assert r.headers["www-authenticate"] == "Bearer"
+        assert s.client.get("/metrics").status_code == 200          # open, as docs/service.md says
+        assert s.client.get("/readyz").json() == {"status": "ready"}   # no fleet size or seq without the token
+        full = s.client.get("/readyz", headers={"Authorization": "Bearer s3cret"}).json()
+        assert full["status"] == "ready" and full["agents"] == 0 and full["next_seq"] == 1
+    finally:
+        assert s.stop() == 0
+
+
+def stdio(lines: list[bytes], *args: str) -> tuple[list[dict], str]:
+    r = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--stdio", *args],
+                       input=b"".join(line + b"\n" for line in lines), capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return [orjson.loads(x) for x in r.stdout.splitlines()], r.stderr.decode()
+
+
+def test_stdio_route_without_adds_is_422_with_no_traceback():
+    out, err = stdio([orjson.dumps({"op": "put_agents", "declarations": SECTION_10_AGENTS}),
+                      orjson.dumps({"op": "place", "id": 2, "requirements": SECTION_10_TASK, "route": {"name": "r"}})])
+    assert out[1]["ok"] is False and out[1]["status"] == 422
+    assert "Traceback" not in err and err == ""
+
+
+def test_stdio_trace_limit_keeps_the_last_record_and_refuses_minus_one():
+    place = orjson.dumps({"op": "place", "requirements": SECTION_10_TASK})
+    out, _ = stdio([orjson.dumps({"op": "put_agents", "declarations": SECTION_10_AGENTS}), place, place,
+                    orjson.dumps({"op": "trace", "id": "all"}),
+                    orjson.dumps({"op": "trace", "id": "two", "limit": 2}),
+                    orjson.dumps({"op": "trace", "id": "minus", "limit": -1}),
+                    orjson.dumps({"op": "trace", "id": "zero", "limit": 0})])
+    by_id = {r.get("id"): r for r in out}
+    assert [r["seq"] for r in by_id["all"]["records"]] == [1, 2, 3, 4, 5, 6]
+    assert [r["seq"] for r in by_id["two"]["records"]] == [1, 2]
+    for rid in ("minus", "zero"):
+        assert by_id[rid]["ok"] is False and by_id[rid]["status"] == 400
+        assert by_id[rid]["problems"][0]["path"] == "$.limit"
+
+
+def test_stdio_answers_the_same_problems_as_http_for_the_same_error(server):
+    request = {"requirements": SECTION_10_TASK, "route": {"name": "r"}}
+    over_http = server.client.post("/v1/place", json=request).json()
+    out, _ = stdio([orjson.dumps({"op": "put_agents", "declarations": SECTION_10_AGENTS}),
+                    orjson.dumps({"op": "place", **request})])
+    assert out[1]["problems"] == over_http["problems"]
+
+
+@pytest.mark.parametrize("node", [{"metadata": {"name": {"an": "object"}}}, {"metadata": {"namespace": "x"}},
+                                  {"metadata": {"name": "n", "annotations": {"a3.dev/declaration": {}}}},
+                                  {"metadata": {"name": "n", "annotations": {"other": 3}}},
+                                  {"metadata": "not an object"}])
+def test_extender_args_typed_as_kubernetes_types_them(server, node):
+    """Nodes kube-scheduler could not have sent are a 400 naming the node, never echoed back into
+    an answer that breaks its own schema (the pod takes no part: its nodes would pass through)."""
+    args = {"Pod": {"metadata": {"name": "p", "uid": "u"}}, "Nodes": {"items": [node]}}
+    r = server.client.post("/k8s/filter", json=args)
+    assert problems(r, 400)[0]["path"].startswith("$.Nodes.items[0]"), r.text
+    r = server.client.post("/k8s/prioritize", json=args)       # echoes only names: typed, or refused
+    if r.status_code == 200:
+        jsonschema.validate(r.json(), load_schema("k8s.HostPriorityList"))
+    else:
+        assert problems(r, 400)[0]["path"].startswith("$.Nodes.items[0]"), r.text

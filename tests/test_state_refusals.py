@@ -1,0 +1,150 @@
+"""Every refusal to start names the file, the entry and the reason, and exits 2 (never a hang,
+never a traceback) — over HTTP and over stdio."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from a3fast.journal import frame
+from service_process import Server
+
+pytest.importorskip("starlette")
+
+
+def decl(name):
+    return {"v": "1.0", "agent": {"name": name, "namespace": "refuse"},
+            "capabilities": [{"name": "order.investigate", "version": 1}], "clearances": [], "residency": ["eu"]}
+
+
+def _state(tmp_path: Path, checkpoint: bool = False) -> Path:
+    state = tmp_path / "state"
+    s = Server("--state", str(state))
+    for k in range(3):
+        assert s.client.put(f"/v1/agents/r{k}", json=decl(f"r{k}")).status_code == 200
+    if checkpoint:
+        assert s.stop() == 0
+        s = Server("--state", str(state))
+        assert s.client.put("/v1/agents/after", json=decl("after")).status_code == 200
+    s.kill()
+    return state
+
+
+def _refused(state: Path, *, stdio: bool) -> str:
+    args = [sys.executable, "-m", "a3fast", "serve", "--state", str(state)]
+    args += ["--stdio"] if stdio else ["--port", "0"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=30, input="")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr
+    return r.stderr
+
+
+def _append(state: Path, payload: bytes, generation: int = 1) -> Path:
+    journal = state / f"journal.{generation:08d}"
+    with open(journal, "ab") as fh:
+        fh.write(frame(payload))
+    return journal
+
+
+@pytest.mark.parametrize("stdio", [False, True], ids=["http", "stdio"])
+@pytest.mark.parametrize("payload, reason", [
+    (b"J{not json", "its payload is not JSON"),
+    (b'J{"op": "delete"}', "change 'delete' lacks 'name'"),
+    (b'J{"op": "rename", "name": "r0"}', "unknown change 'rename'"),
+    (b'T["r0"]\n', "is not [agent, session]"),
+    (b"X{}", "unknown entry type"),
+    (b'J{"op": "delete", "name": "nobody"}', "does not apply to the fleet before it"),
+])
+def test_a_whole_entry_that_cannot_be_read_refuses_to_start_naming_the_file_and_the_entry(tmp_path, payload, reason, stdio):
+    state = _state(tmp_path)
+    journal = _append(state, payload)
+    err = _refused(state, stdio=stdio)
+    assert f"{journal}: entry 4 (generation 1, byte " in err and reason in err
+
+
+def test_damage_in_the_middle_refuses_naming_the_entry_and_its_generation(tmp_path):
+    state = _state(tmp_path)
+    journal = state / "journal.00000001"
+    data = bytearray(journal.read_bytes())
+    data[20] ^= 0x01                          # entry 1's payload: entries 2 and 3 follow it
+    journal.write_bytes(bytes(data))
+    err = _refused(state, stdio=False)
+    assert f"{journal}: entry 1 at byte 0 is damaged" in err and "(generation 1)" in err
+
+
+def test_a_missing_journal_beside_a_checkpoint_refuses_to_start(tmp_path):
+    state = _state(tmp_path, checkpoint=True)
+    (state / "journal.00000002").unlink()
+    err = _refused(state, stdio=False)
+    assert f"{state / 'journal.00000002'}: missing beside {state / 'checkpoint'}" in err
+
+
+def test_a_journal_generation_without_its_checkpoint_refuses_to_start(tmp_path):
+    state = _state(tmp_path, checkpoint=True)
+    (state / "checkpoint").unlink()
+    err = _refused(state, stdio=False)
+    assert f"{state / 'journal.00000002'}: journal generation 2 has no checkpoint" in err
+
+
+def test_a_missing_generation_between_two_refuses_to_start(tmp_path):
+    state = _state(tmp_path, checkpoint=True)
+    (state / "journal.00000003").write_bytes(b"")
+    (state / "journal.00000002").unlink()
+    (state / "journal.00000004").write_bytes(b"")
+    err = _refused(state, stdio=False)
+    assert "journal.00000002" in err
+
+
+def test_a_missing_fleet_snapshot_refuses_to_start(tmp_path):
+    state = _state(tmp_path, checkpoint=True)
+    (snapshot,) = state.glob("fleet.*.a3snap")
+    snapshot.unlink()
+    err = _refused(state, stdio=True)
+    assert f"{snapshot}: the fleet snapshot named by {state / 'checkpoint'} is missing" in err
+
+
+def test_a_torn_tail_in_a_generation_before_the_last_refuses_to_start(tmp_path):
+    state = _state(tmp_path)
+    journal = state / "journal.00000001"
+    with open(journal, "ab") as fh:
+        fh.write(frame(orjson.dumps({"op": "put"}))[:6])
+    (state / "journal.00000002").write_bytes(b"")
+    err = _refused(state, stdio=False)
+    assert f"{journal}: the last 6 bytes" in err and "a later generation follows" in err
+
+
+def test_a_state_directory_of_the_layout_before_generations_is_moved_and_keeps_everything(tmp_path):
+    """`snapshot` (format 3, naming a fleet snapshot file) and one `journal` become a checkpoint at
+    generation 1 and `journal.00000001`; the fleet, the trace and the journal's changes are kept."""
+    from a3fast import Fleet
+    from a3fast.journal import encode_change
+    from a3fast.service.state import ServiceState
+
+    state = tmp_path / "old"
+    state.mkdir()
+    fleet = Fleet()
+    fleet.add(decl("kept"))
+    fleet.add(decl("gone"))
+    fleet.remove("gone")
+    fleet.save(state / "fleet.0123456789abcdef.a3snap")
+    trace = b'{"seq":1}\n'
+    (state / "trace.jsonl").write_bytes(trace)
+    import zlib
+    (state / "snapshot").write_bytes(frame(orjson.dumps({
+        "format": 3, "fleet": "fleet.0123456789abcdef.a3snap", "names": ["kept", "gone"], "outcomes": [],
+        "sessions": [], "next_seq": 2, "trace_bytes": len(trace), "trace_tail_crc": zlib.crc32(trace)})))
+    (state / "journal").write_bytes(frame(encode_change("put", decls=[decl("later")]))
+                                    + frame(encode_change("hold", agent="kept", session="s"))
+                                    + frame(encode_change("put", decls=[decl("gone")])))
+    st = ServiceState(state, log=lambda message: None)
+    st.open()
+    try:
+        assert st.fleet.names() == ["kept", "gone", "later"]      # "gone" took back its place
+        assert st.fleet.holds_session("kept", "s") and st.next_seq == 2
+    finally:
+        st.close()
+    assert sorted(p.name for p in state.iterdir()) == ["checkpoint", "fleet.00000002.a3snap",
+                                                       "journal.00000002", "trace.jsonl"]
