@@ -226,12 +226,12 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
                         f"{ratio:.2f}×", ratio <= 0.5))
             out.append((f"{size:,} agents, {label}: peak RSS ≤ 2,000 bytes per agent",
                         f"{per_agent:,.0f} B", per_agent <= 2000))
-    for title, figures in report.extras:
-        if title.startswith("place_many on 2 cores") and isinstance(figures, dict) and figures.get("agents") == 10_000:
+    for title, cores in report.extras:
+        if title.startswith("place_many on 2 cores") and isinstance(cores, dict) and cores.get("agents") == 10_000:
             out.append(("place_many ≥ 1.7× on 2 cores at 10,000 agents (baseline: 1 core, same rounds)",
-                        f"{figures['speedup']:.2f}× ({figures['two_cores_per_s']:,.0f}/s against "
-                        f"{figures['one_core_per_s']:,.0f}/s; CPU {figures['two_cores_cpu_s']:.3g} s against "
-                        f"{figures['one_core_cpu_s']:.3g} s)", figures["speedup"] >= 1.7))
+                        f"{cores['speedup']:.2f}× ({cores['two_cores_per_s']:,.0f}/s against "
+                        f"{cores['one_core_per_s']:,.0f}/s; CPU {cores['two_cores_cpu_s']:.3g} s against "
+                        f"{cores['one_core_cpu_s']:.3g} s)", cores["speedup"] >= 1.7))
     verifier = dict(report.extras).get("verifier (§7)")
     if isinstance(verifier, dict) and "share_of_json_floor" in verifier:
         share = verifier["share_of_json_floor"]

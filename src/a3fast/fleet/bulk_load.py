@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import os
 from contextlib import contextmanager
-from typing import Any, BinaryIO, Iterator, Union
+from typing import Any, Iterator, Protocol, Union
 
 import orjson
 
@@ -26,35 +26,47 @@ from .domain import namespace_problem
 from .rows import INGEST_KINDS, PredicateRows
 from .table import AgentTable
 
-__all__ = ["JSONL_CHUNK", "JsonlSource", "read_jsonl", "chunks_of", "size_of", "collector_paused"]
+__all__ = ["JSONL_CHUNK", "JsonlSource", "BinaryStream", "read_jsonl", "chunks_of", "size_of", "collector_paused"]
 
 #: How much of a JSON Lines file or stream is read at a time (then on to the line's end): small
 #: enough that the bytes in flight add little to the peak, large enough that a call of the
 #: compiled reader per chunk costs nothing to speak of.
 JSONL_CHUNK = 2 << 20
 
+class BinaryStream(Protocol):
+    """What the bulk reader reads of a stream: a block, then on to the end of its line."""
+
+    def read(self, size: int, /) -> bytes: ...
+
+    def readline(self) -> bytes: ...
+
+
 #: What a JSON Lines source may be: a path, the bytes themselves, or a binary stream.
-JsonlSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, BinaryIO]
+JsonlSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, BinaryStream]
 
 
 def chunks_of(source: JsonlSource) -> Iterator[bytes]:
     """JSON Lines bytes in chunks of whole lines: the bytes themselves, or a file or binary stream
     read a chunk at a time (the whole input is never held). A chunk is a block and the rest of its
-    last line, read on from the stream, so no chunk is copied to join a line cut at its end (the
-    last chunk may end mid-line: an input cut short)."""
+    last line, read on from the stream: one join per chunk, where cutting the block at its last line
+    end and carrying the rest over to the next took a slice and a join (the last chunk may end
+    mid-line: an input cut short)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         yield bytes(source)
         return
-    stream = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source
-    try:
-        readline = stream.readline
-        while block := stream.read(JSONL_CHUNK):
-            if not block.endswith(b"\n"):
-                block += readline()
-            yield block
-    finally:
-        if stream is not source:
-            stream.close()
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as fh:
+            yield from _whole_line_chunks(fh)
+    else:
+        yield from _whole_line_chunks(source)
+
+
+def _whole_line_chunks(stream: BinaryStream) -> Iterator[bytes]:
+    readline = stream.readline
+    while block := stream.read(JSONL_CHUNK):
+        if not block.endswith(b"\n"):
+            block += readline()
+        yield block
 
 
 def size_of(source: JsonlSource) -> int | None:

@@ -203,11 +203,13 @@ class LocalStages:
         Fills each state as `scored` does; the default scorer only, no `within`."""
         rows, index = self.rows, self.index
         explained, session_rows, kinds = rows.explained, rows.session_rows, rows.kinds
-        jobs, fresh = [], []
+        jobs: list[tuple[Any, ...]] = []
+        fresh: list[CycleState] = []
         for state in states:
             matched = state.matched
             predicates = matched.predicates
             cached = explained.get(predicates)
+            job: tuple[Any, ...]
             if cached is not None and cached[0] == membership:
                 state.eval_rows = cached[2]
                 job = (cached[1], (), 0, (), cached[2])
