@@ -136,7 +136,6 @@ def test_prioritize_scores_the_offered_agents(served):
 def test_a_filter_holds_no_session(served):
     requirements = {**SECTION_10_TASK, "session": "s-1"}
     names_client(served).filter(pod(requirements, uid="u-session"), AGENT_NODES)
-    assert served.state.sessions == {}
     assert not served.state.fleet.holds_session("order-analyst", "s-1")
 
 
@@ -259,5 +258,5 @@ def test_a_recorded_answer_survives_a_restart_and_holds_no_session(tmp_path):
         wait_ready(client)
         assert client.get("/v1/trace").content == before
         assert decisions(client, "u-restart") == [(["order-analyst", "summariser"], "order-analyst")]
-        assert client.app.state.service.sessions == {}
+        assert not client.app.state.service.fleet.holds_session("order-analyst", "s-restart")
         assert client.post("/v1/verify", content=before).json()["valid"]

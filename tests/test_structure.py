@@ -161,4 +161,4 @@ def test_every_command_module_ends_in_cmd_and_the_helpers_do_not():
     commands = {target.split(":")[0] for target in COMMANDS.values()}
     assert all(name.endswith("_cmd") for name in commands), sorted(commands)
     modules = {p.stem for p in cli.glob("*.py")} - {"__init__"}
-    assert modules - commands == {"common", "fleet_input", "trace_input"}
+    assert modules - commands == {"common", "extras", "fleet_input", "trace_input"}

@@ -1713,3 +1713,67 @@ cdef class Index:
         reserve(b, 1)
         put(b, b"}", 1)
         return 0
+
+
+# -- names offered by a caller, resolved in one call (the Kubernetes extender's NodeNames) --------
+def split_members(list names not None, members not None) -> tuple:
+    """`names` split into those in `members` (a set, frozenset or dict) and the rest, each in the
+    order given."""
+    cdef list inside = [], outside = []
+    cdef object name
+    for name in names:
+        if name in members:
+            inside.append(name)
+        else:
+            outside.append(name)
+    return inside, outside
+
+
+def live_ids_of(dict ids not None, list entries not None, names) -> list:
+    """The ids of the named agents that are live (a name with an id whose entry is not None),
+    ascending and once each; other names, and items that are not strings, are left out."""
+    cdef Py_ssize_t n = len(entries), aid, i
+    cdef unsigned char* seen
+    cdef list out = []
+    cdef object name, found
+    if n == 0:
+        return out
+    seen = <unsigned char*>calloc(n, 1)
+    if seen == NULL:
+        raise MemoryError()
+    try:
+        for name in names:
+            if type(name) is not str and not isinstance(name, str):
+                continue
+            found = ids.get(name)
+            if found is None:
+                continue
+            aid = found
+            if 0 <= aid < n and entries[aid] is not None:
+                seen[aid] = 1
+        for i in range(n):
+            if seen[i]:
+                out.append(i)
+    finally:
+        free(seen)
+    return out
+
+
+def first_failed_into(Index index not None, Explanation expl not None, predicates, dict out not None) -> None:
+    """Each ineligible candidate's name -> the first predicate it failed, added to `out` in the
+    order of `Index.failed_pairs` (by predicate in derivation order, then by agent id)."""
+    index.own(expl.index, "Explanation")
+    cdef list names = index.names
+    cdef Py_ssize_t k, i, n = expl.n_words
+    cdef uint64_t w
+    cdef const uint64_t* words
+    if len(predicates) != expl.n_failed:
+        raise ValueError(f"{len(predicates)} predicates for {expl.n_failed} failed sets")
+    for k in range(expl.n_failed):
+        predicate = predicates[k]
+        words = expl.failed_words(k)
+        for i in range(n):
+            w = words[i]
+            while w:
+                out[names[(i << 6) + a3_ctz64(w)]] = predicate
+                w &= w - 1

@@ -423,3 +423,32 @@ def _check_ids(ids: np.ndarray, limit: int, what: str) -> None:
     if len(bad):
         j = int(bad[0])
         raise ValueError(f"{what}: agent id {int(ids[j])} at position {j} is out of order or unknown")
+
+
+# -- names offered by a caller, resolved in one call (the Kubernetes extender's NodeNames) --------
+def split_members(names: list[str], members: Any) -> tuple[list[str], list[str]]:
+    """`names` split into those in `members` (a set, frozenset or dict) and the rest, each in the
+    order given."""
+    inside = [n for n in names if n in members]
+    if len(inside) == len(names):
+        return inside, []
+    return inside, [n for n in names if n not in members]
+
+
+def live_ids_of(ids: dict[str, int], entries: list[Any], names: Iterable[Any]) -> list[int]:
+    """The ids of the named agents that are live (a name with an id whose entry is not None),
+    ascending and once each; other names, and items that are not strings, are left out."""
+    found = {aid for aid in (ids.get(n) for n in names if isinstance(n, str))
+             if aid is not None and entries[aid] is not None}
+    return sorted(found)
+
+
+def first_failed_into(index: Index, expl: Explanation, predicates: Sequence[str], out: dict[str, str]) -> None:
+    """Each ineligible candidate's name -> the first predicate it failed, added to `out` in the
+    order of `Index.failed_pairs` (by predicate in derivation order, then by agent id)."""
+    if len(predicates) != len(expl.failed):
+        raise ValueError(f"{len(predicates)} predicates for {len(expl.failed)} failed sets")
+    names = index._names
+    for k, predicate in enumerate(predicates):
+        for i in bits_to_ids(expl.failed[k]):
+            out[names[i]] = predicate

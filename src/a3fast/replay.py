@@ -32,6 +32,7 @@ import orjson
 
 from .errors import A3Error, SchemaError, describe
 from .explain import PredicateCount, predicate_counts
+from .fleet import Fleet
 from .placement import Placement, Route, RouteError
 from .predicates import first_failed
 from .record.compact import KEY as COMPACT_KEY, CompactError, Snapshots
@@ -552,19 +553,25 @@ class _Comparer:
     def __init__(self, fleet: Any):
         self.fleet = fleet
         self.snapshots = Snapshots()
+        # A Fleet answers the decision without building a Placement (`Fleet.scored`: prepare,
+        # explain, score, choose — what `place` runs, the same winner); other fleets place.
+        self.decide = fleet.scored if isinstance(fleet, Fleet) else None
+        self.name_of = fleet.index.name if isinstance(fleet, Fleet) else None
 
     def register_snapshot(self, recorded: _Recorded) -> None:
         """Read a compact record that carries a fleet snapshot, so that later records that refer to
         it can be read when they change."""
         self._member(recorded)
 
-    def _member(self, recorded: _Recorded) -> Any:
-        """The compact member of a record, read on its bitmaps (never expanded); None when it cannot
-        be read (a fleet snapshot that lies before the part of the trace given, or a member outside
-        the format): the decision is replayed all the same, only the recorded funnel is missing."""
+    def _member(self, recorded: _Recorded, content: Any = None) -> Any:
+        """The compact member of a record (its `content`, when the caller has read it already),
+        read on its bitmaps (never expanded); None when it cannot be read (a fleet snapshot that
+        lies before the part of the trace given, or a member outside the format): the decision is
+        replayed all the same, only the recorded funnel is missing."""
         item = recorded.record
         try:
-            return self.snapshots.read_member(item.seq, item.kind, item.content)
+            return self.snapshots.read_member(item.seq, item.kind,
+                                              item.content if content is None else content)
         except (CompactError, TraceContentError):
             return None
 
@@ -574,14 +581,24 @@ class _Comparer:
         route_name = route.name if route is not None else recorded.route
         if recorded.resumed:
             return self._resumed(recorded, requirements, route, route_name)
+        if route is None and self.decide is not None and self.name_of is not None:
+            # the decision alone first: most placements are the same, and need no Placement
+            state = self.decide(requirements)
+            best = state.best
+            agent = self.name_of(best) if best >= 0 else None
+            if agent == recorded.agent:
+                session = state.session
+                if agent is not None and session is not None and not fleet.holds_session(agent, session):
+                    fleet.hold_session(agent, session)   # as `place` does for a bound placement
+                return _unchanged(recorded.seq, SAME if agent is not None else STILL_REJECTED, agent,
+                                  state.matched.doc, session, route_name)
         try:
             p = fleet.place(requirements, route=route)
         except RouteError as exc:
             raise ReplayError(f"seq {recorded.seq}: {exc}") from None
         if p.agent == recorded.agent:
             kind = SAME if p.agent is not None else STILL_REJECTED
-            return Verdict(recorded.seq, kind, recorded.agent, p.agent, p.requirements.doc,
-                           p.session, route_name)
+            return _unchanged(recorded.seq, kind, p.agent, p.requirements.doc, p.session, route_name)
         return self._changed(recorded, p, route_name)
 
     def _resumed(self, recorded: _Recorded, requirements: Requirements, route: Route | None,
@@ -638,7 +655,7 @@ class _Comparer:
         try:
             content = recorded.record.content
             if COMPACT_KEY in content:
-                member = self._member(recorded)
+                member = self._member(recorded, content)
                 return (None, {}) if member is None else _compact_recorded(member, names)
             return _spec_recorded(recorded, content, names)
         except (TraceContentError, TypeError, KeyError, AttributeError, ValueError):
@@ -650,6 +667,40 @@ class _Comparer:
         if decl is None:
             return NOT_IN_FLEET
         return first_failed(decl, p.predicates) or NOT_IN_FLEET
+
+
+_new_verdict = object.__new__
+_VERDICT_FIELDS = {name: getattr(Verdict, name) for name in Verdict.__slots__}
+_VERDICT_DEFAULTS = (("resumed", False), ("decided_by", None), ("before_fails", None),
+                     ("funnel_before", None), ("funnel_after", None))
+
+
+def _unchanged(seq: int, kind: str, agent: str | None, requirements: Mapping[str, Any],
+               session: str | None, route: str | None) -> Verdict:
+    """The Verdict of an unchanged placement (SAME or STILL_REJECTED), filled in through its slots:
+    a frozen dataclass's own __init__ sets each of its fourteen fields through object.__setattr__,
+    a measurable share of a replay where nearly every placement is unchanged."""
+    v = _new_verdict(Verdict)
+    put = _VERDICT_SETTERS
+    put[0](v, seq)
+    put[1](v, kind)
+    put[2](v, agent)
+    put[3](v, agent)
+    put[4](v, requirements)
+    put[5](v, session)
+    put[6](v, route)
+    for setter, value in _VERDICT_REST:
+        setter(v, value)
+    # each verdict its own (empty) score mappings, as the dataclass's default factories give
+    put[7](v, {})
+    put[8](v, {})
+    return v
+
+
+_VERDICT_SETTERS = [_VERDICT_FIELDS[name].__set__ for name in
+                    ("seq", "kind", "before", "after", "requirements", "session", "route",
+                     "scores_before", "scores_after")]
+_VERDICT_REST = [(_VERDICT_FIELDS[name].__set__, value) for name, value in _VERDICT_DEFAULTS]
 
 
 def _funnel_of(p: Placement) -> Funnel:

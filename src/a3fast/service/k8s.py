@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 import msgspec
 import orjson
 
+from ..engines import NATIVE_AVAILABLE, engine_module
 from ..errors import A3Error, SchemaError
 from ..fleet import Fleet
 from ..record.write import placement_records
@@ -65,6 +66,9 @@ ASKED_PODS = 8
 EXTEND_SLICE = 500
 #: Parsed node declarations kept by their annotation text (emptied when full).
 DECLARATION_CACHE = 50_000
+#: Offered names resolved in one compiled call where the extension is built (same answers).
+_NAMES = engine_module("native" if NATIVE_AVAILABLE else "pure")
+_PURE = engine_module("pure")
 
 
 class ExtenderError(Exception):
@@ -222,9 +226,12 @@ class Extender:
         """The offered names that are agents (the fleet orders them by join order when it
         places), and the rest as unresolvable."""
         live = self._live()
-        agents = [n for n in names if n in live]
-        others = {n: NOT_AN_AGENT for n in names if n not in live} if len(agents) < len(names) else {}
-        return agents, others
+        if isinstance(live, (set, frozenset)):
+            agents, strays = _NAMES.split_members(names, live)
+        else:
+            agents = [n for n in names if n in live]
+            strays = [n for n in names if n not in live] if len(agents) < len(names) else []
+        return agents, dict.fromkeys(strays, NOT_AN_AGENT)
 
     def _ask_fleet(self, requirements, agents: list[str]):
         """A placement over the offered agents only, changing nothing."""
@@ -234,7 +241,8 @@ class Extender:
         agents, unresolvable = self._offered_agents(names)
         p = self._ask_fleet(requirements, agents)
         _failures(p, agents, unresolvable)
-        return _Decision(p, unresolvable, [n for n in names if n not in unresolvable], compact=True)
+        passed = _NAMES.split_members(names, unresolvable)[1] if unresolvable else names
+        return _Decision(p, unresolvable, passed, compact=True)
 
     # -- the Nodes mode: each node's declaration annotation (in the worker thread) -----------------
     def _declaration(self, text: Any, name: str):
@@ -432,8 +440,14 @@ def _node_names(items: list[msgspec.Raw]) -> list[str]:
 def _failures(p, agents: list[str], unresolvable: dict[str, str]) -> None:
     """Each offered agent the placement found ineligible, with the first predicate it failed
     (filters_failed holds one pair per ineligible candidate: its first failed predicate)."""
-    if len(p.explanation.eligible_ids()) == len(agents):
+    expl = p.explanation
+    if expl.eligible_count == len(agents):
         return
+    # the names straight from the explanation's sets, not through a list of pairs
+    for engine in (_NAMES, _PURE):
+        if type(p.index) is engine.Index:
+            engine.first_failed_into(p.index, expl, p.predicates, unresolvable)
+            return
     for pair in p.filters_failed:
         unresolvable[pair["candidate"]] = pair["predicate"]
 
