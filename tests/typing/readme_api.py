@@ -1,6 +1,6 @@
 """The README's Python API as a user's typed script: `mypy --strict` must accept it as it is.
 
-tests/test_typing.py type-checks this file (it is not collected as a test); it also runs, so the
+tests/project/test_typing.py type-checks this file (it is not collected as a test); it also runs, so the
 types it states are the ones the API returns.
 """
 from __future__ import annotations

@@ -39,7 +39,7 @@ _MODULES = {
     "vocabulary": ("CONFIRMATIONS", "OPERATIONS", "Vocabulary", "capability_key", "parse_capability_ref"),
 }
 
-if TYPE_CHECKING:  # what the lazy names are, for type checkers (tests/test_typing.py keeps both in step)
+if TYPE_CHECKING:  # what the lazy names are, for type checkers (tests/project/test_typing.py keeps both in step)
     from .catalog import Catalog
     from .documents import (CONDITIONS, DECISIONS, Connection, Contract, Engagement, HostMapping, Rule,
                             RuntimePolicy, Signature, Skill, parse_connection, parse_contract,

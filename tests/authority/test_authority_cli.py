@@ -1,0 +1,198 @@
+"""`a3fast resolve`: per-skill answers, the --json form, exit codes 0 / 1 / 2, on the worked example."""
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+from cryptography.hazmat.primitives import serialization
+from hypothesis import assume, given, settings, strategies as st
+
+from a3fast.authority import generate_private_key, public_key_text, sign_engagement
+from a3fast.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "authority"
+NOW = "2026-03-01T12:30:00Z"
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def example_args(**replace):
+    files = {name: str(EXAMPLES / f"{name}.json")
+             for name in ("contracts", "mappings", "skills", "connection", "engagement", "policy")}
+    files.update({k: str(v) for k, v in replace.items()})
+    return [arg for name, path in files.items() for arg in (f"--{name}", path)]
+
+
+def write(tmp_path, name, doc) -> Path:
+    path = tmp_path / name
+    path.write_bytes(doc if isinstance(doc, bytes) else orjson.dumps(doc))
+    return path
+
+
+def example(name):
+    return json.loads((EXAMPLES / f"{name}.json").read_text())
+
+
+def test_required_skills_that_resolve_exit_0():
+    result = run("resolve", *example_args(), "--now", NOW, "--require", "chess.play", "--require", "chess.resign")
+    assert result.exit_code == 0
+    assert "skill chess.play: available (required)" in result.stdout
+
+
+def test_without_require_every_skill_is_required_and_an_unavailable_one_exits_1():
+    result = run("resolve", *example_args(), "--now", NOW)
+    assert result.exit_code == 1
+    assert "skill chess.wager: unavailable (required)" in result.stdout
+
+
+def test_each_unmet_requirement_is_printed_with_its_reason():
+    out = run("resolve", *example_args(), "--now", NOW).stdout
+    assert "  game.wager.place/2: denied by runtime policy rule no-money" in out
+    assert "  engine.position.evaluate/1: no host mapping: no tool on this host satisfies it" in out
+    assert "  game.spectators.invite/1: not granted by the connection" in out
+    assert "  optional game.chat.send/1: not granted by the engagement" in out
+
+
+def test_the_json_form_carries_boundaries_authority_and_skills():
+    result = run("resolve", *example_args(), "--now", NOW, "--require", "chess.play", "--json")
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 0 and doc["ok"] is True and doc["engagement"]["valid"] is True
+    skills = {s["skill"]: s for s in doc["skills"]}
+    assert skills["chess.play"]["required_by_caller"] and not skills["chess.wager"]["required_by_caller"]
+    assert skills["chess.play"]["bindings"][1]["confirmation"][0]["rule"] == "confirm-shared-moves"
+    assert {g["capability"]: g["status"] for g in doc["authority"]}["game.wager.place/2"] == "denied"
+
+
+def test_an_expired_engagement_grants_nothing_and_exits_1():
+    result = run("resolve", *example_args(), "--now", "2026-03-01T14:00:00Z", "--require", "chess.play")
+    assert result.exit_code == 1
+    assert "engagement: rejected, grants nothing: expired at 2026-03-01T14:00:00Z" in result.stdout
+
+
+def test_a_tampered_engagement_grants_nothing_and_exits_1(tmp_path):
+    tampered = {**example("engagement"), "context": "casual-match-1"}
+    result = run("resolve", *example_args(engagement=write(tmp_path, "e.json", tampered)), "--now", NOW)
+    assert result.exit_code == 1 and "signature does not verify" in result.stdout
+
+
+def test_a_malformed_engagement_is_an_answer_not_bad_input(tmp_path):
+    result = run("resolve", *example_args(engagement=write(tmp_path, "e.json", {"capabilities": 1})), "--now", NOW)
+    assert result.exit_code == 1 and "malformed descriptor" in result.stdout
+
+
+def test_a_revoked_connection_exits_1(tmp_path):
+    revoked = {**example("connection"), "revoked_at": "2026-03-01T12:15:00Z"}
+    result = run("resolve", *example_args(connection=write(tmp_path, "c.json", revoked)), "--now", NOW,
+                 "--require", "chess.play")
+    assert result.exit_code == 1
+    assert "connection conn-7f3a with arena.example: revoked at 2026-03-01T12:15:00Z" in result.stdout
+
+
+def test_an_engagement_that_is_not_json_is_bad_input(tmp_path):
+    result = run("resolve", *example_args(engagement=write(tmp_path, "e.json", b"{\"a\":")), "--now", NOW)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr.startswith(f"a3fast: {tmp_path / 'e.json'}: $: expected valid JSON")
+
+
+def test_bad_documents_are_bad_input_one_line_per_problem(tmp_path):
+    contracts = [{"id": "game.move.submit", "operation": "run", "resource": "m", "confirmation": "never"}, 7]
+    result = run("resolve", *example_args(contracts=write(tmp_path, "c.json", contracts)), "--now", NOW)
+    path = tmp_path / "c.json"
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"a3fast: {path}: $[0].operation: expected one of read, reveal, create, modify, delete, execute, "
+        "transact, communicate, delegate, administer, found string 'run'",
+        f"a3fast: {path}: $[1]: expected an object, found 7"]
+
+
+def test_skills_may_be_json_lines_with_problems_named_by_line(tmp_path):
+    lines = b'{"id": "chess.play", "required": ["game.board.read"]}\n{"id": "x", "required": []}\n'
+    result = run("resolve", *example_args(skills=write(tmp_path, "s.jsonl", lines)), "--now", NOW)
+    assert result.exit_code == 2
+    assert "line 2: $.id: expected a skill identifier" in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--require", "chess.fly"], "--require chess.fly: no skill with this id in"),
+    (["--now", "noon"], "--now: expected an RFC 3339 date-time with an offset, found 'noon'"),
+    (["--key", "nofile"], "--key 'nofile': expected KID=FILE"),
+])
+def test_bad_flags_are_bad_input(args, message):
+    result = run("resolve", *example_args(), "--now", NOW, *args)
+    assert result.exit_code == 2 and message in result.stderr
+
+
+def test_a_signing_key_can_be_trusted_from_a_pem_file(tmp_path):
+    key = generate_private_key()
+    pem = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    engagement = sign_engagement({k: v for k, v in example("engagement").items() if k != "signature"}, key, "ops-2026")
+    args = example_args(engagement=write(tmp_path, "e.json", engagement))
+    assert run("resolve", *args, "--now", NOW, "--require", "chess.play").exit_code == 1  # not trusted yet
+    trusted = run("resolve", *args, "--now", NOW, "--require", "chess.play",
+                  "--key", f"ops-2026={write(tmp_path, 'ops.pem', pem)}")
+    assert trusted.exit_code == 0, trusted.stdout
+
+
+def test_a_key_file_that_holds_no_ed25519_key_is_bad_input(tmp_path):
+    result = run("resolve", *example_args(), "--now", NOW, "--key", f"k={write(tmp_path, 'k.pem', b'junk')}")
+    assert result.exit_code == 2 and "--key k:" in result.stderr
+
+
+def test_a_key_id_the_connection_already_trusts_cannot_be_replaced(tmp_path):
+    path = write(tmp_path, "k.txt", public_key_text(generate_private_key()).encode())
+    result = run("resolve", *example_args(), "--now", NOW, "--key", f"arena-2026-03={path}")
+    assert result.exit_code == 2 and "already trusts" in result.stderr
+
+
+def test_output_goes_to_a_file_when_asked(tmp_path):
+    out = tmp_path / "result.json"
+    result = run("resolve", *example_args(), "--now", NOW, "--json", "-o", str(out), "--require", "chess.play")
+    assert result.exit_code == 0 and result.stdout == "" and json.loads(out.read_text())["ok"] is True
+
+
+def documented_runs(text):
+    """(argv, output, exit status) of each ```console block: `$ ` command lines (continued by a
+    trailing backslash), then the output, then `(exit status N)`."""
+    for block in re.findall(r"```console\n(.+?)```", text, re.S):
+        lines = block.rstrip("\n").split("\n")
+        command = [lines.pop(0)[2:]]
+        while command[-1].endswith("\\"):
+            command[-1] = command[-1][:-1]
+            command.append(lines.pop(0))
+        status = int(re.fullmatch(r"\(exit status (\d)\)", lines.pop()).group(1))
+        yield " ".join(command).split()[1:], "\n".join(lines), status
+
+
+def test_the_documented_worked_example_is_the_real_output():
+    runs = list(documented_runs((ROOT / "docs" / "authority.md").read_text()))
+    assert runs, "docs/authority.md shows the worked example"
+    for argv, shown, status in runs:
+        result = run(*[str(ROOT / a) if a.startswith("examples/") else a for a in argv])
+        assert (result.stdout.rstrip("\n"), result.exit_code) == (shown, status)
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=12),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                       max_size=3),
+                           max_leaves=10)
+
+
+@settings(max_examples=60)
+@given(st.one_of(json_values, st.builds(lambda d: {**example("engagement"), **d},
+                                        st.dictionaries(st.sampled_from(["context", "capabilities", "expires",
+                                                                         "signature", "connection"]), json_values,
+                                                        min_size=1))))
+def test_no_engagement_but_the_signed_one_lets_a_required_skill_resolve(descriptor):
+    assume(descriptor != example("engagement"))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write(Path(tmp), "e.json", json.dumps(descriptor).encode())
+        result = run("resolve", *example_args(engagement=path), "--now", NOW, "--require", "chess.play")
+    assert result.exit_code == 1 and "engagement: rejected, grants nothing: " in result.stdout

@@ -1,0 +1,162 @@
+"""Fleet.place_many: a batch on several threads gives the placements of one at a time, in order."""
+from __future__ import annotations
+
+import random
+import re
+import threading
+
+import pytest
+
+from a3fast import SchemaError
+from a3fast.fleet import Fleet
+from a3fast.workload import generate_fleet, generate_tasks
+
+
+def record(p) -> dict:
+    content = dict(p.scheduling if p.bound else p.rejection)
+    content.pop("timings")
+    return {"agent": p.agent, "generation": p.generation, "content": content}
+
+
+def world(engine: str, seed: int) -> tuple[Fleet, list[dict]]:
+    decls = generate_fleet(400, seed=seed)
+    fleet = Fleet(engine)
+    fleet.extend(decls)
+    rng = random.Random(seed)
+    for decl in rng.sample(decls, 40):
+        fleet.record_outcome(decl["agent"]["name"], "triage", rng.random() < 0.5)
+    tasks = generate_tasks(decls, 120, seed=seed + 1)
+    # some sessions repeat (affinity follows earlier bindings), some tasks have none
+    tasks = [dict(t, session=f"s{rng.randrange(8)}") if rng.random() < 0.6 else t for t in tasks]
+    return fleet, tasks + tasks[:30]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+@pytest.mark.parametrize("remember_session", [True, False])
+def test_a_batch_places_as_one_at_a_time_in_order(engine, workers, remember_session):
+    one, tasks = world(engine, 21)
+    many, _ = world(engine, 21)
+    expected = [record(one.place(t, remember_session=remember_session)) for t in tasks]
+    got = [record(p) for p in many.place_many(tasks, workers=workers, remember_session=remember_session)]
+    assert got == expected
+    assert many.generation == one.generation
+    names = many.names()
+    for session in {t.get("session") for t in tasks} - {None}:
+        assert [n for n in names if many.holds_session(n, session)] == \
+               [n for n in names if one.holds_session(n, session)]
+
+
+def test_sessions_given_beside_the_tasks_override_theirs(engine):
+    one, tasks = world(engine, 22)
+    many, _ = world(engine, 22)
+    sessions = [f"x{i % 3}" if i % 2 else None for i in range(len(tasks))]
+    expected = [record(one.place(t, session=s)) for t, s in zip(tasks, sessions)]
+    assert [record(p) for p in many.place_many(tasks, sessions=sessions, workers=2)] == expected
+
+
+def test_an_invalid_task_places_nothing(engine):
+    fleet, tasks = world(engine, 23)
+    generation = fleet.generation
+    with pytest.raises(SchemaError):
+        fleet.place_many(tasks[:5] + [{"capabilities": "all"}], workers=2)
+    assert fleet.generation == generation
+    assert not any(fleet.holds_session(n, "s0") for n in fleet.names())
+
+
+def test_an_update_from_another_thread_waits_for_the_batch(engine):
+    fleet, tasks = world(engine, 24)
+    newcomer = dict(generate_fleet(1, seed=99)[0], agent={"name": "zz-newcomer", "namespace": "ops"})
+    started, results = threading.Event(), []
+
+    def scorer(task, agents):
+        started.set()
+        return [{"total": 0.0} for _ in agents]
+
+    def batch():
+        results.extend(fleet.place_many(tasks[:40], workers=2, scorer=scorer, remember_session=False))
+
+    thread = threading.Thread(target=batch)
+    thread.start()
+    started.wait(10)
+    fleet.add(newcomer)            # blocks until the batch is done
+    thread.join()
+    assert all("zz-newcomer" not in p.scheduling["candidates"] for p in results if p.bound)
+    assert "zz-newcomer" in fleet
+
+
+def engine_arguments(fleet: Fleet, task) -> tuple:
+    """What the pipeline hands the engine for one task: rows, agentRef, excluded, eval rows."""
+    from a3fast.schema import parse_requirements
+    return fleet._rows.resolve(parse_requirements(task))
+
+
+def test_place_batch_gives_what_explain_then_score_give(engine):
+    fleet, tasks = world(engine, 25)
+    index, weights = fleet._index, fleet.weights
+    session_row = fleet._rows.session_row("s-batch")
+    index.set_bit(session_row, 3)
+    kind_row = fleet._rows.kinds["triage"]
+    jobs, expected = [], []
+    for j, task in enumerate(tasks[:60]):
+        rows, only, excluded, eval_rows = engine_arguments(fleet, task)
+        srow, kid = (session_row, kind_row) if j % 2 else (-1, -1)
+        expl = index.explain(rows, only, excluded)
+        scores = index.score(expl, eval_rows, srow, kid, weights)
+        expected.append((expl.failed_counts(), expl.eligible_ids(), scores.best, scores.ids, scores.total,
+                         scores.affinity, scores.success_rate, scores.cost, scores.substantiated,
+                         index.write_compact_lists(expl, scores)))
+        # every third task comes with its explanation already made: it is only scored
+        jobs.append((expl if j % 3 == 0 else None, rows, only, excluded, eval_rows, srow, kid))
+    got = []
+    for expl, scores in index.place_batch(jobs, weights):
+        got.append((expl.failed_counts(), expl.eligible_ids(), scores.best, scores.ids, scores.total,
+                    scores.affinity, scores.success_rate, scores.cost, scores.substantiated,
+                    index.write_compact_lists(expl, scores)))
+    assert got == expected
+
+
+def test_place_batch_of_nothing_is_empty(engine):
+    fleet, _ = world(engine, 26)
+    assert fleet._index.place_batch([], fleet.weights) == []
+
+
+def test_place_batch_refuses_a_row_that_does_not_exist(engine):
+    fleet, _ = world(engine, 27)
+    index = fleet._index
+    with pytest.raises(IndexError):
+        index.place_batch([(None, [index.row_count() + 5], fleet._engine.NO_AGENT_REF, [], [], -1, -1)],
+                          fleet.weights)
+
+
+def test_records_of_a_batch_are_byte_identical_to_one_at_a_time(engine):
+    from a3fast.record.write import placement_records
+    one, tasks = world(engine, 28)
+    many, _ = world(engine, 28)
+    # one long chain of a session (a wave per task) beside tasks without a session
+    tasks = [dict(t, session="long") if i % 3 == 0 else {k: v for k, v in t.items() if k != "session"}
+             for i, t in enumerate(tasks)]
+    expected = [p for p in (one.place(t) for t in tasks)]
+    got = many.place_many(tasks, workers=2)
+    for e, g in zip(expected, got):
+        assert strip_timings(placement_records(g)) == strip_timings(placement_records(e))
+    assert many.generation == one.generation
+
+
+def strip_timings(records) -> list:
+    """The record bytes, each placement's timings (§6, when it ran) blanked."""
+    return [(kind, re.sub(rb'"timings":\{[^{}]*\}', b'"timings":{}', content)) for kind, content in records]
+
+
+def test_the_bench_measures_one_core_and_two_side_by_side_and_names_the_target():
+    from a3fast.bench.cores import bench_place_many
+    from a3fast.bench.report import targets
+    from a3fast.bench.suite import BenchConfig, BenchReport
+    figures = bench_place_many(quick=True)
+    assert figures["agents"] == 1_000 and figures["met"] is False      # quick never claims the target
+    assert figures["one_core_per_s"] > 0 and figures["two_cores_per_s"] > 0
+    assert figures["speedup"] == pytest.approx(figures["two_cores_per_s"] / figures["one_core_per_s"])
+    report = BenchReport(BenchConfig(sizes=(), extras=False), "now", {})
+    title = "place_many on 2 cores against 1 (10,000 agents, prepared standard tasks; baseline: the 1-core run)"
+    report.extras = [(title, dict(figures, agents=10_000, speedup=1.8))]
+    rows = [row for row in targets(report) if row[0].startswith("place_many")]
+    assert len(rows) == 1 and rows[0][2] is True and rows[0][1].startswith("1.80×")

@@ -1,0 +1,256 @@
+"""The harness: the matching suite over the stdio protocol, run against real matcher programs —
+a3fast itself, the literal reference matcher, and deliberately wrong variants of it."""
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from a3fast.cli import main
+from a3fast.harness.checks import CHECKS
+from a3fast.harness.client import MatcherFailure, MatcherProcess
+from a3fast.harness.shrink import minimise
+from a3fast.harness.worlds import random_world
+
+ROOT = Path(__file__).resolve().parents[2]
+LITERAL = ROOT / "examples" / "matchers" / "literal.py"
+A3FAST = f"{sys.executable} -m a3fast serve --stdio"
+
+
+def literal(wrong: str | None = None) -> str:
+    return f"{sys.executable} {LITERAL}" + (f" --wrong {wrong}" if wrong else "")
+
+
+def conformance(*args: str):
+    return CliRunner().invoke(main, ["conformance", "--suite", "matching", *args])
+
+
+def test_a3fast_over_the_protocol_passes_the_matching_suite():
+    result = conformance("--matcher", A3FAST, "--worlds", "30")
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^43 passed, 0 failed$", result.output, re.M)
+
+
+def test_the_literal_reference_matcher_passes_the_matching_suite():
+    result = conformance("--matcher", literal(), "--worlds", "30", "--seed", "7")
+    assert result.exit_code == 0, result.output
+    assert "0 failed" in result.output
+
+
+def test_the_literal_matcher_imports_nothing_of_a3fast():
+    source = LITERAL.read_text()
+    assert "a3fast" not in "\n".join(l for l in source.splitlines() if l.startswith(("import", "from")))
+
+
+@pytest.mark.parametrize("wrong, check", [
+    ("order", "filters_failed"),       # clearances before capabilities: another first failure
+    ("residency", "filters_failed"),   # residency ignored
+    ("passed", "filters_passed"),      # a predicate left out of filters_passed
+    ("stale", "candidates"),           # removed agents still candidates
+    ("choice", "choice"),              # the worst-scored agent chosen
+])
+def test_a_wrong_matcher_fails_and_the_first_wrong_placement_is_named_and_shrunk(wrong, check):
+    result = conformance("--matcher", literal(wrong), "--worlds", "12")
+    assert result.exit_code == 1, result.output
+    first = next(line for line in result.output.splitlines() if line.startswith("FAIL "))
+    assert re.match(r"FAIL .+, placement \d+ \(step \d+\): ", first), first
+    assert f" {check}: " in result.output
+    # a random world's failure is shown shrunk, as a world a reader can replay
+    shrunk = re.search(r"^  shrunk to (\d+) agent\(s\), (\d+) step\(s\), 1 placement\(s\)", result.output, re.M)
+    assert shrunk, result.output
+    world = next(line for line in result.output.splitlines() if line.startswith("  world: "))
+    steps = orjson.loads(world[len("  world: "):])
+    assert steps[-1]["op"] == "place" and len(steps) == int(shrunk.group(2))
+
+
+def test_the_verifier_check_fails_for_records_that_do_not_verify():
+    result = conformance("--matcher", literal("passed"), "--worlds", "3")
+    assert "verifier: E_EXPLANATION" in result.output
+
+
+def test_shrinking_keeps_the_smallest_world_that_shows_the_difference():
+    result = conformance("--matcher", literal("residency"), "--worlds", "8")
+    world = next(line for line in result.output.splitlines() if line.startswith("  world: "))
+    steps = orjson.loads(world[len("  world: "):])
+    # one agent without the label, one placement that asks for a residency and nothing else
+    assert [s["op"] for s in steps] == ["put", "place"]
+    assert len(steps[0]["declarations"]) == 1
+    assert set(steps[1]["requirements"]) <= {"v", "residency"}
+
+
+@pytest.mark.slow
+def test_a_matcher_that_hangs_is_stopped_at_the_timeout():
+    result = conformance("--matcher", literal("hang"), "--worlds", "1", "--timeout", "1")
+    assert result.exit_code == 1
+    assert "timeout: no answer to a place request within 1 s" in result.output
+    assert "worlds not run: the matcher crashed or hung 3 times" in result.output
+
+
+def test_a_matcher_that_answers_garbage_is_reported_as_malformed():
+    result = conformance("--matcher", literal("garbage"), "--worlds", "1")
+    assert result.exit_code == 1
+    assert "malformed: the answer to a place request is not JSON" in result.output
+
+
+def test_a_matcher_that_crashes_is_reported_with_its_exit_code():
+    result = conformance("--matcher", literal("crash"), "--worlds", "1")
+    assert result.exit_code == 1
+    assert "crashed: the matcher exited with code 70" in result.output
+
+
+def test_a_matcher_that_cannot_be_started_is_bad_input():
+    result = conformance("--matcher", "/nonexistent/matcher --serve")
+    assert result.exit_code == 2
+    assert "cannot start" in result.output
+
+
+def test_a_malformed_matcher_command_is_bad_input():
+    result = conformance("--matcher", "'unbalanced")
+    assert result.exit_code == 2
+    assert "--matcher" in result.output
+
+
+def test_matcher_needs_the_matching_suite():
+    result = CliRunner().invoke(main, ["conformance", "--matcher", literal()])
+    assert result.exit_code == 2
+    assert "--suite matching" in result.output
+
+
+def test_one_thousand_random_placements_over_the_protocol_for_a3fast_is_a_default_run():
+    result = conformance("--matcher", A3FAST)
+    assert result.exit_code == 0, result.output
+    placements = int(re.search(r"^(\d+) placements checked", result.output, re.M).group(1))
+    assert placements >= 1000
+
+
+def test_worlds_are_the_same_for_the_same_seed_and_vary_in_size():
+    assert random_world(3, 5).steps == random_world(3, 5).steps
+    sizes = {len(random_world(i, 0).steps[0][1]) for i in range(30)}
+    assert min(sizes) <= 3 and max(sizes) >= 10
+    kinds = {kind for i in range(10) for kind, _ in random_world(i, 0).steps}
+    assert kinds == {"put", "delete", "place"}
+
+
+def test_minimise_finds_a_one_minimal_failing_subset():
+    assert minimise(list(range(20)), lambda kept: {3, 11} <= set(kept)) == [3, 11]
+    assert minimise([1, 2], lambda kept: True) == []
+
+
+def test_the_client_requires_answers_to_echo_the_request_id(tmp_path):
+    script = tmp_path / "echo_wrong_id.py"
+    script.write_text("import sys\nfor line in sys.stdin:\n    print('{\"id\": 999, \"ok\": true}', flush=True)\n")
+    with MatcherProcess(f"{sys.executable} {script}", timeout=5) as m:
+        with pytest.raises(MatcherFailure) as caught:
+            m.request("place", requirements={})
+    assert caught.value.kind == "malformed" and "echo the request's id" in caught.value.message
+
+
+def test_every_check_is_exercised_by_some_wrong_matcher():
+    """The checks a wrong matcher trips, over the modes the tests above use."""
+    seen = set()
+    for wrong in ("order", "passed", "stale", "choice", "residency"):
+        seen |= set(re.findall(r"[;:] (\w+): ", conformance("--matcher", literal(wrong), "--worlds", "6").output))
+    assert {"candidates", "filters_passed", "filters_failed", "eligible", "verifier", "choice"} <= seen
+    assert set(CHECKS) - seen <= {"records"}
+
+
+def test_bench_prints_the_side_by_side_table_and_pytest_benchmark_json(tmp_path):
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(main, ["bench", "--matcher", literal(), "--sizes", "200", "--tasks", "20",
+                                       "--seconds", "5", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    for subject in ("a3fast (in process)", "a3fast (stdio protocol)", literal()):
+        assert subject in result.output
+    assert "protocol overhead for a3fast" in result.output
+    data = orjson.loads(out.read_bytes())
+    names = [b["name"] for b in data["benchmarks"]]
+    assert f"place[{literal()}]" in names and len(names) == 3
+    assert all(b["stats"]["rounds"] == 20 for b in data["benchmarks"])
+
+
+def test_bench_reports_a_matcher_that_fails_without_stopping_the_others():
+    result = CliRunner().invoke(main, ["bench", "--matcher", literal("crash"), "--sizes", "100", "--tasks", "5",
+                                       "--seconds", "2"])
+    assert result.exit_code == 0, result.output
+    assert "stopped: the matcher exited with code 70" in result.output
+    assert "a3fast (stdio protocol)" in result.output
+
+
+def test_stdio_answers_a_batch_in_order_with_413_for_a_long_line():
+    from a3fast.service.operations import Operations
+    from a3fast.service.state import ServiceState
+    from a3fast.service.stdio import serve_stdio_sync
+
+    state = ServiceState(None)
+    state.open()
+    try:
+        out = io.BytesIO()
+        lines = [b'{"op": "list_agents", "id": 1}', b"x" * 200, b'{"op": "list_agents", "id": 2}',
+                 b'{"op": "nope", "id": 3}']
+        serve_stdio_sync(Operations(state), io.BytesIO(b"\n".join(lines)), out, max_line=100)
+    finally:
+        state.close()
+    answers = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    assert [(a["id"], a["ok"], a.get("status")) for a in answers] == [
+        (1, True, None), (None, False, 413), (2, True, None), (3, False, 400)]
+
+
+def test_stdio_request_response_client_is_never_stalled():
+    """One request, one answer, before the next is sent: the answer is flushed at once."""
+    with MatcherProcess(A3FAST, timeout=10) as m:
+        for k in range(5):
+            assert m.request("list_agents")["names"] == []
+
+
+FUSSY_MATCHER = """
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    if r["op"] != "place":
+        a = {"id": r["id"], "ok": True, "count": len(r.get("declarations", []))}
+    elif "record" in r:
+        a = {"id": r["id"], "ok": False, "status": 400,
+             "problems": [{"path": "$.record", "expected": "no record field", "found": r["record"]}]}
+    else:
+        decisions = [{"seq": 1, "kind": "task.rejected", "content": {}}] * DECISIONS
+        a = {"id": r["id"], "ok": True, "records": [{"seq": 0, "kind": "task.submitted", "content": {}}] + decisions}
+    print(json.dumps(a), flush=True)
+"""
+
+
+def fussy(tmp_path, decisions: int) -> str:
+    script = tmp_path / f"fussy{decisions}.py"
+    script.write_text(FUSSY_MATCHER.replace("DECISIONS", str(decisions)))
+    return f"{sys.executable} {script}"
+
+
+def test_bench_asks_for_compact_records_and_asks_again_without_when_a_matcher_refuses_the_form(tmp_path):
+    out = tmp_path / "bench.json"
+    command = fussy(tmp_path, 1)
+    result = CliRunner().invoke(main, ["bench", "--matcher", command, "--sizes", "100", "--tasks", "15",
+                                       "--seconds", "5", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "compact records asked for" in result.output and "stopped" not in result.output
+    data = orjson.loads(out.read_bytes())
+    assert {b["params"]["record"] for b in data["benchmarks"]} == {"compact"}
+    assert all(b["stats"]["rounds"] == 15 for b in data["benchmarks"])
+
+
+def test_bench_record_spec_asks_every_subject_for_spec_records():
+    result = CliRunner().invoke(main, ["bench", "--matcher", literal(), "--sizes", "100", "--tasks", "5",
+                                       "--seconds", "2", "--record", "spec"])
+    assert result.exit_code == 0, result.output
+    assert "spec records asked for" in result.output and "stopped" not in result.output
+
+
+def test_bench_stops_a_matcher_whose_place_answer_holds_two_decisions(tmp_path):
+    result = CliRunner().invoke(main, ["bench", "--matcher", fussy(tmp_path, 2), "--sizes", "100", "--tasks", "5",
+                                       "--seconds", "2"])
+    assert result.exit_code == 0, result.output
+    assert "stopped: a place answer with 2 task.bound or task.rejected records (expected one)" in result.output

@@ -1,0 +1,200 @@
+"""`a3fast import a2a|mcp|k8s`: JSON Lines out, the report on standard error, exit codes, and
+nothing half-written."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from a3fast.authority import parse_contracts, parse_mappings
+from a3fast.cli import main
+from a3fast.schema import parse_declaration
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "tests" / "data" / "interop"
+EXAMPLES = REPO / "examples" / "interop"
+CARD = {"name": "order-analyst", "url": "https://o.example/", "version": "7",
+        "skills": [{"id": "order.investigate"}, {"id": "case.summarise"}]}
+
+
+def invoke(*args, stdin=None):
+    return CliRunner().invoke(main, ["import", *map(str, args)], input=stdin)
+
+
+def lines(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def card(tmp_path):
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(CARD))
+    return path
+
+
+# -- a2a -----------------------------------------------------------------------------------------
+def test_a2a_writes_json_lines_and_reports_on_standard_error(card, tmp_path):
+    out = tmp_path / "fleet.jsonl"
+    result = invoke("a2a", card, "--namespace", "support", "--capability-version", "2",
+                    "--capability-version", "case.summarise=1", "--clearance", "orders.read",
+                    "--residency", "eu", "--latency-class", "interactive", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    [decl] = lines(out)
+    parsed = parse_declaration(decl)
+    assert [(c.name, c.version) for c in parsed.capabilities] == [("order.investigate", 2), ("case.summarise", 1)]
+    assert parsed.clearances == ("orders.read",) and parsed.residency == ("eu",)
+    assert result.stdout == ""
+    assert result.stderr.startswith("import a2a: 1 agent made from 1 file, 0 items skipped")
+    assert "supplied by the caller:" in result.stderr and "model.latency_class" in result.stderr
+    assert "model.cost_ceiling_usd" not in result.stderr
+
+
+def test_a2a_to_standard_output_from_standard_input():
+    result = invoke("a2a", "-", "--namespace", "s", "--capability-version", "1", stdin=json.dumps(CARD))
+    assert result.exit_code == 0
+    assert [orjson.loads(line)["agent"]["name"] for line in result.stdout.splitlines()] == ["order-analyst"]
+
+
+def test_a2a_reads_a_directory_and_lists_each_skipped_item(tmp_path):
+    out = tmp_path / "fleet.jsonl"
+    result = invoke("a2a", DATA / "cards", "--namespace", "t", "--capability-version", "1", "-o", out)
+    assert result.exit_code == 0
+    assert len(lines(out)) == 5
+    assert "truncated.json: $: expected valid JSON" in result.stderr
+    assert "cards_array.json: $[1].skills: expected an array of skills" in result.stderr
+
+
+def test_a2a_full_report_as_json(card, tmp_path):
+    report = tmp_path / "report.json"
+    result = invoke("a2a", card, "--namespace", "s", "--report", report, "-o", tmp_path / "f.jsonl")
+    assert result.exit_code == 0
+    doc = orjson.loads(report.read_bytes())
+    assert doc["kind"] == "a2a" and doc["agents"][0]["shape"] == "v0.2"
+    assert doc["supplied"]["capability versions (default 1: a card gives none)"] == ["order-analyst"]
+    assert lines(tmp_path / "f.jsonl")[0]["endpoint"] == {"url": "https://o.example/"}
+    assert set(doc) == {"kind", "sources", "agents", "counts", "supplied", "not_derived", "notes", "skipped"}
+
+
+def test_nothing_usable_exits_2_and_leaves_the_output_untouched(tmp_path):
+    card = tmp_path / "partial.json"  # no URL: no host to take a namespace from
+    card.write_text(json.dumps({k: v for k, v in CARD.items() if k != "url"}))
+    out = tmp_path / "fleet.jsonl"
+    out.write_text("previous\n")
+    result = invoke("a2a", card, "--capability-version", "1", "-o", out)
+    assert result.exit_code == 2
+    assert "no namespace" in result.stderr and "nothing usable was read" in result.stderr
+    assert out.read_text() == "previous\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".fleet")] == []
+
+
+def test_bad_flags_are_one_line_each_and_exit_2(card):
+    result = invoke("a2a", card, "--namespace", "", "--clearance", "Bad", "--capability-version", "x")
+    assert result.exit_code == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("a3fast: ")]
+    assert [e.split(":")[1].strip() for e in errors] == ["--capability-version", "--namespace", "--clearance"]
+    assert "Traceback" not in result.stderr and isinstance(result.exception, SystemExit)
+
+
+def test_a_bad_grants_file_names_the_file_and_the_path(card, tmp_path):
+    grants = tmp_path / "grants.yaml"
+    grants.write_text("order-analyst: [orders.read, Bad]\n")
+    result = invoke("a2a", card, "--namespace", "s", "--grants", grants)
+    assert result.exit_code == 2
+    assert f"{grants}: $['order-analyst'][1]: expected a clearance identifier" in result.stderr
+
+
+def test_a_yaml_grants_file_is_read_safely(card, tmp_path):
+    grants = tmp_path / "grants.yml"
+    grants.write_text("order-analyst:\n  - orders.read\n")
+    out = tmp_path / "f.jsonl"
+    assert invoke("a2a", card, "--namespace", "s", "--grants", grants, "-o", out).exit_code == 0
+    assert lines(out)[0]["clearances"] == ["orders.read"]
+
+
+def test_a_missing_file_is_a_skipped_item(tmp_path, card):
+    out = tmp_path / "f.jsonl"
+    result = invoke("a2a", card, tmp_path / "absent.json", "--namespace", "s", "-o", out)
+    assert result.exit_code == 0 and "absent.json: $: cannot read" in result.stderr
+
+
+# -- mcp -----------------------------------------------------------------------------------------
+def test_mcp_binds_into_a_fleet_in_place_and_writes_drafts_for_resolve(card, tmp_path):
+    fleet = tmp_path / "fleet.jsonl"
+    assert invoke("a2a", card, "--namespace", "s", "--capability-version", "1", "-o", fleet).exit_code == 0
+    contracts, mappings = tmp_path / "contracts.jsonl", tmp_path / "mappings.jsonl"
+    result = invoke("mcp", DATA / "listings" / "page1.json", DATA / "listings" / "page2.json",
+                    "--fleet", fleet, "--bind", "order-analyst", "--server", "orders",
+                    "--contracts", contracts, "--mappings", mappings, "-o", fleet)
+    assert result.exit_code == 0, result.stderr
+    [decl] = lines(fleet)
+    assert decl["tools"] == ["orders_lookup", "orders_delete", "orders_note", "orders_refresh"]
+    drafts = parse_contracts(lines(contracts))
+    assert {c.id: c.operation for c in drafts} == {
+        "orders.orders-lookup": "read", "orders.orders-delete": "delete",
+        "orders.orders-note": "create", "orders.orders-refresh": "modify"}
+    assert len(parse_mappings(lines(mappings))) == 4
+    assert "annotations ignored (1)" in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    ((), "nothing to do"),
+    (("--bind-all",), "--bind-all"),
+    (("--contracts", "{tmp}/c.jsonl"), "--server"),
+    (("--contracts", "{tmp}/c.jsonl", "--server", "x", "-o", "{tmp}/f.jsonl"), "--output"),
+    (("--bind", "a", "--capability", "nope"), "--capability"),
+])
+def test_mcp_usage_errors_exit_2_and_write_nothing(args, message, tmp_path):
+    result = invoke("mcp", DATA / "listings" / "page1.json", *(a.format(tmp=tmp_path) for a in args))
+    assert result.exit_code == 2 and message in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_mcp_with_only_an_error_response_exits_2():
+    result = invoke("mcp", DATA / "listings" / "rpc_error.json", "--bind", "a", "--namespace", "n")
+    assert result.exit_code == 2 and "JSON-RPC error response" in result.stderr
+
+
+# -- k8s -----------------------------------------------------------------------------------------
+def test_k8s_reads_a_directory_of_manifests(tmp_path):
+    out = tmp_path / "fleet.jsonl"
+    result = invoke("k8s", DATA / "manifests", "--namespace", "fallback", "-o", out)
+    assert result.exit_code == 0
+    names = [d["agent"]["name"] for d in lines(out)]
+    assert set(names) == {"survivor", "order-analyst", "summariser", "triager", "first"}
+    assert "python/object/apply" in result.stderr and "YAML aliases" in result.stderr
+
+
+def test_k8s_without_a_declaration_exits_2(tmp_path):
+    manifest = tmp_path / "plain.yaml"
+    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    result = invoke("k8s", manifest)
+    assert result.exit_code == 2 and "objects without a declaration: 1" in result.stderr
+
+
+# -- the worked example of docs/interop.md ---------------------------------------------------------
+def test_worked_example_builds_a_fleet_and_places_tasks(tmp_path):
+    shared = REPO.parent / "shared" / "data"
+    if not shared.is_dir():
+        pytest.skip("shared/data (public Agent Cards and MCP tool listings) not beside the repository")
+    fleet = tmp_path / "fleet.jsonl"
+    result = invoke("a2a", shared / "agent-cards", "--namespace", "demo", "--capability-version", "1",
+                    "--normalise", "--skill-domain", "demo", "--grants", EXAMPLES / "grants.json", "-o", fleet)
+    assert result.exit_code == 0, result.stderr
+    result = invoke("mcp", shared / "mcp-tools" / "github-mcp-server__tools_list.json",
+                    "--fleet", fleet, "--bind", "basic", "-o", fleet)
+    assert result.exit_code == 0, result.stderr
+
+    runner = CliRunner()
+    placed = runner.invoke(main, ["place", "--fleet", str(fleet), "--requirements", str(EXAMPLES / "task.json")])
+    assert placed.exit_code == 0, placed.stderr
+    records = [orjson.loads(line) for line in placed.stdout.splitlines()]
+    assert [r["kind"] for r in records] == ["task.submitted", "task.admitted", "task.bound"]
+    assert records[2]["content"]["scheduling"]["declaration"]["agent"] == {"name": "basic", "namespace": "demo"}
+
+    rejected = runner.invoke(main, ["place", "--fleet", str(fleet), "--requirements",
+                                    str(EXAMPLES / "task-unschedulable.json")])
+    assert rejected.exit_code == 1
+    assert "tool:create_pull_request failed by Currency Conversion Agent" in rejected.stderr

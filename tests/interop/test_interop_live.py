@@ -1,0 +1,472 @@
+"""Fleets imported live: Agent Cards fetched from running agents (an a2a-sdk agent, a static server
+holding every public card at its well-known path), tools listed from running MCP servers (the
+official SDK, over stdio and streamable HTTP), and the bad servers: slow, huge, redirect loops,
+invalid JSON, errors mid-pagination, cycling cursors. Every server listens on 127.0.0.1 only."""
+from __future__ import annotations
+
+import gzip
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+import a3fast
+from a3fast.cli import main
+from a3fast.interop.fetch import EtagCache, FetchError, Limits, fetch_card
+from a3fast.interop.signing import canonical_card, jcs
+from a3fast.schema import parse_declaration
+
+REPO = Path(__file__).resolve().parents[2]
+MCP_SERVER = REPO / "tests" / "live_mcp_server.py"
+
+
+def _shared_data() -> Path | None:
+    candidates = [REPO.parent / "shared" / "data"]
+    if os.environ.get("A3FAST_SHARED"):
+        root = Path(os.environ["A3FAST_SHARED"])
+        candidates += [root / "data", root]
+    return next((c for c in candidates if (c / "agent-cards").is_dir()), None)
+
+
+SHARED = _shared_data()
+CARDS = sorted((SHARED / "agent-cards").glob("*.json")) if SHARED else []
+
+
+def _needs_shared(test):
+    """Tests of the public cards: skipped loudly where ../shared/data is absent, failed in CI (where it
+    is always laid beside the clone), so they never pass for having run on nothing."""
+    if SHARED is not None:
+        return test
+    if os.environ.get("CI"):
+        return pytest.mark.usefixtures("_shared_data_required")(test)
+    return pytest.mark.skip(reason="SKIPPED LOUDLY: ../shared/data (public Agent Cards) not found "
+                                   "beside the repository")(test)
+
+
+@pytest.fixture
+def _shared_data_required():
+    pytest.fail("../shared/data (the public Agent Cards) is missing beside the repository in CI")
+
+
+needs_shared = _needs_shared
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, ["import", *map(str, args)])
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+# -- a static server: each real card at its well-known path, and the bad servers ------------------
+class Handler(http.server.BaseHTTPRequestHandler):
+    cards: dict[str, bytes] = {}
+    hits: dict[str, int] = {}
+
+    def log_message(self, *args):  # keep test output clean
+        pass
+
+    def _send(self, status: int, body: bytes = b"", headers: dict | None = None) -> None:
+        try:
+            self.send_response(status)
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            # the client gave up first (the timeout cases): had this thread's traceback reached
+            # stderr, a later test reading the command's stderr would find it there
+            pass
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        path = self.path
+        Handler.hits[path] = Handler.hits.get(path, 0) + 1
+        first, _, rest = path.lstrip("/").partition("/")
+        if first == "cards" and rest.endswith("/.well-known/agent-card.json"):
+            body = Handler.cards.get(rest.split("/")[0])
+            return self._send(200, body) if body else self._send(404)
+        if first == "legacy":
+            return self._send(200, Handler.cards["legacy"]) if rest == ".well-known/agent.json" else self._send(404)
+        if first == "etag":
+            tag = '"v1"'
+            if self.headers.get("If-None-Match") == tag:
+                return self._send(304, headers={"ETag": tag})
+            return self._send(200, Handler.cards["legacy"], {"ETag": tag})
+        if first == "loop":
+            return self._send(302, headers={"Location": "/loop2/"})
+        if first == "loop2":
+            return self._send(302, headers={"Location": "/loop/.well-known/agent-card.json"})
+        if first == "huge":  # no Content-Length: the limit must hold while streaming
+            self.send_response(200)
+            self.end_headers()
+            try:
+                for _ in range(64):
+                    self.wfile.write(b" " * 65536)
+            except OSError:
+                pass
+            return None
+        if first == "bomb":
+            body = gzip.compress(b" " * (8 << 20))
+            return self._send(200, body, {"Content-Encoding": "gzip"})
+        if first == "slow":
+            time.sleep(3)
+            return self._send(200, b"{}")
+        if first == "invalid":
+            return self._send(200, b'{"name": "x", "skills": [')
+        if first == "down":
+            return self._send(503)
+        return self._send(404)
+
+
+@pytest.fixture(scope="module")
+def static_server():
+    cards = {p.stem: p.read_bytes() for p in CARDS}
+    cards["legacy"] = json.dumps({"name": "legacy-agent", "skills": [{"id": "ping"}]}).encode()
+    Handler.cards = cards
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@needs_shared
+def test_every_real_card_imports_live_with_no_flags_and_keeps_its_endpoint(static_server, tmp_path):
+    urls = [f"{static_server}/cards/{p.stem}/" for p in CARDS]
+    out = tmp_path / "fleet.jsonl"
+    result = invoke("a2a", *urls, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    fleet = jsonl(out)
+    names = {json.loads(p.read_bytes())["name"] for p in CARDS}
+    assert {d["agent"]["name"] for d in fleet} == names
+    for decl in fleet:
+        parse_declaration(decl)
+        assert decl["capabilities"], decl["agent"]
+        assert decl["agent"]["namespace"] == "127.0.0.1"  # the host the cards were fetched from
+        assert decl["endpoint"]["card"].startswith(static_server)
+    basic = next(d for d in fleet if d["agent"]["name"] == "basic")
+    # A partial card names no endpoint: the agent is reached where its card was found.
+    assert basic["endpoint"]["url"] == f"{static_server}/cards/kagent__adk_basic"
+    route = next(d for d in fleet if d["agent"]["name"] == "GeoSpatial Route Planner Agent")
+    assert route["endpoint"]["url"].startswith("https://georoute-agent.example.com")
+    assert "namespace derived" in result.stderr and "'127.0.0.1'" in result.stderr
+
+
+@needs_shared
+def test_every_real_card_file_imports_with_namespace_alone(tmp_path):
+    out = tmp_path / "fleet.jsonl"
+    result = invoke("a2a", SHARED / "agent-cards", "--namespace", "demo", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    fleet = jsonl(out)
+    assert len(fleet) == len({json.loads(p.read_bytes())["name"] for p in CARDS})
+    assert all(d["capabilities"] for d in fleet)
+    assert result.stderr.splitlines()[0].startswith(f"import a2a: {len(fleet)} agents made")
+
+
+@needs_shared
+def test_a_task_placed_on_a_live_imported_fleet_says_where_to_send_it(static_server, tmp_path):
+    urls = [f"{static_server}/cards/{p.stem}/" for p in CARDS]
+    out = tmp_path / "fleet.jsonl"
+    assert invoke("a2a", *urls, "--namespace", "demo", "-o", out).exit_code == 0
+    currency = next(d for d in jsonl(out) if d["agent"]["name"] == "Currency Conversion Agent")
+    task = tmp_path / "task.json"
+    task.write_text(json.dumps({"v": "1.0", "capabilities": [currency["capabilities"][0]]}))
+    trace = tmp_path / "trace.jsonl"
+    placed = CliRunner().invoke(main, ["place", "--fleet", str(out), "--requirements", str(task),
+                                       "-o", str(trace)])
+    assert placed.exit_code == 0, placed.stderr
+    [bound] = [r for r in jsonl(trace) if r["kind"] == "task.bound"]
+    declaration = bound["content"]["scheduling"]["declaration"]
+    assert declaration["agent"]["name"] == "Currency Conversion Agent"
+    assert declaration["endpoint"] == currency["endpoint"]
+    assert declaration["endpoint"]["url"].startswith("http://localhost:10999")
+
+
+def test_the_legacy_well_known_path_is_tried_when_the_current_one_is_absent(static_server):
+    fetched = fetch_card(f"{static_server}/legacy")
+    assert fetched.url == f"{static_server}/legacy/.well-known/agent.json"
+
+
+def test_an_etag_cache_makes_a_refresh_a_304(static_server, tmp_path):
+    cache_path = tmp_path / "etags.json"
+    first = fetch_card(f"{static_server}/etag", cache=(cache := EtagCache(cache_path)))
+    cache.save()
+    again = fetch_card(f"{static_server}/etag", cache=EtagCache(cache_path))
+    assert (first.revalidated, again.revalidated) == (False, True) and again.body == first.body
+    out = tmp_path / "f.jsonl"
+    result = invoke("a2a", f"{static_server}/etag", "--etag-cache", cache_path, "-o", out)
+    assert result.exit_code == 0 and "HTTP 304" in result.stderr
+
+
+@pytest.mark.parametrize("where, message", [
+    pytest.param("slow", "timeout", marks=pytest.mark.slow),
+    ("huge", "over the limit of 65536 bytes; reading stopped"),
+    ("bomb", "decompresses to over the limit"),
+    ("loop", "redirect loop"),
+    ("down", "HTTP 503"),
+    ("nowhere", "answered 404"),
+])
+def test_bad_servers_are_named_and_nothing_is_written(static_server, tmp_path, where, message):
+    with pytest.raises(FetchError) as caught:
+        fetch_card(f"{static_server}/{where}", Limits(timeout=1, deadline=3, max_bytes=65536))
+    assert message in caught.value.message
+    out = tmp_path / "fleet.jsonl"
+    out.write_text("previous\n")
+    result = invoke("a2a", f"{static_server}/{where}", "--namespace", "n", "--timeout", "1",
+                    "--max-bytes", "65536", "-o", out)
+    assert result.exit_code == 2 and message in result.stderr and "Traceback" not in result.stderr
+    assert out.read_text() == "previous\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["fleet.jsonl"]
+
+
+def test_invalid_json_from_an_agent_is_a_skipped_item_naming_the_url(static_server):
+    result = invoke("a2a", f"{static_server}/invalid", "--namespace", "n")
+    assert result.exit_code == 2
+    assert f"{static_server}/invalid: $: expected valid JSON" in result.stderr
+
+
+def test_an_unreachable_agent_is_named():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    result = invoke("a2a", f"http://127.0.0.1:{port}/", "--namespace", "n", "--timeout", "1")
+    assert result.exit_code == 2 and "cannot connect" in result.stderr
+
+
+# -- an agent built with the official a2a-sdk, its card signed by the SDK -------------------------
+@pytest.fixture(scope="module")
+def signing_key():
+    from jwt.api_jwk import PyJWK
+    from joserfc.jwk import ECKey
+
+    key = ECKey.generate_key("P-256", private=True)
+    private = key.as_dict(private=True)
+    public = key.as_dict(private=False)
+    return PyJWK({**private, "kid": "agent-key"}), {**public, "kid": "agent-key"}
+
+
+@pytest.fixture(scope="module")
+def a2a_agent(signing_key):
+    from a2a.server.agent_execution import AgentExecutor
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes.agent_card_routes import create_agent_card_routes
+    from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
+    from a2a.server.tasks.inmemory_task_store import InMemoryTaskStore
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+    from a2a.utils.signing import create_agent_card_signer
+    from starlette.applications import Starlette
+
+    class Echo(AgentExecutor):
+        async def execute(self, context, event_queue):
+            return None
+
+        async def cancel(self, context, event_queue):
+            return None
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    base = f"http://127.0.0.1:{port}"
+    card = AgentCard(
+        name="Order Analyst", description="Investigates orders", version="3.1.0",
+        supported_interfaces=[AgentInterface(url=f"{base}/", protocol_binding="JSONRPC",
+                                             protocol_version="1.0")],
+        capabilities=AgentCapabilities(streaming=False), default_input_modes=["text"],
+        default_output_modes=["text"],
+        skills=[AgentSkill(id="order_investigate", name="Investigate", description="Look into an order",
+                           tags=["orders"]),
+                AgentSkill(id="case.summarise", name="Summarise", description="Summarise a case",
+                           tags=["cases"])])
+    private, _ = signing_key
+    signed = create_agent_card_signer(private, {"alg": "ES256", "kid": "agent-key", "typ": "JOSE"})(card)
+    handler = DefaultRequestHandler(agent_executor=Echo(), task_store=InMemoryTaskStore(), agent_card=signed)
+
+    async def tampered(served):
+        changed = AgentCard()
+        changed.CopyFrom(served)
+        changed.description = "Investigates orders and refunds them"
+        return changed
+
+    routes = [*create_agent_card_routes(signed), *create_jsonrpc_routes(handler, "/"),
+              *create_agent_card_routes(signed, card_modifier=tampered,
+                                        card_url="/tampered/.well-known/agent-card.json")]
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(Starlette(routes=routes), host="127.0.0.1", port=port,
+                                           log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started, "the a2a-sdk agent did not start"
+    yield base
+    server.should_exit = True
+    thread.join(5)
+
+
+def test_a_running_a2a_sdk_agent_imports_ready_for_place(a2a_agent, signing_key, tmp_path):
+    key = tmp_path / "agent-key.jwk"
+    key.write_text(json.dumps(signing_key[1]))
+    out, report = tmp_path / "fleet.jsonl", tmp_path / "report.json"
+    result = invoke("a2a", a2a_agent, "--card-key", key, "--report", report, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    [decl] = jsonl(out)
+    assert decl["agent"] == {"name": "Order Analyst", "namespace": "127.0.0.1"}
+    assert [(c["name"], c["version"]) for c in decl["capabilities"]] == [("a2a.order-investigate", 1),
+                                                                        ("case.summarise", 1)]
+    assert decl["endpoint"] == {"url": f"{a2a_agent}/", "transport": "JSONRPC", "protocol_version": "1.0",
+                                "card": f"{a2a_agent}/.well-known/agent-card.json"}
+    [agent] = orjson.loads(report.read_bytes())["agents"]
+    assert agent["signatures"]["status"] == "verified"
+    fleet = a3fast.Fleet()
+    fleet.add(decl)
+    placement = fleet.place({"v": "1.0", "capabilities": [{"name": "case.summarise", "version": 1}]})
+    assert placement.bound and placement.scheduling["declaration"]["endpoint"]["url"] == f"{a2a_agent}/"
+
+
+def test_a_card_changed_after_signing_is_skipped_as_invalid(a2a_agent, signing_key, tmp_path):
+    key = tmp_path / "agent-key.jwk"
+    key.write_text(json.dumps(signing_key[1]))
+    result = invoke("a2a", f"{a2a_agent}/tampered", "--card-key", key)
+    assert result.exit_code == 2
+    assert "signature invalid" in result.stderr and "not what was signed" in result.stderr
+
+
+def test_a_signed_card_without_a_key_is_unverifiable_never_verified(a2a_agent, tmp_path):
+    report = tmp_path / "report.json"
+    result = invoke("a2a", a2a_agent, "--report", report, "-o", tmp_path / "f.jsonl")
+    assert result.exit_code == 0
+    [agent] = orjson.loads(report.read_bytes())["agents"]
+    assert agent["signatures"]["status"] == "unverifiable"
+    assert "signatures unverifiable" in result.stderr and "no key was supplied" in result.stderr
+
+
+def test_a_key_for_another_signer_leaves_the_card_unverifiable(a2a_agent, tmp_path):
+    from joserfc.jwk import ECKey
+
+    other = tmp_path / "other.jwk"
+    other.write_text(json.dumps({**ECKey.generate_key("P-256").as_dict(private=False), "kid": "someone-else"}))
+    report = tmp_path / "report.json"
+    assert invoke("a2a", a2a_agent, "--card-key", other, "--report", report,
+                  "-o", tmp_path / "f.jsonl").exit_code == 0
+    assert orjson.loads(report.read_bytes())["agents"][0]["signatures"]["status"] == "unverifiable"
+
+
+def test_a_private_key_is_refused_as_a_card_key(signing_key, tmp_path):
+    from joserfc.jwk import ECKey
+
+    private = tmp_path / "private.jwk"
+    private.write_text(json.dumps(ECKey.generate_key("P-256").as_dict(private=True)))
+    result = invoke("a2a", "http://127.0.0.1:9/", "--card-key", private)
+    assert result.exit_code == 2 and "a private key" in result.stderr
+
+
+def test_the_canonical_form_is_rfc_8785():
+    assert jcs({"b": 1, "a": [True, None, 1.5, "é"]}) == '{"a":[true,null,1.5,"é"],"b":1}'
+    assert canonical_card({"name": "x", "signatures": [1], "skills": [], "d": ""}) == b'{"name":"x"}'
+
+
+# -- MCP servers built with the official SDK -------------------------------------------------------
+def server_command(mode: str) -> str:
+    return f"{sys.executable} {MCP_SERVER} {mode} stdio"
+
+
+def test_tools_listed_from_a_running_stdio_server_bind_an_agent(tmp_path):
+    out, contracts = tmp_path / "fleet.jsonl", tmp_path / "contracts.jsonl"
+    result = invoke("mcp", "--server-command", server_command("tools"), "--bind", "ops",
+                    "--namespace", "support", "--capability", "order.investigate/1",
+                    "--contracts", contracts, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    [decl] = jsonl(out)
+    assert decl["tools"] == ["get_order", "create_ticket", "delete_customer"]
+    [server] = decl["tool_servers"]
+    assert server["name"] == "live.tools" and server["transport"] == "stdio"
+    assert server["command"][-2:] == ["tools", "stdio"]
+    by_id = {c["id"]: c for c in jsonl(contracts)}
+    # Annotations are mapped exactly as the file importer maps them.
+    assert by_id["live.tools.get-order"]["operation"] == "read"
+    assert by_id["live.tools.create-ticket"]["operation"] == "create"
+    assert by_id["live.tools.delete-customer"]["operation"] == "delete"
+    assert "server name mapped" in result.stderr and "'live-tools-mcp-server'" in result.stderr
+
+
+def test_every_page_of_a_paged_listing_is_read():
+    result = invoke("mcp", "--server-command", server_command("paged"), "--bind", "a",
+                    "--namespace", "n")
+    assert result.exit_code == 0, result.stderr
+    assert orjson.loads(result.stdout)["tools"] == [f"tool_{i}" for i in range(5)]
+    assert "pages of tools/list read from the running server: 3" in result.stderr
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("cycle", "the listing cycles; stopped"),
+    ("broken", "backend unavailable while listing page 2"),
+])
+def test_a_server_that_fails_mid_listing_writes_nothing(tmp_path, mode, message):
+    out = tmp_path / "fleet.jsonl"
+    result = invoke("mcp", "--server-command", server_command(mode), "--bind", "a", "--namespace", "n",
+                    "-o", out)
+    assert result.exit_code == 2 and message in result.stderr and "nothing written" in result.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_slow_server_times_out():
+    result = invoke("mcp", "--server-command", server_command("slow"), "--bind", "a", "--namespace", "n",
+                    "--timeout", "2")
+    assert result.exit_code == 2 and "timeout" in result.stderr
+
+
+def test_a_server_command_that_does_not_exist_is_named():
+    result = invoke("mcp", "--server-command", "no-such-mcp-server --flag", "--bind", "a", "--namespace", "n")
+    assert result.exit_code == 2 and "no-such-mcp-server not found" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def http_mcp_server(tmp_path_factory):
+    portfile = tmp_path_factory.mktemp("mcp") / "port"
+    process = subprocess.Popen([sys.executable, str(MCP_SERVER), "tools", "http", str(portfile)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while not (portfile.exists() and portfile.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    port = int(portfile.read_text())
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    process.wait(10)
+
+
+def test_tools_listed_from_a_streamable_http_server(http_mcp_server):
+    result = invoke("mcp", "--server-url", http_mcp_server, "--bind", "ops", "--namespace", "n",
+                    "--server", "github-mcp-server")
+    assert result.exit_code == 0, result.stderr
+    decl = orjson.loads(result.stdout)
+    assert decl["tools"] == ["get_order", "create_ticket", "delete_customer"]
+    assert decl["tool_servers"] == [{"name": "github", "transport": "streamable-http", "url": http_mcp_server}]
+
+
+def test_one_source_of_tools_is_named():
+    result = invoke("mcp", "--bind", "a", "--namespace", "n")
+    assert result.exit_code == 2 and "name one source of tools" in result.stderr

@@ -1,0 +1,396 @@
+"""`a3fast.replay`: every recorded placement placed again on a changed fleet or policy.
+
+The differential test holds the replay to the literal oracle (tests/oracle.py): random worlds, a
+random change to the fleet (a clearance revoked, a model class retired, new weights, a route), and
+for every placement the replay's verdict must be what placing the trace's tasks from scratch, in
+order, on the new fleet gives. The other tests pin each rule docs/replay.md states.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import a3fast
+from a3fast.record.compact import encode_trace
+from a3fast.record.write import placement_records
+from a3fast.replay import (CHANGED_KINDS, MOVED, NOT_IN_FLEET, SAME, SCHEDULABLE, STILL_REJECTED, TIE_BREAK,
+                           UNSCHEDULABLE, ReplayError, Verdict, parse_thresholds, parse_weights, replay,
+                           run_replay, summarise)
+from a3fast.workload import generate_fleet, generate_tasks
+
+from oracle import FleetModel, every_failed, predicates_of
+from strategies import CLEARANCES, NAMES, TOOLS, declarations, requirements
+
+VECTORS = Path(__file__).resolve().parents[2] / "vectors"
+
+
+def records_of(placements) -> list[dict]:
+    """The trace records of placements, in order, as dicts."""
+    out, seq = [], 1
+    for p in placements:
+        for kind, content in placement_records(p):
+            out.append({"seq": seq, "kind": kind, "content": orjson.loads(content)})
+            p.seq = seq if kind in ("task.bound", "task.rejected") else p.seq
+            seq += 1
+    return out
+
+
+def as_jsonl(records) -> bytes:
+    return b"".join(orjson.dumps(r) + b"\n" for r in records)
+
+
+def placed(docs, tasks, engine, **kwargs):
+    fleet = a3fast.Fleet(engine=engine, **kwargs)
+    fleet.extend(docs)
+    return fleet, [fleet.place(t) for t in tasks]
+
+
+def fleet_of(docs, engine, **kwargs):
+    fleet = a3fast.Fleet(engine=engine, **kwargs)
+    fleet.extend(docs)
+    return fleet
+
+
+# -- the differential test -------------------------------------------------------------------------
+
+@st.composite
+def worlds(draw):
+    docs = draw(st.lists(declarations(), min_size=1, max_size=7, unique_by=lambda d: d["agent"]["name"]))
+    tasks = draw(st.lists(requirements(), min_size=1, max_size=12))
+    change = draw(st.sampled_from(["revoke", "retire", "reweight", "route"]))
+    if change == "revoke":
+        detail = draw(st.sampled_from(CLEARANCES))
+    elif change == "retire":
+        detail = draw(st.sampled_from(["interactive", "batch"]))
+    elif change == "reweight":
+        detail = tuple(draw(st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 1.0, 2.0]), min_size=4, max_size=4)))
+    else:
+        detail = draw(st.sampled_from([{"clearances": [c]} for c in CLEARANCES] + [{"tools": [t]} for t in TOOLS]
+                                      + [{"exclude": [n]} for n in NAMES[:4]]
+                                      + [{"capabilities": [{"name": "a.x", "version": 1}]}]))
+    compact = draw(st.booleans())
+    outcomes = draw(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 11), st.booleans()), max_size=4))
+    return docs, tasks, change, detail, compact, outcomes
+
+
+def changed_docs(docs, change, detail):
+    if change == "revoke":
+        return [{**d, "clearances": [c for c in d["clearances"] if c != detail]} for d in docs]
+    if change == "retire":
+        return [d for d in docs if (d.get("model") or {}).get("latency_class") != detail]
+    return docs
+
+
+def with_route(doc, adds):
+    out = dict(doc)
+    for key, values in adds.items():
+        present = list(out.get(key) or [])
+        out[key] = present + [v for v in values if v not in present]
+    return out
+
+
+def last_removed(docs, predicates) -> str | None:
+    """The predicate after which no candidate of `docs` remains, read literally."""
+    reached = list(docs)
+    for p in predicates:
+        left = [d for d in reached if every_failed(d, [p]) == []]
+        if reached and not left:
+            return p
+        reached = left
+    return None
+
+
+@settings(max_examples=150)
+@given(worlds())
+def test_replay_verdicts_equal_placing_from_scratch_on_the_new_fleet(engine, world):
+    docs, tasks, change, detail, compact, outcomes = world
+    _, placements = placed(docs, tasks, engine)
+    records = records_of(placements)
+    if compact:
+        records = list(encode_trace(records))
+    new_docs = changed_docs(docs, change, detail)
+    weights = detail if change == "reweight" else None
+    route = a3fast.Route("what-if", detail) if change == "route" else None
+    new_fleet = fleet_of(new_docs, engine)
+    model = FleetModel(weights or (0.4, 0.3, 0.2, 0.1))
+    for model_doc in new_docs:
+        model.add(model_doc)
+    for agent_i, task_i, success in outcomes:   # history the scorer reads, in both
+        if agent_i < len(new_docs):
+            name, task = new_docs[agent_i]["agent"]["name"], tasks[task_i % len(tasks)]
+            new_fleet.record_outcome(name, task, success)
+            model.record_outcome(name, task, success)
+
+    verdicts = list(replay(records, new_fleet, weights=weights, route=route))
+    assert [v.seq for v in verdicts] == [p.seq for p in placements]
+    by_name = {d["agent"]["name"]: d for d in new_docs}
+    for p, verdict, task in zip(placements, verdicts, tasks):
+        matched = with_route(task, detail) if route is not None else task
+        winner, scores = model.place(matched)
+        expected = (SAME if p.agent == winner else MOVED) if p.agent is not None and winner is not None \
+            else UNSCHEDULABLE if p.agent is not None else SCHEDULABLE if winner is not None else STILL_REJECTED
+        assert (verdict.kind, verdict.before, verdict.after) == (expected, p.agent, winner), verdict
+        predicates = predicates_of(matched)
+        if verdict.kind == UNSCHEDULABLE:
+            assert verdict.decided_by == last_removed(list(by_name.values()), predicates)
+        if verdict.kind in (MOVED, UNSCHEDULABLE) and p.agent not in scores:
+            old = by_name.get(p.agent)
+            assert verdict.before_fails == (NOT_IN_FLEET if old is None else every_failed(old, predicates)[0])
+        if verdict.kind == MOVED and p.agent in scores:
+            assert verdict.before_fails is None
+            assert {n: e["total"] for n, e in verdict.scores_after.items()} == \
+                {n: scores[n]["total"] for n in (p.agent, winner)}
+            if scores[winner]["total"] == scores[p.agent]["total"]:
+                assert verdict.decided_by == TIE_BREAK
+
+
+# -- no change, no changes -----------------------------------------------------------------------
+
+def test_replay_against_the_unchanged_fleet_changes_nothing(engine):
+    docs = generate_fleet(300, 7)
+    tasks = generate_tasks(docs, 150, 7)
+    _, placements = placed(docs, tasks, engine)
+    records = records_of(placements)
+    for form in (records, list(encode_trace(records)), as_jsonl(records), as_jsonl(encode_trace(records))):
+        summary = summarise(replay(form, fleet_of(docs, engine)))
+        assert summary.placements == len(tasks)
+        assert summary.changed == 0
+        assert summary.kinds[SAME] == sum(p.bound for p in placements)
+
+
+def test_replay_of_the_matching_vectors_changes_nothing(engine):
+    cases = [case for path in sorted((VECTORS / "matching").glob("*.json")) if path.name != "schema.json"
+             for case in json.loads(path.read_text()) if "fleet" in case]
+    assert cases
+    for case in cases:
+        try:
+            fleet, placements = placed(case["fleet"], [case["requirements"]], engine)
+        except (a3fast.SchemaError, a3fast.FleetError):
+            continue  # a vector of a refused document has no placement to replay
+        summary = summarise(replay(records_of(placements), fleet_of(case["fleet"], engine)))
+        assert (summary.placements, summary.changed) == (1, 0), case["description"]
+
+
+def test_sessions_held_by_replayed_placements_decide_later_ones(engine):
+    # two equal agents; the first task of the session goes to "a" (the smaller name), which then
+    # holds the session, so the second goes to "a" too by affinity — on the new fleet as recorded
+    docs = [{"v": "1.0", "agent": {"name": n, "namespace": "x"}, "capabilities": [{"name": "a.x", "version": 1}],
+             "clearances": []} for n in ("a", "b")]
+    task = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "session": "s"}
+    _, placements = placed(docs, [task, task], engine)
+    new = fleet_of(docs, engine)
+    new.hold_session("b", "s")     # the new fleet's own sessions count from the first placement on
+    verdicts = list(replay(records_of(placements), new))
+    assert [(v.kind, v.after) for v in verdicts] == [(MOVED, "b"), (MOVED, "b")]
+    assert verdicts[0].decided_by == "affinity"
+    assert verdicts[0].why() == "b outscores a on affinity"
+
+
+def test_replay_places_on_a_copy_and_leaves_the_given_fleet_unchanged(engine):
+    docs = generate_fleet(50, 1)
+    tasks = [dict(t, session="s1") for t in generate_tasks(docs, 20, 1)]
+    _, placements = placed(docs, tasks, engine)
+    new = fleet_of(docs, engine)
+    generation = new.generation
+    assert summarise(replay(records_of(placements), new)).changed == 0
+    assert new.generation == generation
+    assert not any(new.holds_session(name, "s1") for name in new.names())
+
+
+def test_weights_replace_the_fleets_weights_for_the_replay_only(engine):
+    docs = generate_fleet(200, 3)
+    _, placements = placed(docs, generate_tasks(docs, 80, 3), engine)
+    new = fleet_of(docs, engine)
+    moved = [v for v in replay(records_of(placements), new, weights="cost=0,substantiated=1") if v.kind == MOVED]
+    assert moved, "putting all weight on substantiated claims moves some placements"
+    assert all(v.decided_by in ("substantiated", "success_rate", "affinity", TIE_BREAK) for v in moved)
+    assert new.weights == (0.4, 0.3, 0.2, 0.1)
+
+
+def test_a_resumed_placement_stays_on_its_agent_or_cannot_resume(engine):
+    docs = [{"v": "1.0", "agent": {"name": "a", "namespace": "x"}, "capabilities": [{"name": "a.x", "version": 1}],
+             "clearances": ["r.read"]}]
+    fleet = fleet_of(docs, engine)
+    first = fleet.place({"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "clearances": ["r.read"]})
+    records = records_of([first])
+    resumed = fleet.resume(first, seq=first.seq)
+    records += [{"seq": 4, "kind": kind, "content": orjson.loads(content)} for kind, content in placement_records(resumed)]
+    same = list(replay(records, fleet_of(docs, engine)))
+    assert [(v.kind, v.resumed) for v in same] == [(SAME, False), (SAME, True)]
+    revoked = fleet_of([{**docs[0], "clearances": []}], engine)
+    verdicts = list(replay(records, revoked))
+    assert [(v.kind, v.resumed, v.before_fails) for v in verdicts] == [
+        (UNSCHEDULABLE, False, "clearance:r.read"), (UNSCHEDULABLE, True, "clearance:r.read")]
+    gone = list(replay(records, a3fast.Fleet(engine=engine)))
+    assert gone[1].before_fails == NOT_IN_FLEET and gone[1].why() == "no candidates remain; a has left the fleet"
+
+
+def test_newly_schedulable_names_what_removed_the_last_candidates_when_recorded(engine):
+    docs = [{"v": "1.0", "agent": {"name": "a", "namespace": "x"}, "capabilities": [{"name": "a.x", "version": 1}],
+             "clearances": []}]
+    _, placements = placed(docs, [{"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}],
+                                   "clearances": ["r.read"]}], engine)
+    (verdict,) = replay(records_of(placements), fleet_of([{**docs[0], "clearances": ["r.read"]}], engine))
+    assert (verdict.kind, verdict.after, verdict.decided_by) == (SCHEDULABLE, "a", "clearance:r.read")
+    assert verdict.funnel_before.eligible == 0 and verdict.funnel_after.eligible == 1
+
+
+def test_a_route_adds_to_what_each_task_was_recorded_with(engine):
+    docs = generate_fleet(100, 5)
+    tasks = generate_tasks(docs, 40, 5)
+    _, placements = placed(docs, tasks, engine)
+    route = a3fast.Route("no-secrets", {"clearances": ["secrets.admin"]})
+    verdicts = list(replay(records_of(placements), fleet_of(docs, engine), route=route))
+    assert all(v.route == "no-secrets" for v in verdicts)
+    assert all("secrets.admin" in v.requirements["clearances"] for v in verdicts)
+    assert sum(v.kind == UNSCHEDULABLE for v in verdicts) == sum(p.bound for p in placements)
+
+
+def test_a_route_that_would_change_a_stated_requirement_is_a_replay_error(engine):
+    docs = generate_fleet(20, 2)
+    _, placements = placed(docs, [{"v": "1.0", "residency": "us"}], engine)
+    with pytest.raises(ReplayError, match="seq 3: route 'eu' would change residency"):
+        list(replay(records_of(placements), fleet_of(docs, engine), route=a3fast.Route("eu", {"residency": "eu"})))
+
+
+def test_a_snapshot_fleet_brings_its_outcomes_sessions_and_weights(engine, tmp_path):
+    docs = [{"v": "1.0", "agent": {"name": n, "namespace": "x"}, "capabilities": [{"name": "a.x", "version": 1}],
+             "clearances": []} for n in ("a", "b")]
+    _, placements = placed(docs, [{"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}]}], engine)
+    new = fleet_of(docs, engine, weights=(0.0, 1.0, 0.0, 0.0))
+    for _ in range(3):
+        new.record_outcome("b", {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}]}, True)
+    new.save(tmp_path / "fleet.snapshot")
+    (verdict,) = replay(records_of(placements), a3fast.Fleet.load(tmp_path / "fleet.snapshot", engine=engine))
+    assert (verdict.kind, verdict.after, verdict.decided_by) == (MOVED, "b", "success_rate")
+    assert verdict.scores_after["b"]["success_rate"] == 0.8
+
+
+# -- input ---------------------------------------------------------------------------------------
+
+def test_replay_reads_paths_bytes_arrays_and_chunks_alike(engine, tmp_path):
+    docs = generate_fleet(80, 4)
+    _, placements = placed(docs, generate_tasks(docs, 30, 4), engine)
+    records = records_of(placements)
+    new = fleet_of([d for d in docs if "model" not in d], engine)
+    expected = [v.to_dict() for v in replay(records, new)]
+    (tmp_path / "t.jsonl").write_bytes(as_jsonl(records))
+    (tmp_path / "t.json").write_bytes(orjson.dumps(records))
+    data = as_jsonl(records)
+    chunks = [data[i:i + 777] for i in range(0, len(data), 777)]
+    for form in (tmp_path / "t.jsonl", str(tmp_path / "t.json"), data, chunks, iter(records)):
+        assert [v.to_dict() for v in replay(form, new)] == expected
+    assert any(v["kind"] != SAME for v in expected)
+
+
+def test_a_line_that_is_not_a_record_is_a_replay_error_naming_its_line(engine):
+    docs = generate_fleet(10, 1)
+    _, placements = placed(docs, generate_tasks(docs, 3, 1), engine)
+    data = as_jsonl(records_of(placements)) + b'{"seq": 99, "kind": "task.bound", "content": {"scheduling": 1}}\n'
+    lines = data.count(b"\n")
+    with pytest.raises(ReplayError, match=rf"line {lines}: seq 99: \$\.content\.scheduling: expected the scheduling object"):
+        list(replay(data, fleet_of(docs, engine)))
+    with pytest.raises(ReplayError, match="line 2: "):
+        list(replay(data.replace(b"\n", b"\nnot json\n", 1), fleet_of(docs, engine)))
+
+
+def test_recorded_requirements_that_are_not_requirements_are_named_by_path(engine):
+    record = {"seq": 5, "kind": "task.rejected", "content": {"code": "unschedulable", "reason": "x",
+                                                             "requirements": {"capabilities": [{"name": "a.x", "version": "2"}]}}}
+    with pytest.raises(ReplayError, match=r"seq 5: \$\.content\.requirements\.capabilities\[0\]\.version: expected"):
+        list(replay(as_jsonl([record]), a3fast.Fleet(engine=engine)))
+
+
+def test_an_unreadable_trace_file_is_a_replay_error(tmp_path, engine):
+    with pytest.raises(ReplayError, match="cannot read"):
+        list(replay(tmp_path / "missing.jsonl", a3fast.Fleet(engine=engine)))
+
+
+def test_weights_are_four_numbers_or_named_components():
+    base = (0.4, 0.3, 0.2, 0.1)
+    assert parse_weights("1,0,0,0", base) == (1.0, 0.0, 0.0, 0.0)
+    assert parse_weights("cost=0.5", base) == (0.4, 0.3, 0.5, 0.1)
+    assert parse_weights({"affinity": 0}, base) == (0.0, 0.3, 0.2, 0.1)
+    for bad, words in (("1,2", "expected 4 numbers"), ("speed=1", "unknown component 'speed'"),
+                       ("cost=x", "cost: expected a number"), ("cost=1,2", "not both"), ("nan,0,0,0", "finite")):
+        with pytest.raises(ValueError, match=words):
+            parse_weights(bad, base)
+
+
+def test_thresholds_count_or_share_each_kind_of_change():
+    rules = parse_thresholds("moved>1%, unschedulable>0,changed>=5")
+    assert [str(r) for r in rules] == ["moved>1%", "unschedulable>0", "changed>=5"]
+    summary = summarise([Verdict(i, MOVED if i < 2 else SAME, "a", "b" if i < 2 else "a", {}) for i in range(100)])
+    assert [r.exceeded(summary) for r in rules] == [True, False, False]
+    for bad in ("moved", "moved>x", "bogus>1", "moved<1"):
+        with pytest.raises(ValueError, match="--fail-on"):
+            parse_thresholds(bad)
+
+
+def test_verdicts_say_in_words_why_they_changed():
+    assert Verdict(1, MOVED, "a", "b", {}, before_fails="clearance:r.read").why() == "a now fails clearance:r.read; b chosen instead"
+    assert Verdict(1, MOVED, "a", "b", {}, before_fails=NOT_IN_FLEET).why() == "a has left the fleet; b chosen instead"
+    assert Verdict(1, SAME, "a", "a", {}).why() == ""
+    assert set(CHANGED_KINDS) == {MOVED, UNSCHEDULABLE, SCHEDULABLE}
+    changed = Verdict(3, UNSCHEDULABLE, "a", None, {"v": "1.0"}, decided_by="tool:t", before_fails="tool:t").to_dict()
+    assert changed["why"] == "tool:t now removes the last candidates; a now fails tool:t"
+    assert "why" not in Verdict(3, SAME, "a", "a", {}).to_dict()
+
+
+def test_run_replay_writes_every_change_keeps_the_first_and_stops_after_until(engine):
+    import gc
+    import io
+
+    docs = generate_fleet(150, 9)
+    _, placements = placed(docs, generate_tasks(docs, 60, 9), engine)
+    records = records_of(placements)
+    new = fleet_of([d for d in docs if (d.get("model") or {}).get("latency_class") != "batch"], engine)
+    every = [v for v in replay(records, new) if v.changed]
+    out = io.BytesIO()
+    summary, kept = run_replay(records, new, changes=out, keep=2)
+    assert summary.changed == len(every) > 2
+    assert [orjson.loads(line)["seq"] for line in out.getvalue().splitlines()] == [v.seq for v in every]
+    assert [v.seq for v in kept] == [v.seq for v in every[:2]]
+    assert gc.isenabled()
+    summary, _ = run_replay(records, new, until=every[0].seq)
+    assert summary.changed == 1 and summary.placements == sum(p.seq <= every[0].seq for p in placements)
+
+
+def test_run_replay_stops_where_its_check_raises(engine):
+    docs = generate_fleet(50, 2)
+    _, placements = placed(docs, generate_tasks(docs, 600, 2), engine)
+
+    def check(summary):
+        raise TimeoutError(summary.placements)
+
+    with pytest.raises(TimeoutError, match="256"):
+        run_replay(records_of(placements), fleet_of(docs, engine), check=check)
+
+
+def test_replay_of_routed_hostile_and_custom_scored_traces_against_their_fleets_changes_nothing(engine):
+    from report_traces import hostile_placements
+
+    fleet, hostile = hostile_placements(engine)
+    assert summarise(replay(records_of(hostile), fleet)).changed == 0
+
+    docs = generate_fleet(120, 11)
+    tasks = generate_tasks(docs, 50, 11)
+    route = a3fast.Route("audited", {"tools": ["mcp:github/list"]})
+    routed = fleet_of(docs, engine)
+    placements = [routed.place(t, route=route if i % 2 else None, reason_limit=3) for i, t in enumerate(tasks)]
+    verdicts = list(replay(records_of(placements), fleet_of(docs, engine)))
+    assert [v.kind for v in verdicts if v.changed] == []
+    assert [v.route for v in verdicts] == [p.route for p in placements]
+
+    def cheapest(task, agents):   # prefers the agents whose number is odd, whatever their scores
+        return [{"total": float(int(a.agent.name[-1]) % 2), "odd": int(a.agent.name[-1]) % 2} for a in agents]
+
+    _, scored = placed(docs, tasks, engine, scorer=cheapest)
+    assert summarise(replay(records_of(scored), fleet_of(docs, engine, scorer=cheapest))).changed == 0
+    moved = [v for v in replay(records_of(scored), fleet_of(docs, engine)) if v.kind == MOVED]
+    assert moved and all(v.before_fails is None for v in moved)

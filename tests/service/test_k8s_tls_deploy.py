@@ -1,0 +1,239 @@
+"""mTLS for the extender routes (`serve --tls-cert --tls-key --tls-client-ca`) with real certificates,
+and the manifests of deploy/ read with the official Kubernetes client's models."""
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+import yaml
+
+pytest.importorskip("starlette")
+pytest.importorskip("kubernetes")
+
+from cryptography import x509  # noqa: E402
+from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: E402
+from kubernetes.client import ApiClient  # noqa: E402
+
+from k8s_extender_client import ExtenderClient, ExtenderFailed  # noqa: E402
+from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server  # noqa: E402
+from test_k8s_extender import AGENT_NODES, pod  # noqa: E402
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+# -- certificates -----------------------------------------------------------------------------------
+def _name(cn: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+
+def _cert(subject: str, key, issuer_name: x509.Name, issuer_key, *, ca: bool = False, server: bool = False):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(issuer_name)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    if ca:
+        builder = builder.add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                                      content_commitment=False, key_encipherment=False,
+                                                      data_encipherment=False, key_agreement=False,
+                                                      encipher_only=False, decipher_only=False), critical=True)
+    else:
+        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    if server:
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                                        critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def _write(directory: Path, stem: str, cert, key=None) -> tuple[str, str | None]:
+    cert_path = directory / f"{stem}.crt"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    if key is None:
+        return str(cert_path), None
+    key_path = directory / f"{stem}.key"
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pki")
+    ca_key, other_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = _cert("a3fast test CA", ca_key, _name("a3fast test CA"), ca_key, ca=True)
+    other = _cert("another CA", other_key, _name("another CA"), other_key, ca=True)
+    keys = {k: ec.generate_private_key(ec.SECP256R1()) for k in ("server", "client", "stranger")}
+    files = {"ca": _write(d, "ca", ca)[0]}
+    files["server"] = _write(d, "server", _cert("127.0.0.1", keys["server"], ca.subject, ca_key, server=True), keys["server"])
+    files["client"] = _write(d, "client", _cert("kube-scheduler", keys["client"], ca.subject, ca_key), keys["client"])
+    files["stranger"] = _write(d, "stranger", _cert("kube-scheduler", keys["stranger"], other.subject, other_key),
+                               keys["stranger"])
+    token = d / "token"
+    token.write_text("s3cret\n")
+    files["token"] = str(token)
+    return files
+
+
+@pytest.fixture(scope="module")
+def tls_server(pki):
+    s = Server("--tls-cert", pki["server"][0], "--tls-key", pki["server"][1], "--tls-client-ca", pki["ca"],
+               "--token-file", pki["token"], ready=False)
+    s.client = httpx.Client(base_url=s.url, verify=ssl.create_default_context(cafile=pki["ca"]), timeout=10.0)
+    s.wait_ready()
+    token = {"Authorization": "Bearer s3cret"}
+    for a in SECTION_10_AGENTS:
+        assert s.client.put(f"/v1/agents/{a['agent']['name']}", json=a, headers=token).status_code == 200
+    yield s
+    s.stop()
+
+
+def _client(pki, who: str | None) -> httpx.Client:
+    context = ssl.create_default_context(cafile=pki["ca"])
+    if who is not None:
+        context.load_cert_chain(*pki[who])
+    return httpx.Client(verify=context, timeout=10.0)
+
+
+def test_serve_prints_an_https_url_with_tls(tls_server):
+    assert tls_server.url.startswith("https://127.0.0.1:")
+
+
+def test_k8s_routes_accept_a_verified_client_certificate_without_a_token(tls_server, pki):
+    client = ExtenderClient(tls_server.url + "/k8s", node_cache_capable=True, client=_client(pki, "client"))
+    passed, _, _ = client.filter(pod(SECTION_10_TASK), AGENT_NODES)
+    assert [n["metadata"]["name"] for n in passed] == ["order-analyst"]
+
+
+def test_k8s_routes_refuse_a_connection_without_a_client_certificate(tls_server, pki):
+    client = ExtenderClient(tls_server.url + "/k8s", node_cache_capable=True, client=_client(pki, None))
+    with pytest.raises(ExtenderFailed, match="code 401"):
+        client.filter(pod(SECTION_10_TASK), AGENT_NODES)
+    # a token is no way in to /k8s/* when client certificates are configured
+    r = _client(pki, None).post(tls_server.url + "/k8s/filter", headers={"Authorization": "Bearer s3cret"},
+                                content=orjson.dumps({"Pod": pod(), "NodeNames": ["x"]}))
+    assert r.status_code == 401
+
+
+def test_a_client_certificate_from_another_ca_fails_the_handshake(tls_server, pki):
+    with pytest.raises(httpx.TransportError):
+        _client(pki, "stranger").post(tls_server.url + "/k8s/filter",
+                                      content=orjson.dumps({"Pod": pod(), "NodeNames": ["x"]}))
+
+
+def test_v1_keeps_the_token_and_probes_need_neither(tls_server, pki):
+    plain = _client(pki, None)
+    assert plain.get(tls_server.url + "/v1/agents").status_code == 401
+    assert plain.get(tls_server.url + "/v1/agents", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert plain.get(tls_server.url + "/healthz").status_code == 200
+    assert plain.get(tls_server.url + "/readyz").status_code == 200
+
+
+@pytest.mark.parametrize("client_ca", [True, False], ids=["client certificates", "server certificate only"])
+def test_a_tls_server_stops_at_once_while_idle_clients_keep_their_connections(pki, client_ca):
+    # an idle TLS peer never sends close_notify: the stop must not wait for it (30 s by default)
+    args = ["--tls-cert", pki["server"][0], "--tls-key", pki["server"][1]]
+    if client_ca:
+        args += ["--tls-client-ca", pki["ca"]]
+    s = Server(*args, ready=False)
+    s.client = httpx.Client(base_url=s.url, verify=ssl.create_default_context(cafile=pki["ca"]), timeout=10.0)
+    s.wait_ready()
+    idle = [_client(pki, "client" if client_ca else None) for _ in range(3)]
+    for c in idle:
+        assert c.get(s.url + "/healthz").status_code == 200
+    started = time.monotonic()
+    assert s.stop() == 0
+    assert time.monotonic() - started < 10
+    for c in idle:
+        c.close()
+
+
+def test_tls_flags_that_do_not_fit_are_exit_2(pki, tmp_path):
+    cases = [["--tls-cert", pki["server"][0]],
+             ["--tls-client-ca", pki["ca"]],
+             ["--tls-cert", pki["server"][0], "--tls-key", str(tmp_path / "missing.key")],
+             ["--tls-cert", pki["server"][0], "--tls-key", pki["client"][1]]]
+    for args in cases:
+        r = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--port", "0", *args],
+                           capture_output=True, timeout=60)
+        assert r.returncode == 2, args
+        assert b"--tls" in r.stderr and b"Traceback" not in r.stderr
+
+
+# -- the manifests of deploy/ -----------------------------------------------------------------------
+def _models():
+    """Every manifest of deploy/ as the official client's model (KubeSchedulerConfiguration, which
+    the API server does not serve, stays a dict)."""
+    api = ApiClient()
+    kinds = {"Namespace": "V1Namespace", "PersistentVolumeClaim": "V1PersistentVolumeClaim",
+             "Deployment": "V1Deployment", "Service": "V1Service", "Pod": "V1Pod",
+             "CustomResourceDefinition": "V1CustomResourceDefinition"}
+    out: dict[str, list] = {}
+    for path in sorted(DEPLOY.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc is None:
+                continue
+            kind = doc["kind"]
+            model = doc if kind == "KubeSchedulerConfiguration" else api.deserialize(json.dumps(doc), kinds[kind], "application/json")
+            out.setdefault(kind, []).append(model)
+    return out
+
+
+def test_every_deploy_manifest_loads_with_the_official_models():
+    models = _models()
+    assert set(models) >= {"Namespace", "PersistentVolumeClaim", "Deployment", "Service", "Pod",
+                           "KubeSchedulerConfiguration", "CustomResourceDefinition"}
+    deployment = models["Deployment"][0]
+    assert deployment.spec.template.spec.containers[0].liveness_probe.http_get.path == "/healthz"
+
+
+def test_the_deploy_example_is_consistent():
+    from a3fast.service.app import create_app
+
+    models = _models()
+    deployment, service, example = models["Deployment"][0], models["Service"][0], models["Pod"][0]
+    scheduler = models["KubeSchedulerConfiguration"][0]
+    (extender,) = scheduler["extenders"]
+    container = deployment.spec.template.spec.containers[0]
+    args = dict(a.split("=", 1) for a in container.args[1:])
+    port = container.ports[0]
+    # the Service reaches the container's port, and the scheduler reaches the Service
+    assert service.spec.selector == deployment.spec.template.metadata.labels
+    assert service.spec.ports[0].target_port == port.name and int(args["--port"]) == port.container_port
+    url = httpx.URL(extender["urlPrefix"])
+    assert url.scheme == "https" and extender["enableHTTPS"] is True
+    assert url.host == f"{service.metadata.name}.{service.metadata.namespace}.svc"
+    assert url.port == service.spec.ports[0].port
+    # probes on the open paths, over the same TLS port
+    for probe, path in ((container.liveness_probe, "/healthz"), (container.readiness_probe, "/readyz")):
+        assert probe.http_get.path == path and probe.http_get.port == port.name and probe.http_get.scheme == "HTTPS"
+    # the verbs are routes of the app; there is no bind
+    routes = {getattr(r, "path", None) for r in create_app().routes}
+    for verb in ("filterVerb", "prioritizeVerb"):
+        assert f"{url.path}/{extender[verb]}" in routes
+    assert "bindVerb" not in extender and "/k8s/bind" not in routes
+    # the TLS files a3fast reads come from mounted secrets; the scheduler presents client certificates
+    mounts = {m.mount_path: m.name for m in container.volume_mounts}
+    secrets = {v.name for v in deployment.spec.template.spec.volumes if v.secret is not None}
+    for flag in ("--tls-cert", "--tls-key", "--tls-client-ca", "--token-file"):
+        directory = str(Path(args[flag]).parent)
+        assert mounts.get(directory) in secrets, flag
+    assert {"certFile", "keyFile", "caFile"} <= set(extender["tlsConfig"])
+    # only pods asking for the managed resource reach a3fast, and the scheduler's fit ignores it
+    (managed,) = extender["managedResources"]
+    assert managed["ignoredByScheduler"] is True
+    limits = example.spec.containers[0].resources.limits
+    assert managed["name"] in limits
+    assert json.loads(example.metadata.annotations["a3.dev/requirements"])["v"] == "1.0"
+    assert extender["nodeCacheCapable"] is True and extender["ignorable"] is False
