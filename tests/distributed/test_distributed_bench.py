@@ -13,8 +13,13 @@ from distributed_worlds import ray_or_fail
 pytestmark = pytest.mark.slow
 
 
-def test_bench_distributed_prints_every_row_beside_its_target(tmp_path):
-    ray_or_fail()
+@pytest.fixture()
+def ray():
+    """The ray module (the benchmark starts a Ray of its own, in its own process)."""
+    return ray_or_fail()
+
+
+def test_bench_distributed_prints_every_row_beside_its_target(ray, tmp_path):
     out = tmp_path / "rows.json"
     run = subprocess.run([sys.executable, "-m", "a3fast", "bench", "--distributed", "2000", "--tasks", "12",
                           "-o", str(out)], capture_output=True, text=True, timeout=300)

@@ -45,7 +45,13 @@ def cluster():
         assert nodes.left() == {}
 
 
-def test_a_lost_node_fails_loudly_and_its_shards_recover_on_the_survivor(cluster, tmp_path):
+@pytest.fixture()
+def ray(cluster):
+    """The ray module, its driver connected to the two-node cluster."""
+    return ray_or_fail()
+
+
+def test_a_lost_node_fails_loudly_and_its_shards_recover_on_the_survivor(ray, cluster, tmp_path):
     from a3fast.distributed import ShardedFleet, ShardError
 
     started = time.monotonic()
