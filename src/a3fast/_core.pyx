@@ -204,6 +204,28 @@ ctypedef struct Buffer:
     Py_ssize_t cap
 
 
+ctypedef struct BatchTask:
+    # one task of Index.place_batch: the explain and score arguments, checked and copied, and
+    # where the results go (fields of the task's Explanation and Scores, which the batch holds)
+    uint64_t* words          # the Explanation's sets (failed..., then eligible)
+    Py_ssize_t n_failed
+    Py_ssize_t* n_eligible
+    bint no_candidates
+    bint explain             # False: the explanation was given, only scored
+    Py_ssize_t* args         # rows, then excluded agent ids (NULL when the explanation is given)
+    Py_ssize_t n_rows
+    Py_ssize_t n_excluded
+    Py_ssize_t only
+    Row** evals
+    Py_ssize_t n_eval
+    Row* session
+    Outcomes* outcomes
+    Py_ssize_t** score_ids
+    double** score_columns
+    Py_ssize_t* score_n
+    Py_ssize_t* score_best
+
+
 cdef int reserve(Buffer* b, Py_ssize_t extra) except -1:
     if b.size + extra <= b.cap:
         return 0
@@ -1325,6 +1347,118 @@ cdef class Index:
                         best_name, best_len = self.utf8_names[aid], n
         return best
 
+
+    def place_batch(self, tasks, weights) -> list:
+        """explain + score + choose for a whole batch of prepared tasks, releasing the GIL once.
+
+        Each task is `(explanation, rows, only, excluded, eval_rows, session_row, kind)`, the
+        arguments of `explain` and `score` (an `explanation` from an earlier `explain` is scored
+        as it is; None: explained here). Returns one `(Explanation, Scores)` per task, in order,
+        exactly what `explain` then `score` give one task at a time. Every argument is checked and
+        every object made first; the loops over the whole batch then run without the GIL (the
+        index must not change meanwhile: the fleet's lock sees to that). The tasks are independent:
+        the scores of one do not see what the fleet does with the winner of another.
+        """
+        cdef double w_a, w_s, w_c, w_e
+        w_a, w_s, w_c, w_e = weights
+        cdef list items = list(tasks)
+        cdef Py_ssize_t n = len(items), t, k, j, n_rows, n_excluded, n_eval, n_sets, r
+        cdef Py_ssize_t nw = (self.n_ids + 63) >> 6
+        cdef BatchTask* jobs = <BatchTask*>calloc(max(n, 1), sizeof(BatchTask))
+        if jobs == NULL:
+            raise MemoryError()
+        cdef list explanations = [None] * n, scores = [None] * n
+        cdef Explanation e
+        cdef Scores s
+        cdef BatchTask* job
+        cdef bint failed = False
+        try:
+            for t in range(n):
+                given, rows, only, excluded, eval_rows, session_row, kind = items[t]
+                job = &jobs[t]
+                if given is None:
+                    n_rows, n_excluded = len(rows), len(excluded)
+                    n_sets = n_rows + n_excluded + (0 if only == NO_AGENT_REF else 1)
+                    e = Explanation.__new__(Explanation)
+                    e.index = self
+                    e.n_words = nw
+                    e.n_failed = n_sets
+                    e.words = <uint64_t*>malloc(max((n_sets + 1) * nw, 1) * sizeof(uint64_t))
+                    if e.words == NULL:
+                        raise MemoryError()
+                    memcpy(e.words + n_sets * nw, self.live, nw * sizeof(uint64_t))
+                    e.n_candidates = self.n_live
+                    job.args = <Py_ssize_t*>malloc(max(n_rows + n_excluded, 1) * sizeof(Py_ssize_t))
+                    if job.args == NULL:
+                        raise MemoryError()
+                    k = 0
+                    for r in rows:
+                        if r >= self.n_rows:
+                            raise IndexError(f"row {r} does not exist")
+                        job.args[k] = r
+                        k += 1
+                    for r in excluded:
+                        job.args[k] = r
+                        k += 1
+                    job.n_rows, job.n_excluded, job.only, job.explain = n_rows, n_excluded, only, True
+                else:
+                    e = given
+                    self.own(e.index, "Explanation")
+                explanations[t] = e
+                job.words, job.n_failed, job.n_eligible = e.words, e.n_failed, &e.n_eligible
+                job.no_candidates = e.n_candidates == 0
+                n_eval = len(eval_rows)
+                job.evals = <Row**>malloc(max(n_eval, 1) * sizeof(Row*))
+                if job.evals == NULL:
+                    raise MemoryError()
+                for j in range(n_eval):
+                    r = eval_rows[j]
+                    job.evals[j] = self.row_at(r) if r >= 0 else NULL
+                job.n_eval = n_eval
+                job.session = self.row_at(session_row) if session_row >= 0 else NULL
+                job.outcomes = self.kind_at(kind) if kind >= 0 else NULL
+                s = Scores.__new__(Scores)
+                s.index = self
+                s.best = UNKNOWN
+                scores[t] = s
+                job.score_ids, job.score_columns = &s.agent_ids, &s.columns
+                job.score_n, job.score_best = &s.n, &s.best
+            with nogil:
+                failed = self.place_jobs(jobs, n, nw, w_a, w_s, w_c, w_e)
+            if failed:
+                raise MemoryError()
+        finally:
+            for t in range(n):
+                free(jobs[t].args)
+                free(jobs[t].evals)
+            free(jobs)
+        return list(zip(explanations, scores))
+
+    cdef bint place_jobs(self, BatchTask* jobs, Py_ssize_t n, Py_ssize_t nw, double w_a, double w_s,
+                         double w_c, double w_e) noexcept nogil:
+        """The batch's explain and score loops, task after task; True if memory ran out."""
+        cdef Py_ssize_t t, m
+        cdef BatchTask* job
+        cdef Py_ssize_t* ids
+        cdef double* columns
+        for t in range(n):
+            job = &jobs[t]
+            if job.explain:
+                job.n_eligible[0] = self.explain_words(job.words, nw, job.args, job.n_rows, job.only,
+                                                       job.args + job.n_rows, job.n_excluded,
+                                                       job.no_candidates)
+            m = job.n_eligible[0]
+            ids = <Py_ssize_t*>malloc(max(m, 1) * sizeof(Py_ssize_t))
+            columns = <double*>malloc(max(5 * m, 1) * sizeof(double))
+            job.score_ids[0], job.score_columns[0] = ids, columns   # freed by the Scores
+            if ids == NULL or columns == NULL:
+                return True
+            job.score_n[0] = m
+            job.score_best[0] = self.score_words(job.words + job.n_failed * nw, nw, job.evals, job.n_eval,
+                                                 job.session, job.outcomes, w_a, w_s, w_c, w_e, ids,
+                                                 columns, columns + m, columns + 2 * m, columns + 3 * m,
+                                                 columns + 4 * m)
+        return False
 
     cdef int own(self, Index maker, str what) except -1:
         if maker is not self:

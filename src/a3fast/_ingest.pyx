@@ -574,6 +574,14 @@ cdef bint read_declaration(Line* s) noexcept nogil:
 
 # -- from a vouched-for line to the batch ------------------------------------------------------------
 
+cdef object grown(object array, Py_ssize_t used, Py_ssize_t size):
+    """A larger array holding the first `used` items (np.resize would also fill the rest by
+    repeating the array: a second write of every byte, for items about to be overwritten)."""
+    out = np.empty(size, dtype=array.dtype)
+    out[:used] = array[:used]
+    return out
+
+
 cdef class Batch:
     """Accepted declarations as columns, in line order: names, the declarations' canonical JSON,
     costs, and every agent's rows in one int32 array (agent j's are `rows[offsets[j]:offsets[j+1]]`)."""
@@ -605,12 +613,12 @@ cdef class Batch:
         cdef Py_ssize_t size
         if self.n + 2 > self._costs.shape[0]:
             size = self._costs.shape[0] * 2
-            self._costs = np.resize(self._costs, size)
-            self._offsets = np.resize(self._offsets, size)
+            self._costs = grown(self._costs, self.n, size)
+            self._offsets = grown(self._offsets, self.n + 1, size)
             self.costs_view, self.offsets_view = self._costs, self._offsets
         if self.n_rows + rows > self._rows.shape[0]:
             size = max(self._rows.shape[0] * 2, self.n_rows + rows)
-            self._rows = np.resize(self._rows, size)
+            self._rows = grown(self._rows, self.n_rows, size)
             self.rows_view = self._rows
         return 0
 

@@ -335,6 +335,16 @@ class Index:
                 best, best_total, best_name = aid, t, names[aid]
         return Scores(ids, total, affinity, success, cost, substantiated, best)
 
+    def place_batch(self, tasks: Iterable[tuple], weights: Sequence[float]) -> list[tuple[Explanation, Scores]]:
+        """explain + score + choose for a batch: one `(Explanation, Scores)` per task
+        `(explanation or None, rows, only, excluded, eval_rows, session_row, kind)`, as `explain`
+        then `score` give them one at a time (a given explanation is only scored)."""
+        out = []
+        for given, rows, only, excluded, eval_rows, session_row, kind in tasks:
+            expl = self.explain(rows, only, excluded) if given is None else given
+            out.append((expl, self.score(expl, eval_rows, session_row, kind, weights)))
+        return out
+
     # -- records ----------------------------------------------------------------------------------
     def candidate_names(self, expl: Explanation) -> list[str]:
         names = self._names

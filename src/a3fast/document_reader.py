@@ -21,10 +21,8 @@ from a path or a stream. The input is a JSON array when its first non-blank byte
 """
 from __future__ import annotations
 
-import gc
 import os
 import re
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Iterator, Union
 
@@ -47,15 +45,9 @@ AUTO, LINES, ARRAY = "auto", "lines", "array"
 
 #: How much of a stream or file is read at a time when its lines are walked.
 CHUNK = 1 << 20
-#: How much of a stream goes to the fleet's bulk reader at once (whole lines): small enough that
-#: the bytes in flight add little to the peak, large enough that the reader's per-call work (a
-#: fresh vocabulary of declared values, one engine call) stays a small part of the load.
-FLEET_CHUNK = 2 << 20
-
 #: What an input that is neither form is expected to be.
 NOT_DOCUMENTS = "an array or JSON Lines of objects"
 
-_LINE = re.compile(r"line (\d+): ")
 _RAW_ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
 
 
@@ -269,41 +261,33 @@ def extend_fleet(fleet: Fleet, source: Source, *, form: str = AUTO) -> list[Prob
         if form == ARRAY or (form == AUTO and form_of(data[:CHUNK]) == ARRAY):
             return _extend_from_array(fleet, data)
         return fleet.extend_jsonl(data, on_error="skip")
-    blocks = _blocks(source, FLEET_CHUNK)
-    first, head = _first_byte(blocks)
+    stream = _open(source)
+    first, head = _first_byte(iter(lambda: stream.read(CHUNK), b""))
     if form == ARRAY or (form == AUTO and first == b"["):
-        return _extend_from_array(fleet, head + b"".join(blocks))
-    # a stream (and a file kept unpacked): the bulk reader takes bytes, so whole lines go to it a
-    # chunk at a time — a chunk much smaller than its own 16 MiB, which is most of the peak above
-    # the fleet itself — and each chunk's problems are moved on to the chunk's lines in the input
-    problems: list[Problem] = []
-    first_line = 1
-    with _collector_paused():
-        for chunk in _whole_lines(blocks, head):
-            problems += _moved(fleet.extend_jsonl(chunk, on_error="skip"), first_line - 1)
-            first_line += chunk.count(b"\n")
-    return problems
+        return _extend_from_array(fleet, head + stream.read())
+    # the rest goes to the bulk reader as the stream it is: one pass, one vocabulary of declared
+    # values and one batch for the whole input, read 2 MiB of whole lines at a time
+    return fleet.extend_jsonl(_Resumed(head, stream), on_error="skip")
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic collector off across the chunks of one bulk load, as `extend_jsonl` has it off
-    within each: between chunks it would otherwise rescan the whole growing fleet for cycles that
-    cannot be there."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+class _Resumed:
+    """A stream whose first bytes were read already (to tell the form): those bytes, then the rest."""
 
+    __slots__ = ("head", "stream")
 
-def _moved(problems: list[Problem], lines: int) -> list[Problem]:
-    if not lines:
-        return problems
-    return [Problem(_LINE.sub(lambda m: f"line {int(m.group(1)) + lines}: ", p.path, count=1),
-                    p.expected, p.found) for p in problems]
+    def __init__(self, head: bytes, stream: IO[bytes]):
+        self.head, self.stream = head, stream
+
+    def read(self, size: int = -1) -> bytes:
+        if self.head:
+            head, self.head = self.head, b""
+            return head
+        return self.stream.read(size)
+
+    def readline(self) -> bytes:
+        if self.head:
+            return self.read()
+        return self.stream.readline()
 
 
 def _extend_from_array(fleet: Fleet, data: bytes) -> list[Problem]:

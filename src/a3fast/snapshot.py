@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import struct
 import tempfile
+import threading
 import zlib
 from pathlib import Path
 from typing import Any, Mapping
@@ -20,7 +21,8 @@ import orjson
 
 from .errors import SnapshotError
 
-__all__ = ["MAGIC", "FORMAT_VERSION", "READ_VERSIONS", "write", "read", "encode", "decode"]
+__all__ = ["MAGIC", "FORMAT_VERSION", "READ_VERSIONS", "write", "read", "encode", "decode",
+           "Checksum"]
 
 #: First 8 bytes of every snapshot (a non-ASCII first byte, so no text file starts this way).
 MAGIC = b"\x89A3FLEET"
@@ -72,10 +74,37 @@ def encode(header: Mapping[str, Any], sections: Mapping[str, bytes | memoryview]
     return b"".join([*parts, _trailer(parts)])
 
 
-def decode(data: bytes, source: str = "snapshot") -> tuple[dict[str, Any], dict[str, memoryview]]:
-    """(header, {section name: a view of its bytes}) of a snapshot's bytes, or SnapshotError naming
-    what is wrong. The header's `section_starts` gives each section's offset in `data`, for a reader
-    that slices `data` itself rather than copying a section."""
+class Checksum:
+    """A snapshot's checksum computed on a thread of its own while the caller goes on reading the
+    sections (zlib releases the GIL over the buffer, so on a second core it costs no time):
+    `Checksum(data, source)` checks the frame at once (mark, version, length: SnapshotError), then
+    `wait()` raises SnapshotError if the bytes are damaged. A reader that builds from unchecked
+    bytes calls `wait()` before it hands anything out, and after any error of its own, so that a
+    damaged file is named as damaged whatever else went wrong with it."""
+
+    __slots__ = ("source", "expected", "_found", "_thread")
+
+    def __init__(self, data: bytes, source: str = "snapshot"):
+        self.source = source
+        length, self.expected = _frame(data, source)
+        self._found: int | None = None
+        view = memoryview(data)[:length]
+
+        def run() -> None:
+            self._found = zlib.crc32(view)
+
+        self._thread = threading.Thread(target=run, name="a3fast-snapshot-crc", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._found != self.expected:
+            raise SnapshotError(f"{self.source}: the snapshot is damaged (its checksum does not match)")
+
+
+def _frame(data: bytes, source: str) -> tuple[int, int]:
+    """(length before the trailer, stated CRC-32) of bytes framed as a snapshot, or SnapshotError:
+    not a snapshot, another version, cut short."""
     if len(data) < _HEAD.size or data[:len(MAGIC)] != MAGIC:
         raise SnapshotError(f"{source}: not an a3fast fleet snapshot (it does not start with the "
                             f"snapshot mark {MAGIC!r})")
@@ -90,9 +119,24 @@ def decode(data: bytes, source: str = "snapshot") -> tuple[dict[str, Any], dict[
     if length != len(data) - _TRAILER.size:
         raise SnapshotError(f"{source}: the snapshot states {length + _TRAILER.size} bytes but has "
                             f"{len(data)}: it is cut short or has bytes added")
+    return length, crc
+
+
+def decode(data: bytes, source: str = "snapshot", checksum: Checksum | None = None
+           ) -> tuple[dict[str, Any], dict[str, memoryview]]:
+    """(header, {section name: a view of its bytes}) of a snapshot's bytes, or SnapshotError naming
+    what is wrong. The header's `section_starts` gives each section's offset in `data`, for a reader
+    that slices `data` itself rather than copying a section. With a `checksum` under way, the frame
+    is taken as checked and the checksum left to the caller's `checksum.wait()`; without one, it is
+    checked here, first."""
+    if checksum is None:
+        length, crc = _frame(data, source)
+        if zlib.crc32(memoryview(data)[:length]) != crc:
+            raise SnapshotError(f"{source}: the snapshot is damaged (its checksum does not match)")
+    else:
+        length = len(data) - _TRAILER.size
+    _, _, head_len = _HEAD.unpack_from(data)
     view = memoryview(data)
-    if zlib.crc32(view[:length]) != crc:
-        raise SnapshotError(f"{source}: the snapshot is damaged (its checksum does not match)")
     try:
         header = orjson.loads(view[_HEAD.size:_HEAD.size + head_len])
         start = _HEAD.size + head_len

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import a3fast.fleet
+import a3fast.fleet.bulk_load
 from a3fast import Fleet
 from a3fast import document_reader as reader
 from a3fast.cli import main
@@ -129,7 +130,7 @@ def test_a_fleet_has_the_same_problems_as_fleet_load_jsonl_from_every_kind_of_so
 
 
 def test_a_stream_read_in_small_chunks_numbers_each_problem_by_its_line_in_the_stream(monkeypatch, engine):
-    monkeypatch.setattr(reader, "FLEET_CHUNK", 300)
+    monkeypatch.setattr(a3fast.fleet.bulk_load, "JSONL_CHUNK", 300)
     data = lines(*[{**ANALYST, "agent": {"name": f"a{k}", "namespace": "support"}} for k in range(20)],
                  BAD_CLEARANCE, ANALYST, OTHER_NAMESPACE, SUMMARISER)
     with pytest.raises(SchemaError) as expected:
@@ -321,3 +322,47 @@ def test_bulk_post_names_a_body_cut_mid_line_by_its_line(tmp_path):
         assert server.client.get("/v1/agents/order-analyst").status_code == 404
     finally:
         assert server.stop() == 0
+
+
+def test_a_stream_goes_to_the_bulk_reader_in_one_pass_with_one_vocabulary(monkeypatch, engine):
+    """The stream is read by one `extend_jsonl` call (one vocabulary of declared values, one
+    batch), however many chunks it takes."""
+    monkeypatch.setattr(a3fast.fleet.bulk_load, "JSONL_CHUNK", 200)
+    calls = []
+    real = Fleet.extend_jsonl
+
+    def counted(self, source, **kwargs):
+        calls.append(type(source).__name__)
+        return real(self, source, **kwargs)
+
+    monkeypatch.setattr(Fleet, "extend_jsonl", counted)
+    data = b"\n  \n" + lines(*[{**ANALYST, "agent": {"name": f"a{k}", "namespace": "support"}} for k in range(30)])
+    fleet = reader.load_fleet(io.BytesIO(data), engine)
+    assert len(calls) == 1 and len(fleet) == 30
+    assert fleet.names() == Fleet.load_jsonl(data, engine).names()
+
+
+def test_a_pipe_that_hands_over_short_reads_is_read_whole_lines_at_a_time(monkeypatch, engine):
+    """A pipe's read gives what has arrived, cutting lines anywhere; each chunk is read on to the end
+    of its last line, so every line reaches the reader whole and in order."""
+    import os
+    import threading
+    monkeypatch.setattr(a3fast.fleet.bulk_load, "JSONL_CHUNK", 97)
+    data = lines(*[{**ANALYST, "agent": {"name": f"p{k}", "namespace": "support"}} for k in range(40)],
+                 BAD_CLEARANCE)
+    read_end, write_end = os.pipe()
+
+    def feed():
+        with os.fdopen(write_end, "wb", buffering=0) as out:
+            for at in range(0, len(data), 61):
+                out.write(data[at:at + 61])
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    with os.fdopen(read_end, "rb", buffering=0) as pipe:
+        fleet = Fleet(engine)
+        problems = fleet.extend_jsonl(pipe, on_error="skip")
+    writer.join()
+    assert [p.path for p in problems] == ["line 41: $.clearances[0]"]
+    assert fleet.names() == Fleet.load_jsonl(data, engine, on_error="skip").names()
+    assert len(fleet) == 40

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from a3fast import SchemaError, snapshot
+from a3fast.errors import Problem
 from a3fast.engines import NATIVE_AVAILABLE, ingest_module
 from a3fast.fleet import Fleet
 from a3fast.schema import parse_declaration
@@ -227,3 +228,35 @@ def test_a_file_read_in_chunks_builds_the_same_fleet_as_its_bytes(tmp_path, monk
     monkeypatch.setattr(fleet_module, "JSONL_CHUNK", 777)   # lines cut across chunks
     from_file = Fleet.load_jsonl(path, "native")
     assert saved(from_file, tmp_path / "file.snap") == saved(Fleet.load_jsonl(data, "native"), tmp_path / "bytes.snap")
+
+
+def test_a_careful_line_is_decoded_under_the_document_rule(engine):
+    """An integer beyond 64 bits is refused on a line of JSON Lines as a3fast.document refuses it,
+    not read as a float."""
+    from a3fast.document import decode_problem
+    from a3fast.workload import generate_fleet
+    decl = generate_fleet(1, seed=3)[0]
+    line = orjson.dumps(decl).replace(b'{"v":"1.0"', b'{"v":"1.0","x-big":1180591620717411303424', 1)
+    assert b"x-big" in line
+    with pytest.raises(SchemaError) as caught:
+        Fleet.load_jsonl(line + b"\n", engine)
+    _, expected = decode_problem(line)
+    assert caught.value.problems == [Problem("line 1: $" + p.path[1:], p.expected, p.found) for p in expected]
+    assert "2^64" in caught.value.problems[0].expected
+
+
+def test_extend_jsonl_reads_a_binary_stream_numbering_lines_from_first_line(engine):
+    import io
+    from a3fast.workload import generate_fleet
+    decls = generate_fleet(5, seed=4)
+    data = b"".join(orjson.dumps(d) + b"\n" for d in decls) + b"{oops\n"
+    fleet = Fleet(engine)
+    problems = fleet.extend_jsonl(io.BytesIO(data), on_error="skip", first_line=41)
+    assert [p.path for p in problems] == ["line 46: $"]
+    assert fleet.names() == Fleet.load_jsonl(data[:data.index(b"{oops")], engine).names()
+
+
+@pytest.mark.parametrize("first_line", [0, -3, True, 1.5])
+def test_extend_jsonl_refuses_a_first_line_that_is_not_a_line_number(engine, first_line):
+    with pytest.raises(ValueError, match="first_line"):
+        Fleet(engine).extend_jsonl(b"", first_line=first_line)

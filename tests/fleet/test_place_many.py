@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import re
 import threading
 
 import pytest
@@ -81,3 +82,81 @@ def test_an_update_from_another_thread_waits_for_the_batch(engine):
     thread.join()
     assert all("zz-newcomer" not in p.scheduling["candidates"] for p in results if p.bound)
     assert "zz-newcomer" in fleet
+
+
+def engine_arguments(fleet: Fleet, task) -> tuple:
+    """What the pipeline hands the engine for one task: rows, agentRef, excluded, eval rows."""
+    from a3fast.schema import parse_requirements
+    return fleet._rows.resolve(parse_requirements(task))
+
+
+def test_place_batch_gives_what_explain_then_score_give(engine):
+    fleet, tasks = world(engine, 25)
+    index, weights = fleet._index, fleet.weights
+    session_row = fleet._rows.session_row("s-batch")
+    index.set_bit(session_row, 3)
+    kind_row = fleet._rows.kinds["triage"]
+    jobs, expected = [], []
+    for j, task in enumerate(tasks[:60]):
+        rows, only, excluded, eval_rows = engine_arguments(fleet, task)
+        srow, kid = (session_row, kind_row) if j % 2 else (-1, -1)
+        expl = index.explain(rows, only, excluded)
+        scores = index.score(expl, eval_rows, srow, kid, weights)
+        expected.append((expl.failed_counts(), expl.eligible_ids(), scores.best, scores.ids, scores.total,
+                         scores.affinity, scores.success_rate, scores.cost, scores.substantiated,
+                         index.write_compact_lists(expl, scores)))
+        # every third task comes with its explanation already made: it is only scored
+        jobs.append((expl if j % 3 == 0 else None, rows, only, excluded, eval_rows, srow, kid))
+    got = []
+    for expl, scores in index.place_batch(jobs, weights):
+        got.append((expl.failed_counts(), expl.eligible_ids(), scores.best, scores.ids, scores.total,
+                    scores.affinity, scores.success_rate, scores.cost, scores.substantiated,
+                    index.write_compact_lists(expl, scores)))
+    assert got == expected
+
+
+def test_place_batch_of_nothing_is_empty(engine):
+    fleet, _ = world(engine, 26)
+    assert fleet._index.place_batch([], fleet.weights) == []
+
+
+def test_place_batch_refuses_a_row_that_does_not_exist(engine):
+    fleet, _ = world(engine, 27)
+    index = fleet._index
+    with pytest.raises(IndexError):
+        index.place_batch([(None, [index.row_count() + 5], fleet._engine.NO_AGENT_REF, [], [], -1, -1)],
+                          fleet.weights)
+
+
+def test_records_of_a_batch_are_byte_identical_to_one_at_a_time(engine):
+    from a3fast.record.write import placement_records
+    one, tasks = world(engine, 28)
+    many, _ = world(engine, 28)
+    # one long chain of a session (a wave per task) beside tasks without a session
+    tasks = [dict(t, session="long") if i % 3 == 0 else {k: v for k, v in t.items() if k != "session"}
+             for i, t in enumerate(tasks)]
+    expected = [p for p in (one.place(t) for t in tasks)]
+    got = many.place_many(tasks, workers=2)
+    for e, g in zip(expected, got):
+        assert strip_timings(placement_records(g)) == strip_timings(placement_records(e))
+    assert many.generation == one.generation
+
+
+def strip_timings(records) -> list:
+    """The record bytes, each placement's timings (§6, when it ran) blanked."""
+    return [(kind, re.sub(rb'"timings":\{[^{}]*\}', b'"timings":{}', content)) for kind, content in records]
+
+
+def test_the_bench_measures_one_core_and_two_side_by_side_and_names_the_target():
+    from a3fast.bench.cores import bench_place_many
+    from a3fast.bench.report import targets
+    from a3fast.bench.suite import BenchConfig, BenchReport
+    figures = bench_place_many(quick=True)
+    assert figures["agents"] == 1_000 and figures["met"] is False      # quick never claims the target
+    assert figures["one_core_per_s"] > 0 and figures["two_cores_per_s"] > 0
+    assert figures["speedup"] == pytest.approx(figures["two_cores_per_s"] / figures["one_core_per_s"])
+    report = BenchReport(BenchConfig(sizes=(), extras=False), "now", {})
+    title = "place_many on 2 cores against 1 (10,000 agents, prepared standard tasks; baseline: the 1-core run)"
+    report.extras = [(title, dict(figures, agents=10_000, speedup=1.8))]
+    rows = [row for row in targets(report) if row[0].startswith("place_many")]
+    assert len(rows) == 1 and rows[0][2] is True and rows[0][1].startswith("1.80×")

@@ -256,3 +256,24 @@ def test_an_index_restore_checks_every_array_before_building(engine, live, offse
     with pytest.raises(ValueError, match=what):
         index.restore(["a", "b", "c"], bytes(24), live, offsets, ids)
     assert index.row_count() == 0 and index.live_ids() == []
+
+
+def test_a_flipped_byte_past_the_frame_is_named_as_damaged_while_the_restore_reads_it(tmp_path, engine):
+    """The checksum runs beside the restore; whatever the restore makes of a damaged header or
+    section, the file is refused as damaged."""
+    from a3fast.snapshot import _HEAD, _TRAILER
+    data = small_snapshot(tmp_path, engine)
+    for at in range(_HEAD.size, len(data) - _TRAILER.size):
+        damaged = bytearray(data)
+        damaged[at] ^= 0x20
+        assert "damaged (its checksum does not match)" in refused(tmp_path, bytes(damaged)), at
+
+
+def test_a_checksum_under_way_names_a_damaged_snapshot_only_when_waited_for(tmp_path):
+    from a3fast.snapshot import Checksum
+    data = bytearray(small_snapshot(tmp_path))
+    Checksum(bytes(data), "good").wait()
+    data[len(data) // 2] ^= 1
+    pending = Checksum(bytes(data), "bad")
+    with pytest.raises(SnapshotError, match="bad: the snapshot is damaged"):
+        pending.wait()

@@ -83,15 +83,26 @@ def _large_lines(large: dict[str, Any]) -> list[str]:
     mib = 2**20
     return [f"{large['agents']:,} agents ({large['engine']} engine; the standard workload as JSON Lines, "
             f"{large['jsonl_bytes'] / 1e6:,.0f} MB, written in {large['write_s']:.3g} s; each step a process of its own)",
-            f"  ready from JSON Lines (Fleet.load_jsonl): {large['ready_s']:.3g} s, peak RSS "
-            f"{large['ready_peak_rss'] / mib:,.0f} MiB; {large['ready_s'] / large['decode_s']:.2f}× the "
-            f"{large['decode_s']:.3g} s orjson takes to decode the lines alone",
+            f"  ready from JSON Lines (Fleet.load_jsonl): {large['ready_s']:.3g} s{_cpu(large, 'ready')}, "
+            f"{large['jsonl_bytes'] / 1e6 / large['ready_s']:,.0f} MB/s of JSON (target ≥ 150, ready ≤ 8 s at "
+            f"1,000,000), peak RSS {large['ready_peak_rss'] / mib:,.0f} MiB (target ≤ 1,229); "
+            f"{large['ready_s'] / large['decode_s']:.2f}× the floor: orjson decoding the lines alone, "
+            f"{large['decode_s']:.3g} s{_cpu(large, 'decode')}, {large['jsonl_bytes'] / 1e6 / large['decode_s']:,.0f} MB/s"
+            + (f"; simdjson parsing them {large['simdjson_s']:.3g} s{_cpu(large, 'simdjson')}, "
+               f"{large['jsonl_bytes'] / 1e6 / large['simdjson_s']:,.0f} MB/s" if "simdjson_s" in large else ""),
             f"  (b) placement, record compact: {format_time(large['place_ns'])} (median over "
             f"{large['place_tasks']} tasks, each its best of interleaved rounds)",
             f"  fleet.save: {large['save_s']:.3g} s, {large['snapshot_bytes'] / 1e6:,.0f} MB (peak RSS of that "
             f"process after it {large['save_peak_rss'] / mib:,.0f} MiB)",
-            f"  Fleet.load of the snapshot: {large['load_s']:.3g} s, peak RSS {large['load_peak_rss'] / mib:,.0f} MiB"
+            f"  Fleet.load of the snapshot: {large['load_s']:.3g} s{_cpu(large, 'load')} (target ≤ 1.5 s at "
+            f"1,000,000), peak RSS {large['load_peak_rss'] / mib:,.0f} MiB"
             ] + _shell_lines(large)
+
+
+def _cpu(large: dict[str, Any], step: str) -> str:
+    """The step's CPU time beside its wall time (what other processes on a shared machine cannot inflate)."""
+    cpu = large.get(f"{step}_cpu_s")
+    return f" (CPU {cpu:.3g} s)" if cpu is not None else ""
 
 
 def _shell_lines(large: dict[str, Any]) -> list[str]:
@@ -193,8 +204,12 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
     large = report.large.get(1_000_000)
     if large is not None:
         gib = 2**30
-        out.append(("1,000,000 agents, fleet ready from JSON Lines ≤ 8 s", f"{large['ready_s']:.3g} s",
-                    large["ready_s"] <= 8.0))
+        out.append(("1,000,000 agents, fleet ready from JSON Lines ≤ 8 s", f"{large['ready_s']:.3g} s"
+                    f"{_cpu(large, 'ready')} (floor: orjson decoding the lines, {large['decode_s']:.3g} s"
+                    f"{_cpu(large, 'decode')})", large["ready_s"] <= 8.0))
+        rate, floor = large["jsonl_bytes"] / 1e6 / large["ready_s"], large["jsonl_bytes"] / 1e6 / large["decode_s"]
+        out.append(("1,000,000 agents, the compiled reader ≥ 150 MB/s of JSON (ready, whole load)",
+                    f"{rate:,.0f} MB/s (orjson's decoding {floor:,.0f} MB/s in the same run)", rate >= 150))
         out.append(("1,000,000 agents, peak RSS of the fleet ready from JSON Lines ≤ 1.2 GiB",
                     f"{large['ready_peak_rss'] / gib:.2f} GiB", large["ready_peak_rss"] <= 1.2 * gib))
         check("1,000,000 agents, native (b) placement ≤ 150 µs", large["place_ns"], 150e3)
@@ -211,6 +226,12 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
                         f"{ratio:.2f}×", ratio <= 0.5))
             out.append((f"{size:,} agents, {label}: peak RSS ≤ 2,000 bytes per agent",
                         f"{per_agent:,.0f} B", per_agent <= 2000))
+    for title, cores in report.extras:
+        if title.startswith("place_many on 2 cores") and isinstance(cores, dict) and cores.get("agents") == 10_000:
+            out.append(("place_many ≥ 1.7× on 2 cores at 10,000 agents (baseline: 1 core, same rounds)",
+                        f"{cores['speedup']:.2f}× ({cores['two_cores_per_s']:,.0f}/s against "
+                        f"{cores['one_core_per_s']:,.0f}/s; CPU {cores['two_cores_cpu_s']:.3g} s against "
+                        f"{cores['one_core_cpu_s']:.3g} s)", cores["speedup"] >= 1.7))
     verifier = dict(report.extras).get("verifier (§7)")
     if isinstance(verifier, dict) and "share_of_json_floor" in verifier:
         share = verifier["share_of_json_floor"]

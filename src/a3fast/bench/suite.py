@@ -24,6 +24,7 @@ from ..schema import parse_declaration, parse_requirements
 from .authority import bench_resolve
 from .baselines import BASELINES
 from .compact import bench_compact
+from .cores import bench_place_many
 from .embedding import bench_embedding
 from .replay import bench_replay
 from .harness import Cell, measure_cells, time_each
@@ -39,6 +40,8 @@ EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
     ("verifier (§7)", bench_verify),
     ("skill resolution (authority)", bench_resolve),
     ("explanations at fleet scale (compact trace, cache)", bench_compact),
+    ("place_many on 2 cores against 1 (10,000 agents, prepared standard tasks; baseline: the 1-core run)",
+     bench_place_many),
     ("embedding (the README's flow: 10,000 agents, 1,000 tasks, compact trace, verify)", bench_embedding),
     ("replay (compact trace at 1,000 agents, a clearance revoked)", bench_replay),
     ("Kubernetes extender, 5,000 nodes (a3fast serve over HTTP)", bench_k8s),

@@ -4,18 +4,20 @@ Each line is validated as `parse_declaration` does (the same problems, under `li
 kept as its rows, cost and canonical JSON — no Declaration stays alive — then new rows and agents
 are interned in one batch per run of new names. On the native engine the compiled reader
 (`a3fast._ingest`) reads the lines it can vouch for in one pass over the bytes and hands every other
-one to orjson and `parse_declaration`, which read every line on the pure engine.
+one to the document decoder (`a3fast.document.decode_problem`) and `parse_declaration`, which
+read every line on the pure engine.
 """
 from __future__ import annotations
 
 import gc
 import os
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, Protocol, Union
 
 import orjson
 
 from ..declaration_codec import BatchPacker
+from ..document import decode_problem
 from ..engines import ingest_module
 from ..errors import Problem, SchemaError
 from ..schema import parse_declaration
@@ -24,35 +26,55 @@ from .domain import namespace_problem
 from .rows import INGEST_KINDS, PredicateRows
 from .table import AgentTable
 
-__all__ = ["JSONL_CHUNK", "read_jsonl", "chunks_of", "size_of", "collector_paused"]
+__all__ = ["JSONL_CHUNK", "JsonlSource", "BinaryStream", "read_jsonl", "chunks_of", "size_of", "collector_paused"]
 
-#: How much of a JSON Lines file is read at a time (whole lines; a longer line is read whole).
-JSONL_CHUNK = 1 << 24
+#: How much of a JSON Lines file or stream is read at a time (then on to the line's end): small
+#: enough that the bytes in flight add little to the peak, large enough that a call of the
+#: compiled reader per chunk costs nothing to speak of.
+JSONL_CHUNK = 2 << 20
+
+class BinaryStream(Protocol):
+    """What the bulk reader reads of a stream: a block, then on to the end of its line."""
+
+    def read(self, size: int, /) -> bytes: ...
+
+    def readline(self) -> bytes: ...
 
 
-def chunks_of(source: str | os.PathLike | bytes) -> Iterator[bytes]:
-    """JSON Lines bytes in chunks of whole lines: the bytes themselves, or a file read a chunk at a
-    time (the whole file is never held)."""
+#: What a JSON Lines source may be: a path, the bytes themselves, or a binary stream.
+JsonlSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, BinaryStream]
+
+
+def chunks_of(source: JsonlSource) -> Iterator[bytes]:
+    """JSON Lines bytes in chunks of whole lines: the bytes themselves, or a file or binary stream
+    read a chunk at a time (the whole input is never held). A chunk is a block and the rest of its
+    last line, read on from the stream: one join per chunk, where cutting the block at its last line
+    end and carrying the rest over to the next took a slice and a join (the last chunk may end
+    mid-line: an input cut short)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         yield bytes(source)
         return
-    with open(source, "rb") as fh:
-        rest = b""
-        while block := fh.read(JSONL_CHUNK):
-            cut = block.rfind(b"\n")
-            if cut < 0:
-                rest += block
-                continue
-            yield rest + block[:cut + 1]
-            rest = block[cut + 1:]
-        if rest:
-            yield rest
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as fh:
+            yield from _whole_line_chunks(fh)
+    else:
+        yield from _whole_line_chunks(source)
 
 
-def size_of(source: str | os.PathLike | bytes) -> int | None:
+def _whole_line_chunks(stream: BinaryStream) -> Iterator[bytes]:
+    readline = stream.readline
+    while block := stream.read(JSONL_CHUNK):
+        if not block.endswith(b"\n"):
+            block += readline()
+        yield block
+
+
+def size_of(source: JsonlSource) -> int | None:
     """How many bytes a JSON Lines source holds, if that is known before reading it."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         return len(source)
+    if not isinstance(source, (str, os.PathLike)):
+        return None
     try:
         return os.stat(source).st_size if os.path.isfile(source) else None
     except OSError:
@@ -73,14 +95,18 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_jsonl(table: AgentTable, rows: PredicateRows, engine: str, source: str | os.PathLike | bytes, *,
-               on_error: str, pack: bool | None) -> tuple[list[Problem], bool]:
+def read_jsonl(table: AgentTable, rows: PredicateRows, engine: str, source: JsonlSource, *,
+               on_error: str, pack: bool | None, first_line: int = 1) -> tuple[list[Problem], bool]:
     """Add (or replace) the agents of JSON Lines declarations (Fleet.extend_jsonl): the problems
     found, and whether any agent was added. With `on_error="refuse"` any problem raises
-    SchemaError listing every one and nothing is added."""
+    SchemaError listing every one and nothing is added. The input's first line is numbered
+    `first_line` in problems. One vocabulary of declared values and one batch serve the whole
+    input, however many chunks it is read in."""
     if on_error not in ("refuse", "skip"):
         raise ValueError(f"on_error: expected 'refuse' or 'skip', found {on_error!r}")
-    source_name = None if isinstance(source, (bytes, bytearray, memoryview)) else os.fspath(source)
+    if isinstance(first_line, bool) or not isinstance(first_line, int) or first_line < 1:
+        raise ValueError(f"first_line: expected a line number of 1 or more, found {first_line!r}")
+    source_name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
     reader = ingest_module(engine)
     batch = reader.Batch()
     problems: list[Problem] = []
@@ -108,10 +134,11 @@ def read_jsonl(table: AgentTable, rows: PredicateRows, engine: str, source: str 
     def read_carefully(line: bytes, lineno: int) -> None:
         if not line.strip():
             return
-        try:
-            doc = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            problems.append(Problem(f"line {lineno}: $", "valid JSON", str(exc)))
+        # decoded under the document rule (a3fast.document): what orjson would read loosely — an
+        # integer beyond 64 bits as a float — is refused here as everywhere else
+        doc, refused = decode_problem(line)
+        if refused:
+            problems.extend(Problem(f"line {lineno}: {p.path}", p.expected, p.found) for p in refused)
             return
         try:
             decl = parse_declaration(doc)
@@ -135,7 +162,7 @@ def read_jsonl(table: AgentTable, rows: PredicateRows, engine: str, source: str 
             text = bytes(memoryview(canonical))
         batch.append(name, rows.rows_for(decl, new_row), cost_score(decl), text)
 
-    lineno = 1
+    lineno = first_line
     with collector_paused(), BatchPacker(table.codec, pack, size_of(source)) as packer:
         for chunk in chunks_of(source):
             pos, end = 0, len(chunk)
@@ -164,6 +191,10 @@ def _put_batch(table: AgentTable, rows: PredicateRows, batch: Any) -> None:
     each, a known name (or one seen earlier in the batch) as a replace."""
     ids, entries, index = table.ids, table.entries, rows.index
     names, texts = batch.names, batch.texts
+    if (not ids or ids.keys().isdisjoint(names)) and len(set(names)) == len(names):
+        # the usual bulk load: every name new and none repeated — one run, no check per name here
+        _put_run(table, rows, batch, 0, len(names))
+        return
     costs = batch.columns()[2]
     run_start = 0
     run_names: set[str] = set()

@@ -23,7 +23,7 @@ from ..schema import Declaration, Requirements, parse_declaration, parse_require
 from ..scoring import DEFAULT_WEIGHTS, Scorer, cost_score
 from . import pipeline
 from .pipeline import prepare
-from .bulk_load import collector_paused, read_jsonl
+from .bulk_load import JsonlSource, collector_paused, read_jsonl
 from .domain import check_namespace
 from .persistence import Saved, read_snapshot, write_snapshot
 from .rows import PredicateRows
@@ -175,7 +175,7 @@ class Fleet:
 
     # -- JSON Lines ingest (a3fast.fleet.bulk_load) -----------------------------------------------
     @classmethod
-    def load_jsonl(cls, source: str | os.PathLike | bytes, engine: str | None = None, *,
+    def load_jsonl(cls, source: JsonlSource, engine: str | None = None, *,
                    on_error: str = "refuse", pack: bool | None = None, **options: Any) -> "Fleet":
         """A fleet from JSON Lines of §3 declarations (a path, or the bytes themselves); see
         `extend_jsonl`. `options` go to the Fleet (scorer, weights)."""
@@ -184,9 +184,11 @@ class Fleet:
         return fleet
 
     @_locked
-    def extend_jsonl(self, source: str | os.PathLike | bytes, *, on_error: str = "refuse",
-                     pack: bool | None = None) -> list[Problem]:
-        """Add (or replace) the agents of JSON Lines declarations, in line order, in bulk.
+    def extend_jsonl(self, source: JsonlSource, *, on_error: str = "refuse",
+                     pack: bool | None = None, first_line: int = 1) -> list[Problem]:
+        """Add (or replace) the agents of JSON Lines declarations, in line order, in bulk: a path,
+        the bytes themselves, or a binary stream (read 2 MiB of whole lines at a time; its first
+        line is numbered `first_line` in problems).
 
         Each line is validated as `parse_declaration` does (the same problems, under `line N:
         $...`) and kept as its rows, cost and canonical JSON — no Declaration stays alive — then
@@ -202,7 +204,8 @@ class Fleet:
         Placements and records are the same either way; a packed declaration is expanded when a
         record or a caller needs it. A fleet that packs keeps packing.
         """
-        problems, added = read_jsonl(self._table, self._rows, self.engine, source, on_error=on_error, pack=pack)
+        problems, added = read_jsonl(self._table, self._rows, self.engine, source, on_error=on_error,
+                                     pack=pack, first_line=first_line)
         if added:
             self.generation += 1
             self.membership += 1
@@ -364,30 +367,72 @@ class Fleet:
                         self._rows.session_row(session)
             placements: list[Placement | None] = [None] * len(tasks)
             held = [False] * len(tasks)
-            pending = iter(units)    # taken one unit at a time by whichever thread is free
-
-            def work() -> None:
-                for unit in pending:
-                    for i in unit:
-                        p = placements[i] = self._place(tasks[i], chosen[i], scorer, kind, reason_limit)
-                        task_session = chosen[i]
-                        if p.agent is not None and remember_session and task_session is not None:
-                            held[i] = self._hold_in_batch(p.agent, task_session)
-
             n = max(1, min(workers or os.cpu_count() or 1, len(units)))
-            if n == 1:
-                work()
+            if (scorer or self.scorer) is None:
+                self._place_batched(tasks, chosen, units, n, kind, reason_limit, remember_session,
+                                    placements, held)
             else:
-                with ThreadPoolExecutor(n, thread_name_prefix="a3fast-place") as pool:
-                    for future in [pool.submit(work) for _ in range(n)]:
-                        future.result()
+                self._place_threaded(tasks, chosen, units, n, scorer, kind, reason_limit,
+                                     remember_session, placements, held)
             generation = self.generation
             for p, did_hold in zip(placements, held):
-                assert p is not None  # work() placed every task
+                assert p is not None  # every task was placed
                 p.generation = generation
                 generation += did_hold
             self.generation = generation
             return placements  # type: ignore[return-value]
+
+    def _place_batched(self, tasks: list[Requirements], chosen: list[str | None], units: list[list[int]],
+                       n: int, kind: str | None, reason_limit: int | None, remember_session: bool,
+                       placements: list[Placement | None], held: list[bool]) -> None:
+        """place_many with the default scorer: the batch in waves, the j-th task of every unit in
+        wave j (so no wave holds two tasks of one remembered session, whose scores depend on each
+        other's winner). Each wave goes through `Index.place_batch` — on `n` threads, each calling
+        it for a run of the wave's tasks with the GIL released — and is then built and its
+        sessions held in order, under the GIL, before the next wave is scored."""
+        states = [prepare(t, s, None, reason_limit, kind, None) for t, s in zip(tasks, chosen)]
+        waves: list[list[int]] = []
+        for unit in units:
+            for j, i in enumerate(unit):
+                if j == len(waves):
+                    waves.append([])
+                waves[j].append(i)
+        stages, membership, weights = self._stages, self.membership, self.weights
+        pool = ThreadPoolExecutor(n - 1, thread_name_prefix="a3fast-place") if n > 1 else None
+        try:
+            for wave in waves:
+                wave.sort()
+                stages.scored_batch([states[i] for i in wave], membership, weights, pool, n)
+                for i in wave:
+                    p = placements[i] = stages.build(states[i], self.generation)
+                    task_session = chosen[i]
+                    if p.agent is not None and remember_session and task_session is not None:
+                        held[i] = self._hold_in_batch(p.agent, task_session)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+
+    def _place_threaded(self, tasks: list[Requirements], chosen: list[str | None], units: list[list[int]],
+                        n: int, scorer: Scorer | None, kind: str | None, reason_limit: int | None,
+                        remember_session: bool, placements: list[Placement | None], held: list[bool]) -> None:
+        """place_many with a caller's scorer: each unit through every stage on whichever of `n`
+        threads is free (the scorer runs under the GIL; the engine's loops do not)."""
+        pending = iter(units)    # taken one unit at a time by whichever thread is free
+
+        def work() -> None:
+            for unit in pending:
+                for i in unit:
+                    p = placements[i] = self._place(tasks[i], chosen[i], scorer, kind, reason_limit)
+                    task_session = chosen[i]
+                    if p.agent is not None and remember_session and task_session is not None:
+                        held[i] = self._hold_in_batch(p.agent, task_session)
+
+        if n == 1:
+            work()
+        else:
+            with ThreadPoolExecutor(n, thread_name_prefix="a3fast-place") as pool:
+                for future in [pool.submit(work) for _ in range(n)]:
+                    future.result()
 
     def _hold_in_batch(self, agent: str, session: str) -> bool:
         """`hold_session` for a placement of a batch (its session row exists; `generation` is

@@ -100,13 +100,22 @@ def read_snapshot(path: str | os.PathLike, table: AgentTable, rows: PredicateRow
     is wrong with a file that is not a snapshot, is of another format version, is cut short or
     damaged, or whose parts do not agree."""
     data = snapshot.read(path)
-    header, sections = snapshot.decode(data, str(path))
+    # the checksum runs on another core while the sections are restored; the table and rows filled
+    # meanwhile belong to a fleet no caller sees until the checksum has matched
+    checksum = snapshot.Checksum(data, str(path))
     try:
-        return _restore(data, header, sections, table, rows)
+        header, sections = snapshot.decode(data, str(path), checksum)
+        saved = _restore(data, header, sections, table, rows)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
+        checksum.wait()             # a damaged file is named as damaged, whatever else went wrong
         if isinstance(exc, SnapshotError):
             raise
         raise SnapshotError(f"{path}: the snapshot's contents are inconsistent ({exc})") from None
+    except BaseException:
+        checksum.wait()
+        raise
+    checksum.wait()
+    return saved
 
 
 def _restore(data: bytes, header: dict, sections: dict, table: AgentTable, rows: PredicateRows) -> Saved:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..errors import A3Error, FleetError
@@ -30,6 +31,11 @@ if TYPE_CHECKING:
     from .._core import Index
 
 __all__ = ["CycleState", "prepare", "LocalStages", "choose_among", "build_placement", "resume"]
+
+
+#: The fewest tasks a thread of a batch is given: a run shorter than this costs more to hand over
+#: (the new thread waits for the GIL, up to the 5 ms switch interval) than it saves.
+MIN_RUN = 32
 
 
 class CycleState:
@@ -187,6 +193,63 @@ class LocalStages:
         self.score(state, weights)
         self.choose(state)
         return state
+
+    def scored_batch(self, states: list[CycleState], membership: int, weights: tuple[float, ...],
+                     pool: Executor | None = None, parts: int = 1) -> None:
+        """explain, score and choose for a batch of independent tasks (the scores of one must not
+        depend on what becomes of another: no two of one remembered session) through
+        `Index.place_batch`, which runs a whole batch's loops with the GIL released once: with a
+        `pool`, the batch is cut into `parts` runs of tasks, one call each, on as many threads.
+        Fills each state as `scored` does; the default scorer only, no `within`."""
+        rows, index = self.rows, self.index
+        explained, session_rows, kinds = rows.explained, rows.session_rows, rows.kinds
+        jobs: list[tuple[Any, ...]] = []
+        fresh: list[CycleState] = []
+        for state in states:
+            matched = state.matched
+            predicates = matched.predicates
+            cached = explained.get(predicates)
+            job: tuple[Any, ...]
+            if cached is not None and cached[0] == membership:
+                state.eval_rows = cached[2]
+                job = (cached[1], (), 0, (), cached[2])
+            else:
+                resolve = rows.resolve_prepared if state.prepared else rows.resolve_parsed
+                ids, only, excluded, eval_rows = resolve(matched)
+                state.eval_rows = eval_rows
+                job = (None, ids, only, excluded, eval_rows)
+                fresh.append(state)
+            if state.kind is None and kinds:
+                state.kind = task_kind(matched)
+            session, kind = state.session, state.kind
+            jobs.append(job + (session_rows.get(session, -1) if session is not None else -1,
+                               kinds.get(kind, -1) if kind is not None else -1))
+            state.gathered = time.perf_counter_ns()
+        parts = min(parts, len(jobs) // MIN_RUN)
+        if pool is None or parts <= 1:
+            results = index.place_batch(jobs, weights)
+        else:
+            step = -(-len(jobs) // parts)
+            runs = [pool.submit(index.place_batch, jobs[at:at + step], weights)
+                    for at in range(step, len(jobs), step)]
+            results = index.place_batch(jobs[:step], weights)
+            for run in runs:
+                results += run.result()
+        selected = time.perf_counter_ns()
+        for state, (expl, scores) in zip(states, results):
+            state.explanation, state.scores, state.best = expl, scores, scores.best
+            state.selected = selected
+        for state in fresh:
+            rows.remember(state.matched.predicates, membership, state.explanation, state.eval_rows)
+
+    def build(self, state: CycleState, generation: int) -> Placement:
+        """The build stage for a chosen cycle state."""
+        best = state.best
+        table = self.table
+        if best >= 0:
+            return build_placement(state, self.engine, self.index, table.declaration(best),
+                                   table.declaration_json(best), generation)
+        return build_placement(state, self.engine, self.index, None, None, generation)
 
     def place(self, state: CycleState, membership: int, weights: tuple[float, ...],
               generation: int) -> Placement:
