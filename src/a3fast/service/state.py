@@ -438,11 +438,8 @@ class ServiceState:
         session itself (as `place` does), so `generation` is renumbered here as one at a time would
         see it. Returns, per task, (placement, record lines) or the exception `place` would raise."""
         self.check_writable()
-        # one thread: a batch is what one read of input holds (about a hundred tasks), and starting
-        # a pool of threads for it cost more CPU than it saved, measured (docs/performance.md)
-        one_thread: dict[str, Any] = {"workers": 1} if isinstance(self.fleet, Fleet) else {}
         placements = self.fleet.place_many([r for r, _, _ in items], sessions=[s for _, s, _ in items],
-                                           remember_session=False, **one_thread)
+                                           remember_session=False)
         generation = self.fleet.generation
         out: list[tuple[Any, bytes] | Exception] = []
         for p, (_, _, compact) in zip(placements, items):
