@@ -76,9 +76,11 @@ def _over_stdio(load: bytes, requests: bytes, count: int) -> tuple[float, float]
         if not orjson.loads(proc.stdout.readline()).get("ok"):
             raise RuntimeError("a3fast serve --stdio refused the fleet")
         cpu = _cpu_of(proc.pid)
+        stdin = proc.stdin
+
         def write() -> None:
-            proc.stdin.write(requests)
-            proc.stdin.flush()
+            stdin.write(requests)
+            stdin.flush()
 
         writer = threading.Thread(target=write)
         started = time.perf_counter()
@@ -122,7 +124,7 @@ def _served_in_process(fleet_docs, requests: bytes) -> tuple[float, float]:
         state.put_agents([parse_declaration(d) for d in fleet_docs])
         out = _Sink()
         wall, cpu = time.perf_counter(), time.process_time()
-        serve_stdio_sync(ops, io.BytesIO(requests), out, len(requests) + 1)
+        serve_stdio_sync(ops, io.BytesIO(requests), out, len(requests) + 1)  # type: ignore[arg-type]
         return time.perf_counter() - wall, time.process_time() - cpu
     finally:
         state.close()
@@ -163,5 +165,6 @@ def bench_pipelined(quick: bool = False, tasks: int | None = None, rounds: int |
 
 
 if __name__ == "__main__":      # python -m a3fast.bench.pipelined [tasks] [rounds]
-    args = [int(a) for a in sys.argv[1:]]
-    print(orjson.dumps(bench_pipelined(*([False] + args)), option=orjson.OPT_INDENT_2).decode())
+    args = [int(a) for a in sys.argv[1:3]]
+    figures = bench_pipelined(False, *args)
+    print(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import orjson
 
@@ -68,6 +68,10 @@ class ServedFleet(Protocol):
     def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
               route: Route | None = None, *, remember_session: bool = True,
               reason_limit: int | None = None, candidates: Iterable[str] | None = None) -> Placement: ...
+    def place_many(self, requirements_list: Iterable[Mapping[str, Any] | Requirements], *,
+                   sessions: Sequence[str | None] | None = None, remember_session: bool = True,
+                   reason_limit: int | None = None) -> list[Placement]: ...
+    generation: int
     def save(self, path: str | os.PathLike) -> None: ...
 
 

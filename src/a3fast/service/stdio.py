@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from typing import Any, BinaryIO
+from typing import Any, Awaitable, BinaryIO
 
 import orjson
 
@@ -80,7 +80,7 @@ async def answer_batch(ops: Operations, lines: list[bytes], together: bool = Fal
     answers, records and trace as one at a time); any other request is answered alone, in its turn.
     `together` (on an event loop): every step is started in order before any is awaited, so each
     applies its change before the next starts and all share the journal's next group commit."""
-    steps = []
+    steps: list[Awaitable[list[bytes]]] = []
     places: list[tuple[Any, dict]] = []
     for line in lines:
         rid, request, _ = _request(line)
