@@ -22,8 +22,10 @@ FOREIGN_DESIGN = re.compile(r"\bDESIGN\b")
 def searched_files() -> list[Path]:
     files = [ROOT / "README.md", ROOT / "pyproject.toml"]
     for top in SEARCHED:
+        # a build's metadata (src/a3fast.egg-info) lists the tree as it was built: not a document
         files += [p for p in sorted((ROOT / top).rglob("*"))
-                  if p.is_file() and p.suffix in TEXT_SUFFIXES and "__pycache__" not in p.parts]
+                  if p.is_file() and p.suffix in TEXT_SUFFIXES and "__pycache__" not in p.parts
+                  and not any(part.endswith(".egg-info") for part in p.parts)]
     generated = {p.with_suffix(".c") for p in (ROOT / "src").rglob("*.pyx")}
     return [p for p in files if p not in generated]
 

@@ -168,3 +168,18 @@ def test_serve_with_shards_refuses_a_state_saved_with_another_number_of_shards(t
                            "--state", state], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "holds a fleet of 2 shards, not the 3 of --shards 3; start with --shards 2" in done.stderr
+
+
+def test_a_replay_on_the_served_sharded_fleet_is_refused_with_501(tmp_path):
+    # a replay copies the served fleet through one process's snapshot; a sharded fleet's snapshot
+    # is its shards' own, so the caller must post the declarations to replay on
+    sharded = Server(*SHARDED)
+    try:
+        for agent in SECTION_10_AGENTS:
+            sharded.client.put(f"/v1/agents/{agent['agent']['name']}", json=agent)
+        sharded.client.post("/v1/place", json={"requirements": SECTION_10_TASK})
+        r = sharded.client.post("/v1/replay", json={"since": 1})
+        assert r.status_code == 501, r.text
+        assert "sharded" in r.text
+    finally:
+        sharded.stop()

@@ -26,4 +26,14 @@ def place_and_resume(fleet: FleetProtocol) -> list[Placement]:
     explained = fleet.explain({})
     assert explained.candidates_count == len(fleet) and "a" in fleet
     assert fleet.all_failed({"agentRef": "b"}) == {"a": ["agentRef:b"]}
+    assert fleet.namespace_of("a") == "n" and fleet.namespace_of("b") is None
+    assert fleet.holds_session("a", "s") and fleet.outcomes("a", "k") == (0, 0)
+    generation: int = fleet.generation
+    assert generation > 0
     return [first, *batch, fleet.resume(first, seq=3)]
+
+
+def keep_and_end(fleet: FleetProtocol, where: str) -> None:
+    """Lifetime, written once: a snapshot the fleet's own `load` reads, then its resources released."""
+    fleet.save(where)
+    fleet.close()

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from ..engines import ENGINE
-from ..fleet import Fleet
+from ..fleet import Fleet, FleetProtocol
 from ..replay import ReplaySummary, run_replay
 from ..trace import TraceWriter
 from ..workload import generate_fleet, generate_tasks
@@ -45,7 +45,7 @@ def _read_only(path: Path) -> int:
     return lines
 
 
-def _replay_once(path: Path, fleet: Fleet, out: Path) -> ReplaySummary:
+def _replay_once(path: Path, fleet: FleetProtocol, out: Path) -> ReplaySummary:
     """What `a3fast replay TRACE --fleet NEW -o OUT` does once the fleet is loaded."""
     with open(out, "wb") as fh:
         return run_replay(path, fleet, changes=fh, copy=False)[0]

@@ -20,7 +20,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 from ..engines import ENGINE, available_engines
-from ..schema import parse_declaration, parse_requirements
+from ..fleet import FleetProtocol
+from ..schema import Declaration, parse_declaration, parse_requirements
 from .authority import bench_resolve
 from .baselines import BASELINES
 from .compact import bench_compact
@@ -157,7 +158,7 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
             report.update_size = size
             for measured in subjects:
                 if isinstance(measured, EngineSubject):
-                    report.updates.update(_updates(measured.fleet, parsed, config.updates))
+                    report.updates.update(_updates(measured.fleet, measured.name, parsed, config.updates))
         del subjects, parsed, declarations
 
     engine = "native" if "native" in config.engines else config.engines[0]
@@ -178,16 +179,17 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
     return report
 
 
-def _updates(fleet, parsed, count: int) -> dict[tuple[str, str], list[int]]:
+def _updates(fleet: FleetProtocol, engine: str, parsed: Sequence[Declaration],
+             count: int) -> dict[tuple[str, str], list[int]]:
     """ns to remove an agent, add it back, replace it with other content, and add a new one
-    (declarations parsed beforehand: parsing is measured on its own)."""
+    (declarations parsed beforehand: parsing is measured on its own), on any fleet; `engine` labels
+    the figures."""
     count = min(count, len(parsed) // 2)
     victims = parsed[:count]
     others = [d.doc for d in parsed[count:2 * count]]
     replacements = [parse_declaration({**o, "agent": v.doc["agent"]}) for v, o in zip(victims, others)]
     newcomers = [parse_declaration({**o, "agent": {**o["agent"], "name": o["agent"]["name"] + "-new"}})
                  for o in others]
-    engine = fleet.engine
     return {(engine, "remove"): time_each(lambda d: fleet.remove(d.agent.name), victims),
             (engine, "add (returning name)"): time_each(fleet.add, victims),
             (engine, "replace"): time_each(fleet.add, replacements),

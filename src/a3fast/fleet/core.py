@@ -168,6 +168,14 @@ class Fleet:
         """Live agent names in id order (the order of `candidates` in records)."""
         return self._table.names()
 
+    def namespace_of(self, name: str) -> str | None:
+        """The namespace of a live agent, None if no agent has the name."""
+        decl = self._table.get(name)
+        return decl.agent.namespace if decl is not None else None
+
+    def close(self) -> None:
+        """Nothing to release: a fleet in this process holds no outside resource (FleetProtocol)."""
+
     def _repr_html_(self) -> str | None:
         """How many agents, and the predicates most of them satisfy, as a notebook shows it (the
         view a3fast.report registers; see a3fast.notebook)."""

@@ -7,6 +7,7 @@ a type checker holds both fleets to it (tests/typing/fleet_protocol.py).
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from ..placement import Placement, Route
@@ -41,6 +42,21 @@ class FleetProtocol(Protocol):
     def __iter__(self) -> Iterator[Declaration]: ...
     def names(self) -> list[str]: ...
     def get(self, name: str) -> Declaration | None: ...
+    def namespace_of(self, name: str) -> str | None:
+        """The namespace of a live agent (None if no agent has the name): what the one-domain rule
+        (a3fast.fleet.domain) checks a new declaration against, without reading its declaration."""
+    @property
+    def generation(self) -> int:
+        """Bumped by every change that can alter a placement's result: what a caller keys a
+        cache of the fleet's answers by."""
+
+    # -- lifetime
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """A snapshot the fleet's own `load` reads back exactly (a file, or a directory for a
+        sharded fleet)."""
+    def close(self) -> None:
+        """Release what the fleet holds outside this process (a sharded fleet's actors); a
+        fleet in this process holds nothing, and its `close` does nothing."""
 
     # -- history the scorer reads
     def record_outcome(self, agent: str, kind: str | Requirements | Mapping[str, Any], success: bool) -> None: ...

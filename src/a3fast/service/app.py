@@ -560,17 +560,29 @@ def _query_value(query: bytes, name: str) -> str | None:
 
 
 def _open(state: ServiceState, config: ServiceConfig, app) -> None:
+    source = state.directory          # what is being read: the state directory, then --fleet
     try:
         state.open(mark_ready=False)
         if config.fleet is not None:
+            source = config.fleet
             seed_fleet(state, config)
         state.ready = True
     except (StateError, SchemaError, OSError) as exc:
-        app.state.failure = str(exc)
-        state.ready = False
-        print(f"a3fast serve: cannot start: {exc}", file=sys.stderr, flush=True)
-        if app.state.on_failure is not None:
-            app.state.on_failure()
+        _stop_loading(app, state, str(exc))
+    except Exception as exc:
+        # whatever else escapes a loader stops the start too: a server left answering 503
+        # "loading" would never become ready
+        where = source if source is not None else "the fleet"
+        _stop_loading(app, state, f"{where}: cannot be loaded ({type(exc).__name__}: {exc})")
+
+
+def _stop_loading(app, state: ServiceState, failure: str) -> None:
+    """The start failed: the server stops (exit 2) with the reason on stderr."""
+    app.state.failure = failure
+    state.ready = False
+    print(f"a3fast serve: cannot start: {failure}", file=sys.stderr, flush=True)
+    if app.state.on_failure is not None:
+        app.state.on_failure()
 
 
 async def _iterate(chunks):

@@ -211,26 +211,19 @@ class Extender:
         return await asyncio.get_running_loop().run_in_executor(self._worker, decode_args, data)
 
     # -- the NodeNames mode: the served fleet -------------------------------------------------------
-    def _live(self):
-        """The served fleet's live names as a set (kept while the fleet's generation stands), or
-        the fleet itself when it has no generation to key them by."""
+    def _live(self) -> frozenset[str]:
+        """The served fleet's live names as a set, kept while the fleet's generation stands (every
+        FleetProtocol bumps it when its membership changes)."""
         fleet = self.state.fleet
-        generation = getattr(fleet, "generation", None)
-        if generation is None:
-            return fleet
-        if self._live_names is None or self._live_names[0] != (id(fleet), generation):
-            self._live_names = ((id(fleet), generation), frozenset(fleet.names()))
+        key = (id(fleet), fleet.generation)
+        if self._live_names is None or self._live_names[0] != key:
+            self._live_names = (key, frozenset(fleet.names()))
         return self._live_names[1]
 
     def _offered_agents(self, names: list[str]) -> tuple[list[str], dict[str, str]]:
         """The offered names that are agents (the fleet orders them by join order when it
         places), and the rest as unresolvable."""
-        live = self._live()
-        if isinstance(live, (set, frozenset)):
-            agents, strays = _NAMES.split_members(names, live)
-        else:
-            agents = [n for n in names if n in live]
-            strays = [n for n in names if n not in live] if len(agents) < len(names) else []
+        agents, strays = _NAMES.split_members(names, self._live())
         return agents, dict.fromkeys(strays, NOT_AN_AGENT)
 
     def _ask_fleet(self, requirements, agents: list[str]):
@@ -386,7 +379,7 @@ class Extender:
         fleet = self.state.fleet
         meta = pod.metadata
         text = meta.annotations.requirements if meta is not None and meta.annotations is not None else None
-        return id(fleet), getattr(fleet, "generation", None), text
+        return id(fleet), fleet.generation, text
 
     def _asked_placement(self, pod: _Object):
         """The placement of this pod's filter, while the fleet and its requirements are unchanged:

@@ -139,14 +139,16 @@ def _fields(body: Any) -> dict[str, Any]:
 def _new_fleet(state: Any, declarations: list | None) -> Any:
     """The fleet to replay on: the posted declarations (on the served fleet's engine), or a copy of
     the served fleet (a sharded fleet cannot be copied: 501)."""
+    from ..fleet import Fleet
+
     served = state.fleet
     if declarations is None:
-        if not hasattr(served, "save"):
+        # a replay decides on one process's fleet (`Fleet.scored`), copied through its snapshot;
+        # a sharded fleet's snapshot is its shards' own, so it is not copied here
+        if not isinstance(served, Fleet):
             raise ServiceError(501, [problem("$.fleet", "declarations to replay on (the served fleet is sharded "
                                                         "and has no snapshot to copy)", "none")])
         return copy_fleet(served)
-    from ..fleet import Fleet
-
     problems = []
     parsed = []
     for i, doc in enumerate(declarations):

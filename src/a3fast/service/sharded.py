@@ -19,7 +19,7 @@ from pathlib import Path
 from ..distributed.sharded import ShardError, ShardedFleet
 from ..errors import SnapshotError
 from .problems import ServiceError, problem
-from .state import FleetStore, ServedFleet, StateError
+from .state import FleetStore, StateError
 
 __all__ = ["fleet_factory", "start_ray", "sharded_fleet_factory", "ShardedFleets", "shard_unavailable",
            "ShardError", "SHARDS_DIR"]
@@ -82,10 +82,6 @@ class ShardedFleets:
             raise ShardsNotStarted(f"{path}: the state holds a fleet of {saved} shards, not the "
                                    f"{self.shards} of --shards {self.shards}; start with --shards {saved}")
         return fleet
-
-    def close(self, fleet: ServedFleet) -> None:
-        if isinstance(fleet, ShardedFleet):
-            fleet.close()
 
 
 def sharded_fleet_factory(shards: int, ray_address: str | None, engine: str | None,

@@ -22,13 +22,13 @@ import sys
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol
 
 import orjson
 
 from ..errors import A3Error, FleetError, Problem, SchemaError
 from ..record.compact import Encoder
-from ..fleet import Fleet, namespace_problem
+from ..fleet import Fleet, FleetProtocol, namespace_problem
 from ..placement import Placement, Route
 from ..record.write import placement_records
 from ..schema import Declaration, Requirements
@@ -38,7 +38,7 @@ from ..journal import (CHANGE, TRACE as TRACE_ENTRY, ChangeUnreadable, Journal, 
                        decode_change, encode_change)
 from ..statedir import Entry, StateDir, StateError
 
-__all__ = ["ServiceState", "StateError", "ServedFleet", "FleetStore", "LocalFleets", "CHECKPOINT", "TRACE"]
+__all__ = ["ServiceState", "StateError", "FleetStore", "LocalFleets", "CHECKPOINT", "TRACE"]
 
 CHECKPOINT = "checkpoint"
 TRACE = "trace.jsonl"
@@ -47,44 +47,16 @@ TRACE = "trace.jsonl"
 TRACE_CHECK_BYTES = 1 << 20
 
 
-class ServedFleet(Protocol):
-    """What the service asks of the fleet it serves: a Fleet or a ShardedFleet. (The fleet
-    package's typed protocol states the same; this names only what the state uses.)"""
-
-    def add(self, declaration: Mapping[str, Any] | Declaration) -> Declaration: ...
-    def extend(self, declarations: Iterable[Mapping[str, Any] | Declaration]) -> None: ...
-    def remove(self, name: str) -> Declaration: ...
-    def get(self, name: str) -> Declaration | None: ...
-    def names(self) -> list[str]: ...
-    def __contains__(self, name: object) -> bool: ...
-    def __len__(self) -> int: ...
-    def __iter__(self) -> Iterator[Declaration]: ...
-    def record_outcome(self, agent: str, kind: Any, success: bool) -> None: ...
-    def record_outcomes(self, agent: str, kind: str, successes: int, attempts: int) -> None: ...
-    def outcomes(self, agent: str, kind: str) -> tuple[int, int]: ...
-    def hold_session(self, agent: str, session: str) -> None: ...
-    def release_session(self, agent: str, session: str) -> None: ...
-    def holds_session(self, agent: str, session: str) -> bool: ...
-    def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
-              route: Route | None = None, *, remember_session: bool = True,
-              reason_limit: int | None = None, candidates: Iterable[str] | None = None) -> Placement: ...
-    def place_many(self, requirements_list: Iterable[Mapping[str, Any] | Requirements], *,
-                   sessions: Sequence[str | None] | None = None, remember_session: bool = True,
-                   reason_limit: int | None = None) -> list[Placement]: ...
-    generation: int
-    def save(self, path: str | os.PathLike) -> None: ...
-
-
 class FleetStore(Protocol):
-    """How the service makes its fleet: empty, from a snapshot `save` wrote, and ended.
+    """How the service makes its fleet: empty, or from a snapshot the fleet's `save` wrote (the
+    fleet itself is ended by its own `close`).
     `reads_in_bulk`: a fleet read by `a3fast.document_reader.load_fleet` may take the empty one's
     place (`ServiceState.seed`); otherwise a seed goes through `put_agents`."""
 
     reads_in_bulk: bool
 
-    def empty(self) -> ServedFleet: ...
-    def load(self, path: Path) -> ServedFleet: ...
-    def close(self, fleet: ServedFleet) -> None: ...
+    def empty(self) -> FleetProtocol: ...
+    def load(self, path: Path) -> FleetProtocol: ...
 
 
 class LocalFleets:
@@ -100,9 +72,6 @@ class LocalFleets:
 
     def load(self, path: Path) -> Fleet:
         return Fleet.load(path, engine=self.engine)
-
-    def close(self, fleet: ServedFleet) -> None:
-        pass
 
 
 class ServiceState:
@@ -127,7 +96,7 @@ class ServiceState:
             self._tempdir = tempfile.mkdtemp(prefix="a3fast-serve-")
             self.trace_path = Path(self._tempdir) / TRACE
         self.fleets: FleetStore = fleet_factory if fleet_factory is not None else LocalFleets(engine)
-        self.fleet: ServedFleet = Fleet(engine)     # replaced at `open`
+        self.fleet: FleetProtocol = Fleet(engine)     # replaced at `open`
         self.statedir: StateDir | None = None
         self.next_seq = 1
         self.encoder = Encoder()
@@ -184,13 +153,13 @@ class ServiceState:
             self.journal.entries = sum(1 for e in replay if e.generation == self.statedir.generation)
         self.ready = mark_ready
 
-    def _empty_fleet(self) -> ServedFleet:
+    def _empty_fleet(self) -> FleetProtocol:
         try:
             return self.fleets.empty()
         except ShardError as exc:
             raise StateError(f"cannot start the fleet: {exc}") from None
 
-    def _load_fleet(self, path: Path) -> ServedFleet:
+    def _load_fleet(self, path: Path) -> FleetProtocol:
         try:
             return self.fleets.load(path)
         except StateError:
@@ -198,6 +167,9 @@ class ServiceState:
         except (A3Error, OSError) as exc:
             raise StateError(f"{path}: cannot load the fleet snapshot the checkpoint names: {exc}; "
                              f"restore the state directory from a copy") from None
+        except Exception as exc:   # a loader's unforeseen failure still names the file, never hangs a start
+            raise StateError(f"{path}: cannot load the fleet snapshot the checkpoint names "
+                             f"({type(exc).__name__}: {exc}); restore the state directory from a copy") from None
 
     def close(self) -> None:
         """Flush everything; with a state directory, take a checkpoint so the next start is quick
@@ -207,7 +179,7 @@ class ServiceState:
                 self.checkpoint()
             self.journal.close()
             self.journal = None
-        self.fleets.close(self.fleet)
+        self.fleet.close()
         if self._trace_fd >= 0:
             self._flush_trace()
             os.fsync(self._trace_fd)
@@ -347,7 +319,7 @@ class ServiceState:
         if not self.fresh or len(self.fleet):
             raise StateError("a fleet read in bulk seeds only an empty state")
         self.check_writable()
-        self.fleets.close(self.fleet)
+        self.fleet.close()
         self.fleet = fleet
         self.fresh = False
         if self.journal is not None:
@@ -364,18 +336,12 @@ class ServiceState:
         for k, decl in enumerate(declarations):
             name, namespace = decl.agent.name, decl.agent.namespace
             conflict = namespace_problem(f"[{k}].agent.namespace", name,
-                                         seen.get(name, self._namespace_of(name)), namespace)
+                                         seen.get(name, self.fleet.namespace_of(name)), namespace)
             if conflict is not None:
                 problems.append(conflict)
             seen[name] = namespace
         if problems:
             raise FleetConflict(problems)
-
-    def _namespace_of(self, name: str) -> str | None:
-        if name not in self.fleet:       # asked of the fleet itself: no shard is called
-            return None
-        current = self.fleet.get(name)
-        return current.agent.namespace if current is not None else None
 
     def _put(self, declarations: list[Declaration]) -> None:
         if len(declarations) == 1:
@@ -406,7 +372,7 @@ class ServiceState:
 
     # -- placing ----------------------------------------------------------------------------------
     def place(self, requirements, *, session: str | None = None, route=None, compact: bool = False,
-              task: dict[str, Any] | None = None, fleet: ServedFleet | None = None):
+              task: dict[str, Any] | None = None, fleet: FleetProtocol | None = None):
         """Place one task; its trace records are journalled and written before this returns (made
         durable by `durable()`). Returns (placement, record lines). `fleet` places on another fleet
         (a Kubernetes NodeList) whose records still go into this trace, in spec form."""
