@@ -33,7 +33,7 @@ import orjson
 
 from .. import workload
 from ..fleet import Fleet
-from ..harness.client import MatcherFailure, MatcherProcess
+from ..harness.client import PIPELINE_WINDOW, MatcherFailure, MatcherProcess
 from ..record.compact import Encoder
 from ..record.write import placement_records
 from ..trace import TraceWriter
@@ -81,6 +81,8 @@ class MatcherBench:
     started: str
     runs: list[MatcherRun]
     record: str = "compact"
+    #: requests sent before their answers are read
+    window: int = 1
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -166,21 +168,34 @@ class _ProtocolSubject:
         self.run.load_s = time.perf_counter() - started
 
     def place(self, task: dict[str, Any]) -> float:
-        request = {"requirements": task} if self.record is None else {"requirements": task, "record": self.record}
+        return self.place_window([task])
+
+    def place_window(self, tasks: list[dict[str, Any]]) -> float:
+        """Seconds to place `tasks`, sent pipelined (all written, then the answers read)."""
+        requests = [{"requirements": t} if self.record is None else {"requirements": t, "record": self.record}
+                    for t in tasks]
         started = time.perf_counter()
-        rid, line = self.process.request_line("place", **request)
+        answers = self.process.request_lines_pipelined("place", requests, window=max(1, len(requests)))
+        elapsed = time.perf_counter() - started
+        for rid, line in answers:
+            if not self._checked(rid, line):
+                self.record = None      # a matcher that refuses the record form: asked again without it
+                return self.place_window(tasks)
+        return elapsed
+
+    def _checked(self, rid: int, line: bytes) -> bool:
+        """Whether a place answer is one; False for a refusal of the record form (ask again
+        without it); MatcherFailure for anything else."""
         try:
             answer = _read_place_answer(line)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise MatcherFailure("malformed", f"the answer to a place request is not a place answer ({exc})") from None
-        elapsed = time.perf_counter() - started
         if answer.id != rid:
             raise MatcherFailure("malformed", f"the answer to place request {rid} carries id {answer.id!r}: "
                                  f"answers must echo the request's id, in order")
         if answer.ok is not True and self.record is not None and any(
                 p.path == "$.record" for p in answer.problems or ()):
-            self.record = None      # a matcher that refuses the record form: asked again without it
-            return self.place(task)
+            return False
         if answer.ok is not True:
             raise MatcherFailure("refused", f"place was refused: {line[:200].decode('utf-8', 'replace')}")
         if answer.records is None:
@@ -189,7 +204,7 @@ class _ProtocolSubject:
         if decisions != 1:
             raise MatcherFailure("malformed", f"a place answer with {decisions} task.bound or task.rejected "
                                  f"records (expected one)")
-        return elapsed
+        return True
 
     def close(self) -> None:
         self.run.peak_rss = self.rss.stop()
@@ -222,6 +237,9 @@ class _InProcessSubject:
         self.seq = writer.next_seq
         return time.perf_counter() - started
 
+    def place_window(self, tasks: list[dict[str, Any]]) -> float:
+        return sum(self.place(task) for task in tasks)
+
     def close(self) -> None:
         pass
 
@@ -232,13 +250,18 @@ def a3fast_command() -> str:
 
 def run_matcher_bench(commands: list[str], agents: int = 1000, tasks: int = 300, seed: int = 0,
                       budget_s: float = 30.0, timeout: float = 30.0, record: str = "compact",
-                      progress: Callable[[str], None] = lambda text: None) -> MatcherBench:
+                      window: int = PIPELINE_WINDOW, progress: Callable[[str], None] = lambda text: None) -> MatcherBench:
     """Every subject over the same fleet and tasks, records asked for in `record` form (RECORD_FORMS);
-    a subject that fails is reported with why."""
+    a subject that fails is reported with why. Protocol subjects are sent `window` requests at a
+    time before their answers are read (1: one request at a time); a window's placements are each
+    counted at the window's time over its size."""
     if record not in RECORD_FORMS:
         raise ValueError(f"record: one of {', '.join(RECORD_FORMS)}, not {record!r}")
     fleet = workload.generate_fleet(agents, seed=seed)
-    work = workload.generate_tasks(fleet, tasks + WARMUP, seed=seed)
+    if window < 1:
+        raise ValueError(f"window: at least 1, not {window}")
+    warmup = -(-WARMUP // window) * window      # whole windows
+    work = workload.generate_tasks(fleet, tasks + warmup, seed=seed)
     runs = [MatcherRun(IN_PROCESS, None), MatcherRun(OVER_PROTOCOL, a3fast_command())]
     runs += [MatcherRun(command, command) for command in commands]
     subjects: list[Any] = []
@@ -258,23 +281,24 @@ def run_matcher_bench(commands: list[str], agents: int = 1000, tasks: int = 300,
             subject.close()
     progress(f"placing {tasks} tasks on each subject in turn (at most {budget_s:g} s each)")
     spent = {id(s): 0.0 for s in subjects}
-    for k, task in enumerate(work):
+    for k in range(0, len(work), window):
+        chunk = work[k:k + window]
         for subject in list(subjects):
             if spent[id(subject)] > budget_s:
                 continue
             try:
-                elapsed = subject.place(task)
+                elapsed = subject.place_window(chunk)
             except MatcherFailure as exc:
                 subject.run.failure = exc.message
                 subjects.remove(subject)
                 subject.close()
                 continue
             spent[id(subject)] += elapsed
-            if k >= WARMUP:
-                subject.run.latencies_s.append(elapsed)
+            if k >= warmup:     # a window's placements are counted at the window's mean
+                subject.run.latencies_s.extend([elapsed / len(chunk)] * len(chunk))
     for subject in subjects:
         subject.close()
-    return MatcherBench(agents, tasks, datetime.now(timezone.utc).isoformat(), runs, record)
+    return MatcherBench(agents, tasks, datetime.now(timezone.utc).isoformat(), runs, record, window)
 
 
 def _ratio(run: MatcherRun, base: MatcherRun | None) -> str:
@@ -298,7 +322,8 @@ def render_matchers(bench: MatcherBench) -> str:
                      rss, _ratio(r, base), _ratio(r, proto)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = [f"Matchers side by side: {bench.agents} agents of the standard workload, "
-             f"{len(base.latencies_s) if base else 0} placements each, one request at a time, "
+             f"{len(base.latencies_s) if base else 0} placements each, "
+             f"{'one request at a time' if bench.window == 1 else f'{bench.window} requests pipelined at a time'}, "
              f"{bench.record} records asked for"]
     for j, row in enumerate(rows):
         lines.append("  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)))

@@ -253,6 +253,15 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
               k8s["healthz_under_nodes_filters_p99_ms"], 20, ms)
         check("Kubernetes extender: a pod's repeated identical filter adds ≤ 1 KB to the trace",
               k8s["repeated_filter_trace_bytes"], 1024, lambda v: f"{v:.0f} B")
+    piped = next((figures for title, figures in report.extras if title.startswith("stdio, pipelined")), None)
+    if isinstance(piped, dict):
+        out.append(("stdio, pipelined, 1,000 agents, compact records: ≥ 20,000 placements/s",
+                    f"{piped['stdio_per_s']:,.0f}/s (service CPU {piped['stdio_service_cpu_us']:.0f} µs a placement)",
+                    piped["stdio_per_s"] >= 20_000))
+        out.append(("stdio, pipelined: ≤ 2× Fleet.place + compact records in process, same run",
+                    f"{piped['x_in_process']:.2f}× wall, {piped['cpu_x_in_process']:.2f}× CPU "
+                    f"({piped['stdio_us']:.0f} against {piped['in_process_us']:.0f} µs)",
+                    piped["x_in_process"] <= 2.0))
     if report.update_size == 100_000:
         for (engine, op), ns in report.updates.items():
             if engine == "native":

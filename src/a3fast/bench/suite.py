@@ -30,6 +30,7 @@ from .embedding import bench_embedding
 from .replay import bench_replay
 from .harness import Cell, measure_cells, time_each
 from .k8s import bench_k8s
+from .pipelined import bench_pipelined
 from .subjects import SCENARIOS, EngineSubject, Subject, build_subjects
 from .verify import bench_verify
 
@@ -45,6 +46,7 @@ EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
     ("embedding (the README's flow: 10,000 agents, 1,000 tasks, compact trace, verify)", bench_embedding),
     ("replay (compact trace at 1,000 agents, a clearance revoked)", bench_replay),
     ("Kubernetes extender, 5,000 nodes (a3fast serve over HTTP)", bench_k8s),
+    ("stdio, pipelined (1,000 agents, compact records, beside Fleet.place in process)", bench_pipelined),
 )
 
 

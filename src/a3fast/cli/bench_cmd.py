@@ -48,7 +48,10 @@ def _sizes(value: str) -> tuple[int, ...]:
               help="With --matcher: seconds allowed for any one answer.")
 @click.option("--record", type=click.Choice(["compact", "spec"]), default="compact", show_default=True,
               help="With --matcher: the record form asked of every subject (the place op's `record`).")
-def bench(sizes, large_from, shell_runs, distributed, quick, json_path, output, tasks, no_memory, no_extras, matchers, seconds, timeout, record) -> None:
+@click.option("--window", type=click.IntRange(1, 64), default=32, show_default=True,
+              help="With --matcher: place requests sent before their answers are read (1: one at a time).")
+def bench(sizes, large_from, shell_runs, distributed, quick, json_path, output, tasks, no_memory, no_extras, matchers,
+          seconds, timeout, record, window) -> None:
     """Time matching and explaining on fleets of the standard workload, per engine and beside the
     literal per-candidate loop, a numpy boolean matrix and SQLite; print medians and ratios.
     With --matcher, time other matchers over the stdio protocol instead."""
@@ -73,7 +76,7 @@ def bench(sizes, large_from, shell_runs, distributed, quick, json_path, output, 
         return
     if matchers:
         _bench_matchers(list(matchers), chosen[0] if chosen else 1000, tasks or (30 if quick else 300),
-                        min(seconds, 5.0) if quick else seconds, timeout, record, paths)
+                        min(seconds, 5.0) if quick else seconds, timeout, record, paths, window)
         return
     config = BenchConfig.quick_run(chosen or (1_000,)) if quick else (BenchConfig(sizes=chosen) if chosen else BenchConfig())
     config = replace(config, memory=not no_memory, extras=not no_extras, large_from=large_from,
@@ -90,7 +93,7 @@ def bench(sizes, large_from, shell_runs, distributed, quick, json_path, output, 
     click.echo(table, err="-" in paths)
 
 
-def _bench_matchers(commands, agents, tasks, seconds, timeout, record, paths) -> None:
+def _bench_matchers(commands, agents, tasks, seconds, timeout, record, paths, window=32) -> None:
     from ..bench.matchers import render_matchers, run_matcher_bench, to_pytest_benchmark
     from ..harness.client import command_argv
 
@@ -100,7 +103,7 @@ def _bench_matchers(commands, agents, tasks, seconds, timeout, record, paths) ->
         except ValueError as exc:
             raise BadInput(f"--matcher: {exc}") from None
     result = run_matcher_bench(commands, agents=agents, tasks=tasks, budget_s=seconds, timeout=timeout,
-                               record=record, progress=lambda text: click.echo(f"… {text}", err=True))
+                               record=record, window=window, progress=lambda text: click.echo(f"… {text}", err=True))
     if paths:
         data = orjson.dumps(to_pytest_benchmark(result), option=orjson.OPT_INDENT_2)
         with atomic_outputs(paths) as streams:

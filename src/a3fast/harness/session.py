@@ -6,10 +6,13 @@ previous world left), and starts a new one after the matcher crashed or was stop
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import takewhile
 from typing import Any
 
+import orjson
+
 from .checks import Expected, check_placement, expected_placement, from_vector
-from .client import MatcherFailure, MatcherProcess
+from .client import PIPELINE_WINDOW, MatcherFailure, MatcherProcess
 from .worlds import World, live_fleet
 
 __all__ = ["Failure", "Session"]
@@ -70,20 +73,31 @@ class Session:
                 self.close()
             matcher = self.start()
             self._reset(matcher)
-            for step, (kind, arg) in enumerate(world.steps, 1):
+            steps = list(enumerate(world.steps, 1))
+            at = 0
+            while at < len(steps):
+                step, (kind, arg) = steps[at]
                 if kind == "put":
                     self._put(matcher, arg)
                 elif kind == "delete":
                     matcher.request("delete_agent", name=arg)
                     self.live.discard(arg)
                 else:
-                    placement += 1
-                    answer = matcher.request("place", requirements=arg)
-                    self.placements += 1
-                    differences = check_placement(answer.get("records"), set(self.live),
-                                                  self._expected(world, placement, step, arg))
-                    if differences:
-                        return Failure(world, placement, step, differences)
+                    # consecutive placements change nothing the next one sees: sent pipelined, a
+                    # window at a time, and checked in order as one at a time
+                    run = list(takewhile(lambda s: s[1][0] == "place", steps[at:at + PIPELINE_WINDOW]))
+                    lines = matcher.request_lines_pipelined("place", [{"requirements": a} for _, (_, a) in run])
+                    for (step, (_, arg)), (rid, line) in zip(run, lines):
+                        placement += 1
+                        answer = _place_answer(rid, line)
+                        self.placements += 1
+                        differences = check_placement(answer.get("records"), set(self.live),
+                                                      self._expected(world, placement, step, arg))
+                        if differences:
+                            return Failure(world, placement, step, differences)
+                    at += len(run)
+                    continue
+                at += 1
         except MatcherFailure as exc:
             if exc.kind in ("timeout", "crashed", "malformed"):
                 self.close()      # its state, or its place in the conversation, is lost
@@ -115,6 +129,25 @@ class Session:
         for name in sorted(self.live):
             matcher.request("delete_agent", name=name)
         self.live = set()
+
+
+def _place_answer(rid: int, line: bytes) -> dict[str, Any]:
+    """A place answer read as `MatcherProcess.request` reads one: JSON, an object, the request's
+    id, ok."""
+    try:
+        answer = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise MatcherFailure("malformed", f"the answer to a place request is not JSON ({exc}): "
+                             f"{line[:200].decode('utf-8', 'replace')}") from None
+    if not isinstance(answer, dict):
+        raise MatcherFailure("malformed", "the answer to a place request is not a JSON object: "
+                             f"{line[:200].decode('utf-8', 'replace')}")
+    if answer.get("id") != rid:
+        raise MatcherFailure("malformed", f"the answer to place request {rid} carries id "
+                             f"{answer.get('id')!r}: answers must echo the request's id, in order")
+    if answer.get("ok") is not True:
+        raise MatcherFailure("refused", f"place was refused: {line[:200].decode('utf-8', 'replace')}")
+    return answer
 
 
 def _unknown_op(answer: dict[str, Any]) -> bool:

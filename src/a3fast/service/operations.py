@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable
 import orjson
 
 from ..errors import A3Error, FleetError, SchemaError
+from ..journal import JournalFailed
 from ..placement import Route, RouteError
 from ..schema import parse_declaration, parse_requirements, task_kind
 from ..verify import is_valid, verify_stream_counted
@@ -153,6 +154,72 @@ class Operations:
 
     # -- placing ----------------------------------------------------------------------------------
     async def place(self, body: dict) -> dict:
+        parsed, session, route, compact = self._place_request(body)
+        p, lines = self._placed(parsed, session, route, compact)
+        await self.state.durable()
+        return self._place_answer(lines, compact)
+
+    async def place_batch(self, bodies: list[Any]) -> list[dict | Exception]:
+        """Consecutive `place` requests, answered exactly as one at a time (the same placements,
+        records and trace), placed through the fleet's batch path in runs: a run ends before a task
+        with a route (placed alone) and before a second task of one session (its affinity depends
+        on the session the earlier one holds). A request that is refused changes nothing, so it
+        does not end a run. Returns, per request, its result or the exception that refuses it."""
+        results: list[dict | Exception | None] = [None] * len(bodies)
+        placed: list[tuple[int, bytes, bool]] = []
+        run: list[tuple[int, Any, str | None, bool]] = []
+        sessions: set[str] = set()
+
+        def place_run() -> None:
+            if not run:
+                return
+            try:
+                answers = self.state.place_many([(parsed, session, compact) for _, parsed, session, compact in run])
+            except Exception as exc:       # nothing was placed: each is refused alike
+                answers = [exc] * len(run)
+            for (i, _, _, compact), answer in zip(run, answers):
+                if isinstance(answer, Exception):
+                    results[i] = answer
+                else:
+                    self._counted(answer[0])
+                    placed.append((i, answer[1], compact))
+            run.clear()
+            sessions.clear()
+
+        for i, body in enumerate(bodies):
+            try:
+                if self.state.failed is not None:
+                    raise JournalFailed(self.state.failed)
+                parsed, session, route, compact = self._place_request(body)
+                if route is not None:
+                    place_run()
+                    placed.append((i, self._placed(parsed, session, route, compact)[1], compact))
+                    continue
+                chosen = session if session is not None else parsed.session
+                if chosen is not None:
+                    if chosen in sessions:
+                        place_run()
+                    sessions.add(chosen)
+                run.append((i, parsed, session, compact))
+            except Exception as exc:
+                results[i] = exc
+        place_run()
+        if placed:
+            try:
+                await self.state.durable()
+            except Exception as exc:
+                for i, _, _ in placed:
+                    results[i] = exc
+                placed = []
+        for i, lines, compact in placed:
+            try:
+                results[i] = self._place_answer(lines, compact)
+            except Exception as exc:
+                results[i] = exc
+        return results  # type: ignore[return-value]
+
+    def _place_request(self, body: Any) -> tuple[Any, str | None, Route | None, bool]:
+        """A place request's fields, checked, with its requirements parsed (ServiceError if not)."""
         requirements = _require(body, "requirements", dict, "a requirements document (§4)")
         session = _optional(body, "session", str, "a session id")
         route = self._route(body)
@@ -160,16 +227,26 @@ class Operations:
         if record not in ("spec", "compact"):
             raise ServiceError(400, [problem("$.record", '"spec" or "compact"', repr(record))])
         try:
-            parsed = parse_requirements(requirements)
-            p, lines = self.state.place(parsed, session=session, route=route, compact=record == "compact")
+            return parse_requirements(requirements), session, route, record == "compact"
+        except SchemaError as exc:
+            raise from_library(exc, 400) from None
+
+    def _placed(self, parsed, session: str | None, route: Route | None, compact: bool):
+        try:
+            p, lines = self.state.place(parsed, session=session, route=route, compact=compact)
         except SchemaError as exc:
             raise from_library(exc, 400) from None
         except RouteError as exc:
             raise ServiceError(422, [problem("$.route", "a route that only adds requirements", str(exc))]) from None
+        self._counted(p)
+        return p, lines
+
+    def _counted(self, p) -> None:
         metrics.count_placement(p)
         self.state.maybe_checkpoint()
-        await self.state.durable()
-        if record == "compact":
+
+    def _place_answer(self, lines: bytes, compact: bool) -> dict:
+        if compact:
             lines = readable_answer(self.state, lines)
         return {"records": orjson.Fragment(records_array(lines))}
 

@@ -67,7 +67,32 @@ class TableSource:
         return names, live
 
 
-def _rewrite(line: bytes, seq: int, remap: dict[int, int], source: TableSource) -> bytes:
+#: (trace path, snapshot seq, live) -> the snapshot as the JSON a slice carries inline. A snapshot
+#: of a trace never changes once written; consecutive compact answers mostly need the same one, so
+#: its 1,000s of names are written as JSON once rather than once per answer.
+_TABLE_JSON: dict[tuple[str, int, str], bytes] = {}
+_TABLE_JSON_KEPT = 4
+
+
+def _table_json(source: TableSource, seq: int) -> bytes:
+    names, live = source.table(seq)
+    key = (str(source.path), seq, live)
+    text = _TABLE_JSON.get(key)
+    if text is None:
+        if len(_TABLE_JSON) >= _TABLE_JSON_KEPT:
+            _TABLE_JSON.pop(next(iter(_TABLE_JSON)))
+        text = _TABLE_JSON[key] = orjson.dumps({"names": names, "live": live})
+    return text
+
+
+def _rewrite(line: bytes, seq: int, remap: dict[int, int], source: TableSource,
+             found: re.Match | None = None) -> bytes:
+    if found is not None and found.group(1) is not None and int(found.group(1)) not in remap:
+        # a plain reference: the table goes in its place, the rest of the line byte for byte
+        referenced = int(found.group(1))
+        table = _table_json(source, referenced)
+        remap[referenced] = seq
+        return line[:found.start(1)] + table + line[found.end(1):].rstrip(b"\n") + b"\n"
     record = orjson.loads(line)
     member = record["content"][KEY]
     fleet = member["fleet"]
@@ -106,7 +131,7 @@ def self_contained(lines: Iterable[bytes], start: int, source: TableSource) -> I
             continue
         seq = int(_SEQ.match(line).group(1))  # type: ignore[union-attr]  # TraceWriter's lines
         try:
-            yield _rewrite(line, seq, remap, source)
+            yield _rewrite(line, seq, remap, source, found)
         except (KeyError, TypeError, ValueError, OSError):
             # a table that cannot be read back: the record goes as it is, and a reader names the
             # snapshot it lacks

@@ -400,6 +400,37 @@ class ServiceState:
         self._write_trace(lines, len(records))
         return p, lines
 
+    def place_many(self, items: list[tuple[Any, str | None, bool]]) -> list[tuple[Any, bytes] | Exception]:
+        """Place consecutive tasks `(requirements, session, compact)` through the fleet's batch path,
+        with exactly the placements, records and trace of `place` one at a time, in order. The
+        caller gives tasks whose order of updates allows it: no route, and no session twice (a held
+        session changes only the affinity of its own session's tasks). The service holds each bound
+        session itself (as `place` does), so `generation` is renumbered here as one at a time would
+        see it. Returns, per task, (placement, record lines) or the exception `place` would raise."""
+        self.check_writable()
+        placements = self.fleet.place_many([r for r, _, _ in items], sessions=[s for _, s, _ in items],
+                                           remember_session=False)
+        generation = self.fleet.generation
+        out: list[tuple[Any, bytes] | Exception] = []
+        for p, (_, _, compact) in zip(placements, items):
+            try:
+                self.check_writable()
+                p.generation = generation
+                seq = self.next_seq
+                records = self.encoder.encode_placement(seq, p) if compact else list(placement_records(p))
+                lines = _record_lines(records, seq)
+                hold = (p.agent, p.session) if p.agent is not None and p.session is not None else None
+                if hold is not None:
+                    self.fleet.hold_session(*hold)
+                    generation = self.fleet.generation
+                if self.journal is not None:
+                    self.journal.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
+                self._write_trace(lines, len(records))
+                out.append((p, lines))
+            except Exception as exc:        # answered for this task, as `place` would raise it
+                out.append(exc)
+        return out
+
     def _write_trace(self, lines: bytes, count: int) -> None:
         """Queue trace lines: with a journal, its next commit writes them (the journal entry holds
         them too, and the trace file is rebuilt from it); without one, they are written once per

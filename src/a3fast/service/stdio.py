@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from typing import Any, BinaryIO
+from typing import Any, Awaitable, BinaryIO
 
 import orjson
 
@@ -23,9 +23,18 @@ __all__ = ["serve_stdio", "serve_stdio_sync", "answer"]
 log = logging.getLogger("a3fast.serve")
 
 
-async def answer(ops: Operations, line: bytes) -> bytes:
-    """The response line (without newline) to one request line. Errors are answered by the table
-    the HTTP shell uses (`refusals`), so the same error has the same status and problems."""
+def _refused(rid: Any, exc: BaseException) -> bytes:
+    """The answer to a refused request, by the table the HTTP shell uses (`refusals`), so the same
+    error has the same status and problems."""
+    error = refusal(exc)
+    if error is None:
+        log.exception("unexpected error answering a stdio request", exc_info=exc)
+        error = INTERNAL
+    return orjson.dumps({"id": rid, "ok": False, "status": error.status, "problems": error.problems})
+
+
+def _request(line: bytes) -> tuple[Any, dict | None, Exception | None]:
+    """(id, request, None) of one request line, or (id if known, None, the error refusing it)."""
     rid: Any = None
     try:
         request = parse_json(line)
@@ -33,19 +42,63 @@ async def answer(ops: Operations, line: bytes) -> bytes:
             raise ServiceError(400, [problem("$", 'an object {"op", ...}', "another value")])
         rid = request.get("id")
         op = request.get("op")
-        method = OPS.get(op) if isinstance(op, str) else None
-        if method is None:
+        if not isinstance(op, str) or op not in OPS:
             raise ServiceError(400, [problem("$.op", "one of " + ", ".join(OPS), repr(op)[:60])])
+        return rid, request, None
+    except Exception as exc:
+        return rid, None, exc
+
+
+async def answer(ops: Operations, line: bytes) -> bytes:
+    """The response line (without newline) to one request line."""
+    rid, request, error = _request(line)
+    try:
+        if request is None:
+            raise error  # type: ignore[misc]
         if ops.state.failed is not None:
             raise JournalFailed(ops.state.failed)
-        result = await getattr(ops, method)(request)
+        result = await getattr(ops, OPS[request["op"]])(request)
         return orjson.dumps({"id": rid, "ok": True, **result})
     except Exception as exc:
-        error = refusal(exc)
-        if error is None:
-            log.exception("unexpected error answering a stdio request")
-            error = INTERNAL
-        return orjson.dumps({"id": rid, "ok": False, "status": error.status, "problems": error.problems})
+        return _refused(rid, exc)
+
+
+async def _answer_places(ops: Operations, places: list[tuple[Any, dict]]) -> list[bytes]:
+    results = await ops.place_batch([request for _, request in places])
+    return [_refused(rid, result) if isinstance(result, Exception)
+            else orjson.dumps({"id": rid, "ok": True, **result})
+            for (rid, _), result in zip(places, results)]
+
+
+async def _answer_one(ops: Operations, line: bytes) -> list[bytes]:
+    return [await answer(ops, line)]
+
+
+async def answer_batch(ops: Operations, lines: list[bytes], together: bool = False) -> list[bytes]:
+    """The response lines to request lines that arrived together, in order. Each run of consecutive
+    `place` requests is answered by `Operations.place_batch` (the fleet's batch path; the same
+    answers, records and trace as one at a time); any other request is answered alone, in its turn.
+    `together` (on an event loop): every step is started in order before any is awaited, so each
+    applies its change before the next starts and all share the journal's next group commit."""
+    steps: list[Awaitable[list[bytes]]] = []
+    places: list[tuple[Any, dict]] = []
+    for line in lines:
+        rid, request, _ = _request(line)
+        if request is not None and request["op"] == "place":
+            places.append((rid, request))
+            continue
+        if places:
+            steps.append(_answer_places(ops, places))
+            places = []
+        steps.append(_answer_one(ops, line))
+    if places:
+        steps.append(_answer_places(ops, places))
+    if together:
+        steps = [asyncio.ensure_future(step) for step in steps]
+    out: list[bytes] = []
+    for step in steps:
+        out.extend(await step)
+    return out
 
 
 #: Bytes asked of standard input at a time: every complete line of what arrives is answered, and
@@ -115,6 +168,22 @@ def _too_long(max_line: int) -> bytes:
         problem("$", f"a request line of at most {max_line} bytes", "more")]})
 
 
+async def _answers(ops: Operations, batch: list[bytes | None], max_line: int,
+                   together: bool = False) -> list[bytes]:
+    """The answers to a batch of lines (None: a line too long), in order; blank lines are skipped."""
+    out: list[bytes] = []
+    requests: list[bytes] = []
+    for line in batch:
+        if line is None:
+            out.extend(await answer_batch(ops, requests, together))
+            requests = []
+            out.append(_too_long(max_line))
+        elif line.strip():
+            requests.append(line)
+    out.extend(await answer_batch(ops, requests, together))
+    return out
+
+
 def _read(stdin: BinaryIO) -> bytes:
     read1 = getattr(stdin, "read1", None)
     return read1(READ_SIZE) if read1 is not None else stdin.read(READ_SIZE)
@@ -129,8 +198,7 @@ def serve_stdio_sync(ops: Operations, stdin: BinaryIO, stdout: BinaryIO, max_lin
     while True:
         chunk = _read(stdin)
         batch = lines.feed(chunk) if chunk else lines.end()
-        out = [_too_long(max_line) if line is None else _now(answer(ops, line))
-               for line in batch if line is None or line.strip()]
+        out = _now(_answers(ops, batch, max_line))
         if out:
             ops.state.flush_trace()
             stdout.write(b"\n".join(out) + b"\n")
@@ -150,9 +218,7 @@ async def serve_stdio(ops: Operations, stdin: BinaryIO, stdout: BinaryIO, max_li
     while True:
         chunk = await loop.run_in_executor(None, _read, stdin)
         batch = lines.feed(chunk) if chunk else lines.end()
-        tasks = [None if line is None else asyncio.ensure_future(answer(ops, line))
-                 for line in batch if line is None or line.strip()]
-        out = [_too_long(max_line) if task is None else await task for task in tasks]
+        out = await _answers(ops, batch, max_line, together=True)
         if out:
             stdout.write(b"\n".join(out) + b"\n")
             stdout.flush()
