@@ -4,6 +4,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import stat
 import re
 import sys
 import tempfile
@@ -143,6 +144,15 @@ def _is_stdout(path: str | None) -> bool:
     return path is None or path == "-"
 
 
+def _is_special(path: str) -> bool:
+    """Whether `path` is a file that is not a regular one (a device such as /dev/null, a FIFO, a
+    socket): a temporary file renamed over it would destroy it, so it is written in place."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode) and not stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _check_target(path: str) -> None:
     target = Path(path)
     if target.is_dir():
@@ -192,17 +202,22 @@ def atomic_outputs(paths: Sequence[str | None], mode: str = "wb") -> Iterator[li
     before anything is written, and every file is renamed into place only after all were written
     without error. A failure before the renames leaves every target untouched. A path of None or
     '-' is standard output; when other outputs go to files, what goes to standard output is held
-    back until they are in place, so that a failed run prints nothing either."""
+    back until they are in place, so that a failed run prints nothing either. A target that is not
+    a regular file (/dev/null, a FIFO) is written in place, after the files are in place, never
+    replaced."""
     check_outputs(paths)
     binary = "b" in mode
-    for directory in dict.fromkeys(Path(p).parent for p in paths if p is not None and not _is_stdout(p)):
+    specials = {p for p in paths if p is not None and not _is_stdout(p) and _is_special(p)}
+    for directory in dict.fromkeys(Path(p).parent for p in paths
+                                   if p is not None and not _is_stdout(p) and p not in specials):
         remove_stale_temps(directory)
+    in_place: list[tuple[str, io.BytesIO | io.StringIO]] = []
     prepared: list[tuple[str, str] | None] = []
     handles: list[Any] = []
     held: io.BytesIO | io.StringIO | None = None
     try:
         for path in paths:
-            if path is None or _is_stdout(path):
+            if path is None or _is_stdout(path) or path in specials:
                 prepared.append(None)
                 continue
             fd, tmp = _prepare(path)
@@ -210,9 +225,13 @@ def atomic_outputs(paths: Sequence[str | None], mode: str = "wb") -> Iterator[li
             handles.append(os.fdopen(fd, mode))
         files = iter(handles)
         streams = []
-        for entry in prepared:
+        for path, entry in zip(paths, prepared):
             if entry is not None:
                 streams.append(next(files))
+            elif path in specials:
+                buffer = io.BytesIO() if binary else io.StringIO()
+                in_place.append((path, buffer))
+                streams.append(buffer)
             elif len(paths) == 1:
                 streams.append(sys.stdout.buffer if binary else sys.stdout)
             else:
@@ -226,6 +245,9 @@ def atomic_outputs(paths: Sequence[str | None], mode: str = "wb") -> Iterator[li
         for entry in prepared:
             if entry is not None:
                 os.replace(entry[1], entry[0])
+        for path, buffer in in_place:
+            with open(path, mode) as special:
+                special.write(buffer.getvalue())
     except BaseException as exc:
         for fh in handles:
             try:
