@@ -89,7 +89,7 @@ def _latency(many: Any, task_docs: list[dict], out: dict[str, Any], progress: Ca
         def ping(self, value: Any = None) -> Any:
             return value
 
-    echo = Echo.remote()
+    echo = getattr(Echo, "remote")()  # an actor class: ray.remote adds `remote`, which its stubs may not show
     ray.get(echo.ping.remote())
     progress("Ray round trips, one shard's score_task, placements")
     trips, shard_trips, stages, places = [], [], [], []
