@@ -12,9 +12,11 @@ from a3fast.workload import generate_fleet, generate_tasks
 def test_pipelined_bench_reads_one_answer_per_request_and_reports_its_rows():
     figures = bench_pipelined(tasks=60, rounds=1)
     assert figures["placements"] == 60 and figures["agents"] == 1000
-    for key in ("stdio_per_s", "stdio_us", "stdio_service_cpu_us", "in_process_us", "in_process_cpu_us",
-                "served_in_process_us", "x_in_process", "cpu_x_in_process"):
+    for key in ("stdio_per_s", "stdio_us", "in_process_us", "served_in_process_us", "x_in_process"):
         assert figures[key] > 0, key
+    # the served process's CPU time is counted in clock ticks (10 ms): 60 placements may take fewer
+    for key in ("stdio_service_cpu_us", "in_process_cpu_us", "cpu_x_in_process"):
+        assert figures[key] >= 0, key
 
     class Report:
         extras = [("stdio, pipelined (1,000 agents, compact records, beside Fleet.place in process)", figures)]
