@@ -24,9 +24,9 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.list cimport PyList_Append
 from cpython.object cimport PyObject
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy, memset
 
 import numpy as np
@@ -34,6 +34,31 @@ import numpy as np
 cdef extern from "Python.h":
     # Locale-independent, correctly rounded, ±HUGE_VAL on overflow when given no exception type.
     double PyOS_string_to_double(const char* s, char** endptr, PyObject* overflow_exception) except? -1.0
+    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+    Py_ssize_t PyDict_GET_SIZE(object mapping)
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    /* Eight bytes as a word whose lowest bits hold the first byte, whatever the machine's order. */
+    static inline uint64_t a3_load_le64(const unsigned char* p) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        w = __builtin_bswap64(w);
+    #endif
+        return w;
+    }
+    #if defined(_MSC_VER)
+    #include <intrin.h>
+    static inline int a3_ctz64(uint64_t x) { unsigned long i; _BitScanForward64(&i, x); return (int)i; }
+    #else
+    static inline int a3_ctz64(uint64_t x) { return __builtin_ctzll(x); }
+    #endif
+    """
+    uint64_t load_le64 "a3_load_le64"(const unsigned char* p) nogil
+    int count_trailing_zeros "a3_ctz64"(uint64_t x) nogil   # x != 0
 
 __all__ = ["Batch", "Vocabulary", "scan", "CAPABILITY", "CLEARANCE", "TOOL", "RESIDENCY", "LATENCY", "EVALUATED"]
 
@@ -112,15 +137,35 @@ cdef inline Py_ssize_t utf8_sequence(const unsigned char* p, const unsigned char
     return n
 
 
+cdef inline uint64_t special_bytes(uint64_t w) noexcept nogil:
+    """Eight bytes of a string at once: a word with the high bit set in the byte of the first `"`,
+    backslash, control character, DEL or non-ASCII byte among them (bytes above that one may be
+    marked too, by a borrow or carry; the lowest mark is always exact), 0 if there is none."""
+    cdef uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL
+    cdef uint64_t quote = w ^ (ones * 0x22), slash = w ^ (ones * 0x5C)
+    return (((quote - ones) & ~quote) | ((slash - ones) & ~slash) | ((w - ones * 0x20) & ~w)
+            | (w + ones) | w) & highs
+
+
 cdef inline bint read_string(Line* s, const unsigned char** text, Py_ssize_t* n) noexcept nogil:
     """A string without escapes or control characters, in well-formed UTF-8 (orjson writes every
     other character as it is); the cursor is on its opening quote. `s.chars` is its length in
-    characters."""
+    characters. Plain ASCII is passed over eight bytes at a time."""
     cdef const unsigned char* p = s.p + 1
     cdef const unsigned char* end = s.end
     cdef unsigned char c
+    cdef uint64_t word, marks
     cdef Py_ssize_t extra = 0, step      # extra: bytes past the first of each character
-    while p < end:
+    while True:
+        while end - p >= 8:
+            word = load_le64(p)
+            marks = special_bytes(word)
+            if marks != 0:
+                p += count_trailing_zeros(marks) >> 3
+                break
+            p += 8
+        if p >= end:
+            return False
         c = p[0]
         if c == c'"':
             text[0] = s.p + 1
@@ -140,7 +185,6 @@ cdef inline bint read_string(Line* s, const unsigned char** text, Py_ssize_t* n)
                 return False
             p += step
             extra += step - 1
-    return False
 
 
 cdef inline bint read_integer(Line* s, int64_t* value, const unsigned char** digits,
@@ -657,6 +701,11 @@ cdef class Vocabulary:
     cdef Py_ssize_t* spans     # where each slot's key starts in `keys`, and its length
     cdef bytearray keys
     cdef Py_ssize_t size, used
+    # per row: the number of the last line that listed it, so that a value a line repeats is found
+    # in one step (a comparison with every row the line listed before was a tenth of the pass)
+    cdef uint32_t* stamps
+    cdef Py_ssize_t stamps_size
+    cdef uint32_t line
 
     def __cinit__(self):
         self.size = 1024
@@ -665,6 +714,9 @@ cdef class Vocabulary:
         self.rows = <int32_t*>malloc(self.size * sizeof(int32_t))
         self.spans = <Py_ssize_t*>malloc(2 * self.size * sizeof(Py_ssize_t))
         self.keys = bytearray()
+        self.stamps = NULL
+        self.stamps_size = 0
+        self.line = 0
         if self.hashes == NULL or self.rows == NULL or self.spans == NULL:
             raise MemoryError()
 
@@ -672,6 +724,33 @@ cdef class Vocabulary:
         free(self.hashes)
         free(self.rows)
         free(self.spans)
+        free(self.stamps)
+
+    cdef int next_line(self) except -1:
+        """Start a line: no row is listed by it yet."""
+        self.line += 1
+        if self.line == 0:          # the stamps wrapped around: forget them all
+            memset(self.stamps, 0, self.stamps_size * sizeof(uint32_t))
+            self.line = 1
+        return 0
+
+    cdef int first_listing(self, int32_t row) except -1:
+        """1 the first time the current line lists `row`, 0 after that."""
+        cdef Py_ssize_t size
+        cdef uint32_t* grown
+        if row < 0:
+            raise ValueError(f"a declared value was given row {row}")
+        if row >= self.stamps_size:
+            size = max(2 * self.stamps_size, <Py_ssize_t>row + 1, 1024)
+            grown = <uint32_t*>realloc(self.stamps, size * sizeof(uint32_t))
+            if grown == NULL:
+                raise MemoryError()
+            memset(grown + self.stamps_size, 0, (size - self.stamps_size) * sizeof(uint32_t))
+            self.stamps, self.stamps_size = grown, size
+        if self.stamps[row] == self.line:
+            return 0
+        self.stamps[row] = self.line
+        return 1
 
     def __len__(self):
         return self.used
@@ -732,17 +811,17 @@ cdef class Vocabulary:
 
 cdef inline uint64_t key_hash(const unsigned char* key, Py_ssize_t n) noexcept nogil:
     """A multiplicative hash of the key eight bytes at a time (a byte-at-a-time hash was the larger
-    part of finding a line's rows); never 0, which marks a free slot."""
+    part of finding a line's rows); never 0, which marks a free slot. The last partial word is read
+    whole and masked, so at least 8 bytes must be readable from `key + n - n % 8`."""
     cdef uint64_t h = <uint64_t>n * 0x9E3779B97F4A7C15ULL, word
     while n >= 8:
-        memcpy(&word, key, 8)
+        word = load_le64(key)
         h = (h ^ word) * 0xBF58476D1CE4E5B9ULL
         h ^= h >> 31
         key += 8
         n -= 8
     if n > 0:
-        word = 0
-        memcpy(&word, key, n)
+        word = load_le64(key) & ((<uint64_t>1 << (8 * n)) - 1)
         h = (h ^ word) * 0x94D049BB133111EBULL
         h ^= h >> 29
     h ^= h >> 32
@@ -754,12 +833,11 @@ cdef int find_rows(Line* s, Batch batch, Vocabulary vocab, object intern) except
     its bytes, for a capability a NUL and its version's digits) to its row, and `intern(kind,
     value)` gives the row of a value `vocab` has not seen."""
     cdef unsigned char key[KEY_BYTES]
-    cdef Py_ssize_t n, i, j, k, start = batch.n_rows
+    cdef Py_ssize_t n, i, j
     cdef int kind
     cdef Item* item
     cdef int32_t row
     cdef uint64_t h
-    cdef bint repeated
     cdef int at[N_KINDS + 1]
     cdef int order[MAX_ITEMS]
     # the items in kind order, each kind's in the line's order (a counting sort)
@@ -772,10 +850,12 @@ cdef int find_rows(Line* s, Batch batch, Vocabulary vocab, object intern) except
         order[at[s.items[i].kind]] = i
         at[s.items[i].kind] += 1
     batch.reserve(s.n_items)
+    vocab.next_line()
     for j in range(s.n_items):
         item = &s.items[order[j]]
         kind = item.kind
-        if 2 + item.n + item.n_digits > KEY_BYTES:   # the grammar bounds every value below this
+        # the grammar bounds every value below this (and the hash reads the last word whole)
+        if 2 + item.n + item.n_digits + 8 > KEY_BYTES:
             raise ValueError("a declared value too long for the reader's key buffer")
         key[0] = <unsigned char>kind
         memcpy(&key[1], item.text, item.n)
@@ -791,12 +871,7 @@ cdef int find_rows(Line* s, Batch batch, Vocabulary vocab, object intern) except
             value = (text, item.version) if kind == K_CAPABILITY or kind == K_EVALUATED else text
             row = intern(kind, value)
             vocab.remember(key, n, h, row)
-        repeated = False
-        for k in range(start, batch.n_rows):
-            if batch.rows_view[k] == row:
-                repeated = True
-                break
-        if not repeated:
+        if vocab.first_listing(row):   # a repeated value keeps its first place
             batch.rows_view[batch.n_rows] = row
             batch.n_rows += 1
     return 0
