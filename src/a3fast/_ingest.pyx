@@ -36,6 +36,7 @@ cdef extern from "Python.h":
     double PyOS_string_to_double(const char* s, char** endptr, PyObject* overflow_exception) except? -1.0
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
     Py_ssize_t PyDict_GET_SIZE(object mapping)
+    dict _PyDict_NewPresized(Py_ssize_t minused)
 
 cdef extern from *:
     """
@@ -626,27 +627,131 @@ cdef object grown(object array, Py_ssize_t used, Py_ssize_t size):
     return out
 
 
+cdef inline uint64_t text_hash(const unsigned char* text, Py_ssize_t n) noexcept nogil:
+    """`key_hash` of bytes that may end anywhere (the last partial word is read byte by byte)."""
+    cdef uint64_t h = <uint64_t>n * 0x9E3779B97F4A7C15ULL, word
+    while n >= 8:
+        word = load_le64(text)
+        h = (h ^ word) * 0xBF58476D1CE4E5B9ULL
+        h ^= h >> 31
+        text += 8
+        n -= 8
+    if n > 0:
+        word = 0
+        memcpy(&word, text, n)
+        h = (h ^ word) * 0x94D049BB133111EBULL
+        h ^= h >> 29
+    h ^= h >> 32
+    return h
+
+
+cdef class TextIndex:
+    """Where each str of a list first appears, found by its UTF-8 bytes without making an object:
+    an open-addressing table of (the hash's high 32 bits, position + 1), 8 bytes a slot at most half
+    full; the bytes compared are the list's own str (a compact ASCII str is its UTF-8)."""
+
+    cdef list items
+    cdef uint64_t* slots       # 0 marks a free slot
+    cdef Py_ssize_t size, used
+
+    def __cinit__(self, list items):
+        self.items = items
+        self.size = 64
+        self.used = 0
+        self.slots = <uint64_t*>calloc(self.size, sizeof(uint64_t))
+        if self.slots == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.slots)
+
+    cdef Py_ssize_t find(self, const unsigned char* text, Py_ssize_t n, uint64_t h) except -2:
+        """The position of the first str whose UTF-8 is `text`, or -1."""
+        cdef Py_ssize_t mask = self.size - 1, i = <Py_ssize_t>(h & <uint64_t>mask), at, m
+        cdef uint64_t tag = h >> 32
+        cdef const char* stored
+        while self.slots[i] != 0:
+            if (self.slots[i] >> 32) == tag:
+                at = <Py_ssize_t>(self.slots[i] & 0xFFFFFFFFULL) - 1
+                stored = PyUnicode_AsUTF8AndSize(self.items[at], &m)
+                if m == n and memcmp(stored, text, n) == 0:
+                    return at
+            i = (i + 1) & mask
+        return -1
+
+    cdef int add(self, Py_ssize_t at, uint64_t h) except -1:
+        """Record that the str at `at`, of hash `h`, is not found before it."""
+        cdef Py_ssize_t mask, i
+        if at >= 0xFFFFFFFE:
+            raise OverflowError("more than 4,294,967,293 names in one batch")
+        if 2 * (self.used + 1) > self.size:
+            self.grow()
+        mask = self.size - 1
+        i = <Py_ssize_t>(h & <uint64_t>mask)
+        while self.slots[i] != 0:
+            i = (i + 1) & mask
+        self.slots[i] = ((h >> 32) << 32) | <uint64_t>(at + 1)
+        self.used += 1
+        return 0
+
+    cdef int grow(self) except -1:
+        """Twice the slots; each entry's hash is taken again from its str (a slot keeps half of it)."""
+        cdef Py_ssize_t old_size = self.size, i, j, at, n
+        cdef uint64_t* old = self.slots
+        cdef uint64_t h
+        cdef const char* text
+        self.slots = <uint64_t*>calloc(2 * old_size, sizeof(uint64_t))
+        if self.slots == NULL:
+            self.slots = old
+            raise MemoryError()
+        self.size = 2 * old_size
+        for i in range(old_size):
+            if old[i] != 0:
+                at = <Py_ssize_t>(old[i] & 0xFFFFFFFFULL) - 1
+                text = PyUnicode_AsUTF8AndSize(self.items[at], &n)
+                h = text_hash(<const unsigned char*>text, n)
+                j = <Py_ssize_t>(h & <uint64_t>(self.size - 1))
+                while self.slots[j] != 0:
+                    j = (j + 1) & (self.size - 1)
+                self.slots[j] = old[i]
+        free(old)
+        return 0
+
+
 cdef class Batch:
     """Accepted declarations as columns, in line order: names, the declarations' canonical JSON,
-    costs, and every agent's rows in one int32 array (agent j's are `rows[offsets[j]:offsets[j+1]]`)."""
+    costs, every agent's rows in one int32 array (agent j's are `rows[offsets[j]:offsets[j+1]]`),
+    and each name's namespace, found by the name's bytes (`namespace_of`; the scan asks it for
+    every line without making a str) — a name appears twice only in one namespace."""
 
     cdef public list names
     cdef public list texts
-    cdef dict interned                       # one str per namespace
-    cdef object _rows, _offsets, _costs        # numpy arrays, grown by doubling
+    cdef list namespaces                     # one str per namespace, in order of appearance
+    cdef TextIndex by_name                   # names -> first position
+    cdef TextIndex by_namespace              # namespaces -> their number
+    cdef Py_ssize_t last_namespace           # the namespace of the last line pushed, or -1
+    cdef readonly Py_ssize_t repeated        # names pushed that were in the batch already
+    cdef object _rows, _offsets, _costs, _namespace_ids   # numpy arrays, grown by doubling
     cdef int32_t[::1] rows_view
     cdef int64_t[::1] offsets_view
     cdef double[::1] costs_view
+    cdef int32_t[::1] namespace_view
     cdef Py_ssize_t n, n_rows
 
     def __cinit__(self):
         self.names = []
         self.texts = []
-        self.interned = {}
+        self.namespaces = []
+        self.by_name = TextIndex(self.names)
+        self.by_namespace = TextIndex(self.namespaces)
+        self.last_namespace = -1
+        self.repeated = 0
         self._rows = np.empty(1 << 12, dtype=np.int32)
         self._offsets = np.zeros(1 << 8, dtype=np.int64)
         self._costs = np.empty(1 << 8, dtype=np.float64)
+        self._namespace_ids = np.empty(1 << 8, dtype=np.int32)
         self.rows_view, self.offsets_view, self.costs_view = self._rows, self._offsets, self._costs
+        self.namespace_view = self._namespace_ids
         self.n = 0
         self.n_rows = 0
 
@@ -659,29 +764,82 @@ cdef class Batch:
             size = self._costs.shape[0] * 2
             self._costs = grown(self._costs, self.n, size)
             self._offsets = grown(self._offsets, self.n + 1, size)
+            self._namespace_ids = grown(self._namespace_ids, self.n, size)
             self.costs_view, self.offsets_view = self._costs, self._offsets
+            self.namespace_view = self._namespace_ids
         if self.n_rows + rows > self._rows.shape[0]:
             size = max(self._rows.shape[0] * 2, self.n_rows + rows)
             self._rows = grown(self._rows, self.n_rows, size)
             self.rows_view = self._rows
         return 0
 
-    cdef int push(self, str name, bytes text, double cost) except -1:
+    cdef Py_ssize_t namespace_number(self, const unsigned char* text, Py_ssize_t n) except -1:
+        """The number of the namespace whose UTF-8 is `text`, given the first time it is seen (a
+        fleet has few namespaces; the last line's is tried first)."""
+        cdef Py_ssize_t m, number = self.last_namespace
+        cdef const char* last
+        cdef uint64_t h
+        if number >= 0:
+            last = PyUnicode_AsUTF8AndSize(self.namespaces[number], &m)
+            if m == n and memcmp(last, text, n) == 0:
+                return number
+        h = text_hash(text, n)
+        number = self.by_namespace.find(text, n, h)
+        if number < 0:
+            number = len(self.namespaces)
+            self.namespaces.append(PyUnicode_DecodeUTF8(<const char*>text, n, NULL))
+            self.by_namespace.add(number, h)
+        return number
+
+    cdef Py_ssize_t first_of(self, const unsigned char* text, Py_ssize_t n, uint64_t h) except -2:
+        """Where the name whose UTF-8 is `text` (of `text_hash` h) is first in the batch, or -1."""
+        return self.by_name.find(text, n, h)
+
+    cdef int push(self, str name, Py_ssize_t namespace, Py_ssize_t first, uint64_t h, bytes text,
+                  double cost) except -1:
+        """Append an entry whose rows were just written; `first`: where its name is already, or -1."""
+        cdef Py_ssize_t at = self.n
         PyList_Append(self.names, name)
         PyList_Append(self.texts, text)
-        self.costs_view[self.n] = cost
-        self.n += 1
+        if first < 0:
+            self.by_name.add(at, h)
+        else:
+            self.repeated += 1
+        self.costs_view[at] = cost
+        self.namespace_view[at] = <int32_t>namespace
+        self.last_namespace = namespace
+        self.n = at + 1
         self.offsets_view[self.n] = self.n_rows
         return 0
 
-    def append(self, str name, rows, double cost, bytes text) -> None:
-        """One declaration read by the careful reader."""
-        cdef Py_ssize_t r
+    def namespace_of(self, str name):
+        """The namespace the batch holds `name` in, or None."""
+        cdef Py_ssize_t n, at
+        cdef const unsigned char* text = <const unsigned char*>PyUnicode_AsUTF8AndSize(name, &n)
+        at = self.by_name.find(text, n, text_hash(text, n))
+        return None if at < 0 else self.namespaces[self.namespace_view[at]]
+
+    def append(self, str name, str namespace, rows, double cost, bytes text) -> None:
+        """One declaration read by the careful reader (its name held in no other namespace)."""
+        cdef Py_ssize_t r, n, number
+        cdef const unsigned char* utf8
         self.reserve(len(rows))
         for r in rows:
             self.rows_view[self.n_rows] = r
             self.n_rows += 1
-        self.push(name, text, cost)
+        utf8 = <const unsigned char*>PyUnicode_AsUTF8AndSize(namespace, &n)
+        number = self.namespace_number(utf8, n)
+        utf8 = <const unsigned char*>PyUnicode_AsUTF8AndSize(name, &n)
+        h = text_hash(utf8, n)
+        self.push(name, number, self.by_name.find(utf8, n, h), h, text, cost)
+
+    def name_ids(self, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t first) -> dict:
+        """{names[lo + k]: first + k} for a run of distinct names, in a dict made at its size."""
+        cdef dict ids = _PyDict_NewPresized(max(hi - lo, 0))
+        cdef Py_ssize_t k
+        for k in range(lo, hi):
+            ids[self.names[k]] = first + k - lo
+        return ids
 
     def rows_of(self, Py_ssize_t j) -> tuple:
         return tuple(self._rows[self.offsets_view[j]:self.offsets_view[j + 1]].tolist())
@@ -878,22 +1036,20 @@ cdef int find_rows(Line* s, Batch batch, Vocabulary vocab, object intern) except
 
 
 def scan(bytes data, Py_ssize_t pos, Py_ssize_t lineno, Batch batch, Vocabulary vocab, object intern,
-         dict held, dict namespaces):
+         dict held):
     """Read lines of `data` from `pos` (the start of line `lineno`) until one needs the careful
     reader or the data ends. Returns `(pos, lineno)`: where that line starts and its number, or
     `(len(data), lineno)` once every line is read. `held` maps names the fleet holds (whose lines
-    go to the careful reader: a replace); `namespaces` maps names of this batch to their namespace
-    and is kept up to date here."""
+    go to the careful reader: a replace), as does a name the batch holds in another namespace."""
     cdef const unsigned char* base = <const unsigned char*>PyBytes_AS_STRING(data)
-    cdef Py_ssize_t size = PyBytes_GET_SIZE(data), eol
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(data), eol, namespace, first
     cdef const unsigned char* line
     cdef const unsigned char* q
     cdef Line s
     cdef double cost
+    cdef uint64_t h
     cdef char number[64]
     cdef bint blank
-    cdef bytes last_ns = b""
-    last_namespace = None
     if pos < 0 or pos > size:
         raise ValueError("pos is outside the data")
     while pos < size:
@@ -914,21 +1070,16 @@ def scan(bytes data, Py_ssize_t pos, Py_ssize_t lineno, Batch batch, Vocabulary 
             s.name = s.ns = s.cost = NULL
             if not read_declaration(&s):
                 return pos, lineno
-            name = PyUnicode_DecodeUTF8(<char*>s.name, s.name_n, NULL)
-            if name in held:
-                return pos, lineno
-            # a fleet has few namespaces: the previous line's is usually this one's
-            if s.ns_n == PyBytes_GET_SIZE(last_ns) and memcmp(s.ns, PyBytes_AS_STRING(last_ns), s.ns_n) == 0:
-                namespace = last_namespace
+            namespace = batch.namespace_number(s.ns, s.ns_n)
+            h = text_hash(s.name, s.name_n)
+            first = batch.first_of(s.name, s.name_n, h)
+            if first >= 0:
+                if batch.namespace_view[first] != namespace:
+                    return pos, lineno     # the careful reader names the conflict
+                name = batch.names[first]
             else:
-                namespace = PyUnicode_DecodeUTF8(<char*>s.ns, s.ns_n, NULL)
-                namespace = batch.interned.setdefault(namespace, namespace)
-                last_ns = PyBytes_FromStringAndSize(<char*>s.ns, s.ns_n)
-                last_namespace = namespace
-            previous = namespaces.get(name)
-            if previous is None:
-                namespaces[name] = namespace
-            elif previous != namespace:
+                name = PyUnicode_DecodeUTF8(<char*>s.name, s.name_n, NULL)
+            if PyDict_GET_SIZE(held) != 0 and name in held:
                 return pos, lineno
             cost = 0.0
             if s.cost != NULL:
@@ -941,7 +1092,7 @@ def scan(bytes data, Py_ssize_t pos, Py_ssize_t lineno, Batch batch, Vocabulary 
                     cost = 1.0 / (1.0 + PyOS_string_to_double(number, NULL, NULL))
             find_rows(&s, batch, vocab, intern)
             length = eol - pos - (1 if eol > pos and base[eol - 1] == c'\r' else 0)
-            batch.push(name, PyBytes_FromStringAndSize(<char*>line, length), cost)
+            batch.push(name, namespace, first, h, PyBytes_FromStringAndSize(<char*>line, length), cost)
         pos = eol + 1
         lineno += 1
     return size, lineno

@@ -59,7 +59,7 @@ def vouched_for(line: bytes) -> bool:
     """Whether the compiled reader reads `line` itself (rather than handing it back)."""
     reader = compiled()
     batch = reader.Batch()
-    pos, _ = reader.scan(line, 0, 1, batch, reader.Vocabulary(), lambda kind, value: 0, {}, {})
+    pos, _ = reader.scan(line, 0, 1, batch, reader.Vocabulary(), lambda kind, value: 0, {})
     return pos == len(line) and len(batch) == 1
 
 
