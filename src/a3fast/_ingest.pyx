@@ -648,22 +648,27 @@ cdef inline uint64_t text_hash(const unsigned char* text, Py_ssize_t n) noexcept
 cdef class TextIndex:
     """Where each str of a list first appears, found by its UTF-8 bytes without making an object:
     an open-addressing table of (the hash's high 32 bits, position + 1), 8 bytes a slot at most half
-    full; the bytes compared are the list's own str (a compact ASCII str is its UTF-8)."""
+    full, and the low 32 bits per position (so growing touches no str); the bytes compared are the
+    list's own str (a compact ASCII str is its UTF-8), and only when the high bits match."""
 
     cdef list items
     cdef uint64_t* slots       # 0 marks a free slot
-    cdef Py_ssize_t size, used
+    cdef uint32_t* low_bits    # per position added: its hash's low 32 bits
+    cdef Py_ssize_t size, used, low_cap
 
     def __cinit__(self, list items):
         self.items = items
         self.size = 64
         self.used = 0
+        self.low_cap = 0
+        self.low_bits = NULL
         self.slots = <uint64_t*>calloc(self.size, sizeof(uint64_t))
         if self.slots == NULL:
             raise MemoryError()
 
     def __dealloc__(self):
         free(self.slots)
+        free(self.low_bits)
 
     cdef Py_ssize_t find(self, const unsigned char* text, Py_ssize_t n, uint64_t h) except -2:
         """The position of the first str whose UTF-8 is `text`, or -1."""
@@ -673,17 +678,25 @@ cdef class TextIndex:
         while self.slots[i] != 0:
             if (self.slots[i] >> 32) == tag:
                 at = <Py_ssize_t>(self.slots[i] & 0xFFFFFFFFULL) - 1
-                stored = PyUnicode_AsUTF8AndSize(self.items[at], &m)
-                if m == n and memcmp(stored, text, n) == 0:
-                    return at
+                if self.low_bits[at] == <uint32_t>h:
+                    stored = PyUnicode_AsUTF8AndSize(self.items[at], &m)
+                    if m == n and memcmp(stored, text, n) == 0:
+                        return at
             i = (i + 1) & mask
         return -1
 
     cdef int add(self, Py_ssize_t at, uint64_t h) except -1:
         """Record that the str at `at`, of hash `h`, is not found before it."""
-        cdef Py_ssize_t mask, i
+        cdef Py_ssize_t mask, i, cap
+        cdef uint32_t* grown
         if at >= 0xFFFFFFFE:
             raise OverflowError("more than 4,294,967,293 names in one batch")
+        if at >= self.low_cap:
+            cap = max(2 * self.low_cap, at + 1, 64)
+            grown = <uint32_t*>realloc(self.low_bits, cap * sizeof(uint32_t))
+            if grown == NULL:
+                raise MemoryError()
+            self.low_bits, self.low_cap = grown, cap
         if 2 * (self.used + 1) > self.size:
             self.grow()
         mask = self.size - 1
@@ -691,15 +704,15 @@ cdef class TextIndex:
         while self.slots[i] != 0:
             i = (i + 1) & mask
         self.slots[i] = ((h >> 32) << 32) | <uint64_t>(at + 1)
+        self.low_bits[at] = <uint32_t>h
         self.used += 1
         return 0
 
     cdef int grow(self) except -1:
-        """Twice the slots; each entry's hash is taken again from its str (a slot keeps half of it)."""
-        cdef Py_ssize_t old_size = self.size, i, j, at, n
+        """Twice the slots, each entry placed again by its whole hash."""
+        cdef Py_ssize_t old_size = self.size, i, j, mask = 2 * old_size - 1
         cdef uint64_t* old = self.slots
         cdef uint64_t h
-        cdef const char* text
         self.slots = <uint64_t*>calloc(2 * old_size, sizeof(uint64_t))
         if self.slots == NULL:
             self.slots = old
@@ -707,12 +720,10 @@ cdef class TextIndex:
         self.size = 2 * old_size
         for i in range(old_size):
             if old[i] != 0:
-                at = <Py_ssize_t>(old[i] & 0xFFFFFFFFULL) - 1
-                text = PyUnicode_AsUTF8AndSize(self.items[at], &n)
-                h = text_hash(<const unsigned char*>text, n)
-                j = <Py_ssize_t>(h & <uint64_t>(self.size - 1))
+                h = (old[i] & 0xFFFFFFFF00000000ULL) | self.low_bits[(old[i] & 0xFFFFFFFFULL) - 1]
+                j = <Py_ssize_t>(h & <uint64_t>mask)
                 while self.slots[j] != 0:
-                    j = (j + 1) & (self.size - 1)
+                    j = (j + 1) & mask
                 self.slots[j] = old[i]
         free(old)
         return 0

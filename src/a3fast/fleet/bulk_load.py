@@ -179,8 +179,9 @@ def read_jsonl(table: AgentTable, rows: PredicateRows, engine: str, source: Json
     table.codec = packer.codec
     if not len(batch):
         return problems, False
-    rows.intern_pending(pending)
-    _put_batch(table, rows, batch)
+    with collector_paused():    # a million names, ids and index entries: nothing for it to find
+        rows.intern_pending(pending)
+        _put_batch(table, rows, batch)
     return problems, True
 
 
@@ -219,14 +220,15 @@ def _put_run(table: AgentTable, rows: PredicateRows, batch: Any, lo: int, hi: in
     if lo >= hi:
         return
     row_ids, offsets, costs = batch.columns()
-    names = batch.names[lo:hi]
+    whole = lo == 0 and hi == len(batch.names)      # the usual case: no copies of the lists
+    names = batch.names if whole else batch.names[lo:hi]
     first = len(table.entries)
     rows.index.put_flat(names, row_ids, offsets[lo:hi + 1], costs[lo:hi])
     if table.ids:
         table.ids.update(zip(names, range(first, first + len(names))))
     else:   # a fresh fleet's ids in one dict made at its size (a third faster than growing one)
         table.ids = batch.name_ids(lo, hi, first)
-    table.entries.extend(batch.texts[lo:hi])
+    table.entries.extend(batch.texts if whole else batch.texts[lo:hi])
     table.decl_json.extend([None] * len(names))
     table.member_rows.extend([None] * len(names))
     table.count += len(names)
