@@ -17,6 +17,7 @@ class Batch:
         self.names: list[str] = []
         self.texts: list[bytes] = []
         self.repeated = 0                       # names appended that were in the batch already
+        self.defer_texts = False                # no line is vouched for here, so none is deferred
         self._namespaces: dict[str, str] = {}   # name -> namespace
         self._rows: list[int] = []
         self._offsets: list[int] = [0]
@@ -41,6 +42,9 @@ class Batch:
 
     def name_ids(self, lo: int, hi: int, first: int) -> dict[str, int]:
         return dict(zip(self.names[lo:hi], range(first, first + hi - lo)))
+
+    def take_spans(self) -> tuple[npt.NDArray[np.int64], bytes]:
+        return np.empty(0, dtype=np.int64), b""
 
     def rows_of(self, j: int) -> tuple[int, ...]:
         return tuple(self._rows[self._offsets[j]:self._offsets[j + 1]])

@@ -163,6 +163,8 @@ def read_jsonl(table: AgentTable, rows: PredicateRows, engine: str, source: Json
     lineno = first_line
     with collector_paused(), BatchPacker(table.codec, pack, size_of(source)) as packer:
         for chunk in chunks_of(source):
+            # once packing, the lines the compiled reader vouches for are packed from the chunk
+            batch.defer_texts = packer.packs_from_spans
             pos, end = 0, len(chunk)
             while pos < end:
                 pos, lineno = reader.scan(chunk, pos, lineno, batch, vocab, intern, ids)
@@ -172,7 +174,7 @@ def read_jsonl(table: AgentTable, rows: PredicateRows, engine: str, source: Json
                 eol = end if eol < 0 else eol
                 read_carefully(chunk[pos:eol], lineno)
                 pos, lineno = eol + 1, lineno + 1
-            packer.after_chunk(batch.texts)
+            packer.after_chunk(batch.texts, chunk, batch.take_spans() if batch.defer_texts else None)
         packer.finish(batch.texts)
     if problems and on_error == "refuse":
         raise SchemaError(problems, source_name)
