@@ -117,6 +117,7 @@ cdef struct Item:
 cdef struct Line:
     const unsigned char* p       # the cursor
     const unsigned char* end
+    const unsigned char* limit   # the end of the data: words may be read up to it
     Py_ssize_t chars             # characters in the last string read
     Item items[MAX_ITEMS]
     int n_items
@@ -649,21 +650,8 @@ cdef object grown(object array, Py_ssize_t used, Py_ssize_t size):
 
 
 cdef inline uint64_t text_hash(const unsigned char* text, Py_ssize_t n) noexcept nogil:
-    """`key_hash` of bytes that may end anywhere (the last partial word is read byte by byte)."""
-    cdef uint64_t h = <uint64_t>n * 0x9E3779B97F4A7C15ULL, word
-    while n >= 8:
-        word = load_le64(text)
-        h = (h ^ word) * 0xBF58476D1CE4E5B9ULL
-        h ^= h >> 31
-        text += 8
-        n -= 8
-    if n > 0:
-        word = 0
-        memcpy(&word, text, n)
-        h = (h ^ word) * 0x94D049BB133111EBULL
-        h ^= h >> 29
-    h ^= h >> 32
-    return h
+    """`hash_bytes` of a name or namespace, wherever its bytes are (none read past its end)."""
+    return hash_bytes(text, n, text + n, 0)
 
 
 cdef class TextIndex:
@@ -1017,6 +1005,23 @@ cdef class Vocabulary:
         cdef Py_ssize_t i = self.slot(key, n, h)
         return self.rows[i] if self.hashes[i] != 0 else -1
 
+    cdef int32_t find_item(self, const Item* item, uint64_t h) noexcept:
+        """The row of the item's value (its key as `find_rows` would build it), compared part by
+        part where it lies in the line — no key is built for a value seen before — or -1."""
+        cdef Py_ssize_t mask = self.size - 1, i = <Py_ssize_t>(h & <uint64_t>mask), n = item.n
+        cdef bint versioned = item.kind == K_CAPABILITY or item.kind == K_EVALUATED
+        cdef Py_ssize_t length = 1 + n + (1 + item.n_digits if versioned else 0)
+        cdef const unsigned char* stored
+        while self.hashes[i] != 0:
+            if self.hashes[i] == h and self.spans[2 * i + 1] == length:
+                stored = <const unsigned char*>PyByteArray_AS_STRING(self.keys) + self.spans[2 * i]
+                if (stored[0] == item.kind and memcmp(stored + 1, item.text, n) == 0
+                        and (not versioned or (stored[1 + n] == 0
+                                               and memcmp(stored + 2 + n, item.digits, item.n_digits) == 0))):
+                    return self.rows[i]
+            i = (i + 1) & mask
+        return -1
+
     cdef int remember(self, const unsigned char* key, Py_ssize_t n, uint64_t h, int32_t row) except -1:
         cdef Py_ssize_t i
         if 2 * (self.used + 1) > self.size:
@@ -1031,22 +1036,40 @@ cdef class Vocabulary:
         return 0
 
 
-cdef inline uint64_t key_hash(const unsigned char* key, Py_ssize_t n) noexcept nogil:
-    """A multiplicative hash of the key eight bytes at a time (a byte-at-a-time hash was the larger
-    part of finding a line's rows); never 0, which marks a free slot. The last partial word is read
-    whole and masked, so at least 8 bytes must be readable from `key + n - n % 8`."""
-    cdef uint64_t h = <uint64_t>n * 0x9E3779B97F4A7C15ULL, word
+cdef inline uint64_t hash_bytes(const unsigned char* p, Py_ssize_t n, const unsigned char* limit,
+                                uint64_t seed) noexcept nogil:
+    """A multiplicative hash of `n` bytes eight at a time (a byte-at-a-time hash was the larger part
+    of finding a line's rows). The last partial word is read whole and masked where 8 bytes are
+    readable before `limit`, else byte by byte: either way the same hash. The bytes are read where
+    they lie — a word read from bytes just copied stalls on the copy's smaller stores."""
+    cdef uint64_t h = (seed ^ <uint64_t>n) * 0x9E3779B97F4A7C15ULL, word
+    cdef Py_ssize_t i
     while n >= 8:
-        word = load_le64(key)
+        word = load_le64(p)
         h = (h ^ word) * 0xBF58476D1CE4E5B9ULL
         h ^= h >> 31
-        key += 8
+        p += 8
         n -= 8
     if n > 0:
-        word = load_le64(key) & ((<uint64_t>1 << (8 * n)) - 1)
+        if limit - p >= 8:
+            word = load_le64(p) & ((<uint64_t>1 << (8 * n)) - 1)
+        else:
+            word = 0
+            for i in range(n):
+                word |= (<uint64_t>p[i]) << (8 * i)
         h = (h ^ word) * 0x94D049BB133111EBULL
         h ^= h >> 29
     h ^= h >> 32
+    return h
+
+
+cdef inline uint64_t item_hash(const Item* item, const unsigned char* limit) noexcept nogil:
+    """The hash of a declared value's key (its kind, its bytes, a capability's version); never 0,
+    which marks a free slot."""
+    cdef uint64_t h = hash_bytes(item.text, item.n, limit, <uint64_t>item.kind + 1)
+    if item.kind == K_CAPABILITY or item.kind == K_EVALUATED:
+        h = (h ^ (<uint64_t>item.version + 1)) * 0xD6E8FEB86659FD93ULL
+        h ^= h >> 32
     return h if h != 0 else 1
 
 
@@ -1076,19 +1099,19 @@ cdef int find_rows(Line* s, Batch batch, Vocabulary vocab, object intern) except
     for j in range(s.n_items):
         item = &s.items[order[j]]
         kind = item.kind
-        # the grammar bounds every value below this (and the hash reads the last word whole)
-        if 2 + item.n + item.n_digits + 8 > KEY_BYTES:
-            raise ValueError("a declared value too long for the reader's key buffer")
-        key[0] = <unsigned char>kind
-        memcpy(&key[1], item.text, item.n)
-        n = 1 + item.n
-        if kind == K_CAPABILITY or kind == K_EVALUATED:
-            key[n] = 0
-            memcpy(&key[n + 1], item.digits, item.n_digits)
-            n += 1 + item.n_digits
-        h = key_hash(key, n)
-        row = vocab.find(key, n, h)
+        h = item_hash(item, s.limit)
+        row = vocab.find_item(item, h)
         if row < 0:
+            # the grammar bounds every value below this
+            if 2 + item.n + item.n_digits > KEY_BYTES:
+                raise ValueError("a declared value too long for the reader's key buffer")
+            key[0] = <unsigned char>kind
+            memcpy(&key[1], item.text, item.n)
+            n = 1 + item.n
+            if kind == K_CAPABILITY or kind == K_EVALUATED:
+                key[n] = 0
+                memcpy(&key[n + 1], item.digits, item.n_digits)
+                n += 1 + item.n_digits
             text = PyUnicode_DecodeUTF8(<char*>item.text, item.n, NULL)
             value = (text, item.version) if kind == K_CAPABILITY or kind == K_EVALUATED else text
             row = intern(kind, value)
@@ -1130,12 +1153,13 @@ def scan(bytes data, Py_ssize_t pos, Py_ssize_t lineno, Batch batch, Vocabulary 
         if not blank:
             s.p = line
             s.end = base + eol
+            s.limit = base + size
             s.n_items = 0
             s.name = s.ns = s.cost = NULL
             if not read_declaration(&s):
                 return pos, lineno
             namespace = batch.namespace_number(s.ns, s.ns_n)
-            h = text_hash(s.name, s.name_n)
+            h = hash_bytes(s.name, s.name_n, s.limit, 0)     # text_hash, reading whole words
             first = batch.first_of(s.name, s.name_n, h)
             if first >= 0:
                 if batch.namespace_view[first] != namespace:
