@@ -23,6 +23,10 @@ import zstandard
 
 __all__ = ["DeclarationCodec", "BatchPacker", "is_packed", "PACK_FROM_BYTES", "CODEC_NAME"]
 
+#: A bulk load's declarations as the packer sees them: bytes, or None for a line the compiled
+#: reader left in its chunk, to be packed from its span there (`BatchPacker.after_chunk`).
+Texts = list[Any]
+
 #: A bulk load of at least this many bytes of JSON Lines packs its declarations; a smaller fleet
 #: keeps them as JSON (packing costs a few µs per declaration and saves memory only at scale).
 PACK_FROM_BYTES = 256 << 20
@@ -131,7 +135,7 @@ class BatchPacker:
         `spans`) rather than copied out first: once packing is decided and the codec trained."""
         return self.pack is True and self.codec is not None
 
-    def after_chunk(self, texts: list[bytes | None], chunk: bytes = b"",
+    def after_chunk(self, texts: Texts, chunk: bytes = b"",
                     spans: tuple[npt.NDArray[np.int64], bytes] | None = None) -> None:
         """Start packing the texts read since the last call (and put the previous ones in place).
         `spans`, given only when `packs_from_spans`: the entries of `texts` left as None, whose
@@ -154,7 +158,7 @@ class BatchPacker:
             self.codec = DeclarationCodec.train(texts[:TRAINING_SAMPLES])
         self._submit(self._pack_texts, texts, b"", None)
 
-    def _submit(self, job: Callable[..., list[bytes]], texts: list[bytes | None], chunk: bytes,
+    def _submit(self, job: Callable[..., list[bytes]], texts: Texts, chunk: bytes,
                 spans: tuple[npt.NDArray[np.int64], bytes] | None) -> None:
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="a3fast-pack")
@@ -163,11 +167,11 @@ class BatchPacker:
         self._running = (self._worker.submit(job, texts[lo:hi], chunk, spans, lo), lo, hi)
         self.packed = hi
 
-    def _pack_texts(self, texts: list[bytes], chunk: bytes, spans: None, lo: int) -> list[bytes]:
+    def _pack_texts(self, texts: Texts, chunk: bytes, spans: None, lo: int) -> list[bytes]:
         assert self.codec is not None, "a codec is trained before anything is packed"
         return self.codec.pack_many(texts)
 
-    def _pack_chunk(self, texts: list[bytes | None], chunk: bytes,
+    def _pack_chunk(self, texts: Texts, chunk: bytes,
                     spans: tuple[npt.NDArray[np.int64], bytes], lo: int) -> list[bytes]:
         """Pack entries `lo:lo + len(texts)`: those left as None from their spans of `chunk`, the
         careful reader's (bytes) as they are."""
@@ -184,7 +188,7 @@ class BatchPacker:
             out[k] = frame
         return out
 
-    def finish(self, texts: list[bytes]) -> None:
+    def finish(self, texts: Texts) -> None:
         """Pack what is left and put every packed chunk in place: every text read is packed now
         (if any is)."""
         if self.pack is True and self.codec is None and texts:
@@ -193,7 +197,7 @@ class BatchPacker:
             self.after_chunk(texts)
         self._collect(texts)
 
-    def _collect(self, texts: list[bytes]) -> None:
+    def _collect(self, texts: Texts) -> None:
         if self._running is not None:
             running, lo, hi = self._running
             self._running = None
