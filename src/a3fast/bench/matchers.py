@@ -19,7 +19,6 @@ msgspec structs whose record contents are left undecoded.
 """
 from __future__ import annotations
 
-import io
 import statistics
 import sys
 import threading
@@ -36,7 +35,7 @@ from ..fleet import Fleet
 from ..harness.client import PIPELINE_WINDOW, MatcherFailure, MatcherProcess
 from ..record.compact import Encoder
 from ..record.write import placement_records
-from ..trace import TraceWriter
+from ..trace import record_lines
 
 __all__ = ["MatcherRun", "MatcherBench", "run_matcher_bench", "render_matchers", "to_pytest_benchmark",
            "IN_PROCESS", "OVER_PROTOCOL", "RECORD_FORMS"]
@@ -231,10 +230,8 @@ class _InProcessSubject:
         started = time.perf_counter()
         p = self.fleet.place(task)
         records = self.encoder.encode_placement(self.seq, p) if self.encoder else list(placement_records(p))
-        writer = TraceWriter(io.BytesIO(), start_seq=self.seq)
-        for kind, content in records:
-            writer.append(kind, content_json=content)
-        self.seq = writer.next_seq
+        record_lines(records, self.seq)
+        self.seq += len(records)
         return time.perf_counter() - started
 
     def place_window(self, tasks: list[dict[str, Any]]) -> float:

@@ -42,6 +42,7 @@ def _in_process(fleet_docs, tasks) -> tuple[float, float]:
     """(wall s, CPU s) for the tasks placed in process with compact records."""
     from ..fleet import Fleet
     from ..record.compact import Encoder
+    from ..trace import record_lines
 
     fleet = Fleet()
     fleet.extend(fleet_docs)
@@ -52,8 +53,7 @@ def _in_process(fleet_docs, tasks) -> tuple[float, float]:
     for task in tasks:
         p = fleet.place(task)
         records = encoder.encode_placement(seq, p)
-        out.append(b"".join(b'{"seq":%d,"kind":"%s","content":%b}\n' % (seq + k, kind.encode(), content)
-                            for k, (kind, content) in enumerate(records)))
+        out.append(record_lines(records, seq))
         seq += len(records)
     return time.perf_counter() - wall, time.process_time() - cpu
 
@@ -120,7 +120,7 @@ def _served_in_process(fleet_docs, requests: bytes) -> tuple[float, float]:
     state = ServiceState()
     state.open()
     try:
-        ops = Operations(state)
+        ops = Operations(state, stream=True)
         state.put_agents([parse_declaration(d) for d in fleet_docs])
         out = _Sink()
         wall, cpu = time.perf_counter(), time.process_time()

@@ -22,12 +22,13 @@ import orjson
 from ..record.compact import KEY
 from .trace_reader import offset_after
 
-__all__ = ["self_contained", "TableSource"]
+__all__ = ["Slice", "self_contained", "TableSource", "readable_answer", "readable_since"]
 
-# where the encoder writes a compact record's snapshot reference: an int, a based snapshot, or a
-# whole table (a quote cannot appear unescaped inside a JSON string, so this is the member itself)
-_REFERENCE = re.compile(rb'"a3fast\.compact":\{"format":\d+,"fleet":(?:(\d+)|\{"base":(\d+)|(\{"names"))')
-_SEQ = re.compile(rb'\{"seq":(\d+),')
+# a task.bound line as TraceWriter writes it, its content's first member the compact one, and its
+# snapshot: a reference, a based snapshot or a whole table
+_BOUND = re.compile(rb'\{"seq":(\d+),"kind":"task\.bound","content":\{"a3fast\.compact":\{"format":\d+,"fleet":'
+                    rb'(?:(\d+)|\{"base":(\d+)|(\{"names"))')
+_REJECTED = re.compile(rb'\{"seq":(\d+),"kind":"task\.rejected",')
 
 
 class TableSource:
@@ -85,57 +86,101 @@ def _table_json(source: TableSource, seq: int) -> bytes:
     return text
 
 
-def _rewrite(line: bytes, seq: int, remap: dict[int, int], source: TableSource,
-             found: re.Match | None = None) -> bytes:
-    if found is not None and found.group(1) is not None and int(found.group(1)) not in remap:
-        # a plain reference: the table goes in its place, the rest of the line byte for byte
-        referenced = int(found.group(1))
-        table = _table_json(source, referenced)
-        remap[referenced] = seq
-        return line[:found.start(1)] + table + line[found.end(1):].rstrip(b"\n") + b"\n"
-    record = orjson.loads(line)
-    member = record["content"][KEY]
-    fleet = member["fleet"]
-    if isinstance(fleet, int):
-        if fleet in remap:
-            member["fleet"] = remap[fleet]
-        else:
-            names, live = source.table(fleet)
-            member["fleet"] = {"names": names, "live": live}
-            remap[fleet] = seq
-    else:
-        base = fleet["base"]
-        if base in remap:
-            fleet["base"] = remap[base]
-        else:
-            names, _ = source.table(base)
-            member["fleet"] = {"names": names + list(fleet["names_added"]), "live": fleet["live"]}
-    return orjson.dumps(record) + b"\n"
+class Slice:
+    """Records of the trace given to one reader, in order, that decode and verify without the rest
+    of the trace: the first record of the slice that refers to a snapshot the slice does not carry
+    carries it instead, in full, and the slice's later references to that snapshot name that record.
 
+    One Slice per reader: a `GET /v1/trace?since=N` answer, one compact place answer, or every
+    `compact-stream` answer of one stdio stream (the reader reads them in order, so a snapshot goes
+    down the stream once).
 
-def self_contained(lines: Iterable[bytes], start: int, source: TableSource) -> Iterator[bytes]:
-    """The trace lines (each ending in a newline) of a slice whose first seq is `start` or later,
-    with every snapshot they need before `start` carried inside the slice."""
-    remap: dict[int, int] = {}
-    for line in lines:
-        if b'"a3fast.compact"' not in line:
-            yield line
-            continue
-        found = _REFERENCE.search(line)
-        if found is None or found.group(3) is not None:
-            yield line
-            continue
-        referenced = int(found.group(1) or found.group(2))
-        if referenced >= start:
-            yield line
-            continue
-        seq = int(_SEQ.match(line).group(1))  # type: ignore[union-attr]  # TraceWriter's lines
+    A task.bound record's compact member comes first in its content, where the encoder writes it,
+    so it is found and rewritten in the line's bytes. A task.rejected record's follows the task's
+    requirements, which may hold a member of the same name: it is decoded to find the true one."""
+
+    def __init__(self) -> None:
+        #: snapshot seq -> seq of the record of this slice that carries it
+        self.carried: dict[int, int] = {}
+
+    def lines(self, lines: Iterable[bytes], source: TableSource) -> Iterator[bytes]:
+        """The trace lines (each ending in a newline), made part of this slice."""
+        for line in lines:
+            if b'"a3fast.compact"' not in line:
+                yield line
+            elif (bound := _BOUND.match(line)) is not None:
+                yield self._bound(line, bound, source)
+            elif (rejected := _REJECTED.match(line)) is not None:
+                yield self._decoded(line, int(rejected.group(1)), source)
+            else:
+                yield line
+
+    def _bound(self, line: bytes, found: re.Match, source: TableSource) -> bytes:
+        seq = int(found.group(1))
+        if found.group(4) is not None:          # a whole table: the slice carries it from here on
+            self.carried[seq] = seq
+            return line
+        based = found.group(2) is None
+        group = 3 if based else 2
+        referenced = int(found.group(group))
+        at = self.carried.get(referenced)
         try:
-            yield _rewrite(line, seq, remap, source, found)
+            if at == referenced:
+                pass
+            elif at is not None:
+                line = line[:found.start(group)] + b"%d" % at + line[found.end(group):]
+            elif based:
+                return self._decoded(line, seq, source)
+            else:     # the table's JSON is made once per snapshot and spliced in
+                line = line[:found.start(group)] + _table_json(source, referenced) + line[found.end(group):]
         except (KeyError, TypeError, ValueError, OSError):
-            # a table that cannot be read back: the record goes as it is, and a reader names the
-            # snapshot it lacks
-            yield line
+            return line       # a table that cannot be read back: a reader names the snapshot it lacks
+        self._carries(seq, referenced, based, at)
+        return line
+
+    def _decoded(self, line: bytes, seq: int, source: TableSource) -> bytes:
+        try:
+            record = orjson.loads(line)
+            member = record["content"][KEY]
+            fleet = member["fleet"]
+            if isinstance(fleet, dict) and "names" in fleet:
+                self.carried[seq] = seq
+                return line
+        except (KeyError, TypeError, ValueError):
+            return line
+        based = isinstance(fleet, dict)
+        referenced = fleet["base"] if based else fleet
+        at = self.carried.get(referenced)
+        try:
+            if at == referenced:
+                return line
+            if at is not None and based:
+                fleet["base"] = at
+            elif at is not None:
+                member["fleet"] = at
+            elif based:
+                names, _ = source.table(referenced)
+                member["fleet"] = {"names": names + list(fleet["names_added"]), "live": fleet["live"]}
+            else:
+                names, live = source.table(referenced)
+                member["fleet"] = {"names": names, "live": live}
+        except (KeyError, TypeError, ValueError, OSError):
+            return line
+        self._carries(seq, referenced, based, at)
+        return orjson.dumps(record) + b"\n"
+
+    def _carries(self, seq: int, referenced: int, based: bool, at: int | None) -> None:
+        """Record `seq` of the slice refers to snapshot `referenced` (a reference, or the base of
+        a based snapshot), which the slice carried at `at` or, if None, now carries in `seq`."""
+        if at is None and not based:
+            self.carried[referenced] = seq
+        if based or at is None:
+            self.carried[seq] = seq
+
+
+def self_contained(lines: Iterable[bytes], source: TableSource) -> Iterator[bytes]:
+    """The trace lines (each ending in a newline) of a slice that stands alone."""
+    return Slice().lines(lines, source)
 
 
 def split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
@@ -161,16 +206,17 @@ def readable_since(state, since: int, end: int) -> Iterator[bytes]:
     chunks = read_since(state.trace_path, since, end)
     if since <= 0:
         return chunks
-    source = TableSource(state.trace_path, end, state.encoder.current_snapshot())
-    return self_contained(split_lines(chunks), since + 1, source)
+    return self_contained(split_lines(chunks), table_source(state, end))
 
 
-def readable_answer(state, lines: bytes) -> bytes:
-    """The trace lines of one answer, readable on its own."""
+def table_source(state, end: int | None = None) -> TableSource:
+    """The snapshots of the service's trace, up to byte `end` (default: all that may be read)."""
+    return TableSource(state.trace_path, state.trace_size if end is None else end, state.encoder.current_snapshot())
+
+
+def readable_answer(state, lines: bytes, slice_: Slice | None = None) -> bytes:
+    """The trace lines of one answer, readable on their own — or, given the `slice_` of a stream
+    of answers, readable with the answers before them."""
     if b'"a3fast.compact"' not in lines:
         return lines
-    first = _SEQ.match(lines)
-    if first is None:
-        return lines
-    source = TableSource(state.trace_path, state.trace_size, state.encoder.current_snapshot())
-    return b"".join(self_contained(lines.splitlines(keepends=True), int(first.group(1)), source))
+    return b"".join((slice_ or Slice()).lines(lines.splitlines(keepends=True), table_source(state)))

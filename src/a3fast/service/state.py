@@ -32,7 +32,7 @@ from ..fleet import Fleet, FleetProtocol, namespace_problem
 from ..placement import Placement, Route
 from ..record.write import placement_records
 from ..schema import Declaration, Requirements
-from ..trace import TraceWriter
+from ..trace import record_lines
 from ..distributed.sharded import ShardError
 from ..journal import (CHANGE, TRACE as TRACE_ENTRY, ChangeUnreadable, Journal, JournalFailed, apply_change,
                        decode_change, encode_change)
@@ -390,7 +390,7 @@ class ServiceState:
                 records[0] = (records[0][0], orjson.dumps({**task, "requirements": p.submitted.doc}))
         else:
             records = list(placement_records(p, task))
-        lines = _record_lines(records, seq)
+        lines = record_lines(records, seq)
         hold = (p.agent, p.session) if own and p.agent is not None and p.session is not None else None
         if hold is not None:
             # before the journal: a shard that fails to hold it leaves no record of the placement
@@ -418,7 +418,7 @@ class ServiceState:
                 p.generation = generation
                 seq = self.next_seq
                 records = self.encoder.encode_placement(seq, p) if compact else list(placement_records(p))
-                lines = _record_lines(records, seq)
+                lines = record_lines(records, seq)
                 hold = (p.agent, p.session) if p.agent is not None and p.session is not None else None
                 if hold is not None:
                     self.fleet.hold_session(*hold)
@@ -496,7 +496,7 @@ class ServiceState:
             records = self.encoder.encode_placement(seq, p, task, restricted=True)
         elif records is None:
             records = list(placement_records(p, task))
-        lines = _record_lines(records, seq)
+        lines = record_lines(records, seq)
         if self.journal is not None:
             self.journal.append(TRACE_ENTRY + b"null\n" + lines)
         self._write_trace(lines, len(records))
@@ -565,17 +565,6 @@ def _fsync(directory: Path) -> None:
 
 class FleetConflict(SchemaError):
     """Names already held by another namespace (409)."""
-
-
-def _record_lines(records: list[tuple[str, bytes]], seq: int) -> bytes:
-    """The records as JSON Lines, written by the library's TraceWriter exactly as `a3fast place`."""
-    import io
-
-    out = io.BytesIO()
-    writer = TraceWriter(out, start_seq=seq)
-    for kind, content in records:
-        writer.append(kind, content_json=content)
-    return out.getvalue()
 
 
 def _crc_tail(fd: int, length: int) -> int:

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, BinaryIO
 import orjson
 
 from ..journal import JournalFailed
-from .operations import OPS, Operations
+from .operations import OPS, Operations, PlaceAnswer
 from .problems import ServiceError, parse_json, problem
 from .refusals import INTERNAL, refusal
 
@@ -31,6 +31,13 @@ def _refused(rid: Any, exc: BaseException) -> bytes:
         log.exception("unexpected error answering a stdio request", exc_info=exc)
         error = INTERNAL
     return orjson.dumps({"id": rid, "ok": False, "status": error.status, "problems": error.problems})
+
+
+def _ok(rid: Any, result: dict) -> bytes:
+    """The answer to a request an operation answered with `result`."""
+    if type(result) is PlaceAnswer:      # its records spliced in as they are
+        return b'{"id":%b,"ok":true,"records":%b}' % (orjson.dumps(rid), result.records_json)
+    return orjson.dumps({"id": rid, "ok": True, **result})
 
 
 def _request(line: bytes) -> tuple[Any, dict | None, Exception | None]:
@@ -57,16 +64,14 @@ async def answer(ops: Operations, line: bytes) -> bytes:
             raise error  # type: ignore[misc]
         if ops.state.failed is not None:
             raise JournalFailed(ops.state.failed)
-        result = await getattr(ops, OPS[request["op"]])(request)
-        return orjson.dumps({"id": rid, "ok": True, **result})
+        return _ok(rid, await getattr(ops, OPS[request["op"]])(request))
     except Exception as exc:
         return _refused(rid, exc)
 
 
 async def _answer_places(ops: Operations, places: list[tuple[Any, dict]]) -> list[bytes]:
     results = await ops.place_batch([request for _, request in places])
-    return [_refused(rid, result) if isinstance(result, Exception)
-            else orjson.dumps({"id": rid, "ok": True, **result})
+    return [_refused(rid, result) if isinstance(result, Exception) else _ok(rid, result)
             for (rid, _), result in zip(places, results)]
 
 
