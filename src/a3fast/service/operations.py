@@ -199,12 +199,15 @@ class Operations:
                 answers = self.state.place_many([(parsed, session, form != "spec") for _, parsed, session, form in run])
             except Exception as exc:       # nothing was placed: each is refused alike
                 answers = [exc] * len(run)
+            made = []
             for (i, _, _, form), answer in zip(run, answers):
                 if isinstance(answer, Exception):
                     results[i] = answer
                 else:
-                    self._counted(answer[0])
+                    made.append(answer[0])
                     placed.append((i, answer[1], form))
+            metrics.count_placements(made)
+            self.state.maybe_checkpoint()
             run.clear()
             sessions.clear()
 

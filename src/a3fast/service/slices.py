@@ -14,6 +14,7 @@ The table is read back from the trace file: the record at the snapshot's seq, th
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -211,7 +212,26 @@ def readable_since(state, since: int, end: int) -> Iterator[bytes]:
 
 def table_source(state, end: int | None = None) -> TableSource:
     """The snapshots of the service's trace, up to byte `end` (default: all that may be read)."""
-    return TableSource(state.trace_path, state.trace_size if end is None else end, state.encoder.current_snapshot())
+    if end is None:
+        return _ServiceTables(state)
+    return TableSource(state.trace_path, end, state.encoder.current_snapshot())
+
+
+class _ServiceTables(TableSource):
+    """The snapshots of the service's trace as far as it may be read, looked up when a slice first
+    needs one (most answers of a stream need none)."""
+
+    def __init__(self, state) -> None:  # noqa: super().__init__ would compute what is deferred here
+        self.path = state.trace_path
+        self._state = state
+
+    @cached_property
+    def end(self) -> int:  # type: ignore[override]
+        return self._state.trace_size
+
+    @cached_property
+    def current(self) -> tuple[int, list[str], str] | None:  # type: ignore[override]
+        return self._state.encoder.current_snapshot()
 
 
 def readable_answer(state, lines: bytes, slice_: Slice | None = None) -> bytes:

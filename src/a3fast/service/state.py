@@ -15,6 +15,7 @@ service's checkpoint adds the next seq and how much of the trace file the snapsh
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 from collections import deque
 import shutil
@@ -152,6 +153,7 @@ class ServiceState:
             self.journal.after_write = self._trace_written
             self.journal.entries = sum(1 for e in replay if e.generation == self.statedir.generation)
         self.ready = mark_ready
+        settle()
 
     def _empty_fleet(self) -> FleetProtocol:
         try:
@@ -324,11 +326,14 @@ class ServiceState:
         self.fresh = False
         if self.journal is not None:
             self.checkpoint()
+        settle()
 
     def put_agents(self, declarations: list[Declaration]) -> None:
         """Add or replace agents, all or none: conflicts are checked before anything is written."""
         self._check_namespaces(declarations)
         self._change("put", self._put, declarations, decls=[d.doc for d in declarations])
+        if len(declarations) > 1:
+            settle()
 
     def _check_namespaces(self, declarations: Iterable[Declaration]) -> None:
         seen: dict[str, str] = {}
@@ -561,6 +566,16 @@ def _fsync(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def settle() -> None:
+    """The fleet was loaded or grew in bulk: keep every object alive now out of the garbage
+    collector's later passes (`gc.freeze`). A fleet's declarations and rows are long-lived, and a
+    full pass walks each of them again while placements allocate: at 1,000 agents that was a third
+    of the service's CPU a placement (docs/performance.md, "Pipelined stdio"). What is frozen is
+    still freed when its last reference goes; only reference cycles that are garbage at this
+    moment are never collected (a one-time amount, bounded by what the collector had pending)."""
+    gc.freeze()
 
 
 class FleetConflict(SchemaError):
