@@ -31,6 +31,7 @@ from .replay import bench_replay
 from .harness import Cell, measure_cells, time_each
 from .k8s import bench_k8s
 from .pipelined import bench_pipelined
+from .matchers import bench_harness_overhead
 from .subjects import SCENARIOS, EngineSubject, Subject, build_subjects
 from .verify import bench_verify
 
@@ -47,6 +48,8 @@ EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
     ("replay (compact trace at 1,000 agents, a clearance revoked)", bench_replay),
     ("Kubernetes extender, 5,000 nodes (a3fast serve over HTTP)", bench_k8s),
     ("stdio, pipelined (1,000 agents, compact records, beside Fleet.place in process)", bench_pipelined),
+    ("harness overhead (a3fast over stdio through the matcher bench's client, beside a raw client, same window)",
+     bench_harness_overhead),
 )
 
 

@@ -68,6 +68,7 @@ class MatcherProcess:
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._out, selectors.EVENT_READ)
         self._pending = bytearray()
+        self._start = 0        # where the unread part of `_pending` begins
         self._next_id = 0
 
     @property
@@ -144,10 +145,15 @@ class MatcherProcess:
     def _read_line(self, op: str) -> bytes:
         deadline = time.monotonic() + self.timeout
         while True:
-            end = self._pending.find(b"\n")
+            end = self._pending.find(b"\n", self._start)
             if end >= 0:
-                line = bytes(self._pending[:end])
-                del self._pending[:end + 1]
+                # lines are taken from an offset: deleting each from the front would move every
+                # answer after it (a window of answers is read in one chunk)
+                line = bytes(self._pending[self._start:end])
+                self._start = end + 1
+                if self._start == len(self._pending):
+                    self._pending.clear()
+                    self._start = 0
                 return line
             left = deadline - time.monotonic()
             if left <= 0 or not self._selector.select(left):
@@ -164,6 +170,9 @@ class MatcherProcess:
             if not chunk:
                 self.proc.wait(timeout=self.timeout)
                 raise self._exited(f"before answering a {op} request")
+            if self._start:
+                del self._pending[:self._start]
+                self._start = 0
             self._pending += chunk
 
     def _exited(self, when: str) -> MatcherFailure:
