@@ -30,6 +30,8 @@ __all__ = ["Slice", "self_contained", "TableSource", "readable_answer", "readabl
 _BOUND = re.compile(rb'\{"seq":(\d+),"kind":"task\.bound","content":\{"a3fast\.compact":\{"format":\d+,"fleet":'
                     rb'(?:(\d+)|\{"base":(\d+)|(\{"names"))')
 _REJECTED = re.compile(rb'\{"seq":(\d+),"kind":"task\.rejected",')
+#: what every line holding a compact member holds (and a few others: a task naming it)
+_MARK = b'"a3fast.compact"'
 
 
 class TableSource:
@@ -107,14 +109,35 @@ class Slice:
     def lines(self, lines: Iterable[bytes], source: TableSource) -> Iterator[bytes]:
         """The trace lines (each ending in a newline), made part of this slice."""
         for line in lines:
-            if b'"a3fast.compact"' not in line:
-                yield line
-            elif (bound := _BOUND.match(line)) is not None:
-                yield self._bound(line, bound, source)
-            elif (rejected := _REJECTED.match(line)) is not None:
-                yield self._decoded(line, int(rejected.group(1)), source)
-            else:
-                yield line
+            yield self._line(line, source) if _MARK in line else line
+
+    def block(self, data: bytes, source: TableSource) -> bytes:
+        """Consecutive trace lines in one block, made part of this slice: only the lines that
+        hold a compact member are looked at, and the block is returned as it is when none of
+        them changes (the usual case in a stream once its snapshot went down)."""
+        parts: list[bytes] = []
+        done = 0
+        found = data.find(_MARK)
+        while found >= 0:
+            start = data.rfind(b"\n", 0, found) + 1
+            end = data.find(b"\n", found) + 1 or len(data)
+            line = data[start:end]
+            rewritten = self._line(line, source)
+            if rewritten is not line:
+                parts += (data[done:start], rewritten)
+                done = end
+            found = data.find(_MARK, end)
+        if not parts:
+            return data
+        parts.append(data[done:])
+        return b"".join(parts)
+
+    def _line(self, line: bytes, source: TableSource) -> bytes:
+        if (bound := _BOUND.match(line)) is not None:
+            return self._bound(line, bound, source)
+        if (rejected := _REJECTED.match(line)) is not None:
+            return self._decoded(line, int(rejected.group(1)), source)
+        return line
 
     def _bound(self, line: bytes, found: re.Match, source: TableSource) -> bytes:
         seq = int(found.group(1))
@@ -237,6 +260,6 @@ class _ServiceTables(TableSource):
 def readable_answer(state, lines: bytes, slice_: Slice | None = None) -> bytes:
     """The trace lines of one answer, readable on their own — or, given the `slice_` of a stream
     of answers, readable with the answers before them."""
-    if b'"a3fast.compact"' not in lines:
+    if _MARK not in lines:
         return lines
-    return b"".join((slice_ or Slice()).lines(lines.splitlines(keepends=True), table_source(state)))
+    return (slice_ or Slice()).block(lines, table_source(state))

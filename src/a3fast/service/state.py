@@ -413,27 +413,34 @@ class ServiceState:
         session itself (as `place` does), so `generation` is renumbered here as one at a time would
         see it. Returns, per task, (placement, record lines) or the exception `place` would raise."""
         self.check_writable()
-        placements = self.fleet.place_many([r for r, _, _ in items], sessions=[s for _, s, _ in items],
-                                           remember_session=False)
-        generation = self.fleet.generation
+        fleet, encoder, journal = self.fleet, self.encoder, self.journal
+        placements = fleet.place_many([r for r, _, _ in items], sessions=[s for _, s, _ in items],
+                                      remember_session=False)
+        generation = fleet.generation
         out: list[tuple[Any, bytes] | Exception] = []
-        for p, (_, _, compact) in zip(placements, items):
-            try:
-                self.check_writable()
-                p.generation = generation
-                seq = self.next_seq
-                records = self.encoder.encode_placement(seq, p) if compact else list(placement_records(p))
-                lines = record_lines(records, seq)
-                hold = (p.agent, p.session) if p.agent is not None and p.session is not None else None
-                if hold is not None:
-                    self.fleet.hold_session(*hold)
-                    generation = self.fleet.generation
-                if self.journal is not None:
-                    self.journal.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
-                self._write_trace(lines, len(records))
-                out.append((p, lines))
-            except Exception as exc:        # answered for this task, as `place` would raise it
-                out.append(exc)
+        written: list[bytes] = []
+        seq = self.next_seq
+        try:
+            for p, (_, _, compact) in zip(placements, items):
+                try:
+                    self.check_writable()
+                    p.generation = generation
+                    records = encoder.encode_placement(seq, p) if compact else list(placement_records(p))
+                    lines = record_lines(records, seq)
+                    hold = (p.agent, p.session) if p.agent is not None and p.session is not None else None
+                    if hold is not None:
+                        fleet.hold_session(*hold)
+                        generation = fleet.generation
+                    if journal is not None:
+                        journal.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
+                    written.append(lines)
+                    seq += len(records)
+                    out.append((p, lines))
+                except Exception as exc:        # answered for this task, as `place` would raise it
+                    out.append(exc)
+        finally:      # the batch's trace lines queued at once, in order, as one at a time queues them
+            if written:
+                self._write_trace(b"".join(written), seq - self.next_seq)
         return out
 
     def _write_trace(self, lines: bytes, count: int) -> None:
