@@ -329,9 +329,9 @@ def bench_harness_overhead(quick: bool = False, tasks: int | None = None, window
         for k, (chunk, data) in enumerate(zip(windows, encoded)):
             elapsed = harness.place_window(chunk)
             started = time.perf_counter()
-            raw._write(data, "place")
+            raw.write_raw(data, "place")
             for _ in chunk:
-                raw._read_line("place")
+                raw.read_line("place")
             raw_elapsed = time.perf_counter() - started
             if k >= WARMUP:
                 through_harness.append(elapsed / len(chunk))
@@ -384,7 +384,7 @@ def render_matchers(bench: MatcherBench) -> str:
 
 def to_pytest_benchmark(bench: MatcherBench) -> dict[str, Any]:
     """pytest-benchmark's JSON format: one benchmark per subject, its samples the placements."""
-    from .suite import machine_info
+    from .machine import machine_info
 
     benchmarks = []
     for r in bench.runs:

@@ -92,7 +92,7 @@ class MatcherProcess:
         of the answer. The caller checks the id."""
         self._next_id += 1
         self.send({"op": op, "id": self._next_id, **fields})
-        return self._next_id, self._read_line(op)
+        return self._next_id, self.read_line(op)
 
     def request_lines_pipelined(self, op: str, requests: list[dict[str, Any]],
                                 window: int = PIPELINE_WINDOW) -> list[tuple[int, bytes]]:
@@ -106,12 +106,13 @@ class MatcherProcess:
             chunk = requests[start:start + window]
             first = self._next_id + 1
             self._next_id += len(chunk)
-            self._write(b"".join(orjson.dumps({"op": op, "id": first + k, **fields}) + b"\n"
+            self.write_raw(b"".join(orjson.dumps({"op": op, "id": first + k, **fields}) + b"\n"
                                  for k, fields in enumerate(chunk)), op)
-            out.extend((first + k, self._read_line(op)) for k in range(len(chunk)))
+            out.extend((first + k, self.read_line(op)) for k in range(len(chunk)))
         return out
 
-    def _write(self, data: bytes, op: str) -> None:
+    def write_raw(self, data: bytes, op: str) -> None:
+        """Write request lines already encoded (each ending in a newline)."""
         try:
             stdin = self.proc.stdin
             assert stdin is not None  # a pipe (start)
@@ -131,7 +132,7 @@ class MatcherProcess:
 
     def receive(self, op: str = "request") -> dict[str, Any]:
         """The next answer line, parsed; MatcherFailure if it does not come in time or is not JSON."""
-        line = self._read_line(op)
+        line = self.read_line(op)
         try:
             answer = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
@@ -142,7 +143,8 @@ class MatcherProcess:
                                  f"{_short(line)}")
         return answer
 
-    def _read_line(self, op: str) -> bytes:
+    def read_line(self, op: str) -> bytes:
+        """The next answer line, undecoded; MatcherFailure if it does not come in time."""
         deadline = time.monotonic() + self.timeout
         while True:
             end = self._pending.find(b"\n", self._start)

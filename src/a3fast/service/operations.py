@@ -188,8 +188,8 @@ class Operations:
         on the session the earlier one holds). A request that is refused changes nothing, so it
         does not end a run. Returns, per request, its result or the exception that refuses it."""
         results: list[PlaceAnswer | Exception | None] = [None] * len(bodies)
-        placed: list[tuple[int, bytes, bool]] = []
-        run: list[tuple[int, Any, str | None, bool]] = []
+        placed: list[tuple[int, bytes, str]] = []
+        run: list[tuple[int, Any, str | None, str]] = []
         sessions: set[str] = set()
 
         def place_run() -> None:
@@ -243,7 +243,7 @@ class Operations:
                 results[i] = exc
         return results  # type: ignore[return-value]
 
-    def _place_request(self, body: Any) -> tuple[Any, str | None, Route | None, bool]:
+    def _place_request(self, body: Any) -> tuple[Any, str | None, Route | None, str]:
         """A place request's fields, checked, with its requirements parsed (ServiceError if not)."""
         requirements = _require(body, "requirements", dict, "a requirements document (§4)")
         session = _optional(body, "session", str, "a session id")
