@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
+import msgspec
 import orjson
 
 from ..record.compact import KEY
@@ -32,6 +33,23 @@ _BOUND = re.compile(rb'\{"seq":(\d+),"kind":"task\.bound","content":\{"a3fast\.c
 _REJECTED = re.compile(rb'\{"seq":(\d+),"kind":"task\.rejected",')
 #: what every line holding a compact member holds (and a few others: a task naming it)
 _MARK = b'"a3fast.compact"'
+
+
+class _Member(msgspec.Struct):
+    fleet: Any = None
+
+
+class _TypedRejected(msgspec.Struct):
+    content: "_TypedContent"
+
+
+class _TypedContent(msgspec.Struct, rename={"member": KEY}):
+    member: _Member | None = None
+
+
+#: a task.rejected line's compact member's `fleet`, the rest of the line skipped unbuilt (the
+#: record's own members only: one named like it inside the requirements is not this one)
+_read_rejected = msgspec.json.Decoder(_TypedRejected).decode
 
 
 class TableSource:
@@ -121,6 +139,9 @@ class Slice:
         while found >= 0:
             start = data.rfind(b"\n", 0, found) + 1
             end = data.find(b"\n", found) + 1 or len(data)
+            if self._carried_as_is(data, start, end):
+                found = data.find(_MARK, end)
+                continue
             line = data[start:end]
             rewritten = self._line(line, source)
             if rewritten is not line:
@@ -131,6 +152,22 @@ class Slice:
             return data
         parts.append(data[done:])
         return b"".join(parts)
+
+    def _carried_as_is(self, data: bytes, start: int, end: int) -> bool:
+        """Whether the line at data[start:end] refers by seq to a snapshot the slice carries
+        under that seq (nothing to rewrite), found without copying or re-encoding the line."""
+        bound = _BOUND.match(data, start, end)
+        if bound is not None:
+            referenced = bound.group(2)
+            return referenced is not None and self.carried.get(int(referenced)) == int(referenced)
+        if _REJECTED.match(data, start, end) is None:
+            return False
+        try:
+            member = _read_rejected(memoryview(data)[start:end]).content.member
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return False
+        fleet = member.fleet if member is not None else None
+        return type(fleet) is int and self.carried.get(fleet) == fleet
 
     def _line(self, line: bytes, source: TableSource) -> bytes:
         if (bound := _BOUND.match(line)) is not None:
