@@ -36,7 +36,7 @@ import orjson
 
 from .errors import Problem, SchemaError, describe, json_path
 
-__all__ = ["MAX_DEPTH", "MAX_RECORD_DEPTH", "INT_MIN", "INT_MAX", "check", "conforms", "validate",
+__all__ = ["MAX_DEPTH", "MAX_RECORD_DEPTH", "INT_MIN", "INT_MAX", "check", "conforms", "validate", "plainly_within",
            "loads", "decode_problem"]
 
 MAX_DEPTH = 128
@@ -204,7 +204,7 @@ _LONG_DIGITS = re.compile(rb"\d{19}")
 _LONG_DIGITS_STR = re.compile(r"\d{19}")
 
 
-def _plainly_within(data: bytes | str, limit: int) -> bool:
+def plainly_within(data: bytes | str, limit: int = MAX_DEPTH) -> bool:
     """Whether JSON text msgspec decoded certainly keeps the rule, judged from the text alone:
     at most `limit` opening brackets (so no deeper nesting) and no run of 19 digits (so no integer
     beyond 64 bits). Brackets and digits inside strings only over-count; then the value is checked."""
@@ -224,7 +224,7 @@ def decode_problem(data: bytes | str, limit: int = MAX_DEPTH) -> tuple[Any, list
         return None, [Problem("$", _depth_expected(limit), "deeper nesting")]
     except (msgspec.MsgspecError, UnicodeError) as exc:
         return None, [Problem("$", "valid JSON", _syntax_error(data, exc))]
-    if _plainly_within(data, limit):
+    if plainly_within(data, limit):
         return value, []
     problems = validate(value, "$", limit, decoded_json=True)
     return (None if problems else value), problems

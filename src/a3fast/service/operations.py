@@ -8,8 +8,9 @@ placement from seeing half of an update, and any response from acknowledging wha
 """
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Literal
 
+import msgspec
 import orjson
 
 from ..errors import A3Error, FleetError, SchemaError
@@ -19,10 +20,11 @@ from ..schema import parse_declaration, parse_requirements, task_kind
 from ..verify import is_valid, verify_stream_counted
 from . import metrics
 from .slices import Slice, readable_answer
-from .problems import ServiceError, check_bounds, from_library, parse_json, problem
+from ..document import plainly_within
+from .problems import MAX_DEPTH, MAX_STRING, ServiceError, check_bounds, from_library, parse_json, problem
 from .state import FleetConflict, ServiceState
 
-__all__ = ["Operations", "PlaceAnswer", "OPS", "RECORD_FORMS", "STREAM", "verify_text", "verify_result"]
+__all__ = ["Operations", "PlaceAnswer", "PlaceRequest", "decode_place_request", "OPS", "RECORD_FORMS", "STREAM", "verify_text", "verify_result"]
 
 #: The record forms of a place answer: §6 JSON, or compact records that stand alone.
 RECORD_FORMS = ("spec", "compact")
@@ -63,6 +65,34 @@ def _declaration(doc: Any, **where: Any):
         return parse_declaration(doc)
     except SchemaError as exc:
         raise from_library(exc, 400, **where) from None
+
+
+class PlaceRequest(msgspec.Struct):
+    """A place request as its line decodes straight into typed fields (stdio): no dict of the
+    request, no field checked twice. Only a request without a route, within every bound the
+    general path checks, is read this way (`decode_place_request`)."""
+    op: Literal["place"]
+    requirements: dict[str, Any]
+    id: Any = None
+    session: str | None = None
+    record: str | None = None
+    route: None = None
+
+
+_decode_place = msgspec.json.Decoder(PlaceRequest).decode
+
+
+def decode_place_request(line: bytes) -> PlaceRequest | None:
+    """The line's place request, typed; None for any other line, or one the general path must
+    read (`parse_json` and the operation's own checks), which then answers it exactly as before:
+    a route, a field of another type, a text longer than MAX_STRING, or one whose nesting or
+    integers the text alone does not show to be within bounds."""
+    if len(line) > MAX_STRING or not plainly_within(line, MAX_DEPTH):
+        return None
+    try:
+        return _decode_place(line)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 class PlaceAnswer(dict):
@@ -245,6 +275,14 @@ class Operations:
 
     def _place_request(self, body: Any) -> tuple[Any, str | None, Route | None, str]:
         """A place request's fields, checked, with its requirements parsed (ServiceError if not)."""
+        if type(body) is PlaceRequest:         # its fields' types were checked as it was decoded
+            form = body.record or "spec"
+            if form not in self.forms:
+                raise ServiceError(400, [problem("$.record", self._forms_text, repr(form))])
+            try:
+                return parse_requirements(body.requirements, decoded=True), body.session, None, form
+            except SchemaError as exc:
+                raise from_library(exc, 400) from None
         requirements = _require(body, "requirements", dict, "a requirements document (§4)")
         session = _optional(body, "session", str, "a session id")
         route = self._route(body)
