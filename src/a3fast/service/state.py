@@ -580,8 +580,9 @@ def settle() -> None:
     collector's later passes (`gc.freeze`). A fleet's declarations and rows are long-lived, and a
     full pass walks each of them again while placements allocate: at 1,000 agents that was a third
     of the service's CPU a placement (docs/performance.md, "Pipelined stdio"). What is frozen is
-    still freed when its last reference goes; only reference cycles that are garbage at this
-    moment are never collected (a one-time amount, bounded by what the collector had pending)."""
+    still freed when its last reference goes; the garbage of the moment is collected first, so no
+    reference cycle is frozen with it."""
+    gc.collect()
     gc.freeze()
 
 
