@@ -84,3 +84,4 @@ def test_nesting_past_the_service_bound_goes_the_general_way():
     deep = b'{"op":"place","requirements":{},"x":' + b"[" * MAX_DEPTH + b"]" * MAX_DEPTH + b"}"
     assert decode_place_request(deep) is None
     assert isinstance(decode_place_request(b'{"op":"place","requirements":{"kind":"[[["}}'), PlaceRequest)
+

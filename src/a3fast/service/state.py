@@ -46,6 +46,8 @@ TRACE = "trace.jsonl"
 #: The checkpoint checks this many bytes at the end of the trace it covers (its length checks the
 #: rest): checking the whole trace would make every start slower as history grows.
 TRACE_CHECK_BYTES = 1 << 20
+#: agents added before the fleet is frozen out of the collector's passes again (`settle`), at least
+SETTLE_AFTER = 1000
 
 
 class FleetStore(Protocol):
@@ -109,6 +111,7 @@ class ServiceState:
         self._trace_queued_end = 0               # ... once the commits under way are written
         self._trace_ends: deque[int] = deque()   # the end each commit under way writes up to
         self.ready = False
+        self._unsettled = 0                      # agents added since the fleet was last frozen
         self.recovered_entries = 0
         #: whether the state held nothing at `open` (no checkpoint, no journal entry)
         self.fresh = True
@@ -332,8 +335,13 @@ class ServiceState:
         """Add or replace agents, all or none: conflicts are checked before anything is written."""
         self._check_namespaces(declarations)
         self._change("put", self._put, declarations, decls=[d.doc for d in declarations])
-        if len(declarations) > 1:
+        # the fleet frozen again once it has grown by a tenth (at least SETTLE_AFTER agents) since
+        # the last time: often enough that most of it is frozen, rarely enough that the full
+        # collection before each freeze stays a small share of the adds
+        self._unsettled += len(declarations)
+        if self._unsettled >= max(SETTLE_AFTER, len(self.fleet) // 10):
             settle()
+            self._unsettled = 0
 
     def _check_namespaces(self, declarations: Iterable[Declaration]) -> None:
         seen: dict[str, str] = {}
