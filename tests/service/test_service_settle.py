@@ -14,7 +14,7 @@ def test_the_fleet_is_frozen_out_of_the_collector_once_it_has_grown_in_bulk():
 
     from a3fast.service.state import SETTLE_AFTER
 
-    state = ServiceState()
+    state = ServiceState(settle=True)
     state.open()
     try:
         gc.unfreeze()
@@ -25,4 +25,19 @@ def test_the_fleet_is_frozen_out_of_the_collector_once_it_has_grown_in_bulk():
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+        state.close()
+
+
+def test_a_state_embedded_in_another_program_leaves_its_collector_alone():
+    import gc
+
+    from a3fast.service.state import SETTLE_AFTER
+
+    state = ServiceState()
+    state.open()
+    try:
+        gc.unfreeze()
+        state.put_agents([parse_declaration(d) for d in generate_fleet(SETTLE_AFTER, seed=9)])
+        assert gc.get_freeze_count() == 0
+    finally:
         state.close()

@@ -122,7 +122,7 @@ def _served_in_process(fleet_docs, requests: bytes) -> tuple[float, float]:
     from ..schema import parse_declaration
     from ..service.stdio import serve_stdio_sync
 
-    state = ServiceState()
+    state = ServiceState(settle=True)         # as `a3fast serve` runs it
     state.open()
     try:
         ops = Operations(state, stream=True)

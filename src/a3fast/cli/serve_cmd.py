@@ -255,7 +255,7 @@ def _run_stdio(config) -> int:
 
     state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
                          fsync=config.fsync, checkpoint_every=config.checkpoint_every,
-                         fleet_factory=fleet_factory(config))
+                         fleet_factory=fleet_factory(config), settle=True)
     try:
         state.open(mark_ready=False)
         if config.fleet is not None:

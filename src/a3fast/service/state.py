@@ -84,8 +84,13 @@ class ServiceState:
 
     def __init__(self, directory: str | os.PathLike | None = None, *, engine: str | None = None,
                  trace_path: str | os.PathLike | None = None, fsync: str = "group",
-                 checkpoint_every: int = 50_000, log=None, fleet_factory: FleetStore | None = None):
+                 checkpoint_every: int = 50_000, log=None, fleet_factory: FleetStore | None = None,
+                 settle: bool = False):
         self.directory = Path(directory) if directory is not None else None
+        #: the state owns its process (`a3fast serve`): what it loads is frozen out of the
+        #: collector's later passes (`settle`); a state embedded in another program leaves its
+        #: collector alone
+        self.settle = settle
         self.engine = engine
         self.fsync = fsync
         self.checkpoint_every = checkpoint_every
@@ -156,7 +161,8 @@ class ServiceState:
             self.journal.after_write = self._trace_written
             self.journal.entries = sum(1 for e in replay if e.generation == self.statedir.generation)
         self.ready = mark_ready
-        settle()
+        if self.settle:
+            settle()
 
     def _empty_fleet(self) -> FleetProtocol:
         try:
@@ -329,7 +335,8 @@ class ServiceState:
         self.fresh = False
         if self.journal is not None:
             self.checkpoint()
-        settle()
+        if self.settle:
+            settle()
 
     def put_agents(self, declarations: list[Declaration]) -> None:
         """Add or replace agents, all or none: conflicts are checked before anything is written."""
@@ -339,7 +346,7 @@ class ServiceState:
         # the last time: often enough that most of it is frozen, rarely enough that the full
         # collection before each freeze stays a small share of the adds
         self._unsettled += len(declarations)
-        if self._unsettled >= max(SETTLE_AFTER, len(self.fleet) // 10):
+        if self.settle and self._unsettled >= max(SETTLE_AFTER, len(self.fleet) // 10):
             settle()
             self._unsettled = 0
 
