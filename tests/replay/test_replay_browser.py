@@ -3,7 +3,6 @@ page is tested): no console error, no request beyond the file, the totals and ea
 those of the replay, and names from the trace shown as text, never run."""
 from __future__ import annotations
 
-
 import a3fast
 from a3fast.replay import summarise, parse_thresholds
 from a3fast.workload import generate_fleet
