@@ -899,7 +899,9 @@ cdef class Index:
         of a block of agents are sorted by row (a counting sort, ids ascending within a row), then
         each row takes its new members together. Agent by agent, every insert went to another row,
         whose memory was rarely still in cache; the rows end exactly as then."""
-        cdef Py_ssize_t block = 1 << 20, j = 0, end, k, r, a, m, half
+        # a block holds at least as many memberships as there are rows, so that the pass over every
+        # row per block costs no more than the block's own inserts, however many rows there are
+        cdef Py_ssize_t block = max(1 << 20, self.n_rows), j = 0, end, k, r, a, m, half
         cdef uint32_t aid
         cdef uint64_t bit
         cdef Py_ssize_t* starts = <Py_ssize_t*>calloc(self.n_rows + 1, sizeof(Py_ssize_t))
