@@ -58,3 +58,33 @@ def test_a_48_mb_request_line_is_answered_in_seconds():
     assert r.returncode == 0, r.stderr
     assert orjson.loads(r.stdout) == {"id": 1, "ok": True, "names": [], "next": None}
     assert elapsed < 10        # the target is 3 s (docs/protocol.md); a quadratic reader took ~25 s
+
+
+def test_pipes_are_widened_so_a_batch_of_answers_goes_down_in_few_writes():
+    import fcntl
+    import os
+
+    from a3fast.service.stdio import PIPE_SIZE, widen_pipes
+
+    read, write = os.pipe()
+    try:
+        with open(read, "rb", closefd=False) as r, open(write, "wb", closefd=False) as w:
+            widen_pipes(r, w)
+            get_size = getattr(fcntl, "F_GETPIPE_SZ", None)
+            if get_size is not None:
+                with open("/proc/sys/fs/pipe-max-size") as limit:
+                    assert fcntl.fcntl(write, get_size) == min(PIPE_SIZE, int(limit.read()))
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def test_widening_leaves_what_is_not_a_pipe_alone(tmp_path):
+    import io
+
+    from a3fast.service.stdio import widen_pipes
+
+    with open(tmp_path / "f", "wb") as f:
+        widen_pipes(f, io.BytesIO())      # a regular file and a file without a descriptor
+        f.write(b"x")
+    assert (tmp_path / "f").read_bytes() == b"x"

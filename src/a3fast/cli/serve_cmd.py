@@ -248,7 +248,7 @@ class _Stopped(Exception):
 def _run_stdio(config) -> int:
     from ..service.state import ServiceState, StateError
     from ..service.operations import Operations
-    from ..service.stdio import serve_stdio, serve_stdio_sync
+    from ..service.stdio import serve_stdio, serve_stdio_sync, widen_pipes
     from ..service.seed import seed_fleet
     from ..service.sharded import fleet_factory
     from ..errors import SchemaError
@@ -264,6 +264,7 @@ def _run_stdio(config) -> int:
         click.echo(f"a3fast serve: cannot start: {exc}", err=True)
         return EXIT_BAD_INPUT
     state.ready = True
+    widen_pipes(sys.stdin.buffer, sys.stdout.buffer)
     if state.journal is None:
         # nothing to wait for: a plain loop, no event loop or worker thread per line
         def stop(signum, frame):
