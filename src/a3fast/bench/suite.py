@@ -29,12 +29,17 @@ from .cores import bench_place_many
 from .embedding import bench_embedding
 from .replay import bench_replay
 from .harness import Cell, measure_cells, time_each
+from .http import bench_http
 from .k8s import bench_k8s
 from .pipelined import bench_pipelined
 from .subjects import SCENARIOS, EngineSubject, Subject, build_subjects
 from .verify import bench_verify
 
-__all__ = ["BenchConfig", "BenchReport", "run_bench", "EXTRA_BENCHES"]
+__all__ = ["BenchConfig", "BenchReport", "run_bench", "EXTRA_BENCHES", "HTTP_TITLE"]
+
+#: The HTTP row's title (report.targets finds its figures by it).
+HTTP_TITLE = ("HTTP placements against a raw ASGI echo on the same server stack (1,000 agents, compact records, "
+              "a3fast serve --fsync never)")
 
 #: The subjects measured after the matcher: (title, function taking `quick`).
 EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
@@ -47,6 +52,7 @@ EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
     ("replay (compact trace at 1,000 agents, a clearance revoked)", bench_replay),
     ("Kubernetes extender, 5,000 nodes (a3fast serve over HTTP)", bench_k8s),
     ("stdio, pipelined (1,000 agents, compact records, beside Fleet.place in process)", bench_pipelined),
+    (HTTP_TITLE, bench_http),
 )
 
 
