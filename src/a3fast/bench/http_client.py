@@ -44,6 +44,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def run(coroutine: Coroutine[Any, Any, Any]) -> Any:
     """The coroutine on a new event loop of its own (uvloop's when installed, as the server's)."""
+    loop: asyncio.AbstractEventLoop
     try:
         import uvloop
         loop = uvloop.new_event_loop()
