@@ -1,20 +1,25 @@
 """The HTTP server under the app (`service.server`): each answer leaves in one write — its head held
 until the first write of its body — while interim answers, later chunks and answers without a body
-are written as they come."""
+are written as they come. And the app's `on_ready` hook (with which `a3fast serve` keeps the loaded
+state out of the collector's full passes): called once the state is loaded, never when it fails."""
 from __future__ import annotations
 
 import socket
 import threading
 
+import orjson
 import pytest
 
 pytest.importorskip("uvicorn")
 pytest.importorskip("httptools")
 
+from starlette.testclient import TestClient  # noqa: E402
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # noqa: E402
 
+from a3fast.service.app import create_app  # noqa: E402
 from a3fast.service.config import ServiceConfig  # noqa: E402
 from a3fast.service.server import OneWriteAnswers, listening_socket, uvicorn_server  # noqa: E402
+from service_process import SECTION_10_AGENTS  # noqa: E402
 
 
 class Recording:
@@ -163,3 +168,26 @@ def test_pipelined_requests_are_answered_in_order_each_in_one_write(served):
     got = _exchange(port, _post("/one", b"first") + _post("/one", b"hello world"), answers=2)
     assert got.count(b"HTTP/1.1 200 OK") == 2 and got.index(b"first") < got.index(b"hello world")
     assert len(connections[0].writes) == 2
+
+
+def test_on_ready_is_called_once_when_the_state_is_loaded(tmp_path):
+    fleet = tmp_path / "fleet.json"
+    fleet.write_bytes(orjson.dumps(SECTION_10_AGENTS))
+    app = create_app(ServiceConfig(fleet=fleet))
+    seen: list[tuple[bool, int]] = []
+    app.state.on_ready = lambda: seen.append((app.state.service.ready, len(app.state.service.fleet)))
+    with TestClient(app) as client:
+        while client.get("/readyz").status_code != 200:
+            pass
+    assert seen == [(True, 2)]
+
+
+def test_a_state_that_cannot_be_loaded_never_calls_on_ready(tmp_path):
+    fleet = tmp_path / "fleet.json"
+    fleet.write_text("not json")
+    app = create_app(ServiceConfig(fleet=fleet))
+    seen: list[bool] = []
+    app.state.on_ready = lambda: seen.append(True)
+    with TestClient(app):
+        pass
+    assert app.state.failure and seen == []

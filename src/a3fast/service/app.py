@@ -531,6 +531,7 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
                                                extender=extender))
     app.state.service = state
     app.state.on_failure = None
+    app.state.on_ready = None      # called once the state is loaded, on the loading thread
     return app
 
 
@@ -603,6 +604,8 @@ def _open(state: ServiceState, config: ServiceConfig, app) -> None:
             source = config.fleet
             seed_fleet(state, config)
         state.ready = True
+        if app.state.on_ready is not None:
+            app.state.on_ready()
     except (StateError, SchemaError, OSError) as exc:
         _stop_loading(app, state, str(exc))
     except Exception as exc:
