@@ -37,7 +37,7 @@ def test_http_bench_measures_both_subjects_and_the_fixed_rate_and_prints_the_row
     floor = rows["HTTP placements ≥ 60% of a raw ASGI echo on the same server stack, same run"]
     assert f"{figures['ratio']:.0%}" in floor[0] and floor[1] == (figures["ratio"] >= 0.6)
     fixed = rows["HTTP at a fixed 1,000 requests/s, --fsync never: p99 ≤ 5 ms"]
-    assert f"{figures['fixed_answered']:,} of {figures['fixed_due']:,} answered" in fixed[0]
+    assert f"{figures['fixed_answered']:,} of {figures['fixed_due']:,} answered" in fixed[0] and "load average" in fixed[0]
     text = render(report)
     assert "HTTP placements ≥ 60% of a raw ASGI echo" in text and HTTP_TITLE in text
 

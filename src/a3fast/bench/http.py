@@ -21,6 +21,7 @@ printed beside their targets.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -107,7 +108,10 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
     place_requests = [request_bytes(PLACE_PATH, b) for b in bodies]
     figures: dict[str, list[dict[str, float]]] = {"echo": [], "place": []}
     out: dict[str, Any] = {"agents": AGENTS, "rounds": rounds, "connections": connections,
-                           "requests_per_round": requests, "request_bytes": statistics.median(map(len, bodies))}
+                           "requests_per_round": requests, "request_bytes": statistics.median(map(len, bodies)),
+                           # the machine's load beside its figures: a shared machine's other work shows in
+                           # the latencies of the fixed-rate phase more than anywhere else
+                           "cpus": os.cpu_count(), "load_average": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory(prefix="a3fast-bench-http-") as tmp:
         fleet_file = Path(tmp) / "fleet.jsonl"
         fleet_file.write_bytes(b"\n".join(orjson.dumps(d) for d in fleet_docs))
@@ -123,6 +127,7 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
             for _ in range(rounds):
                 figures["echo"].append(_saturate(echo, echo_requests, requests, seconds, connections))
                 figures["place"].append(_saturate(served, place_requests, requests, seconds, connections))
+            out["fixed_load_average"] = os.getloadavg()[0]
             cpu = served.cpu_s()
             fixed = run(fixed_rate(served.port, place_requests, FIXED_RATE, fixed_seconds))
             fixed_cpu = served.cpu_s() - cpu

@@ -281,7 +281,9 @@ def _http_targets(http: dict[str, Any] | str | None) -> list[tuple[str, str, boo
              http["ratio"] >= 0.6),
             (f"HTTP at a fixed {http['fixed_rate']:,} requests/s, --fsync never: p99 ≤ 5 ms",
              f"p99 {http['fixed_p99_ms']:.3g} ms, p50 {http['fixed_p50_ms']:.3g} ms from each request's due time "
-             f"({http['fixed_answered']:,} of {http['fixed_due']:,} answered)",
+             f"({http['fixed_answered']:,} of {http['fixed_due']:,} answered; server CPU "
+             f"{http['fixed_server_cpu_us']:.0f} µs a request; load average {http['fixed_load_average']:.2g} "
+             f"on {http['cpus']} CPUs)",
              http["fixed_p99_ms"] <= 5.0 and http["fixed_answered"] == http["fixed_due"])]
 
 
