@@ -106,14 +106,18 @@ class Journal:
 
     `append` frames an entry into a memory buffer (on the event loop, no system call). `durable()`
     waits until every entry appended so far is written and, unless `fsync="never"`, fsynced. One
-    commit at a time runs on a dedicated writer thread, so the event loop never waits for a disk:
+    commit at a time runs on a dedicated writer thread, so the event loop never waits for a disk
+    (with `fsync="never"` there is no disk to wait for, and a commit is written on the loop):
 
     - `fsync="group"`: a commit takes every entry appended before it started, writes them with one
       `write` and one `fsync`; requests that arrive while it is in flight append to the buffer and
       all share the next commit (classic group commit: no timer, no fsync per request).
     - `fsync="always"`: a commit takes one entry (one write and one fsync per change).
     - `fsync="never"`: as group, without the fsync: safe against a killed process (the bytes are in
-      the operating system before the response), not against a power loss.
+      the operating system before the response), not against a power loss. Its commit is a write
+      to the operating system's cache, made on the event loop by the request that waits for it: the
+      hand-off to the writer thread and back cost more than the write (at 1,000 requests/s, a
+      placement's p50 was 1.3 ms through the thread against 0.7 ms on the loop).
 
     `before_write`, if set, is called on the event loop when a commit starts and returns further
     `(fd, bytes)` writes for the writer thread to make first (the service's trace lines);
@@ -189,9 +193,23 @@ class Journal:
         ticket = self._appended
         while self._committed < ticket:
             self._check()
+            if self._commit is None and self.fsync == "never":
+                self._commit_here()
+                continue
             if self._commit is None:
                 self._commit = asyncio.ensure_future(self._run_commit())
             await asyncio.shield(self._commit)
+
+    def _commit_here(self) -> None:
+        """A commit without an fsync, written on the calling thread (the event loop)."""
+        writes, ticket, _ = self._take()
+        try:
+            self._write(writes, False)
+        except OSError as exc:
+            raise self._fail(exc) from None
+        self._committed = max(self._committed, ticket)
+        if self.after_write is not None:
+            self.after_write()
 
     async def _run_commit(self) -> None:
         try:
