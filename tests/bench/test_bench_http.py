@@ -28,6 +28,8 @@ def test_http_bench_measures_both_subjects_and_the_fixed_rate_and_prints_the_row
     assert figures["ratio"] == figures["place_per_s"] / figures["echo_per_s"]
     assert figures["fixed_due"] == int(FIXED_RATE * 0.2) and 0 < figures["fixed_answered"] <= figures["fixed_due"]
     assert figures["fixed_p50_ms"] <= figures["fixed_p99_ms"]
+    assert 0 < figures["echo_fixed_answered"] <= figures["fixed_due"]
+    assert 0 < figures["echo_fixed_p50_ms"] <= figures["echo_fixed_p99_ms"]
     # the echo answers the request body; a placement answers its records, the fleet's names among them
     assert figures["echo_answer_bytes"] < figures["place_answer_bytes"]
 
@@ -38,6 +40,7 @@ def test_http_bench_measures_both_subjects_and_the_fixed_rate_and_prints_the_row
     assert f"{figures['ratio']:.0%}" in floor[0] and floor[1] == (figures["ratio"] >= 0.6)
     fixed = rows["HTTP at a fixed 1,000 requests/s, --fsync never: p99 ≤ 5 ms"]
     assert f"{figures['fixed_answered']:,} of {figures['fixed_due']:,} answered" in fixed[0] and "load average" in fixed[0]
+    assert f"the echo at the same rate, p99 {figures['echo_fixed_p99_ms']:.3g} ms" in fixed[0]
     text = render(report)
     assert "HTTP placements ≥ 60% of a raw ASGI echo" in text and HTTP_TITLE in text
 

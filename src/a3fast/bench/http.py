@@ -13,7 +13,8 @@ requests and in time) in this process, apart from both servers:
 Rounds alternate the two; each figure is the median of the rounds. The servers' CPU time per
 request is read from their own counters (the machine is shared: wall time includes the waits of a
 loaded machine, CPU time does not). Then a fixed-rate phase: 1,000 requests/s, open loop (latency
-counted from when each request was due), against the same `a3fast serve --fsync never`. For where
+counted from when each request was due), against the echo (its floor on this machine at that
+moment) and then the same `a3fast serve --fsync never`. For where
 a placement's time goes, the same requests are answered by the service path alone in this process
 (`Operations.place`, JSON in and out, no HTTP). Nothing here is asserted on time: the rows are
 printed beside their targets.
@@ -128,6 +129,10 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
                 figures["echo"].append(_saturate(echo, echo_requests, requests, seconds, connections))
                 figures["place"].append(_saturate(served, place_requests, requests, seconds, connections))
             out["fixed_load_average"] = os.getloadavg()[0]
+            # the echo at the same rate first: the floor of the fixed-rate latencies on this machine now
+            cpu = echo.cpu_s()
+            echo_fixed = run(fixed_rate(echo.port, echo_requests, FIXED_RATE, fixed_seconds))
+            echo_fixed_cpu = echo.cpu_s() - cpu
             cpu = served.cpu_s()
             fixed = run(fixed_rate(served.port, place_requests, FIXED_RATE, fixed_seconds))
             fixed_cpu = served.cpu_s() - cpu
@@ -141,7 +146,11 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
                 "fixed_p50_ms": percentile(fixed.latencies_s, 0.5) * 1e3,
                 "fixed_p99_ms": percentile(fixed.latencies_s, 0.99) * 1e3,
                 "fixed_service_p99_ms": percentile(fixed.service_latencies_s, 0.99) * 1e3,
-                "fixed_server_cpu_us": fixed_cpu / max(len(fixed.latencies_s), 1) * 1e6})
+                "fixed_server_cpu_us": fixed_cpu / max(len(fixed.latencies_s), 1) * 1e6,
+                "echo_fixed_answered": len(echo_fixed.latencies_s),
+                "echo_fixed_p50_ms": percentile(echo_fixed.latencies_s, 0.5) * 1e3,
+                "echo_fixed_p99_ms": percentile(echo_fixed.latencies_s, 0.99) * 1e3,
+                "echo_fixed_server_cpu_us": echo_fixed_cpu / max(len(echo_fixed.latencies_s), 1) * 1e6})
     return out
 
 

@@ -282,8 +282,9 @@ def _http_targets(http: dict[str, Any] | str | None) -> list[tuple[str, str, boo
             (f"HTTP at a fixed {http['fixed_rate']:,} requests/s, --fsync never: p99 ≤ 5 ms",
              f"p99 {http['fixed_p99_ms']:.3g} ms, p50 {http['fixed_p50_ms']:.3g} ms from each request's due time "
              f"({http['fixed_answered']:,} of {http['fixed_due']:,} answered; server CPU "
-             f"{http['fixed_server_cpu_us']:.0f} µs a request; load average {http['fixed_load_average']:.2g} "
-             f"on {http['cpus']} CPUs)",
+             f"{http['fixed_server_cpu_us']:.0f} µs a request; floor: the echo at the same rate, p99 "
+             f"{http['echo_fixed_p99_ms']:.3g} ms, p50 {http['echo_fixed_p50_ms']:.3g} ms; load average "
+             f"{http['fixed_load_average']:.2g} on {http['cpus']} CPUs)",
              http["fixed_p99_ms"] <= 5.0 and http["fixed_answered"] == http["fixed_due"])]
 
 
