@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -24,12 +25,18 @@ class ServedProcess:
     """`python -m MODULE ARGS...`, which prints `banner ... URL` on its first line once it listens."""
 
     def __init__(self, module: str, *args: str, banner: str, start_timeout: float = 60.0):
+        # a file rather than a pipe: a server that writes much to stderr never blocks on it
+        self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL)
+                                     stderr=self.stderr)
         line = _first_line(self.proc, start_timeout)
         if not line.startswith(banner):
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait(timeout=30)
+            why = self.stderr_tail()
             self.stop()
-            raise RuntimeError(f"python -m {module} did not start: {line!r}")
+            raise RuntimeError(f"python -m {module} did not start: {line!r} {why!r}")
         self.url = line.split()[-1]
         self.port = int(self.url.rsplit(":", 1)[1])
 
@@ -40,12 +47,19 @@ class ServedProcess:
     def cpu_s(self) -> float:
         return cpu_of(self.proc.pid)
 
+    def stderr_tail(self, size: int = 500) -> str:
+        """The last `size` bytes the process wrote to stderr."""
+        self.stderr.seek(0, os.SEEK_END)
+        self.stderr.seek(max(0, self.stderr.tell() - size))
+        return self.stderr.read().decode(errors="replace")
+
     def wait_ready(self, path: str = "/readyz", timeout: float = 60.0) -> None:
         """Until GET `path` answers 200 (TimeoutError after `timeout` s; RuntimeError if the process ends)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the server process ended with exit code {self.proc.returncode}")
+                raise RuntimeError(f"the server process ended with exit code {self.proc.returncode}: "
+                                   f"{self.stderr_tail()}")
             try:
                 with urllib.request.urlopen(self.url + path, timeout=5) as answer:
                     if answer.status == 200:
@@ -65,6 +79,7 @@ class ServedProcess:
                 self.proc.wait(timeout=10)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+        self.stderr.close()
 
     def __enter__(self) -> "ServedProcess":
         return self
