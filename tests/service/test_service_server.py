@@ -72,6 +72,17 @@ def test_a_head_and_its_body_leave_in_one_write():
     assert cycle.ended == 1
 
 
+def test_a_large_first_body_write_is_not_joined_to_the_head():
+    cycle = Cycle()
+    written = cycle.transport
+    OneWriteAnswers.install(cycle)
+    cycle.response_started = True
+    body = b"x" * (OneWriteAnswers.JOIN_AT_MOST + 1)
+    cycle.transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    cycle.transport.write(body)
+    assert written.writes == [b"HTTP/1.1 200 OK\r\n\r\n", body]
+
+
 def test_an_answer_that_ends_without_a_body_write_has_its_head_written_when_it_ends():
     cycle = Cycle()
     written = cycle.transport

@@ -41,9 +41,13 @@ def connection_limit(config: ServiceConfig) -> int:
 class OneWriteAnswers:
     """The transport as one request's response cycle sees it: the head of the answer (the cycle's
     first write once its response has started) is held and written together with the first write
-    of the body, or on its own when the answer ends without one (a HEAD request). Every other
-    write — an interim `100 Continue`, later body chunks — and everything else pass straight
-    through."""
+    of the body, or on its own when the answer ends without one (a HEAD request) or when that
+    first write is larger than `JOIN_AT_MOST` (joining would copy it: a copy of a large body costs
+    more than the system call it saves). Every other write — an interim `100 Continue`, later body
+    chunks — and everything else pass straight through."""
+
+    #: bytes of a body's first write up to which the head is joined to it
+    JOIN_AT_MOST = 64 * 1024
 
     __slots__ = ("transport", "cycle", "head", "state", "on_response")
 
@@ -69,7 +73,11 @@ class OneWriteAnswers:
             self.transport.write(data)
         elif self.state == self.HELD:
             self.state = self.SENT
-            self.transport.write(self.head + data)
+            if len(data) <= self.JOIN_AT_MOST:
+                self.transport.write(self.head + data)
+            else:
+                self.transport.write(self.head)
+                self.transport.write(data)
             self.head = b""
         elif self.cycle.response_started:
             self.head, self.state = bytes(data), self.HELD
