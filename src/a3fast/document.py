@@ -36,7 +36,7 @@ import orjson
 
 from .errors import Problem, SchemaError, describe, json_path
 
-__all__ = ["MAX_DEPTH", "MAX_RECORD_DEPTH", "INT_MIN", "INT_MAX", "check", "conforms", "validate",
+__all__ = ["MAX_DEPTH", "MAX_RECORD_DEPTH", "INT_MIN", "INT_MAX", "check", "conforms", "validate", "plainly_within",
            "loads", "decode_problem"]
 
 MAX_DEPTH = 128
@@ -200,6 +200,21 @@ def validate(value: Any, path: str = "$", limit: int = MAX_DEPTH, *,
 
 
 _DECODER = msgspec.json.Decoder()
+_LONG_DIGITS = re.compile(rb"\d{19}")
+_LONG_DIGITS_STR = re.compile(r"\d{19}")
+
+
+def plainly_within(data: bytes | str, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON text msgspec decoded certainly keeps the rule, judged from the text alone:
+    at most `limit` opening brackets (so no deeper nesting) and no run of 19 digits (so no integer
+    beyond 64 bits). Brackets and digits inside strings only over-count; then the value is checked."""
+    if type(data) is bytes:
+        return data.count(b"[") + data.count(b"{") <= limit and _LONG_DIGITS.search(data) is None
+    if type(data) is str:
+        return data.count("[") + data.count("{") <= limit and _LONG_DIGITS_STR.search(data) is None
+    return False
+
+
 def decode_problem(data: bytes | str, limit: int = MAX_DEPTH) -> tuple[Any, list[Problem]]:
     """(value, problems) of JSON text under the rule; the value is None when there are problems.
     msgspec refuses lone surrogates and numbers no double can hold; what it accepts is checked."""
@@ -209,6 +224,8 @@ def decode_problem(data: bytes | str, limit: int = MAX_DEPTH) -> tuple[Any, list
         return None, [Problem("$", _depth_expected(limit), "deeper nesting")]
     except (msgspec.MsgspecError, UnicodeError) as exc:
         return None, [Problem("$", "valid JSON", _syntax_error(data, exc))]
+    if plainly_within(data, limit):
+        return value, []
     problems = validate(value, "$", limit, decoded_json=True)
     return (None if problems else value), problems
 

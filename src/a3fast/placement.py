@@ -88,7 +88,7 @@ class Placement:
     __slots__ = ("fleet_engine", "index", "requirements", "submitted", "route", "session", "kind",
                  "explanation", "scores", "custom_scores", "declaration", "declaration_json", "agent",
                  "gather_ns", "select_ns", "decided_at_ns", "generation", "resumed", "recorded_in",
-                 "seq", "reason_limit", "_scheduling")
+                 "seq", "reason_limit", "membership", "_scheduling")
 
     def __init__(self, *, cycle: Any, fleet_engine: str, index: Any, declaration: Declaration | None,
                  declaration_json: bytes | None, generation: int, resumed: bool = False,
@@ -128,6 +128,9 @@ class Placement:
         self.seq: int | None = None
         #: at most this many names per predicate in a rejection's reason (None: all, as §6 asks)
         self.reason_limit: int | None = cycle.reason_limit
+        #: the fleet's membership count when the candidates were taken (None: not known): two
+        #: placements on one `index` with the same count had the same live agents
+        self.membership: int | None = cycle.membership
         self._scheduling: dict[str, Any] | None = None
 
     @property

@@ -430,13 +430,15 @@ def parse_declaration(obj: Any, path: str = "$") -> Declaration:
     return Declaration(v, agent, capabilities, clearances, residency, tools, model, doc)
 
 
-def parse_requirements(obj: Any, path: str = "$") -> Requirements:
-    """Parse a §4 requirements document (or return a Requirements as is); derives its predicates."""
+def parse_requirements(obj: Any, path: str = "$", *, decoded: bool = False) -> Requirements:
+    """Parse a §4 requirements document (or return a Requirements as is); derives its predicates.
+    `decoded`: `obj` is (part of) a value `document.loads` returned, which keeps the document rule
+    already, so the rule is not checked again (a service decodes each request once)."""
     if isinstance(obj, Requirements):
         return obj
     if type(obj) is dict:
         fast = _fast_requirements(obj)
-        if fast is not None and document.conforms(obj):
+        if fast is not None and (decoded or document.conforms(obj)):
             return fast
     r = ProblemReader()
     doc = r.document(obj, path)

@@ -32,13 +32,31 @@ from .record.write import placement_records
 if TYPE_CHECKING:
     from .placement import Placement
 
-__all__ = ["TraceWriter", "TraceRecord", "TraceProblem", "TraceItem", "read_trace", "read_lines",
+__all__ = ["TraceWriter", "record_line", "record_lines", "TraceRecord", "TraceProblem", "TraceItem", "read_trace", "read_lines",
            "read_values", "read_records", "TraceContentError", "TraceError", "FORMS"]
 
 #: The forms a TraceWriter writes placements in.
 FORMS = ("spec", "compact")
 
 _UNDECODED = object()
+
+
+#: A record kind's JSON, for the kinds a placement writes (any other kind is encoded when written).
+_KIND_JSON = {kind: orjson.dumps(kind) for kind in ("task.submitted", "task.admitted", "task.bound", "task.rejected")}
+
+
+def record_line(seq: int, kind: str, content_json: bytes) -> bytes:
+    """One trace line (newline included): the record `{"seq", "kind", "content"}`, content given as JSON."""
+    kind_json = _KIND_JSON.get(kind)
+    if kind_json is None:
+        kind_json = orjson.dumps(kind)
+    return b'{"seq":%d,"kind":%b,"content":%b}\n' % (seq, kind_json, content_json)
+
+
+def record_lines(records: Iterable[tuple[str, bytes]], start_seq: int) -> bytes:
+    """The trace lines of `(kind, content JSON)` records numbered from `start_seq`, as a TraceWriter
+    starting there writes them."""
+    return b"".join([record_line(seq, kind, content) for seq, (kind, content) in enumerate(records, start_seq)])
 
 
 class TraceContentError(A3Error):
@@ -77,8 +95,7 @@ class TraceWriter:
     def append(self, kind: str, content: Any = None, *, content_json: bytes | None = None) -> int:
         """Write one record; `content_json` passes content already encoded as JSON bytes."""
         seq = self.next_seq
-        body = content_json if content_json is not None else orjson.dumps(content)
-        self._fh.write(b'{"seq":%d,"kind":%s,"content":%s}\n' % (seq, orjson.dumps(kind), body))
+        self._fh.write(record_line(seq, kind, content_json if content_json is not None else orjson.dumps(content)))
         self._fh.flush()
         if self._fsync:
             os.fsync(self._fh.fileno())

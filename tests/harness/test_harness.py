@@ -167,7 +167,7 @@ def test_bench_prints_the_side_by_side_table_and_pytest_benchmark_json(tmp_path)
     assert result.exit_code == 0, result.output
     for subject in ("a3fast (in process)", "a3fast (stdio protocol)", literal()):
         assert subject in result.output
-    assert "protocol overhead for a3fast" in result.output
+    assert "the protocol's cost for a3fast" in result.output
     data = orjson.loads(out.read_bytes())
     names = [b["name"] for b in data["benchmarks"]]
     assert f"place[{literal()}]" in names and len(names) == 3

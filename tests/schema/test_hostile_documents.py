@@ -124,6 +124,32 @@ def test_loads_raises_only_schema_error_naming_the_problem(text, found):
     assert found in str(err.value) and str(err.value).startswith("f.json: ")
 
 
+@pytest.mark.parametrize("text", [
+    b'{"x": "' + b"[" * 200 + b'"}',                  # brackets inside a string only over-count
+    b'{"x": "1234567890123456789012"}',                 # so do digits
+    b'[%d, %d]' % (INT_MIN, INT_MAX),                   # the widest integers the rule allows
+    b"[" * MAX_DEPTH + b"]" * MAX_DEPTH])
+def test_loads_accepts_what_keeps_the_rule_whatever_the_text_looks_like(text):
+    assert loads(text) == orjson.loads(text)
+
+
+@given(st.recursive(st.integers(INT_MIN - 3, INT_MAX + 3) | st.text(alphabet="[{0123456789", max_size=30),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner, max_size=2),
+                    max_leaves=8),
+       st.integers(0, 3))
+@FAST
+def test_loads_refuses_exactly_what_the_rule_refuses_when_judged_from_the_text(value, wrap):
+    for _ in range(wrap * 42):    # nesting near the bound
+        value = [value]
+    text = json.dumps(value).encode()
+    try:
+        loads(text)
+        refused = False
+    except SchemaError:
+        refused = True
+    assert refused == bool(check(value))
+
+
 @given(st.binary(max_size=64) | st.builds(lambda v: orjson.dumps(v), st.recursive(
     st.none() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=4),
     lambda inner: st.lists(inner, max_size=3), max_leaves=6)))

@@ -26,12 +26,12 @@ def without_timings(data: bytes) -> bytes:
 
 def _request_stream() -> list[bytes]:
     """Every kind of neighbour a placement can have in one batch: distinct sessions, a session
-    placed twice, a route, refused requests, an update between placements, both record forms."""
+    placed twice, a route, refused requests, an update between placements, every record form."""
     fleet = generate_fleet(40, seed=3)
     tasks = generate_tasks(fleet, 30, seed=4)
     lines = [{"op": "put_agents", "id": "load", "declarations": fleet}]
     for i, task in enumerate(tasks):
-        place = {"op": "place", "id": i, "requirements": task, "record": "compact" if i % 3 else "spec"}
+        place = {"op": "place", "id": i, "requirements": task, "record": ("spec", "compact", "compact-stream")[i % 3]}
         if i % 4 == 1:
             place["session"] = f"s{i % 7}"          # repeats every 7: the same session twice
         if i == 9:

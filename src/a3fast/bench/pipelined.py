@@ -1,6 +1,6 @@
 """Placements through `a3fast serve --stdio`, pipelined, beside the same placements in process.
 
-1,000 agents of the standard workload; the same tasks, compact records, in both subjects:
+1,000 agents of the standard workload; the same tasks, compact records, in every subject:
 
 - in process: `Fleet.place` then `Encoder.encode_placement` and the record lines joined, as the
   service makes them (the floor: what a placement costs without any protocol);
@@ -10,7 +10,12 @@
   placement is read from the process's own counters (the machine is shared: wall time includes
   the waits of a loaded machine, CPU time does not);
 - the same requests answered by `serve_stdio_sync` in this process, from memory to memory: the
-  service's own cost without pipes or a second process.
+  service's own cost without pipes or a second process (`service_own_cpu_us`: its CPU a placement
+  beyond the in-process floor's).
+
+The requests ask for `compact-stream` records (a fleet snapshot goes down the stream once, as a
+pipelining client reads the answers in order); `stdio_alone_*` is the same stream asking for
+`compact`, where every answer carries the snapshot it needs (~15 KB of names at 1,000 agents).
 
 Rounds alternate the subjects; each figure is the median of the rounds. Nothing here is asserted
 on time: the rows are printed beside their targets.
@@ -23,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -34,8 +39,8 @@ __all__ = ["bench_pipelined", "AGENTS", "request_lines"]
 AGENTS = 1_000
 
 
-def request_lines(tasks: list[dict[str, Any]]) -> bytes:
-    return b"".join(orjson.dumps({"op": "place", "id": i, "requirements": t, "record": "compact"}) + b"\n"
+def request_lines(tasks: list[dict[str, Any]], record: str = "compact-stream") -> bytes:
+    return b"".join(orjson.dumps({"op": "place", "id": i, "requirements": t, "record": record}) + b"\n"
                     for i, t in enumerate(tasks))
 
 
@@ -43,6 +48,7 @@ def _in_process(fleet_docs, tasks) -> tuple[float, float]:
     """(wall s, CPU s) for the tasks placed in process with compact records."""
     from ..fleet import Fleet
     from ..record.compact import Encoder
+    from ..trace import record_lines
 
     fleet = Fleet()
     fleet.extend(fleet_docs)
@@ -53,8 +59,7 @@ def _in_process(fleet_docs, tasks) -> tuple[float, float]:
     for task in tasks:
         p = fleet.place(task)
         records = encoder.encode_placement(seq, p)
-        out.append(b"".join(b'{"seq":%d,"kind":"%s","content":%b}\n' % (seq + k, kind.encode(), content)
-                            for k, (kind, content) in enumerate(records)))
+        out.append(record_lines(records, seq))
         seq += len(records)
     return time.perf_counter() - wall, time.process_time() - cpu
 
@@ -111,10 +116,10 @@ def _served_in_process(fleet_docs, requests: bytes) -> tuple[float, float]:
     from ..schema import parse_declaration
     from ..service.stdio import serve_stdio_sync
 
-    state = ServiceState()
+    state = ServiceState(settle=True)         # as `a3fast serve` runs it
     state.open()
     try:
-        ops = Operations(state)
+        ops = Operations(state, stream=True)
         state.put_agents([parse_declaration(d) for d in fleet_docs])
         out = _Sink()
         wall, cpu = time.perf_counter(), time.process_time()
@@ -132,29 +137,32 @@ def bench_pipelined(quick: bool = False, tasks: int | None = None, rounds: int |
     fleet_docs = workload.generate_fleet(AGENTS, seed=0)
     work = workload.generate_tasks(fleet_docs, n, seed=0)
     load = orjson.dumps({"op": "put_agents", "id": "load", "declarations": fleet_docs}) + b"\n"
-    requests = request_lines(work)
-    figures: dict[str, list[float]] = {k: [] for k in (
-        "in_process_wall", "in_process_cpu", "stdio_wall", "stdio_cpu", "served_wall", "served_cpu")}
+    streamed, alone = request_lines(work), request_lines(work, "compact")
+    subjects: dict[str, Callable[[], tuple[float, float]]] = {
+        "in_process": lambda: _in_process(fleet_docs, work),
+        "stdio": lambda: _over_stdio(load, streamed, n),
+        "stdio_alone": lambda: _over_stdio(load, alone, n),
+        "served": lambda: _served_in_process(fleet_docs, streamed),
+    }
+    figures: dict[str, list[float]] = {f"{name}_{k}": [] for name in subjects for k in ("wall", "cpu")}
     for _ in range(rounds):
-        wall, cpu = _in_process(fleet_docs, work)
-        figures["in_process_wall"].append(wall)
-        figures["in_process_cpu"].append(cpu)
-        wall, cpu = _over_stdio(load, requests, n)
-        figures["stdio_wall"].append(wall)
-        figures["stdio_cpu"].append(cpu)
-        wall, cpu = _served_in_process(fleet_docs, requests)
-        figures["served_wall"].append(wall)
-        figures["served_cpu"].append(cpu)
+        for name, subject in subjects.items():
+            wall, cpu = subject()
+            figures[f"{name}_wall"].append(wall)
+            figures[f"{name}_cpu"].append(cpu)
     med = {k: statistics.median(v) for k, v in figures.items()}
     us = lambda s: s / n * 1e6  # noqa: E731
     return {
         "agents": AGENTS, "placements": n, "rounds": rounds,
         "stdio_per_s": n / med["stdio_wall"],
         "stdio_us": us(med["stdio_wall"]), "stdio_service_cpu_us": us(med["stdio_cpu"]),
+        "stdio_alone_per_s": n / med["stdio_alone_wall"],
+        "stdio_alone_us": us(med["stdio_alone_wall"]), "stdio_alone_service_cpu_us": us(med["stdio_alone_cpu"]),
         "in_process_us": us(med["in_process_wall"]), "in_process_cpu_us": us(med["in_process_cpu"]),
         "served_in_process_us": us(med["served_wall"]), "served_in_process_cpu_us": us(med["served_cpu"]),
         "x_in_process": med["stdio_wall"] / med["in_process_wall"],
         "cpu_x_in_process": med["stdio_cpu"] / med["in_process_cpu"],
+        "service_own_cpu_us": us(med["served_cpu"] - med["in_process_cpu"]),
     }
 
 

@@ -262,6 +262,27 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
                     f"{piped['x_in_process']:.2f}× wall, {piped['cpu_x_in_process']:.2f}× CPU "
                     f"({piped['stdio_us']:.0f} against {piped['in_process_us']:.0f} µs)",
                     piped["x_in_process"] <= 2.0))
+    embedded = next((figures for title, figures in report.extras if title.startswith("embedding")), None)
+    if isinstance(embedded, dict) and embedded.get("agents") == 10_000:
+        out.append(("the README's embedder flow (10,000 agents, 1,000 tasks, compact trace, verify) ≤ 3 s",
+                    f"{embedded['total_s']:.2f} s (CPU {embedded['total_cpu_s']:.2f} s)", embedded["total_s"] <= 3.0))
+    explained = next((figures for title, figures in report.extras if title.startswith("explanations at fleet scale")),
+                     None)
+    if isinstance(explained, dict) and "size_ratio" in explained:
+        out.append(("compact trace ≤ 1/10 of the spec trace's bytes, lossless",
+                    f"1/{explained['size_ratio']:.1f}{'' if explained['lossless'] else ' (NOT lossless)'}",
+                    explained["size_ratio"] >= 10 and bool(explained["lossless"])))
+    if isinstance(piped, dict) and "service_own_cpu_us" in piped:
+        out.append(("service path's own cost ≤ 10 µs a placement over Fleet.place + compact records "
+                    "(serve_stdio_sync from memory, CPU)",
+                    f"{piped['service_own_cpu_us']:.1f} µs ({piped['served_in_process_cpu_us']:.0f} against "
+                    f"{piped['in_process_cpu_us']:.0f} µs)", piped["service_own_cpu_us"] <= 10))
+    harness = next((figures for title, figures in report.extras if title.startswith("harness overhead")), None)
+    if isinstance(harness, dict):
+        out.append(("harness overhead ≤ 10% per placement (the matcher bench's client against a raw "
+                    "pipelined client, a3fast over stdio, same window)",
+                    f"{harness['overhead']:+.1%} ({harness['harness_us']:.0f} against {harness['raw_us']:.0f} µs, "
+                    f"window {harness['window']})", harness["overhead"] <= 0.10))
     out += _http_targets(dict(report.extras).get(HTTP_TITLE))
     if report.update_size == 100_000:
         for (engine, op), ns in report.updates.items():

@@ -11,15 +11,13 @@ fleets instead (`bench.large`): ready from JSON Lines, a placement, snapshot sav
 """
 from __future__ import annotations
 
-import os
-import platform
 import statistics
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
-from ..engines import ENGINE, available_engines
+from ..engines import available_engines
 from ..fleet import FleetProtocol
 from ..schema import Declaration, parse_declaration, parse_requirements
 from .authority import bench_resolve
@@ -32,6 +30,8 @@ from .harness import Cell, measure_cells, time_each
 from .http import bench_http
 from .k8s import bench_k8s
 from .pipelined import bench_pipelined
+from .machine import machine_info
+from .matchers import bench_harness_overhead
 from .subjects import SCENARIOS, EngineSubject, Subject, build_subjects
 from .verify import bench_verify
 
@@ -52,6 +52,8 @@ EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
     ("replay (compact trace at 1,000 agents, a clearance revoked)", bench_replay),
     ("Kubernetes extender, 5,000 nodes (a3fast serve over HTTP)", bench_k8s),
     ("stdio, pipelined (1,000 agents, compact records, beside Fleet.place in process)", bench_pipelined),
+    ("harness overhead (a3fast over stdio through the matcher bench's client, beside a raw client, same window)",
+     bench_harness_overhead),
     (HTTP_TITLE, bench_http),
 )
 
@@ -115,13 +117,6 @@ class BenchReport:
             if (c.size, c.subject, c.scenario) == (size, subject, scenario):
                 return c
         return None
-
-
-def machine_info() -> dict[str, Any]:
-    return {"node": platform.node(), "processor": platform.processor(), "machine": platform.machine(),
-            "python_implementation": platform.python_implementation(),
-            "python_version": platform.python_version(), "release": platform.release(),
-            "system": platform.system(), "cpu": {"count": os.cpu_count()}, "a3fast_default_engine": ENGINE}
 
 
 def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], None] = lambda _: None) -> BenchReport:

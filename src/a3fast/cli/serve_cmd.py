@@ -260,7 +260,7 @@ def _run_stdio(config) -> int:
 
     state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
                          fsync=config.fsync, checkpoint_every=config.checkpoint_every,
-                         fleet_factory=fleet_factory(config))
+                         fleet_factory=fleet_factory(config), settle=True)
     try:
         state.open(mark_ready=False)
         if config.fleet is not None:
@@ -276,7 +276,7 @@ def _run_stdio(config) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, stop)
         try:
-            serve_stdio_sync(Operations(state), sys.stdin.buffer, sys.stdout.buffer, config.max_body)
+            serve_stdio_sync(Operations(state, stream=True), sys.stdin.buffer, sys.stdout.buffer, config.max_body)
         except _Stopped:
             pass
         finally:
@@ -290,7 +290,7 @@ def _run_stdio(config) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
         try:
-            await serve_stdio(Operations(state), sys.stdin.buffer, sys.stdout.buffer, config.max_body)
+            await serve_stdio(Operations(state, stream=True), sys.stdin.buffer, sys.stdout.buffer, config.max_body)
         except asyncio.CancelledError:
             pass
     try:

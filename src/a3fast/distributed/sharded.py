@@ -124,6 +124,9 @@ class ShardedFleet:
         self._kinds_seen = False                  # whether any outcome was recorded (task kinds)
         #: bumped by every change that can alter a placement's result
         self.generation = 0
+        #: bumped by every change of who is in the fleet (a Placement carries it: equal counts on
+        #: one index mean the same live agents)
+        self.membership = 0
         parts: list[tuple[str | None, list[str] | None]] = [(None, None)] * shards
         if _snapshot is not None:
             parts = self._restore_coordinator(*_snapshot)
@@ -345,6 +348,7 @@ class ShardedFleet:
         self._number(shard, name, local)
         self._namespace[name] = decl.agent.namespace
         self.generation += 1
+        self.membership += 1
         return decl
 
     def extend(self, declarations: Iterable[Mapping[str, Any] | Declaration]) -> None:
@@ -387,6 +391,7 @@ class ShardedFleet:
                 self._namespace[decl.agent.name] = decl.agent.namespace
                 at[s] += 1
         self.generation += 1
+        self.membership += 1
         if failure is not None:
             raise failure
 
@@ -455,6 +460,7 @@ class ShardedFleet:
                                                 f"coordinator knows {self._maps[shard].count}")
             self._namespace.update(zip(staged[shard][1], staged[shard][3]))
         self.generation += 1
+        self.membership += 1
         if failure is not None:
             raise failure
 
@@ -477,6 +483,7 @@ class ShardedFleet:
         self._change(self._owner(name), "remove", name)
         del self._namespace[name]
         self.generation += 1
+        self.membership += 1
         return decl
 
     def __len__(self) -> int:
@@ -733,6 +740,7 @@ class ShardedFleet:
             text = answers[won].best_json
             decl = parse_declaration(orjson.loads(text))
         state.selected = time.perf_counter_ns()
+        state.membership = self.membership
         placement = pipeline.build_placement(state, self.engine or "sharded", self._index, decl, text,
                                              self.generation)
         return placement, won >= 0 and answers[won].best_holds_session

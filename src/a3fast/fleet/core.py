@@ -22,7 +22,7 @@ from ..predicates import AGENT_REF, ANTI_AFFINITY
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from ..scoring import DEFAULT_WEIGHTS, Scorer, cost_score
 from . import pipeline
-from .pipeline import prepare
+from .pipeline import MIN_RUN, prepare
 from .bulk_load import JsonlSource, collector_paused, read_jsonl
 from .domain import check_namespace
 from .persistence import Saved, read_snapshot, write_snapshot
@@ -406,7 +406,12 @@ class Fleet:
                     waves.append([])
                 waves[j].append(i)
         stages, membership, weights = self._stages, self.membership, self.weights
-        pool = ThreadPoolExecutor(n - 1, thread_name_prefix="a3fast-place") if n > 1 else None
+        # a pool only when some wave can be cut into runs long enough to hand over (MIN_RUN): for a
+        # smaller batch, starting and ending the pool costs more than the whole batch saves
+        if n > 1 and max(map(len, waves)) >= 2 * MIN_RUN:
+            pool = ThreadPoolExecutor(n - 1, thread_name_prefix="a3fast-place")
+        else:
+            pool = None
         try:
             for wave in waves:
                 wave.sort()

@@ -43,7 +43,7 @@ class CycleState:
 
     __slots__ = ("started", "submitted", "matched", "prepared", "route", "session", "kind",
                  "reason_limit", "scorer", "within", "explanation", "eval_rows", "gathered",
-                 "scores", "best", "selected")
+                 "scores", "best", "selected", "membership")
 
     def __init__(self, started: int, submitted: Requirements, matched: Requirements, prepared: bool,
                  route: str | None, session: str | None, kind: str | None,
@@ -63,6 +63,8 @@ class CycleState:
         self.scorer = scorer
         #: agent ids the candidates are restricted to, or None for every live agent
         self.within: list[int] | None = None
+        #: the fleet's membership count the explanation was made against (None: not known)
+        self.membership: int | None = None
         # filled by the stages, each before any later stage reads it: `explanation`, `eval_rows`
         # and `gathered` (perf_counter_ns) by explain; `scores` by score; `best` (the winner's
         # id, -1 for none) and `selected` by choose
@@ -118,6 +120,7 @@ class LocalStages:
         depends only on its predicates and who is in the fleet, so it is reused (never for a
         placement restricted to some agents, which is not the task's explanation)."""
         rows, matched = self.rows, state.matched
+        state.membership = membership
         predicates = matched.predicates
         needs_kind = state.kind is None and bool(rows.kinds or state.scorer)
         within = state.within
@@ -207,6 +210,7 @@ class LocalStages:
         fresh: list[CycleState] = []
         for state in states:
             matched = state.matched
+            state.membership = membership
             predicates = matched.predicates
             cached = explained.get(predicates)
             job: tuple[Any, ...]

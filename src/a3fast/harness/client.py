@@ -68,6 +68,7 @@ class MatcherProcess:
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._out, selectors.EVENT_READ)
         self._pending = bytearray()
+        self._start = 0        # where the unread part of `_pending` begins
         self._next_id = 0
 
     @property
@@ -91,7 +92,7 @@ class MatcherProcess:
         of the answer. The caller checks the id."""
         self._next_id += 1
         self.send({"op": op, "id": self._next_id, **fields})
-        return self._next_id, self._read_line(op)
+        return self._next_id, self.read_line(op)
 
     def request_lines_pipelined(self, op: str, requests: list[dict[str, Any]],
                                 window: int = PIPELINE_WINDOW) -> list[tuple[int, bytes]]:
@@ -105,12 +106,13 @@ class MatcherProcess:
             chunk = requests[start:start + window]
             first = self._next_id + 1
             self._next_id += len(chunk)
-            self._write(b"".join(orjson.dumps({"op": op, "id": first + k, **fields}) + b"\n"
+            self.write_raw(b"".join(orjson.dumps({"op": op, "id": first + k, **fields}) + b"\n"
                                  for k, fields in enumerate(chunk)), op)
-            out.extend((first + k, self._read_line(op)) for k in range(len(chunk)))
+            out.extend((first + k, self.read_line(op)) for k in range(len(chunk)))
         return out
 
-    def _write(self, data: bytes, op: str) -> None:
+    def write_raw(self, data: bytes, op: str) -> None:
+        """Write request lines already encoded (each ending in a newline)."""
         try:
             stdin = self.proc.stdin
             assert stdin is not None  # a pipe (start)
@@ -130,7 +132,7 @@ class MatcherProcess:
 
     def receive(self, op: str = "request") -> dict[str, Any]:
         """The next answer line, parsed; MatcherFailure if it does not come in time or is not JSON."""
-        line = self._read_line(op)
+        line = self.read_line(op)
         try:
             answer = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
@@ -141,13 +143,19 @@ class MatcherProcess:
                                  f"{_short(line)}")
         return answer
 
-    def _read_line(self, op: str) -> bytes:
+    def read_line(self, op: str) -> bytes:
+        """The next answer line, undecoded; MatcherFailure if it does not come in time."""
         deadline = time.monotonic() + self.timeout
         while True:
-            end = self._pending.find(b"\n")
+            end = self._pending.find(b"\n", self._start)
             if end >= 0:
-                line = bytes(self._pending[:end])
-                del self._pending[:end + 1]
+                # lines are taken from an offset: deleting each from the front would move every
+                # answer after it (a window of answers is read in one chunk)
+                line = bytes(self._pending[self._start:end])
+                self._start = end + 1
+                if self._start == len(self._pending):
+                    self._pending.clear()
+                    self._start = 0
                 return line
             left = deadline - time.monotonic()
             if left <= 0 or not self._selector.select(left):
@@ -164,6 +172,9 @@ class MatcherProcess:
             if not chunk:
                 self.proc.wait(timeout=self.timeout)
                 raise self._exited(f"before answering a {op} request")
+            if self._start:
+                del self._pending[:self._start]
+                self._start = 0
             self._pending += chunk
 
     def _exited(self, when: str) -> MatcherFailure:

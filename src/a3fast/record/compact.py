@@ -197,7 +197,7 @@ class Encoder:
         self._chain = 0                   # based snapshots since the last whole table
         self._decoder = Decoder()
         self._index = None                # the engine index encode_placement's ids belong to
-        self._generation = None
+        self._membership: int | None = None  # the membership count of the last live set taken
 
     # -- from spec JSON --
     def encode(self, seq: int, kind: str, content: Any) -> Any:
@@ -352,16 +352,18 @@ class Encoder:
     def _placement_content(self, seq: int, p, restricted: bool = False) -> bytes:
         expl = p.explanation
         index = p.index
-        if restricted or index is not self._index or p.generation != self._generation:
+        # the live set is taken again when it may have changed: another index, another membership
+        # count (when the placement knows it; a held session changes the generation, not who is live)
+        if restricted or index is not self._index or p.membership is None or p.membership != self._membership:
             if index is not self._index:
                 self._names, self._snapshot_seq, self._snapshot_names, self._live_text = [], None, 0, None
-            self._index, self._generation = index, p.generation
+            self._index, self._membership = index, p.membership
             live = expl.candidate_ids()
             top = live[-1] + 1 if live else 0
             self._names.extend(index.name(i) for i in range(len(self._names), top))
             fleet = self._fleet(seq, live)
             if restricted:
-                self._generation = None
+                self._membership = None
         else:
             fleet = self._snapshot_seq
         # The engine writes the large members (the failed sets, the score columns) straight from its
@@ -371,8 +373,7 @@ class Encoder:
         # a3fast's own reason is the text the lists give, unless a reason_limit shortened it
         derive = not p.bound and p.reason_limit is None and expl.candidates_count > 0
         head = b'{"format":%d,"fleet":%b,"filters_passed":%b,%b' % (
-            DERIVED_REASON_FORMAT if derive else FORMAT, orjson.dumps(fleet),
-            orjson.dumps(list(p.predicates)), lists)
+            DERIVED_REASON_FORMAT if derive else FORMAT, orjson.dumps(fleet), orjson.dumps(p.predicates), lists)
         tail: dict[str, Any] = {"route": p.route} if p.route is not None else {}
         tail["timings"] = timings(p)
         if not p.bound:
@@ -382,13 +383,16 @@ class Encoder:
             else:
                 content = {"code": "unschedulable", "reason": reason_text(p),
                            "requirements": p.requirements.doc}
-            return (orjson.dumps(content)[:-1]
-                    + b',"' + KEY.encode() + b'":' + head + b"}," + orjson.dumps(tail)[1:-1] + b"}")
+            return b'%b,"%b":%b},%b}' % (orjson.dumps(content)[:-1], _KEY_BYTES, head, orjson.dumps(tail)[1:-1])
+        scores = b""
         if not default_scores:  # a bound placement scores at least its chosen agent: ids are never empty
-            head += b',"scores":' + orjson.dumps({"ids": _b64(expl.eligible_roaring()),
-                                                  "columns": _custom_columns(p.scores.entries)})
-        return (b'{"' + KEY.encode() + b'":' + head + b',"requirements":' + orjson.dumps(p.requirements.doc)
-                + b',"declaration":' + p.declaration_json + b',"rest":' + orjson.dumps(tail) + b"}}")
+            scores = b',"scores":' + orjson.dumps({"ids": _b64(expl.eligible_roaring()),
+                                                   "columns": _custom_columns(p.scores.entries)})
+        return b'{"%b":%b%b,"requirements":%b,"declaration":%b,"rest":%b}}' % (
+            _KEY_BYTES, head, scores, orjson.dumps(p.requirements.doc), p.declaration_json, orjson.dumps(tail))
+
+
+_KEY_BYTES = KEY.encode()
 
 
 def _custom_columns(entries: list[dict[str, Any]]) -> list[list[Any]]:

@@ -87,13 +87,26 @@ def request_timer(route: str, method: str, _children: dict = {}):
 
 
 def count_placement(p) -> None:
-    if p.bound:
-        _BOUND.inc()
-        return
-    _UNSCHEDULABLE.inc()
-    kinds = {predicate_kind(pred) for pred, n in p.failed_counts().items() if n}
-    for kind in kinds or ("none",):
-        UNSCHEDULABLE.labels(kind).inc()
+    count_placements([p])
+
+
+def count_placements(placements) -> None:
+    """Count placements, each counter moved once for all of them (an increment takes a lock)."""
+    bound = 0
+    kinds: dict[str, int] = {}
+    for p in placements:
+        if p.bound:
+            bound += 1
+            continue
+        for kind in {predicate_kind(pred) for pred, n in p.failed_counts().items() if n} or ("none",):
+            kinds[kind] = kinds.get(kind, 0) + 1
+    if bound:
+        _BOUND.inc(bound)
+    rejected = len(placements) - bound
+    if rejected:
+        _UNSCHEDULABLE.inc(rejected)
+    for kind, n in kinds.items():
+        UNSCHEDULABLE.labels(kind).inc(n)
 
 
 def watched(source: str, *, failing: bool, errors: int, last_error_at: float | None, checked_at: float) -> None:

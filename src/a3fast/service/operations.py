@@ -8,8 +8,9 @@ placement from seeing half of an update, and any response from acknowledging wha
 """
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Literal
 
+import msgspec
 import orjson
 
 from ..errors import A3Error, FleetError, SchemaError
@@ -18,11 +19,18 @@ from ..placement import Route, RouteError
 from ..schema import parse_declaration, parse_requirements, task_kind
 from ..verify import is_valid, verify_stream_counted
 from . import metrics
-from .slices import readable_answer
-from .problems import ServiceError, check_bounds, from_library, parse_json, problem
+from .slices import Slice, readable_answer
+from ..document import plainly_within
+from .problems import MAX_DEPTH, MAX_STRING, ServiceError, check_bounds, from_library, parse_json, problem
 from .state import FleetConflict, ServiceState
 
-__all__ = ["Operations", "OPS", "verify_text", "verify_result"]
+__all__ = ["Operations", "PlaceAnswer", "PlaceRequest", "decode_place_request", "OPS", "RECORD_FORMS", "STREAM", "verify_text", "verify_result"]
+
+#: The record forms of a place answer: §6 JSON, or compact records that stand alone.
+RECORD_FORMS = ("spec", "compact")
+#: Compact records that may refer to a fleet snapshot an earlier answer of the same stream carried
+#: (stdio only: its answers are read in order, so together they are one slice of the trace).
+STREAM = "compact-stream"
 
 #: Names listed per page of GET /v1/agents, at most.
 MAX_PAGE = 10_000
@@ -59,11 +67,55 @@ def _declaration(doc: Any, **where: Any):
         raise from_library(exc, 400, **where) from None
 
 
-class Operations:
-    """The operations over one ServiceState."""
+class PlaceRequest(msgspec.Struct):
+    """A place request as its line decodes straight into typed fields (stdio): no dict of the
+    request, no field checked twice. Only a request without a route, within every bound the
+    general path checks, is read this way (`decode_place_request`)."""
+    op: Literal["place"]
+    requirements: dict[str, Any]
+    id: Any = None
+    session: str | None = None
+    record: str | None = None
+    route: None = None
 
-    def __init__(self, state: ServiceState):
+
+_decode_place = msgspec.json.Decoder(PlaceRequest).decode
+
+
+def decode_place_request(line: bytes) -> PlaceRequest | None:
+    """The line's place request, typed; None for any other line, or one the general path must
+    read (`parse_json` and the operation's own checks), which then answers it exactly as before:
+    a route, a field of another type, a text longer than MAX_STRING, or one whose nesting or
+    integers the text alone does not show to be within bounds."""
+    if len(line) > MAX_STRING or not plainly_within(line, MAX_DEPTH):
+        return None
+    try:
+        return _decode_place(line)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+class PlaceAnswer(dict):
+    """A place answer, `{"records": [...]}`, whose records are JSON already (`records_json`): a
+    shell writes them into its response as they are."""
+    __slots__ = ("records_json",)
+
+    def __init__(self, records_json: bytes):
+        super().__init__(records=orjson.Fragment(records_json))
+        self.records_json = records_json
+
+
+class Operations:
+    """The operations over one ServiceState. Each takes a request body as `parse_json` decodes it
+    (so a place request's requirements are not checked against the document rule again)."""
+
+    def __init__(self, state: ServiceState, *, stream: bool = False):
         self.state = state
+        #: the slice of every `compact-stream` answer: only for a shell whose answers go to one
+        #: reader, in order (stdio), which may then be sent each fleet snapshot once
+        self.stream = Slice() if stream else None
+        self.forms = (*RECORD_FORMS, STREAM) if stream else RECORD_FORMS
+        self._forms_text = " or ".join(f'"{f}"' for f in self.forms)
 
     # -- agents -----------------------------------------------------------------------------------
     async def put_agent(self, body: dict) -> dict:
@@ -153,36 +205,39 @@ class Operations:
         return {"names": page, "next": page[-1] if more and page else None}
 
     # -- placing ----------------------------------------------------------------------------------
-    async def place(self, body: dict) -> dict:
-        parsed, session, route, compact = self._place_request(body)
-        p, lines = self._placed(parsed, session, route, compact)
+    async def place(self, body: dict) -> PlaceAnswer:
+        parsed, session, route, form = self._place_request(body)
+        p, lines = self._placed(parsed, session, route, form != "spec")
         await self.state.durable()
-        return self._place_answer(lines, compact)
+        return self._place_answer(lines, form)
 
-    async def place_batch(self, bodies: list[Any]) -> list[dict | Exception]:
+    async def place_batch(self, bodies: list[Any]) -> list[PlaceAnswer | Exception]:
         """Consecutive `place` requests, answered exactly as one at a time (the same placements,
         records and trace), placed through the fleet's batch path in runs: a run ends before a task
         with a route (placed alone) and before a second task of one session (its affinity depends
         on the session the earlier one holds). A request that is refused changes nothing, so it
         does not end a run. Returns, per request, its result or the exception that refuses it."""
-        results: list[dict | Exception | None] = [None] * len(bodies)
-        placed: list[tuple[int, bytes, bool]] = []
-        run: list[tuple[int, Any, str | None, bool]] = []
+        results: list[PlaceAnswer | Exception | None] = [None] * len(bodies)
+        placed: list[tuple[int, bytes, str]] = []
+        run: list[tuple[int, Any, str | None, str]] = []
         sessions: set[str] = set()
 
         def place_run() -> None:
             if not run:
                 return
             try:
-                answers = self.state.place_many([(parsed, session, compact) for _, parsed, session, compact in run])
+                answers = self.state.place_many([(parsed, session, form != "spec") for _, parsed, session, form in run])
             except Exception as exc:       # nothing was placed: each is refused alike
                 answers = [exc] * len(run)
-            for (i, _, _, compact), answer in zip(run, answers):
+            made = []
+            for (i, _, _, form), answer in zip(run, answers):
                 if isinstance(answer, Exception):
                     results[i] = answer
                 else:
-                    self._counted(answer[0])
-                    placed.append((i, answer[1], compact))
+                    made.append(answer[0])
+                    placed.append((i, answer[1], form))
+            metrics.count_placements(made)
+            self.state.maybe_checkpoint()
             run.clear()
             sessions.clear()
 
@@ -190,17 +245,17 @@ class Operations:
             try:
                 if self.state.failed is not None:
                     raise JournalFailed(self.state.failed)
-                parsed, session, route, compact = self._place_request(body)
+                parsed, session, route, form = self._place_request(body)
                 if route is not None:
                     place_run()
-                    placed.append((i, self._placed(parsed, session, route, compact)[1], compact))
+                    placed.append((i, self._placed(parsed, session, route, form != "spec")[1], form))
                     continue
                 chosen = session if session is not None else parsed.session
                 if chosen is not None:
                     if chosen in sessions:
                         place_run()
                     sessions.add(chosen)
-                run.append((i, parsed, session, compact))
+                run.append((i, parsed, session, form))
             except Exception as exc:
                 results[i] = exc
         place_run()
@@ -211,23 +266,31 @@ class Operations:
                 for i, _, _ in placed:
                     results[i] = exc
                 placed = []
-        for i, lines, compact in placed:
+        for i, lines, form in placed:
             try:
-                results[i] = self._place_answer(lines, compact)
+                results[i] = self._place_answer(lines, form)
             except Exception as exc:
                 results[i] = exc
         return results  # type: ignore[return-value]
 
-    def _place_request(self, body: Any) -> tuple[Any, str | None, Route | None, bool]:
+    def _place_request(self, body: Any) -> tuple[Any, str | None, Route | None, str]:
         """A place request's fields, checked, with its requirements parsed (ServiceError if not)."""
+        if type(body) is PlaceRequest:         # its fields' types were checked as it was decoded
+            form = body.record or "spec"
+            if form not in self.forms:
+                raise ServiceError(400, [problem("$.record", self._forms_text, repr(form))])
+            try:
+                return parse_requirements(body.requirements, decoded=True), body.session, None, form
+            except SchemaError as exc:
+                raise from_library(exc, 400) from None
         requirements = _require(body, "requirements", dict, "a requirements document (§4)")
         session = _optional(body, "session", str, "a session id")
         route = self._route(body)
-        record = _optional(body, "record", str, '"spec" or "compact"') or "spec"
-        if record not in ("spec", "compact"):
-            raise ServiceError(400, [problem("$.record", '"spec" or "compact"', repr(record))])
+        record = _optional(body, "record", str, self._forms_text) or "spec"
+        if record not in self.forms:
+            raise ServiceError(400, [problem("$.record", self._forms_text, repr(record))])
         try:
-            return parse_requirements(requirements), session, route, record == "compact"
+            return parse_requirements(requirements, decoded=True), session, route, record
         except SchemaError as exc:
             raise from_library(exc, 400) from None
 
@@ -245,10 +308,10 @@ class Operations:
         metrics.count_placement(p)
         self.state.maybe_checkpoint()
 
-    def _place_answer(self, lines: bytes, compact: bool) -> dict:
-        if compact:
-            lines = readable_answer(self.state, lines)
-        return {"records": orjson.Fragment(records_array(lines))}
+    def _place_answer(self, lines: bytes, form: str) -> "PlaceAnswer":
+        if form == "spec":
+            return PlaceAnswer(records_array(lines))
+        return PlaceAnswer(records_array(readable_answer(self.state, lines, self.stream if form == STREAM else None)))
 
     @staticmethod
     def _route(body: dict):

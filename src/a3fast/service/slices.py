@@ -14,20 +14,42 @@ The table is read back from the trace file: the record at the snapshot's seq, th
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
+import msgspec
 import orjson
 
 from ..record.compact import KEY
 from .trace_reader import offset_after
 
-__all__ = ["self_contained", "TableSource"]
+__all__ = ["Slice", "self_contained", "TableSource", "readable_answer", "readable_since"]
 
-# where the encoder writes a compact record's snapshot reference: an int, a based snapshot, or a
-# whole table (a quote cannot appear unescaped inside a JSON string, so this is the member itself)
-_REFERENCE = re.compile(rb'"a3fast\.compact":\{"format":\d+,"fleet":(?:(\d+)|\{"base":(\d+)|(\{"names"))')
-_SEQ = re.compile(rb'\{"seq":(\d+),')
+# a task.bound line as TraceWriter writes it, its content's first member the compact one, and its
+# snapshot: a reference, a based snapshot or a whole table
+_BOUND = re.compile(rb'\{"seq":(\d+),"kind":"task\.bound","content":\{"a3fast\.compact":\{"format":\d+,"fleet":'
+                    rb'(?:(\d+)|\{"base":(\d+)|(\{"names"))')
+_REJECTED = re.compile(rb'\{"seq":(\d+),"kind":"task\.rejected",')
+#: what every line holding a compact member holds (and a few others: a task naming it)
+_MARK = b'"a3fast.compact"'
+
+
+class _Member(msgspec.Struct):
+    fleet: Any = None
+
+
+class _TypedRejected(msgspec.Struct):
+    content: "_TypedContent"
+
+
+class _TypedContent(msgspec.Struct, rename={"member": KEY}):
+    member: _Member | None = None
+
+
+#: a task.rejected line's compact member's `fleet`, the rest of the line skipped unbuilt (the
+#: record's own members only: one named like it inside the requirements is not this one)
+_read_rejected = msgspec.json.Decoder(_TypedRejected).decode
 
 
 class TableSource:
@@ -85,57 +107,141 @@ def _table_json(source: TableSource, seq: int) -> bytes:
     return text
 
 
-def _rewrite(line: bytes, seq: int, remap: dict[int, int], source: TableSource,
-             found: re.Match | None = None) -> bytes:
-    if found is not None and found.group(1) is not None and int(found.group(1)) not in remap:
-        # a plain reference: the table goes in its place, the rest of the line byte for byte
-        referenced = int(found.group(1))
-        table = _table_json(source, referenced)
-        remap[referenced] = seq
-        return line[:found.start(1)] + table + line[found.end(1):].rstrip(b"\n") + b"\n"
-    record = orjson.loads(line)
-    member = record["content"][KEY]
-    fleet = member["fleet"]
-    if isinstance(fleet, int):
-        if fleet in remap:
-            member["fleet"] = remap[fleet]
-        else:
-            names, live = source.table(fleet)
-            member["fleet"] = {"names": names, "live": live}
-            remap[fleet] = seq
-    else:
-        base = fleet["base"]
-        if base in remap:
-            fleet["base"] = remap[base]
-        else:
-            names, _ = source.table(base)
-            member["fleet"] = {"names": names + list(fleet["names_added"]), "live": fleet["live"]}
-    return orjson.dumps(record) + b"\n"
+class Slice:
+    """Records of the trace given to one reader, in order, that decode and verify without the rest
+    of the trace: the first record of the slice that refers to a snapshot the slice does not carry
+    carries it instead, in full, and the slice's later references to that snapshot name that record.
 
+    One Slice per reader: a `GET /v1/trace?since=N` answer, one compact place answer, or every
+    `compact-stream` answer of one stdio stream (the reader reads them in order, so a snapshot goes
+    down the stream once).
 
-def self_contained(lines: Iterable[bytes], start: int, source: TableSource) -> Iterator[bytes]:
-    """The trace lines (each ending in a newline) of a slice whose first seq is `start` or later,
-    with every snapshot they need before `start` carried inside the slice."""
-    remap: dict[int, int] = {}
-    for line in lines:
-        if b'"a3fast.compact"' not in line:
-            yield line
-            continue
-        found = _REFERENCE.search(line)
-        if found is None or found.group(3) is not None:
-            yield line
-            continue
-        referenced = int(found.group(1) or found.group(2))
-        if referenced >= start:
-            yield line
-            continue
-        seq = int(_SEQ.match(line).group(1))  # type: ignore[union-attr]  # TraceWriter's lines
+    A task.bound record's compact member comes first in its content, where the encoder writes it,
+    so it is found and rewritten in the line's bytes. A task.rejected record's follows the task's
+    requirements, which may hold a member of the same name: it is decoded to find the true one."""
+
+    def __init__(self) -> None:
+        #: snapshot seq -> seq of the record of this slice that carries it
+        self.carried: dict[int, int] = {}
+
+    def lines(self, lines: Iterable[bytes], source: TableSource) -> Iterator[bytes]:
+        """The trace lines (each ending in a newline), made part of this slice."""
+        for line in lines:
+            yield self._line(line, source) if _MARK in line else line
+
+    def block(self, data: bytes, source: TableSource) -> bytes:
+        """Consecutive trace lines in one block, made part of this slice: only the lines that
+        hold a compact member are looked at, and the block is returned as it is when none of
+        them changes (the usual case in a stream once its snapshot went down)."""
+        parts: list[bytes] = []
+        done = 0
+        found = data.find(_MARK)
+        while found >= 0:
+            start = data.rfind(b"\n", 0, found) + 1
+            end = data.find(b"\n", found) + 1 or len(data)
+            if self._carried_as_is(data, start, end):
+                found = data.find(_MARK, end)
+                continue
+            line = data[start:end]
+            rewritten = self._line(line, source)
+            if rewritten is not line:
+                parts += (data[done:start], rewritten)
+                done = end
+            found = data.find(_MARK, end)
+        if not parts:
+            return data
+        parts.append(data[done:])
+        return b"".join(parts)
+
+    def _carried_as_is(self, data: bytes, start: int, end: int) -> bool:
+        """Whether the line at data[start:end] refers by seq to a snapshot the slice carries
+        under that seq (nothing to rewrite), found without copying or re-encoding the line."""
+        bound = _BOUND.match(data, start, end)
+        if bound is not None:
+            referenced = bound.group(2)
+            return referenced is not None and self.carried.get(int(referenced)) == int(referenced)
+        if _REJECTED.match(data, start, end) is None:
+            return False
         try:
-            yield _rewrite(line, seq, remap, source, found)
+            member = _read_rejected(memoryview(data)[start:end]).content.member
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return False
+        fleet = member.fleet if member is not None else None
+        return type(fleet) is int and self.carried.get(fleet) == fleet
+
+    def _line(self, line: bytes, source: TableSource) -> bytes:
+        if (bound := _BOUND.match(line)) is not None:
+            return self._bound(line, bound, source)
+        if (rejected := _REJECTED.match(line)) is not None:
+            return self._decoded(line, int(rejected.group(1)), source)
+        return line
+
+    def _bound(self, line: bytes, found: re.Match, source: TableSource) -> bytes:
+        seq = int(found.group(1))
+        if found.group(4) is not None:          # a whole table: the slice carries it from here on
+            self.carried[seq] = seq
+            return line
+        based = found.group(2) is None
+        group = 3 if based else 2
+        referenced = int(found.group(group))
+        at = self.carried.get(referenced)
+        try:
+            if at == referenced:
+                pass
+            elif at is not None:
+                line = line[:found.start(group)] + b"%d" % at + line[found.end(group):]
+            elif based:
+                return self._decoded(line, seq, source)
+            else:     # the table's JSON is made once per snapshot and spliced in
+                line = line[:found.start(group)] + _table_json(source, referenced) + line[found.end(group):]
         except (KeyError, TypeError, ValueError, OSError):
-            # a table that cannot be read back: the record goes as it is, and a reader names the
-            # snapshot it lacks
-            yield line
+            return line       # a table that cannot be read back: a reader names the snapshot it lacks
+        self._carries(seq, referenced, based, at)
+        return line
+
+    def _decoded(self, line: bytes, seq: int, source: TableSource) -> bytes:
+        try:
+            record = orjson.loads(line)
+            member = record["content"][KEY]
+            fleet = member["fleet"]
+            if isinstance(fleet, dict) and "names" in fleet:
+                self.carried[seq] = seq
+                return line
+        except (KeyError, TypeError, ValueError):
+            return line
+        based = isinstance(fleet, dict)
+        referenced = fleet["base"] if based else fleet
+        at = self.carried.get(referenced)
+        try:
+            if at == referenced:
+                return line
+            if at is not None and based:
+                fleet["base"] = at
+            elif at is not None:
+                member["fleet"] = at
+            elif based:
+                names, _ = source.table(referenced)
+                member["fleet"] = {"names": names + list(fleet["names_added"]), "live": fleet["live"]}
+            else:
+                names, live = source.table(referenced)
+                member["fleet"] = {"names": names, "live": live}
+        except (KeyError, TypeError, ValueError, OSError):
+            return line
+        self._carries(seq, referenced, based, at)
+        return orjson.dumps(record) + b"\n"
+
+    def _carries(self, seq: int, referenced: int, based: bool, at: int | None) -> None:
+        """Record `seq` of the slice refers to snapshot `referenced` (a reference, or the base of
+        a based snapshot), which the slice carried at `at` or, if None, now carries in `seq`."""
+        if at is None and not based:
+            self.carried[referenced] = seq
+        if based or at is None:
+            self.carried[seq] = seq
+
+
+def self_contained(lines: Iterable[bytes], source: TableSource) -> Iterator[bytes]:
+    """The trace lines (each ending in a newline) of a slice that stands alone."""
+    return Slice().lines(lines, source)
 
 
 def split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
@@ -161,16 +267,36 @@ def readable_since(state, since: int, end: int) -> Iterator[bytes]:
     chunks = read_since(state.trace_path, since, end)
     if since <= 0:
         return chunks
-    source = TableSource(state.trace_path, end, state.encoder.current_snapshot())
-    return self_contained(split_lines(chunks), since + 1, source)
+    return self_contained(split_lines(chunks), table_source(state, end))
 
 
-def readable_answer(state, lines: bytes) -> bytes:
-    """The trace lines of one answer, readable on its own."""
-    if b'"a3fast.compact"' not in lines:
+def table_source(state, end: int | None = None) -> TableSource:
+    """The snapshots of the service's trace, up to byte `end` (default: all that may be read)."""
+    if end is None:
+        return _ServiceTables(state)
+    return TableSource(state.trace_path, end, state.encoder.current_snapshot())
+
+
+class _ServiceTables(TableSource):
+    """The snapshots of the service's trace as far as it may be read, looked up when a slice first
+    needs one (most answers of a stream need none)."""
+
+    def __init__(self, state) -> None:  # noqa: super().__init__ would compute what is deferred here
+        self.path = state.trace_path
+        self._state = state
+
+    @cached_property
+    def end(self) -> int:  # type: ignore[override]
+        return self._state.trace_size
+
+    @cached_property
+    def current(self) -> tuple[int, list[str], str] | None:  # type: ignore[override]
+        return self._state.encoder.current_snapshot()
+
+
+def readable_answer(state, lines: bytes, slice_: Slice | None = None) -> bytes:
+    """The trace lines of one answer, readable on their own — or, given the `slice_` of a stream
+    of answers, readable with the answers before them."""
+    if _MARK not in lines:
         return lines
-    first = _SEQ.match(lines)
-    if first is None:
-        return lines
-    source = TableSource(state.trace_path, state.trace_size, state.encoder.current_snapshot())
-    return b"".join(self_contained(lines.splitlines(keepends=True), int(first.group(1)), source))
+    return (slice_ or Slice()).block(lines, table_source(state))

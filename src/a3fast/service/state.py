@@ -15,6 +15,7 @@ service's checkpoint adds the next seq and how much of the trace file the snapsh
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 from collections import deque
 import shutil
@@ -32,7 +33,7 @@ from ..fleet import Fleet, FleetProtocol, namespace_problem
 from ..placement import Placement, Route
 from ..record.write import placement_records
 from ..schema import Declaration, Requirements
-from ..trace import TraceWriter
+from ..trace import record_lines
 from ..distributed.sharded import ShardError
 from ..journal import (CHANGE, TRACE as TRACE_ENTRY, ChangeUnreadable, Journal, JournalFailed, apply_change,
                        decode_change, encode_change)
@@ -45,6 +46,8 @@ TRACE = "trace.jsonl"
 #: The checkpoint checks this many bytes at the end of the trace it covers (its length checks the
 #: rest): checking the whole trace would make every start slower as history grows.
 TRACE_CHECK_BYTES = 1 << 20
+#: agents added before the fleet is frozen out of the collector's passes again (`settle`), at least
+SETTLE_AFTER = 1000
 
 
 class FleetStore(Protocol):
@@ -81,8 +84,13 @@ class ServiceState:
 
     def __init__(self, directory: str | os.PathLike | None = None, *, engine: str | None = None,
                  trace_path: str | os.PathLike | None = None, fsync: str = "group",
-                 checkpoint_every: int = 50_000, log=None, fleet_factory: FleetStore | None = None):
+                 checkpoint_every: int = 50_000, log=None, fleet_factory: FleetStore | None = None,
+                 settle: bool = False):
         self.directory = Path(directory) if directory is not None else None
+        #: the state owns its process (`a3fast serve`): what it loads is frozen out of the
+        #: collector's later passes (`settle`); a state embedded in another program leaves its
+        #: collector alone
+        self.settle = settle
         self.engine = engine
         self.fsync = fsync
         self.checkpoint_every = checkpoint_every
@@ -108,6 +116,7 @@ class ServiceState:
         self._trace_queued_end = 0               # ... once the commits under way are written
         self._trace_ends: deque[int] = deque()   # the end each commit under way writes up to
         self.ready = False
+        self._unsettled = 0                      # agents added since the fleet was last frozen
         self.recovered_entries = 0
         #: whether the state held nothing at `open` (no checkpoint, no journal entry)
         self.fresh = True
@@ -152,6 +161,8 @@ class ServiceState:
             self.journal.after_write = self._trace_written
             self.journal.entries = sum(1 for e in replay if e.generation == self.statedir.generation)
         self.ready = mark_ready
+        if self.settle:
+            settle()
 
     def _empty_fleet(self) -> FleetProtocol:
         try:
@@ -324,11 +335,20 @@ class ServiceState:
         self.fresh = False
         if self.journal is not None:
             self.checkpoint()
+        if self.settle:
+            settle()
 
     def put_agents(self, declarations: list[Declaration]) -> None:
         """Add or replace agents, all or none: conflicts are checked before anything is written."""
         self._check_namespaces(declarations)
         self._change("put", self._put, declarations, decls=[d.doc for d in declarations])
+        # the fleet frozen again once it has grown by a tenth (at least SETTLE_AFTER agents) since
+        # the last time: often enough that most of it is frozen, rarely enough that the full
+        # collection before each freeze stays a small share of the adds
+        self._unsettled += len(declarations)
+        if self.settle and self._unsettled >= max(SETTLE_AFTER, len(self.fleet) // 10):
+            settle()
+            self._unsettled = 0
 
     def _check_namespaces(self, declarations: Iterable[Declaration]) -> None:
         seen: dict[str, str] = {}
@@ -390,7 +410,7 @@ class ServiceState:
                 records[0] = (records[0][0], orjson.dumps({**task, "requirements": p.submitted.doc}))
         else:
             records = list(placement_records(p, task))
-        lines = _record_lines(records, seq)
+        lines = record_lines(records, seq)
         hold = (p.agent, p.session) if own and p.agent is not None and p.session is not None else None
         if hold is not None:
             # before the journal: a shard that fails to hold it leaves no record of the placement
@@ -408,27 +428,34 @@ class ServiceState:
         session itself (as `place` does), so `generation` is renumbered here as one at a time would
         see it. Returns, per task, (placement, record lines) or the exception `place` would raise."""
         self.check_writable()
-        placements = self.fleet.place_many([r for r, _, _ in items], sessions=[s for _, s, _ in items],
-                                           remember_session=False)
-        generation = self.fleet.generation
+        fleet, encoder, journal = self.fleet, self.encoder, self.journal
+        placements = fleet.place_many([r for r, _, _ in items], sessions=[s for _, s, _ in items],
+                                      remember_session=False)
+        generation = fleet.generation
         out: list[tuple[Any, bytes] | Exception] = []
-        for p, (_, _, compact) in zip(placements, items):
-            try:
-                self.check_writable()
-                p.generation = generation
-                seq = self.next_seq
-                records = self.encoder.encode_placement(seq, p) if compact else list(placement_records(p))
-                lines = _record_lines(records, seq)
-                hold = (p.agent, p.session) if p.agent is not None and p.session is not None else None
-                if hold is not None:
-                    self.fleet.hold_session(*hold)
-                    generation = self.fleet.generation
-                if self.journal is not None:
-                    self.journal.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
-                self._write_trace(lines, len(records))
-                out.append((p, lines))
-            except Exception as exc:        # answered for this task, as `place` would raise it
-                out.append(exc)
+        written: list[bytes] = []
+        seq = self.next_seq
+        try:
+            for p, (_, _, compact) in zip(placements, items):
+                try:
+                    self.check_writable()
+                    p.generation = generation
+                    records = encoder.encode_placement(seq, p) if compact else list(placement_records(p))
+                    lines = record_lines(records, seq)
+                    hold = (p.agent, p.session) if p.agent is not None and p.session is not None else None
+                    if hold is not None:
+                        fleet.hold_session(*hold)
+                        generation = fleet.generation
+                    if journal is not None:
+                        journal.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
+                    written.append(lines)
+                    seq += len(records)
+                    out.append((p, lines))
+                except Exception as exc:        # answered for this task, as `place` would raise it
+                    out.append(exc)
+        finally:      # the batch's trace lines queued at once, in order, as one at a time queues them
+            if written:
+                self._write_trace(b"".join(written), seq - self.next_seq)
         return out
 
     def _write_trace(self, lines: bytes, count: int) -> None:
@@ -496,7 +523,7 @@ class ServiceState:
             records = self.encoder.encode_placement(seq, p, task, restricted=True)
         elif records is None:
             records = list(placement_records(p, task))
-        lines = _record_lines(records, seq)
+        lines = record_lines(records, seq)
         if self.journal is not None:
             self.journal.append(TRACE_ENTRY + b"null\n" + lines)
         self._write_trace(lines, len(records))
@@ -563,19 +590,19 @@ def _fsync(directory: Path) -> None:
         os.close(fd)
 
 
+def settle() -> None:
+    """The fleet was loaded or grew in bulk: keep every object alive now out of the garbage
+    collector's later passes (`gc.freeze`). A fleet's declarations and rows are long-lived, and a
+    full pass walks each of them again while placements allocate: at 1,000 agents that was a third
+    of the service's CPU a placement (docs/performance.md, "Pipelined stdio"). What is frozen is
+    still freed when its last reference goes; the garbage of the moment is collected first, so no
+    reference cycle is frozen with it."""
+    gc.collect()
+    gc.freeze()
+
+
 class FleetConflict(SchemaError):
     """Names already held by another namespace (409)."""
-
-
-def _record_lines(records: list[tuple[str, bytes]], seq: int) -> bytes:
-    """The records as JSON Lines, written by the library's TraceWriter exactly as `a3fast place`."""
-    import io
-
-    out = io.BytesIO()
-    writer = TraceWriter(out, start_seq=seq)
-    for kind, content in records:
-        writer.append(kind, content_json=content)
-    return out.getvalue()
 
 
 def _crc_tail(fd: int, length: int) -> int:

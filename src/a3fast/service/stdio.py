@@ -14,7 +14,7 @@ from typing import Any, Awaitable, BinaryIO
 import orjson
 
 from ..journal import JournalFailed
-from .operations import OPS, Operations
+from .operations import OPS, Operations, PlaceAnswer, PlaceRequest, decode_place_request
 from .problems import ServiceError, parse_json, problem
 from .refusals import INTERNAL, refusal
 
@@ -33,8 +33,19 @@ def _refused(rid: Any, exc: BaseException) -> bytes:
     return orjson.dumps({"id": rid, "ok": False, "status": error.status, "problems": error.problems})
 
 
-def _request(line: bytes) -> tuple[Any, dict | None, Exception | None]:
-    """(id, request, None) of one request line, or (id if known, None, the error refusing it)."""
+def _ok(rid: Any, result: dict) -> bytes:
+    """The answer to a request an operation answered with `result`."""
+    if type(result) is PlaceAnswer:      # its records spliced in as they are
+        return b'{"id":%b,"ok":true,"records":%b}' % (orjson.dumps(rid), result.records_json)
+    return orjson.dumps({"id": rid, "ok": True, **result})
+
+
+def _request(line: bytes) -> tuple[Any, Any, Exception | None]:
+    """(id, request, None) of one request line, or (id if known, None, the error refusing it).
+    A place request is decoded straight into its typed fields where it can be (PlaceRequest)."""
+    place = decode_place_request(line)
+    if place is not None:
+        return place.id, place, None
     rid: Any = None
     try:
         request = parse_json(line)
@@ -57,16 +68,15 @@ async def answer(ops: Operations, line: bytes) -> bytes:
             raise error  # type: ignore[misc]
         if ops.state.failed is not None:
             raise JournalFailed(ops.state.failed)
-        result = await getattr(ops, OPS[request["op"]])(request)
-        return orjson.dumps({"id": rid, "ok": True, **result})
+        op = "place" if type(request) is PlaceRequest else request["op"]
+        return _ok(rid, await getattr(ops, OPS[op])(request))
     except Exception as exc:
         return _refused(rid, exc)
 
 
-async def _answer_places(ops: Operations, places: list[tuple[Any, dict]]) -> list[bytes]:
+async def _answer_places(ops: Operations, places: list[tuple[Any, Any]]) -> list[bytes]:
     results = await ops.place_batch([request for _, request in places])
-    return [_refused(rid, result) if isinstance(result, Exception)
-            else orjson.dumps({"id": rid, "ok": True, **result})
+    return [_refused(rid, result) if isinstance(result, Exception) else _ok(rid, result)
             for (rid, _), result in zip(places, results)]
 
 
@@ -81,10 +91,10 @@ async def answer_batch(ops: Operations, lines: list[bytes], together: bool = Fal
     `together` (on an event loop): every step is started in order before any is awaited, so each
     applies its change before the next starts and all share the journal's next group commit."""
     steps: list[Awaitable[list[bytes]]] = []
-    places: list[tuple[Any, dict]] = []
+    places: list[tuple[Any, Any]] = []
     for line in lines:
         rid, request, _ = _request(line)
-        if request is not None and request["op"] == "place":
+        if type(request) is PlaceRequest or request is not None and request["op"] == "place":
             places.append((rid, request))
             continue
         if places:

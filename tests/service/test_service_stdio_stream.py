@@ -1,0 +1,110 @@
+"""`record: "compact-stream"` over stdio: a stream's answers, read in order, are one slice of the
+trace that stands alone — each fleet snapshot goes down the stream once, and decoded, the records
+are exactly the trace file's. `compact` answers still stand alone one by one, and HTTP, whose
+answers have no order, refuses the stream form."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from a3fast.record.compact import decode_trace
+from a3fast.verify import verify_bytes
+from a3fast.workload import generate_fleet, generate_tasks
+
+FLEET = generate_fleet(50, seed=5)
+TASKS = generate_tasks(FLEET, 24, seed=5)
+#: requirements holding a member named like the compact one, which a slice must not take for it
+DECOY = {"v": "1.0", "capabilities": [{"name": "no.such-capability", "version": 1}], "clearances": [],
+         "a3fast.compact": {"format": 1, "fleet": 1}}
+
+
+def _requests() -> list[dict]:
+    out: list[dict] = [{"op": "put_agents", "id": "load", "declarations": FLEET}]
+    for i, task in enumerate(TASKS):
+        out.append({"op": "place", "id": i, "requirements": task, "record": "compact-stream"})
+        if i == 5:   # a standalone answer and a spec one between stream answers
+            out.append({"op": "place", "id": "alone", "requirements": task, "record": "compact"})
+            out.append({"op": "place", "id": "spec", "requirements": task})
+        if i == 9:   # the live set changes: a new snapshot, carried once more
+            out.append({"op": "delete_agent", "id": "gone", "name": FLEET[0]["agent"]["name"]})
+        if i == 14:
+            out.append({"op": "place", "id": "decoy", "requirements": DECOY, "record": "compact-stream"})
+            out.append({"op": "place", "id": "decoy-alone", "requirements": DECOY, "record": "compact"})
+    return out
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> tuple[dict, list[dict]]:
+    """Answers by id, and the trace file's records in spec form."""
+    trace = tmp_path_factory.mktemp("stream") / "trace.jsonl"
+    data = b"".join(orjson.dumps(r) + b"\n" for r in _requests())
+    out = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--stdio", "--trace", str(trace)],
+                         input=data, capture_output=True, timeout=120, check=True).stdout
+    answers = {a["id"]: a for a in map(orjson.loads, out.splitlines())}
+    assert all(a["ok"] for a in answers.values()), [a for a in answers.values() if not a["ok"]]
+    return answers, list(decode_trace(map(orjson.loads, Path(trace).read_bytes().splitlines())))
+
+
+def _stream_records(answers: dict) -> list[dict]:
+    ids = [r["id"] for r in _requests() if r.get("record") == "compact-stream"]
+    return [record for i in ids for record in answers[i]["records"]]
+
+
+def test_stream_answers_read_in_order_decode_to_the_trace_records(served):
+    answers, whole = served
+    records = _stream_records(answers)
+    by_seq = {r["seq"]: r for r in whole}
+    assert list(decode_trace(records)) == [by_seq[r["seq"]] for r in records]
+
+
+def test_stream_answers_read_in_order_pass_the_verifier(served):
+    answers, _ = served
+    data = b"".join(orjson.dumps(r) + b"\n" for r in _stream_records(answers))
+    assert [f for f in verify_bytes(data) if f.is_error] == []
+
+
+def test_stream_carries_each_snapshot_once(served):
+    answers, _ = served
+    data = b"".join(orjson.dumps(r) for r in _stream_records(answers))
+    # the first answer carries the table; the deletion's placement carries a based snapshot
+    assert data.count(b'"fleet":{"names"') == 1
+    assert data.count(b'"fleet":{"base"') == 1
+    later = [orjson.dumps(answers[i]["records"]) for i in range(1, len(TASKS)) if i != 10]
+    assert not any(b'"names":[' in x for x in later)
+
+
+def test_compact_answers_between_stream_answers_stand_alone(served):
+    answers, whole = served
+    by_seq = {r["seq"]: r for r in whole}
+    for rid in ("alone", "decoy-alone"):
+        records = answers[rid]["records"]
+        assert list(decode_trace(records)) == [by_seq[r["seq"]] for r in records]
+
+
+def test_requirements_holding_a_member_named_like_the_compact_one_are_not_rewritten(served):
+    answers, whole = served
+    by_seq = {r["seq"]: r for r in whole}
+    for rid in ("decoy", "decoy-alone"):
+        submitted = answers[rid]["records"][0]
+        assert submitted["content"]["requirements"] == DECOY
+        assert by_seq[submitted["seq"]]["content"]["requirements"] == DECOY
+
+
+def test_http_refuses_the_stream_record_form():
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from a3fast.service.app import create_app
+    from a3fast.service.config import ServiceConfig
+    from test_k8s_extender import wait_ready
+
+    with TestClient(create_app(ServiceConfig())) as client:
+        wait_ready(client)
+        answer = client.post("/v1/place?record=compact-stream", json={"requirements": TASKS[0]})
+    assert answer.status_code == 400
+    [problem] = answer.json()["problems"]
+    assert problem["path"] == "$.record" and '"compact"' in problem["expected"]

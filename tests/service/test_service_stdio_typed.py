@@ -1,0 +1,87 @@
+"""A place request line decoded straight into its typed fields answers exactly as the general path
+(the request as a dict, each field checked by the operation) answers the same line, and every line
+the typed decoding cannot vouch for goes the general way."""
+from __future__ import annotations
+
+import io
+import re
+
+import orjson
+import pytest
+
+from a3fast.schema import parse_declaration
+from a3fast.service import stdio
+from a3fast.service.operations import Operations, PlaceRequest, decode_place_request
+from a3fast.service.problems import MAX_DEPTH, MAX_STRING
+from a3fast.service.state import ServiceState
+from a3fast.workload import generate_fleet, generate_tasks
+
+FLEET = generate_fleet(30, seed=8)
+TASKS = generate_tasks(FLEET, 8, seed=8)
+_TIMINGS = re.compile(rb',?"timings":\{[^}]*\}')
+
+
+def _lines() -> list[bytes]:
+    task = TASKS[0]
+    requests = [{"op": "place", "id": i, "requirements": t, "record": form}
+                for i, t in enumerate(TASKS) for form in ("spec", "compact", "compact-stream")]
+    requests += [
+        {"op": "place", "id": "session", "requirements": task, "session": "s1"},
+        {"op": "place", "id": "unknown-field", "requirements": task, "extra": [1, 2]},
+        {"op": "place", "id": "record-x", "requirements": task, "record": "x"},
+        {"op": "place", "id": "record-7", "requirements": task, "record": 7},
+        {"op": "place", "id": "session-7", "requirements": task, "session": 7},
+        {"op": "place", "id": "requirements-list", "requirements": [task]},
+        {"op": "place", "id": "no-requirements"},
+        {"op": "place", "id": "bad-requirements", "requirements": {"capabilities": 7}},
+        {"op": "place", "id": "route", "requirements": task, "route": {"name": "r", "adds": {"clearances": ["x.y"]}}},
+        {"op": "place", "id": "deep", "requirements": task, "extra": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]},
+        {"op": "place", "id": "long", "requirements": {**task, "kind": "k" * (MAX_STRING + 1)}},
+    ]
+    task_json = orjson.dumps(task)
+    return [orjson.dumps(r) for r in requests] + [
+        b'{"op": "place", "id": "twice", "requirements": {}, "requirements": ' + task_json + b"}",
+        b'{"op": "place", "id": 18446744073709551616, "requirements": ' + task_json + b"}"]
+
+
+def _answers(typed: bool, monkeypatch) -> bytes:
+    if not typed:
+        monkeypatch.setattr(stdio, "decode_place_request", lambda line: None)
+    state = ServiceState()
+    state.open()
+    try:
+        state.put_agents([parse_declaration(d) for d in FLEET])
+        out = io.BytesIO()
+        data = b"\n".join(_lines()) + b"\n"
+        stdio.serve_stdio_sync(Operations(state, stream=True), io.BytesIO(data), out, len(data) + 1)
+        return _TIMINGS.sub(b"", out.getvalue())
+    finally:
+        state.close()
+        monkeypatch.undo()
+
+
+def test_typed_place_requests_answer_as_the_general_path_does(monkeypatch):
+    typed, general = _answers(True, monkeypatch), _answers(False, monkeypatch)
+    assert typed.count(b"\n") == len(_lines())
+    assert typed == general
+
+
+@pytest.mark.parametrize("request_", [
+    {"op": "place", "requirements": {}, "route": {"name": "r"}},
+    {"op": "place", "requirements": {}, "session": 7},
+    {"op": "place", "requirements": []},
+    {"op": "trace"},
+])
+def test_lines_the_typed_decoding_cannot_vouch_for_go_the_general_way(request_):
+    assert decode_place_request(orjson.dumps(request_)) is None
+
+
+def test_an_integer_past_64_bits_goes_the_general_way():
+    assert decode_place_request(b'{"op":"place","id":18446744073709551616,"requirements":{}}') is None
+
+
+def test_nesting_past_the_service_bound_goes_the_general_way():
+    deep = b'{"op":"place","requirements":{},"x":' + b"[" * MAX_DEPTH + b"]" * MAX_DEPTH + b"}"
+    assert decode_place_request(deep) is None
+    assert isinstance(decode_place_request(b'{"op":"place","requirements":{"kind":"[[["}}'), PlaceRequest)
+
