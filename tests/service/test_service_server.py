@@ -1,7 +1,7 @@
 """The HTTP server under the app (`service.server`): each answer leaves in one write — its head held
 until the first write of its body — while interim answers, later chunks and answers without a body
-are written as they come. And the app's `on_ready` hook (with which `a3fast serve` keeps the loaded
-state out of the collector's full passes): called once the state is loaded, never when it fails."""
+are written as they come. And the app of `a3fast serve` (`create_app(settle=True)`) keeps what it
+loads out of the collector's full passes; an app embedded elsewhere does not."""
 from __future__ import annotations
 
 import socket
@@ -19,7 +19,6 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # noqa: E40
 from a3fast.service.app import create_app  # noqa: E402
 from a3fast.service.config import ServiceConfig  # noqa: E402
 from a3fast.service.server import OneWriteAnswers, listening_socket, uvicorn_server  # noqa: E402
-from service_process import SECTION_10_AGENTS  # noqa: E402
 
 
 class Recording:
@@ -181,24 +180,27 @@ def test_pipelined_requests_are_answered_in_order_each_in_one_write(served):
     assert len(connections[0].writes) == 2
 
 
-def test_on_ready_is_called_once_when_the_state_is_loaded(tmp_path):
+def _frozen_after_start(tmp_path, **options) -> int:
+    """Objects frozen out of the collector once the app has loaded a 1,000-agent fleet."""
+    import gc
+
+    from a3fast.workload import generate_fleet
+
     fleet = tmp_path / "fleet.json"
-    fleet.write_bytes(orjson.dumps(SECTION_10_AGENTS))
-    app = create_app(ServiceConfig(fleet=fleet))
-    seen: list[tuple[bool, int]] = []
-    app.state.on_ready = lambda: seen.append((app.state.service.ready, len(app.state.service.fleet)))
-    with TestClient(app) as client:
-        while client.get("/readyz").status_code != 200:
-            pass
-    assert seen == [(True, 2)]
+    fleet.write_bytes(orjson.dumps(generate_fleet(1000, seed=3)))
+    gc.unfreeze()
+    try:
+        with TestClient(create_app(ServiceConfig(fleet=fleet), **options)) as client:
+            while client.get("/readyz").status_code != 200:
+                pass
+            return gc.get_freeze_count()
+    finally:
+        gc.unfreeze()
 
 
-def test_a_state_that_cannot_be_loaded_never_calls_on_ready(tmp_path):
-    fleet = tmp_path / "fleet.json"
-    fleet.write_text("not json")
-    app = create_app(ServiceConfig(fleet=fleet))
-    seen: list[bool] = []
-    app.state.on_ready = lambda: seen.append(True)
-    with TestClient(app):
-        pass
-    assert app.state.failure and seen == []
+def test_an_app_that_owns_its_process_freezes_what_it_loads_out_of_the_collector(tmp_path):
+    assert _frozen_after_start(tmp_path, settle=True) > 0
+
+
+def test_an_app_embedded_in_another_program_leaves_its_collector_alone(tmp_path):
+    assert _frozen_after_start(tmp_path) == 0

@@ -7,7 +7,6 @@ HTTP on an install without the 'serve' extra; --stdio needs no extra).
 from __future__ import annotations
 
 import asyncio
-import gc
 import signal
 import sys
 from pathlib import Path
@@ -214,7 +213,7 @@ def _run_http(config) -> int:
 
     if config.shards is not None:
         _start_ray(config)
-    app = create_app(config)
+    app = create_app(config, settle=True)     # the process is the service's own
     try:
         sock = listening_socket(config.host, config.port)
     except OSError as exc:
@@ -228,10 +227,6 @@ def _run_http(config) -> int:
     def failed() -> None:
         server.should_exit = True
     app.state.on_failure = failed
-    # what was loaded lives as long as the process: kept out of the collector's full passes, which
-    # otherwise walk the whole fleet every few thousand requests (28-50 ms at 1,000 agents, a pause
-    # every request waiting then shares; 3-7 ms frozen)
-    app.state.on_ready = gc.freeze
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"a3fast serving on {'https' if tls else 'http'}://{shown}:{port}", flush=True)

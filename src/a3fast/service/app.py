@@ -502,14 +502,17 @@ async def _not_routed(request: Request, exc: Exception) -> Response:
     return _refused(error, exc.headers)
 
 
-def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | None = None) -> Starlette:
+def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | None = None, *,
+               settle: bool = False) -> Starlette:
     """The service as an ASGI app. The state is opened at startup (in a worker thread, so /healthz
     answers and /readyz says 503 while a large state loads) and closed — snapshot, fsync — at
-    shutdown. A state that cannot be read back exactly stops the app (see `app.state.failure`)."""
+    shutdown. A state that cannot be read back exactly stops the app (see `app.state.failure`).
+    `settle`: the app's state owns its process (`a3fast serve`), so what it loads is frozen out of
+    the collector's later passes (`ServiceState`'s `settle`)."""
     if state is None:
         state = ServiceState(config.state, engine=config.engine, trace_path=config.trace,
                              fsync=config.fsync, checkpoint_every=config.checkpoint_every,
-                             fleet_factory=fleet_factory(config))
+                             fleet_factory=fleet_factory(config), settle=settle)
     ops = Operations(state)
     watcher = _watcher(config, ops, state)
     extender = Extender(state)
@@ -531,7 +534,6 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
                                                extender=extender))
     app.state.service = state
     app.state.on_failure = None
-    app.state.on_ready = None      # called once the state is loaded, on the loading thread
     return app
 
 
@@ -604,8 +606,6 @@ def _open(state: ServiceState, config: ServiceConfig, app) -> None:
             source = config.fleet
             seed_fleet(state, config)
         state.ready = True
-        if app.state.on_ready is not None:
-            app.state.on_ready()
     except (StateError, SchemaError, OSError) as exc:
         _stop_loading(app, state, str(exc))
     except Exception as exc:
