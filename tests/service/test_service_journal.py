@@ -161,3 +161,21 @@ def test_fsync_never_writes_a_commit_whole_before_after_write(tmp_path):
     assert seen == [(b'{"seq":1}\n', [b"change"])]
     journal.close()
     os.close(fd)
+
+
+def test_fsync_never_changes_made_in_one_turn_of_the_loop_share_one_commit(tmp_path):
+    journal = Journal(tmp_path / "journal", fsync="never")
+    commits: list[int] = []
+    journal.after_write = lambda: commits.append(journal.lag)
+
+    async def change(k: int) -> None:
+        journal.append(b"change %d" % k)
+        await journal.durable()
+
+    async def main():
+        await asyncio.gather(*(change(k) for k in range(5)))
+        await change(5)                            # a later turn: a commit of its own
+    asyncio.run(main())
+    assert len(commits) == 2
+    assert read_entries((tmp_path / "journal").read_bytes()).entries == [b"change %d" % k for k in range(6)]
+    journal.close()
