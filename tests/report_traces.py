@@ -1,5 +1,6 @@
 """Traces the report tests read: placements on a generated fleet (kept, so a test can compare the
-page with the live Placement), a trace with §7 findings from the vectors, and hostile names."""
+page with the live Placement), a trace with §7 findings from the vectors, and hostile names; and the
+replay page of a trace on a new fleet."""
 from __future__ import annotations
 
 import json
@@ -61,3 +62,14 @@ def findings_trace(path: Path) -> dict:
     records += [{**r, "seq": r["seq"] + offset} for r in case["trace"]]
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return {"errors": [{**e, "seq": e["seq"] + offset} for e in case["expected"]["errors"]]}
+
+
+def page_of(trace: Path, fleet, out: Path, **kwargs) -> tuple[list, Path]:
+    """The replay of `trace` on `fleet` written as its page to `out`: (the verdicts, `out`)."""
+    from a3fast.replay import replay, summarise
+    from a3fast.report.replay_page import render_replay
+
+    verdicts = list(replay(trace, fleet))
+    changed = [v for v in verdicts if v.changed]
+    out.write_text(render_replay(summarise(verdicts), changed, trace=trace.name, fleet="new fleet", **kwargs))
+    return verdicts, out

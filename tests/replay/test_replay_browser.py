@@ -3,22 +3,12 @@ page is tested): no console error, no request beyond the file, the totals and ea
 those of the replay, and names from the trace shown as text, never run."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import a3fast
-from a3fast.replay import replay, summarise, parse_thresholds
-from a3fast.report.replay_page import render_replay
+from a3fast.replay import summarise, parse_thresholds
 from a3fast.workload import generate_fleet
 
 from offline_browser import Opened, browser  # noqa: F401  (the browser fixture)
-from report_traces import HOSTILE, hostile_placements, placed_trace, placements_trace
-
-
-def page_of(trace: Path, fleet, out: Path, **kwargs) -> tuple[list, Path]:
-    verdicts = list(replay(trace, fleet))
-    changed = [v for v in verdicts if v.changed]
-    out.write_text(render_replay(summarise(verdicts), changed, trace=trace.name, fleet="new fleet", **kwargs))
-    return verdicts, out
+from report_traces import HOSTILE, hostile_placements, page_of, placed_trace, placements_trace
 
 
 def test_replay_page_opens_offline_with_the_replays_totals_and_funnels(browser, tmp_path):

@@ -152,7 +152,7 @@ def test_rule_the_replay_page_allows_its_styles_by_hash_and_its_bars_by_attribut
     from a3fast.report.policy import policy_of
     from a3fast.workload import generate_fleet
 
-    from test_replay_browser import page_of
+    from report_traces import page_of
 
     placed_trace(tmp_path / "t.jsonl", agents=200, tasks=30)
     revoked = a3fast.Fleet()

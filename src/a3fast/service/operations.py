@@ -16,15 +16,16 @@ import orjson
 from ..errors import A3Error, FleetError, SchemaError
 from ..journal import JournalFailed
 from ..placement import Route, RouteError
+from ..document import plainly_within
 from ..schema import parse_declaration, parse_requirements, task_kind
 from ..verify import is_valid, verify_stream_counted
 from . import metrics
 from .slices import Slice, readable_answer
-from ..document import plainly_within
 from .problems import MAX_DEPTH, MAX_STRING, ServiceError, check_bounds, from_library, parse_json, problem
 from .state import FleetConflict, ServiceState
 
-__all__ = ["Operations", "PlaceAnswer", "PlaceRequest", "decode_place_request", "OPS", "RECORD_FORMS", "STREAM", "verify_text", "verify_result"]
+__all__ = ["Operations", "PlaceAnswer", "PlaceRequest", "decode_place_request", "OPS", "RECORD_FORMS", "STREAM",
+           "verify_text", "verify_result"]
 
 #: The record forms of a place answer: §6 JSON, or compact records that stand alone.
 RECORD_FORMS = ("spec", "compact")

@@ -214,6 +214,7 @@ class Slice:
         at = self.carried.get(referenced)
         try:
             if at == referenced:
+                self._carries(seq, referenced, based, at)
                 return line
             if at is not None and based:
                 fleet["base"] = at
