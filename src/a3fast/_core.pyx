@@ -889,10 +889,72 @@ cdef class Index:
                 raise TypeError(f"agent names must be str, not {type(name).__name__}")
         for j in range(n):
             self.join(first + j, names[j], costs[j])
+        self.insert_by_row(first, rows, offsets, n)
         for j in range(n):
-            for k in range(offsets[j], offsets[j + 1]):
-                self.row_insert(&self.rows[rows[k]], first + j)
             self.set_live(first + j)
+
+    cdef int insert_by_row(self, Py_ssize_t first, const int32_t[::1] rows, const int64_t[::1] offsets,
+                           Py_ssize_t n) except -1:
+        """Agent `first + j` into rows `rows[offsets[j]:offsets[j + 1]]`, row by row: the memberships
+        of a block of agents are sorted by row (a counting sort, ids ascending within a row), then
+        each row takes its new members together. Agent by agent, every insert went to another row,
+        whose memory was rarely still in cache; the rows end exactly as then."""
+        # a block holds at least as many memberships as there are rows, so that the pass over every
+        # row per block costs no more than the block's own inserts, however many rows there are
+        cdef Py_ssize_t block = max(1 << 20, self.n_rows), j = 0, end, k, r, a, m, half
+        cdef uint32_t aid
+        cdef uint64_t bit
+        cdef Py_ssize_t* starts = <Py_ssize_t*>calloc(self.n_rows + 1, sizeof(Py_ssize_t))
+        cdef uint32_t* members = NULL
+        cdef uint32_t* grown
+        cdef Row* row
+        if starts == NULL:
+            raise MemoryError()
+        try:
+            while j < n:
+                end = j + 1      # agents j..end-1: at least one, and members of at most `block`
+                while end < n and offsets[end + 1] - offsets[j] <= block:
+                    end += 1
+                m = offsets[end] - offsets[j]
+                if members == NULL or m > block:
+                    block = max(block, m)
+                    grown = <uint32_t*>realloc(members, block * sizeof(uint32_t))
+                    if grown == NULL:
+                        raise MemoryError()
+                    members = grown
+                memset(starts, 0, (self.n_rows + 1) * sizeof(Py_ssize_t))
+                for k in range(offsets[j], offsets[end]):
+                    starts[rows[k] + 1] += 1
+                for r in range(self.n_rows):
+                    starts[r + 1] += starts[r]
+                for a in range(j, end):
+                    for k in range(offsets[a], offsets[a + 1]):
+                        members[starts[rows[k]]] = <uint32_t>(first + a)
+                        starts[rows[k]] += 1
+                # starts[r] is now where row r's members end (and row r - 1's began)
+                k = 0
+                half = self.cap_words // 2
+                for r in range(self.n_rows):
+                    row = &self.rows[r]
+                    while k < starts[r]:
+                        aid = members[k]
+                        if row.words != NULL:
+                            bit = (<uint64_t>1) << (aid & 63)
+                            if not (row.words[aid >> 6] & bit):
+                                row.words[aid >> 6] |= bit
+                                row.count += 1
+                        elif (row.count < row.ids_cap and row.count + 1 < half
+                                and (row.count == 0 or row.ids[row.count - 1] < aid)):
+                            row.ids[row.count] = aid     # row_insert's append, without the call
+                            row.count += 1
+                        else:
+                            self.row_insert(row, aid)
+                        k += 1
+                j = end
+        finally:
+            free(starts)
+            free(members)
+        return 0
 
     def drop(self, Py_ssize_t aid, rows) -> None:
         """Agent `aid` leaves `rows` and the live set (its id and name stay reserved)."""

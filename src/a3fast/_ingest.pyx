@@ -24,9 +24,9 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.list cimport PyList_Append
 from cpython.object cimport PyObject
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy, memset
 
 import numpy as np
@@ -34,6 +34,53 @@ import numpy as np
 cdef extern from "Python.h":
     # Locale-independent, correctly rounded, ±HUGE_VAL on overflow when given no exception type.
     double PyOS_string_to_double(const char* s, char** endptr, PyObject* overflow_exception) except? -1.0
+    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+    Py_ssize_t PyDict_GET_SIZE(object mapping)
+    dict _PyDict_NewPresized(Py_ssize_t minused)
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    /* Eight bytes as a word whose lowest bits hold the first byte, whatever the machine's order. */
+    static inline uint64_t a3_load_le64(const unsigned char* p) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        w = __builtin_bswap64(w);
+    #endif
+        return w;
+    }
+    /* Zeroed memory for a large hash table, in huge pages where the system has them: a table
+       probed at random misses the TLB on nearly every probe in 4 KiB pages. */
+    #include <stdlib.h>
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    #endif
+    static void* a3_table_alloc(size_t size) {
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        const size_t huge = (size_t)2 << 20;
+        if (size >= huge) {
+            void* p = NULL;
+            size = (size + huge - 1) / huge * huge;
+            if (posix_memalign(&p, huge, size) != 0) return NULL;
+            madvise(p, size, MADV_HUGEPAGE);
+            memset(p, 0, size);
+            return p;
+        }
+    #endif
+        return calloc(size, 1);
+    }
+    #if defined(_MSC_VER)
+    #include <intrin.h>
+    static inline int a3_ctz64(uint64_t x) { unsigned long i; _BitScanForward64(&i, x); return (int)i; }
+    #else
+    static inline int a3_ctz64(uint64_t x) { return __builtin_ctzll(x); }
+    #endif
+    """
+    uint64_t load_le64 "a3_load_le64"(const unsigned char* p) nogil
+    void* table_alloc "a3_table_alloc"(size_t size) nogil       # zeroed; free() it
+    int count_trailing_zeros "a3_ctz64"(uint64_t x) nogil   # x != 0
 
 __all__ = ["Batch", "Vocabulary", "scan", "CAPABILITY", "CLEARANCE", "TOOL", "RESIDENCY", "LATENCY", "EVALUATED"]
 
@@ -70,6 +117,7 @@ cdef struct Item:
 cdef struct Line:
     const unsigned char* p       # the cursor
     const unsigned char* end
+    const unsigned char* limit   # the end of the data: words may be read up to it
     Py_ssize_t chars             # characters in the last string read
     Item items[MAX_ITEMS]
     int n_items
@@ -112,15 +160,35 @@ cdef inline Py_ssize_t utf8_sequence(const unsigned char* p, const unsigned char
     return n
 
 
+cdef inline uint64_t special_bytes(uint64_t w) noexcept nogil:
+    """Eight bytes of a string at once: a word with the high bit set in the byte of the first `"`,
+    backslash, control character, DEL or non-ASCII byte among them (bytes above that one may be
+    marked too, by a borrow or carry; the lowest mark is always exact), 0 if there is none."""
+    cdef uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL
+    cdef uint64_t quote = w ^ (ones * 0x22), slash = w ^ (ones * 0x5C)
+    return (((quote - ones) & ~quote) | ((slash - ones) & ~slash) | ((w - ones * 0x20) & ~w)
+            | (w + ones) | w) & highs
+
+
 cdef inline bint read_string(Line* s, const unsigned char** text, Py_ssize_t* n) noexcept nogil:
     """A string without escapes or control characters, in well-formed UTF-8 (orjson writes every
     other character as it is); the cursor is on its opening quote. `s.chars` is its length in
-    characters."""
+    characters. Plain ASCII is passed over eight bytes at a time."""
     cdef const unsigned char* p = s.p + 1
     cdef const unsigned char* end = s.end
     cdef unsigned char c
+    cdef uint64_t word, marks
     cdef Py_ssize_t extra = 0, step      # extra: bytes past the first of each character
-    while p < end:
+    while True:
+        while end - p >= 8:
+            word = load_le64(p)
+            marks = special_bytes(word)
+            if marks != 0:
+                p += count_trailing_zeros(marks) >> 3
+                break
+            p += 8
+        if p >= end:
+            return False
         c = p[0]
         if c == c'"':
             text[0] = s.p + 1
@@ -140,7 +208,6 @@ cdef inline bint read_string(Line* s, const unsigned char** text, Py_ssize_t* n)
                 return False
             p += step
             extra += step - 1
-    return False
 
 
 cdef inline bint read_integer(Line* s, int64_t* value, const unsigned char** digits,
@@ -582,27 +649,140 @@ cdef object grown(object array, Py_ssize_t used, Py_ssize_t size):
     return out
 
 
+cdef inline uint64_t text_hash(const unsigned char* text, Py_ssize_t n) noexcept nogil:
+    """`hash_bytes` of a name or namespace, wherever its bytes are (none read past its end)."""
+    return hash_bytes(text, n, text + n, 0)
+
+
+cdef class TextIndex:
+    """Where each str of a list first appears, found by its UTF-8 bytes without making an object:
+    an open-addressing table of (the hash's high 32 bits, position + 1), 8 bytes a slot at most half
+    full, and the low 32 bits per position (so growing touches no str); the bytes compared are the
+    list's own str (a compact ASCII str is its UTF-8), and only when the high bits match."""
+
+    cdef list items
+    cdef uint64_t* slots       # 0 marks a free slot
+    cdef uint32_t* low_bits    # per position added: its hash's low 32 bits
+    cdef Py_ssize_t size, used, low_cap
+
+    def __cinit__(self, list items):
+        self.items = items
+        self.size = 64
+        self.used = 0
+        self.low_cap = 0
+        self.low_bits = NULL
+        self.slots = <uint64_t*>calloc(self.size, sizeof(uint64_t))
+        if self.slots == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.slots)
+        free(self.low_bits)
+
+    cdef Py_ssize_t find(self, const unsigned char* text, Py_ssize_t n, uint64_t h) except -2:
+        """The position of the first str whose UTF-8 is `text`, or -1."""
+        cdef Py_ssize_t mask = self.size - 1, i = <Py_ssize_t>(h & <uint64_t>mask), at, m
+        cdef uint64_t tag = h >> 32
+        cdef const char* stored
+        while self.slots[i] != 0:
+            if (self.slots[i] >> 32) == tag:
+                at = <Py_ssize_t>(self.slots[i] & 0xFFFFFFFFULL) - 1
+                if self.low_bits[at] == <uint32_t>h:
+                    stored = PyUnicode_AsUTF8AndSize(self.items[at], &m)
+                    if m == n and memcmp(stored, text, n) == 0:
+                        return at
+            i = (i + 1) & mask
+        return -1
+
+    cdef int add(self, Py_ssize_t at, uint64_t h) except -1:
+        """Record that the str at `at`, of hash `h`, is not found before it."""
+        cdef Py_ssize_t mask, i, cap
+        cdef uint32_t* grown
+        if at >= 0xFFFFFFFE:
+            raise OverflowError("more than 4,294,967,293 names in one batch")
+        if at >= self.low_cap:
+            cap = max(2 * self.low_cap, at + 1, 64)
+            grown = <uint32_t*>realloc(self.low_bits, cap * sizeof(uint32_t))
+            if grown == NULL:
+                raise MemoryError()
+            self.low_bits, self.low_cap = grown, cap
+        if 2 * (self.used + 1) > self.size:
+            self.grow()
+        mask = self.size - 1
+        i = <Py_ssize_t>(h & <uint64_t>mask)
+        while self.slots[i] != 0:
+            i = (i + 1) & mask
+        self.slots[i] = ((h >> 32) << 32) | <uint64_t>(at + 1)
+        self.low_bits[at] = <uint32_t>h
+        self.used += 1
+        return 0
+
+    cdef int grow(self) except -1:
+        """Twice the slots, each entry placed again by its whole hash."""
+        cdef Py_ssize_t old_size = self.size, i, j, mask = 2 * old_size - 1
+        cdef uint64_t* old = self.slots
+        cdef uint64_t h
+        self.slots = <uint64_t*>table_alloc(2 * old_size * sizeof(uint64_t))
+        if self.slots == NULL:
+            self.slots = old
+            raise MemoryError()
+        self.size = 2 * old_size
+        for i in range(old_size):
+            if old[i] != 0:
+                h = (old[i] & 0xFFFFFFFF00000000ULL) | self.low_bits[(old[i] & 0xFFFFFFFFULL) - 1]
+                j = <Py_ssize_t>(h & <uint64_t>mask)
+                while self.slots[j] != 0:
+                    j = (j + 1) & mask
+                self.slots[j] = old[i]
+        free(old)
+        return 0
+
+
 cdef class Batch:
     """Accepted declarations as columns, in line order: names, the declarations' canonical JSON,
-    costs, and every agent's rows in one int32 array (agent j's are `rows[offsets[j]:offsets[j+1]]`)."""
+    costs, every agent's rows in one int32 array (agent j's are `rows[offsets[j]:offsets[j+1]]`),
+    and each name's namespace, found by the name's bytes (`namespace_of`; the scan asks it for
+    every line without making a str) — a name appears twice only in one namespace."""
 
     cdef public list names
     cdef public list texts
-    cdef dict interned                       # one str per namespace
-    cdef object _rows, _offsets, _costs        # numpy arrays, grown by doubling
+    # True: a line the scan reads is kept as None in `texts` and its span of the data in `spans`,
+    # until its declaration is packed straight from the data (a copy of every line was a tenth of
+    # the load's CPU time); the careful reader's lines are kept as bytes either way
+    cdef public bint defer_texts
+    cdef object _spans                       # per deferred entry: its index, offset, length
+    cdef int64_t[::1] spans_view
+    cdef Py_ssize_t n_spans
+    cdef list namespaces                     # one str per namespace, in order of appearance
+    cdef TextIndex by_name                   # names -> first position
+    cdef TextIndex by_namespace              # namespaces -> their number
+    cdef Py_ssize_t last_namespace           # the namespace of the last line pushed, or -1
+    cdef readonly Py_ssize_t repeated        # names pushed that were in the batch already
+    cdef object _rows, _offsets, _costs, _namespace_ids   # numpy arrays, grown by doubling
     cdef int32_t[::1] rows_view
     cdef int64_t[::1] offsets_view
     cdef double[::1] costs_view
+    cdef int32_t[::1] namespace_view
     cdef Py_ssize_t n, n_rows
 
     def __cinit__(self):
         self.names = []
         self.texts = []
-        self.interned = {}
+        self.defer_texts = False
+        self._spans = np.empty(3 << 10, dtype=np.int64)
+        self.spans_view = self._spans
+        self.n_spans = 0
+        self.namespaces = []
+        self.by_name = TextIndex(self.names)
+        self.by_namespace = TextIndex(self.namespaces)
+        self.last_namespace = -1
+        self.repeated = 0
         self._rows = np.empty(1 << 12, dtype=np.int32)
         self._offsets = np.zeros(1 << 8, dtype=np.int64)
         self._costs = np.empty(1 << 8, dtype=np.float64)
+        self._namespace_ids = np.empty(1 << 8, dtype=np.int32)
         self.rows_view, self.offsets_view, self.costs_view = self._rows, self._offsets, self._costs
+        self.namespace_view = self._namespace_ids
         self.n = 0
         self.n_rows = 0
 
@@ -615,29 +795,82 @@ cdef class Batch:
             size = self._costs.shape[0] * 2
             self._costs = grown(self._costs, self.n, size)
             self._offsets = grown(self._offsets, self.n + 1, size)
+            self._namespace_ids = grown(self._namespace_ids, self.n, size)
             self.costs_view, self.offsets_view = self._costs, self._offsets
+            self.namespace_view = self._namespace_ids
         if self.n_rows + rows > self._rows.shape[0]:
             size = max(self._rows.shape[0] * 2, self.n_rows + rows)
             self._rows = grown(self._rows, self.n_rows, size)
             self.rows_view = self._rows
         return 0
 
-    cdef int push(self, str name, bytes text, double cost) except -1:
+    cdef Py_ssize_t namespace_number(self, const unsigned char* text, Py_ssize_t n) except -1:
+        """The number of the namespace whose UTF-8 is `text`, given the first time it is seen (a
+        fleet has few namespaces; the last line's is tried first)."""
+        cdef Py_ssize_t m, number = self.last_namespace
+        cdef const char* last
+        cdef uint64_t h
+        if number >= 0:
+            last = PyUnicode_AsUTF8AndSize(self.namespaces[number], &m)
+            if m == n and memcmp(last, text, n) == 0:
+                return number
+        h = text_hash(text, n)
+        number = self.by_namespace.find(text, n, h)
+        if number < 0:
+            number = len(self.namespaces)
+            self.namespaces.append(PyUnicode_DecodeUTF8(<const char*>text, n, NULL))
+            self.by_namespace.add(number, h)
+        return number
+
+    cdef Py_ssize_t first_of(self, const unsigned char* text, Py_ssize_t n, uint64_t h) except -2:
+        """Where the name whose UTF-8 is `text` (of `text_hash` h) is first in the batch, or -1."""
+        return self.by_name.find(text, n, h)
+
+    cdef int push(self, str name, Py_ssize_t namespace, Py_ssize_t first, uint64_t h, bytes text,
+                  double cost) except -1:
+        """Append an entry whose rows were just written; `first`: where its name is already, or -1."""
+        cdef Py_ssize_t at = self.n
         PyList_Append(self.names, name)
         PyList_Append(self.texts, text)
-        self.costs_view[self.n] = cost
-        self.n += 1
+        if first < 0:
+            self.by_name.add(at, h)
+        else:
+            self.repeated += 1
+        self.costs_view[at] = cost
+        self.namespace_view[at] = <int32_t>namespace
+        self.last_namespace = namespace
+        self.n = at + 1
         self.offsets_view[self.n] = self.n_rows
         return 0
 
-    def append(self, str name, rows, double cost, bytes text) -> None:
-        """One declaration read by the careful reader."""
-        cdef Py_ssize_t r
+    def namespace_of(self, str name):
+        """The namespace the batch holds `name` in, or None."""
+        cdef Py_ssize_t n, at
+        cdef const unsigned char* text = <const unsigned char*>PyUnicode_AsUTF8AndSize(name, &n)
+        at = self.by_name.find(text, n, text_hash(text, n))
+        return None if at < 0 else self.namespaces[self.namespace_view[at]]
+
+    def append(self, str name, str namespace, rows, double cost, bytes text) -> None:
+        """One declaration read by the careful reader (its name held in no other namespace)."""
+        cdef Py_ssize_t r, n, number
+        cdef const unsigned char* utf8
         self.reserve(len(rows))
         for r in rows:
             self.rows_view[self.n_rows] = r
             self.n_rows += 1
-        self.push(name, text, cost)
+        utf8 = <const unsigned char*>PyUnicode_AsUTF8AndSize(namespace, &n)
+        number = self.namespace_number(utf8, n)
+        utf8 = <const unsigned char*>PyUnicode_AsUTF8AndSize(name, &n)
+        h = text_hash(utf8, n)
+        self.push(name, number, self.by_name.find(utf8, n, h), h, text, cost)
+
+    def name_ids(self, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t first) -> dict:
+        """{names[lo + k]: first + k} for a run of distinct names, in a dict made at its size."""
+        cdef dict ids = _PyDict_NewPresized(max(hi - lo, 0))
+        cdef Py_ssize_t k
+        for k in range(lo, hi):
+            ids[self.names[k]] = first + k - lo
+        return ids
 
     def rows_of(self, Py_ssize_t j) -> tuple:
         return tuple(self._rows[self.offsets_view[j]:self.offsets_view[j + 1]].tolist())
@@ -645,6 +878,27 @@ cdef class Batch:
     def columns(self):
         """(rows, offsets, costs) as numpy arrays over the batch's own memory."""
         return (self._rows[:self.n_rows], self._offsets[:self.n + 1], self._costs[:self.n])
+
+    def take_spans(self):
+        """The entries kept as spans since the last call (see `defer_texts`): their indices (int64)
+        and their (offset, length) in the data as little-endian uint64 pairs, as zstandard's
+        BufferWithSegments reads them."""
+        spans = self._spans[:3 * self.n_spans].reshape(-1, 3)
+        self.n_spans = 0
+        return spans[:, 0].copy(), spans[:, 1:].astype("<u8").tobytes()
+
+    cdef int push_span(self, str name, Py_ssize_t namespace, Py_ssize_t first, uint64_t h,
+                       Py_ssize_t offset, Py_ssize_t length, double cost) except -1:
+        """`push` of an entry whose text stays in the data, at `offset` for `length` bytes."""
+        cdef Py_ssize_t at = 3 * self.n_spans
+        if at + 3 > self._spans.shape[0]:
+            self._spans = grown(self._spans, at, 2 * self._spans.shape[0])
+            self.spans_view = self._spans
+        self.spans_view[at] = self.n
+        self.spans_view[at + 1] = offset
+        self.spans_view[at + 2] = length
+        self.n_spans += 1
+        return self.push(name, namespace, first, h, None, cost)
 
 
 cdef class Vocabulary:
@@ -657,6 +911,11 @@ cdef class Vocabulary:
     cdef Py_ssize_t* spans     # where each slot's key starts in `keys`, and its length
     cdef bytearray keys
     cdef Py_ssize_t size, used
+    # per row: the number of the last line that listed it, so that a value a line repeats is found
+    # in one step (a comparison with every row the line listed before was a tenth of the pass)
+    cdef uint32_t* stamps
+    cdef Py_ssize_t stamps_size
+    cdef uint32_t line
 
     def __cinit__(self):
         self.size = 1024
@@ -665,6 +924,9 @@ cdef class Vocabulary:
         self.rows = <int32_t*>malloc(self.size * sizeof(int32_t))
         self.spans = <Py_ssize_t*>malloc(2 * self.size * sizeof(Py_ssize_t))
         self.keys = bytearray()
+        self.stamps = NULL
+        self.stamps_size = 0
+        self.line = 0
         if self.hashes == NULL or self.rows == NULL or self.spans == NULL:
             raise MemoryError()
 
@@ -672,6 +934,33 @@ cdef class Vocabulary:
         free(self.hashes)
         free(self.rows)
         free(self.spans)
+        free(self.stamps)
+
+    cdef int next_line(self) except -1:
+        """Start a line: no row is listed by it yet."""
+        self.line += 1
+        if self.line == 0:          # the stamps wrapped around: forget them all
+            memset(self.stamps, 0, self.stamps_size * sizeof(uint32_t))
+            self.line = 1
+        return 0
+
+    cdef int first_listing(self, int32_t row) except -1:
+        """1 the first time the current line lists `row`, 0 after that."""
+        cdef Py_ssize_t size
+        cdef uint32_t* grown
+        if row < 0:
+            raise ValueError(f"a declared value was given row {row}")
+        if row >= self.stamps_size:
+            size = max(2 * self.stamps_size, <Py_ssize_t>row + 1, 1024)
+            grown = <uint32_t*>realloc(self.stamps, size * sizeof(uint32_t))
+            if grown == NULL:
+                raise MemoryError()
+            memset(grown + self.stamps_size, 0, (size - self.stamps_size) * sizeof(uint32_t))
+            self.stamps, self.stamps_size = grown, size
+        if self.stamps[row] == self.line:
+            return 0
+        self.stamps[row] = self.line
+        return 1
 
     def __len__(self):
         return self.used
@@ -716,6 +1005,23 @@ cdef class Vocabulary:
         cdef Py_ssize_t i = self.slot(key, n, h)
         return self.rows[i] if self.hashes[i] != 0 else -1
 
+    cdef int32_t find_item(self, const Item* item, uint64_t h) noexcept:
+        """The row of the item's value (its key as `find_rows` would build it), compared part by
+        part where it lies in the line — no key is built for a value seen before — or -1."""
+        cdef Py_ssize_t mask = self.size - 1, i = <Py_ssize_t>(h & <uint64_t>mask), n = item.n
+        cdef bint versioned = item.kind == K_CAPABILITY or item.kind == K_EVALUATED
+        cdef Py_ssize_t length = 1 + n + (1 + item.n_digits if versioned else 0)
+        cdef const unsigned char* stored
+        while self.hashes[i] != 0:
+            if self.hashes[i] == h and self.spans[2 * i + 1] == length:
+                stored = <const unsigned char*>PyByteArray_AS_STRING(self.keys) + self.spans[2 * i]
+                if (stored[0] == item.kind and memcmp(stored + 1, item.text, n) == 0
+                        and (not versioned or (stored[1 + n] == 0
+                                               and memcmp(stored + 2 + n, item.digits, item.n_digits) == 0))):
+                    return self.rows[i]
+            i = (i + 1) & mask
+        return -1
+
     cdef int remember(self, const unsigned char* key, Py_ssize_t n, uint64_t h, int32_t row) except -1:
         cdef Py_ssize_t i
         if 2 * (self.used + 1) > self.size:
@@ -730,22 +1036,40 @@ cdef class Vocabulary:
         return 0
 
 
-cdef inline uint64_t key_hash(const unsigned char* key, Py_ssize_t n) noexcept nogil:
-    """A multiplicative hash of the key eight bytes at a time (a byte-at-a-time hash was the larger
-    part of finding a line's rows); never 0, which marks a free slot."""
-    cdef uint64_t h = <uint64_t>n * 0x9E3779B97F4A7C15ULL, word
+cdef inline uint64_t hash_bytes(const unsigned char* p, Py_ssize_t n, const unsigned char* limit,
+                                uint64_t seed) noexcept nogil:
+    """A multiplicative hash of `n` bytes eight at a time (a byte-at-a-time hash was the larger part
+    of finding a line's rows). The last partial word is read whole and masked where 8 bytes are
+    readable before `limit`, else byte by byte: either way the same hash. The bytes are read where
+    they lie — a word read from bytes just copied stalls on the copy's smaller stores."""
+    cdef uint64_t h = (seed ^ <uint64_t>n) * 0x9E3779B97F4A7C15ULL, word
+    cdef Py_ssize_t i
     while n >= 8:
-        memcpy(&word, key, 8)
+        word = load_le64(p)
         h = (h ^ word) * 0xBF58476D1CE4E5B9ULL
         h ^= h >> 31
-        key += 8
+        p += 8
         n -= 8
     if n > 0:
-        word = 0
-        memcpy(&word, key, n)
+        if limit - p >= 8:
+            word = load_le64(p) & ((<uint64_t>1 << (8 * n)) - 1)
+        else:
+            word = 0
+            for i in range(n):
+                word |= (<uint64_t>p[i]) << (8 * i)
         h = (h ^ word) * 0x94D049BB133111EBULL
         h ^= h >> 29
     h ^= h >> 32
+    return h
+
+
+cdef inline uint64_t item_hash(const Item* item, const unsigned char* limit) noexcept nogil:
+    """The hash of a declared value's key (its kind, its bytes, a capability's version); never 0,
+    which marks a free slot."""
+    cdef uint64_t h = hash_bytes(item.text, item.n, limit, <uint64_t>item.kind + 1)
+    if item.kind == K_CAPABILITY or item.kind == K_EVALUATED:
+        h = (h ^ (<uint64_t>item.version + 1)) * 0xD6E8FEB86659FD93ULL
+        h ^= h >> 32
     return h if h != 0 else 1
 
 
@@ -754,12 +1078,11 @@ cdef int find_rows(Line* s, Batch batch, Vocabulary vocab, object intern) except
     its bytes, for a capability a NUL and its version's digits) to its row, and `intern(kind,
     value)` gives the row of a value `vocab` has not seen."""
     cdef unsigned char key[KEY_BYTES]
-    cdef Py_ssize_t n, i, j, k, start = batch.n_rows
+    cdef Py_ssize_t n, i, j
     cdef int kind
     cdef Item* item
     cdef int32_t row
     cdef uint64_t h
-    cdef bint repeated
     cdef int at[N_KINDS + 1]
     cdef int order[MAX_ITEMS]
     # the items in kind order, each kind's in the line's order (a counting sort)
@@ -772,53 +1095,48 @@ cdef int find_rows(Line* s, Batch batch, Vocabulary vocab, object intern) except
         order[at[s.items[i].kind]] = i
         at[s.items[i].kind] += 1
     batch.reserve(s.n_items)
+    vocab.next_line()
     for j in range(s.n_items):
         item = &s.items[order[j]]
         kind = item.kind
-        if 2 + item.n + item.n_digits > KEY_BYTES:   # the grammar bounds every value below this
-            raise ValueError("a declared value too long for the reader's key buffer")
-        key[0] = <unsigned char>kind
-        memcpy(&key[1], item.text, item.n)
-        n = 1 + item.n
-        if kind == K_CAPABILITY or kind == K_EVALUATED:
-            key[n] = 0
-            memcpy(&key[n + 1], item.digits, item.n_digits)
-            n += 1 + item.n_digits
-        h = key_hash(key, n)
-        row = vocab.find(key, n, h)
+        h = item_hash(item, s.limit)
+        row = vocab.find_item(item, h)
         if row < 0:
+            # the grammar bounds every value below this
+            if 2 + item.n + item.n_digits > KEY_BYTES:
+                raise ValueError("a declared value too long for the reader's key buffer")
+            key[0] = <unsigned char>kind
+            memcpy(&key[1], item.text, item.n)
+            n = 1 + item.n
+            if kind == K_CAPABILITY or kind == K_EVALUATED:
+                key[n] = 0
+                memcpy(&key[n + 1], item.digits, item.n_digits)
+                n += 1 + item.n_digits
             text = PyUnicode_DecodeUTF8(<char*>item.text, item.n, NULL)
             value = (text, item.version) if kind == K_CAPABILITY or kind == K_EVALUATED else text
             row = intern(kind, value)
             vocab.remember(key, n, h, row)
-        repeated = False
-        for k in range(start, batch.n_rows):
-            if batch.rows_view[k] == row:
-                repeated = True
-                break
-        if not repeated:
+        if vocab.first_listing(row):   # a repeated value keeps its first place
             batch.rows_view[batch.n_rows] = row
             batch.n_rows += 1
     return 0
 
 
 def scan(bytes data, Py_ssize_t pos, Py_ssize_t lineno, Batch batch, Vocabulary vocab, object intern,
-         dict held, dict namespaces):
+         dict held):
     """Read lines of `data` from `pos` (the start of line `lineno`) until one needs the careful
     reader or the data ends. Returns `(pos, lineno)`: where that line starts and its number, or
     `(len(data), lineno)` once every line is read. `held` maps names the fleet holds (whose lines
-    go to the careful reader: a replace); `namespaces` maps names of this batch to their namespace
-    and is kept up to date here."""
+    go to the careful reader: a replace), as does a name the batch holds in another namespace."""
     cdef const unsigned char* base = <const unsigned char*>PyBytes_AS_STRING(data)
-    cdef Py_ssize_t size = PyBytes_GET_SIZE(data), eol
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(data), eol, namespace, first
     cdef const unsigned char* line
     cdef const unsigned char* q
     cdef Line s
     cdef double cost
+    cdef uint64_t h
     cdef char number[64]
     cdef bint blank
-    cdef bytes last_ns = b""
-    last_namespace = None
     if pos < 0 or pos > size:
         raise ValueError("pos is outside the data")
     while pos < size:
@@ -835,25 +1153,21 @@ def scan(bytes data, Py_ssize_t pos, Py_ssize_t lineno, Batch batch, Vocabulary 
         if not blank:
             s.p = line
             s.end = base + eol
+            s.limit = base + size
             s.n_items = 0
             s.name = s.ns = s.cost = NULL
             if not read_declaration(&s):
                 return pos, lineno
-            name = PyUnicode_DecodeUTF8(<char*>s.name, s.name_n, NULL)
-            if name in held:
-                return pos, lineno
-            # a fleet has few namespaces: the previous line's is usually this one's
-            if s.ns_n == PyBytes_GET_SIZE(last_ns) and memcmp(s.ns, PyBytes_AS_STRING(last_ns), s.ns_n) == 0:
-                namespace = last_namespace
+            namespace = batch.namespace_number(s.ns, s.ns_n)
+            h = hash_bytes(s.name, s.name_n, s.limit, 0)     # text_hash, reading whole words
+            first = batch.first_of(s.name, s.name_n, h)
+            if first >= 0:
+                if batch.namespace_view[first] != namespace:
+                    return pos, lineno     # the careful reader names the conflict
+                name = batch.names[first]
             else:
-                namespace = PyUnicode_DecodeUTF8(<char*>s.ns, s.ns_n, NULL)
-                namespace = batch.interned.setdefault(namespace, namespace)
-                last_ns = PyBytes_FromStringAndSize(<char*>s.ns, s.ns_n)
-                last_namespace = namespace
-            previous = namespaces.get(name)
-            if previous is None:
-                namespaces[name] = namespace
-            elif previous != namespace:
+                name = PyUnicode_DecodeUTF8(<char*>s.name, s.name_n, NULL)
+            if PyDict_GET_SIZE(held) != 0 and name in held:
                 return pos, lineno
             cost = 0.0
             if s.cost != NULL:
@@ -866,7 +1180,10 @@ def scan(bytes data, Py_ssize_t pos, Py_ssize_t lineno, Batch batch, Vocabulary 
                     cost = 1.0 / (1.0 + PyOS_string_to_double(number, NULL, NULL))
             find_rows(&s, batch, vocab, intern)
             length = eol - pos - (1 if eol > pos and base[eol - 1] == c'\r' else 0)
-            batch.push(name, PyBytes_FromStringAndSize(<char*>line, length), cost)
+            if batch.defer_texts:
+                batch.push_span(name, namespace, first, h, pos, length, cost)
+            else:
+                batch.push(name, namespace, first, h, PyBytes_FromStringAndSize(<char*>line, length), cost)
         pos = eol + 1
         lineno += 1
     return size, lineno

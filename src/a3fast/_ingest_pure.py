@@ -16,6 +16,9 @@ class Batch:
     def __init__(self) -> None:
         self.names: list[str] = []
         self.texts: list[bytes] = []
+        self.repeated = 0                       # names appended that were in the batch already
+        self.defer_texts = False                # no line is vouched for here, so none is deferred
+        self._namespaces: dict[str, str] = {}   # name -> namespace
         self._rows: list[int] = []
         self._offsets: list[int] = [0]
         self._costs: list[float] = []
@@ -23,12 +26,25 @@ class Batch:
     def __len__(self) -> int:
         return len(self.names)
 
-    def append(self, name: str, rows: tuple[int, ...], cost: float, text: bytes) -> None:
+    def namespace_of(self, name: str) -> str | None:
+        return self._namespaces.get(name)
+
+    def append(self, name: str, namespace: str, rows: tuple[int, ...], cost: float, text: bytes) -> None:
+        if name in self._namespaces:
+            self.repeated += 1
+        else:
+            self._namespaces[name] = namespace
         self._rows.extend(rows)
         self._offsets.append(len(self._rows))
         self._costs.append(cost)
         self.names.append(name)
         self.texts.append(text)
+
+    def name_ids(self, lo: int, hi: int, first: int) -> dict[str, int]:
+        return dict(zip(self.names[lo:hi], range(first, first + hi - lo)))
+
+    def take_spans(self) -> tuple[npt.NDArray[np.int64], bytes]:
+        return np.empty(0, dtype=np.int64), b""
 
     def rows_of(self, j: int) -> tuple[int, ...]:
         return tuple(self._rows[self._offsets[j]:self._offsets[j + 1]])
@@ -46,6 +62,6 @@ class Vocabulary:
 
 
 def scan(data: bytes, pos: int, lineno: int, batch: Batch, vocab: Vocabulary,
-         intern: Callable[[int, Any], int], held: dict[str, int], namespaces: dict[str, str]) -> tuple[int, int]:
+         intern: Callable[[int, Any], int], held: dict[str, int]) -> tuple[int, int]:
     """Every line goes to the careful reader: `(pos, lineno)` as given, or the end of the data."""
     return (pos, lineno) if pos < len(data) else (len(data), lineno)

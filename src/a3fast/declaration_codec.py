@@ -15,11 +15,17 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
+import numpy as np
+import numpy.typing as npt
 import zstandard
 
 __all__ = ["DeclarationCodec", "BatchPacker", "is_packed", "PACK_FROM_BYTES", "CODEC_NAME"]
+
+#: A bulk load's declarations as the packer sees them: bytes, or None for a line the compiled
+#: reader left in its chunk, to be packed from its span there (`BatchPacker.after_chunk`).
+Texts = list[Any]
 
 #: A bulk load of at least this many bytes of JSON Lines packs its declarations; a smaller fleet
 #: keeps them as JSON (packing costs a few µs per declaration and saves memory only at scale).
@@ -77,6 +83,15 @@ class DeclarationCodec:
             frames = self._compressor.multi_compress_to_buffer(list(texts))
         return [frames[i].tobytes() for i in range(len(frames))]
 
+    def pack_spans(self, data: bytes, segments: bytes) -> list[bytes]:
+        """`pack` of each span of `data` (`segments`: little-endian uint64 (offset, length) pairs),
+        in one call into zstd, without a copy of any span."""
+        if not segments:
+            return []
+        with self._lock:
+            frames = self._compressor.multi_compress_to_buffer(zstandard.BufferWithSegments(data, segments))
+        return [frames[i].tobytes() for i in range(len(frames))]
+
     def unpack(self, entry: bytes) -> bytes:
         with self._lock:
             return self._decompressor.decompress(entry)
@@ -114,8 +129,21 @@ class BatchPacker:
             self._worker.shutdown(wait=True)
             self._worker = None
 
-    def after_chunk(self, texts: list[bytes]) -> None:
-        """Start packing the texts read since the last call (and put the previous ones in place)."""
+    @property
+    def packs_from_spans(self) -> bool:
+        """Whether the next chunk's lines can be packed from their spans of the chunk (`after_chunk`'s
+        `spans`) rather than copied out first: once packing is decided and the codec trained."""
+        return self.pack is True and self.codec is not None
+
+    def after_chunk(self, texts: Texts, chunk: bytes = b"",
+                    spans: tuple[npt.NDArray[np.int64], bytes] | None = None) -> None:
+        """Start packing the texts read since the last call (and put the previous ones in place).
+        `spans`, given only when `packs_from_spans`: the entries of `texts` left as None, whose
+        lines are still in `chunk`, and their (offset, length) pairs (`Batch.take_spans`)."""
+        if spans is not None and len(spans[0]):
+            assert self.packs_from_spans and spans[0][0] >= self.packed, "spans of this chunk only"
+            self._submit(self._pack_chunk, texts, chunk, spans)
+            return
         if self.pack is False or self.packed == len(texts):
             return
         if self.pack is None:
@@ -128,14 +156,39 @@ class BatchPacker:
             if len(texts) < TRAINING_SAMPLES:
                 return      # trained once enough declarations are read, or at `finish`
             self.codec = DeclarationCodec.train(texts[:TRAINING_SAMPLES])
+        self._submit(self._pack_texts, texts, b"", None)
+
+    def _submit(self, job: Callable[..., list[bytes]], texts: Texts, chunk: bytes,
+                spans: tuple[npt.NDArray[np.int64], bytes] | None) -> None:
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="a3fast-pack")
         self._collect(texts)
         lo, hi = self.packed, len(texts)
-        self._running = (self._worker.submit(self.codec.pack_many, texts[lo:hi]), lo, hi)
+        self._running = (self._worker.submit(job, texts[lo:hi], chunk, spans, lo), lo, hi)
         self.packed = hi
 
-    def finish(self, texts: list[bytes]) -> None:
+    def _pack_texts(self, texts: Texts, chunk: bytes, spans: None, lo: int) -> list[bytes]:
+        assert self.codec is not None, "a codec is trained before anything is packed"
+        return self.codec.pack_many(texts)
+
+    def _pack_chunk(self, texts: Texts, chunk: bytes,
+                    spans: tuple[npt.NDArray[np.int64], bytes], lo: int) -> list[bytes]:
+        """Pack entries `lo:lo + len(texts)`: those left as None from their spans of `chunk`, the
+        careful reader's (bytes) as they are."""
+        assert self.codec is not None, "a codec is trained before anything is packed"
+        entries, segments = spans
+        frames = self.codec.pack_spans(chunk, segments)
+        if len(frames) == len(texts):       # every line of the chunk read by the compiled reader
+            return frames
+        out: list[Any] = list(texts)
+        careful = [k for k, text in enumerate(texts) if text is not None]
+        for k, frame in zip(careful, self.codec.pack_many([texts[k] for k in careful])):
+            out[k] = frame
+        for k, frame in zip((entries - lo).tolist(), frames):
+            out[k] = frame
+        return out
+
+    def finish(self, texts: Texts) -> None:
         """Pack what is left and put every packed chunk in place: every text read is packed now
         (if any is)."""
         if self.pack is True and self.codec is None and texts:
@@ -144,7 +197,7 @@ class BatchPacker:
             self.after_chunk(texts)
         self._collect(texts)
 
-    def _collect(self, texts: list[bytes]) -> None:
+    def _collect(self, texts: Texts) -> None:
         if self._running is not None:
             running, lo, hi = self._running
             self._running = None

@@ -320,3 +320,41 @@ def test_the_type_stub_lists_what_the_extension_defines():
     for name, node in classes.items():
         stubbed = {item.name for item in node.body if isinstance(item, ast.FunctionDef)} - {"__init__"}
         assert stubbed == public(getattr(_core, name)), name
+
+
+def test_put_flat_builds_rows_row_by_row_exactly_as_agent_by_agent():
+    """put_flat sorts each block of agents' memberships by row and gives each row its members
+    together; the index it builds — members, dense or sparse form (so its bytes), live set, costs —
+    is the one put_many builds agent by agent, across more than one block of a million memberships,
+    with rows that turn dense, rows that stay sparse, an agent listing a row twice, and agents with
+    no rows."""
+    import numpy as np
+
+    n, n_rows = 45_000, 3_000
+    rng = np.random.default_rng(7)
+    agent_rows = []
+    for j in range(n):
+        if j % 997 == 0:
+            agent_rows.append([])
+            continue
+        rows = [0, 1 + j % 7] + rng.choice(np.arange(8, n_rows), size=22, replace=False).tolist()
+        if j % 101 == 0:
+            rows.append(rows[3])            # listed twice: one membership
+        agent_rows.append(rows)
+    assert sum(map(len, agent_rows)) > (1 << 20)    # more than one block
+    names = [f"agent-{j}" for j in range(n)]
+    costs = [float(j % 13) for j in range(n)]
+    flat, one_by_one = _core.Index(), _core.Index()
+    for index in (flat, one_by_one):
+        for _ in range(n_rows):
+            index.add_row()
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(r) for r in agent_rows])
+    flat.put_flat(names, np.array([r for rows in agent_rows for r in rows], dtype=np.int32), offsets,
+                  np.array(costs))
+    one_by_one.put_many(list(range(n)), names, agent_rows, costs)
+    assert flat.export_rows() == one_by_one.export_rows()
+    assert flat.nbytes() == one_by_one.nbytes()
+    assert (flat.export_live(), flat.export_costs()) == (one_by_one.export_live(), one_by_one.export_costs())
+    members = flat.row_ids(0)
+    assert len(members) == n - len(range(0, n, 997)) and len(flat.row_ids(n_rows - 1)) < n // 128

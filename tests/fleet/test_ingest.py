@@ -59,7 +59,7 @@ def vouched_for(line: bytes) -> bool:
     """Whether the compiled reader reads `line` itself (rather than handing it back)."""
     reader = compiled()
     batch = reader.Batch()
-    pos, _ = reader.scan(line, 0, 1, batch, reader.Vocabulary(), lambda kind, value: 0, {}, {})
+    pos, _ = reader.scan(line, 0, 1, batch, reader.Vocabulary(), lambda kind, value: 0, {})
     return pos == len(line) and len(batch) == 1
 
 
@@ -204,6 +204,57 @@ def test_a_replaced_agent_and_a_namespace_clash_read_alike(tmp_path):
     native = Fleet("native")
     native.extend_jsonl(data, on_error="skip")
     assert native.get(base[5]["agent"]["name"]).clearances == ("other.read",)
+
+
+def test_names_and_namespaces_are_told_apart_by_their_bytes_in_any_number(tmp_path):
+    """The batch finds a name's namespace by the name's UTF-8 in a table of its own: names that
+    differ in one byte anywhere, in any script, hundreds of names and namespaces (the table grows
+    many times), a name first read carefully then met again, read alike by both readers."""
+    base = generate_fleet(1, seed=11)[0]
+
+    def line(name: str, namespace: str, careful: bool = False) -> bytes:
+        doc = dict(base, agent={"name": name, "namespace": namespace})
+        return json.dumps(doc).encode() if careful else orjson.dumps(doc)
+
+    names = [f"agent-{i:04d}" for i in range(300)] + ["\u00e9" * k for k in range(1, 20)]
+    names += ["x" * k + "y" for k in range(20)] + ["x" * k + "z" for k in range(20)]
+    lines = [line(name, f"ns-{i % 90}", careful=i % 17 == 0) for i, name in enumerate(names)]
+    lines += [line(name, f"ns-{i % 90}") for i, name in enumerate(names) if i % 5 == 0]        # replaced
+    lines += [line(name, "elsewhere", careful=i % 2 == 0) for i, name in enumerate(names) if i % 7 == 0]  # clash
+    data = b"\n".join(lines) + b"\n"
+    assert_readers_agree(data, tmp_path)
+    problems = Fleet("native").extend_jsonl(data, on_error="skip")
+    assert len(problems) == len([i for i in range(len(names)) if i % 7 == 0])
+    assert {p.path.split(": ")[1] for p in problems} == {"$.agent.namespace"}
+
+
+@pytest.mark.parametrize("special", ["\u00e9", "\"", "\\", "\u0001", "\x7f", "\U0001F600"])
+def test_a_string_is_read_eight_bytes_at_a_time_whatever_byte_ends_the_plain_part(special, tmp_path):
+    """Plain ASCII is passed over a word at a time; a quote, backslash, control character, DEL or
+    non-ASCII byte at any offset of a word stops it at that byte."""
+    lines = []
+    for at in range(20):
+        text = "t" * at + special + "u" * (19 - at)
+        doc = {"v": "1.0", "agent": {"name": f"a{at}", "namespace": "n"}, "capabilities": [],
+               "clearances": [], "tools": [text], "residency": ["r" * (at + 1)]}
+        encoded = orjson.dumps(doc)
+        # orjson escapes a quote, a backslash and control characters: the careful reader reads them
+        assert vouched_for(encoded) == (special in ("\u00e9", "\U0001F600")), (special, at)
+        lines.append(encoded)
+    assert_readers_agree(b"\n".join(lines), tmp_path)
+
+
+def test_a_value_a_line_repeats_keeps_its_first_place(tmp_path):
+    doc = {"v": "1.0", "agent": {"name": "a", "namespace": "n"},
+           "capabilities": [{"name": "c.x", "version": 1, "evaluation": "e"}, {"name": "c.y", "version": 1},
+                            {"name": "c.x", "version": 1, "evaluation": "f"}],
+           "clearances": ["b.read", "a.read", "b.read"], "tools": ["t", "u", "t", "t"], "residency": ["eu"]}
+    other = dict(doc, agent={"name": "b", "namespace": "n"}, clearances=["a.read", "b.read"])
+    data = orjson.dumps(doc) + b"\n" + orjson.dumps(other) + b"\n"
+    assert vouched_for(orjson.dumps(doc))
+    assert_readers_agree(data, tmp_path)
+    fleet = Fleet.load_jsonl(data, "native")
+    assert fleet.get("a").clearances == ("b.read", "a.read", "b.read")
 
 
 def test_a_refused_batch_leaves_the_fleet_and_its_rows_as_they_were(tmp_path):

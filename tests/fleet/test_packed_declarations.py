@@ -144,3 +144,28 @@ def test_too_few_declarations_to_train_on_serve_as_the_dictionary_themselves(eng
     assert [codec.unpack(p) for p in codec.pack_many(few)] == few
     small = b"".join(line + b"\n" for line in few)
     assert records(Fleet.load_jsonl(small, engine, pack=True)) == records(Fleet.load_jsonl(small, engine, pack=False))
+
+
+def test_lines_the_compiled_reader_vouches_for_are_packed_from_their_spans_of_the_chunk(tmp_path, monkeypatch):
+    """Once the codec is trained, a chunk's vouched-for lines are packed straight from the chunk
+    (no copy of each line first), the careful reader's lines among them from their bytes: the
+    declarations kept are those of a load that packs nothing, each in its line's place."""
+    import json
+
+    import a3fast.fleet.bulk_load as fleet_module
+
+    decls = generate_fleet(1500, seed=23)       # more than the codec trains on, so chunks follow it
+    lines = [json.dumps(d).encode() if i % 37 == 0 else orjson.dumps(d) for i, d in enumerate(decls)]
+    data = b"\n".join(lines) + b"\n"
+    (tmp_path / "fleet.jsonl").write_bytes(data)
+    monkeypatch.setattr(fleet_module, "JSONL_CHUNK", 20000)
+    spans = []
+    pack_spans = DeclarationCodec.pack_spans
+    monkeypatch.setattr(DeclarationCodec, "pack_spans",
+                        lambda self, chunk, segments: spans.append(len(segments) // 16) or pack_spans(self, chunk, segments))
+    packed = Fleet.load_jsonl(tmp_path / "fleet.jsonl", "native", pack=True)
+    plain = Fleet.load_jsonl(data, "native", pack=False)
+    assert sum(spans) > 400 and len(spans) > 10      # the lines after the first 1,024, less the careful
+    assert [packed.declaration_json(aid) for aid in range(len(decls))] == \
+        [plain.declaration_json(aid) for aid in range(len(decls))]
+    assert records(packed) == records(plain)

@@ -208,14 +208,21 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
                     f"{_cpu(large, 'ready')} (floor: orjson decoding the lines, {large['decode_s']:.3g} s"
                     f"{_cpu(large, 'decode')})", large["ready_s"] <= 8.0))
         rate, floor = large["jsonl_bytes"] / 1e6 / large["ready_s"], large["jsonl_bytes"] / 1e6 / large["decode_s"]
+        by_cpu = (f"; {large['jsonl_bytes'] / 1e6 / large['ready_cpu_s']:,.0f} MB/s of CPU time, every thread"
+                  if large.get("ready_cpu_s") else "")
         out.append(("1,000,000 agents, the compiled reader ≥ 150 MB/s of JSON (ready, whole load)",
-                    f"{rate:,.0f} MB/s (orjson's decoding {floor:,.0f} MB/s in the same run)", rate >= 150))
+                    f"{rate:,.0f} MB/s{by_cpu} (orjson's decoding {floor:,.0f} MB/s in the same run)", rate >= 150))
         out.append(("1,000,000 agents, peak RSS of the fleet ready from JSON Lines ≤ 1.2 GiB",
                     f"{large['ready_peak_rss'] / gib:.2f} GiB", large["ready_peak_rss"] <= 1.2 * gib))
         check("1,000,000 agents, native (b) placement ≤ 150 µs", large["place_ns"], 150e3)
         out.append(("1,000,000 agents, Fleet.load of its snapshot ≤ 1.5 s",
-                    f"{large['load_s']:.3g} s (peak RSS {large['load_peak_rss'] / gib:.2f} GiB)",
+                    f"{large['load_s']:.3g} s{_cpu(large, 'load')} (peak RSS {large['load_peak_rss'] / gib:.2f} GiB)",
                     large["load_s"] <= 1.5))
+    tenth = report.large.get(100_000)     # `--sizes 100000 --large-from 100000`
+    if tenth is not None:
+        out.append(("100,000 agents, fleet ready from JSON Lines ≤ 1 s", f"{tenth['ready_s']:.3g} s"
+                    f"{_cpu(tenth, 'ready')} (floor: orjson decoding the lines, {tenth['decode_s']:.3g} s"
+                    f"{_cpu(tenth, 'decode')})", tenth["ready_s"] <= 1.0))
     for size, figures in report.large.items():
         if "place_cli_s" not in figures or size < 200_000:
             continue

@@ -128,7 +128,6 @@ def read_jsonl(table: AgentTable, rows: PredicateRows, engine: str, source: Json
         row = field_rows[kind].get(value)
         return row if row is not None else new_row(kind, value)
 
-    namespaces: dict[str, str] = {}                      # names of this batch -> namespace
     vocab = reader.Vocabulary()                          # the compiled reader's rows by value
 
     def read_carefully(line: bytes, lineno: int) -> None:
@@ -146,52 +145,54 @@ def read_jsonl(table: AgentTable, rows: PredicateRows, engine: str, source: Json
             problems.extend(Problem(f"line {lineno}: {p.path}", p.expected, p.found) for p in exc.problems)
             return
         name, namespace = decl.agent.name, decl.agent.namespace
-        held = namespaces.get(name)
+        held = batch.namespace_of(name)
         if held is None and name in ids and entries[ids[name]] is not None:
             held = table.declaration(ids[name]).agent.namespace
         conflict = namespace_problem(f"line {lineno}: $.agent.namespace", name, held, namespace)
         if conflict is not None:
             problems.append(conflict)
             return
-        namespaces[name] = namespace
         canonical = orjson.dumps(doc)
         # keep an exact-size copy: orjson's result carries several times its length in spare
         # capacity, which a million kept declarations would multiply into gigabytes
         text = line.rstrip(b"\r\n")
         if text != canonical:
             text = bytes(memoryview(canonical))
-        batch.append(name, rows.rows_for(decl, new_row), cost_score(decl), text)
+        batch.append(name, namespace, rows.rows_for(decl, new_row), cost_score(decl), text)
 
     lineno = first_line
     with collector_paused(), BatchPacker(table.codec, pack, size_of(source)) as packer:
         for chunk in chunks_of(source):
+            # once packing, the lines the compiled reader vouches for are packed from the chunk
+            batch.defer_texts = packer.packs_from_spans
             pos, end = 0, len(chunk)
             while pos < end:
-                pos, lineno = reader.scan(chunk, pos, lineno, batch, vocab, intern, ids, namespaces)
+                pos, lineno = reader.scan(chunk, pos, lineno, batch, vocab, intern, ids)
                 if pos >= end:
                     break
                 eol = chunk.find(b"\n", pos)
                 eol = end if eol < 0 else eol
                 read_carefully(chunk[pos:eol], lineno)
                 pos, lineno = eol + 1, lineno + 1
-            packer.after_chunk(batch.texts)
+            packer.after_chunk(batch.texts, chunk, batch.take_spans() if batch.defer_texts else None)
         packer.finish(batch.texts)
     if problems and on_error == "refuse":
         raise SchemaError(problems, source_name)
     table.codec = packer.codec
     if not len(batch):
         return problems, False
-    rows.intern_pending(pending)
-    _put_batch(table, rows, batch)
+    with collector_paused():    # a million names, ids and index entries: nothing for it to find
+        rows.intern_pending(pending)
+        _put_batch(table, rows, batch)
     return problems, True
 
 
 def _put_batch(table: AgentTable, rows: PredicateRows, batch: Any) -> None:
     """Apply a checked JSON Lines batch in line order: runs of new names in one engine call
     each, a known name (or one seen earlier in the batch) as a replace."""
-    ids, entries, index = table.ids, table.entries, rows.index
+    entries, index = table.entries, rows.index
     names, texts = batch.names, batch.texts
-    if (not ids or ids.keys().isdisjoint(names)) and len(set(names)) == len(names):
+    if not batch.repeated and (not table.ids or table.ids.keys().isdisjoint(names)):
         # the usual bulk load: every name new and none repeated — one run, no check per name here
         _put_run(table, rows, batch, 0, len(names))
         return
@@ -199,10 +200,10 @@ def _put_batch(table: AgentTable, rows: PredicateRows, batch: Any) -> None:
     run_start = 0
     run_names: set[str] = set()
     for j, name in enumerate(names):
-        if name in ids or name in run_names:
-            _put_run(table, rows, batch, run_start, j)
+        if name in table.ids or name in run_names:
+            _put_run(table, rows, batch, run_start, j)    # (may give the table a new ids dict)
             run_start, run_names = j + 1, set()
-            aid = ids[name]
+            aid = table.ids[name]
             if entries[aid] is not None:
                 index.drop(aid, rows.rows_of(aid))
             else:
@@ -221,11 +222,15 @@ def _put_run(table: AgentTable, rows: PredicateRows, batch: Any, lo: int, hi: in
     if lo >= hi:
         return
     row_ids, offsets, costs = batch.columns()
-    names = batch.names[lo:hi]
+    whole = lo == 0 and hi == len(batch.names)      # the usual case: no copies of the lists
+    names = batch.names if whole else batch.names[lo:hi]
     first = len(table.entries)
     rows.index.put_flat(names, row_ids, offsets[lo:hi + 1], costs[lo:hi])
-    table.ids.update(zip(names, range(first, first + len(names))))
-    table.entries.extend(batch.texts[lo:hi])
+    if table.ids:
+        table.ids.update(zip(names, range(first, first + len(names))))
+    else:   # a fresh fleet's ids in one dict made at its size (a third faster than growing one)
+        table.ids = batch.name_ids(lo, hi, first)
+    table.entries.extend(batch.texts if whole else batch.texts[lo:hi])
     table.decl_json.extend([None] * len(names))
     table.member_rows.extend([None] * len(names))
     table.count += len(names)
