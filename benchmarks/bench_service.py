@@ -3,8 +3,8 @@
 Real `a3fast serve` processes on 127.0.0.1; every phase is bounded in time and stops by itself even
 if the server falls behind (requests still open at the deadline are counted as missed, never
 awaited). Load comes from `wrk` when installed (C, keep-alive; its own ceiling is measured against
-a trivial route) and otherwise from a raw asyncio keep-alive client, which also drives the fixed-rate
-phase (open loop: a request's latency counts from when it was due, so a server that falls behind
+a trivial route) and otherwise from the asyncio keep-alive client of `a3fast.bench.http_client`,
+which also drives the fixed-rate phase (open loop: a request's latency counts from when it was due, so a server that falls behind
 shows it). Reports:
 
 - in-process Fleet.place and the in-process service path (Operations.place), the per-request floor;
@@ -35,87 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from service_process import Server  # noqa: E402
 
 import a3fast  # noqa: E402
+from a3fast.bench.http_client import HOST, closed_loop, fixed_rate, percentile as pct, request_bytes, run  # noqa: E402
 from a3fast.workload import generate_fleet, generate_tasks  # noqa: E402
 
-HOST = "127.0.0.1"
-
-
-def pct(values, q):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
-
-
-def _request(path: str, body: bytes | None) -> bytes:
-    if body is None:
-        return f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode()
-    return (f"POST {path} HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
-
-
-async def _exchange(reader, writer, request: bytes) -> int:
-    writer.write(request)
-    head = await reader.readuntil(b"\r\n\r\n")
-    status = int(head[9:12])
-    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
-    await reader.readexactly(length)
-    return status
-
-
-async def _open(port, n):
-    return [await asyncio.open_connection(HOST, port) for _ in range(n)]
-
-
-async def closed_loop(port, requests, seconds, connections=32):
-    """Saturation with the asyncio client: each connection sends its next request on each answer."""
-    conns = await _open(port, connections)
-    done = 0
-    latencies = []
-    stop = time.perf_counter() + seconds
-
-    async def worker(k, reader, writer):
-        nonlocal done
-        while time.perf_counter() < stop:
-            t = time.perf_counter()
-            assert await _exchange(reader, writer, requests[k % len(requests)]) == 200
-            latencies.append(time.perf_counter() - t)
-            done += 1
-            k += connections
-    started = time.perf_counter()
-    await asyncio.wait_for(asyncio.gather(*(worker(k, r, w) for k, (r, w) in enumerate(conns))), seconds + 10)
-    elapsed = time.perf_counter() - started
-    for _, w in conns:
-        w.close()
-    return done / elapsed, latencies
-
-
-async def fixed_rate(port, requests, rate, seconds, connections=64):
-    """Open loop at `rate` requests/s for `seconds`; latency from each request's due time."""
-    conns = await _open(port, connections)
-    idle = asyncio.Queue()
-    for c in conns:
-        idle.put_nowait(c)
-    latencies = []
-    start = time.perf_counter()
-    count = int(rate * seconds)
-
-    async def one(k, due):
-        reader, writer = await idle.get()
-        assert await _exchange(reader, writer, requests[k % len(requests)]) == 200
-        latencies.append(time.perf_counter() - due)
-        idle.put_nowait((reader, writer))
-    tasks = []
-    for k in range(count):
-        due = start + k / rate
-        delay = due - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tasks.append(asyncio.ensure_future(one(k, due)))
-    _, pending = await asyncio.wait(tasks, timeout=5) if tasks else (None, ())
-    for t in pending:
-        t.cancel()
-    for _, w in conns:
-        w.close()
-    return latencies, len(pending), count
+#: requests a saturation phase sends at most (it stops at its time limit before that)
+MAX_REQUESTS = 1_000_000
 
 
 def wrk(url: str, seconds: int, connections: int, body_file: Path | None) -> dict:
@@ -155,10 +79,10 @@ def saturate(report, label, port, requests, body_file, seconds, connections=32, 
         report[f"{label}: p50 / p99 (ms)  p50"] = r["p50"]
         report[f"{label}: p50 / p99 (ms)  p99"] = r["p99"]
     else:
-        rate, lat = asyncio.run(closed_loop(port, requests, seconds, connections))
-        report[f"{label}: per s (asyncio client, {connections} conns)"] = rate
-        report[f"{label}: p50 (ms)"] = pct(lat, 0.5) * 1e3
-        report[f"{label}: p99 (ms)"] = pct(lat, 0.99) * 1e3
+        measured = run(closed_loop(port, requests, MAX_REQUESTS, seconds, connections))
+        report[f"{label}: per s (asyncio client, {connections} conns)"] = measured.per_s
+        report[f"{label}: p50 (ms)"] = pct(measured.latencies_s, 0.5) * 1e3
+        report[f"{label}: p99 (ms)"] = pct(measured.latencies_s, 0.99) * 1e3
 
 
 def in_process(report, fleet_docs, tasks, bodies):
@@ -180,7 +104,7 @@ def in_process(report, fleet_docs, tasks, bodies):
     state.put_agents([a3fast.parse_declaration(d) for d in fleet_docs])
     ops = Operations(state)
 
-    async def run():
+    async def place_all():
         out = []
         for k in range(3000):
             t = time.perf_counter()
@@ -190,7 +114,7 @@ def in_process(report, fleet_docs, tasks, bodies):
             out.append(time.perf_counter() - t)
         return out
     report["in-process service path (parse, place, records, trace, JSON), p50 (us)"] = (
-        statistics.median(asyncio.run(run())) * 1e6)
+        statistics.median(asyncio.run(place_all())) * 1e6)
     state.close()
 
 
@@ -255,14 +179,15 @@ def restart(report, tmp, agents):
     s.stop()
 
     # where the time goes, in process
+    from a3fast.statedir import StateDir
+
     t0 = time.perf_counter()
-    snapshot = ServiceState(state_dir)._read_snapshot()
+    recovered = StateDir(state_dir).recover()
     t1 = time.perf_counter()
-    fleet = a3fast.Fleet()
-    fleet.extend(snapshot["declarations"])
+    a3fast.Fleet.load(recovered.snapshot)
     t2 = time.perf_counter()
-    report["  of which: read and decode the snapshot (s)"] = t1 - t0
-    report["  of which: Fleet.extend of the declarations (s)"] = t2 - t1
+    report["  of which: recover the state directory (checkpoint, journal) (s)"] = t1 - t0
+    report["  of which: Fleet.load of the snapshot the checkpoint names (s)"] = t2 - t1
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import a3fast.service.app, uvicorn"], check=True, timeout=60)
     report["  of which: interpreter start and imports (s)"] = time.perf_counter() - t
@@ -277,7 +202,7 @@ def main():
     fleet_docs = generate_fleet(1000, seed=1)
     tasks = generate_tasks(fleet_docs, 200, seed=2)
     bodies = [orjson.dumps({"requirements": t}) for t in tasks]
-    requests = [_request("/v1/place?record=compact", b) for b in bodies]
+    requests = [request_bytes("/v1/place?record=compact", b) for b in bodies]
     report = Report()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -297,15 +222,15 @@ def main():
             port = int(s.url.rsplit(":", 1)[1])
             try:
                 if not extra:
-                    saturate(report, "HTTP trivial route GET /healthz", port, [_request("/healthz", None)],
+                    saturate(report, "HTTP trivial route GET /healthz", port, [request_bytes("/healthz", None)],
                              None, seconds, path="/healthz")
                 saturate(report, f"{label}, placements", port, requests, body_file, seconds)
                 if extra == ["--fsync", "group"]:
                     saturate(report, f"{label}, placements", port, requests, body_file, seconds, 128)
-                    lat, missed, count = asyncio.run(fixed_rate(port, requests, 1000, seconds))
-                    report[f"{label}, 1,000 req/s: p50 (ms)"] = pct(lat, 0.5) * 1e3
-                    report[f"{label}, 1,000 req/s: p99 (ms)"] = pct(lat, 0.99) * 1e3
-                    report[f"{label}, 1,000 req/s: answered of {count}"] = count - missed
+                    fixed = run(fixed_rate(port, requests, 1000, seconds))
+                    report[f"{label}, 1,000 req/s: p50 (ms)"] = pct(fixed.latencies_s, 0.5) * 1e3
+                    report[f"{label}, 1,000 req/s: p99 (ms)"] = pct(fixed.latencies_s, 0.99) * 1e3
+                    report[f"{label}, 1,000 req/s: answered of {fixed.due}"] = len(fixed.latencies_s)
             finally:
                 s.stop()
 

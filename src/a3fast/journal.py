@@ -106,14 +106,19 @@ class Journal:
 
     `append` frames an entry into a memory buffer (on the event loop, no system call). `durable()`
     waits until every entry appended so far is written and, unless `fsync="never"`, fsynced. One
-    commit at a time runs on a dedicated writer thread, so the event loop never waits for a disk:
+    commit at a time runs on a dedicated writer thread, so the event loop never waits for a disk
+    (with `fsync="never"` there is no disk to wait for, and a commit is written on the loop):
 
     - `fsync="group"`: a commit takes every entry appended before it started, writes them with one
       `write` and one `fsync`; requests that arrive while it is in flight append to the buffer and
       all share the next commit (classic group commit: no timer, no fsync per request).
     - `fsync="always"`: a commit takes one entry (one write and one fsync per change).
     - `fsync="never"`: as group, without the fsync: safe against a killed process (the bytes are in
-      the operating system before the response), not against a power loss.
+      the operating system before the response), not against a power loss. Its commit is a write
+      to the operating system's cache, made on the event loop (on the turn after the first request
+      that waits for it, so the requests of one turn share it): the hand-off to the writer thread
+      and back cost more than the write (at 1,000 requests/s, a placement's p50 was 1.3 ms through
+      the thread against 0.7 ms on the loop).
 
     `before_write`, if set, is called on the event loop when a commit starts and returns further
     `(fd, bytes)` writes for the writer thread to make first (the service's trace lines);
@@ -194,12 +199,16 @@ class Journal:
             await asyncio.shield(self._commit)
 
     async def _run_commit(self) -> None:
+        # started on the loop's next turn: the entries appended meanwhile, by the requests of this
+        # turn, share the commit
         try:
             writes, ticket, size = self._take()
             self._in_flight = size
             try:
-                await asyncio.get_running_loop().run_in_executor(self._writer, self._write, writes,
-                                                                     self.fsync != "never")
+                if self.fsync == "never":
+                    self._write(writes, False)       # to the operating system's cache, on the loop
+                else:
+                    await asyncio.get_running_loop().run_in_executor(self._writer, self._write, writes, True)
             except OSError as exc:
                 raise self._fail(exc) from None
             self._committed = max(self._committed, ticket)

@@ -1,5 +1,6 @@
 """Group commit: changes that arrive while an fsync runs share the next one; a change is reported
-durable only after an fsync that covers its entry; the event loop keeps running during an fsync."""
+durable only after an fsync that covers its entry; the event loop keeps running during an fsync;
+without fsync, a commit is written on the loop."""
 from __future__ import annotations
 
 import asyncio
@@ -122,3 +123,59 @@ def test_a_failed_write_fails_the_journal_for_good():
     with pytest.raises(JournalFailed):
         journal.sync()
     journal.close()   # closes without writing again
+
+
+def test_fsync_never_commits_on_the_event_loop_without_the_writer_thread(tmp_path):
+    import threading
+
+    journal = Journal(tmp_path / "journal", fsync="never")
+    held = threading.Event()
+    journal._writer.submit(held.wait, 30)      # the writer thread busy for as long as the test wants
+
+    async def main():
+        journal.append(b"change 1")
+        journal.append(b"change 2")
+        await asyncio.wait_for(journal.durable(), 10)
+        return (tmp_path / "journal").read_bytes()
+    try:
+        assert read_entries(asyncio.run(main())).entries == [b"change 1", b"change 2"]
+        assert journal.lag == 0
+    finally:
+        held.set()
+    journal.close()
+
+
+def test_fsync_never_writes_a_commit_whole_before_after_write(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    fd = os.open(trace, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    journal = Journal(tmp_path / "journal", fsync="never")
+    seen: list[tuple[bytes, list[bytes]]] = []
+    journal.before_write = lambda: [(fd, b'{"seq":1}\n')]      # the trace lines the commit carries
+    journal.after_write = lambda: seen.append((trace.read_bytes(),
+                                               read_entries((tmp_path / "journal").read_bytes()).entries))
+
+    async def main():
+        journal.append(b"change")
+        await journal.durable()
+    asyncio.run(main())
+    assert seen == [(b'{"seq":1}\n', [b"change"])]
+    journal.close()
+    os.close(fd)
+
+
+def test_fsync_never_changes_made_in_one_turn_of_the_loop_share_one_commit(tmp_path):
+    journal = Journal(tmp_path / "journal", fsync="never")
+    commits: list[int] = []
+    journal.after_write = lambda: commits.append(journal.lag)
+
+    async def change(k: int) -> None:
+        journal.append(b"change %d" % k)
+        await journal.durable()
+
+    async def main():
+        await asyncio.gather(*(change(k) for k in range(5)))
+        await change(5)                            # a later turn: a commit of its own
+    asyncio.run(main())
+    assert len(commits) == 2
+    assert read_entries((tmp_path / "journal").read_bytes()).entries == [b"change %d" % k for k in range(6)]
+    journal.close()

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from typing import Any
 
 import orjson
+
+from .processes import serve_process
 
 __all__ = ["bench_k8s", "node_object", "NODES"]
 
@@ -62,21 +62,6 @@ def _pod(requirements: dict[str, Any], uid: str) -> dict[str, Any]:
                          "annotations": {"a3.dev/requirements": orjson.dumps(requirements).decode()}},
             "spec": {"containers": [{"name": "task", "image": "busybox",
                                      "resources": {"limits": {"a3.dev/agent": "1"}}}]}}
-
-
-class _Server:
-    def __init__(self, *args: str):
-        self.proc = subprocess.Popen([sys.executable, "-m", "a3fast", "serve", "--port", "0", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        line = self.proc.stdout.readline().decode() if self.proc.stdout else ""
-        if not line.startswith("a3fast serving on "):
-            self.proc.kill()
-            raise RuntimeError(f"a3fast serve did not start: {line!r}")
-        self.url = line.split()[-1]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -145,7 +130,7 @@ def bench_k8s(quick: bool = False) -> dict[str, Any]:
     with_fleet = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"a3fast-bench-k8s-{os.getpid()}.jsonl")
     with open(with_fleet, "wb") as fh:
         fh.write(b"\n".join(orjson.dumps(d) for d in declarations))
-    server = _Server("--fleet", with_fleet)
+    server = serve_process("--fleet", with_fleet)
     try:
         client = httpx.Client(base_url=server.url, timeout=60.0)
         deadline = time.monotonic() + 60

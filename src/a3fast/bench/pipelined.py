@@ -24,7 +24,6 @@ on time: the rows are printed beside their targets.
 from __future__ import annotations
 
 import io
-import os
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,8 @@ import time
 from typing import Any, Callable
 
 import orjson
+
+from .processes import cpu_of
 
 __all__ = ["bench_pipelined", "AGENTS", "request_lines"]
 
@@ -77,13 +78,6 @@ def _in_process(fleet_docs, tasks) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def _cpu_of(pid: int) -> float:
-    """User + system CPU seconds of a live process (Linux /proc)."""
-    with open(f"/proc/{pid}/stat", "rb") as fh:
-        fields = fh.read().rsplit(b")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _over_stdio(load: bytes, requests: bytes, count: int) -> tuple[float, float]:
     """(wall s, service CPU s) for `count` pipelined place requests to a fresh `a3fast serve --stdio`."""
     proc = subprocess.Popen([sys.executable, "-m", "a3fast", "serve", "--stdio"], stdin=subprocess.PIPE,
@@ -94,7 +88,7 @@ def _over_stdio(load: bytes, requests: bytes, count: int) -> tuple[float, float]
         proc.stdin.flush()
         if not orjson.loads(proc.stdout.readline()).get("ok"):
             raise RuntimeError("a3fast serve --stdio refused the fleet")
-        cpu = _cpu_of(proc.pid)
+        cpu = cpu_of(proc.pid)
         stdin = proc.stdin
 
         def write() -> None:
@@ -111,7 +105,7 @@ def _over_stdio(load: bytes, requests: bytes, count: int) -> tuple[float, float]
                 raise RuntimeError("a3fast serve --stdio stopped answering")
             read += 1
         wall = time.perf_counter() - started
-        cpu = _cpu_of(proc.pid) - cpu
+        cpu = cpu_of(proc.pid) - cpu
         writer.join()
         return wall, cpu
     finally:

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from .harness import ratio
 from .subjects import SCENARIOS
-from .suite import BenchReport
+from .suite import HTTP_TITLE, BenchReport
 
 __all__ = ["format_time", "render", "targets", "to_pytest_benchmark"]
 
@@ -291,11 +291,30 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
                     "pipelined client, a3fast over stdio, same window)",
                     f"{harness['overhead']:+.1%} ({harness['harness_us']:.0f} against {harness['raw_us']:.0f} µs, "
                     f"window {harness['window']})", harness["overhead"] <= 0.10))
+    out += _http_targets(dict(report.extras).get(HTTP_TITLE))
     if report.update_size == 100_000:
         for (engine, op), ns in report.updates.items():
             if engine == "native":
                 check(f"100,000 agents, native {op} of one agent ≤ 50 µs", statistics.median(ns), 50e3)
     return out
+
+
+def _http_targets(http: dict[str, Any] | str | None) -> list[tuple[str, str, bool]]:
+    """The HTTP rows: placements against the echo floor measured in the same run, and the fixed rate."""
+    if not isinstance(http, dict):
+        return []
+    return [("HTTP placements ≥ 60% of a raw ASGI echo on the same server stack, same run",
+             f"{http['ratio']:.0%} ({http['place_per_s']:,.0f}/s against the echo's {http['echo_per_s']:,.0f}/s; "
+             f"server CPU {http['place_server_cpu_us']:.0f} against {http['echo_server_cpu_us']:.0f} µs a request, "
+             f"of which the service path in process {http['service_path_cpu_us']:.0f} µs)",
+             http["ratio"] >= 0.6),
+            (f"HTTP at a fixed {http['fixed_rate']:,} requests/s, --fsync never: p99 ≤ 5 ms",
+             f"p99 {http['fixed_p99_ms']:.3g} ms, p50 {http['fixed_p50_ms']:.3g} ms from each request's due time "
+             f"({http['fixed_answered']:,} of {http['fixed_due']:,} answered; server CPU "
+             f"{http['fixed_server_cpu_us']:.0f} µs a request; floor: the echo at the same rate, p99 "
+             f"{http['echo_fixed_p99_ms']:.3g} ms, p50 {http['echo_fixed_p50_ms']:.3g} ms; load average "
+             f"{http['fixed_load_average']:.2g} on {http['cpus']} CPUs)",
+             http["fixed_p99_ms"] <= 5.0 and http["fixed_answered"] == http["fixed_due"])]
 
 
 def _stats(data_s: list[float]) -> dict[str, Any]:

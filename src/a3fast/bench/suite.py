@@ -27,6 +27,7 @@ from .cores import bench_place_many
 from .embedding import bench_embedding
 from .replay import bench_replay
 from .harness import Cell, measure_cells, time_each
+from .http import bench_http
 from .k8s import bench_k8s
 from .pipelined import bench_pipelined
 from .machine import machine_info
@@ -34,7 +35,11 @@ from .matchers import bench_harness_overhead
 from .subjects import SCENARIOS, EngineSubject, Subject, build_subjects
 from .verify import bench_verify
 
-__all__ = ["BenchConfig", "BenchReport", "run_bench", "EXTRA_BENCHES"]
+__all__ = ["BenchConfig", "BenchReport", "run_bench", "EXTRA_BENCHES", "HTTP_TITLE"]
+
+#: The HTTP row's title (report.targets finds its figures by it).
+HTTP_TITLE = ("HTTP placements against a raw ASGI echo on the same server stack (1,000 agents, compact records, "
+              "a3fast serve --fsync never)")
 
 #: The subjects measured after the matcher: (title, function taking `quick`).
 EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
@@ -49,6 +54,7 @@ EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
     ("stdio, pipelined (1,000 agents, compact records, beside Fleet.place in process)", bench_pipelined),
     ("harness overhead (a3fast over stdio through the matcher bench's client, beside a raw client, same window)",
      bench_harness_overhead),
+    (HTTP_TITLE, bench_http),
 )
 
 

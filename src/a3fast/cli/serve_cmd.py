@@ -213,7 +213,7 @@ def _run_http(config) -> int:
 
     if config.shards is not None:
         _start_ray(config)
-    app = create_app(config)
+    app = create_app(config, settle=True)     # the process is the service's own
     try:
         sock = listening_socket(config.host, config.port)
     except OSError as exc:

@@ -6,6 +6,11 @@ accepts connections until the process runs out of file descriptors. `GuardedProt
 two missing limits: a request head must arrive whole within `header_timeout` seconds of the
 connection opening (or of the previous answer), and a connection past `max_connections` is closed
 as soon as it is accepted. The body has its own deadline in the app (`app.receive_body`).
+
+uvicorn writes an answer's head (status line and headers) and its body with a write each: two
+system calls, and on a keep-alive connection the client is woken twice. With httptools (the
+`serve` extra), `OneWriteAnswers` holds the head until the body's first write and sends them
+together.
 """
 from __future__ import annotations
 
@@ -33,10 +38,85 @@ def connection_limit(config: ServiceConfig) -> int:
     return max(16, min(soft, 65_536) - SPARE_FDS)
 
 
+class OneWriteAnswers:
+    """The transport as one request's response cycle sees it: the head of the answer (the cycle's
+    first write once its response has started) is held and written together with the first write
+    of the body, or on its own when the answer ends without one (a HEAD request) or when that
+    first write is larger than `JOIN_AT_MOST` (joining would copy it: a copy of a large body costs
+    more than the system call it saves). Every other write — an interim `100 Continue`, later body
+    chunks — and everything else pass straight through."""
+
+    #: bytes of a body's first write up to which the head is joined to it
+    JOIN_AT_MOST = 64 * 1024
+
+    __slots__ = ("transport", "cycle", "head", "state", "on_response")
+
+    #: states: the answer has not started, its head is held, the head is out
+    WAITING, HELD, SENT = 0, 1, 2
+
+    def __init__(self, transport, cycle):
+        self.transport = transport
+        self.cycle = cycle
+        self.head = b""
+        self.state = self.WAITING
+        self.on_response = cycle.on_response
+
+    @classmethod
+    def install(cls, cycle) -> None:
+        """Route the cycle's writes, and the end of its answer, through a new instance."""
+        held = cls(cycle.transport, cycle)
+        cycle.transport = held
+        cycle.on_response = held.answered
+
+    def write(self, data: bytes) -> None:
+        if self.state == self.SENT:
+            self.transport.write(data)
+        elif self.state == self.HELD:
+            self.state = self.SENT
+            if len(data) <= self.JOIN_AT_MOST:
+                self.transport.write(self.head + data)
+            else:
+                self.transport.write(self.head)
+                self.transport.write(data)
+            self.head = b""
+        elif self.cycle.response_started:
+            self.head, self.state = bytes(data), self.HELD
+        else:
+            self.transport.write(data)
+
+    def flush(self) -> None:
+        """The held head, if any, on its own."""
+        if self.state == self.HELD:
+            self.state = self.SENT
+            self.transport.write(self.head)
+            self.head = b""
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def answered(self) -> None:
+        """The answer is complete: nothing may stay held."""
+        self.flush()
+        self.on_response()
+
+    def __getattr__(self, name: str):
+        return getattr(self.transport, name)
+
+
 def guarded_protocol(header_timeout: float, max_connections: int, base: type = AutoHTTPProtocol) -> type:
-    """uvicorn's HTTP protocol `base` with the head timeout and the connection limit."""
+    """uvicorn's HTTP protocol `base` with the head timeout and the connection limit, and (httptools)
+    each answer written at once by `OneWriteAnswers`."""
+    # httptools' protocol starts each request's cycle here; h11's writes its answers differently
+    one_write = hasattr(base, "_start_asgi_task")
+
     class GuardedProtocol(base):
         _head_timer = None
+
+        if one_write:
+            def _start_asgi_task(self, cycle, app) -> None:
+                OneWriteAnswers.install(cycle)
+                super()._start_asgi_task(cycle, app)
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
