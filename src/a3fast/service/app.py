@@ -38,7 +38,7 @@ from . import metrics
 from .config import ServiceConfig
 from .k8s import Extender
 from .openapi import openapi_document
-from .operations import Operations, verify_text
+from .operations import Operations, PlaceRequest, decode_place_request, verify_text
 from .problems import ServiceError, from_library, journal_failed, parse_json, problem, query_int, too_large
 from .refusals import INTERNAL, refusal
 from .replay_route import replay_endpoint
@@ -227,14 +227,20 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
     async def place(scope, receive, send) -> None:
         """POST /v1/place as pure ASGI (the same checks and answers as the other routes)."""
         data = await receive_body(scope, receive, limits["request"], config.body_timeout)
-        body = await off_loop(parse_json, data)
-        if not isinstance(body, dict):
-            raise ServiceError(400, [problem("$", "an object {requirements, session?, route?}", "another value")])
+        body: Any = decode_place_request(data)      # typed, when the text allows: the general way else
+        if body is None:
+            body = await off_loop(parse_json, data)
+            if not isinstance(body, dict):
+                raise ServiceError(400, [problem("$", "an object {requirements, session?, route?}",
+                                                 "another value")])
         query = scope["query_string"]
         if query:
             record = _query_value(query, "record")
             if record is not None:
-                body["record"] = record
+                if type(body) is PlaceRequest:
+                    body.record = record
+                else:
+                    body["record"] = record
         payload = orjson.dumps(await ops.place(body))
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/json"),

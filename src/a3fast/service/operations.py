@@ -69,11 +69,12 @@ def _declaration(doc: Any, **where: Any):
 
 
 class PlaceRequest(msgspec.Struct):
-    """A place request as its line decodes straight into typed fields (stdio): no dict of the
-    request, no field checked twice. Only a request without a route, within every bound the
-    general path checks, is read this way (`decode_place_request`)."""
-    op: Literal["place"]
+    """A place request as its text decodes straight into typed fields (a stdio line, whose `op`
+    is "place"; an HTTP body, which has none): no dict of the request, no field checked twice.
+    Only a request without a route, within every bound the general path checks, is read this way
+    (`decode_place_request`)."""
     requirements: dict[str, Any]
+    op: Literal["place"] | None = None
     id: Any = None
     session: str | None = None
     record: str | None = None
@@ -84,7 +85,7 @@ _decode_place = msgspec.json.Decoder(PlaceRequest).decode
 
 
 def decode_place_request(line: bytes) -> PlaceRequest | None:
-    """The line's place request, typed; None for any other line, or one the general path must
+    """The text's place request, typed; None for any other text, or one the general path must
     read (`parse_json` and the operation's own checks), which then answers it exactly as before:
     a route, a field of another type, a text longer than MAX_STRING, or one whose nesting or
     integers the text alone does not show to be within bounds."""

@@ -48,7 +48,7 @@ def _request(line: bytes) -> tuple[Any, Any, Exception | None]:
     """(id, request, None) of one request line, or (id if known, None, the error refusing it).
     A place request is decoded straight into its typed fields where it can be (PlaceRequest)."""
     place = decode_place_request(line)
-    if place is not None:
+    if place is not None and place.op is not None:      # a line without op goes the general way
         return place.id, place, None
     rid: Any = None
     try:

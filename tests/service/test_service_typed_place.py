@@ -1,6 +1,6 @@
-"""A place request line decoded straight into its typed fields answers exactly as the general path
-(the request as a dict, each field checked by the operation) answers the same line, and every line
-the typed decoding cannot vouch for goes the general way."""
+"""A place request decoded straight into its typed fields (a stdio line, an HTTP body) answers
+exactly as the general path (the request as a dict, each field checked by the operation) answers
+the same text, and every text the typed decoding cannot vouch for goes the general way."""
 from __future__ import annotations
 
 import io
@@ -85,3 +85,33 @@ def test_nesting_past_the_service_bound_goes_the_general_way():
     assert decode_place_request(deep) is None
     assert isinstance(decode_place_request(b'{"op":"place","requirements":{"kind":"[[["}}'), PlaceRequest)
 
+
+
+def _http_answers(typed: bool, monkeypatch) -> list[tuple[int, bytes]]:
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from a3fast.service import app as app_module
+    from test_k8s_extender import wait_ready
+
+    if not typed:
+        monkeypatch.setattr(app_module, "decode_place_request", lambda data: None)
+    bodies = [orjson.dumps({"requirements": t, **extra}) for t in TASKS[:3]
+              for extra in ({}, {"session": "s"}, {"record": "x"}, {"session": 7}, {"op": "trace"})]
+    bodies += [b"[]", b'{"requirements": 7}']
+    out = []
+    with TestClient(app_module.create_app()) as client:
+        wait_ready(client)
+        assert client.post("/v1/agents", content=b"\n".join(orjson.dumps(d) for d in FLEET)).status_code == 200
+        for query in ("", "?record=compact", "?record=compact-stream"):
+            for body in bodies:
+                r = client.post("/v1/place" + query, content=body)
+                out.append((r.status_code, _TIMINGS.sub(b"", r.content)))
+    monkeypatch.undo()
+    return out
+
+
+def test_http_place_bodies_decoded_typed_answer_as_the_general_path_does(monkeypatch):
+    typed, general = _http_answers(True, monkeypatch), _http_answers(False, monkeypatch)
+    assert {status for status, _ in typed} == {200, 400}
+    assert typed == general
