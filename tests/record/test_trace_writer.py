@@ -135,3 +135,23 @@ def test_a_compact_member_outside_its_format_is_a_compact_error(placed):
     with pytest.raises(CompactError, match="unknown compact format 7"):
         list(a3fast.read_records(records))
     assert list(a3fast.read_records(records, spec=False)) == records
+
+
+@pytest.mark.parametrize("hold", [False, True])
+def test_a_compact_trace_with_placements_over_some_agents_reads_back_as_the_spec_trace(engine, hold):
+    # a placement over some agents only is followed by placements over every live agent: the
+    # compact form must not take the few candidates for the fleet's live set, whether or not a
+    # held session changed the fleet in between
+    task = {"v": "1.0", "clearances": ["orders.read"], "residency": "eu"}
+    fleet = a3fast.Fleet(engine=engine)
+    for name in "abcde":
+        fleet.add({"v": "1.0", "agent": {"name": name, "namespace": "support"}, "capabilities": [],
+                   "clearances": ["orders.read"], "residency": ["us" if name == "b" else "eu"]})
+    placements = [fleet.place(dict(task, session="s1") if hold else task, candidates=["a", "e"]),
+                  fleet.place(task, remember_session=False),
+                  fleet.place(task, candidates=["c"]),
+                  fleet.place(task)]
+    assert placements[1].candidates == ["a", "b", "c", "d", "e"]
+    compact, _ = written(placements, "compact")
+    spec, _ = written(placements, "spec")
+    assert list(a3fast.read_records(compact)) == list(a3fast.read_records(spec))

@@ -41,7 +41,15 @@ def _lines() -> list[bytes]:
     task_json = orjson.dumps(task)
     return [orjson.dumps(r) for r in requests] + [
         b'{"op": "place", "id": "twice", "requirements": {}, "requirements": ' + task_json + b"}",
-        b'{"op": "place", "id": 18446744073709551616, "requirements": ' + task_json + b"}"]
+        b'{"op": "place", "id": 18446744073709551616, "requirements": ' + task_json + b"}",
+        *(b'{"op": "place", "id": "unknown-' + name + b'", "requirements": ' + task_json + b', "extra": ' + value + b"}"
+          for name, value in BAD_MEMBERS)]
+
+
+#: values JSON or the document rule refuses, in a member the typed request does not know (the
+#: general path reads and refuses them; the typed one must not pass over them)
+BAD_MEMBERS = [(b"huge", b"1e400"), (b"bad-utf8", b'"\xff\xfe"'),
+               (b"nested", b'{"k": -1e999}'), (b"surrogate", b'"\\ud800"')]
 
 
 def _answers(typed: bool, monkeypatch) -> bytes:
@@ -99,6 +107,7 @@ def _http_answers(typed: bool, monkeypatch) -> list[tuple[int, bytes]]:
     bodies = [orjson.dumps({"requirements": t, **extra}) for t in TASKS[:3]
               for extra in ({}, {"session": "s"}, {"record": "x"}, {"session": 7}, {"op": "trace"})]
     bodies += [b"[]", b'{"requirements": 7}']
+    bodies += [b'{"requirements": ' + orjson.dumps(TASKS[0]) + b', "extra": ' + value + b"}" for _, value in BAD_MEMBERS]
     out = []
     with TestClient(app_module.create_app()) as client:
         wait_ready(client)

@@ -315,7 +315,11 @@ def bench_harness_overhead(quick: bool = False, tasks: int | None = None, window
     fleet = workload.generate_fleet(agents, seed=0)
     work = workload.generate_tasks(fleet, n + WARMUP * window, seed=0)
     harness = _ProtocolSubject(MatcherRun(OVER_PROTOCOL, a3fast_command()), timeout, "compact")
-    raw = MatcherProcess(a3fast_command(), timeout)
+    try:
+        raw = MatcherProcess(a3fast_command(), timeout)
+    except BaseException:
+        harness.close()
+        raise
     try:
         harness.load(fleet)
         raw.request("put_agents", declarations=fleet)

@@ -590,7 +590,7 @@ class ShardedFleet:
         answers = self._gather([s.score_task.remote(doc, state.session, part, scorer_name)
                                 for s, part in zip(self._shards, within)], "place")
         state.gathered = time.perf_counter_ns()
-        placement, holds = self._merged(state, answers, maps, size)
+        placement, holds = self._merged(state, answers, maps, size, restricted=candidates is not None)
         if placement.agent is not None and state.session is not None and remember_session and not holds:
             self.hold_session(placement.agent, state.session)
         return placement
@@ -716,10 +716,11 @@ class ShardedFleet:
                                  f"knows {len(idmap)}: the shard's state differs from what it acknowledged")
 
     def _merged(self, state: pipeline.CycleState, answers: list, maps: list[np.ndarray],
-                size: int, checked: bool = False) -> tuple[Placement, bool]:
+                size: int, checked: bool = False, restricted: bool = False) -> tuple[Placement, bool]:
         """The shards' answers merged (checked against the coordinator's counts unless `checked`),
         the choose stage over their winners, and the Placement; with whether the winner already
-        holds the task's session."""
+        holds the task's session. `restricted`: the placement was over some agents only, so it
+        carries no membership count (its candidates are not who is live)."""
         if not checked:
             self._check_answers(answers, maps)
         won = winner_of(answers)
@@ -740,7 +741,7 @@ class ShardedFleet:
             text = answers[won].best_json
             decl = parse_declaration(orjson.loads(text))
         state.selected = time.perf_counter_ns()
-        state.membership = self.membership
+        state.membership = None if restricted else self.membership
         placement = pipeline.build_placement(state, self.engine or "sharded", self._index, decl, text,
                                              self.generation)
         return placement, won >= 0 and answers[won].best_holds_session

@@ -120,7 +120,8 @@ class LocalStages:
         depends only on its predicates and who is in the fleet, so it is reused (never for a
         placement restricted to some agents, which is not the task's explanation)."""
         rows, matched = self.rows, state.matched
-        state.membership = membership
+        # a placement over some agents only does not show who is live: no count to key on
+        state.membership = membership if state.within is None else None
         predicates = matched.predicates
         needs_kind = state.kind is None and bool(rows.kinds or state.scorer)
         within = state.within

@@ -68,11 +68,12 @@ def _declaration(doc: Any, **where: Any):
         raise from_library(exc, 400, **where) from None
 
 
-class PlaceRequest(msgspec.Struct):
+class PlaceRequest(msgspec.Struct, forbid_unknown_fields=True):
     """A place request as its text decodes straight into typed fields (a stdio line, whose `op`
     is "place"; an HTTP body, which has none): no dict of the request, no field checked twice.
     Only a request without a route, within every bound the general path checks, is read this way
-    (`decode_place_request`)."""
+    (`decode_place_request`); a request with any other member goes the general way, since msgspec
+    passes over a member it does not know without checking its value."""
     requirements: dict[str, Any]
     op: Literal["place"] | None = None
     id: Any = None

@@ -595,8 +595,9 @@ def settle() -> None:
     collector's later passes (`gc.freeze`). A fleet's declarations and rows are long-lived, and a
     full pass walks each of them again while placements allocate: at 1,000 agents that was a third
     of the service's CPU a placement (docs/performance.md, "Pipelined stdio"). What is frozen is
-    still freed when its last reference goes; the garbage of the moment is collected first, so no
-    reference cycle is frozen with it."""
+    still freed when its last reference goes, unless it is part of a reference cycle (never
+    collected once frozen): the garbage of the moment is collected first, and the fleet is frozen
+    again only as it grows by a tenth, so what a long run can keep so is bounded and small."""
     gc.collect()
     gc.freeze()
 
