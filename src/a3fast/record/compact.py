@@ -226,6 +226,20 @@ class Encoder:
         self._rollback(seq, *saved)
         return content
 
+    def mark(self) -> tuple[Any, ...]:
+        """Where `encode_placement` stands, for `rewind` when the records it encodes next are not
+        written after all (a snapshot they carry would be referred to by later records)."""
+        return (len(self._names), self._snapshot_seq, self._snapshot_names, self._live_text, self._chain,
+                self._index, self._membership)
+
+    def rewind(self, mark: tuple[Any, ...]) -> None:
+        """Back to `mark`: what was encoded since is as if it never was."""
+        n_names, self._snapshot_seq, self._snapshot_names, self._live_text, self._chain, self._index, \
+            self._membership = mark
+        for name in self._names[n_names:]:
+            self._ids.pop(name, None)
+        del self._names[n_names:]
+
     def current_snapshot(self) -> tuple[int, list[str], str] | None:
         """(seq, names, live as base64) of the snapshot the next records refer to, if any."""
         if self._snapshot_seq is None or self._live_text is None:

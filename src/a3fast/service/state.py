@@ -404,6 +404,7 @@ class ServiceState:
             raise JournalFailed(self.failed)
         p = target.place(requirements, session=session, route=route, remember_session=False)
         seq = self.next_seq
+        mark = self.encoder.mark()
         if compact and own:
             records = self.encoder.encode_placement(seq, p)
             if task:
@@ -414,7 +415,7 @@ class ServiceState:
         hold = (p.agent, p.session) if own and p.agent is not None and p.session is not None else None
         if hold is not None:
             # before the journal: a shard that fails to hold it leaves no record of the placement
-            self.fleet.hold_session(*hold)
+            self._hold(hold, mark)
         if self.journal is not None:
             self.journal.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
         self._write_trace(lines, len(records))
@@ -440,11 +441,12 @@ class ServiceState:
                 try:
                     self.check_writable()
                     p.generation = generation
+                    mark = encoder.mark()
                     records = encoder.encode_placement(seq, p) if compact else list(placement_records(p))
                     lines = record_lines(records, seq)
                     hold = (p.agent, p.session) if p.agent is not None and p.session is not None else None
                     if hold is not None:
-                        fleet.hold_session(*hold)
+                        self._hold(hold, mark)
                         generation = fleet.generation
                     if journal is not None:
                         journal.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
@@ -457,6 +459,15 @@ class ServiceState:
             if written:
                 self._write_trace(b"".join(written), seq - self.next_seq)
         return out
+
+    def _hold(self, hold: tuple[str, str], mark: tuple[Any, ...]) -> None:
+        """The bound agent holds the task's session; if it cannot (a shard down), the placement's
+        records are not written, so the encoder goes back to before them."""
+        try:
+            self.fleet.hold_session(*hold)
+        except BaseException:
+            self.encoder.rewind(mark)
+            raise
 
     def _write_trace(self, lines: bytes, count: int) -> None:
         """Queue trace lines: with a journal, its next commit writes them (the journal entry holds
