@@ -109,10 +109,15 @@ class _Connection(asyncio.Protocol):
 
 async def _open(port: int, n: int, answered, host: str = HOST) -> list[_Connection]:
     loop = asyncio.get_running_loop()
-    conns = []
-    for _ in range(n):
-        _, conn = await loop.create_connection(lambda: _Connection(answered), host, port)
-        conns.append(conn)
+    conns: list[_Connection] = []
+    try:
+        for _ in range(n):
+            _, conn = await loop.create_connection(lambda: _Connection(answered), host, port)
+            conns.append(conn)
+    except BaseException:        # the connections already open are closed, not left to the loop
+        for conn in conns:
+            conn.close()
+        raise
     return conns
 
 

@@ -37,8 +37,12 @@ class ServedProcess:
             why = self.stderr_tail()
             self.stop()
             raise RuntimeError(f"python -m {module} did not start: {line!r} {why!r}")
-        self.url = line.split()[-1]
-        self.port = int(self.url.rsplit(":", 1)[1])
+        try:
+            self.url = line.split()[-1]
+            self.port = int(self.url.rsplit(":", 1)[1])
+        except (IndexError, ValueError):
+            self.stop()
+            raise RuntimeError(f"python -m {module} printed no URL with a port: {line!r}") from None
 
     @property
     def pid(self) -> int:
