@@ -404,7 +404,7 @@ class ServiceState:
             raise JournalFailed(self.failed)
         p = target.place(requirements, session=session, route=route, remember_session=False)
         seq = self.next_seq
-        mark = self.encoder.mark()
+        mark = self.encoder.mark() if compact and own else None
         if compact and own:
             records = self.encoder.encode_placement(seq, p)
             if task:
@@ -441,7 +441,7 @@ class ServiceState:
                 try:
                     self.check_writable()
                     p.generation = generation
-                    mark = encoder.mark()
+                    mark = encoder.mark() if compact else None
                     records = encoder.encode_placement(seq, p) if compact else list(placement_records(p))
                     lines = record_lines(records, seq)
                     hold = (p.agent, p.session) if p.agent is not None and p.session is not None else None
@@ -460,13 +460,15 @@ class ServiceState:
                 self._write_trace(b"".join(written), seq - self.next_seq)
         return out
 
-    def _hold(self, hold: tuple[str, str], mark: tuple[Any, ...]) -> None:
+    def _hold(self, hold: tuple[str, str], mark: tuple[Any, ...] | None) -> None:
         """The bound agent holds the task's session; if it cannot (a shard down), the placement's
-        records are not written, so the encoder goes back to before them."""
+        records are not written, so the compact encoder goes back to `mark`, before them (None:
+        the records were spec records, which leave the encoder alone)."""
         try:
             self.fleet.hold_session(*hold)
         except BaseException:
-            self.encoder.rewind(mark)
+            if mark is not None:
+                self.encoder.rewind(mark)
             raise
 
     def _write_trace(self, lines: bytes, count: int) -> None:
