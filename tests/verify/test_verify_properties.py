@@ -18,6 +18,7 @@ from a3fast.record.write import placement_records
 from a3fast.trace import TraceWriter
 from a3fast.verify import Finding, verify, verify_bytes
 
+from edge_documents import paths
 from factories import declaration, fleet_of
 
 VECTORS = Path(__file__).parents[2] / "vectors"
@@ -34,17 +35,6 @@ JSON = st.recursive(
     lambda children: st.lists(children, max_size=4)
     | st.dictionaries(SAFE_TEXT | st.sampled_from(VOCABULARY), children, max_size=4),
     max_leaves=12)
-
-
-def paths(value: Any, prefix: tuple = ()) -> list[tuple]:
-    out = [prefix]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            out += paths(item, prefix + (key,))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            out += paths(item, prefix + (i,))
-    return out
 
 
 def mutate(trace: list, path: tuple, op: str, value: Any) -> list:

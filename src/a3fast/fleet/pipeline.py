@@ -262,12 +262,7 @@ class LocalStages:
         self.explain(state, membership)
         self.score(state, weights)
         self.choose(state)
-        best = state.best
-        table = self.table
-        if best >= 0:
-            return build_placement(state, self.engine, self.index, table.declaration(best),
-                                   table.declaration_json(best), generation)
-        return build_placement(state, self.engine, self.index, None, None, generation)
+        return self.build(state, generation)
 
 
 def build_placement(state: CycleState, engine: str, index: Any, declaration: Declaration | None,
