@@ -48,6 +48,13 @@ def without_timings(record: bytes) -> bytes:
     return _TIMINGS.sub(b"", record)
 
 
+def records(p) -> list[tuple[str, bytes]]:
+    """A placement's (kind, content) records, timings taken out: what two fleets must agree on."""
+    from a3fast.record.write import placement_records
+
+    return [(kind, without_timings(content)) for kind, content in placement_records(p)]
+
+
 def declaration(rng: random.Random, name: str | None = None, namespace: str = "ns") -> dict:
     doc = {"v": "1.0", "agent": {"name": name or rng.choice(NAMES), "namespace": namespace},
            "capabilities": [dict({"name": rng.choice(CAPS), "version": rng.randint(1, 2)},

@@ -16,8 +16,7 @@ from a3fast import Fleet
 from a3fast.errors import FleetError, SchemaError
 from a3fast.placement import Route
 from a3fast.record.compact import Encoder
-from a3fast.record.write import placement_records
-from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, without_timings
+from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, records, without_timings
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +31,6 @@ def sharded(shards, tmp_path, **options):
 
     return ShardedFleet(shards=shards, state_dir=str(tmp_path / "state"), **options)
 
-
-def records(p) -> list[tuple[str, bytes]]:
-    return [(kind, without_timings(content)) for kind, content in placement_records(p)]
 
 
 def assert_same_placement(one, many, what):

@@ -14,8 +14,7 @@ import time
 import pytest
 
 from a3fast import Fleet
-from a3fast.record.write import placement_records
-from distributed_worlds import declaration, ray_or_fail, requirements, without_timings
+from distributed_worlds import declaration, ray_or_fail, requirements, records
 from ray_cluster import TwoNodeCluster
 
 pytestmark = pytest.mark.slow
@@ -23,9 +22,6 @@ pytestmark = pytest.mark.slow
 TIMEOUT = 5.0
 START = 60.0
 
-
-def records(p) -> list[tuple[str, bytes]]:
-    return [(kind, without_timings(content)) for kind, content in placement_records(p)]
 
 
 @pytest.fixture()

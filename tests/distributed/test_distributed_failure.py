@@ -10,8 +10,7 @@ import pytest
 
 from a3fast import Fleet
 from a3fast.errors import SnapshotError
-from a3fast.record.write import placement_records
-from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, restarted, without_timings
+from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, restarted, records
 
 
 @pytest.fixture(scope="module")
@@ -20,9 +19,6 @@ def ray():
     yield ray
     ray.shutdown()
 
-
-def records(p):
-    return [(kind, without_timings(content)) for kind, content in placement_records(p)]
 
 
 def populated(tmp_path, seed=5, shards=3, **options):

@@ -13,8 +13,7 @@ import pytest
 
 from a3fast import Fleet
 from a3fast.errors import SchemaError
-from a3fast.record.write import placement_records
-from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, restarted, without_timings
+from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, restarted, records
 
 
 @pytest.fixture(scope="module")
@@ -23,9 +22,6 @@ def ray():
     yield ray
     ray.shutdown()
 
-
-def records(p) -> list[tuple[str, bytes]]:
-    return [(kind, without_timings(content)) for kind, content in placement_records(p)]
 
 
 def write_world(path, rng, agents, *, odd_shapes=True):

@@ -12,8 +12,7 @@ import pytest
 
 from a3fast import Fleet
 from a3fast.errors import SnapshotError
-from a3fast.record.write import placement_records
-from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, without_timings
+from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, records
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +21,6 @@ def ray():
     yield ray
     ray.shutdown()
 
-
-def records(p):
-    return [(kind, without_timings(content)) for kind, content in placement_records(p)]
 
 
 def world(tmp_path, seed, shards=3):
