@@ -24,6 +24,7 @@ from a3fast.cli import main
 from a3fast.interop.fetch import EtagCache, FetchError, Limits, fetch_card
 from a3fast.interop.signing import canonical_card, jcs
 from a3fast.schema import parse_declaration
+from waiting import port_when_listening
 
 REPO = Path(__file__).resolve().parents[2]
 MCP_SERVER = REPO / "tests" / "live_mcp_server.py"
@@ -443,17 +444,7 @@ def http_mcp_server(tmp_path_factory):
     portfile = tmp_path_factory.mktemp("mcp") / "port"
     process = subprocess.Popen([sys.executable, str(MCP_SERVER), "tools", "http", str(portfile)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 20
-    while not (portfile.exists() and portfile.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    port = int(portfile.read_text())
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/mcp"
+    yield f"http://127.0.0.1:{port_when_listening(portfile)}/mcp"
     process.terminate()
     process.wait(10)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-import time
 
 import jsonschema
 import orjson
@@ -16,6 +15,7 @@ from click.testing import CliRunner
 from a3fast.cli import main
 from a3fast.service.openapi import load_schema
 from service_process import Server
+from waiting import until
 
 pytest.importorskip("starlette")
 pytest.importorskip("httpx")
@@ -68,17 +68,6 @@ def card(*skills: str, name: str = "trip-planner") -> bytes:
     return json.dumps({"name": name, "description": "plans trips", "version": "1.0.0",
                        "skills": [{"id": s, "name": s} for s in skills]}).encode()
 
-
-def until(what, check, timeout: float = 10.0):
-    """Poll `check` until it returns something truthy; fail naming `what` after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout} s: {what}")
-        time.sleep(0.05)
 
 
 def declaration(server: Server, name: str):

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import jsonschema
@@ -20,6 +18,7 @@ from click.testing import CliRunner
 from a3fast.cli import main
 from a3fast.service.openapi import load_schema
 from service_process import Server
+from waiting import port_when_listening, until
 
 pytest.importorskip("starlette")
 pytest.importorskip("mcp")
@@ -41,17 +40,7 @@ class McpServer:
         self.proc = subprocess.Popen([sys.executable, str(MCP_SERVER), "file", "http", str(portfile)],
                                      env={**os.environ, "A3FAST_TEST_TOOLS": str(self.tools_file)},
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while not (portfile.exists() and portfile.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        port = int(portfile.read_text())
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        self.url = f"http://127.0.0.1:{port}/mcp"
+        self.url = f"http://127.0.0.1:{port_when_listening(portfile)}/mcp"
 
     def set_tools(self, tools: list[str]) -> None:
         tmp = self.tools_file.with_suffix(".tmp")
@@ -69,16 +58,6 @@ def mcp_server(tmp_path):
     yield server
     server.stop()
 
-
-def until(what, check, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout} s: {what}")
-        time.sleep(0.05)
 
 
 def declaration(server: Server, name: str = "ops"):
