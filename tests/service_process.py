@@ -38,7 +38,7 @@ class Server:
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      preexec_fn=_limit_file_size(file_size_limit) if file_size_limit else None)
         line = self.proc.stdout.readline().decode()
-        if not line.startswith("a3fast serving on "):
+        if not line.startswith("a3fast: loading; listening on "):
             self.proc.wait(timeout=10)
             raise RuntimeError(f"server did not start: {line!r} {self.proc.stderr.read().decode()}")
         self.url = line.split()[-1]

@@ -42,3 +42,69 @@ def test_any_loader_failure_stops_the_start_with_exit_2_naming_the_file(tmp_path
     assert run.returncode == 2, run.stderr
     assert str(path) in run.stderr and "cannot start" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def test_rule_serving_is_announced_only_once_the_service_takes_work(tmp_path):
+    fleet = tmp_path / "fleet.jsonl"
+    fleet.write_bytes(b"".join(orjson.dumps(a) + b"\n" for a in SECTION_10_AGENTS))
+    server = Server("--fleet", str(fleet), ready=False)
+    ready_line = server.proc.stdout.readline().decode()
+    # by the time the service says it serves, it does
+    assert ready_line.startswith("a3fast: ready (2 agents); serving on ") and ready_line.split()[-1] == server.url
+    assert server.client.get("/readyz").status_code == 200
+    assert server.stop() == 0
+    rest = server.proc.stdout.read().decode()
+    assert _lines(rest) == ["a3fast: stopped"]
+    assert all(line.startswith("a3fast: ") for line in _lines(server.stderr()))
+
+
+def test_rule_a_start_that_fails_never_says_it_serves_and_prefixes_every_line(tmp_path):
+    trace = tmp_path / "t1.jsonl"       # a trace given where declarations are expected
+    trace.write_bytes(b'{"seq": 1, "kind": "task.submitted", "content": {}}\n'
+                      b'{"seq": 2, "kind": "task.submitted", "content": {}}\n')
+    run = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--port", "0", "--fleet", str(trace)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert "serving on" not in run.stdout and "cannot start" in run.stderr
+    assert all(line.startswith("a3fast: ") for line in _lines(run.stdout) + _lines(run.stderr)), run.stderr
+
+
+def test_the_access_log_writes_a_line_per_answered_request(tmp_path):
+    server = Server("--access-log")
+    assert server.client.get("/v1/agents").status_code == 200
+    assert server.client.get("/no/such/route").status_code == 404
+    assert server.stop() == 0
+    lines = [line for line in _lines(server.stderr()) if '"' in line]
+    assert any(line.startswith("a3fast: 127.0.0.1:") and '"GET /v1/agents" 200 ' in line and line.endswith(" ms")
+               for line in lines), lines
+    assert any('"GET /no/such/route" 404 ' in line for line in lines), lines
+
+
+def test_without_the_access_log_nothing_is_written_per_request():
+    server = Server()
+    assert server.client.get("/v1/agents").status_code == 200
+    assert server.stop() == 0
+    assert "/v1/agents" not in server.stderr()
+
+
+@pytest.mark.parametrize("extra, warned", [((), True), (("--token-file", "TOKEN"), False)])
+def test_rule_a_non_loopback_address_without_authentication_is_warned_of(tmp_path, extra, warned):
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    extra = tuple(str(token) if a == "TOKEN" else a for a in extra)
+    # 192.0.2.1 (TEST-NET-1) is not this machine's: the bind fails after the warning, so nothing
+    # listens beyond loopback while the test runs
+    run = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--host", "192.0.2.1", "--port", "0", *extra],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "cannot listen on 192.0.2.1" in run.stderr, run.stderr
+    assert ("a3fast: warning: listening on 192.0.2.1 without authentication" in run.stderr) is warned
+
+
+def test_a_loopback_address_is_not_warned_of():
+    server = Server()
+    assert server.stop() == 0
+    assert "warning" not in server.stderr()

@@ -166,7 +166,7 @@ def _serve_process(directory: str, timeout_s: float = 600.0) -> tuple[float, int
     try:
         assert process.stdout is not None  # a pipe was asked for
         line = process.stdout.readline()
-        match = re.search(r"a3fast serving on (http://\S+)", line)
+        match = re.search(r"a3fast: loading; listening on (http://\S+)", line)
         if match is None:
             raise RuntimeError(f"a3fast serve printed {line!r}, not where it serves")
         url = match.group(1) + "/readyz"

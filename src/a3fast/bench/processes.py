@@ -94,7 +94,7 @@ class ServedProcess:
 
 def serve_process(*args: str) -> ServedProcess:
     """`a3fast serve --port 0 ARGS...` (the CLI as a user runs it)."""
-    return ServedProcess("a3fast", "serve", "--port", "0", *args, banner="a3fast serving on ")
+    return ServedProcess("a3fast", "serve", "--port", "0", *args, banner="a3fast: loading; listening on ")
 
 
 def _first_line(proc: subprocess.Popen, timeout: float) -> str:

@@ -80,16 +80,20 @@ from .common import EXIT_BAD_INPUT
               help="CA certificates (PEM) whose client certificates /k8s/* accepts, as kube-scheduler's "
                    "Extender tlsConfig presents them; other routes keep --token-file. Needs --tls-cert.")
 @click.option("--stdio", is_flag=True, help="Answer JSON requests on standard input instead of HTTP.")
+@click.option("--access-log", is_flag=True,
+              help="One line on standard error per answered request: client, method and path, status, "
+                   "bytes, milliseconds.")
 def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max_body, max_request_body,
           max_bulk_body, max_k8s_body, header_timeout, body_timeout, keep_alive, max_connections, fsync,
           checkpoint_every,
           watch_cards, watch_mcp, watch_interval, watch_remove_after, shards, ray_address, tls_cert, tls_key,
-          tls_client_ca, stdio):
+          tls_client_ca, stdio, access_log):
     """Serve the fleet: HTTP API under /v1, a Kubernetes scheduler extender under /k8s, or with
     --stdio one JSON request per line (docs/service.md, docs/protocol.md).
 
-    Prints `a3fast serving on http://HOST:PORT` once it listens. Exit 0 after a clean stop,
-    2 bad input or unreadable state.
+    Prints `a3fast: loading; listening on URL` once it listens (/healthz answers, /readyz says 503),
+    `a3fast: ready (N agents); serving on URL` once it takes work, and `a3fast: stopped` at a clean
+    stop. Exit 0 after a clean stop, 2 bad input or unreadable state.
     """
     from ..service.config import ServiceConfig
 
@@ -118,7 +122,10 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
                            fsync=fsync, checkpoint_every=checkpoint_every,
                            watch_cards=tuple(watch_cards), watch_mcp=servers, watch_interval=watch_interval,
                            watch_remove_after=watch_remove_after, shards=shards, ray_address=ray_address,
-                           tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca)
+                           tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca,
+                           access_log=access_log)
+    if not stdio:
+        _warn_if_open(config)
     code = _run_stdio(config) if stdio else _run_http(config)
     sys.exit(code)
 
@@ -191,6 +198,23 @@ def _check_tls(cert, key, client_ca, stdio: bool) -> None:
         _fail(f"--tls-cert/--tls-key/--tls-client-ca: cannot use them: {exc}")
 
 
+def _warn_if_open(config) -> None:
+    """A warning on standard error when the service listens beyond this machine and asks nobody who
+    they are: anyone who reaches the address can then change the fleet."""
+    import ipaddress
+
+    if config.token is not None or config.tls_client_ca is not None:
+        return
+    try:
+        loopback = config.host == "localhost" or ipaddress.ip_address(config.host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = False     # a host name other than localhost may resolve to any address
+    if not loopback:
+        click.echo(f"a3fast: warning: listening on {config.host} without authentication: anyone who reaches "
+                   "it can change the fleet (--token-file FILE, or --tls-client-ca for client certificates)",
+                   err=True)
+
+
 def _fail(message: str):
     click.echo(f"a3fast: {message}", err=True)
     sys.exit(EXIT_BAD_INPUT)
@@ -229,11 +253,18 @@ def _run_http(config) -> int:
     app.state.on_failure = failed
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    print(f"a3fast serving on {'https' if tls else 'http'}://{shown}:{port}", flush=True)
+    url = f"{'https' if tls else 'http'}://{shown}:{port}"
+    # the service takes work only once its state and fleet are loaded: it says so when they are
+    app.state.on_ready = lambda agents: print(f"a3fast: ready ({agents:,} agent{'' if agents == 1 else 's'}); "
+                                              f"serving on {url}", flush=True)
+    print(f"a3fast: loading; listening on {url}", flush=True)
     for stop in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop, _stop_asked)
     server.run(sockets=[sock])
-    return EXIT_BAD_INPUT if getattr(app.state, "failure", None) else 0
+    if getattr(app.state, "failure", None):
+        return EXIT_BAD_INPUT
+    print("a3fast: stopped", flush=True)
+    return 0
 
 
 def _stop_asked(signum: int, frame: object) -> None:
@@ -261,7 +292,8 @@ def _run_stdio(config) -> int:
         if config.fleet is not None:
             seed_fleet(state, config)
     except (StateError, SchemaError, OSError) as exc:
-        click.echo(f"a3fast serve: cannot start: {exc}", err=True)
+        first, *more = str(exc).splitlines() or [""]
+        click.echo("\n".join([f"a3fast: cannot start: {first}", *(f"a3fast: {line}" for line in more)]), err=True)
         return EXIT_BAD_INPUT
     state.ready = True
     widen_pipes(sys.stdin.buffer, sys.stdout.buffer)

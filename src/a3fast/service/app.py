@@ -35,6 +35,7 @@ from starlette.routing import Route
 from ..document_reader import LINES, iter_documents
 from ..errors import SchemaError
 from . import metrics
+from .access_log import AccessLog
 from .config import ServiceConfig
 from .k8s import Extender
 from .openapi import openapi_document
@@ -526,6 +527,7 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
     limits = body_limits(config)
     open_paths = frozenset(e.path for e in table if e.open)
     middleware = [
+        *([Middleware(AccessLog)] if config.access_log else []),
         Middleware(SecurityHeaders),
         Middleware(Timing),
         Middleware(Refusals),
@@ -540,6 +542,7 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
                                                extender=extender))
     app.state.service = state
     app.state.on_failure = None
+    app.state.on_ready = None      # called with the number of agents once the service takes work
     return app
 
 
@@ -614,18 +617,24 @@ def _open(state: ServiceState, config: ServiceConfig, app) -> None:
         state.ready = True
     except (StateError, SchemaError, OSError) as exc:
         _stop_loading(app, state, str(exc))
+        return
     except Exception as exc:
         # whatever else escapes a loader stops the start too: a server left answering 503
         # "loading" would never become ready
         where = source if source is not None else "the fleet"
         _stop_loading(app, state, f"{where}: cannot be loaded ({type(exc).__name__}: {exc})")
+        return
+    if getattr(app.state, "on_ready", None) is not None:
+        app.state.on_ready(len(state.fleet))
 
 
 def _stop_loading(app, state: ServiceState, failure: str) -> None:
     """The start failed: the server stops (exit 2) with the reason on stderr."""
     app.state.failure = failure
     state.ready = False
-    print(f"a3fast serve: cannot start: {failure}", file=sys.stderr, flush=True)
+    first, *more = failure.splitlines() or [""]
+    print("\n".join([f"a3fast: cannot start: {first}", *(f"a3fast: {line}" for line in more)]), file=sys.stderr,
+          flush=True)
     if app.state.on_failure is not None:
         app.state.on_failure()
 

@@ -50,3 +50,4 @@ class ServiceConfig:
     tls_cert: Path | None = None       # the server's certificate (PEM): serve HTTPS
     tls_key: Path | None = None        # its private key (PEM)
     tls_client_ca: Path | None = None  # CA whose client certificates /k8s/* accepts (instead of the token)
+    access_log: bool = False           # one line on stderr per answered request (service.access_log)

@@ -154,6 +154,22 @@ def guarded_protocol(header_timeout: float, max_connections: int, base: type = A
     return GuardedProtocol
 
 
+#: How uvicorn's and a3fast's loggers write: one line on standard error each, with the prefix every
+#: line of the command carries (uvicorn's own default prints "WARNING:  ..." and a3fast's loggers,
+#: unconfigured, a bare message).
+PREFIXED_LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"prefixed": {"format": "a3fast: %(message)s"},
+                   "leveled": {"format": "a3fast: %(levelname)s: %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "prefixed", "stream": "ext://sys.stderr"},
+                 "leveled": {"class": "logging.StreamHandler", "formatter": "leveled", "stream": "ext://sys.stderr"}},
+    "loggers": {"uvicorn": {"handlers": ["leveled"], "level": "WARNING", "propagate": False},
+                "uvicorn.error": {"level": "WARNING"},
+                "uvicorn.access": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
+                "a3fast": {"handlers": ["stderr"], "level": "WARNING", "propagate": False}},
+}
+
 #: How often a worker thread (verifying a posted trace, parsing a large body) hands the interpreter
 #: back to the event loop's thread: Python's default is 5 ms, and a request needs several handoffs.
 SWITCH_INTERVAL_S = 0.001
@@ -166,6 +182,7 @@ def uvicorn_server(app, config: ServiceConfig, **options) -> uvicorn.Server:
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     base = options.pop("http", AutoHTTPProtocol)
+    options.setdefault("log_config", PREFIXED_LOGGING)
     return uvicorn.Server(uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", loop="auto",
         http=guarded_protocol(config.header_timeout, connection_limit(config), base),

@@ -94,7 +94,7 @@ class ServiceState:
         self.engine = engine
         self.fsync = fsync
         self.checkpoint_every = checkpoint_every
-        self.log = log or (lambda message: print(f"a3fast serve: {message}", file=sys.stderr, flush=True))
+        self.log = log or (lambda message: print(f"a3fast: {message}", file=sys.stderr, flush=True))
         self._tempdir: str | None = None
         if trace_path is not None:
             self.trace_path = Path(trace_path)
