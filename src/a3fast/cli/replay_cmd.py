@@ -38,7 +38,8 @@ KEPT = 1_000
                    "(kinds: same, moved, unschedulable, schedulable, still_rejected, changed).")
 @click.option("--show", type=click.IntRange(0), default=10, show_default=True, metavar="N",
               help="Changed placements shown in detail (terminal and --json).")
-@click.option("--engine", type=click.Choice(["native", "pure"]), default=None)
+@click.option("--engine", type=click.Choice(["native", "pure"]), default=None,
+              help="Matching engine of the new fleet the trace is placed on again (default: a3fast.ENGINE).")
 def replay(trace, fleet_path, weights, route_path, output, report_path, as_json, fail_on, show, engine):
     """Replay TRACE (spec or compact) against the fleet NEW and show every decision that would change."""
     from ..replay import ReplayError, parse_thresholds, parse_weights, run_replay

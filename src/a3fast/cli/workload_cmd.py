@@ -28,7 +28,8 @@ def gen_fleet(agents, seed, output):
 @click.option("--fleet", "fleet_path", required=True, metavar="FLEET",
               help="The fleet the tasks are drawn from (§3 declarations, checked as `place` checks them).")
 @click.option("--tasks", type=click.IntRange(0, 10_000_000), required=True, help="How many tasks.")
-@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True,
+              help="The same seed gives the same tasks (for the same fleet).")
 @output_option("Output file (default: standard output).")
 def gen_tasks(fleet_path, tasks, seed, output):
     """Generate deterministic requirements documents against a fleet (JSON Lines)."""
