@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from .common import EXIT_OK, BadInput, atomic_output, check_outputs, output_option
+from .common import EXIT_OK, BadInput, atomic_output, check_outputs, output_option, progress_bar
 
 
 @click.command()
@@ -33,7 +33,9 @@ def report(trace, output, detailed, candidates):
         raise BadInput(f"{target}: the report must go to a file other than the trace it reads")
     check_outputs([target])  # a bad output path fails before the trace is read
     try:
-        html = render(str(path), name=path.name, limits=limits)
+        # the bar (on a terminal only) follows the reading, which is most of the time of a large trace
+        with progress_bar(path.stat().st_size, f"reading {path.name}") as update:
+            html = render(str(path), name=path.name, limits=limits, progress=update)
     except ReportInputError as exc:
         raise BadInput(exc.problems) from None
     with atomic_output(target) as out:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..explain import ExplainError, Explained, explain_record, predicate_counts
 from ..record.compact import CompactError, Decoder
@@ -167,12 +167,14 @@ def parse_decided_at(text: Any) -> _dt.datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=_dt.timezone.utc)
 
 
-def summarise_trace(source: Any, *, name: str | None = None, limits: Limits = Limits()) -> TraceSummary:
+def summarise_trace(source: Any, *, name: str | None = None, limits: Limits = Limits(),
+                    progress: Callable[[int], None] | None = None) -> TraceSummary:
     """Read a trace — a path, bytes, a binary file, or an iterable of records `{seq, kind, content}`
-    (spec or compact form) — into a TraceSummary. ReportInputError when it breaks the trace format."""
+    (spec or compact form) — into a TraceSummary. ReportInputError when it breaks the trace format.
+    `progress(n)` is told of every n bytes read (a trace read from bytes, a path or a file)."""
     if isinstance(source, (str, bytes, bytearray, memoryview)) or hasattr(source, "read") or \
             hasattr(source, "__fspath__"):
-        items: Iterable[TraceItem] = read_trace(source)
+        items: Iterable[TraceItem] = read_trace(source, progress)
         label = name or (str(source) if isinstance(source, str) or hasattr(source, "__fspath__") else "trace")
     else:
         items = read_values(source)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from markupsafe import Markup
 
@@ -91,11 +91,12 @@ def render_summary(summary: TraceSummary) -> str:
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")))
 
 
-def render(records: Iterable[Mapping[str, Any]] | Any, *, name: str = "trace", limits: Limits = Limits()) -> str:
+def render(records: Iterable[Mapping[str, Any]] | Any, *, name: str = "trace", limits: Limits = Limits(),
+           progress: Callable[[int], None] | None = None) -> str:
     """The report of a trace given as records `{seq, kind, content}` (spec or compact form), e.g. a
-    live trace's records so far; also a path, bytes or binary file. ReportInputError when the records
-    break the trace format."""
-    return render_summary(summarise_trace(records, name=name, limits=limits))
+    live trace's records so far; also a path, bytes or binary file (`progress(n)` is told of every n
+    bytes read of those). ReportInputError when the records break the trace format."""
+    return render_summary(summarise_trace(records, name=name, limits=limits, progress=progress))
 
 
 def write_report(trace: str | os.PathLike, out: str | os.PathLike | None = None, *,
