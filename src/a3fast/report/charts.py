@@ -99,15 +99,16 @@ def funnel(rows: Sequence[Mapping[str, Any]] | None = None, width: int = 420) ->
 
 
 def scores(rows: Sequence[Mapping[str, Any]] | None = None, width: int = 420) -> dict[str, Any]:
-    """The eligible agents' score components, stacked per agent, highest total first. Rows:
-    {rank, agent, component, value}; without rows the data is SCORES_DATA."""
+    """The eligible agents' totals as the weighted components that add up to them (weight ×
+    component, so each bar ends at the agent's total), highest total first. Rows: {rank, agent,
+    component, value}; without rows the data is SCORES_DATA."""
     data = {"values": list(rows)} if rows is not None else {"name": SCORES_DATA}
     return _spec({
         "title": "Score components of the eligible agents", "data": data, "height": {"step": 18},
         "mark": "bar",
         "encoding": {
             "y": {"field": "agent", "type": "nominal", "title": None, "sort": {"field": "rank", "op": "min"}},
-            "x": {"field": "value", "type": "quantitative", "stack": "zero", "title": "component value"},
+            "x": {"field": "value", "type": "quantitative", "stack": "zero", "title": "share of the total (weight × component)"},
             "color": {"field": "component", "type": "nominal", "title": None,
                       "scale": {"scheme": "tableau10"}},
             "tooltip": [{"field": "agent"}, {"field": "component"}, {"field": "value"}],

@@ -12,6 +12,8 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from ..scoring import COMPONENTS, DEFAULT_WEIGHTS
+
 from ..explain import ExplainError, Explained, explain_record, predicate_counts
 from ..record.compact import CompactError, Decoder
 from ..trace import TraceContentError, TraceItem, TraceProblem, TraceRecord, read_trace, read_values
@@ -68,6 +70,9 @@ class PlacementView:
     #: score component names, and (agent, total, components...) rows, highest total first
     score_components: tuple[str, ...] = ()
     score_rows: list[tuple] = field(default_factory=list)
+    #: the weight of each component in the total (what the chart stacks: weight × component), or
+    #: None when the totals are not a weighted sum of the components the record gives
+    score_weights: tuple[float, ...] | None = None
     scored: int = 0
     #: (agent, the first predicate it failed or None when eligible), capped by Limits
     rows: list[tuple[str, str | None]] | None = None
@@ -295,6 +300,36 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def score_weights(components: list[str], rows: list[tuple]) -> tuple[float, ...] | None:
+    """The weights that make every row's total the weighted sum of its components — a record names
+    the components and the total, not the scorer's weights. The default scorer's weights when they
+    fit (docs/design.md: the total is their weighted sum), else the weights that fit every row
+    exactly by least squares (as after `--weights`), else None (a scorer whose total is no weighted
+    sum, or too few rows to tell)."""
+    rows = [r for r in rows if all(v is not None for v in r)]
+    if not components or not rows:
+        return None
+
+    def fits(weights) -> bool:
+        return all(abs(sum(w * v for w, v in zip(weights, r[1:])) - r[0]) <= 1e-9 * max(1.0, abs(r[0])) for r in rows)
+
+    if tuple(components) == COMPONENTS and fits(DEFAULT_WEIGHTS):
+        return tuple(DEFAULT_WEIGHTS)
+    if len(rows) < len(components):
+        return None
+    import numpy as np
+
+    matrix = np.array([r[1:] for r in rows], dtype=float)
+    solved, *_ = np.linalg.lstsq(matrix, np.array([r[0] for r in rows], dtype=float), rcond=None)
+    weights = tuple(float(w) for w in solved)
+    # an exact fit whose shares are determined: a component that is 0 in every row gets weight 0
+    # (its share is 0 whatever its weight), and the others must be independent
+    used = int(np.count_nonzero(np.any(matrix != 0, axis=0)))
+    if np.linalg.matrix_rank(matrix) < used or not fits(weights):
+        return None
+    return weights
+
+
 def _detail(view: PlacementView, explained: Explained, content: Mapping[str, Any], limits: Limits) -> None:
     """Scores (top totals) and the candidate rows (eligible first), both capped by `limits`."""
     scores = explained.scores
@@ -309,6 +344,9 @@ def _detail(view: PlacementView, explained: Explained, content: Mapping[str, Any
     view.scored = len(ranked)
     view.score_rows = [(str(name), _number(entry.get("total")), *(_number(entry.get(c)) for c in components))
                        for name, entry in ranked[:limits.scores_per_placement]]
+    view.score_weights = score_weights(components, [(_number(entry.get("total")),
+                                                     *(_number(entry.get(c)) for c in components))
+                                                    for _, entry in ranked])
 
     inner = _scheduling(explained.kind, content)
     candidates = [c for c in inner.get("candidates") or () if isinstance(c, str)]

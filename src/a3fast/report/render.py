@@ -69,7 +69,8 @@ def page_data(summary: TraceSummary) -> dict[str, Any]:
                 "list": lists(tuple(names(c) for c, _ in view.rows)),
                 "ff": _codes([-1 if p is None else position[p] for _, p in view.rows]),
                 "components": list(view.score_components),
-                "scores": [list(row) for row in view.score_rows], "scored": view.scored}
+                "scores": [list(row) for row in view.score_rows], "scored": view.scored,
+                "weights": list(view.score_weights) if view.score_weights is not None else None}
         placements.append(entry)
     return {"names": names.items, "predicates": predicates.items, "lists": [list(x) for x in lists.items],
             "codes": _CODE_CHARS, "placements": placements,

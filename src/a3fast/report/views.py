@@ -101,9 +101,10 @@ def overview_charts(summary: "TraceSummary") -> dict[str, Any]:
 def _placement_charts(view: "PlacementView") -> dict[str, Markup | None]:
     funnel_rows = [{"order": i, "predicate": p, "reached": r, "removed": m}
                    for i, (p, r, m) in enumerate(view.funnel)]
-    score_rows = [{"rank": rank, "agent": row[0], "component": c, "value": v}
+    weights = view.score_weights or (1.0,) * len(view.score_components)
+    score_rows = [{"rank": rank, "agent": row[0], "component": c, "value": w * v}
                   for rank, row in enumerate(view.score_rows)
-                  for c, v in zip(view.score_components, row[2:]) if v is not None]
+                  for c, w, v in zip(view.score_components, weights, row[2:]) if v is not None]
     return {"funnel": _svg(charts.funnel(funnel_rows)) if funnel_rows else None,
             "scores": _svg(charts.scores(score_rows)) if score_rows else None}
 

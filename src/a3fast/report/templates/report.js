@@ -129,10 +129,13 @@
       const d = p.d;
       if (d.scores.length) {
         const values = [];
-        d.scores.forEach((row, rank) => d.components.forEach((c, k) => { if (row[k + 2] != null) values.push({ rank: rank, agent: row[0], component: c, value: row[k + 2] }); }));
+        // each component weighted, so the stack ends at the total (raw when the weights are unknown)
+        const weight = (k) => (d.weights ? d.weights[k] : 1);
+        d.scores.forEach((row, rank) => d.components.forEach((c, k) => { if (row[k + 2] != null) values.push({ rank: rank, agent: row[0], component: c, value: row[k + 2] * weight(k) }); }));
         const scoresChart = el("div", { "data-testid": "scores-chart" });
         detail.append(scoresChart);
         chart(scoresChart, D.specs.scores, "scores", values);
+        if (!d.weights) detail.append(el("p", { class: "muted", text: "Raw components: the totals are no weighted sum of them, so the bars do not end at the totals." }));
         if (d.scored > d.scores.length) detail.append(el("p", { class: "muted", text: `The ${d.scores.length} highest totals of ${fmt(d.scored)} scored agents.` }));
       }
       if (d.reason) detail.append(el("p", { class: "reason", text: "reason: " + d.reason }));
