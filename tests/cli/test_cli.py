@@ -203,3 +203,25 @@ def test_demo_reports_explains_and_verifies(tmp_path, engine):
     assert out.strip().splitlines()[-1].startswith("valid")
     kinds = [r["kind"] for r in records(trace.read_text())]
     assert kinds.count("task.submitted") == 40
+
+
+def test_explain_json_gives_exactly_the_fields_docs_explain_md_describes(tmp_path):
+    """docs/explain.md's table of --json fields, and its example line, are what the command prints."""
+    import json
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "explain.md").read_text()
+    documented = re.findall(r"^\| `(\w+)` \|", doc, re.M)
+    quickstart = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
+    trace = tmp_path / "q.jsonl"
+    assert run("place", "--fleet", str(quickstart / "fleet.jsonl"), "--requirements", str(quickstart / "req.json"),
+               "-o", str(trace)).exit_code == 0
+    result = run("explain", str(trace), "--seq", "3", "--all-failed", "--fleet", str(quickstart / "fleet.jsonl"),
+                 "--json")
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.output)
+    assert list(printed) == documented
+    shown = json.loads(re.search(r"```json\n(.*?)\n```", doc, re.S).group(1))
+    assert {k: v for k, v in printed.items() if k != "scores"} == {k: v for k, v in shown.items() if k != "scores"}
+    assert set(printed["scores"]) == set(shown["scores"])

@@ -119,16 +119,23 @@ def shell_examples() -> list[ShellExample]:
     return found
 
 
-def write_python_example_inputs(workdir: Path) -> None:
-    """fleet.jsonl and req.json, which the place | verify example reads: the fleet and the task of
-    the README's first Python example (the §10 example)."""
+def python_example_inputs() -> tuple[list, dict]:
+    """The fleet and the task of the README's first Python example (the §10 example)."""
     calls = [node for node in ast.walk(ast.parse(blocks("python")[0]))
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
              and isinstance(node.func.value, ast.Name) and node.func.value.id == "fleet"]
     added = [ast.literal_eval(c.args[0]) for c in calls if c.func.attr == "add"]
     (placed,) = [ast.literal_eval(c.args[0]) for c in calls if c.func.attr == "place"]
-    (workdir / "fleet.jsonl").write_bytes(b"".join(orjson.dumps(d) + b"\n" for d in added))
-    (workdir / "req.json").write_bytes(orjson.dumps(placed))
+    return added, placed
+
+
+def test_the_quickstart_files_are_the_first_python_example():
+    """examples/quickstart/, which the `place | verify` example reads, holds the §10 fleet and task
+    of the first Python example, so the shell and the Python examples tell the same story."""
+    added, placed = python_example_inputs()
+    quickstart = ROOT / "examples" / "quickstart"
+    assert [orjson.loads(line) for line in (quickstart / "fleet.jsonl").read_bytes().splitlines()] == added
+    assert orjson.loads((quickstart / "req.json").read_bytes()) == placed
 
 
 def _json_values(text: str) -> list:
@@ -150,7 +157,6 @@ SERVED = "localhost:8421"
 @pytest.mark.slow
 def test_readme_shell_examples_run_and_print_what_they_show(tmp_path):
     (tmp_path / "examples").symlink_to(ROOT / "examples")
-    write_python_example_inputs(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "A3FAST_VECTORS"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     ran, problems = [], []

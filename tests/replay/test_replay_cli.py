@@ -25,7 +25,8 @@ def a3(*args, cwd, input=None):
 def demo(tmp_path_factory):
     """The demo's trace (spec and compact), its fleet, and the fleet with orders.issue revoked."""
     work = tmp_path_factory.mktemp("demo")
-    assert a3("demo", "--agents", str(AGENTS), "--tasks", str(TASKS), cwd=work).returncode == 0
+    assert a3("demo", "--agents", str(AGENTS), "--tasks", str(TASKS), "-o", "a3fast-demo.jsonl",
+              cwd=work).returncode == 0
     assert a3("encode", "a3fast-demo.jsonl", "-o", "compact.jsonl", cwd=work).returncode == 0
     assert a3("gen-fleet", "--agents", str(AGENTS), "-o", "fleet.jsonl", cwd=work).returncode == 0
     docs = generate_fleet(AGENTS, 0)

@@ -1,9 +1,7 @@
 """`a3fast explain`: the placements of a trace in words, counts, and (with a fleet) every failure.
 
-`--json` prints one object per placement per line:
-`{"seq", "kind", "summary", "candidates", "eligible", "chosen", "predicates": [{"predicate",
-"reached", "removed"}], "reason"}`; with `--seq` also `"scores"` (every eligible agent's entry) and,
-with `--all-failed`, `"all_failed"`: {candidate: [every predicate it fails]}.
+`--json` prints one object per placement per line; docs/explain.md describes its fields (a test
+holds the two to each other).
 
 A placement record explain cannot read (lists of the wrong shape, a compact member outside the
 format) is named with its seq and member, exit 2, and nothing is printed: the verdicts of a trace
@@ -31,7 +29,7 @@ from .trace_input import read_records
               help="Every predicate each ineligible candidate fails, not only the first (needs --fleet).")
 @click.option("--fleet", "fleet_path", default=None, metavar="FLEET",
               help="The fleet the trace was placed on (a trace carries only the chosen declaration).")
-@json_option("One JSON object per placement per line, for machines (shape: `a3fast.cli.explain_cmd`).")
+@json_option("One JSON object per placement per line, for machines (its fields: docs/explain.md).")
 def explain(trace, seq, all_failed_flag, fleet_path, as_json):
     """Explain placements: a verdict line per placement, or one in detail with --seq."""
     if all_failed_flag and fleet_path is None:
