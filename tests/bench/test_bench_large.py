@@ -34,7 +34,7 @@ def test_sizes_from_large_from_take_the_large_fleet_path_and_no_scenario_cells(e
     for key in ("place_cli_peak_rss", "serve_ready_peak_rss"):
         assert 20 * 2**20 < large[key] < 4 * 2**30, key
     assert large["jsonl_bytes"] > 2000 * 500 and large["snapshot_bytes"] > 2000 * 500
-    text = render(report)
+    text = " ".join(render(report).split())    # lines wrapped at 100 columns, read as one
     assert "2,000 agents" in text and "ready from JSON Lines" in text and "Fleet.load of the snapshot" in text
     assert "a3fast place --fleet F --requirements R" in text and "to 200 on /readyz" in text
     assert to_pytest_benchmark(report)["a3fast"]["large"]["2000"] == large

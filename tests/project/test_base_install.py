@@ -94,6 +94,17 @@ BASE_COMMANDS = {
     "replay": lambda i: ["replay", i["trace"], "--fleet", i["fleet"], "-o", i["work"] / "changes.jsonl",
                          "--report", i["work"] / "replay.html"],
     "schema": lambda i: ["schema", "place.request"],
+    "gen-fleet": lambda i: ["gen-fleet", "--agents", "5", "-o", i["work"] / "gen.jsonl"],
+    "gen-tasks": lambda i: ["gen-tasks", "--fleet", i["fleet"], "--tasks", "2", "-o", i["work"] / "gen-tasks.jsonl"],
+    "demo": lambda i: ["demo", "--agents", "30", "--tasks", "5", "-o", i["work"] / "demo" / "trace.jsonl"],
+    "decode": lambda i: ["decode", i["work"] / "compact.jsonl", "-o", i["work"] / "decoded.jsonl"],
+    "resolve": lambda i: ["resolve", *(a for name in ("contracts", "mappings", "skills", "connection", "engagement",
+                                                       "policy")
+                                       for a in (f"--{name}", REPO / "examples" / "authority" / f"{name}.json")),
+                          "--now", "2026-03-01T12:30:00Z"],
+    # bounded: one small fleet, a few tasks, without the rows of other subjects (they need extras)
+    "bench": lambda i: ["bench", "--quick", "--no-extras", "--sizes", "200", "--tasks", "3"],
+    "serve --stdio": lambda i: ["serve", "--stdio"],
     "import a2a FILE": lambda i: ["import", "a2a", i["card"], "--namespace", "n", "-o", i["work"] / "a2a.jsonl"],
     "import mcp LISTING": lambda i: ["import", "mcp", i["listing"], "--bind", "a", "--namespace", "n",
                                      "--capability", "a.b/1", "-o", i["work"] / "mcp.jsonl"],
@@ -108,12 +119,22 @@ EXTRA_COMMANDS = {
     "import mcp --server-command": ("import", lambda i: ["import", "mcp", "--server-command", "true", "--bind", "a"]),
     "verify --ray": ("ray", lambda i: ["verify", "--ray", "local", i["trace"]]),
     "serve": ("serve", lambda i: ["serve", "--port", "0"]),
+    "bench": ("serve,import", lambda i: ["bench", "--quick"]),
 }
+
+
+def test_every_command_is_run_here():
+    from a3fast.cli import COMMANDS
+
+    run = {name.split()[0] for name in (*BASE_COMMANDS, *EXTRA_COMMANDS)}
+    assert set(COMMANDS) <= run, f"commands the base-install test does not run: {set(COMMANDS) - run}"
 
 
 @pytest.mark.parametrize("command", sorted(BASE_COMMANDS))
 def test_rule_every_base_command_runs_on_the_base_install(base, inputs, command):
-    done = a3fast(base, *BASE_COMMANDS[command](inputs))
+    if command == "decode":   # reads what `encode` writes
+        assert a3fast(base, *BASE_COMMANDS["encode"](inputs)).returncode == 0
+    done = a3fast(base, *BASE_COMMANDS[command](inputs), stdin="" if command == "serve --stdio" else None)
     # an answer: 0, or 1 for a negative one (a generated task may be unschedulable)
     assert done.returncode in (0, 1), done.stderr
     assert "internal error" not in done.stderr and "Traceback" not in done.stderr
@@ -126,6 +147,7 @@ def test_rule_a_command_that_needs_an_extra_names_it_and_exits_2(base, inputs, c
     assert done.returncode == 2, done.stderr
     assert f"pip install 'a3fast[{extra}]'" in done.stderr, done.stderr
     assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+    assert "… " not in done.stderr, "the missing extra is named before anything is measured"
 
 
 def test_the_base_venv_builds_in_bounded_time(base):

@@ -40,4 +40,6 @@ def bench_place_many(*, quick: bool = False, rounds: int = 9) -> dict[str, Any]:
             "one_core_per_s": n_tasks / one, "two_cores_per_s": n_tasks / two,
             "one_core_cpu_s": statistics.median(cpu[1]), "two_cores_cpu_s": statistics.median(cpu[2]),
             "speedup": one / two, "target_speedup": TARGET_SPEEDUP,
-            "met": one / two >= TARGET_SPEEDUP and not quick}
+            # a quick run's batch takes about a millisecond: too short for a second thread to pay
+            # for itself, so its speedup says nothing of the target's (set for 10,000 agents)
+            "met": None if quick else one / two >= TARGET_SPEEDUP}

@@ -74,5 +74,6 @@ def bench_embedding(*, quick: bool = False, repeat: int = 3) -> dict[str, Any]:
     out["total_s"] = total
     out["total_cpu_s"] = statistics.median(run["cpu"] for run in runs)
     out["target_s"] = TARGET_S
-    out["met"] = total <= TARGET_S and not quick
+    # a quick run measures 1,000 agents: the target, set for 10,000, is not judged (None) there
+    out["met"] = None if quick else total <= TARGET_S
     return out

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import subprocess
+import textwrap
 from typing import Any, Sequence
 
 from .harness import ratio
 from .subjects import SCENARIOS
-from .suite import HTTP_TITLE, BenchReport
+from .suite import HTTP_TITLE, REPLAY_TITLE, BenchReport
 
 __all__ = ["format_time", "render", "targets", "to_pytest_benchmark"]
 
@@ -47,36 +49,119 @@ def _ratio_columns(report: BenchReport) -> list[tuple[str, str, str]]:
     return cols
 
 
+#: The width every line of the table keeps to.
+WIDTH = 100
+
+
+def _wrap(text: str, indent: str = "", more: str = "    ") -> list[str]:
+    """`text` as lines of at most WIDTH columns, continuation lines indented by `more` too."""
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + more,
+                         break_on_hyphens=False) or [indent]
+
+
 def render(report: BenchReport) -> str:
-    """The whole report as text: timings with ratios, build/memory/update figures, the large fleets,
-    targets, extras."""
+    """The whole report as text of at most WIDTH columns: timings, then ratios, build/memory/update
+    figures, the large fleets, one row per target (measured, goal, met or missed), and the other
+    subjects in words."""
     m = report.machine
     subjects = list(report.config.engines) + list(BASELINE_COLUMNS)
     ratio_cols = _ratio_columns(report)
-    lines = [f"a3fast bench — {m['python_implementation']} {m['python_version']}, {m['cpu']['count']} CPUs, "
-             f"default engine {m['a3fast_default_engine']}; {report.started[:19]}Z",
-             f"medians over the tasks of the standard workload (seed {report.config.seed}); each task's time "
-             f"is its best of {report.config.rounds} interleaved rounds"
-             + ("; QUICK run: smoke test, not for quoting" if report.config.quick else ""), ""]
-    label_w = max(len(v) for v in SCENARIOS.values()) + 2
+    lines = _wrap(f"a3fast bench — {m['python_implementation']} {m['python_version']}, {m['cpu']['count']} CPUs, "
+                  f"default engine {m['a3fast_default_engine']}; {report.started[:19]}Z")
+    lines += _wrap(f"medians over the tasks of the standard workload (seed {report.config.seed}); each task's "
+                   f"time is its best of {report.config.rounds} interleaved rounds"
+                   + ("; QUICK run: a smoke test, not for quoting, targets not judged where its sizes differ"
+                      if report.config.quick else "")) + [""]
     if report.config.standard_sizes:
-        lines += _scenario_table(report, subjects, ratio_cols, label_w)
+        lines += _scenario_table(report, subjects, ratio_cols)
     for size, large in report.large.items():
-        lines += ([""] if lines[-1] else []) + _large_lines(large)
+        lines += ([""] if lines[-1] else []) + [wrapped for line in _large_lines(large)
+                                                 for wrapped in _wrap(line.strip(), "  " if line.startswith("  ") else "")]
     checks = targets(report)
     if checks:
-        lines += ["", "targets"]
+        lines += ["", "targets (each: what was measured, the goal, met or missed)"]
         for text, measured, met in checks:
-            lines.append(f"  [{'met' if met else 'MISSED'}] {text}: {measured}")
+            name, goal = _split_goal(text)
+            lines += _wrap(name, "  ")
+            lines += _wrap(f"measured {measured}; goal {goal}; {'met' if met else 'MISSED'}", "      ", "  ")
     if report.extras:
-        lines += ["", "elsewhere in a3fast"]
+        lines += ["", "elsewhere in a3fast (every figure is in the JSON output, -o FILE)"]
         for title, figures in report.extras:
-            if isinstance(figures, str):
-                lines.append(f"  {title}: {figures}")
-            else:
-                shown = ", ".join(f"{k} {_scalar(v)}" for k, v in figures.items() if _is_scalar(v))
-                lines.append(f"  {title}: {shown}")
+            lines += _wrap(title, "  ")
+            told = figures if isinstance(figures, str) else _in_words(title, figures)
+            lines += _wrap(told, "      ", "  ")
     return "\n".join(lines)
+
+
+_GOAL = re.compile(r"\s(?=≤|≥|at least\s)")
+
+
+def _split_goal(text: str) -> tuple[str, str]:
+    """A target's text as (what is measured, the goal): the goal starts at its comparison."""
+    parts = _GOAL.split(text, maxsplit=1)
+    if len(parts) != 2:
+        return text, "as stated"
+    return re.sub(r"(:|,| at)$", "", parts[0].rstrip()), parts[1]
+
+
+def _judged(figures: dict[str, Any], key: str = "met") -> str:
+    met = figures.get(key)
+    return "not judged at a quick run's sizes" if met is None else (
+        "met" if met else "MISSED")
+
+
+def _in_words(title: str, f: dict[str, Any]) -> str:
+    """One subject's figures as a reader wants them: the headline figures in words, not every key."""
+    g = lambda key, fmt="{:.3g}": fmt.format(f[key]) if key in f else "—"  # noqa: E731
+    if title.startswith("verifier"):
+        return (f"{g('placements', '{:,}')} placements at {g('candidates', '{:,}')} candidates ({f.get('bytes', 0) / 1e6:.2f} MB): "
+                f"{g('mb_per_s', '{:.0f}')} MB/s, {g('share_of_json_floor', '{:.0%}')} of the JSON floor (msgspec "
+                f"{g('msgspec_mb_per_s', '{:.0f}')}, orjson {g('orjson_mb_per_s', '{:.0f}')} MB/s decoding alone); "
+                f"{g('speedup', '{:.2f}')}× json.loads + plain-Python §7; peak RSS {g('peak_rss_mb', '{:.0f}')} MB")
+    if title.startswith("skill resolution"):
+        return (f"{g('n_skills', '{:,}')} skills × {g('caps_per_skill')} capabilities resolved in "
+                f"{f.get('median_s', 0) * 1e3:.3g} ms (median of {g('repeat')}; goal ≤ {f.get('target_s', 0) * 1e3:.0f} ms: "
+                f"{_judged(f, 'target_met')}); interning the host's documents once {f.get('build_s', 0) * 1e3:.0f} ms")
+    if title.startswith("explanations at fleet scale"):
+        return (f"{g('placements', '{:,}')} placements at {g('agents', '{:,}')} agents: compact trace 1/{g('size_ratio', '{:.1f}')} "
+                f"of spec ({'lossless' if f.get('lossless') else 'NOT lossless'}); encoding a placement "
+                f"{g('encode_compact_us')} µs compact, {g('encode_spec_us')} µs spec; verifying {g('verify_compact_us')} µs "
+                f"compact, {g('verify_spec_us')} µs spec; a placement {g('place_uncached_us')} µs, the same task "
+                f"again {g('place_cache_hit_us')} µs")
+    if title.startswith("place_many"):
+        why = ("" if f.get("met") is not None else
+               " — a quick run's batch lasts about a millisecond, shorter than what a second thread costs to "
+               "start and join, so below 1× here says nothing of the target, set for 10,000 agents")
+        return (f"{g('tasks', '{:,}')} tasks at {g('agents', '{:,}')} agents: {g('two_cores_per_s', '{:,.0f}')}/s on 2 cores "
+                f"against {g('one_core_per_s', '{:,.0f}')}/s on 1, speedup {g('speedup', '{:.2f}')}× (goal ≥ "
+                f"{g('target_speedup')}×: {_judged(f)}){why}")
+    if title.startswith("embedding"):
+        steps = ", ".join(f"{step.removesuffix('_s').replace('_', ' ')} {f[step]:.3g}" for step in
+                          ("generate_s", "build_s", "place_many_s", "save_load_s", "write_compact_s", "verify_s") if step in f)
+        return (f"{g('agents', '{:,}')} agents, {g('tasks', '{:,}')} tasks: {g('total_s', '{:.2f}')} s in all, CPU "
+                f"{g('total_cpu_s', '{:.2f}')} s ({steps} s); goal ≤ {g('target_s', '{:.0f}')} s at 10,000 agents: "
+                f"{_judged(f)}")
+    if title.startswith("replay"):
+        return (f"{g('placements', '{:,}')} placements at {g('agents', '{:,}')} agents ({g('trace_mb', '{:.1f}')} MB): "
+                f"replayed in {g('replay_s')} s ({g('replay_us_per_placement', '{:.0f}')} µs a placement, "
+                f"{g('changed', '{:,}')} changed); reading the trace alone {g('read_only_s')} s")
+    if title.startswith("Kubernetes"):
+        return (f"filter + prioritize of 5,000 NodeNames p50 {g('names_filter_prioritize_p50_ms')} ms over HTTP "
+                f"({g('names_filter_prioritize_in_process_p50_ms')} ms in process); 5,000 Node objects "
+                f"({g('nodes_body_mb', '{:.0f}')} MB) filtered in {g('nodes_filter_median_ms', '{:.0f}')} ms; /healthz p99 "
+                f"{g('healthz_under_nodes_filters_p99_ms', '{:.0f}')} ms meanwhile")
+    if title.startswith("stdio, pipelined"):
+        return (f"{g('stdio_per_s', '{:,.0f}')} placements/s pipelined ({g('stdio_alone_per_s', '{:,.0f}')}/s one at a "
+                f"time), {g('x_in_process', '{:.2f}')}× Fleet.place with compact records in process; the service "
+                f"path's own CPU {g('service_own_cpu_us', '{:.0f}')} µs a placement")
+    if title.startswith("harness overhead"):
+        return (f"{g('harness_us', '{:.0f}')} µs a placement through the harness against {g('raw_us', '{:.0f}')} µs "
+                f"raw ({g('overhead', '{:+.1%}')}, window {g('window')})")
+    if title == HTTP_TITLE:
+        return (f"{g('place_per_s', '{:,.0f}')} placements/s against the echo's {g('echo_per_s', '{:,.0f}')}/s "
+                f"({g('ratio', '{:.0%}')}); at a fixed {g('fixed_rate', '{:,}')}/s p99 {g('fixed_p99_ms')} ms, "
+                f"p50 {g('fixed_p50_ms')} ms")
+    return ", ".join(f"{k.replace('_', ' ')} {_scalar(v)}" for k, v in f.items() if _is_scalar(v))
 
 
 def _large_lines(large: dict[str, Any]) -> list[str]:
@@ -118,26 +203,37 @@ def _shell_lines(large: dict[str, Any]) -> list[str]:
                            ("a3fast serve --fleet F, to 200 on /readyz", "serve_ready"))]
 
 
-def _scenario_table(report: BenchReport, subjects: list[str], ratio_cols: list[tuple[str, str, str]],
-                    label_w: int) -> list[str]:
+def _scenario_table(report: BenchReport, subjects: list[str], ratio_cols: list[tuple[str, str, str]]) -> list[str]:
+    """Two tables, each within WIDTH columns: each subject's median time per task, then the ratios."""
+    label_w = max(len(v) for v in SCENARIOS.values()) + 2
+
+    def time_of(subject):
+        return lambda size, scenario: (format_time(c.median_ns) if (c := report.cell(size, subject, scenario)) else "—")
+
+    def ratio_of(slow, fast):
+        def text(size, scenario):
+            a, b = report.cell(size, slow, scenario), report.cell(size, fast, scenario)
+            return _ratio_text(ratio(a, b) if a and b else None)
+        return text
+
     lines: list[str] = []
-    header = "".ljust(label_w) + "".join(s.rjust(14) for s in subjects) + "  │" + "".join(
-        h.rjust(14) for h, _, _ in ratio_cols)
-    lines += [header, "─" * len(header)]
-    for size in report.config.standard_sizes:
-        lines.append(f"{size:,} agents")
-        for scenario, label in SCENARIOS.items():
-            row = ("  " + label).ljust(label_w)
-            for subject in subjects:
-                cell = report.cell(size, subject, scenario)
-                row += (format_time(cell.median_ns) if cell else "—").rjust(14)
-            row += "  │"
-            for _, slow, fast in ratio_cols:
-                a, b = report.cell(size, slow, scenario), report.cell(size, fast, scenario)
-                row += _ratio_text(ratio(a, b) if a and b else None).rjust(14)
-            lines.append(row)
-    lines += ["", "fleet build (s), from dicts / from parsed declarations; index bytes per agent; "
-              "parsing one declaration"]
+    for title, columns in (("median time per task", [(SHORT.get(s, s), time_of(s)) for s in subjects]),
+                           ("ratios: times faster", [(h, ratio_of(slow, fast)) for h, slow, fast in ratio_cols])):
+        col = max(9, min(14, (WIDTH - label_w) // max(len(columns), 1)))
+        # a ratio's header on two lines: "loop" over "÷native"
+        tops = [h.partition("/")[0] for h, _ in columns]
+        bottoms = [f"÷{h.partition('/')[2]}" if "/" in h else "" for h, _ in columns]
+        header = [title.ljust(label_w) + "".join(h.rjust(col) for h in tops)]
+        if any(bottoms):
+            header.append("".ljust(label_w) + "".join(h.rjust(col) for h in bottoms))
+        lines += ([""] if lines else []) + header + ["─" * len(header[0])]
+        for size in report.config.standard_sizes:
+            lines.append(f"{size:,} agents")
+            for scenario, label in SCENARIOS.items():
+                lines.append(("  " + label).ljust(label_w) + "".join(cell(size, scenario).rjust(col)
+                                                                   for _, cell in columns))
+    lines += ["", "fleet build from dicts / from parsed declarations; index bytes per agent; parsing one "
+              "declaration"]
     for size in report.config.standard_sizes:
         parts = []
         for engine in report.config.engines:
@@ -145,19 +241,20 @@ def _scenario_table(report: BenchReport, subjects: list[str], ratio_cols: list[t
             parts.append(f"{engine} {d:.3g} / {p:.3g} s, {report.index_bytes[(size, engine)]:.0f} B/agent")
         base = ", ".join(f"{SHORT[b]} {report.builds[(size, b, 'dicts')]:.3g} s" for b in BASELINE_COLUMNS
                          if (size, b, "dicts") in report.builds)
-        lines.append(f"  {size:,} agents: " + "; ".join(parts) + f"; baselines built in {base}; "
-                     f"parse {report.parse_us[size]:.3g} µs/declaration")
+        lines += _wrap(f"{size:,} agents: " + "; ".join(parts) + f"; baselines built in {base}; "
+                       f"parse {report.parse_us[size]:.3g} µs/declaration", "  ")
     if report.updates:
         lines += ["", f"one-agent updates at {report.update_size:,} agents (median; declarations parsed beforehand)"]
         for engine in report.config.engines:
             ops = [(op, ns) for (e, op), ns in report.updates.items() if e == engine]
-            lines.append(f"  {engine}: " + ", ".join(f"{op} {format_time(statistics.median(ns))}" for op, ns in ops))
+            lines += _wrap(f"{engine}: " + ", ".join(f"{op} {format_time(statistics.median(ns))}" for op, ns in ops),
+                           "  ")
     if report.memory:
         mem = report.memory
-        lines += ["", f"memory at {mem['agents']:,} agents ({mem['engine']} engine, a process of its own): "
-                  f"peak RSS {mem['peak_rss'] / 2**20:.0f} MiB (RSS before the fleet was built, with the "
-                  f"declarations in memory: {mem['rss_before_fleet'] / 2**20:.0f} MiB); index "
-                  f"{mem['index_bytes_per_agent']:.0f} bytes per agent"]
+        lines += [""] + _wrap(f"memory at {mem['agents']:,} agents ({mem['engine']} engine, a process of its own): "
+                              f"peak RSS {mem['peak_rss'] / 2**20:.0f} MiB (RSS before the fleet was built, with the "
+                              f"declarations in memory: {mem['rss_before_fleet'] / 2**20:.0f} MiB); index "
+                              f"{mem['index_bytes_per_agent']:.0f} bytes per agent")
     return lines
 
 
@@ -245,7 +342,7 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
         out.append(("verifier at ≥ 80% of the JSON floor (the faster of msgspec and orjson decoding alone)",
                     f"{share:.0%} ({verifier['mb_per_s']:.0f} MB/s against "
                     f"{max(verifier['msgspec_mb_per_s'], verifier['orjson_mb_per_s']):.0f})", share >= 0.8))
-    replayed = dict(report.extras).get("replay (compact trace at 1,000 agents, a clearance revoked)")
+    replayed = dict(report.extras).get(REPLAY_TITLE)
     if isinstance(replayed, dict) and replayed["placements"] >= 100_000:
         out.append(("replaying 100,000 compact placements at 1,000 agents ≤ 3 s end to end",
                     f"{replayed['replay_s']:.3g} s (reading the trace alone {replayed['read_only_s']:.3g} s)",

@@ -36,21 +36,23 @@ from .matchers import bench_harness_overhead
 from .subjects import SCENARIOS, EngineSubject, Subject, build_subjects
 from .verify import bench_verify
 
-__all__ = ["BenchConfig", "BenchReport", "run_bench", "EXTRA_BENCHES", "HTTP_TITLE"]
+__all__ = ["BenchConfig", "BenchReport", "new_report", "run_bench", "EXTRA_BENCHES", "HTTP_TITLE", "REPLAY_TITLE"]
 
 #: The HTTP row's title (report.targets finds its figures by it).
 HTTP_TITLE = ("HTTP placements against a raw ASGI echo on the same server stack (1,000 agents, compact records, "
               "a3fast serve --fsync never)")
+
+#: The replay row's title (report.targets finds its figures by it).
+REPLAY_TITLE = "replay (compact trace at 1,000 agents, a clearance revoked)"
 
 #: The subjects measured after the matcher: (title, function taking `quick`).
 EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
     ("verifier (§7)", bench_verify),
     ("skill resolution (authority)", bench_resolve),
     ("explanations at fleet scale (compact trace, cache)", bench_compact),
-    ("place_many on 2 cores against 1 (10,000 agents, prepared standard tasks; baseline: the 1-core run)",
-     bench_place_many),
-    ("embedding (the README's flow: 10,000 agents, 1,000 tasks, compact trace, verify)", bench_embedding),
-    ("replay (compact trace at 1,000 agents, a clearance revoked)", bench_replay),
+    ("place_many on 2 cores against 1 (prepared standard tasks; baseline: the 1-core run)", bench_place_many),
+    ("embedding (the README's flow: generate, place_many, save and load, compact trace, verify)", bench_embedding),
+    (REPLAY_TITLE, bench_replay),
     ("Kubernetes extender, 5,000 nodes (a3fast serve over HTTP)", bench_k8s),
     ("stdio, pipelined (1,000 agents, compact records, beside Fleet.place in process)", bench_pipelined),
     ("harness overhead (a3fast over stdio through the matcher bench's client, beside a raw client, same window)",
@@ -120,10 +122,18 @@ class BenchReport:
         return None
 
 
-def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], None] = lambda _: None) -> BenchReport:
+def new_report(config: BenchConfig) -> BenchReport:
+    """An empty report of a run that starts now."""
+    return BenchReport(config, datetime.now(timezone.utc).isoformat(), machine_info())
+
+
+def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], None] = lambda _: None,
+              report: BenchReport | None = None) -> BenchReport:
+    """Measure everything `config` asks for into `report` (a new one if None), figure by figure, so
+    that a run that fails part of the way leaves what it measured in the report it was given."""
     from ..workload import generate_fleet, generate_tasks
 
-    report = BenchReport(config, datetime.now(timezone.utc).isoformat(), machine_info())
+    report = new_report(config) if report is None else report
     for size in config.standard_sizes:
         progress(f"{size:,} agents: generating the workload")
         declarations = generate_fleet(size, seed=config.seed)
@@ -177,7 +187,7 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
         progress(f"{max(config.standard_sizes):,} agents: peak RSS of a process holding the native fleet")
         report.memory = measure(max(config.standard_sizes), engine)
     if config.extras:
-        report.extras = _extras(config.quick, progress)
+        _extras(config.quick, progress, report.extras)
     return report
 
 
@@ -198,8 +208,10 @@ def _updates(fleet: FleetProtocol, engine: str, parsed: Sequence[Declaration],
             (engine, "add (new name)"): time_each(fleet.add, newcomers)}
 
 
-def _extras(quick: bool, progress: Callable[[str], None]) -> list[tuple[str, dict[str, Any] | str]]:
-    out: list[tuple[str, dict[str, Any] | str]] = []
+def _extras(quick: bool, progress: Callable[[str], None],
+            out: list[tuple[str, dict[str, Any] | str]]) -> list[tuple[str, dict[str, Any] | str]]:
+    """Each other subject's figures appended to `out` as it is measured (a failed one is told in its
+    row, and the others are still measured)."""
     for title, bench in EXTRA_BENCHES:
         progress(title)
         # what the run measured before is frozen out of the collector while a bench runs: its
@@ -209,6 +221,8 @@ def _extras(quick: bool, progress: Callable[[str], None]) -> list[tuple[str, dic
         gc.freeze()
         try:
             out.append((title, bench(quick=quick)))
+        except Exception as exc:   # one subject's failure is its row's, not the whole run's
+            out.append((title, f"not measured: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"))
         finally:
             gc.unfreeze()
     return out

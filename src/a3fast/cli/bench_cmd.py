@@ -57,13 +57,15 @@ def bench(sizes, large_from, shell_runs, distributed, quick, json_path, output, 
     With --matcher, time other matchers over the stdio protocol instead."""
     from dataclasses import replace
 
-    from ..bench import BenchConfig, render, run_bench, to_pytest_benchmark
+    from ..bench import BenchConfig, run_bench
+    from ..bench.suite import new_report
 
     # `--json FILE`, the older spelling of `-o FILE`, still works
     paths = [p for p in dict.fromkeys((json_path, output)) if p is not None]
     check_outputs(paths)
     chosen = _sizes(sizes) if sizes else None
     if distributed is not None:
+        need_extras({"ray": ("ray",)}, "a3fast bench --distributed", "the other rows need no Ray")
         from ..bench.distributed import bench_distributed, render_distributed
 
         row = bench_distributed(distributed, tasks=tasks or (30 if quick else 200),
@@ -82,15 +84,50 @@ def bench(sizes, large_from, shell_runs, distributed, quick, json_path, output, 
     config = replace(config, memory=not no_memory, extras=not no_extras, large_from=large_from,
                      shell_runs=shell_runs,
                      **({"tasks": tasks} if tasks else {}))
-    report = run_bench(config, progress=lambda text: click.echo(f"… {text}", err=True))
-    table = render(report)
+    if config.extras:
+        need_extras(EXTRAS_OF_THE_OTHER_SUBJECTS, "a3fast bench (its HTTP and Kubernetes rows)",
+                    "--no-extras measures the rest")
+    report = new_report(config)
+    try:
+        run_bench(config, progress=lambda text: click.echo(f"… {text}", err=True), report=report)
+    except BaseException:
+        # what was measured before the failure is kept: printed, and written where asked
+        click.echo("a3fast: the run stopped part of the way; what it measured until then:", err=True)
+        _write(report, paths, partial=True)
+        raise
+    _write(report, paths)
+
+
+#: what the other subjects' rows (`--no-extras` leaves them out) need beyond the base install:
+#: the HTTP and Kubernetes rows run `a3fast serve` and talk to it with httpx
+EXTRAS_OF_THE_OTHER_SUBJECTS = {"serve": ("starlette", "uvicorn", "prometheus_client"), "import": ("httpx",)}
+
+
+def need_extras(extras: dict[str, tuple[str, ...]], feature: str, otherwise: str) -> None:
+    """Exit 2 before measuring anything when a module of `extras` is missing, naming every extra
+    to install at once."""
+    import importlib.util
+
+    missing = {extra: [m for m in modules if importlib.util.find_spec(m) is None] for extra, modules in extras.items()}
+    missing = {extra: modules for extra, modules in missing.items() if modules}
+    if missing:
+        names = ",".join(missing)
+        modules = ", ".join(m for ms in missing.values() for m in ms)
+        raise BadInput(f"{feature} needs the {' and '.join(repr(e) for e in missing)} "
+                       f"extra{'s' if len(missing) > 1 else ''}: pip install 'a3fast[{names}]' "
+                       f"({modules} not installed; {otherwise})")
+
+
+def _write(report, paths, partial: bool = False) -> None:
+    from ..bench import render, to_pytest_benchmark
+
     if paths:
         data = orjson.dumps(to_pytest_benchmark(report), default=str,
                             option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
         with atomic_outputs(paths) as streams:
             for out in streams:
                 out.write(data)
-    click.echo(table, err="-" in paths)
+    click.echo(render(report), err=partial or "-" in paths)
 
 
 def _bench_matchers(commands, agents, tasks, seconds, timeout, record, paths, window=32) -> None:

@@ -1,0 +1,86 @@
+"""What `a3fast bench` prints is read by people: every line within 100 columns, a row of its own
+per target (measured, goal, met or missed in words), the other subjects in words rather than key
+dumps, quick runs that do not judge targets set for other sizes, a failed subject told in its row,
+and a run that fails part of the way printing what it measured."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from a3fast.bench import suite
+from a3fast.bench.authority import bench_resolve
+from a3fast.bench.cores import bench_place_many
+from a3fast.bench.embedding import bench_embedding
+from a3fast.bench.report import WIDTH, render, targets
+from a3fast.bench.suite import EXTRA_BENCHES, BenchConfig, run_bench
+from a3fast.cli import main
+
+pytestmark = pytest.mark.slow   # a small run of the benchmark: several seconds
+
+KEY_DUMP = re.compile(r"\b[a-z]+_[a-z_]+ [-\d.]")      # "target_s 3", "speedup_x 0.04"
+
+
+@pytest.fixture(scope="module")
+def report():
+    config = BenchConfig(sizes=(1_000,), tasks=4, rounds=2, budget_s=0.05, min_tasks=2, updates=5, memory=False,
+                         extras=False, quick=True)
+    measured = run_bench(config)
+    titles = {bench: title for title, bench in EXTRA_BENCHES}
+    measured.extras = [(titles[bench], bench(quick=True)) for bench in (bench_resolve, bench_place_many,
+                                                                          bench_embedding)]
+    return measured
+
+
+def test_rule_every_line_fits_100_columns(report):
+    text = render(report)
+    assert max(map(len, text.splitlines())) <= WIDTH == 100
+
+
+def test_rule_each_target_has_a_row_with_measured_goal_and_met_or_missed(report):
+    text = render(report).split("\ntargets")[1].split("\n\n")[0]
+    verdicts = re.findall(r"measured (.+?); goal (.+?); (met|MISSED)\b", " ".join(text.split()))
+    assert len(verdicts) == len(targets(report)) > 0
+    assert [(m, ok) for _, m, ok in targets(report)] == [(m, v == "met") for m, _, v in verdicts]
+
+
+def test_rule_other_subjects_are_told_in_words_not_key_dumps(report):
+    elsewhere = render(report).split("elsewhere in a3fast")[1]
+    assert not KEY_DUMP.search(elsewhere), KEY_DUMP.search(elsewhere)
+
+
+def test_rule_a_quick_run_does_not_judge_a_target_set_for_another_size(report):
+    figures = dict(report.extras)
+    embedded = next(f for t, f in figures.items() if t.startswith("embedding"))
+    cores = next(f for t, f in figures.items() if t.startswith("place_many"))
+    assert embedded["met"] is None and cores["met"] is None
+    elsewhere = " ".join(render(report).split("elsewhere in a3fast")[1].split())
+    assert "met False" not in elsewhere and elsewhere.count("not judged at a quick run's sizes") >= 2
+    # the measured sizes are told, never a size the run did not measure
+    assert f"{embedded['agents']:,} agents" in elsewhere and "10,000 agents," not in elsewhere
+    # a speedup below 1 comes with why
+    assert "shorter than what a second thread costs" in elsewhere
+
+
+def test_a_subject_that_fails_is_told_in_its_row_and_the_others_are_measured(monkeypatch):
+    def broken(quick=False):
+        raise RuntimeError("the subject broke")
+
+    monkeypatch.setattr(suite, "EXTRA_BENCHES", (("broken subject", broken), EXTRA_BENCHES[1]))
+    rows = suite._extras(True, lambda _: None, [])
+    assert rows[0] == ("broken subject", "not measured: RuntimeError: the subject broke")
+    assert isinstance(rows[1][1], dict)
+
+
+def test_rule_a_run_that_fails_later_prints_what_it_measured(monkeypatch):
+    from a3fast.bench import memory
+
+    def fails(n_agents, engine):
+        raise RuntimeError("the memory process failed")
+
+    monkeypatch.setattr(memory, "measure", fails)
+    result = CliRunner().invoke(main, ["bench", "--quick", "--no-extras", "--sizes", "200", "--tasks", "3"])
+    assert result.exit_code == 3
+    assert "what it measured until then" in result.output and "median time per task" in result.output
+    assert "(b) placement, record compact" in result.output
