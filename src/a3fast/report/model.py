@@ -303,7 +303,7 @@ def _number(value: Any) -> float | None:
 def score_weights(components: list[str], rows: list[tuple]) -> tuple[float, ...] | None:
     """The weights that make every row's total the weighted sum of its components — a record names
     the components and the total, not the scorer's weights. The default scorer's weights when they
-    fit (docs/design.md: the total is their weighted sum), else the weights that fit every row
+    fit (docs/design.md, reading 15: the total is their weighted sum), else the weights that fit every row
     exactly by least squares (as after `--weights`), else None (a scorer whose total is no weighted
     sum, or too few rows to tell)."""
     rows = [r for r in rows if all(v is not None for v in r)]
