@@ -75,8 +75,9 @@ def render(report: BenchReport) -> str:
     if report.config.standard_sizes:
         lines += _scenario_table(report, subjects, ratio_cols)
     for size, large in report.large.items():
-        lines += ([""] if lines[-1] else []) + [wrapped for line in _large_lines(large)
-                                                 for wrapped in _wrap(line.strip(), "  " if line.startswith("  ") else "")]
+        lines += [""] if lines[-1] else []
+        for line in _large_lines(large):
+            lines += _wrap(line.strip(), "  " if line.startswith("  ") else "")
     checks = targets(report)
     if checks:
         lines += ["", "targets (each: what was measured, the goal, met or missed)"]
@@ -114,30 +115,35 @@ def _in_words(title: str, f: dict[str, Any]) -> str:
     """One subject's figures as a reader wants them: the headline figures in words, not every key."""
     g = lambda key, fmt="{:.3g}": fmt.format(f[key]) if key in f else "—"  # noqa: E731
     if title.startswith("verifier"):
-        return (f"{g('placements', '{:,}')} placements at {g('candidates', '{:,}')} candidates ({f.get('bytes', 0) / 1e6:.2f} MB): "
+        return (f"{g('placements', '{:,}')} placements at {g('candidates', '{:,}')} candidates "
+                f"({f.get('bytes', 0) / 1e6:.2f} MB): "
                 f"{g('mb_per_s', '{:.0f}')} MB/s, {g('share_of_json_floor', '{:.0%}')} of the JSON floor (msgspec "
                 f"{g('msgspec_mb_per_s', '{:.0f}')}, orjson {g('orjson_mb_per_s', '{:.0f}')} MB/s decoding alone); "
                 f"{g('speedup', '{:.2f}')}× json.loads + plain-Python §7; peak RSS {g('peak_rss_mb', '{:.0f}')} MB")
     if title.startswith("skill resolution"):
         return (f"{g('n_skills', '{:,}')} skills × {g('caps_per_skill')} capabilities resolved in "
-                f"{f.get('median_s', 0) * 1e3:.3g} ms (median of {g('repeat')}; goal ≤ {f.get('target_s', 0) * 1e3:.0f} ms: "
+                f"{f.get('median_s', 0) * 1e3:.3g} ms (median of {g('repeat')}; "
+                f"goal ≤ {f.get('target_s', 0) * 1e3:.0f} ms: "
                 f"{_judged(f, 'target_met')}); interning the host's documents once {f.get('build_s', 0) * 1e3:.0f} ms")
     if title.startswith("explanations at fleet scale"):
-        return (f"{g('placements', '{:,}')} placements at {g('agents', '{:,}')} agents: compact trace 1/{g('size_ratio', '{:.1f}')} "
+        return (f"{g('placements', '{:,}')} placements at {g('agents', '{:,}')} agents: "
+                f"compact trace 1/{g('size_ratio', '{:.1f}')} "
                 f"of spec ({'lossless' if f.get('lossless') else 'NOT lossless'}); encoding a placement "
-                f"{g('encode_compact_us')} µs compact, {g('encode_spec_us')} µs spec; verifying {g('verify_compact_us')} µs "
+                f"{g('encode_compact_us')} µs compact, {g('encode_spec_us')} µs spec; "
+                f"verifying {g('verify_compact_us')} µs "
                 f"compact, {g('verify_spec_us')} µs spec; a placement {g('place_uncached_us')} µs, the same task "
                 f"again {g('place_cache_hit_us')} µs")
     if title.startswith("place_many"):
         why = ("" if f.get("met") is not None else
                " — a quick run's batch lasts about a millisecond, shorter than what a second thread costs to "
                "start and join, so below 1× here says nothing of the target, set for 10,000 agents")
-        return (f"{g('tasks', '{:,}')} tasks at {g('agents', '{:,}')} agents: {g('two_cores_per_s', '{:,.0f}')}/s on 2 cores "
+        return (f"{g('tasks', '{:,}')} tasks at {g('agents', '{:,}')} agents: "
+                f"{g('two_cores_per_s', '{:,.0f}')}/s on 2 cores "
                 f"against {g('one_core_per_s', '{:,.0f}')}/s on 1, speedup {g('speedup', '{:.2f}')}× (goal ≥ "
                 f"{g('target_speedup')}×: {_judged(f)}){why}")
     if title.startswith("embedding"):
-        steps = ", ".join(f"{step.removesuffix('_s').replace('_', ' ')} {f[step]:.3g}" for step in
-                          ("generate_s", "build_s", "place_many_s", "save_load_s", "write_compact_s", "verify_s") if step in f)
+        named = ("generate_s", "build_s", "place_many_s", "save_load_s", "write_compact_s", "verify_s")
+        steps = ", ".join(f"{step.removesuffix('_s').replace('_', ' ')} {f[step]:.3g}" for step in named if step in f)
         return (f"{g('agents', '{:,}')} agents, {g('tasks', '{:,}')} tasks: {g('total_s', '{:.2f}')} s in all, CPU "
                 f"{g('total_cpu_s', '{:.2f}')} s ({steps} s); goal ≤ {g('target_s', '{:.0f}')} s at 10,000 agents: "
                 f"{_judged(f)}")
@@ -148,7 +154,8 @@ def _in_words(title: str, f: dict[str, Any]) -> str:
     if title.startswith("Kubernetes"):
         return (f"filter + prioritize of 5,000 NodeNames p50 {g('names_filter_prioritize_p50_ms')} ms over HTTP "
                 f"({g('names_filter_prioritize_in_process_p50_ms')} ms in process); 5,000 Node objects "
-                f"({g('nodes_body_mb', '{:.0f}')} MB) filtered in {g('nodes_filter_median_ms', '{:.0f}')} ms; /healthz p99 "
+                f"({g('nodes_body_mb', '{:.0f}')} MB) filtered in {g('nodes_filter_median_ms', '{:.0f}')} ms; "
+                f"/healthz p99 "
                 f"{g('healthz_under_nodes_filters_p99_ms', '{:.0f}')} ms meanwhile")
     if title.startswith("stdio, pipelined"):
         return (f"{g('stdio_per_s', '{:,.0f}')} placements/s pipelined ({g('stdio_alone_per_s', '{:,.0f}')}/s one at a "
@@ -208,7 +215,10 @@ def _scenario_table(report: BenchReport, subjects: list[str], ratio_cols: list[t
     label_w = max(len(v) for v in SCENARIOS.values()) + 2
 
     def time_of(subject):
-        return lambda size, scenario: (format_time(c.median_ns) if (c := report.cell(size, subject, scenario)) else "—")
+        def text(size, scenario):
+            cell = report.cell(size, subject, scenario)
+            return format_time(cell.median_ns) if cell else "—"
+        return text
 
     def ratio_of(slow, fast):
         def text(size, scenario):
