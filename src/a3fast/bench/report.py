@@ -111,9 +111,16 @@ def _judged(figures: dict[str, Any], key: str = "met") -> str:
         "met" if met else "MISSED")
 
 
+def _plain(value: Any) -> str:
+    """A figure with three significant digits, never in exponent form (1,228, not 1.23e+03)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
 def _in_words(title: str, f: dict[str, Any]) -> str:
     """One subject's figures as a reader wants them: the headline figures in words, not every key."""
-    g = lambda key, fmt="{:.3g}": fmt.format(f[key]) if key in f else "—"  # noqa: E731
+    g = lambda key, fmt=None: (_plain(f[key]) if fmt is None else fmt.format(f[key])) if key in f else "—"  # noqa: E731
     if title.startswith("verifier"):
         return (f"{g('placements', '{:,}')} placements at {g('candidates', '{:,}')} candidates "
                 f"({f.get('bytes', 0) / 1e6:.2f} MB): "
@@ -359,7 +366,7 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
                     replayed["replay_s"] <= 3.0))
     k8s = next((figures for title, figures in report.extras if title.startswith("Kubernetes extender")), None)
     if isinstance(k8s, dict):
-        ms = lambda v: f"{v:.3g} ms"  # noqa: E731
+        ms = lambda v: f"{_plain(v)} ms"  # noqa: E731
         check("Kubernetes extender, 5,000 NodeNames: filter + prioritize p50 ≤ 2 ms (over HTTP)",
               k8s["names_filter_prioritize_p50_ms"], 2, ms)
         check("Kubernetes extender, 5,000 Node objects: filter ≤ 300 ms", k8s["nodes_filter_median_ms"], 300, ms)
