@@ -176,9 +176,7 @@ def test_k8s_without_a_declaration_exits_2(tmp_path):
 
 # -- the worked example of docs/interop.md ---------------------------------------------------------
 def test_worked_example_builds_a_fleet_and_places_tasks(tmp_path):
-    shared = REPO.parent / "shared" / "data"
-    if not shared.is_dir():
-        pytest.skip("shared/data (public Agent Cards and MCP tool listings) not beside the repository")
+    shared = REPO / "examples" / "interop" / "public"     # the copies the repository ships
     fleet = tmp_path / "fleet.jsonl"
     result = invoke("a2a", shared / "agent-cards", "--namespace", "demo", "--capability-version", "1",
                     "--normalise", "--skill-domain", "demo", "--grants", EXAMPLES / "grants.json", "-o", fleet)

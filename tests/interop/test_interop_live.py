@@ -31,7 +31,8 @@ MCP_SERVER = REPO / "tests" / "live_mcp_server.py"
 
 
 def _shared_data() -> Path | None:
-    candidates = [REPO.parent / "shared" / "data"]
+    # the copies the repository ships first (examples/interop/public, PROVENANCE.md there)
+    candidates = [REPO / "examples" / "interop" / "public", REPO.parent / "shared" / "data"]
     if os.environ.get("A3FAST_SHARED"):
         root = Path(os.environ["A3FAST_SHARED"])
         candidates += [root / "data", root]

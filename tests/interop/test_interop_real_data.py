@@ -19,8 +19,10 @@ from a3fast.schema import parse_declaration, parse_requirements
 
 
 def _shared_data() -> Path | None:
-    """`../shared/data` beside the repository, else `$A3FAST_SHARED` (the shared dir or its data/)."""
-    candidates = [Path(__file__).resolve().parents[3] / "shared" / "data"]
+    """The copies the repository ships (examples/interop/public), else `../shared/data` beside the
+    repository, else `$A3FAST_SHARED` (the shared dir or its data/)."""
+    repo = Path(__file__).resolve().parents[2]
+    candidates = [repo / "examples" / "interop" / "public", repo.parent / "shared" / "data"]
     if os.environ.get("A3FAST_SHARED"):
         root = Path(os.environ["A3FAST_SHARED"])
         candidates += [root / "data", root]
