@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow   # a demo and two reports in processes of their own: about 10 s
+
 
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory):
