@@ -50,3 +50,7 @@ class ServiceConfig:
     tls_cert: Path | None = None       # the server's certificate (PEM): serve HTTPS
     tls_key: Path | None = None        # its private key (PEM)
     tls_client_ca: Path | None = None  # CA whose client certificates /k8s/* accepts (instead of the token)
+    watch_k8s: bool = False            # the fleet follows the cluster's AgentDeclarations and Nodes
+    k8s_namespaces: tuple[str, ...] = ()  # namespaces whose AgentDeclarations are watched (empty: all)
+    kubeconfig: Path | None = None     # None: in-cluster, else ~/.kube/config
+    k8s_watch_timeout: float = 300.0   # a watch request's timeoutSeconds (each draws up to twice this)
