@@ -182,6 +182,8 @@ class FakeApiServer:
                     break
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
+        except asyncio.CancelledError:
+            pass       # the server closing: the connection ends with it
         finally:
             self._writers.discard(writer)
             writer.close()
