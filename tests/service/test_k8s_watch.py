@@ -286,6 +286,16 @@ def test_replicas_answer_a_recorded_sequence_of_filters_identically(api, tmp_pat
                 answers.append(seen)
             assert answers[0] == answers[1] == answers[2]
             assert b'"n-3":"residency:eu"' in answers[0][0][0]
+    # each replica wrote its own trace; `a3fast verify` takes them all at once
+    import subprocess
+    import sys
+
+    traces = [str(tmp_path / f"r{k}" / "trace.jsonl") for k in range(3)]
+    done = subprocess.run([sys.executable, "-m", "a3fast", "verify", "--json", *traces], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = [orjson.loads(line) for line in done.stdout.splitlines()]
+    assert [r["path"] for r in results] == traces and all(r["valid"] and r["records"] > 0 for r in results)
 
 
 # -- the command ------------------------------------------------------------------------------------
