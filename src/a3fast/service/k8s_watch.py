@@ -461,6 +461,7 @@ class KubeWatch:
             self.claimants.get(old.name, set()).discard(key)
             touched.add(old.name)
         if claim.declaration is not None:
+            assert claim.name is not None  # a declaration names its agent
             self.good[key] = claim
             self.claimants.setdefault(claim.name, set()).add(key)
             touched.add(claim.name)
@@ -471,7 +472,7 @@ class KubeWatch:
         self.problems.pop(key, None)
         self._posted.pop(key, None)
         old = self.good.pop(key, None)
-        if old is None:
+        if old is None or old.name is None:
             return set()
         self.claimants.get(old.name, set()).discard(key)
         return {old.name}
@@ -487,6 +488,7 @@ class KubeWatch:
                 self.claimants.pop(name, None)
             winner = min(owners, key=_precedence) if owners else None
             for key in owners:
+                assert winner is not None  # owners is not empty here
                 if key == winner:
                     if self.problems.get(key, {}).get("reason") == "DeclarationConflict":
                         del self.problems[key]
