@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import jsonschema
 import orjson
 import pytest
 
@@ -15,6 +16,7 @@ from kubernetes.client import ApiClient, CoreV1Event, V1Node, V1NodeStatus, V1Ob
 from starlette.testclient import TestClient  # noqa: E402
 
 from a3fast.service.app import create_app  # noqa: E402
+from a3fast.service.openapi import load_schema  # noqa: E402
 from a3fast.service.config import ServiceConfig  # noqa: E402
 from k8s_api_server import DECLARATIONS, NODES, FakeApiServer  # noqa: E402
 from k8s_extender_client import ExtenderClient, serialise  # noqa: E402
@@ -154,7 +156,9 @@ def test_a_bad_object_next_to_good_ones_is_reported_and_keeps_its_last_good_decl
         # fixed: the problem goes and the new declaration is served
         api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha", residency=["us"])))
         until("fixed", lambda: client.get("/v1/agents/alpha").json()["declaration"]["residency"] == ["us"])
-        assert len(client.get("/v1/watch").json()["kubernetes"]["problems"]) == 2
+        status = client.get("/v1/watch").json()
+        assert len(status["kubernetes"]["problems"]) == 2
+        jsonschema.validate(status, load_schema("watch.response"))
 
 
 def test_a_name_declared_by_an_agent_declaration_and_a_node_is_a_conflict_the_declaration_wins(api, tmp_path):
