@@ -10,7 +10,8 @@ AgentDeclarations (agentdeclarations.a3.dev/v1alpha1) and the Events posted abou
   given resourceVersion; one compacted away is `ERROR` with a Status of code 410 (Expired), as
   kube-apiserver answers; `allowWatchBookmarks=true` gets a BOOKMARK every `bookmark_every` s;
   the watch ends after `timeoutSeconds`.
-- Faults: `slow` seconds between written chunks, `drop_watches()` cuts every open watch,
+- Faults: `slow` seconds between written chunks, `stall` lists or watches that send their head and
+  then nothing, `drop_watches()` cuts every open watch (and stalled answers),
   `stop()` / `start()` kill the server (every connection aborted) and bring it back on its port,
   `compact()` forgets the history (a client resuming from before it gets 410).
 
@@ -48,6 +49,8 @@ class FakeApiServer:
     def __init__(self, bookmark_every: float = 0.5):
         self.bookmark_every = bookmark_every
         self.slow = 0.0
+        #: requests answered with their head and then nothing, until dropped ("list", "watch")
+        self.stall: set[str] = set()
         self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {NODES: {}, DECLARATIONS: {}}
         self.history: list[tuple[int, str, str, dict[str, Any]]] = []   # (rv, resource, type, object)
         self.compacted = 0          # events at or below this resourceVersion are gone
@@ -228,7 +231,22 @@ class FakeApiServer:
             return False
         return await self._list(writer, resource, namespace, query)
 
+    async def _hang(self, writer, head: bytes) -> None:
+        """A server that answers the head and then nothing: the client's read timeout must end it."""
+        queue: asyncio.Queue = asyncio.Queue()
+        self._watchers.add(queue)
+        try:
+            await self._write(writer, head)
+            while (await queue.get())[0] != "drop":
+                pass
+            writer.transport.abort()
+        finally:
+            self._watchers.discard(queue)
+
     async def _list(self, writer, resource: str, namespace: str | None, query: dict[str, str]) -> bool:
+        if "list" in self.stall:
+            await self._hang(writer, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+            return False
         token = query.get("continue")
         if token:
             held = self._snapshots.get(token)
@@ -251,6 +269,10 @@ class FakeApiServer:
                                                "items": page})
 
     async def _watch(self, writer, resource: str, namespace: str | None, query: dict[str, str]) -> None:
+        if "watch" in self.stall:
+            await self._hang(writer, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                     b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+            return
         queue: asyncio.Queue = asyncio.Queue()
         self._watchers.add(queue)
         try:

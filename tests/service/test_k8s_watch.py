@@ -226,6 +226,30 @@ def test_a_slow_server_is_followed_all_the_same(api, tmp_path):
         until("n-9", lambda: "n-9" in fleet_names(client), timeout=20)
 
 
+@pytest.mark.slow   # waits out read timeouts: about 8 s
+def test_every_request_is_bounded_a_stalled_list_or_watch_is_cut_and_retried(api, tmp_path):
+    api.put(NODES, node("n-1", declared("n-1")))
+    api.stall = {"list"}
+    app, client = serving(api, tmp_path, watch_timeout=1.0, k8s_request_timeout=1.0)
+    with client:
+        def failures():
+            collections = client.get("/v1/watch").json()["kubernetes"]["collections"]
+            return all(c["failures"] >= 1 for c in collections)
+        until("the stalled lists cut by their read timeout", failures)
+        assert not ready(client)
+        api.stall = {"watch"}
+        api.drop_watches()                  # the hanging lists end; the lists answer now
+        until("synced", lambda: ready(client))
+        api.put(NODES, node("n-2", declared("n-2")))
+        seen = client.get("/v1/watch").json()["kubernetes"]["collections"][0]["failures"]
+        # the stalled watch is cut within its timeoutSeconds (≤ 2 s) and the 1 s margin, and the
+        # watch after it (no longer stalled) delivers what it missed
+        until("a stalled watch cut", lambda: client.get("/v1/watch").json()["kubernetes"]["collections"][0]
+              ["failures"] > seen, timeout=15)
+        api.stall = set()
+        until("n-2", lambda: fleet_names(client) == ["n-1", "n-2"], timeout=15)
+
+
 def test_namespaces_limit_the_agent_declarations_watched(api, tmp_path):
     api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha")))
     api.put(DECLARATIONS, agent_declaration("beta", "team-b", declared("beta", namespace="team-b")))

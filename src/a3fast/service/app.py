@@ -596,7 +596,8 @@ def _kube_watch(config: ServiceConfig, state: ServiceState):
     from .k8s_watch import KubeWatch, KubeWatchConfig
 
     return KubeWatch(state, KubeWatchConfig(kubeconfig=config.kubeconfig, namespaces=config.k8s_namespaces,
-                                            watch_timeout=config.k8s_watch_timeout))
+                                            watch_timeout=config.k8s_watch_timeout,
+                                            request_timeout=config.k8s_request_timeout))
 
 
 async def _watch_when_ready(loading, state: ServiceState, watcher) -> None:

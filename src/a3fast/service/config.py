@@ -54,3 +54,4 @@ class ServiceConfig:
     k8s_namespaces: tuple[str, ...] = ()  # namespaces whose AgentDeclarations are watched (empty: all)
     kubeconfig: Path | None = None     # None: in-cluster, else ~/.kube/config
     k8s_watch_timeout: float = 300.0   # a watch request's timeoutSeconds (each draws up to twice this)
+    k8s_request_timeout: float = 30.0  # a list's read timeout, and a watch's margin past timeoutSeconds
