@@ -98,6 +98,9 @@ def test_the_fleet_follows_add_modify_delete_in_order(api, tmp_path):
         api.delete(DECLARATIONS, "beta", "team-a")
         api.put(NODES, node("n-1"))          # the annotation taken off
         until("deleted", lambda: fleet_names(client) == ["alpha"])
+        # an object that comes to declare another agent lets go of the first
+        api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("gamma")))
+        until("renamed", lambda: fleet_names(client) == ["gamma"])
         status = client.get("/v1/watch").json()["kubernetes"]
         assert status["synced"] and status["problems"] == []
         assert {c["collection"] for c in status["collections"]} == {"nodes", "agentdeclarations"}
