@@ -367,8 +367,13 @@ class Extender:
         return self.state.fleet.place(requirements, candidates=agents, remember_session=False)
 
     def _decide_names(self, requirements, names: list[str]) -> _Decision:
-        agents, unresolvable = self._offered_agents(names)
-        p = self._ask_fleet(requirements, agents)
+        # the fleet places over the offered names that are its live agents and leaves the rest
+        # out, so the placement comes first: the names are split only when some are not agents
+        p = self._ask_fleet(requirements, names)
+        if p.explanation.candidates_count == len(names):
+            agents, unresolvable = names, {}
+        else:
+            agents, unresolvable = self._offered_agents(names)
         _failures(p, agents, unresolvable)
         passed = _NAMES.split_members(names, unresolvable)[1] if unresolvable else names
         return _Decision(p, unresolvable, passed, compact=True)
