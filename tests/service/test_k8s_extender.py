@@ -123,6 +123,21 @@ def test_nodes_that_are_not_agents_are_unresolvable_in_both_modes(served):
         assert [n["metadata"]["name"] for n in passed] == ["order-analyst"]
 
 
+def test_nodes_mode_decides_over_each_offer_not_the_fleet_of_an_earlier_one(served):
+    """The fleet built from one offer's annotations is reused only for the same offer: a later,
+    smaller offer is decided, answered and recorded over its own nodes."""
+    client = nodes_client(served)
+    both = AGENT_NODES
+    client.filter(pod(SECTION_10_TASK, uid="u-both"), both)
+    passed, failed, unresolvable = client.filter(pod(SECTION_10_TASK, uid="u-one"), [both[1]])
+    assert passed == [] and unresolvable == {"summariser": "capability:order.investigate/2"}
+    assert decisions(served, "u-both") == [(["order-analyst", "summariser"], "order-analyst")]
+    assert decisions(served, "u-one") == [(["summariser"], None)]
+    # the same offer again, in another order: decided over that offer, in its order
+    client.filter(pod(SECTION_10_TASK, uid="u-again"), list(reversed(both)))
+    assert decisions(served, "u-again") == [(["summariser", "order-analyst"], "order-analyst")]
+
+
 def test_prioritize_scores_the_offered_agents(served):
     client = names_client(served)
     requirements = {"v": "1.0", "capabilities": [], "clearances": ["orders.read"]}

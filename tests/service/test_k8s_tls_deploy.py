@@ -1,10 +1,9 @@
-"""mTLS for the extender routes (`serve --tls-cert --tls-key --tls-client-ca`) with real certificates,
-and the manifests of deploy/ read with the official Kubernetes client's models."""
+"""mTLS for the extender routes (`serve --tls-cert --tls-key --tls-client-ca`) with real certificates
+(the manifests of deploy/ are checked in test_k8s_deploy.py)."""
 from __future__ import annotations
 
 import datetime
 import ipaddress
-import json
 import ssl
 import subprocess
 import sys
@@ -14,7 +13,6 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
-import yaml
 
 pytest.importorskip("starlette")
 pytest.importorskip("kubernetes")
@@ -23,14 +21,10 @@ from cryptography import x509  # noqa: E402
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: E402
-from kubernetes.client import ApiClient  # noqa: E402
 
 from k8s_extender_client import ExtenderClient, ExtenderFailed  # noqa: E402
 from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server  # noqa: E402
 from test_k8s_extender import AGENT_NODES, pod  # noqa: E402
-
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-
 
 # -- certificates -----------------------------------------------------------------------------------
 def _name(cn: str) -> x509.Name:
@@ -169,71 +163,3 @@ def test_tls_flags_that_do_not_fit_are_exit_2(pki, tmp_path):
                            capture_output=True, timeout=60)
         assert r.returncode == 2, args
         assert b"--tls" in r.stderr and b"Traceback" not in r.stderr
-
-
-# -- the manifests of deploy/ -----------------------------------------------------------------------
-def _models():
-    """Every manifest of deploy/ as the official client's model (KubeSchedulerConfiguration, which
-    the API server does not serve, stays a dict)."""
-    api = ApiClient()
-    kinds = {"Namespace": "V1Namespace", "PersistentVolumeClaim": "V1PersistentVolumeClaim",
-             "Deployment": "V1Deployment", "Service": "V1Service", "Pod": "V1Pod",
-             "CustomResourceDefinition": "V1CustomResourceDefinition"}
-    out: dict[str, list] = {}
-    for path in sorted(DEPLOY.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc is None:
-                continue
-            kind = doc["kind"]
-            model = doc if kind == "KubeSchedulerConfiguration" else api.deserialize(json.dumps(doc), kinds[kind], "application/json")
-            out.setdefault(kind, []).append(model)
-    return out
-
-
-def test_every_deploy_manifest_loads_with_the_official_models():
-    models = _models()
-    assert set(models) >= {"Namespace", "PersistentVolumeClaim", "Deployment", "Service", "Pod",
-                           "KubeSchedulerConfiguration", "CustomResourceDefinition"}
-    deployment = models["Deployment"][0]
-    assert deployment.spec.template.spec.containers[0].liveness_probe.http_get.path == "/healthz"
-
-
-def test_the_deploy_example_is_consistent():
-    from a3fast.service.app import create_app
-
-    models = _models()
-    deployment, service, example = models["Deployment"][0], models["Service"][0], models["Pod"][0]
-    scheduler = models["KubeSchedulerConfiguration"][0]
-    (extender,) = scheduler["extenders"]
-    container = deployment.spec.template.spec.containers[0]
-    args = dict(a.split("=", 1) for a in container.args[1:])
-    port = container.ports[0]
-    # the Service reaches the container's port, and the scheduler reaches the Service
-    assert service.spec.selector == deployment.spec.template.metadata.labels
-    assert service.spec.ports[0].target_port == port.name and int(args["--port"]) == port.container_port
-    url = httpx.URL(extender["urlPrefix"])
-    assert url.scheme == "https" and extender["enableHTTPS"] is True
-    assert url.host == f"{service.metadata.name}.{service.metadata.namespace}.svc"
-    assert url.port == service.spec.ports[0].port
-    # probes on the open paths, over the same TLS port
-    for probe, path in ((container.liveness_probe, "/healthz"), (container.readiness_probe, "/readyz")):
-        assert probe.http_get.path == path and probe.http_get.port == port.name and probe.http_get.scheme == "HTTPS"
-    # the verbs are routes of the app; there is no bind
-    routes = {getattr(r, "path", None) for r in create_app().routes}
-    for verb in ("filterVerb", "prioritizeVerb"):
-        assert f"{url.path}/{extender[verb]}" in routes
-    assert "bindVerb" not in extender and "/k8s/bind" not in routes
-    # the TLS files a3fast reads come from mounted secrets; the scheduler presents client certificates
-    mounts = {m.mount_path: m.name for m in container.volume_mounts}
-    secrets = {v.name for v in deployment.spec.template.spec.volumes if v.secret is not None}
-    for flag in ("--tls-cert", "--tls-key", "--tls-client-ca", "--token-file"):
-        directory = str(Path(args[flag]).parent)
-        assert mounts.get(directory) in secrets, flag
-    assert {"certFile", "keyFile", "caFile"} <= set(extender["tlsConfig"])
-    # only pods asking for the managed resource reach a3fast, and the scheduler's fit ignores it
-    (managed,) = extender["managedResources"]
-    assert managed["ignoredByScheduler"] is True
-    limits = example.spec.containers[0].resources.limits
-    assert managed["name"] in limits
-    assert json.loads(example.metadata.annotations["a3.dev/requirements"])["v"] == "1.0"
-    assert extender["nodeCacheCapable"] is True and extender["ignorable"] is False

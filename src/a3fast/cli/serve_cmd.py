@@ -79,6 +79,16 @@ from .common import EXIT_BAD_INPUT
 @click.option("--tls-client-ca", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="CA certificates (PEM) whose client certificates /k8s/* accepts, as kube-scheduler's "
                    "Extender tlsConfig presents them; other routes keep --token-file. Needs --tls-cert.")
+@click.option("--watch-k8s", is_flag=True,
+              help="Serve the agents the cluster declares: list, then watch, the AgentDeclaration objects "
+                   "and the Nodes' a3.dev/declaration annotations (docs/kubernetes.md). Not with --state "
+                   "or --fleet: the cluster is the source of truth. Needs the 'k8s' extra.")
+@click.option("--k8s-namespace", "k8s_namespaces", multiple=True, metavar="NS",
+              help="With --watch-k8s: watch the AgentDeclarations of this namespace (repeatable; default: all).")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --watch-k8s: the kubeconfig file (default: in-cluster in a pod, else ~/.kube/config).")
+@click.option("--k8s-watch-timeout", default=300.0, show_default=True, type=click.FloatRange(min=1),
+              help="With --watch-k8s: a watch request's timeoutSeconds (each draws between this and twice this).")
 @click.option("--stdio", is_flag=True, help="Answer JSON requests on standard input instead of HTTP.")
 @click.option("--access-log", is_flag=True,
               help="One line on standard error per answered request: client, method and path, status, "
@@ -87,7 +97,7 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
           max_bulk_body, max_k8s_body, header_timeout, body_timeout, keep_alive, max_connections, fsync,
           checkpoint_every,
           watch_cards, watch_mcp, watch_interval, watch_remove_after, shards, ray_address, tls_cert, tls_key,
-          tls_client_ca, stdio, access_log):
+          tls_client_ca, watch_k8s, k8s_namespaces, kubeconfig, k8s_watch_timeout, stdio, access_log):
     """Serve the fleet: HTTP API under /v1, a Kubernetes scheduler extender under /k8s, or with
     --stdio one JSON request per line (docs/service.md, docs/protocol.md).
 
@@ -115,6 +125,7 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
     if ray_address is not None and shards is None:
         _fail("--ray-address: only with --shards N (a plain fleet runs in this process)")
     _check_tls(tls_cert, tls_key, tls_client_ca, stdio)
+    _check_k8s(watch_k8s, k8s_namespaces, kubeconfig, state_dir, fleet_path, stdio)
     config = ServiceConfig(host=host, port=port, state=state_dir, fleet=fleet_path, trace=trace_path,
                            token=token, engine=engine, max_body=max_body, max_request_body=max_request_body,
                            max_bulk_body=max_bulk_body, max_k8s_body=max_k8s_body, header_timeout=header_timeout,
@@ -123,7 +134,8 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
                            watch_cards=tuple(watch_cards), watch_mcp=servers, watch_interval=watch_interval,
                            watch_remove_after=watch_remove_after, shards=shards, ray_address=ray_address,
                            tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca,
-                           access_log=access_log)
+                           watch_k8s=watch_k8s, k8s_namespaces=tuple(k8s_namespaces), kubeconfig=kubeconfig,
+                           k8s_watch_timeout=k8s_watch_timeout, access_log=access_log)
     if not stdio:
         _warn_if_open(config)
     code = _run_stdio(config) if stdio else _run_http(config)
@@ -213,6 +225,30 @@ def _warn_if_open(config) -> None:
         click.echo(f"a3fast: warning: listening on {config.host} without authentication: anyone who reaches "
                    "it can change the fleet (--token-file FILE, or --tls-client-ca for client certificates)",
                    err=True)
+
+
+def _check_k8s(watch_k8s: bool, namespaces, kubeconfig, state_dir, fleet_path, stdio: bool) -> None:
+    """--watch-k8s and its options: consistent, the client installed, the connection settings usable."""
+    if not watch_k8s:
+        if namespaces or kubeconfig is not None:
+            _fail("--k8s-namespace/--kubeconfig: only with --watch-k8s")
+        return
+    if stdio:
+        _fail("--watch-k8s: the watch runs in the HTTP server; --stdio has no background task")
+    for flag, value in (("--state", state_dir), ("--fleet", fleet_path)):
+        if value is not None:
+            _fail(f"--watch-k8s: not with {flag}: the cluster is the source of truth, and a replica keeps "
+                  f"no state of its own (--trace names where its trace goes)")
+    try:
+        import kubernetes  # noqa: F401
+    except ModuleNotFoundError:
+        _fail("--watch-k8s needs the 'k8s' extra (pip install 'a3fast[k8s]'): kubernetes is missing")
+    from ..service.k8s_watch import KubeConfigError, load_client_configuration
+
+    try:
+        load_client_configuration(kubeconfig)
+    except KubeConfigError as exc:
+        _fail(f"--watch-k8s: {exc}")
 
 
 def _fail(message: str):

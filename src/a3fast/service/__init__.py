@@ -6,7 +6,8 @@ a3fast.journal, shared with the shards of a ShardedFleet), `operations` (the han
 stdio share), `refusals` (the one table from an error to its answer, for both), `app` (the HTTP
 shell: the route table and one middleware per concern), `server` (uvicorn with a head timeout and
 a connection limit), `stdio` (the JSON Lines shell), `seed` (`--fleet`), `k8s` (the Kubernetes
-scheduler extender), `sharded` (serving a ShardedFleet: Ray, its fleet store, 503 for a shard
+scheduler extender), `k8s_watch` (the fleet from the cluster's AgentDeclarations and Nodes,
+`--watch-k8s`), `sharded` (serving a ShardedFleet: Ray, its fleet store, 503 for a shard
 failure), `trace_reader`, `metrics`, `openapi`, `problems`.
 """
 from __future__ import annotations

@@ -198,7 +198,7 @@ def body_limits(config: ServiceConfig) -> dict[str, int]:
 
 
 def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, extender: Extender,
-              live: LiveReport, watcher) -> list[Endpoint]:
+              live: LiveReport, watcher, kube=None) -> list[Endpoint]:
     limits = body_limits(config)
 
     async def run(op: str, fields: dict[str, Any]) -> Response:
@@ -274,6 +274,8 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
     async def readyz(request: Request, body: None) -> Response:
         if not state.ready:
             return _json({"status": "loading"}, 503)
+        if kube is not None and not kube.synced:
+            return _json({"status": "syncing", "kubernetes": "the first list of the cluster is not applied yet"}, 503)
         if not request.scope.get("a3fast.authorised"):
             return _json({"status": "ready"})      # no more to a caller without the token
         return _json({"status": "ready", "agents": len(state.fleet), "next_seq": state.next_seq})
@@ -297,9 +299,10 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
                         media_type=JSON, headers={"Cache-Control": "no-store"})
 
     async def watch(request: Request, body: None) -> Response:
-        if watcher is None:
-            return _json({"interval": None, "remove_after": None, "sources": []})
-        return _json(watcher.status())
+        answer = {"interval": None, "remove_after": None, "sources": []} if watcher is None else watcher.status()
+        if kube is not None:
+            answer = {**answer, "kubernetes": kube.status()}
+        return _json(answer)
 
     async def openapi(request: Request, body: None) -> Response:
         return _json(openapi_document())
@@ -468,10 +471,11 @@ class Readiness:
     the journal could not be written: memory may hold changes that were answered with an error,
     and /healthz says so too, for a supervisor to restart the service."""
 
-    def __init__(self, app, state: ServiceState, open_paths: frozenset[str]):
+    def __init__(self, app, state: ServiceState, open_paths: frozenset[str], kube=None):
         self.app = app
         self.state = state
         self.open_paths = open_paths
+        self.kube = kube
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -482,7 +486,16 @@ class Readiness:
             return await _refused(error)(scope, receive, send)
         if self.state.failed is not None and path != "/metrics":
             return await _refused(journal_failed(self.state.failed))(scope, receive, send)
+        if self.kube is not None and path in SYNCED_PATHS and not self.kube.synced:
+            # a fleet that is not yet the cluster's would reject every offered node
+            error = ServiceError(503, [problem("$", "a fleet synced with the cluster (--watch-k8s)",
+                                               "the first list of the cluster not applied yet")])
+            return await _refused(error)(scope, receive, send)
         await self.app(scope, receive, send)
+
+
+#: Routes that decide from the fleet: with --watch-k8s they wait for the first list of the cluster.
+SYNCED_PATHS = frozenset({"/k8s/filter", "/k8s/prioritize", "/v1/place"})
 
 
 class FastRoutes:
@@ -522,8 +535,9 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
                              fleet_factory=fleet_factory(config), settle=settle)
     ops = Operations(state)
     watcher = _watcher(config, ops, state)
+    kube = _kube_watch(config, state)
     extender = Extender(state)
-    table = endpoints(config, state, ops, extender, LiveReport(state), watcher)
+    table = endpoints(config, state, ops, extender, LiveReport(state), watcher, kube)
     limits = body_limits(config)
     open_paths = frozenset(e.path for e in table if e.open)
     middleware = [
@@ -533,30 +547,31 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
         Middleware(Refusals),
         Middleware(Authentication, token=config.token, open_paths=open_paths,
                    client_certificates=config.tls_client_ca is not None),
-        Middleware(Readiness, state=state, open_paths=open_paths),
+        Middleware(Readiness, state=state, open_paths=open_paths, kube=kube),
         Middleware(FastRoutes, routes={(e.method, e.path): e.handler for e in table if e.asgi}),
     ]
     app = Starlette(routes=routes(table, limits, config.body_timeout), middleware=middleware,
                     exception_handlers={HTTPException: _not_routed},
                     lifespan=functools.partial(_lifespan, state=state, config=config, watcher=watcher,
-                                               extender=extender))
+                                               extender=extender, kube=kube))
     app.state.service = state
+    app.state.kube = kube
     app.state.on_failure = None
     app.state.on_ready = None      # called with the number of agents once the service takes work
     return app
 
 
 @asynccontextmanager
-async def _lifespan(app, state: ServiceState, config: ServiceConfig, watcher, extender: Extender):
+async def _lifespan(app, state: ServiceState, config: ServiceConfig, watcher, extender: Extender, kube=None):
     app.state.failure = None
     loading = asyncio.get_running_loop().run_in_executor(None, _open, state, config, app)
-    watching = asyncio.create_task(_watch_when_ready(loading, state, watcher)) if watcher else None
+    watching = [asyncio.create_task(_watch_when_ready(loading, state, w)) for w in (watcher, kube) if w is not None]
     try:
         yield
     finally:
-        if watching is not None:
-            watching.cancel()
-            await asyncio.gather(watching, return_exceptions=True)
+        for task in watching:
+            task.cancel()
+        await asyncio.gather(*watching, return_exceptions=True)
         await asyncio.shield(loading)
         extender.close()
         if state.ready:
@@ -577,6 +592,17 @@ def _watcher(config: ServiceConfig, ops: Operations, state: ServiceState):
                                     remove_after=config.watch_remove_after), memory)
 
 
+def _kube_watch(config: ServiceConfig, state: ServiceState):
+    """The watch of the cluster's AgentDeclarations and Nodes (--watch-k8s), or None."""
+    if not config.watch_k8s:
+        return None
+    from .k8s_watch import KubeWatch, KubeWatchConfig
+
+    return KubeWatch(state, KubeWatchConfig(kubeconfig=config.kubeconfig, namespaces=config.k8s_namespaces,
+                                            watch_timeout=config.k8s_watch_timeout,
+                                            request_timeout=config.k8s_request_timeout))
+
+
 async def _watch_when_ready(loading, state: ServiceState, watcher) -> None:
     await asyncio.shield(loading)
     if not state.ready:
@@ -586,7 +612,7 @@ async def _watch_when_ready(loading, state: ServiceState, watcher) -> None:
     except asyncio.CancelledError:
         raise
     except Exception:
-        log.exception("the watch of agent cards and MCP servers stopped")
+        log.exception("the watch %s stopped", type(watcher).__name__)
 
 
 def _header(scope, name: bytes) -> bytes | None:

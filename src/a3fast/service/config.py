@@ -51,3 +51,8 @@ class ServiceConfig:
     tls_key: Path | None = None        # its private key (PEM)
     tls_client_ca: Path | None = None  # CA whose client certificates /k8s/* accepts (instead of the token)
     access_log: bool = False           # one line on stderr per answered request (service.access_log)
+    watch_k8s: bool = False            # the fleet follows the cluster's AgentDeclarations and Nodes
+    k8s_namespaces: tuple[str, ...] = ()  # namespaces whose AgentDeclarations are watched (empty: all)
+    kubeconfig: Path | None = None     # None: in-cluster, else ~/.kube/config
+    k8s_watch_timeout: float = 300.0   # a watch request's timeoutSeconds (each draws up to twice this)
+    k8s_request_timeout: float = 30.0  # a list's read timeout, and a watch's margin past timeoutSeconds

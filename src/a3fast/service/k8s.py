@@ -24,12 +24,21 @@ building it): the pod's name, namespace, uid and two annotations; each node's na
 annotation. Everything else is held to the API server's own limits, not to the service's bounds on
 A3 documents: a pod with a 100 KiB last-applied-configuration annotation is read like any other.
 A large body is decoded in a worker thread, so other requests are answered meanwhile.
+
+No request holds the event loop. A large NodeNames body (millions of names) is decoded, matched
+against the fleet's names, answered and hashed on the worker thread, in slices of SLICE names
+that each end by letting go of the interpreter (a C call over 3,000,000 names would hold it, and
+so the event loop, for seconds). Only the placement over the offered agents runs on the loop, as
+every placement of the service does: the fleet is changed only there, so it is read only there,
+and its cost is that of the agents offered, not of the names sent.
 """
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import re
+import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -66,6 +75,11 @@ ASKED_PODS = 8
 EXTEND_SLICE = 500
 #: Parsed node declarations kept by their annotation text (emptied when full).
 DECLARATION_CACHE = 50_000
+#: Names per slice of a large NodeNames request's work on the worker thread (each slice takes a few
+#: ms; between two the event loop's thread runs).
+SLICE = 8_192
+#: Bytes of the NodeNames array decoded per piece.
+PIECE_BYTES = 512 * 1024
 #: Offered names resolved in one compiled call where the extension is built (same answers).
 _NAMES = engine_module("native" if NATIVE_AVAILABLE else "pure")
 _PURE = engine_module("pure")
@@ -110,7 +124,15 @@ class _Args(msgspec.Struct):
     NodeNames: list[str] | None = None
 
 
+class _ArgsRawNames(msgspec.Struct):
+    Pod: _Object | None = None
+    Nodes: _NodeList | None = None
+    NodeNames: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+
+
 _ARGS = msgspec.json.Decoder(_Args)
+_ARGS_RAW_NAMES = msgspec.json.Decoder(_ArgsRawNames)
+_NAME_LIST = msgspec.json.Decoder(list[str])
 _NODE = msgspec.json.Decoder(_Object)
 _MSGSPEC_ERROR = re.compile(r"Expected `(?P<expected>.+?)`, got `(?P<found>.+?)`(?: - at `(?P<path>.+)`)?$")
 
@@ -148,6 +170,120 @@ def decode_args(data: bytes) -> Args:
     if wire.Nodes.items is None:
         raise BadArgs("$.Nodes.items", "a list of Nodes", "null or nothing")
     return Args(wire.Pod, wire.Nodes.items, None)
+
+
+def _let_go() -> None:
+    """Let the event loop's thread have the interpreter (sleep releases it)."""
+    time.sleep(0)
+
+
+class _Unsliced(Exception):
+    """The names array could not be cut into pieces: decode it whole (for its exact error)."""
+
+
+def _names_in_pieces(raw: bytes) -> list[str]:
+    """A JSON array of strings decoded in pieces of about PIECE_BYTES, cut after a string's
+    closing quote and its comma. A quote preceded by an odd run of backslashes is inside a string;
+    a cut that still lands inside one (a string that begins with a comma) leaves a piece that is
+    not JSON, and then the array is decoded whole."""
+    text = raw
+    first, last = 0, len(text) - 1
+    while first <= last and text[first] in b" \t\r\n":
+        first += 1
+    while last >= first and text[last] in b" \t\r\n":
+        last -= 1
+    if last - first < 1 or text[first] != 0x5B or text[last] != 0x5D:     # [ and ]
+        raise _Unsliced
+    end = last
+    names: list[str] = []
+    start = first + 1
+    while start < end:
+        cut = text.find(b'",', start + PIECE_BYTES, end)
+        while cut != -1:
+            slashes = 0
+            while text[cut - 1 - slashes] == 0x5C:      # backslash
+                slashes += 1
+            if slashes % 2 == 0:
+                break
+            cut = text.find(b'",', cut + 1, end)
+        stop = end if cut == -1 else cut + 1
+        try:
+            names.extend(_NAME_LIST.decode(b"[" + text[start:stop] + b"]"))
+        except (msgspec.DecodeError, RecursionError):
+            raise _Unsliced from None
+        start = stop + 1
+        _let_go()
+    return names
+
+
+def decode_large_args(data: bytes) -> Args:
+    """decode_args for a large body, on the worker thread: the NodeNames array decoded in pieces,
+    letting go of the interpreter between them (the same Args, and the same errors, as decode_args)."""
+    try:
+        wire = _ARGS_RAW_NAMES.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return decode_args(data)
+    raw = bytes(wire.NodeNames)
+    if wire.Pod is None or not raw or raw == b"null":
+        return decode_args(data)
+    try:
+        names = _names_in_pieces(raw)
+    except _Unsliced:
+        return decode_args(data)
+    return Args(wire.Pod, None, names)
+
+
+def _split_in_slices(names: list[str], live: frozenset[str]) -> tuple[list[str], list[list[str]]]:
+    """_offered_agents for many names, slice by slice (worker thread): the offered agents, and the
+    other names in slices (never one dict of millions: growing it rehashes it all in one call)."""
+    agents: list[str] = []
+    strays: list[list[str]] = []
+    for start in range(0, len(names), SLICE):
+        inside, outside = _NAMES.split_members(names[start:start + SLICE], live)
+        agents.extend(inside)
+        if outside:
+            strays.append(outside)
+        _let_go()
+    return agents, strays
+
+
+def _answer_in_slices(agents: list[str], strays: list[list[str]], failures: dict[str, str],
+                      requirements_json: bytes, choice: bytes) -> tuple[bytes, bytes]:
+    """The NodeNames answer and its digest, built slice by slice (worker thread): the offered agents
+    that passed, then every other name as not an agent followed by each failed agent's predicate
+    (the bytes _names_result and _digest give when no name is offered twice)."""
+    parts = [b'{"Nodes":null,"NodeNames":[']
+    sep = b""
+    for start in range(0, len(agents), SLICE):
+        chunk = agents[start:start + SLICE]
+        if failures:
+            chunk = _NAMES.split_members(chunk, failures)[1]
+        if chunk:
+            parts.append(sep + orjson.dumps(chunk)[1:-1])
+            sep = b","
+        _let_go()
+    parts.append(b'],"FailedNodes":{},"FailedAndUnresolvableNodes":{')
+    sep = b""
+    for part in strays:
+        for start in range(0, len(part), SLICE):
+            parts.append(sep + orjson.dumps(dict.fromkeys(part[start:start + SLICE], NOT_AN_AGENT))[1:-1])
+            sep = b","
+            _let_go()
+    items = iter(failures.items())
+    while True:
+        batch = dict(itertools.islice(items, SLICE))
+        if not batch:
+            break
+        parts.append(sep + orjson.dumps(batch)[1:-1])
+        sep = b","
+        _let_go()
+    parts.append(b'},"Error":""}')
+    body = b"".join(parts)
+    h = hashlib.blake2b(digest_size=16)
+    h.update(requirements_json)
+    h.update(body)                # hashlib lets go of the interpreter while it hashes a large buffer
+    h.update(choice)
+    return body, h.digest()
 
 
 def pod_requirements(pod: _Object):
@@ -208,7 +344,7 @@ class Extender:
     async def _decode(self, data: bytes) -> Args:
         if len(data) <= DECODE_INLINE:
             return decode_args(data)
-        return await asyncio.get_running_loop().run_in_executor(self._worker, decode_args, data)
+        return await asyncio.get_running_loop().run_in_executor(self._worker, decode_large_args, data)
 
     # -- the NodeNames mode: the served fleet -------------------------------------------------------
     def _live(self) -> frozenset[str]:
@@ -231,11 +367,27 @@ class Extender:
         return self.state.fleet.place(requirements, candidates=agents, remember_session=False)
 
     def _decide_names(self, requirements, names: list[str]) -> _Decision:
-        agents, unresolvable = self._offered_agents(names)
-        p = self._ask_fleet(requirements, agents)
+        # the fleet places over the offered names that are its live agents and leaves the rest
+        # out, so the placement comes first: the names are split only when some are not agents
+        p = self._ask_fleet(requirements, names)
+        if p.explanation.candidates_count == len(names):
+            agents, unresolvable = names, {}
+        else:
+            agents, unresolvable = self._offered_agents(names)
         _failures(p, agents, unresolvable)
         passed = _NAMES.split_members(names, unresolvable)[1] if unresolvable else names
         return _Decision(p, unresolvable, passed, compact=True)
+
+    async def _filter_many_names(self, requirements, names: list[str]) -> tuple[_Decision, bytes, bytes]:
+        """_decide_names and the answer with its digest, for many names: all but the placement over
+        the offered agents on the worker thread, in slices."""
+        agents, strays = await self._off_loop(_split_in_slices, names, self._live())
+        p = self._ask_fleet(requirements, agents)
+        failures: dict[str, str] = {}
+        _failures(p, agents, failures)
+        body, digest = await self._off_loop(_answer_in_slices, agents, strays, failures,
+                                            orjson.dumps(requirements.doc), _choice(p))
+        return _Decision(p, failures, [], compact=True), body, digest
 
     # -- the Nodes mode: each node's declaration annotation (in the worker thread) -----------------
     def _declaration(self, text: Any, name: str):
@@ -324,8 +476,16 @@ class Extender:
         if args.names is not None:
             names = args.names
             if requirements is None:
+                if len(names) > SLICE:
+                    return (await self._off_loop(_answer_in_slices, names, [], {}, b"", b""))[0]
                 return _names_result(names, {})
-            decision = self._decide_names(requirements, names)
+            if len(names) > SLICE:
+                decision, body, digest = await self._filter_many_names(requirements, names)
+            else:
+                decision = self._decide_names(requirements, names)
+                # the answer's bytes hold the passed names and every failure with its message
+                body = _names_result(decision.passed, decision.unresolvable)
+                digest = _digest(requirements, body, decision.placement)
             uid = _task(args.pod)["id"]
             if uid is not None:
                 self._asked[uid] = (self._asked_key(args.pod), decision.placement)
@@ -333,9 +493,7 @@ class Extender:
                 while len(self._asked) > ASKED_PODS:
                     self._asked.popitem(last=False)
             recorded = self._recorded.get(uid) if uid is not None else None
-            body = _names_result(decision.passed, decision.unresolvable)
-            # the answer's bytes hold the passed names and every failure with its message
-            self._record(args.pod, decision, _digest(requirements, body, decision.placement), recorded)
+            self._record(args.pod, decision, digest, recorded)
         else:
             items = args.items
             assert items is not None  # decode_args gives Nodes when it gives no names
@@ -358,12 +516,20 @@ class Extender:
         requirements = pod_requirements(args.pod)
         if args.names is not None:
             hosts = args.names
+            many = len(hosts) > SLICE
             if requirements is None:
+                if many:
+                    return await self._off_loop(_scores_in_slices, hosts, {})
                 return orjson.dumps([{"Host": h, "Score": 0} for h in hosts])
             p = self._asked_placement(args.pod)
             if p is None:
-                agents, _ = self._offered_agents(hosts)
+                if many:
+                    agents, _ = await self._off_loop(_split_in_slices, hosts, self._live())
+                else:
+                    agents, _ = self._offered_agents(hosts)
                 p = self._ask_fleet(requirements, agents)
+            if many:
+                return await self._off_loop(_scores_in_slices, hosts, _totals(p))
         else:
             items = args.items
             assert items is not None  # decode_args gives Nodes when it gives no names
@@ -451,10 +617,28 @@ def _digest(requirements, answer: bytes, p) -> bytes:
     h = hashlib.blake2b(digest_size=16)
     h.update(orjson.dumps(requirements.doc))
     h.update(answer)
-    h.update(orjson.dumps(p.agent))
-    if p.bound:
-        h.update(p.declaration_json)
+    h.update(_choice(p))
     return h.digest()
+
+
+def _scores_in_slices(hosts: list[str], totals: dict[str, float]) -> bytes:
+    """The HostPriorityList of `prioritize`, byte for byte, built slice by slice (worker thread)."""
+    parts = [b"["]
+    sep = b""
+    for start in range(0, len(hosts), SLICE):
+        chunk = [{"Host": h, "Score": int(round(totals.get(h, 0.0) * MAX_EXTENDER_PRIORITY))}
+                 for h in hosts[start:start + SLICE]]
+        if chunk:
+            parts.append(sep + orjson.dumps(chunk)[1:-1])
+            sep = b","
+        _let_go()
+    parts.append(b"]")
+    return b"".join(parts)
+
+
+def _choice(p) -> bytes:
+    """a3fast's first choice and its declaration, as the digest holds them."""
+    return orjson.dumps(p.agent) + (p.declaration_json if p.bound else b"")
 
 
 def _names_result(names: list[str], unresolvable: dict[str, str]) -> bytes:

@@ -32,7 +32,8 @@ except ModuleNotFoundError:
     Counter = Gauge = Histogram = _Uncounted  # type: ignore[misc, assignment]
 
 __all__ = ["PLACEMENTS", "UNSCHEDULABLE", "REQUEST_SECONDS", "FLEET_AGENTS", "JOURNAL_LAG",
-           "JOURNAL_ENTRIES", "WATCH_CHECKS", "WATCH_RUNNING", "predicate_kind", "watched"]
+           "JOURNAL_ENTRIES", "WATCH_CHECKS", "WATCH_RUNNING", "K8S_WATCH_RUNNING", "K8S_REQUESTS", "K8S_EVENTS",
+           "K8S_INVALID", "predicate_kind", "watched"]
 
 PLACEMENTS = Counter("a3fast_placements_total", "Placements made, by result.", ["result"])
 UNSCHEDULABLE = Counter("a3fast_unschedulable_total",
@@ -116,3 +117,16 @@ def watched(source: str, *, failing: bool, errors: int, last_error_at: float | N
     if last_error_at is not None:
         WATCH_SOURCE_LAST_ERROR.labels(source).set(last_error_at)
     WATCH_SOURCE_LAST_CHECK.labels(source).set(checked_at)
+
+
+# -- the watch of the cluster (--watch-k8s) ---------------------------------------------------------
+K8S_WATCH_RUNNING = Gauge("a3fast_k8s_watch_running", "1 while the watch of the cluster (--watch-k8s) runs.")
+K8S_REQUESTS = Counter("a3fast_k8s_requests_total",
+                       "Requests to the API server by the watch, by kind (Node, AgentDeclaration, Event) and "
+                       "what they were: list, watch, create, error (a failed request; retried with backoff).",
+                       ["kind", "request"])
+K8S_EVENTS = Counter("a3fast_k8s_events_total",
+                     "What the watch applied, by kind and result: replace (a full list), put, delete, invalid "
+                     "(an object that is not a valid declaration; its last good one is kept).", ["kind", "result"])
+K8S_INVALID = Gauge("a3fast_k8s_invalid_objects",
+                    "Objects whose declaration is invalid or conflicts with another's now (listed under /v1/watch).")

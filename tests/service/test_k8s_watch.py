@@ -1,0 +1,364 @@
+"""`a3fast serve --watch-k8s`: the served fleet follows the cluster's AgentDeclarations and Nodes,
+listed and watched over the API server's wire format (tests/k8s_api_server.py), with objects built
+from the official client's models."""
+from __future__ import annotations
+
+import copy
+
+import jsonschema
+import orjson
+import pytest
+
+pytest.importorskip("starlette")
+kubernetes = pytest.importorskip("kubernetes")
+
+from kubernetes.client import ApiClient, CoreV1Event, V1Node, V1NodeStatus, V1ObjectMeta  # noqa: E402
+from starlette.testclient import TestClient  # noqa: E402
+
+from a3fast.service.app import create_app  # noqa: E402
+from a3fast.service.openapi import load_schema  # noqa: E402
+from a3fast.service.config import ServiceConfig  # noqa: E402
+from k8s_api_server import DECLARATIONS, NODES, FakeApiServer  # noqa: E402
+from k8s_extender_client import ExtenderClient, serialise  # noqa: E402
+from service_process import SECTION_10_AGENTS, SECTION_10_TASK  # noqa: E402
+from waiting import until  # noqa: E402
+
+ANNOTATION = "a3.dev/declaration"
+
+
+def node(name: str, declaration=None, text: str | None = None) -> dict:
+    notes = None
+    if declaration is not None:
+        notes = {ANNOTATION: orjson.dumps(declaration).decode()}
+    if text is not None:
+        notes = {ANNOTATION: text}
+    return serialise(V1Node(api_version="v1", kind="Node", metadata=V1ObjectMeta(name=name, annotations=notes),
+                            status=V1NodeStatus(allocatable={"cpu": "4"})))
+
+
+def agent_declaration(name: str, namespace: str, spec) -> dict:
+    return {"apiVersion": "a3.dev/v1alpha1", "kind": "AgentDeclaration",
+            "metadata": serialise(V1ObjectMeta(name=name, namespace=namespace)), "spec": spec}
+
+
+def declared(name: str, namespace: str = "team-a", **changes) -> dict:
+    """A §10 agent's declaration under another name."""
+    base = copy.deepcopy(SECTION_10_AGENTS[0])
+    base["agent"] = {**base["agent"], "name": name, "namespace": namespace}
+    base.update(changes)
+    return base
+
+
+@pytest.fixture()
+def api():
+    server = FakeApiServer(bookmark_every=0.3)
+    server.start()
+    yield server
+    server.close()
+
+
+def serving(api, tmp_path, **options):
+    config = ServiceConfig(watch_k8s=True, kubeconfig=api.kubeconfig(tmp_path / "kubeconfig"),
+                           k8s_watch_timeout=options.pop("watch_timeout", 2.0), trace=tmp_path / "trace.jsonl",
+                           **options)
+    app = create_app(config)
+    return app, TestClient(app)
+
+
+def fleet_names(client) -> list[str]:
+    return client.get("/v1/agents?limit=10000").json()["names"]
+
+
+def ready(client) -> bool:
+    return client.get("/readyz").status_code == 200
+
+
+def test_ready_only_once_the_first_list_is_applied(api, tmp_path):
+    api.put(NODES, node("n-1", declared("n-1")))
+    api.slow = 0.3          # the first list takes a while
+    app, client = serving(api, tmp_path)
+    with client:
+        assert client.get("/readyz").status_code == 503
+        assert client.post("/k8s/filter", content=b"{}").status_code == 503
+        until("synced", lambda: ready(client))
+        api.slow = 0.0
+        assert fleet_names(client) == ["n-1"]
+
+
+def test_the_fleet_follows_add_modify_delete_in_order(api, tmp_path):
+    api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha")))
+    app, client = serving(api, tmp_path)
+    with client:
+        until("synced", lambda: ready(client))
+        api.put(NODES, node("n-1", declared("n-1")))
+        api.put(DECLARATIONS, agent_declaration("beta", "team-a", declared("beta")))
+        until("added", lambda: fleet_names(client) == ["alpha", "beta", "n-1"])
+        api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha", clearances=["pii.read"])))
+        until("modified", lambda: client.get("/v1/agents/alpha").json()["declaration"]["clearances"] == ["pii.read"])
+        api.delete(DECLARATIONS, "beta", "team-a")
+        api.put(NODES, node("n-1"))          # the annotation taken off
+        until("deleted", lambda: fleet_names(client) == ["alpha"])
+        # an object that comes to declare another agent lets go of the first
+        api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("gamma")))
+        until("renamed", lambda: fleet_names(client) == ["gamma"])
+        status = client.get("/v1/watch").json()["kubernetes"]
+        assert status["synced"] and status["problems"] == []
+        assert {c["collection"] for c in status["collections"]} == {"nodes", "agentdeclarations"}
+
+
+def names_filter(client, uid: str, offered: list[str]):
+    """kube-scheduler's filter with NodeNames (nodeCacheCapable): the passed names and the rest."""
+    from test_k8s_extender import pod
+
+    extender = ExtenderClient("http://testserver/k8s", node_cache_capable=True, client=client)
+    passed, failed, unresolvable = extender.filter(pod(SECTION_10_TASK, uid=uid), [node(n) for n in offered])
+    return sorted(n["metadata"]["name"] for n in passed), unresolvable
+
+
+def test_an_annotation_change_is_reflected_in_the_next_filter(api, tmp_path):
+    api.put_many(NODES, [node("n-1", declared("n-1")), node("n-2", declared("n-2"))])
+    app, client = serving(api, tmp_path)
+    with client:
+        until("synced", lambda: ready(client))
+        assert names_filter(client, "u-1", ["n-1", "n-2"])[0] == ["n-1", "n-2"]
+        # n-2 loses the clearance the pod needs: its next filter fails it
+        rv = api.put(NODES, node("n-2", declared("n-2", clearances=["customers.read"])))
+        until("applied", lambda: client.get("/v1/watch").json()["kubernetes"]["collections"][0]
+              ["resource_version"] == str(rv))
+        passed, unresolvable = names_filter(client, "u-2", ["n-1", "n-2"])
+        assert passed == ["n-1"] and unresolvable == {"n-2": "clearance:orders.read"}
+
+
+def test_a_bad_object_next_to_good_ones_is_reported_and_keeps_its_last_good_declaration(api, tmp_path):
+    api.put_many(NODES, [node("n-1", declared("n-1")), node("n-bad", text="{not json"),
+                         node("n-2", declared("n-2"))])
+    api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha")))
+    api.put(DECLARATIONS, agent_declaration("beta", "team-a", {"v": "1.0", "capabilities": "none"}))
+    app, client = serving(api, tmp_path)
+    with client:
+        until("synced", lambda: ready(client))
+        assert fleet_names(client) == ["alpha", "n-1", "n-2"]
+        # alpha turns invalid: reported, and its last good declaration stays served
+        api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha", residency="eu")))
+        until("three problems", lambda: len(client.get("/v1/watch").json()["kubernetes"]["problems"]) == 3)
+        problems = {p["object"]: p for p in client.get("/v1/watch").json()["kubernetes"]["problems"]}
+        assert set(problems) == {"AgentDeclaration team-a/alpha", "AgentDeclaration team-a/beta", "Node n-bad"}
+        assert problems["Node n-bad"]["problem"].startswith("metadata.annotations[a3.dev/declaration]: "
+                                                            "expected a declaration as JSON")
+        assert problems["AgentDeclaration team-a/alpha"]["problem"].startswith("spec.residency: expected")
+        assert fleet_names(client) == ["alpha", "n-1", "n-2"]
+        assert client.get("/v1/agents/alpha").json()["declaration"]["residency"] == ["eu"]
+        # an Event on each bad object, once per problem, built as the API server reads it
+        until("three events", lambda: len(api.events) == 3)
+        events = [ApiClient().deserialize(orjson.dumps(e).decode(), "CoreV1Event", "application/json") for e in api.events]
+        assert all(isinstance(e, CoreV1Event) and e.type == "Warning" and e.reason == "InvalidDeclaration"
+                   for e in events)
+        assert {(e.involved_object.kind, e.involved_object.name) for e in events} == {
+            ("Node", "n-bad"), ("AgentDeclaration", "beta"), ("AgentDeclaration", "alpha")}
+        assert 'a3fast_k8s_invalid_objects 3.0' in client.get("/metrics").text
+        # fixed: the problem goes and the new declaration is served
+        api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha", residency=["us"])))
+        until("fixed", lambda: client.get("/v1/agents/alpha").json()["declaration"]["residency"] == ["us"])
+        status = client.get("/v1/watch").json()
+        assert len(status["kubernetes"]["problems"]) == 2
+        jsonschema.validate(status, load_schema("watch.response"))
+
+
+def test_a_name_declared_by_an_agent_declaration_and_a_node_is_a_conflict_the_declaration_wins(api, tmp_path):
+    api.put(NODES, node("n-1", declared("n-1", namespace="nodes")))
+    app, client = serving(api, tmp_path)
+    with client:
+        until("synced", lambda: ready(client))
+        assert client.get("/v1/agents/n-1").json()["declaration"]["agent"]["namespace"] == "nodes"
+        api.put(DECLARATIONS, agent_declaration("n-1", "team-a", declared("n-1")))
+        until("the declaration wins",
+              lambda: client.get("/v1/agents/n-1").json()["declaration"]["agent"]["namespace"] == "team-a")
+        [conflict] = client.get("/v1/watch").json()["kubernetes"]["problems"]
+        assert conflict["object"] == "Node n-1" and conflict["reason"] == "DeclarationConflict"
+        assert "also declared by AgentDeclaration team-a/n-1" in conflict["problem"]
+        until("an event", lambda: [e["reason"] for e in api.events] == ["DeclarationConflict"])
+        api.delete(DECLARATIONS, "n-1", "team-a")
+        until("the node's again",
+              lambda: client.get("/v1/agents/n-1").json()["declaration"]["agent"]["namespace"] == "nodes")
+        assert client.get("/v1/watch").json()["kubernetes"]["problems"] == []
+
+
+def test_the_server_killed_and_restarted_mid_watch(api, tmp_path):
+    api.put(NODES, node("n-1", declared("n-1")))
+    app, client = serving(api, tmp_path)
+    with client:
+        until("synced", lambda: ready(client))
+        api.stop()
+        # changed while the watch cannot reach it; the restarted server has compacted its history
+        api.put(NODES, node("n-2", declared("n-2")))
+        api.delete(NODES, "n-1")
+        api.compact()
+        api.start()
+        until("caught up", lambda: fleet_names(client) == ["n-2"], timeout=20)
+        status = client.get("/v1/watch").json()["kubernetes"]["collections"]
+        nodes = next(c for c in status if c["collection"] == "nodes")
+        assert nodes["relists_after_gone"] >= 1 and nodes["lists"] >= 2 and nodes["failures"] >= 1
+        assert ready(client)
+
+
+def test_a_watch_resumes_from_its_resource_version_after_a_dropped_connection(api, tmp_path):
+    app, client = serving(api, tmp_path, watch_timeout=60)
+    with client:
+        until("synced", lambda: ready(client))
+        api.put(NODES, node("n-1", declared("n-1")))
+        until("n-1", lambda: fleet_names(client) == ["n-1"])
+        until("a bookmark", lambda: client.get("/v1/watch").json()["kubernetes"]["collections"][0]["bookmarks"])
+        before = len([r for r in api.requests if "/api/v1/nodes" in r and "watch=true" in r])
+        api.drop_watches()
+        api.put(NODES, node("n-2", declared("n-2")))
+        until("n-2", lambda: fleet_names(client) == ["n-1", "n-2"])
+        watches = [r for r in api.requests if "/api/v1/nodes" in r and "watch=true" in r]
+        assert len(watches) > before
+        # resumed, not listed again: the new watch starts after what was seen, bookmarks allowed
+        assert "allowWatchBookmarks=true" in watches[-1] and "resourceVersion=" in watches[-1]
+        assert len([r for r in api.requests if r.startswith("GET /api/v1/nodes") and "watch" not in r]) == 1
+
+
+def test_a_slow_server_is_followed_all_the_same(api, tmp_path):
+    api.put_many(NODES, [node(f"n-{k}", declared(f"n-{k}")) for k in range(3)])
+    api.slow = 0.05
+    app, client = serving(api, tmp_path)
+    with client:
+        until("synced", lambda: ready(client), timeout=20)
+        api.put(NODES, node("n-9", declared("n-9")))
+        until("n-9", lambda: "n-9" in fleet_names(client), timeout=20)
+
+
+@pytest.mark.slow   # waits out read timeouts: about 8 s
+def test_every_request_is_bounded_a_stalled_list_or_watch_is_cut_and_retried(api, tmp_path):
+    api.put(NODES, node("n-1", declared("n-1")))
+    api.stall = {"list"}
+    app, client = serving(api, tmp_path, watch_timeout=1.0, k8s_request_timeout=1.0)
+    with client:
+        def failures():
+            collections = client.get("/v1/watch").json()["kubernetes"]["collections"]
+            return all(c["failures"] >= 1 for c in collections)
+        until("the stalled lists cut by their read timeout", failures)
+        assert not ready(client)
+        api.stall = {"watch"}
+        api.drop_watches()                  # the hanging lists end; the lists answer now
+        until("synced", lambda: ready(client))
+        api.put(NODES, node("n-2", declared("n-2")))
+        seen = client.get("/v1/watch").json()["kubernetes"]["collections"][0]["failures"]
+        # the stalled watch is cut within its timeoutSeconds (≤ 2 s) and the 1 s margin, and the
+        # watch after it (no longer stalled) delivers what it missed
+        until("a stalled watch cut", lambda: client.get("/v1/watch").json()["kubernetes"]["collections"][0]
+              ["failures"] > seen, timeout=15)
+        api.stall = set()
+        until("n-2", lambda: fleet_names(client) == ["n-1", "n-2"], timeout=15)
+
+
+def test_namespaces_limit_the_agent_declarations_watched(api, tmp_path):
+    api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha")))
+    api.put(DECLARATIONS, agent_declaration("beta", "team-b", declared("beta", namespace="team-b")))
+    app, client = serving(api, tmp_path, k8s_namespaces=("team-b",))
+    with client:
+        until("synced", lambda: ready(client))
+        assert fleet_names(client) == ["beta"]
+        assert any("/namespaces/team-b/agentdeclarations" in r for r in api.requests)
+
+
+@pytest.mark.slow
+def test_five_thousand_nodes_in_the_first_list(api, tmp_path):
+    api.put_many(NODES, [node(f"node-{k:04d}", declared(f"node-{k:04d}")) for k in range(5000)]
+                 + [node(f"plain-{k}") for k in range(200)])
+    app, client = serving(api, tmp_path)
+    with client:
+        until("synced", lambda: ready(client), timeout=60)
+        assert len(fleet_names(client)) == 5000
+        pages = [r for r in api.requests if r.startswith("GET /api/v1/nodes") and "watch" not in r]
+        assert len(pages) == 11 and all("limit=500" in r for r in pages)
+        passed, unresolvable = names_filter(client, "u-5k", [f"node-{k:04d}" for k in range(5000)] + ["plain-0"])
+        assert len(passed) == 5000 and unresolvable == {"plain-0": "not an agent of the a3fast fleet"}
+
+
+def test_replicas_answer_a_recorded_sequence_of_filters_identically(api, tmp_path):
+    """Two replicas started together and a third started after the changes: each answers every
+    filter and prioritize of the sequence with the same bytes."""
+    from test_k8s_extender import pod
+
+    api.put_many(NODES, [node(f"n-{k}", declared(f"n-{k}", clearances=["orders.read"] if k % 2 else
+                                                  ["orders.read", "customers.read"])) for k in range(6)])
+    api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha")))
+    replicas = []
+    for k in range(2):
+        (tmp_path / f"r{k}").mkdir()
+        replicas.append(serving(api, tmp_path / f"r{k}"))
+    with replicas[0][1] as a, replicas[1][1] as b:
+        until("synced", lambda: ready(a) and ready(b))
+        api.delete(NODES, "n-0")
+        api.put(NODES, node("n-0", declared("n-0")))            # back, with another declaration
+        rv = api.put(NODES, node("n-3", declared("n-3", residency=["us"])))
+        (tmp_path / "r2").mkdir()
+        late_app, late = serving(api, tmp_path / "r2")
+        with late:
+            clients = [a, b, late]
+
+            def applied(c):
+                return c.get("/v1/watch").json()["kubernetes"]["collections"][0]["resource_version"] == str(rv)
+            until("every replica applied the changes", lambda: all(ready(c) and applied(c) for c in clients))
+            offered = [node(n) for n in ["n-5", "n-4", "n-3", "n-2", "n-1", "n-0", "alpha", "gpu-1"]]
+            sequence = [(f"u-{k}", pod(SECTION_10_TASK, uid=f"u-{k}"), offered[k % 3:]) for k in range(6)]
+            answers = []
+            for c in clients:
+                extender = ExtenderClient("http://testserver/k8s", node_cache_capable=True, client=c)
+                seen = []
+                for uid, p, nodes in sequence:
+                    names = [n["metadata"]["name"] for n in nodes]
+                    body = orjson.dumps({"Pod": p, "Nodes": None, "NodeNames": names})
+                    seen.append((c.post("/k8s/filter", content=body).content,
+                                 c.post("/k8s/prioritize", content=body).content))
+                    extender.filter(p, nodes)       # and read as kube-scheduler reads it
+                answers.append(seen)
+            assert answers[0] == answers[1] == answers[2]
+            assert b'"n-3":"residency:eu"' in answers[0][0][0]
+    # each replica wrote its own trace; `a3fast verify` takes them all at once
+    import subprocess
+    import sys
+
+    traces = [str(tmp_path / f"r{k}" / "trace.jsonl") for k in range(3)]
+    done = subprocess.run([sys.executable, "-m", "a3fast", "verify", "--json", *traces], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = [orjson.loads(line) for line in done.stdout.splitlines()]
+    assert [r["path"] for r in results] == traces and all(r["valid"] and r["records"] > 0 for r in results)
+
+
+# -- the command ------------------------------------------------------------------------------------
+@pytest.mark.slow   # a server process started and stopped: about 10 s here
+def test_serve_watch_k8s_follows_the_cluster_and_stops_cleanly(api, tmp_path):
+    from service_process import Server
+
+    api.put(NODES, node("n-1", declared("n-1")))
+    server = Server("--watch-k8s", "--kubeconfig", str(api.kubeconfig(tmp_path / "kubeconfig")),
+                    "--k8s-watch-timeout", "2", "--trace", str(tmp_path / "trace.jsonl"))
+    try:
+        assert server.client.get("/v1/agents").json()["names"] == ["n-1"]
+        api.put(NODES, node("n-2", declared("n-2")))
+        until("n-2", lambda: server.client.get("/v1/agents").json()["names"] == ["n-1", "n-2"])
+    finally:
+        assert server.stop() == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--watch-k8s", "--state", "S"], "--watch-k8s: not with --state: the cluster is the source of truth"),
+    (["--watch-k8s", "--fleet", "F"], "--watch-k8s: not with --fleet"),
+    (["--k8s-namespace", "a"], "--k8s-namespace/--kubeconfig: only with --watch-k8s"),
+    (["--watch-k8s", "--kubeconfig", "missing"], "--watch-k8s: --kubeconfig missing: cannot use it"),
+    (["--watch-k8s", "--stdio"], "--watch-k8s: the watch runs in the HTTP server"),
+])
+def test_serve_watch_k8s_refuses_what_it_cannot_do(tmp_path, monkeypatch, args, message):
+    from click.testing import CliRunner
+
+    from a3fast.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "F").write_text("")
+    done = CliRunner().invoke(main, ["serve", "--port", "0", *args])
+    assert done.exit_code == 2 and done.stderr.startswith("a3fast: " + message), done.stderr
+    assert done.exception is None or isinstance(done.exception, SystemExit)
