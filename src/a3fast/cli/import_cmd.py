@@ -30,7 +30,8 @@ from ..interop.supply import Supplied, read_grants
 from ..schema import LATENCY_CLASSES, loads
 from .extras import require
 from .common import (EXIT_BAD_INPUT, EXIT_NEGATIVE, BadInput, atomic_outputs, check_outputs, json_option, output_option,
-                     progress, read_bytes, read_json_documents)
+                     progress)
+from ..files import InputError, read_bytes, read_json_documents
 
 #: Supplied field (its JSON path's first key) -> the flag the caller used for it.
 FLAGS = {
@@ -480,7 +481,7 @@ def _read_one(path: str, parse: Callable[[bytes, str], list[Document]], report: 
     report.read(source)
     try:
         data = read_bytes(path)
-    except BadInput as exc:
+    except InputError as exc:
         report.skip(source, "$", exc.lines[0].split(": ", 1)[-1])
         return
     try:

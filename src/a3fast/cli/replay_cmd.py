@@ -198,7 +198,7 @@ def _fleet(path: str, engine: str | None) -> Any:
 def _route(path: str) -> Any:
     """A route file: {"name": ..., "adds": {...}}."""
     from ..placement import Route, RouteError
-    from .common import read_json
+    from ..files import read_json
 
     doc = read_json(path)
     if not isinstance(doc, dict):

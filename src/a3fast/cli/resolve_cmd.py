@@ -17,7 +17,8 @@ from ..authority import (DEFAULT_SKEW_SECONDS, Resolution, Resolver, load_public
                          parse_contracts, parse_mappings, parse_policy, parse_skills)
 from ..authority.times import current_instant, format_instant
 from ..errors import SchemaError
-from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output, read_bytes, read_json, read_json_documents
+from ..files import InputError, read_bytes, read_json, read_json_documents
+from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output
 
 
 def _documents(path: str, parse) -> tuple:
@@ -49,6 +50,8 @@ def _trust(connection, keys: tuple[str, ...]):
             continue
         try:
             extra[kid] = load_public_key(read_bytes(path))
+        except InputError:
+            raise
         except ValueError as exc:
             bad.append(f"--key {kid}: {path}: expected {exc}")
     if bad:

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from ..document_reader import LINES, read_documents
+from ..framing import LINES, read_documents
 from ..errors import Problem, SchemaError, describe, json_path
 from ..schema import loads
 
@@ -59,7 +59,7 @@ def json_document(data: bytes, source: str) -> Document:
 
 def json_documents(data: bytes, source: str) -> list[Document]:
     """A JSON object (one document), a JSON array (one document per element) or JSON Lines (read
-    by a3fast.document_reader, every problem at its line)."""
+    by a3fast.framing, every problem at its line)."""
     try:
         value = loads(data, source)
     except SchemaError as whole:

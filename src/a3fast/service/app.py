@@ -32,7 +32,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.routing import Route
 
-from ..document_reader import LINES, iter_documents
+from ..framing import LINES, iter_documents
 from ..errors import SchemaError
 from . import metrics
 from .config import ServiceConfig
