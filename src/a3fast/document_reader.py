@@ -21,7 +21,7 @@ from typing import Any
 from .declaration_codec import PACK_FROM_BYTES
 from .errors import Problem, SchemaError
 from .fleet import Fleet
-from .framing import ARRAY, AUTO, EMPTY, CHUNK, Item, Source, form_of, framed, is_bytes, iter_documents, source_name, split_array
+from .framing import ARRAY, AUTO, EMPTY, Item, Source, framed, is_bytes, iter_documents, source_name, split_array
 from .schema import Declaration, parse_declaration
 
 __all__ = ["read_declarations", "load_fleet", "extend_fleet"]
@@ -77,15 +77,6 @@ def extend_fleet(fleet: Fleet, source: Source, *, form: str = AUTO) -> list[Prob
     """Add the input's declarations to `fleet` through `Fleet.extend_jsonl` and return the problems
     of the declarations left out (every one that parsed is added, so a caller that must add all or
     nothing builds a fresh fleet and drops it when problems come back, as `load_fleet` does)."""
-    if isinstance(source, (str, os.PathLike)) and form != ARRAY and os.path.isfile(source) \
-            and os.path.getsize(source) >= PACK_FROM_BYTES:
-        with open(source, "rb") as fh:
-            head = fh.read(CHUNK)
-            while not head.strip() and (block := fh.read(CHUNK)):
-                head += block
-        if form_of(head) != ARRAY:
-            # large enough to be kept packed: the bulk reader sizes and reads the file itself
-            return fleet.extend_jsonl(source, on_error="skip")
     framing = framed(source, form=form)
     try:
         if framing.form == EMPTY:
@@ -93,7 +84,12 @@ def extend_fleet(fleet: Fleet, source: Source, *, form: str = AUTO) -> list[Prob
         if framing.form == ARRAY:
             return _extend_from_array(fleet, framing.whole())
         if is_bytes(source):
-            return fleet.extend_jsonl(framing.whole(), on_error="skip")
+            return fleet.extend_jsonl(bytes(source), on_error="skip")  # type: ignore[arg-type]  # bytes-like
+        if isinstance(source, (str, os.PathLike)) and os.path.isfile(source) \
+                and os.path.getsize(source) >= PACK_FROM_BYTES:
+            # large enough to be kept packed: the bulk reader sizes and reads the file itself
+            framing.close()
+            return fleet.extend_jsonl(source, on_error="skip")
         # the rest goes to the bulk reader as one stream: one pass, one vocabulary of declared
         # values and one batch for the whole input, read 2 MiB of whole lines at a time
         return fleet.extend_jsonl(framing.stream(), on_error="skip")

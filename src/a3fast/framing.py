@@ -4,8 +4,8 @@ An input is a JSON array of documents or JSON Lines, given as a path, bytes or a
 (standard input, a socket's file, a request body). Its form is told by its first non-blank byte:
 `[` is an array, anything else is JSON Lines, and an input with no non-blank byte is empty.
 
-JSON Lines are never held whole: the input is read a block at a time (`CHUNK`) and cut at line
-ends, so memory stays flat however long the input, a pipe included. A JSON array is one JSON
+JSON Lines are never held whole: the input's own line reader hands out one line at a time, so
+memory stays flat however long the input, a pipe included. A JSON array is one JSON
 value, so it is read whole and cut into its elements by msgspec without decoding them.
 
 This module knows bytes and JSON syntax only. What a document means (a declaration, a trace
@@ -16,6 +16,7 @@ so every reader, the fleet's included, can stand on it.
 """
 from __future__ import annotations
 
+import io
 import os
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Iterator, Union
@@ -25,7 +26,7 @@ import msgspec
 from .document import MAX_DEPTH, loads
 from .errors import Problem, SchemaError
 
-__all__ = ["Source", "AUTO", "LINES", "ARRAY", "EMPTY", "CHUNK", "NOT_DOCUMENTS", "Item", "Framed",
+__all__ = ["Source", "AUTO", "LINES", "ARRAY", "EMPTY", "NOT_DOCUMENTS", "Item", "Framed",
            "Pushback", "framed", "source_name", "is_bytes", "form_of", "iter_lines", "split_array",
            "iter_documents", "read_documents"]
 
@@ -34,8 +35,6 @@ Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes]]
 
 AUTO, LINES, ARRAY, EMPTY = "auto", "lines", "array", "empty"
 
-#: How much of a stream or file is read at a time.
-CHUNK = 1 << 20
 #: What an input that is neither form is expected to be.
 NOT_DOCUMENTS = "an array or JSON Lines of objects"
 
@@ -101,129 +100,91 @@ class Pushback:
     def fileno(self) -> int:
         return self.stream.fileno()
 
+    def __iter__(self) -> "Pushback":
+        return self
 
-def _blocks(source: Source, size: int, progress: Callable[[int], None] | None) -> Iterator[bytes]:
-    """The input a block at a time (bytes: themselves, once); `progress(n)` after each block."""
-    if is_bytes(source):
-        data = bytes(source)  # type: ignore[arg-type]  # bytes, bytearray or memoryview
+    def __next__(self) -> bytes:
+        line = self.readline()
+        if not line:
+            raise StopIteration
+        return line
+
+
+def _numbered(stream: IO[bytes], lineno: int, progress: Callable[[int], None] | None
+              ) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of the stream's non-blank lines from line `lineno` + 1, line ends left
+    out; the stream's own line reader cuts them, so one line at a time is held."""
+    for line in stream:
+        lineno += 1
         if progress is not None:
-            progress(len(data))
-        yield data
-        return
-    owned = isinstance(source, (str, os.PathLike))
-    stream: Any = open(source, "rb") if owned else source  # type: ignore[arg-type]  # a path
-    try:
-        while block := stream.read(size):
-            if progress is not None:
-                progress(len(block))
-            yield block
-    finally:
-        if owned:
-            stream.close()
-
-
-def _whole_lines(blocks: Iterator[bytes], head: bytes = b"") -> Iterator[bytes]:
-    """Blocks regrouped to end at a line end (the last may end mid-line: a stream cut short)."""
-    rest = head
-    for block in blocks:
-        cut = block.rfind(b"\n")
-        if cut < 0:
-            rest += block
+            progress(len(line))
+        if line.isspace():
             continue
-        yield rest + block[:cut + 1]
-        rest = block[cut + 1:]
-    if rest:
-        yield rest
-
-
-def _numbered(chunks: Iterator[bytes]) -> Iterator[tuple[int, bytes]]:
-    lineno = 1
-    for chunk in chunks:
-        pieces = chunk.split(b"\n")
-        if chunk.endswith(b"\n"):
-            pieces.pop()  # the empty piece after the chunk's last line end is not a line
-        for line in pieces:
-            if line.strip():
-                yield lineno, line
-            lineno += 1
+        yield lineno, (line[:-1] if line[-1:] == b"\n" else line)
 
 
 class Framed:
     """One input opened for reading: its `form` and, once, its documents' bytes.
 
     `lines()` gives the numbered non-blank lines of JSON Lines, streamed; `whole()` the input's
-    bytes (an array is one value); `stream()` a binary stream from the input's first byte, for a
-    reader that cuts lines itself (the fleet's compiled bulk reader). Use one of the three."""
+    bytes (an array is one value); `stream()` a binary stream from the input's first non-blank
+    line, for a reader that cuts lines itself (the fleet's compiled bulk reader). Use one of the
+    three, then `close()` (which closes a file the framing opened, never a stream it was given)."""
 
-    __slots__ = ("form", "first_line", "_head", "_blocks", "_source")
+    __slots__ = ("form", "first_line", "_head", "_stream", "_owned", "_progress")
 
     def __init__(self, source: Source, form: str, progress: Callable[[int], None] | None):
-        self._source = source
-        self._blocks = _blocks(source, CHUNK, progress)
-        seen = b""
-        for block in self._blocks:
-            seen += block
-            if seen.strip():
-                break
-        self._head = seen
-        found = form_of(seen)
-        self.form = found if form == AUTO or found == EMPTY else form
+        if is_bytes(source):
+            self._stream: Any = io.BytesIO(bytes(source))  # type: ignore[arg-type]  # bytes-like
+            self._owned = True
+        elif isinstance(source, (str, os.PathLike)):
+            self._stream = open(source, "rb")
+            self._owned = True
+        else:
+            self._stream, self._owned = source, False
+        self._progress = progress
+        lineno, head = 0, b""
+        try:
+            while line := self._stream.readline():
+                lineno += 1
+                if progress is not None:
+                    progress(len(line))
+                if not line.isspace():
+                    head = line
+                    break
+        except BaseException:
+            self.close()
+            raise
+        self._head = head
         #: the line of the input's first non-blank byte (where an array starts)
-        self.first_line = seen[:len(seen) - len(seen.lstrip())].count(b"\n") + 1
+        self.first_line = max(lineno, 1)
+        found = form_of(head)
+        self.form = found if form == AUTO or found == EMPTY else form
 
     def lines(self) -> Iterator[tuple[int, bytes]]:
         """(line number, line) of every non-blank line, the line end left out; a last line
         without its line end (a stream cut short) is a line like any other."""
         head, self._head = self._head, b""
-        return _numbered(_whole_lines(self._blocks, head))
+        if head:
+            yield self.first_line, (head[:-1] if head[-1:] == b"\n" else head)
+            yield from _numbered(self._stream, self.first_line, self._progress)
 
     def whole(self) -> bytes:
         head, self._head = self._head, b""
-        return head + b"".join(self._blocks)
+        rest = self._stream.read()
+        if self._progress is not None:
+            self._progress(len(rest))
+        return head + rest
 
     def stream(self) -> IO[bytes]:
         head, self._head = self._head, b""
-        source = self._source
-        if is_bytes(source) or isinstance(source, (str, os.PathLike)):
-            return _Chained(head, self._blocks)  # type: ignore[return-value]  # read() is all it needs
-        pushed = Pushback(source)  # type: ignore[arg-type]  # a stream
+        pushed = Pushback(self._stream)
         pushed.unread(head)
         return pushed  # type: ignore[return-value]  # read() and readline(), as a bulk reader asks
 
     def close(self) -> None:
-        self._blocks.close()  # type: ignore[attr-defined]  # a generator: closes the file it opened
-
-
-class _Chained:
-    """The blocks of an input as a stream (for a path or bytes handed to a bulk reader)."""
-
-    __slots__ = ("_rest", "_blocks")
-
-    def __init__(self, head: bytes, blocks: Iterator[bytes]):
-        self._rest, self._blocks = head, blocks
-
-    def read(self, size: int = -1) -> bytes:
-        if size is None or size < 0:
-            data, self._rest = self._rest + b"".join(self._blocks), b""
-            return data
-        while len(self._rest) < size:
-            block = next(self._blocks, b"")
-            if not block:
-                break
-            self._rest += block
-        data, self._rest = self._rest[:size], self._rest[size:]
-        return data
-
-    def readline(self) -> bytes:
-        while b"\n" not in self._rest:
-            block = next(self._blocks, b"")
-            if not block:
-                break
-            self._rest += block
-        cut = self._rest.find(b"\n")
-        cut = len(self._rest) if cut < 0 else cut + 1
-        data, self._rest = self._rest[:cut], self._rest[cut:]
-        return data
+        if self._owned:
+            self._stream.close()
 
 
 def framed(source: Source, *, form: str = AUTO, progress: Callable[[int], None] | None = None) -> Framed:
@@ -233,8 +194,12 @@ def framed(source: Source, *, form: str = AUTO, progress: Callable[[int], None] 
 
 
 def iter_lines(source: Source) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) for every non-blank line of `source`, read a block at a time."""
-    return _numbered(_whole_lines(_blocks(source, CHUNK, None)))
+    """(line number, line) for every non-blank line of `source`, one line at a time."""
+    framing = framed(source, form=LINES)
+    try:
+        yield from framing.lines()
+    finally:
+        framing.close()
 
 
 def split_array(data: bytes) -> list[bytes] | list[Problem]:

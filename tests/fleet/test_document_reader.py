@@ -110,8 +110,7 @@ def test_an_input_that_is_neither_form_is_one_problem_at_the_root():
     assert framing.read_documents(b"[1]", form=framing.LINES)[0] == [("line 1: $", [1])]
 
 
-def test_lines_are_numbered_across_blocks_and_blank_lines(monkeypatch):
-    monkeypatch.setattr(reader, "CHUNK", 7)
+def test_lines_are_numbered_across_blank_lines():
     assert list(framing.iter_lines(io.BytesIO(b"1\n\n22\n333333333333\n\n4"))) == [
         (1, b"1"), (3, b"22"), (4, b"333333333333"), (6, b"4")]
 
