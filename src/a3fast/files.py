@@ -92,14 +92,15 @@ def read_json_documents(path: str, *, strict: bool = True) -> Any:
     return documents, problems
 
 
-def require_kind(path: str, *expected: str, allow_empty: bool = True) -> Kind:
+def require_kind(path: str, *expected: str, allow_empty: bool = True, data: bytes | None = None) -> Kind:
     """The kind of the file `path` (a3fast.kinds), or InputError in one line when it is a file of
     another kind a3fast writes ("t.jsonl looks like a trace (spec records), not declarations"),
     or empty when `allow_empty` is False. `expected` are kind names (`declarations`, `trace`...);
     the first is the one the message names. A file of no kind a3fast writes passes, for its
-    reader to say what is wrong with it; one that cannot be read is InputError too."""
+    reader to say what is wrong with it; one that cannot be read is InputError too. `data`: the
+    file's bytes, when the command has read them already."""
     try:
-        kind = sniff(input_source(path))
+        kind = sniff(input_source(path) if data is None else data)
     except OSError as exc:
         raise cannot_read(path, exc) from None
     line = wrong_kind(kind, expected, display_name(path), allow_empty=allow_empty)

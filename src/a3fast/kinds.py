@@ -10,8 +10,9 @@ documents in it), parses each document it found whole, and names the kind from t
 - a trace: objects with `content` and `seq` or `kind` (docs/design.md, reading 7) — compact when
   one of the records read carries the compact member (docs/compact-format.md), spec when a
   placement among them does not;
-- declarations: objects with an `agent` (§3);
-- requirements: objects whose members are all §4 requirements members;
+- declarations: objects with an `agent` object and `v`, or with §3 members only;
+- requirements: objects whose members are all §4 requirements members, their lists of names
+  lists of strings;
 - conformance vectors: an array of cases with `trace` and `expected` (verifier vectors), or
   `fleet` and `expected` (matching vectors);
 - empty: no document at all (no non-blank byte, or `[]`).
@@ -47,6 +48,7 @@ SNIFF_DOCUMENTS = 4
 _COMPACT_KEY = "a3fast.compact"
 _PLACEMENT_KINDS = ("task.bound", "task.rejected")
 
+_DECLARATION_MEMBERS = frozenset({"v", "agent", "capabilities", "clearances", "residency", "tools", "model"})
 _REQUIREMENTS_MEMBERS = frozenset({"v", "capabilities", "clearances", "tools", "residency", "model", "session",
                                    "agentRef", "kind", "exclude"})
 
@@ -212,8 +214,20 @@ def _kind_of(documents: list[Any]) -> Kind:
         return VECTORS
     if "expected" in first and "fleet" in first:
         return MATCHING_VECTORS
-    if "agent" in first:
+    if isinstance(first.get("agent"), dict) and ("v" in first or first.keys() <= _DECLARATION_MEMBERS):
         return DECLARATIONS
-    if first.keys() <= _REQUIREMENTS_MEMBERS:
+    if first and first.keys() <= _REQUIREMENTS_MEMBERS and _listed_as_requirements(first):
         return REQUIREMENTS
     return UNKNOWN
+
+
+def _listed_as_requirements(document: dict[str, Any]) -> bool:
+    """Whether the lists of a document whose members are all requirements members hold what §4's
+    lists hold: capabilities as objects or `name/version` strings, names as strings (an MCP tool
+    listing `{"tools": [{...}]}` has the member's name and not its shape)."""
+    for member in ("clearances", "tools", "exclude"):
+        value = document.get(member)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            return False
+    capabilities = document.get("capabilities")
+    return capabilities is None or isinstance(capabilities, list)

@@ -17,7 +17,7 @@ from ..record.compact import CompactError, Decoder, Encoder
 from ..trace import TraceProblem, read_values
 from ..framing import NOT_DOCUMENTS, iter_documents
 from ..errors import Problem, SchemaError
-from ..files import cannot_read, input_source
+from ..files import cannot_read, input_source, require_kind
 from .common import BadInput, atomic_output, output_option, progress
 
 _JSON = msgspec.json.Decoder()
@@ -29,6 +29,7 @@ def read_whole_records(path: str) -> tuple[list[tuple[str, dict[str, Any]]], lis
     reading 7, checked by the same rules as every other command's reading). The documents are
     framed by a3fast.framing; a record is decoded as msgspec reads it, since a trace may
     hold what the document rule refuses and rewriting must keep it."""
+    require_kind(path, "trace")
     values: list[Any] = []
     wheres: list[str] = []
     problems: list[str] = []

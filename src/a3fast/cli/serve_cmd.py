@@ -105,6 +105,13 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
             _fail(f"{token_file}: the token file is empty")
     if fleet_path is not None and not fleet_path.is_file():
         _fail(f"{fleet_path}: cannot read: no such file")
+    if fleet_path is not None:
+        from ..files import InputError, require_kind
+
+        try:
+            require_kind(str(fleet_path), "declarations")
+        except InputError as exc:
+            _fail(str(exc))
     if watch_cards:
         _check_watch(watch_cards, stdio)
     servers = _watched_servers(watch_mcp, stdio) if watch_mcp else ()
