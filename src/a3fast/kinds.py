@@ -132,8 +132,8 @@ def _head(source: Source) -> tuple[bytes, bool]:
             data += block
             if data.count(b"\n") > SNIFF_DOCUMENTS and not data.lstrip().startswith(b"["):
                 break  # enough whole lines; a pipe is not waited on for more than it needs
-        source.unread(data)
         complete = len(data) <= SNIFF_BYTES and not _more(source)
+        source.unread(data)
         return data[:SNIFF_BYTES], complete
     return b"", False  # a stream that cannot be given its bytes back is not looked at
 

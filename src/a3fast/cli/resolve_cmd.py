@@ -163,6 +163,7 @@ def resolve(contracts_path, mappings_path, skills_path, connection_path, engagem
     skills = _documents(skills_path, parse_skills, "skills")
     connection = _trust(_document(connection_path, parse_connection, "a connection"), keys)
     policy = _document(policy_path, parse_policy, "a policy")
+    require_kind(engagement_path, "an engagement")
     engagement = read_json(engagement_path)
     known = {skill.id for skill in skills}
     unknown = [s for s in dict.fromkeys(required) if s not in known]
