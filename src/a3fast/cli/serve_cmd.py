@@ -268,7 +268,9 @@ def _run_stdio(config) -> int:
         if config.fleet is not None:
             seed_fleet(state, config)
     except (StateError, SchemaError, OSError) as exc:
-        click.echo(f"a3fast serve: cannot start: {exc}", err=True)
+        from ..errors import capped
+
+        click.echo("\n".join(capped(f"a3fast serve: cannot start: {exc}".splitlines())), err=True)
         return EXIT_BAD_INPUT
     state.ready = True
     widen_pipes(sys.stdin.buffer, sys.stdout.buffer)

@@ -33,7 +33,7 @@ from starlette.convertors import Convertor, register_url_convertor
 from starlette.routing import Route
 
 from ..framing import LINES, iter_documents
-from ..errors import SchemaError
+from ..errors import SchemaError, capped
 from . import metrics
 from .config import ServiceConfig
 from .k8s import Extender
@@ -625,7 +625,8 @@ def _stop_loading(app, state: ServiceState, failure: str) -> None:
     """The start failed: the server stops (exit 2) with the reason on stderr."""
     app.state.failure = failure
     state.ready = False
-    print(f"a3fast serve: cannot start: {failure}", file=sys.stderr, flush=True)
+    # a fleet of a thousand broken declarations is told in a screenful (a3fast.errors.capped)
+    print("\n".join(capped(f"a3fast serve: cannot start: {failure}".splitlines())), file=sys.stderr, flush=True)
     if app.state.on_failure is not None:
         app.state.on_failure()
 
