@@ -11,6 +11,8 @@ kind of file a command was given (`a3fast.kinds`).
 """
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,8 @@ __all__ = ["STDIN", "InputError", "input_source", "display_name", "cannot_read",
 #: The path that names standard input.
 STDIN = "-"
 _stdin: Pushback | None = None
+#: the streams of the pipes and devices given by name (`<(...)`, a FIFO), opened once
+_read_once_streams: dict[str, Pushback] = {}
 
 
 class InputError(A3Error):
@@ -43,9 +47,17 @@ def _standard_input() -> Pushback:
 
 
 def input_source(path: str) -> Source:
-    """What a3fast's readers read for a command-line input: the path, or standard input's one
-    stream for `-` (see the module's docstring)."""
-    return _standard_input() if path == STDIN else path  # type: ignore[return-value]  # a binary stream
+    """What a3fast's readers read for a command-line input: the path, or one stream for the whole
+    process for `-` (standard input) and for a pipe or device given by name (`<(...)`, a FIFO),
+    which can be read only once (see the module's docstring). OSError when it cannot be opened."""
+    if path == STDIN:
+        return _standard_input()  # type: ignore[return-value]  # a binary stream
+    if _read_once(path):
+        stream = _read_once_streams.get(path)
+        if stream is None:
+            stream = _read_once_streams[path] = Pushback(open(path, "rb"), path)
+        return stream  # type: ignore[return-value]  # a binary stream
+    return path
 
 
 def display_name(path: str) -> str:
@@ -59,8 +71,9 @@ def cannot_read(path: str, exc: OSError) -> InputError:
 def read_bytes(path: str) -> bytes:
     """The whole input (a file that is one JSON document, a key); InputError when unreadable."""
     try:
-        if path == STDIN:
-            return _standard_input().read()
+        source = input_source(path)
+        if isinstance(source, Pushback):
+            return source.read()
         return Path(path).read_bytes()
     except OSError as exc:
         raise cannot_read(path, exc) from None
@@ -92,6 +105,15 @@ def read_json_documents(path: str, *, strict: bool = True) -> Any:
     return documents, problems
 
 
+def _read_once(path: str) -> bool:
+    """Whether `path` names a file that can be read only once (a FIFO, `<(...)`, a device)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False  # the check itself says why it cannot be read
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
 def require_kind(path: str, *expected: str, allow_empty: bool = True, data: bytes | None = None) -> Kind:
     """The kind of the file `path` (a3fast.kinds), or InputError in one line when it is a file of
     another kind a3fast writes ("t.jsonl looks like a trace (spec records), not declarations"),
@@ -100,7 +122,7 @@ def require_kind(path: str, *expected: str, allow_empty: bool = True, data: byte
     reader to say what is wrong with it; one that cannot be read is InputError too. `data`: the
     file's bytes, when the command has read them already."""
     try:
-        kind = sniff(input_source(path) if data is None else data)
+        kind = sniff(input_source(path) if data is None else data)  # type: ignore[arg-type]  # a path or a stream
     except OSError as exc:
         raise cannot_read(path, exc) from None
     line = wrong_kind(kind, expected, display_name(path), allow_empty=allow_empty)

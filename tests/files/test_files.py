@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 import io
+import os
 import sys
+import threading
 from pathlib import Path
 
 import orjson
@@ -85,3 +87,16 @@ def test_no_module_inside_the_package_reaches_up_to_the_package_face():
                 reaching += [f"{path.relative_to(PACKAGE)}: {alias.name}" for alias in node.names
                              if alias.name in face]
     assert reaching == []
+
+
+def test_a_pipe_given_by_name_is_looked_at_and_still_read_whole(tmp_path):
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    data = b'{"seq": 1, "kind": "task.submitted", "content": {}}\n' * 3
+    writer = threading.Thread(target=fifo.write_bytes, args=(data,))
+    writer.start()
+    try:
+        assert files.require_kind(str(fifo), "trace").name == "trace"
+        assert files.read_bytes(str(fifo)) == data
+    finally:
+        writer.join(timeout=10)

@@ -135,8 +135,9 @@ def result_json(path: str, findings: list[Finding], records: int | None = None) 
 
 
 def _verify_path(path: str) -> tuple[list[Finding], int]:
-    if path == "-":
-        return _verify_with_progress(input_source(path), "standard input")  # type: ignore[arg-type]  # a stream
+    source = input_source(path)
+    if not isinstance(source, str):  # standard input, or a pipe given by name: one stream, looked at already
+        return _verify_with_progress(source, "standard input" if path == "-" else path)  # type: ignore[arg-type]
     with open(path, "rb") as fh:
         return _verify_with_progress(fh, path)
 
