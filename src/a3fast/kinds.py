@@ -31,8 +31,6 @@ from typing import Any, Iterable
 import orjson
 
 from .framing import Pushback, Source, is_bytes
-from .journal import MAGIC as _JOURNAL_MAGIC
-from .snapshot import MAGIC as _SNAPSHOT_MAGIC
 
 __all__ = ["Kind", "DECLARATIONS", "REQUIREMENTS", "TRACE", "SPEC_TRACE", "COMPACT_TRACE", "SNAPSHOT",
            "JOURNAL", "VECTORS", "MATCHING_VECTORS", "EMPTY", "UNKNOWN", "sniff", "wrong_kind",
@@ -43,8 +41,13 @@ SNIFF_BYTES = 1 << 20
 #: How many of its first documents are parsed to tell its kind, at most.
 SNIFF_DOCUMENTS = 4
 
-# The member a compact placement record carries (a3fast.record.compact.KEY, spelled here so that
-# telling a file's kind does not load the codec and its numpy; a test holds the two equal).
+# What marks a3fast's files, spelled here so that telling a file's kind loads neither the codec
+# (and numpy) nor the journal (and asyncio): a test holds each equal to its owner's.
+#: a3fast.snapshot.MAGIC
+_SNAPSHOT_MAGIC = b"\x89A3FLEET"
+#: a3fast.journal.MAGIC
+_JOURNAL_MAGIC = b"A3J1"
+#: a3fast.record.compact.KEY: the member a compact placement record carries
 _COMPACT_KEY = "a3fast.compact"
 _PLACEMENT_KINDS = ("task.bound", "task.rejected")
 

@@ -6,7 +6,7 @@ import io
 import orjson
 import pytest
 
-from a3fast import kinds
+from a3fast import journal, kinds, snapshot
 from a3fast.framing import Pushback
 from a3fast.record.compact import KEY
 
@@ -22,8 +22,10 @@ BOUND = {"seq": 2, "kind": "task.bound", "content": {"scheduling": {}}}
 COMPACT_BOUND = {"seq": 2, "kind": "task.bound", "content": {KEY: {}}}
 
 
-def test_the_compact_member_is_the_codecs():
+def test_the_marks_of_a3fasts_files_are_their_owners():
     assert kinds._COMPACT_KEY == KEY
+    assert kinds._SNAPSHOT_MAGIC == snapshot.MAGIC
+    assert kinds._JOURNAL_MAGIC == journal.MAGIC
 
 
 @pytest.mark.parametrize("data,kind", [
