@@ -103,7 +103,7 @@ def _extend_from_array(fleet: Fleet, data: bytes) -> list[Problem]:
     elements = split_array(data)
     del data
     if elements and isinstance(elements[0], Problem):
-        return list(elements)  # type: ignore[arg-type]  # the problems of an input that is no array
+        return list(elements)  # the problems of an input that is no array
     # a raw line end can stand only between tokens, where a space means the same
     lines = b"\n".join(raw.replace(b"\r", b" ").replace(b"\n", b" ") for raw in elements)  # type: ignore[union-attr]
     del elements

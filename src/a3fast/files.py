@@ -122,7 +122,7 @@ def require_kind(path: str, *expected: str, allow_empty: bool = True, data: byte
     reader to say what is wrong with it; one that cannot be read is InputError too. `data`: the
     file's bytes, when the command has read them already."""
     try:
-        kind = sniff(input_source(path) if data is None else data)  # type: ignore[arg-type]  # a path or a stream
+        kind = sniff(input_source(path) if data is None else data)
     except OSError as exc:
         raise cannot_read(path, exc) from None
     line = wrong_kind(kind, expected, display_name(path), allow_empty=allow_empty)

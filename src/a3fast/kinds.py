@@ -120,7 +120,7 @@ def wrong_kind(kind: Kind, expected: Iterable[str], name: str, *, allow_empty: b
 def _head(source: Source) -> tuple[bytes, bool]:
     """(the first SNIFF_BYTES of the input, whether that is all of it)."""
     if is_bytes(source):
-        data = bytes(source[:SNIFF_BYTES + 1])  # type: ignore[index]  # bytes, bytearray or memoryview
+        data = bytes(source[:SNIFF_BYTES + 1])  # type: ignore[index, arg-type]  # bytes, bytearray or memoryview
         return data[:SNIFF_BYTES], len(data) <= SNIFF_BYTES
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as fh:

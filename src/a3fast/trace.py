@@ -25,7 +25,7 @@ import orjson
 from . import document
 from .document import INT_MAX, INT_MIN, MAX_RECORD_DEPTH
 from .errors import A3Error, Problem, describe
-from .framing import ARRAY, LINES, framed
+from .framing import ARRAY, LINES, Source, framed
 from .record.compact import Decoder, Encoder
 from .record.write import placement_records
 
@@ -278,8 +278,10 @@ def read_lines(lines: Iterable[bytes], *, first_line: int = 1,
     most MAX_RECORD_DEPTH deep, integers within 64 bits); a line that breaks it is a TraceProblem.
 
     `typed` maps a kind to a decoder of a whole record `{seq: int, kind: str, content: <Struct>}`:
-    a line that looks like that kind is decoded by it in one pass, and its TraceRecord carries the
-    result in `typed`. A line the typed decoder refuses is read the ordinary way, so `typed` changes
+    a line whose first bytes name that kind is tried with it first, one pass, and its TraceRecord
+    carries the result in `typed`. The bytes only choose which decoder tries: a record's kind is
+    always the one a decoder parsed, and a line the typed decoder refuses, or whose parsed kind is
+    another, is read the ordinary way. So `typed` changes
     how fast a record is read, never what is reported about it — provided the typed decoder refuses
     what the rule refuses (its types bound the depth and the integers, and it forbids fields it
     does not type), since a record it accepts is not checked again.
@@ -382,13 +384,13 @@ def read_values(values: Iterable[Any], *, decoded_json: bool = False) -> Iterato
         yield from seq_check.value(value, None)
 
 
-def read_trace(source: "str | os.PathLike | BinaryIO | bytes",
+def read_trace(source: Source,
                progress: Callable[[int], None] | None = None,
                typed: Mapping[str, msgspec.json.Decoder] | None = None) -> Iterator[TraceItem]:
     """Read a trace from a path, a binary file or bytes, framed by `a3fast.framing`: JSON Lines,
     streamed line by line, or a JSON array of records (read whole). `progress(n)` is told of every
     n bytes consumed; `typed` is as in `read_lines`."""
-    framing = framed(source, progress=progress)  # type: ignore[arg-type]  # a binary stream
+    framing = framed(source, progress=progress)
     try:
         if framing.form == ARRAY:
             yield from _read_array(framing.whole(), framing.first_line)
