@@ -1,6 +1,6 @@
-"""a3fast.document_reader: one reader of a JSON array or JSON Lines of documents, from a path, bytes
-or a stream, every problem at its line (or index) and JSON path; declarations through the fleet's
-bulk reader. Then each command and service route that reads such input, through it."""
+"""a3fast.document_reader over a3fast.framing: a JSON array or JSON Lines of documents, from a path,
+bytes or a stream, every problem at its line (or index) and JSON path; declarations through the
+fleet's bulk reader. Then each command and service route that reads such input, through it."""
 from __future__ import annotations
 
 import io
