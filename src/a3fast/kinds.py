@@ -76,13 +76,14 @@ COMPACT_TRACE = Kind("trace", "a trace (compact records)")
 SNAPSHOT = Kind("snapshot", "a fleet snapshot")
 JOURNAL = Kind("journal", "a service journal")
 VECTORS = Kind("vectors", "conformance vectors")
-MATCHING_VECTORS = Kind("vectors", "matching vectors")
+MATCHING_VECTORS = Kind("matching vectors", "matching vectors")
 EMPTY = Kind("empty", "empty")
 UNKNOWN = Kind("unknown", "of no kind a3fast writes")
 
 #: How a command names what it expected, by kind name.
 EXPECTED = {"declarations": "declarations", "requirements": "requirements", "trace": "a trace",
-            "snapshot": "a fleet snapshot", "journal": "a service journal", "vectors": "conformance vectors"}
+            "snapshot": "a fleet snapshot", "journal": "a service journal", "vectors": "conformance vectors",
+            "matching vectors": "matching vectors"}
 
 
 def sniff(source: Source) -> Kind:

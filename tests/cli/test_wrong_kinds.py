@@ -109,7 +109,7 @@ def test_a_file_of_another_kind_is_told_in_one_line(kinds, command, kind):
     assert result.stdout == ""
 
 
-@pytest.mark.parametrize("kind", [k for k in KINDS if k not in ("vectors", "matching vectors")])
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "vectors"])
 def test_conformance_tells_a_file_of_another_kind_among_the_vectors(kinds, tmp_path, kind):
     suite = tmp_path / "capability-schema"
     shutil.copytree(CAPABILITY_VECTORS, suite)
@@ -119,6 +119,16 @@ def test_conformance_tells_a_file_of_another_kind_among_the_vectors(kinds, tmp_p
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [f"a3fast: {suite / 'wrong.json'} looks like {looks_like}, "
                                           f"not conformance vectors"]
+
+
+def test_the_matching_suite_tells_verifier_vectors_among_its_own(kinds, tmp_path):
+    suite = tmp_path / "matching"
+    shutil.copytree(MATCHING_VECTORS, suite)
+    shutil.copy(kinds / "vectors.json", suite / "wrong.json")
+    result = run(["conformance", "--suite", "matching", "--vectors", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"a3fast: {suite / 'wrong.json'} looks like conformance vectors, "
+                                          f"not matching vectors"]
 
 
 def test_what_the_one_line_names_as_expected(kinds):

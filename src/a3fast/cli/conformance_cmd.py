@@ -57,7 +57,7 @@ def conformance(command, matcher, seed, worlds, vectors_dir, suite, required_onl
         raise BadInput(f"{root or 'vectors/'}: no {suite}/ vectors here; give --vectors DIR "
                        "or set A3FAST_VECTORS")
     for path in vector_files(Path(root), suite):  # a file of another kind a3fast writes: one line
-        require_kind(str(path), "vectors")
+        require_kind(str(path), "vectors" if suite == CAPABILITY_SUITE else "matching vectors")
     _check_format(Path(root), suite)
     if matcher is not None:
         if suite != MATCHING_SUITE:
