@@ -8,7 +8,7 @@
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 from typing import TYPE_CHECKING, Any
 

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
-__all__ = ["A3Error", "Problem", "SchemaError", "FleetError", "SnapshotError", "describe", "json_path"]
+__all__ = ["A3Error", "Problem", "SchemaError", "FleetError", "SnapshotError", "describe", "json_path",
+           "PROBLEMS_SHOWN", "capped"]
 
 
 class A3Error(ValueError):
@@ -84,3 +85,30 @@ class FleetError(A3Error):
 class SnapshotError(A3Error):
     """A fleet snapshot that cannot be read back exactly: not a snapshot, another format version,
     cut short, or damaged (docs/snapshot.md)."""
+
+
+#: How many problems a list of them shows before it counts the rest.
+PROBLEMS_SHOWN = 20
+
+
+def capped(lines: Iterable[str], shown: int = PROBLEMS_SHOWN) -> list[str]:
+    """The first `shown` lines of a list of problems, then one line counting the rest
+    ("… and 5,352 more problems"): a file of the wrong kind or a thousand broken documents is told
+    in a screenful, and the count says how far it goes."""
+    out: list[str] = []
+    more = 0
+    for line in lines:
+        if len(out) < shown:
+            out.append(line)
+        else:
+            more += 1
+    if more:
+        out.append(f"… and {more:,} more problem{'s' if more != 1 else ''}")
+    return out
+
+
+def cannot_start_lines(failure: str) -> list[str]:
+    """Why a service cannot start, as the lines it prints: each carries the `a3fast:` prefix, so a log
+    that interleaves other programs' lines still says whose they are, and the problems are capped."""
+    first, *more = capped(failure.splitlines()) or [""]
+    return [f"a3fast: cannot start: {first}", *(f"a3fast: {line}" for line in more)]

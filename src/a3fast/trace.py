@@ -5,7 +5,8 @@ also forced to disk, so a crash loses at most the record being written. A writer
 and writes a placement's records in spec JSON or in the compact form (docs/compact-format.md),
 whose name table it writes once; `read_records` reads either form back as spec records.
 
-Reading streams JSON Lines one line at a time, so memory does not grow with the trace. Whatever
+Reading streams JSON Lines one line at a time (`a3fast.framing`, the one framing of every input),
+so memory does not grow with the trace. Whatever
 breaks the format — a line that is not JSON, a record that breaks the document rule
 (a3fast.document), a record without `seq`/`kind`/`content`, a `seq` that does not increase — comes
 out as a TraceProblem in place, and reading goes on with the records that can still be read; the
@@ -13,8 +14,6 @@ verifier reports each as E_TRACE. No input makes a reader raise.
 """
 from __future__ import annotations
 
-import io
-import itertools
 import os
 from pathlib import Path
 from typing import (TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Mapping, NamedTuple, TypeGuard,
@@ -26,6 +25,7 @@ import orjson
 from . import document
 from .document import INT_MAX, INT_MIN, MAX_RECORD_DEPTH
 from .errors import A3Error, Problem, describe
+from .framing import ARRAY, LINES, Source, framed
 from .record.compact import Decoder, Encoder
 from .record.write import placement_records
 
@@ -278,17 +278,24 @@ def read_lines(lines: Iterable[bytes], *, first_line: int = 1,
     most MAX_RECORD_DEPTH deep, integers within 64 bits); a line that breaks it is a TraceProblem.
 
     `typed` maps a kind to a decoder of a whole record `{seq: int, kind: str, content: <Struct>}`:
-    a line that looks like that kind is decoded by it in one pass, and its TraceRecord carries the
-    result in `typed`. A line the typed decoder refuses is read the ordinary way, so `typed` changes
+    a line whose first bytes name that kind is tried with it first, one pass, and its TraceRecord
+    carries the result in `typed`. The bytes only choose which decoder tries: a record's kind is
+    always the one a decoder parsed, and a line the typed decoder refuses, or whose parsed kind is
+    another, is read the ordinary way. So `typed` changes
     how fast a record is read, never what is reported about it — provided the typed decoder refuses
     what the rule refuses (its types bound the depth and the integers, and it forbids fields it
     does not type), since a record it accepts is not checked again.
     """
+    return _read_numbered(((n, line) for n, line in enumerate(lines, first_line) if line and not line.isspace()),
+                          typed)
+
+
+def _read_numbered(lines: Iterable[tuple[int, bytes]],
+                   typed: Mapping[str, msgspec.json.Decoder] | None) -> Iterator[TraceItem]:
+    """`read_lines` over numbered non-blank lines (as `a3fast.framing` cuts them)."""
     seq_check = _Sequencer()
     hints = [(b'"kind":"%s"' % kind.encode(), kind, decoder) for kind, decoder in (typed or {}).items()]
-    for lineno, line in enumerate(lines, first_line):
-        if not line or line.isspace():
-            continue
+    for lineno, line in lines:
         if hints:
             head = line[:_KIND_PEEK]
             record = None
@@ -377,19 +384,20 @@ def read_values(values: Iterable[Any], *, decoded_json: bool = False) -> Iterato
         yield from seq_check.value(value, None)
 
 
-def read_trace(source: "str | os.PathLike | BinaryIO | bytes",
+def read_trace(source: Source,
                progress: Callable[[int], None] | None = None,
                typed: Mapping[str, msgspec.json.Decoder] | None = None) -> Iterator[TraceItem]:
-    """Read a trace from a path, a binary file or bytes: JSON Lines, streamed line by line, or a JSON
-    array of records (read whole). `progress(n)` is told of every n bytes consumed; `typed` is as in
-    `read_lines`."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        yield from _read_binary(io.BytesIO(source), progress, typed)
-    elif isinstance(source, (str, os.PathLike)):
-        with open(source, "rb") as fh:
-            yield from _read_binary(fh, progress, typed)
-    else:
-        yield from _read_binary(source, progress, typed)
+    """Read a trace from a path, a binary file or bytes, framed by `a3fast.framing`: JSON Lines,
+    streamed line by line, or a JSON array of records (read whole). `progress(n)` is told of every
+    n bytes consumed; `typed` is as in `read_lines`."""
+    framing = framed(source, progress=progress)
+    try:
+        if framing.form == ARRAY:
+            yield from _read_array(framing.whole(), framing.first_line)
+        elif framing.form == LINES:
+            yield from _read_numbered(framing.lines(), typed)
+    finally:
+        framing.close()
 
 
 def read_records(source: "str | os.PathLike | BinaryIO | bytes | Iterable[Mapping[str, Any]]", *,
@@ -417,21 +425,6 @@ def read_records(source: "str | os.PathLike | BinaryIO | bytes | Iterable[Mappin
         yield {"seq": item.seq, "kind": item.kind, "content": content}
 
 
-def _read_binary(fh: BinaryIO, progress: Callable[[int], None] | None,
-                 typed: Mapping[str, msgspec.json.Decoder] | None) -> Iterator[TraceItem]:
-    lines = _counted(fh, progress) if progress is not None else iter(fh)
-    lineno = 0
-    for line in lines:
-        lineno += 1
-        if not line or line.isspace():
-            continue
-        if line.lstrip()[:1] == b"[":
-            yield from _read_array(line + b"".join(lines), lineno)
-            return
-        yield from read_lines(itertools.chain((line,), lines), first_line=lineno, typed=typed)
-        return
-
-
 def _read_array(data: bytes, first_line: int) -> Iterator[TraceItem]:
     try:
         values = _ANY.decode(data)
@@ -446,12 +439,6 @@ def _read_array(data: bytes, first_line: int) -> Iterator[TraceItem]:
         yield TraceProblem(first_line, 1, None, "expected a JSON array of records")
         return
     yield from read_values(values, decoded_json=True)
-
-
-def _counted(fh: BinaryIO, progress: Callable[[int], None]) -> Iterator[bytes]:
-    for line in fh:
-        progress(len(line))
-        yield line
 
 
 def _decode_error(exc: Exception) -> str:

@@ -1,6 +1,6 @@
-"""a3fast.document_reader: one reader of a JSON array or JSON Lines of documents, from a path, bytes
-or a stream, every problem at its line (or index) and JSON path; declarations through the fleet's
-bulk reader. Then each command and service route that reads such input, through it."""
+"""a3fast.document_reader over a3fast.framing: a JSON array or JSON Lines of documents, from a path,
+bytes or a stream, every problem at its line (or index) and JSON path; declarations through the
+fleet's bulk reader. Then each command and service route that reads such input, through it."""
 from __future__ import annotations
 
 import io
@@ -15,6 +15,7 @@ import a3fast.fleet
 import a3fast.fleet.bulk_load
 from a3fast import Fleet
 from a3fast import document_reader as reader
+from a3fast import framing
 from a3fast.cli import main
 from a3fast.errors import Problem, SchemaError
 from a3fast.workload import generate_fleet
@@ -48,10 +49,10 @@ def test_json_lines_and_a_json_array_give_the_same_documents_from_a_path_bytes_o
     as_lines = lines(ANALYST, {"x": [1, 2]}) + b"\n  \n" + lines(SUMMARISER)
     as_array = orjson.dumps([ANALYST, {"x": [1, 2]}, SUMMARISER], option=orjson.OPT_INDENT_2)
     for source in sources(as_lines, tmp_path):
-        assert reader.read_documents(source) == (
+        assert framing.read_documents(source) == (
             [("line 1: $", ANALYST), ("line 2: $", {"x": [1, 2]}), ("line 5: $", SUMMARISER)], [])
     for source in sources(as_array, tmp_path):
-        assert reader.read_documents(source) == (
+        assert framing.read_documents(source) == (
             [("$[0]", ANALYST), ("$[1]", {"x": [1, 2]}), ("$[2]", SUMMARISER)], [])
 
 
@@ -73,7 +74,7 @@ def test_a_problem_in_an_array_is_named_by_its_index():
 def test_empty_input_holds_no_document_and_no_problem(tmp_path):
     for data in (b"", b"\n\n", b"  \r\n", b"[]"):
         for source in sources(data, tmp_path):
-            assert reader.read_documents(source) == ([], [])
+            assert framing.read_documents(source) == ([], [])
         assert len(reader.load_fleet(data)) == 0
 
 
@@ -81,7 +82,7 @@ def test_hostile_values_are_problems_at_their_path_under_the_document_rule():
     deep = b'{"a": ' + b"[" * 200 + b"]" * 200 + b"}"
     big = b'{"a": {"b": 18446744073709551616}}'
     surrogate = b'{"a": "\\ud800"}'
-    documents, problems = reader.read_documents(b"\n".join([deep, big, surrogate, b"NaN"]))
+    documents, problems = framing.read_documents(b"\n".join([deep, big, surrogate, b"NaN"]))
     assert documents == []
     assert problems[0].expected == "at most 128 nested arrays and objects"
     assert problems[0].path.startswith("line 1: $.a[0][0]")
@@ -93,7 +94,7 @@ def test_hostile_values_are_problems_at_their_path_under_the_document_rule():
 
 def test_a_stream_that_ends_mid_line_names_the_cut_line():
     data = lines(ANALYST) + orjson.dumps(SUMMARISER)[:30]
-    documents, problems = reader.read_documents(io.BytesIO(data))
+    documents, problems = framing.read_documents(io.BytesIO(data))
     assert [where for where, _ in documents] == ["line 1: $"]
     assert [(p.path, p.expected) for p in problems] == [("line 2: $", "valid JSON")]
     with pytest.raises(SchemaError) as caught:
@@ -102,16 +103,15 @@ def test_a_stream_that_ends_mid_line_names_the_cut_line():
 
 
 def test_an_input_that_is_neither_form_is_one_problem_at_the_root():
-    assert reader.read_documents(b"[1, 2")[1][0].path == "$"
+    assert framing.read_documents(b"[1, 2")[1][0].path == "$"
     with pytest.raises(SchemaError) as caught:
         reader.load_fleet(b"[1, 2")
     assert [p.path for p in caught.value.problems] == ["$"]
-    assert reader.read_documents(b"[1]", form=reader.LINES)[0] == [("line 1: $", [1])]
+    assert framing.read_documents(b"[1]", form=framing.LINES)[0] == [("line 1: $", [1])]
 
 
-def test_lines_are_numbered_across_blocks_and_blank_lines(monkeypatch):
-    monkeypatch.setattr(reader, "CHUNK", 7)
-    assert list(reader.iter_lines(io.BytesIO(b"1\n\n22\n333333333333\n\n4"))) == [
+def test_lines_are_numbered_across_blank_lines():
+    assert list(framing.iter_lines(io.BytesIO(b"1\n\n22\n333333333333\n\n4"))) == [
         (1, b"1"), (3, b"22"), (4, b"333333333333"), (6, b"4")]
 
 

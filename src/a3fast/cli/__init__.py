@@ -10,9 +10,10 @@ import os
 
 import click
 
-from .. import __version__
+from .._version import __version__
 from ..engines import ENGINE, NATIVE_AVAILABLE
-from .common import EXIT_BAD_INPUT, EXIT_INTERNAL
+from ..files import InputError
+from .common import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput
 from .extras import MissingExtra, extra_for
 
 #: command name -> "module:attribute" under a3fast.cli
@@ -48,6 +49,8 @@ class LazyGroup(click.Group):
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort,
                 SystemExit, KeyboardInterrupt, BrokenPipeError):
             raise
+        except InputError as exc:  # a file given to the command that it cannot read as it must
+            raise BadInput(exc.lines) from None
         except MissingExtra as exc:
             click.echo(f"a3fast: {exc}", err=True)
             ctx.exit(EXIT_BAD_INPUT)

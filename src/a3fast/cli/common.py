@@ -1,4 +1,5 @@
-"""What every subcommand shares: reading JSON input with precise errors, atomic output, exit codes."""
+"""What every subcommand shares: bad-input messages, atomic output, exit codes, common options.
+(The files a command reads are `a3fast.files`'.)"""
 from __future__ import annotations
 
 import errno
@@ -10,13 +11,11 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Sequence, overload
+from typing import Any, Iterable, Iterator, Sequence
 
 import click
 
-from ..document_reader import read_documents
-from ..errors import A3Error, Problem, SchemaError
-from ..schema import loads
+from ..errors import A3Error, Problem, SchemaError, capped
 
 EXIT_OK = 0
 EXIT_NEGATIVE = 1
@@ -26,7 +25,8 @@ EXIT_INTERNAL = 3
 
 
 class BadInput(click.ClickException):
-    """Bad input: one line per problem on standard error, exit code 2, never a traceback."""
+    """Bad input: one line per problem on standard error (the first 20, then a count of the rest:
+    `a3fast.errors.capped`), exit code 2, never a traceback."""
 
     exit_code = EXIT_BAD_INPUT
 
@@ -36,7 +36,7 @@ class BadInput(click.ClickException):
 
     def show(self, file=None) -> None:
         out = file or sys.stderr
-        for line in self.lines:
+        for line in capped(self.lines):
             click.echo(f"a3fast: {line}", file=out)
 
     @classmethod
@@ -46,54 +46,6 @@ class BadInput(click.ClickException):
                 exc = exc.with_source(source)
             return cls(exc.lines())
         return cls(f"{source}: {exc}" if source else str(exc))
-
-
-def read_bytes(path: str) -> bytes:
-    """Read a file (or standard input for '-'); an unreadable file is BadInput."""
-    if path == "-":
-        return sys.stdin.buffer.read()
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
-def read_json(path: str) -> Any:
-    try:
-        return loads(read_bytes(path), source=path)
-    except SchemaError as exc:
-        raise BadInput.from_error(exc) from None
-
-
-def input_source(path: str) -> Any:
-    """What a3fast.document_reader reads for a command-line input: standard input's bytes stream
-    for '-', else the path (read a block at a time, never held whole when it is JSON Lines)."""
-    return sys.stdin.buffer if path == "-" else path
-
-
-def cannot_read(path: str, exc: OSError) -> BadInput:
-    return BadInput(f"{path}: cannot read: {exc.strerror or exc}")
-
-
-@overload
-def read_json_documents(path: str, *, strict: Literal[True] = ...) -> list[tuple[str, Any]]: ...
-@overload
-def read_json_documents(path: str, *, strict: Literal[False]) -> tuple[list[tuple[str, Any]], list[str]]: ...
-def read_json_documents(path: str, *, strict: bool = True
-                        ) -> list[tuple[str, Any]] | tuple[list[tuple[str, Any]], list[str]]:
-    """A JSON array or JSON Lines file -> [(where, document)], `where` being `$[3]` or `line 4: $`
-    (a3fast.document_reader). With strict (the default) any problem is BadInput; otherwise the
-    problems come back as lines beside the documents that were read, so a caller can report both."""
-    try:
-        documents, found = read_documents(input_source(path))
-    except OSError as exc:
-        raise cannot_read(path, exc) from None
-    problems = [f"{path}: {p}" for p in found]
-    if strict:
-        if problems:
-            raise BadInput(problems)
-        return documents
-    return documents, problems
 
 
 def rooted(problem: Problem, prefix: str) -> str:

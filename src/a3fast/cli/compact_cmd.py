@@ -15,9 +15,10 @@ import orjson
 
 from ..record.compact import CompactError, Decoder, Encoder
 from ..trace import TraceProblem, read_values
-from ..document_reader import NOT_DOCUMENTS, iter_documents
+from ..framing import NOT_DOCUMENTS, iter_documents
 from ..errors import Problem, SchemaError
-from .common import BadInput, atomic_output, cannot_read, input_source, output_option, progress
+from ..files import cannot_read, input_source, require_kind
+from .common import BadInput, atomic_output, output_option, progress
 
 _JSON = msgspec.json.Decoder()
 
@@ -26,8 +27,9 @@ def read_whole_records(path: str) -> tuple[list[tuple[str, dict[str, Any]]], lis
     """(where, record) for every readable record of a JSON Lines trace or a JSON array of records,
     each the whole object it is, and a line for every place that breaks the trace format (docs/design.md,
     reading 7, checked by the same rules as every other command's reading). The documents are
-    framed by a3fast.document_reader; a record is decoded as msgspec reads it, since a trace may
+    framed by a3fast.framing; a record is decoded as msgspec reads it, since a trace may
     hold what the document rule refuses and rewriting must keep it."""
+    require_kind(path, "trace")
     values: list[Any] = []
     wheres: list[str] = []
     problems: list[str] = []

@@ -9,8 +9,9 @@ import click
 
 from ..conformance import (CAPABILITY_SUITE, MATCHING_SUITE, check_vector_files, default_vectors_dir,
                            fleet_match, load_matching, load_vectors, run_a3fast, run_command,
-                           run_vectors, verifier_argv)
+                           run_vectors, vector_files, verifier_argv)
 from ..harness.client import command_argv
+from ..files import require_kind
 from .common import EXIT_NEGATIVE, EXIT_OK, BadInput
 
 
@@ -55,6 +56,8 @@ def conformance(command, matcher, seed, worlds, vectors_dir, suite, required_onl
     if root is None or not (Path(root) / suite).is_dir():
         raise BadInput(f"{root or 'vectors/'}: no {suite}/ vectors here; give --vectors DIR "
                        "or set A3FAST_VECTORS")
+    for path in vector_files(Path(root), suite):  # a file of another kind a3fast writes: one line
+        require_kind(str(path), "vectors" if suite == CAPABILITY_SUITE else "matching vectors")
     _check_format(Path(root), suite)
     if matcher is not None:
         if suite != MATCHING_SUITE:

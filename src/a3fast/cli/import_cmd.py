@@ -30,7 +30,8 @@ from ..interop.supply import Supplied, read_grants
 from ..schema import LATENCY_CLASSES, loads
 from .extras import require
 from .common import (EXIT_BAD_INPUT, EXIT_NEGATIVE, BadInput, atomic_outputs, check_outputs, json_option, output_option,
-                     progress, read_bytes, read_json_documents)
+                     progress)
+from ..files import InputError, read_bytes, read_json_documents, require_kind
 
 #: Supplied field (its JSON path's first key) -> the flag the caller used for it.
 FLAGS = {
@@ -167,7 +168,7 @@ def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cos
     outputs = _outputs(output, report_path, as_json)
     report = ImportReport("a2a")
     files = [c for c in cards if not _is_url(c)]
-    docs = _read(files, (".json", ".jsonl"), json_documents, report) if files else []
+    docs = _read(files, (".json", ".jsonl"), json_documents, report, "A2A agent cards") if files else []
     cache = EtagCache(etag_cache)
     fetched: dict[str, str] = {}
     limits = Limits(timeout=timeout, deadline=timeout * 3, max_bytes=max_bytes)
@@ -216,7 +217,7 @@ def oasf(records, namespace, clearances, grants_path, residency, latency_class, 
                          **_naming(versions, strict_ids, skill_domain, bad))
     outputs = _outputs(output, report_path, as_json)
     report = ImportReport("oasf")
-    docs = _read(records, (".json", ".jsonl"), json_documents, report)
+    docs = _read(records, (".json", ".jsonl"), json_documents, report, "OASF records")
     result = _run(lambda: import_records(docs, supplied, report))
     _finish(result, outputs, require_capabilities=not allow_empty)
 
@@ -294,11 +295,13 @@ def mcp(listings, server_command, server_url, timeout, fleet_path, bind, bind_al
                        contracts=contracts_path, mappings=mappings_path)
     fleet = []
     if fleet_path:
+        require_kind(fleet_path, "declarations")
         fleet = [Document(fleet_path, prefix, doc) for prefix, doc in read_json_documents(fleet_path)]
     report = ImportReport("mcp")
     tool_server = None
     if listings:
-        docs = _read(listings, (".json",), lambda data, source: [json_document(data, source)], report)
+        docs = _read(listings, (".json",), lambda data, source: [json_document(data, source)], report,
+                     "MCP tool listings")
     else:
         docs, server_name, tool_server = _live_listing(server_command, server_url, timeout, report)
         server = server if server is not None else server_name
@@ -370,7 +373,7 @@ def k8s(manifests, namespace, versions, strict_ids, normalise, skill_domain, all
     supplied = _supplied(bad, namespace=namespace, **_naming(versions, strict_ids, skill_domain, bad))
     outputs = _outputs(output, report_path, as_json)
     report = ImportReport("k8s")
-    docs = _read(manifests, (".yaml", ".yml", ".json"), _yaml(report), report)
+    docs = _read(manifests, (".yaml", ".yml", ".json"), _yaml(report), report, "Kubernetes manifests")
     result = _run(lambda: declarations_from_manifests(docs, supplied, report))
     # A declaration its author wrote with no capabilities is as meant; one derived from a kagent
     # Agent's skills that came out empty is not.
@@ -424,6 +427,7 @@ def _grants(path: str | None) -> dict[str, tuple[str, ...]]:
     if path is None:
         return {}
     data = read_bytes(path)
+    require_kind(path, "grants", data=data)
     try:
         obj = _yaml_or_json(data, path)
         return read_grants(obj, path)
@@ -457,7 +461,7 @@ PROGRESS_MIN_FILES = 200
 
 
 def _read(paths: Iterable[str], suffixes: tuple[str, ...],
-          parse: Callable[[bytes, str], list[Document]], report: ImportReport) -> list[Document]:
+          parse: Callable[[bytes, str], list[Document]], report: ImportReport, what: str) -> list[Document]:
     """Documents of every readable file; a file that cannot be read or parsed is a skipped item
     (one bad card among a thousand does not stop an import)."""
     docs: list[Document] = []
@@ -466,23 +470,24 @@ def _read(paths: Iterable[str], suffixes: tuple[str, ...],
         raise BadInput(f"no input files: the directories given hold no {', '.join(suffixes)} files")
     if len(files) < PROGRESS_MIN_FILES:
         for path in files:
-            _read_one(path, parse, report, docs)
+            _read_one(path, parse, report, docs, what)
         return docs
     with progress(files, len(files), "reading") as items:
         for path in items:
-            _read_one(path, parse, report, docs)
+            _read_one(path, parse, report, docs, what)
     return docs
 
 
 def _read_one(path: str, parse: Callable[[bytes, str], list[Document]], report: ImportReport,
-              docs: list[Document]) -> None:
+              docs: list[Document], what: str) -> None:
     source = "<stdin>" if path == "-" else path
     report.read(source)
     try:
         data = read_bytes(path)
-    except BadInput as exc:
+    except InputError as exc:
         report.skip(source, "$", exc.lines[0].split(": ", 1)[-1])
         return
+    require_kind(path, what, data=data)  # a file a3fast wrote of another kind: one line, exit 2
     try:
         docs += parse(data, source)
     except SchemaError as exc:

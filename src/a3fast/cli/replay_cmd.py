@@ -15,6 +15,8 @@ from typing import Any
 import click
 import orjson
 
+from ..files import input_source, require_kind
+from ..framing import ARRAY, framed
 from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_outputs, check_outputs, json_option, output_option
 
 #: Changed placements kept for the page and the terminal (every one is written with -o).
@@ -61,11 +63,14 @@ def replay(trace, fleet_path, weights, route_path, output, report_path, as_json,
     for path in files:
         if trace != "-" and Path(path).resolve() == Path(trace).resolve():
             raise BadInput(f"{path}: an output must not replace the trace it reads")
+    require_kind(trace, "trace")
     route = _route(route_path) if route_path is not None else None
     fleet = _fleet(fleet_path, engine)
     source: Any = trace
     if trace == "-":
-        source = sys.stdin.buffer.read()
+        # streamed: JSON Lines go to the replay line by line (a JSON array is one value, read whole)
+        stdin = framed(input_source(trace))
+        source = stdin.whole() if stdin.form == ARRAY else stdin.stream()
 
     targets = [output] if output is not None else []
     if report_path is not None:
@@ -199,8 +204,9 @@ def _fleet(path: str, engine: str | None) -> Any:
 def _route(path: str) -> Any:
     """A route file: {"name": ..., "adds": {...}}."""
     from ..placement import Route, RouteError
-    from .common import read_json
+    from ..files import read_json
 
+    require_kind(path, "a route")
     doc = read_json(path)
     if not isinstance(doc, dict):
         raise BadInput(f"{path}: $: expected a route {{\"name\", \"adds\"}}, found {type(doc).__name__}")

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from ..files import require_kind
 from .common import EXIT_OK, BadInput, atomic_output, check_outputs, output_option, progress_bar
 
 
@@ -32,6 +33,7 @@ def report(trace, output, detailed, candidates):
     if target == "-" or Path(target).resolve() == path.resolve():
         raise BadInput(f"{target}: the report must go to a file other than the trace it reads")
     check_outputs([target])  # a bad output path fails before the trace is read
+    require_kind(trace, "trace")
     try:
         # the bar (on a terminal only) follows the reading, which is most of the time of a large trace
         with progress_bar(path.stat().st_size, f"reading {path.name}") as update:

@@ -17,11 +17,13 @@ from ..authority import (DEFAULT_SKEW_SECONDS, Resolution, Resolver, load_public
                          parse_contracts, parse_mappings, parse_policy, parse_skills)
 from ..authority.times import current_instant, format_instant
 from ..errors import SchemaError
-from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output, read_bytes, read_json, read_json_documents
+from ..files import InputError, read_bytes, read_json, read_json_documents, require_kind
+from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output
 
 
-def _documents(path: str, parse) -> tuple:
+def _documents(path: str, parse, what: str) -> tuple:
     """A JSON array or JSON Lines file of documents, parsed with every problem named by file and path."""
+    require_kind(path, what)
     docs = read_json_documents(path)
     try:
         return parse([doc for _, doc in docs], [prefix for prefix, _ in docs])
@@ -29,7 +31,8 @@ def _documents(path: str, parse) -> tuple:
         raise BadInput.from_error(exc, path) from None
 
 
-def _document(path: str, parse) -> Any:
+def _document(path: str, parse, what: str) -> Any:
+    require_kind(path, what)
     try:
         return parse(read_json(path))
     except SchemaError as exc:
@@ -49,6 +52,8 @@ def _trust(connection, keys: tuple[str, ...]):
             continue
         try:
             extra[kid] = load_public_key(read_bytes(path))
+        except InputError:
+            raise
         except ValueError as exc:
             bad.append(f"--key {kid}: {path}: expected {exc}")
     if bad:
@@ -153,11 +158,12 @@ def resolve(contracts_path, mappings_path, skills_path, connection_path, engagem
         at = current_instant(now)
     except ValueError:
         raise BadInput(f"--now: expected an RFC 3339 date-time with an offset, found {now!r}") from None
-    contracts = _documents(contracts_path, parse_contracts)
-    mappings = _documents(mappings_path, parse_mappings)
-    skills = _documents(skills_path, parse_skills)
-    connection = _trust(_document(connection_path, parse_connection), keys)
-    policy = _document(policy_path, parse_policy)
+    contracts = _documents(contracts_path, parse_contracts, "contracts")
+    mappings = _documents(mappings_path, parse_mappings, "mappings")
+    skills = _documents(skills_path, parse_skills, "skills")
+    connection = _trust(_document(connection_path, parse_connection, "a connection"), keys)
+    policy = _document(policy_path, parse_policy, "a policy")
+    require_kind(engagement_path, "an engagement")
     engagement = read_json(engagement_path)
     known = {skill.id for skill in skills}
     unknown = [s for s in dict.fromkeys(required) if s not in known]

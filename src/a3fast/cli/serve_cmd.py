@@ -119,6 +119,13 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
             _fail(f"{token_file}: the token file is empty")
     if fleet_path is not None and not fleet_path.is_file():
         _fail(f"{fleet_path}: cannot read: no such file")
+    if fleet_path is not None:
+        from ..files import InputError, require_kind
+
+        try:
+            require_kind(str(fleet_path), "declarations")
+        except InputError as exc:
+            _fail(str(exc))
     if watch_cards:
         _check_watch(watch_cards, stdio)
     servers = _watched_servers(watch_mcp, stdio) if watch_mcp else ()
@@ -328,8 +335,9 @@ def _run_stdio(config) -> int:
         if config.fleet is not None:
             seed_fleet(state, config)
     except (StateError, SchemaError, OSError) as exc:
-        first, *more = str(exc).splitlines() or [""]
-        click.echo("\n".join([f"a3fast: cannot start: {first}", *(f"a3fast: {line}" for line in more)]), err=True)
+        from ..errors import cannot_start_lines
+
+        click.echo("\n".join(cannot_start_lines(str(exc))), err=True)
         return EXIT_BAD_INPUT
     state.ready = True
     widen_pipes(sys.stdin.buffer, sys.stdout.buffer)

@@ -6,21 +6,21 @@ from typing import Iterator
 
 from ..record.compact import CompactError, Decoder
 from ..trace import TraceProblem, TraceContentError, read_trace
+from ..files import cannot_read, input_source, require_kind
 from .common import BadInput
 
 
 def read_records(path: str, *, decode: bool = False) -> Iterator[tuple[int, str, object]]:
     """(seq, kind, content) of every record; a trace that breaks its format is BadInput, naming
     every problem. With `decode`, compact records come back in spec form."""
-    import sys
-
-    source = sys.stdin.buffer if path == "-" else path
+    require_kind(path, "trace")
+    source = input_source(path)
     decoder = Decoder() if decode else None
     problems = []
     try:
         items = list(read_trace(source))
     except OSError as exc:
-        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise cannot_read(path, exc) from None
     records = []
     for item in items:
         if isinstance(item, TraceProblem):

@@ -19,6 +19,7 @@ from typing import BinaryIO, Iterator
 import click
 import orjson
 
+from ..files import InputError, input_source, require_kind
 from ..verify import Finding, is_valid, summarise, verify_stream_counted
 from .common import EXIT_BAD_INPUT, EXIT_NEGATIVE, EXIT_OK
 
@@ -49,6 +50,10 @@ def verify(traces: tuple[str, ...], as_json: bool, ray_address: str | None) -> N
         traces, ray_address = (ray_address, *traces), "local"
     exit_code = EXIT_OK
     for path, outcome in _results(traces or ("-",), ray_address):
+        if isinstance(outcome, InputError):  # a file of another kind a3fast writes: one line
+            click.echo(f"a3fast: {outcome}", err=True)
+            exit_code = EXIT_BAD_INPUT
+            continue
         if isinstance(outcome, str):
             click.echo(f"a3fast: {path}: cannot read: {outcome}", err=True)
             exit_code = EXIT_BAD_INPUT
@@ -69,15 +74,34 @@ def verify(traces: tuple[str, ...], as_json: bool, ray_address: str | None) -> N
     sys.exit(exit_code)
 
 
-def _results(paths: tuple[str, ...], ray_address: str | None) -> Iterator[tuple[str, tuple | str]]:
-    """Per path in order: (findings, records), or why it could not be read."""
+def _results(paths: tuple[str, ...], ray_address: str | None
+             ) -> Iterator[tuple[str, tuple | str | InputError]]:
+    """Per path in order: (findings, records), why it could not be read, or the InputError of a
+    file of another kind."""
     if ray_address is None:
         for path in paths:
             try:
+                require_kind(path, "trace")
                 yield path, _verify_path(path)
+            except InputError as exc:
+                yield path, exc
             except OSError as exc:
                 yield path, exc.strerror or str(exc)
         return
+    sent = []
+    for path in paths:
+        if path == "-":
+            sent.append(path)  # refused below: standard input cannot go to Ray
+            continue
+        try:
+            require_kind(path, "trace")
+            sent.append(path)
+        except InputError as exc:
+            if not os.path.isfile(path):
+                sent.append(path)  # the Ray run says why it cannot be read
+            else:
+                yield path, exc
+    paths = tuple(sent)
     if "-" in paths:
         raise click.UsageError("--ray verifies files; standard input ('-') cannot be sent to Ray tasks")
     try:
@@ -111,8 +135,9 @@ def result_json(path: str, findings: list[Finding], records: int | None = None) 
 
 
 def _verify_path(path: str) -> tuple[list[Finding], int]:
-    if path == "-":
-        return _verify_with_progress(sys.stdin.buffer, "standard input")
+    source = input_source(path)
+    if not isinstance(source, str):  # standard input, or a pipe given by name: one stream, looked at already
+        return _verify_with_progress(source, "standard input" if path == "-" else path)  # type: ignore[arg-type]
     with open(path, "rb") as fh:
         return _verify_with_progress(fh, path)
 

@@ -8,6 +8,7 @@ billions of nodes (or a cycle).
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from ..document_reader import LINES, read_documents
+from ..framing import LINES, iter_lines, read_documents
 from ..errors import Problem, SchemaError, describe, json_path
 from ..schema import loads
 
@@ -59,12 +60,12 @@ def json_document(data: bytes, source: str) -> Document:
 
 def json_documents(data: bytes, source: str) -> list[Document]:
     """A JSON object (one document), a JSON array (one document per element) or JSON Lines (read
-    by a3fast.document_reader, every problem at its line)."""
+    by a3fast.framing, every problem at its line)."""
     try:
         value = loads(data, source)
     except SchemaError as whole:
-        lines = [line for line in data.splitlines() if line.strip()]
-        if len(lines) < 2 or not _parses(lines[0]):
+        lines = list(itertools.islice(iter_lines(data), 2))
+        if len(lines) < 2 or not _parses(lines[0][1]):
             raise whole from None  # one broken JSON document, not JSON Lines: one error, not one per line
         documents, problems = read_documents(data, form=LINES)
         if problems:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from markupsafe import Markup
 
-from .. import __version__
+from .._version import __version__
 from . import charts
 from .model import Limits, PlacementView, TraceSummary, summarise_trace
 from .policy import with_policy

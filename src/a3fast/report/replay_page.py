@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from markupsafe import Markup
 
-from .. import __version__
+from .._version import __version__
 from .views import asset, env
 
 __all__ = ["render_replay", "CHANGES_LISTED", "RANKED"]

@@ -32,8 +32,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.routing import Route
 
-from ..document_reader import LINES, iter_documents
-from ..errors import SchemaError
+from ..framing import LINES, iter_documents
+from ..errors import SchemaError, cannot_start_lines
 from . import metrics
 from .access_log import AccessLog
 from .config import ServiceConfig
@@ -658,9 +658,8 @@ def _stop_loading(app, state: ServiceState, failure: str) -> None:
     """The start failed: the server stops (exit 2) with the reason on stderr."""
     app.state.failure = failure
     state.ready = False
-    first, *more = failure.splitlines() or [""]
-    print("\n".join([f"a3fast: cannot start: {first}", *(f"a3fast: {line}" for line in more)]), file=sys.stderr,
-          flush=True)
+    # a fleet of a thousand broken declarations is told in a screenful
+    print("\n".join(cannot_start_lines(failure)), file=sys.stderr, flush=True)
     if app.state.on_failure is not None:
         app.state.on_failure()
 

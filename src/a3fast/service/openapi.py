@@ -175,7 +175,7 @@ PATHS["/readyz"]["get"]["responses"]["503"] = _answer({"anyOf": [_READY, _ref("e
 
 @lru_cache(maxsize=None)
 def openapi_document() -> dict[str, Any]:
-    from .. import __version__
+    from .._version import __version__
 
     schemas = {}
     for name in schema_names():
