@@ -63,10 +63,12 @@ def test_rule_serving_is_announced_only_once_the_service_takes_work(tmp_path):
 
 
 def test_rule_a_start_that_fails_never_says_it_serves_and_prefixes_every_line(tmp_path):
-    trace = tmp_path / "t1.jsonl"       # a trace given where declarations are expected
-    trace.write_bytes(b'{"seq": 1, "kind": "task.submitted", "content": {}}\n'
-                      b'{"seq": 2, "kind": "task.submitted", "content": {}}\n')
-    run = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--port", "0", "--fleet", str(trace)],
+    # declarations (so the file's kind passes) of which the second is broken: the load fails once
+    # the server has begun loading, and the problem spans several lines
+    broken = dict(SECTION_10_AGENTS[1], capabilities="not a list")
+    fleet = tmp_path / "fleet.jsonl"
+    fleet.write_bytes(orjson.dumps(SECTION_10_AGENTS[0]) + b"\n" + orjson.dumps(broken) + b"\n")
+    run = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--port", "0", "--fleet", str(fleet)],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2, run.stderr
     assert "serving on" not in run.stdout and "cannot start" in run.stderr
