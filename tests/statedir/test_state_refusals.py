@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from a3fast.journal import frame
+from a3fast.durable.journal import frame
 from service_process import Server
 
 pytest.importorskip("starlette")
@@ -120,7 +120,7 @@ def test_a_state_directory_of_the_layout_before_generations_is_moved_and_keeps_e
     """`snapshot` (format 3, naming a fleet snapshot file) and one `journal` become a checkpoint at
     generation 1 and `journal.00000001`; the fleet, the trace and the journal's changes are kept."""
     from a3fast import Fleet
-    from a3fast.journal import encode_change
+    from a3fast.durable.journal import encode_change
     from a3fast.service.state import ServiceState
 
     state = tmp_path / "old"
