@@ -238,17 +238,21 @@ class ServiceState:
         return {"next_seq": self.next_seq, "trace_bytes": trace_bytes, "trace_tail_crc": trace_crc}
 
     def maybe_checkpoint(self) -> None:
-        self.durable_fleet.maybe_checkpoint()
+        if self.journal is not None:      # asked after every request: without a journal, not a call
+            self.durable_fleet.maybe_checkpoint()
 
     # -- durability -------------------------------------------------------------------------------
     async def durable(self) -> None:
         """Wait until every change applied so far is on disk (no-op without a state directory)."""
-        await self.durable_fleet.durable()
+        if self.journal is not None:      # without one, nothing to wait for, off the hot path
+            await self.durable_fleet.durable()
 
     @property
     def failed(self) -> str | None:
-        """Why the journal could not be written, once it could not (the service then stops)."""
-        return self.durable_fleet.failed
+        """Why the journal could not be written, once it could not (the service then stops). Read
+        here rather than through DurableFleet.failed: every placement asks, on its hot path."""
+        journal = self.durable_fleet.journal
+        return journal.failed if journal is not None else None
 
     def check_writable(self) -> None:
         """JournalFailed once the journal has failed, ShardError while a failed batch has left
@@ -397,7 +401,8 @@ class ServiceState:
         if hold is not None:
             # before the journal: a shard that fails to hold it leaves no record of the placement
             self._hold(hold, mark)
-        self.durable_fleet.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
+        if self.journal is not None:
+            self.durable_fleet.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
         self._write_trace(lines, len(records))
         return p, lines
 
@@ -428,7 +433,8 @@ class ServiceState:
                     if hold is not None:
                         self._hold(hold, mark)
                         generation = fleet.generation
-                    durable.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
+                    if durable.journal is not None:
+                        durable.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
                     written.append(lines)
                     seq += len(records)
                     out.append((p, lines))
@@ -520,7 +526,8 @@ class ServiceState:
         elif records is None:
             records = list(placement_records(p, task))
         lines = record_lines(records, seq)
-        self.durable_fleet.append(TRACE_ENTRY + b"null\n" + lines)
+        if self.journal is not None:
+            self.durable_fleet.append(TRACE_ENTRY + b"null\n" + lines)
         self._write_trace(lines, len(records))
         return lines
 
