@@ -126,12 +126,12 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_temps(directory: str | os.PathLike) -> list[Path]:
+def remove_stale_temps(directory: str | Path) -> list[Path]:
     """Remove the temporary files in `directory` whose writing process no longer runs (a process
     killed mid-write leaves one behind); returns what was removed. Never raises."""
     removed: list[Path] = []
     try:
-        entries = list(os.scandir(directory))
+        entries = list(os.scandir(str(directory)))
     except OSError:
         return removed
     for entry in entries:

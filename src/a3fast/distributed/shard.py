@@ -89,7 +89,7 @@ class FleetShard:
 
     @property
     def fleet(self) -> Fleet:
-        return self.durable.fleet   # type: ignore[return-value]
+        return self.durable.fleet
 
     @fleet.setter
     def fleet(self, fleet: Fleet) -> None:

@@ -25,16 +25,22 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Callable, Generic, Mapping, TypeVar
+from typing import Any, Callable, Generic, Mapping, Protocol, TypeVar
 
 from ..errors import A3Error
-from .journal import (CHANGE, MAX_ENTRY, ChangeUnreadable, Journal, JournalFailed, apply_change, decode_change,
-                      encode_change)
+from .journal import (CHANGE, MAX_ENTRY, ChangedFleet, ChangeUnreadable, Journal, JournalFailed, apply_change,
+                      decode_change, encode_change)
 from .statedir import Entry, Recovered, StateDir, StateError
 
 __all__ = ["DurableFleet", "Field"]
 
-F = TypeVar("F")
+class KeptFleet(ChangedFleet, Protocol):
+    """What a durable fleet asks of its fleet: the changes a journal replays, and a snapshot."""
+
+    def save(self, path: Any) -> Any: ...
+
+
+F = TypeVar("F", bound=KeptFleet)
 #: A check of one field an owner adds to its checkpoint: None when the value is right, else what
 #: was expected (the message names the file and the field).
 Field = Callable[[Any], "str | None"]
@@ -60,7 +66,7 @@ class DurableFleet(Generic[F]):
         self.fields = dict(fields or {})
         #: errors of a fleet that could not take a change now (a shard down), not of the entry
         self.transient = transient
-        self.fleet: F | None = None
+        self.fleet: F = None    # type: ignore[assignment]  # made by `open` (read on hot paths, so no property)
         self.journal: Journal | None = None
         #: entries appended since the last checkpoint was attempted (restarted by every attempt, so
         #: a failing disk is not asked for a checkpoint at every change)
@@ -225,7 +231,7 @@ class DurableFleet(Generic[F]):
         self.since_checkpoint = 0
         document = self.document()
         self.journal.switch(self.state.next_generation())
-        self.state.commit(self.fleet.save, document)   # type: ignore[attr-defined]
+        self.state.commit(self.fleet.save, document)
         self.checkpointed = {k: document[k] for k in self.fields if k in document}
 
     def try_checkpoint(self) -> bool:

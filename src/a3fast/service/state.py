@@ -143,7 +143,7 @@ class ServiceState:
 
     @property
     def fleet(self) -> FleetProtocol:
-        return self.durable_fleet.fleet   # type: ignore[return-value]
+        return self.durable_fleet.fleet
 
     @fleet.setter
     def fleet(self, fleet: FleetProtocol) -> None:
