@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Generic, Mapping, Protocol, TypeVar
 
-from ..errors import A3Error
+from ..errors import A3Error, describe
 from .journal import (CHANGE, MAX_ENTRY, ChangedFleet, ChangeUnreadable, Journal, JournalFailed, apply_change,
                       decode_change, encode_change)
 from .statedir import Entry, Recovered, StateDir, StateError
@@ -115,7 +115,7 @@ class DurableFleet(Generic[F]):
             expected = check(checkpoint[name])
             if expected is not None:
                 raise StateError(f"{self.state.checkpoint_path()}: field {name!r}: expected {expected}, found "
-                                 f"{_describe(checkpoint[name])}; restore the state directory from a copy")
+                                 f"{describe(checkpoint[name])}; restore the state directory from a copy")
 
     def _load(self, path: Path) -> F:
         try:
@@ -252,13 +252,6 @@ class DurableFleet(Generic[F]):
         if self.journal is not None and self.failed is None and self.since_checkpoint >= self.checkpoint_every:
             self.try_checkpoint()
 
-    def replace_fleet(self, fleet: F) -> None:
-        """Take `fleet` (read in bulk) in place of the current one, held by a checkpoint rather
-        than by an entry holding every declaration (raises if the checkpoint cannot be taken)."""
-        self.check_writable()
-        self.fleet = fleet
-        self.checkpoint()
-
     def close(self, *, checkpoint: bool = True) -> None:
         """Write everything appended; with `checkpoint`, first take one if anything was appended
         since the last (not after a failed journal write: memory then holds changes that were
@@ -269,8 +262,3 @@ class DurableFleet(Generic[F]):
             self.journal.close()
             self.journal = None
 
-
-def _describe(value: Any) -> str:
-    from ..errors import describe
-
-    return describe(value)
