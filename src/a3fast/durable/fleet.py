@@ -32,7 +32,8 @@ from .journal import (CHANGE, MAX_ENTRY, ChangedFleet, ChangeUnreadable, Journal
                       decode_change, encode_change)
 from .statedir import Entry, Recovered, StateDir, StateError
 
-__all__ = ["DurableFleet", "Field"]
+__all__ = ["DurableFleet", "Field", "KeptFleet"]
+
 
 class KeptFleet(ChangedFleet, Protocol):
     """What a durable fleet asks of its fleet: the changes a journal replays, and a snapshot."""
