@@ -240,8 +240,7 @@ class DurableFleet(Generic[F]):
         on, its journal keeps every change since the last checkpoint."""
         if self.journal is None:
             return False
-        self.journal.sync()          # JournalFailed raised, not logged: the owner must stop
-        try:
+        try:          # JournalFailed is raised, not logged: the owner must stop changing
             self.checkpoint()
             return True
         except (OSError, A3Error) as exc:
