@@ -6,7 +6,7 @@ concurrent writers on one event loop, each waiting for its entry to be durable b
 next, and both commit in groups: whatever arrived while the previous commit's fsync ran goes into
 the next one, on one writer thread.
 
-- journal: a3fast.journal.Journal, fsync="group" (one write and one fsync per commit);
+- journal: a3fast.durable.journal.Journal, fsync="group" (one write and one fsync per commit);
 - sqlite: one table (seq INTEGER PRIMARY KEY, payload BLOB), journal_mode=WAL, synchronous=FULL
   (in WAL mode, an fsync of the WAL per commit), one transaction per group.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import orjson
 
-from a3fast.journal import Journal, encode_change
+from a3fast.durable.journal import Journal, encode_change
 
 DECL = {"v": "1.0", "agent": {"name": "bench-agent-000001", "namespace": "bench"},
         "capabilities": [{"name": "order.investigate", "version": 2}],

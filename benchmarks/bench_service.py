@@ -179,7 +179,7 @@ def restart(report, tmp, agents):
     s.stop()
 
     # where the time goes, in process
-    from a3fast.statedir import StateDir
+    from a3fast.durable.statedir import StateDir
 
     t0 = time.perf_counter()
     recovered = StateDir(state_dir).recover()

@@ -6,7 +6,7 @@ not declarations") instead of reporting every document as a broken one of the ki
 documents in it), parses each document it found whole, and names the kind from their members:
 
 - a binary fleet snapshot or service journal, by its magic bytes (`a3fast.snapshot`,
-  `a3fast.journal`);
+  `a3fast.durable.journal`);
 - a trace: objects with `content` and `seq` or `kind` (docs/design.md, reading 7) — compact when
   one of the records read carries the compact member (docs/compact-format.md), spec when a
   placement among them does not;
@@ -45,7 +45,7 @@ SNIFF_DOCUMENTS = 4
 # (and numpy) nor the journal (and asyncio): a test holds each equal to its owner's.
 #: a3fast.snapshot.MAGIC
 _SNAPSHOT_MAGIC = b"\x89A3FLEET"
-#: a3fast.journal.MAGIC
+#: a3fast.durable.journal.MAGIC
 _JOURNAL_MAGIC = b"A3J1"
 #: a3fast.record.compact.KEY: the member a compact placement record carries
 _COMPACT_KEY = "a3fast.compact"

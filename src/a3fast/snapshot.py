@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 import threading
 import zlib
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, Mapping
 import orjson
 
 from .errors import SnapshotError
+from .files import atomic_file
 
 __all__ = ["MAGIC", "FORMAT_VERSION", "READ_VERSIONS", "write", "read", "encode", "decode",
            "Checksum"]
@@ -154,35 +154,14 @@ def decode(data: bytes, source: str = "snapshot", checksum: Checksum | None = No
 
 def write(path: str | os.PathLike, header: Mapping[str, Any], sections: Mapping[str, bytes | memoryview],
           version: int = FORMAT_VERSION) -> None:
-    """Write a whole snapshot or nothing: a temporary file beside `path`, synced, then renamed over
-    it (the sections are written as they are, never joined into one copy)."""
+    """Write a whole snapshot or nothing (a3fast.files.atomic_file; the sections are written as
+    they are, never joined into one copy)."""
     target = Path(path)
     parts = _parts(header, sections, version)
     parts.append(_trailer(parts))
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            for part in parts:
-                fh.write(part)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:
-        dir_fd = os.open(target.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+    with atomic_file(target) as fh:
+        for part in parts:
+            fh.write(part)
 
 
 def read(path: str | os.PathLike) -> bytes:

@@ -19,7 +19,8 @@ from click.testing import CliRunner
 
 from a3fast.authority import parse_connection, verify_engagement
 from a3fast.cli import main
-from a3fast.cli.common import (TEMP_MARK, BadInput, atomic_outputs, remove_stale_temps)
+from a3fast.cli.common import BadInput, atomic_outputs
+from a3fast.files import TEMP_MARK, remove_stale_temps
 from a3fast.errors import SchemaError
 from a3fast.interop.supply import Supplied
 

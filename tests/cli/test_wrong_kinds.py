@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from a3fast.cli import main
-from a3fast.journal import frame
+from a3fast.durable.journal import frame
 from a3fast.record.compact import Encoder
 from a3fast.trace import TraceWriter
 

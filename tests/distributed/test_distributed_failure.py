@@ -143,7 +143,7 @@ def test_a_shard_recovers_from_snapshot_plus_journal(tmp_path, checkpoint_every)
 
 def test_a_torn_journal_tail_is_cut_and_the_rest_recovered(tmp_path):
     from a3fast.distributed.shard import FleetShard
-    from a3fast.journal import encode_change, frame
+    from a3fast.durable.journal import encode_change, frame
 
     shard = shard_world(tmp_path, 1000)
     journal = tmp_path / "shard-0.journal.00000001"
@@ -159,7 +159,7 @@ def test_a_torn_journal_tail_is_cut_and_the_rest_recovered(tmp_path):
 
 def test_a_damaged_journal_entry_before_the_last_is_an_error_naming_it(tmp_path):
     from a3fast.distributed.shard import FleetShard
-    from a3fast.statedir import StateError
+    from a3fast.durable.statedir import StateError
 
     shard_world(tmp_path, 1000)
     journal = tmp_path / "shard-0.journal.00000001"
@@ -172,10 +172,10 @@ def test_a_damaged_journal_entry_before_the_last_is_an_error_naming_it(tmp_path)
 
 def test_a_shard_journal_is_the_service_journal_format_and_replay(tmp_path):
     """One format and one replay: the shard's journal entries are the service's changes, read back
-    by a3fast.statedir and made by a3fast.journal.apply_change."""
+    by a3fast.durable.statedir and made by a3fast.durable.journal.apply_change."""
     from a3fast import Fleet
-    from a3fast.journal import CHANGE, apply_change, decode_change
-    from a3fast.statedir import StateDir
+    from a3fast.durable.journal import CHANGE, apply_change, decode_change
+    from a3fast.durable.statedir import StateDir
 
     shard = shard_world(tmp_path, 1000)
     recovered = StateDir(tmp_path, prefix="shard-0.").recover()

@@ -43,6 +43,19 @@ def test_a_name_held_by_another_namespace_is_refused_by_add_and_extend_in_the_ru
     assert fleet.get("a").agent.namespace == "support"
 
 
+def test_extend_refuses_a_namespace_conflict_before_adding_any_of_the_batch(engine):
+    """All or nothing, as for a declaration that does not parse: the conflict may be with the
+    fleet or with an earlier declaration of the same batch."""
+    fleet = Fleet(engine)
+    fleet.add(agent("held", "support"))
+    for batch in ([agent("b", "support"), agent("held", "other")],
+                  [agent("b", "support"), agent("twice", "support"), agent("twice", "other")]):
+        with pytest.raises(FleetError) as caught:
+            fleet.extend(batch)
+        assert "cannot add it from namespace 'other'" in str(caught.value)
+        assert fleet.names() == ["held"]
+
+
 @pytest.mark.parametrize("on_error", ["refuse", "skip"])
 def test_the_compiled_reader_hands_a_namespace_conflict_to_the_rule(engine, on_error):
     # line 2 conflicts with line 1 of the same batch, line 4 with an agent already in the fleet;

@@ -6,7 +6,8 @@ import io
 import orjson
 import pytest
 
-from a3fast import journal, kinds, snapshot
+from a3fast import kinds, snapshot
+from a3fast.durable import journal
 from a3fast.framing import Pushback
 from a3fast.record.compact import KEY
 

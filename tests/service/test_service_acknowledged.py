@@ -70,9 +70,7 @@ def _restarted(state: Path) -> ServiceState:
 
 
 def _close_without_checkpoint(st: ServiceState) -> None:
-    st.journal.close()
-    st.journal = None
-    st.close()
+    st.close(checkpoint=False)
 
 
 POD = {"metadata": {"name": "worker", "namespace": "default", "uid": "pod-1",

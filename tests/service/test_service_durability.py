@@ -16,7 +16,7 @@ import pytest
 
 import a3fast
 
-from a3fast.journal import frame, read_entries, JournalCorrupt
+from a3fast.durable.journal import frame, read_entries, JournalCorrupt
 from service_process import SECTION_10_TASK, Server
 
 pytest.importorskip("starlette")

@@ -113,6 +113,30 @@ def test_bulk_add_is_all_or_nothing_and_names_the_bad_line(server):
     assert valid("put_agents.response", server.client.post("/v1/agents", content=ok).json()) == {"count": 5}
 
 
+def test_a_bulk_add_holding_one_name_in_two_namespaces_is_409_and_changes_and_journals_nothing(tmp_path):
+    """The batch's own names count as held: the second namespace of a name is refused before
+    anything is applied, so no agent of the batch is served without its journal entry."""
+    from a3fast.durable.journal import read_entries
+
+    state = tmp_path / "state"
+    s = Server("--state", str(state))
+    try:
+        before = {"v": "1.0", "agent": {"name": "kept", "namespace": "a"}, "capabilities": [], "clearances": []}
+        assert s.client.put("/v1/agents/kept", json=before).status_code == 200
+        body = b"\n".join(orjson.dumps({**before, "agent": {"name": name, "namespace": ns}})
+                          for name, ns in (("first", "a"), ("twice", "a"), ("twice", "b")))
+        r = s.client.post("/v1/agents", content=body)
+        assert r.status_code == 409, r.text
+        assert [p["path"] for p in r.json()["problems"]] == ["[2].agent.namespace"]
+        for name in ("first", "twice"):
+            assert s.client.get(f"/v1/agents/{name}").status_code == 404
+        assert s.client.get("/v1/agents").json()["names"] == ["kept"]
+    finally:
+        s.kill()                  # no checkpoint: the journal holds every entry written
+    (journal,) = state.glob("journal.*")
+    assert [orjson.loads(e[1:])["op"] for e in read_entries(journal.read_bytes()).entries] == ["put"]
+
+
 def test_agent_names_are_paged(server):
     first = valid("list_agents.response", server.client.get("/v1/agents?limit=2").json())
     assert len(first["names"]) == 2 and first["next"] == first["names"][-1]

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from a3fast.journal import Journal, read_entries
+from a3fast.durable.journal import Journal, read_entries
 
 pytest.importorskip("starlette")
 
@@ -106,7 +106,7 @@ def test_fsync_never_writes_before_acknowledging_but_never_fsyncs(tmp_path, monk
 def test_a_failed_write_fails_the_journal_for_good():
     from pathlib import Path
 
-    from a3fast.journal import JournalFailed
+    from a3fast.durable.journal import JournalFailed
 
     journal = Journal(Path("/dev/full"), fsync="never")   # every write: ENOSPC, a full disk
     journal.append(b"change 1")

@@ -5,10 +5,7 @@ from __future__ import annotations
 import errno
 import io
 import os
-import stat
-import re
 import sys
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
@@ -16,6 +13,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import click
 
 from ..errors import A3Error, Problem, SchemaError, capped
+from ..files import is_special, remove_stale_temps, replace_into, temp_beside
 
 EXIT_OK = 0
 EXIT_NEGATIVE = 1
@@ -53,56 +51,8 @@ def rooted(problem: Problem, prefix: str) -> str:
     return f"{prefix}{problem.path[1:]}: expected {problem.expected}, found {problem.found}"
 
 
-#: Temporary output files are named `.NAME.a3fast-tmp.<pid>.<random>` beside their target, so that
-#: one left behind by a killed process can be recognised, and removed once that process is gone.
-TEMP_MARK = ".a3fast-tmp."
-_TEMP_NAME = re.compile(r"\..+" + re.escape(TEMP_MARK) + r"([0-9]+)\.[A-Za-z0-9_]+")
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return pid > 0  # another user's live process (or a pid we cannot ask about): keep its file
-    return True
-
-
-def remove_stale_temps(directory: Path) -> list[Path]:
-    """Remove the temporary output files in `directory` whose writing process no longer runs (a
-    run killed mid-write leaves one behind); returns what was removed. Never raises."""
-    removed: list[Path] = []
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return removed
-    for entry in entries:
-        match = _TEMP_NAME.fullmatch(entry.name)
-        if match is None or _pid_alive(int(match.group(1))):
-            continue
-        try:
-            if entry.is_file(follow_symlinks=False):
-                os.unlink(entry.path)
-                removed.append(Path(entry.path))
-        except OSError:
-            pass
-    return removed
-
-
 def _is_stdout(path: str | None) -> bool:
     return path is None or path == "-"
-
-
-def _is_special(path: str) -> bool:
-    """Whether `path` is a file that is not a regular one (a device such as /dev/null, a FIFO, a
-    socket): a temporary file renamed over it would destroy it, so it is written in place."""
-    try:
-        return not stat.S_ISREG(os.stat(path).st_mode) and not stat.S_ISDIR(os.stat(path).st_mode)
-    except OSError:
-        return False
 
 
 def _check_target(path: str) -> None:
@@ -118,15 +68,10 @@ def _check_target(path: str) -> None:
 def _prepare(path: str) -> tuple[int, str]:
     """A temporary file beside `path`, made only if `path` can be replaced by a file."""
     _check_target(path)
-    target = Path(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}{TEMP_MARK}{os.getpid()}.", dir=str(target.parent))
+        return temp_beside(path)
     except OSError as exc:
         raise BadInput(f"{path}: cannot write: {exc.strerror or exc}") from None
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # as an ordinary new file; mkstemp makes it private
-    return fd, tmp
 
 
 def check_outputs(paths: Sequence[str | None]) -> None:
@@ -159,7 +104,7 @@ def atomic_outputs(paths: Sequence[str | None], mode: str = "wb") -> Iterator[li
     replaced."""
     check_outputs(paths)
     binary = "b" in mode
-    specials = {p for p in paths if p is not None and not _is_stdout(p) and _is_special(p)}
+    specials = {p for p in paths if p is not None and not _is_stdout(p) and is_special(p)}
     for directory in dict.fromkeys(Path(p).parent for p in paths
                                    if p is not None and not _is_stdout(p) and p not in specials):
         remove_stale_temps(directory)
@@ -196,7 +141,7 @@ def atomic_outputs(paths: Sequence[str | None], mode: str = "wb") -> Iterator[li
             fh.close()
         for entry in prepared:
             if entry is not None:
-                os.replace(entry[1], entry[0])
+                replace_into(entry[1], entry[0])
         for path, buffer in in_place:
             with open(path, mode) as special:
                 special.write(buffer.getvalue())

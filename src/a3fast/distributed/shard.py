@@ -4,10 +4,10 @@ placing pipeline: prepare, explain, score and choose over its own agents).
 
 A shard is a plain class; `a3fast.distributed.ShardedFleet` runs each one as a Ray actor. Its
 durable state, in the shard's `state_dir` (which must be reachable from wherever the actor
-restarts), follows the service's protocol and format (a3fast.statedir, a3fast.journal) under the
-prefix `shard-I.`: a checkpoint naming the shard's fleet snapshot and the journal generation after
-it, the shard's change count and every name it has given a local id; each acknowledged change is one
-journal entry, written (and with `fsync=True` fsynced) before it is acknowledged.
+restarts), is kept by the service's durable cycle (a3fast.durable.DurableFleet) under the prefix
+`shard-I.`: a checkpoint naming the shard's fleet snapshot and the journal generation after it,
+with the shard's change count and every name it has given a local id; each acknowledged change is
+one journal entry, written (and with `fsync=True` fsynced) before it is acknowledged.
 
 A restarted actor runs `__init__` again: it loads its checkpoint and replays the journal after it,
 so it answers exactly as before. A new shard of a fleet read back by `ShardedFleet.load` starts
@@ -17,6 +17,7 @@ once, so a restart of its actor finds it.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -24,11 +25,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import orjson
 
+from ..durable.fleet import DurableFleet
+from ..durable.journal import CHANGE, apply_change
+from ..durable.statedir import StateError
 from ..errors import Problem, SnapshotError
 from ..fleet import Fleet
-from ..journal import CHANGE, MAX_ENTRY, ChangeUnreadable, Journal, apply_change, decode_change, encode_change
 from ..scoring import import_scorer
-from ..statedir import StateDir, StateError
 from .jsonl_split import Share, file_line, names_agree, read_share
 from .merge import ShardAnswer
 
@@ -41,6 +43,20 @@ CHECKPOINT_EVERY = 1000
 CHECKPOINT_BATCH = 10_000
 
 
+def _changes(value: Any) -> str | None:
+    return None if type(value) is int and value >= 0 else "a non-negative integer"
+
+
+def _names(value: Any) -> str | None:
+    if isinstance(value, list) and all(isinstance(n, str) for n in value) and len(set(value)) == len(value):
+        return None
+    return "an array of distinct agent names"
+
+
+#: What a shard adds to a checkpoint, each field checked at a start.
+CHECKPOINT_FIELDS = {"seq": _changes, "names": _names}
+
+
 class FleetShard:
     """A Fleet shard with durable state (see the module docstring)."""
 
@@ -51,27 +67,50 @@ class FleetShard:
         self._shards = shards     # how many shards the fleet has (to deal a file's lines out)
         self._staged: tuple[Fleet, bytes] | None = None
         self._engine = engine
-        self._dir = state_dir
-        self._every = max(1, int(checkpoint_every))
-        self.fleet = Fleet(engine)
         #: every name given a local id, in id order (the fleet's own ids: it numbers new names so)
         self._local: dict[str, int] = {}
         self._seq = 0            # changes acknowledged
-        self._checkpoint_seq = 0   # changes in the newest checkpoint
         self.recovered: dict[str, Any] = {"checkpoint_seq": 0, "journal_changes": 0, "torn_bytes": 0,
                                           "loaded_from": None}
-        self._journal: Journal | None = None
-        self._state: StateDir | None = None
-        if state_dir is not None:
-            self._state = StateDir(Path(state_dir), prefix=f"shard-{shard}.")
-            fresh = self._recover()
-            self._journal = Journal(self._state.journal_path(self._state.generation),
-                                    fsync="always" if fsync else "never")
-            if fresh and load_from is not None:
-                self._load(load_from, names or [])
-                self._save()
-        elif load_from is not None:
+        self.durable: DurableFleet[Fleet] = DurableFleet(
+            state_dir, prefix=f"shard-{shard}.", empty=lambda: Fleet(engine),
+            load=lambda path: Fleet.load(path, engine), fsync="always" if fsync else "never",
+            checkpoint_every=checkpoint_every, fields=CHECKPOINT_FIELDS,
+            document=lambda: {"seq": self._seq, "names": list(self._local)},
+            log=lambda message: print(f"a3fast shard {shard}: {message}", file=sys.stderr, flush=True))
+        recovered = self.durable.open(restore=self._restore, applied=self._replayed)
+        if recovered is not None:
+            self.recovered["torn_bytes"] = recovered.cut_bytes
+            self.recovered["journal_changes"] = len(recovered.entries)
+        fresh = recovered is None or (recovered.checkpoint is None and not recovered.entries)
+        if fresh and load_from is not None:
             self._load(load_from, names or [])
+            self.durable.checkpoint()
+
+    @property
+    def fleet(self) -> Fleet:
+        return self.durable.fleet
+
+    @fleet.setter
+    def fleet(self, fleet: Fleet) -> None:
+        self.durable.fleet = fleet
+
+    def _restore(self, checkpoint: dict[str, Any] | None) -> None:
+        """The shard's part of its checkpoint: its change count and its local ids' names."""
+        if checkpoint is not None:
+            self._local = {name: i for i, name in enumerate(checkpoint["names"])}
+            self._seq = checkpoint["seq"]
+            self.recovered["checkpoint_seq"] = self._seq
+            stray = [n for n in self.fleet.names() if n not in self._local]
+            if stray:
+                raise StateError(f"{self.durable.state.checkpoint_path()}: field 'names': lacks {stray[0]!r}, "   # type: ignore[union-attr]
+                                 f"an agent of the snapshot it names; restore the state directory from a copy")
+
+    def _replayed(self, change: dict[str, Any]) -> None:
+        """A change of the journal made again: the local ids of its new names, one change more."""
+        if change["op"] == "put":
+            self._number(change["decls"])
+        self._seq += 1
 
     def _load(self, path: str, names: Sequence[str]) -> None:
         """Start from this shard's part of a ShardedFleet snapshot (`names`: its local ids' names,
@@ -89,54 +128,47 @@ class FleetShard:
     # against its own: a change that reached the shard after the coordinator gave up on it shows.
     def add(self, doc: Mapping[str, Any]) -> tuple[int, int]:
         """Add or replace one agent; its local id."""
-        self._apply({"op": "put", "decls": [doc]})
-        self._commit("put", decls=[doc])
+        self._change({"op": "put", "decls": [doc]})
         return self._local[doc["agent"]["name"]], self._seq
 
     def extend(self, docs: Sequence[Mapping[str, Any]]) -> tuple[list[int], int]:
         """Add or replace agents in order; their local ids."""
-        self.fleet.extend(docs)
-        self._number(docs)
-        if len(docs) >= CHECKPOINT_BATCH and self._journal is not None:
-            self._seq += 1
-            self._save()
-        else:
-            self._commit("put", decls=list(docs))
+        self._change({"op": "put", "decls": list(docs)}, checkpoint_instead=len(docs) >= CHECKPOINT_BATCH)
         return [self._local[d["agent"]["name"]] for d in docs], self._seq
 
     def remove(self, name: str) -> int:
-        self._apply({"op": "delete", "name": name})
-        self._commit("delete", name=name)
+        self._change({"op": "delete", "name": name})
         return self._seq
 
     def record_outcome(self, agent: str, kind: Any, success: bool) -> int:
-        self._apply({"op": "outcome", "agent": agent, "kind": kind, "success": success})
-        self._commit("outcome", agent=agent, kind=kind, success=success)
+        self._change({"op": "outcome", "agent": agent, "kind": kind, "success": success})
         return self._seq
 
     def record_outcomes(self, agent: str, kind: str, successes: int, attempts: int) -> int:
         """Many outcomes of one kind at once (Fleet.record_outcomes: restoring saved counts)."""
-        change = {"agent": agent, "kind": kind, "successes": successes, "attempts": attempts}
-        self._apply({"op": "outcomes", **change})
-        self._commit("outcomes", **change)
+        self._change({"op": "outcomes", "agent": agent, "kind": kind, "successes": successes, "attempts": attempts})
         return self._seq
 
     def hold_session(self, agent: str, session: str) -> int:
-        self._apply({"op": "hold", "agent": agent, "session": session})
-        self._commit("hold", agent=agent, session=session)
+        self._change({"op": "hold", "agent": agent, "session": session})
         return self._seq
 
     def release_session(self, agent: str, session: str) -> int:
-        self._apply({"op": "release", "agent": agent, "session": session})
-        self._commit("release", agent=agent, session=session)
+        self._change({"op": "release", "agent": agent, "session": session})
         return self._seq
 
-    def _apply(self, change: dict[str, Any]) -> None:
-        """One change made on the shard's fleet: the service's replay (a3fast.journal), then the
-        local ids of names new to the shard."""
-        apply_change(self.fleet, change)
-        if change["op"] == "put":
-            self._number(change["decls"])
+    def _change(self, change: dict[str, Any], *, checkpoint_instead: bool = False) -> None:
+        """One change through the durable cycle (a3fast.durable.DurableFleet.apply_now): made on
+        the shard's fleet, the local ids of names new to the shard given, then journaled and
+        acknowledged on return. The count goes up once the change is made, before its entry is
+        written, so that a checkpoint the entry brings about counts it."""
+        def make() -> None:
+            apply_change(self.fleet, change)
+            if change["op"] == "put":
+                self._number(change["decls"])
+            self._seq += 1
+
+        self.durable.apply_now(change, make, checkpoint_instead=checkpoint_instead)
 
     def _number(self, docs: Sequence[Mapping[str, Any]]) -> None:
         local = self._local
@@ -197,13 +229,7 @@ class FleetShard:
         # costs far less than a checkpoint, whose snapshot is the whole fleet
         payload = b"".join((CHANGE, b'{"op":"put","decls":[', text[:-1].replace(b"\n", b","), b"]}"))
         self._seq += 1
-        if self._journal is not None:
-            if len(payload) > MAX_ENTRY:
-                self._save()
-            else:
-                self._journal.write_now(payload)
-                if self._seq - self._checkpoint_seq >= self._every:
-                    self._save()
+        self.durable.write_now(payload)
         return len(self._local), self._seq
 
     def discard_jsonl(self) -> None:
@@ -275,7 +301,8 @@ class FleetShard:
     def state(self) -> dict[str, Any]:
         """What the coordinator checks and reports: ids given, live agents, changes, recovery."""
         return {"shard": self.shard, "ids_given": len(self._local), "live": len(self.fleet),
-                "changes": self._seq, "checkpoint_seq": self._checkpoint_seq, "recovered": dict(self.recovered),
+                "changes": self._seq, "checkpoint_seq": (self.durable.checkpointed or {}).get("seq", 0),
+                "recovered": dict(self.recovered),
                 "pid": os.getpid(), "node": _node(), "index_nbytes": self.fleet.index_nbytes(), "rss_bytes": _rss()}
 
     def local_names(self) -> list[str]:
@@ -288,51 +315,6 @@ class FleetShard:
         here, in the shard's own process. Returns (local ids given, changes acknowledged)."""
         self.fleet.save(path)
         return len(self._local), self._seq
-
-    def _commit(self, op: str, **fields: Any) -> None:
-        """Journal an applied change (acknowledged once this returns), with a checkpoint every K."""
-        self._seq += 1
-        if self._journal is None:
-            return
-        self._journal.write_now(encode_change(op, **fields))
-        if self._seq - self._checkpoint_seq >= self._every:
-            self._save()
-
-    def _save(self) -> None:
-        """A checkpoint (a3fast.statedir): a new journal generation, the fleet snapshot, the
-        checkpoint naming both with the change count and the local names."""
-        assert self._state is not None and self._journal is not None   # only with a state_dir
-        self._journal.switch(self._state.next_generation())
-        self._state.commit(self.fleet.save, {"seq": self._seq, "names": list(self._local)})
-        self._checkpoint_seq = self._seq
-
-    def _recover(self) -> bool:
-        """The checkpoint and the journal after it; True when the directory held nothing."""
-        assert self._state is not None   # only with a state_dir
-        recovered = self._state.recover()
-        checkpoint = recovered.checkpoint
-        if checkpoint is not None:
-            assert recovered.snapshot is not None   # a checkpoint always names one
-            self.fleet = Fleet.load(recovered.snapshot, self._engine)
-            self._local = {name: i for i, name in enumerate(checkpoint["names"])}
-            self._seq = self._checkpoint_seq = int(checkpoint["seq"])
-            self.recovered["checkpoint_seq"] = self._seq
-        self.recovered["torn_bytes"] = recovered.cut_bytes
-        for entry in recovered.entries:
-            try:
-                if entry.payload[:1] != CHANGE:
-                    raise ChangeUnreadable(f"unknown entry type {entry.payload[:1]!r}")
-                self._apply(decode_change(entry.payload[1:]))
-            except ChangeUnreadable as exc:
-                raise StateError(f"{entry.where()}: unreadable: {exc}") from None
-            except (SnapshotError, StateError):
-                raise
-            except Exception as exc:
-                raise StateError(f"{entry.where()}: does not apply to shard {self.shard}'s fleet "
-                                 f"({type(exc).__name__}: {exc})") from None
-            self._seq += 1
-            self.recovered["journal_changes"] += 1
-        return checkpoint is None and not recovered.entries
 
 
 def _node() -> str | None:

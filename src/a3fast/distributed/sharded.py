@@ -24,6 +24,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import orjson
 
+from ..files import write_atomic
 from ..errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
 from ..fleet import pipeline
 from ..fleet.domain import check_namespace, namespace_problem
@@ -46,21 +47,6 @@ SHARDED_FORMAT = 1
 
 def _shard_file(shard: int) -> str:
     return f"shard-{shard}.a3snap"
-
-
-def _write_whole(path: Path, data: bytes) -> None:
-    """A file written whole or not at all: a temporary file, fsynced, renamed, the directory fsynced."""
-    temp = path.with_name(path.name + ".tmp")
-    with open(temp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(temp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class ShardError(A3Error):
@@ -194,7 +180,7 @@ class ShardedFleet:
                     "names": self._index.names(), "namespaces": self._namespace,
                     "kinds_seen": self._kinds_seen, "generation": self.generation,
                     "written_by": self.engine}
-        _write_whole(target / SHARDED_FILE, orjson.dumps(document))
+        write_atomic(target / SHARDED_FILE, orjson.dumps(document))
 
     @classmethod
     def load(cls, directory: str | os.PathLike, address: str | None = None, engine: str | None = None,

@@ -103,6 +103,13 @@ class Fleet:
         All declarations are parsed before any is added, so an invalid one changes nothing."""
         with collector_paused():
             parsed = [parse_declaration(d) for d in declarations]
+            # a name held by another namespace, in the fleet or earlier in the batch, is refused
+            # before anything is added: the batch is all or nothing
+            held: dict[str, str] = {}
+            for decl in parsed:
+                name = decl.agent.name
+                check_namespace(name, held.get(name, self.namespace_of(name)), decl.agent.namespace)
+                held[name] = decl.agent.namespace
             batch: dict[str, Declaration] = {}
             ids = self._table.ids
             for decl in parsed:

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import base64
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import orjson
+
+from ..files import write_atomic
 
 __all__ = ["WELL_KNOWN", "Limits", "FetchError", "FetchedCard", "EtagCache", "card_locations",
            "fetch_card", "fetch_card_async", "new_client"]
@@ -104,14 +105,7 @@ class EtagCache:
         if self.path is None or not self._changed:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(orjson.dumps(self._entries, option=orjson.OPT_SORT_KEYS))
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(self.path, orjson.dumps(self._entries, option=orjson.OPT_SORT_KEYS))
         self._changed = False
 
 

@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..files import write_atomic
+
 __all__ = ["predicate_bars", "over_time", "funnel", "scores", "to_svg", "javascript_bundle",
            "FUNNEL_DATA", "SCORES_DATA"]
 
@@ -141,9 +143,7 @@ def javascript_bundle() -> str:
     bundle = vl_convert.javascript_bundle()  # type: ignore[call-arg]
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-        tmp.write_text(bundle, encoding="utf-8")
-        os.replace(tmp, cache)
+        write_atomic(cache, bundle)
     except OSError:
         pass
     return bundle

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Mapping
 from markupsafe import Markup
 
 from .._version import __version__
+from ..files import write_atomic
 from . import charts
 from .model import Limits, PlacementView, TraceSummary, summarise_trace
 from .policy import with_policy
@@ -104,24 +105,9 @@ def write_report(trace: str | os.PathLike, out: str | os.PathLike | None = None,
                  limits: Limits = Limits()) -> Path:
     """Render the report of the trace file `trace` into `out` (default: beside it, `.html`),
     written to a temporary file and renamed into place. Returns the path written."""
-    import tempfile
-
     target = Path(out) if out is not None else Path(trace).with_suffix(".html")
     html = render(os.fspath(trace), name=Path(trace).name, limits=limits)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(html)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(target, html)
     return target
 
 

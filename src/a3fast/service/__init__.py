@@ -1,8 +1,8 @@
 """`a3fast serve`: the matcher as a long-running service.
 
 One idea per module: `config` (what the service is told), `state` (the fleet and trace, rebuilt
-exactly after a crash from a checkpoint and the journal after it: a3fast.statedir and
-a3fast.journal, shared with the shards of a ShardedFleet), `operations` (the handlers HTTP and
+exactly after a crash through a3fast.durable.DurableFleet, the cycle the shards of a ShardedFleet
+share), `operations` (the handlers HTTP and
 stdio share), `refusals` (the one table from an error to its answer, for both), `app` (the HTTP
 shell: the route table and one middleware per concern), `server` (uvicorn with a head timeout and
 a connection limit), `stdio` (the JSON Lines shell), `seed` (`--fleet`), `k8s` (the Kubernetes

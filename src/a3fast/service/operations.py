@@ -14,7 +14,7 @@ import msgspec
 import orjson
 
 from ..errors import A3Error, FleetError, SchemaError
-from ..journal import JournalFailed
+from ..durable.journal import JournalFailed
 from ..placement import Route, RouteError
 from ..document import plainly_within
 from ..schema import parse_declaration, parse_requirements, task_kind

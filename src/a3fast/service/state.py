@@ -8,9 +8,11 @@ durable as the journal.
 
 Exactness after a restart is the fleet's: its snapshot (`fleet.save`, docs/snapshot.md) holds the
 join order with removed names, the outcome counts and the held sessions, and the journal's changes
-are replayed through the fleet's own API (a3fast.journal). The state directory's protocol —
-checkpoints, journal generations, what a start replays and refuses — is a3fast.statedir's; the
-service's checkpoint adds the next seq and how much of the trace file the snapshot covers.
+are replayed through the fleet's own API. The durable cycle — apply, journal, acknowledge after the
+log, checkpoint, retire generations, recover — is a3fast.durable.DurableFleet's, shared with the
+shards of a ShardedFleet; what is the service's own is here: the trace and its entries in the
+journal, the next seq and how much of the trace file a checkpoint covers, the namespace check of a
+batch, and the doubt a failed batch on a sharded fleet leaves.
 """
 from __future__ import annotations
 
@@ -35,9 +37,10 @@ from ..record.write import placement_records
 from ..schema import Declaration, Requirements
 from ..trace import record_lines
 from ..distributed.sharded import ShardError
-from ..journal import (CHANGE, TRACE as TRACE_ENTRY, ChangeUnreadable, Journal, JournalFailed, apply_change,
-                       decode_change, encode_change)
-from ..statedir import Entry, StateDir, StateError
+from ..durable.fleet import DurableFleet
+from ..durable.journal import TRACE as TRACE_ENTRY, ChangeUnreadable, Journal, JournalFailed, read_entries
+from ..durable.statedir import Entry, StateDir, StateError
+from ..files import fsync_directory
 
 __all__ = ["ServiceState", "StateError", "FleetStore", "LocalFleets", "CHECKPOINT", "TRACE"]
 
@@ -48,6 +51,19 @@ TRACE = "trace.jsonl"
 TRACE_CHECK_BYTES = 1 << 20
 #: agents added before the fleet is frozen out of the collector's passes again (`settle`), at least
 SETTLE_AFTER = 1000
+
+
+def _count_from(low: int, high: int | None = None) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if type(value) is int and value >= low and (high is None or value < high):
+            return None
+        return f"an integer from {low}" + (f" below {high}" if high is not None else "")
+    return check
+
+
+#: What the service adds to a checkpoint, each field checked at a start.
+CHECKPOINT_FIELDS = {"next_seq": _count_from(1), "trace_bytes": _count_from(0),
+                     "trace_tail_crc": _count_from(0, 1 << 32)}
 
 
 class FleetStore(Protocol):
@@ -104,11 +120,13 @@ class ServiceState:
             self._tempdir = tempfile.mkdtemp(prefix="a3fast-serve-")
             self.trace_path = Path(self._tempdir) / TRACE
         self.fleets: FleetStore = fleet_factory if fleet_factory is not None else LocalFleets(engine)
-        self.fleet: FleetProtocol = Fleet(engine)     # replaced at `open`
-        self.statedir: StateDir | None = None
+        self.durable_fleet: DurableFleet[FleetProtocol] = DurableFleet(
+            self.directory, empty=self._empty_fleet, load=self.fleets.load, fsync=fsync,
+            checkpoint_every=checkpoint_every, document=self._checkpoint_document, fields=CHECKPOINT_FIELDS,
+            log=self.log, transient=(ShardError,))
+        self.durable_fleet.fleet = Fleet(engine)     # replaced at `open`
         self.next_seq = 1
         self.encoder = Encoder()
-        self.journal: Journal | None = None
         self._trace_fd = -1
         self._trace_buffer: list[bytes] = []     # trace lines not yet written to the trace file
         self._trace_flush_scheduled = False
@@ -123,46 +141,45 @@ class ServiceState:
         #: a ShardError that left the sharded fleet holding part of a batch (see `_change`)
         self.doubt: ShardError | None = None
 
+    @property
+    def fleet(self) -> FleetProtocol:
+        return self.durable_fleet.fleet
+
+    @fleet.setter
+    def fleet(self, fleet: FleetProtocol) -> None:
+        self.durable_fleet.fleet = fleet
+
+    @property
+    def journal(self) -> Journal | None:
+        return self.durable_fleet.journal
+
     # -- start and stop ---------------------------------------------------------------------------
     def open(self, *, mark_ready: bool = True) -> None:
-        """Load the checkpoint, replay the journal after it, rebuild the trace file; StateError
-        naming the file, the entry and the reason if the state cannot be read back exactly."""
-        trace_bytes = 0
-        trace_crc = 0
-        replay: list[Entry] = []
-        if self.directory is None:
-            self.fleet = self._empty_fleet()
-        if self.directory is not None:
-            self.statedir = StateDir(self.directory, log=self.log)
-            _upgrade_layout(self.statedir)
-            recovered = self.statedir.recover()
-            checkpoint = recovered.checkpoint
-            if checkpoint is not None:
-                assert recovered.snapshot is not None   # a checkpoint always names one
-                self.fleet = self._load_fleet(recovered.snapshot)
-                try:
-                    self.next_seq = int(checkpoint["next_seq"])
-                    trace_bytes, trace_crc = int(checkpoint["trace_bytes"]), int(checkpoint["trace_tail_crc"])
-                except (KeyError, TypeError, ValueError):
-                    raise StateError(f"{self.statedir.path(CHECKPOINT)}: the checkpoint lacks the trace "
-                                     f"position or next seq; restore the state directory from a copy") from None
-            else:
-                self.fleet = self._empty_fleet()
-            replay = recovered.entries
-            self.fresh = checkpoint is None and not replay
-        self._open_trace(trace_bytes, trace_crc)
-        for entry in replay:
-            self._replay(entry)
-        self._flush_trace()
-        self.recovered_entries = len(replay)
-        if self.statedir is not None:
-            self.journal = Journal(self.statedir.journal_path(self.statedir.generation), fsync=self.fsync)
+        """Recover (a3fast.durable.DurableFleet): the checkpoint loaded, the journal after it
+        replayed, the trace file rebuilt; StateError naming the file, the entry and the reason if
+        the state cannot be read back exactly."""
+        if self.durable_fleet.state is not None:
+            _upgrade_layout(self.durable_fleet.state)
+        recovered = self.durable_fleet.open(restore=self._restore, replay_other=self._replay_trace)
+        self._write_queued_trace()
+        entries = recovered.entries if recovered is not None else []
+        self.recovered_entries = len(entries)
+        self.fresh = (recovered is None or recovered.checkpoint is None) and not entries
+        if self.journal is not None:
             self.journal.before_write = self._take_trace
             self.journal.after_write = self._trace_written
-            self.journal.entries = sum(1 for e in replay if e.generation == self.statedir.generation)
         self.ready = mark_ready
         if self.settle:
             settle()
+
+    def _restore(self, checkpoint: dict[str, Any] | None) -> None:
+        """The service's part of the checkpoint (checked against CHECKPOINT_FIELDS), before the
+        journal is replayed: the next seq, and the trace file as the checkpoint covers it."""
+        trace_bytes = trace_crc = 0
+        if checkpoint is not None:
+            self.next_seq = checkpoint["next_seq"]
+            trace_bytes, trace_crc = checkpoint["trace_bytes"], checkpoint["trace_tail_crc"]
+        self._open_trace(trace_bytes, trace_crc)
 
     def _empty_fleet(self) -> FleetProtocol:
         try:
@@ -170,29 +187,14 @@ class ServiceState:
         except ShardError as exc:
             raise StateError(f"cannot start the fleet: {exc}") from None
 
-    def _load_fleet(self, path: Path) -> FleetProtocol:
-        try:
-            return self.fleets.load(path)
-        except StateError:
-            raise
-        except (A3Error, OSError) as exc:
-            raise StateError(f"{path}: cannot load the fleet snapshot the checkpoint names: {exc}; "
-                             f"restore the state directory from a copy") from None
-        except Exception as exc:   # a loader's unforeseen failure still names the file, never hangs a start
-            raise StateError(f"{path}: cannot load the fleet snapshot the checkpoint names "
-                             f"({type(exc).__name__}: {exc}); restore the state directory from a copy") from None
-
-    def close(self) -> None:
-        """Flush everything; with a state directory, take a checkpoint so the next start is quick
-        (not after a failed journal write: memory then holds changes that were never acknowledged)."""
-        if self.journal is not None:
-            if self.journal.entries and self.failed is None:
-                self.checkpoint()
-            self.journal.close()
-            self.journal = None
+    def close(self, *, checkpoint: bool = True) -> None:
+        """Flush everything; with a state directory and `checkpoint`, take a checkpoint so the next
+        start is quick (not after a failed journal write: memory then holds changes that were
+        never acknowledged)."""
+        self.durable_fleet.close(checkpoint=checkpoint)
         self.fleet.close()
         if self._trace_fd >= 0:
-            self._flush_trace()
+            self._write_queued_trace()
             os.fsync(self._trace_fd)
             os.close(self._trace_fd)
             self._trace_fd = -1
@@ -221,40 +223,36 @@ class ServiceState:
         self._trace_end = self._trace_queued_end = os.fstat(self._trace_fd).st_size
 
     def checkpoint(self) -> None:
-        """Take a checkpoint (a3fast.statedir): the journal written so far made durable, a new
-        generation started, the fleet snapshot and the checkpoint naming it written; the older
-        generations go once it is in place. A checkpoint that fails part-way (a disk error, a shard
-        down) is logged and changes nothing that a restart reads back: the journal keeps every
-        change since the last checkpoint that did complete."""
-        if self.statedir is None or self.journal is None:
-            return
-        self.journal.sync()          # every entry and trace line appended so far is written
-        # (JournalFailed when the journal has failed: memory then holds unacknowledged changes)
+        """Take a checkpoint (a3fast.durable.DurableFleet.try_checkpoint). One that fails part-way
+        (a disk error, a shard down) is logged and changes nothing that a restart reads back: the
+        journal keeps every change since the last checkpoint that did complete."""
+        self.durable_fleet.try_checkpoint()
+
+    def _checkpoint_document(self) -> dict[str, Any]:
+        """The service's part of a checkpoint, once every trace line appended so far is written:
+        the next seq and the trace file's length and the CRC of its end."""
         os.fsync(self._trace_fd)
         trace_bytes = os.fstat(self._trace_fd).st_size
         with open(self.trace_path, "rb") as fh:
             trace_crc = _crc_tail(fh.fileno(), trace_bytes)
-        try:
-            self.journal.switch(self.statedir.next_generation())
-            self.statedir.commit(self.fleet.save, {"next_seq": self.next_seq, "trace_bytes": trace_bytes,
-                                                   "trace_tail_crc": trace_crc})
-        except (OSError, A3Error) as exc:
-            self.log(f"no checkpoint taken: {exc}; the journal keeps every change since the last one")
+        return {"next_seq": self.next_seq, "trace_bytes": trace_bytes, "trace_tail_crc": trace_crc}
 
     def maybe_checkpoint(self) -> None:
-        if self.journal is not None and self.failed is None and self.journal.entries >= self.checkpoint_every:
-            self.checkpoint()
+        if self.journal is not None:      # asked after every request: without a journal, not a call
+            self.durable_fleet.maybe_checkpoint()
 
     # -- durability -------------------------------------------------------------------------------
     async def durable(self) -> None:
         """Wait until every change applied so far is on disk (no-op without a state directory)."""
-        if self.journal is not None:
-            await self.journal.durable()
+        if self.journal is not None:      # without one, nothing to wait for, off the hot path
+            await self.durable_fleet.durable()
 
     @property
     def failed(self) -> str | None:
-        """Why the journal could not be written, once it could not (the service then stops)."""
-        return self.journal.failed if self.journal is not None else None
+        """Why the journal could not be written, once it could not (the service then stops). Read
+        here rather than through DurableFleet.failed: every placement asks, on its hot path."""
+        journal = self.durable_fleet.journal
+        return journal.failed if journal is not None else None
 
     def check_writable(self) -> None:
         """JournalFailed once the journal has failed, ShardError while a failed batch has left
@@ -267,38 +265,23 @@ class ServiceState:
     def journal_lag(self) -> int:
         return self.journal.lag if self.journal is not None else 0
 
-    def _log_change(self, op: str, **fields: Any) -> None:
-        if self.journal is not None:
-            self.journal.append(encode_change(op, **fields))
-
-    def _replay(self, entry: Entry) -> None:
-        """One journal entry made again; StateError naming it if it cannot be."""
+    def _replay_trace(self, entry: Entry) -> None:
+        """A journal entry that is not a change: a placement's trace lines and the session it made
+        its agent hold (the service's own entries)."""
         tag, body = entry.payload[:1], entry.payload[1:]
+        if tag != TRACE_ENTRY:
+            raise ChangeUnreadable(f"unknown entry type {tag!r}")
+        head, _, lines = body.partition(b"\n")
         try:
-            if tag == CHANGE:
-                apply_change(self.fleet, decode_change(body))
-            elif tag == TRACE_ENTRY:
-                head, _, lines = body.partition(b"\n")
-                try:
-                    hold = orjson.loads(head)
-                except orjson.JSONDecodeError as exc:
-                    raise ChangeUnreadable(f"its placement's session is not JSON ({exc})") from None
-                if hold is not None and not (isinstance(hold, list) and len(hold) == 2
-                                             and all(isinstance(x, str) for x in hold)):
-                    raise ChangeUnreadable("its placement's session is not [agent, session]")
-                self._write_trace(lines, lines.count(b"\n"))
-                if hold is not None:
-                    self.fleet.hold_session(*hold)
-            else:
-                raise ChangeUnreadable(f"unknown entry type {tag!r}")
-        except ShardError as exc:
-            raise StateError(f"{entry.where()}: cannot be replayed: {exc}") from None
-        except ChangeUnreadable as exc:
-            raise StateError(f"{entry.where()}: unreadable: {exc}; restore the state directory from "
-                             f"a copy") from None
-        except (A3Error, KeyError, TypeError, ValueError) as exc:
-            raise StateError(f"{entry.where()}: does not apply to the fleet before it "
-                             f"({type(exc).__name__}: {exc}); restore the state directory from a copy") from None
+            hold = orjson.loads(head)
+        except orjson.JSONDecodeError as exc:
+            raise ChangeUnreadable(f"its placement's session is not JSON ({exc})") from None
+        if hold is not None and not (isinstance(hold, list) and len(hold) == 2
+                                     and all(isinstance(x, str) for x in hold)):
+            raise ChangeUnreadable("its placement's session is not [agent, session]")
+        self._write_trace(lines, lines.count(b"\n"))
+        if hold is not None:
+            self.fleet.hold_session(*hold)
 
     # -- changes: check, apply, journal -----------------------------------------------------------
     def _change(self, op: str, apply: Callable[..., object], *args: Any, **fields: Any) -> None:
@@ -306,15 +289,18 @@ class ServiceState:
         a change the fleet could not make — a shard of a ShardedFleet down or late (ShardError) —
         is never journaled, so a restart cannot bring back what was answered with a 503."""
         self.check_writable()
-        try:
-            apply(*args)
-        except ShardError as exc:
-            if op == "put" and len(fields["decls"]) > 1:
-                # the shards that answered made their part of the batch: the served fleet now
-                # holds agents the journal does not, until a restart rebuilds it from the journal
-                self.doubt = exc
-            raise
-        self._log_change(op, **fields)
+
+        def make() -> None:
+            try:
+                apply(*args)
+            except ShardError as exc:
+                if op == "put" and len(fields["decls"]) > 1:
+                    # the shards that answered made their part of the batch: the served fleet now
+                    # holds agents the journal does not, until a restart rebuilds it from the journal
+                    self.doubt = exc
+                raise
+
+        self.durable_fleet.apply({"op": op, **fields}, make)
 
     def check_shards(self) -> None:
         """ShardError while a failed batch has left the sharded fleet holding part of it."""
@@ -333,8 +319,7 @@ class ServiceState:
         self.fleet.close()
         self.fleet = fleet
         self.fresh = False
-        if self.journal is not None:
-            self.checkpoint()
+        self.checkpoint()
         if self.settle:
             settle()
 
@@ -417,7 +402,7 @@ class ServiceState:
             # before the journal: a shard that fails to hold it leaves no record of the placement
             self._hold(hold, mark)
         if self.journal is not None:
-            self.journal.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
+            self.durable_fleet.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
         self._write_trace(lines, len(records))
         return p, lines
 
@@ -429,7 +414,7 @@ class ServiceState:
         session itself (as `place` does), so `generation` is renumbered here as one at a time would
         see it. Returns, per task, (placement, record lines) or the exception `place` would raise."""
         self.check_writable()
-        fleet, encoder, journal = self.fleet, self.encoder, self.journal
+        fleet, encoder, durable = self.fleet, self.encoder, self.durable_fleet
         placements = fleet.place_many([r for r, _, _ in items], sessions=[s for _, s, _ in items],
                                       remember_session=False)
         generation = fleet.generation
@@ -448,8 +433,8 @@ class ServiceState:
                     if hold is not None:
                         self._hold(hold, mark)
                         generation = fleet.generation
-                    if journal is not None:
-                        journal.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
+                    if durable.journal is not None:
+                        durable.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
                     written.append(lines)
                     seq += len(records)
                     out.append((p, lines))
@@ -506,8 +491,12 @@ class ServiceState:
     def _flush_trace(self) -> None:
         """Without a journal: write queued trace lines now."""
         self._trace_flush_scheduled = False
-        if self.journal is not None:
-            return
+        if self.journal is None:
+            self._write_queued_trace()
+
+    def _write_queued_trace(self) -> None:
+        """Write the queued trace lines now (without a journal; and after recovery, the lines of
+        the entries it replayed)."""
         for fd, data in self._take_trace():
             view = memoryview(data)
             while view:
@@ -538,7 +527,7 @@ class ServiceState:
             records = list(placement_records(p, task))
         lines = record_lines(records, seq)
         if self.journal is not None:
-            self.journal.append(TRACE_ENTRY + b"null\n" + lines)
+            self.durable_fleet.append(TRACE_ENTRY + b"null\n" + lines)
         self._write_trace(lines, len(records))
         return lines
 
@@ -562,8 +551,6 @@ def _upgrade_layout(statedir: StateDir) -> None:
                          f"{old_journal.name}) and today's; restore the state directory from a copy")
     document = None
     if old_snapshot.exists():
-        from ..journal import read_entries
-
         read = read_entries(old_snapshot.read_bytes(), str(old_snapshot))
         try:
             document = orjson.loads(read.entries[0]) if len(read.entries) == 1 and not read.cut_bytes else None
@@ -577,12 +564,12 @@ def _upgrade_layout(statedir: StateDir) -> None:
         os.replace(old_journal, statedir.journal_path(1))
     elif not statedir.journal_path(1).exists():
         statedir.journal_path(1).touch()
-    _fsync(directory)
+    fsync_directory(directory)
     if document is not None:
         source, target = directory / document["fleet"], directory / statedir.snapshot_name(1)
         if source.exists():
             os.replace(source, target)
-            _fsync(directory)
+            fsync_directory(directory)
         elif not target.exists():
             raise StateError(f"{source}: missing: the fleet snapshot named by {old_snapshot}; restore the "
                              f"state directory from a copy")
@@ -591,16 +578,8 @@ def _upgrade_layout(statedir: StateDir) -> None:
                                             "trace_bytes": document["trace_bytes"],
                                             "trace_tail_crc": document["trace_tail_crc"]})
         old_snapshot.unlink()
-        _fsync(directory)
+        fsync_directory(directory)
     statedir.log(f"{directory}: moved to journal generations (journal.00000001, checkpoint)")
-
-
-def _fsync(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def settle() -> None:

@@ -17,7 +17,7 @@ from typing import Any, Awaitable, BinaryIO
 
 import orjson
 
-from ..journal import JournalFailed
+from ..durable.journal import JournalFailed
 from .operations import OPS, Operations, PlaceAnswer, PlaceRequest, decode_place_request
 from .problems import ServiceError, parse_json, problem
 from .refusals import INTERNAL, refusal

@@ -27,7 +27,6 @@ import datetime as _dt
 import hashlib
 import logging
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..errors import SchemaError
+from ..files import write_atomic
 from ..interop.a2a import import_cards
 from ..interop.fetch import EtagCache, FetchError, Limits, card_locations, fetch_card_async
 from ..interop.mcp import TOOL_SERVERS, import_listings
@@ -244,15 +244,9 @@ class Watcher:
         if self.memory is None:
             return
         data = {s.key: s.remembered() for s in self.sources}
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.memory.name}.", dir=self.memory.parent)
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, self.memory)
+            write_atomic(self.memory, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
         except OSError as exc:
-            Path(tmp).unlink(missing_ok=True)
             log.warning("%s: not saved (%s)", self.memory, exc.strerror or exc)
 
     # -- the loop ---------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """A checkpoint stopped at each of its filesystem steps, and kill -9 under concurrent writers: the
 state read back is exactly what was acknowledged — agents, outcomes, sessions, trace and next seq —
-with nothing lost and nothing applied twice."""
+with nothing lost and nothing applied twice. The sweeps run through a3fast.durable.DurableFleet on
+both of its owners: the service (ServiceState) and a shard of a ShardedFleet (FleetShard, driven in
+process without Ray)."""
 from __future__ import annotations
 
 import asyncio
@@ -25,14 +27,17 @@ HERE = Path(__file__).resolve().parents[1]  # tests/, where state_driver.py live
 DRIVER = str(HERE / "state_driver.py")
 sys.path.insert(0, str(HERE))
 from distributed_worlds import without_timings  # noqa: E402
-from state_driver import KIND, decl  # noqa: E402
+from state_driver import AGAIN, KIND, decl  # noqa: E402
 
 AGENTS = [f"r{r}-{n}" for r in (1, 2, 3) for n in ("a0", "a1", "a2", "a3", "solo")]
-SESSIONS = [(a, s) for a in AGENTS for s in ("kept", "let-go", "r1-placed", "r2-placed")]
+SESSIONS = [(a, s) for a in AGENTS for s in ("kept", "let-go", "r1-placed", "r2-placed", "r3-placed")]
+OWNERS = ["service", "shard"]
+#: each owner's files in its state directory begin so
+PREFIX = {"service": "", "shard": "shard-0."}
 
 
-def _drive(directory: Path, what: str, stop_at: int | None = None, step_log: Path | None = None,
-           fail_at: int | None = None) -> int:
+def _drive(directory: Path, what: str, owner: str = "service", stop_at: int | None = None,
+           step_log: Path | None = None, fail_at: int | None = None) -> int:
     env = dict(os.environ)
     env.pop("A3FAST_STOP_AT_STEP", None)
     env.pop("A3FAST_FAIL_AT_STEP", None)
@@ -42,94 +47,139 @@ def _drive(directory: Path, what: str, stop_at: int | None = None, step_log: Pat
         env["A3FAST_FAIL_AT_STEP"] = str(fail_at)
     if step_log is not None:
         env["A3FAST_STEP_LOG"] = str(step_log)
-    return subprocess.run([sys.executable, DRIVER, str(directory), what], env=env, timeout=60,
-                          capture_output=True).returncode
+    args = [sys.executable, DRIVER, str(directory), what] + (["shard"] if owner == "shard" else [])
+    return subprocess.run(args, env=env, timeout=60, capture_output=True).returncode
 
 
-def observed(directory: Path) -> dict:
+def observed(directory: Path, owner: str = "service") -> dict:
     """Everything a restart reads back, from the directory as a new process finds it."""
+    if owner == "shard":
+        from a3fast.distributed.shard import FleetShard
+
+        shard = FleetShard(0, state_dir=str(directory), fsync=True)
+        try:
+            return {**_fleet_state(shard.fleet), "local_names": shard.local_names(),
+                    "changes": shard.state()["changes"]}
+        finally:
+            shard.durable.close(checkpoint=False)   # no checkpoint: what the next reader finds is the crash's
     state = ServiceState(directory, log=lambda message: None)
     state.open()
     try:
-        fleet = state.fleet
-        return {
-            "names": fleet.names(),
-            "declarations": {n: fleet.get(n).doc for n in fleet.names()},
-            "outcomes": {a: fleet.outcomes(a, KIND) for a in AGENTS},
-            "sessions": sorted(p for p in SESSIONS if fleet.holds_session(*p)),
-            "trace": state.trace_path.read_bytes(),
-            "next_seq": state.next_seq,
-        }
+        return {**_fleet_state(state.fleet), "trace": state.trace_path.read_bytes(), "next_seq": state.next_seq}
     finally:
-        if state.journal is not None:
-            state.journal.close()   # no checkpoint: what the next reader finds is the crash's
-            state.journal = None
-        state.close()
+        state.close(checkpoint=False)   # no checkpoint: what the next reader finds is the crash's
+
+
+def _fleet_state(fleet) -> dict:
+    return {
+        "names": fleet.names(),
+        "declarations": {n: fleet.get(n).doc for n in fleet.names()},
+        "outcomes": {a: fleet.outcomes(a, KIND) for a in AGENTS},
+        "sessions": sorted(p for p in SESSIONS if fleet.holds_session(*p)),
+    }
+
+
+def _steps(log: Path) -> list[tuple[str, str]]:
+    """(step, path) of each line of a step log (`N NAME PATH`)."""
+    return [tuple(line.split(" ", 2)[1:]) for line in log.read_text().splitlines()]
 
 
 @pytest.mark.slow
-def test_a_checkpoint_stopped_at_any_filesystem_step_recovers_exactly_what_was_acknowledged(tmp_path):
+@pytest.mark.parametrize("owner", OWNERS)
+def test_a_checkpoint_stopped_at_any_filesystem_step_recovers_exactly_what_was_acknowledged(tmp_path, owner):
     base = tmp_path / "base"
-    assert _drive(base, "history") == 0
-    expected = observed(base)
-    assert expected["outcomes"]["r2-a0"] == (1, 2) and expected["next_seq"] > 1
+    assert _drive(base, "history", owner) == 0
+    expected = observed(base, owner)
+    assert expected["outcomes"]["r2-a0"] == (1, 2)
     assert ("r2-a3", "kept") in expected["sessions"] and ("r2-a0", "let-go") not in expected["sessions"]
+    assert expected.get("next_seq", 2) > 1 and expected.get("changes", 1) > 0
     # the steps of one checkpoint, as they are taken
     log = tmp_path / "steps.log"
     listed = tmp_path / "listed"
     shutil.copytree(base, listed)
-    assert _drive(listed, "checkpoint", step_log=log) == 0
-    steps = log.read_text().splitlines()
-    names = [line.split()[1] for line in steps]
+    assert _drive(listed, "checkpoint", owner, step_log=log) == 0
+    steps = _steps(log)
+    names = [name for name, _ in steps]
     for kind in ("create", "fsync", "fsync-dir", "snapshot", "write", "rename", "remove"):
         assert kind in names, (kind, steps)
-    assert observed(listed) == expected
+    assert observed(listed, owner) == expected
     for n in range(1, len(steps) + 1):
         crashed = tmp_path / f"crash-{n}"
         shutil.copytree(base, crashed)
-        assert _drive(crashed, "checkpoint", stop_at=n) == -signal.SIGKILL, steps[n - 1]
-        assert observed(crashed) == expected, f"stopped before step {steps[n - 1]}"
+        assert _drive(crashed, "checkpoint", owner, stop_at=n) == -signal.SIGKILL, steps[n - 1]
+        assert observed(crashed, owner) == expected, f"stopped before step {steps[n - 1]}"
         # and once more: recovery itself is repeatable, and a checkpoint after it keeps everything
-        assert observed(crashed) == expected, f"second start after step {steps[n - 1]}"
-        assert _drive(crashed, "checkpoint") == 0
-        assert observed(crashed) == expected, f"checkpoint after the crash at {steps[n - 1]}"
+        assert observed(crashed, owner) == expected, f"second start after step {steps[n - 1]}"
+        assert _drive(crashed, "checkpoint", owner) == 0
+        assert observed(crashed, owner) == expected, f"checkpoint after the crash at {steps[n - 1]}"
 
 
 @pytest.mark.slow
-def test_a_checkpoint_that_fails_at_any_filesystem_step_loses_nothing_then_or_later(tmp_path):
-    """A disk error at a step of a checkpoint is logged; the service goes on, and what it
-    acknowledges afterwards is kept with everything before (whichever generation it went to)."""
+@pytest.mark.parametrize("owner", OWNERS)
+def test_a_checkpoint_that_fails_at_any_filesystem_step_loses_nothing_then_or_later(tmp_path, owner):
+    """A disk error at a step of a checkpoint is logged; the owner goes on, and what it acknowledges
+    afterwards is kept with everything before (whichever generation it went to). A restart then
+    appends to the newest generation: a change acknowledged after it is not undone by the next
+    start replaying an older generation after it."""
     base = tmp_path / "base"
-    assert _drive(base, "history") == 0
+    assert _drive(base, "history", owner) == 0
     reference = tmp_path / "reference"
     shutil.copytree(base, reference)
     log = tmp_path / "steps.log"
-    assert _drive(reference, "checkpoint-and-go-on", step_log=log) == 0
-    steps = log.read_text().splitlines()
-    expected = observed(reference)
+    assert _drive(reference, "checkpoint-and-go-on", owner, step_log=log) == 0
+    steps = _steps(log)
+    expected = observed(reference, owner)
     assert expected["outcomes"]["r3-a0"] == (1, 2)
+    assert _drive(reference, "change-again", owner) == 0
+    expected_again = observed(reference, owner)
+    assert expected_again["declarations"][AGAIN] == decl(AGAIN, version=2)
+    for state in (expected, expected_again):
+        state["trace"] = without_timings(state["trace"]) if "trace" in state else None
     for n in range(1, len(steps) + 1):
         failed = tmp_path / f"fail-{n}"
         shutil.copytree(base, failed)
-        assert _drive(failed, "checkpoint-and-go-on", fail_at=n) == 0
-        found = observed(failed)
+        assert _drive(failed, "checkpoint-and-go-on", owner, fail_at=n) == 0
+        found = observed(failed, owner)
         # round 3 placed anew in each run: its records differ only in their measured §6 timings
-        for state in (found, expected):
-            state["trace"] = without_timings(state["trace"])
+        found["trace"] = without_timings(found["trace"]) if "trace" in found else None
         assert found == expected, f"failed at step {steps[n - 1]}"
+        assert _drive(failed, "change-again", owner) == 0
+        again = observed(failed, owner)
+        again["trace"] = without_timings(again["trace"]) if "trace" in again else None
+        assert again == expected_again, f"a change after a restart, after a failure at step {steps[n - 1]}"
 
 
-def test_the_journal_written_before_a_checkpoint_is_removed_only_after_the_checkpoint_is_in_place(tmp_path):
+@pytest.mark.parametrize("owner", OWNERS)
+def test_the_journal_written_before_a_checkpoint_is_removed_only_after_the_checkpoint_is_in_place(tmp_path, owner):
     """The generation a checkpoint covers stays whole on disk until the checkpoint naming the next
     one is renamed into place and the directory fsynced."""
     base = tmp_path / "s"
-    assert _drive(base, "history") == 0
+    assert _drive(base, "history", owner) == 0
     log = tmp_path / "steps.log"
-    assert _drive(base, "checkpoint", step_log=log) == 0
-    names = [tuple(line.split()[1:]) for line in log.read_text().splitlines()]
-    renamed = names.index(("rename", "checkpoint.tmp"))
-    removed = names.index(("remove", "journal.00000002"))
-    assert names[renamed + 1][0] == "fsync-dir" and removed > renamed + 1
+    assert _drive(base, "checkpoint", owner, step_log=log) == 0
+    steps = _steps(log)
+    prefix = PREFIX[owner]
+    renamed = steps.index(("rename", str(base / f"{prefix}checkpoint")))
+    removed = steps.index(("remove", str(base / f"{prefix}journal.00000002")))
+    assert steps[renamed + 1] == ("fsync-dir", str(base)) and removed > renamed + 1
+
+
+@pytest.mark.parametrize("owner", OWNERS)
+def test_a_new_journal_generation_is_created_fsynced_and_its_directory_fsynced_before_anything_goes_to_it(tmp_path, owner):
+    """At a fresh start and at every checkpoint, the new generation's file is created, fsynced, and
+    then the state directory itself fsynced — the very next step, before the snapshot is written or
+    any entry appended: a journal file whose directory entry a power loss could take away would
+    take acknowledged changes with it."""
+    base = tmp_path / "s"
+    log = tmp_path / "steps.log"
+    assert _drive(base, "history", owner, step_log=log) == 0
+    steps = _steps(log)
+    journal = str(base / f"{PREFIX[owner]}journal.")
+    created = [k for k, (name, path) in enumerate(steps) if name == "create"]
+    assert [steps[k][1] for k in created] == [journal + "00000001", journal + "00000002"], steps
+    for k in created:
+        assert steps[k + 1] == ("fsync", steps[k][1]), steps
+        assert steps[k + 2] == ("fsync-dir", str(base)), steps
 
 
 def _server(state: Path, *args: str):

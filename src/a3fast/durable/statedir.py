@@ -3,7 +3,7 @@ it — the one durability protocol of the service and of each shard of a Sharded
 
 Files (each owner has a prefix: "" for the service, "shard-I." for shard I):
 
-- `journal.G` (G a zero-padded generation number): framed entries (a3fast.journal), each one change
+- `journal.G` (G a zero-padded generation number): framed entries (a3fast.durable.journal), each one change
   acknowledged after its entry is durable. A new generation starts at every checkpoint.
 - `checkpoint`: one framed JSON document naming the generation G it was taken at and the fleet
   snapshot (`fleet.G.a3snap`: `Fleet.save`, or a ShardedFleet's directory) that holds everything
@@ -11,8 +11,8 @@ Files (each owner has a prefix: "" for the service, "shard-I." for shard I):
 
 A checkpoint, step by step: (1) the current generation G-1 written and fsynced; (2) `journal.G`
 created, fsynced and the directory fsynced, and appends go to it; (3) the fleet snapshot written
-(whole or not at all); (4) `checkpoint.tmp` written and fsynced, renamed over `checkpoint`, the
-directory fsynced; (5) the generations before G and the older snapshots removed, the directory
+(whole or not at all); (4) the checkpoint written whole (a3fast.files: a temporary file
+beside it written and fsynced, renamed over `checkpoint`, the directory fsynced); (5) the generations before G and the older snapshots removed, the directory
 fsynced. A start loads the checkpoint and replays every generation from its own, in order: a stop
 at any step leaves either the old checkpoint with every generation it needs (G-1 is removed only
 after step 4), or the new one; an entry is replayed exactly once either way.
@@ -20,7 +20,13 @@ after step 4), or the new one; an entry is replayed exactly once either way.
 Every filesystem step goes through `step`, which names it, so a test can stop the process at each
 one (`A3FAST_STOP_AT_STEP=N` kills the process with SIGKILL just before its Nth step, as a crash
 there would end it; `A3FAST_FAIL_AT_STEP=N` makes that step raise OSError(EIO), as a failing disk
-would; `A3FAST_STEP_LOG=FILE` appends each step's name to FILE first).
+would; `A3FAST_STEP_LOG=FILE` appends a line `N NAME PATH` for each step to FILE first).
+
+A start trusts nothing it reads: the checkpoint must be one whole framed entry holding a JSON
+object in this format, naming a generation (an integer from 1) and exactly the snapshot file of
+that generation; every journal entry is checked by its length and CRC (a3fast.durable.journal) and
+then, as a change, by every field's type. Anything else is a StateError (an a3fast.SnapshotError)
+naming the file, the entry or field, and the reason; `a3fast serve` exits 2 on it.
 """
 from __future__ import annotations
 
@@ -36,6 +42,8 @@ from typing import Any, Callable
 
 import orjson
 
+from ..errors import SnapshotError, describe
+from ..files import TEMP_MARK, fsync_directory, write_atomic
 from .journal import JournalCorrupt, frame, read_entries
 
 __all__ = ["StateDir", "StateError", "Entry", "Recovered", "step"]
@@ -52,9 +60,9 @@ SNAPSHOT_PREFIX = "fleet."
 SNAPSHOT_SUFFIX = ".a3snap"
 
 
-class StateError(Exception):
+class StateError(SnapshotError):
     """State on disk that cannot be read back exactly (exit 2 at start): the message names the
-    file, the entry and the reason."""
+    file, the entry or field, and the reason."""
 
 
 def step(name: str, path: Path | str) -> None:
@@ -63,7 +71,7 @@ def step(name: str, path: Path | str) -> None:
     _steps_taken += 1
     if _STEP_LOG:
         with open(_STEP_LOG, "a") as fh:
-            fh.write(f"{_steps_taken} {name} {os.path.basename(path)}\n")
+            fh.write(f"{_steps_taken} {name} {os.fspath(path)}\n")
     if _STOP_AT is not None and _steps_taken == int(_STOP_AT):
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)
@@ -73,11 +81,7 @@ def step(name: str, path: Path | str) -> None:
 
 def _fsync_dir(path: Path) -> None:
     step("fsync-dir", path)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_directory(path)
 
 
 @dataclass
@@ -113,6 +117,9 @@ class StateDir:
 
     def path(self, name: str) -> Path:
         return self.directory / f"{self.prefix}{name}"
+
+    def checkpoint_path(self) -> Path:
+        return self.path(CHECKPOINT)
 
     def journal_path(self, generation: int) -> Path:
         return self.path(f"{JOURNAL_PREFIX}{generation:08d}")
@@ -178,22 +185,33 @@ class StateDir:
             data = path.read_bytes()
         except FileNotFoundError:
             return None
-        recovered = read_entries(data, str(path))
-        if len(recovered.entries) != 1 or recovered.cut_bytes:
+        try:
+            recovered = read_entries(data, str(path))
+        except JournalCorrupt:
+            recovered = None
+        if recovered is None or len(recovered.entries) != 1 or recovered.cut_bytes:
             raise StateError(f"{path}: the checkpoint is damaged (bad length or checksum); restore the "
                              f"state directory from a copy")
         try:
             document = orjson.loads(recovered.entries[0])
-        except orjson.JSONDecodeError:
-            document = None
-        if not isinstance(document, dict) or document.get("format") != CHECKPOINT_FORMAT:
-            found = document.get("format") if isinstance(document, dict) else "unreadable"
-            raise StateError(f"{path}: checkpoint format {found!r} is not {CHECKPOINT_FORMAT}, the one "
-                             f"this a3fast reads")
-        if not isinstance(document.get("generation"), int) or not isinstance(document.get("fleet"), str) \
-                or "/" in document["fleet"]:
-            raise StateError(f"{path}: the checkpoint names no generation or fleet snapshot; restore the "
-                             f"state directory from a copy")
+        except orjson.JSONDecodeError as exc:
+            raise StateError(f"{path}: the checkpoint is not JSON ({exc}); restore the state directory "
+                             f"from a copy") from None
+        if not isinstance(document, dict):
+            raise StateError(f"{path}: the checkpoint is {describe(document)}, not a JSON object; restore "
+                             f"the state directory from a copy")
+        found = document.get("format")
+        if type(found) is not int or found != CHECKPOINT_FORMAT:
+            raise StateError(f"{path}: field 'format': checkpoint format {describe(found)} is not "
+                             f"{CHECKPOINT_FORMAT}, the one this a3fast reads")
+        generation = document.get("generation")
+        if type(generation) is not int or not 1 <= generation < 10 ** 8:
+            raise StateError(f"{path}: field 'generation': expected an integer from 1 to 99999999, found "
+                             f"{describe(generation)}; restore the state directory from a copy")
+        if document.get("fleet") != self.snapshot_name(generation):
+            raise StateError(f"{path}: field 'fleet': expected {self.snapshot_name(generation)!r}, the "
+                             f"snapshot of generation {generation}, found {describe(document.get('fleet'))}; "
+                             f"restore the state directory from a copy")
         return document
 
     def _read_generation(self, generation: int, last: bool) -> tuple[list[Entry], int]:
@@ -229,11 +247,17 @@ class StateDir:
                 removed = True
         for p in list(self.directory.iterdir()):
             name = p.name
+            if name.startswith("." + self.prefix) and TEMP_MARK in name:
+                rest = name[1 + len(self.prefix):]     # a temporary file of a checkpoint or snapshot
+                if rest.startswith((CHECKPOINT + TEMP_MARK, SNAPSHOT_PREFIX)):
+                    self._remove(p)
+                    removed = True
+                continue
             if not name.startswith(self.prefix):
                 continue
             rest = name[len(self.prefix):]
             if (rest.startswith(SNAPSHOT_PREFIX) and rest.endswith(SNAPSHOT_SUFFIX) and name != snapshot) \
-                    or rest == CHECKPOINT + ".tmp":
+                    or rest == CHECKPOINT + ".tmp":    # the temporary file of a3fast before a3fast.files
                 self._remove(p)
                 removed = True
         if removed:
@@ -276,14 +300,5 @@ class StateDir:
         save_snapshot(self.directory / name)
         data = frame(orjson.dumps({"format": CHECKPOINT_FORMAT, **document, "generation": generation,
                                    "fleet": name}))
-        temp = self.path(CHECKPOINT + ".tmp")
-        step("write", temp)
-        with open(temp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            step("fsync", temp)
-            os.fsync(fh.fileno())
-        step("rename", temp)
-        os.replace(temp, self.path(CHECKPOINT))
-        _fsync_dir(self.directory)
+        write_atomic(self.path(CHECKPOINT), data, step=step)
         self._remove_leftovers(generation, name)

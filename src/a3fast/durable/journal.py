@@ -1,6 +1,7 @@
 """The journal: an append-only file of framed entries, each with its length and a CRC32, and the
 changes to a fleet that its entries hold (one format and one replay for the service and the shards
-of a ShardedFleet; the files and their generations are a3fast.statedir's).
+of a ShardedFleet; the files and their generations are a3fast.durable.statedir's, the cycle that
+writes them a3fast.durable.fleet's).
 
 An entry is `MAGIC | length (u32 LE) | crc32(length bytes + payload) (u32 LE) | payload`. A change
 is acknowledged only after its entry is written and fsynced (see `Journal` for the three modes). On recovery, entries are read until the first one that does not
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from ..errors import SnapshotError, describe
+
 __all__ = ["MAGIC", "Journal", "JournalCorrupt", "JournalFailed", "RecoveredJournal", "frame", "read_entries",
            "CHANGE", "TRACE", "encode_change", "decode_change", "apply_change", "ChangeUnreadable",
            "ChangedFleet"]
@@ -30,7 +33,7 @@ _HEADER = struct.Struct("<4sII")
 MAX_ENTRY = 1 << 30
 
 
-class JournalCorrupt(Exception):
+class JournalCorrupt(SnapshotError):
     """Damage before the last valid entry: acknowledged history cannot be read back exactly."""
 
 
@@ -239,7 +242,7 @@ class Journal:
     def switch(self, path: Path) -> None:
         """Write and fsync everything appended so far, then append to `path` (the next generation,
         already created and durable): the file written so far is kept whole until a checkpoint
-        that covers it is durable (a3fast.statedir)."""
+        that covers it is durable (a3fast.durable.statedir)."""
         self.sync()
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.close(self._fd)
@@ -277,11 +280,37 @@ class Journal:
 #: (the service's: the session it made the agent hold, as JSON, a newline, then the lines).
 CHANGE = b"J"
 TRACE = b"T"
-#: Each change and the fields it carries (every one required).
-CHANGE_FIELDS: dict[str, tuple[str, ...]] = {
-    "put": ("decls",), "delete": ("name",), "outcome": ("agent", "kind", "success"),
-    "outcomes": ("agent", "kind", "successes", "attempts"), "hold": ("agent", "session"),
-    "release": ("agent", "session"),
+def _string(value: Any) -> str | None:
+    return None if isinstance(value, str) else "a string"
+
+
+def _declarations(value: Any) -> str | None:
+    if isinstance(value, list) and all(isinstance(d, dict) for d in value):
+        return None
+    return "an array of declaration objects"
+
+
+def _kind(value: Any) -> str | None:
+    return None if isinstance(value, (str, dict)) else "a task kind (a string) or a task's requirements (an object)"
+
+
+def _boolean(value: Any) -> str | None:
+    return None if isinstance(value, bool) else "true or false"
+
+
+def _count(value: Any) -> str | None:
+    return None if type(value) is int and value >= 0 else "a non-negative integer"
+
+
+#: Each change and the fields it carries (every one required), with the check of each field's
+#: type: an entry whose checksum holds may still have been written by another tool.
+CHANGE_FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
+    "put": {"decls": _declarations},
+    "delete": {"name": _string},
+    "outcome": {"agent": _string, "kind": _kind, "success": _boolean},
+    "outcomes": {"agent": _string, "kind": _string, "successes": _count, "attempts": _count},
+    "hold": {"agent": _string, "session": _string},
+    "release": {"agent": _string, "session": _string},
 }
 
 
@@ -325,6 +354,14 @@ def decode_change(body: bytes) -> dict[str, Any]:
     missing = [f for f in fields if f not in change]
     if missing:
         raise ChangeUnreadable(f"change {op!r} lacks {', '.join(repr(m) for m in missing)}")
+    for name, check in fields.items():
+        expected = check(change[name])
+        if expected is not None:
+            raise ChangeUnreadable(f"change {op!r}: field {name!r}: expected {expected}, found "
+                                   f"{describe(change[name])}")
+    if op == "outcomes" and change["successes"] > change["attempts"]:
+        raise ChangeUnreadable(f"change 'outcomes': field 'successes': {change['successes']} is more than "
+                               f"the {change['attempts']} attempts")
     return change
 
 
@@ -333,8 +370,6 @@ def apply_change(fleet: ChangedFleet, change: dict[str, Any]) -> None:
     op = change["op"]
     if op == "put":
         decls = change["decls"]
-        if not isinstance(decls, list):
-            raise ChangeUnreadable("change 'put' holds no list of declarations")
         if len(decls) == 1:
             fleet.add(decls[0])
         else:

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from a3fast.journal import frame
+from a3fast.durable.journal import frame
 from service_process import Server
 
 pytest.importorskip("starlette")
@@ -57,6 +57,7 @@ def _append(state: Path, payload: bytes, generation: int = 1) -> Path:
     (b'T["r0"]\n', "is not [agent, session]"),
     (b"X{}", "unknown entry type"),
     (b'J{"op": "delete", "name": "nobody"}', "does not apply to the fleet before it"),
+    (b'J{"op": "delete", "name": 5}', "unreadable: change 'delete': field 'name': expected a string, found 5"),
 ])
 def test_a_whole_entry_that_cannot_be_read_refuses_to_start_naming_the_file_and_the_entry(tmp_path, payload, reason, stdio):
     state = _state(tmp_path)
@@ -106,6 +107,21 @@ def test_a_missing_fleet_snapshot_refuses_to_start(tmp_path):
     assert f"{snapshot}: the fleet snapshot named by {state / 'checkpoint'} is missing" in err
 
 
+def test_a_checkpoint_field_of_the_wrong_type_refuses_to_start_naming_the_file_and_the_field(tmp_path):
+    """A checkpoint whose frame holds (rewritten with its checksum) is still checked field by field
+    (every field of both owners: tests/durable/test_durable_fleet.py)."""
+    from a3fast.durable.journal import read_entries
+
+    field, value = "next_seq", 2.5
+    state = _state(tmp_path, checkpoint=True)
+    checkpoint = state / "checkpoint"
+    (payload,) = read_entries(checkpoint.read_bytes()).entries
+    checkpoint.write_bytes(frame(orjson.dumps({**orjson.loads(payload), field: value})))
+    err = _refused(state, stdio=False)
+    assert err.startswith(f"a3fast serve: cannot start: {checkpoint}: field {field!r}: "), err
+    assert len(err.strip().splitlines()) == 1, err
+
+
 def test_a_torn_tail_in_a_generation_before_the_last_refuses_to_start(tmp_path):
     state = _state(tmp_path)
     journal = state / "journal.00000001"
@@ -120,7 +136,7 @@ def test_a_state_directory_of_the_layout_before_generations_is_moved_and_keeps_e
     """`snapshot` (format 3, naming a fleet snapshot file) and one `journal` become a checkpoint at
     generation 1 and `journal.00000001`; the fleet, the trace and the journal's changes are kept."""
     from a3fast import Fleet
-    from a3fast.journal import encode_change
+    from a3fast.durable.journal import encode_change
     from a3fast.service.state import ServiceState
 
     state = tmp_path / "old"
