@@ -118,7 +118,7 @@ def test_a_checkpoint_field_of_the_wrong_type_refuses_to_start_naming_the_file_a
     (payload,) = read_entries(checkpoint.read_bytes()).entries
     checkpoint.write_bytes(frame(orjson.dumps({**orjson.loads(payload), field: value})))
     err = _refused(state, stdio=False)
-    assert err.startswith(f"a3fast serve: cannot start: {checkpoint}: field {field!r}: "), err
+    assert err.startswith(f"a3fast: cannot start: {checkpoint}: field {field!r}: "), err
     assert len(err.strip().splitlines()) == 1, err
 
 
