@@ -19,7 +19,7 @@ import a3fast
 from a3fast.record.compact import encode_trace
 from a3fast.record.write import placement_records
 from a3fast.replay import (CHANGED_KINDS, MOVED, NOT_IN_FLEET, SAME, SCHEDULABLE, STILL_REJECTED, TIE_BREAK,
-                           UNSCHEDULABLE, ReplayError, Verdict, parse_thresholds, parse_weights, replay,
+                           UNSCHEDULABLE, UNRECORDED_SESSIONS, ReplayError, Verdict, parse_thresholds, parse_weights, replay,
                            run_replay, summarise)
 from a3fast.workload import generate_fleet, generate_tasks
 
@@ -188,7 +188,10 @@ def test_sessions_held_by_replayed_placements_decide_later_ones(engine):
     verdicts = list(replay(records_of(placements), new))
     assert [(v.kind, v.after) for v in verdicts] == [(MOVED, "b"), (MOVED, "b")]
     assert verdicts[0].decided_by == "affinity"
-    assert verdicts[0].why() == "b outscores a on affinity"
+    # the first change comes from a session the trace does not record; the second follows from it
+    assert verdicts[0].why() == "b outscores a on affinity (unrecorded: sessions the fleet held before the trace)"
+    assert verdicts[0].unrecorded == UNRECORDED_SESSIONS and verdicts[0].caused_by is None
+    assert verdicts[1].caused_by == verdicts[0].seq and verdicts[1].unrecorded is None
 
 
 def test_replay_places_on_a_copy_and_leaves_the_given_fleet_unchanged(engine):
@@ -212,7 +215,7 @@ def test_weights_replace_the_fleets_weights_for_the_replay_only(engine):
     assert new.weights == (0.4, 0.3, 0.2, 0.1)
 
 
-def test_a_resumed_placement_stays_on_its_agent_or_cannot_resume(engine):
+def test_a_resumed_placement_follows_its_tasks_replayed_placement(engine):
     docs = [{"v": "1.0", "agent": {"name": "a", "namespace": "x"}, "capabilities": [{"name": "a.x", "version": 1}],
              "clearances": ["r.read"]}]
     fleet = fleet_of(docs, engine)
@@ -226,8 +229,10 @@ def test_a_resumed_placement_stays_on_its_agent_or_cannot_resume(engine):
     verdicts = list(replay(records, revoked))
     assert [(v.kind, v.resumed, v.before_fails) for v in verdicts] == [
         (UNSCHEDULABLE, False, "clearance:r.read"), (UNSCHEDULABLE, True, "clearance:r.read")]
+    assert verdicts[1].caused_by == verdicts[0].seq   # the resumption follows its task
     gone = list(replay(records, a3fast.Fleet(engine=engine)))
-    assert gone[1].before_fails == NOT_IN_FLEET and gone[1].why() == "no candidates remain; a has left the fleet"
+    assert gone[1].before_fails == NOT_IN_FLEET
+    assert gone[1].why() == "no candidates remain; a has left the fleet (resuming the placement of seq 3)"
 
 
 def test_newly_schedulable_names_what_removed_the_last_candidates_when_recorded(engine):
