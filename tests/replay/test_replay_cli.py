@@ -70,7 +70,8 @@ def test_outputs_hold_every_change_and_the_page(demo):
               "--show", "1", cwd=demo)
     assert done.returncode == 0, done.stderr
     lines = (demo / "changes.jsonl").read_bytes().splitlines()
-    changed = int(done.stdout.split(b": ")[1].split()[0])
+    headline = next(line for line in done.stdout.splitlines() if line.startswith(b"replayed "))
+    changed = int(headline.rsplit(b": ", 1)[1].split()[0].replace(b",", b""))
     assert len(lines) == changed > 1
     assert {orjson.loads(line)["kind"] for line in lines} <= {"moved", "unschedulable", "schedulable"}
     page = (demo / "changes.html").read_text()

@@ -13,7 +13,7 @@ from .comparing import Comparer
 from .deciding import Side, copy_fleet, parse_weights
 from .reading import Reader, trace_items
 from .summary import ReplaySummary, fleet_change
-from .verdict import Verdict
+from .verdict import CHANGED_KINDS, Verdict
 
 __all__ = ["replay", "run_replay"]
 
@@ -92,12 +92,13 @@ def run_replay(records: Any, fleet: Any, *, changes: Any = None, keep: int = 1_0
                route: Route | None = None, copy: bool = True, scorer: Any = None,
                offer_new: bool = False) -> tuple[ReplaySummary, list[Verdict]]:
     """Replay a whole trace (see `replay`, whose options the rest are): the summary — led by the
-    fleet change under test and the fleet's digest — and the first `keep` changed verdicts.
+    fleet change under test and the fleet's digest — and `keep` changed verdicts, moves first (the
+    first moves in trace order, then the first that became unschedulable, then schedulable).
     `changes`, a binary file, receives every changed verdict as a line of JSON; `until` stops after
     that seq; `check(summary)` is called every 256 placements and may raise to stop the replay. The
     cyclic garbage collector is paused meanwhile."""
     summary = ReplaySummary()
-    kept: list[Verdict] = []
+    kept: dict[str, list[Verdict]] = {kind: [] for kind in CHANGED_KINDS}
     comparer, items, (target, current) = _prepare(records, fleet, baseline, weights, route, copy, scorer,
                                                   offer_new)
     summary.fleet = fleet_change(target, current)
@@ -109,11 +110,12 @@ def run_replay(records: Any, fleet: Any, *, changes: Any = None, keep: int = 1_0
             if verdict.changed:
                 if changes is not None:
                     changes.write(_json_line(verdict.to_dict()))
-                if len(kept) < keep:
-                    kept.append(verdict)
+                bucket = kept[verdict.kind]
+                if len(bucket) < keep:
+                    bucket.append(verdict)
             if check is not None and summary.placements % 256 == 0:
                 check(summary)
-    return summary, kept
+    return summary, [v for kind in CHANGED_KINDS for v in kept[kind]][:keep]
 
 
 def _json_line(value: Any) -> bytes:
