@@ -11,7 +11,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import orjson
 
-__all__ = ["SESSION_MEMBER", "tail_members", "scheduling_object", "scheduling_dict", "scheduling_json", "rejection_dict", "timings",
+__all__ = ["SESSION_MEMBER", "SESSION_HELD_MEMBER", "tail_members", "scheduling_object", "scheduling_dict", "scheduling_json", "rejection_dict", "timings",
            "placement_records", "reason_text", "reason_among"]
 
 _second_text: list = [None, ""]  # the last whole second formatted, since placements come many a second
@@ -49,6 +49,9 @@ def _score_map(p) -> dict[str, dict[str, Any]]:
 #: (`Fleet.place(session=)`, the service body's `session`, `place --session`): docs/design.md,
 #: reading 25. §7 reads no such member; a replay reads it to reproduce the session's affinity.
 SESSION_MEMBER = "a3fast.session"
+#: The member that says a bound placement's agent was not made to hold its session (`false`): a
+#: Kubernetes filter's answer asks, and holds nothing (docs/design.md, reading 25).
+SESSION_HELD_MEMBER = "a3fast.session_held"
 
 
 def tail_members(p) -> dict[str, Any]:
@@ -60,6 +63,8 @@ def tail_members(p) -> dict[str, Any]:
     session = p.session
     if session is not None and session != p.requirements.session:
         tail[SESSION_MEMBER] = session
+    if session is not None and p.session_held is False and p.agent is not None:
+        tail[SESSION_HELD_MEMBER] = False
     tail["timings"] = timings(p)
     return tail
 

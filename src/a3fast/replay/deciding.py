@@ -108,7 +108,7 @@ class Side:
     def settle(self, recorded: Recorded, decision: Decision) -> None:
         """Make the decision's agent hold the task's session, as `place` does for a bound placement."""
         agent, session = decision.agent, recorded.session
-        if decision.placement is None and agent is not None and session is not None \
+        if decision.placement is None and agent is not None and session is not None and recorded.holds \
                 and not self.fleet.holds_session(agent, session):
             self.fleet.hold_session(agent, session)
         self.note(recorded, agent)
@@ -126,7 +126,8 @@ class Side:
 
     def _place(self, recorded: Recorded, within: list[str] | None) -> Placement:
         try:
-            return self.fleet.place(recorded.requirements, recorded.session, route=self.route, candidates=within)
+            return self.fleet.place(recorded.requirements, recorded.session, route=self.route, candidates=within,
+                                    remember_session=recorded.holds)
         except RouteError as exc:
             raise ReplayError(f"seq {recorded.seq}: {exc}") from None
 

@@ -16,7 +16,7 @@ import orjson
 
 from ..errors import SchemaError, describe
 from ..record.compact import KEY as COMPACT_KEY, CompactError, Snapshots
-from ..record.write import SESSION_MEMBER
+from ..record.write import SESSION_HELD_MEMBER, SESSION_MEMBER
 from ..schema import Requirements, parse_requirements
 from ..trace import TraceContentError, TraceProblem, TraceRecord, read_lines, read_trace, read_values
 from .verdict import ReplayError
@@ -46,6 +46,7 @@ class _RecordedIn(msgspec.Struct, gc=False):
 class _Rest(msgspec.Struct, gc=False):
     route: str | None = None
     session: str | None = msgspec.field(default=None, name=SESSION_MEMBER)
+    held: bool = msgspec.field(default=True, name=SESSION_HELD_MEMBER)
 
 
 class _Compact(msgspec.Struct, gc=False):
@@ -65,6 +66,7 @@ class _Scheduling(msgspec.Struct, gc=False):
     resumed: bool = False
     recorded_in: _RecordedIn | None = None
     session: str | None = msgspec.field(default=None, name=SESSION_MEMBER)
+    held: bool = msgspec.field(default=True, name=SESSION_HELD_MEMBER)
 
 
 class _BoundContent(msgspec.Struct, gc=False):
@@ -157,11 +159,12 @@ class Recorded:
     `offered` is the placement's recorded candidates as `(token, names)` — one token per distinct
     set, so a fleet resolves each set once — or None when the record lists none (a resumption).
     `session` is the placement's session: the one given beside the requirements (reading 25) or
-    the requirements' own. `resumes` is the seq a resumption cites. `submitted` is the task.submitted
+    the requirements' own. `resumes` is the seq a resumption cites; `holds` is False for a
+    bound placement that left its session unheld (reading 25). `submitted` is the task.submitted
     record before it (read for the task's name only when the placement changes)."""
 
     __slots__ = ("seq", "kind", "requirements", "agent", "route", "resumed", "record", "session",
-                 "resumes", "offered", "submitted")
+                 "resumes", "offered", "submitted", "holds")
 
     def __init__(self, seq: int, kind: str, requirements: Requirements, agent: str | None,
                  route: str | None, resumed: bool, record: TraceRecord, session: str | None,
@@ -177,6 +180,8 @@ class Recorded:
         self.resumes = resumes
         self.offered: tuple[int, tuple[str, ...]] | None = None
         self.submitted: TraceRecord | None = None
+        #: whether the placement's agent was made to hold its session (False: a filter's answer)
+        self.holds = True
 
     def identity(self) -> tuple[str | None, str | None]:
         """The task's name and namespace from its task.submitted: a pod's `namespace/name`, else its
@@ -331,6 +336,7 @@ class Reader:
                                                           "$.content.scheduling.requirements"),
                          s.declaration.agent.name, s.route, resumed, item, s.session,
                          s.recorded_in.seq if s.recorded_in is not None else None)
+            r.holds = s.held
             if not resumed:
                 r.offered = self._spec_offered(bytes(s.candidates))
             return r
@@ -343,6 +349,7 @@ class Reader:
                                                       f"$.content['{COMPACT_KEY}'].requirements"),
                      compact.declaration.agent.name, rest.route if rest else None, False, item,
                      rest.session if rest else None)
+        r.holds = rest.held if rest else True
         r.offered = self._compact_offered(item, bytes(compact.fleet), bytes(compact.candidates))
         return r
 
@@ -389,6 +396,7 @@ class Reader:
             raise ReplayError(f"{self._where(item, at + '.declaration.agent.name')}: expected the chosen "
                               f"agent's name, found {describe(name)}")
         r = Recorded(item.seq, item.kind, requirements, name, route, resumed, item, session, resumes)
+        r.holds = (rest if COMPACT_KEY in content else holder).get(SESSION_HELD_MEMBER) is not False
         if not resumed:
             r.offered = self._generic_offered(item, content, holder)
         return r
