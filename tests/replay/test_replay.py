@@ -401,3 +401,38 @@ def test_replay_of_routed_hostile_and_custom_scored_traces_against_their_fleets_
     assert summarise(replay(records_of(scored), fleet_of(docs, engine, scorer=cheapest))).changed == 0
     moved = [v for v in replay(records_of(scored), fleet_of(docs, engine)) if v.kind == MOVED]
     assert moved and all(v.before_fails is None for v in moved)
+
+
+def test_a_filters_answer_holds_no_session_when_replayed(engine):
+    # "b" answers the first filter (only it was offered) without holding the session, so the second
+    # task of the session, offered both, goes to "a" by the tie; a replay that held the session for
+    # the first would send it to "b" by affinity
+    docs = [{"v": "1.0", "agent": {"name": n, "namespace": "x"}, "capabilities": [{"name": "a.x", "version": 1}],
+             "clearances": []} for n in ("a", "b")]
+    task = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "session": "s"}
+    fleet = fleet_of(docs, engine)
+    first = fleet.place(task, candidates=["b"], remember_session=False)
+    first.session_held = False
+    second = fleet.place(task, candidates=["a", "b"], remember_session=False)
+    second.session_held = False
+    records = records_of([first, second])
+    assert records[2]["content"]["scheduling"]["a3fast.session_held"] is False
+    verdicts = list(replay(records, fleet_of(docs, engine)))
+    assert [(v.kind, v.after) for v in verdicts] == [(SAME, "b"), (SAME, "a")]
+    assert a3fast.verify(as_jsonl(records)) == [] and a3fast.verify(as_jsonl(encode_trace(records))) == []
+
+
+def test_a_session_given_beside_the_requirements_is_recorded_and_replayed(engine):
+    docs = [{"v": "1.0", "agent": {"name": n, "namespace": "x"}, "capabilities": [{"name": "a.x", "version": 1}],
+             "clearances": []} for n in ("a", "b")]
+    task = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}]}
+    fleet = fleet_of(docs, engine)
+    first = fleet.place(task, candidates=["b"], session="s")       # b holds s from here on
+    second = fleet.place(task, session="s")                         # so b wins by affinity
+    assert second.agent == "b"
+    records = records_of([first, second])
+    assert records[2]["content"]["scheduling"]["a3fast.session"] == "s"
+    for form in (records, list(encode_trace(records))):
+        verdicts = list(replay(form, fleet_of(docs, engine)))
+        assert [(v.kind, v.after, v.session) for v in verdicts] == [(SAME, "b", "s"), (SAME, "b", "s")]
+        assert a3fast.verify(as_jsonl(form)) == []
