@@ -115,11 +115,11 @@ def trace_items(records: Any) -> Iterator[Any]:
     record dicts (spec or compact form), or an iterable of bytes chunks of JSON Lines split
     anywhere; JSON Lines are streamed (memory does not grow with the trace)."""
     if isinstance(records, (str, os.PathLike)):
-        try:
-            fh = open(records, "rb", buffering=1 << 16)
+        try:   # said here, before the first item is asked for; the reader opens the file itself
+            open(records, "rb").close()
         except OSError as exc:
             raise ReplayError(f"{records}: cannot read: {exc.strerror or exc}") from None
-        return _closing(fh, read_trace(fh, typed=TYPED))
+        return read_trace(records, typed=TYPED)
     if isinstance(records, (bytes, bytearray, memoryview)) or hasattr(records, "read"):
         return read_trace(records if hasattr(records, "read") else bytes(records), typed=TYPED)
     values = iter(records)
@@ -129,11 +129,6 @@ def trace_items(records: Any) -> Iterator[Any]:
     if isinstance(first, (bytes, bytearray, memoryview)):
         return read_lines(_chunk_lines(first, values), typed=TYPED)
     return read_values(_prepend(first, values))
-
-
-def _closing(fh: Any, items: Iterator[Any]) -> Iterator[Any]:
-    with fh:
-        yield from items
 
 
 def _prepend(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
