@@ -1,8 +1,8 @@
 """The differential test of baseline replay: random worlds of plain, routed, resumed, filter-style and
 offered-candidate placements, sessions given in the requirements and beside them, written in the
 spec and the compact form with their members in any order; a random fleet and policy change; and
-every verdict must be what placing the same tasks from scratch on both fleets gives, from what the
-test itself knows of each task (not from the trace).
+every verdict must be what placing the same tasks from scratch on both fleets gives — read
+literally (tests/oracle.py), from what the test itself knows of each task, not from the trace.
 
 Placing from scratch on a fleet F, in trace order: a task is placed over the candidates it was
 offered that F holds (all of F's agents new to it too with `offer_new`), with its session, held
@@ -20,7 +20,7 @@ from a3fast.record.write import placement_records
 from a3fast.replay import (MOVED, SAME, SCHEDULABLE, STILL_REJECTED, UNSCHEDULABLE, replay, run_replay,
                            summarise)
 
-from oracle import every_failed, predicates_of
+from oracle import DEFAULT_WEIGHTS, FleetModel, choose, every_failed, predicates_of
 from strategies import CLEARANCES, NAMES, declarations, requirements
 
 MODES = ("plain", "routed", "resumed", "offered", "filter")
@@ -90,23 +90,28 @@ def record(docs, steps, engine):
     return records, known
 
 
-def from_scratch(fleet_docs, known, engine, weights=None, extra=()):
-    """Each placement's agent when the tasks are placed from scratch on a fleet of `fleet_docs`."""
-    fleet = a3fast.Fleet(engine=engine)
-    fleet.extend(fleet_docs)
-    if weights is not None:
-        fleet.weights = weights
-    by_name = {d["agent"]["name"]: d for d in fleet_docs}
+def from_scratch(fleet_docs, known, weights=None, extra=()):
+    """Each placement's agent when the tasks are placed from scratch on a fleet of `fleet_docs`,
+    read literally (tests/oracle.py): the scores of the offered agents, the winner, and the session
+    it then holds."""
+    model = FleetModel(weights or DEFAULT_WEIGHTS)
+    for doc in fleet_docs:
+        model.add(doc)
     out = []
     for matched, session, cands, holds, resumes, _ in known:
+        matched = dict(matched)
         if resumes is not None:
             agent = out[resumes]
-            decl = by_name.get(agent) if agent is not None else None
-            out.append(agent if decl is not None and not every_failed(decl, predicates_of(dict(matched))) else None)
+            decl = model.docs.get(agent) if agent is not None else None
+            out.append(agent if decl is not None and not every_failed(decl, predicates_of(matched)) else None)
             continue
-        offered = [n for n in cands if n in by_name] + [n for n in extra if n not in cands]
-        p = fleet.place(dict(matched), session=session, candidates=offered, remember_session=holds)
-        out.append(p.agent)
+        offered = set(cands) | set(extra)
+        scores = {n: e for n, e in model.scores(matched, session).items() if n in offered}
+        winner = choose(scores)
+        held = session if session is not None else matched.get("session")
+        if winner is not None and held is not None and holds:
+            model.hold(winner, held)
+        out.append(winner)
     return out
 
 
@@ -144,8 +149,8 @@ def test_baseline_replay_equals_placing_from_scratch_on_both_fleets(engine, worl
 
     verdicts = list(replay(trace, proposed, baseline=current, weights=weights, offer_new=offer_new))
     new = [d["agent"]["name"] for d in proposed_docs if d["agent"]["name"] not in names] if offer_new else []
-    before = from_scratch(docs, known, engine)
-    after = from_scratch(proposed_docs, known, engine, weights, extra=new)
+    before = from_scratch(docs, known)
+    after = from_scratch(proposed_docs, known, weights, extra=new)
     assert len(verdicts) == len(known)
     for v, b, a in zip(verdicts, before, after):
         assert (v.kind, v.before, v.after) == (kind_of(b, a), b, a), v
