@@ -436,3 +436,63 @@ def test_a_session_given_beside_the_requirements_is_recorded_and_replayed(engine
         verdicts = list(replay(form, fleet_of(docs, engine)))
         assert [(v.kind, v.after, v.session) for v in verdicts] == [(SAME, "b", "s"), (SAME, "b", "s")]
         assert a3fast.verify(as_jsonl(form)) == []
+
+
+def test_a_record_is_never_taken_for_another_kind_by_a_glance_at_its_bytes(engine):
+    # requirements whose own `kind` reads "task.submitted", written content first: the first bytes
+    # of the task.bound line look like a task.submitted; replay still replays every placement
+    docs = [{"v": "1.0", "agent": {"name": "a", "namespace": "x"}, "capabilities": [], "clearances": []}]
+    _, placements = placed(docs, [{"v": "1.0", "kind": "task.submitted"}] * 3, engine)
+    records = records_of(placements)
+    trace = b"".join(orjson.dumps({"content": r["content"], "kind": r["kind"], "seq": r["seq"]}) + b"\n"
+                     for r in records)
+    assert b'"kind":"task.submitted"' in trace.splitlines()[2][:160]
+    assert a3fast.verify(trace) == []
+    verdicts = list(replay(trace, fleet_of(docs, engine)))
+    assert [(v.seq, v.kind) for v in verdicts] == [(r["seq"], SAME) for r in records if r["kind"] == "task.bound"]
+
+
+def test_a_knock_on_change_names_the_change_it_follows_from_in_baseline_mode(engine):
+    # two equal agents; the first task of session s goes to "a" on the current fleet and to "b" once
+    # "a" loses the clearance; the second task (no clearance needed) then follows s to "b" by affinity
+    def decl(name, clearances):
+        return {"v": "1.0", "agent": {"name": name, "namespace": "x"},
+                "capabilities": [{"name": "a.x", "version": 1}], "clearances": clearances}
+    docs = [decl("a", ["r.read"]), decl("b", ["r.read"])]
+    first = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "clearances": ["r.read"], "session": "s"}
+    second = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "session": "s"}
+    _, placements = placed(docs, [first, second], engine)
+    proposed = fleet_of([decl("a", []), decl("b", ["r.read"])], engine)
+    summary, changes = run_replay(records_of(placements), proposed, baseline=fleet_of(docs, engine))
+    moved = [(v.seq, v.before, v.after, v.decided_by, v.caused_by) for v in changes]
+    assert moved == [(placements[0].seq, "a", "b", None, None),
+                     (placements[1].seq, "a", "b", "affinity", placements[0].seq)]
+    assert changes[0].before_fails == "clearance:r.read"
+    assert "follows from the change at seq" in changes[1].why()
+    assert summary.knock_on == 1 and summary.namespaces["moved"] == {"x": 2}
+    assert summary.fleet.changed == {"x/a": ["clearances"]} and summary.fleet.added == []
+    assert summary.fleet.digest != summary.fleet.baseline_digest
+
+
+def test_the_fleet_digest_is_of_what_the_fleet_declares_not_its_order(engine):
+    from a3fast.replay import fleet_change, fleet_digest
+
+    docs = generate_fleet(30, 4)
+    assert fleet_digest(fleet_of(docs, engine)) == fleet_digest(fleet_of(docs[::-1], engine))
+    assert fleet_digest(fleet_of(docs, engine)) != fleet_digest(fleet_of(docs[1:], engine))
+    change = fleet_change(fleet_of(docs[1:] + [generate_fleet(31, 5)[30]], engine), fleet_of(docs, engine))
+    first = docs[0]["agent"]
+    assert change.removed == [f"{first['namespace']}/{first['name']}"] and len(change.added) == 1
+
+
+def test_the_page_shows_moves_first():
+    from a3fast.replay import ReplaySummary
+    from a3fast.report.replay_page import render_replay
+
+    changes = [Verdict(1, UNSCHEDULABLE, "a", None, {}), Verdict(2, MOVED, "a", "b", {}, task="ns/pod-2"),
+               Verdict(3, SCHEDULABLE, None, "b", {})]
+    summary = summarise(changes)
+    page = render_replay(summary, changes, trace="t", fleet="f")
+    kinds = [page.index(f'data-kind="{kind}"') for kind in (MOVED, UNSCHEDULABLE, SCHEDULABLE)]
+    assert kinds == sorted(kinds) and "ns/pod-2 (seq 2)" in page
+    assert isinstance(summary, ReplaySummary)
