@@ -496,3 +496,20 @@ def test_the_page_shows_moves_first():
     kinds = [page.index(f'data-kind="{kind}"') for kind in (MOVED, UNSCHEDULABLE, SCHEDULABLE)]
     assert kinds == sorted(kinds) and "ns/pod-2 (seq 2)" in page
     assert isinstance(summary, ReplaySummary)
+
+
+def test_an_agent_new_to_a_placement_is_counted_unless_offered(engine):
+    # "z" joins in the proposed fleet and would outscore "a" (a lower cost); the placement was not
+    # offered it, so it is counted as "would have been offered" — or offered on request
+    def decl(name, cost):
+        return {"v": "1.0", "agent": {"name": name, "namespace": "x"}, "capabilities": [], "clearances": [],
+                "model": {"cost_ceiling_usd": cost}}
+    _, placements = placed([decl("a", "1.0")], [{"v": "1.0"}], engine)
+    records = records_of(placements)
+    current, proposed = fleet_of([decl("a", "1.0")], engine), fleet_of([decl("a", "1.0"), decl("z", "0.0")], engine)
+    for baseline in (None, current):
+        (v,) = replay(records, proposed, baseline=baseline)
+        assert (v.kind, v.after, v.offered_new) == (SAME, "a", "z")
+        assert summarise([v]).offered_new == 1
+        (v,) = replay(records, proposed, baseline=baseline, offer_new=True)
+        assert (v.kind, v.before, v.after, v.decided_by) == (MOVED, "a", "z", "cost")
