@@ -127,7 +127,7 @@ def trace_items(records: Any) -> Iterator[Any]:
     if first is None:
         return iter(())
     if isinstance(first, (bytes, bytearray, memoryview)):
-        return read_lines(_chunk_lines(first, values), typed=TYPED)
+        return read_lines(_chunk_lines(bytes(first), values), typed=TYPED)
     return read_values(_prepend(first, values))
 
 
