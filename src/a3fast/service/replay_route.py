@@ -182,7 +182,15 @@ def _run(state: Any, source: Any, fields: dict[str, Any]) -> bytes:
     """The replay itself, on a worker thread: the answer's JSON bytes."""
     started = time.monotonic()
     fleet = _new_fleet(state, fields["fleet"])
-    baseline = _new_fleet(state, None) if fields["compare"] == "baseline" else None
+    baseline = None
+    if fields["compare"] == "baseline":
+        from ..fleet import Fleet
+
+        if not isinstance(state.fleet, Fleet):
+            raise ServiceError(501, [problem("$.compare", '"recorded" with the declarations to replay on (the served '
+                                                          "fleet is sharded and has no snapshot to copy as the "
+                                                          "baseline)", "baseline")])
+        baseline = _new_fleet(state, None)
     records = source.chunks if isinstance(source, _Range) else source
 
     def check(summary: ReplaySummary) -> None:
