@@ -25,7 +25,7 @@ __all__ = ["Recorded", "Reader", "trace_items", "REQUIREMENTS_CACHE_SIZE"]
 
 #: Distinct requirements documents parsed and kept at once; a trace of more distinct ones than this
 #: parses each again when it recurs after the cache was emptied.
-REQUIREMENTS_CACHE_SIZE = 1 << 16
+REQUIREMENTS_CACHE_SIZE = 1 << 14
 
 _EMPTY = msgspec.Raw(b"")
 
