@@ -513,3 +513,16 @@ def test_an_agent_new_to_a_placement_is_counted_unless_offered(engine):
         assert summarise([v]).offered_new == 1
         (v,) = replay(records, proposed, baseline=baseline, offer_new=True)
         assert (v.kind, v.before, v.after, v.decided_by) == (MOVED, "a", "z", "cost")
+
+
+def test_requirements_are_parsed_once_per_distinct_document(engine, monkeypatch):
+    import a3fast.replay.reading as reading
+
+    docs = generate_fleet(40, 2)
+    tasks = generate_tasks(docs, 3, 2) * 20
+    _, placements = placed(docs, tasks, engine)
+    parsed = []
+    real = reading.parse_requirements
+    monkeypatch.setattr(reading, "parse_requirements", lambda doc: parsed.append(doc) or real(doc))
+    assert summarise(replay(as_jsonl(records_of(placements)), fleet_of(docs, engine))).placements == 60
+    assert len(parsed) == len({orjson.dumps(t) for t in tasks}) == 3
