@@ -516,8 +516,9 @@ def test_an_agent_new_to_a_placement_is_counted_unless_offered(engine):
 
 
 def test_requirements_are_parsed_once_per_distinct_document(engine, monkeypatch):
-    import a3fast.replay.reading as reading
+    import importlib
 
+    reading = importlib.import_module("a3fast.replay.reading")   # a3fast.replay is the function
     docs = generate_fleet(40, 2)
     tasks = generate_tasks(docs, 3, 2) * 20
     _, placements = placed(docs, tasks, engine)
