@@ -88,7 +88,7 @@ class Placement:
     __slots__ = ("fleet_engine", "index", "requirements", "submitted", "route", "session", "kind",
                  "explanation", "scores", "custom_scores", "declaration", "declaration_json", "agent",
                  "gather_ns", "select_ns", "decided_at_ns", "generation", "resumed", "recorded_in",
-                 "seq", "reason_limit", "membership", "_scheduling")
+                 "seq", "reason_limit", "membership", "session_held", "_scheduling")
 
     def __init__(self, *, cycle: Any, fleet_engine: str, index: Any, declaration: Declaration | None,
                  declaration_json: bytes | None, generation: int, resumed: bool = False,
@@ -126,6 +126,9 @@ class Placement:
         self.recorded_in = recorded_in
         #: the seq of this placement's record, when a trace writer has told it
         self.seq: int | None = None
+        #: False when a bound placement with a session leaves it unheld for good (a filter's
+        #: answer: docs/design.md, reading 25); None when its agent holds it, as `place` makes it
+        self.session_held: bool | None = None
         #: at most this many names per predicate in a rejection's reason (None: all, as §6 asks)
         self.reason_limit: int | None = cycle.reason_limit
         #: the fleet's membership count when the candidates were taken (None: not known): two

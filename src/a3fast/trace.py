@@ -222,12 +222,6 @@ class _Sequencer:
         self.last_seq: int | None = None
         self.index = 0
 
-    def typed(self, record: Any, line: int | None, source: bytes) -> Iterator[TraceItem]:
-        """A record decoded whole by a typed decoder (its content is a Struct, hence an object)."""
-        self.index += 1
-        yield from self._order(record.seq, line)
-        yield TraceRecord(record.seq, record.kind, line, self.index, typed=record.content, source=source)
-
     def value(self, value: Any, line: int | None) -> Iterator[TraceItem]:
         """A record given as a decoded JSON value (a JSON array's element, or a caller's dict)."""
         self.index += 1
@@ -308,8 +302,16 @@ def _read_numbered(lines: Iterable[tuple[int, bytes]],
                     if record is not None and record.kind != kind:
                         record = None
                     break
-            if record is not None:
-                yield from seq_check.typed(record, lineno, line)
+            if record is not None:   # a record decoded whole (its content is a Struct, hence an object)
+                seq_check.index += 1
+                seq = record.seq
+                last = seq_check.last_seq
+                if last is not None and seq <= last:
+                    yield TraceProblem(lineno, seq_check.index, seq,
+                                       f"seq {seq} does not increase (an earlier record has seq {last})")
+                else:
+                    seq_check.last_seq = seq
+                yield TraceRecord(seq, record.kind, lineno, seq_check.index, typed=record.content, source=line)
                 continue
         value, problems = _decode_record(line)
         if problems:

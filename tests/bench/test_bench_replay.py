@@ -12,6 +12,8 @@ def test_replay_bench_replays_every_placement_beside_reading_the_trace(engine):
     assert figures["replay_s"] > 0 and figures["read_only_s"] > 0
     assert figures["replay_over_read"] == figures["replay_s"] / figures["read_only_s"]
     assert figures["replay_us_per_placement"] == figures["replay_s"] / 400 * 1e6
+    # baseline mode on the recording fleet finds the same changes as the recorded decisions
+    assert figures["baseline_changed"] == figures["changed"] and figures["baseline_s"] > 0
 
 
 def test_quick_replay_bench_stays_small():

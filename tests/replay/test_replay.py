@@ -19,7 +19,7 @@ import a3fast
 from a3fast.record.compact import encode_trace
 from a3fast.record.write import placement_records
 from a3fast.replay import (CHANGED_KINDS, MOVED, NOT_IN_FLEET, SAME, SCHEDULABLE, STILL_REJECTED, TIE_BREAK,
-                           UNSCHEDULABLE, ReplayError, Verdict, parse_thresholds, parse_weights, replay,
+                           UNSCHEDULABLE, UNRECORDED_SESSIONS, ReplayError, Verdict, parse_thresholds, parse_weights, replay,
                            run_replay, summarise)
 from a3fast.workload import generate_fleet, generate_tasks
 
@@ -188,7 +188,10 @@ def test_sessions_held_by_replayed_placements_decide_later_ones(engine):
     verdicts = list(replay(records_of(placements), new))
     assert [(v.kind, v.after) for v in verdicts] == [(MOVED, "b"), (MOVED, "b")]
     assert verdicts[0].decided_by == "affinity"
-    assert verdicts[0].why() == "b outscores a on affinity"
+    # the first change comes from a session the trace does not record; the second follows from it
+    assert verdicts[0].why() == "b outscores a on affinity (unrecorded: sessions the fleet held before the trace)"
+    assert verdicts[0].unrecorded == UNRECORDED_SESSIONS and verdicts[0].caused_by is None
+    assert verdicts[1].caused_by == verdicts[0].seq and verdicts[1].unrecorded is None
 
 
 def test_replay_places_on_a_copy_and_leaves_the_given_fleet_unchanged(engine):
@@ -212,7 +215,7 @@ def test_weights_replace_the_fleets_weights_for_the_replay_only(engine):
     assert new.weights == (0.4, 0.3, 0.2, 0.1)
 
 
-def test_a_resumed_placement_stays_on_its_agent_or_cannot_resume(engine):
+def test_a_resumed_placement_follows_its_tasks_replayed_placement(engine):
     docs = [{"v": "1.0", "agent": {"name": "a", "namespace": "x"}, "capabilities": [{"name": "a.x", "version": 1}],
              "clearances": ["r.read"]}]
     fleet = fleet_of(docs, engine)
@@ -226,8 +229,10 @@ def test_a_resumed_placement_stays_on_its_agent_or_cannot_resume(engine):
     verdicts = list(replay(records, revoked))
     assert [(v.kind, v.resumed, v.before_fails) for v in verdicts] == [
         (UNSCHEDULABLE, False, "clearance:r.read"), (UNSCHEDULABLE, True, "clearance:r.read")]
+    assert verdicts[1].caused_by == verdicts[0].seq   # the resumption follows its task
     gone = list(replay(records, a3fast.Fleet(engine=engine)))
-    assert gone[1].before_fails == NOT_IN_FLEET and gone[1].why() == "no candidates remain; a has left the fleet"
+    assert gone[1].before_fails == NOT_IN_FLEET
+    assert gone[1].why() == "no candidates remain; a has left the fleet (resuming the placement of seq 3)"
 
 
 def test_newly_schedulable_names_what_removed_the_last_candidates_when_recorded(engine):
@@ -342,7 +347,7 @@ def test_verdicts_say_in_words_why_they_changed():
     assert "why" not in Verdict(3, SAME, "a", "a", {}).to_dict()
 
 
-def test_run_replay_writes_every_change_keeps_the_first_and_stops_after_until(engine):
+def test_run_replay_writes_every_change_keeps_the_first_moves_first_and_stops_after_until(engine):
     import gc
     import io
 
@@ -355,7 +360,9 @@ def test_run_replay_writes_every_change_keeps_the_first_and_stops_after_until(en
     summary, kept = run_replay(records, new, changes=out, keep=2)
     assert summary.changed == len(every) > 2
     assert [orjson.loads(line)["seq"] for line in out.getvalue().splitlines()] == [v.seq for v in every]
-    assert [v.seq for v in kept] == [v.seq for v in every[:2]]
+    # moves first: the first of each kind in trace order, moves before the others
+    first = [v for kind in CHANGED_KINDS for v in every if v.kind == kind]
+    assert [v.seq for v in kept] == [v.seq for v in first[:2]]
     assert gc.isenabled()
     summary, _ = run_replay(records, new, until=every[0].seq)
     assert summary.changed == 1 and summary.placements == sum(p.seq <= every[0].seq for p in placements)
@@ -394,3 +401,129 @@ def test_replay_of_routed_hostile_and_custom_scored_traces_against_their_fleets_
     assert summarise(replay(records_of(scored), fleet_of(docs, engine, scorer=cheapest))).changed == 0
     moved = [v for v in replay(records_of(scored), fleet_of(docs, engine)) if v.kind == MOVED]
     assert moved and all(v.before_fails is None for v in moved)
+
+
+def test_a_filters_answer_holds_no_session_when_replayed(engine):
+    # "b" answers the first filter (only it was offered) without holding the session, so the second
+    # task of the session, offered both, goes to "a" by the tie; a replay that held the session for
+    # the first would send it to "b" by affinity
+    docs = [{"v": "1.0", "agent": {"name": n, "namespace": "x"}, "capabilities": [{"name": "a.x", "version": 1}],
+             "clearances": []} for n in ("a", "b")]
+    task = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "session": "s"}
+    fleet = fleet_of(docs, engine)
+    first = fleet.place(task, candidates=["b"], remember_session=False)
+    first.session_held = False
+    second = fleet.place(task, candidates=["a", "b"], remember_session=False)
+    second.session_held = False
+    records = records_of([first, second])
+    assert records[2]["content"]["scheduling"]["a3fast.session_held"] is False
+    verdicts = list(replay(records, fleet_of(docs, engine)))
+    assert [(v.kind, v.after) for v in verdicts] == [(SAME, "b"), (SAME, "a")]
+    assert a3fast.verify(as_jsonl(records)) == [] and a3fast.verify(as_jsonl(encode_trace(records))) == []
+
+
+def test_a_session_given_beside_the_requirements_is_recorded_and_replayed(engine):
+    docs = [{"v": "1.0", "agent": {"name": n, "namespace": "x"}, "capabilities": [{"name": "a.x", "version": 1}],
+             "clearances": []} for n in ("a", "b")]
+    task = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}]}
+    fleet = fleet_of(docs, engine)
+    first = fleet.place(task, candidates=["b"], session="s")       # b holds s from here on
+    second = fleet.place(task, session="s")                         # so b wins by affinity
+    assert second.agent == "b"
+    records = records_of([first, second])
+    assert records[2]["content"]["scheduling"]["a3fast.session"] == "s"
+    for form in (records, list(encode_trace(records))):
+        verdicts = list(replay(form, fleet_of(docs, engine)))
+        assert [(v.kind, v.after, v.session) for v in verdicts] == [(SAME, "b", "s"), (SAME, "b", "s")]
+        assert a3fast.verify(as_jsonl(form)) == []
+
+
+def test_a_record_is_never_taken_for_another_kind_by_a_glance_at_its_bytes(engine):
+    # requirements whose own `kind` reads "task.submitted", written content first: the first bytes
+    # of the task.bound line look like a task.submitted; replay still replays every placement
+    docs = [{"v": "1.0", "agent": {"name": "a", "namespace": "x"}, "capabilities": [], "clearances": []}]
+    _, placements = placed(docs, [{"v": "1.0", "kind": "task.submitted"}] * 3, engine)
+    records = records_of(placements)
+    trace = b"".join(orjson.dumps({"content": r["content"], "kind": r["kind"], "seq": r["seq"]}) + b"\n"
+                     for r in records)
+    assert b'"kind":"task.submitted"' in trace.splitlines()[2][:160]
+    assert a3fast.verify(trace) == []
+    verdicts = list(replay(trace, fleet_of(docs, engine)))
+    assert [(v.seq, v.kind) for v in verdicts] == [(r["seq"], SAME) for r in records if r["kind"] == "task.bound"]
+
+
+def test_a_knock_on_change_names_the_change_it_follows_from_in_baseline_mode(engine):
+    # two equal agents; the first task of session s goes to "a" on the current fleet and to "b" once
+    # "a" loses the clearance; the second task (no clearance needed) then follows s to "b" by affinity
+    def decl(name, clearances):
+        return {"v": "1.0", "agent": {"name": name, "namespace": "x"},
+                "capabilities": [{"name": "a.x", "version": 1}], "clearances": clearances}
+    docs = [decl("a", ["r.read"]), decl("b", ["r.read"])]
+    first = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "clearances": ["r.read"], "session": "s"}
+    second = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "session": "s"}
+    _, placements = placed(docs, [first, second], engine)
+    proposed = fleet_of([decl("a", []), decl("b", ["r.read"])], engine)
+    summary, changes = run_replay(records_of(placements), proposed, baseline=fleet_of(docs, engine))
+    moved = [(v.seq, v.before, v.after, v.decided_by, v.caused_by) for v in changes]
+    assert moved == [(placements[0].seq, "a", "b", None, None),
+                     (placements[1].seq, "a", "b", "affinity", placements[0].seq)]
+    assert changes[0].before_fails == "clearance:r.read"
+    assert "follows from the change at seq" in changes[1].why()
+    assert summary.knock_on == 1 and summary.namespaces["moved"] == {"x": 2}
+    assert summary.fleet.changed == {"x/a": ["clearances"]} and summary.fleet.added == []
+    assert summary.fleet.digest != summary.fleet.baseline_digest
+
+
+def test_the_fleet_digest_is_of_what_the_fleet_declares_not_its_order(engine):
+    from a3fast.replay import fleet_change, fleet_digest
+
+    docs = generate_fleet(30, 4)
+    assert fleet_digest(fleet_of(docs, engine)) == fleet_digest(fleet_of(docs[::-1], engine))
+    assert fleet_digest(fleet_of(docs, engine)) != fleet_digest(fleet_of(docs[1:], engine))
+    change = fleet_change(fleet_of(docs[1:] + [generate_fleet(31, 5)[30]], engine), fleet_of(docs, engine))
+    first = docs[0]["agent"]
+    assert change.removed == [f"{first['namespace']}/{first['name']}"] and len(change.added) == 1
+
+
+def test_the_page_shows_moves_first():
+    from a3fast.replay import ReplaySummary
+    from a3fast.report.replay_page import render_replay
+
+    changes = [Verdict(1, UNSCHEDULABLE, "a", None, {}), Verdict(2, MOVED, "a", "b", {}, task="ns/pod-2"),
+               Verdict(3, SCHEDULABLE, None, "b", {})]
+    summary = summarise(changes)
+    page = render_replay(summary, changes, trace="t", fleet="f")
+    kinds = [page.index(f'data-kind="{kind}"') for kind in (MOVED, UNSCHEDULABLE, SCHEDULABLE)]
+    assert kinds == sorted(kinds) and "ns/pod-2 (seq 2)" in page
+    assert isinstance(summary, ReplaySummary)
+
+
+def test_an_agent_new_to_a_placement_is_counted_unless_offered(engine):
+    # "z" joins in the proposed fleet and would outscore "a" (a lower cost); the placement was not
+    # offered it, so it is counted as "would have been offered" — or offered on request
+    def decl(name, cost):
+        return {"v": "1.0", "agent": {"name": name, "namespace": "x"}, "capabilities": [], "clearances": [],
+                "model": {"cost_ceiling_usd": cost}}
+    _, placements = placed([decl("a", "1.0")], [{"v": "1.0"}], engine)
+    records = records_of(placements)
+    current, proposed = fleet_of([decl("a", "1.0")], engine), fleet_of([decl("a", "1.0"), decl("z", "0.0")], engine)
+    for baseline in (None, current):
+        (v,) = replay(records, proposed, baseline=baseline)
+        assert (v.kind, v.after, v.offered_new) == (SAME, "a", "z")
+        assert summarise([v]).offered_new == 1
+        (v,) = replay(records, proposed, baseline=baseline, offer_new=True)
+        assert (v.kind, v.before, v.after, v.decided_by) == (MOVED, "a", "z", "cost")
+
+
+def test_requirements_are_parsed_once_per_distinct_document(engine, monkeypatch):
+    import importlib
+
+    reading = importlib.import_module("a3fast.replay.reading")   # a3fast.replay is the function
+    docs = generate_fleet(40, 2)
+    tasks = generate_tasks(docs, 3, 2) * 20
+    _, placements = placed(docs, tasks, engine)
+    parsed = []
+    real = reading.parse_requirements
+    monkeypatch.setattr(reading, "parse_requirements", lambda doc: parsed.append(doc) or real(doc))
+    assert summarise(replay(as_jsonl(records_of(placements)), fleet_of(docs, engine))).placements == 60
+    assert len(parsed) == len({orjson.dumps(t) for t in tasks}) == 3

@@ -71,7 +71,8 @@ def test_outputs_hold_every_change_and_the_page(demo):
               "--show", "1", cwd=demo)
     assert done.returncode == 0, done.stderr
     lines = (demo / "changes.jsonl").read_bytes().splitlines()
-    changed = int(done.stdout.split(b": ")[1].split()[0])
+    headline = next(line for line in done.stdout.splitlines() if line.startswith(b"replayed "))
+    changed = int(headline.rsplit(b": ", 1)[1].split()[0].replace(b",", b""))
     assert len(lines) == changed > 1
     assert {orjson.loads(line)["kind"] for line in lines} <= {"moved", "unschedulable", "schedulable"}
     page = (demo / "changes.html").read_text()
@@ -143,3 +144,63 @@ def test_both_engines_replay_the_demo_trace_alike(demo):
         answers.append(orjson.loads(done.stdout))
     assert answers[0]["summary"] == answers[1]["summary"]
     assert answers[0]["changes"] == answers[1]["changes"]
+
+
+# -- baseline mode, empty inputs, a closed pipe ---------------------------------------------------
+
+def test_baseline_mode_reports_the_fleet_change_and_only_decisions_that_differ(demo):
+    same = a3("replay", "compact.jsonl", "--fleet", "fleet.jsonl", "--baseline", "fleet.jsonl", "--json", cwd=demo)
+    assert same.returncode == 0, same.stderr
+    summary = orjson.loads(same.stdout)["summary"]
+    assert (summary["placements"], summary["changed"]) == (TASKS, 0)
+    assert summary["fleet"]["digest"] == summary["fleet"]["baseline_digest"]
+    done = a3("replay", "a3fast-demo.jsonl", "--fleet", "revoked.jsonl", "--baseline", "fleet.jsonl", "--show", "3",
+              cwd=demo)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.decode().splitlines()
+    assert out[0].startswith("fleet under test: revoked.jsonl sha256:")
+    assert out[1].startswith("baseline: fleet.jsonl sha256:")
+    assert "agents changed" in out[2] and "(clearances)" in out[2]
+    # the demo's trace was recorded on fleet.jsonl, so both modes find the same changes
+    recorded = a3("replay", "a3fast-demo.jsonl", "--fleet", "revoked.jsonl", "--json", cwd=demo)
+    baseline = a3("replay", "a3fast-demo.jsonl", "--fleet", "revoked.jsonl", "--baseline", "fleet.jsonl", "--json",
+                  cwd=demo)
+    assert orjson.loads(recorded.stdout)["summary"]["kinds"] == orjson.loads(baseline.stdout)["summary"]["kinds"]
+
+
+def test_place_with_a_session_writes_a_trace_that_replays_unchanged(demo, tmp_path):
+    (tmp_path / "task.json").write_bytes(orjson.dumps({"v": "1.0", "capabilities": [], "clearances": []}))
+    placed = a3("place", "--fleet", str(demo / "fleet.jsonl"), "--requirements", "task.json", "--session", "s-1",
+                "-o", "t.jsonl", cwd=tmp_path)
+    assert placed.returncode == 0, placed.stderr
+    assert b'"a3fast.session":"s-1"' in (tmp_path / "t.jsonl").read_bytes()
+    assert a3("verify", "t.jsonl", cwd=tmp_path).returncode == 0
+    done = a3("replay", "t.jsonl", "--fleet", str(demo / "fleet.jsonl"), "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    answer = orjson.loads(done.stdout)["summary"]
+    assert (answer["placements"], answer["changed"]) == (1, 0)
+
+
+def test_an_empty_trace_or_fleet_exits_2_unless_allowed(demo, tmp_path):
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "no-agents.json").write_bytes(b"[]")
+    only_submitted = (demo / "a3fast-demo.jsonl").read_bytes().splitlines()[0] + b"\n"
+    (tmp_path / "submitted.jsonl").write_bytes(only_submitted)
+    for trace, fleet, words in (("empty.jsonl", demo / "fleet.jsonl", "holds no placement"),
+                                ("submitted.jsonl", demo / "fleet.jsonl", "holds no placement"),
+                                (str(demo / "a3fast-demo.jsonl"), tmp_path / "no-agents.json", "has no agents")):
+        done = a3("replay", trace, "--fleet", str(fleet), "--fail-on", "changed>0", cwd=tmp_path)
+        assert done.returncode == 2 and words in done.stderr.decode(), done.stderr
+        assert b"Traceback" not in done.stderr
+        allowed = a3("replay", trace, "--fleet", str(fleet), "--allow-empty", "--json", cwd=tmp_path)
+        assert allowed.returncode in (0, 1), allowed.stderr
+
+
+def test_a_closed_output_pipe_ends_quietly_never_with_the_thresholds_exit(demo):
+    reader = subprocess.Popen([sys.executable, "-m", "a3fast", "replay", "a3fast-demo.jsonl", "--fleet", "revoked.jsonl",
+                               "--show", "1000", "--fail-on", "changed>0"], cwd=demo, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    reader.stdout.close()          # the reader of the pipe is gone before anything was written
+    _, err = reader.communicate(timeout=300)
+    assert reader.returncode == 141, err
+    assert err == b""

@@ -12,7 +12,7 @@ from a3fast.workload import generate_fleet, generate_tasks
 
 from test_replay import records_of
 
-replay_module = importlib.import_module("a3fast.replay")
+verdict_module = importlib.import_module("a3fast.replay.verdict")
 
 
 class ForwardingFleet:
@@ -28,12 +28,12 @@ class ForwardingFleet:
 
 def test_unchanged_verdict_is_the_verdict_the_constructor_makes():
     for kind, agent in ((SAME, "a"), (STILL_REJECTED, None)):
-        made = replay_module._unchanged(7, kind, agent, {"v": "1.0"}, "s", "r")
-        expected = Verdict(7, kind, agent, agent, {"v": "1.0"}, "s", "r")
+        made = verdict_module.unchanged(7, kind, agent, {"v": "1.0"}, "s", "r", offered_new="b")
+        expected = Verdict(7, kind, agent, agent, {"v": "1.0"}, "s", "r", offered_new="b")
         assert made == expected
         assert made.to_dict() == expected.to_dict()
         assert not made.changed and made.why() == ""
-    one, two = (replay_module._unchanged(1, SAME, "a", {}, None, None) for _ in range(2))
+    one, two = (verdict_module.unchanged(1, SAME, "a", {}, None, None) for _ in range(2))
     assert one.scores_before is not two.scores_before   # no mapping shared between verdicts
 
 

@@ -23,6 +23,9 @@ def server(tmp_path_factory):
         assert s.client.post(f"/v1/place?record={record}", json={"requirements": {**SECTION_10_TASK, "session": "s1"}}
                              ).status_code == 200
     assert s.client.post("/v1/place", json={"requirements": {"v": "1.0", "clearances": ["nobody.has"]}}).status_code == 200
+    for record in ("spec", "compact"):   # a session given in the body, beside the requirements
+        assert s.client.post(f"/v1/place?record={record}", json={"requirements": SECTION_10_TASK, "session": "s2"}
+                             ).status_code == 200
     yield s
     assert s.stop() == 0
 
@@ -35,15 +38,17 @@ def replayed(server, body, status=200):
 
 
 def test_the_services_own_trace_on_the_served_fleet_changes_nothing(server):
-    answer = replayed(server, {"since": 0, "fail_on": "changed>0"})
-    assert answer["summary"]["placements"] == 4
-    assert (answer["summary"]["changed"], answer["passed"]) == (0, True)
-    assert answer["summary"]["kinds"]["still_rejected"] == 1
+    for compare in ("baseline", "recorded"):
+        answer = replayed(server, {"since": 0, "fail_on": "changed>0", "compare": compare})
+        assert answer["summary"]["placements"] == 6
+        assert (answer["summary"]["changed"], answer["passed"]) == (0, True), answer["changes"]
+        assert answer["summary"]["kinds"]["still_rejected"] == 1
+    assert b'"a3fast.session":"s2"' in server.client.get("/v1/trace").content
 
 
 def test_a_posted_fleet_shows_what_would_change_and_why(server):
     answer = replayed(server, {"fleet": REVOKED, "fail_on": "unschedulable>0", "show": 1})
-    assert answer["summary"]["kinds"]["unschedulable"] == 3 and answer["passed"] is False
+    assert answer["summary"]["kinds"]["unschedulable"] == 5 and answer["passed"] is False
     (change,) = answer["changes"]
     assert change["before"] == "order-analyst" and change["before_fails"] == "clearance:orders.read"
     assert change["decided_by"] == "clearance:orders.read"
@@ -60,7 +65,7 @@ def test_a_posted_trace_is_replayed_and_the_served_fleet_is_left_as_it_was(serve
     trace = [orjson.loads(x) for x in server.client.get("/v1/trace").content.splitlines()]
     before = server.client.get("/readyz").json()
     answer = replayed(server, {"trace": trace, "weights": [0, 0, 1, 0]})
-    assert answer["summary"]["placements"] == 4
+    assert answer["summary"]["placements"] == 6
     assert server.client.get("/readyz").json() == before
 
 

@@ -181,5 +181,10 @@ def test_a_replay_on_the_served_sharded_fleet_is_refused_with_501(tmp_path):
         r = sharded.client.post("/v1/replay", json={"since": 1})
         assert r.status_code == 501, r.text
         assert "sharded" in r.text
+        # posted declarations have no baseline to compare with but the recorded decisions
+        r = sharded.client.post("/v1/replay", json={"since": 1, "fleet": SECTION_10_AGENTS})
+        assert r.status_code == 501 and "$.compare" in r.text, r.text
+        r = sharded.client.post("/v1/replay", json={"since": 1, "fleet": SECTION_10_AGENTS, "compare": "recorded"})
+        assert r.status_code == 200 and r.json()["summary"]["changed"] == 0, r.text
     finally:
         sharded.stop()

@@ -1,6 +1,7 @@
 """Replaying a trace, measured end to end: 100,000 compact placements recorded at 1,000 agents,
-read, placed again on a fleet with a clearance revoked, compared, and the changes written — beside
-the time to only read the same trace (every line decoded by orjson) in the same run."""
+read, placed again on a fleet with a clearance revoked, compared, and the changes written — against
+the recorded decisions, and in baseline mode (placed on the recording fleet too) — beside the time
+to only read the same trace (every line decoded by orjson) in the same run, interleaved."""
 from __future__ import annotations
 
 import os
@@ -45,16 +46,16 @@ def _read_only(path: Path) -> int:
     return lines
 
 
-def _replay_once(path: Path, fleet: FleetProtocol, out: Path) -> ReplaySummary:
-    """What `a3fast replay TRACE --fleet NEW -o OUT` does once the fleet is loaded."""
+def _replay_once(path: Path, fleet: FleetProtocol, out: Path, baseline: FleetProtocol | None = None) -> ReplaySummary:
+    """What `a3fast replay TRACE --fleet NEW [--baseline CURRENT] -o OUT` does once the fleets are loaded."""
     with open(out, "wb") as fh:
-        return run_replay(path, fleet, changes=fh, copy=False)[0]
+        return run_replay(path, fleet, changes=fh, copy=False, baseline=baseline)[0]
 
 
 def bench_replay(agents: int = 1_000, placements: int = 100_000, repeat: int = 3, *, quick: bool = False,
                  engine: str | None = None) -> dict[str, Any]:
-    """Median seconds (wall and this process's CPU) to replay the trace end to end and to only read
-    it, interleaved."""
+    """Median seconds (wall and this process's CPU) to replay the trace end to end (against the
+    recorded decisions, and with the recording fleet as baseline) and to only read it, interleaved."""
     if quick:
         placements, repeat = 2_000, 1
     engine = engine or ENGINE
@@ -62,8 +63,8 @@ def bench_replay(agents: int = 1_000, placements: int = 100_000, repeat: int = 3
         trace, changes = Path(tmp) / "trace.jsonl", Path(tmp) / "changes.jsonl"
         declarations = _record(trace, agents, placements, engine)
         revoked = [{**d, "clearances": [c for c in d["clearances"] if c != REVOKED]} for d in declarations]
-        read_s, replay_s, read_cpu, replay_cpu = [], [], [], []
-        summary = ReplaySummary()
+        read_s, replay_s, read_cpu, replay_cpu, base_s, base_cpu = [], [], [], [], [], []
+        summary = base_summary = ReplaySummary()
         for _ in range(repeat):
             started, cpu = time.perf_counter(), time.process_time()
             _read_only(trace)
@@ -75,6 +76,13 @@ def bench_replay(agents: int = 1_000, placements: int = 100_000, repeat: int = 3
             summary = _replay_once(trace, new, changes)
             replay_s.append(time.perf_counter() - started)
             replay_cpu.append(time.process_time() - cpu)
+            new, current = Fleet(engine=engine), Fleet(engine=engine)
+            new.extend(revoked)
+            current.extend(declarations)
+            started, cpu = time.perf_counter(), time.process_time()
+            base_summary = _replay_once(trace, new, changes, current)
+            base_s.append(time.perf_counter() - started)
+            base_cpu.append(time.process_time() - cpu)
         size = os.path.getsize(trace)
     replay_median, read_median = statistics.median(replay_s), statistics.median(read_s)
     return {"engine": engine, "agents": agents, "placements": summary.placements, "trace_mb": size / 1e6,
@@ -82,4 +90,8 @@ def bench_replay(agents: int = 1_000, placements: int = 100_000, repeat: int = 3
             "replay_over_read": replay_median / read_median,
             # CPU seconds of this process: what the work costs when other processes share the cores
             "replay_cpu_s": statistics.median(replay_cpu), "read_only_cpu_s": statistics.median(read_cpu),
-            "replay_us_per_placement": replay_median / max(summary.placements, 1) * 1e6}
+            "replay_us_per_placement": replay_median / max(summary.placements, 1) * 1e6,
+            "replay_cpu_over_read_cpu": statistics.median(replay_cpu) / statistics.median(read_cpu),
+            "baseline_changed": base_summary.changed, "baseline_s": statistics.median(base_s),
+            "baseline_cpu_s": statistics.median(base_cpu),
+            "baseline_cpu_over_read_cpu": statistics.median(base_cpu) / statistics.median(read_cpu)}

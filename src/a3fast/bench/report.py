@@ -361,9 +361,11 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
                     f"{max(verifier['msgspec_mb_per_s'], verifier['orjson_mb_per_s']):.0f})", share >= 0.8))
     replayed = dict(report.extras).get(REPLAY_TITLE)
     if isinstance(replayed, dict) and replayed["placements"] >= 100_000:
-        out.append(("replaying 100,000 compact placements at 1,000 agents ≤ 3 s end to end",
-                    f"{replayed['replay_s']:.3g} s (reading the trace alone {replayed['read_only_s']:.3g} s)",
-                    replayed["replay_s"] <= 3.0))
+        # measured side by side in one run: the replay against reading the same trace alone
+        out.append(("replaying 100,000 compact placements at 1,000 agents ≤ 2× reading the trace",
+                    f"{replayed['replay_over_read']:.2f}× ({replayed['replay_s']:.3g} s against "
+                    f"{replayed['read_only_s']:.3g} s reading the trace alone)",
+                    replayed["replay_over_read"] <= 2.0))
     k8s = next((figures for title, figures in report.extras if title.startswith("Kubernetes extender")), None)
     if isinstance(k8s, dict):
         ms = lambda v: f"{_plain(v)} ms"  # noqa: E731

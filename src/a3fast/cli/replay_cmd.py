@@ -1,13 +1,17 @@
-"""`a3fast replay`: place every task of a trace again on a changed fleet or policy, and say which
-decisions would change and why.
+"""`a3fast replay`: place every task of a trace again on a proposed fleet or policy — and, with
+`--baseline`, on the current fleet — and say which decisions would change and why.
 
-Exit codes: 0 within the `--fail-on` thresholds (or none given), 1 beyond one of them, 2 bad input.
-`--json` prints one object: `{"trace", "fleet", "summary": {placements, changed, kinds, predicates,
-components, agents_lost, agents_gained}, "thresholds": [{rule, measured, exceeded}], "changes":
-[verdict, ...]}` (the first `--show` changed placements; `-o` writes every one as JSON Lines).
+Exit codes: 0 within the `--fail-on` thresholds (or none given), 1 beyond one of them, 2 bad input
+(an empty trace or fleet too, unless `--allow-empty`), 141 when standard output is closed before
+everything was written (never 1: a closed pipe is not a threshold's verdict).
+`--json` prints one object: `{"trace", "fleet", "baseline", "summary": {fleet, placements, changed,
+kinds, namespaces, knock_on, unrecorded, offered_new, predicates, components, agents_lost,
+agents_gained}, "thresholds": [{rule, measured, exceeded}], "changes": [verdict, ...]}` (the first
+`--show` changed placements, moves first; `-o` writes every one as JSON Lines, in trace order).
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,12 +25,21 @@ from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_outputs, check_outp
 
 #: Changed placements kept for the page and the terminal (every one is written with -o).
 KEPT = 1_000
+#: The exit code when standard output is closed early (128 + SIGPIPE, as a shell reports it).
+EXIT_CLOSED_OUTPUT = 141
 
 
 @click.command()
 @click.argument("trace")
-@click.option("--fleet", "fleet_path", required=True, metavar="NEW",
-              help="The changed fleet: declarations (JSON Lines or a JSON array) or a snapshot (Fleet.save).")
+@click.option("--fleet", "fleet_path", required=True, metavar="PROPOSED",
+              help="The fleet under test: declarations (JSON Lines or a JSON array) or a snapshot (Fleet.save).")
+@click.option("--baseline", "baseline_path", default=None, metavar="CURRENT",
+              help="The current fleet: place every task on it too and report only the decisions that differ "
+                   "(without it, each decision is compared with the recorded one).")
+@click.option("--offer-new", is_flag=True, default=False,
+              help="Offer each placement the agents new to it as well (otherwise they are only counted).")
+@click.option("--allow-empty", is_flag=True, default=False,
+              help="Accept a trace with no placements or a fleet with no agents (exit 2 otherwise).")
 @click.option("--weights", default=None, metavar="W",
               help="Scoring weights: four numbers (affinity,success_rate,cost,substantiated) or NAME=VALUE pairs.")
 @click.option("--route", "route_path", default=None, metavar="FILE",
@@ -42,8 +55,9 @@ KEPT = 1_000
               help="Changed placements shown in detail (terminal and --json).")
 @click.option("--engine", type=click.Choice(["native", "pure"]), default=None,
               help="Matching engine of the new fleet the trace is placed on again (default: a3fast.ENGINE).")
-def replay(trace, fleet_path, weights, route_path, output, report_path, as_json, fail_on, show, engine):
-    """Replay TRACE (spec or compact) against the fleet NEW and show every decision that would change."""
+def replay(trace, fleet_path, baseline_path, offer_new, allow_empty, weights, route_path, output, report_path,
+           as_json, fail_on, show, engine):
+    """Replay TRACE (spec or compact) on the fleet PROPOSED (and CURRENT) and show every decision that would change."""
     from ..replay import ReplayError, parse_thresholds, parse_weights, run_replay
 
     thresholds = []
@@ -66,6 +80,11 @@ def replay(trace, fleet_path, weights, route_path, output, report_path, as_json,
     require_kind(trace, "trace")
     route = _route(route_path) if route_path is not None else None
     fleet = _fleet(fleet_path, engine)
+    baseline = _fleet(baseline_path, engine) if baseline_path is not None else None
+    if not allow_empty:
+        for path, which in ((fleet_path, fleet), (baseline_path, baseline)):
+            if which is not None and len(which) == 0:
+                raise BadInput(f"{path}: the fleet has no agents (--allow-empty accepts that)")
     source: Any = trace
     if trace == "-":
         # streamed: JSON Lines go to the replay line by line (a JSON array is one value, read whole)
@@ -82,27 +101,46 @@ def replay(trace, fleet_path, weights, route_path, output, report_path, as_json,
     with atomic_outputs(targets) as streams:
         try:
             summary, kept = run_replay(source, fleet, changes=streams[0] if output is not None else None,
-                                       keep=KEPT, weights=weights, route=route, copy=False)
+                                       keep=KEPT, weights=weights, route=route, copy=False, baseline=baseline,
+                                       offer_new=offer_new)
         except ReplayError as exc:
             raise BadInput(f"{trace if trace != '-' else 'standard input'}: {exc}") from None
+        if summary.placements == 0 and not allow_empty:
+            raise BadInput(f"{trace if trace != '-' else 'standard input'}: the trace holds no placement "
+                           f"(task.bound or task.rejected) to replay (--allow-empty accepts that)")
         if report_path is not None:
             from ..report.replay_page import render_replay
 
             policy = _policy(weights, route)
             html = render_replay(summary, kept, trace=Path(trace).name if trace != "-" else "standard input",
-                                 fleet=Path(fleet_path).name, policy=policy, thresholds=thresholds)
+                                 fleet=Path(fleet_path).name, policy=policy, thresholds=thresholds,
+                                 baseline=Path(baseline_path).name if baseline_path is not None else None)
             streams[-1].write(html.encode("utf-8"))
 
     exceeded = [t for t in thresholds if t.exceeded(summary)]
-    if as_json:
-        click.echo(_dumps({"trace": trace, "fleet": fleet_path, "summary": summary.to_dict(),
-                           "thresholds": [_threshold_json(t, summary) for t in thresholds],
-                           "changes": [v.to_dict() for v in kept[:show]]}).decode())
-    else:
-        echo = (lambda line: click.echo(line, err=True)) if output == "-" else click.echo
-        for line in summary_lines(summary, kept[:show], trace, fleet_path, thresholds):
-            echo(line)
+    try:
+        if as_json:
+            click.echo(_dumps({"trace": trace, "fleet": fleet_path, "baseline": baseline_path,
+                               "summary": summary.to_dict(),
+                               "thresholds": [_threshold_json(t, summary) for t in thresholds],
+                               "changes": [v.to_dict() for v in kept[:show]]}).decode())
+        else:
+            echo = (lambda line: click.echo(line, err=True)) if output == "-" else click.echo
+            for line in summary_lines(summary, kept[:show], trace, fleet_path, thresholds, baseline_path):
+                echo(line)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _closed_output()
     sys.exit(EXIT_NEGATIVE if exceeded else EXIT_OK)
+
+
+def _closed_output() -> None:
+    """Standard output was closed by its reader (`| head`): end quietly, with an exit code of its
+    own. Later writes (the interpreter's flush at exit) go to /dev/null."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(EXIT_CLOSED_OUTPUT)
 
 
 def _threshold_json(threshold: Any, summary: Any) -> dict[str, Any]:
@@ -119,18 +157,40 @@ def _policy(weights: str | None, route: Any) -> str:
     return ", ".join(parts)
 
 
-def summary_lines(summary: Any, shown: list[Any], trace: str, fleet: str, thresholds: list[Any]) -> list[str]:
-    """The terminal summary: totals per kind, what lies behind most changes, and the first changes
-    with their before/after funnels."""
+def summary_lines(summary: Any, shown: list[Any], trace: str, fleet: str, thresholds: list[Any],
+                  baseline: str | None = None) -> list[str]:
+    """The terminal summary: the fleet change under test and its digest, totals per kind (with the
+    namespaces of the changes), what lies behind most changes, and the first changes with their
+    before/after funnels."""
     from ..replay import KINDS
 
     n = summary.placements
-    lines = [f"replayed {n:,} placements of {trace} against {fleet}: "
-             f"{summary.changed:,} would change ({100 * summary.share('changed'):.2f}%)"]
+    change = summary.fleet
+    lines = []
+    if change is not None:
+        lines.append(f"fleet under test: {fleet} {change.digest}")
+        if baseline is not None:
+            lines.append(f"baseline: {baseline} {change.baseline_digest}")
+            lines += ["  " + line for line in change.lines()]
+    against = f"on {fleet} against {baseline}" if baseline is not None else f"against {fleet} (recorded decisions)"
+    lines.append(f"replayed {n:,} placements of {trace} {against}: "
+                 f"{summary.changed:,} would change ({100 * summary.share('changed'):.2f}%)")
     labels = {"same": "same agent", "moved": "another agent", "unschedulable": "newly unschedulable",
               "schedulable": "newly schedulable", "still_rejected": "rejected as before"}
     for kind in KINDS:
-        lines.append(f"  {labels[kind]:<20} {summary.kinds[kind]:>9,}")
+        namespaces = summary.namespaces.get(kind)
+        where = ""
+        if namespaces:
+            where = "  " + ", ".join(f"{ns} {c:,}" for ns, c in namespaces.most_common(4))
+            where += f" and {len(namespaces) - 4:,} more namespaces" if len(namespaces) > 4 else ""
+        lines.append(f"  {labels[kind]:<20} {summary.kinds[kind]:>9,}{where}")
+    if summary.knock_on:
+        lines.append(f"knock-on changes (following an earlier change of their session): {summary.knock_on:,}")
+    for what, count in summary.unrecorded.most_common():
+        lines.append(f"changes from {what} (not in the trace): {count:,}")
+    if summary.offered_new:
+        lines.append(f"would have been offered: a new agent would win {summary.offered_new:,} placements "
+                     f"(--offer-new offers them)")
     if summary.predicates:
         lines.append("behind most changes: " + ", ".join(f"{p} ({c:,})" for p, c in summary.predicates.most_common(5)))
     if summary.components:
@@ -141,9 +201,9 @@ def summary_lines(summary: Any, shown: list[Any], trace: str, fleet: str, thresh
         lines.append("agents gaining placements: " + ", ".join(f"{a} ({c:,})" for a, c in summary.gained.most_common(5)))
     if shown:
         more = f" (the first {len(shown)}; -o FILE writes all {summary.changed:,})" if len(shown) < summary.changed else ""
-        lines.append(f"changes{more}:")
+        lines.append(f"changes, moves first{more}:")
     for v in shown:
-        lines.append(f"  seq {v.seq} {v.kind}: {v.before or 'rejected'} -> {v.after or 'rejected'}: {v.why()}")
+        lines.append(f"  {v.name} {v.kind}: {v.before or 'rejected'} -> {v.after or 'rejected'}: {v.why()}")
         lines += _funnel_lines(v)
     for t in thresholds:
         measured = t.measured(summary)

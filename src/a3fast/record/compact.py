@@ -29,7 +29,7 @@ from pyroaring import BitMap
 
 from ..errors import A3Error, describe, json_path
 from ..roaring import deserialize_ids as _deserialize, serialize_ids
-from .write import placement_records, reason_among, reason_text, scheduling_object, timings
+from .write import placement_records, reason_among, reason_text, scheduling_object, tail_members
 
 __all__ = ["FORMAT", "DERIVED_REASON_FORMAT", "KEY", "serialize_ids", "Encoder", "Decoder",
            "CompactError", "CompactMember", "Snapshots", "encode_trace", "decode_trace",
@@ -388,8 +388,7 @@ class Encoder:
         derive = not p.bound and p.reason_limit is None and expl.candidates_count > 0
         head = b'{"format":%d,"fleet":%b,"filters_passed":%b,%b' % (
             DERIVED_REASON_FORMAT if derive else FORMAT, orjson.dumps(fleet), orjson.dumps(p.predicates), lists)
-        tail: dict[str, Any] = {"route": p.route} if p.route is not None else {}
-        tail["timings"] = timings(p)
+        tail = tail_members(p)
         if not p.bound:
             if derive:
                 head += b',"derived_reason":true'

@@ -384,6 +384,9 @@ class _Scheduling(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     route: Union[str, None] = ABSENT
     resumed: Union[bool, None] = ABSENT
     recorded_in: Any = ABSENT
+    # the session given beside the requirements (docs/design.md, reading 25); §7 does not read it
+    session: Union[str, None] = msgspec.field(default=ABSENT, name="a3fast.session")
+    session_held: Union[bool, None] = msgspec.field(default=ABSENT, name="a3fast.session_held")
     timings: dict[str, Union[_Number, str, None, dict[str, _Number]]] = ABSENT
 
 

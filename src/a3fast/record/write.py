@@ -11,7 +11,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import orjson
 
-__all__ = ["scheduling_object", "scheduling_dict", "scheduling_json", "rejection_dict", "timings",
+__all__ = ["SESSION_MEMBER", "SESSION_HELD_MEMBER", "tail_members", "scheduling_object", "scheduling_dict", "scheduling_json", "rejection_dict", "timings",
            "placement_records", "reason_text", "reason_among"]
 
 _second_text: list = [None, ""]  # the last whole second formatted, since placements come many a second
@@ -45,12 +45,31 @@ def _score_map(p) -> dict[str, dict[str, Any]]:
     return p.index.score_map(p.scores)
 
 
-def _tail(p) -> dict[str, Any]:
+#: The member that records a placement's session when it was given beside the requirements
+#: (`Fleet.place(session=)`, the service body's `session`, `place --session`): docs/design.md,
+#: reading 25. §7 reads no such member; a replay reads it to reproduce the session's affinity.
+SESSION_MEMBER = "a3fast.session"
+#: The member that says a bound placement's agent was not made to hold its session (`false`): a
+#: Kubernetes filter's answer asks, and holds nothing (docs/design.md, reading 25).
+SESSION_HELD_MEMBER = "a3fast.session_held"
+
+
+def tail_members(p) -> dict[str, Any]:
+    """The members of a placement record after its lists: `route`, the session given beside the
+    requirements, and `timings` (every writer of either form writes these)."""
     tail: dict[str, Any] = {}
     if p.route is not None:
         tail["route"] = p.route
+    session = p.session
+    if session is not None and session != p.requirements.session:
+        tail[SESSION_MEMBER] = session
+    if session is not None and p.session_held is False and p.agent is not None:
+        tail[SESSION_HELD_MEMBER] = False
     tail["timings"] = timings(p)
     return tail
+
+
+_tail = tail_members
 
 
 def scheduling_object(requirements: Any, declaration: Any, candidates: list[str],

@@ -19,20 +19,31 @@ RANKED = 10
 
 
 def render_replay(summary: Any, changes: Sequence[Any], *, trace: str, fleet: str, policy: str = "",
-                  thresholds: Sequence[Any] = ()) -> str:
+                  thresholds: Sequence[Any] = (), baseline: str | None = None) -> str:
     """The page of a replay: `summary` a ReplaySummary, `changes` the changed Verdicts to show (the
-    first CHANGES_LISTED are), `thresholds` the --fail-on rules checked. The page runs no script;
+    first CHANGES_LISTED are, moves first), `baseline` the baseline fleet's name, `thresholds` the --fail-on rules checked. The page runs no script;
     its policy allows its own styles by their hashes (report/policy.py)."""
     from .policy import with_policy
 
     return with_policy(env().get_template("replay.html.j2").render(
-        s=summary, changes=list(changes)[:CHANGES_LISTED], trace=trace, fleet=fleet, policy=policy,
+        s=summary, changes=_moves_first(changes)[:CHANGES_LISTED], trace=trace, fleet=fleet, policy=policy,
+        baseline=baseline,
+        namespaces=[(kind, summary.namespaces[kind].most_common(RANKED)) for kind in _ORDER
+                    if kind in summary.namespaces],
         predicates=summary.predicates.most_common(RANKED), components=summary.components.most_common(RANKED),
         lost=summary.lost.most_common(RANKED), gained=summary.gained.most_common(RANKED),
         thresholds=[{"rule": str(t), "measured": _measured(t, summary), "exceeded": t.exceeded(summary)}
                     for t in thresholds],
         css=Markup(asset("report.css")), version=__version__,
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")))
+
+
+_ORDER = ("moved", "unschedulable", "schedulable")
+
+
+def _moves_first(changes: Sequence[Any]) -> list[Any]:
+    """Moves, then what became unschedulable, then schedulable; trace order within each."""
+    return sorted(changes, key=lambda v: _ORDER.index(v.kind) if v.kind in _ORDER else len(_ORDER))
 
 
 def _measured(threshold: Any, summary: Any) -> str:

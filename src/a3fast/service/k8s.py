@@ -364,7 +364,7 @@ class Extender:
 
     def _ask_fleet(self, requirements, agents: list[str]):
         """A placement over the offered agents only, changing nothing."""
-        return self.state.fleet.place(requirements, candidates=agents, remember_session=False)
+        return _unheld(self.state.fleet.place(requirements, candidates=agents, remember_session=False))
 
     def _decide_names(self, requirements, names: list[str]) -> _Decision:
         # the fleet places over the offered names that are its live agents and leaves the rest
@@ -450,7 +450,7 @@ class Extender:
                       recorded: bytes | None) -> tuple[_Decision, bytes]:
         names, decls, unresolvable = self._read_nodes(items)
         fleet, agents = self._nodes_fleet(names, decls)
-        p = fleet.place(requirements, remember_session=False)
+        p = _unheld(fleet.place(requirements, remember_session=False))
         _failures(p, agents, unresolvable)
         passed = [raw for name, raw in zip(names, items) if name not in unresolvable]
         decision = _Decision(p, unresolvable, passed)
@@ -579,6 +579,13 @@ class Extender:
 
     def close(self) -> None:
         self._worker.shutdown(wait=False, cancel_futures=True)
+
+
+def _unheld(p: Any) -> Any:
+    """A filter's placement, marked as holding no session: its record says so, so that a replay
+    holds none for it either (docs/design.md, reading 25)."""
+    p.session_held = False
+    return p
 
 
 def _node_meta(raw: msgspec.Raw, k: int) -> tuple[str, Any]:

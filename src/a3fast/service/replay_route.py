@@ -2,8 +2,11 @@
 which decisions would change and why — `a3fast replay` over HTTP.
 
 The body is `{"trace": [records]}` or `{"since": N, "until": M}` (a range of the service's own
-trace), with optional `fleet` (declarations; default: a copy of the served fleet, outcomes and
-sessions included), `weights`, `route`, `fail_on` and `show`. The replay runs on a worker thread
+trace), with optional `fleet` (the proposed fleet's declarations; default: a copy of the served
+fleet, outcomes and sessions included), `weights`, `route`, `offer_new`, `fail_on`, `show` and
+`compare`. The served fleet is the baseline (`compare: "baseline"`, the default): every task is placed
+on a copy of it and on the proposed fleet, and only decisions that differ are changes;
+`compare: "recorded"` compares the proposed fleet's decisions with the recorded ones. The replay runs on a worker thread
 (the event loop keeps answering), on a copy of the fleet (the served fleet is never changed), and is
 bounded: the body by --max-body, the work by REPLAY_TIMEOUT_S and REPLAY_MAX_PLACEMENTS (503 and
 413 beyond them, with nothing half-answered).
@@ -32,7 +35,9 @@ REPLAY_TIMEOUT_S = 60.0
 REPLAY_MAX_PLACEMENTS = 1_000_000
 #: Most changed placements one answer lists in detail (all are counted).
 SHOW_MAX = 1_000
-_FIELDS = ("trace", "since", "until", "fleet", "weights", "route", "fail_on", "show")
+_FIELDS = ("trace", "since", "until", "fleet", "weights", "route", "fail_on", "show", "compare", "offer_new")
+#: What a replay compares the proposed fleet's decisions with.
+COMPARE = ("baseline", "recorded")
 
 
 class _Stopped(Exception):
@@ -100,6 +105,12 @@ def _fields(body: Any) -> dict[str, Any]:
         value = body.get(key)
         if value is not None and (type(value) is not int or value < 0):
             problems.append(problem(f"$.{key}", "a non-negative integer", repr(value)[:40]))
+    compare = body.get("compare")
+    if compare is not None and compare not in COMPARE:
+        problems.append(problem("$.compare", f"one of {', '.join(COMPARE)}", repr(compare)[:40]))
+    offer_new = body.get("offer_new")
+    if offer_new is not None and not isinstance(offer_new, bool):
+        problems.append(problem("$.offer_new", "true or false", repr(offer_new)[:40]))
     fleet = body.get("fleet")
     if fleet is not None and not isinstance(fleet, list):
         problems.append(problem("$.fleet", "an array of declarations", type(fleet).__name__))
@@ -133,11 +144,12 @@ def _fields(body: Any) -> dict[str, Any]:
     show = body.get("show")
     return {"source": trace, "since": body.get("since") or 0, "until": body.get("until"), "fleet": fleet,
             "weights": weights, "route": route, "thresholds": thresholds,
+            "compare": compare or "baseline", "offer_new": bool(offer_new),
             "show": min(SHOW_MAX, 10 if show is None else show)}
 
 
 def _new_fleet(state: Any, declarations: list | None) -> Any:
-    """The fleet to replay on: the posted declarations (on the served fleet's engine), or a copy of
+    """A fleet to replay on: the posted declarations (on the served fleet's engine), or a copy of
     the served fleet (a sharded fleet cannot be copied: 501)."""
     from ..fleet import Fleet
 
@@ -170,6 +182,15 @@ def _run(state: Any, source: Any, fields: dict[str, Any]) -> bytes:
     """The replay itself, on a worker thread: the answer's JSON bytes."""
     started = time.monotonic()
     fleet = _new_fleet(state, fields["fleet"])
+    baseline = None
+    if fields["compare"] == "baseline":
+        from ..fleet import Fleet
+
+        if not isinstance(state.fleet, Fleet):
+            raise ServiceError(501, [problem("$.compare", '"recorded" with the declarations to replay on (the served '
+                                                          "fleet is sharded and has no snapshot to copy as the "
+                                                          "baseline)", "baseline")])
+        baseline = _new_fleet(state, None)
     records = source.chunks if isinstance(source, _Range) else source
 
     def check(summary: ReplaySummary) -> None:
@@ -183,7 +204,8 @@ def _run(state: Any, source: Any, fields: dict[str, Any]) -> bytes:
 
     try:
         summary, kept = run_replay(records, fleet, keep=fields["show"], until=fields["until"], check=check,
-                                   weights=fields["weights"], route=fields["route"], copy=False)
+                                   weights=fields["weights"], route=fields["route"], copy=False,
+                                   baseline=baseline, offer_new=fields["offer_new"])
     except ReplayError as exc:
         raise ServiceError(422, [problem("$.trace" if not isinstance(source, _Range) else "$.since",
                                          "a trace whose placements can be replayed", str(exc))]) from None

@@ -1,0 +1,153 @@
+"""Comparing two decisions of each recorded placement — the recorded one or the baseline fleet's,
+and the fleet under test's — and naming the cause of every change."""
+from __future__ import annotations
+
+from typing import Any
+
+from .deciding import Decision, Side
+from .explaining import (deciding_component, first_failed_on, funnel_of, last_removed, recorded_lists,
+                         scores_of, weights_of)
+from .reading import Reader, Recorded
+from .verdict import (AFFINITY, MOVED, NOT_IN_FLEET, SAME, SCHEDULABLE, STILL_REJECTED,
+                      UNSCHEDULABLE, Verdict, unchanged)
+
+__all__ = ["Comparer", "UNRECORDED_OUTCOMES", "UNRECORDED_SESSIONS"]
+
+#: What a recorded-decision replay says a change comes from when the trace does not record it.
+UNRECORDED_OUTCOMES = "outcomes the fleet holds"
+UNRECORDED_SESSIONS = "sessions the fleet held before the trace"
+_UNRECORDED = {"success_rate": UNRECORDED_OUTCOMES, AFFINITY: UNRECORDED_SESSIONS}
+
+
+class Comparer:
+    """Decides each placement on the fleet under test (`after`) and, in baseline mode, on the
+    baseline fleet (`before`; None compares with the recorded decision), and makes its Verdict.
+
+    A change to a bound placement with a session is remembered per session: a later change of
+    the same session in which the two agents differ in affinity is a knock-on of it (`caused_by`,
+    decided by AFFINITY). Only a change is explained in full."""
+
+    def __init__(self, reader: Reader, after: Side, before: Side | None, route_name: str | None):
+        self.reader = reader
+        self.after = after
+        self.before = before
+        self.route_name = route_name
+        self.session_change: dict[str, int] = {}
+
+    def verdict(self, recorded: Recorded) -> Verdict:
+        route_name = self.route_name if self.route_name is not None else recorded.route
+        if recorded.resumed:
+            return self._resumed(recorded, route_name)
+        after, before = self.after, self.before
+        b = after.decide(recorded)
+        offered_new = after.new_winner(recorded)
+        if before is None:
+            a = None
+            agent_before = recorded.agent
+        else:
+            a = before.decide(recorded)
+            agent_before = a.agent
+        if b.agent == agent_before:
+            after.settle(recorded, b)
+            if a is not None:
+                before.settle(recorded, a)  # type: ignore[union-attr]
+            doc = (b.placement.requirements.doc if b.placement is not None
+                   else recorded.requirements.doc if after.route is None
+                   else after.route.apply(recorded.requirements).doc)
+            return unchanged(recorded.seq, SAME if b.agent is not None else STILL_REJECTED, b.agent, doc,
+                             recorded.session, route_name, offered_new=offered_new)
+        return self._changed(recorded, a, b, route_name, offered_new)
+
+    # -- a change, explained -----------------------------------------------------------------------
+    def _changed(self, recorded: Recorded, a: Decision | None, b: Decision, route_name: str | None,
+                 offered_new: str | None) -> Verdict:
+        after_p = self.after.place(recorded, b)
+        before_agent = recorded.agent if a is None else a.agent
+        named = [n for n in (before_agent, after_p.agent) if n is not None]
+        if a is None:
+            funnel_before, then_scores = recorded_lists(recorded, self.reader, named)
+        else:
+            before_p = self.before.place(recorded, a)  # type: ignore[union-attr]
+            funnel_before, then_scores = funnel_of(before_p), scores_of(before_p, named)
+        funnel_after = funnel_of(after_p)
+        now_scores = scores_of(after_p, named)
+        after_agent = after_p.agent
+        decided_by = before_fails = None
+        if before_agent is not None and before_agent not in now_scores:
+            before_fails = first_failed_on(self.after.fleet, before_agent, after_p.predicates) or NOT_IN_FLEET
+        if after_agent is None:
+            kind = UNSCHEDULABLE
+            decided_by = last_removed(funnel_after)
+        elif before_agent is None:
+            kind = SCHEDULABLE
+            decided_by = last_removed(funnel_before) if funnel_before is not None else None
+        else:
+            kind = MOVED
+            if before_fails is None:
+                decided_by = deciding_component(now_scores[after_agent], now_scores[before_agent],
+                                                weights_of(self.after.fleet, after_p))
+        session = after_p.session
+        caused_by = None
+        if session is not None:
+            earlier = self.session_change.get(session)
+            if earlier is not None and kind == MOVED and before_fails is None \
+                    and _affinity(now_scores, after_agent) != _affinity(now_scores, before_agent):
+                caused_by, decided_by = earlier, AFFINITY
+            self.session_change[session] = recorded.seq
+        unrecorded = None
+        if a is None and kind == MOVED and caused_by is None and decided_by in _UNRECORDED:
+            unrecorded = _UNRECORDED[decided_by]
+        task, namespace = self._named(recorded, before_agent, after_agent)
+        return Verdict(recorded.seq, kind, before_agent, after_agent, after_p.requirements.doc, session,
+                       route_name, decided_by=decided_by, before_fails=before_fails, scores_before=then_scores,
+                       scores_after=now_scores, funnel_before=funnel_before, funnel_after=funnel_after,
+                       task=task, namespace=namespace, caused_by=caused_by, unrecorded=unrecorded,
+                       offered_new=offered_new)
+
+    def _named(self, recorded: Recorded, before: str | None, after: str | None) -> tuple[str | None, str | None]:
+        task, namespace = recorded.identity()
+        if namespace is None:
+            for side, agent in ((self.before, before), (self.after, before), (self.after, after)):
+                if agent is not None and side is not None:
+                    namespace = side.fleet.namespace_of(agent) if hasattr(side.fleet, "namespace_of") else None
+                    if namespace is not None:
+                        break
+        return task, namespace
+
+    # -- a resumption --------------------------------------------------------------------------------
+    def _resumed(self, recorded: Recorded, route_name: str | None) -> Verdict:
+        """A resumption (§6: no candidates weighed) follows its task: on each side it resumes on the
+        agent that side placed the task on, if that agent still satisfies every matched predicate."""
+        b, matched = self.after.resume(recorded)
+        if self.before is None:
+            before_agent = recorded.agent
+            follows = self.after.follows_change(recorded)
+        else:
+            a, _ = self.before.resume(recorded)
+            before_agent = a.agent
+            follows = self.after.follows_change(recorded) or self.before.follows_change(recorded)
+        self.after.note(recorded, b.agent)
+        if self.before is not None:
+            self.before.note(recorded, before_agent)
+        doc, session = matched.doc, recorded.session
+        if b.agent == before_agent:
+            return unchanged(recorded.seq, SAME if b.agent is not None else STILL_REJECTED, b.agent, doc,
+                             session, route_name, resumed=True)
+        if b.agent is None:
+            kind = UNSCHEDULABLE
+        elif before_agent is None:
+            kind = SCHEDULABLE
+        else:
+            kind = MOVED
+        unmet = b.fails
+        task, namespace = self._named(recorded, before_agent, b.agent)
+        return Verdict(recorded.seq, kind, before_agent, b.agent, doc, session, route_name, resumed=True,
+                       decided_by=None if unmet in (None, NOT_IN_FLEET) else unmet, before_fails=unmet,
+                       task=task, namespace=namespace,
+                       caused_by=recorded.resumes if follows else None)
+
+
+def _affinity(scores: dict[str, Any], agent: str | None) -> Any:
+    entry = scores.get(agent) if agent is not None else None
+    return entry.get(AFFINITY) if entry is not None else None
+
