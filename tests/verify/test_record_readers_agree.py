@@ -86,8 +86,6 @@ def test_verify_read_records_report_and_replay_see_the_same_records(form, seed, 
 
 
 @pytest.mark.slow  # 40 replays of a small trace: 2-3 s on the shared machine
-@pytest.mark.xfail(strict=True, reason="replay's own line reader still skips a line by a glance at its "
-                   "first bytes (replay.py `_placement_lines`); it goes when replay reads a3fast.framing")
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(form=st.sampled_from(sorted(FORMS)), seed=st.integers(0, 2**32 - 1), spaced=st.lists(st.booleans(), min_size=12,
        max_size=12), extended=st.lists(st.booleans(), min_size=12, max_size=12), array=st.booleans())
