@@ -350,6 +350,8 @@ def test_serve_watch_k8s_follows_the_cluster_and_stops_cleanly(api, tmp_path):
     (["--watch-k8s", "--fleet", "F"], "--watch-k8s: not with --fleet"),
     (["--k8s-namespace", "a"], "--k8s-namespace/--kubeconfig: only with --watch-k8s"),
     (["--watch-k8s", "--kubeconfig", "missing"], "--watch-k8s: --kubeconfig missing: cannot use it"),
+    (["--watch-k8s", "--kubeconfig", "NOT-YAML"], "--watch-k8s: --kubeconfig NOT-YAML: cannot use it"),
+    (["--watch-k8s", "--kubeconfig", "LIST"], "--watch-k8s: --kubeconfig LIST: cannot use it"),
     (["--watch-k8s", "--stdio"], "--watch-k8s: the watch runs in the HTTP server"),
 ])
 def test_serve_watch_k8s_refuses_what_it_cannot_do(tmp_path, monkeypatch, args, message):
@@ -359,6 +361,8 @@ def test_serve_watch_k8s_refuses_what_it_cannot_do(tmp_path, monkeypatch, args, 
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "F").write_text("")
+    (tmp_path / "NOT-YAML").write_text("clusters: [\n")
+    (tmp_path / "LIST").write_text("- a\n- b\n")
     done = CliRunner().invoke(main, ["serve", "--port", "0", *args])
     assert done.exit_code == 2 and done.stderr.startswith("a3fast: " + message), done.stderr
     assert done.exception is None or isinstance(done.exception, SystemExit)

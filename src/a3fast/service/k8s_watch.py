@@ -92,15 +92,18 @@ class KubeWatchConfig:
 def load_client_configuration(kubeconfig: Path | None):
     """The client's Configuration: `kubeconfig`, else the pod's service account (in-cluster), else
     ~/.kube/config. KubeConfigError naming the source when none is usable."""
+    import yaml
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
+    # what a kubeconfig that is not one can raise: not YAML, or YAML of the wrong shapes
+    unusable = (ConfigException, yaml.YAMLError, OSError, ValueError, TypeError, KeyError, AttributeError)
     configuration = client.Configuration()
     if kubeconfig is not None:
         try:
             config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration,
                                     persist_config=False)
-        except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+        except unusable as exc:
             raise KubeConfigError(f"--kubeconfig {kubeconfig}: cannot use it: {exc}") from None
         return configuration
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -114,7 +117,7 @@ def load_client_configuration(kubeconfig: Path | None):
         raise KubeConfigError(f"no --kubeconfig, not running in a pod, and {home} does not exist")
     try:
         config.load_kube_config(config_file=str(home), client_configuration=configuration, persist_config=False)
-    except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+    except unusable as exc:
         raise KubeConfigError(f"{home}: cannot use it: {exc}") from None
     return configuration
 
