@@ -263,6 +263,23 @@ def test_namespaces_limit_the_agent_declarations_watched(api, tmp_path):
         assert any("/namespaces/team-b/agentdeclarations" in r for r in api.requests)
 
 
+def test_the_watch_threads_end_when_the_service_stops(api, tmp_path):
+    import threading
+
+    api.put(NODES, node("n-1", declared("n-1")))
+    # a quiet watch (no bookmarks, no changes) that the server would hold open for a minute or
+    # more: only the stop, shutting its socket, ends it early
+    api.bookmark_every = 3600
+    app, client = serving(api, tmp_path, watch_timeout=60)
+    with client:
+        until("synced", lambda: ready(client))
+        until("watching", lambda: all(c["watches"] for c in client.get("/v1/watch").json()["kubernetes"]
+                                                                         ["collections"]))
+        assert [t for t in threading.enumerate() if t.name.startswith("a3fast-k8s-")]
+    until("the threads ended", lambda: not [t for t in threading.enumerate()
+                                            if t.name.startswith("a3fast-k8s-")], timeout=5)
+
+
 @pytest.mark.slow
 def test_five_thousand_nodes_in_the_first_list(api, tmp_path):
     api.put_many(NODES, [node(f"node-{k:04d}", declared(f"node-{k:04d}")) for k in range(5000)]

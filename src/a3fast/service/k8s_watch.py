@@ -291,7 +291,15 @@ class KubeWatch:
         with self._lock:
             watches = list(self._watches)
         for w in watches:
-            w.stop()          # shuts the socket down: the thread's read returns at once
+            w.stop()
+            # The client's stop() shuts down the connection's socket, which urllib3 2 no longer
+            # keeps there once the response holds it; the response's own shutdown() (urllib3 ≥ 2.3)
+            # ends the thread's blocked read at once. Without either, a quiet watch would keep its
+            # thread and its connection until timeoutSeconds.
+            try:
+                w._resp.shutdown()
+            except (AttributeError, ValueError, RuntimeError, OSError):
+                pass          # no response yet, already closed, or an older urllib3
 
     # -- a reflector (its own thread) --------------------------------------------------------------
     def _reflect(self, c: Collection, loop: asyncio.AbstractEventLoop) -> None:
@@ -374,6 +382,10 @@ class KubeWatch:
         w = watch.Watch(return_type="object")
         with self._lock:
             self._watches.add(w)
+        if self._stop.is_set():       # stop() took its list of watches before this one joined it
+            with self._lock:
+                self._watches.discard(w)
+            return
         c.watches += 1
         metrics.K8S_REQUESTS.labels(c.kind, "watch").inc()
         try:
@@ -381,6 +393,8 @@ class KubeWatch:
                                   timeout_seconds=timeout,
                                   _request_timeout=(self.config.request_timeout,
                                                     timeout + self.config.request_timeout)):
+                if self._stop.is_set():
+                    break
                 kind = event.get("type")
                 obj = event.get("raw_object")
                 if kind == "BOOKMARK":
@@ -393,8 +407,6 @@ class KubeWatch:
                 c.events += 1
                 self._deliver(loop, c, ("delete" if kind == "DELETED" else "put", [claim]))
                 c.resource_version = (obj.get("metadata") or {}).get("resourceVersion") or c.resource_version
-                if self._stop.is_set():
-                    break
         except ApiException as exc:
             if exc.status == 410:
                 raise _Gone() from None
