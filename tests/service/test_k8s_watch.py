@@ -383,3 +383,30 @@ def test_serve_watch_k8s_refuses_what_it_cannot_do(tmp_path, monkeypatch, args, 
     done = CliRunner().invoke(main, ["serve", "--port", "0", *args])
     assert done.exit_code == 2 and done.stderr.startswith("a3fast: " + message), done.stderr
     assert done.exception is None or isinstance(done.exception, SystemExit)
+
+
+def test_batches_of_two_collections_apply_one_after_the_other(tmp_path):
+    # A first list of more than LIST_PAGE objects is applied in slices, letting the loop answer in
+    # between; the other collection's batch must not be applied in such a gap, or the slices left
+    # would serve the Node declarations of names the AgentDeclarations have taken meanwhile.
+    import asyncio
+
+    from a3fast.service.k8s_watch import LIST_PAGE, KubeWatch, KubeWatchConfig, read_declaration_object, read_node
+    from a3fast.service.state import ServiceState
+
+    names = [f"n-{k:04d}" for k in range(2 * LIST_PAGE + 10)]
+    nodes = [read_node(node(n, declared(n, namespace="nodes"))) for n in names]
+    declarations = [read_declaration_object(agent_declaration(n, "team-a", declared(n))) for n in names]
+
+    async def both():
+        state = ServiceState(trace_path=tmp_path / "trace.jsonl")
+        state.open()
+        watch = KubeWatch(state, KubeWatchConfig(events=False), client_configuration=object())
+        by_kind = {c.kind: c for c in watch.collections}
+        await asyncio.gather(watch.apply(by_kind["Node"], ("replace", nodes)),
+                             watch.apply(by_kind["AgentDeclaration"], ("replace", declarations)))
+        return state, watch
+
+    state, watch = asyncio.run(both())
+    assert {state.fleet.get(n).agent.namespace for n in names} == {"team-a"}
+    assert all(watch.served[n][0] == "AgentDeclaration" for n in names)

@@ -259,6 +259,9 @@ class KubeWatch:
         self._threads: list[threading.Thread] = []
         self._watches: set[Any] = set()
         self._lock = threading.Lock()
+        #: one batch applied at a time: a batch yields to the loop between slices of its puts, and
+        #: another collection's batch run in such a gap would find the fleet half changed
+        self._applying = asyncio.Lock()
         self.running = False
         self.applied = 0
 
@@ -438,6 +441,10 @@ class KubeWatch:
     async def apply(self, c: Collection, batch) -> list[tuple[dict[str, Any], str, str]]:
         """Apply one batch: ("replace", every object of the collection), ("put", [claim]) or
         ("delete", [claim]). Returns the Events to post: (involvedObject, reason, message)."""
+        async with self._applying:
+            return await self._apply(c, batch)
+
+    async def _apply(self, c: Collection, batch) -> list[tuple[dict[str, Any], str, str]]:
         what, claims = batch
         touched: set[str] = set()
         if what == "replace":
