@@ -31,6 +31,20 @@ def _limit_file_size(size: int):
     return limit
 
 
+def healthz_latencies_while(url: str, process: subprocess.Popen, *, seconds: float, pause: float) -> list[float]:
+    """How long each `GET /healthz` took, asked every `pause` s while `process` (a client holding
+    the service busy) runs, for at most `seconds`; each must answer 200."""
+    latencies = []
+    with httpx.Client(base_url=url, timeout=30) as client:
+        deadline = time.monotonic() + seconds
+        while process.poll() is None and time.monotonic() < deadline:
+            started = time.perf_counter()
+            assert client.get("/healthz").status_code == 200
+            latencies.append(time.perf_counter() - started)
+            time.sleep(pause)
+    return latencies
+
+
 class Server:
     def __init__(self, *args: str, ready: bool = True, timeout: float = 30.0,
                  file_size_limit: int | None = None):

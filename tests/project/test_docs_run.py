@@ -9,8 +9,10 @@ line that starts with `a3fast` (tag it `sh` to run it or `text` for a synopsis).
 
 A command runs unless one of SKIPPED names it, with its reason (servers, the network, minutes of
 measuring); each rule must still match some command, so none outlives what it was written for.
-An `a3fast` command may exit 0 or 1 (1 is a negative answer: unschedulable, an invalid trace, a
-threshold exceeded); any other command must exit 0. The failure names the file, the block and its first line.
+Every command must exit 0, except the `a3fast` commands that NEGATIVE names: the documented negative
+answers (unschedulable, a threshold exceeded), which must exit 1 — so a command that fails with 1
+for another reason is a failure, and so is an example whose negative answer no longer comes. The
+failure names the file, the block and its first line.
 
 `python tests/project/test_docs_run.py DOC` runs one document's examples from the current directory
 (what the test does in its scratch copy) and prints one JSON line per failure.
@@ -50,6 +52,14 @@ SKIPPED: tuple[tuple[str, str], ...] = (
     (r"^docker\b", "needs a Docker daemon (tests/service/test_k8s_deploy.py parses and lints the Dockerfile)"),
 )
 
+#: (pattern searched in an `a3fast` command, the negative answer the document shows it giving: exit 1)
+NEGATIVE: tuple[tuple[str, str], ...] = (
+    (r"^a3fast place .*--requirements examples/interop/task-unschedulable\.json",
+     "docs/interop.md: a task no imported agent can take is unschedulable"),
+    (r"^a3fast replay .*--fail-on 'moved>1%,unschedulable>0'",
+     "docs/replay.md: the revoked clearance makes two placements unschedulable, beyond the threshold"),
+)
+
 
 @dataclass(frozen=True)
 class Example:
@@ -69,6 +79,12 @@ def documents() -> list[str]:
 
 def skip_reason(command: str) -> str | None:
     return next((reason for pattern, reason in SKIPPED if re.search(pattern, command)), None)
+
+
+def expected_exit(command: str) -> int:
+    """1 for a documented negative answer (NEGATIVE), else 0."""
+    negative = command.startswith("a3fast ") and any(re.search(p, command) for p, _ in NEGATIVE)
+    return 1 if negative else 0
 
 
 def shell_commands(language: str, body: str) -> list[str]:
@@ -126,10 +142,10 @@ def run_document(doc: str) -> list[dict]:
         elif not skip_reason(example.source):
             done = subprocess.run(["bash", "-o", "pipefail", "-c", example.source], capture_output=True,
                                   text=True, timeout=300, stdin=subprocess.DEVNULL)
-            allowed = (0, 1) if example.source.startswith("a3fast ") else (0,)
-            if done.returncode not in allowed:
+            expected = expected_exit(example.source)
+            if done.returncode != expected:
                 failures.append({"where": example.where(), "source": example.source,
-                                 "what": f"exit {done.returncode}: {done.stderr.strip()[-600:]}"})
+                                 "what": f"exit {done.returncode}, not {expected}: {done.stderr.strip()[-600:]}"})
     return failures
 
 
@@ -197,8 +213,8 @@ def test_no_unmarked_block_holds_an_a3fast_command():
 
 def test_every_skip_rule_still_matches_a_documented_command():
     commands = [e.source for doc in documents() for e in examples(doc) if e.language == "shell"]
-    unused = [pattern for pattern, _ in SKIPPED if not any(re.search(pattern, c) for c in commands)]
-    assert not unused, f"skip rules that match no documented command (remove them): {unused}"
+    unused = [pattern for pattern, _ in SKIPPED + NEGATIVE if not any(re.search(pattern, c) for c in commands)]
+    assert not unused, f"skip or negative-answer rules that match no documented command (remove them): {unused}"
 
 
 def test_the_runner_reports_file_block_and_line(tmp_path, monkeypatch):
@@ -209,7 +225,22 @@ def test_the_runner_reports_file_block_and_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     failures = run_document("docs/x.md")
     assert [(f["where"], f["what"].split(":")[0]) for f in failures] == [
-        ("docs/x.md, python block 3 (line 11)", "NameError"), ("docs/x.md, shell block 4 (line 15)", "exit 2")]
+        ("docs/x.md, python block 3 (line 11)", "NameError"), ("docs/x.md, shell block 4 (line 15)", "exit 2, not 0")]
+
+
+def test_an_a3fast_command_exits_1_only_where_a_negative_answer_is_documented(tmp_path, monkeypatch):
+    doc = tmp_path / "docs" / "x.md"
+    doc.parent.mkdir()
+    (tmp_path / "fleet.jsonl").write_bytes((REPO / "examples" / "quickstart" / "fleet.jsonl").read_bytes())
+    (tmp_path / "nothing-takes-it.json").write_text('{"v":"1.0","capabilities":[{"name":"no.such","version":1}]}')
+    # an unschedulable task the document does not name as a negative answer; then the one it
+    # names, whose task file is missing here (exit 2, a mistake, not the negative answer)
+    doc.write_text("```sh\na3fast place --fleet fleet.jsonl --requirements nothing-takes-it.json\n"
+                   "a3fast place --fleet fleet.jsonl --requirements examples/interop/task-unschedulable.json\n```\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    failures = run_document("docs/x.md")
+    assert [f["what"].split(":")[0] for f in failures] == ["exit 1, not 0", "exit 2, not 1"]
 
 
 def test_the_shell_reading_joins_continuations_and_drops_the_install_step():

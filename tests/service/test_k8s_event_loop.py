@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
-import httpx
 import orjson
 import pytest
 
@@ -16,7 +14,7 @@ from a3fast.service.k8s import BadArgs, decode_args, decode_large_args
 
 pytest.importorskip("starlette")
 
-from service_process import SECTION_10_TASK, Server  # noqa: E402
+from service_process import SECTION_10_TASK, Server, healthz_latencies_while  # noqa: E402
 
 POD = {"metadata": {"name": "p", "namespace": "default", "uid": "u-big",
                     "annotations": {"a3.dev/requirements": orjson.dumps(SECTION_10_TASK).decode()}}}
@@ -98,14 +96,7 @@ def test_healthz_answers_while_a_filter_of_3_000_000_names_runs(tmp_path):
         assert s.client.post("/v1/agents", content=lines).status_code == 200
         poster = subprocess.Popen([sys.executable, "-c", POSTER, s.url, str(tmp_path / "body.json")],
                                   stdout=subprocess.PIPE, text=True)
-        latencies = []
-        with httpx.Client(base_url=s.url, timeout=30) as client:
-            deadline = time.monotonic() + 240
-            while poster.poll() is None and time.monotonic() < deadline:
-                started = time.perf_counter()
-                assert client.get("/healthz").status_code == 200
-                latencies.append(time.perf_counter() - started)
-                time.sleep(0.02)
+        latencies = healthz_latencies_while(s.url, poster, seconds=240, pause=0.02)
         out = poster.communicate(timeout=60)[0].split()
         assert out == ["200", "5000", str(3_000_000 - 5000)]
         assert len(latencies) > 20, "the filter ended before /healthz was asked enough to tell"

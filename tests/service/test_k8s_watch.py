@@ -263,6 +263,23 @@ def test_namespaces_limit_the_agent_declarations_watched(api, tmp_path):
         assert any("/namespaces/team-b/agentdeclarations" in r for r in api.requests)
 
 
+def test_the_watch_threads_end_when_the_service_stops(api, tmp_path):
+    import threading
+
+    api.put(NODES, node("n-1", declared("n-1")))
+    # a quiet watch (no bookmarks, no changes) that the server would hold open for a minute or
+    # more: only the stop, shutting its socket, ends it early
+    api.bookmark_every = 3600
+    app, client = serving(api, tmp_path, watch_timeout=60)
+    with client:
+        until("synced", lambda: ready(client))
+        until("watching", lambda: all(c["watches"] for c in client.get("/v1/watch").json()["kubernetes"]
+                                                                         ["collections"]))
+        assert [t for t in threading.enumerate() if t.name.startswith("a3fast-k8s-")]
+    until("the threads ended", lambda: not [t for t in threading.enumerate()
+                                            if t.name.startswith("a3fast-k8s-")], timeout=5)
+
+
 @pytest.mark.slow
 def test_five_thousand_nodes_in_the_first_list(api, tmp_path):
     api.put_many(NODES, [node(f"node-{k:04d}", declared(f"node-{k:04d}")) for k in range(5000)]
@@ -350,6 +367,8 @@ def test_serve_watch_k8s_follows_the_cluster_and_stops_cleanly(api, tmp_path):
     (["--watch-k8s", "--fleet", "F"], "--watch-k8s: not with --fleet"),
     (["--k8s-namespace", "a"], "--k8s-namespace/--kubeconfig: only with --watch-k8s"),
     (["--watch-k8s", "--kubeconfig", "missing"], "--watch-k8s: --kubeconfig missing: cannot use it"),
+    (["--watch-k8s", "--kubeconfig", "NOT-YAML"], "--watch-k8s: --kubeconfig NOT-YAML: cannot use it"),
+    (["--watch-k8s", "--kubeconfig", "LIST"], "--watch-k8s: --kubeconfig LIST: cannot use it"),
     (["--watch-k8s", "--stdio"], "--watch-k8s: the watch runs in the HTTP server"),
 ])
 def test_serve_watch_k8s_refuses_what_it_cannot_do(tmp_path, monkeypatch, args, message):
@@ -359,6 +378,35 @@ def test_serve_watch_k8s_refuses_what_it_cannot_do(tmp_path, monkeypatch, args, 
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "F").write_text("")
+    (tmp_path / "NOT-YAML").write_text("clusters: [\n")
+    (tmp_path / "LIST").write_text("- a\n- b\n")
     done = CliRunner().invoke(main, ["serve", "--port", "0", *args])
     assert done.exit_code == 2 and done.stderr.startswith("a3fast: " + message), done.stderr
     assert done.exception is None or isinstance(done.exception, SystemExit)
+
+
+def test_batches_of_two_collections_apply_one_after_the_other(tmp_path):
+    # A first list of more than LIST_PAGE objects is applied in slices, letting the loop answer in
+    # between; the other collection's batch must not be applied in such a gap, or the slices left
+    # would serve the Node declarations of names the AgentDeclarations have taken meanwhile.
+    import asyncio
+
+    from a3fast.service.k8s_watch import LIST_PAGE, KubeWatch, KubeWatchConfig, read_declaration_object, read_node
+    from a3fast.service.state import ServiceState
+
+    names = [f"n-{k:04d}" for k in range(2 * LIST_PAGE + 10)]
+    nodes = [read_node(node(n, declared(n, namespace="nodes"))) for n in names]
+    declarations = [read_declaration_object(agent_declaration(n, "team-a", declared(n))) for n in names]
+
+    async def both():
+        state = ServiceState(trace_path=tmp_path / "trace.jsonl")
+        state.open()
+        watch = KubeWatch(state, KubeWatchConfig(events=False), client_configuration=object())
+        by_kind = {c.kind: c for c in watch.collections}
+        await asyncio.gather(watch.apply(by_kind["Node"], ("replace", nodes)),
+                             watch.apply(by_kind["AgentDeclaration"], ("replace", declarations)))
+        return state, watch
+
+    state, watch = asyncio.run(both())
+    assert {state.fleet.get(n).agent.namespace for n in names} == {"team-a"}
+    assert all(watch.served[n][0] == "AgentDeclaration" for n in names)

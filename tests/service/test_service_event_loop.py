@@ -11,7 +11,7 @@ import httpx
 import orjson
 import pytest
 
-from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server
+from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server, healthz_latencies_while
 
 pytest.importorskip("starlette")
 pytestmark = pytest.mark.slow   # a 64 MiB trace posted and verified: about 10 s
@@ -69,14 +69,7 @@ def test_healthz_answers_within_bound_while_a_64_mib_body_is_handled(tmp_path):
         assert BODY - 4096 < body.stat().st_size <= BODY
         idle = _healthz_latencies(s.url, 100)
         poster = subprocess.Popen([sys.executable, "-c", POSTER, s.url, str(body)], stdout=subprocess.PIPE, text=True)
-        latencies = []
-        with httpx.Client(base_url=s.url, timeout=30) as client:
-            deadline = time.monotonic() + 120
-            while poster.poll() is None and time.monotonic() < deadline:
-                started = time.perf_counter()
-                assert client.get("/healthz").status_code == 200
-                latencies.append(time.perf_counter() - started)
-                time.sleep(0.01)
+        latencies = healthz_latencies_while(s.url, poster, seconds=120, pause=0.01)
         out = poster.communicate(timeout=60)[0]
         assert out.split() == ["200", "True"], out
         assert len(latencies) >= 50, "the post ended before healthz could be measured"

@@ -47,7 +47,7 @@ EXIT_CLOSED_OUTPUT = 141
 @output_option("Every changed placement as JSON Lines, one verdict a line (replaced atomically).", aliases=())
 @click.option("--report", "report_path", default=None, metavar="FILE",
               help="The replay as one self-contained HTML page (replaced atomically).")
-@json_option("One JSON object: summary, thresholds and the changes shown (shape: `a3fast.cli.replay_cmd`).")
+@json_option("One JSON object: summary, thresholds and the changes shown (its fields: docs/replay.md).")
 @click.option("--fail-on", "fail_on", default=None, metavar="RULES",
               help="Exit 1 beyond any of these, e.g. 'moved>1%,unschedulable>0' "
                    "(kinds: same, moved, unschedulable, schedulable, still_rejected, changed).")

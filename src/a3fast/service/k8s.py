@@ -370,6 +370,7 @@ class Extender:
         # the fleet places over the offered names that are its live agents and leaves the rest
         # out, so the placement comes first: the names are split only when some are not agents
         p = self._ask_fleet(requirements, names)
+        unresolvable: dict[str, str]
         if p.explanation.candidates_count == len(names):
             agents, unresolvable = names, {}
         else:

@@ -92,15 +92,18 @@ class KubeWatchConfig:
 def load_client_configuration(kubeconfig: Path | None):
     """The client's Configuration: `kubeconfig`, else the pod's service account (in-cluster), else
     ~/.kube/config. KubeConfigError naming the source when none is usable."""
+    import yaml
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
+    # what a kubeconfig that is not one can raise: not YAML, or YAML of the wrong shapes
+    unusable = (ConfigException, yaml.YAMLError, OSError, ValueError, TypeError, KeyError, AttributeError)
     configuration = client.Configuration()
     if kubeconfig is not None:
         try:
             config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration,
                                     persist_config=False)
-        except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+        except unusable as exc:
             raise KubeConfigError(f"--kubeconfig {kubeconfig}: cannot use it: {exc}") from None
         return configuration
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -114,7 +117,7 @@ def load_client_configuration(kubeconfig: Path | None):
         raise KubeConfigError(f"no --kubeconfig, not running in a pod, and {home} does not exist")
     try:
         config.load_kube_config(config_file=str(home), client_configuration=configuration, persist_config=False)
-    except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+    except unusable as exc:
         raise KubeConfigError(f"{home}: cannot use it: {exc}") from None
     return configuration
 
@@ -256,6 +259,9 @@ class KubeWatch:
         self._threads: list[threading.Thread] = []
         self._watches: set[Any] = set()
         self._lock = threading.Lock()
+        #: one batch applied at a time: a batch yields to the loop between slices of its puts, and
+        #: another collection's batch run in such a gap would find the fleet half changed
+        self._applying = asyncio.Lock()
         self.running = False
         self.applied = 0
 
@@ -288,7 +294,15 @@ class KubeWatch:
         with self._lock:
             watches = list(self._watches)
         for w in watches:
-            w.stop()          # shuts the socket down: the thread's read returns at once
+            w.stop()
+            # The client's stop() shuts down the connection's socket, which urllib3 2 no longer
+            # keeps there once the response holds it; the response's own shutdown() (urllib3 ≥ 2.3)
+            # ends the thread's blocked read at once. Without either, a quiet watch would keep its
+            # thread and its connection until timeoutSeconds.
+            try:
+                w._resp.shutdown()
+            except (AttributeError, ValueError, RuntimeError, OSError):
+                pass          # no response yet, already closed, or an older urllib3
 
     # -- a reflector (its own thread) --------------------------------------------------------------
     def _reflect(self, c: Collection, loop: asyncio.AbstractEventLoop) -> None:
@@ -371,6 +385,10 @@ class KubeWatch:
         w = watch.Watch(return_type="object")
         with self._lock:
             self._watches.add(w)
+        if self._stop.is_set():       # stop() took its list of watches before this one joined it
+            with self._lock:
+                self._watches.discard(w)
+            return
         c.watches += 1
         metrics.K8S_REQUESTS.labels(c.kind, "watch").inc()
         try:
@@ -378,6 +396,8 @@ class KubeWatch:
                                   timeout_seconds=timeout,
                                   _request_timeout=(self.config.request_timeout,
                                                     timeout + self.config.request_timeout)):
+                if self._stop.is_set():
+                    break
                 kind = event.get("type")
                 obj = event.get("raw_object")
                 if kind == "BOOKMARK":
@@ -390,8 +410,6 @@ class KubeWatch:
                 c.events += 1
                 self._deliver(loop, c, ("delete" if kind == "DELETED" else "put", [claim]))
                 c.resource_version = (obj.get("metadata") or {}).get("resourceVersion") or c.resource_version
-                if self._stop.is_set():
-                    break
         except ApiException as exc:
             if exc.status == 410:
                 raise _Gone() from None
@@ -423,6 +441,10 @@ class KubeWatch:
     async def apply(self, c: Collection, batch) -> list[tuple[dict[str, Any], str, str]]:
         """Apply one batch: ("replace", every object of the collection), ("put", [claim]) or
         ("delete", [claim]). Returns the Events to post: (involvedObject, reason, message)."""
+        async with self._applying:
+            return await self._apply(c, batch)
+
+    async def _apply(self, c: Collection, batch) -> list[tuple[dict[str, Any], str, str]]:
         what, claims = batch
         touched: set[str] = set()
         if what == "replace":
