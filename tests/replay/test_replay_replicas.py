@@ -198,6 +198,11 @@ def test_the_page_lists_the_changes_of_every_trace(replicas):
     page = (work / "replay.html").read_text()
     for name in TRACES:
         assert f'data-trace="{name}"' in page and f'id="{name}-seq-' in page
+        assert f"<tr><td><code>{name}</code></td>" in page, "each trace's own totals"
+    assert 'data-testid="traces"' in page
+    one = a3("replay", TRACES[0], "--fleet", "revoked.jsonl", "--baseline", "fleet.jsonl", "--report",
+             "one.html", cwd=work)
+    assert one.returncode == 0 and 'data-testid="traces"' not in (work / "one.html").read_text()
 
 
 def test_the_python_api_takes_a_list_of_traces(replicas):

@@ -142,7 +142,8 @@ def replay(traces, fleet_path, baseline_path, offer_new, allow_empty, weights, r
             policy = _policy(weights, route)
             html = render_replay(summary, kept, trace=", ".join(_name(t) for t in traces),
                                  fleet=Path(fleet_path).name, policy=policy, thresholds=thresholds,
-                                 baseline=Path(baseline_path).name if baseline_path is not None else None)
+                                 baseline=Path(baseline_path).name if baseline_path is not None else None,
+                                 traces=each)
             streams[-1].write(html.encode("utf-8"))
 
     exceeded = [t for t in thresholds if t.exceeded(summary)]
