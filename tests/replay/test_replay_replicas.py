@@ -222,3 +222,23 @@ def test_the_python_api_takes_a_list_of_traces(replicas):
     # the fleets given are left as they were (each trace is placed on its own copies)
     assert list(a3fast.replay(paths, fleet, baseline=fleet)) and all(
         not v.changed for v in a3fast.replay(paths, fleet, baseline=fleet))
+
+
+def test_compact_traces_are_each_read_with_their_own_snapshots(replicas):
+    """The extender writes compact records, each trace carrying its own fleet snapshots: replayed
+    together, they give what the same traces in the spec's form give, and so does a mix of both."""
+    work, _ = replicas
+    spec = []
+    for name in TRACES:
+        assert b'"a3fast.compact"' in (work / name).read_bytes(), "the replica writes compact records"
+        out = f"spec-{name}"
+        assert a3("decode", name, "-o", out, cwd=work).returncode == 0
+        assert b'"a3fast.compact"' not in (work / out).read_bytes()
+        spec.append(out)
+    compact = a3("replay", *TRACES, "--fleet", "revoked.jsonl", "--baseline", "fleet.jsonl", "--json", cwd=work)
+    assert compact.returncode == 0, compact.stderr
+    expected = orjson.loads(compact.stdout)["summary"]
+    for pair in (spec, [TRACES[0], spec[1]], [spec[0], TRACES[1]]):
+        done = a3("replay", *pair, "--fleet", "revoked.jsonl", "--baseline", "fleet.jsonl", "--json", cwd=work)
+        assert done.returncode == 0, done.stderr
+        assert orjson.loads(done.stdout)["summary"] == expected, pair
