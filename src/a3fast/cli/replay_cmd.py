@@ -1,13 +1,19 @@
 """`a3fast replay`: place every task of a trace again on a proposed fleet or policy — and, with
 `--baseline`, on the current fleet — and say which decisions would change and why.
 
+Several traces (one per replica of the Kubernetes extender) are each replayed as their own sequence
+and reported as one replay: the counts add up, `--fail-on` judges the sum, and every change names
+its trace (`Verdict.trace`). `-` (standard input) may be one of them, once.
+
 Exit codes: 0 within the `--fail-on` thresholds (or none given), 1 beyond one of them, 2 bad input
 (an empty trace or fleet too, unless `--allow-empty`), 141 when standard output is closed before
 everything was written (never 1: a closed pipe is not a threshold's verdict).
-`--json` prints one object: `{"trace", "fleet", "baseline", "summary": {fleet, placements, changed,
-kinds, namespaces, knock_on, unrecorded, offered_new, predicates, components, agents_lost,
-agents_gained}, "thresholds": [{rule, measured, exceeded}], "changes": [verdict, ...]}` (the first
-`--show` changed placements, moves first; `-o` writes every one as JSON Lines, in trace order).
+`--json` prints one object: `{"trace" (the one trace, or null with several), "traces", "fleet",
+"baseline", "summary": {fleet, placements, changed, kinds, namespaces, knock_on, unrecorded,
+offered_new, predicates, components, agents_lost, agents_gained}, "thresholds": [{rule, measured,
+exceeded}], "files": [{"trace", "summary"}] (each trace's own summary, without the fleet),
+"changes": [verdict, ...]}` (the first `--show` changed placements, moves first; `-o` writes every
+one as JSON Lines, in trace order, trace after trace).
 """
 from __future__ import annotations
 
@@ -30,7 +36,7 @@ EXIT_CLOSED_OUTPUT = 141
 
 
 @click.command()
-@click.argument("trace")
+@click.argument("traces", nargs=-1, required=True, metavar="TRACE...")
 @click.option("--fleet", "fleet_path", required=True, metavar="PROPOSED",
               help="The fleet under test: declarations (JSON Lines or a JSON array) or a snapshot (Fleet.save).")
 @click.option("--baseline", "baseline_path", default=None, metavar="CURRENT",
@@ -55,10 +61,11 @@ EXIT_CLOSED_OUTPUT = 141
               help="Changed placements shown in detail (terminal and --json).")
 @click.option("--engine", type=click.Choice(["native", "pure"]), default=None,
               help="Matching engine of the new fleet the trace is placed on again (default: a3fast.ENGINE).")
-def replay(trace, fleet_path, baseline_path, offer_new, allow_empty, weights, route_path, output, report_path,
+def replay(traces, fleet_path, baseline_path, offer_new, allow_empty, weights, route_path, output, report_path,
            as_json, fail_on, show, engine):
-    """Replay TRACE (spec or compact) on the fleet PROPOSED (and CURRENT) and show every decision that would change."""
-    from ..replay import ReplayError, parse_thresholds, parse_weights, run_replay
+    """Replay each TRACE (spec or compact; several: one per replica, each its own sequence) on the
+    fleet PROPOSED (and CURRENT) and show every decision that would change."""
+    from ..replay import ReplayError, parse_thresholds, parse_weights, run_replay, run_replays
 
     thresholds = []
     if fail_on is not None:
@@ -70,14 +77,24 @@ def replay(trace, fleet_path, baseline_path, offer_new, allow_empty, weights, ro
         raise BadInput("-o - and --json would both go to standard output; give the changes a file")
     if report_path == "-":
         raise BadInput("--report needs a file: the page is not written to standard output")
-    if trace != "-" and not Path(trace).is_file():
-        raise BadInput(f"{trace}: cannot read: {'no such file' if not Path(trace).exists() else 'not a file'}")
+    if list(traces).count("-") > 1:
+        raise BadInput("-: standard input can be read only once; give the other traces as files")
+    seen: dict[Path, str] = {}
+    for trace in traces:
+        if trace == "-":
+            continue
+        if not Path(trace).is_file():
+            raise BadInput(f"{trace}: cannot read: {'no such file' if not Path(trace).exists() else 'not a file'}")
+        if Path(trace).resolve() in seen:
+            raise BadInput(f"{trace}: given twice (as {seen[Path(trace).resolve()]}): each trace is replayed once")
+        seen[Path(trace).resolve()] = trace
     files = [p for p in (output, report_path) if p is not None and p != "-"]
     check_outputs(files)
     for path in files:
-        if trace != "-" and Path(path).resolve() == Path(trace).resolve():
+        if Path(path).resolve() in seen:
             raise BadInput(f"{path}: an output must not replace the trace it reads")
-    require_kind(trace, "trace")
+    for trace in traces:
+        require_kind(trace, "trace")
     route = _route(route_path) if route_path is not None else None
     fleet = _fleet(fleet_path, engine)
     baseline = _fleet(baseline_path, engine) if baseline_path is not None else None
@@ -85,11 +102,15 @@ def replay(trace, fleet_path, baseline_path, offer_new, allow_empty, weights, ro
         for path, which in ((fleet_path, fleet), (baseline_path, baseline)):
             if which is not None and len(which) == 0:
                 raise BadInput(f"{path}: the fleet has no agents (--allow-empty accepts that)")
-    source: Any = trace
-    if trace == "-":
-        # streamed: JSON Lines go to the replay line by line (a JSON array is one value, read whole)
-        stdin = framed(input_source(trace))
-        source = stdin.whole() if stdin.form == ARRAY else stdin.stream()
+    sources: list[Any] = []
+    for trace in traces:
+        if trace == "-":
+            # streamed: JSON Lines go to the replay line by line (a JSON array is one value, read whole)
+            stdin = framed(input_source(trace))
+            sources.append(stdin.whole() if stdin.form == ARRAY else stdin.stream())
+        else:
+            sources.append(trace)
+    labels = [_label(t) for t in traces]
 
     targets = [output] if output is not None else []
     if report_path is not None:
@@ -99,39 +120,66 @@ def replay(trace, fleet_path, baseline_path, offer_new, allow_empty, weights, ro
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     with atomic_outputs(targets) as streams:
+        changes = streams[0] if output is not None else None
+        options = dict(changes=changes, keep=KEPT, weights=weights, route=route, copy=False, baseline=baseline,
+                       offer_new=offer_new)
         try:
-            summary, kept = run_replay(source, fleet, changes=streams[0] if output is not None else None,
-                                       keep=KEPT, weights=weights, route=route, copy=False, baseline=baseline,
-                                       offer_new=offer_new)
+            if len(traces) == 1:
+                summary, kept = run_replay(sources[0], fleet, **options)
+                each = [(labels[0], summary)]
+            else:
+                summary, each, kept = run_replays(sources, fleet, labels=labels, **options)
         except ReplayError as exc:
-            raise BadInput(f"{trace if trace != '-' else 'standard input'}: {exc}") from None
-        if summary.placements == 0 and not allow_empty:
-            raise BadInput(f"{trace if trace != '-' else 'standard input'}: the trace holds no placement "
-                           f"(task.bound or task.rejected) to replay (--allow-empty accepts that)")
+            raise BadInput(f"{getattr(exc, 'trace', labels[0])}: {exc}") from None
+        if not allow_empty:
+            for label, part in each:
+                if part.placements == 0:
+                    raise BadInput(f"{label}: the trace holds no placement (task.bound or task.rejected) "
+                                   f"to replay (--allow-empty accepts that)")
         if report_path is not None:
             from ..report.replay_page import render_replay
 
             policy = _policy(weights, route)
-            html = render_replay(summary, kept, trace=Path(trace).name if trace != "-" else "standard input",
+            html = render_replay(summary, kept, trace=", ".join(_name(t) for t in traces),
                                  fleet=Path(fleet_path).name, policy=policy, thresholds=thresholds,
-                                 baseline=Path(baseline_path).name if baseline_path is not None else None)
+                                 baseline=Path(baseline_path).name if baseline_path is not None else None,
+                                 traces=each)
             streams[-1].write(html.encode("utf-8"))
 
     exceeded = [t for t in thresholds if t.exceeded(summary)]
     try:
         if as_json:
-            click.echo(_dumps({"trace": trace, "fleet": fleet_path, "baseline": baseline_path,
+            click.echo(_dumps({"trace": traces[0] if len(traces) == 1 else None, "traces": list(traces),
+                               "fleet": fleet_path, "baseline": baseline_path,
                                "summary": summary.to_dict(),
                                "thresholds": [_threshold_json(t, summary) for t in thresholds],
+                               "files": [_file_json(label, part) for label, part in each],
                                "changes": [v.to_dict() for v in kept[:show]]}).decode())
         else:
             echo = (lambda line: click.echo(line, err=True)) if output == "-" else click.echo
-            for line in summary_lines(summary, kept[:show], trace, fleet_path, thresholds, baseline_path):
+            for line in summary_lines(summary, kept[:show], ", ".join(labels), fleet_path, thresholds,
+                                      baseline_path, each=each if len(each) > 1 else ()):
                 echo(line)
         sys.stdout.flush()
     except BrokenPipeError:
         _closed_output()
     sys.exit(EXIT_NEGATIVE if exceeded else EXIT_OK)
+
+
+def _label(trace: str) -> str:
+    """How a trace is named in messages, changes and the summary."""
+    return "standard input" if trace == "-" else trace
+
+
+def _name(trace: str) -> str:
+    return "standard input" if trace == "-" else Path(trace).name
+
+
+def _file_json(label: str, summary: Any) -> dict[str, Any]:
+    """One trace's part of a replay of several: its own totals (the fleet change is the replay's)."""
+    part = summary.to_dict()
+    part.pop("fleet", None)
+    return {"trace": label, "summary": part}
 
 
 def _closed_output() -> None:
@@ -158,10 +206,11 @@ def _policy(weights: str | None, route: Any) -> str:
 
 
 def summary_lines(summary: Any, shown: list[Any], trace: str, fleet: str, thresholds: list[Any],
-                  baseline: str | None = None) -> list[str]:
+                  baseline: str | None = None, each: Any = ()) -> list[str]:
     """The terminal summary: the fleet change under test and its digest, totals per kind (with the
-    namespaces of the changes), what lies behind most changes, and the first changes with their
-    before/after funnels."""
+    namespaces of the changes), each trace's own totals when several are replayed (`each`: label
+    and summary), what lies behind most changes, and the first changes with their before/after
+    funnels."""
     from ..replay import KINDS
 
     n = summary.placements
@@ -173,7 +222,8 @@ def summary_lines(summary: Any, shown: list[Any], trace: str, fleet: str, thresh
             lines.append(f"baseline: {baseline} {change.baseline_digest}")
             lines += ["  " + line for line in change.lines()]
     against = f"on {fleet} against {baseline}" if baseline is not None else f"against {fleet} (recorded decisions)"
-    lines.append(f"replayed {n:,} placements of {trace} {against}: "
+    of = f"{len(each)} traces ({trace})" if len(each) > 1 else trace
+    lines.append(f"replayed {n:,} placements of {of} {against}: "
                  f"{summary.changed:,} would change ({100 * summary.share('changed'):.2f}%)")
     labels = {"same": "same agent", "moved": "another agent", "unschedulable": "newly unschedulable",
               "schedulable": "newly schedulable", "still_rejected": "rejected as before"}
@@ -184,6 +234,9 @@ def summary_lines(summary: Any, shown: list[Any], trace: str, fleet: str, thresh
             where = "  " + ", ".join(f"{ns} {c:,}" for ns, c in namespaces.most_common(4))
             where += f" and {len(namespaces) - 4:,} more namespaces" if len(namespaces) > 4 else ""
         lines.append(f"  {labels[kind]:<20} {summary.kinds[kind]:>9,}{where}")
+    for label, part in each:
+        lines.append(f"  of which {label}: {part.placements:,} placements, {part.changed:,} would change "
+                     f"({100 * part.share('changed'):.2f}%)")
     if summary.knock_on:
         lines.append(f"knock-on changes (following an earlier change of their session): {summary.knock_on:,}")
     for what, count in summary.unrecorded.most_common():

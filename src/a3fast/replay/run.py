@@ -1,10 +1,13 @@
 """A replay end to end: `replay` yields a verdict per placement as the trace is read; `run_replay`
-runs a whole one as the command, the service and the benchmark do."""
+runs a whole one as the command, the service and the benchmark do; `run_replays` runs several traces
+(one per replica of a service) as one replay whose counts add up."""
 from __future__ import annotations
 
+import dataclasses
 import gc
+import os
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import orjson
 
@@ -13,9 +16,9 @@ from .comparing import Comparer
 from .deciding import Side, copy_fleet, parse_weights
 from .reading import Reader, trace_items
 from .summary import ReplaySummary, fleet_change
-from .verdict import CHANGED_KINDS, Verdict
+from .verdict import CHANGED_KINDS, ReplayError, Verdict
 
-__all__ = ["replay", "run_replay"]
+__all__ = ["replay", "run_replay", "run_replays", "is_trace_list"]
 
 
 def replay(records: Any, fleet: Any, *, baseline: Any = None, weights: Any = None,
@@ -36,12 +39,35 @@ def replay(records: Any, fleet: Any, *, baseline: Any = None, weights: Any = Non
     placement is offered the recorded candidates found in each fleet; `offer_new` offers it the
     agents new to it as well (otherwise they are counted in `Verdict.offered_new`).
 
+    `records` may also be a list of trace paths (the traces of the replicas of one service): each is
+    replayed as its own trace, in the order given, on its own copy of the fleets (a replica keeps its
+    own sessions), and each verdict carries its file's path in `Verdict.trace`.
+
     Raises ReplayError (naming the line or seq and the JSON path) for a trace that cannot be read or
     a placement whose requirements are not §4 requirements, and when `route` would change a
     requirement a task stated; ValueError for bad weights.
     """
+    if is_trace_list(records):
+        return _each_trace(list(records), fleet, baseline, weights, route, copy, scorer, offer_new)
     comparer, items, _ = _prepare(records, fleet, baseline, weights, route, copy, scorer, offer_new)
     return _verdicts(comparer, items)
+
+
+def is_trace_list(records: Any) -> bool:
+    """Whether `records` is a list (or tuple) of trace paths rather than one trace's records."""
+    return isinstance(records, (list, tuple)) and bool(records) and \
+        all(isinstance(r, (str, os.PathLike)) for r in records)
+
+
+def _each_trace(paths: list[Any], fleet: Any, baseline: Any, weights: Any, route: Route | None, copy: bool,
+                scorer: Any, offer_new: bool) -> Iterator[Verdict]:
+    for i, path in enumerate(paths):
+        label = os.fspath(path)
+        # every trace but the last is placed on copies: one trace's sessions are not another's
+        mine = copy or i < len(paths) - 1
+        comparer, items, _ = _prepare(path, fleet, baseline, weights, route, mine, scorer, offer_new)
+        for verdict in _verdicts(comparer, items):
+            yield dataclasses.replace(verdict, trace=label)
 
 
 def _prepare(records: Any, fleet: Any, baseline: Any, weights: Any, route: Route | None, copy: bool,
@@ -90,13 +116,14 @@ def _collector_paused() -> Iterator[None]:
 def run_replay(records: Any, fleet: Any, *, changes: Any = None, keep: int = 1_000,
                until: int | None = None, check: Any = None, baseline: Any = None, weights: Any = None,
                route: Route | None = None, copy: bool = True, scorer: Any = None,
-               offer_new: bool = False) -> tuple[ReplaySummary, list[Verdict]]:
+               offer_new: bool = False, trace: str | None = None) -> tuple[ReplaySummary, list[Verdict]]:
     """Replay a whole trace (see `replay`, whose options the rest are): the summary — led by the
     fleet change under test and the fleet's digest — and `keep` changed verdicts, moves first (the
     first moves in trace order, then the first that became unschedulable, then schedulable).
     `changes`, a binary file, receives every changed verdict as a line of JSON; `until` stops after
-    that seq; `check(summary)` is called every 256 placements and may raise to stop the replay. The
-    cyclic garbage collector is paused meanwhile."""
+    that seq; `check(summary)` is called every 256 placements and may raise to stop the replay; `trace`
+    labels every changed verdict (`Verdict.trace`), kept or written. The cyclic garbage collector is
+    paused meanwhile."""
     summary = ReplaySummary()
     kept: dict[str, list[Verdict]] = {kind: [] for kind in CHANGED_KINDS}
     comparer, items, (target, current) = _prepare(records, fleet, baseline, weights, route, copy, scorer,
@@ -108,6 +135,8 @@ def run_replay(records: Any, fleet: Any, *, changes: Any = None, keep: int = 1_0
                 break
             summary.add(verdict)
             if verdict.changed:
+                if trace is not None:
+                    verdict = dataclasses.replace(verdict, trace=trace)
                 if changes is not None:
                     changes.write(_json_line(verdict.to_dict()))
                 bucket = kept[verdict.kind]
@@ -116,6 +145,43 @@ def run_replay(records: Any, fleet: Any, *, changes: Any = None, keep: int = 1_0
             if check is not None and summary.placements % 256 == 0:
                 check(summary)
     return summary, [v for kind in CHANGED_KINDS for v in kept[kind]][:keep]
+
+
+def run_replays(traces: Sequence[Any], fleet: Any, *, labels: Sequence[str] | None = None,
+                changes: Any = None, keep: int = 1_000, check: Any = None, baseline: Any = None,
+                weights: Any = None, route: Route | None = None, copy: bool = True, scorer: Any = None,
+                offer_new: bool = False) -> tuple[ReplaySummary, list[tuple[str, ReplaySummary]], list[Verdict]]:
+    """Replay several traces as one replay: the traces each replica of a service writes. Each is its
+    own sequence (its seq starts at 1, its compact records refer to its own snapshots), so each is
+    replayed as `run_replay` replays one trace, in the order given, on its own copy of the fleets
+    (with `copy=False` only the last is placed on the fleets given). Returns the combined summary
+    (every count the sum of the traces'), each trace's own summary with its label, and `keep`
+    changed verdicts, moves first across all traces; every verdict changed and kept carries its
+    trace's label (`labels`, else each trace's path) in `Verdict.trace`, and so does each line
+    written to `changes`. A ReplayError is raised with `trace` set to the label of the trace it is
+    about."""
+    names = list(labels) if labels is not None else [os.fspath(t) for t in traces]
+    if len(names) != len(traces):
+        raise ValueError(f"{len(traces)} traces but {len(names)} labels")
+    combined = ReplaySummary()
+    each: list[tuple[str, ReplaySummary]] = []
+    kept: dict[str, list[Verdict]] = {kind: [] for kind in CHANGED_KINDS}
+    for i, (records, label) in enumerate(zip(traces, names)):
+        mine = copy or i < len(traces) - 1
+        try:
+            summary, shown = run_replay(records, fleet, changes=changes, keep=keep, check=check,
+                                        baseline=baseline, weights=weights, route=route, copy=mine,
+                                        scorer=scorer, offer_new=offer_new, trace=label)
+        except ReplayError as exc:
+            exc.trace = label
+            raise
+        each.append((label, summary))
+        combined.merge(summary)
+        for verdict in shown:
+            bucket = kept[verdict.kind]
+            if len(bucket) < keep:
+                bucket.append(verdict)
+    return combined, each, [v for kind in CHANGED_KINDS for v in kept[kind]][:keep]
 
 
 def _json_line(value: Any) -> bytes:

@@ -134,6 +134,23 @@ class ReplaySummary:
         if verdict.after is not None:
             self.gained[verdict.after] += 1
 
+    def merge(self, other: "ReplaySummary") -> None:
+        """Add another replay's totals to these (the traces of several replicas replayed on the same
+        fleets: every count adds up; the fleet change is the same, kept from the first)."""
+        self.placements += other.placements
+        self.kinds.update(other.kinds)
+        self.predicates.update(other.predicates)
+        self.lost.update(other.lost)
+        self.gained.update(other.gained)
+        self.components.update(other.components)
+        for kind, counts in other.namespaces.items():
+            self.namespaces.setdefault(kind, Counter()).update(counts)
+        self.knock_on += other.knock_on
+        self.unrecorded.update(other.unrecorded)
+        self.offered_new += other.offered_new
+        if self.fleet is None:
+            self.fleet = other.fleet
+
     @property
     def changed(self) -> int:
         return sum(self.kinds[k] for k in CHANGED_KINDS)
@@ -161,6 +178,7 @@ class ReplaySummary:
 
 
 def summarise(verdicts: Iterable[Verdict]) -> ReplaySummary:
+    """The totals of verdicts (of one trace or of several: a seq need not be unique)."""
     summary = ReplaySummary()
     for verdict in verdicts:
         summary.add(verdict)

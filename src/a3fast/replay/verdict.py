@@ -69,6 +69,8 @@ class Verdict:
     does not record (recorded-decision mode only), `offered_new` names an agent outside the
     placement's offered candidates that would have won had it been offered. `scores_*` hold the two
     agents' score entries before and after, `funnel_*` the two funnels (None before for a resumption).
+    `trace` names the trace file the placement was recorded in, when several are replayed together
+    (each is its own sequence: a seq is only unique within its file).
     """
 
     seq: int
@@ -90,6 +92,7 @@ class Verdict:
     caused_by: int | None = None
     unrecorded: str | None = None
     offered_new: str | None = None
+    trace: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -134,11 +137,15 @@ class Verdict:
 
     @property
     def name(self) -> str:
-        """How the change is named: the task's identity with its seq, or the seq alone."""
-        return f"{self.task} (seq {self.seq})" if self.task else f"seq {self.seq}"
+        """How the change is named: the task's identity with its seq (and its trace file, when several
+        are replayed), or the seq alone."""
+        where = f"{self.trace} seq {self.seq}" if self.trace is not None else f"seq {self.seq}"
+        return f"{self.task} ({where})" if self.task else where
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"seq": self.seq, "kind": self.kind, "before": self.before, "after": self.after}
+        if self.trace is not None:
+            out["trace"] = self.trace
         if self.task is not None:
             out["task"] = self.task
         if self.namespace is not None:
@@ -168,7 +175,8 @@ class Verdict:
 _new_verdict = object.__new__
 _SETTERS = {name: getattr(Verdict, name).__set__ for name in Verdict.__slots__}
 _DEFAULTS = [(_SETTERS[name], None) for name in
-             ("decided_by", "before_fails", "funnel_before", "funnel_after", "caused_by", "unrecorded")]
+             ("decided_by", "before_fails", "funnel_before", "funnel_after", "caused_by", "unrecorded",
+              "trace")]
 _PUT = [_SETTERS[name] for name in ("seq", "kind", "before", "after", "requirements", "session", "route",
                                      "scores_before", "scores_after", "resumed", "task", "namespace",
                                      "offered_new")]

@@ -19,15 +19,19 @@ RANKED = 10
 
 
 def render_replay(summary: Any, changes: Sequence[Any], *, trace: str, fleet: str, policy: str = "",
-                  thresholds: Sequence[Any] = (), baseline: str | None = None) -> str:
+                  thresholds: Sequence[Any] = (), baseline: str | None = None,
+                  traces: Sequence[tuple[str, Any]] = ()) -> str:
     """The page of a replay: `summary` a ReplaySummary, `changes` the changed Verdicts to show (the
-    first CHANGES_LISTED are, moves first), `baseline` the baseline fleet's name, `thresholds` the --fail-on rules checked. The page runs no script;
+    first CHANGES_LISTED are, moves first), `baseline` the baseline fleet's name, `thresholds` the --fail-on rules checked,
+    `traces` each trace's label and own summary when several were replayed. The page runs no script;
     its policy allows its own styles by their hashes (report/policy.py)."""
+    from ..replay import KINDS
+
     from .policy import with_policy
 
     return with_policy(env().get_template("replay.html.j2").render(
         s=summary, changes=_moves_first(changes)[:CHANGES_LISTED], trace=trace, fleet=fleet, policy=policy,
-        baseline=baseline,
+        baseline=baseline, traces=list(traces), kinds=KINDS,
         namespaces=[(kind, summary.namespaces[kind].most_common(RANKED)) for kind in _ORDER
                     if kind in summary.namespaces],
         predicates=summary.predicates.most_common(RANKED), components=summary.components.most_common(RANKED),
