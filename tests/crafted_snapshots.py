@@ -5,7 +5,7 @@ huge values, NaN, negative values and empty lists, each written with a correct c
 engines and says what differs: each must be refused with SnapshotError on both, with the same
 message, or load on both into fleets that answer alike (names, declarations, outcomes, placements).
 
-Run as a script (tests/fleet/test_snapshot_crafted.py does, in a subprocess), it first caps its
+Run as a script (tests/fleet/test_snapshot_checks.py does, in a subprocess), it first caps its
 own address space (RLIMIT_AS), so a load that allocates in proportion to a stated count instead of
 the file's size fails with MemoryError, which counts as a failure like any other exception; it
 prints one JSON line per failing case and exits 1 if there is any.
