@@ -1254,7 +1254,8 @@ cdef class Index:
         cdef uint64_t* start = e.words + n_sets * nw
         cdef Py_ssize_t aid
         if within is None:
-            memcpy(start, self.live, nw * sizeof(uint64_t))
+            if nw:      # an empty index has no live words (NULL), and memcpy from NULL is undefined
+                memcpy(start, self.live, nw * sizeof(uint64_t))
             e.n_candidates = self.n_live
         else:
             memset(start, 0, nw * sizeof(uint64_t))
@@ -1489,7 +1490,8 @@ cdef class Index:
                     e.words = <uint64_t*>malloc(max((n_sets + 1) * nw, 1) * sizeof(uint64_t))
                     if e.words == NULL:
                         raise MemoryError()
-                    memcpy(e.words + n_sets * nw, self.live, nw * sizeof(uint64_t))
+                    if nw:  # an empty index has no live words (NULL)
+                        memcpy(e.words + n_sets * nw, self.live, nw * sizeof(uint64_t))
                     e.n_candidates = self.n_live
                     job.args = <Py_ssize_t*>malloc(max(n_rows + n_excluded, 1) * sizeof(Py_ssize_t))
                     if job.args == NULL:

@@ -72,8 +72,10 @@ def test_the_outcome_counts_that_once_overflowed_run_clean_under_ubsan(sanitized
 
 @pytest.mark.slow
 def test_the_engine_and_reader_tests_pass_under_asan_and_ubsan(sanitized):
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
-                           "-x", *SUITES], env=sanitized, cwd=ROOT, capture_output=True, text=True, timeout=1500)
+    # -s: a sanitizer ends the process at once, and output pytest had captured would be lost with it
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-m", "not slow",
+                           "-x", *SUITES], env={**sanitized, "A3FAST_HYPOTHESIS_PROFILE": "sanitizers"},
+                          cwd=ROOT, capture_output=True, text=True, timeout=1500)
     report = done.stdout[-6000:] + done.stderr[-6000:]
     assert done.returncode == 0, report
     assert "runtime error" not in done.stderr and "ERROR: AddressSanitizer" not in done.stderr, report
