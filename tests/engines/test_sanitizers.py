@@ -24,6 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SUITES = ["tests/engines/test_native.py", "tests/engines/test_engine_parity.py", "tests/engines/test_engines.py",
           "tests/fleet/test_ingest.py", "tests/fleet/test_jsonl_ingest.py", "tests/fleet/test_snapshot.py",
           "tests/fleet/test_snapshot_checks.py", "tests/fleet/test_outcome_bound.py"]
+#: the flipped-byte sweeps load one damaged file per byte, nearly all refused by the checksum in
+#: Python before an engine is reached: 165 of the 266 s the suites took under the sanitizers
+DESELECTED = "not flipped_byte"
 #: the outcome counts that overflowed int64 in the native engine before they were bounded: UBSan
 #: stopped this with "signed integer overflow: 9223372036854775807 + 2 cannot be represented"
 OVERFLOW = """
@@ -74,7 +77,7 @@ def test_the_outcome_counts_that_once_overflowed_run_clean_under_ubsan(sanitized
 def test_the_engine_and_reader_tests_pass_under_asan_and_ubsan(sanitized):
     # -s: a sanitizer ends the process at once, and output pytest had captured would be lost with it
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-m", "not slow",
-                           "-x", *SUITES], env={**sanitized, "A3FAST_HYPOTHESIS_PROFILE": "sanitizers"},
+                           "-k", DESELECTED, "-x", *SUITES], env={**sanitized, "A3FAST_HYPOTHESIS_PROFILE": "sanitizers"},
                           cwd=ROOT, capture_output=True, text=True, timeout=1500)
     report = done.stdout[-6000:] + done.stderr[-6000:]
     assert done.returncode == 0, report
