@@ -11,6 +11,7 @@ the section, what was expected and what was found (docs/snapshot.md, "Bounds").
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,15 +41,20 @@ _FIELDS = ("content", "agents", "live", "rows", "weights", "generation", "member
 _PAIR_KINDS = (CAPABILITY, EVALUATED)
 
 
+@dataclass(frozen=True, slots=True)
 class Layout:
     """The header's numbers, checked against each other and against the sections' lengths."""
 
-    __slots__ = ("agents", "live", "rows", "weights", "generation", "membership", "field_rows",
-                 "session_rows", "kinds", "codec")
-
-    def __init__(self, **fields: Any):
-        for name, value in fields.items():
-            setattr(self, name, value)
+    agents: int
+    live: int
+    rows: int
+    weights: tuple[float, ...]
+    generation: int
+    membership: int
+    field_rows: dict[str, list]
+    session_rows: list
+    kinds: list
+    codec: str | None
 
 
 def _bad(where: str, expected: str, found: Any) -> SnapshotError:
