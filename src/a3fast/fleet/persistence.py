@@ -108,8 +108,8 @@ def read_snapshot(path: str | os.PathLike, table: AgentTable, rows: PredicateRow
     try:
         header, sections = snapshot.decode(data, str(path), checksum)
         layout = check_header(header, sections)
-        names, offsets = check_sections(layout, sections)
-        saved = _restore(data, header, sections, layout, names, offsets, table, rows)
+        names, ids, offsets = check_sections(layout, sections)
+        saved = _restore(data, header, sections, layout, names, ids, offsets, table, rows)
     except SnapshotError as exc:
         checksum.wait()             # a damaged file is named as damaged, whatever else went wrong
         text = str(exc)
@@ -125,10 +125,9 @@ def read_snapshot(path: str | os.PathLike, table: AgentTable, rows: PredicateRow
 
 
 def _restore(data: bytes, header: dict, sections: dict, layout: Layout, names: list[str],
-             offsets: np.ndarray, table: AgentTable, rows: PredicateRows) -> Saved:
+             ids: dict[str, int], offsets: np.ndarray, table: AgentTable, rows: PredicateRows) -> Saved:
     """Fill the empty table and rows from a snapshot whose header and sections were checked."""
     n = layout.agents
-    ids = dict(zip(names, range(n)))
     lengths = np.diff(offsets)
     field_rows: dict[str, dict] = {kind: {} for kind in rows.field_rows}
     predicate_rows: dict[str, int] = {}

@@ -176,18 +176,20 @@ def _ascending_below(ids: np.ndarray, limit: int) -> int:
     return int(hits[0]) if len(hits) else -1
 
 
-def check_sections(layout: Layout, sections: dict) -> tuple[list[str], np.ndarray]:
-    """The sections' contents, checked against the header: (agent names, declaration offsets)."""
+def check_sections(layout: Layout, sections: dict) -> tuple[list[str], dict[str, int], np.ndarray]:
+    """The sections' contents, checked against the header: (agent names, name -> id, declaration
+    offsets)."""
     try:
         names = orjson.loads(sections["names"])
     except orjson.JSONDecodeError as exc:
         raise SnapshotError(f"section names: not JSON ({exc})") from None
     if type(names) is not list or len(names) != layout.agents:
         raise _bad("section names", f"a JSON array of header.agents = {layout.agents} names", names)
-    for at, name in enumerate(names):
-        if type(name) is not str:
-            raise _bad(f"section names[{at}]", "a string", name)
-    if len(set(names)) != len(names):
+    if names and set(map(type, names)) != {str}:      # one pass in C; the position only on failure
+        at = next(k for k, name in enumerate(names) if type(name) is not str)
+        raise _bad(f"section names[{at}]", "a string", names[at])
+    ids = dict(zip(names, range(len(names))))
+    if len(ids) != len(names):
         raise SnapshotError("section names: an agent name appears twice")
 
     costs = np.frombuffer(sections["costs"], dtype="<f8")
@@ -253,4 +255,4 @@ def check_sections(layout: Layout, sections: dict) -> tuple[list[str], np.ndarra
                                 f"{int(records[j, 2])} attempts; expected 0 <= successes <= attempts "
                                 f"<= {MAX_OUTCOMES}")
         at += count
-    return names, offsets
+    return names, ids, offsets
