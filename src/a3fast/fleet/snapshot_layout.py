@@ -188,8 +188,8 @@ def check_sections(layout: Layout, sections: dict) -> tuple[list[str], dict[str,
     if names and set(map(type, names)) != {str}:      # one pass in C; the position only on failure
         at = next(k for k, name in enumerate(names) if type(name) is not str)
         raise _bad(f"section names[{at}]", "a string", names[at])
-    ids = dict(zip(names, range(len(names))))
-    if len(ids) != len(names):
+    by_name = dict(zip(names, range(len(names))))
+    if len(by_name) != len(names):
         raise SnapshotError("section names: an agent name appears twice")
 
     costs = np.frombuffer(sections["costs"], dtype="<f8")
@@ -255,4 +255,4 @@ def check_sections(layout: Layout, sections: dict) -> tuple[list[str], dict[str,
                                 f"{int(records[j, 2])} attempts; expected 0 <= successes <= attempts "
                                 f"<= {MAX_OUTCOMES}")
         at += count
-    return names, ids, offsets
+    return names, by_name, offsets
