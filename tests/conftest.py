@@ -16,6 +16,10 @@ settings.register_profile("default", deadline=None, max_examples=100,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", deadline=None, max_examples=2000,
                           suppress_health_check=[HealthCheck.too_slow])
+# fewer examples for the run under AddressSanitizer and UBSan (tests/engines/test_sanitizers.py),
+# where every allocation and call is checked and a test takes several times as long
+settings.register_profile("sanitizers", deadline=None, max_examples=20,
+                          suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("A3FAST_HYPOTHESIS_PROFILE", "default"))
 
 REQUIRE_NATIVE = os.environ.get("A3FAST_REQUIRE_NATIVE") == "1"

@@ -7,6 +7,7 @@ import numpy.typing as npt
 
 NO_AGENT_REF: int
 UNKNOWN: int
+MAX_OUTCOMES: int
 
 class Explanation:
     """The filter's result: candidates, eligible, and per predicate the candidates that failed it first (§5, §6)."""

@@ -27,12 +27,16 @@ from libc.string cimport memcmp, memcpy, memmove, memset, strlen
 
 
 
-__all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN"]
+__all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN", "MAX_OUTCOMES"]
 
 #: `only` argument of Index.explain when the task names no agent.
 NO_AGENT_REF = -2
 #: A row or agent id that does not exist (a predicate no agent satisfies, a name not in the fleet).
 UNKNOWN = -1
+#: The most outcomes counted for one agent and task kind (a3fast.scoring.MAX_OUTCOMES, docs/design.md
+#: Reading 26): successes + 1 and attempts + 2 stay exact as doubles and far from int64's limit.
+MAX_OUTCOMES = 1000000000000000
+cdef int64_t OUTCOME_LIMIT = 1000000000000000
 # the same two as C constants, for code that runs without the GIL
 cdef enum:
     C_NO_AGENT_REF = -2
@@ -146,6 +150,26 @@ cdef int check_ids(const unsigned char* p, Py_ssize_t n, Py_ssize_t limit, str w
         previous = aid
     return 0
 
+
+
+cdef int check_cost(double cost, Py_ssize_t aid) except -1:
+    """A cost is finite and not negative (nor -0.0), or ValueError naming the agent."""
+    cdef uint64_t bits
+    memcpy(&bits, &cost, 8)
+    if not (isfinite(cost) and cost >= 0.0) or (bits >> 63):
+        raise ValueError(f"agent {aid}: cost {cost!r} is not a finite number of 0 or more")
+    return 0
+
+
+cdef int check_outcomes(Py_ssize_t aid, int64_t had, int64_t successes, int64_t attempts) except -1:
+    """`attempts` more outcomes, `successes` of them successful, on top of `had` attempts: within
+    MAX_OUTCOMES, or ValueError (the same text as the pure engine's)."""
+    if successes < 0 or attempts < successes:
+        raise ValueError(f"agent {aid}: {successes} successes of {attempts} attempts is not a count")
+    if attempts > OUTCOME_LIMIT - had:
+        raise ValueError(f"agent {aid}: {had} + {attempts} outcomes would pass the {OUTCOME_LIMIT} "
+                         f"counted for one agent and task kind")
+    return 0
 
 
 # -- success history: one open-addressing table per task kind ----------------------------------------
@@ -837,6 +861,7 @@ cdef class Index:
             raise ValueError(f"agent id {aid} is neither known nor the next free id {self.n_ids}")
         for r in rows:   # check first: a bad row changes nothing
             self.row_at(r)
+        check_cost(cost, aid)
         if aid == self.n_ids:
             self.join(aid, name, cost)
         else:
@@ -861,6 +886,8 @@ cdef class Index:
         for name in names:
             if not isinstance(name, str):
                 raise TypeError(f"agent names must be str, not {type(name).__name__}")
+        for j in range(n):
+            check_cost(costs[j], first + j)
         for j in range(n):
             self.join(first + j, names[j], costs[j])
         for j in range(n):
@@ -887,6 +914,8 @@ cdef class Index:
         for name in names:
             if not isinstance(name, str):
                 raise TypeError(f"agent names must be str, not {type(name).__name__}")
+        for j in range(n):
+            check_cost(costs[j], first + j)
         for j in range(n):
             self.join(first + j, names[j], costs[j])
         self.insert_by_row(first, rows, offsets, n)
@@ -978,6 +1007,8 @@ cdef class Index:
     def record_outcome(self, Py_ssize_t kind, Py_ssize_t aid, bint success) -> None:
         cdef Outcomes* o = self.kind_at(kind)
         self.agent_at(aid)
+        cdef Py_ssize_t found = outcome_slot(o, aid)
+        check_outcomes(aid, o.attempts[found] if found >= 0 and o.keys[found] != 0 else 0, 1 if success else 0, 1)
         if (o.size + 1) * 2 > o.cap:
             outcomes_grow(o)
         cdef Py_ssize_t slot = outcome_slot(o, aid)
@@ -988,9 +1019,12 @@ cdef class Index:
         o.attempts[slot] += 1
 
     def add_outcomes(self, Py_ssize_t kind, Py_ssize_t aid, int64_t successes, int64_t attempts) -> None:
-        """`attempts` outcomes at once, `successes` of them successful (a restore in O(1))."""
+        """`attempts` outcomes at once, `successes` of them successful (a restore in O(1)); refused,
+        changing nothing, past MAX_OUTCOMES."""
         cdef Outcomes* o = self.kind_at(kind)
         self.agent_at(aid)
+        cdef Py_ssize_t found = outcome_slot(o, aid)
+        check_outcomes(aid, o.attempts[found] if found >= 0 and o.keys[found] != 0 else 0, successes, attempts)
         if (o.size + 1) * 2 > o.cap:
             outcomes_grow(o)
         cdef Py_ssize_t slot = outcome_slot(o, aid)
@@ -1074,16 +1108,19 @@ cdef class Index:
     def import_outcomes(self, Py_ssize_t kind, const unsigned char[::1] data) -> None:
         """Add the counts `export_outcomes` wrote to a kind (all checked before any is added)."""
         cdef Py_ssize_t n = data.shape[0] // 24, j
-        cdef int64_t aid, s, a
+        cdef int64_t aid, s, a, previous = -1
         if data.shape[0] % 24:
             raise ValueError("outcome records are 24 bytes each")
-        self.kind_at(kind)
+        cdef Outcomes* o = self.kind_at(kind)
+        if o.size:
+            raise ValueError("outcome records are imported into a kind with no outcomes yet")
         for j in range(n):
             aid = <int64_t>load_u64(&data[24 * j])
             s = <int64_t>load_u64(&data[24 * j + 8])
             a = <int64_t>load_u64(&data[24 * j + 16])
-            if aid < 0 or aid >= self.n_ids or s < 0 or a < s:
+            if aid <= previous or aid >= self.n_ids or s < 0 or a < s or a > OUTCOME_LIMIT:
                 raise ValueError(f"outcome record {j}: agent {aid}, {s} of {a} is not a valid count")
+            previous = aid
         for j in range(n):
             self.add_outcomes(kind, <int64_t>load_u64(&data[24 * j]), <int64_t>load_u64(&data[24 * j + 8]),
                               <int64_t>load_u64(&data[24 * j + 16]))
@@ -1118,6 +1155,10 @@ cdef class Index:
         for name in names:
             if not isinstance(name, str):
                 raise TypeError(f"agent names must be str, not {type(name).__name__}")
+        for i in range(n):
+            bits = load_u64(&costs[8 * i])
+            memcpy(&cost, &bits, 8)
+            check_cost(cost, i)
         if n:
             self.grow_agents(n)
             self.grow_words(n - 1)
@@ -1213,7 +1254,8 @@ cdef class Index:
         cdef uint64_t* start = e.words + n_sets * nw
         cdef Py_ssize_t aid
         if within is None:
-            memcpy(start, self.live, nw * sizeof(uint64_t))
+            if nw:      # an empty index has no live words (NULL), and memcpy from NULL is undefined
+                memcpy(start, self.live, nw * sizeof(uint64_t))
             e.n_candidates = self.n_live
         else:
             memset(start, 0, nw * sizeof(uint64_t))
@@ -1448,7 +1490,8 @@ cdef class Index:
                     e.words = <uint64_t*>malloc(max((n_sets + 1) * nw, 1) * sizeof(uint64_t))
                     if e.words == NULL:
                         raise MemoryError()
-                    memcpy(e.words + n_sets * nw, self.live, nw * sizeof(uint64_t))
+                    if nw:  # an empty index has no live words (NULL)
+                        memcpy(e.words + n_sets * nw, self.live, nw * sizeof(uint64_t))
                     e.n_candidates = self.n_live
                     job.args = <Py_ssize_t*>malloc(max(n_rows + n_excluded, 1) * sizeof(Py_ssize_t))
                     if job.args == NULL:

@@ -223,10 +223,10 @@ cdef inline bint read_integer(Line* s, int64_t* value, const unsigned char** dig
         p += 1
     start = p
     while p < s.end and c'0' <= p[0] <= c'9':
+        if p - start == MAX_DIGITS:     # before the digit is added: a 19th would overflow int64
+            return False
         v = v * 10 + (p[0] - c'0')
         p += 1
-        if p - start > MAX_DIGITS:
-            return False
     if p == start or (start[0] == c'0' and p - start > 1) or (negative and v == 0):
         return False
     if p < s.end and (p[0] == c'.' or p[0] == c'e' or p[0] == c'E'):

@@ -6,6 +6,7 @@ about 60 ns, less than one pyroaring call from Python (see the README's design n
 from __future__ import annotations
 
 import base64
+import math
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -14,12 +15,31 @@ import orjson
 from .bitset import bits_to_ids, ids_to_bits
 from .roaring import serialize_ids
 
-__all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN"]
+__all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN", "MAX_OUTCOMES"]
 
 #: `only` argument of Index.explain when the task names no agent.
 NO_AGENT_REF = -2
 #: A row or agent id that does not exist (a predicate no agent satisfies, a name not in the fleet).
 UNKNOWN = -1
+#: The most outcomes counted for one agent and task kind (a3fast.scoring.MAX_OUTCOMES, docs/design.md
+#: Reading 26), as in the native engine.
+MAX_OUTCOMES = 10**15
+
+
+def _check_cost(cost: float, aid: int) -> None:
+    """A cost is finite and not negative (nor -0.0), or ValueError naming the agent."""
+    if not (math.isfinite(cost) and cost >= 0.0) or math.copysign(1.0, cost) < 0:
+        raise ValueError(f"agent {aid}: cost {float(cost)!r} is not a finite number of 0 or more")
+
+
+def _check_outcomes(aid: int, had: int, successes: int, attempts: int) -> None:
+    """`attempts` more outcomes, `successes` of them successful, on top of `had` attempts: within
+    MAX_OUTCOMES, or ValueError (the same text as the native engine's)."""
+    if successes < 0 or attempts < successes:
+        raise ValueError(f"agent {aid}: {successes} successes of {attempts} attempts is not a count")
+    if attempts > MAX_OUTCOMES - had:
+        raise ValueError(f"agent {aid}: {had} + {attempts} outcomes would pass the {MAX_OUTCOMES} "
+                         f"counted for one agent and task kind")
 
 
 class Explanation:
@@ -113,6 +133,7 @@ class Index:
 
     def put(self, aid: int, name: str, rows: Sequence[int], cost: float) -> None:
         """Agent `aid` (a new id == number of ids so far, or one seen before) joins with `rows`."""
+        _check_cost(cost, aid)
         if aid == len(self._names):
             self._names.append(name)
             self._quoted.append(orjson.dumps(name))
@@ -136,6 +157,8 @@ class Index:
             return
         if aids[0] != len(self._names) or list(aids) != list(range(aids[0], aids[0] + len(aids))):
             raise ValueError("put_many takes consecutive new ids")
+        for aid, cost in zip(aids, costs):
+            _check_cost(cost, aid)
         members: dict[int, list[int]] = {}
         for aid, agent_rows in zip(aids, rows):
             for r in agent_rows:
@@ -174,11 +197,17 @@ class Index:
         self._rows[row] &= ~(1 << aid)
 
     def record_outcome(self, kind: int, aid: int, success: bool) -> None:
+        had = self._outcomes[kind].get(aid)
+        _check_outcomes(aid, had[1] if had else 0, 1 if success else 0, 1)
         counts = self._outcomes[kind].setdefault(aid, [0, 0])
         counts[0] += 1 if success else 0
         counts[1] += 1
 
     def add_outcomes(self, kind: int, aid: int, successes: int, attempts: int) -> None:
+        """`attempts` outcomes at once, `successes` of them successful; refused, changing nothing,
+        past MAX_OUTCOMES."""
+        had = self._outcomes[kind].get(aid)
+        _check_outcomes(aid, had[1] if had else 0, successes, attempts)
         counts = self._outcomes[kind].setdefault(aid, [0, 0])
         counts[0] += successes
         counts[1] += attempts
@@ -210,10 +239,14 @@ class Index:
         table = self._outcomes[kind]
         if len(data) % 24:
             raise ValueError("outcome records are 24 bytes each")
+        if table:
+            raise ValueError("outcome records are imported into a kind with no outcomes yet")
         records = np.frombuffer(data, dtype="<i8").reshape(-1, 3).tolist()
+        previous = -1
         for j, (aid, s, a) in enumerate(records):
-            if not (0 <= aid < len(self._names) and 0 <= s <= a):
+            if not (previous < aid < len(self._names) and 0 <= s <= a <= MAX_OUTCOMES):
                 raise ValueError(f"outcome record {j}: agent {aid}, {s} of {a} is not a valid count")
+            previous = aid
         for aid, s, a in records:
             counts = table.setdefault(aid, [0, 0])
             counts[0] += s
@@ -242,9 +275,12 @@ class Index:
         for name in names:
             if not isinstance(name, str):
                 raise TypeError(f"agent names must be str, not {type(name).__name__}")
+        cost_column = np.frombuffer(costs, dtype="<f8").tolist()
+        for aid, cost in enumerate(cost_column):
+            _check_cost(cost, aid)
         self._names = list(names)
         self._quoted = [orjson.dumps(name) for name in self._names]
-        self._cost = np.frombuffer(costs, dtype="<f8").tolist()
+        self._cost = cost_column
         self._rows = [_ids_bits(ids[offsets[i]:offsets[i + 1]], n) for i in range(len(offsets) - 1)]
         self._live = _ids_bits(live_ids, n)
 

@@ -22,11 +22,15 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from .schema import Declaration, Requirements
 
-__all__ = ["DEFAULT_WEIGHTS", "COMPONENTS", "cost_score", "ScoringTask", "Scorer", "choose"]
+__all__ = ["DEFAULT_WEIGHTS", "COMPONENTS", "MAX_OUTCOMES", "cost_score", "ScoringTask", "Scorer", "choose"]
 
 #: Weights of affinity, success_rate, cost, substantiated.
 DEFAULT_WEIGHTS = (0.4, 0.3, 0.2, 0.1)
 COMPONENTS = ("affinity", "success_rate", "cost", "substantiated")
+#: The most outcomes (attempts) a fleet counts for one agent and task kind; one more is refused
+#: (docs/design.md, Reading 26). Below 2^53 - 2, so successes + 1 and attempts + 2 are exact as
+#: doubles and both engines compute the same success rate, and far below int64's limit.
+MAX_OUTCOMES = 10**15
 
 
 def cost_score(decl: Declaration) -> float:

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 import orjson
 
-from .errors import SnapshotError
+from .errors import SnapshotError, describe
 from .files import atomic_file
 
 __all__ = ["MAGIC", "FORMAT_VERSION", "READ_VERSIONS", "write", "read", "encode", "decode",
@@ -139,16 +139,34 @@ def decode(data: bytes, source: str = "snapshot", checksum: Checksum | None = No
     view = memoryview(data)
     try:
         header = orjson.loads(view[_HEAD.size:_HEAD.size + head_len])
-        start = _HEAD.size + head_len
-        sections, starts = {}, {}
-        for name, offset, size in header.pop("sections"):
-            if not (0 <= offset and offset + size <= length - start):
-                raise ValueError(f"section {name!r} lies outside the file")
-            sections[name] = view[start + offset:start + offset + size]
-            starts[name] = start + offset
-        header["section_starts"] = starts
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+    except orjson.JSONDecodeError as exc:
         raise SnapshotError(f"{source}: the snapshot's header is malformed ({exc})") from None
+    if type(header) is not dict:
+        raise SnapshotError(f"{source}: the snapshot's header: expected a JSON object, found {describe(header)}")
+    if "section_starts" in header:
+        raise SnapshotError(f"{source}: header.section_starts: not a field a snapshot's header holds")
+    start = _HEAD.size + head_len
+    table = header.pop("sections", None)
+    sections, starts = {}, {}
+    if type(table) is not list:
+        raise SnapshotError(f"{source}: header.sections: expected a list of [name, offset, length], "
+                            f"found {describe(table)}")
+    for at, entry in enumerate(table):
+        where = f"header.sections[{at}]"
+        if not (type(entry) is list and len(entry) == 3 and type(entry[0]) is str
+                and type(entry[1]) is int and type(entry[2]) is int):
+            raise SnapshotError(f"{source}: {where}: expected [name, offset, length] (a string and two "
+                                f"integers), found {describe(entry)}")
+        name, offset, size = entry
+        if name in sections:
+            raise SnapshotError(f"{source}: {where}: section {describe(name)} is listed twice")
+        if offset % _ALIGN or not (0 <= offset and 0 <= size and offset + size <= length - start):
+            raise SnapshotError(f"{source}: {where}: section {describe(name)} at {describe(offset)} of "
+                                f"{describe(size)} bytes lies outside the file's {length - start} "
+                                f"bytes of sections (or is not {_ALIGN}-byte aligned)")
+        sections[name] = view[start + offset:start + offset + size]
+        starts[name] = start + offset
+    header["section_starts"] = starts
     return header, sections
 
 

@@ -124,3 +124,26 @@ def test_http_place_bodies_decoded_typed_answer_as_the_general_path_does(monkeyp
     typed, general = _http_answers(True, monkeypatch), _http_answers(False, monkeypatch)
     assert {status for status, _ in typed} == {200, 400}
     assert typed == general
+
+
+def test_nesting_inside_requirements_past_the_service_bound_goes_the_general_way_and_is_refused():
+    """The typed decoding knows every member of a place request but not what is inside
+    `requirements`, so only the service's own nesting bound (32, not the document rule's 128) lets
+    it vouch for a text: a requirements document 40 levels deep is refused as the general path
+    refuses it, not placed."""
+    depth = MAX_DEPTH + 8
+    deep = orjson.dumps({"op": "place", "id": "deep", "requirements": {**TASKS[0], "x": 1}})
+    deep = deep.replace(b'"x":1', b'"x":' + b"[" * depth + b"1" + b"]" * depth)
+    assert deep.count(b"[") + deep.count(b"{") <= 128
+    assert decode_place_request(deep) is None
+    state = ServiceState()
+    state.open()
+    try:
+        state.put_agents([parse_declaration(d) for d in FLEET])
+        out = io.BytesIO()
+        stdio.serve_stdio_sync(Operations(state), io.BytesIO(deep + b"\n"), out, len(deep) + 2)
+    finally:
+        state.close()
+    answer = orjson.loads(out.getvalue())
+    assert "records" not in answer, answer
+    assert f"at most {MAX_DEPTH} levels of nesting".encode() in out.getvalue()

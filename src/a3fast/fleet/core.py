@@ -9,18 +9,19 @@ and snapshots are a3fast.fleet.bulk_load and a3fast.fleet.persistence.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from ..engines import ENGINE, engine_module
-from ..errors import FleetError, Problem
+from ..errors import FleetError, Problem, describe
 from ..notebook import view_html
 from ..placement import Placement, Route, resumed_agent
 from ..predicates import AGENT_REF, ANTI_AFFINITY
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
-from ..scoring import DEFAULT_WEIGHTS, Scorer, cost_score
+from ..scoring import DEFAULT_WEIGHTS, MAX_OUTCOMES, Scorer, cost_score
 from . import pipeline
 from .pipeline import MIN_RUN, prepare
 from .bulk_load import JsonlSource, collector_paused, read_jsonl
@@ -58,6 +59,9 @@ class Fleet:
         self._index: Index = self._engine.Index()
         self.scorer = scorer
         self.weights: tuple[float, ...] = tuple(float(w) for w in weights)
+        if len(self.weights) != 4 or not all(math.isfinite(w) for w in self.weights):
+            # a snapshot holds the weights as JSON numbers, which cannot be NaN or infinite
+            raise ValueError(f"weights: expected 4 finite numbers, found {weights!r}")
         #: bumped by every change that can alter a placement's result
         self.generation = 0
         #: bumped by every change of who is in the fleet or what they declare (not by sessions or
@@ -254,18 +258,34 @@ class Fleet:
         aid = self._table.live_id(agent)
         if not isinstance(kind, str):
             kind = task_kind(parse_requirements(kind))
-        self._index.record_outcome(self._rows.kind(kind), aid, bool(success))
+        success = bool(success)
+        self._check_outcomes(agent, aid, kind, int(success), 1)
+        self._index.record_outcome(self._rows.kind(kind), aid, success)
         self.generation += 1
 
     @_locked
     def record_outcomes(self, agent: str, kind: str, successes: int, attempts: int) -> None:
         """Learn `attempts` finished tasks of one kind at once, `successes` of them successful: the
-        same as that many `record_outcome` calls, in one step (restoring saved counts)."""
+        same as that many `record_outcome` calls, in one step (restoring saved counts). Counts are
+        integers (not bools or floats); past MAX_OUTCOMES attempts for the agent and kind, FleetError
+        and nothing changes (docs/design.md, Reading 26)."""
+        for what, count in (("successes", successes), ("attempts", attempts)):
+            if type(count) is not int:
+                raise ValueError(f"{what}: expected an integer, found {describe(count)}")
         if not 0 <= successes <= attempts:
             raise ValueError(f"successes ({successes}) must be between 0 and attempts ({attempts})")
         aid = self._table.live_id(agent)
+        self._check_outcomes(agent, aid, kind, successes, attempts)
         self._index.add_outcomes(self._rows.kind(kind), aid, successes, attempts)
         self.generation += 1
+
+    def _check_outcomes(self, agent: str, aid: int, kind: str, successes: int, attempts: int) -> None:
+        """FleetError, before anything changes, for counts that would pass MAX_OUTCOMES."""
+        kid = self._rows.kinds.get(kind, -1)
+        had = self._index.outcome(kid, aid)[1] if kid >= 0 else 0
+        if attempts > MAX_OUTCOMES - had:
+            raise FleetError(f"{agent!r}, kind {kind!r}: {had} + {attempts} outcomes would pass the "
+                             f"{MAX_OUTCOMES} a fleet counts for one agent and task kind")
 
     def outcomes(self, agent: str, kind: str) -> tuple[int, int]:
         """(successes, attempts) recorded for an agent and a task kind."""

@@ -12,12 +12,14 @@ from typing import Any
 
 import numpy as np
 import orjson
+import zstandard
 
 from .. import snapshot
 from ..declaration_codec import CODEC_NAME, DeclarationCodec, is_packed
-from ..errors import SnapshotError
+from ..errors import SnapshotError, describe
 from ..predicates import CAPABILITY, capability
 from .rows import EVALUATED, KEY_OF, PredicateRows
+from .snapshot_layout import Layout, check_header, check_sections
 from .table import IN_SNAPSHOT, AgentTable
 
 __all__ = ["SNAPSHOT_CONTENT", "write_snapshot", "read_snapshot", "Saved"]
@@ -98,18 +100,22 @@ def _saved_declarations(table: AgentTable) -> list[bytes]:
 def read_snapshot(path: str | os.PathLike, table: AgentTable, rows: PredicateRows) -> Saved:
     """Fill an empty fleet's table and rows from the snapshot at `path`. SnapshotError names what
     is wrong with a file that is not a snapshot, is of another format version, is cut short or
-    damaged, or whose parts do not agree."""
+    damaged, or whose header or sections are malformed or do not agree (snapshot_layout)."""
     data = snapshot.read(path)
-    # the checksum runs on another core while the sections are restored; the table and rows filled
-    # meanwhile belong to a fleet no caller sees until the checksum has matched
+    # the checksum runs on another core while the sections are checked and restored; the table and
+    # rows filled meanwhile belong to a fleet no caller sees until the checksum has matched
     checksum = snapshot.Checksum(data, str(path))
     try:
         header, sections = snapshot.decode(data, str(path), checksum)
-        saved = _restore(data, header, sections, table, rows)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        layout = check_header(header, sections)
+        names, ids, offsets = check_sections(layout, sections)
+        saved = _restore(data, header, sections, layout, names, ids, offsets, table, rows)
+    except SnapshotError as exc:
         checksum.wait()             # a damaged file is named as damaged, whatever else went wrong
-        if isinstance(exc, SnapshotError):
-            raise
+        text = str(exc)
+        raise SnapshotError(text if text.startswith(f"{path}: ") else f"{path}: {text}") from None
+    except (KeyError, TypeError, ValueError, IndexError, zstandard.ZstdError) as exc:
+        checksum.wait()
         raise SnapshotError(f"{path}: the snapshot's contents are inconsistent ({exc})") from None
     except BaseException:
         checksum.wait()
@@ -118,78 +124,52 @@ def read_snapshot(path: str | os.PathLike, table: AgentTable, rows: PredicateRow
     return saved
 
 
-def _restore(data: bytes, header: dict, sections: dict, table: AgentTable, rows: PredicateRows) -> Saved:
-    """Fill the empty table and rows from a decoded snapshot, checking that its parts agree."""
-    if header.get("content") != SNAPSHOT_CONTENT:
-        raise SnapshotError(f"the snapshot holds {header.get('content')!r}, not {SNAPSHOT_CONTENT!r}")
-    names = orjson.loads(sections["names"])
-    n = header["agents"]
-    if type(names) is not list or len(names) != n:
-        raise ValueError(f"{n} agents but {len(names) if type(names) is list else 'no list of'} names")
-    ids = dict(zip(names, range(n)))
-    if len(ids) != n:
-        raise ValueError("an agent name appears twice")
-    offsets = np.frombuffer(sections["decl_offsets"], dtype="<u8")
-    if (len(offsets) != n + 1 or offsets[0] != 0 or offsets[-1] != len(sections["declarations"])
-            or np.any(np.diff(offsets.astype(np.int64)) < 0)):
-        raise ValueError("declaration offsets do not cover the declarations")
-    live = np.frombuffer(sections["live"], dtype="<u4")
+def _restore(data: bytes, header: dict, sections: dict, layout: Layout, names: list[str],
+             ids: dict[str, int], offsets: np.ndarray, table: AgentTable, rows: PredicateRows) -> Saved:
+    """Fill the empty table and rows from a snapshot whose header and sections were checked."""
+    n = layout.agents
     lengths = np.diff(offsets)
-    if not np.array_equal(np.flatnonzero(lengths), live):
-        raise ValueError("the live agents are not those with a declaration")
-    if len(live) != header["live"]:
-        raise ValueError(f"{len(live)} live agents, the header says {header['live']}")
-    weights = header["weights"]
-    if len(weights) != 4 or not all(type(w) in (int, float) for w in weights):
-        raise ValueError("weights: expected 4 numbers")
-
     field_rows: dict[str, dict] = {kind: {} for kind in rows.field_rows}
     predicate_rows: dict[str, int] = {}
     eval_rows: dict[str, int] = {}
-    used: list[int] = []
-    for kind, entries in header["field_rows"].items():
+    for kind, entries in layout.field_rows.items():
         for entry in entries:
             row = entry[-1]
             value: Any
             if kind in (CAPABILITY, EVALUATED):
                 value = (entry[0], entry[1])
-                key = capability(*value)
-                (eval_rows if kind == EVALUATED else predicate_rows)[key] = row
+                (eval_rows if kind == EVALUATED else predicate_rows)[capability(*value)] = row
             else:
                 value = entry[0]
                 predicate_rows[KEY_OF[kind](value)] = row
             field_rows[kind][value] = row
-            used.append(row)
-    session_rows = {session: row for session, row in header["session_rows"]}
-    used += session_rows.values()
-    n_rows = header["rows"]
-    if sorted(used) != list(range(n_rows)):
-        raise ValueError("the predicate and session rows do not name each row once")
+    session_rows = {session: row for session, row in layout.session_rows}
 
+    if layout.codec is not None:
+        try:
+            codec = DeclarationCodec(sections["declaration_dictionary"])
+        except zstandard.ZstdError as exc:
+            raise SnapshotError(f"section declaration_dictionary: not a zstd dictionary ({exc})") from None
     index = rows.index
     index.restore(names, sections["costs"], sections["live"], sections["row_offsets"], sections["row_ids"])
     at = 0
-    for kind, count in header["kinds"]:
+    for kind, count in layout.kinds:
         rows.kinds[kind] = kid = index.new_kind()
         index.import_outcomes(kid, sections["outcomes"][at:at + 24 * count])
         at += 24 * count
-    if at != len(sections["outcomes"]):
-        raise ValueError("outcome records left over")
     row_offsets = np.frombuffer(sections["row_offsets"], dtype="<u8").astype(np.int64)
     row_ids = np.frombuffer(sections["row_ids"], dtype="<u4")
     live_flags = lengths > 0
-    for row in session_rows.values():
+    for session, row in session_rows.items():
         holders = row_ids[row_offsets[row]:row_offsets[row + 1]]
         if not live_flags[holders].all():
-            raise ValueError(f"session row {row} is held by an agent that is not in the fleet")
+            raise SnapshotError(f"header.session_rows: session {describe(session)}'s row {row} is held "
+                                f"by an agent that is not in the fleet")
         for aid in holders.tolist():
             rows.held_sessions.setdefault(aid, set()).add(row)
 
-    codec = header.get("declaration_codec")
-    if codec is not None:
-        if codec != CODEC_NAME:
-            raise ValueError(f"declarations packed by {codec!r}; this a3fast unpacks {CODEC_NAME!r}")
-        table.codec = DeclarationCodec(sections["declaration_dictionary"])
+    if layout.codec is not None:
+        table.codec = codec
     # declarations stay in the file's bytes, sliced when a record or a caller asks for one
     table.snapshot = data
     table.snapshot_spans = (offsets.astype(np.int64) + header["section_starts"]["declarations"]).tolist()
@@ -202,5 +182,5 @@ def _restore(data: bytes, header: dict, sections: dict, table: AgentTable, rows:
     table.ids = ids
     rows.rows, rows.eval_rows, rows.field_rows = predicate_rows, eval_rows, field_rows
     rows.session_rows = session_rows
-    table.count = len(live)
-    return Saved(tuple(float(w) for w in weights), int(header["generation"]), int(header["membership"]))
+    table.count = layout.live
+    return Saved(layout.weights, layout.generation, layout.membership)

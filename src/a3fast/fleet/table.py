@@ -12,16 +12,19 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 import orjson
+import zstandard
 
 from ..declaration_codec import DeclarationCodec, is_packed
 from ..engines import NATIVE_AVAILABLE, engine_module
-from ..errors import FleetError
+from ..errors import FleetError, SchemaError, SnapshotError
 from ..schema import Declaration, parse_declaration
 
 __all__ = ["AgentTable", "IN_SNAPSHOT"]
 
 #: Marks an agent whose declaration is still in the bytes of the snapshot it was loaded from.
 IN_SNAPSHOT = b""
+#: The most bytes a packed declaration in a snapshot may state it expands to (docs/snapshot.md).
+MAX_DECLARATION_BYTES = 64 << 20
 #: Names to live ids in one call (the compiled loop where there is one: both give the same ids).
 _live_ids_of = engine_module("native" if NATIVE_AVAILABLE else "pure").live_ids_of
 
@@ -87,6 +90,8 @@ class AgentTable:
         """An agent's declaration as JSON, encoded the first time a record needs it, since most
         agents of a large fleet are never chosen and encoding on joining would slow every add."""
         entry = self.entries[aid]
+        if entry is IN_SNAPSHOT:
+            return self._from_snapshot(aid)
         if type(entry) is bytes:
             entry = self.stored_bytes(aid)
             if is_packed(entry):
@@ -98,6 +103,34 @@ class AgentTable:
             text = self.decl_json[aid] = orjson.dumps(self.declaration(aid).doc)
         return text
 
+    def _from_snapshot(self, aid: int) -> bytes:
+        """A declaration still in the snapshot's bytes, checked the first time it is asked for and
+        kept parsed from then on: a file whose checksum was recomputed after its declarations were
+        altered is named (SnapshotError) rather than spliced into a record. The load checked only
+        that each live agent has a span; parsing a million declarations there would cost seconds."""
+        text = self.stored_bytes(aid)
+        where = f"section declarations: agent id {aid}"
+        try:
+            if is_packed(text):
+                assert self.codec is not None, "the load refuses packed declarations without a codec"
+                size = zstandard.frame_content_size(text)
+                if not 0 <= size <= MAX_DECLARATION_BYTES:
+                    raise SnapshotError(f"{where}: a packed declaration stating {size} bytes (at most "
+                                        f"{MAX_DECLARATION_BYTES})")
+                text = self.codec.unpack(text)
+            doc = orjson.loads(text)
+            decl = parse_declaration(doc)
+        except (zstandard.ZstdError, orjson.JSONDecodeError, SchemaError) as exc:
+            raise SnapshotError(f"{where}: not a declaration ({str(exc).splitlines()[0][:200]})") from None
+        if self.ids.get(decl.agent.name) != aid:
+            raise SnapshotError(f"{where}: the declaration of {decl.agent.name!r}, not of the name "
+                                f"section names gives this id")
+        if orjson.dumps(doc) != text:
+            raise SnapshotError(f"{where}: the declaration is not canonical JSON")
+        self.entries[aid] = decl
+        self.decl_json[aid] = text
+        return text
+
     def declaration(self, aid: int) -> Declaration:
         """A live agent's Declaration, parsed from its canonical JSON the first time it is asked
         for when the fleet was loaded in bulk."""
@@ -107,6 +140,9 @@ class AgentTable:
         if entry is None:
             raise FleetError(f"agent id {aid} has been removed from the fleet")
         text = self.declaration_json(aid)
+        entry = self.entries[aid]
+        if isinstance(entry, Declaration):    # parsed as it left the snapshot
+            return entry
         decl = parse_declaration(orjson.loads(text))
         self.decl_json[aid] = text
         self.entries[aid] = decl

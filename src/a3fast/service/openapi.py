@@ -126,7 +126,8 @@ PATHS: dict[str, dict[str, Any]] = {
                     params=[_param("record", "query", {"enum": ["spec", "compact"]})]),
     },
     "/v1/outcomes": {"post": _op("Record a finished task's success", _done("outcome.response"),
-                                 body=_json("outcome.request"), errors=_404)},
+                                 body=_json("outcome.request"),
+                                 errors={**_404, "409": "the agent's outcomes of the kind are at the ceiling, MAX_OUTCOMES"})},
     "/v1/sessions/{session}/{agent}": {
         "put": _op("The agent holds the session", _done("hold_session.response"), errors=_404, params=_SESSION),
         "delete": _op("The agent releases the session", _done("release_session.response"), errors=_404,

@@ -14,6 +14,7 @@ import msgspec
 import orjson
 
 from ..errors import A3Error, FleetError, SchemaError
+from ..scoring import MAX_OUTCOMES
 from ..durable.journal import JournalFailed
 from ..placement import Route, RouteError
 from ..document import plainly_within
@@ -343,10 +344,13 @@ class Operations:
                 kind = task_kind(parse_requirements(requirements))
             except SchemaError as exc:
                 raise from_library(exc, 400) from None
+        if agent not in self.state.fleet:
+            raise ServiceError(404, [problem("$.agent", "an agent of the fleet", repr(agent))])
         try:
             self.state.record_outcome(agent, kind, success)
-        except FleetError:
-            raise ServiceError(404, [problem("$.agent", "an agent of the fleet", repr(agent))]) from None
+        except FleetError as exc:   # the agent's count for the kind is at MAX_OUTCOMES (design.md, Reading 26)
+            raise ServiceError(409, [problem("$.success", f"at most {MAX_OUTCOMES} outcomes for one agent "
+                                             "and task kind", str(exc))]) from None
         self._changed()
         await self.state.durable()
         successes, attempts = self.state.fleet.outcomes(agent, kind)
