@@ -68,8 +68,9 @@ def _prepare(records: Any, fleet: Any, baseline: Any, weights: Any, route: Route
 
 #: Placements read ahead before they are decided. Reading a run of placements and then deciding it
 #: keeps each part's working set warm; one at a time, reading and deciding evict each other's (a
-#: fifth of a replay's time at 1,000 agents, docs/performance.md).
-READ_AHEAD = 256
+#: tenth to a fifth of a replay's time at 1,000 agents, docs/performance.md). What is read ahead is
+#: held, records and all, so the run stays short.
+READ_AHEAD = 64
 
 
 def _verdicts(comparer: Comparer, items: Iterator[Any]) -> Iterator[Verdict]:
