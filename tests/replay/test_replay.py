@@ -304,6 +304,31 @@ def test_a_line_that_is_not_a_record_is_a_replay_error_naming_its_line(engine):
         list(replay(data.replace(b"\n", b"\nnot json\n", 1), fleet_of(docs, engine)))
 
 
+def test_a_failure_read_ahead_comes_after_the_verdicts_before_it_and_not_past_until(engine):
+    """A replay reads placements ahead of deciding them (READ_AHEAD): a bad record is still raised
+    only after every verdict before it, and a replay stopped before it (`until`) never meets it."""
+    from a3fast.replay.run import READ_AHEAD, run_replay
+
+    docs = generate_fleet(10, 1)
+    count = READ_AHEAD + 5
+    _, placements = placed(docs, generate_tasks(docs, count, 1), engine)
+    good = records_of(placements)
+    last = good[-1]["seq"]
+    data = as_jsonl(good) + orjson.dumps({"seq": last + 1, "kind": "task.bound",
+                                          "content": {"scheduling": 1}}) + b"\n"
+    seen = []
+    with pytest.raises(ReplayError, match=rf"seq {last + 1}: \$\.content\.scheduling"):
+        for verdict in replay(data, fleet_of(docs, engine)):
+            seen.append(verdict.seq)
+    assert len(seen) == count
+    # a bad record within the first run read ahead, after the seq the replay stops at
+    head = [r for r in good if r["seq"] <= placements[19].seq]
+    data = as_jsonl(head) + orjson.dumps({"seq": placements[19].seq + 1, "kind": "task.bound",
+                                          "content": {"scheduling": 1}}) + b"\n"
+    summary, _ = run_replay(data, fleet_of(docs, engine), until=placements[9].seq)
+    assert summary.placements == 10
+
+
 def test_recorded_requirements_that_are_not_requirements_are_named_by_path(engine):
     record = {"seq": 5, "kind": "task.rejected", "content": {"code": "unschedulable", "reason": "x",
                                                              "requirements": {"capabilities": [{"name": "a.x", "version": "2"}]}}}
