@@ -83,9 +83,9 @@ def size_of(source: JsonlSource) -> int | None:
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a bulk load. Parsing and interning a batch makes
-    many long-lived, acyclic objects, and every full collection they trigger would rescan the
-    whole growing heap for cycles that cannot be there."""
+    """Pause the cyclic garbage collector for a bulk load (or a replay). Parsing and interning a
+    batch makes many long-lived, acyclic objects, and every full collection they trigger would
+    rescan the whole growing heap for cycles that cannot be there."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -4,13 +4,12 @@ runs a whole one as the command, the service and the benchmark do; `run_replays`
 from __future__ import annotations
 
 import dataclasses
-import gc
 import os
-from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
 import orjson
 
+from ..fleet.bulk_load import collector_paused
 from ..placement import Route
 from .comparing import Comparer
 from .deciding import Side, copy_fleet, parse_weights
@@ -124,21 +123,6 @@ def _verdicts(comparer: Comparer, items: Iterator[Any]) -> Iterator[Verdict]:
             raise failure
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a whole replay. Every placement makes short-lived,
-    acyclic objects (its record, requirements, placement, verdict) that reference counting frees;
-    the collections they would trigger rescan the fleet's long-lived objects each time, a quarter
-    of a replay's time at 1,000 agents."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def run_replay(records: Any, fleet: Any, *, changes: Any = None, keep: int = 1_000,
                until: int | None = None, check: Any = None, baseline: Any = None, weights: Any = None,
                route: Route | None = None, copy: bool = True, scorer: Any = None,
@@ -155,7 +139,10 @@ def run_replay(records: Any, fleet: Any, *, changes: Any = None, keep: int = 1_0
     comparer, items, (target, current) = _prepare(records, fleet, baseline, weights, route, copy, scorer,
                                                   offer_new)
     summary.fleet = fleet_change(target, current)
-    with _collector_paused():
+    # every placement makes short-lived, acyclic objects (its record, requirements, placement,
+    # verdict); the collections they would trigger rescan the fleet's long-lived objects each time,
+    # a quarter of a replay's time at 1,000 agents
+    with collector_paused():
         for verdict in _verdicts(comparer, items):
             if until is not None and verdict.seq > until:
                 break
