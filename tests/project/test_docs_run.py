@@ -56,8 +56,6 @@ SKIPPED: tuple[tuple[str, str], ...] = (
 NEGATIVE: tuple[tuple[str, str], ...] = (
     (r"^a3fast place .*--requirements examples/interop/task-unschedulable\.json",
      "docs/interop.md: a task no imported agent can take is unschedulable"),
-    (r"^a3fast replay .*--fail-on 'moved>1%,unschedulable>0'",
-     "docs/replay.md: the revoked clearance makes two placements unschedulable, beyond the threshold"),
 )
 
 
