@@ -130,7 +130,7 @@ def replay(traces, fleet_path, baseline_path, offer_new, allow_empty, weights, r
             else:
                 summary, each, kept = run_replays(sources, fleet, labels=labels, **options)
         except ReplayError as exc:
-            raise BadInput(f"{getattr(exc, 'trace', labels[0])}: {exc}") from None
+            raise BadInput(f"{exc.trace or labels[0]}: {exc}") from None
         if not allow_empty:
             for label, part in each:
                 if part.placements == 0:

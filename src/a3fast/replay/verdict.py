@@ -32,7 +32,10 @@ AFFINITY = "affinity"
 
 class ReplayError(A3Error):
     """A trace (or a record in it) that cannot be replayed; the message names the line or seq and
-    the JSON path, and what was expected and found."""
+    the JSON path, and what was expected and found. `trace`: the label of the trace it is about,
+    when several are replayed as one (`run_replays`)."""
+
+    trace: str | None = None
 
 
 @dataclass(frozen=True)
