@@ -13,7 +13,7 @@ outcomes and held sessions:
     total          ((w_a·affinity + w_s·success_rate) + w_c·cost) + w_e·substantiated
 
 and the winner is the highest total, ties to the smaller name. The fleet's placements are compared
-with this, score by score and bit by bit (the sum's order is documented in `a3fast.scoring`).
+with this, score by score and bit by bit (the sum's order is documented in `a3fast.fleet.scoring`).
 """
 from __future__ import annotations
 

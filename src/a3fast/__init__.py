@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .engines import ENGINE, NATIVE_AVAILABLE, available_engines
 from .errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
 from .fleet import Fleet
-from .placement import Placement, Route
+from .fleet.placement import Placement, Route
 from .schema import Capability, Declaration, Requirements, parse_declaration, parse_requirements
 # Bound here, after the submodule `a3fast.verify` has been imported, so that `a3fast.verify` is the
 # function the API documents: the import system sets a package's attribute to a submodule only when

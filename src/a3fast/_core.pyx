@@ -33,7 +33,7 @@ __all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN", "MAX_OUT
 NO_AGENT_REF = -2
 #: A row or agent id that does not exist (a predicate no agent satisfies, a name not in the fleet).
 UNKNOWN = -1
-#: The most outcomes counted for one agent and task kind (a3fast.scoring.MAX_OUTCOMES, docs/design.md
+#: The most outcomes counted for one agent and task kind (a3fast.fleet.scoring.MAX_OUTCOMES, docs/design.md
 #: Reading 26): successes + 1 and attempts + 2 stay exact as doubles and far from int64's limit.
 MAX_OUTCOMES = 1000000000000000
 cdef int64_t OUTCOME_LIMIT = 1000000000000000

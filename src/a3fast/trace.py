@@ -30,7 +30,7 @@ from .record.compact import Decoder, Encoder
 from .record.write import placement_records
 
 if TYPE_CHECKING:
-    from .placement import Placement
+    from .fleet.placement import Placement
 
 __all__ = ["TraceWriter", "record_line", "record_lines", "TraceRecord", "TraceProblem", "TraceItem", "read_trace", "read_lines",
            "read_values", "read_records", "TraceContentError", "TraceError", "FORMS"]

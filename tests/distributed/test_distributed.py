@@ -14,7 +14,7 @@ import pytest
 
 from a3fast import Fleet
 from a3fast.errors import FleetError, SchemaError
-from a3fast.placement import Route
+from a3fast.fleet.placement import Route
 from a3fast.record.compact import Encoder
 from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, records, without_timings
 

@@ -111,7 +111,7 @@ def test_only_a_bound_placement_can_be_resumed(fleet):
 
 
 def test_a_resumed_placement_carries_the_first_decision(engine):
-    from a3fast.placement import Route
+    from a3fast.fleet.placement import Route
     import orjson
     import time
 

@@ -3,7 +3,7 @@ import orjson
 import pytest
 
 from a3fast import Fleet, FleetError, SchemaError
-from a3fast.placement import Route, RouteError
+from a3fast.fleet.placement import Route, RouteError
 from a3fast.predicates import derive_predicates, parse_predicate, satisfies
 from a3fast.schema import parse_declaration, parse_requirements
 

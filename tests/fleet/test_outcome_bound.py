@@ -13,7 +13,7 @@ from a3fast import _pure
 from a3fast.engines import NATIVE_AVAILABLE
 from a3fast.fleet import Fleet
 from a3fast.schema import parse_requirements, task_kind
-from a3fast.scoring import MAX_OUTCOMES
+from a3fast.fleet.scoring import MAX_OUTCOMES
 from factories import declaration, requirements
 
 TASK = requirements(capabilities=["x.y/1"])

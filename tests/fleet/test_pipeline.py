@@ -64,16 +64,16 @@ def test_the_stages_timings_and_records_of_one_cycle(engine):
 
 @pytest.mark.parametrize("name, why", [("no_colon", "importable name"), (":f", "importable name"),
                                        ("m:", "importable name"), ("a3fast.no_such_module:f", "cannot import"),
-                                       ("a3fast.scoring:no_such_function", "is not a callable"),
-                                       ("a3fast.scoring:DEFAULT_WEIGHTS", "is not a callable")])
+                                       ("a3fast.fleet.scoring:no_such_function", "is not a callable"),
+                                       ("a3fast.fleet.scoring:DEFAULT_WEIGHTS", "is not a callable")])
 def test_a_scorer_by_importable_name_is_refused_naming_why(name, why):
-    from a3fast.scoring import import_scorer
+    from a3fast.fleet.scoring import import_scorer
 
     with pytest.raises(ValueError, match=why):
         import_scorer(name)
 
 
 def test_a_scorer_by_importable_name_is_the_function_it_names():
-    from a3fast.scoring import choose, import_scorer
+    from a3fast.fleet.scoring import choose, import_scorer
 
-    assert import_scorer("a3fast.scoring:choose") is choose
+    assert import_scorer("a3fast.fleet.scoring:choose") is choose

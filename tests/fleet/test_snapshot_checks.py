@@ -136,7 +136,7 @@ def test_a_missing_section_is_named(tmp_path, engine, base, name):
 def test_an_outcome_count_past_the_bound_is_refused_at_load(tmp_path, engine, base):
     import numpy as np
 
-    from a3fast.scoring import MAX_OUTCOMES
+    from a3fast.fleet.scoring import MAX_OUTCOMES
 
     records = np.frombuffer(base[2]["outcomes"], dtype="<i8").reshape(-1, 3).copy()
     records[0, 2] = MAX_OUTCOMES + 1

@@ -132,7 +132,7 @@ def test_the_library_never_imports_its_benchmarks():
 
 
 #: The core modules: what places and records, beneath the packages that draw, serve or import.
-CORE = ("a3fast.fleet", "a3fast.placement", "a3fast.record", "a3fast.schema", "a3fast.scoring",
+CORE = ("a3fast.fleet", "a3fast.fleet.placement", "a3fast.record", "a3fast.schema", "a3fast.fleet.scoring",
         "a3fast.predicates", "a3fast.engines", "a3fast.notebook")
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from a3fast import Fleet
 from a3fast.report.model import score_weights, summarise_trace
-from a3fast.scoring import COMPONENTS, DEFAULT_WEIGHTS
+from a3fast.fleet.scoring import COMPONENTS, DEFAULT_WEIGHTS
 from a3fast.trace import TraceWriter
 from a3fast.workload import generate_fleet, generate_tasks
 

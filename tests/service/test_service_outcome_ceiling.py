@@ -7,7 +7,7 @@ import io
 import orjson
 
 from a3fast.schema import parse_declaration
-from a3fast.scoring import MAX_OUTCOMES
+from a3fast.fleet.scoring import MAX_OUTCOMES
 from a3fast.service import stdio
 from a3fast.service.operations import Operations
 from a3fast.service.state import ServiceState

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from a3fast.distributed import ShardedFleet
 from a3fast.fleet import Fleet, FleetProtocol
-from a3fast.placement import Placement
+from a3fast.fleet.placement import Placement
 
 
 def one_process() -> FleetProtocol:

@@ -24,7 +24,7 @@ from ..predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, declaration_keys
                           parse_predicate)
 from ..record.write import scheduling_object
 from ..schema import Declaration, Requirements, parse_declaration, task_kind
-from ..scoring import DEFAULT_WEIGHTS, cost_score
+from ..fleet.scoring import DEFAULT_WEIGHTS, cost_score
 
 __all__ = ["Baseline", "LiteralLoop", "NumpyMatrix", "SqliteRegistry", "BASELINES"]
 

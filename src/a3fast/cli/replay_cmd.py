@@ -316,7 +316,7 @@ def _fleet(path: str, engine: str | None) -> Any:
 
 def _route(path: str) -> Any:
     """A route file: {"name": ..., "adds": {...}}."""
-    from ..placement import Route, RouteError
+    from ..fleet.placement import Route, RouteError
     from ..files import read_json
 
     require_kind(path, "a route")

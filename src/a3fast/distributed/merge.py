@@ -5,7 +5,7 @@ agent ids that failed it first, its eligible ids, their score columns, and its o
 coordinator maps local ids to global join order (each shard's `local -> global` array) and merges:
 
 - the decision needs only the shards' winners (the same total and tie-break as
-  `a3fast.scoring.choose`: highest total, then smallest name), so it is made at once;
+  `a3fast.fleet.scoring.choose`: highest total, then smallest name), so it is made at once;
 - the per-agent sets and score columns are merged when a record or a caller first reads them, into
   one label per global id (the predicate it failed first, or eligible), which gives every set in
   global join order without sorting.
@@ -24,7 +24,7 @@ import numpy as np
 import orjson
 
 from ..roaring import deserialize_ids, serialize_ids
-from ..scoring import choose
+from ..fleet.scoring import choose
 
 __all__ = ["ShardAnswer", "MergedExplanation", "MergedScores", "GlobalIndex", "winner_of",
            "SCORE_COLUMNS"]
@@ -67,7 +67,7 @@ class ShardAnswer:
 
 def winner_of(answers: Sequence[ShardAnswer]) -> int:
     """The choose stage over the shards' winners, each already the best of its shard: index of the
-    answer whose winner wins overall by `a3fast.scoring.choose` (highest total, ties to the
+    answer whose winner wins overall by `a3fast.fleet.scoring.choose` (highest total, ties to the
     smallest name). -1 when no shard has an eligible agent."""
     contenders = [j for j, a in enumerate(answers) if a.best >= 0 and a.best_name is not None]
     k = choose([answers[j].best_name for j in contenders],  # type: ignore[misc]

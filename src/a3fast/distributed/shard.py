@@ -30,7 +30,7 @@ from ..durable.journal import CHANGE, apply_change
 from ..durable.statedir import StateError
 from ..errors import Problem, SnapshotError
 from ..fleet import Fleet
-from ..scoring import import_scorer
+from ..fleet.scoring import import_scorer
 from .jsonl_split import Share, file_line, names_agree, read_share
 from .merge import ShardAnswer
 
@@ -242,7 +242,7 @@ class FleetShard:
         """Run the pipeline's prepare, explain, score and choose stages over this shard's agents
         (only `candidates`, if given) and answer compactly: its local failed and eligible sets, the
         eligible agents' score components, and its own winner. `scorer` is a custom scorer's
-        importable name (a3fast.scoring.import_scorer). Nothing in the shard changes."""
+        importable name (a3fast.fleet.scoring.import_scorer). Nothing in the shard changes."""
         started = time.perf_counter_ns()
         state = self.fleet.scored(requirements, session, candidates=candidates, scorer=self._scorer(scorer))
         return self._answer(state, started)

@@ -6,7 +6,7 @@ name always lives on one shard and its shard-local id, like a Fleet's ids, is gi
 coordinator keeps the global join order (name -> global id, append-only) and each shard's
 `local id -> global id` array. A placement parses the task here, sends it to every shard, gathers
 their compact explanations (a3fast.distributed.merge), chooses the winner as
-`a3fast.scoring.choose` would over all eligible agents, and returns a Placement that the usual
+`a3fast.fleet.scoring.choose` would over all eligible agents, and returns a Placement that the usual
 record writers turn into §6 records.
 
 Failure is loud: a shard that is down or does not answer in `timeout` seconds makes the call raise
@@ -28,8 +28,8 @@ from ..files import write_atomic
 from ..errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
 from ..fleet import pipeline
 from ..fleet.domain import check_namespace, namespace_problem
-from ..placement import CustomScores, Placement, Route, resumed_agent
-from ..scoring import import_scorer
+from ..fleet.placement import CustomScores, Placement, Route, resumed_agent
+from ..fleet.scoring import import_scorer
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from .cluster import connect, ray_module
 from .owners import shard_of
@@ -549,7 +549,7 @@ class ShardedFleet:
         return self._call(self._owner(agent), "holds_session", agent, session)
 
     # -- placing (the stages of a3fast.fleet.pipeline, split between coordinator and shards) ----
-    #: A custom scorer by importable name ("package.module:function", a3fast.scoring.import_scorer)
+    #: A custom scorer by importable name ("package.module:function", a3fast.fleet.scoring.import_scorer)
     #: that every shard imports; None: the default scorer. A `scorer` given to `place` overrides it.
     scorer: str | None = None
 

@@ -21,7 +21,7 @@ from ..document import decode_problem
 from ..engines import ingest_module
 from ..errors import Problem, SchemaError
 from ..schema import parse_declaration
-from ..scoring import cost_score
+from .scoring import cost_score
 from .domain import namespace_problem
 from .rows import INGEST_KINDS, PredicateRows
 from .table import AgentTable

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Se
 from ..engines import ENGINE, engine_module
 from ..errors import FleetError, Problem, describe
 from ..notebook import view_html
-from ..placement import Placement, Route, resumed_agent
+from .placement import Placement, Route, resumed_agent
 from ..predicates import AGENT_REF, ANTI_AFFINITY
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
-from ..scoring import DEFAULT_WEIGHTS, MAX_OUTCOMES, Scorer, cost_score
+from .scoring import DEFAULT_WEIGHTS, MAX_OUTCOMES, Scorer, cost_score
 from . import pipeline
 from .pipeline import MIN_RUN, prepare
 from .bulk_load import JsonlSource, collector_paused, read_jsonl

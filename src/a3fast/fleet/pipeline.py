@@ -3,7 +3,7 @@
     prepare  -> parse the task once, apply the route, resolve its session (and kind, when asked)
     explain  -> filter + first-failed explanation (§5), reused for a repeated task
     score    -> the eligible agents' scores: the engine's default scorer, or a caller's
-    choose   -> the winner: highest total, ties to the smallest name (a3fast.scoring.choose)
+    choose   -> the winner: highest total, ties to the smallest name (a3fast.fleet.scoring.choose)
     build    -> the Placement, the one place one is constructed
 
 The stages are those of kube-scheduler's framework in spirit: each reads and fills the cycle state
@@ -20,10 +20,10 @@ from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..errors import A3Error, FleetError
-from ..placement import CustomScores, Placement, Route, check_reason_limit
+from .placement import CustomScores, Placement, Route, check_reason_limit
 from ..predicates import first_failed
 from ..schema import Declaration, Requirements, parse_requirements, task_kind
-from ..scoring import Scorer, ScoringTask, choose
+from .scoring import Scorer, ScoringTask, choose
 from .rows import PredicateRows
 from .table import AgentTable
 
@@ -93,7 +93,7 @@ def prepare(requirements: Mapping[str, Any] | Requirements, session: str | None,
 
 
 def choose_among(names: list[str], totals: list[float]) -> int:
-    """The choose stage's rule over candidates given by name and total (a3fast.scoring.choose):
+    """The choose stage's rule over candidates given by name and total (a3fast.fleet.scoring.choose):
     the index of the winner, -1 when there is none. The engines apply the same rule in their
     scoring loop; a sharded fleet applies it to its shards' winners."""
     return choose(names, totals)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
-from ..placement import Placement, Route
+from .placement import Placement, Route
 from ..schema import Declaration, Requirements
 
 __all__ = ["FleetProtocol", "FleetExplanation"]

@@ -21,7 +21,7 @@ from ..declaration_codec import CODEC_NAME
 from ..errors import SnapshotError, describe
 from ..predicates import CAPABILITY
 from ..schema import MAX_VERSION
-from ..scoring import MAX_OUTCOMES
+from .scoring import MAX_OUTCOMES
 from .rows import EVALUATED, KEY_OF
 
 __all__ = ["MAX_AGENTS", "MAX_ROWS", "MAX_COUNTER", "SECTIONS", "Layout", "check_header", "check_sections"]

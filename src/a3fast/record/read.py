@@ -366,7 +366,7 @@ class _Failed(msgspec.Struct, gc=False, forbid_unknown_fields=True):
 
 
 class _Score(msgspec.Struct, gc=False, forbid_unknown_fields=True):
-    # a3fast.scoring's components; a record with others (a custom scorer) takes the generic path.
+    # a3fast.fleet.scoring's components; a record with others (a custom scorer) takes the generic path.
     total: _Number  # msgspec refuses booleans here, as the generic reader does
     affinity: _Number = 0
     success_rate: _Number = 0

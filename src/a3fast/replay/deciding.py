@@ -7,8 +7,8 @@ import tempfile
 from typing import Any, Mapping, Sequence
 
 from ..fleet import Fleet
-from ..placement import Placement, Route, RouteError
-from ..scoring import COMPONENTS
+from ..fleet.placement import Placement, Route, RouteError
+from ..fleet.scoring import COMPONENTS
 from .explaining import first_failed_on
 from .reading import Recorded
 from .verdict import ReplayError

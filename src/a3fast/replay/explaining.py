@@ -6,10 +6,10 @@ from collections import Counter
 from typing import Any, Mapping, Sequence
 
 from ..explain import predicate_counts
-from ..placement import Placement
+from ..fleet.placement import Placement
 from ..predicates import first_failed
 from ..record.compact import KEY as COMPACT_KEY
-from ..scoring import COMPONENTS
+from ..fleet.scoring import COMPONENTS
 from ..trace import TraceContentError
 from .verdict import NOT_IN_FLEET, TIE_BREAK, Funnel
 

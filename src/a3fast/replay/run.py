@@ -10,7 +10,7 @@ from typing import Any, Iterator, Sequence
 import orjson
 
 from ..fleet.bulk_load import collector_paused
-from ..placement import Route
+from ..fleet.placement import Route
 from .comparing import Comparer
 from .deciding import Side, copy_fleet, parse_weights
 from .reading import Reader, trace_items

@@ -24,7 +24,7 @@ KINDS = (SAME, MOVED, UNSCHEDULABLE, SCHEDULABLE, STILL_REJECTED)
 CHANGED_KINDS = (MOVED, UNSCHEDULABLE, SCHEDULABLE)
 #: What the earlier agent's first failed predicate is said to be when it has left the fleet.
 NOT_IN_FLEET = "not in the fleet"
-#: Decided by a tie of totals, broken by the smallest agent name (a3fast.scoring.choose).
+#: Decided by a tie of totals, broken by the smallest agent name (a3fast.fleet.scoring.choose).
 TIE_BREAK = "tie (smallest name)"
 #: The score component a session's holder gains: what a knock-on change really differs in.
 AFFINITY = "affinity"

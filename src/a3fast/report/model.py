@@ -12,7 +12,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from ..scoring import COMPONENTS, DEFAULT_WEIGHTS
+from ..fleet.scoring import COMPONENTS, DEFAULT_WEIGHTS
 
 from ..explain import ExplainError, Explained, explain_record, predicate_counts
 from ..record.compact import CompactError, Decoder

@@ -14,9 +14,9 @@ import msgspec
 import orjson
 
 from ..errors import A3Error, FleetError, SchemaError
-from ..scoring import MAX_OUTCOMES
+from ..fleet.scoring import MAX_OUTCOMES
 from ..durable.journal import JournalFailed
-from ..placement import Route, RouteError
+from ..fleet.placement import Route, RouteError
 from ..document import plainly_within
 from ..schema import parse_declaration, parse_requirements, task_kind
 from ..verify import is_valid, verify_stream_counted

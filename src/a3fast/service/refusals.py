@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..distributed.sharded import ShardError
 from ..errors import SchemaError
-from ..placement import RouteError
+from ..fleet.placement import RouteError
 from ..durable.journal import JournalFailed
 from .k8s import BadArgs, ExtenderError
 from .problems import ServiceError, from_library, journal_failed, problem

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import SchemaError
-from ..placement import Route, RouteError
+from ..fleet.placement import Route, RouteError
 from ..replay import ReplayError, ReplaySummary, copy_fleet, parse_thresholds, parse_weights, run_replay
 from ..schema import parse_declaration
 from .problems import ServiceError, from_library, parse_json, problem

@@ -32,7 +32,7 @@ import orjson
 from ..errors import A3Error, FleetError, Problem, SchemaError
 from ..record.compact import Encoder
 from ..fleet import Fleet, FleetProtocol, namespace_problem
-from ..placement import Placement, Route
+from ..fleet.placement import Placement, Route
 from ..record.write import placement_records
 from ..schema import Declaration, Requirements
 from ..trace import record_lines

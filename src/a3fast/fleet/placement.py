@@ -10,11 +10,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .errors import A3Error, FleetError
-from .explain import summary_line
-from .notebook import view_html
-from .record.write import rejection_dict, scheduling_dict, scheduling_json, timings
-from .schema import Declaration, Requirements, parse_requirements
+from ..errors import A3Error, FleetError
+from ..explain import summary_line
+from ..notebook import view_html
+from ..record.write import rejection_dict, scheduling_dict, scheduling_json, timings
+from ..schema import Declaration, Requirements, parse_requirements
 
 __all__ = ["Placement", "Route", "RouteError", "CustomScores", "check_reason_limit", "resumed_agent"]
 

@@ -1,11 +1,11 @@
 """Choosing the winner (§5 soft phase): the highest total, ties to the smallest name.
 
-`a3fast.scoring.choose` picks the winner among custom scores; the engines pick it among the default
-scores (tests/placement/test_scoring_rules.py compares those with a literal scorer).
+`a3fast.fleet.scoring.choose` picks the winner among custom scores; the engines pick it among the default
+scores (tests/fleet/test_scoring_rules.py compares those with a literal scorer).
 """
 import pytest
 
-from a3fast.scoring import choose
+from a3fast.fleet.scoring import choose
 
 
 def test_nothing_to_choose_from_gives_minus_one():

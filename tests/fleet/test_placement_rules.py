@@ -1,11 +1,11 @@
 """Routes (§6: a route may only add) and the Placement's own readings of a decision.
 
-Each test names the rule it holds; docs/testing.md lists the mutants of a3fast.placement that no
+Each test names the rule it holds; docs/testing.md lists the mutants of a3fast.fleet.placement that no
 test can kill and why.
 """
 import pytest
 
-from a3fast.placement import Route, RouteError
+from a3fast.fleet.placement import Route, RouteError
 from a3fast.schema import parse_requirements
 
 from factories import declaration, fleet_of

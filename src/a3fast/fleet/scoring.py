@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from .schema import Declaration, Requirements
+from ..schema import Declaration, Requirements
 
 __all__ = ["DEFAULT_WEIGHTS", "COMPONENTS", "MAX_OUTCOMES", "cost_score", "ScoringTask", "Scorer", "choose"]
 
