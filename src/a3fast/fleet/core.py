@@ -12,7 +12,6 @@ import functools
 import math
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from ..engines import ENGINE, engine_module
@@ -23,7 +22,8 @@ from ..predicates import AGENT_REF, ANTI_AFFINITY
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from .scoring import DEFAULT_WEIGHTS, MAX_OUTCOMES, Scorer, cost_score
 from . import pipeline
-from .pipeline import MIN_RUN, prepare
+from . import driver
+from .pipeline import prepare
 from .bulk_load import JsonlSource, collector_paused, read_jsonl
 from .domain import check_namespace
 from .persistence import Saved, read_snapshot, write_snapshot
@@ -69,8 +69,7 @@ class Fleet:
         self.membership = 0
         self._table = AgentTable()
         self._rows = PredicateRows(self._index, self._table, self._engine.NO_AGENT_REF)
-        self._stages = pipeline.LocalStages(self._table, self._rows, self.engine, self.outcomes,
-                                            self.holds_session)
+        self._stages = pipeline.LocalStages(self, self._table, self._rows)
         self._lock = threading.RLock()
 
     # -- membership -------------------------------------------------------------------------------
@@ -296,10 +295,7 @@ class Fleet:
     @_locked
     def hold_session(self, agent: str, session: str) -> None:
         """Mark an agent as holding a session's memory (affinity for tasks that continue it)."""
-        aid = self._table.live_id(agent)
-        row = self._rows.session_row(session)
-        self._rows.held_sessions.setdefault(aid, set()).add(row)
-        self._index.set_bit(row, aid)
+        self._rows.hold(self._table.live_id(agent), session)
         self.generation += 1
 
     @_locked
@@ -320,13 +316,13 @@ class Fleet:
         row = self._rows.session_rows.get(session)
         return aid is not None and row is not None and row in self._rows.held_sessions.get(aid, ())
 
-    # -- placing (a3fast.fleet.pipeline) -----------------------------------------------------------
+    # -- placing (a3fast.fleet.driver over a3fast.fleet.pipeline's stages) ------------------------
     @_locked
     def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
               route: Route | None = None, *, scorer: Scorer | None = None, kind: str | None = None,
               remember_session: bool = True, reason_limit: int | None = None,
               candidates: Iterable[str] | None = None) -> Placement:
-        """Place one task (§5, §6): prepare, explain, score, choose. Returns a Placement.
+        """Place one task (§5, §6): prepare, explain, score, choose, build. Returns a Placement.
 
         `requirements` may be a Requirements prepared once and placed again; it is never parsed
         again. `session` (or the requirements' `session`) is used for affinity only; a bound
@@ -340,22 +336,11 @@ class Fleet:
         agents only, in join order. Raises SchemaError for invalid requirements, ValueError for a
         bad reason_limit.
         """
-        state = prepare(requirements, session, route, reason_limit, kind, scorer or self.scorer)
-        if candidates is not None:
-            state.within = self._table.live_ids_of(candidates)
-        placement = self._stages.place(state, self.membership, self.weights, self.generation)
-        session = placement.session
-        agent = placement.agent
-        if (agent is not None and session is not None and remember_session
-                and not self.holds_session(agent, session)):
-            self.hold_session(agent, session)
-        return placement
-
-    def _place(self, requirements: Requirements, session: str | None, scorer: Scorer | None,
-               kind: str | None, reason_limit: int | None) -> Placement:
-        """The pipeline's stages for one task of a batch: a Placement, holding no session."""
-        state = prepare(requirements, session, None, reason_limit, kind, scorer or self.scorer)
-        return self._stages.place(state, self.membership, self.weights, self.generation)
+        placements, self.generation = driver.drive(
+            self._stages, (requirements,), (session,), self.generation, route=route,
+            reason_limit=reason_limit, kind=kind, scorer=scorer, candidates=candidates,
+            remember_session=remember_session)
+        return placements[0]
 
     def scored(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None, *,
                kind: str | None = None, candidates: Iterable[str] | None = None,
@@ -364,10 +349,9 @@ class Fleet:
         with the explanation, the scores and the winner's id (`best`). A shard of a sharded fleet
         answers with it; nothing in the fleet changes."""
         with self._lock:
-            state = prepare(requirements, session, None, None, kind, scorer or self.scorer)
-            if candidates is not None:
-                state.within = self._table.live_ids_of(candidates)
-            return self._stages.scored(state, self.membership, self.weights)
+            states, _ = driver.drive(self._stages, (requirements,), (session,), self.generation, kind=kind,
+                              scorer=scorer, candidates=candidates, build=False)
+            return states[0]
 
     def declaration_json(self, aid: int) -> bytes:
         """The declaration of live agent id `aid` as JSON, as records carry it."""
@@ -377,114 +361,23 @@ class Fleet:
                    sessions: Sequence[str | None] | None = None, workers: int | None = None,
                    scorer: Scorer | None = None, kind: str | None = None,
                    remember_session: bool = True, reason_limit: int | None = None) -> list[Placement]:
-        """Place a batch on `workers` threads (default: one per core) with the same results and
-        records as `place` one at a time, in order (§6 timings aside).
+        """Place a batch with the same results and records as `place` one at a time, in order (§6
+        timings aside), through the same driver (a3fast.fleet.driver).
 
         Every task is parsed before any is placed (an invalid one raises SchemaError and places
         nothing). The batch holds the fleet's lock: updates from other threads wait for it, so it
-        sees one membership. The native engine's explain and score loops run without the GIL, so
-        placements proceed on every core. What must stay sequential: a bound placement makes its
-        agent hold the task's session, which changes the affinity of later tasks of that session,
-        so with `remember_session` the tasks of one session run in order on one thread (and
-        different sessions, and tasks without one, in parallel). `generation` is numbered as if
-        the batch ran in order.
+        sees one membership. What must stay in order: a bound placement makes its agent hold the
+        task's session, which changes the affinity of later tasks of that session, so with
+        `remember_session` the n-th task of each session is decided in the n-th wave; each wave's
+        explain and score loops run in the engine with the GIL released, on `workers` threads
+        (default: one per core; a caller's scorer runs under the GIL). `generation` is numbered as
+        if the batch ran in order.
         """
         with self._lock:
-            tasks = [parse_requirements(r) for r in requirements_list]
-            if sessions is not None and len(sessions) != len(tasks):
-                raise ValueError(f"sessions: {len(sessions)} for {len(tasks)} tasks")
-            chosen = [s if s is not None else t.session
-                      for t, s in zip(tasks, sessions if sessions is not None else [None] * len(tasks))]
-            units = session_chains(chosen, remember_session)
-            if remember_session:
-                for session in chosen:   # no row is added while other threads read the rows
-                    if session is not None:
-                        self._rows.session_row(session)
-            placements: list[Placement | None] = [None] * len(tasks)
-            held = [False] * len(tasks)
-            n = max(1, min(workers or os.cpu_count() or 1, len(units)))
-            if (scorer or self.scorer) is None:
-                self._place_batched(tasks, chosen, units, n, kind, reason_limit, remember_session,
-                                    placements, held)
-            else:
-                self._place_threaded(tasks, chosen, units, n, scorer, kind, reason_limit,
-                                     remember_session, placements, held)
-            generation = self.generation
-            for p, did_hold in zip(placements, held):
-                assert p is not None  # every task was placed
-                p.generation = generation
-                generation += did_hold
-            self.generation = generation
-            return placements  # type: ignore[return-value]
-
-    def _place_batched(self, tasks: list[Requirements], chosen: list[str | None], units: list[list[int]],
-                       n: int, kind: str | None, reason_limit: int | None, remember_session: bool,
-                       placements: list[Placement | None], held: list[bool]) -> None:
-        """place_many with the default scorer: the batch in waves, the j-th task of every unit in
-        wave j (so no wave holds two tasks of one remembered session, whose scores depend on each
-        other's winner). Each wave goes through `Index.place_batch` — on `n` threads, each calling
-        it for a run of the wave's tasks with the GIL released — and is then built and its
-        sessions held in order, under the GIL, before the next wave is scored."""
-        states = [prepare(t, s, None, reason_limit, kind, None) for t, s in zip(tasks, chosen)]
-        waves: list[list[int]] = []
-        for unit in units:
-            for j, i in enumerate(unit):
-                if j == len(waves):
-                    waves.append([])
-                waves[j].append(i)
-        stages, membership, weights = self._stages, self.membership, self.weights
-        # a pool only when some wave can be cut into runs long enough to hand over (MIN_RUN): for a
-        # smaller batch, starting and ending the pool costs more than the whole batch saves
-        if n > 1 and max(map(len, waves)) >= 2 * MIN_RUN:
-            pool = ThreadPoolExecutor(n - 1, thread_name_prefix="a3fast-place")
-        else:
-            pool = None
-        try:
-            for wave in waves:
-                wave.sort()
-                stages.scored_batch([states[i] for i in wave], membership, weights, pool, n)
-                for i in wave:
-                    p = placements[i] = stages.build(states[i], self.generation)
-                    task_session = chosen[i]
-                    if p.agent is not None and remember_session and task_session is not None:
-                        held[i] = self._hold_in_batch(p.agent, task_session)
-        finally:
-            if pool is not None:
-                pool.shutdown()
-
-    def _place_threaded(self, tasks: list[Requirements], chosen: list[str | None], units: list[list[int]],
-                        n: int, scorer: Scorer | None, kind: str | None, reason_limit: int | None,
-                        remember_session: bool, placements: list[Placement | None], held: list[bool]) -> None:
-        """place_many with a caller's scorer: each unit through every stage on whichever of `n`
-        threads is free (the scorer runs under the GIL; the engine's loops do not)."""
-        pending = iter(units)    # taken one unit at a time by whichever thread is free
-
-        def work() -> None:
-            for unit in pending:
-                for i in unit:
-                    p = placements[i] = self._place(tasks[i], chosen[i], scorer, kind, reason_limit)
-                    task_session = chosen[i]
-                    if p.agent is not None and remember_session and task_session is not None:
-                        held[i] = self._hold_in_batch(p.agent, task_session)
-
-        if n == 1:
-            work()
-        else:
-            with ThreadPoolExecutor(n, thread_name_prefix="a3fast-place") as pool:
-                for future in [pool.submit(work) for _ in range(n)]:
-                    future.result()
-
-    def _hold_in_batch(self, agent: str, session: str) -> bool:
-        """`hold_session` for a placement of a batch (its session row exists; `generation` is
-        numbered by the batch). True if the agent did not hold it yet."""
-        aid = self._table.ids[agent]
-        row = self._rows.session_rows[session]
-        holds = self._rows.held_sessions.setdefault(aid, set())
-        if row in holds:
-            return False
-        holds.add(row)
-        self._index.set_bit(row, aid)
-        return True
+            placements, self.generation = driver.drive(
+                self._stages, list(requirements_list), sessions, self.generation, reason_limit=reason_limit,
+                kind=kind, scorer=scorer, remember_session=remember_session, workers=workers)
+            return placements
 
     def resume(self, earlier: Placement, *, seq: int | None = None) -> Placement:
         """A resumed placement (§6): back to the agent `earlier` chose, with no candidates weighed.
@@ -500,11 +393,12 @@ class Fleet:
 
     def explain(self, requirements: Mapping[str, Any] | Requirements) -> Explanation:
         """The filter and first-failed explanation of a task (§5), without scoring: the engine's
-        Explanation (candidate, eligible and per-predicate failed id sets)."""
-        matched = parse_requirements(requirements)
-        resolve = self._rows.resolve_prepared if matched is requirements else self._rows.resolve_parsed
-        rows, only, excluded, _ = resolve(matched)
-        return self._index.explain(rows, only, excluded)
+        Explanation (candidate, eligible and per-predicate failed id sets), by the explain stage
+        every placement takes."""
+        with self._lock:
+            state = prepare(requirements, None, None)
+            self._stages.explain(state, self.membership)
+            return state.explanation
 
     def all_failed(self, requirements: Mapping[str, Any] | Requirements) -> dict[str, list[str]]:
         """Every predicate each ineligible agent fails, not only the first (derivation order).
@@ -553,20 +447,3 @@ class Fleet:
         """Bytes held by the engine's index (rows and live set)."""
         return self._index.nbytes()
 
-
-def session_chains(sessions: Sequence[str | None], remember_session: bool) -> list[list[int]]:
-    """A batch's tasks (by position) in units that may run apart: with `remember_session`, the
-    tasks of one session in order in one unit (a bound placement's held session changes the
-    affinity of the next), every other task alone."""
-    units: list[list[int]] = []
-    chains: dict[str, list[int]] = {}
-    for i, session in enumerate(sessions):
-        if remember_session and session is not None:
-            chain = chains.get(session)
-            if chain is None:
-                chain = chains[session] = []
-                units.append(chain)
-            chain.append(i)
-        else:
-            units.append([i])
-    return units

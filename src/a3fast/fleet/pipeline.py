@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..errors import A3Error, FleetError
 from .placement import CustomScores, Placement, Route, check_reason_limit
@@ -100,62 +100,113 @@ def choose_among(names: list[str], totals: list[float]) -> int:
 
 
 class LocalStages:
-    """The explain, score and choose stages over one process's index, and the Placement they make."""
+    """The stages over one process's index (the `Stages` a Fleet's driver runs, a3fast.fleet.driver):
+    prepare, decide (explain, score, choose), build, and hold a bound placement's session."""
 
-    __slots__ = ("table", "rows", "index", "engine", "outcomes", "holds_session")
+    __slots__ = ("fleet", "table", "rows", "index", "engine")
 
-    def __init__(self, table: AgentTable, rows: PredicateRows, engine: str,
-                 outcomes: Callable[[str, str], tuple[int, int]],
-                 holds_session: Callable[[str, str], bool]):
+    def __init__(self, fleet: Any, table: AgentTable, rows: PredicateRows):
+        #: the Fleet whose membership, weights, scorer and history the stages read
+        self.fleet = fleet
         self.table = table
         self.rows = rows
         self.index: Index = rows.index
-        self.engine = engine
-        # what a custom scorer is told: the fleet's outcome and session history
-        self.outcomes = outcomes
-        self.holds_session = holds_session
+        self.engine: str = fleet.engine
 
-    def explain(self, state: CycleState, membership: int) -> None:
-        """Filter and explain. The explanation of a task seen before against the same membership
-        depends only on its predicates and who is in the fleet, so it is reused (never for a
-        placement restricted to some agents, which is not the task's explanation)."""
+    def prepare(self, requirements: Mapping[str, Any] | Requirements, session: str | None,
+                route: Route | None, reason_limit: int | None, kind: str | None,
+                scorer: Scorer | None, candidates: Iterable[str] | None) -> CycleState:
+        """`prepare`, with the fleet's scorer when the caller gives none, and `candidates` (names)
+        turned into the live agent ids the placement is restricted to."""
+        state = prepare(requirements, session, route, reason_limit, kind, scorer or self.fleet.scorer)
+        if candidates is not None:
+            state.within = self.table.live_ids_of(candidates)
+        return state
+
+    def _gather(self, state: CycleState, membership: int) -> tuple[Any, Any, int, Any]:
+        """The explain stage up to the engine: the one path every placement and `Fleet.explain`
+        take. Returns `(explanation, rows, only, excluded)`: an explanation already made (a task
+        seen before against the same membership: it depends only on the predicates and who is in
+        the fleet; or one restricted to `within`, made here, never kept, since it is not the task's
+        explanation), else None and the engine's arguments for making it. Derives the task's kind
+        when outcomes or a scorer need it, and sets `eval_rows`, `membership` and `gathered`."""
         rows, matched = self.rows, state.matched
-        # a placement over some agents only does not show who is live: no count to key on
-        state.membership = membership if state.within is None else None
-        predicates = matched.predicates
-        needs_kind = state.kind is None and bool(rows.kinds or state.scorer)
         within = state.within
-        cached = rows.explained.get(predicates) if within is None else None
+        # a placement over some agents only does not show who is live: no count to key on
+        state.membership = membership if within is None else None
+        needs_kind = state.kind is None and bool(rows.kinds or state.scorer)
+        cached = rows.explained.get(matched.predicates) if within is None else None
         if cached is not None and cached[0] == membership:
-            state.explanation, state.eval_rows = cached[1], cached[2]
+            state.eval_rows = cached[2]
             if needs_kind:
                 state.kind = task_kind(matched)
             state.gathered = time.perf_counter_ns()
-            return
-        if state.prepared:
-            ids, only, excluded, eval_rows = rows.resolve_prepared(matched)
-        else:
-            ids, only, excluded, eval_rows = rows.resolve_parsed(matched)
+            return cached[1], (), 0, ()
+        resolve = rows.resolve_prepared if state.prepared else rows.resolve_parsed
+        ids, only, excluded, state.eval_rows = resolve(matched)
         if needs_kind:
             state.kind = task_kind(matched)
         state.gathered = time.perf_counter_ns()
-        if within is None:
-            expl = self.index.explain(ids, only, excluded)
-            rows.remember(predicates, membership, expl, eval_rows)
-        else:
-            expl = self.index.explain(ids, only, excluded, within)
-        state.explanation, state.eval_rows = expl, eval_rows
+        if within is not None:
+            return self.index.explain(ids, only, excluded, within), (), 0, ()
+        return None, ids, only, excluded
 
-    def score(self, state: CycleState, weights: tuple[float, ...]) -> None:
-        """Score the eligible agents: the engine's default scorer, or the caller's (told the task's
-        kind: `explain` derived it when none was given)."""
-        if state.scorer is None:
-            rows, session, kind = self.rows, state.session, state.kind
-            session_row = rows.session_rows.get(session, -1) if session is not None else -1
-            kid = rows.kinds.get(kind, -1) if kind is not None else -1
-            state.scores = self.index.score(state.explanation, state.eval_rows, session_row, kid, weights)
+    def explain(self, state: CycleState, membership: int) -> None:
+        """The explain stage on its own: filter and first-failed explanation (§5), kept for the
+        task's next placement (a caller's scorer, and `Fleet.explain`, score nothing natively)."""
+        expl, ids, only, excluded = self._gather(state, membership)
+        if expl is None:
+            expl = self.index.explain(ids, only, excluded)
+            self.rows.remember(state.matched.predicates, membership, expl, state.eval_rows)
+        state.explanation = expl
+
+    def decide(self, states: list[CycleState], pool: Executor | None = None, parts: int = 1) -> None:
+        """explain, score and choose for tasks whose scores do not depend on one another (no two
+        of one remembered session). With the engine's scorer, every task goes through one
+        `Index.place_batch`, which runs the loops with the GIL released: with a `pool`, the tasks
+        are cut into `parts` runs, one call each, on as many threads. A caller's scorer runs under
+        the GIL, task by task."""
+        fleet = self.fleet
+        membership, weights = fleet.membership, fleet.weights
+        native = [state for state in states if state.scorer is None]
+        if len(native) < len(states):
+            for state in states:
+                if state.scorer is not None:
+                    self.explain(state, membership)
+                    state.scores = self.custom_scores(state)
+                    self.choose(state)
+        if not native:
+            return
+        rows, index = self.rows, self.index
+        session_rows, kinds = rows.session_rows, rows.kinds
+        gather = self._gather
+        jobs: list[tuple[Any, ...]] = []
+        fresh: list[CycleState] = []
+        for state in native:
+            expl, ids, only, excluded = gather(state, membership)
+            if expl is None:
+                fresh.append(state)
+            session, kind = state.session, state.kind
+            jobs.append((expl, ids, only, excluded, state.eval_rows,
+                         session_rows.get(session, -1) if session is not None else -1,
+                         kinds.get(kind, -1) if kind is not None else -1))
+        parts = min(parts, len(jobs) // MIN_RUN)
+        if pool is None or parts <= 1:
+            results = index.place_batch(jobs, weights)
         else:
-            state.scores = self.custom_scores(state)
+            step = -(-len(jobs) // parts)
+            runs = [pool.submit(index.place_batch, jobs[at:at + step], weights)
+                    for at in range(step, len(jobs), step)]
+            results = index.place_batch(jobs[:step], weights)
+            for run in runs:
+                results += run.result()
+        selected = time.perf_counter_ns()
+        for state, (expl, scores) in zip(native, results):
+            state.explanation, state.scores, state.best = expl, scores, scores.best
+            state.selected = selected
+        remember = rows.remember
+        for state in fresh:
+            remember(state.matched.predicates, membership, state.explanation, state.eval_rows)
 
     def custom_scores(self, state: CycleState) -> CustomScores:
         """Scores from a caller's scorer: one mapping with a numeric `total` per eligible agent."""
@@ -164,7 +215,7 @@ class LocalStages:
         agents = [self.table.declaration(i) for i in ids]
         session = state.session
         kind = state.kind if state.kind is not None else task_kind(state.matched)
-        outcomes, holds = self.outcomes, self.holds_session
+        outcomes, holds = self.fleet.outcomes, self.fleet.holds_session
         task = ScoringTask(state.matched, session, kind,
                            outcomes=lambda name: outcomes(name, kind),
                            holds_session=lambda name: session is not None and holds(name, session))
@@ -181,71 +232,14 @@ class LocalStages:
         return CustomScores(ids, entries, -1)
 
     def choose(self, state: CycleState) -> None:
-        """The winner: the engine's scoring loop has chosen it already by the same rule; a
-        caller's scores are chosen here."""
+        """The winner of a caller's scores, by the rule the engine's scoring loop applies to its
+        own (a3fast.fleet.scoring.choose)."""
         scores = state.scores
-        if state.scorer is not None:
-            name = self.index.name
-            j = choose_among([name(i) for i in scores.ids], [e["total"] for e in scores.entries])
-            scores.best = scores.ids[j] if j >= 0 else -1
+        name = self.index.name
+        j = choose_among([name(i) for i in scores.ids], [e["total"] for e in scores.entries])
+        scores.best = scores.ids[j] if j >= 0 else -1
         state.best = scores.best
         state.selected = time.perf_counter_ns()
-
-    def scored(self, state: CycleState, membership: int, weights: tuple[float, ...]) -> CycleState:
-        """prepare's output through explain, score and choose (a shard answers with this)."""
-        self.explain(state, membership)
-        self.score(state, weights)
-        self.choose(state)
-        return state
-
-    def scored_batch(self, states: list[CycleState], membership: int, weights: tuple[float, ...],
-                     pool: Executor | None = None, parts: int = 1) -> None:
-        """explain, score and choose for a batch of independent tasks (the scores of one must not
-        depend on what becomes of another: no two of one remembered session) through
-        `Index.place_batch`, which runs a whole batch's loops with the GIL released once: with a
-        `pool`, the batch is cut into `parts` runs of tasks, one call each, on as many threads.
-        Fills each state as `scored` does; the default scorer only, no `within`."""
-        rows, index = self.rows, self.index
-        explained, session_rows, kinds = rows.explained, rows.session_rows, rows.kinds
-        jobs: list[tuple[Any, ...]] = []
-        fresh: list[CycleState] = []
-        for state in states:
-            matched = state.matched
-            state.membership = membership
-            predicates = matched.predicates
-            cached = explained.get(predicates)
-            job: tuple[Any, ...]
-            if cached is not None and cached[0] == membership:
-                state.eval_rows = cached[2]
-                job = (cached[1], (), 0, (), cached[2])
-            else:
-                resolve = rows.resolve_prepared if state.prepared else rows.resolve_parsed
-                ids, only, excluded, eval_rows = resolve(matched)
-                state.eval_rows = eval_rows
-                job = (None, ids, only, excluded, eval_rows)
-                fresh.append(state)
-            if state.kind is None and kinds:
-                state.kind = task_kind(matched)
-            session, kind = state.session, state.kind
-            jobs.append(job + (session_rows.get(session, -1) if session is not None else -1,
-                               kinds.get(kind, -1) if kind is not None else -1))
-            state.gathered = time.perf_counter_ns()
-        parts = min(parts, len(jobs) // MIN_RUN)
-        if pool is None or parts <= 1:
-            results = index.place_batch(jobs, weights)
-        else:
-            step = -(-len(jobs) // parts)
-            runs = [pool.submit(index.place_batch, jobs[at:at + step], weights)
-                    for at in range(step, len(jobs), step)]
-            results = index.place_batch(jobs[:step], weights)
-            for run in runs:
-                results += run.result()
-        selected = time.perf_counter_ns()
-        for state, (expl, scores) in zip(states, results):
-            state.explanation, state.scores, state.best = expl, scores, scores.best
-            state.selected = selected
-        for state in fresh:
-            rows.remember(state.matched.predicates, membership, state.explanation, state.eval_rows)
 
     def build(self, state: CycleState, generation: int) -> Placement:
         """The build stage for a chosen cycle state."""
@@ -256,13 +250,10 @@ class LocalStages:
                                    table.declaration_json(best), generation)
         return build_placement(state, self.engine, self.index, None, None, generation)
 
-    def place(self, state: CycleState, membership: int, weights: tuple[float, ...],
-              generation: int) -> Placement:
-        """Every stage after prepare: explain, score, choose, build."""
-        self.explain(state, membership)
-        self.score(state, weights)
-        self.choose(state)
-        return self.build(state, generation)
+    def hold(self, agent: str, session: str) -> bool:
+        """A bound placement's agent holds its task's session (PredicateRows.hold). True when it did
+        not hold it yet; the driver numbers `generation` by it."""
+        return self.rows.hold(self.table.ids[agent], session)
 
 
 def build_placement(state: CycleState, engine: str, index: Any, declaration: Declaration | None,

@@ -89,6 +89,18 @@ class PredicateRows:
             row = self.session_rows[session] = self.index.add_row()
         return row
 
+    def hold(self, aid: int, session: str) -> bool:
+        """Agent id `aid` holds `session` (the affinity of the tasks that continue it): its row is
+        made the first time a session is held. True when the agent did not hold it yet. Every way a
+        session comes to be held — a bound placement, `Fleet.hold_session` — goes through here."""
+        row = self.session_row(session)
+        holds = self.held_sessions.setdefault(aid, set())
+        if row in holds:
+            return False
+        holds.add(row)
+        self.index.set_bit(row, aid)
+        return True
+
     def kind(self, kind: str) -> int:
         """The outcome column of a task kind, made the first time an outcome of it is recorded."""
         kid = self.kinds.get(kind)
