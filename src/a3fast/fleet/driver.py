@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from ..schema import Requirements, parse_requirements
 from .bulk_load import collector_paused
@@ -35,6 +35,7 @@ __all__ = ["Stages", "drive", "waves_of"]
 Task = Mapping[str, Any] | Requirements
 
 
+@runtime_checkable
 class Stages(Protocol):
     """The stages a fleet's placements go through (see the module docstring)."""
 
