@@ -1,4 +1,4 @@
-"""Every placement crosses one driver (a3fast.fleet.driver.drive): Fleet.place, place_many,
+"""Every placement crosses one driver (a3fast.fleet.pipeline.drive): Fleet.place, place_many,
 Fleet.scored (what a shard answers with), a stdio `place` line and POST /v1/place. A single
 placement is a batch of one, so placing one by one and placing a batch give the same compact
 records, byte for byte, on both engines."""
@@ -10,8 +10,8 @@ import io
 import orjson
 import pytest
 
-from a3fast.fleet import Fleet, driver
-from a3fast.fleet.pipeline import LocalStages
+from a3fast.fleet import Fleet, pipeline
+from a3fast.fleet.pipeline import LocalStages, Stages
 from a3fast.record.compact import Encoder
 from a3fast.workload import generate_fleet, generate_tasks
 
@@ -25,20 +25,20 @@ TASKS = generate_tasks(FLEET, 6, seed=3)
 def crossings(monkeypatch) -> list[int]:
     """How many tasks each call of the driver was given, call by call (the driver itself runs)."""
     calls: list[int] = []
-    real = driver.drive
+    real = pipeline.drive
 
     def counted(stages, tasks, *args, **kwargs):
         calls.append(len(tasks))
         return real(stages, tasks, *args, **kwargs)
 
-    monkeypatch.setattr(driver, "drive", counted)
+    monkeypatch.setattr(pipeline, "drive", counted)
     return calls
 
 
 def test_a_fleets_stages_are_the_stages_the_driver_names():
     fleet = Fleet()
-    assert isinstance(fleet._stages, LocalStages) and isinstance(fleet._stages, driver.Stages)
-    assert not isinstance(object(), driver.Stages)
+    assert isinstance(fleet._stages, LocalStages) and isinstance(fleet._stages, Stages)
+    assert not isinstance(object(), Stages)
 
 
 def test_place_place_many_and_scored_cross_the_driver(crossings):

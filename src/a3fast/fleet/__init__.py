@@ -5,7 +5,8 @@
     domain       the one-scheduling-domain rule (a name held by another namespace is refused)
     bulk_load    JSON Lines of declarations in bulk (Fleet.load_jsonl / extend_jsonl)
     persistence  snapshots (Fleet.save / Fleet.load)
-    pipeline     placing: prepare -> explain -> score -> choose -> build, over one cycle state
+    pipeline     placing: one driver runs every placement, a batch of one or more, through the stages
+                 prepare -> explain -> score -> choose -> build -> hold, over one cycle state each
     protocol     FleetProtocol: what every fleet offers (Fleet and ShardedFleet)
     core         Fleet, which puts them together
 """

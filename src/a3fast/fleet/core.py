@@ -22,7 +22,6 @@ from ..predicates import AGENT_REF, ANTI_AFFINITY
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from .scoring import DEFAULT_WEIGHTS, MAX_OUTCOMES, Scorer, cost_score
 from . import pipeline
-from . import driver
 from .pipeline import prepare
 from .bulk_load import JsonlSource, collector_paused, read_jsonl
 from .domain import check_namespace
@@ -316,7 +315,7 @@ class Fleet:
         row = self._rows.session_rows.get(session)
         return aid is not None and row is not None and row in self._rows.held_sessions.get(aid, ())
 
-    # -- placing (a3fast.fleet.driver over a3fast.fleet.pipeline's stages) ------------------------
+    # -- placing (a3fast.fleet.pipeline) ------------------------
     @_locked
     def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
               route: Route | None = None, *, scorer: Scorer | None = None, kind: str | None = None,
@@ -336,7 +335,7 @@ class Fleet:
         agents only, in join order. Raises SchemaError for invalid requirements, ValueError for a
         bad reason_limit.
         """
-        placements, self.generation = driver.drive(
+        placements, self.generation = pipeline.drive(
             self._stages, (requirements,), (session,), self.generation, route=route,
             reason_limit=reason_limit, kind=kind, scorer=scorer, candidates=candidates,
             remember_session=remember_session)
@@ -349,7 +348,7 @@ class Fleet:
         with the explanation, the scores and the winner's id (`best`). A shard of a sharded fleet
         answers with it; nothing in the fleet changes."""
         with self._lock:
-            states, _ = driver.drive(self._stages, (requirements,), (session,), self.generation, kind=kind,
+            states, _ = pipeline.drive(self._stages, (requirements,), (session,), self.generation, kind=kind,
                               scorer=scorer, candidates=candidates, build=False)
             return states[0]
 
@@ -362,7 +361,7 @@ class Fleet:
                    scorer: Scorer | None = None, kind: str | None = None,
                    remember_session: bool = True, reason_limit: int | None = None) -> list[Placement]:
         """Place a batch with the same results and records as `place` one at a time, in order (§6
-        timings aside), through the same driver (a3fast.fleet.driver).
+        timings aside), through the same driver (a3fast.fleet.pipeline.drive).
 
         Every task is parsed before any is placed (an invalid one raises SchemaError and places
         nothing). The batch holds the fleet's lock: updates from other threads wait for it, so it
@@ -374,7 +373,7 @@ class Fleet:
         if the batch ran in order.
         """
         with self._lock:
-            placements, self.generation = driver.drive(
+            placements, self.generation = pipeline.drive(
                 self._stages, list(requirements_list), sessions, self.generation, reason_limit=reason_limit,
                 kind=kind, scorer=scorer, remember_session=remember_session, workers=workers)
             return placements

@@ -1,36 +1,58 @@
-"""The placing pipeline: one task through named stages, carrying one `CycleState`.
+"""The placing pipeline: every placement is a batch of tasks driven through named stages, each
+task carrying one `CycleState`. A single placement is a batch of one.
 
-    prepare  -> parse the task once, apply the route, resolve its session (and kind, when asked)
+    prepare  -> parse the task once, apply the route, resolve its session and candidates
     explain  -> filter + first-failed explanation (§5), reused for a repeated task
     score    -> the eligible agents' scores: the engine's default scorer, or a caller's
     choose   -> the winner: highest total, ties to the smallest name (a3fast.fleet.scoring.choose)
-    build    -> the Placement, the one place one is constructed
+    build    -> the Placement, the one place one is constructed (`build_placement`)
+    hold     -> a bound placement makes its agent hold the task's session
 
 The stages are those of kube-scheduler's framework in spirit: each reads and fills the cycle state
-and nothing else. `Fleet.place`, `place_many` and `resume` run them over one process's index
-(`LocalStages`); a sharded fleet runs `prepare` on its coordinator, `explain` and `score` on each
-shard over its own agents (`LocalStages.scored`), merges the shards' answers, and ends with the same
-`choose` rule and `build_placement`.
+and nothing else. `drive` is the one driver: `Fleet.place`, `place_many` and `Fleet.scored` (what a
+shard of a sharded fleet answers with) — and so the service's place routes, stdio `place` lines and
+replays, which call them — run a batch through a `Stages`:
+
+    prepare  every task, before any is placed (an invalid one places nothing)
+    waves    with `remember_session`, the n-th task of a session in wave n (a bound placement's
+             held session changes the affinity of the session's next task); every other task in
+             the first
+    decide   explain, score and choose for a whole wave: with the engine's scorer one
+             `Index.place_batch` call, its loops without the GIL (on several threads for a long
+             wave); a caller's scorer task by task, under the GIL
+    build    the wave's Placements, then `hold` for each bound one with a session, in order;
+             `generation` numbered as if the tasks ran one by one
+
+`LocalStages` are the stages over one process's index. A sharded fleet runs `prepare` on its
+coordinator, the middle stages on each shard (`Fleet.scored`, through `drive`), merges the shards'
+answers, and ends with the same `choose` rule and `build_placement`; `resume` builds a cycle whose
+explanation and scores are the earlier placement's.
 """
 from __future__ import annotations
 
 import math
+import os
 import time
-from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from ..errors import A3Error, FleetError
 from .placement import CustomScores, Placement, Route, check_reason_limit
 from ..predicates import first_failed
 from ..schema import Declaration, Requirements, parse_requirements, task_kind
 from .scoring import Scorer, ScoringTask, choose
+from .bulk_load import collector_paused
 from .rows import PredicateRows
 from .table import AgentTable
 
 if TYPE_CHECKING:
     from .._core import Index
 
-__all__ = ["CycleState", "prepare", "LocalStages", "choose_among", "build_placement", "resume"]
+__all__ = ["CycleState", "Stages", "drive", "waves_of", "prepare", "LocalStages", "choose_among",
+           "build_placement", "resume"]
+
+#: A task as callers give it: a requirements document, or Requirements prepared once.
+Task = Mapping[str, Any] | Requirements
 
 
 #: The fewest tasks a thread of a batch is given: a run shorter than this costs more to hand over
@@ -97,6 +119,128 @@ def choose_among(names: list[str], totals: list[float]) -> int:
     the index of the winner, -1 when there is none. The engines apply the same rule in their
     scoring loop; a sharded fleet applies it to its shards' winners."""
     return choose(names, totals)
+
+
+
+
+@runtime_checkable
+class Stages(Protocol):
+    """The stages a fleet's placements go through (see the module docstring)."""
+
+    def prepare(self, requirements: Task, session: str | None, route: Route | None,
+                reason_limit: int | None, kind: str | None, scorer: Scorer | None,
+                candidates: Iterable[str] | None) -> CycleState:
+        """Parse once, apply the route, resolve the session and the candidates (SchemaError,
+        RouteError, ValueError before anything is placed)."""
+
+    def decide(self, states: list[CycleState], pool: Executor | None = None, parts: int = 1) -> None:
+        """explain, score and choose for tasks that do not depend on one another; `pool` and
+        `parts`: threads the engine's loops may be spread on."""
+
+    def build(self, state: CycleState, generation: int) -> Placement:
+        """The Placement of a decided cycle."""
+
+    def hold(self, agent: str, session: str) -> bool:
+        """The agent holds the session; True when it did not hold it yet."""
+
+
+def waves_of(sessions: Sequence[str | None], remember_session: bool) -> list[list[int]]:
+    """Task positions in waves, each in order: with `remember_session` the n-th task of a session
+    in wave n (it must see what the (n-1)-th made its agent hold); every other task in wave 0."""
+    if not remember_session:
+        return [list(range(len(sessions)))]
+    waves: list[list[int]] = [[]]
+    seen: dict[str, int] = {}
+    for i, session in enumerate(sessions):
+        wave = 0
+        if session is not None:
+            wave = seen.get(session, 0)
+            seen[session] = wave + 1
+            if wave == len(waves):
+                waves.append([])
+        waves[wave].append(i)
+    return waves
+
+
+def drive(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str | None] | None,
+          generation: int, *, route: Route | None = None, reason_limit: int | None = None,
+          kind: str | None = None, scorer: Scorer | None = None,
+          candidates: Iterable[str] | None = None, remember_session: bool = True,
+          workers: int | None = 1, build: bool = True) -> tuple[list[Any], int]:
+    """Place `tasks` (with `sessions` beside them, or their own) in order through `stages`.
+
+    Returns the Placements (the decided cycle states when not `build`: nothing is held and nothing
+    changes) and the fleet's generation after the sessions the placements made their agents hold.
+    `workers`: threads for the engine's loops (None: one per core); a pool is started only for a
+    wave long enough to hand a run of at least MIN_RUN tasks to each thread.
+    """
+    if sessions is not None and len(sessions) != len(tasks):
+        for task in tasks:      # an invalid task is named before a miscounted batch
+            if type(task) is not Requirements:
+                parse_requirements(task)
+        raise ValueError(f"sessions: {len(sessions)} for {len(tasks)} tasks")
+    if len(tasks) == 1:
+        return _drive_one(stages, tasks[0], sessions[0] if sessions is not None else None, generation,
+                          route, reason_limit, kind, scorer, candidates, remember_session, build)
+    with collector_paused():
+        return _drive_batch(stages, tasks, sessions, generation, route, reason_limit, kind, scorer,
+                            candidates, remember_session, workers, build)
+
+
+def _drive_one(stages: Stages, task: Task, session: str | None, generation: int, route: Route | None,
+               reason_limit: int | None, kind: str | None, scorer: Scorer | None,
+               candidates: Iterable[str] | None, remember_session: bool, build: bool) -> tuple[list[Any], int]:
+    """`drive` for a batch of one: the same stages, without waves or a pool."""
+    state = stages.prepare(task, session, route, reason_limit, kind, scorer, candidates)
+    stages.decide([state])
+    if not build:
+        return [state], generation
+    p = stages.build(state, generation)
+    if remember_session and state.session is not None and p.agent is not None and stages.hold(p.agent, state.session):
+        generation += 1
+    return [p], generation
+
+
+def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str | None] | None,
+                 generation: int, route: Route | None, reason_limit: int | None, kind: str | None,
+                 scorer: Scorer | None, candidates: Iterable[str] | None, remember_session: bool,
+                 workers: int | None, build: bool) -> tuple[list[Any], int]:
+    """`drive` for a batch, with the cyclic collector paused: a batch's cycle states and Placements
+    all live until it returns, and every collection they would trigger rescans them for nothing."""
+    prepare = stages.prepare
+    if sessions is None:
+        states = [prepare(t, None, route, reason_limit, kind, scorer, candidates) for t in tasks]
+    else:
+        states = [prepare(t, s, route, reason_limit, kind, scorer, candidates) for t, s in zip(tasks, sessions)]
+    waves = [[states[i] for i in wave] for wave in
+             waves_of([state.session for state in states], remember_session and build)]
+    n = max(1, min(workers or os.cpu_count() or 1, len(states)))
+    # a pool only when some wave can be cut into runs long enough to hand over (MIN_RUN): for a
+    # smaller batch, starting and ending the pool costs more than the whole batch saves
+    pool = (ThreadPoolExecutor(n - 1, thread_name_prefix="a3fast-place")
+            if n > 1 and max(map(len, waves)) >= 2 * MIN_RUN else None)
+    try:
+        if not build:
+            for wave in waves:
+                stages.decide(wave, pool, n)
+            return states, generation
+        made: dict[int, tuple[Placement, bool]] = {}
+        for wave in waves:
+            stages.decide(wave, pool, n)
+            for state in wave:
+                p = stages.build(state, generation)
+                made[id(state)] = p, (remember_session and state.session is not None
+                                      and p.agent is not None and stages.hold(p.agent, state.session))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    placements = []
+    for state in states:     # numbered in the tasks' order, as one by one would number them
+        p, held = made[id(state)]
+        p.generation = generation
+        generation += held
+        placements.append(p)
+    return placements, generation
 
 
 class LocalStages:
