@@ -127,10 +127,10 @@ def choose_among(names: list[str], totals: list[float]) -> int:
 class Stages(Protocol):
     """The stages a fleet's placements go through (see the module docstring)."""
 
-    def prepare(self, requirements: Task, session: str | None, route: Route | None,
+    def prepare(self, tasks: Sequence[Task], sessions: Sequence[str | None], route: Route | None,
                 reason_limit: int | None, kind: str | None, scorer: Scorer | None,
-                candidates: Iterable[str] | None) -> CycleState:
-        """Parse once, apply the route, resolve the session and the candidates (SchemaError,
+                candidates: Iterable[str] | None) -> list[CycleState]:
+        """Each task parsed once, routed, its session and the candidates resolved (SchemaError,
         RouteError, ValueError before anything is placed)."""
 
     def decide(self, states: list[CycleState], pool: Executor | None = None, parts: int = 1) -> None:
@@ -191,7 +191,7 @@ def _drive_one(stages: Stages, task: Task, session: str | None, generation: int,
                reason_limit: int | None, kind: str | None, scorer: Scorer | None,
                candidates: Iterable[str] | None, remember_session: bool, build: bool) -> tuple[list[Any], int]:
     """`drive` for a batch of one: the same stages, without waves or a pool."""
-    state = stages.prepare(task, session, route, reason_limit, kind, scorer, candidates)
+    (state,) = stages.prepare((task,), (session,), route, reason_limit, kind, scorer, candidates)
     stages.decide([state])
     if not build:
         return [state], generation
@@ -207,11 +207,8 @@ def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str |
                  workers: int | None, build: bool) -> tuple[list[Any], int]:
     """`drive` for a batch, with the cyclic collector paused: a batch's cycle states and Placements
     all live until it returns, and every collection they would trigger rescans them for nothing."""
-    prepare = stages.prepare
-    if sessions is None:
-        states = [prepare(t, None, route, reason_limit, kind, scorer, candidates) for t in tasks]
-    else:
-        states = [prepare(t, s, route, reason_limit, kind, scorer, candidates) for t, s in zip(tasks, sessions)]
+    states = stages.prepare(tasks, sessions if sessions is not None else [None] * len(tasks), route,
+                            reason_limit, kind, scorer, candidates)
     waves = [[states[i] for i in wave] for wave in
              waves_of([state.session for state in states], remember_session and build)]
     n = max(1, min(workers or os.cpu_count() or 1, len(states)))
@@ -257,15 +254,19 @@ class LocalStages:
         self.index: Index = rows.index
         self.engine: str = fleet.engine
 
-    def prepare(self, requirements: Mapping[str, Any] | Requirements, session: str | None,
-                route: Route | None, reason_limit: int | None, kind: str | None,
-                scorer: Scorer | None, candidates: Iterable[str] | None) -> CycleState:
-        """`prepare`, with the fleet's scorer when the caller gives none, and `candidates` (names)
-        turned into the live agent ids the placement is restricted to."""
-        state = prepare(requirements, session, route, reason_limit, kind, scorer or self.fleet.scorer)
+    def prepare(self, tasks: Sequence[Task], sessions: Sequence[str | None], route: Route | None,
+                reason_limit: int | None, kind: str | None, scorer: Scorer | None,
+                candidates: Iterable[str] | None) -> list[CycleState]:
+        """`prepare` for each task, with the fleet's scorer when the caller gives none, and
+        `candidates` (names) turned once into the live agent ids the placements are restricted to."""
+        scorer = scorer or self.fleet.scorer
+        states = [prepare(task, session, route, reason_limit, kind, scorer)
+                  for task, session in zip(tasks, sessions)]
         if candidates is not None:
-            state.within = self.table.live_ids_of(candidates)
-        return state
+            within = self.table.live_ids_of(candidates)
+            for state in states:
+                state.within = within
+        return states
 
     def _gather(self, state: CycleState, membership: int) -> tuple[Any, Any, int, Any]:
         """The explain stage up to the engine: the one path every placement and `Fleet.explain`
