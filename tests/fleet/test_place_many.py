@@ -161,3 +161,19 @@ def test_the_bench_measures_one_core_and_two_side_by_side_and_names_the_target()
     report.extras = [(title, dict(figures, agents=10_000, speedup=1.8))]
     rows = [row for row in targets(report) if row[0].startswith("place_many")]
     assert len(rows) == 1 and rows[0][2] is True and rows[0][1].startswith("1.80×")
+
+
+def test_the_bench_measures_place_many_against_one_by_one_and_names_the_target():
+    from a3fast.bench.batching import TARGET_BATCHING, bench_batching
+    from a3fast.bench.report import targets
+    from a3fast.bench.suite import BATCHING_TITLE, EXTRA_BENCHES, BenchConfig, BenchReport
+    figures = bench_batching(quick=True)
+    assert figures["met"] is None and figures["target_speedup"] == TARGET_BATCHING == 1.6
+    assert figures["one_us"] > 0 and figures["many_us"] > 0
+    assert figures["speedup"] == pytest.approx(figures["one_us"] / figures["many_us"])
+    assert (BATCHING_TITLE, bench_batching) in EXTRA_BENCHES
+    report = BenchReport(BenchConfig(sizes=(), extras=False), "now", {})
+    for speedup, met in ((1.7, True), (1.2, False)):
+        report.extras = [(BATCHING_TITLE, dict(figures, agents=1_000, speedup=speedup))]
+        rows = [row for row in targets(report) if row[0].startswith("place_many ≥ 1.6×")]
+        assert len(rows) == 1 and rows[0][2] is met and rows[0][1].startswith(f"{speedup:.2f}×")

@@ -22,6 +22,7 @@ from ..engines import available_engines
 from ..fleet import FleetProtocol
 from ..schema import Declaration, parse_declaration, parse_requirements
 from .authority import bench_resolve
+from .batching import bench_batching
 from .baselines import BASELINES
 from .compact import bench_compact
 from .cores import bench_place_many
@@ -36,11 +37,16 @@ from .matchers import bench_harness_overhead
 from .subjects import SCENARIOS, EngineSubject, Subject, build_subjects
 from .verify import bench_verify
 
-__all__ = ["BenchConfig", "BenchReport", "new_report", "run_bench", "EXTRA_BENCHES", "HTTP_TITLE", "REPLAY_TITLE"]
+__all__ = ["BenchConfig", "BenchReport", "new_report", "run_bench", "EXTRA_BENCHES", "HTTP_TITLE", "REPLAY_TITLE",
+           "BATCHING_TITLE"]
 
 #: The HTTP row's title (report.targets finds its figures by it).
 HTTP_TITLE = ("HTTP placements against a raw ASGI echo on the same server stack (1,000 agents, compact records, "
               "a3fast serve --fsync never)")
+
+#: The batching row's title (report.targets finds its figures by it).
+BATCHING_TITLE = ("batching: place_many against placing one by one (1,000 agents, 2,000 fresh standard tasks as "
+                  "dicts; baseline: Fleet.place in a loop, same rounds)")
 
 #: The replay row's title (report.targets finds its figures by it).
 REPLAY_TITLE = "replay (compact trace at 1,000 agents, a clearance revoked)"
@@ -51,6 +57,7 @@ EXTRA_BENCHES: tuple[tuple[str, Callable[..., dict[str, Any]]], ...] = (
     ("skill resolution (authority)", bench_resolve),
     ("explanations at fleet scale (compact trace, cache)", bench_compact),
     ("place_many on 2 cores against 1 (prepared standard tasks; baseline: the 1-core run)", bench_place_many),
+    (BATCHING_TITLE, bench_batching),
     ("embedding (the README's flow: generate, place_many, save and load, compact trace, verify)", bench_embedding),
     (REPLAY_TITLE, bench_replay),
     ("Kubernetes extender, 5,000 nodes (a3fast serve over HTTP)", bench_k8s),
