@@ -209,39 +209,38 @@ def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str |
     all live until it returns, and every collection they would trigger rescans them for nothing."""
     states = stages.prepare(tasks, sessions if sessions is not None else [None] * len(tasks), route,
                             reason_limit, kind, scorer, candidates)
-    waves = [[states[i] for i in wave] for wave in
-             waves_of([state.session for state in states], remember_session and build)]
+    waves = waves_of([state.session for state in states], remember_session and build)
     n = max(1, min(workers or os.cpu_count() or 1, len(states)))
     # a pool only when some wave can be cut into runs long enough to hand over (MIN_RUN): for a
     # smaller batch, starting and ending the pool costs more than the whole batch saves
     pool = (ThreadPoolExecutor(n - 1, thread_name_prefix="a3fast-place")
             if n > 1 and max(map(len, waves)) >= 2 * MIN_RUN else None)
+    placements: list[Any] = [None] * len(states)
+    held = [False] * len(states)
+    build_one, hold = stages.build, stages.hold
     try:
-        if not build:
-            for wave in waves:
-                stages.decide(wave, pool, n)
-            return states, generation
-        made: dict[int, tuple[Placement, bool]] = {}
         for wave in waves:
-            stages.decide(wave, pool, n)
-            for state in wave:
-                p = stages.build(state, generation)
-                made[id(state)] = p, (remember_session and state.session is not None
-                                      and p.agent is not None and stages.hold(p.agent, state.session))
+            stages.decide(states if len(waves) == 1 else [states[i] for i in wave], pool, n)
+            if not build:
+                continue
+            for i in wave:
+                state = states[i]
+                p = placements[i] = build_one(state, generation)
+                if remember_session and state.session is not None and p.agent is not None:
+                    held[i] = hold(p.agent, state.session)
     finally:
         if pool is not None:
             pool.shutdown()
-    placements = []
-    for state in states:     # numbered in the tasks' order, as one by one would number them
-        p, held = made[id(state)]
+    if not build:
+        return states, generation
+    for p, did_hold in zip(placements, held):   # numbered in the tasks' order, as one by one would
         p.generation = generation
-        generation += held
-        placements.append(p)
+        generation += did_hold
     return placements, generation
 
 
 class LocalStages:
-    """The stages over one process's index (the `Stages` a Fleet's driver runs, a3fast.fleet.driver):
+    """The stages over one process's index (the `Stages` that `drive` runs for a Fleet):
     prepare, decide (explain, score, choose), build, and hold a bound placement's session."""
 
     __slots__ = ("fleet", "table", "rows", "index", "engine")
