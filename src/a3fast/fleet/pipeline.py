@@ -259,8 +259,11 @@ class LocalStages:
         """`prepare` for each task, with the fleet's scorer when the caller gives none, and
         `candidates` (names) turned once into the live agent ids the placements are restricted to."""
         scorer = scorer or self.fleet.scorer
-        states = [prepare(task, session, route, reason_limit, kind, scorer)
-                  for task, session in zip(tasks, sessions)]
+        if len(tasks) == 1:
+            states = [prepare(tasks[0], sessions[0], route, reason_limit, kind, scorer)]
+        else:
+            states = [prepare(task, session, route, reason_limit, kind, scorer)
+                      for task, session in zip(tasks, sessions)]
         if candidates is not None:
             within = self.table.live_ids_of(candidates)
             for state in states:
@@ -306,12 +309,27 @@ class LocalStages:
 
     def decide(self, states: list[CycleState], pool: Executor | None = None, parts: int = 1) -> None:
         """explain, score and choose for tasks whose scores do not depend on one another (no two
-        of one remembered session). With the engine's scorer, every task goes through one
-        `Index.place_batch`, which runs the loops with the GIL released: with a `pool`, the tasks
-        are cut into `parts` runs, one call each, on as many threads. A caller's scorer runs under
-        the GIL, task by task."""
+        of one remembered session). With the engine's scorer, the tasks of a batch go through one
+        `Index.place_batch`, which runs the loops with the GIL released (with a `pool`, the tasks
+        are cut into `parts` runs, one call each, on as many threads), and a single task through
+        the engine's `explain` and `score`, which give the same (tests/fleet/test_place_many.py). A
+        caller's scorer runs under the GIL, task by task."""
         fleet = self.fleet
         membership, weights = fleet.membership, fleet.weights
+        rows, index = self.rows, self.index
+        session_rows, kinds = rows.session_rows, rows.kinds
+        if len(states) == 1 and states[0].scorer is None:
+            # one task: the engine's explain and score calls (what place_batch does for each task,
+            # without setting up a batch and letting go of the GIL for a few microseconds)
+            state = states[0]
+            self.explain(state, membership)
+            session, kind = state.session, state.kind
+            scores = state.scores = index.score(
+                state.explanation, state.eval_rows, session_rows.get(session, -1) if session is not None else -1,
+                kinds.get(kind, -1) if kind is not None else -1, weights)
+            state.best = scores.best
+            state.selected = time.perf_counter_ns()
+            return
         native = [state for state in states if state.scorer is None]
         if len(native) < len(states):
             for state in states:
@@ -321,8 +339,6 @@ class LocalStages:
                     self.choose(state)
         if not native:
             return
-        rows, index = self.rows, self.index
-        session_rows, kinds = rows.session_rows, rows.kinds
         gather = self._gather
         jobs: list[tuple[Any, ...]] = []
         fresh: list[CycleState] = []
