@@ -335,10 +335,10 @@ class Fleet:
         agents only, in join order. Raises SchemaError for invalid requirements, ValueError for a
         bad reason_limit.
         """
+        # positional: a placement is a few microseconds, of which matching keywords would be some
         placements, self.generation = pipeline.drive(
-            self._stages, (requirements,), (session,), self.generation, route=route,
-            reason_limit=reason_limit, kind=kind, scorer=scorer, candidates=candidates,
-            remember_session=remember_session)
+            self._stages, (requirements,), (session,), self.generation, route, reason_limit, kind, scorer,
+            candidates, remember_session)
         return placements[0]
 
     def scored(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None, *,

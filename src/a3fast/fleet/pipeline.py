@@ -163,7 +163,7 @@ def waves_of(sessions: Sequence[str | None], remember_session: bool) -> list[lis
 
 
 def drive(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str | None] | None,
-          generation: int, *, route: Route | None = None, reason_limit: int | None = None,
+          generation: int, route: Route | None = None, reason_limit: int | None = None,
           kind: str | None = None, scorer: Scorer | None = None,
           candidates: Iterable[str] | None = None, remember_session: bool = True,
           workers: int | None = 1, build: bool = True) -> tuple[list[Any], int]:
@@ -174,27 +174,22 @@ def drive(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str | None] 
     `workers`: threads for the engine's loops (None: one per core); a pool is started only for a
     wave long enough to hand a run of at least MIN_RUN tasks to each thread.
     """
-    if sessions is not None and len(sessions) != len(tasks):
-        for task in tasks:      # an invalid task is named before a miscounted batch
-            if type(task) is not Requirements:
-                parse_requirements(task)
-        raise ValueError(f"sessions: {len(sessions)} for {len(tasks)} tasks")
-    if len(tasks) == 1:
-        return _drive_one(stages, tasks[0], sessions[0] if sessions is not None else None, generation,
-                          route, reason_limit, kind, scorer, candidates, remember_session, build)
-    with collector_paused():
-        return _drive_batch(stages, tasks, sessions, generation, route, reason_limit, kind, scorer,
-                            candidates, remember_session, workers, build)
-
-
-def _drive_one(stages: Stages, task: Task, session: str | None, generation: int, route: Route | None,
-               reason_limit: int | None, kind: str | None, scorer: Scorer | None,
-               candidates: Iterable[str] | None, remember_session: bool, build: bool) -> tuple[list[Any], int]:
-    """`drive` for a batch of one: the same stages, without waves or a pool."""
-    (state,) = stages.prepare((task,), (session,), route, reason_limit, kind, scorer, candidates)
-    stages.decide([state])
+    if len(tasks) != 1:
+        if sessions is not None and len(sessions) != len(tasks):
+            for task in tasks:      # an invalid task is named before a miscounted batch
+                if type(task) is not Requirements:
+                    parse_requirements(task)
+            raise ValueError(f"sessions: {len(sessions)} for {len(tasks)} tasks")
+        with collector_paused():
+            return _drive_batch(stages, tasks, sessions, generation, route, reason_limit, kind, scorer,
+                                candidates, remember_session, workers, build)
+    # a batch of one: the same stages, without waves or a pool
+    states = stages.prepare(tasks, sessions if sessions is not None else (None,), route, reason_limit,
+                            kind, scorer, candidates)
+    stages.decide(states)
     if not build:
-        return [state], generation
+        return states, generation
+    state = states[0]
     p = stages.build(state, generation)
     if remember_session and state.session is not None and p.agent is not None and stages.hold(p.agent, state.session):
         generation += 1
