@@ -345,6 +345,33 @@ cdef inline int bytes_check(object value, str what) except -1:
     return 0
 
 
+cdef int put_line_head(Buffer* b, Py_ssize_t seq, const char* kind, Py_ssize_t kind_n) except -1:
+    """Append a trace line's start, `{"seq":N,"kind":"KIND","content":`, as `trace.record_line` writes it."""
+    cdef char digits[24]
+    cdef Py_ssize_t n = 0, i
+    cdef uint64_t v
+    reserve(b, kind_n + 64)
+    put(b, b'{"seq":', 7)
+    if seq < 0:
+        put(b, b"-", 1)
+        v = <uint64_t>(-(seq + 1)) + 1
+    else:
+        v = <uint64_t>seq
+    while True:
+        digits[n] = <char>(48 + v % 10)
+        n += 1
+        v //= 10
+        if v == 0:
+            break
+    for i in range(n):
+        b.data[b.size + i] = digits[n - 1 - i]
+    b.size += n
+    put(b, b',"kind":"', 9)
+    put(b, kind, kind_n)
+    put(b, b'","content":', 12)
+    return 0
+
+
 # -- the filter's result -----------------------------------------------------------------------------
 
 cdef void* resized(const void* p, size_t size) except NULL:
@@ -1650,11 +1677,17 @@ cdef class Index:
         base64 of its portable Roaring bytes ("" when empty), each score column as base64 of its
         little-endian doubles. The same bytes as the pure engine's (orjson's) form."""
         self.own(expl.index, "Explanation")
-        cdef Py_ssize_t k, j, c, m
+        if scores is not None:
+            self.own(scores.index, "Scores")
         cdef Buffer* b = &self.out
+        b.size = 0
+        self.put_compact_lists(b, expl, scores)
+        return PyBytes_FromStringAndSize(b.data, b.size)
+
+    cdef int put_compact_lists(self, Buffer* b, Explanation expl, Scores scores) except -1:
+        cdef Py_ssize_t k, j, c, m
         cdef unsigned char* column = NULL
         cdef uint64_t bits
-        b.size = 0
         reserve(b, 16)
         put(b, b'"failed":[', 10)
         for k in range(expl.n_failed):
@@ -1665,7 +1698,6 @@ cdef class Index:
         reserve(b, 1)
         put(b, b"]", 1)
         if scores is not None:
-            self.own(scores.index, "Scores")
             m = scores.n
             reserve(b, 24)
             put(b, b',"scores":{"ids":', 17)
@@ -1697,7 +1729,123 @@ cdef class Index:
                 free(column)
             reserve(b, 2)
             put(b, b"]}", 2)
+        return 0
+
+    def write_placement_lines(self, Py_ssize_t seq, Explanation expl not None, Scores scores, scores_json,
+                              submitted_json, admitted_json, fleet_json, predicates_json, requirements_json,
+                              declaration_json, reason_json, bint derived, tail_json) -> bytes:
+        """The trace lines of one placement in compact form, numbered from `seq`
+        (docs/compact-format.md): task.submitted, then task.admitted + task.bound when
+        `admitted_json` is given, else task.rejected. The large members come from `expl` and the
+        default scorer's `scores` (a custom scorer's `scores` object comes as `scores_json`); the
+        rest is JSON the caller holds: the submitted and admitted contents, the compact member's
+        `fleet` and `filters_passed`, the requirements, the declaration (bound), the reason (a
+        rejection whose reason is not `derived`) and the tail members as an object (`route`,
+        session members, `timings`). The bytes `Encoder.encode_placement` and `record_lines`
+        give, in one call; the same bytes as the pure engine's."""
+        cdef Buffer* b = &self.out
+        b.size = 0
+        self.put_placement(b, seq, expl, scores, scores_json, submitted_json, admitted_json, fleet_json,
+                           predicates_json, requirements_json, declaration_json, reason_json, derived, tail_json)
         return PyBytes_FromStringAndSize(b.data, b.size)
+
+    def write_placements_lines(self, placements) -> bytes:
+        """`write_placement_lines` of many placements (each item its arguments as a tuple), in one
+        buffer, in order."""
+        cdef Buffer* b = &self.out
+        cdef tuple item
+        b.size = 0
+        for item in placements:
+            if len(item) != 13:
+                raise ValueError(f"a placement's lines take 13 arguments, found {len(item)}")
+            self.put_placement(b, item[0], item[1], item[2], item[3], item[4], item[5], item[6], item[7],
+                               item[8], item[9], item[10], item[11], item[12])
+        return PyBytes_FromStringAndSize(b.data, b.size)
+
+    cdef int put_placement(self, Buffer* b, Py_ssize_t seq, Explanation expl, Scores scores, object scores_json,
+                           object submitted_json, object admitted_json, object fleet_json, object predicates_json,
+                           object requirements_json, object declaration_json, object reason_json, bint derived,
+                           object tail_json) except -1:
+        if expl is None:
+            raise TypeError("a placement's lines need its Explanation")
+        self.own(expl.index, "Explanation")
+        bytes_check(submitted_json, "submitted_json")
+        bytes_check(fleet_json, "fleet_json")
+        bytes_check(predicates_json, "predicates_json")
+        bytes_check(requirements_json, "requirements_json")
+        bytes_check(tail_json, "tail_json")
+        cdef bint bound = admitted_json is not None
+        cdef Py_ssize_t tail_n = len(tail_json)
+        if tail_n < 2:
+            raise ValueError("tail_json must be a JSON object")
+        if bound:
+            bytes_check(admitted_json, "admitted_json")
+            bytes_check(declaration_json, "declaration_json")
+            if (scores is None) == (scores_json is None):
+                raise ValueError("a bound placement's lines take the default scorer's Scores or a scores_json, one of them")
+            if scores is not None:
+                self.own(scores.index, "Scores")
+            else:
+                bytes_check(scores_json, "scores_json")
+            if derived or reason_json is not None:
+                raise ValueError("a bound placement has no reason")
+        else:
+            if scores is not None or scores_json is not None or declaration_json is not None:
+                raise ValueError("a rejection's lines take no scores and no declaration")
+            if derived == (reason_json is not None):
+                raise ValueError("a rejection's lines take a reason_json unless its reason is derived")
+            if reason_json is not None:
+                bytes_check(reason_json, "reason_json")
+        reserve(b, len(submitted_json) + 128)
+        put_line_head(b, seq, b"task.submitted", 14)
+        put(b, submitted_json, len(submitted_json))
+        put(b, b"}\n", 2)
+        if bound:
+            reserve(b, len(admitted_json) + len(fleet_json) + len(predicates_json) + 256)
+            put_line_head(b, seq + 1, b"task.admitted", 13)
+            put(b, admitted_json, len(admitted_json))
+            put(b, b"}\n", 2)
+            put_line_head(b, seq + 2, b"task.bound", 10)
+            put(b, b'{"a3fast.compact":', 18)
+        else:
+            reserve(b, len(requirements_json) + len(fleet_json) + len(predicates_json) + 256
+                    + (len(reason_json) if reason_json is not None else 0))
+            put_line_head(b, seq + 1, b"task.rejected", 13)
+            put(b, b'{"code":"unschedulable",', 24)
+            if reason_json is not None:
+                put(b, b'"reason":', 9)
+                put(b, reason_json, len(reason_json))
+                put(b, b",", 1)
+            put(b, b'"requirements":', 15)
+            put(b, requirements_json, len(requirements_json))
+            put(b, b',"a3fast.compact":', 18)
+        put(b, b'{"format":2,"fleet":' if derived else b'{"format":1,"fleet":', 20)
+        put(b, fleet_json, len(fleet_json))
+        put(b, b',"filters_passed":', 18)
+        put(b, predicates_json, len(predicates_json))
+        put(b, b",", 1)
+        self.put_compact_lists(b, expl, scores)
+        if bound:
+            reserve(b, len(requirements_json) + len(declaration_json) + tail_n + 64
+                    + (len(scores_json) if scores_json is not None else 0))
+            if scores_json is not None:
+                put(b, b',"scores":', 10)
+                put(b, scores_json, len(scores_json))
+            put(b, b',"requirements":', 16)
+            put(b, requirements_json, len(requirements_json))
+            put(b, b',"declaration":', 15)
+            put(b, declaration_json, len(declaration_json))
+            put(b, b',"rest":', 8)
+            put(b, tail_json, tail_n)
+            put(b, b"}}}\n", 4)
+        else:
+            reserve(b, tail_n + 32)
+            if derived:
+                put(b, b',"derived_reason":true', 22)
+            put(b, b"},", 2)
+            put(b, PyBytes_AS_STRING(tail_json) + 1, tail_n - 2)
+            put(b, b"}}\n", 3)
+        return 0
 
     def failed_names(self, Explanation expl not None, Py_ssize_t k, Py_ssize_t limit) -> str:
         """The names of the first `limit` agents (in id order) of failed set `k`, joined by ", "
