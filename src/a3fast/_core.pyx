@@ -1862,7 +1862,7 @@ cdef class Index:
             free(scratch)
         return out
 
-    def write_placement_lines(self, Py_ssize_t seq, Explanation expl not None, Scores scores, scores_json,
+    def write_placement_lines(self, Py_ssize_t seq, Explanation expl, Scores scores, scores_json,
                               submitted_json, admitted_json, fleet_json, predicates_json, requirements_json,
                               declaration_json, reason_json, bint derived, tail_json) -> bytes:
         """The trace lines of one placement in compact form, numbered from `seq`
