@@ -356,16 +356,17 @@ class Encoder:
             return self._records(seq, p, task, restricted)
         # the records' contents, cut from the lines the engine wrote (their heads have known lengths)
         lines = p.index.write_placement_lines(*args)
-        kinds = _BOUND_KINDS if args[5] is not None else _REJECTED_KINDS
-        out, at = [], 0
-        for offset, kind in enumerate(kinds):
-            start = at + len(b'{"seq":%d,"kind":"%b","content":' % (seq + offset, kind.encode()))
-            if offset == len(kinds) - 1:
-                end = len(lines) - 2
-            else:
-                end = start + len(args[4] if offset == 0 else args[5])
-            out.append((kind, lines[start:end]))
-            at = end + 2
+        submitted_json, admitted_json = args[4], args[5]
+        # a line is `{"seq":N,"kind":"K","content":` (28 bytes besides N and K), the content, `}\n`
+        at = 42 + len(str(seq))
+        out = [("task.submitted", submitted_json)]
+        at += len(submitted_json) + 2
+        if admitted_json is not None:
+            out.append(("task.admitted", admitted_json))
+            at += 41 + len(str(seq + 1)) + len(admitted_json) + 2
+            out.append(("task.bound", lines[at + 38 + len(str(seq + 2)):-2]))
+        else:
+            out.append(("task.rejected", lines[at + 41 + len(str(seq + 1)):-2]))
         return out
 
     def encode_placement_lines(self, seq: int, placement, task: Mapping[str, Any] | None = None, *,
