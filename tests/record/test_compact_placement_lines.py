@@ -205,3 +205,23 @@ def test_a_fleet_of_the_other_engine_in_the_same_trace():
         native.extend(generate_fleet(30, 29))
         placements.append(native.place({}, remember_session=False))
     _check(placements)
+
+
+class _Timed:
+    """The members of a Placement that `tail_members` reads."""
+
+    def __init__(self, gather_ns, select_ns, decided_at_ns, route=None, session=None):
+        self.gather_ns, self.select_ns, self.decided_at_ns = gather_ns, select_ns, decided_at_ns
+        self.route, self.session, self.session_held, self.agent = route, session, None, None
+        self.requirements = parse_requirements({})
+
+
+@pytest.mark.parametrize("gather_ns", [None, 0, 1, 50, 99, 100, 123_456, 10**20])
+@pytest.mark.parametrize("decided_at_ns", [0, 999, 1_700_000_000_000_000_000, 1_700_000_000_999_999_999,
+                                           1_700_000_001_000_000_000, 1_700_000_000_123_456_789])
+def test_tail_json_is_orjsons_text_of_the_tail_members_across_seconds_and_float_forms(gather_ns, decided_at_ns):
+    from a3fast.record.write import tail_json, tail_members
+
+    for p in (_Timed(gather_ns, 7, decided_at_ns), _Timed(gather_ns, 3 * (gather_ns or 0) + 1, decided_at_ns),
+              _Timed(gather_ns, 7, decided_at_ns, route='r"1'), _Timed(gather_ns, None, decided_at_ns, session="s")):
+        assert tail_json(p) == orjson.dumps(tail_members(p))

@@ -75,10 +75,19 @@ _tail = tail_members
 def tail_json(p) -> bytes:
     """`tail_members(p)` as orjson writes it; the usual placement's (no route, no session, both
     phases measured) written without building the dicts."""
-    if p.route is None and p.session is None and p.gather_ns is not None and p.select_ns is not None:
-        return b'{"timings":{"gather_ms":%b,"select_ms":%b,"decided_at":"%b"}}' % (
-            orjson.dumps(p.gather_ns / 1e6), orjson.dumps(p.select_ns / 1e6), _iso(p.decided_at_ns).encode())
+    if p.route is None and p.session is None:
+        gather, select = p.gather_ns, p.select_ns
+        if gather is not None and select is not None:
+            ns = p.decided_at_ns
+            second = ns // 1_000_000_000
+            if _second_bytes[0] != second:
+                _second_bytes[:] = [second, _iso(ns)[:-8].encode()]   # without ".ffffffZ"
+            return b'{"timings":{"gather_ms":%b,"select_ms":%b,"decided_at":"%b.%06dZ"}}' % (
+                orjson.dumps(gather / 1e6), orjson.dumps(select / 1e6), _second_bytes[1], (ns // 1000) % 1_000_000)
     return orjson.dumps(tail_members(p))
+
+
+_second_bytes: list = [None, b""]  # `_second_text` as bytes, for tail_json
 
 
 def scheduling_object(requirements: Any, declaration: Any, candidates: list[str],
