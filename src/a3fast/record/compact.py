@@ -198,7 +198,7 @@ class Encoder:
         self._decoder = Decoder()
         self._index = None                # the engine index encode_placement's ids belong to
         self._membership: int | None = None  # the membership count of the last live set taken
-        self._requirements_cache: dict[int, tuple[Any, bytes]] = {}
+        self._requirements_cache: dict[int, tuple[Any, tuple[bytes, bytes]]] = {}
         self._lines_index = None          # the last index seen to write a placement's lines
 
     # -- from spec JSON --
@@ -457,35 +457,35 @@ class Encoder:
             declaration_json = p.declaration_json
             admitted_json = _admitted_json(p.declaration.agent)
         requirements = p.requirements
-        requirements_json = self._requirements_json(requirements)
+        requirements_json, predicates_json = self._requirements_json(requirements)
         submitted = p.submitted
         if task:
             submitted_json = orjson.dumps({**task, "requirements": submitted.doc})
         else:
             submitted_json = b'{"requirements":%b}' % (
-                requirements_json if submitted is requirements else self._requirements_json(submitted))
+                requirements_json if submitted is requirements else self._requirements_json(submitted)[0])
         # a3fast's own reason is the text the lists give, unless a reason_limit shortened it
         derived = not bound and p.reason_limit is None and expl.candidates_count > 0
         if not bound and not derived:
             reason_json = orjson.dumps(reason_text(p))
         fleet = self._fleet_member(seq + (2 if bound else 1), p, restricted)
         fleet_json = b"%d" % fleet if type(fleet) is int else orjson.dumps(fleet)
-        return (seq, expl, scores, scores_json, submitted_json, admitted_json, fleet_json,
-                _predicates_json(p.predicates), requirements_json, declaration_json, reason_json, derived,
-                tail_json(p))
+        return (seq, expl, scores, scores_json, submitted_json, admitted_json, fleet_json, predicates_json,
+                requirements_json, declaration_json, reason_json, derived, tail_json(p))
 
-    def _requirements_json(self, requirements) -> bytes:
-        """A Requirements' document as JSON, kept per Requirements object: a prepared one is placed
-        many times, and its document is read as it was when prepared."""
+    def _requirements_json(self, requirements) -> tuple[bytes, bytes]:
+        """A Requirements' document and its predicates (filters_passed) as JSON, kept per
+        Requirements object: a prepared one is placed many times, and its document is read as it
+        was when prepared."""
         cache = self._requirements_cache
         hit = cache.get(id(requirements))
         if hit is not None and hit[0] is requirements:
             return hit[1]
-        text = orjson.dumps(requirements.doc)
+        texts = (orjson.dumps(requirements.doc), _predicates_json(requirements.predicates))
         if len(cache) >= _CACHE_LIMIT:
             cache.clear()
-        cache[id(requirements)] = (requirements, text)  # the object held, so its id is not reused
-        return text
+        cache[id(requirements)] = (requirements, texts)  # the object held, so its id is not reused
+        return texts
 
     def _fleet_member(self, seq: int, p, restricted: bool) -> Any:
         """The `fleet` member of placement `p`'s record `seq`: the current snapshot's seq, or a
