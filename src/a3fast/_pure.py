@@ -467,7 +467,7 @@ class Index:
         head = b'{"format":%d,"fleet":%b,"filters_passed":%b,%b' % (
             2 if derived else 1, fleet_json, predicates_json, self.write_compact_lists(expl, scores))
         submitted = b'{"seq":%d,"kind":"task.submitted","content":%b}\n' % (seq, submitted_json)
-        if bound:
+        if admitted_json is not None and declaration_json is not None:   # bound (checked above)
             custom = b',"scores":' + scores_json if scores_json is not None else b""
             return submitted + (
                 b'{"seq":%d,"kind":"task.admitted","content":%b}\n' % (seq + 1, admitted_json)

@@ -393,7 +393,7 @@ class Encoder:
         parts: list[bytes] = []
         counts: list[int] = []
         batch: list[tuple[Any, ...]] = []
-        batch_index = None
+        batch_index: Any = None
         for p, task in zip(placements, task_list):
             args = self._line_arguments(seq, p, task, restricted)
             if args is None or p.index is not batch_index:
