@@ -185,7 +185,9 @@ class Encoder:
     content to write instead. Whatever would not decode to exactly what it was, byte for byte (a
     foreign order of its lists or members, wrong-typed members, a shape the format does not cover)
     comes back unchanged, so a trace may mix both forms; content already in compact form comes back
-    unchanged too. `encode_placement` is the fast path for a3fast's own placements.
+    unchanged too. `encode_placement` is the fast path for a3fast's own placements, and
+    `encode_placement_lines` / `encode_placements_lines` give their trace lines, written by the
+    engine in one call.
     """
 
     def __init__(self) -> None:
