@@ -8,6 +8,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from a3fast.engines import NATIVE_AVAILABLE
 from a3fast.fleet import Fleet
 from a3fast.fleet.placement import Route
 from a3fast.record.compact import CompactError, Encoder, decode_trace
@@ -197,13 +198,10 @@ def test_a_fleet_of_the_other_engine_in_the_same_trace():
     other = Fleet(engine="pure")
     other.extend(generate_fleet(30, 29))
     placements = [other.place({}, remember_session=False)]
-    try:
+    if NATIVE_AVAILABLE:
         native = Fleet(engine="native")
-    except Exception:  # the extension is not built: the pure engine alone
-        native = None
-    if native is not None:
         native.extend(generate_fleet(30, 29))
-        placements.append(native.place({}, remember_session=False))
+        placements += [native.place({}, remember_session=False), other.place({}, remember_session=False)]
     _check(placements)
 
 
