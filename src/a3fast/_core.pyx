@@ -345,6 +345,290 @@ cdef inline int bytes_check(object value, str what) except -1:
     return 0
 
 
+# -- a placement's compact lines, sized then written (without the GIL) ---------------------------------
+# Every piece's length is known before a byte is written (a set's Roaring size from its popcounts),
+# so a placement's lines, or a batch's, are measured in one pass and written in a second into one
+# buffer, the second pass holding no Python object and so able to run without the GIL.
+
+cdef char B64_PAIRS[8192]   # each 12-bit value's two base64 digits
+
+
+cdef void init_b64_pairs() noexcept:
+    cdef int v
+    for v in range(4096):
+        B64_PAIRS[2 * v] = B64_DIGITS[v >> 6]
+        B64_PAIRS[2 * v + 1] = B64_DIGITS[v & 63]
+
+
+cdef inline Py_ssize_t b64_size(Py_ssize_t n) noexcept nogil:
+    return (n + 2) // 3 * 4
+
+
+cdef Py_ssize_t b64_into(char* dst, const unsigned char* src, Py_ssize_t n) noexcept nogil:
+    """`src` in standard base64 with padding (RFC 4648 §4) at `dst`; returns the length."""
+    cdef Py_ssize_t i = 0, j = 0
+    cdef uint32_t v
+    while i + 3 <= n:
+        v = (<uint32_t>src[i] << 16) | (<uint32_t>src[i + 1] << 8) | src[i + 2]
+        memcpy(dst + j, B64_PAIRS + 2 * (v >> 12), 2)
+        memcpy(dst + j + 2, B64_PAIRS + 2 * (v & 4095), 2)
+        i += 3
+        j += 4
+    if n - i:
+        v = <uint32_t>src[i] << 16
+        if n - i == 2:
+            v |= <uint32_t>src[i + 1] << 8
+        dst[j] = B64_DIGITS[v >> 18]
+        dst[j + 1] = B64_DIGITS[(v >> 12) & 63]
+        dst[j + 2] = B64_DIGITS[(v >> 6) & 63] if n - i == 2 else 61    # '='
+        dst[j + 3] = 61
+        j += 4
+    return j
+
+
+cdef Py_ssize_t roaring_size(const uint64_t* words, Py_ssize_t n_words) noexcept nogil:
+    """The length of `words_to_roaring`'s bytes for a set (0 when it is empty)."""
+    cdef Py_ssize_t c, card, size = 8, n_cont = 0
+    for c in range(0, n_words, 1024):
+        card = popcount_words(words + c, min(n_words - c, 1024))
+        if card:
+            n_cont += 1
+            size += 8 + (2 * card if card <= 4096 else 8192)
+    return size if n_cont else 0
+
+
+cdef void roaring_into(char* dst, const uint64_t* words, Py_ssize_t n_words) noexcept nogil:
+    """`words_to_roaring`'s bytes at `dst` (as many as `roaring_size` says): the same layout,
+    written without a Python object."""
+    cdef Py_ssize_t c, i, j, end, card, n_cont = 0, at, body, offsets
+    cdef uint64_t w
+    for c in range(0, n_words, 1024):
+        if popcount_words(words + c, min(n_words - c, 1024)):
+            n_cont += 1
+    put_u32(dst, 0, 12346)
+    put_u32(dst, 4, <uint32_t>n_cont)
+    at = 8
+    offsets = 8 + 4 * n_cont
+    body = 8 + 8 * n_cont
+    for c in range(0, n_words, 1024):
+        end = min(n_words, c + 1024)
+        card = popcount_words(words + c, end - c)
+        if not card:
+            continue
+        put_u16(dst, at, <uint32_t>(c // 1024))
+        put_u16(dst, at + 2, <uint32_t>(card - 1))
+        at += 4
+        put_u32(dst, offsets, <uint32_t>body)
+        offsets += 4
+        if card <= 4096:
+            for i in range(c, end):
+                w = words[i]
+                while w:
+                    put_u16(dst, body, <uint32_t>(((i - c) << 6) + a3_ctz64(w)))
+                    body += 2
+                    w &= w - 1
+        else:
+            for i in range(c, c + 1024):
+                w = words[i] if i < end else 0
+                for j in range(8):
+                    dst[body + j] = <char>((w >> (8 * j)) & 0xFF)
+                body += 8
+
+
+ctypedef struct LinesJob:
+    # one placement's lines: the explanation's and the scores' C data, and the JSON pieces the
+    # caller holds (pointers into bytes objects the caller keeps alive while the job is written)
+    Py_ssize_t seq
+    const uint64_t* words       # the explanation's failed sets, then its eligible set
+    Py_ssize_t n_words
+    Py_ssize_t n_failed
+    const double* columns       # the default scorer's five columns of m values, or NULL
+    Py_ssize_t m
+    bint bound
+    bint derived
+    const char* piece[9]
+    Py_ssize_t piece_n[9]
+
+cdef enum:
+    P_SUBMITTED = 0
+    P_ADMITTED = 1
+    P_FLEET = 2
+    P_PREDICATES = 3
+    P_REQUIREMENTS = 4
+    P_DECLARATION = 5
+    P_REASON = 6
+    P_TAIL = 7
+    P_SCORES = 8
+
+
+cdef inline Py_ssize_t emit(char* dst, Py_ssize_t at, const char* text, Py_ssize_t n) noexcept nogil:
+    """Write `n` bytes at `dst + at` (only count them when `dst` is NULL); the new position."""
+    if dst != NULL:
+        memcpy(dst + at, text, n)
+    return at + n
+
+
+cdef Py_ssize_t emit_seq(char* dst, Py_ssize_t at, Py_ssize_t seq, const char* kind, Py_ssize_t kind_n) noexcept nogil:
+    """A trace line's start, `{"seq":N,"kind":"KIND","content":`, as `trace.record_line` writes it."""
+    cdef char digits[24]
+    cdef Py_ssize_t n = 0, i
+    cdef uint64_t v
+    at = emit(dst, at, b'{"seq":', 7)
+    if seq < 0:
+        at = emit(dst, at, b"-", 1)
+        v = <uint64_t>(-(seq + 1)) + 1
+    else:
+        v = <uint64_t>seq
+    while True:
+        digits[n] = <char>(48 + v % 10)
+        n += 1
+        v //= 10
+        if v == 0:
+            break
+    if dst != NULL:
+        for i in range(n):
+            dst[at + i] = digits[n - 1 - i]
+    at += n
+    at = emit(dst, at, b',"kind":"', 9)
+    at = emit(dst, at, kind, kind_n)
+    return emit(dst, at, b'","content":', 12)
+
+
+cdef Py_ssize_t emit_set(char* dst, Py_ssize_t at, const uint64_t* words, Py_ssize_t n_words, char* scratch,
+                         Py_ssize_t* scratch_needed) noexcept nogil:
+    """A set as the compact format's JSON string: base64 of its portable Roaring bytes, "" when empty."""
+    cdef Py_ssize_t size = roaring_size(words, n_words)
+    at = emit(dst, at, b'"', 1)
+    if size:
+        if dst != NULL:
+            roaring_into(scratch, words, n_words)
+            b64_into(dst + at, <const unsigned char*>scratch, size)
+        elif size > scratch_needed[0]:
+            scratch_needed[0] = size
+        at += b64_size(size)
+    return emit(dst, at, b'"', 1)
+
+
+cdef Py_ssize_t emit_lists(char* dst, Py_ssize_t at, const uint64_t* words, Py_ssize_t n_words, Py_ssize_t n_failed,
+                           const double* columns, Py_ssize_t m, char* scratch, Py_ssize_t* scratch_needed) noexcept nogil:
+    """The compact member's `failed` list and, with the default scorer's columns, its `scores`
+    object, as JSON members without braces (docs/compact-format.md)."""
+    cdef Py_ssize_t k, c, j
+    cdef uint64_t bits
+    at = emit(dst, at, b'"failed":[', 10)
+    for k in range(n_failed):
+        if k:
+            at = emit(dst, at, b",", 1)
+        at = emit_set(dst, at, words + k * n_words, n_words, scratch, scratch_needed)
+    at = emit(dst, at, b"]", 1)
+    if columns == NULL:
+        return at
+    at = emit(dst, at, b',"scores":{"ids":', 17)
+    if m:
+        at = emit_set(dst, at, words + n_failed * n_words, n_words, scratch, scratch_needed)
+    else:
+        at = emit(dst, at, b'""', 2)
+    at = emit(dst, at, b',"columns":[', 12)
+    if dst == NULL and 8 * m > scratch_needed[0]:
+        scratch_needed[0] = 8 * m
+    for c in range(5):
+        at = emit(dst, at, b'["total","f64","' if c == 0 else
+                  b',["affinity","f64","' if c == 1 else
+                  b',["success_rate","f64","' if c == 2 else
+                  b',["cost","f64","' if c == 3 else b',["substantiated","f64","',
+                  16 if c == 0 else 20 if c == 1 else 24 if c == 2 else 16 if c == 3 else 25)
+        if dst != NULL:
+            for j in range(m):
+                memcpy(&bits, columns + c * m + j, 8)
+                store_u64(<unsigned char*>scratch + 8 * j, bits)
+            b64_into(dst + at, <const unsigned char*>scratch, 8 * m)
+        at += b64_size(8 * m)
+        at = emit(dst, at, b'"]', 2)
+    return emit(dst, at, b"]}", 2)
+
+
+cdef Py_ssize_t emit_lines(const LinesJob* j, char* dst, Py_ssize_t at, char* scratch,
+                           Py_ssize_t* scratch_needed) noexcept nogil:
+    """One placement's trace lines (see `Index.write_placement_lines`) at `dst + at`, or only
+    their length when `dst` is NULL; the new position."""
+    at = emit_seq(dst, at, j.seq, b"task.submitted", 14)
+    at = emit(dst, at, j.piece[P_SUBMITTED], j.piece_n[P_SUBMITTED])
+    at = emit(dst, at, b"}\n", 2)
+    if j.bound:
+        at = emit_seq(dst, at, j.seq + 1, b"task.admitted", 13)
+        at = emit(dst, at, j.piece[P_ADMITTED], j.piece_n[P_ADMITTED])
+        at = emit(dst, at, b"}\n", 2)
+        at = emit_seq(dst, at, j.seq + 2, b"task.bound", 10)
+        at = emit(dst, at, b'{"a3fast.compact":', 18)
+    else:
+        at = emit_seq(dst, at, j.seq + 1, b"task.rejected", 13)
+        at = emit(dst, at, b'{"code":"unschedulable",', 24)
+        if j.piece[P_REASON] != NULL:
+            at = emit(dst, at, b'"reason":', 9)
+            at = emit(dst, at, j.piece[P_REASON], j.piece_n[P_REASON])
+            at = emit(dst, at, b",", 1)
+        at = emit(dst, at, b'"requirements":', 15)
+        at = emit(dst, at, j.piece[P_REQUIREMENTS], j.piece_n[P_REQUIREMENTS])
+        at = emit(dst, at, b',"a3fast.compact":', 18)
+    at = emit(dst, at, b'{"format":2,"fleet":' if j.derived else b'{"format":1,"fleet":', 20)
+    at = emit(dst, at, j.piece[P_FLEET], j.piece_n[P_FLEET])
+    at = emit(dst, at, b',"filters_passed":', 18)
+    at = emit(dst, at, j.piece[P_PREDICATES], j.piece_n[P_PREDICATES])
+    at = emit(dst, at, b",", 1)
+    at = emit_lists(dst, at, j.words, j.n_words, j.n_failed, j.columns, j.m, scratch, scratch_needed)
+    if j.bound:
+        if j.piece[P_SCORES] != NULL:
+            at = emit(dst, at, b',"scores":', 10)
+            at = emit(dst, at, j.piece[P_SCORES], j.piece_n[P_SCORES])
+        at = emit(dst, at, b',"requirements":', 16)
+        at = emit(dst, at, j.piece[P_REQUIREMENTS], j.piece_n[P_REQUIREMENTS])
+        at = emit(dst, at, b',"declaration":', 15)
+        at = emit(dst, at, j.piece[P_DECLARATION], j.piece_n[P_DECLARATION])
+        at = emit(dst, at, b',"rest":', 8)
+        at = emit(dst, at, j.piece[P_TAIL], j.piece_n[P_TAIL])
+        return emit(dst, at, b"}}}\n", 4)
+    if j.derived:
+        at = emit(dst, at, b',"derived_reason":true', 22)
+    at = emit(dst, at, b"},", 2)
+    at = emit(dst, at, j.piece[P_TAIL] + 1, j.piece_n[P_TAIL] - 2)
+    return emit(dst, at, b"}}\n", 3)
+
+
+#: below this many bytes a single placement's lines are written holding the GIL (releasing it
+#: costs more than the writing)
+cdef Py_ssize_t NOGIL_BYTES = 1 << 16
+
+
+cdef inline void set_piece(LinesJob* job, int k, object value) noexcept:
+    if value is not None:
+        job.piece[k] = PyBytes_AS_STRING(value)
+        job.piece_n[k] = PyBytes_GET_SIZE(value)
+
+
+cdef bytes write_jobs(const LinesJob* jobs, Py_ssize_t n):
+    """The lines of `n` jobs in one bytes object: measured, then written (without the GIL when
+    they are many bytes)."""
+    cdef Py_ssize_t t, size = 0, scratch_needed = 0, at = 0
+    for t in range(n):
+        size = emit_lines(&jobs[t], NULL, size, NULL, &scratch_needed)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
+    cdef char* dst = PyBytes_AS_STRING(out)
+    cdef char* scratch = <char*>malloc(max(scratch_needed, 1))
+    if scratch == NULL:
+        raise MemoryError()
+    try:
+        if n > 1 or size >= NOGIL_BYTES:
+            with nogil:
+                for t in range(n):
+                    at = emit_lines(&jobs[t], dst, at, scratch, &scratch_needed)
+        else:
+            for t in range(n):
+                at = emit_lines(&jobs[t], dst, at, scratch, &scratch_needed)
+    finally:
+        free(scratch)
+    return out
+
+
 # -- the filter's result -----------------------------------------------------------------------------
 
 cdef void* resized(const void* p, size_t size) except NULL:
@@ -369,104 +653,15 @@ cdef bytes words_to_roaring(const uint64_t* words, Py_ssize_t n_words):
     """A set of ids (bit i of word j is id 64j+i) in the portable Roaring format without run
     containers (cookie 12346): per 65,536-id chunk, an array container of 16-bit values up to 4,096
     members, else a 8 KiB bitmap container. Little-endian whatever the host."""
-    cdef Py_ssize_t n_chunks = (n_words + 1023) // 1024, c, i, j, end, n_cont = 0, size, at, body
-    cdef Py_ssize_t* cards = <Py_ssize_t*>calloc(max(n_chunks, 1), sizeof(Py_ssize_t))
-    cdef uint64_t w
-    cdef bytes out
-    cdef char* dst
-    if cards == NULL:
-        raise MemoryError()
-    try:
+    cdef Py_ssize_t size = roaring_size(words, n_words)
+    if size == 0:   # the empty set: the header alone
         size = 8
-        for c in range(n_chunks):
-            end = min(n_words, (c + 1) * 1024)
-            cards[c] = popcount_words(words + c * 1024, end - c * 1024)
-            if cards[c]:
-                n_cont += 1
-                size += 8 + (2 * cards[c] if cards[c] <= 4096 else 8192)
-        out = PyBytes_FromStringAndSize(NULL, size)
-        dst = PyBytes_AS_STRING(out)
-        put_u32(dst, 0, 12346)
-        put_u32(dst, 4, <uint32_t>n_cont)
-        at = 8
-        body = 8 + 8 * n_cont
-        for c in range(n_chunks):  # descriptive header and offsets
-            if cards[c]:
-                put_u16(dst, at, <uint32_t>c)
-                put_u16(dst, at + 2, <uint32_t>(cards[c] - 1))
-                at += 4
-        at = 8 + 4 * n_cont
-        for c in range(n_chunks):
-            if cards[c]:
-                put_u32(dst, at, <uint32_t>body)
-                at += 4
-                body += 2 * cards[c] if cards[c] <= 4096 else 8192
-        for c in range(n_chunks):  # containers
-            if not cards[c]:
-                continue
-            end = min(n_words, (c + 1) * 1024)
-            if cards[c] <= 4096:
-                for i in range(c * 1024, end):
-                    w = words[i]
-                    while w:
-                        put_u16(dst, at, <uint32_t>(((i - c * 1024) << 6) + a3_ctz64(w)))
-                        at += 2
-                        w &= w - 1
-            else:
-                for i in range(c * 1024, c * 1024 + 1024):
-                    w = words[i] if i < end else 0
-                    for j in range(8):
-                        dst[at + j] = <char>((w >> (8 * j)) & 0xFF)
-                    at += 8
-        return out
-    finally:
-        free(cards)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
+    roaring_into(PyBytes_AS_STRING(out), words, n_words)
+    return out
 
 
-#: the default scorer's components, in the order of Scores.columns and of the compact record's columns
-cdef tuple COMPACT_COLUMNS = (b"total", b"affinity", b"success_rate", b"cost", b"substantiated")
 cdef const char* B64_DIGITS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-
-
-cdef int put_base64(Buffer* b, const unsigned char* src, Py_ssize_t n) except -1:
-    """Append `src` in standard base64 with padding (RFC 4648 §4, as base64.b64encode)."""
-    reserve(b, (n + 2) // 3 * 4)
-    cdef char* dst = b.data + b.size
-    cdef Py_ssize_t i = 0, j = 0
-    cdef uint32_t v
-    while i + 3 <= n:
-        v = (<uint32_t>src[i] << 16) | (<uint32_t>src[i + 1] << 8) | src[i + 2]
-        dst[j] = B64_DIGITS[v >> 18]
-        dst[j + 1] = B64_DIGITS[(v >> 12) & 63]
-        dst[j + 2] = B64_DIGITS[(v >> 6) & 63]
-        dst[j + 3] = B64_DIGITS[v & 63]
-        i += 3
-        j += 4
-    if n - i:
-        v = <uint32_t>src[i] << 16
-        if n - i == 2:
-            v |= <uint32_t>src[i + 1] << 8
-        dst[j] = B64_DIGITS[v >> 18]
-        dst[j + 1] = B64_DIGITS[(v >> 12) & 63]
-        dst[j + 2] = B64_DIGITS[(v >> 6) & 63] if n - i == 2 else 61    # '='
-        dst[j + 3] = 61
-        j += 4
-    b.size += j
-    return 0
-
-
-cdef int put_roaring_text(Buffer* b, const uint64_t* words, Py_ssize_t n_words) except -1:
-    """Append a set as the compact format's JSON string: base64 of its portable Roaring bytes, or
-    "" when it is empty."""
-    reserve(b, 1)
-    put(b, b'"', 1)
-    cdef bytes data
-    if popcount_words(words, n_words):
-        data = words_to_roaring(words, n_words)
-        put_base64(b, <const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
-    reserve(b, 1)
-    put(b, b'"', 1)
-    return 0
 
 
 cdef class Explanation:
@@ -1650,54 +1845,114 @@ cdef class Index:
         base64 of its portable Roaring bytes ("" when empty), each score column as base64 of its
         little-endian doubles. The same bytes as the pure engine's (orjson's) form."""
         self.own(expl.index, "Explanation")
-        cdef Py_ssize_t k, j, c, m
-        cdef Buffer* b = &self.out
-        cdef unsigned char* column = NULL
-        cdef uint64_t bits
-        b.size = 0
-        reserve(b, 16)
-        put(b, b'"failed":[', 10)
-        for k in range(expl.n_failed):
-            if k:
-                reserve(b, 1)
-                put(b, b",", 1)
-            put_roaring_text(b, expl.failed_words(k), expl.n_words)
-        reserve(b, 1)
-        put(b, b"]", 1)
+        cdef const double* columns = NULL
+        cdef Py_ssize_t m = 0, size, scratch_needed = 0
         if scores is not None:
             self.own(scores.index, "Scores")
-            m = scores.n
-            reserve(b, 24)
-            put(b, b',"scores":{"ids":', 17)
-            if m:
-                put_roaring_text(b, expl.eligible_words(), expl.n_words)
+            columns, m = scores.columns, scores.n
+        size = emit_lists(NULL, 0, expl.words, expl.n_words, expl.n_failed, columns, m, NULL, &scratch_needed)
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
+        cdef char* scratch = <char*>malloc(max(scratch_needed, 1))
+        if scratch == NULL:
+            raise MemoryError()
+        try:
+            emit_lists(PyBytes_AS_STRING(out), 0, expl.words, expl.n_words, expl.n_failed, columns, m, scratch,
+                       &scratch_needed)
+        finally:
+            free(scratch)
+        return out
+
+    def write_placement_lines(self, Py_ssize_t seq, Explanation expl, Scores scores, scores_json,
+                              submitted_json, admitted_json, fleet_json, predicates_json, requirements_json,
+                              declaration_json, reason_json, bint derived, tail_json) -> bytes:
+        """The trace lines of one placement in compact form, numbered from `seq`
+        (docs/compact-format.md): task.submitted, then task.admitted + task.bound when
+        `admitted_json` is given, else task.rejected. The large members come from `expl` and the
+        default scorer's `scores` (a custom scorer's `scores` object comes as `scores_json`); the
+        rest is JSON the caller holds: the submitted and admitted contents, the compact member's
+        `fleet` and `filters_passed`, the requirements, the declaration (bound), the reason (a
+        rejection whose reason is not `derived`) and the tail members as an object (`route`,
+        session members, `timings`). The bytes `Encoder.encode_placement` and `record_lines`
+        give, in one call; the same bytes as the pure engine's."""
+        cdef LinesJob job
+        self.lines_job(&job, seq, expl, scores, scores_json, submitted_json, admitted_json, fleet_json,
+                       predicates_json, requirements_json, declaration_json, reason_json, derived, tail_json)
+        return write_jobs(&job, 1)
+
+    def write_placements_lines(self, placements) -> bytes:
+        """`write_placement_lines` of many placements (each item its arguments as a tuple), in one
+        buffer, in order, written without the GIL."""
+        cdef tuple items = tuple(placements)   # holds every piece alive while the lines are written
+        cdef Py_ssize_t n = len(items), t
+        cdef LinesJob* jobs = <LinesJob*>calloc(max(n, 1), sizeof(LinesJob))
+        cdef tuple item
+        if jobs == NULL:
+            raise MemoryError()
+        try:
+            for t in range(n):
+                item = items[t]
+                if len(item) != 13:
+                    raise ValueError(f"a placement's lines take 13 arguments, found {len(item)}")
+                self.lines_job(&jobs[t], item[0], item[1], item[2], item[3], item[4], item[5], item[6], item[7],
+                               item[8], item[9], item[10], item[11], item[12])
+            return write_jobs(jobs, n)
+        finally:
+            free(jobs)
+
+    cdef int lines_job(self, LinesJob* job, Py_ssize_t seq, Explanation expl, Scores scores, object scores_json,
+                       object submitted_json, object admitted_json, object fleet_json, object predicates_json,
+                       object requirements_json, object declaration_json, object reason_json, bint derived,
+                       object tail_json) except -1:
+        """Check one placement's arguments and fill its job (pointers into the arguments)."""
+        if expl is None:
+            raise TypeError("a placement's lines need its Explanation")
+        self.own(expl.index, "Explanation")
+        bytes_check(submitted_json, "submitted_json")
+        bytes_check(fleet_json, "fleet_json")
+        bytes_check(predicates_json, "predicates_json")
+        bytes_check(requirements_json, "requirements_json")
+        bytes_check(tail_json, "tail_json")
+        cdef bint bound = admitted_json is not None
+        if len(tail_json) < 2:
+            raise ValueError("tail_json must be a JSON object")
+        if bound:
+            bytes_check(admitted_json, "admitted_json")
+            bytes_check(declaration_json, "declaration_json")
+            if (scores is None) == (scores_json is None):
+                raise ValueError("a bound placement's lines take the default scorer's Scores or a scores_json, one of them")
+            if scores is not None:
+                self.own(scores.index, "Scores")
             else:
-                put(b, b'""', 2)
-            reserve(b, 12)
-            put(b, b',"columns":[', 12)
-            column = <unsigned char*>malloc(max(m, 1) * 8)
-            if column == NULL:
-                raise MemoryError()
-            try:
-                for c in range(5):
-                    for j in range(m):
-                        memcpy(&bits, scores.columns + c * m + j, 8)
-                        store_u64(column + 8 * j, bits)
-                    name = COMPACT_COLUMNS[c]
-                    reserve(b, len(name) + 16)
-                    if c:
-                        put(b, b",", 1)
-                    put(b, b'["', 2)
-                    put(b, name, len(name))
-                    put(b, b'","f64","', 9)
-                    put_base64(b, column, 8 * m)
-                    reserve(b, 2)
-                    put(b, b'"]', 2)
-            finally:
-                free(column)
-            reserve(b, 2)
-            put(b, b"]}", 2)
-        return PyBytes_FromStringAndSize(b.data, b.size)
+                bytes_check(scores_json, "scores_json")
+            if derived or reason_json is not None:
+                raise ValueError("a bound placement has no reason")
+        else:
+            if scores is not None or scores_json is not None or declaration_json is not None:
+                raise ValueError("a rejection's lines take no scores and no declaration")
+            if derived == (reason_json is not None):
+                raise ValueError("a rejection's lines take a reason_json unless its reason is derived")
+            if reason_json is not None:
+                bytes_check(reason_json, "reason_json")
+        memset(job, 0, sizeof(LinesJob))
+        job.seq = seq
+        job.words = expl.words
+        job.n_words = expl.n_words
+        job.n_failed = expl.n_failed
+        if scores is not None:
+            job.columns = scores.columns
+            job.m = scores.n
+        job.bound = bound
+        job.derived = derived
+        set_piece(job, P_SUBMITTED, submitted_json)
+        set_piece(job, P_ADMITTED, admitted_json)
+        set_piece(job, P_FLEET, fleet_json)
+        set_piece(job, P_PREDICATES, predicates_json)
+        set_piece(job, P_REQUIREMENTS, requirements_json)
+        set_piece(job, P_DECLARATION, declaration_json)
+        set_piece(job, P_REASON, reason_json)
+        set_piece(job, P_TAIL, tail_json)
+        set_piece(job, P_SCORES, scores_json)
+        return 0
 
     def failed_names(self, Explanation expl not None, Py_ssize_t k, Py_ssize_t limit) -> str:
         """The names of the first `limit` agents (in id order) of failed set `k`, joined by ", "
@@ -1882,3 +2137,6 @@ def first_failed_into(Index index not None, Explanation expl not None, predicate
             while w:
                 out[names[(i << 6) + a3_ctz64(w)]] = predicate
                 w &= w - 1
+
+
+init_b64_pairs()

@@ -429,8 +429,77 @@ class Index:
         return orjson.dumps(members)[1:-1]
 
 
+    def write_placement_lines(self, seq: int, expl: Explanation, scores: Scores | None, scores_json: bytes | None,
+                              submitted_json: bytes, admitted_json: bytes | None, fleet_json: bytes,
+                              predicates_json: bytes, requirements_json: bytes, declaration_json: bytes | None,
+                              reason_json: bytes | None, derived: bool, tail_json: bytes) -> bytes:
+        """The trace lines of one placement in compact form, numbered from `seq`
+        (docs/compact-format.md): task.submitted, then task.admitted + task.bound when
+        `admitted_json` is given, else task.rejected. The large members come from `expl` and the
+        default scorer's `scores` (a custom scorer's `scores` object comes as `scores_json`); the
+        rest is JSON the caller holds (see the native engine's method, whose bytes these are)."""
+        if expl is None:
+            raise TypeError("a placement's lines need its Explanation")
+        for value, what in ((submitted_json, "submitted_json"), (fleet_json, "fleet_json"),
+                            (predicates_json, "predicates_json"), (requirements_json, "requirements_json"),
+                            (tail_json, "tail_json")):
+            _bytes_check(value, what)
+        if len(tail_json) < 2:
+            raise ValueError("tail_json must be a JSON object")
+        bound = admitted_json is not None
+        if bound:
+            _bytes_check(admitted_json, "admitted_json")
+            _bytes_check(declaration_json, "declaration_json")
+            if (scores is None) == (scores_json is None):
+                raise ValueError("a bound placement's lines take the default scorer's Scores or a scores_json, "
+                                 "one of them")
+            if scores is None:
+                _bytes_check(scores_json, "scores_json")
+            if derived or reason_json is not None:
+                raise ValueError("a bound placement has no reason")
+        else:
+            if scores is not None or scores_json is not None or declaration_json is not None:
+                raise ValueError("a rejection's lines take no scores and no declaration")
+            if bool(derived) == (reason_json is not None):
+                raise ValueError("a rejection's lines take a reason_json unless its reason is derived")
+            if reason_json is not None:
+                _bytes_check(reason_json, "reason_json")
+        head = b'{"format":%d,"fleet":%b,"filters_passed":%b,%b' % (
+            2 if derived else 1, fleet_json, predicates_json, self.write_compact_lists(expl, scores))
+        submitted = b'{"seq":%d,"kind":"task.submitted","content":%b}\n' % (seq, submitted_json)
+        if admitted_json is not None and declaration_json is not None:   # bound (checked above)
+            custom = b',"scores":' + scores_json if scores_json is not None else b""
+            return submitted + (
+                b'{"seq":%d,"kind":"task.admitted","content":%b}\n' % (seq + 1, admitted_json)
+                + b'{"seq":%d,"kind":"task.bound","content":{"a3fast.compact":%b%b,"requirements":%b,'
+                  b'"declaration":%b,"rest":%b}}}\n'
+                % (seq + 2, head, custom, requirements_json, declaration_json, tail_json))
+        reason = b'"reason":' + reason_json + b"," if reason_json is not None else b""
+        derived_member = b',"derived_reason":true' if derived else b""
+        return submitted + (
+            b'{"seq":%d,"kind":"task.rejected","content":{"code":"unschedulable",%b"requirements":%b,'
+            b'"a3fast.compact":%b%b},%b}}\n'
+            % (seq + 1, reason, requirements_json, head, derived_member, tail_json[1:-1]))
+
+    def write_placements_lines(self, placements: Iterable[tuple]) -> bytes:
+        """`write_placement_lines` of many placements (each item its arguments as a tuple), in one
+        buffer, in order."""
+        out = []
+        for item in placements:
+            if not isinstance(item, tuple):
+                raise TypeError(f"a placement's lines take a tuple of arguments, not {type(item).__name__}")
+            if len(item) != 13:
+                raise ValueError(f"a placement's lines take 13 arguments, found {len(item)}")
+            out.append(self.write_placement_lines(*item))
+        return b"".join(out)
+
 #: the default scorer's components, in the order of the compact record's columns
 _COMPACT_COLUMNS = ("total", "affinity", "success_rate", "cost", "substantiated")
+
+
+def _bytes_check(value: Any, what: str) -> None:
+    if type(value) is not bytes:
+        raise TypeError(f"{what} must be bytes, not {type(value).__name__}")
 
 
 def _roaring_text(bits: int) -> str:

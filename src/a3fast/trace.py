@@ -110,16 +110,15 @@ class TraceWriter:
         for `p`."""
         seq = self.next_seq
         if self._encoder is not None:
-            records = self._encoder.encode_placement(seq, placement, task)
+            lines, count = self._encoder.encode_placement_lines(seq, placement, task)
         else:
             records = list(placement_records(placement, task))
-        lines = [b'{"seq":%d,"kind":"%b","content":%b}\n' % (seq + i, kind.encode(), content)
-                 for i, (kind, content) in enumerate(records)]
-        self._fh.write(b"".join(lines))
+            lines, count = record_lines(records, seq), len(records)
+        self._fh.write(lines)
         self._fh.flush()
         if self._fsync:
             os.fsync(self._fh.fileno())
-        self.next_seq = seq + len(records)
+        self.next_seq = seq + count
         return list(range(seq, self.next_seq))
 
     def close(self) -> None:

@@ -235,9 +235,13 @@ class _InProcessSubject:
     def place(self, task: dict[str, Any]) -> float:
         started = time.perf_counter()
         p = self.fleet.place(task)
-        records = self.encoder.encode_placement(self.seq, p) if self.encoder else list(placement_records(p))
-        record_lines(records, self.seq)
-        self.seq += len(records)
+        if self.encoder is not None:
+            _, count = self.encoder.encode_placement_lines(self.seq, p)
+        else:
+            records = list(placement_records(p))
+            record_lines(records, self.seq)
+            count = len(records)
+        self.seq += count
         return time.perf_counter() - started
 
     def place_window(self, tasks: list[dict[str, Any]]) -> float:

@@ -29,7 +29,7 @@ from pyroaring import BitMap
 
 from ..errors import A3Error, describe, json_path
 from ..roaring import deserialize_ids as _deserialize, serialize_ids
-from .write import placement_records, reason_among, reason_text, scheduling_object, tail_members
+from .write import placement_records, reason_among, reason_text, scheduling_object, tail_json, tail_members
 
 __all__ = ["FORMAT", "DERIVED_REASON_FORMAT", "KEY", "serialize_ids", "Encoder", "Decoder",
            "CompactError", "CompactMember", "Snapshots", "encode_trace", "decode_trace",
@@ -185,7 +185,9 @@ class Encoder:
     content to write instead. Whatever would not decode to exactly what it was, byte for byte (a
     foreign order of its lists or members, wrong-typed members, a shape the format does not cover)
     comes back unchanged, so a trace may mix both forms; content already in compact form comes back
-    unchanged too. `encode_placement` is the fast path for a3fast's own placements.
+    unchanged too. `encode_placement` is the fast path for a3fast's own placements, and
+    `encode_placement_lines` / `encode_placements_lines` give their trace lines, written by the
+    engine in one call.
     """
 
     def __init__(self) -> None:
@@ -198,6 +200,8 @@ class Encoder:
         self._decoder = Decoder()
         self._index = None                # the engine index encode_placement's ids belong to
         self._membership: int | None = None  # the membership count of the last live set taken
+        self._requirements_cache: dict[int, tuple[Any, tuple[bytes, bytes]]] = {}
+        self._lines_index = None          # the last index seen to write a placement's lines
 
     # -- from spec JSON --
     def encode(self, seq: int, kind: str, content: Any) -> Any:
@@ -349,9 +353,76 @@ class Encoder:
         generation: they are written (a new snapshot when they differ), and the next placement's
         are checked again."""
         p = placement
+        args = self._line_arguments(seq, p, task, restricted)
+        if args is None:
+            return self._records(seq, p, task, restricted)
+        # the records' contents, cut from the lines the engine wrote (their heads have known lengths)
+        lines = p.index.write_placement_lines(*args)
+        submitted_json, admitted_json = args[4], args[5]
+        # a line is `{"seq":N,"kind":"K","content":` (28 bytes besides N and K), the content, `}\n`
+        at = 42 + len(str(seq))
+        out = [("task.submitted", submitted_json)]
+        at += len(submitted_json) + 2
+        if admitted_json is not None:
+            out.append(("task.admitted", admitted_json))
+            at += 41 + len(str(seq + 1)) + len(admitted_json) + 2
+            out.append(("task.bound", lines[at + 38 + len(str(seq + 2)):-2]))
+        else:
+            out.append(("task.rejected", lines[at + 41 + len(str(seq + 1)):-2]))
+        return out
+
+    def encode_placement_lines(self, seq: int, placement, task: Mapping[str, Any] | None = None, *,
+                               restricted: bool = False) -> tuple[bytes, int]:
+        """The trace lines of `encode_placement`'s records, framed as `trace.record_lines` frames
+        them (seq numbers from `seq`), and how many records they are; the engine writes them in
+        one call."""
+        args = self._line_arguments(seq, placement, task, restricted)
+        if args is None:
+            records = self._records(seq, placement, task, restricted)
+            return _lines(records, seq), len(records)
+        return placement.index.write_placement_lines(*args), 3 if args[5] is not None else 2
+
+    def encode_placements_lines(self, seq: int, placements: Iterable[Any],
+                                tasks: Iterable[Mapping[str, Any] | None] | None = None, *,
+                                restricted: bool = False) -> tuple[bytes, list[int]]:
+        """The trace lines of many placements, in order, numbered from `seq`, and how many records
+        each placement wrote: `encode_placement_lines` of each, joined. Consecutive placements on
+        one engine index are written by one call of the engine."""
+        placements = list(placements)
+        task_list = list(tasks) if tasks is not None else [None] * len(placements)
+        if len(task_list) != len(placements):
+            raise ValueError(f"{len(task_list)} tasks for {len(placements)} placements")
+        parts: list[bytes] = []
+        counts: list[int] = []
+        batch: list[tuple[Any, ...]] = []
+        batch_index: Any = None
+        for p, task in zip(placements, task_list):
+            args = self._line_arguments(seq, p, task, restricted)
+            if args is None or p.index is not batch_index:
+                if batch:
+                    parts.append(batch_index.write_placements_lines(batch))
+                    batch = []
+                batch_index = None
+            if args is None:
+                records = self._records(seq, p, task, restricted)
+                parts.append(_lines(records, seq))
+                count = len(records)
+            else:
+                batch_index = p.index
+                batch.append(args)
+                count = 3 if args[5] is not None else 2
+            counts.append(count)
+            seq += count
+        if batch:
+            parts.append(batch_index.write_placements_lines(batch))
+        return b"".join(parts), counts
+
+    def _records(self, seq: int, p, task: Mapping[str, Any] | None, restricted: bool) -> list[tuple[str, bytes]]:
+        """The records of a placement the engine's line writer does not write: a resumed one, or
+        one on an index without the writer (a sharded fleet's merged view)."""
         if p.resumed:
             return list(placement_records(p))
-        kinds = ["task.submitted", "task.admitted", "task.bound"] if p.bound else ["task.submitted", "task.rejected"]
+        kinds = _BOUND_KINDS if p.bound else _REJECTED_KINDS
         out = []
         for offset, kind in enumerate(kinds):
             if kind == "task.submitted":
@@ -363,8 +434,64 @@ class Encoder:
             out.append((kind, content))
         return out
 
-    def _placement_content(self, seq: int, p, restricted: bool = False) -> bytes:
+    def _line_arguments(self, seq: int, p, task: Mapping[str, Any] | None,
+                        restricted: bool) -> tuple[Any, ...] | None:
+        """The arguments of the engine's `write_placement_lines` for placement `p` at `seq`, the
+        encoder's snapshot state moved on as the records take it; None (nothing moved) when the
+        records are written another way."""
+        if p.resumed:
+            return None
+        index = p.index
+        if index is not self._lines_index:
+            if not hasattr(index, "write_placement_lines"):
+                return None
+            self._lines_index = index
         expl = p.explanation
+        bound = p.bound
+        scores = scores_json = declaration_json = admitted_json = reason_json = None
+        if bound:
+            if p.custom_scores:
+                # a bound placement scores at least its chosen agent: ids are never empty
+                scores_json = orjson.dumps({"ids": _b64(expl.eligible_roaring()),
+                                            "columns": _custom_columns(p.scores.entries)})
+            else:
+                scores = p.scores
+            declaration_json = p.declaration_json
+            admitted_json = _admitted_json(p.declaration.agent)
+        requirements = p.requirements
+        requirements_json, predicates_json = self._requirements_json(requirements)
+        submitted = p.submitted
+        if task:
+            submitted_json = orjson.dumps({**task, "requirements": submitted.doc})
+        else:
+            submitted_json = b'{"requirements":%b}' % (
+                requirements_json if submitted is requirements else self._requirements_json(submitted)[0])
+        # a3fast's own reason is the text the lists give, unless a reason_limit shortened it
+        derived = not bound and p.reason_limit is None and expl.candidates_count > 0
+        if not bound and not derived:
+            reason_json = orjson.dumps(reason_text(p))
+        fleet = self._fleet_member(seq + (2 if bound else 1), p, restricted)
+        fleet_json = b"%d" % fleet if type(fleet) is int else orjson.dumps(fleet)
+        return (seq, expl, scores, scores_json, submitted_json, admitted_json, fleet_json, predicates_json,
+                requirements_json, declaration_json, reason_json, derived, tail_json(p))
+
+    def _requirements_json(self, requirements) -> tuple[bytes, bytes]:
+        """A Requirements' document and its predicates (filters_passed) as JSON, kept per
+        Requirements object: a prepared one is placed many times, and its document is read as it
+        was when prepared."""
+        cache = self._requirements_cache
+        hit = cache.get(id(requirements))
+        if hit is not None and hit[0] is requirements:
+            return hit[1]
+        texts = (orjson.dumps(requirements.doc), _predicates_json(requirements.predicates))
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        cache[id(requirements)] = (requirements, texts)  # the object held, so its id is not reused
+        return texts
+
+    def _fleet_member(self, seq: int, p, restricted: bool) -> Any:
+        """The `fleet` member of placement `p`'s record `seq`: the current snapshot's seq, or a
+        new snapshot."""
         index = p.index
         # the live set is taken again when it may have changed: another index, another membership
         # count (when the placement knows it; a held session changes the generation, not who is live)
@@ -372,14 +499,19 @@ class Encoder:
             if index is not self._index:
                 self._names, self._snapshot_seq, self._snapshot_names, self._live_text = [], None, 0, None
             self._index, self._membership = index, p.membership
-            live = expl.candidate_ids()
+            live = p.explanation.candidate_ids()
             top = live[-1] + 1 if live else 0
             self._names.extend(index.name(i) for i in range(len(self._names), top))
             fleet = self._fleet(seq, live)
             if restricted:
                 self._membership = None
-        else:
-            fleet = self._snapshot_seq
+            return fleet
+        return self._snapshot_seq
+
+    def _placement_content(self, seq: int, p, restricted: bool = False) -> bytes:
+        expl = p.explanation
+        index = p.index
+        fleet = self._fleet_member(seq, p, restricted)
         # The engine writes the large members (the failed sets, the score columns) straight from its
         # words; Python joins a few byte strings around them, exactly as orjson would write the dict.
         default_scores = p.bound and not p.custom_scores
@@ -403,6 +535,44 @@ class Encoder:
                                                    "columns": _custom_columns(p.scores.entries)})
         return b'{"%b":%b%b,"requirements":%b,"declaration":%b,"rest":%b}}' % (
             _KEY_BYTES, head, scores, orjson.dumps(p.requirements.doc), p.declaration_json, orjson.dumps(tail))
+
+
+_BOUND_KINDS = ("task.submitted", "task.admitted", "task.bound")
+_REJECTED_KINDS = ("task.submitted", "task.rejected")
+#: entries a JSON cache keeps before it starts again (the values repeat: a fleet's agents, a
+#: workload's predicate sets, a client's prepared requirements)
+_CACHE_LIMIT = 4096
+_predicates_cache: dict[tuple[str, ...], bytes] = {}
+_admitted_cache: dict[Any, bytes] = {}
+
+
+def _predicates_json(predicates: tuple[str, ...]) -> bytes:
+    if type(predicates) is not tuple:
+        return orjson.dumps(predicates)
+    text = _predicates_cache.get(predicates)
+    if text is None:
+        text = orjson.dumps(predicates)
+        if len(_predicates_cache) >= _CACHE_LIMIT:
+            _predicates_cache.clear()
+        _predicates_cache[predicates] = text
+    return text
+
+
+def _admitted_json(agent) -> bytes:
+    """task.admitted's content for a chosen agent (its `{name, namespace}`)."""
+    text = _admitted_cache.get(agent)
+    if text is None:
+        text = orjson.dumps({"agent": agent.to_dict()})
+        if len(_admitted_cache) >= 16 * _CACHE_LIMIT:
+            _admitted_cache.clear()
+        _admitted_cache[agent] = text
+    return text
+
+
+def _lines(records: list[tuple[str, bytes]], seq: int) -> bytes:
+    """Trace lines of a placement's records (the framing of `trace.record_line`)."""
+    return b"".join([b'{"seq":%d,"kind":"%b","content":%b}\n' % (seq + i, kind.encode(), content)
+                     for i, (kind, content) in enumerate(records)])
 
 
 _KEY_BYTES = KEY.encode()
