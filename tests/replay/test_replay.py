@@ -447,6 +447,27 @@ def test_a_filters_answer_holds_no_session_when_replayed(engine):
     assert a3fast.verify(as_jsonl(records)) == [] and a3fast.verify(as_jsonl(encode_trace(records))) == []
 
 
+def test_a_rejected_filters_answer_holds_no_session_when_a_replay_binds_it(engine):
+    # the first filter finds no agent with c.y and holds nothing; in the proposed fleet "z" has c.y,
+    # so the replay binds it there. Had the replay held the session for it, the session's second
+    # task would go to "z" by affinity instead of to "a" by the tie.
+    docs = [{"v": "1.0", "agent": {"name": n, "namespace": "x"}, "capabilities": [{"name": "a.x", "version": 1}],
+             "clearances": []} for n in ("a", "b")]
+    added = {"v": "1.0", "agent": {"name": "z", "namespace": "x"}, "clearances": [],
+             "capabilities": [{"name": "a.x", "version": 1}, {"name": "c.y", "version": 1}]}
+    fleet = fleet_of(docs, engine)
+    first = fleet.place({"v": "1.0", "capabilities": [{"name": "c.y", "version": 1}], "session": "s"},
+                        candidates=["a", "b"], remember_session=False)
+    first.session_held = False
+    second = fleet.place({"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "session": "s"})
+    records = records_of([first, second])
+    assert records[1]["kind"] == "task.rejected" and records[1]["content"]["a3fast.session_held"] is False
+    for trace in (records, list(encode_trace(records))):
+        verdicts = list(replay(trace, fleet_of(docs + [added], engine), offer_new=True))
+        assert [(v.kind, v.after) for v in verdicts] == [(SCHEDULABLE, "z"), (SAME, "a")]
+    assert a3fast.verify(as_jsonl(records)) == [] and a3fast.verify(as_jsonl(encode_trace(records))) == []
+
+
 def test_a_session_given_beside_the_requirements_is_recorded_and_replayed(engine):
     docs = [{"v": "1.0", "agent": {"name": n, "namespace": "x"}, "capabilities": [{"name": "a.x", "version": 1}],
              "clearances": []} for n in ("a", "b")]

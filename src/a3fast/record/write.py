@@ -49,8 +49,9 @@ def _score_map(p) -> dict[str, dict[str, Any]]:
 #: (`Fleet.place(session=)`, the service body's `session`, `place --session`): docs/design.md,
 #: reading 25. §7 reads no such member; a replay reads it to reproduce the session's affinity.
 SESSION_MEMBER = "a3fast.session"
-#: The member that says a bound placement's agent was not made to hold its session (`false`): a
-#: Kubernetes filter's answer asks, and holds nothing (docs/design.md, reading 25).
+#: The member that says a placement did not make its agent hold its session (`false`): a Kubernetes
+#: filter's answer asks, and holds nothing. A rejection carries it too, so that a replay which
+#: binds the task where the trace rejected it holds nothing either (docs/design.md, reading 25).
 SESSION_HELD_MEMBER = "a3fast.session_held"
 
 
@@ -63,7 +64,7 @@ def tail_members(p) -> dict[str, Any]:
     session = p.session
     if session is not None and session != p.requirements.session:
         tail[SESSION_MEMBER] = session
-    if session is not None and p.session_held is False and p.agent is not None:
+    if session is not None and p.session_held is False:
         tail[SESSION_HELD_MEMBER] = False
     tail["timings"] = timings(p)
     return tail

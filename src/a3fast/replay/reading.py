@@ -80,6 +80,7 @@ class _RejectedContent(msgspec.Struct, gc=False):
     candidates: msgspec.Raw = _EMPTY
     route: str | None = None
     session: str | None = msgspec.field(default=None, name=SESSION_MEMBER)
+    held: bool = msgspec.field(default=True, name=SESSION_HELD_MEMBER)
     compact: _Compact | None = msgspec.field(default=None, name=COMPACT_KEY)
 
 
@@ -319,6 +320,7 @@ class Reader:
             r = Recorded(item.seq, item.kind, self._parse(bytes(content.requirements), item,
                                                           "$.content.requirements"),
                          None, content.route, False, item, content.session)
+            r.holds = content.held
             if compact is not None:
                 r.offered = self._compact_offered(item, bytes(compact.fleet), bytes(compact.candidates))
             else:
@@ -360,6 +362,7 @@ class Reader:
                          None, self._text(content.get("route"), item, "$.content.route", "a route name"), False,
                          item, self._text(content.get(SESSION_MEMBER), item, f"$.content['{SESSION_MEMBER}']",
                                           "a session"))
+            r.holds = content.get(SESSION_HELD_MEMBER) is not False
             r.offered = self._generic_offered(item, content, content)
             return r
         if COMPACT_KEY in content:
