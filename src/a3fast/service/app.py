@@ -39,7 +39,7 @@ from .access_log import AccessLog
 from .config import ServiceConfig
 from .k8s import Extender
 from .openapi import openapi_document
-from .operations import Operations, PlaceRequest, decode_place_request, verify_text
+from .operations import Operations, PreparedPlace, decode_place_request, verify_text
 from .problems import ServiceError, from_library, journal_failed, parse_json, problem, query_int, too_large
 from .refusals import INTERNAL, refusal
 from .replay_route import replay_endpoint
@@ -228,7 +228,8 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
     async def place(scope, receive, send) -> None:
         """POST /v1/place as pure ASGI (the same checks and answers as the other routes)."""
         data = await receive_body(scope, receive, limits["request"], config.body_timeout)
-        body: Any = decode_place_request(data)      # typed, when the text allows: the general way else
+        typed = decode_place_request(data)      # typed, when the text allows: the general way else
+        body: Any = ops.prepared_place(typed) if typed is not None else None
         if body is None:
             body = await off_loop(parse_json, data)
             if not isinstance(body, dict):
@@ -238,7 +239,7 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
         if query:
             record = _query_value(query, "record")
             if record is not None:
-                if type(body) is PlaceRequest:
+                if type(body) is PreparedPlace:
                     body.record = record
                 else:
                     body["record"] = record

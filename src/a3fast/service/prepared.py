@@ -1,0 +1,67 @@
+"""Requirements documents from their JSON text, parsed once per distinct text while they repeat.
+
+A place request's `requirements` member arrives as bytes (a stdio line, an HTTP body). Services
+place the same task types again and again, so the member's exact text is looked up in a bounded
+cache of prepared `Requirements`: a repeated task is placed as the same prepared object (the fleet
+keeps its row resolution per prepared object) without building a dict of it or checking it again.
+Two spellings of one document (another key order, other whitespace) are two entries; each parses
+to equal requirements.
+
+The text given must already be held to the service's bounds and the document rule (the caller
+checks the whole request: `operations.decode_place_request`); errors are never kept, so a bad
+document is refused with the same problems every time.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import msgspec
+
+from ..schema import Requirements, parse_requirements
+
+__all__ = ["PreparedRequirements", "MAX_ENTRIES", "MAX_TEXT_BYTES"]
+
+#: Distinct requirements texts kept, at most (least recently used first out).
+MAX_ENTRIES = 4096
+#: A longer text is parsed every time and not kept, so the cache holds at most
+#: MAX_ENTRIES × MAX_TEXT_BYTES bytes of keys (16 MiB), and their parsed documents beside them.
+MAX_TEXT_BYTES = 4096
+
+_decode = msgspec.json.Decoder().decode
+
+
+class PreparedRequirements:
+    """A least-recently-used map from a requirements document's JSON text to its `Requirements`."""
+
+    def __init__(self, max_entries: int = MAX_ENTRIES, max_text_bytes: int = MAX_TEXT_BYTES):
+        self.max_entries = max_entries
+        self.max_text_bytes = max_text_bytes
+        self._entries: OrderedDict[bytes, Requirements] = OrderedDict()
+        self._lock = threading.Lock()     # HTTP may parse on worker threads beside the loop
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, text: bytes) -> Requirements:
+        """The prepared requirements of a JSON object's text; SchemaError as `parse_requirements`
+        raises it for the decoded document (msgspec's DecodeError for text that is not JSON)."""
+        entries = self._entries
+        found = entries.get(text)
+        if found is not None:
+            try:
+                entries.move_to_end(text)
+            except KeyError:          # evicted by another thread meanwhile: still the right answer
+                pass
+            return found
+        parsed = parse_requirements(_decode(text), decoded=True)
+        if len(text) <= self.max_text_bytes:
+            with self._lock:
+                entries[text] = parsed
+                if len(entries) > self.max_entries:
+                    entries.popitem(last=False)
+        return parsed
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
