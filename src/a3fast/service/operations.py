@@ -249,7 +249,8 @@ class Operations:
         return self._place_answer(lines, form)
 
     async def place_batch(self, bodies: list[Any]) -> list[PlaceAnswer | Exception]:
-        """Consecutive `place` requests, answered exactly as one at a time (the same placements,
+        """Consecutive `place` requests (an Exception in place of a request its shell could not
+        read: refused with it, in its turn), answered exactly as one at a time (the same placements,
         records and trace), placed through the fleet's batch path in runs: a run ends before a task
         with a route (placed alone) and before a second task of one session (its affinity depends
         on the session the earlier one holds). A request that is refused changes nothing, so it
@@ -280,6 +281,8 @@ class Operations:
 
         for i, body in enumerate(bodies):
             try:
+                if isinstance(body, Exception):      # a request its shell could not read
+                    raise body
                 if self.state.failed is not None:
                     raise JournalFailed(self.state.failed)
                 parsed, session, route, form = self._place_request(body)
