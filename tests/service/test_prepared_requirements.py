@@ -149,3 +149,24 @@ def test_bad_requirements_members_get_the_answers_the_general_path_gives(engine,
     answers = [orjson.loads(a) for a in typed.splitlines()]
     assert [a["ok"] for a in answers] == [False] * (len(lines) - 1) + [True]
     assert all(a["status"] in (400, 413) for a in answers[:-1])
+
+
+def test_pods_of_one_workload_share_their_prepared_requirements():
+    """The extender reads a pod's requirements annotation through a cache of its own, keyed on the
+    annotation's text: the pods of one workload carry the same text and are placed as one prepared
+    object; a bad annotation is refused each time with the same message."""
+    pytest.importorskip("kubernetes")
+    from test_k8s_extender import pod
+
+    from a3fast.service.k8s import _NODE, ExtenderError, pod_requirements
+
+    task = {**TASKS[0], "kind": "pods-of-one-workload"}
+    first, second = (pod_requirements(_NODE.decode(orjson.dumps(pod(task, uid=f"uid-{i}")))) for i in range(2))
+    assert first is second and first == parse_requirements(task)
+    bad = _NODE.decode(orjson.dumps(pod({"capabilities": 7})))
+    messages = []
+    for _ in range(2):
+        with pytest.raises(ExtenderError) as refused:
+            pod_requirements(bad)
+        messages.append(str(refused.value))
+    assert messages[0] == messages[1] and "a3.dev/requirements" in messages[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Callable
 
 import msgspec
 
@@ -37,7 +38,7 @@ class PreparedRequirements:
     def __init__(self, max_entries: int = MAX_ENTRIES, max_text_bytes: int = MAX_TEXT_BYTES):
         self.max_entries = max_entries
         self.max_text_bytes = max_text_bytes
-        self._entries: OrderedDict[bytes, Requirements] = OrderedDict()
+        self._entries: OrderedDict[bytes | str, Requirements] = OrderedDict()
         self._lock = threading.Lock()     # HTTP may parse on worker threads beside the loop
 
     def __len__(self) -> int:
@@ -46,6 +47,11 @@ class PreparedRequirements:
     def get(self, text: bytes) -> Requirements:
         """The prepared requirements of a JSON object's text; SchemaError as `parse_requirements`
         raises it for the decoded document (msgspec's DecodeError for text that is not JSON)."""
+        return self.lookup(text, lambda: parse_requirements(_decode(text), decoded=True))
+
+    def lookup(self, text: bytes | str, parse: Callable[[], Requirements]) -> Requirements:
+        """The requirements kept for `text`, or `parse()` of it, kept when it succeeds (whatever
+        it raises is raised, and nothing is kept). `parse` must depend on the text alone."""
         entries = self._entries
         found = entries.get(text)
         if found is not None:
@@ -54,7 +60,7 @@ class PreparedRequirements:
             except KeyError:          # evicted by another thread meanwhile: still the right answer
                 pass
             return found
-        parsed = parse_requirements(_decode(text), decoded=True)
+        parsed = parse()
         if len(text) <= self.max_text_bytes:
             with self._lock:
                 entries[text] = parsed
