@@ -242,7 +242,7 @@ class Operations:
         return {"names": page, "next": page[-1] if more and page else None}
 
     # -- placing ----------------------------------------------------------------------------------
-    async def place(self, body: dict) -> PlaceAnswer:
+    async def place(self, body: dict | PreparedPlace) -> PlaceAnswer:
         parsed, session, route, form = self._place_request(body)
         p, lines = self._placed(parsed, session, route, form != "spec")
         await self.state.durable()
@@ -319,9 +319,10 @@ class Operations:
             form = body.record or "spec"
             if form not in self.forms:
                 raise ServiceError(400, [problem("$.record", self._forms_text, repr(form))])
-            if type(body.requirements) is not Requirements:
-                raise from_library(body.requirements, 400) from None
-            return body.requirements, body.session, None, form
+            requirements = body.requirements
+            if isinstance(requirements, SchemaError):
+                raise from_library(requirements, 400) from None
+            return requirements, body.session, None, form
         requirements = _require(body, "requirements", dict, "a requirements document (§4)")
         session = _optional(body, "session", str, "a session id")
         route = self._route(body)
