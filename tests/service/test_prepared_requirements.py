@@ -15,7 +15,7 @@ from a3fast.errors import SchemaError
 from a3fast.schema import Requirements, parse_declaration, parse_requirements
 from a3fast.service import stdio
 from a3fast.service.operations import Operations, PreparedPlace, decode_place_request
-from a3fast.service.prepared import MAX_ENTRIES, MAX_TEXT_BYTES, PreparedRequirements
+from a3fast.service.prepared import MAX_ENTRIES, MAX_SEEN, MAX_TEXT_BYTES, PreparedRequirements
 from a3fast.service.state import ServiceState
 from a3fast.workload import generate_fleet, generate_tasks
 
@@ -57,17 +57,34 @@ def test_a_cache_hit_places_and_records_what_parsing_the_document_does(engine, f
     assert cached == parsed
 
 
+def _admitted(cache: PreparedRequirements, text: bytes) -> Requirements:
+    """The requirements of `text`, kept: a text is kept from its second sighting on."""
+    cache.get(text)
+    return cache.get(text)
+
+
 def test_a_repeated_requirements_text_is_the_same_prepared_object():
     cache = PreparedRequirements()
     text = orjson.dumps(TASKS[0])
-    first = cache.get(text)
-    assert type(first) is Requirements
-    assert cache.get(bytes(text)) is first                       # equal bytes, not the same object
-    assert first == parse_requirements(TASKS[0])
+    seen = cache.get(text)                 # the first sighting: parsed, only its hash remembered
+    assert type(seen) is Requirements and len(cache) == 0
+    kept = cache.get(text)                 # the second: parsed again and kept
+    assert kept is not seen and kept == seen and len(cache) == 1
+    assert cache.get(bytes(text)) is kept                        # equal bytes, not the same object
+    assert kept == parse_requirements(TASKS[0])
     respelt = orjson.dumps(TASKS[0], option=orjson.OPT_INDENT_2)   # another spelling: its own entry
-    again = cache.get(respelt)
-    assert again is not first and again == first
+    again = _admitted(cache, respelt)
+    assert again is not kept and again == kept
     assert len(cache) == 2
+
+
+def test_a_text_seen_once_leaves_nothing_kept_and_the_seen_hashes_are_bounded():
+    cache = PreparedRequirements(max_seen=4)
+    texts = [b'{"kind":"once-%d"}' % i for i in range(10)]
+    for t in texts:
+        cache.get(t)
+    assert len(cache) == 0 and len(cache._seen) <= 4
+    assert MAX_SEEN == 16384
 
 
 def test_an_operation_places_a_repeated_task_as_one_prepared_object():
@@ -76,9 +93,9 @@ def test_an_operation_places_a_repeated_task_as_one_prepared_object():
     try:
         ops = Operations(state)
         line = orjson.dumps({"op": "place", "requirements": TASKS[1]})
-        one, two = (ops.prepared_place(decode_place_request(line)) for _ in range(2))
-        assert type(one) is PreparedPlace and type(two) is PreparedPlace
-        assert one.requirements is two.requirements
+        _, two, three = (ops.prepared_place(decode_place_request(line)) for _ in range(3))
+        assert type(two) is PreparedPlace and type(three) is PreparedPlace
+        assert two.requirements is three.requirements
     finally:
         state.close()
 
@@ -86,15 +103,15 @@ def test_an_operation_places_a_repeated_task_as_one_prepared_object():
 def test_the_cache_keeps_at_most_its_bound_least_recently_used_out():
     cache = PreparedRequirements(max_entries=3)
     texts = [orjson.dumps({"v": "1.0", "kind": f"k{i}"}) for i in range(5)]
-    kept = [cache.get(t) for t in texts[:3]]
+    kept = [_admitted(cache, t) for t in texts[:3]]
     assert cache.get(texts[0]) is kept[0]          # used again: now the most recent
-    cache.get(texts[3])                             # evicts texts[1], the least recently used
+    _admitted(cache, texts[3])                      # evicts texts[1], the least recently used
     assert len(cache) == 3
     assert cache.get(texts[0]) is kept[0]
     assert cache.get(texts[2]) is kept[2]
     assert cache.get(texts[1]) is not kept[1]      # parsed again
     for t in texts:
-        cache.get(t)
+        _admitted(cache, t)
     assert len(cache) == 3
 
 
@@ -102,14 +119,14 @@ def test_the_default_bound_is_the_documented_one():
     assert (MAX_ENTRIES, MAX_TEXT_BYTES) == (4096, 4096)
     cache = PreparedRequirements()
     for i in range(MAX_ENTRIES + 100):
-        cache.get(b'{"kind":"k%d"}' % i)
+        _admitted(cache, b'{"kind":"k%d"}' % i)
     assert len(cache) == MAX_ENTRIES
 
 
 def test_a_text_past_the_size_bound_is_parsed_each_time_and_not_kept():
     cache = PreparedRequirements(max_text_bytes=64)
     long_text = orjson.dumps({"v": "1.0", "kind": "k" * 100})
-    first = cache.get(long_text)
+    first = _admitted(cache, long_text)
     assert cache.get(long_text) is not first and cache.get(long_text) == first
     assert len(cache) == 0
 
@@ -161,8 +178,8 @@ def test_pods_of_one_workload_share_their_prepared_requirements():
     from a3fast.service.k8s import _NODE, ExtenderError, pod_requirements
 
     task = {**TASKS[0], "kind": "pods-of-one-workload"}
-    first, second = (pod_requirements(_NODE.decode(orjson.dumps(pod(task, uid=f"uid-{i}")))) for i in range(2))
-    assert first is second and first == parse_requirements(task)
+    _, second, third = (pod_requirements(_NODE.decode(orjson.dumps(pod(task, uid=f"uid-{i}")))) for i in range(3))
+    assert second is third and second == parse_requirements(task)
     bad = _NODE.decode(orjson.dumps(pod({"capabilities": 7})))
     messages = []
     for _ in range(2):

@@ -1,8 +1,9 @@
-"""Requirements documents from their JSON text, parsed once per distinct text while they repeat.
+"""Requirements documents from their JSON text, parsed at most twice per distinct text while they repeat.
 
 A place request's `requirements` member arrives as bytes (a stdio line, an HTTP body). Services
 place the same task types again and again, so the member's exact text is looked up in a bounded
-cache of prepared `Requirements`: a repeated task is placed as the same prepared object (the fleet
+cache of prepared `Requirements` (kept from a text's second sighting on, `PreparedRequirements`):
+a repeated task is placed as the same prepared object (the fleet
 keeps its row resolution per prepared object) without building a dict of it or checking it again.
 Two spellings of one document (another key order, other whitespace) are two entries; each parses
 to equal requirements.
@@ -21,10 +22,13 @@ import msgspec
 
 from ..schema import Requirements, parse_requirements
 
-__all__ = ["PreparedRequirements", "MAX_ENTRIES", "MAX_TEXT_BYTES"]
+__all__ = ["PreparedRequirements", "MAX_ENTRIES", "MAX_TEXT_BYTES", "MAX_SEEN"]
 
 #: Distinct requirements texts kept, at most (least recently used first out).
 MAX_ENTRIES = 4096
+#: Texts seen once and not (yet) kept, remembered by their hash, at most (then forgotten at once):
+#: about 1 MiB of ints and their set.
+MAX_SEEN = 16384
 #: A longer text is parsed every time and not kept, so the cache holds at most
 #: MAX_ENTRIES × MAX_TEXT_BYTES bytes of keys (16 MiB), and their parsed documents beside them.
 MAX_TEXT_BYTES = 4096
@@ -33,11 +37,20 @@ _decode = msgspec.json.Decoder().decode
 
 
 class PreparedRequirements:
-    """A least-recently-used map from a requirements document's JSON text to its `Requirements`."""
+    """A least-recently-used map from a requirements document's JSON text to its `Requirements`.
 
-    def __init__(self, max_entries: int = MAX_ENTRIES, max_text_bytes: int = MAX_TEXT_BYTES):
+    A text is kept from its second sighting on: the first is parsed and only its hash remembered.
+    A task met once (most of a workload of distinct tasks) then leaves nothing behind, where
+    keeping it cost more than it could save — its objects outlived a young collection and were
+    walked again by the collector's older passes until evicted — while a task type that repeats is
+    parsed twice and then never again."""
+
+    def __init__(self, max_entries: int = MAX_ENTRIES, max_text_bytes: int = MAX_TEXT_BYTES,
+                 max_seen: int = MAX_SEEN):
         self.max_entries = max_entries
         self.max_text_bytes = max_text_bytes
+        self.max_seen = max_seen
+        self._seen: set[int] = set()
         self._entries: OrderedDict[bytes | str, Requirements] = OrderedDict()
         self._lock = threading.Lock()     # HTTP may parse on worker threads beside the loop
 
@@ -62,12 +75,21 @@ class PreparedRequirements:
             return found
         parsed = parse()
         if len(text) <= self.max_text_bytes:
+            key = hash(text)
+            seen = self._seen
             with self._lock:
-                entries[text] = parsed
-                if len(entries) > self.max_entries:
-                    entries.popitem(last=False)
+                if key in seen:           # the second sighting (or a hash shared with a seen one)
+                    seen.discard(key)
+                    entries[text] = parsed
+                    if len(entries) > self.max_entries:
+                        entries.popitem(last=False)
+                else:
+                    if len(seen) >= self.max_seen:
+                        seen.clear()
+                    seen.add(key)
         return parsed
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._seen.clear()
