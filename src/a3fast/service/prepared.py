@@ -52,7 +52,9 @@ class PreparedRequirements:
         self.max_seen = max_seen
         self._seen: set[int] = set()
         self._entries: OrderedDict[bytes | str, Requirements] = OrderedDict()
-        self._lock = threading.Lock()     # HTTP may parse on worker threads beside the loop
+        # HTTP may parse on worker threads beside the loop: an insertion and its eviction go
+        # together; a set's add, discard and clear are each atomic
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -60,34 +62,46 @@ class PreparedRequirements:
     def get(self, text: bytes) -> Requirements:
         """The prepared requirements of a JSON object's text; SchemaError as `parse_requirements`
         raises it for the decoded document (msgspec's DecodeError for text that is not JSON)."""
-        return self.lookup(text, lambda: parse_requirements(_decode(text), decoded=True))
+        found = self._entries.get(text)
+        if found is not None:
+            return self._used(text, found)
+        parsed = parse_requirements(_decode(text), decoded=True)
+        self._seen_or_kept(text, parsed)
+        return parsed
 
     def lookup(self, text: bytes | str, parse: Callable[[], Requirements]) -> Requirements:
         """The requirements kept for `text`, or `parse()` of it, kept when it succeeds (whatever
         it raises is raised, and nothing is kept). `parse` must depend on the text alone."""
-        entries = self._entries
-        found = entries.get(text)
+        found = self._entries.get(text)
         if found is not None:
-            try:
-                entries.move_to_end(text)
-            except KeyError:          # evicted by another thread meanwhile: still the right answer
-                pass
-            return found
+            return self._used(text, found)
         parsed = parse()
-        if len(text) <= self.max_text_bytes:
-            key = hash(text)
-            seen = self._seen
-            with self._lock:
-                if key in seen:           # the second sighting (or a hash shared with a seen one)
-                    seen.discard(key)
-                    entries[text] = parsed
-                    if len(entries) > self.max_entries:
-                        entries.popitem(last=False)
-                else:
-                    if len(seen) >= self.max_seen:
-                        seen.clear()
-                    seen.add(key)
+        self._seen_or_kept(text, parsed)
         return parsed
+
+    def _used(self, text: bytes | str, found: Requirements) -> Requirements:
+        try:
+            self._entries.move_to_end(text)
+        except KeyError:              # evicted by another thread meanwhile: still the right answer
+            pass
+        return found
+
+    def _seen_or_kept(self, text: bytes | str, parsed: Requirements) -> None:
+        if len(text) > self.max_text_bytes:
+            return
+        key = hash(text)
+        seen = self._seen
+        if key not in seen:          # the first sighting: remembered only
+            if len(seen) >= self.max_seen:
+                seen.clear()
+            seen.add(key)
+            return
+        seen.discard(key)            # the second (or a hash shared with a seen text): kept
+        entries = self._entries
+        with self._lock:
+            entries[text] = parsed
+            if len(entries) > self.max_entries:
+                entries.popitem(last=False)
 
     def clear(self) -> None:
         with self._lock:
