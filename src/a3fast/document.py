@@ -200,7 +200,10 @@ def validate(value: Any, path: str = "$", limit: int = MAX_DEPTH, *,
 
 
 _DECODER = msgspec.json.Decoder()
-_LONG_DIGITS = re.compile(rb"\d{19}")
+#: bytes -> every ASCII digit "0", anything else " ": a run of 19 digits is then found by `in`,
+#: several times faster than the regular expression on a request line
+_DIGITS_ONLY = bytes(0x30 if 0x30 <= i <= 0x39 else 0x20 for i in range(256))
+_NINETEEN = b"0" * 19
 _LONG_DIGITS_STR = re.compile(r"\d{19}")
 
 
@@ -209,7 +212,7 @@ def plainly_within(data: bytes | str, limit: int = MAX_DEPTH) -> bool:
     at most `limit` opening brackets (so no deeper nesting) and no run of 19 digits (so no integer
     beyond 64 bits). Brackets and digits inside strings only over-count; then the value is checked."""
     if type(data) is bytes:
-        return data.count(b"[") + data.count(b"{") <= limit and _LONG_DIGITS.search(data) is None
+        return data.count(b"[") + data.count(b"{") <= limit and _NINETEEN not in data.translate(_DIGITS_ONLY)
     if type(data) is str:
         return data.count("[") + data.count("{") <= limit and _LONG_DIGITS_STR.search(data) is None
     return False

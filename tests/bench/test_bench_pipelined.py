@@ -37,8 +37,8 @@ def test_pipelined_bench_reads_one_answer_per_request_and_reports_its_rows():
         assert figures[key] >= 0, key
 
     texts = row_texts(("stdio, pipelined (1,000 agents, compact records, beside Fleet.place in process)", figures))
-    assert any("≥ 20,000 placements/s" in t for t in texts)
-    assert any("≤ 2× Fleet.place" in t for t in texts)
+    assert any("≥ 40,000 placements/s" in t for t in texts)
+    assert any("≤ 1.5× Fleet.place" in t for t in texts)
     assert any(t.startswith("service path's own cost") and "≤ 10 µs" in t for t in texts)
 
 

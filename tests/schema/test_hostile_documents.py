@@ -336,3 +336,20 @@ def test_an_integer_too_long_to_print_is_described_not_raised():
     with pytest.raises(SchemaError):
         parse_requirements({"capabilities": [{"name": "a.b", "version": huge}]})
     assert [f.code for f in verify([{"seq": huge, "kind": "a", "content": {}}])] == ["E_TRACE"]
+
+
+@given(st.lists(st.sampled_from([b"1", b"9", b"0", b"a", b"[", b"{", b'"', b"\xd9", b"\xff", b" "]), max_size=60),
+       st.integers(0, 40))
+def test_the_text_alone_vouches_for_a_value_only_without_19_digits_in_a_row_or_too_many_brackets(parts, limit):
+    """`plainly_within` on bytes: within the bracket count, and no run of 19 ASCII digits (so no
+    integer past 64 bits); the digits found by a byte table, the same answer a regular expression
+    gives (non-ASCII bytes are never digits)."""
+    import re
+
+    from a3fast.document import plainly_within
+
+    data = b"".join(parts)
+    expected = data.count(b"[") + data.count(b"{") <= limit and re.search(rb"[0-9]{19}", data) is None
+    assert plainly_within(data, limit) is expected
+    assert plainly_within(b"1" * 18, 0) and not plainly_within(b"1" * 19, 0)
+    assert plainly_within(b"1" * 18 + b"a" + b"1" * 18, 0)

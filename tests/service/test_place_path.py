@@ -1,5 +1,5 @@
 """POST /v1/place as the service runs it: the requirements parsed once on the way from the HTTP
-handler to the engine, and the path from the handler to the engine and back short enough to read
+handler to the engine (and not at all for a task whose requirements text it placed before), and the path from the handler to the engine and back short enough to read
 (docs/design.md, "How a placement flows", gives the count this test holds)."""
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ PACKAGE = Path(a3fast.__file__).resolve().parent
 MOST_FILES = 8
 
 
-def _one_placement_traced() -> tuple[dict, set[str], int]:
-    """One POST /v1/place on an in-process service (its second: the first loads what it loads
-    lazily), with the a3fast source files its frames ran in and how often the requirements
-    were parsed."""
+def _one_placement_traced(body: dict | None = None) -> tuple[dict, set[str], int]:
+    """One POST /v1/place of `body` on an in-process service (its third: the two before, of the
+    section 10 task, load what they load lazily and have that task's requirements kept — from
+    their second sighting), with the a3fast source files its frames ran in and how often the
+    requirements were parsed."""
     from a3fast.service.app import create_app
     from a3fast.service.config import ServiceConfig
 
@@ -54,11 +55,12 @@ def _one_placement_traced() -> tuple[dict, set[str], int]:
             async with httpx.AsyncClient(transport=transport, base_url="http://a3fast") as client:
                 for agent in SECTION_10_AGENTS:
                     (await client.put(f"/v1/agents/{agent['agent']['name']}", json=agent)).raise_for_status()
-                body = {"requirements": SECTION_10_TASK, "session": "s1"}
-                (await client.post("/v1/place", json=body)).raise_for_status()
+                first = {"requirements": SECTION_10_TASK, "session": "s1"}
+                for _ in range(2):
+                    (await client.post("/v1/place", json=first)).raise_for_status()
                 sys.setprofile(profile)
                 try:
-                    answer = await client.post("/v1/place", json=body)
+                    answer = await client.post("/v1/place", json=body or first)
                 finally:
                     sys.setprofile(None)
                 answer.raise_for_status()
@@ -68,9 +70,18 @@ def _one_placement_traced() -> tuple[dict, set[str], int]:
 
 
 def test_a_placement_over_http_parses_its_requirements_once():
+    other = {**SECTION_10_TASK, "kind": "another"}
+    answer, _, parses = _one_placement_traced({"requirements": other, "session": "s1"})
+    assert answer["records"][0]["kind"] == "task.submitted"
+    assert answer["records"][0]["content"]["requirements"] == other
+    assert parses == 1
+
+
+def test_a_placement_of_requirements_text_placed_before_parses_nothing():
     answer, _, parses = _one_placement_traced()
     assert answer["records"][0]["kind"] == "task.submitted"
-    assert parses == 1
+    assert answer["records"][0]["content"]["requirements"] == SECTION_10_TASK
+    assert parses == 0
 
 
 def _documented_count() -> int:

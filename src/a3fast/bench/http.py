@@ -10,7 +10,11 @@ requests and in time) in this process, apart from both servers:
 - `a3fast serve --state TMP --fsync never --fleet F` (a real process, the CLI as a user runs it)
   answering `POST /v1/place?record=compact` with the placement and its compact records.
 
-Rounds alternate the two; each figure is the median of the rounds. The servers' CPU time per
+A third subject, the same service answering the same tasks BATCH_SIZE to a request (a JSON array
+of place requests, `POST /v1/place?record=compact`), counts placements per second against the
+echo's requests per second.
+
+Rounds alternate the subjects; each figure is the median of the rounds. The servers' CPU time per
 request is read from their own counters (the machine is shared: wall time includes the waits of a
 loaded machine, CPU time does not). Then a fixed-rate phase: 1,000 requests/s, open loop (latency
 counted from when each request was due), against the echo (its floor on this machine at that
@@ -35,20 +39,22 @@ import orjson
 from .http_client import closed_loop, fixed_rate, percentile, request_bytes, run
 from .processes import ServedProcess, serve_process
 
-__all__ = ["bench_http", "AGENTS", "PLACE_PATH", "FIXED_RATE"]
+__all__ = ["bench_http", "AGENTS", "PLACE_PATH", "FIXED_RATE", "BATCH_SIZE"]
 
 AGENTS = 1_000
 PLACE_PATH = "/v1/place?record=compact"
 #: requests per second of the fixed-rate phase
 FIXED_RATE = 1_000
+#: place requests in one request of the batch subject
+BATCH_SIZE = 20
 
 
 def _service_path_us(fleet_docs, bodies: list[bytes], count: int) -> tuple[float, float]:
     """(wall µs, CPU µs) a placement takes through the service path in this process: the body
-    parsed, `Operations.place` with compact records, the answer encoded (no HTTP)."""
+    read as the HTTP handler reads it (typed, its requirements looked up by their text),
+    `Operations.place` with compact records, the answer encoded (no HTTP)."""
     from ..schema import parse_declaration
-    from ..service.operations import Operations
-    from ..service.problems import parse_json
+    from ..service.operations import Operations, decode_place_request
     from ..service.state import ServiceState
 
     state = ServiceState()
@@ -59,8 +65,11 @@ def _service_path_us(fleet_docs, bodies: list[bytes], count: int) -> tuple[float
 
         async def place_all() -> None:
             for k in range(count):
-                body = parse_json(bodies[k % len(bodies)])
-                body["record"] = "compact"
+                typed = decode_place_request(bodies[k % len(bodies)])
+                assert typed is not None      # the workload's bodies are all read typed
+                body = ops.prepared_place(typed)
+                assert body is not None
+                body.record = "compact"
                 orjson.dumps(await ops.place(body))
         wall, cpu = time.perf_counter(), time.process_time()
         asyncio.run(place_all())
@@ -107,7 +116,9 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
     bodies = [orjson.dumps({"requirements": t}) for t in tasks]
     echo_requests = [request_bytes("/", b) for b in bodies]
     place_requests = [request_bytes(PLACE_PATH, b) for b in bodies]
-    figures: dict[str, list[dict[str, float]]] = {"echo": [], "place": []}
+    batch_requests = [request_bytes(PLACE_PATH, b"[" + b",".join(bodies[i:i + BATCH_SIZE]) + b"]")
+                      for i in range(0, len(bodies), BATCH_SIZE)]
+    figures: dict[str, list[dict[str, float]]] = {"echo": [], "place": [], "batch": []}
     out: dict[str, Any] = {"agents": AGENTS, "rounds": rounds, "connections": connections,
                            "requests_per_round": requests, "request_bytes": statistics.median(map(len, bodies)),
                            # the machine's load beside its figures: a shared machine's other work shows in
@@ -128,6 +139,8 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
             for _ in range(rounds):
                 figures["echo"].append(_saturate(echo, echo_requests, requests, seconds, connections))
                 figures["place"].append(_saturate(served, place_requests, requests, seconds, connections))
+                figures["batch"].append(_saturate(served, batch_requests, max(requests // BATCH_SIZE, 1), seconds,
+                                                  connections))
             out["fixed_load_average"] = os.getloadavg()[0]
             # the echo at the same rate first: the floor of the fixed-rate latencies on this machine now
             cpu = echo.cpu_s()
@@ -140,6 +153,11 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
         for key in measured[0]:
             out[f"{subject}_{key}"] = statistics.median(m[key] for m in measured)
     out["ratio"] = out["place_per_s"] / out["echo_per_s"] if out["echo_per_s"] else 0.0
+    # the batch subject's figures are per request of BATCH_SIZE placements: per placement here
+    out["batch_size"] = BATCH_SIZE
+    out["batch_per_s"] *= BATCH_SIZE
+    out["batch_server_cpu_us"] /= BATCH_SIZE
+    out["batch_ratio"] = out["batch_per_s"] / out["echo_per_s"] if out["echo_per_s"] else 0.0
     out["cpu_ratio"] = out["echo_server_cpu_us"] / out["place_server_cpu_us"] if out["place_server_cpu_us"] else 0.0
     out["service_path_us"], out["service_path_cpu_us"] = _service_path_us(fleet_docs, bodies, min(requests, 2_000))
     out.update({"fixed_rate": FIXED_RATE, "fixed_due": fixed.due, "fixed_answered": len(fixed.latencies_s),

@@ -14,6 +14,12 @@
   beyond `Fleet.place` alone, timed as one more subject — parsing, compact records, the trace and
   the response are all the service's own; `records_cpu_us` is the in-process compact records' share).
 
+`served_repeated` is the same in-process service over requests whose tasks repeat (the first 100
+task types of the workload, in turn): their requirements are parsed once and then looked up by
+their text (`service.prepared`), where the standard workload's tasks are nearly all distinct.
+`service_beyond_records_cpu_us` is the service's own CPU beyond `Fleet.place` and the compact
+records together (the part the service shell itself adds).
+
 The requests ask for `compact-stream` records (a fleet snapshot goes down the stream once, as a
 pipelining client reads the answers in order); `stdio_alone_*` is the same stream asking for
 `compact`, where every answer carries the snapshot it needs (~15 KB of names at 1,000 agents).
@@ -24,6 +30,7 @@ on time: the rows are printed beside their targets.
 from __future__ import annotations
 
 import io
+import os
 import statistics
 import subprocess
 import sys
@@ -38,6 +45,8 @@ from .processes import cpu_of
 __all__ = ["bench_pipelined", "AGENTS", "request_lines"]
 
 AGENTS = 1_000
+#: distinct task types of the `served_repeated` subject
+REPEATED_TYPES = 100
 
 
 def request_lines(tasks: list[dict[str, Any]], record: str = "compact-stream") -> bytes:
@@ -152,12 +161,14 @@ def bench_pipelined(quick: bool = False, tasks: int | None = None, rounds: int |
     work = workload.generate_tasks(fleet_docs, n, seed=0)
     load = orjson.dumps({"op": "put_agents", "id": "load", "declarations": fleet_docs}) + b"\n"
     streamed, alone = request_lines(work), request_lines(work, "compact")
+    repeated = request_lines([work[i % min(n, REPEATED_TYPES)] for i in range(n)])
     subjects: dict[str, Callable[[], tuple[float, float]]] = {
         "placed_only": lambda: _placed_only(fleet_docs, work),
         "in_process": lambda: _in_process(fleet_docs, work),
         "stdio": lambda: _over_stdio(load, streamed, n),
         "stdio_alone": lambda: _over_stdio(load, alone, n),
         "served": lambda: _served_in_process(fleet_docs, streamed),
+        "served_repeated": lambda: _served_in_process(fleet_docs, repeated),
     }
     figures: dict[str, list[float]] = {f"{name}_{k}": [] for name in subjects for k in ("wall", "cpu")}
     for _ in range(rounds):
@@ -180,6 +191,9 @@ def bench_pipelined(quick: bool = False, tasks: int | None = None, rounds: int |
         "place_cpu_us": us(med["placed_only_cpu"]),
         "records_cpu_us": us(med["in_process_cpu"] - med["placed_only_cpu"]),
         "service_own_cpu_us": us(med["served_cpu"] - med["placed_only_cpu"]),
+        "service_beyond_records_cpu_us": us(med["served_cpu"] - med["in_process_cpu"]),
+        "served_repeated_cpu_us": us(med["served_repeated_cpu"]),
+        "load_average": os.getloadavg()[0],
     }
 
 

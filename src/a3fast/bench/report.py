@@ -178,7 +178,7 @@ def _in_words(title: str, f: dict[str, Any]) -> str:
                 f"raw ({g('overhead', '{:+.1%}')}, window {g('window')})")
     if title == HTTP_TITLE:
         return (f"{g('place_per_s', '{:,.0f}')} placements/s against the echo's {g('echo_per_s', '{:,.0f}')}/s "
-                f"({g('ratio', '{:.0%}')}); at a fixed {g('fixed_rate', '{:,}')}/s p99 {g('fixed_p99_ms')} ms, "
+                f"({g('ratio', '{:.0%}')}; {g('batch_per_s', '{:,.0f}')}/s in arrays of {g('batch_size')}); at a fixed {g('fixed_rate', '{:,}')}/s p99 {g('fixed_p99_ms')} ms, "
                 f"p50 {g('fixed_p50_ms')} ms")
     return ", ".join(f"{k.replace('_', ' ')} {_scalar(v)}" for k, v in f.items() if _is_scalar(v))
 
@@ -388,13 +388,14 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
               k8s["repeated_filter_trace_bytes"], 1024, lambda v: f"{v:.0f} B")
     piped = next((figures for title, figures in report.extras if title.startswith("stdio, pipelined")), None)
     if isinstance(piped, dict):
-        out.append(("stdio, pipelined, 1,000 agents, compact records: ≥ 20,000 placements/s",
-                    f"{piped['stdio_per_s']:,.0f}/s (service CPU {piped['stdio_service_cpu_us']:.0f} µs a placement)",
-                    piped["stdio_per_s"] >= 20_000))
-        out.append(("stdio, pipelined: ≤ 2× Fleet.place + compact records in process, same run",
+        out.append(("stdio, pipelined, 1,000 agents, compact records: ≥ 40,000 placements/s (a quiet machine)",
+                    f"{piped['stdio_per_s']:,.0f}/s (service CPU {piped['stdio_service_cpu_us']:.0f} µs a placement; "
+                    f"load average {piped.get('load_average', 0):.2g})",
+                    piped["stdio_per_s"] >= 40_000))
+        out.append(("stdio, pipelined: ≤ 1.5× Fleet.place + compact records in process, same run",
                     f"{piped['x_in_process']:.2f}× wall, {piped['cpu_x_in_process']:.2f}× CPU "
                     f"({piped['stdio_us']:.0f} against {piped['in_process_us']:.0f} µs)",
-                    piped["x_in_process"] <= 2.0))
+                    piped["x_in_process"] <= 1.5))
     embedded = next((figures for title, figures in report.extras if title.startswith("embedding")), None)
     if isinstance(embedded, dict) and embedded.get("agents") == 10_000:
         out.append(("the README's embedder flow (10,000 agents, 1,000 tasks, compact trace, verify) ≤ 3 s",
@@ -409,7 +410,9 @@ def targets(report: BenchReport) -> list[tuple[str, str, bool]]:
         out.append(("service path's own cost (parse, compact records, trace, response) ≤ 10 µs a placement "
                     "over Fleet.place (serve_stdio_sync from memory, CPU)",
                     f"{piped['service_own_cpu_us']:.1f} µs ({piped['served_in_process_cpu_us']:.0f} against "
-                    f"{piped['place_cpu_us']:.0f} µs; compact records alone {piped['records_cpu_us']:.0f} µs)",
+                    f"{piped['place_cpu_us']:.0f} µs; compact records alone {piped['records_cpu_us']:.0f} µs, "
+                    f"the rest {piped.get('service_beyond_records_cpu_us', 0):.1f} µs; a repeated task type "
+                    f"{piped.get('served_repeated_cpu_us', 0):.0f} µs served)",
                     piped["service_own_cpu_us"] <= 10))
     harness = next((figures for title, figures in report.extras if title.startswith("harness overhead")), None)
     if isinstance(harness, dict):
@@ -429,18 +432,24 @@ def _http_targets(http: dict[str, Any] | str | None) -> list[tuple[str, str, boo
     """The HTTP rows: placements against the echo floor measured in the same run, and the fixed rate."""
     if not isinstance(http, dict):
         return []
-    return [("HTTP placements ≥ 60% of a raw ASGI echo on the same server stack, same run",
+    rows = [("HTTP placements ≥ 50% of a raw ASGI echo on the same server stack, same run",
              f"{http['ratio']:.0%} ({http['place_per_s']:,.0f}/s against the echo's {http['echo_per_s']:,.0f}/s; "
              f"server CPU {http['place_server_cpu_us']:.0f} against {http['echo_server_cpu_us']:.0f} µs a request, "
              f"of which the service path in process {http['service_path_cpu_us']:.0f} µs)",
-             http["ratio"] >= 0.6),
-            (f"HTTP at a fixed {http['fixed_rate']:,} requests/s, --fsync never: p99 ≤ 5 ms",
-             f"p99 {http['fixed_p99_ms']:.3g} ms, p50 {http['fixed_p50_ms']:.3g} ms from each request's due time "
-             f"({http['fixed_answered']:,} of {http['fixed_due']:,} answered; server CPU "
-             f"{http['fixed_server_cpu_us']:.0f} µs a request; floor: the echo at the same rate, p99 "
-             f"{http['echo_fixed_p99_ms']:.3g} ms, p50 {http['echo_fixed_p50_ms']:.3g} ms; load average "
-             f"{http['fixed_load_average']:.2g} on {http['cpus']} CPUs)",
-             http["fixed_p99_ms"] <= 5.0 and http["fixed_answered"] == http["fixed_due"])]
+             http["ratio"] >= 0.5)]
+    if "batch_per_s" in http:
+        rows.append((f"HTTP placements, {http['batch_size']} a request (a JSON array), ≥ 50% of the echo's requests/s",
+                     f"{http['batch_ratio']:.0%} ({http['batch_per_s']:,.0f} placements/s against the echo's "
+                     f"{http['echo_per_s']:,.0f} requests/s; server CPU {http['batch_server_cpu_us']:.0f} µs a placement)",
+                     http["batch_ratio"] >= 0.5))
+    rows.append((f"HTTP at a fixed {http['fixed_rate']:,} requests/s, --fsync never: p99 ≤ 5 ms",
+                 f"p99 {http['fixed_p99_ms']:.3g} ms, p50 {http['fixed_p50_ms']:.3g} ms from each request's due time "
+                 f"({http['fixed_answered']:,} of {http['fixed_due']:,} answered; server CPU "
+                 f"{http['fixed_server_cpu_us']:.0f} µs a request; floor: the echo at the same rate, p99 "
+                 f"{http['echo_fixed_p99_ms']:.3g} ms, p50 {http['echo_fixed_p50_ms']:.3g} ms; load average "
+                 f"{http['fixed_load_average']:.2g} on {http['cpus']} CPUs)",
+                 http["fixed_p99_ms"] <= 5.0 and http["fixed_answered"] == http["fixed_due"]))
+    return rows
 
 
 def _stats(data_s: list[float]) -> dict[str, Any]:

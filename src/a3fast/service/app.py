@@ -22,6 +22,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from urllib.parse import parse_qsl
 
 import anyio
+import msgspec
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
@@ -39,7 +40,7 @@ from .access_log import AccessLog
 from .config import ServiceConfig
 from .k8s import Extender
 from .openapi import openapi_document
-from .operations import Operations, PlaceRequest, decode_place_request, verify_text
+from .operations import Operations, PreparedPlace, decode_place_request, verify_text
 from .problems import ServiceError, from_library, journal_failed, parse_json, problem, query_int, too_large
 from .refusals import INTERNAL, refusal
 from .replay_route import replay_endpoint
@@ -159,6 +160,77 @@ def _prepare_bulk(data: bytes, ops: Operations) -> list:
     return ops.prepare_agents({"declarations": docs}, lines, problems)
 
 
+#: Place requests one POST /v1/place may hold, at most (more: 413, nothing placed).
+MAX_PLACE_BATCH = 1000
+_decode_batch = msgspec.json.Decoder(list[msgspec.Raw]).decode
+_SPACE = b" \t\r\n"
+
+
+def is_batch(data: bytes) -> bool:
+    """Whether a place body is a JSON array (a batch) rather than one request."""
+    first = data[:1]
+    if first and first in _SPACE:
+        first = data.lstrip(_SPACE)[:1]
+    return first == b"["
+
+
+def read_place_batch(data: bytes, ops: Operations, record: str | None) -> list[Any]:
+    """The place requests of a batch body, in order: each element read as the same text posted
+    alone is read (typed, or the general way), or the ServiceError that refuses it then — one bad
+    element is refused in its turn and the others are placed. A body that is not JSON at all is
+    refused whole (400), and so is one of more than MAX_PLACE_BATCH elements (413)."""
+    try:
+        elements = [bytes(raw) for raw in _decode_batch(data)]
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        # not JSON (refused as a single body's text is), or JSON msgspec cannot skip over but the
+        # general reader takes: each element is then read from its own text again
+        elements = [orjson.dumps(value) for value in parse_json(data)]
+    if len(elements) > MAX_PLACE_BATCH:
+        raise ServiceError(413, [problem("$", f"an array of at most {MAX_PLACE_BATCH} place requests",
+                                         f"{len(elements)}")])
+    bodies: list[Any] = []
+    for text in elements:
+        typed = decode_place_request(text)
+        body: Any = ops.prepared_place(typed) if typed is not None else None
+        if body is None:
+            try:
+                body = parse_json(text)
+                if not isinstance(body, dict):
+                    raise ServiceError(400, [problem("$", "an object {requirements, session?, route?}",
+                                                     "another value")])
+            except Exception as exc:
+                bodies.append(exc)
+                continue
+        if record is not None:
+            _set_record(body, record)
+        bodies.append(body)
+    return bodies
+
+
+def _set_record(body: Any, record: str) -> None:
+    """The `record` query parameter, which wins over the body's own field."""
+    if type(body) is PreparedPlace:
+        body.record = record
+    else:
+        body["record"] = record
+
+
+def batch_answer(results: list[Any]) -> bytes:
+    """The answer to a batch: per request, in order, its place answer `{"records": [...]}` or, for
+    one refused, `{"status": 4xx, "problems": [...]}` (what it alone would have been answered)."""
+    parts = []
+    for result in results:
+        if isinstance(result, Exception):
+            error = refusal(result)
+            if error is None:
+                log.error("unexpected error answering a place request of a batch", exc_info=result)
+                error = INTERNAL
+            parts.append(orjson.dumps({"status": error.status, **error.body()}))
+        else:
+            parts.append(b'{"records":%b}' % result.records_json)
+    return b"[" + b",".join(parts) + b"]"
+
+
 class RestOfPath(Convertor):
     """`{name:rest}`: the rest of the path, "/" and line breaks included (Starlette's `path`
     convertor stops at a line break, so such a name would be "no route" rather than "no agent")."""
@@ -226,23 +298,25 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
         return _json(await ops.apply_agents(decls))
 
     async def place(scope, receive, send) -> None:
-        """POST /v1/place as pure ASGI (the same checks and answers as the other routes)."""
+        """POST /v1/place as pure ASGI (the same checks and answers as the other routes): one
+        place request, or a JSON array of them (a batch)."""
         data = await receive_body(scope, receive, limits["request"], config.body_timeout)
-        body: Any = decode_place_request(data)      # typed, when the text allows: the general way else
-        if body is None:
-            body = await off_loop(parse_json, data)
-            if not isinstance(body, dict):
-                raise ServiceError(400, [problem("$", "an object {requirements, session?, route?}",
-                                                 "another value")])
         query = scope["query_string"]
-        if query:
-            record = _query_value(query, "record")
+        record = _query_value(query, "record") if query else None
+        if is_batch(data):
+            bodies = await off_loop(read_place_batch, data, ops, record)
+            payload = batch_answer(await ops.place_batch(bodies))
+        else:
+            typed = decode_place_request(data)      # typed, when the text allows: the general way else
+            body: Any = ops.prepared_place(typed) if typed is not None else None
+            if body is None:
+                body = await off_loop(parse_json, data)
+                if not isinstance(body, dict):
+                    raise ServiceError(400, [problem("$", "an object {requirements, session?, route?}",
+                                                     "another value")])
             if record is not None:
-                if type(body) is PlaceRequest:
-                    body.record = record
-                else:
-                    body["record"] = record
-        payload = orjson.dumps(await ops.place(body))
+                _set_record(body, record)
+            payload = orjson.dumps(await ops.place(body))
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(payload)).encode())]})

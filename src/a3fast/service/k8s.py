@@ -51,6 +51,7 @@ from ..errors import A3Error, SchemaError
 from ..fleet import Fleet
 from ..record.write import placement_records
 from ..schema import parse_declaration, parse_requirements
+from .prepared import PreparedRequirements
 from . import metrics
 from .problems import check_bounds, problem
 from .state import ServiceState
@@ -286,6 +287,16 @@ def _answer_in_slices(agents: list[str], strays: list[list[str]], failures: dict
     return body, h.digest()
 
 
+#: annotation text -> its prepared requirements: the pods of one workload carry the same text
+_POD_REQUIREMENTS = PreparedRequirements()
+
+
+def _parsed_annotation(text: str):
+    doc = orjson.loads(text)
+    check_bounds(doc)
+    return parse_requirements(doc)
+
+
 def pod_requirements(pod: _Object):
     """The pod's parsed requirements, or None when it does not take part (ExtenderError when its
     annotation is not valid requirements)."""
@@ -296,9 +307,7 @@ def pod_requirements(pod: _Object):
     if not isinstance(text, str):
         raise ExtenderError(f"pod annotation {REQUIREMENTS_ANNOTATION} must be a JSON string")
     try:
-        doc = orjson.loads(text)
-        check_bounds(doc)
-        return parse_requirements(doc)
+        return _POD_REQUIREMENTS.lookup(text, lambda: _parsed_annotation(text))
     except orjson.JSONDecodeError as exc:
         raise ExtenderError(f"pod annotation {REQUIREMENTS_ANNOTATION} is not JSON: {exc}") from None
     except SchemaError as exc:

@@ -120,8 +120,14 @@ PATHS: dict[str, dict[str, Any]] = {
                     body={_NDJSON: {"schema": _TEXT}}, errors={"409": "a name held by another namespace"}),
     },
     "/v1/place": {
-        "post": _op("Place one task: the trace records of the placement (200 for bound and unschedulable)",
-                    _done("place.response"), body=_json("place.request"),
+        "post": _op("Place one task: the trace records of the placement (200 for bound and unschedulable); "
+                    "or, for a JSON array of place requests (at most 1,000; more: 413), place each in order as one "
+                    "at a time would, answered by an array of their answers (a refused request: its status and "
+                    "problems, in its turn)",
+                    _answer({"anyOf": [_ref("place.response"), _ref("place.batch.response")]},
+                            "the placement's records, or for an array the answers in order"),
+                    body={"application/json": {"schema": {"anyOf": [_ref("place.request"),
+                                                                    _ref("place.batch.request")]}}},
                     errors={"422": "a route that would change a requirement"},
                     params=[_param("record", "query", {"enum": ["spec", "compact"]})]),
     },

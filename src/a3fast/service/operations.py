@@ -18,14 +18,15 @@ from ..fleet.scoring import MAX_OUTCOMES
 from ..durable.journal import JournalFailed
 from ..fleet.placement import Route, RouteError
 from ..document import plainly_within
-from ..schema import parse_declaration, parse_requirements, task_kind
+from ..schema import Requirements, parse_declaration, parse_requirements, task_kind
 from ..verify import is_valid, verify_stream_counted
 from . import metrics
+from .prepared import PreparedRequirements
 from .slices import Slice, readable_answer
 from .problems import MAX_DEPTH, MAX_STRING, ServiceError, check_bounds, from_library, parse_json, problem
 from .state import FleetConflict, ServiceState
 
-__all__ = ["Operations", "PlaceAnswer", "PlaceRequest", "decode_place_request", "OPS", "RECORD_FORMS", "STREAM",
+__all__ = ["Operations", "PlaceAnswer", "PlaceRequest", "PreparedPlace", "decode_place_request", "OPS", "RECORD_FORMS", "STREAM",
            "verify_text", "verify_result"]
 
 #: The record forms of a place answer: §6 JSON, or compact records that stand alone.
@@ -72,10 +73,12 @@ def _declaration(doc: Any, **where: Any):
 class PlaceRequest(msgspec.Struct, forbid_unknown_fields=True):
     """A place request as its text decodes straight into typed fields (a stdio line, whose `op`
     is "place"; an HTTP body, which has none): no dict of the request, no field checked twice.
-    Only a request without a route, within every bound the general path checks, is read this way
-    (`decode_place_request`); a request with any other member goes the general way, since msgspec
-    passes over a member it does not know without checking its value."""
-    requirements: dict[str, Any]
+    `requirements` stays the member's JSON text, an object's: the service's cache of prepared
+    requirements is keyed on it (`prepared.PreparedRequirements`). Only a request without a route,
+    within every bound the general path checks, is read this way (`decode_place_request`); a
+    request with any other member goes the general way, since msgspec passes over a member it does
+    not know without checking its value."""
+    requirements: msgspec.Raw
     op: Literal["place"] | None = None
     id: Any = None
     session: str | None = None
@@ -89,14 +92,30 @@ _decode_place = msgspec.json.Decoder(PlaceRequest).decode
 def decode_place_request(line: bytes) -> PlaceRequest | None:
     """The text's place request, typed; None for any other text, or one the general path must
     read (`parse_json` and the operation's own checks), which then answers it exactly as before:
-    a route, a field of another type, a text longer than MAX_STRING, or one whose nesting or
-    integers the text alone does not show to be within bounds."""
+    a route, a field of another type (`requirements` not an object), a text longer than
+    MAX_STRING, or one whose nesting or integers the text alone does not show to be within bounds."""
     if len(line) > MAX_STRING or not plainly_within(line, MAX_DEPTH):
         return None
     try:
-        return _decode_place(line)
+        request = _decode_place(line)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
+    # a Raw member is any JSON value: what is not an object is refused by the general path's words
+    return request if memoryview(request.requirements)[0] == 0x7B else None    # "{"
+
+
+class PreparedPlace:
+    """A typed place request (`PlaceRequest`) with its requirements prepared from their text
+    (`Operations.prepared_place`): the Requirements, or the SchemaError that refuses them, raised
+    when the request is answered (after its other fields are checked, as the general path does)."""
+
+    __slots__ = ("id", "requirements", "session", "record")
+
+    def __init__(self, id: Any, requirements: Requirements | SchemaError, session: str | None, record: str | None):
+        self.id = id
+        self.requirements = requirements
+        self.session = session
+        self.record = record
 
 
 class PlaceAnswer(dict):
@@ -120,6 +139,20 @@ class Operations:
         self.stream = Slice() if stream else None
         self.forms = (*RECORD_FORMS, STREAM) if stream else RECORD_FORMS
         self._forms_text = " or ".join(f'"{f}"' for f in self.forms)
+        #: requirements texts -> prepared Requirements, shared by every request of this service
+        self.prepared = PreparedRequirements()
+
+    def prepared_place(self, request: PlaceRequest) -> PreparedPlace | None:
+        """A typed place request with its requirements looked up by their text (parsed on a miss);
+        None when the text is not JSON msgspec decodes (its Raw member was only skipped over), for
+        the general path to name what is wrong and where in the whole text."""
+        try:
+            requirements: Requirements | SchemaError = self.prepared.get(bytes(request.requirements))
+        except SchemaError as exc:
+            requirements = exc
+        except msgspec.DecodeError:
+            return None
+        return PreparedPlace(request.id, requirements, request.session, request.record)
 
     # -- agents -----------------------------------------------------------------------------------
     async def put_agent(self, body: dict) -> dict:
@@ -209,14 +242,15 @@ class Operations:
         return {"names": page, "next": page[-1] if more and page else None}
 
     # -- placing ----------------------------------------------------------------------------------
-    async def place(self, body: dict) -> PlaceAnswer:
+    async def place(self, body: dict | PreparedPlace) -> PlaceAnswer:
         parsed, session, route, form = self._place_request(body)
         p, lines = self._placed(parsed, session, route, form != "spec")
         await self.state.durable()
         return self._place_answer(lines, form)
 
     async def place_batch(self, bodies: list[Any]) -> list[PlaceAnswer | Exception]:
-        """Consecutive `place` requests, answered exactly as one at a time (the same placements,
+        """Consecutive `place` requests (an Exception in place of a request its shell could not
+        read: refused with it, in its turn), answered exactly as one at a time (the same placements,
         records and trace), placed through the fleet's batch path in runs: a run ends before a task
         with a route (placed alone) and before a second task of one session (its affinity depends
         on the session the earlier one holds). A request that is refused changes nothing, so it
@@ -247,6 +281,8 @@ class Operations:
 
         for i, body in enumerate(bodies):
             try:
+                if isinstance(body, Exception):      # a request its shell could not read
+                    raise body
                 if self.state.failed is not None:
                     raise JournalFailed(self.state.failed)
                 parsed, session, route, form = self._place_request(body)
@@ -279,14 +315,14 @@ class Operations:
 
     def _place_request(self, body: Any) -> tuple[Any, str | None, Route | None, str]:
         """A place request's fields, checked, with its requirements parsed (ServiceError if not)."""
-        if type(body) is PlaceRequest:         # its fields' types were checked as it was decoded
+        if type(body) is PreparedPlace:         # its fields' types were checked as it was decoded
             form = body.record or "spec"
             if form not in self.forms:
                 raise ServiceError(400, [problem("$.record", self._forms_text, repr(form))])
-            try:
-                return parse_requirements(body.requirements, decoded=True), body.session, None, form
-            except SchemaError as exc:
-                raise from_library(exc, 400) from None
+            requirements = body.requirements
+            if isinstance(requirements, SchemaError):
+                raise from_library(requirements, 400) from None
+            return requirements, body.session, None, form
         requirements = _require(body, "requirements", dict, "a requirements document (§4)")
         session = _optional(body, "session", str, "a session id")
         route = self._route(body)

@@ -18,7 +18,7 @@ from typing import Any, Awaitable, BinaryIO
 import orjson
 
 from ..durable.journal import JournalFailed
-from .operations import OPS, Operations, PlaceAnswer, PlaceRequest, decode_place_request
+from .operations import OPS, Operations, PlaceAnswer, PreparedPlace, decode_place_request
 from .problems import ServiceError, parse_json, problem
 from .refusals import INTERNAL, refusal
 
@@ -44,12 +44,15 @@ def _ok(rid: Any, result: dict) -> bytes:
     return orjson.dumps({"id": rid, "ok": True, **result})
 
 
-def _request(line: bytes) -> tuple[Any, Any, Exception | None]:
+def _request(ops: Operations, line: bytes) -> tuple[Any, Any, Exception | None]:
     """(id, request, None) of one request line, or (id if known, None, the error refusing it).
-    A place request is decoded straight into its typed fields where it can be (PlaceRequest)."""
+    A place request is decoded straight into its typed fields where it can be, its requirements
+    prepared from their text (PreparedPlace)."""
     place = decode_place_request(line)
     if place is not None and place.op is not None:      # a line without op goes the general way
-        return place.id, place, None
+        prepared = ops.prepared_place(place)
+        if prepared is not None:
+            return place.id, prepared, None
     rid: Any = None
     try:
         request = parse_json(line)
@@ -66,13 +69,13 @@ def _request(line: bytes) -> tuple[Any, Any, Exception | None]:
 
 async def answer(ops: Operations, line: bytes) -> bytes:
     """The response line (without newline) to one request line."""
-    rid, request, error = _request(line)
+    rid, request, error = _request(ops, line)
     try:
         if request is None:
             raise error  # type: ignore[misc]
         if ops.state.failed is not None:
             raise JournalFailed(ops.state.failed)
-        op = "place" if type(request) is PlaceRequest else request["op"]
+        op = "place" if type(request) is PreparedPlace else request["op"]
         return _ok(rid, await getattr(ops, OPS[op])(request))
     except Exception as exc:
         return _refused(rid, exc)
@@ -97,8 +100,8 @@ async def answer_batch(ops: Operations, lines: list[bytes], together: bool = Fal
     steps: list[Awaitable[list[bytes]]] = []
     places: list[tuple[Any, Any]] = []
     for line in lines:
-        rid, request, _ = _request(line)
-        if type(request) is PlaceRequest or request is not None and request["op"] == "place":
+        rid, request, _ = _request(ops, line)
+        if type(request) is PreparedPlace or request is not None and request["op"] == "place":
             places.append((rid, request))
             continue
         if places:

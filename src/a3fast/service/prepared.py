@@ -1,0 +1,109 @@
+"""Requirements documents from their JSON text, parsed at most twice per distinct text while they repeat.
+
+A place request's `requirements` member arrives as bytes (a stdio line, an HTTP body). Services
+place the same task types again and again, so the member's exact text is looked up in a bounded
+cache of prepared `Requirements` (kept from a text's second sighting on, `PreparedRequirements`):
+a repeated task is placed as the same prepared object (the fleet
+keeps its row resolution per prepared object) without building a dict of it or checking it again.
+Two spellings of one document (another key order, other whitespace) are two entries; each parses
+to equal requirements.
+
+The text given must already be held to the service's bounds and the document rule (the caller
+checks the whole request: `operations.decode_place_request`); errors are never kept, so a bad
+document is refused with the same problems every time.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Callable
+
+import msgspec
+
+from ..schema import Requirements, parse_requirements
+
+__all__ = ["PreparedRequirements", "MAX_ENTRIES", "MAX_TEXT_BYTES", "MAX_SEEN"]
+
+#: Distinct requirements texts kept, at most (least recently used first out).
+MAX_ENTRIES = 4096
+#: Texts seen once and not (yet) kept, remembered by their hash, at most (then forgotten at once):
+#: about 1 MiB of ints and their set.
+MAX_SEEN = 16384
+#: A longer text is parsed every time and not kept, so the cache holds at most
+#: MAX_ENTRIES × MAX_TEXT_BYTES bytes of keys (16 MiB), and their parsed documents beside them.
+MAX_TEXT_BYTES = 4096
+
+_decode = msgspec.json.Decoder().decode
+
+
+class PreparedRequirements:
+    """A least-recently-used map from a requirements document's JSON text to its `Requirements`.
+
+    A text is kept from its second sighting on: the first is parsed and only its hash remembered.
+    A task met once (most of a workload of distinct tasks) then leaves nothing behind, where
+    keeping it cost more than it could save — its objects outlived a young collection and were
+    walked again by the collector's older passes until evicted — while a task type that repeats is
+    parsed twice and then never again."""
+
+    def __init__(self, max_entries: int = MAX_ENTRIES, max_text_bytes: int = MAX_TEXT_BYTES,
+                 max_seen: int = MAX_SEEN):
+        self.max_entries = max_entries
+        self.max_text_bytes = max_text_bytes
+        self.max_seen = max_seen
+        self._seen: set[int] = set()
+        self._entries: OrderedDict[bytes | str, Requirements] = OrderedDict()
+        # HTTP may parse on worker threads beside the loop: an insertion and its eviction go
+        # together; a set's add, discard and clear are each atomic
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, text: bytes) -> Requirements:
+        """The prepared requirements of a JSON object's text; SchemaError as `parse_requirements`
+        raises it for the decoded document (msgspec's DecodeError for text that is not JSON)."""
+        found = self._entries.get(text)
+        if found is not None:
+            return self._used(text, found)
+        parsed = parse_requirements(_decode(text), decoded=True)
+        self._seen_or_kept(text, parsed)
+        return parsed
+
+    def lookup(self, text: bytes | str, parse: Callable[[], Requirements]) -> Requirements:
+        """The requirements kept for `text`, or `parse()` of it, kept when it succeeds (whatever
+        it raises is raised, and nothing is kept). `parse` must depend on the text alone."""
+        found = self._entries.get(text)
+        if found is not None:
+            return self._used(text, found)
+        parsed = parse()
+        self._seen_or_kept(text, parsed)
+        return parsed
+
+    def _used(self, text: bytes | str, found: Requirements) -> Requirements:
+        try:
+            self._entries.move_to_end(text)
+        except KeyError:              # evicted by another thread meanwhile: still the right answer
+            pass
+        return found
+
+    def _seen_or_kept(self, text: bytes | str, parsed: Requirements) -> None:
+        if len(text) > self.max_text_bytes:
+            return
+        key = hash(text)
+        seen = self._seen
+        if key not in seen:          # the first sighting: remembered only
+            if len(seen) >= self.max_seen:
+                seen.clear()
+            seen.add(key)
+            return
+        seen.discard(key)            # the second (or a hash shared with a seen text): kept
+        entries = self._entries
+        with self._lock:
+            entries[text] = parsed
+            if len(entries) > self.max_entries:
+                entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._seen.clear()
