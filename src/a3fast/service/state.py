@@ -391,19 +391,18 @@ class ServiceState:
         seq = self.next_seq
         mark = self.encoder.mark() if compact and own else None
         if compact and own:
-            records = self.encoder.encode_placement(seq, p)
-            if task:
-                records[0] = (records[0][0], orjson.dumps({**task, "requirements": p.submitted.doc}))
+            # the engine writes the placement's lines in one call (task.submitted carries `task`)
+            lines, count = self.encoder.encode_placement_lines(seq, p, task or None)
         else:
             records = list(placement_records(p, task))
-        lines = record_lines(records, seq)
+            lines, count = record_lines(records, seq), len(records)
         hold = (p.agent, p.session) if own and p.agent is not None and p.session is not None else None
         if hold is not None:
             # before the journal: a shard that fails to hold it leaves no record of the placement
             self._hold(hold, mark)
         if self.journal is not None:
             self.durable_fleet.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
-        self._write_trace(lines, len(records))
+        self._write_trace(lines, count)
         return p, lines
 
     def place_many(self, items: list[tuple[Any, str | None, bool]]) -> list[tuple[Any, bytes] | Exception]:
@@ -427,8 +426,11 @@ class ServiceState:
                     self.check_writable()
                     p.generation = generation
                     mark = encoder.mark() if compact else None
-                    records = encoder.encode_placement(seq, p) if compact else list(placement_records(p))
-                    lines = record_lines(records, seq)
+                    if compact:
+                        lines, count = encoder.encode_placement_lines(seq, p)
+                    else:
+                        records = list(placement_records(p))
+                        lines, count = record_lines(records, seq), len(records)
                     hold = (p.agent, p.session) if p.agent is not None and p.session is not None else None
                     if hold is not None:
                         self._hold(hold, mark)
@@ -436,7 +438,7 @@ class ServiceState:
                     if durable.journal is not None:
                         durable.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
                     written.append(lines)
-                    seq += len(records)
+                    seq += count
                     out.append((p, lines))
                 except Exception as exc:        # answered for this task, as `place` would raise it
                     out.append(exc)
@@ -522,13 +524,14 @@ class ServiceState:
         seq = self.next_seq
         if records is None and compact:
             # a placement over the offered agents only: its live set is not the fleet's
-            records = self.encoder.encode_placement(seq, p, task, restricted=True)
-        elif records is None:
-            records = list(placement_records(p, task))
-        lines = record_lines(records, seq)
+            lines, count = self.encoder.encode_placement_lines(seq, p, task, restricted=True)
+        else:
+            if records is None:
+                records = list(placement_records(p, task))
+            lines, count = record_lines(records, seq), len(records)
         if self.journal is not None:
             self.durable_fleet.append(TRACE_ENTRY + b"null\n" + lines)
-        self._write_trace(lines, len(records))
+        self._write_trace(lines, count)
         return lines
 
 
