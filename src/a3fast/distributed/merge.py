@@ -31,7 +31,7 @@ from ..roaring import ARRAY_LIMIT, NO_RUN_COOKIE, deserialize_ids, serialize_ids
 from ..fleet.scoring import choose
 
 __all__ = ["ShardAnswer", "WaveAnswer", "wave_answer", "MergedExplanation", "MergedScores",
-           "GlobalIndex", "winner_of", "SCORE_COLUMNS", "roaring_of_sorted"]
+           "GlobalIndex", "winner_of", "SCORE_COLUMNS", "roaring_of_sorted", "roaring_of_mask"]
 
 #: The default scorer's components, in the order of an engine's score map entries.
 SCORE_COLUMNS = ("total", "affinity", "success_rate", "cost", "substantiated")
@@ -228,6 +228,33 @@ def roaring_of_sorted(ids: np.ndarray) -> bytes:
     return struct.pack("<II", NO_RUN_COOKIE, count) + described.tobytes() + offsets.tobytes() + b"".join(containers)
 
 
+def roaring_of_mask(mask: np.ndarray) -> bytes:
+    """The ids where `mask` (a boolean array over global ids) is true, in the portable Roaring
+    format, byte for byte as `roaring_of_sorted`: each 65,536 ids a container, a dense one packed
+    straight from the mask's bits (no array of ids made)."""
+    if not mask.any():
+        return serialize_ids([])
+    keys, cards, containers = [], [], []
+    for key, at in enumerate(range(0, len(mask), 1 << 16)):
+        chunk = mask[at:at + (1 << 16)]
+        card = int(np.count_nonzero(chunk))
+        if not card:
+            continue
+        if card > ARRAY_LIMIT:
+            words = np.packbits(chunk, bitorder="little")
+            if len(words) < 8192:
+                words = np.concatenate((words, np.zeros(8192 - len(words), dtype=np.uint8)))
+            containers.append(words.tobytes())
+        else:
+            containers.append(np.flatnonzero(chunk).astype("<u2").tobytes())
+        keys.append(key)
+        cards.append(card - 1)
+    count = len(keys)
+    described = np.array([keys, cards], dtype="<u2").T.copy()
+    offsets = (8 + 8 * count + np.concatenate(([0], np.cumsum([len(c) for c in containers])[:-1]))).astype("<u4")
+    return struct.pack("<II", NO_RUN_COOKIE, count) + described.tobytes() + offsets.tobytes() + b"".join(containers)
+
+
 class MergedExplanation:
     """The explanation of a task over every shard, in global join order (an engine Explanation's
     reading methods)."""
@@ -287,10 +314,10 @@ class MergedExplanation:
         return np.flatnonzero(self._merged() == k).tolist()
 
     def failed_roaring(self, k: int) -> bytes:
-        return roaring_of_sorted(np.flatnonzero(self._merged() == k))
+        return roaring_of_mask(self._merged() == k)
 
     def eligible_roaring(self) -> bytes:
-        return roaring_of_sorted(np.flatnonzero(self._merged() == self._predicates))
+        return roaring_of_mask(self._merged() == self._predicates)
 
     def eligible_by_shard(self) -> list[np.ndarray]:
         """Per shard, its eligible agents' global ids (ascending local id, as its score columns)."""

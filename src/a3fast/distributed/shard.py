@@ -298,14 +298,15 @@ class FleetShard:
         here once more, never pickled as objects), `sessions` each one's session. The tasks of a
         wave are independent (no two of one remembered session), so with the default scorer the
         wave goes through `Fleet.place_many` — the engine's batch loop, `Index.place_batch` — on one
-        thread (a shard shares its machine with the others), holding nothing; with a custom scorer
-        or `candidates` (one task), each task through `Fleet.scored`. Nothing in the shard changes."""
+        thread (a shard shares its machine with the others), holding nothing; one task, a custom
+        scorer or `candidates` (one task), each task through `Fleet.scored`. Nothing in the shard
+        changes."""
         started = time.perf_counter_ns()
         docs = orjson.loads(tasks)
         chosen = list(sessions) if sessions is not None else [None] * len(docs)
         fleet = self.fleet
         parts = []
-        if scorer is None and candidates is None:
+        if scorer is None and candidates is None and len(docs) > 1:
             for p in fleet.place_many(docs, sessions=chosen, workers=1, remember_session=False):
                 holds = p.agent is not None and p.session is not None and fleet.holds_session(p.agent, p.session)
                 parts.append((p.explanation, p.scores, p.scores.best, p.agent, p.declaration_json, holds))

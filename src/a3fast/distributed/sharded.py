@@ -45,6 +45,11 @@ SHARDED_CONTENT = "a3fast.sharded-fleet"
 SHARDED_FORMAT = 1
 
 
+#: The most tasks of a wave in one call to a shard: a wave's answers are large at scale (a task's
+#: failed sets over 200,000 agents are about 160 KB), so a longer wave goes out in parts.
+WAVE_PART = 1024
+
+
 def _shard_file(shard: int) -> str:
     return f"shard-{shard}.a3snap"
 
@@ -122,6 +127,9 @@ class ShardedFleet:
         #: bumped by every change of who is in the fleet (a Placement carries it: equal counts on
         #: one index mean the same live agents)
         self.membership = 0
+        #: seconds the last `extend_jsonl` spent in each step: dealing the byte ranges, reading the
+        #: lines on the shards, checking (problems, namespaces), committing, numbering the names
+        self.load_phases: dict[str, float] = {}
         parts: list[tuple[str | None, list[str] | None]] = [(None, None)] * shards
         if _snapshot is not None:
             parts = self._restore_coordinator(*_snapshot)
@@ -420,12 +428,16 @@ class ShardedFleet:
             raise FileNotFoundError(f"{source}: no such file")
         shards = self._shards
         count = len(shards)
+        phases = self.load_phases = {}
+        started = time.perf_counter()
         dealt = [s.read_share.options(num_returns=1 + count).remote(source, i, count)
                  for i, s in enumerate(shards)]
         counts = self._gather([refs[0] for refs in dealt], "extend_jsonl")
+        phases["deal"] = time.perf_counter() - started
         firsts = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
         staged = self._gather([s.stage_jsonl.remote(source, firsts, *[refs[1 + j] for refs in dealt])
                                for j, s in enumerate(shards)], "extend_jsonl")
+        phases["read"] = time.perf_counter() - started - phases["deal"]
         problems = [p for answer in staged for p in answer[0]]
         if not problems:
             problems = self._namespace_problems(staged)
@@ -434,6 +446,8 @@ class ShardedFleet:
                 s.discard_jsonl.remote()
             problems.sort(key=lambda p: p[0])
             raise SchemaError([p for _, p in problems], source)
+        checked = time.perf_counter()
+        phases["check"] = checked - started - phases["deal"] - phases["read"]
         refs = [s.commit_jsonl.remote() for s in shards]
         committed: dict[int, int] = {}
         failure: ShardError | None = None
@@ -443,6 +457,8 @@ class ShardedFleet:
                 committed[shard] = ids_given
         except ShardError as exc:
             failure = exc
+        numbering = time.perf_counter()
+        phases["commit"] = numbering - checked
         # new names numbered in the order of their first line in the file, from every shard
         # that acknowledged its part (in bulk: a file holds hundreds of thousands)
         ids = self._ids
@@ -469,6 +485,7 @@ class ShardedFleet:
                 failure = failure or ShardError(shard, f"has given {committed[shard]} local ids, the "
                                                 f"coordinator knows {self._maps[shard].count}")
             self._namespace.update(zip(staged[shard][1], staged[shard][3]))
+        phases["number"] = time.perf_counter() - numbering
         self.generation += 1
         self.membership += 1
         if failure is not None:
@@ -613,8 +630,8 @@ class ShardedFleet:
                    sessions: Sequence[str | None] | None = None, remember_session: bool = True,
                    reason_limit: int | None = None, scorer: str | None = None) -> list[Placement]:
         """Place a batch (Fleet.place_many): the same placements and records as `place` one at a
-        time, in order (§6 timings aside), with one call to each shard per wave instead of one per
-        task. Every task is parsed before any is placed. With `remember_session`, a bound
+        time, in order (§6 timings aside), with one call to each shard per wave (per WAVE_PART
+        tasks of a longer wave, all sent at once) instead of one per task. Every task is parsed before any is placed. With `remember_session`, a bound
         placement's held session changes the affinity of the next task of that session, so the
         n-th task of each session goes in wave n (tasks without one all go in the first); the
         sessions a wave's placements hold are sent to their shards just before the next wave (in
@@ -648,22 +665,29 @@ class ShardedFleet:
         for wave_tasks in waves:
             sent = self._send_holds(holds)
             maps, size = self._views()
-            batch = orjson.dumps([states[i].matched.doc for i in wave_tasks])
-            wave_sessions = [states[i].session for i in wave_tasks]
-            refs = [s.score_wave.remote(batch, wave_sessions, None, scorer_name) for s in self._shards]
+            # a long wave goes out in parts, every part's calls at once: the shards score part
+            # n + 1 while the coordinator merges part n, and no answer holds more than a part
+            parts = [wave_tasks[at:at + WAVE_PART] for at in range(0, len(wave_tasks), WAVE_PART)]
+            calls = []
+            for part in parts:
+                batch = orjson.dumps([states[i].matched.doc for i in part])
+                part_sessions = [states[i].session for i in part]
+                calls.append([s.score_wave.remote(batch, part_sessions, None, scorer_name) for s in self._shards])
             self._acknowledge_holds(holds, *sent)
-            by_shard = self._gather(refs, "place_many")
-            gathered = time.perf_counter_ns()
-            self._check_answers(by_shard, maps)
-            answers = [wave.answers() for wave in by_shard]
-            for j, i in enumerate(wave_tasks):
-                state = states[i]
-                state.gathered = gathered
-                p, holds_already = self._merged(state, [part[j] for part in answers], maps, size, checked=True)
-                placements[i] = p
-                if p.agent is not None and state.session is not None and remember_session and not holds_already:
-                    holds[self._owner(p.agent)].append((p.agent, state.session))
-                    held[i] = True
+            for part, refs in zip(parts, calls):
+                by_shard = self._gather(refs, "place_many")
+                gathered = time.perf_counter_ns()
+                self._check_answers(by_shard, maps)
+                answers = [wave.answers() for wave in by_shard]
+                for j, i in enumerate(part):
+                    state = states[i]
+                    state.gathered = gathered
+                    p, holds_already = self._merged(state, [shard_part[j] for shard_part in answers], maps,
+                                                    size, checked=True)
+                    placements[i] = p
+                    if p.agent is not None and state.session is not None and remember_session and not holds_already:
+                        holds[self._owner(p.agent)].append((p.agent, state.session))
+                        held[i] = True
         self._acknowledge_holds(holds, *self._send_holds(holds))
         for placed, did_hold in zip(placements, held):
             assert placed is not None   # every wave placed its tasks
