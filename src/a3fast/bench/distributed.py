@@ -5,7 +5,7 @@
   ready, start included, in at most 1.5 times the one Fleet's load);
 - latency: `ShardedFleet.place` p50 against the floor, a Ray actor round trip (a method that does
   nothing, on one of the same shards), and where the rest goes: the shards' own stages (explain to
-  choose, timed inside the shard), one shard's score_task round trip (stages + serialising the
+  choose, timed inside the shard), one shard's score_wave round trip for one task (stages + serialising the
   answer + Ray), and the coordinator's merge and build (the place p50 less the slowest round trip);
 - batching: `place_many` placements per second against one at a time, and a batch of `many`
   distinct tasks (10,000) through `place_many` — its placements/s, its compact records' (the
@@ -143,7 +143,7 @@ def _latency(many: Any, task_docs: list[dict], out: dict[str, Any], progress: Ca
 
     echo = getattr(Echo, "remote")()  # an actor class: ray.remote adds `remote`, which its stubs may not show
     ray.get(echo.ping.remote())
-    progress("Ray round trips, one shard's score_task, placements")
+    progress("Ray round trips, one shard's score_wave, placements")
     trips, shard_trips, stages, places = [], [], [], []
     shard = many.shard_actor(0)
     for task in task_docs:
