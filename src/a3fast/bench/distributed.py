@@ -5,7 +5,7 @@
   ready, start included, in at most 1.5 times the one Fleet's load);
 - latency: `ShardedFleet.place` p50 against the floor, a Ray actor round trip (a method that does
   nothing, on one of the same shards), and where the rest goes: the shards' own stages (explain to
-  choose, timed inside the shard), one shard's score_wave round trip for one task (stages + serialising the
+  choose, timed inside the shard), one shard's score_task round trip (stages + serialising the
   answer + Ray), and the coordinator's merge and build (the place p50 less the slowest round trip);
 - batching: `place_many` placements per second against one at a time, and a batch of `many`
   distinct tasks (10,000) through `place_many` — its placements/s, its compact records' (the
@@ -133,7 +133,6 @@ def _untimed(content: bytes) -> bytes:
 
 
 def _latency(many: Any, task_docs: list[dict], out: dict[str, Any], progress: Callable[[str], None]) -> None:
-    import orjson
     import ray
 
     @ray.remote(num_cpus=0)
@@ -143,7 +142,7 @@ def _latency(many: Any, task_docs: list[dict], out: dict[str, Any], progress: Ca
 
     echo = getattr(Echo, "remote")()  # an actor class: ray.remote adds `remote`, which its stubs may not show
     ray.get(echo.ping.remote())
-    progress("Ray round trips, one shard's score_wave, placements")
+    progress("Ray round trips, one shard's score_task, placements")
     trips, shard_trips, stages, places = [], [], [], []
     shard = many.shard_actor(0)
     for task in task_docs:
@@ -151,7 +150,7 @@ def _latency(many: Any, task_docs: list[dict], out: dict[str, Any], progress: Ca
         ray.get(echo.ping.remote())
         trips.append(time.perf_counter() - started)
         started = time.perf_counter()
-        answer = ray.get(shard.score_wave.remote(orjson.dumps([task])))
+        answer = ray.get(shard.score_task.remote(task, None))
         shard_trips.append(time.perf_counter() - started)
         stages.append(answer.stages_ns / 1e9)
         started = time.perf_counter()

@@ -615,12 +615,12 @@ class ShardedFleet:
             state.kind = task_kind(state.matched)    # a scorer is told the task's kind, as in a Fleet
         within = self._candidates_by_shard(candidates)
         maps, size = self._views()
-        task = orjson.dumps([state.matched.doc])
-        sessions = [state.session]
-        waves = self._gather([s.score_wave.remote(task, sessions, part, scorer_name)
-                              for s, part in zip(self._shards, within)], "place")
+        # one task: each shard's ShardAnswer as it is (a wave's columns pay for themselves only
+        # over many tasks: Ray serialises each array of an answer on its own)
+        doc = dict(state.matched.doc)
+        answers = self._gather([s.score_task.remote(doc, state.session, part, scorer_name)
+                                for s, part in zip(self._shards, within)], "place")
         state.gathered = time.perf_counter_ns()
-        answers = [wave.answers()[0] for wave in waves]
         placement, holds = self._merged(state, answers, maps, size, restricted=candidates is not None)
         if placement.agent is not None and state.session is not None and remember_session and not holds:
             self.hold_session(placement.agent, state.session)
