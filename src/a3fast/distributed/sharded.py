@@ -27,6 +27,7 @@ import orjson
 from ..files import write_atomic
 from ..errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
 from ..fleet import pipeline
+from ..fleet.bulk_load import collector_paused
 from ..fleet.domain import check_namespace, namespace_problem
 from ..fleet.placement import CustomScores, Placement, Route, resumed_agent
 from ..fleet.scoring import import_scorer
@@ -426,6 +427,12 @@ class ShardedFleet:
         source = os.fspath(path)
         if not os.path.isfile(source):
             raise FileNotFoundError(f"{source}: no such file")
+        # hundreds of thousands of names come back and are numbered: long-lived, acyclic objects
+        # that would make every full collection rescan the growing heap
+        with collector_paused():
+            self._extend_jsonl(source)
+
+    def _extend_jsonl(self, source: str) -> None:
         shards = self._shards
         count = len(shards)
         phases = self.load_phases = {}
@@ -638,7 +645,11 @@ class ShardedFleet:
         the same round trip: a shard runs its calls in order) and after the last; `generation` is
         numbered as if the batch ran in order. Each shard answers a wave in columns
         (`FleetShard.score_wave`, a WaveAnswer); the coordinator merges them task by task."""
-        tasks = list(requirements_list)
+        with collector_paused():   # a batch makes many long-lived objects (its placements)
+            return self._place_many(list(requirements_list), sessions, remember_session, reason_limit, scorer)
+
+    def _place_many(self, tasks: list, sessions: Sequence[str | None] | None, remember_session: bool,
+                    reason_limit: int | None, scorer: str | None) -> list[Placement]:
         if sessions is not None and len(sessions) != len(tasks):
             raise ValueError(f"sessions: {len(sessions)} for {len(tasks)} tasks")
         states = [self._prepare(t, s, None, reason_limit)
