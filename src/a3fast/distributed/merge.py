@@ -147,8 +147,17 @@ def wave_answer(parts: Sequence[tuple[Any, Any, int, str | None, bytes | None, b
     """The WaveAnswer of a shard's scored tasks: per task (explanation, scores, winner's local id,
     winner's name, winner's declaration JSON, whether it holds the task's session), the scores
     being the default scorer's (or a custom scorer's CustomScores when `custom`)."""
-    predicates, counts, sets, eligible, columns = [], [], [], [], []
-    best, totals, holds, names, decls, entries = [], [], [], [], [], []
+    predicates: list[int] = []
+    counts: list[int] = []
+    sets: list[bytes] = []
+    eligible: list[int] = []
+    columns: list[np.ndarray] = []
+    best: list[int] = []
+    totals: list[float] = []
+    holds: list[bool] = []
+    names: list[str | None] = []
+    decls: list[bytes] = []
+    entries: list = []
     for expl, scores, winner, name, decl, held in parts:
         task_counts = expl.failed_counts()
         predicates.append(len(task_counts))

@@ -69,7 +69,8 @@ class FleetShard:
                  load_from: str | None = None, names: Sequence[str] | None = None, shards: int = 1):
         self.shard = shard
         self._shards = shards     # how many shards the fleet has (to deal a file's lines out)
-        self._staged: tuple[Fleet, bytes] | None = None
+        #: lines read by `stage_jsonl`: their fleet, bytes, file, and offsets in the file
+        self._staged: tuple[Fleet, bytes, str, np.ndarray, np.ndarray] | None = None
         self._engine = engine
         #: every name given a local id, in id order (the fleet's own ids: it numbers new names so)
         self._local: dict[str, int] = {}
