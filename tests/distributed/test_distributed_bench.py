@@ -25,10 +25,13 @@ def test_bench_distributed_prints_every_row_beside_its_target(ray, tmp_path):
                           "-o", str(out)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     text = run.stdout
-    for row in ("load       Fleet.load_jsonl", "target <= 1.5x", "Ray round trip", "target <= 3 ms",
-                "shard stages", "merge and build", "place_many", "target >= 4x", "memory     per shard",
-                "same placements as one Fleet: True"):
+    for row in ("load       Fleet.load_jsonl", "shards started in", "ready (start + load)", "target <= 1.5x",
+                "load steps deal", "Ray round trip", "target <= 3 ms", "shard stages", "merge and build",
+                "place_many", "target >= 4x", "batch      place_many of 10,000 tasks", "with compact records",
+                "same placements: True", "memory     per shard", "same placements as one Fleet: True"):
         assert row in text, row
     rows = json.loads(out.read_text())
     assert rows["agents"] == 2000 and rows["shards"] == 4 and rows["same_placements"] is True
+    assert rows["many_same_placements"] is True and rows["many_per_s"] > 0 and rows["shards_start_s"] > 0
+    assert set(rows["load_phases_s"]) == {"deal", "read", "check", "commit", "number"}
     assert rows["place_p50_ms"] > 0 and rows["ray_round_trip_ms"] > 0 and rows["sharded_load_s"] > 0

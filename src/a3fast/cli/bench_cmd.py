@@ -68,7 +68,7 @@ def bench(sizes, large_from, shell_runs, distributed, quick, json_path, output, 
         need_extras({"ray": ("ray",)}, "a3fast bench --distributed", "the other rows need no Ray")
         from ..bench.distributed import bench_distributed, render_distributed
 
-        row = bench_distributed(distributed, tasks=tasks or (30 if quick else 200),
+        row = bench_distributed(distributed, tasks=tasks or (30 if quick else 200), many=500 if quick else 10_000,
                                 progress=lambda text: click.echo(f"… {text}", err=True))
         if paths:
             with atomic_outputs(paths) as streams:

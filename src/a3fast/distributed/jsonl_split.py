@@ -4,14 +4,16 @@ Reading a fleet file is two steps, each run by every shard at once:
 
 1. `read_share`: shard i reads the i-th of N byte ranges of the file (cut at line boundaries: a
    line belongs to the range that holds its first byte) and finds each line's agent name and
-   namespace — by a pattern for the usual shape (`{"v":..., "agent": {"name": ..., "namespace":
-   ...}`), by orjson for any other — then sorts its lines into one part per owning shard
-   (`owners.shard_of`): the lines' bytes, their line numbers within the range, names and
-   namespaces. Blank lines are dropped (a fleet ignores them); a line whose name cannot be found
-   goes to shard 0, whose reader reports its problem.
-2. Each shard reads the parts it owns, in range order (so in file order), with the compiled reader
-   (`Fleet.extend_jsonl`), and answers with problems under the file's line numbers, or with its
-   names; the coordinator never sees a declaration.
+   namespace — by one pattern run over the whole range for the usual shape (`{"v":..., "agent":
+   {"name": ..., "namespace": ...}`), by orjson for any other line — then sorts its lines into one
+   part per owning shard (`owners.shard_of`): where each line lies in the file (offsets, not its
+   bytes), its line number within the range, names and namespaces. Blank lines are dropped (a
+   fleet ignores them); a line whose name cannot be found goes to shard 0, whose reader reports
+   its problem.
+2. Each shard reads the lines of the parts it owns straight from the file (`share_text`), in
+   range order (so in file order), with the compiled reader (`Fleet.extend_jsonl`), and answers
+   with problems under the file's line numbers, or with its names; the coordinator never sees a
+   declaration, and no line's bytes pass between processes.
 
 The name found in step 1 is checked against the reader's in step 2 (`names_agree`), so a line that
 fools the pattern (a repeated key) is a problem of its line, never an agent on the wrong shard.
@@ -19,8 +21,10 @@ fools the pattern (a repeated key) is a problem of its line, never an agent on t
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import re
+from itertools import repeat
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -30,11 +34,17 @@ import orjson
 from ..errors import Problem
 from .owners import shard_of
 
-__all__ = ["Share", "range_start", "read_share", "file_line", "names_agree"]
+__all__ = ["Share", "range_start", "read_share", "share_text", "file_line", "names_agree"]
 
 #: The usual shape of a declaration line: `v` (optional) first, then the agent's name and namespace.
 _USUAL = re.compile(rb'\s*\{\s*(?:"v"\s*:\s*"[^"\\]*"\s*,\s*)?"agent"\s*:\s*\{\s*"name"\s*:\s*"([^"\\]*)"'
                     rb'\s*,\s*"namespace"\s*:\s*"([^"\\]*)"')
+#: The same shape matched at a line start within a whole byte range (JSON whitespace inside a
+#: line is space, tab or CR; names and namespaces hold no newline).
+_USUAL_IN_RANGE = re.compile(
+    rb'[ \t\r]*\{[ \t\r]*(?:"v"[ \t\r]*:[ \t\r]*"[^"\\\n]*"[ \t\r]*,[ \t\r]*)?"agent"[ \t\r]*:[ \t\r]*\{'
+    rb'[ \t\r]*"name"[ \t\r]*:[ \t\r]*"([^"\\\n]*)"[ \t\r]*,[ \t\r]*"namespace"[ \t\r]*:[ \t\r]*"([^"\\\n]*)"')
+_NAMESPACE_MEMBER = b'"namespace"'
 _LINE_AT = re.compile(r"^line (\d+): ")
 _SCAN = 1 << 16
 
@@ -43,7 +53,8 @@ _SCAN = 1 << 16
 class Share:
     """The lines of one byte range that one shard owns, in file order."""
 
-    text: bytes                # the lines, each ending in a newline
+    starts: np.ndarray         # each line's first byte in the file
+    ends: np.ndarray           # the end of each line's bytes in the file (its newline excluded)
     lines: np.ndarray          # each line's 0-based number within its range
     names: list[str]
     namespaces: list[str]
@@ -89,42 +100,60 @@ def read_share(path: str, part: int, parts: int, shards: int) -> tuple[int, list
         stop = range_start(fh, size, part + 1, parts)
         fh.seek(start)
         data = fh.read(stop - start)
-    lines = data.split(b"\n")
-    if lines and not lines[-1]:
-        lines.pop()   # the range's last newline ends its last line
-    texts: list[list[bytes]] = [[] for _ in range(shards)]
-    numbers: list[list[int]] = [[] for _ in range(shards)]
-    names: list[list[str]] = [[] for _ in range(shards)]
-    spaces: list[list[str]] = [[] for _ in range(shards)]
-    usual, blake2b, from_bytes = _USUAL.match, hashlib.blake2b, int.from_bytes
-    for number, line in enumerate(lines):
-        found = usual(line)
-        if found is not None and line.count(b'"namespace"') == 1:
-            # one namespace member in the line: no second "agent" object a JSON reader would keep
-            raw = found.group(1)
-            try:
-                name, namespace = raw.decode("utf-8"), found.group(2).decode("utf-8")
-            except UnicodeDecodeError:
-                named = _name_of(line)
-            else:
-                owner = from_bytes(blake2b(raw, digest_size=8).digest(), "little") % shards
-                texts[owner].append(line)
-                numbers[owner].append(number)
-                names[owner].append(name)
-                spaces[owner].append(namespace)
-                continue
-        elif not line.strip():
+    breaks = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    begins = np.concatenate(([0], breaks + 1))
+    ends = np.concatenate((breaks, [len(data)]))
+    if len(begins) and begins[-1] == len(data):
+        begins, ends = begins[:-1], ends[:-1]     # the range's last newline ends its last line
+    count = len(begins)
+    owner = np.zeros(count, dtype=np.int64)
+    names: list[str] = [""] * count
+    spaces: list[str] = [""] * count
+    dealt = np.zeros(count, dtype=bool)     # a line with an owner (blank lines get none)
+    # the usual shape, matched at each line start within the range's bytes (no line copied)
+    begin_list, end_list = begins.tolist(), ends.tolist()
+    usual, blake2b, from_bytes = _USUAL_IN_RANGE.match, hashlib.blake2b, int.from_bytes
+    matched = [(k, found) for k, found in enumerate(map(usual, repeat(data), begin_list, end_list))
+               if found is not None]
+    # one namespace member in each such line (no second "agent" object a JSON reader would keep):
+    # each holds at least one, so the range's count tells, unless other lines hold some too
+    single = data.count(_NAMESPACE_MEMBER) == len(matched)
+    for k, found in matched:
+        if not single and data.count(_NAMESPACE_MEMBER, begin_list[k], end_list[k]) != 1:
             continue
-        else:
-            named = _name_of(line)
-        owner = shard_of(named[0], shards) if named is not None else 0
-        texts[owner].append(line)
-        numbers[owner].append(number)
-        names[owner].append(named[0] if named is not None else "")
-        spaces[owner].append(named[1] if named is not None else "")
-    shares = [Share(b"\n".join(texts[j]) + b"\n" if texts[j] else b"", np.array(numbers[j], dtype=np.int64),
-                    names[j], spaces[j]) for j in range(shards)]
-    return len(lines), shares
+        raw = found.group(1)
+        try:
+            names[k], spaces[k] = raw.decode("utf-8"), found.group(2).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        owner[k] = from_bytes(blake2b(raw, digest_size=8).digest(), "little") % shards
+        dealt[k] = True
+    for k in np.flatnonzero(~dealt).tolist():
+        line = data[begin_list[k]:end_list[k]]
+        if not line.strip():
+            continue
+        named = _name_of(line)
+        if named is not None:
+            names[k], spaces[k] = named
+            owner[k] = shard_of(named[0], shards)
+        dealt[k] = True
+    shares = []
+    for j in range(shards):
+        mine = np.flatnonzero(dealt & (owner == j))
+        ks = mine.tolist()
+        shares.append(Share(begins[mine] + start, ends[mine] + start, mine,
+                            [names[k] for k in ks], [spaces[k] for k in ks]))
+    return count, shares
+
+
+def share_text(path: str, shares: Sequence[Share]) -> bytes:
+    """The lines of `shares`, read from the file at `path`, in order, each ending in a newline
+    (the compiled reader's input)."""
+    if not any(len(share.starts) for share in shares):
+        return b""
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        lines = [view[a:b] for share in shares for a, b in zip(share.starts.tolist(), share.ends.tolist())]
+    return b"\n".join(lines) + b"\n"
 
 
 def file_line(problem: Problem, numbers: np.ndarray) -> tuple[int, Problem]:

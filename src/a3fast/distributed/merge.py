@@ -1,8 +1,11 @@
 """Merging the shards' explanations of one task into the explanation one fleet would have made.
 
-Each shard answers a placement with a `ShardAnswer`: per predicate the Roaring set of its local
-agent ids that failed it first, its eligible ids, their score columns, and its own winner. The
-coordinator maps local ids to global join order (each shard's `local -> global` array) and merges:
+Each shard answers a wave of tasks with one `WaveAnswer`: in columns (numpy arrays and byte
+blobs, which Ray moves through its object store without pickling them item by item), per task and
+predicate the Roaring set of its local agent ids that failed it first, its eligible ids, their
+score columns, and its own winner. The coordinator reads each task's part as a `ShardAnswer` (views
+of those columns), maps local ids to global join order (each shard's `local -> global` array) and
+merges:
 
 - the decision needs only the shards' winners (the same total and tie-break as
   `a3fast.fleet.scoring.choose`: highest total, then smallest name), so it is made at once;
@@ -17,17 +20,18 @@ is written by the same record writers as a single fleet's.
 from __future__ import annotations
 
 import base64
+import struct
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import orjson
 
-from ..roaring import deserialize_ids, serialize_ids
+from ..roaring import ARRAY_LIMIT, NO_RUN_COOKIE, deserialize_ids, serialize_ids
 from ..fleet.scoring import choose
 
-__all__ = ["ShardAnswer", "MergedExplanation", "MergedScores", "GlobalIndex", "winner_of",
-           "SCORE_COLUMNS"]
+__all__ = ["ShardAnswer", "WaveAnswer", "wave_answer", "MergedExplanation", "MergedScores",
+           "GlobalIndex", "winner_of", "SCORE_COLUMNS", "roaring_of_sorted", "roaring_of_mask"]
 
 #: The default scorer's components, in the order of an engine's score map entries.
 SCORE_COLUMNS = ("total", "affinity", "success_rate", "cost", "substantiated")
@@ -65,6 +69,126 @@ class ShardAnswer:
     custom_entries: list | None = None
 
 
+def _blob(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Byte strings as one uint8 array (one buffer in Ray's object store, read without a copy)
+    and each one's end offset."""
+    ends = np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)))
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), ends
+
+
+@dataclass(frozen=True)
+class WaveAnswer:
+    """One shard's answers to a wave of tasks, in columns: what a list of ShardAnswers holds, as a
+    few numpy arrays and one JSON document of names instead of a pickled object per task and set."""
+
+    #: per task, how many predicates it has (its failed sets, in derivation order)
+    predicates: np.ndarray
+    #: per task and predicate (tasks one after another), how many local ids failed it first
+    failed_counts: np.ndarray
+    #: the Roaring sets, per task its failed sets then its eligible set, one after another (an
+    #: empty set takes no bytes), and each set's end offset in `sets`
+    sets: np.ndarray
+    set_ends: np.ndarray
+    #: per task, how many agents are eligible: its score columns' width
+    eligible: np.ndarray
+    #: the score columns (SCORE_COLUMNS order) of every task's eligible ids, tasks one after another
+    columns: np.ndarray
+    #: per task: its winner's local id (-1 if none), total, whether it holds the task's session
+    best: np.ndarray
+    best_total: np.ndarray
+    best_holds_session: np.ndarray
+    #: per task, the winner's name (None if none), as one JSON array
+    best_names: bytes
+    #: the winners' declarations as the records carry them, one after another, and their ends
+    declarations: np.ndarray
+    declaration_ends: np.ndarray
+    ids_given: int
+    changes: int
+    #: nanoseconds the shard spent on the wave's stages, explain to choose, and on this answer
+    stages_ns: int
+    #: a custom scorer's entries per task (None: the default scorer's columns)
+    custom_entries: list | None = None
+
+    def __len__(self) -> int:
+        return len(self.predicates)
+
+    def answers(self) -> list[ShardAnswer]:
+        """Each task's part, as a ShardAnswer (its byte strings copied out of the columns once)."""
+        names = orjson.loads(self.best_names)
+        sets, ends = self.sets, self.set_ends.tolist()
+        decls, decl_ends = self.declarations, self.declaration_ends.tolist()
+        counts = self.failed_counts.tolist()
+        best, totals, holds = self.best.tolist(), self.best_total.tolist(), self.best_holds_session.tolist()
+        out = []
+        k = 0          # the task's first set
+        at = 0         # where its first set begins in `sets`
+        width = 0      # where its score columns begin
+        decl_at = 0
+        for j, (n, e) in enumerate(zip(self.predicates.tolist(), self.eligible.tolist())):
+            failed = []
+            for end in ends[k:k + n + 1]:
+                failed.append(sets[at:end].tobytes() if end > at else b"")
+                at = end
+            eligible = failed.pop()
+            decl_end = decl_ends[j]
+            out.append(ShardAnswer(failed, counts[k - j:k - j + n], eligible,
+                                   self.columns[:, width:width + e], best[j], totals[j], names[j],
+                                   decls[decl_at:decl_end].tobytes() if names[j] is not None else None,
+                                   holds[j], self.ids_given, self.changes, self.stages_ns,
+                                   self.custom_entries[j] if self.custom_entries is not None else None))
+            k += n + 1
+            width += e
+            decl_at = decl_end
+        return out
+
+
+def wave_answer(parts: Sequence[tuple[Any, Any, int, str | None, bytes | None, bool]], custom: bool,
+                ids_given: int, changes: int, stages_ns: int) -> WaveAnswer:
+    """The WaveAnswer of a shard's scored tasks: per task (explanation, scores, winner's local id,
+    winner's name, winner's declaration JSON, whether it holds the task's session), the scores
+    being the default scorer's (or a custom scorer's CustomScores when `custom`)."""
+    predicates: list[int] = []
+    counts: list[int] = []
+    sets: list[bytes] = []
+    eligible: list[int] = []
+    columns: list[np.ndarray] = []
+    best: list[int] = []
+    totals: list[float] = []
+    holds: list[bool] = []
+    names: list[str | None] = []
+    decls: list[bytes] = []
+    entries: list = []
+    for expl, scores, winner, name, decl, held in parts:
+        task_counts = expl.failed_counts()
+        predicates.append(len(task_counts))
+        counts.extend(task_counts)
+        sets.extend(expl.failed_roaring(k) if c else b"" for k, c in enumerate(task_counts))
+        n = len(scores)
+        sets.append(expl.eligible_roaring() if n else b"")
+        eligible.append(n)
+        if custom:
+            column = np.zeros((len(SCORE_COLUMNS), n), dtype=np.float64)
+            column[0] = [entry["total"] for entry in scores.entries]
+            entries.append(scores.entries)
+        else:
+            column = np.array([scores.total, scores.affinity, scores.success_rate, scores.cost,
+                               scores.substantiated], dtype=np.float64).reshape(len(SCORE_COLUMNS), n)
+        columns.append(column)
+        totals.append(float(column[0][scores.ids.index(winner)]) if winner >= 0 else 0.0)
+        best.append(winner)
+        holds.append(held)
+        names.append(name)
+        decls.append(decl if decl is not None else b"")
+    blob, ends = _blob(sets)
+    decl_blob, decl_ends = _blob(decls)
+    return WaveAnswer(np.array(predicates, dtype=np.int64), np.array(counts, dtype=np.int64), blob, ends,
+                      np.array(eligible, dtype=np.int64),
+                      np.concatenate(columns, axis=1) if columns else np.zeros((len(SCORE_COLUMNS), 0)),
+                      np.array(best, dtype=np.int64), np.array(totals, dtype=np.float64),
+                      np.array(holds, dtype=bool), orjson.dumps(names), decl_blob, decl_ends,
+                      ids_given, changes, stages_ns, entries if custom else None)
+
+
 def winner_of(answers: Sequence[ShardAnswer]) -> int:
     """The choose stage over the shards' winners, each already the best of its shard: index of the
     answer whose winner wins overall by `a3fast.fleet.scoring.choose` (highest total, ties to the
@@ -79,6 +203,65 @@ def _ids(data: bytes) -> np.ndarray:
     if not data:
         return np.zeros(0, dtype=np.uint32)
     return np.asarray(deserialize_ids(data).to_array(), dtype=np.uint32)
+
+
+def roaring_of_sorted(ids: np.ndarray) -> bytes:
+    """Sorted unique ids (a uint32 array) in the portable Roaring format, byte for byte what
+    `a3fast.roaring.serialize_ids` and the native engine write (array containers up to 4,096
+    values, bitmap containers above, no runs), built with numpy: a merged set of a large fleet
+    holds hundreds of thousands of ids, which `serialize_ids` would pass through a Python list."""
+    if len(ids) <= ARRAY_LIMIT:
+        return serialize_ids(ids.tolist())
+    ids = ids.astype(np.uint32, copy=False)
+    keys = ids >> 16
+    cuts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    starts = np.concatenate(([0], cuts)).tolist()
+    stops = np.concatenate((cuts, [len(ids)])).tolist()
+    low = (ids & 0xFFFF).astype("<u2")
+    count = len(starts)
+    described = np.empty((count, 2), dtype="<u2")
+    offsets = np.empty(count, dtype="<u4")
+    at = 8 + 8 * count
+    containers = []
+    for c, (a, b) in enumerate(zip(starts, stops)):
+        described[c] = (keys[a], b - a - 1)
+        offsets[c] = at
+        if b - a > ARRAY_LIMIT:
+            bits = np.zeros(1 << 16, dtype=bool)
+            bits[low[a:b]] = True
+            data = np.packbits(bits, bitorder="little").tobytes()
+        else:
+            data = low[a:b].tobytes()
+        containers.append(data)
+        at += len(data)
+    return struct.pack("<II", NO_RUN_COOKIE, count) + described.tobytes() + offsets.tobytes() + b"".join(containers)
+
+
+def roaring_of_mask(mask: np.ndarray) -> bytes:
+    """The ids where `mask` (a boolean array over global ids) is true, in the portable Roaring
+    format, byte for byte as `roaring_of_sorted`: each 65,536 ids a container, a dense one packed
+    straight from the mask's bits (no array of ids made)."""
+    if not mask.any():
+        return serialize_ids([])
+    keys, cards, containers = [], [], []
+    for key, at in enumerate(range(0, len(mask), 1 << 16)):
+        chunk = mask[at:at + (1 << 16)]
+        card = int(np.count_nonzero(chunk))
+        if not card:
+            continue
+        if card > ARRAY_LIMIT:
+            words = np.packbits(chunk, bitorder="little")
+            if len(words) < 8192:
+                words = np.concatenate((words, np.zeros(8192 - len(words), dtype=np.uint8)))
+            containers.append(words.tobytes())
+        else:
+            containers.append(np.flatnonzero(chunk).astype("<u2").tobytes())
+        keys.append(key)
+        cards.append(card - 1)
+    count = len(keys)
+    described = np.array([keys, cards], dtype="<u2").T.copy()
+    offsets = (8 + 8 * count + np.concatenate(([0], np.cumsum([len(c) for c in containers])[:-1]))).astype("<u4")
+    return struct.pack("<II", NO_RUN_COOKIE, count) + described.tobytes() + offsets.tobytes() + b"".join(containers)
 
 
 class MergedExplanation:
@@ -140,10 +323,10 @@ class MergedExplanation:
         return np.flatnonzero(self._merged() == k).tolist()
 
     def failed_roaring(self, k: int) -> bytes:
-        return serialize_ids(np.flatnonzero(self._merged() == k).astype(np.uint32))
+        return roaring_of_mask(self._merged() == k)
 
     def eligible_roaring(self) -> bytes:
-        return serialize_ids(np.flatnonzero(self._merged() == self._predicates).astype(np.uint32))
+        return roaring_of_mask(self._merged() == self._predicates)
 
     def eligible_by_shard(self) -> list[np.ndarray]:
         """Per shard, its eligible agents' global ids (ascending local id, as its score columns)."""
@@ -218,6 +401,17 @@ class GlobalIndex:
         self._quoted[gid] = orjson.dumps(name)
         self._names.append(name)
         return gid
+
+    def extend(self, names: list[str]) -> None:
+        """Give each of `names` (new ones) the next global id, in order."""
+        first = len(self._names)
+        need = first + len(names)
+        if need > len(self._quoted):
+            grown = np.empty(max(need, 2 * len(self._quoted)), dtype=object)
+            grown[:first] = self._quoted[:first]
+            self._quoted = grown
+        self._quoted[first:need] = np.fromiter(map(orjson.dumps, names), dtype=object, count=len(names))
+        self._names.extend(names)
 
     def __len__(self) -> int:
         return len(self._names)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -27,12 +28,12 @@ import orjson
 
 from ..durable.fleet import DurableFleet
 from ..durable.journal import CHANGE, apply_change
-from ..durable.statedir import StateError
+from ..durable.statedir import Entry, StateError
 from ..errors import Problem, SnapshotError
 from ..fleet import Fleet
 from ..fleet.scoring import import_scorer
-from .jsonl_split import Share, file_line, names_agree, read_share
-from .merge import ShardAnswer
+from .jsonl_split import Share, file_line, names_agree, read_share, share_text
+from .merge import ShardAnswer, WaveAnswer, wave_answer
 
 __all__ = ["FleetShard", "CHECKPOINT_EVERY"]
 
@@ -41,6 +42,9 @@ CHECKPOINT_EVERY = 1000
 #: An extend of at least this many declarations is followed by a checkpoint instead of a journal
 #: entry, since the journal would otherwise hold the whole batch once more.
 CHECKPOINT_BATCH = 10_000
+#: The first byte of a journal entry of lines committed from a JSON Lines file (`commit_jsonl`):
+#: a header, then where the lines lie in the file, not their bytes.
+LINES = b"F"
 
 
 def _changes(value: Any) -> str | None:
@@ -65,7 +69,8 @@ class FleetShard:
                  load_from: str | None = None, names: Sequence[str] | None = None, shards: int = 1):
         self.shard = shard
         self._shards = shards     # how many shards the fleet has (to deal a file's lines out)
-        self._staged: tuple[Fleet, bytes] | None = None
+        #: lines read by `stage_jsonl`: their fleet, bytes, file, and offsets in the file
+        self._staged: tuple[Fleet, bytes, str, np.ndarray, np.ndarray] | None = None
         self._engine = engine
         #: every name given a local id, in id order (the fleet's own ids: it numbers new names so)
         self._local: dict[str, int] = {}
@@ -78,7 +83,8 @@ class FleetShard:
             checkpoint_every=checkpoint_every, fields=CHECKPOINT_FIELDS,
             document=lambda: {"seq": self._seq, "names": list(self._local)},
             log=lambda message: print(f"a3fast shard {shard}: {message}", file=sys.stderr, flush=True))
-        recovered = self.durable.open(restore=self._restore, applied=self._replayed)
+        recovered = self.durable.open(restore=self._restore, applied=self._replayed,
+                                      replay_other=self._replay_lines)
         if recovered is not None:
             self.recovered["torn_bytes"] = recovered.cut_bytes
             self.recovered["journal_changes"] = len(recovered.entries)
@@ -183,13 +189,14 @@ class FleetShard:
         count, shares = read_share(path, part, parts, self._shards)
         return (count, *shares)
 
-    def stage_jsonl(self, firsts: Sequence[int], *shares: Share) -> tuple[list[tuple[int, Problem]], list[str], list[int], list[str]]:
-        """Step 2: read this shard's lines of every range (`firsts`: each range's first line
-        number in the file) with the compiled reader into a fleet of their own, keeping it until
-        `commit_jsonl`. Answers the problems under the file's line numbers, else the names in
-        join order with the line of each one's first appearance and its namespace."""
+    def stage_jsonl(self, path: str, firsts: Sequence[int], *shares: Share) -> tuple[list[tuple[int, Problem]], list[str], np.ndarray, list[str]]:
+        """Step 2: read this shard's lines of every range straight from the file at `path`
+        (`firsts`: each range's first line number in the file) with the compiled reader into a
+        fleet of their own, keeping it until `commit_jsonl`. Answers the problems under the file's
+        line numbers, else the names in join order with the line of each one's first appearance
+        and its namespace."""
         self._staged = None
-        text = b"".join(share.text for share in shares)
+        text = share_text(path, shares)
         numbers = np.concatenate([share.lines + first + 1 for share, first in zip(shares, firsts)]) \
             if shares else np.zeros(0, dtype=np.int64)
         found = [name for share in shares for name in share.names]
@@ -201,36 +208,74 @@ class FleetShard:
             if disagreement is not None:
                 problems.append(file_line(disagreement, numbers))
         if problems:
-            return problems, [], [], []
+            return problems, [], np.zeros(0, dtype=np.int64), []
         # each name's first line and namespace (the reader's join order: names_agree held)
-        lines = numbers.tolist()
         firsts_of: dict[str, int] = {}
         for k, name in enumerate(found):
             firsts_of.setdefault(name, k)
-        self._staged = (staged, text)
-        return [], list(firsts_of), [lines[k] for k in firsts_of.values()], [spaces[k] for k in firsts_of.values()]
+        at = np.fromiter(firsts_of.values(), dtype=np.int64, count=len(firsts_of))
+        starts = np.concatenate([share.starts for share in shares]) if shares else np.zeros(0, dtype=np.int64)
+        ends = np.concatenate([share.ends for share in shares]) if shares else np.zeros(0, dtype=np.int64)
+        self._staged = (staged, text, path, starts, ends)
+        return [], list(firsts_of), numbers[at], [spaces[k] for k in at.tolist()]
 
     def commit_jsonl(self) -> tuple[int, int]:
-        """Step 3: the staged lines added to the shard's fleet, in order, as one change (a
-        checkpoint when they are many; a journal entry otherwise). Returns (local ids given,
-        changes acknowledged)."""
+        """Step 3: the staged lines added to the shard's fleet, in order, as one change, journaled
+        as where the lines lie in the file and the CRC-32 of their bytes (not the bytes: the file
+        holds them already, and writing them again was most of a load's time), so a restart reads
+        them from the file again (`_replay_lines`) and refuses a file that changed. Returns (local
+        ids given, changes acknowledged)."""
         if self._staged is None:
             raise SnapshotError(f"shard {self.shard}: no staged lines to commit")
-        staged, text = self._staged
+        staged, text, path, starts, ends = self._staged
         self._staged = None
+        self._add_lines(staged, text)
+        header = orjson.dumps({"op": "put_lines", "path": path, "lines": len(starts), "bytes": len(text),
+                               "crc32": zlib.crc32(text)})
+        payload = b"".join((LINES, header, b"\n", starts.astype("<i8").tobytes(), ends.astype("<i8").tobytes()))
+        self._seq += 1
+        self.durable.write_now(payload)
+        return len(self._local), self._seq
+
+    def _add_lines(self, staged: Fleet, text: bytes) -> None:
+        """Lines read into `staged` added to the shard's fleet, their new names given local ids."""
         if not self._local and len(self.fleet) == 0:
             self.fleet = staged       # an empty shard takes the read fleet as it is: one reading
         else:
             self.fleet.extend_jsonl(text)
         for name in staged.names():
             self._local.setdefault(name, len(self._local))
-        # one journal entry holding the lines as they are (the reader vouched for each one, so
-        # joined into a JSON array they are the change's declarations): writing the bytes read
-        # costs far less than a checkpoint, whose snapshot is the whole fleet
-        payload = b"".join((CHANGE, b'{"op":"put","decls":[', text[:-1].replace(b"\n", b","), b"]}"))
+
+    def _replay_lines(self, entry: Entry) -> None:
+        """A journal entry of lines committed from a file, made again: the lines read from the
+        file where they lay, checked against their recorded length and CRC-32."""
+        where = entry.where()
+        if entry.payload[:1] != LINES:
+            raise StateError(f"{where}: unknown entry type {entry.payload[:1]!r}; restore the state "
+                             f"directory from a copy")
+        try:
+            cut = entry.payload.index(b"\n")
+            header = orjson.loads(entry.payload[1:cut])
+            path, lines, size, crc = header["path"], header["lines"], header["bytes"], header["crc32"]
+            offsets = np.frombuffer(entry.payload, dtype="<i8", offset=cut + 1)
+        except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+            raise StateError(f"{where}: unreadable lines entry; restore the state directory from a copy") from None
+        if len(offsets) != 2 * lines:
+            raise StateError(f"{where}: unreadable lines entry; restore the state directory from a copy")
+        share = Share(offsets[:lines].astype(np.int64), offsets[lines:].astype(np.int64),
+                      np.zeros(lines, dtype=np.int64), [], [])
+        try:
+            text = share_text(path, [share])
+        except (OSError, ValueError) as exc:
+            raise StateError(f"{where}: cannot read the lines it committed from {path} ({exc}); the "
+                             f"file must stay as it was until the shard's next checkpoint") from None
+        if len(text) != size or zlib.crc32(text) != crc:
+            raise StateError(f"{where}: {path} changed since its lines were committed (length or CRC-32 "
+                             f"differs); the file must stay as it was until the shard's next checkpoint")
+        staged = Fleet(self._engine)
+        staged.extend_jsonl(text)
+        self._add_lines(staged, text)
         self._seq += 1
-        self.durable.write_now(payload)
-        return len(self._local), self._seq
 
     def discard_jsonl(self) -> None:
         """Drop staged lines another shard's problems refused."""
@@ -247,15 +292,43 @@ class FleetShard:
         state = self.fleet.scored(requirements, session, candidates=candidates, scorer=self._scorer(scorer))
         return self._answer(state, started)
 
-    def score_tasks(self, tasks: Sequence[tuple[Mapping[str, Any], str | None]],
-                    scorer: str | None = None) -> list[ShardAnswer]:
-        """`score_task` for a batch of (requirements, session), in one call."""
-        out = []
-        custom = self._scorer(scorer)
-        for requirements, session in tasks:
-            started = time.perf_counter_ns()
-            out.append(self._answer(self.fleet.scored(requirements, session, scorer=custom), started))
-        return out
+    def score_wave(self, tasks: bytes, sessions: Sequence[str | None] | None = None,
+                   candidates: Sequence[str] | None = None, scorer: str | None = None) -> WaveAnswer:
+        """`score_task` for a wave of tasks in one call, answered in columns (a WaveAnswer).
+        `tasks` is the JSON array of the tasks' requirements (prepared by the coordinator: parsed
+        here once more, never pickled as objects), `sessions` each one's session. The tasks of a
+        wave are independent (no two of one remembered session), so with the default scorer the
+        wave goes through `Fleet.place_many` — the engine's batch loop, `Index.place_batch` — on one
+        thread (a shard shares its machine with the others), holding nothing; one task, a custom
+        scorer or `candidates` (one task), each task through `Fleet.scored`. Nothing in the shard
+        changes."""
+        started = time.perf_counter_ns()
+        docs = orjson.loads(tasks)
+        chosen = list(sessions) if sessions is not None else [None] * len(docs)
+        fleet = self.fleet
+        parts = []
+        if scorer is None and candidates is None and len(docs) > 1:
+            for p in fleet.place_many(docs, sessions=chosen, workers=1, remember_session=False):
+                holds = p.agent is not None and p.session is not None and fleet.holds_session(p.agent, p.session)
+                parts.append((p.explanation, p.scores, p.scores.best, p.agent, p.declaration_json, holds))
+        else:
+            custom = self._scorer(scorer)
+            for requirements, session in zip(docs, chosen):
+                state = fleet.scored(requirements, session, candidates=candidates, scorer=custom)
+                best = state.best
+                name = fleet.index.name(best) if best >= 0 else None
+                holds = name is not None and state.session is not None and fleet.holds_session(name, state.session)
+                parts.append((state.explanation, state.scores, best, name,
+                              fleet.declaration_json(best) if best >= 0 else None, holds))
+        return wave_answer(parts, scorer is not None, len(self._local), self._seq,
+                           time.perf_counter_ns() - started)
+
+    def hold_sessions(self, holds: Sequence[tuple[str, str]]) -> int:
+        """`hold_session` for each (agent, session) in order, each its own change (the bound
+        placements of a wave, sent with the next wave's call)."""
+        for agent, session in holds:
+            self.hold_session(agent, session)
+        return self._seq
 
     def _scorer(self, name: str | None) -> Any:
         return None if name is None else import_scorer(name)

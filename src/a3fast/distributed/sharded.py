@@ -27,6 +27,7 @@ import orjson
 from ..files import write_atomic
 from ..errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
 from ..fleet import pipeline
+from ..fleet.bulk_load import collector_paused
 from ..fleet.domain import check_namespace, namespace_problem
 from ..fleet.placement import CustomScores, Placement, Route, resumed_agent
 from ..fleet.scoring import import_scorer
@@ -43,6 +44,11 @@ __all__ = ["ShardedFleet", "ShardError", "shard_of"]
 SHARDED_FILE = "sharded.json"
 SHARDED_CONTENT = "a3fast.sharded-fleet"
 SHARDED_FORMAT = 1
+
+
+#: The most tasks of a wave in one call to a shard: a wave's answers are large at scale (a task's
+#: failed sets over 200,000 agents are about 160 KB), so a longer wave goes out in parts.
+WAVE_PART = 1024
 
 
 def _shard_file(shard: int) -> str:
@@ -76,6 +82,15 @@ class _IdMap:
             self.array = np.concatenate((self.array, np.zeros(len(self.array), dtype=np.int64)))
         self.array[self.count] = gid
         self.count += 1
+
+    def extend(self, gids: np.ndarray) -> None:
+        need = self.count + len(gids)
+        if need > len(self.array):
+            grown = np.zeros(max(need, 2 * len(self.array)), dtype=np.int64)
+            grown[:self.count] = self.array[:self.count]
+            self.array = grown
+        self.array[self.count:need] = gids
+        self.count = need
 
     def view(self) -> np.ndarray:
         return self.array[:self.count]
@@ -113,6 +128,9 @@ class ShardedFleet:
         #: bumped by every change of who is in the fleet (a Placement carries it: equal counts on
         #: one index mean the same live agents)
         self.membership = 0
+        #: seconds the last `extend_jsonl` spent in each step: dealing the byte ranges, reading the
+        #: lines on the shards, checking (problems, namespaces), committing, numbering the names
+        self.load_phases: dict[str, float] = {}
         parts: list[tuple[str | None, list[str] | None]] = [(None, None)] * shards
         if _snapshot is not None:
             parts = self._restore_coordinator(*_snapshot)
@@ -409,14 +427,24 @@ class ShardedFleet:
         source = os.fspath(path)
         if not os.path.isfile(source):
             raise FileNotFoundError(f"{source}: no such file")
+        # hundreds of thousands of names come back and are numbered: long-lived, acyclic objects
+        # that would make every full collection rescan the growing heap
+        with collector_paused():
+            self._extend_jsonl(source)
+
+    def _extend_jsonl(self, source: str) -> None:
         shards = self._shards
         count = len(shards)
+        phases = self.load_phases = {}
+        started = time.perf_counter()
         dealt = [s.read_share.options(num_returns=1 + count).remote(source, i, count)
                  for i, s in enumerate(shards)]
         counts = self._gather([refs[0] for refs in dealt], "extend_jsonl")
+        phases["deal"] = time.perf_counter() - started
         firsts = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
-        staged = self._gather([s.stage_jsonl.remote(firsts, *[refs[1 + j] for refs in dealt])
+        staged = self._gather([s.stage_jsonl.remote(source, firsts, *[refs[1 + j] for refs in dealt])
                                for j, s in enumerate(shards)], "extend_jsonl")
+        phases["read"] = time.perf_counter() - started - phases["deal"]
         problems = [p for answer in staged for p in answer[0]]
         if not problems:
             problems = self._namespace_problems(staged)
@@ -425,6 +453,8 @@ class ShardedFleet:
                 s.discard_jsonl.remote()
             problems.sort(key=lambda p: p[0])
             raise SchemaError([p for _, p in problems], source)
+        checked = time.perf_counter()
+        phases["check"] = checked - started - phases["deal"] - phases["read"]
         refs = [s.commit_jsonl.remote() for s in shards]
         committed: dict[int, int] = {}
         failure: ShardError | None = None
@@ -434,17 +464,35 @@ class ShardedFleet:
                 committed[shard] = ids_given
         except ShardError as exc:
             failure = exc
+        numbering = time.perf_counter()
+        phases["commit"] = numbering - checked
         # new names numbered in the order of their first line in the file, from every shard
-        # that acknowledged its part
-        new = sorted((line, shard, name) for shard in committed
-                     for name, line in zip(staged[shard][1], staged[shard][2]) if name not in self._ids)
-        for _, shard, name in new:
-            self._number(shard, name, self._maps[shard].count)
+        # that acknowledged its part (in bulk: a file holds hundreds of thousands)
+        ids = self._ids
+        names: list[str] = []
+        lines: list[np.ndarray] = []
+        owners: list[np.ndarray] = []
+        for shard in committed:
+            new = [k for k, name in enumerate(staged[shard][1]) if name not in ids]
+            names.extend(staged[shard][1][k] for k in new)
+            lines.append(np.asarray(staged[shard][2], dtype=np.int64)[new])
+            owners.append(np.full(len(new), shard, dtype=np.int64))
+        if names:
+            order = np.argsort(np.concatenate(lines), kind="stable")
+            owner = np.concatenate(owners)[order]
+            ordered = [names[k] for k in order.tolist()]
+            first = len(self._index)
+            gids = np.arange(first, first + len(ordered), dtype=np.int64)
+            self._index.extend(ordered)
+            ids.update(zip(ordered, gids.tolist()))
+            for shard in committed:
+                self._maps[shard].extend(gids[owner == shard])
         for shard in committed:
             if committed[shard] != self._maps[shard].count:
                 failure = failure or ShardError(shard, f"has given {committed[shard]} local ids, the "
                                                 f"coordinator knows {self._maps[shard].count}")
             self._namespace.update(zip(staged[shard][1], staged[shard][3]))
+        phases["number"] = time.perf_counter() - numbering
         self.generation += 1
         self.membership += 1
         if failure is not None:
@@ -452,8 +500,10 @@ class ShardedFleet:
 
     def _namespace_problems(self, staged: list) -> list[tuple[int, Problem]]:
         """Names of a file held by another namespace in the fleet, as problems of their first lines."""
-        out = []
+        out: list[tuple[int, Problem]] = []
         held = self._namespace
+        if not held:
+            return out
         for _, names, lines, namespaces in staged:
             for name, line, namespace in zip(names, lines, namespaces):
                 problem = namespace_problem(f"line {line}: $.agent.namespace", name, held.get(name), namespace)
@@ -572,6 +622,8 @@ class ShardedFleet:
             state.kind = task_kind(state.matched)    # a scorer is told the task's kind, as in a Fleet
         within = self._candidates_by_shard(candidates)
         maps, size = self._views()
+        # one task: each shard's ShardAnswer as it is (a wave's columns pay for themselves only
+        # over many tasks: Ray serialises each array of an answer on its own)
         doc = dict(state.matched.doc)
         answers = self._gather([s.score_task.remote(doc, state.session, part, scorer_name)
                                 for s, part in zip(self._shards, within)], "place")
@@ -585,12 +637,19 @@ class ShardedFleet:
                    sessions: Sequence[str | None] | None = None, remember_session: bool = True,
                    reason_limit: int | None = None, scorer: str | None = None) -> list[Placement]:
         """Place a batch (Fleet.place_many): the same placements and records as `place` one at a
-        time, in order (§6 timings aside), with one scatter to the shards per wave instead of one
-        per task. Every task is parsed before any is placed. With `remember_session`, a bound
+        time, in order (§6 timings aside), with one call to each shard per wave (per WAVE_PART
+        tasks of a longer wave, all sent at once) instead of one per task. Every task is parsed before any is placed. With `remember_session`, a bound
         placement's held session changes the affinity of the next task of that session, so the
-        n-th task of each session goes in wave n (tasks without one all go in the first);
-        `generation` is numbered as if the batch ran in order."""
-        tasks = list(requirements_list)
+        n-th task of each session goes in wave n (tasks without one all go in the first); the
+        sessions a wave's placements hold are sent to their shards just before the next wave (in
+        the same round trip: a shard runs its calls in order) and after the last; `generation` is
+        numbered as if the batch ran in order. Each shard answers a wave in columns
+        (`FleetShard.score_wave`, a WaveAnswer); the coordinator merges them task by task."""
+        with collector_paused():   # a batch makes many long-lived objects (its placements)
+            return self._place_many(list(requirements_list), sessions, remember_session, reason_limit, scorer)
+
+    def _place_many(self, tasks: list, sessions: Sequence[str | None] | None, remember_session: bool,
+                    reason_limit: int | None, scorer: str | None) -> list[Placement]:
         if sessions is not None and len(sessions) != len(tasks):
             raise ValueError(f"sessions: {len(sessions)} for {len(tasks)} tasks")
         states = [self._prepare(t, s, None, reason_limit)
@@ -613,27 +672,55 @@ class ShardedFleet:
         placements: list[Placement | None] = [None] * len(tasks)
         held = [False] * len(tasks)
         generation = self.generation
+        holds: list[list[tuple[str, str]]] = [[] for _ in self._shards]
         for wave_tasks in waves:
+            sent = self._send_holds(holds)
             maps, size = self._views()
-            batch = [(dict(states[i].matched.doc), states[i].session) for i in wave_tasks]
-            by_shard = self._gather([s.score_tasks.remote(batch, scorer_name) for s in self._shards],
-                                    "place_many")
-            gathered = time.perf_counter_ns()
-            # checked once, before this wave's placements hold sessions (changes on the shards)
-            self._check_answers([answers[0] for answers in by_shard], maps)
-            for j, i in enumerate(wave_tasks):
-                state = states[i]
-                state.gathered = gathered
-                p, holds = self._merged(state, [answers[j] for answers in by_shard], maps, size, checked=True)
-                placements[i] = p
-                if p.agent is not None and state.session is not None and remember_session and not holds:
-                    self.hold_session(p.agent, state.session)
-                    held[i] = True
+            # a long wave goes out in parts, every part's calls at once: the shards score part
+            # n + 1 while the coordinator merges part n, and no answer holds more than a part
+            parts = [wave_tasks[at:at + WAVE_PART] for at in range(0, len(wave_tasks), WAVE_PART)]
+            calls = []
+            for part in parts:
+                batch = orjson.dumps([states[i].matched.doc for i in part])
+                part_sessions = [states[i].session for i in part]
+                calls.append([s.score_wave.remote(batch, part_sessions, None, scorer_name) for s in self._shards])
+            self._acknowledge_holds(holds, *sent)
+            for part, refs in zip(parts, calls):
+                by_shard = self._gather(refs, "place_many")
+                gathered = time.perf_counter_ns()
+                self._check_answers(by_shard, maps)
+                answers = [wave.answers() for wave in by_shard]
+                for j, i in enumerate(part):
+                    state = states[i]
+                    state.gathered = gathered
+                    p, holds_already = self._merged(state, [shard_part[j] for shard_part in answers], maps,
+                                                    size, checked=True)
+                    placements[i] = p
+                    if p.agent is not None and state.session is not None and remember_session and not holds_already:
+                        holds[self._owner(p.agent)].append((p.agent, state.session))
+                        held[i] = True
+        self._acknowledge_holds(holds, *self._send_holds(holds))
         for placed, did_hold in zip(placements, held):
             assert placed is not None   # every wave placed its tasks
             placed.generation = generation
             generation += did_hold
         return placements  # type: ignore[return-value]
+
+    def _send_holds(self, holds: list[list[tuple[str, str]]]) -> tuple[list[int], list]:
+        """The sessions bound placements hold, sent to their shards (one call per shard that has
+        any), not waited for: the shards and their calls."""
+        shards = [shard for shard, pairs in enumerate(holds) if pairs]
+        return shards, [self._shards[shard].hold_sessions.remote(holds[shard]) for shard in shards]
+
+    def _acknowledge_holds(self, holds: list[list[tuple[str, str]]], shards: list[int], refs: list) -> None:
+        """Each hold sent is one change acknowledged, as `hold_session` (then `holds` is emptied)."""
+        if not shards:
+            return
+        for shard, changes in zip(shards, self._gather(refs, "hold_session", shards)):
+            self._check_changes(shard, changes, self._changes[shard] + len(holds[shard]))
+            self._changes[shard] = changes
+            self.generation += len(holds[shard])
+            holds[shard].clear()
 
     def explain(self, requirements: Mapping[str, Any] | Requirements) -> MergedExplanation:
         """The filter and first-failed explanation of a task over every shard (Fleet.explain), in
