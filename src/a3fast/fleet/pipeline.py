@@ -38,7 +38,7 @@ import math
 import os
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, final, runtime_checkable
 
 from ..errors import A3Error, FleetError
 from .placement import CustomScores, Placement, Route, check_reason_limit, resumed_agent
@@ -57,6 +57,7 @@ __all__ = ["CycleState", "ResumedCycle", "Resumption", "Stages", "drive", "waves
            "resume"]
 
 
+@final       # the stages tell it from a requirements task by its exact type
 class Resumption:
     """A task that goes back to the agent an earlier placement chose (§6): `earlier`, the bound
     Placement, and `seq`, the seq of the task.bound that holds its full explanation (None: the
