@@ -9,9 +9,9 @@ task carrying one `CycleState`. A single placement is a batch of one.
     hold     -> a bound placement makes its agent hold the task's session
 
 The stages are those of kube-scheduler's framework in spirit: each reads and fills the cycle state
-and nothing else. `drive` is the one driver: `Fleet.place`, `place_many` and `Fleet.scored` (what a
-shard of a sharded fleet answers with) — and so the service's place routes, stdio `place` lines and
-replays, which call them — run a batch through a `Stages`:
+and nothing else. `drive` is the one driver: `Fleet.place`, `place_many`, `Fleet.scored` (what a
+shard of a sharded fleet answers with) and `Fleet.resume` — and so the service's place routes,
+stdio `place` lines and replays, which call them — run a batch through a `Stages`:
 
     prepare  every task, before any is placed (an invalid one places nothing)
     waves    with `remember_session`, the n-th task of a session in wave n (a bound placement's
