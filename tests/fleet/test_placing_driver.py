@@ -1,5 +1,5 @@
 """Every placement crosses one driver (a3fast.fleet.pipeline.drive): Fleet.place, place_many,
-Fleet.scored (what a shard answers with), a stdio `place` line and POST /v1/place. A single
+Fleet.scored (what a shard answers with), Fleet.resume, a stdio `place` line and POST /v1/place. A single
 placement is a batch of one, so placing one by one and placing a batch give the same compact
 records, byte for byte, on both engines."""
 from __future__ import annotations
@@ -10,8 +10,10 @@ import io
 import orjson
 import pytest
 
+from a3fast import FleetError, Route
 from a3fast.fleet import Fleet, pipeline
-from a3fast.fleet.pipeline import LocalStages, Stages
+from a3fast.fleet.pipeline import LocalStages, Resumption, Stages
+from a3fast.fleet.placement import Placement
 from a3fast.record.compact import Encoder
 from a3fast.workload import generate_fleet, generate_tasks
 
@@ -142,3 +144,80 @@ def test_holding_a_session_is_one_function(engine):
     fleet.hold_session(name, "s")        # the public call counts every call, as it always has
     assert fleet.holds_session(name, "s") and fleet.generation == generation + 2
     assert fleet._rows.hold(fleet._table.ids[name], "s") is False     # already held
+
+
+def resumable(engine: str) -> tuple[Fleet, Placement]:
+    """A fleet and a bound placement of a session in it, through a route (its routed requirements
+    are what a resumption is held to)."""
+    fleet = Fleet(engine)
+    fleet.add(support_agent("a", "eu"))
+    first = fleet.place(ORDERS, session="s", route=EU_ONLY)
+    assert first.agent == "a" and fleet.holds_session("a", "s")
+    return fleet, first
+
+
+def support_agent(name: str, residency: str) -> dict:
+    return {"v": "1.0", "agent": {"name": name, "namespace": "support"}, "capabilities": [],
+            "clearances": ["orders.read"], "residency": [residency]}
+
+
+ORDERS = {"v": "1.0", "clearances": ["orders.read"]}
+EU_ONLY = Route("eu-only", {"residency": "eu"})
+
+
+def test_resume_crosses_the_driver_and_holds_nothing(engine, crossings):
+    fleet, first = resumable(engine)
+    generation = fleet.generation
+    again = fleet.resume(first, seq=7)
+    assert crossings == [1, 1]
+    assert again.resumed and again.recorded_in == 7 and again.agent == "a" and again.session == "s"
+    # decided nothing: the earlier cycle's explanation and scores, carried over
+    assert again.explanation is first.explanation and again.scores is first.scores
+    assert fleet.generation == generation == again.generation
+
+
+def test_resume_for_a_given_declaration_crosses_the_driver_with_the_same_record(engine, crossings):
+    # pipeline.resume: what a sharded fleet's coordinator calls with the declaration it looked up
+    fleet, first = resumable(engine)
+    aid = fleet._table.ids["a"]
+    given = pipeline.resume(first, engine, fleet.get("a"), fleet.declaration_json(aid), fleet.generation, 2)
+    local = fleet.resume(first, seq=2)
+    assert crossings == [1, 1, 1]
+    assert strip_timings(Encoder().encode_placement(3, given)) == strip_timings(Encoder().encode_placement(3, local))
+
+
+def test_a_resumption_in_a_batch_decides_nothing_and_holds_nothing(engine):
+    fleet, first = resumable(engine)
+    fleet.add(support_agent("b", "eu"))
+    generation = fleet.generation
+    placed, after = pipeline.drive(fleet._stages, [dict(ORDERS, session="t"), Resumption(first, 1)],
+                                   None, generation)
+    assert [p.resumed for p in placed] == [False, True]
+    assert placed[1].explanation is first.explanation and placed[1].recorded_in == 1
+    assert after == generation + 1 == fleet.generation + 1      # the first task's hold only
+
+
+def test_a_resumption_whose_agent_left_raises_the_same_fleet_error(engine, crossings):
+    fleet, first = resumable(engine)
+    fleet.remove("a")
+    with pytest.raises(FleetError, match=r"^cannot resume on 'a': the agent is no longer in the fleet$"):
+        fleet.resume(first)
+    with pytest.raises(FleetError, match=r"^cannot resume on 'a': the agent is no longer in the fleet$"):
+        pipeline.resume(first, engine, None, None, fleet.generation, None)
+    assert crossings == [1, 1, 1]
+
+
+def test_a_resumption_that_no_longer_satisfies_a_predicate_raises_the_same_fleet_error(engine, crossings):
+    fleet, first = resumable(engine)
+    fleet.add(support_agent("a", "us"))      # re-declared: no longer where the route sent the task
+    with pytest.raises(FleetError, match=r"^cannot resume on 'a': its declaration no longer satisfies residency:eu$"):
+        fleet.resume(first)
+    assert crossings == [1, 1]
+
+
+def test_only_a_bound_placement_is_resumed_through_the_driver(engine, crossings):
+    fleet = Fleet(engine)
+    unbound = fleet.place(ORDERS)
+    with pytest.raises(FleetError, match=r"^only a bound placement can be resumed$"):
+        fleet.resume(unbound)
+    assert crossings == [1, 1]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Se
 from ..engines import ENGINE, engine_module
 from ..errors import FleetError, Problem, describe
 from ..notebook import view_html
-from .placement import Placement, Route, resumed_agent
+from .placement import Placement, Route
 from ..predicates import AGENT_REF, ANTI_AFFINITY
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from .scoring import DEFAULT_WEIGHTS, MAX_OUTCOMES, Scorer, cost_score
@@ -385,10 +385,11 @@ class Fleet:
         predicate matched the first time — the routed requirements, not only the submitted ones —
         since the resumed record is held to the same checks (§7).
         """
-        agent = resumed_agent(earlier)
-        decl = self.get(agent)
-        json = self._table.declaration_json(self._table.ids[agent]) if decl is not None else None
-        return pipeline.resume(earlier, self.engine, decl, json, self.generation, seq)
+        with self._lock:
+            # a resumption holds nothing, so the generation the driver returns is this one
+            placements, _ = pipeline.drive(self._stages, (pipeline.Resumption(earlier, seq),), None,
+                                           self.generation)
+            return placements[0]
 
     def explain(self, requirements: Mapping[str, Any] | Requirements) -> Explanation:
         """The filter and first-failed explanation of a task (§5), without scoring: the engine's

@@ -9,9 +9,9 @@ task carrying one `CycleState`. A single placement is a batch of one.
     hold     -> a bound placement makes its agent hold the task's session
 
 The stages are those of kube-scheduler's framework in spirit: each reads and fills the cycle state
-and nothing else. `drive` is the one driver: `Fleet.place`, `place_many` and `Fleet.scored` (what a
-shard of a sharded fleet answers with) — and so the service's place routes, stdio `place` lines and
-replays, which call them — run a batch through a `Stages`:
+and nothing else. `drive` is the one driver: `Fleet.place`, `place_many`, `Fleet.scored` (what a
+shard of a sharded fleet answers with) and `Fleet.resume` — and so the service's place routes,
+stdio `place` lines and replays, which call them — run a batch through a `Stages`:
 
     prepare  every task, before any is placed (an invalid one places nothing)
     waves    with `remember_session`, the n-th task of a session in wave n (a bound placement's
@@ -25,8 +25,12 @@ replays, which call them — run a batch through a `Stages`:
 
 `LocalStages` are the stages over one process's index. A sharded fleet runs `prepare` on its
 coordinator, the middle stages on each shard (`Fleet.scored`, through `drive`), merges the shards'
-answers, and ends with the same `choose` rule and `build_placement`; `resume` builds a cycle whose
-explanation and scores are the earlier placement's.
+answers, and ends with the same `choose` rule and `build_placement`.
+
+A resumption (§6) is a task of its own, a `Resumption`, that `drive` runs through the same stages:
+prepare checks the agent the earlier placement chose against every predicate it matched and
+carries the earlier cycle's explanation and scores; decide does nothing (nothing is filtered or
+scored again); build makes the resumed Placement; nothing is held.
 """
 from __future__ import annotations
 
@@ -34,10 +38,10 @@ import math
 import os
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, final, runtime_checkable
 
 from ..errors import A3Error, FleetError
-from .placement import CustomScores, Placement, Route, check_reason_limit
+from .placement import CustomScores, Placement, Route, check_reason_limit, resumed_agent
 from ..predicates import first_failed
 from ..schema import Declaration, Requirements, parse_requirements, task_kind
 from .scoring import Scorer, ScoringTask, choose
@@ -48,11 +52,26 @@ from .table import AgentTable
 if TYPE_CHECKING:
     from .._core import Index
 
-__all__ = ["CycleState", "Stages", "drive", "waves_of", "prepare", "LocalStages", "choose_among",
-           "build_placement", "resume"]
+__all__ = ["CycleState", "ResumedCycle", "Resumption", "Stages", "drive", "waves_of", "prepare",
+           "prepare_resumption", "LocalStages", "ResumingStages", "choose_among", "build_placement",
+           "resume"]
 
-#: A task as callers give it: a requirements document, or Requirements prepared once.
-Task = Mapping[str, Any] | Requirements
+
+@final       # the stages tell it from a requirements task by its exact type
+class Resumption:
+    """A task that goes back to the agent an earlier placement chose (§6): `earlier`, the bound
+    Placement, and `seq`, the seq of the task.bound that holds its full explanation (None: the
+    earlier placement's own)."""
+
+    __slots__ = ("earlier", "seq")
+
+    def __init__(self, earlier: Placement, seq: int | None = None):
+        self.earlier = earlier
+        self.seq = seq
+
+
+#: A task as callers give it: a requirements document, Requirements prepared once, or a resumption.
+Task = Mapping[str, Any] | Requirements | Resumption
 
 
 #: The fewest tasks a thread of a batch is given: a run shorter than this costs more to hand over
@@ -96,6 +115,48 @@ class CycleState:
         self.scores: Any
         self.best: int
         self.selected: int
+
+
+class ResumedCycle(CycleState):
+    """A resumption's cycle state: the earlier cycle's outcome, carried over, and what build needs
+    to make the resumed Placement (the agent's current declaration, the earlier index, the seq)."""
+
+    __slots__ = ("declaration", "declaration_json", "index", "recorded_in")
+
+    declaration: Declaration
+    declaration_json: bytes
+    index: Any
+    recorded_in: int | None
+
+
+def prepare_resumption(task: Resumption, decl: Declaration | None,
+                       declaration_json: bytes | None) -> ResumedCycle:
+    """A resumption's prepare stage, given the current declaration of the agent the earlier
+    placement chose (None: no longer in the fleet). That agent must still satisfy every predicate
+    the earlier placement matched — the routed requirements, not only the submitted ones — since
+    the resumed record is held to the same checks (§7); else FleetError."""
+    started = time.perf_counter_ns()
+    earlier = task.earlier
+    if decl is None or declaration_json is None:
+        raise FleetError(f"cannot resume on {earlier.agent!r}: the agent is no longer in the fleet")
+    unmet = first_failed(decl, earlier.requirements.predicates)
+    if unmet is not None:
+        raise FleetError(f"cannot resume on {earlier.agent!r}: its declaration no longer satisfies {unmet}")
+    # the earlier cycle's outcome, carried over: nothing is filtered or scored again
+    state = ResumedCycle(started, earlier.submitted, earlier.requirements, False, earlier.route,
+                         earlier.session, earlier.kind, None, None)
+    state.explanation, state.scores = earlier.explanation, earlier.scores
+    state.declaration, state.declaration_json = decl, declaration_json
+    state.index = earlier.index
+    state.recorded_in = task.seq if task.seq is not None else earlier.seq
+    state.selected = time.perf_counter_ns()
+    return state
+
+
+def build_resumed(state: ResumedCycle, engine: str, generation: int) -> Placement:
+    """A resumption's build stage: the resumed Placement (resumed=True, recorded_in)."""
+    return build_placement(state, engine, state.index, state.declaration, state.declaration_json,
+                           generation, resumed=True, recorded_in=state.recorded_in)
 
 
 def prepare(requirements: Mapping[str, Any] | Requirements, session: str | None, route: Route | None,
@@ -191,7 +252,12 @@ def drive(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str | None] 
         return states, generation
     state = states[0]
     p = stages.build(state, generation)
-    if remember_session and state.session is not None and p.agent is not None and stages.hold(p.agent, state.session):
+    # A resumption holds nothing and leaves `generation` as it is, as resuming always has: it makes
+    # no new choice (its agent is the one the earlier placement bound, which held the session then
+    # if it was to), and holding would renumber the generation of its record and of every record
+    # after it, which existing traces and their replays hold byte for byte.
+    if (remember_session and state.session is not None and p.agent is not None and not p.resumed
+            and stages.hold(p.agent, state.session)):
         generation += 1
     return [p], generation
 
@@ -221,7 +287,8 @@ def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str |
             for i in wave:
                 state = states[i]
                 p = placements[i] = build_one(state, generation)
-                if remember_session and state.session is not None and p.agent is not None:
+                # a resumption holds nothing (see the batch of one above)
+                if remember_session and state.session is not None and p.agent is not None and not p.resumed:
                     held[i] = hold(p.agent, state.session)
     finally:
         if pool is not None:
@@ -254,16 +321,25 @@ class LocalStages:
         """`prepare` for each task, with the fleet's scorer when the caller gives none, and
         `candidates` (names) turned once into the live agent ids the placements are restricted to."""
         scorer = scorer or self.fleet.scorer
-        if len(tasks) == 1:
+        if len(tasks) == 1 and type(tasks[0]) is not Resumption:
             states = [prepare(tasks[0], sessions[0], route, reason_limit, kind, scorer)]
         else:
-            states = [prepare(task, session, route, reason_limit, kind, scorer)
+            states = [self.prepare_resumption(task) if type(task) is Resumption
+                      else prepare(task, session, route, reason_limit, kind, scorer)
                       for task, session in zip(tasks, sessions)]
         if candidates is not None:
             within = self.table.live_ids_of(candidates)
             for state in states:
                 state.within = within
         return states
+
+    def prepare_resumption(self, task: Resumption) -> ResumedCycle:
+        """A resumption's prepare stage over this fleet: the current declaration of the agent the
+        earlier placement chose (FleetError if it chose none), checked by `prepare_resumption`."""
+        agent = resumed_agent(task.earlier)
+        table = self.table
+        decl = table.get(agent)     # None for a name no longer live (its id may be kept)
+        return prepare_resumption(task, decl, table.declaration_json(table.ids[agent]) if decl is not None else None)
 
     def _gather(self, state: CycleState, membership: int) -> tuple[Any, Any, int, Any]:
         """The explain stage up to the engine: the one path every placement and `Fleet.explain`
@@ -313,6 +389,10 @@ class LocalStages:
         membership, weights = fleet.membership, fleet.weights
         rows, index = self.rows, self.index
         session_rows, kinds = rows.session_rows, rows.kinds
+        if len(states) == 1 and type(states[0]) is ResumedCycle:
+            return      # a resumption: its explanation and scores are the earlier cycle's
+        if any(type(state) is ResumedCycle for state in states):
+            states = [state for state in states if type(state) is not ResumedCycle]
         if len(states) == 1 and states[0].scorer is None:
             # one task: the engine's explain and score calls (what place_batch does for each task,
             # without setting up a batch and letting go of the GIL for a few microseconds)
@@ -397,7 +477,9 @@ class LocalStages:
         state.selected = time.perf_counter_ns()
 
     def build(self, state: CycleState, generation: int) -> Placement:
-        """The build stage for a chosen cycle state."""
+        """The build stage for a chosen cycle state, or a resumption's."""
+        if type(state) is ResumedCycle:
+            return build_resumed(state, self.engine, generation)
         best = state.best
         table = self.table
         if best >= 0:
@@ -427,22 +509,45 @@ _new_placement = object.__new__
 _init_placement = Placement.__init__
 
 
+class ResumingStages:
+    """The stages of a resumption whose agent's current declaration the caller looked up itself (a
+    sharded fleet's coordinator): prepare checks it, decide does nothing, build makes the resumed
+    Placement, and nothing is held."""
+
+    __slots__ = ("engine", "declaration", "declaration_json")
+
+    def __init__(self, engine: str, declaration: Declaration | None, declaration_json: bytes | None):
+        self.engine = engine
+        self.declaration = declaration
+        self.declaration_json = declaration_json
+
+    def prepare(self, tasks: Sequence[Task], sessions: Sequence[str | None], route: Route | None,
+                reason_limit: int | None, kind: str | None, scorer: Scorer | None,
+                candidates: Iterable[str] | None) -> list[CycleState]:
+        states: list[CycleState] = []
+        for task in tasks:
+            if type(task) is not Resumption:
+                raise TypeError(f"ResumingStages run resumptions only, not {type(task).__name__}")
+            resumed_agent(task.earlier)
+            states.append(prepare_resumption(task, self.declaration, self.declaration_json))
+        return states
+
+    def decide(self, states: list[CycleState], pool: Executor | None = None, parts: int = 1) -> None:
+        """Nothing: a resumption's explanation and scores are the earlier cycle's."""
+
+    def build(self, state: CycleState, generation: int) -> Placement:
+        assert type(state) is ResumedCycle
+        return build_resumed(state, self.engine, generation)
+
+    def hold(self, agent: str, session: str) -> bool:
+        return False        # never called: the driver holds nothing for a resumption
+
+
 def resume(earlier: Placement, engine: str, decl: Declaration | None, declaration_json: bytes | None,
            generation: int, seq: int | None) -> Placement:
-    """A resumed placement (§6): back to the agent `earlier` chose, with no candidates weighed,
-    given that agent's current declaration (None: no longer in the fleet). It must still satisfy
-    every predicate `earlier` matched — the routed requirements, not only the submitted ones —
-    since the resumed record is held to the same checks (§7)."""
-    started = time.perf_counter_ns()
-    if decl is None or declaration_json is None:
-        raise FleetError(f"cannot resume on {earlier.agent!r}: the agent is no longer in the fleet")
-    unmet = first_failed(decl, earlier.requirements.predicates)
-    if unmet is not None:
-        raise FleetError(f"cannot resume on {earlier.agent!r}: its declaration no longer satisfies {unmet}")
-    # the earlier cycle's outcome, carried over: nothing is filtered or scored again
-    state = CycleState(started, earlier.submitted, earlier.requirements, False, earlier.route,
-                       earlier.session, earlier.kind, None, None)
-    state.explanation, state.scores = earlier.explanation, earlier.scores
-    state.selected = time.perf_counter_ns()
-    return build_placement(state, engine, earlier.index, decl, declaration_json, generation,
-                           resumed=True, recorded_in=seq if seq is not None else earlier.seq)
+    """A resumed placement (§6) given the current declaration of the agent `earlier` chose (None:
+    no longer in the fleet), through `drive` (`ResumingStages`): what a sharded fleet's
+    coordinator, which looks the declaration up on a shard, calls."""
+    placements, _ = drive(ResumingStages(engine, decl, declaration_json), (Resumption(earlier, seq),),
+                          None, generation)
+    return placements[0]
