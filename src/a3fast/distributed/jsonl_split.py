@@ -15,6 +15,11 @@ Reading a fleet file is two steps, each run by every shard at once:
    with problems under the file's line numbers, or with its names; the coordinator never sees a
    declaration, and no line's bytes pass between processes.
 
+When the shards cannot all reach the file by its path (`same_file` tells, from its size and
+modification time), the coordinator reads the byte ranges itself (`read_range`) and puts each in
+Ray's object store as bytes; step 1 deals a range's bytes (`deal`) and each Share then carries its
+lines' bytes (`with_text`), which step 2 joins (`shares_text`) in place of reading the file.
+
 The name found in step 1 is checked against the reader's in step 2 (`names_agree`), so a line that
 fools the pattern (a repeated key) is a problem of its line, never an agent on the wrong shard.
 """
@@ -34,7 +39,8 @@ import orjson
 from ..errors import Problem
 from .owners import shard_of
 
-__all__ = ["Share", "range_start", "read_share", "share_text", "file_line", "names_agree"]
+__all__ = ["Share", "range_start", "read_range", "deal", "read_share", "with_text", "share_text",
+           "shares_text", "same_file", "file_line", "names_agree"]
 
 #: The usual shape of a declaration line: `v` (optional) first, then the agent's name and namespace.
 _USUAL = re.compile(rb'\s*\{\s*(?:"v"\s*:\s*"[^"\\]*"\s*,\s*)?"agent"\s*:\s*\{\s*"name"\s*:\s*"([^"\\]*)"'
@@ -58,6 +64,8 @@ class Share:
     lines: np.ndarray          # each line's 0-based number within its range
     names: list[str]
     namespaces: list[str]
+    #: the lines' bytes, each ending in a newline, when the share travels without the file
+    text: bytes | None = None
 
 
 def range_start(fh, size: int, part: int, parts: int) -> int:
@@ -90,16 +98,36 @@ def _name_of(line: bytes) -> tuple[str, str] | None:
     return None
 
 
-def read_share(path: str, part: int, parts: int, shards: int) -> tuple[int, list[Share]]:
-    """Byte range `part` of `parts` of the file at `path`, dealt out: how many lines the range
-    holds (blank ones too: the next range's line numbers start after them) and one Share per
-    shard."""
+def read_range(path: str, part: int, parts: int) -> tuple[int, bytes]:
+    """Byte range `part` of `parts` of the file at `path`: where it begins, and its bytes."""
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         start = range_start(fh, size, part, parts)
         stop = range_start(fh, size, part + 1, parts)
         fh.seek(start)
-        data = fh.read(stop - start)
+        return start, fh.read(stop - start)
+
+
+def same_file(path: str, size: int, mtime_ns: int) -> bool:
+    """Whether `path` names, here, a file of this size and modification time (what another
+    process's `os.stat` of its path found): the cheap test that the file is shared."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return False
+    return found.st_size == size and found.st_mtime_ns == mtime_ns
+
+
+def read_share(path: str, part: int, parts: int, shards: int) -> tuple[int, list[Share]]:
+    """Byte range `part` of `parts` of the file at `path`, dealt out: how many lines the range
+    holds (blank ones too: the next range's line numbers start after them) and one Share per
+    shard."""
+    return deal(*read_range(path, part, parts), shards)
+
+
+def deal(start: int, data: bytes, shards: int) -> tuple[int, list[Share]]:
+    """A byte range's bytes (`data`, beginning at byte `start` of the file) dealt out, as
+    `read_share` does."""
     breaks = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
     begins = np.concatenate(([0], breaks + 1))
     ends = np.concatenate((breaks, [len(data)]))
@@ -144,6 +172,22 @@ def read_share(path: str, part: int, parts: int, shards: int) -> tuple[int, list
         shares.append(Share(begins[mine] + start, ends[mine] + start, mine,
                             [names[k] for k in ks], [spaces[k] for k in ks]))
     return count, shares
+
+
+def with_text(shares: Sequence[Share], start: int, data: bytes) -> list[Share]:
+    """`shares` of the byte range `data` (beginning at byte `start` of the file), each with its
+    lines' bytes, so that it needs no file."""
+    out = []
+    for share in shares:
+        lines = [data[a - start:b - start] for a, b in zip(share.starts.tolist(), share.ends.tolist())]
+        text = b"\n".join(lines) + b"\n" if lines else b""
+        out.append(Share(share.starts, share.ends, share.lines, share.names, share.namespaces, text))
+    return out
+
+
+def shares_text(shares: Sequence[Share]) -> bytes:
+    """The lines the shares carry (`with_text`), in order: `share_text` without the file."""
+    return b"".join(share.text or b"" for share in shares)
 
 
 def share_text(path: str, shares: Sequence[Share]) -> bytes:

@@ -32,7 +32,7 @@ from ..durable.statedir import Entry, StateError
 from ..errors import Problem, SnapshotError
 from ..fleet import Fleet
 from ..fleet.scoring import import_scorer
-from .jsonl_split import Share, file_line, names_agree, read_share, share_text
+from .jsonl_split import Share, deal, file_line, names_agree, read_share, same_file, share_text, shares_text, with_text
 from .merge import ShardAnswer, WaveAnswer, wave_answer
 
 __all__ = ["FleetShard", "CHECKPOINT_EVERY"]
@@ -45,6 +45,10 @@ CHECKPOINT_BATCH = 10_000
 #: The first byte of a journal entry of lines committed from a JSON Lines file (`commit_jsonl`):
 #: a header, then where the lines lie in the file, not their bytes.
 LINES = b"F"
+#: The first byte of a journal entry of lines committed from bytes the coordinator sent (a file
+#: the shards cannot all reach): a header, then the lines' bytes themselves, so that a restart
+#: needs no file.
+LINES_TEXT = b"T"
 
 
 def _changes(value: Any) -> str | None:
@@ -69,8 +73,9 @@ class FleetShard:
                  load_from: str | None = None, names: Sequence[str] | None = None, shards: int = 1):
         self.shard = shard
         self._shards = shards     # how many shards the fleet has (to deal a file's lines out)
-        #: lines read by `stage_jsonl`: their fleet, bytes, file, and offsets in the file
-        self._staged: tuple[Fleet, bytes, str, np.ndarray, np.ndarray] | None = None
+        #: lines read by `stage_jsonl`: their fleet, bytes, file (None: sent as bytes), and
+        #: offsets in the file
+        self._staged: tuple[Fleet, bytes, str | None, np.ndarray, np.ndarray] | None = None
         self._engine = engine
         #: every name given a local id, in id order (the fleet's own ids: it numbers new names so)
         self._local: dict[str, int] = {}
@@ -189,14 +194,27 @@ class FleetShard:
         count, shares = read_share(path, part, parts, self._shards)
         return (count, *shares)
 
-    def stage_jsonl(self, path: str, firsts: Sequence[int], *shares: Share) -> tuple[list[tuple[int, Problem]], list[str], np.ndarray, list[str]]:
-        """Step 2: read this shard's lines of every range straight from the file at `path`
+    def sees_file(self, path: str, size: int, mtime_ns: int) -> bool:
+        """Whether this shard reaches, by `path`, the file the coordinator stat'ed
+        (jsonl_split.same_file)."""
+        return same_file(path, size, mtime_ns)
+
+    def deal_range(self, start: int, data: bytes) -> tuple:
+        """Step 1 for a file the shards cannot all reach: a byte range the coordinator sent
+        through the object store (`data`, beginning at byte `start`), dealt out as `read_share`
+        does, each Share carrying its lines' bytes."""
+        count, shares = deal(start, data, self._shards)
+        return (count, *with_text(shares, start, data))
+
+    def stage_jsonl(self, path: str | None, firsts: Sequence[int], *shares: Share) -> tuple[list[tuple[int, Problem]], list[str], np.ndarray, list[str]]:
+        """Step 2: read this shard's lines of every range straight from the file at `path` (None:
+        from the bytes the shares carry, `deal_range`)
         (`firsts`: each range's first line number in the file) with the compiled reader into a
         fleet of their own, keeping it until `commit_jsonl`. Answers the problems under the file's
         line numbers, else the names in join order with the line of each one's first appearance
         and its namespace."""
         self._staged = None
-        text = share_text(path, shares)
+        text = share_text(path, shares) if path is not None else shares_text(shares)
         numbers = np.concatenate([share.lines + first + 1 for share, first in zip(shares, firsts)]) \
             if shares else np.zeros(0, dtype=np.int64)
         found = [name for share in shares for name in share.names]
@@ -224,7 +242,9 @@ class FleetShard:
         as where the lines lie in the file and the CRC-32 of their bytes (not the bytes: the file
         holds them already, and writing them again was most of a load's time), so a restart reads
         them from the file again (`_replay_lines`) and refuses a file that changed. Returns (local
-        ids given, changes acknowledged)."""
+        ids given, changes acknowledged). Lines sent as bytes (no path) are journaled as their
+        bytes (`LINES_TEXT`; a checkpoint instead when too large for one entry), so a restart
+        never needs the file."""
         if self._staged is None:
             raise SnapshotError(f"shard {self.shard}: no staged lines to commit")
         staged, text, path, starts, ends = self._staged
@@ -232,7 +252,10 @@ class FleetShard:
         self._add_lines(staged, text)
         header = orjson.dumps({"op": "put_lines", "path": path, "lines": len(starts), "bytes": len(text),
                                "crc32": zlib.crc32(text)})
-        payload = b"".join((LINES, header, b"\n", starts.astype("<i8").tobytes(), ends.astype("<i8").tobytes()))
+        if path is None:
+            payload = b"".join((LINES_TEXT, header, b"\n", text))
+        else:
+            payload = b"".join((LINES, header, b"\n", starts.astype("<i8").tobytes(), ends.astype("<i8").tobytes()))
         self._seq += 1
         self.durable.write_now(payload)
         return len(self._local), self._seq
@@ -250,6 +273,9 @@ class FleetShard:
         """A journal entry of lines committed from a file, made again: the lines read from the
         file where they lay, checked against their recorded length and CRC-32."""
         where = entry.where()
+        if entry.payload[:1] == LINES_TEXT:
+            self._replay_text(entry)
+            return
         if entry.payload[:1] != LINES:
             raise StateError(f"{where}: unknown entry type {entry.payload[:1]!r}; restore the state "
                              f"directory from a copy")
@@ -272,6 +298,25 @@ class FleetShard:
         if len(text) != size or zlib.crc32(text) != crc:
             raise StateError(f"{where}: {path} changed since its lines were committed (length or CRC-32 "
                              f"differs); the file must stay as it was until the shard's next checkpoint")
+        staged = Fleet(self._engine)
+        staged.extend_jsonl(text)
+        self._add_lines(staged, text)
+        self._seq += 1
+
+    def _replay_text(self, entry: Entry) -> None:
+        """A journal entry of lines committed from bytes, made again from the bytes it holds,
+        checked against their recorded length and CRC-32."""
+        where = entry.where()
+        try:
+            cut = entry.payload.index(b"\n")
+            header = orjson.loads(entry.payload[1:cut])
+            size, crc = header["bytes"], header["crc32"]
+        except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+            raise StateError(f"{where}: unreadable lines entry; restore the state directory from a copy") from None
+        text = entry.payload[cut + 1:]
+        if len(text) != size or zlib.crc32(text) != crc:
+            raise StateError(f"{where}: its lines' bytes do not match their recorded length or CRC-32; "
+                             f"restore the state directory from a copy")
         staged = Fleet(self._engine)
         staged.extend_jsonl(text)
         self._add_lines(staged, text)

@@ -33,6 +33,7 @@ from ..fleet.placement import CustomScores, Placement, Route, resumed_agent
 from ..fleet.scoring import import_scorer
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from .cluster import connect, ray_module
+from .jsonl_split import read_range
 from .owners import shard_of
 from .merge import GlobalIndex, MergedExplanation, MergedScores, winner_of
 from .shard import CHECKPOINT_EVERY, FleetShard
@@ -131,6 +132,9 @@ class ShardedFleet:
         #: seconds the last `extend_jsonl` spent in each step: dealing the byte ranges, reading the
         #: lines on the shards, checking (problems, namespaces), committing, numbering the names
         self.load_phases: dict[str, float] = {}
+        #: whether the last `extend_jsonl` had the shards read the file by its path (True) or
+        #: sent them its bytes (False); None before any
+        self.last_load_shared: bool | None = None
         parts: list[tuple[str | None, list[str] | None]] = [(None, None)] * shards
         if _snapshot is not None:
             parts = self._restore_coordinator(*_snapshot)
@@ -401,48 +405,78 @@ class ShardedFleet:
 
     @classmethod
     def load_jsonl(cls, path: str | os.PathLike, shards: int = 4, address: str | None = None,
-                   engine: str | None = None, **options: Any) -> "ShardedFleet":
+                   engine: str | None = None, *, shared: bool | None = None, **options: Any) -> "ShardedFleet":
         """A ShardedFleet of the JSON Lines declarations at `path`, each shard reading its own
-        share in its own process (`extend_jsonl`); placements are those of `Fleet.load_jsonl` of
-        the same file. `options` are the constructor's. Any bad line raises SchemaError listing
-        every problem under its line number, and no fleet is made."""
+        share in its own process (`extend_jsonl`, with `shared`); placements are those of
+        `Fleet.load_jsonl` of the same file. `options` are the constructor's. Any bad line raises
+        SchemaError listing every problem under its line number, and no fleet is made."""
         fleet = cls(shards, address, engine, **options)
         try:
-            fleet.extend_jsonl(path)
+            fleet.extend_jsonl(path, shared=shared)
         except BaseException:
             fleet.close()
             raise
         return fleet
 
-    def extend_jsonl(self, path: str | os.PathLike) -> None:
+    def extend_jsonl(self, path: str | os.PathLike, *, shared: bool | None = None) -> None:
         """Add (or replace) the agents of a JSON Lines file of declarations, in line order
         (Fleet.extend_jsonl), without a declaration passing through the coordinator: every shard
         reads one byte range of the file and deals its lines out to the shards owning their names
         (a3fast.distributed.jsonl_split), then every shard reads its own lines with the compiled
         reader, in parallel; the coordinator receives the names, their first lines and
-        namespaces, and gives global ids in file order. The file must be reachable by the same
-        path from every shard. Any problem (a bad line, a namespace conflict within the file or
-        with the fleet) raises SchemaError listing every one under the file's line numbers, and
-        nothing is added on any shard."""
+        namespaces, and gives global ids in file order.
+
+        `shared=True` has every shard read the file by the same path, as above (journaled as
+        where the lines lie in the file, which must then stay as it is until the shards' next
+        checkpoints). `shared=False` is for a file the shards cannot all reach: the coordinator
+        reads it and sends each shard one byte range's bytes through Ray's object store, and each
+        shard journals its lines' bytes, so a restart needs no file. `shared=None` (the default)
+        chooses True when every shard finds a file of the coordinator's size and modification
+        time at `path`, else False; `last_load_shared` tells which ran. Any problem (a bad line,
+        a namespace conflict within the file or with the fleet) raises SchemaError listing every
+        one under the file's line numbers, the same in both ways, and nothing is added on any
+        shard."""
         source = os.fspath(path)
         if not os.path.isfile(source):
             raise FileNotFoundError(f"{source}: no such file")
+        if shared is None:
+            shared = self._file_shared(source)
+        elif not isinstance(shared, bool):
+            raise ValueError(f"shared: expected None, True or False, found {shared!r}")
+        self.last_load_shared = shared
         # hundreds of thousands of names come back and are numbered: long-lived, acyclic objects
         # that would make every full collection rescan the growing heap
         with collector_paused():
-            self._extend_jsonl(source)
+            self._extend_jsonl(source, shared)
 
-    def _extend_jsonl(self, source: str) -> None:
+    def _file_shared(self, source: str) -> bool:
+        """Whether every shard finds, at `source`, a file of the size and modification time the
+        coordinator finds there (one small call per shard)."""
+        found = os.stat(source)
+        return all(self._gather([s.sees_file.remote(source, found.st_size, found.st_mtime_ns)
+                                 for s in self._shards], "extend_jsonl"))
+
+    def _extend_jsonl(self, source: str, shared: bool) -> None:
         shards = self._shards
         count = len(shards)
         phases = self.load_phases = {}
         started = time.perf_counter()
-        dealt = [s.read_share.options(num_returns=1 + count).remote(source, i, count)
-                 for i, s in enumerate(shards)]
+        if shared:
+            dealt = [s.read_share.options(num_returns=1 + count).remote(source, i, count)
+                     for i, s in enumerate(shards)]
+        else:
+            # each range's bytes put in the object store once, read there by the shard dealing it
+            ray = ray_module()
+            dealt = []
+            for i, s in enumerate(shards):
+                start, data = read_range(source, i, count)
+                dealt.append(s.deal_range.options(num_returns=1 + count).remote(start, ray.put(data)))
+                del data
+        path_for_shards = source if shared else None
         counts = self._gather([refs[0] for refs in dealt], "extend_jsonl")
         phases["deal"] = time.perf_counter() - started
         firsts = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
-        staged = self._gather([s.stage_jsonl.remote(source, firsts, *[refs[1 + j] for refs in dealt])
+        staged = self._gather([s.stage_jsonl.remote(path_for_shards, firsts, *[refs[1 + j] for refs in dealt])
                                for j, s in enumerate(shards)], "extend_jsonl")
         phases["read"] = time.perf_counter() - started - phases["deal"]
         problems = [p for answer in staged for p in answer[0]]
