@@ -4,8 +4,9 @@ Every subject answers the three tasks of the comparison for one prepared require
 (a) `explain`: filter + first-failed explanation (§5);
 (b) `place`: a whole placement with the default score, the record kept compact;
 (c) `place_json`: a whole placement with the §6 scheduling JSON bytes produced.
-Engines also answer `place_dict` (b from a requirements dict, parsing included) and
-`place_repeated` (b for a task whose predicates were placed before on the same membership, whose
+Engines also answer `place_dict` (b from a requirements dict, parsing included),
+`place_dict_compact` (the same with the placement's compact trace lines written, as a service
+writes them) and `place_repeated` (b for a task whose predicates were placed before on the same membership, whose
 filter and explanation the fleet reuses). The benchmark times each task several times, so the
 other engine scenarios forget that reuse after every placement: they measure a task met afresh.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from ..fleet import Fleet
+from ..record.compact import Encoder
 from ..schema import Declaration, Requirements
 from .baselines import BASELINES, Baseline
 
@@ -24,6 +26,7 @@ SCENARIOS = {
     "explain": "(a) filter + first-failed explanation",
     "place": "(b) placement, record compact",
     "place_dict": "(b) placement from a requirements dict",
+    "place_dict_compact": "(b) from a dict + its compact trace lines",
     "place_repeated": "(b) the same task again (explanation reused)",
     "place_json": "(c) placement + §6 JSON bytes",
 }
@@ -48,6 +51,7 @@ class EngineSubject(Subject):
         self.fleet = Fleet(engine=engine)
         self.fleet.extend(declarations)
         self.forget = self.fleet.forget_explanations
+        self.encoder, self.seq = Encoder(), 1
 
     def explain(self, req: Requirements):
         return self.fleet.explain(req)
@@ -61,6 +65,13 @@ class EngineSubject(Subject):
         placement = self.fleet.place(doc, remember_session=False)
         self.forget()
         return placement
+
+    def place_dict_compact(self, doc: dict[str, Any]):
+        placement = self.fleet.place(doc, remember_session=False)
+        self.forget()
+        lines, count = self.encoder.encode_placement_lines(self.seq, placement)
+        self.seq += count
+        return lines
 
     def place_repeated(self, req: Requirements):
         return self.fleet.place(req, remember_session=False)
