@@ -27,7 +27,8 @@ from libc.string cimport memcmp, memcpy, memmove, memset, strlen
 
 
 
-__all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN", "MAX_OUTCOMES"]
+__all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN", "MAX_OUTCOMES",
+           "resolve_predicates"]
 
 #: `only` argument of Index.explain when the task names no agent.
 NO_AGENT_REF = -2
@@ -2137,6 +2138,37 @@ def first_failed_into(Index index not None, Explanation expl not None, predicate
             while w:
                 out[names[(i << 6) + a3_ctz64(w)]] = predicate
                 w &= w - 1
+
+
+# -- a task's predicates resolved to the engine's arguments (a3fast.fleet.rows) -------------------
+def resolve_predicates(tuple predicates not None, dict rows not None, dict eval_rows not None,
+                       dict ids not None, Py_ssize_t no_agent_ref) -> tuple:
+    """A task's predicates as `Index.explain`'s and `Index.score`'s arguments: the filter rows in
+    derivation order (-1 for a predicate no agent satisfies), the agentRef's id (`no_agent_ref`
+    when the task names none, -1 for a name not in the fleet), the anti-affinity ids (-1 likewise),
+    and for each required capability the row of agents that substantiate it (-1: none)."""
+    cdef list filter_rows = [], excluded = [], substantiated = []
+    cdef object only = no_agent_ref, row, found
+    cdef str p
+    for p in predicates:
+        # most predicates name an interned row: look it up before classifying the string
+        row = rows.get(p)
+        if row is not None:
+            filter_rows.append(row)
+            if p.startswith("capability:"):
+                found = eval_rows.get(p)
+                substantiated.append(found if found is not None else -1)
+        elif p.startswith("anti-affinity:"):
+            found = ids.get(p[14:])
+            excluded.append(found if found is not None else -1)
+        elif p.startswith("agentRef:"):
+            found = ids.get(p[9:])
+            only = found if found is not None else -1
+        else:   # a predicate no agent satisfies
+            filter_rows.append(-1)
+            if p.startswith("capability:"):
+                substantiated.append(-1)
+    return filter_rows, only, excluded, substantiated
 
 
 init_b64_pairs()

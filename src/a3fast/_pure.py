@@ -15,7 +15,8 @@ import orjson
 from .bitset import bits_to_ids, ids_to_bits
 from .roaring import serialize_ids
 
-__all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN", "MAX_OUTCOMES"]
+__all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN", "MAX_OUTCOMES",
+           "resolve_predicates"]
 
 #: `only` argument of Index.explain when the task names no agent.
 NO_AGENT_REF = -2
@@ -557,3 +558,32 @@ def first_failed_into(index: Index, expl: Explanation, predicates: Sequence[str]
     for k, predicate in enumerate(predicates):
         for i in bits_to_ids(expl.failed[k]):
             out[names[i]] = predicate
+
+
+# -- a task's predicates resolved to the engine's arguments (a3fast.fleet.rows) -------------------
+def resolve_predicates(predicates: Sequence[str], rows: dict[str, int], eval_rows: dict[str, int],
+                       ids: dict[str, int], no_agent_ref: int) -> tuple[list[int], int, list[int], list[int]]:
+    """A task's predicates as `Index.explain`'s and `Index.score`'s arguments: the filter rows in
+    derivation order (-1 for a predicate no agent satisfies), the agentRef's id (`no_agent_ref`
+    when the task names none, -1 for a name not in the fleet), the anti-affinity ids (-1 likewise),
+    and for each required capability the row of agents that substantiate it (-1: none)."""
+    filter_rows: list[int] = []
+    excluded: list[int] = []
+    substantiated: list[int] = []
+    only = no_agent_ref
+    for p in predicates:
+        # most predicates name an interned row: look it up before classifying the string
+        row = rows.get(p)
+        if row is not None:
+            filter_rows.append(row)
+            if p.startswith("capability:"):
+                substantiated.append(eval_rows.get(p, -1))
+        elif p.startswith("anti-affinity:"):
+            excluded.append(ids.get(p[14:], -1))
+        elif p.startswith("agentRef:"):
+            only = ids.get(p[9:], -1)
+        else:   # a predicate no agent satisfies
+            filter_rows.append(-1)
+            if p.startswith("capability:"):
+                substantiated.append(-1)
+    return filter_rows, only, excluded, substantiated

@@ -67,7 +67,8 @@ class Fleet:
         #: outcomes, which only scores read): the filter and explanation cache is valid within one
         self.membership = 0
         self._table = AgentTable()
-        self._rows = PredicateRows(self._index, self._table, self._engine.NO_AGENT_REF)
+        self._rows = PredicateRows(self._index, self._table, self._engine.NO_AGENT_REF,
+                                   self._engine.resolve_predicates)
         self._stages = pipeline.LocalStages(self, self._table, self._rows)
         self._lock = threading.RLock()
 

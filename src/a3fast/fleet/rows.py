@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
+from ..predicates import (CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
                           capability, clearance, latency_class, residency, tool)
 from ..schema import Declaration, Requirements
 from .table import AgentTable
@@ -26,9 +26,6 @@ __all__ = ["PredicateRows", "Resolution", "EVALUATED", "INGEST_KINDS", "RESOLVED
 EVALUATED = "evaluated"
 #: The predicate string of a declared value, per kind (capabilities take a name and a version).
 KEY_OF = {CLEARANCE: clearance, TOOL: tool, RESIDENCY: residency, LATENCY: latency_class}
-_AGENT_REF = AGENT_REF + ":"
-_ANTI = ANTI_AFFINITY + ":"
-_CAPABILITY = CAPABILITY + ":"
 #: The kinds of value the compiled reader asks rows for, by its codes (a3fast._ingest).
 INGEST_KINDS = (CAPABILITY, CLEARANCE, TOOL, RESIDENCY, LATENCY, EVALUATED)
 
@@ -49,14 +46,17 @@ class PredicateRows:
     """Rows by predicate, session and kind, and the resolution and explanation caches (see the
     module docstring). The fleet package's modules read and fill its attributes."""
 
-    __slots__ = ("index", "table", "no_agent_ref", "rows", "eval_rows", "session_rows", "kinds",
+    __slots__ = ("index", "table", "no_agent_ref", "resolve_predicates", "rows", "eval_rows", "session_rows", "kinds",
                  "field_rows", "held_sessions", "resolved", "explained")
 
-    def __init__(self, index: Index, table: AgentTable, no_agent_ref: int):
+    def __init__(self, index: Index, table: AgentTable, no_agent_ref: int,
+                 resolve_predicates: Callable[..., Resolution]):
         self.index = index
         self.table = table
         #: the engine's "no agentRef" argument
         self.no_agent_ref = no_agent_ref
+        #: the engine's `resolve_predicates` (the same arguments from either engine)
+        self.resolve_predicates = resolve_predicates
         self.rows: dict[str, int] = {}          # predicate string -> row
         self.eval_rows: dict[str, int] = {}     # capability predicate -> row of agents that evaluate it
         self.session_rows: dict[str, int] = {}  # session id -> row of agents holding it
@@ -169,28 +169,10 @@ class PredicateRows:
     # -- resolving a task's predicates ------------------------------------------------------------
     def resolve(self, matched: Requirements) -> Resolution:
         """The predicates as the engine's arguments: filter rows, agentRef id, excluded ids, and the
-        rows of agents that substantiate each required capability."""
-        row_of, id_of, eval_of = self.rows, self.table.ids, self.eval_rows
-        rows: list[int] = []
-        excluded: list[int] = []
-        eval_rows: list[int] = []
-        only = self.no_agent_ref
-        for p in matched.predicates:
-            # most predicates name an interned row: look it up before classifying the string
-            row = row_of.get(p)
-            if row is not None:
-                rows.append(row)
-                if p.startswith(_CAPABILITY):
-                    eval_rows.append(eval_of.get(p, -1))
-            elif p.startswith(_ANTI):
-                excluded.append(id_of.get(p[len(_ANTI):], -1))
-            elif p.startswith(_AGENT_REF):
-                only = id_of.get(p[len(_AGENT_REF):], -1)
-            else:   # a predicate no agent satisfies
-                rows.append(-1)
-                if p.startswith(_CAPABILITY):
-                    eval_rows.append(-1)
-        return rows, only, excluded, eval_rows
+        rows of agents that substantiate each required capability (the engine's
+        `resolve_predicates`, one compiled loop on the native engine)."""
+        return self.resolve_predicates(matched.predicates, self.rows, self.eval_rows, self.table.ids,
+                                       self.no_agent_ref)
 
     def interned(self) -> int:
         """Grows whenever a row or an agent id is interned, which is what can change a resolution."""
