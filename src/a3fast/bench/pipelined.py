@@ -2,8 +2,8 @@
 
 1,000 agents of the standard workload; the same tasks, compact records, in every subject:
 
-- in process: `Fleet.place` then `Encoder.encode_placement` and the record lines joined, as the
-  service makes them (the floor: what a placement costs without any protocol);
+- in process: `Fleet.place` then `Encoder.encode_placement_lines`, the record lines as the service
+  writes them (the floor: what a placement costs without any protocol);
 - over stdio, pipelined: every place request written at once to one `a3fast serve --stdio`
   process (a writer thread), the answers read as they come; placements per second is the requests
   over the time from the first write to the last answer read, and the service's CPU time per
@@ -71,7 +71,6 @@ def _in_process(fleet_docs, tasks) -> tuple[float, float]:
     """(wall s, CPU s) for the tasks placed in process with compact records."""
     from ..fleet import Fleet
     from ..record.compact import Encoder
-    from ..trace import record_lines
 
     fleet = Fleet()
     fleet.extend(fleet_docs)
@@ -81,9 +80,9 @@ def _in_process(fleet_docs, tasks) -> tuple[float, float]:
     out = []
     for task in tasks:
         p = fleet.place(task)
-        records = encoder.encode_placement(seq, p)
-        out.append(record_lines(records, seq))
-        seq += len(records)
+        lines, count = encoder.encode_placement_lines(seq, p)
+        out.append(lines)
+        seq += count
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
