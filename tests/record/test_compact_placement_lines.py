@@ -223,3 +223,25 @@ def test_tail_json_is_orjsons_text_of_the_tail_members_across_seconds_and_float_
     for p in (_Timed(gather_ns, 7, decided_at_ns), _Timed(gather_ns, 3 * (gather_ns or 0) + 1, decided_at_ns),
               _Timed(gather_ns, 7, decided_at_ns, route='r"1'), _Timed(gather_ns, None, decided_at_ns, session="s")):
         assert tail_json(p) == orjson.dumps(tail_members(p))
+
+
+def test_a_requirements_placed_once_is_not_kept_by_the_encoder_and_a_prepared_one_is(engine):
+    fleet = Fleet(engine=engine)
+    fleet.extend([declaration("a", capabilities=[("x.y", 1)])])
+    encoder = Encoder()
+    once = fleet.place(requirements(capabilities=[("x.y", 1)]), remember_session=False)
+    lines_once, count = encoder.encode_placement_lines(1, once)
+    kept = lambda: [entry[0] for entry in encoder._requirements_cache.values()]  # noqa: E731
+    assert once.requirements not in kept()        # written once: the encoder holds nothing of it
+    prepared = parse_requirements(requirements(capabilities=[("x.y", 1)]))
+    first = fleet.place(prepared, remember_session=False)
+    again = fleet.place(prepared, remember_session=False)
+    seq = 1 + count
+    a, n = encoder.encode_placement_lines(seq, first)
+    b, m = encoder.encode_placement_lines(seq + n, again)
+    c, _ = encoder.encode_placement_lines(seq + n + m, again)
+    assert any(r is prepared for r in kept())      # placed again: its JSON is kept
+    # kept or not, the lines are the same records
+    records = [orjson.loads(line) for line in (lines_once + a + b + c).splitlines()]
+    assert [r["content"]["requirements"] for r in decode_trace(records) if r["kind"] == "task.submitted"] == [
+        {"v": "1.0", "capabilities": [{"name": "x.y", "version": 1}]}] * 4

@@ -201,6 +201,7 @@ class Encoder:
         self._index = None                # the engine index encode_placement's ids belong to
         self._membership: int | None = None  # the membership count of the last live set taken
         self._requirements_cache: dict[int, tuple[Any, tuple[bytes, bytes]]] = {}
+        self._requirements_seen: set[int] = set()   # ids of Requirements written once, not kept
         self._lines_index = None          # the last index seen to write a placement's lines
 
     # -- from spec JSON --
@@ -477,16 +478,27 @@ class Encoder:
 
     def _requirements_json(self, requirements) -> tuple[bytes, bytes]:
         """A Requirements' document and its predicates (filters_passed) as JSON, kept per
-        Requirements object: a prepared one is placed many times, and its document is read as it
-        was when prepared."""
+        Requirements object from its second placement on: a prepared one is placed many times, and
+        its document is read as it was when prepared. One placed once (a task parsed for one
+        placement, most of a workload) is only noted by its id, so the encoder does not keep it
+        alive, and the collector does not walk it again, until 4,096 others push it out."""
         cache = self._requirements_cache
-        hit = cache.get(id(requirements))
+        key = id(requirements)
+        hit = cache.get(key)
         if hit is not None and hit[0] is requirements:
             return hit[1]
         texts = (orjson.dumps(requirements.doc), _predicates_json(requirements.predicates))
+        seen = self._requirements_seen
+        if key not in seen:
+            # an id can be reused once its object is gone: a stale id only means the next
+            # object with it is kept one placement early
+            if len(seen) >= 4 * _CACHE_LIMIT:
+                seen.clear()
+            seen.add(key)
+            return texts
         if len(cache) >= _CACHE_LIMIT:
             cache.clear()
-        cache[id(requirements)] = (requirements, texts)  # the object held, so its id is not reused
+        cache[key] = (requirements, texts)  # the object held, so its id is not reused meanwhile
         return texts
 
     def _fleet_member(self, seq: int, p, restricted: bool) -> Any:
