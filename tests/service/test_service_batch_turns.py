@@ -1,0 +1,170 @@
+"""A batch of placements over HTTP does not hold the event loop: it is placed in steps with turns of
+the loop between them, /healthz is answered meanwhile, and every change that arrives during the
+batch is applied after it — its seqs after the batch's, never among them (docs/design.md, "How the
+HTTP service orders changes"; docs/service.md, "Placing many tasks in one request")."""
+from __future__ import annotations
+
+import http.client
+import select
+import threading
+import time
+from urllib.parse import urlsplit
+
+import httpx
+import orjson
+import pytest
+
+from a3fast.record.compact import decode_trace
+from a3fast.workload import generate_fleet, generate_tasks
+
+pytest.importorskip("starlette")
+
+from service_process import Server  # noqa: E402
+
+#: agents served: at this size a batch of 1,000 takes hundreds of ms to place, a /healthz a few
+FLEET = generate_fleet(1000, seed=11)
+TASKS = generate_tasks(FLEET, 1000, seed=11)
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server()
+    try:
+        for half in (FLEET[:500], FLEET[500:]):      # each half within --max-bulk-body
+            r = s.client.post("/v1/agents", content=b"\n".join(orjson.dumps(d) for d in half))
+            assert r.status_code == 200, r.text
+        yield s
+    finally:
+        assert s.stop() == 0
+
+
+def _trace(s: Server, since: int = 0) -> list[bytes]:
+    return s.client.get(f"/v1/trace?since={since}").content.splitlines()
+
+
+def _last_seq(s: Server) -> int:
+    lines = _trace(s)
+    return orjson.loads(lines[-1])["seq"] if lines else 0
+
+
+class _Posted:
+    """A batch posted on its own connection, its answer read only when asked for: until then,
+    whether any of it has arrived is known without reading it."""
+
+    def __init__(self, url: str, body: bytes, query: str = ""):
+        where = urlsplit(url)
+        self.connection = http.client.HTTPConnection(where.hostname, where.port, timeout=120)
+        self.connection.request("POST", "/v1/place" + query, body=body,
+                                headers={"Content-Type": "application/json"})
+
+    def answered(self) -> bool:
+        """Whether any byte of the answer has arrived (the server writes it whole, once placed)."""
+        return bool(select.select([self.connection.sock], [], [], 0)[0])
+
+    def answer(self) -> list:
+        response = self.connection.getresponse()
+        data = response.read()
+        self.connection.close()
+        assert response.status == 200, data[:300]
+        return orjson.loads(data)
+
+
+def _wait_for_part_of_the_batch(s: Server, since: int, posted: _Posted) -> int:
+    """Records of the batch in the trace, once some are (the batch is being placed), or 0 when
+    the batch was answered before any could be seen."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        seen = len(_trace(s, since))
+        if seen or posted.answered():
+            return seen
+        time.sleep(0.002)
+    raise AssertionError("the batch placed nothing within 60 s")
+
+
+def test_healthz_is_answered_while_a_batch_of_1000_is_placed(server):
+    since = _last_seq(server)
+    body = b"[" + b",".join(orjson.dumps({"requirements": t}) for t in TASKS) + b"]"
+    posted = _Posted(server.url, body, "?record=compact")
+    seen = _wait_for_part_of_the_batch(server, since, posted)
+    # the batch is under way (some of its records are in the trace): /healthz, asked now, is
+    # answered before the batch is, where a loop held by the whole batch would answer it after
+    assert server.client.get("/healthz").status_code == 200
+    answered_first = posted.answered()
+    answers = posted.answer()
+    assert len(answers) == len(TASKS) and all("records" in a for a in answers)
+    made = sum(len(a["records"]) for a in answers)
+    assert not answered_first, "the batch was answered before /healthz, asked while it was placed"
+    assert 0 < seen < made, f"the trace showed {seen} of the batch's {made} records while it was placed"
+
+
+def _spread(tasks: list[dict]) -> list[bytes]:
+    """Place requests of every kind a batch places in its own runs: spec and compact records,
+    sessions asked again (a run ends before each), a route (placed alone)."""
+    out = []
+    for i, task in enumerate(tasks):
+        body: dict = {"requirements": task, "record": "spec" if i % 10 == 0 else "compact"}
+        if i % 7 == 3:
+            body["session"] = f"s{i % 3}"
+        if i == 40:
+            body["route"] = {"name": "strict", "adds": {"clearances": ["audit.read"]}}
+        out.append(orjson.dumps(body))
+    return out
+
+
+def _seqs(answer: dict) -> list[int]:
+    return [r["seq"] for r in answer["records"]]
+
+
+def _is_run(seqs: list[int]) -> bool:
+    return seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+
+
+def test_places_sent_during_a_batch_take_seqs_after_it_and_the_trace_verifies(server):
+    since = _last_seq(server)
+    batch = _spread(TASKS[:600])
+    singles = [orjson.dumps({"requirements": t, **({"record": "compact"} if i % 2 else {})})
+               for i, t in enumerate(TASKS[600:612])]
+    posted = _Posted(server.url, b"[" + b",".join(batch) + b"]")
+    answers: dict[int, dict] = {}
+
+    def place(k: int) -> None:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            r = client.post("/v1/place", content=singles[k])
+            assert r.status_code == 200, r.text
+            answers[k] = r.json()
+
+    # some sent as the batch arrives (before or after it, never inside), the rest once it is placing
+    early = [threading.Thread(target=place, args=(k,)) for k in range(4)]
+    for t in early:
+        t.start()
+    assert _wait_for_part_of_the_batch(server, since, posted) > 0
+    late = [threading.Thread(target=place, args=(k,)) for k in range(4, len(singles))]
+    for t in late:
+        t.start()
+    batch_answers = posted.answer()
+    for t in early + late:
+        t.join(60)
+    assert len(answers) == len(singles)
+
+    assert len(batch_answers) == len(batch)
+    assert [a for a in batch_answers if "records" not in a] == []
+    batch_seqs = [seq for a in batch_answers for seq in _seqs(a)]
+    assert _is_run(batch_seqs), "the batch's records do not take consecutive seqs"
+    first, last = batch_seqs[0], batch_seqs[-1]
+    for k, answer in answers.items():
+        seqs = _seqs(answer)
+        assert _is_run(seqs)
+        assert seqs[-1] < first or seqs[0] > last, f"place {k} has seqs {seqs} inside the batch's {first}..{last}"
+        if k >= 4:
+            assert seqs[0] > last, f"place {k}, sent while the batch was placed, has seqs before it"
+
+    whole = server.client.get("/v1/trace").content
+    records = [orjson.loads(line) for line in whole.splitlines()]
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    result = server.client.post("/v1/verify", content=whole).json()
+    assert result["valid"] and not result["errors"], result
+    # each answer's records are the trace's at their seqs (compact ones decoded alike)
+    in_trace = {r["seq"]: r for r in decode_trace(records)}
+    for answer in [*batch_answers, *answers.values()]:
+        for record in decode_trace(answer["records"]):
+            assert record == in_trace[record["seq"]]
