@@ -4,17 +4,22 @@ batch is applied after it — its seqs after the batch's, never among them (docs
 HTTP service orders changes"; docs/service.md, "Placing many tasks in one request")."""
 from __future__ import annotations
 
+import asyncio
 import http.client
 import select
 import threading
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import orjson
 import pytest
 
+from a3fast.durable.journal import TRACE as TRACE_ENTRY, decode_change, read_entries
 from a3fast.record.compact import decode_trace
+from a3fast.service.operations import Operations, PlaceAnswer, verify_text
+from a3fast.service.state import ServiceState
 from a3fast.workload import generate_fleet, generate_tasks
 
 pytest.importorskip("starlette")
@@ -168,3 +173,85 @@ def test_places_sent_during_a_batch_take_seqs_after_it_and_the_trace_verifies(se
     for answer in [*batch_answers, *answers.values()]:
         for record in decode_trace(answer["records"]):
             assert record == in_trace[record["seq"]]
+
+
+def _journal(directory) -> list[tuple[str, Any]]:
+    """Every entry of the state's journal generations, in order: ("T", the first seq of the
+    placement's lines) or ("J", the change's op)."""
+    out: list[tuple[str, Any]] = []
+    for path in sorted(directory.glob("journal.*")):
+        for payload in read_entries(path.read_bytes()).entries:
+            tag, body = payload[:1], payload[1:]
+            if tag == TRACE_ENTRY:
+                out.append(("T", orjson.loads(body.split(b"\n")[1])["seq"]))
+            else:
+                out.append(("J", decode_change(body)["op"]))
+    return out
+
+
+def test_changes_made_during_a_batch_are_applied_after_it_in_arrival_order_and_recovered_so(tmp_path):
+    fleet = generate_fleet(30, seed=3)
+    tasks = generate_tasks(fleet, 40, seed=3)
+    newcomer, gone = fleet[-1]["agent"]["name"], fleet[0]["agent"]["name"]
+    directory = tmp_path / "state"
+    bodies = [{"requirements": t, **({"session": f"s{i % 4}"} if i % 3 == 0 else {}),
+               **({"record": "compact"} if i % 2 else {})} for i, t in enumerate(tasks)]
+
+    async def run() -> tuple[list, list, ServiceState, list]:
+        state = ServiceState(directory)
+        state.open()
+        ops = Operations(state, turn=0.0)      # a turn of the loop after every task of the batch
+        await ops.put_agents({"declarations": fleet[:-1]})
+        batch = asyncio.ensure_future(ops.place_batch(bodies))
+        for _ in range(1000):          # until its first placements are made
+            await asyncio.sleep(0)
+            if state.next_seq > 1:
+                break
+        assert 1 < state.next_seq and not batch.done(), "the batch gives the loop turns as it places"
+        others = [asyncio.ensure_future(c) for c in (
+            ops.place({"requirements": tasks[0], "session": "late"}),
+            ops.put_agent({"name": newcomer, "declaration": fleet[-1]}),
+            ops.hold_session({"agent": gone, "session": "h"}),
+            ops.outcome({"agent": gone, "kind": "k", "success": True}),
+            ops.delete_agent({"name": gone}))]
+        seen = []              # what each turn of the loop sees while the batch is answered
+        while not batch.done():
+            await asyncio.sleep(0)
+            seen.append((state.next_seq, newcomer in state.fleet, gone in state.fleet))
+        answers = await batch
+        late = await asyncio.gather(*others)
+        return answers, late, state, seen
+
+    answers, late, state, seen = asyncio.run(run())
+    assert all(type(a) is PlaceAnswer for a in answers)
+    batch_seqs = [r["seq"] for a in answers for r in orjson.loads(a.records_json)]
+    # none of the changes that arrived is applied while the batch is still placing
+    during = [(added, kept) for next_seq, added, kept in seen if next_seq <= batch_seqs[-1]]
+    assert len(during) > 1 and set(during) == {(False, True)}
+    assert batch_seqs == list(range(batch_seqs[0], batch_seqs[0] + len(batch_seqs)))
+    assert orjson.loads(late[0].records_json)[0]["seq"] == batch_seqs[-1] + 1
+    # the journal, one writer's: the fleet, the batch's placements in order, then each change
+    # made during the batch in the order it arrived
+    entries = _journal(directory)
+    assert entries[0] == ("J", "put")
+    assert entries[1:1 + len(tasks)] == [("T", orjson.loads(a.records_json)[0]["seq"]) for a in answers]
+    assert entries[1 + len(tasks):] == [("T", batch_seqs[-1] + 1), ("J", "put"), ("J", "hold"), ("J", "outcome"),
+                                        ("J", "delete")]
+    trace, next_seq = state.trace_path.read_bytes(), state.next_seq
+    pairs = [(d["agent"]["name"], session) for d in fleet for session in ("s0", "s1", "s2", "s3", "late", "h")]
+    held = [pair for pair in pairs if pair[0] in state.fleet and state.fleet.holds_session(*pair)]
+    assert held, "the batch's sessions are held by the agents it bound"
+    outcomes = state.fleet.outcomes(gone, "k")
+    state.close(checkpoint=False)
+
+    again = ServiceState(directory)       # recovered from the journal alone
+    again.open()
+    try:
+        assert again.trace_path.read_bytes() == trace and again.next_seq == next_seq
+        assert newcomer in again.fleet and gone not in again.fleet
+        assert [pair for pair in pairs if pair[0] in again.fleet and again.fleet.holds_session(*pair)] == held
+        assert again.fleet.outcomes(gone, "k") == outcomes
+        result = verify_text(trace)
+        assert result["valid"] and not result["errors"], result
+    finally:
+        again.close()
