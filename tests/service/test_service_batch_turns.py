@@ -18,6 +18,7 @@ import pytest
 
 from a3fast.durable.journal import TRACE as TRACE_ENTRY, decode_change, read_entries
 from a3fast.record.compact import decode_trace
+from a3fast.service.k8s import REQUIREMENTS_ANNOTATION, Extender
 from a3fast.service.operations import Operations, PlaceAnswer, verify_text
 from a3fast.service.state import ServiceState
 from a3fast.workload import generate_fleet, generate_tasks
@@ -201,6 +202,7 @@ def test_changes_made_during_a_batch_are_applied_after_it_in_arrival_order_and_r
         state = ServiceState(directory)
         state.open()
         ops = Operations(state, turn=0.0)      # a turn of the loop after every task of the batch
+        extender = Extender(state)
         await ops.put_agents({"declarations": fleet[:-1]})
         batch = asyncio.ensure_future(ops.place_batch(bodies))
         for _ in range(1000):          # until its first placements are made
@@ -213,13 +215,17 @@ def test_changes_made_during_a_batch_are_applied_after_it_in_arrival_order_and_r
             ops.put_agent({"name": newcomer, "declaration": fleet[-1]}),
             ops.hold_session({"agent": gone, "session": "h"}),
             ops.outcome({"agent": gone, "kind": "k", "success": True}),
-            ops.delete_agent({"name": gone}))]
+            ops.delete_agent({"name": gone}),
+            extender.filter(orjson.dumps({"Pod": {"metadata": {"name": "p", "namespace": "default", "uid": "u-1",
+                                                               "annotations": {REQUIREMENTS_ANNOTATION: orjson.dumps(tasks[1]).decode()}}},
+                                          "NodeNames": [d["agent"]["name"] for d in fleet]})))]
         seen = []              # what each turn of the loop sees while the batch is answered
         while not batch.done():
             await asyncio.sleep(0)
             seen.append((state.next_seq, newcomer in state.fleet, gone in state.fleet))
         answers = await batch
         late = await asyncio.gather(*others)
+        extender.close()
         return answers, late, state, seen
 
     answers, late, state, seen = asyncio.run(run())
@@ -231,12 +237,13 @@ def test_changes_made_during_a_batch_are_applied_after_it_in_arrival_order_and_r
     assert batch_seqs == list(range(batch_seqs[0], batch_seqs[0] + len(batch_seqs)))
     assert orjson.loads(late[0].records_json)[0]["seq"] == batch_seqs[-1] + 1
     # the journal, one writer's: the fleet, the batch's placements in order, then each change
-    # made during the batch in the order it arrived
+    # made during the batch in the order it arrived, the extender's recorded answer last
     entries = _journal(directory)
     assert entries[0] == ("J", "put")
     assert entries[1:1 + len(tasks)] == [("T", orjson.loads(a.records_json)[0]["seq"]) for a in answers]
+    after = len(orjson.loads(late[0].records_json))
     assert entries[1 + len(tasks):] == [("T", batch_seqs[-1] + 1), ("J", "put"), ("J", "hold"), ("J", "outcome"),
-                                        ("J", "delete")]
+                                        ("J", "delete"), ("T", batch_seqs[-1] + 1 + after)]
     trace, next_seq = state.trace_path.read_bytes(), state.next_seq
     pairs = [(d["agent"]["name"], session) for d in fleet for session in ("s0", "s1", "s2", "s3", "late", "h")]
     held = [pair for pair in pairs if pair[0] in state.fleet and state.fleet.holds_session(*pair)]
