@@ -166,7 +166,8 @@ class _Turns:
 
     def measured(self, tasks: int) -> None:
         if self.seconds is not None and tasks:
-            self.per_task = (time.perf_counter() - self.piece_started) / tasks
+            # never 0 (a clock that did not move), which would make every later piece the whole run
+            self.per_task = max((time.perf_counter() - self.piece_started) / tasks, 1e-7)
 
 
 #: A run's tasks placed in one piece when the batch is not spread over turns: all of them.
