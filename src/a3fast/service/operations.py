@@ -335,7 +335,7 @@ class Operations:
         return results  # type: ignore[return-value]
 
     async def _place_runs(self, bodies: list[Any], results: list[Any], placed: list[tuple[int, bytes, str]],
-                          turns: "_Turns") -> None:
+                          turns: _Turns) -> None:
         """`place_batch`'s placements, made while it holds the lock: each request's result or
         refusal into `results`, and (index, record lines, form) of each one placed into `placed`."""
         run: list[tuple[int, Any, str | None, str]] = []
