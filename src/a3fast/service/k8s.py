@@ -30,7 +30,9 @@ against the fleet's names, answered and hashed on the worker thread, in slices o
 that each end by letting go of the interpreter (a C call over 3,000,000 names would hold it, and
 so the event loop, for seconds). Only the placement over the offered agents runs on the loop, as
 every placement of the service does: the fleet is changed only there, so it is read only there,
-and its cost is that of the agents offered, not of the names sent.
+and its cost is that of the agents offered, not of the names sent. A filter's record takes the
+state's `applying` lock like every change (its decision too, when both are made in one step), so
+it lands after a batch of placements under way, never among its records.
 """
 from __future__ import annotations
 
@@ -491,19 +493,15 @@ class Extender:
                 return _names_result(names, {})
             if len(names) > SLICE:
                 decision, body, digest = await self._filter_many_names(requirements, names)
+                async with self.state.applying:      # its record after any batch under way
+                    self._answered(args.pod, decision, digest)
             else:
-                decision = self._decide_names(requirements, names)
-                # the answer's bytes hold the passed names and every failure with its message
-                body = _names_result(decision.passed, decision.unresolvable)
-                digest = _digest(requirements, body, decision.placement)
-            uid = _task(args.pod)["id"]
-            if uid is not None:
-                self._asked[uid] = (self._asked_key(args.pod), decision.placement)
-                self._asked.move_to_end(uid)
-                while len(self._asked) > ASKED_PODS:
-                    self._asked.popitem(last=False)
-            recorded = self._recorded.get(uid) if uid is not None else None
-            self._record(args.pod, decision, digest, recorded)
+                async with self.state.applying:      # decided and recorded in one step, as a place is
+                    decision = self._decide_names(requirements, names)
+                    # the answer's bytes hold the passed names and every failure with its message
+                    body = _names_result(decision.passed, decision.unresolvable)
+                    digest = _digest(requirements, body, decision.placement)
+                    self._answered(args.pod, decision, digest)
         else:
             items = args.items
             assert items is not None  # decode_args gives Nodes when it gives no names
@@ -512,7 +510,8 @@ class Extender:
             task = _task(args.pod)
             recorded = self._recorded.get(task["id"]) if task["id"] is not None else None
             decision, digest = await self._off_loop(self._decide_nodes, requirements, items, task, recorded)
-            self._record(args.pod, decision, digest, recorded)
+            async with self.state.applying:          # its record after any batch under way
+                self._record(args.pod, decision, digest, recorded)
             body = await self._off_loop(_nodes_result, decision.passed, decision.unresolvable)
         await self.state.durable()
         return body
@@ -550,6 +549,17 @@ class Extender:
         totals = _totals(p)
         return orjson.dumps([{"Host": h, "Score": int(round(totals.get(h, 0.0) * MAX_EXTENDER_PRIORITY))}
                              for h in hosts])
+
+    def _answered(self, pod: _Object, decision: _Decision, digest: bytes) -> None:
+        """A NodeNames filter's decision kept for the pod's prioritize, and recorded."""
+        uid = _task(pod)["id"]
+        if uid is not None:
+            self._asked[uid] = (self._asked_key(pod), decision.placement)
+            self._asked.move_to_end(uid)
+            while len(self._asked) > ASKED_PODS:
+                self._asked.popitem(last=False)
+        recorded = self._recorded.get(uid) if uid is not None else None
+        self._record(pod, decision, digest, recorded)
 
     def _asked_key(self, pod: _Object) -> tuple[Any, ...]:
         fleet = self.state.fleet

@@ -501,46 +501,49 @@ class KubeWatch:
 
     async def _serve(self, names: list[str]) -> None:
         """Make the fleet serve each name's winning claim (or nothing), and note the conflicts."""
-        puts = []
-        deletes = []
-        fleet = self.state.fleet
-        for name in names:
-            owners = self.claimants.get(name) or set()
-            if not owners:
-                self.claimants.pop(name, None)
-            winner = min(owners, key=_precedence) if owners else None
-            for key in owners:
-                assert winner is not None  # owners is not empty here
-                if key == winner:
-                    if self.problems.get(key, {}).get("reason") == "DeclarationConflict":
-                        del self.problems[key]
+        # the state's turn to change, held from reading the fleet to its last slice: no change
+        # lands between them, and no placement sees half of the update
+        async with self.state.applying:
+            puts = []
+            deletes = []
+            fleet = self.state.fleet
+            for name in names:
+                owners = self.claimants.get(name) or set()
+                if not owners:
+                    self.claimants.pop(name, None)
+                winner = min(owners, key=_precedence) if owners else None
+                for key in owners:
+                    assert winner is not None  # owners is not empty here
+                    if key == winner:
+                        if self.problems.get(key, {}).get("reason") == "DeclarationConflict":
+                            del self.problems[key]
+                        continue
+                    if self.claims.get(key) is not None and self.claims[key].problem is not None:
+                        continue     # an invalid object reports its own problem first
+                    self.problems[key] = {"object": _describe(key), "reason": "DeclarationConflict",
+                                          "problem": f"agent {name!r} is also declared by {_describe(winner)}, "
+                                                     f"which takes precedence (docs/kubernetes.md, \"Conflicts\")",
+                                          "at": _now(), "ref": self.good[key].ref}
+                if winner is None:
+                    if self.served.pop(name, None) is not None and name in fleet:
+                        deletes.append(name)
                     continue
-                if self.claims.get(key) is not None and self.claims[key].problem is not None:
-                    continue     # an invalid object reports its own problem first
-                self.problems[key] = {"object": _describe(key), "reason": "DeclarationConflict",
-                                      "problem": f"agent {name!r} is also declared by {_describe(winner)}, "
-                                                 f"which takes precedence (docs/kubernetes.md, \"Conflicts\")",
-                                      "at": _now(), "ref": self.good[key].ref}
-            if winner is None:
-                if self.served.pop(name, None) is not None and name in fleet:
-                    deletes.append(name)
-                continue
-            decl = self.good[winner].declaration
-            held = fleet.get(name)
-            self.served[name] = winner
-            if held is not None and orjson.dumps(held.doc, option=orjson.OPT_SORT_KEYS) == \
-                    orjson.dumps(decl.doc, option=orjson.OPT_SORT_KEYS):
-                continue
-            if held is not None and held.agent.namespace != decl.agent.namespace:
-                deletes.append(name)       # a name moves namespace: out, then in again
-            puts.append(decl)
-        for name in deletes:
-            self.state.delete_agent(name)
-        # in slices: a first list of 5,000 Nodes is not applied in one step of the loop
-        for start in range(0, len(puts), LIST_PAGE):
-            self.state.put_agents(puts[start:start + LIST_PAGE])
-            if start + LIST_PAGE < len(puts):
-                await asyncio.sleep(0)
+                decl = self.good[winner].declaration
+                held = fleet.get(name)
+                self.served[name] = winner
+                if held is not None and orjson.dumps(held.doc, option=orjson.OPT_SORT_KEYS) == \
+                        orjson.dumps(decl.doc, option=orjson.OPT_SORT_KEYS):
+                    continue
+                if held is not None and held.agent.namespace != decl.agent.namespace:
+                    deletes.append(name)       # a name moves namespace: out, then in again
+                puts.append(decl)
+            for name in deletes:
+                self.state.delete_agent(name)
+            # in slices: a first list of 5,000 Nodes is not applied in one step of the loop
+            for start in range(0, len(puts), LIST_PAGE):
+                self.state.put_agents(puts[start:start + LIST_PAGE])
+                if start + LIST_PAGE < len(puts):
+                    await asyncio.sleep(0)
         if puts or deletes:
             await self.state.durable()
 

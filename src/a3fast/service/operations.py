@@ -5,10 +5,18 @@ or raises ServiceError. HTTP and stdio are thin shells over these.
 Each operation checks everything first and changes state in one synchronous step (no await between
 checking and applying), then waits for durability: on one event loop this is what keeps any
 placement from seeing half of an update, and any response from acknowledging what is not on disk.
+The one exception is a batch of placements given `turn` seconds (HTTP): it is placed in steps of
+about that long, each complete (its placements applied, journaled and traced), with a turn of the
+loop between them so the loop goes on answering. Every change takes the state's `applying` lock
+for its step(s), so nothing is applied between a batch's steps and changes are applied, and take
+their seqs, in the order they reach the lock.
 """
 from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Literal
+
+import asyncio
+import time
 
 import msgspec
 import orjson
@@ -128,12 +136,55 @@ class PlaceAnswer(dict):
         self.records_json = records_json
 
 
+class _Turns:
+    """How a batch's placements are spread over turns of the event loop: `fits()` is how many tasks
+    fit in what is left of the current turn, by the time a task took in the piece placed last
+    (`measured`); `check()` gives the loop a turn once the current one is spent. With `seconds`
+    None the whole batch is one turn: a run is one piece, and the loop is never given a turn."""
+
+    __slots__ = ("seconds", "started", "piece_started", "per_task")
+    #: tasks in the first piece of a batch, before one is measured
+    FIRST_PIECE = 8
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.started = self.piece_started = time.perf_counter()
+        self.per_task: float | None = None
+
+    async def check(self) -> None:
+        if self.seconds is not None and time.perf_counter() - self.started >= self.seconds:
+            await asyncio.sleep(0)
+            self.started = time.perf_counter()
+
+    def fits(self) -> int:
+        if self.seconds is None:
+            return MAX_PIECE
+        self.piece_started = now = time.perf_counter()
+        if self.per_task is None:
+            return self.FIRST_PIECE
+        return max(1, int((self.seconds - (now - self.started)) / self.per_task))
+
+    def measured(self, tasks: int) -> None:
+        if self.seconds is not None and tasks:
+            # never 0 (a clock that did not move), which would make every later piece the whole run
+            self.per_task = max((time.perf_counter() - self.piece_started) / tasks, 1e-7)
+
+
+#: A run's tasks placed in one piece when the batch is not spread over turns: all of them.
+MAX_PIECE = 1 << 62
+
+
 class Operations:
     """The operations over one ServiceState. Each takes a request body as `parse_json` decodes it
     (so a place request's requirements are not checked against the document rule again)."""
 
-    def __init__(self, state: ServiceState, *, stream: bool = False):
+    def __init__(self, state: ServiceState, *, stream: bool = False, turn: float | None = None):
         self.state = state
+        #: with a number: a batch of placements runs in steps of about this many seconds, with a
+        #: turn of the event loop between them (HTTP, whose loop answers other requests meanwhile);
+        #: None places a batch in one synchronous step (stdio, whose loop serves nothing else, and
+        #: whose synchronous shell runs operations without a loop)
+        self.turn = turn
         #: the slice of every `compact-stream` answer: only for a shell whose answers go to one
         #: reader, in order (stdio), which may then be sent each fleet snapshot once
         self.stream = Slice() if stream else None
@@ -162,8 +213,9 @@ class Operations:
         if decl.agent.name != name:
             raise ServiceError(422, [problem("$.agent.name", f"{name!r}, the name in the path",
                                              repr(decl.agent.name))])
-        created = self.state.fleet.get(name) is None
-        self._put([decl])
+        async with self.state.applying:
+            created = self.state.fleet.get(name) is None
+            self._put([decl])
         await self.state.durable()
         return {"name": name, "created": created}
 
@@ -192,7 +244,8 @@ class Operations:
 
     async def apply_agents(self, decls: list) -> dict:
         """Add prepared declarations in one step (all or none), then wait for durability."""
-        self._put(decls)
+        async with self.state.applying:
+            self._put(decls)
         await self.state.durable()
         return {"count": len(decls)}
 
@@ -215,11 +268,12 @@ class Operations:
 
     async def delete_agent(self, body: dict) -> dict:
         name = _require(body, "name", str, "the agent's name")
-        try:
-            self.state.delete_agent(name)
-        except FleetError:
-            raise ServiceError(404, [problem("$.name", "an agent of the fleet", repr(name))]) from None
-        self._changed()
+        async with self.state.applying:
+            try:
+                self.state.delete_agent(name)
+            except FleetError:
+                raise ServiceError(404, [problem("$.name", "an agent of the fleet", repr(name))]) from None
+            self._changed()
         await self.state.durable()
         return {"name": name, "deleted": True}
 
@@ -244,7 +298,8 @@ class Operations:
     # -- placing ----------------------------------------------------------------------------------
     async def place(self, body: dict | PreparedPlace) -> PlaceAnswer:
         parsed, session, route, form = self._place_request(body)
-        p, lines = self._placed(parsed, session, route, form != "spec")
+        async with self.state.applying:      # after a batch under way, never inside it
+            p, lines = self._placed(parsed, session, route, form != "spec")
         await self.state.durable()
         return self._place_answer(lines, form)
 
@@ -254,51 +309,16 @@ class Operations:
         records and trace), placed through the fleet's batch path in runs: a run ends before a task
         with a route (placed alone) and before a second task of one session (its affinity depends
         on the session the earlier one holds). A request that is refused changes nothing, so it
-        does not end a run. Returns, per request, its result or the exception that refuses it."""
+        does not end a run. Returns, per request, its result or the exception that refuses it.
+
+        The batch holds the state's `applying` lock until its last placement is made, so its
+        records take consecutive seqs and no other change lands among them. With `turn`, a run is
+        placed in pieces sized to end within the turn, and the loop gets a turn once one is spent."""
         results: list[PlaceAnswer | Exception | None] = [None] * len(bodies)
         placed: list[tuple[int, bytes, str]] = []
-        run: list[tuple[int, Any, str | None, str]] = []
-        sessions: set[str] = set()
-
-        def place_run() -> None:
-            if not run:
-                return
-            try:
-                answers = self.state.place_many([(parsed, session, form != "spec") for _, parsed, session, form in run])
-            except Exception as exc:       # nothing was placed: each is refused alike
-                answers = [exc] * len(run)
-            made = []
-            for (i, _, _, form), answer in zip(run, answers):
-                if isinstance(answer, Exception):
-                    results[i] = answer
-                else:
-                    made.append(answer[0])
-                    placed.append((i, answer[1], form))
-            metrics.count_placements(made)
-            self.state.maybe_checkpoint()
-            run.clear()
-            sessions.clear()
-
-        for i, body in enumerate(bodies):
-            try:
-                if isinstance(body, Exception):      # a request its shell could not read
-                    raise body
-                if self.state.failed is not None:
-                    raise JournalFailed(self.state.failed)
-                parsed, session, route, form = self._place_request(body)
-                if route is not None:
-                    place_run()
-                    placed.append((i, self._placed(parsed, session, route, form != "spec")[1], form))
-                    continue
-                chosen = session if session is not None else parsed.session
-                if chosen is not None:
-                    if chosen in sessions:
-                        place_run()
-                    sessions.add(chosen)
-                run.append((i, parsed, session, form))
-            except Exception as exc:
-                results[i] = exc
-        place_run()
+        turns = _Turns(self.turn)
+        async with self.state.applying:
+            await self._place_runs(bodies, results, placed, turns)
         if placed:
             try:
                 await self.state.durable()
@@ -307,11 +327,70 @@ class Operations:
                     results[i] = exc
                 placed = []
         for i, lines, form in placed:
+            await turns.check()          # a thousand answers of many records take a while too
             try:
                 results[i] = self._place_answer(lines, form)
             except Exception as exc:
                 results[i] = exc
         return results  # type: ignore[return-value]
+
+    async def _place_runs(self, bodies: list[Any], results: list[Any], placed: list[tuple[int, bytes, str]],
+                          turns: _Turns) -> None:
+        """`place_batch`'s placements, made while it holds the lock: each request's result or
+        refusal into `results`, and (index, record lines, form) of each one placed into `placed`."""
+        run: list[tuple[int, Any, str | None, str]] = []
+        sessions: set[str] = set()
+
+        def place_piece(piece: list[tuple[int, Any, str | None, str]]) -> None:
+            try:
+                answers = self.state.place_many([(parsed, session, form != "spec") for _, parsed, session, form in piece])
+            except Exception as exc:       # nothing was placed: each is refused alike
+                answers = [exc] * len(piece)
+            made = []
+            for (i, _, _, form), answer in zip(piece, answers):
+                if isinstance(answer, Exception):
+                    results[i] = answer
+                else:
+                    made.append(answer[0])
+                    placed.append((i, answer[1], form))
+            metrics.count_placements(made)
+            self.state.maybe_checkpoint()
+
+        async def place_run() -> None:
+            # a run placed in pieces is placed as it is whole: the fleet's batch path gives the
+            # placements of one at a time, in order, for any consecutive tasks without a repeated
+            # session, and nothing else changes the state between the pieces (the lock)
+            start = 0
+            while start < len(run):
+                await turns.check()
+                piece = run[start:start + turns.fits()]
+                place_piece(piece)
+                turns.measured(len(piece))
+                start += len(piece)
+            run.clear()
+            sessions.clear()
+
+        for i, body in enumerate(bodies):
+            try:
+                await turns.check()      # reading a request can take a while too (the general way)
+                if isinstance(body, Exception):      # a request its shell could not read
+                    raise body
+                if self.state.failed is not None:
+                    raise JournalFailed(self.state.failed)
+                parsed, session, route, form = self._place_request(body)
+                if route is not None:
+                    await place_run()
+                    placed.append((i, self._placed(parsed, session, route, form != "spec")[1], form))
+                    continue
+                chosen = session if session is not None else parsed.session
+                if chosen is not None:
+                    if chosen in sessions:
+                        await place_run()
+                    sessions.add(chosen)
+                run.append((i, parsed, session, form))
+            except Exception as exc:
+                results[i] = exc
+        await place_run()
 
     def _place_request(self, body: Any) -> tuple[Any, str | None, Route | None, str]:
         """A place request's fields, checked, with its requirements parsed (ServiceError if not)."""
@@ -380,14 +459,15 @@ class Operations:
                 kind = task_kind(parse_requirements(requirements))
             except SchemaError as exc:
                 raise from_library(exc, 400) from None
-        if agent not in self.state.fleet:
-            raise ServiceError(404, [problem("$.agent", "an agent of the fleet", repr(agent))])
-        try:
-            self.state.record_outcome(agent, kind, success)
-        except FleetError as exc:   # the agent's count for the kind is at MAX_OUTCOMES (design.md, Reading 26)
-            raise ServiceError(409, [problem("$.success", f"at most {MAX_OUTCOMES} outcomes for one agent "
-                                             "and task kind", str(exc))]) from None
-        self._changed()
+        async with self.state.applying:
+            if agent not in self.state.fleet:
+                raise ServiceError(404, [problem("$.agent", "an agent of the fleet", repr(agent))])
+            try:
+                self.state.record_outcome(agent, kind, success)
+            except FleetError as exc:   # the agent's count for the kind is at MAX_OUTCOMES (design.md, Reading 26)
+                raise ServiceError(409, [problem("$.success", f"at most {MAX_OUTCOMES} outcomes for one agent "
+                                                 "and task kind", str(exc))]) from None
+            self._changed()
         await self.state.durable()
         successes, attempts = self.state.fleet.outcomes(agent, kind)
         return {"agent": agent, "kind": kind, "successes": successes, "attempts": attempts}
@@ -403,11 +483,12 @@ class Operations:
         session = _require(body, "session", str, "a session id")
         if not session:
             raise ServiceError(400, [problem("$.session", "a non-empty session id", '""')])
-        try:
-            (self.state.hold_session if hold else self.state.release_session)(agent, session)
-        except FleetError:
-            raise ServiceError(404, [problem("$.agent", "an agent of the fleet", repr(agent))]) from None
-        self._changed()
+        async with self.state.applying:
+            try:
+                (self.state.hold_session if hold else self.state.release_session)(agent, session)
+            except FleetError:
+                raise ServiceError(404, [problem("$.agent", "an agent of the fleet", repr(agent))]) from None
+            self._changed()
         await self.state.durable()
         return {"agent": agent, "session": session, "held": hold}
 

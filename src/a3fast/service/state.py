@@ -1,8 +1,10 @@
 """The service's state: a fleet, its trace, and what it takes to rebuild both exactly after a crash.
 
-Every change is applied in one synchronous step on the event loop — validate, apply, append its
-journal entry — so no placement ever sees half of an update, and nothing is applied that is not in the
-journal. A placement's records go into the journal entry too (one fsync covers both) and are written
+Every change is applied on the event loop — validate, apply, append its journal entry — in one
+synchronous step, or, for a batch of placements over HTTP, in several steps with turns of the loop
+between them while it holds `applying`, the lock every change made from the loop takes: so no
+placement ever sees half of an update, no change lands inside a batch, changes take their seqs in
+the order they reach the lock, and nothing is applied that is not in the journal. A placement's records go into the journal entry too (one fsync covers both) and are written
 to the trace file; the trace file is rebuilt from the journal on recovery, so it is exactly as
 durable as the journal.
 
@@ -140,6 +142,13 @@ class ServiceState:
         self.fresh = True
         #: a ShardError that left the sharded fleet holding part of a batch (see `_change`)
         self.doubt: ShardError | None = None
+        #: the turn to change the state, taken by every change made from the event loop (the
+        #: operations, the extender's recorded answers, the cluster watch) and held only while the
+        #: change is applied, never while it waits for durability. A change made in one synchronous
+        #: step takes it without waiting when no one holds it; a batch of placements holds it
+        #: across the turns of the loop it lets other requests have (`Operations.place_batch`),
+        #: so whatever arrives meanwhile is applied after the batch, in arrival order (FIFO).
+        self.applying = asyncio.Lock()
 
     @property
     def fleet(self) -> FleetProtocol:
