@@ -15,15 +15,7 @@ import pytest
 
 from a3fast import Fleet
 from a3fast.errors import SchemaError
-from distributed_worlds import declaration, local_ray, records, requirements
-from test_distributed_jsonl import write_world
-
-
-@pytest.fixture(scope="module")
-def ray():
-    ray = local_ray()
-    yield ray
-    ray.shutdown()
+from distributed_worlds import declaration, records, requirements, write_world
 
 
 @pytest.mark.parametrize("seed,shards", [(21, 1), (22, 3)])
