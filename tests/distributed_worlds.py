@@ -119,25 +119,33 @@ def write_world(path, rng, agents, *, odd_shapes=True):
     return path
 
 
-def committed_shard(tmp_path, docs, *, by_place=True):
-    """A one-shard FleetShard (state in tmp_path/state) that committed `docs` as the lines of
-    tmp_path/fleet.jsonl: read from the file where they lie (`by_place`, journaled as an `F` entry)
-    or from the bytes a coordinator sends when the shards cannot all reach the file (a `T` entry,
-    the bytes themselves). The file and the shard."""
+def commit_lines(shard, path, *, by_place=True):
+    """`shard`, a FleetShard of one, reads every line of the file at `path` and commits them as
+    one change: from the file where they lie (`by_place`, journaled as an `F` entry: their place
+    and CRC-32) or from the bytes a coordinator sends when the shards cannot all reach the file
+    (a `T` entry: the bytes themselves and their CRC-32). The names it committed."""
     from a3fast.distributed.jsonl_split import read_share
-    from a3fast.distributed.shard import FleetShard
 
-    path = tmp_path / "fleet.jsonl"
-    path.write_bytes(b"".join(orjson.dumps(doc) + b"\n" for doc in docs))
-    shard = FleetShard(0, state_dir=str(tmp_path / "state"))
     if by_place:
         _, shares = read_share(str(path), 0, 1, 1)
         problems, names, _, _ = shard.stage_jsonl(str(path), [0], *shares)
     else:
         _, *shares = shard.deal_range(0, path.read_bytes())
         problems, names, _, _ = shard.stage_jsonl(None, [0], *shares)
-    assert not problems and len(names) == len(docs)
+    assert not problems and names
     shard.commit_jsonl()
+    return names
+
+
+def committed_shard(tmp_path, docs, *, by_place=True):
+    """A FleetShard of one (state in tmp_path/state) that committed `docs` as the lines of
+    tmp_path/fleet.jsonl (`commit_lines`). The file and the shard."""
+    from a3fast.distributed.shard import FleetShard
+
+    path = tmp_path / "fleet.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(doc) + b"\n" for doc in docs))
+    shard = FleetShard(0, state_dir=str(tmp_path / "state"))
+    assert len(commit_lines(shard, path, by_place=by_place)) == len({d["agent"]["name"] for d in docs})
     return path, shard
 
 
