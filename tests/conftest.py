@@ -1,4 +1,5 @@
-"""Test setup shared by every suite: one fixture runs each matching test on both engines.
+"""Test setup shared by every suite: one fixture runs each matching test on both engines, and one
+starts a local Ray for each distributed module that asks for it.
 
 The native engine is skipped only where the extension is not built; with A3FAST_REQUIRE_NATIVE=1
 (as in .ci/run) a missing extension fails instead, so CI never tests the fallback twice.
@@ -33,6 +34,17 @@ def engine(request) -> str:
             pytest.fail("A3FAST_REQUIRE_NATIVE=1 but the a3fast._core extension is not built")
         pytest.skip("the a3fast._core extension is not built")
     return request.param
+
+
+@pytest.fixture(scope="module")
+def ray():
+    """A local Ray for the test module that asks for it (distributed_worlds.local_ray), shut down
+    after the module's last test: each distributed module starts its own."""
+    from distributed_worlds import local_ray
+
+    ray = local_ray()
+    yield ray
+    ray.shutdown()
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker

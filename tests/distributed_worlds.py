@@ -11,6 +11,7 @@ import random
 import re
 import time
 
+import orjson
 import pytest
 
 from strategies import CAPS, CEILINGS, CLEARANCES, LABELS, NAMES, SESSIONS, TOOLS
@@ -95,6 +96,57 @@ def requirements(rng: random.Random, names: list[str]) -> dict:
 
 #: Names for generated worlds: the shared strategies' names (escapes, UTF-16 order) and plain ones.
 WORLD_NAMES = NAMES + [f"agent-{i:02d}" for i in range(30)]
+
+
+def write_world(path, rng, agents, *, odd_shapes=True):
+    """A fleet file with replaced names, blank lines and (with `odd_shapes`) lines whose members
+    come in an unusual order, escaped names and CRLF line ends."""
+    with open(path, "wb") as out:
+        for i in range(agents):
+            name = rng.choice(WORLD_NAMES) + str(rng.randint(0, agents // 3))
+            doc = declaration(rng, name)
+            line = orjson.dumps(doc)
+            if odd_shapes and i % 7 == 3:
+                # members reordered: the agent object last, namespace before name
+                doc = {k: doc[k] for k in reversed(list(doc))}
+                doc["agent"] = {"namespace": doc["agent"]["namespace"], "name": doc["agent"]["name"]}
+                line = orjson.dumps(doc)
+            if odd_shapes and i % 11 == 5:
+                line = line.replace(b'"agent":{"name":"', b'"agent":{"name":"\\u0041', 1)  # an escaped name
+            out.write(line + (b"\r\n" if odd_shapes and i % 13 == 0 else b"\n"))
+            if i % 17 == 0:
+                out.write(b"\n   \n")
+    return path
+
+
+def commit_lines(shard, path, *, by_place=True):
+    """`shard`, a FleetShard of one, reads every line of the file at `path` and commits them as
+    one change: from the file where they lie (`by_place`, journaled as an `F` entry: their place
+    and CRC-32) or from the bytes a coordinator sends when the shards cannot all reach the file
+    (a `T` entry: the bytes themselves and their CRC-32). The names it committed."""
+    from a3fast.distributed.jsonl_split import read_share
+
+    if by_place:
+        _, shares = read_share(str(path), 0, 1, 1)
+        problems, names, _, _ = shard.stage_jsonl(str(path), [0], *shares)
+    else:
+        _, *shares = shard.deal_range(0, path.read_bytes())
+        problems, names, _, _ = shard.stage_jsonl(None, [0], *shares)
+    assert not problems and names
+    shard.commit_jsonl()
+    return names
+
+
+def committed_shard(tmp_path, docs, *, by_place=True):
+    """A FleetShard of one (state in tmp_path/state) that committed `docs` as the lines of
+    tmp_path/fleet.jsonl (`commit_lines`). The file and the shard."""
+    from a3fast.distributed.shard import FleetShard
+
+    path = tmp_path / "fleet.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(doc) + b"\n" for doc in docs))
+    shard = FleetShard(0, state_dir=str(tmp_path / "state"))
+    assert len(commit_lines(shard, path, by_place=by_place)) == len({d["agent"]["name"] for d in docs})
+    return path, shard
 
 
 def name_length_scorer(task, agents) -> list[dict]:

@@ -16,21 +16,13 @@ from a3fast import Fleet
 from a3fast.errors import FleetError, SchemaError
 from a3fast.fleet.placement import Route
 from a3fast.record.compact import Encoder
-from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, records, without_timings
-
-
-@pytest.fixture(scope="module")
-def ray():
-    ray = local_ray()
-    yield ray
-    ray.shutdown()
+from distributed_worlds import WORLD_NAMES, declaration, requirements, records, without_timings
 
 
 def sharded(shards, tmp_path, **options):
     from a3fast.distributed import ShardedFleet
 
     return ShardedFleet(shards=shards, state_dir=str(tmp_path / "state"), **options)
-
 
 
 def assert_same_placement(one, many, what):

@@ -13,14 +13,7 @@ import pytest
 
 from a3fast import Fleet
 from a3fast.durable.statedir import StateError
-from distributed_worlds import WORLD_NAMES, declaration, local_ray, records, requirements
-
-
-@pytest.fixture(scope="module")
-def ray():
-    ray = local_ray()
-    yield ray
-    ray.shutdown()
+from distributed_worlds import WORLD_NAMES, committed_shard, declaration, records, requirements
 
 
 def test_place_many_in_parts_of_waves_writes_one_fleets_records_with_sessions_in_order(ray, tmp_path, monkeypatch):
@@ -132,25 +125,11 @@ def test_merged_roaring_sets_are_written_byte_for_byte_as_serialize_ids(tmp_path
             assert roaring_of_mask(mask) == expected, (count, top)
 
 
-def _committed_shard(tmp_path, lines):
-    from a3fast.distributed.jsonl_split import read_share
-    from a3fast.distributed.shard import FleetShard
-
-    path = tmp_path / "fleet.jsonl"
-    path.write_bytes(b"".join(orjson.dumps(doc) + b"\n" for doc in lines))
-    shard = FleetShard(0, state_dir=str(tmp_path / "state"))
-    count, shares = read_share(str(path), 0, 1, 1)
-    problems, names, firsts, spaces = shard.stage_jsonl(str(path), [0], *shares)
-    assert not problems and len(names) == len(lines)
-    shard.commit_jsonl()
-    return path, shard
-
-
 def test_a_shard_journals_lines_by_place_and_recovers_them_from_the_file(tmp_path):
     from a3fast.distributed.shard import FleetShard
 
     rng = random.Random(24)
-    path, shard = _committed_shard(tmp_path, [declaration(rng, name) for name in WORLD_NAMES])
+    path, shard = committed_shard(tmp_path, [declaration(rng, name) for name in WORLD_NAMES])
     journals = sorted((tmp_path / "state").glob("shard-0.journal*"))
     assert journals
     journal = b"".join(p.read_bytes() for p in journals)
@@ -166,7 +145,7 @@ def test_a_shard_refuses_to_recover_lines_from_a_file_that_changed(tmp_path):
     from a3fast.distributed.shard import FleetShard
 
     rng = random.Random(25)
-    path, _ = _committed_shard(tmp_path, [declaration(rng, name) for name in WORLD_NAMES])
+    path, _ = committed_shard(tmp_path, [declaration(rng, name) for name in WORLD_NAMES])
     path.write_bytes(path.read_bytes().replace(b'"clearances":[', b'"clearances":[ ', 1))
     with pytest.raises(StateError, match="changed since its lines were committed"):
         FleetShard(0, state_dir=str(tmp_path / "state"))

@@ -9,16 +9,7 @@ import time
 import pytest
 
 from a3fast import Fleet
-from a3fast.errors import SnapshotError
-from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, restarted, records
-
-
-@pytest.fixture(scope="module")
-def ray():
-    ray = local_ray()
-    yield ray
-    ray.shutdown()
-
+from distributed_worlds import WORLD_NAMES, declaration, requirements, restarted, records
 
 
 def populated(tmp_path, seed=5, shards=3, **options):

@@ -13,36 +13,7 @@ import pytest
 
 from a3fast import Fleet
 from a3fast.errors import SchemaError
-from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, restarted, records
-
-
-@pytest.fixture(scope="module")
-def ray():
-    ray = local_ray()
-    yield ray
-    ray.shutdown()
-
-
-
-def write_world(path, rng, agents, *, odd_shapes=True):
-    """A fleet file with replaced names, blank lines and (with `odd_shapes`) lines whose members
-    come in an unusual order, escaped names and CRLF line ends."""
-    with open(path, "wb") as out:
-        for i in range(agents):
-            name = rng.choice(WORLD_NAMES) + str(rng.randint(0, agents // 3))
-            doc = declaration(rng, name)
-            line = orjson.dumps(doc)
-            if odd_shapes and i % 7 == 3:
-                # members reordered: the agent object last, namespace before name
-                doc = {k: doc[k] for k in reversed(list(doc))}
-                doc["agent"] = {"namespace": doc["agent"]["namespace"], "name": doc["agent"]["name"]}
-                line = orjson.dumps(doc)
-            if odd_shapes and i % 11 == 5:
-                line = line.replace(b'"agent":{"name":"', b'"agent":{"name":"\\u0041', 1)  # an escaped name
-            out.write(line + (b"\r\n" if odd_shapes and i % 13 == 0 else b"\n"))
-            if i % 17 == 0:
-                out.write(b"\n   \n")
-    return path
+from distributed_worlds import declaration, requirements, restarted, records, write_world
 
 
 @pytest.mark.parametrize("seed,shards", [(11, 1), (12, 2), (13, 3), (14, 4)])

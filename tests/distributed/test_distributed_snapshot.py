@@ -12,15 +12,7 @@ import pytest
 
 from a3fast import Fleet
 from a3fast.errors import SnapshotError
-from distributed_worlds import WORLD_NAMES, declaration, local_ray, requirements, records
-
-
-@pytest.fixture(scope="module")
-def ray():
-    ray = local_ray()
-    yield ray
-    ray.shutdown()
-
+from distributed_worlds import WORLD_NAMES, declaration, requirements, records
 
 
 def world(tmp_path, seed, shards=3):

@@ -7,15 +7,7 @@ from click.testing import CliRunner
 
 from a3fast.cli import main
 from a3fast.verify import verify_file
-from distributed_worlds import local_ray
 from report_traces import findings_trace, placed_trace
-
-
-@pytest.fixture(scope="module")
-def ray():
-    ray = local_ray()
-    yield ray
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")

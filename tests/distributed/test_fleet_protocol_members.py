@@ -4,18 +4,8 @@ fleet's actors ended). mypy holds the signatures (tests/typing/fleet_protocol.py
 answers. A local Ray is started for the module."""
 from __future__ import annotations
 
-import pytest
-
 from a3fast import Fleet
 from a3fast.fleet import FleetProtocol
-from distributed_worlds import local_ray
-
-
-@pytest.fixture(scope="module")
-def ray():
-    ray = local_ray()
-    yield ray
-    ray.shutdown()
 
 
 def agent(name: str, namespace: str) -> dict:

@@ -298,10 +298,7 @@ class FleetShard:
         if len(text) != size or zlib.crc32(text) != crc:
             raise StateError(f"{where}: {path} changed since its lines were committed (length or CRC-32 "
                              f"differs); the file must stay as it was until the shard's next checkpoint")
-        staged = Fleet(self._engine)
-        staged.extend_jsonl(text)
-        self._add_lines(staged, text)
-        self._seq += 1
+        self._replay_checked(text)
 
     def _replay_text(self, entry: Entry) -> None:
         """A journal entry of lines committed from bytes, made again from the bytes it holds,
@@ -317,6 +314,12 @@ class FleetShard:
         if len(text) != size or zlib.crc32(text) != crc:
             raise StateError(f"{where}: its lines' bytes do not match their recorded length or CRC-32; "
                              f"restore the state directory from a copy")
+        self._replay_checked(text)
+
+    def _replay_checked(self, text: bytes) -> None:
+        """Lines of a journal entry, checked against its length and CRC-32, committed again: read
+        into a fleet of their own as `stage_jsonl` read them, added as `commit_jsonl` added them,
+        one change more."""
         staged = Fleet(self._engine)
         staged.extend_jsonl(text)
         self._add_lines(staged, text)

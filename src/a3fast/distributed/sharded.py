@@ -16,6 +16,7 @@ ShardError naming it; no decision is ever made on a subset of the fleet. A shard
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -67,6 +68,22 @@ class ShardError(A3Error):
         self.shard = shard
         #: every shard the operation found down or late (the first is `shard`)
         self.shards = lost
+
+
+_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _why_down(exc: Exception) -> str:
+    """Why a shard's actor is down, in one line. An actor whose start failed (its `__init__`
+    raised, as a shard does on a journal it cannot read back exactly) is told by that error: Ray's
+    message ends in the error's own line, after the traceback, and that line names the file and
+    the entry; any other loss by the first line of Ray's message."""
+    lines = _COLOURS.sub("", str(exc)).strip().splitlines() or [""]
+    if getattr(exc, "actor_init_failed", False):
+        error = lines[-1]
+        kind, colon, message = error.partition(": ")
+        return f"its start failed: {kind.rsplit('.', 1)[-1]}: {message}" if colon else f"its start failed: {error}"
+    return f"{type(exc).__name__}: {lines[0][:200]}"
 
 
 class _IdMap:
@@ -287,7 +304,7 @@ class ShardedFleet:
                 late.append(shard)
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
                 down.append(shard)
-                cause = cause or f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+                cause = cause or _why_down(exc)
             except ray.exceptions.RayTaskError as exc:
                 raise exc.as_instanceof_cause() from None
         lost = sorted(down + late)
@@ -311,10 +328,15 @@ class ShardedFleet:
         self._changes[shard] = changes
 
     def _check_changes(self, shard: int, changes: int, expected: int) -> None:
-        if changes != expected:
+        if changes > expected:
             raise ShardError(shard, f"has applied {changes} changes where the coordinator knows of "
                              f"{expected}: a change that timed out reached it late, so its part of "
                              f"the fleet is in doubt")
+        if changes < expected:
+            raise ShardError(shard, f"has applied {changes} changes where the coordinator knows of "
+                             f"{expected}: it restarted without changes it had acknowledged (a "
+                             f"journal entry cut at its start, or a state directory older than "
+                             f"them), so its part of the fleet is in doubt")
 
     def _change(self, shard: int, method: str, *args: Any) -> Any:
         """A change on one shard, acknowledged: what the shard returned besides its change count."""
