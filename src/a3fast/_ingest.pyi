@@ -36,4 +36,5 @@ class RequirementsReader:
 
 def requirements_reader(requirements: type[Requirements], capability: type[Capability],
                         capabilities: dict[tuple[str, int], Capability], memo_limit: int,
+                        derived: dict[tuple[Any, ...], tuple[str, ...]],
                         derive: Callable[..., tuple[str, ...]]) -> RequirementsReader: ...

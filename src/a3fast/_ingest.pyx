@@ -1268,6 +1268,12 @@ cdef bint is_text_str(object value) noexcept:
         return False
     kind = PyUnicode_KIND(value)
     data = PyUnicode_DATA(value)
+    if kind == 1:  # ASCII or Latin-1: no surrogate can be held
+        for i in range(n):
+            c = (<const unsigned char*>data)[i]
+            if c < 0x20 or c == 0x7F:
+                return False
+        return True
     for i in range(n):
         c = PyUnicode_READ(kind, data, i)
         if c < 0x20 or c == 0x7F or 0xD800 <= c <= 0xDFFF:
@@ -1426,26 +1432,29 @@ cdef object latency_of(object model):
     return False
 
 
-def requirements_reader(requirements, capability, dict capabilities, Py_ssize_t memo_limit, derive):
+def requirements_reader(requirements, capability, dict capabilities, Py_ssize_t memo_limit,
+                        dict derived, derive):
     """The compiled reader of plain requirements documents, building `requirements` (schema's
     Requirements) and `capability` (its Capability) objects: `capabilities` is the schema's memo
-    of required capabilities by (name, version), kept to `memo_limit` entries, and `derive` is
-    `predicates.derive` (so a set of predicates is the one its memo holds)."""
-    return RequirementsReader(requirements, capability, capabilities, memo_limit, derive)
+    of required capabilities by (name, version), kept to `memo_limit` entries; `derived` is
+    `predicates.DERIVED`, the memo `derive` (`predicates.derive`) keeps, looked up here first."""
+    return RequirementsReader(requirements, capability, capabilities, memo_limit, derived, derive)
 
 
 cdef class RequirementsReader:
     """Reads a dict as `schema.parse_requirements` does, or hands it back (see `read`)."""
 
     cdef object requirements, capability, derive
-    cdef dict capabilities
+    cdef dict capabilities, derived
     cdef Py_ssize_t memo_limit
 
-    def __init__(self, requirements, capability, dict capabilities, Py_ssize_t memo_limit, derive):
+    def __init__(self, requirements, capability, dict capabilities, Py_ssize_t memo_limit,
+                 dict derived, derive):
         self.requirements = requirements
         self.capability = capability
         self.capabilities = capabilities
         self.memo_limit = memo_limit
+        self.derived = derived
         self.derive = derive
 
     def read(self, dict doc, bint decoded=False):
@@ -1462,6 +1471,7 @@ cdef class RequirementsReader:
         cdef object value, v = None, capabilities = (), clearances = (), tools = (), exclude = ()
         cdef object residency = None, latency = None, session = None, agent_ref = None, kind = None
         cdef object predicates, req
+        cdef PyObject* found_ptr
         cdef int which
         while PyDict_Next(doc, &pos, &key, &item):
             value = <object>item
@@ -1537,7 +1547,12 @@ cdef class RequirementsReader:
                     agent_ref = value
                 else:
                     kind = value
-        predicates = self.derive(capabilities, clearances, tools, residency, latency, agent_ref, exclude)
+        found_ptr = PyDict_GetItem(self.derived, (capabilities, clearances, tools, residency, latency,
+                                                  agent_ref, exclude))
+        if found_ptr != NULL:
+            predicates = <object>found_ptr
+        else:
+            predicates = self.derive(capabilities, clearances, tools, residency, latency, agent_ref, exclude)
         req = new_tuple_of(self.requirements, 12)
         put(req, 0, v)
         put(req, 1, capabilities)

@@ -14,6 +14,7 @@ import orjson
 
 from . import document
 from .errors import Problem, SchemaError, describe, json_path
+from . import predicates
 from .predicates import derive
 
 __all__ = [
@@ -409,7 +410,7 @@ def requirements_reader(engine: str | None = None) -> Callable[[dict, bool], Req
     from .engines import ENGINE, ingest_module
 
     compiled = ingest_module(engine or ENGINE).requirements_reader(
-        Requirements, Capability, _required_capabilities, _MEMO_LIMIT, derive)
+        Requirements, Capability, _required_capabilities, _MEMO_LIMIT, predicates.DERIVED, derive)
     return compiled.read if compiled is not None else _python_requirements
 
 
