@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 from ..engines import available_engines
 from ..fleet import FleetProtocol
-from ..schema import Declaration, parse_declaration, parse_requirements
+from ..schema import Declaration, parse_declaration, parse_requirements, requirements_reader
 from .authority import bench_resolve
 from .batching import bench_batching
 from .baselines import BASELINES
@@ -111,6 +111,10 @@ class BenchReport:
     builds: dict[tuple[int, str, str], float] = field(default_factory=dict)
     #: size -> median µs to parse one declaration
     parse_us: dict[int, float] = field(default_factory=dict)
+    #: size -> reader -> median µs to read one task's requirements from a dict: "python" (the fast
+    #: path in Python, what the pure engine reads with), "compiled" (a3fast._ingest), and
+    #: "parse_requirements" (the default engine's, as a caller pays it)
+    requirements_us: dict[int, dict[str, float]] = field(default_factory=dict)
     #: (size, engine) -> index bytes per agent
     index_bytes: dict[tuple[int, str], float] = field(default_factory=dict)
     update_size: int = 0
@@ -147,6 +151,7 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
         docs = generate_tasks(declarations, config.tasks, seed=config.seed)
         prepared = [parse_requirements(doc) for doc in docs]
         report.parse_us[size] = statistics.median(time_each(parse_declaration, declarations[:2000])) / 1e3
+        report.requirements_us[size] = _requirements_us(docs, config.engines, max(config.rounds, 5))
 
         progress(f"{size:,} agents: building the fleets and baselines")
         subjects: list[Subject] = []
@@ -196,6 +201,24 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
     if config.extras:
         _extras(config.quick, progress, report.extras)
     return report
+
+
+def _requirements_us(docs: Sequence[dict], engines: Sequence[str], rounds: int) -> dict[str, float]:
+    """Median µs per document of each reader of requirements dicts, side by side: the rounds take
+    the readers in turn, and each round reads every document once (warm memos, as placements
+    repeating a workload's vocabulary see them)."""
+    readers: dict[str, Callable[[Any], Any]] = {"python": requirements_reader("pure")}
+    if "native" in engines:
+        readers["compiled"] = requirements_reader("native")
+    readers["parse_requirements"] = parse_requirements
+    per_round: dict[str, list[float]] = {name: [] for name in readers}
+    for _ in range(rounds + 1):  # the first round warms the memos and is not kept
+        for name, read in readers.items():
+            started = time.perf_counter_ns()
+            for doc in docs:
+                read(doc)
+            per_round[name].append((time.perf_counter_ns() - started) / len(docs) / 1e3)
+    return {name: statistics.median(us[1:]) for name, us in per_round.items()}
 
 
 def _updates(fleet: FleetProtocol, engine: str, parsed: Sequence[Declaration],
