@@ -1222,7 +1222,7 @@ cdef extern from *:
 from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_SetItem
 from cpython.list cimport PyList_AsTuple, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 from libc.math cimport isfinite
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ
 
@@ -1433,29 +1433,30 @@ cdef object latency_of(object model):
 
 
 def requirements_reader(requirements, capability, dict capabilities, Py_ssize_t memo_limit,
-                        dict derived, derive):
+                        dict derived, Py_ssize_t derived_limit):
     """The compiled reader of plain requirements documents, building `requirements` (schema's
     Requirements) and `capability` (its Capability) objects: `capabilities` is the schema's memo
     of required capabilities by (name, version), kept to `memo_limit` entries; `derived` is
-    `predicates.DERIVED`, the memo `derive` (`predicates.derive`) keeps, looked up here first."""
-    return RequirementsReader(requirements, capability, capabilities, memo_limit, derived, derive)
+    `predicates.DERIVED`, the memo of `predicates.derive` (to `derived_limit` sets), which this
+    reader looks a set up in and adds a set it derives to, as `derive` does."""
+    return RequirementsReader(requirements, capability, capabilities, memo_limit, derived, derived_limit)
 
 
 cdef class RequirementsReader:
     """Reads a dict as `schema.parse_requirements` does, or hands it back (see `read`)."""
 
-    cdef object requirements, capability, derive
+    cdef object requirements, capability
     cdef dict capabilities, derived
-    cdef Py_ssize_t memo_limit
+    cdef Py_ssize_t memo_limit, derived_limit
 
     def __init__(self, requirements, capability, dict capabilities, Py_ssize_t memo_limit,
-                 dict derived, derive):
+                 dict derived, Py_ssize_t derived_limit):
         self.requirements = requirements
         self.capability = capability
         self.capabilities = capabilities
         self.memo_limit = memo_limit
         self.derived = derived
-        self.derive = derive
+        self.derived_limit = derived_limit
 
     def read(self, dict doc, bint decoded=False):
         """The §4 requirements of `doc` as `schema.parse_requirements` returns them — the same field
@@ -1470,7 +1471,7 @@ cdef class RequirementsReader:
         cdef const unsigned char* k
         cdef object value, v = None, capabilities = (), clearances = (), tools = (), exclude = ()
         cdef object residency = None, latency = None, session = None, agent_ref = None, kind = None
-        cdef object predicates, req
+        cdef object predicates, req, derived_key
         cdef PyObject* found_ptr
         cdef int which
         while PyDict_Next(doc, &pos, &key, &item):
@@ -1547,12 +1548,14 @@ cdef class RequirementsReader:
                     agent_ref = value
                 else:
                     kind = value
-        found_ptr = PyDict_GetItem(self.derived, (capabilities, clearances, tools, residency, latency,
-                                                  agent_ref, exclude))
+        derived_key = (capabilities, clearances, tools, residency, latency, agent_ref, exclude)
+        found_ptr = PyDict_GetItem(self.derived, derived_key)
         if found_ptr != NULL:
             predicates = <object>found_ptr
         else:
-            predicates = self.derive(capabilities, clearances, tools, residency, latency, agent_ref, exclude)
+            predicates = derive(capabilities, clearances, tools, residency, latency, agent_ref, exclude)
+            if PyDict_GET_SIZE(self.derived) < self.derived_limit:
+                PyDict_SetItem(self.derived, derived_key, predicates)
         req = new_tuple_of(self.requirements, 12)
         put(req, 0, v)
         put(req, 1, capabilities)
@@ -1573,3 +1576,71 @@ cdef inline void put(object fresh, Py_ssize_t i, object value) noexcept:
     """Fill item `i` of a tuple just made (PyTuple_SET_ITEM takes the reference it is given)."""
     Py_INCREF(value)
     PyTuple_SET_ITEM(fresh, i, value)
+
+
+# -- §5 predicates, derived as predicates._derive derives them ----------------------------------------
+
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    object PyUnicode_Concat(object left, object right)
+
+cdef object _CLEARANCE = "clearance:"
+cdef object _TOOL = "tool:"
+cdef object _RESIDENCY = "residency:"
+cdef object _LATENCY = "model.latency_class:"
+cdef object _AGENT_REF = "agentRef:"
+cdef object _ANTI_AFFINITY = "anti-affinity:"
+
+
+cdef object capability_predicate(object capability):
+    """`capability:{name}/{version}`: the name is an identifier, so ASCII, written straight in."""
+    cdef object name = <object>PyTuple_GET_ITEM(capability, 0)
+    cdef long long version = <object>PyTuple_GET_ITEM(capability, 1)
+    cdef char digits[24]
+    cdef Py_ssize_t n_digits = 0, n = PyUnicode_GET_LENGTH(name), i
+    cdef unsigned long long rest = <unsigned long long>version
+    cdef object out
+    cdef unsigned char* p
+    if not PyUnicode_IS_ASCII(name):  # never, for a name the reader checked
+        return "capability:" + name + "/" + str(version)
+    while True:
+        digits[n_digits] = <char>(48 + rest % 10)
+        n_digits += 1
+        rest //= 10
+        if rest == 0:
+            break
+    out = PyUnicode_New(11 + n + 1 + n_digits, 127)
+    p = <unsigned char*>PyUnicode_DATA(out)
+    memcpy(p, b"capability:", 11)
+    memcpy(p + 11, PyUnicode_DATA(name), n)
+    p[11 + n] = c'/'
+    for i in range(n_digits):
+        p[12 + n + i] = digits[n_digits - 1 - i]
+    return out
+
+
+cdef object derive(tuple capabilities, tuple clearances, tuple tools, object residency, object latency,
+                   object agent_ref, tuple exclude):
+    """predicates._derive: capabilities, clearances, tools, residency, latency class, agentRef,
+    anti-affinity, in that order, a predicate that repeats keeping its first place."""
+    cdef list out = []
+    cdef object item
+    cdef dict unique
+    for item in capabilities:
+        out.append(capability_predicate(item))
+    for item in clearances:
+        out.append(PyUnicode_Concat(_CLEARANCE, item))
+    for item in tools:
+        out.append(PyUnicode_Concat(_TOOL, item))
+    if residency is not None:
+        out.append(PyUnicode_Concat(_RESIDENCY, residency))
+    if latency is not None:
+        out.append(PyUnicode_Concat(_LATENCY, latency))
+    if agent_ref is not None:
+        out.append(PyUnicode_Concat(_AGENT_REF, agent_ref))
+    for item in exclude:
+        out.append(PyUnicode_Concat(_ANTI_AFFINITY, item))
+    unique = dict.fromkeys(out)
+    if PyDict_GET_SIZE(unique) == PyList_GET_SIZE(out):
+        return PyList_AsTuple(out)
+    return tuple(unique)

@@ -97,7 +97,7 @@ def derive(capabilities, clearances, tools, residency_label, latency, agent_ref_
 
 
 #: derive's memo, by the tuple of its arguments, at most DERIVED_LIMIT sets: the compiled reader of
-#: requirements (a3fast._ingest) looks a set up here itself and calls derive only for a new one.
+#: requirements (a3fast._ingest) looks a set up here itself, and adds one it derives as derive does.
 DERIVED_LIMIT = 1 << 14
 DERIVED: dict[tuple, tuple[str, ...]] = {}
 

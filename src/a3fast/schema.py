@@ -406,11 +406,12 @@ def requirements_reader(engine: str | None = None) -> Callable[[dict, bool], Req
     dict and whether it came from a JSON decoder, it returns the Requirements `parse_requirements`
     returns for it, or None, and then the careful reader reads it and names its problems. Native:
     the compiled reader (`a3fast._ingest`), which checks the document rule too; pure: the fast
-    path above. Both share this module's memo of required capabilities and `derive`'s memo."""
+    path above. Both share this module's memo of required capabilities and `derive`'s memo
+    (the compiled reader derives a new set itself, as `derive` does)."""
     from .engines import ENGINE, ingest_module
 
     compiled = ingest_module(engine or ENGINE).requirements_reader(
-        Requirements, Capability, _required_capabilities, _MEMO_LIMIT, predicates.DERIVED, derive)
+        Requirements, Capability, _required_capabilities, _MEMO_LIMIT, predicates.DERIVED, predicates.DERIVED_LIMIT)
     return compiled.read if compiled is not None else _python_requirements
 
 

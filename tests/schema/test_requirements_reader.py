@@ -20,7 +20,7 @@ import orjson
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from a3fast import SchemaError, parse_requirements, schema
+from a3fast import SchemaError, parse_requirements, predicates, schema
 from a3fast.engines import ENGINE, NATIVE_AVAILABLE
 from a3fast.schema import MAX_TEXT, Requirements, _fast_requirements, requirements_reader
 from a3fast.workload import generate_fleet, generate_tasks
@@ -49,7 +49,11 @@ def assert_reader_agrees(reader, doc: dict) -> bool:
     """The reader answers None or what the careful reader answers; the compiled one answers for
     every valid document. Returns whether the document is valid."""
     name, read = reader
+    # the memo of derived predicate sets is emptied before each read, so that each reader derives
+    # the set itself (rather than finding the other's)
+    predicates.DERIVED.clear()
     expected = careful(doc)
+    predicates.DERIVED.clear()
     mine = copy.deepcopy(doc)
     got = read(mine)
     if got is not None:
@@ -181,6 +185,19 @@ def test_requirements_reader_keeps_duplicate_capabilities_and_derives_each_predi
     got = reader[1](doc)
     assert len(got.capabilities) == 2 and got.clearances == ("r.read", "r.read")
     assert got.predicates == ("capability:a.x/1", "clearance:r.read", "anti-affinity:b")
+
+
+@pytest.mark.parametrize("version", [0, 7, 10, 2**63 - 1])
+def test_requirements_reader_derives_each_kind_of_predicate_byte_for_byte(reader, version):
+    doc = {"capabilities": [{"name": "a.x", "version": version}, {"name": "b.y-z", "version": 1}],
+           "clearances": ["r.read"], "tools": ["mcp:github/create_issue", "\U0001F600", "plain"],
+           "residency": "eu:west", "model": {"latency_class": "interactive"}, "agentRef": "caf\u00e9",
+           "exclude": ["\uff5a", "b", "\uff5a"]}
+    predicates.DERIVED.clear()
+    got = reader[1](doc).predicates
+    assert got == predicates._derive(*(parse_requirements(MappingProxyType(doc))[i] for i in (1, 2, 3, 4, 5, 7, 8)))
+    assert got[0] == f"capability:a.x/{version}" and got[-1] == "anti-affinity:b"
+    assert predicates.DERIVED  # the set is remembered, as derive remembers it
 
 
 def test_requirements_reader_shares_the_schema_memos_with_the_python_fast_path(reader):
