@@ -282,13 +282,16 @@ def _scenario_table(report: BenchReport, subjects: list[str], ratio_cols: list[t
 
 
 def _requirements_figure(us: dict[str, float] | None) -> str:
-    """"; requirements from a dict 4.1 µs in Python, 0.8 µs compiled (5.1x)" for the line above."""
+    """"; requirements from a dict 4.1 µs in Python, 0.8 µs compiled (5.1x) ..." for the line above."""
     if not us:
         return ""
     text = f"; requirements from a dict {us['python']:.3g} µs in Python"
     if "compiled" in us:
         text += f", {us['compiled']:.3g} µs compiled ({us['python'] / us['compiled']:.2g}x)"
-    return text + f", parse_requirements {us['parse_requirements']:.3g} µs"
+    text += f", parse_requirements {us['parse_requirements']:.3g} µs; a set met first {us['python_first']:.3g} µs"
+    if "compiled_first" in us:
+        text += f", {us['compiled_first']:.3g} µs compiled ({us['python_first'] / us['compiled_first']:.2g}x)"
+    return text
 
 
 def _is_scalar(value: Any) -> bool:
