@@ -1625,7 +1625,6 @@ cdef object derive(tuple capabilities, tuple clearances, tuple tools, object res
     anti-affinity, in that order, a predicate that repeats keeping its first place."""
     cdef list out = []
     cdef object item
-    cdef dict unique
     for item in capabilities:
         out.append(capability_predicate(item))
     for item in clearances:
@@ -1640,7 +1639,21 @@ cdef object derive(tuple capabilities, tuple clearances, tuple tools, object res
         out.append(PyUnicode_Concat(_AGENT_REF, agent_ref))
     for item in exclude:
         out.append(PyUnicode_Concat(_ANTI_AFFINITY, item))
-    unique = dict.fromkeys(out)
-    if PyDict_GET_SIZE(unique) == PyList_GET_SIZE(out):
-        return PyList_AsTuple(out)
-    return tuple(unique)
+    if has_repeat(out):
+        return tuple(dict.fromkeys(out))
+    return PyList_AsTuple(out)
+
+
+cdef bint has_repeat(list items) except -1:
+    """Whether a string occurs twice in `items`: compared pairwise while there are few (a set of
+    predicates is short: no dict to build, no string to hash)."""
+    cdef Py_ssize_t n = PyList_GET_SIZE(items), i, j
+    cdef str a
+    if n > 24:
+        return PyDict_GET_SIZE(dict.fromkeys(items)) != n
+    for i in range(1, n):
+        a = <str>PyList_GET_ITEM(items, i)
+        for j in range(i):
+            if a == <str>PyList_GET_ITEM(items, j):
+                return True
+    return False
