@@ -200,6 +200,16 @@ def test_requirements_reader_derives_each_kind_of_predicate_byte_for_byte(reader
     assert predicates.DERIVED  # the set is remembered, as derive remembers it
 
 
+@pytest.mark.parametrize("count", [3, 24, 25, 40])
+@pytest.mark.parametrize("repeat", [False, True])
+def test_requirements_reader_keeps_the_first_of_repeated_predicates_in_short_and_long_sets(reader, count, repeat):
+    clearances = [f"c.n{i}" for i in range(count)] + (["c.n1"] if repeat else [])
+    doc = {"clearances": clearances, "tools": ["x", "y", "x"] if repeat else ["x"]}
+    assert assert_reader_agrees(reader, doc)
+    got = reader[1](doc, True).predicates
+    assert len(got) == count + (2 if repeat else 1) and got[-1] == ("tool:y" if repeat else "tool:x")
+
+
 def test_requirements_reader_shares_the_schema_memos_with_the_python_fast_path(reader):
     doc = {"v": "1.0", "capabilities": [{"name": "shared.reader", "version": 3}], "residency": "eu"}
     python = _fast_requirements(copy.deepcopy(doc))
