@@ -415,12 +415,15 @@ def requirements_reader(engine: str | None = None) -> Callable[[dict, bool], Req
     return compiled.read if compiled is not None else _python_requirements
 
 
-def _read_requirements(doc: dict, decoded: bool) -> Requirements | None:
-    """The default engine's reader, bound at its first use (a3fast.engines imports modules that
-    import this one, so it is not asked at import)."""
+def _bind_reader(doc: dict, decoded: bool) -> Requirements | None:
+    """Binds the default engine's reader at its first use (a3fast.engines imports modules that
+    import this one, so it is not asked at import), and reads."""
     global _read_requirements
     _read_requirements = requirements_reader()
     return _read_requirements(doc, decoded)
+
+
+_read_requirements: Callable[[dict, bool], Requirements | None] = _bind_reader
 
 
 def parse_declaration(obj: Any, path: str = "$") -> Declaration:

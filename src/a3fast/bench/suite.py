@@ -215,13 +215,13 @@ def _requirements_us(docs: Sequence[dict], engines: Sequence[str], rounds: int) 
     derived predicate sets emptied before it, so each document is a set met for the first time (a
     service's first sighting of a text, a replay's distinct tasks). Each pass starts from a full
     collection, so none pays for the garbage of the one before."""
-    readers: dict[str, Callable[[Any], Any]] = {"python": requirements_reader("pure")}
+    readers: dict[str, Callable[..., Any]] = {"python": requirements_reader("pure")}
     if "native" in engines:
         readers["compiled"] = requirements_reader("native")
     texts = [orjson.dumps(doc) for doc in docs]
     per_round: dict[str, list[float]] = {}
 
-    def timed(name: str, read: Callable[[Any], Any], documents: Sequence[dict]) -> None:
+    def timed(name: str, read: Callable[..., Any], documents: Sequence[dict]) -> None:
         gc.collect()
         started = time.perf_counter_ns()
         for doc in documents:
