@@ -68,7 +68,6 @@ def scan(data: bytes, pos: int, lineno: int, batch: Batch, vocab: Vocabulary,
     return (pos, lineno) if pos < len(data) else (len(data), lineno)
 
 
-
 def requirements_reader(requirements: Any, capability: Any, capabilities: dict, memo_limit: int,
                         derived: dict, derived_limit: int) -> None:
     """No reader of requirements here: `schema.parse_requirements` reads a plain dict with its own

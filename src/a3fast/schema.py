@@ -12,9 +12,9 @@ from typing import Any, Callable, Mapping, NamedTuple, TypeGuard
 
 import orjson
 
-from . import document
+from . import document, predicates
+from .engines import ENGINE, ingest_module
 from .errors import Problem, SchemaError, describe, json_path
-from . import predicates
 from .predicates import derive
 
 __all__ = [
@@ -408,22 +408,13 @@ def requirements_reader(engine: str | None = None) -> Callable[[dict, bool], Req
     the compiled reader (`a3fast._ingest`), which checks the document rule too; pure: the fast
     path above. Both share this module's memo of required capabilities and `derive`'s memo
     (the compiled reader derives a new set itself, as `derive` does)."""
-    from .engines import ENGINE, ingest_module
-
     compiled = ingest_module(engine or ENGINE).requirements_reader(
         Requirements, Capability, _required_capabilities, _MEMO_LIMIT, predicates.DERIVED, predicates.DERIVED_LIMIT)
     return compiled.read if compiled is not None else _python_requirements
 
 
-def _bind_reader(doc: dict, decoded: bool) -> Requirements | None:
-    """Binds the default engine's reader at its first use (a3fast.engines imports modules that
-    import this one, so it is not asked at import), and reads."""
-    global _read_requirements
-    _read_requirements = requirements_reader()
-    return _read_requirements(doc, decoded)
-
-
-_read_requirements: Callable[[dict, bool], Requirements | None] = _bind_reader
+#: What `parse_requirements` reads a plain dict with: the default engine's reader.
+_read_requirements = requirements_reader()
 
 
 def parse_declaration(obj: Any, path: str = "$") -> Declaration:
