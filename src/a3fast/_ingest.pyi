@@ -1,5 +1,7 @@
 from typing import Any, Callable
 
+from .schema import Capability, Requirements
+
 import numpy as np
 import numpy.typing as npt
 
@@ -28,3 +30,11 @@ class Vocabulary:
 
 def scan(data: bytes, pos: int, lineno: int, batch: Batch, vocab: Vocabulary,
          intern: Callable[[int, Any], int], held: dict[str, int]) -> tuple[int, int]: ...
+
+class RequirementsReader:
+    def read(self, doc: dict[str, Any], decoded: bool = False) -> Requirements | None: ...
+
+def requirements_reader(requirements: type[Requirements], capability: type[Capability],
+                        capabilities: dict[tuple[str, int], Capability], memo_limit: int,
+                        derived: dict[tuple[Any, ...], tuple[str, ...]],
+                        derived_limit: int) -> RequirementsReader: ...

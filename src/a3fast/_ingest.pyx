@@ -19,6 +19,10 @@ Every other line — invalid, or valid but unusual (whitespace, escapes, floats,
 handed back, and the fleet reads it with orjson and `parse_declaration` as before. So a problem is
 always reported by the careful reader, with its words, and the compiled reader only has to be right
 about what it accepts: `tests/fleet/test_ingest.py` holds it to that on generated documents.
+
+`requirements_reader` reads §4 requirements documents already decoded (dicts) on the same principle:
+the `Requirements` `schema.parse_requirements` would build, or None and the careful reader
+(`tests/schema/test_requirements_reader.py` holds it to that).
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.bytearray cimport PyByteArray_AS_STRING
@@ -82,7 +86,7 @@ cdef extern from *:
     void* table_alloc "a3_table_alloc"(size_t size) nogil       # zeroed; free() it
     int count_trailing_zeros "a3_ctz64"(uint64_t x) nogil   # x != 0
 
-__all__ = ["Batch", "Vocabulary", "scan", "CAPABILITY", "CLEARANCE", "TOOL", "RESIDENCY", "LATENCY", "EVALUATED"]
+__all__ = ["Batch", "Vocabulary", "scan", "requirements_reader", "CAPABILITY", "CLEARANCE", "TOOL", "RESIDENCY", "LATENCY", "EVALUATED"]
 
 cdef enum:
     MAX_ITEMS = 256      # declared values per line; a longer line goes to the careful reader
@@ -343,10 +347,13 @@ cdef inline bint is_lower_alnum(unsigned char c) noexcept nogil:
 cdef bint is_identifier(const unsigned char* t, Py_ssize_t n) noexcept nogil:
     """§2: `[a-z0-9]+(\\.[a-z0-9-]+)+`, of at most MAX_TEXT bytes: §2 bounds no identifier, but a
     value's key must fit `find_rows`' buffer, so a longer one goes to the careful reader."""
+    return n <= MAX_TEXT and identifier_grammar(t, n)
+
+
+cdef bint identifier_grammar(const unsigned char* t, Py_ssize_t n) noexcept nogil:
+    """§2: `[a-z0-9]+(\\.[a-z0-9-]+)+`, of any length."""
     cdef Py_ssize_t i = 0, start
     cdef int segments = 0
-    if n > MAX_TEXT:
-        return False
     while i < n and is_lower_alnum(t[i]):
         i += 1
     if i == 0:
@@ -1187,3 +1194,466 @@ def scan(bytes data, Py_ssize_t pos, Py_ssize_t lineno, Batch batch, Vocabulary 
         pos = eol + 1
         lineno += 1
     return size, lineno
+
+
+# -- §4 requirements from a dict --------------------------------------------------------------------
+# The same principle for a requirements document already decoded (a dict): the reader walks it once,
+# checking every member as `schema.parse_requirements` does and the document rule (a3fast.document)
+# on everything else, and returns the `Requirements` the careful reader would, or None for anything
+# it cannot vouch for (then `parse_requirements` reads the document itself, naming every problem).
+# Only exact types are read (a subclass of str, int, list or dict is handed back), so no user code
+# runs here and a value's truth or equality is that of the built-in type.
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object text)
+    Py_ssize_t PyUnicode_GET_LENGTH(object text)
+    long long PyLong_AsLongLongAndOverflow(object value, int* overflow) except? -1
+
+cdef extern from *:
+    """
+    /* An empty instance of a tuple subclass (a NamedTuple) of n items, filled by the caller as
+       tuple.__new__ fills one. */
+    static PyObject* a3_new_tuple_of(PyObject* type, Py_ssize_t n) {
+        return ((PyTypeObject*)type)->tp_alloc((PyTypeObject*)type, n);
+    }
+    """
+    object new_tuple_of "a3_new_tuple_of"(object type, Py_ssize_t n)
+
+from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_SetItem
+from cpython.list cimport PyList_AsTuple, PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
+from libc.math cimport isfinite
+from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ
+
+cdef enum:
+    RULE_NESTING = 128       # document.MAX_DEPTH: a container this deep breaks the rule
+    MAX_VERSION_DIGITS = 19  # 2^63-1
+
+cdef object _LATENCY_INTERACTIVE = "interactive"
+cdef object _LATENCY_BATCH = "batch"
+
+
+cdef bint no_surrogate(str text) noexcept:
+    """The string can be written as UTF-8 (the document rule): no lone surrogate."""
+    cdef int kind
+    cdef void* data
+    cdef Py_ssize_t i, n
+    cdef Py_UCS4 c
+    if PyUnicode_IS_ASCII(text):
+        return True
+    kind = PyUnicode_KIND(text)
+    if kind == 1:  # Latin-1: no surrogate can be held
+        return True
+    data = PyUnicode_DATA(text)
+    n = PyUnicode_GET_LENGTH(text)
+    for i in range(n):
+        c = PyUnicode_READ(kind, data, i)
+        if 0xD800 <= c <= 0xDFFF:
+            return False
+    return True
+
+
+cdef bint is_text_str(object value) noexcept:
+    """schema's text rule (a non-empty string of at most MAX_TEXT characters, none of them a
+    control character [\\x00-\\x1f\\x7f]), and the document rule's (no lone surrogate)."""
+    cdef int kind
+    cdef void* data
+    cdef Py_ssize_t i, n
+    cdef Py_UCS4 c
+    if type(value) is not str:
+        return False
+    n = PyUnicode_GET_LENGTH(value)
+    if n == 0 or n > MAX_TEXT:
+        return False
+    kind = PyUnicode_KIND(value)
+    data = PyUnicode_DATA(value)
+    if kind == 1:  # ASCII or Latin-1: no surrogate can be held
+        for i in range(n):
+            c = (<const unsigned char*>data)[i]
+            if c < 0x20 or c == 0x7F:
+                return False
+        return True
+    for i in range(n):
+        c = PyUnicode_READ(kind, data, i)
+        if c < 0x20 or c == 0x7F or 0xD800 <= c <= 0xDFFF:
+            return False
+    return True
+
+
+cdef bint is_identifier_str(object value) noexcept:
+    if type(value) is not str or not PyUnicode_IS_ASCII(value):
+        return False
+    return identifier_grammar(<const unsigned char*>PyUnicode_DATA(value), PyUnicode_GET_LENGTH(value))
+
+
+cdef bint is_schema_version_str(object value) noexcept:
+    if type(value) is not str or not PyUnicode_IS_ASCII(value):
+        return False
+    return is_schema_version(<const unsigned char*>PyUnicode_DATA(value), PyUnicode_GET_LENGTH(value))
+
+
+cdef bint is_plain_key(object key) noexcept:
+    return type(key) is str and no_surrogate(key)
+
+
+cdef bint is_plain(object value, int depth) except -1:
+    """`value`, found `depth` containers deep, certainly keeps the document rule (a3fast.document):
+    JSON types only, integers within -2^63..2^64-1, finite floats, strings without lone surrogates,
+    string keys, at most RULE_NESTING containers deep (the document itself is depth 0)."""
+    cdef object t = type(value)
+    cdef int overflow = 0
+    cdef PyObject* key
+    cdef PyObject* item
+    cdef Py_ssize_t pos = 0
+    if value is None or t is bool:
+        return True
+    if t is str:
+        return no_surrogate(value)
+    if t is int:
+        PyLong_AsLongLongAndOverflow(value, &overflow)
+        return overflow == 0 or (overflow > 0 and value.bit_length() <= 64)
+    if t is float:
+        return isfinite(<double>value)
+    if depth >= RULE_NESTING:
+        return False
+    if t is list or t is tuple:
+        for x in value:
+            if not is_plain(x, depth + 1):
+                return False
+        return True
+    if t is dict:
+        while PyDict_Next(value, &pos, &key, &item):
+            if not is_plain_key(<object>key) or not is_plain(<object>item, depth + 1):
+                return False
+        return True
+    return False
+
+
+cdef inline bint key_equals(const unsigned char* key, Py_ssize_t n, const char* word, Py_ssize_t m) noexcept:
+    return n == m and memcmp(key, word, m) == 0
+
+
+cdef object text_tuple(object items, bint identifiers):
+    """The list's strings as a tuple, each a text (or identifier); None if it is not one."""
+    cdef Py_ssize_t i, n
+    cdef object item
+    if type(items) is not list:
+        return None
+    n = PyList_GET_SIZE(items)
+    for i in range(n):
+        item = <object>PyList_GET_ITEM(items, i)
+        if not (is_identifier_str(item) if identifiers else is_text_str(item)):
+            return None
+    return PyList_AsTuple(items)
+
+
+cdef object required_capability(RequirementsReader reader, object entry):
+    """A required capability's shared Capability (schema's memo), or None if the entry is not one.
+    Its other members (an `evaluation`, say) are not read, but must keep the document rule."""
+    cdef PyObject* key
+    cdef PyObject* item
+    cdef Py_ssize_t pos = 0, n
+    cdef const unsigned char* k
+    cdef object name = None, version = None, found, memo_key
+    cdef PyObject* found_ptr
+    cdef int overflow = 0
+    cdef long long number
+    if type(entry) is not dict:
+        return None
+    while PyDict_Next(entry, &pos, &key, &item):
+        if type(<object>key) is not str:
+            return None
+        if PyUnicode_IS_ASCII(<object>key):
+            k = <const unsigned char*>PyUnicode_DATA(<object>key)
+            n = PyUnicode_GET_LENGTH(<object>key)
+            if key_equals(k, n, b"name", 4):
+                name = <object>item
+                continue
+            if key_equals(k, n, b"version", 7):
+                version = <object>item
+                continue
+        elif not no_surrogate(<object>key):
+            return None
+        if not is_plain(<object>item, 3):
+            return None
+    if type(version) is not int or not is_identifier_str(name):  # (a bool is not an int here)
+        return None
+    number = PyLong_AsLongLongAndOverflow(version, &overflow)
+    if overflow != 0 or number < 0:
+        return None
+    memo_key = (name, version)
+    found_ptr = PyDict_GetItem(reader.capabilities, memo_key)
+    if found_ptr != NULL:
+        return <object>found_ptr
+    found = reader.capability(name, version, None)
+    if PyDict_GET_SIZE(reader.capabilities) < reader.memo_limit:
+        PyDict_SetItem(reader.capabilities, memo_key, found)
+    return found
+
+
+cdef object capability_tuple(RequirementsReader reader, object items):
+    cdef Py_ssize_t i, n
+    cdef object capability
+    if type(items) is not list:
+        return None
+    n = PyList_GET_SIZE(items)
+    if n == 0:
+        return ()
+    out = PyTuple_New(n)
+    for i in range(n):
+        capability = required_capability(reader, <object>PyList_GET_ITEM(items, i))
+        if capability is None:
+            return None
+        Py_INCREF(capability)
+        PyTuple_SET_ITEM(out, i, capability)
+    return out
+
+
+cdef object latency_of(object model):
+    """The model's latency class (the doc's own string, or None); False if the model is not one."""
+    cdef PyObject* key
+    cdef PyObject* item
+    cdef Py_ssize_t pos = 0
+    cdef object latency = None
+    if type(model) is not dict:
+        return False
+    while PyDict_Next(model, &pos, &key, &item):
+        if not is_plain_key(<object>key):
+            return False
+        if <object>key == "latency_class":
+            latency = <object>item
+        elif not is_plain(<object>item, 2):
+            return False
+    if latency is None:
+        return None
+    if type(latency) is str and (latency == _LATENCY_INTERACTIVE or latency == _LATENCY_BATCH):
+        return latency
+    return False
+
+
+def requirements_reader(requirements, capability, dict capabilities, Py_ssize_t memo_limit,
+                        dict derived, Py_ssize_t derived_limit):
+    """The compiled reader of plain requirements documents, building `requirements` (schema's
+    Requirements) and `capability` (its Capability) objects: `capabilities` is the schema's memo
+    of required capabilities by (name, version), kept to `memo_limit` entries; `derived` is
+    `predicates.DERIVED`, the memo of `predicates.derive` (to `derived_limit` sets), which this
+    reader looks a set up in and adds a set it derives to, as `derive` does."""
+    return RequirementsReader(requirements, capability, capabilities, memo_limit, derived, derived_limit)
+
+
+cdef class RequirementsReader:
+    """Reads a dict as `schema.parse_requirements` does, or hands it back (see `read`)."""
+
+    cdef object requirements, capability
+    cdef dict capabilities, derived
+    cdef Py_ssize_t memo_limit, derived_limit
+
+    def __init__(self, requirements, capability, dict capabilities, Py_ssize_t memo_limit,
+                 dict derived, Py_ssize_t derived_limit):
+        self.requirements = requirements
+        self.capability = capability
+        self.capabilities = capabilities
+        self.memo_limit = memo_limit
+        self.derived = derived
+        self.derived_limit = derived_limit
+
+    def read(self, dict doc, bint decoded=False):
+        """The §4 requirements of `doc` as `schema.parse_requirements` returns them — the same field
+        values, `doc` itself, the shared required capabilities and derived predicates (the schema's
+        and predicates' memos) — when `doc` is a valid requirements document that keeps the
+        document rule; None when it is not, or is unusual (a subclass of a JSON type, say):
+        `parse_requirements` then reads it itself. `decoded` (the document came from a JSON
+        decoder, so keeps the rule) changes nothing here: the rule costs little beside the fields."""
+        cdef PyObject* key
+        cdef PyObject* item
+        cdef Py_ssize_t pos = 0, n
+        cdef const unsigned char* k
+        cdef object value, v = None, capabilities = (), clearances = (), tools = (), exclude = ()
+        cdef object residency = None, latency = None, session = None, agent_ref = None, kind = None
+        cdef object predicates, req, derived_key
+        cdef PyObject* found_ptr
+        cdef int which
+        while PyDict_Next(doc, &pos, &key, &item):
+            value = <object>item
+            if type(<object>key) is not str:
+                return None
+            which = 0
+            if PyUnicode_IS_ASCII(<object>key):
+                k = <const unsigned char*>PyUnicode_DATA(<object>key)
+                n = PyUnicode_GET_LENGTH(<object>key)
+                if key_equals(k, n, b"v", 1):
+                    which = 1
+                elif key_equals(k, n, b"capabilities", 12):
+                    which = 2
+                elif key_equals(k, n, b"clearances", 10):
+                    which = 3
+                elif key_equals(k, n, b"tools", 5):
+                    which = 4
+                elif key_equals(k, n, b"exclude", 7):
+                    which = 5
+                elif key_equals(k, n, b"model", 5):
+                    which = 6
+                elif key_equals(k, n, b"residency", 9):
+                    which = 7
+                elif key_equals(k, n, b"session", 7):
+                    which = 8
+                elif key_equals(k, n, b"agentRef", 8):
+                    which = 9
+                elif key_equals(k, n, b"kind", 4):
+                    which = 10
+            elif not no_surrogate(<object>key):
+                return None
+            if which == 0:                   # a member §4 does not define: kept, held to the rule
+                if not is_plain(value, 1):
+                    return None
+            elif which == 1:
+                if value is not None:        # null counts as absent, as for every optional member
+                    if not is_schema_version_str(value):
+                        return None
+                    v = value
+            elif which == 2:
+                capabilities = capability_tuple(self, value)
+                if capabilities is None:
+                    return None
+            elif which == 3:
+                clearances = text_tuple(value, True)
+                if clearances is None:
+                    return None
+            elif which == 4:
+                tools = text_tuple(value, False)
+                if tools is None:
+                    return None
+            elif which == 5:
+                # `doc.get("exclude") or []`: any false value (null, false, 0, "", [], {}) is no exclusion
+                if not is_plain(value, 1):
+                    return None
+                if value:
+                    exclude = text_tuple(value, False)
+                    if exclude is None:
+                        return None
+            elif which == 6:
+                if value is not None:
+                    latency = latency_of(value)
+                    if latency is False:
+                        return None
+            elif value is not None:
+                if not is_text_str(value):
+                    return None
+                if which == 7:
+                    residency = value
+                elif which == 8:
+                    session = value
+                elif which == 9:
+                    agent_ref = value
+                else:
+                    kind = value
+        derived_key = (capabilities, clearances, tools, residency, latency, agent_ref, exclude)
+        found_ptr = PyDict_GetItem(self.derived, derived_key)
+        if found_ptr != NULL:
+            predicates = <object>found_ptr
+        else:
+            predicates = derive(capabilities, clearances, tools, residency, latency, agent_ref, exclude)
+            if PyDict_GET_SIZE(self.derived) < self.derived_limit:
+                PyDict_SetItem(self.derived, derived_key, predicates)
+        req = new_tuple_of(self.requirements, 12)
+        put(req, 0, v)
+        put(req, 1, capabilities)
+        put(req, 2, clearances)
+        put(req, 3, tools)
+        put(req, 4, residency)
+        put(req, 5, latency)
+        put(req, 6, session)
+        put(req, 7, agent_ref)
+        put(req, 8, exclude)
+        put(req, 9, kind)
+        put(req, 10, doc)
+        put(req, 11, predicates)
+        return req
+
+
+cdef inline void put(object fresh, Py_ssize_t i, object value) noexcept:
+    """Fill item `i` of a tuple just made (PyTuple_SET_ITEM takes the reference it is given)."""
+    Py_INCREF(value)
+    PyTuple_SET_ITEM(fresh, i, value)
+
+
+# -- §5 predicates, derived as predicates._derive derives them ----------------------------------------
+
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    object PyUnicode_Concat(object left, object right)
+
+cdef object _CLEARANCE = "clearance:"
+cdef object _TOOL = "tool:"
+cdef object _RESIDENCY = "residency:"
+cdef object _LATENCY = "model.latency_class:"
+cdef object _AGENT_REF = "agentRef:"
+cdef object _ANTI_AFFINITY = "anti-affinity:"
+
+
+cdef object capability_predicate(object capability):
+    """`capability:{name}/{version}`: the name is an identifier, so ASCII, written straight in."""
+    cdef object name = <object>PyTuple_GET_ITEM(capability, 0)
+    cdef long long version = <object>PyTuple_GET_ITEM(capability, 1)
+    cdef char digits[24]
+    cdef Py_ssize_t n_digits = 0, n = PyUnicode_GET_LENGTH(name), i
+    cdef unsigned long long rest = <unsigned long long>version
+    cdef object out
+    cdef unsigned char* p
+    if not PyUnicode_IS_ASCII(name):  # never, for a name the reader checked
+        return "capability:" + name + "/" + str(version)
+    while True:
+        digits[n_digits] = <char>(48 + rest % 10)
+        n_digits += 1
+        rest //= 10
+        if rest == 0:
+            break
+    out = PyUnicode_New(11 + n + 1 + n_digits, 127)
+    p = <unsigned char*>PyUnicode_DATA(out)
+    memcpy(p, b"capability:", 11)
+    memcpy(p + 11, PyUnicode_DATA(name), n)
+    p[11 + n] = c'/'
+    for i in range(n_digits):
+        p[12 + n + i] = digits[n_digits - 1 - i]
+    return out
+
+
+cdef object derive(tuple capabilities, tuple clearances, tuple tools, object residency, object latency,
+                   object agent_ref, tuple exclude):
+    """predicates._derive: capabilities, clearances, tools, residency, latency class, agentRef,
+    anti-affinity, in that order, a predicate that repeats keeping its first place."""
+    cdef list out = []
+    cdef object item
+    for item in capabilities:
+        out.append(capability_predicate(item))
+    for item in clearances:
+        out.append(PyUnicode_Concat(_CLEARANCE, item))
+    for item in tools:
+        out.append(PyUnicode_Concat(_TOOL, item))
+    if residency is not None:
+        out.append(PyUnicode_Concat(_RESIDENCY, residency))
+    if latency is not None:
+        out.append(PyUnicode_Concat(_LATENCY, latency))
+    if agent_ref is not None:
+        out.append(PyUnicode_Concat(_AGENT_REF, agent_ref))
+    for item in exclude:
+        out.append(PyUnicode_Concat(_ANTI_AFFINITY, item))
+    if has_repeat(out):
+        return tuple(dict.fromkeys(out))
+    return PyList_AsTuple(out)
+
+
+cdef bint has_repeat(list items) except -1:
+    """Whether a string occurs twice in `items`: compared pairwise while there are few (a set of
+    predicates is short: no dict to build, no string to hash)."""
+    cdef Py_ssize_t n = PyList_GET_SIZE(items), i, j
+    cdef str a
+    if n > 24:
+        return PyDict_GET_SIZE(dict.fromkeys(items)) != n
+    for i in range(1, n):
+        a = <str>PyList_GET_ITEM(items, i)
+        for j in range(i):
+            if a == <str>PyList_GET_ITEM(items, j):
+                return True
+    return False

@@ -1,5 +1,6 @@
-"""The pure stand-in for `a3fast._ingest`: the same `Batch` and `scan`, but `scan` vouches for no
-line, so a pure fleet reads every line of JSON Lines with orjson and `parse_declaration`."""
+"""The pure stand-in for `a3fast._ingest`: the same `Batch`, `scan` and `requirements_reader`, but
+`scan` vouches for no line, so a pure fleet reads every line of JSON Lines with orjson and
+`parse_declaration`, and there is no reader of requirements (the schema's fast path reads them)."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -7,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Batch", "Vocabulary", "scan"]
+__all__ = ["Batch", "Vocabulary", "scan", "requirements_reader"]
 
 
 class Batch:
@@ -65,3 +66,10 @@ def scan(data: bytes, pos: int, lineno: int, batch: Batch, vocab: Vocabulary,
          intern: Callable[[int, Any], int], held: dict[str, int]) -> tuple[int, int]:
     """Every line goes to the careful reader: `(pos, lineno)` as given, or the end of the data."""
     return (pos, lineno) if pos < len(data) else (len(data), lineno)
+
+
+def requirements_reader(requirements: Any, capability: Any, capabilities: dict, memo_limit: int,
+                        derived: dict, derived_limit: int) -> None:
+    """No reader of requirements here: `schema.parse_requirements` reads a plain dict with its own
+    fast path in Python (the same answers, several times slower)."""
+    return None

@@ -88,16 +88,18 @@ def derive(capabilities, clearances, tools, residency_label, latency, agent_ref_
     # Tasks repeat a small vocabulary: a set already derived is looked up (the fields are validated
     # before they get here, so a version is an int, never a bool that would equal 1).
     key = (capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude)
-    known = _derived.get(key)
+    known = DERIVED.get(key)
     if known is None:
         known = _derive(capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude)
-        if len(_derived) < _DERIVED_LIMIT:
-            _derived[key] = known
+        if len(DERIVED) < DERIVED_LIMIT:
+            DERIVED[key] = known
     return known
 
 
-_DERIVED_LIMIT = 1 << 14
-_derived: dict[tuple, tuple[str, ...]] = {}
+#: derive's memo, by the tuple of its arguments, at most DERIVED_LIMIT sets: the compiled reader of
+#: requirements (a3fast._ingest) looks a set up here itself, and adds one it derives as derive does.
+DERIVED_LIMIT = 1 << 14
+DERIVED: dict[tuple, tuple[str, ...]] = {}
 
 
 def _derive(capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude) -> tuple[str, ...]:

@@ -8,18 +8,19 @@ caller that places the same task often can parse it once ("prepared requirements
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, NamedTuple, TypeGuard
+from typing import Any, Callable, Mapping, NamedTuple, TypeGuard
 
 import orjson
 
-from . import document
+from . import document, predicates
+from .engines import ENGINE, ingest_module
 from .errors import Problem, SchemaError, describe, json_path
 from .predicates import derive
 
 __all__ = [
     "IDENTIFIER", "LATENCY_CLASSES", "MAX_VERSION", "MAX_TEXT",
     "AgentName", "Capability", "Model", "Declaration", "Requirements",
-    "parse_declaration", "parse_requirements", "loads", "is_identifier", "task_kind",
+    "parse_declaration", "parse_requirements", "requirements_reader", "loads", "is_identifier", "task_kind",
 ]
 
 #: §2 grammar for capability and clearance identifiers.
@@ -391,6 +392,31 @@ def _fast_requirements(doc: dict) -> Requirements | None:
                          exclude, kind, doc)
 
 
+def _python_requirements(doc: dict, decoded: bool = False) -> Requirements | None:
+    """The fast path in Python, and the document rule unless `doc` came from a JSON decoder:
+    what reads a plain dict where no compiled reader is built (the pure engine)."""
+    fast = _fast_requirements(doc)
+    if fast is not None and (decoded or document.conforms(doc)):
+        return fast
+    return None
+
+
+def requirements_reader(engine: str | None = None) -> Callable[[dict, bool], Requirements | None]:
+    """The reader of plain requirements documents on `engine` (None: the default engine): given a
+    dict and whether it came from a JSON decoder, it returns the Requirements `parse_requirements`
+    returns for it, or None, and then the careful reader reads it and names its problems. Native:
+    the compiled reader (`a3fast._ingest`), which checks the document rule too; pure: the fast
+    path above. Both share this module's memo of required capabilities and `derive`'s memo
+    (the compiled reader derives a new set itself, as `derive` does)."""
+    compiled = ingest_module(engine or ENGINE).requirements_reader(
+        Requirements, Capability, _required_capabilities, _MEMO_LIMIT, predicates.DERIVED, predicates.DERIVED_LIMIT)
+    return compiled.read if compiled is not None else _python_requirements
+
+
+#: What `parse_requirements` reads a plain dict with: the default engine's reader.
+_read_requirements = requirements_reader()
+
+
 def parse_declaration(obj: Any, path: str = "$") -> Declaration:
     """Parse a §3 declaration from a dict (or a Declaration, returned as is)."""
     if isinstance(obj, Declaration):
@@ -437,8 +463,8 @@ def parse_requirements(obj: Any, path: str = "$", *, decoded: bool = False) -> R
     if isinstance(obj, Requirements):
         return obj
     if type(obj) is dict:
-        fast = _fast_requirements(obj)
-        if fast is not None and (decoded or document.conforms(obj)):
+        fast = _read_requirements(obj, decoded)
+        if fast is not None:
             return fast
     r = ProblemReader()
     doc = r.document(obj, path)

@@ -1,4 +1,4 @@
-"""The compiled engine and JSON Lines reader under AddressSanitizer and UBSan (docs/testing.md).
+"""The compiled engine and readers (JSON Lines, requirements) under ASan and UBSan (docs/testing.md).
 
 The extensions are built with `-fsanitize=address,undefined -fno-sanitize-recover=undefined` into a
 temporary copy of the checkout (tests/sanitized_build.py), then the engine and reader tests run on
@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: paths; their slow members are left out to keep the run to a few minutes on two cores
 SUITES = ["tests/engines/test_native.py", "tests/engines/test_engine_parity.py", "tests/engines/test_engines.py",
           "tests/fleet/test_ingest.py", "tests/fleet/test_jsonl_ingest.py", "tests/fleet/test_snapshot.py",
-          "tests/fleet/test_snapshot_checks.py", "tests/fleet/test_outcome_bound.py"]
+          "tests/fleet/test_snapshot_checks.py", "tests/fleet/test_outcome_bound.py",
+          "tests/schema/test_requirements_reader.py"]
 #: the flipped-byte sweeps load one damaged file per byte, nearly all refused by the checksum in
 #: Python before an engine is reached: 165 of the 266 s the suites took under the sanitizers
 DESELECTED = "not flipped_byte"

@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
+import orjson
+
+from .. import predicates
 from ..engines import available_engines
 from ..fleet import FleetProtocol
-from ..schema import Declaration, parse_declaration, parse_requirements
+from ..schema import Declaration, parse_declaration, parse_requirements, requirements_reader
 from .authority import bench_resolve
 from .batching import bench_batching
 from .baselines import BASELINES
@@ -111,6 +114,11 @@ class BenchReport:
     builds: dict[tuple[int, str, str], float] = field(default_factory=dict)
     #: size -> median µs to parse one declaration
     parse_us: dict[int, float] = field(default_factory=dict)
+    #: size -> reader -> median µs to read one task's requirements from a dict: "python" (the fast
+    #: path in Python, what the pure engine reads with), "compiled" (a3fast._ingest), and
+    #: "parse_requirements" (the default engine's, as a caller pays it); "_first": a predicate set
+    #: met for the first time (see `_requirements_us`)
+    requirements_us: dict[int, dict[str, float]] = field(default_factory=dict)
     #: (size, engine) -> index bytes per agent
     index_bytes: dict[tuple[int, str], float] = field(default_factory=dict)
     update_size: int = 0
@@ -147,6 +155,7 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
         docs = generate_tasks(declarations, config.tasks, seed=config.seed)
         prepared = [parse_requirements(doc) for doc in docs]
         report.parse_us[size] = statistics.median(time_each(parse_declaration, declarations[:2000])) / 1e3
+        report.requirements_us[size] = _requirements_us(docs, config.engines, max(config.rounds, 5))
 
         progress(f"{size:,} agents: building the fleets and baselines")
         subjects: list[Subject] = []
@@ -196,6 +205,37 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
     if config.extras:
         _extras(config.quick, progress, report.extras)
     return report
+
+
+def _requirements_us(docs: Sequence[dict], engines: Sequence[str], rounds: int) -> dict[str, float]:
+    """Median µs per document of each reader of requirements dicts, side by side: the rounds take
+    the readers in turn. "python", "compiled", "parse_requirements": each round reads every
+    document once, memos warm (as placements repeating a workload's vocabulary see them);
+    "python_first", "compiled_first": each round reads documents decoded afresh with the memo of
+    derived predicate sets emptied before it, so each document is a set met for the first time (a
+    service's first sighting of a text, a replay's distinct tasks). Each pass starts from a full
+    collection, so none pays for the garbage of the one before."""
+    readers: dict[str, Callable[..., Any]] = {"python": requirements_reader("pure")}
+    if "native" in engines:
+        readers["compiled"] = requirements_reader("native")
+    texts = [orjson.dumps(doc) for doc in docs]
+    per_round: dict[str, list[float]] = {}
+
+    def timed(name: str, read: Callable[..., Any], documents: Sequence[dict]) -> None:
+        gc.collect()
+        started = time.perf_counter_ns()
+        for doc in documents:
+            read(doc)
+        per_round.setdefault(name, []).append((time.perf_counter_ns() - started) / len(documents) / 1e3)
+
+    for _ in range(rounds + 1):  # the first round warms the memos and is not kept
+        for name, read in [*readers.items(), ("parse_requirements", parse_requirements)]:
+            timed(name, read, docs)
+        for name, read in readers.items():
+            fresh = [orjson.loads(text) for text in texts]
+            predicates.DERIVED.clear()
+            timed(name + "_first", read, fresh)
+    return {name: statistics.median(us[1:]) for name, us in per_round.items()}
 
 
 def _updates(fleet: FleetProtocol, engine: str, parsed: Sequence[Declaration],

@@ -1,0 +1,252 @@
+"""The reader of plain requirements documents (`schema.requirements_reader`: compiled in
+`a3fast._ingest` on the native engine, the schema's fast path in Python on the pure one) against the
+careful reader of `parse_requirements`.
+
+The reader vouches only for what it can: it returns the `Requirements` the careful reader builds, or
+None, and then `parse_requirements` walks the document itself and names its problems. So on any
+document, valid or not, a reader that answers must answer exactly as the careful reader does, and
+never for a document the careful reader refuses. A reader that answered None to everything would
+pass that, so the tests also hold it to reading every valid plain document itself: the compiled
+reader always (it checks the document rule too, exactly), the pure one when the document came from
+a JSON decoder (it leaves the rule to `document.conforms`, which refuses every null).
+"""
+from __future__ import annotations
+
+import copy
+import math
+from types import MappingProxyType
+
+import orjson
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from a3fast import SchemaError, parse_requirements, predicates, schema
+from a3fast.engines import ENGINE, NATIVE_AVAILABLE
+from a3fast.schema import MAX_TEXT, Requirements, _fast_requirements, requirements_reader
+from a3fast.workload import generate_fleet, generate_tasks
+
+from edge_documents import FULL_REQUIREMENTS, KEYS, damaged, variants
+from strategies import requirements
+
+
+@pytest.fixture(scope="module", params=["native", "pure"])
+def reader(request):
+    """The engine's name and its reader of plain requirements documents."""
+    if request.param == "native" and not NATIVE_AVAILABLE:
+        pytest.skip("the compiled reader is not built")
+    return request.param, requirements_reader(request.param)
+
+
+def careful(doc) -> Requirements | None:
+    """What the careful reader makes of the document (a read-only view never takes a fast path)."""
+    try:
+        return parse_requirements(MappingProxyType(doc))
+    except SchemaError:
+        return None
+
+
+def assert_reader_agrees(reader, doc: dict) -> bool:
+    """The reader answers None or what the careful reader answers; the compiled one answers for
+    every valid document. Returns whether the document is valid."""
+    name, read = reader
+    # the memo of derived predicate sets is emptied before each read, so that each reader derives
+    # the set itself (rather than finding the other's)
+    predicates.DERIVED.clear()
+    expected = careful(doc)
+    predicates.DERIVED.clear()
+    mine = copy.deepcopy(doc)
+    got = read(mine)
+    if got is not None:
+        assert expected is not None, doc
+        assert type(got) is Requirements
+        assert got.doc is mine
+        assert got._replace(doc=None) == expected._replace(doc=None), doc
+    elif name == "native":
+        assert expected is None, doc
+    if expected is not None:
+        taken = read(copy.deepcopy(doc), True)
+        assert taken is not None and taken._replace(doc=None) == expected._replace(doc=None), doc
+    return expected is not None
+
+
+class Text(str):
+    pass
+
+
+class Number(int):
+    pass
+
+
+class Items(list):
+    pass
+
+
+# Values on the edges of the rules the reader checks itself: each JSON type where another is read,
+# bools for ints, integers on and past 64 bits, texts on and past MAX_TEXT (in characters, some of
+# them not ASCII), control characters, lone surrogates, non-finite floats, subclasses of JSON types,
+# keys that are not strings, tuples where the rule allows them, and nesting on either side of 128.
+def nested(depth: int):
+    value: object = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+HOSTILE = [None, True, False, 0, 1, -1, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1,
+           1.5, math.nan, math.inf, -math.inf, "", " ", "a.b", "A.b", "a..b", "a.", ".a", "a.b-", "a.-b",
+           "1.0", "1.01.2", "1.0.", "1.", "01.0", "2.0", "1.0a", "\u0661.0", "interactive", "batch",
+           "x" * MAX_TEXT, "x" * (MAX_TEXT + 1), "\u00e9" * MAX_TEXT, "\u00e9" * (MAX_TEXT + 1),
+           "\U0001F600" * MAX_TEXT, "\uff5a" * (MAX_TEXT + 1), "tab\t", "nul\x00", "del\x7f", "\x1f",
+           "\x80", "\u0085", "\u2028", "caf\u00e9", "\ud800", "a\udfffb", "a.b" + "-" * 2000,
+           Text("a.b"), Number(1), Items(["a.b"]), ("a.b",), {1: "x"}, {"\ud800": 1}, {"k": math.nan},
+           [], {}, [None], ["a.b"], ["a.b", "a.b"], ["nul\x00"], [""], [Text("x")], [1], [True],
+           {"name": "a.b", "version": 1}, {"name": "a.b", "version": True}, {"name": "a.b"},
+           {"version": 1}, {"name": "a.b", "version": 2**63}, {"name": "a.b", "version": -1},
+           {"name": "a.b", "version": 1.0}, {"name": Text("a.b"), "version": 1},
+           {"name": "a.b", "version": Number(1)}, {"name": "a.b", "version": 1, "evaluation": math.nan},
+           {"name": "a.b", "version": 1, "evaluation": {"score": 0.5}},
+           [{"name": "a.x", "version": 1}, {"name": "a.x", "version": 1}],
+           {"latency_class": None}, {"latency_class": "batch", "cost_ceiling_usd": "nope"},
+           {"latency_class": Text("batch")}, {"latency_class": "batch", 2: 3},
+           nested(126), nested(127), nested(128), {"deep": nested(126)}, {"deep": nested(127)}]
+hostile = st.sampled_from(HOSTILE)
+members = st.sampled_from(KEYS + ["\u00e9", "\ud800", "caf\u00e9"])
+
+
+@st.composite
+def hostile_requirements(draw):
+    """A valid requirements document with some of its members, or members of its members, set to
+    hostile values, and some unknown members added."""
+    doc = copy.deepcopy(draw(requirements()))
+    for _ in range(draw(st.integers(0, 3))):
+        doc[draw(members)] = draw(hostile)
+    caps = doc.get("capabilities")
+    if type(caps) is list and caps and type(caps[0]) is dict and draw(st.booleans()):
+        entry = caps[0]
+        entry[draw(st.sampled_from(["name", "version", "evaluation", "other"]))] = draw(hostile)
+    if type(doc.get("model")) is dict and draw(st.booleans()):
+        doc["model"][draw(st.sampled_from(["latency_class", "cost_ceiling_usd", "other"]))] = draw(hostile)
+    for key in ("clearances", "tools", "exclude"):
+        if type(doc.get(key)) is list and draw(st.integers(0, 3)) == 0:
+            doc[key].append(draw(hostile))
+    return doc
+
+
+# -- it answers as the careful reader does -----------------------------------------------------------
+
+@settings(max_examples=400)
+@given(doc=hostile_requirements())
+def test_requirements_reader_answers_as_the_careful_reader_on_hostile_documents(reader, doc):
+    assert_reader_agrees(reader, doc)
+
+
+@settings(max_examples=200)
+@given(doc=damaged(requirements()))
+def test_requirements_reader_answers_as_the_careful_reader_on_damaged_documents(reader, doc):
+    assert_reader_agrees(reader, doc)
+
+
+@given(doc=requirements())
+def test_requirements_reader_takes_every_valid_generated_document(reader, doc):
+    assert assert_reader_agrees(reader, doc)
+
+
+def test_requirements_reader_answers_as_the_careful_reader_at_every_edge_of_a_full_document(reader):
+    valid = sum(assert_reader_agrees(reader, variant) for _, variant in variants(FULL_REQUIREMENTS))
+    assert valid > 50
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=range(len(HOSTILE)))
+@pytest.mark.parametrize("key", ["v", "capabilities", "clearances", "tools", "residency", "model",
+                                 "session", "agentRef", "exclude", "kind", "unknown"])
+def test_requirements_reader_answers_as_the_careful_reader_for_each_hostile_member(reader, key, value):
+    assert_reader_agrees(reader, {**FULL_REQUIREMENTS, key: value})
+
+
+@pytest.mark.parametrize("depth, valid", [(127, True), (128, False)])
+def test_requirements_reader_follows_the_document_rule_to_its_depth(reader, depth, valid):
+    # the document is depth 0: a container 128 deep breaks the rule (a3fast.document)
+    assert assert_reader_agrees(reader, {"unknown": nested(depth)}) is valid
+    assert assert_reader_agrees(reader, {"capabilities": [{"name": "a.b", "version": 1,
+                                                           "evaluation": nested(depth - 2)}]}) is valid
+
+
+@pytest.mark.parametrize("falsy", [None, False, 0, 0.0, "", [], {}])
+def test_requirements_reader_reads_a_false_exclude_as_no_exclusion(reader, falsy):
+    # `doc.get("exclude") or []`, in both readers: a false value excludes nobody
+    assert assert_reader_agrees(reader, {"exclude": falsy})
+    assert reader[1]({"exclude": falsy}, True).exclude == ()
+
+
+def test_requirements_reader_keeps_duplicate_capabilities_and_derives_each_predicate_once(reader):
+    doc = {"capabilities": [{"name": "a.x", "version": 1}, {"name": "a.x", "version": 1}],
+           "clearances": ["r.read", "r.read"], "exclude": ["b", "b"]}
+    assert assert_reader_agrees(reader, doc)
+    got = reader[1](doc)
+    assert len(got.capabilities) == 2 and got.clearances == ("r.read", "r.read")
+    assert got.predicates == ("capability:a.x/1", "clearance:r.read", "anti-affinity:b")
+
+
+@pytest.mark.parametrize("version", [0, 7, 10, 2**63 - 1])
+def test_requirements_reader_derives_each_kind_of_predicate_byte_for_byte(reader, version):
+    doc = {"capabilities": [{"name": "a.x", "version": version}, {"name": "b.y-z", "version": 1}],
+           "clearances": ["r.read"], "tools": ["mcp:github/create_issue", "\U0001F600", "plain"],
+           "residency": "eu:west", "model": {"latency_class": "interactive"}, "agentRef": "caf\u00e9",
+           "exclude": ["\uff5a", "b", "\uff5a"]}
+    predicates.DERIVED.clear()
+    got = reader[1](doc).predicates
+    assert got == predicates._derive(*(parse_requirements(MappingProxyType(doc))[i] for i in (1, 2, 3, 4, 5, 7, 8)))
+    assert got[0] == f"capability:a.x/{version}" and got[-1] == "anti-affinity:b"
+    assert predicates.DERIVED  # the set is remembered, as derive remembers it
+
+
+@pytest.mark.parametrize("count", [3, 24, 25, 40])
+@pytest.mark.parametrize("repeat", [False, True])
+def test_requirements_reader_keeps_the_first_of_repeated_predicates_in_short_and_long_sets(reader, count, repeat):
+    clearances = [f"c.n{i}" for i in range(count)] + (["c.n1"] if repeat else [])
+    doc = {"clearances": clearances, "tools": ["x", "y", "x"] if repeat else ["x"]}
+    assert assert_reader_agrees(reader, doc)
+    got = reader[1](doc, True).predicates
+    assert len(got) == count + (2 if repeat else 1) and got[-1] == ("tool:y" if repeat else "tool:x")
+
+
+def test_requirements_reader_shares_the_schema_memos_with_the_python_fast_path(reader):
+    doc = {"v": "1.0", "capabilities": [{"name": "shared.reader", "version": 3}], "residency": "eu"}
+    python = _fast_requirements(copy.deepcopy(doc))
+    got = reader[1](copy.deepcopy(doc))
+    assert got.capabilities[0] is python.capabilities[0]
+    assert got.predicates is python.predicates
+
+
+# -- it reads the common case itself ----------------------------------------------------------------
+
+def test_requirements_reader_takes_every_task_of_the_standard_workload(reader):
+    tasks = generate_tasks(generate_fleet(1000), 500)
+    read = reader[1]
+    for decoded in (False, True):
+        got = [read(task, decoded) for task in tasks]
+        assert all(r is not None for r in got)
+    assert [r._replace(doc=None) for r in got] == [careful(t)._replace(doc=None) for t in tasks]
+    decoded_tasks = [orjson.loads(orjson.dumps(task)) for task in tasks]
+    assert all(read(task) is not None for task in decoded_tasks)
+
+
+def test_parse_requirements_reads_a_plain_dict_with_the_default_engines_reader():
+    doc = {"capabilities": [{"name": "a.x", "version": 1}]}
+    assert parse_requirements(doc).doc is doc
+    if ENGINE == "native":
+        assert type(schema._read_requirements.__self__).__name__ == "RequirementsReader"
+    else:
+        assert schema._read_requirements is schema._python_requirements
+
+
+@settings(max_examples=150)
+@given(doc=hostile_requirements())
+def test_parse_requirements_refuses_a_plain_dict_in_the_careful_readers_words(doc):
+    def message(obj) -> str:
+        try:
+            parse_requirements(obj)
+        except SchemaError as exc:
+            return str(exc)
+        return "accepted"
+    assert message(copy.deepcopy(doc)) == message(MappingProxyType(doc))
