@@ -73,6 +73,13 @@ def ready(client) -> bool:
     return client.get("/readyz").status_code == 200
 
 
+def watch_status(client) -> dict:
+    """The watch's part of /v1/watch, once the state has loaded: it loads after start-up, on a
+    worker thread, and every route but the open ones answers 503 until then."""
+    until("the state loaded", lambda: client.get("/readyz").json()["status"] != "loading")
+    return client.get("/v1/watch").json()["kubernetes"]
+
+
 def test_ready_only_once_the_first_list_is_applied(api, tmp_path):
     api.put(NODES, node("n-1", declared("n-1")))
     api.slow = 0.3          # the first list takes a while
@@ -101,7 +108,7 @@ def test_the_fleet_follows_add_modify_delete_in_order(api, tmp_path):
         # an object that comes to declare another agent lets go of the first
         api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("gamma")))
         until("renamed", lambda: fleet_names(client) == ["gamma"])
-        status = client.get("/v1/watch").json()["kubernetes"]
+        status = watch_status(client)
         assert status["synced"] and status["problems"] == []
         assert {c["collection"] for c in status["collections"]} == {"nodes", "agentdeclarations"}
 
@@ -123,7 +130,7 @@ def test_an_annotation_change_is_reflected_in_the_next_filter(api, tmp_path):
         assert names_filter(client, "u-1", ["n-1", "n-2"])[0] == ["n-1", "n-2"]
         # n-2 loses the clearance the pod needs: its next filter fails it
         rv = api.put(NODES, node("n-2", declared("n-2", clearances=["customers.read"])))
-        until("applied", lambda: client.get("/v1/watch").json()["kubernetes"]["collections"][0]
+        until("applied", lambda: watch_status(client)["collections"][0]
               ["resource_version"] == str(rv))
         passed, unresolvable = names_filter(client, "u-2", ["n-1", "n-2"])
         assert passed == ["n-1"] and unresolvable == {"n-2": "clearance:orders.read"}
@@ -140,8 +147,8 @@ def test_a_bad_object_next_to_good_ones_is_reported_and_keeps_its_last_good_decl
         assert fleet_names(client) == ["alpha", "n-1", "n-2"]
         # alpha turns invalid: reported, and its last good declaration stays served
         api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha", residency="eu")))
-        until("three problems", lambda: len(client.get("/v1/watch").json()["kubernetes"]["problems"]) == 3)
-        problems = {p["object"]: p for p in client.get("/v1/watch").json()["kubernetes"]["problems"]}
+        until("three problems", lambda: len(watch_status(client)["problems"]) == 3)
+        problems = {p["object"]: p for p in watch_status(client)["problems"]}
         assert set(problems) == {"AgentDeclaration team-a/alpha", "AgentDeclaration team-a/beta", "Node n-bad"}
         assert problems["Node n-bad"]["problem"].startswith("metadata.annotations[a3.dev/declaration]: "
                                                             "expected a declaration as JSON")
@@ -173,14 +180,14 @@ def test_a_name_declared_by_an_agent_declaration_and_a_node_is_a_conflict_the_de
         api.put(DECLARATIONS, agent_declaration("n-1", "team-a", declared("n-1")))
         until("the declaration wins",
               lambda: client.get("/v1/agents/n-1").json()["declaration"]["agent"]["namespace"] == "team-a")
-        [conflict] = client.get("/v1/watch").json()["kubernetes"]["problems"]
+        [conflict] = watch_status(client)["problems"]
         assert conflict["object"] == "Node n-1" and conflict["reason"] == "DeclarationConflict"
         assert "also declared by AgentDeclaration team-a/n-1" in conflict["problem"]
         until("an event", lambda: [e["reason"] for e in api.events] == ["DeclarationConflict"])
         api.delete(DECLARATIONS, "n-1", "team-a")
         until("the node's again",
               lambda: client.get("/v1/agents/n-1").json()["declaration"]["agent"]["namespace"] == "nodes")
-        assert client.get("/v1/watch").json()["kubernetes"]["problems"] == []
+        assert watch_status(client)["problems"] == []
 
 
 def test_the_server_killed_and_restarted_mid_watch(api, tmp_path):
@@ -195,7 +202,7 @@ def test_the_server_killed_and_restarted_mid_watch(api, tmp_path):
         api.compact()
         api.start()
         until("caught up", lambda: fleet_names(client) == ["n-2"], timeout=20)
-        status = client.get("/v1/watch").json()["kubernetes"]["collections"]
+        status = watch_status(client)["collections"]
         nodes = next(c for c in status if c["collection"] == "nodes")
         assert nodes["relists_after_gone"] >= 1 and nodes["lists"] >= 2 and nodes["failures"] >= 1
         assert ready(client)
@@ -207,7 +214,7 @@ def test_a_watch_resumes_from_its_resource_version_after_a_dropped_connection(ap
         until("synced", lambda: ready(client))
         api.put(NODES, node("n-1", declared("n-1")))
         until("n-1", lambda: fleet_names(client) == ["n-1"])
-        until("a bookmark", lambda: client.get("/v1/watch").json()["kubernetes"]["collections"][0]["bookmarks"])
+        until("a bookmark", lambda: watch_status(client)["collections"][0]["bookmarks"])
         before = len([r for r in api.requests if "/api/v1/nodes" in r and "watch=true" in r])
         api.drop_watches()
         api.put(NODES, node("n-2", declared("n-2")))
@@ -236,7 +243,7 @@ def test_every_request_is_bounded_a_stalled_list_or_watch_is_cut_and_retried(api
     app, client = serving(api, tmp_path, watch_timeout=1.0, k8s_request_timeout=1.0)
     with client:
         def failures():
-            collections = client.get("/v1/watch").json()["kubernetes"]["collections"]
+            collections = watch_status(client)["collections"]
             return all(c["failures"] >= 1 for c in collections)
         until("the stalled lists cut by their read timeout", failures)
         assert not ready(client)
@@ -244,10 +251,10 @@ def test_every_request_is_bounded_a_stalled_list_or_watch_is_cut_and_retried(api
         api.drop_watches()                  # the hanging lists end; the lists answer now
         until("synced", lambda: ready(client))
         api.put(NODES, node("n-2", declared("n-2")))
-        seen = client.get("/v1/watch").json()["kubernetes"]["collections"][0]["failures"]
+        seen = watch_status(client)["collections"][0]["failures"]
         # the stalled watch is cut within its timeoutSeconds (≤ 2 s) and the 1 s margin, and the
         # watch after it (no longer stalled) delivers what it missed
-        until("a stalled watch cut", lambda: client.get("/v1/watch").json()["kubernetes"]["collections"][0]
+        until("a stalled watch cut", lambda: watch_status(client)["collections"][0]
               ["failures"] > seen, timeout=15)
         api.stall = set()
         until("n-2", lambda: fleet_names(client) == ["n-1", "n-2"], timeout=15)
@@ -273,7 +280,7 @@ def test_the_watch_threads_end_when_the_service_stops(api, tmp_path):
     app, client = serving(api, tmp_path, watch_timeout=60)
     with client:
         until("synced", lambda: ready(client))
-        until("watching", lambda: all(c["watches"] for c in client.get("/v1/watch").json()["kubernetes"]
+        until("watching", lambda: all(c["watches"] for c in watch_status(client)
                                                                          ["collections"]))
         assert [t for t in threading.enumerate() if t.name.startswith("a3fast-k8s-")]
     until("the threads ended", lambda: not [t for t in threading.enumerate()
@@ -317,7 +324,7 @@ def test_replicas_answer_a_recorded_sequence_of_filters_identically(api, tmp_pat
             clients = [a, b, late]
 
             def applied(c):
-                return c.get("/v1/watch").json()["kubernetes"]["collections"][0]["resource_version"] == str(rv)
+                return watch_status(c)["collections"][0]["resource_version"] == str(rv)
             until("every replica applied the changes", lambda: all(ready(c) and applied(c) for c in clients))
             offered = [node(n) for n in ["n-5", "n-4", "n-3", "n-2", "n-1", "n-0", "alpha", "gpu-1"]]
             sequence = [(f"u-{k}", pod(SECTION_10_TASK, uid=f"u-{k}"), offered[k % 3:]) for k in range(6)]
