@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jsonschema
@@ -156,6 +158,25 @@ def test_a_restart_with_the_same_state_keeps_the_tools_and_still_removes_a_gone_
         until("the gone tool removed after the restart", lambda: tools(restarted) == ["send_email", "get_order"])
     finally:
         assert restarted.stop() == 0
+
+
+def test_a_listing_that_hangs_does_not_hold_the_services_stop(tmp_path):
+    # a "server" that accepts the connection and never answers: the listing runs until its 30 s
+    # deadline, and the service's stop must not wait for it
+    silent = socket.create_server(("127.0.0.1", 0))
+    silent.settimeout(30)
+    server = watching(tmp_path / "state", f"http://127.0.0.1:{silent.getsockname()[1]}/mcp")
+    try:
+        server.client.put("/v1/agents/ops", json=OPS)
+        connection, _ = silent.accept()   # a listing is under way
+        started = time.monotonic()
+        assert server.stop() == 0
+        assert time.monotonic() - started < 15, "the stop waited for the stuck listing"
+        connection.close()
+    finally:
+        if server.proc.poll() is None:
+            server.kill()
+        silent.close()
 
 
 @pytest.mark.parametrize("value, expected", [("http://127.0.0.1:9/mcp", "expected AGENT=URL"),

@@ -27,6 +27,7 @@ import datetime as _dt
 import hashlib
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,6 +128,37 @@ def bind_server_tools(doc: dict[str, Any], contributed: Any, pages: list[dict[st
     decl = next(d for d in result.declarations if d["agent"]["name"] == agent)
     kept = set(own)
     return decl, tuple(t for t in decl.get("tools") or () if t not in kept)
+
+
+async def _in_daemon_thread(function, *args, **kwargs):
+    """`function(*args, **kwargs)` run on a thread of its own, awaited. Not asyncio's default
+    executor: the loop joins that executor's threads when it closes, so a listing stuck until its
+    deadline (a server that accepts and never answers) held the service's exit for that long. A
+    daemon thread is not waited for at exit, and a result that comes after its waiter gave up is
+    dropped."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def settle(outcome: BaseException | None, result: Any) -> None:
+        if done.done():
+            return   # the waiter was cancelled (deadline, stop)
+        if outcome is not None:
+            done.set_exception(outcome)
+        else:
+            done.set_result(result)
+
+    def run() -> None:
+        try:
+            result, outcome = function(*args, **kwargs), None
+        except Exception as exc:
+            result, outcome = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, outcome, result)
+        except RuntimeError:
+            pass   # the loop has closed: nothing waits for this result any more
+
+    threading.Thread(target=run, name=f"a3fast-{function.__name__}", daemon=True).start()
+    return await done
 
 
 def _now() -> str:
@@ -339,7 +371,7 @@ class Watcher:
             # list_tools ends itself at the deadline; the wait is bounded again here, so a listing
             # stuck where it cannot be cancelled holds its thread but not this source's schedule
             deadline = self.config.limits.deadline
-            listing = await asyncio.wait_for(asyncio.to_thread(list_tools, ServerSpec(url=source.url),
+            listing = await asyncio.wait_for(_in_daemon_thread(list_tools, ServerSpec(url=source.url),
                                                                timeout=deadline), deadline + 5)
         except ListingError as exc:
             return self._failed(source, f"{exc.message}; keeping the last tools")
