@@ -74,6 +74,11 @@ def encode(header: Mapping[str, Any], sections: Mapping[str, bytes | memoryview]
     return b"".join([*parts, _trailer(parts)])
 
 
+#: Snapshots shorter than this are checksummed at once: a thread's start, and the reader's wait for
+#: the interpreter to hand it the GIL (up to the 5 ms switch interval), cost more than their CRC.
+_THREAD_FROM = 1 << 20
+
+
 class Checksum:
     """A snapshot's checksum computed on a thread of its own while the caller goes on reading the
     sections (zlib releases the GIL over the buffer, so on a second core it costs no time):
@@ -88,7 +93,11 @@ class Checksum:
         self.source = source
         length, self.expected = _frame(data, source)
         self._found: int | None = None
+        self._thread: threading.Thread | None = None
         view = memoryview(data)[:length]
+        if length < _THREAD_FROM:
+            self._found = zlib.crc32(view)
+            return
 
         def run() -> None:
             self._found = zlib.crc32(view)
@@ -97,7 +106,8 @@ class Checksum:
         self._thread.start()
 
     def wait(self) -> None:
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
         if self._found != self.expected:
             raise SnapshotError(f"{self.source}: the snapshot is damaged (its checksum does not match)")
 
