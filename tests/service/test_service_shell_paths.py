@@ -1,7 +1,6 @@
-"""The service shell's short ways to the same answers: a place answer's records array made from the
-record lines with two copies, the single HTTP answer framed around those records, and the
-unschedulable counter labelled from a rejection's failed counts without a dict of them. Each is
-held to the plain definition it replaces, byte for byte or value for value."""
+"""The service shell's short ways to the same answers: the single HTTP answer framed around its
+records, and the unschedulable counter labelled from a rejection's failed counts without a dict of
+them. Each is held to the plain definition it replaces, byte for byte or value for value."""
 from __future__ import annotations
 
 import asyncio
@@ -11,35 +10,10 @@ import pytest
 
 from a3fast.fleet import Fleet
 from a3fast.service import metrics
-from a3fast.service.operations import records_array
 from a3fast.workload import generate_fleet, generate_tasks
 
 FLEET = generate_fleet(60, seed=11)
 TASKS = generate_tasks(FLEET, 40, seed=11)
-
-
-def _plain_records_array(lines: bytes) -> bytes:
-    return b"[" + lines.rstrip(b"\n").replace(b"\n", b",") + b"]"
-
-
-@pytest.mark.parametrize("lines", [b"", b"\n", b"\n\n", b"{}\n", b'{"a":1}\n{"b":2}\n', b'{"a":1}\n{"b":2}',
-                                   b'{"a":1}\n\n', b'{"a":1}\n\n{"b":2}\n', b'{"a":"x\\ny"}\n'])
-def test_records_array_is_the_record_lines_joined_by_commas(lines):
-    assert records_array(lines) == _plain_records_array(lines)
-
-
-def test_records_array_of_real_placements_is_the_plain_array():
-    from a3fast.record.compact import Encoder
-
-    fleet = Fleet()
-    fleet.extend(FLEET)
-    encoder = Encoder()
-    seq = 1
-    for task in TASKS:
-        lines, count = encoder.encode_placement_lines(seq, fleet.place(task))
-        seq += count
-        assert records_array(lines) == _plain_records_array(lines)
-        assert orjson.loads(records_array(lines)) == [orjson.loads(x) for x in lines.splitlines()]
 
 
 def test_a_single_http_answer_is_its_records_as_the_trace_holds_them():
