@@ -90,3 +90,32 @@ def test_the_predicate_kinds_kept_are_bounded():
         assert metrics._kind_of(f"hostile-{k}:x") == "other"
     assert len(metrics._KIND_OF) <= metrics._KINDS_KEPT
     assert metrics._kind_of("capability:a.b@1") == "capability"
+
+
+def test_the_collector_paused_for_each_stdio_batch_runs_again_after_it():
+    """`serve_stdio_sync` pauses the cyclic collector while it answers a batch; it runs again once
+    the batch is written (and stays off for a program that had it off)."""
+    import gc
+    import io
+
+    from a3fast.schema import parse_declaration
+    from a3fast.service.operations import Operations
+    from a3fast.service.state import ServiceState
+    from a3fast.service.stdio import serve_stdio_sync
+
+    requests = b"".join(orjson.dumps({"op": "place", "id": k, "requirements": t, "record": "compact-stream"}) + b"\n"
+                        for k, t in enumerate(TASKS))
+    for enabled in (True, False):
+        state = ServiceState()
+        state.open()
+        try:
+            state.put_agents([parse_declaration(d) for d in FLEET])
+            out = io.BytesIO()
+            (gc.enable if enabled else gc.disable)()
+            serve_stdio_sync(Operations(state, stream=True), io.BytesIO(requests), out, 1 << 20)
+            assert gc.isenabled() is enabled
+            answers = [orjson.loads(line) for line in out.getvalue().splitlines()]
+            assert [a["id"] for a in answers] == list(range(len(TASKS))) and all(a["ok"] for a in answers)
+        finally:
+            gc.enable()
+            state.close()
