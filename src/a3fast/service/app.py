@@ -245,13 +245,18 @@ def batch_answer(results: list[Any]) -> list[bytes]:
 ANSWER_CHUNK = 1 << 20
 
 
+async def start_json_answer(send, length: int) -> None:
+    """Start a 200 JSON answer of `length` bytes (its body follows in one or more messages)."""
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", b"%d" % length)]})
+
+
 async def send_json_parts(send, parts: list[bytes]) -> None:
     """A 200 JSON answer whose text is `parts` joined, sent in ANSWER_CHUNK bodies (each joined
     from a few parts) with a turn of the loop between them, so no join or write of the whole
     answer holds it."""
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(sum(map(len, parts))).encode())]})
+    await start_json_answer(send, sum(map(len, parts)))
     chunk: list[bytes] = []
     size = 0
     for part in parts:
@@ -349,10 +354,8 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
                                                  "another value")])
         if record is not None:
             _set_record(body, record)
-        payload = orjson.dumps(await ops.place(body))
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(payload)).encode())]})
+        payload = b'{"records":%b}' % (await ops.place(body)).records_json
+        await start_json_answer(send, len(payload))
         await send({"type": "http.response.body", "body": payload})
 
     async def outcomes(request: Request, body: bytes) -> Response:

@@ -91,15 +91,37 @@ def count_placement(p) -> None:
     count_placements([p])
 
 
+#: predicate -> its kind, for the predicates met so far (emptied when it grows past _KINDS_KEPT,
+#: so hostile predicates cannot grow it without bound)
+_KIND_OF: dict[str, str] = {}
+_KINDS_KEPT = 4096
+#: kind -> the unschedulable counter's child (`labels()` costs more than the increment)
+_BY_KIND: dict[str, Any] = {}
+
+
+def _kind_of(predicate: str) -> str:
+    kind = _KIND_OF.get(predicate)
+    if kind is None:
+        if len(_KIND_OF) >= _KINDS_KEPT:
+            _KIND_OF.clear()
+        kind = _KIND_OF[predicate] = predicate_kind(predicate)
+    return kind
+
+
 def count_placements(placements) -> None:
-    """Count placements, each counter moved once for all of them (an increment takes a lock)."""
+    """Count placements, each counter moved once for all of them (an increment takes a lock). A
+    rejection counts once for each kind of predicate that removed a candidate (its failed count
+    not 0), or once as "none"."""
     bound = 0
     kinds: dict[str, int] = {}
     for p in placements:
         if p.bound:
             bound += 1
             continue
-        for kind in {predicate_kind(pred) for pred, n in p.failed_counts().items() if n} or ("none",):
+        # the failed counts beside their predicates, read without a dict of them (the predicates
+        # of a placement are distinct, so a dict would hold the same pairs)
+        failing = {_kind_of(pred) for pred, n in zip(p.predicates, p.explanation.failed_counts()) if n}
+        for kind in failing or ("none",):
             kinds[kind] = kinds.get(kind, 0) + 1
     if bound:
         _BOUND.inc(bound)
@@ -107,7 +129,10 @@ def count_placements(placements) -> None:
     if rejected:
         _UNSCHEDULABLE.inc(rejected)
     for kind, n in kinds.items():
-        UNSCHEDULABLE.labels(kind).inc(n)
+        child = _BY_KIND.get(kind)
+        if child is None:
+            child = _BY_KIND[kind] = UNSCHEDULABLE.labels(kind)
+        child.inc(n)
 
 
 def watched(source: str, *, failing: bool, errors: int, last_error_at: float | None, checked_at: float) -> None:

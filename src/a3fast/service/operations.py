@@ -326,10 +326,13 @@ class Operations:
                 for i, _, _ in placed:
                     results[i] = exc
                 placed = []
+        answer = self._place_answer
+        timed = turns.seconds is not None      # else `check` never gives a turn: not awaited
         for i, lines, form in placed:
-            await turns.check()          # a thousand answers of many records take a while too
+            if timed:
+                await turns.check()      # a thousand answers of many records take a while too
             try:
-                results[i] = self._place_answer(lines, form)
+                results[i] = answer(lines, form)
             except Exception as exc:
                 results[i] = exc
         return results  # type: ignore[return-value]
@@ -340,21 +343,23 @@ class Operations:
         refusal into `results`, and (index, record lines, form) of each one placed into `placed`."""
         run: list[tuple[int, Any, str | None, str]] = []
         sessions: set[str] = set()
+        state = self.state
+        timed = turns.seconds is not None      # else `check` never gives a turn: not awaited
 
         def place_piece(piece: list[tuple[int, Any, str | None, str]]) -> None:
             try:
-                answers = self.state.place_many([(parsed, session, form != "spec") for _, parsed, session, form in piece])
+                answers = state.place_many([(parsed, session, form != "spec") for _, parsed, session, form in piece])
             except Exception as exc:       # nothing was placed: each is refused alike
                 answers = [exc] * len(piece)
             made = []
             for (i, _, _, form), answer in zip(piece, answers):
-                if isinstance(answer, Exception):
-                    results[i] = answer
-                else:
+                if type(answer) is tuple:
                     made.append(answer[0])
                     placed.append((i, answer[1], form))
+                else:
+                    results[i] = answer
             metrics.count_placements(made)
-            self.state.maybe_checkpoint()
+            state.maybe_checkpoint()
 
         async def place_run() -> None:
             # a run placed in pieces is placed as it is whole: the fleet's batch path gives the
@@ -370,14 +375,16 @@ class Operations:
             run.clear()
             sessions.clear()
 
+        read = self._place_request
         for i, body in enumerate(bodies):
             try:
-                await turns.check()      # reading a request can take a while too (the general way)
+                if timed:
+                    await turns.check()  # reading a request can take a while too (the general way)
                 if isinstance(body, Exception):      # a request its shell could not read
                     raise body
-                if self.state.failed is not None:
-                    raise JournalFailed(self.state.failed)
-                parsed, session, route, form = self._place_request(body)
+                if state.failed is not None:
+                    raise JournalFailed(state.failed)
+                parsed, session, route, form = read(body)
                 if route is not None:
                     await place_run()
                     placed.append((i, self._placed(parsed, session, route, form != "spec")[1], form))

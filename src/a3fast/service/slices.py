@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import msgspec
 import orjson
@@ -131,20 +131,26 @@ class Slice:
         for line in lines:
             yield self._line(line, source) if _MARK in line else line
 
-    def block(self, data: bytes, source: TableSource) -> bytes:
+    def block(self, data: bytes, source: TableSource | Callable[[], TableSource],
+              found: int | None = None) -> bytes:
         """Consecutive trace lines in one block, made part of this slice: only the lines that
         hold a compact member are looked at, and the block is returned as it is when none of
-        them changes (the usual case in a stream once its snapshot went down)."""
+        them changes (the usual case in a stream once its snapshot went down). `source` may be
+        given as a function that makes it, called only when a line needs a snapshot; `found`,
+        where the first compact member's name is in `data`, when the caller has looked already."""
         parts: list[bytes] = []
         done = 0
-        found = data.find(_MARK)
+        if found is None:
+            found = data.find(_MARK)
         while found >= 0:
             start = data.rfind(b"\n", 0, found) + 1
             end = data.find(b"\n", found) + 1 or len(data)
-            if self._carried_as_is(data, start, end):
+            if self._carried_as_is(data, start, end, found):
                 found = data.find(_MARK, end)
                 continue
             line = data[start:end]
+            if not isinstance(source, TableSource):
+                source = source()
             rewritten = self._line(line, source)
             if rewritten is not line:
                 parts += (data[done:start], rewritten)
@@ -155,20 +161,21 @@ class Slice:
         parts.append(data[done:])
         return b"".join(parts)
 
-    def _carried_as_is(self, data: bytes, start: int, end: int) -> bool:
-        """Whether the line at data[start:end] refers by seq to a snapshot the slice carries
-        under that seq (nothing to rewrite), found without copying or re-encoding the line."""
+    def _carried_as_is(self, data: bytes, start: int, end: int, first: int) -> bool:
+        """Whether the line at data[start:end], whose first compact member's name is at `first`,
+        refers by seq to a snapshot the slice carries under that seq (nothing to rewrite), found
+        without copying or re-encoding the line."""
         bound = _BOUND.match(data, start, end)
         if bound is not None:
             referenced = bound.group(2)
             return referenced is not None and self.carried.get(int(referenced)) == int(referenced)
         if _REJECTED.match(data, start, end) is None:
             return False
-        if data.count(_MARK, start, end) == 1:
+        if data.find(_MARK, first + len(_MARK), end) < 0:
             # the only member of that name: the record's own (a task's requirements holding one
             # too would make two), or one inside requirements of a record without its own, which
             # no slice rewrites either way. Read in place: decoding a long line costs microseconds.
-            reference = _REFERENCE.match(data, data.find(_MARK, start, end), end)
+            reference = _REFERENCE.match(data, first, end)
             if reference is not None:
                 referenced = int(reference.group(1))
                 return self.carried.get(referenced) == referenced
@@ -307,7 +314,9 @@ class _ServiceTables(TableSource):
 
 def readable_answer(state, lines: bytes, slice_: Slice | None = None) -> bytes:
     """The trace lines of one answer, readable on their own — or, given the `slice_` of a stream
-    of answers, readable with the answers before them."""
-    if _MARK not in lines:
+    of answers, readable with the answers before them. The service's snapshots are looked up only
+    for a line that needs one (in a stream, once its snapshot went down, none does)."""
+    found = lines.find(_MARK)
+    if found < 0:
         return lines
-    return (slice_ or Slice()).block(lines, table_source(state))
+    return (slice_ or Slice()).block(lines, lambda: table_source(state), found)

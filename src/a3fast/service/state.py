@@ -429,18 +429,21 @@ class ServiceState:
         out: list[tuple[Any, bytes] | Exception] = []
         written: list[bytes] = []
         seq = self.next_seq
+        encode = encoder.encode_placement_lines
         try:
             for p, (_, _, compact) in zip(placements, items):
                 try:
-                    self.check_writable()
+                    if self.doubt is not None or durable.journal is not None and durable.journal.failed is not None:
+                        self.check_writable()
                     p.generation = generation
-                    mark = encoder.mark() if compact else None
+                    # the encoder's mark is needed only to take back the records of a hold that fails
+                    hold = (p.agent, p.session) if p.agent is not None and p.session is not None else None
+                    mark = encoder.mark() if compact and hold is not None else None
                     if compact:
-                        lines, count = encoder.encode_placement_lines(seq, p)
+                        lines, count = encode(seq, p)
                     else:
                         records = list(placement_records(p))
                         lines, count = record_lines(records, seq), len(records)
-                    hold = (p.agent, p.session) if p.agent is not None and p.session is not None else None
                     if hold is not None:
                         self._hold(hold, mark)
                         generation = fleet.generation

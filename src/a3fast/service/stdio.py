@@ -18,6 +18,7 @@ from typing import Any, Awaitable, BinaryIO
 import orjson
 
 from ..durable.journal import JournalFailed
+from ..fleet.bulk_load import collector_paused
 from .operations import OPS, Operations, PlaceAnswer, PreparedPlace, decode_place_request
 from .problems import ServiceError, parse_json, problem
 from .refusals import INTERNAL, refusal
@@ -242,10 +243,13 @@ def serve_stdio_sync(ops: Operations, stdin: BinaryIO, stdout: BinaryIO, max_lin
     while True:
         chunk = _read(stdin)
         batch = lines.feed(chunk) if chunk else lines.end()
-        out = _now(_answers(ops, batch, max_line))
-        if out:
-            ops.state.flush_trace()
-            _write_answers(stdout, out)
+        # a batch's requests, placements and answers all live until its answers are written: the
+        # cyclic collector, paused meanwhile, would scan them again and again for nothing
+        with collector_paused():
+            out = _now(_answers(ops, batch, max_line))
+            if out:
+                ops.state.flush_trace()
+                _write_answers(stdout, out)
         if not chunk:
             return
 
