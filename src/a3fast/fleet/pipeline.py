@@ -77,6 +77,9 @@ Task = Mapping[str, Any] | Requirements | Resumption
 #: The fewest tasks a thread of a batch is given: a run shorter than this costs more to hand over
 #: (the new thread waits for the GIL, up to the 5 ms switch interval) than it saves.
 MIN_RUN = 32
+#: The cores `workers=None` means, read once: os.cpu_count() reads /sys each call (about 13 µs
+#: here), which the service paid on every batch it placed.
+CORES = os.cpu_count() or 1
 
 
 class CycleState:
@@ -271,7 +274,7 @@ def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str |
     states = stages.prepare(tasks, sessions if sessions is not None else [None] * len(tasks), route,
                             reason_limit, kind, scorer, candidates)
     waves = waves_of([state.session for state in states], remember_session and build)
-    n = max(1, min(workers or os.cpu_count() or 1, len(states)))
+    n = max(1, min(workers or CORES, len(states)))
     # a pool only when some wave can be cut into runs long enough to hand over (MIN_RUN): for a
     # smaller batch, starting and ending the pool costs more than the whole batch saves
     pool = (ThreadPoolExecutor(n - 1, thread_name_prefix="a3fast-place")
