@@ -20,7 +20,7 @@ extension is built with -ffp-contract=off), so both engines produce the same bit
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
-from libc.math cimport fabs, isfinite
+from libc.math cimport isfinite
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memmove, memset, strlen
@@ -47,6 +47,7 @@ cdef enum:
 
 cdef extern from "Python.h":
     char* PyOS_double_to_string(double val, char format_code, int precision, int flags, int* ptype) except NULL
+    long long PyLong_AsLongLongAndOverflow(object value, int* overflow) except? -1
     int Py_DTSF_ADD_DOT_0
 
 cdef extern from *:
@@ -675,20 +676,41 @@ cdef void date_text(int64_t second) noexcept:
     put_digits(tail_date, at + 1, in_day % 60, 2)
 
 
-cdef Py_ssize_t put_ms(char* dst, Py_ssize_t at, int64_t ns) except -2:
-    """`ns / 1e6` as orjson writes it, at `dst + at`; -1 (nothing written) outside 0 and
-    1e-4 ≤ |ms| < 1e16, where orjson's text is not Python's repr (orjson writes 1e-05 as 0.00001)."""
-    cdef double ms = <double>ns / 1e6
-    if not (ms == 0.0 or 1e-4 <= fabs(ms) < 1e16):
+cdef Py_ssize_t put_ms(char* dst, Py_ssize_t at, int64_t ns) noexcept:
+    """`ns / 1e6` as orjson writes it, at `dst + at`, for ns = 0 and 100 ≤ |ns| < 10**15; -1 (nothing
+    written) otherwise. There the text is the decimal ns/10**6 itself: the quotient is the double
+    nearest it (both operands exact below 2**53, the division correctly rounded), no other decimal
+    of at most 15 significant digits names that double (DBL_DIG), and orjson, like Python's repr,
+    writes the shortest decimal naming it, positionally from 1e-4 to 1e16: the integer part, a
+    point, the fraction without its trailing zeros (at least one digit). No float is formatted."""
+    cdef uint64_t v = <uint64_t>0 - <uint64_t>ns if ns < 0 else <uint64_t>ns
+    cdef uint64_t whole, fraction
+    cdef char digits[20]
+    cdef int n = 0, width = 6
+    if not (v == 0 or 100 <= v < 1000000000000000):
         return -1
-    cdef char* text = PyOS_double_to_string(ms, b"r", 0, Py_DTSF_ADD_DOT_0, NULL)
-    cdef Py_ssize_t n = strlen(text)
-    if n >= FLOAT_TEXT:
-        PyMem_Free(text)
-        raise ValueError(f"unexpected float text for {ms!r}")
-    memcpy(dst + at, text, n)
-    PyMem_Free(text)
-    return at + n
+    if ns < 0:
+        dst[at] = 45
+        at += 1
+    whole, fraction = v // 1000000, v % 1000000
+    while True:
+        digits[n] = <char>(48 + whole % 10)
+        n += 1
+        whole //= 10
+        if whole == 0:
+            break
+    while n:
+        n -= 1
+        dst[at] = digits[n]
+        at += 1
+    dst[at] = 46
+    if fraction == 0:
+        dst[at + 1] = 48
+        return at + 2
+    while fraction % 10 == 0:
+        fraction //= 10
+        width -= 1
+    return put_digits(dst, at + 1, fraction, width)
 
 
 cdef object timings_tail(object gather_ns, object select_ns, object decided_at_ns):
@@ -698,18 +720,20 @@ cdef object timings_tail(object gather_ns, object select_ns, object decided_at_n
     global tail_second
     if type(gather_ns) is not int or type(select_ns) is not int or type(decided_at_ns) is not int:
         return None
-    if not (-(1 << 62) < gather_ns < (1 << 62) and -(1 << 62) < select_ns < (1 << 62)
-            and 0 <= decided_at_ns < (1 << 62)):
+    cdef int gather_over = 0, select_over = 0, moment_over = 0
+    cdef int64_t gather = PyLong_AsLongLongAndOverflow(gather_ns, &gather_over)
+    cdef int64_t select = PyLong_AsLongLongAndOverflow(select_ns, &select_over)
+    cdef int64_t ns = PyLong_AsLongLongAndOverflow(decided_at_ns, &moment_over)
+    if gather_over or select_over or moment_over or not (0 <= ns < (1LL << 62)):
         return None
-    cdef int64_t ns = decided_at_ns
     cdef char text[160]
     cdef Py_ssize_t at = 0
     memcpy(text, b'{"timings":{"gather_ms":', 24)
-    at = put_ms(text, 24, gather_ns)
+    at = put_ms(text, 24, gather)
     if at < 0:
         return None
     memcpy(text + at, b',"select_ms":', 13)
-    at = put_ms(text, at + 13, select_ns)
+    at = put_ms(text, at + 13, select)
     if at < 0:
         return None
     memcpy(text + at, b',"decided_at":"', 15)
@@ -1999,19 +2023,19 @@ cdef class Index:
         """`write_placement_lines` of a Placement on this index in the usual case, its arguments
         gathered here: the lines and how many records they are, or None when the placement is not
         that case, so the caller gathers them itself (`Encoder._line_arguments`); only the caches
-        below change, and a None leaves the Requirements unseen.
+        below change.
 
         The usual case: not resumed, the default scorer, no route, no session member, both phases
         measured (within what `timings_tail` writes), a rejection's reason derived,
         the submitted requirements the matched ones, and the fleet snapshot of the caller's last
         placement still current (the same `membership` count, `snapshot_seq` its record). `task`
         (a dict or None) adds members to task.submitted. `caches` are the caller's JSON texts, each
-        cache with the size at which it starts again: (per Requirements id: (Requirements,
-        (document, predicates)), the set of the ids of Requirements seen once, its size; per
-        predicates tuple: its JSON, size; per agent name: task.admitted's content, size). A
-        Requirements neither kept nor seen is written from its document and noted as seen; one
-        seen before is left to the caller, which keeps it. The bytes are `write_placement_lines`'s
-        for the arguments the caller would gather; the same as the pure engine's."""
+        followed by the size at which it starts again: per Requirements id, (Requirements,
+        (document, predicates)); the set of the ids of Requirements seen once; per predicates
+        tuple, its JSON; per agent name, task.admitted's content. A Requirements neither kept nor
+        seen is written from its document and noted as seen; one seen before is kept, as
+        `Encoder._requirements_json` keeps it. The bytes are `write_placement_lines`'s for the
+        arguments the caller would gather; the same as the pure engine's."""
         p = placement
         if p.index is not self or p.resumed or p.custom_scores or p.route is not None:
             return None
@@ -2027,10 +2051,11 @@ cdef class Index:
             return None
         if task is not None and type(task) is not dict:
             return None
-        if len(caches) != 7:
-            raise ValueError(f"a placement's line caches are 7, found {len(caches)}")
-        cdef dict requirements_cache = caches[0], predicates_cache = caches[3], admitted_cache = caches[5]
-        cdef set seen = caches[1]
+        if len(caches) != 8:
+            raise ValueError(f"a placement's line caches are 8, found {len(caches)}")
+        cdef dict requirements_cache = caches[0], predicates_cache = caches[4], admitted_cache = caches[6]
+        cdef set seen = caches[2]
+        cdef int keep = 0
         cdef Explanation expl = p.explanation
         cdef Scores scores = None
         cdef bint bound = p.agent is not None
@@ -2043,7 +2068,7 @@ cdef class Index:
             admitted_json = admitted_cache.get(agent)
             if admitted_json is None:
                 admitted_json = orjson.dumps({"agent": agent.to_dict()})
-                if len(admitted_cache) >= caches[6]:
+                if len(admitted_cache) >= caches[7]:
                     admitted_cache.clear()
                 admitted_cache[agent] = admitted_json
         else:
@@ -2056,35 +2081,37 @@ cdef class Index:
             return None
         key = id(requirements)
         hit = requirements_cache.get(key)
-        first_sighting = False
         if hit is not None and (<tuple>hit)[0] is requirements:
             requirements_json, predicates_json = (<tuple>hit)[1]
         else:
-            if key in seen:
-                return None
             predicates = requirements.predicates
             if type(predicates) is not tuple:
                 return None
             predicates_json = predicates_cache.get(predicates)
             if predicates_json is None:
                 predicates_json = orjson.dumps(predicates)
-                if len(predicates_cache) >= caches[4]:
+                if len(predicates_cache) >= caches[5]:
                     predicates_cache.clear()
                 predicates_cache[predicates] = predicates_json
             requirements_json = orjson.dumps(requirements.doc)
-            first_sighting = True
+            keep = 2 if key in seen else 1
         if task:
             submitted = dict(<dict>task)
             submitted["requirements"] = requirements.doc
             submitted_json = orjson.dumps(submitted)
         else:
             submitted_json = b'{"requirements":' + requirements_json + b"}"
-        if first_sighting:
+        if keep == 1:
             # an id can be reused once its object is gone: a stale id only means the next object
             # with it is kept one placement early
-            if len(seen) >= caches[2]:
+            if len(seen) >= caches[3]:
                 seen.clear()
             seen.add(key)
+        elif keep == 2:
+            if len(requirements_cache) >= caches[1]:
+                requirements_cache.clear()
+            # the object held, so its id is not reused meanwhile
+            requirements_cache[key] = (requirements, (requirements_json, predicates_json))
         cdef LinesJob job
         self.lines_job(&job, seq, expl, scores, None, submitted_json, admitted_json, b"%d" % snapshot_seq,
                        predicates_json, requirements_json, declaration_json, None, derived, tail_json)

@@ -502,9 +502,9 @@ class Index:
             return None
         if task is not None and type(task) is not dict:
             return None
-        if len(caches) != 7:
-            raise ValueError(f"a placement's line caches are 7, found {len(caches)}")
-        requirements_cache, seen, predicates_cache, admitted_cache = caches[0], caches[1], caches[3], caches[5]
+        if len(caches) != 8:
+            raise ValueError(f"a placement's line caches are 8, found {len(caches)}")
+        requirements_cache, seen, predicates_cache, admitted_cache = caches[0], caches[2], caches[4], caches[6]
         expl = p.explanation
         bound = p.agent is not None
         scores = admitted_json = declaration_json = None
@@ -516,7 +516,7 @@ class Index:
             admitted_json = admitted_cache.get(agent)
             if admitted_json is None:
                 admitted_json = orjson.dumps({"agent": agent.to_dict()})
-                if len(admitted_cache) >= caches[6]:
+                if len(admitted_cache) >= caches[7]:
                     admitted_cache.clear()
                 admitted_cache[agent] = admitted_json
         else:
@@ -529,31 +529,36 @@ class Index:
             return None
         key = id(requirements)
         hit = requirements_cache.get(key)
-        first_sighting = False
+        keep = 0
         if hit is not None and hit[0] is requirements:
             requirements_json, predicates_json = hit[1]
         else:
-            if key in seen:
-                return None
             predicates = requirements.predicates
             if type(predicates) is not tuple:
                 return None
             predicates_json = predicates_cache.get(predicates)
             if predicates_json is None:
                 predicates_json = orjson.dumps(predicates)
-                if len(predicates_cache) >= caches[4]:
+                if len(predicates_cache) >= caches[5]:
                     predicates_cache.clear()
                 predicates_cache[predicates] = predicates_json
             requirements_json = orjson.dumps(requirements.doc)
-            first_sighting = True
+            keep = 2 if key in seen else 1
         if task:
             submitted_json = orjson.dumps({**task, "requirements": requirements.doc})
         else:
             submitted_json = b'{"requirements":' + requirements_json + b"}"
-        if first_sighting:
-            if len(seen) >= caches[2]:
+        if keep == 1:
+            # an id can be reused once its object is gone: a stale id only means the next object
+            # with it is kept one placement early
+            if len(seen) >= caches[3]:
                 seen.clear()
             seen.add(key)
+        elif keep == 2:
+            if len(requirements_cache) >= caches[1]:
+                requirements_cache.clear()
+            # the object held, so its id is not reused meanwhile
+            requirements_cache[key] = (requirements, (requirements_json, predicates_json))
         lines = self.write_placement_lines(seq, expl, scores, None, submitted_json, admitted_json,
                                            b"%d" % snapshot_seq, predicates_json, requirements_json,
                                            declaration_json, None, derived, tail_json)
@@ -578,15 +583,15 @@ _COMPACT_COLUMNS = ("total", "affinity", "success_rate", "cost", "substantiated"
 def _timings_tail(gather_ns: Any, select_ns: Any, decided_at_ns: Any) -> bytes | None:
     """`record.write.tail_json` of a placement whose only tail member is `timings`, both phases
     measured; None for values the native engine leaves to the caller's writer (a phase outside 0
-    and 1e-4 ≤ |ms| < 1e16, a moment before 1970 or from 2116 on)."""
+    and 100 ≤ |ns| < 10**15, a moment before 1970 or from 2116 on)."""
     if type(gather_ns) is not int or type(select_ns) is not int or type(decided_at_ns) is not int:
         return None
     if not (-(1 << 62) < gather_ns < (1 << 62) and -(1 << 62) < select_ns < (1 << 62)
             and 0 <= decided_at_ns < (1 << 62)):
         return None
-    gather, select = gather_ns / 1e6, select_ns / 1e6
-    if not all(ms == 0.0 or 1e-4 <= abs(ms) < 1e16 for ms in (gather, select)):
+    if not all(ns == 0 or 100 <= abs(ns) < 10**15 for ns in (gather_ns, select_ns)):
         return None
+    gather, select = gather_ns / 1e6, select_ns / 1e6
     moment = datetime.fromtimestamp(decided_at_ns // 1_000_000_000, tz=timezone.utc)
     return b'{"timings":{"gather_ms":%b,"select_ms":%b,"decided_at":"%b.%06dZ"}}' % (
         orjson.dumps(gather), orjson.dumps(select), moment.strftime("%Y-%m-%dT%H:%M:%S").encode(),

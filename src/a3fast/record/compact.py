@@ -205,7 +205,7 @@ class Encoder:
         self._lines_index = None          # the last index seen to write a placement's lines
         # what the engine's `write_placement_lines_of` reads: this encoder's requirements texts and
         # the module's predicates and task.admitted texts (all cleared in place, never replaced)
-        self._line_caches = (self._requirements_cache, self._requirements_seen, 4 * _CACHE_LIMIT,
+        self._line_caches = (self._requirements_cache, _CACHE_LIMIT, self._requirements_seen, 4 * _CACHE_LIMIT,
                              _predicates_cache, _CACHE_LIMIT, _admitted_cache, 16 * _CACHE_LIMIT)
 
     # -- from spec JSON --
