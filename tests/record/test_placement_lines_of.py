@@ -109,14 +109,12 @@ def _written(placements) -> list[tuple[bytes, int]]:
     return out
 
 
-@settings(max_examples=60)
 @given(plan=steps)
 def test_the_engines_gathered_lines_are_the_pythons_byte_for_byte(engine, plan):
     _written(_placements(engine, plan))
 
 
 @pytest.mark.skipif(not NATIVE_AVAILABLE, reason="the a3fast._core extension is not built")
-@settings(max_examples=30)
 @given(plan=steps)
 def test_both_engines_gather_the_same_lines(plan):
     assert _written(_placements("native", plan)) == _written(_placements("pure", plan))
@@ -131,7 +129,7 @@ def _two_placements(engine: str):
     return [bound[0], rejected[0], bound[1]]
 
 
-@settings(max_examples=300)
+@settings(max_examples=3 * settings.default.max_examples)   # cheap examples: three times the profile's
 @given(gather_ns=st.sampled_from(PHASES) | st.integers(-10**16, 10**16),
        select_ns=st.sampled_from(PHASES) | st.integers(0, 10**16),
        decided_at_ns=st.sampled_from(MOMENTS) | st.integers(0, 2**62 - 1))
