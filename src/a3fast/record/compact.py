@@ -198,11 +198,11 @@ class Encoder:
         self._live_text: str | None = None
         self._chain = 0                   # based snapshots since the last whole table
         self._decoder = Decoder()
-        self._index = None                # the engine index encode_placement's ids belong to
+        self._index: Any = None           # the engine index encode_placement's ids belong to
         self._membership: int | None = None  # the membership count of the last live set taken
         self._requirements_cache: dict[int, tuple[Any, tuple[bytes, bytes]]] = {}
         self._requirements_seen: set[int] = set()   # ids of Requirements written once, not kept
-        self._lines_index = None          # the last index seen to write a placement's lines
+        self._lines_index: Any = None     # the last index seen to write a placement's lines
         # what the engine's `write_placement_lines_of` reads: this encoder's requirements texts and
         # the module's predicates and task.admitted texts (all cleared in place, never replaced)
         self._line_caches = (self._requirements_cache, _CACHE_LIMIT, self._requirements_seen, 4 * _CACHE_LIMIT,
