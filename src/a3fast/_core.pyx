@@ -25,6 +25,8 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memmove, memset, strlen
 
+import orjson
+
 
 
 __all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN", "MAX_OUTCOMES",
@@ -45,6 +47,7 @@ cdef enum:
 
 cdef extern from "Python.h":
     char* PyOS_double_to_string(double val, char format_code, int precision, int flags, int* ptype) except NULL
+    long long PyLong_AsLongLongAndOverflow(object value, int* overflow) except? -1
     int Py_DTSF_ADD_DOT_0
 
 cdef extern from *:
@@ -628,6 +631,121 @@ cdef bytes write_jobs(const LinesJob* jobs, Py_ssize_t n):
     finally:
         free(scratch)
     return out
+
+
+# -- a placement's tail members, written from the Placement ------------------------------------------
+
+# `decided_at` without its fraction ("YYYY-MM-DDTHH:MM:SS") for the last whole second written, since
+# placements come many a second
+cdef int64_t tail_second = -1
+cdef char tail_date[19]
+
+
+cdef inline Py_ssize_t put_digits(char* dst, Py_ssize_t at, int64_t value, int width) noexcept:
+    """`value` ≥ 0 in `width` decimal digits, zero-padded; the new position."""
+    cdef int k
+    for k in range(width - 1, -1, -1):
+        dst[at + k] = <char>(48 + value % 10)
+        value //= 10
+    return at + width
+
+
+cdef void date_text(int64_t second) noexcept:
+    """`tail_date` for a second since the epoch (0 ≤ second < 2**62 ns, before the year 2116), in UTC:
+    the civil date of its day (the proleptic Gregorian calendar, as `datetime`), then the time of day."""
+    cdef int64_t days = second // 86400, in_day = second % 86400
+    cdef int64_t z = days + 719468            # days since 0000-03-01
+    cdef int64_t era = z // 146097
+    cdef int64_t doe = z - era * 146097
+    cdef int64_t yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    cdef int64_t doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    cdef int64_t mp = (5 * doy + 2) // 153
+    cdef int64_t day = doy - (153 * mp + 2) // 5 + 1
+    cdef int64_t month = mp + 3 if mp < 10 else mp - 9
+    cdef int64_t year = yoe + era * 400 + (1 if month <= 2 else 0)
+    cdef Py_ssize_t at = put_digits(tail_date, 0, year, 4)
+    tail_date[at] = 45
+    at = put_digits(tail_date, at + 1, month, 2)
+    tail_date[at] = 45
+    at = put_digits(tail_date, at + 1, day, 2)
+    tail_date[at] = 84
+    at = put_digits(tail_date, at + 1, in_day // 3600, 2)
+    tail_date[at] = 58
+    at = put_digits(tail_date, at + 1, in_day // 60 % 60, 2)
+    tail_date[at] = 58
+    put_digits(tail_date, at + 1, in_day % 60, 2)
+
+
+cdef Py_ssize_t put_ms(char* dst, Py_ssize_t at, int64_t ns) noexcept:
+    """`ns / 1e6` as orjson writes it, at `dst + at`, for ns = 0 and 100 ≤ |ns| < 10**15; -1 (nothing
+    written) otherwise. There the text is the decimal ns/10**6 itself: the quotient is the double
+    nearest it (both operands exact below 2**53, the division correctly rounded), no other decimal
+    of at most 15 significant digits names that double (DBL_DIG), and orjson, like Python's repr,
+    writes the shortest decimal naming it, positionally from 1e-4 to 1e16: the integer part, a
+    point, the fraction without its trailing zeros (at least one digit). No float is formatted."""
+    cdef uint64_t v = <uint64_t>0 - <uint64_t>ns if ns < 0 else <uint64_t>ns
+    cdef uint64_t whole, fraction
+    cdef char digits[20]
+    cdef int n = 0, width = 6
+    if not (v == 0 or 100 <= v < 1000000000000000):
+        return -1
+    if ns < 0:
+        dst[at] = 45
+        at += 1
+    whole, fraction = v // 1000000, v % 1000000
+    while True:
+        digits[n] = <char>(48 + whole % 10)
+        n += 1
+        whole //= 10
+        if whole == 0:
+            break
+    while n:
+        n -= 1
+        dst[at] = digits[n]
+        at += 1
+    dst[at] = 46
+    if fraction == 0:
+        dst[at + 1] = 48
+        return at + 2
+    while fraction % 10 == 0:
+        fraction //= 10
+        width -= 1
+    return put_digits(dst, at + 1, fraction, width)
+
+
+cdef object timings_tail(object gather_ns, object select_ns, object decided_at_ns):
+    """`record.write.tail_json` of a placement whose only tail member is `timings`, both phases
+    measured; None when a value is outside what this writes as orjson does (then the caller's
+    writer does)."""
+    global tail_second
+    if type(gather_ns) is not int or type(select_ns) is not int or type(decided_at_ns) is not int:
+        return None
+    cdef int gather_over = 0, select_over = 0, moment_over = 0
+    cdef int64_t gather = PyLong_AsLongLongAndOverflow(gather_ns, &gather_over)
+    cdef int64_t select = PyLong_AsLongLongAndOverflow(select_ns, &select_over)
+    cdef int64_t ns = PyLong_AsLongLongAndOverflow(decided_at_ns, &moment_over)
+    if gather_over or select_over or moment_over or not (0 <= ns < (1LL << 62)):
+        return None
+    cdef char text[160]
+    cdef Py_ssize_t at = 0
+    memcpy(text, b'{"timings":{"gather_ms":', 24)
+    at = put_ms(text, 24, gather)
+    if at < 0:
+        return None
+    memcpy(text + at, b',"select_ms":', 13)
+    at = put_ms(text, at + 13, select)
+    if at < 0:
+        return None
+    memcpy(text + at, b',"decided_at":"', 15)
+    at += 15
+    if ns // 1000000000 != tail_second:
+        date_text(ns // 1000000000)
+        tail_second = ns // 1000000000
+    memcpy(text + at, tail_date, 19)
+    text[at + 19] = 46
+    at = put_digits(text, at + 20, ns // 1000 % 1000000, 6)
+    memcpy(text + at, b'Z"}}', 4)
+    return PyBytes_FromStringAndSize(text, at + 4)
 
 
 # -- the filter's result -----------------------------------------------------------------------------
@@ -1899,6 +2017,105 @@ cdef class Index:
             return write_jobs(jobs, n)
         finally:
             free(jobs)
+
+    def write_placement_lines_of(self, Py_ssize_t seq, placement, task, membership, snapshot_seq,
+                                 tuple caches):
+        """`write_placement_lines` of a Placement on this index in the usual case, its arguments
+        gathered here: the lines and how many records they are, or None when the placement is not
+        that case, so the caller gathers them itself (`Encoder._line_arguments`); only the caches
+        below change.
+
+        The usual case: not resumed, the default scorer, no route, no session member, both phases
+        measured (within what `timings_tail` writes), a rejection's reason derived,
+        the submitted requirements the matched ones, and the fleet snapshot of the caller's last
+        placement still current (the same `membership` count, `snapshot_seq` its record). `task`
+        (a dict or None) adds members to task.submitted. `caches` are the caller's JSON texts, each
+        followed by the size at which it starts again: per Requirements id, (Requirements,
+        (document, predicates)); the set of the ids of Requirements seen once; per predicates
+        tuple, its JSON; per agent name, task.admitted's content. A Requirements neither kept nor
+        seen is written from its document and noted as seen; one seen before is kept, as
+        `Encoder._requirements_json` keeps it. The bytes are `write_placement_lines`'s for the
+        arguments the caller would gather; the same as the pure engine's."""
+        p = placement
+        if p.index is not self or p.resumed or p.custom_scores or p.route is not None:
+            return None
+        requirements = p.requirements
+        if p.submitted is not requirements:
+            return None
+        session = p.session
+        if session is not None and (session != requirements.session or p.session_held is False):
+            return None
+        placed_membership = p.membership
+        if placed_membership is None or membership is None or snapshot_seq is None \
+                or type(snapshot_seq) is not int or placed_membership != membership:
+            return None
+        if task is not None and type(task) is not dict:
+            return None
+        if len(caches) != 8:
+            raise ValueError(f"a placement's line caches are 8, found {len(caches)}")
+        cdef dict requirements_cache = caches[0], predicates_cache = caches[4], admitted_cache = caches[6]
+        cdef set seen = caches[2]
+        cdef int keep = 0
+        cdef Explanation expl = p.explanation
+        cdef Scores scores = None
+        cdef bint bound = p.agent is not None
+        cdef bint derived = False
+        admitted_json = declaration_json = None
+        if bound:
+            scores = p.scores
+            declaration_json = p.declaration_json
+            agent = p.declaration.agent
+            admitted_json = admitted_cache.get(agent)
+            if admitted_json is None:
+                admitted_json = orjson.dumps({"agent": agent.to_dict()})
+                if len(admitted_cache) >= caches[7]:
+                    admitted_cache.clear()
+                admitted_cache[agent] = admitted_json
+        else:
+            # a3fast's own reason is the text the lists give, unless a reason_limit shortened it
+            derived = p.reason_limit is None and expl.n_candidates > 0
+            if not derived:
+                return None
+        tail_json = timings_tail(p.gather_ns, p.select_ns, p.decided_at_ns)
+        if tail_json is None:
+            return None
+        key = id(requirements)
+        hit = requirements_cache.get(key)
+        if hit is not None and (<tuple>hit)[0] is requirements:
+            requirements_json, predicates_json = (<tuple>hit)[1]
+        else:
+            predicates = requirements.predicates
+            if type(predicates) is not tuple:
+                return None
+            predicates_json = predicates_cache.get(predicates)
+            if predicates_json is None:
+                predicates_json = orjson.dumps(predicates)
+                if len(predicates_cache) >= caches[5]:
+                    predicates_cache.clear()
+                predicates_cache[predicates] = predicates_json
+            requirements_json = orjson.dumps(requirements.doc)
+            keep = 2 if key in seen else 1
+        if task:
+            submitted = dict(<dict>task)
+            submitted["requirements"] = requirements.doc
+            submitted_json = orjson.dumps(submitted)
+        else:
+            submitted_json = b'{"requirements":' + requirements_json + b"}"
+        if keep == 1:
+            # an id can be reused once its object is gone: a stale id only means the next object
+            # with it is kept one placement early
+            if len(seen) >= caches[3]:
+                seen.clear()
+            seen.add(key)
+        elif keep == 2:
+            if len(requirements_cache) >= caches[1]:
+                requirements_cache.clear()
+            # the object held, so its id is not reused meanwhile
+            requirements_cache[key] = (requirements, (requirements_json, predicates_json))
+        cdef LinesJob job
+        self.lines_job(&job, seq, expl, scores, None, submitted_json, admitted_json, b"%d" % snapshot_seq,
+                       predicates_json, requirements_json, declaration_json, None, derived, tail_json)
+        return write_jobs(&job, 1), 3 if bound else 2
 
     cdef int lines_job(self, LinesJob* job, Py_ssize_t seq, Explanation expl, Scores scores, object scores_json,
                        object submitted_json, object admitted_json, object fleet_json, object predicates_json,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import math
+from datetime import datetime, timezone
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -482,6 +483,87 @@ class Index:
             b'"a3fast.compact":%b%b},%b}}\n'
             % (seq + 1, reason, requirements_json, head, derived_member, tail_json[1:-1]))
 
+    def write_placement_lines_of(self, seq: int, placement: Any, task: dict | None, membership: Any,
+                                 snapshot_seq: Any, caches: tuple) -> tuple[bytes, int] | None:
+        """`write_placement_lines` of a Placement on this index in the usual case, its arguments
+        gathered here: the lines and how many records they are, or None when the placement is not
+        that case (see the native engine's method, whose bytes and caches these are)."""
+        p = placement
+        if p.index is not self or p.resumed or p.custom_scores or p.route is not None:
+            return None
+        requirements = p.requirements
+        if p.submitted is not requirements:
+            return None
+        session = p.session
+        if session is not None and (session != requirements.session or p.session_held is False):
+            return None
+        if p.membership is None or membership is None or type(snapshot_seq) is not int \
+                or p.membership != membership:
+            return None
+        if task is not None and type(task) is not dict:
+            return None
+        if len(caches) != 8:
+            raise ValueError(f"a placement's line caches are 8, found {len(caches)}")
+        requirements_cache, seen, predicates_cache, admitted_cache = caches[0], caches[2], caches[4], caches[6]
+        expl = p.explanation
+        bound = p.agent is not None
+        scores = admitted_json = declaration_json = None
+        derived = False
+        if bound:
+            scores = p.scores
+            declaration_json = p.declaration_json
+            agent = p.declaration.agent
+            admitted_json = admitted_cache.get(agent)
+            if admitted_json is None:
+                admitted_json = orjson.dumps({"agent": agent.to_dict()})
+                if len(admitted_cache) >= caches[7]:
+                    admitted_cache.clear()
+                admitted_cache[agent] = admitted_json
+        else:
+            # a3fast's own reason is the text the lists give, unless a reason_limit shortened it
+            derived = p.reason_limit is None and expl.candidates_count > 0
+            if not derived:
+                return None
+        tail_json = _timings_tail(p.gather_ns, p.select_ns, p.decided_at_ns)
+        if tail_json is None:
+            return None
+        key = id(requirements)
+        hit = requirements_cache.get(key)
+        keep = 0
+        if hit is not None and hit[0] is requirements:
+            requirements_json, predicates_json = hit[1]
+        else:
+            predicates = requirements.predicates
+            if type(predicates) is not tuple:
+                return None
+            predicates_json = predicates_cache.get(predicates)
+            if predicates_json is None:
+                predicates_json = orjson.dumps(predicates)
+                if len(predicates_cache) >= caches[5]:
+                    predicates_cache.clear()
+                predicates_cache[predicates] = predicates_json
+            requirements_json = orjson.dumps(requirements.doc)
+            keep = 2 if key in seen else 1
+        if task:
+            submitted_json = orjson.dumps({**task, "requirements": requirements.doc})
+        else:
+            submitted_json = b'{"requirements":' + requirements_json + b"}"
+        if keep == 1:
+            # an id can be reused once its object is gone: a stale id only means the next object
+            # with it is kept one placement early
+            if len(seen) >= caches[3]:
+                seen.clear()
+            seen.add(key)
+        elif keep == 2:
+            if len(requirements_cache) >= caches[1]:
+                requirements_cache.clear()
+            # the object held, so its id is not reused meanwhile
+            requirements_cache[key] = (requirements, (requirements_json, predicates_json))
+        lines = self.write_placement_lines(seq, expl, scores, None, submitted_json, admitted_json,
+                                           b"%d" % snapshot_seq, predicates_json, requirements_json,
+                                           declaration_json, None, derived, tail_json)
+        return lines, 3 if bound else 2
+
     def write_placements_lines(self, placements: Iterable[tuple]) -> bytes:
         """`write_placement_lines` of many placements (each item its arguments as a tuple), in one
         buffer, in order."""
@@ -496,6 +578,24 @@ class Index:
 
 #: the default scorer's components, in the order of the compact record's columns
 _COMPACT_COLUMNS = ("total", "affinity", "success_rate", "cost", "substantiated")
+
+
+def _timings_tail(gather_ns: Any, select_ns: Any, decided_at_ns: Any) -> bytes | None:
+    """`record.write.tail_json` of a placement whose only tail member is `timings`, both phases
+    measured; None for values the native engine leaves to the caller's writer (a phase outside 0
+    and 100 ≤ |ns| < 10**15, a moment before 1970 or from 2116 on)."""
+    if type(gather_ns) is not int or type(select_ns) is not int or type(decided_at_ns) is not int:
+        return None
+    if not (-(1 << 62) < gather_ns < (1 << 62) and -(1 << 62) < select_ns < (1 << 62)
+            and 0 <= decided_at_ns < (1 << 62)):
+        return None
+    if not all(ns == 0 or 100 <= abs(ns) < 10**15 for ns in (gather_ns, select_ns)):
+        return None
+    gather, select = gather_ns / 1e6, select_ns / 1e6
+    moment = datetime.fromtimestamp(decided_at_ns // 1_000_000_000, tz=timezone.utc)
+    return b'{"timings":{"gather_ms":%b,"select_ms":%b,"decided_at":"%b.%06dZ"}}' % (
+        orjson.dumps(gather), orjson.dumps(select), moment.strftime("%Y-%m-%dT%H:%M:%S").encode(),
+        decided_at_ns // 1000 % 1_000_000)
 
 
 def _bytes_check(value: Any, what: str) -> None:

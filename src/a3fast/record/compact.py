@@ -198,11 +198,15 @@ class Encoder:
         self._live_text: str | None = None
         self._chain = 0                   # based snapshots since the last whole table
         self._decoder = Decoder()
-        self._index = None                # the engine index encode_placement's ids belong to
+        self._index: Any = None           # the engine index encode_placement's ids belong to
         self._membership: int | None = None  # the membership count of the last live set taken
         self._requirements_cache: dict[int, tuple[Any, tuple[bytes, bytes]]] = {}
         self._requirements_seen: set[int] = set()   # ids of Requirements written once, not kept
-        self._lines_index = None          # the last index seen to write a placement's lines
+        self._lines_index: Any = None     # the last index seen to write a placement's lines
+        # what the engine's `write_placement_lines_of` reads: this encoder's requirements texts and
+        # the module's predicates and task.admitted texts (all cleared in place, never replaced)
+        self._line_caches = (self._requirements_cache, _CACHE_LIMIT, self._requirements_seen, 4 * _CACHE_LIMIT,
+                             _predicates_cache, _CACHE_LIMIT, _admitted_cache, 16 * _CACHE_LIMIT)
 
     # -- from spec JSON --
     def encode(self, seq: int, kind: str, content: Any) -> Any:
@@ -377,11 +381,18 @@ class Encoder:
         """The trace lines of `encode_placement`'s records, framed as `trace.record_lines` frames
         them (seq numbers from `seq`), and how many records they are; the engine writes them in
         one call."""
+        index = placement.index
+        if index is self._index and index is self._lines_index and not restricted:
+            # the usual placement: the engine gathers its arguments and writes its lines in one call
+            written = index.write_placement_lines_of(seq, placement, task, self._membership, self._snapshot_seq,
+                                                     self._line_caches)
+            if written is not None:
+                return written
         args = self._line_arguments(seq, placement, task, restricted)
         if args is None:
             records = self._records(seq, placement, task, restricted)
             return _lines(records, seq), len(records)
-        return placement.index.write_placement_lines(*args), 3 if args[5] is not None else 2
+        return index.write_placement_lines(*args), 3 if args[5] is not None else 2
 
     def encode_placements_lines(self, seq: int, placements: Iterable[Any],
                                 tasks: Iterable[Mapping[str, Any] | None] | None = None, *,
