@@ -2112,8 +2112,10 @@ cdef class Index:
                 requirements_cache.clear()
             # the object held, so its id is not reused meanwhile
             requirements_cache[key] = (requirements, (requirements_json, predicates_json))
+        # the job points into these texts' buffers: each is held by a name here until it is written
+        fleet_json = b"%d" % snapshot_seq
         cdef LinesJob job
-        self.lines_job(&job, seq, expl, scores, None, submitted_json, admitted_json, b"%d" % snapshot_seq,
+        self.lines_job(&job, seq, expl, scores, None, submitted_json, admitted_json, fleet_json,
                        predicates_json, requirements_json, declaration_json, None, derived, tail_json)
         return write_jobs(&job, 1), 3 if bound else 2
 
