@@ -144,7 +144,7 @@ async def fetch_card_async(url: str, limits: Limits = Limits(), cache: EtagCache
     `limits.deadline` bounds the whole fetch, every location and redirect, connect, response head
     and body together: the per-read timeout alone restarts with every byte, so a server dripping a
     header byte at a time would otherwise hold the fetch for as long as it likes."""
-    import asyncio
+    from ..cancellation import within
 
     locations = card_locations(url)
     own = client is None
@@ -152,8 +152,8 @@ async def fetch_card_async(url: str, limits: Limits = Limits(), cache: EtagCache
         client = new_client(limits)
     at = [locations[0]]   # the URL being fetched, named if the deadline cuts the fetch off
     try:
-        return await asyncio.wait_for(_fetch(client, url, locations, limits, cache, at), limits.deadline)
-    except asyncio.TimeoutError:
+        return await within(_fetch(client, url, locations, limits, cache, at), limits.deadline)
+    except TimeoutError:
         raise FetchError(url, f"{at[0]}: no complete card within {limits.deadline:g} s (deadline for "
                               f"connect, response head and body together); stopped") from None
     finally:

@@ -33,6 +33,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.routing import Route
 
+from ..cancellation import cancel_until_done
 from ..framing import LINES, iter_documents
 from ..errors import SchemaError, cannot_start_lines
 from . import metrics
@@ -679,9 +680,7 @@ async def _lifespan(app, state: ServiceState, config: ServiceConfig, watcher, ex
     try:
         yield
     finally:
-        for task in watching:
-            task.cancel()
-        await asyncio.gather(*watching, return_exceptions=True)
+        await cancel_until_done(watching)
         await asyncio.shield(loading)
         extender.close()
         if state.ready:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..cancellation import cancel_until_done, within
 from ..errors import SchemaError
 from ..files import write_atomic
 from ..interop.a2a import import_cards
@@ -298,9 +299,7 @@ class Watcher:
         finally:
             self.running = False
             metrics.WATCH_RUNNING.set(0)
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await cancel_until_done(tasks)
             await self._client.aclose()
 
     async def _follow(self, source: Watched) -> None:
@@ -371,11 +370,11 @@ class Watcher:
             # list_tools ends itself at the deadline; the wait is bounded again here, so a listing
             # stuck where it cannot be cancelled holds its thread but not this source's schedule
             deadline = self.config.limits.deadline
-            listing = await asyncio.wait_for(_in_daemon_thread(list_tools, ServerSpec(url=source.url),
-                                                               timeout=deadline), deadline + 5)
+            listing = await within(_in_daemon_thread(list_tools, ServerSpec(url=source.url), timeout=deadline),
+                                   deadline + 5)
         except ListingError as exc:
             return self._failed(source, f"{exc.message}; keeping the last tools")
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return self._failed(source, f"no complete tool listing within {deadline + 5:g} s; "
                                         f"keeping the last tools")
         held = self.ops.state.fleet.get(source.agent)

@@ -1,0 +1,51 @@
+"""Waits that never lose a stop.
+
+`asyncio.wait_for` before Python 3.12 swallows a cancellation that arrives in the same turn of the
+loop as the result it waits for: it returns the result, and the task goes on as if never cancelled
+(CPython gh-86296). A watch task that cancellation was meant to end then kept checking its sources,
+so the service's stop, which waits for the task, never finished. `within` is the deadline the
+watches use instead, and `cancel_until_done` is how the service ends its background tasks: it asks
+again until each has ended, so a cancellation lost anywhere else (a library's own wait) delays the
+stop by one `every` and no more.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Iterable
+from typing import Any, TypeVar
+
+__all__ = ["within", "cancel_until_done"]
+
+T = TypeVar("T")
+
+
+async def within(awaitable: Awaitable[T], seconds: float) -> T:
+    """The result of `awaitable`, or TimeoutError after `seconds` (the awaitable is then cancelled).
+    A cancellation of the caller is always raised, even when the awaitable finished in the same
+    turn; the awaitable is cancelled too and not waited for."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        done, _ = await asyncio.wait((task,), timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        # the awaitable's own clean-up runs before the caller hears of the deadline, as with
+        # wait_for; a cancellation of the caller during it ends this wait (and is raised)
+        await asyncio.wait((task,))
+        raise TimeoutError(f"not done within {seconds:g} s")
+    return task.result()
+
+
+async def cancel_until_done(tasks: Iterable[asyncio.Future[Any]], every: float = 1.0) -> None:
+    """Cancel each of `tasks` and wait until all have ended, cancelling those still running again
+    every `every` seconds. Their results and exceptions are left on them (not raised here)."""
+    pending = {task for task in tasks if not task.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=every)
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()   # retrieved: an ended task's error is not reported again at exit
