@@ -24,9 +24,15 @@ settings.register_profile("sanitizers", deadline=None, max_examples=20,
 settings.load_profile(os.environ.get("A3FAST_HYPOTHESIS_PROFILE", "default"))
 
 REQUIRE_NATIVE = os.environ.get("A3FAST_REQUIRE_NATIVE") == "1"
+#: The engines the `engine` fixture runs each test on: both, or those A3FAST_TEST_ENGINES names (a
+#: comma-separated list). The sanitizer run takes "native": the pure engine runs no compiled code.
+ENGINES = [name for name in os.environ.get("A3FAST_TEST_ENGINES", "native,pure").split(",") if name]
+if not ENGINES or set(ENGINES) - {"native", "pure"}:
+    raise pytest.UsageError(f"A3FAST_TEST_ENGINES={os.environ['A3FAST_TEST_ENGINES']!r}: expected native, pure "
+                            f"or both, separated by a comma")
 
 
-@pytest.fixture(scope="session", params=["native", "pure"])
+@pytest.fixture(scope="session", params=ENGINES)
 def engine(request) -> str:
     """The engine name a test runs on; every matching test takes it."""
     if request.param == "native" and not NATIVE_AVAILABLE:

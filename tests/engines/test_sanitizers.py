@@ -79,7 +79,8 @@ def test_the_outcome_counts_that_once_overflowed_run_clean_under_ubsan(sanitized
 def test_the_engine_and_reader_tests_pass_under_asan_and_ubsan(sanitized):
     # -s: a sanitizer ends the process at once, and output pytest had captured would be lost with it
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-m", "not slow",
-                           "-k", DESELECTED, "-x", *SUITES], env={**sanitized, "A3FAST_HYPOTHESIS_PROFILE": "sanitizers"},
+                           "-k", DESELECTED, "-x", *SUITES], env={**sanitized, "A3FAST_HYPOTHESIS_PROFILE": "sanitizers",
+                                                  "A3FAST_TEST_ENGINES": "native"},
                           cwd=ROOT, capture_output=True, text=True, timeout=1500)
     report = done.stdout[-6000:] + done.stderr[-6000:]
     assert done.returncode == 0, report

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from a3fast import SchemaError, parse_requirements, predicates, schema
-from a3fast.engines import ENGINE, NATIVE_AVAILABLE
+from a3fast.engines import ENGINE
 from a3fast.schema import MAX_TEXT, Requirements, _fast_requirements, requirements_reader
 from a3fast.workload import generate_fleet, generate_tasks
 
@@ -29,12 +29,10 @@ from edge_documents import FULL_REQUIREMENTS, KEYS, damaged, variants
 from strategies import requirements
 
 
-@pytest.fixture(scope="module", params=["native", "pure"])
-def reader(request):
+@pytest.fixture(scope="module")
+def reader(engine):
     """The engine's name and its reader of plain requirements documents."""
-    if request.param == "native" and not NATIVE_AVAILABLE:
-        pytest.skip("the compiled reader is not built")
-    return request.param, requirements_reader(request.param)
+    return engine, requirements_reader(engine)
 
 
 def careful(doc) -> Requirements | None:
