@@ -47,6 +47,8 @@ SKIPPED: tuple[tuple[str, str], ...] = (
      "(tests/interop/test_interop_live.py runs the same flow against real local servers)"),
     (r"--ray\b", "needs a Ray cluster (tests/distributed/ start one)"),
     (r"^mutmut\b", "mutation testing: hours of test runs (docs/testing.md)"),
+    (r"^python setup\.py build_ext\b", "builds the Cython core: .ci/run's install builds it, and "
+                                        "tests/project/test_packaging.py builds a wheel from the sdist"),
     (r"^kubectl\b", "needs a Kubernetes cluster (tests/service/test_k8s_watch.py runs the watch against a local "
                     "API server; tests/service/test_k8s_deploy.py checks the manifests these lines apply)"),
     (r"^docker\b", "needs a Docker daemon (tests/service/test_k8s_deploy.py parses and lints the Dockerfile)"),
