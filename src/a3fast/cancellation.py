@@ -41,6 +41,7 @@ async def within(awaitable: Awaitable[T], seconds: float) -> T:
 async def cancel_until_done(tasks: Iterable[asyncio.Future[Any]], every: float = 1.0) -> None:
     """Cancel each of `tasks` and wait until all have ended, cancelling those still running again
     every `every` seconds. Their results and exceptions are left on them (not raised here)."""
+    tasks = list(tasks)
     pending = {task for task in tasks if not task.done()}
     while pending:
         for task in pending:

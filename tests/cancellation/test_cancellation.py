@@ -95,6 +95,6 @@ def test_cancel_until_done_leaves_errors_on_the_tasks_and_takes_ended_ones():
         failed = asyncio.create_task(failing())
         waiting = asyncio.create_task(asyncio.sleep(60))
         await asyncio.sleep(0)
-        await cancel_until_done([failed, waiting])
+        await cancel_until_done(task for task in (failed, waiting))   # any iterable, once
         return isinstance(failed.exception(), RuntimeError), waiting.cancelled()
     assert asyncio.run(scenario()) == (True, True)
