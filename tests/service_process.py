@@ -79,10 +79,19 @@ class Server:
         self.client.close()
 
     def stop(self) -> int:
+        """SIGTERM, and the exit code once the process has stopped. One that has not stopped within
+        30 s is killed (never left running past its test), and the test fails with its stderr."""
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGTERM)
-        code = self.proc.wait(timeout=30)
-        self.client.close()
+        try:
+            code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            raise AssertionError(f"the server did not stop within 30 s of SIGTERM; the end of its stderr:\n"
+                                 f"{self.stderr()[-3000:]}") from None
+        finally:
+            self.client.close()
         return code
 
     def stderr(self) -> str:
