@@ -14,20 +14,27 @@ import asyncio
 from collections.abc import Awaitable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["within", "cancel_until_done"]
+__all__ = ["within", "cancel_until_done", "CLEAN_UP_SECONDS"]
 
 T = TypeVar("T")
+
+
+#: How long a cancelled caller of `within` waits for the awaitable's own clean-up (a response
+#: closed, a connection returned) before it goes on being cancelled without it.
+CLEAN_UP_SECONDS = 1.0
 
 
 async def within(awaitable: Awaitable[T], seconds: float) -> T:
     """The result of `awaitable`, or TimeoutError after `seconds` (the awaitable is then cancelled).
     A cancellation of the caller is always raised, even when the awaitable finished in the same
-    turn; the awaitable is cancelled too and not waited for."""
+    turn; the awaitable is cancelled too, and its clean-up given up to CLEAN_UP_SECONDS first."""
     task = asyncio.ensure_future(awaitable)
     try:
         done, _ = await asyncio.wait((task,), timeout=seconds)
     except asyncio.CancelledError:
         task.cancel()
+        task.add_done_callback(_retrieved)   # how it ends is no one's to report: its caller stopped
+        await asyncio.wait((task,), timeout=CLEAN_UP_SECONDS)
         raise
     if not done:
         task.cancel()
@@ -50,3 +57,8 @@ async def cancel_until_done(tasks: Iterable[asyncio.Future[Any]], every: float =
     for task in tasks:
         if task.done() and not task.cancelled():
             task.exception()   # retrieved: an ended task's error is not reported again at exit
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()

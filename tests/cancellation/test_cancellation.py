@@ -98,3 +98,48 @@ def test_cancel_until_done_leaves_errors_on_the_tasks_and_takes_ended_ones():
         await cancel_until_done(task for task in (failed, waiting))   # any iterable, once
         return isinstance(failed.exception(), RuntimeError), waiting.cancelled()
     assert asyncio.run(scenario()) == (True, True)
+
+
+def test_a_cancelled_caller_gives_the_awaitables_clean_up_its_moment_first():
+    steps = []
+
+    async def scenario():
+        async def fetching():
+            try:
+                await asyncio.sleep(60)
+            finally:
+                await asyncio.sleep(0.02)     # closing a response takes a turn or two
+                steps.append("closed")
+
+        caller = asyncio.create_task(within(fetching(), 10))
+        await asyncio.sleep(0.01)
+        caller.cancel()
+        try:
+            await caller
+        except asyncio.CancelledError:
+            steps.append("caller cancelled")
+    asyncio.run(scenario())
+    assert steps == ["closed", "caller cancelled"]
+
+
+def test_an_awaitable_that_will_not_end_holds_a_cancelled_caller_no_longer_than_its_moment(monkeypatch):
+    import a3fast.cancellation as cancellation
+    monkeypatch.setattr(cancellation, "CLEAN_UP_SECONDS", 0.05)
+
+    async def scenario():
+        released = asyncio.Event()
+
+        async def stubborn():
+            while not released.is_set():
+                try:
+                    await released.wait()
+                except asyncio.CancelledError:
+                    pass              # swallowed, every time, until released
+
+        caller = asyncio.create_task(within(stubborn(), 10))
+        await asyncio.sleep(0.01)
+        caller.cancel()
+        done, _ = await asyncio.wait((caller,), timeout=5)
+        released.set()                # so that the loop can close
+        return bool(done) and caller.cancelled()
+    assert asyncio.run(scenario())
