@@ -317,7 +317,6 @@ class Fleet:
         return aid is not None and row is not None and row in self._rows.held_sessions.get(aid, ())
 
     # -- placing (a3fast.fleet.pipeline) ------------------------
-    @_locked
     def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,
               route: Route | None = None, *, scorer: Scorer | None = None, kind: str | None = None,
               remember_session: bool = True, reason_limit: int | None = None,
@@ -336,11 +335,14 @@ class Fleet:
         agents only, in join order. Raises SchemaError for invalid requirements, ValueError for a
         bad reason_limit.
         """
-        # positional: a placement is a few microseconds, of which matching keywords would be some
-        placements, self.generation = pipeline.drive(
-            self._stages, (requirements,), (session,), self.generation, route, reason_limit, kind, scorer,
-            candidates, remember_session)
-        return placements[0]
+        # The lock is taken here rather than by `_locked`, whose wrapper repacks the keywords: a
+        # placement is a few microseconds, of which that was half of one. Arguments are passed by
+        # position for the same reason.
+        with self._lock:
+            placements, self.generation = pipeline.drive(
+                self._stages, (requirements,), (session,), self.generation, route, reason_limit, kind,
+                scorer, candidates, remember_session)
+            return placements[0]
 
     def scored(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None, *,
                kind: str | None = None, candidates: Iterable[str] | None = None,

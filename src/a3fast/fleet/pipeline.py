@@ -173,9 +173,17 @@ def prepare(requirements: Mapping[str, Any] | Requirements, session: str | None,
         check_reason_limit(reason_limit)
     submitted = requirements if type(requirements) is Requirements else parse_requirements(requirements)
     matched = route.apply(submitted) if route is not None else submitted
-    return CycleState(started, submitted, matched, matched is requirements,
-                      route.name if route is not None else None,
-                      session if session is not None else matched.session, kind, reason_limit, scorer)
+    # CycleState.__init__ called directly, as build_placement calls Placement's: a call of the class
+    # goes through type.__call__ and the slot wrapper of __init__, a third of a cycle state's cost
+    state = _new_state(CycleState)
+    _init_state(state, started, submitted, matched, matched is requirements,
+                route.name if route is not None else None,
+                session if session is not None else matched.session, kind, reason_limit, scorer)
+    return state
+
+
+_new_state = object.__new__
+_init_state = CycleState.__init__
 
 
 def choose_among(names: list[str], totals: list[float]) -> int:
@@ -327,9 +335,12 @@ class LocalStages:
         if len(tasks) == 1 and type(tasks[0]) is not Resumption:
             states = [prepare(tasks[0], sessions[0], route, reason_limit, kind, scorer)]
         else:
-            states = [self.prepare_resumption(task) if type(task) is Resumption
-                      else prepare(task, session, route, reason_limit, kind, scorer)
-                      for task, session in zip(tasks, sessions)]
+            # a loop, not a comprehension: a comprehension's free variables would be cells, made on
+            # every call of this method, a batch of one's included
+            states = []
+            for task, session in zip(tasks, sessions):
+                states.append(self.prepare_resumption(task) if type(task) is Resumption
+                              else prepare(task, session, route, reason_limit, kind, scorer))
         if candidates is not None:
             within = self.table.live_ids_of(candidates)
             for state in states:
@@ -392,22 +403,24 @@ class LocalStages:
         membership, weights = fleet.membership, fleet.weights
         rows, index = self.rows, self.index
         session_rows, kinds = rows.session_rows, rows.kinds
-        if len(states) == 1 and type(states[0]) is ResumedCycle:
-            return      # a resumption: its explanation and scores are the earlier cycle's
-        if any(type(state) is ResumedCycle for state in states):
-            states = [state for state in states if type(state) is not ResumedCycle]
-        if len(states) == 1 and states[0].scorer is None:
-            # one task: the engine's explain and score calls (what place_batch does for each task,
-            # without setting up a batch and letting go of the GIL for a few microseconds)
+        if len(states) == 1:
             state = states[0]
-            self.explain(state, membership)
-            session, kind = state.session, state.kind
-            scores = state.scores = index.score(
-                state.explanation, state.eval_rows, session_rows.get(session, -1) if session is not None else -1,
-                kinds.get(kind, -1) if kind is not None else -1, weights)
-            state.best = scores.best
-            state.selected = time.perf_counter_ns()
-            return
+            if type(state) is ResumedCycle:
+                return      # a resumption: its explanation and scores are the earlier cycle's
+            if state.scorer is None:
+                # one task: the engine's explain and score calls (what place_batch does for each
+                # task, without setting up a batch and letting go of the GIL for a few microseconds)
+                self.explain(state, membership)
+                session, kind = state.session, state.kind
+                scores = state.scores = index.score(
+                    state.explanation, state.eval_rows,
+                    session_rows.get(session, -1) if session is not None else -1,
+                    kinds.get(kind, -1) if kind is not None else -1, weights)
+                state.best = scores.best
+                state.selected = time.perf_counter_ns()
+                return
+        elif any(type(state) is ResumedCycle for state in states):
+            states = [state for state in states if type(state) is not ResumedCycle]
         native = [state for state in states if state.scorer is None]
         if len(native) < len(states):
             for state in states:
@@ -432,9 +445,12 @@ class LocalStages:
         if pool is None or parts <= 1:
             results = index.place_batch(jobs, weights)
         else:
+            # loops, not comprehensions, here and above: a comprehension's free variables would be
+            # cells, made on every call of this method, a batch of one's included
             step = -(-len(jobs) // parts)
-            runs = [pool.submit(index.place_batch, jobs[at:at + step], weights)
-                    for at in range(step, len(jobs), step)]
+            runs = []
+            for at in range(step, len(jobs), step):
+                runs.append(pool.submit(index.place_batch, jobs[at:at + step], weights))
             results = index.place_batch(jobs[:step], weights)
             for run in runs:
                 results += run.result()
@@ -484,8 +500,8 @@ class LocalStages:
         if type(state) is ResumedCycle:
             return build_resumed(state, self.engine, generation)
         best = state.best
-        table = self.table
         if best >= 0:
+            table = self.table
             return build_placement(state, self.engine, self.index, table.declaration(best),
                                    table.declaration_json(best), generation)
         return build_placement(state, self.engine, self.index, None, None, generation)
@@ -500,11 +516,11 @@ def build_placement(state: CycleState, engine: str, index: Any, declaration: Dec
                     declaration_json: bytes | None, generation: int, *, resumed: bool = False,
                     recorded_in: int | None = None) -> Placement:
     """The last stage: the Placement of a cycle (the one place a Placement is made)."""
-    # Placement.__init__ called directly: a call of the class would pack the keywords into a dict
+    # Placement.__init__ called directly and by position: a call of the class, or keywords, would
+    # pack the arguments into a dict
     placement = _new_placement(Placement)
-    _init_placement(placement, cycle=state, fleet_engine=engine, index=index, declaration=declaration,
-                    declaration_json=declaration_json, generation=generation, resumed=resumed,
-                    recorded_in=recorded_in)
+    _init_placement(placement, state, engine, index, declaration, declaration_json, generation, resumed,
+                    recorded_in)
     return placement
 
 

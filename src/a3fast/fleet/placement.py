@@ -90,7 +90,7 @@ class Placement:
                  "gather_ns", "select_ns", "decided_at_ns", "generation", "resumed", "recorded_in",
                  "seq", "reason_limit", "membership", "session_held", "_scheduling")
 
-    def __init__(self, *, cycle: Any, fleet_engine: str, index: Any, declaration: Declaration | None,
+    def __init__(self, cycle: Any, fleet_engine: str, index: Any, declaration: Declaration | None,
                  declaration_json: bytes | None, generation: int, resumed: bool = False,
                  recorded_in: int | None = None):
         """The outcome of one placing cycle: `cycle` is the pipeline's cycle state after its choose

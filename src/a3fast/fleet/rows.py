@@ -180,7 +180,7 @@ class PredicateRows:
 
     def resolve_prepared(self, matched: Requirements) -> Resolution:
         """`resolve` for a Requirements object the caller keeps and places again (a prepared task)."""
-        stamp = self.interned()
+        stamp = len(self.rows) + len(self.eval_rows) + len(self.table.ids)     # self.interned(), inline
         cache = self.resolved
         entry = cache.get(id(matched))
         # the entry holds `matched` itself, so its id cannot be reused by another object meanwhile
@@ -195,7 +195,7 @@ class PredicateRows:
     def resolve_parsed(self, matched: Requirements) -> Resolution:
         """`resolve` for requirements parsed for one placement: the engine arguments depend only on
         the predicates, so they are kept per predicate set."""
-        stamp = self.interned()
+        stamp = len(self.rows) + len(self.eval_rows) + len(self.table.ids)     # self.interned(), inline
         cache = self.resolved
         entry = cache.get(matched.predicates)
         if entry is None or entry[0] != stamp:
