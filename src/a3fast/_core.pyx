@@ -65,9 +65,18 @@ cdef extern from *:
         x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
         return (int)((x * 0x0101010101010101ULL) >> 56);
     }
+    /* A big-endian 64-bit value as the host's number. */
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    #define a3_from_be64(x) (x)
+    #elif defined(_MSC_VER)
+    #define a3_from_be64(x) _byteswap_uint64(x)
+    #else
+    #define a3_from_be64(x) __builtin_bswap64(x)
+    #endif
     """
     int a3_ctz64(uint64_t x) nogil
     int a3_popcount64(uint64_t x) nogil
+    uint64_t a3_from_be64(uint64_t x) nogil
 
 
 cdef class Index
@@ -141,6 +150,13 @@ cdef inline uint32_t load_u32(const unsigned char* p) noexcept nogil:
 
 cdef inline uint64_t load_u64(const unsigned char* p) noexcept nogil:
     return (<uint64_t>load_u32(p)) | ((<uint64_t>load_u32(p + 4)) << 32)
+
+
+cdef inline uint64_t load_be64(const unsigned char* p) noexcept nogil:
+    """Eight bytes as a big-endian number (one load and a byte swap, whatever the host's order)."""
+    cdef uint64_t w
+    memcpy(&w, p, 8)
+    return a3_from_be64(w)
 
 
 cdef int check_ids(const unsigned char* p, Py_ssize_t n, Py_ssize_t limit, str what) except -1:
@@ -372,6 +388,18 @@ cdef Py_ssize_t b64_into(char* dst, const unsigned char* src, Py_ssize_t n) noex
     """`src` in standard base64 with padding (RFC 4648 §4) at `dst`; returns the length."""
     cdef Py_ssize_t i = 0, j = 0
     cdef uint32_t v
+    cdef uint64_t w
+    # Six bytes a step while eight can be read: one load where there were six, the four 12-bit
+    # digit pairs taken from the top 48 bits (about half the instructions a byte; a compact record
+    # is mostly base64 of its id sets)
+    while i + 8 <= n:
+        w = load_be64(src + i)
+        memcpy(dst + j, B64_PAIRS + 2 * ((w >> 52) & 4095), 2)
+        memcpy(dst + j + 2, B64_PAIRS + 2 * ((w >> 40) & 4095), 2)
+        memcpy(dst + j + 4, B64_PAIRS + 2 * ((w >> 28) & 4095), 2)
+        memcpy(dst + j + 6, B64_PAIRS + 2 * ((w >> 16) & 4095), 2)
+        i += 6
+        j += 8
     while i + 3 <= n:
         v = (<uint32_t>src[i] << 16) | (<uint32_t>src[i + 1] << 8) | src[i + 2]
         memcpy(dst + j, B64_PAIRS + 2 * (v >> 12), 2)

@@ -66,6 +66,17 @@ def test_one_placements_lines_are_the_same_bytes_on_both_engines(n, rows, exclud
         assert len(lines) == (3 if case["bound"] else 2)
 
 
+def test_every_base64_length_is_written_alike_on_both_engines():
+    # The native writer's base64 takes six bytes a step while eight can be read, then three, then
+    # the padded tail: fleets of 1 to 60 agents give id sets and score columns of every length
+    # class around those steps (a set's Roaring bytes are 16 + 2 per id; a column 8 per agent).
+    for n in range(1, 61):
+        (native, n_expl, n_scores), (pure, p_expl, p_scores) = _both(n, [2])
+        for case in (dict(bound=True), dict(bound=False, derived=True)):
+            written = native.write_placement_lines(*_pieces(1, n_expl, n_scores, **case))
+            assert written == pure.write_placement_lines(*_pieces(1, p_expl, p_scores, **case)), (n, case)
+
+
 def test_a_batch_is_its_placements_lines_in_order_on_both_engines():
     (native, n_expl, n_scores), (pure, p_expl, p_scores) = _both(5000, [0, 1, 2])
     cases = [dict(bound=True), dict(bound=False, derived=True), dict(bound=True, custom=True), dict(bound=False)] * 3
