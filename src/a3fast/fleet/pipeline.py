@@ -419,15 +419,16 @@ class LocalStages:
                 state.best = scores.best
                 state.selected = time.perf_counter_ns()
                 return
-        elif any(type(state) is ResumedCycle for state in states):
-            states = [state for state in states if type(state) is not ResumedCycle]
-        native = [state for state in states if state.scorer is None]
-        if len(native) < len(states):
-            for state in states:
-                if state.scorer is not None:
-                    self.explain(state, membership)
-                    state.scores = self.custom_scores(state)
-                    self.choose(state)
+        # one pass sorts the wave: a resumption is left as it is, a caller's scorer runs here
+        native: list[CycleState] = []
+        for state in states:
+            if state.scorer is None:
+                if type(state) is not ResumedCycle:
+                    native.append(state)
+            elif type(state) is not ResumedCycle:
+                self.explain(state, membership)
+                state.scores = self.custom_scores(state)
+                self.choose(state)
         if not native:
             return
         gather = self._gather
