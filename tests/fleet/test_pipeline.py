@@ -77,3 +77,23 @@ def test_a_scorer_by_importable_name_is_the_function_it_names():
     from a3fast.fleet.scoring import choose, import_scorer
 
     assert import_scorer("a3fast.fleet.scoring:choose") is choose
+
+
+def test_a_placements_python_makes_no_cell_and_no_wrapper():
+    # What a single placement runs through makes no closure cell on a call (CPython 3.11 makes one
+    # for each variable a comprehension or nested function reads, on every call of the function
+    # that holds it), and Fleet.place is not a decorator's wrapper that repacks its arguments:
+    # both cost a placement measurable instructions (docs/performance.md, "The Python around the
+    # engine, counted in instructions").
+    from a3fast.fleet import pipeline, rows
+    from a3fast.fleet.placement import Placement
+
+    on_the_path = [Fleet.place, Fleet.place_many, pipeline.drive, pipeline._drive_batch, pipeline.prepare,
+                   pipeline.build_placement, pipeline.CycleState.__init__, Placement.__init__,
+                   pipeline.LocalStages.prepare, pipeline.LocalStages.decide, pipeline.LocalStages.explain,
+                   pipeline.LocalStages._gather, pipeline.LocalStages.build, rows.PredicateRows.resolve_prepared,
+                   rows.PredicateRows.resolve_parsed, rows.PredicateRows.remember]
+    assert not hasattr(Fleet.place, "__wrapped__")
+    with_cells = {f.__qualname__: f.__code__.co_cellvars for f in on_the_path if f.__code__.co_cellvars}
+    # _drive_batch's one cell is paid once a batch, not once a task
+    assert with_cells == {"_drive_batch": ("states",)}
