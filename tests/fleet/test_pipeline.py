@@ -62,6 +62,31 @@ def test_the_stages_timings_and_records_of_one_cycle(engine):
     assert verify(trace) == []
 
 
+def test_a_task_is_carried_by_one_placement_from_prepare_to_build(engine):
+    # the stages fill the Placement prepare made, and build completes that same object: no cycle
+    # state is copied into another (docs/design.md, "How one placement flows")
+    from a3fast.fleet import pipeline
+    from a3fast.fleet.placement import Placement
+
+    fleet = Fleet(engine)
+    for name, where in (("a", "eu"), ("b", "us")):
+        fleet.add(agent(name, where))
+    stages = fleet._stages
+    [state] = stages.prepare((REQ,), (None,), EU_ONLY, None, None, None, None)
+    assert type(state) is Placement and state.route == "eu-only" and not state.resumed
+    stages.decide([state])
+    assert stages.index.name(state.best) == "a" and state.explanation.eligible_count == 1
+    built = stages.build(state, fleet.generation)
+    assert built is state and built.agent == "a" and built.select_ns >= 0 and built.seq is None
+    # decided but not built: what a shard answers with
+    scored = fleet.scored(REQ)
+    assert type(scored) is Placement and scored.best >= 0 and not hasattr(scored, "agent")
+    # a resumption is a Placement marked resumed, carrying the earlier decision
+    resumed = fleet.resume(built)
+    assert resumed is not built and resumed.resumed and resumed.best == built.best
+    assert resumed.explanation is built.explanation and resumed.gather_ns is None
+
+
 @pytest.mark.parametrize("name, why", [("no_colon", "importable name"), (":f", "importable name"),
                                        ("m:", "importable name"), ("a3fast.no_such_module:f", "cannot import"),
                                        ("a3fast.fleet.scoring:no_such_function", "is not a callable"),
@@ -86,10 +111,9 @@ def test_a_placements_python_makes_no_cell_and_no_wrapper():
     # both cost a placement measurable instructions (docs/performance.md, "The Python around the
     # engine, counted in instructions").
     from a3fast.fleet import pipeline, rows
-    from a3fast.fleet.placement import Placement
 
     on_the_path = [Fleet.place, Fleet.place_many, pipeline.drive, pipeline._drive_batch, pipeline.prepare,
-                   pipeline.build_placement, pipeline.CycleState.__init__, Placement.__init__,
+                   pipeline.build_placement, pipeline._start,
                    pipeline.LocalStages.prepare, pipeline.LocalStages.decide, pipeline.LocalStages.explain,
                    pipeline.LocalStages._gather, pipeline.LocalStages.build, rows.PredicateRows.resolve_prepared,
                    rows.PredicateRows.resolve_parsed, rows.PredicateRows.remember]

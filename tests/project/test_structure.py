@@ -146,13 +146,17 @@ def test_the_core_never_imports_the_report_package():
 
 
 def test_a_placement_is_made_in_one_place():
-    # the placing pipeline's build stage; every other module gets its Placements from a fleet
+    # the placing pipeline's prepare stage (a Placement is each task's cycle state from then on);
+    # every other module gets its Placements from a fleet
     makers = set()
     for name, tree in modules().items():
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
                 called = ast.unparse(node.func)
-                if called in ("Placement", "placement.Placement", "_init_placement", "Placement.__init__"):
+                given = {ast.unparse(arg) for arg in node.args}
+                if (called in ("Placement", "placement.Placement", "Placement.__init__")
+                        or (called.endswith("__new__") or called == "_new_placement")
+                        and given & {"Placement", "placement.Placement"}):
                     makers.add(name)
     assert makers == {"a3fast.fleet.pipeline"}
 

@@ -675,12 +675,12 @@ class ShardedFleet:
         state = self._prepare(requirements, session, route, reason_limit)
         scorer_name = self._scorer_name(scorer)
         if scorer_name is not None and state.kind is None:
-            state.kind = task_kind(state.matched)    # a scorer is told the task's kind, as in a Fleet
+            state.kind = task_kind(state.requirements)    # a scorer is told the task's kind, as in a Fleet
         within = self._candidates_by_shard(candidates)
         maps, size = self._views()
         # one task: each shard's ShardAnswer as it is (a wave's columns pay for themselves only
         # over many tasks: Ray serialises each array of an answer on its own)
-        doc = dict(state.matched.doc)
+        doc = dict(state.requirements.doc)
         answers = self._gather([s.score_task.remote(doc, state.session, part, scorer_name)
                                 for s, part in zip(self._shards, within)], "place")
         state.gathered = time.perf_counter_ns()
@@ -714,7 +714,7 @@ class ShardedFleet:
         if scorer_name is not None:
             for state in states:
                 if state.kind is None:
-                    state.kind = task_kind(state.matched)
+                    state.kind = task_kind(state.requirements)
         waves: list[list[int]] = []
         seen: dict[str, int] = {}
         for i, state in enumerate(states):
@@ -737,7 +737,7 @@ class ShardedFleet:
             parts = [wave_tasks[at:at + WAVE_PART] for at in range(0, len(wave_tasks), WAVE_PART)]
             calls = []
             for part in parts:
-                batch = orjson.dumps([states[i].matched.doc for i in part])
+                batch = orjson.dumps([states[i].requirements.doc for i in part])
                 part_sessions = [states[i].session for i in part]
                 calls.append([s.score_wave.remote(batch, part_sessions, None, scorer_name) for s in self._shards])
             self._acknowledge_holds(holds, *sent)
@@ -783,10 +783,10 @@ class ShardedFleet:
         global join order."""
         state = self._prepare(requirements, None, None, None)
         maps, size = self._views()
-        doc = dict(state.matched.doc)
+        doc = dict(state.requirements.doc)
         answers = self._gather([s.score_task.remote(doc, None) for s in self._shards], "explain")
         self._check_answers(answers, maps)
-        return MergedExplanation(answers, maps, size, len(state.matched.predicates))
+        return MergedExplanation(answers, maps, size, len(state.requirements.predicates))
 
     def all_failed(self, requirements: Mapping[str, Any] | Requirements) -> dict[str, list[str]]:
         """Every predicate each ineligible agent fails (Fleet.all_failed), in global join order."""
@@ -806,11 +806,11 @@ class ShardedFleet:
         return pipeline.resume(earlier, earlier.fleet_engine, decl, text, self.generation, seq)
 
     def _prepare(self, requirements: Mapping[str, Any] | Requirements, session: str | None,
-                 route: Route | None, reason_limit: int | None) -> pipeline.CycleState:
+                 route: Route | None, reason_limit: int | None) -> Placement:
         """The prepare stage, on the coordinator; the task's kind is derived once outcomes exist."""
         state = pipeline.prepare(requirements, session, route, reason_limit)
         if self._kinds_seen:
-            state.kind = task_kind(state.matched)
+            state.kind = task_kind(state.requirements)
         return state
 
     def _scorer_name(self, scorer: str | None) -> str | None:
@@ -844,7 +844,7 @@ class ShardedFleet:
                 raise ShardError(shard, f"has given {answer.ids_given} local ids, the coordinator "
                                  f"knows {len(idmap)}: the shard's state differs from what it acknowledged")
 
-    def _merged(self, state: pipeline.CycleState, answers: list, maps: list[np.ndarray],
+    def _merged(self, state: Placement, answers: list, maps: list[np.ndarray],
                 size: int, checked: bool = False, restricted: bool = False) -> tuple[Placement, bool]:
         """The shards' answers merged (checked against the coordinator's counts unless `checked`),
         the choose stage over their winners, and the Placement; with whether the winner already
@@ -853,7 +853,7 @@ class ShardedFleet:
         if not checked:
             self._check_answers(answers, maps)
         won = winner_of(answers)
-        expl = MergedExplanation(answers, maps, size, len(state.matched.predicates))
+        expl = MergedExplanation(answers, maps, size, len(state.requirements.predicates))
         best = int(maps[won][answers[won].best]) if won >= 0 else -1
         scores: MergedScores | CustomScores
         if answers and answers[0].custom_entries is not None:

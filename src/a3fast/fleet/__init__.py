@@ -6,7 +6,7 @@
     bulk_load    JSON Lines of declarations in bulk (Fleet.load_jsonl / extend_jsonl)
     persistence  snapshots (Fleet.save / Fleet.load)
     pipeline     placing: one driver runs every placement, a batch of one or more, through the stages
-                 prepare -> explain -> score -> choose -> build -> hold, over one cycle state each
+                 prepare -> explain -> score -> choose -> build -> hold, each task carried by its Placement
     protocol     FleetProtocol: what every fleet offers (Fleet and ShardedFleet)
     core         Fleet, which puts them together
 """

@@ -346,10 +346,11 @@ class Fleet:
 
     def scored(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None, *,
                kind: str | None = None, candidates: Iterable[str] | None = None,
-               scorer: Scorer | None = None) -> pipeline.CycleState:
-        """A task through prepare, explain, score and choose, without a Placement: the cycle state,
-        with the explanation, the scores and the winner's id (`best`). A shard of a sharded fleet
-        answers with it; nothing in the fleet changes."""
+               scorer: Scorer | None = None) -> Placement:
+        """A task through prepare, explain, score and choose, not built: its Placement as the
+        choose stage leaves it, with the explanation, the scores and the winner's id (`best`), and
+        nothing the build stage sets (the winner's declaration, timings, generation). A shard of a
+        sharded fleet answers with it; nothing in the fleet changes."""
         with self._lock:
             states, _ = pipeline.drive(self._stages, (requirements,), (session,), self.generation, kind=kind,
                               scorer=scorer, candidates=candidates, build=False)

@@ -1,15 +1,22 @@
 """The placing pipeline: every placement is a batch of tasks driven through named stages, each
-task carrying one `CycleState`. A single placement is a batch of one.
+task's state carried in its own `Placement` from the first stage on. A single placement is a batch
+of one.
 
-    prepare  -> parse the task once, apply the route, resolve its session and candidates
+    prepare  -> parse the task once, apply the route, resolve its session and candidates; the
+                task's Placement is made here, the one place one is made (`prepare`,
+                `prepare_resumption`)
     explain  -> filter + first-failed explanation (§5), reused for a repeated task
     score    -> the eligible agents' scores: the engine's default scorer, or a caller's
     choose   -> the winner: highest total, ties to the smallest name (a3fast.fleet.scoring.choose)
-    build    -> the Placement, the one place one is constructed (`build_placement`)
+    build    -> the Placement completed: the winner's declaration, timings, generation
+                (`build_placement`)
     hold     -> a bound placement makes its agent hold the task's session
 
 The stages are those of kube-scheduler's framework in spirit: each reads and fills the cycle state
-and nothing else. `drive` is the one driver: `Fleet.place`, `place_many`, `Fleet.scored` (what a
+— the Placement being made — and nothing else. The state is not a separate object copied into the
+Placement at the end: making and filling a second object cost a prepared placement about a tenth
+of its instructions (docs/performance.md, "The Python around the engine, counted in
+instructions"). `drive` is the one driver: `Fleet.place`, `place_many`, `Fleet.scored` (what a
 shard of a sharded fleet answers with) and `Fleet.resume` — and so the service's place routes,
 stdio `place` lines and replays, which call them — run a batch through a `Stages`:
 
@@ -29,8 +36,8 @@ answers, and ends with the same `choose` rule and `build_placement`.
 
 A resumption (§6) is a task of its own, a `Resumption`, that `drive` runs through the same stages:
 prepare checks the agent the earlier placement chose against every predicate it matched and
-carries the earlier cycle's explanation and scores; decide does nothing (nothing is filtered or
-scored again); build makes the resumed Placement; nothing is held.
+carries the earlier cycle's explanation and scores into a Placement marked `resumed`; decide does
+nothing (nothing is filtered or scored again); build completes it; nothing is held.
 """
 from __future__ import annotations
 
@@ -52,7 +59,7 @@ from .table import AgentTable
 if TYPE_CHECKING:
     from .._core import Index
 
-__all__ = ["CycleState", "ResumedCycle", "Resumption", "Stages", "drive", "waves_of", "prepare",
+__all__ = ["Resumption", "Stages", "drive", "waves_of", "prepare",
            "prepare_resumption", "LocalStages", "ResumingStages", "choose_among", "build_placement",
            "resume"]
 
@@ -82,58 +89,7 @@ MIN_RUN = 32
 CORES = os.cpu_count() or 1
 
 
-class CycleState:
-    """One placement's state as it goes through the stages."""
-
-    __slots__ = ("started", "submitted", "matched", "prepared", "route", "session", "kind",
-                 "reason_limit", "scorer", "within", "explanation", "eval_rows", "gathered",
-                 "scores", "best", "selected", "membership")
-
-    def __init__(self, started: int, submitted: Requirements, matched: Requirements, prepared: bool,
-                 route: str | None, session: str | None, kind: str | None,
-                 reason_limit: int | None, scorer: Scorer | None):
-        self.started = started
-        #: the requirements as the caller gave them, parsed once
-        self.submitted = submitted
-        #: the requirements matched: the submitted ones plus what the route added
-        self.matched = matched
-        #: whether `matched` is the caller's own Requirements object (kept and placed again)
-        self.prepared = prepared
-        #: the name of the route applied, or None
-        self.route = route
-        self.session = session
-        self.kind = kind
-        self.reason_limit = reason_limit
-        self.scorer = scorer
-        #: agent ids the candidates are restricted to, or None for every live agent
-        self.within: list[int] | None = None
-        #: the fleet's membership count the explanation was made against (None: not known)
-        self.membership: int | None = None
-        # filled by the stages, each before any later stage reads it: `explanation`, `eval_rows`
-        # and `gathered` (perf_counter_ns) by explain; `scores` by score; `best` (the winner's
-        # id, -1 for none) and `selected` by choose
-        self.explanation: Any
-        self.eval_rows: list[int]
-        self.gathered: int
-        self.scores: Any
-        self.best: int
-        self.selected: int
-
-
-class ResumedCycle(CycleState):
-    """A resumption's cycle state: the earlier cycle's outcome, carried over, and what build needs
-    to make the resumed Placement (the agent's current declaration, the earlier index, the seq)."""
-
-    __slots__ = ("declaration", "declaration_json", "index", "recorded_in")
-
-    declaration: Declaration
-    declaration_json: bytes
-    index: Any
-    recorded_in: int | None
-
-
-def prepare_resumption(task: Resumption, decl: Declaration | None,
-                       declaration_json: bytes | None) -> ResumedCycle:
+def prepare_resumption(task: Resumption, decl: Declaration | None, declaration_json: bytes | None) -> Placement:
     """A resumption's prepare stage, given the current declaration of the agent the earlier
     placement chose (None: no longer in the fleet). That agent must still satisfy every predicate
     the earlier placement matched — the routed requirements, not only the submitted ones — since
@@ -146,44 +102,65 @@ def prepare_resumption(task: Resumption, decl: Declaration | None,
     if unmet is not None:
         raise FleetError(f"cannot resume on {earlier.agent!r}: its declaration no longer satisfies {unmet}")
     # the earlier cycle's outcome, carried over: nothing is filtered or scored again
-    state = ResumedCycle(started, earlier.submitted, earlier.requirements, False, earlier.route,
-                         earlier.session, earlier.kind, None, None)
-    state.explanation, state.scores = earlier.explanation, earlier.scores
+    state = _new_placement(Placement)
+    _start(state, started, earlier.submitted, earlier.requirements, False, earlier.route, earlier.session,
+           earlier.kind, None, None)
+    state.resumed = True
+    state.recorded_in = task.seq if task.seq is not None else earlier.seq
+    state.explanation, state.scores, state.best = earlier.explanation, earlier.scores, earlier.best
     state.declaration, state.declaration_json = decl, declaration_json
     state.index = earlier.index
-    state.recorded_in = task.seq if task.seq is not None else earlier.seq
     state.selected = time.perf_counter_ns()
     return state
 
 
-def build_resumed(state: ResumedCycle, engine: str, generation: int) -> Placement:
-    """A resumption's build stage: the resumed Placement (resumed=True, recorded_in)."""
-    return build_placement(state, engine, state.index, state.declaration, state.declaration_json,
-                           generation, resumed=True, recorded_in=state.recorded_in)
+def build_resumed(state: Placement, engine: str, generation: int) -> Placement:
+    """A resumption's build stage: the resumed Placement completed (its agent's current
+    declaration and the earlier index were set by `prepare_resumption`)."""
+    return build_placement(state, engine, state.index, state.declaration, state.declaration_json, generation)
 
 
 def prepare(requirements: Mapping[str, Any] | Requirements, session: str | None, route: Route | None,
             reason_limit: int | None = None, kind: str | None = None,
-            scorer: Scorer | None = None) -> CycleState:
+            scorer: Scorer | None = None) -> Placement:
     """Stage one: the task parsed once (a `Requirements` is taken as it is), the route applied,
-    the session resolved (the caller's, else the requirements'). SchemaError for an invalid task,
-    RouteError for a route that would change it, ValueError for a bad reason_limit."""
+    the session resolved (the caller's, else the requirements'), and the task's Placement made.
+    SchemaError for an invalid task, RouteError for a route that would change it, ValueError for a
+    bad reason_limit."""
     started = time.perf_counter_ns()
     if reason_limit is not None:
         check_reason_limit(reason_limit)
     submitted = requirements if type(requirements) is Requirements else parse_requirements(requirements)
     matched = route.apply(submitted) if route is not None else submitted
-    # CycleState.__init__ called directly, as build_placement calls Placement's: a call of the class
-    # goes through type.__call__ and the slot wrapper of __init__, a third of a cycle state's cost
-    state = _new_state(CycleState)
-    _init_state(state, started, submitted, matched, matched is requirements,
-                route.name if route is not None else None,
-                session if session is not None else matched.session, kind, reason_limit, scorer)
+    state = _new_placement(Placement)
+    _start(state, started, submitted, matched, matched is requirements, route.name if route is not None else None,
+           session if session is not None else matched.session, kind, reason_limit, scorer)
     return state
 
 
-_new_state = object.__new__
-_init_state = CycleState.__init__
+def _start(state: Placement, started: int, submitted: Requirements, matched: Requirements, prepared: bool,
+           route: str | None, session: str | None, kind: str | None, reason_limit: int | None,
+           scorer: Scorer | None) -> None:
+    """What prepare sets on a task's new Placement. Its arguments come by position: keywords would
+    be packed into a dict on every placement."""
+    state.started = started
+    state.submitted = submitted
+    state.requirements = matched
+    state.prepared = prepared
+    state.route = route
+    state.session = session
+    state.kind = kind
+    state.reason_limit = reason_limit
+    state.scorer = scorer
+    state.within = None
+    state.membership = None
+    state.resumed = False
+    state.recorded_in = None
+
+
+# A Placement is made without calling its class (type.__call__ and the slot wrapper of __init__
+# cost a placement measurable instructions); prepare and prepare_resumption fill it.
+_new_placement = object.__new__
 
 
 def choose_among(names: list[str], totals: list[float]) -> int:
@@ -201,15 +178,15 @@ class Stages(Protocol):
 
     def prepare(self, tasks: Sequence[Task], sessions: Sequence[str | None], route: Route | None,
                 reason_limit: int | None, kind: str | None, scorer: Scorer | None,
-                candidates: Iterable[str] | None) -> list[CycleState]:
+                candidates: Iterable[str] | None) -> list[Placement]:
         """Each task parsed once, routed, its session and the candidates resolved (SchemaError,
         RouteError, ValueError before anything is placed)."""
 
-    def decide(self, states: list[CycleState], pool: Executor | None = None, parts: int = 1) -> None:
+    def decide(self, states: list[Placement], pool: Executor | None = None, parts: int = 1) -> None:
         """explain, score and choose for tasks that do not depend on one another; `pool` and
         `parts`: threads the engine's loops may be spread on."""
 
-    def build(self, state: CycleState, generation: int) -> Placement:
+    def build(self, state: Placement, generation: int) -> Placement:
         """The Placement of a decided cycle."""
 
     def hold(self, agent: str, session: str) -> bool:
@@ -241,7 +218,7 @@ def drive(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str | None] 
           workers: int | None = 1, build: bool = True) -> tuple[list[Any], int]:
     """Place `tasks` (with `sessions` beside them, or their own) in order through `stages`.
 
-    Returns the Placements (the decided cycle states when not `build`: nothing is held and nothing
+    Returns the Placements (decided but not built when not `build`: nothing is held and nothing
     changes) and the fleet's generation after the sessions the placements made their agents hold.
     `workers`: threads for the engine's loops (None: one per core); a pool is started only for a
     wave long enough to hand a run of at least MIN_RUN tasks to each thread.
@@ -277,7 +254,7 @@ def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str |
                  generation: int, route: Route | None, reason_limit: int | None, kind: str | None,
                  scorer: Scorer | None, candidates: Iterable[str] | None, remember_session: bool,
                  workers: int | None, build: bool) -> tuple[list[Any], int]:
-    """`drive` for a batch, with the cyclic collector paused: a batch's cycle states and Placements
+    """`drive` for a batch, with the cyclic collector paused: a batch's Placements
     all live until it returns, and every collection they would trigger rescans them for nothing."""
     states = stages.prepare(tasks, sessions if sessions is not None else [None] * len(tasks), route,
                             reason_limit, kind, scorer, candidates)
@@ -328,7 +305,7 @@ class LocalStages:
 
     def prepare(self, tasks: Sequence[Task], sessions: Sequence[str | None], route: Route | None,
                 reason_limit: int | None, kind: str | None, scorer: Scorer | None,
-                candidates: Iterable[str] | None) -> list[CycleState]:
+                candidates: Iterable[str] | None) -> list[Placement]:
         """`prepare` for each task, with the fleet's scorer when the caller gives none, and
         `candidates` (names) turned once into the live agent ids the placements are restricted to."""
         scorer = scorer or self.fleet.scorer
@@ -347,7 +324,7 @@ class LocalStages:
                 state.within = within
         return states
 
-    def prepare_resumption(self, task: Resumption) -> ResumedCycle:
+    def prepare_resumption(self, task: Resumption) -> Placement:
         """A resumption's prepare stage over this fleet: the current declaration of the agent the
         earlier placement chose (FleetError if it chose none), checked by `prepare_resumption`."""
         agent = resumed_agent(task.earlier)
@@ -355,14 +332,14 @@ class LocalStages:
         decl = table.get(agent)     # None for a name no longer live (its id may be kept)
         return prepare_resumption(task, decl, table.declaration_json(table.ids[agent]) if decl is not None else None)
 
-    def _gather(self, state: CycleState, membership: int) -> tuple[Any, Any, int, Any]:
+    def _gather(self, state: Placement, membership: int) -> tuple[Any, Any, int, Any]:
         """The explain stage up to the engine: the one path every placement and `Fleet.explain`
         take. Returns `(explanation, rows, only, excluded)`: an explanation already made (a task
         seen before against the same membership: it depends only on the predicates and who is in
         the fleet; or one restricted to `within`, made here, never kept, since it is not the task's
         explanation), else None and the engine's arguments for making it. Derives the task's kind
         when outcomes or a scorer need it, and sets `eval_rows`, `membership` and `gathered`."""
-        rows, matched = self.rows, state.matched
+        rows, matched = self.rows, state.requirements
         within = state.within
         # a placement over some agents only does not show who is live: no count to key on
         state.membership = membership if within is None else None
@@ -383,16 +360,16 @@ class LocalStages:
             return self.index.explain(ids, only, excluded, within), (), 0, ()
         return None, ids, only, excluded
 
-    def explain(self, state: CycleState, membership: int) -> None:
+    def explain(self, state: Placement, membership: int) -> None:
         """The explain stage on its own: filter and first-failed explanation (§5), kept for the
         task's next placement (a caller's scorer, and `Fleet.explain`, score nothing natively)."""
         expl, ids, only, excluded = self._gather(state, membership)
         if expl is None:
             expl = self.index.explain(ids, only, excluded)
-            self.rows.remember(state.matched.predicates, membership, expl, state.eval_rows)
+            self.rows.remember(state.requirements.predicates, membership, expl, state.eval_rows)
         state.explanation = expl
 
-    def decide(self, states: list[CycleState], pool: Executor | None = None, parts: int = 1) -> None:
+    def decide(self, states: list[Placement], pool: Executor | None = None, parts: int = 1) -> None:
         """explain, score and choose for tasks whose scores do not depend on one another (no two
         of one remembered session). With the engine's scorer, the tasks of a batch go through one
         `Index.place_batch`, which runs the loops with the GIL released (with a `pool`, the tasks
@@ -405,7 +382,7 @@ class LocalStages:
         session_rows, kinds = rows.session_rows, rows.kinds
         if len(states) == 1:
             state = states[0]
-            if type(state) is ResumedCycle:
+            if state.resumed:
                 return      # a resumption: its explanation and scores are the earlier cycle's
             if state.scorer is None:
                 # one task: the engine's explain and score calls (what place_batch does for each
@@ -420,12 +397,13 @@ class LocalStages:
                 state.selected = time.perf_counter_ns()
                 return
         # one pass sorts the wave: a resumption is left as it is, a caller's scorer runs here
-        native: list[CycleState] = []
+        native: list[Placement] = []
         for state in states:
+            if state.resumed:
+                continue
             if state.scorer is None:
-                if type(state) is not ResumedCycle:
-                    native.append(state)
-            elif type(state) is not ResumedCycle:
+                native.append(state)
+            else:
                 self.explain(state, membership)
                 state.scores = self.custom_scores(state)
                 self.choose(state)
@@ -433,7 +411,7 @@ class LocalStages:
             return
         gather = self._gather
         jobs: list[tuple[Any, ...]] = []
-        fresh: list[CycleState] = []
+        fresh: list[Placement] = []
         for state in native:
             expl, ids, only, excluded = gather(state, membership)
             if expl is None:
@@ -461,17 +439,17 @@ class LocalStages:
             state.selected = selected
         remember = rows.remember
         for state in fresh:
-            remember(state.matched.predicates, membership, state.explanation, state.eval_rows)
+            remember(state.requirements.predicates, membership, state.explanation, state.eval_rows)
 
-    def custom_scores(self, state: CycleState) -> CustomScores:
+    def custom_scores(self, state: Placement) -> CustomScores:
         """Scores from a caller's scorer: one mapping with a numeric `total` per eligible agent."""
         assert state.scorer is not None
         ids = state.explanation.eligible_ids()
         agents = [self.table.declaration(i) for i in ids]
         session = state.session
-        kind = state.kind if state.kind is not None else task_kind(state.matched)
+        kind = state.kind if state.kind is not None else task_kind(state.requirements)
         outcomes, holds = self.fleet.outcomes, self.fleet.holds_session
-        task = ScoringTask(state.matched, session, kind,
+        task = ScoringTask(state.requirements, session, kind,
                            outcomes=lambda name: outcomes(name, kind),
                            holds_session=lambda name: session is not None and holds(name, session))
         raw = list(state.scorer(task, agents))
@@ -486,7 +464,7 @@ class LocalStages:
             entries.append({"total": float(total), **{k: v for k, v in entry.items() if k != "total"}})
         return CustomScores(ids, entries, -1)
 
-    def choose(self, state: CycleState) -> None:
+    def choose(self, state: Placement) -> None:
         """The winner of a caller's scores, by the rule the engine's scoring loop applies to its
         own (a3fast.fleet.scoring.choose)."""
         scores = state.scores
@@ -496,9 +474,9 @@ class LocalStages:
         state.best = scores.best
         state.selected = time.perf_counter_ns()
 
-    def build(self, state: CycleState, generation: int) -> Placement:
-        """The build stage for a chosen cycle state, or a resumption's."""
-        if type(state) is ResumedCycle:
+    def build(self, state: Placement, generation: int) -> Placement:
+        """The build stage for a decided Placement, or a resumption's."""
+        if state.resumed:
             return build_resumed(state, self.engine, generation)
         best = state.best
         if best >= 0:
@@ -513,20 +491,31 @@ class LocalStages:
         return self.rows.hold(self.table.ids[agent], session)
 
 
-def build_placement(state: CycleState, engine: str, index: Any, declaration: Declaration | None,
-                    declaration_json: bytes | None, generation: int, *, resumed: bool = False,
-                    recorded_in: int | None = None) -> Placement:
-    """The last stage: the Placement of a cycle (the one place a Placement is made)."""
-    # Placement.__init__ called directly and by position: a call of the class, or keywords, would
-    # pack the arguments into a dict
-    placement = _new_placement(Placement)
-    _init_placement(placement, state, engine, index, declaration, declaration_json, generation, resumed,
-                    recorded_in)
-    return placement
-
-
-_new_placement = object.__new__
-_init_placement = Placement.__init__
+def build_placement(state: Placement, engine: str, index: Any, declaration: Declaration | None,
+                    declaration_json: bytes | None, generation: int) -> Placement:
+    """The last stage: the decided Placement completed — `declaration` is the chosen agent's (None:
+    none), `index` the engine index whose ids its explanation and scores hold — and returned."""
+    started = state.started
+    state.fleet_engine = engine
+    state.index = index
+    state.custom_scores = type(state.scores) is CustomScores
+    state.declaration = declaration
+    state.declaration_json = declaration_json
+    state.agent = declaration.agent.name if declaration is not None else None
+    if state.resumed:
+        # a resumed placement gathers nothing: its one phase is checking the agent again
+        state.gather_ns = None
+        state.select_ns = state.selected - started
+    else:
+        gathered = state.gathered
+        state.gather_ns = gathered - started
+        state.select_ns = state.selected - gathered
+    state.decided_at_ns = time.time_ns()
+    state.generation = generation
+    state.seq = None
+    state.session_held = None
+    state._scheduling = None
+    return state
 
 
 class ResumingStages:
@@ -543,8 +532,8 @@ class ResumingStages:
 
     def prepare(self, tasks: Sequence[Task], sessions: Sequence[str | None], route: Route | None,
                 reason_limit: int | None, kind: str | None, scorer: Scorer | None,
-                candidates: Iterable[str] | None) -> list[CycleState]:
-        states: list[CycleState] = []
+                candidates: Iterable[str] | None) -> list[Placement]:
+        states: list[Placement] = []
         for task in tasks:
             if type(task) is not Resumption:
                 raise TypeError(f"ResumingStages run resumptions only, not {type(task).__name__}")
@@ -552,11 +541,11 @@ class ResumingStages:
             states.append(prepare_resumption(task, self.declaration, self.declaration_json))
         return states
 
-    def decide(self, states: list[CycleState], pool: Executor | None = None, parts: int = 1) -> None:
+    def decide(self, states: list[Placement], pool: Executor | None = None, parts: int = 1) -> None:
         """Nothing: a resumption's explanation and scores are the earlier cycle's."""
 
-    def build(self, state: CycleState, generation: int) -> Placement:
-        assert type(state) is ResumedCycle
+    def build(self, state: Placement, generation: int) -> Placement:
+        assert state.resumed
         return build_resumed(state, self.engine, generation)
 
     def hold(self, agent: str, session: str) -> bool:

@@ -5,8 +5,6 @@ scheduling object and its JSON bytes are produced only when a caller asks for th
 """
 from __future__ import annotations
 
-import time
-
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -80,61 +78,80 @@ def check_reason_limit(reason_limit: int | None) -> None:
 class Placement:
     """The outcome of placing one task. Bound: `agent`, `scheduling`; not bound: `rejection`.
 
-    Made by the placing pipeline (`Fleet.place`, `Fleet.resume`, a sharded fleet's). It keeps the decision as the engine left it — the id
-    sets of the explanation and the score columns, with `index`, the engine index whose agent ids
-    they are — and the record writers of `a3fast.record.write` turn it into §6 records on request.
+    A Placement is made by the placing pipeline's prepare stage (a3fast.fleet.pipeline: `Fleet.place`,
+    `Fleet.resume`, a sharded fleet's) and is the task's cycle state from then on: each stage fills
+    its part (explain the `explanation`, score the `scores`, choose the winner's id `best`), and the
+    build stage completes it (`pipeline.build_placement`), so a placement is one object, not a
+    cycle state copied into another. It keeps the decision as the engine left it — the id sets of
+    the explanation and the score columns, with `index`, the engine index whose agent ids they are —
+    and the record writers of `a3fast.record.write` turn it into §6 records on request.
+
+    Fields set by prepare: `submitted`, `requirements`, `route`, `session`, `kind`, `reason_limit`,
+    `resumed`, `recorded_in` and the cycle's own (`started`, `prepared`, `scorer`, `within`,
+    `membership`); by the middle stages: `explanation`, `eval_rows`, `gathered`, `scores`, `best`,
+    `selected`; by build: the rest. `Fleet.scored` hands back one that is decided but not built.
     """
 
     __slots__ = ("fleet_engine", "index", "requirements", "submitted", "route", "session", "kind",
                  "explanation", "scores", "custom_scores", "declaration", "declaration_json", "agent",
                  "gather_ns", "select_ns", "decided_at_ns", "generation", "resumed", "recorded_in",
-                 "seq", "reason_limit", "membership", "session_held", "_scheduling")
+                 "seq", "reason_limit", "membership", "session_held", "_scheduling",
+                 # the cycle's working state, read by the stages
+                 "started", "prepared", "scorer", "within", "eval_rows", "gathered", "best", "selected")
 
-    def __init__(self, cycle: Any, fleet_engine: str, index: Any, declaration: Declaration | None,
-                 declaration_json: bytes | None, generation: int, resumed: bool = False,
-                 recorded_in: int | None = None):
-        """The outcome of one placing cycle: `cycle` is the pipeline's cycle state after its choose
-        stage (a3fast.fleet.pipeline.CycleState), `declaration` the chosen agent's (None: none).
-        Made only by the pipeline's last stage, `a3fast.fleet.pipeline.build_placement`."""
-        started = cycle.started
-        self.fleet_engine = fleet_engine
-        #: the engine index that names this placement's agent ids
-        self.index = index
-        #: the requirements matched (the submitted ones plus what a route added)
-        self.requirements: Requirements = cycle.matched
-        self.submitted: Requirements = cycle.submitted
-        #: the route's name, or None
-        self.route: str | None = cycle.route
-        self.session: str | None = cycle.session
-        self.kind: str | None = cycle.kind
-        self.explanation = cycle.explanation
-        scores = self.scores = cycle.scores
-        #: whether `scores` came from a caller's scorer (CustomScores) rather than the engine's
-        self.custom_scores = type(scores) is CustomScores
-        self.declaration = declaration
-        #: the chosen agent's declaration as JSON, as the records carry it
-        self.declaration_json = declaration_json
-        self.agent = declaration.agent.name if declaration is not None else None
-        # a resumed placement gathers nothing: its one phase is checking the agent again
-        self.gather_ns: int | None = None if resumed else cycle.gathered - started
-        self.select_ns: int | None = cycle.selected - (started if resumed else cycle.gathered)
-        self.decided_at_ns = time.time_ns()
-        #: the fleet's generation when the task was placed
-        self.generation = generation
-        self.resumed = resumed
-        #: for a resumed placement, the seq of the task.bound that holds its full explanation
-        self.recorded_in = recorded_in
-        #: the seq of this placement's record, when a trace writer has told it
-        self.seq: int | None = None
-        #: False when a bound placement with a session leaves it unheld for good (a filter's
-        #: answer: docs/design.md, reading 25); None when its agent holds it, as `place` makes it
-        self.session_held: bool | None = None
-        #: at most this many names per predicate in a rejection's reason (None: all, as §6 asks)
-        self.reason_limit: int | None = cycle.reason_limit
-        #: the fleet's membership count when the candidates were taken (None: not known): two
-        #: placements on one `index` with the same count had the same live agents
-        self.membership: int | None = cycle.membership
-        self._scheduling: dict[str, Any] | None = None
+    # Declared for readers and type checkers; each is set by the stage named above.
+    fleet_engine: str
+    #: the engine index that names this placement's agent ids
+    index: Any
+    #: the requirements matched (the submitted ones plus what a route added)
+    requirements: Requirements
+    #: the requirements as the caller gave them, parsed once
+    submitted: Requirements
+    #: the route's name, or None
+    route: str | None
+    session: str | None
+    kind: str | None
+    explanation: Any
+    scores: Any
+    #: whether `scores` came from a caller's scorer (CustomScores) rather than the engine's
+    custom_scores: bool
+    #: the chosen agent's declaration (None: none), and as JSON, as the records carry it
+    declaration: Declaration | None
+    declaration_json: bytes | None
+    agent: str | None
+    #: the gather and select phases; a resumed placement gathers nothing (None): its one phase is
+    #: checking the agent again
+    gather_ns: int | None
+    select_ns: int | None
+    decided_at_ns: int
+    #: the fleet's generation when the task was placed
+    generation: int
+    resumed: bool
+    #: for a resumed placement, the seq of the task.bound that holds its full explanation
+    recorded_in: int | None
+    #: the seq of this placement's record, when a trace writer has told it
+    seq: int | None
+    #: at most this many names per predicate in a rejection's reason (None: all, as §6 asks)
+    reason_limit: int | None
+    #: the fleet's membership count when the candidates were taken (None: not known): two
+    #: placements on one `index` with the same count had the same live agents
+    membership: int | None
+    #: False when a bound placement with a session leaves it unheld for good (a filter's
+    #: answer: docs/design.md, reading 25); None when its agent holds it, as `place` makes it
+    session_held: bool | None
+    _scheduling: dict[str, Any] | None
+    #: perf_counter_ns when prepare began, explain ended (`gathered`) and choose ended (`selected`)
+    started: int
+    gathered: int
+    selected: int
+    #: whether `requirements` is the caller's own Requirements object (kept and placed again)
+    prepared: bool
+    scorer: Any
+    #: agent ids the candidates are restricted to, or None for every live agent
+    within: list[int] | None
+    eval_rows: list[int]
+    #: the winner's id, -1 for none
+    best: int
 
     @property
     def bound(self) -> bool:
