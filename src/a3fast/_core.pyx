@@ -44,6 +44,11 @@ cdef int64_t OUTCOME_LIMIT = 1000000000000000
 cdef enum:
     C_NO_AGENT_REF = -2
     C_UNKNOWN = -1
+    # A single explain or score lets go of the GIL only when its loops span at least this many
+    # words of agent ids (16,384 ids): letting go and taking it back costs about 400 instructions,
+    # a fifth of the whole loop at 1,000 agents, and a thread that takes the GIL meanwhile can
+    # hold the call up for a switch interval. A batch (`place_batch`) always lets go.
+    GIL_FREE_WORDS = 256
 
 cdef extern from "Python.h":
     char* PyOS_double_to_string(double val, char format_code, int precision, int flags, int* ptype) except NULL
@@ -1579,9 +1584,9 @@ cdef class Index:
         One ordered difference per predicate gives first-failed sets (docs/design.md, "How one
         placement flows"):
         failed[k] = remaining - row[k]; remaining &= row[k]. The arguments are checked and copied
-        first; the word loops then run without the GIL, so placements on other threads proceed
-        (Fleet.place_many), while the index must not change (the fleet's lock sees to that).
-        """
+        first; the word loops then run without the GIL when they are long (GIL_FREE_WORDS), so
+        other threads proceed meanwhile, while the index must not change (the fleet's lock sees to
+        that)."""
         cdef Py_ssize_t n_rows = len(rows), n_excluded = len(excluded)
         cdef Py_ssize_t n_sets = n_rows + n_excluded + (0 if only == NO_AGENT_REF else 1)
         cdef Py_ssize_t nw = (self.n_ids + 63) >> 6
@@ -1618,9 +1623,13 @@ cdef class Index:
             for row_index in excluded:
                 args[k] = row_index
                 k += 1
-            with nogil:
-                e.n_eligible = self.explain_words(e.words, nw, args, n_rows, only, args + n_rows, n_excluded,
-                                                  e.n_candidates == 0)
+            if nw >= GIL_FREE_WORDS:
+                with nogil:
+                    e.n_eligible = self.explain_words(e.words, nw, args, n_rows, only, args + n_rows,
+                                                      n_excluded, e.n_candidates == 0)
+            else:
+                e.n_eligible = self.explain_words(e.words, nw, args, n_rows, only, args + n_rows,
+                                                  n_excluded, e.n_candidates == 0)
         finally:
             free(args)
         return e
@@ -1736,7 +1745,12 @@ cdef class Index:
         cdef double* cost = s.columns + 3 * m
         cdef double* substantiated = s.columns + 4 * m
         cdef const uint64_t* eligible = expl.eligible_words()
-        with nogil:
+        if expl.n_words >= GIL_FREE_WORDS:
+            with nogil:
+                s.best = self.score_words(eligible, expl.n_words, evals, n_eval, session, outcomes,
+                                          w_a, w_s, w_c, w_e, s.agent_ids, total, affinity, success,
+                                          cost, substantiated)
+        else:
             s.best = self.score_words(eligible, expl.n_words, evals, n_eval, session, outcomes,
                                       w_a, w_s, w_c, w_e, s.agent_ids, total, affinity, success, cost,
                                       substantiated)

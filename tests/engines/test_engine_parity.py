@@ -243,3 +243,36 @@ def test_a_fleet_interns_each_declaration_as_its_predicate_strings(docs):
         expected = tuple(fleet._rows.rows[k] for k in declaration_keys(decl))
         expected += tuple(fleet._rows.eval_rows[k] for k in evaluated_keys(decl))
         assert fleet._rows.rows_for(decl) == expected
+
+
+def test_engines_agree_on_either_side_of_the_native_engines_gil_threshold():
+    # A single explain or score lets go of the GIL only when its loops span GIL_FREE_WORDS words
+    # of ids (16,384); the same placements come out on either side of that line, while another
+    # thread runs Python meanwhile.
+    import threading
+
+    from a3fast.workload import generate_fleet, generate_tasks
+
+    docs = generate_fleet(16_500, seed=5)
+    tasks = generate_tasks(docs, 12, seed=5)
+    small, large = both(), both()
+    for fleet in small:
+        fleet.extend(docs[:1_000])
+    for fleet in large:
+        fleet.extend(docs)
+    running, ticks = True, []
+
+    def beside():
+        while running:
+            ticks.append(sum(range(100)))
+
+    other = threading.Thread(target=beside)
+    other.start()
+    try:
+        for native, pure in (small, large):
+            for task in tasks:
+                assert_same_placement(native.place(task), pure.place(task))
+    finally:
+        running = False
+        other.join()
+    assert ticks and large[0].place(tasks[0]).explanation.candidates_count == 16_500
