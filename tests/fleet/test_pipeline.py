@@ -113,7 +113,7 @@ def test_a_placements_python_makes_no_cell_and_no_wrapper():
     from a3fast.fleet import pipeline, rows
 
     on_the_path = [Fleet.place, Fleet.place_many, pipeline.drive, pipeline._drive_batch, pipeline.prepare,
-                   pipeline.build_placement, pipeline._start,
+                   pipeline.build_placement,
                    pipeline.LocalStages.prepare, pipeline.LocalStages.decide, pipeline.LocalStages.explain,
                    pipeline.LocalStages._gather, pipeline.LocalStages.build, rows.PredicateRows.resolve_prepared,
                    rows.PredicateRows.resolve_parsed, rows.PredicateRows.remember]

@@ -103,8 +103,17 @@ def prepare_resumption(task: Resumption, decl: Declaration | None, declaration_j
         raise FleetError(f"cannot resume on {earlier.agent!r}: its declaration no longer satisfies {unmet}")
     # the earlier cycle's outcome, carried over: nothing is filtered or scored again
     state = _new_placement(Placement)
-    _start(state, started, earlier.submitted, earlier.requirements, False, earlier.route, earlier.session,
-           earlier.kind, None, None)
+    state.started = started
+    state.submitted = earlier.submitted
+    state.requirements = earlier.requirements
+    state.prepared = False
+    state.route = earlier.route
+    state.session = earlier.session
+    state.kind = earlier.kind
+    state.reason_limit = None
+    state.scorer = None
+    state.within = None
+    state.membership = None
     state.resumed = True
     state.recorded_in = task.seq if task.seq is not None else earlier.seq
     state.explanation, state.scores, state.best = earlier.explanation, earlier.scores, earlier.best
@@ -133,22 +142,12 @@ def prepare(requirements: Mapping[str, Any] | Requirements, session: str | None,
     submitted = requirements if type(requirements) is Requirements else parse_requirements(requirements)
     matched = route.apply(submitted) if route is not None else submitted
     state = _new_placement(Placement)
-    _start(state, started, submitted, matched, matched is requirements, route.name if route is not None else None,
-           session if session is not None else matched.session, kind, reason_limit, scorer)
-    return state
-
-
-def _start(state: Placement, started: int, submitted: Requirements, matched: Requirements, prepared: bool,
-           route: str | None, session: str | None, kind: str | None, reason_limit: int | None,
-           scorer: Scorer | None) -> None:
-    """What prepare sets on a task's new Placement. Its arguments come by position: keywords would
-    be packed into a dict on every placement."""
     state.started = started
     state.submitted = submitted
     state.requirements = matched
-    state.prepared = prepared
-    state.route = route
-    state.session = session
+    state.prepared = matched is requirements
+    state.route = route.name if route is not None else None
+    state.session = session if session is not None else matched.session
     state.kind = kind
     state.reason_limit = reason_limit
     state.scorer = scorer
@@ -156,6 +155,7 @@ def _start(state: Placement, started: int, submitted: Requirements, matched: Req
     state.membership = None
     state.resumed = False
     state.recorded_in = None
+    return state
 
 
 # A Placement is made without calling its class (type.__call__ and the slot wrapper of __init__
@@ -386,8 +386,13 @@ class LocalStages:
                 return      # a resumption: its explanation and scores are the earlier cycle's
             if state.scorer is None:
                 # one task: the engine's explain and score calls (what place_batch does for each
-                # task, without setting up a batch and letting go of the GIL for a few microseconds)
-                self.explain(state, membership)
+                # task, without setting up a batch and letting go of the GIL for a few microseconds),
+                # the explain stage written out as `explain` has it (a call fewer)
+                expl, ids, only, excluded = self._gather(state, membership)
+                if expl is None:
+                    expl = index.explain(ids, only, excluded)
+                    rows.remember(state.requirements.predicates, membership, expl, state.eval_rows)
+                state.explanation = expl
                 session, kind = state.session, state.kind
                 scores = state.scores = index.score(
                     state.explanation, state.eval_rows,
