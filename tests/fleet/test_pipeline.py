@@ -81,6 +81,9 @@ def test_a_task_is_carried_by_one_placement_from_prepare_to_build(engine):
     # decided but not built: what a shard answers with
     scored = fleet.scored(REQ)
     assert type(scored) is Placement and scored.best >= 0 and not hasattr(scored, "agent")
+    assert repr(scored) == "<Placement decided, not built: 1 predicates>"
+    assert repr(built) == f"<Placement bound to 'a': 2 predicates, engine {engine}>"
+    assert built.scorer is None and built.within is None
     # a resumption is a Placement marked resumed, carrying the earlier decision
     resumed = fleet.resume(built)
     assert resumed is not built and resumed.resumed and resumed.best == built.best

@@ -520,6 +520,8 @@ def build_placement(state: Placement, engine: str, index: Any, declaration: Decl
     state.seq = None
     state.session_held = None
     state._scheduling = None
+    # what only the middle stages read: a placement kept by its caller keeps neither alive
+    state.scorer = state.within = None
     return state
 
 

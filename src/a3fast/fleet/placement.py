@@ -89,7 +89,10 @@ class Placement:
     Fields set by prepare: `submitted`, `requirements`, `route`, `session`, `kind`, `reason_limit`,
     `resumed`, `recorded_in` and the cycle's own (`started`, `prepared`, `scorer`, `within`,
     `membership`); by the middle stages: `explanation`, `eval_rows`, `gathered`, `scores`, `best`,
-    `selected`; by build: the rest. `Fleet.scored` hands back one that is decided but not built.
+    `selected`; by build: the rest, and it lets go of the caller's `scorer` and the `within` ids,
+    which only the middle stages read. `Fleet.scored` hands back one that is decided but not built
+    (its `repr` says so; what reads a built placement's fields, `bound` and the records, does not
+    apply to it).
     """
 
     __slots__ = ("fleet_engine", "index", "requirements", "submitted", "route", "session", "kind",
@@ -226,8 +229,12 @@ class Placement:
         return view_html("placement", self)
 
     def __repr__(self) -> str:
-        state = f"bound to {self.agent!r}" if self.bound else "unschedulable"
-        return f"<Placement {state}: {len(self.predicates)} predicates, engine {self.fleet_engine}>"
+        try:
+            state = f"bound to {self.agent!r}" if self.agent is not None else "unschedulable"
+            engine = f", engine {self.fleet_engine}"
+        except AttributeError:      # `Fleet.scored`'s: decided, and the build stage has not run
+            state, engine = "decided, not built", ""
+        return f"<Placement {state}: {len(self.predicates)} predicates{engine}>"
 
 
 def resumed_agent(earlier: Placement) -> str:
