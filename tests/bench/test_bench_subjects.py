@@ -69,3 +69,24 @@ def test_the_verifier_is_held_to_eighty_percent_of_the_json_floor():
                                 "decoding alone)", "79% (395 MB/s against 500)", False)]
     report.extras = [("verifier (§7)", {**figures, "share_of_json_floor": 0.81})]
     assert targets(report)[0][2] is True
+
+
+@pytest.mark.parametrize("scenario", ["explain", "place", "place_dict", "place_dict_compact", "place_json"])
+def test_every_engine_scenario_but_the_repeated_one_meets_its_task_afresh(engine, scenario):
+    """The timed rounds repeat each task: a scenario that kept the fleet's explanation would time
+    a lookup of the warm-up's answer from the second call on, not the filter and explanation."""
+    from a3fast.bench.subjects import EngineSubject
+    from a3fast.schema import parse_requirements
+    from a3fast.workload import generate_fleet, generate_tasks
+
+    declarations = generate_fleet(60, seed=3)
+    subject = EngineSubject(engine, declarations)
+    doc = generate_tasks(declarations, 1, seed=4)[0]
+    task = doc if scenario.startswith("place_dict") else parse_requirements(doc)
+    for _ in range(2):
+        getattr(subject, scenario)(task)
+        assert not subject.fleet._rows.explained, f"{scenario} left an explanation to reuse"
+    # the repeated scenario is the one that reuses it, and is labelled so
+    first = subject.fleet.place(parse_requirements(doc), remember_session=False).explanation
+    again = subject.place_repeated(parse_requirements(doc)).explanation
+    assert again is first

@@ -7,8 +7,12 @@ Every subject answers the three tasks of the comparison for one prepared require
 Engines also answer `place_dict` (b from a requirements dict, parsing included),
 `place_dict_compact` (the same with the placement's compact trace lines written, as a service
 writes them) and `place_repeated` (b for a task whose predicates were placed before on the same membership, whose
-filter and explanation the fleet reuses). The benchmark times each task several times, so the
-other engine scenarios forget that reuse after every placement: they measure a task met afresh.
+filter and explanation the fleet reuses). The benchmark times each task several times, so every
+other engine scenario, (a) included, forgets that reuse after each call: it measures a task met
+afresh. (a) is the engine's filter and explanation, the floor the placement targets are ratios
+against; `Fleet.explain` reuses an explanation as every placement does, so without forgetting it
+would time a lookup of the warm-up round's answer, about half the work (docs/performance.md, "The
+explain row timed a reused explanation").
 """
 from __future__ import annotations
 
@@ -54,7 +58,9 @@ class EngineSubject(Subject):
         self.encoder, self.seq = Encoder(), 1
 
     def explain(self, req: Requirements):
-        return self.fleet.explain(req)
+        explanation = self.fleet.explain(req)
+        self.forget()
+        return explanation
 
     def place(self, req: Requirements):
         placement = self.fleet.place(req, remember_session=False)
