@@ -4,10 +4,12 @@ the same errors: across Roaring chunks and both container kinds, empty and full 
 rejected with a derived or a written reason, a custom scorer's scores, and JSON pieces with escapes."""
 from __future__ import annotations
 
+import base64
 import os
 
 import orjson
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from a3fast import _pure
 from a3fast.engines import NATIVE_AVAILABLE
@@ -75,6 +77,20 @@ def test_every_base64_length_is_written_alike_on_both_engines():
         for case in (dict(bound=True), dict(bound=False, derived=True)):
             written = native.write_placement_lines(*_pieces(1, n_expl, n_scores, **case))
             assert written == pure.write_placement_lines(*_pieces(1, p_expl, p_scores, **case)), (n, case)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_the_native_writers_base64_is_the_standards(data):
+    # twelve bytes a step with SSSE3 while sixteen can be read, then six, three and the padded
+    # tail: any length, any bytes, equal to RFC 4648 §4's
+    assert _core.base64_of(data) == base64.b64encode(data)
+
+
+def test_the_native_writers_base64_at_every_length_around_its_steps():
+    data = bytes(range(256)) * 2
+    for n in range(len(data)):
+        assert _core.base64_of(data[n // 3:n // 3 + n]) == base64.b64encode(data[n // 3:n // 3 + n]), n
 
 
 def test_a_batch_is_its_placements_lines_in_order_on_both_engines():
