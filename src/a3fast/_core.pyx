@@ -27,6 +27,9 @@ from libc.string cimport memcmp, memcpy, memmove, memset, strlen
 
 import orjson
 
+#: orjson.dumps held in a C global: the per-placement writers call it without two lookups
+cdef object json_dumps = orjson.dumps
+
 
 
 __all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN", "MAX_OUTCOMES",
@@ -161,14 +164,16 @@ cdef extern from *:
     #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
     #include <immintrin.h>
     static int a3_has_ssse3 = 0;
+    static int a3_has_avx2 = 0;
     /* At import, under the GIL: read once, before any thread. A3FAST_CPU=portable takes the
-       portable loops, as a processor without either would (what tests compare the others to). */
+       portable loops, as a processor without any of them would (what tests compare the others to). */
     static void a3_cpu_init(void) {
         const char* wanted = getenv("A3FAST_CPU");
         int portable = wanted != NULL && strcmp(wanted, "portable") == 0;
         __builtin_cpu_init();
         a3_has_ssse3 = !portable && __builtin_cpu_supports("ssse3") ? 1 : 0;
         a3_has_popcnt = !portable && __builtin_cpu_supports("popcnt") ? 1 : 0;
+        a3_has_avx2 = a3_has_ssse3 && __builtin_cpu_supports("avx2") ? 1 : 0;
     }
     __attribute__((target("ssse3")))
     static Py_ssize_t a3_b64_blocks_ssse3(char* dst, const unsigned char* src, Py_ssize_t n) {
@@ -185,8 +190,32 @@ cdef extern from *:
         }
         return i;
     }
+    /* The same with AVX2, 24 bytes a step: each 128-bit lane takes twelve (loaded at i and i + 12)
+       and is split and translated as above. */
+    __attribute__((target("avx2")))
+    static Py_ssize_t a3_b64_blocks_avx2(char* dst, const unsigned char* src, Py_ssize_t n) {
+        const __m256i spread = _mm256_setr_epi8(1, 0, 2, 1, 4, 3, 5, 4, 7, 6, 8, 7, 10, 9, 11, 10,
+                                                1, 0, 2, 1, 4, 3, 5, 4, 7, 6, 8, 7, 10, 9, 11, 10);
+        const __m256i lut = _mm256_setr_epi8(65, 71, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -19, -16, 0, 0,
+                                             65, 71, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -19, -16, 0, 0);
+        Py_ssize_t i = 0;
+        for (; i + 28 <= n; i += 24, dst += 32) {
+            __m256i in = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i*)(src + i))),
+                                                 _mm_loadu_si128((const __m128i*)(src + i + 12)), 1);
+            in = _mm256_shuffle_epi8(in, spread);
+            __m256i hi = _mm256_mulhi_epu16(_mm256_and_si256(in, _mm256_set1_epi32(0x0FC0FC00)), _mm256_set1_epi32(0x04000040));
+            __m256i lo = _mm256_mullo_epi16(_mm256_and_si256(in, _mm256_set1_epi32(0x003F03F0)), _mm256_set1_epi32(0x01000010));
+            __m256i six = _mm256_or_si256(hi, lo);
+            __m256i at = _mm256_sub_epi8(_mm256_subs_epu8(six, _mm256_set1_epi8(51)), _mm256_cmpgt_epi8(six, _mm256_set1_epi8(25)));
+            _mm256_storeu_si256((__m256i*)dst, _mm256_add_epi8(six, _mm256_shuffle_epi8(lut, at)));
+        }
+        return i;
+    }
     static Py_ssize_t a3_b64_blocks(char* dst, const unsigned char* src, Py_ssize_t n) {
-        return a3_has_ssse3 ? a3_b64_blocks_ssse3(dst, src, n) : 0;
+        Py_ssize_t done = 0;
+        if (a3_has_avx2) done = a3_b64_blocks_avx2(dst, src, n);
+        if (a3_has_ssse3) done += a3_b64_blocks_ssse3(dst + done / 3 * 4, src + done, n - done);
+        return done;
     }
     static int a3_cpu_extensions(void) { return a3_has_ssse3 && a3_has_popcnt; }
     #else
@@ -709,7 +738,12 @@ cdef Py_ssize_t emit_lines(const LinesJob* j, char* dst, Py_ssize_t at, char* sc
     """One placement's trace lines (see `Index.write_placement_lines`) at `dst + at`, or only
     their length when `dst` is NULL; the new position."""
     at = emit_seq(dst, at, j.seq, b"task.submitted", 14)
-    at = emit(dst, at, j.piece[P_SUBMITTED], j.piece_n[P_SUBMITTED])
+    if j.piece[P_SUBMITTED] != NULL:
+        at = emit(dst, at, j.piece[P_SUBMITTED], j.piece_n[P_SUBMITTED])
+    else:   # task.submitted is the requirements alone (write_placement_lines_of)
+        at = emit(dst, at, b'{"requirements":', 16)
+        at = emit(dst, at, j.piece[P_REQUIREMENTS], j.piece_n[P_REQUIREMENTS])
+        at = emit(dst, at, b"}", 1)
     at = emit(dst, at, b"}\n", 2)
     if j.bound:
         at = emit_seq(dst, at, j.seq + 1, b"task.admitted", 13)
@@ -801,6 +835,21 @@ cdef inline Py_ssize_t put_digits(char* dst, Py_ssize_t at, int64_t value, int w
         dst[at + k] = <char>(48 + value % 10)
         value //= 10
     return at + width
+
+
+cdef inline Py_ssize_t put_decimal(char* dst, uint64_t value) noexcept nogil:
+    """`value` in decimal digits at `dst`, as many as it needs; their count."""
+    cdef char digits[20]
+    cdef Py_ssize_t n = 0, i
+    while True:
+        digits[n] = <char>(48 + value % 10)
+        n += 1
+        value //= 10
+        if value == 0:
+            break
+    for i in range(n):
+        dst[i] = digits[n - 1 - i]
+    return n
 
 
 cdef void date_text(int64_t second) noexcept:
@@ -2212,6 +2261,10 @@ cdef class Index:
             return None
         if task is not None and type(task) is not dict:
             return None
+        cdef int over = 0
+        cdef long long fleet_seq = PyLong_AsLongLongAndOverflow(snapshot_seq, &over)
+        if over or fleet_seq < 0:
+            return None
         if len(caches) != 8:
             raise ValueError(f"a placement's line caches are 8, found {len(caches)}")
         cdef dict requirements_cache = caches[0], predicates_cache = caches[4], admitted_cache = caches[6]
@@ -2228,7 +2281,7 @@ cdef class Index:
             agent = p.declaration.agent
             admitted_json = admitted_cache.get(agent)
             if admitted_json is None:
-                admitted_json = orjson.dumps({"agent": agent.to_dict()})
+                admitted_json = json_dumps({"agent": agent.to_dict()})
                 if len(admitted_cache) >= caches[7]:
                     admitted_cache.clear()
                 admitted_cache[agent] = admitted_json
@@ -2250,18 +2303,17 @@ cdef class Index:
                 return None
             predicates_json = predicates_cache.get(predicates)
             if predicates_json is None:
-                predicates_json = orjson.dumps(predicates)
+                predicates_json = json_dumps(predicates)
                 if len(predicates_cache) >= caches[5]:
                     predicates_cache.clear()
                 predicates_cache[predicates] = predicates_json
-            requirements_json = orjson.dumps(requirements.doc)
+            requirements_json = json_dumps(requirements.doc)
             keep = 2 if key in seen else 1
+        submitted_json = None
         if task:
             submitted = dict(<dict>task)
             submitted["requirements"] = requirements.doc
-            submitted_json = orjson.dumps(submitted)
-        else:
-            submitted_json = b'{"requirements":' + requirements_json + b"}"
+            submitted_json = json_dumps(submitted)
         if keep == 1:
             # an id can be reused once its object is gone: a stale id only means the next object
             # with it is kept one placement early
@@ -2274,10 +2326,16 @@ cdef class Index:
             # the object held, so its id is not reused meanwhile
             requirements_cache[key] = (requirements, (requirements_json, predicates_json))
         # the job points into these texts' buffers: each is held by a name here until it is written
-        fleet_json = b"%d" % snapshot_seq
         cdef LinesJob job
-        self.lines_job(&job, seq, expl, scores, None, submitted_json, admitted_json, fleet_json,
-                       predicates_json, requirements_json, declaration_json, None, derived, tail_json)
+        self.lines_job(&job, seq, expl, scores, None, requirements_json if submitted_json is None else submitted_json,
+                       admitted_json, b"0", predicates_json, requirements_json, declaration_json, None, derived,
+                       tail_json)
+        if submitted_json is None:
+            job.piece[P_SUBMITTED] = NULL       # {"requirements": ...} written around its piece
+        # the fleet's snapshot seq in digits on the stack, as b"%d" % snapshot_seq would give them
+        cdef char fleet_digits[24]
+        job.piece_n[P_FLEET] = put_decimal(fleet_digits, <uint64_t>fleet_seq)
+        job.piece[P_FLEET] = fleet_digits
         return write_jobs(&job, 1), 3 if bound else 2
 
     cdef int lines_job(self, LinesJob* job, Py_ssize_t seq, Explanation expl, Scores scores, object scores_json,

@@ -502,6 +502,8 @@ class Index:
             return None
         if task is not None and type(task) is not dict:
             return None
+        if not 0 <= snapshot_seq < 2**63:      # the native engine writes an int64's digits only
+            return None
         if len(caches) != 8:
             raise ValueError(f"a placement's line caches are 8, found {len(caches)}")
         requirements_cache, seen, predicates_cache, admitted_cache = caches[0], caches[2], caches[4], caches[6]

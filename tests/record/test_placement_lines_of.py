@@ -8,6 +8,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -216,3 +217,21 @@ def test_a_requirements_is_noted_when_first_written_and_kept_from_its_second_pla
     assert _gathered(encoder, 5, p) == written        # seen before: now kept
     assert encoder._requirements_cache[id(prepared)][0] is prepared
     assert _gathered(encoder, 5, p) == written        # kept: read from the cache
+
+
+@pytest.mark.parametrize("snapshot_seq", [1, 9, 10, 99, 100, 123_456, 10**18, 2**63 - 1])
+def test_the_fleet_snapshots_seq_is_written_in_its_own_digits(engine, snapshot_seq):
+    # the engine writes the seq's digits itself: every width, up to int64's last
+    fleet, placements = _usual(engine, 6)
+    encoder = Encoder()
+    encoder.encode_placement_lines(1, placements[0])
+    for p in placements[1:]:
+        gathered = p.index.write_placement_lines_of(10, p, None, encoder._membership, snapshot_seq,
+                                                    encoder._line_caches)
+        fleet_member = [orjson.loads(line) for line in gathered[0].splitlines()][-1]["content"]["a3fast.compact"]["fleet"]
+        assert fleet_member == snapshot_seq
+        assert b'"fleet":%d,' % snapshot_seq in gathered[0]
+    # beyond int64, or below zero, the caller writes the lines itself
+    for odd in (2**63, -1):
+        assert placements[1].index.write_placement_lines_of(10, placements[1], None, encoder._membership, odd,
+                                                            encoder._line_caches) is None
