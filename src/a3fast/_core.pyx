@@ -2241,10 +2241,11 @@ cdef class Index:
         placement still current (the same `membership` count, `snapshot_seq` its record). `task`
         (a dict or None) adds members to task.submitted. `caches` are the caller's JSON texts, each
         followed by the size at which it starts again: per Requirements id, (Requirements,
-        (document, predicates)); the set of the ids of Requirements seen once; per predicates
-        tuple, its JSON; per agent name, task.admitted's content. A Requirements neither kept nor
-        seen is written from its document and noted as seen; one seen before is kept, as
-        `Encoder._requirements_json` keeps it. The bytes are `write_placement_lines`'s for the
+        (document, predicates)); per id, the prepared Requirements written once (held, so the id
+        names that object); per predicates tuple, its JSON; per agent name, task.admitted's
+        content. A Requirements neither kept nor noted is written from its document and, when the
+        caller prepared it, noted; one noted before is kept; one the placement parsed itself is
+        neither, as `Encoder._requirements_json` does. The bytes are `write_placement_lines`'s for the
         arguments the caller would gather; the same as the pure engine's."""
         p = placement
         if p.index is not self or p.resumed or p.custom_scores or p.route is not None:
@@ -2268,7 +2269,7 @@ cdef class Index:
         if len(caches) != 8:
             raise ValueError(f"a placement's line caches are 8, found {len(caches)}")
         cdef dict requirements_cache = caches[0], predicates_cache = caches[4], admitted_cache = caches[6]
-        cdef set seen = caches[2]
+        cdef dict seen = caches[2]
         cdef int keep = 0
         cdef Explanation expl = p.explanation
         cdef Scores scores = None
@@ -2308,18 +2309,18 @@ cdef class Index:
                     predicates_cache.clear()
                 predicates_cache[predicates] = predicates_json
             requirements_json = json_dumps(requirements.doc)
-            keep = 2 if key in seen else 1
+            if p.prepared:      # one the placement parsed itself is never placed again
+                keep = 2 if seen.get(key) is requirements else 1
         submitted_json = None
         if task:
             submitted = dict(<dict>task)
             submitted["requirements"] = requirements.doc
             submitted_json = json_dumps(submitted)
         if keep == 1:
-            # an id can be reused once its object is gone: a stale id only means the next object
-            # with it is kept one placement early
+            # held while noted, so the id names this object (a freed one's is reused at once)
             if len(seen) >= caches[3]:
                 seen.clear()
-            seen.add(key)
+            seen[key] = requirements
         elif keep == 2:
             if len(requirements_cache) >= caches[1]:
                 requirements_cache.clear()

@@ -545,17 +545,17 @@ class Index:
                     predicates_cache.clear()
                 predicates_cache[predicates] = predicates_json
             requirements_json = orjson.dumps(requirements.doc)
-            keep = 2 if key in seen else 1
+            if p.prepared:      # one the placement parsed itself is never placed again
+                keep = 2 if seen.get(key) is requirements else 1
         if task:
             submitted_json = orjson.dumps({**task, "requirements": requirements.doc})
         else:
             submitted_json = b'{"requirements":' + requirements_json + b"}"
         if keep == 1:
-            # an id can be reused once its object is gone: a stale id only means the next object
-            # with it is kept one placement early
+            # held while noted, so the id names this object (a freed one's is reused at once)
             if len(seen) >= caches[3]:
                 seen.clear()
-            seen.add(key)
+            seen[key] = requirements
         elif keep == 2:
             if len(requirements_cache) >= caches[1]:
                 requirements_cache.clear()

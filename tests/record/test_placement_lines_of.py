@@ -219,6 +219,30 @@ def test_a_requirements_is_noted_when_first_written_and_kept_from_its_second_pla
     assert _gathered(encoder, 5, p) == written        # kept: read from the cache
 
 
+@pytest.mark.parametrize("gathered_by", ["engine", "encoder"])
+def test_a_task_placed_once_is_neither_kept_nor_held_past_the_window(engine, gathered_by):
+    # A freed object's id goes at once to the next one made, so a loop that parses, places and
+    # drops a task met the same few ids again and again: noted by id alone, half the one-off
+    # tasks of such a loop were taken for prepared ones placed again and kept.
+    fleet, placements = _usual(engine, 1)
+    encoder = Encoder()
+    encoder.encode_placement_lines(1, placements[0])
+    tasks = generate_tasks(AGENTS, 300, 41)
+    seq = 5
+    for doc in tasks:                                 # from a dict: parsed by the placement itself
+        p = fleet.place(doc, remember_session=False)
+        seq += encoder.encode_placement_lines(seq, p, restricted=gathered_by == "encoder")[1]
+        del p
+    assert not encoder._requirements_cache and not encoder._requirements_seen
+    for doc in tasks:                                 # prepared, each placed once, then dropped
+        p = fleet.place(parse_requirements(doc), remember_session=False)
+        seq += encoder.encode_placement_lines(seq, p, restricted=gathered_by == "encoder")[1]
+        del p
+    assert not encoder._requirements_cache
+    assert 0 < len(encoder._requirements_seen) <= 256    # the window, each entry its own object
+    assert all(id(r) == key for key, r in encoder._requirements_seen.items())
+
+
 @pytest.mark.parametrize("snapshot_seq", [1, 9, 10, 99, 100, 123_456, 10**18, 2**63 - 1])
 def test_the_fleet_snapshots_seq_is_written_in_its_own_digits(engine, snapshot_seq):
     # the engine writes the seq's digits itself: every width, up to int64's last

@@ -201,11 +201,12 @@ class Encoder:
         self._index: Any = None           # the engine index encode_placement's ids belong to
         self._membership: int | None = None  # the membership count of the last live set taken
         self._requirements_cache: dict[int, tuple[Any, tuple[bytes, bytes]]] = {}
-        self._requirements_seen: set[int] = set()   # ids of Requirements written once, not kept
+        # Requirements written once, by id, held so that an id names one object (_SEEN_LIMIT at most)
+        self._requirements_seen: dict[int, Any] = {}
         self._lines_index: Any = None     # the last index seen to write a placement's lines
         # what the engine's `write_placement_lines_of` reads: this encoder's requirements texts and
         # the module's predicates and task.admitted texts (all cleared in place, never replaced)
-        self._line_caches = (self._requirements_cache, _CACHE_LIMIT, self._requirements_seen, 4 * _CACHE_LIMIT,
+        self._line_caches = (self._requirements_cache, _CACHE_LIMIT, self._requirements_seen, _SEEN_LIMIT,
                              _predicates_cache, _CACHE_LIMIT, _admitted_cache, 16 * _CACHE_LIMIT)
 
     # -- from spec JSON --
@@ -471,13 +472,14 @@ class Encoder:
             declaration_json = p.declaration_json
             admitted_json = _admitted_json(p.declaration.agent)
         requirements = p.requirements
-        requirements_json, predicates_json = self._requirements_json(requirements)
+        prepared = p.prepared
+        requirements_json, predicates_json = self._requirements_json(requirements, prepared)
         submitted = p.submitted
         if task:
             submitted_json = orjson.dumps({**task, "requirements": submitted.doc})
         else:
             submitted_json = b'{"requirements":%b}' % (
-                requirements_json if submitted is requirements else self._requirements_json(submitted)[0])
+                requirements_json if submitted is requirements else self._requirements_json(submitted, prepared)[0])
         # a3fast's own reason is the text the lists give, unless a reason_limit shortened it
         derived = not bound and p.reason_limit is None and expl.candidates_count > 0
         if not bound and not derived:
@@ -487,25 +489,28 @@ class Encoder:
         return (seq, expl, scores, scores_json, submitted_json, admitted_json, fleet_json, predicates_json,
                 requirements_json, declaration_json, reason_json, derived, tail_json(p))
 
-    def _requirements_json(self, requirements) -> tuple[bytes, bytes]:
+    def _requirements_json(self, requirements, prepared: bool) -> tuple[bytes, bytes]:
         """A Requirements' document and its predicates (filters_passed) as JSON, kept per
         Requirements object from its second placement on: a prepared one is placed many times, and
-        its document is read as it was when prepared. One placed once (a task parsed for one
-        placement, most of a workload) is only noted by its id, so the encoder does not keep it
-        alive, and the collector does not walk it again, until 4,096 others push it out."""
+        its document is read as it was when prepared. One the placement parsed itself (`prepared`
+        false: the caller gave a dict, or a route added to it) is never placed again and is neither
+        kept nor noted. A prepared one placed for the first time is noted, held by its id among the
+        last `_SEEN_LIMIT` so noted: holding it is what makes the id name that object (a freed
+        object's id is reused at once, by the next task parsed), and the window bounds what a
+        stream of one-off tasks keeps alive."""
         cache = self._requirements_cache
         key = id(requirements)
         hit = cache.get(key)
         if hit is not None and hit[0] is requirements:
             return hit[1]
         texts = (orjson.dumps(requirements.doc), _predicates_json(requirements.predicates))
+        if not prepared:
+            return texts
         seen = self._requirements_seen
-        if key not in seen:
-            # an id can be reused once its object is gone: a stale id only means the next
-            # object with it is kept one placement early
-            if len(seen) >= 4 * _CACHE_LIMIT:
+        if seen.get(key) is not requirements:
+            if len(seen) >= _SEEN_LIMIT:
                 seen.clear()
-            seen.add(key)
+            seen[key] = requirements
             return texts
         if len(cache) >= _CACHE_LIMIT:
             cache.clear()
@@ -565,6 +570,9 @@ _REJECTED_KINDS = ("task.submitted", "task.rejected")
 #: entries a JSON cache keeps before it starts again (the values repeat: a fleet's agents, a
 #: workload's predicate sets, a client's prepared requirements)
 _CACHE_LIMIT = 4096
+#: prepared Requirements noted after their first placement, held until this many are (a prepared
+#: task placed again within that window is kept from its second placement on)
+_SEEN_LIMIT = 256
 _predicates_cache: dict[tuple[str, ...], bytes] = {}
 _admitted_cache: dict[Any, bytes] = {}
 
