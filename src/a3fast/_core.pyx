@@ -654,10 +654,24 @@ cdef inline Py_ssize_t emit(char* dst, Py_ssize_t at, const char* text, Py_ssize
     return at + n
 
 
+cdef inline Py_ssize_t put_decimal(char* dst, uint64_t value) noexcept nogil:
+    """`value` in decimal digits at `dst`, as many as it needs; their count."""
+    cdef char digits[20]
+    cdef Py_ssize_t n = 0, i
+    while True:
+        digits[n] = <char>(48 + value % 10)
+        n += 1
+        value //= 10
+        if value == 0:
+            break
+    for i in range(n):
+        dst[i] = digits[n - 1 - i]
+    return n
+
+
 cdef Py_ssize_t emit_seq(char* dst, Py_ssize_t at, Py_ssize_t seq, const char* kind, Py_ssize_t kind_n) noexcept nogil:
     """A trace line's start, `{"seq":N,"kind":"KIND","content":`, as `trace.record_line` writes it."""
-    cdef char digits[24]
-    cdef Py_ssize_t n = 0, i
+    cdef char digits[20]
     cdef uint64_t v
     at = emit(dst, at, b'{"seq":', 7)
     if seq < 0:
@@ -665,16 +679,7 @@ cdef Py_ssize_t emit_seq(char* dst, Py_ssize_t at, Py_ssize_t seq, const char* k
         v = <uint64_t>(-(seq + 1)) + 1
     else:
         v = <uint64_t>seq
-    while True:
-        digits[n] = <char>(48 + v % 10)
-        n += 1
-        v //= 10
-        if v == 0:
-            break
-    if dst != NULL:
-        for i in range(n):
-            dst[at + i] = digits[n - 1 - i]
-    at += n
+    at = emit(dst, at, digits, put_decimal(digits, v))
     at = emit(dst, at, b',"kind":"', 9)
     at = emit(dst, at, kind, kind_n)
     return emit(dst, at, b'","content":', 12)
@@ -835,21 +840,6 @@ cdef inline Py_ssize_t put_digits(char* dst, Py_ssize_t at, int64_t value, int w
         dst[at + k] = <char>(48 + value % 10)
         value //= 10
     return at + width
-
-
-cdef inline Py_ssize_t put_decimal(char* dst, uint64_t value) noexcept nogil:
-    """`value` in decimal digits at `dst`, as many as it needs; their count."""
-    cdef char digits[20]
-    cdef Py_ssize_t n = 0, i
-    while True:
-        digits[n] = <char>(48 + value % 10)
-        n += 1
-        value //= 10
-        if value == 0:
-            break
-    for i in range(n):
-        dst[i] = digits[n - 1 - i]
-    return n
 
 
 cdef void date_text(int64_t second) noexcept:
