@@ -76,6 +76,8 @@ cdef extern from *:
         x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
         return (int)((x * 0x0101010101010101ULL) >> 56);
     }
+    /* A3FAST_CPU=portable, read at import (a3_cpu_init): every loop below takes its portable form. */
+    static int a3_portable = 0;
     /* The set bits of n words: with the processor's popcnt where it has one (chosen at run time,
        as the base64 blocks below are), else the SWAR count. */
     #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
@@ -138,7 +140,7 @@ cdef extern from *:
     static inline char* a3_ids16_fast(char* out, uint64_t w, unsigned base) { return out; }
     #endif
     static inline char* a3_ids16(char* out, const char* end, uint64_t w, unsigned base) {
-        if (A3_IDS16_FAST && end - out >= 2 * 64 + 16) return a3_ids16_fast(out, w, base);
+        if (A3_IDS16_FAST && !a3_portable && end - out >= 2 * 64 + 16) return a3_ids16_fast(out, w, base);
         while (w) {
             a3_put_le16(out, base + (unsigned)a3_ctz64(w));
             out += 2;
@@ -170,6 +172,7 @@ cdef extern from *:
     static void a3_cpu_init(void) {
         const char* wanted = getenv("A3FAST_CPU");
         int portable = wanted != NULL && strcmp(wanted, "portable") == 0;
+        a3_portable = portable;
         __builtin_cpu_init();
         a3_has_ssse3 = !portable && __builtin_cpu_supports("ssse3") ? 1 : 0;
         a3_has_popcnt = !portable && __builtin_cpu_supports("popcnt") ? 1 : 0;
@@ -219,7 +222,10 @@ cdef extern from *:
     }
     static int a3_cpu_extensions(void) { return a3_has_ssse3 && a3_has_popcnt; }
     #else
-    static void a3_cpu_init(void) {}
+    static void a3_cpu_init(void) {
+        const char* wanted = getenv("A3FAST_CPU");
+        a3_portable = wanted != NULL && strcmp(wanted, "portable") == 0;
+    }
     static int a3_cpu_extensions(void) { return 0; }
     static Py_ssize_t a3_b64_blocks(char* dst, const unsigned char* src, Py_ssize_t n) { return 0; }
     #endif

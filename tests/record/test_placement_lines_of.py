@@ -259,3 +259,17 @@ def test_the_fleet_snapshots_seq_is_written_in_its_own_digits(engine, snapshot_s
     for odd in (2**63, -1):
         assert placements[1].index.write_placement_lines_of(10, placements[1], None, encoder._membership, odd,
                                                             encoder._line_caches) is None
+
+
+def test_a_prepared_task_placed_again_under_a_route_is_kept(engine):
+    # the routed Requirements is new each time; the submitted one is the caller's, placed again
+    fleet, placements = _usual(engine, 1)
+    encoder = Encoder()
+    encoder.encode_placement_lines(1, placements[0])
+    prepared = parse_requirements(TASKS[1])
+    seq = 5
+    for _ in range(2):
+        p = fleet.place(prepared, route=ROUTE, remember_session=False)
+        assert p.submitted is prepared and p.requirements is not prepared
+        seq += encoder.encode_placement_lines(seq, p)[1]
+    assert encoder._requirements_cache[id(prepared)][0] is prepared

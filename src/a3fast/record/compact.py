@@ -478,8 +478,11 @@ class Encoder:
         if task:
             submitted_json = orjson.dumps({**task, "requirements": submitted.doc})
         else:
+            # under a route, the submitted Requirements may be the caller's own, placed again (the
+            # routed one is new each time): noted, and held only in the window, if it is not
             submitted_json = b'{"requirements":%b}' % (
-                requirements_json if submitted is requirements else self._requirements_json(submitted, prepared)[0])
+                requirements_json if submitted is requirements
+                else self._requirements_json(submitted, prepared or p.route is not None)[0])
         # a3fast's own reason is the text the lists give, unless a reason_limit shortened it
         derived = not bound and p.reason_limit is None and expl.candidates_count > 0
         if not bound and not derived:
