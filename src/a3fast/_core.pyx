@@ -161,8 +161,8 @@ cdef extern from *:
        a byte shuffle and two multiplies split 12 bytes into 16 six-bit values, and one table
        shuffle adds each value's offset into the alphabet. Chosen at run time, so a build for
        any x86-64 runs everywhere; other compilers and machines write with the scalar loop.
-       Returns how many bytes of `src` it encoded (a multiple of 12; 0 without SSSE3), reading
-       at most `n`. */
+       `a3_b64_blocks` returns how many bytes of `src` the AVX2 and SSSE3 blocks encoded (a
+       multiple of 12; 0 without them), reading at most `n`. */
     #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
     #include <immintrin.h>
     static int a3_has_ssse3 = 0;
@@ -549,9 +549,9 @@ cdef Py_ssize_t b64_into(char* dst, const unsigned char* src, Py_ssize_t n) noex
     cdef Py_ssize_t i = a3_b64_blocks(dst, src, n), j = i // 3 * 4
     cdef uint32_t v
     cdef uint64_t w
-    # What the SSSE3 blocks leave (all of it without them): six bytes a step while eight can be read: one load where there were six, the four 12-bit
-    # digit pairs taken from the top 48 bits (about half the instructions a byte; a compact record
-    # is mostly base64 of its id sets)
+    # What the AVX2 and SSSE3 blocks leave (all of it without them): six bytes a step while eight
+    # can be read, one load where there were six, the four 12-bit digit pairs taken from the top
+    # 48 bits; then three, then the padded tail
     while i + 8 <= n:
         w = load_be64(src + i)
         memcpy(dst + j, B64_PAIRS + 2 * ((w >> 52) & 4095), 2)
@@ -2511,16 +2511,16 @@ cdef class Index:
         return 0
 
 
-# -- names offered by a caller, resolved in one call (the Kubernetes extender's NodeNames) --------
+# -- the processor's instructions the writer uses, for tests -----------------------------------------
 def uses_processor_extensions() -> bool:
-    """Whether popcnt and the SSSE3 base64 blocks are in use (False on other processors, and with
-    A3FAST_CPU=portable)."""
+    """Whether popcnt and the SSSE3 base64 blocks (and AVX2's, where the processor has it) are in
+    use: False on other processors, and with A3FAST_CPU=portable."""
     return a3_cpu_extensions() != 0
 
 
 def base64_of(const unsigned char[::1] data not None) -> bytes:
-    """`data` in standard base64 with padding, by the compact writer's own encoder (SSSE3 blocks
-    where the processor has them, then the scalar steps): what tests hold to the standard's."""
+    """`data` in standard base64 with padding, by the compact writer's own encoder (AVX2 or SSSE3
+    blocks where the processor has them, then the scalar steps): what tests hold to the standard's."""
     cdef Py_ssize_t n = data.shape[0]
     cdef bytes out = PyBytes_FromStringAndSize(NULL, b64_size(n))
     if n:
@@ -2528,6 +2528,7 @@ def base64_of(const unsigned char[::1] data not None) -> bytes:
     return out
 
 
+# -- names offered by a caller, resolved in one call (the Kubernetes extender's NodeNames) --------
 def split_members(list names not None, members not None) -> tuple:
     """`names` split into those in `members` (a set, frozenset or dict) and the rest, each in the
     order given."""
@@ -2622,6 +2623,6 @@ def resolve_predicates(tuple predicates not None, dict rows not None, dict eval_
     return filter_rows, only, excluded, substantiated
 
 
-a3_cpu_init()       # which of popcnt and SSSE3 this processor has, before any thread asks
+a3_cpu_init()       # which of popcnt, SSSE3 and AVX2 this processor has, before any thread asks
 a3_ids_init()
 init_b64_pairs()
