@@ -2623,6 +2623,217 @@ def resolve_predicates(tuple predicates not None, dict rows not None, dict eval_
     return filter_rows, only, excluded, substantiated
 
 
+
+# -- the placing stages' per-task steps, on a Placement's slots (a3fast.fleet.pipeline) -----------
+# `prepare` and `build_placement` as the pipeline writes them in Python, for the native engine's
+# fleets: the same fields with the same values, each stored straight into the Placement's slot (the
+# offset its member descriptor gives) rather than through an attribute lookup and a bytecode each,
+# which was about a tenth of a prepared placement's instructions (docs/performance.md, "The stage
+# steps compiled"). The Python functions stay the pure engine's, and the parity suites hold both.
+
+from cpython.ref cimport PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM
+
+cdef extern from *:
+    """
+    #include "structmember.h"
+    #include <time.h>
+    /* The offset of a writable object slot's storage in its instances, from the slot's member
+       descriptor (what __slots__ makes); -1 for anything else. */
+    static Py_ssize_t a3_slot_offset(PyObject* descr) {
+        PyMemberDef* member;
+        if (Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
+        member = ((PyMemberDescrObject*)descr)->d_member;
+        if (member->type != T_OBJECT_EX || (member->flags & READONLY)) return -1;
+        return member->offset;
+    }
+    /* A slot's value (borrowed), NULL while unset. */
+    static inline PyObject* a3_slot(PyObject* o, Py_ssize_t offset) {
+        return *(PyObject**)((char*)o + offset);
+    }
+    /* A slot set, as a member descriptor's __set__ does: the new value held, then the old let go
+       (last: letting it go may run any code). */
+    static inline void a3_set_slot(PyObject* o, Py_ssize_t offset, PyObject* value) {
+        PyObject** at = (PyObject**)((char*)o + offset);
+        PyObject* old = *at;
+        Py_INCREF(value);
+        *at = value;
+        Py_XDECREF(old);
+    }
+    /* A new, empty instance, as object.__new__(cls) makes one. */
+    static inline PyObject* a3_new_instance(PyObject* cls) {
+        return ((PyTypeObject*)cls)->tp_alloc((PyTypeObject*)cls, 0);
+    }
+    /* time.perf_counter_ns() and time.time_ns(): the same clocks on Linux. */
+    static inline long long a3_clock_ns(int realtime) {
+        struct timespec ts;
+        clock_gettime(realtime ? CLOCK_REALTIME : CLOCK_MONOTONIC, &ts);
+        return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    }
+    """
+    Py_ssize_t a3_slot_offset(object descr)
+    PyObject* a3_slot(object o, Py_ssize_t offset)
+    void a3_set_slot(object o, Py_ssize_t offset, object value)
+    object a3_new_instance(object cls)
+    long long a3_clock_ns(int realtime)
+
+cdef enum:
+    S_STARTED, S_SUBMITTED, S_REQUIREMENTS, S_PREPARED, S_ROUTE, S_SESSION, S_KIND, S_REASON_LIMIT
+    S_SCORER, S_WITHIN, S_MEMBERSHIP, S_RESUMED, S_RECORDED_IN
+    S_FLEET_ENGINE, S_INDEX, S_CUSTOM_SCORES, S_SCORES, S_DECLARATION, S_DECLARATION_JSON, S_AGENT
+    S_GATHERED, S_SELECTED, S_GATHER_NS, S_SELECT_NS, S_DECIDED_AT_NS, S_GENERATION, S_SEQ
+    S_SESSION_HELD, S_SCHEDULING, S_EVAL_ROWS
+    N_SLOTS
+
+#: The Placement slots the steps read and write, in the order of the S_ constants.
+STEP_SLOTS = ("started", "submitted", "requirements", "prepared", "route", "session", "kind",
+              "reason_limit", "scorer", "within", "membership", "resumed", "recorded_in",
+              "fleet_engine", "index", "custom_scores", "scores", "declaration", "declaration_json",
+              "agent", "gathered", "selected", "gather_ns", "select_ns", "decided_at_ns", "generation",
+              "seq", "session_held", "_scheduling", "eval_rows")
+cdef Py_ssize_t slot_offset[N_SLOTS]
+cdef object placement_class = None, custom_scores_class = None, requirements_class = None
+cdef object parse_requirements_of = None, check_reason_limit_of = None, task_kind_of = None
+cdef Py_ssize_t requirements_session_item = -1, requirements_predicates_item = -1
+
+
+def bind_placement(placement, custom_scores, requirements, parse_requirements, check_reason_limit,
+                   task_kind) -> None:
+    """The classes and checks the steps work with: `placement` (the Placement class, whose slots
+    STEP_SLOTS name), `custom_scores` (a caller's scores), `requirements` (the Requirements named
+    tuple, its `session` and `predicates` read by position) and the pipeline's own
+    `parse_requirements`, `check_reason_limit` and `task_kind`. TypeError if a slot is not a plain
+    writable one (then nothing is bound)."""
+    global placement_class, custom_scores_class, requirements_class, parse_requirements_of
+    global check_reason_limit_of, task_kind_of, requirements_session_item, requirements_predicates_item
+    cdef Py_ssize_t offsets[N_SLOTS]
+    cdef int k
+    for k in range(N_SLOTS):
+        offsets[k] = a3_slot_offset(getattr(placement, "__dict__").get(STEP_SLOTS[k]))
+        if offsets[k] < 0:
+            raise TypeError(f"{placement.__name__}.{STEP_SLOTS[k]} is not a writable slot")
+    if not (isinstance(requirements, type) and issubclass(requirements, tuple)):
+        raise TypeError("requirements: expected a named tuple class")
+    for k in range(N_SLOTS):
+        slot_offset[k] = offsets[k]
+    requirements_session_item = requirements._fields.index("session")
+    requirements_predicates_item = requirements._fields.index("predicates")
+    placement_class, custom_scores_class, requirements_class = placement, custom_scores, requirements
+    parse_requirements_of, check_reason_limit_of, task_kind_of = parse_requirements, check_reason_limit, task_kind
+
+
+cdef inline object slot(object state, int k):
+    cdef PyObject* value = a3_slot(state, slot_offset[k])
+    if value == NULL:
+        raise AttributeError(f"'{type(state).__name__}' object has no attribute '{STEP_SLOTS[k]}'")
+    return <object>value
+
+
+cdef inline void set_slot(object state, int k, object value) noexcept:
+    a3_set_slot(state, slot_offset[k], value)
+
+
+def prepare(requirements, session, route, reason_limit=None, kind=None, scorer=None):
+    """`pipeline.prepare`: the task parsed once (a Requirements is taken as it is), the route
+    applied, the session resolved, and the task's Placement made."""
+    if placement_class is None:
+        raise RuntimeError("bind_placement has not been called")
+    cdef long long started = a3_clock_ns(0)
+    if reason_limit is not None:
+        check_reason_limit_of(reason_limit)
+    submitted = requirements if type(requirements) is requirements_class else parse_requirements_of(requirements)
+    matched = route.apply(submitted) if route is not None else submitted
+    state = a3_new_instance(placement_class)
+    set_slot(state, S_STARTED, started)
+    set_slot(state, S_SUBMITTED, submitted)
+    set_slot(state, S_REQUIREMENTS, matched)
+    set_slot(state, S_PREPARED, matched is requirements)
+    set_slot(state, S_ROUTE, route.name if route is not None else None)
+    if session is None:
+        session = (<object>PyTuple_GET_ITEM(matched, requirements_session_item)
+                   if type(matched) is requirements_class else matched.session)
+    set_slot(state, S_SESSION, session)
+    set_slot(state, S_KIND, kind)
+    set_slot(state, S_REASON_LIMIT, reason_limit)
+    set_slot(state, S_SCORER, scorer)
+    set_slot(state, S_WITHIN, None)
+    set_slot(state, S_MEMBERSHIP, None)
+    set_slot(state, S_RESUMED, False)
+    set_slot(state, S_RECORDED_IN, None)
+    return state
+
+
+cdef inline object field_of(object requirements, Py_ssize_t item, str name):
+    """A Requirements field, read by position from the named tuple itself (by name from a subclass,
+    which may define it otherwise)."""
+    if type(requirements) is requirements_class:
+        return <object>PyTuple_GET_ITEM(requirements, item)
+    return getattr(requirements, name)
+
+
+def gather(stages, state, membership):
+    """`pipeline.LocalStages._gather` of `stages` (a LocalStages) for a prepared Placement: the
+    explanation kept for its predicates against the same membership, or the engine's arguments
+    for making it (see there)."""
+    if type(state) is not placement_class or placement_class is None:
+        raise TypeError(f"gather: expected a Placement, found {type(state).__name__}")
+    rows = stages.rows
+    matched = slot(state, S_REQUIREMENTS)
+    within = slot(state, S_WITHIN)
+    set_slot(state, S_MEMBERSHIP, membership if within is None else None)
+    cdef bint needs_kind = slot(state, S_KIND) is None and bool(rows.kinds or slot(state, S_SCORER))
+    cdef object cached = None
+    if within is None:
+        cached = rows.explained.get(field_of(matched, requirements_predicates_item, "predicates"))
+    if cached is not None and cached[0] == membership:
+        set_slot(state, S_EVAL_ROWS, cached[2])
+        if needs_kind:
+            set_slot(state, S_KIND, task_kind_of(matched))
+        set_slot(state, S_GATHERED, a3_clock_ns(0))
+        return cached[1], (), 0, ()
+    resolved = rows.resolve_prepared(matched) if slot(state, S_PREPARED) else rows.resolve_parsed(matched)
+    ids, only, excluded, eval_rows = resolved
+    set_slot(state, S_EVAL_ROWS, eval_rows)
+    if needs_kind:
+        set_slot(state, S_KIND, task_kind_of(matched))
+    set_slot(state, S_GATHERED, a3_clock_ns(0))
+    if within is not None:
+        return stages.index.explain(ids, only, excluded, within), (), 0, ()
+    return None, ids, only, excluded
+
+
+def build_placement(state, engine, index, declaration, declaration_json, generation):
+    """`pipeline.build_placement`: the decided Placement completed and returned. TypeError for
+    anything but a Placement."""
+    if type(state) is not placement_class or placement_class is None:
+        raise TypeError(f"build_placement: expected a Placement, found {type(state).__name__}")
+    started = slot(state, S_STARTED)
+    set_slot(state, S_FLEET_ENGINE, engine)
+    set_slot(state, S_INDEX, index)
+    set_slot(state, S_CUSTOM_SCORES, type(slot(state, S_SCORES)) is custom_scores_class)
+    set_slot(state, S_DECLARATION, declaration)
+    set_slot(state, S_DECLARATION_JSON, declaration_json)
+    set_slot(state, S_AGENT, declaration.agent.name if declaration is not None else None)
+    selected = slot(state, S_SELECTED)
+    if slot(state, S_RESUMED):
+        # a resumed placement gathers nothing: its one phase is checking the agent again
+        set_slot(state, S_GATHER_NS, None)
+        set_slot(state, S_SELECT_NS, selected - started)
+    else:
+        gathered = slot(state, S_GATHERED)
+        set_slot(state, S_GATHER_NS, gathered - started)
+        set_slot(state, S_SELECT_NS, selected - gathered)
+    set_slot(state, S_DECIDED_AT_NS, a3_clock_ns(1))
+    set_slot(state, S_GENERATION, generation)
+    set_slot(state, S_SEQ, None)
+    set_slot(state, S_SESSION_HELD, None)
+    set_slot(state, S_SCHEDULING, None)
+    # what only the middle stages read: a placement kept by its caller keeps neither alive
+    set_slot(state, S_SCORER, None)
+    set_slot(state, S_WITHIN, None)
+    return state
+
+
 a3_cpu_init()       # which of popcnt, SSSE3 and AVX2 this processor has, before any thread asks
 a3_ids_init()
 init_b64_pairs()

@@ -22,7 +22,6 @@ from ..predicates import AGENT_REF, ANTI_AFFINITY
 from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
 from .scoring import DEFAULT_WEIGHTS, MAX_OUTCOMES, Scorer, cost_score
 from . import pipeline
-from .pipeline import prepare
 from .bulk_load import JsonlSource, collector_paused, read_jsonl
 from .domain import check_namespace
 from .persistence import Saved, read_snapshot, write_snapshot
@@ -400,7 +399,7 @@ class Fleet:
         Explanation (candidate, eligible and per-predicate failed id sets), by the explain stage
         every placement takes."""
         with self._lock:
-            state = prepare(requirements, None, None)
+            state = self._stages.prepare_one(requirements, None, None)
             self._stages.explain(state, self.membership)
             return state.explanation
 

@@ -47,6 +47,7 @@ import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, final, runtime_checkable
 
+from ..engines import NATIVE_AVAILABLE, engine_module
 from ..errors import A3Error, FleetError
 from .placement import CustomScores, Placement, Route, check_reason_limit, resumed_agent
 from ..predicates import first_failed
@@ -61,7 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Resumption", "Stages", "drive", "waves_of", "prepare",
            "prepare_resumption", "LocalStages", "ResumingStages", "choose_among", "build_placement",
-           "resume"]
+           "resume", "stage_steps"]
 
 
 @final       # the stages tell it from a requirements task by its exact type
@@ -293,7 +294,7 @@ class LocalStages:
     """The stages over one process's index (the `Stages` that `drive` runs for a Fleet):
     prepare, decide (explain, score, choose), build, and hold a bound placement's session."""
 
-    __slots__ = ("fleet", "table", "rows", "index", "engine")
+    __slots__ = ("fleet", "table", "rows", "index", "engine", "prepare_one", "gather_one", "build_one")
 
     def __init__(self, fleet: Any, table: AgentTable, rows: PredicateRows):
         #: the Fleet whose membership, weights, scorer and history the stages read
@@ -302,6 +303,8 @@ class LocalStages:
         self.rows = rows
         self.index: Index = rows.index
         self.engine: str = fleet.engine
+        #: `prepare`, `_gather` and `build_placement` as the fleet's engine runs them (`stage_steps`)
+        self.prepare_one, self.gather_one, self.build_one = stage_steps(self.engine)
 
     def prepare(self, tasks: Sequence[Task], sessions: Sequence[str | None], route: Route | None,
                 reason_limit: int | None, kind: str | None, scorer: Scorer | None,
@@ -309,15 +312,16 @@ class LocalStages:
         """`prepare` for each task, with the fleet's scorer when the caller gives none, and
         `candidates` (names) turned once into the live agent ids the placements are restricted to."""
         scorer = scorer or self.fleet.scorer
+        prepare_one = self.prepare_one
         if len(tasks) == 1 and type(tasks[0]) is not Resumption:
-            states = [prepare(tasks[0], sessions[0], route, reason_limit, kind, scorer)]
+            states = [prepare_one(tasks[0], sessions[0], route, reason_limit, kind, scorer)]
         else:
             # a loop, not a comprehension: a comprehension's free variables would be cells, made on
             # every call of this method, a batch of one's included
             states = []
             for task, session in zip(tasks, sessions):
                 states.append(self.prepare_resumption(task) if type(task) is Resumption
-                              else prepare(task, session, route, reason_limit, kind, scorer))
+                              else prepare_one(task, session, route, reason_limit, kind, scorer))
         if candidates is not None:
             within = self.table.live_ids_of(candidates)
             for state in states:
@@ -363,7 +367,7 @@ class LocalStages:
     def explain(self, state: Placement, membership: int) -> None:
         """The explain stage on its own: filter and first-failed explanation (§5), kept for the
         task's next placement (a caller's scorer, and `Fleet.explain`, score nothing natively)."""
-        expl, ids, only, excluded = self._gather(state, membership)
+        expl, ids, only, excluded = self.gather_one(self, state, membership)
         if expl is None:
             expl = self.index.explain(ids, only, excluded)
             self.rows.remember(state.requirements.predicates, membership, expl, state.eval_rows)
@@ -388,7 +392,7 @@ class LocalStages:
                 # one task: the engine's explain and score calls (what place_batch does for each
                 # task, without setting up a batch and letting go of the GIL for a few microseconds),
                 # the explain stage written out as `explain` has it (a call fewer)
-                expl, ids, only, excluded = self._gather(state, membership)
+                expl, ids, only, excluded = self.gather_one(self, state, membership)
                 if expl is None:
                     expl = index.explain(ids, only, excluded)
                     rows.remember(state.requirements.predicates, membership, expl, state.eval_rows)
@@ -414,11 +418,11 @@ class LocalStages:
                 self.choose(state)
         if not native:
             return
-        gather = self._gather
+        gather = self.gather_one
         jobs: list[tuple[Any, ...]] = []
         fresh: list[Placement] = []
         for state in native:
-            expl, ids, only, excluded = gather(state, membership)
+            expl, ids, only, excluded = gather(self, state, membership)
             if expl is None:
                 fresh.append(state)
             session, kind = state.session, state.kind
@@ -486,9 +490,9 @@ class LocalStages:
         best = state.best
         if best >= 0:
             table = self.table
-            return build_placement(state, self.engine, self.index, table.declaration(best),
-                                   table.declaration_json(best), generation)
-        return build_placement(state, self.engine, self.index, None, None, generation)
+            return self.build_one(state, self.engine, self.index, table.declaration(best),
+                                  table.declaration_json(best), generation)
+        return self.build_one(state, self.engine, self.index, None, None, generation)
 
     def hold(self, agent: str, session: str) -> bool:
         """A bound placement's agent holds its task's session (PredicateRows.hold). True when it did
@@ -523,6 +527,22 @@ def build_placement(state: Placement, engine: str, index: Any, declaration: Decl
     # what only the middle stages read: a placement kept by its caller keeps neither alive
     state.scorer = state.within = None
     return state
+
+
+def stage_steps(engine: str) -> tuple[Any, Any, Any]:
+    """`(prepare, gather, build_placement)` for a fleet on `engine` (`gather` is called as
+    `gather(stages, state, membership)`): the Python ones above for the pure engine, the native
+    engine's compiled copies (`_core.prepare`, `_core.gather`, `_core.build_placement`: the same
+    fields with the same values, stored straight into the Placement's slots) for the native one."""
+    if engine == "native":
+        native = engine_module("native")
+        return native.prepare, native.gather, native.build_placement
+    return prepare, LocalStages._gather, build_placement
+
+
+if NATIVE_AVAILABLE:
+    engine_module("native").bind_placement(Placement, CustomScores, Requirements, parse_requirements,
+                                           check_reason_limit, task_kind)
 
 
 class ResumingStages:

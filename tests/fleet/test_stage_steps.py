@@ -1,0 +1,206 @@
+"""The native engine's compiled stage steps (`_core.prepare`, `_core.gather`, `_core.build_placement`) hold to the
+pipeline's Python ones field for field: the same values in every slot they set (the clock
+readings aside), the same errors, and each fleet takes the steps of its own engine."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from a3fast import Fleet, Route, parse_requirements
+from a3fast.engines import NATIVE_AVAILABLE
+from a3fast.errors import SchemaError
+from a3fast.fleet import pipeline
+from a3fast.fleet.placement import CustomScores, Placement, RouteError, check_reason_limit
+from a3fast.schema import Requirements, task_kind
+
+pytestmark = pytest.mark.skipif(not NATIVE_AVAILABLE, reason="the a3fast._core extension is not built")
+
+#: slots holding a clock reading: both steps read the same clocks (time.perf_counter_ns's and
+#: time.time_ns's), at moments apart
+CLOCKS = {"started", "gathered", "decided_at_ns"}
+
+
+def _core():
+    from a3fast import _core
+    return _core
+
+
+def agent(name, residency="eu", clearances=("orders.read",)):
+    return {"v": "1.0", "agent": {"name": name, "namespace": "support"}, "capabilities": [],
+            "clearances": list(clearances), "residency": [residency]}
+
+
+def slots_of(p: Placement) -> dict:
+    """Every slot that is set, by name (an unset one is left out)."""
+    out = {}
+    for name in Placement.__slots__:
+        try:
+            out[name] = getattr(p, name)
+        except AttributeError:
+            pass
+    return out
+
+
+def same_slots(a: Placement, b: Placement) -> None:
+    sa, sb = slots_of(a), slots_of(b)
+    assert sa.keys() == sb.keys()
+    for name in sa.keys() - CLOCKS:
+        assert sa[name] == sb[name], name
+        # a value the step takes from its arguments is that very object, not a copy
+        if name in ("submitted", "requirements", "scorer", "session"):
+            assert (sa[name] is sb[name]) or type(sa[name]) is Requirements, name
+    for name in CLOCKS & sa.keys():
+        assert type(sa[name]) is int and type(sb[name]) is int
+        assert abs(sa[name] - sb[name]) < 10**9, f"{name}: not the same clock"
+
+
+TASK = {"v": "1.0", "clearances": ["orders.read"], "session": "s-1"}
+PREPARED = parse_requirements({"v": "1.0", "clearances": ["orders.read"]})
+EU = Route("eu-only", {"residency": "eu"})
+
+
+@pytest.mark.parametrize("args", [
+    (TASK, None, None),
+    (TASK, "caller-session", None),
+    (PREPARED, None, None),
+    (PREPARED, None, EU),
+    (TASK, None, EU, 3, "kind-a", len),
+    (PREPARED, "s", None, None, None, None),
+], ids=["dict", "session-given", "prepared", "routed", "every-argument", "explicit-nones"])
+def test_prepare_compiled_sets_every_slot_as_the_python_step_does(args):
+    compiled, python = _core().prepare(*args), pipeline.prepare(*args)
+    assert type(compiled) is Placement
+    same_slots(compiled, python)
+    assert compiled.prepared is (args[0] is PREPARED and args[2] is None)
+    # the prepared task is the caller's own object; a dict is parsed to equal requirements
+    if args[0] is PREPARED:
+        assert compiled.submitted is PREPARED
+
+
+def test_prepare_compiled_raises_what_the_python_step_raises():
+    core = _core()
+    for bad, error in [((TASK, None, None, 0), ValueError), ((TASK, None, None, True), ValueError),
+                       (({"v": "1.0", "clearances": "x"}, None, None), SchemaError),
+                       (({"v": "1.0", "residency": "us"}, None, EU), RouteError)]:
+        with pytest.raises(error) as from_python:
+            pipeline.prepare(*bad)
+        with pytest.raises(error) as from_compiled:
+            core.prepare(*bad)
+        assert str(from_compiled.value) == str(from_python.value)
+
+
+def test_prepare_compiled_reads_a_requirements_subclass_by_its_attribute():
+    class Tagged(Requirements):
+        __slots__ = ()
+
+    tagged = Tagged(*PREPARED)
+    same_slots(_core().prepare(tagged, None, None), pipeline.prepare(tagged, None, None))
+
+
+def decided(bound: bool):
+    fleet = Fleet("native")
+    fleet.add(agent("a", "eu" if bound else "us"))
+    fleet.add(agent("b", "us"))
+    states, _ = pipeline.drive(fleet._stages, ({"v": "1.0", "clearances": ["orders.read"], "residency": "eu"},),
+                               None, 7, build=False)
+    return fleet, states[0]
+
+
+@pytest.mark.parametrize("bound", [True, False], ids=["bound", "unschedulable"])
+def test_build_placement_compiled_sets_every_slot_as_the_python_step_does(bound):
+    fleet, state = decided(bound)
+    twin = copy.copy(state)
+    table, best = fleet._table, state.best
+    decl = table.declaration(best) if best >= 0 else None
+    text = table.declaration_json(best) if best >= 0 else None
+    compiled = _core().build_placement(state, "native", fleet._index, decl, text, 9)
+    python = pipeline.build_placement(twin, "native", fleet._index, decl, text, 9)
+    assert compiled is state and python is twin
+    same_slots(compiled, python)
+    assert compiled.agent == ("a" if bound else None) and compiled.generation == 9
+    assert compiled.gather_ns >= 0 and compiled.select_ns >= 0
+
+
+def test_build_placement_compiled_times_a_resumption_by_its_one_phase():
+    fleet = Fleet("native")
+    fleet.add(agent("a"))
+    first = fleet.place({"v": "1.0", "clearances": ["orders.read"]})
+    again = fleet.resume(first)
+    assert again.resumed and again.gather_ns is None and again.select_ns >= 0
+
+
+def test_the_compiled_steps_take_only_a_placement_and_name_a_slot_never_set():
+    core = _core()
+    with pytest.raises(TypeError, match="expected a Placement, found dict"):
+        core.build_placement({}, "native", None, None, None, 1)
+    with pytest.raises(TypeError, match="expected a Placement, found dict"):
+        core.gather(Fleet("native")._stages, {}, 0)
+    empty = object.__new__(Placement)
+    with pytest.raises(AttributeError, match="'Placement' object has no attribute 'started'"):
+        core.build_placement(empty, "native", None, None, None, 1)
+
+
+def gathered_twice(fleet: Fleet, task, *, within=None, scorer=None):
+    """The compiled and the Python explain stage up to the engine, each on its own Placement of
+    `task` prepared alike, against the fleet as it is."""
+    out = []
+    for gather in (_core().gather, pipeline.LocalStages._gather):
+        state = pipeline.prepare(task, None, None, None, None, scorer)
+        state.within = within
+        out.append((state, gather(fleet._stages, state, fleet.membership)))
+    return out
+
+
+def same_gathered(fleet: Fleet, task, **given) -> tuple:
+    (compiled, c_out), (python, p_out) = gathered_twice(fleet, task, **given)
+    same_slots(compiled, python)
+    assert type(c_out) is tuple and len(c_out) == 4
+    if c_out[0] is None or p_out[0] is None:
+        assert c_out == p_out
+    else:       # an explanation: kept (the same object) or made for `within` (equal sets)
+        assert c_out[1:] == p_out[1:]
+        assert c_out[0].eligible_ids() == p_out[0].eligible_ids()
+        assert c_out[0].failed_counts() == p_out[0].failed_counts()
+    return c_out
+
+
+def test_gather_compiled_returns_and_sets_what_the_python_step_does():
+    fleet = Fleet("native")
+    for name, where in (("a", "eu"), ("b", "us"), ("c", "eu")):
+        fleet.add(agent(name, where))
+    task = {"v": "1.0", "clearances": ["orders.read"], "residency": "eu"}
+    fresh = same_gathered(fleet, task)                       # never explained: the engine's arguments
+    assert fresh[0] is None
+    same_gathered(fleet, PREPARED)                           # a prepared task: resolved by its object
+    fleet.place(task)                                        # explained and kept
+    kept = same_gathered(fleet, task)
+    assert kept[0] is not None and kept[1:] == ((), 0, ())
+    restricted = same_gathered(fleet, task, within=[0, 1])   # within some agents: made, never kept
+    assert restricted[0].eligible_ids() == [0]
+    same_gathered(fleet, task, scorer=lambda t, agents: [])  # a scorer: the task's kind is derived
+    fleet.record_outcome("a", "k", True)                     # outcomes: the kind is derived
+    same_gathered(fleet, task)
+    fleet.add(agent("d", "eu"))                              # membership changed: explained again
+    assert same_gathered(fleet, task)[0] is None
+
+
+def test_bind_placement_refuses_a_class_without_the_slots_and_keeps_what_it_had():
+    core = _core()
+
+    class NoSlots:
+        pass
+
+    with pytest.raises(TypeError, match="is not a writable slot"):
+        core.bind_placement(NoSlots, CustomScores, Requirements, parse_requirements, check_reason_limit,
+                            task_kind)
+    assert type(core.prepare(TASK, None, None)) is Placement      # still bound to Placement
+
+
+def test_each_fleet_takes_the_steps_of_its_engine():
+    assert Fleet("native")._stages.prepare_one is _core().prepare
+    assert Fleet("native")._stages.build_one is _core().build_placement
+    assert Fleet("native")._stages.gather_one is _core().gather
+    assert Fleet("pure")._stages.prepare_one is pipeline.prepare
+    assert Fleet("pure")._stages.gather_one is pipeline.LocalStages._gather
+    assert Fleet("pure")._stages.build_one is pipeline.build_placement
