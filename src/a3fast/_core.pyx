@@ -2682,7 +2682,7 @@ cdef enum:
     S_SCORER, S_WITHIN, S_MEMBERSHIP, S_RESUMED, S_RECORDED_IN
     S_FLEET_ENGINE, S_INDEX, S_CUSTOM_SCORES, S_SCORES, S_DECLARATION, S_DECLARATION_JSON, S_AGENT
     S_GATHERED, S_SELECTED, S_GATHER_NS, S_SELECT_NS, S_DECIDED_AT_NS, S_GENERATION, S_SEQ
-    S_SESSION_HELD, S_SCHEDULING, S_EVAL_ROWS
+    S_SESSION_HELD, S_SCHEDULING, S_EVAL_ROWS, S_EXPLANATION, S_BEST
     N_SLOTS
 
 #: The Placement slots the steps read and write, in the order of the S_ constants.
@@ -2690,7 +2690,7 @@ STEP_SLOTS = ("started", "submitted", "requirements", "prepared", "route", "sess
               "reason_limit", "scorer", "within", "membership", "resumed", "recorded_in",
               "fleet_engine", "index", "custom_scores", "scores", "declaration", "declaration_json",
               "agent", "gathered", "selected", "gather_ns", "select_ns", "decided_at_ns", "generation",
-              "seq", "session_held", "_scheduling", "eval_rows")
+              "seq", "session_held", "_scheduling", "eval_rows", "explanation", "best")
 cdef Py_ssize_t slot_offset[N_SLOTS]
 cdef object placement_class = None, custom_scores_class = None, requirements_class = None
 cdef object parse_requirements_of = None, check_reason_limit_of = None, task_kind_of = None
@@ -2800,6 +2800,26 @@ def gather(stages, state, membership):
     if within is not None:
         return stages.index.explain(ids, only, excluded, within), (), 0, ()
     return None, ids, only, excluded
+
+
+def decide_one(stages, state):
+    """`pipeline.LocalStages._decide_one` of `stages` (a LocalStages): explain, score and choose
+    for one prepared Placement with the engine's scorer."""
+    fleet, rows, index = stages.fleet, stages.rows, stages.index
+    membership = fleet.membership
+    expl, ids, only, excluded = gather(stages, state, membership)
+    if expl is None:
+        expl = index.explain(ids, only, excluded)
+        rows.remember(field_of(slot(state, S_REQUIREMENTS), requirements_predicates_item, "predicates"),
+                      membership, expl, slot(state, S_EVAL_ROWS))
+    set_slot(state, S_EXPLANATION, expl)
+    session, kind = slot(state, S_SESSION), slot(state, S_KIND)
+    scores = index.score(expl, slot(state, S_EVAL_ROWS),
+                         rows.session_rows.get(session, -1) if session is not None else -1,
+                         rows.kinds.get(kind, -1) if kind is not None else -1, fleet.weights)
+    set_slot(state, S_SCORES, scores)
+    set_slot(state, S_BEST, scores.best)
+    set_slot(state, S_SELECTED, a3_clock_ns(0))
 
 
 def build_placement(state, engine, index, declaration, declaration_json, generation):

@@ -1,4 +1,5 @@
-"""The native engine's compiled stage steps (`_core.prepare`, `_core.gather`, `_core.build_placement`) hold to the
+"""The native engine's compiled stage steps (`_core.prepare`, `_core.gather`, `_core.decide_one`,
+`_core.build_placement`) hold to the
 pipeline's Python ones field for field: the same values in every slot they set (the clock
 readings aside), the same errors, and each fleet takes the steps of its own engine."""
 from __future__ import annotations
@@ -136,6 +137,8 @@ def test_the_compiled_steps_take_only_a_placement_and_name_a_slot_never_set():
         core.build_placement({}, "native", None, None, None, 1)
     with pytest.raises(TypeError, match="expected a Placement, found dict"):
         core.gather(Fleet("native")._stages, {}, 0)
+    with pytest.raises(TypeError, match="expected a Placement, found dict"):
+        core.decide_one(Fleet("native")._stages, {})
     empty = object.__new__(Placement)
     with pytest.raises(AttributeError, match="'Placement' object has no attribute 'started'"):
         core.build_placement(empty, "native", None, None, None, 1)
@@ -185,6 +188,33 @@ def test_gather_compiled_returns_and_sets_what_the_python_step_does():
     assert same_gathered(fleet, task)[0] is None
 
 
+def test_decide_one_compiled_explains_scores_and_chooses_as_the_python_step_does():
+    fleet = Fleet("native")
+    for name, where in (("a", "eu"), ("b", "us"), ("c", "eu")):
+        fleet.add(agent(name, where))
+    fleet.hold_session("c", "s-1")                           # the session's affinity is scored
+    fleet.record_outcome("a", "clearance-only", False)      # and the kind's history
+    task = {"v": "1.0", "clearances": ["orders.read"], "residency": "eu", "session": "s-1",
+            "kind": "clearance-only"}
+    for _ in range(2):                                       # explained afresh, then kept
+        states = []
+        for decide_one in (_core().decide_one, pipeline.LocalStages._decide_one):
+            state = pipeline.prepare(task, None, None)
+            decide_one(fleet._stages, state)
+            states.append(state)
+        compiled, python = states
+        c, p = slots_of(compiled), slots_of(python)
+        assert c.keys() == p.keys() and {"explanation", "scores", "best", "selected"} <= c.keys()
+        for name in c.keys() - CLOCKS - {"explanation", "scores", "selected"}:
+            assert c[name] == p[name], name
+        assert compiled.explanation.eligible_ids() == python.explanation.eligible_ids() == [0, 2]
+        assert compiled.explanation.failed_counts() == python.explanation.failed_counts()
+        assert compiled.best == python.best == 2 and compiled.scores.best == 2
+        for column in ("ids", "total", "affinity", "success_rate", "cost", "substantiated"):
+            assert getattr(compiled.scores, column) == getattr(python.scores, column), column
+        assert abs(compiled.selected - python.selected) < 10**9
+
+
 def test_bind_placement_refuses_a_class_without_the_slots_and_keeps_what_it_had():
     core = _core()
 
@@ -201,6 +231,8 @@ def test_each_fleet_takes_the_steps_of_its_engine():
     assert Fleet("native")._stages.prepare_one is _core().prepare
     assert Fleet("native")._stages.build_one is _core().build_placement
     assert Fleet("native")._stages.gather_one is _core().gather
+    assert Fleet("native")._stages.decide_one is _core().decide_one
+    assert Fleet("pure")._stages.decide_one is pipeline.LocalStages._decide_one
     assert Fleet("pure")._stages.prepare_one is pipeline.prepare
     assert Fleet("pure")._stages.gather_one is pipeline.LocalStages._gather
     assert Fleet("pure")._stages.build_one is pipeline.build_placement

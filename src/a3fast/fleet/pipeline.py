@@ -294,7 +294,8 @@ class LocalStages:
     """The stages over one process's index (the `Stages` that `drive` runs for a Fleet):
     prepare, decide (explain, score, choose), build, and hold a bound placement's session."""
 
-    __slots__ = ("fleet", "table", "rows", "index", "engine", "prepare_one", "gather_one", "build_one")
+    __slots__ = ("fleet", "table", "rows", "index", "engine", "prepare_one", "gather_one", "decide_one",
+                 "build_one")
 
     def __init__(self, fleet: Any, table: AgentTable, rows: PredicateRows):
         #: the Fleet whose membership, weights, scorer and history the stages read
@@ -303,8 +304,9 @@ class LocalStages:
         self.rows = rows
         self.index: Index = rows.index
         self.engine: str = fleet.engine
-        #: `prepare`, `_gather` and `build_placement` as the fleet's engine runs them (`stage_steps`)
-        self.prepare_one, self.gather_one, self.build_one = stage_steps(self.engine)
+        #: `prepare`, `_gather`, `_decide_one` and `build_placement` as the fleet's engine runs them
+        #: (`stage_steps`)
+        self.prepare_one, self.gather_one, self.decide_one, self.build_one = stage_steps(self.engine)
 
     def prepare(self, tasks: Sequence[Task], sessions: Sequence[str | None], route: Route | None,
                 reason_limit: int | None, kind: str | None, scorer: Scorer | None,
@@ -380,31 +382,17 @@ class LocalStages:
         are cut into `parts` runs, one call each, on as many threads), and a single task through
         the engine's `explain` and `score`, which give the same (tests/fleet/test_place_many.py). A
         caller's scorer runs under the GIL, task by task."""
-        fleet = self.fleet
-        membership, weights = fleet.membership, fleet.weights
-        rows, index = self.rows, self.index
-        session_rows, kinds = rows.session_rows, rows.kinds
         if len(states) == 1:
             state = states[0]
             if state.resumed:
                 return      # a resumption: its explanation and scores are the earlier cycle's
             if state.scorer is None:
-                # one task: the engine's explain and score calls (what place_batch does for each
-                # task, without setting up a batch and letting go of the GIL for a few microseconds),
-                # the explain stage written out as `explain` has it (a call fewer)
-                expl, ids, only, excluded = self.gather_one(self, state, membership)
-                if expl is None:
-                    expl = index.explain(ids, only, excluded)
-                    rows.remember(state.requirements.predicates, membership, expl, state.eval_rows)
-                state.explanation = expl
-                session, kind = state.session, state.kind
-                scores = state.scores = index.score(
-                    state.explanation, state.eval_rows,
-                    session_rows.get(session, -1) if session is not None else -1,
-                    kinds.get(kind, -1) if kind is not None else -1, weights)
-                state.best = scores.best
-                state.selected = time.perf_counter_ns()
+                self.decide_one(self, state)
                 return
+        fleet = self.fleet
+        membership, weights = fleet.membership, fleet.weights
+        rows, index = self.rows, self.index
+        session_rows, kinds = rows.session_rows, rows.kinds
         # one pass sorts the wave: a resumption is left as it is, a caller's scorer runs here
         native: list[Placement] = []
         for state in states:
@@ -449,6 +437,24 @@ class LocalStages:
         remember = rows.remember
         for state in fresh:
             remember(state.requirements.predicates, membership, state.explanation, state.eval_rows)
+
+    def _decide_one(self, state: Placement) -> None:
+        """`decide` for one task with the engine's scorer: the engine's explain and score calls
+        (what place_batch does for each task, without setting up a batch and letting go of the GIL
+        for a few microseconds), the explain stage written out as `explain` has it (a call fewer)."""
+        fleet, rows, index = self.fleet, self.rows, self.index
+        membership = fleet.membership
+        expl, ids, only, excluded = self.gather_one(self, state, membership)
+        if expl is None:
+            expl = index.explain(ids, only, excluded)
+            rows.remember(state.requirements.predicates, membership, expl, state.eval_rows)
+        state.explanation = expl
+        session, kind = state.session, state.kind
+        scores = state.scores = index.score(
+            expl, state.eval_rows, rows.session_rows.get(session, -1) if session is not None else -1,
+            rows.kinds.get(kind, -1) if kind is not None else -1, fleet.weights)
+        state.best = scores.best
+        state.selected = time.perf_counter_ns()
 
     def custom_scores(self, state: Placement) -> CustomScores:
         """Scores from a caller's scorer: one mapping with a numeric `total` per eligible agent."""
@@ -529,15 +535,16 @@ def build_placement(state: Placement, engine: str, index: Any, declaration: Decl
     return state
 
 
-def stage_steps(engine: str) -> tuple[Any, Any, Any]:
-    """`(prepare, gather, build_placement)` for a fleet on `engine` (`gather` is called as
-    `gather(stages, state, membership)`): the Python ones above for the pure engine, the native
-    engine's compiled copies (`_core.prepare`, `_core.gather`, `_core.build_placement`: the same
-    fields with the same values, stored straight into the Placement's slots) for the native one."""
+def stage_steps(engine: str) -> tuple[Any, Any, Any, Any]:
+    """`(prepare, gather, decide_one, build_placement)` for a fleet on `engine` (`gather` and
+    `decide_one` are called with the LocalStages first, as its methods are): the Python ones for the
+    pure engine, the native engine's compiled copies (`_core.prepare`, `_core.gather`,
+    `_core.decide_one`, `_core.build_placement`: the same fields with the same values, stored
+    straight into the Placement's slots) for the native one."""
     if engine == "native":
         native = engine_module("native")
-        return native.prepare, native.gather, native.build_placement
-    return prepare, LocalStages._gather, build_placement
+        return native.prepare, native.gather, native.decide_one, native.build_placement
+    return prepare, LocalStages._gather, LocalStages._decide_one, build_placement
 
 
 if NATIVE_AVAILABLE:
