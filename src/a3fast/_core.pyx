@@ -2822,6 +2822,44 @@ def decide_one(stages, state):
     set_slot(state, S_SELECTED, a3_clock_ns(0))
 
 
+def wave_jobs(stages, list states, membership):
+    """`pipeline.LocalStages._wave_jobs`: each Placement's explain stage up to the engine (`gather`)
+    and its `Index.place_batch` job; returns `(jobs, fresh)`, fresh the Placements whose
+    explanation the batch makes."""
+    rows = stages.rows
+    cdef dict session_rows = rows.session_rows, kinds = rows.kinds
+    cdef list jobs = [], fresh = []
+    for state in states:
+        expl, ids, only, excluded = gather(stages, state, membership)
+        if expl is None:
+            fresh.append(state)
+        session, kind = slot(state, S_SESSION), slot(state, S_KIND)
+        jobs.append((expl, ids, only, excluded, slot(state, S_EVAL_ROWS),
+                     session_rows.get(session, -1) if session is not None else -1,
+                     kinds.get(kind, -1) if kind is not None else -1))
+    return jobs, fresh
+
+
+def take_decisions(stages, list states, list results, list fresh, membership):
+    """`pipeline.LocalStages._take_decisions`: each Placement's explanation, scores and winner from
+    `Index.place_batch`'s results, in order, and the fresh explanations kept."""
+    cdef long long selected = a3_clock_ns(0)
+    cdef Py_ssize_t i, n = len(states)
+    if len(results) != n:
+        raise ValueError(f"{len(results)} results for {n} tasks")
+    for i in range(n):
+        state = states[i]
+        expl, scores = results[i]
+        set_slot(state, S_EXPLANATION, expl)
+        set_slot(state, S_SCORES, scores)
+        set_slot(state, S_BEST, scores.best)
+        set_slot(state, S_SELECTED, selected)
+    remember = stages.rows.remember
+    for state in fresh:
+        remember(field_of(slot(state, S_REQUIREMENTS), requirements_predicates_item, "predicates"),
+                 membership, slot(state, S_EXPLANATION), slot(state, S_EVAL_ROWS))
+
+
 def build_placement(state, engine, index, declaration, declaration_json, generation):
     """`pipeline.build_placement`: the decided Placement completed and returned. TypeError for
     anything but a Placement."""

@@ -1,5 +1,5 @@
 """The native engine's compiled stage steps (`_core.prepare`, `_core.gather`, `_core.decide_one`,
-`_core.build_placement`) hold to the
+`_core.wave_jobs`, `_core.take_decisions`, `_core.build_placement`) hold to the
 pipeline's Python ones field for field: the same values in every slot they set (the clock
 readings aside), the same errors, and each fleet takes the steps of its own engine."""
 from __future__ import annotations
@@ -215,6 +215,44 @@ def test_decide_one_compiled_explains_scores_and_chooses_as_the_python_step_does
         assert abs(compiled.selected - python.selected) < 10**9
 
 
+def test_a_waves_jobs_and_decisions_compiled_are_the_python_steps():
+    fleet = Fleet("native")
+    for name, where in (("a", "eu"), ("b", "us"), ("c", "eu")):
+        fleet.add(agent(name, where))
+    fleet.hold_session("c", "s-1")
+    fleet.record_outcome("a", "k", True)
+    tasks = [{"v": "1.0", "clearances": ["orders.read"], "residency": "eu", "session": "s-1", "kind": "k"},
+             {"v": "1.0", "clearances": ["orders.read"], "residency": "us"},
+             {"v": "1.0", "clearances": ["orders.write"]}]
+    fleet.place(tasks[1])                                   # one of them explained and kept
+    kept = dict(fleet._rows.explained)
+    stages = fleet._stages
+    placed = []
+    for wave_jobs, take_decisions in ((_core().wave_jobs, _core().take_decisions),
+                                      (pipeline.LocalStages._wave_jobs, pipeline.LocalStages._take_decisions)):
+        fleet._rows.explained.clear()                       # each step meets the fleet as it was
+        fleet._rows.explained.update(kept)
+        states = [pipeline.prepare(task, None, None) for task in tasks]
+        jobs, fresh = wave_jobs(stages, states, fleet.membership)
+        assert [state in fresh for state in states] == [True, False, True]
+        take_decisions(stages, states, fleet._index.place_batch(jobs, fleet.weights), fresh, fleet.membership)
+        placed.append((jobs, states))
+    (c_jobs, compiled), (p_jobs, python) = placed
+    assert [job[1:] for job in c_jobs] == [job[1:] for job in p_jobs]
+    for c, p in zip(compiled, python):
+        cs, ps = slots_of(c), slots_of(p)
+        assert cs.keys() == ps.keys()
+        for name in cs.keys() - CLOCKS - {"explanation", "scores", "selected"}:
+            assert cs[name] == ps[name], name
+        assert c.explanation.eligible_ids() == p.explanation.eligible_ids()
+        assert c.scores.total == p.scores.total and c.best == p.best == c.scores.best
+    assert [c.best for c in compiled] == [2, 1, -1]
+    with pytest.raises(ValueError, match="2 results for 3 tasks"):
+        _core().take_decisions(stages, compiled, [None, None], [], fleet.membership)
+    with pytest.raises(ValueError, match="2 results for 3 tasks"):
+        pipeline.LocalStages._take_decisions(stages, python, [None, None], [], fleet.membership)
+
+
 def test_bind_placement_refuses_a_class_without_the_slots_and_keeps_what_it_had():
     core = _core()
 
@@ -233,6 +271,10 @@ def test_each_fleet_takes_the_steps_of_its_engine():
     assert Fleet("native")._stages.gather_one is _core().gather
     assert Fleet("native")._stages.decide_one is _core().decide_one
     assert Fleet("pure")._stages.decide_one is pipeline.LocalStages._decide_one
+    assert Fleet("native")._stages.wave_jobs is _core().wave_jobs
+    assert Fleet("native")._stages.take_decisions is _core().take_decisions
+    assert Fleet("pure")._stages.wave_jobs is pipeline.LocalStages._wave_jobs
+    assert Fleet("pure")._stages.take_decisions is pipeline.LocalStages._take_decisions
     assert Fleet("pure")._stages.prepare_one is pipeline.prepare
     assert Fleet("pure")._stages.gather_one is pipeline.LocalStages._gather
     assert Fleet("pure")._stages.build_one is pipeline.build_placement

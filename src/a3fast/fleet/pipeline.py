@@ -295,7 +295,7 @@ class LocalStages:
     prepare, decide (explain, score, choose), build, and hold a bound placement's session."""
 
     __slots__ = ("fleet", "table", "rows", "index", "engine", "prepare_one", "gather_one", "decide_one",
-                 "build_one")
+                 "wave_jobs", "take_decisions", "build_one")
 
     def __init__(self, fleet: Any, table: AgentTable, rows: PredicateRows):
         #: the Fleet whose membership, weights, scorer and history the stages read
@@ -306,7 +306,8 @@ class LocalStages:
         self.engine: str = fleet.engine
         #: `prepare`, `_gather`, `_decide_one` and `build_placement` as the fleet's engine runs them
         #: (`stage_steps`)
-        self.prepare_one, self.gather_one, self.decide_one, self.build_one = stage_steps(self.engine)
+        (self.prepare_one, self.gather_one, self.decide_one, self.wave_jobs, self.take_decisions,
+         self.build_one) = stage_steps(self.engine)
 
     def prepare(self, tasks: Sequence[Task], sessions: Sequence[str | None], route: Route | None,
                 reason_limit: int | None, kind: str | None, scorer: Scorer | None,
@@ -406,17 +407,7 @@ class LocalStages:
                 self.choose(state)
         if not native:
             return
-        gather = self.gather_one
-        jobs: list[tuple[Any, ...]] = []
-        fresh: list[Placement] = []
-        for state in native:
-            expl, ids, only, excluded = gather(self, state, membership)
-            if expl is None:
-                fresh.append(state)
-            session, kind = state.session, state.kind
-            jobs.append((expl, ids, only, excluded, state.eval_rows,
-                         session_rows.get(session, -1) if session is not None else -1,
-                         kinds.get(kind, -1) if kind is not None else -1))
+        jobs, fresh = self.wave_jobs(self, native, membership)
         parts = min(parts, len(jobs) // MIN_RUN)
         if pool is None or parts <= 1:
             results = index.place_batch(jobs, weights)
@@ -430,11 +421,36 @@ class LocalStages:
             results = index.place_batch(jobs[:step], weights)
             for run in runs:
                 results += run.result()
+        self.take_decisions(self, native, results, fresh, membership)
+
+    def _wave_jobs(self, states: list[Placement], membership: int) -> tuple[list[tuple[Any, ...]], list[Placement]]:
+        """Each Placement's explain stage up to the engine and its `Index.place_batch` job:
+        `(jobs, fresh)`, fresh the Placements whose explanation the batch makes."""
+        gather = self.gather_one
+        session_rows, kinds = self.rows.session_rows, self.rows.kinds
+        jobs: list[tuple[Any, ...]] = []
+        fresh: list[Placement] = []
+        for state in states:
+            expl, ids, only, excluded = gather(self, state, membership)
+            if expl is None:
+                fresh.append(state)
+            session, kind = state.session, state.kind
+            jobs.append((expl, ids, only, excluded, state.eval_rows,
+                         session_rows.get(session, -1) if session is not None else -1,
+                         kinds.get(kind, -1) if kind is not None else -1))
+        return jobs, fresh
+
+    def _take_decisions(self, states: list[Placement], results: list[tuple[Any, Any]],
+                        fresh: list[Placement], membership: int) -> None:
+        """Each Placement's explanation, scores and winner from `Index.place_batch`'s results, in
+        order, and the fresh explanations kept."""
+        if len(results) != len(states):
+            raise ValueError(f"{len(results)} results for {len(states)} tasks")
         selected = time.perf_counter_ns()
-        for state, (expl, scores) in zip(native, results):
+        for state, (expl, scores) in zip(states, results):
             state.explanation, state.scores, state.best = expl, scores, scores.best
             state.selected = selected
-        remember = rows.remember
+        remember = self.rows.remember
         for state in fresh:
             remember(state.requirements.predicates, membership, state.explanation, state.eval_rows)
 
@@ -543,8 +559,10 @@ def stage_steps(engine: str) -> tuple[Any, Any, Any, Any]:
     straight into the Placement's slots) for the native one."""
     if engine == "native":
         native = engine_module("native")
-        return native.prepare, native.gather, native.decide_one, native.build_placement
-    return prepare, LocalStages._gather, LocalStages._decide_one, build_placement
+        return (native.prepare, native.gather, native.decide_one, native.wave_jobs, native.take_decisions,
+                native.build_placement)
+    return (prepare, LocalStages._gather, LocalStages._decide_one, LocalStages._wave_jobs,
+            LocalStages._take_decisions, build_placement)
 
 
 if NATIVE_AVAILABLE:
