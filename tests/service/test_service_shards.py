@@ -115,6 +115,21 @@ def test_serve_with_shards_keeps_every_acknowledged_change_after_kill_9(tmp_path
         assert plain.stop() == 0
 
 
+def gone(ray, actor, within: float = 30.0) -> None:
+    """Returns once the killed `actor` answers no more: ray.kill returns before its process is
+    gone, and a request sent meanwhile can still be answered (under load, it was)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.state.remote(), timeout=5)
+        except ray.exceptions.RayActorError:
+            return
+        except ray.exceptions.GetTimeoutError:
+            continue
+        time.sleep(0.05)
+    raise AssertionError(f"the killed actor still answered after {within} s")
+
+
 @pytest.mark.slow
 def test_a_shard_down_during_a_request_answers_503_naming_it_and_records_nothing(tmp_path):
     from starlette.testclient import TestClient
@@ -136,7 +151,9 @@ def test_a_shard_down_during_a_request_answers_503_naming_it_and_records_nothing
             client.put(f"/v1/agents/{doc['agent']['name']}", json=doc)
         assert client.post("/v1/place", json={"requirements": SECTION_10_TASK}).status_code == 200
         next_seq = state.next_seq
-        ray.kill(state.fleet.shard_actor(1), no_restart=True)
+        actor = state.fleet.shard_actor(1)
+        ray.kill(actor, no_restart=True)
+        gone(ray, actor)
         down = client.post("/v1/place", json={"requirements": SECTION_10_TASK})
         assert down.status_code == 503
         [problem] = down.json()["problems"]
