@@ -45,7 +45,8 @@ import math
 import os
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence, final, runtime_checkable
+from typing import (TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence, final,
+                    runtime_checkable)
 
 from ..engines import NATIVE_AVAILABLE, engine_module
 from ..errors import A3Error, FleetError
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Resumption", "Stages", "drive", "waves_of", "prepare",
            "prepare_resumption", "LocalStages", "ResumingStages", "choose_among", "build_placement",
-           "resume", "stage_steps"]
+           "resume", "stage_steps", "StageSteps"]
 
 
 @final       # the stages tell it from a requirements task by its exact type
@@ -551,18 +552,29 @@ def build_placement(state: Placement, engine: str, index: Any, declaration: Decl
     return state
 
 
-def stage_steps(engine: str) -> tuple[Any, Any, Any, Any]:
-    """`(prepare, gather, decide_one, build_placement)` for a fleet on `engine` (`gather` and
-    `decide_one` are called with the LocalStages first, as its methods are): the Python ones for the
-    pure engine, the native engine's compiled copies (`_core.prepare`, `_core.gather`,
-    `_core.decide_one`, `_core.build_placement`: the same fields with the same values, stored
-    straight into the Placement's slots) for the native one."""
+class StageSteps(NamedTuple):
+    """The per-task steps of the stages as one engine runs them (`stage_steps`). `gather`,
+    `decide_one`, `wave_jobs` and `take_decisions` take the LocalStages first, as its methods do."""
+
+    prepare: Callable[..., Placement]
+    gather: Callable[..., tuple[Any, Any, int, Any]]
+    decide_one: Callable[..., None]
+    wave_jobs: Callable[..., tuple[list[tuple[Any, ...]], list[Placement]]]
+    take_decisions: Callable[..., None]
+    build_placement: Callable[..., Placement]
+
+
+def stage_steps(engine: str) -> StageSteps:
+    """The steps for a fleet on `engine`: the Python ones (`prepare`, `LocalStages._gather`,
+    `_decide_one`, `_wave_jobs`, `_take_decisions`, `build_placement`) for the pure engine, the
+    native engine's compiled twins (`_core.prepare`, `_core.gather`, ...: the same fields with the
+    same values, stored straight into the Placement's slots) for the native one."""
     if engine == "native":
         native = engine_module("native")
-        return (native.prepare, native.gather, native.decide_one, native.wave_jobs, native.take_decisions,
-                native.build_placement)
-    return (prepare, LocalStages._gather, LocalStages._decide_one, LocalStages._wave_jobs,
-            LocalStages._take_decisions, build_placement)
+        return StageSteps(native.prepare, native.gather, native.decide_one, native.wave_jobs,
+                          native.take_decisions, native.build_placement)
+    return StageSteps(prepare, LocalStages._gather, LocalStages._decide_one, LocalStages._wave_jobs,
+                      LocalStages._take_decisions, build_placement)
 
 
 if NATIVE_AVAILABLE:
