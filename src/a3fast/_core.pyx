@@ -2638,11 +2638,12 @@ cdef extern from *:
     """
     #include "structmember.h"
     #include <time.h>
-    /* The offset of a writable object slot's storage in its instances, from the slot's member
-       descriptor (what __slots__ makes); -1 for anything else. */
-    static Py_ssize_t a3_slot_offset(PyObject* descr) {
+    /* The offset of a writable object slot's storage in the instances of `owner`, from the slot's
+       member descriptor (what __slots__ makes) when `owner` made it; -1 for anything else. */
+    static Py_ssize_t a3_slot_offset(PyObject* descr, PyObject* owner) {
         PyMemberDef* member;
-        if (Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
+        if (descr == NULL || Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
+        if (PyDescr_TYPE(descr) != (PyTypeObject*)owner) return -1;
         member = ((PyMemberDescrObject*)descr)->d_member;
         if (member->type != T_OBJECT_EX || (member->flags & READONLY)) return -1;
         return member->offset;
@@ -2664,18 +2665,41 @@ cdef extern from *:
     static inline PyObject* a3_new_instance(PyObject* cls) {
         return ((PyTypeObject*)cls)->tp_alloc((PyTypeObject*)cls, 0);
     }
-    /* time.perf_counter_ns() and time.time_ns(): the same clocks on Linux. */
+    /* time.perf_counter_ns() and time.time_ns() read CLOCK_MONOTONIC and CLOCK_REALTIME on Linux;
+       elsewhere (macOS's perf_counter is mach_absolute_time, Windows has no clock_gettime) the
+       steps call the time module's own functions (A3_OWN_CLOCKS 0). */
+    #if defined(__linux__)
+    #define A3_OWN_CLOCKS 1
     static inline long long a3_clock_ns(int realtime) {
         struct timespec ts;
         clock_gettime(realtime ? CLOCK_REALTIME : CLOCK_MONOTONIC, &ts);
         return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
     }
+    #else
+    #define A3_OWN_CLOCKS 0
+    static inline long long a3_clock_ns(int realtime) { return 0; }
+    #endif
     """
-    Py_ssize_t a3_slot_offset(object descr)
+    Py_ssize_t a3_slot_offset(PyObject* descr, object owner)
     PyObject* a3_slot(object o, Py_ssize_t offset)
     void a3_set_slot(object o, Py_ssize_t offset, object value)
     object a3_new_instance(object cls)
     long long a3_clock_ns(int realtime)
+    bint A3_OWN_CLOCKS
+
+import time as _time
+cimport cython
+from cpython.dict cimport PyDict_GetItem
+from cpython.tuple cimport PyTuple_GET_SIZE
+
+cdef object perf_counter_ns = _time.perf_counter_ns, time_ns = _time.time_ns
+
+
+cdef inline object clock_ns(bint realtime):
+    """time.time_ns() (realtime) or time.perf_counter_ns(), read as the time module reads them."""
+    if A3_OWN_CLOCKS:
+        return a3_clock_ns(realtime)
+    return time_ns() if realtime else perf_counter_ns()
 
 cdef enum:
     S_STARTED, S_SUBMITTED, S_REQUIREMENTS, S_PREPARED, S_ROUTE, S_SESSION, S_KIND, S_REASON_LIMIT
@@ -2708,16 +2732,24 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     global check_reason_limit_of, task_kind_of, requirements_session_item, requirements_predicates_item
     cdef Py_ssize_t offsets[N_SLOTS]
     cdef int k
+    cdef dict namespace
+    # every check and lookup first: a refused binding leaves the one before it whole
+    if not isinstance(placement, type):
+        raise TypeError(f"placement: expected a class, found {type(placement).__name__}")
+    namespace = dict(placement.__dict__)
     for k in range(N_SLOTS):
-        offsets[k] = a3_slot_offset(getattr(placement, "__dict__").get(STEP_SLOTS[k]))
+        offsets[k] = a3_slot_offset(PyDict_GetItem(namespace, STEP_SLOTS[k]), placement)
         if offsets[k] < 0:
-            raise TypeError(f"{placement.__name__}.{STEP_SLOTS[k]} is not a writable slot")
+            raise TypeError(f"{placement.__name__}.{STEP_SLOTS[k]} is not a writable slot of its own")
     if not (isinstance(requirements, type) and issubclass(requirements, tuple)):
         raise TypeError("requirements: expected a named tuple class")
+    fields = getattr(requirements, "_fields", None)
+    if type(fields) is not tuple or "session" not in fields or "predicates" not in fields:
+        raise TypeError("requirements: expected a named tuple class with 'session' and 'predicates'")
+    session_item, predicates_item = fields.index("session"), fields.index("predicates")
     for k in range(N_SLOTS):
         slot_offset[k] = offsets[k]
-    requirements_session_item = requirements._fields.index("session")
-    requirements_predicates_item = requirements._fields.index("predicates")
+    requirements_session_item, requirements_predicates_item = session_item, predicates_item
     placement_class, custom_scores_class, requirements_class = placement, custom_scores, requirements
     parse_requirements_of, check_reason_limit_of, task_kind_of = parse_requirements, check_reason_limit, task_kind
 
@@ -2733,12 +2765,22 @@ cdef inline void set_slot(object state, int k, object value) noexcept:
     a3_set_slot(state, slot_offset[k], value)
 
 
+cdef inline object field_of(object requirements, Py_ssize_t item, str name):
+    """A Requirements field, read by position from the named tuple itself (by name from a subclass,
+    which may define it otherwise)."""
+    if type(requirements) is requirements_class and PyTuple_GET_SIZE(requirements) > item:
+        return <object>PyTuple_GET_ITEM(requirements, item)
+    return getattr(requirements, name)
+
+
+@cython.boundscheck(True)
+@cython.wraparound(True)
 def prepare(requirements, session, route, reason_limit=None, kind=None, scorer=None):
     """`pipeline.prepare`: the task parsed once (a Requirements is taken as it is), the route
     applied, the session resolved, and the task's Placement made."""
     if placement_class is None:
         raise RuntimeError("bind_placement has not been called")
-    cdef long long started = a3_clock_ns(0)
+    started = clock_ns(False)
     if reason_limit is not None:
         check_reason_limit_of(reason_limit)
     submitted = requirements if type(requirements) is requirements_class else parse_requirements_of(requirements)
@@ -2750,8 +2792,7 @@ def prepare(requirements, session, route, reason_limit=None, kind=None, scorer=N
     set_slot(state, S_PREPARED, matched is requirements)
     set_slot(state, S_ROUTE, route.name if route is not None else None)
     if session is None:
-        session = (<object>PyTuple_GET_ITEM(matched, requirements_session_item)
-                   if type(matched) is requirements_class else matched.session)
+        session = field_of(matched, requirements_session_item, "session")
     set_slot(state, S_SESSION, session)
     set_slot(state, S_KIND, kind)
     set_slot(state, S_REASON_LIMIT, reason_limit)
@@ -2763,14 +2804,8 @@ def prepare(requirements, session, route, reason_limit=None, kind=None, scorer=N
     return state
 
 
-cdef inline object field_of(object requirements, Py_ssize_t item, str name):
-    """A Requirements field, read by position from the named tuple itself (by name from a subclass,
-    which may define it otherwise)."""
-    if type(requirements) is requirements_class:
-        return <object>PyTuple_GET_ITEM(requirements, item)
-    return getattr(requirements, name)
-
-
+@cython.boundscheck(True)
+@cython.wraparound(True)
 def gather(stages, state, membership):
     """`pipeline.LocalStages._gather` of `stages` (a LocalStages) for a prepared Placement: the
     explanation kept for its predicates against the same membership, or the engine's arguments
@@ -2789,19 +2824,21 @@ def gather(stages, state, membership):
         set_slot(state, S_EVAL_ROWS, cached[2])
         if needs_kind:
             set_slot(state, S_KIND, task_kind_of(matched))
-        set_slot(state, S_GATHERED, a3_clock_ns(0))
+        set_slot(state, S_GATHERED, clock_ns(False))
         return cached[1], (), 0, ()
     resolved = rows.resolve_prepared(matched) if slot(state, S_PREPARED) else rows.resolve_parsed(matched)
     ids, only, excluded, eval_rows = resolved
     set_slot(state, S_EVAL_ROWS, eval_rows)
     if needs_kind:
         set_slot(state, S_KIND, task_kind_of(matched))
-    set_slot(state, S_GATHERED, a3_clock_ns(0))
+    set_slot(state, S_GATHERED, clock_ns(False))
     if within is not None:
         return stages.index.explain(ids, only, excluded, within), (), 0, ()
     return None, ids, only, excluded
 
 
+@cython.boundscheck(True)
+@cython.wraparound(True)
 def decide_one(stages, state):
     """`pipeline.LocalStages._decide_one` of `stages` (a LocalStages): explain, score and choose
     for one prepared Placement with the engine's scorer."""
@@ -2819,9 +2856,11 @@ def decide_one(stages, state):
                          rows.kinds.get(kind, -1) if kind is not None else -1, fleet.weights)
     set_slot(state, S_SCORES, scores)
     set_slot(state, S_BEST, scores.best)
-    set_slot(state, S_SELECTED, a3_clock_ns(0))
+    set_slot(state, S_SELECTED, clock_ns(False))
 
 
+@cython.boundscheck(True)
+@cython.wraparound(True)
 def wave_jobs(stages, list states, membership):
     """`pipeline.LocalStages._wave_jobs`: each Placement's explain stage up to the engine (`gather`)
     and its `Index.place_batch` job; returns `(jobs, fresh)`, fresh the Placements whose
@@ -2840,19 +2879,28 @@ def wave_jobs(stages, list states, membership):
     return jobs, fresh
 
 
+@cython.boundscheck(True)
+@cython.wraparound(True)
 def take_decisions(stages, list states, list results, list fresh, membership):
     """`pipeline.LocalStages._take_decisions`: each Placement's explanation, scores and winner from
     `Index.place_batch`'s results, in order, and the fresh explanations kept."""
-    cdef long long selected = a3_clock_ns(0)
+    selected = clock_ns(False)
     cdef Py_ssize_t i, n = len(states)
     if len(results) != n:
         raise ValueError(f"{len(results)} results for {n} tasks")
+    for state in states:
+        if type(state) is not placement_class or placement_class is None:
+            raise TypeError(f"take_decisions: expected Placements, found {type(state).__name__}")
+    for state in fresh:
+        if type(state) is not placement_class:
+            raise TypeError(f"take_decisions: expected Placements, found {type(state).__name__}")
     for i in range(n):
         state = states[i]
         expl, scores = results[i]
+        best = scores.best
         set_slot(state, S_EXPLANATION, expl)
         set_slot(state, S_SCORES, scores)
-        set_slot(state, S_BEST, scores.best)
+        set_slot(state, S_BEST, best)
         set_slot(state, S_SELECTED, selected)
     remember = stages.rows.remember
     for state in fresh:
@@ -2860,6 +2908,8 @@ def take_decisions(stages, list states, list results, list fresh, membership):
                  membership, slot(state, S_EXPLANATION), slot(state, S_EVAL_ROWS))
 
 
+@cython.boundscheck(True)
+@cython.wraparound(True)
 def build_placement(state, engine, index, declaration, declaration_json, generation):
     """`pipeline.build_placement`: the decided Placement completed and returned. TypeError for
     anything but a Placement."""
@@ -2872,16 +2922,15 @@ def build_placement(state, engine, index, declaration, declaration_json, generat
     set_slot(state, S_DECLARATION, declaration)
     set_slot(state, S_DECLARATION_JSON, declaration_json)
     set_slot(state, S_AGENT, declaration.agent.name if declaration is not None else None)
-    selected = slot(state, S_SELECTED)
     if slot(state, S_RESUMED):
         # a resumed placement gathers nothing: its one phase is checking the agent again
         set_slot(state, S_GATHER_NS, None)
-        set_slot(state, S_SELECT_NS, selected - started)
+        set_slot(state, S_SELECT_NS, slot(state, S_SELECTED) - started)
     else:
         gathered = slot(state, S_GATHERED)
         set_slot(state, S_GATHER_NS, gathered - started)
-        set_slot(state, S_SELECT_NS, selected - gathered)
-    set_slot(state, S_DECIDED_AT_NS, a3_clock_ns(1))
+        set_slot(state, S_SELECT_NS, slot(state, S_SELECTED) - gathered)
+    set_slot(state, S_DECIDED_AT_NS, clock_ns(True))
     set_slot(state, S_GENERATION, generation)
     set_slot(state, S_SEQ, None)
     set_slot(state, S_SESSION_HELD, None)

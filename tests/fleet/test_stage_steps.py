@@ -43,14 +43,11 @@ def slots_of(p: Placement) -> dict:
     return out
 
 
-def same_slots(a: Placement, b: Placement) -> None:
+def same_slots(a: Placement, b: Placement, ignore: frozenset = frozenset()) -> None:
     sa, sb = slots_of(a), slots_of(b)
     assert sa.keys() == sb.keys()
-    for name in sa.keys() - CLOCKS:
+    for name in sa.keys() - CLOCKS - ignore:
         assert sa[name] == sb[name], name
-        # a value the step takes from its arguments is that very object, not a copy
-        if name in ("submitted", "requirements", "scorer", "session"):
-            assert (sa[name] is sb[name]) or type(sa[name]) is Requirements, name
     for name in CLOCKS & sa.keys():
         assert type(sa[name]) is int and type(sb[name]) is int
         assert abs(sa[name] - sb[name]) < 10**9, f"{name}: not the same clock"
@@ -74,9 +71,12 @@ def test_prepare_compiled_sets_every_slot_as_the_python_step_does(args):
     assert type(compiled) is Placement
     same_slots(compiled, python)
     assert compiled.prepared is (args[0] is PREPARED and args[2] is None)
-    # the prepared task is the caller's own object; a dict is parsed to equal requirements
+    # what the step takes from its arguments is that very object, not a copy
     if args[0] is PREPARED:
         assert compiled.submitted is PREPARED
+    if args[2] is None:
+        assert compiled.requirements is compiled.submitted
+    assert compiled.scorer is args[5] if len(args) > 5 else compiled.scorer is None
 
 
 def test_prepare_compiled_raises_what_the_python_step_raises():
@@ -91,12 +91,31 @@ def test_prepare_compiled_raises_what_the_python_step_raises():
         assert str(from_compiled.value) == str(from_python.value)
 
 
-def test_prepare_compiled_reads_a_requirements_subclass_by_its_attribute():
-    class Tagged(Requirements):
-        __slots__ = ()
+class Tagged(Requirements):
+    """Requirements whose session and predicates are its own: read by name, never by position."""
+    __slots__ = ()
 
+    @property
+    def session(self):
+        return "tagged-session"
+
+    @property
+    def predicates(self):
+        return ("clearance:orders.write",)
+
+
+def test_prepare_compiled_reads_a_requirements_subclass_by_its_attribute():
     tagged = Tagged(*PREPARED)
-    same_slots(_core().prepare(tagged, None, None), pipeline.prepare(tagged, None, None))
+    compiled = _core().prepare(tagged, None, None)
+    same_slots(compiled, pipeline.prepare(tagged, None, None))
+    assert compiled.session == "tagged-session"
+
+
+def test_gather_compiled_reads_a_requirements_subclass_by_its_attribute():
+    fleet = Fleet("native")
+    fleet.add(agent("a"))
+    out = same_gathered(fleet, Tagged(*PREPARED))
+    assert out[1] == [-1]           # the subclass's one predicate, which no agent satisfies
 
 
 def decided(bound: bool):
@@ -127,8 +146,18 @@ def test_build_placement_compiled_times_a_resumption_by_its_one_phase():
     fleet = Fleet("native")
     fleet.add(agent("a"))
     first = fleet.place({"v": "1.0", "clearances": ["orders.read"]})
-    again = fleet.resume(first)
-    assert again.resumed and again.gather_ns is None and again.select_ns >= 0
+    decl, text = fleet._table.declaration(0), fleet._table.declaration_json(0)
+    built = []
+    for build in (_core().build_placement, pipeline.build_placement):
+        state = pipeline.prepare_resumption(pipeline.Resumption(first), decl, text)
+        built.append(build(state, "native", first.index, decl, text, 4))
+    # each Placement was prepared at its own moment: its one phase is its own clock's
+    same_slots(*built, ignore=frozenset({"select_ns", "selected"}))
+    for p in built:
+        assert p.select_ns == p.selected - p.started
+    compiled = built[0]
+    assert compiled.resumed and compiled.gather_ns is None and compiled.select_ns >= 0
+    assert compiled.agent == "a" and compiled.generation == 4
 
 
 def test_the_compiled_steps_take_only_a_placement_and_name_a_slot_never_set():
@@ -139,9 +168,33 @@ def test_the_compiled_steps_take_only_a_placement_and_name_a_slot_never_set():
         core.gather(Fleet("native")._stages, {}, 0)
     with pytest.raises(TypeError, match="expected a Placement, found dict"):
         core.decide_one(Fleet("native")._stages, {})
+    with pytest.raises(TypeError, match="expected Placements, found dict"):
+        core.take_decisions(Fleet("native")._stages, [{}], [(None, None)], [], 0)
     empty = object.__new__(Placement)
     with pytest.raises(AttributeError, match="'Placement' object has no attribute 'started'"):
         core.build_placement(empty, "native", None, None, None, 1)
+    # neither clock phase read yet: the Python step names 'gathered' first, and so does this one
+    started = object.__new__(Placement)
+    started.started, started.scores, started.resumed = 1, None, False
+    for build in (core.build_placement, pipeline.build_placement):
+        with pytest.raises(AttributeError, match="no attribute 'gathered'"):
+            build(copy.copy(started), "native", None, None, None, 1)
+
+
+def test_take_decisions_compiled_never_reads_past_a_list_changed_under_it():
+    fleet = Fleet("native")
+    fleet.add(agent("a"))
+    states = [pipeline.prepare(TASK, None, None) for _ in range(3)]
+
+    class Emptying:
+        """Scores whose `best` empties the list of Placements being decided."""
+        @property
+        def best(self):
+            states.clear()
+            return -1
+
+    with pytest.raises(IndexError):
+        _core().take_decisions(fleet._stages, states, [(None, Emptying())] * 3, [], fleet.membership)
 
 
 def gathered_twice(fleet: Fleet, task, *, within=None, scorer=None):
@@ -253,16 +306,46 @@ def test_a_waves_jobs_and_decisions_compiled_are_the_python_steps():
         pipeline.LocalStages._take_decisions(stages, python, [None, None], [], fleet.membership)
 
 
-def test_bind_placement_refuses_a_class_without_the_slots_and_keeps_what_it_had():
+def test_bind_placement_refuses_what_it_cannot_write_and_keeps_what_it_had():
     core = _core()
 
     class NoSlots:
         pass
 
-    with pytest.raises(TypeError, match="is not a writable slot"):
-        core.bind_placement(NoSlots, CustomScores, Requirements, parse_requirements, check_reason_limit,
-                            task_kind)
-    assert type(core.prepare(TASK, None, None)) is Placement      # still bound to Placement
+    class Borrowed:     # Placement's own member descriptors, which write Placement's layout
+        pass
+
+    for name in core.STEP_SLOTS:
+        setattr(Borrowed, name, Placement.__dict__[name])
+
+    class Larger:       # the slots, but more of them: a refused binding must not keep its offsets
+        __slots__ = ("padding", *core.STEP_SLOTS)
+
+    class NoFields(tuple):
+        pass
+
+    refusals = [((NoSlots, CustomScores, Requirements), "is not a writable slot"),
+                ((Borrowed, CustomScores, Requirements), "is not a writable slot of its own"),
+                ((Larger, CustomScores, NoFields), "'session' and 'predicates'"),
+                ((Larger, CustomScores, dict), "expected a named tuple class"),
+                (("Placement", CustomScores, Requirements), "expected a class")]
+    for (placement, custom, requirements), why in refusals:
+        with pytest.raises(TypeError, match=why):
+            core.bind_placement(placement, custom, requirements, parse_requirements, check_reason_limit,
+                                task_kind)
+    # still bound to Placement, every slot where Placement keeps it
+    same_slots(core.prepare(TASK, None, None, 2, "k", len), pipeline.prepare(TASK, None, None, 2, "k", len))
+
+
+def test_a_native_build_without_the_steps_runs_the_python_ones(monkeypatch):
+    # an extension built before the compiled steps has no bind_placement: the package still
+    # imports, and its fleets take the Python steps
+    monkeypatch.setattr(pipeline, "NATIVE_STEPS", False)
+    assert pipeline.stage_steps("native") == pipeline.stage_steps("pure")
+    fleet = Fleet("native")
+    fleet.add(agent("a"))
+    assert fleet._stages.prepare_one is pipeline.prepare
+    assert fleet.place({"v": "1.0", "clearances": ["orders.read"]}).agent == "a"
 
 
 def test_each_fleet_takes_the_steps_of_its_engine():

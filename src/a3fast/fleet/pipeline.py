@@ -569,7 +569,7 @@ def stage_steps(engine: str) -> StageSteps:
     `_decide_one`, `_wave_jobs`, `_take_decisions`, `build_placement`) for the pure engine, the
     native engine's compiled twins (`_core.prepare`, `_core.gather`, ...: the same fields with the
     same values, stored straight into the Placement's slots) for the native one."""
-    if engine == "native":
+    if engine == "native" and NATIVE_STEPS:
         native = engine_module("native")
         return StageSteps(native.prepare, native.gather, native.decide_one, native.wave_jobs,
                           native.take_decisions, native.build_placement)
@@ -577,7 +577,10 @@ def stage_steps(engine: str) -> StageSteps:
                       LocalStages._take_decisions, build_placement)
 
 
-if NATIVE_AVAILABLE:
+#: Whether the native engine's build has the compiled steps: one built before them has not, and
+#: its fleets run the Python steps rather than fail to import.
+NATIVE_STEPS = NATIVE_AVAILABLE and hasattr(engine_module("native"), "bind_placement")
+if NATIVE_STEPS:
     engine_module("native").bind_placement(Placement, CustomScores, Requirements, parse_requirements,
                                            check_reason_limit, task_kind)
 
