@@ -2625,11 +2625,12 @@ def resolve_predicates(tuple predicates not None, dict rows not None, dict eval_
 
 
 # -- the placing stages' per-task steps, on a Placement's slots (a3fast.fleet.pipeline) -----------
-# `prepare` and `build_placement` as the pipeline writes them in Python, for the native engine's
-# fleets: the same fields with the same values, each stored straight into the Placement's slot (the
-# offset its member descriptor gives) rather than through an attribute lookup and a bytecode each,
-# which was about a tenth of a prepared placement's instructions (docs/performance.md, "The stage
-# steps compiled"). The Python functions stay the pure engine's, and the parity suites hold both.
+# `prepare`, `gather`, `decide_one`, `wave_jobs`, `take_decisions` and `build_placement` as the
+# pipeline writes them in Python (`LocalStages._gather` and so on), for the native engine's fleets:
+# the same fields with the same values, each stored straight into the Placement's slot (the offset
+# its member descriptor gives) rather than through a bytecode each, where compiling the Python as
+# it is only added instructions (docs/performance.md, "The stage steps compiled"). The Python steps
+# stay the pure engine's; tests/fleet/test_stage_steps.py and the parity suites hold both.
 
 from cpython.ref cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM

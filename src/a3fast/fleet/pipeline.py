@@ -305,8 +305,8 @@ class LocalStages:
         self.rows = rows
         self.index: Index = rows.index
         self.engine: str = fleet.engine
-        #: `prepare`, `_gather`, `_decide_one` and `build_placement` as the fleet's engine runs them
-        #: (`stage_steps`)
+        #: the per-task steps as the fleet's engine runs them (`stage_steps`): `prepare`, `_gather`,
+        #: `_decide_one`, `_wave_jobs`, `_take_decisions` and `build_placement`, or their compiled twins
         (self.prepare_one, self.gather_one, self.decide_one, self.wave_jobs, self.take_decisions,
          self.build_one) = stage_steps(self.engine)
 
@@ -391,10 +391,8 @@ class LocalStages:
             if state.scorer is None:
                 self.decide_one(self, state)
                 return
-        fleet = self.fleet
+        fleet, index = self.fleet, self.index
         membership, weights = fleet.membership, fleet.weights
-        rows, index = self.rows, self.index
-        session_rows, kinds = rows.session_rows, rows.kinds
         # one pass sorts the wave: a resumption is left as it is, a caller's scorer runs here
         native: list[Placement] = []
         for state in states:
