@@ -54,15 +54,31 @@ def test_the_readme_quotes_the_demos_trace_sizes(demo):
             f"{d['spec_mb']:.1f} MB of spec JSON, {d['compact_mb']:.2f} MB compact.") in _doc("README.md")
 
 
+def quoted_sizes(mb: float) -> set[str]:
+    """The page's size as the docs may quote it, to 0.1 MB. The page carries each placement's
+    measured timings, so its size moves by a few kilobytes between runs (4.040–4.044 MB in three
+    runs on one machine, above 4.05 in a loaded one): within 0.02 MB of a rounding boundary,
+    either side of it is the size."""
+    return {f"{mb + delta:.1f}" for delta in (-0.02, 0.0, 0.02)}
+
+
 def test_the_readme_and_the_report_doc_quote_the_demos_page_size(demo):
     d = demo
     readme, report = _doc("README.md"), _doc("docs/report.md")
-    assert (f"`a3fast-demo/trace.html` beside its trace ({d['page_mb']:.1f} MB for its {d['tasks']:,} placements "
-            f"at {d['agents']:,} candidates)") in readme
-    assert f"On the demo trace the page is {d['page_mb']:.1f} MB ({d['bundle_mb']:.1f} MB of it the bundle" in readme
-    assert (f"the {d['tasks']:,} placements × {d['agents']:,} candidates of `a3fast demo` take "
-            f"{d['page_mb']:.1f} MB of page for {d['spec_mb']:.1f} MB of trace") in report
-    assert (f"the page is {d['page_mb']:.1f} MB today, {d['bundle_mb']:.1f} MB of it the Vega bundle") in report
+    sizes = quoted_sizes(d["page_mb"])
+    assert any(f"`a3fast-demo/trace.html` beside its trace ({size} MB for its {d['tasks']:,} placements "
+               f"at {d['agents']:,} candidates)" in readme for size in sizes)
+    assert any(f"On the demo trace the page is {size} MB ({d['bundle_mb']:.1f} MB of it the bundle" in readme
+               for size in sizes)
+    assert any(f"the {d['tasks']:,} placements × {d['agents']:,} candidates of `a3fast demo` take "
+               f"{size} MB of page for {d['spec_mb']:.1f} MB of trace" in report for size in sizes)
+    assert any(f"the page is {size} MB today, {d['bundle_mb']:.1f} MB of it the Vega bundle" in report
+               for size in sizes)
+
+
+def test_a_page_size_near_a_rounding_boundary_may_be_quoted_either_side():
+    assert quoted_sizes(4.055) == {"4.0", "4.1"} and quoted_sizes(4.02) == {"4.0"}
+    assert quoted_sizes(4.042) == {"4.0", "4.1"} and quoted_sizes(4.12) == {"4.1"}
 
 
 def test_the_readme_says_what_the_demo_does(demo):
