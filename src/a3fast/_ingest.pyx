@@ -1657,3 +1657,46 @@ cdef bint has_repeat(list items) except -1:
             if a == <str>PyList_GET_ITEM(items, j):
                 return True
     return False
+
+
+# -- a request line judged and an answer's records framed, each in one pass over the bytes ---------
+
+def plainly_within(bytes data, Py_ssize_t limit):
+    """`document.plainly_within` of bytes, in one pass and no copy: at most `limit` opening
+    brackets (`[` or `{`) and no run of 19 ASCII digits. The service asks it of every request line
+    before decoding it, where two counts, a translated copy and a search took a microsecond."""
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data), i, brackets = 0, run = 0
+    cdef unsigned char c
+    for i in range(n):
+        c = p[i]
+        if <unsigned char>(c - 48) < 10:
+            run += 1
+            if run == 19:
+                return False
+        else:
+            run = 0
+            if c == 91 or c == 123:
+                brackets += 1
+    return brackets <= limit
+
+
+def lines_array(bytes lines):
+    """JSON Lines as one JSON array, the records undecoded: `[` + the lines without their final
+    newlines, each newline between them a comma, + `]` (`operations.records_array`), in one copy."""
+    cdef const char* src = PyBytes_AS_STRING(lines)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(lines)
+    while n > 0 and src[n - 1] == c'\n':
+        n -= 1
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n + 2)
+    cdef char* dst = PyBytes_AS_STRING(out)
+    cdef char* at
+    cdef char* end = dst + 1 + n
+    dst[0] = c'['
+    memcpy(dst + 1, src, n)
+    end[0] = c']'
+    at = <char*>memchr(dst + 1, c'\n', n)
+    while at != NULL:
+        at[0] = c','
+        at = <char*>memchr(at + 1, c'\n', end - at - 1)
+    return out

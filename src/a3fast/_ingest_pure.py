@@ -1,6 +1,7 @@
 """The pure stand-in for `a3fast._ingest`: the same `Batch`, `scan` and `requirements_reader`, but
 `scan` vouches for no line, so a pure fleet reads every line of JSON Lines with orjson and
-`parse_declaration`, and there is no reader of requirements (the schema's fast path reads them)."""
+`parse_declaration`, and there is no reader of requirements (the schema's fast path reads them).
+`plainly_within` and `lines_array` are the definitions the compiled ones are held to."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -8,7 +9,9 @@ from typing import Any, Callable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Batch", "Vocabulary", "scan", "requirements_reader"]
+from .document import plainly_within
+
+__all__ = ["Batch", "Vocabulary", "scan", "requirements_reader", "plainly_within", "lines_array"]
 
 
 class Batch:
@@ -73,3 +76,9 @@ def requirements_reader(requirements: Any, capability: Any, capabilities: dict, 
     """No reader of requirements here: `schema.parse_requirements` reads a plain dict with its own
     fast path in Python (the same answers, several times slower)."""
     return None
+
+
+def lines_array(lines: bytes) -> bytes:
+    """JSON Lines as one JSON array, the records undecoded: `[` + the lines without their final
+    newlines, each newline between them a comma, + `]`."""
+    return b"[" + lines.rstrip(b"\n").replace(b"\n", b",") + b"]"

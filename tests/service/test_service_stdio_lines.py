@@ -7,6 +7,7 @@ import time
 
 import orjson
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from a3fast.service.stdio import READ_SIZE, _Lines
 
@@ -20,6 +21,10 @@ class _CountingBytes(bytes):
     def find(self, sub, start=0, *rest):  # type: ignore[override]
         _CountingBytes.scanned += len(self) - start
         return super().find(sub, start, *rest)
+
+    def split(self, sep=None, maxsplit=-1):  # type: ignore[override]
+        _CountingBytes.scanned += len(self)
+        return super().split(sep, maxsplit)
 
 
 def test_line_reader_searches_each_byte_of_a_long_line_once():
@@ -43,6 +48,25 @@ def test_line_reader_splits_lines_across_chunks_and_drops_long_ones():
     assert lines.feed(b"x" * 20) == [None]                 # too long: answered 413 once
     assert lines.feed(b"yyy\n{}\n") == [b"{}"]              # its rest is dropped up to its newline
     assert lines.feed(b"tail") == [] and lines.end() == [b"tail"]
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from([b"a", b"\n", b"{}", b"xyz"]), max_size=40).map(b"".join),
+       st.lists(st.integers(1, 12), max_size=12), st.integers(1, 6))
+def test_line_reader_gives_the_same_lines_however_the_input_is_cut(data, cuts, max_line):
+    # a line is itself, or None once when longer than max_line, whether the chunk holding it is
+    # split in one call (no line carried in, none long) or walked newline by newline
+    *complete, tail = data.split(b"\n")
+    expected = [line if len(line) <= max_line else None for line in complete]
+    if tail:
+        expected.append(tail if len(tail) <= max_line else None)
+    lines, got, start = _Lines(max_line), [], 0
+    for size in cuts:
+        got += lines.feed(data[start:start + size])
+        start += size
+    got += lines.feed(data[start:])
+    got += lines.end()
+    assert got == expected
 
 
 @pytest.mark.slow  # about 3 s

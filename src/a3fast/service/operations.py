@@ -26,6 +26,7 @@ from ..fleet.scoring import MAX_OUTCOMES
 from ..durable.journal import JournalFailed
 from ..fleet.placement import Route, RouteError
 from ..document import plainly_within
+from ..engines import ENGINE, ingest_module
 from ..schema import Requirements, parse_declaration, parse_requirements, task_kind
 from ..verify import is_valid, verify_stream_counted
 from . import metrics
@@ -97,12 +98,18 @@ class PlaceRequest(msgspec.Struct, forbid_unknown_fields=True):
 _decode_place = msgspec.json.Decoder(PlaceRequest).decode
 
 
+#: `document.plainly_within` of bytes: one pass, no copy, where the extension is built
+_plainly_within_bytes: Callable[[bytes, int], bool] = ingest_module(ENGINE).plainly_within
+
+
 def decode_place_request(line: bytes) -> PlaceRequest | None:
     """The text's place request, typed; None for any other text, or one the general path must
     read (`parse_json` and the operation's own checks), which then answers it exactly as before:
     a route, a field of another type (`requirements` not an object), a text longer than
     MAX_STRING, or one whose nesting or integers the text alone does not show to be within bounds."""
-    if len(line) > MAX_STRING or not plainly_within(line, MAX_DEPTH):
+    if len(line) > MAX_STRING:
+        return None
+    if not (_plainly_within_bytes(line, MAX_DEPTH) if type(line) is bytes else plainly_within(line, MAX_DEPTH)):
         return None
     try:
         request = _decode_place(line)
@@ -558,9 +565,9 @@ def verify_result(path: str, findings) -> dict:
             "warnings": [f.to_dict() for f in findings if not f.is_error]}
 
 
-def records_array(lines: bytes) -> bytes:
-    """JSON Lines as one JSON array, without decoding the records."""
-    return b"[" + lines.rstrip(b"\n").replace(b"\n", b",") + b"]"
+#: JSON Lines (bytes) as one JSON array, without decoding the records: `_ingest.lines_array`,
+#: one copy where the extension is built
+records_array: Callable[[bytes], bytes] = ingest_module(ENGINE).lines_array
 
 
 #: stdio op name -> Operations method

@@ -148,6 +148,18 @@ class _Lines:
         self.dropping = False
 
     def feed(self, chunk: bytes) -> list[bytes | None]:
+        if not self.pending and not self.dropping:
+            # the usual chunk, no line carried into it: split in one call, kept when no line is long
+            parts: list[bytes | None] = chunk.split(b"\n")    # type: ignore[assignment]
+            rest: bytes = parts.pop()                           # type: ignore[assignment]
+            if not parts or max(map(len, parts)) <= self.max_line:     # type: ignore[arg-type]
+                if rest:
+                    self.pending, self.pending_size = [rest], len(rest)
+                    if len(rest) > self.max_line:
+                        parts.append(None)
+                        self.dropping = True
+                        self.pending, self.pending_size = [], 0
+                return parts
         lines: list[bytes | None] = []
         start = 0
         while True:

@@ -1,0 +1,49 @@
+"""The two byte passes at the service's edge, on both engines: a request line judged plainly within
+the document rule from its text alone, and an answer's record lines framed as one JSON array. The
+compiled ones (`_ingest`) are held to the pure definitions (`_ingest_pure`) and to what the rule and
+JSON say."""
+from __future__ import annotations
+
+import re
+
+import orjson
+from hypothesis import given, strategies as st
+
+from a3fast.engines import ingest_module
+
+_BYTES = st.lists(st.sampled_from([b"1", b"9", b"0", b"/", b":", b"a", b"[", b"{", b"]", b'"', b"\n",
+                                   b"\xd9", b"\xff", b" "]), max_size=80).map(b"".join)
+
+
+def test_plainly_within_counts_opening_brackets_and_refuses_19_digits_in_a_row(engine):
+    plainly_within = ingest_module(engine).plainly_within
+    assert plainly_within(b"", 0) is True
+    assert plainly_within(b"[{", 2) is True and plainly_within(b"[{[", 2) is False
+    assert plainly_within(b"]}", 0) is True              # closing brackets are not counted
+    assert plainly_within(b"1" * 18, 0) is True and plainly_within(b"1" * 19, 0) is False
+    assert plainly_within(b"1" * 18 + b"a" + b"1" * 18, 0) is True
+    assert plainly_within(b"[" * 200 + b"1" * 19, 1000) is False
+    assert plainly_within(b'{"id":' + b"9" * 30 + b"}", 128) is False
+
+
+@given(_BYTES, st.integers(0, 40))
+def test_plainly_within_is_the_rule_s_reading_of_the_text(engine, data, limit):
+    expected = data.count(b"[") + data.count(b"{") <= limit and re.search(rb"[0-9]{19}", data) is None
+    assert ingest_module(engine).plainly_within(data, limit) is expected
+
+
+def test_record_lines_become_one_json_array_without_their_final_newlines(engine):
+    lines_array = ingest_module(engine).lines_array
+    assert lines_array(b"") == b"[]"
+    assert lines_array(b"\n\n") == b"[]"
+    assert lines_array(b'{"seq":1}\n') == b'[{"seq":1}]'
+    assert lines_array(b'{"seq":1}\n{"seq":2}\n') == b'[{"seq":1},{"seq":2}]'
+    assert lines_array(b'{"seq":1}\n{"seq":2}') == b'[{"seq":1},{"seq":2}]'
+    records = [{"seq": i, "kind": "task.submitted", "content": {"text": "a\\nb" * i}} for i in range(40)]
+    text = b"".join(orjson.dumps(r) + b"\n" for r in records)
+    assert orjson.loads(lines_array(text)) == records
+
+
+@given(_BYTES)
+def test_record_lines_framed_alike_on_both_engines(engine, data):
+    assert ingest_module(engine).lines_array(data) == b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]"
