@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 from a3fast.engines import NATIVE_AVAILABLE
 from a3fast.fleet import Fleet
 from a3fast.fleet.placement import Route
-from a3fast.record.compact import Encoder, _lines
+from a3fast.record.compact import KEY, Encoder, _lines
 from a3fast.schema import parse_requirements
 from a3fast.workload import generate_fleet, generate_tasks
 
@@ -99,12 +99,23 @@ def _placements(engine: str, plan: list[dict[str, Any]]) -> list[tuple[Any, Any,
     return out
 
 
+def _plainly_referring(lines: bytes, snapshot: int) -> bool:
+    """Whether every record of `lines` that has a compact member of its own refers by seq to
+    fleet snapshot `snapshot` (and at least one has one)."""
+    members = [r["content"][KEY] for r in map(orjson.loads, lines.splitlines())
+               if r["kind"] in ("task.bound", "task.rejected")]
+    return bool(members) and all(type(m["fleet"]) is int and m["fleet"] == snapshot for m in members)
+
+
 def _written(placements) -> list[tuple[bytes, int]]:
-    """Each placement's lines through `encode_placement_lines`, checked against the reference."""
+    """Each placement's lines through `encode_placement_lines`, checked against the reference, and
+    its plain reference, when it gives one, against the lines."""
     encoder, reference, seq, out = Encoder(), Encoder(), 1, []
     for p, task, restricted in placements:
         written = encoder.encode_placement_lines(seq, p, task, restricted=restricted)
         assert written == _reference(reference, seq, p, task, restricted), seq
+        if encoder.plain_reference is not None:
+            assert _plainly_referring(written[0], encoder.plain_reference), seq
         out.append(written)
         seq += written[1]
     return out
@@ -166,6 +177,20 @@ def test_the_usual_placements_are_gathered_by_the_engine(engine):
         gathered = _gathered(encoder, seq, p)
         assert gathered is not None and gathered == _reference(reference, seq, p, None, False)
         seq += gathered[1]
+    snapshot = encoder._snapshot_seq
+    lines, _ = encoder.encode_placement_lines(seq, placements[1])
+    assert encoder.plain_reference == snapshot and _plainly_referring(lines, snapshot)
+
+
+def test_lines_written_otherwise_give_no_plain_reference(engine):
+    fleet, placements = _usual(engine, 4)
+    encoder = Encoder()
+    lines, _ = encoder.encode_placement_lines(1, placements[0])     # the first: it writes the snapshot
+    assert encoder.plain_reference is None and b'"fleet":{"names"' in lines
+    encoder.encode_placement_lines(5, placements[1])
+    assert encoder.plain_reference is not None
+    encoder.encode_placement_lines(9, fleet.place(TASKS[0], route=ROUTE, remember_session=False))
+    assert encoder.plain_reference is None
 
 
 def test_each_unusual_placement_is_left_to_the_encoder(engine):

@@ -108,3 +108,50 @@ def test_http_refuses_the_stream_record_form():
     assert answer.status_code == 400
     [problem] = answer.json()["problems"]
     assert problem["path"] == "$.record" and '"compact"' in problem["expected"]
+
+
+def test_stream_answers_taken_as_written_are_the_ones_the_slice_would_give(monkeypatch):
+    # an answer whose lines plainly refer to a snapshot the stream carries as itself is taken as the
+    # encoder wrote it, unread: each such answer, read by a copy of the stream's slice, is unchanged
+    # and changes nothing the slice carries; answers of every other kind are read as before
+    import io
+
+    from a3fast.schema import parse_declaration
+    from a3fast.service.operations import STREAM, Operations
+    from a3fast.service.slices import Slice, readable_answer
+    from a3fast.service.state import ServiceState
+    from a3fast.service.stdio import serve_stdio_sync
+
+    taken = read = 0
+    original = Operations._place_answer
+
+    def checked(self, lines, form, reference=None):
+        nonlocal taken, read
+        if form == STREAM:
+            if reference is not None and self.stream.carried.get(reference) == reference:
+                trial = Slice()
+                trial.carried = dict(self.stream.carried)
+                assert readable_answer(self.state, lines, trial) == lines
+                assert trial.carried == self.stream.carried
+                taken += 1
+            else:
+                read += 1
+        return original(self, lines, form, reference)
+
+    monkeypatch.setattr(Operations, "_place_answer", checked)
+    requests = [orjson.dumps(r) + b"\n" for r in _requests() if r["op"] != "put_agents"]
+    # the whole stream in one read, then a request a read (batches of one), each on a new service
+    for chunks in ([b"".join(requests)], requests):
+        state = ServiceState(settle=True)
+        state.open()
+        try:
+            ops = Operations(state, stream=True)
+            state.put_agents([parse_declaration(d) for d in FLEET])
+            sink = io.BytesIO()
+            for chunk in chunks:
+                serve_stdio_sync(ops, io.BytesIO(chunk), sink, 1 << 20)
+            answers = [orjson.loads(line) for line in sink.getvalue().splitlines()]
+            assert len(answers) == len(requests) and all(a["ok"] for a in answers), answers
+        finally:
+            state.close()
+    assert taken > 20 and read >= 2        # the first answer and the deletion's read their lines

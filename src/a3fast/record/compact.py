@@ -208,6 +208,11 @@ class Encoder:
         # the module's predicates and task.admitted texts (all cleared in place, never replaced)
         self._line_caches = (self._requirements_cache, _CACHE_LIMIT, self._requirements_seen, _SEEN_LIMIT,
                              _predicates_cache, _CACHE_LIMIT, _admitted_cache, 16 * _CACHE_LIMIT)
+        #: the fleet snapshot seq the last lines `encode_placement_lines` gave refer to, when every
+        #: compact member in them is a plain reference to it (the engine wrote them the usual way);
+        #: None when they were written otherwise. A reader that carries that snapshot already can
+        #: take those lines as they are without reading them (a stream's slice: `service.slices`).
+        self.plain_reference: int | None = None
 
     # -- from spec JSON --
     def encode(self, seq: int, kind: str, content: Any) -> Any:
@@ -388,7 +393,9 @@ class Encoder:
             written = index.write_placement_lines_of(seq, placement, task, self._membership, self._snapshot_seq,
                                                      self._line_caches)
             if written is not None:
+                self.plain_reference = self._snapshot_seq
                 return written
+        self.plain_reference = None
         args = self._line_arguments(seq, placement, task, restricted)
         if args is None:
             records = self._records(seq, placement, task, restricted)

@@ -322,7 +322,7 @@ class Operations:
         records take consecutive seqs and no other change lands among them. With `turn`, a run is
         placed in pieces sized to end within the turn, and the loop gets a turn once one is spent."""
         results: list[PlaceAnswer | Exception | None] = [None] * len(bodies)
-        placed: list[tuple[int, bytes, str]] = []
+        placed: list[tuple[int, bytes, str, int | None]] = []
         turns = _Turns(self.turn)
         async with self.state.applying:
             await self._place_runs(bodies, results, placed, turns)
@@ -330,24 +330,25 @@ class Operations:
             try:
                 await self.state.durable()
             except Exception as exc:
-                for i, _, _ in placed:
+                for i, _, _, _ in placed:
                     results[i] = exc
                 placed = []
         answer = self._place_answer
         timed = turns.seconds is not None      # else `check` never gives a turn: not awaited
-        for i, lines, form in placed:
+        for i, lines, form, reference in placed:
             if timed:
                 await turns.check()      # a thousand answers of many records take a while too
             try:
-                results[i] = answer(lines, form)
+                results[i] = answer(lines, form, reference)
             except Exception as exc:
                 results[i] = exc
         return results  # type: ignore[return-value]
 
-    async def _place_runs(self, bodies: list[Any], results: list[Any], placed: list[tuple[int, bytes, str]],
+    async def _place_runs(self, bodies: list[Any], results: list[Any], placed: list[tuple[int, bytes, str, int | None]],
                           turns: _Turns) -> None:
         """`place_batch`'s placements, made while it holds the lock: each request's result or
-        refusal into `results`, and (index, record lines, form) of each one placed into `placed`."""
+        refusal into `results`, and (index, record lines, form, the snapshot its lines plainly refer to
+        or None: `ServiceState.place_many`) of each one placed into `placed`."""
         run: list[tuple[int, Any, str | None, str]] = []
         sessions: set[str] = set()
         state = self.state
@@ -362,7 +363,7 @@ class Operations:
             for (i, _, _, form), answer in zip(piece, answers):
                 if type(answer) is tuple:
                     made.append(answer[0])
-                    placed.append((i, answer[1], form))
+                    placed.append((i, answer[1], form, answer[2]))
                 else:
                     results[i] = answer
             metrics.count_placements(made)
@@ -394,7 +395,7 @@ class Operations:
                 parsed, session, route, form = read(body)
                 if route is not None:
                     await place_run()
-                    placed.append((i, self._placed(parsed, session, route, form != "spec")[1], form))
+                    placed.append((i, self._placed(parsed, session, route, form != "spec")[1], form, None))
                     continue
                 chosen = session if session is not None else parsed.session
                 if chosen is not None:
@@ -441,8 +442,12 @@ class Operations:
         metrics.count_placement(p)
         self.state.maybe_checkpoint()
 
-    def _place_answer(self, lines: bytes, form: str) -> "PlaceAnswer":
-        if form == "spec":
+    def _place_answer(self, lines: bytes, form: str, reference: int | None = None) -> "PlaceAnswer":
+        """The answer of a placement's record `lines` in `form`. `reference`: the fleet snapshot every
+        compact member of the lines refers to by its seq, when the encoder wrote them so (None: not
+        known); a stream that carries that snapshot as itself takes such lines as they are, which
+        its slice would find only by reading them."""
+        if form == "spec" or form == STREAM and reference is not None and self.stream.carried.get(reference) == reference:
             return PlaceAnswer(records_array(lines))
         return PlaceAnswer(records_array(readable_answer(self.state, lines, self.stream if form == STREAM else None)))
 

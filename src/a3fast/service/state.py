@@ -414,19 +414,21 @@ class ServiceState:
         self._write_trace(lines, count)
         return p, lines
 
-    def place_many(self, items: list[tuple[Any, str | None, bool]]) -> list[tuple[Any, bytes] | Exception]:
+    def place_many(self, items: list[tuple[Any, str | None, bool]]) -> list[tuple[Any, bytes, int | None] | Exception]:
         """Place consecutive tasks `(requirements, session, compact)` through the fleet's batch path,
         with exactly the placements, records and trace of `place` one at a time, in order. The
         caller gives tasks whose order of updates allows it: no route, and no session twice (a held
         session changes only the affinity of its own session's tasks). The service holds each bound
         session itself (as `place` does), so `generation` is renumbered here as one at a time would
-        see it. Returns, per task, (placement, record lines) or the exception `place` would raise."""
+        see it. Returns, per task, (placement, record lines, reference) or the exception `place`
+        would raise; `reference` is the fleet snapshot every compact member of the lines refers to by
+        its seq (`Encoder.plain_reference`), or None."""
         self.check_writable()
         fleet, encoder, durable = self.fleet, self.encoder, self.durable_fleet
         placements = fleet.place_many([r for r, _, _ in items], sessions=[s for _, s, _ in items],
                                       remember_session=False)
         generation = fleet.generation
-        out: list[tuple[Any, bytes] | Exception] = []
+        out: list[tuple[Any, bytes, int | None] | Exception] = []
         written: list[bytes] = []
         seq = self.next_seq
         encode = encoder.encode_placement_lines
@@ -441,9 +443,10 @@ class ServiceState:
                     mark = encoder.mark() if compact and hold is not None else None
                     if compact:
                         lines, count = encode(seq, p)
+                        reference = encoder.plain_reference
                     else:
                         records = list(placement_records(p))
-                        lines, count = record_lines(records, seq), len(records)
+                        lines, count, reference = record_lines(records, seq), len(records), None
                     if hold is not None:
                         self._hold(hold, mark)
                         generation = fleet.generation
@@ -451,7 +454,7 @@ class ServiceState:
                         durable.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
                     written.append(lines)
                     seq += count
-                    out.append((p, lines))
+                    out.append((p, lines, reference))
                 except Exception as exc:        # answered for this task, as `place` would raise it
                     out.append(exc)
         finally:      # the batch's trace lines queued at once, in order, as one at a time queues them
