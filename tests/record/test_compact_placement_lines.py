@@ -134,7 +134,19 @@ def test_custom_scores_without_a_compact_form_are_refused_and_leave_the_snapshot
     encoder = Encoder()
     with pytest.raises(CompactError, match="differing components"):
         encoder.encode_placement(1, p)
-    assert encoder.current_snapshot() is None
+    assert encoder.current_snapshot() is None and encoder.current_live() is None
+
+
+def test_the_current_snapshot_s_live_set_is_read_without_its_names(engine):
+    declarations = generate_fleet(30, 23)
+    fleet = fleet_of(engine, declarations)
+    encoder, seq = Encoder(), 1
+    for doc in generate_tasks(declarations, 6, 23):
+        if seq > 6:
+            fleet.remove(fleet.names()[0])          # the live set changes: a new snapshot
+        seq += encoder.encode_placement_lines(seq, fleet.place(doc, remember_session=False))[1]
+        current = encoder.current_snapshot()
+        assert current is not None and encoder.current_live() == (current[0], current[2])
 
 
 def test_placements_over_some_of_the_fleets_agents_carry_their_own_live_set(engine):

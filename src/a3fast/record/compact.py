@@ -261,6 +261,13 @@ class Encoder:
             return None
         return self._snapshot_seq, self._names[:self._snapshot_names], self._live_text
 
+    def current_live(self) -> tuple[int, str] | None:
+        """(seq, live as base64) of the current snapshot, if any: `current_snapshot` without
+        copying its names."""
+        if self._snapshot_seq is None or self._live_text is None:
+            return None
+        return self._snapshot_seq, self._live_text
+
     def _rollback(self, seq: int, n_names: int, snapshot_seq, snapshot_names: int, live_text) -> None:
         for name in self._names[n_names:]:
             del self._ids[name]

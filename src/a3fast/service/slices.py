@@ -70,6 +70,12 @@ class TableSource:
             raise KeyError(f"no record {seq} in the trace")
         return record["content"]
 
+    def live(self, seq: int) -> str | None:
+        """Snapshot `seq`'s live set (base64), when it is known without reading the trace (the
+        encoder's current snapshot); None otherwise."""
+        current = self.current
+        return current[2] if current is not None and current[0] == seq else None
+
     def table(self, seq: int) -> tuple[list[str], str]:
         if self.current is not None and self.current[0] == seq:
             return self.current[1], self.current[2]
@@ -99,6 +105,13 @@ _TABLE_JSON_KEPT = 4
 
 
 def _table_json(source: TableSource, seq: int) -> bytes:
+    # the current snapshot's text is found by its live set alone: its 1,000s of names are not
+    # copied out of the encoder for an answer that splices the text already made
+    live = source.live(seq)
+    if live is not None:
+        text = _TABLE_JSON.get((str(source.path), seq, live))
+        if text is not None:
+            return text
     names, live = source.table(seq)
     key = (str(source.path), seq, live)
     text = _TABLE_JSON.get(key)
@@ -209,8 +222,10 @@ class Slice:
                 line = line[:found.start(group)] + b"%d" % at + line[found.end(group):]
             elif based:
                 return self._decoded(line, seq, source)
-            else:     # the table's JSON is made once per snapshot and spliced in
-                line = line[:found.start(group)] + _table_json(source, referenced) + line[found.end(group):]
+            else:     # the table's JSON is made once per snapshot and spliced in, in one copy
+                whole = memoryview(line)
+                line = b"".join((whole[:found.start(group)], _table_json(source, referenced),
+                                 whole[found.end(group):]))
         except (KeyError, TypeError, ValueError, OSError):
             return line       # a table that cannot be read back: a reader names the snapshot it lacks
         self._carries(seq, referenced, based, at)
@@ -310,6 +325,10 @@ class _ServiceTables(TableSource):
     @cached_property
     def current(self) -> tuple[int, list[str], str] | None:  # type: ignore[override]
         return self._state.encoder.current_snapshot()
+
+    def live(self, seq: int) -> str | None:
+        head = self._state.encoder.current_live()
+        return head[1] if head is not None and head[0] == seq else None
 
 
 def readable_answer(state, lines: bytes, slice_: Slice | None = None) -> bytes:
