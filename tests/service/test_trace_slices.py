@@ -100,3 +100,48 @@ def test_the_stdio_trace_op_gives_the_same_readable_slice(served):
     answer = asyncio.run(Operations(state).trace({"since": since}))
     records = orjson.loads(orjson.dumps(answer["records"]))
     assert valid(served, lines(records))
+
+
+def test_a_rejection_s_snapshot_reference_rewritten_in_place_is_the_decoded_rewrite(tmp_path):
+    # `Slice._rejected` splices the carried seq or the whole table where the line refers to its
+    # snapshot; `Slice._decoded` decodes the line, sets the member and encodes it again: for every
+    # rejected line of a service's trace, under each thing a slice may carry, the same bytes and
+    # the same snapshots carried afterwards (a line whose one compact name is in its requirements
+    # is left alone by both)
+    import io
+
+    from a3fast.schema import parse_declaration
+    from a3fast.service.operations import Operations
+    from a3fast.service.slices import _REJECTED, Slice, table_source
+    from a3fast.service.state import ServiceState
+    from a3fast.service.stdio import serve_stdio_sync
+
+    decoy = {"capabilities": [{"name": "no.such-capability", "version": 1}],
+             "a3fast.compact": {"format": 1, "fleet": 1}}
+    tasks = generate_tasks(DECLARATIONS, 40, seed=9)
+    requests = [{"op": "place", "id": i, "requirements": t, "record": "compact"} for i, t in enumerate(tasks)]
+    requests[7:7] = [{"op": "place", "id": "decoy", "requirements": decoy, "record": "compact"},
+                     {"op": "place", "id": "spec", "requirements": decoy},
+                     {"op": "delete_agent", "id": "gone", "name": DECLARATIONS[3]["agent"]["name"]}]
+    state = ServiceState(settle=True)
+    state.open()
+    try:
+        state.put_agents([parse_declaration(d) for d in DECLARATIONS])
+        ops = Operations(state)
+        data = b"".join(orjson.dumps(r) + b"\n" for r in requests)
+        serve_stdio_sync(ops, io.BytesIO(data), io.BytesIO(), 1 << 20)
+        state.flush_trace()
+        trace = state.trace_path.read_bytes().splitlines(keepends=True)
+        rejected = [(line, int(m.group(1))) for line in trace if (m := _REJECTED.match(line))]
+        assert len(rejected) > 5
+        source = table_source(state)
+        for line, seq in rejected:
+            member = orjson.loads(line)["content"].get("a3fast.compact")
+            referenced = member["fleet"] if member is not None and type(member["fleet"]) is int else None
+            for carried in ({}, {referenced: referenced}, {referenced: 1}, {0: 0}):
+                spliced, decoded_ = Slice(), Slice()
+                spliced.carried, decoded_.carried = dict(carried), dict(carried)
+                assert spliced._rejected(line, seq, source) == decoded_._decoded(line, seq, source), (seq, carried)
+                assert spliced.carried == decoded_.carried
+    finally:
+        state.close()
