@@ -459,7 +459,7 @@ class ServiceState:
                     out.append(exc)
         finally:      # the batch's trace lines queued at once, in order, as one at a time queues them
             if written:
-                self._write_trace(b"".join(written), seq - self.next_seq)
+                self._write_trace(written, seq - self.next_seq)
         return out
 
     def _hold(self, hold: tuple[str, str], mark: tuple[Any, ...] | None) -> None:
@@ -473,11 +473,16 @@ class ServiceState:
                 self.encoder.rewind(mark)
             raise
 
-    def _write_trace(self, lines: bytes, count: int) -> None:
-        """Queue trace lines: with a journal, its next commit writes them (the journal entry holds
-        them too, and the trace file is rebuilt from it); without one, they are written once per
-        turn of the event loop, so requests answered together share one write."""
-        self._trace_buffer.append(lines)
+    def _write_trace(self, lines: bytes | list[bytes], count: int) -> None:
+        """Queue trace lines (`count` records; a batch's pieces in order, as a list, joined only
+        when they are written: each copy of a batch's lines goes to memory the caches no longer
+        hold): with a journal, its next commit writes them (the journal entry holds them too, and
+        the trace file is rebuilt from it); without one, they are written once per turn of the
+        event loop, so requests answered together share one write."""
+        if type(lines) is list:
+            self._trace_buffer.extend(lines)
+        else:
+            self._trace_buffer.append(lines)
         self.next_seq += count
         if self.journal is None and not self._trace_flush_scheduled:
             try:
