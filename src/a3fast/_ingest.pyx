@@ -1709,16 +1709,24 @@ cdef extern from *:
     bint a3_plainly_within(const unsigned char* p, Py_ssize_t n, Py_ssize_t limit) noexcept nogil
 
 
-def plainly_within(bytes data not None, Py_ssize_t limit):
+def plainly_within(data, Py_ssize_t limit):
     """`document.plainly_within` of bytes, in one pass and no copy: at most `limit` opening
     brackets (`[` or `{`) and no run of 19 ASCII digits. The service asks it of every request line
-    before decoding it, where two counts, a translated copy and a search took a microsecond."""
+    before decoding it, where two counts, a translated copy and a search took a microsecond. Any
+    other value is judged by that definition itself (text by its own test; other objects never)."""
+    if type(data) is not bytes:
+        from .document import plainly_within as defined
+        return defined(data, limit)
     return a3_plainly_within(<const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), limit)
 
 
-def lines_array(bytes lines not None):
+def lines_array(data):
     """JSON Lines as one JSON array, the records undecoded: `[` + the lines without their final
-    newlines, each newline between them a comma, + `]` (`operations.records_array`), in one copy."""
+    newlines, each newline between them a comma, + `]` (`operations.records_array`), in one copy.
+    Other bytes-like objects are read as their bytes (a copy more); text is refused (TypeError)."""
+    if isinstance(data, str):
+        raise TypeError("lines_array reads bytes, not text")
+    cdef bytes lines = data if type(data) is bytes else bytes(data)
     cdef const char* src = PyBytes_AS_STRING(lines)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(lines)
     while n > 0 and src[n - 1] == c'\n':

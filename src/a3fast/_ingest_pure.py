@@ -78,7 +78,7 @@ def requirements_reader(requirements: Any, capability: Any, capabilities: dict, 
     return None
 
 
-def lines_array(lines: bytes) -> bytes:
+def lines_array(data: bytes) -> bytes:
     """JSON Lines as one JSON array, the records undecoded: `[` + the lines without their final
     newlines, each newline between them a comma, + `]`."""
-    return b"[" + lines.rstrip(b"\n").replace(b"\n", b",") + b"]"
+    return b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]"

@@ -7,7 +7,7 @@ import time
 
 import orjson
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from a3fast.service.stdio import READ_SIZE, _Lines
 
@@ -53,6 +53,8 @@ def test_line_reader_splits_lines_across_chunks_and_drops_long_ones():
 @settings(max_examples=300)
 @given(st.lists(st.sampled_from([b"a", b"\n", b"{}", b"xyz"]), max_size=40).map(b"".join),
        st.lists(st.integers(1, 12), max_size=12), st.integers(1, 6))
+@example(data=b"a\nxyzxyz\n{}\na", cuts=[], max_line=2)      # a long line after a short one, one chunk
+@example(data=b"xyzxyz\na\n", cuts=[3], max_line=2)          # one carried in, cut inside it
 def test_line_reader_gives_the_same_lines_however_the_input_is_cut(data, cuts, max_line):
     # a line is itself, or None once when longer than max_line, whether the chunk holding it is
     # split in one call (no line carried in, none long) or walked newline by newline

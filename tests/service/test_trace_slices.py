@@ -116,12 +116,17 @@ def test_a_rejection_s_snapshot_reference_rewritten_in_place_is_the_decoded_rewr
     from a3fast.service.state import ServiceState
     from a3fast.service.stdio import serve_stdio_sync
 
-    decoy = {"capabilities": [{"name": "no.such-capability", "version": 1}],
-             "a3fast.compact": {"format": 1, "fleet": 1}}
+    unmet = [{"name": "no.such-capability", "version": 1}]
+    decoys = [  # the member's name inside the requirements: a member of its own, a value, a key's text
+        {"capabilities": unmet, "a3fast.compact": {"format": 1, "fleet": 1}},
+        {"capabilities": unmet, "tools": ["a3fast.compact"], "note": "ünïcode ✓", "x": [1.5, 2**64 - 1]},
+        {"capabilities": unmet, 'say "a3fast.compact"': {"format": 1, "fleet": 2}},
+    ]
     tasks = generate_tasks(DECLARATIONS, 40, seed=9)
     requests = [{"op": "place", "id": i, "requirements": t, "record": "compact"} for i, t in enumerate(tasks)]
-    requests[7:7] = [{"op": "place", "id": "decoy", "requirements": decoy, "record": "compact"},
-                     {"op": "place", "id": "spec", "requirements": decoy},
+    requests[7:7] = [*({"op": "place", "id": f"decoy-{k}", "requirements": d, "record": "compact"}
+                       for k, d in enumerate(decoys)),
+                     *({"op": "place", "id": f"spec-{k}", "requirements": d} for k, d in enumerate(decoys)),
                      {"op": "delete_agent", "id": "gone", "name": DECLARATIONS[3]["agent"]["name"]}]
     state = ServiceState(settle=True)
     state.open()
@@ -135,9 +140,19 @@ def test_a_rejection_s_snapshot_reference_rewritten_in_place_is_the_decoded_rewr
         rejected = [(line, int(m.group(1))) for line in trace if (m := _REJECTED.match(line))]
         assert len(rejected) > 5
         source = table_source(state)
+        # and lines a3fast does not write: without their newline, nested past any decoder's
+        # depth, the record's own member's name escaped beside an unescaped one in the requirements
+        line, seq = rejected[0]
+        deep = line.replace(b'"requirements":{', b'"requirements":{"deep":' + b"[" * 3000 + b"]" * 3000 + b",", 1)
+        escaped = line.replace(b'"a3fast.compact":{"format"', b'"a3fast\\u002ecompact":{"format"', 1)
+        escaped = escaped.replace(b'"requirements":{', b'"requirements":{"a3fast.compact":{"format":2,"fleet":0},', 1)
+        rejected += [(line.rstrip(b"\n"), seq), (deep, seq), (escaped, seq)]
         for line, seq in rejected:
-            member = orjson.loads(line)["content"].get("a3fast.compact")
-            referenced = member["fleet"] if member is not None and type(member["fleet"]) is int else None
+            try:
+                member = orjson.loads(line)["content"].get("a3fast.compact")
+            except orjson.JSONDecodeError:
+                member = None
+            referenced = member["fleet"] if member is not None and type(member["fleet"]) is int else 0
             for carried in ({}, {referenced: referenced}, {referenced: 1}, {0: 0}):
                 spliced, decoded_ = Slice(), Slice()
                 spliced.carried, decoded_.carried = dict(carried), dict(carried)

@@ -208,10 +208,13 @@ class Encoder:
         # the module's predicates and task.admitted texts (all cleared in place, never replaced)
         self._line_caches = (self._requirements_cache, _CACHE_LIMIT, self._requirements_seen, _SEEN_LIMIT,
                              _predicates_cache, _CACHE_LIMIT, _admitted_cache, 16 * _CACHE_LIMIT)
-        #: the fleet snapshot seq the last lines `encode_placement_lines` gave refer to, when every
-        #: compact member in them is a plain reference to it (the engine wrote them the usual way);
-        #: None when they were written otherwise. A reader that carries that snapshot already can
-        #: take those lines as they are without reading them (a stream's slice: `service.slices`).
+        #: the fleet snapshot seq the last lines `encode_placement_lines` gave refer to, when each
+        #: record among them with a compact member of its own refers to it by seq (the engine wrote
+        #: them the usual way); None when they were written otherwise, and after `rewind`. Read it
+        #: right after that call: other calls leave it alone. A reader that carries that snapshot
+        #: can take those lines as they are without reading them (a stream's slice:
+        #: `service.slices`; an object named like the member inside a task's requirements is never
+        #: one a slice rewrites).
         self.plain_reference: int | None = None
 
     # -- from spec JSON --
@@ -254,6 +257,7 @@ class Encoder:
         for name in self._names[n_names:]:
             self._ids.pop(name, None)
         del self._names[n_names:]
+        self.plain_reference = None
 
     def current_snapshot(self) -> tuple[int, list[str], str] | None:
         """(seq, names, live as base64) of the snapshot the next records refer to, if any."""

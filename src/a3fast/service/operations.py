@@ -443,8 +443,8 @@ class Operations:
         self.state.maybe_checkpoint()
 
     def _place_answer(self, lines: bytes, form: str, reference: int | None = None) -> "PlaceAnswer":
-        """The answer of a placement's record `lines` in `form`. `reference`: the fleet snapshot every
-        compact member of the lines refers to by its seq, when the encoder wrote them so (None: not
+        """The answer of a placement's record `lines` in `form`. `reference`: the fleet snapshot the
+        records' own compact members refer to by its seq, when the encoder wrote them so (None: not
         known); a stream that carries that snapshot as itself takes such lines as they are, which
         its slice would find only by reading them."""
         if form == "spec" or form == STREAM and reference is not None and self.stream.carried.get(reference) == reference:

@@ -194,7 +194,7 @@ class Slice:
                 return self.carried.get(referenced) == referenced
         try:
             member = _read_rejected(memoryview(data)[start:end]).content.member
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             return False
         fleet = member.fleet if member is not None else None
         return type(fleet) is int and self.carried.get(fleet) == fleet
@@ -208,20 +208,24 @@ class Slice:
 
     def _rejected(self, line: bytes, seq: int, source: TableSource) -> bytes:
         """A task.rejected line, its snapshot reference rewritten in place when the line holds one
-        compact member's name only and the record's own member refers to a snapshot by seq (the
-        usual rejection): the bytes `_decoded` gives, for a line as a3fast writes it, without
-        decoding the line and encoding it again (a rejection's line is 5 KB, the table 20 KB)."""
+        compact member's name only, and that is the record's own member, referring to a snapshot
+        by seq (the usual rejection): the bytes `_decoded` gives for a line as a3fast writes it
+        (orjson's bytes, a newline at the end), without decoding the line and encoding it again (a
+        rejection's line is 5 KB, the table 20 KB). Any other line is `_decoded`'s to rewrite."""
         first = line.find(_MARK)
-        reference = _REFERENCE.match(line, first) if first >= 0 and line.find(_MARK, first + len(_MARK)) < 0 else None
+        reference = (_REFERENCE.match(line, first) if first >= 0 and line.endswith(b"\n")
+                     and line.find(_MARK, first + len(_MARK)) < 0 else None)
         if reference is None:
             return self._decoded(line, seq, source)
+        referenced = int(reference.group(1))
         try:
             member = _read_rejected(line).content.member
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return line          # not JSON, or not a record: `_decoded` leaves it as it is too
-        if member is None:       # the one name is inside the task's requirements: not a member
-            return line
-        referenced = int(reference.group(1))
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return self._decoded(line, seq, source)
+        if member is None or type(member.fleet) is not int or member.fleet != referenced:
+            # the one name found is not the record's own member (it has none: the name is inside
+            # the task's requirements; or its own is spelled with an escape)
+            return self._decoded(line, seq, source)
         at = self.carried.get(referenced)
         try:
             if at != referenced:

@@ -421,7 +421,7 @@ class ServiceState:
         session changes only the affinity of its own session's tasks). The service holds each bound
         session itself (as `place` does), so `generation` is renumbered here as one at a time would
         see it. Returns, per task, (placement, record lines, reference) or the exception `place`
-        would raise; `reference` is the fleet snapshot every compact member of the lines refers to by
+        would raise; `reference` is the fleet snapshot the records' own compact members refer to by
         its seq (`Encoder.plain_reference`), or None."""
         self.check_writable()
         fleet, encoder, durable = self.fleet, self.encoder, self.durable_fleet

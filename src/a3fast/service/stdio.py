@@ -138,8 +138,10 @@ class _Lines:
     """Complete request lines from chunks of input; a line longer than `max_line` becomes None
     (answered 413) and the rest of it is dropped as it arrives.
 
-    Linear in the input: each chunk is searched once for newlines, and the pieces of a line that
-    spans chunks are kept in a list and joined once, when its newline arrives."""
+    Linear in the input: each chunk is searched once for newlines (twice when no line is carried
+    into it and one of its lines is too long: split in one call first, then walked), and the
+    pieces of a line that spans chunks are kept in a list and joined once, when its newline
+    arrives."""
 
     def __init__(self, max_line: int):
         self.max_line = max_line
