@@ -447,9 +447,10 @@ class Operations:
         records' own compact members refer to by its seq, when the encoder wrote them so (None: not
         known); a stream that carries that snapshot as itself takes such lines as they are, which
         its slice would find only by reading them."""
-        if form == "spec" or form == STREAM and reference is not None and self.stream.carried.get(reference) == reference:
+        stream = self.stream if form == STREAM else None
+        if form == "spec" or stream is not None and reference is not None and stream.carried.get(reference) == reference:
             return PlaceAnswer(records_array(lines))
-        return PlaceAnswer(records_array(readable_answer(self.state, lines, self.stream if form == STREAM else None)))
+        return PlaceAnswer(records_array(readable_answer(self.state, lines, stream)))
 
     @staticmethod
     def _route(body: dict):

@@ -479,7 +479,7 @@ class ServiceState:
         hold): with a journal, its next commit writes them (the journal entry holds them too, and
         the trace file is rebuilt from it); without one, they are written once per turn of the
         event loop, so requests answered together share one write."""
-        if type(lines) is list:
+        if isinstance(lines, list):
             self._trace_buffer.extend(lines)
         else:
             self._trace_buffer.append(lines)
