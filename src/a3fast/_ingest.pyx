@@ -1720,25 +1720,31 @@ def plainly_within(data, Py_ssize_t limit):
     return a3_plainly_within(<const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), limit)
 
 
-def lines_array(data):
-    """JSON Lines as one JSON array, the records undecoded: `[` + the lines without their final
-    newlines, each newline between them a comma, + `]` (`operations.records_array`), in one copy.
-    Other bytes-like objects are read as their bytes (a copy more); text is refused (TypeError)."""
+def lines_array(data, bytes prefix=b"", bytes suffix=b""):
+    """JSON Lines as one JSON array, the records undecoded: `prefix` + `[` + the lines without their
+    final newlines, each newline between them a comma, + `]` + `suffix` (`operations.records_array`;
+    a stdio answer line framed around its records), in one copy. Other bytes-like objects are read
+    as their bytes (a copy more); text is refused (TypeError)."""
     if isinstance(data, str):
         raise TypeError("lines_array reads bytes, not text")
+    if prefix is None or suffix is None:
+        raise TypeError("lines_array's prefix and suffix are bytes")
     cdef bytes lines = data if type(data) is bytes else bytes(data)
     cdef const char* src = PyBytes_AS_STRING(lines)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(lines)
+    cdef Py_ssize_t head = PyBytes_GET_SIZE(prefix), tail = PyBytes_GET_SIZE(suffix)
     while n > 0 and src[n - 1] == c'\n':
         n -= 1
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n + 2)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, head + n + 2 + tail)
     cdef char* dst = PyBytes_AS_STRING(out)
     cdef char* at
-    cdef char* end = dst + 1 + n
-    dst[0] = c'['
-    memcpy(dst + 1, src, n)
+    cdef char* end = dst + head + 1 + n
+    memcpy(dst, PyBytes_AS_STRING(prefix), head)
+    dst[head] = c'['
+    memcpy(dst + head + 1, src, n)
     end[0] = c']'
-    at = <char*>memchr(dst + 1, c'\n', n)
+    memcpy(end + 1, PyBytes_AS_STRING(suffix), tail)
+    at = <char*>memchr(dst + head + 1, c'\n', n)
     while at != NULL:
         at[0] = c','
         at = <char*>memchr(at + 1, c'\n', end - at - 1)

@@ -78,7 +78,9 @@ def requirements_reader(requirements: Any, capability: Any, capabilities: dict, 
     return None
 
 
-def lines_array(data: bytes) -> bytes:
-    """JSON Lines as one JSON array, the records undecoded: `[` + the lines without their final
-    newlines, each newline between them a comma, + `]`."""
-    return b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]"
+def lines_array(data: bytes, prefix: bytes = b"", suffix: bytes = b"") -> bytes:
+    """JSON Lines as one JSON array, the records undecoded: `prefix` + `[` + the lines without
+    their final newlines, each newline between them a comma, + `]` + `suffix`."""
+    if type(prefix) is not bytes or type(suffix) is not bytes:
+        raise TypeError("lines_array's prefix and suffix are bytes")
+    return prefix + b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]" + suffix

@@ -94,3 +94,21 @@ def test_the_records_array_refuses_text(engine):
 
     with pytest.raises(TypeError):
         ingest_module(engine).lines_array("{}\n")
+
+
+@given(_BYTES, st.binary(max_size=12), st.binary(max_size=12))
+def test_records_framed_into_an_answer_line_alike_on_both_engines(engine, data, prefix, suffix):
+    framed = ingest_module(engine).lines_array(data, prefix, suffix)
+    assert framed == prefix + b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]" + suffix
+
+
+def test_an_answer_line_frames_its_records_as_the_json_it_stands_for(engine):
+    lines_array = ingest_module(engine).lines_array
+    records = [{"seq": 1, "kind": "task.submitted", "content": {}}, {"seq": 2, "kind": "task.rejected", "content": {}}]
+    text = b"".join(orjson.dumps(r) + b"\n" for r in records)
+    assert orjson.loads(lines_array(text, b'{"id":7,"ok":true,"records":', b"}")) == {
+        "id": 7, "ok": True, "records": records}
+    import pytest
+
+    with pytest.raises(TypeError):
+        lines_array(text, "not bytes", b"}")

@@ -70,7 +70,7 @@ def _service_path_us(fleet_docs, bodies: list[bytes], count: int) -> tuple[float
                 body = ops.prepared_place(typed)
                 assert body is not None
                 body.record = "compact"
-                orjson.dumps(await ops.place(body))
+                (await ops.place(body)).framed(b'{"records":', b"}")
         wall, cpu = time.perf_counter(), time.process_time()
         asyncio.run(place_all())
         return (time.perf_counter() - wall) / count * 1e6, (time.process_time() - cpu) / count * 1e6

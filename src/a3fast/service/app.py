@@ -355,7 +355,7 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
                                                  "another value")])
         if record is not None:
             _set_record(body, record)
-        payload = b'{"records":%b}' % (await ops.place(body)).records_json
+        payload = (await ops.place(body)).framed(b'{"records":', b"}")
         await start_json_answer(send, len(payload))
         await send({"type": "http.response.body", "body": payload})
 

@@ -133,14 +133,23 @@ class PreparedPlace:
         self.record = record
 
 
-class PlaceAnswer(dict):
-    """A place answer, `{"records": [...]}`, whose records are JSON already (`records_json`): a
-    shell writes them into its response as they are."""
-    __slots__ = ("records_json",)
+class PlaceAnswer:
+    """A place answer, `{"records": [...]}`, its records the trace lines a placement wrote
+    (`lines`, readable in the answer's form already): a shell frames them into its response as they
+    are, never decoded, in one copy (`framed`), or takes them as one JSON array (`records_json`)."""
+    __slots__ = ("lines",)
 
-    def __init__(self, records_json: bytes):
-        super().__init__(records=orjson.Fragment(records_json))
-        self.records_json = records_json
+    def __init__(self, lines: bytes):
+        self.lines = lines
+
+    @property
+    def records_json(self) -> bytes:
+        """The records as one JSON array."""
+        return records_array(self.lines)
+
+    def framed(self, prefix: bytes, suffix: bytes) -> bytes:
+        """`prefix` + the records as one JSON array + `suffix`, in one copy."""
+        return records_array(self.lines, prefix, suffix)
 
 
 class _Turns:
@@ -449,8 +458,8 @@ class Operations:
         its slice would find only by reading them."""
         stream = self.stream if form == STREAM else None
         if form == "spec" or stream is not None and reference is not None and stream.carried.get(reference) == reference:
-            return PlaceAnswer(records_array(lines))
-        return PlaceAnswer(records_array(readable_answer(self.state, lines, stream)))
+            return PlaceAnswer(lines)
+        return PlaceAnswer(readable_answer(self.state, lines, stream))
 
     @staticmethod
     def _route(body: dict):
@@ -571,9 +580,9 @@ def verify_result(path: str, findings) -> dict:
             "warnings": [f.to_dict() for f in findings if not f.is_error]}
 
 
-#: JSON Lines (bytes) as one JSON array, without decoding the records: `_ingest.lines_array`,
-#: one copy where the extension is built
-records_array: Callable[[bytes], bytes] = ingest_module(ENGINE).lines_array
+#: JSON Lines (bytes) as one JSON array, without decoding the records, optionally framed by a
+#: prefix and a suffix: `_ingest.lines_array`, one copy where the extension is built
+records_array: Callable[..., bytes] = ingest_module(ENGINE).lines_array
 
 
 #: stdio op name -> Operations method
