@@ -40,7 +40,7 @@ def _refused(rid: Any, exc: BaseException) -> bytes:
 
 def _ok(rid: Any, result: dict | PlaceAnswer) -> bytes:
     """The answer to a request an operation answered with `result`."""
-    if type(result) is PlaceAnswer:      # its records framed into the line as they are, one copy
+    if isinstance(result, PlaceAnswer):  # its records framed into the line as they are, one copy
         return result.framed(b'{"id":%b,"ok":true,"records":' % orjson.dumps(rid), b"}")
     return orjson.dumps({"id": rid, "ok": True, **result})
 
