@@ -110,7 +110,7 @@ def in_process(report, fleet_docs, tasks, bodies):
             t = time.perf_counter()
             body = parse_json(bodies[k % len(bodies)])
             body["record"] = "compact"
-            orjson.dumps(await ops.place(body))
+            (await ops.place(body)).framed(b'{"records":', b"}")    # the answer as the app frames it
             out.append(time.perf_counter() - t)
         return out
     report["in-process service path (parse, place, records, trace, JSON), p50 (us)"] = (

@@ -1729,7 +1729,7 @@ def lines_array(data, bytes prefix=b"", bytes suffix=b""):
         raise TypeError("lines_array reads bytes, not text")
     if prefix is None or suffix is None:
         raise TypeError("lines_array's prefix and suffix are bytes")
-    cdef bytes lines = data if type(data) is bytes else bytes(data)
+    cdef bytes lines = data if type(data) is bytes else bytes(memoryview(data))
     cdef const char* src = PyBytes_AS_STRING(lines)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(lines)
     cdef Py_ssize_t head = PyBytes_GET_SIZE(prefix), tail = PyBytes_GET_SIZE(suffix)

@@ -112,3 +112,11 @@ def test_an_answer_line_frames_its_records_as_the_json_it_stands_for(engine):
 
     with pytest.raises(TypeError):
         lines_array(text, "not bytes", b"}")
+
+
+def test_the_records_array_refuses_what_is_not_bytes_like(engine):
+    import pytest
+
+    for value in (3, None, ["{}"]):
+        with pytest.raises((TypeError, AttributeError)):
+            ingest_module(engine).lines_array(value)
