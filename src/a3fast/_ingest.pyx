@@ -1666,6 +1666,14 @@ cdef extern from *:
     /* Whether text has at most `limit` opening brackets and no run of 19 ASCII digits, eight bytes
        at a time: a word without a digit only adds its brackets (each byte's test exact, no carry
        between bytes); a word with one is walked a byte at a time for the run. */
+    /* One byte walked: a digit lengthens the run (false once it is 19), a bracket is counted. */
+    static inline int a3_plain_byte(unsigned char c, Py_ssize_t* run, Py_ssize_t* brackets) {
+        if ((unsigned char)(c - 48) < 10)
+            return ++*run < 19;
+        *run = 0;
+        *brackets += c == 91 || c == 123;
+        return 1;
+    }
     static int a3_plainly_within(const unsigned char* p, Py_ssize_t n, Py_ssize_t limit) {
         const uint64_t ones = 0x0101010101010101ULL, low7 = 0x7F7F7F7F7F7F7F7FULL;
         const uint64_t highs = 0x8080808080808080ULL;
@@ -1685,23 +1693,11 @@ cdef extern from *:
                 continue;
             }
             for (int k = 0; k < 8; k++) {
-                unsigned char c = p[i + k];
-                if ((unsigned char)(c - 48) < 10) {
-                    if (++run == 19) return 0;
-                } else {
-                    run = 0;
-                    brackets += c == 91 || c == 123;
-                }
+                if (!a3_plain_byte(p[i + k], &run, &brackets)) return 0;
             }
         }
         for (; i < n; i++) {
-            unsigned char c = p[i];
-            if ((unsigned char)(c - 48) < 10) {
-                if (++run == 19) return 0;
-            } else {
-                run = 0;
-                brackets += c == 91 || c == 123;
-            }
+            if (!a3_plain_byte(p[i], &run, &brackets)) return 0;
         }
         return brackets <= limit;
     }

@@ -229,9 +229,7 @@ class Slice:
         at = self.carried.get(referenced)
         try:
             if at != referenced:
-                whole = memoryview(line)
-                spliced = b"%d" % at if at is not None else _table_json(source, referenced)
-                line = b"".join((whole[:reference.start(1)], spliced, whole[reference.end(1):]))
+                line = _pointed(line, reference.start(1), reference.end(1), at, referenced, source)
         except (KeyError, TypeError, ValueError, OSError):
             return line
         self._carries(seq, referenced, False, at)
@@ -247,16 +245,10 @@ class Slice:
         referenced = int(found.group(group))
         at = self.carried.get(referenced)
         try:
-            if at == referenced:
-                pass
-            elif at is not None:
-                line = line[:found.start(group)] + b"%d" % at + line[found.end(group):]
-            elif based:
+            if at is None and based:
                 return self._decoded(line, seq, source)
-            else:     # the table's JSON is made once per snapshot and spliced in, in one copy
-                whole = memoryview(line)
-                line = b"".join((whole[:found.start(group)], _table_json(source, referenced),
-                                 whole[found.end(group):]))
+            if at != referenced:
+                line = _pointed(line, found.start(group), found.end(group), at, referenced, source)
         except (KeyError, TypeError, ValueError, OSError):
             return line       # a table that cannot be read back: a reader names the snapshot it lacks
         self._carries(seq, referenced, based, at)
@@ -301,6 +293,15 @@ class Slice:
             self.carried[referenced] = seq
         if based or at is None:
             self.carried[seq] = seq
+
+
+def _pointed(line: bytes, start: int, end: int, at: int | None, referenced: int, source: TableSource) -> bytes:
+    """`line` with the snapshot reference at line[start:end] (to `referenced`) pointing where the
+    slice carries that snapshot: the seq of the record `at` that carries it, or, when none does yet,
+    the snapshot's table itself (its JSON made once per snapshot), spliced in one copy."""
+    spliced = b"%d" % at if at is not None else _table_json(source, referenced)
+    whole = memoryview(line)
+    return b"".join((whole[:start], spliced, whole[end:]))
 
 
 def self_contained(lines: Iterable[bytes], source: TableSource) -> Iterator[bytes]:

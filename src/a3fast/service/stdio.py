@@ -156,11 +156,7 @@ class _Lines:
             rest: bytes = parts.pop()                           # type: ignore[assignment]
             if not parts or max(map(len, parts)) <= self.max_line:     # type: ignore[arg-type]
                 if rest:
-                    self.pending, self.pending_size = [rest], len(rest)
-                    if len(rest) > self.max_line:
-                        parts.append(None)
-                        self.dropping = True
-                        self.pending, self.pending_size = [], 0
+                    self._carry(rest, parts)
                 return parts
         lines: list[bytes | None] = []
         start = 0
@@ -180,13 +176,18 @@ class _Lines:
             self.pending, self.pending_size = [], 0
             start = end + 1
         if start < len(chunk) and not self.dropping:
-            self.pending.append(chunk[start:])
-            self.pending_size += len(chunk) - start
-            if self.pending_size > self.max_line:
-                lines.append(None)
-                self.dropping = True
-                self.pending, self.pending_size = [], 0
+            self._carry(chunk[start:], lines)
         return lines
+
+    def _carry(self, piece: bytes, lines: list[bytes | None]) -> None:
+        """Keep `piece`, part of a line whose newline has not arrived; once the line is too long,
+        None goes into `lines` (answered 413) and the rest of it is dropped as it arrives."""
+        self.pending.append(piece)
+        self.pending_size += len(piece)
+        if self.pending_size > self.max_line:
+            lines.append(None)
+            self.dropping = True
+            self.pending, self.pending_size = [], 0
 
     def end(self) -> list[bytes | None]:
         """The last line, when the input ends without a newline."""
