@@ -578,6 +578,11 @@ cdef Py_ssize_t b64_into(char* dst, const unsigned char* src, Py_ssize_t n) noex
     return j
 
 
+cdef inline Py_ssize_t one_container_size(Py_ssize_t card) noexcept nogil:
+    """`roaring_size` of a set of at most 1,024 words (one container) holding `card` ids."""
+    return 16 + (2 * card if card <= 4096 else 8192) if card else 0
+
+
 cdef Py_ssize_t roaring_size(const uint64_t* words, Py_ssize_t n_words) noexcept nogil:
     """The length of `words_to_roaring`'s bytes for a set (0 when it is empty)."""
     cdef Py_ssize_t c, card, size = 8, n_cont = 0
@@ -589,15 +594,20 @@ cdef Py_ssize_t roaring_size(const uint64_t* words, Py_ssize_t n_words) noexcept
     return size if n_cont else 0
 
 
-cdef void roaring_into(char* dst, const uint64_t* words, Py_ssize_t n_words) noexcept nogil:
+cdef void roaring_into(char* dst, const uint64_t* words, Py_ssize_t n_words, Py_ssize_t one_card) noexcept nogil:
     """`words_to_roaring`'s bytes at `dst` (as many as `roaring_size` says): the same layout,
-    written without a Python object."""
+    written without a Python object. `one_card`: the set's count of ids when it is one container
+    (at most 1,024 words), as the caller counted it; -1 to count each container here."""
     cdef Py_ssize_t c, i, j, end, card, n_cont = 0, at, body, offsets
     cdef uint64_t w
     cdef char* out
-    for c in range(0, n_words, 1024):
-        if popcount_words(words + c, min(n_words - c, 1024)):
-            n_cont += 1
+    cdef bint counted = one_card >= 0 and n_words <= 1024
+    if counted:
+        n_cont = one_card > 0
+    else:
+        for c in range(0, n_words, 1024):
+            if popcount_words(words + c, min(n_words - c, 1024)):
+                n_cont += 1
     put_u32(dst, 0, 12346)
     put_u32(dst, 4, <uint32_t>n_cont)
     at = 8
@@ -605,7 +615,7 @@ cdef void roaring_into(char* dst, const uint64_t* words, Py_ssize_t n_words) noe
     body = 8 + 8 * n_cont
     for c in range(0, n_words, 1024):
         end = min(n_words, c + 1024)
-        card = popcount_words(words + c, end - c)
+        card = one_card if counted else popcount_words(words + c, end - c)
         if not card:
             continue
         put_u16(dst, at, <uint32_t>(c // 1024))
@@ -694,11 +704,13 @@ cdef Py_ssize_t emit_seq(char* dst, Py_ssize_t at, Py_ssize_t seq, const char* k
 cdef Py_ssize_t emit_set(char* dst, Py_ssize_t at, const uint64_t* words, Py_ssize_t n_words, char* scratch,
                          Py_ssize_t* scratch_needed) noexcept nogil:
     """A set as the compact format's JSON string: base64 of its portable Roaring bytes, "" when empty."""
-    cdef Py_ssize_t size = roaring_size(words, n_words)
+    # a set of one container (up to 65,536 agents) is counted once, for its size and its bytes
+    cdef Py_ssize_t card = popcount_words(words, n_words) if n_words <= 1024 else -1
+    cdef Py_ssize_t size = one_container_size(card) if card >= 0 else roaring_size(words, n_words)
     at = emit(dst, at, b'"', 1)
     if size:
         if dst != NULL:
-            roaring_into(scratch, words, n_words)
+            roaring_into(scratch, words, n_words, card)
             b64_into(dst + at, <const unsigned char*>scratch, size)
         elif size > scratch_needed[0]:
             scratch_needed[0] = size
@@ -973,7 +985,7 @@ cdef bytes words_to_roaring(const uint64_t* words, Py_ssize_t n_words):
     if size == 0:   # the empty set: the header alone
         size = 8
     cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
-    roaring_into(PyBytes_AS_STRING(out), words, n_words)
+    roaring_into(PyBytes_AS_STRING(out), words, n_words, -1)
     return out
 
 
@@ -2244,15 +2256,19 @@ cdef class Index:
         neither, as `Encoder._requirements_json` does. The bytes are `write_placement_lines`'s for the
         arguments the caller would gather; the same as the pure engine's."""
         p = placement
-        if p.index is not self or p.resumed or p.custom_scores or p.route is not None:
+        # the slots of a Placement read by offset (a few dozen instructions each by name)
+        cdef bint direct = placement_class is not None and type(p) is placement_class
+        if placement_field(p, S_INDEX, direct) is not self or placement_field(p, S_RESUMED, direct) \
+                or placement_field(p, S_CUSTOM_SCORES, direct) or placement_field(p, S_ROUTE, direct) is not None:
             return None
-        requirements = p.requirements
-        if p.submitted is not requirements:
+        requirements = placement_field(p, S_REQUIREMENTS, direct)
+        if placement_field(p, S_SUBMITTED, direct) is not requirements:
             return None
-        session = p.session
-        if session is not None and (session != requirements.session or p.session_held is False):
+        session = placement_field(p, S_SESSION, direct)
+        if session is not None and (session != field_of(requirements, requirements_session_item, "session")
+                                    or placement_field(p, S_SESSION_HELD, direct) is False):
             return None
-        placed_membership = p.membership
+        placed_membership = placement_field(p, S_MEMBERSHIP, direct)
         if placed_membership is None or membership is None or snapshot_seq is None \
                 or type(snapshot_seq) is not int or placed_membership != membership:
             return None
@@ -2267,15 +2283,15 @@ cdef class Index:
         cdef dict requirements_cache = caches[0], predicates_cache = caches[4], admitted_cache = caches[6]
         cdef dict seen = caches[2]
         cdef int keep = 0
-        cdef Explanation expl = p.explanation
+        cdef Explanation expl = placement_field(p, S_EXPLANATION, direct)
         cdef Scores scores = None
-        cdef bint bound = p.agent is not None
+        cdef bint bound = placement_field(p, S_AGENT, direct) is not None
         cdef bint derived = False
         admitted_json = declaration_json = None
         if bound:
-            scores = p.scores
-            declaration_json = p.declaration_json
-            agent = p.declaration.agent
+            scores = placement_field(p, S_SCORES, direct)
+            declaration_json = placement_field(p, S_DECLARATION_JSON, direct)
+            agent = placement_field(p, S_DECLARATION, direct).agent
             admitted_json = admitted_cache.get(agent)
             if admitted_json is None:
                 admitted_json = json_dumps({"agent": agent.to_dict()})
@@ -2284,10 +2300,11 @@ cdef class Index:
                 admitted_cache[agent] = admitted_json
         else:
             # a3fast's own reason is the text the lists give, unless a reason_limit shortened it
-            derived = p.reason_limit is None and expl.n_candidates > 0
+            derived = placement_field(p, S_REASON_LIMIT, direct) is None and expl.n_candidates > 0
             if not derived:
                 return None
-        tail_json = timings_tail(p.gather_ns, p.select_ns, p.decided_at_ns)
+        tail_json = timings_tail(placement_field(p, S_GATHER_NS, direct), placement_field(p, S_SELECT_NS, direct),
+                                 placement_field(p, S_DECIDED_AT_NS, direct))
         if tail_json is None:
             return None
         key = id(requirements)
@@ -2295,7 +2312,7 @@ cdef class Index:
         if hit is not None and (<tuple>hit)[0] is requirements:
             requirements_json, predicates_json = (<tuple>hit)[1]
         else:
-            predicates = requirements.predicates
+            predicates = field_of(requirements, requirements_predicates_item, "predicates")
             if type(predicates) is not tuple:
                 return None
             predicates_json = predicates_cache.get(predicates)
@@ -2304,13 +2321,13 @@ cdef class Index:
                 if len(predicates_cache) >= caches[5]:
                     predicates_cache.clear()
                 predicates_cache[predicates] = predicates_json
-            requirements_json = json_dumps(requirements.doc)
-            if p.prepared:      # one the placement parsed itself is never placed again
+            requirements_json = json_dumps(field_of(requirements, requirements_doc_item, "doc"))
+            if placement_field(p, S_PREPARED, direct):      # one the placement parsed itself is never placed again
                 keep = 2 if seen.get(key) is requirements else 1
         submitted_json = None
         if task:
             submitted = dict(<dict>task)
-            submitted["requirements"] = requirements.doc
+            submitted["requirements"] = field_of(requirements, requirements_doc_item, "doc")
             submitted_json = json_dumps(submitted)
         if keep == 1:
             # held while noted, so the id names this object (a freed one's is reused at once)
@@ -2719,18 +2736,19 @@ STEP_SLOTS = ("started", "submitted", "requirements", "prepared", "route", "sess
 cdef Py_ssize_t slot_offset[N_SLOTS]
 cdef object placement_class = None, custom_scores_class = None, requirements_class = None
 cdef object parse_requirements_of = None, check_reason_limit_of = None, task_kind_of = None
-cdef Py_ssize_t requirements_session_item = -1, requirements_predicates_item = -1
+cdef Py_ssize_t requirements_session_item = -1, requirements_predicates_item = -1, requirements_doc_item = -1
 
 
 def bind_placement(placement, custom_scores, requirements, parse_requirements, check_reason_limit,
                    task_kind) -> None:
     """The classes and checks the steps work with: `placement` (the Placement class, whose slots
     STEP_SLOTS name), `custom_scores` (a caller's scores), `requirements` (the Requirements named
-    tuple, its `session` and `predicates` read by position) and the pipeline's own
+    tuple, its `session`, `predicates` and `doc` read by position) and the pipeline's own
     `parse_requirements`, `check_reason_limit` and `task_kind`. TypeError if a slot is not a plain
     writable one (then nothing is bound)."""
     global placement_class, custom_scores_class, requirements_class, parse_requirements_of
     global check_reason_limit_of, task_kind_of, requirements_session_item, requirements_predicates_item
+    global requirements_doc_item
     cdef Py_ssize_t offsets[N_SLOTS]
     cdef int k
     cdef dict namespace
@@ -2745,12 +2763,13 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     if not (isinstance(requirements, type) and issubclass(requirements, tuple)):
         raise TypeError("requirements: expected a named tuple class")
     fields = getattr(requirements, "_fields", None)
-    if type(fields) is not tuple or "session" not in fields or "predicates" not in fields:
-        raise TypeError("requirements: expected a named tuple class with 'session' and 'predicates'")
-    session_item, predicates_item = fields.index("session"), fields.index("predicates")
+    if type(fields) is not tuple or "session" not in fields or "predicates" not in fields or "doc" not in fields:
+        raise TypeError("requirements: expected a named tuple class with 'session', 'predicates' and 'doc'")
+    session_item, predicates_item, doc_item = fields.index("session"), fields.index("predicates"), fields.index("doc")
     for k in range(N_SLOTS):
         slot_offset[k] = offsets[k]
     requirements_session_item, requirements_predicates_item = session_item, predicates_item
+    requirements_doc_item = doc_item
     placement_class, custom_scores_class, requirements_class = placement, custom_scores, requirements
     parse_requirements_of, check_reason_limit_of, task_kind_of = parse_requirements, check_reason_limit, task_kind
 
@@ -2760,6 +2779,14 @@ cdef inline object slot(object state, int k):
     if value == NULL:
         raise AttributeError(f"'{type(state).__name__}' object has no attribute '{STEP_SLOTS[k]}'")
     return <object>value
+
+
+cdef inline object placement_field(object p, int k, bint direct):
+    """A Placement's field: its slot read by offset when `direct` (`p`'s type is the bound Placement
+    class itself), else by name (another class, or a subclass that may define it otherwise)."""
+    if direct:
+        return slot(p, k)
+    return getattr(p, STEP_SLOTS[k])
 
 
 cdef inline void set_slot(object state, int k, object value) noexcept:

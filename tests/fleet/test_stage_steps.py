@@ -326,7 +326,7 @@ def test_bind_placement_refuses_what_it_cannot_write_and_keeps_what_it_had():
 
     refusals = [((NoSlots, CustomScores, Requirements), "is not a writable slot"),
                 ((Borrowed, CustomScores, Requirements), "is not a writable slot of its own"),
-                ((Larger, CustomScores, NoFields), "'session' and 'predicates'"),
+                ((Larger, CustomScores, NoFields), "'session', 'predicates' and 'doc'"),
                 ((Larger, CustomScores, dict), "expected a named tuple class"),
                 (("Placement", CustomScores, Requirements), "expected a class")]
     for (placement, custom, requirements), why in refusals:

@@ -229,6 +229,29 @@ def test_each_unusual_placement_is_left_to_the_encoder(engine):
         usual.index.write_placement_lines_of(10, usual, None, encoder._membership, encoder._snapshot_seq, ({}, set()))
 
 
+def test_a_placement_of_another_class_is_read_by_its_names(engine):
+    # the engine reads a Placement's slots by offset; an instance of a subclass (which may define
+    # a field otherwise) is read by name, with the same lines for the same fields
+    from a3fast.fleet.placement import Placement
+
+    class Annotated(Placement):
+        __slots__ = ("note",)
+
+    fleet, placements = _usual(engine, 8)
+    encoder, other = Encoder(), Encoder()
+    encoder.encode_placement_lines(1, placements[0])
+    other.encode_placement_lines(1, placements[0])
+    seq = 4 if placements[0].bound else 3
+    for p in placements[1:]:
+        copy = object.__new__(Annotated)
+        for name in Placement.__slots__:
+            if hasattr(p, name):
+                setattr(copy, name, getattr(p, name))
+        gathered = _gathered(encoder, seq, p)
+        assert gathered is not None and _gathered(other, seq, copy) == gathered
+        seq += gathered[1]
+
+
 def test_a_requirements_is_noted_when_first_written_and_kept_from_its_second_placement(engine):
     # as `Encoder._requirements_json` keeps it: a task parsed for one placement is not held
     fleet, placements = _usual(engine, 1)
