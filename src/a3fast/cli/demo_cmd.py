@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import os
 import time
 
 import click
@@ -116,14 +117,13 @@ def demo(agents, tasks, seed, engine, output):
     place_s = time.perf_counter() - started
 
     started = time.perf_counter()
-    size = 0
     with atomic_output(trace_path) as out:
         writer = TraceWriter(out)
         for p in placements:
             for kind, content in placement_records(p):
                 writer.append(kind, content_json=content)
-                size += len(content)
     write_s = time.perf_counter() - started
+    size = os.path.getsize(trace_path)      # the file as written, each record's line and all
 
     bound = sum(p.bound for p in placements)
     rejected = [p for p in placements if not p.bound]
