@@ -1,6 +1,7 @@
 """Reading a request body (`app.receive_body`): 408 when the whole body has not arrived within the
 body timeout; a cancellation from elsewhere stays a cancellation; a body read in time leaves no
-deadline behind."""
+deadline behind. The deadlines of one loop share one timer (`app._Deadlines`): each still fires at
+its own time, and a stream of reads does not set the timer once a read."""
 from __future__ import annotations
 
 import asyncio
@@ -9,7 +10,7 @@ import pytest
 
 pytest.importorskip("starlette")
 
-from a3fast.service.app import receive_body  # noqa: E402
+from a3fast.service.app import _Deadlines, receive_body  # noqa: E402
 from a3fast.service.problems import ServiceError  # noqa: E402
 
 SCOPE = {"type": "http", "headers": [(b"content-length", b"10")]}
@@ -60,3 +61,53 @@ def test_a_body_over_the_limit_is_413_before_it_is_read():
     with pytest.raises(ServiceError) as refused:
         asyncio.run(receive_body(SCOPE, receive, 5, 1.0))
     assert refused.value.status == 413
+
+
+def test_deadlines_of_one_loop_fire_each_at_its_own_time():
+    timeouts = (0.45, 0.15, 0.3, 0.15)       # started in this order; the second moves the timer earlier
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        async def read(timeout: float):
+            try:
+                await receive_body(SCOPE, _slow_receive(b"123"), 100, timeout)
+            except ServiceError as refused:
+                return refused.status, loop.time() - started
+        return await asyncio.gather(*(read(t) for t in timeouts)), _Deadlines.of(loop)
+    answers, watch = asyncio.run(go())
+    for timeout, (status, elapsed) in zip(timeouts, answers):
+        assert status == 408 and timeout - 0.002 <= elapsed < timeout + 0.12, (timeout, elapsed)
+    assert not watch.pending and watch.timer is None      # nothing left to watch, no timer left set
+
+
+def test_a_stream_of_reads_in_time_sets_the_timer_once():
+    async def go():
+        async def receive():
+            await asyncio.sleep(0)      # the read suspends, as a socket's does
+            return {"type": "http.request", "body": b"0123456789", "more_body": False}
+        watch = _Deadlines.of(asyncio.get_running_loop())
+        await receive_body(SCOPE, receive, 100, 60.0)
+        timer = watch.timer
+        for _ in range(200):
+            assert await receive_body(SCOPE, receive, 100, 60.0) == b"0123456789"
+        return watch, timer
+    watch, timer = asyncio.run(go())
+    assert timer is not None and watch.timer is timer and not watch.pending
+
+
+def test_a_cancelled_deadline_never_fires_and_a_later_one_still_does():
+    async def go():
+        loop = asyncio.get_running_loop()
+        early = asyncio.ensure_future(receive_body(SCOPE, _slow_receive(b"1"), 100, 0.05))
+        late = asyncio.ensure_future(receive_body(SCOPE, _slow_receive(b"12"), 100, 0.2))
+        await asyncio.sleep(0.01)
+        early.cancel()                   # cancelled from elsewhere before its deadline
+        with pytest.raises(asyncio.CancelledError):
+            await early
+        with pytest.raises(ServiceError) as refused:
+            await late
+        return refused.value, _Deadlines.of(loop)
+    refused, watch = asyncio.run(go())
+    assert refused.status == 408 and refused.problems[0]["found"] == "2 bytes" and not watch.pending

@@ -16,6 +16,7 @@ import hmac
 import logging
 import sys
 import time
+import weakref
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
@@ -102,11 +103,13 @@ async def receive_body(scope, receive, limit: int, timeout: float) -> bytes:
 
 
 class _Deadline:
-    """Cancels the current task `timeout` seconds from now unless cancelled first: one timer on the
-    loop, where anyio.fail_after's cancel scope cost ~10 µs a request (asyncio.timeout, which does
-    the same, needs Python 3.11)."""
+    """Cancels the current task `timeout` seconds from now unless cancelled first. It is one entry
+    in its loop's `_Deadlines`, not a timer of its own: a timer a request (`call_later`, a handle in
+    the loop's heap, cancelled again) cost more than the rest of reading a small body, where
+    anyio.fail_after's cancel scope had cost ~10 µs (asyncio.timeout, which does the same, needs
+    Python 3.11)."""
 
-    __slots__ = ("task", "timer", "fired", "cancelling")
+    __slots__ = ("task", "fired", "cancelling", "watch")
 
     def __init__(self, timeout: float):
         task = asyncio.current_task()
@@ -114,10 +117,11 @@ class _Deadline:
         self.task = task
         self.fired = False
         # cancellations asked before this deadline existed are not this deadline's to absorb
-        self.cancelling = self.task.cancelling() if hasattr(self.task, "cancelling") else 0
-        self.timer = asyncio.get_running_loop().call_later(timeout, self._fire)
+        self.cancelling = task.cancelling() if hasattr(task, "cancelling") else 0    # Python 3.11
+        self.watch = _Deadlines.of(asyncio.get_running_loop())
+        self.watch.add(self, timeout)
 
-    def _fire(self) -> None:
+    def fire(self) -> None:
         self.fired = True
         self.task.cancel()
 
@@ -130,7 +134,65 @@ class _Deadline:
         return uncancel is None or uncancel() <= self.cancelling
 
     def cancel(self) -> None:
-        self.timer.cancel()
+        self.watch.pending.pop(self, None)
+
+
+#: how early the deadline watch may fire a deadline (the loop may run its timer that early)
+_EARLY = 1e-3
+
+
+class _Deadlines:
+    """The pending deadlines of one event loop, watched by one timer set for the earliest of them.
+
+    A deadline is a dict entry while its body is read. The timer is moved only when a new deadline
+    falls before it, so under a steady stream of requests with one timeout it is set about once per
+    timeout, not once per request; when it fires it cancels every deadline that has passed (each at
+    its time, as a timer of its own would) and is set again for the earliest left, if any."""
+
+    __slots__ = ("loop", "pending", "timer", "next_at", "__weakref__")
+    #: the watch of the loop that used one last (most requests come on one loop), then all others
+    _last: "_Deadlines | None" = None
+    _by_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines]" = weakref.WeakKeyDictionary()
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.pending: dict[_Deadline, float] = {}
+        self.timer: asyncio.TimerHandle | None = None
+        self.next_at = float("inf")
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> "_Deadlines":
+        last = cls._last
+        if last is not None and last.loop is loop:
+            return last
+        watch = cls._by_loop.get(loop)
+        if watch is None:
+            watch = cls._by_loop[loop] = cls(loop)
+        cls._last = watch
+        return watch
+
+    def add(self, deadline: _Deadline, timeout: float) -> None:
+        at = self.loop.time() + timeout
+        self.pending[deadline] = at
+        if at < self.next_at:
+            self._set(at)
+
+    def _set(self, at: float) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.next_at = at
+        self.timer = self.loop.call_at(at, self._check)
+
+    def _check(self) -> None:
+        self.timer, self.next_at = None, float("inf")
+        # the loop runs a timer up to its clock's resolution early: a deadline within it is due
+        now = self.loop.time() + _EARLY
+        due = [deadline for deadline, at in self.pending.items() if at <= now]
+        for deadline in due:
+            del self.pending[deadline]
+            deadline.fire()
+        if self.pending:
+            self._set(min(self.pending.values()))
 
 
 async def off_loop(function: Callable, data: bytes, *args: Any) -> Any:
@@ -512,7 +574,7 @@ class Timing:
         finally:
             route = scope.get("route")
             label = scope.get("a3fast.route") or getattr(route, "path", "unmatched")
-            metrics.request_timer(label, scope["method"]).observe(time.perf_counter() - started)
+            metrics.observe_request(label, scope["method"], time.perf_counter() - started)
 
 
 class Refusals:
