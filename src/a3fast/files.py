@@ -41,7 +41,7 @@ from .kinds import Kind, sniff, wrong_kind
 __all__ = ["STDIN", "InputError", "input_source", "display_name", "cannot_read", "read_bytes", "read_json",
            "read_json_documents", "require_kind",
            "TEMP_MARK", "atomic_file", "write_atomic", "temp_beside", "replace_into", "fsync_directory",
-           "is_special", "remove_stale_temps"]
+           "is_special", "remove_stale_temps", "write_pieces"]
 
 #: The path that names standard input.
 STDIN = "-"
@@ -261,3 +261,34 @@ def remove_stale_temps(directory: str | Path) -> list[Path]:
         except OSError:
             pass
     return removed
+
+
+#: pieces a single `os.writev` is given, at most (the system's IOV_MAX, 1024 on Linux)
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") and "SC_IOV_MAX" in os.sysconf_names else 16
+
+
+def write_pieces(fd: int, pieces: list[bytes]) -> int:
+    """Write `pieces` to `fd` in order, all of each, without joining them into one copy first:
+    gathered writes of up to IOV_MAX pieces (where `os.writev` exists), each written piece skipped,
+    a piece written in part finished by plain writes. Returns the bytes written."""
+    writev = getattr(os, "writev", None)
+    total, at = 0, 0
+    while at < len(pieces):
+        taken = 0
+        if writev is not None and len(pieces) - at > 1:
+            taken = writev(fd, pieces[at:at + _IOV_MAX])
+            total += taken
+            start = at
+            while at < len(pieces) and taken >= len(pieces[at]):    # the pieces written whole
+                taken -= len(pieces[at])
+                at += 1
+            if at >= len(pieces) or (taken == 0 and at > start):
+                continue
+        # the piece at `at`, from `taken` on, by plain writes
+        view = memoryview(pieces[at])[taken:]
+        while view:
+            written = os.write(fd, view)
+            total += written
+            view = view[written:]
+        at += 1
+    return total

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Protocol
 import orjson
 
 from ..errors import A3Error, FleetError, Problem, SchemaError
+from ..files import write_pieces
 from ..record.compact import Encoder
 from ..fleet import Fleet, FleetProtocol, namespace_problem
 from ..fleet.placement import Placement, Route
@@ -494,11 +495,15 @@ class ServiceState:
 
     def _take_trace(self) -> list[tuple[int, bytes]]:
         """The queued trace lines, for the journal's next commit to write."""
-        data = b"".join(self._trace_buffer)
-        self._trace_buffer = []
-        self._trace_queued_end += len(data)
-        self._trace_ends.append(self._trace_queued_end)
+        data = b"".join(self._take_trace_pieces())
         return [(self._trace_fd, data)] if data else []
+
+    def _take_trace_pieces(self) -> list[bytes]:
+        """The queued trace lines as they were queued, counted as written next."""
+        pieces, self._trace_buffer = self._trace_buffer, []
+        self._trace_queued_end += sum(map(len, pieces))
+        self._trace_ends.append(self._trace_queued_end)
+        return pieces
 
     def _trace_written(self) -> None:
         """A commit is done: the trace lines it took are written, and their entries durable."""
@@ -518,11 +523,9 @@ class ServiceState:
 
     def _write_queued_trace(self) -> None:
         """Write the queued trace lines now (without a journal; and after recovery, the lines of
-        the entries it replayed)."""
-        for fd, data in self._take_trace():
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+        the entries it replayed), piece by piece in gathered writes: a batch's lines are not copied
+        into one more buffer first."""
+        write_pieces(self._trace_fd, self._take_trace_pieces())
         self._trace_written()
 
     @property
