@@ -263,8 +263,17 @@ def remove_stale_temps(directory: str | Path) -> list[Path]:
     return removed
 
 
-#: pieces a single `os.writev` is given, at most (the system's IOV_MAX, 1024 on Linux)
-_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") and "SC_IOV_MAX" in os.sysconf_names else 16
+def _iov_max() -> int:
+    """Pieces a single `os.writev` is given, at most: the system's IOV_MAX (1,024 on Linux), at
+    most 1,024; 1,024 where it sets no limit (-1), 16 (the least POSIX allows) where it is unknown."""
+    try:
+        limit = os.sysconf("SC_IOV_MAX")
+    except (AttributeError, ValueError, OSError):
+        return 16
+    return 1024 if limit <= 0 else min(limit, 1024)
+
+
+_IOV_MAX = _iov_max()
 
 
 def write_pieces(fd: int, pieces: list[bytes]) -> int:

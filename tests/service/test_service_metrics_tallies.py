@@ -71,3 +71,15 @@ def test_the_counter_tally_reads_as_a_prometheus_counter(increments):
     text = prometheus_client.generate_latest(theirs_registry).decode()
     expected = [line for line in text.splitlines() if not re.match(r"^\w+_created\b", line)]
     assert _exposition(_Families(ours)) == expected
+
+
+def test_no_created_series_when_prometheus_client_writes_none(monkeypatch):
+    import prometheus_client.metrics
+
+    monkeypatch.setattr(prometheus_client.metrics, "_use_created", False)
+    tally = metrics._Tally("t_off", "doc", "kind", ("fixed",))
+    latency = metrics._Latency("t_off_seconds", "doc", ("route", "method"), BUCKETS)
+    tally.inc("x")
+    latency.observe("/", "GET", 0.01)
+    names = {s.name for f in (tally.family(), latency.family()) for s in f.samples}
+    assert names and not any(name.endswith("_created") for name in names)

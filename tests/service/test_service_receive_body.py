@@ -79,7 +79,7 @@ def test_deadlines_of_one_loop_fire_each_at_its_own_time():
     answers, watch = asyncio.run(go())
     for timeout, (status, elapsed) in zip(timeouts, answers):
         assert status == 408 and timeout - 0.002 <= elapsed < timeout + 0.12, (timeout, elapsed)
-    assert not watch.pending and watch.timer is None      # nothing left to watch, no timer left set
+    assert not watch.pending() and not watch.timers      # nothing left to watch, no timer left set
 
 
 def test_a_stream_of_reads_in_time_sets_the_timer_once():
@@ -89,12 +89,12 @@ def test_a_stream_of_reads_in_time_sets_the_timer_once():
             return {"type": "http.request", "body": b"0123456789", "more_body": False}
         watch = _Deadlines.of(asyncio.get_running_loop())
         await receive_body(SCOPE, receive, 100, 60.0)
-        timer = watch.timer
+        timers = list(watch.timers)
         for _ in range(200):
             assert await receive_body(SCOPE, receive, 100, 60.0) == b"0123456789"
-        return watch, timer
-    watch, timer = asyncio.run(go())
-    assert timer is not None and watch.timer is timer and not watch.pending
+        return watch, timers
+    watch, timers = asyncio.run(go())
+    assert len(timers) == 1 and watch.timers == timers and not watch.pending()
 
 
 def test_a_cancelled_deadline_never_fires_and_a_later_one_still_does():
@@ -110,4 +110,49 @@ def test_a_cancelled_deadline_never_fires_and_a_later_one_still_does():
             await late
         return refused.value, _Deadlines.of(loop)
     refused, watch = asyncio.run(go())
-    assert refused.status == 408 and refused.problems[0]["found"] == "2 bytes" and not watch.pending
+    assert refused.status == 408 and refused.problems[0]["found"] == "2 bytes" and not watch.pending()
+
+
+def test_a_loop_that_read_bodies_is_freed_with_what_its_reads_held():
+    import gc
+    import weakref
+
+    async def go():
+        async def receive():
+            return {"type": "http.request", "body": b"0123456789", "more_body": False}
+        await receive_body(SCOPE, receive, 100, 60.0)
+        stalled = asyncio.ensure_future(receive_body(SCOPE, _slow_receive(b"x" * 9), 100, 60.0))
+        await asyncio.sleep(0.01)
+        return weakref.ref(asyncio.get_running_loop()), weakref.ref(stalled)
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop_ref, stalled_ref = loop.run_until_complete(go())
+    finally:
+        loop.close()        # closed with a read still pending, never cancelled
+    del loop
+    gc.collect()
+    # the watch holds its loop weakly: neither the loop nor the pending read's task outlives it
+    assert loop_ref() is None and stalled_ref() is None
+
+
+def test_many_stalled_bodies_of_two_timeouts_are_each_refused_in_time():
+    async def go():
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        async def read(timeout: float):
+            try:
+                await receive_body(SCOPE, _slow_receive(b"1"), 100, timeout)
+            except ServiceError as refused:
+                return refused.status, timeout, loop.time() - started
+        reads = []
+        for k in range(150):
+            reads.append(read(0.3))
+            reads.append(read(0.1))
+        return await asyncio.gather(*reads), _Deadlines.of(loop)
+    answers, watch = asyncio.run(go())
+    assert {status for status, _, _ in answers} == {408}
+    for _, timeout, elapsed in answers:
+        assert timeout - 0.002 <= elapsed < timeout + 0.15, (timeout, elapsed)
+    assert not watch.pending() and not watch.timers

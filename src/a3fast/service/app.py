@@ -17,6 +17,7 @@ import logging
 import sys
 import time
 import weakref
+from collections import OrderedDict
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
@@ -109,90 +110,118 @@ class _Deadline:
     anyio.fail_after's cancel scope had cost ~10 µs (asyncio.timeout, which does the same, needs
     Python 3.11)."""
 
-    __slots__ = ("task", "fired", "cancelling", "watch")
+    __slots__ = ("task", "fired", "cancelling", "queue")
 
     def __init__(self, timeout: float):
         task = asyncio.current_task()
         assert task is not None  # a body is read inside a task
-        self.task = task
+        # held weakly: the loop's watch holds its deadlines, and must not hold the loop through them
+        self.task = weakref.ref(task)
         self.fired = False
         # cancellations asked before this deadline existed are not this deadline's to absorb
         self.cancelling = task.cancelling() if hasattr(task, "cancelling") else 0    # Python 3.11
-        self.watch = _Deadlines.of(asyncio.get_running_loop())
-        self.watch.add(self, timeout)
+        self.queue = _Deadlines.of(asyncio.get_running_loop()).add(self, timeout)
 
     def fire(self) -> None:
-        self.fired = True
-        self.task.cancel()
+        task = self.task()
+        if task is not None:    # else nothing runs the read any more
+            self.fired = True
+            task.cancel()
 
     def passed(self) -> bool:
         """After a CancelledError: whether it was this deadline's, and the only one asked (then the
         task is no longer being cancelled)."""
         if not self.fired:
             return False
-        uncancel = getattr(self.task, "uncancel", None)
+        uncancel = getattr(self.task(), "uncancel", None)
         return uncancel is None or uncancel() <= self.cancelling
 
     def cancel(self) -> None:
-        self.watch.pending.pop(self, None)
+        self.queue.pop(self, None)
 
 
-#: how early the deadline watch may fire a deadline (the loop may run its timer that early)
+#: how early the deadline watch may fire a deadline: uvloop's clock counts whole milliseconds, so
+#: its timer may run up to that much before the time it was set for
 _EARLY = 1e-3
 
 
 class _Deadlines:
     """The pending deadlines of one event loop, watched by one timer set for the earliest of them.
 
-    A deadline is a dict entry while its body is read. The timer is moved only when a new deadline
-    falls before it, so under a steady stream of requests with one timeout it is set about once per
-    timeout, not once per request; when it fires it cancels every deadline that has passed (each at
-    its time, as a timer of its own would) and is set again for the earliest left, if any."""
+    A deadline is an entry in the queue of its timeout while its body is read. The timer is moved
+    only when a new deadline falls before it, so under a steady stream of requests with one timeout
+    it is set about once per timeout, not once per request. Each queue is in deadline order (one
+    timeout, a monotonic clock), so a check takes the passed deadlines from the queues' fronts, each
+    at its time as a timer of its own would fire, and stops at the first not yet due: a check costs
+    what it fires, however many bodies are pending. The watch holds its loop weakly, so a loop and
+    what its tasks hold are freed once nothing else holds them (a deadline holds its task weakly too:
+the watch is the value of a weak-keyed map by loop, and a value must not hold its key)."""
 
-    __slots__ = ("loop", "pending", "timer", "next_at", "__weakref__")
-    #: the watch of the loop that used one last (most requests come on one loop), then all others
-    _last: "_Deadlines | None" = None
+    __slots__ = ("loop", "queues", "timers", "next_at", "__weakref__")
+    #: the watch of the loop that used one last (most requests come on one loop), held weakly
+    _last: "weakref.ref[_Deadlines] | None" = None
     _by_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines]" = weakref.WeakKeyDictionary()
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop = loop
-        self.pending: dict[_Deadline, float] = {}
-        self.timer: asyncio.TimerHandle | None = None
+        self.loop = weakref.ref(loop)
+        #: per timeout, its pending deadlines in the order they fall due
+        self.queues: dict[float, OrderedDict[_Deadline, float]] = {}
+        #: the times this watch's timers are set for, and the earliest of them. Only times are
+        #: kept: a timer's handle holds its loop, which the watch must not hold. A timer is never
+        #: cancelled; one set for a time with nothing due finds nothing to do.
+        self.timers: list[float] = []
         self.next_at = float("inf")
 
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop) -> "_Deadlines":
-        last = cls._last
-        if last is not None and last.loop is loop:
+        last = cls._last() if cls._last is not None else None
+        if last is not None and last.loop() is loop:
             return last
         watch = cls._by_loop.get(loop)
         if watch is None:
             watch = cls._by_loop[loop] = cls(loop)
-        cls._last = watch
+        cls._last = weakref.ref(watch)
         return watch
 
-    def add(self, deadline: _Deadline, timeout: float) -> None:
-        at = self.loop.time() + timeout
-        self.pending[deadline] = at
+    def add(self, deadline: _Deadline, timeout: float) -> "OrderedDict[_Deadline, float]":
+        """Watch `deadline`, due `timeout` seconds from now; the queue it waits in."""
+        loop = self.loop()
+        assert loop is not None     # called on the running loop
+        at = loop.time() + timeout
+        queue = self.queues.get(timeout)
+        if queue is None:
+            queue = self.queues[timeout] = OrderedDict()
+        queue[deadline] = at
         if at < self.next_at:
-            self._set(at)
+            self._set(loop, at)
+        return queue
 
-    def _set(self, at: float) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-        self.next_at = at
-        self.timer = self.loop.call_at(at, self._check)
+    def pending(self) -> int:
+        return sum(map(len, self.queues.values()))
 
-    def _check(self) -> None:
-        self.timer, self.next_at = None, float("inf")
-        # the loop runs a timer up to its clock's resolution early: a deadline within it is due
-        now = self.loop.time() + _EARLY
-        due = [deadline for deadline, at in self.pending.items() if at <= now]
-        for deadline in due:
-            del self.pending[deadline]
-            deadline.fire()
-        if self.pending:
-            self._set(min(self.pending.values()))
+    def _set(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
+        self.timers.append(at)
+        self.next_at = min(self.next_at, at)
+        loop.call_at(at, self._check, at)
+
+    def _check(self, set_for: float) -> None:
+        self.timers.remove(set_for)
+        self.next_at = min(self.timers, default=float("inf"))
+        loop = self.loop()
+        if loop is None:
+            return
+        now = loop.time() + _EARLY
+        earliest = float("inf")
+        for queue in self.queues.values():
+            while queue:
+                deadline, at = next(iter(queue.items()))
+                if at > now:
+                    earliest = min(earliest, at)
+                    break
+                del queue[deadline]
+                deadline.fire()
+        if earliest < self.next_at:
+            self._set(loop, earliest)
 
 
 async def off_loop(function: Callable, data: bytes, *args: Any) -> Any:

@@ -48,6 +48,15 @@ __all__ = ["PLACEMENTS", "UNSCHEDULABLE", "REQUEST_SECONDS", "FLEET_AGENTS", "JO
            "JOURNAL_ENTRIES", "WATCH_CHECKS", "WATCH_RUNNING", "K8S_WATCH_RUNNING", "K8S_REQUESTS", "K8S_EVENTS",
            "K8S_INVALID", "predicate_kind", "watched"]
 
+def _created_series() -> bool:
+    """Whether metrics carry their `_created` series, as prometheus_client's own do: not when
+    PROMETHEUS_DISABLE_CREATED_SERIES is set or `disable_created_metrics()` was called (read where
+    prometheus_client keeps it; a version without that switch always writes them)."""
+    import prometheus_client.metrics
+
+    return bool(getattr(prometheus_client.metrics, "_use_created", True))
+
+
 class _Tally:
     """A counter by label values, kept as plain numbers (the lock keeps a count exact if ever moved
     from two threads; the service moves it on its event loop). `fixed` label values are counted
@@ -71,8 +80,9 @@ class _Tally:
         family = CounterMetricFamily(self.name, self.documentation, labels=[self.label])
         with self.lock:
             counted = [(value, count, self.created[value]) for value, count in self.counts.items()]
+        keep_created = _created_series()
         for value, count, created in counted:
-            family.add_metric([value], count, created=created)
+            family.add_metric([value], count, created=created if keep_created else None)
         return family
 
 
@@ -101,13 +111,15 @@ class _Latency:
         with self.lock:
             taken = [(key, list(counts), total, created) for key, (counts, total, created) in self.series.items()]
         bounds = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+        keep_created = _created_series()
         for key, counts, total, created in taken:
             cumulative, buckets = 0, []
             for bound, count in zip(bounds, counts):
                 cumulative += count
                 buckets.append((bound, cumulative))
             family.add_metric(list(key), buckets, total)
-            family.add_sample(self.name + "_created", dict(zip(self.labels, key)), created)
+            if keep_created:
+                family.add_sample(self.name + "_created", dict(zip(self.labels, key)), created)
         return family
 
 
