@@ -121,7 +121,7 @@ async def answer_batch(ops: Operations, lines: list[bytes], together: bool = Fal
 
 
 #: Bytes asked of standard input at a time: every complete line of what arrives is answered, and
-#: the answers are written with one write and one flush.
+#: the answers are written together (one gathered write, a few for more than 512 answers) and flushed.
 READ_SIZE = 1 << 16
 
 
@@ -270,8 +270,8 @@ def _write_answers(stdout: BinaryIO, out: list[bytes], fd: int | None = None) ->
 def serve_stdio_sync(ops: Operations, stdin: BinaryIO, stdout: BinaryIO, max_line: int) -> None:
     """Answer request lines until end of input, without an event loop: for a service that keeps no
     journal, where no operation waits for anything. Each batch of input that has arrived is answered
-    with one write and one flush, so a client that sends one request and waits is never stalled,
-    and one that sends many gets them answered together."""
+    at once, its answers written together and flushed, so a client that sends one request and
+    waits is never stalled, and one that sends many gets them answered together."""
     lines = _Lines(max_line)
     fd = _descriptor(stdout)
     while True:
