@@ -95,8 +95,6 @@ def demo(agents, tasks, seed, engine, output):
     """Place a stream of tasks on a generated fleet, write the trace, and report."""
     if output == "-":
         raise BadInput("--output: the demo reports on standard output; give the trace a file")
-    import os
-
     folder = os.path.dirname(output)
     if folder and not os.path.exists(folder):
         try:

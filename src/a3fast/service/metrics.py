@@ -39,9 +39,6 @@ except ModuleNotFoundError:
         def set(self, value: float) -> None:
             pass
 
-        def observe(self, value: float) -> None:
-            pass
-
     Counter = Gauge = _Uncounted  # type: ignore[misc, assignment]
 
 __all__ = ["PLACEMENTS", "UNSCHEDULABLE", "REQUEST_SECONDS", "FLEET_AGENTS", "JOURNAL_LAG",
