@@ -578,9 +578,10 @@ cdef Py_ssize_t b64_into(char* dst, const unsigned char* src, Py_ssize_t n) noex
     return j
 
 
-cdef inline Py_ssize_t one_container_size(Py_ssize_t card) noexcept nogil:
-    """`roaring_size` of a set of at most 1,024 words (one container) holding `card` ids."""
-    return 16 + (2 * card if card <= 4096 else 8192) if card else 0
+cdef inline Py_ssize_t container_size(Py_ssize_t card) noexcept nogil:
+    """The bytes of a container of `card` ids (> 0) in `words_to_roaring`'s layout: its key, count
+    and offset (8), then its 16-bit ids up to 4,096, else its 8 KiB bitmap."""
+    return 8 + (2 * card if card <= 4096 else 8192)
 
 
 cdef Py_ssize_t roaring_size(const uint64_t* words, Py_ssize_t n_words) noexcept nogil:
@@ -590,7 +591,7 @@ cdef Py_ssize_t roaring_size(const uint64_t* words, Py_ssize_t n_words) noexcept
         card = popcount_words(words + c, min(n_words - c, 1024))
         if card:
             n_cont += 1
-            size += 8 + (2 * card if card <= 4096 else 8192)
+            size += container_size(card)
     return size if n_cont else 0
 
 
@@ -706,7 +707,7 @@ cdef Py_ssize_t emit_set(char* dst, Py_ssize_t at, const uint64_t* words, Py_ssi
     """A set as the compact format's JSON string: base64 of its portable Roaring bytes, "" when empty."""
     # a set of one container (up to 65,536 agents) is counted once, for its size and its bytes
     cdef Py_ssize_t card = popcount_words(words, n_words) if n_words <= 1024 else -1
-    cdef Py_ssize_t size = one_container_size(card) if card >= 0 else roaring_size(words, n_words)
+    cdef Py_ssize_t size = (8 + container_size(card) if card else 0) if card >= 0 else roaring_size(words, n_words)
     at = emit(dst, at, b'"', 1)
     if size:
         if dst != NULL:

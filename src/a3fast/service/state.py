@@ -475,11 +475,11 @@ class ServiceState:
             raise
 
     def _write_trace(self, lines: bytes | list[bytes], count: int) -> None:
-        """Queue trace lines (`count` records; a batch's pieces in order, as a list, joined only
-        when they are written: each copy of a batch's lines goes to memory the caches no longer
-        hold): with a journal, its next commit writes them (the journal entry holds them too, and
-        the trace file is rebuilt from it); without one, they are written once per turn of the
-        event loop, so requests answered together share one write."""
+        """Queue trace lines (`count` records; a batch's pieces in order, as a list, never joined
+        here: each copy of a batch's lines goes to memory the caches no longer hold): with a
+        journal, its next commit writes them, joined once (the journal entry holds them too, and
+        the trace file is rebuilt from it); without one, they are written piece by piece in gathered
+        writes once per turn of the event loop, so requests answered together share one write."""
         if isinstance(lines, list):
             self._trace_buffer.extend(lines)
         else:
