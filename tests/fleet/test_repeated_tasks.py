@@ -74,3 +74,50 @@ def test_the_cache_is_bounded_by_fleet_size(engine):
     for i in range(50):
         f.place({"clearances": [f"c.x{i}"]})
     assert len(f._rows.explained) * len(f) <= EXPLAINED_CACHE_BUDGET
+
+
+def counting_resolutions(f):
+    """Count the engine's resolutions of predicates to rows on fleet `f`."""
+    rows, calls = f._rows, []
+    resolve = rows.resolve_predicates
+    rows.resolve_predicates = lambda *args: calls.append(args[0]) or resolve(*args)
+    return calls
+
+
+def test_a_prepared_task_is_kept_resolved_from_its_second_resolution_on(engine):
+    f = six_agents(engine)
+    calls, rows = counting_resolutions(f), f._rows
+    prepared = parse_requirements(TASK)
+    first = uncached(f, prepared)           # resolved, and only its id noted: nothing holds it
+    assert len(calls) == 1 and id(prepared) in rows.resolved_once
+    assert all(entry[0] is not prepared for entry in rows.resolved.values())
+    second = uncached(f, prepared)          # resolved again, and now kept
+    assert len(calls) == 2 and rows.resolved[id(prepared)][0] is prepared
+    assert id(prepared) not in rows.resolved_once
+    third = uncached(f, prepared)           # the kept resolution
+    assert len(calls) == 2
+    assert record(first) == record(second) == record(third) == record(uncached(f, TASK))
+
+
+def test_a_kept_resolution_is_made_again_once_the_fleet_interns_something_new(engine):
+    f = six_agents(engine)
+    calls = counting_resolutions(f)
+    prepared = parse_requirements(TASK)
+    uncached(f, prepared)
+    uncached(f, prepared)
+    f.add(declaration("a9", capabilities=[("x.y", 1)], clearances=["r.read"]))
+    again = uncached(f, prepared)
+    assert len(calls) == 3 and "a9" in again.eligible
+    assert record(again) == record(uncached(f, TASK))
+
+
+def test_the_prepared_tasks_noted_once_are_bounded(engine, monkeypatch):
+    from a3fast.fleet import rows as rows_module
+
+    monkeypatch.setattr(rows_module, "RESOLVED_ONCE_LIMIT", 3)
+    f = six_agents(engine)
+    tasks = [parse_requirements({**TASK, "kind": f"k{i}"}) for i in range(7)]
+    for task in tasks:
+        uncached(f, task)
+        assert 1 <= len(f._rows.resolved_once) <= 3
+    assert not f._rows.resolved         # each placed once: none kept

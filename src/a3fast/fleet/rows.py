@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .._core import Explanation, Index
 
 __all__ = ["PredicateRows", "Resolution", "EVALUATED", "INGEST_KINDS", "RESOLVED_CACHE_SIZE",
-           "EXPLAINED_CACHE_BUDGET"]
+           "RESOLVED_ONCE_LIMIT", "EXPLAINED_CACHE_BUDGET"]
 
 #: `field_rows` tag of a capability's "substantiates it" row (beside the predicate kinds).
 EVALUATED = "evaluated"
@@ -33,6 +33,9 @@ INGEST_KINDS = (CAPABILITY, CLEARANCE, TOOL, RESIDENCY, LATENCY, EVALUATED)
 #: and ids are append-only, so a resolution stays valid until the fleet interns something new);
 #: bounded so that one-off requirements cannot pile up.
 RESOLVED_CACHE_SIZE = 1024
+#: Prepared objects resolved once, noted by their id only (at most this many, then forgotten at
+#: once): a prepared object's resolution is kept from its second on (`resolve_prepared`).
+RESOLVED_ONCE_LIMIT = 4096
 #: How many agent-sized explanations the repeated-task cache holds: 4,194 tasks at 1,000 agents,
 #: 41 at 100,000 (an explanation holds P + 1 sets as large as the fleet).
 EXPLAINED_CACHE_BUDGET = 1 << 22
@@ -47,7 +50,7 @@ class PredicateRows:
     module docstring). The fleet package's modules read and fill its attributes."""
 
     __slots__ = ("index", "table", "no_agent_ref", "resolve_predicates", "rows", "eval_rows", "session_rows", "kinds",
-                 "field_rows", "held_sessions", "resolved", "explained")
+                 "field_rows", "held_sessions", "resolved", "resolved_once", "explained")
 
     def __init__(self, index: Index, table: AgentTable, no_agent_ref: int,
                  resolve_predicates: Callable[..., Resolution]):
@@ -66,6 +69,8 @@ class PredicateRows:
         self.held_sessions: dict[int, set[int]] = {}   # agent id -> session rows, holders only
         # prepared requirements (by id) and predicate sets -> engine arguments (placement)
         self.resolved: dict[int | tuple[str, ...], tuple] = {}
+        # ids of prepared requirements resolved once, not holding them (resolve_prepared)
+        self.resolved_once: set[int] = set()
         # predicates -> (membership, explanation, eval rows)
         self.explained: dict[tuple[str, ...], tuple] = {}
 
@@ -179,17 +184,31 @@ class PredicateRows:
         return len(self.rows) + len(self.eval_rows) + len(self.table.ids)
 
     def resolve_prepared(self, matched: Requirements) -> Resolution:
-        """`resolve` for a Requirements object the caller keeps and places again (a prepared task)."""
+        """`resolve` for a Requirements object the caller keeps and places again (a prepared task),
+        kept from the object's second resolution on. The first only notes its id: an entry holds its
+        object (so that the id cannot name another meanwhile), and held, the one-off tasks of a
+        stream of distinct ones outlived young collections and were walked again by the collector's
+        older passes (docs/performance.md, "One-off tasks let go"). An id noted for an object since
+        freed, and reused by a new one, only keeps the new one a resolution early."""
         stamp = len(self.rows) + len(self.eval_rows) + len(self.table.ids)     # self.interned(), inline
         cache = self.resolved
-        entry = cache.get(id(matched))
-        # the entry holds `matched` itself, so its id cannot be reused by another object meanwhile
+        key = id(matched)
+        entry = cache.get(key)
         if entry is not None and entry[0] is matched and entry[1] == stamp:
             return entry[2]
+        resolved = self.resolve(matched)
+        if entry is None:
+            once = self.resolved_once
+            if key not in once:
+                if len(once) >= RESOLVED_ONCE_LIMIT:
+                    once.clear()
+                once.add(key)
+                return resolved
+            once.discard(key)
         if len(cache) >= RESOLVED_CACHE_SIZE:
             cache.clear()
-        resolved = self.resolve(matched)
-        cache[id(matched)] = (matched, stamp, resolved)
+        # the entry holds `matched` itself, so its id cannot be reused by another object meanwhile
+        cache[key] = (matched, stamp, resolved)
         return resolved
 
     def resolve_parsed(self, matched: Requirements) -> Resolution:
