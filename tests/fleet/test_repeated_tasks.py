@@ -28,14 +28,26 @@ def uncached(fleet, task, **kw):
 
 def test_a_repeated_task_reuses_the_explanation_and_gives_the_same_record(engine):
     f = six_agents(engine)
-    first, again = f.place(TASK), f.place(parse_requirements(TASK))
-    assert again.explanation is first.explanation
-    assert record(again) == record(first) == record(uncached(f, TASK))
+    first = f.place(TASK)
+    assert not f._rows.explained        # a set explained once is only noted
+    second = f.place(TASK)
+    third = f.place(parse_requirements(TASK))
+    assert third.explanation is second.explanation is not first.explanation
+    assert record(third) == record(second) == record(first) == record(uncached(f, TASK))
+
+
+def test_a_task_met_once_leaves_no_explanation_behind(engine):
+    f = six_agents(engine)
+    for i in range(20):
+        f.place({"clearances": [f"c.x{i}"]})
+    assert not f._rows.explained and len(f._rows.explained_once) == 20
 
 
 def test_any_change_of_membership_invalidates_the_cache(engine):
     f = six_agents(engine)
+    f.place(TASK)
     first = f.place(TASK)
+    assert f._rows.explained
     f.add(declaration("a9", capabilities=[("x.y", 1)], clearances=["r.read"]))
     added = f.place(TASK)
     assert added.explanation is not first.explanation and "a9" in added.eligible
@@ -48,6 +60,7 @@ def test_any_change_of_membership_invalidates_the_cache(engine):
 
 def test_sessions_and_outcomes_change_scores_but_reuse_the_filter(engine):
     f = six_agents(engine)
+    f.place(TASK)
     first = f.place(TASK)
     f.hold_session("a2", "s-1")
     f.record_outcome("a2", TASK, True)
@@ -72,8 +85,9 @@ def test_the_cache_is_bounded_by_fleet_size(engine):
 
     f = six_agents(engine)
     for i in range(50):
-        f.place({"clearances": [f"c.x{i}"]})
-    assert len(f._rows.explained) * len(f) <= EXPLAINED_CACHE_BUDGET
+        for _ in range(2):
+            f.place({"clearances": [f"c.x{i}"]})
+    assert 0 < len(f._rows.explained) and len(f._rows.explained) * len(f) <= EXPLAINED_CACHE_BUDGET
 
 
 def counting_resolutions(f):
@@ -111,13 +125,13 @@ def test_a_kept_resolution_is_made_again_once_the_fleet_interns_something_new(en
     assert record(again) == record(uncached(f, TASK))
 
 
-def test_the_prepared_tasks_noted_once_are_bounded(engine, monkeypatch):
+def test_what_is_noted_once_is_bounded(engine, monkeypatch):
     from a3fast.fleet import rows as rows_module
 
-    monkeypatch.setattr(rows_module, "RESOLVED_ONCE_LIMIT", 3)
+    monkeypatch.setattr(rows_module, "NOTED_ONCE_LIMIT", 3)
     f = six_agents(engine)
-    tasks = [parse_requirements({**TASK, "kind": f"k{i}"}) for i in range(7)]
+    tasks = [parse_requirements({**TASK, "clearances": [f"c.x{i}"]}) for i in range(7)]
     for task in tasks:
-        uncached(f, task)
-        assert 1 <= len(f._rows.resolved_once) <= 3
-    assert not f._rows.resolved         # each placed once: none kept
+        f.place(task)
+        assert 1 <= len(f._rows.resolved_once) <= 3 and 1 <= len(f._rows.explained_once) <= 3
+    assert not f._rows.resolved and not f._rows.explained       # each placed once: none kept

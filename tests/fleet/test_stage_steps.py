@@ -229,7 +229,8 @@ def test_gather_compiled_returns_and_sets_what_the_python_step_does():
     fresh = same_gathered(fleet, task)                       # never explained: the engine's arguments
     assert fresh[0] is None
     same_gathered(fleet, PREPARED)                           # a prepared task: resolved by its object
-    fleet.place(task)                                        # explained and kept
+    fleet.place(task)                                        # explained, and its set noted
+    fleet.place(task)                                        # explained again, and kept
     kept = same_gathered(fleet, task)
     assert kept[0] is not None and kept[1:] == ((), 0, ())
     restricted = same_gathered(fleet, task, within=[0, 1])   # within some agents: made, never kept
@@ -277,7 +278,8 @@ def test_a_waves_jobs_and_decisions_compiled_are_the_python_steps():
     tasks = [{"v": "1.0", "clearances": ["orders.read"], "residency": "eu", "session": "s-1", "kind": "k"},
              {"v": "1.0", "clearances": ["orders.read"], "residency": "us"},
              {"v": "1.0", "clearances": ["orders.write"]}]
-    fleet.place(tasks[1])                                   # one of them explained and kept
+    for _ in range(2):                                      # one of them explained twice: kept
+        fleet.place(tasks[1])
     kept = dict(fleet._rows.explained)
     stages = fleet._stages
     placed = []

@@ -431,9 +431,11 @@ class Fleet:
         return out
 
     def forget_explanations(self) -> None:
-        """Empty the reuse of repeated tasks' explanations, so the next placement of every task is
-        met afresh (benchmarks measure both)."""
+        """Empty the reuse of repeated tasks' explanations, and the notes of sets explained once, so
+        the next placement of every task is met afresh, as a task met for the first time is
+        (benchmarks measure both)."""
         self._rows.explained.clear()
+        self._rows.explained_once.clear()
 
     @property
     def index(self) -> Index:

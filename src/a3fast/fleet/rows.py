@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .._core import Explanation, Index
 
 __all__ = ["PredicateRows", "Resolution", "EVALUATED", "INGEST_KINDS", "RESOLVED_CACHE_SIZE",
-           "RESOLVED_ONCE_LIMIT", "EXPLAINED_CACHE_BUDGET"]
+           "NOTED_ONCE_LIMIT", "EXPLAINED_CACHE_BUDGET"]
 
 #: `field_rows` tag of a capability's "substantiates it" row (beside the predicate kinds).
 EVALUATED = "evaluated"
@@ -33,9 +33,10 @@ INGEST_KINDS = (CAPABILITY, CLEARANCE, TOOL, RESIDENCY, LATENCY, EVALUATED)
 #: and ids are append-only, so a resolution stays valid until the fleet interns something new);
 #: bounded so that one-off requirements cannot pile up.
 RESOLVED_CACHE_SIZE = 1024
-#: Prepared objects resolved once, noted by their id only (at most this many, then forgotten at
-#: once): a prepared object's resolution is kept from its second on (`resolve_prepared`).
-RESOLVED_ONCE_LIMIT = 4096
+#: Prepared objects resolved once (by id) and predicate sets explained once (by hash), each noted
+#: without holding it, at most this many of each (then forgotten at once): a resolution and an
+#: explanation are kept from their second making on (`resolve_prepared`, `remember`).
+NOTED_ONCE_LIMIT = 4096
 #: How many agent-sized explanations the repeated-task cache holds: 4,194 tasks at 1,000 agents,
 #: 41 at 100,000 (an explanation holds P + 1 sets as large as the fleet).
 EXPLAINED_CACHE_BUDGET = 1 << 22
@@ -50,7 +51,7 @@ class PredicateRows:
     module docstring). The fleet package's modules read and fill its attributes."""
 
     __slots__ = ("index", "table", "no_agent_ref", "resolve_predicates", "rows", "eval_rows", "session_rows", "kinds",
-                 "field_rows", "held_sessions", "resolved", "resolved_once", "explained")
+                 "field_rows", "held_sessions", "resolved", "resolved_once", "explained", "explained_once")
 
     def __init__(self, index: Index, table: AgentTable, no_agent_ref: int,
                  resolve_predicates: Callable[..., Resolution]):
@@ -73,6 +74,8 @@ class PredicateRows:
         self.resolved_once: set[int] = set()
         # predicates -> (membership, explanation, eval rows)
         self.explained: dict[tuple[str, ...], tuple] = {}
+        # hashes of predicate sets explained once, not holding them (remember)
+        self.explained_once: set[int] = set()
 
     # -- interning --------------------------------------------------------------------------------
     def row(self, key: str) -> int:
@@ -200,7 +203,7 @@ class PredicateRows:
         if entry is None:
             once = self.resolved_once
             if key not in once:
-                if len(once) >= RESOLVED_ONCE_LIMIT:
+                if len(once) >= NOTED_ONCE_LIMIT:
                     once.clear()
                 once.add(key)
                 return resolved
@@ -226,6 +229,17 @@ class PredicateRows:
     # -- the repeated-task explanation cache ------------------------------------------------------
     def remember(self, predicates: tuple[str, ...], membership: int, expl: Explanation,
                  eval_rows: list[int]) -> None:
+        """Keep a predicate set's explanation for the next task of that set while the membership
+        holds, from the second time the set is explained: the first only notes the set's hash, so
+        that the tasks of a stream of distinct ones leave no explanation behind (as for
+        `resolve_prepared`). Two sets of one hash only keep the second a time early."""
+        once, key = self.explained_once, hash(predicates)
+        if key not in once:
+            if len(once) >= NOTED_ONCE_LIMIT:
+                once.clear()
+            once.add(key)
+            return
+        once.discard(key)
         cache = self.explained
         if len(cache) * max(self.table.count, 1) >= EXPLAINED_CACHE_BUDGET:
             cache.clear()
