@@ -103,11 +103,11 @@ def test_a_prepared_task_is_kept_resolved_from_its_second_resolution_on(engine):
     calls, rows = counting_resolutions(f), f._rows
     prepared = parse_requirements(TASK)
     first = uncached(f, prepared)           # resolved, and only its id noted: nothing holds it
-    assert len(calls) == 1 and id(prepared) in rows.resolved_once
+    assert len(calls) == 1 and hash(prepared.predicates) in rows.resolved_once
     assert all(entry[0] is not prepared for entry in rows.resolved.values())
     second = uncached(f, prepared)          # resolved again, and now kept
     assert len(calls) == 2 and rows.resolved[id(prepared)][0] is prepared
-    assert id(prepared) not in rows.resolved_once
+    assert hash(prepared.predicates) not in rows.resolved_once
     third = uncached(f, prepared)           # the kept resolution
     assert len(calls) == 2
     assert record(first) == record(second) == record(third) == record(uncached(f, TASK))
@@ -135,3 +135,12 @@ def test_what_is_noted_once_is_bounded(engine, monkeypatch):
         f.place(task)
         assert 1 <= len(f._rows.resolved_once) <= 3 and 1 <= len(f._rows.explained_once) <= 3
     assert not f._rows.resolved and not f._rows.explained       # each placed once: none kept
+
+
+def test_distinct_tasks_placed_once_leave_no_resolution_though_their_ids_are_reused(engine):
+    f = six_agents(engine)
+    for i in range(50):     # each freed once placed, so a later one is often given its id
+        prepared = parse_requirements({**TASK, "clearances": [f"c.x{i}"]})
+        uncached(f, prepared)
+        del prepared
+    assert not f._rows.resolved

@@ -33,9 +33,9 @@ INGEST_KINDS = (CAPABILITY, CLEARANCE, TOOL, RESIDENCY, LATENCY, EVALUATED)
 #: and ids are append-only, so a resolution stays valid until the fleet interns something new);
 #: bounded so that one-off requirements cannot pile up.
 RESOLVED_CACHE_SIZE = 1024
-#: Prepared objects resolved once (by id) and predicate sets explained once (by hash), each noted
-#: without holding it, at most this many of each (then forgotten at once): a resolution and an
-#: explanation are kept from their second making on (`resolve_prepared`, `remember`).
+#: Predicate sets resolved once for a prepared object, and explained once, each noted by its hash
+#: without holding anything, at most this many of each (then forgotten at once): a resolution and
+#: an explanation are kept from the second time they are made on (`resolve_prepared`, `remember`).
 NOTED_ONCE_LIMIT = 4096
 #: How many agent-sized explanations the repeated-task cache holds: 4,194 tasks at 1,000 agents,
 #: 41 at 100,000 (an explanation holds P + 1 sets as large as the fleet).
@@ -70,7 +70,7 @@ class PredicateRows:
         self.held_sessions: dict[int, set[int]] = {}   # agent id -> session rows, holders only
         # prepared requirements (by id) and predicate sets -> engine arguments (placement)
         self.resolved: dict[int | tuple[str, ...], tuple] = {}
-        # ids of prepared requirements resolved once, not holding them (resolve_prepared)
+        # hashes of the predicate sets of prepared requirements resolved once (resolve_prepared)
         self.resolved_once: set[int] = set()
         # predicates -> (membership, explanation, eval rows)
         self.explained: dict[tuple[str, ...], tuple] = {}
@@ -188,11 +188,12 @@ class PredicateRows:
 
     def resolve_prepared(self, matched: Requirements) -> Resolution:
         """`resolve` for a Requirements object the caller keeps and places again (a prepared task),
-        kept from the object's second resolution on. The first only notes its id: an entry holds its
-        object (so that the id cannot name another meanwhile), and held, the one-off tasks of a
-        stream of distinct ones outlived young collections and were walked again by the collector's
-        older passes (docs/performance.md, "One-off tasks let go"). An id noted for an object since
-        freed, and reused by a new one, only keeps the new one a resolution early."""
+        kept by the object's id from the second time its predicate set is resolved on. The first
+        only notes the set's hash: an entry holds its object (so that the id cannot name another
+        meanwhile), and held, the one-off tasks of a stream of distinct ones outlived young
+        collections and were walked again by the collector's older passes (docs/performance.md,
+        "One-off tasks let go"). The note is not the object's id, which the next object made is
+        often given once the object is freed."""
         stamp = len(self.rows) + len(self.eval_rows) + len(self.table.ids)     # self.interned(), inline
         cache = self.resolved
         key = id(matched)
@@ -201,13 +202,13 @@ class PredicateRows:
             return entry[2]
         resolved = self.resolve(matched)
         if entry is None:
-            once = self.resolved_once
-            if key not in once:
+            once, noted = self.resolved_once, hash(matched.predicates)
+            if noted not in once:
                 if len(once) >= NOTED_ONCE_LIMIT:
                     once.clear()
-                once.add(key)
+                once.add(noted)
                 return resolved
-            once.discard(key)
+            once.discard(noted)
         if len(cache) >= RESOLVED_CACHE_SIZE:
             cache.clear()
         # the entry holds `matched` itself, so its id cannot be reused by another object meanwhile
