@@ -1433,13 +1433,15 @@ cdef object latency_of(object model):
 
 
 def requirements_reader(requirements, capability, dict capabilities, Py_ssize_t memo_limit,
-                        dict derived, Py_ssize_t derived_limit):
+                        dict derived, Py_ssize_t derived_limit, set derived_once):
     """The compiled reader of plain requirements documents, building `requirements` (schema's
     Requirements) and `capability` (its Capability) objects: `capabilities` is the schema's memo
     of required capabilities by (name, version), kept to `memo_limit` entries; `derived` is
     `predicates.DERIVED`, the memo of `predicates.derive` (to `derived_limit` sets), which this
-    reader looks a set up in and adds a set it derives to, as `derive` does."""
-    return RequirementsReader(requirements, capability, capabilities, memo_limit, derived, derived_limit)
+    reader looks a set up in and adds a set it derives to, as `derive` does: from the set's second
+    derivation on, the first noted by its hash in `derived_once` (`predicates.DERIVED_ONCE`)."""
+    return RequirementsReader(requirements, capability, capabilities, memo_limit, derived, derived_limit,
+                              derived_once)
 
 
 cdef class RequirementsReader:
@@ -1447,16 +1449,18 @@ cdef class RequirementsReader:
 
     cdef object requirements, capability
     cdef dict capabilities, derived
+    cdef set derived_once
     cdef Py_ssize_t memo_limit, derived_limit
 
     def __init__(self, requirements, capability, dict capabilities, Py_ssize_t memo_limit,
-                 dict derived, Py_ssize_t derived_limit):
+                 dict derived, Py_ssize_t derived_limit, set derived_once):
         self.requirements = requirements
         self.capability = capability
         self.capabilities = capabilities
         self.memo_limit = memo_limit
         self.derived = derived
         self.derived_limit = derived_limit
+        self.derived_once = derived_once
 
     def read(self, dict doc, bint decoded=False):
         """The §4 requirements of `doc` as `schema.parse_requirements` returns them — the same field
@@ -1555,7 +1559,7 @@ cdef class RequirementsReader:
         else:
             predicates = derive(capabilities, clearances, tools, residency, latency, agent_ref, exclude)
             if PyDict_GET_SIZE(self.derived) < self.derived_limit:
-                PyDict_SetItem(self.derived, derived_key, predicates)
+                keep_derived(self.derived, derived_key, predicates, self.derived_once, self.derived_limit)
         req = new_tuple_of(self.requirements, 12)
         put(req, 0, v)
         put(req, 1, capabilities)
@@ -1570,6 +1574,20 @@ cdef class RequirementsReader:
         put(req, 10, doc)
         put(req, 11, predicates)
         return req
+
+
+cdef int keep_derived(dict derived, tuple key, object predicates, set once, Py_ssize_t limit) except -1:
+    """`predicates.derive`'s rule for its memo: a set is kept from its second derivation on, the
+    first only noted by its key's hash (at most `limit` notes, then forgotten at once)."""
+    noted = hash(key)
+    if noted in once:
+        once.discard(noted)
+        PyDict_SetItem(derived, key, predicates)
+        return 0
+    if len(once) >= limit:
+        once.clear()
+    once.add(noted)
+    return 0
 
 
 cdef inline void put(object fresh, Py_ssize_t i, object value) noexcept:

@@ -92,14 +92,26 @@ def derive(capabilities, clearances, tools, residency_label, latency, agent_ref_
     if known is None:
         known = _derive(capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude)
         if len(DERIVED) < DERIVED_LIMIT:
-            DERIVED[key] = known
+            noted = hash(key)
+            if noted in DERIVED_ONCE:
+                DERIVED_ONCE.discard(noted)
+                DERIVED[key] = known
+            else:
+                if len(DERIVED_ONCE) >= DERIVED_LIMIT:
+                    DERIVED_ONCE.clear()
+                DERIVED_ONCE.add(noted)
     return known
 
 
 #: derive's memo, by the tuple of its arguments, at most DERIVED_LIMIT sets: the compiled reader of
 #: requirements (a3fast._ingest) looks a set up here itself, and adds one it derives as derive does.
+#: A set is kept from its second derivation on; the first is only noted, by its key's hash, in
+#: DERIVED_ONCE (at most DERIVED_LIMIT notes, then forgotten at once). So the memo fills with the
+#: task types that repeat, not with the first 16,384 tasks met, and a task met once leaves nothing
+#: in it (docs/performance.md, "One-off tasks let go").
 DERIVED_LIMIT = 1 << 14
 DERIVED: dict[tuple, tuple[str, ...]] = {}
+DERIVED_ONCE: set[int] = set()
 
 
 def _derive(capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude) -> tuple[str, ...]:

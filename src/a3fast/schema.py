@@ -409,7 +409,8 @@ def requirements_reader(engine: str | None = None) -> Callable[[dict, bool], Req
     path above. Both share this module's memo of required capabilities and `derive`'s memo
     (the compiled reader derives a new set itself, as `derive` does)."""
     compiled = ingest_module(engine or ENGINE).requirements_reader(
-        Requirements, Capability, _required_capabilities, _MEMO_LIMIT, predicates.DERIVED, predicates.DERIVED_LIMIT)
+        Requirements, Capability, _required_capabilities, _MEMO_LIMIT, predicates.DERIVED, predicates.DERIVED_LIMIT,
+        predicates.DERIVED_ONCE)
     return compiled.read if compiled is not None else _python_requirements
 
 

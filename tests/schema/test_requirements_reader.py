@@ -197,10 +197,13 @@ def test_requirements_reader_derives_each_kind_of_predicate_byte_for_byte(reader
            "residency": "eu:west", "model": {"latency_class": "interactive"}, "agentRef": "caf\u00e9",
            "exclude": ["\uff5a", "b", "\uff5a"]}
     predicates.DERIVED.clear()
+    predicates.DERIVED_ONCE.clear()
     got = reader[1](doc).predicates
+    assert not predicates.DERIVED and predicates.DERIVED_ONCE      # the set noted the first time,
+    assert reader[1](copy.deepcopy(doc)).predicates == got
+    assert list(predicates.DERIVED.values()) == [got]               # and kept the second, as derive does
     assert got == predicates._derive(*(parse_requirements(MappingProxyType(doc))[i] for i in (1, 2, 3, 4, 5, 7, 8)))
     assert got[0] == f"capability:a.x/{version}" and got[-1] == "anti-affinity:b"
-    assert predicates.DERIVED  # the set is remembered, as derive remembers it
 
 
 @pytest.mark.parametrize("count", [3, 24, 25, 40])
@@ -215,7 +218,8 @@ def test_requirements_reader_keeps_the_first_of_repeated_predicates_in_short_and
 
 def test_requirements_reader_shares_the_schema_memos_with_the_python_fast_path(reader):
     doc = {"v": "1.0", "capabilities": [{"name": "shared.reader", "version": 3}], "residency": "eu"}
-    python = _fast_requirements(copy.deepcopy(doc))
+    _fast_requirements(copy.deepcopy(doc))             # its predicate set noted,
+    python = _fast_requirements(copy.deepcopy(doc))    # and kept at its second derivation
     got = reader[1](copy.deepcopy(doc))
     assert got.capabilities[0] is python.capabilities[0]
     assert got.predicates is python.predicates
@@ -253,3 +257,17 @@ def test_parse_requirements_refuses_a_plain_dict_in_the_careful_readers_words(do
             return str(exc)
         return "accepted"
     assert message(copy.deepcopy(doc)) == message(MappingProxyType(doc))
+
+
+def test_the_memo_of_derived_sets_keeps_what_repeats_and_its_notes_are_bounded(engine, monkeypatch):
+    monkeypatch.setattr(predicates, "DERIVED", {})
+    monkeypatch.setattr(predicates, "DERIVED_ONCE", set())
+    monkeypatch.setattr(predicates, "DERIVED_LIMIT", 4)
+    read = requirements_reader(engine)      # made with the memo, its notes and its limit as patched
+    for i in range(10):                     # each met once: noted, at most DERIVED_LIMIT at a time
+        read({"clearances": [f"once.n{i}"]})
+        assert 1 <= len(predicates.DERIVED_ONCE) <= 4
+    assert not predicates.DERIVED
+    for _ in range(2):
+        read({"clearances": ["twice.n"]})
+    assert list(predicates.DERIVED) == [((), ("twice.n",), (), None, None, None, ())]
