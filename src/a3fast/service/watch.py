@@ -131,12 +131,21 @@ def bind_server_tools(doc: dict[str, Any], contributed: Any, pages: list[dict[st
     return decl, tuple(t for t in decl.get("tools") or () if t not in kept)
 
 
-async def _in_daemon_thread(function, *args, **kwargs):
+#: How long the watch's stop waits, at most, for the listings still running on their threads. A
+#: listing spends much of its life in OpenSSL without the GIL (each builds its TLS context, loading
+#: the CA bundle), and a process that exits under such a thread crashes: OpenSSL's exit handlers
+#: free what the thread reads. A listing stuck waiting on a server that never answers is left once
+#: this has passed (it waits in the event loop's poll, where exiting is harmless).
+LISTINGS_STOP_WAIT = 2.0
+
+
+async def _in_daemon_thread(threads: set[threading.Thread], function, *args, **kwargs):
     """`function(*args, **kwargs)` run on a thread of its own, awaited. Not asyncio's default
     executor: the loop joins that executor's threads when it closes, so a listing stuck until its
     deadline (a server that accepts and never answers) held the service's exit for that long. A
     daemon thread is not waited for at exit, and a result that comes after its waiter gave up is
-    dropped."""
+    dropped. The thread is in `threads` while it runs, for the watch's stop to wait for a while
+    (`LISTINGS_STOP_WAIT`, `_join_within`)."""
     loop = asyncio.get_running_loop()
     done = loop.create_future()
 
@@ -150,16 +159,33 @@ async def _in_daemon_thread(function, *args, **kwargs):
 
     def run() -> None:
         try:
-            result, outcome = function(*args, **kwargs), None
-        except Exception as exc:
-            result, outcome = None, exc
-        try:
-            loop.call_soon_threadsafe(settle, outcome, result)
-        except RuntimeError:
-            pass   # the loop has closed: nothing waits for this result any more
+            try:
+                result, outcome = function(*args, **kwargs), None
+            except Exception as exc:
+                result, outcome = None, exc
+            try:
+                loop.call_soon_threadsafe(settle, outcome, result)
+            except RuntimeError:
+                pass   # the loop has closed: nothing waits for this result any more
+        finally:
+            threads.discard(threading.current_thread())
 
-    threading.Thread(target=run, name=f"a3fast-{function.__name__}", daemon=True).start()
+    thread = threading.Thread(target=run, name=f"a3fast-{function.__name__}", daemon=True)
+    threads.add(thread)
+    thread.start()
     return await done
+
+
+async def _join_within(threads: set[threading.Thread], seconds: float) -> None:
+    """Wait up to `seconds` in all for `threads` to end, on a worker thread (the loop goes on)."""
+    running = list(threads)
+    if running:
+        await asyncio.to_thread(_join_all, running, time.monotonic() + seconds)
+
+
+def _join_all(threads: list[threading.Thread], until: float) -> None:
+    for thread in threads:
+        thread.join(max(0.0, until - time.monotonic()))
 
 
 def _now() -> str:
@@ -254,6 +280,7 @@ class Watcher:
         self.cache = EtagCache(None)
         self._client: httpx.AsyncClient | None = None   # one connection pool while `run` runs
         self._slots = asyncio.Semaphore(config.concurrency)
+        self._listings: set[threading.Thread] = set()   # the threads of MCP listings under way
         self.running = False
         self.load_memory()
 
@@ -299,8 +326,11 @@ class Watcher:
         finally:
             self.running = False
             metrics.WATCH_RUNNING.set(0)
-            await cancel_until_done(tasks)
-            await self._client.aclose()
+            try:
+                await cancel_until_done(tasks)
+                await self._client.aclose()
+            finally:
+                await _join_within(self._listings, LISTINGS_STOP_WAIT)
 
     async def _follow(self, source: Watched) -> None:
         """One source's checks, forever: an error of one check (of any kind) is that source's
@@ -370,8 +400,8 @@ class Watcher:
             # list_tools ends itself at the deadline; the wait is bounded again here, so a listing
             # stuck where it cannot be cancelled holds its thread but not this source's schedule
             deadline = self.config.limits.deadline
-            listing = await within(_in_daemon_thread(list_tools, ServerSpec(url=source.url), timeout=deadline),
-                                   deadline + 5)
+            listing = await within(_in_daemon_thread(self._listings, list_tools, ServerSpec(url=source.url),
+                                                     timeout=deadline), deadline + 5)
         except ListingError as exc:
             return self._failed(source, f"{exc.message}; keeping the last tools")
         except TimeoutError:
