@@ -6,15 +6,20 @@ loop as the result it waits for: it returns the result, and the task goes on as 
 so the service's stop, which waits for the task, never finished. `within` is the deadline the
 watches use instead, and `cancel_until_done` is how the service ends its background tasks: it asks
 again until each has ended, so a cancellation lost anywhere else (a library's own wait) delays the
-stop by one `every` and no more.
+stop by one `every` and no more. `join_within` is how a stop waits, for a bounded time, for the
+daemon threads a watch started: a thread inside a native library (OpenSSL building a TLS
+context, say) when the interpreter exits can crash the process, since the library's exit handlers
+free what it is reading.
 """
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Awaitable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["within", "cancel_until_done", "CLEAN_UP_SECONDS"]
+__all__ = ["within", "cancel_until_done", "join_within", "CLEAN_UP_SECONDS"]
 
 T = TypeVar("T")
 
@@ -62,3 +67,16 @@ async def cancel_until_done(tasks: Iterable[asyncio.Future[Any]], every: float =
 def _retrieved(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()
+
+
+async def join_within(threads: Iterable[threading.Thread], seconds: float) -> None:
+    """Wait up to `seconds` in all for `threads` to end, on a worker thread (the loop goes on); a
+    thread still running then is left."""
+    running = [thread for thread in threads if thread.is_alive()]
+    if running:
+        await asyncio.to_thread(_join_all, running, time.monotonic() + seconds)
+
+
+def _join_all(threads: list[threading.Thread], until: float) -> None:
+    for thread in threads:
+        thread.join(max(0.0, until - time.monotonic()))

@@ -283,8 +283,9 @@ def test_the_watch_threads_end_when_the_service_stops(api, tmp_path):
         until("watching", lambda: all(c["watches"] for c in watch_status(client)
                                                                          ["collections"]))
         assert [t for t in threading.enumerate() if t.name.startswith("a3fast-k8s-")]
-    until("the threads ended", lambda: not [t for t in threading.enumerate()
-                                            if t.name.startswith("a3fast-k8s-")], timeout=5)
+    # the stop waited for them: a process that exits under a thread in a native library (a TLS
+    # handshake in OpenSSL) can crash
+    assert not [t for t in threading.enumerate() if t.name.startswith("a3fast-k8s-")]
 
 
 @pytest.mark.slow

@@ -47,6 +47,7 @@ from typing import Any, Callable, NamedTuple
 
 import orjson
 
+from ..cancellation import join_within
 from ..errors import A3Error, SchemaError
 from ..interop.kubernetes import ANNOTATION, GROUP, PLURAL, VERSIONS, fill_agent
 from ..schema import parse_declaration
@@ -65,6 +66,8 @@ LIST_PAGE = 500
 COMPONENT = "a3fast"
 #: Slowest retry of a failing list or watch, in seconds.
 MAX_BACKOFF = 30.0
+#: How long the watch's stop waits, at most, for its reflector threads to end (see `run`).
+REFLECTORS_STOP_WAIT = 2.0
 #: A batch's wait for the event loop to apply it, in seconds (the loop is never held for long).
 APPLY_TIMEOUT = 120.0
 
@@ -286,6 +289,10 @@ class KubeWatch:
             await asyncio.Event().wait()      # until cancelled
         finally:
             self.stop()
+            # a reflector exits at once once stopped, unless it is inside a request (a TLS
+            # handshake with the API server, say, in OpenSSL without the GIL): a process that
+            # exits under such a thread can crash, so the stop waits for them a while
+            await join_within(self._threads, REFLECTORS_STOP_WAIT)
 
     def stop(self) -> None:
         self.running = False

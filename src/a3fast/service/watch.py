@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..cancellation import cancel_until_done, within
+from ..cancellation import cancel_until_done, join_within, within
 from ..errors import SchemaError
 from ..files import write_atomic
 from ..interop.a2a import import_cards
@@ -145,7 +145,7 @@ async def _in_daemon_thread(threads: set[threading.Thread], function, *args, **k
     deadline (a server that accepts and never answers) held the service's exit for that long. A
     daemon thread is not waited for at exit, and a result that comes after its waiter gave up is
     dropped. The thread is in `threads` while it runs, for the watch's stop to wait for a while
-    (`LISTINGS_STOP_WAIT`, `_join_within`)."""
+    (`LISTINGS_STOP_WAIT`)."""
     loop = asyncio.get_running_loop()
     done = loop.create_future()
 
@@ -174,18 +174,6 @@ async def _in_daemon_thread(threads: set[threading.Thread], function, *args, **k
     threads.add(thread)
     thread.start()
     return await done
-
-
-async def _join_within(threads: set[threading.Thread], seconds: float) -> None:
-    """Wait up to `seconds` in all for `threads` to end, on a worker thread (the loop goes on)."""
-    running = list(threads)
-    if running:
-        await asyncio.to_thread(_join_all, running, time.monotonic() + seconds)
-
-
-def _join_all(threads: list[threading.Thread], until: float) -> None:
-    for thread in threads:
-        thread.join(max(0.0, until - time.monotonic()))
 
 
 def _now() -> str:
@@ -330,7 +318,7 @@ class Watcher:
                 await cancel_until_done(tasks)
                 await self._client.aclose()
             finally:
-                await _join_within(self._listings, LISTINGS_STOP_WAIT)
+                await join_within(list(self._listings), LISTINGS_STOP_WAIT)
 
     async def _follow(self, source: Watched) -> None:
         """One source's checks, forever: an error of one check (of any kind) is that source's
