@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, NamedTuple, TypeVar
 
+from .seen import seen_before
+
 if TYPE_CHECKING:
     from .schema import Declaration, Requirements
 
@@ -91,15 +93,8 @@ def derive(capabilities, clearances, tools, residency_label, latency, agent_ref_
     known = DERIVED.get(key)
     if known is None:
         known = _derive(capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude)
-        if len(DERIVED) < DERIVED_LIMIT:
-            noted = hash(key)
-            if noted in DERIVED_ONCE:
-                DERIVED_ONCE.discard(noted)
-                DERIVED[key] = known
-            else:
-                if len(DERIVED_ONCE) >= DERIVED_LIMIT:
-                    DERIVED_ONCE.clear()
-                DERIVED_ONCE.add(noted)
+        if len(DERIVED) < DERIVED_LIMIT and seen_before(DERIVED_ONCE, hash(key), DERIVED_LIMIT):
+            DERIVED[key] = known
     return known
 
 

@@ -102,7 +102,7 @@ def test_a_prepared_task_is_kept_resolved_from_its_second_resolution_on(engine):
     f = six_agents(engine)
     calls, rows = counting_resolutions(f), f._rows
     prepared = parse_requirements(TASK)
-    first = uncached(f, prepared)           # resolved, and only its id noted: nothing holds it
+    first = uncached(f, prepared)           # resolved, its predicate set only noted: nothing held
     assert len(calls) == 1 and hash(prepared.predicates) in rows.resolved_once
     assert all(entry[0] is not prepared for entry in rows.resolved.values())
     second = uncached(f, prepared)          # resolved again, and now kept

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..predicates import (CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
                           capability, clearance, latency_class, residency, tool)
 from ..schema import Declaration, Requirements
+from ..seen import seen_before
 from .table import AgentTable
 
 if TYPE_CHECKING:
@@ -201,14 +202,8 @@ class PredicateRows:
         if entry is not None and entry[0] is matched and entry[1] == stamp:
             return entry[2]
         resolved = self.resolve(matched)
-        if entry is None:
-            once, noted = self.resolved_once, hash(matched.predicates)
-            if noted not in once:
-                if len(once) >= NOTED_ONCE_LIMIT:
-                    once.clear()
-                once.add(noted)
-                return resolved
-            once.discard(noted)
+        if entry is None and not seen_before(self.resolved_once, hash(matched.predicates), NOTED_ONCE_LIMIT):
+            return resolved
         if len(cache) >= RESOLVED_CACHE_SIZE:
             cache.clear()
         # the entry holds `matched` itself, so its id cannot be reused by another object meanwhile
@@ -233,14 +228,9 @@ class PredicateRows:
         """Keep a predicate set's explanation for the next task of that set while the membership
         holds, from the second time the set is explained: the first only notes the set's hash, so
         that the tasks of a stream of distinct ones leave no explanation behind (as for
-        `resolve_prepared`). Two sets of one hash only keep the second a time early."""
-        once, key = self.explained_once, hash(predicates)
-        if key not in once:
-            if len(once) >= NOTED_ONCE_LIMIT:
-                once.clear()
-            once.add(key)
+        `resolve_prepared`; `a3fast.seen`)."""
+        if not seen_before(self.explained_once, hash(predicates), NOTED_ONCE_LIMIT):
             return
-        once.discard(key)
         cache = self.explained
         if len(cache) * max(self.table.count, 1) >= EXPLAINED_CACHE_BUDGET:
             cache.clear()

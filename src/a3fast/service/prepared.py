@@ -21,6 +21,7 @@ from typing import Callable
 import msgspec
 
 from ..schema import Requirements, parse_requirements
+from ..seen import seen_before
 
 __all__ = ["PreparedRequirements", "MAX_ENTRIES", "MAX_TEXT_BYTES", "MAX_SEEN"]
 
@@ -87,17 +88,9 @@ class PreparedRequirements:
         return found
 
     def _seen_or_kept(self, text: bytes | str, parsed: Requirements) -> None:
-        if len(text) > self.max_text_bytes:
-            return
-        key = hash(text)
-        seen = self._seen
-        if key not in seen:          # the first sighting: remembered only
-            if len(seen) >= self.max_seen:
-                seen.clear()
-            seen.add(key)
-            return
-        seen.discard(key)            # the second (or a hash shared with a seen text): kept
-        entries = self._entries
+        if len(text) > self.max_text_bytes or not seen_before(self._seen, hash(text), self.max_seen):
+            return                   # too long, or the first sighting: remembered only
+        entries = self._entries      # the second (or a hash shared with a seen text): kept
         with self._lock:
             entries[text] = parsed
             if len(entries) > self.max_entries:

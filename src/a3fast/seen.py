@@ -1,0 +1,20 @@
+"""The rule of the caches that keep an entry from the second time it is made: the first time, only
+a hash of the entry's key is noted, holding nothing. A stream of one-off tasks then leaves nothing
+behind for the collector's older passes to walk, and what repeats is kept from its second sighting
+(docs/performance.md, "One-off tasks let go"). Two keys of one hash only keep the second a sighting
+early."""
+from __future__ import annotations
+
+__all__ = ["seen_before"]
+
+
+def seen_before(notes: set[int], key: int, limit: int) -> bool:
+    """Whether `key` (a hash) was noted in `notes`: then its note is taken back and the caller keeps
+    the entry. Otherwise it is noted, `notes` emptied first once it holds `limit`."""
+    if key in notes:
+        notes.discard(key)
+        return True
+    if len(notes) >= limit:
+        notes.clear()
+    notes.add(key)
+    return False
