@@ -2,6 +2,7 @@
 
     python tests/live_mcp_server.py MODE stdio
     python tests/live_mcp_server.py MODE http PORTFILE     (binds 127.0.0.1:0, writes the port)
+    python tests/live_mcp_server.py MODE https PORTFILE CERT KEY    (the same over TLS)
 
 MODE is one of:
 - `tools`   an `MCPServer` (the SDK's FastMCP, renamed in mcp 2) with three tools and annotations;
@@ -91,7 +92,8 @@ def main(argv: list[str]) -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    tls = {"ssl_certfile": argv[3], "ssl_keyfile": argv[4]} if transport == "https" else {}
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", **tls)
     uv = uvicorn.Server(config)
     with open(argv[2], "w") as out:
         out.write(str(port))

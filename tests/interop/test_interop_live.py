@@ -21,9 +21,11 @@ from click.testing import CliRunner
 
 import a3fast
 from a3fast.cli import main
+from a3fast.interop import mcp_live
 from a3fast.interop.fetch import EtagCache, FetchError, Limits, fetch_card
 from a3fast.interop.signing import canonical_card, jcs
 from a3fast.schema import parse_declaration
+from pki import certificate, name, new_key, write_pem
 from waiting import port_when_listening
 
 REPO = Path(__file__).resolve().parents[2]
@@ -457,6 +459,81 @@ def test_tools_listed_from_a_streamable_http_server(http_mcp_server):
     decl = orjson.loads(result.stdout)
     assert decl["tools"] == ["get_order", "create_ticket", "delete_customer"]
     assert decl["tool_servers"] == [{"name": "github", "transport": "streamable-http", "url": http_mcp_server}]
+
+
+# -- over TLS: the CA a listing trusts, and one TLS context for every listing -------------------------
+@pytest.fixture(scope="module")
+def https_mcp_server(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mcp-tls")
+    ca_key, other_key, server_key = new_key(), new_key(), new_key()
+    ca = certificate("a3fast test CA", ca_key, name("a3fast test CA"), ca_key, ca=True)
+    other = certificate("another CA", other_key, name("another CA"), other_key, ca=True)
+    cert, key = write_pem(d, "server", certificate("127.0.0.1", server_key, ca.subject, ca_key, server=True),
+                          server_key)
+    portfile = d / "port"
+    process = subprocess.Popen([sys.executable, str(MCP_SERVER), "tools", "https", str(portfile), cert, key],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    yield (f"https://127.0.0.1:{port_when_listening(portfile)}/mcp",
+           {"ca": write_pem(d, "ca", ca)[0], "other": write_pem(d, "other", other)[0]})
+    process.terminate()
+    process.wait(10)
+
+
+@pytest.fixture
+def fresh_tls_context(monkeypatch):
+    """No context left from an earlier test, and every CA bundle a client loads counted."""
+    import httpcore2
+
+    monkeypatch.setattr(mcp_live, "_tls", None)
+    loads = []
+    default = httpcore2.default_ssl_context
+
+    def counted(*args, **kwargs):
+        loads.append(os.environ.get("SSL_CERT_FILE"))
+        return default(*args, **kwargs)
+
+    monkeypatch.setattr(httpcore2, "default_ssl_context", counted)
+    return loads
+
+
+def test_tools_listed_over_https_trust_the_ca_named_by_ssl_cert_file(https_mcp_server, monkeypatch,
+                                                                     fresh_tls_context):
+    url, files = https_mcp_server
+    monkeypatch.setenv("SSL_CERT_FILE", files["ca"])
+    result = invoke("mcp", "--server-url", url, "--bind", "ops", "--namespace", "n")
+    assert result.exit_code == 0, result.stderr
+    assert orjson.loads(result.stdout)["tools"] == ["get_order", "create_ticket", "delete_customer"]
+
+
+def test_a_server_certificate_no_trusted_ca_signed_is_refused(https_mcp_server, monkeypatch, fresh_tls_context):
+    url, files = https_mcp_server
+    monkeypatch.setenv("SSL_CERT_FILE", files["other"])
+    with pytest.raises(mcp_live.ListingError, match="CERTIFICATE_VERIFY_FAILED"):
+        mcp_live.list_tools(mcp_live.ServerSpec(url=url), timeout=10)
+
+
+def test_a_missing_ca_bundle_is_named(https_mcp_server, monkeypatch, tmp_path, fresh_tls_context):
+    url, _ = https_mcp_server
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "no-such-bundle.pem"))
+    with pytest.raises(mcp_live.ListingError, match="cannot load the CA certificates to verify the server"):
+        mcp_live.list_tools(mcp_live.ServerSpec(url=url), timeout=10)
+
+
+def test_every_listing_shares_one_tls_context_until_the_bundle_changes_or_ages(https_mcp_server, http_mcp_server,
+                                                                               monkeypatch, fresh_tls_context):
+    url, files = https_mcp_server
+    monkeypatch.setenv("SSL_CERT_FILE", files["ca"])
+    for server in (url, url, http_mcp_server):    # an http:// listing's client would make one too
+        assert len(mcp_live.list_tools(mcp_live.ServerSpec(url=server), timeout=10).pages) == 1
+    assert fresh_tls_context == [files["ca"]]       # the CA bundle loaded once for three listings
+    shared = mcp_live.tls_context()
+    monkeypatch.setenv("SSL_CERT_FILE", files["other"])
+    assert mcp_live.tls_context() is not shared and fresh_tls_context == [files["ca"], files["other"]]
+    again = mcp_live.tls_context()
+    assert mcp_live.tls_context() is again
+    monkeypatch.setattr(mcp_live, "TLS_CONTEXT_MAX_AGE", 0.0)
+    time.sleep(0.01)
+    assert mcp_live.tls_context() is not again and len(fresh_tls_context) == 3
 
 
 def test_one_source_of_tools_is_named():

@@ -2,13 +2,10 @@
 (the manifests of deploy/ are checked in test_k8s_deploy.py)."""
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import ssl
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import orjson
@@ -17,63 +14,26 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("kubernetes")
 
-from cryptography import x509  # noqa: E402
-from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
-from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: E402
-
 from k8s_extender_client import ExtenderClient, ExtenderFailed  # noqa: E402
+from pki import certificate, name, new_key, write_pem  # noqa: E402
 from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server  # noqa: E402
 from test_k8s_extender import AGENT_NODES, pod  # noqa: E402
-
-# -- certificates -----------------------------------------------------------------------------------
-def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-def _cert(subject: str, key, issuer_name: x509.Name, issuer_key, *, ca: bool = False, server: bool = False):
-    now = datetime.datetime.now(datetime.timezone.utc)
-    builder = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(issuer_name)
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-    if ca:
-        builder = builder.add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                                      content_commitment=False, key_encipherment=False,
-                                                      data_encipherment=False, key_agreement=False,
-                                                      encipher_only=False, decipher_only=False), critical=True)
-    else:
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-    if server:
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                                        critical=False)
-    return builder.sign(issuer_key, hashes.SHA256())
-
-
-def _write(directory: Path, stem: str, cert, key=None) -> tuple[str, str | None]:
-    cert_path = directory / f"{stem}.crt"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    if key is None:
-        return str(cert_path), None
-    key_path = directory / f"{stem}.key"
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return str(cert_path), str(key_path)
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     d = tmp_path_factory.mktemp("pki")
-    ca_key, other_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca = _cert("a3fast test CA", ca_key, _name("a3fast test CA"), ca_key, ca=True)
-    other = _cert("another CA", other_key, _name("another CA"), other_key, ca=True)
-    keys = {k: ec.generate_private_key(ec.SECP256R1()) for k in ("server", "client", "stranger")}
-    files = {"ca": _write(d, "ca", ca)[0]}
-    files["server"] = _write(d, "server", _cert("127.0.0.1", keys["server"], ca.subject, ca_key, server=True), keys["server"])
-    files["client"] = _write(d, "client", _cert("kube-scheduler", keys["client"], ca.subject, ca_key), keys["client"])
-    files["stranger"] = _write(d, "stranger", _cert("kube-scheduler", keys["stranger"], other.subject, other_key),
-                               keys["stranger"])
+    ca_key, other_key = new_key(), new_key()
+    ca = certificate("a3fast test CA", ca_key, name("a3fast test CA"), ca_key, ca=True)
+    other = certificate("another CA", other_key, name("another CA"), other_key, ca=True)
+    keys = {k: new_key() for k in ("server", "client", "stranger")}
+    files = {"ca": write_pem(d, "ca", ca)[0]}
+    files["server"] = write_pem(d, "server", certificate("127.0.0.1", keys["server"], ca.subject, ca_key, server=True),
+                                keys["server"])
+    files["client"] = write_pem(d, "client", certificate("kube-scheduler", keys["client"], ca.subject, ca_key),
+                                keys["client"])
+    files["stranger"] = write_pem(d, "stranger", certificate("kube-scheduler", keys["stranger"], other.subject,
+                                                             other_key), keys["stranger"])
     token = d / "token"
     token.write_text("s3cret\n")
     files["token"] = str(token)

@@ -10,12 +10,23 @@ A live server is hostile input too: the whole listing has a deadline, the number
 bounded, and a server whose `nextCursor` repeats one it already gave (a cycle) is stopped with an
 error rather than followed forever. Any error leaves no pages: a listing is used whole or not at
 all, since a partial one would bind agents to fewer tools than the server has.
+
+A streamable HTTP listing verifies the server with one TLS context shared by every listing of the
+process (`tls_context`), as the SDK's own client would build it. Building it loads the whole CA
+bundle, about 25 ms of CPU time, which a watch listing its servers every few seconds would
+otherwise pay on every listing, for an http:// URL too (the HTTP client builds its context whether
+or not it connects with TLS).
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
+import ssl
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,10 +35,15 @@ from .sources import Document
 if sys.version_info < (3, 11):  # Python 3.10: anyio depends on the backport
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["ServerSpec", "LiveListing", "ListingError", "list_tools", "MAX_PAGES"]
+__all__ = ["ServerSpec", "LiveListing", "ListingError", "list_tools", "tls_context", "MAX_PAGES",
+           "TLS_CONTEXT_MAX_AGE"]
 
 #: Most pages of one listing read (a real server's listing is a page or a few).
 MAX_PAGES = 1000
+
+#: Seconds one TLS context serves listings before it is built again, so that a long-running watch
+#: trusts a renewed CA bundle within this long.
+TLS_CONTEXT_MAX_AGE = 600.0
 
 
 class ListingError(Exception):
@@ -95,15 +111,31 @@ def list_tools(spec: ServerSpec, *, timeout: float = 30.0, max_pages: int = MAX_
 
 
 async def _list(spec: ServerSpec, timeout: float, max_pages: int, errlog: Any) -> LiveListing:
-    import anyio
-    from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    if spec.url is not None:
-        server: Any = spec.url
-    else:
-        params = StdioServerParameters(command=spec.command[0], args=list(spec.command[1:]))
-        server = stdio_client(params, errlog=errlog)
+    async with contextlib.AsyncExitStack() as stack:
+        if spec.url is not None:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            # a client of our own, to share the TLS context; its timeouts are the listing's, since
+            # nothing in a listing waits longer than the listing's deadline
+            try:
+                verify = tls_context()
+            except OSError as exc:     # a CA bundle named by $SSL_CERT_FILE that is missing or unreadable
+                raise ListingError(spec.label, f"cannot load the CA certificates to verify the server: {exc}") from None
+            http = await stack.enter_async_context(httpx2.AsyncClient(timeout=httpx2.Timeout(timeout), verify=verify))
+            server: Any = streamable_http_client(spec.url, http_client=http)
+        else:
+            params = StdioServerParameters(command=spec.command[0], args=list(spec.command[1:]))
+            server = stdio_client(params, errlog=errlog)
+        return await _pages(spec, server, timeout, max_pages)
+
+
+async def _pages(spec: ServerSpec, server: Any, timeout: float, max_pages: int) -> LiveListing:
+    import anyio
+    from mcp import Client
+
     listing = LiveListing(spec)
     with anyio.fail_after(timeout):
         async with Client(server, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
@@ -126,6 +158,27 @@ async def _list(spec: ServerSpec, timeout: float, max_pages: int, errlog: Any) -
                                                    f"{cursor!r}, already given by page {given[cursor]}: "
                                                    f"the listing cycles; stopped")
                 given[cursor] = len(listing.pages)
+
+
+_tls_lock = threading.Lock()
+_tls: tuple[tuple[str | None, str | None], float, ssl.SSLContext] | None = None
+
+
+def tls_context() -> ssl.SSLContext:
+    """The TLS context streamable HTTP listings verify servers with: the one the SDK's HTTP client
+    would make (`httpx2.create_ssl_context`: the system's CA certificates, or those named by
+    $SSL_CERT_FILE or $SSL_CERT_DIR), made once and shared by every listing of the process. It is
+    made again when either variable changes or after TLS_CONTEXT_MAX_AGE seconds. The lock makes
+    listings that start together wait for one context rather than each load the bundle."""
+    import httpx2
+
+    global _tls
+    key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    with _tls_lock:
+        now = time.monotonic()
+        if _tls is None or _tls[0] != key or now - _tls[1] > TLS_CONTEXT_MAX_AGE:
+            _tls = (key, now, httpx2.create_ssl_context())
+        return _tls[2]
 
 
 def _describe(exc: BaseException) -> str:
