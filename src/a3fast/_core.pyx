@@ -25,6 +25,7 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memmove, memset, strlen
 
+cimport cython
 import orjson
 
 #: orjson.dumps held in a C global: the per-placement writers call it without two lookups
@@ -993,6 +994,8 @@ cdef bytes words_to_roaring(const uint64_t* words, Py_ssize_t n_words):
 cdef const char* B64_DIGITS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 
+@cython.final
+@cython.no_gc
 cdef class Explanation:
     """The filter's result: candidates, eligible, and per predicate the candidates that failed it first.
 
@@ -1072,6 +1075,8 @@ cdef class Explanation:
         return words_to_roaring(self.eligible_words(), self.n_words)
 
 
+@cython.final
+@cython.no_gc
 cdef class Scores:
     """Default score components of the eligible agents, aligned with `ids` (ascending agent id)."""
 
@@ -2707,7 +2712,6 @@ cdef extern from *:
     bint A3_OWN_CLOCKS
 
 import time as _time
-cimport cython
 from cpython.dict cimport PyDict_GetItem
 from cpython.tuple cimport PyTuple_GET_SIZE
 
