@@ -2859,7 +2859,7 @@ def gather(stages, state, membership):
             set_slot(state, S_KIND, task_kind_of(matched))
         set_slot(state, S_GATHERED, clock_ns(False))
         return cached[1], (), 0, ()
-    resolved = rows.resolve_prepared(matched) if slot(state, S_PREPARED) else rows.resolve_parsed(matched)
+    resolved = rows.resolve_cached(matched)
     ids, only, excluded, eval_rows = resolved
     set_slot(state, S_EVAL_ROWS, eval_rows)
     if needs_kind:

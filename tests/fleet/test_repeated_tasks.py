@@ -1,5 +1,8 @@
 """Repeated tasks reuse the filter and explanation of the same predicates on the same membership,
 and give exactly the record they would give without the cache."""
+import gc
+import sys
+
 import orjson
 
 from a3fast.schema import parse_requirements
@@ -98,19 +101,30 @@ def counting_resolutions(f):
     return calls
 
 
-def test_a_prepared_task_is_kept_resolved_from_its_second_resolution_on(engine):
+def test_a_predicate_set_is_kept_resolved_from_its_second_resolution_on(engine):
     f = six_agents(engine)
     calls, rows = counting_resolutions(f), f._rows
     prepared = parse_requirements(TASK)
     first = uncached(f, prepared)           # resolved, its predicate set only noted: nothing held
-    assert len(calls) == 1 and hash(prepared.predicates) in rows.resolved_once
-    assert all(entry[0] is not prepared for entry in rows.resolved.values())
-    second = uncached(f, prepared)          # resolved again, and now kept
-    assert len(calls) == 2 and rows.resolved[id(prepared)][0] is prepared
+    assert len(calls) == 1 and hash(prepared.predicates) in rows.resolved_once and not rows.resolved
+    second = uncached(f, prepared)          # resolved again, and now kept, by the set
+    assert len(calls) == 2 and list(rows.resolved) == [prepared.predicates]
     assert hash(prepared.predicates) not in rows.resolved_once
     third = uncached(f, prepared)           # the kept resolution
     assert len(calls) == 2
+    # the same task from its dict, parsed for its placement, finds the same entry
     assert record(first) == record(second) == record(third) == record(uncached(f, TASK))
+    assert len(calls) == 2
+
+
+def test_a_kept_resolution_holds_no_task(engine):
+    f = six_agents(engine)
+    prepared = parse_requirements(TASK)
+    references = sys.getrefcount(prepared)
+    uncached(f, prepared)
+    uncached(f, prepared)       # kept resolved now
+    gc.collect()
+    assert len(f._rows.resolved) == 1 and sys.getrefcount(prepared) == references
 
 
 def test_a_kept_resolution_is_made_again_once_the_fleet_interns_something_new(engine):

@@ -446,7 +446,7 @@ class Fleet:
     def filter_rows(self, requirements: Mapping[str, Any] | Requirements) -> list[int]:
         """The index rows of a task's filter predicates in derivation order (-1 for a predicate no
         agent satisfies), for tools that work on the rows themselves."""
-        return list(self._rows.resolve_parsed(parse_requirements(requirements))[0])
+        return list(self._rows.resolve_cached(parse_requirements(requirements))[0])
 
     def index_nbytes(self) -> int:
         """Bytes held by the engine's index (rows and live set)."""

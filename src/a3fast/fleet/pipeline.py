@@ -359,8 +359,7 @@ class LocalStages:
                 state.kind = task_kind(matched)
             state.gathered = time.perf_counter_ns()
             return cached[1], (), 0, ()
-        resolve = rows.resolve_prepared if state.prepared else rows.resolve_parsed
-        ids, only, excluded, state.eval_rows = resolve(matched)
+        ids, only, excluded, state.eval_rows = rows.resolve_cached(matched)
         if needs_kind:
             state.kind = task_kind(matched)
         state.gathered = time.perf_counter_ns()

@@ -30,13 +30,12 @@ KEY_OF = {CLEARANCE: clearance, TOOL: tool, RESIDENCY: residency, LATENCY: laten
 #: The kinds of value the compiled reader asks rows for, by its codes (a3fast._ingest).
 INGEST_KINDS = (CAPABILITY, CLEARANCE, TOOL, RESIDENCY, LATENCY, EVALUATED)
 
-#: Requirements resolved to engine arguments, kept per prepared object and per predicate set (rows
-#: and ids are append-only, so a resolution stays valid until the fleet interns something new);
-#: bounded so that one-off requirements cannot pile up.
+#: Predicate sets resolved to engine arguments, kept (rows and ids are append-only, so a resolution
+#: stays valid until the fleet interns something new); bounded so that one-off sets cannot pile up.
 RESOLVED_CACHE_SIZE = 1024
-#: Predicate sets resolved once for a prepared object, and explained once, each noted by its hash
-#: without holding anything, at most this many of each (then forgotten at once): a resolution and
-#: an explanation are kept from the second time they are made on (`resolve_prepared`, `remember`).
+#: Predicate sets resolved once, and explained once, each noted by its hash without holding
+#: anything, at most this many of each (then forgotten at once): a resolution and an explanation
+#: are kept from the second time they are made on (`resolve_cached`, `remember`).
 NOTED_ONCE_LIMIT = 4096
 #: How many agent-sized explanations the repeated-task cache holds: 4,194 tasks at 1,000 agents,
 #: 41 at 100,000 (an explanation holds P + 1 sets as large as the fleet).
@@ -69,9 +68,9 @@ class PredicateRows:
         # predicate kind -> declared value ((name, version) for capabilities) -> row
         self.field_rows: dict[str, dict] = {kind: {} for kind in (*KEY_OF, CAPABILITY, EVALUATED)}
         self.held_sessions: dict[int, set[int]] = {}   # agent id -> session rows, holders only
-        # prepared requirements (by id) and predicate sets -> engine arguments (placement)
-        self.resolved: dict[int | tuple[str, ...], tuple] = {}
-        # hashes of the predicate sets of prepared requirements resolved once (resolve_prepared)
+        # predicates -> (interned count, engine arguments) (resolve_cached)
+        self.resolved: dict[tuple[str, ...], tuple] = {}
+        # hashes of predicate sets resolved once, not holding them (resolve_cached)
         self.resolved_once: set[int] = set()
         # predicates -> (membership, explanation, eval rows)
         self.explained: dict[tuple[str, ...], tuple] = {}
@@ -187,40 +186,26 @@ class PredicateRows:
         """Grows whenever a row or an agent id is interned, which is what can change a resolution."""
         return len(self.rows) + len(self.eval_rows) + len(self.table.ids)
 
-    def resolve_prepared(self, matched: Requirements) -> Resolution:
-        """`resolve` for a Requirements object the caller keeps and places again (a prepared task),
-        kept by the object's id from the second time its predicate set is resolved on. The first
-        only notes the set's hash: an entry holds its object (so that the id cannot name another
-        meanwhile), and held, the one-off tasks of a stream of distinct ones outlived young
-        collections and were walked again by the collector's older passes (docs/performance.md,
-        "One-off tasks let go"). The note is not the object's id, which the next object made is
-        often given once the object is freed."""
+    def resolve_cached(self, matched: Requirements) -> Resolution:
+        """`resolve`, kept per predicate set (a resolution depends on the predicates alone, and
+        stays valid until the fleet interns something new) from the second time the set is
+        resolved on. The first only notes the set's hash, holding nothing, so that a stream of
+        distinct tasks leaves no resolution behind (docs/performance.md, "One-off tasks let go").
+        Keyed by the set, not by the Requirements object, an entry holds no task: a prepared task
+        and the same task parsed for each placement share it."""
         stamp = len(self.rows) + len(self.eval_rows) + len(self.table.ids)     # self.interned(), inline
+        predicates = matched.predicates
         cache = self.resolved
-        key = id(matched)
-        entry = cache.get(key)
-        if entry is not None and entry[0] is matched and entry[1] == stamp:
-            return entry[2]
+        entry = cache.get(predicates)
+        if entry is not None and entry[0] == stamp:
+            return entry[1]
         resolved = self.resolve(matched)
-        if entry is None and not seen_before(self.resolved_once, hash(matched.predicates), NOTED_ONCE_LIMIT):
+        if entry is None and not seen_before(self.resolved_once, hash(predicates), NOTED_ONCE_LIMIT):
             return resolved
         if len(cache) >= RESOLVED_CACHE_SIZE:
             cache.clear()
-        # the entry holds `matched` itself, so its id cannot be reused by another object meanwhile
-        cache[key] = (matched, stamp, resolved)
+        cache[predicates] = (stamp, resolved)
         return resolved
-
-    def resolve_parsed(self, matched: Requirements) -> Resolution:
-        """`resolve` for requirements parsed for one placement: the engine arguments depend only on
-        the predicates, so they are kept per predicate set."""
-        stamp = len(self.rows) + len(self.eval_rows) + len(self.table.ids)     # self.interned(), inline
-        cache = self.resolved
-        entry = cache.get(matched.predicates)
-        if entry is None or entry[0] != stamp:
-            if len(cache) >= RESOLVED_CACHE_SIZE:
-                cache.clear()
-            entry = cache[matched.predicates] = (stamp, self.resolve(matched))
-        return entry[1]
 
     # -- the repeated-task explanation cache ------------------------------------------------------
     def remember(self, predicates: tuple[str, ...], membership: int, expl: Explanation,
@@ -228,7 +213,7 @@ class PredicateRows:
         """Keep a predicate set's explanation for the next task of that set while the membership
         holds, from the second time the set is explained: the first only notes the set's hash, so
         that the tasks of a stream of distinct ones leave no explanation behind (as for
-        `resolve_prepared`; `a3fast.seen`)."""
+        `resolve_cached`; `a3fast.seen`)."""
         if not seen_before(self.explained_once, hash(predicates), NOTED_ONCE_LIMIT):
             return
         cache = self.explained
