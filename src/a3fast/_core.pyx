@@ -1131,6 +1131,7 @@ cdef class Scores:
 
 # -- the index ----------------------------------------------------------------------------------------
 
+@cython.final     # a subclass could hold an Explanation, which the collector does not see
 cdef class Index:
     """Per-predicate rows of agent ids, the live set, and the per-agent columns scoring reads.
 

@@ -223,14 +223,15 @@ def test_explanations_and_scores_belong_to_the_index_that_made_them():
 
 
 def test_explanations_and_scores_are_left_out_of_the_cyclic_collector():
-    # They hold only their Index, which holds only strings and bytes, so no cycle can pass through
-    # them; untracked, a placement kept by its caller costs the collector's passes two objects fewer.
+    # They hold only their Index, which is final and holds only strings and bytes, so no cycle can
+    # pass through them; untracked, a placement kept by its caller costs the collector's passes two
+    # objects fewer.
     index = grown_index(10)
     expl = index.explain([0], _core.NO_AGENT_REF, [])
     [(batch_expl, batch_scores)] = index.place_batch([(None, [0], _core.NO_AGENT_REF, [], [], -1, -1)], WEIGHTS)
     for made in (expl, index.score(expl, [], -1, -1, WEIGHTS), batch_expl, batch_scores):
         assert not gc.is_tracked(made)
-    for cls in (_core.Explanation, _core.Scores):
+    for cls in (_core.Explanation, _core.Scores, _core.Index):
         with pytest.raises(TypeError):
             type("Sub", (cls,), {})     # final: a subclass could hold a cycle the collector misses
 

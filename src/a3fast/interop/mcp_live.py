@@ -35,8 +35,7 @@ from .sources import Document
 if sys.version_info < (3, 11):  # Python 3.10: anyio depends on the backport
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["ServerSpec", "LiveListing", "ListingError", "list_tools", "tls_context", "MAX_PAGES",
-           "TLS_CONTEXT_MAX_AGE"]
+__all__ = ["ServerSpec", "LiveListing", "ListingError", "list_tools", "MAX_PAGES", "TLS_CONTEXT_MAX_AGE"]
 
 #: Most pages of one listing read (a real server's listing is a page or a few).
 MAX_PAGES = 1000
@@ -169,7 +168,9 @@ def tls_context() -> ssl.SSLContext:
     would make (`httpx2.create_ssl_context`: the system's CA certificates, or those named by
     $SSL_CERT_FILE or $SSL_CERT_DIR), made once and shared by every listing of the process. It is
     made again when either variable changes or after TLS_CONTEXT_MAX_AGE seconds. The lock makes
-    listings that start together wait for one context rather than each load the bundle."""
+    listings that start together wait for one context rather than each load the bundle. It is the
+    listings' own, not for other clients: the HTTP client sets the context's ALPN protocols on each
+    connection, the same for every listing (HTTP/1.1), which another client might set otherwise."""
     import httpx2
 
     global _tls
