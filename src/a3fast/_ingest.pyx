@@ -1226,6 +1226,8 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 from libc.math cimport isfinite
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ
 
+from a3fast.seen import seen_before
+
 cdef enum:
     RULE_NESTING = 128       # document.MAX_DEPTH: a container this deep breaks the rule
     MAX_VERSION_DIGITS = 19  # 2^63-1
@@ -1558,8 +1560,10 @@ cdef class RequirementsReader:
             predicates = <object>found_ptr
         else:
             predicates = derive(capabilities, clearances, tools, residency, latency, agent_ref, exclude)
-            if PyDict_GET_SIZE(self.derived) < self.derived_limit:
-                keep_derived(self.derived, derived_key, predicates, self.derived_once, self.derived_limit)
+            # derive's rule for its memo: kept from the set's second derivation on
+            if (PyDict_GET_SIZE(self.derived) < self.derived_limit
+                    and seen_before(self.derived_once, hash(derived_key), self.derived_limit)):
+                PyDict_SetItem(self.derived, derived_key, predicates)
         req = new_tuple_of(self.requirements, 12)
         put(req, 0, v)
         put(req, 1, capabilities)
@@ -1574,20 +1578,6 @@ cdef class RequirementsReader:
         put(req, 10, doc)
         put(req, 11, predicates)
         return req
-
-
-cdef int keep_derived(dict derived, tuple key, object predicates, set once, Py_ssize_t limit) except -1:
-    """`predicates.derive`'s rule for its memo: a set is kept from its second derivation on, the
-    first only noted by its key's hash (at most `limit` notes, then forgotten at once)."""
-    noted = hash(key)
-    if noted in once:
-        once.discard(noted)
-        PyDict_SetItem(derived, key, predicates)
-        return 0
-    if len(once) >= limit:
-        once.clear()
-    once.add(noted)
-    return 0
 
 
 cdef inline void put(object fresh, Py_ssize_t i, object value) noexcept:

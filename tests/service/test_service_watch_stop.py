@@ -1,8 +1,9 @@
 """The watch's stop waits, for a bounded time, for the MCP listings still running on their threads.
 
-A listing runs on a daemon thread of its own and spends much of its life in OpenSSL without the GIL
-(each builds its TLS context, loading the CA bundle). A `serve` process that exited under such a
-thread died of SIGSEGV now and then: OpenSSL's exit handlers freed what the thread was reading.
+A listing runs on a daemon thread of its own and can be in OpenSSL without the GIL (building the
+TLS context the listings share, loading the CA bundle, or in a handshake). A `serve` process that
+exited under such a thread died of SIGSEGV now and then: OpenSSL's exit handlers freed what the
+thread was reading.
 The real Watcher runs here in-process, its listing function replaced by one that takes its time
 (or never ends), so the stop's wait is seen without racing OpenSSL itself."""
 from __future__ import annotations

@@ -132,9 +132,9 @@ def bind_server_tools(doc: dict[str, Any], contributed: Any, pages: list[dict[st
 
 
 #: How long the watch's stop waits, at most, for the listings still running on their threads. A
-#: listing spends much of its life in OpenSSL without the GIL (each builds its TLS context, loading
-#: the CA bundle), and a process that exits under such a thread crashes: OpenSSL's exit handlers
-#: free what the thread reads. A listing stuck waiting on a server that never answers is left once
+#: listing can be in OpenSSL without the GIL (the first of a process builds the TLS context every
+#: listing shares, loading the CA bundle; each makes its handshakes), and a process that exits under
+#: such a thread crashes: OpenSSL's exit handlers free what the thread reads. A listing stuck waiting on a server that never answers is left once
 #: this has passed (it waits in the event loop's poll, where exiting is harmless).
 LISTINGS_STOP_WAIT = 2.0
 
