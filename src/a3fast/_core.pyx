@@ -2649,8 +2649,10 @@ def resolve_predicates(tuple predicates not None, dict rows not None, dict eval_
 
 
 # -- the placing stages' per-task steps, on a Placement's slots (a3fast.fleet.pipeline) -----------
-# `prepare`, `gather`, `decide_one`, `wave_jobs`, `take_decisions` and `build_placement` as the
-# pipeline writes them in Python (`LocalStages._gather` and so on), for the native engine's fleets:
+# `prepare`, `gather`, `decide_one`, `wave_jobs`, `take_decisions`, `build_placement` and
+# `build_decided` as the pipeline writes them in Python (`LocalStages._gather` and so on), with the
+# fleet's cache rules they call (`PredicateRows.resolve_cached` and `remember`, `seen.seen_before`),
+# for the native engine's fleets:
 # the same fields with the same values, each stored straight into the Placement's slot (the offset
 # its member descriptor gives) rather than through a bytecode each, where compiling the Python as
 # it is only added instructions (docs/performance.md, "The stage steps compiled"). The Python steps
@@ -2742,19 +2744,28 @@ STEP_SLOTS = ("started", "submitted", "requirements", "prepared", "route", "sess
 cdef Py_ssize_t slot_offset[N_SLOTS]
 cdef object placement_class = None, custom_scores_class = None, requirements_class = None
 cdef object parse_requirements_of = None, check_reason_limit_of = None, task_kind_of = None
+#: the schema's reader of plain requirements dicts (None: every dict goes through parse_requirements)
+cdef object read_requirements_of = None
+#: the Declaration class (an agent table entry of this type is its parsed declaration)
+cdef object declaration_class = None
+#: a3fast.fleet.rows's globals: its cache limits, read each time they are used, as its methods do
+cdef dict rows_globals = None
 cdef Py_ssize_t requirements_session_item = -1, requirements_predicates_item = -1, requirements_doc_item = -1
 
 
 def bind_placement(placement, custom_scores, requirements, parse_requirements, check_reason_limit,
-                   task_kind) -> None:
+                   task_kind, read_requirements=None, declaration=None, rows_namespace=None) -> None:
     """The classes and checks the steps work with: `placement` (the Placement class, whose slots
     STEP_SLOTS name), `custom_scores` (a caller's scores), `requirements` (the Requirements named
     tuple, its `session`, `predicates` and `doc` read by position) and the pipeline's own
-    `parse_requirements`, `check_reason_limit` and `task_kind`. TypeError if a slot is not a plain
-    writable one (then nothing is bound)."""
+    `parse_requirements`, `check_reason_limit` and `task_kind`; `read_requirements`, the schema's
+    reader of plain dicts (`parse_requirements` without its Python frame: a Requirements, or None
+    for what `parse_requirements` must read itself); `declaration`, the Declaration class; and
+    `rows_namespace`, the globals of a3fast.fleet.rows, whose cache limits `resolve_cached` and
+    `remember` read. TypeError if a slot is not a plain writable one (then nothing is bound)."""
     global placement_class, custom_scores_class, requirements_class, parse_requirements_of
     global check_reason_limit_of, task_kind_of, requirements_session_item, requirements_predicates_item
-    global requirements_doc_item
+    global requirements_doc_item, read_requirements_of, declaration_class, rows_globals
     cdef Py_ssize_t offsets[N_SLOTS]
     cdef int k
     cdef dict namespace
@@ -2772,12 +2783,17 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     if type(fields) is not tuple or "session" not in fields or "predicates" not in fields or "doc" not in fields:
         raise TypeError("requirements: expected a named tuple class with 'session', 'predicates' and 'doc'")
     session_item, predicates_item, doc_item = fields.index("session"), fields.index("predicates"), fields.index("doc")
+    if declaration is not None and not isinstance(declaration, type):
+        raise TypeError(f"declaration: expected a class, found {type(declaration).__name__}")
+    if rows_namespace is not None and type(rows_namespace) is not dict:
+        raise TypeError(f"rows_namespace: expected a module's globals (a dict), found {type(rows_namespace).__name__}")
     for k in range(N_SLOTS):
         slot_offset[k] = offsets[k]
     requirements_session_item, requirements_predicates_item = session_item, predicates_item
     requirements_doc_item = doc_item
     placement_class, custom_scores_class, requirements_class = placement, custom_scores, requirements
     parse_requirements_of, check_reason_limit_of, task_kind_of = parse_requirements, check_reason_limit, task_kind
+    read_requirements_of, declaration_class, rows_globals = read_requirements, declaration, rows_namespace
 
 
 cdef inline object slot(object state, int k):
@@ -2817,7 +2833,13 @@ def prepare(requirements, session, route, reason_limit=None, kind=None, scorer=N
     started = clock_ns(False)
     if reason_limit is not None:
         check_reason_limit_of(reason_limit)
-    submitted = requirements if type(requirements) is requirements_class else parse_requirements_of(requirements)
+    cdef object submitted = None
+    if type(requirements) is requirements_class:
+        submitted = requirements
+    elif type(requirements) is dict and read_requirements_of is not None:
+        submitted = read_requirements_of(requirements, False)
+    if submitted is None:
+        submitted = parse_requirements_of(requirements)
     matched = route.apply(submitted) if route is not None else submitted
     state = a3_new_instance(placement_class)
     set_slot(state, S_STARTED, started)
@@ -2836,6 +2858,53 @@ def prepare(requirements, session, route, reason_limit=None, kind=None, scorer=N
     set_slot(state, S_RESUMED, False)
     set_slot(state, S_RECORDED_IN, None)
     return state
+
+
+cdef bint seen_before(set notes, Py_hash_t key, Py_ssize_t limit) except -1:
+    """`a3fast.seen.seen_before`, compiled: whether `key` (a hash) was noted in `notes`, its note
+    then taken back; otherwise it is noted, `notes` emptied first once it holds `limit`."""
+    noted = key
+    if noted in notes:
+        notes.discard(noted)
+        return True
+    if len(notes) >= limit:
+        notes.clear()
+    notes.add(noted)
+    return False
+
+
+cdef object resolve_cached(rows, matched):
+    """`PredicateRows.resolve_cached` of `rows`, compiled: the same entries kept and noted, the
+    same engine call (`rows.resolve_predicates`) when there is none."""
+    cdef dict predicate_rows = rows.rows, eval_rows = rows.eval_rows, ids = rows.table.ids
+    stamp = len(predicate_rows) + len(eval_rows) + len(ids)
+    predicates = field_of(matched, requirements_predicates_item, "predicates")
+    cdef dict cache = rows.resolved
+    entry = cache.get(predicates)
+    if entry is not None and entry[0] == stamp:
+        return entry[1]
+    resolved = rows.resolve_predicates(predicates, predicate_rows, eval_rows, ids, rows.no_agent_ref)
+    if entry is None and not seen_before(rows.resolved_once, hash(predicates), rows_globals["NOTED_ONCE_LIMIT"]):
+        return resolved
+    if len(cache) >= rows_globals["RESOLVED_CACHE_SIZE"]:
+        cache.clear()
+    cache[predicates] = (stamp, resolved)
+    return resolved
+
+
+cdef int remember(rows, predicates, membership, expl, eval_rows) except -1:
+    """`PredicateRows.remember` of `rows`, compiled: the explanation kept from the second time its
+    predicate set is explained, the first only noted."""
+    if rows_globals is None:
+        rows.remember(predicates, membership, expl, eval_rows)
+        return 0
+    if not seen_before(rows.explained_once, hash(predicates), rows_globals["NOTED_ONCE_LIMIT"]):
+        return 0
+    cdef dict cache = rows.explained
+    if len(cache) * max(rows.table.count, 1) >= rows_globals["EXPLAINED_CACHE_BUDGET"]:
+        cache.clear()
+    cache[predicates] = (membership, expl, eval_rows)
+    return 0
 
 
 @cython.boundscheck(True)
@@ -2860,7 +2929,7 @@ def gather(stages, state, membership):
             set_slot(state, S_KIND, task_kind_of(matched))
         set_slot(state, S_GATHERED, clock_ns(False))
         return cached[1], (), 0, ()
-    resolved = rows.resolve_cached(matched)
+    resolved = resolve_cached(rows, matched) if rows_globals is not None else rows.resolve_cached(matched)
     ids, only, excluded, eval_rows = resolved
     set_slot(state, S_EVAL_ROWS, eval_rows)
     if needs_kind:
@@ -2881,8 +2950,8 @@ def decide_one(stages, state):
     expl, ids, only, excluded = gather(stages, state, membership)
     if expl is None:
         expl = index.explain(ids, only, excluded)
-        rows.remember(field_of(slot(state, S_REQUIREMENTS), requirements_predicates_item, "predicates"),
-                      membership, expl, slot(state, S_EVAL_ROWS))
+        remember(rows, field_of(slot(state, S_REQUIREMENTS), requirements_predicates_item, "predicates"),
+                 membership, expl, slot(state, S_EVAL_ROWS))
     set_slot(state, S_EXPLANATION, expl)
     session, kind = slot(state, S_SESSION), slot(state, S_KIND)
     scores = index.score(expl, slot(state, S_EVAL_ROWS),
@@ -2936,9 +3005,9 @@ def take_decisions(stages, list states, list results, list fresh, membership):
         set_slot(state, S_SCORES, scores)
         set_slot(state, S_BEST, best)
         set_slot(state, S_SELECTED, selected)
-    remember = stages.rows.remember
+    rows = stages.rows
     for state in fresh:
-        remember(field_of(slot(state, S_REQUIREMENTS), requirements_predicates_item, "predicates"),
+        remember(rows, field_of(slot(state, S_REQUIREMENTS), requirements_predicates_item, "predicates"),
                  membership, slot(state, S_EXPLANATION), slot(state, S_EVAL_ROWS))
 
 
@@ -2949,6 +3018,11 @@ def build_placement(state, engine, index, declaration, declaration_json, generat
     anything but a Placement."""
     if type(state) is not placement_class or placement_class is None:
         raise TypeError(f"build_placement: expected a Placement, found {type(state).__name__}")
+    return complete(state, engine, index, declaration, declaration_json, generation)
+
+
+cdef object complete(state, engine, index, declaration, declaration_json, generation):
+    """`build_placement`'s work, on a Placement (checked by the caller)."""
     started = slot(state, S_STARTED)
     set_slot(state, S_FLEET_ENGINE, engine)
     set_slot(state, S_INDEX, index)
@@ -2973,6 +3047,30 @@ def build_placement(state, engine, index, declaration, declaration_json, generat
     set_slot(state, S_SCORER, None)
     set_slot(state, S_WITHIN, None)
     return state
+
+
+@cython.boundscheck(True)
+@cython.wraparound(True)
+def build_decided(stages, state, generation):
+    """`pipeline.LocalStages._build_decided` of `stages` (a LocalStages): the build stage for a
+    decided Placement or a resumption's, the chosen agent's declaration and its JSON read from the
+    agent table where it holds them parsed (its own methods otherwise)."""
+    if type(state) is not placement_class or placement_class is None:
+        raise TypeError(f"build_decided: expected a Placement, found {type(state).__name__}")
+    if slot(state, S_RESUMED):     # `pipeline.build_resumed`: the agent and index prepare set
+        return complete(state, stages.engine, slot(state, S_INDEX), slot(state, S_DECLARATION),
+                        slot(state, S_DECLARATION_JSON), generation)
+    cdef Py_ssize_t best = slot(state, S_BEST)
+    if best < 0:
+        return complete(state, stages.engine, stages.index, None, None, generation)
+    table = stages.table
+    cdef list entries = table.entries, decl_json = table.decl_json
+    declaration = entries[best]
+    text = decl_json[best]
+    if type(declaration) is not declaration_class or declaration_class is None or text is None:
+        declaration = table.declaration(best)
+        text = table.declaration_json(best)
+    return complete(state, stages.engine, stages.index, declaration, text, generation)
 
 
 a3_cpu_init()       # which of popcnt, SSSE3 and AVX2 this processor has, before any thread asks

@@ -1,5 +1,5 @@
 """The native engine's compiled stage steps (`_core.prepare`, `_core.gather`, `_core.decide_one`,
-`_core.wave_jobs`, `_core.take_decisions`, `_core.build_placement`) hold to the
+`_core.wave_jobs`, `_core.take_decisions`, `_core.build_placement`, `_core.build_decided`) hold to the
 pipeline's Python ones field for field: the same values in every slot they set (the clock
 readings aside), the same errors, and each fleet takes the steps of its own engine."""
 from __future__ import annotations
@@ -158,6 +158,54 @@ def test_build_placement_compiled_times_a_resumption_by_its_one_phase():
     compiled = built[0]
     assert compiled.resumed and compiled.gather_ns is None and compiled.select_ns >= 0
     assert compiled.agent == "a" and compiled.generation == 4
+
+
+def bulk_loaded(tmp_path) -> Fleet:
+    """A fleet read from JSON Lines: its agent table keeps declarations as JSON until asked."""
+    import json
+    path = tmp_path / "fleet.jsonl"
+    path.write_text("".join(json.dumps(agent(n, r)) + "\n" for n, r in (("a", "eu"), ("b", "us"))))
+    fleet = Fleet("native")
+    fleet.extend_jsonl(path)
+    return fleet
+
+
+@pytest.mark.parametrize("case", ["bound, its JSON not made yet", "bound, its JSON made", "unschedulable",
+                                  "bound, its declaration still JSON", "resumed"])
+def test_build_decided_compiled_builds_as_the_python_step_does(case, tmp_path):
+    if case == "bound, its declaration still JSON":
+        fleet = bulk_loaded(tmp_path)
+        states, _ = pipeline.drive(fleet._stages, ({"v": "1.0", "residency": "eu"},), None, 7, build=False)
+        state = states[0]
+        assert type(fleet._table.entries[state.best]) is bytes
+    elif case == "resumed":
+        fleet = Fleet("native")
+        fleet.add(agent("a"))
+        first = fleet.place({"v": "1.0", "clearances": ["orders.read"]})
+        state = pipeline.prepare_resumption(pipeline.Resumption(first), fleet._table.declaration(0),
+                                            fleet._table.declaration_json(0))
+    else:
+        fleet, state = decided(case != "unschedulable")
+        if case == "bound, its JSON made":
+            fleet._table.declaration_json(state.best)
+    table = fleet._table
+    twin = copy.copy(state)
+    before = (list(table.entries), list(table.decl_json))
+    python = pipeline.LocalStages._build_decided(fleet._stages, twin, 9)
+    # what the Python step made the table keep (a parsed declaration, its JSON), the compiled one
+    # makes it keep from the same table
+    kept = (list(table.entries), list(table.decl_json))
+    table.entries[:], table.decl_json[:] = before
+    compiled = _core().build_decided(fleet._stages, state, 9)
+    assert compiled is state and python is twin
+    same_slots(compiled, python, ignore=frozenset({"select_ns", "selected"} if case == "resumed" else ()))
+    assert (list(table.entries), list(table.decl_json)) == kept
+    assert compiled.agent == (None if case == "unschedulable" else "a") and compiled.generation == 9
+    if compiled.agent is not None:
+        assert compiled.declaration_json == table.declaration_json(table.ids["a"])
+        assert compiled.declaration is table.declaration(table.ids["a"])
+    with pytest.raises(TypeError, match="expected a Placement, found dict"):
+        _core().build_decided(fleet._stages, {}, 1)
 
 
 def test_the_compiled_steps_take_only_a_placement_and_name_a_slot_never_set():
@@ -335,6 +383,11 @@ def test_bind_placement_refuses_what_it_cannot_write_and_keeps_what_it_had():
         with pytest.raises(TypeError, match=why):
             core.bind_placement(placement, custom, requirements, parse_requirements, check_reason_limit,
                                 task_kind)
+    for keyword, why in [({"declaration": "Declaration"}, "declaration: expected a class"),
+                         ({"rows_namespace": ["NOTED_ONCE_LIMIT"]}, "rows_namespace: expected a module's globals")]:
+        with pytest.raises(TypeError, match=why):
+            core.bind_placement(Larger, CustomScores, Requirements, parse_requirements, check_reason_limit,
+                                task_kind, **keyword)
     # still bound to Placement, every slot where Placement keeps it
     same_slots(core.prepare(TASK, None, None, 2, "k", len), pipeline.prepare(TASK, None, None, 2, "k", len))
 
@@ -363,3 +416,5 @@ def test_each_fleet_takes_the_steps_of_its_engine():
     assert Fleet("pure")._stages.prepare_one is pipeline.prepare
     assert Fleet("pure")._stages.gather_one is pipeline.LocalStages._gather
     assert Fleet("pure")._stages.build_one is pipeline.build_placement
+    assert Fleet("native")._stages.build_decided is _core().build_decided
+    assert Fleet("pure")._stages.build_decided is pipeline.LocalStages._build_decided

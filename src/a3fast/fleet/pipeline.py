@@ -52,9 +52,10 @@ from ..engines import NATIVE_AVAILABLE, engine_module
 from ..errors import A3Error, FleetError
 from .placement import CustomScores, Placement, Route, check_reason_limit, resumed_agent
 from ..predicates import first_failed
-from ..schema import Declaration, Requirements, parse_requirements, task_kind
+from ..schema import Declaration, Requirements, _read_requirements, parse_requirements, task_kind
 from .scoring import Scorer, ScoringTask, choose
 from .bulk_load import collector_paused
+from . import rows as rows_module
 from .rows import PredicateRows
 from .table import AgentTable
 
@@ -296,7 +297,7 @@ class LocalStages:
     prepare, decide (explain, score, choose), build, and hold a bound placement's session."""
 
     __slots__ = ("fleet", "table", "rows", "index", "engine", "prepare_one", "gather_one", "decide_one",
-                 "wave_jobs", "take_decisions", "build_one")
+                 "wave_jobs", "take_decisions", "build_one", "build_decided")
 
     def __init__(self, fleet: Any, table: AgentTable, rows: PredicateRows):
         #: the Fleet whose membership, weights, scorer and history the stages read
@@ -306,9 +307,10 @@ class LocalStages:
         self.index: Index = rows.index
         self.engine: str = fleet.engine
         #: the per-task steps as the fleet's engine runs them (`stage_steps`): `prepare`, `_gather`,
-        #: `_decide_one`, `_wave_jobs`, `_take_decisions` and `build_placement`, or their compiled twins
+        #: `_decide_one`, `_wave_jobs`, `_take_decisions`, `build_placement` and `_build_decided`, or
+        #: their compiled twins
         (self.prepare_one, self.gather_one, self.decide_one, self.wave_jobs, self.take_decisions,
-         self.build_one) = stage_steps(self.engine)
+         self.build_one, self.build_decided) = stage_steps(self.engine)
 
     def prepare(self, tasks: Sequence[Task], sessions: Sequence[str | None], route: Route | None,
                 reason_limit: int | None, kind: str | None, scorer: Scorer | None,
@@ -504,7 +506,11 @@ class LocalStages:
         state.selected = time.perf_counter_ns()
 
     def build(self, state: Placement, generation: int) -> Placement:
-        """The build stage for a decided Placement, or a resumption's."""
+        """The build stage for a decided Placement, or a resumption's (`_build_decided`)."""
+        return self.build_decided(self, state, generation)
+
+    def _build_decided(self, state: Placement, generation: int) -> Placement:
+        """`build`: the Placement completed with the chosen agent's declaration and its JSON."""
         if state.resumed:
             return build_resumed(state, self.engine, generation)
         best = state.best
@@ -551,7 +557,8 @@ def build_placement(state: Placement, engine: str, index: Any, declaration: Decl
 
 class StageSteps(NamedTuple):
     """The per-task steps of the stages as one engine runs them (`stage_steps`). `gather`,
-    `decide_one`, `wave_jobs` and `take_decisions` take the LocalStages first, as its methods do."""
+    `decide_one`, `wave_jobs`, `take_decisions` and `build_decided` take the LocalStages first, as
+    its methods do."""
 
     prepare: Callable[..., Placement]
     gather: Callable[..., tuple[Any, Any, int, Any]]
@@ -559,27 +566,30 @@ class StageSteps(NamedTuple):
     wave_jobs: Callable[..., tuple[list[tuple[Any, ...]], list[Placement]]]
     take_decisions: Callable[..., None]
     build_placement: Callable[..., Placement]
+    build_decided: Callable[..., Placement]
 
 
 def stage_steps(engine: str) -> StageSteps:
     """The steps for a fleet on `engine`: the Python ones (`prepare`, `LocalStages._gather`,
-    `_decide_one`, `_wave_jobs`, `_take_decisions`, `build_placement`) for the pure engine, the
-    native engine's compiled twins (`_core.prepare`, `_core.gather`, ...: the same fields with the
-    same values, stored straight into the Placement's slots) for the native one."""
+    `_decide_one`, `_wave_jobs`, `_take_decisions`, `build_placement`, `_build_decided`) for the
+    pure engine, the native engine's compiled twins (`_core.prepare`, `_core.gather`, ...: the same
+    fields with the same values, stored straight into the Placement's slots, and the same cache
+    entries) for the native one."""
     if engine == "native" and NATIVE_STEPS:
         native = engine_module("native")
         return StageSteps(native.prepare, native.gather, native.decide_one, native.wave_jobs,
-                          native.take_decisions, native.build_placement)
+                          native.take_decisions, native.build_placement, native.build_decided)
     return StageSteps(prepare, LocalStages._gather, LocalStages._decide_one, LocalStages._wave_jobs,
-                      LocalStages._take_decisions, build_placement)
+                      LocalStages._take_decisions, build_placement, LocalStages._build_decided)
 
 
-#: Whether the native engine's build has the compiled steps: one built before them has not, and
-#: its fleets run the Python steps rather than fail to import.
-NATIVE_STEPS = NATIVE_AVAILABLE and hasattr(engine_module("native"), "bind_placement")
+#: Whether the native engine's build has the compiled steps, the build stage's included: one built
+#: before them has not, and its fleets run the Python steps rather than fail to import.
+NATIVE_STEPS = NATIVE_AVAILABLE and hasattr(engine_module("native"), "build_decided")
 if NATIVE_STEPS:
     engine_module("native").bind_placement(Placement, CustomScores, Requirements, parse_requirements,
-                                           check_reason_limit, task_kind)
+                                           check_reason_limit, task_kind, read_requirements=_read_requirements,
+                                           declaration=Declaration, rows_namespace=vars(rows_module))
 
 
 class ResumingStages:
