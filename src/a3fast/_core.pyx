@@ -2750,11 +2750,14 @@ cdef object read_requirements_of = None
 cdef object declaration_class = None
 #: a3fast.fleet.rows's globals: its cache limits, read each time they are used, as its methods do
 cdef dict rows_globals = None
+#: `pipeline.drive`, which `place_one` hands what it does not place itself
+cdef object drive_of = None
 cdef Py_ssize_t requirements_session_item = -1, requirements_predicates_item = -1, requirements_doc_item = -1
 
 
 def bind_placement(placement, custom_scores, requirements, parse_requirements, check_reason_limit,
-                   task_kind, read_requirements=None, declaration=None, rows_namespace=None) -> None:
+                   task_kind, read_requirements=None, declaration=None, rows_namespace=None,
+                   drive=None) -> None:
     """The classes and checks the steps work with: `placement` (the Placement class, whose slots
     STEP_SLOTS name), `custom_scores` (a caller's scores), `requirements` (the Requirements named
     tuple, its `session`, `predicates` and `doc` read by position) and the pipeline's own
@@ -2762,10 +2765,11 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     reader of plain dicts (`parse_requirements` without its Python frame: a Requirements, or None
     for what `parse_requirements` must read itself); `declaration`, the Declaration class; and
     `rows_namespace`, the globals of a3fast.fleet.rows, whose cache limits `resolve_cached` and
-    `remember` read. TypeError if a slot is not a plain writable one (then nothing is bound)."""
+    `remember` read; and `drive`, the pipeline's driver, which `place_one` hands the cases it does
+    not place itself. TypeError if a slot is not a plain writable one (then nothing is bound)."""
     global placement_class, custom_scores_class, requirements_class, parse_requirements_of
     global check_reason_limit_of, task_kind_of, requirements_session_item, requirements_predicates_item
-    global requirements_doc_item, read_requirements_of, declaration_class, rows_globals
+    global requirements_doc_item, read_requirements_of, declaration_class, rows_globals, drive_of
     cdef Py_ssize_t offsets[N_SLOTS]
     cdef int k
     cdef dict namespace
@@ -2794,6 +2798,7 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     placement_class, custom_scores_class, requirements_class = placement, custom_scores, requirements
     parse_requirements_of, check_reason_limit_of, task_kind_of = parse_requirements, check_reason_limit, task_kind
     read_requirements_of, declaration_class, rows_globals = read_requirements, declaration, rows_namespace
+    drive_of = drive
 
 
 cdef inline object slot(object state, int k):
@@ -3071,6 +3076,32 @@ def build_decided(stages, state, generation):
         declaration = table.declaration(best)
         text = table.declaration_json(best)
     return complete(state, stages.engine, stages.index, declaration, text, generation)
+
+
+@cython.boundscheck(True)
+@cython.wraparound(True)
+def place_one(stages, task, session, generation, route, reason_limit, kind, scorer, candidates,
+              bint remember_session):
+    """`pipeline.place_one` on `stages` (a LocalStages): one task through `drive`'s batch of one —
+    prepare, decide, build, and the chosen agent holding the task's session — in one call, for a
+    requirements dict or Requirements placed with the engine's scorer over every live agent;
+    anything else (a resumption, a caller's or the fleet's scorer, `candidates`) through `drive`
+    itself. Returns the Placement and the fleet's generation after it."""
+    if drive_of is None or placement_class is None:
+        raise RuntimeError("bind_placement has not been called with the pipeline's driver")
+    if candidates is not None or scorer is not None or stages.fleet.scorer is not None \
+            or (type(task) is not dict and type(task) is not requirements_class):
+        placements, generation = drive_of(stages, (task,), (session,), generation, route, reason_limit, kind,
+                                          scorer, candidates, remember_session)
+        return placements[0], generation
+    state = prepare(task, session, route, reason_limit, kind, None)
+    decide_one(stages, state)
+    p = build_decided(stages, state, generation)
+    held = slot(state, S_SESSION)
+    agent = slot(p, S_AGENT)
+    if remember_session and held is not None and agent is not None and stages.hold(agent, held):
+        generation += 1
+    return p, generation
 
 
 a3_cpu_init()       # which of popcnt, SSSE3 and AVX2 this processor has, before any thread asks

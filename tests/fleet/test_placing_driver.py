@@ -1,4 +1,5 @@
-"""Every placement crosses one driver (a3fast.fleet.pipeline.drive): Fleet.place, place_many,
+"""Every placement crosses one driver (a3fast.fleet.pipeline.drive, or for a batch of one on the
+native engine its compiled twin, `_core.place_one`): Fleet.place, place_many,
 Fleet.scored (what a shard answers with), Fleet.resume, a stdio `place` line and POST /v1/place. A single
 placement is a batch of one, so placing one by one and placing a batch give the same compact
 records, byte for byte, on both engines."""
@@ -25,7 +26,10 @@ TASKS = generate_tasks(FLEET, 6, seed=3)
 
 @pytest.fixture
 def crossings(monkeypatch) -> list[int]:
-    """How many tasks each call of the driver was given, call by call (the driver itself runs)."""
+    """How many tasks each call of the driver was given, call by call (the driver itself runs):
+    `pipeline.drive`, or on a native fleet its compiled twin for a batch of one (`_core.place_one`,
+    what Fleet.place calls; it hands the driver bound at import what it does not place itself, so
+    a call is counted once)."""
     calls: list[int] = []
     real = pipeline.drive
 
@@ -33,7 +37,22 @@ def crossings(monkeypatch) -> list[int]:
         calls.append(len(tasks))
         return real(stages, tasks, *args, **kwargs)
 
+    real_steps = pipeline.stage_steps
+
+    def steps(engine: str) -> pipeline.StageSteps:
+        found = real_steps(engine)
+        if found.place_one is pipeline.place_one:       # the Python one calls `drive`, counted there
+            return found
+        compiled = found.place_one
+
+        def counted_one(stages, task, *args):
+            calls.append(1)
+            return compiled(stages, task, *args)
+
+        return found._replace(place_one=counted_one)
+
     monkeypatch.setattr(pipeline, "drive", counted)
+    monkeypatch.setattr(pipeline, "stage_steps", steps)
     return calls
 
 

@@ -1,5 +1,6 @@
 """The native engine's compiled stage steps (`_core.prepare`, `_core.gather`, `_core.decide_one`,
-`_core.wave_jobs`, `_core.take_decisions`, `_core.build_placement`, `_core.build_decided`) hold to the
+`_core.wave_jobs`, `_core.take_decisions`, `_core.build_placement`, `_core.build_decided`,
+`_core.place_one`) hold to the
 pipeline's Python ones field for field: the same values in every slot they set (the clock
 readings aside), the same errors, and each fleet takes the steps of its own engine."""
 from __future__ import annotations
@@ -206,6 +207,76 @@ def test_build_decided_compiled_builds_as_the_python_step_does(case, tmp_path):
         assert compiled.declaration is table.declaration(table.ids["a"])
     with pytest.raises(TypeError, match="expected a Placement, found dict"):
         _core().build_decided(fleet._stages, {}, 1)
+
+
+def two_twins() -> tuple[Fleet, Fleet]:
+    """Two native fleets alike: a holds orders.read in the EU, b in the US; b's outcome is better."""
+    twins = []
+    for _ in range(2):
+        fleet = Fleet("native")
+        fleet.add(agent("a"))
+        fleet.add(agent("b", "us"))
+        twins.append(fleet)
+    return twins[0], twins[1]
+
+
+class Frozen(dict):
+    """A requirements mapping that is not a plain dict: the driver parses it the careful way."""
+
+
+@pytest.mark.parametrize("case", ["dict", "prepared", "session held", "session not remembered", "routed",
+                                  "unschedulable", "reason_limit and kind", "a caller's scorer",
+                                  "the fleet's scorer", "candidates", "another mapping"])
+def test_place_one_compiled_places_as_the_driver_does(case):
+    compiled_fleet, python_fleet = two_twins()
+    task, kwargs, session = dict(TASK), {}, None
+    if case == "session held":     # the caller's session, the task stating none
+        task, session = {"v": "1.0", "clearances": ["orders.read"]}, "s-1"
+    elif case == "prepared":
+        task = PREPARED
+    elif case == "session not remembered":
+        kwargs["remember_session"] = False
+    elif case == "routed":
+        kwargs["route"] = EU
+    elif case == "unschedulable":
+        task = {"v": "1.0", "clearances": ["orders.write"]}
+    elif case == "reason_limit and kind":
+        task, kwargs = {"v": "1.0", "clearances": ["orders.write"]}, {"reason_limit": 1, "kind": "k"}
+    elif case == "a caller's scorer":
+        kwargs["scorer"] = lambda t, agents: [{"total": float(a.agent.name == "b")} for a in agents]
+    elif case == "the fleet's scorer":
+        for fleet in (compiled_fleet, python_fleet):
+            fleet.scorer = lambda t, agents: [{"total": float(a.agent.name == "b")} for a in agents]
+    elif case == "candidates":
+        kwargs["candidates"] = ["b"]
+    elif case == "another mapping":
+        task = Frozen(TASK)
+    placed = []
+    for fleet, place_one in ((compiled_fleet, _core().place_one), (python_fleet, pipeline.place_one)):
+        assert fleet._stages.place_one is _core().place_one
+        options = {"route": None, "reason_limit": None, "kind": None, "scorer": None, "candidates": None,
+                   "remember_session": True, **kwargs}
+        p, generation = place_one(fleet._stages, task, session, fleet.generation, *options.values())
+        placed.append((p, generation, fleet))
+    (c, c_generation, c_fleet), (p, p_generation, p_fleet) = placed
+    same_slots(c, p, ignore=frozenset({"index", "gather_ns", "select_ns", "selected", "explanation", "scores"}))
+    assert c_generation == p_generation and c.agent == p.agent
+    assert c.explanation.eligible_ids() == p.explanation.eligible_ids()
+    assert c_fleet.holds_session("a", "s-1") is p_fleet.holds_session("a", "s-1")
+    assert c.agent == {"unschedulable": None, "reason_limit and kind": None, "a caller's scorer": "b",
+                       "the fleet's scorer": "b", "candidates": "b", "routed": "a"}.get(case, "a")
+    # a bound placement of a session it remembers makes its agent hold it: the generation moves on
+    assert c_generation == 2 + (c.agent is not None and case not in ("session not remembered", "prepared"))
+
+
+def test_place_one_compiled_hands_a_resumption_to_the_driver():
+    fleet = Fleet("native")
+    fleet.add(agent("a"))
+    first = fleet.place(TASK)
+    again, generation = _core().place_one(fleet._stages, pipeline.Resumption(first, 5), None, fleet.generation,
+                                          None, None, None, None, None, True)
+    assert again.resumed and again.recorded_in == 5 and again.agent == "a"
+    assert generation == fleet.generation        # a resumption holds nothing
 
 
 def test_the_compiled_steps_take_only_a_placement_and_name_a_slot_never_set():
@@ -418,3 +489,5 @@ def test_each_fleet_takes_the_steps_of_its_engine():
     assert Fleet("pure")._stages.build_one is pipeline.build_placement
     assert Fleet("native")._stages.build_decided is _core().build_decided
     assert Fleet("pure")._stages.build_decided is pipeline.LocalStages._build_decided
+    assert Fleet("native")._stages.place_one is _core().place_one
+    assert Fleet("pure")._stages.place_one is pipeline.place_one

@@ -338,10 +338,10 @@ class Fleet:
         # placement is a few microseconds, of which that was half of one. Arguments are passed by
         # position for the same reason.
         with self._lock:
-            placements, self.generation = pipeline.drive(
-                self._stages, (requirements,), (session,), self.generation, route, reason_limit, kind,
-                scorer, candidates, remember_session)
-            return placements[0]
+            stages = self._stages
+            placement, self.generation = stages.place_one(stages, requirements, session, self.generation, route,
+                                                          reason_limit, kind, scorer, candidates, remember_session)
+            return placement
 
     def scored(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None, *,
                kind: str | None = None, candidates: Iterable[str] | None = None,

@@ -16,9 +16,11 @@ The stages are those of kube-scheduler's framework in spirit: each reads and fil
 — the Placement being made — and nothing else. The state is not a separate object copied into the
 Placement at the end: making and filling a second object cost a prepared placement about a tenth
 of its instructions (docs/performance.md, "The Python around the engine, counted in
-instructions"). `drive` is the one driver: `Fleet.place`, `place_many`, `Fleet.scored` (what a
-shard of a sharded fleet answers with) and `Fleet.resume` — and so the service's place routes,
-stdio `place` lines and replays, which call them — run a batch through a `Stages`:
+instructions"). `drive` is the one driver: `Fleet.place` (a batch of one, `place_one`; on the
+native engine its compiled twin runs these same steps in one call for the usual task), `place_many`,
+`Fleet.scored` (what a shard of a sharded fleet answers with) and `Fleet.resume` — and so the
+service's place routes, stdio `place` lines and replays, which call them — run a batch through a
+`Stages`:
 
     prepare  every task, before any is placed (an invalid one places nothing)
     waves    with `remember_session`, the n-th task of a session in wave n (a bound placement's
@@ -62,7 +64,7 @@ from .table import AgentTable
 if TYPE_CHECKING:
     from .._core import Index
 
-__all__ = ["Resumption", "Stages", "drive", "waves_of", "prepare",
+__all__ = ["Resumption", "Stages", "drive", "place_one", "waves_of", "prepare",
            "prepare_resumption", "LocalStages", "ResumingStages", "choose_among", "build_placement",
            "resume", "stage_steps", "StageSteps"]
 
@@ -253,6 +255,17 @@ def drive(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str | None] 
     return [p], generation
 
 
+def place_one(stages: Stages, task: Task, session: str | None, generation: int, route: Route | None = None,
+              reason_limit: int | None = None, kind: str | None = None, scorer: Scorer | None = None,
+              candidates: Iterable[str] | None = None, remember_session: bool = True) -> tuple[Placement, int]:
+    """One task through `drive`, a batch of one: its Placement and the fleet's generation after it
+    (what `Fleet.place` does). The native engine's twin, `_core.place_one`, runs the same stages for
+    the usual task in one call."""
+    placements, generation = drive(stages, (task,), (session,), generation, route, reason_limit, kind, scorer,
+                                   candidates, remember_session)
+    return placements[0], generation
+
+
 def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str | None] | None,
                  generation: int, route: Route | None, reason_limit: int | None, kind: str | None,
                  scorer: Scorer | None, candidates: Iterable[str] | None, remember_session: bool,
@@ -297,7 +310,7 @@ class LocalStages:
     prepare, decide (explain, score, choose), build, and hold a bound placement's session."""
 
     __slots__ = ("fleet", "table", "rows", "index", "engine", "prepare_one", "gather_one", "decide_one",
-                 "wave_jobs", "take_decisions", "build_one", "build_decided")
+                 "wave_jobs", "take_decisions", "build_one", "build_decided", "place_one")
 
     def __init__(self, fleet: Any, table: AgentTable, rows: PredicateRows):
         #: the Fleet whose membership, weights, scorer and history the stages read
@@ -307,10 +320,10 @@ class LocalStages:
         self.index: Index = rows.index
         self.engine: str = fleet.engine
         #: the per-task steps as the fleet's engine runs them (`stage_steps`): `prepare`, `_gather`,
-        #: `_decide_one`, `_wave_jobs`, `_take_decisions`, `build_placement` and `_build_decided`, or
-        #: their compiled twins
+        #: `_decide_one`, `_wave_jobs`, `_take_decisions`, `build_placement`, `_build_decided` and
+        #: `place_one` (a whole batch of one), or their compiled twins
         (self.prepare_one, self.gather_one, self.decide_one, self.wave_jobs, self.take_decisions,
-         self.build_one, self.build_decided) = stage_steps(self.engine)
+         self.build_one, self.build_decided, self.place_one) = stage_steps(self.engine)
 
     def prepare(self, tasks: Sequence[Task], sessions: Sequence[str | None], route: Route | None,
                 reason_limit: int | None, kind: str | None, scorer: Scorer | None,
@@ -557,8 +570,8 @@ def build_placement(state: Placement, engine: str, index: Any, declaration: Decl
 
 class StageSteps(NamedTuple):
     """The per-task steps of the stages as one engine runs them (`stage_steps`). `gather`,
-    `decide_one`, `wave_jobs`, `take_decisions` and `build_decided` take the LocalStages first, as
-    its methods do."""
+    `decide_one`, `wave_jobs`, `take_decisions`, `build_decided` and `place_one` take the
+    LocalStages first, as its methods do."""
 
     prepare: Callable[..., Placement]
     gather: Callable[..., tuple[Any, Any, int, Any]]
@@ -567,29 +580,31 @@ class StageSteps(NamedTuple):
     take_decisions: Callable[..., None]
     build_placement: Callable[..., Placement]
     build_decided: Callable[..., Placement]
+    place_one: Callable[..., tuple[Placement, int]]
 
 
 def stage_steps(engine: str) -> StageSteps:
     """The steps for a fleet on `engine`: the Python ones (`prepare`, `LocalStages._gather`,
-    `_decide_one`, `_wave_jobs`, `_take_decisions`, `build_placement`, `_build_decided`) for the
-    pure engine, the native engine's compiled twins (`_core.prepare`, `_core.gather`, ...: the same
+    `_decide_one`, `_wave_jobs`, `_take_decisions`, `build_placement`, `_build_decided`,
+    `place_one`) for the pure engine, the native engine's compiled twins (`_core.prepare`, `_core.gather`, ...: the same
     fields with the same values, stored straight into the Placement's slots, and the same cache
     entries) for the native one."""
     if engine == "native" and NATIVE_STEPS:
         native = engine_module("native")
         return StageSteps(native.prepare, native.gather, native.decide_one, native.wave_jobs,
-                          native.take_decisions, native.build_placement, native.build_decided)
+                          native.take_decisions, native.build_placement, native.build_decided, native.place_one)
     return StageSteps(prepare, LocalStages._gather, LocalStages._decide_one, LocalStages._wave_jobs,
-                      LocalStages._take_decisions, build_placement, LocalStages._build_decided)
+                      LocalStages._take_decisions, build_placement, LocalStages._build_decided, place_one)
 
 
 #: Whether the native engine's build has the compiled steps, the build stage's included: one built
 #: before them has not, and its fleets run the Python steps rather than fail to import.
-NATIVE_STEPS = NATIVE_AVAILABLE and hasattr(engine_module("native"), "build_decided")
+NATIVE_STEPS = NATIVE_AVAILABLE and hasattr(engine_module("native"), "place_one")
 if NATIVE_STEPS:
     engine_module("native").bind_placement(Placement, CustomScores, Requirements, parse_requirements,
                                            check_reason_limit, task_kind, read_requirements=_read_requirements,
-                                           declaration=Declaration, rows_namespace=vars(rows_module))
+                                           declaration=Declaration, rows_namespace=vars(rows_module),
+                                           drive=drive)
 
 
 class ResumingStages:
