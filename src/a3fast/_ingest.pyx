@@ -1379,15 +1379,19 @@ cdef object required_capability(RequirementsReader reader, object entry):
             return None
         if not is_plain(<object>item, 3):
             return None
-    if type(version) is not int or not is_identifier_str(name):  # (a bool is not an int here)
-        return None
-    number = PyLong_AsLongLongAndOverflow(version, &overflow)
-    if overflow != 0 or number < 0:
+    # the exact types first (a bool is not an int here, and (name, 1.0) would find (name, 1)); the
+    # memo holds only checked names and versions, so the name's grammar is read on a miss only
+    if type(version) is not int or type(name) is not str:
         return None
     memo_key = (name, version)
     found_ptr = PyDict_GetItem(reader.capabilities, memo_key)
     if found_ptr != NULL:
         return <object>found_ptr
+    if not is_identifier_str(name):
+        return None
+    number = PyLong_AsLongLongAndOverflow(version, &overflow)
+    if overflow != 0 or number < 0:
+        return None
     found = reader.capability(name, version, None)
     if PyDict_GET_SIZE(reader.capabilities) < reader.memo_limit:
         PyDict_SetItem(reader.capabilities, memo_key, found)
