@@ -101,6 +101,9 @@ def resolve_predicates(predicates: tuple[str, ...], rows: dict[str, int], eval_r
 
 # the placing stages' per-task steps (a3fast.fleet.pipeline's, compiled for the native engine)
 STEP_SLOTS: tuple[str, ...]
+STAGES_HELD: tuple[str, ...]
+ROWS_HELD: tuple[str, ...]
+TABLE_HELD: tuple[str, ...]
 def bind_placement(placement: type, custom_scores: type, requirements: type, parse_requirements: object,
                    check_reason_limit: object, task_kind: object, read_requirements: object = None,
                    declaration: type | None = None, rows_namespace: dict[str, Any] | None = None,
@@ -114,6 +117,7 @@ def take_decisions(stages: object, states: list[Any], results: list[Any], fresh:
 def build_placement(state: object, engine: str, index: object, declaration: object, declaration_json: bytes | None,
                     generation: int) -> Any: ...
 def build_decided(stages: object, state: object, generation: int) -> Any: ...
+def bind_holders(stages: type, rows: type, table: type) -> None: ...
 def place_one(stages: object, task: object, session: str | None, generation: int, route: object,
               reason_limit: int | None, kind: str | None, scorer: object, candidates: object,
               remember_session: bool) -> tuple[Any, int]: ...

@@ -2828,6 +2828,87 @@ cdef inline object field_of(object requirements, Py_ssize_t item, str name):
     return getattr(requirements, name)
 
 
+# The fields the steps read of the fleet's own holders — its stages (LocalStages), its caches and
+# rows (PredicateRows) and its agent table (AgentTable) — by the offset of their slots, as a
+# Placement's are: through Cython's generic attribute lookup they were some twenty lookups of about
+# a hundred instructions a placement. Read by name from any other class (a subclass included).
+cdef enum:
+    H_FLEET, H_TABLE, H_ROWS, H_INDEX, H_ENGINE
+    N_STAGES_HELD
+cdef enum:
+    R_ROWS, R_EVAL_ROWS, R_SESSION_ROWS, R_KINDS, R_TABLE, R_RESOLVED, R_RESOLVED_ONCE, R_EXPLAINED
+    R_EXPLAINED_ONCE, R_RESOLVE_PREDICATES, R_NO_AGENT_REF
+    N_ROWS_HELD
+cdef enum:
+    T_IDS, T_ENTRIES, T_DECL_JSON, T_COUNT
+    N_TABLE_HELD
+
+#: The slots the steps read of LocalStages, PredicateRows and AgentTable, in the order of the H_, R_
+#: and T_ constants.
+STAGES_HELD = ("fleet", "table", "rows", "index", "engine")
+ROWS_HELD = ("rows", "eval_rows", "session_rows", "kinds", "table", "resolved", "resolved_once", "explained",
+             "explained_once", "resolve_predicates", "no_agent_ref")
+TABLE_HELD = ("ids", "entries", "decl_json", "count")
+cdef Py_ssize_t stages_offset[N_STAGES_HELD]
+cdef Py_ssize_t rows_offset[N_ROWS_HELD]
+cdef Py_ssize_t table_offset[N_TABLE_HELD]
+cdef object stages_class = None, rows_class = None, table_class = None
+
+
+cdef int slot_offsets(object cls, tuple names, Py_ssize_t* out) except -1:
+    """Each of `names`' offset in the instances of `cls`; TypeError unless each is a plain writable
+    slot `cls` defines itself."""
+    if not isinstance(cls, type):
+        raise TypeError(f"expected a class, found {type(cls).__name__}")
+    cdef dict namespace = dict(cls.__dict__)
+    cdef Py_ssize_t k
+    for k in range(len(names)):
+        out[k] = a3_slot_offset(PyDict_GetItem(namespace, names[k]), cls)
+        if out[k] < 0:
+            raise TypeError(f"{cls.__name__}.{names[k]} is not a writable slot of its own")
+    return 0
+
+
+def bind_holders(stages, rows, table) -> None:
+    """The classes whose slots the steps read by offset: `stages` (LocalStages: STAGES_HELD), `rows`
+    (PredicateRows: ROWS_HELD) and `table` (AgentTable: TABLE_HELD). TypeError if a slot is not a
+    plain writable one of the class's own (then nothing is bound, and each is read by name)."""
+    global stages_class, rows_class, table_class
+    cdef Py_ssize_t s_off[N_STAGES_HELD]
+    cdef Py_ssize_t r_off[N_ROWS_HELD]
+    cdef Py_ssize_t t_off[N_TABLE_HELD]
+    slot_offsets(stages, STAGES_HELD, s_off)
+    slot_offsets(rows, ROWS_HELD, r_off)
+    slot_offsets(table, TABLE_HELD, t_off)
+    memcpy(stages_offset, s_off, sizeof(s_off))
+    memcpy(rows_offset, r_off, sizeof(r_off))
+    memcpy(table_offset, t_off, sizeof(t_off))
+    stages_class, rows_class, table_class = stages, rows, table
+
+
+cdef inline object held(object holder, object cls, Py_ssize_t offset, tuple names, int k):
+    """A holder's field: by offset when `holder`'s type is the bound class itself and the slot is
+    set, else by name (which raises the AttributeError of an unset slot)."""
+    cdef PyObject* value
+    if type(holder) is cls and cls is not None:
+        value = a3_slot(holder, offset)
+        if value != NULL:
+            return <object>value
+    return getattr(holder, names[k])
+
+
+cdef inline object stages_field(object stages, int k):
+    return held(stages, stages_class, stages_offset[k], STAGES_HELD, k)
+
+
+cdef inline object rows_field(object rows, int k):
+    return held(rows, rows_class, rows_offset[k], ROWS_HELD, k)
+
+
+cdef inline object table_field(object table, int k):
+    return held(table, table_class, table_offset[k], TABLE_HELD, k)
+
+
 @cython.boundscheck(True)
 @cython.wraparound(True)
 def prepare(requirements, session, route, reason_limit=None, kind=None, scorer=None):
@@ -2881,15 +2962,18 @@ cdef bint seen_before(set notes, Py_hash_t key, Py_ssize_t limit) except -1:
 cdef object resolve_cached(rows, matched):
     """`PredicateRows.resolve_cached` of `rows`, compiled: the same entries kept and noted, the
     same engine call (`rows.resolve_predicates`) when there is none."""
-    cdef dict predicate_rows = rows.rows, eval_rows = rows.eval_rows, ids = rows.table.ids
+    cdef dict predicate_rows = rows_field(rows, R_ROWS), eval_rows = rows_field(rows, R_EVAL_ROWS)
+    cdef dict ids = table_field(rows_field(rows, R_TABLE), T_IDS)
     stamp = len(predicate_rows) + len(eval_rows) + len(ids)
     predicates = field_of(matched, requirements_predicates_item, "predicates")
-    cdef dict cache = rows.resolved
+    cdef dict cache = rows_field(rows, R_RESOLVED)
     entry = cache.get(predicates)
     if entry is not None and entry[0] == stamp:
         return entry[1]
-    resolved = rows.resolve_predicates(predicates, predicate_rows, eval_rows, ids, rows.no_agent_ref)
-    if entry is None and not seen_before(rows.resolved_once, hash(predicates), rows_globals["NOTED_ONCE_LIMIT"]):
+    resolved = rows_field(rows, R_RESOLVE_PREDICATES)(predicates, predicate_rows, eval_rows, ids,
+                                                      rows_field(rows, R_NO_AGENT_REF))
+    if entry is None and not seen_before(rows_field(rows, R_RESOLVED_ONCE), hash(predicates),
+                                         rows_globals["NOTED_ONCE_LIMIT"]):
         return resolved
     if len(cache) >= rows_globals["RESOLVED_CACHE_SIZE"]:
         cache.clear()
@@ -2903,10 +2987,10 @@ cdef int remember(rows, predicates, membership, expl, eval_rows) except -1:
     if rows_globals is None:
         rows.remember(predicates, membership, expl, eval_rows)
         return 0
-    if not seen_before(rows.explained_once, hash(predicates), rows_globals["NOTED_ONCE_LIMIT"]):
+    if not seen_before(rows_field(rows, R_EXPLAINED_ONCE), hash(predicates), rows_globals["NOTED_ONCE_LIMIT"]):
         return 0
-    cdef dict cache = rows.explained
-    if len(cache) * max(rows.table.count, 1) >= rows_globals["EXPLAINED_CACHE_BUDGET"]:
+    cdef dict cache = rows_field(rows, R_EXPLAINED)
+    if len(cache) * max(table_field(rows_field(rows, R_TABLE), T_COUNT), 1) >= rows_globals["EXPLAINED_CACHE_BUDGET"]:
         cache.clear()
     cache[predicates] = (membership, expl, eval_rows)
     return 0
@@ -2920,14 +3004,14 @@ def gather(stages, state, membership):
     for making it (see there)."""
     if type(state) is not placement_class or placement_class is None:
         raise TypeError(f"gather: expected a Placement, found {type(state).__name__}")
-    rows = stages.rows
+    rows = stages_field(stages, H_ROWS)
     matched = slot(state, S_REQUIREMENTS)
     within = slot(state, S_WITHIN)
     set_slot(state, S_MEMBERSHIP, membership if within is None else None)
-    cdef bint needs_kind = slot(state, S_KIND) is None and bool(rows.kinds or slot(state, S_SCORER))
+    cdef bint needs_kind = slot(state, S_KIND) is None and bool(rows_field(rows, R_KINDS) or slot(state, S_SCORER))
     cdef object cached = None
     if within is None:
-        cached = rows.explained.get(field_of(matched, requirements_predicates_item, "predicates"))
+        cached = rows_field(rows, R_EXPLAINED).get(field_of(matched, requirements_predicates_item, "predicates"))
     if cached is not None and cached[0] == membership:
         set_slot(state, S_EVAL_ROWS, cached[2])
         if needs_kind:
@@ -2941,7 +3025,7 @@ def gather(stages, state, membership):
         set_slot(state, S_KIND, task_kind_of(matched))
     set_slot(state, S_GATHERED, clock_ns(False))
     if within is not None:
-        return stages.index.explain(ids, only, excluded, within), (), 0, ()
+        return stages_field(stages, H_INDEX).explain(ids, only, excluded, within), (), 0, ()
     return None, ids, only, excluded
 
 
@@ -2950,7 +3034,7 @@ def gather(stages, state, membership):
 def decide_one(stages, state):
     """`pipeline.LocalStages._decide_one` of `stages` (a LocalStages): explain, score and choose
     for one prepared Placement with the engine's scorer."""
-    fleet, rows, index = stages.fleet, stages.rows, stages.index
+    fleet, rows, index = stages_field(stages, H_FLEET), stages_field(stages, H_ROWS), stages_field(stages, H_INDEX)
     membership = fleet.membership
     expl, ids, only, excluded = gather(stages, state, membership)
     if expl is None:
@@ -2960,8 +3044,8 @@ def decide_one(stages, state):
     set_slot(state, S_EXPLANATION, expl)
     session, kind = slot(state, S_SESSION), slot(state, S_KIND)
     scores = index.score(expl, slot(state, S_EVAL_ROWS),
-                         rows.session_rows.get(session, -1) if session is not None else -1,
-                         rows.kinds.get(kind, -1) if kind is not None else -1, fleet.weights)
+                         rows_field(rows, R_SESSION_ROWS).get(session, -1) if session is not None else -1,
+                         rows_field(rows, R_KINDS).get(kind, -1) if kind is not None else -1, fleet.weights)
     set_slot(state, S_SCORES, scores)
     set_slot(state, S_BEST, scores.best)
     set_slot(state, S_SELECTED, clock_ns(False))
@@ -2973,8 +3057,8 @@ def wave_jobs(stages, list states, membership):
     """`pipeline.LocalStages._wave_jobs`: each Placement's explain stage up to the engine (`gather`)
     and its `Index.place_batch` job; returns `(jobs, fresh)`, fresh the Placements whose
     explanation the batch makes."""
-    rows = stages.rows
-    cdef dict session_rows = rows.session_rows, kinds = rows.kinds
+    rows = stages_field(stages, H_ROWS)
+    cdef dict session_rows = rows_field(rows, R_SESSION_ROWS), kinds = rows_field(rows, R_KINDS)
     cdef list jobs = [], fresh = []
     for state in states:
         expl, ids, only, excluded = gather(stages, state, membership)
@@ -3010,7 +3094,7 @@ def take_decisions(stages, list states, list results, list fresh, membership):
         set_slot(state, S_SCORES, scores)
         set_slot(state, S_BEST, best)
         set_slot(state, S_SELECTED, selected)
-    rows = stages.rows
+    rows = stages_field(stages, H_ROWS)
     for state in fresh:
         remember(rows, field_of(slot(state, S_REQUIREMENTS), requirements_predicates_item, "predicates"),
                  membership, slot(state, S_EXPLANATION), slot(state, S_EVAL_ROWS))
@@ -3062,20 +3146,21 @@ def build_decided(stages, state, generation):
     agent table where it holds them parsed (its own methods otherwise)."""
     if type(state) is not placement_class or placement_class is None:
         raise TypeError(f"build_decided: expected a Placement, found {type(state).__name__}")
+    engine = stages_field(stages, H_ENGINE)
     if slot(state, S_RESUMED):     # `pipeline.build_resumed`: the agent and index prepare set
-        return complete(state, stages.engine, slot(state, S_INDEX), slot(state, S_DECLARATION),
+        return complete(state, engine, slot(state, S_INDEX), slot(state, S_DECLARATION),
                         slot(state, S_DECLARATION_JSON), generation)
     cdef Py_ssize_t best = slot(state, S_BEST)
     if best < 0:
-        return complete(state, stages.engine, stages.index, None, None, generation)
-    table = stages.table
-    cdef list entries = table.entries, decl_json = table.decl_json
+        return complete(state, engine, stages_field(stages, H_INDEX), None, None, generation)
+    table = stages_field(stages, H_TABLE)
+    cdef list entries = table_field(table, T_ENTRIES), decl_json = table_field(table, T_DECL_JSON)
     declaration = entries[best]
     text = decl_json[best]
     if type(declaration) is not declaration_class or declaration_class is None or text is None:
         declaration = table.declaration(best)
         text = table.declaration_json(best)
-    return complete(state, stages.engine, stages.index, declaration, text, generation)
+    return complete(state, engine, stages_field(stages, H_INDEX), declaration, text, generation)
 
 
 @cython.boundscheck(True)
@@ -3089,7 +3174,7 @@ def place_one(stages, task, session, generation, route, reason_limit, kind, scor
     itself. Returns the Placement and the fleet's generation after it."""
     if drive_of is None or placement_class is None:
         raise RuntimeError("bind_placement has not been called with the pipeline's driver")
-    if candidates is not None or scorer is not None or stages.fleet.scorer is not None \
+    if candidates is not None or scorer is not None or stages_field(stages, H_FLEET).scorer is not None \
             or (type(task) is not dict and type(task) is not requirements_class):
         placements, generation = drive_of(stages, (task,), (session,), generation, route, reason_limit, kind,
                                           scorer, candidates, remember_session)

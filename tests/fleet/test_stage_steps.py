@@ -463,6 +463,50 @@ def test_bind_placement_refuses_what_it_cannot_write_and_keeps_what_it_had():
     same_slots(core.prepare(TASK, None, None, 2, "k", len), pipeline.prepare(TASK, None, None, 2, "k", len))
 
 
+def test_bind_holders_refuses_a_class_without_the_slots_and_keeps_what_it_had():
+    from a3fast.fleet.rows import PredicateRows
+    from a3fast.fleet.table import AgentTable
+
+    core = _core()
+
+    class NoSlots:
+        pass
+
+    for classes, why in [((NoSlots, PredicateRows, AgentTable), "NoSlots.fleet is not a writable slot"),
+                         ((pipeline.LocalStages, AgentTable, AgentTable), "AgentTable.rows is not a writable slot"),
+                         ((pipeline.LocalStages, PredicateRows, "AgentTable"), "expected a class")]:
+        with pytest.raises(TypeError, match=why):
+            core.bind_holders(*classes)
+    fleet = Fleet("native")
+    fleet.add(agent("a"))
+    assert fleet.place(TASK).agent == "a" and fleet.place(TASK).agent == "a"
+
+
+def test_the_steps_read_a_holder_of_another_class_by_name():
+    from a3fast.fleet.rows import PredicateRows
+
+    reads = []
+
+    class WatchedRows(PredicateRows):
+        """The fleet's rows, its explanation cache read through a property."""
+        __slots__ = ()
+
+        @property
+        def explained(self):
+            reads.append("explained")
+            return PredicateRows.explained.__get__(self)
+
+    fleet = Fleet("native")
+    fleet.add(agent("a"))
+    fleet._rows.__class__ = WatchedRows
+    assert fleet.place(TASK).agent == "a"
+    assert reads          # the compiled gather asked the property, not the slot beneath it
+    # a holder whose slot is unset is named as an attribute read by name would name it
+    bare = object.__new__(pipeline.LocalStages)
+    with pytest.raises(AttributeError, match="rows"):
+        _core().gather(bare, _core().prepare(TASK, None, None), 0)
+
+
 def test_a_native_build_without_the_steps_runs_the_python_ones(monkeypatch):
     # an extension built before the compiled steps has no bind_placement: the package still
     # imports, and its fleets take the Python steps

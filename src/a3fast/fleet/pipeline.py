@@ -605,6 +605,7 @@ if NATIVE_STEPS:
                                            check_reason_limit, task_kind, read_requirements=_read_requirements,
                                            declaration=Declaration, rows_namespace=vars(rows_module),
                                            drive=drive)
+    engine_module("native").bind_holders(LocalStages, PredicateRows, AgentTable)
 
 
 class ResumingStages:
