@@ -2886,27 +2886,34 @@ def bind_holders(stages, rows, table) -> None:
     stages_class, rows_class, table_class = stages, rows, table
 
 
-cdef inline object held(object holder, object cls, Py_ssize_t offset, tuple names, int k):
-    """A holder's field: by offset when `holder`'s type is the bound class itself and the slot is
-    set, else by name (which raises the AttributeError of an unset slot)."""
+# Each holder's field: by offset when the holder's type is the bound class itself and the slot is
+# set, else by name (which raises the AttributeError of an unset slot); the names are looked up
+# only then.
+cdef inline object stages_field(object stages, int k):
     cdef PyObject* value
-    if type(holder) is cls and cls is not None:
-        value = a3_slot(holder, offset)
+    if type(stages) is stages_class and stages_class is not None:
+        value = a3_slot(stages, stages_offset[k])
         if value != NULL:
             return <object>value
-    return getattr(holder, names[k])
-
-
-cdef inline object stages_field(object stages, int k):
-    return held(stages, stages_class, stages_offset[k], STAGES_HELD, k)
+    return getattr(stages, STAGES_HELD[k])
 
 
 cdef inline object rows_field(object rows, int k):
-    return held(rows, rows_class, rows_offset[k], ROWS_HELD, k)
+    cdef PyObject* value
+    if type(rows) is rows_class and rows_class is not None:
+        value = a3_slot(rows, rows_offset[k])
+        if value != NULL:
+            return <object>value
+    return getattr(rows, ROWS_HELD[k])
 
 
 cdef inline object table_field(object table, int k):
-    return held(table, table_class, table_offset[k], TABLE_HELD, k)
+    cdef PyObject* value
+    if type(table) is table_class and table_class is not None:
+        value = a3_slot(table, table_offset[k])
+        if value != NULL:
+            return <object>value
+    return getattr(table, TABLE_HELD[k])
 
 
 @cython.boundscheck(True)
