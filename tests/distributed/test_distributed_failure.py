@@ -187,10 +187,15 @@ def test_a_change_that_timed_out_and_landed_late_puts_the_shard_in_doubt(ray, tm
     try:
         name = one.names()[0]
         owner = shard_of(name, many.shards)
-        many.timeout = 1e-9
+        # the shard busy for a while first (an actor runs its calls in order), so the change cannot
+        # answer within the timeout however quick the round trip: with a timeout alone, an answer
+        # could come in while the coordinator was still asking
+        busy = many.shard_actor(owner).__ray_call__.remote(lambda shard: time.sleep(0.5))
+        many.timeout = 0.05
         with pytest.raises(ShardError, match=rf"^shard {owner}: no answer to record_outcome"):
             many.record_outcome(name, "review", False)
         many.timeout = 30.0
+        ray.get(busy)
         time.sleep(0.5)      # the change reaches the shard after the coordinator gave up on it
         with pytest.raises(ShardError, match=rf"^shard {owner}: has applied \d+ changes where the "
                                              rf"coordinator knows of \d+"):

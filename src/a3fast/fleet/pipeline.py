@@ -54,7 +54,7 @@ from ..engines import NATIVE_AVAILABLE, engine_module
 from ..errors import A3Error, FleetError
 from .placement import CustomScores, Placement, Route, check_reason_limit, resumed_agent
 from ..predicates import first_failed
-from ..schema import Declaration, Requirements, _read_requirements, parse_requirements, task_kind
+from ..schema import Declaration, Requirements, parse_requirements, requirements_reader, task_kind
 from .scoring import Scorer, ScoringTask, choose
 from .bulk_load import collector_paused
 from . import rows as rows_module
@@ -601,11 +601,11 @@ def stage_steps(engine: str) -> StageSteps:
 #: before them has not, and its fleets run the Python steps rather than fail to import.
 NATIVE_STEPS = NATIVE_AVAILABLE and hasattr(engine_module("native"), "place_one")
 if NATIVE_STEPS:
-    engine_module("native").bind_placement(Placement, CustomScores, Requirements, parse_requirements,
-                                           check_reason_limit, task_kind, read_requirements=_read_requirements,
-                                           declaration=Declaration, rows_namespace=vars(rows_module),
-                                           drive=drive)
-    engine_module("native").bind_holders(LocalStages, PredicateRows, AgentTable)
+    _native = engine_module("native")
+    _native.bind_placement(Placement, CustomScores, Requirements, parse_requirements, check_reason_limit,
+                           task_kind, read_requirements=requirements_reader("native"), declaration=Declaration,
+                           rows_namespace=vars(rows_module), drive=drive)
+    _native.bind_holders(LocalStages, PredicateRows, AgentTable)
 
 
 class ResumingStages:
