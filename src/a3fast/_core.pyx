@@ -2886,34 +2886,32 @@ def bind_holders(stages, rows, table) -> None:
     stages_class, rows_class, table_class = stages, rows, table
 
 
-# Each holder's field: by offset when the holder's type is the bound class itself and the slot is
-# set, else by name (which raises the AttributeError of an unset slot); the names are looked up
-# only then.
-cdef inline object stages_field(object stages, int k):
+# The names as C globals: read from the module's namespace on every call, they cost more than the
+# offsets save.
+cdef tuple stages_held = STAGES_HELD, rows_held = ROWS_HELD, table_held = TABLE_HELD
+
+
+cdef inline object held(object holder, object cls, Py_ssize_t offset, tuple names, int k):
+    """A holder's field: by offset when the holder's type is the bound class `cls` itself and the
+    slot is set, else by name (which raises the AttributeError of an unset slot)."""
     cdef PyObject* value
-    if type(stages) is stages_class and stages_class is not None:
-        value = a3_slot(stages, stages_offset[k])
+    if type(holder) is cls and cls is not None:
+        value = a3_slot(holder, offset)
         if value != NULL:
             return <object>value
-    return getattr(stages, STAGES_HELD[k])
+    return getattr(holder, names[k])
+
+
+cdef inline object stages_field(object stages, int k):
+    return held(stages, stages_class, stages_offset[k], stages_held, k)
 
 
 cdef inline object rows_field(object rows, int k):
-    cdef PyObject* value
-    if type(rows) is rows_class and rows_class is not None:
-        value = a3_slot(rows, rows_offset[k])
-        if value != NULL:
-            return <object>value
-    return getattr(rows, ROWS_HELD[k])
+    return held(rows, rows_class, rows_offset[k], rows_held, k)
 
 
 cdef inline object table_field(object table, int k):
-    cdef PyObject* value
-    if type(table) is table_class and table_class is not None:
-        value = a3_slot(table, table_offset[k])
-        if value != NULL:
-            return <object>value
-    return getattr(table, TABLE_HELD[k])
+    return held(table, table_class, table_offset[k], table_held, k)
 
 
 @cython.boundscheck(True)
