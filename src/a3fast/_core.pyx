@@ -2755,6 +2755,20 @@ cdef object drive_of = None
 cdef Py_ssize_t requirements_session_item = -1, requirements_predicates_item = -1, requirements_doc_item = -1
 
 
+cdef int slot_offsets(object cls, tuple names, Py_ssize_t* out) except -1:
+    """Each of `names`' offset in the instances of `cls`; TypeError unless each is a plain writable
+    slot `cls` defines itself."""
+    if not isinstance(cls, type):
+        raise TypeError(f"expected a class, found {type(cls).__name__}")
+    cdef dict namespace = dict(cls.__dict__)
+    cdef Py_ssize_t k
+    for k in range(len(names)):
+        out[k] = a3_slot_offset(PyDict_GetItem(namespace, names[k]), cls)
+        if out[k] < 0:
+            raise TypeError(f"{cls.__name__}.{names[k]} is not a writable slot of its own")
+    return 0
+
+
 def bind_placement(placement, custom_scores, requirements, parse_requirements, check_reason_limit,
                    task_kind, read_requirements=None, declaration=None, rows_namespace=None,
                    drive=None) -> None:
@@ -2772,15 +2786,10 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     global requirements_doc_item, read_requirements_of, declaration_class, rows_globals, drive_of
     cdef Py_ssize_t offsets[N_SLOTS]
     cdef int k
-    cdef dict namespace
     # every check and lookup first: a refused binding leaves the one before it whole
     if not isinstance(placement, type):
         raise TypeError(f"placement: expected a class, found {type(placement).__name__}")
-    namespace = dict(placement.__dict__)
-    for k in range(N_SLOTS):
-        offsets[k] = a3_slot_offset(PyDict_GetItem(namespace, STEP_SLOTS[k]), placement)
-        if offsets[k] < 0:
-            raise TypeError(f"{placement.__name__}.{STEP_SLOTS[k]} is not a writable slot of its own")
+    slot_offsets(placement, STEP_SLOTS, offsets)
     if not (isinstance(requirements, type) and issubclass(requirements, tuple)):
         raise TypeError("requirements: expected a named tuple class")
     fields = getattr(requirements, "_fields", None)
@@ -2853,20 +2862,6 @@ cdef Py_ssize_t stages_offset[N_STAGES_HELD]
 cdef Py_ssize_t rows_offset[N_ROWS_HELD]
 cdef Py_ssize_t table_offset[N_TABLE_HELD]
 cdef object stages_class = None, rows_class = None, table_class = None
-
-
-cdef int slot_offsets(object cls, tuple names, Py_ssize_t* out) except -1:
-    """Each of `names`' offset in the instances of `cls`; TypeError unless each is a plain writable
-    slot `cls` defines itself."""
-    if not isinstance(cls, type):
-        raise TypeError(f"expected a class, found {type(cls).__name__}")
-    cdef dict namespace = dict(cls.__dict__)
-    cdef Py_ssize_t k
-    for k in range(len(names)):
-        out[k] = a3_slot_offset(PyDict_GetItem(namespace, names[k]), cls)
-        if out[k] < 0:
-            raise TypeError(f"{cls.__name__}.{names[k]} is not a writable slot of its own")
-    return 0
 
 
 def bind_holders(stages, rows, table) -> None:
@@ -2967,6 +2962,8 @@ cdef bint seen_before(set notes, Py_hash_t key, Py_ssize_t limit) except -1:
 cdef object resolve_cached(rows, matched):
     """`PredicateRows.resolve_cached` of `rows`, compiled: the same entries kept and noted, the
     same engine call (`rows.resolve_predicates`) when there is none."""
+    if rows_globals is None:
+        return rows.resolve_cached(matched)
     cdef dict predicate_rows = rows_field(rows, R_ROWS), eval_rows = rows_field(rows, R_EVAL_ROWS)
     cdef dict ids = table_field(rows_field(rows, R_TABLE), T_IDS)
     stamp = len(predicate_rows) + len(eval_rows) + len(ids)
@@ -3023,7 +3020,7 @@ def gather(stages, state, membership):
             set_slot(state, S_KIND, task_kind_of(matched))
         set_slot(state, S_GATHERED, clock_ns(False))
         return cached[1], (), 0, ()
-    resolved = resolve_cached(rows, matched) if rows_globals is not None else rows.resolve_cached(matched)
+    resolved = resolve_cached(rows, matched)
     ids, only, excluded, eval_rows = resolved
     set_slot(state, S_EVAL_ROWS, eval_rows)
     if needs_kind:
@@ -3187,9 +3184,9 @@ def place_one(stages, task, session, generation, route, reason_limit, kind, scor
     state = prepare(task, session, route, reason_limit, kind, None)
     decide_one(stages, state)
     p = build_decided(stages, state, generation)
-    held = slot(state, S_SESSION)
+    task_session = slot(state, S_SESSION)
     agent = slot(p, S_AGENT)
-    if remember_session and held is not None and agent is not None and stages.hold(agent, held):
+    if remember_session and task_session is not None and agent is not None and stages.hold(agent, task_session):
         generation += 1
     return p, generation
 
