@@ -2752,6 +2752,8 @@ cdef object declaration_class = None
 cdef dict rows_globals = None
 #: `pipeline.drive`, which `place_one` hands what it does not place itself
 cdef object drive_of = None
+#: pipeline.Resumption: a batch's task of this type is prepared by the stages' own prepare_resumption
+cdef object resumption_class = None
 cdef Py_ssize_t requirements_session_item = -1, requirements_predicates_item = -1, requirements_doc_item = -1
 
 
@@ -2771,7 +2773,7 @@ cdef int slot_offsets(object cls, tuple names, Py_ssize_t* out) except -1:
 
 def bind_placement(placement, custom_scores, requirements, parse_requirements, check_reason_limit,
                    task_kind, read_requirements=None, declaration=None, rows_namespace=None,
-                   drive=None) -> None:
+                   drive=None, resumption=None) -> None:
     """The classes and checks the steps work with: `placement` (the Placement class, whose slots
     STEP_SLOTS name), `custom_scores` (a caller's scores), `requirements` (the Requirements named
     tuple, its `session`, `predicates` and `doc` read by position) and the pipeline's own
@@ -2779,11 +2781,14 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     reader of plain dicts (`parse_requirements` without its Python frame: a Requirements, or None
     for what `parse_requirements` must read itself); `declaration`, the Declaration class; and
     `rows_namespace`, the globals of a3fast.fleet.rows, whose cache limits `resolve_cached` and
-    `remember` read; and `drive`, the pipeline's driver, which `place_one` hands the cases it does
-    not place itself. TypeError if a slot is not a plain writable one (then nothing is bound)."""
+    `remember` read; `drive`, the pipeline's driver, which `place_one` hands the cases it does
+    not place itself; and `resumption`, the Resumption class, whose tasks `prepare_each` leaves to
+    the stages' `prepare_resumption`. TypeError if a slot is not a plain writable one (then nothing
+    is bound)."""
     global placement_class, custom_scores_class, requirements_class, parse_requirements_of
     global check_reason_limit_of, task_kind_of, requirements_session_item, requirements_predicates_item
     global requirements_doc_item, read_requirements_of, declaration_class, rows_globals, drive_of
+    global resumption_class
     cdef Py_ssize_t offsets[N_SLOTS]
     cdef int k
     # every check and lookup first: a refused binding leaves the one before it whole
@@ -2798,6 +2803,8 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     session_item, predicates_item, doc_item = fields.index("session"), fields.index("predicates"), fields.index("doc")
     if declaration is not None and not isinstance(declaration, type):
         raise TypeError(f"declaration: expected a class, found {type(declaration).__name__}")
+    if resumption is not None and not isinstance(resumption, type):
+        raise TypeError(f"resumption: expected a class, found {type(resumption).__name__}")
     if rows_namespace is not None and type(rows_namespace) is not dict:
         raise TypeError(f"rows_namespace: expected a module's globals (a dict), found {type(rows_namespace).__name__}")
     for k in range(N_SLOTS):
@@ -2808,6 +2815,7 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     parse_requirements_of, check_reason_limit_of, task_kind_of = parse_requirements, check_reason_limit, task_kind
     read_requirements_of, declaration_class, rows_globals = read_requirements, declaration, rows_namespace
     drive_of = drive
+    resumption_class = resumption
 
 
 cdef inline object slot(object state, int k):
@@ -2914,6 +2922,32 @@ cdef inline object table_field(object table, int k):
 def prepare(requirements, session, route, reason_limit=None, kind=None, scorer=None):
     """`pipeline.prepare`: the task parsed once (a Requirements is taken as it is), the route
     applied, the session resolved, and the task's Placement made."""
+    return prepare_task(requirements, session, route, reason_limit, kind, scorer)
+
+
+@cython.boundscheck(True)
+@cython.wraparound(True)
+def prepare_each(stages, tasks, sessions, route, reason_limit, kind, scorer):
+    """`pipeline.LocalStages._prepare_each` of `stages` (a LocalStages): `prepare` of each task
+    beside its session, in order (as far as the shorter of the two goes, as `zip` does), and the
+    stages' own `prepare_resumption` for a resumption."""
+    cdef list states = []
+    if type(tasks) is not list and type(tasks) is not tuple:
+        tasks = list(tasks)
+    if type(sessions) is not list and type(sessions) is not tuple:
+        sessions = list(sessions)
+    cdef Py_ssize_t i, n = min(len(tasks), len(sessions))
+    for i in range(n):
+        task = tasks[i]
+        if type(task) is resumption_class and resumption_class is not None:
+            states.append(stages.prepare_resumption(task))
+        else:
+            states.append(prepare_task(task, sessions[i], route, reason_limit, kind, scorer))
+    return states
+
+
+cdef object prepare_task(requirements, session, route, reason_limit, kind, scorer):
+    """`prepare`'s work."""
     if placement_class is None:
         raise RuntimeError("bind_placement has not been called")
     started = clock_ns(False)
@@ -3146,6 +3180,11 @@ def build_decided(stages, state, generation):
     """`pipeline.LocalStages._build_decided` of `stages` (a LocalStages): the build stage for a
     decided Placement or a resumption's, the chosen agent's declaration and its JSON read from the
     agent table where it holds them parsed (its own methods otherwise)."""
+    return build_state(stages, state, generation)
+
+
+cdef object build_state(stages, state, generation):
+    """`build_decided`'s work."""
     if type(state) is not placement_class or placement_class is None:
         raise TypeError(f"build_decided: expected a Placement, found {type(state).__name__}")
     engine = stages_field(stages, H_ENGINE)
@@ -3181,14 +3220,40 @@ def place_one(stages, task, session, generation, route, reason_limit, kind, scor
         placements, generation = drive_of(stages, (task,), (session,), generation, route, reason_limit, kind,
                                           scorer, candidates, remember_session)
         return placements[0], generation
-    state = prepare(task, session, route, reason_limit, kind, None)
+    state = prepare_task(task, session, route, reason_limit, kind, None)
     decide_one(stages, state)
-    p = build_decided(stages, state, generation)
+    p = build_state(stages, state, generation)
     task_session = slot(state, S_SESSION)
     agent = slot(p, S_AGENT)
     if remember_session and task_session is not None and agent is not None and stages.hold(agent, task_session):
         generation += 1
     return p, generation
+
+
+@cython.boundscheck(True)
+@cython.wraparound(True)
+def build_wave(stages, list states, list wave, list placements, list held, generation, bint remember_session):
+    """`pipeline.build_wave` on `stages` (a LocalStages): the build stage of each task of a decided
+    wave, in order, into `placements`, and whether its agent came to hold the task's session into
+    `held`. A LocalStages of its own class is built by `build_decided` without a call through its
+    `build`; any other (a subclass) by its `build`."""
+    cdef bint direct = type(stages) is stages_class and stages_class is not None, placed
+    cdef Py_ssize_t i
+    build_one = None if direct else stages.build
+    for i in wave:
+        state = states[i]
+        p = build_state(stages, state, generation) if direct else build_one(state, generation)
+        placements[i] = p
+        if not remember_session:
+            continue
+        session = placement_field(state, S_SESSION, type(state) is placement_class and placement_class is not None)
+        if session is None:
+            continue
+        placed = type(p) is placement_class and placement_class is not None
+        agent = placement_field(p, S_AGENT, placed)
+        # a resumption holds nothing (see `pipeline.drive`'s batch of one)
+        if agent is not None and not placement_field(p, S_RESUMED, placed):
+            held[i] = stages.hold(agent, session)
 
 
 a3_cpu_init()       # which of popcnt, SSSE3 and AVX2 this processor has, before any thread asks

@@ -1226,7 +1226,20 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 from libc.math cimport isfinite
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ
 
-from a3fast.seen import seen_before
+
+
+cdef bint seen_before(set notes, Py_hash_t key, Py_ssize_t limit) except -1:
+    """`a3fast.seen.seen_before`, compiled, as `_core` has it too: whether `key` (a hash) was noted
+    in `notes`, its note then taken back; otherwise it is noted, `notes` emptied first once it holds
+    `limit`."""
+    noted = key
+    if noted in notes:
+        notes.discard(noted)
+        return True
+    if len(notes) >= limit:
+        notes.clear()
+    notes.add(noted)
+    return False
 
 cdef enum:
     RULE_NESTING = 128       # document.MAX_DEPTH: a container this deep breaks the rule

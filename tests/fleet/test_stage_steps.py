@@ -1,6 +1,6 @@
-"""The native engine's compiled stage steps (`_core.prepare`, `_core.gather`, `_core.decide_one`,
-`_core.wave_jobs`, `_core.take_decisions`, `_core.build_placement`, `_core.build_decided`,
-`_core.place_one`) hold to the
+"""The native engine's compiled stage steps (`_core.prepare`, `_core.prepare_each`, `_core.gather`,
+`_core.decide_one`, `_core.wave_jobs`, `_core.take_decisions`, `_core.build_placement`,
+`_core.build_decided`, `_core.build_wave`, `_core.place_one`) hold to the
 pipeline's Python ones field for field: the same values in every slot they set (the clock
 readings aside), the same errors, and each fleet takes the steps of its own engine."""
 from __future__ import annotations
@@ -427,6 +427,86 @@ def test_a_waves_jobs_and_decisions_compiled_are_the_python_steps():
         pipeline.LocalStages._take_decisions(stages, python, [None, None], [], fleet.membership)
 
 
+def test_prepare_each_compiled_prepares_a_batch_as_the_python_step_does():
+    fleet = Fleet("native")
+    fleet.add(agent("a"))
+    earlier = fleet.place(TASK)
+    tasks = [TASK, PREPARED, Frozen(TASK), pipeline.Resumption(earlier, 7), {"v": "1.0", "clearances": ["orders.write"]}]
+    sessions = [None, "given", None, None, "s-2"]
+    for args in [(EU, 2, "k", len), (None, None, None, None)]:
+        compiled = _core().prepare_each(fleet._stages, tasks, sessions, *args)
+        python = pipeline.LocalStages._prepare_each(fleet._stages, tasks, sessions, *args)
+        assert len(compiled) == len(python) == 5
+        for c, p in zip(compiled, python):
+            assert type(c) is Placement
+            same_slots(c, p, ignore=frozenset({"selected"}))     # a resumption's prepare reads the clock
+        assert compiled[3].resumed and compiled[3].recorded_in == 7
+        assert [c.session for c in compiled] == ["s-1", "given", "s-1", "s-1", "s-2"]
+    # as `zip` pairs them: as far as the shorter goes; any iterables, not only lists
+    assert len(_core().prepare_each(fleet._stages, iter(tasks), ("s",), None, None, None, None)) == 1
+    assert _core().prepare_each(fleet._stages, [], sessions, None, None, None, None) == []
+
+
+def test_prepare_each_compiled_raises_what_the_python_step_raises():
+    fleet = Fleet("native")
+    fleet.add(agent("a"))
+    never_bound = fleet.place({"v": "1.0", "clearances": ["orders.write"]})
+    for tasks in ([TASK, {"v": "1.0", "clearances": "x"}], [pipeline.Resumption(never_bound)]):
+        raised = []
+        for prepare_each in (_core().prepare_each, pipeline.LocalStages._prepare_each):
+            with pytest.raises(Exception) as caught:
+                prepare_each(fleet._stages, tasks, [None] * len(tasks), None, None, None, None)
+            raised.append((type(caught.value), str(caught.value)))
+        assert raised[0] == raised[1]
+
+
+class BuiltByName(pipeline.LocalStages):
+    """LocalStages of another class: the compiled wave builder calls its `build`, as the Python one does."""
+
+    __slots__ = ("built",)
+
+    def build(self, state, generation):
+        self.built.append(state.submitted.doc)
+        return super().build(state, generation)
+
+
+@pytest.mark.parametrize("case", ["sessions remembered", "sessions not remembered", "a resumption",
+                                  "stages of another class"])
+def test_build_wave_compiled_builds_and_holds_as_the_python_step_does(case):
+    compiled_fleet, python_fleet = two_twins()
+    earlier = {}
+    for fleet in (compiled_fleet, python_fleet):
+        earlier[fleet] = fleet.place({"v": "1.0", "clearances": ["orders.read"], "residency": "us", "session": "s-9"})
+    tasks = [{"v": "1.0", "clearances": ["orders.read"], "session": "s-1"},
+             {"v": "1.0", "clearances": ["orders.write"], "session": "s-2"},
+             {"v": "1.0", "clearances": ["orders.read"]},
+             {"v": "1.0", "clearances": ["orders.read"], "residency": "us", "session": "s-3"}]
+    remember = case != "sessions not remembered"
+    built = []
+    for fleet, build_wave in ((compiled_fleet, _core().build_wave), (python_fleet, pipeline.build_wave)):
+        stages = fleet._stages
+        if case == "stages of another class":
+            stages = BuiltByName(fleet, fleet._table, fleet._rows)
+            stages.built = []
+        batch = tasks + [pipeline.Resumption(earlier[fleet])] if case == "a resumption" else tasks
+        states = stages.prepare(batch, [None] * len(batch), None, None, None, None, None)
+        stages.decide(states)
+        placements, held = [None] * len(states), [False] * len(states)
+        wave = list(range(len(states)))[::-1] if case == "a resumption" else list(range(len(states)))
+        build_wave(stages, states, wave, placements, held, 5, remember)
+        built.append((placements, held, fleet, stages))
+    (c_placed, c_held, c_fleet, c_stages), (p_placed, p_held, p_fleet, p_stages) = built
+    for c, p in zip(c_placed, p_placed):
+        same_slots(c, p, ignore=frozenset({"index", "gather_ns", "select_ns", "selected", "explanation", "scores"}))
+        assert c.generation == 5
+    assert c_held == p_held == ([True, False, False, True] + [False] * (case == "a resumption") if remember
+                                else [False] * 4)
+    for session, holder in (("s-1", "a"), ("s-3", "b"), ("s-9", "b")):
+        assert c_fleet.holds_session(holder, session) is p_fleet.holds_session(holder, session)
+    if case == "stages of another class":
+        assert c_stages.built == p_stages.built == tasks
+
+
 def test_bind_placement_refuses_what_it_cannot_write_and_keeps_what_it_had():
     core = _core()
 
@@ -455,6 +535,7 @@ def test_bind_placement_refuses_what_it_cannot_write_and_keeps_what_it_had():
             core.bind_placement(placement, custom, requirements, parse_requirements, check_reason_limit,
                                 task_kind)
     for keyword, why in [({"declaration": "Declaration"}, "declaration: expected a class"),
+                         ({"resumption": "Resumption"}, "resumption: expected a class"),
                          ({"rows_namespace": ["NOTED_ONCE_LIMIT"]}, "rows_namespace: expected a module's globals")]:
         with pytest.raises(TypeError, match=why):
             core.bind_placement(Larger, CustomScores, Requirements, parse_requirements, check_reason_limit,
@@ -535,3 +616,7 @@ def test_each_fleet_takes_the_steps_of_its_engine():
     assert Fleet("pure")._stages.build_decided is pipeline.LocalStages._build_decided
     assert Fleet("native")._stages.place_one is _core().place_one
     assert Fleet("pure")._stages.place_one is pipeline.place_one
+    assert Fleet("native")._stages.prepare_each is _core().prepare_each
+    assert Fleet("pure")._stages.prepare_each is pipeline.LocalStages._prepare_each
+    assert Fleet("native")._stages.build_each is _core().build_wave
+    assert Fleet("pure")._stages.build_each is pipeline.build_wave

@@ -194,6 +194,11 @@ class Stages(Protocol):
     def build(self, state: Placement, generation: int) -> Placement:
         """The Placement of a decided cycle."""
 
+    def build_wave(self, states: list[Placement], wave: list[int], placements: list[Any], held: list[bool],
+                   generation: int, remember_session: bool) -> None:
+        """`build` for each task of a decided wave, and `hold` for each bound one with a session
+        (the module's `build_wave`)."""
+
     def hold(self, agent: str, session: str) -> bool:
         """The agent holds the session; True when it did not hold it yet."""
 
@@ -282,18 +287,11 @@ def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str |
             if n > 1 and max(map(len, waves)) >= 2 * MIN_RUN else None)
     placements: list[Any] = [None] * len(states)
     held = [False] * len(states)
-    build_one, hold = stages.build, stages.hold
     try:
         for wave in waves:
             stages.decide(states if len(waves) == 1 else [states[i] for i in wave], pool, n)
-            if not build:
-                continue
-            for i in wave:
-                state = states[i]
-                p = placements[i] = build_one(state, generation)
-                # a resumption holds nothing (see the batch of one above)
-                if remember_session and state.session is not None and p.agent is not None and not p.resumed:
-                    held[i] = hold(p.agent, state.session)
+            if build:
+                stages.build_wave(states, wave, placements, held, generation, remember_session)
     finally:
         if pool is not None:
             pool.shutdown()
@@ -305,12 +303,27 @@ def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str |
     return placements, generation
 
 
+def build_wave(stages: Stages, states: list[Placement], wave: list[int], placements: list[Any],
+               held: list[bool], generation: int, remember_session: bool) -> None:
+    """The build stage of a decided wave (`states` at the positions `wave`), in order: each
+    Placement into `placements`, and whether its agent came to hold the task's session into `held`
+    (only with `remember_session`, for a bound placement of a session: a resumption holds nothing,
+    see `drive`'s batch of one)."""
+    build_one, hold = stages.build, stages.hold
+    for i in wave:
+        state = states[i]
+        p = placements[i] = build_one(state, generation)
+        if remember_session and state.session is not None and p.agent is not None and not p.resumed:
+            held[i] = hold(p.agent, state.session)
+
+
 class LocalStages:
     """The stages over one process's index (the `Stages` that `drive` runs for a Fleet):
     prepare, decide (explain, score, choose), build, and hold a bound placement's session."""
 
-    __slots__ = ("fleet", "table", "rows", "index", "engine", "prepare_one", "gather_one", "decide_one",
-                 "wave_jobs", "take_decisions", "build_one", "build_decided", "place_one")
+    __slots__ = ("fleet", "table", "rows", "index", "engine", "prepare_one", "prepare_each", "gather_one",
+                 "decide_one", "wave_jobs", "take_decisions", "build_one", "build_decided", "build_each",
+                 "place_one")
 
     def __init__(self, fleet: Any, table: AgentTable, rows: PredicateRows):
         #: the Fleet whose membership, weights, scorer and history the stages read
@@ -319,32 +332,36 @@ class LocalStages:
         self.rows = rows
         self.index: Index = rows.index
         self.engine: str = fleet.engine
-        #: the per-task steps as the fleet's engine runs them (`stage_steps`): `prepare`, `_gather`,
-        #: `_decide_one`, `_wave_jobs`, `_take_decisions`, `build_placement`, `_build_decided` and
-        #: `place_one` (a whole batch of one), or their compiled twins
-        (self.prepare_one, self.gather_one, self.decide_one, self.wave_jobs, self.take_decisions,
-         self.build_one, self.build_decided, self.place_one) = stage_steps(self.engine)
+        #: the per-task steps as the fleet's engine runs them (`stage_steps`): `prepare`,
+        #: `_prepare_each`, `_gather`, `_decide_one`, `_wave_jobs`, `_take_decisions`,
+        #: `build_placement`, `_build_decided`, `build_wave` and `place_one` (a whole batch of one),
+        #: or their compiled twins
+        (self.prepare_one, self.prepare_each, self.gather_one, self.decide_one, self.wave_jobs, self.take_decisions,
+         self.build_one, self.build_decided, self.build_each, self.place_one) = stage_steps(self.engine)
 
     def prepare(self, tasks: Sequence[Task], sessions: Sequence[str | None], route: Route | None,
                 reason_limit: int | None, kind: str | None, scorer: Scorer | None,
                 candidates: Iterable[str] | None) -> list[Placement]:
         """`prepare` for each task, with the fleet's scorer when the caller gives none, and
         `candidates` (names) turned once into the live agent ids the placements are restricted to."""
-        scorer = scorer or self.fleet.scorer
-        prepare_one = self.prepare_one
-        if len(tasks) == 1 and type(tasks[0]) is not Resumption:
-            states = [prepare_one(tasks[0], sessions[0], route, reason_limit, kind, scorer)]
-        else:
-            # a loop, not a comprehension: a comprehension's free variables would be cells, made on
-            # every call of this method, a batch of one's included
-            states = []
-            for task, session in zip(tasks, sessions):
-                states.append(self.prepare_resumption(task) if type(task) is Resumption
-                              else prepare_one(task, session, route, reason_limit, kind, scorer))
+        states = self.prepare_each(self, tasks, sessions, route, reason_limit, kind, scorer or self.fleet.scorer)
         if candidates is not None:
             within = self.table.live_ids_of(candidates)
             for state in states:
                 state.within = within
+        return states
+
+    def _prepare_each(self, tasks: Sequence[Task], sessions: Sequence[str | None], route: Route | None,
+                      reason_limit: int | None, kind: str | None, scorer: Scorer | None) -> list[Placement]:
+        """The prepare stage of each task beside its session, in order: `prepare`, or
+        `prepare_resumption` for a resumption."""
+        prepare_one = self.prepare_one
+        # a loop, not a comprehension: a comprehension's free variables would be cells, made on
+        # every call of this method
+        states = []
+        for task, session in zip(tasks, sessions):
+            states.append(self.prepare_resumption(task) if type(task) is Resumption
+                          else prepare_one(task, session, route, reason_limit, kind, scorer))
         return states
 
     def prepare_resumption(self, task: Resumption) -> Placement:
@@ -522,6 +539,11 @@ class LocalStages:
         """The build stage for a decided Placement, or a resumption's (`_build_decided`)."""
         return self.build_decided(self, state, generation)
 
+    def build_wave(self, states: list[Placement], wave: list[int], placements: list[Any], held: list[bool],
+                   generation: int, remember_session: bool) -> None:
+        """The module's `build_wave` over these stages, as the fleet's engine runs it."""
+        self.build_each(self, states, wave, placements, held, generation, remember_session)
+
     def _build_decided(self, state: Placement, generation: int) -> Placement:
         """`build`: the Placement completed with the chosen agent's declaration and its JSON."""
         if state.resumed:
@@ -569,42 +591,45 @@ def build_placement(state: Placement, engine: str, index: Any, declaration: Decl
 
 
 class StageSteps(NamedTuple):
-    """The per-task steps of the stages as one engine runs them (`stage_steps`). `gather`,
-    `decide_one`, `wave_jobs`, `take_decisions`, `build_decided` and `place_one` take the
-    LocalStages first, as its methods do."""
+    """The per-task steps of the stages as one engine runs them (`stage_steps`). Every one but
+    `prepare` and `build_placement` takes the LocalStages first, as its methods do."""
 
     prepare: Callable[..., Placement]
+    prepare_each: Callable[..., list[Placement]]
     gather: Callable[..., tuple[Any, Any, int, Any]]
     decide_one: Callable[..., None]
     wave_jobs: Callable[..., tuple[list[tuple[Any, ...]], list[Placement]]]
     take_decisions: Callable[..., None]
     build_placement: Callable[..., Placement]
     build_decided: Callable[..., Placement]
+    build_wave: Callable[..., None]
     place_one: Callable[..., tuple[Placement, int]]
 
 
 def stage_steps(engine: str) -> StageSteps:
-    """The steps for a fleet on `engine`: the Python ones (`prepare`, `LocalStages._gather`,
-    `_decide_one`, `_wave_jobs`, `_take_decisions`, `build_placement`, `_build_decided`,
-    `place_one`) for the pure engine, the native engine's compiled twins (`_core.prepare`, `_core.gather`, ...: the same
-    fields with the same values, stored straight into the Placement's slots, and the same cache
-    entries) for the native one."""
+    """The steps for a fleet on `engine`: the Python ones (`prepare`, `LocalStages._prepare_each`,
+    `_gather`, `_decide_one`, `_wave_jobs`, `_take_decisions`, `build_placement`, `_build_decided`,
+    `build_wave`, `place_one`) for the pure engine, the native engine's compiled twins
+    (`_core.prepare`, `_core.prepare_each`, ...: the same fields with the same values, stored
+    straight into the Placement's slots, and the same cache entries) for the native one."""
     if engine == "native" and NATIVE_STEPS:
         native = engine_module("native")
-        return StageSteps(native.prepare, native.gather, native.decide_one, native.wave_jobs,
-                          native.take_decisions, native.build_placement, native.build_decided, native.place_one)
-    return StageSteps(prepare, LocalStages._gather, LocalStages._decide_one, LocalStages._wave_jobs,
-                      LocalStages._take_decisions, build_placement, LocalStages._build_decided, place_one)
+        return StageSteps(native.prepare, native.prepare_each, native.gather, native.decide_one, native.wave_jobs,
+                          native.take_decisions, native.build_placement, native.build_decided, native.build_wave,
+                          native.place_one)
+    return StageSteps(prepare, LocalStages._prepare_each, LocalStages._gather, LocalStages._decide_one,
+                      LocalStages._wave_jobs, LocalStages._take_decisions, build_placement,
+                      LocalStages._build_decided, build_wave, place_one)
 
 
-#: Whether the native engine's build has the compiled steps, the build stage's included: one built
+#: Whether the native engine's build has the compiled steps, the batch's loops included: one built
 #: before them has not, and its fleets run the Python steps rather than fail to import.
-NATIVE_STEPS = NATIVE_AVAILABLE and hasattr(engine_module("native"), "place_one")
+NATIVE_STEPS = NATIVE_AVAILABLE and hasattr(engine_module("native"), "build_wave")
 if NATIVE_STEPS:
     _native = engine_module("native")
     _native.bind_placement(Placement, CustomScores, Requirements, parse_requirements, check_reason_limit,
                            task_kind, read_requirements=requirements_reader("native"), declaration=Declaration,
-                           rows_namespace=vars(rows_module), drive=drive)
+                           rows_namespace=vars(rows_module), drive=drive, resumption=Resumption)
     _native.bind_holders(LocalStages, PredicateRows, AgentTable)
 
 
@@ -637,6 +662,10 @@ class ResumingStages:
     def build(self, state: Placement, generation: int) -> Placement:
         assert state.resumed
         return build_resumed(state, self.engine, generation)
+
+    def build_wave(self, states: list[Placement], wave: list[int], placements: list[Any], held: list[bool],
+                   generation: int, remember_session: bool) -> None:
+        build_wave(self, states, wave, placements, held, generation, remember_session)
 
     def hold(self, agent: str, session: str) -> bool:
         return False        # never called: the driver holds nothing for a resumption
