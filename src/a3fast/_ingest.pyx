@@ -1228,10 +1228,14 @@ from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ
 
 
 
-cdef bint seen_before(set notes, Py_hash_t key, Py_ssize_t limit) except -1:
-    """`a3fast.seen.seen_before`, compiled, as `_core` has it too: whether `key` (a hash) was noted
-    in `notes`, its note then taken back; otherwise it is noted, `notes` emptied first once it holds
-    `limit`."""
+def seen_before(set notes not None, Py_hash_t key, Py_ssize_t limit):
+    """`a3fast.seen.seen_before`, compiled: whether `key` (a hash) was noted in `notes`, its note
+    then taken back; otherwise it is noted, `notes` emptied first once it holds `limit`."""
+    return seen(notes, key, limit)
+
+
+cdef bint seen(set notes, Py_hash_t key, Py_ssize_t limit) except -1:
+    """`seen_before`'s work, for the reader's own memo too."""
     noted = key
     if noted in notes:
         notes.discard(noted)
@@ -1579,7 +1583,7 @@ cdef class RequirementsReader:
             predicates = derive(capabilities, clearances, tools, residency, latency, agent_ref, exclude)
             # derive's rule for its memo: kept from the set's second derivation on
             if (PyDict_GET_SIZE(self.derived) < self.derived_limit
-                    and seen_before(self.derived_once, hash(derived_key), self.derived_limit)):
+                    and seen(self.derived_once, hash(derived_key), self.derived_limit)):
                 PyDict_SetItem(self.derived, derived_key, predicates)
         req = new_tuple_of(self.requirements, 12)
         put(req, 0, v)

@@ -1,7 +1,7 @@
 """The pure stand-in for `a3fast._ingest`: the same `Batch`, `scan` and `requirements_reader`, but
 `scan` vouches for no line, so a pure fleet reads every line of JSON Lines with orjson and
 `parse_declaration`, and there is no reader of requirements (the schema's fast path reads them).
-`plainly_within` and `lines_array` are the definitions the compiled ones are held to."""
+`plainly_within`, `lines_array` and `seen_before` are the definitions the compiled ones are held to."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -10,8 +10,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .document import plainly_within
+from .seen import seen_before
 
-__all__ = ["Batch", "Vocabulary", "scan", "requirements_reader", "plainly_within", "lines_array"]
+__all__ = ["Batch", "Vocabulary", "scan", "requirements_reader", "plainly_within", "lines_array", "seen_before"]
 
 
 class Batch:

@@ -20,8 +20,8 @@ from typing import Callable
 
 import msgspec
 
+from ..engines import ENGINE, ingest_module
 from ..schema import Requirements, parse_requirements
-from ..seen import seen_before
 
 __all__ = ["PreparedRequirements", "MAX_ENTRIES", "MAX_TEXT_BYTES", "MAX_SEEN"]
 
@@ -35,6 +35,8 @@ MAX_SEEN = 16384
 MAX_TEXT_BYTES = 4096
 
 _decode = msgspec.json.Decoder().decode
+#: `a3fast.seen.seen_before`, compiled where the extension is built
+_seen_before = ingest_module(ENGINE).seen_before
 
 
 class PreparedRequirements:
@@ -88,7 +90,7 @@ class PreparedRequirements:
         return found
 
     def _seen_or_kept(self, text: bytes | str, parsed: Requirements) -> None:
-        if len(text) > self.max_text_bytes or not seen_before(self._seen, hash(text), self.max_seen):
+        if len(text) > self.max_text_bytes or not _seen_before(self._seen, hash(text), self.max_seen):
             return                   # too long, or the first sighting: remembered only
         entries = self._entries      # the second (or a hash shared with a seen text): kept
         with self._lock:
