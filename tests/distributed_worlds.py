@@ -156,6 +156,21 @@ def name_length_scorer(task, agents) -> list[dict]:
              "done": float(task.outcomes(a.agent.name)[0])} for a in agents]
 
 
+def gone(ray, actor, within: float = 30.0) -> None:
+    """Returns once the killed `actor` answers no more: ray.kill returns before its process is
+    gone, and a request sent meanwhile can still be answered (under load, it was)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.state.remote(), timeout=5)
+        except ray.exceptions.RayActorError:
+            return
+        except ray.exceptions.GetTimeoutError:
+            continue
+        time.sleep(0.05)
+    raise AssertionError(f"the killed actor still answered after {within} s")
+
+
 def restarted(many, shard, pid, within=30.0):
     """The shard's state once its actor answers from a process other than `pid` (ray.kill
     returns before the process is gone, and the restart takes a moment)."""

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("ray")
 
-from distributed_worlds import local_ray, without_timings  # noqa: E402
+from distributed_worlds import gone, local_ray, without_timings  # noqa: E402
 from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server  # noqa: E402
 
 SHARDED = ("--shards", "2")
@@ -113,21 +113,6 @@ def test_serve_with_shards_keeps_every_acknowledged_change_after_kill_9(tmp_path
     finally:
         assert again.stop() == 0
         assert plain.stop() == 0
-
-
-def gone(ray, actor, within: float = 30.0) -> None:
-    """Returns once the killed `actor` answers no more: ray.kill returns before its process is
-    gone, and a request sent meanwhile can still be answered (under load, it was)."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            ray.get(actor.state.remote(), timeout=5)
-        except ray.exceptions.RayActorError:
-            return
-        except ray.exceptions.GetTimeoutError:
-            continue
-        time.sleep(0.05)
-    raise AssertionError(f"the killed actor still answered after {within} s")
 
 
 @pytest.mark.slow

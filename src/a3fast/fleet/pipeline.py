@@ -279,7 +279,9 @@ def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str |
     all live until it returns, and every collection they would trigger rescans them for nothing."""
     states = stages.prepare(tasks, sessions if sessions is not None else [None] * len(tasks), route,
                             reason_limit, kind, scorer, candidates)
-    waves = waves_of([state.session for state in states], remember_session and build)
+    # the sessions are read only when waves depend on them
+    waves = (waves_of([state.session for state in states], True) if remember_session and build
+             else [list(range(len(states)))])
     n = max(1, min(workers or CORES, len(states)))
     # a pool only when some wave can be cut into runs long enough to hand over (MIN_RUN): for a
     # smaller batch, starting and ending the pool costs more than the whole batch saves
@@ -297,9 +299,10 @@ def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str |
             pool.shutdown()
     if not build:
         return states, generation
-    for p, did_hold in zip(placements, held):   # numbered in the tasks' order, as one by one would
-        p.generation = generation
-        generation += did_hold
+    if any(held):       # else every Placement has the batch's `generation` already, as built
+        for p, did_hold in zip(placements, held):   # numbered in the tasks' order, as one by one would
+            p.generation = generation
+            generation += did_hold
     return placements, generation
 
 
@@ -424,17 +427,14 @@ class LocalStages:
                 return
         fleet, index = self.fleet, self.index
         membership, weights = fleet.membership, fleet.weights
-        # one pass sorts the wave: a resumption is left as it is, a caller's scorer runs here
-        native: list[Placement] = []
-        for state in states:
-            if state.resumed:
-                continue
-            if state.scorer is None:
-                native.append(state)
-            else:
-                self.explain(state, membership)
-                state.scores = self.custom_scores(state)
-                self.choose(state)
+        # the engine decides the tasks without a caller's scorer; a resumption is left as it is
+        native = [state for state in states if state.scorer is None and not state.resumed]
+        if len(native) < len(states):
+            for state in states:
+                if state.scorer is not None and not state.resumed:
+                    self.explain(state, membership)
+                    state.scores = self.custom_scores(state)
+                    self.choose(state)
         if not native:
             return
         jobs, fresh = self.wave_jobs(self, native, membership)
