@@ -2946,6 +2946,8 @@ def prepare_each(stages, tasks, sessions, route, reason_limit, kind, scorer):
     return states
 
 
+@cython.boundscheck(True)
+@cython.wraparound(True)
 cdef object prepare_task(requirements, session, route, reason_limit, kind, scorer):
     """`prepare`'s work."""
     if placement_class is None:
@@ -3183,6 +3185,8 @@ def build_decided(stages, state, generation):
     return build_state(stages, state, generation)
 
 
+@cython.boundscheck(True)
+@cython.wraparound(True)
 cdef object build_state(stages, state, generation):
     """`build_decided`'s work."""
     if type(state) is not placement_class or placement_class is None:

@@ -209,6 +209,18 @@ def test_build_decided_compiled_builds_as_the_python_step_does(case, tmp_path):
         _core().build_decided(fleet._stages, {}, 1)
 
 
+def test_build_decided_compiled_refuses_a_winner_past_the_table_as_the_python_step_does():
+    # the compiled step reads the agent table's lists by index: checked, never past their end
+    fleet = Fleet("native")
+    fleet.add(agent("a"))
+    for build in (_core().build_decided, pipeline.LocalStages._build_decided):
+        state = fleet._stages.prepare([{"v": "1.0"}], [None], None, None, None, None, None)[0]
+        fleet._stages.decide([state])
+        state.best = 10**6
+        with pytest.raises(IndexError):
+            build(fleet._stages, state, 1)
+
+
 def two_twins() -> tuple[Fleet, Fleet]:
     """Two native fleets alike: a holds orders.read in the EU, b in the US; b's outcome is better."""
     twins = []
