@@ -1227,7 +1227,6 @@ from libc.math cimport isfinite
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ
 
 
-
 def seen_before(set notes not None, Py_hash_t key, Py_ssize_t limit):
     """`a3fast.seen.seen_before`, compiled: whether `key` (a hash) was noted in `notes`, its note
     then taken back; otherwise it is noted, `notes` emptied first once it holds `limit`."""
