@@ -244,6 +244,7 @@ cdef extern from *:
 
 
 cdef class Index
+cdef class Wave
 
 
 # -- rows -------------------------------------------------------------------------------------------
@@ -418,10 +419,12 @@ ctypedef struct BatchTask:
     bint no_candidates
     bint explain             # False: the explanation was given, only scored
     Py_ssize_t* args         # rows, then excluded agent ids (NULL when the explanation is given)
+    Py_ssize_t args_at       # where they start in the wave's array, until it is sealed
     Py_ssize_t n_rows
     Py_ssize_t n_excluded
     Py_ssize_t only
     Row** evals
+    Py_ssize_t evals_at      # the same for the eval rows
     Py_ssize_t n_eval
     Row* session
     Outcomes* outcomes
@@ -1998,85 +2001,17 @@ cdef class Index:
         arguments of `explain` and `score` (an `explanation` from an earlier `explain` is scored
         as it is; None: explained here). Returns one `(Explanation, Scores)` per task, in order,
         exactly what `explain` then `score` give one task at a time. Every argument is checked and
-        every object made first; the loops over the whole batch then run without the GIL (the
-        index must not change meanwhile: the fleet's lock sees to that). The tasks are independent:
-        the scores of one do not see what the fleet does with the winner of another.
+        every object made first (a `Wave`); the loops over the whole batch then run without the GIL
+        (the index must not change meanwhile: the fleet's lock sees to that). The tasks are
+        independent: the scores of one do not see what the fleet does with the winner of another.
         """
-        cdef double w_a, w_s, w_c, w_e
-        w_a, w_s, w_c, w_e = weights
         cdef list items = list(tasks)
-        cdef Py_ssize_t n = len(items), t, k, j, n_rows, n_excluded, n_eval, n_sets, r
-        cdef Py_ssize_t nw = (self.n_ids + 63) >> 6
-        cdef BatchTask* jobs = <BatchTask*>calloc(max(n, 1), sizeof(BatchTask))
-        if jobs == NULL:
-            raise MemoryError()
-        cdef list explanations = [None] * n, scores = [None] * n
-        cdef Explanation e
-        cdef Scores s
-        cdef BatchTask* job
-        cdef bint failed = False
-        try:
-            for t in range(n):
-                given, rows, only, excluded, eval_rows, session_row, kind = items[t]
-                job = &jobs[t]
-                if given is None:
-                    n_rows, n_excluded = len(rows), len(excluded)
-                    n_sets = n_rows + n_excluded + (0 if only == NO_AGENT_REF else 1)
-                    e = Explanation.__new__(Explanation)
-                    e.index = self
-                    e.n_words = nw
-                    e.n_failed = n_sets
-                    e.words = <uint64_t*>malloc(max((n_sets + 1) * nw, 1) * sizeof(uint64_t))
-                    if e.words == NULL:
-                        raise MemoryError()
-                    if nw:  # an empty index has no live words (NULL)
-                        memcpy(e.words + n_sets * nw, self.live, nw * sizeof(uint64_t))
-                    e.n_candidates = self.n_live
-                    job.args = <Py_ssize_t*>malloc(max(n_rows + n_excluded, 1) * sizeof(Py_ssize_t))
-                    if job.args == NULL:
-                        raise MemoryError()
-                    k = 0
-                    for r in rows:
-                        if r >= self.n_rows:
-                            raise IndexError(f"row {r} does not exist")
-                        job.args[k] = r
-                        k += 1
-                    for r in excluded:
-                        job.args[k] = r
-                        k += 1
-                    job.n_rows, job.n_excluded, job.only, job.explain = n_rows, n_excluded, only, True
-                else:
-                    e = given
-                    self.own(e.index, "Explanation")
-                explanations[t] = e
-                job.words, job.n_failed, job.n_eligible = e.words, e.n_failed, &e.n_eligible
-                job.no_candidates = e.n_candidates == 0
-                n_eval = len(eval_rows)
-                job.evals = <Row**>malloc(max(n_eval, 1) * sizeof(Row*))
-                if job.evals == NULL:
-                    raise MemoryError()
-                for j in range(n_eval):
-                    r = eval_rows[j]
-                    job.evals[j] = self.row_at(r) if r >= 0 else NULL
-                job.n_eval = n_eval
-                job.session = self.row_at(session_row) if session_row >= 0 else NULL
-                job.outcomes = self.kind_at(kind) if kind >= 0 else NULL
-                s = Scores.__new__(Scores)
-                s.index = self
-                s.best = UNKNOWN
-                scores[t] = s
-                job.score_ids, job.score_columns = &s.agent_ids, &s.columns
-                job.score_n, job.score_best = &s.n, &s.best
-            with nogil:
-                failed = self.place_jobs(jobs, n, nw, w_a, w_s, w_c, w_e)
-            if failed:
-                raise MemoryError()
-        finally:
-            for t in range(n):
-                free(jobs[t].args)
-                free(jobs[t].evals)
-            free(jobs)
-        return list(zip(explanations, scores))
+        cdef Py_ssize_t n = len(items)
+        cdef Wave wave = Wave.__new__(Wave, self, n, weights)
+        for given, rows, only, excluded, eval_rows, session_row, kind in items:
+            wave.add(given, rows, only, excluded, eval_rows, session_row, kind)
+        wave.run(0, n)
+        return list(zip(wave.explanations, wave.scores))
 
     cdef bint place_jobs(self, BatchTask* jobs, Py_ssize_t n, Py_ssize_t nw, double w_a, double w_s,
                          double w_c, double w_e) noexcept nogil:
@@ -2535,6 +2470,160 @@ cdef class Index:
         return 0
 
 
+# -- a wave of a batch -------------------------------------------------------------------------------
+cdef class Wave:
+    """A batch's tasks checked and set up for the engine's loops (`Index.place_batch`, and the
+    compiled `decide_wave`): each task's arguments copied into two arrays the wave owns, its
+    Explanation (when not given) and Scores made. `run` then explains and scores a range of the
+    tasks without the GIL, so runs of one wave may go to several threads at once; each writes only
+    its own tasks' objects. A run's callable (the bound `run`) keeps the wave, and with it every
+    array and object the loops write into, alive until it returns."""
+
+    cdef Index index
+    cdef BatchTask* jobs
+    cdef Py_ssize_t n, added, nw
+    cdef double w_a, w_s, w_c, w_e
+    # every task's rows then excluded ids, and its eval rows, one after another; a job keeps its
+    # offsets into them until `seal` makes them pointers (the arrays move as they grow)
+    cdef Py_ssize_t* args
+    cdef Py_ssize_t args_n, args_cap
+    cdef Row** evals
+    cdef Py_ssize_t evals_n, evals_cap
+    cdef bint sealed
+    cdef readonly list explanations, scores
+
+    def __cinit__(self, Index index not None, Py_ssize_t n, weights):
+        self.w_a, self.w_s, self.w_c, self.w_e = weights
+        self.index = index
+        self.n = n
+        self.nw = (index.n_ids + 63) >> 6
+        self.jobs = <BatchTask*>calloc(max(n, 1), sizeof(BatchTask))
+        if self.jobs == NULL:
+            raise MemoryError()
+        self.explanations = []
+        self.scores = []
+
+    def __dealloc__(self):
+        free(self.jobs)
+        free(self.args)
+        free(self.evals)
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("Wave objects are made by Index.place_batch and decide_wave")
+
+    cdef Py_ssize_t grow_args(self, Py_ssize_t extra) except -1:
+        """Room for `extra` more ids in `args`; the offset they start at."""
+        cdef Py_ssize_t at = self.args_n, cap
+        cdef Py_ssize_t* grown
+        if at + extra > self.args_cap:
+            cap = max(2 * self.args_cap, at + extra, 64)
+            grown = <Py_ssize_t*>realloc(self.args, cap * sizeof(Py_ssize_t))
+            if grown == NULL:
+                raise MemoryError()
+            self.args, self.args_cap = grown, cap
+        self.args_n = at + extra
+        return at
+
+    cdef Py_ssize_t grow_evals(self, Py_ssize_t extra) except -1:
+        cdef Py_ssize_t at = self.evals_n, cap
+        cdef Row** grown
+        if at + extra > self.evals_cap:
+            cap = max(2 * self.evals_cap, at + extra, 64)
+            grown = <Row**>realloc(self.evals, cap * sizeof(Row*))
+            if grown == NULL:
+                raise MemoryError()
+            self.evals, self.evals_cap = grown, cap
+        self.evals_n = at + extra
+        return at
+
+    cdef int add(self, given, rows, Py_ssize_t only, excluded, eval_rows, Py_ssize_t session_row,
+                 Py_ssize_t kind) except -1:
+        """The next task: its arguments checked and copied, its Explanation (None given: made
+        here, to be explained) and Scores made."""
+        cdef Index index = self.index
+        if self.added >= self.n or self.sealed:
+            raise ValueError(f"a wave of {self.n} tasks has no room for another")
+        cdef BatchTask* job = &self.jobs[self.added]
+        cdef Explanation e
+        cdef Scores s
+        cdef Py_ssize_t n_rows, n_excluded, n_sets, n_eval, at, k, j, r, nw = self.nw
+        if given is None:
+            n_rows, n_excluded = len(rows), len(excluded)
+            n_sets = n_rows + n_excluded + (0 if only == NO_AGENT_REF else 1)
+            e = Explanation.__new__(Explanation)
+            e.index = index
+            e.n_words = nw
+            e.n_failed = n_sets
+            e.words = <uint64_t*>malloc(max((n_sets + 1) * nw, 1) * sizeof(uint64_t))
+            if e.words == NULL:
+                raise MemoryError()
+            if nw:  # an empty index has no live words (NULL)
+                memcpy(e.words + n_sets * nw, index.live, nw * sizeof(uint64_t))
+            e.n_candidates = index.n_live
+            at = self.grow_args(n_rows + n_excluded)
+            k = at
+            for r in rows:
+                if r >= index.n_rows:
+                    raise IndexError(f"row {r} does not exist")
+                self.args[k] = r
+                k += 1
+            for r in excluded:
+                self.args[k] = r
+                k += 1
+            job.args_at = at
+            job.n_rows, job.n_excluded, job.only, job.explain = n_rows, n_excluded, only, True
+        else:
+            e = given
+            index.own(e.index, "Explanation")
+        job.words, job.n_failed, job.n_eligible = e.words, e.n_failed, &e.n_eligible
+        job.no_candidates = e.n_candidates == 0
+        n_eval = len(eval_rows)
+        at = self.grow_evals(n_eval)
+        for j in range(n_eval):
+            r = eval_rows[j]
+            self.evals[at + j] = index.row_at(r) if r >= 0 else NULL
+        job.evals_at = at
+        job.n_eval = n_eval
+        job.session = index.row_at(session_row) if session_row >= 0 else NULL
+        job.outcomes = index.kind_at(kind) if kind >= 0 else NULL
+        s = Scores.__new__(Scores)
+        s.index = index
+        s.best = UNKNOWN
+        job.score_ids, job.score_columns = &s.agent_ids, &s.columns
+        job.score_n, job.score_best = &s.n, &s.best
+        self.explanations.append(e)
+        self.scores.append(s)
+        self.added += 1
+        return 0
+
+    cdef int seal(self) except -1:
+        """Every task added: the jobs' offsets into the arrays become pointers (which no longer move)."""
+        cdef Py_ssize_t t
+        if self.added != self.n:
+            raise ValueError(f"a wave of {self.n} tasks was given {self.added}")
+        if not self.sealed:
+            # (an array nothing was put in is NULL, which takes no offset, not even 0)
+            for t in range(self.n):
+                if self.evals != NULL:
+                    self.jobs[t].evals = self.evals + self.jobs[t].evals_at
+                if self.jobs[t].explain and self.args != NULL:
+                    self.jobs[t].args = self.args + self.jobs[t].args_at
+            self.sealed = True
+        return 0
+
+    def run(self, Py_ssize_t start, Py_ssize_t stop) -> None:
+        """Explain and score tasks `start` to `stop` (not included), without the GIL."""
+        self.seal()
+        if start < 0 or stop > self.n or start > stop:
+            raise IndexError(f"tasks {start} to {stop} of a wave of {self.n}")
+        cdef bint failed
+        with nogil:
+            failed = self.index.place_jobs(self.jobs + start, stop - start, self.nw, self.w_a, self.w_s,
+                                           self.w_c, self.w_e)
+        if failed:
+            raise MemoryError()
+
+
 # -- the processor's instructions the writer uses, for tests -----------------------------------------
 def uses_processor_extensions() -> bool:
     """Whether popcnt and the SSSE3 base64 blocks (and AVX2's, where the processor has it) are in
@@ -2649,7 +2738,7 @@ def resolve_predicates(tuple predicates not None, dict rows not None, dict eval_
 
 
 # -- the placing stages' per-task steps, on a Placement's slots (a3fast.fleet.pipeline) -----------
-# `prepare`, `gather`, `decide_one`, `wave_jobs`, `take_decisions`, `build_placement` and
+# `prepare`, `gather`, `decide_one`, `decide_wave`, `build_placement` and
 # `build_decided` as the pipeline writes them in Python (`LocalStages._gather` and so on), with the
 # fleet's cache rules they call (`PredicateRows.resolve_cached` and `remember`, `seen.seen_before`),
 # for the native engine's fleets:
@@ -3034,12 +3123,17 @@ cdef int remember(rows, predicates, membership, expl, eval_rows) except -1:
     return 0
 
 
-@cython.boundscheck(True)
-@cython.wraparound(True)
 def gather(stages, state, membership):
     """`pipeline.LocalStages._gather` of `stages` (a LocalStages) for a prepared Placement: the
     explanation kept for its predicates against the same membership, or the engine's arguments
     for making it (see there)."""
+    return gather_state(stages, state, membership)
+
+
+@cython.boundscheck(True)
+@cython.wraparound(True)
+cdef tuple gather_state(stages, state, membership):
+    """`gather`'s body, which `decide_one` and `decide_wave` call without a Python call."""
     if type(state) is not placement_class or placement_class is None:
         raise TypeError(f"gather: expected a Placement, found {type(state).__name__}")
     rows = stages_field(stages, H_ROWS)
@@ -3074,7 +3168,7 @@ def decide_one(stages, state):
     for one prepared Placement with the engine's scorer."""
     fleet, rows, index = stages_field(stages, H_FLEET), stages_field(stages, H_ROWS), stages_field(stages, H_INDEX)
     membership = fleet.membership
-    expl, ids, only, excluded = gather(stages, state, membership)
+    expl, ids, only, excluded = gather_state(stages, state, membership)
     if expl is None:
         expl = index.explain(ids, only, excluded)
         remember(rows, field_of(slot(state, S_REQUIREMENTS), requirements_predicates_item, "predicates"),
@@ -3091,48 +3185,49 @@ def decide_one(stages, state):
 
 @cython.boundscheck(True)
 @cython.wraparound(True)
-def wave_jobs(stages, list states, membership):
-    """`pipeline.LocalStages._wave_jobs`: each Placement's explain stage up to the engine (`gather`)
-    and its `Index.place_batch` job; returns `(jobs, fresh)`, fresh the Placements whose
-    explanation the batch makes."""
+def decide_wave(stages, list states, membership, weights, pool, Py_ssize_t parts):
+    """`pipeline.LocalStages._decide_wave` of `stages` (a LocalStages): explain, score and choose
+    for the Placements of a wave with the engine's scorer, each one's gather stage and engine job
+    set up in one `Wave`, its loops run without the GIL (in `parts` runs, all but the first on
+    `pool`'s threads, when `parts` > 1), then each one's explanation, scores and winner taken back
+    and the fresh explanations kept."""
+    cdef Py_ssize_t i, n = len(states), step, at
     rows = stages_field(stages, H_ROWS)
     cdef dict session_rows = rows_field(rows, R_SESSION_ROWS), kinds = rows_field(rows, R_KINDS)
-    cdef list jobs = [], fresh = []
-    for state in states:
-        expl, ids, only, excluded = gather(stages, state, membership)
+    cdef Wave wave = Wave.__new__(Wave, stages_field(stages, H_INDEX), n, weights)
+    cdef list fresh = []
+    for i in range(n):
+        state = states[i]
+        expl, ids, only, excluded = gather_state(stages, state, membership)
         if expl is None:
             fresh.append(state)
         session, kind = slot(state, S_SESSION), slot(state, S_KIND)
-        jobs.append((expl, ids, only, excluded, slot(state, S_EVAL_ROWS),
-                     session_rows.get(session, -1) if session is not None else -1,
-                     kinds.get(kind, -1) if kind is not None else -1))
-    return jobs, fresh
-
-
-@cython.boundscheck(True)
-@cython.wraparound(True)
-def take_decisions(stages, list states, list results, list fresh, membership):
-    """`pipeline.LocalStages._take_decisions`: each Placement's explanation, scores and winner from
-    `Index.place_batch`'s results, in order, and the fresh explanations kept."""
+        wave.add(expl, ids, only, excluded, slot(state, S_EVAL_ROWS),
+                 session_rows.get(session, -1) if session is not None else -1,
+                 kinds.get(kind, -1) if kind is not None else -1)
+    wave.seal()
+    if pool is None or parts <= 1:
+        wave.run(0, n)
+    else:
+        step = -(-n // parts)
+        runs = [pool.submit(wave.run, at, min(at + step, n)) for at in range(step, n, step)]
+        try:
+            wave.run(0, min(step, n))
+        finally:
+            for run in runs:        # each run holds the wave; all end before anything is taken
+                run.exception()
+        for run in runs:
+            run.result()
     selected = clock_ns(False)
-    cdef Py_ssize_t i, n = len(states)
-    if len(results) != n:
-        raise ValueError(f"{len(results)} results for {n} tasks")
-    for state in states:
-        if type(state) is not placement_class or placement_class is None:
-            raise TypeError(f"take_decisions: expected Placements, found {type(state).__name__}")
-    for state in fresh:
-        if type(state) is not placement_class:
-            raise TypeError(f"take_decisions: expected Placements, found {type(state).__name__}")
+    cdef list explanations = wave.explanations, scores = wave.scores
     for i in range(n):
         state = states[i]
-        expl, scores = results[i]
-        best = scores.best
-        set_slot(state, S_EXPLANATION, expl)
-        set_slot(state, S_SCORES, scores)
-        set_slot(state, S_BEST, best)
+        if type(state) is not placement_class:      # gather checked it; the list may have changed since
+            raise TypeError(f"decide_wave: expected Placements, found {type(state).__name__}")
+        set_slot(state, S_EXPLANATION, explanations[i])
+        set_slot(state, S_SCORES, scores[i])
+        set_slot(state, S_BEST, (<Scores>scores[i]).best)
         set_slot(state, S_SELECTED, selected)
-    rows = stages_field(stages, H_ROWS)
     for state in fresh:
         remember(rows, field_of(slot(state, S_REQUIREMENTS), requirements_predicates_item, "predicates"),
                  membership, slot(state, S_EXPLANATION), slot(state, S_EVAL_ROWS))

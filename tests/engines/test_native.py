@@ -236,6 +236,26 @@ def test_explanations_and_scores_are_left_out_of_the_cyclic_collector():
             type("Sub", (cls,), {})     # final: a subclass could hold a cycle the collector misses
 
 
+def test_a_batch_whose_tasks_copy_no_arguments_gives_what_explain_then_score_give():
+    # every task given its explanation and no eval rows: the batch's argument arrays stay empty
+    index = grown_index(10)
+    explanations = [index.explain([0], _core.NO_AGENT_REF, []), index.explain([], _core.NO_AGENT_REF, [3])]
+    batch = index.place_batch([(expl, [], _core.NO_AGENT_REF, [], [], -1, -1) for expl in explanations], WEIGHTS)
+    for expl, (batch_expl, scores) in zip(explanations, batch, strict=True):
+        alone = index.score(expl, [], -1, -1, WEIGHTS)
+        assert batch_expl is expl
+        assert (scores.ids, scores.total, scores.best) == (alone.ids, alone.total, alone.best)
+
+
+def test_a_wave_runs_only_once_each_of_its_tasks_is_set_up():
+    index = grown_index(10)
+    with pytest.raises(TypeError, match="made by Index.place_batch"):
+        _core.Wave(index, 2, WEIGHTS)
+    wave = _core.Wave.__new__(_core.Wave, index, 2, WEIGHTS)
+    with pytest.raises(ValueError, match="a wave of 2 tasks was given 0"):
+        wave.run(0, 2)      # its jobs are not set up: running them would read nothing valid
+
+
 def test_bad_arguments_change_nothing():
     index = grown_index(10)
     with pytest.raises(IndexError):
@@ -331,7 +351,7 @@ def test_the_type_stub_lists_what_the_extension_defines():
 
     stub = ast.parse(Path(_core.__file__).with_name("_core.pyi").read_text())
     classes = {node.name: node for node in stub.body if isinstance(node, ast.ClassDef)}
-    assert set(classes) == {"Index", "Explanation", "Scores"}
+    assert set(classes) == {"Index", "Explanation", "Scores", "Wave"}
     for name, node in classes.items():
         stubbed = {item.name for item in node.body if isinstance(item, ast.FunctionDef)} - {"__init__"}
         assert stubbed == public(getattr(_core, name)), name

@@ -118,8 +118,8 @@ def test_a_placements_python_makes_no_cell_and_no_wrapper():
     on_the_path = [Fleet.place, Fleet.place_many, pipeline.drive, pipeline._drive_batch, pipeline.prepare,
                    pipeline.build_placement,
                    pipeline.LocalStages.prepare, pipeline.LocalStages.decide, pipeline.LocalStages.explain,
-                   pipeline.LocalStages._gather, pipeline.LocalStages._decide_one, pipeline.LocalStages._wave_jobs,
-                   pipeline.LocalStages._take_decisions, pipeline.LocalStages.build, rows.PredicateRows.resolve_cached,
+                   pipeline.LocalStages._gather, pipeline.LocalStages._decide_one, pipeline.LocalStages._decide_wave,
+                   pipeline.LocalStages.build, rows.PredicateRows.resolve_cached,
                    rows.PredicateRows.remember]
     assert not hasattr(Fleet.place, "__wrapped__")
     with_cells = {f.__qualname__: f.__code__.co_cellvars for f in on_the_path if f.__code__.co_cellvars}

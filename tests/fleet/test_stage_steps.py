@@ -1,5 +1,5 @@
 """The native engine's compiled stage steps (`_core.prepare`, `_core.prepare_each`, `_core.gather`,
-`_core.decide_one`, `_core.wave_jobs`, `_core.take_decisions`, `_core.build_placement`,
+`_core.decide_one`, `_core.decide_wave`, `_core.build_placement`,
 `_core.build_decided`, `_core.build_wave`, `_core.place_one`) hold to the
 pipeline's Python ones field for field: the same values in every slot they set (the clock
 readings aside), the same errors, and each fleet takes the steps of its own engine."""
@@ -299,8 +299,8 @@ def test_the_compiled_steps_take_only_a_placement_and_name_a_slot_never_set():
         core.gather(Fleet("native")._stages, {}, 0)
     with pytest.raises(TypeError, match="expected a Placement, found dict"):
         core.decide_one(Fleet("native")._stages, {})
-    with pytest.raises(TypeError, match="expected Placements, found dict"):
-        core.take_decisions(Fleet("native")._stages, [{}], [(None, None)], [], 0)
+    with pytest.raises(TypeError, match="expected a Placement, found dict"):
+        core.decide_wave(Fleet("native")._stages, [{}], 0, Fleet("native").weights, None, 1)
     empty = object.__new__(Placement)
     with pytest.raises(AttributeError, match="'Placement' object has no attribute 'started'"):
         core.build_placement(empty, "native", None, None, None, 1)
@@ -312,20 +312,28 @@ def test_the_compiled_steps_take_only_a_placement_and_name_a_slot_never_set():
             build(copy.copy(started), "native", None, None, None, 1)
 
 
-def test_take_decisions_compiled_never_reads_past_a_list_changed_under_it():
+def test_decide_wave_compiled_never_reads_past_a_list_changed_under_it():
     fleet = Fleet("native")
     fleet.add(agent("a"))
+    explanation = fleet.place(TASK).explanation
     states = [pipeline.prepare(TASK, None, None) for _ in range(3)]
 
-    class Emptying:
-        """Scores whose `best` empties the list of Placements being decided."""
-        @property
-        def best(self):
-            states.clear()
-            return -1
+    class Emptying(str):
+        """A predicate whose hash, once armed, empties the list of Placements being decided: the
+        first task's explanation is looked up by it."""
+        armed = False
 
+        def __hash__(self):
+            if Emptying.armed:
+                states.clear()
+            return str.__hash__(self)
+
+    predicates = (Emptying("clearance:orders.read"),)
+    fleet._rows.explained[predicates] = (fleet.membership, explanation, [])
+    states[0].requirements = states[0].requirements._replace(predicates=predicates)
+    Emptying.armed = True
     with pytest.raises(IndexError):
-        _core().take_decisions(fleet._stages, states, [(None, Emptying())] * 3, [], fleet.membership)
+        _core().decide_wave(fleet._stages, states, fleet.membership, fleet.weights, None, 1)
 
 
 def gathered_twice(fleet: Fleet, task, *, within=None, scorer=None):
@@ -400,43 +408,71 @@ def test_decide_one_compiled_explains_scores_and_chooses_as_the_python_step_does
         assert abs(compiled.selected - python.selected) < 10**9
 
 
-def test_a_waves_jobs_and_decisions_compiled_are_the_python_steps():
+def wave_fleet() -> Fleet:
     fleet = Fleet("native")
     for name, where in (("a", "eu"), ("b", "us"), ("c", "eu")):
         fleet.add(agent(name, where))
     fleet.hold_session("c", "s-1")
     fleet.record_outcome("a", "k", True)
-    tasks = [{"v": "1.0", "clearances": ["orders.read"], "residency": "eu", "session": "s-1", "kind": "k"},
-             {"v": "1.0", "clearances": ["orders.read"], "residency": "us"},
-             {"v": "1.0", "clearances": ["orders.write"]}]
-    for _ in range(2):                                      # one of them explained twice: kept
-        fleet.place(tasks[1])
-    kept = dict(fleet._rows.explained)
-    stages = fleet._stages
-    placed = []
-    for wave_jobs, take_decisions in ((_core().wave_jobs, _core().take_decisions),
-                                      (pipeline.LocalStages._wave_jobs, pipeline.LocalStages._take_decisions)):
-        fleet._rows.explained.clear()                       # each step meets the fleet as it was
-        fleet._rows.explained.update(kept)
+    return fleet
+
+
+WAVE = [{"v": "1.0", "clearances": ["orders.read"], "residency": "eu", "session": "s-1", "kind": "k"},
+        {"v": "1.0", "clearances": ["orders.read"], "residency": "us"},
+        {"v": "1.0", "clearances": ["orders.write"]}]
+
+
+def decided_both_ways(fleet: Fleet, tasks, pool=None, parts=1):
+    """The compiled and the Python decide_wave, each on its own Placements of `tasks` prepared
+    alike, against the fleet's caches as they were: each way's Placements and the caches after it."""
+    rows = fleet._rows
+    kept = dict(rows.explained), set(rows.explained_once)
+    out = []
+    for decide_wave in (_core().decide_wave, pipeline.LocalStages._decide_wave):
+        rows.explained.clear()                              # each step meets the fleet as it was
+        rows.explained.update(kept[0])
+        rows.explained_once.clear()
+        rows.explained_once.update(kept[1])
         states = [pipeline.prepare(task, None, None) for task in tasks]
-        jobs, fresh = wave_jobs(stages, states, fleet.membership)
-        assert [state in fresh for state in states] == [True, False, True]
-        take_decisions(stages, states, fleet._index.place_batch(jobs, fleet.weights), fresh, fleet.membership)
-        placed.append((jobs, states))
-    (c_jobs, compiled), (p_jobs, python) = placed
-    assert [job[1:] for job in c_jobs] == [job[1:] for job in p_jobs]
-    for c, p in zip(compiled, python):
+        decide_wave(fleet._stages, states, fleet.membership, fleet.weights, pool, parts)
+        out.append((states, dict(rows.explained), set(rows.explained_once)))
+    return out
+
+
+def assert_decided_alike(compiled: list[Placement], python: list[Placement]) -> None:
+    for c, p in zip(compiled, python, strict=True):
         cs, ps = slots_of(c), slots_of(p)
         assert cs.keys() == ps.keys()
         for name in cs.keys() - CLOCKS - {"explanation", "scores", "selected"}:
             assert cs[name] == ps[name], name
         assert c.explanation.eligible_ids() == p.explanation.eligible_ids()
+        assert c.explanation.failed_counts() == p.explanation.failed_counts()
         assert c.scores.total == p.scores.total and c.best == p.best == c.scores.best
+
+
+def test_a_waves_decisions_compiled_are_the_python_steps():
+    fleet = wave_fleet()
+    for _ in range(2):                                      # one of them explained twice: kept
+        fleet.place(WAVE[1])
+    (compiled, c_kept, c_noted), (python, p_kept, p_noted) = decided_both_ways(fleet, WAVE)
+    assert_decided_alike(compiled, python)
     assert [c.best for c in compiled] == [2, 1, -1]
-    with pytest.raises(ValueError, match="2 results for 3 tasks"):
-        _core().take_decisions(stages, compiled, [None, None], [], fleet.membership)
-    with pytest.raises(ValueError, match="2 results for 3 tasks"):
-        pipeline.LocalStages._take_decisions(stages, python, [None, None], [], fleet.membership)
+    # the same explanations kept and noted: the one met again kept as it was, the others noted
+    assert c_kept.keys() == p_kept.keys() and c_noted == p_noted
+    assert parse_requirements(WAVE[1]).predicates in c_kept and len(c_noted) == 2
+
+
+def test_a_wave_cut_into_runs_on_threads_decides_as_one_run():
+    from concurrent.futures import ThreadPoolExecutor
+
+    fleet = wave_fleet()
+    tasks = [dict(WAVE[i % 3], kind=f"k{i % 5}") for i in range(3 * pipeline.MIN_RUN + 7)]
+    (one_run, _, _), _ = decided_both_ways(fleet, tasks)
+    with ThreadPoolExecutor(2) as pool:
+        for parts in (2, 3):
+            (compiled, _, _), (python, _, _) = decided_both_ways(fleet, tasks, pool, parts)
+            assert_decided_alike(compiled, python)
+            assert_decided_alike(compiled, one_run)
 
 
 def test_prepare_each_compiled_prepares_a_batch_as_the_python_step_does():
@@ -617,10 +653,8 @@ def test_each_fleet_takes_the_steps_of_its_engine():
     assert Fleet("native")._stages.gather_one is _core().gather
     assert Fleet("native")._stages.decide_one is _core().decide_one
     assert Fleet("pure")._stages.decide_one is pipeline.LocalStages._decide_one
-    assert Fleet("native")._stages.wave_jobs is _core().wave_jobs
-    assert Fleet("native")._stages.take_decisions is _core().take_decisions
-    assert Fleet("pure")._stages.wave_jobs is pipeline.LocalStages._wave_jobs
-    assert Fleet("pure")._stages.take_decisions is pipeline.LocalStages._take_decisions
+    assert Fleet("native")._stages.decide_wave is _core().decide_wave
+    assert Fleet("pure")._stages.decide_wave is pipeline.LocalStages._decide_wave
     assert Fleet("pure")._stages.prepare_one is pipeline.prepare
     assert Fleet("pure")._stages.gather_one is pipeline.LocalStages._gather
     assert Fleet("pure")._stages.build_one is pipeline.build_placement

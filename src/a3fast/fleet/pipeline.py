@@ -325,7 +325,7 @@ class LocalStages:
     prepare, decide (explain, score, choose), build, and hold a bound placement's session."""
 
     __slots__ = ("fleet", "table", "rows", "index", "engine", "prepare_one", "prepare_each", "gather_one",
-                 "decide_one", "wave_jobs", "take_decisions", "build_one", "build_decided", "build_each",
+                 "decide_one", "decide_wave", "build_one", "build_decided", "build_each",
                  "place_one")
 
     def __init__(self, fleet: Any, table: AgentTable, rows: PredicateRows):
@@ -336,10 +336,10 @@ class LocalStages:
         self.index: Index = rows.index
         self.engine: str = fleet.engine
         #: the per-task steps as the fleet's engine runs them (`stage_steps`): `prepare`,
-        #: `_prepare_each`, `_gather`, `_decide_one`, `_wave_jobs`, `_take_decisions`,
+        #: `_prepare_each`, `_gather`, `_decide_one`, `_decide_wave`,
         #: `build_placement`, `_build_decided`, `build_wave` and `place_one` (a whole batch of one),
         #: or their compiled twins
-        (self.prepare_one, self.prepare_each, self.gather_one, self.decide_one, self.wave_jobs, self.take_decisions,
+        (self.prepare_one, self.prepare_each, self.gather_one, self.decide_one, self.decide_wave,
          self.build_one, self.build_decided, self.build_each, self.place_one) = stage_steps(self.engine)
 
     def prepare(self, tasks: Sequence[Task], sessions: Sequence[str | None], route: Route | None,
@@ -413,11 +413,11 @@ class LocalStages:
 
     def decide(self, states: list[Placement], pool: Executor | None = None, parts: int = 1) -> None:
         """explain, score and choose for tasks whose scores do not depend on one another (no two
-        of one remembered session). With the engine's scorer, the tasks of a batch go through one
-        `Index.place_batch`, which runs the loops with the GIL released (with a `pool`, the tasks
-        are cut into `parts` runs, one call each, on as many threads), and a single task through
-        the engine's `explain` and `score`, which give the same (tests/fleet/test_place_many.py). A
-        caller's scorer runs under the GIL, task by task."""
+        of one remembered session). With the engine's scorer, the tasks of a batch go through
+        `decide_wave`: one batch of the engine's loops, run with the GIL released (with a `pool`,
+        cut into `parts` runs on as many threads), and a single task through the engine's
+        `explain` and `score`, which give the same (tests/fleet/test_place_many.py). A caller's
+        scorer runs under the GIL, task by task."""
         if len(states) == 1:
             state = states[0]
             if state.resumed:
@@ -425,8 +425,8 @@ class LocalStages:
             if state.scorer is None:
                 self.decide_one(self, state)
                 return
-        fleet, index = self.fleet, self.index
-        membership, weights = fleet.membership, fleet.weights
+        fleet = self.fleet
+        membership = fleet.membership
         # the engine decides the tasks without a caller's scorer; a resumption is left as it is
         native = [state for state in states if state.scorer is None and not state.resumed]
         if len(native) < len(states):
@@ -435,27 +435,15 @@ class LocalStages:
                     self.explain(state, membership)
                     state.scores = self.custom_scores(state)
                     self.choose(state)
-        if not native:
-            return
-        jobs, fresh = self.wave_jobs(self, native, membership)
-        parts = min(parts, len(jobs) // MIN_RUN)
-        if pool is None or parts <= 1:
-            results = index.place_batch(jobs, weights)
-        else:
-            # loops, not comprehensions, here and above: a comprehension's free variables would be
-            # cells, made on every call of this method, a batch of one's included
-            step = -(-len(jobs) // parts)
-            runs = []
-            for at in range(step, len(jobs), step):
-                runs.append(pool.submit(index.place_batch, jobs[at:at + step], weights))
-            results = index.place_batch(jobs[:step], weights)
-            for run in runs:
-                results += run.result()
-        self.take_decisions(self, native, results, fresh, membership)
+        if native:
+            self.decide_wave(self, native, membership, fleet.weights, pool, min(parts, len(native) // MIN_RUN))
 
-    def _wave_jobs(self, states: list[Placement], membership: int) -> tuple[list[tuple[Any, ...]], list[Placement]]:
-        """Each Placement's explain stage up to the engine and its `Index.place_batch` job:
-        `(jobs, fresh)`, fresh the Placements whose explanation the batch makes."""
+    def _decide_wave(self, states: list[Placement], membership: int, weights: Sequence[float],
+                     pool: Executor | None, parts: int) -> None:
+        """explain, score and choose for the Placements of a wave with the engine's scorer: each
+        one's gather stage and `Index.place_batch` job, the batch (in `parts` runs, one call each,
+        all but the first on `pool`'s threads, when `parts` > 1), then each one's explanation,
+        scores and winner taken back, in order, and the fresh explanations kept."""
         gather = self.gather_one
         session_rows, kinds = self.rows.session_rows, self.rows.kinds
         jobs: list[tuple[Any, ...]] = []
@@ -468,14 +456,19 @@ class LocalStages:
             jobs.append((expl, ids, only, excluded, state.eval_rows,
                          session_rows.get(session, -1) if session is not None else -1,
                          kinds.get(kind, -1) if kind is not None else -1))
-        return jobs, fresh
-
-    def _take_decisions(self, states: list[Placement], results: list[tuple[Any, Any]],
-                        fresh: list[Placement], membership: int) -> None:
-        """Each Placement's explanation, scores and winner from `Index.place_batch`'s results, in
-        order, and the fresh explanations kept."""
-        if len(results) != len(states):
-            raise ValueError(f"{len(results)} results for {len(states)} tasks")
+        index = self.index
+        if pool is None or parts <= 1:
+            results = index.place_batch(jobs, weights)
+        else:
+            # loops, not comprehensions: a comprehension's free variables would be cells, made on
+            # every call
+            step = -(-len(jobs) // parts)
+            runs = []
+            for at in range(step, len(jobs), step):
+                runs.append(pool.submit(index.place_batch, jobs[at:at + step], weights))
+            results = index.place_batch(jobs[:step], weights)
+            for run in runs:
+                results += run.result()
         selected = time.perf_counter_ns()
         for state, (expl, scores) in zip(states, results):
             state.explanation, state.scores, state.best = expl, scores, scores.best
@@ -598,8 +591,7 @@ class StageSteps(NamedTuple):
     prepare_each: Callable[..., list[Placement]]
     gather: Callable[..., tuple[Any, Any, int, Any]]
     decide_one: Callable[..., None]
-    wave_jobs: Callable[..., tuple[list[tuple[Any, ...]], list[Placement]]]
-    take_decisions: Callable[..., None]
+    decide_wave: Callable[..., None]
     build_placement: Callable[..., Placement]
     build_decided: Callable[..., Placement]
     build_wave: Callable[..., None]
@@ -608,23 +600,22 @@ class StageSteps(NamedTuple):
 
 def stage_steps(engine: str) -> StageSteps:
     """The steps for a fleet on `engine`: the Python ones (`prepare`, `LocalStages._prepare_each`,
-    `_gather`, `_decide_one`, `_wave_jobs`, `_take_decisions`, `build_placement`, `_build_decided`,
+    `_gather`, `_decide_one`, `_decide_wave`, `build_placement`, `_build_decided`,
     `build_wave`, `place_one`) for the pure engine, the native engine's compiled twins
     (`_core.prepare`, `_core.prepare_each`, ...: the same fields with the same values, stored
     straight into the Placement's slots, and the same cache entries) for the native one."""
     if engine == "native" and NATIVE_STEPS:
         native = engine_module("native")
-        return StageSteps(native.prepare, native.prepare_each, native.gather, native.decide_one, native.wave_jobs,
-                          native.take_decisions, native.build_placement, native.build_decided, native.build_wave,
-                          native.place_one)
+        return StageSteps(native.prepare, native.prepare_each, native.gather, native.decide_one, native.decide_wave,
+                          native.build_placement, native.build_decided, native.build_wave, native.place_one)
     return StageSteps(prepare, LocalStages._prepare_each, LocalStages._gather, LocalStages._decide_one,
-                      LocalStages._wave_jobs, LocalStages._take_decisions, build_placement,
+                      LocalStages._decide_wave, build_placement,
                       LocalStages._build_decided, build_wave, place_one)
 
 
 #: Whether the native engine's build has the compiled steps, the batch's loops included: one built
 #: before them has not, and its fleets run the Python steps rather than fail to import.
-NATIVE_STEPS = NATIVE_AVAILABLE and hasattr(engine_module("native"), "build_wave")
+NATIVE_STEPS = NATIVE_AVAILABLE and hasattr(engine_module("native"), "decide_wave")
 if NATIVE_STEPS:
     _native = engine_module("native")
     _native.bind_placement(Placement, CustomScores, Requirements, parse_requirements, check_reason_limit,
