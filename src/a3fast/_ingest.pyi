@@ -35,7 +35,7 @@ class RequirementsReader:
     def read(self, doc: dict[str, Any], decoded: bool = False) -> Requirements | None: ...
 
 def requirements_reader(requirements: type[Requirements], capability: type[Capability],
-                        capabilities: dict[tuple[str, int], Capability], memo_limit: int,
+                        capabilities: dict[str, dict[int, Capability]], names_kept: int, versions_kept: int,
                         derived: dict[tuple[Any, ...], tuple[str, ...]],
                         derived_limit: int, derived_once: set[int]) -> RequirementsReader: ...
 

@@ -1373,8 +1373,9 @@ cdef object required_capability(RequirementsReader reader, object entry):
     cdef PyObject* item
     cdef Py_ssize_t pos = 0, n
     cdef const unsigned char* k
-    cdef object name = None, version = None, found, memo_key
+    cdef object name = None, version = None, found, versions
     cdef PyObject* found_ptr
+    cdef PyObject* versions_ptr
     cdef int overflow = 0
     cdef long long number
     if type(entry) is not dict:
@@ -1395,22 +1396,29 @@ cdef object required_capability(RequirementsReader reader, object entry):
             return None
         if not is_plain(<object>item, 3):
             return None
-    # the exact types first (a bool is not an int here, and (name, 1.0) would find (name, 1)); the
-    # memo holds only checked names and versions, so the name's grammar is read on a miss only
+    # the exact types first (a bool is not an int here, and version 1.0 would find version 1); the
+    # memo (by name, then version) holds only checked names and versions, so the name's grammar
+    # is read on a miss only
     if type(version) is not int or type(name) is not str:
         return None
-    memo_key = (name, version)
-    found_ptr = PyDict_GetItem(reader.capabilities, memo_key)
-    if found_ptr != NULL:
-        return <object>found_ptr
+    versions_ptr = PyDict_GetItem(reader.capabilities, name)
+    if versions_ptr != NULL:
+        found_ptr = PyDict_GetItem(<object>versions_ptr, version)
+        if found_ptr != NULL:
+            return <object>found_ptr
     if not is_identifier_str(name):
         return None
     number = PyLong_AsLongLongAndOverflow(version, &overflow)
     if overflow != 0 or number < 0:
         return None
     found = reader.capability(name, version, None)
-    if PyDict_GET_SIZE(reader.capabilities) < reader.memo_limit:
-        PyDict_SetItem(reader.capabilities, memo_key, found)
+    # kept within the memo's bounds, as schema's `_keep_required` keeps it
+    if versions_ptr == NULL and PyDict_GET_SIZE(reader.capabilities) < reader.names_kept:
+        versions = {}
+        PyDict_SetItem(reader.capabilities, name, versions)
+        versions_ptr = <PyObject*>versions
+    if versions_ptr != NULL and PyDict_GET_SIZE(<object>versions_ptr) < reader.versions_kept:
+        PyDict_SetItem(<object>versions_ptr, version, found)
     return found
 
 
@@ -1454,16 +1462,17 @@ cdef object latency_of(object model):
     return False
 
 
-def requirements_reader(requirements, capability, dict capabilities, Py_ssize_t memo_limit,
-                        dict derived, Py_ssize_t derived_limit, set derived_once):
+def requirements_reader(requirements, capability, dict capabilities, Py_ssize_t names_kept,
+                        Py_ssize_t versions_kept, dict derived, Py_ssize_t derived_limit, set derived_once):
     """The compiled reader of plain requirements documents, building `requirements` (schema's
     Requirements) and `capability` (its Capability) objects: `capabilities` is the schema's memo
-    of required capabilities by (name, version), kept to `memo_limit` entries; `derived` is
+    of required capabilities by name, then version, kept to `names_kept` names of `versions_kept`
+    versions each; `derived` is
     `predicates.DERIVED`, the memo of `predicates.derive` (to `derived_limit` sets), which this
     reader looks a set up in and adds a set it derives to, as `derive` does: from the set's second
     derivation on, the first noted by its hash in `derived_once` (`predicates.DERIVED_ONCE`)."""
-    return RequirementsReader(requirements, capability, capabilities, memo_limit, derived, derived_limit,
-                              derived_once)
+    return RequirementsReader(requirements, capability, capabilities, names_kept, versions_kept, derived,
+                              derived_limit, derived_once)
 
 
 cdef class RequirementsReader:
@@ -1472,14 +1481,15 @@ cdef class RequirementsReader:
     cdef object requirements, capability
     cdef dict capabilities, derived
     cdef set derived_once
-    cdef Py_ssize_t memo_limit, derived_limit
+    cdef Py_ssize_t names_kept, versions_kept, derived_limit
 
-    def __init__(self, requirements, capability, dict capabilities, Py_ssize_t memo_limit,
-                 dict derived, Py_ssize_t derived_limit, set derived_once):
+    def __init__(self, requirements, capability, dict capabilities, Py_ssize_t names_kept,
+                 Py_ssize_t versions_kept, dict derived, Py_ssize_t derived_limit, set derived_once):
         self.requirements = requirements
         self.capability = capability
         self.capabilities = capabilities
-        self.memo_limit = memo_limit
+        self.names_kept = names_kept
+        self.versions_kept = versions_kept
         self.derived = derived
         self.derived_limit = derived_limit
         self.derived_once = derived_once

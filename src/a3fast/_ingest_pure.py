@@ -72,8 +72,8 @@ def scan(data: bytes, pos: int, lineno: int, batch: Batch, vocab: Vocabulary,
     return (pos, lineno) if pos < len(data) else (len(data), lineno)
 
 
-def requirements_reader(requirements: Any, capability: Any, capabilities: dict, memo_limit: int,
-                        derived: dict, derived_limit: int, derived_once: set) -> None:
+def requirements_reader(requirements: Any, capability: Any, capabilities: dict, names_kept: int,
+                        versions_kept: int, derived: dict, derived_limit: int, derived_once: set) -> None:
     """No reader of requirements here: `schema.parse_requirements` reads a plain dict with its own
     fast path in Python (the same answers, several times slower)."""
     return None

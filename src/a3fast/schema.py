@@ -307,7 +307,8 @@ def _fast_capabilities(items: Any, declared: bool) -> tuple[Capability, ...] | N
         if type(version) is not int or type(name) is not str:  # (bool is not int here)
             return None
         if not declared:  # a required capability is its name and version: one shared tuple
-            known = _required_capabilities.get((name, version))
+            versions = _required_capabilities.get(name)
+            known = versions.get(version) if versions is not None else None
             if known is not None:
                 out.append(known)
                 continue
@@ -317,14 +318,31 @@ def _fast_capabilities(items: Any, declared: bool) -> tuple[Capability, ...] | N
             out.append(Capability(name, version, c.get("evaluation")))
         else:
             known = Capability(name, version, None)
-            if len(_required_capabilities) < _MEMO_LIMIT:
-                _required_capabilities[(name, version)] = known
+            _keep_required(name, version, known)
             out.append(known)
     return tuple(out)
 
 
-#: Required capabilities already checked, by (name, version): tasks repeat a small vocabulary.
-_required_capabilities: dict[tuple[str, int], Capability] = {}
+#: Required capabilities already checked, by name, then version: tasks repeat a small vocabulary.
+#: By name first, not by a (name, version) tuple: a string keeps its hash, while a tuple made for
+#: each lookup is hashed and compared afresh, which cost a task read from a dict a tenth of its
+#: instructions (docs/performance.md, "A wave set up in place").
+_required_capabilities: dict[str, dict[int, Capability]] = {}
+#: The memo's bounds: at most this many versions of a name, and as many names as keeps it to
+#: _MEMO_LIMIT capabilities in all.
+_VERSIONS_KEPT = 16
+_NAMES_KEPT = _MEMO_LIMIT // _VERSIONS_KEPT
+
+
+def _keep_required(name: str, version: int, known: Capability) -> None:
+    """`known` memoised, within the bounds (else not)."""
+    versions = _required_capabilities.get(name)
+    if versions is None:
+        if len(_required_capabilities) >= _NAMES_KEPT:
+            return
+        versions = _required_capabilities[name] = {}
+    if len(versions) < _VERSIONS_KEPT:
+        versions[version] = known
 
 
 def _fast_list(items: Any, ok) -> tuple[str, ...] | None:
@@ -409,8 +427,8 @@ def requirements_reader(engine: str | None = None) -> Callable[[dict, bool], Req
     path above. Both share this module's memo of required capabilities and `derive`'s memo
     (the compiled reader derives a new set itself, as `derive` does)."""
     compiled = ingest_module(engine or ENGINE).requirements_reader(
-        Requirements, Capability, _required_capabilities, _MEMO_LIMIT, predicates.DERIVED, predicates.DERIVED_LIMIT,
-        predicates.DERIVED_ONCE)
+        Requirements, Capability, _required_capabilities, _NAMES_KEPT, _VERSIONS_KEPT, predicates.DERIVED,
+        predicates.DERIVED_LIMIT, predicates.DERIVED_ONCE)
     return compiled.read if compiled is not None else _python_requirements
 
 

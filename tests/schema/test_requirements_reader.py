@@ -271,3 +271,26 @@ def test_the_memo_of_derived_sets_keeps_what_repeats_and_its_notes_are_bounded(e
     for _ in range(2):
         read({"clearances": ["twice.n"]})
     assert list(predicates.DERIVED) == [((), ("twice.n",), (), None, None, None, ())]
+
+
+def test_the_memo_of_required_capabilities_shares_each_and_keeps_to_its_bounds(engine, monkeypatch):
+    monkeypatch.setattr(schema, "_required_capabilities", {})
+    monkeypatch.setattr(schema, "_NAMES_KEPT", 2)
+    monkeypatch.setattr(schema, "_VERSIONS_KEPT", 3)
+    read = requirements_reader(engine)      # made with the memo and its bounds as patched
+    memo = schema._required_capabilities
+
+    def required(name: str, version: int):
+        return read({"capabilities": [{"name": name, "version": version}]}, True).capabilities[0]
+
+    first = required("memo.a", 1)
+    assert required("memo.a", 1) is first and required("memo.a", 2) is not first
+    for version in range(3, 10):            # at most three versions of a name
+        assert required("memo.a", version).version == version
+    assert sorted(memo["memo.a"]) == [1, 2, 3]
+    required("memo.b", 1)
+    required("memo.c", 1)                   # at most two names
+    assert sorted(memo) == ["memo.a", "memo.b"]
+    again = required("memo.c", 1)           # not kept: equal, and made afresh
+    assert again == required("memo.c", 1) and again is not required("memo.c", 1)
+    assert required("memo.a", 9) == schema.Capability("memo.a", 9, None)
