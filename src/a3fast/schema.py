@@ -325,8 +325,8 @@ def _fast_capabilities(items: Any, declared: bool) -> tuple[Capability, ...] | N
 
 #: Required capabilities already checked, by name, then version: tasks repeat a small vocabulary.
 #: By name first, not by a (name, version) tuple: a string keeps its hash, while a tuple made for
-#: each lookup is hashed and compared afresh, which cost a task read from a dict a tenth of its
-#: instructions (docs/performance.md, "A wave set up in place").
+#: each lookup is hashed and compared afresh, a third of the cost of reading a required capability
+#: (docs/performance.md, "A wave set up in place, and required capabilities by name").
 _required_capabilities: dict[str, dict[int, Capability]] = {}
 #: The memo's bounds: at most this many versions of a name, and as many names as keeps it to
 #: _MEMO_LIMIT capabilities in all.
