@@ -3142,8 +3142,10 @@ cdef tuple gather_state(stages, state, membership):
     set_slot(state, S_MEMBERSHIP, membership if within is None else None)
     cdef bint needs_kind = slot(state, S_KIND) is None and bool(rows_field(rows, R_KINDS) or slot(state, S_SCORER))
     cdef object cached = None
+    cdef dict explained
     if within is None:
-        cached = rows_field(rows, R_EXPLAINED).get(field_of(matched, requirements_predicates_item, "predicates"))
+        explained = rows_field(rows, R_EXPLAINED)      # typed: a dict's get, not a method call by name
+        cached = explained.get(field_of(matched, requirements_predicates_item, "predicates"))
     if cached is not None and cached[0] == membership:
         set_slot(state, S_EVAL_ROWS, cached[2])
         if needs_kind:
