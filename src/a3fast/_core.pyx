@@ -1078,6 +1078,19 @@ cdef class Explanation:
         return words_to_roaring(self.eligible_words(), self.n_words)
 
 
+cdef Explanation new_explanation(Index index, Py_ssize_t n_sets, Py_ssize_t nw):
+    """An Explanation on `index` with room for `n_sets` failed sets and the eligible set, of `nw`
+    words each, none of them set yet (`Index.explain` and a wave's tasks fill them)."""
+    cdef Explanation e = Explanation.__new__(Explanation)
+    e.index = index
+    e.n_words = nw
+    e.n_failed = n_sets
+    e.words = <uint64_t*>malloc(max((n_sets + 1) * nw, 1) * sizeof(uint64_t))
+    if e.words == NULL:
+        raise MemoryError()
+    return e
+
+
 @cython.final
 @cython.no_gc
 cdef class Scores:
@@ -1776,13 +1789,7 @@ cdef class Index:
         cdef Py_ssize_t n_rows = len(rows), n_excluded = len(excluded)
         cdef Py_ssize_t n_sets = n_rows + n_excluded + (0 if only == NO_AGENT_REF else 1)
         cdef Py_ssize_t nw = (self.n_ids + 63) >> 6
-        cdef Explanation e = Explanation.__new__(Explanation)
-        e.index = self
-        e.n_words = nw
-        e.n_failed = n_sets
-        e.words = <uint64_t*>malloc(max((n_sets + 1) * nw, 1) * sizeof(uint64_t))
-        if e.words == NULL:
-            raise MemoryError()
+        cdef Explanation e = new_explanation(self, n_sets, nw)
         # the starting set goes where the eligible set ends up, which the loops start from
         cdef uint64_t* start = e.words + n_sets * nw
         cdef Py_ssize_t aid
@@ -2550,13 +2557,7 @@ cdef class Wave:
         if given is None:
             n_rows, n_excluded = len(rows), len(excluded)
             n_sets = n_rows + n_excluded + (0 if only == NO_AGENT_REF else 1)
-            e = Explanation.__new__(Explanation)
-            e.index = index
-            e.n_words = nw
-            e.n_failed = n_sets
-            e.words = <uint64_t*>malloc(max((n_sets + 1) * nw, 1) * sizeof(uint64_t))
-            if e.words == NULL:
-                raise MemoryError()
+            e = new_explanation(index, n_sets, nw)
             if nw:  # an empty index has no live words (NULL)
                 memcpy(e.words + n_sets * nw, index.live, nw * sizeof(uint64_t))
             e.n_candidates = index.n_live
