@@ -1467,10 +1467,10 @@ def requirements_reader(requirements, capability, dict capabilities, Py_ssize_t 
     """The compiled reader of plain requirements documents, building `requirements` (schema's
     Requirements) and `capability` (its Capability) objects: `capabilities` is the schema's memo
     of required capabilities by name, then version, kept to `names_kept` names of `versions_kept`
-    versions each; `derived` is
-    `predicates.DERIVED`, the memo of `predicates.derive` (to `derived_limit` sets), which this
-    reader looks a set up in and adds a set it derives to, as `derive` does: from the set's second
-    derivation on, the first noted by its hash in `derived_once` (`predicates.DERIVED_ONCE`)."""
+    versions each; `derived` is `predicates.DERIVED`, the memo of `predicates.derive` (to
+    `derived_limit` sets), which this reader looks a set up in and adds a set it derives to, as
+    `derive` does: from the set's second derivation on, the first noted by its hash in
+    `derived_once` (`predicates.DERIVED_ONCE`)."""
     return RequirementsReader(requirements, capability, capabilities, names_kept, versions_kept, derived,
                               derived_limit, derived_once)
 
