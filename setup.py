@@ -25,6 +25,8 @@ if int(setuptools.__version__.split(".")[0]) < 77:
 
 REQUIRE_NATIVE = os.environ.get("A3FAST_REQUIRE_NATIVE") == "1"
 MODULES = ("_core", "_ingest")
+#: what `_core` takes from `_ingest` at C level, read when either is generated
+PXD = "src/a3fast/_ingest.pxd"
 VECTORS = "vectors"
 # -ffp-contract=off: no fused multiply-add, so scores are bit-identical to the pure engine.
 # A3FAST_BUILD_OPT replaces -O3 with another optimisation level: the test suite's own builds (the
@@ -60,10 +62,12 @@ def native_extensions():
 
 def _from_generated_c():
     """The extensions from their `.c` files when Cython is missing, if each was generated from the
-    `.pyx` beside it (it is not older); a stale one would give an engine out of step."""
+    `.pyx` beside it and the `.pxd` both modules read (it is not older than either); a stale one
+    would give an engine out of step."""
     for m in MODULES:
         pyx, c_source = _source(m, "pyx"), _source(m, "c")
-        if os.path.exists(c_source) and os.path.getmtime(c_source) >= os.path.getmtime(pyx):
+        newest = max(os.path.getmtime(path) for path in (pyx, PXD) if os.path.exists(path))
+        if os.path.exists(c_source) and os.path.getmtime(c_source) >= newest:
             continue
         why = (f"{c_source} is older than {pyx}" if os.path.exists(c_source)
                else f"there is no generated {c_source}")

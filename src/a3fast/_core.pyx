@@ -28,6 +28,8 @@ from libc.string cimport memcmp, memcpy, memmove, memset, strlen
 cimport cython
 import orjson
 
+from a3fast._ingest cimport Notes
+
 #: orjson.dumps held in a C global: the per-placement writers call it without two lookups
 cdef object json_dumps = orjson.dumps
 
@@ -3072,17 +3074,12 @@ cdef object prepare_task(requirements, session, route, reason_limit, kind, score
     return state
 
 
-cdef bint seen_before(set notes, Py_hash_t key, Py_ssize_t limit) except -1:
-    """`a3fast.seen.seen_before`, compiled: whether `key` (a hash) was noted in `notes`, its note
-    then taken back; otherwise it is noted, `notes` emptied first once it holds `limit`."""
-    noted = key
-    if noted in notes:
-        notes.discard(noted)
-        return True
-    if len(notes) >= limit:
-        notes.clear()
-    notes.add(noted)
-    return False
+cdef bint seen_before(object notes, Py_hash_t key, Py_ssize_t limit) except -1:
+    """`a3fast.seen`'s rule on a cache's notes: an `_ingest.Notes` (a native fleet's) without a
+    Python call, any other by its `seen_before`."""
+    if type(notes) is Notes:
+        return (<Notes>notes).note(key, limit)
+    return notes.seen_before(key, limit)
 
 
 cdef object resolve_cached(rows, matched):

@@ -33,6 +33,8 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy, memset
 
+cimport cython
+
 import numpy as np
 
 cdef extern from "Python.h":
@@ -1227,22 +1229,181 @@ from libc.math cimport isfinite
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ
 
 
-def seen_before(set notes not None, Py_hash_t key, Py_ssize_t limit):
-    """`a3fast.seen.seen_before`, compiled: whether `key` (a hash) was noted in `notes`, its note
-    then taken back; otherwise it is noted, `notes` emptied first once it holds `limit`."""
-    return seen(notes, key, limit)
+@cython.final
+cdef class Notes:
+    """The notes of `a3fast.seen`'s rule (a set of hashes, `seen.Notes`), as a table of C integers:
+    noting a hash makes no Python int and asks no set. `seen_before(key, limit)` is the rule; the
+    rest (`len`, `in`, iteration, `add`, `discard`, `update`, `clear`) reads and writes the notes
+    as a set of ints would. Its fields and `note`, the rule without a Python call, are declared in
+    `_ingest.pxd` for `a3fast._core`."""
+
+    def __cinit__(self):
+        self.keys = NULL
+        self.cap = 0
+        self.count = 0
+        self.shift = 64
+        self.has_zero = False
+
+    def __dealloc__(self):
+        free(self.keys)
+
+    def seen_before(self, Py_hash_t key, Py_ssize_t limit):
+        """Whether `key` was noted: then its note is taken back. Otherwise it is noted, the notes
+        emptied first once they hold `limit` (`a3fast.seen.seen_before`)."""
+        return self.note(key, limit)
+
+    cdef bint note(self, Py_hash_t key, Py_ssize_t limit) except -1:
+        cdef uint64_t k = <uint64_t>key
+        cdef Py_ssize_t at
+        if k == 0:
+            if self.has_zero:
+                self.has_zero = False
+                self.count -= 1
+                return True
+        else:
+            at = self.find(k)
+            if at >= 0:
+                self.remove_at(at)
+                return True
+        if self.count >= limit:
+            self.empty()
+        self.insert(k)
+        return False
+
+    cdef Py_ssize_t find(self, uint64_t key) noexcept:
+        """The slot holding `key` (not 0), or -1."""
+        if self.cap == 0:
+            return -1
+        cdef Py_ssize_t mask = self.cap - 1
+        cdef Py_ssize_t at = home_slot(key, self.shift)
+        while self.keys[at] != 0:
+            if self.keys[at] == key:
+                return at
+            at = (at + 1) & mask
+        return -1
+
+    cdef int insert(self, uint64_t key) except -1:
+        """Note `key`, not held yet; the table doubles to stay at most half full."""
+        cdef uint64_t* old = self.keys
+        cdef Py_ssize_t old_cap = self.cap, i, at, mask
+        if key == 0:
+            self.has_zero = True
+            self.count += 1
+            return 0
+        if (self.count + 1) * 2 > self.cap:
+            self.cap = 16 if old_cap == 0 else old_cap * 2
+            self.keys = <uint64_t*>calloc(self.cap, sizeof(uint64_t))
+            if self.keys == NULL:
+                self.keys, self.cap = old, old_cap
+                raise MemoryError()
+            self.shift = 60 if old_cap == 0 else self.shift - 1
+            mask = self.cap - 1
+            for i in range(old_cap):
+                if old[i] != 0:
+                    at = home_slot(old[i], self.shift)
+                    while self.keys[at] != 0:
+                        at = (at + 1) & mask
+                    self.keys[at] = old[i]
+            free(old)
+        mask = self.cap - 1
+        at = home_slot(key, self.shift)
+        while self.keys[at] != 0:
+            at = (at + 1) & mask
+        self.keys[at] = key
+        self.count += 1
+        return 0
+
+    cdef void remove_at(self, Py_ssize_t at) noexcept:
+        """Take back the key at slot `at`, moving back the keys after it that probed past it, so
+        that every key stays reachable from its home slot without a gap (no tombstones)."""
+        cdef Py_ssize_t mask = self.cap - 1, j = at, home
+        while True:
+            j = (j + 1) & mask
+            if self.keys[j] == 0:
+                break
+            home = home_slot(self.keys[j], self.shift)
+            # the key at j stays unless its home lies cyclically outside (at, j]
+            if (j > at and (home <= at or home > j)) or (j < at and home <= at and home > j):
+                self.keys[at] = self.keys[j]
+                at = j
+        self.keys[at] = 0
+        self.count -= 1
+
+    cdef void empty(self) noexcept:
+        if self.keys != NULL:
+            memset(self.keys, 0, self.cap * sizeof(uint64_t))
+        self.count = 0
+        self.has_zero = False
+
+    def clear(self):
+        self.empty()
+
+    def add(self, Py_hash_t key):
+        cdef uint64_t k = <uint64_t>key
+        if k == 0:
+            if not self.has_zero:
+                self.insert(0)
+        elif self.find(k) < 0:
+            self.insert(k)
+
+    def discard(self, key):
+        cdef uint64_t k
+        if not _a_hash(key):
+            return
+        k = <uint64_t><Py_hash_t>key
+        cdef Py_ssize_t at
+        if k == 0:
+            if self.has_zero:
+                self.has_zero = False
+                self.count -= 1
+            return
+        at = self.find(k)
+        if at >= 0:
+            self.remove_at(at)
+
+    def update(self, keys):
+        for key in keys:
+            self.add(key)
+
+    def __len__(self):
+        return self.count
+
+    def __contains__(self, key):
+        if not _a_hash(key):
+            return False
+        cdef uint64_t k = <uint64_t><Py_hash_t>key
+        return self.has_zero if k == 0 else self.find(k) >= 0
+
+    def __iter__(self):
+        cdef Py_ssize_t i
+        out = [0] if self.has_zero else []
+        for i in range(self.cap):
+            if self.keys[i] != 0:
+                out.append(<Py_hash_t>self.keys[i])
+        return iter(out)
+
+    def __repr__(self):
+        return f"Notes({set(self)!r})"
 
 
-cdef bint seen(set notes, Py_hash_t key, Py_ssize_t limit) except -1:
-    """`seen_before`'s work, for the reader's own memo too."""
-    noted = key
-    if noted in notes:
-        notes.discard(noted)
-        return True
-    if len(notes) >= limit:
-        notes.clear()
-    notes.add(noted)
-    return False
+cdef inline Py_ssize_t home_slot(uint64_t key, int shift) noexcept:
+    # Fibonacci hashing, the top bits of the product: small keys (a small int is its own hash)
+    # would otherwise fill neighbouring slots
+    return <Py_ssize_t>((key * 0x9E3779B97F4A7C15ULL) >> shift)
+
+
+cdef bint _a_hash(object key):
+    """Whether `key` is an int a hash can be (what the notes can hold; anything else is not in them)."""
+    if type(key) is not int:
+        return False
+    return -(2 ** 63) <= key < 2 ** 63
+
+
+cdef bint note_in(object notes, Py_hash_t key, Py_ssize_t limit) except -1:
+    """The rule on `notes`: a Notes without a Python call, any other (`seen.Notes`) by its method."""
+    if type(notes) is Notes:
+        return (<Notes>notes).note(key, limit)
+    return notes.seen_before(key, limit)
 
 cdef enum:
     RULE_NESTING = 128       # document.MAX_DEPTH: a container this deep breaks the rule
@@ -1463,7 +1624,7 @@ cdef object latency_of(object model):
 
 
 def requirements_reader(requirements, capability, dict capabilities, Py_ssize_t names_kept,
-                        Py_ssize_t versions_kept, dict derived, Py_ssize_t derived_limit, set derived_once):
+                        Py_ssize_t versions_kept, dict derived, Py_ssize_t derived_limit, object derived_once):
     """The compiled reader of plain requirements documents, building `requirements` (schema's
     Requirements) and `capability` (its Capability) objects: `capabilities` is the schema's memo
     of required capabilities by name, then version, kept to `names_kept` names of `versions_kept`
@@ -1480,11 +1641,11 @@ cdef class RequirementsReader:
 
     cdef object requirements, capability
     cdef dict capabilities, derived
-    cdef set derived_once
+    cdef object derived_once
     cdef Py_ssize_t names_kept, versions_kept, derived_limit
 
     def __init__(self, requirements, capability, dict capabilities, Py_ssize_t names_kept,
-                 Py_ssize_t versions_kept, dict derived, Py_ssize_t derived_limit, set derived_once):
+                 Py_ssize_t versions_kept, dict derived, Py_ssize_t derived_limit, object derived_once):
         self.requirements = requirements
         self.capability = capability
         self.capabilities = capabilities
@@ -1592,7 +1753,7 @@ cdef class RequirementsReader:
             predicates = derive(capabilities, clearances, tools, residency, latency, agent_ref, exclude)
             # derive's rule for its memo: kept from the set's second derivation on
             if (PyDict_GET_SIZE(self.derived) < self.derived_limit
-                    and seen(self.derived_once, hash(derived_key), self.derived_limit)):
+                    and note_in(self.derived_once, hash(derived_key), self.derived_limit)):
                 PyDict_SetItem(self.derived, derived_key, predicates)
         req = new_tuple_of(self.requirements, 12)
         put(req, 0, v)

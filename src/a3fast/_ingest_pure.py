@@ -1,7 +1,8 @@
 """The pure stand-in for `a3fast._ingest`: the same `Batch`, `scan` and `requirements_reader`, but
 `scan` vouches for no line, so a pure fleet reads every line of JSON Lines with orjson and
 `parse_declaration`, and there is no reader of requirements (the schema's fast path reads them).
-`plainly_within`, `lines_array` and `seen_before` are the definitions the compiled ones are held to."""
+`plainly_within`, `lines_array` and `Notes` (`a3fast.seen`'s rule) are the definitions the compiled
+ones are held to."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -10,9 +11,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .document import plainly_within
-from .seen import seen_before
+from .seen import Notes
 
-__all__ = ["Batch", "Vocabulary", "scan", "requirements_reader", "plainly_within", "lines_array", "seen_before"]
+__all__ = ["Batch", "Vocabulary", "scan", "requirements_reader", "plainly_within", "lines_array", "Notes"]
 
 
 class Batch:
@@ -73,7 +74,7 @@ def scan(data: bytes, pos: int, lineno: int, batch: Batch, vocab: Vocabulary,
 
 
 def requirements_reader(requirements: Any, capability: Any, capabilities: dict, names_kept: int,
-                        versions_kept: int, derived: dict, derived_limit: int, derived_once: set) -> None:
+                        versions_kept: int, derived: dict, derived_limit: int, derived_once: Any) -> None:
     """No reader of requirements here: `schema.parse_requirements` reads a plain dict with its own
     fast path in Python (the same answers, several times slower)."""
     return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, NamedTuple, TypeVar
 
-from .seen import seen_before
+from .engines import ENGINE, ingest_module
 
 if TYPE_CHECKING:
     from .schema import Declaration, Requirements
@@ -93,7 +93,7 @@ def derive(capabilities, clearances, tools, residency_label, latency, agent_ref_
     known = DERIVED.get(key)
     if known is None:
         known = _derive(capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude)
-        if len(DERIVED) < DERIVED_LIMIT and seen_before(DERIVED_ONCE, hash(key), DERIVED_LIMIT):
+        if len(DERIVED) < DERIVED_LIMIT and DERIVED_ONCE.seen_before(hash(key), DERIVED_LIMIT):
             DERIVED[key] = known
     return known
 
@@ -106,7 +106,7 @@ def derive(capabilities, clearances, tools, residency_label, latency, agent_ref_
 #: in it (docs/performance.md, "One-off tasks let go").
 DERIVED_LIMIT = 1 << 14
 DERIVED: dict[tuple, tuple[str, ...]] = {}
-DERIVED_ONCE: set[int] = set()
+DERIVED_ONCE = ingest_module(ENGINE).Notes()
 
 
 def _derive(capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude) -> tuple[str, ...]:

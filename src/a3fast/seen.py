@@ -2,10 +2,14 @@
 a hash of the entry's key is noted, holding nothing. A stream of one-off tasks then leaves nothing
 behind for the collector's older passes to walk, and what repeats is kept from its second sighting
 (docs/performance.md, "One-off tasks let go"). Two keys of one hash only keep the second a sighting
-early."""
+early.
+
+A cache keeps its notes in a `Notes`: this set of ints on the pure engine, `a3fast._ingest.Notes`
+(a table of C integers, the same rule and the same set operations) where the extension is built;
+`engines.ingest_module(engine).Notes` is the one for an engine."""
 from __future__ import annotations
 
-__all__ = ["seen_before"]
+__all__ = ["seen_before", "Notes"]
 
 
 def seen_before(notes: set[int], key: int, limit: int) -> bool:
@@ -18,3 +22,12 @@ def seen_before(notes: set[int], key: int, limit: int) -> bool:
         notes.clear()
     notes.add(key)
     return False
+
+
+class Notes(set):
+    """A cache's notes: the hashes of the keys it met once, under `seen_before`'s rule."""
+
+    __slots__ = ()
+
+    def seen_before(self, key: int, limit: int) -> bool:
+        return seen_before(self, key, limit)

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from a3fast import SchemaError, parse_requirements, predicates, schema
-from a3fast.engines import ENGINE
+from a3fast.engines import ENGINE, available_engines, ingest_module
 from a3fast.schema import MAX_TEXT, Requirements, _fast_requirements, requirements_reader
 from a3fast.workload import generate_fleet, generate_tasks
 
@@ -259,9 +259,12 @@ def test_parse_requirements_refuses_a_plain_dict_in_the_careful_readers_words(do
     assert message(copy.deepcopy(doc)) == message(MappingProxyType(doc))
 
 
-def test_the_memo_of_derived_sets_keeps_what_repeats_and_its_notes_are_bounded(engine, monkeypatch):
+@pytest.mark.parametrize("notes_engine", available_engines())
+def test_the_memo_of_derived_sets_keeps_what_repeats_and_its_notes_are_bounded(engine, notes_engine, monkeypatch):
+    # either engine's notes under either reader: the compiled reader takes a compiled Notes without
+    # a Python call and any other by its method
     monkeypatch.setattr(predicates, "DERIVED", {})
-    monkeypatch.setattr(predicates, "DERIVED_ONCE", set())
+    monkeypatch.setattr(predicates, "DERIVED_ONCE", ingest_module(notes_engine).Notes())
     monkeypatch.setattr(predicates, "DERIVED_LIMIT", 4)
     read = requirements_reader(engine)      # made with the memo, its notes and its limit as patched
     for i in range(10):                     # each met once: noted, at most DERIVED_LIMIT at a time

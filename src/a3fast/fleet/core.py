@@ -14,7 +14,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
-from ..engines import ENGINE, engine_module
+from ..engines import ENGINE, engine_module, ingest_module
 from ..errors import FleetError, Problem, describe
 from ..notebook import view_html
 from .placement import Placement, Route
@@ -67,7 +67,7 @@ class Fleet:
         self.membership = 0
         self._table = AgentTable()
         self._rows = PredicateRows(self._index, self._table, self._engine.NO_AGENT_REF,
-                                   self._engine.resolve_predicates)
+                                   self._engine.resolve_predicates, ingest_module(self.engine).Notes)
         self._stages = pipeline.LocalStages(self, self._table, self._rows)
         self._lock = threading.RLock()
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..predicates import (CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
                           capability, clearance, latency_class, residency, tool)
 from ..schema import Declaration, Requirements
-from ..seen import seen_before
 from .table import AgentTable
 
 if TYPE_CHECKING:
@@ -54,7 +53,7 @@ class PredicateRows:
                  "field_rows", "held_sessions", "resolved", "resolved_once", "explained", "explained_once")
 
     def __init__(self, index: Index, table: AgentTable, no_agent_ref: int,
-                 resolve_predicates: Callable[..., Resolution]):
+                 resolve_predicates: Callable[..., Resolution], notes: Callable[[], Any]):
         self.index = index
         self.table = table
         #: the engine's "no agentRef" argument
@@ -70,12 +69,13 @@ class PredicateRows:
         self.held_sessions: dict[int, set[int]] = {}   # agent id -> session rows, holders only
         # predicates -> (interned count, engine arguments) (resolve_cached)
         self.resolved: dict[tuple[str, ...], tuple] = {}
-        # hashes of predicate sets resolved once, not holding them (resolve_cached)
-        self.resolved_once: set[int] = set()
+        # hashes of predicate sets resolved once, not holding them (resolve_cached), in a `notes()`:
+        # the engine's `seen.Notes`, compiled on the native one
+        self.resolved_once = notes()
         # predicates -> (membership, explanation, eval rows)
         self.explained: dict[tuple[str, ...], tuple] = {}
         # hashes of predicate sets explained once, not holding them (remember)
-        self.explained_once: set[int] = set()
+        self.explained_once = notes()
 
     # -- interning --------------------------------------------------------------------------------
     def row(self, key: str) -> int:
@@ -200,7 +200,7 @@ class PredicateRows:
         if entry is not None and entry[0] == stamp:
             return entry[1]
         resolved = self.resolve(matched)
-        if entry is None and not seen_before(self.resolved_once, hash(predicates), NOTED_ONCE_LIMIT):
+        if entry is None and not self.resolved_once.seen_before(hash(predicates), NOTED_ONCE_LIMIT):
             return resolved
         if len(cache) >= RESOLVED_CACHE_SIZE:
             cache.clear()
@@ -214,7 +214,7 @@ class PredicateRows:
         holds, from the second time the set is explained: the first only notes the set's hash, so
         that the tasks of a stream of distinct ones leave no explanation behind (as for
         `resolve_cached`; `a3fast.seen`)."""
-        if not seen_before(self.explained_once, hash(predicates), NOTED_ONCE_LIMIT):
+        if not self.explained_once.seen_before(hash(predicates), NOTED_ONCE_LIMIT):
             return
         cache = self.explained
         if len(cache) * max(self.table.count, 1) >= EXPLAINED_CACHE_BUDGET:

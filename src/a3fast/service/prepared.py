@@ -28,15 +28,13 @@ __all__ = ["PreparedRequirements", "MAX_ENTRIES", "MAX_TEXT_BYTES", "MAX_SEEN"]
 #: Distinct requirements texts kept, at most (least recently used first out).
 MAX_ENTRIES = 4096
 #: Texts seen once and not (yet) kept, remembered by their hash, at most (then forgotten at once):
-#: about 1 MiB of ints and their set.
+#: 256 KiB of C integers at most (a3fast._ingest.Notes; the pure engine's set of ints about 1 MiB).
 MAX_SEEN = 16384
 #: A longer text is parsed every time and not kept, so the cache holds at most
 #: MAX_ENTRIES × MAX_TEXT_BYTES bytes of keys (16 MiB), and their parsed documents beside them.
 MAX_TEXT_BYTES = 4096
 
 _decode = msgspec.json.Decoder().decode
-#: `a3fast.seen.seen_before`, compiled where the extension is built
-_seen_before = ingest_module(ENGINE).seen_before
 
 
 class PreparedRequirements:
@@ -53,10 +51,10 @@ class PreparedRequirements:
         self.max_entries = max_entries
         self.max_text_bytes = max_text_bytes
         self.max_seen = max_seen
-        self._seen: set[int] = set()
+        self._seen = ingest_module(ENGINE).Notes()     # a3fast.seen's rule, compiled where built
         self._entries: OrderedDict[bytes | str, Requirements] = OrderedDict()
         # HTTP may parse on worker threads beside the loop: an insertion and its eviction go
-        # together; a set's add, discard and clear are each atomic
+        # together; a note is one call that holds the GIL throughout, so atomic
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -90,7 +88,7 @@ class PreparedRequirements:
         return found
 
     def _seen_or_kept(self, text: bytes | str, parsed: Requirements) -> None:
-        if len(text) > self.max_text_bytes or not _seen_before(self._seen, hash(text), self.max_seen):
+        if len(text) > self.max_text_bytes or not self._seen.seen_before(hash(text), self.max_seen):
             return                   # too long, or the first sighting: remembered only
         entries = self._entries      # the second (or a hash shared with a seen text): kept
         with self._lock:
