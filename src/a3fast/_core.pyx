@@ -19,7 +19,7 @@ extension is built with -ffp-contract=off), so both engines produce the same bit
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free
-from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_DecodeUTF8, PyUnicode_KIND
 from libc.math cimport isfinite
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
@@ -2723,20 +2723,28 @@ def resolve_predicates(tuple predicates not None, dict rows not None, dict eval_
         row = rows.get(p)
         if row is not None:
             filter_rows.append(row)
-            if p.startswith("capability:"):
+            if starts_with(p, "capability:", b"capability:", 11):
                 found = eval_rows.get(p)
                 substantiated.append(found if found is not None else -1)
-        elif p.startswith("anti-affinity:"):
+        elif starts_with(p, "anti-affinity:", b"anti-affinity:", 14):
             found = ids.get(p[14:])
             excluded.append(found if found is not None else -1)
-        elif p.startswith("agentRef:"):
+        elif starts_with(p, "agentRef:", b"agentRef:", 9):
             found = ids.get(p[9:])
             only = found if found is not None else -1
         else:   # a predicate no agent satisfies
             filter_rows.append(-1)
-            if p.startswith("capability:"):
+            if starts_with(p, "capability:", b"capability:", 11):
                 substantiated.append(-1)
     return filter_rows, only, excluded, substantiated
+
+
+cdef inline bint starts_with(str text, str prefix, const char* ascii, Py_ssize_t n) except -1:
+    """`text.startswith(prefix)` for an ASCII `prefix` (`ascii`, `n` bytes): a string of one byte
+    a character holds the prefix's bytes as they are; a wider one asks `startswith`."""
+    if PyUnicode_KIND(text) != 1:
+        return text.startswith(prefix)
+    return len(text) >= n and memcmp(PyUnicode_DATA(text), ascii, n) == 0
 
 
 

@@ -1853,9 +1853,20 @@ cdef bint has_repeat(list items) except -1:
     for i in range(1, n):
         a = <str>PyList_GET_ITEM(items, i)
         for j in range(i):
-            if a == <str>PyList_GET_ITEM(items, j):
+            if same_text(a, <str>PyList_GET_ITEM(items, j)):
                 return True
     return False
+
+
+cdef inline bint same_text(str a, str b) noexcept:
+    """`a == b` without a call: a string is stored in the narrowest kind its characters fit, so two
+    equal strings have the same kind and length, then the same bytes (most predicates of a set
+    differ in length already)."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(a)
+    cdef int kind = PyUnicode_KIND(a)
+    if n != PyUnicode_GET_LENGTH(b) or kind != PyUnicode_KIND(b):
+        return False
+    return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), n * kind) == 0
 
 
 # -- a request line judged and an answer's records framed, each in one pass over the bytes ---------

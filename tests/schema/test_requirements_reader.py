@@ -190,6 +190,15 @@ def test_requirements_reader_keeps_duplicate_capabilities_and_derives_each_predi
     assert got.predicates == ("capability:a.x/1", "clearance:r.read", "anti-affinity:b")
 
 
+def test_requirements_reader_tells_predicates_of_one_length_apart_by_their_characters(reader):
+    # one length, of one width or of others (é is stored in a byte, € in two, 😀 in four): only the
+    # same characters repeat a predicate
+    doc = {"tools": ["x\u20ac", "x\u00e9", "x\u20ac", "x\U0001F600", "xe", "x\U0001F600", "xf", "\u20acx"]}
+    assert assert_reader_agrees(reader, doc)
+    assert reader[1](doc).predicates == ("tool:x\u20ac", "tool:x\u00e9", "tool:x\U0001F600", "tool:xe", "tool:xf",
+                                         "tool:\u20acx")
+
+
 @pytest.mark.parametrize("version", [0, 7, 10, 2**63 - 1])
 def test_requirements_reader_derives_each_kind_of_predicate_byte_for_byte(reader, version):
     doc = {"capabilities": [{"name": "a.x", "version": version}, {"name": "b.y-z", "version": 1}],
