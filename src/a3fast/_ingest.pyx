@@ -1385,6 +1385,17 @@ cdef class Notes:
     def __repr__(self):
         return f"Notes({set(self)!r})"
 
+    def __reduce__(self):
+        # pickled and copied as the hashes it holds (its table is C memory)
+        return notes_of, (list(self),)
+
+
+def notes_of(keys):
+    """A Notes holding `keys` (hashes): what a pickled or copied Notes is made again from."""
+    cdef Notes notes = Notes()
+    notes.update(keys)
+    return notes
+
 
 cdef inline Py_ssize_t home_slot(uint64_t key, int shift) noexcept:
     # Fibonacci hashing, the top bits of the product: small keys (a small int is its own hash)

@@ -80,3 +80,14 @@ def test_the_pure_engine_takes_a3fast_seen_s_own_definition():
     assert ingest_module("pure").Notes is seen.Notes
     notes = seen.Notes()
     assert notes.seen_before(3, 2) is seen.seen_before(set(), 3, 2) is False and notes == {3}
+
+
+def test_notes_are_copied_and_pickled_with_the_hashes_they_hold(engine):
+    import copy
+    import pickle
+
+    notes = ingest_module(engine).Notes()
+    notes.update([0, 7, -(2**63)])
+    for again in (pickle.loads(pickle.dumps(notes)), copy.copy(notes), copy.deepcopy(notes)):
+        assert type(again) is type(notes) and set(again) == {0, 7, -(2**63)}
+        assert again.seen_before(7, 8) is True and 7 in notes      # a copy, not the same table
