@@ -1404,8 +1404,9 @@ cdef inline Py_ssize_t home_slot(uint64_t key, int shift) noexcept:
 
 
 cdef bint _a_hash(object key):
-    """Whether `key` is an int a hash can be (what the notes can hold; anything else is not in them)."""
-    if type(key) is not int:
+    """Whether `key` is an int a hash can be (what the notes can hold; anything else is not in them,
+    as no int of a set of ints equals it)."""
+    if not isinstance(key, int):
         return False
     return -(2 ** 63) <= key < 2 ** 63
 

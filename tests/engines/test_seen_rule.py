@@ -39,6 +39,8 @@ def test_what_is_not_a_hash_is_not_in_the_notes_and_cannot_be_noted(engine):
     notes.discard(2**70)
     notes.discard("5")
     assert set(notes) == {5}
+    notes.add(1)
+    assert True in notes        # the int 1, as in a set of ints
     if engine == "native":      # a table of 64-bit hashes refuses an int no hash can be
         with pytest.raises(OverflowError):
             notes.seen_before(2**63, 4)
