@@ -93,3 +93,25 @@ def test_notes_are_copied_and_pickled_with_the_hashes_they_hold(engine):
     for again in (pickle.loads(pickle.dumps(notes)), copy.copy(notes), copy.deepcopy(notes)):
         assert type(again) is type(notes) and set(again) == {0, 7, -(2**63)}
         assert again.seen_before(7, 8) is True and 7 in notes      # a copy, not the same table
+
+
+def _first_home(key: int) -> int:
+    """The slot a key starts from in the compiled table's first 16 slots (Fibonacci hashing)."""
+    return ((key * 0x9E3779B97F4A7C15) % 2**64) >> 60
+
+
+def test_keys_of_one_home_slot_are_taken_back_in_any_order_across_the_table_s_end(engine):
+    # keys crowding the last slot run over the table's end: each taken back must leave the others
+    # reachable from their home, whichever goes first (the table stays at 16 slots for 7 keys)
+    last = [k for k in range(1, 10_000) if _first_home(k) == 15][:4]
+    first = [k for k in range(1, 10_000) if _first_home(k) == 0][:3]
+    keys = last + first
+    for order in (keys, keys[::-1], keys[1::2] + keys[::2]):
+        notes = ingest_module(engine).Notes()
+        expected: set[int] = set()
+        for key in keys:
+            assert notes.seen_before(key, 100) is _literal_rule(expected, key, 100)
+        for key in order:
+            assert notes.seen_before(key, 100) is _literal_rule(expected, key, 100) is True
+            assert set(notes) == expected and all(k in notes for k in expected)
+            assert not any(k in notes for k in keys if k not in expected)
