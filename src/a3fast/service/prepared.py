@@ -54,7 +54,8 @@ class PreparedRequirements:
         self._seen = ingest_module(ENGINE).Notes()     # a3fast.seen's rule, compiled where built
         self._entries: OrderedDict[bytes | str, Requirements] = OrderedDict()
         # HTTP may parse on worker threads beside the loop: an insertion and its eviction go
-        # together; a note is one call that holds the GIL throughout, so atomic
+        # together. A compiled note holds the GIL throughout; two notes of the pure engine's may
+        # interleave, which at worst keeps a text a sighting early or late, never a wrong answer
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
