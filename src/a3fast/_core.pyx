@@ -28,7 +28,7 @@ from libc.string cimport memcmp, memcpy, memmove, memset, strlen
 cimport cython
 import orjson
 
-from a3fast._ingest cimport Notes
+from a3fast._ingest cimport note_in
 
 #: orjson.dumps held in a C global: the per-placement writers call it without two lookups
 cdef object json_dumps = orjson.dumps
@@ -3082,14 +3082,6 @@ cdef object prepare_task(requirements, session, route, reason_limit, kind, score
     return state
 
 
-cdef bint seen_before(object notes, Py_hash_t key, Py_ssize_t limit) except -1:
-    """`a3fast.seen`'s rule on a cache's notes: an `_ingest.Notes` (a native fleet's) without a
-    Python call, any other by its `seen_before`."""
-    if type(notes) is Notes:
-        return (<Notes>notes).note(key, limit)
-    return notes.seen_before(key, limit)
-
-
 cdef object resolve_cached(rows, matched):
     """`PredicateRows.resolve_cached` of `rows`, compiled: the same entries kept and noted, the
     same engine call (`rows.resolve_predicates`) when there is none."""
@@ -3105,7 +3097,7 @@ cdef object resolve_cached(rows, matched):
         return entry[1]
     resolved = rows_field(rows, R_RESOLVE_PREDICATES)(predicates, predicate_rows, eval_rows, ids,
                                                       rows_field(rows, R_NO_AGENT_REF))
-    if entry is None and not seen_before(rows_field(rows, R_RESOLVED_ONCE), hash(predicates),
+    if entry is None and not note_in(rows_field(rows, R_RESOLVED_ONCE), hash(predicates),
                                          rows_globals["NOTED_ONCE_LIMIT"]):
         return resolved
     if len(cache) >= rows_globals["RESOLVED_CACHE_SIZE"]:
@@ -3120,7 +3112,7 @@ cdef int remember(rows, predicates, membership, expl, eval_rows) except -1:
     if rows_globals is None:
         rows.remember(predicates, membership, expl, eval_rows)
         return 0
-    if not seen_before(rows_field(rows, R_EXPLAINED_ONCE), hash(predicates), rows_globals["NOTED_ONCE_LIMIT"]):
+    if not note_in(rows_field(rows, R_EXPLAINED_ONCE), hash(predicates), rows_globals["NOTED_ONCE_LIMIT"]):
         return 0
     cdef dict cache = rows_field(rows, R_EXPLAINED)
     if len(cache) * max(table_field(rows_field(rows, R_TABLE), T_COUNT), 1) >= rows_globals["EXPLAINED_CACHE_BUDGET"]:

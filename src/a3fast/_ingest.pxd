@@ -1,5 +1,6 @@
 # cython: language_level=3
-# What a3fast._core takes from this module at C level.
+# What a3fast._core takes from this module at C level: the caches' notes, and the rule on any
+# cache's notes (`note_in`).
 from libc.stdint cimport uint64_t
 
 
@@ -15,3 +16,6 @@ cdef class Notes:
     cdef int insert(self, uint64_t key) except -1
     cdef void remove_at(self, Py_ssize_t at) noexcept
     cdef void empty(self) noexcept
+
+
+cdef bint note_in(object notes, Py_hash_t key, Py_ssize_t limit) except -1

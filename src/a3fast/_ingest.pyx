@@ -1412,7 +1412,9 @@ cdef bint _a_hash(object key):
 
 
 cdef bint note_in(object notes, Py_hash_t key, Py_ssize_t limit) except -1:
-    """The rule on `notes`: a Notes without a Python call, any other (`seen.Notes`) by its method."""
+    """`a3fast.seen`'s rule on a cache's notes: a Notes without a Python call, any other
+    (`seen.Notes`, a pure fleet's) by its `seen_before`. The compiled reader and `_core`'s cache
+    rules both call it."""
     if type(notes) is Notes:
         return (<Notes>notes).note(key, limit)
     return notes.seen_before(key, limit)
