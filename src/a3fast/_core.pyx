@@ -2241,7 +2241,9 @@ cdef class Index:
         admitted_json = declaration_json = None
         if bound:
             scores = placement_field(p, S_SCORES, direct)
-            declaration_json = placement_field(p, S_DECLARATION_JSON, direct)
+            declaration_json = slot(p, S_DECLARATION_JSON) if direct else None
+            if declaration_json is None:        # not made yet: the Placement makes it and keeps it
+                declaration_json = p.declaration_json
             agent = placement_field(p, S_DECLARATION, direct).agent
             admitted_json = admitted_cache.get(agent)
             if admitted_json is None:
@@ -2830,7 +2832,8 @@ cdef inline object clock_ns(bint realtime):
 cdef enum:
     S_STARTED, S_SUBMITTED, S_REQUIREMENTS, S_PREPARED, S_ROUTE, S_SESSION, S_KIND, S_REASON_LIMIT
     S_SCORER, S_WITHIN, S_MEMBERSHIP, S_RESUMED, S_RECORDED_IN
-    S_FLEET_ENGINE, S_INDEX, S_CUSTOM_SCORES, S_SCORES, S_DECLARATION, S_DECLARATION_JSON, S_AGENT
+    S_FLEET_ENGINE, S_INDEX, S_CUSTOM_SCORES, S_SCORES, S_DECLARATION, S_DECLARATION_JSON, S_PLACED_BY
+    S_AGENT
     S_GATHERED, S_SELECTED, S_GATHER_NS, S_SELECT_NS, S_DECIDED_AT_NS, S_GENERATION, S_SEQ
     S_SESSION_HELD, S_SCHEDULING, S_EVAL_ROWS, S_EXPLANATION, S_BEST
     N_SLOTS
@@ -2838,8 +2841,8 @@ cdef enum:
 #: The Placement slots the steps read and write, in the order of the S_ constants.
 STEP_SLOTS = ("started", "submitted", "requirements", "prepared", "route", "session", "kind",
               "reason_limit", "scorer", "within", "membership", "resumed", "recorded_in",
-              "fleet_engine", "index", "custom_scores", "scores", "declaration", "declaration_json",
-              "agent", "gathered", "selected", "gather_ns", "select_ns", "decided_at_ns", "generation",
+              "fleet_engine", "index", "custom_scores", "scores", "declaration", "_declaration_json",
+              "_fleet", "agent", "gathered", "selected", "gather_ns", "select_ns", "decided_at_ns", "generation",
               "seq", "session_held", "_scheduling", "eval_rows", "explanation", "best")
 cdef Py_ssize_t slot_offset[N_SLOTS]
 cdef object placement_class = None, custom_scores_class = None, requirements_class = None
@@ -3235,15 +3238,15 @@ def decide_wave(stages, list states, membership, weights, pool, Py_ssize_t parts
 
 @cython.boundscheck(True)
 @cython.wraparound(True)
-def build_placement(state, engine, index, declaration, declaration_json, generation):
+def build_placement(state, engine, index, declaration, declaration_json, generation, fleet=None):
     """`pipeline.build_placement`: the decided Placement completed and returned. TypeError for
     anything but a Placement."""
     if type(state) is not placement_class or placement_class is None:
         raise TypeError(f"build_placement: expected a Placement, found {type(state).__name__}")
-    return complete(state, engine, index, declaration, declaration_json, generation)
+    return complete(state, engine, index, declaration, declaration_json, fleet, generation)
 
 
-cdef object complete(state, engine, index, declaration, declaration_json, generation):
+cdef object complete(state, engine, index, declaration, declaration_json, fleet, generation):
     """`build_placement`'s work, on a Placement (checked by the caller)."""
     started = slot(state, S_STARTED)
     set_slot(state, S_FLEET_ENGINE, engine)
@@ -3251,6 +3254,7 @@ cdef object complete(state, engine, index, declaration, declaration_json, genera
     set_slot(state, S_CUSTOM_SCORES, type(slot(state, S_SCORES)) is custom_scores_class)
     set_slot(state, S_DECLARATION, declaration)
     set_slot(state, S_DECLARATION_JSON, declaration_json)
+    set_slot(state, S_PLACED_BY, fleet)
     set_slot(state, S_AGENT, declaration.agent.name if declaration is not None else None)
     if slot(state, S_RESUMED):
         # a resumed placement gathers nothing: its one phase is checking the agent again
@@ -3289,18 +3293,19 @@ cdef object build_state(stages, state, generation):
     engine = stages_field(stages, H_ENGINE)
     if slot(state, S_RESUMED):     # `pipeline.build_resumed`: the agent and index prepare set
         return complete(state, engine, slot(state, S_INDEX), slot(state, S_DECLARATION),
-                        slot(state, S_DECLARATION_JSON), generation)
+                        slot(state, S_DECLARATION_JSON), None, generation)
     cdef Py_ssize_t best = slot(state, S_BEST)
     if best < 0:
-        return complete(state, engine, stages_field(stages, H_INDEX), None, None, generation)
+        return complete(state, engine, stages_field(stages, H_INDEX), None, None, None, generation)
     table = stages_field(stages, H_TABLE)
-    cdef list entries = table_field(table, T_ENTRIES), decl_json = table_field(table, T_DECL_JSON)
-    declaration = entries[best]
-    text = decl_json[best]
-    if type(declaration) is not declaration_class or declaration_class is None or text is None:
+    declaration = (<list>table_field(table, T_ENTRIES))[best]
+    if type(declaration) is not declaration_class or declaration_class is None:
         declaration = table.declaration(best)
-        text = table.declaration_json(best)
-    return complete(state, engine, stages_field(stages, H_INDEX), declaration, text, generation)
+    # its JSON where the table holds it (one read from stored text keeps that text), else made
+    # when a record first asks for it (Placement.declaration_json)
+    text = (<list>table_field(table, T_DECL_JSON))[best]
+    return complete(state, engine, stages_field(stages, H_INDEX), declaration, text, stages_field(stages, H_FLEET),
+                    generation)
 
 
 @cython.boundscheck(True)

@@ -54,6 +54,16 @@ def same_slots(a: Placement, b: Placement, ignore: frozenset = frozenset()) -> N
         assert abs(sa[name] - sb[name]) < 10**9, f"{name}: not the same clock"
 
 
+def keeps_its_fleet(p: Placement, fleet: Fleet) -> None:
+    """A built placement's fleet for its declaration's JSON: the one that placed it when it chose
+    an agent (not by resuming), else none."""
+    assert p._fleet is (fleet if p.agent is not None and not p.resumed else None)
+
+
+#: what two twin fleets' placements hold of their own fleet (each its own object)
+OWN_FLEET = frozenset({"index", "_fleet"})
+
+
 TASK = {"v": "1.0", "clearances": ["orders.read"], "session": "s-1"}
 PREPARED = parse_requirements({"v": "1.0", "clearances": ["orders.read"]})
 EU = Route("eu-only", {"residency": "eu"})
@@ -271,7 +281,9 @@ def test_place_one_compiled_places_as_the_driver_does(case):
         p, generation = place_one(fleet._stages, task, session, fleet.generation, *options.values())
         placed.append((p, generation, fleet))
     (c, c_generation, c_fleet), (p, p_generation, p_fleet) = placed
-    same_slots(c, p, ignore=frozenset({"index", "gather_ns", "select_ns", "selected", "explanation", "scores"}))
+    same_slots(c, p, ignore=OWN_FLEET | {"gather_ns", "select_ns", "selected", "explanation", "scores"})
+    keeps_its_fleet(c, c_fleet)
+    keeps_its_fleet(p, p_fleet)
     assert c_generation == p_generation and c.agent == p.agent
     assert c.explanation.eligible_ids() == p.explanation.eligible_ids()
     assert c_fleet.holds_session("a", "s-1") is p_fleet.holds_session("a", "s-1")
@@ -545,7 +557,9 @@ def test_build_wave_compiled_builds_and_holds_as_the_python_step_does(case):
         built.append((placements, held, fleet, stages))
     (c_placed, c_held, c_fleet, c_stages), (p_placed, p_held, p_fleet, p_stages) = built
     for c, p in zip(c_placed, p_placed):
-        same_slots(c, p, ignore=frozenset({"index", "gather_ns", "select_ns", "selected", "explanation", "scores"}))
+        same_slots(c, p, ignore=OWN_FLEET | {"gather_ns", "select_ns", "selected", "explanation", "scores"})
+        keeps_its_fleet(c, c_fleet)
+        keeps_its_fleet(p, p_fleet)
         assert c.generation == 5
     assert c_held == p_held == ([True, False, False, True] + [False] * (case == "a resumption") if remember
                                 else [False] * 4)

@@ -355,9 +355,18 @@ class Fleet:
                               scorer=scorer, candidates=candidates, build=False)
             return states[0]
 
+    @_locked
     def declaration_json(self, aid: int) -> bytes:
         """The declaration of live agent id `aid` as JSON, as records carry it."""
         return self._table.declaration_json(aid)
+
+    @_locked
+    def declaration_json_of(self, aid: int, declaration: Declaration) -> bytes:
+        """`declaration` as JSON, for a placement that chose agent id `aid`
+        (`Placement.declaration_json`): kept for the agent while it is still declared by that very
+        object (`AgentTable.declaration_json_of`). Under the fleet's lock, since the JSON is kept
+        where an update of the agent clears it."""
+        return self._table.declaration_json_of(aid, declaration)
 
     def place_many(self, requirements_list: Iterable[Mapping[str, Any] | Requirements], *,
                    sessions: Sequence[str | None] | None = None, workers: int | None = None,

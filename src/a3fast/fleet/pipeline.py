@@ -122,7 +122,7 @@ def prepare_resumption(task: Resumption, decl: Declaration | None, declaration_j
     state.resumed = True
     state.recorded_in = task.seq if task.seq is not None else earlier.seq
     state.explanation, state.scores, state.best = earlier.explanation, earlier.scores, earlier.best
-    state.declaration, state.declaration_json = decl, declaration_json
+    state.declaration, state._declaration_json = decl, declaration_json
     state.index = earlier.index
     state.selected = time.perf_counter_ns()
     return state
@@ -131,7 +131,7 @@ def prepare_resumption(task: Resumption, decl: Declaration | None, declaration_j
 def build_resumed(state: Placement, engine: str, generation: int) -> Placement:
     """A resumption's build stage: the resumed Placement completed (its agent's current
     declaration and the earlier index were set by `prepare_resumption`)."""
-    return build_placement(state, engine, state.index, state.declaration, state.declaration_json, generation)
+    return build_placement(state, engine, state.index, state.declaration, state._declaration_json, generation)
 
 
 def prepare(requirements: Mapping[str, Any] | Requirements, session: str | None, route: Route | None,
@@ -544,8 +544,11 @@ class LocalStages:
         best = state.best
         if best >= 0:
             table = self.table
-            return self.build_one(state, self.engine, self.index, table.declaration(best),
-                                  table.declaration_json(best), generation)
+            declaration = table.declaration(best)
+            # its JSON where the table holds it (one read from stored text keeps that text), else
+            # made when a record first asks for it
+            return self.build_one(state, self.engine, self.index, declaration, table.decl_json[best],
+                                  generation, self.fleet)
         return self.build_one(state, self.engine, self.index, None, None, generation)
 
     def hold(self, agent: str, session: str) -> bool:
@@ -555,15 +558,18 @@ class LocalStages:
 
 
 def build_placement(state: Placement, engine: str, index: Any, declaration: Declaration | None,
-                    declaration_json: bytes | None, generation: int) -> Placement:
+                    declaration_json: bytes | None, generation: int, fleet: Any = None) -> Placement:
     """The last stage: the decided Placement completed — `declaration` is the chosen agent's (None:
-    none), `index` the engine index whose ids its explanation and scores hold — and returned."""
+    none), `index` the engine index whose ids its explanation and scores hold — and returned.
+    `declaration_json` is the declaration's JSON, or None to make it when it is first asked for,
+    kept by `fleet` (the one that placed it) when one is given (`Placement.declaration_json`)."""
     started = state.started
     state.fleet_engine = engine
     state.index = index
     state.custom_scores = type(state.scores) is CustomScores
     state.declaration = declaration
-    state.declaration_json = declaration_json
+    state._declaration_json = declaration_json
+    state._fleet = fleet
     state.agent = declaration.agent.name if declaration is not None else None
     if state.resumed:
         # a resumed placement gathers nothing: its one phase is checking the agent again

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import orjson
+
 from ..errors import A3Error, FleetError
 from ..explain import summary_line
 from ..notebook import view_html
@@ -89,14 +91,16 @@ class Placement:
     Fields set by prepare: `submitted`, `requirements`, `route`, `session`, `kind`, `reason_limit`,
     `resumed`, `recorded_in` and the cycle's own (`started`, `prepared`, `scorer`, `within`,
     `membership`); by the middle stages: `explanation`, `eval_rows`, `gathered`, `scores`, `best`,
-    `selected`; by build: the rest, and it lets go of the caller's `scorer` and the `within` ids,
+    `selected`; by build: the rest but the declaration's JSON, which is made when first asked for
+    (`declaration_json`), and it lets go of the caller's `scorer` and the `within` ids,
     which only the middle stages read. `Fleet.scored` hands back one that is decided but not built
     (its `repr` says so; what reads a built placement's fields, `bound` and the records, does not
     apply to it).
     """
 
     __slots__ = ("fleet_engine", "index", "requirements", "submitted", "route", "session", "kind",
-                 "explanation", "scores", "custom_scores", "declaration", "declaration_json", "agent",
+                 "explanation", "scores", "custom_scores", "declaration", "_declaration_json",
+                 "_fleet", "agent",
                  "gather_ns", "select_ns", "decided_at_ns", "generation", "resumed", "recorded_in",
                  "seq", "reason_limit", "membership", "session_held", "_scheduling",
                  # the cycle's working state, read by the stages
@@ -118,9 +122,12 @@ class Placement:
     scores: Any
     #: whether `scores` came from a caller's scorer (CustomScores) rather than the engine's
     custom_scores: bool
-    #: the chosen agent's declaration (None: none), and as JSON, as the records carry it
+    #: the chosen agent's declaration (None: none)
     declaration: Declaration | None
-    declaration_json: bytes | None
+    #: its JSON once made (`declaration_json`), and the fleet that placed it, which keeps each
+    #: agent's JSON (None: the JSON came with the placement)
+    _declaration_json: bytes | None
+    _fleet: Any
     agent: str | None
     #: the gather and select phases; a resumed placement gathers nothing (None): its one phase is
     #: checking the agent again
@@ -159,6 +166,21 @@ class Placement:
     @property
     def bound(self) -> bool:
         return self.agent is not None
+
+    @property
+    def declaration_json(self) -> bytes | None:
+        """The chosen agent's declaration as JSON, as the records carry it (None: none).
+
+        Made the first time it is asked for, by a record writer or a caller, not when the task is
+        placed: a placement nobody records never encodes its agent's declaration. The fleet keeps
+        it from then on while the agent is declared as it was (`Fleet.declaration_json_of`), so an
+        agent's declaration is encoded once however often it is recorded."""
+        text = self._declaration_json
+        if text is None and self.declaration is not None:
+            fleet = self._fleet
+            text = self._declaration_json = (fleet.declaration_json_of(self.best, self.declaration)
+                                             if fleet is not None else orjson.dumps(self.declaration.doc))
+        return text
 
     @property
     def predicates(self) -> tuple[str, ...]:

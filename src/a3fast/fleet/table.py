@@ -103,6 +103,16 @@ class AgentTable:
             text = self.decl_json[aid] = orjson.dumps(self.declaration(aid).doc)
         return text
 
+    def declaration_json_of(self, aid: int, declaration: Declaration) -> bytes:
+        """`declaration` as JSON, for a placement that chose agent `aid`: the JSON this table keeps
+        for the agent (made now if need be) while `aid` is still declared by that very object;
+        otherwise (the agent declared again or removed since) encoded for the caller alone, from
+        the declaration it chose."""
+        entries = self.entries
+        if 0 <= aid < len(entries) and entries[aid] is declaration:
+            return self.declaration_json(aid)
+        return orjson.dumps(declaration.doc)
+
     def _from_snapshot(self, aid: int) -> bytes:
         """A declaration still in the snapshot's bytes, checked the first time it is asked for and
         kept parsed from then on: a file whose checksum was recomputed after its declarations were
