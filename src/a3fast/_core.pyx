@@ -3302,10 +3302,10 @@ cdef object build_state(stages, state, generation):
     if type(declaration) is not declaration_class or declaration_class is None:
         declaration = table.declaration(best)
     # its JSON where the table holds it (one read from stored text keeps that text), else made
-    # when a record first asks for it (Placement.declaration_json)
+    # when a record first asks for it, through the fleet (Placement.declaration_json)
     text = (<list>table_field(table, T_DECL_JSON))[best]
-    return complete(state, engine, stages_field(stages, H_INDEX), declaration, text, stages_field(stages, H_FLEET),
-                    generation)
+    return complete(state, engine, stages_field(stages, H_INDEX), declaration, text,
+                    stages_field(stages, H_FLEET) if text is None else None, generation)
 
 
 @cython.boundscheck(True)

@@ -48,12 +48,15 @@ def test_the_first_ask_encodes_it_once_and_the_table_keeps_it(engine):
     fleet = fleet_of(engine, agents())
     table = fleet._table
     first = fleet.place(TASKS[0])
+    assert first._fleet is fleet
     text = first.declaration_json
     assert text == orjson.dumps(first.declaration.doc) == orjson.dumps(agents()[0])
     assert first.declaration_json is text and table.decl_json[table.ids["a"]] is text
-    # a later win of the same agent carries the kept JSON from its build on
+    # made, the JSON is the placement's own: a placement kept by its caller keeps no fleet
+    assert first._fleet is None
+    # a later win of the same agent carries the kept JSON from its build on, and no fleet
     again = fleet.place(TASKS[2])
-    assert again._declaration_json is text and again.declaration_json is text
+    assert again._declaration_json is text and again.declaration_json is text and again._fleet is None
     assert fleet.place(TASKS[3]).declaration_json is None     # unschedulable: no agent, no JSON
 
 

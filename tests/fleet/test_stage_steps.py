@@ -56,8 +56,8 @@ def same_slots(a: Placement, b: Placement, ignore: frozenset = frozenset()) -> N
 
 def keeps_its_fleet(p: Placement, fleet: Fleet) -> None:
     """A built placement's fleet for its declaration's JSON: the one that placed it when it chose
-    an agent (not by resuming), else none."""
-    assert p._fleet is (fleet if p.agent is not None and not p.resumed else None)
+    an agent (not by resuming) whose JSON is not made yet, else none."""
+    assert p._fleet is (fleet if p.agent is not None and not p.resumed and p._declaration_json is None else None)
 
 
 #: what two twin fleets' placements hold of their own fleet (each its own object)

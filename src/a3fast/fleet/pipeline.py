@@ -546,9 +546,10 @@ class LocalStages:
             table = self.table
             declaration = table.declaration(best)
             # its JSON where the table holds it (one read from stored text keeps that text), else
-            # made when a record first asks for it
-            return self.build_one(state, self.engine, self.index, declaration, table.decl_json[best],
-                                  generation, self.fleet)
+            # made when a record first asks for it, through the fleet
+            text = table.decl_json[best]
+            return self.build_one(state, self.engine, self.index, declaration, text, generation,
+                                  self.fleet if text is None else None)
         return self.build_one(state, self.engine, self.index, None, None, generation)
 
     def hold(self, agent: str, session: str) -> bool:

@@ -124,8 +124,8 @@ class Placement:
     custom_scores: bool
     #: the chosen agent's declaration (None: none)
     declaration: Declaration | None
-    #: its JSON once made (`declaration_json`), and the fleet that placed it, which keeps each
-    #: agent's JSON (None: the JSON came with the placement)
+    #: its JSON once made (`declaration_json`), and until then the fleet that placed it, which
+    #: keeps each agent's JSON (None: the JSON is made, or came with the placement)
     _declaration_json: bytes | None
     _fleet: Any
     agent: str | None
@@ -180,6 +180,7 @@ class Placement:
             fleet = self._fleet
             text = self._declaration_json = (fleet.declaration_json_of(self.best, self.declaration)
                                              if fleet is not None else orjson.dumps(self.declaration.doc))
+            self._fleet = None          # a placement kept by its caller does not keep its fleet
         return text
 
     @property
