@@ -2832,7 +2832,7 @@ cdef inline object clock_ns(bint realtime):
 cdef enum:
     S_STARTED, S_SUBMITTED, S_REQUIREMENTS, S_PREPARED, S_ROUTE, S_SESSION, S_KIND, S_REASON_LIMIT
     S_SCORER, S_WITHIN, S_MEMBERSHIP, S_RESUMED, S_RECORDED_IN
-    S_FLEET_ENGINE, S_INDEX, S_CUSTOM_SCORES, S_SCORES, S_DECLARATION, S_DECLARATION_JSON, S_PLACED_BY
+    S_FLEET_ENGINE, S_INDEX, S_CUSTOM_SCORES, S_SCORES, S_DECLARATION, S_DECLARATION_JSON, S_FLEET
     S_AGENT
     S_GATHERED, S_SELECTED, S_GATHER_NS, S_SELECT_NS, S_DECIDED_AT_NS, S_GENERATION, S_SEQ
     S_SESSION_HELD, S_SCHEDULING, S_EVAL_ROWS, S_EXPLANATION, S_BEST
@@ -3254,7 +3254,7 @@ cdef object complete(state, engine, index, declaration, declaration_json, fleet,
     set_slot(state, S_CUSTOM_SCORES, type(slot(state, S_SCORES)) is custom_scores_class)
     set_slot(state, S_DECLARATION, declaration)
     set_slot(state, S_DECLARATION_JSON, declaration_json)
-    set_slot(state, S_PLACED_BY, fleet)
+    set_slot(state, S_FLEET, fleet)
     set_slot(state, S_AGENT, declaration.agent.name if declaration is not None else None)
     if slot(state, S_RESUMED):
         # a resumed placement gathers nothing: its one phase is checking the agent again
