@@ -28,7 +28,8 @@ from libc.string cimport memcmp, memcpy, memmove, memset, strlen
 cimport cython
 import orjson
 
-from a3fast._ingest cimport note_in
+from a3fast._ingest cimport dict_get_hashed, dict_set_hashed, note_in
+from cpython.object cimport PyObject_Hash
 
 #: orjson.dumps held in a C global: the per-placement writers call it without two lookups
 cdef object json_dumps = orjson.dumps
@@ -3085,42 +3086,42 @@ cdef object prepare_task(requirements, session, route, reason_limit, kind, score
     return state
 
 
-cdef object resolve_cached(rows, matched):
+cdef object resolve_cached(rows, matched, predicates, Py_hash_t predicates_hash):
     """`PredicateRows.resolve_cached` of `rows`, compiled: the same entries kept and noted, the
-    same engine call (`rows.resolve_predicates`) when there is none."""
+    same engine call (`rows.resolve_predicates`) when there is none. `predicates` are `matched`'s,
+    `predicates_hash` their hash."""
     if rows_globals is None:
         return rows.resolve_cached(matched)
     cdef dict predicate_rows = rows_field(rows, R_ROWS), eval_rows = rows_field(rows, R_EVAL_ROWS)
     cdef dict ids = table_field(rows_field(rows, R_TABLE), T_IDS)
     stamp = len(predicate_rows) + len(eval_rows) + len(ids)
-    predicates = field_of(matched, requirements_predicates_item, "predicates")
     cdef dict cache = rows_field(rows, R_RESOLVED)
-    entry = cache.get(predicates)
+    entry = dict_get_hashed(cache, predicates, predicates_hash)
     if entry is not None and entry[0] == stamp:
         return entry[1]
     resolved = rows_field(rows, R_RESOLVE_PREDICATES)(predicates, predicate_rows, eval_rows, ids,
                                                       rows_field(rows, R_NO_AGENT_REF))
-    if entry is None and not note_in(rows_field(rows, R_RESOLVED_ONCE), hash(predicates),
+    if entry is None and not note_in(rows_field(rows, R_RESOLVED_ONCE), predicates_hash,
                                          rows_globals["NOTED_ONCE_LIMIT"]):
         return resolved
     if len(cache) >= rows_globals["RESOLVED_CACHE_SIZE"]:
         cache.clear()
-    cache[predicates] = (stamp, resolved)
+    dict_set_hashed(cache, predicates, (stamp, resolved), predicates_hash)
     return resolved
 
 
-cdef int remember(rows, predicates, membership, expl, eval_rows) except -1:
+cdef int remember(rows, predicates, Py_hash_t predicates_hash, membership, expl, eval_rows) except -1:
     """`PredicateRows.remember` of `rows`, compiled: the explanation kept from the second time its
-    predicate set is explained, the first only noted."""
+    predicate set is explained, the first only noted. `predicates_hash` is the set's hash."""
     if rows_globals is None:
         rows.remember(predicates, membership, expl, eval_rows)
         return 0
-    if not note_in(rows_field(rows, R_EXPLAINED_ONCE), hash(predicates), rows_globals["NOTED_ONCE_LIMIT"]):
+    if not note_in(rows_field(rows, R_EXPLAINED_ONCE), predicates_hash, rows_globals["NOTED_ONCE_LIMIT"]):
         return 0
     cdef dict cache = rows_field(rows, R_EXPLAINED)
     if len(cache) * max(table_field(rows_field(rows, R_TABLE), T_COUNT), 1) >= rows_globals["EXPLAINED_CACHE_BUDGET"]:
         cache.clear()
-    cache[predicates] = (membership, expl, eval_rows)
+    dict_set_hashed(cache, predicates, (membership, expl, eval_rows), predicates_hash)
     return 0
 
 
@@ -3128,32 +3129,37 @@ def gather(stages, state, membership):
     """`pipeline.LocalStages._gather` of `stages` (a LocalStages) for a prepared Placement: the
     explanation kept for its predicates against the same membership, or the engine's arguments
     for making it (see there)."""
-    return gather_state(stages, state, membership)
+    cdef Py_hash_t predicates_hash
+    return gather_state(stages, state, membership, &predicates_hash)
 
 
 @cython.boundscheck(True)
 @cython.wraparound(True)
-cdef tuple gather_state(stages, state, membership):
-    """`gather`'s body, which `decide_one` and `decide_wave` call without a Python call."""
+cdef tuple gather_state(stages, state, membership, Py_hash_t* predicates_hash):
+    """`gather`'s body, which `decide_one` and `decide_wave` call without a Python call; the hash
+    of the task's predicate set into `predicates_hash`, for keeping a fresh explanation
+    (`remember`): the set is hashed once for every cache it is looked up, noted or kept in."""
     if type(state) is not placement_class or placement_class is None:
         raise TypeError(f"gather: expected a Placement, found {type(state).__name__}")
     rows = stages_field(stages, H_ROWS)
     matched = slot(state, S_REQUIREMENTS)
+    predicates = field_of(matched, requirements_predicates_item, "predicates")
+    predicates_hash[0] = PyObject_Hash(predicates)
     within = slot(state, S_WITHIN)
     set_slot(state, S_MEMBERSHIP, membership if within is None else None)
     cdef bint needs_kind = slot(state, S_KIND) is None and bool(rows_field(rows, R_KINDS) or slot(state, S_SCORER))
     cdef object cached = None
     cdef dict explained
     if within is None:
-        explained = rows_field(rows, R_EXPLAINED)      # typed: a dict's get, not a method call by name
-        cached = explained.get(field_of(matched, requirements_predicates_item, "predicates"))
+        explained = rows_field(rows, R_EXPLAINED)
+        cached = dict_get_hashed(explained, predicates, predicates_hash[0])
     if cached is not None and cached[0] == membership:
         set_slot(state, S_EVAL_ROWS, cached[2])
         if needs_kind:
             set_slot(state, S_KIND, task_kind_of(matched))
         set_slot(state, S_GATHERED, clock_ns(False))
         return cached[1], (), 0, ()
-    resolved = resolve_cached(rows, matched)
+    resolved = resolve_cached(rows, matched, predicates, predicates_hash[0])
     ids, only, excluded, eval_rows = resolved
     set_slot(state, S_EVAL_ROWS, eval_rows)
     if needs_kind:
@@ -3171,11 +3177,12 @@ def decide_one(stages, state):
     for one prepared Placement with the engine's scorer."""
     fleet, rows, index = stages_field(stages, H_FLEET), stages_field(stages, H_ROWS), stages_field(stages, H_INDEX)
     membership = fleet.membership
-    expl, ids, only, excluded = gather_state(stages, state, membership)
+    cdef Py_hash_t predicates_hash
+    expl, ids, only, excluded = gather_state(stages, state, membership, &predicates_hash)
     if expl is None:
         expl = index.explain(ids, only, excluded)
         remember(rows, field_of(slot(state, S_REQUIREMENTS), requirements_predicates_item, "predicates"),
-                 membership, expl, slot(state, S_EVAL_ROWS))
+                 predicates_hash, membership, expl, slot(state, S_EVAL_ROWS))
     set_slot(state, S_EXPLANATION, expl)
     session, kind = slot(state, S_SESSION), slot(state, S_KIND)
     scores = index.score(expl, slot(state, S_EVAL_ROWS),
@@ -3198,12 +3205,13 @@ def decide_wave(stages, list states, membership, weights, pool, Py_ssize_t parts
     rows = stages_field(stages, H_ROWS)
     cdef dict session_rows = rows_field(rows, R_SESSION_ROWS), kinds = rows_field(rows, R_KINDS)
     cdef Wave wave = Wave.__new__(Wave, stages_field(stages, H_INDEX), n, weights)
-    cdef list fresh = []
+    cdef list fresh = []            # the states explained afresh, and their predicate sets' hashes
+    cdef Py_hash_t predicates_hash
     for i in range(n):
         state = states[i]
-        expl, ids, only, excluded = gather_state(stages, state, membership)
+        expl, ids, only, excluded = gather_state(stages, state, membership, &predicates_hash)
         if expl is None:
-            fresh.append(state)
+            fresh.append((state, predicates_hash))
         session, kind = slot(state, S_SESSION), slot(state, S_KIND)
         wave.add(expl, ids, only, excluded, slot(state, S_EVAL_ROWS),
                  session_rows.get(session, -1) if session is not None else -1,
@@ -3231,9 +3239,9 @@ def decide_wave(stages, list states, membership, weights, pool, Py_ssize_t parts
         set_slot(state, S_SCORES, scores[i])
         set_slot(state, S_BEST, (<Scores>scores[i]).best)
         set_slot(state, S_SELECTED, selected)
-    for state in fresh:
+    for state, predicates_hash in fresh:
         remember(rows, field_of(slot(state, S_REQUIREMENTS), requirements_predicates_item, "predicates"),
-                 membership, slot(state, S_EXPLANATION), slot(state, S_EVAL_ROWS))
+                 predicates_hash, membership, slot(state, S_EXPLANATION), slot(state, S_EVAL_ROWS))
 
 
 @cython.boundscheck(True)

@@ -27,7 +27,7 @@ the `Requirements` `schema.parse_requirements` would build, or None and the care
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.list cimport PyList_Append
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyObject_Hash
 from libc.stdlib cimport calloc, free, malloc, realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
@@ -1683,7 +1683,7 @@ cdef class RequirementsReader:
         cdef object value, v = None, capabilities = (), clearances = (), tools = (), exclude = ()
         cdef object residency = None, latency = None, session = None, agent_ref = None, kind = None
         cdef object predicates, req, derived_key
-        cdef PyObject* found_ptr
+        cdef Py_hash_t derived_hash
         cdef int which
         while PyDict_Next(doc, &pos, &key, &item):
             value = <object>item
@@ -1760,15 +1760,14 @@ cdef class RequirementsReader:
                 else:
                     kind = value
         derived_key = (capabilities, clearances, tools, residency, latency, agent_ref, exclude)
-        found_ptr = PyDict_GetItem(self.derived, derived_key)
-        if found_ptr != NULL:
-            predicates = <object>found_ptr
-        else:
+        derived_hash = PyObject_Hash(derived_key)     # once for the lookup, the note and the store
+        predicates = dict_get_hashed(self.derived, derived_key, derived_hash)
+        if predicates is None:
             predicates = derive(capabilities, clearances, tools, residency, latency, agent_ref, exclude)
             # derive's rule for its memo: kept from the set's second derivation on
             if (PyDict_GET_SIZE(self.derived) < self.derived_limit
-                    and note_in(self.derived_once, hash(derived_key), self.derived_limit)):
-                PyDict_SetItem(self.derived, derived_key, predicates)
+                    and note_in(self.derived_once, derived_hash, self.derived_limit)):
+                dict_set_hashed(self.derived, derived_key, predicates, derived_hash)
         req = new_tuple_of(self.requirements, 12)
         put(req, 0, v)
         put(req, 1, capabilities)
