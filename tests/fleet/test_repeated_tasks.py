@@ -4,6 +4,7 @@ import gc
 import sys
 
 import orjson
+import pytest
 
 from a3fast.schema import parse_requirements
 
@@ -158,3 +159,37 @@ def test_distinct_tasks_placed_once_leave_no_resolution_though_their_ids_are_reu
         uncached(f, prepared)
         del prepared
     assert not f._rows.resolved
+
+
+class ComparisonRefused(Exception):
+    pass
+
+
+class HashedLike:
+    """A stand-in for a predicate: hashed as `text` is, so a set holding it hashes as the set
+    holding `text` does, but refusing to be compared."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __hash__(self):
+        return hash(self.text)
+
+    def __eq__(self, other):
+        raise ComparisonRefused(self.text)
+
+
+def test_a_cache_lookup_whose_comparison_raises_raises_as_a_dicts_does(engine):
+    # the caches are looked up with the set's hash computed once; a lookup that meets a kept set of
+    # the same hash compares the two, and what that comparison raises is the placement's error
+    f = six_agents(engine)
+    prepared = parse_requirements(TASK)
+    f.place(prepared)
+    f.place(prepared)                       # kept explained, by its predicate set
+    assert list(f._rows.explained) == [prepared.predicates]
+    first, *rest = prepared.predicates
+    lookalike = prepared._replace(predicates=(HashedLike(first), *rest))
+    assert hash(lookalike.predicates) == hash(prepared.predicates)
+    with pytest.raises(ComparisonRefused):
+        f.place(lookalike)
+    assert record(f.place(prepared)) == record(uncached(f, TASK))
