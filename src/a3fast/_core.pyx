@@ -30,6 +30,7 @@ import orjson
 
 from a3fast._ingest cimport dict_get_hashed, dict_set_hashed, note_in
 from cpython.object cimport PyObject_Hash
+from cpython.bytearray cimport PyByteArray_AS_STRING
 
 #: orjson.dumps held in a C global: the per-placement writers call it without two lookups
 cdef object json_dumps = orjson.dumps
@@ -3206,12 +3207,15 @@ def decide_wave(stages, list states, membership, weights, pool, Py_ssize_t parts
     cdef dict session_rows = rows_field(rows, R_SESSION_ROWS), kinds = rows_field(rows, R_KINDS)
     cdef Wave wave = Wave.__new__(Wave, stages_field(stages, H_INDEX), n, weights)
     cdef list fresh = []            # the states explained afresh, and their predicate sets' hashes
+    cdef bytearray fresh_hashes = bytearray(n * sizeof(Py_hash_t))
+    cdef Py_hash_t* hashes = <Py_hash_t*>PyByteArray_AS_STRING(fresh_hashes)
     cdef Py_hash_t predicates_hash
     for i in range(n):
         state = states[i]
         expl, ids, only, excluded = gather_state(stages, state, membership, &predicates_hash)
         if expl is None:
-            fresh.append((state, predicates_hash))
+            hashes[len(fresh)] = predicates_hash
+            fresh.append(state)
         session, kind = slot(state, S_SESSION), slot(state, S_KIND)
         wave.add(expl, ids, only, excluded, slot(state, S_EVAL_ROWS),
                  session_rows.get(session, -1) if session is not None else -1,
@@ -3239,9 +3243,10 @@ def decide_wave(stages, list states, membership, weights, pool, Py_ssize_t parts
         set_slot(state, S_SCORES, scores[i])
         set_slot(state, S_BEST, (<Scores>scores[i]).best)
         set_slot(state, S_SELECTED, selected)
-    for state, predicates_hash in fresh:
+    for i in range(len(fresh)):
+        state = fresh[i]
         remember(rows, field_of(slot(state, S_REQUIREMENTS), requirements_predicates_item, "predicates"),
-                 predicates_hash, membership, slot(state, S_EXPLANATION), slot(state, S_EVAL_ROWS))
+                 hashes[i], membership, slot(state, S_EXPLANATION), slot(state, S_EVAL_ROWS))
 
 
 @cython.boundscheck(True)
