@@ -936,14 +936,45 @@ cdef object timings_tail(object gather_ns, object select_ns, object decided_at_n
     """`record.write.tail_json` of a placement whose only tail member is `timings`, both phases
     measured; None when a value is outside what this writes as orjson does (then the caller's
     writer does)."""
-    global tail_second
-    if type(gather_ns) is not int or type(select_ns) is not int or type(decided_at_ns) is not int:
+    if type(gather_ns) is not int or type(select_ns) is not int:
         return None
-    cdef int gather_over = 0, select_over = 0, moment_over = 0
+    cdef int gather_over = 0, select_over = 0
     cdef int64_t gather = PyLong_AsLongLongAndOverflow(gather_ns, &gather_over)
     cdef int64_t select = PyLong_AsLongLongAndOverflow(select_ns, &select_over)
+    if gather_over or select_over:
+        return None
+    return timings_tail_ns(gather, select, decided_at_ns)
+
+
+cdef int clock_reading(object value, int64_t* out) except -1:
+    """1 with a clock reading in `out` when `value` is an int within ±2^62 (so that the difference
+    of two is one too), else 0."""
+    cdef int over = 0
+    if type(value) is not int:
+        return 0
+    out[0] = PyLong_AsLongLongAndOverflow(value, &over)
+    return over == 0 and -(1LL << 62) < out[0] < (1LL << 62)
+
+
+cdef object clock_timings_tail(object p):
+    """`timings_tail` of a Placement (its slots read directly) whose phases the build stage left
+    to be read from its clock readings, not resumed: the phases subtracted in C, no int made of
+    them; None where a reading is not an int within ±2^62, and where `timings_tail` would be."""
+    cdef int64_t started, gathered, selected
+    if not (clock_reading(slot(p, S_STARTED), &started) and clock_reading(slot(p, S_GATHERED), &gathered)
+            and clock_reading(slot(p, S_SELECTED), &selected)):
+        return None
+    return timings_tail_ns(gathered - started, selected - gathered, slot(p, S_DECIDED_AT_NS))
+
+
+cdef object timings_tail_ns(int64_t gather, int64_t select, object decided_at_ns):
+    """`timings_tail` of the phases as C integers."""
+    global tail_second
+    if type(decided_at_ns) is not int:
+        return None
+    cdef int moment_over = 0
     cdef int64_t ns = PyLong_AsLongLongAndOverflow(decided_at_ns, &moment_over)
-    if gather_over or select_over or moment_over or not (0 <= ns < (1LL << 62)):
+    if moment_over or not (0 <= ns < (1LL << 62)):
         return None
     cdef char text[160]
     cdef Py_ssize_t at = 0
@@ -2258,8 +2289,12 @@ cdef class Index:
             derived = placement_field(p, S_REASON_LIMIT, direct) is None and expl.n_candidates > 0
             if not derived:
                 return None
-        tail_json = timings_tail(placement_field(p, S_GATHER_NS, direct), placement_field(p, S_SELECT_NS, direct),
-                                 placement_field(p, S_DECIDED_AT_NS, direct))
+        tail_json = None
+        if direct and slot(p, S_GATHER_NS) is Ellipsis and slot(p, S_SELECT_NS) is Ellipsis:
+            tail_json = clock_timings_tail(p)       # the usual case: not resumed (checked above)
+        if tail_json is None:
+            tail_json = timings_tail(phase_ns(p, S_GATHER_NS, direct), phase_ns(p, S_SELECT_NS, direct),
+                                     placement_field(p, S_DECIDED_AT_NS, direct))
         if tail_json is None:
             return None
         key = id(requirements)
@@ -2844,7 +2879,7 @@ cdef enum:
 STEP_SLOTS = ("started", "submitted", "requirements", "prepared", "route", "session", "kind",
               "reason_limit", "scorer", "within", "membership", "resumed", "recorded_in",
               "fleet_engine", "index", "custom_scores", "scores", "declaration", "_declaration_json",
-              "_fleet", "agent", "gathered", "selected", "gather_ns", "select_ns", "decided_at_ns", "generation",
+              "_fleet", "agent", "gathered", "selected", "_gather_ns", "_select_ns", "decided_at_ns", "generation",
               "seq", "session_held", "_scheduling", "eval_rows", "explanation", "best")
 cdef Py_ssize_t slot_offset[N_SLOTS]
 cdef object placement_class = None, custom_scores_class = None, requirements_class = None
@@ -2928,6 +2963,21 @@ cdef inline object slot(object state, int k):
     if value == NULL:
         raise AttributeError(f"'{type(state).__name__}' object has no attribute '{STEP_SLOTS[k]}'")
     return <object>value
+
+
+cdef object phase_ns(object p, int k, bint direct):
+    """A Placement's gather (`k` S_GATHER_NS) or select phase (S_SELECT_NS), as its property
+    `gather_ns` or `select_ns` gives it: the slot's value, or, where the build stage left `...`,
+    the difference of its clock readings."""
+    if not direct:
+        return getattr(p, "gather_ns" if k == S_GATHER_NS else "select_ns")
+    value = slot(p, k)
+    if value is not Ellipsis:
+        return value
+    resumed = slot(p, S_RESUMED)
+    if k == S_GATHER_NS:
+        return None if resumed else slot(p, S_GATHERED) - slot(p, S_STARTED)
+    return slot(p, S_SELECTED) - (slot(p, S_STARTED) if resumed else slot(p, S_GATHERED))
 
 
 cdef inline object placement_field(object p, int k, bint direct):
@@ -3261,7 +3311,6 @@ def build_placement(state, engine, index, declaration, declaration_json, generat
 
 cdef object complete(state, engine, index, declaration, declaration_json, fleet, generation):
     """`build_placement`'s work, on a Placement (checked by the caller)."""
-    started = slot(state, S_STARTED)
     set_slot(state, S_FLEET_ENGINE, engine)
     set_slot(state, S_INDEX, index)
     set_slot(state, S_CUSTOM_SCORES, type(slot(state, S_SCORES)) is custom_scores_class)
@@ -3269,14 +3318,9 @@ cdef object complete(state, engine, index, declaration, declaration_json, fleet,
     set_slot(state, S_DECLARATION_JSON, declaration_json)
     set_slot(state, S_FLEET, fleet)
     set_slot(state, S_AGENT, declaration.agent.name if declaration is not None else None)
-    if slot(state, S_RESUMED):
-        # a resumed placement gathers nothing: its one phase is checking the agent again
-        set_slot(state, S_GATHER_NS, None)
-        set_slot(state, S_SELECT_NS, slot(state, S_SELECTED) - started)
-    else:
-        gathered = slot(state, S_GATHERED)
-        set_slot(state, S_GATHER_NS, gathered - started)
-        set_slot(state, S_SELECT_NS, slot(state, S_SELECTED) - gathered)
+    # the phases are read from the clock readings when asked for (`Placement.gather_ns`)
+    set_slot(state, S_GATHER_NS, Ellipsis)
+    set_slot(state, S_SELECT_NS, Ellipsis)
     set_slot(state, S_DECIDED_AT_NS, clock_ns(True))
     set_slot(state, S_GENERATION, generation)
     set_slot(state, S_SEQ, None)

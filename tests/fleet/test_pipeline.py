@@ -62,6 +62,22 @@ def test_the_stages_timings_and_records_of_one_cycle(engine):
     assert verify(trace) == []
 
 
+def test_a_placements_phases_are_read_from_its_clocks_when_asked_for_and_a_value_set_is_kept(engine):
+    fleet = Fleet(engine)
+    fleet.add(agent("a", "eu"))
+    one, many = fleet.place(REQ), fleet.place_many([REQ, REQ])[1]
+    for p in (one, many):
+        assert p._gather_ns is ... and p._select_ns is ...      # no int made by placing
+        assert p.gather_ns == p.gathered - p.started >= 0 and p.select_ns == p.selected - p.gathered >= 0
+    resumed = fleet.resume(one)
+    assert resumed.gather_ns is None and resumed.select_ns == resumed.selected - resumed.started
+    one.gather_ns, one.select_ns = None, 7
+    assert (one.gather_ns, one.select_ns) == (None, 7)
+    [bound] = [orjson.loads(content) for kind, content in placement_records(one) if kind == "task.bound"]
+    timings = bound["scheduling"]["timings"]
+    assert timings["select_ms"] == 7e-6 and "gather_ms" not in timings
+
+
 def test_a_task_is_carried_by_one_placement_from_prepare_to_build(engine):
     # the stages fill the Placement prepare made, and build completes that same object: no cycle
     # state is copied into another (docs/design.md, "How one placement flows")

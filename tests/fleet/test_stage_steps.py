@@ -314,14 +314,17 @@ def test_the_compiled_steps_take_only_a_placement_and_name_a_slot_never_set():
     with pytest.raises(TypeError, match="expected a Placement, found dict"):
         core.decide_wave(Fleet("native")._stages, [{}], 0, Fleet("native").weights, None, 1)
     empty = object.__new__(Placement)
-    with pytest.raises(AttributeError, match="'Placement' object has no attribute 'started'"):
-        core.build_placement(empty, "native", None, None, None, 1)
-    # neither clock phase read yet: the Python step names 'gathered' first, and so does this one
-    started = object.__new__(Placement)
-    started.started, started.scores, started.resumed = 1, None, False
     for build in (core.build_placement, pipeline.build_placement):
+        with pytest.raises(AttributeError, match="'Placement' object has no attribute 'scores'"):
+            build(copy.copy(empty), "native", None, None, None, 1)
+    # the clock phases are read when asked for, so a placement built without its clock readings
+    # names the first one missing then, as the property does
+    scored = object.__new__(Placement)
+    scored.scores, scored.resumed, scored.started = None, False, 1
+    for build in (core.build_placement, pipeline.build_placement):
+        built = build(copy.copy(scored), "native", None, None, None, 1)
         with pytest.raises(AttributeError, match="no attribute 'gathered'"):
-            build(copy.copy(started), "native", None, None, None, 1)
+            built.gather_ns
 
 
 def test_decide_wave_compiled_never_reads_past_a_list_changed_under_it():

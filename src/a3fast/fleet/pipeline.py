@@ -564,7 +564,6 @@ def build_placement(state: Placement, engine: str, index: Any, declaration: Decl
     none), `index` the engine index whose ids its explanation and scores hold — and returned.
     `declaration_json` is the declaration's JSON, or None to make it when it is first asked for,
     kept by `fleet` (the one that placed it) when one is given (`Placement.declaration_json`)."""
-    started = state.started
     state.fleet_engine = engine
     state.index = index
     state.custom_scores = type(state.scores) is CustomScores
@@ -572,14 +571,8 @@ def build_placement(state: Placement, engine: str, index: Any, declaration: Decl
     state._declaration_json = declaration_json
     state._fleet = fleet
     state.agent = declaration.agent.name if declaration is not None else None
-    if state.resumed:
-        # a resumed placement gathers nothing: its one phase is checking the agent again
-        state.gather_ns = None
-        state.select_ns = state.selected - started
-    else:
-        gathered = state.gathered
-        state.gather_ns = gathered - started
-        state.select_ns = state.selected - gathered
+    # the phases are read from the clock readings when asked for (`Placement.gather_ns`)
+    state._gather_ns = state._select_ns = ...
     state.decided_at_ns = time.time_ns()
     state.generation = generation
     state.seq = None

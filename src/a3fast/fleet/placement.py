@@ -101,7 +101,7 @@ class Placement:
     __slots__ = ("fleet_engine", "index", "requirements", "submitted", "route", "session", "kind",
                  "explanation", "scores", "custom_scores", "declaration", "_declaration_json",
                  "_fleet", "agent",
-                 "gather_ns", "select_ns", "decided_at_ns", "generation", "resumed", "recorded_in",
+                 "_gather_ns", "_select_ns", "decided_at_ns", "generation", "resumed", "recorded_in",
                  "seq", "reason_limit", "membership", "session_held", "_scheduling",
                  # the cycle's working state, read by the stages
                  "started", "prepared", "scorer", "within", "eval_rows", "gathered", "best", "selected")
@@ -129,10 +129,10 @@ class Placement:
     _declaration_json: bytes | None
     _fleet: Any
     agent: str | None
-    #: the gather and select phases; a resumed placement gathers nothing (None): its one phase is
-    #: checking the agent again
-    gather_ns: int | None
-    select_ns: int | None
+    #: the gather and select phases as set (`gather_ns`, `select_ns`), or `...`: read from the
+    #: clock readings when asked for
+    _gather_ns: Any
+    _select_ns: Any
     decided_at_ns: int
     #: the fleet's generation when the task was placed
     generation: int
@@ -182,6 +182,35 @@ class Placement:
                                              if fleet is not None else orjson.dumps(self.declaration.doc))
             self._fleet = None          # a placement kept by its caller does not keep its fleet
         return text
+
+    @property
+    def gather_ns(self) -> int | None:
+        """The gather phase (prepare to explained) in nanoseconds; None for a resumed placement,
+        which gathers nothing: its one phase is checking the agent again.
+
+        The build stage leaves both phases to be read from the clock readings when asked for (a
+        placement nobody records never makes their ints); a value set here is kept as it is."""
+        value = self._gather_ns
+        if value is ...:
+            return None if self.resumed else self.gathered - self.started
+        return value
+
+    @gather_ns.setter
+    def gather_ns(self, value: int | None) -> None:
+        self._gather_ns = value
+
+    @property
+    def select_ns(self) -> int | None:
+        """The select phase (explained to chosen) in nanoseconds; a resumed placement's one phase,
+        from its start. Read from the clock readings when asked for, as `gather_ns`."""
+        value = self._select_ns
+        if value is ...:
+            return self.selected - (self.started if self.resumed else self.gathered)
+        return value
+
+    @select_ns.setter
+    def select_ns(self, value: int | None) -> None:
+        self._select_ns = value
 
     @property
     def predicates(self) -> tuple[str, ...]:
