@@ -30,10 +30,11 @@ def timings(p) -> dict[str, Any]:
     """gather_ms, select_ms and decided_at where measured (docs/design.md, reading 9); launch_ms and
     requests are omitted, never zero: a3fast does not launch agents and lists no API server."""
     out: dict[str, Any] = {}
-    if p.gather_ns is not None:
-        out["gather_ms"] = p.gather_ns / 1e6
-    if p.select_ns is not None:
-        out["select_ms"] = p.select_ns / 1e6
+    gather, select = p.gather_ns, p.select_ns      # each read once: a Placement computes them
+    if gather is not None:
+        out["gather_ms"] = gather / 1e6
+    if select is not None:
+        out["select_ms"] = select / 1e6
     out["decided_at"] = _iso(p.decided_at_ns)
     return out
 
