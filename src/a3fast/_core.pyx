@@ -2293,8 +2293,8 @@ cdef class Index:
         if direct and slot(p, S_GATHER_NS) is Ellipsis and slot(p, S_SELECT_NS) is Ellipsis:
             tail_json = clock_timings_tail(p)       # the usual case: not resumed (checked above)
         if tail_json is None:
-            tail_json = timings_tail(phase_ns(p, S_GATHER_NS, direct), phase_ns(p, S_SELECT_NS, direct),
-                                     placement_field(p, S_DECIDED_AT_NS, direct))
+            # a phase set by a caller, or readings this cannot subtract: as the properties give them
+            tail_json = timings_tail(p.gather_ns, p.select_ns, placement_field(p, S_DECIDED_AT_NS, direct))
         if tail_json is None:
             return None
         key = id(requirements)
@@ -2963,21 +2963,6 @@ cdef inline object slot(object state, int k):
     if value == NULL:
         raise AttributeError(f"'{type(state).__name__}' object has no attribute '{STEP_SLOTS[k]}'")
     return <object>value
-
-
-cdef object phase_ns(object p, int k, bint direct):
-    """A Placement's gather (`k` S_GATHER_NS) or select phase (S_SELECT_NS), as its property
-    `gather_ns` or `select_ns` gives it: the slot's value, or, where the build stage left `...`,
-    the difference of its clock readings."""
-    if not direct:
-        return getattr(p, "gather_ns" if k == S_GATHER_NS else "select_ns")
-    value = slot(p, k)
-    if value is not Ellipsis:
-        return value
-    resumed = slot(p, S_RESUMED)
-    if k == S_GATHER_NS:
-        return None if resumed else slot(p, S_GATHERED) - slot(p, S_STARTED)
-    return slot(p, S_SELECTED) - (slot(p, S_STARTED) if resumed else slot(p, S_GATHERED))
 
 
 cdef inline object placement_field(object p, int k, bint direct):
