@@ -455,11 +455,30 @@ cdef inline void put(Buffer* b, const char* text, Py_ssize_t n) noexcept nogil:
     b.size += n
 
 
+cdef int close_object(Buffer* b, tail_json, bytes foot) except -1:
+    """Close a JSON object being written: `,` + `tail_json` (members without braces) when there are
+    any, `}`, then `foot`."""
+    cdef Py_ssize_t n = len(tail_json)
+    reserve(b, n + len(foot) + 2)
+    if n:
+        put(b, b",", 1)
+        put(b, tail_json, n)
+    put(b, b"}", 1)
+    put(b, foot, len(foot))
+    return 0
+
+
 cdef const char* HEX_DIGITS = b"0123456789abcdef"
 
 
+#: the one-letter escape orjson writes for a control character (\b \t \n \f \r), 0 where it
+#: writes \u00XX
+cdef const char* SHORT_ESCAPES = b"\0\0\0\0\0\0\0\0btn\0fr\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0"
+
+
 cdef bytes quote(str text):
-    """`text` as a JSON string (UTF-8; escapes what RFC 8259 requires, as orjson does)."""
+    """`text` as a JSON string, byte for byte as orjson writes it: UTF-8, `"` and `\\` escaped,
+    \\b \\t \\n \\f \\r as those letters, any other control character as \\u00XX."""
     cdef Py_ssize_t n, i, extra = 0
     cdef const char* raw = PyUnicode_AsUTF8AndSize(text, &n)
     cdef unsigned char c
@@ -468,7 +487,7 @@ cdef bytes quote(str text):
         if c == 34 or c == 92:
             extra += 1
         elif c < 32:
-            extra += 5
+            extra += 1 if SHORT_ESCAPES[c] else 5
     cdef bytes out = PyBytes_FromStringAndSize(NULL, n + extra + 2)
     cdef char* dst = PyBytes_AS_STRING(out)
     cdef Py_ssize_t j = 1
@@ -478,6 +497,10 @@ cdef bytes quote(str text):
         if c == 34 or c == 92:
             dst[j] = 92
             dst[j + 1] = c
+            j += 2
+        elif c < 32 and SHORT_ESCAPES[c]:
+            dst[j] = 92
+            dst[j + 1] = SHORT_ESCAPES[c]
             j += 2
         elif c < 32:
             memcpy(dst + j, b"\\u00", 4)
@@ -2124,9 +2147,10 @@ cdef class Index:
         return out
 
     def write_scheduling(self, Explanation expl not None, Scores scores not None, predicates, requirements_json,
-                         declaration_json, tail_json) -> bytes:
+                         declaration_json, tail_json, bytes head not None=b"", bytes foot not None=b"") -> bytes:
         """The §6 scheduling object as JSON bytes, keys in record order; `tail_json` is the
-        already-encoded members that follow `scores` (route, timings), without braces.
+        already-encoded members that follow `scores` (route, timings), without braces. `head` and
+        `foot` are written before and after it in the same buffer (a trace line around it).
 
         Names were quoted when their agents joined; floats are written in their shortest
         round-trip form, so the bytes parse to exactly what the dict form gives.
@@ -2136,14 +2160,12 @@ cdef class Index:
         bytes_check(requirements_json, "requirements_json")
         bytes_check(declaration_json, "declaration_json")
         bytes_check(tail_json, "tail_json")
-        cdef Py_ssize_t n_predicates = len(predicates)
-        if n_predicates != expl.n_failed:
-            raise ValueError(f"{n_predicates} predicates for {expl.n_failed} failed sets")
-        cdef list quoted_predicates = [quote(p) for p in predicates]
+        cdef list quoted_predicates = self.quoted_predicates(expl, predicates)
         cdef Buffer* b = &self.out
         b.size = 0
-        reserve(b, len(requirements_json) + len(declaration_json) + len(tail_json) + 64
+        reserve(b, len(head) + len(requirements_json) + len(declaration_json) + len(tail_json) + len(foot) + 64
                 + expl.n_candidates * 48 + scores.n * 160)
+        put(b, head, len(head))
         put(b, b'{"requirements":', 16)
         put(b, requirements_json, len(requirements_json))
         put(b, b',"declaration":', 15)
@@ -2152,13 +2174,93 @@ cdef class Index:
         self.write_passed(b, quoted_predicates)
         self.write_failed(b, expl, quoted_predicates)
         self.write_scores(b, scores)
-        if len(tail_json):
-            reserve(b, len(tail_json) + 2)
-            put(b, b",", 1)
-            put(b, tail_json, len(tail_json))
-        reserve(b, 1)
-        put(b, b"}", 1)
+        close_object(b, tail_json, foot)
         return PyBytes_FromStringAndSize(b.data, b.size)
+
+    def write_rejection(self, Explanation expl not None, predicates, reason_json, requirements_json, tail_json,
+                        bytes head not None=b"", bytes foot not None=b"") -> bytes:
+        """The §6 task.rejected content as JSON bytes, keys in record order: `code`, `reason`,
+        `requirements`, `candidates`, `filters_failed`, then `tail_json` (route, session members,
+        timings; encoded, without braces). `reason_json` None writes the reason §6 asks for from the
+        lists themselves, every candidate named under the predicate it failed first (`reason_among`'s
+        text; there must be candidates); otherwise it is the reason's JSON as given. `head` and `foot`
+        as for `write_scheduling`. The same bytes as orjson's of the dict form, and as the pure
+        engine's."""
+        self.own(expl.index, "Explanation")
+        if reason_json is None and expl.n_candidates == 0:
+            raise ValueError("a rejection among no candidates takes its reason_json")
+        if reason_json is not None:
+            bytes_check(reason_json, "reason_json")
+        bytes_check(requirements_json, "requirements_json")
+        bytes_check(tail_json, "tail_json")
+        cdef list quoted_predicates = self.quoted_predicates(expl, predicates)
+        cdef Buffer* b = &self.out
+        b.size = 0
+        # the lists name each candidate once more in the reason, and its predicate beside it
+        reserve(b, len(head) + len(requirements_json) + len(tail_json) + len(foot) + 128
+                + expl.n_candidates * 80)
+        put(b, head, len(head))
+        put(b, b'{"code":"unschedulable","reason":', 33)
+        if reason_json is None:
+            self.write_reason(b, expl, quoted_predicates)
+        else:
+            reserve(b, len(reason_json))
+            put(b, reason_json, len(reason_json))
+        reserve(b, len(requirements_json) + 16)
+        put(b, b',"requirements":', 16)
+        put(b, requirements_json, len(requirements_json))
+        self.write_candidates(b, expl)
+        self.write_failed(b, expl, quoted_predicates)
+        close_object(b, tail_json, foot)
+        return PyBytes_FromStringAndSize(b.data, b.size)
+
+    cdef list quoted_predicates(self, Explanation expl, predicates):
+        if len(predicates) != expl.n_failed:
+            raise ValueError(f"{len(predicates)} predicates for {expl.n_failed} failed sets")
+        return [quote(p) for p in predicates]
+
+    cdef int write_reason(self, Buffer* b, Explanation expl, list quoted_predicates) except -1:
+        """The reason of a rejection among n ≥ 1 candidates as a JSON string (`reason_among`'s
+        text): "no eligible agent among N candidate(s): " and, per predicate that failed someone
+        first, "P failed by A, B", joined by "; ". The parts are JSON strings already, so the text's
+        escaped form is theirs without their quotes (escaping is character by character)."""
+        cdef Py_ssize_t k, i, aid, n = expl.n_words, plen
+        cdef const uint64_t* words
+        cdef uint64_t w
+        cdef bint first_part = True, first_name
+        reserve(b, 64)
+        put(b, b'"no eligible agent among ', 25)
+        b.size += put_decimal(b.data + b.size, <uint64_t>expl.n_candidates)
+        if expl.n_candidates != 1:
+            put(b, b" candidates: ", 13)
+        else:
+            put(b, b" candidate: ", 12)
+        for k in range(expl.n_failed):
+            words = expl.failed_words(k)
+            if popcount_words(words, n) == 0:
+                continue
+            p = quoted_predicates[k]
+            plen = PyBytes_GET_SIZE(p) - 2
+            reserve(b, plen + 13)
+            if not first_part:
+                put(b, b"; ", 2)
+            first_part = False
+            put(b, PyBytes_AS_STRING(p) + 1, plen)
+            put(b, b" failed by ", 11)
+            first_name = True
+            for i in range(n):
+                w = words[i]
+                while w:
+                    aid = (i << 6) + a3_ctz64(w)
+                    w &= w - 1
+                    reserve(b, self.quoted_lengths[aid])
+                    if not first_name:
+                        put(b, b", ", 2)
+                    first_name = False
+                    put(b, self.quoted_names[aid] + 1, self.quoted_lengths[aid] - 2)
+        reserve(b, 1)
+        put(b, b'"', 1)
+        return 0
 
     def write_compact_lists(self, Explanation expl not None, Scores scores) -> bytes:
         """The compact member's `failed` list and, given the default scorer's `scores`, its

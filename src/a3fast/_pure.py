@@ -14,6 +14,7 @@ import numpy as np
 import orjson
 
 from .bitset import bits_to_ids, ids_to_bits
+from .record.write import rejection_content
 from .roaring import serialize_ids
 
 __all__ = ["Index", "Explanation", "Scores", "NO_AGENT_REF", "UNKNOWN", "MAX_OUTCOMES",
@@ -402,14 +403,22 @@ class Index:
                 for j, aid in enumerate(scores.ids)}
 
     def write_scheduling(self, expl: Explanation, scores: Scores, predicates: Sequence[str],
-                         requirements_json: bytes, declaration_json: bytes, tail_json: bytes) -> bytes:
+                         requirements_json: bytes, declaration_json: bytes, tail_json: bytes,
+                         head: bytes = b"", foot: bytes = b"") -> bytes:
         """The §6 scheduling object as JSON bytes, keys in record order; `tail_json` is the
-        already-encoded members that follow `scores` (route, timings), without braces."""
+        already-encoded members that follow `scores` (route, timings), without braces; `head` and
+        `foot` before and after it."""
         lists = orjson.dumps({"candidates": self.candidate_names(expl), "filters_passed": list(predicates),
                               "filters_failed": self.failed_pairs(expl, predicates),
                               "scores": self.score_map(scores)})
-        out = b'{"requirements":' + requirements_json + b',"declaration":' + declaration_json + b"," + lists[1:-1]
-        return out + (b"," + tail_json if tail_json else b"") + b"}"
+        return b"".join((head, b'{"requirements":', requirements_json, b',"declaration":', declaration_json, b",",
+                         lists[1:-1], b"," if tail_json else b"", tail_json, b"}", foot))
+
+    def write_rejection(self, expl: Explanation, predicates: Sequence[str], reason_json: bytes | None,
+                        requirements_json: bytes, tail_json: bytes, head: bytes = b"", foot: bytes = b"") -> bytes:
+        """The §6 task.rejected content as JSON bytes, as the native engine writes it (its reason
+        derived from the lists when `reason_json` is None)."""
+        return rejection_content(self, expl, predicates, reason_json, requirements_json, tail_json, head, foot)
 
     def failed_names(self, expl: Explanation, k: int, limit: int) -> str:
         """The names of the first `limit` agents (in id order) of failed set `k`, joined by ", "

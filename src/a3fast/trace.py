@@ -27,12 +27,12 @@ from .document import INT_MAX, INT_MIN, MAX_RECORD_DEPTH
 from .errors import A3Error, Problem, describe
 from .framing import ARRAY, LINES, Source, framed
 from .record.compact import Decoder, Encoder
-from .record.write import placement_records
+from .record.write import admitted_json, rejection_json, scheduling_json, submitted_json
 
 if TYPE_CHECKING:
     from .fleet.placement import Placement
 
-__all__ = ["TraceWriter", "record_line", "record_lines", "TraceRecord", "TraceProblem", "TraceItem", "read_trace", "read_lines",
+__all__ = ["TraceWriter", "record_line", "record_lines", "placement_lines", "TraceRecord", "TraceProblem", "TraceItem", "read_trace", "read_lines",
            "read_values", "read_records", "TraceContentError", "TraceError", "FORMS"]
 
 #: The forms a TraceWriter writes placements in.
@@ -57,6 +57,22 @@ def record_lines(records: Iterable[tuple[str, bytes]], start_seq: int) -> bytes:
     """The trace lines of `(kind, content JSON)` records numbered from `start_seq`, as a TraceWriter
     starting there writes them."""
     return b"".join([record_line(seq, kind, content) for seq, (kind, content) in enumerate(records, start_seq)])
+
+
+def placement_lines(p: "Placement", seq: int, task: Mapping[str, Any] | None = None) -> tuple[bytes, int]:
+    """The spec trace lines of one placement numbered from `seq`, and how many records they are:
+    the bytes of `record_lines(placement_records(p, task), seq)`, the large record (the scheduling
+    object, or the rejection with its lists) written by the engine into the same buffer as the
+    lines before it and its line's own frame, so its tens of kilobytes are copied once."""
+    if p.resumed:
+        return scheduling_json(p, b'{"seq":%d,"kind":"task.bound","content":{"resumed":true,"scheduling":' % seq,
+                               b"}}\n"), 1
+    head = record_line(seq, "task.submitted", submitted_json(p, task))
+    if p.bound:
+        head += record_line(seq + 1, "task.admitted", admitted_json(p))
+        return scheduling_json(p, head + b'{"seq":%d,"kind":"task.bound","content":{"scheduling":' % (seq + 2),
+                               b"}}\n"), 3
+    return rejection_json(p, head + b'{"seq":%d,"kind":"task.rejected","content":' % (seq + 1), b"}\n"), 2
 
 
 class TraceContentError(A3Error):
@@ -112,8 +128,7 @@ class TraceWriter:
         if self._encoder is not None:
             lines, count = self._encoder.encode_placement_lines(seq, placement, task)
         else:
-            records = list(placement_records(placement, task))
-            lines, count = record_lines(records, seq), len(records)
+            lines, count = placement_lines(placement, seq, task)
         self._fh.write(lines)
         self._fh.flush()
         if self._fsync:

@@ -37,8 +37,7 @@ from ..fleet import Fleet
 from ..harness.client import PIPELINE_WINDOW, MatcherFailure, MatcherProcess
 from ..record.compact import Encoder
 from ..service.operations import STREAM as STREAM_FORM
-from ..record.write import placement_records
-from ..trace import record_lines
+from ..trace import placement_lines
 
 __all__ = ["MatcherRun", "MatcherBench", "run_matcher_bench", "render_matchers", "to_pytest_benchmark",
            "bench_harness_overhead",
@@ -238,9 +237,7 @@ class _InProcessSubject:
         if self.encoder is not None:
             _, count = self.encoder.encode_placement_lines(self.seq, p)
         else:
-            records = list(placement_records(p))
-            record_lines(records, self.seq)
-            count = len(records)
+            _, count = placement_lines(p, self.seq)
         self.seq += count
         return time.perf_counter() - started
 

@@ -29,6 +29,7 @@ import orjson
 
 from ..roaring import ARRAY_LIMIT, NO_RUN_COOKIE, deserialize_ids, serialize_ids
 from ..fleet.scoring import choose
+from ..record.write import rejection_content
 
 __all__ = ["ShardAnswer", "WaveAnswer", "wave_answer", "MergedExplanation", "MergedScores",
            "GlobalIndex", "winner_of", "SCORE_COLUMNS", "roaring_of_sorted", "roaring_of_mask"]
@@ -457,8 +458,14 @@ class GlobalIndex:
         return {names[gid]: {c: col[j] for c, col in zip(SCORE_COLUMNS, cols)}
                 for j, gid in enumerate(scores.ids)}
 
+    def write_rejection(self, expl: MergedExplanation, predicates: Sequence[str], reason_json: bytes | None,
+                        requirements_json: bytes, tail_json: bytes, head: bytes = b"", foot: bytes = b"") -> bytes:
+        """The §6 task.rejected content as JSON bytes, as an engine Index writes it."""
+        return rejection_content(self, expl, predicates, reason_json, requirements_json, tail_json, head, foot)
+
     def write_scheduling(self, expl: MergedExplanation, scores: MergedScores, predicates: Sequence[str],
-                         requirements_json: bytes, declaration_json: bytes, tail_json: bytes) -> bytes:
+                         requirements_json: bytes, declaration_json: bytes, tail_json: bytes,
+                         head: bytes = b"", foot: bytes = b"") -> bytes:
         """The §6 scheduling object as JSON bytes, members in record order, as orjson writes the
         lists (no spaces): each list is joined from the names' JSON in one call."""
         quoted = self._quoted
@@ -471,10 +478,10 @@ class GlobalIndex:
                 # {"candidate":N1,"predicate":P},{"candidate":N2,"predicate":P}...
                 head, tail = b'{"candidate":', b',"predicate":' + orjson.dumps(p) + b"}"
                 failed.append(head + (tail + b"," + head).join(quoted[ids]) + tail)
-        out = [b'{"requirements":', requirements_json, b',"declaration":', declaration_json,
+        out = [head, b'{"requirements":', requirements_json, b',"declaration":', declaration_json,
                b',"candidates":[', candidates, b'],"filters_passed":', orjson.dumps(list(predicates)),
                b',"filters_failed":[', b",".join(failed), b'],"scores":', orjson.dumps(self.score_map(scores))]
         if tail_json:
             out += [b",", tail_json]
-        out.append(b"}")
+        out += [b"}", foot]
         return b"".join(out)

@@ -11,8 +11,9 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import orjson
 
-__all__ = ["SESSION_MEMBER", "SESSION_HELD_MEMBER", "tail_members", "tail_json", "scheduling_object", "scheduling_dict", "scheduling_json", "rejection_dict", "timings",
-           "placement_records", "reason_text", "reason_among"]
+__all__ = ["SESSION_MEMBER", "SESSION_HELD_MEMBER", "tail_members", "tail_json", "scheduling_object", "scheduling_dict", "scheduling_json", "rejection_dict",
+           "rejection_json", "rejection_content", "timings", "placement_records", "submitted_json", "admitted_json",
+           "reason_text", "reason_of", "reason_among"]
 
 _second_text: list = [None, ""]  # the last whole second formatted, since placements come many a second
 
@@ -127,32 +128,62 @@ def _counts(p) -> dict[str, int]:
             "scores_count": len(p.scores)}
 
 
-def scheduling_json(p) -> bytes:
-    """The scheduling object as JSON bytes; the engine writes the lists directly."""
+def scheduling_json(p, head: bytes = b"", foot: bytes = b"") -> bytes:
+    """The scheduling object as JSON bytes, between `head` and `foot` (a trace line around it,
+    written in the same buffer); the engine writes the lists directly."""
     if p.resumed or p.custom_scores:
-        return orjson.dumps(scheduling_dict(p))
+        return head + orjson.dumps(scheduling_dict(p)) + foot
     requirements_json = orjson.dumps(p.requirements.doc)
     return p.index.write_scheduling(p.explanation, p.scores, p.predicates, requirements_json,
-                                     p.declaration_json, orjson.dumps(_tail(p))[1:-1])
+                                     p.declaration_json, orjson.dumps(_tail(p))[1:-1], head, foot)
+
+
+def rejection_json(p, head: bytes = b"", foot: bytes = b"") -> bytes:
+    """The task.rejected content as JSON bytes (`rejection_dict`'s, as orjson writes it), between
+    `head` and `foot` as for `scheduling_json`. The engine writes the lists directly, and the reason
+    with them when it names every candidate (§6; no `reason_limit`)."""
+    derived = p.reason_limit is None and p.explanation.candidates_count > 0
+    return p.index.write_rejection(p.explanation, p.predicates, None if derived else orjson.dumps(reason_text(p)),
+                                   orjson.dumps(p.requirements.doc), orjson.dumps(_tail(p))[1:-1], head, foot)
+
+
+def rejection_content(index, expl, predicates, reason_json: bytes | None, requirements_json: bytes,
+                      tail_json: bytes, head: bytes = b"", foot: bytes = b"") -> bytes:
+    """`Index.write_rejection` from an index's list methods (`candidate_names`, `failed_pairs`,
+    `failed_names`), through orjson: the pure engine's, and the merged index's of a sharded fleet."""
+    failed_sets = len(expl.failed_counts())
+    if len(predicates) != failed_sets:
+        raise ValueError(f"{len(predicates)} predicates for {failed_sets} failed sets")
+    if reason_json is None:
+        if expl.candidates_count == 0:
+            raise ValueError("a rejection among no candidates takes its reason_json")
+        reason_json = orjson.dumps(reason_of(index, expl, predicates, None))
+    lists = orjson.dumps({"candidates": index.candidate_names(expl),
+                          "filters_failed": index.failed_pairs(expl, predicates)})
+    return b"".join((head, b'{"code":"unschedulable","reason":', reason_json, b',"requirements":', requirements_json,
+                     b",", lists[1:-1], b"," if tail_json else b"", tail_json, b"}", foot))
 
 
 def reason_text(p) -> str:
     """A §6-conformant reason: every failed predicate with every candidate that failed it first.
     With the placement's `reason_limit` (a caller's choice, departing from §6) at most that many
     names per predicate, and a count of the rest."""
-    expl = p.explanation
+    return reason_of(p.index, p.explanation, p.predicates, p.reason_limit)
+
+
+def reason_of(index, expl, predicates, reason_limit: int | None) -> str:
+    """`reason_text` of an explanation on `index` and its predicates."""
     n = expl.candidates_count
     if n == 0:
-        if p.predicates:
+        if predicates:
             return ("no eligible agent: the fleet has no agents to consider; the task requires "
-                    + ", ".join(p.predicates))
+                    + ", ".join(predicates))
         return "no eligible agent: the fleet has no agents to consider (the task requires nothing)"
-    index = p.index
     parts = []
-    for k, (predicate, count) in enumerate(zip(p.predicates, expl.failed_counts())):
+    for k, (predicate, count) in enumerate(zip(predicates, expl.failed_counts())):
         if not count:
             continue
-        limit = p.reason_limit if p.reason_limit is not None else count
+        limit = reason_limit if reason_limit is not None else count
         more = f" and {count - limit} more" if count > limit else ""
         parts.append((predicate, f"{index.failed_names(expl, k, limit)}{more}"))
     return reason_among(n, parts)
@@ -180,13 +211,23 @@ def placement_records(p, task: Mapping[str, Any] | None = None) -> Iterator[tupl
     task.admitted + task.bound, or task.rejected; a resumed placement is one task.bound.
     `task` adds fields to task.submitted (goal, inputs, …)."""
     if p.resumed:
-        yield "task.bound", b'{"resumed":true,"scheduling":' + scheduling_json(p) + b"}"
+        yield "task.bound", scheduling_json(p, b'{"resumed":true,"scheduling":', b"}")
         return
+    yield "task.submitted", submitted_json(p, task)
+    if p.bound:
+        yield "task.admitted", admitted_json(p)
+        yield "task.bound", scheduling_json(p, b'{"scheduling":', b"}")
+    else:
+        yield "task.rejected", rejection_json(p)
+
+
+def submitted_json(p, task: Mapping[str, Any] | None = None) -> bytes:
+    """The task.submitted content: `task`'s fields and the requirements as submitted."""
     submitted = dict(task or {})
     submitted["requirements"] = dict(p.submitted.doc)
-    yield "task.submitted", orjson.dumps(submitted)
-    if p.bound:
-        yield "task.admitted", orjson.dumps({"agent": p.declaration.agent.to_dict()})
-        yield "task.bound", b'{"scheduling":' + scheduling_json(p) + b"}"
-    else:
-        yield "task.rejected", orjson.dumps(rejection_dict(p))
+    return orjson.dumps(submitted)
+
+
+def admitted_json(p) -> bytes:
+    """The task.admitted content of a bound placement: the chosen agent."""
+    return orjson.dumps({"agent": p.declaration.agent.to_dict()})

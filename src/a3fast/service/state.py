@@ -36,9 +36,8 @@ from ..files import write_pieces
 from ..record.compact import Encoder
 from ..fleet import Fleet, FleetProtocol, namespace_problem
 from ..fleet.placement import Placement, Route
-from ..record.write import placement_records
 from ..schema import Declaration, Requirements
-from ..trace import record_lines
+from ..trace import placement_lines, record_lines
 from ..distributed.sharded import ShardError
 from ..durable.fleet import DurableFleet
 from ..durable.journal import TRACE as TRACE_ENTRY, ChangeUnreadable, Journal, JournalFailed, read_entries
@@ -404,8 +403,7 @@ class ServiceState:
             # the engine writes the placement's lines in one call (task.submitted carries `task`)
             lines, count = self.encoder.encode_placement_lines(seq, p, task or None)
         else:
-            records = list(placement_records(p, task))
-            lines, count = record_lines(records, seq), len(records)
+            lines, count = placement_lines(p, seq, task)
         hold = (p.agent, p.session) if own and p.agent is not None and p.session is not None else None
         if hold is not None:
             # before the journal: a shard that fails to hold it leaves no record of the placement
@@ -446,8 +444,8 @@ class ServiceState:
                         lines, count = encode(seq, p)
                         reference = encoder.plain_reference
                     else:
-                        records = list(placement_records(p))
-                        lines, count, reference = record_lines(records, seq), len(records), None
+                        lines, count = placement_lines(p, seq)
+                        reference = None
                     if hold is not None:
                         self._hold(hold, mark)
                         generation = fleet.generation
@@ -548,9 +546,9 @@ class ServiceState:
         if records is None and compact:
             # a placement over the offered agents only: its live set is not the fleet's
             lines, count = self.encoder.encode_placement_lines(seq, p, task, restricted=True)
+        elif records is None:
+            lines, count = placement_lines(p, seq, task)
         else:
-            if records is None:
-                records = list(placement_records(p, task))
             lines, count = record_lines(records, seq), len(records)
         if self.journal is not None:
             self.durable_fleet.append(TRACE_ENTRY + b"null\n" + lines)
