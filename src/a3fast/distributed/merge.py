@@ -476,8 +476,8 @@ class GlobalIndex:
             ids = np.flatnonzero(labels == k)
             if len(ids):
                 # {"candidate":N1,"predicate":P},{"candidate":N2,"predicate":P}...
-                head, tail = b'{"candidate":', b',"predicate":' + orjson.dumps(p) + b"}"
-                failed.append(head + (tail + b"," + head).join(quoted[ids]) + tail)
+                before, after = b'{"candidate":', b',"predicate":' + orjson.dumps(p) + b"}"
+                failed.append(before + (after + b"," + before).join(quoted[ids]) + after)
         out = [head, b'{"requirements":', requirements_json, b',"declaration":', declaration_json,
                b',"candidates":[', candidates, b'],"filters_passed":', orjson.dumps(list(predicates)),
                b',"filters_failed":[', b",".join(failed), b'],"scores":', orjson.dumps(self.score_map(scores))]
