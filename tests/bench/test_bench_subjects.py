@@ -71,7 +71,8 @@ def test_the_verifier_is_held_to_eighty_percent_of_the_json_floor():
     assert targets(report)[0][2] is True
 
 
-@pytest.mark.parametrize("scenario", ["explain", "place", "place_dict", "place_dict_compact", "place_json"])
+@pytest.mark.parametrize("scenario", ["explain", "place", "place_dict", "place_dict_compact", "place_json",
+                                      "place_dict_spec"])
 def test_every_engine_scenario_but_the_repeated_one_meets_its_task_afresh(engine, scenario):
     """The timed rounds repeat each task: a scenario that kept the fleet's explanation would time
     a lookup of the warm-up's answer from the second call on, not the filter and explanation."""
@@ -92,3 +93,19 @@ def test_every_engine_scenario_but_the_repeated_one_meets_its_task_afresh(engine
     kept = subject.fleet.place(parse_requirements(doc), remember_session=False).explanation
     again = subject.place_repeated(parse_requirements(doc)).explanation
     assert again is kept
+
+
+def test_the_spec_lines_scenario_writes_a_placements_whole_spec_records(engine):
+    """(c) from a dict writes every record of the placement, a rejection's too, numbered on."""
+    import orjson
+
+    from a3fast.bench.subjects import EngineSubject
+    from a3fast.workload import generate_fleet, generate_tasks
+
+    declarations = generate_fleet(60, seed=3)
+    subject = EngineSubject(engine, declarations)
+    kinds = []
+    for doc in generate_tasks(declarations, 30, seed=4):
+        kinds += [orjson.loads(line)["kind"] for line in subject.place_dict_spec(doc).splitlines()]
+    assert {"task.submitted", "task.admitted", "task.bound", "task.rejected"} <= set(kinds)
+    assert subject.seq == len(kinds) + 1

@@ -6,7 +6,8 @@ Every subject answers the three tasks of the comparison for one prepared require
 (c) `place_json`: a whole placement with the §6 scheduling JSON bytes produced.
 Engines also answer `place_dict` (b from a requirements dict, parsing included),
 `place_dict_compact` (the same with the placement's compact trace lines written, as a service
-writes them) and `place_repeated` (b for a task whose predicates were placed before on the same membership, whose
+writes them), `place_dict_spec` (the same with its spec trace lines, a rejection's record and reason
+included: what a service writes by default) and `place_repeated` (b for a task whose predicates were placed before on the same membership, whose
 filter and explanation the fleet reuses). The benchmark times each task several times, so every
 other engine scenario, (a) included, forgets that reuse after each call: it measures a task met
 afresh. (a) is the engine's filter and explanation, the floor the placement targets are ratios
@@ -20,6 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..fleet import Fleet
 from ..record.compact import Encoder
+from ..trace import placement_lines
 from ..schema import Declaration, Requirements
 from .baselines import BASELINES, Baseline
 
@@ -33,6 +35,7 @@ SCENARIOS = {
     "place_dict_compact": "(b) from a dict + its compact trace lines",
     "place_repeated": "(b) the same task again (explanation reused)",
     "place_json": "(c) placement + §6 JSON bytes",
+    "place_dict_spec": "(c) from a dict + its spec trace lines",
 }
 
 
@@ -76,6 +79,13 @@ class EngineSubject(Subject):
         placement = self.fleet.place(doc, remember_session=False)
         self.forget()
         lines, count = self.encoder.encode_placement_lines(self.seq, placement)
+        self.seq += count
+        return lines
+
+    def place_dict_spec(self, doc: dict[str, Any]):
+        placement = self.fleet.place(doc, remember_session=False)
+        self.forget()
+        lines, count = placement_lines(placement, self.seq)
         self.seq += count
         return lines
 

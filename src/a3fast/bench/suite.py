@@ -178,7 +178,7 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
         for scenario in SCENARIOS:
             runners = [(s.name, task) for s in subjects if (task := s.task(scenario)) is not None]
             progress(f"{size:,} agents: {SCENARIOS[scenario]}")
-            tasks = docs if scenario in ("place_dict", "place_dict_compact") else prepared
+            tasks = docs if scenario in ("place_dict", "place_dict_compact", "place_dict_spec") else prepared
             report.cells += measure_cells(size, scenario, runners, tasks, rounds=config.rounds,
                                           budget_s=config.budget_s * len(runners), min_tasks=config.min_tasks)
         if size == max(config.standard_sizes):
