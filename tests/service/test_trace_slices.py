@@ -160,3 +160,39 @@ def test_a_rejection_s_snapshot_reference_rewritten_in_place_is_the_decoded_rewr
                 assert spliced.carried == decoded_.carried
     finally:
         state.close()
+
+
+def test_an_answers_one_reference_inlined_is_the_rewrite_a_new_slice_makes():
+    # `_one_reference_inlined` takes the encoder's word (`plain_reference`) for where the lines'
+    # own member refers: for every placement of a service whose fleet changes under it (new
+    # snapshots, based ones), decoys among the tasks, the same bytes as a new Slice's rewrite, and
+    # it declines (None) whenever the member's name is not the lines' one
+    from a3fast.schema import parse_declaration, parse_requirements
+    from a3fast.service.slices import Slice, _one_reference_inlined, readable_answer, table_source
+    from a3fast.service.state import ServiceState
+
+    unmet = [{"name": "no.such-capability", "version": 1}]
+    decoys = [{"capabilities": unmet, "a3fast.compact": {"format": 1, "fleet": 1}},
+              {"capabilities": [], "tools": ["a3fast.compact"]}]
+    tasks = generate_tasks(DECLARATIONS, 30, seed=11)
+    state = ServiceState(settle=True)
+    state.open()
+    try:
+        state.put_agents([parse_declaration(d) for d in DECLARATIONS[:40]])
+        inlined = declined = 0
+        for i, task in enumerate(tasks + decoys):
+            if i % 7 == 3:     # the fleet changes: the next lines refer to a snapshot written anew
+                state.put_agents([parse_declaration(DECLARATIONS[40 + i // 7])])
+            p, lines = state.place(parse_requirements(task), compact=True)
+            reference = state.encoder.plain_reference
+            expected = Slice().block(lines, table_source(state))
+            assert readable_answer(state, lines, None, reference) == expected, i
+            found = lines.find(b'"a3fast.compact"')
+            if reference is not None and _one_reference_inlined(state, lines, found, reference) is not None:
+                inlined += 1
+                assert expected != lines        # the table was carried in
+            else:
+                declined += 1
+        assert inlined >= 20 and declined >= 2, (inlined, declined)
+    finally:
+        state.close()

@@ -320,8 +320,10 @@ class Operations:
         parsed, session, route, form = self._place_request(body)
         async with self.state.applying:      # after a batch under way, never inside it
             p, lines = self._placed(parsed, session, route, form != "spec")
+            # what the encoder says of the lines it just wrote (spec lines have no compact member)
+            reference = self.state.encoder.plain_reference if form != "spec" else None
         await self.state.durable()
-        return self._place_answer(lines, form)
+        return self._place_answer(lines, form, reference)
 
     async def place_batch(self, bodies: list[Any]) -> list[PlaceAnswer | Exception]:
         """Consecutive `place` requests (an Exception in place of a request its shell could not
@@ -466,7 +468,7 @@ class Operations:
         stream = self.stream if form == STREAM else None
         if form == "spec" or stream is not None and reference is not None and stream.carried.get(reference) == reference:
             return PlaceAnswer(lines)
-        return PlaceAnswer(readable_answer(self.state, lines, stream))
+        return PlaceAnswer(readable_answer(self.state, lines, stream, reference))
 
     @staticmethod
     def _route(body: dict):

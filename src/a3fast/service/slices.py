@@ -363,11 +363,37 @@ class _ServiceTables(TableSource):
         return head[1] if head is not None and head[0] == seq else None
 
 
-def readable_answer(state, lines: bytes, slice_: Slice | None = None) -> bytes:
+def readable_answer(state, lines: bytes, slice_: Slice | None = None, reference: int | None = None) -> bytes:
     """The trace lines of one answer, readable on their own — or, given the `slice_` of a stream
     of answers, readable with the answers before them. The service's snapshots are looked up only
-    for a line that needs one (in a stream, once its snapshot went down, none does)."""
+    for a line that needs one (in a stream, once its snapshot went down, none does). `reference`:
+    the snapshot the lines' own compact members refer to by seq, when the encoder wrote them so
+    (`Encoder.plain_reference`), else None."""
     found = lines.find(_MARK)
     if found < 0:
         return lines
+    if slice_ is None and reference is not None:
+        inlined = _one_reference_inlined(state, lines, found, reference)
+        if inlined is not None:
+            return inlined
     return (slice_ or Slice()).block(lines, lambda: table_source(state), found)
+
+
+def _one_reference_inlined(state, lines: bytes, found: int, reference: int) -> bytes | None:
+    """A placement's lines, readable on their own, when the member's name found at `found` is the
+    only one in them: the encoder wrote one compact member of the placement's own, which holds that
+    name, referring to snapshot `reference` by seq, so that one is it. Its reference is replaced
+    by the snapshot's table: the bytes a new Slice gives (`Slice.block`), in one copy, without
+    reading the lines for what the encoder already said. None for any other lines, or when the
+    table cannot be read back (the Slice then leaves the reference as it is)."""
+    if lines.find(_MARK, found + len(_MARK)) >= 0:
+        return None
+    pointer = _REFERENCE.match(lines, found)
+    if pointer is None or int(pointer.group(1)) != reference or lines.find(b"\n", found) < 0:
+        return None
+    try:
+        table = _table_json(table_source(state), reference)
+    except (KeyError, TypeError, ValueError, OSError):
+        return None
+    whole = memoryview(lines)
+    return b"".join((whole[:pointer.start(1)], table, whole[pointer.end(1):]))
