@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from ..errors import SnapshotError, describe
+from .checksum import crc32
 
 __all__ = ["MAGIC", "Journal", "JournalCorrupt", "JournalFailed", "RecoveredJournal", "frame", "read_entries",
            "CHANGE", "TRACE", "encode_change", "decode_change", "apply_change", "ChangeUnreadable",
@@ -46,7 +46,7 @@ class JournalFailed(Exception):
 
 def frame(payload: bytes) -> bytes:
     length = len(payload)
-    crc = zlib.crc32(payload, zlib.crc32(length.to_bytes(4, "little")))
+    crc = crc32(payload, crc32(length.to_bytes(4, "little")))
     return _HEADER.pack(MAGIC, length, crc) + payload
 
 
@@ -61,7 +61,7 @@ def _entry_at(data: bytes | memoryview, pos: int) -> tuple[bytes, int] | None:
     if end > len(data):
         return None
     payload = bytes(data[pos + _HEADER.size:end])
-    if zlib.crc32(payload, zlib.crc32(length.to_bytes(4, "little"))) != crc:
+    if crc32(payload, crc32(length.to_bytes(4, "little"))) != crc:
         return None
     return payload, end
 
