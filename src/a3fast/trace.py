@@ -45,12 +45,21 @@ _UNDECODED = object()
 _KIND_JSON = {kind: orjson.dumps(kind) for kind in ("task.submitted", "task.admitted", "task.bound", "task.rejected")}
 
 
-def record_line(seq: int, kind: str, content_json: bytes) -> bytes:
-    """One trace line (newline included): the record `{"seq", "kind", "content"}`, content given as JSON."""
+#: What follows a record's content on its line.
+_LINE_END = b"}\n"
+
+
+def _line_start(seq: int, kind: str) -> bytes:
+    """A trace line up to its record's content: `{"seq":N,"kind":K,"content":`."""
     kind_json = _KIND_JSON.get(kind)
     if kind_json is None:
         kind_json = orjson.dumps(kind)
-    return b'{"seq":%d,"kind":%b,"content":%b}\n' % (seq, kind_json, content_json)
+    return b'{"seq":%d,"kind":%b,"content":' % (seq, kind_json)
+
+
+def record_line(seq: int, kind: str, content_json: bytes) -> bytes:
+    """One trace line (newline included): the record `{"seq", "kind", "content"}`, content given as JSON."""
+    return b"".join((_line_start(seq, kind), content_json, _LINE_END))
 
 
 def record_lines(records: Iterable[tuple[str, bytes]], start_seq: int) -> bytes:
@@ -65,14 +74,14 @@ def placement_lines(p: "Placement", seq: int, task: Mapping[str, Any] | None = N
     object, or the rejection with its lists) written by the engine into the same buffer as the
     lines before it and its line's own frame, so its tens of kilobytes are copied once."""
     if p.resumed:
-        return scheduling_json(p, b'{"seq":%d,"kind":"task.bound","content":{"resumed":true,"scheduling":' % seq,
-                               b"}}\n"), 1
+        return scheduling_json(p, _line_start(seq, "task.bound") + b'{"resumed":true,"scheduling":',
+                               b"}" + _LINE_END), 1
     head = record_line(seq, "task.submitted", submitted_json(p, task))
     if p.bound:
         head += record_line(seq + 1, "task.admitted", admitted_json(p))
-        return scheduling_json(p, head + b'{"seq":%d,"kind":"task.bound","content":{"scheduling":' % (seq + 2),
-                               b"}}\n"), 3
-    return rejection_json(p, head + b'{"seq":%d,"kind":"task.rejected","content":' % (seq + 1), b"}\n"), 2
+        return scheduling_json(p, head + _line_start(seq + 2, "task.bound") + b'{"scheduling":',
+                               b"}" + _LINE_END), 3
+    return rejection_json(p, head + _line_start(seq + 1, "task.rejected"), _LINE_END), 2
 
 
 class TraceContentError(A3Error):
