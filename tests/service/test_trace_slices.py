@@ -183,8 +183,7 @@ def test_an_answers_one_reference_inlined_is_the_rewrite_a_new_slice_makes():
         for i, task in enumerate(tasks + decoys):
             if i % 7 == 3:     # the fleet changes: the next lines refer to a snapshot written anew
                 state.put_agents([parse_declaration(DECLARATIONS[40 + i // 7])])
-            p, lines = state.place(parse_requirements(task), compact=True)
-            reference = state.encoder.plain_reference
+            p, lines, reference = state.place(parse_requirements(task), compact=True)
             expected = Slice().block(lines, table_source(state))
             assert readable_answer(state, lines, None, reference) == expected, i
             found = lines.find(b'"a3fast.compact"')

@@ -319,9 +319,7 @@ class Operations:
     async def place(self, body: dict | PreparedPlace) -> PlaceAnswer:
         parsed, session, route, form = self._place_request(body)
         async with self.state.applying:      # after a batch under way, never inside it
-            p, lines = self._placed(parsed, session, route, form != "spec")
-            # what the encoder says of the lines it just wrote (spec lines have no compact member)
-            reference = self.state.encoder.plain_reference if form != "spec" else None
+            lines, reference = self._placed(parsed, session, route, form != "spec")
         await self.state.durable()
         return self._place_answer(lines, form, reference)
 
@@ -413,7 +411,8 @@ class Operations:
                 parsed, session, route, form = read(body)
                 if route is not None:
                     await place_run()
-                    placed.append((i, self._placed(parsed, session, route, form != "spec")[1], form, None))
+                    lines, reference = self._placed(parsed, session, route, form != "spec")
+                    placed.append((i, lines, form, reference))
                     continue
                 chosen = session if session is not None else parsed.session
                 if chosen is not None:
@@ -446,15 +445,17 @@ class Operations:
         except SchemaError as exc:
             raise from_library(exc, 400) from None
 
-    def _placed(self, parsed, session: str | None, route: Route | None, compact: bool):
+    def _placed(self, parsed, session: str | None, route: Route | None, compact: bool) -> tuple[bytes, int | None]:
+        """A task placed alone: its record lines and the snapshot they plainly refer to, or None
+        (`ServiceState.place`)."""
         try:
-            p, lines = self.state.place(parsed, session=session, route=route, compact=compact)
+            p, lines, reference = self.state.place(parsed, session=session, route=route, compact=compact)
         except SchemaError as exc:
             raise from_library(exc, 400) from None
         except RouteError as exc:
             raise ServiceError(422, [problem("$.route", "a route that only adds requirements", str(exc))]) from None
         self._counted(p)
-        return p, lines
+        return lines, reference
 
     def _counted(self, p) -> None:
         metrics.count_placement(p)

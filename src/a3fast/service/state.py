@@ -388,8 +388,10 @@ class ServiceState:
     def place(self, requirements, *, session: str | None = None, route=None, compact: bool = False,
               task: dict[str, Any] | None = None, fleet: FleetProtocol | None = None):
         """Place one task; its trace records are journalled and written before this returns (made
-        durable by `durable()`). Returns (placement, record lines). `fleet` places on another fleet
-        (a Kubernetes NodeList) whose records still go into this trace, in spec form."""
+        durable by `durable()`). Returns (placement, record lines, reference): `reference` as
+        `place_many` gives it, the fleet snapshot the records' own compact members refer to by its
+        seq (`Encoder.plain_reference`), or None. `fleet` places on another fleet (a Kubernetes
+        NodeList) whose records still go into this trace, in spec form."""
         own = fleet is None
         target = self.fleet if fleet is None else fleet
         if own:
@@ -402,8 +404,10 @@ class ServiceState:
         if compact and own:
             # the engine writes the placement's lines in one call (task.submitted carries `task`)
             lines, count = self.encoder.encode_placement_lines(seq, p, task or None)
+            reference = self.encoder.plain_reference
         else:
             lines, count = placement_lines(p, seq, task)
+            reference = None
         hold = (p.agent, p.session) if own and p.agent is not None and p.session is not None else None
         if hold is not None:
             # before the journal: a shard that fails to hold it leaves no record of the placement
@@ -411,7 +415,7 @@ class ServiceState:
         if self.journal is not None:
             self.durable_fleet.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
         self._write_trace(lines, count)
-        return p, lines
+        return p, lines, reference
 
     def place_many(self, items: list[tuple[Any, str | None, bool]]) -> list[tuple[Any, bytes, int | None] | Exception]:
         """Place consecutive tasks `(requirements, session, compact)` through the fleet's batch path,
