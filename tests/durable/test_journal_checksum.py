@@ -1,4 +1,4 @@
-"""The journal's CRC-32 (`a3fast.durable.checksum`) is zlib's: the same value for every payload and
+"""The journal's CRC-32 (zlib-ng's, in `a3fast.durable.journal`) is zlib's: the same value for every payload and
 starting value, so a journal written by either reads back with the other, and damage is found."""
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import zlib
 
 from hypothesis import given, settings, strategies as st
 
-from a3fast.durable.checksum import crc32
-from a3fast.durable.journal import MAGIC, frame, read_entries
+from a3fast.durable.journal import MAGIC, crc32, frame, read_entries
 
 
 def test_the_journal_checksums_with_zlib_ng_a_dependency():
