@@ -8,8 +8,16 @@ import threading
 import pytest
 
 from a3fast import SchemaError
-from a3fast.fleet import Fleet
+from a3fast.fleet import Fleet, pipeline
 from a3fast.workload import generate_fleet, generate_tasks
+
+
+@pytest.fixture(autouse=True)
+def threads_for_small_worlds(monkeypatch):
+    """The worlds here hold 400 agents, too few for a thread to pay for its run (`min_run`): every
+    wave of 2 × MIN_RUN tasks or more is cut across threads all the same, as a large fleet's is, so
+    that the threaded path is the one held to one at a time."""
+    monkeypatch.setattr(pipeline, "MIN_RUN_WORK", 0)
 
 
 def record(p) -> dict:
@@ -177,3 +185,4 @@ def test_the_bench_measures_place_many_against_one_by_one_and_names_the_target()
         report.extras = [(BATCHING_TITLE, dict(figures, agents=1_000, speedup=speedup))]
         rows = [row for row in targets(report) if row[0].startswith("place_many ≥ 1.6×")]
         assert len(rows) == 1 and rows[0][2] is met and rows[0][1].startswith(f"{speedup:.2f}×")
+

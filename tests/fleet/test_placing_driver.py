@@ -18,7 +18,7 @@ from a3fast.fleet.placement import Placement
 from a3fast.record.compact import Encoder
 from a3fast.workload import generate_fleet, generate_tasks
 
-from test_place_many import strip_timings, world
+from test_place_many import strip_timings, threads_for_small_worlds, world  # noqa: F401 (a fixture)
 
 FLEET = generate_fleet(30, seed=3)
 TASKS = generate_tasks(FLEET, 6, seed=3)

@@ -380,9 +380,11 @@ class Fleet:
         sees one membership. What must stay in order: a bound placement makes its agent hold the
         task's session, which changes the affinity of later tasks of that session, so with
         `remember_session` the n-th task of each session is decided in the n-th wave; each wave's
-        explain and score loops run in the engine with the GIL released, on `workers` threads
-        (default: one per core; a caller's scorer runs under the GIL). `generation` is numbered as
-        if the batch ran in order.
+        explain and score loops run in the engine with the GIL released, on up to `workers` threads
+        (default: one per core; a caller's scorer runs under the GIL): a wave is cut into runs for
+        further threads only when each run carries enough of the engine's work to pay for one
+        (`pipeline.min_run`: at 1,000 agents a wave of 5,000 tasks or more, at 100,000 one of 64).
+        `generation` is numbered as if the batch ran in order.
         """
         with self._lock:
             placements, self.generation = pipeline.drive(

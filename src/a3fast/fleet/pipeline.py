@@ -27,8 +27,9 @@ service's place routes, stdio `place` lines and replays, which call them — run
              held session changes the affinity of the session's next task); every other task in
              the first
     decide   explain, score and choose for a whole wave: with the engine's scorer one
-             `Index.place_batch` call, its loops without the GIL (on several threads for a long
-             wave); a caller's scorer task by task, under the GIL
+             `Index.place_batch` call, its loops without the GIL (on several threads for a wave
+             that carries enough of their work, `min_run`); a caller's scorer task by task,
+             under the GIL
     build    the wave's Placements, then `hold` for each bound one with a session, in order;
              `generation` numbered as if the tasks ran one by one
 
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import (TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence, final,
@@ -89,6 +91,20 @@ Task = Mapping[str, Any] | Requirements | Resumption
 #: The fewest tasks a thread of a batch is given: a run shorter than this costs more to hand over
 #: (the new thread waits for the GIL, up to the 5 ms switch interval) than it saves.
 MIN_RUN = 32
+#: The least engine work, in agent-tasks (a run's tasks times the fleet's agents), that a thread of
+#: its own pays for. Only the engine's loops run without the GIL, and their share of a task grows
+#: with the fleet: measured on 2 cores, a second thread never shortened a batch at 1,000 agents
+#: (runs of up to 2,048 tasks) and cost up to twice the CPU on the batches the service makes
+#: (64–256 tasks); at 10,000 agents runs of 256 tasks were 19% faster, at 100,000 runs of 32
+#: were 21% (docs/performance.md, "Threads only where the engine's loops pay for them").
+MIN_RUN_WORK = 2_500_000
+
+
+def min_run(agents: int) -> int:
+    """The fewest tasks a thread of a batch over `agents` agents is given (MIN_RUN, and at least
+    MIN_RUN_WORK agent-tasks)."""
+    return max(MIN_RUN, -(-MIN_RUN_WORK // max(agents, 1)))
+
 #: The cores `workers=None` means, read once: os.cpu_count() reads /sys each call (about 13 µs
 #: here), which the service paid on every batch it placed.
 CORES = os.cpu_count() or 1
@@ -202,6 +218,9 @@ class Stages(Protocol):
     def hold(self, agent: str, session: str) -> bool:
         """The agent holds the session; True when it did not hold it yet."""
 
+    def min_run(self) -> int:
+        """The fewest tasks of a wave worth a thread of their own in `decide`."""
+
 
 def waves_of(sessions: Sequence[str | None], remember_session: bool) -> list[list[int]]:
     """Task positions in waves, each in order: with `remember_session` the n-th task of a session
@@ -230,8 +249,8 @@ def drive(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str | None] 
 
     Returns the Placements (decided but not built when not `build`: nothing is held and nothing
     changes) and the fleet's generation after the sessions the placements made their agents hold.
-    `workers`: threads for the engine's loops (None: one per core); a pool is started only for a
-    wave long enough to hand a run of at least MIN_RUN tasks to each thread.
+    `workers`: threads for the engine's loops at most (None: one per core); a pool is started only
+    for a wave long enough to hand each further thread a run of `stages.min_run()` tasks.
     """
     if len(tasks) != 1:
         if sessions is not None and len(sessions) != len(tasks):
@@ -283,10 +302,11 @@ def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str |
     waves = (waves_of([state.session for state in states], True) if remember_session and build
              else [list(range(len(states)))])
     n = max(1, min(workers or CORES, len(states)))
-    # a pool only when some wave can be cut into runs long enough to hand over (MIN_RUN): for a
-    # smaller batch, starting and ending the pool costs more than the whole batch saves
+    # a pool only when some wave can be cut into runs that carry enough of the engine's work to
+    # pay for a thread (`min_run`): for less, starting the pool and handing runs over costs more
+    # than the second core saves
     pool = (ThreadPoolExecutor(n - 1, thread_name_prefix="a3fast-place")
-            if n > 1 and max(map(len, waves)) >= 2 * MIN_RUN else None)
+            if n > 1 and max(map(len, waves)) >= 2 * stages.min_run() else None)
     placements: list[Any] = [None] * len(states)
     held = [False] * len(states)
     try:
@@ -436,7 +456,7 @@ class LocalStages:
                     state.scores = self.custom_scores(state)
                     self.choose(state)
         if native:
-            self.decide_wave(self, native, membership, fleet.weights, pool, min(parts, len(native) // MIN_RUN))
+            self.decide_wave(self, native, membership, fleet.weights, pool, min(parts, len(native) // self.min_run()))
 
     def _decide_wave(self, states: list[Placement], membership: int, weights: Sequence[float],
                      pool: Executor | None, parts: int) -> None:
@@ -557,6 +577,10 @@ class LocalStages:
         not hold it yet; the driver numbers `generation` by it."""
         return self.rows.hold(self.table.ids[agent], session)
 
+    def min_run(self) -> int:
+        """`min_run` of the fleet's live agents: the engine's loops walk a bitmap word per 64."""
+        return min_run(self.table.count)
+
 
 def build_placement(state: Placement, engine: str, index: Any, declaration: Declaration | None,
                     declaration_json: bytes | None, generation: int, fleet: Any = None) -> Placement:
@@ -660,6 +684,9 @@ class ResumingStages:
 
     def hold(self, agent: str, session: str) -> bool:
         return False        # never called: the driver holds nothing for a resumption
+
+    def min_run(self) -> int:
+        return sys.maxsize  # no thread: deciding a resumption runs nothing
 
 
 def resume(earlier: Placement, engine: str, decl: Declaration | None, declaration_json: bytes | None,
