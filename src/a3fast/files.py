@@ -285,8 +285,12 @@ def write_pieces(fd: int, pieces: list[bytes]) -> int:
     while at < len(pieces):
         taken = 0
         if writev is not None and len(pieces) - at > 1:
-            taken = writev(fd, pieces[at:at + _IOV_MAX])
+            batch = pieces[at:at + _IOV_MAX]
+            taken = writev(fd, batch)
             total += taken
+            if taken == sum(map(len, batch)):       # all of them: the usual case
+                at += len(batch)
+                continue
             start = at
             while at < len(pieces) and taken >= len(pieces[at]):    # the pieces written whole
                 taken -= len(pieces[at])

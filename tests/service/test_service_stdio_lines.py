@@ -55,6 +55,8 @@ def test_line_reader_splits_lines_across_chunks_and_drops_long_ones():
        st.lists(st.integers(1, 12), max_size=12), st.integers(1, 6))
 @example(data=b"a\nxyzxyz\n{}\na", cuts=[], max_line=2)      # a long line after a short one, one chunk
 @example(data=b"xyzxyz\na\n", cuts=[3], max_line=2)          # one carried in, cut inside it
+@example(data=b"ab\nxyzxyz\nc", cuts=[1], max_line=2)      # one carried in, a long one after it
+@example(data=b"xyzxyz\nab\nc", cuts=[2, 2], max_line=2)   # a long one carried in, dropped
 def test_line_reader_gives_the_same_lines_however_the_input_is_cut(data, cuts, max_line):
     # a line is itself, or None once when longer than max_line, whether the chunk holding it is
     # split in one call (no line carried in, none long) or walked newline by newline

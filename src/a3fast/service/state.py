@@ -435,15 +435,22 @@ class ServiceState:
         written: list[bytes] = []
         seq = self.next_seq
         encode = encoder.encode_placement_lines
+        # nothing in this loop replaces the journal (a checkpoint comes after the batch); its writer
+        # thread may mark it failed meanwhile, which each placement asks
+        journal = durable.journal
         try:
             for p, (_, _, compact) in zip(placements, items):
                 try:
-                    if self.doubt is not None or durable.journal is not None and durable.journal.failed is not None:
+                    if self.doubt is not None or journal is not None and journal.failed is not None:
                         self.check_writable()
                     p.generation = generation
-                    # the encoder's mark is needed only to take back the records of a hold that fails
-                    hold = (p.agent, p.session) if p.agent is not None and p.session is not None else None
-                    mark = encoder.mark() if compact and hold is not None else None
+                    agent = p.agent
+                    if agent is not None and p.session is not None:
+                        hold = (agent, p.session)
+                        # needed only to take back the records of a hold that fails
+                        mark = encoder.mark() if compact else None
+                    else:
+                        hold = mark = None
                     if compact:
                         lines, count = encode(seq, p)
                         reference = encoder.plain_reference
@@ -453,7 +460,7 @@ class ServiceState:
                     if hold is not None:
                         self._hold(hold, mark)
                         generation = fleet.generation
-                    if durable.journal is not None:
+                    if journal is not None:
                         durable.append(TRACE_ENTRY + orjson.dumps(hold) + b"\n" + lines)
                     written.append(lines)
                     seq += count

@@ -139,10 +139,11 @@ class _Lines:
     """Complete request lines from chunks of input; a line longer than `max_line` becomes None
     (answered 413) and the rest of it is dropped as it arrives.
 
-    Linear in the input: each chunk is searched once for newlines (twice when no line is carried
-    into it and one of its lines is too long: split in one call first, then walked), and the
-    pieces of a line that spans chunks are kept in a list and joined once, when its newline
-    arrives."""
+    Linear in the input: each chunk is searched once for newlines (twice when one of its lines is
+    too long: split in one call first, then walked), and the pieces of a line that spans chunks
+    are kept in a list and joined once, when its newline arrives. A chunk that ends a line carried
+    into it is searched for that line's newline, and the rest of it split in one call: a stream of
+    requests read in fixed-size chunks carries a line into nearly every chunk."""
 
     def __init__(self, max_line: int):
         self.max_line = max_line
@@ -151,33 +152,42 @@ class _Lines:
         self.dropping = False
 
     def feed(self, chunk: bytes) -> list[bytes | None]:
-        if not self.pending and not self.dropping:
-            # the usual chunk, no line carried into it: split in one call, kept when no line is long
-            parts: list[bytes | None] = chunk.split(b"\n")    # type: ignore[assignment]
-            rest: bytes = parts.pop()                           # type: ignore[assignment]
-            if not parts or max(map(len, parts)) <= self.max_line:     # type: ignore[arg-type]
-                if rest:
-                    self._carry(rest, parts)
-                return parts
         lines: list[bytes | None] = []
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
+        if self.pending or self.dropping:
+            # the line carried in ends at the chunk's first newline; the rest is read as a chunk
+            # with nothing carried into it
+            end = chunk.find(b"\n")
             if end < 0:
-                break
+                if not self.dropping:
+                    self._carry(chunk, lines)
+                return lines
             if self.dropping:
                 self.dropping = False
-            elif self.pending_size + end - start > self.max_line:
+            elif self.pending_size + end > self.max_line:
                 lines.append(None)
-            elif self.pending:
-                self.pending.append(chunk[start:end])
-                lines.append(b"".join(self.pending))
             else:
-                lines.append(chunk[start:end])
+                self.pending.append(chunk[:end])
+                lines.append(b"".join(self.pending))
             self.pending, self.pending_size = [], 0
+            chunk = chunk[end + 1:]
+        # the usual chunk: split in one call, kept when no line is long
+        parts: list[bytes | None] = chunk.split(b"\n")    # type: ignore[assignment]
+        rest: bytes = parts.pop()                           # type: ignore[assignment]
+        if not parts or max(map(len, parts)) <= self.max_line:     # type: ignore[arg-type]
+            if lines:
+                lines += parts
+            else:
+                lines = parts
+            if rest:
+                self._carry(rest, lines)
+            return lines
+        # a line too long among them: walked newline by newline
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            lines.append(chunk[start:end] if end - start <= self.max_line else None)
             start = end + 1
-        if start < len(chunk) and not self.dropping:
-            self._carry(chunk[start:], lines)
+        if rest:
+            self._carry(rest, lines)
         return lines
 
     def _carry(self, piece: bytes, lines: list[bytes | None]) -> None:
