@@ -3339,7 +3339,7 @@ def decide_wave(stages, list states, membership, weights, pool, Py_ssize_t parts
     set up in one `Wave`, its loops run without the GIL (in `parts` runs, all but the first on
     `pool`'s threads, when `parts` > 1), then each one's explanation, scores and winner taken back
     and the fresh explanations kept."""
-    cdef Py_ssize_t i, n = len(states), step, at
+    cdef Py_ssize_t i, n = len(states), k
     rows = stages_field(stages, H_ROWS)
     cdef dict session_rows = rows_field(rows, R_SESSION_ROWS), kinds = rows_field(rows, R_KINDS)
     cdef Wave wave = Wave.__new__(Wave, stages_field(stages, H_INDEX), n, weights)
@@ -3361,10 +3361,10 @@ def decide_wave(stages, list states, membership, weights, pool, Py_ssize_t parts
     if pool is None or parts <= 1:
         wave.run(0, n)
     else:
-        step = -(-n // parts)
-        runs = [pool.submit(wave.run, at, min(at + step, n)) for at in range(step, n, step)]
+        # runs of as near one length as may be, as `_decide_wave` cuts them
+        runs = [pool.submit(wave.run, k * n // parts, (k + 1) * n // parts) for k in range(1, parts)]
         try:
-            wave.run(0, min(step, n))
+            wave.run(0, n // parts)
         finally:
             for run in runs:        # each run holds the wave; all end before anything is taken
                 run.exception()

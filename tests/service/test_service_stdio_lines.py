@@ -41,6 +41,37 @@ def test_line_reader_searches_each_byte_of_a_long_line_once():
     assert lines.feed(b"\n") == [b"x" * (feeds * READ_SIZE)]
 
 
+class _SearchedBytes(bytes):
+    """A chunk that counts the bytes the reader looks at for newlines: up to and including the one
+    a search finds (the rest, when it finds none), every byte for a split; its slices count too."""
+    searched = 0
+
+    def find(self, sub, start=0, *rest):  # type: ignore[override]
+        at = super().find(sub, start, *rest)
+        _SearchedBytes.searched += (at + 1 if at >= 0 else len(self)) - start
+        return at
+
+    def split(self, sep=None, maxsplit=-1):  # type: ignore[override]
+        _SearchedBytes.searched += len(self)
+        return super().split(sep, maxsplit)
+
+    def __getitem__(self, key):  # type: ignore[override]
+        got = super().__getitem__(key)
+        return _SearchedBytes(got) if isinstance(key, slice) else got
+
+
+@pytest.mark.parametrize("size", [7, 100, 4096])
+def test_a_stream_of_requests_is_searched_once_however_it_is_cut(size):
+    # nearly every chunk carries a line into the next: its end is found, the rest split at once
+    data = b"".join(b'{"op":"place","id":%d}\n' % i for i in range(2_000))
+    lines, got = _Lines(1_000), []
+    _SearchedBytes.searched = 0
+    for at in range(0, len(data), size):
+        got += lines.feed(_SearchedBytes(data[at:at + size]))
+    assert got == data.split(b"\n")[:-1]
+    assert _SearchedBytes.searched == len(data)
+
+
 def test_line_reader_splits_lines_across_chunks_and_drops_long_ones():
     lines = _Lines(10)
     assert lines.feed(b'{"a"') == []

@@ -93,10 +93,11 @@ Task = Mapping[str, Any] | Requirements | Resumption
 MIN_RUN = 32
 #: The least engine work, in agent-tasks (a run's tasks times the fleet's agents), that a thread of
 #: its own pays for. Only the engine's loops run without the GIL, and their share of a task grows
-#: with the fleet: measured on 2 cores, a second thread never shortened a batch at 1,000 agents
-#: (runs of up to 2,048 tasks) and cost up to twice the CPU on the batches the service makes
-#: (64–256 tasks); at 10,000 agents runs of 256 tasks were 19% faster, at 100,000 runs of 32
-#: were 21% (docs/performance.md, "Threads only where the engine's loops pay for them").
+#: with the fleet: measured on 2 cores, a second thread did not shorten a batch at 1,000 agents
+#: (3.95 against 3.98 µs a task in runs of 2,048) and took up to 2.2 times the CPU on the batches
+#: the service makes (64–256 tasks); at 10,000 agents runs of 256 tasks were 7–19% faster, at
+#: 100,000 runs of 32 were 9–21% (docs/performance.md, "Threads only where the engine's loops pay
+#: for them").
 MIN_RUN_WORK = 2_500_000
 
 
@@ -306,7 +307,7 @@ def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str |
     # pay for a thread (`min_run`): for less, starting the pool and handing runs over costs more
     # than the second core saves
     pool = (ThreadPoolExecutor(n - 1, thread_name_prefix="a3fast-place")
-            if n > 1 and max(map(len, waves)) >= 2 * stages.min_run() else None)
+            if n > 1 and max(map(len, waves)) >= 2 * _min_run_of(stages) else None)
     placements: list[Any] = [None] * len(states)
     held = [False] * len(states)
     try:
@@ -324,6 +325,12 @@ def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str |
             p.generation = generation
             generation += did_hold
     return placements, generation
+
+
+def _min_run_of(stages: Stages) -> int:
+    """`stages.min_run()`; MIN_RUN for stages written before the protocol asked for it."""
+    min_run_of = getattr(stages, "min_run", None)
+    return min_run_of() if min_run_of is not None else MIN_RUN
 
 
 def build_wave(stages: Stages, states: list[Placement], wave: list[int], placements: list[Any],
@@ -480,13 +487,14 @@ class LocalStages:
         if pool is None or parts <= 1:
             results = index.place_batch(jobs, weights)
         else:
-            # loops, not comprehensions: a comprehension's free variables would be cells, made on
-            # every call
-            step = -(-len(jobs) // parts)
+            # runs of as near one length as may be (k·n // parts on), so none is shorter than the
+            # min_run that `parts` was counted by; loops, not comprehensions: a comprehension's
+            # free variables would be cells, made on every call
+            n = len(jobs)
             runs = []
-            for at in range(step, len(jobs), step):
-                runs.append(pool.submit(index.place_batch, jobs[at:at + step], weights))
-            results = index.place_batch(jobs[:step], weights)
+            for k in range(1, parts):
+                runs.append(pool.submit(index.place_batch, jobs[k * n // parts:(k + 1) * n // parts], weights))
+            results = index.place_batch(jobs[:n // parts], weights)
             for run in runs:
                 results += run.result()
         selected = time.perf_counter_ns()

@@ -445,6 +445,7 @@ class ServiceState:
                         self.check_writable()
                     p.generation = generation
                     agent = p.agent
+                    hold: tuple[str, str] | None
                     if agent is not None and p.session is not None:
                         hold = (agent, p.session)
                         # needed only to take back the records of a hold that fails
