@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from zlib_ng.zlib_ng import crc32       # zlib's CRC-32 values, about four times faster (docs/performance.md)
+from zlib_ng.zlib_ng import crc32       # zlib's CRC-32 values, about three times faster (docs/performance.md)
 
 from ..errors import SnapshotError, describe
 

@@ -29,7 +29,8 @@ from pyroaring import BitMap
 
 from ..errors import A3Error, describe, json_path
 from ..roaring import deserialize_ids as _deserialize, serialize_ids
-from .write import placement_records, reason_among, reason_text, scheduling_object, tail_json, tail_members
+from .write import (placement_records, reason_among, reason_derived, reason_text, scheduling_object, tail_json,
+                    tail_members)
 
 __all__ = ["FORMAT", "DERIVED_REASON_FORMAT", "KEY", "serialize_ids", "Encoder", "Decoder",
            "CompactError", "CompactMember", "Snapshots", "encode_trace", "decode_trace",
@@ -501,8 +502,7 @@ class Encoder:
             submitted_json = b'{"requirements":%b}' % (
                 requirements_json if submitted is requirements
                 else self._requirements_json(submitted, prepared or p.route is not None)[0])
-        # a3fast's own reason is the text the lists give, unless a reason_limit shortened it
-        derived = not bound and p.reason_limit is None and expl.candidates_count > 0
+        derived = not bound and reason_derived(p)
         if not bound and not derived:
             reason_json = orjson.dumps(reason_text(p))
         fleet = self._fleet_member(seq + (2 if bound else 1), p, restricted)
@@ -565,8 +565,7 @@ class Encoder:
         # words; Python joins a few byte strings around them, exactly as orjson would write the dict.
         default_scores = p.bound and not p.custom_scores
         lists = index.write_compact_lists(expl, p.scores if default_scores else None)
-        # a3fast's own reason is the text the lists give, unless a reason_limit shortened it
-        derive = not p.bound and p.reason_limit is None and expl.candidates_count > 0
+        derive = not p.bound and reason_derived(p)
         head = b'{"format":%d,"fleet":%b,"filters_passed":%b,%b' % (
             DERIVED_REASON_FORMAT if derive else FORMAT, orjson.dumps(fleet), orjson.dumps(p.predicates), lists)
         tail = tail_members(p)

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import orjson
 
 __all__ = ["SESSION_MEMBER", "SESSION_HELD_MEMBER", "tail_members", "tail_json", "scheduling_object", "scheduling_dict", "scheduling_json", "rejection_dict",
-           "rejection_json", "rejection_content", "timings", "placement_records", "submitted_json", "admitted_json",
+           "reason_derived", "rejection_json", "rejection_content", "timings", "placement_records", "submitted_json", "admitted_json",
            "reason_text", "reason_of", "reason_among"]
 
 _second_text: list = [None, ""]  # the last whole second formatted, since placements come many a second
@@ -138,13 +138,19 @@ def scheduling_json(p, head: bytes = b"", foot: bytes = b"") -> bytes:
                                      p.declaration_json, orjson.dumps(_tail(p))[1:-1], head, foot)
 
 
+def reason_derived(p) -> bool:
+    """Whether a rejection's reason is a3fast's own, the text its lists give (every candidate under
+    the predicate it failed first, §6): no `reason_limit` shortened it, and there are candidates."""
+    return p.reason_limit is None and p.explanation.candidates_count > 0
+
+
 def rejection_json(p, head: bytes = b"", foot: bytes = b"") -> bytes:
     """The task.rejected content as JSON bytes (`rejection_dict`'s, as orjson writes it), between
     `head` and `foot` as for `scheduling_json`. The engine writes the lists directly, and the reason
-    with them when it names every candidate (§6; no `reason_limit`)."""
-    derived = p.reason_limit is None and p.explanation.candidates_count > 0
-    return p.index.write_rejection(p.explanation, p.predicates, None if derived else orjson.dumps(reason_text(p)),
-                                   orjson.dumps(p.requirements.doc), orjson.dumps(_tail(p))[1:-1], head, foot)
+    with them when it is the one they give (`reason_derived`)."""
+    reason_json = None if reason_derived(p) else orjson.dumps(reason_text(p))
+    return p.index.write_rejection(p.explanation, p.predicates, reason_json, orjson.dumps(p.requirements.doc),
+                                   orjson.dumps(_tail(p))[1:-1], head, foot)
 
 
 def rejection_content(index, expl, predicates, reason_json: bytes | None, requirements_json: bytes,
