@@ -32,7 +32,7 @@ def test_a_placement_whose_session_cannot_be_held_leaves_the_trace_decodable(bat
         monkeypatch.setattr(state.fleet, "hold_session", down)
         task = parse_requirements({**TASK, "session": "s1"})
         if batch:
-            [refused] = state.place_many([(task, None, True)])
+            [refused] = state.place_many([task], [None], [True])
             assert isinstance(refused, ShardError)
         else:
             with pytest.raises(ShardError):

@@ -87,9 +87,10 @@ def test_unschedulable_counts_by_kind_as_the_failed_counts_give_them():
 
 def test_the_predicate_kinds_kept_are_bounded():
     for k in range(metrics._KINDS_KEPT + 10):
-        assert metrics._kind_of(f"hostile-{k}:x") == "other"
+        assert metrics._new_kind(f"hostile-{k}:x") == "other"
     assert len(metrics._KIND_OF) <= metrics._KINDS_KEPT
-    assert metrics._kind_of("capability:a.b@1") == "capability"
+    assert metrics._new_kind("capability:a.b@1") == "capability"
+    assert metrics._KIND_OF["capability:a.b@1"] == "capability"     # kept, for the next lookup
 
 
 def test_the_collector_paused_for_each_stdio_batch_runs_again_after_it():

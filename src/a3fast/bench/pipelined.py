@@ -141,7 +141,7 @@ def _served_in_process(fleet_docs, requests: bytes) -> tuple[float, float]:
     state = ServiceState(settle=True)         # as `a3fast serve` runs it
     state.open()
     try:
-        ops = Operations(state, stream=True)
+        ops = Operations(state, stream=True, counted=False)
         state.put_agents([parse_declaration(d) for d in fleet_docs])
         out = _Sink()
         wall, cpu = time.perf_counter(), time.process_time()

@@ -347,8 +347,10 @@ def _run_stdio(config) -> int:
             raise _Stopped
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, stop)
+        # nothing reads a stdio service's metrics: its placements are not counted
+        ops = Operations(state, stream=True, counted=False)
         try:
-            serve_stdio_sync(Operations(state, stream=True), sys.stdin.buffer, sys.stdout.buffer, config.max_body)
+            serve_stdio_sync(ops, sys.stdin.buffer, sys.stdout.buffer, config.max_body)
         except _Stopped:
             pass
         finally:
@@ -362,7 +364,8 @@ def _run_stdio(config) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
         try:
-            await serve_stdio(Operations(state, stream=True), sys.stdin.buffer, sys.stdout.buffer, config.max_body)
+            await serve_stdio(Operations(state, stream=True, counted=False), sys.stdin.buffer, sys.stdout.buffer,
+                              config.max_body)
         except asyncio.CancelledError:
             pass
     try:

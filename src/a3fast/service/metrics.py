@@ -186,12 +186,11 @@ _KIND_OF: dict[str, str] = {}
 _KINDS_KEPT = 4096
 
 
-def _kind_of(predicate: str) -> str:
-    kind = _KIND_OF.get(predicate)
-    if kind is None:
-        if len(_KIND_OF) >= _KINDS_KEPT:
-            _KIND_OF.clear()
-        kind = _KIND_OF[predicate] = predicate_kind(predicate)
+def _new_kind(predicate: str) -> str:
+    """A predicate's kind, kept in _KIND_OF (which is emptied first once it holds _KINDS_KEPT)."""
+    if len(_KIND_OF) >= _KINDS_KEPT:
+        _KIND_OF.clear()
+    kind = _KIND_OF[predicate] = predicate_kind(predicate)
     return kind
 
 
@@ -201,13 +200,20 @@ def count_placements(placements) -> None:
     not 0), or once as "none"."""
     bound = 0
     kinds: dict[str, int] = {}
+    kind_of = _KIND_OF.get
     for p in placements:
-        if p.bound:
+        if p.agent is not None:
             bound += 1
             continue
         # the failed counts beside their predicates, read without a dict of them (the predicates
-        # of a placement are distinct, so a dict would hold the same pairs)
-        failing = {_kind_of(pred) for pred, n in zip(p.predicates, p.explanation.failed_counts()) if n}
+        # of a placement are distinct, so a dict would hold the same pairs); a loop, not a set
+        # comprehension, whose frame cost more than the few kinds it collects
+        failing: list[str] = []
+        for predicate, n in zip(p.requirements.predicates, p.explanation.failed_counts()):
+            if n:
+                kind = kind_of(predicate) or _new_kind(predicate)
+                if kind not in failing:
+                    failing.append(kind)
         for kind in failing or ("none",):
             kinds[kind] = kinds.get(kind, 0) + 1
     if bound:

@@ -119,18 +119,16 @@ def decode_place_request(line: bytes) -> PlaceRequest | None:
     return request if memoryview(request.requirements)[0] == 0x7B else None    # "{"
 
 
-class PreparedPlace:
+class PreparedPlace(msgspec.Struct):
     """A typed place request (`PlaceRequest`) with its requirements prepared from their text
     (`Operations.prepared_place`): the Requirements, or the SchemaError that refuses them, raised
-    when the request is answered (after its other fields are checked, as the general path does)."""
+    when the request is answered (after its other fields are checked, as the general path does).
+    A Struct: made by msgspec's own constructor, one per place request, without a Python frame."""
 
-    __slots__ = ("id", "requirements", "session", "record")
-
-    def __init__(self, id: Any, requirements: Requirements | SchemaError, session: str | None, record: str | None):
-        self.id = id
-        self.requirements = requirements
-        self.session = session
-        self.record = record
+    id: Any
+    requirements: Requirements | SchemaError
+    session: str | None
+    record: str | None
 
 
 class PlaceAnswer:
@@ -198,8 +196,12 @@ class Operations:
     """The operations over one ServiceState. Each takes a request body as `parse_json` decodes it
     (so a place request's requirements are not checked against the document rule again)."""
 
-    def __init__(self, state: ServiceState, *, stream: bool = False, turn: float | None = None):
+    def __init__(self, state: ServiceState, *, stream: bool = False, turn: float | None = None,
+                 counted: bool = True):
         self.state = state
+        #: whether placements are counted in the service's metrics: an HTTP service serves them at
+        #: /metrics; a stdio service has nothing that could read them, and does not count them
+        self.counted = counted
         #: with a number: a batch of placements runs in steps of about this many seconds, with a
         #: turn of the event loop between them (HTTP, whose loop answers other requests meanwhile);
         #: None places a batch in one synchronous step (stdio, whose loop serves nothing else, and
@@ -368,21 +370,26 @@ class Operations:
         run: list[tuple[int, Any, str | None, str]] = []
         sessions: set[str] = set()
         state = self.state
+        counted = self.counted
         timed = turns.seconds is not None      # else `check` never gives a turn: not awaited
 
         def place_piece(piece: list[tuple[int, Any, str | None, str]]) -> None:
+            # the piece's columns, transposed by one call rather than a comprehension each
+            at, tasks, task_sessions, forms = zip(*piece)
             try:
-                answers = state.place_many([(parsed, session, form != "spec") for _, parsed, session, form in piece])
+                answers = state.place_many(tasks, task_sessions, list(map("spec".__ne__, forms)))
             except Exception as exc:       # nothing was placed: each is refused alike
                 answers = [exc] * len(piece)
-            made = []
-            for (i, _, _, form), answer in zip(piece, answers):
+            made = [] if counted else None
+            for i, form, answer in zip(at, forms, answers):
                 if type(answer) is tuple:
-                    made.append(answer[0])
+                    if made is not None:
+                        made.append(answer[0])
                     placed.append((i, answer[1], form, answer[2]))
                 else:
                     results[i] = answer
-            metrics.count_placements(made)
+            if made is not None:
+                metrics.count_placements(made)
             state.maybe_checkpoint()
 
         async def place_run() -> None:
@@ -458,7 +465,8 @@ class Operations:
         return lines, reference
 
     def _counted(self, p) -> None:
-        metrics.count_placement(p)
+        if self.counted:
+            metrics.count_placement(p)
         self.state.maybe_checkpoint()
 
     def _place_answer(self, lines: bytes, form: str, reference: int | None = None) -> "PlaceAnswer":

@@ -21,7 +21,7 @@ from typing import Callable
 import msgspec
 
 from ..engines import ENGINE, ingest_module
-from ..schema import Requirements, parse_requirements
+from ..schema import Requirements, parse_requirements, requirements_reader
 
 __all__ = ["PreparedRequirements", "MAX_ENTRIES", "MAX_TEXT_BYTES", "MAX_SEEN"]
 
@@ -35,6 +35,9 @@ MAX_SEEN = 16384
 MAX_TEXT_BYTES = 4096
 
 _decode = msgspec.json.Decoder().decode
+#: the default engine's reader of a plain dict (what `parse_requirements` tries first), called
+#: here without that function's frame around it
+_read = requirements_reader()
 
 
 class PreparedRequirements:
@@ -67,8 +70,13 @@ class PreparedRequirements:
         found = self._entries.get(text)
         if found is not None:
             return self._used(text, found)
-        parsed = parse_requirements(_decode(text), decoded=True)
-        self._seen_or_kept(text, parsed)
+        doc = _decode(text)
+        parsed = _read(doc, True) if type(doc) is dict else None
+        if parsed is None:           # the careful reader: the same Requirements, or the problems named
+            parsed = parse_requirements(doc, decoded=True)
+        # `_seen_or_kept`, its test written out: a text met once (most are) is only noted
+        if len(text) <= self.max_text_bytes and self._seen.seen_before(hash(text), self.max_seen):
+            self._keep(text, parsed)
         return parsed
 
     def lookup(self, text: bytes | str, parse: Callable[[], Requirements]) -> Requirements:
@@ -89,9 +97,12 @@ class PreparedRequirements:
         return found
 
     def _seen_or_kept(self, text: bytes | str, parsed: Requirements) -> None:
-        if len(text) > self.max_text_bytes or not self._seen.seen_before(hash(text), self.max_seen):
-            return                   # too long, or the first sighting: remembered only
-        entries = self._entries      # the second (or a hash shared with a seen text): kept
+        if len(text) <= self.max_text_bytes and self._seen.seen_before(hash(text), self.max_seen):
+            self._keep(text, parsed)   # else too long, or the first sighting: remembered only
+
+    def _keep(self, text: bytes | str, parsed: Requirements) -> None:
+        """Keep a text seen before (or whose hash a seen text shares)."""
+        entries = self._entries
         with self._lock:
             entries[text] = parsed
             if len(entries) > self.max_entries:

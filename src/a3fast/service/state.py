@@ -27,7 +27,7 @@ import sys
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import orjson
 
@@ -417,19 +417,20 @@ class ServiceState:
         self._write_trace(lines, count)
         return p, lines, reference
 
-    def place_many(self, items: list[tuple[Any, str | None, bool]]) -> list[tuple[Any, bytes, int | None] | Exception]:
-        """Place consecutive tasks `(requirements, session, compact)` through the fleet's batch path,
-        with exactly the placements, records and trace of `place` one at a time, in order. The
-        caller gives tasks whose order of updates allows it: no route, and no session twice (a held
-        session changes only the affinity of its own session's tasks). The service holds each bound
-        session itself (as `place` does), so `generation` is renumbered here as one at a time would
-        see it. Returns, per task, (placement, record lines, reference) or the exception `place`
-        would raise; `reference` is the fleet snapshot the records' own compact members refer to by
-        its seq (`Encoder.plain_reference`), or None."""
+    def place_many(self, tasks: Sequence[Any], sessions: Sequence[str | None],
+                   compact: Sequence[bool]) -> list[tuple[Any, bytes, int | None] | Exception]:
+        """Place consecutive tasks (requirements, each beside its session and whether its records
+        are compact) through the fleet's batch path, with exactly the placements, records and trace
+        of `place` one at a time, in order. The caller gives tasks whose order of updates allows it:
+        no route, and no session twice (a held session changes only the affinity of its own
+        session's tasks). The service holds each bound session itself (as `place` does), so
+        `generation` is renumbered here as one at a time would see it. Returns, per task,
+        (placement, record lines, reference) or the exception `place` would raise; `reference` is
+        the fleet snapshot the records' own compact members refer to by its seq
+        (`Encoder.plain_reference`), or None."""
         self.check_writable()
         fleet, encoder, durable = self.fleet, self.encoder, self.durable_fleet
-        placements = fleet.place_many([r for r, _, _ in items], sessions=[s for _, s, _ in items],
-                                      remember_session=False)
+        placements = fleet.place_many(tasks, sessions=sessions, remember_session=False)
         generation = fleet.generation
         out: list[tuple[Any, bytes, int | None] | Exception] = []
         written: list[bytes] = []
@@ -439,7 +440,7 @@ class ServiceState:
         # thread may mark it failed meanwhile, which each placement asks
         journal = durable.journal
         try:
-            for p, (_, _, compact) in zip(placements, items):
+            for p, compact_records in zip(placements, compact):
                 try:
                     if self.doubt is not None or journal is not None and journal.failed is not None:
                         self.check_writable()
@@ -449,10 +450,10 @@ class ServiceState:
                     if agent is not None and p.session is not None:
                         hold = (agent, p.session)
                         # needed only to take back the records of a hold that fails
-                        mark = encoder.mark() if compact else None
+                        mark = encoder.mark() if compact_records else None
                     else:
                         hold = mark = None
-                    if compact:
+                    if compact_records:
                         lines, count = encode(seq, p)
                         reference = encoder.plain_reference
                     else:
