@@ -120,3 +120,47 @@ def test_the_collector_paused_for_each_stdio_batch_runs_again_after_it():
         finally:
             gc.enable()
             state.close()
+
+
+def _placements_counted() -> dict[str, float]:
+    return dict(metrics.PLACEMENTS.counts)
+
+
+def _record_kinds(answers: bytes) -> list[list[str]]:
+    return [[r["kind"] for r in orjson.loads(line)["records"]] for line in answers.splitlines()]
+
+
+def test_placements_are_counted_only_by_a_service_that_serves_its_metrics():
+    """An HTTP service counts its placements for /metrics (`Operations(counted=True)`, the
+    default); a stdio service, which nothing could read metrics from, counts none, and answers
+    alike."""
+    import io
+
+    from a3fast.schema import parse_declaration
+    from a3fast.service.operations import Operations
+    from a3fast.service.state import ServiceState
+    from a3fast.service.stdio import serve_stdio_sync
+
+    requests = b"".join(orjson.dumps({"op": "place", "id": k, "requirements": t, "record": "compact-stream"}) + b"\n"
+                        for k, t in enumerate(TASKS))
+    answers = {}
+    for counted in (True, False):
+        state = ServiceState()
+        state.open()
+        try:
+            state.put_agents([parse_declaration(d) for d in FLEET[:20]])
+            out = io.BytesIO()
+            before = _placements_counted()
+            serve_stdio_sync(Operations(state, stream=True, counted=counted), io.BytesIO(requests), out, 1 << 20)
+            after = _placements_counted()
+        finally:
+            state.close()
+        moved = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+        answers[counted] = _record_kinds(out.getvalue())
+        if counted:
+            bound = sum("task.bound" in kinds for kinds in answers[counted])
+            assert 0 < bound < len(TASKS)
+            assert moved == {"bound": bound, "unschedulable": len(TASKS) - bound}
+        else:
+            assert moved == {}
+    assert answers[True] == answers[False]
