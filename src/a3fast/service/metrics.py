@@ -8,8 +8,9 @@ a lock and check their state in Python on every update, about 200 bytecodes of a
 request. The rest (gauges, the watches' counters) move rarely and stay prometheus_client's.
 
 The stdio protocol runs on the base install, which has no prometheus_client: there the
-prometheus_client metrics are counted nowhere and the plain tallies are never read (nothing could
-read them), and the HTTP service, which serves them, needs the 'serve' extra anyway."""
+prometheus_client metrics are counted nowhere, and a stdio service moves no tally either
+(`Operations(counted=False)`: nothing could read them); the HTTP service, which serves them, needs
+the 'serve' extra anyway."""
 from __future__ import annotations
 
 import bisect

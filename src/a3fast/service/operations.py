@@ -380,7 +380,7 @@ class Operations:
                 answers = state.place_many(tasks, task_sessions, list(map("spec".__ne__, forms)))
             except Exception as exc:       # nothing was placed: each is refused alike
                 answers = [exc] * len(piece)
-            made = [] if counted else None
+            made: list[Any] | None = [] if counted else None
             for i, form, answer in zip(at, forms, answers):
                 if type(answer) is tuple:
                     if made is not None:

@@ -89,10 +89,10 @@ async def _answer_places(ops: Operations, places: list[tuple[Any, Any]]) -> list
     dumps = orjson.dumps
     out = []
     for rid, result in zip(rids, results):
-        if type(result) is PlaceAnswer:      # `_ok`'s framing, without its call
-            out.append(result.framed(b'{"id":%b,"ok":true,"records":' % dumps(rid), b"}"))
-        else:
+        if isinstance(result, Exception):
             out.append(_refused(rid, result))
+        else:                                # `_ok`'s framing of a PlaceAnswer, without its call
+            out.append(result.framed(b'{"id":%b,"ok":true,"records":' % dumps(rid), b"}"))
     return out
 
 
