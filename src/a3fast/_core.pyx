@@ -609,42 +609,129 @@ cdef Py_ssize_t b64_into(char* dst, const unsigned char* src, Py_ssize_t n) noex
     return j
 
 
-cdef inline Py_ssize_t container_size(Py_ssize_t card) noexcept nogil:
-    """The bytes of a container of `card` ids (> 0) in `words_to_roaring`'s layout: its key, count
-    and offset (8), then its 16-bit ids up to 4,096, else its 8 KiB bitmap."""
-    return 8 + (2 * card if card <= 4096 else 8192)
+# A chunk of 65,536 ids (1,024 words) is one container, written in the smallest of three forms as
+# CRoaring's run_optimize chooses it (and so pyroaring's `BitMap.serialize`, `roaring.serialize_ids`):
+# an array of 16-bit ids (up to 4,096), a bitmap of 8 KiB (above), or runs of consecutive ids (their
+# count, then each run's start and length less one) when that is strictly smaller: 2 + 4·runs bytes
+# against an array's 2·ids or a bitmap's 8,192 (a tie keeps the array or the bitmap). A placement's
+# largest failed set, nearly every agent with a few gaps, is then a few runs where it was an array
+# of nearly every id.
+
+cdef inline Py_ssize_t runs_of(const uint64_t* words, Py_ssize_t n) noexcept nogil:
+    """The runs of consecutive ids in `n` words: the set bits whose lower neighbour is clear."""
+    cdef Py_ssize_t i, runs = 0
+    cdef uint64_t w, carry = 0
+    for i in range(n):
+        w = words[i]
+        runs += a3_popcount64(w & ~((w << 1) | carry))
+        carry = w >> 63
+    return runs
+
+
+cdef inline bint as_runs(Py_ssize_t card, Py_ssize_t runs) noexcept nogil:
+    """Whether a container of `card` ids in `runs` runs is written as runs."""
+    return 2 + 4 * runs < (2 * card if card <= 4096 else 8192)
+
+
+cdef inline Py_ssize_t body_size(Py_ssize_t card, Py_ssize_t runs) noexcept nogil:
+    """The bytes of a container's body: its runs, its 16-bit ids or its bitmap."""
+    if as_runs(card, runs):
+        return 2 + 4 * runs
+    return 2 * card if card <= 4096 else 8192
+
+
+cdef inline Py_ssize_t header_size(Py_ssize_t n_cont, bint with_runs) noexcept nogil:
+    """The bytes before the containers' bodies. With a run container among them: the cookie 12347
+    and the count less one (four bytes), a bit per container telling which are runs, each one's key
+    and count less one, and each one's offset only from four containers on. Without: the cookie
+    12346, the count, the keys and counts, and the offsets."""
+    if with_runs:
+        return 4 + (n_cont + 7) // 8 + 4 * n_cont + (4 * n_cont if n_cont >= 4 else 0)
+    return 8 + 8 * n_cont
 
 
 cdef Py_ssize_t roaring_size(const uint64_t* words, Py_ssize_t n_words) noexcept nogil:
     """The length of `words_to_roaring`'s bytes for a set (0 when it is empty)."""
-    cdef Py_ssize_t c, card, size = 8, n_cont = 0
+    cdef Py_ssize_t c, w, card, runs, body = 0, n_cont = 0
+    cdef bint with_runs = False
     for c in range(0, n_words, 1024):
-        card = popcount_words(words + c, min(n_words - c, 1024))
+        w = min(n_words - c, 1024)
+        card = popcount_words(words + c, w)
         if card:
             n_cont += 1
-            size += container_size(card)
-    return size if n_cont else 0
+            runs = runs_of(words + c, w)
+            with_runs = with_runs or as_runs(card, runs)
+            body += body_size(card, runs)
+    return header_size(n_cont, with_runs) + body if n_cont else 0
+
+
+cdef inline Py_ssize_t next_set(const uint64_t* words, Py_ssize_t n, Py_ssize_t p) noexcept nogil:
+    """The first set bit of `n` words at or after bit `p`; n·64 when there is none."""
+    cdef Py_ssize_t k = p >> 6
+    if k >= n:
+        return n << 6
+    cdef uint64_t w = words[k] & ((~(<uint64_t>0)) << (p & 63))
+    while w == 0:
+        k += 1
+        if k == n:
+            return n << 6
+        w = words[k]
+    return (k << 6) + a3_ctz64(w)
+
+
+cdef inline Py_ssize_t next_clear(const uint64_t* words, Py_ssize_t n, Py_ssize_t p) noexcept nogil:
+    """The first clear bit of `n` words at or after bit `p`; n·64 when there is none."""
+    cdef Py_ssize_t k = p >> 6
+    if k >= n:
+        return n << 6
+    cdef uint64_t w = (~words[k]) & ((~(<uint64_t>0)) << (p & 63))
+    while w == 0:
+        k += 1
+        if k == n:
+            return n << 6
+        w = ~words[k]
+    return (k << 6) + a3_ctz64(w)
+
+
+cdef void put_runs(char* dst, const uint64_t* words, Py_ssize_t n) noexcept nogil:
+    """A container's runs (`n` words, at most 1,024) at `dst`: each its start and its length less
+    one, 16 bits apiece."""
+    cdef Py_ssize_t start, stop = 0, at = 0, end = n << 6
+    while True:
+        start = next_set(words, n, stop)
+        if start >= end:
+            return
+        stop = next_clear(words, n, start)
+        put_u16(dst, at, <uint32_t>start)
+        put_u16(dst, at + 2, <uint32_t>(stop - start - 1))
+        at += 4
 
 
 cdef void roaring_into(char* dst, const uint64_t* words, Py_ssize_t n_words, Py_ssize_t one_card) noexcept nogil:
     """`words_to_roaring`'s bytes at `dst` (as many as `roaring_size` says): the same layout,
     written without a Python object. `one_card`: the set's count of ids when it is one container
     (at most 1,024 words), as the caller counted it; -1 to count each container here."""
-    cdef Py_ssize_t c, i, j, end, card, n_cont = 0, at, body, offsets
+    cdef Py_ssize_t c, i, j, end, card, runs, n_cont = 0, k = 0, at, body, offsets, flags = 4
     cdef uint64_t w
     cdef char* out
-    cdef bint counted = one_card >= 0 and n_words <= 1024
-    if counted:
-        n_cont = one_card > 0
+    cdef bint counted = one_card >= 0 and n_words <= 1024, with_runs = False
+    for c in range(0, n_words, 1024):
+        end = min(n_words, c + 1024)
+        card = one_card if counted else popcount_words(words + c, end - c)
+        if card:
+            n_cont += 1
+            with_runs = with_runs or as_runs(card, runs_of(words + c, end - c))
+    if with_runs:
+        put_u16(dst, 0, 12347)
+        put_u16(dst, 2, <uint32_t>(n_cont - 1))
+        memset(dst + flags, 0, (n_cont + 7) // 8)
+        at = flags + (n_cont + 7) // 8
     else:
-        for c in range(0, n_words, 1024):
-            if popcount_words(words + c, min(n_words - c, 1024)):
-                n_cont += 1
-    put_u32(dst, 0, 12346)
-    put_u32(dst, 4, <uint32_t>n_cont)
-    at = 8
-    offsets = 8 + 4 * n_cont
-    body = 8 + 8 * n_cont
+        put_u32(dst, 0, 12346)
+        put_u32(dst, 4, <uint32_t>n_cont)
+        at = 8
+    offsets = at + 4 * n_cont
+    body = header_size(n_cont, with_runs)
     for c in range(0, n_words, 1024):
         end = min(n_words, c + 1024)
         card = one_card if counted else popcount_words(words + c, end - c)
@@ -653,9 +740,16 @@ cdef void roaring_into(char* dst, const uint64_t* words, Py_ssize_t n_words, Py_
         put_u16(dst, at, <uint32_t>(c // 1024))
         put_u16(dst, at + 2, <uint32_t>(card - 1))
         at += 4
-        put_u32(dst, offsets, <uint32_t>body)
-        offsets += 4
-        if card <= 4096:
+        if not with_runs or n_cont >= 4:
+            put_u32(dst, offsets, <uint32_t>body)
+            offsets += 4
+        runs = runs_of(words + c, end - c)
+        if as_runs(card, runs):
+            dst[flags + (k >> 3)] |= <char>(1 << (k & 7))
+            put_u16(dst, body, <uint32_t>runs)
+            put_runs(dst + body + 2, words + c, end - c)
+            body += 2 + 4 * runs
+        elif card <= 4096:
             out = dst + body
             body += 2 * card
             for i in range(c, end):
@@ -667,6 +761,7 @@ cdef void roaring_into(char* dst, const uint64_t* words, Py_ssize_t n_words, Py_
                 for j in range(8):
                     dst[body + j] = <char>((w >> (8 * j)) & 0xFF)
                 body += 8
+        k += 1
 
 
 ctypedef struct LinesJob:
@@ -738,7 +833,9 @@ cdef Py_ssize_t emit_set(char* dst, Py_ssize_t at, const uint64_t* words, Py_ssi
     """A set as the compact format's JSON string: base64 of its portable Roaring bytes, "" when empty."""
     # a set of one container (up to 65,536 agents) is counted once, for its size and its bytes
     cdef Py_ssize_t card = popcount_words(words, n_words) if n_words <= 1024 else -1
-    cdef Py_ssize_t size = (8 + container_size(card) if card else 0) if card >= 0 else roaring_size(words, n_words)
+    cdef Py_ssize_t runs = runs_of(words, n_words) if card > 0 else 0
+    cdef Py_ssize_t size = ((header_size(1, as_runs(card, runs)) + body_size(card, runs) if card else 0)
+                            if card >= 0 else roaring_size(words, n_words))
     at = emit(dst, at, b'"', 1)
     if size:
         if dst != NULL:
@@ -1041,9 +1138,10 @@ cdef inline void put_u32(char* out, Py_ssize_t at, uint32_t value) noexcept nogi
 
 
 cdef bytes words_to_roaring(const uint64_t* words, Py_ssize_t n_words):
-    """A set of ids (bit i of word j is id 64j+i) in the portable Roaring format without run
-    containers (cookie 12346): per 65,536-id chunk, an array container of 16-bit values up to 4,096
-    members, else a 8 KiB bitmap container. Little-endian whatever the host."""
+    """A set of ids (bit i of word j is id 64j+i) in the portable Roaring format: per 65,536-id
+    chunk, the smallest of an array container of 16-bit values (up to 4,096 members), a 8 KiB
+    bitmap container, or a run container (above, `roaring_into`): byte for byte what pyroaring's
+    `BitMap.serialize` writes for the same ids. Little-endian whatever the host."""
     cdef Py_ssize_t size = roaring_size(words, n_words)
     if size == 0:   # the empty set: the header alone
         size = 8

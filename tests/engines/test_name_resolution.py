@@ -11,7 +11,7 @@ import pytest
 from pyroaring import BitMap
 
 from a3fast.engines import engine_module
-from a3fast.roaring import NO_RUN_COOKIE, deserialize_ids, serialize_ids
+from a3fast.roaring import deserialize_ids, serialize_ids
 from factories import declaration, fleet_of, requirements
 
 
@@ -69,11 +69,21 @@ def test_first_failed_into_refuses_predicates_that_do_not_match_the_explanation(
 @pytest.mark.parametrize("ids", [
     [], [5], list(range(4096)), list(range(4097)), list(range(0, 200_000, 3)),
     sorted(random.Random(3).sample(range(1 << 20), 20_000)),
-], ids=["empty", "one", "array-full", "bitmap", "many-keys", "random"])
-def test_serialize_ids_writes_portable_roaring_without_runs(ids):
+    [i for i in range(1000) if i % 97], list(range(10, 70_000)), [0, 1, 2], [0, 1, 2, 3], [0, 1, 2, 5, 6, 7],
+    [k * 4 + j for k in range(2047) for j in range(3)], [k * 4 + j for k in range(2048) for j in range(3)],
+], ids=["empty", "one", "array-full", "bitmap", "many-keys", "random", "dense-with-gaps", "long-run",
+        "runs-as-large-as-the-array", "runs-smaller", "two-runs-smaller", "bitmap-of-2047-runs",
+        "bitmap-of-2048-runs"])
+def test_serialize_ids_writes_portable_roaring_with_runs_where_they_are_smaller(ids):
+    """Each chunk in the smallest of its array, bitmap and run forms, as CRoaring's run_optimize
+    chooses (a tie keeps the array): pyroaring's bytes for a BitMap made from the ids."""
     data = serialize_ids(ids)
-    cookie, containers = struct.unpack_from("<II", data)
-    assert cookie == NO_RUN_COOKIE      # the format without run containers, which every reader takes
+    cookie = struct.unpack_from("<H", data)[0]
     assert list(deserialize_ids(data)) == ids
-    assert containers == len({i >> 16 for i in ids})
-    assert serialize_ids(ids) == BitMap(ids, optimize=False).serialize()
+    assert data == BitMap(ids).serialize()
+    runs = sum(1 for k, i in enumerate(ids) if k == 0 or ids[k - 1] != i - 1)
+    chunks = {i >> 16 for i in ids}
+    # a single chunk is written as runs exactly when they are strictly smaller
+    if len(chunks) == 1:
+        smaller = 2 + 4 * runs < (2 * len(ids) if len(ids) <= 4096 else 8192)
+        assert cookie == (12347 if smaller else 12346), (runs, len(ids))

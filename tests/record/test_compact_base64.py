@@ -19,15 +19,23 @@ REQ = {"v": "1.0", "capabilities": [{"name": "x.y", "version": 1}], "clearances"
 
 @pytest.fixture
 def compact_trace(engine):
-    """One bound placement on six agents, compact: two fail the capability, two the clearance, two
-    are eligible — so that every base64 text (2 or 6 ids, 2 doubles) ends in padding."""
-    fleet = fleet_of(engine, [declaration(f"agent-{i}", capabilities=[("x.y", 1 if i < 4 else 2)],
-                                          clearances=["r.read"] if i < 2 else []) for i in range(6)])
-    p = fleet.place(REQ)
-    assert p.agent == "agent-0"
-    trace = [{"seq": 1, "kind": "task.submitted", "content": {"requirements": REQ}},
-             {"seq": 2, "kind": "task.admitted", "content": {"agent": {"name": "agent-0", "namespace": "ns"}}},
-             {"seq": 3, "kind": "task.bound", "content": {"scheduling": orjson.loads(p.scheduling_json())}}]
+    """Two bound placements, compact; the second is the one spoiled. Its six agents: two fail the
+    capability, two the clearance, two are eligible — so that every base64 text (2 or 6 ids, 2
+    doubles) ends in padding. An agent placed over by the first and gone by the second leaves a gap
+    in the second's live set, whose two runs end in padding too (one run, the whole set, would not)."""
+    agents = [declaration(f"agent-{i}", capabilities=[("x.y", 1 if i < 4 else 2)],
+                          clearances=["r.read"] if i < 2 else []) for i in range(6)]
+    fleet = fleet_of(engine, [*agents[:3], declaration("agent-2-gone"), *agents[3:]])
+    trace = []
+    for seq in (1, 4):
+        p = fleet.place(REQ)
+        assert p.agent == "agent-0"
+        trace += [{"seq": seq, "kind": "task.submitted", "content": {"requirements": REQ}},
+                  {"seq": seq + 1, "kind": "task.admitted",
+                   "content": {"agent": {"name": "agent-0", "namespace": "ns"}}},
+                  {"seq": seq + 2, "kind": "task.bound", "content": {"scheduling": orjson.loads(p.scheduling_json())}}]
+        if seq == 1:
+            fleet.remove("agent-2-gone")
     compact = list(encode_trace(trace))
     assert list(decode_trace(compact)) == trace and verify(compact) == []
     return compact
@@ -65,7 +73,7 @@ SPOILS = ["space", "newline", "outside the alphabet", "url-safe alphabet", "padd
 
 def spoiled(compact_trace, field, how):
     trace = copy.deepcopy(compact_trace)
-    holder = trace[2]["content"][KEY]
+    holder = trace[5]["content"][KEY]
     *steps, last = FIELDS[field]
     for step in steps:
         holder = holder[step]
@@ -84,7 +92,7 @@ def test_compact_base64_is_decoded_strictly(compact_trace, field, how):
 @pytest.mark.parametrize("field", READ_BY_THE_VERIFIER)
 def test_the_verifier_reads_compact_base64_strictly(compact_trace, field, how):
     findings = verify(spoiled(compact_trace, field, how))
-    assert [(f.code, f.seq) for f in findings] == [("E_STRUCTURE", 3)]
+    assert [(f.code, f.seq) for f in findings] == [("E_STRUCTURE", 6)]
     assert "base64" in findings[0].message
 
 
@@ -92,7 +100,7 @@ def test_a_compact_record_whose_score_column_cannot_be_read_does_not_verify_clea
     trace = spoiled(compact_trace, "total column", "outside the alphabet")
     with pytest.raises(CompactError):
         list(decode_trace(trace))
-    assert ("E_STRUCTURE", 3) in [(f.code, f.seq) for f in verify(trace)]
+    assert ("E_STRUCTURE", 6) in [(f.code, f.seq) for f in verify(trace)]
 
 
 @pytest.mark.parametrize("how", SPOILS)

@@ -20,14 +20,13 @@ is written by the same record writers as a single fleet's.
 from __future__ import annotations
 
 import base64
-import struct
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 import orjson
 
-from ..roaring import ARRAY_LIMIT, NO_RUN_COOKIE, deserialize_ids, serialize_ids
+from ..roaring import deserialize_ids, serialize_ids
 from ..fleet.scoring import choose
 from ..record.write import rejection_content
 
@@ -207,62 +206,17 @@ def _ids(data: bytes) -> np.ndarray:
 
 
 def roaring_of_sorted(ids: np.ndarray) -> bytes:
-    """Sorted unique ids (a uint32 array) in the portable Roaring format, byte for byte what
-    `a3fast.roaring.serialize_ids` and the native engine write (array containers up to 4,096
-    values, bitmap containers above, no runs), built with numpy: a merged set of a large fleet
-    holds hundreds of thousands of ids, which `serialize_ids` would pass through a Python list."""
-    if len(ids) <= ARRAY_LIMIT:
-        return serialize_ids(ids.tolist())
-    ids = ids.astype(np.uint32, copy=False)
-    keys = ids >> 16
-    cuts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-    starts = np.concatenate(([0], cuts)).tolist()
-    stops = np.concatenate((cuts, [len(ids)])).tolist()
-    low = (ids & 0xFFFF).astype("<u2")
-    count = len(starts)
-    described = np.empty((count, 2), dtype="<u2")
-    offsets = np.empty(count, dtype="<u4")
-    at = 8 + 8 * count
-    containers = []
-    for c, (a, b) in enumerate(zip(starts, stops)):
-        described[c] = (keys[a], b - a - 1)
-        offsets[c] = at
-        if b - a > ARRAY_LIMIT:
-            bits = np.zeros(1 << 16, dtype=bool)
-            bits[low[a:b]] = True
-            data = np.packbits(bits, bitorder="little").tobytes()
-        else:
-            data = low[a:b].tobytes()
-        containers.append(data)
-        at += len(data)
-    return struct.pack("<II", NO_RUN_COOKIE, count) + described.tobytes() + offsets.tobytes() + b"".join(containers)
+    """Sorted unique ids (an integer array) in the portable Roaring format, byte for byte what
+    `a3fast.roaring.serialize_ids` and the native engine write, read by pyroaring from the array's
+    buffer: a merged set of a large fleet holds hundreds of thousands of ids, which a Python list
+    of them would cost far more."""
+    return serialize_ids(ids)
 
 
 def roaring_of_mask(mask: np.ndarray) -> bytes:
     """The ids where `mask` (a boolean array over global ids) is true, in the portable Roaring
-    format, byte for byte as `roaring_of_sorted`: each 65,536 ids a container, a dense one packed
-    straight from the mask's bits (no array of ids made)."""
-    if not mask.any():
-        return serialize_ids([])
-    keys, cards, containers = [], [], []
-    for key, at in enumerate(range(0, len(mask), 1 << 16)):
-        chunk = mask[at:at + (1 << 16)]
-        card = int(np.count_nonzero(chunk))
-        if not card:
-            continue
-        if card > ARRAY_LIMIT:
-            words = np.packbits(chunk, bitorder="little")
-            if len(words) < 8192:
-                words = np.concatenate((words, np.zeros(8192 - len(words), dtype=np.uint8)))
-            containers.append(words.tobytes())
-        else:
-            containers.append(np.flatnonzero(chunk).astype("<u2").tobytes())
-        keys.append(key)
-        cards.append(card - 1)
-    count = len(keys)
-    described = np.array([keys, cards], dtype="<u2").T.copy()
-    offsets = (8 + 8 * count + np.concatenate(([0], np.cumsum([len(c) for c in containers])[:-1]))).astype("<u4")
-    return struct.pack("<II", NO_RUN_COOKIE, count) + described.tobytes() + offsets.tobytes() + b"".join(containers)
+    format, byte for byte as `roaring_of_sorted`."""
+    return serialize_ids(np.flatnonzero(mask))
 
 
 class MergedExplanation:
