@@ -93,15 +93,40 @@ cdef extern from *:
         for (i = 0; i < n; i++) total += __builtin_popcountll(words[i]);
         return total;
     }
+    /* The runs of consecutive set bits in n words: the set bits whose lower neighbour is clear. */
+    __attribute__((target("popcnt")))
+    static Py_ssize_t a3_runs_words_hw(const uint64_t* words, Py_ssize_t n) {
+        Py_ssize_t i, runs = 0;
+        uint64_t w, carry = 0;
+        for (i = 0; i < n; i++) {
+            w = words[i];
+            runs += __builtin_popcountll(w & ~((w << 1) | carry));
+            carry = w >> 63;
+        }
+        return runs;
+    }
     #define A3_HW_POPCOUNT(words, n) (a3_has_popcnt ? a3_popcount_words_hw((words), (n)) : -1)
+    #define A3_HW_RUNS(words, n) (a3_has_popcnt ? a3_runs_words_hw((words), (n)) : -1)
     #else
     #define A3_HW_POPCOUNT(words, n) (-1)
+    #define A3_HW_RUNS(words, n) (-1)
     #endif
     static inline Py_ssize_t a3_popcount_words(const uint64_t* words, Py_ssize_t n) {
         Py_ssize_t i, total = A3_HW_POPCOUNT(words, n);
         if (total >= 0) return total;
         for (total = 0, i = 0; i < n; i++) total += a3_popcount64(words[i]);
         return total;
+    }
+    static inline Py_ssize_t a3_runs_words(const uint64_t* words, Py_ssize_t n) {
+        Py_ssize_t i, runs = A3_HW_RUNS(words, n);
+        uint64_t w, carry = 0;
+        if (runs >= 0) return runs;
+        for (runs = 0, i = 0; i < n; i++) {
+            w = words[i];
+            runs += a3_popcount64(w & ~((w << 1) | carry));
+            carry = w >> 63;
+        }
+        return runs;
     }
     /* A 16-bit value little-endian at p: one store on a little-endian host. */
     #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -244,6 +269,7 @@ cdef extern from *:
     void a3_ids_init()
     char* a3_ids16(char* out, const char* end, uint64_t w, unsigned base) nogil
     Py_ssize_t a3_popcount_words(const uint64_t* words, Py_ssize_t n) nogil
+    Py_ssize_t a3_runs_words(const uint64_t* words, Py_ssize_t n) nogil
     void a3_put_le16(char* p, uint32_t v) nogil
 
 
@@ -618,14 +644,8 @@ cdef Py_ssize_t b64_into(char* dst, const unsigned char* src, Py_ssize_t n) noex
 # of nearly every id.
 
 cdef inline Py_ssize_t runs_of(const uint64_t* words, Py_ssize_t n) noexcept nogil:
-    """The runs of consecutive ids in `n` words: the set bits whose lower neighbour is clear."""
-    cdef Py_ssize_t i, runs = 0
-    cdef uint64_t w, carry = 0
-    for i in range(n):
-        w = words[i]
-        runs += a3_popcount64(w & ~((w << 1) | carry))
-        carry = w >> 63
-    return runs
+    """The runs of consecutive ids in `n` words (with the processor's popcnt where it has one)."""
+    return a3_runs_words(words, n)
 
 
 cdef inline bint as_runs(Py_ssize_t card, Py_ssize_t runs) noexcept nogil:
@@ -665,62 +685,48 @@ cdef Py_ssize_t roaring_size(const uint64_t* words, Py_ssize_t n_words) noexcept
     return header_size(n_cont, with_runs) + body if n_cont else 0
 
 
-cdef inline Py_ssize_t next_set(const uint64_t* words, Py_ssize_t n, Py_ssize_t p) noexcept nogil:
-    """The first set bit of `n` words at or after bit `p`; n·64 when there is none."""
-    cdef Py_ssize_t k = p >> 6
-    if k >= n:
-        return n << 6
-    cdef uint64_t w = words[k] & ((~(<uint64_t>0)) << (p & 63))
-    while w == 0:
-        k += 1
-        if k == n:
-            return n << 6
-        w = words[k]
-    return (k << 6) + a3_ctz64(w)
-
-
-cdef inline Py_ssize_t next_clear(const uint64_t* words, Py_ssize_t n, Py_ssize_t p) noexcept nogil:
-    """The first clear bit of `n` words at or after bit `p`; n·64 when there is none."""
-    cdef Py_ssize_t k = p >> 6
-    if k >= n:
-        return n << 6
-    cdef uint64_t w = (~words[k]) & ((~(<uint64_t>0)) << (p & 63))
-    while w == 0:
-        k += 1
-        if k == n:
-            return n << 6
-        w = ~words[k]
-    return (k << 6) + a3_ctz64(w)
-
-
 cdef void put_runs(char* dst, const uint64_t* words, Py_ssize_t n) noexcept nogil:
     """A container's runs (`n` words, at most 1,024) at `dst`: each its start and its length less
-    one, 16 bits apiece."""
-    cdef Py_ssize_t start, stop = 0, at = 0, end = n << 6
-    while True:
-        start = next_set(words, n, stop)
-        if start >= end:
-            return
-        stop = next_clear(words, n, start)
+    one, 16 bits apiece. Read a word at a time from its edges: a bit that differs from the bit
+    below it starts a run (set) or stops one (clear), and they alternate, a start first."""
+    cdef Py_ssize_t i, bit, start = 0, at = 0
+    cdef uint64_t w, edges, carry = 0
+    cdef bint in_run = False
+    for i in range(n):
+        w = words[i]
+        edges = w ^ ((w << 1) | carry)
+        carry = w >> 63
+        while edges:
+            bit = (i << 6) + a3_ctz64(edges)
+            if in_run:
+                put_u16(dst, at, <uint32_t>start)
+                put_u16(dst, at + 2, <uint32_t>(bit - start - 1))
+                at += 4
+            else:
+                start = bit
+            in_run = not in_run
+            edges &= edges - 1
+    if in_run:          # a run to the container's last id
         put_u16(dst, at, <uint32_t>start)
-        put_u16(dst, at + 2, <uint32_t>(stop - start - 1))
-        at += 4
+        put_u16(dst, at + 2, <uint32_t>((n << 6) - start - 1))
 
 
-cdef void roaring_into(char* dst, const uint64_t* words, Py_ssize_t n_words, Py_ssize_t one_card) noexcept nogil:
+cdef void roaring_into(char* dst, const uint64_t* words, Py_ssize_t n_words, Py_ssize_t one_card,
+                       Py_ssize_t one_runs) noexcept nogil:
     """`words_to_roaring`'s bytes at `dst` (as many as `roaring_size` says): the same layout,
-    written without a Python object. `one_card`: the set's count of ids when it is one container
-    (at most 1,024 words), as the caller counted it; -1 to count each container here."""
+    written without a Python object. `one_card` and `one_runs`: the set's count of ids and of runs
+    when it is one container (at most 1,024 words), as the caller counted them; -1 to count each
+    container's here."""
     cdef Py_ssize_t c, i, j, end, card, runs, n_cont = 0, k = 0, at, body, offsets, flags = 4
     cdef uint64_t w
     cdef char* out
-    cdef bint counted = one_card >= 0 and n_words <= 1024, with_runs = False
+    cdef bint counted = one_card >= 0 and one_runs >= 0 and n_words <= 1024, with_runs = False
     for c in range(0, n_words, 1024):
         end = min(n_words, c + 1024)
         card = one_card if counted else popcount_words(words + c, end - c)
         if card:
             n_cont += 1
-            with_runs = with_runs or as_runs(card, runs_of(words + c, end - c))
+            with_runs = with_runs or as_runs(card, one_runs if counted else runs_of(words + c, end - c))
     if with_runs:
         put_u16(dst, 0, 12347)
         put_u16(dst, 2, <uint32_t>(n_cont - 1))
@@ -743,7 +749,7 @@ cdef void roaring_into(char* dst, const uint64_t* words, Py_ssize_t n_words, Py_
         if not with_runs or n_cont >= 4:
             put_u32(dst, offsets, <uint32_t>body)
             offsets += 4
-        runs = runs_of(words + c, end - c)
+        runs = one_runs if counted else runs_of(words + c, end - c)
         if as_runs(card, runs):
             dst[flags + (k >> 3)] |= <char>(1 << (k & 7))
             put_u16(dst, body, <uint32_t>runs)
@@ -839,7 +845,7 @@ cdef Py_ssize_t emit_set(char* dst, Py_ssize_t at, const uint64_t* words, Py_ssi
     at = emit(dst, at, b'"', 1)
     if size:
         if dst != NULL:
-            roaring_into(scratch, words, n_words, card)
+            roaring_into(scratch, words, n_words, card, runs)
             b64_into(dst + at, <const unsigned char*>scratch, size)
         elif size > scratch_needed[0]:
             scratch_needed[0] = size
@@ -1146,7 +1152,7 @@ cdef bytes words_to_roaring(const uint64_t* words, Py_ssize_t n_words):
     if size == 0:   # the empty set: the header alone
         size = 8
     cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
-    roaring_into(PyBytes_AS_STRING(out), words, n_words, -1)
+    roaring_into(PyBytes_AS_STRING(out), words, n_words, -1, -1)
     return out
 
 
