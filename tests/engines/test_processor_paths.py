@@ -45,7 +45,7 @@ def test_the_portable_loops_give_the_pure_engines_results(tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junit-xml={report}",
          "tests/engines/test_engine_parity.py", "tests/engines/test_placement_lines_parity.py",
-         "tests/engines/test_processor_paths.py"],
+         "tests/engines/test_roaring_containers.py", "tests/engines/test_processor_paths.py"],
         cwd=ROOT, env=dict(os.environ, A3FAST_CPU="portable"), capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     suite = ElementTree.parse(report).getroot().find("testsuite")
