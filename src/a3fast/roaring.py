@@ -11,10 +11,7 @@ from typing import Iterable
 import numpy as np
 from pyroaring import BitMap
 
-__all__ = ["serialize_ids", "deserialize_ids", "ARRAY_LIMIT"]
-
-#: The most ids an array container holds; a chunk with more is a bitmap (or runs)
-ARRAY_LIMIT = 4096
+__all__ = ["serialize_ids", "deserialize_ids"]
 
 
 def serialize_ids(ids: Iterable[int] | np.ndarray) -> bytes:

@@ -31,7 +31,7 @@ from ..fleet.scoring import choose
 from ..record.write import rejection_content
 
 __all__ = ["ShardAnswer", "WaveAnswer", "wave_answer", "MergedExplanation", "MergedScores",
-           "GlobalIndex", "winner_of", "SCORE_COLUMNS", "roaring_of_sorted", "roaring_of_mask"]
+           "GlobalIndex", "winner_of", "SCORE_COLUMNS", "roaring_of_mask"]
 
 #: The default scorer's components, in the order of an engine's score map entries.
 SCORE_COLUMNS = ("total", "affinity", "success_rate", "cost", "substantiated")
@@ -205,17 +205,11 @@ def _ids(data: bytes) -> np.ndarray:
     return np.asarray(deserialize_ids(data).to_array(), dtype=np.uint32)
 
 
-def roaring_of_sorted(ids: np.ndarray) -> bytes:
-    """Sorted unique ids (an integer array) in the portable Roaring format, byte for byte what
-    `a3fast.roaring.serialize_ids` and the native engine write, read by pyroaring from the array's
-    buffer: a merged set of a large fleet holds hundreds of thousands of ids, which a Python list
-    of them would cost far more."""
-    return serialize_ids(ids)
-
-
 def roaring_of_mask(mask: np.ndarray) -> bytes:
     """The ids where `mask` (a boolean array over global ids) is true, in the portable Roaring
-    format, byte for byte as `roaring_of_sorted`."""
+    format, byte for byte what `a3fast.roaring.serialize_ids` and the native engine write: read by
+    pyroaring from the ids' buffer, as a merged set of a large fleet holds hundreds of thousands of
+    ids, which a Python list of them would cost far more."""
     return serialize_ids(np.flatnonzero(mask))
 
 

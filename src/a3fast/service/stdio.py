@@ -39,10 +39,14 @@ def _refused(rid: Any, exc: BaseException) -> bytes:
     return orjson.dumps({"id": rid, "ok": False, "status": error.status, "problems": error.problems})
 
 
+#: A place answer's line up to its records, around the request's id as JSON.
+_PLACED_HEAD = b'{"id":%b,"ok":true,"records":'
+
+
 def _ok(rid: Any, result: dict | PlaceAnswer) -> bytes:
     """The answer to a request an operation answered with `result`."""
     if isinstance(result, PlaceAnswer):  # its records framed into the line as they are, one copy
-        return result.framed(b'{"id":%b,"ok":true,"records":' % orjson.dumps(rid), b"}")
+        return result.framed(_PLACED_HEAD % orjson.dumps(rid), b"}")
     return orjson.dumps({"id": rid, "ok": True, **result})
 
 
@@ -92,7 +96,7 @@ async def _answer_places(ops: Operations, places: list[tuple[Any, Any]]) -> list
         if isinstance(result, Exception):
             out.append(_refused(rid, result))
         else:                                # `_ok`'s framing of a PlaceAnswer, without its call
-            out.append(result.framed(b'{"id":%b,"ok":true,"records":' % dumps(rid), b"}"))
+            out.append(result.framed(_PLACED_HEAD % dumps(rid), b"}"))
     return out
 
 
