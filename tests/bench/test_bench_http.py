@@ -22,6 +22,9 @@ def test_http_bench_measures_both_subjects_and_the_fixed_rate_and_prints_the_row
     assert figures["echo_answered"] == figures["place_answered"] == 150
     assert figures["batch_answered"] == 150 // figures["batch_size"]       # requests of batch_size placements
     assert figures["batch_per_s"] > 0 and figures["batch_ratio"] > 0
+    assert figures["stream_answered"] == figures["batch_answered"] and figures["stream_ratio"] > 0
+    # a response's answers carry the fleet's names once with compact-stream, every time with compact
+    assert figures["stream_answer_bytes"] < figures["batch_answer_bytes"] / 2
     for key in ("echo_per_s", "place_per_s", "service_path_us", "fixed_p50_ms", "fixed_p99_ms"):
         assert figures[key] > 0, key
     # CPU time of a process is counted in 10 ms ticks: a short phase may show none
@@ -42,6 +45,10 @@ def test_http_bench_measures_both_subjects_and_the_fixed_rate_and_prints_the_row
     assert f"{figures['ratio']:.0%}" in floor[0] and floor[1] == (figures["ratio"] >= 0.5)
     batch = rows[f"HTTP placements, {figures['batch_size']} a request (a JSON array), ≥ 50% of the echo's requests/s"]
     assert f"{figures['batch_ratio']:.0%}" in batch[0] and batch[1] == (figures["batch_ratio"] >= 0.5)
+    stream = rows[f"HTTP placements, {figures['batch_size']} a request with compact-stream records (a snapshot "
+                  f"once a response), ≥ 50% of the echo's requests/s"]
+    assert f"{figures['stream_ratio']:.0%}" in stream[0] and stream[1] == (figures["stream_ratio"] >= 0.5)
+
     fixed = rows["HTTP at a fixed 1,000 requests/s, --fsync never: p99 ≤ 5 ms"]
     assert f"{figures['fixed_answered']:,} of {figures['fixed_due']:,} answered" in fixed[0] and "load average" in fixed[0]
     assert f"the echo at the same rate, p99 {figures['echo_fixed_p99_ms']:.3g} ms" in fixed[0]

@@ -2,7 +2,9 @@
 with exactly the placements, records and trace of the same requests posted one at a time (sessions
 in order: the second task of a session is scored with the hold the first one made); a refused
 request is answered in its turn with the status and problems it alone gets, and the rest are placed;
-the array's length is bounded (docs/service.md, "Placing many tasks in one request")."""
+the array's length is bounded (docs/service.md, "Placing many tasks in one request"). Answers in the
+`compact-stream` form are the one exception: a response's are one slice, each snapshot carried once
+(tests/service/test_service_stdio_stream.py)."""
 from __future__ import annotations
 
 import re
@@ -41,7 +43,7 @@ def _requests() -> list[bytes]:
         if i == 3:
             out += [orjson.dumps({"requirements": task, "session": "twice"})] * 2
     out[7:7] = [b'{"requirements": {"capabilities": 7}}', b'{"requirements": 7}', b"7",
-                b'{"requirements": {}, "record": "compact-stream"}', b'{"requirements": {}, "session": 7}',
+                b'{"requirements": {}, "record": "compacted"}', b'{"requirements": {}, "session": 7}',
                 b'{"requirements": {"x": 1e400}}', b'{"requirements": {}, "x": "\xff"}',
                 b'{"requirements": {}, "x": ' + b"[" * 40 + b"]" * 40 + b"}",
                 b'{"requirements": {"residency": "eu"}, "route": {"name": "r", "adds": {"residency": "us"}}}',

@@ -1,7 +1,7 @@
-"""`record: "compact-stream"` over stdio: a stream's answers, read in order, are one slice of the
-trace that stands alone — each fleet snapshot goes down the stream once, and decoded, the records
-are exactly the trace file's. `compact` answers still stand alone one by one, and HTTP, whose
-answers have no order, refuses the stream form."""
+"""`record: "compact-stream"`: a stdio stream's answers, read in order, are one slice of the trace
+that stands alone — each fleet snapshot goes down the stream once, and decoded, the records are
+exactly the trace file's. `compact` answers still stand alone one by one. Over HTTP the answers of
+one response (a batch's) are such a slice, and a single answer one of its own."""
 from __future__ import annotations
 
 import subprocess
@@ -94,7 +94,10 @@ def test_requirements_holding_a_member_named_like_the_compact_one_are_not_rewrit
         assert by_seq[submitted["seq"]]["content"]["requirements"] == DECOY
 
 
-def test_http_refuses_the_stream_record_form():
+def _http_batches() -> tuple[list[list], list[dict]]:
+    """Two batches whose requests ask for `compact-stream` records, but for one `compact` and one
+    `spec` (a deletion between the batches: a new snapshot), a single request with
+    `?record=compact-stream`, their answers, and the service's whole trace decoded to spec records."""
     pytest.importorskip("starlette")
     from starlette.testclient import TestClient
 
@@ -102,12 +105,62 @@ def test_http_refuses_the_stream_record_form():
     from a3fast.service.config import ServiceConfig
     from test_k8s_extender import wait_ready
 
+    def batch(tasks: list[dict]) -> list[dict]:
+        out: list[dict] = [{"requirements": t, "record": "compact-stream"} for t in tasks]
+        out[2]["session"] = out[3]["session"] = "twice"          # a run ends before the second
+        out[4]["route"] = {"name": "r", "adds": {"clearances": ["x.y"]}}
+        out[5]["record"] = "compact"                             # stands alone, not in the slice
+        del out[6]["record"]                                     # spec records
+        out[7]["requirements"] = {"capabilities": 7}             # refused in its turn
+        out[8]["requirements"] = DECOY
+        return out
+
     with TestClient(create_app(ServiceConfig())) as client:
         wait_ready(client)
-        answer = client.post("/v1/place?record=compact-stream", json={"requirements": TASKS[0]})
-    assert answer.status_code == 400
-    [problem] = answer.json()["problems"]
-    assert problem["path"] == "$.record" and '"compact"' in problem["expected"]
+        assert client.post("/v1/agents", content=b"\n".join(orjson.dumps(d) for d in FLEET)).status_code == 200
+        answers = []
+        for k, tasks in enumerate((TASKS[:12], TASKS[12:])):
+            if k:
+                assert client.delete(f"/v1/agents/{FLEET[0]['agent']['name']}").status_code == 200
+            answer = client.post("/v1/place", json=batch(tasks))
+            assert answer.status_code == 200
+            answers.append(answer.json())
+        single = client.post("/v1/place?record=compact-stream", json={"requirements": TASKS[0]})
+        assert single.status_code == 200
+        answers.append([single.json()])
+        trace = client.get("/v1/trace").content
+    return answers, list(decode_trace(map(orjson.loads, trace.splitlines())))
+
+
+def _stream_part(answers: list[dict]) -> list[dict]:
+    """The records of a response's `compact-stream` answers, in order (refused, `compact` and
+    `spec` answers are not part of its slice)."""
+    return [record for k, a in enumerate(answers) if k not in (5, 6, 7) for record in a["records"]]
+
+
+def test_http_batch_answers_in_the_stream_form_read_in_order_decode_to_the_trace_records():
+    responses, whole = _http_batches()
+    by_seq = {r["seq"]: r for r in whole}
+    for answers in responses[:2]:
+        assert answers[7]["status"] == 400
+        records = _stream_part(answers)
+        assert list(decode_trace(records)) == [by_seq[r["seq"]] for r in records]
+        data = b"".join(orjson.dumps(r) + b"\n" for r in records)
+        assert [f for f in verify_bytes(data) if f.is_error] == []
+        # one table a response, in its first answer; the other answers refer to that record
+        assert data.count(b'"names":[') == 1 and b'"names":[' in orjson.dumps(answers[0])
+        alone = answers[5]["records"]       # a `compact` answer between them stands alone
+        assert b'"names":[' in orjson.dumps(alone)
+        assert list(decode_trace(alone)) == [by_seq[r["seq"]] for r in alone]
+        assert b"a3fast.compact" not in orjson.dumps(answers[6])
+
+
+def test_http_single_answer_in_the_stream_form_stands_alone():
+    responses, whole = _http_batches()
+    by_seq = {r["seq"]: r for r in whole}
+    [answer] = responses[2]
+    assert b'"names":[' in orjson.dumps(answer)
+    assert list(decode_trace(answer["records"])) == [by_seq[r["seq"]] for r in answer["records"]]
 
 
 def test_stream_answers_taken_as_written_are_the_ones_the_slice_would_give(monkeypatch):
@@ -125,9 +178,10 @@ def test_stream_answers_taken_as_written_are_the_ones_the_slice_would_give(monke
     taken = read = 0
     original = Operations._place_answer
 
-    def checked(self, lines, form, reference=None):
+    def checked(self, lines, form, reference=None, stream=None):
         nonlocal taken, read
         if form == STREAM:
+            assert stream is None       # stdio's answers join the shell's own stream
             if reference is not None and self.stream.carried.get(reference) == reference:
                 trial = Slice()
                 trial.carried = dict(self.stream.carried)
@@ -136,7 +190,7 @@ def test_stream_answers_taken_as_written_are_the_ones_the_slice_would_give(monke
                 taken += 1
             else:
                 read += 1
-        return original(self, lines, form, reference)
+        return original(self, lines, form, reference, stream)
 
     monkeypatch.setattr(Operations, "_place_answer", checked)
     requests = [orjson.dumps(r) + b"\n" for r in _requests() if r["op"] != "put_agents"]

@@ -12,7 +12,9 @@ requests and in time) in this process, apart from both servers:
 
 A third subject, the same service answering the same tasks BATCH_SIZE to a request (a JSON array
 of place requests, `POST /v1/place?record=compact`), counts placements per second against the
-echo's requests per second.
+echo's requests per second; a fourth sends the same arrays asking for `?record=compact-stream`, as
+a client that reads a response's answers in order does: the fleet's names go down once a response
+rather than once an answer.
 
 Rounds alternate the subjects; each figure is the median of the rounds. The servers' CPU time per
 request is read from their own counters (the machine is shared: wall time includes the waits of a
@@ -43,6 +45,8 @@ __all__ = ["bench_http", "AGENTS", "PLACE_PATH", "FIXED_RATE", "BATCH_SIZE"]
 
 AGENTS = 1_000
 PLACE_PATH = "/v1/place?record=compact"
+#: the same, each response's answers one slice (a snapshot carried once a response)
+STREAM_PATH = "/v1/place?record=compact-stream"
 #: requests per second of the fixed-rate phase
 FIXED_RATE = 1_000
 #: place requests in one request of the batch subject
@@ -116,9 +120,10 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
     bodies = [orjson.dumps({"requirements": t}) for t in tasks]
     echo_requests = [request_bytes("/", b) for b in bodies]
     place_requests = [request_bytes(PLACE_PATH, b) for b in bodies]
-    batch_requests = [request_bytes(PLACE_PATH, b"[" + b",".join(bodies[i:i + BATCH_SIZE]) + b"]")
-                      for i in range(0, len(bodies), BATCH_SIZE)]
-    figures: dict[str, list[dict[str, float]]] = {"echo": [], "place": [], "batch": []}
+    arrays = [b"[" + b",".join(bodies[i:i + BATCH_SIZE]) + b"]" for i in range(0, len(bodies), BATCH_SIZE)]
+    batch_requests = [request_bytes(PLACE_PATH, body) for body in arrays]
+    stream_requests = [request_bytes(STREAM_PATH, body) for body in arrays]
+    figures: dict[str, list[dict[str, float]]] = {"echo": [], "place": [], "batch": [], "stream": []}
     out: dict[str, Any] = {"agents": AGENTS, "rounds": rounds, "connections": connections,
                            "requests_per_round": requests, "request_bytes": statistics.median(map(len, bodies)),
                            # the machine's load beside its figures: a shared machine's other work shows in
@@ -133,14 +138,17 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
             served.wait_ready()
             out["echo_answer_bytes"] = _answer_bytes(echo, "/", bodies[0])
             out["place_answer_bytes"] = _answer_bytes(served, PLACE_PATH, bodies[0])
+            out["batch_answer_bytes"] = _answer_bytes(served, PLACE_PATH, arrays[0])
+            out["stream_answer_bytes"] = _answer_bytes(served, STREAM_PATH, arrays[0])
             # a short untimed pass each: connections, caches and the first trace writes
             for server, reqs in ((echo, echo_requests), (served, place_requests)):
                 run(closed_loop(server.port, reqs, min(requests, 300), seconds, connections))
             for _ in range(rounds):
                 figures["echo"].append(_saturate(echo, echo_requests, requests, seconds, connections))
                 figures["place"].append(_saturate(served, place_requests, requests, seconds, connections))
-                figures["batch"].append(_saturate(served, batch_requests, max(requests // BATCH_SIZE, 1), seconds,
-                                                  connections))
+                for name, reqs in (("batch", batch_requests), ("stream", stream_requests)):
+                    figures[name].append(_saturate(served, reqs, max(requests // BATCH_SIZE, 1), seconds,
+                                                   connections))
             out["fixed_load_average"] = os.getloadavg()[0]
             # the echo at the same rate first: the floor of the fixed-rate latencies on this machine now
             cpu = echo.cpu_s()
@@ -153,11 +161,13 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
         for key in measured[0]:
             out[f"{subject}_{key}"] = statistics.median(m[key] for m in measured)
     out["ratio"] = out["place_per_s"] / out["echo_per_s"] if out["echo_per_s"] else 0.0
-    # the batch subject's figures are per request of BATCH_SIZE placements: per placement here
+    # the batch subjects' figures are per request of BATCH_SIZE placements: per placement here
     out["batch_size"] = BATCH_SIZE
-    out["batch_per_s"] *= BATCH_SIZE
-    out["batch_server_cpu_us"] /= BATCH_SIZE
-    out["batch_ratio"] = out["batch_per_s"] / out["echo_per_s"] if out["echo_per_s"] else 0.0
+    for name in ("batch", "stream"):
+        out[f"{name}_per_s"] *= BATCH_SIZE
+        out[f"{name}_server_cpu_us"] /= BATCH_SIZE
+        out[f"{name}_ratio"] = out[f"{name}_per_s"] / out["echo_per_s"] if out["echo_per_s"] else 0.0
+
     out["cpu_ratio"] = out["echo_server_cpu_us"] / out["place_server_cpu_us"] if out["place_server_cpu_us"] else 0.0
     out["service_path_us"], out["service_path_cpu_us"] = _service_path_us(fleet_docs, bodies, min(requests, 2_000))
     out.update({"fixed_rate": FIXED_RATE, "fixed_due": fixed.due, "fixed_answered": len(fixed.latencies_s),

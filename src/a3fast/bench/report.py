@@ -178,7 +178,8 @@ def _in_words(title: str, f: dict[str, Any]) -> str:
                 f"raw ({g('overhead', '{:+.1%}')}, window {g('window')})")
     if title == HTTP_TITLE:
         return (f"{g('place_per_s', '{:,.0f}')} placements/s against the echo's {g('echo_per_s', '{:,.0f}')}/s "
-                f"({g('ratio', '{:.0%}')}; {g('batch_per_s', '{:,.0f}')}/s in arrays of {g('batch_size')}); at a fixed {g('fixed_rate', '{:,}')}/s p99 {g('fixed_p99_ms')} ms, "
+                f"({g('ratio', '{:.0%}')}; {g('batch_per_s', '{:,.0f}')}/s in arrays of {g('batch_size')}, "
+                f"{g('stream_per_s', '{:,.0f}')}/s with compact-stream records); at a fixed {g('fixed_rate', '{:,}')}/s p99 {g('fixed_p99_ms')} ms, "
                 f"p50 {g('fixed_p50_ms')} ms")
     return ", ".join(f"{k.replace('_', ' ')} {_scalar(v)}" for k, v in f.items() if _is_scalar(v))
 
@@ -465,6 +466,14 @@ def _http_targets(http: dict[str, Any] | str | None) -> list[tuple[str, str, boo
                      f"{http['batch_ratio']:.0%} ({http['batch_per_s']:,.0f} placements/s against the echo's "
                      f"{http['echo_per_s']:,.0f} requests/s; server CPU {http['batch_server_cpu_us']:.0f} µs a placement)",
                      http["batch_ratio"] >= 0.5))
+    if "stream_per_s" in http:
+        rows.append((f"HTTP placements, {http['batch_size']} a request with compact-stream records (a snapshot "
+                     f"once a response), ≥ 50% of the echo's requests/s",
+                     f"{http['stream_ratio']:.0%} ({http['stream_per_s']:,.0f} placements/s; server CPU "
+                     f"{http['stream_server_cpu_us']:.0f} µs a placement; {http['stream_answer_bytes']:,} bytes an "
+                     f"answer against {http['batch_answer_bytes']:,} with compact records)",
+                     http["stream_ratio"] >= 0.5))
+
     rows.append((f"HTTP at a fixed {http['fixed_rate']:,} requests/s, --fsync never: p99 ≤ 5 ms",
                  f"p99 {http['fixed_p99_ms']:.3g} ms, p50 {http['fixed_p50_ms']:.3g} ms from each request's due time "
                  f"({http['fixed_answered']:,} of {http['fixed_due']:,} answered; server CPU "

@@ -50,7 +50,8 @@ from .replay_route import replay_endpoint
 from .seed import seed_fleet
 from .sharded import fleet_factory
 from .state import ServiceState, StateError
-from .slices import readable_since
+from .slices import Slice, readable_since
+
 from .tls import verified_client
 from .ui import LiveReport
 
@@ -435,7 +436,8 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
         record = _query_value(query, "record") if query else None
         if is_batch(data):
             bodies = await off_loop(read_place_batch, data, ops, record)
-            await send_json_parts(send, batch_answer(await ops.place_batch(bodies)))
+            # the response's `compact-stream` answers are read in order: one slice, each snapshot once
+            await send_json_parts(send, batch_answer(await ops.place_batch(bodies, Slice())))
             return
         typed = decode_place_request(data)      # typed, when the text allows: the general way else
         body: Any = ops.prepared_place(typed) if typed is not None else None

@@ -129,7 +129,7 @@ PATHS: dict[str, dict[str, Any]] = {
                     body={"application/json": {"schema": {"anyOf": [_ref("place.request"),
                                                                     _ref("place.batch.request")]}}},
                     errors={"422": "a route that would change a requirement"},
-                    params=[_param("record", "query", {"enum": ["spec", "compact"]})]),
+                    params=[_param("record", "query", {"enum": ["spec", "compact", "compact-stream"]})]),
     },
     "/v1/outcomes": {"post": _op("Record a finished task's success", _done("outcome.response"),
                                  body=_json("outcome.request"),

@@ -38,11 +38,13 @@ from .state import FleetConflict, ServiceState
 __all__ = ["Operations", "PlaceAnswer", "PlaceRequest", "PreparedPlace", "decode_place_request", "OPS", "RECORD_FORMS", "STREAM",
            "verify_text", "verify_result"]
 
-#: The record forms of a place answer: §6 JSON, or compact records that stand alone.
-RECORD_FORMS = ("spec", "compact")
-#: Compact records that may refer to a fleet snapshot an earlier answer of the same stream carried
-#: (stdio only: its answers are read in order, so together they are one slice of the trace).
+#: Compact records that may refer to a fleet snapshot an earlier answer of the same stream carried:
+#: a stdio stream's answers, or one HTTP response's (a batch's), are read in order, so together they
+#: are one slice of the trace.
 STREAM = "compact-stream"
+#: The record forms of a place answer: §6 JSON, compact records that stand alone, or compact
+#: records of a stream.
+RECORD_FORMS = ("spec", "compact", STREAM)
 
 #: Names listed per page of GET /v1/agents, at most.
 MAX_PAGE = 10_000
@@ -207,11 +209,11 @@ class Operations:
         #: None places a batch in one synchronous step (stdio, whose loop serves nothing else, and
         #: whose synchronous shell runs operations without a loop)
         self.turn = turn
-        #: the slice of every `compact-stream` answer: only for a shell whose answers go to one
-        #: reader, in order (stdio), which may then be sent each fleet snapshot once
+        #: the slice of every `compact-stream` answer of a shell whose answers all go to one reader,
+        #: in order (stdio), which may then be sent each fleet snapshot once; None: each response is
+        #: a slice of its own (HTTP: a batch's answers, `place_batch`'s `stream`)
         self.stream = Slice() if stream else None
-        self.forms = (*RECORD_FORMS, STREAM) if stream else RECORD_FORMS
-        self._forms_text = " or ".join(f'"{f}"' for f in self.forms)
+        self._forms_text = " or ".join(f'"{f}"' for f in RECORD_FORMS)
         #: requirements texts -> prepared Requirements, shared by every request of this service
         self.prepared = PreparedRequirements()
 
@@ -325,13 +327,15 @@ class Operations:
         await self.state.durable()
         return self._place_answer(lines, form, reference)
 
-    async def place_batch(self, bodies: list[Any]) -> list[PlaceAnswer | Exception]:
+    async def place_batch(self, bodies: list[Any], stream: Slice | None = None) -> list[PlaceAnswer | Exception]:
         """Consecutive `place` requests (an Exception in place of a request its shell could not
         read: refused with it, in its turn), answered exactly as one at a time (the same placements,
         records and trace), placed through the fleet's batch path in runs: a run ends before a task
         with a route (placed alone) and before a second task of one session (its affinity depends
         on the session the earlier one holds). A request that is refused changes nothing, so it
         does not end a run. Returns, per request, its result or the exception that refuses it.
+        `stream`: the slice the batch's `compact-stream` answers join, in order (an HTTP
+        response's own), else the shell's (`self.stream`).
 
         The batch holds the state's `applying` lock until its last placement is made, so its
         records take consecutive seqs and no other change lands among them. With `turn`, a run is
@@ -354,7 +358,7 @@ class Operations:
             if timed:
                 await turns.check()      # a thousand answers of many records take a while too
             try:
-                result = results[i] = answer(lines, form, reference)
+                result = results[i] = answer(lines, form, reference, stream)
                 if timed:
                     # an HTTP batch sends arrays: each made here, between turns, not all at once after
                     result.records_json
@@ -435,7 +439,7 @@ class Operations:
         """A place request's fields, checked, with its requirements parsed (ServiceError if not)."""
         if type(body) is PreparedPlace:         # its fields' types were checked as it was decoded
             form = body.record or "spec"
-            if form not in self.forms:
+            if form not in RECORD_FORMS:
                 raise ServiceError(400, [problem("$.record", self._forms_text, repr(form))])
             requirements = body.requirements
             if isinstance(requirements, SchemaError):
@@ -445,7 +449,7 @@ class Operations:
         session = _optional(body, "session", str, "a session id")
         route = self._route(body)
         record = _optional(body, "record", str, self._forms_text) or "spec"
-        if record not in self.forms:
+        if record not in RECORD_FORMS:
             raise ServiceError(400, [problem("$.record", self._forms_text, repr(record))])
         try:
             return parse_requirements(requirements, decoded=True), session, route, record
@@ -469,12 +473,18 @@ class Operations:
             metrics.count_placement(p)
         self.state.maybe_checkpoint()
 
-    def _place_answer(self, lines: bytes, form: str, reference: int | None = None) -> "PlaceAnswer":
+    def _place_answer(self, lines: bytes, form: str, reference: int | None = None,
+                      stream: Slice | None = None) -> "PlaceAnswer":
         """The answer of a placement's record `lines` in `form`. `reference`: the fleet snapshot the
         records' own compact members refer to by its seq, when the encoder wrote them so (None: not
         known); a stream that carries that snapshot as itself takes such lines as they are, which
-        its slice would find only by reading them."""
-        stream = self.stream if form == STREAM else None
+        its slice would find only by reading them. A `compact-stream` answer joins `stream`, else
+        the shell's; with neither it stands alone, as a `compact` one does."""
+        if form == STREAM:
+            stream = stream if stream is not None else self.stream
+        else:
+            stream = None
+
         if form == "spec" or stream is not None and reference is not None and stream.carried.get(reference) == reference:
             return PlaceAnswer(lines)
         return PlaceAnswer(readable_answer(self.state, lines, stream, reference))

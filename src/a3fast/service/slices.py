@@ -128,8 +128,8 @@ class Slice:
     carries it instead, in full, and the slice's later references to that snapshot name that record.
 
     One Slice per reader: a `GET /v1/trace?since=N` answer, one compact place answer, or every
-    `compact-stream` answer of one stdio stream (the reader reads them in order, so a snapshot goes
-    down the stream once).
+    `compact-stream` answer of one stdio stream or of one HTTP response (a batch's: the reader reads
+    them in order, so a snapshot goes down once).
 
     A task.bound record's compact member comes first in its content, where the encoder writes it,
     so it is found and rewritten in the line's bytes. A task.rejected record's follows the task's
