@@ -10,10 +10,6 @@ requests and in time) in this process, apart from both servers:
 - `a3fast serve --state TMP --fsync never --fleet F` (a real process, the CLI as a user runs it)
   answering `POST /v1/place?record=compact` with the placement and its compact records.
 
-A `held` subject sends the same single requests as a client that keeps the fleet snapshot an
-earlier answer carried does (`?record=compact&fleet=SEQ`, SEQ the record that carried it): the
-answers refer to that record rather than carry the fleet's names.
-
 A third subject, the same service answering the same tasks BATCH_SIZE to a request (a JSON array
 of place requests, `POST /v1/place?record=compact`), counts placements per second against the
 echo's requests per second; a fourth sends the same arrays asking for `?record=compact-stream`, as
@@ -98,26 +94,13 @@ def _saturate(server: ServedProcess, requests: list[bytes], count: int, seconds:
             "p99_ms": percentile(measured.latencies_s, 0.99) * 1e3}
 
 
-def _answer(server: ServedProcess, path: str, body: bytes) -> bytes:
+def _answer_bytes(server: ServedProcess, path: str, body: bytes) -> int:
     import urllib.request
 
     request = urllib.request.Request(server.url + path, data=body, method="POST",
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as answer:
-        return answer.read()
-
-
-def _answer_bytes(server: ServedProcess, path: str, body: bytes) -> int:
-    return len(_answer(server, path, body))
-
-
-def _carrier(answer: bytes) -> int:
-    """The seq of the record of a compact place answer that carries its fleet snapshot's table."""
-    for record in orjson.loads(answer)["records"]:
-        member = record["content"].get("a3fast.compact")
-        if member is not None and type(member["fleet"]) is dict:
-            return record["seq"]
-    raise RuntimeError("the compact place answer carries no fleet snapshot")
+        return len(answer.read())
 
 
 def bench_http(quick: bool = False, rounds: int | None = None, requests: int | None = None,
@@ -140,7 +123,7 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
     arrays = [b"[" + b",".join(bodies[i:i + BATCH_SIZE]) + b"]" for i in range(0, len(bodies), BATCH_SIZE)]
     batch_requests = [request_bytes(PLACE_PATH, body) for body in arrays]
     stream_requests = [request_bytes(STREAM_PATH, body) for body in arrays]
-    figures: dict[str, list[dict[str, float]]] = {"echo": [], "place": [], "held": [], "batch": [], "stream": []}
+    figures: dict[str, list[dict[str, float]]] = {"echo": [], "place": [], "batch": [], "stream": []}
     out: dict[str, Any] = {"agents": AGENTS, "rounds": rounds, "connections": connections,
                            "requests_per_round": requests, "request_bytes": statistics.median(map(len, bodies)),
                            # the machine's load beside its figures: a shared machine's other work shows in
@@ -154,11 +137,7 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
                               "--fleet", str(fleet_file)) as served:
             served.wait_ready()
             out["echo_answer_bytes"] = _answer_bytes(echo, "/", bodies[0])
-            first = _answer(served, PLACE_PATH, bodies[0])
-            out["place_answer_bytes"] = len(first)
-            held_path = f"{PLACE_PATH}&fleet={_carrier(first)}"
-            held_requests = [request_bytes(held_path, b) for b in bodies]
-            out["held_answer_bytes"] = _answer_bytes(served, held_path, bodies[1])
+            out["place_answer_bytes"] = _answer_bytes(served, PLACE_PATH, bodies[0])
             out["batch_answer_bytes"] = _answer_bytes(served, PLACE_PATH, arrays[0])
             out["stream_answer_bytes"] = _answer_bytes(served, STREAM_PATH, arrays[0])
             # a short untimed pass each: connections, caches and the first trace writes
@@ -167,7 +146,6 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
             for _ in range(rounds):
                 figures["echo"].append(_saturate(echo, echo_requests, requests, seconds, connections))
                 figures["place"].append(_saturate(served, place_requests, requests, seconds, connections))
-                figures["held"].append(_saturate(served, held_requests, requests, seconds, connections))
                 for name, reqs in (("batch", batch_requests), ("stream", stream_requests)):
                     figures[name].append(_saturate(served, reqs, max(requests // BATCH_SIZE, 1), seconds,
                                                    connections))
@@ -183,8 +161,6 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
         for key in measured[0]:
             out[f"{subject}_{key}"] = statistics.median(m[key] for m in measured)
     out["ratio"] = out["place_per_s"] / out["echo_per_s"] if out["echo_per_s"] else 0.0
-    out["held_ratio"] = out["held_per_s"] / out["echo_per_s"] if out["echo_per_s"] else 0.0
-
     # the batch subjects' figures are per request of BATCH_SIZE placements: per placement here
     out["batch_size"] = BATCH_SIZE
     for name in ("batch", "stream"):

@@ -461,13 +461,6 @@ def _http_targets(http: dict[str, Any] | str | None) -> list[tuple[str, str, boo
              f"server CPU {http['place_server_cpu_us']:.0f} against {http['echo_server_cpu_us']:.0f} µs a request, "
              f"of which the service path in process {http['service_path_cpu_us']:.0f} µs)",
              http["ratio"] >= 0.5)]
-    if "held_per_s" in http:
-        rows.append(("HTTP placements holding the fleet snapshot (?fleet=SEQ) ≥ 50% of the echo, same run",
-                     f"{http['held_ratio']:.0%} ({http['held_per_s']:,.0f}/s; server CPU "
-                     f"{http['held_server_cpu_us']:.0f} µs a request; {http['held_answer_bytes']:,} bytes an answer "
-                     f"against {http['place_answer_bytes']:,})",
-                     http["held_ratio"] >= 0.5))
-
     if "batch_per_s" in http:
         rows.append((f"HTTP placements, {http['batch_size']} a request (a JSON array), ≥ 50% of the echo's requests/s",
                      f"{http['batch_ratio']:.0%} ({http['batch_per_s']:,.0f} placements/s against the echo's "

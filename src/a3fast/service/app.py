@@ -59,10 +59,7 @@ __all__ = ["create_app", "seed_fleet"]
 
 log = logging.getLogger("a3fast.serve")
 JSON = "application/json"
-#: What `?fleet=` names: a record of an earlier answer that carried a fleet snapshot.
-HELD_TEXT = "the seq of a record that carried a fleet snapshot (a non-negative integer)"
 #: Bodies at least this long are parsed on a worker thread; shorter ones cost less than the handoff.
-
 OFF_LOOP_BYTES = 256 * 1024
 
 
@@ -437,13 +434,10 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
         data = await receive_body(scope, receive, limits["request"], config.body_timeout)
         query = scope["query_string"]
         record = _query_value(query, "record") if query else None
-        held = _query_value(query, "fleet") if query else None
-        # the snapshot the reader holds in a record it names: its answers refer to that record
-        holds = ops.holding(query_int(held, "$.fleet", HELD_TEXT)) if held is not None else None
         if is_batch(data):
             bodies = await off_loop(read_place_batch, data, ops, record)
             # the response's `compact-stream` answers are read in order: one slice, each snapshot once
-            await send_json_parts(send, batch_answer(await ops.place_batch(bodies, Slice(holds), holds)))
+            await send_json_parts(send, batch_answer(await ops.place_batch(bodies, Slice())))
             return
         typed = decode_place_request(data)      # typed, when the text allows: the general way else
         body: Any = ops.prepared_place(typed) if typed is not None else None
@@ -454,7 +448,7 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
                                                  "another value")])
         if record is not None:
             _set_record(body, record)
-        payload = (await ops.place(body, holds)).framed(b'{"records":', b"}")
+        payload = (await ops.place(body)).framed(b'{"records":', b"}")
         await start_json_answer(send, len(payload))
         await send({"type": "http.response.body", "body": payload})
 
@@ -832,8 +826,8 @@ def _header(scope, name: bytes) -> bytes | None:
 
 def _query_value(query: bytes, name: str) -> str | None:
     """The last value of one query parameter (as Starlette's query_params would give it)."""
-    if query == b"record=compact":
-        return "compact" if name == "record" else None
+    if query == b"record=compact" and name == "record":
+        return "compact"
     value = None
     for key, item in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
         if key == name:

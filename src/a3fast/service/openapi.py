@@ -78,12 +78,8 @@ def _done(name: str, description: str = "done") -> dict[str, Any]:
     return _answer(_ref(name), description)
 
 
-def _param(name: str, where: str, schema: dict, description: str | None = None,
-           required: bool = False) -> dict[str, Any]:
-    param = {"name": name, "in": where, "required": required or where == "path", "schema": schema}
-    if description is not None:
-        param["description"] = description
-    return param
+def _param(name: str, where: str, schema: dict, required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": where, "required": required or where == "path", "schema": schema}
 
 
 _NAME = _param("name", "path", {"type": "string", "minLength": 1})
@@ -133,10 +129,7 @@ PATHS: dict[str, dict[str, Any]] = {
                     body={"application/json": {"schema": {"anyOf": [_ref("place.request"),
                                                                     _ref("place.batch.request")]}}},
                     errors={"422": "a route that would change a requirement"},
-                    params=[_param("record", "query", {"enum": ["spec", "compact", "compact-stream"]}),
-                            _param("fleet", "query", {"type": "integer", "minimum": 0},
-                                   "the seq of a record of an earlier answer that carried a fleet snapshot: the "
-                                   "compact records refer to it rather than carry that snapshot again")]),
+                    params=[_param("record", "query", {"enum": ["spec", "compact", "compact-stream"]})]),
     },
     "/v1/outcomes": {"post": _op("Record a finished task's success", _done("outcome.response"),
                                  body=_json("outcome.request"),

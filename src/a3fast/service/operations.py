@@ -31,7 +31,7 @@ from ..schema import Requirements, parse_declaration, parse_requirements, task_k
 from ..verify import is_valid, verify_stream_counted
 from . import metrics
 from .prepared import PreparedRequirements
-from .slices import Slice, held_snapshot, readable_answer
+from .slices import Slice, readable_answer
 from .problems import MAX_DEPTH, MAX_STRING, ServiceError, check_bounds, from_library, parse_json, problem
 from .state import FleetConflict, ServiceState
 
@@ -46,8 +46,6 @@ STREAM = "compact-stream"
 #: records of a stream.
 RECORD_FORMS = ("spec", "compact", STREAM)
 
-#: Records `Operations.holding` remembers the snapshot of.
-HELD_KEPT = 256
 #: Names listed per page of GET /v1/agents, at most.
 MAX_PAGE = 10_000
 #: Records one stdio `trace` answer holds, at most.
@@ -218,8 +216,6 @@ class Operations:
         self._forms_text = " or ".join(f'"{f}"' for f in RECORD_FORMS)
         #: requirements texts -> prepared Requirements, shared by every request of this service
         self.prepared = PreparedRequirements()
-        #: record seq -> the fleet snapshot a reader holds in it (`holding`)
-        self._held: dict[int, int] = {}
 
     def prepared_place(self, request: PlaceRequest) -> PreparedPlace | None:
         """A typed place request with its requirements looked up by their text (parsed on a miss);
@@ -324,32 +320,14 @@ class Operations:
         return {"names": page, "next": page[-1] if more and page else None}
 
     # -- placing ----------------------------------------------------------------------------------
-    async def place(self, body: dict | PreparedPlace, holds: dict[int, int] | None = None) -> PlaceAnswer:
-        """One place request answered. `holds`: the snapshots its reader holds (`holding`), which
-        its compact records refer to rather than carry."""
+    async def place(self, body: dict | PreparedPlace) -> PlaceAnswer:
         parsed, session, route, form = self._place_request(body)
         async with self.state.applying:      # after a batch under way, never inside it
             lines, reference = self._placed(parsed, session, route, form != "spec")
         await self.state.durable()
-        return self._place_answer(lines, form, reference, None, holds)
+        return self._place_answer(lines, form, reference)
 
-    def holding(self, seq: int) -> dict[int, int] | None:
-        """What a reader that names record `seq` as holding a fleet snapshot holds: {snapshot seq:
-        `seq`}, for its answers' records to refer to `seq` (`Slice(carried)`), or None when the
-        trace has no such record (`held_snapshot`), and the answers carry their snapshot as ever.
-        Records never change once written, so a record found is kept (a few, bounded)."""
-        snapshot = self._held.get(seq)
-        if snapshot is None:
-            snapshot = held_snapshot(self.state, seq)
-            if snapshot is None:
-                return None
-            if len(self._held) >= HELD_KEPT:
-                self._held.clear()
-            self._held[seq] = snapshot
-        return {snapshot: seq}
-
-    async def place_batch(self, bodies: list[Any], stream: Slice | None = None,
-                          holds: dict[int, int] | None = None) -> list[PlaceAnswer | Exception]:
+    async def place_batch(self, bodies: list[Any], stream: Slice | None = None) -> list[PlaceAnswer | Exception]:
         """Consecutive `place` requests (an Exception in place of a request its shell could not
         read: refused with it, in its turn), answered exactly as one at a time (the same placements,
         records and trace), placed through the fleet's batch path in runs: a run ends before a task
@@ -357,8 +335,7 @@ class Operations:
         on the session the earlier one holds). A request that is refused changes nothing, so it
         does not end a run. Returns, per request, its result or the exception that refuses it.
         `stream`: the slice the batch's `compact-stream` answers join, in order (an HTTP
-        response's own), else the shell's (`self.stream`); `holds`, the snapshots the reader holds
-        (`holding`), which each `compact` answer refers to rather than carries.
+        response's own), else the shell's (`self.stream`).
 
         The batch holds the state's `applying` lock until its last placement is made, so its
         records take consecutive seqs and no other change lands among them. With `turn`, a run is
@@ -381,7 +358,7 @@ class Operations:
             if timed:
                 await turns.check()      # a thousand answers of many records take a while too
             try:
-                result = results[i] = answer(lines, form, reference, stream, holds)
+                result = results[i] = answer(lines, form, reference, stream)
                 if timed:
                     # an HTTP batch sends arrays: each made here, between turns, not all at once after
                     result.records_json
@@ -497,20 +474,16 @@ class Operations:
         self.state.maybe_checkpoint()
 
     def _place_answer(self, lines: bytes, form: str, reference: int | None = None,
-                      stream: Slice | None = None, holds: dict[int, int] | None = None) -> "PlaceAnswer":
+                      stream: Slice | None = None) -> "PlaceAnswer":
         """The answer of a placement's record `lines` in `form`. `reference`: the fleet snapshot the
         records' own compact members refer to by its seq, when the encoder wrote them so (None: not
         known); a stream that carries that snapshot as itself takes such lines as they are, which
         its slice would find only by reading them. A `compact-stream` answer joins `stream`, else
-        the shell's; with neither it stands alone, as a `compact` one does. A standalone answer
-        is a slice of its own, which holds what the reader holds (`holds`)."""
+        the shell's; with neither it stands alone, as a `compact` one does."""
         if form == STREAM:
             stream = stream if stream is not None else self.stream
-            if stream is None and holds:
-                stream = Slice(holds)
         else:
-            stream = Slice(holds) if holds and form != "spec" else None
-
+            stream = None
 
         if form == "spec" or stream is not None and reference is not None and stream.carried.get(reference) == reference:
             return PlaceAnswer(lines)

@@ -24,8 +24,7 @@ import orjson
 from ..record.compact import KEY
 from .trace_reader import offset_after
 
-__all__ = ["Slice", "self_contained", "TableSource", "readable_answer", "readable_since", "held_snapshot"]
-
+__all__ = ["Slice", "self_contained", "TableSource", "readable_answer", "readable_since"]
 
 # a task.bound line as TraceWriter writes it, its content's first member the compact one, and its
 # snapshot: a reference, a based snapshot or a whole table
@@ -136,10 +135,9 @@ class Slice:
     so it is found and rewritten in the line's bytes. A task.rejected record's follows the task's
     requirements, which may hold a member of the same name: it is decoded to find the true one."""
 
-    def __init__(self, carried: dict[int, int] | None = None) -> None:
-        #: snapshot seq -> seq of the record of this slice that carries it; given, what its reader
-        #: already holds (`held_snapshot`)
-        self.carried: dict[int, int] = dict(carried) if carried else {}
+    def __init__(self) -> None:
+        #: snapshot seq -> seq of the record of this slice that carries it
+        self.carried: dict[int, int] = {}
 
     def lines(self, lines: Iterable[bytes], source: TableSource) -> Iterator[bytes]:
         """The trace lines (each ending in a newline), made part of this slice."""
@@ -304,39 +302,6 @@ def _pointed(line: bytes, start: int, end: int, at: int | None, referenced: int,
     spliced = b"%d" % at if at is not None else _table_json(source, referenced)
     whole = memoryview(line)
     return b"".join((whole[:start], spliced, whole[end:]))
-
-
-def held_snapshot(state, seq: int) -> int | None:
-    """The fleet snapshot whose table a reader holds under `seq` when record `seq` of a slice it
-    read carried one: the snapshot trace record `seq` itself carries (a whole or a based table:
-    `seq`) or refers to by seq, since a slice carries in a record only the table that record
-    refers to. None when the trace has no record `seq` with a compact member (yet)."""
-    end = state.trace_size
-    try:
-        with open(state.trace_path, "rb") as fh:
-            at = offset_after(fh, seq - 1, end)
-            fh.seek(at)
-            line = fh.readline(end - at)
-    except OSError:
-        return None
-    if not line.endswith(b"\n"):
-        return None
-    bound = _BOUND.match(line)
-    if bound is not None:
-        if int(bound.group(1)) != seq:
-            return None
-        return int(bound.group(2)) if bound.group(2) is not None else seq
-    rejected = _REJECTED.match(line)
-    if rejected is None or int(rejected.group(1)) != seq:
-        return None
-    try:
-        member = _read_rejected(line).content.member
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return None
-    fleet = member.fleet if member is not None else None
-    if type(fleet) is int:
-        return fleet
-    return seq if type(fleet) is dict else None
 
 
 def self_contained(lines: Iterable[bytes], source: TableSource) -> Iterator[bytes]:
