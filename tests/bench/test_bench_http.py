@@ -48,7 +48,6 @@ def test_http_bench_measures_both_subjects_and_the_fixed_rate_and_prints_the_row
     stream = rows[f"HTTP placements, {figures['batch_size']} a request with compact-stream records (a snapshot "
                   f"once a response), ≥ 50% of the echo's requests/s"]
     assert f"{figures['stream_ratio']:.0%}" in stream[0] and stream[1] == (figures["stream_ratio"] >= 0.5)
-
     fixed = rows["HTTP at a fixed 1,000 requests/s, --fsync never: p99 ≤ 5 ms"]
     assert f"{figures['fixed_answered']:,} of {figures['fixed_due']:,} answered" in fixed[0] and "load average" in fixed[0]
     assert f"the echo at the same rate, p99 {figures['echo_fixed_p99_ms']:.3g} ms" in fixed[0]

@@ -94,7 +94,8 @@ def test_requirements_holding_a_member_named_like_the_compact_one_are_not_rewrit
         assert by_seq[submitted["seq"]]["content"]["requirements"] == DECOY
 
 
-def _http_batches() -> tuple[list[list], list[dict]]:
+@pytest.fixture(scope="module")
+def http_batches() -> tuple[list[list], list[dict]]:
     """Two batches whose requests ask for `compact-stream` records, but for one `compact` and one
     `spec` (a deletion between the batches: a new snapshot), a single request with
     `?record=compact-stream`, their answers, and the service's whole trace decoded to spec records."""
@@ -138,8 +139,8 @@ def _stream_part(answers: list[dict]) -> list[dict]:
     return [record for k, a in enumerate(answers) if k not in (5, 6, 7) for record in a["records"]]
 
 
-def test_http_batch_answers_in_the_stream_form_read_in_order_decode_to_the_trace_records():
-    responses, whole = _http_batches()
+def test_http_batch_answers_in_the_stream_form_read_in_order_decode_to_the_trace_records(http_batches):
+    responses, whole = http_batches
     by_seq = {r["seq"]: r for r in whole}
     for answers in responses[:2]:
         assert answers[7]["status"] == 400
@@ -155,8 +156,8 @@ def test_http_batch_answers_in_the_stream_form_read_in_order_decode_to_the_trace
         assert b"a3fast.compact" not in orjson.dumps(answers[6])
 
 
-def test_http_single_answer_in_the_stream_form_stands_alone():
-    responses, whole = _http_batches()
+def test_http_single_answer_in_the_stream_form_stands_alone(http_batches):
+    responses, whole = http_batches
     by_seq = {r["seq"]: r for r in whole}
     [answer] = responses[2]
     assert b'"names":[' in orjson.dumps(answer)

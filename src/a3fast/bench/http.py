@@ -167,7 +167,6 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
         out[f"{name}_per_s"] *= BATCH_SIZE
         out[f"{name}_server_cpu_us"] /= BATCH_SIZE
         out[f"{name}_ratio"] = out[f"{name}_per_s"] / out["echo_per_s"] if out["echo_per_s"] else 0.0
-
     out["cpu_ratio"] = out["echo_server_cpu_us"] / out["place_server_cpu_us"] if out["place_server_cpu_us"] else 0.0
     out["service_path_us"], out["service_path_cpu_us"] = _service_path_us(fleet_docs, bodies, min(requests, 2_000))
     out.update({"fixed_rate": FIXED_RATE, "fixed_due": fixed.due, "fixed_answered": len(fixed.latencies_s),

@@ -473,7 +473,6 @@ def _http_targets(http: dict[str, Any] | str | None) -> list[tuple[str, str, boo
                      f"{http['stream_server_cpu_us']:.0f} µs a placement; {http['stream_answer_bytes']:,} bytes an "
                      f"answer against {http['batch_answer_bytes']:,} with compact records)",
                      http["stream_ratio"] >= 0.5))
-
     rows.append((f"HTTP at a fixed {http['fixed_rate']:,} requests/s, --fsync never: p99 ≤ 5 ms",
                  f"p99 {http['fixed_p99_ms']:.3g} ms, p50 {http['fixed_p50_ms']:.3g} ms from each request's due time "
                  f"({http['fixed_answered']:,} of {http['fixed_due']:,} answered; server CPU "

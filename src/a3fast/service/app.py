@@ -51,7 +51,6 @@ from .seed import seed_fleet
 from .sharded import fleet_factory
 from .state import ServiceState, StateError
 from .slices import Slice, readable_since
-
 from .tls import verified_client
 from .ui import LiveReport
 

@@ -484,7 +484,6 @@ class Operations:
             stream = stream if stream is not None else self.stream
         else:
             stream = None
-
         if form == "spec" or stream is not None and reference is not None and stream.carried.get(reference) == reference:
             return PlaceAnswer(lines)
         return PlaceAnswer(readable_answer(self.state, lines, stream, reference))
