@@ -43,7 +43,7 @@ from .access_log import AccessLog
 from .config import ServiceConfig
 from .k8s import Extender
 from .openapi import openapi_document
-from .operations import Operations, PreparedPlace, decode_place_request, verify_text
+from .operations import Operations, PlaceAnswer, PreparedPlace, decode_place_request, verify_text
 from .problems import ServiceError, from_library, journal_failed, parse_json, problem, query_int, too_large
 from .refusals import INTERNAL, refusal
 from .replay_route import replay_endpoint
@@ -337,18 +337,29 @@ def batch_answer(results: list[Any]) -> list[bytes]:
 ANSWER_CHUNK = 1 << 20
 
 
-async def start_json_answer(send, length: int) -> None:
-    """Start a 200 JSON answer of `length` bytes (its body follows in one or more messages)."""
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", b"%d" % length)]})
+async def start_json_answer(send, length: int, extra: tuple[bytes, bytes] | None = None) -> None:
+    """Start a 200 JSON answer of `length` bytes (its body follows in one or more messages), with
+    one `extra` header if given."""
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % length)]
+    if extra is not None:
+        headers.append(extra)
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
 
 
-async def send_json_parts(send, parts: list[bytes]) -> None:
+def _token_header(ops: Operations, table: tuple[int, int] | None) -> tuple[bytes, bytes] | None:
+    """The A3-Fleet header of a place answer whose records carried a fleet snapshot's table
+    (`table`: the snapshot and the record; the last one, in a batch): the token a client sends
+    back as `?fleet=` (docs/protocol.md, "A snapshot the client holds")."""
+    if table is None:
+        return None
+    return (b"a3-fleet", ops.fleet_token(table).encode("ascii"))
+
+
+async def send_json_parts(send, parts: list[bytes], extra: tuple[bytes, bytes] | None = None) -> None:
     """A 200 JSON answer whose text is `parts` joined, sent in ANSWER_CHUNK bodies (each joined
     from a few parts) with a turn of the loop between them, so no join or write of the whole
-    answer holds it."""
-    await start_json_answer(send, sum(map(len, parts)))
+    answer holds it; with one `extra` header if given."""
+    await start_json_answer(send, sum(map(len, parts)), extra)
     chunk: list[bytes] = []
     size = 0
     for part in parts:
@@ -433,10 +444,16 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
         data = await receive_body(scope, receive, limits["request"], config.body_timeout)
         query = scope["query_string"]
         record = _query_value(query, "record") if query else None
+        token = _query_value(query, "fleet") if query else None
+        # what the reader holds already, by the token an earlier answer gave it: its answers refer
+        # to that record rather than carry the fleet's names again
+        holds = (ops.holding(token) if token is not None else None) or {}
         if is_batch(data):
             bodies = await off_loop(read_place_batch, data, ops, record)
             # the response's `compact-stream` answers are read in order: one slice, each snapshot once
-            await send_json_parts(send, batch_answer(await ops.place_batch(bodies, Slice())))
+            results = await ops.place_batch(bodies, Slice(holds), holds)
+            tables = [r.table for r in results if type(r) is PlaceAnswer and r.table is not None]
+            await send_json_parts(send, batch_answer(results), _token_header(ops, tables[-1] if tables else None))
             return
         typed = decode_place_request(data)      # typed, when the text allows: the general way else
         body: Any = ops.prepared_place(typed) if typed is not None else None
@@ -447,8 +464,9 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
                                                  "another value")])
         if record is not None:
             _set_record(body, record)
-        payload = (await ops.place(body)).framed(b'{"records":', b"}")
-        await start_json_answer(send, len(payload))
+        answer = await ops.place(body, holds)
+        payload = answer.framed(b'{"records":', b"}")
+        await start_json_answer(send, len(payload), _token_header(ops, answer.table))
         await send({"type": "http.response.body", "body": payload})
 
     async def outcomes(request: Request, body: bytes) -> Response:
@@ -825,8 +843,9 @@ def _header(scope, name: bytes) -> bytes | None:
 
 def _query_value(query: bytes, name: str) -> str | None:
     """The last value of one query parameter (as Starlette's query_params would give it)."""
-    if query == b"record=compact" and name == "record":
-        return "compact"
+    if query == b"record=compact":
+        return "compact" if name == "record" else None
+
     value = None
     for key, item in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
         if key == name:

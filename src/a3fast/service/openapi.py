@@ -70,6 +70,14 @@ def _op(summary: str, response: dict[str, Any], *, body: dict[str, Any] | None =
     return op
 
 
+def _placed(response: dict[str, Any]) -> dict[str, Any]:
+    """A place answer, with the header that names a fleet snapshot its records carried."""
+    return {**response, "headers": {"A3-Fleet": {
+        "description": "when the answer's compact records carry a fleet snapshot's table: the token that "
+                       "names it, for ?fleet= (docs/protocol.md, \"A snapshot the client holds\")",
+        "schema": {"type": "string"}}}}
+
+
 def _json(name: str) -> dict[str, Any]:
     return {"application/json": {"schema": _ref(name)}}
 
@@ -124,12 +132,16 @@ PATHS: dict[str, dict[str, Any]] = {
                     "or, for a JSON array of place requests (at most 1,000; more: 413), place each in order as one "
                     "at a time would, answered by an array of their answers (a refused request: its status and "
                     "problems, in its turn)",
-                    _answer({"anyOf": [_ref("place.response"), _ref("place.batch.response")]},
-                            "the placement's records, or for an array the answers in order"),
+                    _placed(_answer({"anyOf": [_ref("place.response"), _ref("place.batch.response")]},
+                                    "the placement's records, or for an array the answers in order")),
                     body={"application/json": {"schema": {"anyOf": [_ref("place.request"),
                                                                     _ref("place.batch.request")]}}},
                     errors={"422": "a route that would change a requirement"},
-                    params=[_param("record", "query", {"enum": ["spec", "compact", "compact-stream"]})]),
+                    params=[_param("record", "query", {"enum": ["spec", "compact", "compact-stream"]}),
+                            {**_param("fleet", "query", {"type": "string", "pattern": "^[0-9]{1,20}-[0-9a-f]{16}$"}),
+                             "description": "a fleet token an earlier answer's A3-Fleet header gave: the compact "
+                                            "records refer to the record that carried that snapshot rather than "
+                                            "carry it again (docs/protocol.md)"}]),
     },
     "/v1/outcomes": {"post": _op("Record a finished task's success", _done("outcome.response"),
                                  body=_json("outcome.request"),

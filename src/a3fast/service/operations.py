@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, Literal, Protocol
 
 import asyncio
+import secrets
 import time
 
 import msgspec
@@ -46,6 +47,10 @@ STREAM = "compact-stream"
 #: records of a stream.
 RECORD_FORMS = ("spec", "compact", STREAM)
 
+#: Fleet tokens (`Operations.fleet_token`) a service remembers, the latest ones.
+TOKENS_KEPT = 1024
+#: What a fleet token is, as a refusal names it.
+TOKEN_TEXT = "a fleet token, as an earlier answer's A3-Fleet header gave it"
 #: Names listed per page of GET /v1/agents, at most.
 MAX_PAGE = 10_000
 #: Records one stdio `trace` answer holds, at most.
@@ -138,11 +143,14 @@ class PlaceAnswer:
     (`lines`, readable in the answer's form already): a shell frames them into its response as they
     are, never decoded, in one copy (`framed`), or takes them as one JSON array (`records_json`,
     made once)."""
-    __slots__ = ("lines", "_records_json")
+    __slots__ = ("lines", "_records_json", "table")
 
-    def __init__(self, lines: bytes):
+    def __init__(self, lines: bytes, table: tuple[int, int] | None = None):
         self.lines = lines
         self._records_json: bytes | None = None
+        #: (snapshot seq, record seq) of the fleet snapshot's table a record of the answer carried,
+        #: when the answer was made in a slice that says so (`Operations.fleet_token`)
+        self.table = table
 
     @property
     def records_json(self) -> bytes:
@@ -216,6 +224,11 @@ class Operations:
         self._forms_text = " or ".join(f'"{f}"' for f in RECORD_FORMS)
         #: requirements texts -> prepared Requirements, shared by every request of this service
         self.prepared = PreparedRequirements()
+        #: this service's own part of every fleet token it hands out: a token of another process
+        #: (a restarted service, whose trace may have begun again at seq 1) is never taken for one
+        self.issuer = secrets.token_hex(8)
+        #: record seq -> the snapshot whose table that record carried, for each token handed out
+        self._tokens: dict[int, int] = {}
 
     def prepared_place(self, request: PlaceRequest) -> PreparedPlace | None:
         """A typed place request with its requirements looked up by their text (parsed on a miss);
@@ -320,14 +333,40 @@ class Operations:
         return {"names": page, "next": page[-1] if more and page else None}
 
     # -- placing ----------------------------------------------------------------------------------
-    async def place(self, body: dict | PreparedPlace) -> PlaceAnswer:
+    async def place(self, body: dict | PreparedPlace, holds: dict[int, int] | None = None) -> PlaceAnswer:
+        """One place request answered. `holds`: given, the snapshots the reader holds already
+        (`holding`; {} for none), and its answer notes the table it carries (`PlaceAnswer.table`)."""
         parsed, session, route, form = self._place_request(body)
         async with self.state.applying:      # after a batch under way, never inside it
             lines, reference = self._placed(parsed, session, route, form != "spec")
         await self.state.durable()
-        return self._place_answer(lines, form, reference)
+        return self._place_answer(lines, form, reference, None, holds)
 
-    async def place_batch(self, bodies: list[Any], stream: Slice | None = None) -> list[PlaceAnswer | Exception]:
+    def fleet_token(self, table: tuple[int, int]) -> str:
+        """The token of an answer whose record `table[1]` carried the table of snapshot `table[0]`:
+        a reader that holds that answer names it (`holding`) and is sent references to the record
+        instead of the table. The record's seq, and this process's `issuer`."""
+        snapshot, record = table
+        if len(self._tokens) >= TOKENS_KEPT and record not in self._tokens:
+            del self._tokens[next(iter(self._tokens))]
+        self._tokens[record] = snapshot
+        return f"{record}-{self.issuer}"
+
+    def holding(self, token: str) -> dict[int, int] | None:
+        """What a reader holds by a fleet token: {snapshot seq: record seq}, or None for a token
+        this process did not hand out (another process's, or one forgotten since), whose reader
+        is then sent the table again. ServiceError (400 at `$.fleet`) for text that is no token."""
+        record, dash, issuer = token.partition("-")
+        if not (dash and record.isascii() and record.isdigit() and len(record) <= 20 and len(issuer) == 16
+                and issuer.isascii() and all(c in "0123456789abcdef" for c in issuer)):
+            raise ServiceError(400, [problem("$.fleet", TOKEN_TEXT, repr(token[:60]))])
+        if issuer != self.issuer:
+            return None
+        snapshot = self._tokens.get(int(record))
+        return {snapshot: int(record)} if snapshot is not None else None
+
+    async def place_batch(self, bodies: list[Any], stream: Slice | None = None,
+                          holds: dict[int, int] | None = None) -> list[PlaceAnswer | Exception]:
         """Consecutive `place` requests (an Exception in place of a request its shell could not
         read: refused with it, in its turn), answered exactly as one at a time (the same placements,
         records and trace), placed through the fleet's batch path in runs: a run ends before a task
@@ -335,7 +374,8 @@ class Operations:
         on the session the earlier one holds). A request that is refused changes nothing, so it
         does not end a run. Returns, per request, its result or the exception that refuses it.
         `stream`: the slice the batch's `compact-stream` answers join, in order (an HTTP
-        response's own), else the shell's (`self.stream`).
+        response's own), else the shell's (`self.stream`); `holds`, as `place` takes it, for each
+        `compact` answer.
 
         The batch holds the state's `applying` lock until its last placement is made, so its
         records take consecutive seqs and no other change lands among them. With `turn`, a run is
@@ -358,7 +398,7 @@ class Operations:
             if timed:
                 await turns.check()      # a thousand answers of many records take a while too
             try:
-                result = results[i] = answer(lines, form, reference, stream)
+                result = results[i] = answer(lines, form, reference, stream, holds)
                 if timed:
                     # an HTTP batch sends arrays: each made here, between turns, not all at once after
                     result.records_json
@@ -474,19 +514,28 @@ class Operations:
         self.state.maybe_checkpoint()
 
     def _place_answer(self, lines: bytes, form: str, reference: int | None = None,
-                      stream: Slice | None = None) -> "PlaceAnswer":
+                      stream: Slice | None = None, holds: dict[int, int] | None = None) -> "PlaceAnswer":
         """The answer of a placement's record `lines` in `form`. `reference`: the fleet snapshot the
         records' own compact members refer to by its seq, when the encoder wrote them so (None: not
         known); a stream that carries that snapshot as itself takes such lines as they are, which
         its slice would find only by reading them. A `compact-stream` answer joins `stream`, else
-        the shell's; with neither it stands alone, as a `compact` one does."""
+        the shell's; with neither it stands alone, as a `compact` one does. With `holds` (HTTP) a
+        standalone answer is a slice of its own that starts out holding what the reader holds, and
+        the answer notes the table it carried (`PlaceAnswer.table`)."""
         if form == STREAM:
             stream = stream if stream is not None else self.stream
+            if stream is None and holds is not None:
+                stream = Slice(holds)
         else:
-            stream = None
+            stream = Slice(holds) if holds is not None and form != "spec" else None
         if form == "spec" or stream is not None and reference is not None and stream.carried.get(reference) == reference:
             return PlaceAnswer(lines)
-        return PlaceAnswer(readable_answer(self.state, lines, stream, reference))
+        if stream is None:
+            return PlaceAnswer(readable_answer(self.state, lines, None, reference))
+        before = stream.last_table
+        readable = readable_answer(self.state, lines, stream, reference)
+        return PlaceAnswer(readable, stream.last_table if stream.last_table is not before else None)
+
 
     @staticmethod
     def _route(body: dict):

@@ -33,7 +33,10 @@ _BOUND = re.compile(rb'\{"seq":(\d+),"kind":"task\.bound","content":\{"a3fast\.c
 _REJECTED = re.compile(rb'\{"seq":(\d+),"kind":"task\.rejected",')
 #: what every line holding a compact member holds (and a few others: a task naming it)
 _MARK = b'"a3fast.compact"'
+#: a trace line's seq, at the start of the line
+_SEQ_AT = re.compile(rb'\{"seq":(\d+),')
 #: a compact member's reference to its snapshot, read where the mark was found
+
 _REFERENCE = re.compile(rb'"a3fast\.compact":\{"format":\d+,"fleet":(\d+)[,}]')
 
 
@@ -135,9 +138,12 @@ class Slice:
     so it is found and rewritten in the line's bytes. A task.rejected record's follows the task's
     requirements, which may hold a member of the same name: it is decoded to find the true one."""
 
-    def __init__(self) -> None:
-        #: snapshot seq -> seq of the record of this slice that carries it
-        self.carried: dict[int, int] = {}
+    def __init__(self, carried: dict[int, int] | None = None) -> None:
+        #: snapshot seq -> seq of the record of this slice that carries it; given, what the slice's
+        #: reader holds already (a table it was sent before: `Operations.holding`)
+        self.carried: dict[int, int] = dict(carried) if carried else {}
+        #: (snapshot seq, record seq) of the last table a record of this slice carried, or None
+        self.last_table: tuple[int, int] | None = None
 
     def lines(self, lines: Iterable[bytes], source: TableSource) -> Iterator[bytes]:
         """The trace lines (each ending in a newline), made part of this slice."""
@@ -239,6 +245,7 @@ class Slice:
         seq = int(found.group(1))
         if found.group(4) is not None:          # a whole table: the slice carries it from here on
             self.carried[seq] = seq
+            self.last_table = (seq, seq)
             return line
         based = found.group(2) is None
         group = 3 if based else 2
@@ -261,6 +268,7 @@ class Slice:
             fleet = member["fleet"]
             if isinstance(fleet, dict) and "names" in fleet:
                 self.carried[seq] = seq
+                self.last_table = (seq, seq)
                 return line
         except (KeyError, TypeError, ValueError):
             return line
@@ -293,6 +301,8 @@ class Slice:
             self.carried[referenced] = seq
         if based or at is None:
             self.carried[seq] = seq
+            # a based table is registered as itself; a reference's, as the snapshot it names
+            self.last_table = (seq, seq) if based else (referenced, seq)
 
 
 def _pointed(line: bytes, start: int, end: int, at: int | None, referenced: int, source: TableSource) -> bytes:
@@ -372,10 +382,17 @@ def readable_answer(state, lines: bytes, slice_: Slice | None = None, reference:
     found = lines.find(_MARK)
     if found < 0:
         return lines
-    if slice_ is None and reference is not None:
+    if reference is not None and (slice_ is None or not slice_.carried):
         inlined = _one_reference_inlined(state, lines, found, reference)
         if inlined is not None:
-            return inlined
+            if slice_ is None:
+                return inlined
+            # what `Slice.block` would have noted of that line, given the line's seq
+            line_seq = _SEQ_AT.match(lines, lines.rfind(b"\n", 0, found) + 1)
+            if line_seq is not None:
+                slice_._carries(int(line_seq.group(1)), reference, False, None)
+                return inlined
+
     return (slice_ or Slice()).block(lines, lambda: table_source(state), found)
 
 
