@@ -140,3 +140,29 @@ def test_text_that_is_no_token_is_refused_and_nothing_is_placed(client, value):
     assert problem["path"] == "$.fleet"
     assert client.post(f"/v1/place?fleet={value}", json=[{"requirements": TASKS[0]}]).status_code == 400
     assert _trace(client) == {}
+
+
+@pytest.mark.parametrize("form", ["compact", "compact-stream"])
+def test_a_batch_names_its_last_record_that_carried_a_table(client, form):
+    answer = client.post(f"/v1/place?record={form}", json=[{"requirements": t} for t in TASKS[:4]])
+    assert answer.status_code == 200
+    read = [r for a in answer.json() for r in a["records"]]
+    carriers = [r["seq"] for r in read if type(r["content"].get("a3fast.compact", {}).get("fleet")) is dict]
+    token = answer.headers["a3-fleet"]
+    assert int(token.split("-")[0]) == carriers[-1]
+    records, again = _place(client, TASKS[4], f"?record=compact&fleet={token}")
+    assert TABLE not in orjson.dumps(records) and again is None
+    _read_in_order(client, read + records)
+
+
+def test_a_token_forgotten_is_not_taken(client, monkeypatch):
+    from a3fast.service import operations
+
+    monkeypatch.setattr(operations, "TOKENS_KEPT", 2)
+    tokens = [_place(client, task)[1] for task in TASKS[:3]]      # three carriers: the first is forgotten
+    assert len(set(tokens)) == 3
+    records, renewed = _place(client, TASKS[3], f"?record=compact&fleet={tokens[0]}")
+    assert TABLE in orjson.dumps(records) and renewed is not None    # and the second is forgotten now
+    for token in (tokens[2], renewed):
+        records, again = _place(client, TASKS[4], f"?record=compact&fleet={token}")
+        assert TABLE not in orjson.dumps(records) and again is None
