@@ -845,7 +845,6 @@ def _query_value(query: bytes, name: str) -> str | None:
     """The last value of one query parameter (as Starlette's query_params would give it)."""
     if query == b"record=compact":
         return "compact" if name == "record" else None
-
     value = None
     for key, item in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
         if key == name:

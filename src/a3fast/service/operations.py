@@ -536,7 +536,6 @@ class Operations:
         readable = readable_answer(self.state, lines, stream, reference)
         return PlaceAnswer(readable, stream.last_table if stream.last_table is not before else None)
 
-
     @staticmethod
     def _route(body: dict):
         route = _optional(body, "route", dict, 'a route {"name", "adds"}')

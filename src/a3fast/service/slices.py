@@ -22,7 +22,7 @@ import msgspec
 import orjson
 
 from ..record.compact import KEY
-from .trace_reader import offset_after
+from .trace_reader import SEQ_AT, offset_after
 
 __all__ = ["Slice", "self_contained", "TableSource", "readable_answer", "readable_since"]
 
@@ -33,8 +33,6 @@ _BOUND = re.compile(rb'\{"seq":(\d+),"kind":"task\.bound","content":\{"a3fast\.c
 _REJECTED = re.compile(rb'\{"seq":(\d+),"kind":"task\.rejected",')
 #: what every line holding a compact member holds (and a few others: a task naming it)
 _MARK = b'"a3fast.compact"'
-#: a trace line's seq, at the start of the line
-_SEQ_AT = re.compile(rb'\{"seq":(\d+),')
 #: a compact member's reference to its snapshot, read where the mark was found
 
 _REFERENCE = re.compile(rb'"a3fast\.compact":\{"format":\d+,"fleet":(\d+)[,}]')
@@ -388,11 +386,10 @@ def readable_answer(state, lines: bytes, slice_: Slice | None = None, reference:
             if slice_ is None:
                 return inlined
             # what `Slice.block` would have noted of that line, given the line's seq
-            line_seq = _SEQ_AT.match(lines, lines.rfind(b"\n", 0, found) + 1)
+            line_seq = SEQ_AT.match(lines, lines.rfind(b"\n", 0, found) + 1)
             if line_seq is not None:
                 slice_._carries(int(line_seq.group(1)), reference, False, None)
                 return inlined
-
     return (slice_ or Slice()).block(lines, lambda: table_source(state), found)
 
 

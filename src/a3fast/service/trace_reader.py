@@ -8,9 +8,10 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["read_since", "offset_after"]
+__all__ = ["read_since", "offset_after", "SEQ_AT"]
 
-_SEQ = re.compile(rb'\{"seq":(\d+),')
+#: a trace line's seq, matched at the start of the line
+SEQ_AT = re.compile(rb'\{"seq":(\d+),')
 CHUNK = 1 << 16
 
 
@@ -30,7 +31,7 @@ def _line_at(fh, pos: int, end: int) -> tuple[int, int | None]:
     if pos >= end:
         return end, None
     fh.seek(pos)
-    match = _SEQ.match(fh.read(40))
+    match = SEQ_AT.match(fh.read(40))
     return pos, int(match.group(1)) if match else None
 
 
