@@ -179,3 +179,43 @@ def test_fsync_never_changes_made_in_one_turn_of_the_loop_share_one_commit(tmp_p
     assert len(commits) == 2
     assert read_entries((tmp_path / "journal").read_bytes()).entries == [b"change %d" % k for k in range(6)]
     journal.close()
+
+
+def test_a_cancelled_wait_leaves_the_commit_and_the_other_waits_alone(tmp_path, monkeypatch):
+    disk = SlowDisk(monkeypatch, 0.05)
+    journal = Journal(tmp_path / "journal", fsync="group")
+    acknowledged: dict[int, bool] = {}
+
+    async def main():
+        waits = [asyncio.ensure_future(_change(journal, disk, k, acknowledged)) for k in range(3)]
+        await asyncio.sleep(0.01)                  # the fsync of all three is now running
+        waits[1].cancel()
+        await asyncio.gather(waits[0], waits[2])
+        assert waits[1].cancelled()
+    asyncio.run(main())
+    assert acknowledged == {0: True, 2: True}
+    assert len(disk.covered) == 1
+    journal.close()
+    assert read_entries((tmp_path / "journal").read_bytes()).entries == [b"change %d" % k for k in range(3)]
+
+
+def test_a_commit_that_fails_raises_in_every_wait_and_starts_no_other(tmp_path):
+    journal = Journal(tmp_path / "journal", fsync="never")
+    commits: list[int] = []
+
+    def before_write():
+        commits.append(1)
+        raise ValueError("the trace lines could not be made")
+    journal.before_write = before_write
+
+    async def change(k: int) -> None:
+        journal.append(b"change %d" % k)
+        await journal.durable()
+
+    async def main():
+        return await asyncio.gather(*(change(k) for k in range(4)), return_exceptions=True)
+    raised = asyncio.run(main())
+    assert [type(e) for e in raised] == [ValueError] * 4
+    assert commits == [1]                          # the waits were told, not left to try again
+    journal.before_write = None
+    journal.close()

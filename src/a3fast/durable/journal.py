@@ -147,6 +147,7 @@ class Journal:
         self._appended = 0                       # entries ever appended (a ticket per entry)
         self._committed = 0                      # entries ever made durable
         self._commit: asyncio.Future | None = None
+        self._waiters: list[asyncio.Future] = []  # the waits `durable` left for the commit in flight
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="a3fast-journal")
         #: why a write failed; once set, every append and wait raises JournalFailed
         self.failed: str | None = None
@@ -200,11 +201,16 @@ class Journal:
             self._check()
             if self._commit is None:
                 self._commit = asyncio.ensure_future(self._run_commit())
-            await asyncio.shield(self._commit)
+            # a future of its own rather than the commit shielded: a waiter's cancellation
+            # cancels only its wait, and waking it takes one turn of the loop rather than two
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
 
     async def _run_commit(self) -> None:
         # started on the loop's next turn: the entries appended meanwhile, by the requests of this
         # turn, share the commit
+        error: BaseException | None = None
         try:
             writes, ticket, size = self._take()
             self._in_flight = size
@@ -218,9 +224,28 @@ class Journal:
             self._committed = max(self._committed, ticket)
             if self.after_write is not None:
                 self.after_write()
+        except asyncio.CancelledError as exc:      # the loop's end: its waiters are cancelled too
+            error = exc
+            raise
+        except Exception as exc:     # the waiters' to raise: the commit itself is awaited by none
+            error = exc
         finally:
             self._in_flight = 0
             self._commit = None
+            self._wake(error)
+
+    def _wake(self, error: BaseException | None) -> None:
+        """Wake every waiter of the commit that ended, with its error if it failed."""
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if waiter.done():            # its wait was cancelled
+                continue
+            if error is None:
+                waiter.set_result(None)
+            elif isinstance(error, asyncio.CancelledError):
+                waiter.cancel()
+            else:
+                waiter.set_exception(error)
 
     def sync(self) -> None:
         """Write and fsync everything appended so far, blocking (at start, at a snapshot, at stop).
