@@ -339,8 +339,8 @@ ANSWER_CHUNK = 1 << 20
 
 async def start_json_answer(send, length: int, extra: tuple[bytes, bytes] | None = None) -> None:
     """Start a 200 JSON answer of `length` bytes (its body follows in one or more messages), with
-    one `extra` header if given."""
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % length)]
+    one `extra` header if given (and the header `Front` would add: its own check is then one look)."""
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % length), NOSNIFF]
     if extra is not None:
         headers.append(extra)
     await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -584,101 +584,106 @@ def routes(table: list[Endpoint], limits: dict[str, int], timeout: float) -> lis
     return out
 
 
-# -- middleware, outermost first ------------------------------------------------------------------
-class SecurityHeaders:
-    """Every answer says `X-Content-Type-Options: nosniff` (a browser never guesses a JSON or
-    text answer to be HTML or script)."""
+# -- the service's layers, in one frame -----------------------------------------------------------
+#: what every answer says: a browser never guesses a JSON or text answer to be HTML or script
+NOSNIFF = (b"x-content-type-options", b"nosniff")
 
-    def __init__(self, app):
+
+class Front:
+    """What stands before every route, in the order it applies, as one ASGI layer:
+
+    1. every answer says `X-Content-Type-Options: nosniff` (a page that sets its own security
+       headers, /ui, keeps them, once each);
+    2. the request latency histogram, by route template (or the path of a pure ASGI route);
+    3. an exception becomes its answer from the table in `refusals` (the stdio protocol's too);
+       anything else a one-line 500, its traceback logged and never sent;
+    4. authentication: with a token configured, every route but the open ones needs
+       `Authorization: Bearer <token>` (compared in constant time), and a 401 says
+       `WWW-Authenticate: Bearer`. With --tls-client-ca, /k8s/* needs a verified TLS client
+       certificate instead: kube-scheduler authenticates with its tlsConfig, never a token. The
+       scope is marked `a3fast.authorised` for the open routes that tell an authorised caller more
+       (/readyz);
+    5. readiness: 503 while the state loads (but for the open routes), and for everything but
+       /metrics once the journal could not be written — memory may hold changes that were answered
+       with an error, and /healthz says so too, for a supervisor to restart the service; with
+       --watch-k8s, the routes that decide from the fleet wait for the cluster's first list;
+    6. the pure ASGI routes (`fast`), answered here, before Starlette's routing, request and
+       response objects; every other request goes on to Starlette.
+
+    One frame rather than a middleware each: at a placement's size the five frames and two
+    wrapped `send`s cost about as much as reading its body (docs/performance.md, "The service's
+    layers in one frame")."""
+
+    def __init__(self, app, *, state: ServiceState, token: str | None, open_paths: frozenset[str],
+                 client_certificates: bool = False, kube=None, fast: dict[tuple[str, str], Callable] | None = None):
         self.app = app
+        self.state = state
+        self.token = token.encode() if token else None
+        self.open_paths = open_paths
+        self.client_certificates = client_certificates
+        self.kube = kube
+        self.fast = fast or {}
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-
-        async def with_headers(message):
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                # a page that sets its own security headers (/ui) keeps them, once each
-                if not any(name.lower() == b"x-content-type-options" for name, _ in headers):
-                    headers.append((b"x-content-type-options", b"nosniff"))
-                message = {**message, "headers": headers}
-            await send(message)
-        await self.app(scope, receive, with_headers)
-
-
-class Timing:
-    """The request latency histogram, by route template (or the path of a pure ASGI route)."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        started = time.perf_counter()
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            route = scope.get("route")
-            label = scope.get("a3fast.route") or getattr(route, "path", "unmatched")
-            metrics.observe_request(label, scope["method"], time.perf_counter() - started)
-
-
-class Refusals:
-    """An exception becomes its answer from the table in `refusals` (the stdio protocol's too);
-    anything else a one-line 500, its traceback logged and never sent."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
+        began = time.perf_counter()
         started = False
 
-        async def tracking_send(message):
+        async def answer(message):
             nonlocal started
-            started = started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start":
+                started = True
+                headers = message.get("headers", [])
+                if NOSNIFF not in headers and not any(name.lower() == NOSNIFF[0] for name, _ in headers):
+                    message = {**message, "headers": [*headers, NOSNIFF]}
             await send(message)
         try:
-            await self.app(scope, receive, tracking_send)
+            refused = self._refused(scope)
+            if refused is not None:
+                await refused(scope, receive, answer)
+            else:
+                fast = self.fast.get((scope["method"], scope["path"]))
+                if fast is not None:
+                    scope["a3fast.route"] = scope["path"]
+                    await fast(scope, receive, answer)
+                else:
+                    await self.app(scope, receive, answer)
         except Exception as exc:
             error = refusal(exc)
             if error is None:
                 log.exception("unexpected error answering %s %s", scope["method"], scope["path"])
                 error = INTERNAL
             if not started:
-                await _refused(error)(scope, receive, send)
+                await _refused(error)(scope, receive, answer)
+        finally:
+            route = scope.get("route")
+            label = scope.get("a3fast.route") or getattr(route, "path", "unmatched")
+            metrics.observe_request(label, scope["method"], time.perf_counter() - began)
 
-
-class Authentication:
-    """With a token configured, every route but the open ones needs `Authorization: Bearer
-    <token>` (compared in constant time); a 401 says `WWW-Authenticate: Bearer`. With
-    --tls-client-ca, /k8s/* needs a verified TLS client certificate instead: kube-scheduler
-    authenticates with its tlsConfig, never a token. Marks the scope `a3fast.authorised` for the
-    open routes that tell an authorised caller more (/readyz)."""
-
-    def __init__(self, app, token: str | None, open_paths: frozenset[str], client_certificates: bool = False):
-        self.app = app
-        self.token = token.encode() if token else None
-        self.open_paths = open_paths
-        self.client_certificates = client_certificates
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        if self.client_certificates and scope["path"].startswith("/k8s/"):
+    def _refused(self, scope) -> Response | None:
+        """The answer that refuses the request before any route sees it (steps 4 and 5), or None."""
+        path = scope["path"]
+        if self.client_certificates and path.startswith("/k8s/"):
             if not verified_client(scope):
-                error = ServiceError(401, [problem("TLS client certificate", "one issued by --tls-client-ca", "none")])
-                return await _refused(error)(scope, receive, send)
-            return await self.app(scope, receive, send)
-        authorised = self.token is None or self._authorised(scope)
-        scope["a3fast.authorised"] = authorised
-        if not authorised and scope["path"] not in self.open_paths:
-            error = ServiceError(401, [problem("Authorization", "Bearer <token>", "no valid token")])
-            return await _refused(error, {"WWW-Authenticate": "Bearer"})(scope, receive, send)
-        await self.app(scope, receive, send)
+                return _refused(ServiceError(401, [problem("TLS client certificate", "one issued by --tls-client-ca",
+                                                           "none")]))
+        else:
+            authorised = self.token is None or self._authorised(scope)
+            scope["a3fast.authorised"] = authorised
+            if not authorised and path not in self.open_paths:
+                error = ServiceError(401, [problem("Authorization", "Bearer <token>", "no valid token")])
+                return _refused(error, {"WWW-Authenticate": "Bearer"})
+        state = self.state
+        if not state.ready and path not in self.open_paths:
+            return _refused(ServiceError(503, [problem("$", "a service whose state is loaded", "still loading")]))
+        if state.failed is not None and path != "/metrics":
+            return _refused(journal_failed(state.failed))
+        if self.kube is not None and path in SYNCED_PATHS and not self.kube.synced:
+            # a fleet that is not yet the cluster's would reject every offered node
+            return _refused(ServiceError(503, [problem("$", "a fleet synced with the cluster (--watch-k8s)",
+                                                       "the first list of the cluster not applied yet")]))
+        return None
 
     def _authorised(self, scope) -> bool:
         value = _header(scope, b"authorization") or b""
@@ -687,51 +692,8 @@ class Authentication:
         return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.token)
 
 
-class Readiness:
-    """503 while the state loads (but for the open routes), and for everything but /metrics once
-    the journal could not be written: memory may hold changes that were answered with an error,
-    and /healthz says so too, for a supervisor to restart the service."""
-
-    def __init__(self, app, state: ServiceState, open_paths: frozenset[str], kube=None):
-        self.app = app
-        self.state = state
-        self.open_paths = open_paths
-        self.kube = kube
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        path = scope["path"]
-        if not self.state.ready and path not in self.open_paths:
-            error = ServiceError(503, [problem("$", "a service whose state is loaded", "still loading")])
-            return await _refused(error)(scope, receive, send)
-        if self.state.failed is not None and path != "/metrics":
-            return await _refused(journal_failed(self.state.failed))(scope, receive, send)
-        if self.kube is not None and path in SYNCED_PATHS and not self.kube.synced:
-            # a fleet that is not yet the cluster's would reject every offered node
-            error = ServiceError(503, [problem("$", "a fleet synced with the cluster (--watch-k8s)",
-                                               "the first list of the cluster not applied yet")])
-            return await _refused(error)(scope, receive, send)
-        await self.app(scope, receive, send)
-
-
 #: Routes that decide from the fleet: with --watch-k8s they wait for the first list of the cluster.
 SYNCED_PATHS = frozenset({"/k8s/filter", "/k8s/prioritize", "/v1/place"})
-
-
-class FastRoutes:
-    """Pure ASGI routes answered here, before Starlette's routing, request and response objects."""
-
-    def __init__(self, app, routes: dict[tuple[str, str], Callable]):
-        self.app = app
-        self.routes = routes
-
-    async def __call__(self, scope, receive, send):
-        fast = self.routes.get((scope["method"], scope["path"])) if scope["type"] == "http" else None
-        if fast is None:
-            return await self.app(scope, receive, send)
-        scope["a3fast.route"] = scope["path"]
-        await fast(scope, receive, send)
 
 
 async def _not_routed(request: Request, exc: Exception) -> Response:
@@ -763,13 +725,9 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
     open_paths = frozenset(e.path for e in table if e.open)
     middleware = [
         *([Middleware(AccessLog)] if config.access_log else []),
-        Middleware(SecurityHeaders),
-        Middleware(Timing),
-        Middleware(Refusals),
-        Middleware(Authentication, token=config.token, open_paths=open_paths,
-                   client_certificates=config.tls_client_ca is not None),
-        Middleware(Readiness, state=state, open_paths=open_paths, kube=kube),
-        Middleware(FastRoutes, routes={(e.method, e.path): e.handler for e in table if e.asgi}),
+        Middleware(Front, state=state, token=config.token, open_paths=open_paths,
+                   client_certificates=config.tls_client_ca is not None, kube=kube,
+                   fast={(e.method, e.path): e.handler for e in table if e.asgi}),
     ]
     app = Starlette(routes=routes(table, limits, config.body_timeout), middleware=middleware,
                     exception_handlers={HTTPException: _not_routed},
