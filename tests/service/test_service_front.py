@@ -3,7 +3,9 @@ histogram by route; exceptions answered from the refusals table or as a bare 500
 before readiness, both before any route; the pure ASGI routes answered without Starlette's."""
 from __future__ import annotations
 
+import asyncio
 import re
+import threading
 
 import pytest
 
@@ -18,6 +20,16 @@ from test_k8s_extender import wait_ready  # noqa: E402
 
 TOKEN = "front-token"
 AUTHORISED = {"Authorization": f"Bearer {TOKEN}"}
+PLACE = {"requirements": SECTION_10_TASK}
+
+
+def front_of(app) -> app_module.Front:
+    if app.middleware_stack is None:
+        app.middleware_stack = app.build_middleware_stack()
+    front = app.middleware_stack
+    while not isinstance(front, app_module.Front):
+        front = front.app
+    return front
 
 
 @pytest.fixture
@@ -68,19 +80,36 @@ def test_an_unexpected_fault_is_a_bare_500_its_traceback_logged_not_sent(client,
     assert any("unexpected error answering POST /v1/place" in r.getMessage() for r in caplog.records)
 
 
-def test_a_fault_after_the_answer_started_sends_no_second_answer(client, monkeypatch):
+def test_a_fault_after_the_answer_started_sends_nothing_more(tmp_path):
+    """Read at the ASGI level: a test client keeps the first answer even if a second one is sent."""
+    app = create_app(ServiceConfig(token=TOKEN, state=tmp_path / "state", fsync="never"))
+
     async def started_then_broken(scope, receive, send):
         await app_module.start_json_answer(send, 2)
         await send({"type": "http.response.body", "body": b"{}"})
         raise RuntimeError("after the answer")
-    app = client.app
-    front = app.middleware_stack
-    while not isinstance(front, app_module.Front):
-        front = front.app
-    monkeypatch.setitem(front.fast, ("POST", "/v1/place"), started_then_broken)
-    answer = client.post("/v1/place", json={"requirements": SECTION_10_TASK}, headers=AUTHORISED)
-    assert (answer.status_code, answer.content) == (200, b"{}")
-    assert answer.headers.get_list("x-content-type-options") == ["nosniff"]
+    front = front_of(app)
+    front.fast[("POST", "/v1/place")] = started_then_broken
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+    scope = {"type": "http", "method": "POST", "path": "/v1/place", "raw_path": b"/v1/place",
+             "query_string": b"", "headers": [(b"authorization", f"Bearer {TOKEN}".encode())]}
+    front.state.ready = True
+    asyncio.run(front(scope, receive, send))
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert sent[0]["headers"].count(app_module.NOSNIFF) == 1
+
+
+def test_a_fault_is_timed_once_by_its_route(client, monkeypatch):
+    before = timed(client, "/v1/place", "POST")
+    monkeypatch.setattr(app_module, "decode_place_request", _broken)
+    assert client.post("/v1/place", json=PLACE, headers=AUTHORISED).status_code == 500
+    assert timed(client, "/v1/place", "POST") - before == 1
 
 
 def test_requests_are_timed_by_route_refusals_before_routing_as_unmatched(client):
@@ -114,3 +143,67 @@ def test_authentication_comes_before_readiness(client):
     finally:
         journal.failed = None
     assert client.post("/v1/place", json={"requirements": SECTION_10_TASK}, headers=AUTHORISED).status_code == 200
+
+
+def test_while_the_state_loads_only_the_open_routes_answer(tmp_path, monkeypatch):
+    release = threading.Event()
+    real_open = app_module._open
+
+    def slow_open(*args):
+        release.wait(10)
+        real_open(*args)
+    monkeypatch.setattr(app_module, "_open", slow_open)
+    with TestClient(create_app(ServiceConfig(token=TOKEN, state=tmp_path / "state", fsync="never"))) as c:
+        try:
+            refused = c.post("/v1/place", json=PLACE, headers=AUTHORISED)
+            assert refused.status_code == 503 and "still loading" in refused.text
+            assert refused.headers.get_list("x-content-type-options") == ["nosniff"]
+            assert c.get("/v1/agents", headers=AUTHORISED).status_code == 503
+            assert c.get("/healthz").status_code == 200
+            assert c.get("/readyz").status_code == 503            # its own answer: loading
+            assert c.get("/v1/agents").status_code == 401         # authentication first
+        finally:
+            release.set()
+        wait_ready(c)
+
+
+def _with_client_certificate(app, verified: bool):
+    """The app behind a TLS connection whose client certificate did, or did not, verify (what
+    uvicorn's TLS extension says of it)."""
+    tls = {"client_cert_name": "CN=kube-scheduler" if verified else None,
+           "client_cert_error": None if verified else "no client certificate presented"}
+
+    async def asgi(scope, receive, send):
+        if scope["type"] == "http":
+            scope["extensions"] = {**scope.get("extensions", {}), "tls": tls}
+        await app(scope, receive, send)
+    return asgi
+
+
+def test_a_client_certificate_passes_authentication_not_readiness(tmp_path):
+    app = create_app(ServiceConfig(token=TOKEN, state=tmp_path / "state", fsync="never",
+                                   tls_client_ca=tmp_path / "ca.pem"))
+    front = front_of(app)
+    with TestClient(_with_client_certificate(app, True)) as c:
+        wait_ready(c)
+        assert c.post("/k8s/filter", json={}).status_code == 400          # past the front: the extender's own
+        journal = front.state.durable_fleet.journal
+        journal.failed = "writing the journal failed: a test"
+        try:
+            assert c.post("/k8s/filter", json={}).status_code == 503      # readiness still applies
+        finally:
+            journal.failed = None
+
+        class Unsynced:
+            synced = False
+        front.kube = Unsynced()
+        try:
+            assert c.post("/k8s/filter", json={}).status_code == 503      # the cluster not listed yet
+            assert c.post("/v1/place", json=PLACE, headers=AUTHORISED).status_code == 503
+            assert c.get("/v1/agents", headers=AUTHORISED).status_code == 200
+        finally:
+            front.kube = None
+    with TestClient(_with_client_certificate(app, False)) as c:
+        wait_ready(c)
+        refused = c.post("/k8s/filter", json={}, headers=AUTHORISED)       # a token is no certificate
+        assert refused.status_code == 401 and "www-authenticate" not in refused.headers

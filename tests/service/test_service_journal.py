@@ -190,7 +190,7 @@ def test_a_cancelled_wait_leaves_the_commit_and_the_other_waits_alone(tmp_path, 
         waits = [asyncio.ensure_future(_change(journal, disk, k, acknowledged)) for k in range(3)]
         await asyncio.sleep(0.01)                  # the fsync of all three is now running
         waits[1].cancel()
-        await asyncio.gather(waits[0], waits[2])
+        await asyncio.wait_for(asyncio.gather(waits[0], waits[2]), 10)
         assert waits[1].cancelled()
     asyncio.run(main())
     assert acknowledged == {0: True, 2: True}
@@ -213,9 +213,55 @@ def test_a_commit_that_fails_raises_in_every_wait_and_starts_no_other(tmp_path):
         await journal.durable()
 
     async def main():
-        return await asyncio.gather(*(change(k) for k in range(4)), return_exceptions=True)
+        return await asyncio.wait_for(asyncio.gather(*(change(k) for k in range(4)), return_exceptions=True), 10)
     raised = asyncio.run(main())
     assert [type(e) for e in raised] == [ValueError] * 4
     assert commits == [1]                          # the waits were told, not left to try again
     journal.before_write = None
+    journal.close()                                # the entries were kept for the next commit
+    assert read_entries((tmp_path / "journal").read_bytes()).entries == [b"change %d" % k for k in range(4)]
+
+
+@pytest.mark.parametrize("before_its_start", [False, True])
+def test_a_cancelled_commit_cancels_its_waits_rather_than_leave_them(tmp_path, monkeypatch, before_its_start):
+    SlowDisk(monkeypatch, 0.05)
+    journal = Journal(tmp_path / "journal", fsync="group")
+
+    async def change(k: int) -> None:
+        journal.append(b"change %d" % k)
+        await journal.durable()
+
+    async def main():
+        waits = [asyncio.ensure_future(change(k)) for k in range(3)]
+        await asyncio.sleep(0 if before_its_start else 0.01)
+        journal._commit.cancel()
+        done, pending = await asyncio.wait(waits, timeout=5)
+        for wait in pending:
+            wait.cancel()
+        return [wait.cancelled() for wait in waits], not pending
+    cancelled, none_left = asyncio.run(main())
+    assert none_left and cancelled == [True] * 3
     journal.close()
+
+
+def test_a_commit_that_fails_with_no_one_waiting_is_still_reported(tmp_path, monkeypatch):
+    journal = Journal(tmp_path / "journal", fsync="group")
+
+    def broken(writes, fsync):
+        time.sleep(0.05)
+        raise RuntimeError("the writer broke")
+    monkeypatch.setattr(journal, "_write", broken)
+    reported: list[dict] = []
+
+    async def main():
+        asyncio.get_running_loop().set_exception_handler(lambda _, context: reported.append(context))
+        journal.append(b"change")
+        wait = asyncio.ensure_future(journal.durable())
+        await asyncio.sleep(0.01)
+        wait.cancel()                              # no one waits when the commit fails
+        await asyncio.sleep(0.2)
+        import gc
+        gc.collect()                               # asyncio reports an unretrieved error when it is freed
+    asyncio.run(main())
+    assert any("the writer broke" in str(context.get("exception")) for context in reported)
+    journal._writer.shutdown()

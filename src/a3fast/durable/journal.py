@@ -176,11 +176,12 @@ class Journal:
 
     def _take(self) -> tuple[list[tuple[int, bytes]], int, int]:
         """The writes of the next commit, the ticket it makes durable, and its journal bytes."""
+        # the other writes first: should they fail, the entries stay in the buffer for the next commit
+        writes = self.before_write() if self.before_write is not None else []
         take = 1 if self.fsync == "always" else len(self._buffer)
         batch, self._buffer = self._buffer[:take], self._buffer[take:]
         data = b"".join(batch)
         self._buffered -= len(data)
-        writes = self.before_write() if self.before_write is not None else []
         if data:
             writes.append((self._fd, data))
         return writes, self._committed + len(batch), len(data)
@@ -201,8 +202,10 @@ class Journal:
             self._check()
             if self._commit is None:
                 self._commit = asyncio.ensure_future(self._run_commit())
-            # a future of its own rather than the commit shielded: a waiter's cancellation
-            # cancels only its wait, and waking it takes one turn of the loop rather than two
+                self._commit.add_done_callback(self._ended)
+            # a future of its own rather than the commit shielded: a waiter's cancellation cancels
+            # only its wait, and the commit's end wakes every waiter with one callback (`_ended`)
+            # where a shield took a future, two closures and two callbacks for each
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             await waiter
@@ -210,7 +213,6 @@ class Journal:
     async def _run_commit(self) -> None:
         # started on the loop's next turn: the entries appended meanwhile, by the requests of this
         # turn, share the commit
-        error: BaseException | None = None
         try:
             writes, ticket, size = self._take()
             self._in_flight = size
@@ -224,26 +226,26 @@ class Journal:
             self._committed = max(self._committed, ticket)
             if self.after_write is not None:
                 self.after_write()
-        except asyncio.CancelledError as exc:      # the loop's end: its waiters are cancelled too
-            error = exc
-            raise
-        except Exception as exc:     # the waiters' to raise: the commit itself is awaited by none
-            error = exc
         finally:
             self._in_flight = 0
-            self._commit = None
-            self._wake(error)
 
-    def _wake(self, error: BaseException | None) -> None:
-        """Wake every waiter of the commit that ended, with its error if it failed."""
+    def _ended(self, commit: asyncio.Future) -> None:
+        """The commit's end, however it came (cancelled before it ran, even): every wait is woken,
+        raising what the commit raised. An error no wait is left to take is left to asyncio,
+        which reports an exception no one retrieved."""
+        self._commit = None
         waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if waiter.done():            # its wait was cancelled
-                continue
+        waiting = [waiter for waiter in waiters if not waiter.done()]    # else its wait was cancelled
+        if commit.cancelled():
+            for waiter in waiting:
+                waiter.cancel()
+            return
+        if not waiting:
+            return
+        error = commit.exception()
+        for waiter in waiting:
             if error is None:
                 waiter.set_result(None)
-            elif isinstance(error, asyncio.CancelledError):
-                waiter.cancel()
             else:
                 waiter.set_exception(error)
 
@@ -306,6 +308,8 @@ class Journal:
 #: (the service's: the session it made the agent hold, as JSON, a newline, then the lines).
 CHANGE = b"J"
 TRACE = b"T"
+
+
 def _string(value: Any) -> str | None:
     return None if isinstance(value, str) else "a string"
 

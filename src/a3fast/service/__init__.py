@@ -4,7 +4,7 @@ One idea per module: `config` (what the service is told), `state` (the fleet and
 exactly after a crash through a3fast.durable.DurableFleet, the cycle the shards of a ShardedFleet
 share), `operations` (the handlers HTTP and
 stdio share), `refusals` (the one table from an error to its answer, for both), `app` (the HTTP
-shell: the route table and one middleware per concern), `server` (uvicorn with a head timeout and
+shell: the route table and the one layer before it), `server` (uvicorn with a head timeout and
 a connection limit), `stdio` (the JSON Lines shell), `seed` (`--fleet`), `k8s` (the Kubernetes
 scheduler extender), `k8s_watch` (the fleet from the cluster's AgentDeclarations and Nodes,
 `--watch-k8s`), `sharded` (serving a ShardedFleet: Ray, its fleet store, 503 for a shard

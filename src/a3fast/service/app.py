@@ -3,8 +3,8 @@
 A thin shell over `operations` (the same handlers the stdio protocol uses) and the Kubernetes
 extender. Every route is one row of the table `endpoints()` builds: its path and method, its handler, which body
 limit it reads its body with, and whether it is open without the token. In front of the routes,
-one pure ASGI middleware per concern: security headers, timing, the answer to an error (the table
-in `refusals`, shared with stdio), the bearer token, readiness. Bodies are read with a limit and a
+one ASGI layer (`Front`) applies, in order: security headers, timing, the answer to an error (the
+table in `refusals`, shared with stdio), the bearer token, readiness. Bodies are read with a limit and a
 deadline, and a large one is parsed on a worker thread, so no request holds the event loop for
 long (docs/service.md, "Limits").
 """
@@ -570,7 +570,7 @@ def routes(table: list[Endpoint], limits: dict[str, int], timeout: float) -> lis
     out = []
     for path, group in by_path.items():
         if len(group) == 1 and group[0].asgi:
-            # a partial is not wrapped as request -> response; FastRoutes answers the method
+            # a partial is not wrapped as request -> response; Front answers the method
             # before routing, so Starlette sees the path only for the 405 of other methods
             out.append(Route(path, functools.partial(group[0].handler), methods=[group[0].method]))
             continue
