@@ -207,3 +207,28 @@ def test_a_client_certificate_passes_authentication_not_readiness(tmp_path):
         wait_ready(c)
         refused = c.post("/k8s/filter", json={}, headers=AUTHORISED)       # a token is no certificate
         assert refused.status_code == 401 and "www-authenticate" not in refused.headers
+
+
+def test_an_answer_whose_headers_are_any_iterable_of_pairs_gets_nosniff_once(tmp_path):
+    """ASGI lets an answer's headers be any iterable of pairs (a generator, pairs as lists)."""
+    app = create_app(ServiceConfig(state=tmp_path / "state", fsync="never"))
+    front = front_of(app)
+
+    async def inner(scope, receive, send):
+        pairs = ([b"content-type", b"text/plain"], [b"x-kept", b"1"])
+        await send({"type": "http.response.start", "status": 200, "headers": (pair for pair in pairs)})
+        await send({"type": "http.response.body", "body": b"ok"})
+    front.app = inner
+    front.state.ready = True
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+    scope = {"type": "http", "method": "GET", "path": "/elsewhere", "raw_path": b"/elsewhere",
+             "query_string": b"", "headers": []}
+    asyncio.run(front(scope, receive, send))
+    headers = [tuple(pair) for pair in sent[0]["headers"]]
+    assert headers == [(b"content-type", b"text/plain"), (b"x-kept", b"1"), app_module.NOSNIFF]

@@ -635,6 +635,8 @@ class Front:
             if message["type"] == "http.response.start":
                 started = True
                 headers = message.get("headers", [])
+                if type(headers) is not list:     # any iterable of pairs, as ASGI allows
+                    headers = list(headers)
                 if NOSNIFF not in headers and not any(name.lower() == NOSNIFF[0] for name, _ in headers):
                     message = {**message, "headers": [*headers, NOSNIFF]}
             await send(message)
