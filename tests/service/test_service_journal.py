@@ -265,3 +265,26 @@ def test_a_commit_that_fails_with_no_one_waiting_is_still_reported(tmp_path, mon
     asyncio.run(main())
     assert any("the writer broke" in str(context.get("exception")) for context in reported)
     journal._writer.shutdown()
+
+
+@pytest.mark.parametrize("then", ["sync", "close"])
+def test_a_commit_a_blocking_sync_left_nothing_to_write_neither_writes_nor_fsyncs(tmp_path, monkeypatch, then):
+    """A checkpoint's (or the service's stop's) blocking `sync` between a commit's scheduling and
+    its run writes and fsyncs what the commit would have: the commit touches neither the file nor
+    the writer thread (after `close`, both are gone) and its waits are told the entries are durable."""
+    disk = SlowDisk(monkeypatch, 0)
+    journal = Journal(tmp_path / "journal", fsync="group")
+
+    async def main():
+        journal.append(b"change")
+        wait = asyncio.ensure_future(journal.durable())
+        await asyncio.sleep(0)                     # the wait has scheduled its commit, not yet run
+        assert journal._commit is not None and not journal._commit.done()
+        getattr(journal, then)()
+        await asyncio.wait_for(wait, 10)
+    asyncio.run(main())
+    assert len(disk.covered) == 1                  # the sync's fsync alone
+    assert journal.failed is None
+    if then == "sync":
+        journal.close()
+    assert read_entries((tmp_path / "journal").read_bytes()).entries == [b"change"]
