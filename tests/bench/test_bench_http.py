@@ -19,7 +19,9 @@ from a3fast.bench.suite import EXTRA_BENCHES, HTTP_TITLE, BenchConfig, BenchRepo
 def test_http_bench_measures_both_subjects_and_the_fixed_rate_and_prints_the_rows():
     figures = bench_http(rounds=2, requests=150, seconds=5.0, connections=4, fixed_seconds=0.2)
     assert (figures["agents"], figures["rounds"], figures["connections"]) == (1000, 2, 4)
-    assert figures["echo_answered"] == figures["place_answered"] == 150
+    assert figures["echo_answered"] == figures["place_answered"] == figures["held_answered"] == 150
+    # a client holding the fleet's snapshot is not sent its names again
+    assert figures["held_answer_bytes"] < figures["place_answer_bytes"] / 2 and figures["held_ratio"] > 0
     assert figures["batch_answered"] == 150 // figures["batch_size"]       # requests of batch_size placements
     assert figures["batch_per_s"] > 0 and figures["batch_ratio"] > 0
     assert figures["stream_answered"] == figures["batch_answered"] and figures["stream_ratio"] > 0
@@ -43,6 +45,10 @@ def test_http_bench_measures_both_subjects_and_the_fixed_rate_and_prints_the_row
     rows = {text: (measured, met) for text, measured, met in targets(report)}
     floor = rows["HTTP placements ≥ 50% of a raw ASGI echo on the same server stack, same run"]
     assert f"{figures['ratio']:.0%}" in floor[0] and floor[1] == (figures["ratio"] >= 0.5)
+    held = rows["HTTP placements, one a request sending back the fleet token (the fleet's names not sent again), "
+                "≥ 50% of the echo"]
+    assert f"{figures['held_ratio']:.0%}" in held[0] and held[1] == (figures["held_ratio"] >= 0.5)
+    assert f"{figures['held_answer_bytes']:,} bytes an answer" in held[0]
     batch = rows[f"HTTP placements, {figures['batch_size']} a request (a JSON array), ≥ 50% of the echo's requests/s"]
     assert f"{figures['batch_ratio']:.0%}" in batch[0] and batch[1] == (figures["batch_ratio"] >= 0.5)
     stream = rows[f"HTTP placements, {figures['batch_size']} a request with compact-stream records (a snapshot "

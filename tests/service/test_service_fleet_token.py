@@ -132,7 +132,9 @@ def test_spec_answers_carry_no_token(client):
 
 
 @pytest.mark.parametrize("value", ["x", "", "3", "3-", "-0123456789abcdef", "3-0123456789ABCDEF", "3-0123456789abcde",
-                                   "1" * 21 + "-0123456789abcdef", "%C2%B2-0123456789abcdef", "3-0123456789abcdeg"])
+                                   "1" * 21 + "-0123456789abcdef", "%C2%B2-0123456789abcdef", "3-0123456789abcdeg",
+                                   "%D9%A3-0123456789abcdef", "3-0123456789abcdef%0A", "3--0123456789abcdef",
+                                   "+3-0123456789abcdef", "3-0123456789abcdef0"])
 def test_text_that_is_no_token_is_refused_and_nothing_is_placed(client, value):
     answer = client.post(f"/v1/place?record=compact&fleet={value}", json={"requirements": TASKS[0]})
     assert answer.status_code == 400

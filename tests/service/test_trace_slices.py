@@ -162,13 +162,15 @@ def test_a_rejection_s_snapshot_reference_rewritten_in_place_is_the_decoded_rewr
         state.close()
 
 
-def test_an_answers_one_reference_inlined_is_the_rewrite_a_new_slice_makes():
-    # `_one_reference_inlined` takes the encoder's word (`plain_reference`) for where the lines'
+def test_an_answers_one_reference_rewritten_is_the_rewrite_its_slice_makes():
+    # `_one_reference_pointed` takes the encoder's word (`plain_reference`) for where the lines'
     # own member refers: for every placement of a service whose fleet changes under it (new
-    # snapshots, based ones), decoys among the tasks, the same bytes as a new Slice's rewrite, and
-    # it declines (None) whenever the member's name is not the lines' one
+    # snapshots, based ones), decoys among the tasks, the same bytes as the Slice's own rewrite,
+    # whatever the slice holds already (nothing, the snapshot in another record as a fleet token
+    # says, the snapshot as itself, another snapshot), and the slice then holds the same; it
+    # declines (None) whenever the member's name is not the lines' one
     from a3fast.schema import parse_declaration, parse_requirements
-    from a3fast.service.slices import Slice, _one_reference_inlined, readable_answer, table_source
+    from a3fast.service.slices import Slice, _one_reference_pointed, readable_answer, table_source
     from a3fast.service.state import ServiceState
 
     unmet = [{"name": "no.such-capability", "version": 1}]
@@ -179,19 +181,28 @@ def test_an_answers_one_reference_inlined_is_the_rewrite_a_new_slice_makes():
     state.open()
     try:
         state.put_agents([parse_declaration(d) for d in DECLARATIONS[:40]])
-        inlined = declined = 0
+        inlined = pointed = declined = 0
         for i, task in enumerate(tasks + decoys):
             if i % 7 == 3:     # the fleet changes: the next lines refer to a snapshot written anew
                 state.put_agents([parse_declaration(DECLARATIONS[40 + i // 7])])
             p, lines, reference = state.place(parse_requirements(task), compact=True)
             expected = Slice().block(lines, table_source(state))
             assert readable_answer(state, lines, None, reference) == expected, i
+            held = reference if reference is not None else 1
+            for carried in ({held: 2}, {held: held}, {held + 1000: held + 1000}, {held: 3, 0: 0}):
+                ours, theirs = Slice(carried), Slice(carried)
+                assert readable_answer(state, lines, ours, reference) == theirs.block(lines, table_source(state)), \
+                    (i, carried)
+                assert (ours.carried, ours.last_table) == (theirs.carried, theirs.last_table), (i, carried)
             found = lines.find(b'"a3fast.compact"')
-            if reference is not None and _one_reference_inlined(state, lines, found, reference) is not None:
+            if reference is not None and _one_reference_pointed(state, lines, found, reference, None) is not None:
                 inlined += 1
                 assert expected != lines        # the table was carried in
+                assert _one_reference_pointed(state, lines, found, reference, 2) == \
+                    Slice({reference: 2}).block(lines, table_source(state)) != lines
+                pointed += 1
             else:
                 declined += 1
-        assert inlined >= 20 and declined >= 2, (inlined, declined)
+        assert inlined >= 20 and pointed >= 20 and declined >= 2, (inlined, pointed, declined)
     finally:
         state.close()

@@ -10,11 +10,14 @@ requests and in time) in this process, apart from both servers:
 - `a3fast serve --state TMP --fsync never --fleet F` (a real process, the CLI as a user runs it)
   answering `POST /v1/place?record=compact` with the placement and its compact records.
 
-A third subject, the same service answering the same tasks BATCH_SIZE to a request (a JSON array
-of place requests, `POST /v1/place?record=compact`), counts placements per second against the
-echo's requests per second; a fourth sends the same arrays asking for `?record=compact-stream`, as
-a client that reads a response's answers in order does: the fleet's names go down once a response
-rather than once an answer.
+A third subject sends the same single requests as a client that keeps the fleet's snapshot does:
+each sends back the fleet token an earlier answer gave (`?record=compact&fleet=TOKEN`, taken afresh
+before each of its rounds), so its answers refer to that answer's record rather than carry the
+fleet's names again. A fourth, the same service answering the same tasks BATCH_SIZE to a request (a
+JSON array of place requests, `POST /v1/place?record=compact`), counts placements per second
+against the echo's requests per second; a fifth sends the same arrays asking for
+`?record=compact-stream`, as a client that reads a response's answers in order does: the fleet's
+names go down once a response rather than once an answer.
 
 Rounds alternate the subjects; each figure is the median of the rounds. The servers' CPU time per
 request is read from their own counters (the machine is shared: wall time includes the waits of a
@@ -94,13 +97,28 @@ def _saturate(server: ServedProcess, requests: list[bytes], count: int, seconds:
             "p99_ms": percentile(measured.latencies_s, 0.99) * 1e3}
 
 
-def _answer_bytes(server: ServedProcess, path: str, body: bytes) -> int:
+def _answer(server: ServedProcess, path: str, body: bytes) -> tuple[int, str | None]:
+    """The length of the answer to one POST, and its fleet token (`A3-Fleet`) if it gave one."""
     import urllib.request
 
     request = urllib.request.Request(server.url + path, data=body, method="POST",
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as answer:
-        return len(answer.read())
+        return len(answer.read()), answer.headers.get("A3-Fleet")
+
+
+def _answer_bytes(server: ServedProcess, path: str, body: bytes) -> int:
+    return _answer(server, path, body)[0]
+
+
+def _held_path(server: ServedProcess, body: bytes) -> str:
+    """The single place request's path sending back the fleet token of an answer placed now. The
+    service remembers the last 1,024 tokens it gave, so the held subject takes one again before
+    each of its rounds (each answer of the `place` subject carries the table, and is given a new one)."""
+    _, token = _answer(server, PLACE_PATH, body)
+    if token is None:
+        raise RuntimeError("a compact place answer gave no fleet token (A3-Fleet)")
+    return f"{PLACE_PATH}&fleet={token}"
 
 
 def bench_http(quick: bool = False, rounds: int | None = None, requests: int | None = None,
@@ -123,7 +141,7 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
     arrays = [b"[" + b",".join(bodies[i:i + BATCH_SIZE]) + b"]" for i in range(0, len(bodies), BATCH_SIZE)]
     batch_requests = [request_bytes(PLACE_PATH, body) for body in arrays]
     stream_requests = [request_bytes(STREAM_PATH, body) for body in arrays]
-    figures: dict[str, list[dict[str, float]]] = {"echo": [], "place": [], "batch": [], "stream": []}
+    figures: dict[str, list[dict[str, float]]] = {"echo": [], "place": [], "held": [], "batch": [], "stream": []}
     out: dict[str, Any] = {"agents": AGENTS, "rounds": rounds, "connections": connections,
                            "requests_per_round": requests, "request_bytes": statistics.median(map(len, bodies)),
                            # the machine's load beside its figures: a shared machine's other work shows in
@@ -138,6 +156,7 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
             served.wait_ready()
             out["echo_answer_bytes"] = _answer_bytes(echo, "/", bodies[0])
             out["place_answer_bytes"] = _answer_bytes(served, PLACE_PATH, bodies[0])
+            out["held_answer_bytes"] = _answer_bytes(served, _held_path(served, bodies[0]), bodies[0])
             out["batch_answer_bytes"] = _answer_bytes(served, PLACE_PATH, arrays[0])
             out["stream_answer_bytes"] = _answer_bytes(served, STREAM_PATH, arrays[0])
             # a short untimed pass each: connections, caches and the first trace writes
@@ -146,6 +165,9 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
             for _ in range(rounds):
                 figures["echo"].append(_saturate(echo, echo_requests, requests, seconds, connections))
                 figures["place"].append(_saturate(served, place_requests, requests, seconds, connections))
+                held = _held_path(served, bodies[0])
+                figures["held"].append(_saturate(served, [request_bytes(held, b) for b in bodies], requests,
+                                                 seconds, connections))
                 for name, reqs in (("batch", batch_requests), ("stream", stream_requests)):
                     figures[name].append(_saturate(served, reqs, max(requests // BATCH_SIZE, 1), seconds,
                                                    connections))
@@ -161,6 +183,7 @@ def bench_http(quick: bool = False, rounds: int | None = None, requests: int | N
         for key in measured[0]:
             out[f"{subject}_{key}"] = statistics.median(m[key] for m in measured)
     out["ratio"] = out["place_per_s"] / out["echo_per_s"] if out["echo_per_s"] else 0.0
+    out["held_ratio"] = out["held_per_s"] / out["echo_per_s"] if out["echo_per_s"] else 0.0
     # the batch subjects' figures are per request of BATCH_SIZE placements: per placement here
     out["batch_size"] = BATCH_SIZE
     for name in ("batch", "stream"):

@@ -178,7 +178,8 @@ def _in_words(title: str, f: dict[str, Any]) -> str:
                 f"raw ({g('overhead', '{:+.1%}')}, window {g('window')})")
     if title == HTTP_TITLE:
         return (f"{g('place_per_s', '{:,.0f}')} placements/s against the echo's {g('echo_per_s', '{:,.0f}')}/s "
-                f"({g('ratio', '{:.0%}')}; {g('batch_per_s', '{:,.0f}')}/s in arrays of {g('batch_size')}, "
+                f"({g('ratio', '{:.0%}')}; {g('held_per_s', '{:,.0f}')}/s sending back the fleet token, "
+                f"{g('batch_per_s', '{:,.0f}')}/s in arrays of {g('batch_size')}, "
                 f"{g('stream_per_s', '{:,.0f}')}/s with compact-stream records); at a fixed {g('fixed_rate', '{:,}')}/s p99 {g('fixed_p99_ms')} ms, "
                 f"p50 {g('fixed_p50_ms')} ms")
     return ", ".join(f"{k.replace('_', ' ')} {_scalar(v)}" for k, v in f.items() if _is_scalar(v))
@@ -461,6 +462,13 @@ def _http_targets(http: dict[str, Any] | str | None) -> list[tuple[str, str, boo
              f"server CPU {http['place_server_cpu_us']:.0f} against {http['echo_server_cpu_us']:.0f} µs a request, "
              f"of which the service path in process {http['service_path_cpu_us']:.0f} µs)",
              http["ratio"] >= 0.5)]
+    if "held_per_s" in http:
+        rows.append(("HTTP placements, one a request sending back the fleet token (the fleet's names not sent "
+                     "again), ≥ 50% of the echo",
+                     f"{http['held_ratio']:.0%} ({http['held_per_s']:,.0f}/s; server CPU "
+                     f"{http['held_server_cpu_us']:.0f} µs a request; {http['held_answer_bytes']:,} bytes an answer "
+                     f"against {http['place_answer_bytes']:,} without the token)",
+                     http["held_ratio"] >= 0.5))
     if "batch_per_s" in http:
         rows.append((f"HTTP placements, {http['batch_size']} a request (a JSON array), ≥ 50% of the echo's requests/s",
                      f"{http['batch_ratio']:.0%} ({http['batch_per_s']:,.0f} placements/s against the echo's "

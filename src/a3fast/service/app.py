@@ -443,8 +443,9 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
         place request, or a JSON array of them (a batch)."""
         data = await receive_body(scope, receive, limits["request"], config.body_timeout)
         query = scope["query_string"]
-        record = _query_value(query, "record") if query else None
-        token = _query_value(query, "fleet") if query else None
+        params = query_values(query) if query else {}
+        record = params.get("record")
+        token = params.get("fleet")
         # what the reader holds already, by the token an earlier answer gave it: its answers refer
         # to that record rather than carry the fleet's names again
         holds = (ops.holding(token) if token is not None else None) or {}
@@ -801,15 +802,19 @@ def _header(scope, name: bytes) -> bytes | None:
     return None
 
 
-def _query_value(query: bytes, name: str) -> str | None:
-    """The last value of one query parameter (as Starlette's query_params would give it)."""
-    if query == b"record=compact":
-        return "compact" if name == "record" else None
-    value = None
-    for key, item in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
-        if key == name:
-            value = item
-    return value
+def query_values(query: bytes) -> dict[str, str]:
+    """Each query parameter's last value, as Starlette's `query_params` gives them
+    (`parse_qsl(query.decode("latin-1"), keep_blank_values=True)`, the last of a name winning)."""
+    if b"%" in query or b"+" in query:     # escapes: the standard reader undoes them
+        return dict(parse_qsl(query.decode("latin-1"), keep_blank_values=True))
+    # without one, that reading is a split on "&" and each field's on its first "=" (a field
+    # without one a blank value), empty fields skipped: the same, in a fifth of the time
+    values = {}
+    for field in query.decode("latin-1").split("&"):
+        if field:
+            name, _, value = field.partition("=")
+            values[name] = value
+    return values
 
 
 def _open(state: ServiceState, config: ServiceConfig, app) -> None:

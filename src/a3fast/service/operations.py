@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, Literal, Protocol
 
 import asyncio
+import re
 import secrets
 import time
 
@@ -51,6 +52,8 @@ RECORD_FORMS = ("spec", "compact", STREAM)
 TOKENS_KEPT = 1024
 #: What a fleet token is, as a refusal names it.
 TOKEN_TEXT = "a fleet token, as an earlier answer's A3-Fleet header gave it"
+#: a fleet token's text: a record seq (at most 20 digits) and an issuer (16 hex digits)
+_TOKEN = re.compile(r"([0-9]{1,20})-([0-9a-f]{16})")
 #: Names listed per page of GET /v1/agents, at most.
 MAX_PAGE = 10_000
 #: Records one stdio `trace` answer holds, at most.
@@ -356,14 +359,14 @@ class Operations:
         """What a reader holds by a fleet token: {snapshot seq: record seq}, or None for a token
         this process did not hand out (another process's, or one forgotten since), whose reader
         is then sent the table again. ServiceError (400 at `$.fleet`) for text that is no token."""
-        record, dash, issuer = token.partition("-")
-        if not (dash and record.isascii() and record.isdigit() and len(record) <= 20 and len(issuer) == 16
-                and issuer.isascii() and all(c in "0123456789abcdef" for c in issuer)):
+        parts = _TOKEN.fullmatch(token)
+        if parts is None:
             raise ServiceError(400, [problem("$.fleet", TOKEN_TEXT, repr(token[:60]))])
-        if issuer != self.issuer:
+        if parts.group(2) != self.issuer:
             return None
-        snapshot = self._tokens.get(int(record))
-        return {snapshot: int(record)} if snapshot is not None else None
+        record = int(parts.group(1))
+        snapshot = self._tokens.get(record)
+        return {snapshot: record} if snapshot is not None else None
 
     async def place_batch(self, bodies: list[Any], stream: Slice | None = None,
                           holds: dict[int, int] | None = None) -> list[PlaceAnswer | Exception]:

@@ -380,24 +380,31 @@ def readable_answer(state, lines: bytes, slice_: Slice | None = None, reference:
     found = lines.find(_MARK)
     if found < 0:
         return lines
-    if reference is not None and (slice_ is None or not slice_.carried):
-        inlined = _one_reference_inlined(state, lines, found, reference)
-        if inlined is not None:
-            if slice_ is None:
-                return inlined
+    if reference is not None:
+        # the slice's own rewrite of the one reference, made without reading the lines for what the
+        # encoder already said: to the record that carries the snapshot (a reader holding it by
+        # its fleet token), or the table itself where none does
+        at = slice_.carried.get(reference) if slice_ is not None else None
+        if at == reference:
+            return lines
+        pointed = _one_reference_pointed(state, lines, found, reference, at)
+        if pointed is not None:
+            if slice_ is None or at is not None:     # a pointer to a record carried: nothing to note
+                return pointed
             # what `Slice.block` would have noted of that line, given the line's seq
             line_seq = SEQ_AT.match(lines, lines.rfind(b"\n", 0, found) + 1)
             if line_seq is not None:
                 slice_._carries(int(line_seq.group(1)), reference, False, None)
-                return inlined
+                return pointed
     return (slice_ or Slice()).block(lines, lambda: table_source(state), found)
 
 
-def _one_reference_inlined(state, lines: bytes, found: int, reference: int) -> bytes | None:
-    """A placement's lines, readable on their own, when the member's name found at `found` is the
-    only one in them: the encoder wrote one compact member of the placement's own, which holds that
-    name, referring to snapshot `reference` by seq, so that one is it. Its reference is replaced
-    by the snapshot's table: the bytes a new Slice gives (`Slice.block`), in one copy, without
+def _one_reference_pointed(state, lines: bytes, found: int, reference: int, at: int | None) -> bytes | None:
+    """A placement's lines, readable in a slice that carries snapshot `reference` in record `at`
+    (None: it carries it nowhere yet), when the member's name found at `found` is the only one in
+    them: the encoder wrote one compact member of the placement's own, which holds that name,
+    referring to snapshot `reference` by seq, so that one is it. Its reference is replaced by `at`,
+    or by the snapshot's table: the bytes the slice gives (`Slice.block`), in one copy, without
     reading the lines for what the encoder already said. None for any other lines, or when the
     table cannot be read back (the Slice then leaves the reference as it is)."""
     if lines.find(_MARK, found + len(_MARK)) >= 0:
@@ -405,9 +412,12 @@ def _one_reference_inlined(state, lines: bytes, found: int, reference: int) -> b
     pointer = _REFERENCE.match(lines, found)
     if pointer is None or int(pointer.group(1)) != reference or lines.find(b"\n", found) < 0:
         return None
-    try:
-        table = _table_json(table_source(state), reference)
-    except (KeyError, TypeError, ValueError, OSError):
-        return None
+    if at is not None:
+        spliced = b"%d" % at
+    else:
+        try:
+            spliced = _table_json(table_source(state), reference)
+        except (KeyError, TypeError, ValueError, OSError):
+            return None
     whole = memoryview(lines)
-    return b"".join((whole[:pointer.start(1)], table, whole[pointer.end(1):]))
+    return b"".join((whole[:pointer.start(1)], spliced, whole[pointer.end(1):]))
