@@ -8,7 +8,6 @@ import re
 
 import orjson
 import pytest
-from hypothesis import example, given, settings, strategies as st
 
 from a3fast.schema import parse_declaration
 from a3fast.service import stdio
@@ -149,22 +148,3 @@ def test_nesting_inside_requirements_past_the_service_bound_goes_the_general_way
     assert "records" not in answer, answer
     assert f"at most {MAX_DEPTH} levels of nesting".encode() in out.getvalue()
 
-
-@settings(max_examples=400, deadline=None)
-@given(st.lists(st.one_of(st.sampled_from(["record", "fleet", "compact", "=", "&", "%", "%2", "%41", "+", ";", "",
-                                           "\u00e9", "compact-stream", "x=y"]),
-                          st.text(max_size=4)), max_size=8).map("".join))
-@example("record=compact&fleet=3-0123456789abcdef&record=spec")
-@example("&&record&=x&fleet=a=b")
-@example("record=comp%61ct+x&fleet=%ZZ")
-def test_a_query_string_is_read_as_starlette_reads_it(text):
-    # the place route reads `?record=` and `?fleet=` without parse_qsl when nothing is escaped:
-    # the same values as Starlette's query_params (parse_qsl, the last value of a name winning)
-    from starlette.datastructures import QueryParams
-
-    from a3fast.service.app import query_values
-
-    query = text.encode("utf-8")
-    read = query_values(query)
-    expected = QueryParams(query.decode("latin-1"))
-    assert read == {name: expected[name] for name in expected.keys()}

@@ -13,6 +13,7 @@ from starlette.testclient import TestClient  # noqa: E402
 from a3fast.record.compact import MAX_BASED_CHAIN, decode_trace  # noqa: E402
 from a3fast.service.app import create_app  # noqa: E402
 from a3fast.service.config import ServiceConfig  # noqa: E402
+from a3fast.service.slices import Slice  # noqa: E402
 from a3fast.workload import generate_fleet, generate_tasks  # noqa: E402
 from test_k8s_extender import wait_ready  # noqa: E402
 
@@ -162,6 +163,13 @@ def test_a_rejection_s_snapshot_reference_rewritten_in_place_is_the_decoded_rewr
         state.close()
 
 
+class _Unread(Slice):
+    """A slice whose answers must all be made without reading their lines."""
+
+    def block(self, *args, **kwargs):
+        raise AssertionError("the lines were read, where the encoder said where their one reference is")
+
+
 def test_an_answers_one_reference_rewritten_is_the_rewrite_its_slice_makes():
     # `_one_reference_pointed` takes the encoder's word (`plain_reference`) for where the lines'
     # own member refers: for every placement of a service whose fleet changes under it (new
@@ -201,6 +209,9 @@ def test_an_answers_one_reference_rewritten_is_the_rewrite_its_slice_makes():
                 assert _one_reference_pointed(state, lines, found, reference, 2) == \
                     Slice({reference: 2}).block(lines, table_source(state)) != lines
                 pointed += 1
+                # and such lines never reach the slice's reading of them, whatever it holds
+                for carried in ({}, {reference: 2}, {reference + 1000: reference + 1000}):
+                    readable_answer(state, lines, _Unread(carried), reference)
             else:
                 declined += 1
         assert inlined >= 20 and pointed >= 20 and declined >= 2, (inlined, pointed, declined)
