@@ -37,7 +37,7 @@ import orjson
 from .errors import Problem, SchemaError, describe, json_path
 
 __all__ = ["MAX_DEPTH", "MAX_RECORD_DEPTH", "INT_MIN", "INT_MAX", "check", "conforms", "validate", "plainly_within",
-           "loads", "decode_problem"]
+           "syntax_error", "loads", "decode_problem"]
 
 MAX_DEPTH = 128
 MAX_RECORD_DEPTH = MAX_DEPTH + 16
@@ -226,14 +226,14 @@ def decode_problem(data: bytes | str, limit: int = MAX_DEPTH) -> tuple[Any, list
     except RecursionError:
         return None, [Problem("$", _depth_expected(limit), "deeper nesting")]
     except (msgspec.MsgspecError, UnicodeError) as exc:
-        return None, [Problem("$", "valid JSON", _syntax_error(data, exc))]
+        return None, [Problem("$", "valid JSON", syntax_error(data, exc))]
     if plainly_within(data, limit):
         return value, []
     problems = validate(value, "$", limit, decoded_json=True)
     return (None if problems else value), problems
 
 
-def _syntax_error(data: bytes | str, exc: Exception) -> str:
+def syntax_error(data: bytes | str, exc: Exception) -> str:
     """orjson's account of a syntax error, which names the line and column (msgspec reports a lone
     surrogate escape as "truncated"); msgspec's when orjson reads the text after all."""
     try:

@@ -115,9 +115,12 @@ class Checksum:
 def _frame(data: bytes, source: str) -> tuple[int, int]:
     """(length before the trailer, stated CRC-32) of bytes framed as a snapshot, or SnapshotError:
     not a snapshot, another version, cut short."""
-    if len(data) < _HEAD.size or data[:len(MAGIC)] != MAGIC:
+    if data[:len(MAGIC)] != MAGIC:
         raise SnapshotError(f"{source}: not an a3fast fleet snapshot (it does not start with the "
                             f"snapshot mark {MAGIC!r})")
+    if len(data) < _HEAD.size:
+        raise SnapshotError(f"{source}: the snapshot is cut short ({len(data)} bytes, not even its "
+                            f"{_HEAD.size}-byte head)")
     _, version, head_len = _HEAD.unpack_from(data)
     if version not in READ_VERSIONS:
         raise SnapshotError(f"{source}: snapshot format version {version}; this a3fast reads "

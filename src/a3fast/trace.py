@@ -192,7 +192,8 @@ class TraceRecord:
             try:
                 content = _ANY.decode(_ENVELOPE.decode(self._content_source).content)
             except (msgspec.MsgspecError, RecursionError) as exc:
-                raise TraceContentError(f"the record's content cannot be read: {_decode_error(exc)}") from None
+                raise TraceContentError("the record's content cannot be read: "
+                                        f"{_decode_error(self._content_source, exc)}") from None
             problems = document.validate(content, "$.content", MAX_RECORD_DEPTH - 1, decoded_json=True)
             if problems:
                 raise TraceContentError(_rule_message(problems))
@@ -368,7 +369,7 @@ def _decode_record(line: bytes) -> tuple[Any, list[Problem]]:
         return None, [Problem("$", f"at most {MAX_RECORD_DEPTH} nested arrays and objects",
                               "nesting too deep to read")]
     except msgspec.MsgspecError as exc:  # not JSON, or valid syntax with a number out of range
-        return None, [Problem("$", "JSON", f"not JSON: {_decode_error(exc)}")]
+        return None, [Problem("$", "JSON", f"not JSON: {_decode_error(line, exc)}")]
     if len(line) <= _SMALL_LINE and line.count(b"[") + line.count(b"{") <= MAX_RECORD_DEPTH:
         # the usual small record: too few brackets to nest too deeply, so only integers are in
         # question, and orjson refuses to write one beyond 64 bits
@@ -458,7 +459,7 @@ def _read_array(data: bytes, first_line: int) -> Iterator[TraceItem]:
                            f"{MAX_RECORD_DEPTH} arrays and objects deep, too deep to read")
         return
     except msgspec.MsgspecError as exc:
-        yield TraceProblem(first_line, 1, None, f"not a JSON array of records: {_decode_error(exc)}")
+        yield TraceProblem(first_line, 1, None, f"not a JSON array of records: {_decode_error(data, exc)}")
         return
     if not isinstance(values, list):  # e.g. "[1] [2]" fails above; this is a safeguard
         yield TraceProblem(first_line, 1, None, "expected a JSON array of records")
@@ -466,5 +467,7 @@ def _read_array(data: bytes, first_line: int) -> Iterator[TraceItem]:
     yield from read_values(values, decoded_json=True)
 
 
-def _decode_error(exc: Exception) -> str:
-    return str(exc).removeprefix("JSON is malformed: ")
+def _decode_error(data: bytes, exc: Exception) -> str:
+    """What is wrong with text the decoder refused, where (`document.syntax_error`: msgspec calls a
+    lone surrogate escape "truncated")."""
+    return document.syntax_error(data, exc)

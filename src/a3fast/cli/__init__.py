@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 
 import click
 
 from .._version import __version__
 from ..engines import ENGINE, NATIVE_AVAILABLE
 from ..files import InputError
-from .common import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput
+from .common import EXIT_BAD_INPUT, EXIT_INTERNAL, WRITE_FAILURES, BadInput, closed_output
 from .extras import MissingExtra, extra_for
 
 #: command name -> "module:attribute" under a3fast.cli
@@ -43,32 +44,51 @@ class LazyGroup(click.Group):
     def invoke(self, ctx):
         """Run the subcommand; an exception no command turned into an answer or a bad-input message
         is a3fast's own fault, reported on one line with exit code 3 so that it cannot pass for an
-        answer (A3FAST_DEBUG=1 re-raises it with its traceback)."""
+        answer (A3FAST_DEBUG=1 re-raises it with its traceback). Standard output closed by its
+        reader ends the command with exit code 141, and one that cannot be written (a full disk)
+        is reported as an output that cannot be written, exit code 2, as a file's would be."""
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            finally:
+                # what is still buffered is written while a failure to write it is reported here,
+                # not by the interpreter at exit (however the command ended, its exit code too)
+                sys.stdout.flush()
+        except BrokenPipeError:
+            closed_output()
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort,
-                SystemExit, KeyboardInterrupt, BrokenPipeError):
+                SystemExit, KeyboardInterrupt):
             raise
         except InputError as exc:  # a file given to the command that it cannot read as it must
             raise BadInput(exc.lines) from None
+        except OSError as exc:
+            if exc.errno not in WRITE_FAILURES or exc.filename is not None:
+                return self._internal(ctx, exc)
+            raise BadInput(f"output: cannot write: {exc.strerror or exc}") from None
         except MissingExtra as exc:
             click.echo(f"a3fast: {exc}", err=True)
             ctx.exit(EXIT_BAD_INPUT)
         except Exception as exc:
-            if os.environ.get("A3FAST_DEBUG") == "1":
-                raise
-            missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
-            extra = extra_for(missing)
-            if extra is not None:
-                # A module of an optional extra that no command checked for first: still the
-                # caller's install to complete, named as such, not a3fast's fault.
-                command = f"a3fast {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "this command"
-                click.echo(f"a3fast: {command} needs the '{extra}' extra: pip install 'a3fast[{extra}]' "
-                           f"({missing} is not installed)", err=True)
-                ctx.exit(EXIT_BAD_INPUT)
-            message = " ".join(str(exc).split())
-            click.echo(f"a3fast: internal error: {type(exc).__name__}: {message} (please report)", err=True)
-            ctx.exit(EXIT_INTERNAL)
+            return self._internal(ctx, exc)
+
+    @staticmethod
+    def _internal(ctx, exc: Exception):
+        """An exception no command answered for: a missing extra's module, named as such, or
+        a3fast's own fault."""
+        if os.environ.get("A3FAST_DEBUG") == "1":
+            raise exc
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        extra = extra_for(missing)
+        if extra is not None:
+            # A module of an optional extra that no command checked for first: still the
+            # caller's install to complete, named as such, not a3fast's fault.
+            command = f"a3fast {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "this command"
+            click.echo(f"a3fast: {command} needs the '{extra}' extra: pip install 'a3fast[{extra}]' "
+                       f"({missing} is not installed)", err=True)
+            ctx.exit(EXIT_BAD_INPUT)
+        message = " ".join(str(exc).split())
+        click.echo(f"a3fast: internal error: {type(exc).__name__}: {message} (please report)", err=True)
+        ctx.exit(EXIT_INTERNAL)
 
     def list_commands(self, ctx):
         return sorted(name for name in COMMANDS if self._load(name) is not None)

@@ -20,6 +20,12 @@ EXIT_NEGATIVE = 1
 EXIT_BAD_INPUT = 2
 #: An unexpected exception: a3fast's fault, never an answer (see `a3fast.cli.main`).
 EXIT_INTERNAL = 3
+#: Standard output closed by its reader before everything was written (`| head`): 128 + SIGPIPE,
+#: as a shell reports a command a closed pipe stopped; never 1, which is a negative answer.
+EXIT_CLOSED_OUTPUT = 141
+#: What a failed write of standard output raises, by its errno: the disk or device is full or
+#: failing, not a fault of a3fast's (a write to a file has no file name in the error)
+WRITE_FAILURES = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 
 class BadInput(click.ClickException):
@@ -44,6 +50,27 @@ class BadInput(click.ClickException):
                 exc = exc.with_source(source)
             return cls(exc.lines())
         return cls(f"{source}: {exc}" if source else str(exc))
+
+
+def closed_output() -> None:
+    """Standard output was closed by its reader: end quietly with EXIT_CLOSED_OUTPUT. Later writes
+    (the interpreter's flush at exit) go to /dev/null, so nothing more is reported."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):     # no descriptor to replace: nothing will be flushed to it
+        pass
+    sys.exit(EXIT_CLOSED_OUTPUT)
+
+
+def shown(text: str) -> str:
+    """A file name or argument as a message or a JSON document can carry it: the bytes of a name
+    that is not UTF-8 (which Python holds as lone surrogates) written as `\\xNN` escapes."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:        # a lone surrogate no file name decoded to
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def rooted(problem: Problem, prefix: str) -> str:

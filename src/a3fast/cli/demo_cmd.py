@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import os
 import time
+from pathlib import Path
 
 import click
 
@@ -60,17 +61,21 @@ def verification_text(trace_path: str) -> str:
     return summarise(verify_file(trace_path))
 
 
-def report_text(trace_path: str) -> str:
-    """Write the trace's HTML report beside it and say where."""
-    from pathlib import Path
-
-    from ..report import render
-
+def report_path(trace_path: str) -> str:
+    """Where the trace's HTML report goes: beside it, the trace's name with `.html`."""
     target = Path(trace_path).with_suffix(".html")
     if target == Path(trace_path):  # a trace named *.html keeps its name; the page goes beside it
         target = Path(f"{trace_path}.html")
+    return str(target)
+
+
+def report_text(trace_path: str) -> str:
+    """Write the trace's HTML report beside it and say where."""
+    from ..report import render
+
+    target = report_path(trace_path)
     html = render(trace_path, name=Path(trace_path).name)
-    with atomic_output(str(target)) as out:
+    with atomic_output(target) as out:
         out.write(html.encode("utf-8"))
     return f"report: {target} (one self-contained page; open it in a browser)"
 
@@ -101,7 +106,7 @@ def demo(agents, tasks, seed, engine, output):
             os.makedirs(folder)
         except OSError as exc:
             raise BadInput(f"{folder}: cannot make the trace's directory: {exc.strerror or exc}") from None
-    check_outputs([output])
+    check_outputs([output, report_path(output)])     # both, before either is written
     trace_path = output
     declarations = generate_fleet(agents, seed)
     fleet = Fleet(engine=engine)

@@ -36,6 +36,8 @@ def explain(trace, seq, all_failed_flag, fleet_path, as_json):
         raise BadInput("--all-failed needs --fleet: a trace carries only the chosen agent's declaration")
     if all_failed_flag and seq is None:
         raise BadInput("--all-failed needs --seq: it explains one placement in detail")
+    if all_failed_flag and trace == "-" and fleet_path == "-":
+        raise BadInput("standard input is read once: give the trace or the fleet (--fleet) as a file")
     found = False
     lines: list[str] = []
     problems: list[str] = []
@@ -73,7 +75,8 @@ def _all_failed(trace: str, fleet_path: str, seq: int, kind: str, content: Any) 
         else (content, "$.content.requirements")
     if "requirements" not in holder:
         raise BadInput(f"{trace}: seq {seq}: {where}: expected the task's requirements, found none")
-    fleet = load_fleet(fleet_path, None)
+    # a fleet of no agents would say that no candidate fails anything
+    fleet = load_fleet(fleet_path, None, allow_empty=False)
     try:
         return all_failed(fleet, holder["requirements"])
     except SchemaError as exc:

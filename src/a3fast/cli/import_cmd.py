@@ -30,7 +30,7 @@ from ..interop.supply import Supplied, read_grants
 from ..schema import LATENCY_CLASSES, loads
 from .extras import require
 from .common import (EXIT_BAD_INPUT, EXIT_NEGATIVE, BadInput, atomic_outputs, check_outputs, json_option, output_option,
-                     progress)
+                     progress, shown)
 from ..files import InputError, read_bytes, read_json_documents, require_kind
 
 #: Supplied field (its JSON path's first key) -> the flag the caller used for it.
@@ -480,7 +480,7 @@ def _read(paths: Iterable[str], suffixes: tuple[str, ...],
 
 def _read_one(path: str, parse: Callable[[bytes, str], list[Document]], report: ImportReport,
               docs: list[Document], what: str) -> None:
-    source = "<stdin>" if path == "-" else path
+    source = "<stdin>" if path == "-" else shown(path)
     report.read(source)
     try:
         data = read_bytes(path)
@@ -553,8 +553,8 @@ def _finish(result: ImportResult, outputs: Outputs, *, require_capabilities: boo
         click.echo("a3fast: nothing usable was read; no output written", err=True)
         sys.exit(EXIT_BAD_INPUT)
     if empty:
-        shown = ", ".join(repr(n) for n in empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
-        click.echo(f"a3fast: no capabilities for {shown}: a task can never be placed on such an agent "
+        listed = ", ".join(repr(n) for n in empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+        click.echo(f"a3fast: no capabilities for {listed}: a task can never be placed on such an agent "
                    f"(see the skipped skills above); give --capability-version or --skill-domain, or "
                    f"--allow-empty to write them anyway", err=True)
         sys.exit(EXIT_NEGATIVE)

@@ -7,9 +7,26 @@ import sys
 import click
 
 from ..record.write import placement_records
+from ..schema import CONTROL, MAX_TEXT
 from ..trace import TraceWriter
-from .common import EXIT_NEGATIVE, EXIT_OK, atomic_output, output_option
+from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output, output_option, shown
 from .fleet_input import load_fleet, load_requirements
+
+
+def _session(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A session names the task in its records, so it is a text as §4's `session` is: non-empty,
+    at most MAX_TEXT characters, no control character, and UTF-8 (an argument that is not arrives
+    holding lone surrogates, which no record can carry)."""
+    if value is None:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise click.BadParameter(f"expected UTF-8 text, found '{shown(value)}'") from None
+    if not value or len(value) > MAX_TEXT or CONTROL.search(value):
+        raise click.BadParameter(f"expected a non-empty text of at most {MAX_TEXT} characters and no control "
+                                 f"characters, found '{shown(value)[:60]}'")
+    return value
 
 
 @click.command()
@@ -19,7 +36,8 @@ from .fleet_input import load_fleet, load_requirements
               help="The task's requirements document (§4), a JSON file.")
 @click.option("--engine", type=click.Choice(["native", "pure"]), default=None,
               help="Matching engine (default: a3fast.ENGINE).")
-@click.option("--session", default=None, help="Session the task continues (affinity only).")
+@click.option("--session", default=None, callback=_session,
+              help="Session the task continues (affinity only).")
 @click.option("--reason-limit", type=click.IntRange(1), default=None, metavar="N",
               help="Name at most N candidates per predicate in a rejection's reason and count the "
                    "rest (departs from §6, which asks for every one; filters_failed still lists all).")
@@ -30,6 +48,8 @@ def place(fleet_path, requirements_path, engine, session, reason_limit, output):
 
     Exit 0 placed, 1 unschedulable, 2 bad input.
     """
+    if fleet_path == "-" and requirements_path == "-":
+        raise BadInput("standard input is read once: give the fleet or the requirements as a file")
     fleet = load_fleet(fleet_path, engine)
     requirements = load_requirements(requirements_path)
     placement = fleet.place(requirements, session=session, reason_limit=reason_limit)

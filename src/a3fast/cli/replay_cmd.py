@@ -17,7 +17,6 @@ one as JSON Lines, in trace order, trace after trace).
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,12 +26,11 @@ import orjson
 
 from ..files import input_source, require_kind
 from ..framing import ARRAY, framed
-from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_outputs, check_outputs, json_option, output_option
+from .common import (EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_outputs, check_outputs, closed_output, json_option,
+                     output_option)
 
 #: Changed placements kept for the page and the terminal (every one is written with -o).
 KEPT = 1_000
-#: The exit code when standard output is closed early (128 + SIGPIPE, as a shell reports it).
-EXIT_CLOSED_OUTPUT = 141
 
 
 @click.command()
@@ -162,7 +160,7 @@ def replay(traces, fleet_path, baseline_path, offer_new, allow_empty, weights, r
                 echo(line)
         sys.stdout.flush()
     except BrokenPipeError:
-        _closed_output()
+        closed_output()
     sys.exit(EXIT_NEGATIVE if exceeded else EXIT_OK)
 
 
@@ -180,15 +178,6 @@ def _file_json(label: str, summary: Any) -> dict[str, Any]:
     part = summary.to_dict()
     part.pop("fleet", None)
     return {"trace": label, "summary": part}
-
-
-def _closed_output() -> None:
-    """Standard output was closed by its reader (`| head`): end quietly, with an exit code of its
-    own. Later writes (the interpreter's flush at exit) go to /dev/null."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    sys.exit(EXIT_CLOSED_OUTPUT)
 
 
 def _threshold_json(threshold: Any, summary: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import orjson
 
 from ..files import InputError, input_source, require_kind
 from ..verify import Finding, is_valid, summarise, verify_stream_counted
-from .common import EXIT_BAD_INPUT, EXIT_NEGATIVE, EXIT_OK
+from .common import EXIT_BAD_INPUT, EXIT_NEGATIVE, EXIT_OK, shown
 
 #: Below this size a trace verifies in well under a second: no progress bar.
 PROGRESS_MIN_BYTES = 16 * 1024 * 1024
@@ -126,7 +126,7 @@ def _no_records(findings: list[Finding]) -> str:
 def result_json(path: str, findings: list[Finding], records: int | None = None) -> bytes:
     """The `--json` result form for one trace (what `a3fast conformance --verifier` reads)."""
     return orjson.dumps({
-        "path": path,
+        "path": shown(path),
         "valid": is_valid(findings),
         **({} if records is None else {"records": records}),
         "errors": [f.to_dict() for f in findings if f.is_error],

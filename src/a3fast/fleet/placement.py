@@ -19,6 +19,7 @@ from ..schema import Declaration, Requirements, parse_requirements
 __all__ = ["Placement", "Route", "RouteError", "CustomScores", "check_reason_limit", "resumed_agent"]
 
 _SINGLE_VALUED = ("residency", "agentRef")
+_LISTED = ("capabilities", "clearances", "tools", "exclude")
 
 
 class RouteError(A3Error):
@@ -44,11 +45,15 @@ class Route:
             raise RouteError(f"a route needs a name (a non-empty string), found {self.name!r}")
         if not isinstance(self.adds, Mapping) or not self.adds:
             raise RouteError(f"route {self.name!r} adds no requirements; a route adds at least one")
+        # a route that adds what it cannot is refused when made, not at the first task it routes
+        for key in self.adds:
+            if key not in _LISTED and key != "model" and key not in _SINGLE_VALUED:
+                raise self._cannot_add(key)
 
     def apply(self, submitted: Requirements) -> Requirements:
         doc = dict(submitted.doc)
         for key, value in self.adds.items():
-            if key in ("capabilities", "clearances", "tools", "exclude"):
+            if key in _LISTED:
                 present = doc.get(key) or []
                 doc[key] = list(present) + [v for v in value if v not in present]
             elif key == "model":
@@ -58,10 +63,13 @@ class Route:
                 doc["model"] = model
             elif key in _SINGLE_VALUED:
                 self._add_single(doc, key, value, key)
-            else:
-                raise RouteError(f"route {self.name!r}: cannot add {key!r}; a route adds capabilities, "
-                                 f"clearances, tools, exclude, residency, model or agentRef")
+            else:      # `adds` changed since the route was made
+                raise self._cannot_add(key)
         return parse_requirements(doc)
+
+    def _cannot_add(self, key: Any) -> RouteError:
+        return RouteError(f"route {self.name!r}: cannot add {key!r}; a route adds capabilities, "
+                          f"clearances, tools, exclude, residency, model or agentRef")
 
     def _add_single(self, doc: dict, key: str, value: Any, label: str) -> None:
         if doc.get(key) is not None and doc[key] != value:

@@ -247,11 +247,19 @@ def _namespace(card: AgentCard, supplied: Supplied, fetched_from: str | None) ->
     if not supplied.derive_namespace:
         return None, None
     url = fetched_from if fetched_from is not None else (card.interfaces[0].url if card.interfaces else None)
-    host = urlsplit(url).hostname if url else None
+    host = _host(url) if url else None
     if not host:
         return None, None
     where = "the URL the card was fetched from" if fetched_from is not None else "the card's URL"
     return host, f"namespace {host!r}: the host of {where} ({url})"
+
+
+def _host(url: str) -> str | None:
+    """The URL's host, or None when it has none or the URL cannot be read (`https://[zz]/`)."""
+    try:
+        return urlsplit(url).hostname
+    except ValueError:
+        return None
 
 
 def declaration_from_card(card: AgentCard, supplied: Supplied, report: ImportReport,
@@ -264,7 +272,7 @@ def declaration_from_card(card: AgentCard, supplied: Supplied, report: ImportRep
     """
     namespace, derived_from = _namespace(card, supplied, fetched_from)
     if namespace is None:
-        why = "the card names no URL to take a host from, and " if supplied.derive_namespace else ""
+        why = "the card names no URL with a host to take it from, and " if supplied.derive_namespace else ""
         report.skip(source, path, f"no namespace: an Agent Card has none, {why}the caller supplied "
                                   f"none (A3 §3 requires agent.namespace; give --namespace)")
         return None, [], []

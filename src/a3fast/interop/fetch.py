@@ -111,8 +111,11 @@ class EtagCache:
 
 def card_locations(url: str) -> list[str]:
     """The URLs to try for the card of the agent at `url`, in order."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    try:
+        parts = urlsplit(url)
+    except ValueError:          # an unbalanced IPv6 bracket, say: no URL of an agent either
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
         raise FetchError(url, "expected an http:// or https:// URL of an agent (or of its card)")
     if parts.path.lower().endswith(".json"):
         return [urlunsplit(parts._replace(fragment=""))]

@@ -248,6 +248,10 @@ def import_listings(documents: Iterable[Document], supplied: Supplied | None = N
     if len(out) > changed:
         report.count("declarations passed through unchanged", len(out) - changed)
     result.declarations = out.declarations()
+    if targets and not changed and not contracts:
+        # agents were to be bound and none could be (each refused, and reported): an empty
+        # fleet is not what was asked for
+        result.usable = False
     return result
 
 

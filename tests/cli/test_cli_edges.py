@@ -1,0 +1,196 @@
+"""Where the command line meets its surroundings: standard output closed or full, names that are not
+UTF-8, standard input named twice, outputs checked before any is written, and inputs whose
+defects must be named for what they are. Each answers with its documented exit code and one line
+that says what is wrong, never a traceback."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from a3fast.cli import main
+
+
+def a3(*args: str | bytes, cwd: Path, stdout=subprocess.PIPE, input: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "a3fast", *args], cwd=cwd, stdout=stdout, stderr=subprocess.PIPE,
+                          input=input, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> Path:
+    """A small trace (with its page), the fleet it was placed on, and a task."""
+    folder = tmp_path_factory.mktemp("edges")
+    runner = CliRunner()
+    assert runner.invoke(main, ["demo", "--agents", "5", "--tasks", "4", "-o", str(folder / "t.jsonl")]).exit_code == 0
+    assert runner.invoke(main, ["gen-fleet", "--agents", "5", "-o", str(folder / "fleet.jsonl")]).exit_code == 0
+    (folder / "task.json").write_text('{"v": "1.0", "capabilities": []}')
+    return folder
+
+
+def _placement_seq(trace: Path) -> int:
+    for line in trace.read_bytes().splitlines():
+        record = orjson.loads(line)
+        if record["kind"] in ("task.bound", "task.rejected"):
+            return record["seq"]
+    raise AssertionError("the demo's trace holds no placement")
+
+
+# -- standard output -------------------------------------------------------------------------------
+COMMANDS_THAT_PRINT = [("verify", "t.jsonl"), ("verify", "--json", "t.jsonl"), ("schema",), ("explain", "t.jsonl"),
+                       ("explain", "--json", "t.jsonl"), ("gen-fleet", "--agents", "3")]
+
+
+@pytest.mark.parametrize("args", COMMANDS_THAT_PRINT, ids=" ".join)
+def test_standard_output_closed_by_its_reader_ends_with_141_never_an_answers_code(made, args):
+    # 1 would say "invalid" or "unschedulable"; 3 would blame a3fast: a reader that went away is neither
+    reader = subprocess.Popen([sys.executable, "-m", "a3fast", *args], cwd=made, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    reader.stdout.close()          # the reader of the pipe is gone before anything was written
+    _, err = reader.communicate(timeout=120)
+    assert reader.returncode == 141, err
+    assert err == b""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full")
+@pytest.mark.parametrize("args", COMMANDS_THAT_PRINT, ids=" ".join)
+def test_standard_output_that_cannot_be_written_is_an_output_that_cannot_be_written(made, args):
+    with open("/dev/full", "wb") as full:
+        done = a3(*args, cwd=made, stdout=full)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.decode().strip() == "a3fast: output: cannot write: No space left on device"
+
+
+# -- names that are not UTF-8 ----------------------------------------------------------------------
+def test_a_file_name_that_is_not_utf8_is_written_escaped_in_a_json_answer(made, tmp_path):
+    name = b"t\xff.jsonl"
+    (tmp_path / os.fsdecode(name)).write_bytes((made / "t.jsonl").read_bytes())
+    done = a3("verify", "--json", name, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"path": "t\\xff.jsonl", "valid": True, "records": json.loads(done.stdout)["records"],
+                                       "errors": [], "warnings": []}
+
+
+def test_an_import_report_names_a_file_that_is_not_utf8_escaped(tmp_path):
+    card = {"name": "x", "description": "d", "url": "https://agents.example.com/x", "version": "1",
+            "capabilities": {}, "defaultInputModes": ["text"], "defaultOutputModes": ["text"],
+            "skills": [{"id": "s", "name": "s", "description": "d", "tags": ["t"]}]}
+    name = b"c\xff.json"
+    (tmp_path / os.fsdecode(name)).write_bytes(orjson.dumps(card))
+    done = a3("import", "a2a", name, "--namespace", "n", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)["report"]
+    assert report["sources"] == ["c\\xff.json"] and report["agents"][0]["source"] == "c\\xff.json"
+
+
+@pytest.mark.parametrize("session, words", [(os.fsdecode(b"s\xff"), "expected UTF-8 text, found 's\\xff'"),
+                                            ("", "expected a non-empty text"),
+                                            ("a\nb", "no control characters")])
+def test_a_session_that_no_record_can_carry_is_a_bad_option(made, session, words):
+    done = CliRunner().invoke(main, ["place", "--fleet", str(made / "fleet.jsonl"), "--requirements",
+                                     str(made / "task.json"), "--session", session])
+    assert done.exit_code == 2, done.output
+    assert "Invalid value for '--session'" in done.output and words in done.output
+
+
+# -- standard input --------------------------------------------------------------------------------
+def test_standard_input_named_twice_is_refused_rather_than_read_as_empty(made):
+    trace = (made / "t.jsonl").read_bytes()
+    seq = str(_placement_seq(made / "t.jsonl"))
+    done = a3("explain", "-", "--seq", seq, "--all-failed", "--fleet", "-", cwd=made, input=trace)
+    assert done.returncode == 2
+    assert done.stderr.decode().strip() == ("a3fast: standard input is read once: give the trace or the fleet "
+                                            "(--fleet) as a file")
+    done = a3("place", "--fleet", "-", "--requirements", "-", cwd=made, input=b'{"v": "1.0"}')
+    assert done.returncode == 2
+    assert "standard input is read once" in done.stderr.decode()
+
+
+def test_every_failed_predicate_of_an_empty_fleet_is_not_an_answer(made):
+    seq = str(_placement_seq(made / "t.jsonl"))
+    done = CliRunner().invoke(main, ["explain", str(made / "t.jsonl"), "--seq", seq, "--all-failed",
+                                     "--fleet", os.devnull])
+    assert done.exit_code == 2
+    assert "is empty: expected declarations" in done.output
+
+
+# -- outputs checked before any is written ---------------------------------------------------------
+def test_the_demo_writes_nothing_when_its_page_cannot_be_written(tmp_path):
+    (tmp_path / "trace.html").mkdir()            # where the page would go
+    (tmp_path / "trace.jsonl").write_text("old\n")
+    done = CliRunner().invoke(main, ["demo", "--agents", "3", "--tasks", "2", "-o", str(tmp_path / "trace.jsonl")])
+    assert done.exit_code == 2
+    assert "trace.html: cannot write" in done.output
+    assert (tmp_path / "trace.jsonl").read_text() == "old\n"     # the trace is not replaced
+    assert "placed" not in done.output                            # refused before any work
+
+
+# -- inputs named for what is wrong with them ------------------------------------------------------
+def test_a_lone_surrogate_in_a_trace_is_named_not_called_truncated(tmp_path):
+    (tmp_path / "t.jsonl").write_bytes(b'{"seq":1,"kind":"task.submitted","content":{"requirements":'
+                                       b'{"v":"1.0","x":"\\ud800"}}}\n')
+    done = CliRunner().invoke(main, ["verify", str(tmp_path / "t.jsonl")])
+    assert done.exit_code == 2
+    assert "no low surrogate in string" in done.output and "truncated" not in done.output
+
+
+def test_a_route_that_adds_what_no_route_may_is_blamed_on_the_route(made, tmp_path):
+    route = tmp_path / "route.json"
+    route.write_text('{"name": "r", "adds": {"v": "1.0"}}')
+    done = CliRunner().invoke(main, ["replay", str(made / "t.jsonl"), "--fleet", str(made / "fleet.jsonl"),
+                                     "--route", str(route)])
+    assert done.exit_code == 2
+    assert done.output.strip() == (f"a3fast: {route}: route 'r': cannot add 'v'; a route adds capabilities, "
+                                   "clearances, tools, exclude, residency, model or agentRef")
+
+
+def test_a_snapshot_cut_short_after_its_mark_is_called_cut_short(made, tmp_path):
+    from a3fast.snapshot import MAGIC
+
+    (tmp_path / "fleet.a3snap").write_bytes(MAGIC)
+    done = CliRunner().invoke(main, ["replay", str(made / "t.jsonl"), "--fleet", str(tmp_path / "fleet.a3snap")])
+    assert done.exit_code == 2
+    assert "cut short" in done.output and "does not start with" not in done.output
+
+
+def test_a_suite_without_its_schema_names_the_file_once(tmp_path):
+    pytest.importorskip("jsonschema")
+    suite = tmp_path / "vectors" / "capability-schema"
+    suite.mkdir(parents=True)
+    (suite / "cases.json").write_text("[]")
+    done = CliRunner().invoke(main, ["conformance", "--vectors", str(tmp_path / "vectors")])
+    assert done.exit_code == 2, done.output
+    assert f"{suite}/schema.json:" in done.output and f"{suite}/{suite}" not in done.output
+
+
+@pytest.mark.parametrize("url", ["https://[::1/", "https://[zz]/"])
+def test_a_card_url_that_cannot_be_read_gives_no_namespace_and_no_crash(tmp_path, url):
+    card = {"name": "x", "description": "d", "url": url, "version": "1", "capabilities": {},
+            "defaultInputModes": ["text"], "defaultOutputModes": ["text"],
+            "skills": [{"id": "s", "name": "s", "description": "d", "tags": ["t"]}]}
+    (tmp_path / "card.json").write_bytes(orjson.dumps(card))
+    done = CliRunner().invoke(main, ["import", "a2a", str(tmp_path / "card.json")])
+    assert done.exit_code == 2, done.output
+    assert "no namespace: an Agent Card has none, the card names no URL with a host" in done.output
+    # and as the URL of an agent to fetch the card of: not a URL of an agent, said before any request
+    done = CliRunner().invoke(main, ["import", "a2a", url, "--namespace", "n"])
+    assert done.exit_code == 2, done.output
+    assert f"{url}: $: expected an http:// or https:// URL of an agent" in done.output
+
+
+def test_binding_tools_to_agents_none_of_which_can_be_made_is_nothing_usable(tmp_path):
+    (tmp_path / "tools.json").write_text('{"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}')
+    out = tmp_path / "fleet.jsonl"
+    done = CliRunner().invoke(main, ["import", "mcp", str(tmp_path / "tools.json"), "--bind", "", "--namespace", "n",
+                                     "-o", str(out)])
+    assert done.exit_code == 2, done.output
+    assert "nothing usable was read; no output written" in done.output and not out.exists()
+    done = CliRunner().invoke(main, ["import", "mcp", str(tmp_path / "tools.json"), "--bind", "ok", "--namespace", "n",
+                                     "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    assert orjson.loads(out.read_bytes())["tools"] == ["t"]
