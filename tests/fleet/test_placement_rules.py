@@ -54,6 +54,14 @@ def test_a_route_adds_only_requirement_fields():
         Route("r", {"session": "s"}).apply(parse_requirements({}))
 
 
+@pytest.mark.parametrize("adds", [{"model": 5}, {"model": "ab"}, {"model": ["us-gov"]}, {"capabilities": 3},
+                                  {"clearances": True}, {"tools": None}, {"exclude": "x"}, {"v": "1.0"}])
+def test_a_route_that_could_never_apply_is_refused_when_made(adds):
+    # refused with a RouteError before any task is routed, never a TypeError at the first task
+    with pytest.raises(RouteError, match=r"route 'r': "):
+        Route("r", adds)
+
+
 def test_a_refused_route_says_why():
     with pytest.raises(RouteError, match=r"a route needs a name \(a non-empty string\), found ''"):
         Route("", {"residency": "eu"})

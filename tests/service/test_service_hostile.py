@@ -48,6 +48,16 @@ def test_route_without_adds_is_422_not_500(server):
     assert "adds no requirements" in problems(r, 422)[0]["found"]
 
 
+@pytest.mark.parametrize("adds, found", [({"model": 5}, "model must be added as an object, found 5"),
+                                         ({"model": ["us-gov"]}, "model must be added as an object"),
+                                         ({"capabilities": None}, "capabilities must be added as a list, found null"),
+                                         ({"exclude": "x"}, "exclude must be added as a list"),
+                                         ({"session": "s"}, "cannot add 'session'")])
+def test_a_route_that_adds_what_no_route_may_is_422_not_500(server, adds, found):
+    r = server.client.post("/v1/place", json={"requirements": SECTION_10_TASK, "route": {"name": "r", "adds": adds}})
+    assert found in problems(r, 422)[0]["found"]
+
+
 @pytest.mark.parametrize("query", ["limit=²", "limit=٣", "limit=" + "9" * 5000, "limit=-1", "limit=1.5"])
 def test_agent_page_limit_that_is_not_ascii_digits_is_400(server, query):
     assert problems(server.client.get(f"/v1/agents?{query}"), 400)[0]["path"] == "$.limit"

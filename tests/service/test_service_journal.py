@@ -288,3 +288,35 @@ def test_a_commit_a_blocking_sync_left_nothing_to_write_neither_writes_nor_fsync
     if then == "sync":
         journal.close()
     assert read_entries((tmp_path / "journal").read_bytes()).entries == [b"change"]
+
+
+@pytest.mark.parametrize("fsync", ["group", "never"])
+def test_waits_end_in_the_order_they_began_even_when_a_sync_made_the_later_ones_durable_first(tmp_path, monkeypatch,
+                                                                                                fsync):
+    """A wait that begins once a blocking `sync` (a checkpoint's) has made every entry durable,
+    while an earlier wait is still to be woken by its commit, ends after that earlier wait: the
+    requests a shell started together are answered in their order, whatever each reads after its
+    wait (a stream's answers join its slice in order)."""
+    SlowDisk(monkeypatch, 0)
+    journal = Journal(tmp_path / "journal", fsync=fsync)
+    ended: list[str] = []
+
+    async def wait(name: str) -> None:
+        await journal.durable()
+        ended.append(name)
+
+    async def main():
+        journal.append(b"first")
+        first = asyncio.ensure_future(wait("first"))
+        await asyncio.sleep(0)                     # its commit is scheduled, not yet run
+        assert journal._commit is not None and not journal._commit.done()
+        journal.append(b"second")
+        journal.sync()                             # both entries durable before the commit runs
+        second = asyncio.ensure_future(wait("second"))
+        await asyncio.wait_for(asyncio.gather(second, first), 10)
+        # with no wait left to wake, a wait whose entries are durable ends at once, as before
+        assert await asyncio.wait_for(journal.durable(), 10) is None and not journal._waiters
+    asyncio.run(main())
+    assert ended == ["first", "second"]
+    journal.close()
+    assert read_entries((tmp_path / "journal").read_bytes()).entries == [b"first", b"second"]

@@ -147,3 +147,34 @@ def test_widening_leaves_what_is_not_a_pipe_alone(tmp_path):
         widen_pipes(f, io.BytesIO())      # a regular file and a file without a descriptor
         f.write(b"x")
     assert (tmp_path / "f").read_bytes() == b"x"
+
+
+def test_a_line_refused_for_a_member_past_the_bounds_is_answered_with_its_id():
+    import io
+
+    from a3fast.service.operations import Operations
+    from a3fast.service.problems import MAX_DEPTH, MAX_STRING
+    from a3fast.service.state import ServiceState
+    from a3fast.service.stdio import serve_stdio_sync
+
+    deep = "[" * (MAX_DEPTH + 8) + "]" * (MAX_DEPTH + 8)
+    lines = [
+        b'{"op":"get_agent","id":"long","name":"x","extra":"%b"}' % (b"a" * (MAX_STRING + 1)),
+        b'{"op":"get_agent","id":7,"name":"x","extra":%b}' % deep.encode(),
+        b'{"op":"place","id":["a",1],"requirements":{},"session":"%b"}' % (b"s" * (MAX_STRING + 1)),
+        # an id past the bounds itself, or no object at all: no id to give back
+        b'{"op":"get_agent","id":"%b","name":"x"}' % (b"i" * (MAX_STRING + 1)),
+        b'[1, 2]',
+    ]
+    state = ServiceState()
+    state.open()
+    try:
+        out = io.BytesIO()
+        serve_stdio_sync(Operations(state), io.BytesIO(b"".join(line + b"\n" for line in lines)), out, 1 << 20)
+    finally:
+        state.close()
+    answers = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    assert [a["id"] for a in answers] == ["long", 7, ["a", 1], None, None]
+    assert all(a["status"] == 400 for a in answers)
+    paths = [a["problems"][0]["path"] for a in answers[:3]]
+    assert paths[0] == "$.extra" and paths[1].startswith("$.extra[0][0]") and paths[2] == "$.session"

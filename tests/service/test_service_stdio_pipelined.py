@@ -41,6 +41,11 @@ def _request_stream() -> list[bytes]:
             for n in range(2):
                 lines.append({"op": "place", "id": f"twice-{n}", "requirements": task,
                               "session": "twice", "record": "compact"})
+        if i == 5:      # each answer counts what it and the requests before it recorded, no more
+            for n, success in enumerate((True, False)):
+                lines.append({"op": "outcome", "id": f"outcome-{n}", "agent": fleet[0]["agent"]["name"],
+                              "kind": "k", "success": success})
+            lines.append({"op": "trace", "id": "trace-mid"})        # the records so far, not the next ones
         if i == 12:
             lines.append({"op": "hold_session", "id": "hold", "agent": fleet[0]["agent"]["name"],
                           "session": "s3"})
@@ -74,14 +79,19 @@ def _served(trace: Path, lines: list[bytes], together: bool, *extra: str) -> byt
     return b"".join(answers)
 
 
-@pytest.fixture(scope="module", params=["no-journal", "journal"])
+@pytest.fixture(scope="module", params=["no-journal", "journal", "checkpoints"])
 def both_ways(request, tmp_path_factory) -> tuple[bytes, bytes, bytes, bytes]:
     """The stream answered both ways: without a state directory (the loop without an event loop),
-    and with one (the event loop, each batch sharing a journal commit)."""
+    with one (the event loop, each batch sharing a journal commit), and with a checkpoint every
+    few changes (a checkpoint's sync inside a batch makes a later step's entries durable before
+    an earlier step's commit has woken it)."""
     tmp = tmp_path_factory.mktemp("pipelined")
     lines = _request_stream()
     def state(name: str) -> tuple[str, ...]:
-        return ("--state", str(tmp / name), "--fsync", "never") if request.param == "journal" else ()
+        if request.param == "no-journal":
+            return ()
+        every = ("--checkpoint-every", "5") if request.param == "checkpoints" else ()
+        return ("--state", str(tmp / name), "--fsync", "never", *every)
     alone = _served(tmp / "alone.jsonl", lines, False, *state("alone"))
     together = _served(tmp / "together.jsonl", lines, True, *state("together"))
     return alone, together, (tmp / "alone.jsonl").read_bytes(), (tmp / "together.jsonl").read_bytes()
@@ -105,6 +115,9 @@ def test_pipelined_stream_holds_every_neighbour_of_a_placement(both_ways):
     answers = {a.get("id"): a for a in map(orjson.loads, alone.splitlines())}
     assert answers["bad"]["status"] == 400 and answers["bad-record"]["status"] == 400
     assert answers["hold"]["ok"] and answers["gone"]["ok"] and answers[9]["ok"]
+    assert [answers[f"outcome-{n}"]["attempts"] for n in range(2)] == [1, 2]
+    assert answers["trace-mid"]["records"] and answers["trace-mid"]["records"][-1]["seq"] < \
+        answers[6]["records"][0]["seq"]
     assert answers["nope"]["status"] == 400 and answers[None]["status"] == 400
     bound = [i for i, a in answers.items() if isinstance(i, int) and i < 30
              and any(r["kind"] == "task.bound" for r in a["records"])]

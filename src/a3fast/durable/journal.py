@@ -200,8 +200,16 @@ class Journal:
             os.fsync(self._fd)
 
     async def durable(self) -> None:
-        """Wait until every entry appended so far is durable."""
+        """Wait until every entry appended so far is durable. Waits end in the order they began: one
+        whose entries a blocking `sync` (a checkpoint's) made durable while earlier waits are still
+        to be woken ends after them, woken by the same commit, so requests that arrived together and
+        wait for durability one after another are answered in that order."""
         ticket = self._appended
+        if self._committed >= ticket and self._waiters:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)      # a commit is under way while any wait is: it wakes this
+            await waiter
+            return
         while self._committed < ticket:
             self._check()
             if self._commit is None:

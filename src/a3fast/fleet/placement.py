@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import orjson
 
-from ..errors import A3Error, FleetError
+from ..errors import A3Error, FleetError, describe
 from ..explain import summary_line
 from ..notebook import view_html
 from ..record.write import rejection_dict, scheduling_dict, scheduling_json, timings
@@ -46,9 +46,14 @@ class Route:
         if not isinstance(self.adds, Mapping) or not self.adds:
             raise RouteError(f"route {self.name!r} adds no requirements; a route adds at least one")
         # a route that adds what it cannot is refused when made, not at the first task it routes
-        for key in self.adds:
+        for key, value in self.adds.items():
             if key not in _LISTED and key != "model" and key not in _SINGLE_VALUED:
                 raise self._cannot_add(key)
+            # the shapes `apply` merges by; what the merged values must be, §4 says when it parses them
+            if key in _LISTED and not isinstance(value, list):
+                raise RouteError(f"route {self.name!r}: {key} must be added as a list, found {describe(value)}")
+            if key == "model" and not isinstance(value, Mapping):
+                raise RouteError(f"route {self.name!r}: model must be added as an object, found {describe(value)}")
 
     def apply(self, submitted: Requirements) -> Requirements:
         doc = dict(submitted.doc)

@@ -575,8 +575,9 @@ class Operations:
                 raise ServiceError(409, [problem("$.success", f"at most {MAX_OUTCOMES} outcomes for one agent "
                                                  "and task kind", str(exc))]) from None
             self._changed()
+            # read before the wait: requests that arrived with this one may change the counts meanwhile
+            successes, attempts = self.state.fleet.outcomes(agent, kind)
         await self.state.durable()
-        successes, attempts = self.state.fleet.outcomes(agent, kind)
         return {"agent": agent, "kind": kind, "successes": successes, "attempts": attempts}
 
     async def hold_session(self, body: dict) -> dict:
@@ -612,11 +613,14 @@ class Operations:
             limit = MAX_TRACE_RECORDS
         if not 1 <= limit <= MAX_TRACE_RECORDS:
             raise ServiceError(400, [problem("$.limit", f"an integer from 1 to {MAX_TRACE_RECORDS}", str(limit))])
+        # the trace as it is now, read once it is durable: records that requests arriving with this
+        # one add meanwhile are not this answer's (never past what is written, whatever came first)
+        end = self.state.trace_appended
         await self.state.durable()
         from .slices import readable_since
 
         chunks, lines = [], 0
-        for chunk in readable_since(self.state, since, self.state.trace_size):
+        for chunk in readable_since(self.state, since, min(end, self.state.trace_size)):
             chunks.append(chunk)
             lines += chunk.count(b"\n")
             if lines > limit:        # the chunks read hold `limit` whole records: read no further

@@ -540,6 +540,12 @@ class ServiceState:
         self._trace_written()
 
     @property
+    def trace_appended(self) -> int:
+        """Where the trace file will end once every line queued so far is written: what a reader
+        that waits for `durable()` may then read."""
+        return self._trace_queued_end + sum(map(len, self._trace_buffer))
+
+    @property
     def trace_size(self) -> int:
         """How much of the trace file may be read: with a journal, the lines of every finished
         commit (never half a line a commit is still writing); without one, every queued line."""

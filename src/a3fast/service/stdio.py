@@ -15,13 +15,14 @@ import logging
 import sys
 from typing import Any, Awaitable, BinaryIO
 
+import msgspec
 import orjson
 
 from ..durable.journal import JournalFailed
 from ..files import write_pieces
 from ..fleet.bulk_load import collector_paused
 from .operations import OPS, Operations, PlaceAnswer, PreparedPlace, decode_place_request
-from .problems import ServiceError, parse_json, problem
+from .problems import ServiceError, check_bounds, parse_json, problem
 from .refusals import INTERNAL, refusal
 
 __all__ = ["serve_stdio", "serve_stdio_sync", "answer", "widen_pipes"]
@@ -70,7 +71,28 @@ def _request(ops: Operations, line: bytes) -> tuple[Any, Any, Exception | None]:
             raise ServiceError(400, [problem("$.op", "one of " + ", ".join(OPS), repr(op)[:60])])
         return rid, request, None
     except Exception as exc:
-        return rid, None, exc
+        return (rid if rid is not None else _id_of(line)), None, exc
+
+
+class _IdOnly(msgspec.Struct):
+    id: Any = None
+
+
+#: a request line's `id` member alone, the rest of the line skipped unbuilt
+_decode_id = msgspec.json.Decoder(_IdOnly).decode
+
+
+def _id_of(line: bytes) -> Any:
+    """The `id` of a line refused before its id was read: a JSON object with a member past the
+    service's bounds (a string too long, nesting too deep) still says which request its answer
+    answers, when the id itself is within them and can be written back. None otherwise."""
+    try:
+        rid = _decode_id(line).id
+        check_bounds(rid, "$.id")
+        orjson.dumps(rid)
+    except Exception:
+        return None
+    return rid
 
 
 async def answer(ops: Operations, line: bytes) -> bytes:
