@@ -97,7 +97,10 @@ def test_get_and_delete_an_absent_agent_are_404(server):
 
 def test_name_held_by_another_namespace_is_409(server):
     other = {**SECTION_10_AGENTS[1], "agent": {"name": "summariser", "namespace": "elsewhere"}}
-    assert server.client.put("/v1/agents/summariser", json=other).status_code == 409
+    r = server.client.put("/v1/agents/summariser", json=other)
+    assert r.status_code == 409
+    [found] = r.json()["problems"]
+    assert found["path"] == "$.agent.namespace" and "line" not in found
 
 
 def test_bulk_add_is_all_or_nothing_and_names_the_bad_line(server):
@@ -127,7 +130,7 @@ def test_a_bulk_add_holding_one_name_in_two_namespaces_is_409_and_changes_and_jo
                           for name, ns in (("first", "a"), ("twice", "a"), ("twice", "b")))
         r = s.client.post("/v1/agents", content=body)
         assert r.status_code == 409, r.text
-        assert [p["path"] for p in r.json()["problems"]] == ["[2].agent.namespace"]
+        assert [(p["path"], p["line"]) for p in r.json()["problems"]] == [("$.agent.namespace", 3)]
         for name in ("first", "twice"):
             assert s.client.get(f"/v1/agents/{name}").status_code == 404
         assert s.client.get("/v1/agents").json()["names"] == ["kept"]

@@ -255,7 +255,7 @@ class Operations:
                                              repr(decl.agent.name))])
         async with self.state.applying:
             created = self.state.fleet.get(name) is None
-            self._put([decl])
+            self._put([decl], numbered=False)
         await self.state.durable()
         return {"name": name, "created": created}
 
@@ -289,13 +289,16 @@ class Operations:
         await self.state.durable()
         return {"count": len(decls)}
 
-    def _put(self, decls) -> None:
+    def _put(self, decls, numbered: bool = True) -> None:
+        """Add declarations; 409 for a name another namespace holds, each problem with the `line` of
+        its declaration when `numbered` (a bulk add: JSON Lines over HTTP, the list over stdio)."""
         if not decls:
             return
         try:
             self.state.put_agents(decls)
         except FleetConflict as exc:
-            raise from_library(exc, 409) from None
+            raise ServiceError(409, [problem(p.path, p.expected, p.found, **({"line": line} if numbered else {}))
+                                     for p, line in zip(exc.problems, exc.positions)]) from None
         self._changed()
 
     async def get_agent(self, body: dict) -> dict:

@@ -346,16 +346,17 @@ class ServiceState:
 
     def _check_namespaces(self, declarations: Iterable[Declaration]) -> None:
         seen: dict[str, str] = {}
-        problems = []
+        problems, positions = [], []
         for k, decl in enumerate(declarations):
             name, namespace = decl.agent.name, decl.agent.namespace
-            conflict = namespace_problem(f"[{k}].agent.namespace", name,
+            conflict = namespace_problem("$.agent.namespace", name,
                                          seen.get(name, self.fleet.namespace_of(name)), namespace)
             if conflict is not None:
                 problems.append(conflict)
+                positions.append(k + 1)
             seen[name] = namespace
         if problems:
-            raise FleetConflict(problems)
+            raise FleetConflict(problems, positions)
 
     def _put(self, declarations: list[Declaration]) -> None:
         if len(declarations) == 1:
@@ -638,7 +639,13 @@ def settle() -> None:
 
 
 class FleetConflict(SchemaError):
-    """Names already held by another namespace (409)."""
+    """Names already held by another namespace (409): each problem at its declaration's own path,
+    beside `positions`, where that declaration is in the batch (from 1, as a bulk add's lines are
+    numbered)."""
+
+    def __init__(self, problems: list[Problem], positions: list[int]):
+        super().__init__(problems)
+        self.positions = positions
 
 
 def _crc_tail(fd: int, length: int) -> int:
