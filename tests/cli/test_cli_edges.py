@@ -194,3 +194,14 @@ def test_binding_tools_to_agents_none_of_which_can_be_made_is_nothing_usable(tmp
                                      "-o", str(out)])
     assert done.exit_code == 0, done.output
     assert orjson.loads(out.read_bytes())["tools"] == ["t"]
+
+
+@pytest.mark.parametrize("option", ["--fleet", "--baseline", "--route"])
+def test_replay_reads_standard_input_only_for_a_trace(made, option):
+    args = ["replay", str(made / "t.jsonl"), "--fleet", str(made / "fleet.jsonl")]
+    args += [option, "-"] if option != "--fleet" else []
+    if option == "--fleet":
+        args[3] = "-"
+    done = CliRunner().invoke(main, args, input=(made / "fleet.jsonl").read_bytes())
+    assert done.exit_code == 2, done.output
+    assert done.output.strip() == f"a3fast: {option}: a file (standard input is read only for a trace)"

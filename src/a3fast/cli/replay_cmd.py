@@ -91,6 +91,9 @@ def replay(traces, fleet_path, baseline_path, offer_new, allow_empty, weights, r
     for path in files:
         if Path(path).resolve() in seen:
             raise BadInput(f"{path}: an output must not replace the trace it reads")
+    for option, path in (("--fleet", fleet_path), ("--baseline", baseline_path), ("--route", route_path)):
+        if path == "-":       # read whole and named by its file (its digest), as a trace is not
+            raise BadInput(f"{option}: a file (standard input is read only for a trace)")
     for trace in traces:
         require_kind(trace, "trace")
     route = _route(route_path) if route_path is not None else None
