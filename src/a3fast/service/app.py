@@ -277,9 +277,10 @@ def read_place_batch(data: bytes, ops: Operations, record: str | None) -> list[A
     refused whole (400), and so is one of more than MAX_PLACE_BATCH elements (413)."""
     try:
         elements = [bytes(raw) for raw in _decode_batch(data)]
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        # not JSON (refused as a single body's text is), or JSON msgspec cannot skip over but the
-        # general reader takes: each element is then read from its own text again
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        # not JSON (refused as a single body's text is), JSON msgspec cannot skip over but the
+        # general reader takes (each element is then read from its own text again), or nested
+        # past any reader's depth (refused whole, as a single body nested so deep is)
         elements = [orjson.dumps(value) for value in parse_json(data)]
     if len(elements) > MAX_PLACE_BATCH:
         raise ServiceError(413, [problem("$", f"an array of at most {MAX_PLACE_BATCH} place requests",
@@ -736,6 +737,9 @@ def create_app(config: ServiceConfig = ServiceConfig(), state: ServiceState | No
                     exception_handlers={HTTPException: _not_routed},
                     lifespan=functools.partial(_lifespan, state=state, config=config, watcher=watcher,
                                                extender=extender, kube=kube))
+    # a path that names no route is answered 404 with the service's problems, a trailing slash too:
+    # never a redirect built from the client's Host header
+    app.router.redirect_slashes = False
     app.state.service = state
     app.state.kube = kube
     app.state.on_failure = None

@@ -162,7 +162,8 @@ PATHS: dict[str, dict[str, Any]] = {
     "/v1/replay": {"post": _op("Place a trace's tasks again (posted, or `since` a seq of the service's own) on a copy of "
                                "the served fleet or on posted declarations: which decisions would change, and why",
                                _done("replay.response"), body=_json("replay.request"),
-                               errors={"422": "a trace whose placements cannot be replayed",
+                               errors={"409": "posted declarations that hold one name in two namespaces",
+                                       "422": "a trace whose placements cannot be replayed",
                                        "501": "a sharded fleet (replay runs on one fleet)",
                                        "503": "the replay ran past its time bound"})},
     "/v1/watch": {"get": _op("The watched Agent Cards (--watch-cards) and MCP servers (--watch-mcp): each one's "

@@ -129,6 +129,20 @@ def decode_place_request(line: bytes) -> PlaceRequest | None:
     return request if memoryview(request.requirements)[0] == 0x7B else None    # "{"
 
 
+def _requirements_refused(exc: SchemaError) -> ServiceError:
+    """400 for a request's `requirements` the library refused: each problem at its path in the
+    request, as the service's own bounds name them (the library reads the document as `$`)."""
+    return ServiceError(400, [problem("$.requirements" + p.path[1:], p.expected, p.found) for p in exc.problems])
+
+
+def _route_refused(exc: SchemaError) -> ServiceError:
+    """400 for requirements the library took, whose route made of them a document it refuses: at
+    the route's additions, saying where in the routed document."""
+    return ServiceError(400, [problem("$.route.adds", p.expected,
+                                      f"{p.found} (at {p.path} of the requirements the route makes)")
+                              for p in exc.problems])
+
+
 class PreparedPlace(msgspec.Struct):
     """A typed place request (`PlaceRequest`) with its requirements prepared from their text
     (`Operations.prepared_place`): the Requirements, or the SchemaError that refuses them, raised
@@ -489,7 +503,7 @@ class Operations:
                 raise ServiceError(400, [problem("$.record", self._forms_text, repr(form))])
             requirements = body.requirements
             if isinstance(requirements, SchemaError):
-                raise from_library(requirements, 400) from None
+                raise _requirements_refused(requirements) from None
             return requirements, body.session, None, form
         requirements = _require(body, "requirements", dict, "a requirements document (§4)")
         session = _optional(body, "session", str, "a session id")
@@ -500,15 +514,15 @@ class Operations:
         try:
             return parse_requirements(requirements, decoded=True), session, route, record
         except SchemaError as exc:
-            raise from_library(exc, 400) from None
+            raise _requirements_refused(exc) from None
 
     def _placed(self, parsed, session: str | None, route: Route | None, compact: bool) -> tuple[bytes, int | None]:
         """A task placed alone: its record lines and the snapshot they plainly refer to, or None
         (`ServiceState.place`)."""
         try:
             p, lines, reference = self.state.place(parsed, session=session, route=route, compact=compact)
-        except SchemaError as exc:
-            raise from_library(exc, 400) from None
+        except SchemaError as exc:     # the requirements parsed: the ones its route makes of them did not
+            raise _route_refused(exc) from None
         except RouteError as exc:
             raise ServiceError(422, [problem("$.route", "a route that only adds requirements", str(exc))]) from None
         self._counted(p)
@@ -568,7 +582,7 @@ class Operations:
             try:
                 kind = task_kind(parse_requirements(requirements))
             except SchemaError as exc:
-                raise from_library(exc, 400) from None
+                raise _requirements_refused(exc) from None
         async with self.state.applying:
             if agent not in self.state.fleet:
                 raise ServiceError(404, [problem("$.agent", "an agent of the fleet", repr(agent))])

@@ -209,6 +209,9 @@ def _run(state: Any, source: Any, fields: dict[str, Any]) -> bytes:
     except ReplayError as exc:
         raise ServiceError(422, [problem("$.trace" if not isinstance(source, _Range) else "$.since",
                                          "a trace whose placements can be replayed", str(exc))]) from None
+    except SchemaError as exc:    # what a route's additions make of a task: not valid requirements
+        raise ServiceError(400, [problem("$.route.adds", p.expected, f"{p.found} (at {p.path} of the requirements "
+                                         "the route makes of a task)") for p in exc.problems]) from None
     except ValueError as exc:
         raise ServiceError(400, [problem("$.weights", "four numbers, or an object of components", str(exc))]) from None
     except _Stopped as exc:
