@@ -75,6 +75,8 @@ def test_a_posted_trace_is_replayed_and_the_served_fleet_is_left_as_it_was(serve
     ({"fail_on": "moved>>1"}, 400, "$.fail_on"),
     ({"weights": [1, 2]}, 400, "$.weights"),
     ({"route": {"name": "r", "adds": {}}}, 400, "$.route"),
+    # a route whose additions make requirements no task may have: the route's, not the weights'
+    ({"route": {"name": "r", "adds": {"capabilities": [5]}}}, 400, "$.route.adds"),
     ({"fleet": [{"v": "1.0"}]}, 400, "$.fleet[0].agent"),
     ({"bogus": 1}, 400, "$.bogus"),
     ({"trace": [{"seq": 1, "kind": "task.rejected", "content": {}}]}, 422, "$.trace"),

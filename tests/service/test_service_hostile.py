@@ -58,6 +58,36 @@ def test_a_route_that_adds_what_no_route_may_is_422_not_500(server, adds, found)
     assert found in problems(r, 422)[0]["found"]
 
 
+def test_a_batch_element_nested_past_any_readers_depth_refuses_the_body_never_500(server):
+    before = server.client.get("/v1/trace").content
+    assert problems(server.client.post("/v1/place", content=b"[" * 977 + b"]" * 977), 400)
+    deep = b"[" * 980 + b"]" * 980
+    body = b"[" + orjson.dumps({"requirements": SECTION_10_TASK}) + b"," + deep + b"]"
+    assert problems(server.client.post("/v1/place", content=body), 400)
+    assert server.client.get("/v1/trace").content == before          # nothing was placed
+
+
+@pytest.mark.parametrize("method, path", [("GET", "/healthz/"), ("GET", "/v1/trace/"), ("POST", "/v1/place/"),
+                                          ("GET", "/v1/openapi.json/"), ("PUT", "/v1/sessions/s1")])
+def test_a_path_that_names_no_route_is_404_never_a_redirect(server, method, path):
+    r = server.client.request(method, path, headers={"Host": "elsewhere.example"})
+    assert problems(r, 404)[0]["found"].endswith(path) and "location" not in r.headers
+
+
+def test_requirements_are_refused_at_their_paths_in_the_request(server):
+    bad = {**SECTION_10_TASK, "capabilities": [{"name": "order.investigate", "version": True}]}
+    alone = problems(server.client.post("/v1/place", json={"requirements": bad}), 400)
+    assert [p["path"] for p in alone] == ["$.requirements.capabilities[0].version"]
+    [element] = server.client.post("/v1/place", json=[{"requirements": bad}]).json()
+    assert element["status"] == 400 and element["problems"] == alone
+    # what a route makes of valid requirements is the route's to answer for
+    routed = {"requirements": SECTION_10_TASK, "route": {"name": "r", "adds": {"clearances": [5]}}}
+    [found] = problems(server.client.post("/v1/place", json=routed), 400)
+    assert found["path"] == "$.route.adds" and "clearances[1]" in found["found"]
+    outcome = {"agent": "order-analyst", "success": True, "requirements": {"v": "2.0"}}
+    assert [p["path"] for p in problems(server.client.post("/v1/outcomes", json=outcome), 400)] == ["$.requirements.v"]
+
+
 @pytest.mark.parametrize("query", ["limit=²", "limit=٣", "limit=" + "9" * 5000, "limit=-1", "limit=1.5"])
 def test_agent_page_limit_that_is_not_ascii_digits_is_400(server, query):
     assert problems(server.client.get(f"/v1/agents?{query}"), 400)[0]["path"] == "$.limit"
