@@ -96,7 +96,12 @@ class CompactReader:
         compact = content[KEY]
         fleet = compact["fleet"]
         record = RecordedPlacement()
-        record.resumed = read_resumed(content, compact)
+        rest = member.rest
+        # the spec record's other scheduling members are the compact member's `rest`: `resumed` and
+        # `recorded_in` are read there as the spec reader reads them in scheduling
+        record.resumed = read_resumed(content, compact) or read_resumed({}, rest)
+        recorded_in = rest.get("recorded_in", ABSENT)
+        record.recorded_in = ABSENT if recorded_in is None else recorded_in
         for field in ("requirements", "declaration"):
             value, problems = self._documents.from_value(field, compact.get(field, ABSENT))
             setattr(record, field, value)
