@@ -573,3 +573,28 @@ def test_requirements_are_parsed_once_per_distinct_document(engine, monkeypatch)
     monkeypatch.setattr(reading, "parse_requirements", lambda doc: parsed.append(doc) or real(doc))
     assert summarise(replay(as_jsonl(records_of(placements)), fleet_of(docs, engine))).placements == 60
     assert len(parsed) == len({orjson.dumps(t) for t in tasks}) == 3
+
+
+def test_a_resumption_that_carries_its_own_lists_is_replayed_alike_in_both_forms(engine):
+    # §6 lets a resumed placement repeat the lists rather than cite them: its compact form keeps
+    # `recorded_in` in the member's rest, and is replayed as the resumption it is (it follows its
+    # task, caused by its move), as its spec form is
+    docs = [{"v": "1.0", "agent": {"name": n, "namespace": "x"}, "capabilities": [{"name": "a.x", "version": 1}],
+             "clearances": ["o.r"]} for n in ("a", "b")]
+    task = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "clearances": ["o.r"]}
+    first = fleet_of(docs, engine).place(task)
+    records = records_of([first])
+    again = json.loads(json.dumps(records[-1]))
+    again["seq"] = records[-1]["seq"] + 1
+    again["content"]["resumed"] = True
+    again["content"]["scheduling"]["recorded_in"] = {"kind": "task.bound", "seq": records[-1]["seq"]}
+    records.append(again)
+    proposed = [d | {"clearances": []} if d["agent"]["name"] == first.agent else d for d in docs]
+    compact = list(encode_trace(records))
+    assert compact[-1]["content"]["a3fast.compact"]["rest"]["recorded_in"] == {"kind": "task.bound",
+                                                                               "seq": records[-2]["seq"]}
+    verdicts = [[(v.seq, v.kind, v.after, v.caused_by) for v in replay(form, fleet_of(proposed, engine))]
+                for form in (records, compact)]
+    assert verdicts[0] == verdicts[1]
+    assert verdicts[0][1][1:] == (MOVED, verdicts[0][0][2], records[-2]["seq"])     # it followed its task
+    assert a3fast.verify(as_jsonl(records)) == a3fast.verify(as_jsonl(compact)) == []

@@ -44,9 +44,12 @@ class _RecordedIn(msgspec.Struct, gc=False):
 
 
 class _Rest(msgspec.Struct, gc=False):
+    # the spec record's other scheduling members, where a compact record keeps them
     route: str | None = None
     session: str | None = msgspec.field(default=None, name=SESSION_MEMBER)
     held: bool = msgspec.field(default=True, name=SESSION_HELD_MEMBER)
+    resumed: bool = False
+    recorded_in: _RecordedIn | None = None
 
 
 class _Compact(msgspec.Struct, gc=False):
@@ -342,12 +345,19 @@ class Reader:
                 or compact.declaration is None:
             return None
         rest = compact.rest
+        # a resumption read as its spec form is: `resumed` beside the member or in its rest (the spec
+        # record's scheduling), and the placement it cites
+        resumed = bool(content.resumed or (rest is not None and rest.resumed))
+        cited = rest.recorded_in if rest is not None else None
         r = Recorded(item.seq, item.kind, self._parse(bytes(compact.requirements), item,
                                                       f"$.content['{COMPACT_KEY}'].requirements"),
-                     compact.declaration.agent.name, rest.route if rest else None, False, item,
-                     rest.session if rest else None)
+                     compact.declaration.agent.name, rest.route if rest else None, resumed, item,
+                     rest.session if rest else None, cited.seq if cited is not None else None)
         r.holds = rest.held if rest else True
-        r.offered = self._compact_offered(item, bytes(compact.fleet), bytes(compact.candidates))
+        # read whether or not it is kept: a record that carries a fleet snapshot registers it here
+        offered = self._compact_offered(item, bytes(compact.fleet), bytes(compact.candidates))
+        if not resumed:
+            r.offered = offered
         return r
 
     def _generic(self, item: TraceRecord, content: Any) -> Recorded:
@@ -372,7 +382,10 @@ class Reader:
             rest: Mapping[str, Any] = holder["rest"] if isinstance(holder.get("rest"), Mapping) else {}
             route = self._text(rest.get("route"), item, f"{at}.rest.route", "a route name")
             session = self._text(rest.get(SESSION_MEMBER), item, f"{at}.rest['{SESSION_MEMBER}']", "a session")
-            resumed, resumes = False, None
+            resumed = content.get("resumed") is True or rest.get("resumed") is True
+            cited = rest.get("recorded_in")
+            resumes = cited.get("seq") if isinstance(cited, Mapping) else None
+            resumes = resumes if type(resumes) is int else None
         else:
             holder, at = content.get("scheduling"), "$.content.scheduling"
             if not isinstance(holder, Mapping):
@@ -395,8 +408,10 @@ class Reader:
                               f"agent's name, found {describe(name)}")
         r = Recorded(item.seq, item.kind, requirements, name, route, resumed, item, session, resumes)
         r.holds = (rest if COMPACT_KEY in content else holder).get(SESSION_HELD_MEMBER) is not False
+        # read whether or not it is kept: a compact record that carries a fleet snapshot registers it
+        offered = self._generic_offered(item, content, holder)
         if not resumed:
-            r.offered = self._generic_offered(item, content, holder)
+            r.offered = offered
         return r
 
     def _generic_offered(self, item: TraceRecord, content: Mapping[str, Any],
