@@ -365,16 +365,39 @@ class Verifier:
             self._error("E_STRUCTURE", seq, line, problem)
         agent = placement.agent
         predicates = placement.requirements.predicates if placement.requirements is not None else None
-        self._check_scope(seq, line, agent)
+        # a resumption that cites an earlier full placement of a task another task.submitted followed
+        # goes back to that placement's task (§6): it is held to what it cites (`_check_cited`: the
+        # same agent, the same matched predicates, themselves held to that task's submission and
+        # admission), not to the latest task.submitted and task.admitted, another task's
+        # (docs/design.md, reading 8)
+        if not self._resumes_an_earlier_task(seq, placement):
+            self._check_scope(seq, line, agent)
+            if predicates is not None:
+                self._check_consistency(seq, line, predicates, placement.route)
         self._check_envelope(agent, placement.declaration)
         if predicates is not None:
-            self._check_consistency(seq, line, predicates, placement.route)
             if placement.declaration is not None:
                 self._check_satisfaction(seq, line, predicates, placement.declaration)
         if placement.recorded_in is ABSENT:
             self._check_explanation(seq, line, placement, predicates)
         else:
             self._check_reference(seq, line, placement, predicates)
+
+    def _resumes_an_earlier_task(self, seq: int, placement: RecordedPlacement) -> bool:
+        """Whether `placement` is a resumption whose recorded_in names an earlier task.bound with a
+        full explanation (which `_check_reference` holds it to), and a task.submitted came after
+        that placement: the latest submission and admission are then another task's. Without one,
+        they are its own task's (a task admitted again to another agent is still that task)."""
+        ref = placement.recorded_in
+        if not placement.resumed or not isinstance(ref, Mapping) or ref.get("kind") != BOUND:
+            return False
+        target = ref.get("seq")
+        if type(target) is not int or target >= seq:
+            return False
+        submitted = self._submitted_seq
+        if type(submitted) is not int or submitted <= target:
+            return False
+        return self._placements.get(target)[1] is not None
 
     # -- the steps of §7 ------------------------------------------------------------------------
 

@@ -283,6 +283,50 @@ def test_resumed_placement_is_held_to_scope_consistency_and_satisfaction():
     assert errors(verify(trace)) == {("E_DECLARATION_SCOPE", 5), ("E_CLEARANCE_UNMET", 5)}
 
 
+def test_a_resumption_after_another_task_was_placed_is_held_to_its_own_task():
+    # another task submitted, admitted to another agent and placed between the placement and its
+    # resumption: the resumption goes back to its own task (reading 8), held to what it cites
+    other_requirements = {"v": "1.0", "capabilities": [{"name": "case.summarise", "version": 1}]}
+    other_declaration = {"v": "1.0", "agent": {"name": "summariser", "namespace": "support"},
+                         "capabilities": [{"name": "case.summarise", "version": 1}], "clearances": []}
+    other = bound({"requirements": other_requirements, "declaration": other_declaration,
+                   "candidates": ["summariser"], "filters_passed": ["capability:case.summarise/1"],
+                   "filters_failed": [], "scores": {"summariser": {"total": 1}}}, seq=6)
+    between = [submitted(other_requirements, seq=4), admitted("summariser", seq=5), other]
+    assert verify(example() + between + [resumed({"kind": "task.bound", "seq": 3}, seq=7)]) == []
+    # and is held to it: on another agent, or matching other predicates, it is not what it cites
+    record = resumed({"kind": "task.bound", "seq": 3}, seq=7, declaration=declaration(name="summariser"))
+    assert ("E_EXPLANATION", 7) in errors(verify(example() + between + [record]))
+    # one that cites the other task's placement is held to the latest task, that one
+    record = resumed({"kind": "task.bound", "seq": 6}, seq=7)
+    assert errors(verify(example() + between + [record])) >= {("E_DECLARATION_SCOPE", 7), ("E_EXPLANATION", 7)}
+
+
+def test_a3fast_s_own_resumption_after_other_placements_verifies():
+    import orjson
+
+    from a3fast import Fleet
+    from a3fast.record.write import placement_records
+    from a3fast.workload import generate_fleet, generate_tasks
+
+    docs = generate_fleet(20, seed=5)
+    fleet = Fleet()
+    fleet.extend(docs)
+    trace: list[dict] = []
+
+    def write(p) -> int:
+        for kind, content in placement_records(p):
+            trace.append({"seq": len(trace) + 1, "kind": kind, "content": orjson.loads(content)})
+        return len(trace)                  # the seq of its task.bound (or task.rejected)
+    placements = [fleet.place(task) for task in generate_tasks(docs, 6, seed=5)]
+    first = next(p for p in placements if p.bound)
+    cited = {id(p): write(p) for p in placements}[id(first)]
+    write(fleet.resume(first, seq=cited))
+    assert trace[-1]["content"]["scheduling"]["recorded_in"] == {"kind": "task.bound", "seq": cited}
+    assert any(r["kind"] == "task.submitted" and r["seq"] > cited for r in trace)      # others came between
+    assert verify(trace) == []
+
+
 def test_resumed_explanation_checks_are_those_of_the_record_it_names():
     req = dict(REQ, tools=["crm.lookup"])
     record = resumed({"kind": "task.bound", "seq": 3}, requirements=req,
