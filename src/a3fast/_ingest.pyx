@@ -1724,17 +1724,20 @@ cdef class RequirementsReader:
                         return None
                     v = value
             elif which == 2:
-                capabilities = capability_tuple(self, value)
-                if capabilities is None:
-                    return None
+                if value is not None:        # a list given as null is absent (reading 11)
+                    capabilities = capability_tuple(self, value)
+                    if capabilities is None:
+                        return None
             elif which == 3:
-                clearances = text_tuple(value, True)
-                if clearances is None:
-                    return None
+                if value is not None:
+                    clearances = text_tuple(value, True)
+                    if clearances is None:
+                        return None
             elif which == 4:
-                tools = text_tuple(value, False)
-                if tools is None:
-                    return None
+                if value is not None:
+                    tools = text_tuple(value, False)
+                    if tools is None:
+                        return None
             elif which == 5:
                 # `doc.get("exclude") or []`: any false value (null, false, 0, "", [], {}) is no exclusion
                 if not is_plain(value, 1):

@@ -383,13 +383,19 @@ def _fast_declaration(doc: dict) -> Declaration | None:
     return Declaration(v, AgentName(name, namespace), capabilities, clearances, residency, tools, model, doc)
 
 
+def _listed(doc: Mapping[str, Any], key: str) -> Any:
+    """A requirements list member, [] when absent or null."""
+    value = doc.get(key)
+    return [] if value is None else value
+
+
 def _fast_requirements(doc: dict) -> Requirements | None:
     v = doc.get("v")
     if v is not None and not (type(v) is str and SCHEMA_VERSION.fullmatch(v)):
         return None
-    capabilities = _fast_capabilities(doc.get("capabilities", []), False)
-    clearances = _fast_list(doc.get("clearances", []), _identifier_ok)
-    tools = _fast_list(doc.get("tools", []), _text_ok)
+    capabilities = _fast_capabilities(_listed(doc, "capabilities"), False)
+    clearances = _fast_list(_listed(doc, "clearances"), _identifier_ok)
+    tools = _fast_list(_listed(doc, "tools"), _text_ok)
     exclude = _fast_list(doc.get("exclude") or [], _text_ok)
     if capabilities is None or clearances is None or tools is None or exclude is None:
         return None
@@ -489,9 +495,10 @@ def parse_requirements(obj: Any, path: str = "$", *, decoded: bool = False) -> R
     doc = r.document(obj, path)
     # null counts as absent for `v`, as for every optional field of requirements
     v = r.schema_version(doc["v"], json_path(path, "v")) if doc.get("v") is not None else None
-    capabilities = r.capabilities(doc.get("capabilities", []), json_path(path, "capabilities"), False)
-    clearances = r.identifiers(doc.get("clearances", []), json_path(path, "clearances"), "clearance")
-    tools = r.texts(doc.get("tools", []), json_path(path, "tools"), "a tool name")
+    # a list given as null is no list, as absent (reading 11); any other value that is no list is refused
+    capabilities = r.capabilities(_listed(doc, "capabilities"), json_path(path, "capabilities"), False)
+    clearances = r.identifiers(_listed(doc, "clearances"), json_path(path, "clearances"), "clearance")
+    tools = r.texts(_listed(doc, "tools"), json_path(path, "tools"), "a tool name")
     residency = latency = session = agent_ref = kind = None
     if doc.get("residency") is not None:
         residency = r.text(doc["residency"], json_path(path, "residency"), "a residency label (a string)")

@@ -184,6 +184,11 @@ def test_requirements_read_null_as_absent_and_a_cost_ceiling_not_at_all():
     # a cost ceiling is what an agent declares (§3); §4 has no such field, so it is not read
     assert parse_requirements({"v": None, "residency": None, "model": {"cost_ceiling_usd": "x"}, "session": None,
                                "agentRef": None, "kind": None, "exclude": None})[:10] == Requirements()[:10]
+    # the lists too: null is absent, every other value that is no list is refused
+    assert parse_requirements({"capabilities": None, "clearances": None, "tools": None})[:10] == Requirements()[:10]
+    for key in ("capabilities", "clearances", "tools"):
+        with pytest.raises(SchemaError, match=rf"\$\.{key}: expected an array"):
+            parse_requirements({key: 0})
     required = parse_requirements({"capabilities": [{"name": "a.b", "version": 1, "evaluation": "suite"}]})
     assert required.capabilities[0].evaluation is None
 
