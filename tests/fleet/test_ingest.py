@@ -307,7 +307,7 @@ def test_extend_jsonl_reads_a_binary_stream_numbering_lines_from_first_line(engi
     assert fleet.names() == Fleet.load_jsonl(data[:data.index(b"{oops")], engine).names()
 
 
-@pytest.mark.parametrize("first_line", [0, -3, True, 1.5])
+@pytest.mark.parametrize("first_line", [0, -3, True, 1.5, 2**62 + 1, 2**63 - 1, 2**64])
 def test_extend_jsonl_refuses_a_first_line_that_is_not_a_line_number(engine, first_line):
     with pytest.raises(ValueError, match="first_line"):
         Fleet(engine).extend_jsonl(b"", first_line=first_line)

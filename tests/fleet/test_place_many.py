@@ -62,6 +62,16 @@ def test_sessions_given_beside_the_tasks_override_theirs(engine):
     assert [record(p) for p in many.place_many(tasks, sessions=sessions, workers=2)] == expected
 
 
+@pytest.mark.parametrize("count", [1, 2])
+def test_sessions_miscounted_for_the_tasks_place_nothing(engine, count):
+    # a batch of one is counted as every batch is: no IndexError, no session silently dropped
+    fleet, tasks = world(engine, 25)
+    for sessions in ([], ["s"] * (count + 2)):
+        with pytest.raises(ValueError, match=rf"sessions: {len(sessions)} for {count} tasks"):
+            fleet.place_many(tasks[:count], sessions=sessions)
+    assert not any(fleet.holds_session(n, "s") for n in fleet.names())
+
+
 def test_an_invalid_task_places_nothing(engine):
     fleet, tasks = world(engine, 23)
     generation = fleet.generation

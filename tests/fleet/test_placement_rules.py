@@ -62,6 +62,13 @@ def test_a_route_that_could_never_apply_is_refused_when_made(adds):
         Route("r", adds)
 
 
+@pytest.mark.parametrize("adds", [{"tools": []}, {"exclude": []}, {"model": {}}, {"residency": None},
+                                  {"model": {"cost_ceiling_usd": "1"}}, {"agentRef": None, "capabilities": []}])
+def test_a_route_that_adds_no_predicate_is_refused(adds):
+    with pytest.raises(RouteError, match=r"route 'r' adds no requirements; a route adds at least one"):
+        Route("r", adds)
+
+
 def test_a_refused_route_says_why():
     with pytest.raises(RouteError, match=r"a route needs a name \(a non-empty string\), found ''"):
         Route("", {"residency": "eu"})

@@ -95,6 +95,11 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+#: The largest first line number: the compiled reader counts lines in a signed 64-bit integer,
+#: which then holds any count of lines after it.
+MAX_FIRST_LINE = 2**62
+
+
 def read_jsonl(table: AgentTable, rows: PredicateRows, engine: str, source: JsonlSource, *,
                on_error: str, pack: bool | None, first_line: int = 1) -> tuple[list[Problem], bool]:
     """Add (or replace) the agents of JSON Lines declarations (Fleet.extend_jsonl): the problems
@@ -104,8 +109,8 @@ def read_jsonl(table: AgentTable, rows: PredicateRows, engine: str, source: Json
     input, however many chunks it is read in."""
     if on_error not in ("refuse", "skip"):
         raise ValueError(f"on_error: expected 'refuse' or 'skip', found {on_error!r}")
-    if isinstance(first_line, bool) or not isinstance(first_line, int) or first_line < 1:
-        raise ValueError(f"first_line: expected a line number of 1 or more, found {first_line!r}")
+    if isinstance(first_line, bool) or not isinstance(first_line, int) or not 1 <= first_line <= MAX_FIRST_LINE:
+        raise ValueError(f"first_line: expected a line number from 1 to 2^62, found {first_line!r}")
     source_name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
     reader = ingest_module(engine)
     batch = reader.Batch()

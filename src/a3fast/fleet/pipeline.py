@@ -253,12 +253,12 @@ def drive(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str | None] 
     `workers`: threads for the engine's loops at most (None: one per core); a pool is started only
     for a wave long enough to hand each further thread a run of `stages.min_run()` tasks.
     """
+    if sessions is not None and len(sessions) != len(tasks):      # a batch of one too
+        for task in tasks:      # an invalid task is named before a miscounted batch
+            if type(task) is not Requirements and type(task) is not Resumption:
+                parse_requirements(task)
+        raise ValueError(f"sessions: {len(sessions)} for {len(tasks)} tasks")
     if len(tasks) != 1:
-        if sessions is not None and len(sessions) != len(tasks):
-            for task in tasks:      # an invalid task is named before a miscounted batch
-                if type(task) is not Requirements:
-                    parse_requirements(task)
-            raise ValueError(f"sessions: {len(sessions)} for {len(tasks)} tasks")
         with collector_paused():
             return _drive_batch(stages, tasks, sessions, generation, route, reason_limit, kind, scorer,
                                 candidates, remember_session, workers, build)

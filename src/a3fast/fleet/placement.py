@@ -54,6 +54,10 @@ class Route:
                 raise RouteError(f"route {self.name!r}: {key} must be added as a list, found {describe(value)}")
             if key == "model" and not isinstance(value, Mapping):
                 raise RouteError(f"route {self.name!r}: model must be added as an object, found {describe(value)}")
+        # and adds something: an empty list, a null, a model without a latency class add no predicate
+        if not any((value.get("latency_class") is not None) if key == "model" else
+                   (bool(value) if key in _LISTED else value is not None) for key, value in self.adds.items()):
+            raise RouteError(f"route {self.name!r} adds no requirements; a route adds at least one")
 
     def apply(self, submitted: Requirements) -> Requirements:
         doc = dict(submitted.doc)
