@@ -383,6 +383,23 @@ def _fast_declaration(doc: dict) -> Declaration | None:
     return Declaration(v, AgentName(name, namespace), capabilities, clearances, residency, tools, model, doc)
 
 
+def check_text_argument(value: Any, name: str) -> str:
+    """A session or task kind given as an argument, held to the rule its field in a document is
+    held to (reading 10): a non-empty string of at most MAX_TEXT characters, no control
+    character, and one UTF-8 can write (no lone surrogate). ValueError naming `name` otherwise: a
+    value a record or a snapshot cannot carry is refused before anything changes."""
+    if type(value) is not str:
+        raise ValueError(f"{name}: expected a string, found {describe(value)}")
+    if not 0 < len(value) <= MAX_TEXT or CONTROL.search(value):
+        raise ValueError(f"{name}: expected 1 to {MAX_TEXT} characters and no control character, "
+                         f"found {describe(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{name}: expected text UTF-8 can write, found a lone surrogate") from None
+    return value
+
+
 def _listed(doc: Mapping[str, Any], key: str) -> Any:
     """A requirements list member, [] when absent or null."""
     value = doc.get(key)

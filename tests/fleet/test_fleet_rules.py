@@ -215,3 +215,23 @@ def test_a_fleet_without_an_engine_named_uses_the_packages_engine():
     import a3fast
 
     assert Fleet().engine == a3fast.ENGINE and Fleet(engine="pure").engine == "pure"
+
+
+@pytest.mark.parametrize("value", [7, None, "", "a\nb", "x" * 1025, "a\ud800"])
+def test_reading_10_a_session_or_kind_given_as_an_argument_is_held_to_the_text_rule(engine, value):
+    # what no record or snapshot could carry is refused before anything changes, as a ValueError
+    # naming the argument, on every way a session or kind reaches the fleet
+    fleet = Fleet(engine)
+    fleet.add({"v": "1.0", "agent": {"name": "a", "namespace": "n"}, "capabilities": [], "clearances": []})
+    calls = [lambda: fleet.hold_session("a", value), lambda: fleet.record_outcomes("a", value, 1, 1)]
+    if isinstance(value, str):      # anything else is taken for the task's requirements (a SchemaError)
+        calls.append(lambda: fleet.record_outcome("a", value, True))
+    if value is not None:           # None is no session and no kind to these
+        calls += [lambda: fleet.place({}, session=value), lambda: fleet.place({}, kind=value),
+                  lambda: fleet.place_many([{}, {}], sessions=[None, value])]
+    generation = fleet.generation
+    for call in calls:
+        with pytest.raises(ValueError, match=r"^(session|kind|sessions\[\]): expected"):
+            call()
+    assert fleet.generation == generation and not fleet.holds_session("a", "a")
+    assert fleet.place({}, session="s").agent == "a" and fleet.holds_session("a", "s")

@@ -74,6 +74,18 @@ def test_a_path_that_names_no_route_is_404_never_a_redirect(server, method, path
     assert problems(r, 404)[0]["found"].endswith(path) and "location" not in r.headers
 
 
+@pytest.mark.parametrize("value", ["", "a\nb", "x" * 1025])
+def test_a_session_or_kind_no_record_could_carry_is_400_naming_it(server, value):
+    before = server.client.get("/v1/trace").content
+    place = {"requirements": SECTION_10_TASK, "session": value}
+    assert problems(server.client.post("/v1/place", json=place), 400)[0]["path"] == "$.session"
+    assert problems(server.client.put(f"/v1/sessions/{'x' * 1025 if len(value) > 1024 else 'a%0Ab'}/order-analyst"),
+                    400)[0]["path"] == "$.session"
+    outcome = {"agent": "order-analyst", "success": True, "kind": value}
+    assert problems(server.client.post("/v1/outcomes", json=outcome), 400)[0]["path"] == "$.kind"
+    assert server.client.get("/v1/trace").content == before
+
+
 def test_requirements_are_refused_at_their_paths_in_the_request(server):
     bad = {**SECTION_10_TASK, "capabilities": [{"name": "order.investigate", "version": True}]}
     alone = problems(server.client.post("/v1/place", json={"requirements": bad}), 400)

@@ -19,7 +19,7 @@ from ..errors import FleetError, Problem, describe
 from ..notebook import view_html
 from .placement import Placement, Route
 from ..predicates import AGENT_REF, ANTI_AFFINITY
-from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
+from ..schema import Declaration, Requirements, check_text_argument, parse_declaration, parse_requirements, task_kind
 from .scoring import DEFAULT_WEIGHTS, MAX_OUTCOMES, Scorer, cost_score
 from . import pipeline
 from .bulk_load import JsonlSource, collector_paused, read_jsonl
@@ -337,6 +337,10 @@ class Fleet:
         # The lock is taken here rather than by `_locked`, whose wrapper repacks the keywords: a
         # placement is a few microseconds, of which that was half of one. Arguments are passed by
         # position for the same reason.
+        if session is not None:         # what its records and the fleet's snapshot must carry
+            check_text_argument(session, "session")
+        if kind is not None:
+            check_text_argument(kind, "kind")
         with self._lock:
             stages = self._stages
             placement, self.generation = stages.place_one(stages, requirements, session, self.generation, route,
@@ -386,6 +390,12 @@ class Fleet:
         (`pipeline.min_run`: at 1,000 agents a wave of 5,000 tasks or more, at 100,000 one of 64).
         `generation` is numbered as if the batch ran in order.
         """
+        if sessions is not None:
+            for session in sessions:
+                if session is not None:
+                    check_text_argument(session, "sessions[]")
+        if kind is not None:
+            check_text_argument(kind, "kind")
         with self._lock:
             placements, self.generation = pipeline.drive(
                 self._stages, list(requirements_list), sessions, self.generation, reason_limit=reason_limit,

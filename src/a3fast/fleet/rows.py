@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..predicates import (CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
                           capability, clearance, latency_class, residency, tool)
-from ..schema import Declaration, Requirements
+from ..schema import Declaration, Requirements, check_text_argument
 from .table import AgentTable
 
 if TYPE_CHECKING:
@@ -92,8 +92,10 @@ class PredicateRows:
 
     def session_row(self, session: str) -> int:
         """The row of agents holding `session`, made the first time the session is held."""
-        row = self.session_rows.get(session)
+        row = self.session_rows.get(session) if type(session) is str else None
         if row is None:
+            # held to the text rule once, when first held: a snapshot and a record must carry it
+            check_text_argument(session, "session")
             row = self.session_rows[session] = self.index.add_row()
         return row
 
@@ -111,8 +113,9 @@ class PredicateRows:
 
     def kind(self, kind: str) -> int:
         """The outcome column of a task kind, made the first time an outcome of it is recorded."""
-        kid = self.kinds.get(kind)
+        kid = self.kinds.get(kind) if type(kind) is str else None
         if kid is None:
+            check_text_argument(kind, "kind")
             kid = self.kinds[kind] = self.index.new_kind()
         return kid
 

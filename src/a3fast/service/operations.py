@@ -29,7 +29,7 @@ from ..durable.journal import JournalFailed
 from ..fleet.placement import Route, RouteError
 from ..document import plainly_within
 from ..engines import ENGINE, ingest_module
-from ..schema import Requirements, parse_declaration, parse_requirements, task_kind
+from ..schema import MAX_TEXT, Requirements, check_text_argument, parse_declaration, parse_requirements, task_kind
 from ..verify import is_valid, verify_stream_counted
 from . import metrics
 from .prepared import PreparedRequirements
@@ -74,6 +74,18 @@ def _optional(body: dict, field: str, kind: type | tuple, expected: str) -> Any:
     if body.get(field) is None:
         return None
     return _require(body, field, kind, expected)
+
+
+def _text(value: Any, field: str, expected: str) -> Any:
+    """A session or kind the request gives (a string already), held to the text rule (reading 10):
+    400 at `$.field` for one no record could carry."""
+    if value is not None:
+        try:
+            check_text_argument(value, field)
+        except ValueError:
+            raise ServiceError(400, [problem(f"$.{field}", f"{expected} (1 to {MAX_TEXT} characters, no control "
+                                             "character)", _describe(value)[:80])]) from None
+    return value
 
 
 def _describe(value: Any) -> str:
@@ -504,9 +516,9 @@ class Operations:
             requirements = body.requirements
             if isinstance(requirements, SchemaError):
                 raise _requirements_refused(requirements) from None
-            return requirements, body.session, None, form
+            return requirements, _text(body.session, "session", "a session id"), None, form
         requirements = _require(body, "requirements", dict, "a requirements document (§4)")
-        session = _optional(body, "session", str, "a session id")
+        session = _text(_optional(body, "session", str, "a session id"), "session", "a session id")
         route = self._route(body)
         record = _optional(body, "record", str, self._forms_text) or "spec"
         if record not in RECORD_FORMS:
@@ -573,7 +585,7 @@ class Operations:
     async def outcome(self, body: dict) -> dict:
         agent = _require(body, "agent", str, "an agent name")
         success = _require(body, "success", bool, "true or false")
-        kind = _optional(body, "kind", str, "a task kind")
+        kind = _text(_optional(body, "kind", str, "a task kind"), "kind", "a task kind")
         if kind is None:
             requirements = body.get("requirements")
             if not isinstance(requirements, dict):
@@ -605,9 +617,7 @@ class Operations:
 
     async def _session(self, body: dict, hold: bool) -> dict:
         agent = _require(body, "agent", str, "an agent name")
-        session = _require(body, "session", str, "a session id")
-        if not session:
-            raise ServiceError(400, [problem("$.session", "a non-empty session id", '""')])
+        session = _text(_require(body, "session", str, "a session id"), "session", "a non-empty session id")
         async with self.state.applying:
             try:
                 (self.state.hold_session if hold else self.state.release_session)(agent, session)
