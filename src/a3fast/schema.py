@@ -253,7 +253,9 @@ class ProblemReader:
         doc = self.obj(value, path)
         if doc is None:
             raise SchemaError(self.problems)
-        return doc
+        # another kind of mapping (a mappingproxy, a UserDict) is read as the dict it holds: what is
+        # kept as the document is written to records and snapshots, which take JSON's types only
+        return doc if type(doc) is dict else dict(doc)
 
     def check_document(self, value: Any, path: str) -> None:
         """The rule for every document (a3fast.document), for what the fields above do not read;

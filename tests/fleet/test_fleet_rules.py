@@ -235,3 +235,36 @@ def test_reading_10_a_session_or_kind_given_as_an_argument_is_held_to_the_text_r
             call()
     assert fleet.generation == generation and not fleet.holds_session("a", "a")
     assert fleet.place({}, session="s").agent == "a" and fleet.holds_session("a", "s")
+
+
+def test_weights_whose_total_could_overflow_are_refused():
+    # finite weights whose magnitudes add up past a float's range would make a total infinite,
+    # which a record writes as null
+    with pytest.raises(ValueError, match="weights: expected numbers whose magnitudes add up to a finite number"):
+        Fleet(weights=(1e308,) * 4)
+    assert Fleet(weights=(1e300,) * 4).weights == (1e300,) * 4
+
+
+@pytest.mark.parametrize("seq", ["3", True, -1, 2**63, 1.0])
+def test_a_resumption_cites_a_seq_or_none(engine, seq):
+    fleet = Fleet(engine)
+    fleet.add({"v": "1.0", "agent": {"name": "a", "namespace": "n"}, "capabilities": [], "clearances": []})
+    earlier = fleet.place({})
+    with pytest.raises(ValueError, match="seq: expected the seq of a task.bound"):
+        fleet.resume(earlier, seq=seq)
+    # a resumption of a resumption cites the placement that weighed the candidates, not nothing
+    assert fleet.resume(fleet.resume(earlier, seq=3)).recorded_in == 3
+
+
+def test_a_document_given_as_another_kind_of_mapping_is_kept_as_a_dict(engine, tmp_path):
+    from collections import UserDict
+    from types import MappingProxyType
+
+    fleet = Fleet(engine)
+    fleet.add(MappingProxyType({"v": "1.0", "agent": {"name": "a", "namespace": "n"}, "capabilities": [],
+                                "clearances": []}))
+    placed = fleet.place(UserDict({"v": "1.0"}))
+    assert type(fleet.get("a").doc) is dict and type(placed.requirements.doc) is dict
+    assert placed.scheduling_json()             # its records can be written
+    fleet.save(tmp_path / "fleet.a3snap")        # and the fleet saved
+    assert Fleet.load(tmp_path / "fleet.a3snap", engine=engine).names() == ["a"]

@@ -60,6 +60,11 @@ class Fleet:
         if len(self.weights) != 4 or not all(math.isfinite(w) for w in self.weights):
             # a snapshot holds the weights as JSON numbers, which cannot be NaN or infinite
             raise ValueError(f"weights: expected 4 finite numbers, found {weights!r}")
+        if not math.isfinite(sum(map(abs, self.weights))):
+            # a total weighs components of 0 to 1: within this bound it is a finite number too,
+            # which a record can carry (an infinite total would be written as null)
+            raise ValueError(f"weights: expected numbers whose magnitudes add up to a finite number, "
+                             f"found {weights!r}")
         #: bumped by every change that can alter a placement's result
         self.generation = 0
         #: bumped by every change of who is in the fleet or what they declare (not by sessions or
@@ -407,8 +412,11 @@ class Fleet:
 
         The agent must still be in the fleet and its current declaration must still satisfy every
         predicate matched the first time — the routed requirements, not only the submitted ones —
-        since the resumed record is held to the same checks (§7).
+        since the resumed record is held to the same checks (§7). `seq`: the seq of the task.bound
+        that holds its explanation, when the caller wrote it (ValueError for one that is no seq).
         """
+        if seq is not None and (type(seq) is not int or not 0 <= seq < 2**63):
+            raise ValueError(f"seq: expected the seq of a task.bound (an integer from 0 to 2^63-1), found {seq!r}")
         with self._lock:
             # a resumption holds nothing, so the generation the driver returns is this one
             placements, _ = pipeline.drive(self._stages, (pipeline.Resumption(earlier, seq),), None,

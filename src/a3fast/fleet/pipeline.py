@@ -137,7 +137,9 @@ def prepare_resumption(task: Resumption, decl: Declaration | None, declaration_j
     state.within = None
     state.membership = None
     state.resumed = True
-    state.recorded_in = task.seq if task.seq is not None else earlier.seq
+    # the placement that weighed the candidates: a resumption of a resumption cites the first's
+    state.recorded_in = (task.seq if task.seq is not None
+                         else earlier.recorded_in if earlier.resumed else earlier.seq)
     state.explanation, state.scores, state.best = earlier.explanation, earlier.scores, earlier.best
     state.declaration, state._declaration_json = decl, declaration_json
     state.index = earlier.index
