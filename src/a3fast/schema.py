@@ -386,20 +386,31 @@ def _fast_declaration(doc: dict) -> Declaration | None:
 
 
 def check_text_argument(value: Any, name: str) -> str:
-    """A session or task kind given as an argument, held to the rule its field in a document is
-    held to (reading 10): a non-empty string of at most MAX_TEXT characters, no control
-    character, and one UTF-8 can write (no lone surrogate). ValueError naming `name` otherwise: a
-    value a record or a snapshot cannot carry is refused before anything changes."""
+    """A session or task kind given as an argument: a string that UTF-8 can write (no lone
+    surrogate), which is what a record, a journal entry and a snapshot can carry. ValueError naming
+    `name` otherwise, before anything changes. Not held to the text rule of a document's field
+    (reading 10): a kind derived from requirements (`task_kind`) may be longer, and journals and
+    traces written before may hold sessions it refuses; a service holds its requests to it."""
     if type(value) is not str:
         raise ValueError(f"{name}: expected a string, found {describe(value)}")
-    if not 0 < len(value) <= MAX_TEXT or CONTROL.search(value):
-        raise ValueError(f"{name}: expected 1 to {MAX_TEXT} characters and no control character, "
-                         f"found {describe(value)}")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{name}: expected text UTF-8 can write, found a lone surrogate") from None
+    return value
+
+
+def is_text(value: Any) -> bool:
+    """The text rule of a document's field (reading 10): a non-empty string of at most MAX_TEXT
+    characters, no control character, that UTF-8 can write."""
+    if not _text_ok(value):
+        return False
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError(f"{name}: expected text UTF-8 can write, found a lone surrogate") from None
-    return value
+        return False
+    return True
 
 
 def _listed(doc: Mapping[str, Any], key: str) -> Any:

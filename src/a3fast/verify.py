@@ -217,6 +217,9 @@ class Verifier:
         self.rejections = 0
         self._submitted: Any = _NOT_SEEN      # S as a tuple; None when unreadable
         self._submitted_seq: int | None = None
+        # whether the latest task.submitted's task has had its placement (a task.bound or
+        # task.rejected after it): a resumption after that one is no placement of that task
+        self._submitted_placed = False
         self._admitted: Any = _NOT_SEEN       # (name, namespace); None when it names no agent
         self._admitted_seq: int | None = None
         self._admitted_envelope: Any = None   # (task.admitted content, line, position) until checked
@@ -242,6 +245,7 @@ class Verifier:
             if kind == BOUND:
                 self._check_bound(item)
             elif kind == SUBMITTED:
+                self._submitted_placed = False
                 self._read_submitted(item, item.content)
             elif kind == ADMITTED:
                 self._read_admitted(item, item.content)
@@ -249,6 +253,8 @@ class Verifier:
                 self._check_rejected(item, self._note_compact(item, item.content))
         except TraceContentError as exc:
             self._error("E_TRACE", item.seq, item.line, str(exc))
+        if kind == BOUND or kind == REJECTED:
+            self._submitted_placed = True
 
     def feed_all(self, items: Iterable[TraceItem]) -> "Verifier":
         for item in items:
@@ -386,8 +392,9 @@ class Verifier:
     def _resumes_an_earlier_task(self, seq: int, placement: RecordedPlacement) -> bool:
         """Whether `placement` is a resumption whose recorded_in names an earlier task.bound with a
         full explanation (which `_check_reference` holds it to), and a task.submitted came after
-        that placement: the latest submission and admission are then another task's. Without one,
-        they are its own task's (a task admitted again to another agent is still that task)."""
+        that placement whose task has been placed since: the latest submission and admission are
+        then another task's. Without one, they are its own task's (a task admitted again to another
+        agent is still that task); while the latest task awaits its placement, this may be it."""
         ref = placement.recorded_in
         if not placement.resumed or not isinstance(ref, Mapping) or ref.get("kind") != BOUND:
             return False
@@ -395,7 +402,7 @@ class Verifier:
         if type(target) is not int or target >= seq:
             return False
         submitted = self._submitted_seq
-        if type(submitted) is not int or submitted <= target:
+        if type(submitted) is not int or submitted <= target or not self._submitted_placed:
             return False
         return self._placements.get(target)[1] is not None
 

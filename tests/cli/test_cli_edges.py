@@ -205,3 +205,11 @@ def test_replay_reads_standard_input_only_for_a_trace(made, option):
     done = CliRunner().invoke(main, args, input=(made / "fleet.jsonl").read_bytes())
     assert done.exit_code == 2, done.output
     assert done.output.strip() == f"a3fast: {option}: a file (standard input is read only for a trace)"
+
+
+def test_a_command_started_without_a_standard_output_still_does_its_work(tmp_path):
+    # `a3fast ... >&-`: Python then has no sys.stdout at all, and nothing is left to flush
+    done = subprocess.run([sys.executable, "-m", "a3fast", "gen-fleet", "--agents", "3", "-o", str(tmp_path / "f.jsonl")],
+                          stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert len((tmp_path / "f.jsonl").read_bytes().splitlines()) == 3

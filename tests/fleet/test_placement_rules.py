@@ -90,3 +90,8 @@ def test_a_placement_keeps_what_was_submitted_apart_from_what_a_route_added(engi
     p = fleet.place({}, route=Route("eu", {"residency": "eu"}))
     assert p.submitted.predicates == () and p.predicates == ("residency:eu",) and p.seq is None
     assert "a" in p._repr_html_() and "1" in fleet._repr_html_()
+
+
+def test_a_route_given_tuples_from_python_adds_them_as_lists():
+    routed = Route("gov", {"clearances": ("g.r",), "tools": ("t",)}).apply(parse_requirements({}))
+    assert routed.clearances == ("g.r",) and routed.tools == ("t",)

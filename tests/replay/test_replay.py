@@ -347,7 +347,9 @@ def test_weights_are_four_numbers_or_named_components():
     assert parse_weights("cost=0.5", base) == (0.4, 0.3, 0.5, 0.1)
     assert parse_weights({"affinity": 0}, base) == (0.0, 0.3, 0.2, 0.1)
     for bad, words in (("1,2", "expected 4 numbers"), ("speed=1", "unknown component 'speed'"),
-                       ("cost=x", "cost: expected a number"), ("cost=1,2", "not both"), ("nan,0,0,0", "finite")):
+                       ("cost=x", "cost: expected a number"), ("cost=1,2", "not both"), ("nan,0,0,0", "finite"),
+                       ("1e308,1e308,1e308,1e308", "magnitudes add up to a finite number"),
+                       ("cost=1e308,affinity=1e308", "magnitudes add up to a finite number")):
         with pytest.raises(ValueError, match=words):
             parse_weights(bad, base)
 

@@ -7,6 +7,8 @@ from types import MappingProxyType
 import pytest
 
 from a3fast import Declaration, Requirements, SchemaError, parse_declaration, parse_requirements
+from a3fast.engines import NATIVE_AVAILABLE
+from a3fast.schema import requirements_reader
 from a3fast.schema import AgentName, ProblemReader, task_kind
 
 DECL = {"v": "1.0", "agent": {"name": "order-analyst", "namespace": "support"},
@@ -184,8 +186,11 @@ def test_requirements_read_null_as_absent_and_a_cost_ceiling_not_at_all():
     # a cost ceiling is what an agent declares (§3); §4 has no such field, so it is not read
     assert parse_requirements({"v": None, "residency": None, "model": {"cost_ceiling_usd": "x"}, "session": None,
                                "agentRef": None, "kind": None, "exclude": None})[:10] == Requirements()[:10]
-    # the lists too: null is absent, every other value that is no list is refused
-    assert parse_requirements({"capabilities": None, "clearances": None, "tools": None})[:10] == Requirements()[:10]
+    # the lists too: null is absent, every other value that is no list is refused (each reader alike)
+    nulls = {"capabilities": None, "clearances": None, "tools": None}
+    assert parse_requirements(nulls)[:10] == Requirements()[:10]
+    for engine in ("pure", "native") if NATIVE_AVAILABLE else ("pure",):
+        assert requirements_reader(engine)(dict(nulls), True)[:10] == Requirements()[:10]
     for key in ("capabilities", "clearances", "tools"):
         with pytest.raises(SchemaError, match=rf"\$\.{key}: expected an array"):
             parse_requirements({key: 0})

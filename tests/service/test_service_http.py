@@ -126,11 +126,12 @@ def test_a_bulk_add_holding_one_name_in_two_namespaces_is_409_and_changes_and_jo
     try:
         before = {"v": "1.0", "agent": {"name": "kept", "namespace": "a"}, "capabilities": [], "clearances": []}
         assert s.client.put("/v1/agents/kept", json=before).status_code == 200
-        body = b"\n".join(orjson.dumps({**before, "agent": {"name": name, "namespace": ns}})
-                          for name, ns in (("first", "a"), ("twice", "a"), ("twice", "b")))
+        # blank lines between them: the 409 names the line the declaration is on, not its place
+        body = b"\n\n".join(orjson.dumps({**before, "agent": {"name": name, "namespace": ns}})
+                            for name, ns in (("first", "a"), ("twice", "a"), ("twice", "b")))
         r = s.client.post("/v1/agents", content=body)
         assert r.status_code == 409, r.text
-        assert [(p["path"], p["line"]) for p in r.json()["problems"]] == [("$.agent.namespace", 3)]
+        assert [(p["path"], p["line"]) for p in r.json()["problems"]] == [("$.agent.namespace", 5)]
         for name in ("first", "twice"):
             assert s.client.get(f"/v1/agents/{name}").status_code == 404
         assert s.client.get("/v1/agents").json()["names"] == ["kept"]

@@ -405,3 +405,12 @@ def test_a_seq_beyond_64_bits_breaks_the_document_rule():
     trace = example()
     trace[2] = dict(trace[2], seq=2**64)
     assert errors(verify(trace)) == {("E_TRACE", None)}
+
+
+def test_a_resumption_is_held_to_the_latest_task_while_that_task_awaits_its_placement():
+    # a task submitted after the cited placement, and not yet placed: the task.bound that follows
+    # may be its placement, so it is held to that task's submission, whatever it says it resumes
+    other_requirements = {**REQ, "clearances": ["orders.read", "top.secret"]}
+    trace = example() + [submitted(other_requirements, seq=4), admitted(seq=5),
+                         resumed({"kind": "task.bound", "seq": 3}, seq=6)]
+    assert ("E_REQUIREMENTS_MISMATCH", 6) in errors(verify(trace))

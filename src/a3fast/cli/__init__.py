@@ -52,8 +52,10 @@ class LazyGroup(click.Group):
                 return super().invoke(ctx)
             finally:
                 # what is still buffered is written while a failure to write it is reported here,
-                # not by the interpreter at exit (however the command ended, its exit code too)
-                sys.stdout.flush()
+                # not by the interpreter at exit (however the command ended, its exit code too);
+                # a process started without a standard output has none to flush
+                if sys.stdout is not None:
+                    sys.stdout.flush()
         except BrokenPipeError:
             closed_output()
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort,

@@ -50,7 +50,7 @@ class Route:
             if key not in _LISTED and key != "model" and key not in _SINGLE_VALUED:
                 raise self._cannot_add(key)
             # the shapes `apply` merges by; what the merged values must be, §4 says when it parses them
-            if key in _LISTED and not isinstance(value, list):
+            if key in _LISTED and not isinstance(value, (list, tuple)):
                 raise RouteError(f"route {self.name!r}: {key} must be added as a list, found {describe(value)}")
             if key == "model" and not isinstance(value, Mapping):
                 raise RouteError(f"route {self.name!r}: model must be added as an object, found {describe(value)}")

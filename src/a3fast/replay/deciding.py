@@ -2,6 +2,7 @@
 a resumption on wherever its task went; and the fleet a replay places on (a copy, new weights)."""
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from typing import Any, Mapping, Sequence
@@ -207,12 +208,20 @@ def parse_weights(value: Any, base: Sequence[float]) -> tuple[float, ...] | None
             if name not in COMPONENTS:
                 raise ValueError(f"weights: unknown component {name!r} (components: {', '.join(COMPONENTS)})")
             weights[COMPONENTS.index(name)] = _weight(number, name)
-        return tuple(weights)
+        return _bounded(tuple(weights))
     assert numbers is not None
     if len(numbers) != len(COMPONENTS):
         raise ValueError(f"weights: expected {len(COMPONENTS)} numbers ({', '.join(COMPONENTS)}), "
                          f"found {len(numbers)}")
-    return tuple(_weight(v, name) for v, name in zip(numbers, COMPONENTS))
+    return _bounded(tuple(_weight(v, name) for v, name in zip(numbers, COMPONENTS)))
+
+
+def _bounded(weights: tuple[float, ...]) -> tuple[float, ...]:
+    """The weights, if a total of components from 0 to 1 stays a finite number with them (what a
+    fleet is made with: `Fleet`'s own check)."""
+    if not math.isfinite(sum(map(abs, weights))):
+        raise ValueError(f"weights: expected numbers whose magnitudes add up to a finite number, found {weights!r}")
+    return weights
 
 
 def _weight(value: Any, name: str) -> float:

@@ -247,9 +247,10 @@ def read_declarations(data: bytes) -> tuple[list[Any], list[int], list[dict[str,
     return docs, lines, problems
 
 
-def _prepare_bulk(data: bytes, ops: Operations) -> list:
+def _prepare_bulk(data: bytes, ops: Operations) -> tuple[list, list[int]]:
+    """The declarations of a bulk body, checked, and the line each is on."""
     docs, lines, problems = read_declarations(data)
-    return ops.prepare_agents({"declarations": docs}, lines, problems)
+    return ops.prepare_agents({"declarations": docs}, lines, problems), lines
 
 
 #: Place requests one POST /v1/place may hold, at most (more: 413, nothing placed).
@@ -436,8 +437,8 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
         return await run("list_agents", fields)
 
     async def put_agents(request: Request, body: bytes) -> Response:
-        decls = await off_loop(_prepare_bulk, body, ops)
-        return _json(await ops.apply_agents(decls))
+        decls, lines = await off_loop(_prepare_bulk, body, ops)
+        return _json(await ops.apply_agents(decls, lines))
 
     async def place(scope, receive, send) -> None:
         """POST /v1/place as pure ASGI (the same checks and answers as the other routes): one

@@ -29,7 +29,7 @@ from ..durable.journal import JournalFailed
 from ..fleet.placement import Route, RouteError
 from ..document import plainly_within
 from ..engines import ENGINE, ingest_module
-from ..schema import MAX_TEXT, Requirements, check_text_argument, parse_declaration, parse_requirements, task_kind
+from ..schema import MAX_TEXT, Requirements, is_text, parse_declaration, parse_requirements, task_kind
 from ..verify import is_valid, verify_stream_counted
 from . import metrics
 from .prepared import PreparedRequirements
@@ -79,12 +79,9 @@ def _optional(body: dict, field: str, kind: type | tuple, expected: str) -> Any:
 def _text(value: Any, field: str, expected: str) -> Any:
     """A session or kind the request gives (a string already), held to the text rule (reading 10):
     400 at `$.field` for one no record could carry."""
-    if value is not None:
-        try:
-            check_text_argument(value, field)
-        except ValueError:
-            raise ServiceError(400, [problem(f"$.{field}", f"{expected} (1 to {MAX_TEXT} characters, no control "
-                                             "character)", _describe(value)[:80])]) from None
+    if value is not None and not is_text(value):
+        raise ServiceError(400, [problem(f"$.{field}", f"{expected} (1 to {MAX_TEXT} characters, no control "
+                                         "character)", _describe(value)[:80])])
     return value
 
 
@@ -289,7 +286,7 @@ class Operations:
                          problems: list[dict] | None = None) -> dict:
         """All or none. `lines` numbers the declarations (JSON Lines over HTTP; else 1, 2, ...);
         `problems` already found in the same body (lines that are not JSON) are reported together."""
-        return await self.apply_agents(self.prepare_agents(body, lines, problems))
+        return await self.apply_agents(self.prepare_agents(body, lines, problems), lines)
 
     @staticmethod
     def prepare_agents(body: dict, lines: list[int] | None = None, problems: list[dict] | None = None) -> list:
@@ -308,23 +305,27 @@ class Operations:
             raise ServiceError(400, problems)
         return decls
 
-    async def apply_agents(self, decls: list) -> dict:
-        """Add prepared declarations in one step (all or none), then wait for durability."""
+    async def apply_agents(self, decls: list, lines: list[int] | None = None) -> dict:
+        """Add prepared declarations in one step (all or none), then wait for durability. `lines`:
+        the line of each declaration in its body (else 1, 2, ...), which a 409 names."""
         async with self.state.applying:
-            self._put(decls)
+            self._put(decls, lines=lines)
         await self.state.durable()
         return {"count": len(decls)}
 
-    def _put(self, decls, numbered: bool = True) -> None:
+    def _put(self, decls, numbered: bool = True, lines: list[int] | None = None) -> None:
         """Add declarations; 409 for a name another namespace holds, each problem with the `line` of
-        its declaration when `numbered` (a bulk add: JSON Lines over HTTP, the list over stdio)."""
+        its declaration when `numbered` (a bulk add: `lines`, the line each declaration is on in its
+        body, else its place in the list from 1)."""
         if not decls:
             return
         try:
             self.state.put_agents(decls)
         except FleetConflict as exc:
-            raise ServiceError(409, [problem(p.path, p.expected, p.found, **({"line": line} if numbered else {}))
-                                     for p, line in zip(exc.problems, exc.positions)]) from None
+            def at(position: int) -> dict:
+                return {"line": lines[position - 1] if lines else position} if numbered else {}
+            raise ServiceError(409, [problem(p.path, p.expected, p.found, **at(position))
+                                     for p, position in zip(exc.problems, exc.positions)]) from None
         self._changed()
 
     async def get_agent(self, body: dict) -> dict:
