@@ -328,7 +328,8 @@ def test_json_bytes_escape_names_as_json_requires():
                                    "filters_failed", "scores", "route"]
 
 
-@pytest.mark.parametrize("w", [(0.1, 0.2, 0.3, 1e-300), (1 / 3, 1 / 7, 1e17, 2.0**-1074), (1e308, 1e308, 1e308, 1e308)])
+# the last: totals near the largest float (weights whose magnitudes add up past it are refused)
+@pytest.mark.parametrize("w", [(0.1, 0.2, 0.3, 1e-300), (1 / 3, 1 / 7, 1e17, 2.0**-1074), (1e308, 5e307, 1e307, 1e307)])
 def test_json_floats_are_written_in_shortest_round_trip_form(w):
     fleet = fleet_of("native", [investigator(f"a{i}", cost, i % 2 == 0)
                                 for i, cost in enumerate(["0.1", "0.7", "3", "0.333", None])], batch=True, weights=w)
