@@ -393,21 +393,23 @@ def check_text_argument(value: Any, name: str) -> str:
     traces written before may hold sessions it refuses; a service holds its requests to it."""
     if type(value) is not str:
         raise ValueError(f"{name}: expected a string, found {describe(value)}")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(f"{name}: expected text UTF-8 can write, found a lone surrogate") from None
+    if not _writable(value):
+        raise ValueError(f"{name}: expected text UTF-8 can write, found a lone surrogate")
     return value
 
 
 def is_text(value: Any) -> bool:
     """The text rule of a document's field (reading 10): a non-empty string of at most MAX_TEXT
     characters, no control character, that UTF-8 can write."""
-    if not _text_ok(value):
-        return False
+    return _text_ok(value) and _writable(value)
+
+
+def _writable(text: str) -> bool:
+    """Whether UTF-8 can write the string (it holds no lone surrogate)."""
+    if text.isascii():
+        return True
     try:
-        value.encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError:
         return False
     return True

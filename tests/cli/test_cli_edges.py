@@ -88,14 +88,14 @@ def test_an_import_report_names_a_file_that_is_not_utf8_escaped(tmp_path):
     assert report["sources"] == ["c\\xff.json"] and report["agents"][0]["source"] == "c\\xff.json"
 
 
-@pytest.mark.parametrize("session, words", [(os.fsdecode(b"s\xff"), "expected UTF-8 text, found 's\\xff'"),
-                                            ("", "expected a non-empty text"),
-                                            ("a\nb", "no control characters")])
+@pytest.mark.parametrize("session, words", [(os.fsdecode(b"s\xff"), "found 's\\xff'"), ("", "found ''"),
+                                            ("a\nb", "found 'a\nb'"), ("x" * 1025, "found 'xxx")])
 def test_a_session_that_no_record_can_carry_is_a_bad_option(made, session, words):
     done = CliRunner().invoke(main, ["place", "--fleet", str(made / "fleet.jsonl"), "--requirements",
                                      str(made / "task.json"), "--session", session])
     assert done.exit_code == 2, done.output
-    assert "Invalid value for '--session'" in done.output and words in done.output
+    assert "Invalid value for '--session': expected a non-empty UTF-8 text of at most 1024 characters" in done.output
+    assert words in done.output
 
 
 # -- standard input --------------------------------------------------------------------------------

@@ -7,25 +7,18 @@ import sys
 import click
 
 from ..record.write import placement_records
-from ..schema import CONTROL, MAX_TEXT
+from ..schema import MAX_TEXT, is_text
 from ..trace import TraceWriter
 from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output, output_option, shown
 from .fleet_input import load_fleet, load_requirements
 
 
 def _session(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A session names the task in its records, so it is a text as §4's `session` is: non-empty,
-    at most MAX_TEXT characters, no control character, and UTF-8 (an argument that is not arrives
-    holding lone surrogates, which no record can carry)."""
-    if value is None:
-        return None
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise click.BadParameter(f"expected UTF-8 text, found '{shown(value)}'") from None
-    if not value or len(value) > MAX_TEXT or CONTROL.search(value):
-        raise click.BadParameter(f"expected a non-empty text of at most {MAX_TEXT} characters and no control "
-                                 f"characters, found '{shown(value)[:60]}'")
+    """A session names the task in its records, so it is a text as §4's `session` is (reading 10;
+    an argument that is not UTF-8 arrives holding lone surrogates, which no record can carry)."""
+    if value is not None and not is_text(value):
+        raise click.BadParameter(f"expected a non-empty UTF-8 text of at most {MAX_TEXT} characters and no "
+                                 f"control characters, found '{shown(value)[:60]}'")
     return value
 
 

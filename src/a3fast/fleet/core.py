@@ -20,7 +20,7 @@ from ..notebook import view_html
 from .placement import Placement, Route
 from ..predicates import AGENT_REF, ANTI_AFFINITY
 from ..schema import Declaration, Requirements, check_text_argument, parse_declaration, parse_requirements, task_kind
-from .scoring import DEFAULT_WEIGHTS, MAX_OUTCOMES, Scorer, cost_score
+from .scoring import DEFAULT_WEIGHTS, MAX_OUTCOMES, Scorer, check_total_bound, cost_score
 from . import pipeline
 from .bulk_load import JsonlSource, collector_paused, read_jsonl
 from .domain import check_namespace
@@ -60,11 +60,7 @@ class Fleet:
         if len(self.weights) != 4 or not all(math.isfinite(w) for w in self.weights):
             # a snapshot holds the weights as JSON numbers, which cannot be NaN or infinite
             raise ValueError(f"weights: expected 4 finite numbers, found {weights!r}")
-        if not math.isfinite(sum(map(abs, self.weights))):
-            # a total weighs components of 0 to 1: within this bound it is a finite number too,
-            # which a record can carry (an infinite total would be written as null)
-            raise ValueError(f"weights: expected numbers whose magnitudes add up to a finite number, "
-                             f"found {weights!r}")
+        check_total_bound(self.weights)
         #: bumped by every change that can alter a placement's result
         self.generation = 0
         #: bumped by every change of who is in the fleet or what they declare (not by sessions or

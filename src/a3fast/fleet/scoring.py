@@ -16,13 +16,15 @@ smallest agent name.
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ..schema import Declaration, Requirements
 
-__all__ = ["DEFAULT_WEIGHTS", "COMPONENTS", "MAX_OUTCOMES", "cost_score", "ScoringTask", "Scorer", "choose"]
+__all__ = ["DEFAULT_WEIGHTS", "COMPONENTS", "MAX_OUTCOMES", "cost_score", "ScoringTask", "Scorer", "choose",
+           "check_total_bound"]
 
 #: Weights of affinity, success_rate, cost, substantiated.
 DEFAULT_WEIGHTS = (0.4, 0.3, 0.2, 0.1)
@@ -31,6 +33,14 @@ COMPONENTS = ("affinity", "success_rate", "cost", "substantiated")
 #: (docs/design.md, Reading 26). Below 2^53 - 2, so successes + 1 and attempts + 2 are exact as
 #: doubles and both engines compute the same success rate, and far below int64's limit.
 MAX_OUTCOMES = 10**15
+
+
+def check_total_bound(weights: Sequence[float]) -> None:
+    """ValueError unless a total of components from 0 to 1 stays a finite number under `weights`
+    (their magnitudes add up to one): an infinite total would be written to a record as null."""
+    if not math.isfinite(sum(map(abs, weights))):
+        raise ValueError(f"weights: expected numbers whose magnitudes add up to a finite number, "
+                         f"found {tuple(weights)!r}")
 
 
 def cost_score(decl: Declaration) -> float:

@@ -2,14 +2,13 @@
 a resumption on wherever its task went; and the fleet a replay places on (a copy, new weights)."""
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 from typing import Any, Mapping, Sequence
 
 from ..fleet import Fleet
 from ..fleet.placement import Placement, Route, RouteError
-from ..fleet.scoring import COMPONENTS
+from ..fleet.scoring import COMPONENTS, check_total_bound
 from .explaining import first_failed_on
 from .reading import Recorded
 from .verdict import ReplayError
@@ -208,20 +207,15 @@ def parse_weights(value: Any, base: Sequence[float]) -> tuple[float, ...] | None
             if name not in COMPONENTS:
                 raise ValueError(f"weights: unknown component {name!r} (components: {', '.join(COMPONENTS)})")
             weights[COMPONENTS.index(name)] = _weight(number, name)
-        return _bounded(tuple(weights))
+        check_total_bound(weights)
+        return tuple(weights)
     assert numbers is not None
     if len(numbers) != len(COMPONENTS):
         raise ValueError(f"weights: expected {len(COMPONENTS)} numbers ({', '.join(COMPONENTS)}), "
                          f"found {len(numbers)}")
-    return _bounded(tuple(_weight(v, name) for v, name in zip(numbers, COMPONENTS)))
-
-
-def _bounded(weights: tuple[float, ...]) -> tuple[float, ...]:
-    """The weights, if a total of components from 0 to 1 stays a finite number with them (what a
-    fleet is made with: `Fleet`'s own check)."""
-    if not math.isfinite(sum(map(abs, weights))):
-        raise ValueError(f"weights: expected numbers whose magnitudes add up to a finite number, found {weights!r}")
-    return weights
+    parsed = tuple(_weight(v, name) for v, name in zip(numbers, COMPONENTS))
+    check_total_bound(parsed)
+    return parsed
 
 
 def _weight(value: Any, name: str) -> float:

@@ -13,7 +13,7 @@ their seqs, in the order they reach the lock.
 """
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Literal, Protocol
+from typing import Any, Awaitable, Callable, Literal, Protocol, Sequence
 
 import asyncio
 import re
@@ -78,7 +78,7 @@ def _optional(body: dict, field: str, kind: type | tuple, expected: str) -> Any:
 
 def _text(value: Any, field: str, expected: str) -> Any:
     """A session or kind the request gives (a string already), held to the text rule (reading 10):
-    400 at `$.field` for one no record could carry."""
+    400 at `$.field` for one outside it."""
     if value is not None and not is_text(value):
         raise ServiceError(400, [problem(f"$.{field}", f"{expected} (1 to {MAX_TEXT} characters, no control "
                                          "character)", _describe(value)[:80])])
@@ -278,7 +278,7 @@ class Operations:
                                              repr(decl.agent.name))])
         async with self.state.applying:
             created = self.state.fleet.get(name) is None
-            self._put([decl], numbered=False)
+            self._put([decl])
         await self.state.durable()
         return {"name": name, "created": created}
 
@@ -309,22 +309,20 @@ class Operations:
         """Add prepared declarations in one step (all or none), then wait for durability. `lines`:
         the line of each declaration in its body (else 1, 2, ...), which a 409 names."""
         async with self.state.applying:
-            self._put(decls, lines=lines)
+            self._put(decls, lines or range(1, len(decls) + 1))
         await self.state.durable()
         return {"count": len(decls)}
 
-    def _put(self, decls, numbered: bool = True, lines: list[int] | None = None) -> None:
+    def _put(self, decls, lines: Sequence[int] | None = None) -> None:
         """Add declarations; 409 for a name another namespace holds, each problem with the `line` of
-        its declaration when `numbered` (a bulk add: `lines`, the line each declaration is on in its
-        body, else its place in the list from 1)."""
+        its declaration in a bulk add (`lines`: the line each declaration is on)."""
         if not decls:
             return
         try:
             self.state.put_agents(decls)
         except FleetConflict as exc:
-            def at(position: int) -> dict:
-                return {"line": lines[position - 1] if lines else position} if numbered else {}
-            raise ServiceError(409, [problem(p.path, p.expected, p.found, **at(position))
+            raise ServiceError(409, [problem(p.path, p.expected, p.found,
+                                             **({"line": lines[position - 1]} if lines is not None else {}))
                                      for p, position in zip(exc.problems, exc.positions)]) from None
         self._changed()
 
