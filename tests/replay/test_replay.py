@@ -600,3 +600,85 @@ def test_a_resumption_that_carries_its_own_lists_is_replayed_alike_in_both_forms
     assert verdicts[0] == verdicts[1]
     assert verdicts[0][1][1:] == (MOVED, verdicts[0][0][2], records[-2]["seq"])     # it followed its task
     assert a3fast.verify(as_jsonl(records)) == a3fast.verify(as_jsonl(compact)) == []
+
+
+# -- what a change is attributed to ------------------------------------------------------------------
+
+def _agent(name, clearances=(), cost=None):
+    doc = {"v": "1.0", "agent": {"name": name, "namespace": "x"}, "capabilities": [{"name": "a.x", "version": 1}],
+           "clearances": list(clearances)}
+    if cost is not None:
+        doc["model"] = {"cost_ceiling_usd": cost}
+    return doc
+
+
+_COST_HEAVY = (0.1, 0.1, 0.7, 0.1)
+
+
+def test_a_change_of_a_moved_session_is_no_knock_on_when_the_winner_gained_no_affinity(engine):
+    # "a" holds s on both sides from before the trace. The first task (it needs r.read) moves from
+    # "a" to "b" on the proposed fleet, where "a" lost r.read: b holds s there too. The second moves
+    # from "a" to the cheap "c" under the proposed fleet's cost-heavy weights: "c" holds no session
+    # on either side and trails "a" on affinity by as much as before, so the session's move has
+    # nothing to do with it; it is decided by cost
+    current = [_agent("a", ["r.read"]), _agent("b", ["r.read"]), _agent("c")]
+    proposed = [_agent("a"), _agent("b", ["r.read"]), _agent("c", cost="0")]
+    first = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "clearances": ["r.read"], "session": "s"}
+    second = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "session": "s"}
+    recording = fleet_of(current, engine)
+    recording.hold_session("a", "s")
+    placements = [recording.place(t) for t in (first, second)]
+    sides = []
+    for docs, weights in ((current, None), (proposed, _COST_HEAVY)):
+        fleet = fleet_of(docs, engine, **({"weights": weights} if weights else {}))
+        fleet.hold_session("a", "s")
+        sides.append(fleet)
+    summary, changes = run_replay(records_of(placements), sides[1], baseline=sides[0])
+    changes = sorted(changes, key=lambda v: v.seq)
+    moved = [(v.before, v.after, v.decided_by, v.caused_by) for v in changes]
+    assert moved == [("a", "b", None, None), ("a", "c", "cost", None)]
+    assert changes[1].why() == "c outscores a on cost"
+    assert summary.knock_on == 0
+
+
+def test_a_change_that_a_session_moved_earlier_decided_is_a_knock_on_when_the_loser_lost_affinity(engine):
+    # the first task of s (it needs r.read, which only "a" has) is rejected on the proposed fleet, so
+    # no agent comes to hold s there; the second then goes to the cheap "c" rather than to "a", which
+    # won it through holding s: a knock-on of the first change, though now neither holds s, and it
+    # is decided by cost
+    current = [_agent("a", ["r.read"]), _agent("c", cost="0")]
+    proposed = [_agent("a"), _agent("c", cost="0")]
+    first = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "clearances": ["r.read"], "session": "s"}
+    second = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "session": "s"}
+    _, placements = placed(current, [first, second], engine)
+    assert [p.agent for p in placements] == ["a", "a"]
+    summary, changes = run_replay(records_of(placements), fleet_of(proposed, engine),
+                                  baseline=fleet_of(current, engine))
+    changes = sorted(changes, key=lambda v: v.seq)     # a report lists moves first
+    assert [(v.kind, v.before, v.after) for v in changes] == [(UNSCHEDULABLE, "a", None), (MOVED, "a", "c")]
+    assert (changes[1].decided_by, changes[1].caused_by) == ("cost", placements[0].seq)
+    assert changes[1].why() == (f"c outscores a on cost (follows from the change at seq {placements[0].seq}, "
+                                f"which moved session s)")
+    assert summary.knock_on == 1
+
+
+def test_an_affinity_lead_the_recorded_decision_had_too_is_not_called_unrecorded(engine):
+    # recorded under cost-heavy weights, "b" (cheap) won over "a", which held s then as it does on
+    # the proposed fleet: the proposed fleet's default weights give it to "a" by affinity. The
+    # recorded scores show "a" held s then too, so what changed is the weights, not a session the
+    # trace does not record
+    docs = [_agent("a"), _agent("b", cost="0")]
+    task = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "session": "s"}
+    recording = fleet_of(docs, engine, weights=_COST_HEAVY)
+    recording.hold_session("a", "s")
+    placements = [recording.place(task)]
+    assert placements[0].agent == "b"
+    proposed = fleet_of(docs, engine)
+    proposed.hold_session("a", "s")
+    (v,) = replay(records_of(placements), proposed)
+    assert (v.kind, v.before, v.after, v.decided_by) == (MOVED, "b", "a", "affinity")
+    assert v.unrecorded is None and v.why() == "a outscores b on affinity"
+    # had "a" not held s when the trace was recorded, the same move is one the trace cannot explain
+    recording = fleet_of(docs, engine, weights=_COST_HEAVY)
+    (v,) = replay(records_of([recording.place(task)]), proposed)
+    assert (v.after, v.decided_by, v.unrecorded) == ("a", "affinity", UNRECORDED_SESSIONS)

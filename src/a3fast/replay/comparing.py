@@ -2,11 +2,11 @@
 and the fleet under test's — and naming the cause of every change."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from .deciding import Decision, Side
-from .explaining import (deciding_component, first_failed_on, funnel_of, last_removed, recorded_lists,
-                         scores_of, weights_of)
+from .explaining import (deciding_component, first_failed_on, funnel_of, last_removed, number,
+                         recorded_lists, scores_of, weights_of)
 from .reading import Reader, Recorded
 from .verdict import (AFFINITY, MOVED, NOT_IN_FLEET, SAME, SCHEDULABLE, STILL_REJECTED,
                       UNSCHEDULABLE, Verdict, unchanged)
@@ -23,9 +23,10 @@ class Comparer:
     """Decides each placement on the fleet under test (`after`) and, in baseline mode, on the
     baseline fleet (`before`; None compares with the recorded decision), and makes its Verdict.
 
-    A change to a bound placement with a session is remembered per session: a later change of
-    the same session in which the two agents differ in affinity is a knock-on of it (`caused_by`,
-    decided by AFFINITY). Only a change is explained in full."""
+    A change to a placement with a session is remembered per session: a later move of the same
+    session is a knock-on of it (`caused_by`) when the growth of the new agent's affinity lead over
+    the earlier agent decided it (`_decisive`; docs/replay.md, "What a change is attributed to").
+    Only a change is explained in full."""
 
     def __init__(self, reader: Reader, after: Side, before: Side | None, route_name: str | None):
         self.reader = reader
@@ -72,6 +73,7 @@ class Comparer:
         funnel_after = funnel_of(after_p)
         now_scores = scores_of(after_p, named)
         after_agent = after_p.agent
+        weights = weights_of(self.after.fleet, after_p)
         decided_by = before_fails = None
         if before_agent is not None and before_agent not in now_scores:
             before_fails = first_failed_on(self.after.fleet, before_agent, after_p.predicates) or NOT_IN_FLEET
@@ -84,18 +86,21 @@ class Comparer:
         else:
             kind = MOVED
             if before_fails is None:
-                decided_by = deciding_component(now_scores[after_agent], now_scores[before_agent],
-                                                weights_of(self.after.fleet, after_p))
+                decided_by = deciding_component(now_scores[after_agent], now_scores[before_agent], weights)
         session = after_p.session
         caused_by = None
+        moved_by = kind == MOVED and before_fails is None     # both agents eligible after: scores decided
         if session is not None:
             earlier = self.session_change.get(session)
-            if earlier is not None and kind == MOVED and before_fails is None \
-                    and _affinity(now_scores, after_agent) != _affinity(now_scores, before_agent):
-                caused_by, decided_by = earlier, AFFINITY
+            if earlier is not None and moved_by and _decisive(AFFINITY, then_scores, now_scores, after_agent,
+                                                              before_agent, weights):
+                caused_by = earlier
+                if (_lead(AFFINITY, now_scores, after_agent, before_agent) or 0) > 0:
+                    decided_by = AFFINITY
             self.session_change[session] = recorded.seq
         unrecorded = None
-        if a is None and kind == MOVED and caused_by is None and decided_by in _UNRECORDED:
+        if a is None and moved_by and caused_by is None and decided_by in _UNRECORDED \
+                and _decisive(decided_by, then_scores, now_scores, after_agent, before_agent, weights):
             unrecorded = _UNRECORDED[decided_by]
         task, namespace = self._named(recorded, before_agent, after_agent)
         return Verdict(recorded.seq, kind, before_agent, after_agent, after_p.requirements.doc, session,
@@ -147,7 +152,44 @@ class Comparer:
                        caused_by=recorded.resumes if follows else None)
 
 
-def _affinity(scores: dict[str, Any], agent: str | None) -> Any:
-    entry = scores.get(agent) if agent is not None else None
-    return entry.get(AFFINITY) if entry is not None else None
+def _lead(component: str, scores: Mapping[str, Mapping[str, Any]], winner: str | None,
+          loser: str | None) -> float | None:
+    """How far `winner` leads `loser` on `component` in `scores` (None when either has no number
+    for it: not eligible on that side, or a scorer without that component)."""
+    if winner is None or loser is None:
+        return None
+    ours, theirs = scores.get(winner), scores.get(loser)
+    if ours is None or theirs is None:
+        return None
+    mine, other = ours.get(component), theirs.get(component)
+    if not number(mine) or not number(other):
+        return None
+    return mine - other
+
+
+def _decisive(component: str, then_scores: Mapping[str, Mapping[str, Any]],
+              now_scores: Mapping[str, Mapping[str, Any]], winner: str | None, loser: str | None,
+              weights: Mapping[str, float] | None) -> bool:
+    """Whether a move to `winner` from `loser` comes from a change in `component`: the winner's lead
+    on it grew between the two decisions, and with its lead as it was the winner would not win (by
+    the totals now, less the growth weighted as the fleet under test weighs it; equal totals go to
+    the smaller name). A lead that did not change cannot explain a move, whatever else did (the
+    weights under test, another component). Without the earlier decision's entries (a record that
+    does not carry them) a lead the winner holds now is taken as the cause, the only evidence there
+    is."""
+    now = _lead(component, now_scores, winner, loser)
+    if now is None:
+        return False
+    then = _lead(component, then_scores, winner, loser)
+    if then is None:
+        return now > 0
+    grew = (now - then) * (weights.get(component, 1.0) if weights is not None else 1.0)
+    if grew <= 0:
+        return False
+    assert winner is not None and loser is not None     # both have leads
+    total, other = now_scores[winner].get("total"), now_scores[loser].get("total")
+    if not number(total) or not number(other):
+        return True
+    margin = total - other - grew
+    return margin < 0 or (margin == 0 and winner > loser)
 

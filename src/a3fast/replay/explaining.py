@@ -3,7 +3,7 @@ predicate that decided between them."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeGuard
 
 from ..explain import predicate_counts
 from ..fleet.placement import Placement
@@ -14,7 +14,7 @@ from ..trace import TraceContentError
 from .verdict import NOT_IN_FLEET, TIE_BREAK, Funnel
 
 __all__ = ["funnel_of", "scores_of", "recorded_lists", "last_removed", "deciding_component",
-           "weights_of", "first_failed_on"]
+           "weights_of", "first_failed_on", "number"]
 
 
 def funnel_of(p: Placement) -> Funnel:
@@ -108,7 +108,7 @@ def deciding_component(winner: Mapping[str, Any], loser: Mapping[str, Any],
     best, lead = None, 0.0
     for name, value in winner.items():
         other = loser.get(name)
-        if name == "total" or not _number(value) or not _number(other):
+        if name == "total" or not number(value) or not number(other):
             continue
         gain = (value - other) * (weights.get(name, 1.0) if weights is not None else 1.0)
         if best is None or gain > lead:
@@ -125,5 +125,6 @@ def first_failed_on(fleet: Any, agent: str, predicates: Sequence[str]) -> str | 
     return first_failed(decl, predicates)
 
 
-def _number(value: Any) -> bool:
+def number(value: Any) -> TypeGuard[float]:
+    """A JSON number (not a bool): what a score entry's component is to be compared as."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)

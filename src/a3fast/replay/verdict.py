@@ -26,7 +26,7 @@ CHANGED_KINDS = (MOVED, UNSCHEDULABLE, SCHEDULABLE)
 NOT_IN_FLEET = "not in the fleet"
 #: Decided by a tie of totals, broken by the smallest agent name (a3fast.fleet.scoring.choose).
 TIE_BREAK = "tie (smallest name)"
-#: The score component a session's holder gains: what a knock-on change really differs in.
+#: The score component a session's holder gains: what a knock-on change is decided by.
 AFFINITY = "affinity"
 
 
@@ -63,7 +63,7 @@ class Verdict:
 
     For a changed placement the explanation is filled in: `decided_by` — for MOVED with both agents
     eligible after, the score component that decided (the largest weighted gain of the new agent
-    over the earlier one; AFFINITY for a knock-on change), or TIE_BREAK; for UNSCHEDULABLE, the
+    over the earlier one; AFFINITY for a knock-on change that the new agent leads on it), or TIE_BREAK; for UNSCHEDULABLE, the
     predicate that now removes the last candidates; for SCHEDULABLE, the predicate that removed the
     last ones before. `before_fails` is the earlier agent's first failed predicate on the fleet under
     test (NOT_IN_FLEET if it left), when it is no longer eligible. `caused_by` is the seq of the
