@@ -682,3 +682,39 @@ def test_an_affinity_lead_the_recorded_decision_had_too_is_not_called_unrecorded
     recording = fleet_of(docs, engine, weights=_COST_HEAVY)
     (v,) = replay(records_of([recording.place(task)]), proposed)
     assert (v.after, v.decided_by, v.unrecorded) == ("a", "affinity", UNRECORDED_SESSIONS)
+
+
+def test_a_resumption_that_cites_no_seq_follows_the_placement_it_goes_back_to(engine):
+    # `Fleet.resume(p)` of a placement whose seq was never set writes no recorded_in.seq (§6 makes
+    # it optional): the resumption is matched to the latest full placement of its agent and matched
+    # predicates. On the proposed fleet "a" lost r.read, the task moves to "b", and the resumption
+    # follows it there, caused by that move, rather than failing on "a"
+    docs = [_agent("a", ["r.read", "w.write"]), _agent("b", ["r.read", "w.write"])]
+    task = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "clearances": ["r.read"]}
+    other = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}], "clearances": ["w.write"]}
+    proposed = fleet_of([_agent("a", ["w.write"]), _agent("b", ["r.read", "w.write"])], engine)
+
+    def trace(order):
+        fleet = fleet_of(docs, engine)
+        placements = [fleet.place(t) for t in order]
+        first = placements[order.index(task)]
+        resumed = fleet.resume(first)      # before records_of gives `first` its seq
+        records = records_of(placements)
+        records += [{"seq": records[-1]["seq"] + 1, "kind": kind, "content": orjson.loads(content)}
+                    for kind, content in placement_records(resumed)]
+        assert "seq" not in records[-1]["content"]["scheduling"]["recorded_in"]
+        return first, records
+
+    first, records = trace([other, task])
+    assert a3fast.verify(as_jsonl(records)) == []
+    for form in (records, list(encode_trace(records))):
+        verdicts = list(replay(form, proposed))
+        assert [(v.kind, v.after, v.resumed, v.caused_by) for v in verdicts] == [
+            (SAME, "a", False, None), (MOVED, "b", False, None), (MOVED, "b", True, first.seq)]
+        assert verdicts[2].why() == f"resumes on b, where its task is now placed (resuming the placement of seq {first.seq})"
+    # another task placed on the same agent in between (a trace the verifier holds to that task's
+    # submission, reading 8, but a replay reads all the same) does not take the resumption's place
+    first, records = trace([task, other])
+    verdicts = list(replay(records, proposed))
+    assert [(v.kind, v.after, v.resumed, v.caused_by) for v in verdicts] == [
+        (MOVED, "b", False, None), (SAME, "a", False, None), (MOVED, "b", True, first.seq)]

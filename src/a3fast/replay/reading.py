@@ -26,6 +26,9 @@ __all__ = ["Recorded", "Reader", "trace_items", "REQUIREMENTS_CACHE_SIZE"]
 #: Distinct requirements documents parsed and kept at once; a trace of more distinct ones than this
 #: parses each again when it recurs after the cache was emptied.
 REQUIREMENTS_CACHE_SIZE = 1 << 14
+#: The most recent full placements a resumption without `recorded_in.seq` is matched against
+#: (by agent and matched predicates), oldest forgotten first.
+PLACED_KEPT = 1 << 16
 
 _EMPTY = msgspec.Raw(b"")
 
@@ -217,6 +220,9 @@ class Reader:
         self._requirements: dict[bytes, Requirements] = {}
         self._offered: dict[Any, tuple[int, tuple[str, ...]] | None] = {}
         self.snapshots = Snapshots()
+        #: the seq of the latest full placement of each (agent, matched predicates), for resumptions
+        #: that cite none (`_cited`)
+        self._placed: dict[tuple[str | None, tuple[str, ...]], int] = {}
 
     def placements(self, items: Iterable[Any]) -> Iterator[Recorded]:
         submitted = None
@@ -229,7 +235,25 @@ class Reader:
             elif kind == "task.bound" or kind == "task.rejected":
                 recorded = self._read(item)
                 recorded.submitted = submitted
+                if kind == "task.bound":
+                    self._cited(recorded)
                 yield recorded
+
+    def _cited(self, recorded: Recorded) -> None:
+        """A full placement is remembered by its agent and matched predicates; a resumption that
+        cites no seq (§6 makes `recorded_in.seq` optional) is taken to resume the latest of them it
+        matches — the placement whose agent and matched requirements it goes back to, as
+        `Fleet.resume` writes it — so it follows that placement on each side. One that matches none
+        kept (or forgotten: at most PLACED_KEPT) resumes on its recorded agent."""
+        key = (recorded.agent, recorded.requirements.predicates)
+        placed = self._placed
+        if not recorded.resumed:
+            placed.pop(key, None)       # re-inserted last: the oldest is first to forget
+            placed[key] = recorded.seq
+            if len(placed) > PLACED_KEPT:
+                del placed[next(iter(placed))]
+        elif recorded.resumes is None:
+            recorded.resumes = placed.get(key)
 
     def member(self, item: TraceRecord, content: Any = None) -> Any:
         """The compact member of a record, read on its bitmaps (never expanded); its snapshot is
