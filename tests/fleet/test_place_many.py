@@ -196,3 +196,40 @@ def test_the_bench_measures_place_many_against_one_by_one_and_names_the_target()
         rows = [row for row in targets(report) if row[0].startswith("place_many ≥ 1.6×")]
         assert len(rows) == 1 and rows[0][2] is met and rows[0][1].startswith(f"{speedup:.2f}×")
 
+
+
+def test_a_batch_whose_scorer_fails_in_a_later_wave_leaves_no_session_held(engine):
+    # the first wave binds s1 and s2 (their agents come to hold them); the scorer fails in the
+    # second wave: the batch places nothing, and the fleet holds what it held before, at the same
+    # generation, so it places as a twin that never saw the batch does (the session names it met
+    # stay interned, held by no agent, as after `release_session`)
+    def fleet_with_a_session():
+        fleet = Fleet(engine=engine)
+        fleet.extend(generate_fleet(20, 3))
+        fleet.hold_session(fleet.names()[0], "kept")
+        return fleet
+
+    def holds(fleet):
+        return {(n, s) for n in fleet.names() for s in ("s1", "s2", "kept") if fleet.holds_session(n, s)}
+
+    def ranked(task, agents):
+        return [{"total": float(i)} for i, _ in enumerate(agents)]
+
+    calls = []
+
+    def failing(task, agents):
+        calls.append(task.session)
+        if len(calls) > 2:
+            raise RuntimeError("scorer down")
+        return ranked(task, agents)
+
+    fleet, twin = fleet_with_a_session(), fleet_with_a_session()
+    before = fleet.generation, holds(fleet)
+    with pytest.raises(RuntimeError, match="scorer down"):
+        fleet.place_many([{}, {}, {}], sessions=["s1", "s2", "s1"], scorer=failing)
+    assert calls == ["s1", "s2", "s1"]
+    assert (fleet.generation, holds(fleet)) == before == (twin.generation, holds(twin))
+    tasks = [{}, {"v": "1.0", "session": "s2"}, {}]
+    again, expected = (f.place_many(tasks, sessions=["s1", None, "s1"], scorer=ranked) for f in (fleet, twin))
+    assert [record(p) for p in again] == [record(p) for p in expected]
+    assert (fleet.generation, holds(fleet)) == (twin.generation, holds(twin))

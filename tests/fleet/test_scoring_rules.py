@@ -188,6 +188,29 @@ def test_a_custom_scorers_entries_are_recorded_as_given(engine):
     assert p.scheduling["scores"] == {"a": {"total": 1.0, "why": "a"}, "b": {"total": 2.0, "why": "b"}}
 
 
+@pytest.mark.parametrize("component, why", [
+    ({"why": object()}, "component 'why': a object, not a JSON value"),
+    ({3: 1.0}, "a component named 3 [(]names are strings[)]"),
+    ({"cost": math.nan}, "component 'cost': nan is no JSON number"),
+    ({"cost": [1.0, {"x": -math.inf}]}, "component 'cost': -inf is no JSON number"),
+    ({"note": {1: "x"}}, "component 'note': an object key 1"),
+    ({"note": "\udc80"}, "component 'note': a string UTF-8 cannot write"),
+    ({"big": 2**64}, "component 'big': 18446744073709551616 is past 64 bits"),
+], ids=["object", "key", "nan", "nested-inf", "object-key", "surrogate", "big-int"])
+def test_a_custom_scorers_entry_a_record_cannot_state_as_given_is_refused_when_placed(engine, component, why):
+    # refused by the placement, naming the agent and the component, not by the first record written
+    # of it (nor written as null, as JSON writers do with NaN)
+    fleet = fleet_of(engine, [declaration("a")], scorer=lambda task, agents: [{"total": 1.0, **component}])
+    with pytest.raises(a3fast.A3Error, match=f"scorer gave agent 'a' {why}"):
+        fleet.place({})
+
+
+def test_a_custom_scorers_entry_of_json_values_is_taken(engine):
+    entry = {"total": 1, "why": "ok", "parts": [0, 1.5, None, True, {"k": "v"}], "count": -(2**63)}
+    fleet = fleet_of(engine, [declaration("a")], scorer=lambda task, agents: [dict(entry)])
+    assert orjson.loads(fleet.place({}).scheduling_json())["scores"]["a"] == dict(entry, total=1.0)
+
+
 @pytest.mark.parametrize("total", [math.inf, -math.inf], ids=["inf", "-inf"])
 def test_a_custom_scorer_with_an_infinite_total_is_refused(engine, total):
     fleet = fleet_of(engine, [declaration("a")], scorer=constant_scorer(total))

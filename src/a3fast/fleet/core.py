@@ -300,15 +300,7 @@ class Fleet:
 
     @_locked
     def release_session(self, agent: str, session: str) -> None:
-        aid = self._table.live_id(agent)
-        rows = self._rows
-        row = rows.session_rows.get(session)
-        held = rows.held_sessions.get(aid)
-        if row is not None and held is not None and row in held:
-            held.discard(row)
-            if not held:
-                del rows.held_sessions[aid]
-            self._index.clear_bit(row, aid)
+        if self._rows.release(self._table.live_id(agent), session):
             self.generation += 1
 
     def holds_session(self, agent: str, session: str) -> bool:
@@ -381,7 +373,9 @@ class Fleet:
         timings aside), through the same driver (a3fast.fleet.pipeline.drive).
 
         Every task is parsed before any is placed (an invalid one raises SchemaError and places
-        nothing). The batch holds the fleet's lock: updates from other threads wait for it, so it
+        nothing), and a batch that fails later (a caller's scorer raising in a later wave, say)
+        lets go the sessions its earlier waves made agents hold: the fleet is left holding what it
+        held, at the same generation. The batch holds the fleet's lock: updates from other threads wait for it, so it
         sees one membership. What must stay in order: a bound placement makes its agent hold the
         task's session, which changes the affinity of later tasks of that session, so with
         `remember_session` the n-th task of each session is decided in the n-th wave; each wave's

@@ -57,7 +57,7 @@ from ..errors import A3Error, FleetError
 from .placement import CustomScores, Placement, Route, check_reason_limit, resumed_agent
 from ..predicates import first_failed
 from ..schema import Declaration, Requirements, parse_requirements, requirements_reader, task_kind
-from .scoring import Scorer, ScoringTask, choose
+from .scoring import Scorer, ScoringTask, choose, entry_problem
 from .bulk_load import collector_paused
 from . import rows as rows_module
 from .rows import PredicateRows
@@ -221,6 +221,9 @@ class Stages(Protocol):
     def hold(self, agent: str, session: str) -> bool:
         """The agent holds the session; True when it did not hold it yet."""
 
+    def release(self, agent: str, session: str) -> None:
+        """`hold` undone, for a batch that fails after holding (stages without it: nothing undone)."""
+
     def min_run(self) -> int:
         """The fewest tasks of a wave worth a thread of their own in `decide`."""
 
@@ -317,6 +320,15 @@ def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str |
             stages.decide(states if len(waves) == 1 else [states[i] for i in wave], pool, n)
             if build:
                 stages.build_wave(states, wave, placements, held, generation, remember_session)
+    except BaseException:
+        # a batch is placed whole or not at all: a later wave's failure (a caller's scorer, say)
+        # lets go the sessions earlier waves made their agents hold, so the fleet is as it was, at
+        # the generation it still has
+        release = getattr(stages, "release", None)
+        for i in (range(len(states)) if release is not None and any(held) else ()):
+            if held[i]:
+                release(placements[i].agent, states[i].session)
+        raise
     finally:
         if pool is not None:
             pool.shutdown()
@@ -545,6 +557,9 @@ class LocalStages:
             if isinstance(total, bool) or not isinstance(total, (int, float)) or not math.isfinite(total):
                 # JSON has no NaN or infinity: the record could not state such a total
                 raise A3Error(f"scorer gave agent {decl.agent.name!r} no finite numeric 'total'")
+            problem = entry_problem(entry)
+            if problem is not None:     # refused now, not when a record of it is first written
+                raise A3Error(f"scorer gave agent {decl.agent.name!r} {problem}")
             entries.append({"total": float(total), **{k: v for k, v in entry.items() if k != "total"}})
         return CustomScores(ids, entries, -1)
 
@@ -586,6 +601,10 @@ class LocalStages:
         """A bound placement's agent holds its task's session (PredicateRows.hold). True when it did
         not hold it yet; the driver numbers `generation` by it."""
         return self.rows.hold(self.table.ids[agent], session)
+
+    def release(self, agent: str, session: str) -> None:
+        """`hold` undone (PredicateRows.release): a batch that fails lets go what it held."""
+        self.rows.release(self.table.ids[agent], session)
 
     def min_run(self) -> int:
         """`min_run` of the fleet's live agents: the engine's loops walk a bitmap word per 64."""
@@ -694,6 +713,9 @@ class ResumingStages:
 
     def hold(self, agent: str, session: str) -> bool:
         return False        # never called: the driver holds nothing for a resumption
+
+    def release(self, agent: str, session: str) -> None:
+        pass                # nothing held, so nothing to let go
 
     def min_run(self) -> int:
         return sys.maxsize  # no thread: deciding a resumption runs nothing

@@ -111,6 +111,19 @@ class PredicateRows:
         self.index.set_bit(row, aid)
         return True
 
+    def release(self, aid: int, session: str) -> bool:
+        """Agent id `aid` no longer holds `session`. True when it held it; every way a session is
+        let go — `Fleet.release_session`, a batch undoing its holds — goes through here."""
+        row = self.session_rows.get(session)
+        held = self.held_sessions.get(aid)
+        if row is None or held is None or row not in held:
+            return False
+        held.discard(row)
+        if not held:
+            del self.held_sessions[aid]
+        self.index.clear_bit(row, aid)
+        return True
+
     def kind(self, kind: str) -> int:
         """The outcome column of a task kind, made the first time an outcome of it is recorded."""
         kid = self.kinds.get(kind) if type(kind) is str else None

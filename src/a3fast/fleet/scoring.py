@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from ..errors import describe
 from ..schema import Declaration, Requirements
 
 __all__ = ["DEFAULT_WEIGHTS", "COMPONENTS", "MAX_OUTCOMES", "cost_score", "ScoringTask", "Scorer", "choose",
-           "check_total_bound"]
+           "check_total_bound", "entry_problem"]
 
 #: Weights of affinity, success_rate, cost, substantiated.
 DEFAULT_WEIGHTS = (0.4, 0.3, 0.2, 0.1)
@@ -69,10 +70,65 @@ class ScoringTask:
 
 class Scorer(Protocol):
     """A custom scorer: one mapping per eligible agent, each with a float `total` and the components
-    that produced it (recorded as given, in the agent's `scores` entry)."""
+    that produced it (recorded as given, in the agent's `scores` entry: named by strings, with
+    values JSON states as given, `entry_problem`)."""
 
     def __call__(self, task: ScoringTask, agents: Sequence[Declaration]) -> Sequence[Mapping[str, Any]]:
         ...
+
+
+#: How deep a custom score entry's values may nest (what a record's JSON writer takes, with room).
+_ENTRY_DEPTH = 64
+
+
+def entry_problem(entry: Mapping[Any, Any]) -> str | None:
+    """What keeps a custom scorer's entry out of a record, or None: every component is named by a
+    string and its value is JSON a record can state as given — no NaN or infinity (which JSON
+    writers turn into null), integers of 64 bits, strings UTF-8 can write, lists and objects of
+    those."""
+    for key, value in entry.items():
+        if type(key) is not str:
+            return f"a component named {describe(key)} (names are strings)"
+        problem = _json_problem(value, 0)
+        if problem is not None:
+            return f"component {key!r}: {problem}"
+    return None
+
+
+def _json_problem(value: Any, depth: int) -> str | None:
+    if value is None or type(value) is bool:
+        return None
+    if isinstance(value, str):
+        return None if _utf8(value) else "a string UTF-8 cannot write (a lone surrogate)"
+    if isinstance(value, int):
+        return None if -2**63 <= value < 2**64 else f"{describe(value)} is past 64 bits"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{describe(value)} is no JSON number"
+    if depth >= _ENTRY_DEPTH and isinstance(value, (list, tuple, dict)):
+        return f"nested more than {_ENTRY_DEPTH} deep"
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            problem = _json_problem(item, depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if type(key) is not str:
+                return f"an object key {describe(key)} (keys are strings)"
+            problem = _json_problem(item, depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    return f"a {type(value).__name__}, not a JSON value"
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def choose(names: Sequence[str], totals: Sequence[float]) -> int:
