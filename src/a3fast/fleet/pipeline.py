@@ -325,9 +325,10 @@ def _drive_batch(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str |
         # lets go the sessions earlier waves made their agents hold, so the fleet is as it was, at
         # the generation it still has
         release = getattr(stages, "release", None)
-        for i in (range(len(states)) if release is not None and any(held) else ()):
-            if held[i]:
-                release(placements[i].agent, states[i].session)
+        if release is not None:
+            for i, did_hold in enumerate(held):
+                if did_hold:
+                    release(placements[i].agent, states[i].session)
         raise
     finally:
         if pool is not None:
