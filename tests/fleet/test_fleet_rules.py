@@ -285,3 +285,22 @@ def test_a_document_given_as_another_kind_of_mapping_is_kept_as_a_dict(engine, t
     assert placed.scheduling_json()             # its records can be written
     fleet.save(tmp_path / "fleet.a3snap")        # and the fleet saved
     assert Fleet.load(tmp_path / "fleet.a3snap", engine=engine).names() == ["a"]
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda f: f.place({}, route="r"), TypeError, "route: expected a Route, found string 'r'"),
+    (lambda f: f.place({}, scorer=5), TypeError, "scorer: expected a callable"),
+    (lambda f: f.place_many([{}], scorer="f"), TypeError, "scorer: expected a callable"),
+    (lambda f: f.place_many([{}, {}], workers=0), ValueError, "workers: expected None .* or a positive integer"),
+    (lambda f: f.place_many([{}, {}], workers="2"), ValueError, "workers: expected None"),
+    (lambda f: f.resume(None), TypeError, "earlier: expected the Placement to resume, found null"),
+    (lambda f: Fleet(f.engine, scorer=5), TypeError, "scorer: expected a callable"),
+    (lambda f: Fleet(f.engine, weights="abcd"), ValueError, "weights: expected 4 finite numbers, found string"),
+], ids=["route", "scorer", "batch-scorer", "workers-0", "workers-string", "resume-none",
+        "fleet-scorer", "weights-string"])
+def test_an_argument_of_the_wrong_kind_is_refused_naming_it(fleet, call, error, message):
+    # named where it is given, not met later as an AttributeError inside the engine
+    generation = fleet.generation
+    with pytest.raises(error, match=message):
+        call(fleet)
+    assert fleet.generation == generation

@@ -47,6 +47,16 @@ def _locked(method: _Method) -> _Method:
     return run  # type: ignore[return-value]
 
 
+def check_placing_arguments(route: Any, scorer: Any) -> None:
+    """TypeError naming the argument, for a `route` that is no Route or a `scorer` that cannot be
+    called (rather than an AttributeError inside the engine, or a scorer's failure at its first
+    placement)."""
+    if route is not None and not isinstance(route, Route):
+        raise TypeError(f"route: expected a Route, found {describe(route)}")
+    if scorer is not None and not callable(scorer):
+        raise TypeError(f"scorer: expected a callable (a Scorer), found {describe(scorer)}")
+
+
 class Fleet:
     """Agents that tasks can be placed on. `engine` is "native", "pure" or None (a3fast.ENGINE)."""
 
@@ -55,11 +65,16 @@ class Fleet:
         self.engine = ENGINE if engine is None else engine
         self._engine = engine_module(engine)
         self._index: Index = self._engine.Index()
+        if scorer is not None:
+            check_placing_arguments(None, scorer)
         self.scorer = scorer
-        self.weights: tuple[float, ...] = tuple(float(w) for w in weights)
+        try:
+            self.weights: tuple[float, ...] = tuple(float(w) for w in weights)
+        except (TypeError, ValueError):
+            self.weights = ()
         if len(self.weights) != 4 or not all(math.isfinite(w) for w in self.weights):
             # a snapshot holds the weights as JSON numbers, which cannot be NaN or infinite
-            raise ValueError(f"weights: expected 4 finite numbers, found {weights!r}")
+            raise ValueError(f"weights: expected 4 finite numbers, found {describe(weights)}")
         check_total_bound(self.weights)
         #: bumped by every change that can alter a placement's result
         self.generation = 0
@@ -325,7 +340,8 @@ class Fleet:
         given, restricts the placement to those agents: names not in the fleet are ignored (the
         caller reports them), and the record's candidates, filters_failed and scores are of those
         agents only, in join order. Raises SchemaError for invalid requirements, ValueError for a
-        bad reason_limit.
+        bad reason_limit or an argument no record can carry, TypeError for a route that is no Route,
+        a scorer that cannot be called, or candidates given as one string.
         """
         # The lock is taken here rather than by `_locked`, whose wrapper repacks the keywords: a
         # placement is a few microseconds, of which that was half of one. Arguments are passed by
@@ -334,6 +350,8 @@ class Fleet:
             check_text_argument(session, "session")
         if kind is not None:
             check_text_argument(kind, "kind")
+        if route is not None or scorer is not None:
+            check_placing_arguments(route, scorer)
         with self._lock:
             stages = self._stages
             placement, self.generation = stages.place_one(stages, requirements, session, self.generation, route,
@@ -391,6 +409,10 @@ class Fleet:
                     check_text_argument(session, "sessions[]")
         if kind is not None:
             check_text_argument(kind, "kind")
+        if scorer is not None:
+            check_placing_arguments(None, scorer)
+        if workers is not None and (type(workers) is not int or workers < 1):
+            raise ValueError(f"workers: expected None (one per core) or a positive integer, found {describe(workers)}")
         with self._lock:
             placements, self.generation = pipeline.drive(
                 self._stages, list(requirements_list), sessions, self.generation, reason_limit=reason_limit,
@@ -405,6 +427,8 @@ class Fleet:
         since the resumed record is held to the same checks (§7). `seq`: the seq of the task.bound
         that holds its explanation, when the caller wrote it (ValueError for one that is no seq).
         """
+        if not isinstance(earlier, Placement):
+            raise TypeError(f"earlier: expected the Placement to resume, found {describe(earlier)}")
         if seq is not None and (type(seq) is not int or not 0 <= seq < 2**63):
             raise ValueError(f"seq: expected the seq of a task.bound (an integer from 0 to 2^63-1), found {seq!r}")
         with self._lock:
