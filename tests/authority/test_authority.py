@@ -587,3 +587,58 @@ def test_a_contract_inferred_from_untrusted_hints_needs_confirmation(world):
     assert codes(g) == ["contract_inferred_from_untrusted_hints"]
     assert "inferred from mcp-annotations" in g.reasons[0].message
     assert grant(world.authority(), "game.board.read").status == GRANTED
+
+
+# -- a resolver and a check used again ----------------------------------------------------------------------
+def test_a_resolver_used_again_gives_each_connection_its_own_answer_and_changes_none_given():
+    world = World()
+    resolver = Resolver(CONTRACTS, MAPPINGS, [{"id": "game.play", "required": ["game.move.submit"]}])
+    first = resolver.resolve(world.connection, world.engagement(), {}, now=NOW)
+    counts, grants = first.authority.counts(), [g.to_dict() for g in first.authority.grants()]
+    # another connection that the experience grants capabilities the host never heard of
+    wider = World(connection_caps=ALL + [f"other.cap{i}" for i in range(5)])
+    resolver.resolve(wider.connection, wider.engagement(ALL + ["other.cap0"]), {}, now=NOW)
+    assert first.authority.counts() == counts and [g.to_dict() for g in first.authority.grants()] == grants
+    again = resolver.resolve(world.connection, world.engagement(), {}, now=NOW)
+    assert again.authority.counts() == counts
+    assert len(resolver.vocabulary) == len(CONTRACTS) + 0     # the host's own keys only
+
+
+def test_an_engagement_check_used_at_another_instant_is_made_again(world):
+    resolver = Resolver(CONTRACTS, MAPPINGS, [{"id": "game.play", "required": ["game.move.submit"]}])
+    check = verify_engagement(world.engagement(), world.connection, now=NOW)
+    assert check.valid and resolver.resolve(world.connection, check, {}, now=NOW).available_skills() == ["game.play"]
+    later = resolver.resolve(world.connection, check, {}, now="2026-03-02T09:00:00Z")
+    assert later.available_skills() == [] and codes(later.authority.engagement) == [R.EXPIRED]
+    # and for a connection with the same id paired with another experience
+    elsewhere = parse_connection({**world.connection_doc, "experience": "elsewhere.example"})
+    moved = resolver.resolve(elsewhere, check, {}, now=NOW)
+    assert moved.available_skills() == [] and codes(moved.authority.engagement) == [R.WRONG_EXPERIENCE]
+
+
+def test_a_parsed_engagement_is_verified_as_its_descriptor(world):
+    parsed = parse_engagement(world.engagement())
+    assert verify_engagement(parsed, world.connection, now=NOW).valid
+    resolution = resolve(CONTRACTS, MAPPINGS, [{"id": "game.play", "required": ["game.move.submit"]}],
+                         world.connection, parsed, {}, now=NOW)
+    assert resolution.available_skills() == ["game.play"]
+
+
+def test_a_capability_asked_about_without_a_version_is_its_major_version_1(world):
+    authority = world.authority()
+    assert "game.board.read" in authority and "game.board.read/1" in authority
+    assert authority.grant("game.board.read") == authority.grant("game.board.read/1")
+    assert authority.grant("game.board.read").status == GRANTED
+    with pytest.raises(ValueError, match="expected a reference"):
+        authority.grant("Not A Reference")
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("0001-01-01T00:00:00Z", "0001-01-01T00:00:00Z"),
+    ("0999-12-31T23:59:59.5Z", "0999-12-31T23:59:59.5Z"),
+    ("2026-03-01T12:30:00.1234567891Z", "2026-03-01T12:30:00.123456Z"),
+])
+def test_an_instant_is_written_as_rfc_3339_and_read_back(text, shown):
+    # four-digit years however early, and a fraction of any length kept to the microsecond
+    instant = parse_instant(text)
+    assert instant is not None and format_instant(instant) == shown and parse_instant(shown) == instant

@@ -196,3 +196,43 @@ def test_no_engagement_but_the_signed_one_lets_a_required_skill_resolve(descript
         path = write(Path(tmp), "e.json", json.dumps(descriptor).encode())
         result = run("resolve", *example_args(engagement=path), "--now", NOW, "--require", "chess.play")
     assert result.exit_code == 1 and "engagement: rejected, grants nothing: " in result.stdout
+
+
+def _trusted_signing(tmp_path, extra_members):
+    """The example engagement with `extra_members`, signed by a new key trusted with --key."""
+    key = generate_private_key()
+    unsigned = {**{k: v for k, v in example("engagement").items() if k != "signature"}, **extra_members}
+    engagement = sign_engagement(unsigned, key, "ops-2026")
+    key_path = write(tmp_path, "ops.txt", public_key_text(key).encode())
+    return write(tmp_path, "e.json", engagement), ["--key", f"ops-2026={key_path}"]
+
+
+def test_a_signed_engagement_with_members_of_its_own_is_read_whatever_it_looks_like(tmp_path):
+    # members a descriptor carries beyond the note's are kept and ignored: one with a `v` and an
+    # `agent` object reads like a declaration, but it is an engagement, and it resolves
+    path, trust = _trusted_signing(tmp_path, {"v": "1.0", "agent": {"name": "x", "namespace": "y"}})
+    result = run("resolve", *example_args(engagement=path), *trust, "--now", NOW, "--require", "chess.play")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    # one that holds only capabilities reads like requirements: it is a malformed descriptor, an
+    # answer (exit 1), not bad input
+    result = run("resolve", *example_args(engagement=write(tmp_path, "caps.json", {"capabilities": ["a.b"]})),
+                 "--now", NOW, "--require", "chess.play")
+    assert result.exit_code == 1 and "engagement: rejected, grants nothing: malformed descriptor" in result.stdout
+    # and a connection with a `v` member is a connection
+    connection = {**example("connection"), "v": "1.0", "agent": {"name": "x", "namespace": "y"}}
+    result = run("resolve", *example_args(connection=write(tmp_path, "c.json", connection)), "--now", NOW,
+                 "--require", "chess.play")
+    assert result.exit_code == 0, result.stdout + result.stderr
+
+
+def test_a_trace_given_as_an_engagement_is_still_bad_input(tmp_path):
+    trace = b'{"seq":1,"kind":"task.submitted","content":{"requirements":{}}}\n'
+    result = run("resolve", *example_args(engagement=write(tmp_path, "t.jsonl", trace)), "--now", NOW)
+    assert result.exit_code == 2 and "looks like a trace" in result.stderr
+
+
+def test_a_key_id_given_twice_is_bad_input(tmp_path):
+    first = write(tmp_path, "k1.txt", public_key_text(generate_private_key()).encode())
+    second = write(tmp_path, "k2.txt", public_key_text(generate_private_key()).encode())
+    result = run("resolve", *example_args(), "--now", NOW, "--key", f"ops={first}", "--key", f"ops={second}")
+    assert result.exit_code == 2 and "--key ops: given twice; one key per key id" in result.stderr

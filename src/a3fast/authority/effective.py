@@ -17,6 +17,7 @@ from .catalog import Catalog
 from .documents import Connection, Rule, RuntimePolicy
 from .engagement import EngagementCheck, verify_engagement
 from .times import DEFAULT_SKEW_SECONDS, check_skew, current_instant, format_instant, to_micros
+from .vocabulary import VocabularyView, parse_capability_ref
 
 __all__ = ["GRANTED", "CONFIRM", "DENIED", "Grant", "RuntimeOutcome", "apply_policy", "Authority",
            "is_revoked", "effective_authority"]
@@ -70,7 +71,10 @@ class Authority:
 
     def __init__(self, catalog: Catalog, connection: Connection, engagement: EngagementCheck,
                  runtime: RuntimeOutcome, revoked: bool) -> None:
-        vocabulary = catalog.vocabulary
+        # its own view of the catalogue's vocabulary: the connection's and engagement's keys new
+        # to it are interned in the view, so this authority's counts and lists, and every other
+        # authority's over the same catalogue, stay what they were when made
+        vocabulary = self.vocabulary = VocabularyView(catalog.vocabulary)
         self.catalog = catalog
         self.connection = connection
         self.engagement = engagement
@@ -91,23 +95,35 @@ class Authority:
         return self.granted | self.confirm
 
     def __contains__(self, key: object) -> bool:
-        cid = self.catalog.vocabulary.get(key) if isinstance(key, str) else None
+        cid = self.vocabulary.get(key) if type(key) is str else None
+        if cid is None:
+            ref = parse_capability_ref(key)
+            cid = self.vocabulary.get(ref) if ref is not None else None
         return cid is not None and (self.effective >> cid) & 1 == 1
 
     def keys(self, status: str = GRANTED) -> list[str]:
         bits = {GRANTED: self.granted, CONFIRM: self.confirm}.get(status)
         if bits is None:
             raise ValueError(f"status {status!r}: expected {GRANTED!r} or {CONFIRM!r}")
-        return self.catalog.vocabulary.keys(bits)
+        return self.vocabulary.keys(bits)
 
     def counts(self) -> dict[str, int]:
         granted, confirm = self.granted.bit_count(), self.confirm.bit_count()
         return {GRANTED: granted, CONFIRM: confirm,
-                DENIED: len(self.catalog.vocabulary) - granted - confirm}
+                DENIED: len(self.vocabulary) - granted - confirm}
 
     def grant(self, key: str) -> Grant:
-        """The standing of one capability and every reason for it, boundary by boundary."""
-        cid = self.catalog.vocabulary.get(key)
+        """The standing of one capability and every reason for it, boundary by boundary. `key` is
+        a capability reference, `"<id>"` (major version 1) or `"<id>/<major>"`; the Grant names it
+        by its canonical key (ValueError for one that is no reference)."""
+        vocabulary = self.vocabulary
+        cid = vocabulary.get(key) if type(key) is str else None     # its keys are canonical
+        if cid is None:
+            ref = parse_capability_ref(key)
+            if ref is None:
+                raise ValueError(f"capability: expected a reference '<id>' or '<id>/<major>', found {key!r}")
+            key = ref
+            cid = vocabulary.get(key)
         bit = 0 if cid is None else 1 << cid
         denied = self._denials(bit)
         if denied:
@@ -117,8 +133,9 @@ class Authority:
 
     def grants(self) -> Iterator[Grant]:
         """Every capability the vocabulary knows, in the order it was first seen."""
-        for cid in range(len(self.catalog.vocabulary)):
-            yield self.grant(self.catalog.vocabulary.key(cid))
+        vocabulary = self.vocabulary
+        for cid in range(len(vocabulary)):
+            yield self.grant(vocabulary.key(cid))
 
     def _denials(self, bit: int) -> list[R.Reason]:
         out = []
@@ -177,7 +194,8 @@ def effective_authority(catalog: Catalog, connection: Connection, engagement: An
                         now: datetime | str | None = None,
                         skew_seconds: int = DEFAULT_SKEW_SECONDS) -> Authority:
     """connection ∩ engagement ∩ runtime at `now`. `engagement` is a descriptor as received (any
-    JSON value; it is verified here) or an `EngagementCheck` already made at the same instant.
+    JSON value, or a parsed Engagement; it is verified here) or an `EngagementCheck`, which is made
+    again unless it was made for this connection at this instant with this skew.
     ValueError for a bad `now` or `skew_seconds` (see `verify_engagement`)."""
     now = current_instant(now)  # one instant for the descriptor and the revocation alike
     check_skew(skew_seconds)
@@ -186,6 +204,11 @@ def effective_authority(catalog: Catalog, connection: Connection, engagement: An
         if engagement.valid and checked is not None and checked.connection != connection.id:
             raise ValueError(f"this engagement check was made for connection {checked.connection!r},"
                              f" not {connection.id!r}")
+        if checked is not None and not engagement.made_for(connection, to_micros(now), skew_seconds):
+            # a check answers for one connection at one instant: reused at another (or for a
+            # connection trusting other keys, or paired with another experience) it is made again,
+            # so that an engagement expired since grants nothing
+            engagement = verify_engagement(checked.doc, connection, now=now, skew_seconds=skew_seconds)
     else:
         engagement = verify_engagement(engagement, connection, now=now, skew_seconds=skew_seconds)
     return Authority(catalog, connection, engagement, apply_policy(catalog, policy),

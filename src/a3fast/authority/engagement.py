@@ -7,7 +7,7 @@ grants nothing; `verify_engagement` says which, as values (portable-authority "2
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Mapping
 
@@ -55,6 +55,16 @@ class EngagementCheck:
 
     engagement: Engagement | None
     reasons: tuple[R.Reason, ...]
+    #: what it was checked against: the connection, the instant (epoch microseconds) and the clock
+    #: skew allowed, so that a check reused for another of them is made again (`effective_authority`)
+    against: Connection | None = field(default=None, compare=False, repr=False)
+    at: int | None = field(default=None, compare=False, repr=False)
+    skew_seconds: int | None = field(default=None, compare=False, repr=False)
+
+    def made_for(self, connection: Connection, at: int, skew_seconds: int) -> bool:
+        """Whether this check answers for `connection` at instant `at` with this skew."""
+        return (self.at == at and self.skew_seconds == skew_seconds
+                and (self.against is connection or self.against == connection))
 
     @property
     def valid(self) -> bool:
@@ -82,7 +92,8 @@ def _malformed(exc: SchemaError) -> EngagementCheck:
 
 def verify_engagement(descriptor: Any, connection: Connection, *, now: datetime | str | None = None,
                       skew_seconds: int = DEFAULT_SKEW_SECONDS) -> EngagementCheck:
-    """Check a descriptor (any JSON value) against the connection it claims to narrow, at `now`.
+    """Check a descriptor (any JSON value, or an Engagement parsed from one) against the connection
+    it claims to narrow, at `now`.
 
     Authenticity comes first: until the signature verifies, every other field is the sender's word,
     so a descriptor that fails it is reported for that alone. After it: the connection and the
@@ -95,6 +106,13 @@ def verify_engagement(descriptor: Any, connection: Connection, *, now: datetime 
     """
     at = now_micros(now)
     check_skew(skew_seconds)
+    return replace(_verified(descriptor, connection, at, skew_seconds), against=connection, at=at,
+                   skew_seconds=skew_seconds)
+
+
+def _verified(descriptor: Any, connection: Connection, at: int, skew_seconds: int) -> EngagementCheck:
+    if isinstance(descriptor, Engagement):      # parsed already: its document is what was signed
+        descriptor = descriptor.doc
     try:
         engagement = parse_engagement(descriptor)
     except SchemaError as exc:

@@ -18,7 +18,7 @@ __all__ = ["parse_instant", "format_instant", "to_micros", "now_micros", "curren
 DEFAULT_SKEW_SECONDS = 30
 
 _RFC3339 = re.compile(
-    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?"
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
     r"(?:([Zz])|([+-])([0-9]{2}):([0-9]{2}))")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
@@ -51,7 +51,9 @@ def parse_instant(text: object) -> datetime | None:
 def format_instant(instant: datetime) -> str:
     """RFC 3339 in UTC with `Z`, seconds always, a fraction only when there is one."""
     instant = instant.astimezone(timezone.utc)
-    text = instant.strftime("%Y-%m-%dT%H:%M:%S")
+    # written out rather than by strftime, whose %Y does not pad a year before 1000 to four digits
+    text = (f"{instant.year:04d}-{instant.month:02d}-{instant.day:02d}"
+            f"T{instant.hour:02d}:{instant.minute:02d}:{instant.second:02d}")
     if instant.microsecond:
         text += f".{instant.microsecond:06d}".rstrip("0")
     return text + "Z"

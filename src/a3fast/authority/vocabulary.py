@@ -16,7 +16,7 @@ from ..schema import IDENTIFIER, MAX_VERSION
 
 __all__ = [
     "OPERATIONS", "CONFIRMATIONS", "DEFAULT_VERSION", "capability_key", "parse_capability_ref",
-    "Vocabulary", "bits_to_ids",
+    "Vocabulary", "VocabularyView", "bits_to_ids",
 ]
 
 #: The portable operations: what a capability means, whatever the concrete tool is called.
@@ -94,3 +94,58 @@ class Vocabulary:
 
     def __len__(self) -> int:
         return len(self._keys)
+
+
+class VocabularyView:
+    """A vocabulary as it stood, extended for one use: the base's first `len(base)` keys keep their
+    ids, and keys new to it are interned here, after them, never in the base. An authority counts
+    and lists over its own view, so that what one connection brings never joins the vocabulary a
+    host's later resolutions (or one made earlier and still held) count over."""
+
+    __slots__ = ("_base", "_size", "_ids", "_keys")
+
+    def __init__(self, base: Vocabulary) -> None:
+        self._base = base
+        self._size = len(base)
+        self._ids: dict[str, int] = {}
+        self._keys: list[str] = []
+
+    def intern(self, key: str) -> int:
+        cid = self.get(key)
+        if cid is None:
+            cid = self._ids[key] = self._size + len(self._keys)
+            self._keys.append(key)
+        return cid
+
+    def get(self, key: str) -> int | None:
+        cid = self._base.get(key)
+        if cid is not None and cid < self._size:
+            return cid
+        return self._ids.get(key)
+
+    def key(self, cid: int) -> str:
+        return self._base.key(cid) if cid < self._size else self._keys[cid - self._size]
+
+    def bits(self, keys: Iterable[str]) -> int:
+        """The bitset of `keys`, interning here any the view does not hold (`intern`, inlined: an
+        engagement lists thousands)."""
+        out = 0
+        base, size, ids, added = self._base._ids, self._size, self._ids, self._keys
+        for key in keys:
+            cid = base.get(key)
+            if cid is None or cid >= size:
+                cid = ids.get(key)
+                if cid is None:
+                    cid = ids[key] = size + len(added)
+                    added.append(key)
+            out |= 1 << cid
+        return out
+
+    def keys(self, bits: int) -> list[str]:
+        return [self.key(i) for i in bits_to_ids(bits)]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key) is not None
+
+    def __len__(self) -> int:
+        return self._size + len(self._keys)

@@ -31,8 +31,14 @@ def _documents(path: str, parse, what: str) -> tuple:
         raise BadInput.from_error(exc, path) from None
 
 
+#: Kinds a single authority document may be sniffed as and still be read: a descriptor may carry
+#: members of its own (kept and ignored), so one with a `v` and an `agent` object reads like a
+#: declaration, one with only `capabilities` like requirements; its own reader says what it is.
+_LOOKALIKES = ("declarations", "requirements")
+
+
 def _document(path: str, parse, what: str) -> Any:
-    require_kind(path, what)
+    require_kind(path, what, *_LOOKALIKES)
     try:
         return parse(read_json(path))
     except SchemaError as exc:
@@ -49,6 +55,9 @@ def _trust(connection, keys: tuple[str, ...]):
             continue
         if kid in connection.keys:
             bad.append(f"--key {kid}: the connection already trusts a key with this id")
+            continue
+        if kid in extra:        # one key per key id, as a connection's own keys are
+            bad.append(f"--key {kid}: given twice; one key per key id")
             continue
         try:
             extra[kid] = load_public_key(read_bytes(path))
@@ -163,7 +172,7 @@ def resolve(contracts_path, mappings_path, skills_path, connection_path, engagem
     skills = _documents(skills_path, parse_skills, "skills")
     connection = _trust(_document(connection_path, parse_connection, "a connection"), keys)
     policy = _document(policy_path, parse_policy, "a policy")
-    require_kind(engagement_path, "an engagement")
+    require_kind(engagement_path, "an engagement", *_LOOKALIKES)
     engagement = read_json(engagement_path)
     known = {skill.id for skill in skills}
     unknown = [s for s in dict.fromkeys(required) if s not in known]
