@@ -136,7 +136,7 @@ def test_an_annotation_change_is_reflected_in_the_next_filter(api, tmp_path):
         assert passed == ["n-1"] and unresolvable == {"n-2": "clearance:orders.read"}
 
 
-def test_a_bad_object_next_to_good_ones_is_reported_and_keeps_its_last_good_declaration(api, tmp_path):
+def test_a_bad_object_next_to_good_ones_is_reported_and_declares_no_agent_until_fixed(api, tmp_path):
     api.put_many(NODES, [node("n-1", declared("n-1")), node("n-bad", text="{not json"),
                          node("n-2", declared("n-2"))])
     api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha")))
@@ -145,7 +145,8 @@ def test_a_bad_object_next_to_good_ones_is_reported_and_keeps_its_last_good_decl
     with client:
         until("synced", lambda: ready(client))
         assert fleet_names(client) == ["alpha", "n-1", "n-2"]
-        # alpha turns invalid: reported, and its last good declaration stays served
+        # alpha turns invalid: reported, and no longer served, as a replica started now would not
+        # serve it
         api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha", residency="eu")))
         until("three problems", lambda: len(watch_status(client)["problems"]) == 3)
         problems = {p["object"]: p for p in watch_status(client)["problems"]}
@@ -153,8 +154,8 @@ def test_a_bad_object_next_to_good_ones_is_reported_and_keeps_its_last_good_decl
         assert problems["Node n-bad"]["problem"].startswith("metadata.annotations[a3.dev/declaration]: "
                                                             "expected a declaration as JSON")
         assert problems["AgentDeclaration team-a/alpha"]["problem"].startswith("spec.residency: expected")
-        assert fleet_names(client) == ["alpha", "n-1", "n-2"]
-        assert client.get("/v1/agents/alpha").json()["declaration"]["residency"] == ["eu"]
+        until("alpha leaves", lambda: fleet_names(client) == ["n-1", "n-2"])
+        assert client.get("/v1/agents/alpha").status_code == 404
         # an Event on each bad object, once per problem, built as the API server reads it
         until("three events", lambda: len(api.events) == 3)
         events = [ApiClient().deserialize(orjson.dumps(e).decode(), "CoreV1Event", "application/json") for e in api.events]
@@ -310,6 +311,8 @@ def test_replicas_answer_a_recorded_sequence_of_filters_identically(api, tmp_pat
     api.put_many(NODES, [node(f"n-{k}", declared(f"n-{k}", clearances=["orders.read"] if k % 2 else
                                                   ["orders.read", "customers.read"])) for k in range(6)])
     api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha")))
+    # a Node declares alpha too (without the clearance the pods need): the AgentDeclaration wins
+    api.put(NODES, node("alpha", declared("alpha", namespace="nodes", clearances=["customers.read"])))
     replicas = []
     for k in range(2):
         (tmp_path / f"r{k}").mkdir()
@@ -318,14 +321,19 @@ def test_replicas_answer_a_recorded_sequence_of_filters_identically(api, tmp_pat
         until("synced", lambda: ready(a) and ready(b))
         api.delete(NODES, "n-0")
         api.put(NODES, node("n-0", declared("n-0")))            # back, with another declaration
-        rv = api.put(NODES, node("n-3", declared("n-3", residency=["us"])))
+        api.put(NODES, node("n-3", declared("n-3", residency=["us"])))
+        # objects that turn invalid declare nothing on a replica that saw them valid, as on one
+        # started after: n-1 leaves, and alpha passes to the Node that also declares it
+        rv_declarations = api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha", residency="eu")))
+        rv = api.put(NODES, node("n-1", text="{broken"))
         (tmp_path / "r2").mkdir()
         late_app, late = serving(api, tmp_path / "r2")
         with late:
             clients = [a, b, late]
 
             def applied(c):
-                return watch_status(c)["collections"][0]["resource_version"] == str(rv)
+                versions = {v["collection"]: int(v["resource_version"] or 0) for v in watch_status(c)["collections"]}
+                return versions["nodes"] >= rv and versions["agentdeclarations"] >= rv_declarations
             until("every replica applied the changes", lambda: all(ready(c) and applied(c) for c in clients))
             offered = [node(n) for n in ["n-5", "n-4", "n-3", "n-2", "n-1", "n-0", "alpha", "gpu-1"]]
             sequence = [(f"u-{k}", pod(SECTION_10_TASK, uid=f"u-{k}"), offered[k % 3:]) for k in range(6)]
@@ -342,6 +350,8 @@ def test_replicas_answer_a_recorded_sequence_of_filters_identically(api, tmp_pat
                 answers.append(seen)
             assert answers[0] == answers[1] == answers[2]
             assert b'"n-3":"residency:eu"' in answers[0][0][0]
+            assert b'"n-1":"not an agent of the a3fast fleet"' in answers[0][0][0]
+            assert b'"alpha":"clearance:orders.read"' in answers[0][0][0]
     # each replica wrote its own trace; `a3fast verify` takes them all at once
     import subprocess
     import sys

@@ -479,16 +479,20 @@ class KubeWatch:
         key = claim.key
         self.claims[key] = claim
         touched: set[str] = set()
-        if claim.problem is not None:
-            self.problems[key] = {"object": _describe(key), "reason": "InvalidDeclaration",
-                                  "problem": claim.problem, "at": _now(), "ref": claim.ref}
-            metrics.K8S_EVENTS.labels(key[0], "invalid").inc()
-            return touched            # the last good declaration, if any, stays served
-        self.problems.pop(key, None)
+        # an object declares what it declares now: one that turns invalid declares no agent, so its
+        # name leaves the fleet (or passes to the next object that declares it), as on a replica
+        # that never saw it valid; keeping its last good declaration would make replicas' answers
+        # depend on what each happened to see
         old = self.good.pop(key, None)
         if old is not None and old.name is not None:
             self.claimants.get(old.name, set()).discard(key)
             touched.add(old.name)
+        if claim.problem is not None:
+            self.problems[key] = {"object": _describe(key), "reason": "InvalidDeclaration",
+                                  "problem": claim.problem, "at": _now(), "ref": claim.ref}
+            metrics.K8S_EVENTS.labels(key[0], "invalid").inc()
+            return touched
+        self.problems.pop(key, None)
         if claim.declaration is not None:
             assert claim.name is not None  # a declaration names its agent
             self.good[key] = claim

@@ -243,6 +243,6 @@ K8S_REQUESTS = Counter("a3fast_k8s_requests_total",
                        ["kind", "request"])
 K8S_EVENTS = Counter("a3fast_k8s_events_total",
                      "What the watch applied, by kind and result: replace (a full list), put, delete, invalid "
-                     "(an object that is not a valid declaration; its last good one is kept).", ["kind", "result"])
+                     "(an object that is not a valid declaration: it declares no agent until it is fixed).", ["kind", "result"])
 K8S_INVALID = Gauge("a3fast_k8s_invalid_objects",
                     "Objects whose declaration is invalid or conflicts with another's now (listed under /v1/watch).")
