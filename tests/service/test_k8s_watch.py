@@ -3,7 +3,9 @@ listed and watched over the API server's wire format (tests/k8s_api_server.py), 
 from the official client's models."""
 from __future__ import annotations
 
+import asyncio
 import copy
+import threading
 
 import jsonschema
 import orjson
@@ -90,6 +92,41 @@ def test_ready_only_once_the_first_list_is_applied(api, tmp_path):
         until("synced", lambda: ready(client))
         api.slow = 0.0
         assert fleet_names(client) == ["n-1"]
+
+
+class HeldEvents(FakeApiServer):
+    """An API server whose Events endpoint answers only once the test lets it."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.release = threading.Event()
+
+    async def _answer(self, method, target, body, writer):
+        if method == "POST" and target.split("?")[0].endswith("/events"):
+            while not self.release.is_set():
+                await asyncio.sleep(0.02)
+        return await super()._answer(method, target, body, writer)
+
+
+def test_readiness_and_the_watch_do_not_wait_for_events_to_be_posted(tmp_path):
+    # an Event is a courtesy: invalid objects in the first list are reported, but neither the
+    # service's readiness nor the next change waits for the Events endpoint
+    api = HeldEvents(bookmark_every=0.3)
+    api.start()
+    try:
+        api.put_many(NODES, [node("n-1", declared("n-1"))] + [node(f"bad-{k}", text="{not json") for k in range(4)])
+        app, client = serving(api, tmp_path)
+        with client:
+            until("synced", lambda: ready(client))
+            assert api.events == [] and fleet_names(client) == ["n-1"]
+            api.put(NODES, node("n-2", declared("n-2")))
+            until("the next change", lambda: fleet_names(client) == ["n-1", "n-2"])
+            assert api.events == []
+            api.release.set()
+            until("every event posted", lambda: len(api.events) == 4)
+    finally:
+        api.release.set()
+        api.close()
 
 
 def test_the_fleet_follows_add_modify_delete_in_order(api, tmp_path):

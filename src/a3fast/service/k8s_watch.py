@@ -248,10 +248,10 @@ class KubeWatch:
                                  for ns in dict.fromkeys(config.namespaces)]
         else:
             self.collections.append(Collection("agentdeclarations", "AgentDeclaration", read_declaration_object))
-        #: per object: its latest claim; per object: the last claim that held a declaration
+        #: per object: its latest claim; per object: that claim, when it holds a declaration
         self.claims: dict[tuple[str, str, str], Claim] = {}
         self.good: dict[tuple[str, str, str], Claim] = {}
-        #: agent name -> objects whose last good declaration names it
+        #: agent name -> objects whose declaration names it
         self.claimants: dict[str, set[tuple[str, str, str]]] = {}
         #: agent name -> the object whose declaration the fleet serves
         self.served: dict[str, tuple[str, str, str]] = {}
@@ -260,6 +260,9 @@ class KubeWatch:
         self._posted: dict[tuple[str, str, str], str] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        #: posts the Events on a thread of its own, in order: an Event is a courtesy, and a slow
+        #: Events endpoint must hold back neither a reflector nor the first list's readiness
+        self._poster: concurrent.futures.ThreadPoolExecutor | None = None
         self._watches: set[Any] = set()
         self._lock = threading.Lock()
         #: one batch applied at a time: a batch yields to the loop between slices of its puts, and
@@ -279,6 +282,7 @@ class KubeWatch:
             self.client_configuration = await loop.run_in_executor(None, load_client_configuration,
                                                                    self.config.kubeconfig)
         self._stop.clear()
+        self._poster = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="a3fast-k8s-events")
         self.running = True
         metrics.K8S_WATCH_RUNNING.set(1)
         self._threads = [threading.Thread(target=self._reflect, args=(c, loop), daemon=True,
@@ -298,6 +302,8 @@ class KubeWatch:
         self.running = False
         metrics.K8S_WATCH_RUNNING.set(0)
         self._stop.set()
+        if self._poster is not None:        # Events not posted yet are dropped: they are a courtesy
+            self._poster.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             watches = list(self._watches)
         for w in watches:
@@ -427,7 +433,7 @@ class KubeWatch:
 
     def _deliver(self, loop, c: Collection, batch) -> None:
         """Apply a batch on the event loop and wait for it (so batches apply in the order received),
-        then post the Events it calls for from this thread."""
+        then hand the Events it calls for to the poster's thread, without waiting for them."""
         if self._stop.is_set():
             return
         future = asyncio.run_coroutine_threadsafe(self.apply(c, batch), loop)
@@ -441,8 +447,12 @@ class KubeWatch:
                 if self._stop.is_set() or time.monotonic() > deadline:
                     future.cancel()
                     raise
-        if posts and self.config.events:
-            self._post_events(c, posts)
+        poster = self._poster
+        if posts and self.config.events and poster is not None:
+            try:
+                poster.submit(self._post_events, c, posts)
+            except RuntimeError:        # shut down: the watch is stopping
+                pass
 
     # -- applying (on the event loop) --------------------------------------------------------------
     async def apply(self, c: Collection, batch) -> list[tuple[dict[str, Any], str, str]]:
@@ -567,7 +577,7 @@ class KubeWatch:
                 due.append((found["ref"], found["reason"], found["problem"]))
         return due
 
-    # -- Events (on the reflector's thread) --------------------------------------------------------
+    # -- Events (on the poster's thread) ----------------------------------------------------------
     def _post_events(self, c: Collection, posts) -> None:
         from kubernetes import client
         from kubernetes.client.rest import ApiException
