@@ -275,3 +275,36 @@ def test_a_recorded_answer_survives_a_restart_and_holds_no_session(tmp_path):
         assert decisions(client, "u-restart") == [(["order-analyst", "summariser"], "order-analyst")]
         assert not client.app.state.service.fleet.holds_session("order-analyst", "s-restart")
         assert client.post("/v1/verify", content=before).json()["valid"]
+
+
+# -- the Nodes mode's edges -------------------------------------------------------------------------
+def test_nodes_mode_names_an_unnamed_agent_after_its_node_as_the_watch_does(served):
+    # the annotation of docs/kubernetes.md leaves the agent's name out: it is the node's
+    declaration = {k: v for k, v in SECTION_10_AGENTS[0].items() if k != "agent"}
+    declaration["agent"] = {"namespace": SECTION_10_AGENTS[0]["agent"]["namespace"]}
+    offered = [node("gpu-node-1", declaration), node("gpu-node-2", {**declaration, "agent": {
+        "name": "another", "namespace": "support"}})]
+    passed, _, unresolvable = nodes_client(served).filter(pod(SECTION_10_TASK, uid="u-unnamed"), offered)
+    assert [n["metadata"]["name"] for n in passed] == ["gpu-node-1"]
+    assert unresolvable == {"gpu-node-2": "a3.dev/declaration declares agent 'another', not 'gpu-node-2'"}
+    assert decisions(served, "u-unnamed") == [(["gpu-node-1"], "gpu-node-1")]
+
+
+def test_nodes_mode_refuses_a_node_offered_twice(served):
+    other = {**SECTION_10_AGENTS[0], "agent": {**SECTION_10_AGENTS[0]["agent"], "namespace": "other"}}
+    items = [AGENT_NODES[0], node("order-analyst", other)]
+    for verb in ("filter", "prioritize"):
+        r = served.post(f"/k8s/{verb}", json={"Pod": pod(SECTION_10_TASK), "Nodes": {"metadata": {}, "items": items}})
+        assert r.status_code == 400, (verb, r.text)
+        assert r.json()["problems"][0]["path"] == "$.Nodes.items[1].metadata.name"
+        assert "again (first at $.Nodes.items[0])" in r.json()["problems"][0]["found"]
+
+
+def test_a_filter_refused_for_a_node_go_would_not_decode_leaves_no_record(served):
+    echoed = node("order-analyst", SECTION_10_AGENTS[0])
+    echoed["metadata"]["annotations"]["other"] = 5        # annotations are strings in Go's ObjectMeta
+    before = len(trace(served))
+    r = served.post("/k8s/filter", json={"Pod": pod(SECTION_10_TASK, uid="u-400"),
+                                         "Nodes": {"metadata": {}, "items": [echoed]}})
+    assert r.status_code == 400
+    assert len(trace(served)) == before and decisions(served, "u-400") == []

@@ -51,6 +51,7 @@ import orjson
 from ..engines import NATIVE_AVAILABLE, engine_module
 from ..errors import A3Error, SchemaError
 from ..fleet import Fleet
+from ..interop.kubernetes import fill_agent
 from ..record.write import placement_records
 from ..schema import parse_declaration, parse_requirements
 from .prepared import PreparedRequirements
@@ -341,7 +342,7 @@ class Extender:
         self.state = state
         # one worker: the Nodes-mode fleets it keeps are used by one thread at a time
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="a3fast-k8s")
-        self._declarations: dict[str, Any] = {}          # annotation text -> Declaration or why not
+        self._declarations: dict[tuple[str, str], Any] = {}   # (annotation text, node) -> Declaration or why not
         self._node_fleet: tuple[Any, Fleet] | None = None  # (key, fleet) of the last Nodes offer
         self._recorded: OrderedDict[str, bytes] = OrderedDict()   # pod uid -> digest of its last record
         self._live_names: tuple[Any, frozenset[str]] | None = None
@@ -403,23 +404,25 @@ class Extender:
 
     # -- the Nodes mode: each node's declaration annotation (in the worker thread) -----------------
     def _declaration(self, text: Any, name: str):
-        """The node's Declaration, or why it is not an agent (cached by annotation text)."""
+        """The node's Declaration, or why it is not an agent (cached by annotation text and node
+        name). An agent without a name is named as the node, as the watch reads a Node."""
         if not isinstance(text, str):
             return f"node has no {DECLARATION_ANNOTATION} annotation"
-        found = self._declarations.get(text)
+        found = self._declarations.get((text, name))
         if found is None:
             try:
                 doc = orjson.loads(text)
                 if not isinstance(doc, dict):
                     raise ValueError("not a JSON object")
                 check_bounds(doc)
+                doc, _, _ = fill_agent(doc, {"name": name}, None)
                 found = parse_declaration(doc)
             except (ValueError, A3Error) as exc:
                 first = exc.lines()[0] if isinstance(exc, SchemaError) else str(exc)
                 found = f"{DECLARATION_ANNOTATION} is not a valid declaration: {first}"
             if len(self._declarations) >= DECLARATION_CACHE:
                 self._declarations.clear()
-            self._declarations[text] = found
+            self._declarations[(text, name)] = found
         if isinstance(found, str):
             return found
         if found.agent.name != name:
@@ -432,8 +435,12 @@ class Extender:
         names: list[str] = []
         decls: list[Any] = []
         unusable: dict[str, str] = {}
+        at: dict[str, int] = {}
         for k, raw in enumerate(items):
             name, text = _node_meta(raw, k)
+            if at.setdefault(name, k) != k:     # one agent a name: kube-scheduler offers a node once
+                raise BadArgs(f"$.Nodes.items[{k}].metadata.name", "a node offered once",
+                              f"{name!r} again (first at $.Nodes.items[{at[name]}])")
             found = self._declaration(text, name)
             names.append(name)
             if isinstance(found, str):
@@ -510,9 +517,11 @@ class Extender:
             task = _task(args.pod)
             recorded = self._recorded.get(task["id"]) if task["id"] is not None else None
             decision, digest = await self._off_loop(self._decide_nodes, requirements, items, task, recorded)
+            # the answer first (it refuses nodes Go would not decode): a filter is recorded only
+            # once it has an answer to give
+            body = await self._off_loop(_nodes_result, decision.passed, decision.unresolvable)
             async with self.state.applying:          # its record after any batch under way
                 self._record(args.pod, decision, digest, recorded)
-            body = await self._off_loop(_nodes_result, decision.passed, decision.unresolvable)
         await self.state.durable()
         return body
 
