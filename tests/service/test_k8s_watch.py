@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import threading
+import time
 
 import jsonschema
 import orjson
@@ -20,7 +21,7 @@ from starlette.testclient import TestClient  # noqa: E402
 from a3fast.service.app import create_app  # noqa: E402
 from a3fast.service.openapi import load_schema  # noqa: E402
 from a3fast.service.config import ServiceConfig  # noqa: E402
-from k8s_api_server import DECLARATIONS, NODES, FakeApiServer  # noqa: E402
+from k8s_api_server import DECLARATIONS, NODES, FakeApiServer, _status  # noqa: E402
 from k8s_extender_client import ExtenderClient, serialise  # noqa: E402
 from service_process import SECTION_10_AGENTS, SECTION_10_TASK  # noqa: E402
 from waiting import until  # noqa: E402
@@ -244,6 +245,34 @@ def test_the_server_killed_and_restarted_mid_watch(api, tmp_path):
         nodes = next(c for c in status if c["collection"] == "nodes")
         assert nodes["relists_after_gone"] >= 1 and nodes["lists"] >= 2 and nodes["failures"] >= 1
         assert ready(client)
+
+
+class AlwaysGone(FakeApiServer):
+    """An API server whose every watch answers 410 Gone (a list older than its watch cache)."""
+
+    async def _watch(self, writer, resource, namespace, query):
+        await self._write(writer, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                  b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+        await self._chunk(writer, {"type": "ERROR", "object": _status(410, "Expired", "too old resource version")})
+        await self._write(writer, b"0\r\n\r\n")
+
+
+def test_a_watch_that_keeps_answering_gone_is_listed_again_with_backoff(tmp_path):
+    # every 410 lists again, but after a backoff that doubles (0.4-0.8 s, 0.8-1.6 s, 1.6-3.2 s...):
+    # in 3 s a handful of lists a collection, not hundreds
+    api = AlwaysGone()
+    api.start()
+    try:
+        api.put(NODES, node("n-1", declared("n-1")))
+        app, client = serving(api, tmp_path)
+        with client:
+            until("synced", lambda: ready(client))
+            time.sleep(3.0)
+            nodes = next(c for c in watch_status(client)["collections"] if c["collection"] == "nodes")
+            assert 1 <= nodes["relists_after_gone"] <= 6 and nodes["lists"] <= 7, nodes
+            assert fleet_names(client) == ["n-1"]
+    finally:
+        api.close()
 
 
 def test_a_watch_resumes_from_its_resource_version_after_a_dropped_connection(api, tmp_path):

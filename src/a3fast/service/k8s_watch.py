@@ -331,7 +331,13 @@ class KubeWatch:
                 delay = self.config.backoff          # a watch that ended normally: resume at once
             except _Gone:
                 c.relists_gone += 1
-                c.resource_version = None            # list again, at once
+                c.resource_version = None            # list again, after the backoff: a watch that
+                # keeps answering 410 (a list older than the watch cache, say) must not make this a
+                # loop of full lists; a list and watch that end normally reset it (client-go's
+                # reflector backs off between every ListAndWatch alike)
+                log.info("watch of %s: 410 Gone; listing again in about %.1f s", c.label, delay)
+                self._stop.wait(delay * (0.5 + random.random() / 2))
+                delay = min(MAX_BACKOFF, delay * 2)
             except Exception as exc:  # any failure of one request: reported, backed off, retried
                 if self._stop.is_set():
                     break
