@@ -308,3 +308,53 @@ def test_a_filter_refused_for_a_node_go_would_not_decode_leaves_no_record(served
                                          "Nodes": {"metadata": {}, "items": [echoed]}})
     assert r.status_code == 400
     assert len(trace(served)) == before and decisions(served, "u-400") == []
+
+
+# -- many NodeNames: the fleet changing while the names are worked on off the event loop ------------
+@pytest.mark.parametrize("slowed", ["_split_in_slices", "_answer_in_slices"])
+def test_an_agent_that_leaves_while_many_names_are_worked_on_is_never_passed_undecided(monkeypatch, slowed):
+    # more names than one slice, so the filter splits them and writes its answer on the worker
+    # thread; the agent is deleted on the event loop meanwhile, as the watch deletes one
+    import asyncio
+    import time
+
+    import a3fast.service.k8s as k8s
+    from a3fast.schema import parse_declaration
+    from a3fast.service.state import ServiceState
+
+    real = getattr(k8s, slowed)
+
+    def slow(*args):
+        found = real(*args)
+        time.sleep(0.3)
+        return found
+
+    monkeypatch.setattr(k8s, slowed, slow)
+    names = ["order-analyst"] + [f"n-{k}" for k in range(k8s.SLICE + 10)]
+    body = orjson.dumps({"Pod": pod(SECTION_10_TASK, uid="u-race"), "NodeNames": names})
+
+    async def race():
+        state = ServiceState()
+        state.open()
+        extender = k8s.Extender(state)
+        try:
+            state.put_agents([parse_declaration(a) for a in SECTION_10_AGENTS])
+            filtering = asyncio.create_task(extender.filter(body))
+            await asyncio.sleep(0.1)
+            async with state.applying:
+                state.delete_agent("order-analyst")
+            answer = orjson.loads(await filtering)
+            scores = orjson.loads(await extender.prioritize(body))
+            return answer, scores
+        finally:
+            extender.close()
+            state.close()
+
+    answer, scores = asyncio.run(race())
+    if slowed == "_split_in_slices":    # deleted before it was placed: not an agent
+        assert answer["NodeNames"] == []
+        assert answer["FailedAndUnresolvableNodes"]["order-analyst"] == "not an agent of the a3fast fleet"
+    else:                               # deleted after: the answer is the decision made, in full
+        assert answer["NodeNames"] == ["order-analyst"]
+    # prioritize does not take the filter's placement for a fleet that has changed since
+    assert {"Host": "order-analyst", "Score": 0} in scores

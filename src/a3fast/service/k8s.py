@@ -325,14 +325,16 @@ def _task(pod: _Object) -> dict[str, Any]:
 class _Decision:
     """One filter's answer: the placement, the offered nodes that failed and why, those that passed."""
 
-    __slots__ = ("placement", "unresolvable", "passed", "records", "compact")
+    __slots__ = ("placement", "unresolvable", "passed", "records", "compact", "fleet_at")
 
-    def __init__(self, placement, unresolvable: dict[str, str], passed: list, records=None, compact=False):
+    def __init__(self, placement, unresolvable: dict[str, str], passed: list, records=None, compact=False,
+                 fleet_at: tuple[int, int] | None = None):
         self.placement = placement
         self.unresolvable = unresolvable
         self.passed = passed           # names (NodeNames) or raw Node objects (Nodes)
         self.records = records         # spec records built off the event loop, or None
         self.compact = compact
+        self.fleet_at = fleet_at       # (the fleet's id, its generation) when placed, if not now
 
 
 class Extender:
@@ -395,12 +397,22 @@ class Extender:
         """_decide_names and the answer with its digest, for many names: all but the placement over
         the offered agents on the worker thread, in slices."""
         agents, strays = await self._off_loop(_split_in_slices, names, self._live())
+        # the fleet may have changed while the names were split (the loop answered meanwhile): the
+        # agents that left since are not agents now, checked in the same step as the placement,
+        # so no offered name is passed without being decided on
+        agents, gone = _NAMES.split_members(agents, self._live())
+        if gone:
+            strays.append(gone)
         p = self._ask_fleet(requirements, agents)
+        fleet = self.state.fleet
+        placed_at = (id(fleet), fleet.generation)
         failures: dict[str, str] = {}
         _failures(p, agents, failures)
         body, digest = await self._off_loop(_answer_in_slices, agents, strays, failures,
                                             orjson.dumps(requirements.doc), _choice(p))
-        return _Decision(p, failures, [], compact=True), body, digest
+        # the answer was written off the loop: the fleet it was decided on is the one prioritize
+        # may reuse it for, not the fleet by then
+        return _Decision(p, failures, [], compact=True, fleet_at=placed_at), body, digest
 
     # -- the Nodes mode: each node's declaration annotation (in the worker thread) -----------------
     def _declaration(self, text: Any, name: str):
@@ -563,7 +575,10 @@ class Extender:
         """A NodeNames filter's decision kept for the pod's prioritize, and recorded."""
         uid = _task(pod)["id"]
         if uid is not None:
-            self._asked[uid] = (self._asked_key(pod), decision.placement)
+            key = self._asked_key(pod)
+            if decision.fleet_at is not None:
+                key = (*decision.fleet_at, key[2])
+            self._asked[uid] = (key, decision.placement)
             self._asked.move_to_end(uid)
             while len(self._asked) > ASKED_PODS:
                 self._asked.popitem(last=False)
