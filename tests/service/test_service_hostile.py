@@ -86,6 +86,19 @@ def test_a_session_or_kind_no_record_could_carry_is_400_naming_it(server, value)
     assert server.client.get("/v1/trace").content == before
 
 
+def test_an_empty_record_form_is_400_not_taken_as_spec(server):
+    # "" names no form, in the body or the query (where `?record=` is a blank value); only a
+    # missing one means spec
+    before = server.client.get("/v1/trace").content
+    place = {"requirements": SECTION_10_TASK}
+    assert problems(server.client.post("/v1/place?record=", json=place), 400)[0]["path"] == "$.record"
+    assert problems(server.client.post("/v1/place", json={**place, "record": ""}), 400)[0]["path"] == "$.record"
+    batch = server.client.post("/v1/place?record=", json=[place])
+    assert batch.status_code == 200 and batch.json()[0]["status"] == 400
+    assert server.client.get("/v1/trace").content == before
+    assert server.client.post("/v1/place", json=place).status_code == 200
+
+
 def test_requirements_are_refused_at_their_paths_in_the_request(server):
     bad = {**SECTION_10_TASK, "capabilities": [{"name": "order.investigate", "version": True}]}
     alone = problems(server.client.post("/v1/place", json={"requirements": bad}), 400)

@@ -509,7 +509,7 @@ class Operations:
     def _place_request(self, body: Any) -> tuple[Any, str | None, Route | None, str]:
         """A place request's fields, checked, with its requirements parsed (ServiceError if not)."""
         if type(body) is PreparedPlace:         # its fields' types were checked as it was decoded
-            form = body.record or "spec"
+            form = "spec" if body.record is None else body.record      # "" is no form
             if form not in RECORD_FORMS:
                 raise ServiceError(400, [problem("$.record", self._forms_text, repr(form))])
             requirements = body.requirements
@@ -519,7 +519,8 @@ class Operations:
         requirements = _require(body, "requirements", dict, "a requirements document (§4)")
         session = _text(_optional(body, "session", str, "a session id"), "session", "a session id")
         route = self._route(body)
-        record = _optional(body, "record", str, self._forms_text) or "spec"
+        record = _optional(body, "record", str, self._forms_text)
+        record = "spec" if record is None else record
         if record not in RECORD_FORMS:
             raise ServiceError(400, [problem("$.record", self._forms_text, repr(record))])
         try:
