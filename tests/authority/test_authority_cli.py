@@ -213,10 +213,13 @@ def test_a_signed_engagement_with_members_of_its_own_is_read_whatever_it_looks_l
     path, trust = _trusted_signing(tmp_path, {"v": "1.0", "agent": {"name": "x", "namespace": "y"}})
     result = run("resolve", *example_args(engagement=path), *trust, "--now", NOW, "--require", "chess.play")
     assert result.exit_code == 0, result.stdout + result.stderr
-    # one that holds only capabilities reads like requirements: it is a malformed descriptor, an
-    # answer (exit 1), not bad input
-    result = run("resolve", *example_args(engagement=write(tmp_path, "caps.json", {"capabilities": ["a.b"]})),
-                 "--now", NOW, "--require", "chess.play")
+    # one that holds only capabilities is no descriptor, and reads like requirements: told so in one
+    # line, as any file of another kind (a malformed descriptor of no kind a3fast writes is an answer)
+    caps = write(tmp_path, "caps.json", {"capabilities": ["a.b"]})
+    result = run("resolve", *example_args(engagement=caps), "--now", NOW, "--require", "chess.play")
+    assert result.exit_code == 2 and result.stderr == f"a3fast: {caps} looks like requirements, not an engagement\n"
+    malformed = write(tmp_path, "m.json", {"capabilities": "all"})
+    result = run("resolve", *example_args(engagement=malformed), "--now", NOW, "--require", "chess.play")
     assert result.exit_code == 1 and "engagement: rejected, grants nothing: malformed descriptor" in result.stdout
     # and a connection with a `v` member is a connection
     connection = {**example("connection"), "v": "1.0", "agent": {"name": "x", "namespace": "y"}}

@@ -14,10 +14,12 @@ import click
 import orjson
 
 from ..authority import (DEFAULT_SKEW_SECONDS, Resolution, Resolver, load_public_key, parse_connection,
+                         parse_engagement,
                          parse_contracts, parse_mappings, parse_policy, parse_skills)
 from ..authority.times import current_instant, format_instant
 from ..errors import SchemaError
-from ..files import InputError, read_bytes, read_json, read_json_documents, require_kind
+from ..files import InputError, display_name, read_bytes, read_json, read_json_documents, require_kind
+from ..kinds import wrong_kind
 from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output
 
 
@@ -31,18 +33,36 @@ def _documents(path: str, parse, what: str) -> tuple:
         raise BadInput.from_error(exc, path) from None
 
 
-#: Kinds a single authority document may be sniffed as and still be read: a descriptor may carry
-#: members of its own (kept and ignored), so one with a `v` and an `agent` object reads like a
-#: declaration, one with only `capabilities` like requirements; its own reader says what it is.
+#: Kinds a single authority document may be sniffed as and still be one: a document may carry
+#: members of its own (kept and ignored), so a connection or descriptor with a `v` and an `agent`
+#: object reads like a declaration, one with only `capabilities` like requirements.
 _LOOKALIKES = ("declarations", "requirements")
 
 
 def _document(path: str, parse, what: str) -> Any:
-    require_kind(path, what, *_LOOKALIKES)
+    """One authority document, parsed (SchemaError: bad input naming the file). A file that looks
+    like declarations or requirements is read as `what` if it is one (`_one_of`)."""
+    doc = _one_of(path, parse, what)
     try:
-        return parse(read_json(path))
+        return parse(doc)
     except SchemaError as exc:
         raise BadInput.from_error(exc, path) from None
+
+
+def _one_of(path: str, parse, what: str) -> Any:
+    """The JSON document of `path`. One that looks like declarations or requirements is taken only
+    if `parse` takes it (a document may carry members of its own); otherwise, like any file of
+    another kind, it is told what it looks like, in one line."""
+    kind = require_kind(path, what, *_LOOKALIKES)
+    try:
+        doc = read_json(path)
+        if kind.name in _LOOKALIKES:
+            parse(doc)
+    except (InputError, SchemaError) as exc:
+        if kind.name in _LOOKALIKES:
+            raise InputError(wrong_kind(kind, (what,), display_name(path)) or str(exc)) from None
+        raise
+    return doc
 
 
 def _trust(connection, keys: tuple[str, ...]):
@@ -172,8 +192,8 @@ def resolve(contracts_path, mappings_path, skills_path, connection_path, engagem
     skills = _documents(skills_path, parse_skills, "skills")
     connection = _trust(_document(connection_path, parse_connection, "a connection"), keys)
     policy = _document(policy_path, parse_policy, "a policy")
-    require_kind(engagement_path, "an engagement", *_LOOKALIKES)
-    engagement = read_json(engagement_path)
+    # the descriptor as received: it is judged in the resolution (a malformed one is an answer)
+    engagement = _one_of(engagement_path, parse_engagement, "an engagement")
     known = {skill.id for skill in skills}
     unknown = [s for s in dict.fromkeys(required) if s not in known]
     if unknown:
