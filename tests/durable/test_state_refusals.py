@@ -132,14 +132,15 @@ def test_a_torn_tail_in_a_generation_before_the_last_refuses_to_start(tmp_path):
     assert f"{journal}: the last 6 bytes" in err and "a later generation follows" in err
 
 
-def test_a_state_directory_of_the_layout_before_generations_is_moved_and_keeps_everything(tmp_path):
-    """`snapshot` (format 3, naming a fleet snapshot file) and one `journal` become a checkpoint at
-    generation 1 and `journal.00000001`; the fleet, the trace and the journal's changes are kept."""
+def _old_layout(state: Path) -> None:
+    """A state directory of the layout before journal generations: a fleet of "kept" ("gone" was
+    removed), a trace of one record, and a journal that adds "later", holds "s" on "kept" and adds
+    "gone" again."""
+    import zlib
+
     from a3fast import Fleet
     from a3fast.durable.journal import encode_change
-    from a3fast.service.state import ServiceState
 
-    state = tmp_path / "old"
     state.mkdir()
     fleet = Fleet()
     fleet.add(decl("kept"))
@@ -148,13 +149,21 @@ def test_a_state_directory_of_the_layout_before_generations_is_moved_and_keeps_e
     fleet.save(state / "fleet.0123456789abcdef.a3snap")
     trace = b'{"seq":1}\n'
     (state / "trace.jsonl").write_bytes(trace)
-    import zlib
     (state / "snapshot").write_bytes(frame(orjson.dumps({
         "format": 3, "fleet": "fleet.0123456789abcdef.a3snap", "names": ["kept", "gone"], "outcomes": [],
         "sessions": [], "next_seq": 2, "trace_bytes": len(trace), "trace_tail_crc": zlib.crc32(trace)})))
     (state / "journal").write_bytes(frame(encode_change("put", decls=[decl("later")]))
                                     + frame(encode_change("hold", agent="kept", session="s"))
                                     + frame(encode_change("put", decls=[decl("gone")])))
+
+
+def test_a_state_directory_of_the_layout_before_generations_is_moved_and_keeps_everything(tmp_path):
+    """`snapshot` (format 3, naming a fleet snapshot file) and one `journal` become a checkpoint at
+    generation 1 and `journal.00000001`; the fleet, the trace and the journal's changes are kept."""
+    from a3fast.service.state import ServiceState
+
+    state = tmp_path / "old"
+    _old_layout(state)
     st = ServiceState(state, log=lambda message: None)
     st.open()
     try:
@@ -164,3 +173,31 @@ def test_a_state_directory_of_the_layout_before_generations_is_moved_and_keeps_e
         st.close()
     assert sorted(p.name for p in state.iterdir()) == ["checkpoint", "fleet.00000002.a3snap",
                                                        "journal.00000002", "trace.jsonl"]
+
+
+def test_the_move_to_journal_generations_stopped_at_any_step_is_finished_by_the_next_start(tmp_path):
+    """Killed before each filesystem step of a start that moves the old layout (and takes its first
+    checkpoint), in turn: the next start finishes the move and serves the same fleet."""
+    import os
+
+    from a3fast.service.state import ServiceState
+
+    expected = None
+    for stop_at in range(1, 40):
+        state = tmp_path / f"old-{stop_at}"
+        _old_layout(state)
+        env = {**os.environ, "A3FAST_STOP_AT_STEP": str(stop_at)}
+        run = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--stdio", "--state", str(state)],
+                             input="", capture_output=True, text=True, timeout=60, env=env)
+        if run.returncode == 0:
+            break       # the start took fewer steps than this: every step was stopped before
+        assert run.returncode == -9, (stop_at, run.returncode, run.stderr)
+        st = ServiceState(state, log=lambda message: None)
+        st.open()
+        try:
+            found = (st.fleet.names(), st.fleet.holds_session("kept", "s"), st.next_seq)
+        finally:
+            st.close()
+        assert found == (["kept", "gone", "later"], True, 2), stop_at
+        expected = found
+    assert expected is not None and stop_at > 3

@@ -590,6 +590,14 @@ def _upgrade_layout(statedir: StateDir) -> None:
     old_snapshot, old_journal = directory / _OLD_SNAPSHOT, directory / _OLD_JOURNAL
     if not old_snapshot.exists() and not old_journal.exists():
         return
+    if (statedir.path(CHECKPOINT).exists() and old_snapshot.exists() and not old_journal.exists()
+            and _upgraded_but_for(statedir)):
+        # stopped after the checkpoint was committed, before the old snapshot was removed: the
+        # move's last step is all that is left
+        old_snapshot.unlink()
+        fsync_directory(directory)
+        statedir.log(f"{directory}: moved to journal generations (journal.00000001, checkpoint)")
+        return
     if statedir.path(CHECKPOINT).exists() or (not old_snapshot.exists() and statedir.journal_path(1).exists()):
         raise StateError(f"{directory}: holds both the layout before journal generations ({old_snapshot.name}, "
                          f"{old_journal.name}) and today's; restore the state directory from a copy")
@@ -624,6 +632,17 @@ def _upgrade_layout(statedir: StateDir) -> None:
         old_snapshot.unlink()
         fsync_directory(directory)
     statedir.log(f"{directory}: moved to journal generations (journal.00000001, checkpoint)")
+
+
+def _upgraded_but_for(statedir: StateDir) -> bool:
+    """Whether the checkpoint is the one the move to journal generations commits (generation 1,
+    its snapshot and journal in place), so that only the old `snapshot` is left to remove."""
+    try:
+        checkpoint = statedir._read_checkpoint()
+    except StateError:
+        return False
+    return (checkpoint is not None and checkpoint["generation"] == 1
+            and (statedir.directory / checkpoint["fleet"]).exists() and statedir.journal_path(1).exists())
 
 
 def settle() -> None:
