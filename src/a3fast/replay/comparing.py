@@ -23,17 +23,22 @@ class Comparer:
     """Decides each placement on the fleet under test (`after`) and, in baseline mode, on the
     baseline fleet (`before`; None compares with the recorded decision), and makes its Verdict.
 
-    A change to a placement with a session is remembered per session: a later move of the same
-    session is a knock-on of it (`caused_by`) when the growth of the new agent's affinity lead over
-    the earlier agent decided it (`_decisive`; docs/replay.md, "What a change is attributed to").
-    Only a change is explained in full."""
+    A change to a placement with a session is remembered per session, by the agent it placed the
+    task on (on the fleet under test) and the agent it took the task from: a later move of the same
+    session is a knock-on of the latest such change that explains its agents' affinity — one that
+    placed the session on the new agent, whose affinity grew, or took it from the earlier agent,
+    whose affinity fell — when that growth decided it (`_decisive`; docs/replay.md, "What a change
+    is attributed to"). Only a change is explained in full."""
 
     def __init__(self, reader: Reader, after: Side, before: Side | None, route_name: str | None):
         self.reader = reader
         self.after = after
         self.before = before
         self.route_name = route_name
-        self.session_change: dict[str, int] = {}
+        #: per session: agent -> the seq of the latest change that placed the session's task on it
+        #: (on the fleet under test), and agent -> the latest that took it from it
+        self.moved_to: dict[str, dict[str, int]] = {}
+        self.moved_from: dict[str, dict[str, int]] = {}
 
     def verdict(self, recorded: Recorded) -> Verdict:
         route_name = self.route_name if self.route_name is not None else recorded.route
@@ -91,23 +96,44 @@ class Comparer:
         caused_by = None
         moved_by = kind == MOVED and before_fails is None     # both agents eligible after: scores decided
         if session is not None:
-            earlier = self.session_change.get(session)
-            if earlier is not None and moved_by and _decisive(AFFINITY, then_scores, now_scores, after_agent,
-                                                              before_agent, weights):
-                caused_by = earlier
-                if (_lead(AFFINITY, now_scores, after_agent, before_agent) or 0) > 0:
+            if moved_by and _decisive(AFFINITY, then_scores, now_scores, after_agent, before_agent, weights):
+                caused_by = self._knocked_on_by(session, then_scores, now_scores, after_agent, before_agent)
+                if caused_by is not None and (_lead(AFFINITY, now_scores, after_agent, before_agent) or 0) > 0:
                     decided_by = AFFINITY
-            self.session_change[session] = recorded.seq
+            if after_agent is not None:
+                self.moved_to.setdefault(session, {})[after_agent] = recorded.seq
+            if before_agent is not None:
+                self.moved_from.setdefault(session, {})[before_agent] = recorded.seq
         unrecorded = None
-        if a is None and moved_by and caused_by is None and decided_by in _UNRECORDED \
-                and _decisive(decided_by, then_scores, now_scores, after_agent, before_agent, weights):
-            unrecorded = _UNRECORDED[decided_by]
+        if a is None and moved_by and caused_by is None:
+            # what the trace does not record, when its growth decided the move: of the components
+            # that depend on it, the one whose lead grew the most
+            grown = [(_grew(c, then_scores, now_scores, after_agent, before_agent, weights), c) for c in _UNRECORDED
+                     if _decisive(c, then_scores, now_scores, after_agent, before_agent, weights)]
+            if grown:
+                unrecorded = _UNRECORDED[max(grown)[1]]
         task, namespace = self._named(recorded, before_agent, after_agent)
         return Verdict(recorded.seq, kind, before_agent, after_agent, after_p.requirements.doc, session,
                        route_name, decided_by=decided_by, before_fails=before_fails, scores_before=then_scores,
                        scores_after=now_scores, funnel_before=funnel_before, funnel_after=funnel_after,
                        task=task, namespace=namespace, caused_by=caused_by, unrecorded=unrecorded,
                        offered_new=offered_new)
+
+    def _knocked_on_by(self, session: str, then_scores: Mapping[str, Mapping[str, Any]],
+                       now_scores: Mapping[str, Mapping[str, Any]], winner: str | None,
+                       loser: str | None) -> int | None:
+        """The latest earlier change of `session` that explains the affinity the move's agents
+        gained or lost: one that placed the session on the new agent (whose affinity grew), or took
+        it from the earlier one (whose affinity fell); None when no change of the replay did."""
+        found = []
+        gained = _change(AFFINITY, then_scores, now_scores, winner)
+        lost = _change(AFFINITY, then_scores, now_scores, loser)
+        if winner is not None and (gained is None or gained > 0):
+            found.append(self.moved_to.get(session, {}).get(winner))
+        if loser is not None and lost is not None and lost < 0:
+            found.append(self.moved_from.get(session, {}).get(loser))
+        seqs = [seq for seq in found if seq is not None]
+        return max(seqs) if seqs else None
 
     def _named(self, recorded: Recorded, before: str | None, after: str | None) -> tuple[str | None, str | None]:
         task, namespace = recorded.identity()
@@ -167,6 +193,30 @@ def _lead(component: str, scores: Mapping[str, Mapping[str, Any]], winner: str |
     return mine - other
 
 
+def _change(component: str, then_scores: Mapping[str, Mapping[str, Any]],
+            now_scores: Mapping[str, Mapping[str, Any]], agent: str | None) -> float | None:
+    """How much `agent`'s `component` changed from the earlier decision to the later (None when
+    either decision holds no number for it)."""
+    if agent is None:
+        return None
+    then, now = then_scores.get(agent), now_scores.get(agent)
+    if then is None or now is None:
+        return None
+    before, after = then.get(component), now.get(component)
+    return after - before if number(before) and number(after) else None
+
+
+def _grew(component: str, then_scores: Mapping[str, Mapping[str, Any]],
+          now_scores: Mapping[str, Mapping[str, Any]], winner: str | None, loser: str | None,
+          weights: Mapping[str, float] | None) -> float:
+    """How much the winner's weighted lead on `component` grew (its lead now, when the earlier
+    decision holds none)."""
+    now = _lead(component, now_scores, winner, loser) or 0.0
+    then = _lead(component, then_scores, winner, loser)
+    weight = weights.get(component, 1.0) if weights is not None else 1.0
+    return (now - (then if then is not None else 0.0)) * weight
+
+
 def _decisive(component: str, then_scores: Mapping[str, Mapping[str, Any]],
               now_scores: Mapping[str, Mapping[str, Any]], winner: str | None, loser: str | None,
               weights: Mapping[str, float] | None) -> bool:
@@ -191,5 +241,9 @@ def _decisive(component: str, then_scores: Mapping[str, Mapping[str, Any]],
     if not number(total) or not number(other):
         return True
     margin = total - other - grew
-    return margin < 0 or (margin == 0 and winner > loser)
+    # the totals and the growth are sums of rounded products: a margin within rounding of 0 is a
+    # tie, which goes to the smaller name
+    if abs(margin) <= 1e-9 * max(1.0, abs(total), abs(other)):
+        return winner > loser
+    return margin < 0
 

@@ -8,6 +8,8 @@ a record of an unusual shape is read whole, the generic way, with the same resul
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import os
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -220,9 +222,9 @@ class Reader:
         self._requirements: dict[bytes, Requirements] = {}
         self._offered: dict[Any, tuple[int, tuple[str, ...]] | None] = {}
         self.snapshots = Snapshots()
-        #: the seq of the latest full placement of each (agent, matched predicates), for resumptions
-        #: that cite none (`_cited`)
-        self._placed: dict[tuple[str | None, tuple[str, ...]], int] = {}
+        #: the seq of the latest full placement of each (agent, session, matched predicates), for
+        #: resumptions that cite none (`_cited`), oldest first
+        self._placed: OrderedDict[tuple[str | None, str | None, tuple[str, ...]], int] = OrderedDict()
 
     def placements(self, items: Iterable[Any]) -> Iterator[Recorded]:
         submitted = None
@@ -240,18 +242,19 @@ class Reader:
                 yield recorded
 
     def _cited(self, recorded: Recorded) -> None:
-        """A full placement is remembered by its agent and matched predicates; a resumption that
-        cites no seq (§6 makes `recorded_in.seq` optional) is taken to resume the latest of them it
-        matches — the placement whose agent and matched requirements it goes back to, as
-        `Fleet.resume` writes it — so it follows that placement on each side. One that matches none
-        kept (or forgotten: at most PLACED_KEPT) resumes on its recorded agent."""
-        key = (recorded.agent, recorded.requirements.predicates)
+        """A full placement is remembered by its agent, session and matched predicates; a
+        resumption that cites no seq (§6 makes `recorded_in.seq` optional) is taken to resume the
+        latest of them it matches — the placement of its task whose agent and matched requirements
+        it goes back to, as `Fleet.resume` writes it — so it follows that placement on each side.
+        One that matches none kept (or forgotten: at most PLACED_KEPT) resumes on its recorded
+        agent."""
+        key = (recorded.agent, recorded.session, recorded.requirements.predicates)
         placed = self._placed
         if not recorded.resumed:
-            placed.pop(key, None)       # re-inserted last: the oldest is first to forget
             placed[key] = recorded.seq
+            placed.move_to_end(key)     # the oldest is first to forget
             if len(placed) > PLACED_KEPT:
-                del placed[next(iter(placed))]
+                placed.popitem(last=False)
         elif recorded.resumes is None:
             recorded.resumes = placed.get(key)
 
