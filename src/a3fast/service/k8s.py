@@ -396,16 +396,15 @@ class Extender:
     async def _filter_many_names(self, requirements, names: list[str]) -> tuple[_Decision, bytes, bytes]:
         """_decide_names and the answer with its digest, for many names: all but the placement over
         the offered agents on the worker thread, in slices."""
-        agents, strays = await self._off_loop(_split_in_slices, names, self._live())
-        # the fleet may have changed while the names were split (the loop answered meanwhile): the
-        # agents that left since are not agents now, checked in the same step as the placement,
-        # so no offered name is passed without being decided on
-        agents, gone = _NAMES.split_members(agents, self._live())
-        if gone:
-            strays.append(gone)
-        p = self._ask_fleet(requirements, agents)
-        fleet = self.state.fleet
-        placed_at = (id(fleet), fleet.generation)
+        # the names split and placed in the state's turn: no change lands between the split (off
+        # the loop, which answers other requests meanwhile) and the placement, and the placement
+        # never sees half of an update (a watch's batch yields between its slices), so every
+        # offered name is decided on the fleet of one moment
+        async with self.state.applying:
+            agents, strays = await self._off_loop(_split_in_slices, names, self._live())
+            p = self._ask_fleet(requirements, agents)
+            fleet = self.state.fleet
+            placed_at = (id(fleet), fleet.generation)
         failures: dict[str, str] = {}
         _failures(p, agents, failures)
         body, digest = await self._off_loop(_answer_in_slices, agents, strays, failures,
