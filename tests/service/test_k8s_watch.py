@@ -446,6 +446,27 @@ def test_serve_watch_k8s_follows_the_cluster_and_stops_cleanly(api, tmp_path):
         assert server.stop() == 0
 
 
+@pytest.mark.slow   # a server process started and stopped: about 5 s here
+def test_serve_watch_k8s_stops_promptly_while_events_wait_to_be_posted(tmp_path):
+    # the Events endpoint never answers (each post would wait out its 30 s timeout): the server
+    # still stops at once, dropping the Events not posted
+    from service_process import Server
+
+    api = HeldEvents(bookmark_every=0.3)
+    api.start()
+    try:
+        api.put_many(NODES, [node("n-1", declared("n-1"))] + [node(f"bad-{k}", text="{not json") for k in range(4)])
+        server = Server("--watch-k8s", "--kubeconfig", str(api.kubeconfig(tmp_path / "kubeconfig")),
+                        "--k8s-watch-timeout", "2", "--trace", str(tmp_path / "trace.jsonl"))
+        assert server.client.get("/v1/agents").json()["names"] == ["n-1"]
+        started = time.monotonic()
+        assert server.stop() == 0
+        assert time.monotonic() - started < 15 and api.events == []
+    finally:
+        api.release.set()
+        api.close()
+
+
 @pytest.mark.parametrize("args, message", [
     (["--watch-k8s", "--state", "S"], "--watch-k8s: not with --state: the cluster is the source of truth"),
     (["--watch-k8s", "--fleet", "F"], "--watch-k8s: not with --fleet"),

@@ -22,9 +22,10 @@ exactly one of them, chosen from the cluster state alone, so every replica choos
 AgentDeclaration before a Node, then the lowest (namespace, name). Every other claimant is a
 conflict, reported like an invalid object; it is served once the winner lets go of the name.
 
-An object that is not a valid declaration is reported and the fleet keeps its last good
-declaration (if any): a Kubernetes Event on the object (reason `InvalidDeclaration` or
-`DeclarationConflict`, once per distinct problem), the `a3fast_k8s_invalid_objects` gauge and
+An object that is not a valid declaration is reported and declares no agent until it is fixed (as
+on a replica that never saw it valid): a Kubernetes Event on the object (reason
+`InvalidDeclaration` or `DeclarationConflict`, once per distinct problem, posted from a daemon
+thread of its own), the `a3fast_k8s_invalid_objects` gauge and
 `a3fast_k8s_events_total{result="invalid"}`, and the problem under /v1/watch. Deleting the object
 removes its agent.
 
@@ -38,6 +39,7 @@ import concurrent.futures
 import datetime as _dt
 import logging
 import os
+import queue
 import random
 import threading
 import time
@@ -260,9 +262,10 @@ class KubeWatch:
         self._posted: dict[tuple[str, str, str], str] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        #: posts the Events on a thread of its own, in order: an Event is a courtesy, and a slow
-        #: Events endpoint must hold back neither a reflector nor the first list's readiness
-        self._poster: concurrent.futures.ThreadPoolExecutor | None = None
+        #: the Events to post, taken in order by a daemon thread of their own: an Event is a
+        #: courtesy, and a slow Events endpoint must hold back neither a reflector, nor the first
+        #: list's readiness, nor the process's exit
+        self._posts: queue.SimpleQueue = queue.SimpleQueue()
         self._watches: set[Any] = set()
         self._lock = threading.Lock()
         #: one batch applied at a time: a batch yields to the loop between slices of its puts, and
@@ -282,11 +285,11 @@ class KubeWatch:
             self.client_configuration = await loop.run_in_executor(None, load_client_configuration,
                                                                    self.config.kubeconfig)
         self._stop.clear()
-        self._poster = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="a3fast-k8s-events")
         self.running = True
         metrics.K8S_WATCH_RUNNING.set(1)
         self._threads = [threading.Thread(target=self._reflect, args=(c, loop), daemon=True,
                                           name=f"a3fast-k8s-{c.label}") for c in self.collections]
+        self._threads.append(threading.Thread(target=self._post_in_turn, daemon=True, name="a3fast-k8s-events"))
         for thread in self._threads:
             thread.start()
         try:
@@ -302,8 +305,7 @@ class KubeWatch:
         self.running = False
         metrics.K8S_WATCH_RUNNING.set(0)
         self._stop.set()
-        if self._poster is not None:        # Events not posted yet are dropped: they are a courtesy
-            self._poster.shutdown(wait=False, cancel_futures=True)
+        self._posts.put(None)           # wakes the poster, which posts nothing more once stopped
         with self._lock:
             watches = list(self._watches)
         for w in watches:
@@ -453,12 +455,8 @@ class KubeWatch:
                 if self._stop.is_set() or time.monotonic() > deadline:
                     future.cancel()
                     raise
-        poster = self._poster
-        if posts and self.config.events and poster is not None:
-            try:
-                poster.submit(self._post_events, c, posts)
-            except RuntimeError:        # shut down: the watch is stopping
-                pass
+        if posts and self.config.events:
+            self._posts.put(posts)
 
     # -- applying (on the event loop) --------------------------------------------------------------
     async def apply(self, c: Collection, batch) -> list[tuple[dict[str, Any], str, str]]:
@@ -584,12 +582,23 @@ class KubeWatch:
         return due
 
     # -- Events (on the poster's thread) ----------------------------------------------------------
-    def _post_events(self, c: Collection, posts) -> None:
+    def _post_in_turn(self) -> None:
+        """The poster's thread: each batch of Events in the order the batches were applied, until
+        the watch stops (what is not posted by then is dropped: an Event is a courtesy)."""
+        while not self._stop.is_set():
+            posts = self._posts.get()
+            if posts is None or self._stop.is_set():
+                break
+            self._post_events(posts)
+
+    def _post_events(self, posts) -> None:
         from kubernetes import client
         from kubernetes.client.rest import ApiException
 
         api = client.CoreV1Api(client.ApiClient(self.client_configuration))
         for ref, reason, message in posts:
+            if self._stop.is_set():
+                break
             namespace = ref.get("namespace") or "default"
             now = _dt.datetime.now(_dt.timezone.utc)
             event = client.CoreV1Event(
