@@ -285,6 +285,7 @@ class KubeWatch:
             self.client_configuration = await loop.run_in_executor(None, load_client_configuration,
                                                                    self.config.kubeconfig)
         self._stop.clear()
+        self._posts = queue.SimpleQueue()       # not the one a stop before this run ended
         self.running = True
         metrics.K8S_WATCH_RUNNING.set(1)
         self._threads = [threading.Thread(target=self._reflect, args=(c, loop), daemon=True,
