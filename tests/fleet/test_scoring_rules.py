@@ -15,6 +15,7 @@ from hypothesis import given, settings, strategies as st
 import a3fast
 from a3fast import Fleet
 
+from a3fast.record.write import placement_records
 from factories import declaration, fleet_of
 from oracle import FleetModel, bits
 from strategies import NAMES, SESSIONS, declarations, requirements
@@ -209,6 +210,28 @@ def test_a_custom_scorers_entry_of_json_values_is_taken(engine):
     entry = {"total": 1, "why": "ok", "parts": [0, 1.5, None, True, {"k": "v"}], "count": -(2**63)}
     fleet = fleet_of(engine, [declaration("a")], scorer=lambda task, agents: [dict(entry)])
     assert orjson.loads(fleet.place({}).scheduling_json())["scores"]["a"] == dict(entry, total=1.0)
+
+
+def test_a_custom_scorers_numbers_of_other_types_are_recorded_as_the_numbers_they_are(engine):
+    # what numeric libraries hand back (a numpy float64 or int64, a float or str subclass)
+    import enum
+
+    import numpy
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Note(str):
+        pass
+
+    entry = {"total": numpy.float64(0.5), "cost": numpy.float64(0.25), "count": numpy.int64(7),
+             "level": Level.HIGH, "note": Note("x"), "parts": (numpy.float32(0.5),)}
+    fleet = fleet_of(engine, [declaration("a")], scorer=lambda task, agents: [dict(entry)])
+    p = fleet.place({})
+    assert orjson.loads(p.scheduling_json())["scores"]["a"] == {
+        "total": 0.5, "cost": 0.25, "count": 7, "level": 3, "note": "x", "parts": [0.5]}
+    assert a3fast.verify(b"".join(orjson.dumps({"seq": k + 1, "kind": kind, "content": orjson.loads(content)})
+                                  + b"\n" for k, (kind, content) in enumerate(placement_records(p)))) == []
 
 
 @pytest.mark.parametrize("total", [math.inf, -math.inf], ids=["inf", "-inf"])

@@ -57,7 +57,7 @@ from ..errors import A3Error, FleetError
 from .placement import CustomScores, Placement, Route, check_reason_limit, resumed_agent
 from ..predicates import first_failed
 from ..schema import Declaration, Requirements, parse_requirements, requirements_reader, task_kind
-from .scoring import Scorer, ScoringTask, choose, entry_problem
+from .scoring import Scorer, ScoringTask, choose, score_entry
 from .bulk_load import collector_paused
 from . import rows as rows_module
 from .rows import PredicateRows
@@ -558,10 +558,11 @@ class LocalStages:
             if isinstance(total, bool) or not isinstance(total, (int, float)) or not math.isfinite(total):
                 # JSON has no NaN or infinity: the record could not state such a total
                 raise A3Error(f"scorer gave agent {decl.agent.name!r} no finite numeric 'total'")
-            problem = entry_problem(entry)
-            if problem is not None:     # refused now, not when a record of it is first written
-                raise A3Error(f"scorer gave agent {decl.agent.name!r} {problem}")
-            entries.append({"total": float(total), **{k: v for k, v in entry.items() if k != "total"}})
+            try:            # refused now, not when a record of it is first written
+                stated = score_entry(entry)
+            except ValueError as exc:
+                raise A3Error(f"scorer gave agent {decl.agent.name!r} {exc}") from None
+            entries.append({"total": float(total), **{k: v for k, v in stated.items() if k != "total"}})
         return CustomScores(ids, entries, -1)
 
     def choose(self, state: Placement) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import numbers
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Mapping, Protocol, Sequence
@@ -25,7 +26,7 @@ from ..errors import describe
 from ..schema import Declaration, Requirements
 
 __all__ = ["DEFAULT_WEIGHTS", "COMPONENTS", "MAX_OUTCOMES", "cost_score", "ScoringTask", "Scorer", "choose",
-           "check_total_bound", "entry_problem"]
+           "check_total_bound", "score_entry"]
 
 #: Weights of affinity, success_rate, cost, substantiated.
 DEFAULT_WEIGHTS = (0.4, 0.3, 0.2, 0.1)
@@ -71,7 +72,7 @@ class ScoringTask:
 class Scorer(Protocol):
     """A custom scorer: one mapping per eligible agent, each with a float `total` and the components
     that produced it (recorded as given, in the agent's `scores` entry: named by strings, with
-    values JSON states as given, `entry_problem`)."""
+    values JSON states as given, `score_entry`)."""
 
     def __call__(self, task: ScoringTask, agents: Sequence[Declaration]) -> Sequence[Mapping[str, Any]]:
         ...
@@ -81,54 +82,54 @@ class Scorer(Protocol):
 _ENTRY_DEPTH = 64
 
 
-def entry_problem(entry: Mapping[Any, Any]) -> str | None:
-    """What keeps a custom scorer's entry out of a record, or None: every component is named by a
-    string and its value is JSON a record can state as given — no NaN or infinity (which JSON
-    writers turn into null), integers of 64 bits, strings UTF-8 can write, lists and objects of
-    those."""
+def score_entry(entry: Mapping[Any, Any]) -> dict[str, Any]:
+    """A custom scorer's entry as a record states it, or ValueError saying what keeps it out of one:
+    every component named by a string, every value JSON — no NaN or infinity (which JSON writers
+    turn into null), integers of 64 bits, strings UTF-8 can write, lists and objects of those.
+    Numbers of other types that are numbers (a numpy float64, say) are taken as the int or float
+    they are."""
+    out = {}
     for key, value in entry.items():
         if type(key) is not str:
-            return f"a component named {describe(key)} (names are strings)"
-        problem = _json_problem(value, 0)
-        if problem is not None:
-            return f"component {key!r}: {problem}"
-    return None
+            raise ValueError(f"a component named {describe(key)} (names are strings)")
+        try:
+            out[key] = _json_value(value, 0)
+        except ValueError as exc:
+            raise ValueError(f"component {key!r}: {exc}") from None
+    return out
 
 
-def _json_problem(value: Any, depth: int) -> str | None:
+def _json_value(value: Any, depth: int) -> Any:
     if value is None or type(value) is bool:
-        return None
+        return value
     if isinstance(value, str):
-        return None if _utf8(value) else "a string UTF-8 cannot write (a lone surrogate)"
-    if isinstance(value, int):
-        return None if -2**63 <= value < 2**64 else f"{describe(value)} is past 64 bits"
-    if isinstance(value, float):
-        return None if math.isfinite(value) else f"{describe(value)} is no JSON number"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("a string UTF-8 cannot write (a lone surrogate)") from None
+        return str(value)
+    if isinstance(value, numbers.Integral):
+        number = int(value)
+        if not -2**63 <= number < 2**64:
+            raise ValueError(f"{describe(number)} is past 64 bits")
+        return number
+    if isinstance(value, numbers.Real):
+        real = float(value)
+        if not math.isfinite(real):
+            raise ValueError(f"{describe(real)} is no JSON number")
+        return real
     if depth >= _ENTRY_DEPTH and isinstance(value, (list, tuple, dict)):
-        return f"nested more than {_ENTRY_DEPTH} deep"
+        raise ValueError(f"nested more than {_ENTRY_DEPTH} deep")
     if isinstance(value, (list, tuple)):
-        for item in value:
-            problem = _json_problem(item, depth + 1)
-            if problem is not None:
-                return problem
-        return None
+        return [_json_value(item, depth + 1) for item in value]
     if isinstance(value, dict):
+        out = {}
         for key, item in value.items():
             if type(key) is not str:
-                return f"an object key {describe(key)} (keys are strings)"
-            problem = _json_problem(item, depth + 1)
-            if problem is not None:
-                return problem
-        return None
-    return f"a {type(value).__name__}, not a JSON value"
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+                raise ValueError(f"an object key {describe(key)} (keys are strings)")
+            out[key] = _json_value(item, depth + 1)
+        return out
+    raise ValueError(f"a {type(value).__name__}, not a JSON value")
 
 
 def choose(names: Sequence[str], totals: Sequence[float]) -> int:
