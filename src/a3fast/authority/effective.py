@@ -1,7 +1,8 @@
 """Effective authority = connection ∩ engagement ∩ runtime (portable-authority "Authority is an
 intersection"; A3 §8's envelope, on the *may* side), with a reason for every capability.
 
-Everything is computed as bitsets over the catalogue's vocabulary: the connection's capabilities,
+Everything is computed as bitsets over the catalogue's vocabulary (seen through each authority's
+own view, which interns after it what the connection and engagement bring): the connection's capabilities,
 the engagement's (nothing unless it verified), the contracted capabilities, and the runtime
 policy's deny and confirm sets. The effective set is their AND, so it can never hold a capability
 that one boundary lacks. Reasons are worked out only for the capabilities someone asks about.
@@ -67,7 +68,8 @@ def apply_policy(catalog: Catalog, policy: RuntimePolicy) -> RuntimeOutcome:
 
 class Authority:
     """What a connection may do here, now: `granted` and `confirm` (needing confirmation) bitsets
-    over `catalog.vocabulary`; `grant(key)` explains any one capability."""
+    over `vocabulary` (the catalogue's, extended for this authority alone); `grant(key)` explains
+    any one capability."""
 
     def __init__(self, catalog: Catalog, connection: Connection, engagement: EngagementCheck,
                  runtime: RuntimeOutcome, revoked: bool) -> None:
@@ -201,13 +203,10 @@ def effective_authority(catalog: Catalog, connection: Connection, engagement: An
     check_skew(skew_seconds)
     if isinstance(engagement, EngagementCheck):
         checked = engagement.engagement
-        if engagement.valid and checked is not None and checked.connection != connection.id:
-            raise ValueError(f"this engagement check was made for connection {checked.connection!r},"
-                             f" not {connection.id!r}")
         if checked is not None and not engagement.made_for(connection, to_micros(now), skew_seconds):
-            # a check answers for one connection at one instant: reused at another (or for a
-            # connection trusting other keys, or paired with another experience) it is made again,
-            # so that an engagement expired since grants nothing
+            # a check answers for one connection at one instant: reused at another, or for another
+            # connection (another id, other keys, another experience), it is made again, so that an
+            # engagement expired since, or for someone else, grants nothing and says why
             engagement = verify_engagement(checked.doc, connection, now=now, skew_seconds=skew_seconds)
     else:
         engagement = verify_engagement(engagement, connection, now=now, skew_seconds=skew_seconds)
