@@ -271,3 +271,57 @@ def test_20_rounds_of_kill_9_under_concurrent_writers_lose_nothing_and_apply_not
     finally:
         after.close()
     assert len(placed) > 20 and sum(outcomes_acked.values()) > 20
+
+
+def _stdio(state: Path, lines: list[dict], *args: str, fail_at: int | None = None,
+           kill: bool = False) -> tuple[int, list[dict], str]:
+    """A stdio service's exit code, answers and standard error for `lines`; with `kill`, killed
+    (SIGKILL, as a crash) once it has answered every line."""
+    env = dict(os.environ)
+    env.pop("A3FAST_STOP_AT_STEP", None)
+    env.pop("A3FAST_FAIL_AT_STEP", None)
+    if fail_at is not None:
+        env["A3FAST_FAIL_AT_STEP"] = str(fail_at)
+    proc = subprocess.Popen([sys.executable, "-m", "a3fast", "serve", "--stdio", "--state", str(state), *args],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    proc.stdin.flush()
+    answers = []
+    if kill:
+        for _ in lines:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            answers.append(orjson.loads(line))
+        proc.kill()
+    out, err = proc.communicate(timeout=60)
+    answers += [orjson.loads(x) for x in out.splitlines()]
+    return proc.returncode, answers, err.decode()
+
+
+def test_a_seed_from_a_fleet_file_is_kept_whatever_filesystem_step_fails(tmp_path):
+    """`serve --state --fleet` on a fresh state puts the fleet read in bulk straight into a
+    checkpoint. A step that fails (as a failing disk would) either fails the start — exit 2, nothing
+    kept, and the next start seeds again — or the start goes on, and everything it acknowledged,
+    the seed included, is read back by a restart without `--fleet` after a crash (SIGKILL once it
+    has answered)."""
+    fleet = tmp_path / "fleet.jsonl"
+    fleet.write_bytes(b"".join(orjson.dumps(decl(name)) + b"\n" for name in ("seeded-a", "seeded-b")))
+    later = decl("later")
+    lines = [{"op": "put_agent", "id": 1, "name": "later", "declaration": later}]
+    outcomes = set()
+    for fail_at in range(1, 25):
+        state = tmp_path / f"state-{fail_at}"
+        code, answers, err = _stdio(state, lines, "--fleet", str(fleet), fail_at=fail_at, kill=True)
+        assert "Traceback" not in err, err
+        if code == 2:       # failed while opening the state, or checkpointing the seed
+            assert err.startswith("a3fast: cannot start") and answers == [], err
+            outcomes.add("refused" if "could not be checkpointed" in err else "not opened")
+            code, answers, err = _stdio(state, lines, "--fleet", str(fleet), kill=True)     # seeded again
+        assert code == -9, err
+        if answers and answers[0].get("ok"):
+            outcomes.add("acknowledged")
+            code, listed, err = _stdio(state, [{"op": "list_agents", "id": 2}])
+            assert code == 0 and listed[0]["names"] == ["later", "seeded-a", "seeded-b"], (fail_at, listed, err)
+    assert outcomes == {"not opened", "refused", "acknowledged"}

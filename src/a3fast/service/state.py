@@ -328,7 +328,14 @@ class ServiceState:
         self.fleet.close()
         self.fleet = fleet
         self.fresh = False
-        self.checkpoint()
+        # the seed is in no journal entry: a checkpoint that fails would leave it nowhere on disk,
+        # under every change acknowledged after it, so the start fails instead (a restart finds the
+        # state still fresh and seeds it again)
+        try:
+            self.durable_fleet.checkpoint()
+        except (OSError, A3Error) as exc:
+            raise StateError(f"{self.directory}: the fleet read in bulk could not be checkpointed ({exc}); "
+                             f"nothing of it was kept") from None
         if self.settle:
             settle()
 
