@@ -150,7 +150,7 @@ def test_fsync_never_writes_a_commit_whole_before_after_write(tmp_path):
     fd = os.open(trace, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     journal = Journal(tmp_path / "journal", fsync="never")
     seen: list[tuple[bytes, list[bytes]]] = []
-    journal.before_write = lambda: [(fd, b'{"seq":1}\n')]      # the trace lines the commit carries
+    journal.before_write = lambda pieces: [(fd, b'{"seq":1}\n')]      # the trace lines the commit carries
     journal.after_write = lambda: seen.append((trace.read_bytes(),
                                                read_entries((tmp_path / "journal").read_bytes()).entries))
 
@@ -203,7 +203,7 @@ def test_a_commit_that_fails_raises_in_every_wait_and_starts_no_other(tmp_path):
     journal = Journal(tmp_path / "journal", fsync="never")
     commits: list[int] = []
 
-    def before_write():
+    def before_write(pieces):
         commits.append(1)
         raise ValueError("the trace lines could not be made")
     journal.before_write = before_write
@@ -320,3 +320,40 @@ def test_waits_end_in_the_order_they_began_even_when_a_sync_made_the_later_ones_
     assert ended == ["first", "second"]
     journal.close()
     assert read_entries((tmp_path / "journal").read_bytes()).entries == [b"first", b"second"]
+
+
+@pytest.mark.parametrize("fsync", ["always", "group", "never"])
+def test_trace_lines_are_written_and_readable_only_with_their_entry(tmp_path, fsync):
+    # three placements in one turn of the loop: with `always` each commit takes one entry, and the
+    # trace a reader may read (trace_size) holds exactly the records of the entries made durable
+    from a3fast.schema import parse_declaration
+    from a3fast.service.state import ServiceState
+
+    task = {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 1}]}
+    state = ServiceState(tmp_path / "state", fsync=fsync, log=lambda message: None)
+    state.open()
+    try:
+        state.put_agents([parse_declaration({"v": "1.0", "agent": {"name": n, "namespace": "ns"},
+                                             "capabilities": [{"name": "order.investigate", "version": 1}],
+                                             "clearances": [], "residency": ["eu"]}) for n in ("a", "b")])
+        state.journal.sync()
+        readable: list[tuple[int, int]] = []     # (records a reader may read, entries on disk) per commit
+        after = state.journal.after_write
+
+        def noted():
+            after()
+            with open(state.trace_path, "rb") as fh:
+                records = fh.read()[:state.trace_size].count(b"\n")
+            readable.append((records, len(read_entries((state.journal.path).read_bytes(), "j").entries)))
+        state.journal.after_write = noted
+
+        async def main():
+            for _ in range(3):
+                state.place(task)
+            await state.durable()
+        asyncio.run(main())
+        # 3 records a placement; the journal holds the put and then one entry a placement
+        expected = [(3, 2), (6, 3), (9, 4)] if fsync == "always" else [(9, 4)]
+        assert readable == expected
+    finally:
+        state.close()

@@ -129,8 +129,12 @@ class Journal:
     are gone, and its waiters are told their entries are durable, as they are.
 
     `before_write`, if set, is called on the event loop when a commit starts and returns further
-    `(fd, bytes)` writes for the writer thread to make first (the service's trace lines);
-    `after_write`, if set, is called on the event loop when that commit is done.
+    `(fd, bytes)` writes for the writer thread to make first (the service's trace lines): it is
+    told how many of the entries the commit takes are trace entries (TRACE), each of which the
+    owner queued one piece of lines with, or None for every one appended so far (a commit that
+    takes them all, and `sync`), so that lines are never written ahead of their entry (with
+    `always`, a commit takes one entry); `after_write`, if set, is called on the event loop when
+    that commit is done.
     """
 
     MODES = ("always", "group", "never")
@@ -143,9 +147,10 @@ class Journal:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.size = os.fstat(self._fd).st_size   # bytes of the file once everything is written
         self.entries = 0                         # entries since the journal was last emptied
-        self.before_write: Callable[[], list[tuple[int, bytes]]] | None = None
+        self.before_write: Callable[[int | None], list[tuple[int, bytes]]] | None = None
         self.after_write: Callable[[], None] | None = None
         self._buffer: list[bytes] = []
+        self._traced: list[bool] = []            # beside _buffer: whether each is a trace entry
         self._buffered = 0                       # bytes in _buffer
         self._in_flight = 0                      # bytes a commit is writing now
         self._appended = 0                       # entries ever appended (a ticket per entry)
@@ -168,6 +173,7 @@ class Journal:
         self._check()
         data = frame(payload)
         self._buffer.append(data)
+        self._traced.append(payload[:1] == TRACE)
         self._buffered += len(data)
         self.size += len(data)
         self.entries += 1
@@ -180,10 +186,14 @@ class Journal:
 
     def _take(self) -> tuple[list[tuple[int, bytes]], int, int]:
         """The writes of the next commit, the ticket it makes durable, and its journal bytes."""
-        # the other writes first: should they fail, the entries stay in the buffer for the next commit
-        writes = self.before_write() if self.before_write is not None else []
         take = 1 if self.fsync == "always" else len(self._buffer)
+        # the other writes first: should they fail, the entries stay in the buffer for the next commit
+        if self.before_write is not None:
+            writes = self.before_write(None if take >= len(self._buffer) else sum(self._traced[:take]))
+        else:
+            writes = []
         batch, self._buffer = self._buffer[:take], self._buffer[take:]
+        self._traced = self._traced[take:]
         data = b"".join(batch)
         self._buffered -= len(data)
         if data:
@@ -267,11 +277,11 @@ class Journal:
         The writer thread runs jobs in order, so this comes after any commit in flight."""
         self._check()
         ticket = self._appended
-        writes = self.before_write() if self.before_write is not None else []
+        writes = self.before_write(None) if self.before_write is not None else []
         data = b"".join(self._buffer)
         if data:
             writes.append((self._fd, data))
-        self._buffer, self._buffered = [], 0
+        self._buffer, self._buffered, self._traced = [], 0, []
         try:
             self._writer.submit(self._write, writes, True).result()
         except OSError as exc:

@@ -512,14 +512,18 @@ class ServiceState:
             self._trace_flush_scheduled = True
             loop.call_soon(self._flush_trace)
 
-    def _take_trace(self) -> list[tuple[int, bytes]]:
-        """The queued trace lines, for the journal's next commit to write."""
-        data = b"".join(self._take_trace_pieces())
+    def _take_trace(self, pieces: int | None) -> list[tuple[int, bytes]]:
+        """The queued trace lines of the journal's next commit, for it to write: those of its
+        `pieces` trace entries (one piece each, queued in the same order), or all (None)."""
+        data = b"".join(self._take_trace_pieces(pieces))
         return [(self._trace_fd, data)] if data else []
 
-    def _take_trace_pieces(self) -> list[bytes]:
-        """The queued trace lines as they were queued, counted as written next."""
-        pieces, self._trace_buffer = self._trace_buffer, []
+    def _take_trace_pieces(self, count: int | None = None) -> list[bytes]:
+        """The first `count` queued pieces of trace lines (all: None), counted as written next."""
+        if count is None or count >= len(self._trace_buffer):
+            pieces, self._trace_buffer = self._trace_buffer, []
+        else:
+            pieces, self._trace_buffer = self._trace_buffer[:count], self._trace_buffer[count:]
         self._trace_queued_end += sum(map(len, pieces))
         self._trace_ends.append(self._trace_queued_end)
         return pieces
