@@ -156,6 +156,16 @@ def name_length_scorer(task, agents) -> list[dict]:
              "done": float(task.outcomes(a.agent.name)[0])} for a in agents]
 
 
+def slow_once_held_scorer(task, agents) -> list[dict]:
+    """A custom scorer that takes 2 s to score a task whose session one of the agents already holds
+    (a shard slow to answer a batch's later wave), importable as
+    "distributed_worlds:slow_once_held_scorer"."""
+    held = [task.session is not None and task.holds_session(a.agent.name) for a in agents]
+    if any(held):
+        time.sleep(2.0)
+    return [{"total": 1.0 if h else 0.5} for h in held]
+
+
 def gone(ray, actor, within: float = 30.0) -> None:
     """Returns once the killed `actor` answers no more: ray.kill returns before its process is
     gone, and a request sent meanwhile can still be answered (under load, it was)."""

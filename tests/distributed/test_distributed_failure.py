@@ -75,6 +75,46 @@ def test_a_shard_that_is_down_makes_the_placement_raise_naming_it(ray, tmp_path)
         many.close()
 
 
+def test_a_batch_whose_later_wave_fails_lets_go_of_the_sessions_its_earlier_waves_held(ray, tmp_path):
+    # the second task of s1 goes in the second wave, after the first made its agent hold s1; a
+    # shard then takes longer than the timeout to score it: the batch raises, and the fleet holds
+    # no more than it did, so a retry decides as the failed batch would have
+    from a3fast.distributed import ShardedFleet, ShardError
+
+    many = ShardedFleet(shards=2, state_dir=str(tmp_path / "state"), timeout=1.0)
+    try:
+        many.extend([declaration(random.Random(k), f"agent-{k}") for k in range(6)])
+        many.scorer = "distributed_worlds:slow_once_held_scorer"
+        holders = lambda: [n for n in many.names() if many.holds_session(n, "s1")]     # noqa: E731
+        before = holders()
+        with pytest.raises(ShardError, match="no answer to place_many within 1 s"):
+            many.place_many([{}, {}], sessions=["s1", "s1"])
+        time.sleep(2.5)         # the slow call ends before the shard answers the next
+        assert holders() == before == []
+        many.timeout = 30.0
+        assert [p.agent is not None for p in many.place_many([{}, {}], sessions=["s1", "s1"])] == [True, True]
+    finally:
+        many.close()
+
+
+def test_outcome_counts_are_held_to_one_fleets_rule(ray, tmp_path):
+    from a3fast.distributed import ShardedFleet
+
+    one = Fleet()
+    many = ShardedFleet(shards=2, state_dir=str(tmp_path / "state"))
+    try:
+        doc = declaration(random.Random(1), "agent-1")
+        for fleet in (one, many):
+            fleet.add(doc)
+            for successes, attempts in ((True, 2), (1, 2.9), (3, 2)):
+                with pytest.raises(ValueError, match="successes|attempts"):
+                    fleet.record_outcomes("agent-1", "review", successes, attempts)
+            fleet.record_outcomes("agent-1", "review", 1, 2)
+        assert many.outcomes("agent-1", "review") == one.outcomes("agent-1", "review") == (1, 2)
+    finally:
+        many.close()
+
+
 def test_a_shard_that_does_not_answer_in_time_makes_the_placement_raise_naming_it(ray, tmp_path):
     from a3fast.distributed import ShardError
 

@@ -15,6 +15,7 @@ ShardError naming it; no decision is ever made on a subset of the fleet. A shard
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tempfile
@@ -28,6 +29,7 @@ import orjson
 from ..files import write_atomic
 from ..errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
 from ..fleet import pipeline
+from ..fleet.core import check_outcome_counts
 from ..fleet.bulk_load import collector_paused
 from ..fleet.domain import check_namespace, namespace_problem
 from ..fleet.placement import CustomScores, Placement, Route, resumed_agent
@@ -39,8 +41,12 @@ from .owners import shard_of
 from .merge import GlobalIndex, MergedExplanation, MergedScores, winner_of
 from .shard import CHECKPOINT_EVERY, FleetShard
 
+log = logging.getLogger("a3fast.distributed")
+
 __all__ = ["ShardedFleet", "ShardError", "shard_of"]
 
+#: How long a failed batch waits for a shard to let go of a session it held (`_place_many`).
+UNDO_TIMEOUT = 60.0
 
 #: A sharded fleet snapshot: the coordinator's file (written last) and each shard's Fleet snapshot.
 SHARDED_FILE = "sharded.json"
@@ -627,11 +633,11 @@ class ShardedFleet:
         self.generation += 1
 
     def record_outcomes(self, agent: str, kind: str, successes: int, attempts: int) -> None:
-        """Learn many finished tasks of one kind at once (Fleet.record_outcomes), on the agent's shard."""
-        if not 0 <= successes <= attempts:
-            raise ValueError(f"successes ({successes}) must be between 0 and attempts ({attempts})")
+        """Learn many finished tasks of one kind at once (Fleet.record_outcomes), on the agent's shard:
+        counts held to the same rule, before any shard is asked."""
+        check_outcome_counts(successes, attempts)
         shard = self._live(agent)
-        self._change(shard, "record_outcomes", agent, kind, int(successes), int(attempts))
+        self._change(shard, "record_outcomes", agent, kind, successes, attempts)
         self._kinds_seen = True
         self.generation += 1
 
@@ -729,6 +735,36 @@ class ShardedFleet:
         held = [False] * len(tasks)
         generation = self.generation
         holds: list[list[tuple[str, str]]] = [[] for _ in self._shards]
+        made: list[tuple[str, str]] = []       # the holds sent to the shards
+        try:
+            self._place_waves(states, waves, scorer_name, placements, held, holds, made, remember_session)
+        except BaseException:
+            # a batch is placed whole or not at all: the sessions its earlier waves held are let
+            # go, so a retry decides as this batch would have (docs/scale.md: failure is never
+            # partial). A shard runs its calls in order, so a release waits behind the late call
+            # that failed the batch: it is given UNDO_TIMEOUT rather than the placement's timeout.
+            # One that cannot be let go even so (its shard is down) is left, and logged.
+            timeout, self.timeout = self.timeout, max(self.timeout, UNDO_TIMEOUT)
+            try:
+                for agent, session in made:
+                    try:
+                        self.release_session(agent, session)
+                    except ShardError as exc:
+                        log.warning("a failed batch could not let go of session %r on %r: %s", session, agent, exc)
+            finally:
+                self.timeout = timeout
+            raise
+        for placed, did_hold in zip(placements, held):
+            assert placed is not None   # every wave placed its tasks
+            placed.generation = generation
+            generation += did_hold
+        return placements  # type: ignore[return-value]
+
+    def _place_waves(self, states: list, waves: list[list[int]], scorer_name: str | None,
+                     placements: list, held: list[bool], holds: list[list[tuple[str, str]]],
+                     made: list[tuple[str, str]], remember_session: bool) -> None:
+        """`_place_many`'s waves, in order: each one's tasks decided over every shard and merged,
+        the sessions its placements hold sent before the next (and noted in `made` as they go)."""
         for wave_tasks in waves:
             sent = self._send_holds(holds)
             maps, size = self._views()
@@ -740,6 +776,7 @@ class ShardedFleet:
                 batch = orjson.dumps([states[i].requirements.doc for i in part])
                 part_sessions = [states[i].session for i in part]
                 calls.append([s.score_wave.remote(batch, part_sessions, None, scorer_name) for s in self._shards])
+            made.extend(pair for pairs in holds for pair in pairs)
             self._acknowledge_holds(holds, *sent)
             for part, refs in zip(parts, calls):
                 by_shard = self._gather(refs, "place_many")
@@ -755,12 +792,8 @@ class ShardedFleet:
                     if p.agent is not None and state.session is not None and remember_session and not holds_already:
                         holds[self._owner(p.agent)].append((p.agent, state.session))
                         held[i] = True
+        made.extend(pair for pairs in holds for pair in pairs)
         self._acknowledge_holds(holds, *self._send_holds(holds))
-        for placed, did_hold in zip(placements, held):
-            assert placed is not None   # every wave placed its tasks
-            placed.generation = generation
-            generation += did_hold
-        return placements  # type: ignore[return-value]
 
     def _send_holds(self, holds: list[list[tuple[str, str]]]) -> tuple[list[int], list]:
         """The sessions bound placements hold, sent to their shards (one call per shard that has

@@ -47,6 +47,16 @@ def _locked(method: _Method) -> _Method:
     return run  # type: ignore[return-value]
 
 
+def check_outcome_counts(successes: Any, attempts: Any) -> None:
+    """ValueError unless `successes` and `attempts` are integers (not bools or floats) with
+    0 <= successes <= attempts: what `record_outcomes` takes, on any fleet."""
+    for what, count in (("successes", successes), ("attempts", attempts)):
+        if type(count) is not int:
+            raise ValueError(f"{what}: expected an integer, found {describe(count)}")
+    if not 0 <= successes <= attempts:
+        raise ValueError(f"successes ({successes}) must be between 0 and attempts ({attempts})")
+
+
 def check_placing_arguments(route: Any, scorer: Any) -> None:
     """TypeError naming the argument, for a `route` that is no Route or a `scorer` that cannot be
     called (rather than an AttributeError inside the engine, or a scorer's failure at its first
@@ -283,11 +293,7 @@ class Fleet:
         same as that many `record_outcome` calls, in one step (restoring saved counts). Counts are
         integers (not bools or floats); past MAX_OUTCOMES attempts for the agent and kind, FleetError
         and nothing changes (docs/design.md, Reading 26)."""
-        for what, count in (("successes", successes), ("attempts", attempts)):
-            if type(count) is not int:
-                raise ValueError(f"{what}: expected an integer, found {describe(count)}")
-        if not 0 <= successes <= attempts:
-            raise ValueError(f"successes ({successes}) must be between 0 and attempts ({attempts})")
+        check_outcome_counts(successes, attempts)
         aid = self._table.live_id(agent)
         self._check_outcomes(agent, aid, kind, successes, attempts)
         self._index.add_outcomes(self._rows.kind(kind), aid, successes, attempts)
