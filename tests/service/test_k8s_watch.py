@@ -204,7 +204,9 @@ def test_a_bad_object_next_to_good_ones_is_reported_and_declares_no_agent_until_
         assert 'a3fast_k8s_invalid_objects 3.0' in client.get("/metrics").text
         # fixed: the problem goes and the new declaration is served
         api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha", residency=["us"])))
-        until("fixed", lambda: client.get("/v1/agents/alpha").json()["declaration"]["residency"] == ["us"])
+        # (404 until the watch applies it: alpha is served again only once it is fixed)
+        until("fixed", lambda: (client.get("/v1/agents/alpha").json().get("declaration") or {}).get("residency")
+              == ["us"])
         status = client.get("/v1/watch").json()
         assert len(status["kubernetes"]["problems"]) == 2
         jsonschema.validate(status, load_schema("watch.response"))

@@ -141,7 +141,7 @@ class StateDir:
         """The checkpoint and every journal entry after it; StateError for anything that cannot be
         read back exactly. Leftovers of an interrupted checkpoint are removed."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        checkpoint = self._read_checkpoint()
+        checkpoint = self.read_checkpoint()
         generations = self._generations()
         if checkpoint is None:
             if generations and generations[0] != 1:
@@ -179,7 +179,9 @@ class StateDir:
         self.generation = recovered.generation
         return recovered
 
-    def _read_checkpoint(self) -> dict[str, Any] | None:
+    def read_checkpoint(self) -> dict[str, Any] | None:
+        """The checkpoint's document, None when there is none; StateError for one that cannot be
+        read back exactly."""
         path = self.path(CHECKPOINT)
         try:
             data = path.read_bytes()

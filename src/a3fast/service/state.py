@@ -649,7 +649,7 @@ def _upgraded_but_for(statedir: StateDir) -> bool:
     """Whether the checkpoint is the one the move to journal generations commits (generation 1,
     its snapshot and journal in place), so that only the old `snapshot` is left to remove."""
     try:
-        checkpoint = statedir._read_checkpoint()
+        checkpoint = statedir.read_checkpoint()
     except StateError:
         return False
     return (checkpoint is not None and checkpoint["generation"] == 1
