@@ -357,3 +357,53 @@ def test_trace_lines_are_written_and_readable_only_with_their_entry(tmp_path, fs
         assert readable == expected
     finally:
         state.close()
+
+
+def test_a_commit_that_fails_part_way_leaves_none_of_its_entries_for_the_next_start(tmp_path):
+    # the file may grow by about two entries (RLIMIT_FSIZE, in a process of its own): a group
+    # commit of three changes fails part-way, every one is answered with the failure, and the
+    # restart holds none of them, though two were written whole before the third failed
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import asyncio, os, resource, signal, sys
+        from a3fast.schema import parse_declaration
+        from a3fast.service.state import ServiceState
+
+        def decl(n):
+            return {"v": "1.0", "agent": {"name": n, "namespace": "ns"}, "clearances": [],
+                    "capabilities": [{"name": "order.investigate", "version": 1}], "residency": ["eu"]}
+        state = ServiceState(sys.argv[1], log=lambda m: None)
+        state.open()
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        state.put_agents([parse_declaration(decl("base"))])
+        state.journal.sync()
+        size = os.path.getsize(state.journal.path)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3 * size + 10, resource.RLIM_INFINITY))
+
+        async def put(name):
+            try:
+                state.put_agents([parse_declaration(decl(name))])
+                await state.durable()
+                return "acknowledged"
+            except Exception as exc:
+                return type(exc).__name__
+
+        async def main():
+            print(*await asyncio.gather(*(put(n) for n in ("x1", "x2", "x3"))))
+        asyncio.run(main())
+        os._exit(0)
+    """)
+    state = tmp_path / "state"
+    run = subprocess.run([sys.executable, "-c", script, str(state)], capture_output=True, text=True, timeout=60)
+    assert run.stdout.split() == ["JournalFailed"] * 3, run.stdout + run.stderr
+    from a3fast.service.state import ServiceState
+
+    restarted = ServiceState(state, log=lambda message: None)
+    restarted.open()
+    try:
+        assert restarted.fleet.names() == ["base"]
+    finally:
+        restarted.close()

@@ -201,13 +201,24 @@ class Journal:
         return writes, self._committed + len(batch), len(data)
 
     def _write(self, writes: list[tuple[int, bytes]], fsync: bool) -> None:
-        """On the writer thread: write everything, then fsync the journal."""
-        for fd, data in writes:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        if fsync:
-            os.fsync(self._fd)
+        """On the writer thread: write everything, then fsync the journal. A write or fsync that
+        fails takes the journal back to its length before this commit: its entries are answered as
+        failed, so none of them may come back at the next start (a failed fsync leaves what the
+        disk holds unknown; the cut is what can still be said)."""
+        start = os.fstat(self._fd).st_size
+        try:
+            for fd, data in writes:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            if fsync:
+                os.fsync(self._fd)
+        except OSError:
+            try:
+                os.ftruncate(self._fd, start)
+            except OSError:
+                pass        # the disk refuses even that: the next start cuts a torn tail, as it can
+            raise
 
     async def durable(self) -> None:
         """Wait until every entry appended so far is durable. Waits end in the order they began: one
