@@ -136,6 +136,40 @@ def test_an_incomplete_sharded_snapshot_is_refused_naming_what_is_missing(ray, t
         ShardedFleet.load(tmp_path / "saved")
 
 
+def test_a_coordinators_part_that_does_not_match_its_shards_parts_is_refused(ray, tmp_path):
+    # sharded.json changed by hand (or damaged into valid JSON): each shard holds its part to the
+    # coordinator's names, live set and local ids, so none loads as another fleet
+    import orjson
+
+    from a3fast.distributed import ShardedFleet, ShardError, shard_of
+
+    _, _, many = world(tmp_path, 4, shards=2)
+    try:
+        many.save(tmp_path / "saved")
+    finally:
+        many.close()
+    path = tmp_path / "saved" / "sharded.json"
+    saved = orjson.loads(path.read_bytes())
+    first = [n for n in saved["names"] if shard_of(n, 2) == 0 and n in saved["namespaces"]]
+
+    def swapped(d):
+        i, j = d["names"].index(first[0]), d["names"].index(first[1])
+        d["names"][i], d["names"][j] = d["names"][j], d["names"][i]
+
+    edits = [(swapped, "holds its live agents in another order|at another local id"),
+             (lambda d: d["namespaces"].pop(first[0]), f"holds '{first[0]}', removed in the coordinator's part"),
+             (lambda d: d.__setitem__("shards", 1), "lacks"),
+             (lambda d: d.__setitem__("generation", "12"), "generation string '12' is not a count")]
+    for edit, why in edits:
+        document = orjson.loads(orjson.dumps(saved))
+        edit(document)
+        path.write_bytes(orjson.dumps(document))
+        with pytest.raises((SnapshotError, ShardError), match=why):
+            ShardedFleet.load(tmp_path / "saved", state_dir=str(tmp_path / f"state-{edits.index((edit, why))}"))
+    path.write_bytes(orjson.dumps(saved))
+    ShardedFleet.load(tmp_path / "saved", state_dir=str(tmp_path / "state-saved")).close()
+
+
 def test_a_sharded_fleet_loads_only_into_a_new_state_directory(ray, tmp_path):
     from a3fast.distributed import ShardedFleet, ShardError
 

@@ -70,7 +70,8 @@ class FleetShard:
 
     def __init__(self, shard: int, engine: str | None = None, state_dir: str | None = None,
                  checkpoint_every: int = CHECKPOINT_EVERY, fsync: bool = False,
-                 load_from: str | None = None, names: Sequence[str] | None = None, shards: int = 1):
+                 load_from: str | None = None, names: Sequence[str] | None = None, shards: int = 1,
+                 live: Sequence[str] | None = None):
         self.shard = shard
         self._shards = shards     # how many shards the fleet has (to deal a file's lines out)
         #: lines read by `stage_jsonl`: their fleet, bytes, file (None: sent as bytes), and
@@ -95,7 +96,7 @@ class FleetShard:
             self.recovered["journal_changes"] = len(recovered.entries)
         fresh = recovered is None or (recovered.checkpoint is None and not recovered.entries)
         if fresh and load_from is not None:
-            self._load(load_from, names or [])
+            self._load(load_from, names or [], live)
             self.durable.checkpoint()
 
     @property
@@ -123,15 +124,36 @@ class FleetShard:
             self._number(change["decls"])
         self._seq += 1
 
-    def _load(self, path: str, names: Sequence[str]) -> None:
+    def _load(self, path: str, names: Sequence[str], live: Sequence[str] | None = None) -> None:
         """Start from this shard's part of a ShardedFleet snapshot (`names`: its local ids' names,
-        as the coordinator saved them)."""
+        as the coordinator saved them; `live`: those of them live there). SnapshotError unless the
+        part holds exactly those live agents, each at the local id the coordinator numbers it by:
+        a part that does not, whatever else is right about it, would place as another fleet."""
         self.fleet = Fleet.load(path, self._engine)
         self._local = {name: i for i, name in enumerate(names)}
-        stray = [n for n in self.fleet.names() if n not in self._local]
+        held = self.fleet.names()
+        stray = [n for n in held if n not in self._local]
         if stray:
             raise SnapshotError(f"{path}: shard {self.shard} holds {stray[0]!r}, which the coordinator's "
                                 f"order does not name; the snapshot's parts do not belong together")
+        if live is not None and held != list(live):
+            expected, holding = set(live), set(held)
+            missing = [n for n in live if n not in holding]
+            extra = [n for n in held if n not in expected]
+            what = (f"lacks {missing[0]!r}, live in the coordinator's part" if missing
+                    else f"holds {extra[0]!r}, removed in the coordinator's part" if extra
+                    else "holds its live agents in another order than the coordinator's part")
+            raise SnapshotError(f"{path}: shard {self.shard} {what}; the snapshot's parts do not belong together")
+        index = self.fleet.index
+        for name in held:
+            local = self._local[name]
+            try:
+                at = index.name(local)
+            except IndexError:
+                at = None
+            if at != name:
+                raise SnapshotError(f"{path}: shard {self.shard} holds {name!r} at another local id than "
+                                    f"the coordinator's part ({local}); the snapshot's parts do not belong together")
         self.recovered["loaded_from"] = path
 
     # -- changes ----------------------------------------------------------------------------------

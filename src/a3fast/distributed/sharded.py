@@ -27,7 +27,7 @@ import numpy as np
 import orjson
 
 from ..files import write_atomic
-from ..errors import A3Error, FleetError, Problem, SchemaError, SnapshotError
+from ..errors import A3Error, FleetError, Problem, SchemaError, SnapshotError, describe
 from ..fleet import pipeline
 from ..fleet.core import check_outcome_counts
 from ..fleet.bulk_load import collector_paused
@@ -158,7 +158,7 @@ class ShardedFleet:
         #: whether the last `extend_jsonl` had the shards read the file by its path (True) or
         #: sent them its bytes (False); None before any
         self.last_load_shared: bool | None = None
-        parts: list[tuple[str | None, list[str] | None]] = [(None, None)] * shards
+        parts: list[tuple[str | None, list[str] | None, list[str] | None]] = [(None, None, None)] * shards
         if _snapshot is not None:
             parts = self._restore_coordinator(*_snapshot)
         if resources is not None and len(resources) != shards:
@@ -167,21 +167,22 @@ class ShardedFleet:
         self._actor_options = (engine, checkpoint_every, fsync, max_restarts)
         self._shards = [self._start_shard(i, *parts[i]) for i in range(shards)]
         states = self._gather([s.state.remote() for s in self._shards], "start")
-        for state, (loaded_from, names) in zip(states, parts):
+        for state, (loaded_from, names, _) in zip(states, parts):
             if state["recovered"]["loaded_from"] != loaded_from or state["ids_given"] != len(names or ()):
                 raise ShardError(state["shard"], f"its state directory {self.state_dir} already holds "
                                  f"agents; a ShardedFleet starts from empty shards or from its snapshot "
                                  f"alone (give it a new state directory)")
             self._changes[state["shard"]] = state["changes"]
 
-    def _start_shard(self, shard: int, load_from: str | None = None, names: list[str] | None = None) -> Any:
+    def _start_shard(self, shard: int, load_from: str | None = None, names: list[str] | None = None,
+                     live: list[str] | None = None) -> Any:
         """The Ray actor of one shard, on a node with its `resources` (any node without)."""
         ray = ray_module()
         engine, checkpoint_every, fsync, max_restarts = self._actor_options
         actor = ray.remote(FleetShard).options(num_cpus=0, max_restarts=max_restarts, max_task_retries=0,
                                                resources=self._resources[shard] or None)
         return actor.remote(shard, engine, self.state_dir, checkpoint_every, fsync, load_from, names,
-                            shards=len(self._maps))
+                            shards=len(self._maps), live=live)
 
     def restart_shards(self, shards: Iterable[int], resources: Mapping[str, float] | None = None) -> None:
         """Start new actors for `shards` (lost with their node, say), on a node with `resources`
@@ -253,8 +254,10 @@ class ShardedFleet:
                 raise SnapshotError(f"{source / _shard_file(i)}: missing: shard {i}'s part of the snapshot")
         return cls(shards, address, engine, _snapshot=(source, document), **options)
 
-    def _restore_coordinator(self, source: Path, document: dict[str, Any]) -> list[tuple[str | None, list[str] | None]]:
-        """The coordinator's order and state from a snapshot; each shard's part and its names."""
+    def _restore_coordinator(self, source: Path, document: dict[str, Any]
+                             ) -> list[tuple[str | None, list[str] | None, list[str] | None]]:
+        """The coordinator's order and state from a snapshot; each shard's part, its names (its
+        local ids') and its live names, which the shard holds its part to."""
         try:
             names, namespaces = document["names"], document["namespaces"]
             per_shard: list[list[str]] = [[] for _ in self._maps]
@@ -271,10 +274,14 @@ class ShardedFleet:
                     raise ValueError(f"live agent {name!r} is not in the join order")
                 self._namespace[name] = namespace
             self._kinds_seen = bool(document["kinds_seen"])
-            self.generation = int(document["generation"])
+            generation = document["generation"]
+            if type(generation) is not int or generation < 0:
+                raise ValueError(f"generation {describe(generation)} is not a count")
+            self.generation = generation
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise SnapshotError(f"{source / SHARDED_FILE}: the coordinator's part is inconsistent ({exc})") from None
-        return [(str(source / _shard_file(i)), per_shard[i]) for i in range(len(self._maps))]
+        return [(str(source / _shard_file(i)), per_shard[i], [n for n in per_shard[i] if n in self._namespace])
+                for i in range(len(self._maps))]
 
     @property
     def shards(self) -> int:
