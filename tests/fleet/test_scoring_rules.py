@@ -224,12 +224,12 @@ def test_a_custom_scorers_numbers_of_other_types_are_recorded_as_the_numbers_the
     class Note(str):
         pass
 
-    entry = {"total": numpy.float64(0.5), "cost": numpy.float64(0.25), "count": numpy.int64(7),
+    entry = {"total": numpy.int64(1), "cost": numpy.float64(0.25), "count": numpy.int64(7),
              "level": Level.HIGH, "note": Note("x"), "parts": (numpy.float32(0.5),)}
     fleet = fleet_of(engine, [declaration("a")], scorer=lambda task, agents: [dict(entry)])
     p = fleet.place({})
     assert orjson.loads(p.scheduling_json())["scores"]["a"] == {
-        "total": 0.5, "cost": 0.25, "count": 7, "level": 3, "note": "x", "parts": [0.5]}
+        "total": 1.0, "cost": 0.25, "count": 7, "level": 3, "note": "x", "parts": [0.5]}
     assert a3fast.verify(b"".join(orjson.dumps({"seq": k + 1, "kind": kind, "content": orjson.loads(content)})
                                   + b"\n" for k, (kind, content) in enumerate(placement_records(p)))) == []
 

@@ -517,3 +517,50 @@ def test_batches_of_two_collections_apply_one_after_the_other(tmp_path):
     state, watch = asyncio.run(both())
     assert {state.fleet.get(n).agent.namespace for n in names} == {"team-a"}
     assert all(watch.served[n][0] == "AgentDeclaration" for n in names)
+
+
+def test_a_poster_of_an_earlier_run_never_takes_a_later_runs_events():
+    # stopped while its poster is inside a slow post, then run again: the earlier poster ends
+    # with its run, and the later run's Events are posted by its own poster alone, in order
+    import asyncio
+
+    from a3fast.service.k8s_watch import KubeWatch, KubeWatchConfig
+
+    posted: list[tuple[int, object]] = []
+    slow = threading.Event()
+
+    class Watch(KubeWatch):
+        def _reflect(self, c, loop):
+            self._stop.wait()
+
+        def _post_events(self, posts, ended):
+            if posts == "slow":
+                slow.wait()
+            posted.append((threading.get_ident(), posts))
+
+    def posters():
+        return [t for t in threading.enumerate() if t.name == "a3fast-k8s-events"]
+
+    async def main():
+        watch = Watch(state=None, config=KubeWatchConfig(), client_configuration=object())
+        first = asyncio.ensure_future(watch.run())
+        await asyncio.sleep(0.2)
+        watch._posts.put("slow")
+        await asyncio.sleep(0.2)
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        second = asyncio.ensure_future(watch.run())
+        await asyncio.sleep(0.2)
+        slow.set()                  # the first run's post ends now
+        for k in range(6):
+            watch._posts.put(k)
+        until("posted", lambda: len(posted) == 7)
+        running = len(posters())
+        second.cancel()
+        await asyncio.gather(second, return_exceptions=True)
+        return running
+
+    assert asyncio.run(main()) == 1
+    later = [(thread, k) for thread, k in posted if k != "slow"]
+    assert [k for _, k in later] == list(range(6)) and len({thread for thread, _ in later}) == 1
+    until("no poster left", lambda: not posters())

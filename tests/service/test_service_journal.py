@@ -407,3 +407,49 @@ def test_a_commit_that_fails_part_way_leaves_none_of_its_entries_for_the_next_st
         assert restarted.fleet.names() == ["base"]
     finally:
         restarted.close()
+
+
+def test_a_sync_queued_behind_a_failing_commit_writes_nothing_after_the_cut(tmp_path):
+    # a checkpoint's blocking sync on the loop, queued on the writer thread behind a commit that
+    # fails: it must fail too, not write B after the cut commit and call it durable (B was
+    # answered with the failure). In a process of its own: the file size limit is the process's
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import asyncio, resource, signal, sys
+        from pathlib import Path
+        from a3fast.durable.journal import Journal, JournalFailed, read_entries
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        path = Path(sys.argv[1])
+
+        async def main():
+            journal = Journal(path, fsync="group")
+            journal.append(b"Jkept")
+            await journal.durable()
+            resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+            journal.append(b"Jbig" + b"x" * 8000)            # its commit fails: past the limit
+            first = asyncio.ensure_future(journal.durable())
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)                           # that commit is on the writer thread
+            journal.append(b"Jsmall")
+            second = asyncio.ensure_future(journal.durable())
+            try:
+                journal.sync()
+                print("synced")
+            except JournalFailed:
+                print("sync failed")
+            for wait in (first, second):
+                try:
+                    await wait
+                    print("durable")
+                except JournalFailed:
+                    print("failed")
+            print(*read_entries(path.read_bytes()).entries)
+        asyncio.run(main())
+    """)
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "journal")], capture_output=True,
+                         text=True, timeout=60)
+    assert run.stdout.splitlines() == ["sync failed", "failed", "failed", "b'Jkept'"], run.stdout + run.stderr

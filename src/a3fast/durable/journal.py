@@ -160,6 +160,8 @@ class Journal:
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="a3fast-journal")
         #: why a write failed; once set, every append and wait raises JournalFailed
         self.failed: str | None = None
+        #: the write that failed, as the writer thread saw it (before `failed` is set on the loop)
+        self._broken: OSError | None = None
 
     def _check(self) -> None:
         if self.failed is not None:
@@ -205,6 +207,8 @@ class Journal:
         fails takes the journal back to its length before this commit: its entries are answered as
         failed, so none of them may come back at the next start (a failed fsync leaves what the
         disk holds unknown; the cut is what can still be said)."""
+        if self._broken is not None:    # a commit before this one failed: nothing more is written
+            raise self._broken
         start = os.fstat(self._fd).st_size
         try:
             for fd, data in writes:
@@ -213,7 +217,10 @@ class Journal:
                     view = view[os.write(fd, view):]
             if fsync:
                 os.fsync(self._fd)
-        except OSError:
+        except OSError as exc:
+            # set here, on the writer thread, before the loop hears of it: a blocking `sync` queued
+            # behind this commit must not write after the cut and report its entries durable
+            self._broken = exc
             try:
                 os.ftruncate(self._fd, start)
             except OSError:

@@ -45,6 +45,7 @@ nothing (nothing is filtered or scored again); build completes it; nothing is he
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import sys
 import time
@@ -555,7 +556,7 @@ class LocalStages:
         entries = []
         for decl, entry in zip(agents, raw):
             total = entry.get("total") if isinstance(entry, Mapping) else None
-            if isinstance(total, bool) or not isinstance(total, (int, float)) or not math.isfinite(total):
+            if isinstance(total, bool) or not isinstance(total, numbers.Real) or not math.isfinite(total):
                 # JSON has no NaN or infinity: the record could not state such a total
                 raise A3Error(f"scorer gave agent {decl.agent.name!r} no finite numeric 'total'")
             try:            # refused now, not when a record of it is first written

@@ -266,6 +266,7 @@ class KubeWatch:
         #: courtesy, and a slow Events endpoint must hold back neither a reflector, nor the first
         #: list's readiness, nor the process's exit
         self._posts: queue.SimpleQueue = queue.SimpleQueue()
+        self._posting = threading.Event()          # set when this run's poster is to end
         self._watches: set[Any] = set()
         self._lock = threading.Lock()
         #: one batch applied at a time: a batch yields to the loop between slices of its puts, and
@@ -285,12 +286,17 @@ class KubeWatch:
             self.client_configuration = await loop.run_in_executor(None, load_client_configuration,
                                                                    self.config.kubeconfig)
         self._stop.clear()
-        self._posts = queue.SimpleQueue()       # not the one a stop before this run ended
+        # the poster of this run has a queue and an end of its own: one of an earlier run still
+        # inside a slow post ends with its own, never taking this run's Events
+        posts: queue.SimpleQueue = queue.SimpleQueue()
+        posting = threading.Event()
+        self._posts, self._posting = posts, posting
         self.running = True
         metrics.K8S_WATCH_RUNNING.set(1)
         self._threads = [threading.Thread(target=self._reflect, args=(c, loop), daemon=True,
                                           name=f"a3fast-k8s-{c.label}") for c in self.collections]
-        self._threads.append(threading.Thread(target=self._post_in_turn, daemon=True, name="a3fast-k8s-events"))
+        self._threads.append(threading.Thread(target=self._post_in_turn, args=(posts, posting), daemon=True,
+                                              name="a3fast-k8s-events"))
         for thread in self._threads:
             thread.start()
         try:
@@ -306,6 +312,7 @@ class KubeWatch:
         self.running = False
         metrics.K8S_WATCH_RUNNING.set(0)
         self._stop.set()
+        self._posting.set()
         self._posts.put(None)           # wakes the poster, which posts nothing more once stopped
         with self._lock:
             watches = list(self._watches)
@@ -583,22 +590,22 @@ class KubeWatch:
         return due
 
     # -- Events (on the poster's thread) ----------------------------------------------------------
-    def _post_in_turn(self) -> None:
-        """The poster's thread: each batch of Events in the order the batches were applied, until
-        the watch stops (what is not posted by then is dropped: an Event is a courtesy)."""
-        while not self._stop.is_set():
-            posts = self._posts.get()
-            if posts is None or self._stop.is_set():
+    def _post_in_turn(self, queued: queue.SimpleQueue, ended: threading.Event) -> None:
+        """The poster's thread of one run: each batch of Events in the order the batches were
+        applied, until that run ends (what is not posted by then is dropped: a courtesy)."""
+        while not ended.is_set():
+            posts = queued.get()
+            if posts is None or ended.is_set():
                 break
-            self._post_events(posts)
+            self._post_events(posts, ended)
 
-    def _post_events(self, posts) -> None:
+    def _post_events(self, posts, ended: threading.Event) -> None:
         from kubernetes import client
         from kubernetes.client.rest import ApiException
 
         api = client.CoreV1Api(client.ApiClient(self.client_configuration))
         for ref, reason, message in posts:
-            if self._stop.is_set():
+            if ended.is_set():
                 break
             namespace = ref.get("namespace") or "default"
             now = _dt.datetime.now(_dt.timezone.utc)
