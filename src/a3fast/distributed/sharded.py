@@ -752,11 +752,16 @@ class ShardedFleet:
             # that failed the batch: it is given UNDO_TIMEOUT rather than the placement's timeout.
             # One that cannot be let go even so (its shard is down) is left, and logged.
             timeout, self.timeout = self.timeout, max(self.timeout, UNDO_TIMEOUT)
+            unreachable: set[int] = set()       # a shard that failed a release is not waited for again
             try:
                 for agent, session in made:
+                    shard = self._owner(agent)
                     try:
+                        if shard in unreachable:
+                            raise ShardError(shard, "failed an earlier release of this batch")
                         self.release_session(agent, session)
                     except ShardError as exc:
+                        unreachable.add(shard)
                         log.warning("a failed batch could not let go of session %r on %r: %s", session, agent, exc)
             finally:
                 self.timeout = timeout
