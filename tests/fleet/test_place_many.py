@@ -233,3 +233,21 @@ def test_a_batch_whose_scorer_fails_in_a_later_wave_leaves_no_session_held(engin
     again, expected = (f.place_many(tasks, sessions=["s1", None, "s1"], scorer=ranked) for f in (fleet, twin))
     assert [record(p) for p in again] == [record(p) for p in expected]
     assert (fleet.generation, holds(fleet)) == (twin.generation, holds(twin))
+
+
+@pytest.mark.slow       # 24,000 agents: about 3 s an engine here
+def test_names_are_read_whole_while_another_thread_adds_agents(engine):
+    # the names are read off a dict an add grows: without the fleet's lock, a read that meets an
+    # add raises "dictionary changed size during iteration"
+    import threading
+
+    fleet = Fleet(engine=engine)
+    docs = generate_fleet(24_000, seed=3)
+    fleet.extend(docs[:16_000])
+    adding = threading.Thread(target=lambda: [fleet.add(d) for d in docs[16_000:]])
+    adding.start()
+    lengths = []
+    while adding.is_alive():
+        lengths.append(len(fleet.names()))
+    adding.join()
+    assert lengths == sorted(lengths) and fleet.names() == [d["agent"]["name"] for d in docs]

@@ -200,8 +200,10 @@ class Fleet:
         return self._table.get(name)
 
     def names(self) -> list[str]:
-        """Live agent names in id order (the order of `candidates` in records)."""
-        return self._table.names()
+        """Live agent names in id order (the order of `candidates` in records). Under the fleet's
+        lock: the names are read off a dict that an `add` from another thread may grow."""
+        with self._lock:
+            return self._table.names()
 
     def namespace_of(self, name: str) -> str | None:
         """The namespace of a live agent, None if no agent has the name."""
