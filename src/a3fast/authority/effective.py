@@ -96,11 +96,17 @@ class Authority:
         """Every capability that may be used, with or without confirmation."""
         return self.granted | self.confirm
 
-    def __contains__(self, key: object) -> bool:
+    def _id_of(self, key: object) -> tuple[str | None, int | None]:
+        """A capability reference's canonical key (None: no reference) and its id here (None:
+        unknown). The vocabulary's keys are canonical, so a key it holds is looked up once."""
         cid = self.vocabulary.get(key) if type(key) is str else None
-        if cid is None:
-            ref = parse_capability_ref(key)
-            cid = self.vocabulary.get(ref) if ref is not None else None
+        if cid is not None:
+            return key, cid       # type: ignore[return-value]
+        ref = parse_capability_ref(key)
+        return ref, (self.vocabulary.get(ref) if ref is not None else None)
+
+    def __contains__(self, key: object) -> bool:
+        cid = self._id_of(key)[1]
         return cid is not None and (self.effective >> cid) & 1 == 1
 
     def keys(self, status: str = GRANTED) -> list[str]:
@@ -118,14 +124,10 @@ class Authority:
         """The standing of one capability and every reason for it, boundary by boundary. `key` is
         a capability reference, `"<id>"` (major version 1) or `"<id>/<major>"`; the Grant names it
         by its canonical key (ValueError for one that is no reference)."""
-        vocabulary = self.vocabulary
-        cid = vocabulary.get(key) if type(key) is str else None     # its keys are canonical
-        if cid is None:
-            ref = parse_capability_ref(key)
-            if ref is None:
-                raise ValueError(f"capability: expected a reference '<id>' or '<id>/<major>', found {key!r}")
-            key = ref
-            cid = vocabulary.get(key)
+        ref, cid = self._id_of(key)
+        if ref is None:
+            raise ValueError(f"capability: expected a reference '<id>' or '<id>/<major>', found {key!r}")
+        key = ref
         bit = 0 if cid is None else 1 << cid
         denied = self._denials(bit)
         if denied:

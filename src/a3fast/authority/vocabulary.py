@@ -110,13 +110,6 @@ class VocabularyView:
         self._ids: dict[str, int] = {}
         self._keys: list[str] = []
 
-    def intern(self, key: str) -> int:
-        cid = self.get(key)
-        if cid is None:
-            cid = self._ids[key] = self._size + len(self._keys)
-            self._keys.append(key)
-        return cid
-
     def get(self, key: str) -> int | None:
         cid = self._base.get(key)
         if cid is not None and cid < self._size:
@@ -127,8 +120,7 @@ class VocabularyView:
         return self._base.key(cid) if cid < self._size else self._keys[cid - self._size]
 
     def bits(self, keys: Iterable[str]) -> int:
-        """The bitset of `keys`, interning here any the view does not hold (`intern`, inlined: an
-        engagement lists thousands)."""
+        """The bitset of `keys`, interning here, after the base's, any the view does not hold."""
         out = 0
         base, size, ids, added = self._base._ids, self._size, self._ids, self._keys
         for key in keys:
@@ -143,9 +135,6 @@ class VocabularyView:
 
     def keys(self, bits: int) -> list[str]:
         return [self.key(i) for i in bits_to_ids(bits)]
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self.get(key) is not None
 
     def __len__(self) -> int:
         return self._size + len(self._keys)

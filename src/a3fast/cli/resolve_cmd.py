@@ -14,8 +14,7 @@ import click
 import orjson
 
 from ..authority import (DEFAULT_SKEW_SECONDS, Resolution, Resolver, load_public_key, parse_connection,
-                         parse_engagement,
-                         parse_contracts, parse_mappings, parse_policy, parse_skills)
+                         parse_contracts, parse_engagement, parse_mappings, parse_policy, parse_skills)
 from ..authority.times import current_instant, format_instant
 from ..errors import SchemaError
 from ..files import InputError, display_name, read_bytes, read_json, read_json_documents, require_kind

@@ -230,10 +230,9 @@ def _decisive(component: str, then_scores: Mapping[str, Mapping[str, Any]],
     now = _lead(component, now_scores, winner, loser)
     if now is None:
         return False
-    then = _lead(component, then_scores, winner, loser)
-    if then is None:
+    if _lead(component, then_scores, winner, loser) is None:
         return now > 0
-    grew = (now - then) * (weights.get(component, 1.0) if weights is not None else 1.0)
+    grew = _grew(component, then_scores, now_scores, winner, loser, weights)
     if grew <= 0:
         return False
     assert winner is not None and loser is not None     # both have leads

@@ -8,9 +8,8 @@ a record of an unusual shape is read whole, the generic way, with the same resul
 """
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import os
+from collections import OrderedDict
 from typing import Any, Iterable, Iterator, Mapping
 
 import msgspec
