@@ -228,7 +228,11 @@ def _kind_of(documents: list[Any]) -> Kind:
 def _listed_as_requirements(document: dict[str, Any]) -> bool:
     """Whether the lists of a document whose members are all requirements members hold what §4's
     lists hold: capabilities as objects or `name/version` strings, names as strings (an MCP tool
-    listing `{"tools": [{...}]}` has the member's name and not its shape)."""
+    listing `{"tools": [{...}]}` has the member's name and not its shape). `{"tools": []}` alone is
+    both an empty listing (a server with no tools, a last page) and requirements that ask for
+    nothing: it is not told apart, so each reader reads it as its own."""
+    if document == {"tools": []}:
+        return False
     for member in ("clearances", "tools", "exclude"):
         value = document.get(member)
         if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):

@@ -139,6 +139,28 @@ def test_mcp_binds_into_a_fleet_in_place_and_writes_drafts_for_resolve(card, tmp
     assert "annotations ignored (1)" in result.stderr
 
 
+@pytest.mark.parametrize("second, message", [
+    ({"v": "1.0", "agent": {"name": "b", "namespace": "s"}, "capabilities": [{"name": "BAD", "version": 1}],
+      "clearances": []},
+     "fleet.jsonl: line 2: $.capabilities[0].name: expected a capability identifier"),
+    ({"v": "1.0", "agent": {"name": "a", "namespace": "other"}, "capabilities": [], "clearances": []},
+     "fleet.jsonl: line 2: $: expected an agent name no other namespace holds"),
+])
+def test_mcp_refuses_a_fleet_it_would_drop_a_declaration_of(second, message, tmp_path):
+    # the caller's fleet passes through: a declaration a fleet would refuse is bad input, not a
+    # line silently missing from the fleet written back over it
+    fleet = tmp_path / "fleet.jsonl"
+    first = {"v": "1.0", "agent": {"name": "a", "namespace": "s"}, "capabilities": [{"name": "x.y", "version": 1}],
+             "clearances": []}
+    third = {"v": "1.0", "agent": {"name": "c", "namespace": "s"}, "capabilities": [], "clearances": []}
+    fleet.write_bytes(b"".join(orjson.dumps(d) + b"\n" for d in (first, second, third)))
+    before = fleet.read_bytes()
+    result = invoke("mcp", DATA / "listings" / "page1.json", "--fleet", fleet, "--bind", "a", "-o", fleet)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert fleet.read_bytes() == before
+
+
 @pytest.mark.parametrize("args, message", [
     ((), "nothing to do"),
     (("--bind-all",), "--bind-all"),
@@ -196,3 +218,30 @@ def test_worked_example_builds_a_fleet_and_places_tasks(tmp_path):
                                     str(EXAMPLES / "task-unschedulable.json")])
     assert rejected.exit_code == 1
     assert "tool:create_pull_request failed by Currency Conversion Agent" in rejected.stderr
+
+
+def test_a2a_json_lines_with_a_broken_line_imports_the_other_lines(tmp_path):
+    # one card cut short among three is one skipped item, not the loss of the file's other cards
+    cards = [json.dumps({**CARD, "name": f"agent{i}"}) for i in range(3)]
+    cards[1] = cards[1][:40]
+    path = tmp_path / "cards.jsonl"
+    path.write_text("\n".join(cards) + "\n")
+    out = tmp_path / "fleet.jsonl"
+    result = invoke("a2a", path, "--namespace", "s", "--capability-version", "1", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert [d["agent"]["name"] for d in lines(out)] == ["agent0", "agent2"]
+    assert "2 agents made from 1 file, 1 item skipped" in result.stderr
+    assert "cards.jsonl: line 2: $: expected valid JSON" in result.stderr
+
+
+def test_mcp_reads_an_empty_last_page_of_a_listing(tmp_path):
+    # `{"tools": []}` is a listing too (a server with no tools, an empty last page), never refused
+    # as requirements
+    page1 = tmp_path / "p1.json"
+    page1.write_text(json.dumps({"tools": [{"name": "t", "inputSchema": {"type": "object"}}], "nextCursor": "2"}))
+    page2 = tmp_path / "p2.json"
+    page2.write_text(json.dumps({"tools": []}))
+    out = tmp_path / "fleet.jsonl"
+    result = invoke("mcp", page1, page2, "--bind", "ag", "--namespace", "ns", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert [d["tools"] for d in lines(out)] == [["t"]]

@@ -130,6 +130,49 @@ def test_kagent_agents_give_capabilities_tools_and_namespace(tmp_path):
     assert "spec.declarative.a2aConfig.skills[1].id" in result.stderr
 
 
+def test_a_kagent_agents_own_namespace_is_kept_over_the_namespace_flag(tmp_path):
+    # --namespace is for a resource that names none, as for an AgentDeclaration
+    path = tmp_path / "agents.yaml"
+    path.write_text(KAGENT)
+    out = tmp_path / "fleet.jsonl"
+    result = invoke("k8s", path, "--allow-empty", "--namespace", "staging", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    fleet = {d["agent"]["name"]: d for d in map(orjson.loads, out.read_bytes().splitlines())}
+    assert {d["agent"]["namespace"] for d in fleet.values()} == {"kagent"}
+    assert "namespace 'kagent' from metadata.namespace" in result.stderr
+
+
+def test_kagent_tool_names_that_are_not_an_array_of_names_are_skipped_where_they_are(tmp_path):
+    path = tmp_path / "agent.yaml"
+    path.write_text("""
+apiVersion: kagent.dev/v1alpha2
+kind: Agent
+metadata: {name: k8s-agent, namespace: kagent}
+spec:
+  type: Declarative
+  declarative:
+    a2aConfig:
+      skills: [{id: get-resources}, [not, a, skill], {id: 2024-01-01}]
+    tools:
+      - mcpServer: {name: one, toolNames: get_pods}
+      - mcpServer: {name: two, toolNames: 5}
+      - mcpServer: {name: three, toolNames: [k8s_logs, 7, ""]}
+""")
+    out = tmp_path / "fleet.jsonl"
+    result = invoke("k8s", path, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    [agent] = map(orjson.loads, out.read_bytes().splitlines())
+    assert agent["tools"] == ["k8s_logs"]    # never a string split into one tool per character
+    tools = "document 1: $.spec.declarative.tools"
+    assert f"{tools}[0].mcpServer.toolNames: expected the tool names (an array of strings), found string" in result.stderr
+    assert f"{tools}[1].mcpServer.toolNames: expected the tool names (an array of strings), found 5" in result.stderr
+    assert f"{tools}[2].mcpServer.toolNames[1]: expected a tool name" in result.stderr
+    assert f"{tools}[2].mcpServer.toolNames[2]: expected a tool name" in result.stderr
+    # a skipped skill is named where it is in the resource, not in the card made from it
+    assert "$.spec.declarative.a2aConfig.skills[1]: expected a skill" in result.stderr
+    assert "$.spec.declarative.a2aConfig.skills[2].id: expected the skill's id" in result.stderr
+
+
 def test_a_kagent_agent_with_no_skills_exits_1_and_writes_nothing(tmp_path):
     path = tmp_path / "agents.yaml"
     path.write_text(KAGENT)

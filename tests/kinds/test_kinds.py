@@ -49,6 +49,7 @@ def test_each_kind_a3fast_writes_is_told(data, kind):
 @pytest.mark.parametrize("data", [
     orjson.dumps({"name": "card", "skills": []}),               # an A2A card
     orjson.dumps({"tools": [{"name": "t", "inputSchema": {}}]}),  # an MCP listing: `tools` of objects
+    orjson.dumps({"tools": []}),          # an empty listing (a last page), or requirements of nothing
     orjson.dumps({"id": "c", "agent": {"name": "a"}, "experience": "e"}),  # an authority connection
     orjson.dumps({}),
     b"apiVersion: v1\nkind: Pod\n",                              # YAML

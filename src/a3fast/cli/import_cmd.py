@@ -24,7 +24,7 @@ from ..interop.naming import is_domain, server_domain
 from ..interop.oasf import import_records
 from ..interop.signing import CardKeys, CardKeyError, read_keys
 from ..interop.report import ImportReport
-from ..interop.sources import (Document, expand_paths, json_document, json_documents, to_json,
+from ..interop.sources import (Document, expand_paths, json_document, to_json, usable_json_documents,
                                yaml_documents)
 from ..interop.supply import Supplied, read_grants
 from ..schema import LATENCY_CLASSES, loads
@@ -168,7 +168,7 @@ def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cos
     outputs = _outputs(output, report_path, as_json)
     report = ImportReport("a2a")
     files = [c for c in cards if not _is_url(c)]
-    docs = _read(files, (".json", ".jsonl"), json_documents, report, "A2A agent cards") if files else []
+    docs = _read(files, (".json", ".jsonl"), _json(report), report, "A2A agent cards") if files else []
     cache = EtagCache(etag_cache)
     fetched: dict[str, str] = {}
     limits = Limits(timeout=timeout, deadline=timeout * 3, max_bytes=max_bytes)
@@ -181,14 +181,13 @@ def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cos
             continue
         if card.revalidated:
             report.count("cards unchanged since the last fetch (HTTP 304, ETag)")
-        try:
-            docs += json_documents(card.body, url)
-        except SchemaError as exc:
-            for problem in exc.problems:
-                report.skip(url, problem.path, f"expected {problem.expected}, found {problem.found} "
-                                               f"(served at {card.url})")
-            continue
-        fetched[url] = card.url
+        served, problems = usable_json_documents(card.body, url)
+        for problem in problems:
+            report.skip(url, problem.path, f"expected {problem.expected}, found {problem.found} "
+                                           f"(served at {card.url})")
+        if served:
+            docs += served
+            fetched[url] = card.url
     result = _run(lambda: import_cards(docs, supplied, report, fetched=fetched, keys=keys))
     _finish(result, outputs, require_capabilities=not allow_empty)
     try:
@@ -217,7 +216,7 @@ def oasf(records, namespace, clearances, grants_path, residency, latency_class, 
                          **_naming(versions, strict_ids, skill_domain, bad))
     outputs = _outputs(output, report_path, as_json)
     report = ImportReport("oasf")
-    docs = _read(records, (".json", ".jsonl"), json_documents, report, "OASF records")
+    docs = _read(records, (".json", ".jsonl"), _json(report), report, "OASF records")
     result = _run(lambda: import_records(docs, supplied, report))
     _finish(result, outputs, require_capabilities=not allow_empty)
 
@@ -317,7 +316,8 @@ def mcp(listings, server_command, server_url, timeout, fleet_path, bind, bind_al
         tool_server = {"name": server, **tool_server}
     result = _run(lambda: import_listings(docs, supplied, fleet=fleet,
                                           bind=None if bind_all else bind, server=server,
-                                          contracts=drafts, report=report, tool_server=tool_server))
+                                          contracts=drafts, report=report, tool_server=tool_server),
+                  files=(fleet_path,) if fleet_path else ())
     _finish(result, outputs)
 
 
@@ -446,6 +446,17 @@ def _yaml_or_json(data: bytes, source: str) -> Any:
     return to_json(docs[0].value)
 
 
+def _json(report: ImportReport) -> Callable[[bytes, str], list[Document]]:
+    """The documents of a JSON file; each line of JSON Lines that cannot be read is a skipped item
+    and the others are used."""
+    def parse(data: bytes, source: str) -> list[Document]:
+        docs, problems = usable_json_documents(data, source)
+        for problem in problems:
+            report.skip(source, problem.path, f"expected {problem.expected}, found {problem.found}")
+        return docs
+    return parse
+
+
 def _yaml(report: ImportReport) -> Callable[[bytes, str], list[Document]]:
     def parse(data: bytes, source: str) -> list[Document]:
         docs, problems = yaml_documents(data, source)
@@ -495,10 +506,13 @@ def _read_one(path: str, parse: Callable[[bytes, str], list[Document]], report: 
             report.skip(source, problem.path, f"expected {problem.expected}, found {problem.found}")
 
 
-def _run(fn: Callable[[], ImportResult]) -> ImportResult:
+def _run(fn: Callable[[], ImportResult], files: tuple[str, ...] = ()) -> ImportResult:
     try:
         return fn()
-    except SchemaError as exc:  # a supplied value the importer refused (e.g. --server)
+    except SchemaError as exc:
+        if exc.source is not None and exc.source in files:  # a caller's file (--fleet) the import refused
+            raise BadInput(exc.lines()) from None
+        # a supplied value the importer refused (e.g. --server)
         raise BadInput([_flag_line(p.path, p.expected, p.found) for p in exc.problems]) from None
 
 

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 import orjson
 
-from ..errors import SchemaError
+from ..errors import Problem, SchemaError
 from ..fleet.domain import namespace_conflict
 from ..schema import parse_declaration
 from .report import AgentEntry, ImportReport, under
@@ -93,6 +93,26 @@ class DeclarationSet:
             for what, why in missing:
                 self.report.missing(what, name, why)
         return True
+
+    def keep(self, doc: Any, source: str, path: str) -> None:
+        """Hold a declaration the caller passed in (an importer's fleet), to be written back out as
+        given: one the set would skip is a SchemaError naming `source`, the place and why, since
+        dropping a line of the caller's own file would lose an agent without a word."""
+        try:
+            decl = parse_declaration(doc)
+        except SchemaError as exc:
+            raise SchemaError([Problem(under(path, p.path), p.expected, p.found) for p in exc.problems],
+                              source) from None
+        earlier = self._held.get(decl.agent.name)
+        conflict = namespace_conflict(decl.agent.name, earlier.namespace if earlier is not None else None,
+                                      decl.agent.namespace)
+        if conflict is not None:
+            assert earlier is not None
+            raise SchemaError([Problem(path, f"an agent name no other namespace holds ({earlier.path} "
+                                             f"declares it in namespace {earlier.namespace!r})",
+                                       f"{decl.agent.name!r} in namespace {decl.agent.namespace!r}")],
+                              source)
+        self.offer(doc, source, path, made=False)
 
     def replace_doc(self, name: str, doc: dict[str, Any]) -> None:
         """Swap in a changed declaration for an agent already held (it must still parse)."""

@@ -69,8 +69,9 @@ def read_kagent_agent(obj: Mapping[str, Any], path: str, source: str, supplied: 
             server = tool.get("mcpServer") if isinstance(tool, Mapping) else None
             if not isinstance(server, Mapping):
                 continue
-            names = [n for n in server.get("toolNames") or () if isinstance(n, str) and n]
-            tools += names
+            tools += _tool_names(server.get("toolNames"),
+                                 json_path(json_path(json_path(json_path(ppath, "tools"), i), "mcpServer"),
+                                           "toolNames"), source, report)
             ref = server.get("name") or server.get("toolServer")
             if isinstance(ref, str):
                 entry = {"name": ref, "transport": "kagent",
@@ -87,13 +88,17 @@ def read_kagent_agent(obj: Mapping[str, Any], path: str, source: str, supplied: 
             report.skip(source, where, f"expected {problem.expected}, found {problem.found}")
         return
     # Skill paths in the report point into the resource, not the card built from it.
-    parsed = replace(parsed, skills=tuple(replace(s, path=skills_path + s.path[len(json_path(path, "skills")):])
+    card_skills = json_path(path, "skills")
+    parsed = replace(parsed, skills=tuple(replace(s, path=skills_path + s.path[len(card_skills):])
                                           for s in parsed.skills))
     for problem in problems:
-        report.skip(source, problem.path, f"expected {problem.expected}, found {problem.found}")
+        where = skills_path + problem.path[len(card_skills):] if problem.path.startswith(card_skills) \
+            else problem.path
+        report.skip(source, where, f"expected {problem.expected}, found {problem.found}")
     namespace = metadata.get("namespace")
     own = supplied
-    if supplied.namespace is None and isinstance(namespace, str) and namespace:
+    # the resource's own namespace first; --namespace is for a resource that names none
+    if isinstance(namespace, str) and namespace:
         own = replace(supplied, namespace=namespace)
         report.note("namespace derived", source, path, f"agent {name!r}: namespace {namespace!r} "
                                                        f"from metadata.namespace")
@@ -115,3 +120,20 @@ def read_kagent_agent(obj: Mapping[str, Any], path: str, source: str, supplied: 
               "capabilities": len(decl["capabilities"]), "tools": len(decl.get("tools", ()))}
     if out.offer(decl, source, path, supplied=given, missing=missing, detail=detail):
         report.derived[decl["agent"]["name"]] = None
+
+
+def _tool_names(names: Any, where: str, source: str, report: ImportReport) -> list[str]:
+    """The tool names of one `mcpServer` binding; what is not a name is a skipped item."""
+    if names is None:
+        return []
+    if not isinstance(names, list):
+        report.skip(source, where, f"expected the tool names (an array of strings), found {describe(names)}")
+        return []
+    kept = []
+    for i, name in enumerate(names):
+        if isinstance(name, str) and name:
+            kept.append(name)
+        else:
+            report.skip(source, json_path(where, i), f"expected a tool name (a non-empty string), "
+                                                     f"found {describe(name)}")
+    return kept

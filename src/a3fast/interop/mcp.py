@@ -225,7 +225,9 @@ def import_listings(documents: Iterable[Document], supplied: Supplied | None = N
     asks for draft contracts, whose ids are `<server>.<tool>`. `tool_server` says how the server
     is reached (`{"name", "transport", "url" | "command"}`); each bound agent's declaration lists it
     under `tool_servers` (a member A3 §3 keeps as matched), so a bound record says where the
-    agent's tools are.
+    agent's tools are. A declaration of `fleet` that a fleet would refuse (invalid, or its name held
+    by another namespace) is a SchemaError naming its source and place: it passes through, so it is
+    never dropped.
     """
     supplied = (supplied or Supplied()).check()
     if contracts and (server is None or not is_domain(server)):
@@ -234,9 +236,15 @@ def import_listings(documents: Iterable[Document], supplied: Supplied | None = N
                           "supplied")
     report = report or ImportReport("mcp")
     out = DeclarationSet(report)
+    refused: list[SchemaError] = []
     for doc in fleet:
         report.read(doc.source)
-        out.offer(doc.value, doc.source, doc.path, made=False)
+        try:
+            out.keep(doc.value, doc.source, doc.path)
+        except SchemaError as exc:
+            refused.append(exc)
+    if refused:
+        raise _every_problem(refused)
     tools = _read_tools(documents, report)
     result = ImportResult([], report, usable=bool(tools))
     if contracts:
@@ -253,6 +261,15 @@ def import_listings(documents: Iterable[Document], supplied: Supplied | None = N
         # fleet is not what was asked for
         result.usable = False
     return result
+
+
+def _every_problem(refused: list[SchemaError]) -> SchemaError:
+    """One SchemaError of every problem of `refused`: of their source, if they share one."""
+    sources = {exc.source for exc in refused}
+    if len(sources) == 1:
+        return SchemaError([p for exc in refused for p in exc.problems], sources.pop())
+    return SchemaError([Problem(f"{exc.source}: {p.path}", p.expected, p.found)
+                        for exc in refused for p in exc.problems])
 
 
 def _read_tools(documents: Iterable[Document], report: ImportReport) -> list[Tool]:

@@ -21,8 +21,8 @@ from ..framing import LINES, iter_lines, read_documents
 from ..errors import Problem, SchemaError, describe, json_path
 from ..schema import loads
 
-__all__ = ["Document", "expand_paths", "json_documents", "json_document", "yaml_documents",
-           "to_json", "MAX_NODES"]
+__all__ = ["Document", "expand_paths", "json_documents", "usable_json_documents", "json_document",
+           "yaml_documents", "to_json", "MAX_NODES"]
 
 #: Most values one declaration taken from a manifest may expand to (an alias counts each time it is
 #: used). Only declarations are copied, never whole manifests, so this is generous.
@@ -60,20 +60,28 @@ def json_document(data: bytes, source: str) -> Document:
 
 def json_documents(data: bytes, source: str) -> list[Document]:
     """A JSON object (one document), a JSON array (one document per element) or JSON Lines (read
-    by a3fast.framing, every problem at its line)."""
+    by a3fast.framing, every problem at its line); SchemaError if any of it cannot be read."""
+    documents, problems = usable_json_documents(data, source)
+    if problems:
+        raise SchemaError(problems, source)
+    return documents
+
+
+def usable_json_documents(data: bytes, source: str) -> tuple[list[Document], list[Problem]]:
+    """`json_documents`, keeping what can be read: the documents of the JSON Lines that parse, and
+    the problem of each line that does not (one broken line of a thousand cards is one skipped
+    item). A file that is one broken JSON document is one problem and no document."""
     try:
         value = loads(data, source)
     except SchemaError as whole:
         lines = list(itertools.islice(iter_lines(data), 2))
         if len(lines) < 2 or not _parses(lines[0][1]):
-            raise whole from None  # one broken JSON document, not JSON Lines: one error, not one per line
+            return [], list(whole.problems)  # one broken JSON document, not JSON Lines: one problem
         documents, problems = read_documents(data, form=LINES)
-        if problems:
-            raise SchemaError(problems, source) from None
-        return [Document(source, where, value) for where, value in documents]
+        return [Document(source, where, value) for where, value in documents], list(problems)
     if isinstance(value, list):
-        return [Document(source, f"$[{i}]", item) for i, item in enumerate(value)]
-    return [Document(source, "$", value)]
+        return [Document(source, f"$[{i}]", item) for i, item in enumerate(value)], []
+    return [Document(source, "$", value)], []
 
 
 def _parses(line: bytes) -> bool:
