@@ -314,6 +314,12 @@ def test_a_broken_pretty_printed_card_is_one_error_not_one_per_line():
     assert len(err.value.problems) == 1 and err.value.problems[0].path == "$"
 
 
+def test_a_skill_description_that_is_not_text_is_reported_and_the_skill_kept():
+    card, problems = read_card({**V1, "skills": [{"id": "order.investigate", "description": 3}]})
+    assert [p.path for p in problems] == ["$.skills[0].description"]
+    assert [s.description for s in card.skills] == [None]
+
+
 def test_additional_interfaces_that_are_not_an_array_are_reported():
     card, problems = read_card({**V03, "additionalInterfaces": "https://x"})
     assert [p.path for p in problems] == ["$.additionalInterfaces"]

@@ -386,6 +386,17 @@ def test_the_canonical_form_is_rfc_8785():
     assert canonical_card({"name": "x", "signatures": [1], "skills": [], "d": ""}) == b'{"name":"x"}'
 
 
+@pytest.mark.parametrize("number, text", [
+    (2.0 ** 60, "1152921504606847000"),            # ECMAScript's shortest digits, padded with zeros,
+    (1.2345678901234568e20, "123456789012345680000"),  # not the float's exact binary value
+    (2.0 ** 53, "9007199254740992"), (1e16, "10000000000000000"), (1e21, "1e+21"), (1e23, "1e+23"),
+    (-0.0, "0"), (-5.0, "-5"), (0.1, "0.1"), (1e-6, "0.000001"), (1e-7, "1e-7"), (5e-324, "5e-324"),
+    (333333333.3333333, "333333333.3333333"), (1.7976931348623157e308, "1.7976931348623157e+308"),
+])
+def test_numbers_in_the_canonical_form_are_written_as_ecmascript_writes_them(number, text):
+    assert jcs(number) == text
+
+
 # -- MCP servers built with the official SDK -------------------------------------------------------
 def server_command(mode: str) -> str:
     return f"{sys.executable} {MCP_SERVER} {mode} stdio"

@@ -150,11 +150,12 @@ def test_an_agent_not_in_the_fleet_without_a_namespace_is_skipped():
     assert result.declarations == [DECL]
 
 
-def test_an_invalid_declaration_in_the_fleet_is_skipped_not_emitted():
+def test_an_invalid_declaration_in_the_fleet_is_refused_never_dropped():
+    # the fleet passes through: leaving a declaration out would lose the agent from a fleet written back
     bad = {**OTHER, "clearances": ["Not An Id"]}
-    result = import_listings([listing(TOOLS)], fleet=fleet(DECL, bad), bind=None)
-    assert [d["agent"]["name"] for d in result.declarations] == ["order-analyst"]
-    assert result.report.skipped[0].path == "line 2: $.clearances[0]"
+    with pytest.raises(SchemaError) as refused:
+        import_listings([listing(TOOLS)], fleet=fleet(DECL, bad), bind=None)
+    assert [p.path for p in refused.value.problems] == ["line 2: $.clearances[0]"]
 
 
 def test_nothing_usable_when_no_listing_gives_a_tool():

@@ -149,6 +149,9 @@ def read_card(obj: Any, source: str = "card", path: str = "$") -> tuple[AgentCar
                                     describe(skill_id) if "id" in item else "nothing"))
             continue
         description = item.get("description")
+        if description is not None and not isinstance(description, str):  # the skill is kept without it
+            problems.append(Problem(json_path(spath, "description"), "the skill's description (a string)",
+                                    describe(description)))
         skills.append(Skill(skill_id, json_path(spath, "id"),
                             description if isinstance(description, str) and description else None))
     interfaces = _interfaces(obj, shape, path, problems)

@@ -252,13 +252,13 @@ def _number(value: float) -> str:
         raise ValueError("a non-finite number")
     if value == 0:
         return "0"
-    if value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
     text = repr(value)  # the shortest round-tripping digits, as ECMAScript chooses them
-    if "e" in text and 1e-6 <= abs(value) < 1e21:  # ECMAScript writes these without an exponent
-        from decimal import Decimal
+    if "e" in text and 1e-6 <= abs(value) < 1e21:  # ECMAScript writes these without an exponent,
+        from decimal import Decimal                 # padding the digits with zeros: 1.2e+20 is 120000000000000000000
 
         return format(Decimal(text), "f")
+    if value.is_integer() and abs(value) < 1e21:
+        return text.removesuffix(".0")
     if "e" in text:
         mantissa, exponent = text.split("e")
         sign = "-" if exponent.startswith("-") else "+"
