@@ -112,3 +112,23 @@ def fail_a_scored_agent_on_an_unmatched_predicate(member, chosen, read, write):
 def test_compact_findings_equal_the_findings_on_the_decoded_trace(spec_trace, change):
     compact, decoded = compact_with(spec_trace, change)
     assert codes(verify(compact)) == codes(verify(decoded)) != []
+
+
+@pytest.mark.parametrize("total", ["high", None, True, [1], "missing"])
+def test_a_score_total_that_is_no_number_is_found_in_both_forms(spec_trace, total):
+    # the compact member's `total` column in JSON (or none at all) decodes to a spec record whose
+    # §7 structure is wrong: the verifier says so of the compact record too, in the same words
+    spec = copy.deepcopy(spec_trace)
+    bound = next(r for r in spec if r["kind"] == "task.bound")
+    for entry in bound["content"]["scheduling"]["scores"].values():
+        if total == "missing":
+            del entry["total"]
+        else:
+            entry["total"] = total
+    compact = list(encode_trace(spec))
+    assert KEY in next(r for r in compact if r["seq"] == bound["seq"])["content"]
+    in_spec = [(f.code, f.seq, f.message) for f in verify(spec)]
+    assert in_spec and all(code == "E_STRUCTURE" for code, _, _ in in_spec)
+    assert [(f.code, f.seq, f.message) for f in verify(compact)] == in_spec
+    assert [(f.code, f.seq, f.message) for f in verify_bytes(b"".join(orjson.dumps(r) + b"\n" for r in compact))] \
+        == in_spec

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping
 from pyroaring import BitMap
 
 from .compact import KEY, CompactError, CompactMember, Snapshots
+from ..errors import describe
 from .read import (ABSENT, NAME, ParsedDocuments, RecordedPlacement, ScoredNames, read_resumed,
                    read_route)
 
@@ -110,7 +111,11 @@ class CompactReader:
         record.filters_passed = member.predicates
         names = self._name_ids(seq if isinstance(fleet, dict) else fleet, member)
         record.failed = CompactFailed(member.predicates, member.failed, names)
-        record.scored = CompactScored(member.score_ids, names)
+        totals = _total_problems(compact, member)
+        if totals:
+            record.problems += totals
+        else:
+            record.scored = CompactScored(member.score_ids, names)
         read_route(member.rest.get("route", ABSENT), record)
         return record
 
@@ -121,3 +126,24 @@ class CompactReader:
                 raise CompactError(f"fleet snapshot: expected {NAME} for every agent, found an empty one")
             name_ids = self._names[table_seq] = _NameIds(member.names)
         return name_ids
+
+
+def _total_problems(compact: Mapping[str, Any], member: CompactMember) -> list[str]:
+    """What the spec reader says of the `scores` this record decodes to when an entry's `total` is
+    not a number: a column of doubles or integers always holds numbers; a JSON column, or none, is
+    read entry by entry, in the same words."""
+    if not member.score_ids:
+        return []
+    kinds = {column[0]: column[1] for column in compact["scores"]["columns"]}    # checked by the codec
+    if kinds.get("total") in ("f64", "i64"):
+        return []
+    totals = dict(member.score_columns).get("total")
+    problems = []
+    for k, aid in enumerate(member.score_ids):
+        total = ABSENT if totals is None else totals[k]
+        if not isinstance(total, (int, float)) or isinstance(total, bool):
+            name = member.names[aid]
+            path = f"scheduling.scores[{name!r}]" if len(name) <= 60 else "scheduling.scores[…]"
+            problems.append(f"{path}.total: expected a number, found "
+                            f"{'nothing' if total is ABSENT else describe(total)}")
+    return problems
