@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-__all__ = ["A3Error", "Problem", "SchemaError", "FleetError", "SnapshotError", "describe", "json_path",
-           "PROBLEMS_SHOWN", "capped"]
+__all__ = ["A3Error", "Problem", "SchemaError", "FleetError", "SnapshotError", "describe", "printable",
+           "json_path", "PROBLEMS_SHOWN", "capped"]
 
 
 class A3Error(ValueError):
@@ -32,6 +32,15 @@ def describe(value: Any, limit: int = 60) -> str:
     if isinstance(value, (list, tuple)):
         return f"array of {len(value)}"
     return type(value).__name__
+
+
+def printable(text: str) -> str:
+    """`text` with every character that is not printable (control characters, line and paragraph
+    separators, bidirectional and other format characters) written as its Python escape, so that a
+    line quoting hostile input stays one line that shows what it holds."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def json_path(base: str, key: str | int) -> str:

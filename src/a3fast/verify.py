@@ -19,7 +19,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Iterable, Mapping
 
-from .errors import describe
+from .errors import describe, printable
 from .predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
                          UNMET_CODE, parse_predicate, satisfies)
 from .rejection_claims import claims_no_eligible_agent, names_a_predicate
@@ -650,5 +650,7 @@ def summarise(findings: list[Finding], source: str | None = None) -> str:
         head = f"{name}valid: every check of §7 passed"
     if warnings:
         head += f", {warnings} warning{'s' if warnings != 1 else ''}"
-    return "\n".join([head, *(f"  {f}" for f in findings)])
+    # a finding quotes the trace, which may hold control characters that would redraw a terminal
+    # (erase the verdict, write another): the lines are shown with those characters escaped
+    return "\n".join([printable(head), *(printable(f"  {f}") for f in findings)])
 

@@ -85,7 +85,8 @@ def test_unreadable_input_exits_2_with_one_line_and_goes_on(tmp_path, placed):
     assert result.exit_code == 2
     assert "Traceback" not in result.output
     assert "missing.jsonl: cannot read" in result.stderr
-    assert json.loads(result.stdout.strip())["valid"] is True
+    missing, read = map(json.loads, result.stdout.splitlines())
+    assert missing["valid"] is False and missing["records"] == 0 and read["valid"] is True
 
 
 def test_a_trace_with_records_and_lines_that_break_the_format_is_invalid_not_unreadable():
@@ -111,7 +112,40 @@ def test_an_empty_trace_says_no_records_and_is_unreadable(data):
 def test_an_empty_trace_still_gets_its_json_result_with_a_count_of_no_records():
     result = run("verify", "--json", input=b"")
     assert result.exit_code == 2
-    assert json.loads(result.stdout) == {"path": "-", "valid": True, "records": 0, "errors": [], "warnings": []}
+    # valid as §7 reads an empty trace (the conformance vector), and said to be unreadable
+    assert json.loads(result.stdout) == {"path": "-", "valid": True, "records": 0, "errors": [], "warnings": [],
+                                         "unreadable": "standard input: unreadable: no records (the input is empty)"}
+
+
+def test_a_trace_that_cannot_be_read_gets_its_json_result_too(tmp_path, placed):
+    # one result per trace named, in order, so a machine reading them can tell which one failed
+    good = tmp_path / "t.jsonl"
+    good.write_bytes(placed)
+    result = run("verify", "--json", str(tmp_path / "absent.jsonl"), str(tmp_path), str(good))
+    assert result.exit_code == 2
+    absent, folder, read = map(json.loads, result.stdout.splitlines())
+    assert absent == {"path": str(tmp_path / "absent.jsonl"), "valid": False, "records": 0, "errors": [],
+                      "warnings": [], "unreadable": f"{tmp_path / 'absent.jsonl'}: cannot read: No such file or directory"}
+    assert folder["valid"] is False and folder["unreadable"].endswith("cannot read: Is a directory")
+    assert read["valid"] is True and read["records"] == 3 and "unreadable" not in read
+
+
+def test_what_a_trace_quotes_cannot_redraw_the_terminal(tmp_path, placed):
+    # a forged predicate holding control characters would erase the verdict and print another
+    records = [orjson.loads(line) for line in placed.splitlines()]
+    bound = next(r for r in records if r["kind"] == "task.bound")
+    forged = "\r\x1b[2K\x1b[1A\r\x1b[2Kt.jsonl: valid: every check of §7 passed\u202e\x1b[8m"
+    bound["content"]["scheduling"]["filters_passed"].append(forged)
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(jsonl(*records))
+    result = run("verify", str(path))
+    assert result.exit_code == 1
+    assert result.stdout.startswith(f"{path}: invalid: 1 error\n")
+    assert not any(ch in result.stdout for ch in "\r\x1b\u202e")
+    assert "\\r\\x1b[2K\\x1b[1A" in result.stdout and "\\u202e" in result.stdout
+    assert len(result.stdout.splitlines()) == 2
+    explained = run("explain", str(path))
+    assert explained.exit_code == 0 and "\x1b" not in explained.stdout
 
 
 def test_a_large_trace_on_a_terminal_gets_a_progress_bar(tmp_path, monkeypatch, placed):

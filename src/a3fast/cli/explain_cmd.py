@@ -15,7 +15,7 @@ from typing import Any
 import click
 import orjson
 
-from ..errors import A3Error, SchemaError
+from ..errors import A3Error, SchemaError, printable
 from ..explain import Explained, ExplainError, all_failed, counts_table, explain_record
 from .common import BadInput, EXIT_OK, json_option
 from .fleet_input import load_fleet
@@ -59,7 +59,8 @@ def explain(trace, seq, all_failed_flag, fleet_path, as_json):
         if as_json:
             lines.append(_dumps(_json(explained, seq is not None, failures)))
         else:
-            lines += _text(explained, seq is not None, failures)
+            # names quoted from a trace are shown escaped: a control character must not redraw the terminal
+            lines += map(printable, _text(explained, seq is not None, failures))
     if problems:
         raise BadInput(problems)
     if not found:

@@ -24,6 +24,7 @@ from typing import Any
 import click
 import orjson
 
+from ..errors import printable
 from ..files import input_source, require_kind
 from ..framing import ARRAY, framed
 from .common import (EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_outputs, check_outputs, closed_output, json_option,
@@ -160,7 +161,7 @@ def replay(traces, fleet_path, baseline_path, offer_new, allow_empty, weights, r
             echo = (lambda line: click.echo(line, err=True)) if output == "-" else click.echo
             for line in summary_lines(summary, kept[:show], ", ".join(labels), fleet_path, thresholds,
                                       baseline_path, each=each if len(each) > 1 else ()):
-                echo(line)
+                echo(printable(line))    # what a trace names, shown escaped (as `verify` does)
         sys.stdout.flush()
     except BrokenPipeError:
         closed_output()

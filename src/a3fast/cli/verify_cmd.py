@@ -50,23 +50,25 @@ def verify(traces: tuple[str, ...], as_json: bool, ray_address: str | None) -> N
         traces, ray_address = (ray_address, *traces), "local"
     exit_code = EXIT_OK
     for path, outcome in _results(traces or ("-",), ray_address):
-        if isinstance(outcome, InputError):  # a file of another kind a3fast writes: one line
-            click.echo(f"a3fast: {outcome}", err=True)
-            exit_code = EXIT_BAD_INPUT
-            continue
-        if isinstance(outcome, str):
-            click.echo(f"a3fast: {path}: cannot read: {outcome}", err=True)
+        if isinstance(outcome, (InputError, str)):
+            # a file of another kind a3fast writes (one line), or one that cannot be opened
+            why = str(outcome) if isinstance(outcome, InputError) else f"{path}: cannot read: {outcome}"
+            click.echo(f"a3fast: {why}", err=True)
+            if as_json:  # every trace named gets its result, so machines can tell which failed
+                _write_json(result_json(path, [], 0, unreadable=why, valid=False))
             exit_code = EXIT_BAD_INPUT
             continue
         findings, records = outcome
-        if as_json:
-            sys.stdout.buffer.write(result_json(path, findings, records) + b"\n")
-            sys.stdout.buffer.flush()
         if not records:
             label = "standard input" if path == "-" else path
-            click.echo(f"a3fast: {label}: unreadable: {_no_records(findings)}", err=True)
+            why = f"{label}: unreadable: {_no_records(findings)}"
+            if as_json:
+                _write_json(result_json(path, findings, records, unreadable=why))
+            click.echo(f"a3fast: {why}", err=True)
             exit_code = EXIT_BAD_INPUT
             continue
+        if as_json:
+            _write_json(result_json(path, findings, records))
         if not is_valid(findings) and exit_code == EXIT_OK:
             exit_code = EXIT_NEGATIVE
         if not as_json:
@@ -123,12 +125,23 @@ def _no_records(findings: list[Finding]) -> str:
     return f"no records: not a trace of {{seq, kind, content}} records ({findings[0]})"
 
 
-def result_json(path: str, findings: list[Finding], records: int | None = None) -> bytes:
-    """The `--json` result form for one trace (what `a3fast conformance --verifier` reads)."""
+def _write_json(line: bytes) -> None:
+    sys.stdout.buffer.write(line + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def result_json(path: str, findings: list[Finding], records: int | None = None, *,
+                unreadable: str | None = None, valid: bool | None = None) -> bytes:
+    """The `--json` result form for one trace (what `a3fast conformance --verifier` reads).
+
+    `unreadable` says why the CLI exits 2 for it. An empty trace stays valid (§7 finds nothing in
+    it, as the conformance vectors expect), with `"records": 0`; a file that could not be read at
+    all has no verdict but `valid=False`."""
     return orjson.dumps({
         "path": shown(path),
-        "valid": is_valid(findings),
+        "valid": is_valid(findings) if valid is None else valid,
         **({} if records is None else {"records": records}),
+        **({} if unreadable is None else {"unreadable": unreadable}),
         "errors": [f.to_dict() for f in findings if f.is_error],
         "warnings": [f.to_dict() for f in findings if not f.is_error],
     })
