@@ -119,5 +119,8 @@ def test_a_bound_record_has_no_derived_reason(engine):
     p = fleet_of(engine, AGENTS, batch=True).place(requirements(capabilities=[("case.summarise", 1)]))
     records = compact_records([p])
     records[-1]["content"][KEY].update(format=2, derived_reason=True)
+    with pytest.raises(CompactError, match="compact format 2 is a task.rejected record's"):
+        Decoder().decode_content(3, "task.bound", records[-1]["content"])
+    records[-1]["content"][KEY].update(format=1)
     with pytest.raises(CompactError, match="not a member"):
         Decoder().decode_content(3, "task.bound", records[-1]["content"])

@@ -355,6 +355,14 @@ def test_a_score_column_of_nan_is_refused():
         list(decode_trace(trace))
 
 
+def test_format_2_on_a_bound_record_is_refused():
+    # format 2 is a rejection's with a derived reason; compact-format.md: any other value is refused
+    trace, index = bound_compact()
+    trace[index]["content"][KEY]["format"] = 2
+    with pytest.raises(CompactError, match=r"\.format: compact format 2 is a task\.rejected record's"):
+        list(decode_trace(trace))
+
+
 def struct_doubles(values):
     return struct.pack(f"<{len(values)}d", *values)
 

@@ -877,7 +877,10 @@ def _read_member(snapshots: "Snapshots", seq: int, kind: str, content: dict[str,
                            f"{describe(fmt) if 'format' in compact else 'none'} "
                            f"(this decoder reads formats {FORMAT} and {DERIVED_REASON_FORMAT})")
     members = _MEMBERS[kind]
-    if fmt == DERIVED_REASON_FORMAT and kind == "task.rejected":
+    if fmt == DERIVED_REASON_FORMAT:
+        if kind != "task.rejected":  # the one thing format 2 adds is a rejection's derived reason
+            raise CompactError(f"{at}.format: compact format {DERIVED_REASON_FORMAT} is a task.rejected "
+                               f"record's (with a derived reason); a {kind} record is format {FORMAT}")
         members = (*members, "derived_reason")
     _only(compact, members, at, f"the compact form of a {kind} record")
     _require(compact, _REQUIRED[kind], at)
