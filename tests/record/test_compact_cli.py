@@ -208,6 +208,16 @@ def test_a_trace_that_breaks_its_format_is_refused_and_nothing_is_replaced(comma
     assert out.read_bytes() == OLD_OUTPUT
 
 
+@pytest.mark.parametrize("command", ["encode", "decode"])
+def test_a_lone_surrogate_is_named_as_such(command, tmp_path):
+    # never "Input data was truncated" for a whole line, as the JSON library first reading it says
+    trace = tmp_path / "sur.jsonl"
+    trace.write_bytes(b'{"seq": 1, "kind": "task.submitted", "content": {"goal": "\\ud800x"}}\n')
+    result = run(command, trace)
+    refused(result, f"{trace}: line 1: not JSON: no low surrogate in string: line 1 column")
+    assert "truncated" not in result.stderr
+
+
 def test_decode_reads_a_json_array_of_records(tmp_path):
     trace = tmp_path / "array.json"
     trace.write_bytes(orjson.dumps(COMPACT))

@@ -63,6 +63,10 @@ def _decode(data: bytes) -> Any:
         return _JSON.decode(data)
     except msgspec.MsgspecError as exc:
         why = str(exc).removeprefix("JSON is malformed: ")
+        try:  # msgspec calls a lone surrogate "truncated": orjson names it, and where, as `verify` does
+            orjson.loads(data)
+        except orjson.JSONDecodeError as named:
+            why = str(named)
     except RecursionError:
         why = "nested too deeply to read"
     raise SchemaError([Problem("$", "JSON", why)])
