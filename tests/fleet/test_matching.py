@@ -6,6 +6,7 @@ from a3fast import Fleet, FleetError, SchemaError
 from a3fast.fleet.placement import Route, RouteError
 from a3fast.predicates import derive_predicates, parse_predicate, satisfies
 from a3fast.schema import parse_declaration, parse_requirements
+from a3fast.trace import placement_lines
 
 from factories import (declaration, fleet_of, section_3_declaration, section_10_requirements,
                        section_10_summariser)
@@ -255,6 +256,11 @@ def test_rejection_reason_limit_names_at_most_n_and_counts_the_rest(engine):
     assert p.rejection["reason"].endswith("agent-09 and 15 more")
     assert len(p.rejection["filters_failed"]) == 25  # the lists stay complete
     assert "more" not in f.place({"clearances": ["a.b"]}, reason_limit=25).rejection["reason"]
+    # past the engine's machine word too: every name, as the pure engine gives them
+    for huge in (2**63, 2**64, 10**30):
+        placed = f.place({"clearances": ["a.b"]}, reason_limit=huge)
+        assert placed.rejection["reason"] == f.place({"clearances": ["a.b"]}).rejection["reason"]
+        assert b"agent-24" in placement_lines(placed, 1)[0]
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 2.5, "10"])

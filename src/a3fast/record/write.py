@@ -189,7 +189,8 @@ def reason_of(index, expl, predicates, reason_limit: int | None) -> str:
     for k, (predicate, count) in enumerate(zip(predicates, expl.failed_counts())):
         if not count:
             continue
-        limit = reason_limit if reason_limit is not None else count
+        # a limit past the count names every one: the engine's native count is a machine word
+        limit = count if reason_limit is None else min(reason_limit, count)
         more = f" and {count - limit} more" if count > limit else ""
         parts.append((predicate, f"{index.failed_names(expl, k, limit)}{more}"))
     return reason_among(n, parts)
