@@ -132,3 +132,18 @@ def test_a_score_total_that_is_no_number_is_found_in_both_forms(spec_trace, tota
     assert [(f.code, f.seq, f.message) for f in verify(compact)] == in_spec
     assert [(f.code, f.seq, f.message) for f in verify_bytes(b"".join(orjson.dumps(r) + b"\n" for r in compact))] \
         == in_spec
+
+
+def test_an_empty_agent_name_is_found_where_a_record_lists_it_in_both_forms(spec_trace):
+    # another implementation's record lists a candidate named "": the shared name table then holds
+    # it, and only the records that list it are held to it, in the words of the spec reader
+    spec = copy.deepcopy(spec_trace)
+    bounds = [r for r in spec if r["kind"] == "task.bound"]
+    scheduling = bounds[0]["content"]["scheduling"]
+    scheduling["candidates"].append("")
+    scheduling["filters_failed"].append({"candidate": "", "predicate": scheduling["filters_passed"][0]})
+    compact = list(encode_trace(spec))
+    assert all(KEY in r["content"] for r in compact if r["kind"] == "task.bound")
+    in_spec = [(f.code, f.seq, f.message) for f in verify(spec)]
+    assert [(code, seq) for code, seq, _ in in_spec] == [("E_STRUCTURE", bounds[0]["seq"])] * 2
+    assert [(f.code, f.seq, f.message) for f in verify(compact)] == in_spec

@@ -7,11 +7,11 @@ record the verifier accepts is one the decoder can expand, and the two report th
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from pyroaring import BitMap
 
-from .compact import KEY, CompactError, CompactMember, Snapshots
+from .compact import KEY, CompactMember, Snapshots
 from ..errors import describe
 from .read import (ABSENT, NAME, ParsedDocuments, RecordedPlacement, ScoredNames, read_resumed,
                    read_route)
@@ -107,14 +107,17 @@ class CompactReader:
             value, problems = self._documents.from_value(field, compact.get(field, ABSENT))
             setattr(record, field, value)
             record.problems += problems
-        record.candidates_ok = True
         record.filters_passed = member.predicates
         names = self._name_ids(seq if isinstance(fleet, dict) else fleet, member)
-        record.failed = CompactFailed(member.predicates, member.failed, names)
+        empty = _empty_name_problems(member)
+        record.problems += empty.candidates + empty.failed + empty.scored
+        record.candidates_ok = not empty.candidates
+        if not empty.failed:
+            record.failed = CompactFailed(member.predicates, member.failed, names)
         totals = _total_problems(compact, member)
         if totals:
             record.problems += totals
-        else:
+        elif not empty.scored:
             record.scored = CompactScored(member.score_ids, names)
         read_route(member.rest.get("route", ABSENT), record)
         return record
@@ -122,8 +125,6 @@ class CompactReader:
     def _name_ids(self, table_seq: int, member: CompactMember) -> _NameIds:
         name_ids = self._names.get(table_seq)
         if name_ids is None or name_ids.names is not member.names:
-            if "" in member.names:  # as in spec form: every name in the lists is an agent name
-                raise CompactError(f"fleet snapshot: expected {NAME} for every agent, found an empty one")
             name_ids = self._names[table_seq] = _NameIds(member.names)
         return name_ids
 
@@ -147,3 +148,29 @@ def _total_problems(compact: Mapping[str, Any], member: CompactMember) -> list[s
             problems.append(f"{path}.total: expected a number, found "
                             f"{'nothing' if total is ABSENT else describe(total)}")
     return problems
+
+
+class _EmptyName(NamedTuple):
+    candidates: list[str]
+    failed: list[str]
+    scored: list[str]
+
+
+def _empty_name_problems(member: CompactMember) -> _EmptyName:
+    """What the spec reader says of the lists this record decodes to when they hold the empty name
+    (no agent name): a table may hold it for another record's lists, so only this record's are
+    held to it, each at the place the decoded list has it."""
+    names = member.names
+    empty = names.index("") if "" in names else None    # a table's names are distinct
+    if empty is None or empty not in member.candidates:  # candidates hold the failed and the scored
+        return _EmptyName([], [], [])
+    found = f"expected {NAME}, found string ''"
+    candidates = [f"scheduling.candidates[{member.candidates.rank(empty) - 1}]: {found}"]
+    failed, before = [], 0
+    for ids in member.failed:
+        if empty in ids:
+            failed.append(f"scheduling.filters_failed[{before + ids.rank(empty) - 1}].candidate: {found}")
+        before += len(ids)
+    scored = [f"scheduling.scores: expected each key to be {NAME}, found string ''"] \
+        if empty in member.score_ids else []
+    return _EmptyName(candidates, failed, scored)
