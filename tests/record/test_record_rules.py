@@ -13,7 +13,8 @@ from pyroaring import BitMap
 
 from a3fast import Fleet, Route
 from a3fast.errors import json_path
-from a3fast.record.compact import KEY, CompactError, Decoder, Encoder, Snapshots, _same_json, decode_trace
+from a3fast.record.compact import (KEY, CompactError, Decoder, Encoder, NameTable, Snapshots, _same_json,
+                                   decode_trace)
 from a3fast.record.compact_read import CompactFailed, CompactScored
 from a3fast.record.read import (ABSENT, BOUND_RECORD, NAME, ParsedDocuments, RecordedPlacement, SpecFailed,
                                read_scheduling, read_typed)
@@ -558,8 +559,7 @@ NAMES_TABLE = ["a", "b", "c", "d"]
 
 
 def compact_failed():
-    from a3fast.record.compact_read import _NameIds
-    names = _NameIds(NAMES_TABLE)
+    names = NameTable.of(NAMES_TABLE, "names")
     return CompactFailed(["p1", "p2"], [BitMap([0]), BitMap([1, 2])], names), names
 
 
@@ -684,6 +684,6 @@ def test_a_compact_rejection_read_as_a_member_has_no_scores_and_nothing_else():
         if KEY in record["content"]:
             snapshots.read_member(record["seq"], record["kind"], record["content"])
     member = snapshots.read_member(8, "task.rejected", COMPACT_TRACE[7]["content"])
-    assert member.names == ["a", "b", "c"] and list(member.candidates) == [0, 1, 2]
+    assert list(member.names) == ["a", "b", "c"] and list(member.candidates) == [0, 1, 2]
     assert member.score_ids == BitMap() and member.score_columns == [] and member.rest == {}
     assert member.score_map() == {}

@@ -27,3 +27,39 @@ def test_peak_memory_does_not_grow_with_the_length_of_the_trace(tmp_path):
     # never by a share of the trace itself.
     assert peak_long - peak_short < 200 * 1024, (peak_short, peak_long)
     assert peak_long < long_size / 10
+
+
+def churning_compact_trace(path, agents: int, placements: int) -> None:
+    """A compact trace of `placements` rejections, one agent joining the fleet before each: every
+    record writes a fleet snapshot based on the one before, as a3fast's writer does."""
+    from a3fast import Fleet, TraceWriter
+
+    fleet = Fleet()
+    fleet.extend([{"v": "1.0", "agent": {"name": f"agent-{i:05d}", "namespace": "ns"},
+                   "capabilities": [{"name": "x.a", "version": 1}], "clearances": []} for i in range(agents)])
+    with TraceWriter(path, form="compact") as writer:
+        for k in range(placements):
+            fleet.add({"v": "1.0", "agent": {"name": f"new-{k}", "namespace": "ns"}, "capabilities": [],
+                       "clearances": []})
+            writer.write(fleet.place({"v": "1.0", "capabilities": [{"name": "x.b", "version": 1}]},
+                                     reason_limit=1))
+
+
+def test_a_compact_trace_whose_fleet_churns_keeps_each_name_once(tmp_path):
+    # each based snapshot used to copy its base's names: memory grew as snapshots x fleet size
+    from a3fast import read_records
+
+    short, long = tmp_path / "short.jsonl", tmp_path / "long.jsonl"
+    churning_compact_trace(short, 20_000, 10)
+    churning_compact_trace(long, 20_000, 50)
+    peaks = []
+    for path in (short, long):
+        tracemalloc.start()
+        try:
+            assert verify_file(path) == []
+            assert sum(1 for _ in read_records(path)) > 0
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+    # 40 more snapshots of 20,000 names: a copy each would be over 6 MB of lists alone
+    assert peaks[1] - peaks[0] < 1024 * 1024, peaks

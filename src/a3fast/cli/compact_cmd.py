@@ -7,6 +7,7 @@ record's seq and member, exit 2, and an existing output file is left as it was.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 import click
@@ -75,16 +76,23 @@ def _decode(data: bytes) -> Any:
 def _rewrite(trace: str, out_path: str | None, content_of: Callable[[int, str, Any], Any],
              label: str) -> None:
     """Every record of `trace` with its content replaced by `content_of(seq, kind, content)`,
-    written only when every record was rewritten."""
+    written only when every record was rewritten. A file is written as the records are rewritten
+    (a decoded trace can be hundreds of times its compact size) and put in place at the end;
+    standard output, which cannot take back a line, gets the lines once all were made."""
     records, problems = read_whole_records(trace)
-    lines = []
-    with progress(records, len(records), label) as items:
-        for where, record in items:
-            lines += _rewritten(trace, where, record, content_of, problems)
-    if problems:
-        raise BadInput(problems)
     with atomic_output(out_path) as out:
-        out.writelines(lines)
+        held: list[bytes] | None = [] if out is sys.stdout.buffer else None
+        with progress(records, len(records), label) as items:
+            for where, record in items:
+                lines = _rewritten(trace, where, record, content_of, problems)
+                if held is None:
+                    out.writelines(lines)
+                else:
+                    held += lines
+        if problems:
+            raise BadInput(problems)      # the file written so far is removed, never put in place
+        if held:
+            out.writelines(held)
 
 
 def _rewritten(trace: str, where: str, record: dict[str, Any],

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import math
 import struct
 import sys
 from array import array
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import orjson
@@ -722,11 +723,81 @@ _SNAPSHOT_NAMES = ("names", "live")
 _SNAPSHOT_BASED = ("base", "names_added", "live")
 
 
+class NameTable(Sequence[str]):
+    """A fleet snapshot's agent names, id -> name, with the id of a name.
+
+    A based snapshot extends its base, and a3fast's writers base each snapshot on the one before,
+    so a trace's tables are usually prefixes of one another: a table that extends the longest
+    table of its line appends to the list and the name -> id map they share, and keeps only its
+    length. So reading a trace keeps each name once, however many snapshots a churning fleet
+    writes (a copy is made only for a table based on one that another has already extended).
+    `names` is that shared list: an id within the table (every id of a checked bitmap is) indexes
+    it directly, which the loops over a record's lists do."""
+
+    __slots__ = ("names", "_ids", "_length")
+
+    def __init__(self, names: list[str], ids: dict[str, int], length: int) -> None:
+        self.names, self._ids, self._length = names, ids, length
+
+    @classmethod
+    def of(cls, names: list[str], where: str) -> "NameTable":
+        """The table of a snapshot that lists every name (CompactError for a name given twice)."""
+        ids = {name: i for i, name in enumerate(names)}
+        if len(ids) != len(names):
+            raise CompactError(f"{where}: the name {_first_repeat(names)!r} has two agent ids")
+        return cls(list(names), ids, len(names))
+
+    def extended(self, added: list[str], where: str) -> "NameTable":
+        """This table with `added` given the next ids (CompactError for a name it already holds)."""
+        if not added:
+            return self
+        names, ids, length = self.names, self._ids, self._length
+        if len(names) != length:  # another table extends this one's list already: a line of its own
+            names, ids = names[:length], {name: i for i, name in enumerate(names[:length])}
+        at = length
+        for name in added:
+            if name in ids:
+                del names[length:]     # nothing of a refused snapshot stays in a shared list
+                for undo in added[:at - length]:
+                    del ids[undo]
+                raise CompactError(f"{where}: the name {name!r} has two agent ids")
+            ids[name] = at
+            names.append(name)
+            at += 1
+        return NameTable(names, ids, at)
+
+    def id_of(self, name: object) -> int | None:
+        aid = self._ids.get(name) if isinstance(name, str) else None
+        return aid if aid is not None and aid < self._length else None
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return self.names[:self._length][index]
+        if not -self._length <= index < self._length:
+            raise IndexError("agent id not in the fleet snapshot")
+        return self.names[index % self._length]
+
+    def __contains__(self, name: object) -> bool:
+        return self.id_of(name) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return itertools.islice(self.names, self._length)
+
+    def index(self, name: Any, start: int = 0, stop: int | None = None) -> int:
+        aid = self.id_of(name)
+        if aid is None or aid < start or (stop is not None and aid >= stop):
+            raise ValueError(f"{name!r} is not in the fleet snapshot")
+        return aid
+
+
 class Snapshots:
     """Fleet snapshots seen so far in a trace: seq -> (name table, live set as base64)."""
 
     def __init__(self) -> None:
-        self.tables: dict[int, tuple[list[str], str]] = {}
+        self.tables: dict[int, tuple[NameTable, str]] = {}
         self.unreadable: set[int] = set()  # records whose snapshot object could not be read
 
     def forget(self, seq: int) -> None:
@@ -744,7 +815,7 @@ class Snapshots:
                 self.unreadable.add(seq)
             raise
 
-    def resolve(self, fleet: Any, where: str) -> tuple[list[str], str]:
+    def resolve(self, fleet: Any, where: str) -> tuple[NameTable, str]:
         """The snapshot a `fleet` member stands for, without registering it."""
         if isinstance(fleet, int) and not isinstance(fleet, bool):
             table = self.tables.get(fleet)
@@ -757,8 +828,8 @@ class Snapshots:
             raise _wrong(where, "a snapshot seq or a snapshot object", fleet)
         if "names" in fleet:
             _only(fleet, _SNAPSHOT_NAMES, where, "a fleet snapshot")
-            names = _names(fleet["names"], f"{where}.names")
-            added_where = f"{where}.names"
+            names = NameTable.of(_names(fleet["names"], f"{where}.names"), f"{where}.names")
+            _require(fleet, ("live",), where)
         elif "base" in fleet:
             _only(fleet, _SNAPSHOT_BASED, where, "a fleet snapshot")
             _require(fleet, ("names_added",), where)
@@ -766,13 +837,15 @@ class Snapshots:
             if not isinstance(base, int) or isinstance(base, bool):
                 raise _wrong(f"{where}.base", "the seq of an earlier snapshot", base)
             added_where = f"{where}.names_added"
-            names = self.resolve(base, f"{where}.base")[0] + _names(fleet["names_added"], added_where)
+            base_names = self.resolve(base, f"{where}.base")[0]
+            added = _names(fleet["names_added"], added_where)
+            _require(fleet, ("live",), where)
+            # the live set is checked against the table it will have before a shared list grows
+            _bitmap_within(fleet["live"], f"{where}.live", len(base_names) + len(added))
+            return base_names.extended(added, added_where), fleet["live"]
         else:
             raise CompactError(f"{where}: expected a snapshot object with 'names' or 'base', "
                                f"found {describe(fleet)} with neither")
-        _require(fleet, ("live",), where)
-        if len(set(names)) != len(names):
-            raise CompactError(f"{added_where}: the name {_first_repeat(names)!r} has two agent ids")
         _bitmap_within(fleet["live"], f"{where}.live", len(names))
         return names, fleet["live"]
 
@@ -812,7 +885,7 @@ class Decoder:
         if kind not in _PLACEMENT_KINDS or not is_compact(content):
             return content
         member = self._snapshots.read_member(seq, kind, content)
-        names = member.names
+        names = member.names.names     # indexed by the record's checked ids
         failed_pairs = [{"candidate": names[aid], "predicate": p}
                         for p, ids in zip(member.predicates, member.failed) for aid in ids]
         candidate_names = [names[aid] for aid in member.candidates]
@@ -839,7 +912,7 @@ class Decoder:
 def derived_reason(member: "CompactMember") -> str:
     """The reason a compact rejection with `derived_reason` left out: every predicate that removed
     candidates, with their names in id order (the text a3fast's rejections carry, §6)."""
-    names = member.names
+    names = member.names.names     # indexed by the record's checked ids
     return reason_among(len(member.candidates), [
         (predicate, ", ".join([names[aid] for aid in ids]))
         for predicate, ids in zip(member.predicates, member.failed) if ids])
@@ -849,7 +922,7 @@ class CompactMember(NamedTuple):
     """The compact member of one placement record, read and checked against the format: what the
     decoder expands into the spec lists, and what the verifier checks on the bitmaps themselves."""
 
-    names: list[str]             # the fleet snapshot's name table: agent id -> name
+    names: NameTable             # the fleet snapshot's name table: agent id -> name
     candidates: BitMap
     predicates: list[str]        # filters_passed
     failed: list[BitMap]         # per predicate, the candidates that failed it first
@@ -860,7 +933,7 @@ class CompactMember(NamedTuple):
 
     def score_map(self) -> dict[str, dict[str, Any]]:
         """The §6 scores object: name -> {component: value}."""
-        names, column_names = self.names, [name for name, _ in self.score_columns]
+        names, column_names = self.names.names, [name for name, _ in self.score_columns]
         rows = zip(*(values for _, values in self.score_columns)) if self.score_columns \
             else [()] * len(self.score_ids)
         return {names[aid]: dict(zip(column_names, row)) for aid, row in zip(self.score_ids, rows)}

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 
 from pyroaring import BitMap
 
-from .compact import KEY, CompactMember, Snapshots
+from .compact import KEY, CompactMember, NameTable, Snapshots
 from ..errors import describe
 from .read import (ABSENT, NAME, ParsedDocuments, RecordedPlacement, ScoredNames, read_resumed,
                    read_route)
@@ -19,23 +19,10 @@ from .read import (ABSENT, NAME, ParsedDocuments, RecordedPlacement, ScoredNames
 __all__ = ["CompactReader", "CompactFailed", "CompactScored"]
 
 
-class _NameIds:
-    """A snapshot's name -> id map, built on first use (only the chosen agent's name is looked up)."""
-
-    def __init__(self, names: list[str]) -> None:
-        self.names = names
-        self._ids: dict[str, int] | None = None
-
-    def id_of(self, name: str) -> int | None:
-        if self._ids is None:
-            self._ids = {n: i for i, n in enumerate(self.names)}
-        return self._ids.get(name)
-
-
 class CompactFailed:
     """`filters_failed` as one bitmap per predicate (a `read.FailedPredicates`)."""
 
-    def __init__(self, predicates: list[str], bitmaps: list[BitMap], names: _NameIds):
+    def __init__(self, predicates: list[str], bitmaps: list[BitMap], names: NameTable):
         self.predicates, self.bitmaps, self.names = predicates, bitmaps, names
 
     def predicate_of(self, candidate: str) -> str | None:
@@ -65,11 +52,11 @@ class CompactFailed:
 class CompactScored:
     """The names in `scores`, as the id bitmap of the score columns (a `read.ScoredNames`)."""
 
-    def __init__(self, ids: BitMap, names: _NameIds):
+    def __init__(self, ids: BitMap, names: NameTable):
         self.ids, self.names = ids, names
 
     def __contains__(self, name: object) -> bool:
-        aid = self.names.id_of(name) if isinstance(name, str) else None
+        aid = self.names.id_of(name)
         return aid is not None and aid in self.ids
 
     def __len__(self) -> int:
@@ -82,7 +69,6 @@ class CompactReader:
 
     def __init__(self, documents: ParsedDocuments) -> None:
         self._snapshots = Snapshots()
-        self._names: dict[int, _NameIds] = {}
         self._documents = documents
 
     def note(self, seq: int, content: Mapping[str, Any]) -> CompactMember:
@@ -95,7 +81,6 @@ class CompactReader:
         be read (the verifier reports it as E_STRUCTURE)."""
         member = self._snapshots.read_member(seq, "task.bound", dict(content))
         compact = content[KEY]
-        fleet = compact["fleet"]
         record = RecordedPlacement()
         rest = member.rest
         # the spec record's other scheduling members are the compact member's `rest`: `resumed` and
@@ -108,7 +93,7 @@ class CompactReader:
             setattr(record, field, value)
             record.problems += problems
         record.filters_passed = member.predicates
-        names = self._name_ids(seq if isinstance(fleet, dict) else fleet, member)
+        names = member.names
         empty = _empty_name_problems(member)
         record.problems += empty.candidates + empty.failed + empty.scored
         record.candidates_ok = not empty.candidates
@@ -122,11 +107,6 @@ class CompactReader:
         read_route(member.rest.get("route", ABSENT), record)
         return record
 
-    def _name_ids(self, table_seq: int, member: CompactMember) -> _NameIds:
-        name_ids = self._names.get(table_seq)
-        if name_ids is None or name_ids.names is not member.names:
-            name_ids = self._names[table_seq] = _NameIds(member.names)
-        return name_ids
 
 
 def _total_problems(compact: Mapping[str, Any], member: CompactMember) -> list[str]:
@@ -143,7 +123,7 @@ def _total_problems(compact: Mapping[str, Any], member: CompactMember) -> list[s
     for k, aid in enumerate(member.score_ids):
         total = ABSENT if totals is None else totals[k]
         if not isinstance(total, (int, float)) or isinstance(total, bool):
-            name = member.names[aid]
+            name = member.names.names[aid]
             path = f"scheduling.scores[{name!r}]" if len(name) <= 60 else "scheduling.scores[…]"
             problems.append(f"{path}.total: expected a number, found "
                             f"{'nothing' if total is ABSENT else describe(total)}")
@@ -160,8 +140,7 @@ def _empty_name_problems(member: CompactMember) -> _EmptyName:
     """What the spec reader says of the lists this record decodes to when they hold the empty name
     (no agent name): a table may hold it for another record's lists, so only this record's are
     held to it, each at the place the decoded list has it."""
-    names = member.names
-    empty = names.index("") if "" in names else None    # a table's names are distinct
+    empty = member.names.id_of("")
     if empty is None or empty not in member.candidates:  # candidates hold the failed and the scored
         return _EmptyName([], [], [])
     found = f"expected {NAME}, found string ''"

@@ -324,7 +324,7 @@ class Reader:
         member = self.member(item, content)     # registers a snapshot the record carries
         if member is None:
             return None    # not resolvable here: replayed over the whole fleet
-        names = member.names
+        names = member.names.names     # indexed by the record's checked ids
         found = self._offered.get(key) if carries_snapshot else None
         if found is not None:
             return found
