@@ -16,6 +16,7 @@ task.rejected.
 `--wrong` makes it deliberately wrong, to show that each check of `a3fast conformance --suite
 matching` can fail: order (clearances before capabilities), residency (residency ignored),
 passed (the last predicate left out of filters_passed), choice (the worst-scored agent chosen),
+scores (the worst-scored agent chosen, and only its score recorded),
 stale (removed agents stay candidates), hang (never answers a placement), garbage (answers a
 placement with a line that is not JSON), crash (exits at the first placement).
 """
@@ -23,7 +24,7 @@ import json
 import sys
 import time
 
-WRONG = ("order", "residency", "passed", "choice", "stale", "hang", "garbage", "crash")
+WRONG = ("order", "residency", "passed", "choice", "scores", "stale", "hang", "garbage", "crash")
 
 
 def derive(req, wrong):
@@ -123,7 +124,9 @@ class Matcher:
         kind = task_kind(req)
         scores = {name: self.score(fleet[name], req, kind) for name in eligible}
         order = sorted(eligible, key=lambda name: (-scores[name]["total"], name))
-        chosen = order[-1] if self.wrong == "choice" else order[0]
+        chosen = order[-1] if self.wrong in ("choice", "scores") else order[0]
+        if self.wrong == "scores":
+            scores = {chosen: scores[chosen]}
         decl = fleet[chosen]
         passed = predicates[:-1] if self.wrong == "passed" else predicates
         records.append(self.record("task.admitted", {"agent": decl["agent"]}))

@@ -54,6 +54,7 @@ def test_the_literal_matcher_imports_nothing_of_a3fast():
     ("passed", "filters_passed"),      # a predicate left out of filters_passed
     ("stale", "candidates"),           # removed agents still candidates
     ("choice", "choice"),              # the worst-scored agent chosen
+    ("scores", "choice"),              # the worst chosen, with scores for it alone
 ])
 def test_a_wrong_matcher_fails_and_the_first_wrong_placement_is_named_and_shrunk(wrong, check):
     result = conformance("--matcher", literal(wrong), "--worlds", "12")
@@ -67,6 +68,15 @@ def test_a_wrong_matcher_fails_and_the_first_wrong_placement_is_named_and_shrunk
     world = next(line for line in result.output.splitlines() if line.startswith("  world: "))
     steps = orjson.loads(world[len("  world: "):])
     assert steps[-1]["op"] == "place" and len(steps) == int(shrunk.group(2))
+
+
+def test_scores_that_leave_out_an_eligible_candidate_fail_the_choice():
+    """Scores for the chosen agent alone would make any eligible choice look best."""
+    result = conformance("--matcher", literal("scores"), "--worlds", "4")
+    assert result.exit_code == 1, result.output
+    assert "choice: scores must hold every eligible candidate and no other (§6): missing " in result.output
+    # shrunk to the smallest world with a choice to make: two eligible agents, one placement
+    assert re.search(r"^  shrunk to 2 agent\(s\), 2 step\(s\), 1 placement\(s\)", result.output, re.M), result.output
 
 
 def test_the_verifier_check_fails_for_records_that_do_not_verify():

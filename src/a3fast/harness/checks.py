@@ -3,8 +3,9 @@
 The expectation is the literal reading of §5 over the fleet that was live at the time: every live
 agent is a candidate; each ineligible candidate is listed with the first predicate it failed, in
 derivation order (docs/design.md, reading 1); `filters_passed` is the whole predicate set. Of the choice only
-what the spec fixes is checked: the chosen agent is eligible, and best by the matcher's own recorded
-`scores` (`total`, higher is better), ties going to the smaller name. Scoring itself is the
+what the spec fixes is checked: `scores` holds a finite `total` for every eligible candidate and no
+other, and the chosen agent is eligible and best by those totals (higher is better), ties going to
+the smaller name. Scoring itself is the
 implementation's. Finally the records must pass the §7 verifier.
 """
 from __future__ import annotations
@@ -122,14 +123,18 @@ def _check_choice(chosen: str | None, scores: Any, eligible: frozenset[str]) -> 
         return f"chose {chosen!r}, which is not eligible"
     if not isinstance(scores, dict):
         return "task.bound has no scores object"
+    # The best is judged only among what the matcher recorded: scores that leave out an eligible
+    # candidate (or hold no comparable total for one) would let any choice pass as the best.
+    if set(scores) != eligible:
+        return f"scores must hold every eligible candidate and no other (§6): {_diff(eligible, set(scores))}"
     totals: dict[str, float] = {}
     for name, entry in scores.items():
         total = entry.get("total") if isinstance(entry, dict) else None
-        if name in eligible and isinstance(total, (int, float)) and not isinstance(total, bool) \
-                and math.isfinite(total):
+        if isinstance(total, (int, float)) and not isinstance(total, bool) and math.isfinite(total):
             totals[name] = float(total)
-    if chosen not in totals:
-        return f"scores hold no finite total for the chosen {chosen!r}"
+    unscored = eligible - set(totals)
+    if unscored:
+        return f"scores hold no finite total for {_listing(unscored)}"
     best = min(totals, key=lambda name: (-totals[name], name))
     if best != chosen:
         return (f"chose {chosen!r} (total {totals[chosen]:g}), but {best!r} scores "
