@@ -84,3 +84,34 @@ def test_rule_a_run_that_fails_later_prints_what_it_measured(monkeypatch):
     assert result.exit_code == 3
     assert "what it measured until then" in result.output and "median time per task" in result.output
     assert "(b) placement, record compact" in result.output
+
+
+def test_a_run_stopped_before_any_fleet_is_built_keeps_its_own_error_and_writes_no_results(monkeypatch, tmp_path):
+    """The partial report renders what was not reached as not measured: the error that stopped the
+    run is the one told (not one of the report's own), and an earlier results file is left alone."""
+    from a3fast import workload
+
+    def stopped(*args, **kwargs):
+        raise RuntimeError("stopped while generating")
+
+    monkeypatch.setattr(workload, "generate_fleet", stopped)
+    out = tmp_path / "results.json"
+    out.write_text("earlier results")
+    result = CliRunner().invoke(main, ["bench", "--quick", "--no-extras", "--no-memory", "--sizes", "200",
+                                       "-o", str(out)])
+    assert result.exit_code == 3
+    assert "internal error: RuntimeError: stopped while generating" in result.output
+    assert "TypeError" not in result.output
+    assert "200 agents: not measured" in result.output
+    assert "nothing was measured, so no results were written" in result.output
+    assert out.read_text() == "earlier results"
+
+
+def test_a_partial_report_renders_missing_figures_as_not_measured():
+    report = suite.new_report(BenchConfig.quick_run((1000,)))
+    assert "1,000 agents: not measured" in render(report)
+    engine = report.config.engines[0]
+    report.parse_us[1000] = 3.0
+    report.builds[(1000, engine, "dicts")] = 0.01
+    text = " ".join(render(report).split())
+    assert f"{engine} 0.01 / — s, — B/agent" in text and "baselines built in —" in text

@@ -259,14 +259,20 @@ def _scenario_table(report: BenchReport, subjects: list[str], ratio_cols: list[t
     lines += ["", *_wrap("fleet build from dicts / from parsed declarations; index bytes per agent; parsing "
                          "one declaration, and one task's requirements (medians, readers side by side)")]
     for size in report.config.standard_sizes:
+        # a run stopped part of the way (Ctrl-C, a failure) is rendered too: what it did not reach
+        # is told as not measured, so that the report never hides the error that stopped it
+        if size not in report.parse_us and not any(key[0] == size for key in report.builds):
+            lines += _wrap(f"{size:,} agents: not measured", "  ")
+            continue
         parts = []
         for engine in report.config.engines:
             d, p = report.builds.get((size, engine, "dicts")), report.builds.get((size, engine, "declarations"))
-            parts.append(f"{engine} {d:.3g} / {p:.3g} s, {report.index_bytes[(size, engine)]:.0f} B/agent")
+            parts.append(f"{engine} {_figure(d, '.3g')} / {_figure(p, '.3g')} s, "
+                         f"{_figure(report.index_bytes.get((size, engine)), '.0f')} B/agent")
         base = ", ".join(f"{SHORT[b]} {report.builds[(size, b, 'dicts')]:.3g} s" for b in BASELINE_COLUMNS
-                         if (size, b, "dicts") in report.builds)
+                         if (size, b, "dicts") in report.builds) or "—"
         lines += _wrap(f"{size:,} agents: " + "; ".join(parts) + f"; baselines built in {base}; "
-                       f"parse {report.parse_us[size]:.3g} µs/declaration"
+                       f"parse {_figure(report.parse_us.get(size), '.3g')} µs/declaration"
                        + _requirements_figure(report.requirements_us.get(size)), "  ")
     if report.updates:
         lines += ["", f"one-agent updates at {report.update_size:,} agents (median; declarations parsed beforehand)"]
@@ -281,6 +287,11 @@ def _scenario_table(report: BenchReport, subjects: list[str], ratio_cols: list[t
                               f"declarations in memory: {mem['rss_before_fleet'] / 2**20:.0f} MiB); index "
                               f"{mem['index_bytes_per_agent']:.0f} bytes per agent")
     return lines
+
+
+def _figure(value: float | None, spec: str) -> str:
+    """A measured figure in `spec`'s format, or "—" when the run stopped before measuring it."""
+    return "—" if value is None else format(value, spec)
 
 
 def _requirements_figure(us: dict[str, float] | None) -> str:

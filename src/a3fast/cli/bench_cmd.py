@@ -121,6 +121,10 @@ def need_extras(extras: dict[str, tuple[str, ...]], feature: str, otherwise: str
 def _write(report, paths, partial: bool = False) -> None:
     from ..bench import render, to_pytest_benchmark
 
+    if paths and partial and not _measured(report):
+        # a results file with no benchmarks in it would replace whatever was there for nothing
+        click.echo("a3fast: nothing was measured, so no results were written", err=True)
+        paths = []
     if paths:
         data = orjson.dumps(to_pytest_benchmark(report), default=str,
                             option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
@@ -128,6 +132,11 @@ def _write(report, paths, partial: bool = False) -> None:
             for out in streams:
                 out.write(data)
     click.echo(render(report), err=partial or "-" in paths)
+
+
+def _measured(report) -> bool:
+    return bool(report.cells or report.builds or report.parse_us or report.updates or report.memory
+                or report.large or report.extras)
 
 
 def _bench_matchers(commands, agents, tasks, seconds, timeout, record, paths, window=32) -> None:
