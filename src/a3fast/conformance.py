@@ -26,7 +26,7 @@ import orjson
 __all__ = ["Vector", "Outcome", "MatchingCase", "MatchResult", "load_matching", "literal_match",
            "fleet_match", "CAPABILITY_SUITE", "MATCHING_SUITE", "default_vectors_dir",
            "load_vectors", "vector_files", "check_vector_files", "trace_bytes", "run_a3fast",
-           "run_command", "run_vectors", "MAX_DESCRIPTION"]
+           "run_command", "run_vectors", "CommandNotStarted", "MAX_DESCRIPTION"]
 
 CAPABILITY_SUITE = "capability-schema"
 MATCHING_SUITE = "matching"
@@ -212,12 +212,19 @@ def verifier_argv(command: str | list[str]) -> list[str]:
     return argv
 
 
+class CommandNotStarted(Exception):
+    """The verifier command could not be started at all (no such program, not executable, ...):
+    no vector can be run, so this is the caller's bad option, not a failed vector."""
+
+
 def run_command(command: str | list[str], timeout: float = 30.0) -> Callable[[Vector], Outcome]:
     """A runner that gives each vector's trace to `command` on standard input and reads its
     `--json` result from standard output (the first line that is a JSON object).
 
     ValueError for a command that names no program or does not parse as a shell would parse it,
-    and for a timeout that is not a positive finite number of seconds."""
+    and for a timeout that is not a positive finite number of seconds. The runner raises
+    CommandNotStarted when the command cannot be started; a verifier that times out, exits
+    non-zero or prints no result fails that vector."""
     argv = verifier_argv(command)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
         raise ValueError(f"timeout: expected a positive finite number of seconds, found {timeout!r}")
@@ -226,8 +233,10 @@ def run_command(command: str | list[str], timeout: float = 30.0) -> Callable[[Ve
         try:
             done = subprocess.run(argv, input=trace_bytes(vector.trace), capture_output=True,
                                   timeout=timeout, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except subprocess.TimeoutExpired as exc:
             return Outcome(vector, False, problem=f"the verifier could not be run: {exc}")
+        except OSError as exc:
+            raise CommandNotStarted(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
         result = _read_result(done.stdout)
         if isinstance(result, str):
             stderr = done.stderr.decode("utf-8", "replace").strip().splitlines()

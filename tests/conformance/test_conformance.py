@@ -4,8 +4,10 @@ from __future__ import annotations
 import sys
 
 import pytest
+from click.testing import CliRunner
 
-from a3fast.conformance import Vector, run_a3fast, run_command, trace_bytes
+from a3fast.cli import main
+from a3fast.conformance import CommandNotStarted, Vector, run_a3fast, run_command, trace_bytes
 
 VECTOR = Vector(file="t.json", description="a capability not declared",
                 trace=[{"seq": 1, "kind": "task.note", "content": {}}], valid=False,
@@ -44,9 +46,16 @@ def test_an_answer_that_cannot_be_read_is_a_failure_that_says_why(printed, words
     assert not outcome.passed and words in outcome.explain()
 
 
-def test_a_verifier_that_cannot_be_run_is_a_failure_not_a_crash(tmp_path):
-    outcome = run_command(str(tmp_path / "no-such-verifier"))(VECTOR)
-    assert not outcome.passed and "could not be run" in outcome.explain()
+def test_a_verifier_that_cannot_be_started_is_not_a_failed_vector(tmp_path):
+    with pytest.raises(CommandNotStarted, match="cannot start .*no-such-verifier"):
+        run_command(str(tmp_path / "no-such-verifier"))(VECTOR)
+
+
+def test_conformance_with_a_verifier_that_cannot_be_started_is_bad_input(tmp_path):
+    result = CliRunner().invoke(main, ["conformance", "--verifier", str(tmp_path / "no-such-verifier")])
+    assert result.exit_code == 2, result.output
+    assert "--verifier: cannot start" in result.output and "no-such-verifier" in result.output
+    assert "failed" not in result.output and "Traceback" not in result.output
 
 
 def test_a3fast_reports_its_own_findings_for_a_vector():

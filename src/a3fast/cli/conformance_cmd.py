@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from ..conformance import (CAPABILITY_SUITE, MATCHING_SUITE, check_vector_files, default_vectors_dir,
-                           fleet_match, load_matching, load_vectors, run_a3fast, run_command,
-                           run_vectors, vector_files, verifier_argv)
+from ..conformance import (CAPABILITY_SUITE, MATCHING_SUITE, CommandNotStarted, check_vector_files,
+                           default_vectors_dir, fleet_match, load_matching, load_vectors, run_a3fast,
+                           run_command, run_vectors, vector_files, verifier_argv)
 from ..harness.client import command_argv
 from ..files import require_kind
 from .common import EXIT_NEGATIVE, EXIT_OK, BadInput
@@ -43,7 +43,7 @@ def conformance(command, matcher, seed, worlds, vectors_dir, suite, required_onl
     """Run the conformance vectors and print `N passed, M failed`, naming each failure.
 
     Exit 0 all passed, 1 some failed, 2 the vectors cannot be read (or a --verifier/--matcher
-    command is malformed, or the matcher cannot be started).
+    command is malformed or cannot be started).
     """
     if not 0 < timeout < math.inf:
         raise BadInput(f"--timeout: expected a positive finite number of seconds, found {timeout}")
@@ -111,7 +111,10 @@ def _run_verifier(root: Path, command, required_only, timeout, verbose):
         if verbose and outcome.passed:
             click.echo(f"ok   {outcome.vector.id}")
 
-    outcomes = run_vectors(vectors, runner, report)
+    try:
+        outcomes = run_vectors(vectors, runner, report)
+    except CommandNotStarted as exc:
+        raise BadInput(f"--verifier: {exc}") from None
     failures = [(o.vector.id, o.explain()) for o in outcomes if not o.passed]
     return failures, len(outcomes) - len(failures)
 
