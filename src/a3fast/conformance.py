@@ -12,7 +12,6 @@ form of `a3fast verify --json`: `{"valid": bool, "errors": [{"code", "seq", ...}
 """
 from __future__ import annotations
 
-import math
 import os
 import shlex
 import subprocess
@@ -26,7 +25,7 @@ import orjson
 __all__ = ["Vector", "Outcome", "MatchingCase", "MatchResult", "load_matching", "literal_match",
            "fleet_match", "CAPABILITY_SUITE", "MATCHING_SUITE", "default_vectors_dir",
            "load_vectors", "vector_files", "check_vector_files", "trace_bytes", "run_a3fast",
-           "run_command", "run_vectors", "CommandNotStarted", "MAX_DESCRIPTION"]
+           "run_command", "run_vectors", "CommandNotStarted", "MAX_TIMEOUT_S", "MAX_DESCRIPTION"]
 
 CAPABILITY_SUITE = "capability-schema"
 MATCHING_SUITE = "matching"
@@ -212,6 +211,11 @@ def verifier_argv(command: str | list[str]) -> list[str]:
     return argv
 
 
+#: The longest a command may be given for one vector (or a matcher for one answer): an hour, as
+#: `a3fast bench --timeout` allows; the system's waits overflow near 25 days, and no vector needs more.
+MAX_TIMEOUT_S = 3600.0
+
+
 class CommandNotStarted(Exception):
     """The verifier command could not be started at all (no such program, not executable, ...):
     no vector can be run, so this is the caller's bad option, not a failed vector."""
@@ -222,12 +226,13 @@ def run_command(command: str | list[str], timeout: float = 30.0) -> Callable[[Ve
     `--json` result from standard output (the first line that is a JSON object).
 
     ValueError for a command that names no program or does not parse as a shell would parse it,
-    and for a timeout that is not a positive finite number of seconds. The runner raises
+    and for a timeout that is not a positive number of seconds up to MAX_TIMEOUT_S. The runner raises
     CommandNotStarted when the command cannot be started; a verifier that times out, exits
     non-zero or prints no result fails that vector."""
     argv = verifier_argv(command)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-        raise ValueError(f"timeout: expected a positive finite number of seconds, found {timeout!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT_S:
+        raise ValueError(f"timeout: expected a positive number of seconds up to {MAX_TIMEOUT_S:g}, "
+                         f"found {timeout!r}")
 
     def run(vector: Vector) -> Outcome:
         try:

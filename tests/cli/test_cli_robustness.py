@@ -99,6 +99,10 @@ def test_workload_refuses_a_negative_seed_with_a_value_error():
     (("--timeout", "inf"), "--timeout"),
     (("--timeout", "0"), "--timeout"),
     (("--timeout", "-3"), "--timeout"),
+    (("--timeout", "3601"), "up to 3600"),             # the system's wait overflows near 25 days
+    (("--timeout", "1e9"), "up to 3600"),
+    (("--verifier", "true", "--timeout", "1e9"), "up to 3600"),
+    (("--suite", "matching", "--matcher", "true", "--timeout", "1e9"), "up to 3600"),
 ])
 def test_conformance_refuses_a_verifier_it_cannot_run(args, message):
     bad_input(run("conformance", *args), message)
@@ -107,7 +111,8 @@ def test_conformance_refuses_a_verifier_it_cannot_run(args, message):
 def test_run_command_raises_value_error_for_what_it_cannot_run():
     from a3fast.conformance import run_command
 
-    for command, timeout in [("", 1.0), ([], 1.0), ('echo "x', 1.0), ("true", float("nan")), ("true", 0)]:
+    for command, timeout in [("", 1.0), ([], 1.0), ('echo "x', 1.0), ("true", float("nan")), ("true", 0),
+                             ("true", 3601), ("true", 1e9)]:
         with pytest.raises(ValueError):
             run_command(command, timeout)
 

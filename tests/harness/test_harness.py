@@ -218,6 +218,17 @@ def test_stdio_request_response_client_is_never_stalled():
             assert m.request("list_agents")["names"] == []
 
 
+def test_the_client_waits_out_a_timeout_longer_than_the_system_can_wait_at_once(tmp_path):
+    """A timeout of years is waited in slices: one wait that long overflows (OverflowError)."""
+    script = tmp_path / "echo_ok.py"
+    script.write_text("import json, sys\nfor line in sys.stdin:\n"
+                      "    print(json.dumps({'id': json.loads(line)['id'], 'ok': True}), flush=True)\n")
+    with MatcherProcess(f"{sys.executable} {script}", timeout=1e9) as m:
+        assert m.request("list_agents")["ok"] is True
+    with pytest.raises(ValueError, match="timeout"):
+        MatcherProcess(f"{sys.executable} {script}", timeout=float("nan"))
+
+
 FUSSY_MATCHER = """
 import json, sys
 for line in sys.stdin:

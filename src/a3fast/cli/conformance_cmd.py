@@ -1,15 +1,15 @@
 """`a3fast conformance`: run the conformance vectors (§9) against a3fast or another verifier."""
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
 import click
 
-from ..conformance import (CAPABILITY_SUITE, MATCHING_SUITE, CommandNotStarted, check_vector_files,
-                           default_vectors_dir, fleet_match, load_matching, load_vectors, run_a3fast,
-                           run_command, run_vectors, vector_files, verifier_argv)
+from ..conformance import (CAPABILITY_SUITE, MATCHING_SUITE, MAX_TIMEOUT_S, CommandNotStarted,
+                           check_vector_files, default_vectors_dir, fleet_match, load_matching,
+                           load_vectors, run_a3fast, run_command, run_vectors, vector_files,
+                           verifier_argv)
 from ..harness.client import command_argv
 from ..files import require_kind
 from .common import EXIT_NEGATIVE, EXIT_OK, BadInput
@@ -37,7 +37,8 @@ from .common import EXIT_NEGATIVE, EXIT_OK, BadInput
 @click.option("--engine", type=click.Choice(["native", "pure"]), default=None,
               help="Engine for the matching vectors (default: a3fast.ENGINE).")
 @click.option("--timeout", type=float, default=30.0, show_default=True,
-              help="Seconds allowed per vector for CMD (a positive finite number).")
+              help="Seconds allowed per vector for CMD, or per answer of the matcher (more than 0, "
+                   "at most 3600).")
 @click.option("-v", "--verbose", is_flag=True, help="Also list the vectors that passed.")
 def conformance(command, matcher, seed, worlds, vectors_dir, suite, required_only, engine, timeout, verbose):
     """Run the conformance vectors and print `N passed, M failed`, naming each failure.
@@ -45,8 +46,9 @@ def conformance(command, matcher, seed, worlds, vectors_dir, suite, required_onl
     Exit 0 all passed, 1 some failed, 2 the vectors cannot be read (or a --verifier/--matcher
     command is malformed or cannot be started).
     """
-    if not 0 < timeout < math.inf:
-        raise BadInput(f"--timeout: expected a positive finite number of seconds, found {timeout}")
+    if not 0 < timeout <= MAX_TIMEOUT_S:
+        raise BadInput(f"--timeout: expected a positive number of seconds up to {MAX_TIMEOUT_S:g}, "
+                       f"found {timeout:g}")
     if command is not None:
         try:
             verifier_argv(command)

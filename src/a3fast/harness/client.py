@@ -21,6 +21,8 @@ __all__ = ["MatcherFailure", "MatcherProcess", "command_argv"]
 
 #: Bytes of the matcher's standard error quoted when it fails.
 STDERR_TAIL = 600
+#: The longest single wait on the matcher's output (a day), below what the system's wait takes.
+_LONGEST_WAIT_S = 86_400.0
 #: Requests a pipelining client sends before reading their answers (small enough that the window
 #: fits in a pipe's buffer).
 PIPELINE_WINDOW = 32
@@ -49,9 +51,12 @@ def command_argv(command: str) -> list[str]:
 
 class MatcherProcess:
     """One running matcher. `request(op, **fields)` sends a request and returns the answer object
-    (raising MatcherFailure for an ok: false answer unless `check=False`)."""
+    (raising MatcherFailure for an ok: false answer unless `check=False`). `timeout` bounds each
+    wait for an answer: any positive number of seconds (ValueError otherwise)."""
 
     def __init__(self, command: str, timeout: float = 30.0, env: dict[str, str] | None = None):
+        if not timeout > 0:
+            raise ValueError(f"timeout: expected a positive number of seconds, found {timeout!r}")
         self.command = command
         self.timeout = timeout
         self._stderr = tempfile.TemporaryFile()
@@ -158,7 +163,11 @@ class MatcherProcess:
                     self._start = 0
                 return line
             left = deadline - time.monotonic()
-            if left <= 0 or not self._selector.select(left):
+            # waited for in slices: the system's wait overflows past about 24 days, and a caller's
+            # timeout may be longer than that
+            if left <= 0 or not self._selector.select(min(left, _LONGEST_WAIT_S)):
+                if left > _LONGEST_WAIT_S:
+                    continue
                 if self.proc.poll() is not None:
                     raise self._exited(f"before answering a {op} request")
                 self.proc.kill()
