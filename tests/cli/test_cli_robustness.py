@@ -365,6 +365,19 @@ def test_bench_json_flag_and_its_older_file_form_are_both_read(tmp_path):
     bad_input(run("bench", "--json", "--sizes", "1"), "--sizes")  # --json alone takes no value
 
 
+@pytest.mark.parametrize("args, message", [
+    (("--sizes", "99999999999999999999"), "--sizes: 99999999999999999999 is not in the range 2<=x<=10000000"),
+    (("--sizes", "1000,10000001"), "--sizes: 10000001 is not in the range 2<=x<=10000000"),
+    # with --sizes 1 after it: without the cap, the run would be refused for --sizes instead
+    (("--tasks", "10000001", "--sizes", "1"), "'--tasks': 10000001 is not in the range 1<=x<=10000000"),
+    (("--distributed", "10000001", "--sizes", "1"), "'--distributed': 10000001 is not in the range"),
+])
+def test_bench_counts_are_capped_as_gen_fleet_caps_them(args, message):
+    """Past 10,000,000 the workload does not fit in memory (MemoryError, numpy's ValueError): refused
+    before anything is generated."""
+    bad_input(run("bench", *args), message)
+
+
 def test_explain_json_has_one_object_per_placement(tmp_path, fleet_file):
     trace = tmp_path / "trace.jsonl"
     assert run("demo", "--agents", 30, "--tasks", 4, "-o", trace).exit_code == 0

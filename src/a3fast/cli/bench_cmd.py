@@ -7,6 +7,11 @@ import orjson
 from .common import BadInput, atomic_outputs, check_outputs, output_option
 
 
+#: The most agents (or tasks) a run generates, as `gen-fleet` and `gen-tasks` allow: past it the
+#: workload does not fit in memory, and numpy refuses the arrays outright.
+MAX_COUNT = 10_000_000
+
+
 def _sizes(value: str) -> tuple[int, ...]:
     try:
         sizes = tuple(int(part.replace("_", "")) for part in value.split(",") if part.strip())
@@ -14,19 +19,23 @@ def _sizes(value: str) -> tuple[int, ...]:
         raise BadInput(f"--sizes: expected comma-separated agent counts such as 1000,10000, found {value!r}") from None
     if not sizes or any(n < 2 for n in sizes):
         raise BadInput(f"--sizes: expected agent counts of at least 2, found {value!r}")
+    too_many = next((n for n in sizes if n > MAX_COUNT), None)
+    if too_many is not None:
+        raise BadInput(f"--sizes: {too_many} is not in the range 2<=x<={MAX_COUNT} (agents, as gen-fleet allows)")
     return sizes
 
 
 @click.command()
 @click.option("--sizes", default=None, metavar="N,N,...",
-              help="Fleet sizes in agents [default: 1000,10000,100000; with --quick, 1000].")
+              help="Fleet sizes in agents, each 2 to 10,000,000 [default: 1000,10000,100000; with "
+                   "--quick, 1000].")
 @click.option("--large-from", type=click.IntRange(2), default=1_000_000, show_default=True, metavar="N",
               help="Sizes of N agents or more are measured as large fleets: ready from JSON Lines, a "
                    "placement, snapshot save and load, each in a process of its own (a3fast.bench.large).")
 @click.option("--shell-runs", type=click.IntRange(0, 100), default=3, show_default=True, metavar="N",
               help="Large fleets: run `a3fast place --fleet` and `a3fast serve --fleet` on the file N times "
                    "each (medians) beside orjson turning its lines into dicts; 0 leaves them out.")
-@click.option("--distributed", "distributed", type=click.IntRange(1000), default=None, is_flag=False,
+@click.option("--distributed", "distributed", type=click.IntRange(1000, MAX_COUNT), default=None, is_flag=False,
               flag_value=200_000, metavar="N",
               help="The sharded fleet's figures instead (a3fast.bench.distributed): N agents [200,000] "
                    "loaded into 4 shards beside one Fleet, placement latency beside a Ray round trip, "
@@ -36,7 +45,7 @@ def _sizes(value: str) -> tuple[int, ...]:
               help="Print the results in pytest-benchmark's JSON format on standard output (the "
                    "table goes to standard error).")
 @output_option("Also write the results in pytest-benchmark's JSON format to FILE.", aliases=())
-@click.option("--tasks", default=None, type=click.IntRange(1), help="Tasks per fleet size [default: 200; quick: 30].")
+@click.option("--tasks", default=None, type=click.IntRange(1, MAX_COUNT), help="Tasks per fleet size [default: 200; quick: 30].")
 @click.option("--no-memory", is_flag=True, help="Skip the peak-RSS measurement (a separate process).")
 @click.option("--no-extras", is_flag=True, help="Skip the figures of the verifier and other modules.")
 @click.option("--matcher", "matchers", multiple=True, metavar="CMD",
