@@ -64,6 +64,30 @@ def test_gen_tasks_checks_its_fleet_as_place_does(tmp_path, content, where):
     bad_input(run("place", "--fleet", fleet, "--requirements", fleet), f"{fleet}: {where}")
 
 
+def _declaration(name, namespace, capability):
+    return json.dumps({"v": "1.0", "agent": {"name": name, "namespace": namespace},
+                       "capabilities": [{"name": capability, "version": 1}], "clearances": []})
+
+
+def test_gen_tasks_refuses_a_name_in_two_namespaces_as_place_does(tmp_path):
+    fleet = tmp_path / "fleet.jsonl"
+    fleet.write_text(_declaration("a", "support", "x.y") + "\n" + _declaration("a", "billing", "x.y") + "\n")
+    where = f"{fleet}: line 2: $.agent.namespace: expected namespace 'support'"
+    bad_input(run("place", "--fleet", fleet, "--requirements", fleet), where)
+    bad_input(run("gen-tasks", "--fleet", fleet, "--tasks", 3), where)
+
+
+def test_gen_tasks_draws_from_the_declaration_the_fleet_keeps(tmp_path):
+    """A name declared twice in one namespace is replaced by its later declaration, as in `place`:
+    the tasks ask for what the kept one offers, never the replaced one's capabilities."""
+    fleet = tmp_path / "fleet.jsonl"
+    fleet.write_text(_declaration("a", "s", "old.cap") + "\n" + _declaration("a", "s", "new.cap") + "\n")
+    result = run("gen-tasks", "--fleet", fleet, "--tasks", 20)
+    assert result.exit_code == 0, result.output
+    wanted = {c["name"] for line in result.stdout.splitlines() for c in json.loads(line).get("capabilities", [])}
+    assert wanted == {"new.cap"}
+
+
 def test_gen_tasks_draws_from_a_model_without_a_latency_class(tmp_path):
     fleet = tmp_path / "fleet.jsonl"
     fleet.write_text(json.dumps({"v": "1.0", "agent": {"name": "a", "namespace": "n"},

@@ -6,7 +6,7 @@ import orjson
 
 from ..workload import MAX_SEED, generate_fleet, generate_tasks
 from .common import atomic_output, output_option, progress_bar
-from .fleet_input import read_declarations
+from .fleet_input import load_fleet
 
 SEED = click.IntRange(0, MAX_SEED)
 
@@ -33,7 +33,10 @@ def gen_fleet(agents, seed, output):
 @output_option("Output file (default: standard output).")
 def gen_tasks(fleet_path, tasks, seed, output):
     """Generate deterministic requirements documents against a fleet (JSON Lines)."""
-    declarations = [decl.doc for _, decl in read_declarations(fleet_path)]
+    # the fleet as `place` builds it (a name in two namespaces refused, a repeated name replaced by
+    # its later declaration): tasks drawn from a declaration the fleet does not keep could ask for
+    # what no agent of it offers
+    declarations = [decl.doc for decl in load_fleet(fleet_path, None)]
     with atomic_output(output) as out:
         for task in generate_tasks(declarations, tasks, seed):
             out.write(orjson.dumps(task) + b"\n")
