@@ -402,6 +402,14 @@ def test_bench_counts_are_capped_as_gen_fleet_caps_them(args, message):
     bad_input(run("bench", *args), message)
 
 
+@pytest.mark.parametrize("option", ["--timeout", "--seconds"])
+def test_bench_refuses_nan_seconds_before_starting_a_matcher(option):
+    # NaN passes click's range check (every comparison with it is false); --sizes 1 after it
+    # would be the refusal otherwise
+    bad_input(run("bench", "--matcher", "true", option, "nan", "--sizes", "1"),
+              f"{option}: expected a number of seconds from 0.1 to 3600, found nan")
+
+
 def test_explain_json_has_one_object_per_placement(tmp_path, fleet_file):
     trace = tmp_path / "trace.jsonl"
     assert run("demo", "--agents", 30, "--tasks", 4, "-o", trace).exit_code == 0

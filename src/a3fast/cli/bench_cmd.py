@@ -1,6 +1,8 @@
 """`a3fast bench`: one table from one run — a3fast on each engine beside the baselines, with ratios."""
 from __future__ import annotations
 
+import math
+
 import click
 import orjson
 
@@ -69,6 +71,10 @@ def bench(sizes, large_from, shell_runs, distributed, quick, json_path, output, 
     from ..bench import BenchConfig, run_bench
     from ..bench.suite import new_report
 
+    # click's FloatRange lets NaN through (every comparison with it is false)
+    for option, value in (("--seconds", seconds), ("--timeout", timeout)):
+        if math.isnan(value):
+            raise BadInput(f"{option}: expected a number of seconds from 0.1 to 3600, found nan")
     # `--json FILE`, the older spelling of `-o FILE`, still works
     paths = [p for p in dict.fromkeys((json_path, output)) if p is not None]
     check_outputs(paths)
