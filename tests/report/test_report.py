@@ -233,3 +233,29 @@ def test_vega_bundle_is_cached_per_vl_convert_release(tmp_path, monkeypatch):
         assert charts.javascript_bundle() == "window.vegaEmbed = 'from the cache';"
     finally:
         charts.javascript_bundle.cache_clear()
+
+
+def _all_eligible_placement(tmp_path, agents: int, winner: str):
+    """A trace of one placement where every agent is eligible and `winner`, late in candidate
+    order, wins on its success rate."""
+    fleet = a3fast.Fleet()
+    fleet.extend({"v": "1.0", "agent": {"name": f"a{i:02d}", "namespace": "ns"},
+                  "capabilities": [{"name": "x.y", "version": 1}], "clearances": []} for i in range(agents))
+    req = {"v": "1.0", "capabilities": [{"name": "x.y", "version": 1}]}
+    for _ in range(20):
+        fleet.record_outcome(winner, req, True)
+    placement = fleet.place(req)
+    assert placement.agent == winner
+    return placements_trace(tmp_path / "t.jsonl", [placement])
+
+
+def test_chosen_agent_is_kept_among_the_candidates_past_the_cap(tmp_path):
+    _all_eligible_placement(tmp_path, 10, "a08")
+    view = summarise_trace(str(tmp_path / "t.jsonl"), limits=Limits(candidates_per_placement=2)).listed[0]
+    names = [c for c, _ in view.rows]
+    assert names[:4] == ["a00", "a01", "a02", "a03"] and "a08" in names and len(names) == 5
+    assert dict(view.rows)["a08"] is None
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "t.jsonl"), "--candidates", "2"])
+    assert result.exit_code == 0, result.output
+    html = (tmp_path / "t.html").read_text()
+    assert "at most ${fmt(D.limits.candidates)} of the eligible past them" in html and "and the chosen agent" in html

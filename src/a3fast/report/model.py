@@ -41,7 +41,8 @@ class Limits:
 
     #: placements with funnel, scores and candidate table (the first ones, plus any with a finding)
     detailed_placements: int = 1_000
-    #: candidate rows per detailed placement (the first in candidate order, and the eligible past them)
+    #: candidate rows per detailed placement: the first in candidate order, at most as many of the
+    #: eligible past them, and the chosen agent wherever it is
     candidates_per_placement: int = 2_000
     #: eligible agents whose score components are charted per placement (highest totals first)
     scores_per_placement: int = 20
@@ -356,7 +357,12 @@ def _detail(view: PlacementView, explained: Explained, content: Mapping[str, Any
             first.setdefault(pair["candidate"], pair.get("predicate"))
     # The first candidates in candidate order (placements on one fleet then share one name list in
     # the page), and the eligible ones past the cap too, since they are what a reader looks for.
+    # The eligible past the cap are bounded by the cap as well (a placement can have any number),
+    # but the chosen agent is always kept: the table shows it on top.
     cap = limits.candidates_per_placement
     rows = [(c, first.get(c, ELIGIBLE)) for c in candidates[:cap]]
     rows += [(c, ELIGIBLE) for c in candidates[cap:] if c not in first][:cap]
+    chosen = explained.chosen
+    if chosen is not None and chosen in candidates[cap:] and all(c != chosen for c, _ in rows):
+        rows.append((chosen, first.get(chosen, ELIGIBLE)))
     view.rows = [(c, None if p is None else str(p)) for c, p in rows]

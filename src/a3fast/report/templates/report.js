@@ -107,7 +107,7 @@
       at = 0; draw();
     });
     draw();
-    const note = all.length < p.n ? `${fmt(all.length)} of ${fmt(p.n)} candidates are kept in this report (the first ${fmt(D.limits.candidates)} in candidate order and the eligible past them).` : `${fmt(p.n)} candidates.`;
+    const note = all.length < p.n ? `${fmt(all.length)} of ${fmt(p.n)} candidates are kept in this report (the first ${fmt(D.limits.candidates)} in candidate order, at most ${fmt(D.limits.candidates)} of the eligible past them${p.chosen != null ? ", and the chosen agent" : ""}).` : `${fmt(p.n)} candidates.`;
     box.append(el("h3", { text: "Candidates and the first predicate each failed" }), input,
       el("table", { class: "candidates", "data-testid": "candidates" },
         el("thead", {}, el("tr", {}, el("th", { text: "candidate" }), el("th", { text: "first failed predicate" }))), body),
