@@ -259,3 +259,19 @@ def test_chosen_agent_is_kept_among_the_candidates_past_the_cap(tmp_path):
     assert result.exit_code == 0, result.output
     html = (tmp_path / "t.html").read_text()
     assert "at most ${fmt(D.limits.candidates)} of the eligible past them" in html and "and the chosen agent" in html
+
+
+def test_a_winning_total_of_zero_is_charted_above_negative_totals(tmp_path):
+    fleet = a3fast.Fleet(weights=(0.0, 0.0, -1.0, 0.0))   # a declared cost ceiling only lowers the total
+    for i in range(6):
+        declaration = {"v": "1.0", "agent": {"name": f"a{i}", "namespace": "ns"},
+                       "capabilities": [{"name": "x.y", "version": 1}], "clearances": []}
+        if i != 4:
+            declaration["model"] = {"cost_ceiling_usd": str(i + 1)}
+        fleet.add(declaration)
+    placement = fleet.place({"v": "1.0", "capabilities": [{"name": "x.y", "version": 1}]})
+    assert placement.agent == "a4" and placement.scheduling["scores"]["a4"]["total"] == 0
+    placements_trace(tmp_path / "t.jsonl", [placement])
+    view = summarise_trace(str(tmp_path / "t.jsonl"), limits=Limits(scores_per_placement=3)).listed[0]
+    totals = [row[1] for row in view.score_rows]
+    assert view.score_rows[0][0] == "a4" and totals == sorted(totals, reverse=True) and len(totals) == 3

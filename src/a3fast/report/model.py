@@ -339,8 +339,12 @@ def _detail(view: PlacementView, explained: Explained, content: Mapping[str, Any
         if isinstance(entry, Mapping):
             components += [k for k, v in entry.items()
                            if k != "total" and k not in components and _number(v) is not None]
-    ranked = sorted(((name, entry) for name, entry in scores.items() if isinstance(entry, Mapping)),
-                    key=lambda kv: (-(_number(kv[1].get("total")) or float("-inf")), str(kv[0])))
+    def rank(kv: tuple[Any, Any]) -> tuple:
+        # a total of 0 is a total like any other (it can be the highest); only no number ranks last
+        total = _number(kv[1].get("total"))
+        return (total is None, -total if total is not None else 0.0, str(kv[0]))
+
+    ranked = sorted(((name, entry) for name, entry in scores.items() if isinstance(entry, Mapping)), key=rank)
     view.score_components = tuple(components)
     view.scored = len(ranked)
     view.score_rows = [(str(name), _number(entry.get("total")), *(_number(entry.get(c)) for c in components))
