@@ -275,3 +275,22 @@ def test_a_winning_total_of_zero_is_charted_above_negative_totals(tmp_path):
     view = summarise_trace(str(tmp_path / "t.jsonl"), limits=Limits(scores_per_placement=3)).listed[0]
     totals = [row[1] for row in view.score_rows]
     assert view.score_rows[0][0] == "a4" and totals == sorted(totals, reverse=True) and len(totals) == 3
+
+
+def test_a_placement_with_a_finding_past_the_listed_limit_is_listed(tmp_path):
+    placed = placed_trace(tmp_path / "t.jsonl", agents=40, tasks=6)
+    lines = (tmp_path / "t.jsonl").read_text().splitlines()
+    seq, placement = next((s, p) for s, p in reversed(placed) if p.bound)
+    at = next(i for i, line in enumerate(lines) if json.loads(line)["seq"] == seq)
+    record = json.loads(lines[at])
+    scheduling = record["content"]["scheduling"]
+    # the chosen agent said to fail a predicate it passed: a §7 finding on this record
+    scheduling["filters_failed"].append({"candidate": placement.agent, "predicate": scheduling["filters_passed"][0]})
+    lines[at] = json.dumps(record)
+    (tmp_path / "t.jsonl").write_text("\n".join(lines) + "\n")
+    limits = Limits(listed_placements=2)
+    summary = summarise_trace(str(tmp_path / "t.jsonl"), limits=limits)
+    assert seq in {f.seq for f in summary.findings}
+    assert len(summary.listed) == 3 and summary.placement(seq) is not None
+    html = render(str(tmp_path / "t.jsonl"), limits=limits)
+    assert f'href="#seq-{seq}"' in html and seq in [p["seq"] for p in page_json(html)["placements"]]

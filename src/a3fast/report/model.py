@@ -46,7 +46,8 @@ class Limits:
     candidates_per_placement: int = 2_000
     #: eligible agents whose score components are charted per placement (highest totals first)
     scores_per_placement: int = 20
-    #: rows of the placement list (seq, verdict); the totals and charts still count every placement
+    #: rows of the placement list (seq, verdict), plus any placement with a finding; the totals and
+    #: charts still count every placement
     listed_placements: int = 20_000
     #: bars per trace-wide predicate chart
     predicates_charted: int = 15
@@ -227,7 +228,8 @@ def summarise_items(items: Iterable[TraceItem], *, name: str, limits: Limits = L
             summary.unexplained += 1
             continue
         _tally(summary, explained, content)
-        if len(summary.listed) >= limits.listed_placements:
+        # a placement with a finding is listed past the limit too: the finding links to it
+        if len(summary.listed) >= limits.listed_placements and not has_finding:
             continue
         view = _view(item, explained, content)
         if detailed < limits.detailed_placements or has_finding:
