@@ -73,3 +73,12 @@ def page_of(trace: Path, fleet, out: Path, **kwargs) -> tuple[list, Path]:
     changed = [v for v in verdicts if v.changed]
     out.write_text(render_replay(summarise(verdicts), changed, trace=trace.name, fleet="new fleet", **kwargs))
     return verdicts, out
+
+
+def renumbered(path: Path, first: int) -> list[int]:
+    """The trace at `path` with its seqs made `first`, `first + 1`, …; returns the placements' seqs."""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for i, record in enumerate(records):
+        record["seq"] = first + i
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return [r["seq"] for r in records if r["kind"] in ("task.bound", "task.rejected")]

@@ -294,3 +294,12 @@ def test_a_placement_with_a_finding_past_the_listed_limit_is_listed(tmp_path):
     assert len(summary.listed) == 3 and summary.placement(seq) is not None
     html = render(str(tmp_path / "t.jsonl"), limits=limits)
     assert f'href="#seq-{seq}"' in html and seq in [p["seq"] for p in page_json(html)["placements"]]
+
+
+def test_seqs_past_two_to_the_53_are_embedded_exactly(tmp_path):
+    from report_traces import renumbered
+
+    placed_trace(tmp_path / "t.jsonl", agents=30, tasks=3)
+    seqs = renumbered(tmp_path / "t.jsonl", 2 ** 60 + 1)
+    embedded = [p["seq"] for p in page_json(render(str(tmp_path / "t.jsonl")))["placements"]]
+    assert embedded == [str(s) for s in seqs]

@@ -12,7 +12,7 @@ import sys
 from a3fast.report import write_report
 
 from offline_browser import Opened, browser  # noqa: F401  (the browser fixture)
-from report_traces import HOSTILE, findings_trace, hostile_placements, placed_trace, placements_trace
+from report_traces import HOSTILE, findings_trace, hostile_placements, placed_trace, placements_trace, renumbered
 
 
 def test_demo_report_opens_offline_and_its_funnels_are_the_placements(browser, tmp_path):
@@ -171,3 +171,19 @@ def test_rule_the_replay_page_allows_its_styles_by_hash_and_its_bars_by_attribut
         view.assert_clean()
     finally:
         view.close()
+
+
+def test_negative_and_huge_seqs_open_from_their_links(browser, tmp_path):
+    # a negative seq, and one a JavaScript number would round (2^60 + 1 reads as 2^60)
+    for first in (-100, 2 ** 60 + 1):
+        trace = tmp_path / f"t{first}.jsonl"
+        placed_trace(trace, agents=30, tasks=3)
+        seqs = renumbered(trace, first)
+        view = Opened(browser, write_report(trace), f"#seq-{seqs[1]}")
+        try:
+            view.page.wait_for_selector(f"[data-testid=detail-title]:has-text('seq {seqs[1]} ')")
+            rows = view.page.locator("[data-testid=placements] tbody tr")
+            assert [row.get_attribute("data-seq") for row in rows.all()] == [str(s) for s in seqs]
+            view.assert_clean()
+        finally:
+            view.close()

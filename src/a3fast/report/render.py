@@ -50,6 +50,16 @@ def _codes(indexes: list[int]) -> str | list[int]:
     return indexes
 
 
+#: The largest integer a JavaScript number holds exactly.
+_SAFE_INTEGER = 2 ** 53 - 1
+
+
+def _seq(seq: int) -> int | str:
+    """A seq as the page's script reads it back exactly: a number, or a string where a JavaScript
+    number would round it (the page compares seqs as text)."""
+    return seq if -_SAFE_INTEGER <= seq <= _SAFE_INTEGER else str(seq)
+
+
 def page_data(summary: TraceSummary) -> dict[str, Any]:
     """Everything the page's script needs, names and predicates and candidate lists interned."""
     names, predicates, lists = _Interner(), _Interner(), _Interner()
@@ -57,7 +67,7 @@ def page_data(summary: TraceSummary) -> dict[str, Any]:
     placements = []
     for view in summary.listed:
         entry: dict[str, Any] = {
-            "seq": view.seq, "kind": view.kind, "chosen": view.chosen, "n": view.candidates,
+            "seq": _seq(view.seq), "kind": view.kind, "chosen": view.chosen, "n": view.candidates,
             "e": view.eligible, "p": [predicates(p) for p in view.predicates], "r": list(view.removed),
             "t": view.decided_at, "f": view.seq in flagged}
         if view.rows is not None:

@@ -145,8 +145,10 @@
   }
 
   function fromHash() {
-    const m = /^#seq-(\d+)$/.exec(location.hash);
-    const p = m ? D.placements.find((x) => x.seq === Number(m[1])) : null;
+    // seqs may be negative, and past 2^53 they are embedded as strings: compare them as exact text
+    const m = /^#seq-(-?\d+)$/.exec(location.hash);
+    const key = m ? BigInt(m[1]).toString() : null;
+    const p = m ? D.placements.find((x) => String(x.seq) === key) : null;
     if (p) {
       const i = shown.indexOf(p);
       if (i < 0) { shown = D.placements; search.value = ""; }
