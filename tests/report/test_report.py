@@ -303,3 +303,21 @@ def test_seqs_past_two_to_the_53_are_embedded_exactly(tmp_path):
     seqs = renumbered(tmp_path / "t.jsonl", 2 ** 60 + 1)
     embedded = [p["seq"] for p in page_json(render(str(tmp_path / "t.jsonl")))["placements"]]
     assert embedded == [str(s) for s in seqs]
+
+
+def test_a_decided_at_outside_the_utc_years_is_left_out_of_the_time_chart(tmp_path):
+    def bound(seq, decided_at):
+        return {"seq": seq, "kind": "task.bound", "content": {"scheduling": {
+            "candidates": ["a"], "filters_passed": [], "filters_failed": [], "declaration": {"agent": {"name": "a"}},
+            "scores": {}, "timings": {"decided_at": decided_at}}}}
+
+    # the first and the last are valid RFC 3339 instants before year 1 and after 9999 in UTC
+    records = [bound(1, "0001-01-01T00:30:00+01:00"), bound(2, "2024-01-01T00:00:00Z"),
+               bound(3, "2024-01-01T00:01:00Z"), bound(4, "9999-12-31T23:30:00-01:00")]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary = summarise_trace(str(tmp_path / "t.jsonl"))
+    assert [t.year for t, _ in summary.decided] == [2024, 2024]
+    assert "Placements over time" in summary._repr_html_()
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "t.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert "seconds after 2024-01-01T00:00:00" in (tmp_path / "t.html").read_text()

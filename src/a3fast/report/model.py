@@ -164,14 +164,22 @@ def decisive_predicate(explained: Explained) -> str | None:
 
 
 def parse_decided_at(text: Any) -> _dt.datetime | None:
-    """§6 `decided_at` (RFC 3339, UTC 'Z' or an offset) as an aware datetime; None when unreadable."""
+    """§6 `decided_at` (RFC 3339, UTC 'Z' or an offset) as an aware datetime in UTC; None when
+    unreadable, or when its instant falls outside the years 1–9999 in UTC (0001-01-01T00:30+01:00),
+    which no datetime holds — `timings` is informational (§6), so such a placement is only left
+    out of the time chart."""
     if not isinstance(text, str):
         return None
     try:
         value = _dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         return None
-    return value if value.tzinfo is not None else value.replace(tzinfo=_dt.timezone.utc)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=_dt.timezone.utc)
+    try:
+        return value.astimezone(_dt.timezone.utc)
+    except OverflowError:
+        return None
 
 
 def summarise_trace(source: Any, *, name: str | None = None, limits: Limits = Limits(),
