@@ -321,3 +321,16 @@ def test_a_decided_at_outside_the_utc_years_is_left_out_of_the_time_chart(tmp_pa
     result = CliRunner().invoke(main, ["report", str(tmp_path / "t.jsonl")])
     assert result.exit_code == 0, result.output
     assert "seconds after 2024-01-01T00:00:00" in (tmp_path / "t.html").read_text()
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "[]"])
+def test_cli_report_refuses_a_trace_of_no_records_as_verify_does(tmp_path, text):
+    (tmp_path / "t.jsonl").write_text(text)
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "t.jsonl")])
+    assert result.exit_code == 2
+    assert "t.jsonl: unreadable: no records" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
+    with pytest.raises(ReportInputError, match="no records"):
+        write_report(tmp_path / "t.jsonl")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
+    assert "Placements" in render([])    # a live trace may have no record yet

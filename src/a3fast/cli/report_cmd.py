@@ -37,7 +37,7 @@ def report(trace, output, detailed, candidates):
     try:
         # the bar (on a terminal only) follows the reading, which is most of the time of a large trace
         with progress_bar(path.stat().st_size, f"reading {path.name}") as update:
-            html = render(str(path), name=path.name, limits=limits, progress=update)
+            html = render(str(path), name=path.name, limits=limits, progress=update, allow_empty=False)
     except ReportInputError as exc:
         raise BadInput(exc.problems) from None
     with atomic_output(target) as out:

@@ -183,10 +183,12 @@ def parse_decided_at(text: Any) -> _dt.datetime | None:
 
 
 def summarise_trace(source: Any, *, name: str | None = None, limits: Limits = Limits(),
-                    progress: Callable[[int], None] | None = None) -> TraceSummary:
+                    progress: Callable[[int], None] | None = None, allow_empty: bool = True) -> TraceSummary:
     """Read a trace — a path, bytes, a binary file, or an iterable of records `{seq, kind, content}`
-    (spec or compact form) — into a TraceSummary. ReportInputError when it breaks the trace format.
-    `progress(n)` is told of every n bytes read (a trace read from bytes, a path or a file)."""
+    (spec or compact form) — into a TraceSummary. ReportInputError when it breaks the trace format,
+    or, unless `allow_empty`, when it holds no record (a live trace may have none yet; a file of
+    none is no trace, as `a3fast verify` says). `progress(n)` is told of every n bytes read (a
+    trace read from bytes, a path or a file)."""
     if isinstance(source, (str, bytes, bytearray, memoryview)) or hasattr(source, "read") or \
             hasattr(source, "__fspath__"):
         items: Iterable[TraceItem] = read_trace(source, progress)
@@ -194,10 +196,11 @@ def summarise_trace(source: Any, *, name: str | None = None, limits: Limits = Li
     else:
         items = read_values(source)
         label = name or "trace"
-    return summarise_items(items, name=label, limits=limits)
+    return summarise_items(items, name=label, limits=limits, allow_empty=allow_empty)
 
 
-def summarise_items(items: Iterable[TraceItem], *, name: str, limits: Limits = Limits()) -> TraceSummary:
+def summarise_items(items: Iterable[TraceItem], *, name: str, limits: Limits = Limits(),
+                    allow_empty: bool = True) -> TraceSummary:
     summary = TraceSummary(source=name, limits=limits)
     verifier = Verifier()
     decoder = Decoder()
@@ -244,6 +247,8 @@ def summarise_items(items: Iterable[TraceItem], *, name: str, limits: Limits = L
             detailed += detailed < limits.detailed_placements
             _detail(view, explained, content, limits)
         summary.listed.append(view)
+    if not problems and not summary.records and not allow_empty:
+        problems.append(f"{name}: unreadable: no records (the input is empty)")
     if problems:
         raise ReportInputError(problems)
     summary.findings = _with_structure_findings(verifier.finish(), summary.malformed)

@@ -104,19 +104,22 @@ def render_summary(summary: TraceSummary) -> str:
 
 
 def render(records: Iterable[Mapping[str, Any]] | Any, *, name: str = "trace", limits: Limits = Limits(),
-           progress: Callable[[int], None] | None = None) -> str:
+           progress: Callable[[int], None] | None = None, allow_empty: bool = True) -> str:
     """The report of a trace given as records `{seq, kind, content}` (spec or compact form), e.g. a
     live trace's records so far; also a path, bytes or binary file (`progress(n)` is told of every n
-    bytes read of those). ReportInputError when the records break the trace format."""
-    return render_summary(summarise_trace(records, name=name, limits=limits, progress=progress))
+    bytes read of those). ReportInputError when the records break the trace format, or, unless
+    `allow_empty`, when there is no record."""
+    return render_summary(summarise_trace(records, name=name, limits=limits, progress=progress,
+                                          allow_empty=allow_empty))
 
 
 def write_report(trace: str | os.PathLike, out: str | os.PathLike | None = None, *,
                  limits: Limits = Limits()) -> Path:
     """Render the report of the trace file `trace` into `out` (default: beside it, `.html`),
-    written to a temporary file and renamed into place. Returns the path written."""
+    written to a temporary file and renamed into place. Returns the path written.
+    ReportInputError, and nothing written, when the file breaks the trace format or holds no record."""
     target = Path(out) if out is not None else Path(trace).with_suffix(".html")
-    html = render(os.fspath(trace), name=Path(trace).name, limits=limits)
+    html = render(os.fspath(trace), name=Path(trace).name, limits=limits, allow_empty=False)
     write_atomic(target, html)
     return target
 
