@@ -334,3 +334,18 @@ def test_cli_report_refuses_a_trace_of_no_records_as_verify_does(tmp_path, text)
         write_report(tmp_path / "t.jsonl")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
     assert "Placements" in render([])    # a live trace may have no record yet
+
+
+def test_cli_report_reads_standard_input_when_the_page_has_a_file(tmp_path):
+    placed_trace(tmp_path / "t.jsonl", agents=40, tasks=3)
+    trace = (tmp_path / "t.jsonl").read_bytes()
+    out = tmp_path / "out.html"
+    result = CliRunner().invoke(main, ["report", "-", "-o", str(out)], input=trace)
+    assert result.exit_code == 0, result.output
+    assert "report of standard input" in result.output
+    assert page_json(out.read_text())["placements"] == page_json(render(str(tmp_path / "t.jsonl")))["placements"]
+    without = CliRunner().invoke(main, ["report", "-"], input=trace)
+    assert without.exit_code == 2 and "not standard input" in without.output and "-o" in without.output
+    empty = CliRunner().invoke(main, ["report", "-", "-o", str(tmp_path / "empty.html")], input=b"")
+    assert empty.exit_code == 2 and "standard input: unreadable: no records" in empty.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.html", "t.jsonl"]

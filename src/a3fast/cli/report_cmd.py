@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from ..files import require_kind
+from ..files import STDIN, cannot_read, display_name, input_source, require_kind
 from .common import EXIT_OK, BadInput, atomic_output, check_outputs, output_option, progress_bar
 
 
@@ -17,30 +17,37 @@ from .common import EXIT_OK, BadInput, atomic_output, check_outputs, output_opti
 @click.option("--candidates", type=click.IntRange(1), default=None, metavar="N",
               help="Candidates kept per placement (default 2,000).")
 def report(trace, output, detailed, candidates):
-    """Write the report of TRACE (spec or compact form) as one HTML file that loads nothing."""
+    """Write the report of TRACE (spec or compact form) as one HTML file that loads nothing.
+    TRACE may be '-' (standard input) when -o names the page's file."""
     from ..report import Limits, ReportInputError, render
 
-    if trace == "-":
-        raise BadInput("report needs a trace file, not standard input (the page is written beside it)")
+    from_stdin = trace == STDIN
+    if from_stdin and output is None:
+        raise BadInput("report needs a trace file, not standard input (the page is written beside it); "
+                       "or give the page a file with -o")
     limits = Limits()
     if detailed is not None or candidates is not None:
         limits = Limits(detailed_placements=limits.detailed_placements if detailed is None else detailed,
                         candidates_per_placement=limits.candidates_per_placement if candidates is None else candidates)
     path = Path(trace)
-    if not path.is_file():
+    if not from_stdin and not path.is_file():
         raise BadInput(f"{trace}: cannot read: {'no such file' if not path.exists() else 'not a file'}")
     target = output or str(path.with_suffix(".html"))
-    if target == "-" or Path(target).resolve() == path.resolve():
+    if target == "-" or (not from_stdin and Path(target).resolve() == path.resolve()):
         raise BadInput(f"{target}: the report must go to a file other than the trace it reads")
     check_outputs([target])  # a bad output path fails before the trace is read
     require_kind(trace, "trace")
+    name = display_name(trace) if from_stdin else path.name
     try:
         # the bar (on a terminal only) follows the reading, which is most of the time of a large trace
-        with progress_bar(path.stat().st_size, f"reading {path.name}") as update:
-            html = render(str(path), name=path.name, limits=limits, progress=update, allow_empty=False)
+        with progress_bar(0 if from_stdin else path.stat().st_size, f"reading {name}") as update:
+            source = input_source(trace) if from_stdin else str(path)
+            html = render(source, name=name, limits=limits, progress=update, allow_empty=False)
     except ReportInputError as exc:
         raise BadInput(exc.problems) from None
+    except OSError as exc:
+        raise BadInput(str(cannot_read(trace, exc))) from None
     with atomic_output(target) as out:
         out.write(html.encode("utf-8"))
-    click.echo(f"{target}: report of {path.name} ({len(html) / 1e6:.1f} MB)")
+    click.echo(f"{target}: report of {name} ({len(html) / 1e6:.1f} MB)")
     return EXIT_OK
