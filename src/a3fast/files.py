@@ -38,7 +38,7 @@ from .errors import A3Error, SchemaError
 from .framing import Pushback, Source, read_documents
 from .kinds import Kind, sniff, wrong_kind
 
-__all__ = ["STDIN", "InputError", "input_source", "display_name", "cannot_read", "read_bytes", "read_json",
+__all__ = ["STDIN", "InputError", "input_source", "display_name", "shown_text", "cannot_read", "read_bytes", "read_json",
            "read_json_documents", "require_kind",
            "TEMP_MARK", "atomic_file", "write_atomic", "temp_beside", "replace_into", "fsync_directory",
            "is_special", "remove_stale_temps", "write_pieces"]
@@ -79,8 +79,19 @@ def input_source(path: str) -> Source:
     return path
 
 
+def shown_text(text: str) -> str:
+    """A file name or argument as a message, a page or a JSON document can carry it: the bytes of a
+    name that is not UTF-8 (which Python holds as lone surrogates) written as `\\xNN` escapes."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:        # a lone surrogate no file name decoded to
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def display_name(path: str) -> str:
-    return "standard input" if path == STDIN else path
+    """A command-line input as messages name it: `standard input` for '-', else the path, escaped
+    where it is not UTF-8 (`shown_text`)."""
+    return "standard input" if path == STDIN else shown_text(path)
 
 
 def cannot_read(path: str, exc: OSError) -> InputError:

@@ -76,6 +76,24 @@ def test_a_file_name_that_is_not_utf8_is_written_escaped_in_a_json_answer(made, 
                                        "errors": [], "warnings": []}
 
 
+def test_report_and_demo_pages_name_a_file_that_is_not_utf8_escaped(made, tmp_path):
+    from a3fast.report import write_report
+
+    trace = tmp_path / os.fsdecode(b"t\xffx.jsonl")
+    trace.write_bytes((made / "t.jsonl").read_bytes())
+    done = CliRunner().invoke(main, ["report", str(trace)])
+    assert done.exit_code == 0, done.output
+    page = tmp_path / os.fsdecode(b"t\xffx.html")
+    assert "t\\xffx.jsonl" in page.read_text() and "t\\xffx.html: report of t\\xffx.jsonl" in done.output
+    page.unlink()
+    assert write_report(trace) == page and "t\\xffx.jsonl" in page.read_text()
+    folder = tmp_path / "u8"
+    done = CliRunner().invoke(main, ["demo", "--agents", "3", "--tasks", "2", "-o", str(folder / os.fsdecode(b"\xff.jsonl"))])
+    assert done.exit_code == 0, done.output
+    assert sorted(os.listdir(os.fsencode(folder))) == [b"\xff.html", b"\xff.jsonl"]
+    assert "u8/\\xff.html (one self-contained page" in done.output
+
+
 def test_an_import_report_names_a_file_that_is_not_utf8_escaped(tmp_path):
     card = {"name": "x", "description": "d", "url": "https://agents.example.com/x", "version": "1",
             "capabilities": {}, "defaultInputModes": ["text"], "defaultOutputModes": ["text"],

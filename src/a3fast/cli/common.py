@@ -13,7 +13,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import click
 
 from ..errors import A3Error, Problem, SchemaError, capped
-from ..files import is_special, remove_stale_temps, replace_into, temp_beside
+from ..files import is_special, remove_stale_temps, replace_into, shown_text, temp_beside
 
 EXIT_OK = 0
 EXIT_NEGATIVE = 1
@@ -65,12 +65,8 @@ def closed_output() -> None:
 
 
 def shown(text: str) -> str:
-    """A file name or argument as a message or a JSON document can carry it: the bytes of a name
-    that is not UTF-8 (which Python holds as lone surrogates) written as `\\xNN` escapes."""
-    try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:        # a lone surrogate no file name decoded to
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    """A file name or argument as a message or a JSON document can carry it (`files.shown_text`)."""
+    return shown_text(text)
 
 
 def rooted(problem: Problem, prefix: str) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ..files import shown_text
 from ..fleet import Fleet
 from ..record.write import placement_records
 from ..schema import parse_requirements
@@ -74,10 +75,10 @@ def report_text(trace_path: str) -> str:
     from ..report import render
 
     target = report_path(trace_path)
-    html = render(trace_path, name=Path(trace_path).name)
+    html = render(trace_path, name=shown_text(Path(trace_path).name))
     with atomic_output(target) as out:
         out.write(html.encode("utf-8"))
-    return f"report: {target} (one self-contained page; open it in a browser)"
+    return f"report: {shown_text(target)} (one self-contained page; open it in a browser)"
 
 
 #: Where the demo writes when not told: a directory of its own, which the repository's .gitignore
@@ -138,7 +139,7 @@ def demo(agents, tasks, seed, engine, output):
     click.echo(f"placed {bound:,}, unschedulable {len(rejected):,}: "
                f"{tasks / place_s:,.0f} placements/s with full explanations kept compact "
                f"({place_s / tasks * 1e6:.1f} µs each)")
-    click.echo(f"trace {trace_path}: {size / 1e6:.1f} MB of spec JSON written at "
+    click.echo(f"trace {shown_text(trace_path)}: {size / 1e6:.1f} MB of spec JSON written at "
                f"{tasks / write_s:,.0f} placements/s")
     if rejected:
         click.echo("unschedulable, by the predicate that removed the last candidates:")

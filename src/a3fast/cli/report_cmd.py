@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from ..files import STDIN, cannot_read, display_name, input_source, require_kind
+from ..files import STDIN, cannot_read, display_name, input_source, require_kind, shown_text
 from .common import EXIT_OK, BadInput, atomic_output, check_outputs, output_option, progress_bar
 
 
@@ -37,7 +37,7 @@ def report(trace, output, detailed, candidates):
         raise BadInput(f"{target}: the report must go to a file other than the trace it reads")
     check_outputs([target])  # a bad output path fails before the trace is read
     require_kind(trace, "trace")
-    name = display_name(trace) if from_stdin else path.name
+    name = display_name(trace) if from_stdin else shown_text(path.name)
     try:
         # the bar (on a terminal only) follows the reading, which is most of the time of a large trace
         with progress_bar(0 if from_stdin else path.stat().st_size, f"reading {name}") as update:
@@ -49,5 +49,5 @@ def report(trace, output, detailed, candidates):
         raise BadInput(str(cannot_read(trace, exc))) from None
     with atomic_output(target) as out:
         out.write(html.encode("utf-8"))
-    click.echo(f"{target}: report of {name} ({len(html) / 1e6:.1f} MB)")
+    click.echo(f"{shown_text(target)}: report of {name} ({len(html) / 1e6:.1f} MB)")
     return EXIT_OK

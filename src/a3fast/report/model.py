@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import collections
 import datetime as _dt
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..fleet.scoring import COMPONENTS, DEFAULT_WEIGHTS
 
 from ..explain import ExplainError, Explained, explain_record, predicate_counts
+from ..files import shown_text
 from ..record.compact import CompactError, Decoder
 from ..trace import TraceContentError, TraceItem, TraceProblem, TraceRecord, read_trace, read_values
 from ..verify import Finding, Verifier
@@ -192,7 +194,8 @@ def summarise_trace(source: Any, *, name: str | None = None, limits: Limits = Li
     if isinstance(source, (str, bytes, bytearray, memoryview)) or hasattr(source, "read") or \
             hasattr(source, "__fspath__"):
         items: Iterable[TraceItem] = read_trace(source, progress)
-        label = name or (str(source) if isinstance(source, str) or hasattr(source, "__fspath__") else "trace")
+        label = name or (shown_text(os.fspath(source)) if isinstance(source, str) or hasattr(source, "__fspath__")
+                         else "trace")
     else:
         items = read_values(source)
         label = name or "trace"

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Mapping
 from markupsafe import Markup
 
 from .._version import __version__
-from ..files import write_atomic
+from ..files import shown_text, write_atomic
 from . import charts
 from .model import Limits, PlacementView, TraceSummary, summarise_trace
 from .policy import with_policy
@@ -119,7 +119,8 @@ def write_report(trace: str | os.PathLike, out: str | os.PathLike | None = None,
     written to a temporary file and renamed into place. Returns the path written.
     ReportInputError, and nothing written, when the file breaks the trace format or holds no record."""
     target = Path(out) if out is not None else Path(trace).with_suffix(".html")
-    html = render(os.fspath(trace), name=Path(trace).name, limits=limits, allow_empty=False)
+    # the page names the file in UTF-8: a name that is not is shown escaped
+    html = render(os.fspath(trace), name=shown_text(Path(trace).name), limits=limits, allow_empty=False)
     write_atomic(target, html)
     return target
 
