@@ -148,6 +148,16 @@ def test_the_demo_writes_nothing_when_its_page_cannot_be_written(tmp_path):
     assert "placed" not in done.output                            # refused before any work
 
 
+@pytest.mark.parametrize("output", [".", "", "newdir/", "sub/..", "new/../existing"])
+def test_the_demo_refuses_a_directory_for_its_trace_and_makes_none(tmp_path, monkeypatch, output):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "existing").mkdir()
+    done = CliRunner().invoke(main, ["demo", "--agents", "3", "--tasks", "2", "-o", output])
+    assert done.exit_code == 2, done.output
+    assert "names a directory" in done.output or "Is a directory" in done.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing"]
+
+
 # -- inputs named for what is wrong with them ------------------------------------------------------
 def test_a_lone_surrogate_in_a_trace_is_named_not_called_truncated(tmp_path):
     (tmp_path / "t.jsonl").write_bytes(b'{"seq":1,"kind":"task.submitted","content":{"requirements":'

@@ -81,6 +81,19 @@ def report_text(trace_path: str) -> str:
     return f"report: {shown_text(target)} (one self-contained page; open it in a browser)"
 
 
+def _missing_directories(folder: str) -> list[str]:
+    """The directories of `folder` that do not exist yet, deepest first."""
+    missing = []
+    while folder and not os.path.exists(folder):
+        if os.path.basename(folder) not in (".", ".."):   # `new/..` makes `new`, only that is removed
+            missing.append(folder)
+        parent = os.path.dirname(folder.rstrip(os.sep))
+        if parent == folder:
+            break
+        folder = parent
+    return missing
+
+
 #: Where the demo writes when not told: a directory of its own, which the repository's .gitignore
 #: covers (the trace of the default run is about 46 MB).
 DEFAULT_TRACE = "a3fast-demo/trace.jsonl"
@@ -101,13 +114,26 @@ def demo(agents, tasks, seed, engine, output):
     """Place a stream of tasks on a generated fleet, write the trace, and report."""
     if output == "-":
         raise BadInput("--output: the demo reports on standard output; give the trace a file")
+    if os.path.basename(output) in ("", ".", ".."):
+        raise BadInput(f"--output {shown_text(output)!r}: names a directory; give the trace a file name "
+                       "(the report goes beside it)")
     folder = os.path.dirname(output)
-    if folder and not os.path.exists(folder):
-        try:
-            os.makedirs(folder)
-        except OSError as exc:
-            raise BadInput(f"{folder}: cannot make the trace's directory: {exc.strerror or exc}") from None
-    check_outputs([output, report_path(output)])     # both, before either is written
+    made = _missing_directories(folder)
+    try:
+        if made:
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError as exc:
+                raise BadInput(f"{shown_text(folder)}: cannot make the trace's directory: "
+                               f"{exc.strerror or exc}") from None
+        check_outputs([output, report_path(output)])     # both, before either is written
+    except BadInput:
+        for directory in made:     # a refused run leaves nothing behind, its directories neither
+            try:
+                os.rmdir(directory)
+            except OSError:
+                break
+        raise
     trace_path = output
     declarations = generate_fleet(agents, seed)
     fleet = Fleet(engine=engine)
