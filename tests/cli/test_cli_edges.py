@@ -158,6 +158,20 @@ def test_the_demo_refuses_a_directory_for_its_trace_and_makes_none(tmp_path, mon
     assert sorted(p.name for p in tmp_path.iterdir()) == ["existing"]
 
 
+def test_the_demo_says_a_tie_was_broken_by_the_name_not_by_a_component():
+    from a3fast.cli.demo_cmd import explain_in_words
+
+    class Tied:
+        agent = "a"
+        scheduling = {"filters_passed": ["capability:x.y/1"], "scores": {
+            "b": {"total": 0.5, "affinity": 1.0, "cost": 0.0}, "a": {"total": 0.5, "affinity": 0.0, "cost": 1.0}}}
+
+        def summary(self):
+            return "2/2 eligible; chose a"
+
+    assert explain_in_words(Tied()).splitlines()[-1] == "  a won over b on an equal total and the smaller name."
+
+
 # -- inputs named for what is wrong with them ------------------------------------------------------
 def test_a_lone_surrogate_in_a_trace_is_named_not_called_truncated(tmp_path):
     (tmp_path / "t.jsonl").write_bytes(b'{"seq":1,"kind":"task.submitted","content":{"requirements":'

@@ -45,8 +45,10 @@ def explain_in_words(placement) -> str:
         (w, we), (r, re) = ranked[0], ranked[1]
         diffs = [k for k in we if k != "total" and we[k] != re[k]]
         better = [COMPONENT_WORDS.get(k, k) for k in diffs if we[k] > re[k]]
-        why = (f"higher {' and '.join(better)}" if better
-               else "an equal total and the smaller name")
+        # on equal totals the components decided nothing: the tie goes to the smaller name
+        # (scoring.choose; docs/design.md), whichever component the winner is ahead on
+        why = ("an equal total and the smaller name" if we["total"] == re["total"] or not better
+               else f"higher {' and '.join(better)}")
         lines.append(f"  {w} won over {r} on {why}.")
     else:
         lines.append(f"  {placement.agent} was the only eligible agent.")
