@@ -29,7 +29,9 @@ def describe(value: Any, limit: int = 60) -> str:
         return "string " + repr(text)
     if isinstance(value, dict):
         return f"object with {len(value)} field{'s' if len(value) != 1 else ''}"
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, tuple):  # only a Python caller passes one: JSON's arrays are lists here
+        return f"a tuple of {len(value)} (give an array as a list)"
+    if isinstance(value, list):
         return f"array of {len(value)}"
     return type(value).__name__
 

@@ -338,6 +338,14 @@ def test_an_integer_too_long_to_print_is_described_not_raised():
     assert [f.code for f in verify([{"seq": huge, "kind": "a", "content": {}}])] == ["E_TRACE"]
 
 
+def test_a_tuple_where_an_array_belongs_is_named_a_tuple_not_an_array():
+    # "expected an array, found array of 1" left a Python caller no way to see what was wrong
+    with pytest.raises(SchemaError) as refused:
+        parse_declaration({"v": "1.0", "agent": {"name": "a", "namespace": "n"}, "capabilities": [],
+                           "clearances": ("a.b",)})
+    assert str(refused.value) == "$.clearances: expected an array, found a tuple of 1 (give an array as a list)"
+
+
 @given(st.lists(st.sampled_from([b"1", b"9", b"0", b"a", b"[", b"{", b'"', b"\xd9", b"\xff", b" "]), max_size=60),
        st.integers(0, 40))
 def test_the_text_alone_vouches_for_a_value_only_without_19_digits_in_a_row_or_too_many_brackets(parts, limit):
