@@ -4,17 +4,19 @@ its reason names a §5 predicate.
 The reading, in one paragraph (docs/verify.md says the same): a rejection claims no eligible agent
 when its `code` is "unschedulable", or when its `reason` (read case-blind, whitespace collapsed)
 says one of four things. (1) *The task cannot be scheduled*: "unschedulable", "not schedulable",
-"cannot / could not / unable to / failed to … schedule(d)". (2) *An empty set of candidates*:
+"cannot / could not / unable to / failed to … schedule(d) / place(d)". (2) *An empty set of candidates*:
 a zero word ("no", "zero", "0", "none of the", "not one", "not a single", "not any", "without any")
 followed within three words by "candidate(s)" — a candidate is an agent weighed for eligibility, so
 no candidate is no eligible agent; or by "agent(s)" *with an eligibility word* (eligible, suitable,
 matching, matched, qualified, capable, compatible, available, satisfying, passing, …) among those
 words or within four words after it ("no agent available", "0 eligible agents among 40
-candidates", "no agents satisfy …"). (3) *A failed search*: "could not / did not / failed to /
+candidates", "no agents satisfy …"); agents that can or could do something ("no agent can run
+this task", never "could be …"), or that were left ("no agents left", "no candidates remain");
+"agents available: 0". (3) *A failed search*: "could not / did not / failed to /
 unable to find … agent|candidate", "found no … agent|candidate", "no … agent|candidate … found".
 (4) *Every candidate failed*: "every / each / all (of) (the) (N) agent(s)|candidate(s)" followed by
 failed, was/were rejected, filtered (out), ineligible, excluded, or did not pass / match / satisfy /
-qualify; and "none was/were eligible …". A reason that counts agents that were available and
+qualify; and "none (was/were) eligible …". A reason that counts agents that were available and
 names another obstacle ("3 agents available, but the budget is exhausted"), or says what was not
 done to agents ("no agent was contacted"), makes no such claim.
 """
@@ -36,19 +38,26 @@ _CANDIDATE = r"candidates?\b"
 _NOUN = r"(?:agents?|candidates?)\b"
 
 _CLAIMS = re.compile("|".join([
-    # (1) the task cannot be scheduled
+    # (1) the task cannot be scheduled (or placed)
     r"\bunschedulable\b",
     r"\bnot\s+schedulable\b",
     r"\b(?:cannot|can't|can\s+not|could\s+not|couldn't|unable\s+to|failed\s+to|fails\s+to|impossible\s+to)"
-    r"\s+(?:be\s+)?schedul(?:e|ed|ing)\b",
+    r"\s+(?:be\s+)?(?:schedul(?:e|ed|ing)|plac(?:e|ed|ing))\b",
+    # (2) zero ... agent(s) that can or could take it: "no agent can run this task"
+    rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,2}}?{_NOUN}\s+(?:can|could|is\s+able\s+to|are\s+able\s+to|"
+    r"was\s+able\s+to|were\s+able\s+to)\s+(?!be\b)\w+",
+    # (2) zero ... agent(s) left after the filter: "no agents left", "no candidates remain"
+    rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,3}}?{_NOUN}\s+(?:(?:were|was|are|is)\s+)?"
+    r"(?:left|remain(?:ed|s|ing)?)\b",
     # (2) an empty set: zero ... candidate(s)
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,3}}?{_CANDIDATE}",
     # (2) zero ... <eligibility> ... agent(s)
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,2}}?{_ELIGIBILITY}\s+(?:{_WORD}\s+){{0,2}}?{_AGENT}",
     # (2) zero ... agent(s) ... <eligibility> within four words
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,3}}?{_AGENT}[\s,]+(?:{_WORD}\s+){{0,3}}?{_ELIGIBILITY}\b",
-    # (2) "eligible agents: 0", "eligible: 0/40"
-    rf"\beligible(?:\s+{_NOUN})?\s*[:=]\s*(?:0|none)\b",
+    # (2) "eligible agents: 0", "eligible: 0/40", "agents available: 0"
+    rf"\b{_ELIGIBILITY}(?:\s+{_NOUN})?\s*[:=]\s*(?:0|none)\b",
+    rf"\b{_NOUN}\s+{_ELIGIBILITY}\s*[:=]\s*(?:0|none)\b",
     # (3) a failed search
     rf"\b(?:could\s+not|couldn't|cannot|can't|did\s+not|didn't|failed\s+to|unable\s+to|fails\s+to)\s+"
     rf"(?:find|locate|identify)\s+(?:{_WORD}\s+){{0,3}}?{_NOUN}",
@@ -59,7 +68,7 @@ _CLAIMS = re.compile("|".join([
     r"(?:(?:was|were|is|are|has\s+been|have\s+been)\s+)?"
     r"(?:failed|fail|fails|rejected|filtered|ineligible|excluded|unsuitable|"
     r"(?:did\s+not|didn't|does\s+not|doesn't|do\s+not|don't)\s+(?:pass|match|satisfy|qualify|meet))\b",
-    rf"\bnone\s+(?:was|were|is|are)\s+(?:{_ELIGIBILITY}|ineligible)\b",
+    rf"\bnone\s+(?:(?:was|were|is|are)\s+)?(?:{_ELIGIBILITY})\b",
 ]), re.IGNORECASE)
 
 #: A §5 predicate string inside free text.

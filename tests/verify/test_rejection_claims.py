@@ -59,6 +59,15 @@ CLAIMS = [
     "all agents are excluded by the task",
     "agents were weighed; none were eligible",
     "Could not\nfind an eligible\tagent",
+    "No agent can run this task",
+    "No agent can handle the task",
+    "No agent could take the task",
+    "Unable to place: no agents",
+    "failed to place the task",
+    "Agents available: 0",
+    "no agents left after filtering",
+    "no candidates remain",
+    "none eligible",
 ]
 
 NOT_CLAIMS = [
@@ -103,6 +112,10 @@ NOT_CLAIMS = [
     "policy forbids placement outside the EU",
     "an agent was eligible but its lease could not be renewed",
     "too many tasks in flight",
+    "no agent could be contacted",
+    "no agent can be reached right now; the budget is exhausted",
+    "none were ineligible; the approval was denied",
+    "agents available: 12",
     "",
     "no",
 ]
