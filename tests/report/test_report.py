@@ -4,7 +4,9 @@ is refused without a half-written page."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
 
 import pytest
 from click.testing import CliRunner
@@ -349,3 +351,23 @@ def test_cli_report_reads_standard_input_when_the_page_has_a_file(tmp_path):
     empty = CliRunner().invoke(main, ["report", "-", "-o", str(tmp_path / "empty.html")], input=b"")
     assert empty.exit_code == 2 and "standard input: unreadable: no records" in empty.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.html", "t.jsonl"]
+
+
+def test_cli_report_reads_a_pipe_given_by_name_and_writes_only_to_a_file(tmp_path):
+    # `a3fast report <(zcat t.jsonl.gz) -o page.html`: a named pipe is read as standard input is
+    placed_trace(tmp_path / "t.jsonl", agents=40, tasks=3)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes((tmp_path / "t.jsonl").read_bytes()), daemon=True)
+    writer.start()
+    out = tmp_path / "out.html"
+    result = CliRunner().invoke(main, ["report", str(fifo), "-o", str(out)])
+    if writer.is_alive():    # the pipe was not read: let the writer finish
+        fifo.read_bytes()
+    writer.join(timeout=30)
+    assert result.exit_code == 0, result.output
+    assert page_json(out.read_text())["placements"] == page_json(render(str(tmp_path / "t.jsonl")))["placements"]
+    unnamed = CliRunner().invoke(main, ["report", str(fifo)])
+    assert unnamed.exit_code == 2 and "not a pipe" in unnamed.output and "-o" in unnamed.output
+    to_stdout = CliRunner().invoke(main, ["report", str(tmp_path / "t.jsonl"), "-o", "-"])
+    assert to_stdout.exit_code == 2 and "-o -: the page is written to a file, not standard output" in to_stdout.output

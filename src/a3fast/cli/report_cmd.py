@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from ..files import STDIN, cannot_read, display_name, input_source, require_kind, shown_text
+from ..files import STDIN, cannot_read, display_name, input_source, is_special, require_kind, shown_text
 from .common import EXIT_OK, BadInput, atomic_output, check_outputs, output_option, progress_bar
 
 
@@ -21,19 +21,22 @@ def report(trace, output, detailed, candidates):
     TRACE may be '-' (standard input) when -o names the page's file."""
     from ..report import Limits, ReportInputError, render
 
-    from_stdin = trace == STDIN
+    path = Path(trace)
+    # standard input, or a pipe given by name (`<(...)`): read once, as it streams
+    from_stdin = trace == STDIN or is_special(trace)
     if from_stdin and output is None:
-        raise BadInput("report needs a trace file, not standard input (the page is written beside it); "
-                       "or give the page a file with -o")
+        raise BadInput(f"report needs a trace file, not {'standard input' if trace == STDIN else 'a pipe'} "
+                       f"(the page is written beside it); or give the page a file with -o")
+    if output == "-":
+        raise BadInput("-o -: the page is written to a file, not standard output")
     limits = Limits()
     if detailed is not None or candidates is not None:
         limits = Limits(detailed_placements=limits.detailed_placements if detailed is None else detailed,
                         candidates_per_placement=limits.candidates_per_placement if candidates is None else candidates)
-    path = Path(trace)
     if not from_stdin and not path.is_file():
         raise BadInput(f"{trace}: cannot read: {'no such file' if not path.exists() else 'not a file'}")
     target = output or str(path.with_suffix(".html"))
-    if target == "-" or (not from_stdin and Path(target).resolve() == path.resolve()):
+    if not from_stdin and Path(target).resolve() == path.resolve():
         raise BadInput(f"{target}: the report must go to a file other than the trace it reads")
     check_outputs([target])  # a bad output path fails before the trace is read
     require_kind(trace, "trace")
