@@ -410,6 +410,13 @@ def test_bench_refuses_nan_seconds_before_starting_a_matcher(option):
               f"{option}: expected a number of seconds from 0.1 to 3600, found nan")
 
 
+@pytest.mark.parametrize("command", ["/nonexistent/matcher", "no-such-matcher-command --flag"])
+def test_bench_refuses_a_matcher_that_cannot_start(command):
+    # a bad option (exit 2), as conformance --matcher says it, not a row of a matcher that stopped
+    bad_input(run("bench", "--matcher", command, "--sizes", "100", "--tasks", "5"),
+              f"--matcher: cannot start {command!r}")
+
+
 def test_explain_json_has_one_object_per_placement(tmp_path, fleet_file):
     trace = tmp_path / "trace.jsonl"
     assert run("demo", "--agents", 30, "--tasks", 4, "-o", trace).exit_code == 0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 
 import click
 import orjson
@@ -160,9 +161,13 @@ def _bench_matchers(commands, agents, tasks, seconds, timeout, record, paths, wi
 
     for command in commands:
         try:
-            command_argv(command)
+            argv = command_argv(command)
         except ValueError as exc:
             raise BadInput(f"--matcher: {exc}") from None
+        # a command that cannot start is a bad option, as for `conformance --matcher`, not a
+        # matcher that stopped (which the table reports)
+        if shutil.which(argv[0]) is None:
+            raise BadInput(f"--matcher: cannot start {command!r}: {argv[0]!r} is no command this system can run")
     result = run_matcher_bench(commands, agents=agents, tasks=tasks, budget_s=seconds, timeout=timeout,
                                record=record, window=window, progress=lambda text: click.echo(f"… {text}", err=True))
     if paths:
