@@ -4,9 +4,9 @@ its reason names a §5 predicate.
 The reading, in one paragraph (docs/verify.md says the same): a rejection claims no eligible agent
 when its `code` is "unschedulable", or when its `reason` (read case-blind, whitespace collapsed)
 says one of four things. (1) *The task cannot be scheduled*: "unschedulable", "not schedulable",
-"cannot / could not / unable to / failed to … schedule(d) / place(d)". (2) *An empty set of candidates*:
-a zero word ("no", "zero", "0", "none of the", "not one", "not a single", "not any", "without any")
-followed within three words by "candidate(s)" — a candidate is an agent weighed for eligibility, so
+"cannot / could not / unable to / failed to … schedule(d)", "… place(d)" the task or nothing named.
+(2) *An empty set of candidates*: a zero word ("no", "zero", "0", "none of the", "not one", "not a
+single", "not any", "without any") followed within three words by "candidate(s)" — a candidate is an agent weighed for eligibility, so
 no candidate is no eligible agent; or by "agent(s)" *with an eligibility word* (eligible, suitable,
 matching, matched, qualified, capable, compatible, available, satisfying, passing, …) among those
 words or within four words after it ("no agent available", "0 eligible agents among 40
@@ -42,7 +42,10 @@ _CLAIMS = re.compile("|".join([
     r"\bunschedulable\b",
     r"\bnot\s+schedulable\b",
     r"\b(?:cannot|can't|can\s+not|could\s+not|couldn't|unable\s+to|failed\s+to|fails\s+to|impossible\s+to)"
-    r"\s+(?:be\s+)?(?:schedul(?:e|ed|ing)|plac(?:e|ed|ing))\b",
+    r"\s+(?:be\s+)?schedul(?:e|ed|ing)\b",
+    # ... placed: the task, or nothing named ("unable to place: no agents"; not "place the order")
+    r"\b(?:cannot|can't|can\s+not|could\s+not|couldn't|unable\s+to|failed\s+to|fails\s+to|impossible\s+to)"
+    r"\s+(?:be\s+)?plac(?:e|ed|ing)(?:\s*[:;,.]|\s*$|\s+(?:the\s+|this\s+|a\s+)?(?:task|it)\b)",
     # (2) zero ... agent(s) that can or could take it: "no agent can run this task"
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,2}}?{_NOUN}\s+(?:can|could|is\s+able\s+to|are\s+able\s+to|"
     r"was\s+able\s+to|were\s+able\s+to)\s+(?!be\b)\w+",
@@ -55,8 +58,9 @@ _CLAIMS = re.compile("|".join([
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,2}}?{_ELIGIBILITY}\s+(?:{_WORD}\s+){{0,2}}?{_AGENT}",
     # (2) zero ... agent(s) ... <eligibility> within four words
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,3}}?{_AGENT}[\s,]+(?:{_WORD}\s+){{0,3}}?{_ELIGIBILITY}\b",
-    # (2) "eligible agents: 0", "eligible: 0/40", "agents available: 0"
-    rf"\b{_ELIGIBILITY}(?:\s+{_NOUN})?\s*[:=]\s*(?:0|none)\b",
+    # (2) "eligible agents: 0", "eligible: 0/40", "agents available: 0" (never "credits available: 0")
+    rf"\beligible(?:\s+{_NOUN})?\s*[:=]\s*(?:0|none)\b",
+    rf"\b{_ELIGIBILITY}\s+{_NOUN}\s*[:=]\s*(?:0|none)\b",
     rf"\b{_NOUN}\s+{_ELIGIBILITY}\s*[:=]\s*(?:0|none)\b",
     # (3) a failed search
     rf"\b(?:could\s+not|couldn't|cannot|can't|did\s+not|didn't|failed\s+to|unable\s+to|fails\s+to)\s+"
