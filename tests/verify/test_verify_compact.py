@@ -147,3 +147,31 @@ def test_an_empty_agent_name_is_found_where_a_record_lists_it_in_both_forms(spec
     in_spec = [(f.code, f.seq, f.message) for f in verify(spec)]
     assert [(code, seq) for code, seq, _ in in_spec] == [("E_STRUCTURE", bounds[0]["seq"])] * 2
     assert [(f.code, f.seq, f.message) for f in verify(compact)] == in_spec
+
+
+@pytest.mark.parametrize("candidates, failed, scored, totals", [
+    ([0, 1], [1, 3], [0], [0.5]),                 # the empty name failed, not a candidate
+    ([0, 1], [1], [0, 3], [0.5, 0.25]),           # scored, not a candidate
+    ([0, 1, 3], [1], [0, 3], ["x", "y"]),         # a candidate and scored, with totals no number
+    ([0, 1, 3], [1, 3], [0], ["x"]),
+])
+def test_a_record_holding_the_empty_name_anywhere_has_the_findings_of_its_spec_form(
+        spec_trace, candidates, failed, scored, totals):
+    from a3fast.record.compact import decode_trace
+    from a3fast.roaring import serialize_ids
+
+    def ids(values):
+        return base64.b64encode(serialize_ids(values)).decode() if values else ""
+
+    compact = copy.deepcopy(list(encode_trace(spec_trace)))
+    bound = next(r for r in compact if r["kind"] == "task.bound")
+    member = bound["content"][KEY]
+    names = member["fleet"]["names"][:3] + [""]
+    member["fleet"] = {"names": names, "live": ids([0, 1, 2, 3])}
+    member["candidates"] = ids(candidates)
+    member["failed"] = [ids(failed)] + [""] * (len(member["filters_passed"]) - 1)
+    member["scores"] = {"ids": ids(scored), "columns": [["total", "json", totals]]}
+    trace = compact[:compact.index(bound) + 1]
+    in_spec = [(f.code, f.seq, f.message) for f in verify(list(decode_trace(trace)))]
+    assert ("E_STRUCTURE", bound["seq"]) in {(code, seq) for code, seq, _ in in_spec}
+    assert [(f.code, f.seq, f.message) for f in verify(trace)] == in_spec

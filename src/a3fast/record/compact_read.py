@@ -7,7 +7,7 @@ record the verifier accepts is one the decoder can expand, and the two report th
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, NamedTuple
+from typing import Any, Iterable, Mapping
 
 from pyroaring import BitMap
 
@@ -94,62 +94,61 @@ class CompactReader:
             record.problems += problems
         record.filters_passed = member.predicates
         names = member.names
-        empty = _empty_name_problems(member)
-        record.problems += empty.candidates + empty.failed + empty.scored
-        record.candidates_ok = not empty.candidates
-        if not empty.failed:
+        # the spec reader's problems of the lists this record decodes to, in its order
+        empty = names.id_of("")
+        candidates, failed = _empty_name_in_lists(member, empty)
+        scores = _score_problems(compact, member, empty)
+        record.problems += candidates + failed + scores
+        record.candidates_ok = not candidates
+        if not failed:
             record.failed = CompactFailed(member.predicates, member.failed, names)
-        totals = _total_problems(compact, member)
-        if totals:
-            record.problems += totals
-        elif not empty.scored:
+        if not scores:
             record.scored = CompactScored(member.score_ids, names)
         read_route(member.rest.get("route", ABSENT), record)
         return record
 
 
 
-def _total_problems(compact: Mapping[str, Any], member: CompactMember) -> list[str]:
-    """What the spec reader says of the `scores` this record decodes to when an entry's `total` is
-    not a number: a column of doubles or integers always holds numbers; a JSON column, or none, is
-    read entry by entry, in the same words."""
+_EMPTY_FOUND = f"expected {NAME}, found string ''"
+
+
+def _empty_name_in_lists(member: CompactMember, empty: int | None) -> tuple[list[str], list[str]]:
+    """What the spec reader says of the `candidates` and `filters_failed` this record decodes to when
+    they hold the empty name (no agent name), at the places the decoded lists have it. A name table
+    may hold it for another record's lists, so only this record's lists are held to it."""
+    if empty is None:
+        return [], []
+    candidates = [f"scheduling.candidates[{member.candidates.rank(empty) - 1}]: {_EMPTY_FOUND}"] \
+        if empty in member.candidates else []
+    failed, before = [], 0
+    for ids in member.failed:
+        if empty in ids:
+            failed.append(f"scheduling.filters_failed[{before + ids.rank(empty) - 1}].candidate: {_EMPTY_FOUND}")
+        before += len(ids)
+    return candidates, failed
+
+
+def _score_problems(compact: Mapping[str, Any], member: CompactMember, empty: int | None) -> list[str]:
+    """What the spec reader says of the `scores` this record decodes to, entry by entry in its order:
+    the empty name as a key, or an entry whose `total` is not a number. A column of doubles or
+    integers always holds numbers; a JSON column, or none, is read value by value."""
     if not member.score_ids:
         return []
     kinds = {column[0]: column[1] for column in compact["scores"]["columns"]}    # checked by the codec
-    if kinds.get("total") in ("f64", "i64"):
+    numeric = kinds.get("total") in ("f64", "i64")
+    if numeric and (empty is None or empty not in member.score_ids):
         return []
     totals = dict(member.score_columns).get("total")
+    names = member.names.names
     problems = []
     for k, aid in enumerate(member.score_ids):
+        if aid == empty:
+            problems.append(f"scheduling.scores: expected each key to be {NAME}, found string ''")
+            continue
         total = ABSENT if totals is None else totals[k]
-        if not isinstance(total, (int, float)) or isinstance(total, bool):
-            name = member.names.names[aid]
+        if not numeric and (not isinstance(total, (int, float)) or isinstance(total, bool)):
+            name = names[aid]
             path = f"scheduling.scores[{name!r}]" if len(name) <= 60 else "scheduling.scores[…]"
             problems.append(f"{path}.total: expected a number, found "
                             f"{'nothing' if total is ABSENT else describe(total)}")
     return problems
-
-
-class _EmptyName(NamedTuple):
-    candidates: list[str]
-    failed: list[str]
-    scored: list[str]
-
-
-def _empty_name_problems(member: CompactMember) -> _EmptyName:
-    """What the spec reader says of the lists this record decodes to when they hold the empty name
-    (no agent name): a table may hold it for another record's lists, so only this record's are
-    held to it, each at the place the decoded list has it."""
-    empty = member.names.id_of("")
-    if empty is None or empty not in member.candidates:  # candidates hold the failed and the scored
-        return _EmptyName([], [], [])
-    found = f"expected {NAME}, found string ''"
-    candidates = [f"scheduling.candidates[{member.candidates.rank(empty) - 1}]: {found}"]
-    failed, before = [], 0
-    for ids in member.failed:
-        if empty in ids:
-            failed.append(f"scheduling.filters_failed[{before + ids.rank(empty) - 1}].candidate: {found}")
-        before += len(ids)
-    scored = [f"scheduling.scores: expected each key to be {NAME}, found string ''"] \
-        if empty in member.score_ids else []
-    return _EmptyName(candidates, failed, scored)
