@@ -39,10 +39,13 @@ def describe(value: Any, limit: int = 60) -> str:
 def printable(text: str) -> str:
     """`text` with every character that is not printable (control characters, line and paragraph
     separators, bidirectional and other format characters) written as its Python escape, so that a
-    line quoting hostile input stays one line that shows what it holds."""
+    line quoting hostile input stays one line that shows what it holds. A byte of a file name that
+    is not UTF-8 (held as a lone surrogate, U+DC80 to U+DCFF) is written as the byte, `\xff`."""
     if text.isprintable():
         return text
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    return "".join(ch if ch.isprintable() else
+                   f"\\x{ord(ch) - 0xDC00:02x}" if "\udc80" <= ch <= "\udcff" else repr(ch)[1:-1]
+                   for ch in text)
 
 
 def json_path(base: str, key: str | int) -> str:

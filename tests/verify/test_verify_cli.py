@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -211,3 +212,21 @@ def test_the_demo_report_ends_with_the_verification_of_its_trace(tmp_path):
     assert result.exit_code == 0
     assert result.output.strip().splitlines()[-1].startswith("valid")
     assert verify_file(trace) == []
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_escaped_in_every_answer(tmp_path, placed):
+    # the byte, \xff, as other messages show it; never a crash of the JSON writer (exit 3)
+    empty = os.fsdecode(bytes(tmp_path) + b"/empty\xff.jsonl")
+    good = os.fsdecode(bytes(tmp_path) + b"/v\xff.jsonl")
+    Path(empty).write_bytes(b"")
+    Path(good).write_bytes(placed)
+    result = run("verify", "--json", empty, good)
+    assert result.exit_code == 2
+    first, second = map(json.loads, result.stdout.splitlines())
+    assert first["path"].endswith("empty\\xff.jsonl") and first["unreadable"].endswith(
+        "empty\\xff.jsonl: unreadable: no records (the input is empty)")
+    assert second["valid"] is True
+    text = run("verify", good)
+    assert text.exit_code == 0 and text.stdout.startswith(f"{tmp_path}/v\\xff.jsonl: valid")
+    explained = run("explain", empty)
+    assert explained.exit_code == 2 and "empty\\xff.jsonl" in explained.stderr

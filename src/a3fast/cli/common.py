@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import click
 
-from ..errors import A3Error, Problem, SchemaError, capped
+from ..errors import A3Error, Problem, SchemaError, capped, printable
 from ..files import is_special, remove_stale_temps, replace_into, shown_text, temp_beside
 
 EXIT_OK = 0
@@ -40,8 +40,8 @@ class BadInput(click.ClickException):
 
     def show(self, file=None) -> None:
         out = file or sys.stderr
-        for line in capped(self.lines):
-            click.echo(f"a3fast: {line}", file=out)
+        for line in capped(self.lines):    # what a message quotes, shown escaped (`errors.printable`)
+            click.echo(f"a3fast: {printable(line)}", file=out)
 
     @classmethod
     def from_error(cls, exc: A3Error, source: str | None = None) -> "BadInput":

@@ -52,7 +52,7 @@ def verify(traces: tuple[str, ...], as_json: bool, ray_address: str | None) -> N
     for path, outcome in _results(traces or ("-",), ray_address):
         if isinstance(outcome, (InputError, str)):
             # a file of another kind a3fast writes (one line), or one that cannot be opened
-            why = str(outcome) if isinstance(outcome, InputError) else f"{path}: cannot read: {outcome}"
+            why = str(outcome) if isinstance(outcome, InputError) else f"{shown(path)}: cannot read: {outcome}"
             click.echo(f"a3fast: {why}", err=True)
             if as_json:  # every trace named gets its result, so machines can tell which failed
                 _write_json(result_json(path, [], 0, unreadable=why, valid=False))
@@ -60,7 +60,7 @@ def verify(traces: tuple[str, ...], as_json: bool, ray_address: str | None) -> N
             continue
         findings, records = outcome
         if not records:
-            label = "standard input" if path == "-" else path
+            label = "standard input" if path == "-" else shown(path)
             why = f"{label}: unreadable: {_no_records(findings)}"
             if as_json:
                 _write_json(result_json(path, findings, records, unreadable=why))
@@ -72,7 +72,7 @@ def verify(traces: tuple[str, ...], as_json: bool, ray_address: str | None) -> N
         if not is_valid(findings) and exit_code == EXIT_OK:
             exit_code = EXIT_NEGATIVE
         if not as_json:
-            click.echo(summarise(findings, "standard input" if path == "-" else path))
+            click.echo(summarise(findings, "standard input" if path == "-" else shown(path)))
     sys.exit(exit_code)
 
 
