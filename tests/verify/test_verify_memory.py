@@ -50,8 +50,10 @@ def test_a_compact_trace_whose_fleet_churns_keeps_each_name_once(tmp_path):
     from a3fast import read_records
 
     short, long = tmp_path / "short.jsonl", tmp_path / "long.jsonl"
-    churning_compact_trace(short, 20_000, 10)
-    churning_compact_trace(long, 20_000, 50)
+    # both past a chain of based snapshots, so both hold a whole table written again; the long
+    # one five more
+    churning_compact_trace(short, 5_000, 80)
+    churning_compact_trace(long, 5_000, 400)
     peaks = []
     for path in (short, long):
         tracemalloc.start()
@@ -61,5 +63,6 @@ def test_a_compact_trace_whose_fleet_churns_keeps_each_name_once(tmp_path):
             peaks.append(tracemalloc.get_traced_memory()[1])
         finally:
             tracemalloc.stop()
-    # 40 more snapshots of 20,000 names: a copy each would be over 6 MB of lists alone
+    # 320 more snapshots of 5,000 names, five of them whole: a copy each would be over 12 MB of
+    # lists alone, the five whole tables over 1.5 MB of names and maps
     assert peaks[1] - peaks[0] < 1024 * 1024, peaks

@@ -730,7 +730,9 @@ class NameTable(Sequence[str]):
     so a trace's tables are usually prefixes of one another: a table that extends the longest
     table of its line appends to the list and the name -> id map they share, and keeps only its
     length. So reading a trace keeps each name once, however many snapshots a churning fleet
-    writes (a copy is made only for a table based on one that another has already extended).
+    writes; a whole table written again (a writer does so every so often) that lists the names of
+    the line, or more, shares it too. A copy is made only for a table based on one that another has
+    already extended, or a whole table that is no prefix of the line.
     `names` is that shared list: an id within the table (every id of a checked bitmap is) indexes
     it directly, which the loops over a record's lists do."""
 
@@ -746,6 +748,17 @@ class NameTable(Sequence[str]):
         if len(ids) != len(names):
             raise CompactError(f"{where}: the name {_first_repeat(names)!r} has two agent ids")
         return cls(list(names), ids, len(names))
+
+    def sharing(self, names: list[str], where: str) -> "NameTable":
+        """The table of a snapshot that lists every name, sharing this table's line where `names`
+        is a prefix of it or extends it (a writer lists a whole table now and then, the fleet's
+        names as they stand): else a table of its own, `NameTable.of`."""
+        line, n = self.names, len(names)
+        if n <= len(line) and line[:n] == names:
+            return NameTable(line, self._ids, n)
+        if n > len(line) and names[:len(line)] == line:
+            return NameTable(line, self._ids, len(line)).extended(names[len(line):], where)
+        return NameTable.of(names, where)
 
     def extended(self, added: list[str], where: str) -> "NameTable":
         """This table with `added` given the next ids (CompactError for a name it already holds)."""
@@ -798,6 +811,7 @@ class Snapshots:
 
     def __init__(self) -> None:
         self.tables: dict[int, tuple[NameTable, str]] = {}
+        self._latest: NameTable | None = None   # the line a whole table written later may share
         self.unreadable: set[int] = set()  # records whose snapshot object could not be read
 
     def forget(self, seq: int) -> None:
@@ -828,7 +842,9 @@ class Snapshots:
             raise _wrong(where, "a snapshot seq or a snapshot object", fleet)
         if "names" in fleet:
             _only(fleet, _SNAPSHOT_NAMES, where, "a fleet snapshot")
-            names = NameTable.of(_names(fleet["names"], f"{where}.names"), f"{where}.names")
+            listed = _names(fleet["names"], f"{where}.names")
+            names = self._latest.sharing(listed, f"{where}.names") if self._latest is not None \
+                else NameTable.of(listed, f"{where}.names")
             _require(fleet, ("live",), where)
         elif "base" in fleet:
             _only(fleet, _SNAPSHOT_BASED, where, "a fleet snapshot")
@@ -842,11 +858,13 @@ class Snapshots:
             _require(fleet, ("live",), where)
             # the live set is checked against the table it will have before a shared list grows
             _bitmap_within(fleet["live"], f"{where}.live", len(base_names) + len(added))
-            return base_names.extended(added, added_where), fleet["live"]
+            self._latest = base_names.extended(added, added_where)
+            return self._latest, fleet["live"]
         else:
             raise CompactError(f"{where}: expected a snapshot object with 'names' or 'base', "
                                f"found {describe(fleet)} with neither")
         _bitmap_within(fleet["live"], f"{where}.live", len(names))
+        self._latest = names
         return names, fleet["live"]
 
 
