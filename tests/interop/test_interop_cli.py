@@ -223,15 +223,17 @@ def test_worked_example_builds_a_fleet_and_places_tasks(tmp_path):
 def test_a2a_json_lines_with_a_broken_line_imports_the_other_lines(tmp_path):
     # one card cut short among three is one skipped item, not the loss of the file's other cards
     cards = [json.dumps({**CARD, "name": f"agent{i}"}) for i in range(3)]
-    cards[1] = cards[1][:40]
-    path = tmp_path / "cards.jsonl"
-    path.write_text("\n".join(cards) + "\n")
-    out = tmp_path / "fleet.jsonl"
-    result = invoke("a2a", path, "--namespace", "s", "--capability-version", "1", "-o", out)
-    assert result.exit_code == 0, result.stderr
-    assert [d["agent"]["name"] for d in lines(out)] == ["agent0", "agent2"]
-    assert "2 agents made from 1 file, 1 item skipped" in result.stderr
-    assert "cards.jsonl: line 2: $: expected valid JSON" in result.stderr
+    for broken in (1, 0):   # the first line broken too: the next one says the file is JSON Lines
+        lines_of = list(cards)
+        lines_of[broken] = lines_of[broken][:40]
+        path = tmp_path / "cards.jsonl"
+        path.write_text("\n".join(lines_of) + "\n")
+        out = tmp_path / "fleet.jsonl"
+        result = invoke("a2a", path, "--namespace", "s", "--capability-version", "1", "-o", out)
+        assert result.exit_code == 0, result.stderr
+        assert [d["agent"]["name"] for d in lines(out)] == [f"agent{i}" for i in range(3) if i != broken]
+        assert "2 agents made from 1 file, 1 item skipped" in result.stderr
+        assert f"cards.jsonl: line {broken + 1}: $: expected valid JSON" in result.stderr
 
 
 def test_mcp_reads_an_empty_last_page_of_a_listing(tmp_path):

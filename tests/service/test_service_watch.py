@@ -258,3 +258,17 @@ def test_watch_status_without_watched_cards_lists_none(tmp_path):
         assert status == {"interval": None, "remove_after": None, "sources": []}
     finally:
         assert server.stop() == 0
+
+
+def test_a_watched_body_of_card_lines_skips_a_broken_line_as_the_import_does():
+    # derive_declarations derives "as `a3fast import a2a` derives them": a line that cannot be
+    # read is skipped, the other cards kept; a body with nothing readable is an error
+    from a3fast.service.watch import WatchError, derive_declarations
+
+    cards = [json.dumps({"name": f"agent{i}", "url": "https://a.example/",
+                         "skills": [{"id": "order.investigate"}]}) for i in range(3)]
+    cards[1] = cards[1][:30]
+    declarations = derive_declarations(("\n".join(cards) + "\n").encode(), "https://a.example/", "https://a.example/")
+    assert [d["agent"]["name"] for d in declarations] == ["agent0", "agent2"]
+    with pytest.raises(WatchError, match="expected valid JSON"):
+        derive_declarations(b'{"name": "x",', "https://a.example/", "https://a.example/")

@@ -74,8 +74,10 @@ def usable_json_documents(data: bytes, source: str) -> tuple[list[Document], lis
     try:
         value = loads(data, source)
     except SchemaError as whole:
+        # JSON Lines when its first line is a document, or (that one broken) its second is an
+        # object: no line but the last of a pretty-printed document is one on its own
         lines = list(itertools.islice(iter_lines(data), 2))
-        if len(lines) < 2 or not _parses(lines[0][1]):
+        if len(lines) < 2 or not (_parses(lines[0][1]) or isinstance(_parsed(lines[1][1]), dict)):
             return [], list(whole.problems)  # one broken JSON document, not JSON Lines: one problem
         documents, problems = read_documents(data, form=LINES)
         return [Document(source, where, value) for where, value in documents], list(problems)
@@ -90,6 +92,13 @@ def _parses(line: bytes) -> bool:
     except SchemaError:
         return False
     return True
+
+
+def _parsed(line: bytes) -> Any:
+    try:
+        return loads(line)
+    except SchemaError:
+        return None
 
 
 def yaml_documents(data: bytes, source: str) -> tuple[list[Document], list[Problem]]:

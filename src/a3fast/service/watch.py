@@ -36,14 +36,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..cancellation import cancel_until_done, join_within, within
-from ..errors import SchemaError
 from ..files import write_atomic
 from ..interop.a2a import import_cards
 from ..interop.fetch import EtagCache, FetchError, Limits, card_locations, fetch_card_async
 from ..interop.mcp import TOOL_SERVERS, import_listings
 from ..interop.naming import is_domain, server_domain
 from ..interop.report import ImportReport
-from ..interop.sources import Document, json_documents
+from ..interop.sources import Document, usable_json_documents
 from ..interop.supply import Supplied
 from . import metrics
 from .operations import Operations
@@ -85,11 +84,11 @@ def derive_declarations(body: bytes, requested: str, fetched_from: str) -> list[
     WatchError naming what is wrong (a body that is not a card, a card that gives no agent, an agent
     with no capabilities: the import refuses all three)."""
     report = ImportReport("a2a")
-    try:
-        docs = json_documents(body, requested)
-    except SchemaError as exc:
-        raise WatchError("; ".join(f"{p.path}: expected {p.expected}, found {p.found}"
-                                   for p in exc.problems[:3])) from None
+    docs, problems = usable_json_documents(body, requested)
+    if not docs:
+        raise WatchError("; ".join(f"{p.path}: expected {p.expected}, found {p.found}" for p in problems[:3]))
+    for problem in problems:    # a line that cannot be read is skipped, as the import skips it
+        report.skip(requested, problem.path, f"expected {problem.expected}, found {problem.found}")
     result = import_cards(docs, CARD_DEFAULTS, report, fetched={requested: fetched_from})
     if not result.declarations:
         reasons = "; ".join(f"{s.path}: {s.reason}" for s in report.skipped[:3]) or "no agent derived"
