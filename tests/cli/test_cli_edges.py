@@ -158,6 +158,15 @@ def test_the_demo_refuses_a_directory_for_its_trace_and_makes_none(tmp_path, mon
     assert sorted(p.name for p in tmp_path.iterdir()) == ["existing"]
 
 
+def test_the_demo_leaves_no_directory_when_making_its_directories_fails_part_way(tmp_path, monkeypatch):
+    # newA is made, a name too long for the system is not: newA goes too
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(main, ["demo", "--agents", "3", "--tasks", "2", "-o", f"newA/{'x' * 300}/t.jsonl"])
+    assert done.exit_code == 2, done.output
+    assert "cannot make the trace's directory" in done.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_demo_says_a_tie_was_broken_by_the_name_not_by_a_component():
     from a3fast.cli.demo_cmd import explain_in_words
 
