@@ -131,10 +131,10 @@ def demo(agents, tasks, seed, engine, output):
         check_outputs([output, report_path(output)])     # both, before either is written
     except BadInput:
         for directory in made:     # a refused run leaves nothing behind, its directories neither
-            try:                   # (deepest first; one a failed makedirs never made is passed over)
-                os.rmdir(directory)
-            except FileNotFoundError:
+            if not os.path.isdir(directory):   # deepest first: one a failed makedirs never made
                 continue
+            try:
+                os.rmdir(directory)
             except OSError:
                 break
         raise
