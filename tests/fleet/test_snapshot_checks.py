@@ -84,6 +84,8 @@ def test_field_rows_must_be_a_mapping(tmp_path, engine, base, value):
     ("membership", "3", "header.membership: expected an integer"),
     ("weights", [0.4, 0.3, 0.2], "header.weights: expected a list of 4 finite floats"),
     ("weights", [0.4, 0.3, 0.2, 1], "header.weights: expected a list of 4 finite floats"),
+    # finite each, but a total of them would not be: Fleet(weights=...) refuses them too
+    ("weights", [0.0, 1.7e308, 0.0, 1.7e308], "header.weights: expected 4 floats whose magnitudes add up"),
     ("session_rows", {}, "header.session_rows: expected a list of [session, row]"),
     ("kinds", [["triage", 2.0]], "header.kinds[0]: expected [kind, number of outcome records]"),
     ("content", "a3fast.other", "header.content: expected \"a3fast.fleet\""),

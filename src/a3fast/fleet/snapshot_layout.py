@@ -21,7 +21,7 @@ from ..declaration_codec import CODEC_NAME
 from ..errors import SnapshotError, describe
 from ..predicates import CAPABILITY
 from ..schema import MAX_VERSION
-from .scoring import MAX_OUTCOMES
+from .scoring import MAX_OUTCOMES, check_total_bound
 from .rows import EVALUATED, KEY_OF
 
 __all__ = ["MAX_AGENTS", "MAX_ROWS", "MAX_COUNTER", "SECTIONS", "Layout", "check_header", "check_sections"]
@@ -124,6 +124,10 @@ def check_header(header: dict, sections: dict) -> Layout:
     if (type(weights) is not list or len(weights) != 4
             or not all(type(w) is float and np.isfinite(w) for w in weights)):
         raise _bad("header.weights", "a list of 4 finite floats", weights)
+    try:   # as `Fleet(weights=...)` holds them: a total they made infinite would be a record's null
+        check_total_bound(weights)
+    except ValueError:
+        raise _bad("header.weights", "4 floats whose magnitudes add up to a finite number", weights) from None
 
     field_rows = header.get("field_rows")
     if type(field_rows) is not dict:
