@@ -86,6 +86,26 @@ def test_a_snapshot_fleet_replays_with_its_outcomes_and_sessions(demo, tmp_path)
     assert done.returncode == 0 and orjson.loads(done.stdout)["summary"]["changed"] == 0
 
 
+def test_a_snapshot_with_a_declaration_that_fails_its_check_is_bad_input_naming_the_file(demo, tmp_path):
+    # a snapshot's declarations are checked when first read: the replay reads them all, and a bad
+    # one is told as the file's (exit 2), never an internal error
+    import crafted_snapshots
+
+    fleet = a3fast.Fleet.load_jsonl(demo / "fleet.jsonl")
+    fleet.save(tmp_path / "good.snapshot")
+    version, header, sections = crafted_snapshots.split((tmp_path / "good.snapshot").read_bytes())
+    decls = sections["declarations"]
+    swapped = decls.replace(b'"name":"agent-000000"', b'"name":"agent-000001"', 1)
+    assert swapped != decls and len(swapped) == len(decls)
+    bad = tmp_path / "bad.snapshot"
+    bad.write_bytes(crafted_snapshots.encoded(version, header, {**sections, "declarations": swapped}))
+    for option in ("--fleet", "--baseline"):
+        args = ["--fleet", str(tmp_path / "good.snapshot")] if option == "--baseline" else []
+        done = a3("replay", str(demo / "a3fast-demo.jsonl"), *args, option, str(bad), cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.decode().startswith(f"a3fast: {bad}: section declarations: agent id 0")
+
+
 def test_weights_and_a_route_are_applied(demo, tmp_path):
     (tmp_path / "route.json").write_bytes(orjson.dumps({"name": "audit", "adds": {"clearances": ["orders.audit"]}}))
     done = a3("replay", str(demo / "a3fast-demo.jsonl"), "--fleet", str(demo / "fleet.jsonl"), "--route",

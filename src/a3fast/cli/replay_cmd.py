@@ -301,7 +301,12 @@ def _fleet(path: str, engine: str | None) -> Any:
         raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
     if head == MAGIC:
         try:
-            return Fleet.load(path, engine=engine)
+            fleet = Fleet.load(path, engine=engine)
+            # a snapshot's declarations are checked when first read; a replay reads every one (its
+            # digest), so it reads them here, where a bad one is told as this file's
+            for name in fleet.names():
+                fleet.get(name)
+            return fleet
         except SnapshotError as exc:
             raise BadInput(str(exc) if str(exc).startswith(path) else f"{path}: {exc}") from None
     return load_fleet(path, engine)
