@@ -406,8 +406,19 @@ def test_bench_counts_are_capped_as_gen_fleet_caps_them(args, message):
 def test_bench_refuses_nan_seconds_before_starting_a_matcher(option):
     # NaN passes click's range check (every comparison with it is false); --sizes 1 after it
     # would be the refusal otherwise
-    bad_input(run("bench", "--matcher", "true", option, "nan", "--sizes", "1"),
-              f"{option}: expected a number of seconds from 0.1 to 3600, found nan")
+    result = run("bench", "--matcher", "true", option, "nan", "--sizes", "1")
+    assert result.exit_code == 2 and f"'{option}': 'nan' is not a finite number of seconds" in result.output
+
+
+@pytest.mark.parametrize("args", [
+    ("serve", "--stdio", "--keep-alive", "nan"), ("serve", "--stdio", "--header-timeout", "inf"),
+    ("serve", "--stdio", "--watch-interval", "nan"), ("import", "a2a", "card.json", "--timeout", "nan"),
+    ("import", "mcp", "listing.json", "--timeout", "nan"),
+])
+def test_every_number_of_seconds_is_finite(args):
+    # NaN, and infinity where no upper bound refuses it, would reach a wait as never or crash it
+    result = run(*args)
+    assert result.exit_code == 2 and "is not a finite number of seconds" in result.output
 
 
 @pytest.mark.parametrize("command", ["/nonexistent/matcher", "no-such-matcher-command --flag"])

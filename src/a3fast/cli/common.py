@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import io
+import math
 import os
 import sys
 from contextlib import contextmanager
@@ -208,6 +209,20 @@ def progress(items: Iterable[Any], length: int | None, label: str) -> Iterator[I
         return
     with click.progressbar(items, length=length, label=label, file=sys.stderr) as bar:
         yield bar
+
+
+class Seconds(click.FloatRange):
+    """A number of seconds within click's range, and finite: click's FloatRange lets NaN through (every
+    comparison with it is false) and, with no upper bound, infinity, which the waits it sets would
+    take as never or fail on (an internal error)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return seconds
 
 
 class AliasedOption(click.Option):

@@ -29,8 +29,8 @@ from ..interop.sources import (Document, expand_paths, json_document, to_json, u
 from ..interop.supply import Supplied, read_grants
 from ..schema import LATENCY_CLASSES, loads
 from .extras import require
-from .common import (EXIT_BAD_INPUT, EXIT_NEGATIVE, BadInput, atomic_outputs, check_outputs, json_option, output_option,
-                     progress, shown)
+from .common import (EXIT_BAD_INPUT, EXIT_NEGATIVE, BadInput, Seconds, atomic_outputs, check_outputs, json_option,
+                     output_option, progress, shown)
 from ..files import InputError, read_bytes, read_json_documents, require_kind
 
 #: Supplied field (its JSON path's first key) -> the flag the caller used for it.
@@ -134,7 +134,7 @@ def _is_url(text: str) -> bool:
 @click.option("--etag-cache", metavar="FILE",
               help="Remember each fetched card's ETag here, so a refresh sends If-None-Match and an "
                    "unchanged card costs a 304.")
-@click.option("--timeout", type=click.FloatRange(min=0.1, max=600), default=10.0, show_default=True,
+@click.option("--timeout", type=Seconds(min=0.1, max=600), default=10.0, show_default=True,
               help="Seconds for each network operation of a fetch (the whole transfer gets 3x).")
 @click.option("--max-bytes", type=click.IntRange(min=1024), default=Limits.max_bytes, show_default=True,
               help="Largest card read from the network; reading stops past it.")
@@ -237,7 +237,7 @@ def _card_keys(paths: Iterable[str]) -> CardKeys:
               help="List the tools of a running MCP server started by this command line (stdio).")
 @click.option("--server-url", metavar="URL",
               help="List the tools of the MCP server at this URL (streamable HTTP).")
-@click.option("--timeout", type=click.FloatRange(min=0.1, max=600), default=30.0, show_default=True,
+@click.option("--timeout", type=Seconds(min=0.1, max=600), default=30.0, show_default=True,
               help="Seconds for a running server's whole tool listing.")
 @click.option("--fleet", "fleet_path", metavar="FLEET",
               help="Declarations to bind the tools into (JSON Lines or a JSON array); passed through.")

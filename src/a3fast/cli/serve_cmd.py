@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from .common import EXIT_BAD_INPUT
+from .common import EXIT_BAD_INPUT, Seconds
 
 
 @click.command()
@@ -40,11 +40,11 @@ from .common import EXIT_BAD_INPUT
               help="Largest body of POST /v1/agents (applied in one step: what one request may hold others up for).")
 @click.option("--max-k8s-body", default=48 * 1024 * 1024, show_default=True, type=click.IntRange(1),
               help="Largest body of /k8s/* (Nodes mode sends whole Node objects: ~7 KB each).")
-@click.option("--header-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.01),
+@click.option("--header-timeout", default=10.0, show_default=True, type=Seconds(min=0.01),
               help="Seconds a connection may take to send a request's head; then it is closed.")
-@click.option("--body-timeout", default=60.0, show_default=True, type=click.FloatRange(min=0.01),
+@click.option("--body-timeout", default=60.0, show_default=True, type=Seconds(min=0.01),
               help="Seconds a request may take to send its whole body; then it is answered 408.")
-@click.option("--keep-alive", default=5.0, show_default=True, type=click.FloatRange(min=0.01),
+@click.option("--keep-alive", default=5.0, show_default=True, type=Seconds(min=0.01),
               help="Seconds an idle keep-alive connection is kept open.")
 @click.option("--max-connections", default=None, type=click.IntRange(min=1),
               help="Open connections at most; more are closed on accept (default: the open-file limit less 64).")
@@ -62,7 +62,7 @@ from .common import EXIT_BAD_INPUT
               help="Keep AGENT's tools in step with the MCP server at URL, streamable HTTP (repeatable): "
                    "listed every --watch-interval, bound as `a3fast import mcp --server-url URL --bind AGENT` "
                    "binds them, applied like a PUT.")
-@click.option("--watch-interval", default=30.0, show_default=True, type=click.FloatRange(min=0.05),
+@click.option("--watch-interval", default=30.0, show_default=True, type=Seconds(min=0.05),
               help="Seconds between two checks of a watched card or MCP server (failures back off up to 300 s).")
 @click.option("--watch-remove-after", default=3, show_default=True, type=click.IntRange(min=1),
               help="Consecutive misses (404 or 410) after which a watched card's agents are removed.")
@@ -87,7 +87,7 @@ from .common import EXIT_BAD_INPUT
               help="With --watch-k8s: watch the AgentDeclarations of this namespace (repeatable; default: all).")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="With --watch-k8s: the kubeconfig file (default: in-cluster in a pod, else ~/.kube/config).")
-@click.option("--k8s-watch-timeout", default=300.0, show_default=True, type=click.FloatRange(min=1),
+@click.option("--k8s-watch-timeout", default=300.0, show_default=True, type=Seconds(min=1),
               help="With --watch-k8s: a watch request's timeoutSeconds (each draws between this and twice this).")
 @click.option("--stdio", is_flag=True, help="Answer JSON requests on standard input instead of HTTP.")
 @click.option("--access-log", is_flag=True,
