@@ -4,7 +4,8 @@ its reason names a §5 predicate.
 The reading, in one paragraph (docs/verify.md says the same): a rejection claims no eligible agent
 when its `code` is "unschedulable", or when its `reason` (read case-blind, whitespace collapsed)
 says one of four things. (1) *The task cannot be scheduled*: "unschedulable", "not schedulable",
-"cannot / could not / unable to / failed to … schedule(d)", "… place(d)" the task or nothing named.
+"cannot / could not / unable to / failed to … schedule(d)", "… place(d)" the task, nothing named,
+on any agent or anywhere (never "place the order").
 (2) *An empty set of candidates*: a zero word ("no", "zero", "0", "none of the", "not one", "not a
 single", "not any", "without any") followed within three words by "candidate(s)" — a candidate is an agent weighed for eligibility, so
 no candidate is no eligible agent; or by "agent(s)" *with an eligibility word* (eligible, suitable,
@@ -45,7 +46,8 @@ _CLAIMS = re.compile("|".join([
     r"\s+(?:be\s+)?schedul(?:e|ed|ing)\b",
     # ... placed: the task, or nothing named ("unable to place: no agents"; not "place the order")
     r"\b(?:cannot|can't|can\s+not|could\s+not|couldn't|unable\s+to|failed\s+to|fails\s+to|impossible\s+to)"
-    r"\s+(?:be\s+)?plac(?:e|ed|ing)(?:\s*[:;,.]|\s*$|\s+(?:the\s+|this\s+|a\s+)?(?:task|it)\b)",
+    r"\s+(?:be\s+)?plac(?:e|ed|ing)(?:\s*[:;,.]|\s*$|\s+(?:the\s+|this\s+|a\s+)?(?:task|it)\b|"
+    r"\s+(?:on|onto|to|with)\s+(?:any|an?|the|one)\b|\s+anywhere\b)",
     # (2) zero ... agent(s) that can or could take it: "no agent can run this task"
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,2}}?{_NOUN}\s+(?:can|could|is\s+able\s+to|are\s+able\s+to|"
     r"was\s+able\s+to|were\s+able\s+to)\s+(?!be\b)\w+",
@@ -59,7 +61,7 @@ _CLAIMS = re.compile("|".join([
     # (2) zero ... agent(s) ... <eligibility> within four words
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,3}}?{_AGENT}[\s,]+(?:{_WORD}\s+){{0,3}}?{_ELIGIBILITY}\b",
     # (2) "eligible agents: 0", "eligible: 0/40", "agents available: 0" (never "credits available: 0")
-    rf"\beligible(?:\s+{_NOUN})?\s*[:=]\s*(?:0|none)\b",
+    rf"\b(?:eligible|qualified|suitable|matching|matched|capable|compatible)(?:\s+{_NOUN})?\s*[:=]\s*(?:0|none)\b",
     rf"\b{_ELIGIBILITY}\s+{_NOUN}\s*[:=]\s*(?:0|none)\b",
     rf"\b{_NOUN}\s+{_ELIGIBILITY}\s*[:=]\s*(?:0|none)\b",
     # (3) a failed search
