@@ -247,3 +247,15 @@ def test_mcp_reads_an_empty_last_page_of_a_listing(tmp_path):
     result = invoke("mcp", page1, page2, "--bind", "ag", "--namespace", "ns", "-o", out)
     assert result.exit_code == 0, result.stderr
     assert [d["tools"] for d in lines(out)] == [["t"]]
+
+
+def test_a_broken_array_of_cards_a_line_each_stays_one_broken_document(tmp_path):
+    # a comma forgotten after the first card: never read as JSON Lines, which would drop a card
+    cards = [json.dumps({**CARD, "name": f"agent{i}"}) for i in range(3)]
+    path = tmp_path / "cards.json"
+    path.write_text("[\n" + cards[0] + "\n" + cards[1] + ",\n" + cards[2] + "\n]\n")
+    out = tmp_path / "fleet.jsonl"
+    result = invoke("a2a", path, "--namespace", "s", "--capability-version", "1", "-o", out)
+    assert result.exit_code == 2 and not out.exists()
+    assert "cards.json: $: expected valid JSON" in result.stderr
+

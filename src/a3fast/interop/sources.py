@@ -74,10 +74,12 @@ def usable_json_documents(data: bytes, source: str) -> tuple[list[Document], lis
     try:
         value = loads(data, source)
     except SchemaError as whole:
-        # JSON Lines when its first line is a document, or (that one broken) its second is an
-        # object: no line but the last of a pretty-printed document is one on its own
+        # JSON Lines when its first line is a document, or when that line is a broken object and
+        # the next an object: a pretty-printed object's second line is a member, never a document,
+        # and an array (a card a line, a comma forgotten) begins with "[" and stays one document
         lines = list(itertools.islice(iter_lines(data), 2))
-        if len(lines) < 2 or not (_parses(lines[0][1]) or isinstance(_parsed(lines[1][1]), dict)):
+        if len(lines) < 2 or not (_parses(lines[0][1]) or (lines[0][1].lstrip().startswith(b"{")
+                                                            and isinstance(_parsed(lines[1][1]), dict))):
             return [], list(whole.problems)  # one broken JSON document, not JSON Lines: one problem
         documents, problems = read_documents(data, form=LINES)
         return [Document(source, where, value) for where, value in documents], list(problems)
