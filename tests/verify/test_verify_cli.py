@@ -230,3 +230,12 @@ def test_a_file_name_that_is_not_utf8_is_shown_escaped_in_every_answer(tmp_path,
     assert text.exit_code == 0 and text.stdout.startswith(f"{tmp_path}/v\\xff.jsonl: valid")
     explained = run("explain", empty)
     assert explained.exit_code == 2 and "empty\\xff.jsonl" in explained.stderr
+
+
+def test_a_file_name_holding_control_characters_stays_one_escaped_line(tmp_path):
+    empty = tmp_path / "bad\nname\x1b[31m.jsonl"
+    empty.write_bytes(b"")
+    result = run("verify", str(empty))
+    assert result.exit_code == 2
+    assert result.stderr == f"a3fast: {tmp_path}/bad\\nname\\x1b[31m.jsonl: unreadable: no records (the input is empty)\n"
+

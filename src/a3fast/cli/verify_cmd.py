@@ -19,6 +19,7 @@ from typing import BinaryIO, Iterator
 import click
 import orjson
 
+from ..errors import printable
 from ..files import InputError, input_source, require_kind
 from ..verify import Finding, is_valid, summarise, verify_stream_counted
 from .common import EXIT_BAD_INPUT, EXIT_NEGATIVE, EXIT_OK, shown
@@ -53,7 +54,7 @@ def verify(traces: tuple[str, ...], as_json: bool, ray_address: str | None) -> N
         if isinstance(outcome, (InputError, str)):
             # a file of another kind a3fast writes (one line), or one that cannot be opened
             why = str(outcome) if isinstance(outcome, InputError) else f"{shown(path)}: cannot read: {outcome}"
-            click.echo(f"a3fast: {why}", err=True)
+            click.echo(f"a3fast: {printable(why)}", err=True)
             if as_json:  # every trace named gets its result, so machines can tell which failed
                 _write_json(result_json(path, [], 0, unreadable=why, valid=False))
             exit_code = EXIT_BAD_INPUT
@@ -64,7 +65,7 @@ def verify(traces: tuple[str, ...], as_json: bool, ray_address: str | None) -> N
             why = f"{label}: unreadable: {_no_records(findings)}"
             if as_json:
                 _write_json(result_json(path, findings, records, unreadable=why))
-            click.echo(f"a3fast: {why}", err=True)
+            click.echo(f"a3fast: {printable(why)}", err=True)
             exit_code = EXIT_BAD_INPUT
             continue
         if as_json:
