@@ -687,3 +687,23 @@ def test_a_compact_rejection_read_as_a_member_has_no_scores_and_nothing_else():
     assert list(member.names) == ["a", "b", "c"] and list(member.candidates) == [0, 1, 2]
     assert member.score_ids == BitMap() and member.score_columns == [] and member.rest == {}
     assert member.score_map() == {}
+
+
+def test_a_whole_name_table_refused_leaves_the_line_it_would_share_as_it_was():
+    # its live set is checked before the shared list of names grows by what it lists
+    import base64
+
+    from a3fast.roaring import serialize_ids
+
+    def ids(values):
+        return base64.b64encode(serialize_ids(values)).decode()
+
+    snapshots = Snapshots()
+    first, _ = snapshots.resolve({"names": ["a", "b"], "live": ids([0, 1])}, "first")
+    snapshots.tables[1] = (first, ids([0, 1]))
+    with pytest.raises(CompactError, match="agent id 99 is not in the fleet snapshot"):
+        snapshots.resolve({"names": ["a", "b", "junk"], "live": ids([0, 99])}, "second")
+    assert first.names == ["a", "b"]
+    later, _ = snapshots.resolve({"base": 1, "names_added": ["c"], "live": ids([0, 2])}, "third")
+    assert list(later) == ["a", "b", "c"] and later.names is first.names    # still one line
+

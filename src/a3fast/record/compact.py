@@ -843,9 +843,11 @@ class Snapshots:
         if "names" in fleet:
             _only(fleet, _SNAPSHOT_NAMES, where, "a fleet snapshot")
             listed = _names(fleet["names"], f"{where}.names")
+            _require(fleet, ("live",), where)
+            # the live set is checked before a shared list grows by what the table lists
+            _bitmap_within(fleet["live"], f"{where}.live", len(listed))
             names = self._latest.sharing(listed, f"{where}.names") if self._latest is not None \
                 else NameTable.of(listed, f"{where}.names")
-            _require(fleet, ("live",), where)
         elif "base" in fleet:
             _only(fleet, _SNAPSHOT_BASED, where, "a fleet snapshot")
             _require(fleet, ("names_added",), where)
@@ -863,7 +865,6 @@ class Snapshots:
         else:
             raise CompactError(f"{where}: expected a snapshot object with 'names' or 'base', "
                                f"found {describe(fleet)} with neither")
-        _bitmap_within(fleet["live"], f"{where}.live", len(names))
         self._latest = names
         return names, fleet["live"]
 
