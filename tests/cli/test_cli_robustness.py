@@ -414,11 +414,13 @@ def test_bench_refuses_nan_seconds_before_starting_a_matcher(option):
     ("serve", "--stdio", "--keep-alive", "nan"), ("serve", "--stdio", "--header-timeout", "inf"),
     ("serve", "--stdio", "--watch-interval", "nan"), ("import", "a2a", "card.json", "--timeout", "nan"),
     ("import", "mcp", "listing.json", "--timeout", "nan"),
+    ("serve", "--stdio", "--keep-alive", "1e308"),      # finite, and past any clock a wait can set
 ])
 def test_every_number_of_seconds_is_finite(args):
     # NaN, and infinity where no upper bound refuses it, would reach a wait as never or crash it
     result = run(*args)
-    assert result.exit_code == 2 and "is not a finite number of seconds" in result.output
+    assert result.exit_code == 2
+    assert "is not a finite number of seconds" in result.output or "is not in the range" in result.output
 
 
 @pytest.mark.parametrize("command", ["/nonexistent/matcher", "no-such-matcher-command --flag"])
@@ -426,6 +428,14 @@ def test_bench_refuses_a_matcher_that_cannot_start(command):
     # a bad option (exit 2), as conformance --matcher says it, not a row of a matcher that stopped
     bad_input(run("bench", "--matcher", command, "--sizes", "100", "--tasks", "5"),
               f"--matcher: cannot start {command!r}")
+
+
+def test_bench_refuses_a_matcher_that_exists_and_cannot_start(tmp_path):
+    script = tmp_path / "matcher"
+    script.write_text("#!/nonexistent/python3\nprint(1)\n")
+    script.chmod(0o755)
+    bad_input(run("bench", "--matcher", str(script), "--sizes", "100", "--tasks", "5"),
+              f"--matcher: cannot start {str(script)!r}")
 
 
 def test_explain_json_has_one_object_per_placement(tmp_path, fleet_file):

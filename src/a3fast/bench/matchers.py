@@ -256,7 +256,8 @@ def run_matcher_bench(commands: list[str], agents: int = 1000, tasks: int = 300,
                       budget_s: float = 30.0, timeout: float = 30.0, record: str = "compact",
                       window: int = PIPELINE_WINDOW, progress: Callable[[str], None] = lambda text: None) -> MatcherBench:
     """Every subject over the same fleet and tasks, records asked for in `record` form (RECORD_FORMS);
-    a subject that fails is reported with why. Protocol subjects are sent `window` requests at a
+    a subject that fails is reported with why, except one of `commands` that cannot start at all
+    (MatcherFailure, kind "start"): that is the caller's mistake. Protocol subjects are sent `window` requests at a
     time before their answers are read (1: one request at a time); a window's placements are each
     counted at the window's time over its size."""
     if record not in RECORD_FORMS:
@@ -275,6 +276,8 @@ def run_matcher_bench(commands: list[str], agents: int = 1000, tasks: int = 300,
             subject = (_InProcessSubject(run, record) if run.command is None
                        else _ProtocolSubject(run, timeout, record))
         except MatcherFailure as exc:
+            if exc.kind == "start" and run.command in commands:
+                raise     # a command the caller gave that cannot start: its option is wrong
             run.failure = exc.message
             continue
         try:

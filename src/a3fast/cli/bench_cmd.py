@@ -152,7 +152,7 @@ def _measured(report) -> bool:
 
 def _bench_matchers(commands, agents, tasks, seconds, timeout, record, paths, window=32) -> None:
     from ..bench.matchers import render_matchers, run_matcher_bench, to_pytest_benchmark
-    from ..harness.client import command_argv
+    from ..harness.client import MatcherFailure, command_argv
 
     for command in commands:
         try:
@@ -163,8 +163,11 @@ def _bench_matchers(commands, agents, tasks, seconds, timeout, record, paths, wi
         # matcher that stopped (which the table reports)
         if shutil.which(argv[0]) is None:
             raise BadInput(f"--matcher: cannot start {command!r}: {argv[0]!r} is no command this system can run")
-    result = run_matcher_bench(commands, agents=agents, tasks=tasks, budget_s=seconds, timeout=timeout,
-                               record=record, window=window, progress=lambda text: click.echo(f"… {text}", err=True))
+    try:
+        result = run_matcher_bench(commands, agents=agents, tasks=tasks, budget_s=seconds, timeout=timeout, record=record,
+                                   window=window, progress=lambda text: click.echo(f"… {text}", err=True))
+    except MatcherFailure as exc:    # one that exists and still cannot start (a broken #! line, say)
+        raise BadInput(f"--matcher: {exc.message}") from None
     if paths:
         data = orjson.dumps(to_pytest_benchmark(result), option=orjson.OPT_INDENT_2)
         with atomic_outputs(paths) as streams:

@@ -211,12 +211,21 @@ def progress(items: Iterable[Any], length: int | None, label: str) -> Iterator[I
         yield bar
 
 
+#: The most seconds any option takes: a week.
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
 class Seconds(click.FloatRange):
     """A number of seconds within click's range, and finite: click's FloatRange lets NaN through (every
     comparison with it is false) and, with no upper bound, infinity, which the waits it sets would
     take as never or fail on (an internal error)."""
 
     name = "seconds"
+
+    def __init__(self, min: float | None = None, max: float = MAX_SECONDS, **kwargs: Any) -> None:
+        # a week at most unless the option says less: the waits a huge finite number sets overflow
+        # the event loop's clock as infinity does
+        super().__init__(min=min, max=max, **kwargs)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         seconds = super().convert(value, param, ctx)
