@@ -217,6 +217,42 @@ def test_a_card_gone_while_the_service_was_down_is_still_removed(cards, tmp_path
         assert again.stop() == 0
 
 
+@pytest.mark.slow
+def test_an_operators_delete_of_a_watched_agent_survives_a_restart_with_the_card_unchanged(cards, tmp_path):
+    # "a PUT or DELETE over HTTP changes it until the card next changes": a restart is no change
+    state = tmp_path / "state"
+    CardHandler.cards["planner"] = card("plan-trip")
+    url = f"{cards}/planner/"
+    args = ("--state", str(state), "--watch-cards", url, "--watch-interval", INTERVAL)
+    server = Server(*args)
+    try:
+        until("the first card", lambda: declaration(server, "trip-planner"))
+        assert server.client.delete("/v1/agents/trip-planner").status_code == 200
+        until("a check after the delete", lambda: source(server, url)["checks"] >= 3)
+    finally:
+        assert server.stop() == 0
+    restarted = Server(*args)
+    try:
+        until("checks after the restart", lambda: source(restarted, url)["checks"] >= 3)
+        assert restarted.client.get("/v1/agents/trip-planner").status_code == 404
+        CardHandler.cards["planner"] = card("plan-trip", "rent-car")     # the card changes: applied
+        until("the changed card", lambda: declaration(restarted, "trip-planner"))
+    finally:
+        assert restarted.stop() == 0
+
+
+def test_a_card_that_stays_invalid_is_reported_invalid_at_every_check(cards, tmp_path):
+    CardHandler.cards["planner"] = card()       # gives an agent no capability: refused
+    url = f"{cards}/planner/"
+    server = Server("--state", str(tmp_path / "state"), "--watch-cards", url, "--watch-interval", INTERVAL)
+    try:
+        until("three checks", lambda: source(server, url)["checks"] >= 3)
+        assert source(server, url)["last_result"] == "invalid"
+        assert counter(server, "invalid") >= 2 and counter(server, "unchanged") == 0
+    finally:
+        assert server.stop() == 0
+
+
 def test_an_unreachable_agent_keeps_its_agent_and_backs_off(cards, tmp_path):
     CardHandler.cards["planner"] = card("plan-trip")
     url = f"{cards}/planner/"

@@ -207,7 +207,10 @@ class Watched:
     due: float = 0.0
     #: seconds from the last check to the next: the interval, or its backoff after failures
     delay: float = 0.0
+    #: the body last applied or refused, and whether it was refused (remembered across restarts,
+    #: so an unchanged card after a restart changes nothing, an operator's PUT or DELETE included)
     digest: bytes | None = field(default=None, repr=False)
+    refused: bool = field(default=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -215,11 +218,22 @@ class Watched:
         return self.url
 
     def remembered(self) -> Any:
-        return list(self.agents)
+        return {"agents": list(self.agents), "digest": self.digest.hex() if self.digest else None,
+                "refused": self.refused}
 
     def recall(self, value: Any) -> None:
-        if isinstance(value, list) and all(isinstance(n, str) for n in value):
-            self.agents = tuple(value)
+        if isinstance(value, list):          # the memory of an a3fast before it kept the body's digest
+            value = {"agents": value}
+        if not isinstance(value, dict):
+            return
+        agents, digest = value.get("agents"), value.get("digest")
+        if isinstance(agents, list) and all(isinstance(n, str) for n in agents):
+            self.agents = tuple(agents)
+            if isinstance(digest, str) and len(digest) == 64:
+                try:
+                    self.digest, self.refused = bytes.fromhex(digest), value.get("refused") is True
+                except ValueError:
+                    pass
 
     def status(self, now: float) -> dict[str, Any]:
         return {"url": self.url, "kind": "a2a", "agents": list(self.agents), "last_fetch": self.last_fetch,
@@ -372,11 +386,14 @@ class Watcher:
         source.misses = 0
         digest = hashlib.sha256(card.body).digest()
         if digest == source.digest:
-            return "unchanged"   # the same body as last time (often a 304): already applied or refused
-        source.digest = digest
+            # the same body as last time (often a 304): already applied, or refused (and said so)
+            return "invalid" if source.refused else "unchanged"
+        source.digest, source.refused = digest, False
         try:
             decls = derive_declarations(card.body, source.url, card.url)
         except WatchError as exc:
+            source.refused = True
+            self._save_memory()
             return self._failed(source, f"{card.url}: {exc}; keeping the last good agents", "invalid")
         return await self._apply(source, decls)
 
@@ -445,9 +462,8 @@ class Watcher:
             await self._remove(source, gone)
             changed = True
         source.last_good, source.last_error, source.last_error_at = _now(), None, None
-        if names != source.agents:
-            source.agents = names
-            self._save_memory()
+        source.agents = names
+        self._save_memory()      # the agents, and the body they came from
         if changed:
             source.changes += 1
             source.last_change = _now()
