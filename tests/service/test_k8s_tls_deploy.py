@@ -123,3 +123,30 @@ def test_tls_flags_that_do_not_fit_are_exit_2(pki, tmp_path):
                            capture_output=True, timeout=60)
         assert r.returncode == 2, args
         assert b"--tls" in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_each_bad_tls_file_is_named_and_an_encrypted_key_never_prompts(pki, tmp_path):
+    # OpenSSL's own pass phrase prompt would wait on a terminal and fail on none
+    from cryptography.hazmat.primitives import serialization
+
+    encrypted = tmp_path / "encrypted.key"
+    encrypted.write_bytes(new_key().private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                  serialization.BestAvailableEncryption(b"pass phrase")))
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_bytes(b"not a certificate\n")
+    server_cert, server_key = pki["server"]
+    cases = [
+        (["--tls-cert", server_cert, "--tls-key", str(encrypted)], f"--tls-key {encrypted}: the key is encrypted"),
+        (["--tls-cert", str(garbage), "--tls-key", server_key], f"--tls-cert {garbage}: cannot use it: no PEM certificate"),
+        (["--tls-cert", server_cert, "--tls-key", str(garbage)], f"--tls-key {garbage}: cannot use it: no PEM private key"),
+        (["--tls-cert", server_cert, "--tls-key", pki["client"][1]],
+         f"--tls-key {pki['client'][1]}: cannot use it: it is not the private key of --tls-cert"),
+        (["--tls-cert", server_cert, "--tls-key", server_key, "--tls-client-ca", str(garbage)],
+         f"--tls-client-ca {garbage}: cannot use it: no PEM certificate"),
+    ]
+    for args, message in cases:
+        r = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--port", "0", *args],
+                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert r.returncode == 2, args
+        assert r.stderr.decode().startswith(f"a3fast: {message}"), r.stderr
+        assert b"pass phrase:" not in r.stderr and b"Traceback" not in r.stderr

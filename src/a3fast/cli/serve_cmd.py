@@ -208,13 +208,29 @@ def _check_tls(cert, key, client_ca, stdio: bool) -> None:
             _fail(f"{flag} {path}: cannot read: no such file")
     import ssl
 
+    class Encrypted(Exception):
+        pass
+
+    def no_pass_phrase() -> bytes:   # never OpenSSL's prompt, which waits on a terminal or fails on none
+        raise Encrypted
+
+    # each file on its own first, so the line names the one at fault
+    for flag, path in (("--tls-cert", cert), ("--tls-client-ca", client_ca)):
+        if path is None:
+            continue
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
+        except (ssl.SSLError, OSError) as exc:
+            _fail(f"{flag} {path}: cannot use it: no PEM certificate in it ({exc.strerror or exc})")
     try:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert, key)
-        if client_ca is not None:
-            context.load_verify_locations(client_ca)
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=no_pass_phrase)
+    except Encrypted:
+        _fail(f"--tls-key {key}: the key is encrypted; the service takes a key without a pass phrase "
+              f"(decrypt it, e.g. `openssl pkey -in KEY -out KEY.plain`, and keep that file private)")
     except (ssl.SSLError, OSError) as exc:
-        _fail(f"--tls-cert/--tls-key/--tls-client-ca: cannot use them: {exc}")
+        why = "it is not the private key of --tls-cert" if "mismatch" in str(exc) else \
+            f"no PEM private key in it ({exc.strerror or exc})"
+        _fail(f"--tls-key {key}: cannot use it: {why}")
 
 
 def _warn_if_open(config) -> None:
