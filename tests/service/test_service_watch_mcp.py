@@ -186,6 +186,16 @@ def test_watch_mcp_needs_agent_equals_an_http_url(value, expected, tmp_path):
     assert result.exit_code == 2 and expected in result.stderr
 
 
+@pytest.mark.parametrize("value", ["ops=http://", "ops=http://[::1/mcp", "ops=http://127.0.0.1:99999/mcp"])
+def test_watch_mcp_refuses_a_url_no_client_can_reach_as_watch_cards_does(value):
+    # where the service started and retried it forever (in a process: a service that starts ends
+    # the test at its timeout rather than holding it)
+    done = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--port", "0", "--watch-mcp", value],
+                          capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    assert f"--watch-mcp {value}: expected an http:// or https:// URL with a host".encode() in done.stderr
+
+
 
 def test_a_tool_the_import_skips_is_skipped_and_the_rest_bound(mcp_server, tmp_path):
     server = watching(tmp_path / "state", mcp_server.url)

@@ -182,14 +182,16 @@ def _watched_servers(pairs, stdio: bool) -> tuple[tuple[str, str], ...]:
         import mcp  # noqa: F401  (the listings need the SDK)
     except ModuleNotFoundError as exc:
         _fail(f"--watch-mcp needs the 'import' extra (pip install 'a3fast[import]'): {exc.name} is missing")
+    from ..interop.fetch import http_url
+
     servers = []
     for pair in pairs:
         agent, sep, url = pair.partition("=")
         if not sep or not agent.strip():
             _fail(f"--watch-mcp {pair}: expected AGENT=URL, the agent whose tools follow the server")
-        if not url.startswith(("http://", "https://")):
-            _fail(f"--watch-mcp {pair}: expected an http:// or https:// URL (a streamable HTTP server), "
-                  f"found {url!r}")
+        if http_url(url) is None:
+            _fail(f"--watch-mcp {pair}: expected an http:// or https:// URL with a host (a streamable HTTP "
+                  f"server), found {url!r}")
         servers.append((agent.strip(), url))
     return tuple(dict.fromkeys(servers))
 

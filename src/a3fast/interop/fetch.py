@@ -20,13 +20,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import SplitResult, urljoin, urlsplit, urlunsplit
 
 import orjson
 
 from ..files import write_atomic
 
-__all__ = ["WELL_KNOWN", "Limits", "FetchError", "FetchedCard", "EtagCache", "card_locations",
+__all__ = ["WELL_KNOWN", "Limits", "FetchError", "FetchedCard", "EtagCache", "card_locations", "http_url",
            "fetch_card", "fetch_card_async", "new_client"]
 
 #: Where an agent serves its card, in the order tried (current, then legacy).
@@ -109,13 +109,23 @@ class EtagCache:
         self._changed = False
 
 
-def card_locations(url: str) -> list[str]:
-    """The URLs to try for the card of the agent at `url`, in order."""
+def http_url(url: str) -> SplitResult | None:
+    """The parts of an http:// or https:// URL with a host (and a port, if any, that is one), else
+    None: an unbalanced IPv6 bracket, a port past 65535 or no host is no URL a client can reach."""
     try:
         parts = urlsplit(url)
-    except ValueError:          # an unbalanced IPv6 bracket, say: no URL of an agent either
-        parts = None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        parts.port              # ValueError for a port that is none
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return parts
+
+
+def card_locations(url: str) -> list[str]:
+    """The URLs to try for the card of the agent at `url`, in order."""
+    parts = http_url(url)
+    if parts is None:
         raise FetchError(url, "expected an http:// or https:// URL of an agent (or of its card)")
     if parts.path.lower().endswith(".json"):
         return [urlunsplit(parts._replace(fragment=""))]
