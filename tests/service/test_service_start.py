@@ -86,6 +86,14 @@ def test_the_access_log_writes_a_line_per_answered_request(tmp_path):
     assert any('"GET /no/such/route" 404 ' in line for line in lines), lines
 
 
+def test_an_access_log_line_keeps_its_quoted_field_whatever_the_path_holds():
+    # a raw `"` in a request's path (httptools passes it) closed the quoted field early
+    from a3fast.service.access_log import access_line
+
+    line = access_line(("127.0.0.1", 5), "GET", '/v1/agents/x"y\\z\x1b', 404, 84, 0.0002)
+    assert line == 'a3fast: 127.0.0.1:5 "GET /v1/agents/x\\"y\\\\z\\x1b" 404 84 B 0.20 ms'
+
+
 def test_without_the_access_log_nothing_is_written_per_request():
     server = Server()
     assert server.client.get("/v1/agents").status_code == 200

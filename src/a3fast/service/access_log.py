@@ -12,13 +12,18 @@ import sys
 import time
 from typing import TextIO
 
+from ..errors import printable
+
 __all__ = ["AccessLog", "access_line"]
 
 
 def access_line(client: tuple[str, int] | None, method: str, path: str, status: int, size: int,
                 seconds: float) -> str:
     who = f"{client[0]}:{client[1]}" if client else "-"
-    return f'a3fast: {who} "{method} {path}" {status} {size:,} B {seconds * 1e3:.2f} ms'
+    # the quoted field stays one field: a quote or backslash in the path is escaped as in JSON, and
+    # anything unprintable as `errors.printable` writes it
+    request = printable(f"{method} {path}".replace("\\", "\\\\").replace('"', '\\"'))
+    return f'a3fast: {who} "{request}" {status} {size:,} B {seconds * 1e3:.2f} ms'
 
 
 class AccessLog:
