@@ -3,6 +3,7 @@ nothing half-written."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import orjson
@@ -259,3 +260,12 @@ def test_a_broken_array_of_cards_a_line_each_stays_one_broken_document(tmp_path)
     assert result.exit_code == 2 and not out.exists()
     assert "cards.json: $: expected valid JSON" in result.stderr
 
+
+
+def test_the_report_shows_a_file_name_with_control_characters_escaped(tmp_path):
+    # a name that is not UTF-8, or holds an escape sequence, never reaches the terminal raw
+    path = os.fsdecode(bytes(tmp_path) + b"/card\xff\x1b[31m.json")
+    Path(path).write_text(json.dumps({**CARD, "skills": [{"id": "book_air_tickets"}]}))   # a note names the file
+    result = invoke("a2a", path, "--namespace", "s", "--capability-version", "1", "-o", tmp_path / "fleet.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert "card\\xff\\x1b[31m.json" in result.stderr and "\x1b" not in result.stderr

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 import click
 import orjson
 
-from ..errors import Problem, SchemaError
+from ..errors import Problem, SchemaError, printable
 from ..interop.a2a import import_cards
 from ..interop.collect import ImportResult
 from ..interop.fetch import EtagCache, FetchError, Limits, fetch_card
@@ -561,8 +561,8 @@ def _finish(result: ImportResult, outputs: Outputs, *, require_capabilities: boo
         outcome = (f"refused: {len(empty)} of {n} agent{'s' if n != 1 else ''} would have no "
                    f"capabilities; no output written")
     if not outputs.as_json or outcome is not None:
-        for line in result.report.lines(outcome=outcome):
-            click.echo(line, err=True)
+        for line in result.report.lines(outcome=outcome):   # file names and card text, shown escaped
+            click.echo(printable(line), err=True)
     if not result.usable:
         click.echo("a3fast: nothing usable was read; no output written", err=True)
         sys.exit(EXIT_BAD_INPUT)
