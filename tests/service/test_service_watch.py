@@ -246,13 +246,36 @@ def test_an_operators_delete_of_a_watched_agent_survives_a_restart_with_the_card
 def test_a_card_that_stays_invalid_is_reported_invalid_at_every_check(cards, tmp_path):
     CardHandler.cards["planner"] = card()       # gives an agent no capability: refused
     url = f"{cards}/planner/"
-    server = Server("--state", str(tmp_path / "state"), "--watch-cards", url, "--watch-interval", INTERVAL)
+    args = ("--state", str(tmp_path / "state"), "--watch-cards", url, "--watch-interval", INTERVAL)
+    server = Server(*args)
     try:
         until("three checks", lambda: source(server, url)["checks"] >= 3)
         assert source(server, url)["last_result"] == "invalid"
         assert counter(server, "invalid") >= 2 and counter(server, "unchanged") == 0
     finally:
         assert server.stop() == 0
+    restarted = Server(*args)     # the refusal is remembered, and said again, with its words
+    try:
+        status = until("a check after the restart", lambda: (s := source(restarted, url))["checks"] >= 2 and s)
+        assert status["last_result"] == "invalid" and "no capabilities" in status["last_error"]
+    finally:
+        assert restarted.stop() == 0
+
+
+def test_only_a_body_applied_or_refused_is_remembered():
+    # a body still being applied (or whose apply failed) is not: after a restart it is applied again
+    from a3fast.service.watch import Watched
+
+    source = Watched("http://127.0.0.1:9/agent")
+    source.digest = b"\x01" * 32          # being checked
+    assert source.remembered() == {"agents": [], "digest": None, "refusal": None}
+    source.settled, source.agents = source.digest, ("trip-planner",)
+    again = Watched(source.url)
+    again.recall(source.remembered())
+    assert (again.digest, again.settled, again.agents) == (source.digest, source.digest, ("trip-planner",))
+    old = Watched(source.url)
+    old.recall(["trip-planner"])            # the memory of an earlier a3fast: agents only
+    assert (old.agents, old.digest) == (("trip-planner",), None)
 
 
 def test_an_unreachable_agent_keeps_its_agent_and_backs_off(cards, tmp_path):

@@ -207,10 +207,13 @@ class Watched:
     due: float = 0.0
     #: seconds from the last check to the next: the interval, or its backoff after failures
     delay: float = 0.0
-    #: the body last applied or refused, and whether it was refused (remembered across restarts,
-    #: so an unchanged card after a restart changes nothing, an operator's PUT or DELETE included)
+    #: the body being checked or last checked (this process only)
     digest: bytes | None = field(default=None, repr=False)
-    refused: bool = field(default=False, repr=False)
+    #: the body last applied or refused, and why it was refused: only these are remembered across
+    #: restarts, so an unchanged card then changes nothing (an operator's PUT or DELETE included),
+    #: and a body whose apply failed or was cut short is applied again
+    settled: bytes | None = field(default=None, repr=False)
+    refusal: str | None = field(default=None, repr=False)
 
     @property
     def key(self) -> str:
@@ -218,8 +221,8 @@ class Watched:
         return self.url
 
     def remembered(self) -> Any:
-        return {"agents": list(self.agents), "digest": self.digest.hex() if self.digest else None,
-                "refused": self.refused}
+        return {"agents": list(self.agents), "digest": self.settled.hex() if self.settled else None,
+                "refusal": self.refusal}
 
     def recall(self, value: Any) -> None:
         if isinstance(value, list):          # the memory of an a3fast before it kept the body's digest
@@ -229,11 +232,13 @@ class Watched:
         agents, digest = value.get("agents"), value.get("digest")
         if isinstance(agents, list) and all(isinstance(n, str) for n in agents):
             self.agents = tuple(agents)
+            refusal = value.get("refusal")
             if isinstance(digest, str) and len(digest) == 64:
                 try:
-                    self.digest, self.refused = bytes.fromhex(digest), value.get("refused") is True
+                    self.digest = self.settled = bytes.fromhex(digest)
                 except ValueError:
-                    pass
+                    return
+                self.refusal = refusal if isinstance(refusal, str) else None
 
     def status(self, now: float) -> dict[str, Any]:
         return {"url": self.url, "kind": "a2a", "agents": list(self.agents), "last_fetch": self.last_fetch,
@@ -375,7 +380,7 @@ class Watcher:
             if not exc.gone:
                 return self._failed(source, exc.message)
             source.misses += 1
-            source.digest = None
+            source.digest = source.settled = None
             self._failed(source, f"{exc.message} (miss {source.misses} of {self.config.remove_after})")
             if source.misses >= self.config.remove_after and source.agents:
                 await self._remove(source, source.agents)
@@ -386,15 +391,20 @@ class Watcher:
         source.misses = 0
         digest = hashlib.sha256(card.body).digest()
         if digest == source.digest:
-            # the same body as last time (often a 304): already applied, or refused (and said so)
-            return "invalid" if source.refused else "unchanged"
-        source.digest, source.refused = digest, False
+            # the same body as last time (often a 304): already applied, or refused (said again
+            # where another error, or a restart, left another word or none)
+            if source.refusal is None:
+                return "unchanged"
+            if source.last_error != source.refusal:
+                return self._failed(source, source.refusal, "invalid")
+            return "invalid"
+        source.digest, source.refusal = digest, None
         try:
             decls = derive_declarations(card.body, source.url, card.url)
         except WatchError as exc:
-            source.refused = True
+            source.settled, source.refusal = digest, f"{card.url}: {exc}; keeping the last good agents"
             self._save_memory()
-            return self._failed(source, f"{card.url}: {exc}; keeping the last good agents", "invalid")
+            return self._failed(source, source.refusal, "invalid")
         return await self._apply(source, decls)
 
     async def _check_server(self, source: WatchedServer) -> str:
@@ -462,7 +472,7 @@ class Watcher:
             await self._remove(source, gone)
             changed = True
         source.last_good, source.last_error, source.last_error_at = _now(), None, None
-        source.agents = names
+        source.agents, source.settled = names, source.digest
         self._save_memory()      # the agents, and the body they came from
         if changed:
             source.changes += 1
