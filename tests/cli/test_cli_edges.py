@@ -219,8 +219,9 @@ def test_a_suite_without_its_schema_names_the_file_once(tmp_path):
     assert f"{suite}/schema.json:" in done.output and f"{suite}/{suite}" not in done.output
 
 
-@pytest.mark.parametrize("url", ["https://[::1/", "https://[zz]/"])
-def test_a_card_url_that_cannot_be_read_gives_no_namespace_and_no_crash(tmp_path, url):
+@pytest.mark.parametrize("url, why", [("https://[::1/", "its IPv6 address has an unbalanced bracket"),
+                                      ("https://[zz]/", "'zz' does not appear to be an IPv4 or IPv6 address")])
+def test_a_card_url_that_cannot_be_read_gives_no_namespace_and_no_crash(tmp_path, url, why):
     card = {"name": "x", "description": "d", "url": url, "version": "1", "capabilities": {},
             "defaultInputModes": ["text"], "defaultOutputModes": ["text"],
             "skills": [{"id": "s", "name": "s", "description": "d", "tags": ["t"]}]}
@@ -231,7 +232,7 @@ def test_a_card_url_that_cannot_be_read_gives_no_namespace_and_no_crash(tmp_path
     # and as the URL of an agent to fetch the card of: not a URL of an agent, said before any request
     done = CliRunner().invoke(main, ["import", "a2a", url, "--namespace", "n"])
     assert done.exit_code == 2, done.output
-    assert f"{url}: $: expected an http:// or https:// URL of an agent" in done.output
+    assert f"{url}: $: expected an http:// or https:// URL of an agent" in done.output and why in done.output
 
 
 def test_binding_tools_to_agents_none_of_which_can_be_made_is_nothing_usable(tmp_path):

@@ -307,9 +307,11 @@ def test_watching_needs_an_http_url_and_the_http_server(tmp_path):
     runner = CliRunner()
     bad = runner.invoke(main, ["serve", "--watch-cards", "ftp://example/agent"])
     assert bad.exit_code == 2 and "--watch-cards ftp://example/agent: expected an http" in bad.stderr
+    assert "its scheme is 'ftp'" in bad.stderr
     no_port = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--port", "0", "--watch-cards",
                               "http://127.0.0.1:99999/agent"], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
     assert no_port.returncode == 2 and b"expected an http" in no_port.stderr
+    assert b"its port '99999' is no number from 0 to 65535" in no_port.stderr
     stdio = runner.invoke(main, ["serve", "--stdio", "--watch-cards", "http://127.0.0.1:9/"])
     assert stdio.exit_code == 2 and "--stdio" in stdio.stderr
 

@@ -186,14 +186,17 @@ def test_watch_mcp_needs_agent_equals_an_http_url(value, expected, tmp_path):
     assert result.exit_code == 2 and expected in result.stderr
 
 
-@pytest.mark.parametrize("value", ["ops=http://", "ops=http://[::1/mcp", "ops=http://127.0.0.1:99999/mcp"])
-def test_watch_mcp_refuses_a_url_no_client_can_reach_as_watch_cards_does(value):
+@pytest.mark.parametrize("value, why", [("ops=http://", "it names no host"),
+                                        ("ops=http://[::1/mcp", "its IPv6 address has an unbalanced bracket"),
+                                        ("ops=http://127.0.0.1:99999/mcp", "its port '99999' is no number from 0 to 65535")])
+def test_watch_mcp_refuses_a_url_no_client_can_reach_as_watch_cards_does(value, why):
     # where the service started and retried it forever (in a process: a service that starts ends
     # the test at its timeout rather than holding it)
     done = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--port", "0", "--watch-mcp", value],
                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2
     assert f"--watch-mcp {value}: expected an http:// or https:// URL with a host".encode() in done.stderr
+    assert why.encode() in done.stderr           # and what is wrong with this one
 
 
 

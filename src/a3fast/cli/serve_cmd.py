@@ -189,9 +189,11 @@ def _watched_servers(pairs, stdio: bool) -> tuple[tuple[str, str], ...]:
         agent, sep, url = pair.partition("=")
         if not sep or not agent.strip():
             _fail(f"--watch-mcp {pair}: expected AGENT=URL, the agent whose tools follow the server")
-        if http_url(url) is None:
+        try:
+            http_url(url)
+        except ValueError as exc:
             _fail(f"--watch-mcp {pair}: expected an http:// or https:// URL with a host (a streamable HTTP "
-                  f"server), found {url!r}")
+                  f"server): {exc}")
         servers.append((agent.strip(), url))
     return tuple(dict.fromkeys(servers))
 

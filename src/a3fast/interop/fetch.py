@@ -109,24 +109,32 @@ class EtagCache:
         self._changed = False
 
 
-def http_url(url: str) -> SplitResult | None:
+def http_url(url: str) -> SplitResult:
     """The parts of an http:// or https:// URL with a host (and a port, if any, that is one), else
-    None: an unbalanced IPv6 bracket, a port past 65535 or no host is no URL a client can reach."""
+    ValueError saying what is wrong (its words complete "expected an http:// or https:// URL: ..."):
+    an unbalanced IPv6 bracket, a port past 65535 or no host is no URL a client can reach."""
     try:
         parts = urlsplit(url)
-        parts.port              # ValueError for a port that is none
+    except ValueError as exc:     # a bracket left open, no address in brackets, or a host NFKC changes
+        raise ValueError("its IPv6 address has an unbalanced bracket" if str(exc) == "Invalid IPv6 URL" else
+                         f"it cannot be read: {exc}") from None
+    try:
+        parts.port
     except ValueError:
-        return None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return None
+        raise ValueError(f"its port {parts.netloc.rpartition(':')[2]!r} is no number from 0 to 65535") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"its scheme is {parts.scheme!r}" if parts.scheme else "it has no scheme")
+    if not parts.hostname or not parts.hostname.strip():
+        raise ValueError("it names no host")
     return parts
 
 
 def card_locations(url: str) -> list[str]:
     """The URLs to try for the card of the agent at `url`, in order."""
-    parts = http_url(url)
-    if parts is None:
-        raise FetchError(url, "expected an http:// or https:// URL of an agent (or of its card)")
+    try:
+        parts = http_url(url)
+    except ValueError as exc:
+        raise FetchError(url, f"expected an http:// or https:// URL of an agent (or of its card): {exc}") from None
     if parts.path.lower().endswith(".json"):
         return [urlunsplit(parts._replace(fragment=""))]
     base = parts.path.rstrip("/")
