@@ -128,6 +128,7 @@ def test_tls_flags_that_do_not_fit_are_exit_2(pki, tmp_path):
 def test_each_bad_tls_file_is_named_and_an_encrypted_key_never_prompts(pki, tmp_path):
     # OpenSSL's own pass phrase prompt would wait on a terminal and fail on none
     from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
     encrypted = tmp_path / "encrypted.key"
     encrypted.write_bytes(new_key().private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -135,12 +136,24 @@ def test_each_bad_tls_file_is_named_and_an_encrypted_key_never_prompts(pki, tmp_
     garbage = tmp_path / "garbage.pem"
     garbage.write_bytes(b"not a certificate\n")
     server_cert, server_key = pki["server"]
+    # a key of another type than the certificate's (RSA for an EC certificate), and a certificate
+    # whose key is too small for OpenSSL's default security level: the fault is named where it lies
+    rsa_key = tmp_path / "rsa.key"
+    rsa_key.write_bytes(rsa.generate_private_key(65537, 2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    small = rsa.generate_private_key(65537, 1024)
+    small_cert, small_key = write_pem(tmp_path, "small", certificate("127.0.0.1", small, name("small"), small,
+                                                                     server=True), small)
     cases = [
         (["--tls-cert", server_cert, "--tls-key", str(encrypted)], f"--tls-key {encrypted}: the key is encrypted"),
         (["--tls-cert", str(garbage), "--tls-key", server_key], f"--tls-cert {garbage}: cannot use it: no PEM certificate"),
         (["--tls-cert", server_cert, "--tls-key", str(garbage)], f"--tls-key {garbage}: cannot use it: no PEM private key"),
         (["--tls-cert", server_cert, "--tls-key", pki["client"][1]],
          f"--tls-key {pki['client'][1]}: cannot use it: it is not the private key of --tls-cert"),
+        (["--tls-cert", server_cert, "--tls-key", str(rsa_key)],
+         f"--tls-key {rsa_key}: cannot use it: it is not the private key of --tls-cert"),
+        (["--tls-cert", small_cert, "--tls-key", small_key],
+         f"--tls-cert {small_cert}: cannot use it: its key is too small for OpenSSL's security level"),
         (["--tls-cert", server_cert, "--tls-key", server_key, "--tls-client-ca", str(garbage)],
          f"--tls-client-ca {garbage}: cannot use it: no PEM certificate"),
     ]

@@ -231,10 +231,19 @@ def _check_tls(cert, key, client_ca, stdio: bool) -> None:
     except Encrypted:
         _fail(f"--tls-key {key}: the key is encrypted; the service takes a key without a pass phrase "
               f"(decrypt it, e.g. `openssl pkey -in KEY -out KEY.plain`, and keep that file private)")
-    except (ssl.SSLError, OSError) as exc:
-        why = "it is not the private key of --tls-cert" if "mismatch" in str(exc) else \
-            f"no PEM private key in it ({exc.strerror or exc})"
+    except ssl.SSLError as exc:
+        reason = exc.reason or ""
+        if reason in ("EE_KEY_TOO_SMALL", "CA_MD_TOO_WEAK"):     # the certificate itself falls short
+            weak = "its key is too small" if reason == "EE_KEY_TOO_SMALL" else "it is signed with a digest too weak"
+            _fail(f"--tls-cert {cert}: cannot use it: {weak} for OpenSSL's security level ({exc})")
+        # a key of the certificate's type that is not its key is a mismatch; a key of another type
+        # leaves the certificate unassigned
+        why = "it is not the private key of --tls-cert" if reason in (
+            "KEY_VALUES_MISMATCH", "NO_CERTIFICATE_ASSIGNED", "KEY_TYPE_MISMATCH") else \
+            f"no PEM private key in it ({exc})"
         _fail(f"--tls-key {key}: cannot use it: {why}")
+    except OSError as exc:
+        _fail(f"--tls-key {key}: cannot read: {exc.strerror or exc}")
 
 
 def _warn_if_open(config) -> None:
