@@ -267,15 +267,101 @@ def test_only_a_body_applied_or_refused_is_remembered():
     from a3fast.service.watch import Watched
 
     source = Watched("http://127.0.0.1:9/agent")
-    source.digest = b"\x01" * 32          # being checked
     assert source.remembered() == {"agents": [], "digest": None, "refusal": None}
-    source.settled, source.agents = source.digest, ("trip-planner",)
+    source.settled, source.agents = b"\x01" * 32, ("trip-planner",)
     again = Watched(source.url)
     again.recall(source.remembered())
-    assert (again.digest, again.settled, again.agents) == (source.digest, source.digest, ("trip-planner",))
+    assert (again.settled, again.refusal, again.agents) == (source.settled, None, ("trip-planner",))
     old = Watched(source.url)
     old.recall(["trip-planner"])            # the memory of an earlier a3fast: agents only
-    assert (old.agents, old.digest) == (("trip-planner",), None)
+    assert (old.agents, old.settled) == (("trip-planner",), None)
+    worded = Watched(source.url)            # an earlier form that kept no words for a refusal
+    worded.recall({"agents": [], "digest": "01" * 32, "refused": True})
+    assert worded.settled is None
+
+
+def _in_process(tmp_path, url: str, fail: dict, remove_after: int = 3):
+    """The watch in this process over a real state directory, its operations with faults put in:
+    `put_agent` fails for the names in `fail` (a shard that does not answer, a refusal), each once."""
+    from a3fast.service.operations import Operations
+    from a3fast.service.state import ServiceState
+    from a3fast.service.watch import WatchConfig, Watcher
+
+    class Faulty(Operations):
+        async def put_agent(self, body):
+            exc = fail.pop(body["name"], None)
+            if exc is not None:
+                raise exc
+            return await super().put_agent(body)
+
+    state = ServiceState(tmp_path / "state")
+    state.open()
+    watcher = Watcher(Faulty(state), WatchConfig(cards=(url,), interval=60, remove_after=remove_after),
+                      memory=tmp_path / "watch.json")
+    return state, watcher
+
+
+def test_a_card_whose_apply_failed_is_applied_at_the_next_check(cards, tmp_path):
+    import asyncio
+
+    CardHandler.cards["planner"] = card("plan-trip")
+    url = f"{cards}/planner/"
+    state, watcher = _in_process(tmp_path, url, {"trip-planner": ConnectionError("shard 1 did not answer")})
+    try:
+        source = watcher.sources[0]
+        assert asyncio.run(watcher.check(source)) == "error" and state.fleet.get("trip-planner") is None
+        assert "shard 1 did not answer" in source.last_error
+        assert asyncio.run(watcher.check(source)) == "changed"      # where it said "unchanged" forever
+        assert state.fleet.get("trip-planner") is not None and source.last_error is None
+    finally:
+        state.close()
+
+
+def test_agents_put_before_a_refusal_are_the_cards_and_go_with_it(cards, tmp_path):
+    import asyncio
+
+    from a3fast.service.problems import ServiceError
+
+    CardHandler.cards["team"] = card("plan-trip", name="planner") + b"\n" + card("book", name="booker")
+    url = f"{cards}/team/"
+    conflict = ServiceError(409, [{"path": "$.agent.name", "expected": "a free name", "found": "booker"}])
+    state, watcher = _in_process(tmp_path, url, {"booker": conflict}, remove_after=1)
+    try:
+        source = watcher.sources[0]
+        assert asyncio.run(watcher.check(source)) == "invalid"
+        assert source.agents == ("planner",) and state.fleet.get("planner") is not None
+        del CardHandler.cards["team"]                     # the card goes: its agents go with it
+        assert asyncio.run(watcher.check(source)) == "removed"
+        assert state.fleet.get("planner") is None
+    finally:
+        state.close()
+
+
+def test_an_unchanged_card_after_a_failed_fetch_or_a_restart_is_a_good_fetch(cards, tmp_path):
+    import asyncio
+
+    CardHandler.cards["planner"] = card("plan-trip")
+    url = f"{cards}/planner/"
+    state, watcher = _in_process(tmp_path, url, {})
+    try:
+        source = watcher.sources[0]
+        assert asyncio.run(watcher.check(source)) == "changed"
+        CardHandler.do_GET, original = _answer_503, CardHandler.do_GET
+        try:
+            assert asyncio.run(watcher.check(source)) == "error" and "503" in source.last_error
+        finally:
+            CardHandler.do_GET = original
+        assert asyncio.run(watcher.check(source)) == "unchanged"
+        assert source.last_error is None and source.last_error_at is None    # where "HTTP 503" stayed
+    finally:
+        state.close()
+    state, restarted = _in_process(tmp_path, url, {})
+    try:
+        source = restarted.sources[0]
+        assert asyncio.run(restarted.check(source)) == "unchanged"
+        assert source.last_good is not None and source.last_error is None   # where it stayed null
+    finally:
+        state.close()
 
 
 def test_an_unreachable_agent_keeps_its_agent_and_backs_off(cards, tmp_path):

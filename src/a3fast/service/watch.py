@@ -207,11 +207,9 @@ class Watched:
     due: float = 0.0
     #: seconds from the last check to the next: the interval, or its backoff after failures
     delay: float = 0.0
-    #: the body being checked or last checked (this process only)
-    digest: bytes | None = field(default=None, repr=False)
-    #: the body last applied or refused, and why it was refused: only these are remembered across
-    #: restarts, so an unchanged card then changes nothing (an operator's PUT or DELETE included),
-    #: and a body whose apply failed or was cut short is applied again
+    #: the digest of the body last applied or refused, and why it was refused, remembered across
+    #: restarts: the same body again changes nothing (an operator's PUT or DELETE included), where
+    #: a body whose apply failed, was cut short or is still under way is applied at the next check
     settled: bytes | None = field(default=None, repr=False)
     refusal: str | None = field(default=None, repr=False)
 
@@ -233,9 +231,10 @@ class Watched:
         if isinstance(agents, list) and all(isinstance(n, str) for n in agents):
             self.agents = tuple(agents)
             refusal = value.get("refusal")
-            if isinstance(digest, str) and len(digest) == 64:
+            # "refused" was an earlier form that kept no words: its body is checked again
+            if isinstance(digest, str) and len(digest) == 64 and "refused" not in value:
                 try:
-                    self.digest = self.settled = bytes.fromhex(digest)
+                    self.settled = bytes.fromhex(digest)
                 except ValueError:
                     return
                 self.refusal = refusal if isinstance(refusal, str) else None
@@ -380,7 +379,7 @@ class Watcher:
             if not exc.gone:
                 return self._failed(source, exc.message)
             source.misses += 1
-            source.digest = source.settled = None
+            source.settled = None
             self._failed(source, f"{exc.message} (miss {source.misses} of {self.config.remove_after})")
             if source.misses >= self.config.remove_after and source.agents:
                 await self._remove(source, source.agents)
@@ -390,22 +389,22 @@ class Watcher:
             return "missing"
         source.misses = 0
         digest = hashlib.sha256(card.body).digest()
-        if digest == source.digest:
+        if digest == source.settled:
             # the same body as last time (often a 304): already applied, or refused (said again
             # where another error, or a restart, left another word or none)
             if source.refusal is None:
+                source.last_good, source.last_error, source.last_error_at = _now(), None, None
                 return "unchanged"
             if source.last_error != source.refusal:
                 return self._failed(source, source.refusal, "invalid")
             return "invalid"
-        source.digest, source.refusal = digest, None
         try:
             decls = derive_declarations(card.body, source.url, card.url)
         except WatchError as exc:
             source.settled, source.refusal = digest, f"{card.url}: {exc}; keeping the last good agents"
             self._save_memory()
             return self._failed(source, source.refusal, "invalid")
-        return await self._apply(source, decls)
+        return await self._apply(source, decls, digest)
 
     async def _check_server(self, source: WatchedServer) -> str:
         from ..interop.mcp_live import ListingError, ServerSpec, list_tools
@@ -450,8 +449,12 @@ class Watcher:
         log.warning("watch %s: %s", source.url, message)
         return result
 
-    async def _apply(self, source: Watched, decls: list[dict[str, Any]]) -> str:
-        changed = False
+    async def _apply(self, source: Watched, decls: list[dict[str, Any]], digest: bytes) -> str:
+        """The body's agents put where they differ, those it no longer gives removed. Until all
+        are put the body is not settled, so the next check applies it again (a conflict may be
+        resolved by then, a shard back); the agents put so far are the source's from then on,
+        so a card that goes away takes them with it."""
+        changed, put = False, list[str]()
         for decl in decls:
             name = decl["agent"]["name"]
             held = self.ops.state.fleet.get(name)
@@ -459,20 +462,25 @@ class Watcher:
                 continue
             try:
                 await self.ops.put_agent({"name": name, "declaration": decl})
-            except ServiceError as exc:
-                source.digest = None   # try again next time: the conflict may be resolved by then
+            except BaseException as exc:
+                if put:
+                    source.agents = tuple(dict.fromkeys((*source.agents, *put)))
+                    self._save_memory()
+                if not isinstance(exc, ServiceError):
+                    raise
                 detail = "; ".join(f"{p.get('path')}: expected {p.get('expected')}, found {p.get('found')}"
                                    for p in exc.problems[:3])
                 return self._failed(source, f"agent {name!r} not applied (HTTP {exc.status}: {detail}); "
                                             f"keeping the last good agents", "invalid")
             changed = True
+            put.append(name)
         names = tuple(d["agent"]["name"] for d in decls)
         gone = [n for n in source.agents if n not in names]
         if gone:
             await self._remove(source, gone)
             changed = True
         source.last_good, source.last_error, source.last_error_at = _now(), None, None
-        source.agents, source.settled = names, source.digest
+        source.agents, source.settled, source.refusal = names, digest, None
         self._save_memory()      # the agents, and the body they came from
         if changed:
             source.changes += 1
