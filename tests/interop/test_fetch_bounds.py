@@ -108,3 +108,33 @@ def test_fetch_card_works_where_an_event_loop_already_runs(serve):
 
     fetched = asyncio.run(in_a_notebook())
     assert fetched.body == card and fetched.url == f"{server.url}/.well-known/agent-card.json"
+
+
+@pytest.mark.parametrize("url, why", [
+    ("localhost:8080", "it has no scheme (write http:// or https:// before the host)"),
+    ("//example.org/agent", "it has no scheme"),
+    ("ftp://example.org/agent", "its scheme is 'ftp'"),
+    ("http://::1:8080/", "its host and port '::1:8080' hold more than one ':' (an IPv6 address goes in brackets"),
+    ("http://host:80:80/", "its host and port 'host:80:80' hold more than one ':'"),
+    ("http://host:99999/", "its port '99999' is no number from 0 to 65535"),
+    ("http://user:secret@host:x/", "its port 'x' is no number"),
+    ("http://[::1]:7x/", "its port '7x' is no number"),
+    ("http://[::1/", "its IPv6 address has an unbalanced bracket"),
+    ("http:/agent", "it names no host"),
+])
+def test_a_url_no_client_can_reach_is_refused_saying_what_is_wrong_with_it(url, why):
+    from a3fast.interop.fetch import card_locations, http_url
+
+    with pytest.raises(ValueError) as refused:
+        http_url(url)
+    assert str(refused.value).startswith(why)
+    with pytest.raises(FetchError) as refused_card:
+        card_locations(url)
+    assert refused_card.value.message.endswith(str(refused.value))
+
+
+@pytest.mark.parametrize("url", ["http://[::1]:8080/agent", "HTTPS://user@example.org:443/a", "http://h:/"])
+def test_a_url_a_client_can_reach_is_taken(url):
+    from a3fast.interop.fetch import http_url
+
+    assert http_url(url).hostname

@@ -118,12 +118,20 @@ def http_url(url: str) -> SplitResult:
     except ValueError as exc:     # a bracket left open, no address in brackets, or a host NFKC changes
         raise ValueError("its IPv6 address has an unbalanced bracket" if str(exc) == "Invalid IPv6 URL" else
                          f"it cannot be read: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        # "localhost:8080" reads as the scheme "localhost": without "://" there is no scheme at all
+        if not parts.scheme or not url[len(parts.scheme):].startswith("://"):
+            raise ValueError("it has no scheme (write http:// or https:// before the host)")
+        raise ValueError(f"its scheme is {parts.scheme!r}")
+    host_port = parts.netloc.rpartition("@")[2]
+    if not host_port.startswith("[") and host_port.count(":") > 1:
+        raise ValueError(f"its host and port {host_port!r} hold more than one ':' (an IPv6 address goes "
+                         f"in brackets: http://[::1]:8080/)")
     try:
         parts.port
     except ValueError:
-        raise ValueError(f"its port {parts.netloc.rpartition(':')[2]!r} is no number from 0 to 65535") from None
-    if parts.scheme not in ("http", "https"):
-        raise ValueError(f"its scheme is {parts.scheme!r}" if parts.scheme else "it has no scheme")
+        port = host_port.rpartition("]")[2][1:] if host_port.startswith("[") else host_port.partition(":")[2]
+        raise ValueError(f"its port {port!r} is no number from 0 to 65535") from None
     if not parts.hostname or not parts.hostname.strip():
         raise ValueError("it names no host")
     return parts
