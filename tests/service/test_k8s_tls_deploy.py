@@ -127,7 +127,10 @@ def test_tls_flags_that_do_not_fit_are_exit_2(pki, tmp_path):
 
 def test_each_bad_tls_file_is_named_and_an_encrypted_key_never_prompts(pki, tmp_path):
     # OpenSSL's own pass phrase prompt would wait on a terminal and fail on none
-    from cryptography.hazmat.primitives import serialization
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     encrypted = tmp_path / "encrypted.key"
@@ -144,16 +147,41 @@ def test_each_bad_tls_file_is_named_and_an_encrypted_key_never_prompts(pki, tmp_
     small = rsa.generate_private_key(65537, 1024)
     small_cert, small_key = write_pem(tmp_path, "small", certificate("127.0.0.1", small, name("small"), small,
                                                                      server=True), small)
+    # a server certificate whose intermediate's key is too small, and a chain written CA first
+    leaf_key = new_key()
+    intermediate = certificate("small CA", small, name("small"), small, ca=True)
+    leaf = certificate("127.0.0.1", leaf_key, intermediate.subject, small, server=True)
+    chained, leaf_key_file = write_pem(tmp_path, "leaf", leaf, leaf_key)
+    with open(chained, "ab") as f:
+        f.write(intermediate.public_bytes(serialization.Encoding.PEM))
+    ca_first = tmp_path / "ca-first.crt"
+    ca_first.write_bytes(open(pki["ca"], "rb").read() + open(server_cert, "rb").read())
+    # a file of a revocation list alone holds no certificate
+    ca_key = new_key()
+    now = datetime.datetime.now(datetime.timezone.utc)
+    crl = (x509.CertificateRevocationListBuilder().issuer_name(name("a CA")).last_update(now)
+           .next_update(now + datetime.timedelta(days=1)).sign(ca_key, hashes.SHA256()))
+    crl_only = tmp_path / "crl.pem"
+    crl_only.write_bytes(crl.public_bytes(serialization.Encoding.PEM))
     cases = [
         (["--tls-cert", server_cert, "--tls-key", str(encrypted)], f"--tls-key {encrypted}: the key is encrypted"),
         (["--tls-cert", str(garbage), "--tls-key", server_key], f"--tls-cert {garbage}: cannot use it: no PEM certificate"),
         (["--tls-cert", server_cert, "--tls-key", str(garbage)], f"--tls-key {garbage}: cannot use it: no PEM private key"),
         (["--tls-cert", server_cert, "--tls-key", pki["client"][1]],
-         f"--tls-key {pki['client'][1]}: cannot use it: it is not the private key of --tls-cert"),
+         f"--tls-key {pki['client'][1]}: cannot use it: it is not the private key of the first certificate in --tls-cert"),
         (["--tls-cert", server_cert, "--tls-key", str(rsa_key)],
-         f"--tls-key {rsa_key}: cannot use it: it is not the private key of --tls-cert"),
+         f"--tls-key {rsa_key}: cannot use it: it is not the private key of the first certificate in --tls-cert"),
         (["--tls-cert", small_cert, "--tls-key", small_key],
          f"--tls-cert {small_cert}: cannot use it: its key is too small for OpenSSL's security level"),
+        (["--tls-cert", chained, "--tls-key", leaf_key_file],
+         f"--tls-cert {chained}: cannot use it: a certificate of its chain has a key too small"),
+        (["--tls-cert", str(ca_first), "--tls-key", server_key],
+         f"--tls-key {server_key}: cannot use it: it is not the private key of the first certificate in "
+         f"--tls-cert (the server's own certificate goes first in that file, then its chain)"),
+        (["--tls-cert", str(crl_only), "--tls-key", server_key],
+         f"--tls-cert {crl_only}: cannot use it: no PEM certificate in it (only revocation lists)"),
+        (["--tls-cert", server_cert, "--tls-key", server_key, "--tls-client-ca", str(crl_only)],
+         f"--tls-client-ca {crl_only}: cannot use it: no PEM certificate in it (only revocation lists)"),
         (["--tls-cert", server_cert, "--tls-key", server_key, "--tls-client-ca", str(garbage)],
          f"--tls-client-ca {garbage}: cannot use it: no PEM certificate"),
     ]

@@ -222,10 +222,13 @@ def _check_tls(cert, key, client_ca, stdio: bool) -> None:
     for flag, path in (("--tls-cert", cert), ("--tls-client-ca", client_ca)):
         if path is None:
             continue
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         try:
-            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
+            context.load_verify_locations(cafile=path)
         except (ssl.SSLError, OSError) as exc:
             _fail(f"{flag} {path}: cannot use it: no PEM certificate in it ({exc.strerror or exc})")
+        if context.cert_store_stats()["x509"] == 0:     # a file of CRLs alone loads without one
+            _fail(f"{flag} {path}: cannot use it: no PEM certificate in it (only revocation lists)")
     try:
         ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=no_pass_phrase)
     except Encrypted:
@@ -233,12 +236,15 @@ def _check_tls(cert, key, client_ca, stdio: bool) -> None:
               f"(decrypt it, e.g. `openssl pkey -in KEY -out KEY.plain`, and keep that file private)")
     except ssl.SSLError as exc:
         reason = exc.reason or ""
-        if reason in ("EE_KEY_TOO_SMALL", "CA_MD_TOO_WEAK"):     # the certificate itself falls short
-            weak = "its key is too small" if reason == "EE_KEY_TOO_SMALL" else "it is signed with a digest too weak"
-            _fail(f"--tls-cert {cert}: cannot use it: {weak} for OpenSSL's security level ({exc})")
+        weak = {"EE_KEY_TOO_SMALL": "its key is too small", "CA_KEY_TOO_SMALL": "a certificate of its chain has "
+                "a key too small", "CA_MD_TOO_WEAK": "a certificate in it is signed with a digest too weak"}
+        if reason in weak:       # the certificate or its chain falls short, whatever the key
+            _fail(f"--tls-cert {cert}: cannot use it: {weak[reason]} for OpenSSL's security level ({exc})")
         # a key of the certificate's type that is not its key is a mismatch; a key of another type
-        # leaves the certificate unassigned
-        why = "it is not the private key of --tls-cert" if reason in (
+        # leaves the certificate unassigned. The key is matched with the file's first certificate,
+        # so a chain written CA first blames a right key: both are said
+        why = ("it is not the private key of the first certificate in --tls-cert (the server's own "
+               "certificate goes first in that file, then its chain)") if reason in (
             "KEY_VALUES_MISMATCH", "NO_CERTIFICATE_ASSIGNED", "KEY_TYPE_MISMATCH") else \
             f"no PEM private key in it ({exc})"
         _fail(f"--tls-key {key}: cannot use it: {why}")
