@@ -7,6 +7,7 @@ HTTP on an install without the 'serve' extra; --stdio needs no extra).
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -126,6 +127,10 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
             require_kind(str(fleet_path), "declarations")
         except InputError as exc:
             _fail(str(exc))
+    if trace_path is not None:
+        _check_trace(trace_path, {"--fleet": fleet_path, "--token-file": token_file, "--tls-cert": tls_cert,
+                                  "--tls-key": tls_key, "--tls-client-ca": tls_client_ca,
+                                  "--kubeconfig": kubeconfig})
     if watch_cards:
         _check_watch(watch_cards, stdio)
     servers = _watched_servers(watch_mcp, stdio) if watch_mcp else ()
@@ -157,6 +162,25 @@ def _need_http_stack() -> None:
         except ModuleNotFoundError:
             _fail(f"serving HTTP needs the 'serve' extra: pip install 'a3fast[serve]' ({module} is missing; "
                   "--stdio works without it)")
+
+
+def _check_trace(trace: Path, inputs: dict[str, Path | None]) -> None:
+    """--trace is a regular file (or none yet) and none of the files the service reads: it is
+    appended to, synced, and cut back to a checkpoint or started afresh, which would destroy the
+    --fleet it was about to read."""
+    if trace.exists() and not trace.is_file():
+        _fail(f"--trace {trace}: not a regular file (the trace is appended to, synced and cut back to a "
+              f"checkpoint: a device or a pipe cannot be)")
+    if not trace.exists():
+        return
+    for flag, path in inputs.items():
+        try:
+            same = path is not None and path.exists() and os.path.samefile(trace, path)
+        except OSError:
+            same = False
+        if same:
+            _fail(f"--trace {trace}: it is the file of {flag}, which the service reads; the trace would "
+                  f"replace it")
 
 
 def _check_watch(urls, stdio: bool) -> None:
@@ -355,7 +379,7 @@ class _Stopped(Exception):
 
 
 def _run_stdio(config) -> int:
-    from ..service.state import ServiceState, StateError
+    from ..service.state import ServiceState, StateError, TraceUnwritable
     from ..service.operations import Operations
     from ..service.stdio import serve_stdio, serve_stdio_sync, widen_pipes
     from ..service.seed import seed_fleet
@@ -385,11 +409,16 @@ def _run_stdio(config) -> int:
         # nothing reads a stdio service's metrics: its placements are not counted
         ops = Operations(state, stream=True, counted=False)
         try:
-            serve_stdio_sync(ops, sys.stdin.buffer, sys.stdout.buffer, config.max_body)
-        except _Stopped:
-            pass
-        finally:
-            state.close()
+            try:
+                serve_stdio_sync(ops, sys.stdin.buffer, sys.stdout.buffer, config.max_body)
+            except _Stopped:
+                pass
+            finally:
+                state.close()
+        except TraceUnwritable as exc:
+            # the batch whose lines could not be written is not answered: its records are in no trace
+            click.echo(f"a3fast: {exc}; stopped: the requests whose records it could not hold, and any after them, were not answered", err=True)
+            return EXIT_BAD_INPUT
         return 0
 
     async def main() -> None:

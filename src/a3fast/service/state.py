@@ -44,7 +44,7 @@ from ..durable.journal import TRACE as TRACE_ENTRY, ChangeUnreadable, Journal, J
 from ..durable.statedir import Entry, StateDir, StateError
 from ..files import fsync_directory
 
-__all__ = ["ServiceState", "StateError", "FleetStore", "LocalFleets", "CHECKPOINT", "TRACE"]
+__all__ = ["ServiceState", "StateError", "TraceUnwritable", "FleetStore", "LocalFleets", "CHECKPOINT", "TRACE"]
 
 CHECKPOINT = "checkpoint"
 TRACE = "trace.jsonl"
@@ -95,6 +95,16 @@ class LocalFleets:
         return Fleet.load(path, engine=self.engine)
 
 
+class TraceUnwritable(StateError):
+    """The trace file could not be written (a service without a journal): it is cut back to its
+    last whole line, and the service takes no change after it."""
+
+    def __init__(self, path: Path, exc: OSError | None, why: str | None = None):
+        self.why = why or (f"{path}: cannot write the trace: {exc.strerror if exc is not None and exc.strerror else exc}; "
+                           f"it ends at its last whole record")
+        super().__init__(self.why)
+
+
 class ServiceState:
     """The fleet, its journal and trace. `directory=None` keeps no journal (nothing survives a
     restart) and writes the trace to `trace_path` or a temporary file. `fleet_factory` makes the
@@ -135,6 +145,7 @@ class ServiceState:
         self._trace_end = 0                      # bytes of the trace file known written (and durable)
         self._trace_queued_end = 0               # ... once the commits under way are written
         self._trace_ends: deque[int] = deque()   # the end each commit under way writes up to
+        self._trace_failed: str | None = None    # without a journal: why the trace file could not be written
         self.ready = False
         self._unsettled = 0                      # agents added since the fleet was last frozen
         self.recovered_entries = 0
@@ -203,10 +214,16 @@ class ServiceState:
         self.durable_fleet.close(checkpoint=checkpoint)
         self.fleet.close()
         if self._trace_fd >= 0:
-            self._write_queued_trace()
-            os.fsync(self._trace_fd)
-            os.close(self._trace_fd)
-            self._trace_fd = -1
+            try:
+                if self._trace_failed is None:
+                    self._write_queued_trace()
+                    try:
+                        os.fsync(self._trace_fd)
+                    except OSError as exc:
+                        raise TraceUnwritable(self.trace_path, exc) from None
+            finally:
+                os.close(self._trace_fd)
+                self._trace_fd = -1
         if self._tempdir is not None:
             shutil.rmtree(self._tempdir, ignore_errors=True)
             self._tempdir = None
@@ -261,7 +278,7 @@ class ServiceState:
         """Why the journal could not be written, once it could not (the service then stops). Read
         here rather than through DurableFleet.failed: every placement asks, on its hot path."""
         journal = self.durable_fleet.journal
-        return journal.failed if journal is not None else None
+        return journal.failed if journal is not None else self._trace_failed
 
     def check_writable(self) -> None:
         """JournalFailed once the journal has failed, ShardError while a failed batch has left
@@ -534,21 +551,42 @@ class ServiceState:
 
     def flush_trace(self) -> None:
         """Without a journal: write the trace lines queued so far (a caller without an event loop
-        calls this after each batch of requests)."""
-        if self._trace_buffer:
-            self._flush_trace()
+        calls this after each batch of requests); TraceUnwritable if the file cannot be written."""
+        if self._trace_buffer and self.journal is None:
+            self._trace_flush_scheduled = False
+            self._write_queued_trace()
 
     def _flush_trace(self) -> None:
-        """Without a journal: write queued trace lines now."""
+        """Without a journal: write queued trace lines now. Run by the event loop (the HTTP
+        service), a trace that cannot be written stops the service taking changes, as a journal
+        that cannot be written does: the answers of the lines lost were sent, no later one is."""
         self._trace_flush_scheduled = False
         if self.journal is None:
-            self._write_queued_trace()
+            try:
+                self._write_queued_trace()
+            except TraceUnwritable as exc:
+                self.log(str(exc))
+
 
     def _write_queued_trace(self) -> None:
         """Write the queued trace lines now (without a journal; and after recovery, the lines of
         the entries it replayed), piece by piece in gathered writes: a batch's lines are not copied
         into one more buffer first."""
-        write_pieces(self._trace_fd, self._take_trace_pieces())
+        if self._trace_failed is not None:
+            raise TraceUnwritable(self.trace_path, None, self._trace_failed)
+        try:
+            write_pieces(self._trace_fd, self._take_trace_pieces())
+        except OSError as exc:
+            # the file is cut back to its last whole line, so it stays a trace every reader takes
+            self._trace_ends.pop()
+            self._trace_queued_end = self._trace_end
+            try:
+                os.ftruncate(self._trace_fd, self._trace_end)
+            except OSError:
+                pass
+            failure = TraceUnwritable(self.trace_path, exc)
+            self._trace_failed = failure.why
+            raise failure from None
         self._trace_written()
 
     @property

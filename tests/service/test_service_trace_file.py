@@ -1,0 +1,76 @@
+"""`a3fast serve --trace FILE`: the file is the service's trace, never one of the files it reads,
+and a trace that cannot be written stops the service with the file cut back to its last whole
+record (docs/service.md, "The trace file"). Real processes, a real file-size limit."""
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
+
+
+def _serve(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "a3fast", "serve", "--stdio", *args], capture_output=True,
+                          timeout=60, **kwargs)
+
+
+def test_a_trace_that_is_the_fleet_it_reads_is_refused_and_the_fleet_kept(tmp_path):
+    fleet = tmp_path / "fleet.jsonl"
+    fleet.write_bytes((EXAMPLES / "fleet.jsonl").read_bytes())
+    done = _serve("--fleet", str(fleet), "--trace", str(fleet), input=b'{"op":"list_agents","id":1}\n')
+    assert done.returncode == 2 and done.stdout == b""
+    assert done.stderr.decode() == (f"a3fast: --trace {fleet}: it is the file of --fleet, which the service reads; "
+                                    f"the trace would replace it\n")
+    assert fleet.read_bytes() == (EXAMPLES / "fleet.jsonl").read_bytes()     # where it was emptied
+
+
+def test_a_trace_that_is_no_regular_file_is_refused_naming_it():
+    done = _serve("--trace", "/dev/null", input=b"")
+    assert done.returncode == 2
+    assert done.stderr.decode().startswith("a3fast: --trace /dev/null: not a regular file")
+
+
+def test_a_trace_that_cannot_be_written_stops_the_service_and_stays_whole(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    requirements = json.loads((EXAMPLES / "req.json").read_bytes())
+    limit = 24_000
+
+    def small_files():      # the trace may not grow past `limit` bytes (Python ignores SIGXFSZ)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    service = subprocess.Popen([sys.executable, "-m", "a3fast", "serve", "--stdio", "--fleet",
+                                str(EXAMPLES / "fleet.jsonl"), "--trace", str(trace)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=small_files)
+    answered = 0
+    try:
+        for i in range(200):      # one at a time, each answer awaited: each is its own batch
+            try:
+                service.stdin.write(json.dumps({"id": i, "op": "place", "requirements": requirements}).encode()
+                                    + b"\n")
+                service.stdin.flush()
+            except BrokenPipeError:
+                break
+            line = service.stdout.readline()
+            if not line:
+                break
+            assert json.loads(line)["ok"] is True
+            answered += 1
+        service.stdin.close()
+        assert service.wait(timeout=60) == 2
+        stderr = service.stderr.read().decode()
+    finally:
+        if service.poll() is None:
+            service.kill()
+    assert 0 < answered < 200
+    assert f"a3fast: {trace}: cannot write the trace: File too large; it ends at its last whole record" in stderr
+    assert "Traceback" not in stderr and "output" not in stderr      # where it blamed standard output
+    assert trace.stat().st_size <= limit
+    verified = subprocess.run([sys.executable, "-m", "a3fast", "verify", str(trace)], capture_output=True,
+                              timeout=60)
+    assert verified.returncode == 0, verified.stdout + verified.stderr     # no record cut in half
+    records = [json.loads(line) for line in trace.read_bytes().splitlines()]
+    assert sum(1 for r in records if r["kind"] in ("task.bound", "task.rejected")) == answered
