@@ -510,3 +510,26 @@ def test_progress_is_drawn_on_a_terminal(tmp_path):
         os.close(master)
     assert done.returncode == 0
     assert b"generating agents" in drawn and b"100%" in drawn
+
+
+QUICKSTART = REPO / "examples" / "quickstart"
+
+
+@pytest.mark.parametrize("args, closed, said", [
+    (["place", "--fleet", "-", "--requirements", str(QUICKSTART / "req.json")], 0,
+     "a3fast: standard input: cannot read: standard input is closed"),
+    (["explain"], 0, "a3fast: standard input: cannot read: standard input is closed"),
+    (["serve", "--stdio"], 0, "a3fast: --stdio: the requests come on standard input, which cannot be read: "
+                              "standard input is closed"),
+    (["place", "--fleet", str(QUICKSTART / "fleet.jsonl"), "--requirements", str(QUICKSTART / "req.json")], 1,
+     "a3fast: standard output is closed: start a3fast with one"),
+    (["verify", str(REPO / "examples" / "replay" / "cluster-trace.jsonl")], 1, "a3fast: standard output is closed"),
+])
+def test_a_closed_standard_stream_is_bad_input_naming_it(args, closed, said):
+    # a process started with descriptor 0 or 1 closed has sys.stdin or sys.stdout None: that was an
+    # internal error (AttributeError), or every verdict silently lost with exit 0
+    done = subprocess.run([sys.executable, "-m", "a3fast", *args], capture_output=closed == 0,
+                          stderr=subprocess.PIPE if closed == 1 else None, timeout=60,
+                          preexec_fn=lambda: os.close(closed))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.decode().startswith(said), done.stderr

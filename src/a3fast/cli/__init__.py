@@ -14,7 +14,7 @@ import click
 from .._version import __version__
 from ..engines import ENGINE, NATIVE_AVAILABLE
 from ..files import InputError
-from .common import EXIT_BAD_INPUT, EXIT_INTERNAL, WRITE_FAILURES, BadInput, closed_output
+from .common import EXIT_BAD_INPUT, EXIT_INTERNAL, WRITE_FAILURES, BadInput, closed_input, closed_output
 from .extras import MissingExtra, extra_for
 
 #: command name -> "module:attribute" under a3fast.cli
@@ -47,6 +47,12 @@ class LazyGroup(click.Group):
         answer (A3FAST_DEBUG=1 re-raises it with its traceback). Standard output closed by its
         reader ends the command with exit code 141, and one that cannot be written (a full disk)
         is reported as an output that cannot be written, exit code 2, as a file's would be."""
+        if sys.stdout is None:       # the process was started with descriptor 1 closed
+            click.echo("a3fast: standard output is closed: start a3fast with one (>/dev/null discards "
+                       "what it prints)", err=True)
+            ctx.exit(EXIT_BAD_INPUT)
+        if sys.stdin is None:        # read as a stream that says so, for the commands that read it
+            sys.stdin = closed_input()
         try:
             try:
                 return super().invoke(ctx)

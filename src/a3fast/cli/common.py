@@ -53,6 +53,25 @@ class BadInput(click.ClickException):
         return cls(f"{source}: {exc}" if source else str(exc))
 
 
+class _ClosedInput(io.RawIOBase):
+    """Standard input of a process started with descriptor 0 closed: every read says so."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        raise OSError(errno.EBADF, "standard input is closed (</dev/null gives an empty one)")
+
+    def fileno(self) -> int:
+        raise OSError(errno.EBADF, "standard input is closed (</dev/null gives an empty one)")
+
+
+def closed_input() -> io.TextIOWrapper:
+    """A stand-in for `sys.stdin` when there is none, so a command reading it fails as on an
+    unreadable file, naming why, instead of meeting None."""
+    return io.TextIOWrapper(io.BufferedReader(_ClosedInput()), encoding="utf-8")
+
+
 def closed_output() -> None:
     """Standard output was closed by its reader: end quietly with EXIT_CLOSED_OUTPUT. Later writes
     (the interpreter's flush at exit) go to /dev/null, so nothing more is reported."""

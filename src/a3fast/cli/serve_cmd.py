@@ -7,6 +7,7 @@ HTTP on an install without the 'serve' extra; --stdio needs no extra).
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import signal
 import sys
@@ -110,6 +111,12 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
 
     if not stdio:
         _need_http_stack()
+    else:
+        try:
+            sys.stdin.buffer.fileno()
+        except OSError as exc:      # closed (a stream with no descriptor, as in a test, is read as it is)
+            if exc.errno == errno.EBADF:
+                _fail(f"--stdio: the requests come on standard input, which cannot be read: {exc.strerror}")
     token = None
     if token_file is not None:
         try:
