@@ -236,6 +236,15 @@ def decode_problem(data: bytes | str, limit: int = MAX_DEPTH) -> tuple[Any, list
 def syntax_error(data: bytes | str, exc: Exception) -> str:
     """orjson's account of a syntax error, which names the line and column (msgspec reports a lone
     surrogate escape as "truncated"); msgspec's when orjson reads the text after all."""
+    if type(data) is bytes:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            # orjson says "surrogates not allowed" at line 1 column 1 whatever the byte and wherever
+            line = data.count(b"\n", 0, bad.start) + 1
+            column = bad.start - (data.rfind(b"\n", 0, bad.start) + 1) + 1
+            return (f"text that is not UTF-8: the byte {data[bad.start]:#04x} at line {line} column {column} "
+                    f"(byte {bad.start})")
     try:
         orjson.loads(data)
     except orjson.JSONDecodeError as orjson_exc:

@@ -361,3 +361,15 @@ def test_the_text_alone_vouches_for_a_value_only_without_19_digits_in_a_row_or_t
     assert plainly_within(data, limit) is expected
     assert plainly_within(b"1" * 18, 0) and not plainly_within(b"1" * 19, 0)
     assert plainly_within(b"1" * 18 + b"a" + b"1" * 18, 0)
+
+
+@pytest.mark.parametrize("data, where", [
+    (b'{"v": "1.0",\n "capabilities": [],\n "residency": "caf\xe9"}', "the byte 0xe9 at line 3 column 19 (byte 52)"),
+    (b'["\xff"]', "the byte 0xff at line 1 column 3 (byte 2)"),
+    (b'\xc3', "the byte 0xc3 at line 1 column 1 (byte 0)"),
+])
+def test_text_that_is_not_utf8_is_named_at_its_byte(data, where):
+    # where the message said "surrogates not allowed: line 1 column 1" whatever the byte and wherever
+    with pytest.raises(SchemaError) as refused:
+        loads(data, "task.json")
+    assert str(refused.value) == f"task.json: $: expected valid JSON, found text that is not UTF-8: {where}"
