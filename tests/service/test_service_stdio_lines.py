@@ -158,9 +158,11 @@ def test_a_line_refused_for_a_member_past_the_bounds_is_answered_with_its_id():
     from a3fast.service.stdio import serve_stdio_sync
 
     deep = "[" * (MAX_DEPTH + 8) + "]" * (MAX_DEPTH + 8)
+    deeper = "[" * 200 + "]" * 200        # past the library's own bound (128) too
     lines = [
         b'{"op":"get_agent","id":"long","name":"x","extra":"%b"}' % (b"a" * (MAX_STRING + 1)),
         b'{"op":"get_agent","id":7,"name":"x","extra":%b}' % deep.encode(),
+        b'{"op":"get_agent","id":8,"name":"x","extra":%b}' % deeper.encode(),
         b'{"op":"place","id":["a",1],"requirements":{},"session":"%b"}' % (b"s" * (MAX_STRING + 1)),
         # an id past the bounds itself, or no object at all: no id to give back
         b'{"op":"get_agent","id":"%b","name":"x"}' % (b"i" * (MAX_STRING + 1)),
@@ -174,7 +176,9 @@ def test_a_line_refused_for_a_member_past_the_bounds_is_answered_with_its_id():
     finally:
         state.close()
     answers = [orjson.loads(line) for line in out.getvalue().splitlines()]
-    assert [a["id"] for a in answers] == ["long", 7, ["a", 1], None, None]
+    assert [a["id"] for a in answers] == ["long", 7, 8, ["a", 1], None, None]
     assert all(a["status"] == 400 for a in answers)
-    paths = [a["problems"][0]["path"] for a in answers[:3]]
-    assert paths[0] == "$.extra" and paths[1].startswith("$.extra[0][0]") and paths[2] == "$.session"
+    paths = [a["problems"][0]["path"] for a in answers[:4]]
+    assert paths[0] == "$.extra" and paths[1].startswith("$.extra[0][0]") and paths[3] == "$.session"
+    # one bound, said in one way, however deep the nesting goes (it said 128 past the library's bound)
+    assert {a["problems"][0]["expected"] for a in answers[1:3]} == {f"at most {MAX_DEPTH} nested arrays and objects"}

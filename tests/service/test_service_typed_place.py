@@ -146,5 +146,5 @@ def test_nesting_inside_requirements_past_the_service_bound_goes_the_general_way
         state.close()
     answer = orjson.loads(out.getvalue())
     assert "records" not in answer, answer
-    assert f"at most {MAX_DEPTH} levels of nesting".encode() in out.getvalue()
+    assert f"at most {MAX_DEPTH} nested arrays and objects".encode() in out.getvalue()
 

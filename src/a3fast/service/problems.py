@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from ..errors import FleetError, Problem, SchemaError, describe
-from ..schema import loads
+from ..document import loads
 
 __all__ = ["ServiceError", "problem", "from_library", "journal_failed", "too_large", "parse_json", "query_int",
            "MAX_DEPTH", "MAX_STRING"]
@@ -71,7 +71,7 @@ def query_int(value: str, path: str, expected: str) -> int:
 
 def parse_json(data: bytes, path: str = "$") -> Any:
     """JSON text within the service's bounds; SchemaError (via the library's parser) otherwise."""
-    value = loads(data)
+    value = loads(data, limit=MAX_DEPTH)     # the service's bound, in the library's words
     # A text shorter than MAX_STRING holds no longer string, and one with at most MAX_DEPTH brackets
     # nests no deeper (brackets inside strings only overcount): the walk is needed only past that.
     if len(data) > MAX_STRING or data.count(b"{") + data.count(b"[") > MAX_DEPTH:
@@ -92,7 +92,7 @@ def check_bounds(value: Any, path: str = "$") -> None:
                                         f"{len(item)} characters"))
         elif isinstance(item, (dict, list)):
             if depth >= MAX_DEPTH:
-                problems.append(Problem(where, f"at most {MAX_DEPTH} levels of nesting", describe(item)))
+                problems.append(Problem(where, f"at most {MAX_DEPTH} nested arrays and objects", describe(item)))
                 continue
             if isinstance(item, dict):
                 for key, child in item.items():
