@@ -182,3 +182,36 @@ def test_a_line_refused_for_a_member_past_the_bounds_is_answered_with_its_id():
     assert paths[0] == "$.extra" and paths[1].startswith("$.extra[0][0]") and paths[3] == "$.session"
     # one bound, said in one way, however deep the nesting goes (it said 128 past the library's bound)
     assert {a["problems"][0]["expected"] for a in answers[1:3]} == {f"at most {MAX_DEPTH} nested arrays and objects"}
+
+
+def test_a_put_agent_line_names_its_problems_where_they_are_in_the_request():
+    # a stdio request holds its declaration at $.declaration and its name in `name` (there is no
+    # path): the problems said $.agent.name and "the name in the path", as over HTTP
+    import io
+
+    from a3fast.service.operations import Operations
+    from a3fast.service.state import ServiceState
+    from a3fast.service.stdio import serve_stdio_sync
+
+    decl = {"v": "1.0", "agent": {"name": "n1", "namespace": "s"},
+            "capabilities": [{"name": "a.b", "version": 1}], "clearances": []}
+    lines = [{"op": "put_agent", "id": 1, "name": "other", "declaration": decl},
+             {"op": "put_agent", "id": 2, "name": "n1", "declaration": {**decl, "capabilities": "x"}},
+             {"op": "put_agent", "id": 3, "name": "n1", "declaration": decl},
+             {"op": "put_agent", "id": 4, "name": "n1", "declaration": {**decl, "agent": {"name": "n1", "namespace": "t"}}},
+             {"op": "put_agent", "id": 5, "declaration": decl}]
+    state = ServiceState()
+    state.open()
+    try:
+        out = io.BytesIO()
+        serve_stdio_sync(Operations(state), io.BytesIO(b"".join(orjson.dumps(line) + b"\n" for line in lines)),
+                         out, 1 << 20)
+    finally:
+        state.close()
+    answers = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    assert [a.get("status") for a in answers] == [422, 400, None, 409, 400]
+    assert answers[0]["problems"] == [{"path": "$.declaration.agent.name", "expected": "'other', the request's name",
+                                       "found": "'n1'"}]
+    assert answers[1]["problems"][0]["path"] == "$.declaration.capabilities"
+    assert answers[3]["problems"][0]["path"] == "$.declaration.agent.namespace"
+    assert answers[4]["problems"][0]["path"] == "$.name"          # the request's own member, as it was

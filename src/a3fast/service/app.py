@@ -421,7 +421,8 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
 
     async def put_agent(request: Request, body: bytes) -> Response:
         doc = await off_loop(parse_json, body)
-        return await run("put_agent", {"name": request.path_params["name"], "declaration": doc})
+        return _json(await ops.put_agent({"name": request.path_params["name"], "declaration": doc},
+                                         declaration_at="$", name_is="the name in the path"))
 
     async def get_agent(request: Request, body: None) -> Response:
         return await run("get_agent", {"name": request.path_params["name"]})

@@ -269,16 +269,25 @@ class Operations:
         return PreparedPlace(request.id, requirements, request.session, request.record)
 
     # -- agents -----------------------------------------------------------------------------------
-    async def put_agent(self, body: dict) -> dict:
+    async def put_agent(self, body: dict, declaration_at: str = "$.declaration",
+                        name_is: str = "the request's name") -> dict:
+        """Add or replace one agent. A problem's path is where it is in the request: in its
+        `declaration` (stdio), or from the top of the body that is the declaration (HTTP, whose
+        name is the path's: `declaration_at="$"`, `name_is="the name in the path"`)."""
         name = _require(body, "name", str, "the agent's name")
         doc = _require(body, "declaration", dict, "a declaration (§3)")
-        decl = _declaration(doc)
-        if decl.agent.name != name:
-            raise ServiceError(422, [problem("$.agent.name", f"{name!r}, the name in the path",
-                                             repr(decl.agent.name))])
-        async with self.state.applying:
-            created = self.state.fleet.get(name) is None
-            self._put([decl])
+        try:
+            decl = _declaration(doc)
+            if decl.agent.name != name:
+                raise ServiceError(422, [problem("$.agent.name", f"{name!r}, {name_is}", repr(decl.agent.name))])
+            async with self.state.applying:
+                created = self.state.fleet.get(name) is None
+                self._put([decl])
+        except ServiceError as exc:
+            if declaration_at != "$":
+                for found in exc.problems:
+                    found["path"] = declaration_at + found["path"][1:]
+            raise
         await self.state.durable()
         return {"name": name, "created": created}
 
