@@ -215,3 +215,30 @@ def test_a_put_agent_line_names_its_problems_where_they_are_in_the_request():
     assert answers[1]["problems"][0]["path"] == "$.declaration.capabilities"
     assert answers[3]["problems"][0]["path"] == "$.declaration.agent.namespace"
     assert answers[4]["problems"][0]["path"] == "$.name"          # the request's own member, as it was
+
+
+def test_a_route_name_is_held_to_the_text_rule_as_a_session_is():
+    # it is written into the trace: a control character or 60,000 characters were taken
+    import io
+
+    from a3fast.service.operations import Operations
+    from a3fast.service.state import ServiceState
+    from a3fast.service.stdio import serve_stdio_sync
+
+    requirements = {"v": "1.0", "capabilities": [{"name": "a.b", "version": 1}]}
+    adds = {"clearances": ["orders.read"]}
+    lines = [{"op": "place", "id": i, "requirements": requirements, "route": {"name": name, "adds": adds}}
+             for i, name in enumerate(["a\x1b[2J", "r" * 60_000, "escalate"])]
+    state = ServiceState()
+    state.open()
+    try:
+        out = io.BytesIO()
+        serve_stdio_sync(Operations(state), io.BytesIO(b"".join(orjson.dumps(line) + b"\n" for line in lines)),
+                         out, 1 << 20)
+    finally:
+        state.close()
+    answers = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    for refused in answers[:2]:
+        assert refused["status"] == 400 and refused["problems"][0]["path"] == "$.route.name"
+        assert "no control character" in refused["problems"][0]["expected"]
+    assert answers[2]["ok"] is True                     # a plain name is taken (no agent: unplaced)

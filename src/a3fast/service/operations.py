@@ -586,6 +586,7 @@ class Operations:
         adds = route.get("adds", {})
         if not isinstance(name, str) or not name:
             raise ServiceError(400, [problem("$.route.name", "a non-empty string", _describe(name))])
+        _text(name, "route.name", "a route name")     # written into the trace, as a session is
         if not isinstance(adds, dict):
             raise ServiceError(400, [problem("$.route.adds", "an object shaped like requirements", _describe(adds))])
         return Route(name, adds)
