@@ -533,3 +533,16 @@ def test_a_closed_standard_stream_is_bad_input_naming_it(args, closed, said):
                           preexec_fn=lambda: os.close(closed))
     assert done.returncode == 2, done.stderr
     assert done.stderr.decode().startswith(said), done.stderr
+
+
+def test_an_input_that_never_ends_is_bad_input_not_an_internal_error():
+    # /dev/zero read whole under a bound on the address space: MemoryError was exit 3
+    import resource
+
+    def bounded():
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    done = subprocess.run([sys.executable, "-m", "a3fast", "place", "--fleet", str(QUICKSTART / "fleet.jsonl"),
+                           "--requirements", "/dev/zero"], capture_output=True, timeout=120, preexec_fn=bounded)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(b"a3fast: out of memory: an input is larger than this process can hold")

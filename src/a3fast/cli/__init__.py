@@ -73,6 +73,9 @@ class LazyGroup(click.Group):
             if exc.errno not in WRITE_FAILURES or exc.filename is not None:
                 return self._internal(ctx, exc)
             raise BadInput(f"output: cannot write: {exc.strerror or exc}") from None
+        except MemoryError:      # an endless input (/dev/zero) or one past this machine's memory
+            raise BadInput("out of memory: an input is larger than this process can hold (a device such "
+                           "as /dev/zero never ends)") from None
         except MissingExtra as exc:
             click.echo(f"a3fast: {exc}", err=True)
             ctx.exit(EXIT_BAD_INPUT)
