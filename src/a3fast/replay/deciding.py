@@ -11,7 +11,7 @@ from ..fleet.placement import Placement, Route, RouteError
 from ..fleet.scoring import COMPONENTS, check_total_bound
 from .explaining import first_failed_on
 from .reading import Recorded
-from .verdict import ReplayError
+from .verdict import RouteReplayError
 
 __all__ = ["Side", "Decision", "copy_fleet", "parse_weights"]
 
@@ -129,7 +129,7 @@ class Side:
             return self.fleet.place(recorded.requirements, recorded.session, route=self.route, candidates=within,
                                     remember_session=recorded.holds)
         except RouteError as exc:
-            raise ReplayError(f"seq {recorded.seq}: {exc}") from None
+            raise RouteReplayError(f"seq {recorded.seq}: {exc}") from None
 
     def resume(self, recorded: Recorded) -> tuple[Decision, Any]:
         """A resumption (§6: no candidates weighed) on the agent this side placed its task on: kept
@@ -139,7 +139,7 @@ class Side:
         try:
             matched = self.route.apply(recorded.requirements) if self.route is not None else recorded.requirements
         except RouteError as exc:
-            raise ReplayError(f"seq {recorded.seq}: {exc}") from None
+            raise RouteReplayError(f"seq {recorded.seq}: {exc}") from None
         ref = recorded.resumes
         agent = self.moved[ref] if ref is not None and ref in self.moved else recorded.agent
         if agent is None:   # its task is not placed on this side: say what its recorded agent fails here

@@ -8,7 +8,8 @@ from ..errors import A3Error
 from ..explain import PredicateCount
 
 __all__ = ["SAME", "MOVED", "UNSCHEDULABLE", "SCHEDULABLE", "STILL_REJECTED", "KINDS", "CHANGED_KINDS",
-           "NOT_IN_FLEET", "TIE_BREAK", "AFFINITY", "ReplayError", "Funnel", "Verdict", "unchanged"]
+           "NOT_IN_FLEET", "TIE_BREAK", "AFFINITY", "ReplayError", "RouteReplayError", "Funnel", "Verdict",
+           "unchanged"]
 
 #: The decision is the same on both sides.
 SAME = "same"
@@ -36,6 +37,11 @@ class ReplayError(A3Error):
     when several are replayed as one (`run_replays`)."""
 
     trace: str | None = None
+
+
+class RouteReplayError(ReplayError):
+    """The route under test cannot be applied to a recorded task (it would change what the task
+    asks rather than add to it): the route's fault, not the trace's."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hmac
+import itertools
 import logging
 import sys
 import time
@@ -21,7 +22,7 @@ from collections import OrderedDict
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote_to_bytes
 
 import anyio
 import msgspec
@@ -37,20 +38,20 @@ from starlette.routing import Route
 
 from ..cancellation import cancel_until_done
 from ..framing import LINES, iter_documents
-from ..errors import SchemaError, cannot_start_lines
+from ..errors import SchemaError, cannot_start_lines, describe
 from . import metrics
 from .access_log import AccessLog
 from .config import ServiceConfig
 from .k8s import Extender
 from .openapi import openapi_document
-from .operations import Operations, PlaceAnswer, PreparedPlace, decode_place_request, verify_text
+from .operations import MAX_TRACE_RECORDS, Operations, PlaceAnswer, PreparedPlace, decode_place_request, verify_text
 from .problems import ServiceError, from_library, journal_failed, parse_json, problem, query_int, too_large
 from .refusals import INTERNAL, refusal
 from .replay_route import replay_endpoint
 from .seed import seed_fleet
 from .sharded import fleet_factory
 from .state import ServiceState, StateError
-from .slices import Slice, readable_since
+from .slices import Slice, readable_since, split_lines
 from .tls import verified_client
 from .ui import LiveReport
 
@@ -389,6 +390,28 @@ class RestOfPath(Convertor):
 register_url_convertor("rest", RestOfPath())
 
 
+def path_names(request: Request) -> dict[str, str]:
+    """The names a route's path gives, as the client wrote them. The server decodes the path with
+    every byte that is not UTF-8 replaced (so %FF and %FE named one agent "\ufffd") and splits it
+    after decoding (so an encoded "/" in a session id moved the rest to the agent): both are 400
+    here, naming the place, where they would have changed a name the client never sent."""
+    raw = request.scope.get("raw_path")
+    if raw is None:
+        return dict(request.path_params)
+    try:
+        unquote_to_bytes(raw.split(b"?", 1)[0]).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ServiceError(400, [problem("$", "a path whose percent-encoded bytes are UTF-8",
+                                         f"the byte {exc.object[exc.start]:#04x}")]) from None
+    names = dict(request.path_params)
+    if "session" in names:
+        segment = raw.split(b"?", 1)[0].split(b"/")[3] if raw.count(b"/") >= 3 else b""
+        if b"%2f" in segment.lower():
+            raise ServiceError(400, [problem("$.session", "a session id without '/' (over HTTP)",
+                                             repr(segment.decode("ascii", "replace"))[:80])])
+    return names
+
+
 # -- the route table ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Endpoint:
@@ -421,14 +444,16 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
 
     async def put_agent(request: Request, body: bytes) -> Response:
         doc = await off_loop(parse_json, body)
-        return _json(await ops.put_agent({"name": request.path_params["name"], "declaration": doc},
+        if not isinstance(doc, dict):        # the body is the declaration
+            raise ServiceError(400, [problem("$", "a declaration (§3)", describe(doc))])
+        return _json(await ops.put_agent({"name": path_names(request)["name"], "declaration": doc},
                                          declaration_at="$", name_is="the name in the path"))
 
     async def get_agent(request: Request, body: None) -> Response:
-        return await run("get_agent", {"name": request.path_params["name"]})
+        return await run("get_agent", {"name": path_names(request)["name"]})
 
     async def delete_agent(request: Request, body: None) -> Response:
-        return await run("delete_agent", {"name": request.path_params["name"]})
+        return await run("delete_agent", {"name": path_names(request)["name"]})
 
     async def list_agents(request: Request, body: None) -> Response:
         fields: dict[str, Any] = {"after": request.query_params.get("after")}
@@ -475,20 +500,32 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
 
     async def outcomes(request: Request, body: bytes) -> Response:
         doc = await off_loop(parse_json, body)
-        return await run("outcome", doc if isinstance(doc, dict) else {"$": doc})
+        if not isinstance(doc, dict):
+            raise ServiceError(400, [problem("$", 'an object {"agent", "success", "kind" or "requirements"}',
+                                             describe(doc))])
+        return await run("outcome", doc)
 
     async def hold_session(request: Request, body: None) -> Response:
-        return await run("hold_session", dict(request.path_params))
+        return await run("hold_session", path_names(request))
 
     async def release_session(request: Request, body: None) -> Response:
-        return await run("release_session", dict(request.path_params))
+        return await run("release_session", path_names(request))
 
     async def trace(request: Request, body: None) -> Response:
         since = query_int(request.query_params.get("since", "0"), "$.since", "a seq (a non-negative integer)")
+        limit = request.query_params.get("limit")
+        count = None
+        if limit is not None:       # as the stdio op takes it; without it the stream runs to the end
+            expected = f"an integer from 1 to {MAX_TRACE_RECORDS}"
+            count = query_int(limit, "$.limit", expected)
+            if not 1 <= count <= MAX_TRACE_RECORDS:
+                raise ServiceError(400, [problem("$.limit", expected, limit)])
         await state.durable()
         end = state.trace_size
-        return StreamingResponse(_iterate(readable_since(state, since, end)),
-                                 media_type="application/x-ndjson")
+        lines = readable_since(state, since, end)
+        if count is not None:
+            lines = itertools.islice(split_lines(lines), count)
+        return StreamingResponse(_iterate(lines), media_type="application/x-ndjson")
 
     async def verify(request: Request, body: bytes) -> Response:
         return _json(await anyio.to_thread.run_sync(verify_text, body))

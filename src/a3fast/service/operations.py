@@ -596,15 +596,16 @@ class Operations:
         agent = _require(body, "agent", str, "an agent name")
         success = _require(body, "success", bool, "true or false")
         kind = _text(_optional(body, "kind", str, "a task kind"), "kind", "a task kind")
-        if kind is None:
-            requirements = body.get("requirements")
-            if not isinstance(requirements, dict):
-                raise ServiceError(400, [problem("$.kind", 'a task kind, or "requirements"',
-                                                 "neither")])
+        # requirements given are checked whether or not a kind is: a wrong member changes nothing
+        requirements = _optional(body, "requirements", dict, "requirements (§4), whose kind is counted")
+        if requirements is not None:
             try:
-                kind = task_kind(parse_requirements(requirements))
+                derived = task_kind(parse_requirements(requirements))
             except SchemaError as exc:
                 raise _requirements_refused(exc) from None
+            kind = kind if kind is not None else derived
+        elif kind is None:
+            raise ServiceError(400, [problem("$.kind", 'a task kind, or "requirements"', "neither")])
         async with self.state.applying:
             if agent not in self.state.fleet:
                 raise ServiceError(404, [problem("$.agent", "an agent of the fleet", repr(agent))])

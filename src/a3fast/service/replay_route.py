@@ -21,8 +21,9 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import SchemaError
+from ..errors import SchemaError, describe
 from ..fleet.placement import Route, RouteError
+from ..replay.verdict import RouteReplayError
 from ..replay import ReplayError, ReplaySummary, copy_fleet, parse_thresholds, parse_weights, run_replay
 from ..schema import parse_declaration
 from .problems import ServiceError, from_library, parse_json, problem
@@ -135,13 +136,21 @@ def _fields(body: Any) -> dict[str, Any]:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             problems.append(problem("$.route", 'a route {"name", "adds"}', repr(raw)[:80]))
         else:
-            try:
-                route = Route(raw["name"], raw.get("adds") or {})
-            except RouteError as exc:
-                problems.append(problem("$.route", 'a route {"name", "adds"} that adds something', str(exc)))
+            adds = raw.get("adds")
+            if adds is not None and not isinstance(adds, dict):
+                problems.append(problem("$.route.adds", "an object shaped like requirements", describe(adds)))
+            else:
+                try:
+                    route = Route(raw["name"], adds or {})
+                except RouteError as exc:
+                    problems.append(problem("$.route", 'a route {"name", "adds"} that adds something', str(exc)))
+    show, since, until = body.get("show"), body.get("since"), body.get("until")
+    if type(show) is int and show > SHOW_MAX:
+        problems.append(problem("$.show", f"at most {SHOW_MAX:,} changes to show", repr(show)[:40]))
+    if type(since) is int and type(until) is int and until < since:
+        problems.append(problem("$.until", f"a seq at or after since ({since})", repr(until)[:40]))
     if problems:
         raise ServiceError(400, problems)
-    show = body.get("show")
     return {"source": trace, "since": body.get("since") or 0, "until": body.get("until"), "fleet": fleet,
             "weights": weights, "route": route, "thresholds": thresholds,
             "compare": compare or "baseline", "offer_new": bool(offer_new),
@@ -206,6 +215,9 @@ def _run(state: Any, source: Any, fields: dict[str, Any]) -> bytes:
         summary, kept = run_replay(records, fleet, keep=fields["show"], until=fields["until"], check=check,
                                    weights=fields["weights"], route=fields["route"], copy=False,
                                    baseline=baseline, offer_new=fields["offer_new"])
+    except RouteReplayError as exc:     # the route's fault: it would change what a task asks
+        raise ServiceError(422, [problem("$.route", "a route that only adds to each replayed task's requirements",
+                                         str(exc))]) from None
     except ReplayError as exc:
         raise ServiceError(422, [problem("$.trace" if not isinstance(source, _Range) else "$.since",
                                          "a trace whose placements can be replayed", str(exc))]) from None
