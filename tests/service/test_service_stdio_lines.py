@@ -242,3 +242,23 @@ def test_a_route_name_is_held_to_the_text_rule_as_a_session_is():
         assert refused["status"] == 400 and refused["problems"][0]["path"] == "$.route.name"
         assert "no control character" in refused["problems"][0]["expected"]
     assert answers[2]["ok"] is True                     # a plain name is taken (no agent: unplaced)
+
+
+def test_the_protocols_example_session_answers_as_written():
+    # docs/protocol.md shows five request lines and their answers (the place answer cut short)
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
+    after = text[text.index("A session, five lines in and five out"):]
+    blocks = after.split("```")
+    requests, answers = blocks[1].strip("\n"), blocks[3].strip("\n").splitlines()
+    done = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--stdio"], input=requests.encode() + b"\n",
+                          capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    got = done.stdout.decode().splitlines()
+    assert len(got) == len(answers) == 5
+    for line, shown in zip(got, answers):
+        head, cut, _ = shown.partition("...")
+        assert line == shown if not cut else line.startswith(head)
