@@ -47,7 +47,7 @@ def from_library(exc: Exception, status: int = 400, **extra: Any) -> ServiceErro
 def journal_failed(why: str) -> ServiceError:
     """503 for every request once the journal could not be written (a3fast.durable.journal,
     JournalFailed): the service answers nothing more until it is restarted."""
-    return ServiceError(503, [problem("$", "a service whose journal can be written",
+    return ServiceError(503, [problem("$", "a service whose journal and trace can be written",
                                       f"{why}; the service accepts nothing more until it is restarted")])
 
 
