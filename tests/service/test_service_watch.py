@@ -282,7 +282,8 @@ def test_only_a_body_applied_or_refused_is_remembered():
 
 def _in_process(tmp_path, url: str, fail: dict, remove_after: int = 3):
     """The watch in this process over a real state directory, its operations with faults put in:
-    `put_agent` fails for the names in `fail` (a shard that does not answer, a refusal), each once."""
+    `put_agent` fails for the names in `fail` (a shard that does not answer, a refusal), and
+    `delete_agent` for the names there written "-name", each once."""
     from a3fast.service.operations import Operations
     from a3fast.service.state import ServiceState
     from a3fast.service.watch import WatchConfig, Watcher
@@ -293,6 +294,12 @@ def _in_process(tmp_path, url: str, fail: dict, remove_after: int = 3):
             if exc is not None:
                 raise exc
             return await super().put_agent(body)
+
+        async def delete_agent(self, body):
+            exc = fail.pop("-" + body["name"], None)      # "-name": its delete fails
+            if exc is not None:
+                raise exc
+            return await super().delete_agent(body)
 
     state = ServiceState(tmp_path / "state")
     state.open()
@@ -333,6 +340,54 @@ def test_agents_put_before_a_refusal_are_the_cards_and_go_with_it(cards, tmp_pat
         del CardHandler.cards["team"]                     # the card goes: its agents go with it
         assert asyncio.run(watcher.check(source)) == "removed"
         assert state.fleet.get("planner") is None
+    finally:
+        state.close()
+
+
+def test_a_card_back_at_its_last_good_body_after_a_part_applied_one_is_applied_again(cards, tmp_path):
+    # the part of the failed body already put must not outlive it: the planner went on declaring
+    # book-hotel while the card said plan-trip only again
+    import asyncio
+
+    from a3fast.service.problems import ServiceError
+
+    good = card("plan-trip", name="planner")
+    CardHandler.cards["team"] = good
+    url = f"{cards}/team/"
+    fail: dict = {}
+    state, watcher = _in_process(tmp_path, url, fail)
+    try:
+        source = watcher.sources[0]
+        assert asyncio.run(watcher.check(source)) == "changed"
+        fail["booker"] = ServiceError(409, [{"path": "$.agent.name", "expected": "a free name", "found": "booker"}])
+        CardHandler.cards["team"] = card("plan-trip", "book-hotel", name="planner") + b"\n" + card("book", name="booker")
+        assert asyncio.run(watcher.check(source)) == "invalid"
+        assert "applied so far: 'planner'" in source.last_error
+        assert len(state.fleet.get("planner").capabilities) == 2
+        CardHandler.cards["team"] = good
+        assert asyncio.run(watcher.check(source)) == "changed"            # where it said "unchanged"
+        assert [c.name for c in state.fleet.get("planner").capabilities] == ["a2a.plan-trip"]
+    finally:
+        state.close()
+
+
+def test_agents_put_before_a_failed_removal_go_with_their_card(cards, tmp_path):
+    import asyncio
+
+    CardHandler.cards["team"] = card("plan-trip", name="planner") + b"\n" + card("old", name="old")
+    url = f"{cards}/team/"
+    fail: dict = {}
+    state, watcher = _in_process(tmp_path, url, fail, remove_after=1)
+    try:
+        source = watcher.sources[0]
+        assert asyncio.run(watcher.check(source)) == "changed"
+        fail["-old"] = ConnectionError("shard 2 did not answer")
+        CardHandler.cards["team"] = card("plan-trip", name="planner") + b"\n" + card("new", name="newbie")
+        assert asyncio.run(watcher.check(source)) == "error"
+        assert set(source.agents) == {"planner", "old", "newbie"}
+        del CardHandler.cards["team"]
+        assert asyncio.run(watcher.check(source)) == "removed"
+        assert [n for n in ("planner", "old", "newbie") if state.fleet.get(n) is not None] == []
     finally:
         state.close()
 

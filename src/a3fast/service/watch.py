@@ -454,31 +454,36 @@ class Watcher:
         are put the body is not settled, so the next check applies it again (a conflict may be
         resolved by then, a shard back); the agents put so far are the source's from then on,
         so a card that goes away takes them with it."""
-        changed, put = False, list[str]()
-        for decl in decls:
-            name = decl["agent"]["name"]
-            held = self.ops.state.fleet.get(name)
-            if held is not None and _canonical(held.doc) == _canonical(decl):
-                continue
-            try:
-                await self.ops.put_agent({"name": name, "declaration": decl})
-            except BaseException as exc:
-                if put:
-                    source.agents = tuple(dict.fromkeys((*source.agents, *put)))
-                    self._save_memory()
-                if not isinstance(exc, ServiceError):
-                    raise
-                detail = "; ".join(f"{p.get('path')}: expected {p.get('expected')}, found {p.get('found')}"
-                                   for p in exc.problems[:3])
-                return self._failed(source, f"agent {name!r} not applied (HTTP {exc.status}: {detail}); "
-                                            f"keeping the last good agents", "invalid")
-            changed = True
-            put.append(name)
+        changed, put, name = False, list[str](), ""
         names = tuple(d["agent"]["name"] for d in decls)
-        gone = [n for n in source.agents if n not in names]
-        if gone:
-            await self._remove(source, gone)
-            changed = True
+        try:
+            for decl in decls:
+                name = decl["agent"]["name"]
+                held = self.ops.state.fleet.get(name)
+                if held is not None and _canonical(held.doc) == _canonical(decl):
+                    continue
+                await self.ops.put_agent({"name": name, "declaration": decl})
+                changed = True
+                put.append(name)
+            gone = [n for n in source.agents if n not in names]
+            if gone:
+                await self._remove(source, gone)
+                changed = True
+        except BaseException as exc:
+            if put:
+                # the fleet holds part of this body: its agents are the card's, and no body is
+                # settled, so the next check applies whichever body the card then gives, its last
+                # good one included
+                source.agents = tuple(dict.fromkeys((*source.agents, *put)))
+                source.settled = None
+                self._save_memory()
+            if not isinstance(exc, ServiceError):
+                raise
+            detail = "; ".join(f"{p.get('path')}: expected {p.get('expected')}, found {p.get('found')}"
+                               for p in exc.problems[:3])
+            kept = f"applied so far: {', '.join(map(repr, put))}" if put else "keeping the last good agents"
+            return self._failed(source, f"agent {name!r} not applied (HTTP {exc.status}: {detail}); {kept}",
+                                "invalid")
         source.last_good, source.last_error, source.last_error_at = _now(), None, None
         source.agents, source.settled, source.refusal = names, digest, None
         self._save_memory()      # the agents, and the body they came from
