@@ -521,9 +521,11 @@ QUICKSTART = REPO / "examples" / "quickstart"
     (["explain"], 0, "a3fast: standard input: cannot read: standard input is closed"),
     (["serve", "--stdio"], 0, "a3fast: --stdio: the requests come on standard input, which cannot be read: "
                               "standard input is closed"),
+    (["serve", "--stdio"], 1, "a3fast: --stdio: the answers go to standard output, which is closed"),
     (["place", "--fleet", str(QUICKSTART / "fleet.jsonl"), "--requirements", str(QUICKSTART / "req.json")], 1,
-     "a3fast: standard output is closed: start a3fast with one"),
-    (["verify", str(REPO / "examples" / "replay" / "cluster-trace.jsonl")], 1, "a3fast: standard output is closed"),
+     "a3fast: output: cannot write: standard output is closed (>/dev/null discards what a3fast prints)"),
+    (["verify", str(REPO / "examples" / "replay" / "cluster-trace.jsonl")], 1,
+     "a3fast: output: cannot write: standard output is closed"),
 ])
 def test_a_closed_standard_stream_is_bad_input_naming_it(args, closed, said):
     # a process started with descriptor 0 or 1 closed has sys.stdin or sys.stdout None: that was an
@@ -533,6 +535,15 @@ def test_a_closed_standard_stream_is_bad_input_naming_it(args, closed, said):
                           preexec_fn=lambda: os.close(closed))
     assert done.returncode == 2, done.stderr
     assert done.stderr.decode().startswith(said), done.stderr
+    assert b"Exception ignored" not in done.stderr
+
+
+def test_a_command_that_writes_nothing_to_a_closed_standard_output_still_runs(tmp_path):
+    out = tmp_path / "fleet.jsonl"
+    done = subprocess.run([sys.executable, "-m", "a3fast", "gen-fleet", "--agents", "5", "-o", str(out)],
+                          stderr=subprocess.PIPE, timeout=60, preexec_fn=lambda: os.close(1))
+    assert done.returncode == 0, done.stderr
+    assert len(out.read_bytes().splitlines()) == 5
 
 
 def test_an_input_that_never_ends_is_bad_input_not_an_internal_error():
@@ -545,4 +556,5 @@ def test_an_input_that_never_ends_is_bad_input_not_an_internal_error():
     done = subprocess.run([sys.executable, "-m", "a3fast", "place", "--fleet", str(QUICKSTART / "fleet.jsonl"),
                            "--requirements", "/dev/zero"], capture_output=True, timeout=120, preexec_fn=bounded)
     assert done.returncode == 2, done.stderr
-    assert done.stderr.startswith(b"a3fast: out of memory: an input is larger than this process can hold")
+    assert done.stderr.startswith(b"a3fast: out of memory: the input or the work asked for is larger than this "
+                                  b"process can hold")

@@ -5,6 +5,7 @@ benchmark code and a fresh shell starts quickly.
 """
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -14,7 +15,8 @@ import click
 from .._version import __version__
 from ..engines import ENGINE, NATIVE_AVAILABLE
 from ..files import InputError
-from .common import EXIT_BAD_INPUT, EXIT_INTERNAL, WRITE_FAILURES, BadInput, closed_input, closed_output
+from .common import (CLOSED_OUTPUT, EXIT_BAD_INPUT, EXIT_INTERNAL, WRITE_FAILURES, BadInput, closed_output,
+                     closed_stream)
 from .extras import MissingExtra, extra_for
 
 #: command name -> "module:attribute" under a3fast.cli
@@ -47,12 +49,13 @@ class LazyGroup(click.Group):
         answer (A3FAST_DEBUG=1 re-raises it with its traceback). Standard output closed by its
         reader ends the command with exit code 141, and one that cannot be written (a full disk)
         is reported as an output that cannot be written, exit code 2, as a file's would be."""
-        if sys.stdout is None:       # the process was started with descriptor 1 closed
-            click.echo("a3fast: standard output is closed: start a3fast with one (>/dev/null discards "
-                       "what it prints)", err=True)
-            ctx.exit(EXIT_BAD_INPUT)
-        if sys.stdin is None:        # read as a stream that says so, for the commands that read it
-            sys.stdin = closed_input()
+        # a process started with descriptor 0 or 1 closed has None there: each becomes a stream
+        # that says so when a command reads or writes it (an HTTP service, which prints only its
+        # status, and a command writing to -o need neither)
+        if sys.stdin is None:
+            sys.stdin = closed_stream("input")
+        if sys.stdout is None and ctx.protected_args[:1] != ["serve"]:
+            sys.stdout = closed_stream("output")
         try:
             try:
                 return super().invoke(ctx)
@@ -70,12 +73,15 @@ class LazyGroup(click.Group):
         except InputError as exc:  # a file given to the command that it cannot read as it must
             raise BadInput(exc.lines) from None
         except OSError as exc:
+            if exc.errno == errno.EBADF and exc.strerror == CLOSED_OUTPUT:
+                sys.stdout = None      # nothing more to write where nothing can be, at exit either
+                raise BadInput(f"output: cannot write: {CLOSED_OUTPUT}") from None
             if exc.errno not in WRITE_FAILURES or exc.filename is not None:
                 return self._internal(ctx, exc)
             raise BadInput(f"output: cannot write: {exc.strerror or exc}") from None
-        except MemoryError:      # an endless input (/dev/zero) or one past this machine's memory
-            raise BadInput("out of memory: an input is larger than this process can hold (a device such "
-                           "as /dev/zero never ends)") from None
+        except MemoryError:      # an endless input (/dev/zero) or work past this machine's memory
+            raise BadInput("out of memory: the input or the work asked for is larger than this process can "
+                           "hold (a device such as /dev/zero never ends)") from None
         except MissingExtra as exc:
             click.echo(f"a3fast: {exc}", err=True)
             ctx.exit(EXIT_BAD_INPUT)

@@ -53,23 +53,40 @@ class BadInput(click.ClickException):
         return cls(f"{source}: {exc}" if source else str(exc))
 
 
-class _ClosedInput(io.RawIOBase):
-    """Standard input of a process started with descriptor 0 closed: every read says so."""
+#: what reading or writing a standard stream the process was started without says
+CLOSED_INPUT = "standard input is closed (</dev/null gives an empty one)"
+CLOSED_OUTPUT = "standard output is closed (>/dev/null discards what a3fast prints)"
+
+
+class _Closed(io.RawIOBase):
+    """A standard stream of a process started with its descriptor closed: every use says so."""
+
+    def __init__(self, why: str, readable: bool):
+        super().__init__()
+        self._why, self._readable = why, readable
 
     def readable(self) -> bool:
-        return True
+        return self._readable
+
+    def writable(self) -> bool:
+        return not self._readable
 
     def readinto(self, buffer) -> int:
-        raise OSError(errno.EBADF, "standard input is closed (</dev/null gives an empty one)")
+        raise OSError(errno.EBADF, self._why)
+
+    def write(self, data) -> int:
+        raise OSError(errno.EBADF, self._why)
 
     def fileno(self) -> int:
-        raise OSError(errno.EBADF, "standard input is closed (</dev/null gives an empty one)")
+        raise OSError(errno.EBADF, self._why)
 
 
-def closed_input() -> io.TextIOWrapper:
-    """A stand-in for `sys.stdin` when there is none, so a command reading it fails as on an
-    unreadable file, naming why, instead of meeting None."""
-    return io.TextIOWrapper(io.BufferedReader(_ClosedInput()), encoding="utf-8")
+def closed_stream(which: str) -> io.TextIOWrapper:
+    """A stand-in for `sys.stdin` ("input") or `sys.stdout` ("output") when there is none, so a
+    command using it fails naming why (exit 2), instead of meeting None or losing what it prints."""
+    if which == "input":
+        return io.TextIOWrapper(io.BufferedReader(_Closed(CLOSED_INPUT, True)), encoding="utf-8")
+    return io.TextIOWrapper(io.BufferedWriter(_Closed(CLOSED_OUTPUT, False)), encoding="utf-8")
 
 
 def closed_output() -> None:

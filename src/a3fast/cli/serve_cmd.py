@@ -112,6 +112,8 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
     if not stdio:
         _need_http_stack()
     else:
+        if sys.stdout is None:
+            _fail("--stdio: the answers go to standard output, which is closed (>/dev/null discards them)")
         try:
             sys.stdin.buffer.fileno()
         except OSError as exc:      # closed (a stream with no descriptor, as in a test, is read as it is)
