@@ -74,3 +74,39 @@ def test_a_trace_that_cannot_be_written_stops_the_service_and_stays_whole(tmp_pa
     assert verified.returncode == 0, verified.stdout + verified.stderr     # no record cut in half
     records = [json.loads(line) for line in trace.read_bytes().splitlines()]
     assert sum(1 for r in records if r["kind"] in ("task.bound", "task.rejected")) == answered
+
+
+def test_with_a_journal_a_trace_that_cannot_be_written_is_cut_back_and_named(tmp_path):
+    # the journal's commit writes the trace lines too: it cut back only the journal, left half a
+    # record in the trace and named the journal
+    trace = tmp_path / "state" / "trace.jsonl"
+    requirements = json.loads((EXAMPLES / "req.json").read_bytes())
+    limit = 24_000
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    service = subprocess.Popen([sys.executable, "-m", "a3fast", "serve", "--stdio", "--state", str(tmp_path / "state"),
+                                "--fleet", str(EXAMPLES / "fleet.jsonl")],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=small_files)
+    answers = []
+    try:
+        for i in range(200):
+            service.stdin.write(json.dumps({"id": i, "op": "place", "requirements": requirements}).encode() + b"\n")
+            service.stdin.flush()
+            answers.append(json.loads(service.stdout.readline()))
+            if not answers[-1]["ok"]:
+                break
+        service.stdin.close()
+        service.wait(timeout=60)
+    finally:
+        if service.poll() is None:
+            service.kill()
+    placed = sum(1 for a in answers if a["ok"])
+    assert 0 < placed < 200 and answers[-1]["status"] == 503
+    assert answers[-1]["problems"][0]["found"].startswith(f"writing {trace} failed: File too large")
+    verified = subprocess.run([sys.executable, "-m", "a3fast", "verify", str(trace)], capture_output=True, timeout=60)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    records = [json.loads(line) for line in trace.read_bytes().splitlines()]
+    assert sum(1 for r in records if r["kind"] in ("task.bound", "task.rejected")) == placed

@@ -162,13 +162,16 @@ class Journal:
         self.failed: str | None = None
         #: the write that failed, as the writer thread saw it (before `failed` is set on the loop)
         self._broken: OSError | None = None
+        #: the files of `before_write`'s descriptors by descriptor, to name the one a write failed on
+        self.write_names: dict[int, str] = {}
 
     def _check(self) -> None:
         if self.failed is not None:
             raise JournalFailed(self.failed)
 
     def _fail(self, exc: OSError) -> JournalFailed:
-        self.failed = f"writing the journal {self.path} failed: {exc.strerror or exc}"
+        written = f"the journal {self.path}" if exc.filename is None else exc.filename
+        self.failed = f"writing {written} failed: {exc.strerror or exc}"
         return JournalFailed(self.failed)
 
     def append(self, payload: bytes) -> None:
@@ -209,22 +212,30 @@ class Journal:
         disk holds unknown; the cut is what can still be said)."""
         if self._broken is not None:    # a commit before this one failed: nothing more is written
             raise self._broken
-        start = os.fstat(self._fd).st_size
+        # every file this commit writes goes back to where it was should a write fail: the other
+        # writes (the service's trace) as well as the journal, so none is left with half a line
+        starts = {fd: os.fstat(fd).st_size for fd in dict.fromkeys(fd for fd, _ in writes)}
+        starts.setdefault(self._fd, os.fstat(self._fd).st_size)
+        fd = self._fd
         try:
             for fd, data in writes:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view):]
+            fd = self._fd
             if fsync:
                 os.fsync(self._fd)
         except OSError as exc:
             # set here, on the writer thread, before the loop hears of it: a blocking `sync` queued
             # behind this commit must not write after the cut and report its entries durable
+            if fd != self._fd and fd in self.write_names and exc.filename is None:
+                exc.filename = self.write_names[fd]
             self._broken = exc
-            try:
-                os.ftruncate(self._fd, start)
-            except OSError:
-                pass        # the disk refuses even that: the next start cuts a torn tail, as it can
+            for written, start in starts.items():
+                try:
+                    os.ftruncate(written, start)
+                except OSError:
+                    pass    # the disk refuses even that: the next start cuts a torn tail, as it can
             raise
 
     async def durable(self) -> None:

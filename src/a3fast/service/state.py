@@ -188,6 +188,7 @@ class ServiceState:
         if self.journal is not None:
             self.journal.before_write = self._take_trace
             self.journal.after_write = self._trace_written
+            self.journal.write_names[self._trace_fd] = str(self.trace_path)
         self.ready = mark_ready
         if self.settle:
             settle()
