@@ -242,7 +242,8 @@ def syntax_error(data: bytes | str, exc: Exception) -> str:
         except UnicodeDecodeError as bad:
             # orjson says "surrogates not allowed" at line 1 column 1 whatever the byte and wherever
             line = data.count(b"\n", 0, bad.start) + 1
-            column = bad.start - (data.rfind(b"\n", 0, bad.start) + 1) + 1
+            line_start = data.rfind(b"\n", 0, bad.start) + 1
+            column = len(data[line_start:bad.start].decode("utf-8")) + 1   # in characters, as orjson counts
             return (f"text that is not UTF-8: the byte {data[bad.start]:#04x} at line {line} column {column} "
                     f"(byte {bad.start})")
     try:

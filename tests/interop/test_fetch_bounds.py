@@ -114,6 +114,7 @@ def test_fetch_card_works_where_an_event_loop_already_runs(serve):
     ("localhost:8080", "it has no scheme (write http:// or https:// before the host)"),
     ("//example.org/agent", "it has no scheme"),
     ("ftp://example.org/agent", "its scheme is 'ftp'"),
+    (" ftp://example.org/agent", "its scheme is 'ftp'"),          # urlsplit strips the space
     ("http://::1:8080/", "its host and port '::1:8080' hold more than one ':' (an IPv6 address goes in brackets"),
     ("http://host:80:80/", "its host and port 'host:80:80' hold more than one ':'"),
     ("http://host:99999/", "its port '99999' is no number from 0 to 65535"),

@@ -367,6 +367,7 @@ def test_the_text_alone_vouches_for_a_value_only_without_19_digits_in_a_row_or_t
     (b'{"v": "1.0",\n "capabilities": [],\n "residency": "caf\xe9"}', "the byte 0xe9 at line 3 column 19 (byte 52)"),
     (b'["\xff"]', "the byte 0xff at line 1 column 3 (byte 2)"),
     (b'\xc3', "the byte 0xc3 at line 1 column 1 (byte 0)"),
+    ('["éé'.encode() + b'\xff"]', "the byte 0xff at line 1 column 5 (byte 6)"),     # columns in characters
 ])
 def test_text_that_is_not_utf8_is_named_at_its_byte(data, where):
     # where the message said "surrogates not allowed: line 1 column 1" whatever the byte and wherever

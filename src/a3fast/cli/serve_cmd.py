@@ -426,7 +426,8 @@ def _run_stdio(config) -> int:
                 state.close()
         except TraceUnwritable as exc:
             # the batch whose lines could not be written is not answered: its records are in no trace
-            click.echo(f"a3fast: {exc}; stopped: the requests whose records it could not hold, and any after them, were not answered", err=True)
+            unsent = "" if exc.at_stop else ": the answers whose records it could not hold were not sent"
+            click.echo(f"a3fast: {exc}; stopped{unsent}", err=True)
             return EXIT_BAD_INPUT
         return 0
 

@@ -120,7 +120,7 @@ def http_url(url: str) -> SplitResult:
                          f"it cannot be read: {exc}") from None
     if parts.scheme not in ("http", "https"):
         # "localhost:8080" reads as the scheme "localhost": without "://" there is no scheme at all
-        if not parts.scheme or not url[len(parts.scheme):].startswith("://"):
+        if not parts.scheme or f"{parts.scheme}://" not in url.lower():
             raise ValueError("it has no scheme (write http:// or https:// before the host)")
         raise ValueError(f"its scheme is {parts.scheme!r}")
     host_port = parts.netloc.rpartition("@")[2]

@@ -102,6 +102,8 @@ class TraceUnwritable(StateError):
     def __init__(self, path: Path, exc: OSError | None, why: str | None = None):
         self.why = why or (f"{path}: cannot write the trace: {exc.strerror if exc is not None and exc.strerror else exc}; "
                            f"it ends at its last whole record")
+        #: whether it failed at the stop, once every answer was given
+        self.at_stop = False
         super().__init__(self.why)
 
 
@@ -214,20 +216,25 @@ class ServiceState:
         never acknowledged)."""
         self.durable_fleet.close(checkpoint=checkpoint)
         self.fleet.close()
-        if self._trace_fd >= 0:
-            try:
-                if self._trace_failed is None:
-                    self._write_queued_trace()
-                    try:
-                        os.fsync(self._trace_fd)
-                    except OSError as exc:
-                        raise TraceUnwritable(self.trace_path, exc) from None
-            finally:
-                os.close(self._trace_fd)
-                self._trace_fd = -1
-        if self._tempdir is not None:
-            shutil.rmtree(self._tempdir, ignore_errors=True)
-            self._tempdir = None
+        try:
+            if self._trace_fd >= 0:
+                try:
+                    if self._trace_failed is None:
+                        self._write_queued_trace()
+                        try:
+                            os.fsync(self._trace_fd)
+                        except OSError as exc:
+                            failure = TraceUnwritable(self.trace_path, exc, f"{self.trace_path}: cannot sync the "
+                                                      f"trace at the stop: {exc.strerror or exc}")
+                            failure.at_stop = True
+                            raise failure from None
+                finally:
+                    os.close(self._trace_fd)
+                    self._trace_fd = -1
+        finally:
+            if self._tempdir is not None:
+                shutil.rmtree(self._tempdir, ignore_errors=True)
+                self._tempdir = None
 
     def _open_trace(self, trace_bytes: int, trace_crc: int) -> None:
         """The trace file holds what the checkpoint covers; the journal's records follow it."""
