@@ -219,7 +219,7 @@ def test_deep_a3_requirements_are_still_bounded(served):
     for _ in range(40):
         nested = [nested]
     deep = {"v": "1.0", "capabilities": [], "clearances": [], "x": nested}
-    with pytest.raises(ExtenderFailed, match="nesting"):
+    with pytest.raises(ExtenderFailed, match="at most 32 nested arrays and objects"):
         names_client(served).filter(pod(deep), AGENT_NODES)
 
 

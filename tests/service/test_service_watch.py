@@ -479,3 +479,35 @@ def test_a_watched_body_of_card_lines_skips_a_broken_line_as_the_import_does():
     assert [d["agent"]["name"] for d in declarations] == ["agent0", "agent2"]
     with pytest.raises(WatchError, match="expected valid JSON"):
         derive_declarations(b'{"name": "x",', "https://a.example/", "https://a.example/")
+
+
+def test_a_watch_stopped_in_the_middle_of_a_put_counts_it_as_the_cards(cards, tmp_path):
+    # the fleet takes a put before its durable wait ends: cancelled there (the watch stopping),
+    # the agent was in the fleet and in no card's memory, and outlived the card
+    import asyncio
+
+    from a3fast.service.operations import Operations
+
+    CardHandler.cards["team"] = card("plan-trip", name="planner")
+    url = f"{cards}/team/"
+    state, watcher = _in_process(tmp_path, url, {}, remove_after=1)
+    try:
+        source = watcher.sources[0]
+        assert asyncio.run(watcher.check(source)) == "changed"
+        CardHandler.cards["team"] = card("plan-trip", name="planner") + b"\n" + card("new", name="newbie")
+        put = Operations.put_agent
+
+        async def put_then_stop(self, body, *args, **kwargs):
+            await put(self, body, *args, **kwargs)
+            raise asyncio.CancelledError        # as if cancelled in the wait after the change
+
+        watcher.ops.put_agent = put_then_stop.__get__(watcher.ops)
+        with pytest.raises(asyncio.CancelledError):
+            asyncio.run(watcher.check(source))
+        assert state.fleet.get("newbie") is not None and "newbie" in source.agents and source.settled is None
+        del watcher.ops.put_agent
+        del CardHandler.cards["team"]
+        assert asyncio.run(watcher.check(source)) == "removed"
+        assert state.fleet.get("newbie") is None and state.fleet.get("planner") is None
+    finally:
+        state.close()

@@ -49,13 +49,6 @@ class LazyGroup(click.Group):
         answer (A3FAST_DEBUG=1 re-raises it with its traceback). Standard output closed by its
         reader ends the command with exit code 141, and one that cannot be written (a full disk)
         is reported as an output that cannot be written, exit code 2, as a file's would be."""
-        # a process started with descriptor 0 or 1 closed has None there: each becomes a stream
-        # that says so when a command reads or writes it (an HTTP service, which prints only its
-        # status, and a command writing to -o need neither)
-        if sys.stdin is None:
-            sys.stdin = closed_stream("input")
-        if sys.stdout is None and ctx.protected_args[:1] != ["serve"]:
-            sys.stdout = closed_stream("output")
         try:
             try:
                 return super().invoke(ctx)
@@ -87,6 +80,18 @@ class LazyGroup(click.Group):
             ctx.exit(EXIT_BAD_INPUT)
         except Exception as exc:
             return self._internal(ctx, exc)
+
+    def resolve_command(self, ctx, args):
+        """The subcommand, with the standard streams it may use: a process started with
+        descriptor 0 or 1 closed has None there, and each becomes a stream that says so when a
+        command reads or writes it (exit 2). The HTTP service, which prints only its status, keeps
+        None, and a command writing to -o only never meets it."""
+        name, command, rest = super().resolve_command(ctx, args)
+        if sys.stdin is None:
+            sys.stdin = closed_stream("input")
+        if sys.stdout is None and name != "serve":
+            sys.stdout = closed_stream("output")
+        return name, command, rest
 
     @staticmethod
     def _internal(ctx, exc: Exception):

@@ -443,9 +443,13 @@ def _run_stdio(config) -> int:
         except asyncio.CancelledError:
             pass
     try:
-        asyncio.run(main())
-    finally:
-        state.close()
+        try:
+            asyncio.run(main())
+        finally:
+            state.close()
+    except TraceUnwritable as exc:     # the trace could not be synced at the stop
+        click.echo(f"a3fast: {exc}; stopped", err=True)
+        return EXIT_BAD_INPUT
     return 0
 
 

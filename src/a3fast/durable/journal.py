@@ -214,10 +214,11 @@ class Journal:
             raise self._broken
         # every file this commit writes goes back to where it was should a write fail: the other
         # writes (the service's trace) as well as the journal, so none is left with half a line
-        starts = {fd: os.fstat(fd).st_size for fd in dict.fromkeys(fd for fd, _ in writes)}
-        starts.setdefault(self._fd, os.fstat(self._fd).st_size)
+        starts: dict[int, int] = {}
         fd = self._fd
         try:
+            for fd in dict.fromkeys([self._fd, *(fd for fd, _ in writes)]):
+                starts[fd] = os.fstat(fd).st_size
             for fd, data in writes:
                 view = memoryview(data)
                 while view:

@@ -109,6 +109,10 @@ class EtagCache:
         self._changed = False
 
 
+#: what urlsplit strips from the start of a URL before reading its scheme
+_STRIPPED = "".join(map(chr, range(33)))
+
+
 def http_url(url: str) -> SplitResult:
     """The parts of an http:// or https:// URL with a host (and a port, if any, that is one), else
     ValueError saying what is wrong (its words complete "expected an http:// or https:// URL: ..."):
@@ -120,7 +124,7 @@ def http_url(url: str) -> SplitResult:
                          f"it cannot be read: {exc}") from None
     if parts.scheme not in ("http", "https"):
         # "localhost:8080" reads as the scheme "localhost": without "://" there is no scheme at all
-        if not parts.scheme or f"{parts.scheme}://" not in url.lower():
+        if not parts.scheme or not url.lstrip(_STRIPPED).lower().startswith(f"{parts.scheme}://"):
             raise ValueError("it has no scheme (write http:// or https:// before the host)")
         raise ValueError(f"its scheme is {parts.scheme!r}")
     host_port = parts.netloc.rpartition("@")[2]

@@ -214,27 +214,41 @@ class ServiceState:
         """Flush everything; with a state directory and `checkpoint`, take a checkpoint so the next
         start is quick (not after a failed journal write: memory then holds changes that were
         never acknowledged)."""
-        self.durable_fleet.close(checkpoint=checkpoint)
-        self.fleet.close()
+        failed = self.failed        # read before the journal closes (it is then gone)
         try:
-            if self._trace_fd >= 0:
-                try:
-                    if self._trace_failed is None:
-                        self._write_queued_trace()
-                        try:
-                            os.fsync(self._trace_fd)
-                        except OSError as exc:
-                            failure = TraceUnwritable(self.trace_path, exc, f"{self.trace_path}: cannot sync the "
-                                                      f"trace at the stop: {exc.strerror or exc}")
-                            failure.at_stop = True
-                            raise failure from None
-                finally:
-                    os.close(self._trace_fd)
-                    self._trace_fd = -1
+            self.durable_fleet.close(checkpoint=checkpoint)
+            self.fleet.close()
+        except BaseException:
+            failed = failed or "closing the state failed"
+            raise
         finally:
-            if self._tempdir is not None:
-                shutil.rmtree(self._tempdir, ignore_errors=True)
-                self._tempdir = None
+            try:
+                # after a failed write (the journal's or the trace's) the lines still queued are
+                # those of changes answered 503: they go into no trace
+                self._close_trace(write=failed is None)
+            finally:
+                if self._tempdir is not None:
+                    shutil.rmtree(self._tempdir, ignore_errors=True)
+                    self._tempdir = None
+
+    def _close_trace(self, write: bool) -> None:
+        """The queued trace lines written (with `write`) and synced, and the file closed whatever
+        happens; TraceUnwritable (`at_stop`) if they cannot be."""
+        if self._trace_fd < 0:
+            return
+        try:
+            if write:
+                self._write_queued_trace()
+                try:
+                    os.fsync(self._trace_fd)
+                except OSError as exc:
+                    failure = TraceUnwritable(self.trace_path, exc, f"{self.trace_path}: cannot sync the trace "
+                                              f"at the stop: {exc.strerror or exc}")
+                    failure.at_stop = True
+                    raise failure from None
+        finally:
+            os.close(self._trace_fd)
+            self._trace_fd = -1
 
     def _open_trace(self, trace_bytes: int, trace_crc: int) -> None:
         """The trace file holds what the checkpoint covers; the journal's records follow it."""

@@ -454,7 +454,7 @@ class Watcher:
         are put the body is not settled, so the next check applies it again (a conflict may be
         resolved by then, a shard back); the agents put so far are the source's from then on,
         so a card that goes away takes them with it."""
-        changed, put, name = False, list[str](), ""
+        changed, put, removing, name = False, list[str](), False, ""
         names = tuple(d["agent"]["name"] for d in decls)
         try:
             for decl in decls:
@@ -462,16 +462,23 @@ class Watcher:
                 held = self.ops.state.fleet.get(name)
                 if held is not None and _canonical(held.doc) == _canonical(decl):
                     continue
-                await self.ops.put_agent({"name": name, "declaration": decl})
-                changed = True
+                # counted before it is awaited: a put cut short (the watch stopping, a shard that
+                # answered late) may already be in the fleet; only a refusal changes nothing
                 put.append(name)
+                try:
+                    await self.ops.put_agent({"name": name, "declaration": decl})
+                except ServiceError:
+                    put.pop()
+                    raise
+                changed = True
             gone = [n for n in source.agents if n not in names]
             if gone:
+                removing = True
                 await self._remove(source, gone)
                 changed = True
         except BaseException as exc:
-            if put:
-                # the fleet holds part of this body: its agents are the card's, and no body is
+            if put or removing:
+                # the fleet may hold part of this body: its agents are the card's, and no body is
                 # settled, so the next check applies whichever body the card then gives, its last
                 # good one included
                 source.agents = tuple(dict.fromkeys((*source.agents, *put)))
@@ -481,7 +488,8 @@ class Watcher:
                 raise
             detail = "; ".join(f"{p.get('path')}: expected {p.get('expected')}, found {p.get('found')}"
                                for p in exc.problems[:3])
-            kept = f"applied so far: {', '.join(map(repr, put))}" if put else "keeping the last good agents"
+            kept = (f"applied so far: {', '.join(map(repr, put))}" if put else
+                    "the fleet keeps what it holds of the card; applied again at the next check")
             return self._failed(source, f"agent {name!r} not applied (HTTP {exc.status}: {detail}); {kept}",
                                 "invalid")
         source.last_good, source.last_error, source.last_error_at = _now(), None, None
