@@ -93,6 +93,15 @@ class TraceError(A3Error):
     record's place) and what is wrong with it."""
 
 
+def _check_document(value: Any, what: str) -> None:
+    """`value` is a JSON document a record can hold (no NaN, which would be written as null, no
+    integer past 64 bits, no lone surrogate): ValueError naming `what` and the place otherwise."""
+    problems = document.validate(value, "$")
+    if problems:
+        first = problems[0]
+        raise ValueError(f"{what}: {first.path}: expected {first.expected}, found {first.found}")
+
+
 class TraceWriter:
     """Append records to a trace: the records of a placement (`write`), or any record (`append`).
     Both return seq numbers, counted from `start_seq`.
@@ -106,24 +115,32 @@ class TraceWriter:
                  start_seq: int = 1):
         if form not in FORMS:
             raise ValueError(f"form: expected one of {', '.join(FORMS)}, found {form!r}")
+        if type(start_seq) is not int or not INT_MIN <= start_seq <= INT_MAX:
+            raise ValueError(f"start_seq: expected an integer from -2^63 to 2^64-1, found {describe(start_seq)}")
+        if not isinstance(target, (str, os.PathLike)) and not callable(getattr(target, "write", None)):
+            raise TypeError(f"target: expected a path or a binary file, found {describe(target)}")
         self.form = form
         self._encoder = Encoder() if form == "compact" else None
         if isinstance(target, (str, os.PathLike)):
-            self._fh: BinaryIO = open(Path(target), "ab")
+            # unbuffered: a write that fails is cut back from the file, never left in a buffer
+            # to reach it at the next flush
+            self._fh: BinaryIO = open(Path(target), "ab", buffering=0)
             self._owned = True
         else:
             self._fh = target
             self._owned = False
         self._fsync = fsync
         self.next_seq = start_seq
+        #: why a caller's file failed: what it then holds is not known, so nothing more is written
+        self._broken: str | None = None
 
     def append(self, kind: str, content: Any = None, *, content_json: bytes | None = None) -> int:
         """Write one record; `content_json` passes content already encoded as JSON bytes."""
         seq = self.next_seq
-        self._fh.write(record_line(seq, kind, content_json if content_json is not None else orjson.dumps(content)))
-        self._fh.flush()
-        if self._fsync:
-            os.fsync(self._fh.fileno())
+        if content_json is None:
+            _check_document(content, "content")
+            content_json = orjson.dumps(content)
+        self._emit(record_line(seq, kind, content_json))
         self.next_seq = seq + 1
         return seq
 
@@ -132,18 +149,61 @@ class TraceWriter:
         or task.rejected; a resumed placement is one task.bound — and return their seqs. `task`
         adds members to task.submitted (goal, inputs, …). A resumed placement made with
         `fleet.resume(p, seq=N)` cites the task.bound at seq N: the last seq `write` returned
-        for `p`."""
+        for `p`.
+
+        All or nothing: a write that fails (a full disk, a record that cannot be written) leaves
+        the writer where it was, and a file it opened as it was (a caller's file cannot be cut
+        back: the writer then refuses to write more to it)."""
+        from .fleet.placement import Placement
+
+        if not isinstance(placement, Placement):
+            raise TypeError(f"placement: expected a Placement, found {describe(placement)}")
+        if task is not None:
+            _check_document(task, "task")
         seq = self.next_seq
-        if self._encoder is not None:
-            lines, count = self._encoder.encode_placement_lines(seq, placement, task)
-        else:
-            lines, count = placement_lines(placement, seq, task)
-        self._fh.write(lines)
-        self._fh.flush()
-        if self._fsync:
-            os.fsync(self._fh.fileno())
+        mark = self._encoder.mark() if self._encoder is not None else None
+        try:
+            if self._encoder is not None:
+                lines, count = self._encoder.encode_placement_lines(seq, placement, task)
+            else:
+                lines, count = placement_lines(placement, seq, task)
+            self._emit(lines)
+        except BaseException:
+            if self._encoder is not None and mark is not None:
+                self._encoder.rewind(mark)    # the name table it would have sent was not written
+            raise
         self.next_seq = seq + count
         return list(range(seq, self.next_seq))
+
+    def _emit(self, data: bytes) -> None:
+        if self._broken is not None:
+            raise ValueError(f"TraceWriter: an earlier write to its file failed ({self._broken}); what the file "
+                             f"holds after it is not known: start a new trace")
+        fh = self._fh
+        if not self._owned:
+            try:
+                fh.write(data)
+                fh.flush()
+                if self._fsync:
+                    os.fsync(fh.fileno())
+            except BaseException as exc:
+                self._broken = f"{type(exc).__name__}: {exc}"
+                raise
+            return
+        fd = fh.fileno()
+        start = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[fh.write(view):]
+            if self._fsync:
+                os.fsync(fd)
+        except BaseException:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                self._broken = "it could not be cut back after a failed write"
+            raise
 
     def close(self) -> None:
         if self._owned:

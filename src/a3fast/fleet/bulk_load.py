@@ -19,7 +19,7 @@ import orjson
 from ..declaration_codec import BatchPacker
 from ..document import decode_problem
 from ..engines import ingest_module
-from ..errors import Problem, SchemaError
+from ..errors import Problem, SchemaError, describe
 from ..schema import parse_declaration
 from .scoring import cost_score
 from .domain import namespace_problem
@@ -62,11 +62,18 @@ def chunks_of(source: JsonlSource) -> Iterator[bytes]:
 
 
 def _whole_line_chunks(stream: BinaryStream) -> Iterator[bytes]:
+    if not callable(getattr(stream, "read", None)) or not callable(getattr(stream, "readline", None)):
+        raise TypeError(f"declarations: expected a path, bytes or a binary stream, found {describe(stream)}")
     readline = stream.readline
-    while block := stream.read(JSONL_CHUNK):
+    first = stream.read(JSONL_CHUNK)
+    if isinstance(first, str):
+        raise TypeError("declarations: expected a binary stream (open the file with 'rb'), found a text stream")
+    block = first
+    while block:
         if not block.endswith(b"\n"):
             block += readline()
         yield block
+        block = stream.read(JSONL_CHUNK)
 
 
 def size_of(source: JsonlSource) -> int | None:

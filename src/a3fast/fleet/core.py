@@ -79,8 +79,10 @@ class Fleet:
             check_placing_arguments(None, scorer)
         self.scorer = scorer
         try:
-            self.weights: tuple[float, ...] = tuple(float(w) for w in weights)
-        except (TypeError, ValueError):
+            # a string would be read character by character ("1234" as four weights)
+            self.weights: tuple[float, ...] = () if isinstance(weights, (str, bytes)) else \
+                tuple(float(w) for w in weights)
+        except (TypeError, ValueError, OverflowError):     # 10**400 is past any float
             self.weights = ()
         if len(self.weights) != 4 or not all(math.isfinite(w) for w in self.weights):
             # a snapshot holds the weights as JSON numbers, which cannot be NaN or infinite
@@ -309,8 +311,11 @@ class Fleet:
             raise FleetError(f"{agent!r}, kind {kind!r}: {had} + {attempts} outcomes would pass the "
                              f"{MAX_OUTCOMES} a fleet counts for one agent and task kind")
 
-    def outcomes(self, agent: str, kind: str) -> tuple[int, int]:
-        """(successes, attempts) recorded for an agent and a task kind."""
+    def outcomes(self, agent: str, kind: str | Requirements | Mapping[str, Any]) -> tuple[int, int]:
+        """(successes, attempts) recorded for an agent and a task kind (or the task's requirements,
+        as `record_outcome` takes them)."""
+        if not isinstance(kind, str):
+            kind = task_kind(parse_requirements(kind))
         aid = self._table.ids.get(agent)
         kid = self._rows.kinds.get(kind, -1)
         return self._index.outcome(kid, aid) if aid is not None and kid >= 0 else (0, 0)

@@ -102,6 +102,14 @@ MIN_RUN = 32
 MIN_RUN_WORK = 2_500_000
 
 
+
+def _finite(number: numbers.Real) -> bool:
+    """Whether a number is finite as a float: an integer past any float (10**400) is not."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
+
 def min_run(agents: int) -> int:
     """The fewest tasks a thread of a batch over `agents` agents is given (MIN_RUN, and at least
     MIN_RUN_WORK agent-tasks)."""
@@ -556,7 +564,7 @@ class LocalStages:
         entries = []
         for decl, entry in zip(agents, raw):
             total = entry.get("total") if isinstance(entry, Mapping) else None
-            if isinstance(total, bool) or not isinstance(total, numbers.Real) or not math.isfinite(total):
+            if isinstance(total, bool) or not isinstance(total, numbers.Real) or not _finite(total):
                 # JSON has no NaN or infinity: the record could not state such a total
                 raise A3Error(f"scorer gave agent {decl.agent.name!r} no finite numeric 'total'")
             try:            # refused now, not when a record of it is first written
