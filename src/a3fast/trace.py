@@ -126,6 +126,7 @@ class TraceWriter:
             # to reach it at the next flush
             self._fh: BinaryIO = open(Path(target), "ab", buffering=0)
             self._owned = True
+            self._end = os.fstat(self._fh.fileno()).st_size     # where a failed write is cut back to
         else:
             self._fh = target
             self._owned = False
@@ -191,7 +192,6 @@ class TraceWriter:
                 raise
             return
         fd = fh.fileno()
-        start = os.fstat(fd).st_size
         try:
             view = memoryview(data)
             while view:
@@ -200,10 +200,11 @@ class TraceWriter:
                 os.fsync(fd)
         except BaseException:
             try:
-                os.ftruncate(fd, start)
+                os.ftruncate(fd, self._end)
             except OSError:
                 self._broken = "it could not be cut back after a failed write"
             raise
+        self._end += len(data)
 
     def close(self) -> None:
         if self._owned:
