@@ -14,6 +14,7 @@ verifier reports each as E_TRACE. No input makes a reader raise.
 """
 from __future__ import annotations
 
+import operator
 import os
 from pathlib import Path
 from typing import (TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Mapping, NamedTuple, TypeGuard,
@@ -93,13 +94,31 @@ class TraceError(A3Error):
     record's place) and what is wrong with it."""
 
 
-def _check_document(value: Any, what: str) -> None:
-    """`value` is a JSON document a record can hold (no NaN, which would be written as null, no
-    integer past 64 bits, no lone surrogate): ValueError naming `what` and the place otherwise."""
-    problems = document.validate(value, "$")
-    if problems:
-        first = problems[0]
-        raise ValueError(f"{what}: {first.path}: expected {first.expected}, found {first.found}")
+def _json_of(value: Any, what: str) -> bytes:
+    """`value` as JSON, as orjson writes it, refusing what it would write wrongly: NaN and infinity,
+    which it writes as null (ValueError naming `what` and the place). Only a text holding "null"
+    is walked for them."""
+    data = orjson.dumps(value)
+    if b"null" in data:
+        where = _non_finite_at(value)
+        if where is not None:
+            raise ValueError(f"{what}: {where}: expected a finite number, found NaN or infinity (JSON has neither)")
+    return data
+
+
+def _non_finite_at(value: Any) -> str | None:
+    """The JSON path of the first NaN or infinity in `value`, or None (iterative: no stack limit)."""
+    stack = [(value, "$")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                return where
+        elif isinstance(item, Mapping):
+            stack.extend((child, f"{where}.{key}") for key, child in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(item))
+    return None
 
 
 class TraceWriter:
@@ -115,8 +134,11 @@ class TraceWriter:
                  start_seq: int = 1):
         if form not in FORMS:
             raise ValueError(f"form: expected one of {', '.join(FORMS)}, found {form!r}")
-        if type(start_seq) is not int or not INT_MIN <= start_seq <= INT_MAX:
-            raise ValueError(f"start_seq: expected an integer from -2^63 to 2^64-1, found {describe(start_seq)}")
+        if isinstance(start_seq, bool) or not hasattr(type(start_seq), "__index__"):
+            raise TypeError(f"start_seq: expected an integer, found {describe(start_seq)}")
+        start_seq = operator.index(start_seq)      # numpy's integers too
+        if not INT_MIN <= start_seq <= INT_MAX:
+            raise ValueError(f"start_seq: expected an integer from -2^63 to 2^64-1, found {start_seq}")
         if not isinstance(target, (str, os.PathLike)) and not callable(getattr(target, "write", None)):
             raise TypeError(f"target: expected a path or a binary file, found {describe(target)}")
         self.form = form
@@ -126,7 +148,6 @@ class TraceWriter:
             # to reach it at the next flush
             self._fh: BinaryIO = open(Path(target), "ab", buffering=0)
             self._owned = True
-            self._end = os.fstat(self._fh.fileno()).st_size     # where a failed write is cut back to
         else:
             self._fh = target
             self._owned = False
@@ -139,8 +160,7 @@ class TraceWriter:
         """Write one record; `content_json` passes content already encoded as JSON bytes."""
         seq = self.next_seq
         if content_json is None:
-            _check_document(content, "content")
-            content_json = orjson.dumps(content)
+            content_json = _json_of(content, "content")
         self._emit(record_line(seq, kind, content_json))
         self.next_seq = seq + 1
         return seq
@@ -160,7 +180,7 @@ class TraceWriter:
         if not isinstance(placement, Placement):
             raise TypeError(f"placement: expected a Placement, found {describe(placement)}")
         if task is not None:
-            _check_document(task, "task")
+            _json_of(task, "task")     # refused before anything moves; the writers write it again
         seq = self.next_seq
         mark = self._encoder.mark() if self._encoder is not None else None
         try:
@@ -192,6 +212,7 @@ class TraceWriter:
                 raise
             return
         fd = fh.fileno()
+        start = os.fstat(fd).st_size      # read each time: another writer, or a rotation, may move it
         try:
             view = memoryview(data)
             while view:
@@ -200,11 +221,10 @@ class TraceWriter:
                 os.fsync(fd)
         except BaseException:
             try:
-                os.ftruncate(fd, self._end)
+                os.ftruncate(fd, start)
             except OSError:
                 self._broken = "it could not be cut back after a failed write"
             raise
-        self._end += len(data)
 
     def close(self) -> None:
         if self._owned:

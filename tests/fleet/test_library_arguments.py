@@ -56,10 +56,25 @@ def test_declarations_from_what_is_no_path_bytes_or_binary_stream_are_refused(en
     assert len(fleet) == 0
 
 
-@pytest.mark.parametrize("start_seq", [2**64, 1.5, "1", None, True])
-def test_a_trace_writers_start_seq_is_a_seq(start_seq):
-    with pytest.raises(ValueError, match="start_seq: expected an integer from -2\\^63 to 2\\^64-1"):
+@pytest.mark.parametrize("start_seq, error", [(2**64, ValueError), (-2**63 - 1, ValueError), (1.5, TypeError),
+                                               ("1", TypeError), (None, TypeError), (True, TypeError)])
+def test_a_trace_writers_start_seq_is_a_seq(start_seq, error):
+    with pytest.raises(error, match="start_seq: expected an integer"):
         a3fast.TraceWriter(io.BytesIO(), start_seq=start_seq)
+
+
+def test_a_trace_writer_takes_any_integer_and_any_content_orjson_writes(fleet):
+    # numpy's integers, and the types orjson writes (dates, ordered dicts), as before the checks
+    import datetime
+    from collections import OrderedDict
+
+    import numpy
+
+    out = io.BytesIO()
+    writer = a3fast.TraceWriter(out, start_seq=numpy.int64(5))
+    assert writer.write(fleet.place(REQ), task={"meta": OrderedDict(a=1), "nullable": None}) == [5, 6, 7]
+    assert writer.append("note", {"at": datetime.datetime(2025, 1, 1)}) == 8
+    assert a3fast.verify(out.getvalue()) == []
 
 
 def test_a_trace_writer_is_given_a_file_and_placements(fleet):
@@ -144,3 +159,14 @@ def test_outcomes_are_read_by_requirements_as_they_are_recorded(fleet):
     from a3fast.schema import task_kind
 
     assert fleet.outcomes("a", task_kind(a3fast.parse_requirements(REQ))) == (1, 1)
+
+
+def test_a_route_named_by_a_string_enum_is_still_a_route():
+    import enum
+
+    from a3fast.fleet.placement import Route
+
+    class Rule(enum.StrEnum):
+        ESCALATE = "escalate"
+
+    assert Route(Rule.ESCALATE, {"exclude": ["b"]}).name == "escalate"

@@ -14,7 +14,7 @@ from ..errors import A3Error, FleetError, describe
 from ..explain import summary_line
 from ..notebook import view_html
 from ..record.write import rejection_dict, scheduling_dict, scheduling_json, timings
-from ..schema import Declaration, Requirements, check_text_argument, parse_requirements
+from ..schema import Declaration, Requirements, parse_requirements
 
 __all__ = ["Placement", "Route", "RouteError", "CustomScores", "check_reason_limit", "resumed_agent"]
 
@@ -44,9 +44,10 @@ class Route:
         if not isinstance(self.name, str) or not self.name:
             raise RouteError(f"a route needs a name (a non-empty string), found {self.name!r}")
         try:          # a record states it: a lone surrogate could never be written
-            check_text_argument(self.name, "a route's name")
-        except ValueError as exc:
-            raise RouteError(str(exc)) from None
+            str(self.name).encode("utf-8")
+        except UnicodeEncodeError:
+            raise RouteError(f"a route's name must be text UTF-8 can write, found a lone surrogate in "
+                             f"{self.name!r}") from None
         if not isinstance(self.adds, Mapping) or not self.adds:
             raise RouteError(f"route {self.name!r} adds no requirements; a route adds at least one")
         # a route that adds what it cannot is refused when made, not at the first task it routes
