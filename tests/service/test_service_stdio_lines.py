@@ -149,13 +149,26 @@ def test_widening_leaves_what_is_not_a_pipe_alone(tmp_path):
     assert (tmp_path / "f").read_bytes() == b"x"
 
 
-def test_a_line_refused_for_a_member_past_the_bounds_is_answered_with_its_id():
+def _answers(lines: list[bytes]) -> list[dict]:
+    """The answers of a stdio service without a journal, in this process, to request lines."""
     import io
 
     from a3fast.service.operations import Operations
-    from a3fast.service.problems import MAX_DEPTH, MAX_STRING
     from a3fast.service.state import ServiceState
     from a3fast.service.stdio import serve_stdio_sync
+
+    state = ServiceState()
+    state.open()
+    try:
+        out = io.BytesIO()
+        serve_stdio_sync(Operations(state), io.BytesIO(b"".join(line + b"\n" for line in lines)), out, 1 << 20)
+    finally:
+        state.close()
+    return [orjson.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_a_line_refused_for_a_member_past_the_bounds_is_answered_with_its_id():
+    from a3fast.service.problems import MAX_DEPTH, MAX_STRING
 
     deep = "[" * (MAX_DEPTH + 8) + "]" * (MAX_DEPTH + 8)
     deeper = "[" * 200 + "]" * 200        # past the library's own bound (128) too
@@ -168,14 +181,7 @@ def test_a_line_refused_for_a_member_past_the_bounds_is_answered_with_its_id():
         b'{"op":"get_agent","id":"%b","name":"x"}' % (b"i" * (MAX_STRING + 1)),
         b'[1, 2]',
     ]
-    state = ServiceState()
-    state.open()
-    try:
-        out = io.BytesIO()
-        serve_stdio_sync(Operations(state), io.BytesIO(b"".join(line + b"\n" for line in lines)), out, 1 << 20)
-    finally:
-        state.close()
-    answers = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    answers = _answers(lines)
     assert [a["id"] for a in answers] == ["long", 7, 8, ["a", 1], None, None]
     assert all(a["status"] == 400 for a in answers)
     paths = [a["problems"][0]["path"] for a in answers[:4]]
@@ -187,12 +193,6 @@ def test_a_line_refused_for_a_member_past_the_bounds_is_answered_with_its_id():
 def test_a_put_agent_line_names_its_problems_where_they_are_in_the_request():
     # a stdio request holds its declaration at $.declaration and its name in `name` (there is no
     # path): the problems said $.agent.name and "the name in the path", as over HTTP
-    import io
-
-    from a3fast.service.operations import Operations
-    from a3fast.service.state import ServiceState
-    from a3fast.service.stdio import serve_stdio_sync
-
     decl = {"v": "1.0", "agent": {"name": "n1", "namespace": "s"},
             "capabilities": [{"name": "a.b", "version": 1}], "clearances": []}
     lines = [{"op": "put_agent", "id": 1, "name": "other", "declaration": decl},
@@ -200,15 +200,7 @@ def test_a_put_agent_line_names_its_problems_where_they_are_in_the_request():
              {"op": "put_agent", "id": 3, "name": "n1", "declaration": decl},
              {"op": "put_agent", "id": 4, "name": "n1", "declaration": {**decl, "agent": {"name": "n1", "namespace": "t"}}},
              {"op": "put_agent", "id": 5, "declaration": decl}]
-    state = ServiceState()
-    state.open()
-    try:
-        out = io.BytesIO()
-        serve_stdio_sync(Operations(state), io.BytesIO(b"".join(orjson.dumps(line) + b"\n" for line in lines)),
-                         out, 1 << 20)
-    finally:
-        state.close()
-    answers = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    answers = _answers([orjson.dumps(line) for line in lines])
     assert [a.get("status") for a in answers] == [422, 400, None, 409, 400]
     assert answers[0]["problems"] == [{"path": "$.declaration.agent.name", "expected": "'other', the request's name",
                                        "found": "'n1'"}]
@@ -219,25 +211,11 @@ def test_a_put_agent_line_names_its_problems_where_they_are_in_the_request():
 
 def test_a_route_name_is_held_to_the_text_rule_as_a_session_is():
     # it is written into the trace: a control character or 60,000 characters were taken
-    import io
-
-    from a3fast.service.operations import Operations
-    from a3fast.service.state import ServiceState
-    from a3fast.service.stdio import serve_stdio_sync
-
     requirements = {"v": "1.0", "capabilities": [{"name": "a.b", "version": 1}]}
     adds = {"clearances": ["orders.read"]}
     lines = [{"op": "place", "id": i, "requirements": requirements, "route": {"name": name, "adds": adds}}
              for i, name in enumerate(["a\x1b[2J", "r" * 60_000, "escalate"])]
-    state = ServiceState()
-    state.open()
-    try:
-        out = io.BytesIO()
-        serve_stdio_sync(Operations(state), io.BytesIO(b"".join(orjson.dumps(line) + b"\n" for line in lines)),
-                         out, 1 << 20)
-    finally:
-        state.close()
-    answers = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    answers = _answers([orjson.dumps(line) for line in lines])
     for refused in answers[:2]:
         assert refused["status"] == 400 and refused["problems"][0]["path"] == "$.route.name"
         assert "no control character" in refused["problems"][0]["expected"]
