@@ -25,7 +25,7 @@ import orjson
 
 from . import document
 from .document import INT_MAX, INT_MIN, MAX_RECORD_DEPTH
-from .errors import A3Error, Problem, describe
+from .errors import A3Error, Problem, describe, json_path
 from .framing import ARRAY, LINES, Source, framed
 from .record.compact import Decoder, Encoder
 from .record.write import admitted_json, rejection_json, scheduling_json, submitted_json
@@ -107,7 +107,8 @@ def _json_of(value: Any, what: str) -> bytes:
 
 
 def _non_finite_at(value: Any) -> str | None:
-    """The JSON path of the first NaN or infinity in `value`, or None (iterative: no stack limit)."""
+    """The JSON path of the first NaN or infinity in `value`, or None (iterative: no stack limit).
+    Narrower than `document.check`, which also refuses types orjson writes (dates, ordered dicts)."""
     stack = [(value, "$")]
     while stack:
         item, where = stack.pop()
@@ -115,9 +116,9 @@ def _non_finite_at(value: Any) -> str | None:
             if item != item or item in (float("inf"), float("-inf")):
                 return where
         elif isinstance(item, Mapping):
-            stack.extend((child, f"{where}.{key}") for key, child in item.items())
+            stack.extend((child, json_path(where, key)) for key, child in item.items())
         elif isinstance(item, (list, tuple)):
-            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(item))
+            stack.extend((child, json_path(where, i)) for i, child in enumerate(item))
     return None
 
 

@@ -214,18 +214,18 @@ class ServiceState:
         """Flush everything; with a state directory and `checkpoint`, take a checkpoint so the next
         start is quick (not after a failed journal write: memory then holds changes that were
         never acknowledged)."""
-        failed = self.failed        # read before the journal closes (it is then gone)
+        # after a failed write (the journal's or the trace's, read before the journal closes and
+        # is gone) the lines still queued are those of changes answered 503: they go into no trace
+        write = self.failed is None
         try:
             self.durable_fleet.close(checkpoint=checkpoint)
             self.fleet.close()
         except BaseException:
-            failed = failed or "closing the state failed"
+            write = False
             raise
         finally:
             try:
-                # after a failed write (the journal's or the trace's) the lines still queued are
-                # those of changes answered 503: they go into no trace
-                self._close_trace(write=failed is None)
+                self._close_trace(write=write)
             finally:
                 if self._tempdir is not None:
                     shutil.rmtree(self._tempdir, ignore_errors=True)
