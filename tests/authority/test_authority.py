@@ -309,6 +309,29 @@ def test_an_engagement_check_for_another_connection_is_made_again_and_grants_it_
     assert codes(authority.engagement) == [R.BAD_SIGNATURE] and authority.effective == 0
 
 
+
+@pytest.mark.parametrize("keys, reason", [("dropped", R.UNKNOWN_KEY), ("replaced", R.BAD_SIGNATURE)])
+def test_an_engagement_check_for_a_connection_that_trusts_other_keys_is_made_again(world, keys, reason):
+    # the same connection, equal in every field it compares, after the host dropped the signing key
+    # (it was compromised) or trusts a new key under its kid: the old check answers for it no more
+    check = verify_engagement(world.engagement(), world.connection, now=NOW)
+    assert check.valid
+    doc = copy.deepcopy(world.connection_doc)
+    if keys == "dropped":
+        doc["keys"] = []
+    else:
+        doc["keys"][0]["public_key"] = public_key_text(generate_private_key())
+    rekeyed = parse_connection(doc)
+    assert rekeyed == world.connection       # its keys are not among the fields it compares
+    authority = effective_authority(Catalog(parse_contracts(CONTRACTS)), rekeyed, check, parse_policy({}), now=NOW)
+    assert codes(authority.engagement) == [reason] and authority.effective == 0
+    resolved = Resolver(CONTRACTS, MAPPINGS, []).resolve(rekeyed, check, {}, now=NOW)
+    assert codes(resolved.authority.engagement) == [reason]
+    # the same keys in a connection parsed again: the check still answers for it
+    again = effective_authority(Catalog(parse_contracts(CONTRACTS)), parse_connection(world.connection_doc), check,
+                                parse_policy({}), now=NOW)
+    assert again.engagement is check
+
 # -- the property: authority is never wider than a boundary, and matches a literal reading ------------------
 KEYS = [f"p.cap-{i}" for i in range(10)]
 contract_docs = st.builds(

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 import orjson
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from ..errors import SchemaError
 from . import reasons as R
@@ -21,7 +22,7 @@ from .documents import Connection, Engagement, parse_engagement
 from .keys import ALGORITHM, b64url_encode
 from .times import DEFAULT_SKEW_SECONDS, check_skew, format_instant, now_micros, to_micros
 
-__all__ = ["SIGNATURE_FIELD", "canonical_bytes", "sign_engagement", "EngagementCheck", "verify_engagement"]
+__all__ = ["SIGNATURE_FIELD", "canonical_bytes", "sign_engagement", "trusted_keys", "EngagementCheck", "verify_engagement"]
 
 SIGNATURE_FIELD = "signature"
 #: How many of a malformed descriptor's problems a reason quotes (a hostile one may have thousands).
@@ -35,6 +36,12 @@ def canonical_bytes(descriptor: Mapping[str, Any]) -> bytes:
     ensure_ascii=False)`). TypeError for what JSON cannot carry (non-string keys, huge integers)."""
     unsigned = {k: v for k, v in descriptor.items() if k != SIGNATURE_FIELD}
     return orjson.dumps(unsigned, option=orjson.OPT_SORT_KEYS)
+
+
+def trusted_keys(connection: Connection) -> dict[str, bytes]:
+    """The keys `connection` trusts, each kid with its raw public bytes (what two connections must
+    share for one's check of a signature to answer for the other)."""
+    return {kid: key.public_bytes(Encoding.Raw, PublicFormat.Raw) for kid, key in connection.keys.items()}
 
 
 def sign_engagement(descriptor: Mapping[str, Any], private_key: Ed25519PrivateKey, kid: str) -> dict[str, Any]:
@@ -62,9 +69,13 @@ class EngagementCheck:
     skew_seconds: int | None = field(default=None, compare=False, repr=False)
 
     def made_for(self, connection: Connection, at: int, skew_seconds: int) -> bool:
-        """Whether this check answers for `connection` at instant `at` with this skew."""
-        return (self.at == at and self.skew_seconds == skew_seconds
-                and (self.against is connection or self.against == connection))
+        """Whether this check answers for `connection` at instant `at` with this skew. A connection
+        equal in its fields but trusting other keys (one dropped, or a kid given a new key) is
+        another connection here: its keys decide the signature."""
+        against = self.against
+        if self.at != at or self.skew_seconds != skew_seconds or against is None:
+            return False
+        return against is connection or (against == connection and trusted_keys(against) == trusted_keys(connection))
 
     @property
     def valid(self) -> bool:
