@@ -28,7 +28,7 @@ from libc.string cimport memcmp, memcpy, memmove, memset, strlen
 cimport cython
 import orjson
 
-from a3fast._ingest cimport dict_get_hashed, dict_set_hashed, note_in
+from a3fast._ingest cimport dict_get_hashed, dict_set_hashed, note_in, untracked_if_acyclic
 from cpython.object cimport PyObject_Hash
 from cpython.bytearray cimport PyByteArray_AS_STRING
 
@@ -2981,7 +2981,9 @@ def resolve_predicates(tuple predicates not None, dict rows not None, dict eval_
             filter_rows.append(-1)
             if starts_with(p, "capability:", b"capability:", 11):
                 substantiated.append(-1)
-    return filter_rows, only, excluded, substantiated
+    # row ids only, never changed after: out of the collector's passes, and so is their tuple
+    return untracked_if_acyclic((untracked_if_acyclic(filter_rows), only, untracked_if_acyclic(excluded),
+                                 untracked_if_acyclic(substantiated)))
 
 
 cdef inline bint starts_with(str text, str prefix, const char* ascii, Py_ssize_t n) except -1:
@@ -3348,7 +3350,7 @@ cdef object resolve_cached(rows, matched, predicates, Py_hash_t predicates_hash)
         return resolved
     if len(cache) >= rows_globals["RESOLVED_CACHE_SIZE"]:
         cache.clear()
-    dict_set_hashed(cache, predicates, (stamp, resolved), predicates_hash)
+    dict_set_hashed(cache, predicates, untracked_if_acyclic((stamp, resolved)), predicates_hash)
     return resolved
 
 
@@ -3363,7 +3365,7 @@ cdef int remember(rows, predicates, Py_hash_t predicates_hash, membership, expl,
     cdef dict cache = rows_field(rows, R_EXPLAINED)
     if len(cache) * max(table_field(rows_field(rows, R_TABLE), T_COUNT), 1) >= rows_globals["EXPLAINED_CACHE_BUDGET"]:
         cache.clear()
-    dict_set_hashed(cache, predicates, (membership, expl, eval_rows), predicates_hash)
+    dict_set_hashed(cache, predicates, untracked_if_acyclic((membership, expl, eval_rows)), predicates_hash)
     return 0
 
 

@@ -1,6 +1,7 @@
 # cython: language_level=3
 # What a3fast._core takes from this module at C level: the caches' notes, the rule on any
-# cache's notes (`note_in`), and a dict's lookup and store with the key's hash given.
+# cache's notes (`note_in`), a dict's lookup and store with the key's hash given, and a container
+# let out of the cyclic collector's passes when it cannot be part of a cycle.
 from libc.stdint cimport uint64_t
 
 
@@ -51,6 +52,39 @@ cdef extern from *:
         return PyDict_SetItem(d, key, value);
     #endif
     }
+    /* A tuple or list made here let out of the cyclic collector's passes when none of its items
+       can lead back to it: CPython's own rule for a tuple (it untracks one whose items are all
+       untracked at the first collection that meets it), applied when it is made, so that the
+       young collection a batch's placements meet does not walk thousands of tuples of strings
+       and lists of row ids only to let them go (docs/performance.md, "Containers the collector
+       need not walk"). An item may lead back if the collector tracks it, or if it is a container
+       that could come to be tracked (a dict is untracked while it holds no container and tracked
+       again when it takes one); a tuple with no `__dict__`, and a list this code untracked and
+       never changes, stay as they are. Untracking a list is sound only because the lists given
+       here (a task's rows) are never changed after: nothing is ever added to them. */
+    static int a3_may_lead_back(PyObject* item) {
+        if (!PyObject_IS_GC(item)) return 0;
+        if (PyObject_GC_IsTracked(item)) return 1;
+        if (PyTuple_Check(item) && Py_TYPE(item)->tp_dictoffset == 0) return 0;
+        return !PyList_CheckExact(item);
+    }
+    static PyObject* a3_untracked_if_acyclic(PyObject* c) {
+        Py_ssize_t i, n;
+        PyObject** items;
+        if (PyTuple_Check(c)) {
+            n = PyTuple_GET_SIZE(c);
+            items = ((PyTupleObject*)c)->ob_item;
+        } else {
+            n = PyList_GET_SIZE(c);
+            items = ((PyListObject*)c)->ob_item;
+        }
+        Py_INCREF(c);
+        for (i = 0; i < n; i++)
+            if (a3_may_lead_back(items[i])) return c;
+        PyObject_GC_UnTrack(c);
+        return c;
+    }
     """
+    object untracked_if_acyclic "a3_untracked_if_acyclic"(object container)
     object dict_get_hashed "a3_dict_get_hashed"(dict d, object key, Py_hash_t hash)
     int dict_set_hashed "a3_dict_set_hashed"(dict d, object key, object value, Py_hash_t hash) except -1

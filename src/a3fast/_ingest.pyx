@@ -1538,7 +1538,7 @@ cdef object text_tuple(object items, bint identifiers):
         item = <object>PyList_GET_ITEM(items, i)
         if not (is_identifier_str(item) if identifiers else is_text_str(item)):
             return None
-    return PyList_AsTuple(items)
+    return untracked_if_acyclic(PyList_AsTuple(items))
 
 
 cdef object required_capability(RequirementsReader reader, object entry):
@@ -1586,7 +1586,7 @@ cdef object required_capability(RequirementsReader reader, object entry):
     number = PyLong_AsLongLongAndOverflow(version, &overflow)
     if overflow != 0 or number < 0:
         return None
-    found = reader.capability(name, version, None)
+    found = untracked_if_acyclic(reader.capability(name, version, None))
     # kept within the memo's bounds, as schema's `_keep_required` keeps it
     if versions_ptr == NULL and PyDict_GET_SIZE(reader.capabilities) < reader.names_kept:
         versions = {}
@@ -1612,7 +1612,7 @@ cdef object capability_tuple(RequirementsReader reader, object items):
             return None
         Py_INCREF(capability)
         PyTuple_SET_ITEM(out, i, capability)
-    return out
+    return untracked_if_acyclic(out)
 
 
 cdef object latency_of(object model):
@@ -1762,7 +1762,7 @@ cdef class RequirementsReader:
                     agent_ref = value
                 else:
                     kind = value
-        derived_key = (capabilities, clearances, tools, residency, latency, agent_ref, exclude)
+        derived_key = untracked_if_acyclic((capabilities, clearances, tools, residency, latency, agent_ref, exclude))
         derived_hash = PyObject_Hash(derived_key)     # once for the lookup, the note and the store
         predicates = dict_get_hashed(self.derived, derived_key, derived_hash)
         if predicates is None:
@@ -1855,8 +1855,8 @@ cdef object derive(tuple capabilities, tuple clearances, tuple tools, object res
     for item in exclude:
         out.append(PyUnicode_Concat(_ANTI_AFFINITY, item))
     if has_repeat(out):
-        return tuple(dict.fromkeys(out))
-    return PyList_AsTuple(out)
+        return untracked_if_acyclic(tuple(dict.fromkeys(out)))
+    return untracked_if_acyclic(PyList_AsTuple(out))
 
 
 cdef bint has_repeat(list items) except -1:
