@@ -14,6 +14,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from a3fast.authority import generate_private_key, public_key_text, sign_engagement
 from a3fast.cli import main
+from a3fast.kinds import sniff
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "authority"
@@ -226,6 +227,30 @@ def test_a_signed_engagement_with_members_of_its_own_is_read_whatever_it_looks_l
     result = run("resolve", *example_args(connection=write(tmp_path, "c.json", connection)), "--now", NOW,
                  "--require", "chess.play")
     assert result.exit_code == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("given, kind", [
+    ({"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}], "clearances": ["orders.read"]},
+     "requirements"),
+    ([{"v": "1.0", "agent": {"name": "a", "namespace": "n"}, "capabilities": [], "clearances": []}], "declarations"),
+])
+def test_requirements_or_declarations_given_as_the_policy_are_bad_input(tmp_path, given, kind):
+    # any object parses as a policy (every member is optional): one that looks like requirements or
+    # declarations and holds no `rules` or `default` would allow everything; it is told what it is
+    path = write(tmp_path, "p.json", given)
+    result = run("resolve", *example_args(policy=path), "--now", NOW, "--require", "chess.play")
+    assert result.exit_code == 2 and result.stderr == f"a3fast: {path} looks like {kind}, not a policy\n"
+    assert result.stdout == ""
+
+
+def test_a_policy_with_members_of_its_own_is_read_whatever_it_looks_like(tmp_path):
+    # a policy that carries a `v` and an `agent` object of its own reads like a declaration, but it
+    # has rules: it is a policy, and its deny applies
+    policy = {**example("policy"), "v": "1.0", "agent": {"name": "x", "namespace": "y"}}
+    assert sniff(str(write(tmp_path, "p.json", policy))).name == "declarations"
+    result = run("resolve", *example_args(policy=write(tmp_path, "p.json", policy)), "--now", NOW)
+    assert result.exit_code == 1
+    assert "  game.wager.place/2: denied by runtime policy rule no-money" in result.stdout
 
 
 def test_a_trace_given_as_an_engagement_is_still_bad_input(tmp_path):
