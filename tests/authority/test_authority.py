@@ -616,6 +616,19 @@ def test_a_contract_inferred_from_untrusted_hints_needs_confirmation(world):
     assert grant(world.authority(), "game.board.read").status == GRANTED
 
 
+def test_two_parsed_contracts_for_one_capability_are_refused(world):
+    # as the documents are (one contract per id and major version): their qualifiers would be merged
+    # into one capability's bits, so a rule denying irreversible actions could be escaped
+    reversible = contract("game.board.read", "read", reversible=True, confirmation="never")
+    irreversible = contract("game.board.read", "transact", confirmation="always")
+    with pytest.raises(SchemaError, match="one contract per id and major version"):
+        Resolver([reversible, irreversible], MAPPINGS, [])
+    with pytest.raises(ValueError, match="'game.board.read/1' given twice; one contract per id and major version"):
+        Resolver(parse_contracts([reversible]) + parse_contracts([irreversible]), MAPPINGS, [])
+    with pytest.raises(ValueError, match="given twice"):
+        Catalog(parse_contracts([reversible]) + parse_contracts([irreversible]))
+
+
 # -- a resolver and a check used again ----------------------------------------------------------------------
 def test_a_resolver_used_again_gives_each_connection_its_own_answer_and_changes_none_given():
     world = World()

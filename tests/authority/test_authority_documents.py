@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from a3fast import SchemaError
+from a3fast.errors import describe
 from a3fast.authority import (generate_private_key, parse_capability_ref, parse_connection, parse_contract,
                               parse_contracts, parse_engagement, parse_mapping, parse_mappings, parse_policy,
                               parse_skill, parse_skills, public_key_text)
@@ -90,6 +91,19 @@ def test_a_contract_confirmation_is_never_always_or_policy_driven():
 def test_a_contract_id_is_a_namespaced_section_2_identifier():
     assert problems(parse_contract, with_(SPEC_CONTRACT, "id", "submit_move")) == [
         "$.id: expected a capability identifier matching [a-z0-9]+(\\.[a-z0-9-]+)+, found string 'submit_move'"]
+
+
+@pytest.mark.parametrize("value", ["false", 0, "no", 1, {}, []])
+def test_a_contract_trusted_is_a_boolean(value):
+    # `trusted: false` makes every use need a person's confirmation: a value that is no boolean is
+    # refused, not read as trusted (which would let a draft run unattended)
+    assert problems(parse_contract, {**SPEC_CONTRACT, "trusted": value}) == [
+        f"$.trusted: expected true or false, found {describe(value)}"]
+
+
+@pytest.mark.parametrize("value", [True, False, None])
+def test_a_contract_trusted_may_be_true_false_or_null(value):
+    assert parse_contract({**SPEC_CONTRACT, "trusted": value}).doc["trusted"] is value
 
 
 def test_a_contract_reversible_is_a_boolean_and_qualifiers_are_arrays_of_strings():

@@ -41,6 +41,10 @@ class Catalog:
         by_data_class: dict[str, int] = defaultdict(int)
         known = reversible = always = untrusted = 0
         for contract in contracts:
+            if contract.key in self.contracts:
+                # two contracts' qualifiers would be merged into one capability's bits (one
+                # reversible, the other not: a deny on irreversible actions escaped)
+                raise ValueError(f"contracts: {contract.key!r} given twice; one contract per id and major version")
             bit = 1 << self.vocabulary.intern(contract.key)
             self.contracts[contract.key] = contract
             known |= bit

@@ -214,6 +214,10 @@ def _contract(r: ProblemReader, obj: Any, path: str) -> Contract | None:
     confirmation = None
     if "confirmation" in doc:
         confirmation = r.choice(doc["confirmation"], json_path(path, "confirmation"), CONFIRMATIONS)
+    # `trusted: false` marks a draft whose every use needs a person's confirmation (Catalog): any
+    # other value than a boolean (or null, absent) is refused rather than read as trusted
+    if doc.get("trusted") is not None:
+        r.boolean(doc["trusted"], json_path(path, "trusted"))
     if len(r.problems) > n:
         return None
     # the reader leaves None only beside a problem
