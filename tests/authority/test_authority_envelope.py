@@ -6,6 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 import a3fast
 from a3fast import SchemaError
+from a3fast.verify import verify
 from a3fast.authority import (W_ENVELOPE_EXCEEDS_CLEARANCES, W_ENVELOPE_MALFORMED, admit, check_envelope,
                               envelope_findings)
 
@@ -85,9 +86,33 @@ def test_an_envelope_wider_than_the_declared_clearances_is_a_warning_on_the_admi
     assert "refunds.issue" in found[0].message and "support/order-analyst" in found[0].message
 
 
-@pytest.mark.parametrize("envelope", [["orders.read"], {"clearances": "orders.read"}, {"clearances": ["Orders"]}])
+@pytest.mark.parametrize("envelope", [
+    ["orders.read"], {"clearances": "orders.read"}, {"clearances": ["Orders"]},
+    # an expiry that is neither "" nor an RFC 3339 date-time, as `admit` refuses in a principal's
+    {"clearances": ["orders.read"], "expires": "tomorrow"}, {"clearances": ["orders.read"], "expires": 5},
+    {"clearances": ["orders.read"], "expires": {"a": 1}}, {"clearances": ["orders.read"], "expires": None}])
 def test_an_envelope_that_cannot_be_read_is_its_own_warning(envelope):
     assert [f.code for f in envelope_findings(with_envelope(TRACE, envelope))] == [W_ENVELOPE_MALFORMED]
+    assert [f.code for f in verify(with_envelope(TRACE, envelope)) if f.code.startswith("W_")] == [W_ENVELOPE_MALFORMED]
+
+
+@pytest.mark.parametrize("expires", ["", "2026-03-01T14:00:00Z", ...])
+def test_an_envelope_expiring_never_at_an_instant_or_silent_on_it_is_read(expires):
+    envelope = {"clearances": ["orders.read"]} if expires is ... else {"clearances": ["orders.read"], "expires": expires}
+    assert envelope_findings(with_envelope(TRACE, envelope)) == []
+
+
+def test_an_admission_waits_for_a_declaration_of_its_agent_that_parses():
+    # a task.bound whose declaration does not parse (§7 reports it) does not use the admission up:
+    # the next placement of the agent is checked against it, by the walk and by the verifier alike
+    trace = with_envelope(TRACE, {"clearances": ["orders.read", "refunds.issue"], "expires": ""})
+    broken = copy.deepcopy(trace[2])
+    broken["content"]["scheduling"]["declaration"] = {**DECL, "clearances": ["Orders"]}
+    trace = [trace[0], trace[1], broken, {**copy.deepcopy(trace[2]), "seq": 4}]
+    for seq, record in enumerate(trace, 1):
+        record["seq"] = seq
+    assert [(f.code, f.seq) for f in envelope_findings(trace)] == [(W_ENVELOPE_EXCEEDS_CLEARANCES, 2)]
+    assert [(f.code, f.seq) for f in verify(trace) if f.code.startswith("W_")] == [(W_ENVELOPE_EXCEEDS_CLEARANCES, 2)]
 
 
 def test_an_admission_without_an_envelope_is_not_checked():

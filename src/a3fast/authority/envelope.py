@@ -82,7 +82,10 @@ def check_envelope(admitted_content: Any, declaration: Declaration | Mapping[str
         return []
     envelope = admitted_content["authority_envelope"]
     clearances = envelope.get("clearances") if isinstance(envelope, Mapping) else None
-    if not isinstance(clearances, list) or not all(is_identifier(c) for c in clearances):
+    # `expires` as `admit` reads a principal's: "" (none) or an RFC 3339 date-time; absent is ""
+    expires = envelope.get("expires", "") if isinstance(envelope, Mapping) else ""
+    if (not isinstance(clearances, list) or not all(is_identifier(c) for c in clearances)
+            or (expires != "" and parse_instant(expires) is None)):
         return [(W_ENVELOPE_MALFORMED, "task.admitted authority_envelope is not {clearances: [clearance "
                  f"identifiers], expires}} (found {describe(envelope)}); it cannot be checked against the "
                  "agent's clearances")]
@@ -120,9 +123,15 @@ def envelope_findings(records: Iterable[Any]) -> list[EnvelopeFinding]:
             if not isinstance(declaration, Mapping) or admitted_agent is None \
                     or _agent(declaration.get("agent")) != admitted_agent:
                 continue  # no declaration of the admitted agent here (§7 reports scope and structure)
+            try:
+                parsed = parse_declaration(declaration)
+            except SchemaError:
+                # §7 reports it; the admission waits for a declaration of its agent that parses, as
+                # the trace verifier's check does
+                continue
             seq = admitted.get("seq")
             seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else None
             findings += [EnvelopeFinding(code, seq, message)
-                         for code, message in check_envelope(admitted["content"], declaration)]
+                         for code, message in check_envelope(admitted["content"], parsed)]
             admitted = None  # checked once; a resumed placement under the same admission adds nothing
     return findings
