@@ -629,6 +629,23 @@ def test_two_parsed_contracts_for_one_capability_are_refused(world):
         Catalog(parse_contracts([reversible]) + parse_contracts([irreversible]))
 
 
+def test_connection_and_policy_documents_are_parsed_by_the_library_calls_as_the_resolver_parses_them(world):
+    catalog = Catalog(parse_contracts(CONTRACTS))
+    engagement = world.engagement()
+    policy = {"rules": [{"id": "no-chat", "decision": "deny", "when": {"operation": ["communicate"]}}]}
+    parsed = effective_authority(catalog, world.connection, engagement, parse_policy(policy), now=NOW)
+    given = effective_authority(catalog, world.connection_doc, engagement, policy, now=NOW)
+    assert given.counts() == parsed.counts() and grant(given, "game.chat.send").status == DENIED
+    assert verify_engagement(engagement, world.connection_doc, now=NOW).valid
+    # what does not parse is named, as the resolver names it; what is no catalog is a TypeError
+    with pytest.raises(SchemaError, match=r"\$: expected an object"):
+        verify_engagement(engagement, ["conn-1"], now=NOW)
+    with pytest.raises(SchemaError, match=r"\$\.rules: expected an array"):
+        effective_authority(catalog, world.connection, engagement, {"rules": "all"}, now=NOW)
+    with pytest.raises(TypeError, match="catalog: expected a Catalog"):
+        effective_authority(CONTRACTS, world.connection, engagement, {}, now=NOW)
+
+
 # -- a resolver and a check used again ----------------------------------------------------------------------
 def test_a_resolver_used_again_gives_each_connection_its_own_answer_and_changes_none_given():
     world = World()

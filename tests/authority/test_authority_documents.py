@@ -297,3 +297,9 @@ def test_base64url_round_trips_and_only_the_canonical_text_decodes(data):
     text = b64url_encode(data)
     assert b64url_decode(text) == data
     assert b64url_decode(text + "=") is None
+
+
+@pytest.mark.parametrize("value", [None, 5, ["k"]])
+def test_a_public_key_that_is_neither_text_nor_bytes_is_a_type_error(value):
+    with pytest.raises(TypeError, match="expected base64url or PEM text"):
+        load_public_key(value)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from . import reasons as R
 from .catalog import Catalog
-from .documents import Connection, Rule, RuntimePolicy
+from ..errors import describe
+from .documents import Connection, Rule, RuntimePolicy, parse_connection, parse_policy
 from .engagement import EngagementCheck, verify_engagement
 from .times import DEFAULT_SKEW_SECONDS, check_skew, current_instant, format_instant, to_micros
 from .vocabulary import VocabularyView, parse_capability_ref
@@ -194,15 +195,25 @@ def is_revoked(connection: Connection, at_micros: int) -> bool:
     return connection.revoked_at is not None and to_micros(connection.revoked_at) <= at_micros
 
 
-def effective_authority(catalog: Catalog, connection: Connection, engagement: Any, policy: RuntimePolicy, *,
+def effective_authority(catalog: Catalog, connection: Connection | Mapping[str, Any], engagement: Any,
+                        policy: RuntimePolicy | Mapping[str, Any], *,
                         now: datetime | str | None = None,
                         skew_seconds: int = DEFAULT_SKEW_SECONDS) -> Authority:
     """connection ∩ engagement ∩ runtime at `now`. `engagement` is a descriptor as received (any
     JSON value, or a parsed Engagement; it is verified here) or an `EngagementCheck`, which is made
-    again unless it was made for this connection at this instant with this skew.
-    ValueError for a bad `now` or `skew_seconds` (see `verify_engagement`)."""
+    again unless it was made for this connection at this instant with this skew. `connection` and
+    `policy` are parsed documents, or documents parsed here as `Resolver` parses them.
+    ValueError for a bad `now` or `skew_seconds` (see `verify_engagement`); SchemaError (a
+    ValueError) for a connection or policy that does not parse; TypeError for a catalog that is
+    not one."""
     now = current_instant(now)  # one instant for the descriptor and the revocation alike
     check_skew(skew_seconds)
+    if not isinstance(catalog, Catalog):
+        raise TypeError(f"catalog: expected a Catalog of parsed contracts, found {describe(catalog)}")
+    if not isinstance(connection, Connection):
+        connection = parse_connection(connection)
+    if not isinstance(policy, RuntimePolicy):
+        policy = parse_policy(policy)
     if isinstance(engagement, EngagementCheck):
         checked = engagement.engagement
         if checked is not None and not engagement.made_for(connection, to_micros(now), skew_seconds):

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from ..errors import SchemaError
 from . import reasons as R
-from .documents import Connection, Engagement, parse_engagement
+from .documents import Connection, Engagement, parse_connection, parse_engagement
 from .keys import ALGORITHM, b64url_encode
 from .times import DEFAULT_SKEW_SECONDS, check_skew, format_instant, now_micros, to_micros
 
@@ -101,7 +101,7 @@ def _malformed(exc: SchemaError) -> EngagementCheck:
     return _rejected(R.MALFORMED, f"malformed descriptor: {text}")
 
 
-def verify_engagement(descriptor: Any, connection: Connection, *, now: datetime | str | None = None,
+def verify_engagement(descriptor: Any, connection: Connection | Mapping[str, Any], *, now: datetime | str | None = None,
                       skew_seconds: int = DEFAULT_SKEW_SECONDS) -> EngagementCheck:
     """Check a descriptor (any JSON value, or an Engagement parsed from one) against the connection
     it claims to narrow, at `now`.
@@ -111,12 +111,15 @@ def verify_engagement(descriptor: Any, connection: Connection, *, now: datetime 
     experience must be this connection's, and `issued_at - skew <= now < expires` (the skew only
     forgives an issuer's clock running ahead; it never extends an expiry).
 
-    Whatever the descriptor holds, the answer is an EngagementCheck; only a caller's own mistake —
-    a `now` that is not an aware datetime, RFC 3339 text or None, or a `skew_seconds` that is not a
-    non-negative integer — raises, and always ValueError.
+    Whatever the descriptor holds, the answer is an EngagementCheck; only a caller's own mistake
+    raises: a `now` that is not an aware datetime, RFC 3339 text or None, or a `skew_seconds` that
+    is not a non-negative integer (ValueError), or a `connection` that is neither a Connection nor
+    a document that parses as one (SchemaError, which is a ValueError too, as `Resolver` parses it).
     """
     at = now_micros(now)
     check_skew(skew_seconds)
+    if not isinstance(connection, Connection):
+        connection = parse_connection(connection)
     return replace(_verified(descriptor, connection, at, skew_seconds), against=connection, at=at,
                    skew_seconds=skew_seconds)
 

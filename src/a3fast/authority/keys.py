@@ -40,7 +40,10 @@ def b64url_decode(text: object) -> bytes | None:
 
 
 def load_public_key(text: str | bytes) -> Ed25519PublicKey:
-    """An Ed25519 public key from base64url raw bytes or PEM; ValueError says what is wrong."""
+    """An Ed25519 public key from base64url raw bytes or PEM; ValueError says what is wrong
+    (TypeError for a value that is neither text nor bytes)."""
+    if not isinstance(text, (str, bytes)):
+        raise TypeError(f"a public key: expected base64url or PEM text (str or bytes), found {type(text).__name__}")
     if isinstance(text, bytes):
         try:
             text = text.decode("ascii")
