@@ -310,6 +310,35 @@ def test_a_filter_refused_for_a_node_go_would_not_decode_leaves_no_record(served
     assert len(trace(served)) == before and decisions(served, "u-400") == []
 
 
+@pytest.mark.parametrize("field, value", [
+    ("labels", {"zone": 5}), ("generation", "x"), ("generation", 1.5), ("finalizers", "x"),
+    ("resourceVersion", 7), ("creationTimestamp", 0), ("deletionGracePeriodSeconds", "30"),
+    ("ownerReferences", [{"uid": 5}]), ("ownerReferences", [{"controller": "yes"}]),
+    ("managedFields", [{"fieldsV1": "x"}]), ("generateName", ["x"])])
+def test_nodes_mode_refuses_a_node_whose_metadata_go_would_not_decode(served, field, value):
+    # the passed Nodes are echoed as sent, and kube-scheduler decodes them as Go's ObjectMeta: a
+    # field of the wrong JSON type would make the whole answer unreadable, so it is a 400 naming it
+    echoed = node("order-analyst", SECTION_10_AGENTS[0])
+    echoed["metadata"][field] = value
+    before = len(trace(served))
+    r = served.post("/k8s/filter", json={"Pod": pod(SECTION_10_TASK, uid="u-meta"),
+                                         "Nodes": {"metadata": {}, "items": [echoed]}})
+    assert r.status_code == 400, r.text
+    assert r.json()["problems"][0]["path"].startswith(f"$.Nodes.items[0].metadata.{field}")
+    assert len(trace(served)) == before
+
+
+def test_nodes_mode_echoes_metadata_of_every_type_go_decodes(served):
+    echoed = node("order-analyst", SECTION_10_AGENTS[0])
+    echoed["metadata"].update({
+        "labels": {"zone": "a"}, "generation": 3, "finalizers": ["x/y"], "resourceVersion": "12",
+        "creationTimestamp": "2026-03-01T12:00:00Z", "deletionTimestamp": None,
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u", "controller": True}],
+        "managedFields": [{"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {}}}]})
+    passed, _, _ = nodes_client(served).filter(pod(SECTION_10_TASK), [echoed])
+    assert passed == [echoed]
+
+
 # -- many NodeNames: the fleet changing while the names are worked on off the event loop ------------
 @pytest.mark.parametrize("slowed", ["_split_in_slices", "_answer_in_slices"])
 def test_an_agent_that_leaves_while_many_names_are_worked_on_is_never_passed_undecided(monkeypatch, slowed):

@@ -696,11 +696,43 @@ def _names_result(names: list[str], unresolvable: dict[str, str]) -> bytes:
                          "FailedAndUnresolvableNodes": unresolvable, "Error": ""})
 
 
-class _EchoedMeta(msgspec.Struct):
-    name: str
-    namespace: str | None = None
+class _OwnerReference(msgspec.Struct):
+    apiVersion: str | None = None
+    kind: str | None = None
+    name: str | None = None
     uid: str | None = None
+    controller: bool | None = None
+    blockOwnerDeletion: bool | None = None
+
+
+class _ManagedFieldsEntry(msgspec.Struct):
+    manager: str | None = None
+    operation: str | None = None
+    apiVersion: str | None = None
+    time: str | None = None
+    fieldsType: str | None = None
+    fieldsV1: dict[str, Any] | None = None
+    subresource: str | None = None
+
+
+class _EchoedMeta(msgspec.Struct):
+    """ObjectMeta's fields with the JSON types Go's decoder takes for them (a time is held to be
+    text or null; its layout is not read)."""
+    name: str
+    generateName: str | None = None
+    namespace: str | None = None
+    selfLink: str | None = None
+    uid: str | None = None
+    resourceVersion: str | None = None
+    generation: int | None = None
+    creationTimestamp: str | None = None
+    deletionTimestamp: str | None = None
+    deletionGracePeriodSeconds: int | None = None
+    labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
+    ownerReferences: list[_OwnerReference] | None = None
+    finalizers: list[str] | None = None
+    managedFields: list[_ManagedFieldsEntry] | None = None
 
 
 class _EchoedNode(msgspec.Struct):
@@ -712,9 +744,10 @@ _ECHOED_NODE = msgspec.json.Decoder(_EchoedNode)
 
 def _nodes_result(items: list[msgspec.Raw], unresolvable: dict[str, str]) -> bytes:
     """The passed Node objects as they were sent, byte for byte: kube-scheduler takes the returned
-    objects as the nodes in this mode (extender.go's Filter), so they are not trimmed. Each is
-    first held to the ObjectMeta types Go decodes it with (BadArgs otherwise), so the answer is a
-    well-typed ExtenderFilterResult whatever was sent."""
+    objects as the nodes in this mode (extender.go's Filter), so they are not trimmed. Each one's
+    metadata is first held to the types Go decodes ObjectMeta with (BadArgs otherwise: a label
+    that is a number, a generation that is text), so the answer's metadata is what kube-scheduler
+    can read back; a Node's spec and status are echoed as sent, unread."""
     for k, raw in enumerate(items):
         try:
             _ECHOED_NODE.decode(raw)
