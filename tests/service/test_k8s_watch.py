@@ -519,6 +519,39 @@ def test_batches_of_two_collections_apply_one_after_the_other(tmp_path):
     assert all(watch.served[n][0] == "AgentDeclaration" for n in names)
 
 
+def test_a_problem_that_comes_back_after_it_was_fixed_is_an_event_again(tmp_path):
+    # once per problem while it lasts (a Node's status updates would otherwise repeat it every few
+    # seconds), but an object fixed and then broken again the same way gets a new Event: Events
+    # expire, and the object has left the fleet again
+    from a3fast.service.k8s_watch import KubeWatch, KubeWatchConfig, read_declaration_object, read_node
+    from a3fast.service.state import ServiceState
+
+    def reasons(events):
+        return [reason for _, reason, _ in events]
+
+    async def run():
+        state = ServiceState(trace_path=tmp_path / "trace.jsonl")
+        state.open()
+        watch = KubeWatch(state, KubeWatchConfig(), client_configuration=object())
+        by_kind = {c.kind: c for c in watch.collections}
+        nodes, declarations = by_kind["Node"], by_kind["AgentDeclaration"]
+        seen = []
+        for step in ("broken", "broken", "fixed", "broken"):
+            text = "{not json" if step == "broken" else orjson.dumps(declared("n-1")).decode()
+            seen.append(reasons(await watch.apply(nodes, ("put", [read_node(node("n-1", text=text))]))))
+        # a conflict that ends and comes back: an Event each time it begins
+        both = read_declaration_object(agent_declaration("n-2", "team-a", declared("n-2")))
+        seen.append(reasons(await watch.apply(nodes, ("put", [read_node(node("n-2", declared("n-2", namespace="nodes")))]))))
+        for _ in range(2):
+            seen.append(reasons(await watch.apply(declarations, ("put", [both]))))
+            seen.append(reasons(await watch.apply(declarations, ("delete", [both]))))
+        state.close()
+        return seen
+
+    assert asyncio.run(run()) == [["InvalidDeclaration"], [], [], ["InvalidDeclaration"],
+                                  [], ["DeclarationConflict"], [], ["DeclarationConflict"], []]
+
+
 def test_a_poster_of_an_earlier_run_never_takes_a_later_runs_events():
     # stopped while its poster is inside a slow post, then run again: the earlier poster ends
     # with its run, and the later run's Events are posted by its own poster alone, in order

@@ -581,6 +581,12 @@ class KubeWatch:
             await self.state.durable()
 
     def _events_due(self) -> list[tuple[dict[str, Any], str, str]]:
+        """The Events a batch leaves due: one for each problem not posted yet in its words. An
+        object's posted problem is forgotten once it has none after a batch (it turned valid, or its
+        conflict ended), so that the same problem coming back later is an Event again; while it
+        persists (a Node's status updates come every few seconds) it is posted once."""
+        for key in [key for key in self._posted if key not in self.problems]:
+            del self._posted[key]
         due = []
         for key, found in self.problems.items():
             text = f"{found['reason']}: {found['problem']}"
