@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from a3fast.durable.journal import frame
+from a3fast.durable.journal import frame, read_entries
 from service_process import Server
 
 pytest.importorskip("starlette")
@@ -173,6 +173,26 @@ def test_a_state_directory_of_the_layout_before_generations_is_moved_and_keeps_e
         st.close()
     assert sorted(p.name for p in state.iterdir()) == ["checkpoint", "fleet.00000002.a3snap",
                                                        "journal.00000002", "trace.jsonl"]
+
+
+@pytest.mark.parametrize("field, value, found", [
+    ("next_seq", ..., "nothing"), ("trace_bytes", "12", "string '12'"), ("trace_tail_crc", 1 << 32, str(1 << 32)),
+    ("next_seq", 0, "0")])
+def test_an_old_layout_snapshot_missing_a_field_is_refused_before_anything_moves(tmp_path, field, value, found):
+    state = tmp_path / "old"
+    _old_layout(state)
+    snapshot = state / "snapshot"
+    document = orjson.loads(read_entries(snapshot.read_bytes(), str(snapshot)).entries[0])
+    if value is ...:
+        del document[field]
+    else:
+        document[field] = value
+    snapshot.write_bytes(frame(orjson.dumps(document)))
+    before = sorted(p.name for p in state.iterdir())
+    err = _refused(state, stdio=True)
+    assert f"{snapshot}: field {field!r}: expected " in err and f"found {found}; restore" in err
+    assert "KeyError" not in err and "Traceback" not in err
+    assert sorted(p.name for p in state.iterdir()) == before       # nothing renamed
 
 
 def test_the_move_to_journal_generations_stopped_at_any_step_is_finished_by_the_next_start(tmp_path):

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import orjson
 
-from ..errors import A3Error, FleetError, Problem, SchemaError
+from ..errors import A3Error, FleetError, Problem, SchemaError, describe
 from ..files import write_pieces
 from ..record.compact import Encoder
 from ..fleet import Fleet, FleetProtocol, namespace_problem
@@ -683,6 +683,13 @@ def _upgrade_layout(statedir: StateDir) -> None:
             found = document.get("format") if isinstance(document, dict) else "damaged"
             raise StateError(f"{old_snapshot}: a snapshot of the layout before journal generations in format "
                              f"{found!r}; this a3fast moves only format 3 (a fleet snapshot file) to checkpoints")
+        # the fields the checkpoint will carry, checked before anything is moved
+        for name, check in CHECKPOINT_FIELDS.items():
+            expected = "present" if name not in document else check(document[name])
+            if expected is not None:
+                found = "nothing" if name not in document else describe(document[name])
+                raise StateError(f"{old_snapshot}: field {name!r}: expected {expected}, found {found}; "
+                                 f"restore the state directory from a copy")
     if old_journal.exists():
         os.replace(old_journal, statedir.journal_path(1))
     elif not statedir.journal_path(1).exists():
