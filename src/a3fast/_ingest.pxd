@@ -71,14 +71,17 @@ cdef extern from *:
     static PyObject* a3_untracked_if_acyclic(PyObject* c) {
         Py_ssize_t i, n;
         PyObject** items;
-        if (PyTuple_Check(c)) {
+        Py_INCREF(c);
+        /* only a tuple with no __dict__ or an exact list; anything else is handed back as it is */
+        if (PyTuple_Check(c) && Py_TYPE(c)->tp_dictoffset == 0) {
             n = PyTuple_GET_SIZE(c);
             items = ((PyTupleObject*)c)->ob_item;
-        } else {
+        } else if (PyList_CheckExact(c)) {
             n = PyList_GET_SIZE(c);
             items = ((PyListObject*)c)->ob_item;
+        } else {
+            return c;
         }
-        Py_INCREF(c);
         for (i = 0; i < n; i++)
             if (a3_may_lead_back(items[i])) return c;
         PyObject_GC_UnTrack(c);
