@@ -1058,6 +1058,10 @@ cdef Py_ssize_t put_ms(char* dst, Py_ssize_t at, int64_t ns) noexcept:
     return put_digits(dst, at + 1, fraction, width)
 
 
+#: A tail's first member when the placement left its task's session unheld (record.write.tail_members).
+cdef bytes UNHELD_TAIL_HEAD = b'{"a3fast.session_held":false,'
+
+
 cdef object timings_tail(object gather_ns, object select_ns, object decided_at_ns):
     """`record.write.tail_json` of a placement whose only tail member is `timings`, both phases
     measured; None when a value is outside what this writes as orjson does (then the caller's
@@ -2433,7 +2437,8 @@ cdef class Index:
         that case, so the caller gathers them itself (`Encoder._line_arguments`); only the caches
         below change.
 
-        The usual case: not resumed, the default scorer, no route, no session member, both phases
+        The usual case: not resumed, the default scorer, no route, no session member (a session the
+        placement left unheld is the tail's first member, `"a3fast.session_held": false`), both phases
         measured (within what `timings_tail` writes), a rejection's reason derived,
         the submitted requirements the matched ones, and the fleet snapshot of the caller's last
         placement still current (the same `membership` count, `snapshot_seq` its record). `task`
@@ -2455,9 +2460,10 @@ cdef class Index:
         if placement_field(p, S_SUBMITTED, direct) is not requirements:
             return None
         session = placement_field(p, S_SESSION, direct)
-        if session is not None and (session != field_of(requirements, requirements_session_item, "session")
-                                    or placement_field(p, S_SESSION_HELD, direct) is False):
+        if session is not None and session != field_of(requirements, requirements_session_item, "session"):
             return None
+        # a session the placement left unheld (remember_session=False) is said before the timings
+        cdef bint unheld = session is not None and placement_field(p, S_SESSION_HELD, direct) is False
         placed_membership = placement_field(p, S_MEMBERSHIP, direct)
         if placed_membership is None or membership is None or snapshot_seq is None \
                 or type(snapshot_seq) is not int or placed_membership != membership:
@@ -2503,6 +2509,8 @@ cdef class Index:
             tail_json = timings_tail(p.gather_ns, p.select_ns, placement_field(p, S_DECIDED_AT_NS, direct))
         if tail_json is None:
             return None
+        if unheld:
+            tail_json = UNHELD_TAIL_HEAD + (<bytes>tail_json)[1:]
         key = id(requirements)
         hit = requirements_cache.get(key)
         if hit is not None and (<tuple>hit)[0] is requirements:
@@ -3579,8 +3587,12 @@ def place_one(stages, task, session, generation, route, reason_limit, kind, scor
     p = build_state(stages, state, generation)
     task_session = slot(state, S_SESSION)
     agent = slot(p, S_AGENT)
-    if remember_session and task_session is not None and agent is not None and stages.hold(agent, task_session):
-        generation += 1
+    if task_session is not None:
+        if not remember_session:
+            # recorded so, bound or rejected: a replay that binds it holds nothing for it either
+            set_slot(p, S_SESSION_HELD, False)
+        elif agent is not None and stages.hold(agent, task_session):
+            generation += 1
     return p, generation
 
 
@@ -3598,16 +3610,17 @@ def build_wave(stages, list states, list wave, list placements, list held, gener
         state = states[i]
         p = build_state(stages, state, generation) if direct else build_one(state, generation)
         placements[i] = p
-        if not remember_session:
-            continue
         session = placement_field(state, S_SESSION, type(state) is placement_class and placement_class is not None)
         if session is None:
             continue
         placed = type(p) is placement_class and placement_class is not None
         agent = placement_field(p, S_AGENT, placed)
         # a resumption holds nothing (see `pipeline.drive`'s batch of one)
-        if agent is not None and not placement_field(p, S_RESUMED, placed):
-            held[i] = stages.hold(agent, session)
+        if not placement_field(p, S_RESUMED, placed):
+            if not remember_session:
+                p.session_held = False      # recorded so (docs/design.md, reading 25)
+            elif agent is not None:
+                held[i] = stages.hold(agent, session)
 
 
 a3_cpu_init()       # which of popcnt, SSSE3 and AVX2 this processor has, before any thread asks

@@ -504,8 +504,10 @@ class Index:
         if p.submitted is not requirements:
             return None
         session = p.session
-        if session is not None and (session != requirements.session or p.session_held is False):
+        if session is not None and session != requirements.session:
             return None
+        # a session the placement left unheld (remember_session=False) is said before the timings
+        unheld = session is not None and p.session_held is False
         if p.membership is None or membership is None or type(snapshot_seq) is not int \
                 or p.membership != membership:
             return None
@@ -538,6 +540,8 @@ class Index:
         tail_json = _timings_tail(p.gather_ns, p.select_ns, p.decided_at_ns)
         if tail_json is None:
             return None
+        if unheld:
+            tail_json = UNHELD_TAIL_HEAD + tail_json[1:]
         key = id(requirements)
         hit = requirements_cache.get(key)
         keep = 0
@@ -589,6 +593,10 @@ class Index:
 
 #: the default scorer's components, in the order of the compact record's columns
 _COMPACT_COLUMNS = ("total", "affinity", "success_rate", "cost", "substantiated")
+
+
+#: A tail's first member when the placement left its task's session unheld (record.write.tail_members).
+UNHELD_TAIL_HEAD = b'{"a3fast.session_held":false,'
 
 
 def _timings_tail(gather_ns: Any, select_ns: Any, decided_at_ns: Any) -> bytes | None:

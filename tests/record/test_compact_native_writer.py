@@ -103,6 +103,10 @@ def test_encode_placement_writes_the_compact_members_dict_form_byte_for_byte(eng
         compact = {"format": 1, "fleet": member["fleet"], "filters_passed": list(p.predicates),
                    **_lists_as_dict(p.explanation, p.scores if p.bound else None)}
         tail = {"route": p.route} if p.route is not None else {}
+        if p.session is not None:
+            # placed with remember_session=False: the task's session is held by no agent
+            assert p.session_held is False
+            tail["a3fast.session_held"] = False
         tail["timings"] = timings(p)
         if p.bound:
             bound += 1

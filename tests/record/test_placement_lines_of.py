@@ -182,6 +182,25 @@ def test_the_usual_placements_are_gathered_by_the_engine(engine):
     assert encoder.plain_reference == snapshot and _plainly_referring(lines, snapshot)
 
 
+def test_a_placement_that_left_its_session_unheld_is_gathered_and_says_so(engine):
+    # `remember_session=False` with the task's own session: the usual case still, its tail starting
+    # with "a3fast.session_held": false, as the encoder's own writer puts it
+    fleet, placements = _usual(engine, 4)
+    encoder, reference = Encoder(), Encoder()
+    encoder.encode_placement_lines(1, placements[0])
+    _reference(reference, 1, placements[0], None, False)
+    seq = 4 if placements[0].bound else 3
+    with_session = [t for t in generate_tasks(AGENTS, 60, 41) if t.get("session")]
+    unheld = [fleet.place(t, remember_session=False) for t in with_session]
+    assert any(p.bound for p in unheld) and not all(p.bound for p in unheld)
+    for p in unheld:
+        assert p.session_held is False
+        gathered = _gathered(encoder, seq, p)
+        assert gathered is not None and gathered == _reference(reference, seq, p, None, False)
+        assert b'"a3fast.session_held":false,"timings":' in gathered[0]
+        seq += gathered[1]
+
+
 def test_lines_written_otherwise_give_no_plain_reference(engine):
     fleet, placements = _usual(engine, 4)
     encoder = Encoder()
@@ -214,9 +233,6 @@ def test_each_unusual_placement_is_left_to_the_encoder(engine):
     late = fleet.place(doc, remember_session=False)
     late.decided_at_ns = 2**62
     unusual["decided from 2116"] = late
-    unheld = fleet.place(doc, session=doc.get("session") or "s", remember_session=False)
-    unheld.session_held = False
-    unusual["unheld session"] = unheld
     for what, p in unusual.items():
         assert _gathered(encoder, 10, p) is None, what
     usual = fleet.place(doc, remember_session=False)

@@ -449,6 +449,36 @@ def test_a_filters_answer_holds_no_session_when_replayed(engine):
     assert a3fast.verify(as_jsonl(records)) == [] and a3fast.verify(as_jsonl(encode_trace(records))) == []
 
 
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_placement_that_held_no_session_is_recorded_so_and_replays_unchanged(engine, batch):
+    # `remember_session=False` leaves the session unheld; the record says so by itself, so a replay
+    # on the very fleet the trace was made on holds nothing for it and finds every decision the same
+    # (it held the session before, and sent the second task to "b" by an affinity it never had)
+    docs = [{"v": "1.0", "agent": {"name": n, "namespace": "x"}, "clearances": [],
+             "capabilities": [{"name": "a.x", "version": 1}], "model": {"latency_class": "batch", "cost_ceiling_usd": cost}}
+            for n, cost in (("a", "0.5"), ("b", "1"))]
+    task = {"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}]}
+    fleet = fleet_of(docs, engine)
+    if batch:
+        first = fleet.place_many([task], sessions=["s"], remember_session=False)[0]
+        [miss] = fleet.place_many([{**task, "capabilities": [{"name": "c.y", "version": 1}]}], sessions=["s"],
+                                  remember_session=False)
+    else:
+        first = fleet.place(task, session="s", candidates=["b"], remember_session=False)
+        miss = fleet.place({**task, "capabilities": [{"name": "c.y", "version": 1}]}, session="s",
+                           remember_session=False)
+    second = fleet.place(task, session="s")
+    assert not fleet.holds_session(first.agent, "s") or first.agent == second.agent
+    assert first.session_held is False and miss.session_held is False and second.session_held is None
+    records = records_of([first, miss, second])
+    bound, rejected = records[2]["content"], records[4]["content"]
+    assert bound["scheduling"]["a3fast.session_held"] is False and rejected["a3fast.session_held"] is False
+    assert "a3fast.session_held" not in orjson.dumps(records[7]).decode()
+    for trace in (records, list(encode_trace(records))):
+        assert summarise(replay(trace, fleet_of(docs, engine))).changed == 0
+    assert a3fast.verify(as_jsonl(records)) == []
+
+
 def test_a_rejected_filters_answer_holds_no_session_when_a_replay_binds_it(engine):
     # the first filter finds no agent with c.y and holds nothing; in the proposed fleet "z" has c.y,
     # so the replay binds it there. Had the replay held the session for it, the session's second

@@ -698,7 +698,9 @@ class ShardedFleet:
                                 for s, part in zip(self._shards, within)], "place")
         state.gathered = time.perf_counter_ns()
         placement, holds = self._merged(state, answers, maps, size, restricted=candidates is not None)
-        if placement.agent is not None and state.session is not None and remember_session and not holds:
+        if state.session is not None and not remember_session:
+            placement.session_held = False      # recorded so, as one Fleet records it
+        elif placement.agent is not None and state.session is not None and not holds:
             self.hold_session(placement.agent, state.session)
         return placement
 
@@ -801,7 +803,9 @@ class ShardedFleet:
                     p, holds_already = self._merged(state, [shard_part[j] for shard_part in answers], maps,
                                                     size, checked=True)
                     placements[i] = p
-                    if p.agent is not None and state.session is not None and remember_session and not holds_already:
+                    if state.session is not None and not remember_session:
+                        p.session_held = False      # recorded so, as one Fleet records it
+                    elif p.agent is not None and state.session is not None and not holds_already:
                         holds[self._owner(p.agent)].append((p.agent, state.session))
                         held[i] = True
         made.extend(pair for pairs in holds for pair in pairs)

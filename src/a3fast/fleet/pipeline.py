@@ -288,9 +288,12 @@ def drive(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str | None] 
     # no new choice (its agent is the one the earlier placement bound, which held the session then
     # if it was to), and holding would renumber the generation of its record and of every record
     # after it, which existing traces and their replays hold byte for byte.
-    if (remember_session and state.session is not None and p.agent is not None and not p.resumed
-            and stages.hold(p.agent, state.session)):
-        generation += 1
+    if state.session is not None and not p.resumed:
+        if not remember_session:
+            # recorded so, bound or rejected: a replay that binds it holds nothing for it either
+            p.session_held = False
+        elif p.agent is not None and stages.hold(p.agent, state.session):
+            generation += 1
     return [p], generation
 
 
@@ -367,8 +370,11 @@ def build_wave(stages: Stages, states: list[Placement], wave: list[int], placeme
     for i in wave:
         state = states[i]
         p = placements[i] = build_one(state, generation)
-        if remember_session and state.session is not None and p.agent is not None and not p.resumed:
-            held[i] = hold(p.agent, state.session)
+        if state.session is not None and not p.resumed:
+            if not remember_session:
+                p.session_held = False      # recorded so (docs/design.md, reading 25)
+            elif p.agent is not None:
+                held[i] = hold(p.agent, state.session)
 
 
 class LocalStages:

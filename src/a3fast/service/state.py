@@ -446,6 +446,10 @@ class ServiceState:
         elif self.failed is not None:
             raise JournalFailed(self.failed)
         p = target.place(requirements, session=session, route=route, remember_session=False)
+        if own and p.session is not None:
+            # the service holds a bound placement's session itself, below, with its records (and
+            # would hold it for a rejection a replay binds)
+            p.session_held = None
         seq = self.next_seq
         mark = self.encoder.mark() if compact and own else None
         if compact and own:
@@ -494,6 +498,8 @@ class ServiceState:
                     p.generation = generation
                     agent = p.agent
                     hold: tuple[str, str] | None
+                    if p.session is not None:
+                        p.session_held = None       # the service holds it itself, as `place` says
                     if agent is not None and p.session is not None:
                         hold = (agent, p.session)
                         # needed only to take back the records of a hold that fails
