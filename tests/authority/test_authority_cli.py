@@ -243,6 +243,25 @@ def test_requirements_or_declarations_given_as_the_policy_are_bad_input(tmp_path
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize("given", [
+    # requirements with a member of their own (§4 allows it), which no longer look like requirements
+    {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}], "clearances": ["orders.read"],
+     "note": "mine"},
+    example("connection"),          # another authority document
+])
+def test_any_object_without_rules_or_default_given_as_the_policy_is_bad_input(tmp_path, given):
+    path = write(tmp_path, "p.json", given)
+    result = run("resolve", *example_args(policy=path), "--now", NOW, "--require", "chess.play")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "expected a runtime policy: `rules` or `default` ({} for one that allows everything)" in result.stderr
+    assert str(path) in result.stderr
+
+
+def test_an_empty_policy_allows_everything(tmp_path):
+    result = run("resolve", *example_args(policy=write(tmp_path, "p.json", {})), "--now", NOW)
+    assert result.exit_code == 1 and "denied by runtime policy" not in result.stdout
+
+
 def test_a_policy_with_members_of_its_own_is_read_whatever_it_looks_like(tmp_path):
     # a policy that carries a `v` and an `agent` object of its own reads like a declaration, but it
     # has rules: it is a policy, and its deny applies

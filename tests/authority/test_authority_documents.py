@@ -303,3 +303,11 @@ def test_base64url_round_trips_and_only_the_canonical_text_decodes(data):
 def test_a_public_key_that_is_neither_text_nor_bytes_is_a_type_error(value):
     with pytest.raises(TypeError, match="expected base64url or PEM text"):
         load_public_key(value)
+
+
+def test_a_policy_is_empty_or_has_rules_or_a_default():
+    assert parse_policy({}).default == "allow"
+    assert parse_policy({"default": "deny", "note": "kept"}).default == "deny"
+    assert problems(parse_policy, {"capabilities": ["a.b"], "note": "x"}) == [
+        "$: expected a runtime policy: `rules` or `default` ({} for one that allows everything), found an "
+        "object with neither, holding 'capabilities', 'note'"]

@@ -448,10 +448,17 @@ def parse_policy(obj: Any, path: str = "$") -> RuntimePolicy:
 
     Every rule whose conditions a contract meets applies; the strictest decision wins (deny, then
     confirm, then allow), so rule order never changes a result. `default` (allow when absent)
-    decides capabilities no rule matches.
+    decides capabilities no rule matches. A policy that allows everything is `{}`: an object
+    holding other members but neither `rules` nor `default` is refused, since it is most likely
+    another document (requirements, a connection) given in its place, and it would deny nothing.
     """
     r = ProblemReader()
     doc = r.document(obj, path)
+    if doc and "rules" not in doc and "default" not in doc:
+        members = ", ".join(repr(k) for k in list(doc)[:3]) + (", ..." if len(doc) > 3 else "")
+        r.fail(path, "a runtime policy: `rules` or `default` ({} for one that allows everything)", doc,
+               f"an object with neither, holding {members}")
+        r.raise_if_any()
     default: str | None = "allow"
     if "default" in doc:
         default = r.choice(doc["default"], json_path(path, "default"), DECISIONS)

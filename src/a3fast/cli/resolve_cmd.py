@@ -38,29 +38,26 @@ def _documents(path: str, parse, what: str) -> tuple:
 _LOOKALIKES = ("declarations", "requirements")
 
 
-def _document(path: str, parse, what: str, own: tuple[str, ...] = ()) -> Any:
+def _document(path: str, parse, what: str) -> Any:
     """One authority document, parsed (SchemaError: bad input naming the file). A file that looks
     like declarations or requirements is read as `what` if it is one (`_one_of`)."""
-    doc = _one_of(path, parse, what, own)
+    doc = _one_of(path, parse, what)
     try:
         return parse(doc)
     except SchemaError as exc:
         raise BadInput.from_error(exc, path) from None
 
 
-def _one_of(path: str, parse, what: str, own: tuple[str, ...] = ()) -> Any:
+def _one_of(path: str, parse, what: str) -> Any:
     """The JSON document of `path`. One that looks like declarations or requirements is taken only
-    if `parse` takes it (a document may carry members of its own) and, where `what` has no member
-    it requires, only if it carries one of `own`, its members (a policy's `rules` or `default`: any
-    object parses as a policy, one that allows everything); otherwise, like any file of another
-    kind, it is told what it looks like, in one line."""
+    if `parse` takes it (a document may carry members of its own; a policy must have `rules` or
+    `default`); otherwise, like any file of another kind, it is told what it looks like, in one
+    line."""
     kind = require_kind(path, what, *_LOOKALIKES)
     try:
         doc = read_json(path)
         if kind.name in _LOOKALIKES:
             parse(doc)
-            if own and not (isinstance(doc, dict) and any(member in doc for member in own)):
-                raise InputError(wrong_kind(kind, (what,), display_name(path)) or f"{display_name(path)}: not {what}")
     except (InputError, SchemaError) as exc:
         if kind.name in _LOOKALIKES:
             raise InputError(wrong_kind(kind, (what,), display_name(path)) or str(exc)) from None
@@ -194,7 +191,7 @@ def resolve(contracts_path, mappings_path, skills_path, connection_path, engagem
     mappings = _documents(mappings_path, parse_mappings, "mappings")
     skills = _documents(skills_path, parse_skills, "skills")
     connection = _trust(_document(connection_path, parse_connection, "a connection"), keys)
-    policy = _document(policy_path, parse_policy, "a policy", ("rules", "default"))
+    policy = _document(policy_path, parse_policy, "a policy")
     # the descriptor as received: it is judged in the resolution (a malformed one is an answer)
     engagement = _one_of(engagement_path, parse_engagement, "an engagement")
     known = {skill.id for skill in skills}
