@@ -327,6 +327,12 @@ def test_an_engagement_check_for_a_connection_that_trusts_other_keys_is_made_aga
     assert codes(authority.engagement) == [reason] and authority.effective == 0
     resolved = Resolver(CONTRACTS, MAPPINGS, []).resolve(rekeyed, check, {}, now=NOW)
     assert codes(resolved.authority.engagement) == [reason]
+    # the very connection object, its keys changed in place after the check was made
+    held = parse_connection(world.connection_doc)
+    made = verify_engagement(world.engagement(), held, now=NOW)
+    held.keys.clear()
+    in_place = effective_authority(Catalog(parse_contracts(CONTRACTS)), held, made, parse_policy({}), now=NOW)
+    assert codes(in_place.engagement) == [R.UNKNOWN_KEY] and in_place.effective == 0
     # the same keys in a connection parsed again: the check still answers for it
     again = effective_authority(Catalog(parse_contracts(CONTRACTS)), parse_connection(world.connection_doc), check,
                                 parse_policy({}), now=NOW)

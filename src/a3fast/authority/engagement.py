@@ -67,15 +67,18 @@ class EngagementCheck:
     against: Connection | None = field(default=None, compare=False, repr=False)
     at: int | None = field(default=None, compare=False, repr=False)
     skew_seconds: int | None = field(default=None, compare=False, repr=False)
+    #: the keys `against` trusted when the check was made (`trusted_keys`): a connection's keys are
+    #: a mapping its holder may change, so they are compared as they were, not as they are now
+    keys: Mapping[str, bytes] | None = field(default=None, compare=False, repr=False)
 
     def made_for(self, connection: Connection, at: int, skew_seconds: int) -> bool:
         """Whether this check answers for `connection` at instant `at` with this skew. A connection
         equal in its fields but trusting other keys (one dropped, or a kid given a new key) is
         another connection here: its keys decide the signature."""
         against = self.against
-        if self.at != at or self.skew_seconds != skew_seconds or against is None:
+        if self.at != at or self.skew_seconds != skew_seconds or against is None or self.keys is None:
             return False
-        return against is connection or (against == connection and trusted_keys(against) == trusted_keys(connection))
+        return (against is connection or against == connection) and self.keys == trusted_keys(connection)
 
     @property
     def valid(self) -> bool:
@@ -121,7 +124,7 @@ def verify_engagement(descriptor: Any, connection: Connection | Mapping[str, Any
     if not isinstance(connection, Connection):
         connection = parse_connection(connection)
     return replace(_verified(descriptor, connection, at, skew_seconds), against=connection, at=at,
-                   skew_seconds=skew_seconds)
+                   skew_seconds=skew_seconds, keys=trusted_keys(connection))
 
 
 def _verified(descriptor: Any, connection: Connection, at: int, skew_seconds: int) -> EngagementCheck:
