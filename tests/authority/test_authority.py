@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from a3fast import SchemaError
-from a3fast.authority import (CONFIRM, DECISIONS, DENIED, GRANTED, OPERATIONS, Catalog, Resolver,
+from a3fast.authority import (CONFIRM, DECISIONS, DENIED, GRANTED, OPERATIONS, Catalog, Resolver, apply_policy,
                               canonical_bytes, effective_authority, generate_private_key,
                               parse_connection, parse_contracts, parse_engagement, parse_mappings,
                               parse_policy, parse_skills, public_key_text, resolve,
@@ -650,6 +650,10 @@ def test_connection_and_policy_documents_are_parsed_by_the_library_calls_as_the_
         effective_authority(catalog, world.connection, engagement, {"rules": "all"}, now=NOW)
     with pytest.raises(TypeError, match="catalog: expected a Catalog"):
         effective_authority(CONTRACTS, world.connection, engagement, {}, now=NOW)
+    # and the runtime policy on its own
+    assert apply_policy(catalog, policy).deny == apply_policy(catalog, parse_policy(policy)).deny != 0
+    with pytest.raises(TypeError, match="catalog: expected a Catalog"):
+        apply_policy(CONTRACTS, policy)
 
 
 # -- a resolver and a check used again ----------------------------------------------------------------------

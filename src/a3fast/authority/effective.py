@@ -54,8 +54,14 @@ class RuntimeOutcome:
     default: str
 
 
-def apply_policy(catalog: Catalog, policy: RuntimePolicy) -> RuntimeOutcome:
-    """Every matching rule applies and the strictest decision wins; `default` takes the rest."""
+def apply_policy(catalog: Catalog, policy: RuntimePolicy | Mapping[str, Any]) -> RuntimeOutcome:
+    """Every matching rule applies and the strictest decision wins; `default` takes the rest.
+    `policy` is parsed here when given as a document (SchemaError when it does not parse);
+    TypeError for a catalog that is not one."""
+    if not isinstance(catalog, Catalog):
+        raise TypeError(f"catalog: expected a Catalog of parsed contracts, found {describe(catalog)}")
+    if not isinstance(policy, RuntimePolicy):
+        policy = parse_policy(policy)
     matches = tuple((rule, catalog.matches(rule)) for rule in policy.rules)
     by_decision = {"allow": 0, "confirm": 0, "deny": 0}
     for rule, bits in matches:
@@ -212,8 +218,6 @@ def effective_authority(catalog: Catalog, connection: Connection | Mapping[str, 
         raise TypeError(f"catalog: expected a Catalog of parsed contracts, found {describe(catalog)}")
     if not isinstance(connection, Connection):
         connection = parse_connection(connection)
-    if not isinstance(policy, RuntimePolicy):
-        policy = parse_policy(policy)
     if isinstance(engagement, EngagementCheck):
         checked = engagement.engagement
         if checked is not None and not engagement.made_for(connection, to_micros(now), skew_seconds):
