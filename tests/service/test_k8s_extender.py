@@ -314,7 +314,12 @@ def test_a_filter_refused_for_a_node_go_would_not_decode_leaves_no_record(served
     ("labels", {"zone": 5}), ("generation", "x"), ("generation", 1.5), ("finalizers", "x"),
     ("resourceVersion", 7), ("creationTimestamp", 0), ("deletionGracePeriodSeconds", "30"),
     ("ownerReferences", [{"uid": 5}]), ("ownerReferences", [{"controller": "yes"}]),
-    ("managedFields", [{"fieldsV1": "x"}]), ("generateName", ["x"])])
+    ("managedFields", [{"time": "yesterday"}]), ("generateName", ["x"]),
+    # past Go's int64; a time that is not RFC 3339
+    ("generation", 2**63), ("deletionGracePeriodSeconds", -(2**63) - 1), ("creationTimestamp", "yesterday"),
+    ("deletionTimestamp", "2026-03-01 12:00:00"),
+    # encoding/json reads a key whatever its case: these are labels, generation, an owner's uid
+    ("Labels", {"zone": 5}), ("GENERATION", 1), ("ownerReferences", [{"UID": "u"}])])
 def test_nodes_mode_refuses_a_node_whose_metadata_go_would_not_decode(served, field, value):
     # the passed Nodes are echoed as sent, and kube-scheduler decodes them as Go's ObjectMeta: a
     # field of the wrong JSON type would make the whole answer unreadable, so it is a 400 naming it
@@ -328,13 +333,22 @@ def test_nodes_mode_refuses_a_node_whose_metadata_go_would_not_decode(served, fi
     assert len(trace(served)) == before
 
 
+def test_nodes_mode_refuses_a_metadata_member_spelled_in_another_case(served):
+    echoed = node("order-analyst", SECTION_10_AGENTS[0])
+    echoed["Metadata"] = {"name": 5}
+    r = served.post("/k8s/filter", json={"Pod": pod(SECTION_10_TASK), "Nodes": {"metadata": {}, "items": [echoed]}})
+    assert r.status_code == 400 and r.json()["problems"][0]["path"] == "$.Nodes.items[0].Metadata"
+
+
 def test_nodes_mode_echoes_metadata_of_every_type_go_decodes(served):
     echoed = node("order-analyst", SECTION_10_AGENTS[0])
     echoed["metadata"].update({
         "labels": {"zone": "a"}, "generation": 3, "finalizers": ["x/y"], "resourceVersion": "12",
         "creationTimestamp": "2026-03-01T12:00:00Z", "deletionTimestamp": None,
         "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u", "controller": True}],
-        "managedFields": [{"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {}}}]})
+        "generation": 2**63 - 1, "deletionGracePeriodSeconds": -(2**63),
+        "managedFields": [{"manager": "kubelet", "operation": "Update", "time": "2026-03-01T12:00:00.5+01:00",
+                           "fieldsV1": {"f:status": {}}}, {"fieldsV1": "any JSON value"}]})
     passed, _, _ = nodes_client(served).filter(pod(SECTION_10_TASK), [echoed])
     assert passed == [echoed]
 

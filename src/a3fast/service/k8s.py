@@ -43,13 +43,14 @@ import re
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 import msgspec
 import orjson
 
 from ..engines import NATIVE_AVAILABLE, engine_module
-from ..errors import A3Error, SchemaError
+from ..authority.times import parse_instant
+from ..errors import A3Error, SchemaError, describe, json_path
 from ..fleet import Fleet
 from ..interop.kubernetes import fill_agent
 from ..record.write import placement_records
@@ -139,6 +140,8 @@ _ARGS_RAW_NAMES = msgspec.json.Decoder(_ArgsRawNames)
 _NAME_LIST = msgspec.json.Decoder(list[str])
 _NODE = msgspec.json.Decoder(_Object)
 _MSGSPEC_ERROR = re.compile(r"Expected `(?P<expected>.+?)`, got `(?P<found>.+?)`(?: - at `(?P<path>.+)`)?$")
+#: msgspec's words for a value outside a constraint: "Expected `int` <= 9223372036854775807 - at `$.x`"
+_MSGSPEC_BOUND = re.compile(r"Expected `(?P<expected>[^`]+)` (?P<bound>[<>]=? \S+)(?: - at `(?P<path>.+)`)?$")
 
 
 def _bad(exc: Exception, prefix: str = "$") -> BadArgs:
@@ -146,6 +149,11 @@ def _bad(exc: Exception, prefix: str = "$") -> BadArgs:
     if isinstance(exc, RecursionError):
         return BadArgs(prefix, "nesting no deeper than core/v1 objects have", "a deeper document")
     text = str(exc)
+    bound = _MSGSPEC_BOUND.match(text)
+    if bound is not None:      # an integer past Go's int64
+        path = bound.group("path") or "$"
+        return BadArgs(prefix + path[1:], f"{bound.group('expected')} {bound.group('bound')} (Go's int64)",
+                       "a number outside it")
     match = _MSGSPEC_ERROR.match(text)
     if match is None:
         return BadArgs(prefix, "ExtenderArgs as JSON (k8s.io/kube-scheduler/extender/v1)", text[:200])
@@ -696,6 +704,10 @@ def _names_result(names: list[str], unresolvable: dict[str, str]) -> bytes:
                          "FailedAndUnresolvableNodes": unresolvable, "Error": ""})
 
 
+#: Go's int64 (a generation, a grace period): a larger number does not decode there.
+_Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
 class _OwnerReference(msgspec.Struct):
     apiVersion: str | None = None
     kind: str | None = None
@@ -711,23 +723,23 @@ class _ManagedFieldsEntry(msgspec.Struct):
     apiVersion: str | None = None
     time: str | None = None
     fieldsType: str | None = None
-    fieldsV1: dict[str, Any] | None = None
+    fieldsV1: Any = None            # FieldsV1 keeps any JSON value as it is
     subresource: str | None = None
 
 
 class _EchoedMeta(msgspec.Struct):
-    """ObjectMeta's fields with the JSON types Go's decoder takes for them (a time is held to be
-    text or null; its layout is not read)."""
+    """ObjectMeta's fields with the JSON types Go's decoder takes for them (a time's text is then
+    read as RFC 3339, `_times_of`)."""
     name: str
     generateName: str | None = None
     namespace: str | None = None
     selfLink: str | None = None
     uid: str | None = None
     resourceVersion: str | None = None
-    generation: int | None = None
+    generation: _Int64 | None = None
     creationTimestamp: str | None = None
     deletionTimestamp: str | None = None
-    deletionGracePeriodSeconds: int | None = None
+    deletionGracePeriodSeconds: _Int64 | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     ownerReferences: list[_OwnerReference] | None = None
@@ -740,6 +752,46 @@ class _EchoedNode(msgspec.Struct):
 
 
 _ECHOED_NODE = msgspec.json.Decoder(_EchoedNode)
+_MEMBERS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ANY = msgspec.json.Decoder()
+
+
+def _spelled_as(members: Any, struct: type, path: str) -> None:
+    """BadArgs for a member of `members` (a decoded object) that Go's decoder would take for one of
+    `struct`'s fields though it is spelled otherwise: encoding/json matches a key to a field
+    regardless of case, so `"Labels"` is read as `labels`, past every check made here."""
+    if not isinstance(members, dict):
+        return
+    fields = {name.lower(): name for name in struct.__struct_fields__}
+    for key in members:
+        field = fields.get(key.lower())
+        if field is not None and field != key:
+            raise BadArgs(json_path(path, key), f"{field!r} spelled exactly (Go would read {key!r} as {field!r})",
+                          describe(key))
+
+
+def _check_node_metadata(raw: msgspec.Raw, path: str) -> None:
+    """A Node's metadata held to what Go decodes ObjectMeta with: its spelling, its types and its
+    times (BadArgs naming the member otherwise)."""
+    node = _MEMBERS.decode(raw)
+    for key in node:
+        if key != "metadata" and key.lower() == "metadata":
+            raise BadArgs(json_path(path, key), f"'metadata' spelled exactly (Go would read {key!r} as 'metadata')",
+                          describe(key))
+    meta = _ANY.decode(node["metadata"]) if "metadata" in node else None
+    _spelled_as(meta, _EchoedMeta, json_path(path, "metadata"))
+    if isinstance(meta, dict):
+        for name, struct in (("ownerReferences", _OwnerReference), ("managedFields", _ManagedFieldsEntry)):
+            items = meta.get(name)
+            if isinstance(items, list):
+                for i, item in enumerate(items):
+                    _spelled_as(item, struct, json_path(json_path(json_path(path, "metadata"), name), i))
+    decoded = _ECHOED_NODE.decode(raw).metadata
+    times = [("creationTimestamp", decoded.creationTimestamp), ("deletionTimestamp", decoded.deletionTimestamp)]
+    times += [(f"managedFields[{i}].time", entry.time) for i, entry in enumerate(decoded.managedFields or ())]
+    for where, text in times:
+        if text is not None and parse_instant(text) is None:
+            raise BadArgs(f"{path}.metadata.{where}", "an RFC 3339 date-time (metav1.Time), or null", describe(text))
 
 
 def _nodes_result(items: list[msgspec.Raw], unresolvable: dict[str, str]) -> bytes:
@@ -750,7 +802,7 @@ def _nodes_result(items: list[msgspec.Raw], unresolvable: dict[str, str]) -> byt
     can read back; a Node's spec and status are echoed as sent, unread."""
     for k, raw in enumerate(items):
         try:
-            _ECHOED_NODE.decode(raw)
+            _check_node_metadata(raw, f"$.Nodes.items[{k}]")
         except (msgspec.DecodeError, RecursionError) as exc:
             raise _bad(exc, f"$.Nodes.items[{k}]") from None
     return (b'{"Nodes":{"metadata":{},"items":[' + b",".join(items)
