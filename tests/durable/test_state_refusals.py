@@ -177,7 +177,8 @@ def test_a_state_directory_of_the_layout_before_generations_is_moved_and_keeps_e
 
 @pytest.mark.parametrize("field, value, found", [
     ("next_seq", ..., "nothing"), ("trace_bytes", "12", "string '12'"), ("trace_tail_crc", 1 << 32, str(1 << 32)),
-    ("next_seq", 0, "0")])
+    ("next_seq", 0, "0"), ("fleet", "", "string ''"), ("fleet", "..", "string '..'"),
+    ("fleet", "../elsewhere.a3snap", "string '../elsewhere.a3snap'"), ("fleet", "/tmp/x.a3snap", "string '/tmp/x.a3snap'")])
 def test_an_old_layout_snapshot_missing_a_field_is_refused_before_anything_moves(tmp_path, field, value, found):
     state = tmp_path / "old"
     _old_layout(state)

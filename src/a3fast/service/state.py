@@ -689,7 +689,13 @@ def _upgrade_layout(statedir: StateDir) -> None:
             found = document.get("format") if isinstance(document, dict) else "damaged"
             raise StateError(f"{old_snapshot}: a snapshot of the layout before journal generations in format "
                              f"{found!r}; this a3fast moves only format 3 (a fleet snapshot file) to checkpoints")
-        # the fields the checkpoint will carry, checked before anything is moved
+        # the fields the checkpoint will carry, checked before anything is moved; the fleet's file
+        # is one of this directory's (a path elsewhere would bring a file from outside into it)
+        fleet_name = document["fleet"]
+        if fleet_name in ("", ".", "..") or "/" in fleet_name or "\0" in fleet_name \
+                or (os.altsep is not None and os.altsep in fleet_name):
+            raise StateError(f"{old_snapshot}: field 'fleet': expected the name of a file in {directory}, found "
+                             f"{describe(fleet_name)}; restore the state directory from a copy")
         for name, check in CHECKPOINT_FIELDS.items():
             expected = "present" if name not in document else check(document[name])
             if expected is not None:
