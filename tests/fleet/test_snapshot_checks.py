@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from a3fast import SnapshotError
+from a3fast import FleetError, SnapshotError
 from a3fast.engines import engine_module
 from a3fast.fleet import Fleet
 import crafted_snapshots
@@ -173,3 +173,20 @@ def test_crafted_snapshots_load_alike_or_are_refused_within_a_memory_cap():
     summary = orjson.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert summary["cases"] > 2000 and summary["failures"] == 0
+
+
+@pytest.mark.parametrize("counter", ["generation", "membership"])
+def test_a_fleet_whose_counter_went_past_a_snapshots_is_not_saved(tmp_path, engine, base, counter):
+    # a snapshot holds counters up to 2^63 - 1; a fleet loaded at the bound and changed once more
+    # is refused by `save` (writing nothing), rather than written as a file `load` then refuses
+    path = tmp_path / "at-bound.a3snap"
+    path.write_bytes(with_header(base, **{counter: 2**63 - 1}))
+    fleet = Fleet.load(path, engine)
+    if counter == "generation":
+        fleet.record_outcome(fleet.names()[0], "x.y/1", True)
+    else:
+        fleet.add(declaration("one-more"))
+    target = tmp_path / "past.a3snap"
+    with pytest.raises(FleetError, match=f"{counter}: {2**63} is past {2**63 - 1}"):
+        fleet.save(target)
+    assert not target.exists()

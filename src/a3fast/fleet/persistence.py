@@ -16,10 +16,10 @@ import zstandard
 
 from .. import snapshot
 from ..declaration_codec import CODEC_NAME, DeclarationCodec, is_packed
-from ..errors import SnapshotError, describe
+from ..errors import FleetError, SnapshotError, describe
 from ..predicates import CAPABILITY, capability
 from .rows import EVALUATED, KEY_OF, PredicateRows
-from .snapshot_layout import Layout, check_header, check_sections
+from .snapshot_layout import MAX_COUNTER, Layout, check_header, check_sections
 from .table import IN_SNAPSHOT, AgentTable
 
 __all__ = ["SNAPSHOT_CONTENT", "write_snapshot", "read_snapshot", "Saved"]
@@ -41,7 +41,12 @@ class Saved:
 
 def write_snapshot(path: str | os.PathLike, table: AgentTable, rows: PredicateRows, engine: str,
                    saved: Saved) -> None:
-    """Write the fleet to `path`, whole or not at all."""
+    """Write the fleet to `path`, whole or not at all; FleetError, writing nothing, for a fleet
+    whose counters went past what a snapshot holds (`load` would refuse the file)."""
+    for name, value in (("generation", saved.generation), ("membership", saved.membership)):
+        if not 0 <= value <= MAX_COUNTER:
+            raise FleetError(f"{name}: {value} is past {MAX_COUNTER}, the largest a snapshot holds; this fleet "
+                             f"cannot be saved")
     index = rows.index
     n = len(table.entries)
     decls = _saved_declarations(table)
