@@ -190,3 +190,26 @@ def test_a_fleet_whose_counter_went_past_a_snapshots_is_not_saved(tmp_path, engi
     with pytest.raises(FleetError, match=f"{counter}: {2**63} is past {2**63 - 1}"):
         fleet.save(target)
     assert not target.exists()
+
+
+@pytest.mark.parametrize("damage", ["halved", "empty", "another fleet's"])
+def test_a_packed_snapshot_whose_dictionary_does_not_unpack_its_declarations_is_refused(tmp_path, engine, damage):
+    # declarations are unpacked when first asked for and `save` copies packed ones as they are: a
+    # dictionary that cannot unpack them is refused at load, not carried into the next snapshot
+    from a3fast.workload import generate_fleet
+
+    def packed(seed: int) -> Path:
+        lines = tmp_path / f"d{seed}.jsonl"
+        lines.write_bytes(b"".join(orjson.dumps(d) + b"\n" for d in generate_fleet(40, seed=seed)))
+        path = tmp_path / f"packed{seed}.a3snap"
+        Fleet.load_jsonl(lines, engine, pack=True).save(path)
+        return path
+
+    version, header, sections = crafted_snapshots.split(packed(11).read_bytes())
+    dictionary = sections["declaration_dictionary"]
+    sections["declaration_dictionary"] = {
+        "halved": dictionary[:len(dictionary) // 2], "empty": b"",
+        "another fleet's": crafted_snapshots.split(packed(12).read_bytes())[2]["declaration_dictionary"],
+    }[damage]
+    text = refusal(tmp_path, engine, crafted_snapshots.encoded(version, header, sections))
+    assert text.startswith("section declaration_dictionary: ")

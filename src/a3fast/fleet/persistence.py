@@ -174,6 +174,20 @@ def _restore(data: bytes, header: dict, sections: dict, layout: Layout, names: l
             rows.held_sessions.setdefault(aid, set()).add(row)
 
     if layout.codec is not None:
+        # declarations are unpacked when first asked for, and `save` copies packed ones as they are:
+        # a dictionary that cannot unpack them is refused now (one live agent's read says so), not
+        # found later, or carried under a fresh checksum into the next snapshot
+        live_ids = np.flatnonzero(lengths > 0)
+        if len(live_ids):
+            aid = int(live_ids[0])
+            start = int(offsets[aid]) + header["section_starts"]["declarations"]
+            entry = bytes(data[start:start + int(lengths[aid])])
+            if is_packed(entry):
+                try:
+                    codec.unpack(entry)
+                except zstandard.ZstdError as exc:
+                    raise SnapshotError(f"section declaration_dictionary: does not unpack agent id {aid}'s "
+                                        f"declaration ({exc})") from None
         table.codec = codec
     # declarations stay in the file's bytes, sliced when a record or a caller asks for one
     table.snapshot = data
