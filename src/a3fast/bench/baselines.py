@@ -22,7 +22,7 @@ import orjson
 
 from ..predicates import (AGENT_REF, ANTI_AFFINITY, CAPABILITY, declaration_keys, evaluated_keys, first_failed,
                           parse_predicate)
-from ..record.write import scheduling_object
+from ..record.write import SESSION_HELD_MEMBER, scheduling_object
 from ..schema import Declaration, Requirements, parse_declaration, task_kind
 from ..fleet.scoring import DEFAULT_WEIGHTS, cost_score
 
@@ -100,6 +100,9 @@ class Baseline:
             [{"candidate": names[i], "predicate": p} for p, ids in zip(predicates, failed) for i in ids],
             {names[aid]: {"total": t, "affinity": a, "success_rate": s, "cost": c, "substantiated": e}
              for aid, (t, a, s, c, e) in zip(eligible, rows)})
+        if req.session is not None:
+            # placed as the bench places for a3fast, holding nothing: the record says so
+            record[SESSION_HELD_MEMBER] = False
         return orjson.dumps(record)
 
 

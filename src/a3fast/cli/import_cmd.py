@@ -130,7 +130,12 @@ def _is_url(text: str) -> bool:
 @_naming_options
 @click.option("--card-key", "card_keys", multiple=True, metavar="FILE",
               help="A public key that signs cards (JWK, JWKS or PEM; repeatable). Signatures are "
-                   "checked against these only; a card whose signature fails is skipped.")
+                   "checked against these only; a card whose signature does not verify with a key "
+                   "given for its kid is skipped, an unsigned or unverifiable one is kept and "
+                   "reported (--require-signed skips it).")
+@click.option("--require-signed", is_flag=True,
+              help="Skip every card whose signature does not verify with a --card-key (unsigned and "
+                   "unverifiable cards too). Needs --card-key.")
 @click.option("--etag-cache", metavar="FILE",
               help="Remember each fetched card's ETag here, so a refresh sends If-None-Match and an "
                    "unchanged card costs a 304.")
@@ -140,8 +145,8 @@ def _is_url(text: str) -> bool:
               help="Largest card read from the network; reading stops past it.")
 @_output_options
 def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cost_ceiling,
-        versions, strict_ids, normalise, skill_domain, allow_empty, card_keys, etag_cache, timeout,
-        max_bytes, output, report_path, as_json) -> None:
+        versions, strict_ids, normalise, skill_domain, allow_empty, card_keys, require_signed, etag_cache,
+        timeout, max_bytes, output, report_path, as_json) -> None:
     """Declarations from A2A Agent Cards: files, directories of *.json, - for standard input, or
     the URL of a running agent (its card is fetched from /.well-known/agent-card.json, then the
     legacy /.well-known/agent.json).
@@ -154,6 +159,8 @@ def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cos
     """
     if strict_ids and normalise:
         raise BadInput("--strict-ids and --normalise contradict each other; give one")
+    if require_signed and not card_keys:
+        raise BadInput("--require-signed: give the keys cards are signed with (--card-key FILE)")
     bad: list[str] = []
     supplied = _supplied(bad, namespace=namespace, clearances=tuple(clearances), grants=_grants(grants_path),
                          residency=tuple(residency) or None, latency_class=latency_class,
@@ -188,7 +195,8 @@ def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cos
         if served:
             docs += served
             fetched[url] = card.url
-    result = _run(lambda: import_cards(docs, supplied, report, fetched=fetched, keys=keys))
+    result = _run(lambda: import_cards(docs, supplied, report, fetched=fetched, keys=keys,
+                                       require_verified=require_signed))
     _finish(result, outputs, require_capabilities=not allow_empty)
     try:
         cache.save()

@@ -350,13 +350,15 @@ def _capability_name(skill: Skill, supplied: Supplied, report: ImportReport, sou
 
 def import_cards(documents: Iterable[Document], supplied: Supplied,
                  report: ImportReport | None = None, *, fetched: Mapping[str, str] | None = None,
-                 keys: CardKeys | None = None) -> ImportResult:
+                 keys: CardKeys | None = None, require_verified: bool = False) -> ImportResult:
     """Declarations from Agent Cards: one per card that is a card and has a namespace to go in.
 
     `fetched` maps a document's source to the URL its card was fetched from (its host can be the
     namespace, and a partial card's agent is reached there). A card's signatures are checked
     against `keys`: one that does not verify with a supplied key is skipped, an unverifiable one is
-    kept and reported as unverified. Later cards for the same agent replace earlier ones (a v1.0
+    kept and reported as unverified — unless `require_verified`, which skips every card that is not
+    `verified` (an unsigned card, or one whose header was changed to name an unknown key, is no
+    proof of who wrote it). Later cards for the same agent replace earlier ones (a v1.0
     card and a v0.3 card of one agent give one declaration); every decision is in the report.
     """
     supplied.check()
@@ -380,6 +382,10 @@ def import_cards(documents: Iterable[Document], supplied: Supplied,
         if signatures.status == "invalid":
             report.skip(doc.source, json_path(doc.path, "signatures"),
                         f"agent {card.name!r}: signature {signatures.summary()}")
+            continue
+        if require_verified and signatures.status != "verified":
+            report.skip(doc.source, json_path(doc.path, "signatures"),
+                        f"agent {card.name!r}: not verified (--require-signed): {signatures.summary()}")
             continue
         if signatures.status != "unsigned":
             report.note(f"signatures {signatures.status}", doc.source, json_path(doc.path, "signatures"),

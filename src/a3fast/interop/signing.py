@@ -66,6 +66,8 @@ def read_keys(data: bytes, source: str, keys: CardKeys | None = None) -> CardKey
             obj = json.loads(text)
         except ValueError as exc:
             raise CardKeyError(f"{source}: expected a JWK or JWKS (JSON), found invalid JSON ({exc})") from None
+        except RecursionError:
+            raise CardKeyError(f"{source}: expected a JWK or JWKS, found JSON nested too deep to read") from None
         items = obj.get("keys") if isinstance(obj, dict) and "keys" in obj else [obj]
         if not isinstance(items, list) or not items:
             raise CardKeyError(f"{source}: expected a JWKS with keys, found none")
@@ -158,7 +160,7 @@ def _check(index: int, sig: Any, payload: bytes, keys: CardKeys) -> SignatureChe
         return SignatureCheck(index, "unverifiable", "not a signature {protected, signature}")
     try:
         header = json.loads(_b64url(sig["protected"]))
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, RecursionError):
         return SignatureCheck(index, "unverifiable", "the protected header is not base64url JSON")
     if not isinstance(header, dict):
         return SignatureCheck(index, "unverifiable", "the protected header is not a JSON object")
