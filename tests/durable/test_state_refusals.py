@@ -178,7 +178,10 @@ def test_a_state_directory_of_the_layout_before_generations_is_moved_and_keeps_e
 @pytest.mark.parametrize("field, value, found", [
     ("next_seq", ..., "nothing"), ("trace_bytes", "12", "string '12'"), ("trace_tail_crc", 1 << 32, str(1 << 32)),
     ("next_seq", 0, "0"), ("fleet", "", "string ''"), ("fleet", "..", "string '..'"),
-    ("fleet", "../elsewhere.a3snap", "string '../elsewhere.a3snap'"), ("fleet", "/tmp/x.a3snap", "string '/tmp/x.a3snap'")])
+    ("fleet", "../elsewhere.a3snap", "string '../elsewhere.a3snap'"), ("fleet", "/tmp/x.a3snap", "string '/tmp/x.a3snap'"),
+    # the directory's own files, which would be moved over the fleet snapshot
+    ("fleet", "trace.jsonl", "string 'trace.jsonl'"), ("fleet", "journal", "string 'journal'"),
+    ("fleet", "snapshot", "string 'snapshot'"), ("fleet", "journal.00000001", "string 'journal.00000001'")])
 def test_an_old_layout_snapshot_missing_a_field_is_refused_before_anything_moves(tmp_path, field, value, found):
     state = tmp_path / "old"
     _old_layout(state)
@@ -222,3 +225,16 @@ def test_the_move_to_journal_generations_stopped_at_any_step_is_finished_by_the_
         assert found == (["kept", "gone", "later"], True, 2), stop_at
         expected = found
     assert expected is not None and stop_at > 3
+
+
+def test_an_old_layout_snapshot_naming_a_missing_fleet_file_is_refused_before_anything_moves(tmp_path):
+    state = tmp_path / "old"
+    _old_layout(state)
+    snapshot = state / "snapshot"
+    document = orjson.loads(read_entries(snapshot.read_bytes(), str(snapshot)).entries[0])
+    document["fleet"] = "fleet.00000000ffffffff.a3snap"
+    snapshot.write_bytes(frame(orjson.dumps(document)))
+    before = sorted(p.name for p in state.iterdir())
+    err = _refused(state, stdio=True)
+    assert f"{state / 'fleet.00000000ffffffff.a3snap'}: missing" in err
+    assert sorted(p.name for p in state.iterdir()) == before

@@ -21,11 +21,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-from collections import deque
+import re
 import shutil
 import sys
 import tempfile
 import zlib
+from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
@@ -690,12 +691,16 @@ def _upgrade_layout(statedir: StateDir) -> None:
             raise StateError(f"{old_snapshot}: a snapshot of the layout before journal generations in format "
                              f"{found!r}; this a3fast moves only format 3 (a fleet snapshot file) to checkpoints")
         # the fields the checkpoint will carry, checked before anything is moved; the fleet's file
-        # is one of this directory's (a path elsewhere would bring a file from outside into it)
+        # is named as that layout named it (another name could be the trace, the journal or a file
+        # outside the directory, moved over the fleet), and is there (or already moved)
         fleet_name = document["fleet"]
-        if fleet_name in ("", ".", "..") or "/" in fleet_name or "\0" in fleet_name \
-                or (os.altsep is not None and os.altsep in fleet_name):
-            raise StateError(f"{old_snapshot}: field 'fleet': expected the name of a file in {directory}, found "
-                             f"{describe(fleet_name)}; restore the state directory from a copy")
+        if _OLD_FLEET_NAME.fullmatch(fleet_name) is None:
+            raise StateError(f"{old_snapshot}: field 'fleet': expected a fleet snapshot's name as that layout "
+                             f"wrote it (fleet.<16 hex digits>.a3snap), found {describe(fleet_name)}; restore "
+                             f"the state directory from a copy")
+        if not (directory / fleet_name).exists() and not statedir.path(statedir.snapshot_name(1)).exists():
+            raise StateError(f"{directory / fleet_name}: missing: the fleet snapshot named by {old_snapshot}; "
+                             f"restore the state directory from a copy")
         for name, check in CHECKPOINT_FIELDS.items():
             expected = "present" if name not in document else check(document[name])
             if expected is not None:
@@ -722,6 +727,10 @@ def _upgrade_layout(statedir: StateDir) -> None:
         old_snapshot.unlink()
         fsync_directory(directory)
     statedir.log(f"{directory}: moved to journal generations (journal.00000001, checkpoint)")
+
+
+#: How the layout before journal generations named its fleet snapshot.
+_OLD_FLEET_NAME = re.compile(r"fleet\.[0-9a-f]{16}\.a3snap")
 
 
 def _upgraded_but_for(statedir: StateDir) -> bool:
