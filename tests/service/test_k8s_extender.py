@@ -319,7 +319,10 @@ def test_a_filter_refused_for_a_node_go_would_not_decode_leaves_no_record(served
     ("generation", 2**63), ("deletionGracePeriodSeconds", -(2**63) - 1), ("creationTimestamp", "yesterday"),
     ("deletionTimestamp", "2026-03-01 12:00:00"),
     # encoding/json reads a key whatever its case: these are labels, generation, an owner's uid
-    ("Labels", {"zone": 5}), ("GENERATION", 1), ("ownerReferences", [{"UID": "u"}])])
+    ("Labels", {"zone": 5}), ("GENERATION", 1), ("ownerReferences", [{"UID": "u"}]),
+    # and as Go folds case: 'ſ' is an s to it; a time's T and Z are upper case to it
+    ("label\u017f", {"zone": 5}), ("creationTimestamp", "2026-03-01t12:00:00z"),
+    ("managedFields", [{"time": "2026-03-01T12:00:00z"}])])
 def test_nodes_mode_refuses_a_node_whose_metadata_go_would_not_decode(served, field, value):
     # the passed Nodes are echoed as sent, and kube-scheduler decodes them as Go's ObjectMeta: a
     # field of the wrong JSON type would make the whole answer unreadable, so it is a 400 naming it
@@ -331,6 +334,21 @@ def test_nodes_mode_refuses_a_node_whose_metadata_go_would_not_decode(served, fi
     assert r.status_code == 400, r.text
     assert r.json()["problems"][0]["path"].startswith(f"$.Nodes.items[0].metadata.{field}")
     assert len(trace(served)) == before
+
+
+def test_nodes_mode_refuses_a_metadata_member_named_twice_and_a_kind_that_is_no_text(served):
+    # Go decodes every occurrence of a member: a first bad value fails though the last is good
+    meta = (b'{"name":"order-analyst","creationTimestamp":"bad","creationTimestamp":"2026-03-01T12:00:00Z",'
+            b'"annotations":' + orjson.dumps(node("order-analyst", SECTION_10_AGENTS[0])["metadata"]["annotations"])
+            + b'}')
+    twice = b'{"metadata":' + meta + b'}'
+    body = (b'{"Pod":' + orjson.dumps(pod(SECTION_10_TASK)) + b',"Nodes":{"metadata":{},"items":[' + twice + b']}}')
+    r = served.post("/k8s/filter", content=body)
+    assert r.status_code == 400 and r.json()["problems"][0]["path"] == "$.Nodes.items[0].metadata"
+    assert "'creationTimestamp' twice" in r.json()["problems"][0]["found"]
+    kind = {**node("order-analyst", SECTION_10_AGENTS[0]), "kind": 5}
+    r = served.post("/k8s/filter", json={"Pod": pod(SECTION_10_TASK), "Nodes": {"metadata": {}, "items": [kind]}})
+    assert r.status_code == 400 and r.json()["problems"][0]["path"] == "$.Nodes.items[0].kind"
 
 
 def test_nodes_mode_refuses_a_metadata_member_spelled_in_another_case(served):

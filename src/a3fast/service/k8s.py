@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import json
 import re
 import time
 from collections import OrderedDict
@@ -749,11 +750,41 @@ class _EchoedMeta(msgspec.Struct):
 
 class _EchoedNode(msgspec.Struct):
     metadata: _EchoedMeta
+    kind: str | None = None           # TypeMeta, decoded by Go beside the metadata
+    apiVersion: str | None = None
 
 
 _ECHOED_NODE = msgspec.json.Decoder(_EchoedNode)
 _MEMBERS = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_ANY = msgspec.json.Decoder()
+
+
+def _folded(key: str) -> str:
+    """A key as Go's encoding/json compares it to a field's name: case folded as unicode.SimpleFold
+    folds, where besides the ASCII cases 'ſ' (U+017F) is an s and the Kelvin sign a k."""
+    return key.lower().replace("\u017f", "s")
+
+
+class _Repeated(ValueError):
+    """A member named twice in one object of a Node's metadata."""
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members, each named once (Go decodes each occurrence: a first bad value fails
+    there though a last good one would pass a check of the decoded dict)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Repeated(key)
+            seen.add(key)
+    return out
+
+
+def _rfc3339(text: str) -> bool:
+    """Whether Go's time.Parse(time.RFC3339, text) reads `text`: RFC 3339 with an upper-case T and
+    Z (Go matches the layout's letters as they are)."""
+    return parse_instant(text) is not None and text[10:11] == "T" and "z" not in text[19:]
 
 
 def _spelled_as(members: Any, struct: type, path: str) -> None:
@@ -762,9 +793,9 @@ def _spelled_as(members: Any, struct: type, path: str) -> None:
     regardless of case, so `"Labels"` is read as `labels`, past every check made here."""
     if not isinstance(members, dict):
         return
-    fields = {name.lower(): name for name in struct.__struct_fields__}
+    fields = {_folded(name): name for name in struct.__struct_fields__}
     for key in members:
-        field = fields.get(key.lower())
+        field = fields.get(_folded(key))
         if field is not None and field != key:
             raise BadArgs(json_path(path, key), f"{field!r} spelled exactly (Go would read {key!r} as {field!r})",
                           describe(key))
@@ -775,10 +806,16 @@ def _check_node_metadata(raw: msgspec.Raw, path: str) -> None:
     times (BadArgs naming the member otherwise)."""
     node = _MEMBERS.decode(raw)
     for key in node:
-        if key != "metadata" and key.lower() == "metadata":
+        if key != "metadata" and _folded(key) == "metadata":
             raise BadArgs(json_path(path, key), f"'metadata' spelled exactly (Go would read {key!r} as 'metadata')",
                           describe(key))
-    meta = _ANY.decode(node["metadata"]) if "metadata" in node else None
+    try:
+        meta = json.loads(bytes(node["metadata"]), object_pairs_hook=_once) if "metadata" in node else None
+    except _Repeated as exc:
+        raise BadArgs(json_path(path, "metadata"), "each member named once (Go decodes every occurrence)",
+                      f"{describe(exc.args[0])} twice") from None
+    except ValueError:
+        meta = None         # not JSON as Python reads it: the typed decoding below names it
     _spelled_as(meta, _EchoedMeta, json_path(path, "metadata"))
     if isinstance(meta, dict):
         for name, struct in (("ownerReferences", _OwnerReference), ("managedFields", _ManagedFieldsEntry)):
@@ -790,7 +827,7 @@ def _check_node_metadata(raw: msgspec.Raw, path: str) -> None:
     times = [("creationTimestamp", decoded.creationTimestamp), ("deletionTimestamp", decoded.deletionTimestamp)]
     times += [(f"managedFields[{i}].time", entry.time) for i, entry in enumerate(decoded.managedFields or ())]
     for where, text in times:
-        if text is not None and parse_instant(text) is None:
+        if text is not None and not _rfc3339(text):
             raise BadArgs(f"{path}.metadata.{where}", "an RFC 3339 date-time (metav1.Time), or null", describe(text))
 
 
