@@ -213,3 +213,33 @@ def test_a_packed_snapshot_whose_dictionary_does_not_unpack_its_declarations_is_
     }[damage]
     text = refusal(tmp_path, engine, crafted_snapshots.encoded(version, header, sections))
     assert text.startswith("section declaration_dictionary: ")
+
+
+def test_a_packed_snapshot_whose_first_declaration_is_plain_json_still_has_its_dictionary_checked(tmp_path, engine):
+    # canonical JSON needs no dictionary: the check reads the first packed declaration instead
+    from a3fast.declaration_codec import DeclarationCodec
+    from a3fast.workload import generate_fleet
+
+    def packed(seed: int) -> tuple:
+        lines = tmp_path / f"d{seed}.jsonl"
+        lines.write_bytes(b"".join(orjson.dumps(d) + b"\n" for d in generate_fleet(40, seed=seed)))
+        path = tmp_path / f"packed{seed}.a3snap"
+        Fleet.load_jsonl(lines, engine, pack=True).save(path)
+        return crafted_snapshots.split(path.read_bytes())
+
+    version, header, sections = packed(11)
+    codec = DeclarationCodec(sections["declaration_dictionary"])
+    offsets = list(struct.unpack(f"<{len(sections['decl_offsets']) // 8}Q", sections["decl_offsets"]))
+    entries = [sections["declarations"][a:b] for a, b in zip(offsets, offsets[1:])]
+    entries[0] = codec.unpack(entries[0])           # agent 0 as canonical JSON
+    offsets = [0]
+    for entry in entries:
+        offsets.append(offsets[-1] + len(entry))
+    sections["declarations"] = b"".join(entries)
+    sections["decl_offsets"] = struct.pack(f"<{len(offsets)}Q", *offsets)
+    plain_first = crafted_snapshots.encoded(version, header, sections)
+    (tmp_path / "plain-first.a3snap").write_bytes(plain_first)
+    Fleet.load(tmp_path / "plain-first.a3snap", engine)            # a sound dictionary: it loads
+    sections["declaration_dictionary"] = packed(12)[2]["declaration_dictionary"]
+    text = refusal(tmp_path, engine, crafted_snapshots.encoded(version, header, sections))
+    assert text.startswith("section declaration_dictionary: does not unpack agent id 1's")

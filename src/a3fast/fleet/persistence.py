@@ -175,11 +175,14 @@ def _restore(data: bytes, header: dict, sections: dict, layout: Layout, names: l
 
     if layout.codec is not None:
         # declarations are unpacked when first asked for, and `save` copies packed ones as they are:
-        # a dictionary that cannot unpack them is refused now (one live agent's read says so), not
-        # found later, or carried under a fresh checksum into the next snapshot
+        # a dictionary that cannot unpack them is refused now (the first packed live one's read says
+        # so: an entry of canonical JSON, which starts with '{', needs no dictionary), not found
+        # later, or carried under a fresh checksum into the next snapshot
         live_ids = np.flatnonzero(lengths > 0)
-        if len(live_ids):
-            aid = int(live_ids[0])
+        starts = offsets[:-1][live_ids].astype(np.int64) + header["section_starts"]["declarations"]
+        packed_at = np.flatnonzero(np.frombuffer(data, dtype=np.uint8)[starts] != ord("{"))
+        if len(packed_at):
+            aid = int(live_ids[packed_at[0]])
             start = int(offsets[aid]) + header["section_starts"]["declarations"]
             entry = bytes(data[start:start + int(lengths[aid])])
             if is_packed(entry):
