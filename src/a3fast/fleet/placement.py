@@ -168,8 +168,9 @@ class Placement:
     #: the fleet's membership count when the candidates were taken (None: not known): two
     #: placements on one `index` with the same count had the same live agents
     membership: int | None
-    #: False when a bound placement with a session leaves it unheld for good (a filter's
-    #: answer: docs/design.md, reading 25); None when its agent holds it, as `place` makes it
+    #: False when a placement with a session leaves it unheld (placed with
+    #: `remember_session=False`, a filter's answer among them; bound or rejected: docs/design.md,
+    #: reading 25); None when its agent holds it, as `place` makes it
     session_held: bool | None
     _scheduling: dict[str, Any] | None
     #: perf_counter_ns when prepare began, explain ended (`gathered`) and choose ended (`selected`)

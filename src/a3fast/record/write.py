@@ -51,9 +51,10 @@ def _score_map(p) -> dict[str, dict[str, Any]]:
 #: (`Fleet.place(session=)`, the service body's `session`, `place --session`): docs/design.md,
 #: reading 25. §7 reads no such member; a replay reads it to reproduce the session's affinity.
 SESSION_MEMBER = "a3fast.session"
-#: The member that says a placement did not make its agent hold its session (`false`): a Kubernetes
-#: filter's answer asks, and holds nothing. A rejection carries it too, so that a replay which
-#: binds the task where the trace rejected it holds nothing either (docs/design.md, reading 25).
+#: The member that says a placement did not make its agent hold its session (`false`): one placed
+#: with `remember_session=False`, such as a Kubernetes filter's answer, which asks and holds
+#: nothing. A rejection carries it too, so that a replay which binds the task where the trace
+#: rejected it holds nothing either (docs/design.md, reading 25).
 SESSION_HELD_MEMBER = "a3fast.session_held"
 
 
