@@ -372,6 +372,49 @@ def test_a_key_for_another_signer_leaves_the_card_unverifiable(a2a_agent, tmp_pa
     assert orjson.loads(report.read_bytes())["agents"][0]["signatures"]["status"] == "unverifiable"
 
 
+def test_require_signed_skips_a_card_whose_header_names_an_unknown_key(a2a_agent, signing_key, tmp_path):
+    # a card edited after signing, its protected header changed to name a key not given: without
+    # --require-signed it is kept as unverifiable (reported); with it, only verified cards are kept
+    import base64
+    import urllib.request
+
+    key = tmp_path / "agent-key.jwk"
+    key.write_text(json.dumps(signing_key[1]))
+    with urllib.request.urlopen(f"{a2a_agent}/.well-known/agent-card.json") as answer:
+        card = json.loads(answer.read())
+    card["skills"].append({"id": "refunds.issue", "name": "Refund", "description": "Refund", "tags": ["x"]})
+    header = base64.urlsafe_b64encode(b'{"alg":"ES256","kid":"k9"}').rstrip(b"=").decode()
+    card["signatures"] = [{**card["signatures"][0], "protected": header}]
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(card))
+    kept = invoke("a2a", path, "--namespace", "n", "--card-key", key, "-o", tmp_path / "kept.jsonl")
+    assert kept.exit_code == 0 and "unverifiable" in kept.stderr
+    out = tmp_path / "f.jsonl"
+    refused = invoke("a2a", path, "--namespace", "n", "--card-key", key, "--require-signed", "-o", out)
+    assert refused.exit_code == 2 and "not verified (--require-signed)" in refused.stderr
+    assert not out.exists() or out.read_bytes() == b""
+    # the card as served, signature intact, is verified and kept
+    served = invoke("a2a", a2a_agent, "--card-key", key, "--require-signed", "-o", tmp_path / "ok.jsonl")
+    assert served.exit_code == 0, served.stderr
+    assert invoke("a2a", path, "--namespace", "n", "--require-signed").exit_code == 2       # no --card-key
+
+
+def test_a_signature_header_or_key_file_nested_too_deep_is_named_not_an_internal_error(tmp_path):
+    import base64
+
+    deep = base64.urlsafe_b64encode(b"[" * 5000 + b"]" * 5000).rstrip(b"=").decode()
+    card = {"name": "A", "url": "https://a.example/", "skills": [{"id": "x.y"}],
+            "signatures": [{"protected": deep, "signature": "AA"}]}
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(card))
+    result = invoke("a2a", path, "--namespace", "n", "-o", tmp_path / "f.jsonl")
+    assert result.exit_code == 0 and "not base64url JSON" in result.stderr
+    keys = tmp_path / "deep.jwks"
+    keys.write_text('{"keys":' + "[" * 5000 + "]" * 5000 + "}")
+    result = invoke("a2a", path, "--namespace", "n", "--card-key", keys)
+    assert result.exit_code == 2 and "nested too deep" in result.stderr and "internal error" not in result.stderr
+
+
 def test_a_private_key_is_refused_as_a_card_key(signing_key, tmp_path):
     from joserfc.jwk import ECKey
 
