@@ -269,3 +269,21 @@ def test_the_report_shows_a_file_name_with_control_characters_escaped(tmp_path):
     result = invoke("a2a", path, "--namespace", "s", "--capability-version", "1", "-o", tmp_path / "fleet.jsonl")
     assert result.exit_code == 0, result.stderr
     assert "card\\xff\\x1b[31m.json" in result.stderr and "\x1b" not in result.stderr
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--capability-version", "1" * 5000), ("--capability-version", "case.summarise=" + "7" * 5000),
+    ("--capability-version", "9" * 25)])
+def test_a_version_of_thousands_of_digits_is_a_flag_problem_not_an_internal_error(card, tmp_path, flag, value):
+    result = invoke("a2a", card, "--namespace", "support", flag, value, "-o", tmp_path / "f.jsonl")
+    assert result.exit_code == 2, result.output
+    assert "--capability-version" in result.stderr and "internal error" not in result.stderr
+    assert len(result.stderr) < 400
+
+
+def test_an_mcp_capability_version_of_thousands_of_digits_is_a_flag_problem(tmp_path):
+    listing = tmp_path / "tools.json"
+    listing.write_text(json.dumps({"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}))
+    result = invoke("mcp", listing, "--namespace", "n", "--bind", "agent-a", "--capability", "a.b/" + "1" * 5000)
+    assert result.exit_code == 2 and "--capability: expected NAME/VERSION" in result.stderr
+    assert "internal error" not in result.stderr and len(result.stderr) < 400

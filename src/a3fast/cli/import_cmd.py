@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 import click
 import orjson
 
-from ..errors import Problem, SchemaError, printable
+from ..errors import Problem, SchemaError, describe, printable
 from ..interop.a2a import import_cards
 from ..interop.collect import ImportResult
 from ..interop.fetch import EtagCache, FetchError, Limits, fetch_card
@@ -394,8 +394,8 @@ def _versions(values: Iterable[str], bad: list[str]) -> tuple[int | None, dict[s
     default, per_skill = None, {}
     for value in values:
         skill, sep, number = value.rpartition("=")
-        if not number.isdigit() or not number.isascii() or (sep and not skill):
-            bad.append(f"--capability-version: expected N or SKILL=N with N a major version, found {value!r}")
+        if not _digits(number) or (sep and not skill):
+            bad.append(f"--capability-version: expected N or SKILL=N with N a major version, found {describe(value)}")
         elif sep:
             per_skill[skill] = int(number)
         else:
@@ -403,13 +403,19 @@ def _versions(values: Iterable[str], bad: list[str]) -> tuple[int | None, dict[s
     return default, per_skill
 
 
+def _digits(number: str) -> bool:
+    """Whether `number` is ASCII digits short enough to read as an int (a major version's bound, 2^63,
+    is checked after; Python refuses to read more than 4,300 digits at all)."""
+    return number.isdigit() and number.isascii() and len(number) <= 40
+
+
 def _capabilities(values: Iterable[str], bad: list[str]) -> tuple[tuple[str, int], ...]:
     """`--capability NAME/VERSION`; problems go to `bad`."""
     out = []
     for value in values:
         name, sep, number = value.rpartition("/")
-        if not sep or not number.isdigit() or not number.isascii():
-            bad.append(f"--capability: expected NAME/VERSION such as order.investigate/2, found {value!r}")
+        if not sep or not _digits(number):
+            bad.append(f"--capability: expected NAME/VERSION such as order.investigate/2, found {describe(value)}")
         else:
             out.append((name, int(number)))
     return tuple(out)
