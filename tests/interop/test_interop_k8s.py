@@ -89,6 +89,26 @@ def test_metadata_fills_only_what_the_declaration_leaves_out():
     assert decl["agent"] == "x"  # left for the parser to report
 
 
+def test_an_empty_metadata_namespace_is_none_and_the_supplied_one_is_taken():
+    # Kubernetes reads namespace "" as unset (a cluster-scoped object's), as the kagent path does
+    [decl] = run(annotated(namespace=""), supplied=Supplied(namespace="sup")).declarations
+    assert decl["agent"] == {"name": "order-analyst", "namespace": "sup"}
+    decl, derived, given = fill_agent(dict(DECL), {"name": "pod", "namespace": ""}, "cli")
+    assert decl["agent"]["namespace"] == "cli" and given == ["namespace"] and derived == ["agent.name"]
+
+
+@pytest.mark.parametrize("obj", [
+    {"apiVersion": f"{GROUP}/{VERSIONS[0]}", "kind": KIND, "spec": {**DECL, "agent": {"name": "a", "namespace": "n"}}},
+    {"apiVersion": f"{GROUP}/{VERSIONS[0]}", "kind": KIND, "metadata": "x", "spec": DECL},
+    {"apiVersion": "kagent.dev/v1alpha2", "kind": "Agent", "spec": {"description": "x"}}])
+def test_an_object_that_declares_an_agent_by_its_kind_without_metadata_is_skipped_with_the_reason(obj):
+    result = run({"apiVersion": "v1", "kind": "ConfigMap"}, obj)
+    assert result.declarations == []
+    [skip] = result.report.skipped
+    assert skip.path == "document 2: $.metadata" and "metadata (an object)" in skip.reason
+    assert result.report.counts["objects without metadata (ignored)"] == 1      # the ConfigMap
+
+
 def test_without_any_namespace_the_object_is_skipped_with_the_reason():
     result = run(annotated(namespace=None))
     assert result.declarations == []

@@ -59,7 +59,8 @@ def fill_agent(decl: dict[str, Any], metadata: Mapping[str, Any],
         agent["name"] = metadata["name"]
         derived.append("agent.name")
     if "namespace" not in agent:
-        if isinstance(metadata.get("namespace"), str):
+        # an empty namespace is none, as Kubernetes reads it (a cluster-scoped object's)
+        if isinstance(metadata.get("namespace"), str) and metadata["namespace"]:
             agent["namespace"] = metadata["namespace"]
             derived.append("agent.namespace")
         elif namespace is not None:
@@ -115,13 +116,18 @@ def _objects(value: Any, path: str, source: str, report: ImportReport, depth: in
 def _read_object(obj: Mapping[str, Any], path: str, source: str, supplied: Supplied,
                  out: DeclarationSet, report: ImportReport) -> None:
     metadata = obj.get("metadata")
+    api_version = obj.get("apiVersion")
+    group = api_version.partition("/")[0] if isinstance(api_version, str) and "/" in api_version else None
     if not isinstance(metadata, Mapping):
-        report.count("objects without metadata (ignored)")
+        if (obj.get("kind") == KIND and group == GROUP) or is_kagent_agent(obj):
+            # an object that declares an agent by its kind is reported, not counted away
+            report.skip(source, json_path(path, "metadata"),
+                        f"expected the {obj.get('kind')}'s metadata (an object), found {describe(metadata)}")
+        else:
+            report.count("objects without metadata (ignored)")
         return
     annotations = metadata.get("annotations")
     annotation = annotations.get(ANNOTATION) if isinstance(annotations, Mapping) else None
-    api_version = obj.get("apiVersion")
-    group = api_version.partition("/")[0] if isinstance(api_version, str) and "/" in api_version else None
     if obj.get("kind") == KIND and group == GROUP:
         if annotation is not None:
             report.note("annotation ignored", source, _annotation_path(path),
