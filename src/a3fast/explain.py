@@ -160,10 +160,18 @@ def _chosen(scheduling: Mapping[str, Any], at: str) -> str:
 
 
 def _explained(seq, kind, predicates, candidates, failed, chosen, scores, reason) -> Explained:
+    # a count of candidates: each one once (a name listed twice is one agent), and a failure
+    # counted for a candidate only, under the first predicate listed for it; what §7 tolerates
+    # beyond that (a failure of no candidate, one listed twice) never makes a count negative
+    considered = set(candidates)
+    counted: set[str] = set()
     counts = dict.fromkeys(predicates, 0)
     for pair in failed:
-        counts[pair["predicate"]] = counts.get(pair["predicate"], 0) + 1
-    return Explained(seq, kind, tuple(counts), len(candidates), tuple(counts.values()), chosen, scores, reason)
+        name = pair["candidate"]
+        if name in considered and name not in counted:
+            counted.add(name)
+            counts[pair["predicate"]] = counts.get(pair["predicate"], 0) + 1
+    return Explained(seq, kind, tuple(counts), len(considered), tuple(counts.values()), chosen, scores, reason)
 
 
 def all_failed(fleet: Any, requirements: Any) -> dict[str, list[str]]:

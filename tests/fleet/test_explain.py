@@ -90,6 +90,35 @@ def test_explain_command_in_detail_with_every_failure(tmp_path, engine):
     assert "summariser fails capability:order.investigate/2" in out
 
 
+def test_explain_all_failed_lists_the_placements_candidates_only(tmp_path, engine):
+    # a fleet that has grown since (or a Kubernetes filter offered some nodes only): an agent the
+    # placement never considered is not among its ineligible candidates
+    trace, fleet = trace_file(tmp_path, engine)
+    newcomer = declaration("newcomer", capabilities=[], clearances=[])
+    grown = tmp_path / "grown.jsonl"
+    grown.write_bytes(fleet.read_bytes() + orjson.dumps(newcomer) + b"\n")
+    result = run("explain", trace, "--seq", 3, "--all-failed", "--fleet", grown, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert orjson.loads(result.stdout)["all_failed"] == {"summariser": ["capability:order.investigate/2"]}
+    # a fleet without one of the placement's candidates is not the fleet it was placed on
+    shrunk = tmp_path / "shrunk.jsonl"
+    shrunk.write_bytes(orjson.dumps(ORDER_ANALYST) + b"\n")
+    result = run("explain", trace, "--seq", 3, "--all-failed", "--fleet", shrunk)
+    assert result.exit_code == 2 and "holds no agent 'summariser', 1 of the 2 candidates of seq 3" in result.stderr
+
+
+def test_explain_counts_each_candidate_once_whatever_filters_failed_repeats(tmp_path, engine):
+    # §7 lets a trace list a failure of no candidate, or one candidate twice: no count goes negative
+    trace, _ = trace_file(tmp_path, engine)
+    records = [orjson.loads(line) for line in trace.read_bytes().splitlines()]
+    failed = records[2]["content"]["scheduling"]["filters_failed"]
+    failed += [{"candidate": "ghost", "predicate": failed[0]["predicate"]}, dict(failed[0])]
+    trace.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    result = run("explain", trace, "--seq", 3)
+    assert result.exit_code == 0 and "-" not in result.stdout.splitlines()[0].split(":")[1].split("/")[0]
+    assert result.stdout.startswith("seq 3 task.bound: 1/2 agents eligible")
+
+
 def test_explain_all_failed_needs_the_fleet(tmp_path, engine):
     trace, _ = trace_file(tmp_path, engine)
     result = run("explain", trace, "--all-failed", "--seq", 3)

@@ -71,7 +71,9 @@ def explain(trace, seq, all_failed_flag, fleet_path, as_json):
 
 
 def _all_failed(trace: str, fleet_path: str, seq: int, kind: str, content: Any) -> dict[str, list[str]]:
-    """Every failure of every ineligible agent of the fleet, for the record's requirements."""
+    """Every failure of each ineligible candidate of the placement, for the record's requirements:
+    the fleet's agents the placement considered (a Kubernetes filter's were the nodes offered),
+    each of which the fleet must hold."""
     holder, where = (content["scheduling"], "$.content.scheduling.requirements") if kind == "task.bound" \
         else (content, "$.content.requirements")
     if "requirements" not in holder:
@@ -79,11 +81,19 @@ def _all_failed(trace: str, fleet_path: str, seq: int, kind: str, content: Any) 
     # a fleet of no agents would say that no candidate fails anything
     fleet = load_fleet(fleet_path, None, allow_empty=False)
     try:
-        return all_failed(fleet, holder["requirements"])
+        failed = all_failed(fleet, holder["requirements"])
     except SchemaError as exc:
         raise BadInput(exc.with_source(f"{trace}: seq {seq}", path_prefix=where).lines()) from None
     except A3Error as exc:
         raise BadInput(f"{trace}: seq {seq}: {where}: {exc}") from None
+    candidates = list(dict.fromkeys(holder.get("candidates", ())))
+    missing = [name for name in candidates if name not in fleet]
+    if missing:
+        shown = ", ".join(printable(repr(name)) for name in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise BadInput(f"{fleet_path}: holds no agent {shown}, {len(missing)} of the {len(candidates)} candidates "
+                       f"of seq {seq}: give the fleet the trace was placed on")
+    considered = set(candidates)
+    return {name: predicates for name, predicates in failed.items() if name in considered}
 
 
 def _ranked(explained: Explained) -> list[tuple[str, Any]]:
