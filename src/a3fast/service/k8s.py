@@ -756,6 +756,7 @@ class _EchoedNode(msgspec.Struct):
 
 _ECHOED_NODE = msgspec.json.Decoder(_EchoedNode)
 _MEMBERS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ANY = msgspec.json.Decoder()
 
 
 def _folded(key: str) -> str:
@@ -764,21 +765,31 @@ def _folded(key: str) -> str:
     return key.lower().replace("\u017f", "s")
 
 
-class _Repeated(ValueError):
-    """A member named twice in one object of a Node's metadata."""
+class _Members(dict):
+    """A decoded object, and the first of its members named more than once (None: none is)."""
+
+    repeated: str | None = None
 
 
-def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An object's members, each named once (Go decodes each occurrence: a first bad value fails
-    there though a last good one would pass a check of the decoded dict)."""
-    out = dict(pairs)
+def _members(pairs: list[tuple[str, Any]]) -> _Members:
+    out = _Members(pairs)
     if len(out) != len(pairs):
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _Repeated(key)
+                out.repeated = key
+                break
             seen.add(key)
     return out
+
+
+def _named_once(members: Any, path: str) -> None:
+    """BadArgs for an object Go decodes into a struct whose member is named twice: Go decodes each
+    occurrence, so a first bad value fails there though the last one, all a dict keeps, is good.
+    (A map's repeated key, in labels or annotations, Go takes the last of, as a dict does.)"""
+    if isinstance(members, _Members) and members.repeated is not None:
+        raise BadArgs(path, "each member named once (Go decodes every occurrence)",
+                      f"{describe(members.repeated)} twice")
 
 
 def _rfc3339(text: str) -> bool:
@@ -801,28 +812,41 @@ def _spelled_as(members: Any, struct: type, path: str) -> None:
                           describe(key))
 
 
-def _check_node_metadata(raw: msgspec.Raw, path: str) -> None:
-    """A Node's metadata held to what Go decodes ObjectMeta with: its spelling, its types and its
-    times (BadArgs naming the member otherwise)."""
-    node = _MEMBERS.decode(raw)
-    for key in node:
-        if key != "metadata" and _folded(key) == "metadata":
-            raise BadArgs(json_path(path, key), f"'metadata' spelled exactly (Go would read {key!r} as 'metadata')",
-                          describe(key))
+def _careful(text: bytes, hook: Any, path: str) -> Any:
+    """`text` read member by member (`hook` sees each object's pairs); what msgspec took and Python's
+    reader does not (a number it will not read) is BadArgs."""
     try:
-        meta = json.loads(bytes(node["metadata"]), object_pairs_hook=_once) if "metadata" in node else None
-    except _Repeated as exc:
-        raise BadArgs(json_path(path, "metadata"), "each member named once (Go decodes every occurrence)",
-                      f"{describe(exc.args[0])} twice") from None
-    except ValueError:
-        meta = None         # not JSON as Python reads it: the typed decoding below names it
-    _spelled_as(meta, _EchoedMeta, json_path(path, "metadata"))
+        return json.loads(text, object_pairs_hook=hook)
+    except ValueError as exc:
+        raise BadArgs(path, "JSON the Node's members can be read from", str(exc)[:200]) from None
+
+
+def _check_node_metadata(raw: msgspec.Raw, path: str) -> None:
+    """A Node's metadata (and its kind and apiVersion) held to what Go decodes them with: their
+    spelling, each struct's members named once, their types and their times (BadArgs naming the
+    member otherwise)."""
+    node = _MEMBERS.decode(raw)
+    _spelled_as(node, _EchoedNode, path)
+    if bytes(raw).count(b'"metadata"') > 1:
+        # a repeated member at the Node's own level (the token is rare elsewhere: a string
+        # holding a quote is escaped), read carefully only then
+        top: list[_Members] = []
+        _careful(bytes(raw), lambda pairs: top.append(_members(pairs)) or top[-1], path)
+        _named_once(top[-1], path)
+    where = json_path(path, "metadata")
+    meta = _ANY.decode(node["metadata"]) if "metadata" in node else None     # what msgspec refuses, first
+    if isinstance(meta, dict):
+        meta = _careful(bytes(node["metadata"]), _members, where)
+        _named_once(meta, where)
+    _spelled_as(meta, _EchoedMeta, where)
     if isinstance(meta, dict):
         for name, struct in (("ownerReferences", _OwnerReference), ("managedFields", _ManagedFieldsEntry)):
             items = meta.get(name)
             if isinstance(items, list):
                 for i, item in enumerate(items):
-                    _spelled_as(item, struct, json_path(json_path(json_path(path, "metadata"), name), i))
+                    at = json_path(json_path(where, name), i)
+                    _named_once(item, at)
+                    _spelled_as(item, struct, at)
     decoded = _ECHOED_NODE.decode(raw).metadata
     times = [("creationTimestamp", decoded.creationTimestamp), ("deletionTimestamp", decoded.deletionTimestamp)]
     times += [(f"managedFields[{i}].time", entry.time) for i, entry in enumerate(decoded.managedFields or ())]
