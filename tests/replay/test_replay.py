@@ -245,6 +245,21 @@ def test_newly_schedulable_names_what_removed_the_last_candidates_when_recorded(
     assert verdict.funnel_before.eligible == 0 and verdict.funnel_after.eligible == 1
 
 
+def test_the_recorded_funnel_counts_each_candidate_once_as_explain_does(engine):
+    # §7 lets a trace list a failure of no candidate, or one candidate twice: the recorded funnel
+    # counts each candidate once, so no count goes negative
+    docs = [{"v": "1.0", "agent": {"name": n, "namespace": "x"}, "clearances": [],
+             "capabilities": [{"name": c, "version": 1}]} for n, c in (("a", "a.x"), ("b", "b.x"))]
+    _, placements = placed(docs, [{"v": "1.0", "capabilities": [{"name": "a.x", "version": 1}]}], engine)
+    records = records_of(placements)
+    failed = records[-1]["content"]["scheduling"]["filters_failed"]
+    failed += [{"candidate": "ghost", "predicate": failed[0]["predicate"]}, dict(failed[0])]
+    (verdict,) = replay(records, fleet_of(docs[1:], engine))        # the chosen agent gone
+    funnel = verdict.funnel_before
+    assert (funnel.candidates, funnel.eligible) == (2, 1)
+    assert all(count.reached >= count.removed >= 0 for count in funnel.predicates)
+
+
 def test_a_route_adds_to_what_each_task_was_recorded_with(engine):
     docs = generate_fleet(100, 5)
     tasks = generate_tasks(docs, 40, 5)

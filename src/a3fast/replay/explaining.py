@@ -79,9 +79,19 @@ def _spec_lists(recorded: Any, content: Mapping[str, Any], names: list[str]) -> 
         if "candidates" not in holder:
             return None, {}
         predicates = list(recorded.requirements.predicates)
-    counts = Counter(pair["predicate"] for pair in holder.get("filters_failed") or ())
+    # each candidate once, under the first failure listed for it, as `a3fast explain` counts: what
+    # §7 tolerates beyond that (a failure of no candidate, a candidate listed twice) never makes a
+    # count negative
+    considered = set(holder["candidates"])
+    counted: set[str] = set()
+    counts: Counter[str] = Counter()
+    for pair in holder.get("filters_failed") or ():
+        name = pair["candidate"]
+        if name in considered and name not in counted:
+            counted.add(name)
+            counts[pair["predicate"]] += 1
     predicates += [p for p in counts if p not in predicates]
-    funnel = _funnel(len(holder["candidates"]), predicates, [counts.get(p, 0) for p in predicates])
+    funnel = _funnel(len(considered), predicates, [counts.get(p, 0) for p in predicates])
     scores = holder.get("scores") or {} if recorded.kind == "task.bound" else {}
     return funnel, {name: dict(scores[name]) for name in names if name in scores}
 
