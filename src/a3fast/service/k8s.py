@@ -798,7 +798,7 @@ def _rfc3339(text: str) -> bool:
     return parse_instant(text) is not None and text[10:11] == "T" and "z" not in text[19:]
 
 
-def _spelled_as(members: Any, struct: type, path: str) -> None:
+def _spelled_as(members: Any, struct: type[msgspec.Struct], path: str) -> None:
     """BadArgs for a member of `members` (a decoded object) that Go's decoder would take for one of
     `struct`'s fields though it is spelled otherwise: encoding/json matches a key to a field
     regardless of case, so `"Labels"` is read as `labels`, past every check made here."""
