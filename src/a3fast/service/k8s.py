@@ -830,9 +830,8 @@ def _check_node_metadata(raw: msgspec.Raw, path: str) -> None:
     if bytes(raw).count(b'"metadata"') > 1:
         # a repeated member at the Node's own level (the token is rare elsewhere: a string
         # holding a quote is escaped), read carefully only then
-        top: list[_Members] = []
-        _careful(bytes(raw), lambda pairs: top.append(_members(pairs)) or top[-1], path)
-        _named_once(top[-1], path)
+        # the reader hands the outermost object over last: its members are the Node's own
+        _named_once(_careful(bytes(raw), _members, path), path)
     where = json_path(path, "metadata")
     meta = _ANY.decode(node["metadata"]) if "metadata" in node else None     # what msgspec refuses, first
     if isinstance(meta, dict):
