@@ -254,10 +254,30 @@ def test_the_recorded_funnel_counts_each_candidate_once_as_explain_does(engine):
     records = records_of(placements)
     failed = records[-1]["content"]["scheduling"]["filters_failed"]
     failed += [{"candidate": "ghost", "predicate": failed[0]["predicate"]}, dict(failed[0])]
-    (verdict,) = replay(records, fleet_of(docs[1:], engine))        # the chosen agent gone
-    funnel = verdict.funnel_before
-    assert (funnel.candidates, funnel.eligible) == (2, 1)
-    assert all(count.reached >= count.removed >= 0 for count in funnel.predicates)
+    for trace in (records, list(encode_trace(records))):
+        (verdict,) = replay(trace, fleet_of(docs[1:], engine))        # the chosen agent gone
+        funnel = verdict.funnel_before
+        assert (funnel.candidates, funnel.eligible) == (2, 1)
+        assert all(count.reached >= count.removed >= 0 for count in funnel.predicates)
+
+
+def test_a_compact_funnel_counts_a_candidate_listed_under_two_predicates_once(engine):
+    # the compact form keeps a failed set per predicate: one candidate in two of them counts once
+    docs = [{"v": "1.0", "agent": {"name": n, "namespace": "x"}, "clearances": [],
+             "capabilities": [{"name": c, "version": 1} for c in caps]}
+            for n, caps in (("a", ("a.x", "b.x")), ("b", ("a.x",)), ("c", ("c.x",)))]
+    _, placements = placed(docs, [{"v": "1.0", "capabilities": [{"name": "a.x", "version": 1},
+                                                                 {"name": "b.x", "version": 1}]}], engine)
+    records = records_of(placements)
+    scheduling = records[-1]["content"]["scheduling"]
+    first, second = scheduling["filters_passed"][:2]
+    scheduling["filters_failed"] = [{"candidate": n, "predicate": p} for p in (first, second) for n in ("b", "c")]
+    assert a3fast.verify(as_jsonl(records)) == []
+    for trace in (records, list(encode_trace(records))):
+        (verdict,) = replay(trace, fleet_of(docs[1:], engine))
+        funnel = verdict.funnel_before
+        assert (funnel.candidates, funnel.eligible) == (3, 1)
+        assert [(c.reached, c.removed) for c in funnel.predicates] == [(3, 2), (1, 0)]
 
 
 def test_a_route_adds_to_what_each_task_was_recorded_with(engine):

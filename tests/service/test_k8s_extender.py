@@ -366,7 +366,9 @@ def test_nodes_mode_refuses_a_repeated_or_misspelt_member_of_the_node_itself(ser
     good = orjson.dumps(node("order-analyst", SECTION_10_AGENTS[0])["metadata"])
     notes = orjson.dumps(node("order-analyst", SECTION_10_AGENTS[0])["metadata"]["annotations"])
     first = b'{"name":"order-analyst","annotations":' + notes + b',"Labels":{"zone":5}}'
-    for item in (b'{"Kind":5,"metadata":' + good + b'}', b'{"metadata":' + first + b',"metadata":' + good + b'}'):
+    for item in (b'{"Kind":5,"metadata":' + good + b'}', b'{"metadata":' + first + b',"metadata":' + good + b'}',
+                 # the second copy's key written with an escape, as Go reads it: "metadata" again
+                 b'{"metadata":' + first + b',"metad\\u0061ta":' + good + b'}'):
         body = b'{"Pod":' + orjson.dumps(pod(SECTION_10_TASK)) + b',"Nodes":{"metadata":{},"items":[' + item + b']}}'
         r = served.post("/k8s/filter", content=body)
         assert r.status_code == 400, item

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Mapping, Sequence, TypeGuard
 
+from pyroaring import BitMap
+
 from ..explain import predicate_counts
 from ..fleet.placement import Placement
 from ..predicates import first_failed
@@ -54,7 +56,15 @@ def recorded_lists(recorded: Any, reader: Any, names: list[str]) -> tuple[Funnel
 
 
 def _compact_lists(member: Any, names: list[str]) -> tuple[Funnel, dict[str, Any]]:
-    funnel = _funnel(len(member.candidates), member.predicates, [len(ids) for ids in member.failed])
+    # each candidate once, under the first predicate that lists it, as `_spec_lists` counts
+    candidates = member.candidates
+    seen = BitMap()
+    removed = []
+    for ids in member.failed:
+        new = (ids & candidates) - seen
+        removed.append(len(new))
+        seen |= new
+    funnel = _funnel(len(candidates), member.predicates, removed)
     scores: dict[str, Any] = {}
     table = member.names
     for name in names:

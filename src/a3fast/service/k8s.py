@@ -827,11 +827,12 @@ def _check_node_metadata(raw: msgspec.Raw, path: str) -> None:
     member otherwise)."""
     node = _MEMBERS.decode(raw)
     _spelled_as(node, _EchoedNode, path)
-    if bytes(raw).count(b'"metadata"') > 1:
-        # a repeated member at the Node's own level (the token is rare elsewhere: a string
-        # holding a quote is escaped), read carefully only then
-        # the reader hands the outermost object over last: its members are the Node's own
-        _named_once(_careful(bytes(raw), _members, path), path)
+    text = bytes(raw)
+    if text.count(b'"metadata"') > 1 or b"\\u" in text:
+        # a repeated member at the Node's own level, read carefully only where one may be: the
+        # token twice (rare elsewhere: a string holding a quote is escaped), or any escape (a key
+        # may spell "metadata" with one); the reader returns the outermost object, the Node
+        _named_once(_careful(text, _members, path), path)
     where = json_path(path, "metadata")
     meta = _ANY.decode(node["metadata"]) if "metadata" in node else None     # what msgspec refuses, first
     if isinstance(meta, dict):
