@@ -850,9 +850,9 @@ def _check_node_metadata(raw: msgspec.Raw, path: str) -> None:
     decoded = _ECHOED_NODE.decode(raw).metadata
     times = [("creationTimestamp", decoded.creationTimestamp), ("deletionTimestamp", decoded.deletionTimestamp)]
     times += [(f"managedFields[{i}].time", entry.time) for i, entry in enumerate(decoded.managedFields or ())]
-    for where, text in times:
-        if text is not None and not _rfc3339(text):
-            raise BadArgs(f"{path}.metadata.{where}", "an RFC 3339 date-time (metav1.Time), or null", describe(text))
+    for member, stamp in times:
+        if stamp is not None and not _rfc3339(stamp):
+            raise BadArgs(f"{path}.metadata.{member}", "an RFC 3339 date-time (metav1.Time), or null", describe(stamp))
 
 
 def _nodes_result(items: list[msgspec.Raw], unresolvable: dict[str, str]) -> bytes:
