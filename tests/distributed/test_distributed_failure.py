@@ -81,10 +81,13 @@ def test_a_batch_whose_later_wave_fails_lets_go_of_the_sessions_its_earlier_wave
     # no more than it did, so a retry decides as the failed batch would have
     from a3fast.distributed import ShardedFleet, ShardError
 
-    many = ShardedFleet(shards=2, state_dir=str(tmp_path / "state"), timeout=1.0)
+    # the shards start and load with the default timeout (an actor's start takes more than a
+    # second on a loaded machine); only the batch is held to one second
+    many = ShardedFleet(shards=2, state_dir=str(tmp_path / "state"))
     try:
         many.extend([declaration(random.Random(k), f"agent-{k}") for k in range(6)])
         many.scorer = "distributed_worlds:slow_once_held_scorer"
+        many.timeout = 1.0
         holders = lambda: [n for n in many.names() if many.holds_session(n, "s1")]     # noqa: E731
         before = holders()
         with pytest.raises(ShardError, match="no answer to place_many within 1 s"):
