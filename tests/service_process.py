@@ -22,6 +22,12 @@ SECTION_10_TASK = {"v": "1.0", "capabilities": [{"name": "order.investigate", "v
                    "clearances": ["orders.read"], "residency": "eu"}
 
 
+def put_section_10_agents(client) -> None:
+    """Every §10 agent PUT to a served fleet through `client` (an httpx client of a Server)."""
+    for agent in SECTION_10_AGENTS:
+        assert client.put(f"/v1/agents/{agent['agent']['name']}", json=agent).status_code == 200
+
+
 def _limit_file_size(size: int):
     """A child process's limit on the size of any file it writes (RLIMIT_FSIZE): a write past it
     fails with EFBIG, as a write to a full disk fails with ENOSPC (Python ignores SIGXFSZ)."""

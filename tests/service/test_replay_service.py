@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from a3fast.service.openapi import load_schema
-from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server
+from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server, put_section_10_agents
 
 pytest.importorskip("starlette")
 
@@ -17,8 +17,7 @@ REVOKED = [{**a, "clearances": [c for c in a["clearances"] if c != "orders.read"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     s = Server("--state", str(tmp_path_factory.mktemp("state")))
-    for agent in SECTION_10_AGENTS:
-        assert s.client.put(f"/v1/agents/{agent['agent']['name']}", json=agent).status_code == 200
+    put_section_10_agents(s.client)
     for record in ("spec", "compact", "spec"):
         assert s.client.post(f"/v1/place?record={record}", json={"requirements": {**SECTION_10_TASK, "session": "s1"}}
                              ).status_code == 200

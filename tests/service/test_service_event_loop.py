@@ -11,7 +11,7 @@ import httpx
 import orjson
 import pytest
 
-from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server, healthz_latencies_while
+from service_process import SECTION_10_TASK, Server, healthz_latencies_while, put_section_10_agents
 
 pytest.importorskip("starlette")
 pytestmark = pytest.mark.slow   # a 64 MiB trace posted and verified: about 10 s
@@ -61,8 +61,7 @@ def _healthz_latencies(url: str, count: int) -> list[float]:
 def test_healthz_answers_within_bound_while_a_64_mib_body_is_handled(tmp_path):
     s = Server()
     try:
-        for agent in SECTION_10_AGENTS:
-            assert s.client.put(f"/v1/agents/{agent['agent']['name']}", json=agent).status_code == 200
+        put_section_10_agents(s.client)
         records = s.client.post("/v1/place", json={"requirements": SECTION_10_TASK}).json()["records"]
         body = tmp_path / "trace.jsonl"
         body.write_bytes(_trace(records, BODY))

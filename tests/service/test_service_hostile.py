@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from a3fast.service.openapi import load_schema
-from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server
+from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server, put_section_10_agents
 
 pytest.importorskip("starlette")
 
@@ -21,8 +21,7 @@ pytest.importorskip("starlette")
 @pytest.fixture(scope="module")
 def server():
     s = Server("--header-timeout", "1", "--body-timeout", "1", "--max-request-body", "4096")
-    for agent in SECTION_10_AGENTS:
-        assert s.client.put(f"/v1/agents/{agent['agent']['name']}", json=agent).status_code == 200
+    put_section_10_agents(s.client)
     yield s
     assert s.stop() == 0
 

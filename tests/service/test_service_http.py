@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from a3fast.service.openapi import PATHS, load_schema, schema_names
-from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server
+from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server, put_section_10_agents
 
 pytest.importorskip("starlette")
 
@@ -17,8 +17,7 @@ pytest.importorskip("starlette")
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     s = Server("--state", str(tmp_path_factory.mktemp("state")))
-    for agent in SECTION_10_AGENTS:
-        assert s.client.put(f"/v1/agents/{agent['agent']['name']}", json=agent).status_code == 200
+    put_section_10_agents(s.client)
     yield s
     assert s.stop() == 0
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server
+from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server, put_section_10_agents
 
 pytest.importorskip("starlette")
 
@@ -16,8 +16,7 @@ pytest.importorskip("starlette")
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     s = Server("--state", str(tmp_path_factory.mktemp("state")))
-    for agent in SECTION_10_AGENTS:
-        assert s.client.put(f"/v1/agents/{agent['agent']['name']}", json=agent).status_code == 200
+    put_section_10_agents(s.client)
     for _ in range(3):
         assert s.client.post("/v1/place", json={"requirements": SECTION_10_TASK}).status_code == 200
     yield s

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from a3fast.cli import main
 from a3fast.report.policy import inline_sources, policy_of, source_hash
 from a3fast.service.ui import live_page
-from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server
+from service_process import SECTION_10_AGENTS, SECTION_10_TASK, Server, put_section_10_agents
 
 pytest.importorskip("starlette")
 
@@ -41,8 +41,7 @@ def report_of_trace(server: Server, tmp_path) -> dict:
 @pytest.fixture()
 def server(tmp_path):
     s = Server("--state", str(tmp_path / "state"))
-    for agent in SECTION_10_AGENTS:
-        assert s.client.put(f"/v1/agents/{agent['agent']['name']}", json=agent).status_code == 200
+    put_section_10_agents(s.client)
     yield s
     assert s.stop() == 0
 

@@ -756,7 +756,6 @@ class _EchoedNode(msgspec.Struct):
 
 _ECHOED_NODE = msgspec.json.Decoder(_EchoedNode)
 _MEMBERS = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_ANY = msgspec.json.Decoder()
 
 
 def _folded(key: str) -> str:
@@ -834,10 +833,10 @@ def _check_node_metadata(raw: msgspec.Raw, path: str) -> None:
         # may spell "metadata" with one); the reader returns the outermost object, the Node
         _named_once(_careful(text, _members, path), path)
     where = json_path(path, "metadata")
-    meta = _ANY.decode(node["metadata"]) if "metadata" in node else None     # what msgspec refuses, first
-    if isinstance(meta, dict):
-        meta = _careful(bytes(node["metadata"]), _members, where)
-        _named_once(meta, where)
+    # read member by member; what Python's reader refuses (a number of thousands of digits, a key
+    # that is not UTF-8) is BadArgs there, never passed unchecked
+    meta = _careful(bytes(node["metadata"]), _members, where) if "metadata" in node else None
+    _named_once(meta, where)
     _spelled_as(meta, _EchoedMeta, where)
     if isinstance(meta, dict):
         for name, struct in (("ownerReferences", _OwnerReference), ("managedFields", _ManagedFieldsEntry)):
