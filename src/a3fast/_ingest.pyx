@@ -1221,7 +1221,7 @@ cdef extern from *:
     """
     object new_tuple_of "a3_new_tuple_of"(object type, Py_ssize_t n)
 
-from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_SetItem
+from cpython.dict cimport PyDict_GetItem, PyDict_GetItemWithError, PyDict_Next, PyDict_SetItem
 from cpython.list cimport PyList_AsTuple, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
@@ -1576,9 +1576,9 @@ cdef object required_capability(RequirementsReader reader, object entry):
     # is read on a miss only
     if type(version) is not int or type(name) is not str:
         return None
-    versions_ptr = PyDict_GetItem(reader.capabilities, name)
+    versions_ptr = PyDict_GetItemWithError(reader.capabilities, name)
     if versions_ptr != NULL:
-        found_ptr = PyDict_GetItem(<object>versions_ptr, version)
+        found_ptr = PyDict_GetItemWithError(<object>versions_ptr, version)
         if found_ptr != NULL:
             return <object>found_ptr
     if not is_identifier_str(name):
@@ -1587,6 +1587,9 @@ cdef object required_capability(RequirementsReader reader, object entry):
     if overflow != 0 or number < 0:
         return None
     found = untracked_if_acyclic(reader.capability(name, version, None))
+    # looked up again: making the capability ran Python code, during which another thread may have
+    # kept a dict of versions for this name (and let go of the one found above)
+    versions_ptr = PyDict_GetItemWithError(reader.capabilities, name)
     # kept within the memo's bounds, as schema's `_keep_required` keeps it
     if versions_ptr == NULL and PyDict_GET_SIZE(reader.capabilities) < reader.names_kept:
         versions = {}
@@ -1599,7 +1602,7 @@ cdef object required_capability(RequirementsReader reader, object entry):
 
 cdef object capability_tuple(RequirementsReader reader, object items):
     cdef Py_ssize_t i, n
-    cdef object capability
+    cdef object capability, entry
     if type(items) is not list:
         return None
     n = PyList_GET_SIZE(items)
@@ -1607,11 +1610,19 @@ cdef object capability_tuple(RequirementsReader reader, object items):
         return ()
     out = PyTuple_New(n)
     for i in range(n):
-        capability = required_capability(reader, <object>PyList_GET_ITEM(items, i))
+        # making a capability runs Python code, which may change the list (another thread holding
+        # the document): each entry is held while it is read, and a list that changed its length
+        # is left to the careful reader
+        if PyList_GET_SIZE(items) != n:
+            return None
+        entry = <object>PyList_GET_ITEM(items, i)
+        capability = required_capability(reader, entry)
         if capability is None:
             return None
         Py_INCREF(capability)
         PyTuple_SET_ITEM(out, i, capability)
+    if PyList_GET_SIZE(items) != n:
+        return None
     return untracked_if_acyclic(out)
 
 
@@ -1834,6 +1845,88 @@ cdef object capability_predicate(object capability):
     return out
 
 
+# One predicate string for each value tasks state again and again, kept: tasks that differ as sets
+# but share their values (a fleet's task types) then share their predicates' strings, and a string
+# keeps its hash once computed, so the predicate set's hash, the rows' lookups and the caches find
+# each one without hashing its text again; nor is it built again. Keyed by the value (an exact
+# `str`; a required capability by its name, with its version), which is equal to every value giving
+# the same predicate and to no other. As every cache here, it keeps a value from its second
+# sighting on (`seen`'s rule, on notes of the values' hashes), so a task met once leaves nothing in
+# it; only values of at most KEPT_VALUE_LENGTH characters, and at most PREDICATES_KEPT of a kind,
+# emptied when full: what any caller can fill it with stays small, and values that go on repeating
+# come back. A predicate not kept is built as before, which changes nothing but its cost.
+cdef Py_ssize_t PREDICATES_KEPT = 4096
+cdef Py_ssize_t KEPT_VALUE_LENGTH = 64
+cdef Py_ssize_t PREDICATES_NOTED = 16384
+cdef dict _capability_predicates = {}
+cdef dict _clearance_predicates = {}
+cdef dict _tool_predicates = {}
+cdef dict _residency_predicates = {}
+cdef dict _latency_predicates = {}
+cdef dict _agent_ref_predicates = {}
+cdef dict _anti_affinity_predicates = {}
+cdef Notes _predicates_noted = Notes()
+
+
+cdef int keep_predicate(dict kept, object key, object value, object predicate) except -1:
+    """Keep `predicate` under `key` (its value's text `value`) when the value is short and was seen
+    before; a full memo is emptied first."""
+    if PyUnicode_GET_LENGTH(value) > KEPT_VALUE_LENGTH:
+        return 0
+    if not _predicates_noted.note(PyObject_Hash(value), PREDICATES_NOTED):
+        return 0
+    if PyDict_GET_SIZE(kept) >= PREDICATES_KEPT:
+        kept.clear()
+    PyDict_SetItem(kept, key, predicate)
+    return 0
+
+
+cdef inline object kept_predicate(dict kept, object prefix, object value):
+    """`prefix + value`, the string kept for `value` when there is one (see PREDICATES_KEPT)."""
+    cdef PyObject* found = PyDict_GetItemWithError(kept, value)
+    if found != NULL:
+        return <object>found
+    predicate = PyUnicode_Concat(prefix, value)
+    keep_predicate(kept, value, value, predicate)
+    return predicate
+
+
+cdef inline object kept_capability_predicate(object capability):
+    """`capability_predicate(capability)`, the string kept for its name at its version when there
+    is one: kept by name (whose hash the string holds), with the version it was made for, so one
+    version of each name is kept at a time."""
+    cdef object name = <object>PyTuple_GET_ITEM(capability, 0)
+    cdef object version = <object>PyTuple_GET_ITEM(capability, 1)
+    cdef PyObject* found = PyDict_GetItemWithError(_capability_predicates, name)
+    if found != NULL and <object>PyTuple_GET_ITEM(<object>found, 0) == version:
+        return <object>PyTuple_GET_ITEM(<object>found, 1)
+    predicate = capability_predicate(capability)
+    keep_predicate(_capability_predicates, name, name, (version, predicate))
+    return predicate
+
+
+#: The bounds of the kept predicate strings (their number of a kind, a value's length), for the
+#: tests of them.
+KEPT_PREDICATES_LIMIT = PREDICATES_KEPT
+KEPT_VALUE_LENGTH_LIMIT = KEPT_VALUE_LENGTH
+
+
+def forget_kept_predicates() -> None:
+    """Let go of every kept predicate string (for the tests, which fill the memo to its bound)."""
+    for kept in (_capability_predicates, _clearance_predicates, _tool_predicates, _residency_predicates,
+                 _latency_predicates, _agent_ref_predicates, _anti_affinity_predicates):
+        kept.clear()
+    _predicates_noted.clear()
+
+
+def kept_predicates() -> dict:
+    """How many predicate strings are kept, by kind (for the tests of their bound)."""
+    return {"capability": len(_capability_predicates), "clearance": len(_clearance_predicates),
+            "tool": len(_tool_predicates), "residency": len(_residency_predicates),
+            "model.latency_class": len(_latency_predicates), "agentRef": len(_agent_ref_predicates),
+            "anti-affinity": len(_anti_affinity_predicates)}
+
+
 cdef object derive(tuple capabilities, tuple clearances, tuple tools, object residency, object latency,
                    object agent_ref, tuple exclude):
     """predicates._derive: capabilities, clearances, tools, residency, latency class, agentRef,
@@ -1841,19 +1934,19 @@ cdef object derive(tuple capabilities, tuple clearances, tuple tools, object res
     cdef list out = []
     cdef object item
     for item in capabilities:
-        out.append(capability_predicate(item))
+        out.append(kept_capability_predicate(item))
     for item in clearances:
-        out.append(PyUnicode_Concat(_CLEARANCE, item))
+        out.append(kept_predicate(_clearance_predicates, _CLEARANCE, item))
     for item in tools:
-        out.append(PyUnicode_Concat(_TOOL, item))
+        out.append(kept_predicate(_tool_predicates, _TOOL, item))
     if residency is not None:
-        out.append(PyUnicode_Concat(_RESIDENCY, residency))
+        out.append(kept_predicate(_residency_predicates, _RESIDENCY, residency))
     if latency is not None:
-        out.append(PyUnicode_Concat(_LATENCY, latency))
+        out.append(kept_predicate(_latency_predicates, _LATENCY, latency))
     if agent_ref is not None:
-        out.append(PyUnicode_Concat(_AGENT_REF, agent_ref))
+        out.append(kept_predicate(_agent_ref_predicates, _AGENT_REF, agent_ref))
     for item in exclude:
-        out.append(PyUnicode_Concat(_ANTI_AFFINITY, item))
+        out.append(kept_predicate(_anti_affinity_predicates, _ANTI_AFFINITY, item))
     if has_repeat(out):
         return untracked_if_acyclic(tuple(dict.fromkeys(out)))
     return untracked_if_acyclic(PyList_AsTuple(out))

@@ -80,22 +80,46 @@ def _unique(items: Iterable[str]) -> tuple[str, ...]:
 
 
 def derive_predicates(req: Requirements) -> tuple[str, ...]:
-    """The predicate set of a requirements document, in derivation order (§5; docs/design.md, reading 1)."""
-    return derive(req.capabilities, req.clearances, req.tools, req.residency, req.latency_class,
-                  req.agent_ref, req.exclude)
+    """The predicate set of a requirements document, in derivation order (§5; docs/design.md, reading 1).
+
+    `req` may be one a caller made itself, with values no parser took (a version of True, say), so
+    its set is derived afresh and never kept in derive's memo, which the parsers' sets share."""
+    return _derive(req.capabilities, req.clearances, req.tools, req.residency, req.latency_class,
+                   req.agent_ref, req.exclude)
 
 
 def derive(capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude) -> tuple[str, ...]:
     """derive_predicates from the parsed fields (the parser calls it before it builds Requirements)."""
-    # Tasks repeat a small vocabulary: a set already derived is looked up (the fields are validated
-    # before they get here, so a version is an int, never a bool that would equal 1).
+    # Tasks repeat a small vocabulary: a set already derived is looked up. A set is kept only when
+    # its values are of the exact types the parsers give: a version of True (or 1.0) equals 1 and
+    # hashes as 1, so a set derived from one would be found for the parsed version 1.
     key = (capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude)
     known = DERIVED.get(key)
     if known is None:
         known = _derive(capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude)
-        if len(DERIVED) < DERIVED_LIMIT and DERIVED_ONCE.seen_before(hash(key), DERIVED_LIMIT):
+        if (len(DERIVED) < DERIVED_LIMIT and _exact(key)
+                and DERIVED_ONCE.seen_before(hash(key), DERIVED_LIMIT)):
             DERIVED[key] = known
     return known
+
+
+def _plain_tuple(value: object) -> bool:
+    """Whether `value` is a tuple (a named one, as Capability is) that compares and hashes as one."""
+    kind = type(value)
+    return isinstance(value, tuple) and kind.__eq__ is tuple.__eq__ and kind.__hash__ is tuple.__hash__
+
+
+def _exact(key: tuple) -> bool:
+    """Whether derive's arguments are of the exact types a parser gives: capabilities (plain named
+    tuples) of a `str` name and an `int` version, tuples of `str`, and `str` or None."""
+    capabilities, clearances, tools, residency_label, latency, agent_ref_name, exclude = key
+    for value in (residency_label, latency, agent_ref_name):
+        if value is not None and type(value) is not str:
+            return False
+    return (type(capabilities) is tuple
+            and all(_plain_tuple(c) and type(c.name) is str and type(c.version) is int for c in capabilities)
+            and all(type(items) is tuple and all(type(item) is str for item in items)
+                    for items in (clearances, tools, exclude)))
 
 
 #: derive's memo, by the tuple of its arguments, at most DERIVED_LIMIT sets: the compiled reader of

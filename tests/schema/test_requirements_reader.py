@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import copy
 import math
+import subprocess
+import sys
 from types import MappingProxyType
 
 import orjson
@@ -306,3 +308,145 @@ def test_the_memo_of_required_capabilities_shares_each_and_keeps_to_its_bounds(e
     again = required("memo.c", 1)           # not kept: equal, and made afresh
     assert again == required("memo.c", 1) and again is not required("memo.c", 1)
     assert required("memo.a", 9) == schema.Capability("memo.a", 9, None)
+
+
+# -- the compiled reader's predicate strings, kept by value ---------------------------------------
+
+native_reader = pytest.mark.skipif("native" not in available_engines(), reason="the native engine is not built")
+
+
+@pytest.fixture
+def kept_predicates_forgotten(monkeypatch):
+    """The compiled reader's kept predicate strings and the schema's memo of required capabilities
+    emptied before the test and after it (a test that fills either to its bound leaves the rest of
+    the run a memo that keeps nothing more)."""
+    native = ingest_module("native")
+    native.forget_kept_predicates()
+    kept = dict(schema._required_capabilities)
+    schema._required_capabilities.clear()     # the reader holds this very dict
+    yield native
+    native.forget_kept_predicates()
+    schema._required_capabilities.clear()
+    schema._required_capabilities.update(kept)
+
+
+FIRST_TASK = {"capabilities": [{"name": "kept.a", "version": 4}], "clearances": ["kept.c1"],
+              "tools": ["kept tool \u20ac"], "residency": "kept:eu", "model": {"latency_class": "batch"},
+              "agentRef": "kept-agent", "exclude": ["kept-other"]}
+
+
+@native_reader
+def test_requirements_reader_shares_one_string_for_a_predicate_across_tasks(kept_predicates_forgotten):
+    # values met again are kept: two tasks that differ as sets but share their values then derive
+    # the same string objects, equal to what the Python derivation makes
+    read = requirements_reader("native")
+    once = read(copy.deepcopy(FIRST_TASK), True)
+    first = read(copy.deepcopy(FIRST_TASK), True)
+    second = read({**copy.deepcopy(FIRST_TASK), "clearances": ["kept.c1", "kept.c2"]}, True)
+    shared = [p for p in second.predicates if p != "clearance:kept.c2"]
+    assert [a is b for a, b in zip(first.predicates, shared)] == [True] * len(first.predicates)
+    assert not any(a is b for a, b in zip(once.predicates, first.predicates))
+    for got in (once, first, second):
+        assert got.predicates == predicates._derive(got.capabilities, got.clearances, got.tools, got.residency,
+                                                    got.latency_class, got.agent_ref, got.exclude)
+    # another version of a kept name is its own predicate, made afresh
+    other = read({"capabilities": [{"name": "kept.a", "version": 5}]}, True)
+    assert other.predicates == ("capability:kept.a/5",)
+
+
+@native_reader
+def test_requirements_reader_keeps_no_predicate_string_of_a_value_met_once_or_too_long(kept_predicates_forgotten):
+    native = kept_predicates_forgotten
+    read = requirements_reader("native")
+    for i in range(200):        # a workload of one-off tasks leaves nothing behind
+        read({"tools": [f"once {i}"], "clearances": [f"once.c{i}"],
+              "capabilities": [{"name": f"once.n{i}", "version": 1}]}, True)
+    assert set(native.kept_predicates().values()) == {0}
+    longest = native.KEPT_VALUE_LENGTH_LIMIT
+    for length in (longest, longest + 1, MAX_TEXT):
+        tool = "t" * length
+        for _ in range(3):
+            got = read({"tools": [tool]}, True)
+            assert got.predicates == (f"tool:{tool}",)
+        assert native.kept_predicates()["tool"] == (1 if length <= longest else 0)
+        native.forget_kept_predicates()
+
+
+@native_reader
+def test_requirements_reader_keeps_predicate_strings_to_their_bound_and_derives_past_it(kept_predicates_forgotten):
+    native = kept_predicates_forgotten
+    limit = native.KEPT_PREDICATES_LIMIT
+    read = requirements_reader("native")
+    for i in range(limit + 50):     # more distinct repeated values than are kept
+        name = f"bound tool {i}"
+        for _ in range(2):
+            got = read({"tools": [name], "capabilities": [{"name": f"bound.c{i}", "version": 1}]}, True)
+            assert got.predicates == (f"capability:bound.c{i}/1", f"tool:{name}")
+        kept = native.kept_predicates()
+        assert 1 <= kept["tool"] <= limit and 1 <= kept["capability"] <= limit
+    # emptied when full, then kept again: the last 50 are what is kept
+    assert native.kept_predicates()["tool"] == 50 and native.kept_predicates()["capability"] == 50
+
+
+# -- the compiled reader while Python code it calls changes what it reads ---------------------------
+
+# Each is run in a process of its own: before the reader held what it reads, both crashed the process.
+_RACED_MEMO = '''
+import threading
+from a3fast import _ingest
+from a3fast.schema import Requirements, Capability
+memo = {}
+go = {"B": threading.Event(), "A": threading.Event()}
+inside = {"B": threading.Event(), "A": threading.Event()}
+def capability(name, version, evaluation):
+    who = threading.current_thread().name
+    if who in go:           # a thread switch while the capability is made
+        inside[who].set()
+        go[who].wait()
+    return Capability(name, version, evaluation)
+reader = _ingest.requirements_reader(Requirements, capability, memo, 4096, 16, {}, 16384, _ingest.Notes())
+got = {}
+def run(v):
+    got[v] = reader.read({"capabilities": [{"name": "race.x", "version": v}]}).capabilities
+B = threading.Thread(target=run, args=(1,), name="B"); B.start(); inside["B"].wait()   # B: the name absent
+C = threading.Thread(target=run, args=(2,), name="C"); C.start(); C.join()             # C keeps a dict for it
+A = threading.Thread(target=run, args=(3,), name="A"); A.start(); inside["A"].wait()   # A found that dict
+go["B"].set(); B.join()                     # B keeps a dict of its own in its place
+go["A"].set(); A.join()
+print(sorted(memo["race.x"]), [got[v][0].version for v in (1, 2, 3)])
+'''
+
+_SHRUNK_LIST = '''
+from a3fast import _ingest
+from a3fast.schema import Requirements, Capability
+doc = {"capabilities": [{"name": "mut.a", "version": 1}, {"name": "mut.b", "version": 1}]}
+def capability(name, version, evaluation):
+    doc["capabilities"].clear()
+    return Capability(name, version, evaluation)
+print(_ingest.requirements_reader(Requirements, capability, {}, 4096, 16, {}, 16384, _ingest.Notes()).read(doc))
+'''
+
+
+@native_reader
+@pytest.mark.parametrize("script, printed", [(_RACED_MEMO, "[1, 2, 3] [1, 2, 3]"), (_SHRUNK_LIST, "None")],
+                         ids=["memo-replaced-by-another-thread", "list-shrunk-while-read"])
+def test_requirements_reader_holds_what_it_reads_while_python_code_runs(script, printed):
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == printed
+
+
+@pytest.mark.parametrize("version", [True, 1.0])
+def test_a_predicate_set_derived_from_values_no_parser_gives_is_never_found_for_a_parsed_task(engine, version):
+    # a version of True or 1.0 equals 1 and hashes as 1: a set derived from one, kept in derive's
+    # memo, would be found for the parsed version 1
+    predicates.DERIVED.clear()
+    predicates.DERIVED_ONCE.clear()
+    made = Requirements(capabilities=(schema.Capability("poison.a", version),))
+    for _ in range(3):
+        assert predicates.derive_predicates(made) == (f"capability:poison.a/{version}",)
+        predicates.derive((schema.Capability("poison.a", version),), (), (), None, None, None, ())
+    task = {"capabilities": [{"name": "poison.a", "version": 1}]}
+    assert requirements_reader(engine)(task, True).predicates == ("capability:poison.a/1",)
+    assert parse_requirements(copy.deepcopy(task)).predicates == ("capability:poison.a/1",)
+    assert list(predicates.DERIVED.values()) in ([], [("capability:poison.a/1",)])
