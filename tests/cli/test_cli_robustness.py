@@ -186,12 +186,15 @@ def test_an_unexpected_exception_is_an_internal_error_with_exit_3(monkeypatch):
     assert result.stdout == "" and "Traceback" not in result.output
 
 
-def test_a3fast_debug_re_raises_the_internal_error(monkeypatch):
+def test_a3fast_debug_shows_the_internal_errors_traceback_and_still_exits_3(monkeypatch):
     import a3fast.cli.workload_cmd as workload_cmd
 
     monkeypatch.setattr(workload_cmd, "generate_fleet", _explode)
-    with pytest.raises(RuntimeError, match="generator broke"):
-        run("gen-fleet", "--agents", 1, env={"A3FAST_DEBUG": "1"})
+    result = run("gen-fleet", "--agents", 1, env={"A3FAST_DEBUG": "1"})
+    # exit 1 would read as an answer ("unschedulable"): an internal error is 3 however it is shown
+    assert result.exit_code == 3
+    assert result.stderr.startswith("Traceback (most recent call last):")
+    assert result.stderr.endswith("RuntimeError: generator broke\non two lines\n") and result.stdout == ""
 
 
 def test_an_internal_error_exits_3_from_the_installed_command():
@@ -205,6 +208,19 @@ def test_an_internal_error_exits_3_from_the_installed_command():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, env=env)
     assert done.returncode == 3
     assert done.stderr == b"a3fast: internal error: KeyError: 'agents' (please report)\n"
+
+
+def test_a3fast_debug_exits_3_from_the_installed_command():
+    code = ("import sys, a3fast.cli.workload_cmd as w\n"
+            "def boom(*a, **k): raise KeyError('agents')\n"
+            "w.generate_fleet = boom\n"
+            "from a3fast.cli import main\n"
+            "sys.argv = ['a3fast', 'gen-fleet', '--agents', '1']\n"
+            "main()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60,
+                          env={**os.environ, "A3FAST_DEBUG": "1"})
+    assert done.returncode == 3
+    assert b"Traceback (most recent call last)" in done.stderr and done.stderr.endswith(b"KeyError: 'agents'\n")
 
 
 def test_usage_errors_keep_exit_2():

@@ -122,9 +122,12 @@ def test_a_cost_that_is_not_a_finite_number_of_zero_or_more_is_refused_at_add(en
     assert index.export_costs() == struct.pack("<d", 0.25)
 
 
-def test_a_fleet_refuses_weights_a_snapshot_could_not_hold(engine):
-    with pytest.raises(ValueError, match="weights: expected 4 finite numbers"):
-        Fleet(engine, weights=(0.4, float("nan"), 0.2, 0.1))
+@pytest.mark.parametrize("weights, named", [((0.4, float("nan"), 0.2, 0.1), r"weights\[1\]: expected a finite number, found nan"),
+                                            ((0.4, 0.3, 0.2, float("-inf")), r"weights\[3\]: expected a finite number, found -inf")])
+def test_a_fleet_refuses_weights_a_snapshot_could_not_hold(engine, weights, named):
+    # the weight that is no finite number is named, where the count was
+    with pytest.raises(ValueError, match=named):
+        Fleet(engine, weights=weights)
 
 
 @pytest.mark.parametrize("name", ["names", "costs", "live", "row_offsets", "row_ids", "decl_offsets",

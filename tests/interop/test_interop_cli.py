@@ -91,6 +91,15 @@ def test_nothing_usable_exits_2_and_leaves_the_output_untouched(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".fleet")] == []
 
 
+@pytest.mark.parametrize("kind", ["a2a", "k8s"])
+def test_a_path_that_does_not_exist_is_given_not_read(tmp_path, kind):
+    result = invoke(kind, tmp_path / "nowhere")
+    assert result.exit_code == 2
+    # the headline counts what was given; the skipped item says it could not be read
+    assert f"import {kind}: nothing usable read; no output written (1 file given, 1 item skipped)" in result.stderr
+    assert "nowhere: $: cannot read: No such file or directory" in result.stderr
+
+
 def test_bad_flags_are_one_line_each_and_exit_2(card):
     result = invoke("a2a", card, "--namespace", "", "--clearance", "Bad", "--capability-version", "x")
     assert result.exit_code == 2

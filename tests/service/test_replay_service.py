@@ -85,6 +85,12 @@ def test_bad_replay_requests_are_problems_naming_the_field(server, body, status,
     assert problems[0]["path"] == path, problems
 
 
+def test_a_bad_fail_on_rule_is_named_in_the_routes_words_not_the_command_lines(server):
+    problem = replayed(server, {"since": 0, "fail_on": "moved>abc"}, 400)["problems"][0]
+    assert problem["path"] == "$.fail_on"
+    assert problem["found"].startswith("'moved>abc': expected KIND>N") and "--fail-on" not in problem["found"]
+
+
 def test_a_body_past_the_limit_is_413(tmp_path):
     small = Server("--max-body", "1000")
     try:

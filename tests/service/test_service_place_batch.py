@@ -109,7 +109,7 @@ def test_a_batch_inside_a_batch_is_a_request_refused_in_its_turn():
     body = orjson.dumps({"requirements": TASKS[0]})
     answers, _ = _batched([body, b"[" + body + b"]", body])
     assert [status for status, _ in answers] == [200, 400, 200]
-    assert orjson.loads(answers[1][1]) == {"problems": [{"path": "$", "expected": "an object {requirements, session?, route?}",
+    assert orjson.loads(answers[1][1]) == {"problems": [{"path": "$", "expected": "an object {requirements, session?, route?, record?}",
                                                          "found": "another value"}]}
 
 

@@ -190,6 +190,13 @@ def test_a_line_refused_for_a_member_past_the_bounds_is_answered_with_its_id():
     assert {a["problems"][0]["expected"] for a in answers[1:3]} == {f"at most {MAX_DEPTH} nested arrays and objects"}
 
 
+def test_a_line_without_an_op_or_with_an_unknown_one_is_named_in_the_services_words():
+    answers = _answers([b'{"id": 2}', b'{"op": null, "id": 3}', b'{"op": 5, "id": 4}', b'{"op": "fly", "id": 5}'])
+    assert [a["problems"][0]["path"] for a in answers] == ["$.op"] * 4
+    # as every other member is named: nothing when absent, a JSON value as JSON names it
+    assert [a["problems"][0]["found"] for a in answers] == ["nothing", "null", "5", "string 'fly'"]
+
+
 def test_a_put_agent_line_names_its_problems_where_they_are_in_the_request():
     # a stdio request holds its declaration at $.declaration and its name in `name` (there is no
     # path): the problems said $.agent.name and "the name in the path", as over HTTP

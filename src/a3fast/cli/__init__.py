@@ -9,6 +9,7 @@ import errno
 import importlib
 import os
 import sys
+import traceback
 
 import click
 
@@ -46,9 +47,10 @@ class LazyGroup(click.Group):
     def invoke(self, ctx):
         """Run the subcommand; an exception no command turned into an answer or a bad-input message
         is a3fast's own fault, reported on one line with exit code 3 so that it cannot pass for an
-        answer (A3FAST_DEBUG=1 re-raises it with its traceback). Standard output closed by its
-        reader ends the command with exit code 141, and one that cannot be written (a full disk)
-        is reported as an output that cannot be written, exit code 2, as a file's would be."""
+        answer (A3FAST_DEBUG=1 prints its traceback instead, with the same exit code). Standard
+        output closed by its reader ends the command with exit code 141, and one that cannot be
+        written (a full disk) is reported as an output that cannot be written, exit code 2, as a
+        file's would be."""
         try:
             try:
                 return super().invoke(ctx)
@@ -97,8 +99,6 @@ class LazyGroup(click.Group):
     def _internal(ctx, exc: Exception):
         """An exception no command answered for: a missing extra's module, named as such, or
         a3fast's own fault."""
-        if os.environ.get("A3FAST_DEBUG") == "1":
-            raise exc
         missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
         extra = extra_for(missing)
         if extra is not None:
@@ -108,6 +108,11 @@ class LazyGroup(click.Group):
             click.echo(f"a3fast: {command} needs the '{extra}' extra: pip install 'a3fast[{extra}]' "
                        f"({missing} is not installed)", err=True)
             ctx.exit(EXIT_BAD_INPUT)
+        if os.environ.get("A3FAST_DEBUG") == "1":
+            # the traceback instead of the one line, and still exit 3: a caller reading the exit
+            # code must not take an internal error for an answer (1 is "unschedulable")
+            traceback.print_exception(exc)
+            ctx.exit(EXIT_INTERNAL)
         message = " ".join(str(exc).split())
         click.echo(f"a3fast: internal error: {type(exc).__name__}: {message} (please report)", err=True)
         ctx.exit(EXIT_INTERNAL)

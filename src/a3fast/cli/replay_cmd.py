@@ -71,7 +71,7 @@ def replay(traces, fleet_path, baseline_path, offer_new, allow_empty, weights, r
         try:
             thresholds = parse_thresholds(fail_on)
         except ValueError as exc:
-            raise BadInput(str(exc)) from None
+            raise BadInput(f"--fail-on: {exc}") from None
     if output == "-" and as_json:
         raise BadInput("-o - and --json would both go to standard output; give the changes a file")
     if report_path == "-":

@@ -84,9 +84,12 @@ class Fleet:
                 tuple(float(w) for w in weights)
         except (TypeError, ValueError, OverflowError):     # 10**400 is past any float
             self.weights = ()
-        if len(self.weights) != 4 or not all(math.isfinite(w) for w in self.weights):
-            # a snapshot holds the weights as JSON numbers, which cannot be NaN or infinite
+        if len(self.weights) != 4:
             raise ValueError(f"weights: expected 4 finite numbers, found {describe(weights)}")
+        for i, w in enumerate(self.weights):
+            if not math.isfinite(w):
+                # a snapshot holds the weights as JSON numbers, which cannot be NaN or infinite
+                raise ValueError(f"weights[{i}]: expected a finite number, found {w!r}")
         check_total_bound(self.weights)
         #: bumped by every change that can alter a placement's result
         self.generation = 0

@@ -146,7 +146,7 @@ class ImportReport:
             else f"{n} file{'s' if n != 1 else ''}"
         skipped = f"{len(self.skipped)} item{'s' if len(self.skipped) != 1 else ''} skipped"
         if outcome is not None:
-            return f"import {self.kind}: {outcome} ({files} read, {skipped})"
+            return f"import {self.kind}: {outcome} ({files} given, {skipped})"
         agents = f"{self.made} agent{'s' if self.made != 1 else ''}"
         return f"import {self.kind}: {agents} made from {files}, {skipped}"
 

@@ -215,17 +215,18 @@ class Threshold:
 
 
 def parse_thresholds(text: str) -> list[Threshold]:
-    """`moved>1%,unschedulable>0` -> thresholds; ValueError names the rule that is wrong and why."""
+    """`moved>1%,unschedulable>0` -> thresholds; ValueError names the rule that is wrong and why
+    (in words that name no option: the command line and the HTTP route each say where it came from)."""
     rule = re.compile(r"\s*([a-z_]+)\s*(>=|>)\s*([0-9]+(?:\.[0-9]+)?)\s*(%?)\s*")
     out = []
     for part in text.split(","):
         match = rule.fullmatch(part)
         if match is None:
-            raise ValueError(f"--fail-on: {part.strip()!r}: expected KIND>N or KIND>N% (e.g. moved>1%), "
+            raise ValueError(f"{part.strip()!r}: expected KIND>N or KIND>N% (e.g. moved>1%), "
                              f"KIND one of {', '.join(THRESHOLD_SUBJECTS)}")
         subject, operator, limit, percent = match.groups()
         if subject not in THRESHOLD_SUBJECTS:
-            raise ValueError(f"--fail-on: {part.strip()!r}: unknown kind {subject!r} "
+            raise ValueError(f"{part.strip()!r}: unknown kind {subject!r} "
                              f"(one of {', '.join(THRESHOLD_SUBJECTS)})")
         out.append(Threshold(subject, operator, float(limit), bool(percent)))
     return out

@@ -295,7 +295,7 @@ def read_place_batch(data: bytes, ops: Operations, record: str | None) -> list[A
             try:
                 body = parse_json(text)
                 if not isinstance(body, dict):
-                    raise ServiceError(400, [problem("$", "an object {requirements, session?, route?}",
+                    raise ServiceError(400, [problem("$", "an object {requirements, session?, route?, record?}",
                                                      "another value")])
             except Exception as exc:
                 bodies.append(exc)
@@ -489,7 +489,7 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
         if body is None:
             body = await off_loop(parse_json, data)
             if not isinstance(body, dict):
-                raise ServiceError(400, [problem("$", "an object {requirements, session?, route?}",
+                raise ServiceError(400, [problem("$", "an object {requirements, session?, route?, record?}",
                                                  "another value")])
         if record is not None:
             _set_record(body, record)

@@ -19,6 +19,7 @@ import msgspec
 import orjson
 
 from ..durable.journal import JournalFailed
+from ..errors import describe
 from ..files import write_pieces
 from ..fleet.bulk_load import collector_paused
 from .operations import OPS, Operations, PlaceAnswer, PreparedPlace, decode_place_request
@@ -68,7 +69,8 @@ def _request(ops: Operations, line: bytes) -> tuple[Any, Any, Exception | None]:
         rid = request.get("id")
         op = request.get("op")
         if not isinstance(op, str) or op not in OPS:
-            raise ServiceError(400, [problem("$.op", "one of " + ", ".join(OPS), repr(op)[:60])])
+            raise ServiceError(400, [problem("$.op", "one of " + ", ".join(OPS),
+                                             "nothing" if "op" not in request else describe(op))])
         return rid, request, None
     except Exception as exc:
         return (rid if rid is not None else _id_of(line)), None, exc
