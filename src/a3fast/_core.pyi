@@ -121,7 +121,8 @@ TABLE_HELD: tuple[str, ...]
 def bind_placement(placement: type, custom_scores: type, requirements: type, parse_requirements: object,
                    check_reason_limit: object, task_kind: object, read_requirements: object = None,
                    declaration: type | None = None, rows_namespace: dict[str, Any] | None = None,
-                   drive: object = None, resumption: type | None = None) -> None: ...
+                   drive: object = None, resumption: type | None = None,
+                   fleet_changed: str | None = None) -> None: ...
 def prepare(requirements: object, session: str | None, route: object, reason_limit: int | None = None,
             kind: str | None = None, scorer: object = None) -> Any: ...
 def prepare_each(stages: object, tasks: Sequence[Any], sessions: Sequence[str | None], route: object,

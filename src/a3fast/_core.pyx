@@ -2323,9 +2323,11 @@ cdef class Index:
         return PyBytes_FromStringAndSize(b.data, b.size)
 
     cdef list quoted_predicates(self, Explanation expl, predicates):
-        if len(predicates) != expl.n_failed:
-            raise ValueError(f"{len(predicates)} predicates for {expl.n_failed} failed sets")
-        return [quote(p) for p in predicates]
+        # counted as read, not by its len(): a caller's object may say one length and give another
+        cdef list out = [quote(p) for p in predicates]
+        if len(out) != expl.n_failed:
+            raise ValueError(f"{len(out)} predicates for {expl.n_failed} failed sets")
+        return out
 
     cdef int write_reason(self, Buffer* b, Explanation expl, list quoted_predicates) except -1:
         """The reason of a rejection among n ≥ 1 candidates as a JSON string (`reason_among`'s
@@ -2753,12 +2755,17 @@ cdef class Wave:
     cdef Py_ssize_t evals_n, evals_cap
     cdef bint sealed
     cdef readonly list explanations, scores
+    # the index as the jobs' pointers were taken from it: its rows and kinds arrays and its ids
+    cdef Row* rows_at
+    cdef Outcomes* kinds_at
+    cdef Py_ssize_t ids_at
 
     def __cinit__(self, Index index not None, Py_ssize_t n, weights):
         self.w_a, self.w_s, self.w_c, self.w_e = weights
         self.index = index
         self.n = n
         self.nw = (index.n_ids + 63) >> 6
+        self.rows_at, self.kinds_at, self.ids_at = index.rows, index.kinds, index.n_ids
         self.jobs = <BatchTask*>calloc(max(n, 1), sizeof(BatchTask))
         if self.jobs == NULL:
             raise MemoryError()
@@ -2818,14 +2825,21 @@ cdef class Wave:
             e.n_candidates = index.n_live
             at = self.grow_args(n_rows + n_excluded)
             k = at
+            # each list counted as it is read: an item's conversion may run Python code
             for r in rows:
                 if r >= index.n_rows:
                     raise IndexError(f"row {r} does not exist")
+                if k >= at + n_rows:
+                    raise ValueError("the rows changed while they were read")
                 self.args[k] = r
                 k += 1
             for r in excluded:
+                if k >= at + n_rows + n_excluded:
+                    raise ValueError("the excluded ids changed while they were read")
                 self.args[k] = r
                 k += 1
+            if k != at + n_rows + n_excluded:
+                raise ValueError("the rows changed while they were read")
             job.args_at = at
             job.n_rows, job.n_excluded, job.only, job.explain = n_rows, n_excluded, only, True
         else:
@@ -2852,11 +2866,23 @@ cdef class Wave:
         self.added += 1
         return 0
 
+    cdef int check_index(self) except -1:
+        """RuntimeError unless the index is as the jobs' pointers were taken from it. Setting up a
+        wave runs Python code between its tasks (a caller's object hashed or compared while a
+        task's rows are found), and code that changes the fleet there (from the same thread: its
+        lock is re-entrant) may move the rows or add agents the wave's sets have no room for."""
+        if (self.index.rows != self.rows_at or self.index.kinds != self.kinds_at
+                or self.index.n_ids != self.ids_at):
+            raise RuntimeError("the fleet changed while a batch of placements was being set up (code run from a "
+                               "caller's object, its __hash__ or __eq__, changed it): nothing was placed")
+        return 0
+
     cdef int seal(self) except -1:
         """Every task added: the jobs' offsets into the arrays become pointers (which no longer move)."""
         cdef Py_ssize_t t
         if self.added != self.n:
             raise ValueError(f"a wave of {self.n} tasks was given {self.added}")
+        self.check_index()
         if not self.sealed:
             # (an array nothing was put in is NULL, which takes no offset, not even 0)
             for t in range(self.n):
@@ -2870,6 +2896,7 @@ cdef class Wave:
     def run(self, Py_ssize_t start, Py_ssize_t stop) -> None:
         """Explain and score tasks `start` to `stop` (not included), without the GIL."""
         self.seal()
+        self.check_index()
         if start < 0 or stop > self.n or start > stop:
             raise IndexError(f"tasks {start} to {stop} of a wave of {self.n}")
         cdef bint failed
@@ -3106,6 +3133,7 @@ cdef object read_requirements_of = None
 cdef object declaration_class = None
 #: a3fast.fleet.rows's globals: its cache limits, read each time they are used, as its methods do
 cdef dict rows_globals = None
+cdef object fleet_changed_text = "the fleet changed while a batch of placements was being set up"
 #: `pipeline.drive`, which `place_one` hands what it does not place itself
 cdef object drive_of = None
 #: pipeline.Resumption: a batch's task of this type is prepared by the stages' own prepare_resumption
@@ -3129,7 +3157,7 @@ cdef int slot_offsets(object cls, tuple names, Py_ssize_t* out) except -1:
 
 def bind_placement(placement, custom_scores, requirements, parse_requirements, check_reason_limit,
                    task_kind, read_requirements=None, declaration=None, rows_namespace=None,
-                   drive=None, resumption=None) -> None:
+                   drive=None, resumption=None, fleet_changed=None) -> None:
     """The classes and checks the steps work with: `placement` (the Placement class, whose slots
     STEP_SLOTS name), `custom_scores` (a caller's scores), `requirements` (the Requirements named
     tuple, its `session`, `predicates` and `doc` read by position) and the pipeline's own
@@ -3139,12 +3167,13 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     `rows_namespace`, the globals of a3fast.fleet.rows, whose cache limits `resolve_cached` and
     `remember` read; `drive`, the pipeline's driver, which `place_one` hands the cases it does
     not place itself; and `resumption`, the Resumption class, whose tasks `prepare_each` leaves to
-    the stages' `prepare_resumption`. TypeError if a slot is not a plain writable one (then nothing
-    is bound)."""
+    the stages' `prepare_resumption`; `fleet_changed`, the words `decide_wave` refuses a batch in
+    when the fleet changed while it was set up (the pipeline's own). TypeError if a slot is not a
+    plain writable one (then nothing is bound)."""
     global placement_class, custom_scores_class, requirements_class, parse_requirements_of
     global check_reason_limit_of, task_kind_of, requirements_session_item, requirements_predicates_item
     global requirements_doc_item, read_requirements_of, declaration_class, rows_globals, drive_of
-    global resumption_class
+    global resumption_class, fleet_changed_text
     cdef Py_ssize_t offsets[N_SLOTS]
     cdef int k
     # every check and lookup first: a refused binding leaves the one before it whole
@@ -3172,6 +3201,8 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     read_requirements_of, declaration_class, rows_globals = read_requirements, declaration, rows_namespace
     drive_of = drive
     resumption_class = resumption
+    if fleet_changed is not None:
+        fleet_changed_text = fleet_changed
 
 
 cdef inline object slot(object state, int k):
@@ -3396,6 +3427,9 @@ cdef tuple gather_state(stages, state, membership, Py_hash_t* predicates_hash):
     rows = stages_field(stages, H_ROWS)
     matched = slot(state, S_REQUIREMENTS)
     predicates = field_of(matched, requirements_predicates_item, "predicates")
+    if type(predicates) is not tuple:      # `_gather`'s refusal, in its words
+        raise TypeError(f"requirements.predicates: expected a tuple of strings (as parse_requirements makes it), "
+                        f"found {type(predicates).__name__}")
     predicates_hash[0] = PyObject_Hash(predicates)
     within = slot(state, S_WITHIN)
     set_slot(state, S_MEMBERSHIP, membership if within is None else None)
@@ -3455,6 +3489,8 @@ def decide_wave(stages, list states, membership, weights, pool, Py_ssize_t parts
     and the fresh explanations kept."""
     cdef Py_ssize_t i, n = len(states), k
     rows = stages_field(stages, H_ROWS)
+    fleet = stages_field(stages, H_FLEET)
+    generation = fleet.generation
     cdef dict session_rows = rows_field(rows, R_SESSION_ROWS), kinds = rows_field(rows, R_KINDS)
     cdef Wave wave = Wave.__new__(Wave, stages_field(stages, H_INDEX), n, weights)
     cdef list fresh = []            # the states explained afresh, and their predicate sets' hashes
@@ -3471,6 +3507,8 @@ def decide_wave(stages, list states, membership, weights, pool, Py_ssize_t parts
         wave.add(expl, ids, only, excluded, slot(state, S_EVAL_ROWS),
                  session_rows.get(session, -1) if session is not None else -1,
                  kinds.get(kind, -1) if kind is not None else -1)
+    if fleet.generation != generation:      # `_decide_wave`'s refusal, in its words
+        raise RuntimeError(fleet_changed_text)
     wave.seal()
     if pool is None or parts <= 1:
         wave.run(0, n)

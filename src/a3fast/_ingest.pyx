@@ -1851,8 +1851,8 @@ cdef object capability_predicate(object capability):
 # each one without hashing its text again; nor is it built again. Keyed by the value (an exact
 # `str`; a required capability by its name, with its version), which is equal to every value giving
 # the same predicate and to no other. As every cache here, it keeps a value from its second
-# sighting on (`seen`'s rule, on notes of the values' hashes), so a task met once leaves nothing in
-# it; only values of at most KEPT_VALUE_LENGTH characters, and at most PREDICATES_KEPT of a kind,
+# sighting on (`seen`'s rule, on notes of the values' hashes, each with its kind's), so a value met
+# once leaves nothing in it; only values of at most KEPT_VALUE_LENGTH characters, and at most PREDICATES_KEPT of a kind,
 # emptied when full: what any caller can fill it with stays small, and values that go on repeating
 # come back. A predicate not kept is built as before, which changes nothing but its cost.
 cdef Py_ssize_t PREDICATES_KEPT = 4096
@@ -1868,12 +1868,13 @@ cdef dict _anti_affinity_predicates = {}
 cdef Notes _predicates_noted = Notes()
 
 
-cdef int keep_predicate(dict kept, object key, object value, object predicate) except -1:
+cdef int keep_predicate(dict kept, object key, object value, Py_hash_t kind, object predicate) except -1:
     """Keep `predicate` under `key` (its value's text `value`) when the value is short and was seen
-    before; a full memo is emptied first."""
+    before as the same kind of predicate (`kind`, mixed into the noted hash: a name met as a tool and
+    as a clearance is met once as each); a full memo is emptied first."""
     if PyUnicode_GET_LENGTH(value) > KEPT_VALUE_LENGTH:
         return 0
-    if not _predicates_noted.note(PyObject_Hash(value), PREDICATES_NOTED):
+    if not _predicates_noted.note(PyObject_Hash(value) ^ kind, PREDICATES_NOTED):
         return 0
     if PyDict_GET_SIZE(kept) >= PREDICATES_KEPT:
         kept.clear()
@@ -1887,7 +1888,7 @@ cdef inline object kept_predicate(dict kept, object prefix, object value):
     if found != NULL:
         return <object>found
     predicate = PyUnicode_Concat(prefix, value)
-    keep_predicate(kept, value, value, predicate)
+    keep_predicate(kept, value, value, PyObject_Hash(prefix), predicate)
     return predicate
 
 
@@ -1901,7 +1902,9 @@ cdef inline object kept_capability_predicate(object capability):
     if found != NULL and <object>PyTuple_GET_ITEM(<object>found, 0) == version:
         return <object>PyTuple_GET_ITEM(<object>found, 1)
     predicate = capability_predicate(capability)
-    keep_predicate(_capability_predicates, name, name, (version, predicate))
+    # noted by its name at its version: two versions of one name are two predicates, each met once
+    keep_predicate(_capability_predicates, name, name, PyObject_Hash(version) * 1000003 + 1,
+                   (version, predicate))
     return predicate
 
 

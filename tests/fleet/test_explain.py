@@ -125,6 +125,15 @@ def test_explain_all_failed_needs_the_fleet(tmp_path, engine):
     assert result.exit_code == 2 and "needs --fleet" in result.stderr
 
 
+def test_explain_refuses_a_fleet_it_would_not_read(tmp_path, engine):
+    # --fleet is read only with --all-failed: taken silently, it seemed to have been used
+    trace, fleet = trace_file(tmp_path, engine)
+    for args in (["--seq", 3], []):
+        result = run("explain", trace, *args, "--fleet", fleet)
+        assert result.exit_code == 2 and "--fleet is read only with --all-failed" in result.stderr
+        assert result.stdout == ""
+
+
 def test_explain_names_a_seq_that_is_not_a_placement(tmp_path, engine):
     trace, _ = trace_file(tmp_path, engine)
     result = run("explain", trace, "--seq", 1)

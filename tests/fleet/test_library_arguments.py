@@ -32,10 +32,16 @@ def test_a_route_named_with_a_lone_surrogate_is_refused_when_made():
         a3fast.Route("\udc80", {"exclude": ["b"]})
 
 
-@pytest.mark.parametrize("weights", [(10**400, 0, 0, 0), "1234"])
-def test_weights_past_a_float_or_given_as_text_are_refused_naming_them(engine, weights):
-    # 10**400 raised OverflowError; "1234" was read as four weights, one a character
-    with pytest.raises(ValueError, match="weights: expected 4 finite numbers"):
+@pytest.mark.parametrize("weights, named", [
+    ((10**400, 0, 0, 0), r"weights\[0\]: expected a finite number, found an integer of about 401 digits"),
+    ((0, 0, "x", 0), r"weights\[2\]: expected a finite number, found string 'x'"),
+    ("1234", "weights: expected 4 finite numbers, found string '1234'"),
+    ((1, 2, 3), r"weights: expected 4 finite numbers, found a tuple of 3"),
+])
+def test_weights_past_a_float_or_given_as_text_are_refused_naming_them(engine, weights, named):
+    # 10**400 raised OverflowError, then was named with the others as "a tuple of 4"; "1234" was
+    # read as four weights, one a character
+    with pytest.raises(ValueError, match=named):
         a3fast.Fleet(engine=engine, weights=weights)
 
 

@@ -251,3 +251,76 @@ def test_names_are_read_whole_while_another_thread_adds_agents(engine):
         lengths.append(len(fleet.names()))
     adding.join()
     assert lengths == sorted(lengths) and fleet.names() == [d["agent"]["name"] for d in docs]
+
+
+# -- a caller's object that changes the fleet while a batch is set up --------------------------------
+
+def _declaration(i: int) -> dict:
+    return {"v": "1.0", "agent": {"name": f"a{i}", "namespace": "ns"}, "clearances": [],
+            "capabilities": [{"name": "x.base", "version": 1}, {"name": f"x.c{i}", "version": 1}]}
+
+
+def test_a_batch_whose_callers_object_changes_the_fleet_while_it_is_set_up_is_refused(engine):
+    # a session (a str subclass in a Requirements the caller made) whose hash adds 400 agents from
+    # the thread that holds the fleet's lock: the native engine's wave then read rows the additions
+    # had moved and sets too short for the new agents (wrong agents, or a crash)
+    from a3fast.schema import parse_requirements
+
+    fleet = Fleet(engine)
+    for i in range(60):
+        fleet.add(_declaration(i))
+    base = parse_requirements({"v": "1.0", "capabilities": [{"name": "x.base", "version": 1}]})
+    fleet.place(base, session="s0")             # a session row to be moved
+    fired = []
+
+    class Rowmover(str):
+        def __hash__(self):
+            if not fired:
+                fired.append(True)
+                for j in range(60, 460):
+                    fleet.add(_declaration(j))
+            return str.__hash__(self)
+
+    before = fleet.generation
+    tasks = [base._replace(session="s0")] * 8 + [base._replace(session=Rowmover("s1"))] + [base] * 8
+    with pytest.raises(RuntimeError, match="the fleet changed while a batch of placements was being set up"):
+        fleet.place_many(tasks, remember_session=False)
+    assert fired and len(fleet) == 460 and fleet.generation == before + 400    # only the caller's additions
+    # and the fleet places as before
+    assert fleet.place_many([base] * 3, remember_session=False)[0].agent is not None
+
+
+def test_a_requirements_whose_predicates_are_no_tuple_is_refused_before_any_cache_is_asked(engine):
+    # an object that hashes and compares as a kept predicate set, but is no tuple, found the kept
+    # explanation and then gave the record writer fewer predicates than its length said (a crash)
+    from a3fast.record.write import scheduling_json
+    from a3fast.schema import parse_requirements
+
+    fleet = Fleet(engine)
+    for i, caps in enumerate([["x.a", "x.b"], ["x.b"], ["x.b"]]):
+        fleet.add({"v": "1.0", "agent": {"name": f"a{i}", "namespace": "ns"}, "clearances": [],
+                   "capabilities": [{"name": c, "version": 1} for c in caps]})
+    real = parse_requirements({"v": "1.0", "capabilities": [{"name": "x.b", "version": 1}, {"name": "x.a", "version": 1}]})
+    scheduling_json(fleet.place(real))
+    fleet.place(real)                          # its explanation kept
+
+    class Liar:
+        def __init__(self, t):
+            self.t = t
+
+        def __hash__(self):
+            return hash(self.t)
+
+        def __eq__(self, other):
+            return True
+
+        def __len__(self):
+            return len(self.t)
+
+        def __iter__(self):
+            return iter(())
+
+    liar = real._replace(predicates=Liar(real.predicates))
+    for place in (lambda: fleet.place(liar), lambda: fleet.place_many([liar, liar]), lambda: fleet.explain(liar)):
+        with pytest.raises(TypeError, match=r"requirements\.predicates: expected a tuple of strings .* found Liar"):
+            place()

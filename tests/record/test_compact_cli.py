@@ -209,6 +209,18 @@ def test_a_trace_that_breaks_its_format_is_refused_and_nothing_is_replaced(comma
 
 
 @pytest.mark.parametrize("command", ["encode", "decode"])
+def test_a_traces_problems_are_listed_in_the_order_of_its_lines(command, tmp_path):
+    # a line that is not JSON is found while the lines are framed, before the records are read:
+    # it was listed first, wherever it was
+    trace = tmp_path / "bad.jsonl"
+    trace.write_bytes(b'{"seq": 1, "kind": "task.submitted", "content": {}}\n{"seq": "x"}\nnot json\n'
+                      b'{"seq": 4, "kind": 5, "content": {}}\n')
+    result = run(command, trace)
+    refused(result)
+    assert [line.split(": ")[2] for line in result.stderr.splitlines()] == ["line 2", "line 3", "line 4"]
+
+
+@pytest.mark.parametrize("command", ["encode", "decode"])
 def test_a_lone_surrogate_is_named_as_such(command, tmp_path):
     # never "Input data was truncated" for a whole line, as the JSON library first reading it says
     trace = tmp_path / "sur.jsonl"

@@ -175,7 +175,7 @@ def test_a_bad_trace_among_several_is_told_in_one_line_naming_it(replicas):
     (work / "empty.jsonl").write_bytes(b"")
     cases = [(("empty.jsonl",), "empty.jsonl: the trace holds no placement"),
              (("fleet.jsonl",), "fleet.jsonl"),   # declarations, not a trace
-             (("missing.jsonl",), "missing.jsonl: cannot read: no such file"),
+             (("missing.jsonl",), "missing.jsonl: cannot read: No such file or directory"),
              ((TRACES[0],), f"{TRACES[0]}: given twice")]
     for extra, words in cases:
         done = a3("replay", *TRACES, *extra, "--fleet", "fleet.jsonl", "-o", "out.jsonl", cwd=work)

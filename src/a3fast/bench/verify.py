@@ -23,7 +23,7 @@ from typing import Any, Iterable
 import msgspec
 import orjson
 
-from ..predicates import derive_predicates, satisfies
+from ..predicates import satisfies
 from ..schema import SchemaError, parse_declaration, parse_requirements
 from ..trace import TraceWriter
 from ..verify import verify_file
@@ -32,7 +32,7 @@ __all__ = ["write_bench_trace", "plain_verify", "bench_verify"]
 
 _REQUIREMENTS = {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 2}],
                  "clearances": ["orders.read"], "residency": "eu", "model": {"latency_class": "interactive"}}
-_PREDICATES = list(derive_predicates(parse_requirements(_REQUIREMENTS)))
+_PREDICATES = list(parse_requirements(_REQUIREMENTS).predicates)
 
 
 def _declaration(name: str) -> dict[str, Any]:
@@ -77,7 +77,7 @@ def plain_verify(lines: Iterable[bytes]) -> list[tuple[str, int]]:
         record = json.loads(line)
         seq, kind, content = record["seq"], record["kind"], record["content"]
         if kind == "task.submitted":
-            asked = list(derive_predicates(parse_requirements(content.get("requirements") or {})))
+            asked = list(parse_requirements(content.get("requirements") or {}).predicates)
         elif kind == "task.admitted":
             admitted = content["agent"]
         elif kind == "task.bound":

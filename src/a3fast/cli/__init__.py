@@ -111,7 +111,8 @@ class LazyGroup(click.Group):
         if os.environ.get("A3FAST_DEBUG") == "1":
             # the traceback instead of the one line, and still exit 3: a caller reading the exit
             # code must not take an internal error for an answer (1 is "unschedulable")
-            traceback.print_exception(exc)
+            if sys.stderr is not None:      # closed: nothing is said, not even on standard output
+                traceback.print_exception(exc, file=sys.stderr)
             ctx.exit(EXIT_INTERNAL)
         message = " ".join(str(exc).split())
         click.echo(f"a3fast: internal error: {type(exc).__name__}: {message} (please report)", err=True)

@@ -33,13 +33,14 @@ def read_whole_records(path: str) -> tuple[list[tuple[str, dict[str, Any]]], lis
     require_kind(path, "trace")
     values: list[Any] = []
     wheres: list[str] = []
-    problems: list[str] = []
+    places: list[int] = []          # each value's line (or its place in an array), for the problems' order
+    problems: list[tuple[int, str]] = []
     try:
         for document in iter_documents(input_source(path), decode=_decode):
             if document.problems:
                 found = document.problems[0].found
                 if document.line is not None:
-                    problems.append(f"{path}: line {document.line}: not JSON: {found}")
+                    problems.append((document.line, f"{path}: line {document.line}: not JSON: {found}"))
                 elif document.problems[0].expected == NOT_DOCUMENTS:
                     raise BadInput(f"{path}: expected a JSON array of records or JSON Lines")
                 else:
@@ -47,16 +48,19 @@ def read_whole_records(path: str) -> tuple[list[tuple[str, dict[str, Any]]], lis
                 continue
             values.append(document.value)
             wheres.append(f"line {document.line}" if document.line is not None else f"record {len(values)}")
+            places.append(document.line if document.line is not None else len(values))
     except OSError as exc:
         raise cannot_read(path, exc) from None
     records = []
     for item in read_values(values):
         where = wheres[item.index - 1]
         if isinstance(item, TraceProblem):
-            problems.append(f"{path}: {where}: {item.message}")
+            problems.append((places[item.index - 1], f"{path}: {where}: {item.message}"))
         else:
             records.append((where, values[item.index - 1]))
-    return records, problems
+    # in the order of the lines, as every other command lists them (a line that is not JSON is
+    # found while framing, before the records are read)
+    return records, [text for _, text in sorted(problems, key=lambda problem: problem[0])]
 
 
 def _decode(data: bytes) -> Any:

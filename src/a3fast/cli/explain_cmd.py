@@ -34,6 +34,10 @@ def explain(trace, seq, all_failed_flag, fleet_path, as_json):
     """Explain placements: a verdict line per placement, or one in detail with --seq."""
     if all_failed_flag and fleet_path is None:
         raise BadInput("--all-failed needs --fleet: a trace carries only the chosen agent's declaration")
+    if fleet_path is not None and not all_failed_flag:
+        # read only for --all-failed: taken silently, it would seem to have been used
+        raise BadInput("--fleet is read only with --all-failed (every predicate each candidate fails); "
+                       "without it the trace alone is explained")
     if all_failed_flag and seq is None:
         raise BadInput("--all-failed needs --seq: it explains one placement in detail")
     if all_failed_flag and trace == "-" and fleet_path == "-":

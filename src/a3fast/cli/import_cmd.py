@@ -1,4 +1,4 @@
-"""`a3fast import a2a|mcp|k8s`: build a fleet (JSON Lines of declarations) from what agents
+"""`a3fast import a2a|mcp|k8s|oasf`: build a fleet (JSON Lines of declarations) from what agents
 already publish, and say what was derived, what the caller supplied and what was skipped.
 
 The report goes to standard error, so standard output can be the fleet itself. Exit 0 when

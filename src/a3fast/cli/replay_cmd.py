@@ -83,7 +83,7 @@ def replay(traces, fleet_path, baseline_path, offer_new, allow_empty, weights, r
         if trace == "-":
             continue
         if not Path(trace).is_file():
-            raise BadInput(f"{trace}: cannot read: {'no such file' if not Path(trace).exists() else 'not a file'}")
+            raise BadInput(f"{trace}: cannot read: {'No such file or directory' if not Path(trace).exists() else 'not a file'}")
         if Path(trace).resolve() in seen:
             raise BadInput(f"{trace}: given twice (as {seen[Path(trace).resolve()]}): each trace is replayed once")
         seen[Path(trace).resolve()] = trace

@@ -34,7 +34,7 @@ def report(trace, output, detailed, candidates):
         limits = Limits(detailed_placements=limits.detailed_placements if detailed is None else detailed,
                         candidates_per_placement=limits.candidates_per_placement if candidates is None else candidates)
     if not from_stdin and not path.is_file():
-        raise BadInput(f"{trace}: cannot read: {'no such file' if not path.exists() else 'not a file'}")
+        raise BadInput(f"{trace}: cannot read: {'No such file or directory' if not path.exists() else 'not a file'}")
     target = output or str(path.with_suffix(".html"))
     if not from_stdin and Path(target).resolve() == path.resolve():
         raise BadInput(f"{target}: the report must go to a file other than the trace it reads")

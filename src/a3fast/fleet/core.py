@@ -67,6 +67,32 @@ def check_placing_arguments(route: Any, scorer: Any) -> None:
         raise TypeError(f"scorer: expected a callable (a Scorer), found {describe(scorer)}")
 
 
+def _finite_weights(weights: Any) -> tuple[float, ...]:
+    """Four finite floats of `weights`, or ValueError naming what is not: the weights as a whole
+    when they are not four, else the first weight that is no finite number (a snapshot holds them
+    as JSON numbers, which cannot be NaN or infinite)."""
+    try:
+        # a string would be read character by character ("1234" as four weights)
+        items = None if isinstance(weights, (str, bytes)) else list(weights)
+    except TypeError:
+        items = None
+    if items is None or len(items) != 4:
+        raise ValueError(f"weights: expected 4 finite numbers, found {describe(weights)}")
+    out = []
+    for i, weight in enumerate(items):
+        try:
+            number = float(weight)
+        except (TypeError, ValueError, OverflowError):     # 10**400 is past any float
+            number = math.nan
+            shown = describe(weight)
+        else:
+            shown = repr(number)
+        if not math.isfinite(number):
+            raise ValueError(f"weights[{i}]: expected a finite number, found {shown}")
+        out.append(number)
+    return tuple(out)
+
+
 class Fleet:
     """Agents that tasks can be placed on. `engine` is "native", "pure" or None (a3fast.ENGINE)."""
 
@@ -78,18 +104,7 @@ class Fleet:
         if scorer is not None:
             check_placing_arguments(None, scorer)
         self.scorer = scorer
-        try:
-            # a string would be read character by character ("1234" as four weights)
-            self.weights: tuple[float, ...] = () if isinstance(weights, (str, bytes)) else \
-                tuple(float(w) for w in weights)
-        except (TypeError, ValueError, OverflowError):     # 10**400 is past any float
-            self.weights = ()
-        if len(self.weights) != 4:
-            raise ValueError(f"weights: expected 4 finite numbers, found {describe(weights)}")
-        for i, w in enumerate(self.weights):
-            if not math.isfinite(w):
-                # a snapshot holds the weights as JSON numbers, which cannot be NaN or infinite
-                raise ValueError(f"weights[{i}]: expected a finite number, found {w!r}")
+        self.weights: tuple[float, ...] = _finite_weights(weights)
         check_total_bound(self.weights)
         #: bumped by every change that can alter a placement's result
         self.generation = 0
@@ -417,7 +432,10 @@ class Fleet:
         (default: one per core; a caller's scorer runs under the GIL): a wave is cut into runs for
         further threads only when each run carries enough of the engine's work to pay for one
         (`pipeline.min_run`: at 1,000 agents a wave of 5,000 tasks or more, at 100,000 one of 64).
-        `generation` is numbered as if the batch ran in order.
+        `generation` is numbered as if the batch ran in order. A caller's object whose code changes
+        the fleet while a wave is set up (its `__hash__` or `__eq__`, run from this thread, which
+        holds the lock) makes the batch raise RuntimeError, placing nothing; a Requirements whose
+        `predicates` are no tuple (one a caller made itself) is a TypeError.
         """
         if sessions is not None:
             for session in sessions:

@@ -110,6 +110,20 @@ def _finite(number: numbers.Real) -> bool:
     except OverflowError:
         return False
 
+#: Setting up a wave runs a caller's code between its tasks (its objects hashed and compared while a
+#: task's rows are found), from the thread that holds the fleet's (re-entrant) lock: code that
+#: changes the fleet there would have the wave's tasks decided on two fleets. The batch is refused.
+FLEET_CHANGED_IN_WAVE = ("the fleet changed while a batch of placements was being set up (code run from a "
+                         "caller's object, its __hash__ or __eq__, changed it): nothing was placed")
+
+
+def predicates_not_a_tuple(predicates: Any) -> str:
+    """The words for a Requirements whose predicates are no tuple (one a caller made itself): every
+    cache and record writer counts on the tuple the parsers make."""
+    return (f"requirements.predicates: expected a tuple of strings (as parse_requirements makes it), "
+            f"found {type(predicates).__name__}")
+
+
 def min_run(agents: int) -> int:
     """The fewest tasks a thread of a batch over `agents` agents is given (MIN_RUN, and at least
     MIN_RUN_WORK agent-tasks)."""
@@ -440,6 +454,8 @@ class LocalStages:
         explanation), else None and the engine's arguments for making it. Derives the task's kind
         when outcomes or a scorer need it, and sets `eval_rows`, `membership` and `gathered`."""
         rows, matched = self.rows, state.requirements
+        if type(matched.predicates) is not tuple:
+            raise TypeError(predicates_not_a_tuple(matched.predicates))
         within = state.within
         # a placement over some agents only does not show who is live: no count to key on
         state.membership = membership if within is None else None
@@ -505,6 +521,7 @@ class LocalStages:
         session_rows, kinds = self.rows.session_rows, self.rows.kinds
         jobs: list[tuple[Any, ...]] = []
         fresh: list[Placement] = []
+        generation = self.fleet.generation
         for state in states:
             expl, ids, only, excluded = gather(self, state, membership)
             if expl is None:
@@ -513,6 +530,8 @@ class LocalStages:
             jobs.append((expl, ids, only, excluded, state.eval_rows,
                          session_rows.get(session, -1) if session is not None else -1,
                          kinds.get(kind, -1) if kind is not None else -1))
+        if self.fleet.generation != generation:
+            raise RuntimeError(FLEET_CHANGED_IN_WAVE)
         index = self.index
         if pool is None or parts <= 1:
             results = index.place_batch(jobs, weights)
@@ -690,7 +709,8 @@ if NATIVE_STEPS:
     _native = engine_module("native")
     _native.bind_placement(Placement, CustomScores, Requirements, parse_requirements, check_reason_limit,
                            task_kind, read_requirements=requirements_reader("native"), declaration=Declaration,
-                           rows_namespace=vars(rows_module), drive=drive, resumption=Resumption)
+                           rows_namespace=vars(rows_module), drive=drive, resumption=Resumption,
+                           fleet_changed=FLEET_CHANGED_IN_WAVE)
     _native.bind_holders(LocalStages, PredicateRows, AgentTable)
 
 
