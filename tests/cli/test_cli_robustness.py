@@ -223,6 +223,20 @@ def test_a3fast_debug_exits_3_from_the_installed_command():
     assert b"Traceback (most recent call last)" in done.stderr and done.stderr.endswith(b"KeyError: 'agents'\n")
 
 
+def test_a3fast_debug_with_standard_error_closed_writes_nothing_to_standard_output(tmp_path):
+    script = tmp_path / "boom.py"
+    script.write_text("import sys, a3fast.cli.workload_cmd as w\n"
+                      "def boom(*a, **k): raise KeyError('agents')\n"
+                      "w.generate_fleet = boom\n"
+                      "from a3fast.cli import main\n"
+                      "sys.argv = ['a3fast', 'gen-fleet', '--agents', '1', '-o', sys.argv[1]]\n"
+                      "main()\n")
+    # the traceback's writer falls back to standard output when standard error is closed
+    done = subprocess.run(["sh", "-c", f'"{sys.executable}" "{script}" "{tmp_path / "fleet.jsonl"}" 2>&-'],
+                          capture_output=True, timeout=60, env={**os.environ, "A3FAST_DEBUG": "1"})
+    assert done.returncode == 3 and done.stdout == b""
+
+
 def test_usage_errors_keep_exit_2():
     assert run("place").exit_code == 2
     assert run("no-such-command").exit_code == 2
