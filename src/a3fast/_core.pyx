@@ -3427,9 +3427,13 @@ cdef tuple gather_state(stages, state, membership, Py_hash_t* predicates_hash):
     rows = stages_field(stages, H_ROWS)
     matched = slot(state, S_REQUIREMENTS)
     predicates = field_of(matched, requirements_predicates_item, "predicates")
-    if type(predicates) is not tuple:      # `_gather`'s refusal, in its words
+    if type(predicates) is not tuple:      # `pipeline.check_predicates`, in its words
         raise TypeError(f"requirements.predicates: expected a tuple of strings (as parse_requirements makes it), "
                         f"found {type(predicates).__name__}")
+    for predicate in <tuple>predicates:
+        if type(predicate) is not str:
+            raise TypeError(f"requirements.predicates: expected a tuple of strings (as parse_requirements makes "
+                            f"it), found a tuple holding {type(predicate).__name__}")
     predicates_hash[0] = PyObject_Hash(predicates)
     within = slot(state, S_WITHIN)
     set_slot(state, S_MEMBERSHIP, membership if within is None else None)

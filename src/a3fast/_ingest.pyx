@@ -1902,8 +1902,12 @@ cdef inline object kept_capability_predicate(object capability):
     if found != NULL and <object>PyTuple_GET_ITEM(<object>found, 0) == version:
         return <object>PyTuple_GET_ITEM(<object>found, 1)
     predicate = capability_predicate(capability)
-    # noted by its name at its version: two versions of one name are two predicates, each met once
-    keep_predicate(_capability_predicates, name, name, PyObject_Hash(version) * 1000003 + 1,
+    # noted by its name at its version: two versions of one name are two predicates, each met once.
+    # The version (0 to 2^63-1, as the reader checked) times an odd constant, modulo 2^64: no two
+    # versions mix alike (an int's own hash is taken modulo 2^61-1, so 1 and 2^61 would)
+    cdef int overflow = 0
+    cdef unsigned long long number = <unsigned long long>PyLong_AsLongLongAndOverflow(version, &overflow)
+    keep_predicate(_capability_predicates, name, name, <Py_hash_t>(number * 0x9E3779B97F4A7C15ULL + 1),
                    (version, predicate))
     return predicate
 

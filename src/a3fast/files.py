@@ -25,6 +25,7 @@ steps so, for the crash-point tests.
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -96,6 +97,16 @@ def display_name(path: str) -> str:
 
 def cannot_read(path: str, exc: OSError) -> InputError:
     return InputError(f"{display_name(path)}: cannot read: {exc.strerror or exc}")
+
+
+def why_not_a_file(path: str | Path) -> str:
+    """Why `path`, which is no regular file, cannot be read as one, in the system's words where it
+    has them (no such file, not a directory on the way, a directory), as opening it would say."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return os.strerror(errno.EISDIR) if stat.S_ISDIR(mode) else "not a file"
 
 
 def read_bytes(path: str) -> bytes:

@@ -88,13 +88,15 @@ def test_unreadable_fleet_file(files):
 
 @pytest.mark.parametrize("args", [("report", "{m}"), ("verify", "{m}"), ("replay", "{m}", "--fleet", "{f}"),
                                   ("serve", "--port", "0", "--fleet", "{m}"), ("explain", "{m}")])
-def test_a_missing_file_is_said_in_one_way_by_every_command(files, args):
+@pytest.mark.parametrize("where, words", [("missing.jsonl", "No such file or directory"),
+                                          ("fleet.jsonl/x", "Not a directory")])
+def test_a_missing_file_is_said_in_one_way_by_every_command(files, args, where, words):
     # report, replay and serve said "no such file" where the others give the system's words
     tmp, fleet, _ = files
-    missing = tmp / "missing.jsonl"
+    missing = tmp / where
     result = run(*(a.format(m=missing, f=fleet) for a in args))
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert f"{missing}: cannot read: No such file or directory" in result.stderr
+    assert f"{missing}: cannot read: {words}" in result.stderr
 
 
 def test_invalid_json_in_fleet_names_the_line(files):

@@ -324,3 +324,46 @@ def test_a_requirements_whose_predicates_are_no_tuple_is_refused_before_any_cach
     for place in (lambda: fleet.place(liar), lambda: fleet.place_many([liar, liar]), lambda: fleet.explain(liar)):
         with pytest.raises(TypeError, match=r"requirements\.predicates: expected a tuple of strings .* found Liar"):
             place()
+
+
+def test_a_fleet_changed_by_a_callers_object_during_a_placement_keeps_its_generation_moving_on(engine):
+    # a wave of one (or `place`) is decided as the fleet was when it began; the additions made
+    # meanwhile count, where the generation was set back to the one counted from the start
+    from a3fast.schema import parse_requirements
+
+    fleet = Fleet(engine)
+    for i in range(60):
+        fleet.add(_declaration(i))
+    base = parse_requirements({"v": "1.0", "capabilities": [{"name": "x.base", "version": 1}]})
+    fired = []
+
+    class Adder(str):
+        def __hash__(self):
+            if not fired:
+                fired.append(True)
+                for j in range(60, 160):
+                    fleet.add(_declaration(j))
+            return str.__hash__(self)
+
+    before = fleet.generation
+    p = fleet.place(base._replace(session=Adder("s1")), remember_session=False)
+    assert fired and p.agent is not None and p.generation == before
+    assert fleet.generation == before + 100
+
+
+@pytest.mark.parametrize("predicates", [["capability:x.a/1"], ("capability:x.a/1", None),
+                                        ("capability:x.a/1", type("S", (str,), {})("clearance:c"))],
+                         ids=["a-list", "none-inside", "a-str-subclass-inside"])
+def test_predicates_no_parser_makes_are_refused_alike_by_both_engines(engine, predicates):
+    from a3fast.schema import parse_requirements
+
+    fleet = Fleet(engine)
+    fleet.add(_declaration(0))
+    real = parse_requirements({"v": "1.0", "capabilities": [{"name": "x.base", "version": 1}]})
+    earlier = fleet.place(real)
+    made = real._replace(predicates=predicates)
+    earlier.requirements = made                 # a resumption re-checks what the earlier placement matched
+    for call in (lambda: fleet.place(made), lambda: fleet.place(made), lambda: fleet.place_many([made, made]),
+                 lambda: fleet.explain(made), lambda: fleet.all_failed(made), lambda: fleet.resume(earlier)):
+        with pytest.raises(TypeError, match=r"requirements\.predicates: expected a tuple of strings"):
+            call()

@@ -334,8 +334,8 @@ def test_decide_wave_compiled_never_reads_past_a_list_changed_under_it():
     states = [pipeline.prepare(TASK, None, None) for _ in range(3)]
 
     class Emptying(str):
-        """A predicate whose hash, once armed, empties the list of Placements being decided: the
-        first task's explanation is looked up by it."""
+        """A session whose hash, once armed, empties the list of Placements being decided: the
+        first task's session row is looked up by it."""
         armed = False
 
         def __hash__(self):
@@ -343,9 +343,8 @@ def test_decide_wave_compiled_never_reads_past_a_list_changed_under_it():
                 states.clear()
             return str.__hash__(self)
 
-    predicates = (Emptying("clearance:orders.read"),)
-    fleet._rows.explained[predicates] = (fleet.membership, explanation, [])
-    states[0].requirements = states[0].requirements._replace(predicates=predicates)
+    fleet._rows.explained[states[0].requirements.predicates] = (fleet.membership, explanation, [])
+    states[0].session = Emptying("s")
     Emptying.armed = True
     with pytest.raises(IndexError):
         _core().decide_wave(fleet._stages, states, fleet.membership, fleet.weights, None, 1)

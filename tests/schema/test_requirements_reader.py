@@ -384,8 +384,12 @@ def test_requirements_reader_keeps_no_predicate_string_of_a_value_met_once_or_to
 @pytest.mark.parametrize("task", [
     {"tools": ["same.x"], "exclude": ["same.x"]},
     {"capabilities": [{"name": "two.v", "version": 1}, {"name": "two.v", "version": 2}]},
+    # an int's hash is taken modulo 2^61-1: these hash alike, and are two predicates
+    {"capabilities": [{"name": "two.v", "version": 1}, {"name": "two.v", "version": 2**61}]},
+    {"capabilities": [{"name": "two.v", "version": 0}, {"name": "two.v", "version": 2**61 - 1}]},
     {"capabilities": [{"name": "pii.read", "version": 1}], "clearances": ["pii.read"]},
-], ids=["tool-and-exclusion", "two-versions", "capability-and-clearance"])
+], ids=["tool-and-exclusion", "two-versions", "versions-hashed-alike", "versions-hashed-alike-from-0",
+        "capability-and-clearance"])
 def test_a_value_met_once_as_each_kind_of_predicate_is_met_once(kept_predicates_forgotten, task):
     requirements_reader("native")(task, True)
     assert set(kept_predicates_forgotten.kept_predicates().values()) == {0}

@@ -28,7 +28,8 @@ from .trace_input import read_records
 @click.option("--all-failed", "all_failed_flag", is_flag=True,
               help="Every predicate each ineligible candidate fails, not only the first (needs --fleet).")
 @click.option("--fleet", "fleet_path", default=None, metavar="FLEET",
-              help="The fleet the trace was placed on (a trace carries only the chosen declaration).")
+              help="The fleet the trace was placed on, read with --all-failed (a trace carries only the "
+                   "chosen declaration).")
 @json_option("One JSON object per placement per line, for machines (its fields: docs/explain.md).")
 def explain(trace, seq, all_failed_flag, fleet_path, as_json):
     """Explain placements: a verdict line per placement, or one in detail with --seq."""

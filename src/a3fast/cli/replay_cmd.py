@@ -25,7 +25,7 @@ import click
 import orjson
 
 from ..errors import printable
-from ..files import input_source, require_kind
+from ..files import input_source, require_kind, why_not_a_file
 from ..framing import ARRAY, framed
 from .common import (EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_outputs, check_outputs, closed_output, json_option,
                      output_option)
@@ -83,7 +83,7 @@ def replay(traces, fleet_path, baseline_path, offer_new, allow_empty, weights, r
         if trace == "-":
             continue
         if not Path(trace).is_file():
-            raise BadInput(f"{trace}: cannot read: {'No such file or directory' if not Path(trace).exists() else 'not a file'}")
+            raise BadInput(f"{trace}: cannot read: {why_not_a_file(trace)}")
         if Path(trace).resolve() in seen:
             raise BadInput(f"{trace}: given twice (as {seen[Path(trace).resolve()]}): each trace is replayed once")
         seen[Path(trace).resolve()] = trace

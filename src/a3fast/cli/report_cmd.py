@@ -5,7 +5,8 @@ from pathlib import Path
 
 import click
 
-from ..files import STDIN, cannot_read, display_name, input_source, is_special, require_kind, shown_text
+from ..files import (STDIN, cannot_read, display_name, input_source, is_special, require_kind, shown_text,
+                     why_not_a_file)
 from .common import EXIT_OK, BadInput, atomic_output, check_outputs, output_option, progress_bar
 
 
@@ -34,7 +35,7 @@ def report(trace, output, detailed, candidates):
         limits = Limits(detailed_placements=limits.detailed_placements if detailed is None else detailed,
                         candidates_per_placement=limits.candidates_per_placement if candidates is None else candidates)
     if not from_stdin and not path.is_file():
-        raise BadInput(f"{trace}: cannot read: {'No such file or directory' if not path.exists() else 'not a file'}")
+        raise BadInput(f"{trace}: cannot read: {why_not_a_file(path)}")
     target = output or str(path.with_suffix(".html"))
     if not from_stdin and Path(target).resolve() == path.resolve():
         raise BadInput(f"{target}: the report must go to a file other than the trace it reads")

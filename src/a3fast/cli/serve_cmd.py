@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from ..files import why_not_a_file
 from .common import EXIT_BAD_INPUT, Seconds
 
 
@@ -128,7 +129,7 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
         if not token:
             _fail(f"{token_file}: the token file is empty")
     if fleet_path is not None and not fleet_path.is_file():
-        _fail(f"{fleet_path}: cannot read: No such file or directory")
+        _fail(f"{fleet_path}: cannot read: {why_not_a_file(fleet_path)}")
     if fleet_path is not None:
         from ..files import InputError, require_kind
 
@@ -242,7 +243,7 @@ def _check_tls(cert, key, client_ca, stdio: bool) -> None:
               " (--tls-client-ca needs them: client certificates are asked for in the TLS handshake)"))
     for flag, path in (("--tls-cert", cert), ("--tls-key", key), ("--tls-client-ca", client_ca)):
         if path is not None and not path.is_file():
-            _fail(f"{flag} {path}: cannot read: No such file or directory")
+            _fail(f"{flag} {path}: cannot read: {why_not_a_file(path)}")
     import ssl
 
     class Encrypted(Exception):

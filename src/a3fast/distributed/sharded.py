@@ -858,6 +858,8 @@ class ShardedFleet:
                  route: Route | None, reason_limit: int | None) -> Placement:
         """The prepare stage, on the coordinator; the task's kind is derived once outcomes exist."""
         state = pipeline.prepare(requirements, session, route, reason_limit)
+        # the merged explanation counts its failed sets by them, where the shards parse the document
+        pipeline.check_predicates(state.requirements.predicates)
         if self._kinds_seen:
             state.kind = task_kind(state.requirements)
         return state

@@ -384,9 +384,10 @@ class Fleet:
         if route is not None or scorer is not None:
             check_placing_arguments(route, scorer)
         with self._lock:
-            stages = self._stages
-            placement, self.generation = stages.place_one(stages, requirements, session, self.generation, route,
-                                                          reason_limit, kind, scorer, candidates, remember_session)
+            stages, start = self._stages, self.generation
+            placement, after = stages.place_one(stages, requirements, session, start, route, reason_limit, kind,
+                                                scorer, candidates, remember_session)
+            self._moved_on(start, after)
             return placement
 
     def scored(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None, *,
@@ -448,10 +449,19 @@ class Fleet:
         if workers is not None and (type(workers) is not int or workers < 1):
             raise ValueError(f"workers: expected None (one per core) or a positive integer, found {describe(workers)}")
         with self._lock:
-            placements, self.generation = pipeline.drive(
-                self._stages, list(requirements_list), sessions, self.generation, reason_limit=reason_limit,
+            start = self.generation
+            placements, after = pipeline.drive(
+                self._stages, list(requirements_list), sessions, start, reason_limit=reason_limit,
                 kind=kind, scorer=scorer, remember_session=remember_session, workers=workers)
+            self._moved_on(start, after)
             return placements
+
+    def _moved_on(self, start: int, after: int) -> None:
+        """The generation moved on by the sessions a placing call made agents hold (the driver counts
+        them from `start`), on the generation as it is now: code a caller's object ran meanwhile
+        (its `__hash__`, a scorer), from the thread that holds the fleet's re-entrant lock, may have
+        changed the fleet too, and a generation set back would name two fleets by one number."""
+        self.generation += after - start
 
     def resume(self, earlier: Placement, *, seq: int | None = None) -> Placement:
         """A resumed placement (§6): back to the agent `earlier` chose, with no candidates weighed.
@@ -487,6 +497,7 @@ class Fleet:
         O(P·N) where the first-failed explanation costs O(P) set operations.
         """
         req = parse_requirements(requirements)
+        pipeline.check_predicates(req.predicates)
         index, ids, row_of = self._index, self._table.ids, self._rows.rows
         live = index.live_ids()
         live_set = set(live)

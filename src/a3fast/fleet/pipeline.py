@@ -117,11 +117,16 @@ FLEET_CHANGED_IN_WAVE = ("the fleet changed while a batch of placements was bein
                          "caller's object, its __hash__ or __eq__, changed it): nothing was placed")
 
 
-def predicates_not_a_tuple(predicates: Any) -> str:
-    """The words for a Requirements whose predicates are no tuple (one a caller made itself): every
-    cache and record writer counts on the tuple the parsers make."""
-    return (f"requirements.predicates: expected a tuple of strings (as parse_requirements makes it), "
-            f"found {type(predicates).__name__}")
+def check_predicates(predicates: Any) -> None:
+    """TypeError unless a Requirements' predicates are a tuple of `str`, as the parsers make them
+    (a caller may make one itself): every cache, check and record writer counts on that."""
+    if type(predicates) is not tuple:
+        raise TypeError(f"requirements.predicates: expected a tuple of strings (as parse_requirements makes it), "
+                        f"found {type(predicates).__name__}")
+    for predicate in predicates:
+        if type(predicate) is not str:
+            raise TypeError(f"requirements.predicates: expected a tuple of strings (as parse_requirements makes "
+                            f"it), found a tuple holding {type(predicate).__name__}")
 
 
 def min_run(agents: int) -> int:
@@ -143,6 +148,7 @@ def prepare_resumption(task: Resumption, decl: Declaration | None, declaration_j
     earlier = task.earlier
     if decl is None or declaration_json is None:
         raise FleetError(f"cannot resume on {earlier.agent!r}: the agent is no longer in the fleet")
+    check_predicates(earlier.requirements.predicates)
     unmet = first_failed(decl, earlier.requirements.predicates)
     if unmet is not None:
         raise FleetError(f"cannot resume on {earlier.agent!r}: its declaration no longer satisfies {unmet}")
@@ -454,8 +460,7 @@ class LocalStages:
         explanation), else None and the engine's arguments for making it. Derives the task's kind
         when outcomes or a scorer need it, and sets `eval_rows`, `membership` and `gathered`."""
         rows, matched = self.rows, state.requirements
-        if type(matched.predicates) is not tuple:
-            raise TypeError(predicates_not_a_tuple(matched.predicates))
+        check_predicates(matched.predicates)
         within = state.within
         # a placement over some agents only does not show who is live: no count to key on
         state.membership = membership if within is None else None
