@@ -1571,14 +1571,16 @@ cdef class Index:
         cdef Py_ssize_t r
         if aid < 0 or aid > self.n_ids:
             raise ValueError(f"agent id {aid} is neither known nor the next free id {self.n_ids}")
-        for r in rows:   # check first: a bad row changes nothing
+        cdef list checked = []
+        for r in rows:   # check first: a bad row changes nothing; read once, as plain numbers
             self.row_at(r)
+            checked.append(r)
         check_cost(cost, aid)
         if aid == self.n_ids:
             self.join(aid, name, cost)
         else:
             self.costs[aid] = cost
-        for r in rows:
+        for r in checked:
             self.row_insert(&self.rows[r], aid)
         self.set_live(aid)
 
@@ -1701,9 +1703,11 @@ cdef class Index:
         """Agent `aid` leaves `rows` and the live set (its id and name stay reserved)."""
         cdef Py_ssize_t r
         self.agent_at(aid)
-        for r in rows:
+        cdef list checked = []
+        for r in rows:   # read once, as plain numbers, and checked before any changes
             self.row_at(r)
-        for r in rows:
+            checked.append(r)
+        for r in checked:
             self.row_remove(&self.rows[r], aid)
         cdef uint64_t bit = (<uint64_t>1) << (aid & 63)
         if self.live[aid >> 6] & bit:
@@ -1966,7 +1970,8 @@ cdef class Index:
         else:
             memset(start, 0, nw * sizeof(uint64_t))
             for aid in within:
-                if 0 <= aid < self.n_ids:
+                # within the words counted above: an item's conversion may run Python code
+                if 0 <= aid < self.n_ids and aid < (nw << 6):
                     start[aid >> 6] |= self.live[aid >> 6] & ((<uint64_t>1) << (aid & 63))
             e.n_candidates = popcount_words(start, nw)
         cdef Py_ssize_t* args = <Py_ssize_t*>malloc(max(n_rows + n_excluded, 1) * sizeof(Py_ssize_t))
@@ -1974,14 +1979,24 @@ cdef class Index:
             raise MemoryError()
         cdef Py_ssize_t k = 0, row_index
         try:
+            # each list counted as it is read (an item's conversion may run Python code), and the
+            # index held to the size its sets were made for
             for row_index in rows:
                 if row_index >= self.n_rows:
                     raise IndexError(f"row {row_index} does not exist")
+                if k >= n_rows:
+                    raise ValueError("the rows changed while they were read")
                 args[k] = row_index
                 k += 1
             for row_index in excluded:
+                if k >= n_rows + n_excluded:
+                    raise ValueError("the excluded ids changed while they were read")
                 args[k] = row_index
                 k += 1
+            if k != n_rows + n_excluded:
+                raise ValueError("the rows changed while they were read")
+            if (self.n_ids + 63) >> 6 != nw:
+                raise RuntimeError("the index changed while an explanation was set up")
             if nw >= GIL_FREE_WORDS:
                 with nogil:
                     e.n_eligible = self.explain_words(e.words, nw, args, n_rows, only, args + n_rows,
@@ -2073,18 +2088,28 @@ cdef class Index:
         self.own(expl.index, "Explanation")
         cdef double w_a, w_s, w_c, w_e
         w_a, w_s, w_c, w_e = weights
-        cdef Py_ssize_t n_eval = len(eval_rows), j, r
-        cdef Row* session = self.row_at(session_row) if session_row >= 0 else NULL
-        cdef Outcomes* outcomes = self.kind_at(kind) if kind >= 0 else NULL
+        # every row number read (an item's conversion may run Python code) before any row's address
+        # is taken: code that changed the index would move the rows
+        cdef tuple given = tuple(eval_rows)
+        cdef Py_ssize_t n_eval = len(given), j
+        cdef Py_ssize_t* numbers = <Py_ssize_t*>malloc(max(n_eval, 1) * sizeof(Py_ssize_t))
         cdef Row** evals = <Row**>malloc(max(n_eval, 1) * sizeof(Row*))
-        if evals == NULL:
+        cdef Row* session
+        cdef Outcomes* outcomes
+        if numbers == NULL or evals == NULL:
+            free(numbers)
+            free(evals)
             raise MemoryError()
         try:
             for j in range(n_eval):
-                r = eval_rows[j]
-                evals[j] = self.row_at(r) if r >= 0 else NULL
+                numbers[j] = given[j]
+            session = self.row_at(session_row) if session_row >= 0 else NULL
+            outcomes = self.kind_at(kind) if kind >= 0 else NULL
+            for j in range(n_eval):
+                evals[j] = self.row_at(numbers[j]) if numbers[j] >= 0 else NULL
             return self.score_eligible(expl, evals, n_eval, session, outcomes, w_a, w_s, w_c, w_e)
         finally:
+            free(numbers)
             free(evals)
 
     cdef Scores score_eligible(self, Explanation expl, Row** evals, Py_ssize_t n_eval, Row* session,
@@ -2850,6 +2875,8 @@ cdef class Wave:
         n_eval = len(eval_rows)
         at = self.grow_evals(n_eval)
         for j in range(n_eval):
+            if j >= len(eval_rows):     # shrunk by an item's conversion (Python code)
+                raise ValueError("the eval rows changed while they were read")
             r = eval_rows[j]
             self.evals[at + j] = index.row_at(r) if r >= 0 else NULL
         job.evals_at = at

@@ -697,6 +697,9 @@ cdef class TextIndex:
             if (self.slots[i] >> 32) == tag:
                 at = <Py_ssize_t>(self.slots[i] & 0xFFFFFFFFULL) - 1
                 if self.low_bits[at] == <uint32_t>h:
+                    # the list is the batch's public `names`: one a caller changed is not read past
+                    if at >= PyList_GET_SIZE(self.items) or type(self.items[at]) is not str:
+                        raise RuntimeError("the batch's names were changed: its index of them no longer holds")
                     stored = PyUnicode_AsUTF8AndSize(self.items[at], &m)
                     if m == n and memcmp(stored, text, n) == 0:
                         return at
@@ -863,8 +866,11 @@ cdef class Batch:
         """One declaration read by the careful reader (its name held in no other namespace)."""
         cdef Py_ssize_t r, n, number
         cdef const unsigned char* utf8
-        self.reserve(len(rows))
-        for r in rows:
+        cdef list numbers = []
+        for r in rows:      # read once, as plain numbers, before the room for them is made
+            numbers.append(r)
+        self.reserve(len(numbers))
+        for r in numbers:
             self.rows_view[self.n_rows] = r
             self.n_rows += 1
         utf8 = <const unsigned char*>PyUnicode_AsUTF8AndSize(namespace, &n)

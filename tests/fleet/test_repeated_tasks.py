@@ -169,6 +169,8 @@ class HashedLike:
     """A stand-in for a predicate: hashed as `text` is, so a set holding it hashes as the set
     holding `text` does, but refusing to be compared."""
 
+    compared = False
+
     def __init__(self, text: str):
         self.text = text
 
@@ -176,12 +178,15 @@ class HashedLike:
         return hash(self.text)
 
     def __eq__(self, other):
+        HashedLike.compared = True
         raise ComparisonRefused(self.text)
 
 
-def test_a_cache_lookup_whose_comparison_raises_raises_as_a_dicts_does(engine):
-    # the caches are looked up with the set's hash computed once; a lookup that meets a kept set of
-    # the same hash compares the two, and what that comparison raises is the placement's error
+def test_a_predicate_that_could_refuse_a_cache_comparison_is_refused_before_any_cache_is_asked(engine):
+    # the caches are looked up with the set's hash computed once, and a lookup that meets a kept set
+    # of the same hash compares the two: a predicate that is no str (hashed as one, refusing to be
+    # compared) raised from inside that comparison. Predicates are held to a tuple of str first now
+    # (docs/design.md), so no comparison a cache makes can run a caller's code
     f = six_agents(engine)
     prepared = parse_requirements(TASK)
     f.place(prepared)
@@ -190,6 +195,7 @@ def test_a_cache_lookup_whose_comparison_raises_raises_as_a_dicts_does(engine):
     first, *rest = prepared.predicates
     lookalike = prepared._replace(predicates=(HashedLike(first), *rest))
     assert hash(lookalike.predicates) == hash(prepared.predicates)
-    with pytest.raises(ComparisonRefused):
+    with pytest.raises(TypeError, match="found a tuple holding HashedLike"):
         f.place(lookalike)
+    assert not HashedLike.compared
     assert record(f.place(prepared)) == record(uncached(f, TASK))
