@@ -2088,28 +2088,28 @@ cdef class Index:
         self.own(expl.index, "Explanation")
         cdef double w_a, w_s, w_c, w_e
         w_a, w_s, w_c, w_e = weights
-        # every row number read (an item's conversion may run Python code) before any row's address
-        # is taken: code that changed the index would move the rows
-        cdef tuple given = tuple(eval_rows)
-        cdef Py_ssize_t n_eval = len(given), j
-        cdef Py_ssize_t* numbers = <Py_ssize_t*>malloc(max(n_eval, 1) * sizeof(Py_ssize_t))
+        cdef Py_ssize_t n_eval = len(eval_rows), j
+        # the row numbers are read into the rows' slots, each counted against the sequence as it is
+        # (an item's conversion may run Python code), before any row's address is taken: code that
+        # changed the index would move the rows
         cdef Row** evals = <Row**>malloc(max(n_eval, 1) * sizeof(Row*))
+        cdef Py_ssize_t* numbers = <Py_ssize_t*>evals      # a slot holds a number, then the row's address
         cdef Row* session
         cdef Outcomes* outcomes
-        if numbers == NULL or evals == NULL:
-            free(numbers)
-            free(evals)
+        cdef bint fixed = type(eval_rows) is tuple       # no conversion can change a tuple's length
+        if evals == NULL:
             raise MemoryError()
         try:
             for j in range(n_eval):
-                numbers[j] = given[j]
+                if not fixed and j >= len(eval_rows):
+                    raise ValueError("the eval rows changed while they were read")
+                numbers[j] = eval_rows[j]
             session = self.row_at(session_row) if session_row >= 0 else NULL
             outcomes = self.kind_at(kind) if kind >= 0 else NULL
             for j in range(n_eval):
                 evals[j] = self.row_at(numbers[j]) if numbers[j] >= 0 else NULL
             return self.score_eligible(expl, evals, n_eval, session, outcomes, w_a, w_s, w_c, w_e)
         finally:
-            free(numbers)
             free(evals)
 
     cdef Scores score_eligible(self, Explanation expl, Row** evals, Py_ssize_t n_eval, Row* session,

@@ -387,7 +387,10 @@ class Fleet:
             stages, start = self._stages, self.generation
             placement, after = stages.place_one(stages, requirements, session, start, route, reason_limit, kind,
                                                 scorer, candidates, remember_session)
-            self._moved_on(start, after)
+            if self.generation is start:         # the usual case, in fewer steps
+                self.generation = after
+            else:                                # see place_many
+                self.generation += after - start
             return placement
 
     def scored(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None, *,
@@ -453,15 +456,12 @@ class Fleet:
             placements, after = pipeline.drive(
                 self._stages, list(requirements_list), sessions, start, reason_limit=reason_limit,
                 kind=kind, scorer=scorer, remember_session=remember_session, workers=workers)
-            self._moved_on(start, after)
+            # moved on by the sessions the batch made agents hold (the driver counts them from
+            # `start`), on the generation as it is now: code a caller's object ran meanwhile (its
+            # `__hash__`, a scorer), from this thread, which holds the re-entrant lock, may have
+            # changed the fleet too, and a generation set back would name two fleets by one number
+            self.generation += after - start
             return placements
-
-    def _moved_on(self, start: int, after: int) -> None:
-        """The generation moved on by the sessions a placing call made agents hold (the driver counts
-        them from `start`), on the generation as it is now: code a caller's object ran meanwhile
-        (its `__hash__`, a scorer), from the thread that holds the fleet's re-entrant lock, may have
-        changed the fleet too, and a generation set back would name two fleets by one number."""
-        self.generation += after - start
 
     def resume(self, earlier: Placement, *, seq: int | None = None) -> Placement:
         """A resumed placement (§6): back to the agent `earlier` chose, with no candidates weighed.
