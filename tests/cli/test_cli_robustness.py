@@ -197,27 +197,26 @@ def test_a3fast_debug_shows_the_internal_errors_traceback_and_still_exits_3(monk
     assert result.stderr.endswith("RuntimeError: generator broke\non two lines\n") and result.stdout == ""
 
 
+#: `a3fast gen-fleet --agents 1` (its output the script's first argument, else standard output) whose
+#: generator raises, run as the installed command runs
+_BROKEN_GEN_FLEET = ("import sys, a3fast.cli.workload_cmd as w\n"
+                     "def boom(*a, **k): raise KeyError('agents')\n"
+                     "w.generate_fleet = boom\n"
+                     "from a3fast.cli import main\n"
+                     "out = ['-o', sys.argv[1]] if len(sys.argv) > 1 else []\n"
+                     "sys.argv = ['a3fast', 'gen-fleet', '--agents', '1', *out]\n"
+                     "main()\n")
+
+
 def test_an_internal_error_exits_3_from_the_installed_command():
-    code = ("import sys, a3fast.cli.workload_cmd as w\n"
-            "def boom(*a, **k): raise KeyError('agents')\n"
-            "w.generate_fleet = boom\n"
-            "from a3fast.cli import main\n"
-            "sys.argv = ['a3fast', 'gen-fleet', '--agents', '1']\n"
-            "main()\n")
     env = {k: v for k, v in os.environ.items() if k != "A3FAST_DEBUG"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, env=env)
+    done = subprocess.run([sys.executable, "-c", _BROKEN_GEN_FLEET], capture_output=True, timeout=60, env=env)
     assert done.returncode == 3
     assert done.stderr == b"a3fast: internal error: KeyError: 'agents' (please report)\n"
 
 
 def test_a3fast_debug_exits_3_from_the_installed_command():
-    code = ("import sys, a3fast.cli.workload_cmd as w\n"
-            "def boom(*a, **k): raise KeyError('agents')\n"
-            "w.generate_fleet = boom\n"
-            "from a3fast.cli import main\n"
-            "sys.argv = ['a3fast', 'gen-fleet', '--agents', '1']\n"
-            "main()\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60,
+    done = subprocess.run([sys.executable, "-c", _BROKEN_GEN_FLEET], capture_output=True, timeout=60,
                           env={**os.environ, "A3FAST_DEBUG": "1"})
     assert done.returncode == 3
     assert b"Traceback (most recent call last)" in done.stderr and done.stderr.endswith(b"KeyError: 'agents'\n")
@@ -225,12 +224,7 @@ def test_a3fast_debug_exits_3_from_the_installed_command():
 
 def test_a3fast_debug_with_standard_error_closed_writes_nothing_to_standard_output(tmp_path):
     script = tmp_path / "boom.py"
-    script.write_text("import sys, a3fast.cli.workload_cmd as w\n"
-                      "def boom(*a, **k): raise KeyError('agents')\n"
-                      "w.generate_fleet = boom\n"
-                      "from a3fast.cli import main\n"
-                      "sys.argv = ['a3fast', 'gen-fleet', '--agents', '1', '-o', sys.argv[1]]\n"
-                      "main()\n")
+    script.write_text(_BROKEN_GEN_FLEET)
     # the traceback's writer falls back to standard output when standard error is closed
     done = subprocess.run(["sh", "-c", f'"{sys.executable}" "{script}" "{tmp_path / "fleet.jsonl"}" 2>&-'],
                           capture_output=True, timeout=60, env={**os.environ, "A3FAST_DEBUG": "1"})
