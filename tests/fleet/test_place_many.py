@@ -260,6 +260,22 @@ def _declaration(i: int) -> dict:
             "capabilities": [{"name": "x.base", "version": 1}, {"name": f"x.c{i}", "version": 1}]}
 
 
+def _adding_session(fleet: Fleet, first: int, last: int) -> str:
+    """A session (a str subclass) whose first hash adds agents `first` to `last` - 1 to `fleet`, from
+    the thread that holds the fleet's re-entrant lock; `fired` says whether it did."""
+    class Adding(str):
+        fired = False
+
+        def __hash__(self):
+            if not Adding.fired:
+                Adding.fired = True
+                for j in range(first, last):
+                    fleet.add(_declaration(j))
+            return str.__hash__(self)
+
+    return Adding("s1")
+
+
 def test_a_batch_whose_callers_object_changes_the_fleet_while_it_is_set_up_is_refused(engine):
     # a session (a str subclass in a Requirements the caller made) whose hash adds 400 agents from
     # the thread that holds the fleet's lock: the native engine's wave then read rows the additions
@@ -271,21 +287,12 @@ def test_a_batch_whose_callers_object_changes_the_fleet_while_it_is_set_up_is_re
         fleet.add(_declaration(i))
     base = parse_requirements({"v": "1.0", "capabilities": [{"name": "x.base", "version": 1}]})
     fleet.place(base, session="s0")             # a session row to be moved
-    fired = []
-
-    class Rowmover(str):
-        def __hash__(self):
-            if not fired:
-                fired.append(True)
-                for j in range(60, 460):
-                    fleet.add(_declaration(j))
-            return str.__hash__(self)
-
+    session = _adding_session(fleet, 60, 460)
     before = fleet.generation
-    tasks = [base._replace(session="s0")] * 8 + [base._replace(session=Rowmover("s1"))] + [base] * 8
+    tasks = [base._replace(session="s0")] * 8 + [base._replace(session=session)] + [base] * 8
     with pytest.raises(RuntimeError, match="the fleet changed while a batch of placements was being set up"):
         fleet.place_many(tasks, remember_session=False)
-    assert fired and len(fleet) == 460 and fleet.generation == before + 400    # only the caller's additions
+    assert type(session).fired and len(fleet) == 460 and fleet.generation == before + 400    # only the caller's additions
     # and the fleet places as before
     assert fleet.place_many([base] * 3, remember_session=False)[0].agent is not None
 
@@ -335,19 +342,10 @@ def test_a_fleet_changed_by_a_callers_object_during_a_placement_keeps_its_genera
     for i in range(60):
         fleet.add(_declaration(i))
     base = parse_requirements({"v": "1.0", "capabilities": [{"name": "x.base", "version": 1}]})
-    fired = []
-
-    class Adder(str):
-        def __hash__(self):
-            if not fired:
-                fired.append(True)
-                for j in range(60, 160):
-                    fleet.add(_declaration(j))
-            return str.__hash__(self)
-
+    session = _adding_session(fleet, 60, 160)
     before = fleet.generation
-    p = fleet.place(base._replace(session=Adder("s1")), remember_session=False)
-    assert fired and p.agent is not None and p.generation == before
+    p = fleet.place(base._replace(session=session), remember_session=False)
+    assert type(session).fired and p.agent is not None and p.generation == before
     assert fleet.generation == before + 100
 
 
