@@ -2,7 +2,9 @@
 
 Both modules define the same hot classes with the same names and signatures; everything else in
 a3fast is written once and asks this module for an engine. `ENGINE` is chosen once, at import:
-"native" when the extension imports, else "pure"; `A3FAST_ENGINE` forces one.
+"native" when the extension imports, else "pure"; `A3FAST_ENGINE` forces one, and a value that
+names no engine (or "native" where the extension is not built) is refused at import rather than
+read as the default: a misspelt choice would otherwise pass unnoticed.
 
 When the default engine is pure only because the extension is missing, its first use warns once
 with `A3FastPerformanceWarning`, so a failed build does not pass unnoticed; forcing
@@ -35,6 +37,9 @@ _FORCED = os.environ.get("A3FAST_ENGINE", "").strip().lower()
 
 
 def _default_engine() -> str:
+    if _FORCED and _FORCED not in ENGINES:
+        raise ImportError(f"A3FAST_ENGINE={os.environ['A3FAST_ENGINE']!r} names no engine: set it to "
+                          "native or pure, or unset it for the native engine where it is built")
     if _FORCED == "pure":
         return "pure"
     if _FORCED == "native":

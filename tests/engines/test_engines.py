@@ -98,3 +98,18 @@ def test_native_engine_does_not_warn():
     done = subprocess.run([sys.executable, "-W", "error", "-c", "import a3fast; a3fast.Fleet()"],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stderr == ""
+
+
+def test_an_unknown_forced_engine_is_refused_at_import():
+    env = {**os.environ, "A3FAST_ENGINE": "turbo"}
+    done = subprocess.run([sys.executable, "-c", "import a3fast"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode != 0
+    assert "ImportError: A3FAST_ENGINE='turbo' names no engine: set it to native or pure" in done.stderr
+
+
+@pytest.mark.parametrize("value", ["PURE", " pure "])
+def test_a_forced_engine_is_read_without_case_or_surrounding_spaces(value):
+    out = subprocess.run([sys.executable, "-c", "import a3fast; print(a3fast.ENGINE)"],
+                         env={**os.environ, "A3FAST_ENGINE": value}, capture_output=True, text=True)
+    assert out.stdout.strip() == "pure"
