@@ -265,3 +265,9 @@ def test_a_command_started_without_a_standard_output_still_does_its_work(tmp_pat
                           stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1), timeout=120)
     assert done.returncode == 0, done.stderr
     assert len((tmp_path / "f.jsonl").read_bytes().splitlines()) == 3
+
+
+def test_no_command_prints_the_help_and_exits_as_bad_input():
+    done = CliRunner().invoke(main, [])
+    assert done.exit_code == 2
+    assert "Usage:" in done.output and "Exit codes:" in done.output

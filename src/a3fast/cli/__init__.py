@@ -151,10 +151,11 @@ def main() -> None:
     """a3fast: match tasks to AI agents by the A3 Capability Schema 1.0, and explain every decision.
 
     Exit codes: 0 success, 1 a negative answer (unschedulable, invalid trace, unresolved skill),
-    2 bad input (unreadable file, invalid JSON, schema errors, a bad option, an output that cannot
-    be written, a feature whose optional extra is not installed: the message names it), 3 an
-    internal error (a3fast's fault, never an answer: please report it; A3FAST_DEBUG=1 shows the
-    traceback), 141 standard output closed by its reader before everything was written.
+    2 bad input (unreadable file, invalid JSON, schema errors, a bad option, no command (the help
+    is printed), an output that cannot be written, a feature whose optional extra is not
+    installed: the message names it), 3 an internal error (a3fast's fault, never an answer: please
+    report it; A3FAST_DEBUG=1 shows the traceback), 141 standard output closed by its reader
+    before everything was written.
 
     Outputs: -o/--output FILE writes a file (atomically); --json prints machine-readable results
     on standard output. Long work draws a progress bar on standard error when it is a terminal.
