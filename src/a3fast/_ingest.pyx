@@ -1874,9 +1874,8 @@ cdef dict _anti_affinity_predicates = {}
 cdef Notes _predicates_noted = Notes()
 
 
-cdef int keep_predicate(dict kept, object key, object value, Py_hash_t kind, object predicate) except -1:
-    """Keep `predicate` under `key` (its value's text `value`) when the value is short and was seen
-    before as the same kind of predicate (`kind`, mixed into the noted hash: a name met as a tool and
+cdef int keep_predicate(dict kept, object value, Py_hash_t kind, object predicate) except -1:
+    """Keep `predicate` under its value's text `value` when the value is short and was seen before as the same kind of predicate (`kind`, mixed into the noted hash: a name met as a tool and
     as a clearance is met once as each); a full memo is emptied first."""
     if PyUnicode_GET_LENGTH(value) > KEPT_VALUE_LENGTH:
         return 0
@@ -1884,7 +1883,7 @@ cdef int keep_predicate(dict kept, object key, object value, Py_hash_t kind, obj
         return 0
     if PyDict_GET_SIZE(kept) >= PREDICATES_KEPT:
         kept.clear()
-    PyDict_SetItem(kept, key, predicate)
+    PyDict_SetItem(kept, value, predicate)
     return 0
 
 
@@ -1894,7 +1893,7 @@ cdef inline object kept_predicate(dict kept, object prefix, object value):
     if found != NULL:
         return <object>found
     predicate = PyUnicode_Concat(prefix, value)
-    keep_predicate(kept, value, value, PyObject_Hash(prefix), predicate)
+    keep_predicate(kept, value, PyObject_Hash(prefix), predicate)
     return predicate
 
 
@@ -1913,7 +1912,7 @@ cdef inline object kept_capability_predicate(object capability):
     # versions mix alike (an int's own hash is taken modulo 2^61-1, so 1 and 2^61 would)
     cdef int overflow = 0
     cdef unsigned long long number = <unsigned long long>PyLong_AsLongLongAndOverflow(version, &overflow)
-    keep_predicate(_capability_predicates, name, name, <Py_hash_t>(number * 0x9E3779B97F4A7C15ULL + 1),
+    keep_predicate(_capability_predicates, name, <Py_hash_t>(number * 0x9E3779B97F4A7C15ULL + 1),
                    (version, predicate))
     return predicate
 
