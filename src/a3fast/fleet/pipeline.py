@@ -302,19 +302,27 @@ def drive(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str | None] 
     stages.decide(states)
     if not build:
         return states, generation
-    state = states[0]
-    p = stages.build(state, generation)
-    # A resumption holds nothing and leaves `generation` as it is, as resuming always has: it makes
-    # no new choice (its agent is the one the earlier placement bound, which held the session then
-    # if it was to), and holding would renumber the generation of its record and of every record
-    # after it, which existing traces and their replays hold byte for byte.
-    if state.session is not None and not p.resumed:
-        if not remember_session:
-            # recorded so, bound or rejected: a replay that binds it holds nothing for it either
-            p.session_held = False
-        elif p.agent is not None and stages.hold(p.agent, state.session):
-            generation += 1
-    return [p], generation
+    p = stages.build(states[0], generation)
+    return [p], generation + hold_placed_session(stages, p, states[0].session, remember_session)
+
+
+def hold_placed_session(stages: Stages, p: Placement, session: str | None, remember_session: bool) -> bool:
+    """The session rule of a built placement, the one every driver applies: a bound placement of a
+    session makes its agent hold it (`stages.hold`) with `remember_session`, and is recorded as
+    leaving it unheld without (bound or rejected: a replay that binds it holds nothing for it
+    either; docs/design.md, reading 25). Whether the agent came to hold it now, which moves the
+    fleet's generation on by one.
+
+    A resumption holds nothing and leaves the generation as it is, as resuming always has: it makes
+    no new choice (its agent is the one the earlier placement bound, which held the session then if
+    it was to), and holding would renumber the generation of its record and of every record after
+    it, which existing traces and their replays hold byte for byte."""
+    if session is None or p.resumed:
+        return False
+    if not remember_session:
+        p.session_held = False
+        return False
+    return p.agent is not None and bool(stages.hold(p.agent, session))
 
 
 def place_one(stages: Stages, task: Task, session: str | None, generation: int, route: Route | None = None,
@@ -384,17 +392,13 @@ def build_wave(stages: Stages, states: list[Placement], wave: list[int], placeme
                held: list[bool], generation: int, remember_session: bool) -> None:
     """The build stage of a decided wave (`states` at the positions `wave`), in order: each
     Placement into `placements`, and whether its agent came to hold the task's session into `held`
-    (only with `remember_session`, for a bound placement of a session: a resumption holds nothing,
-    see `drive`'s batch of one)."""
-    build_one, hold = stages.build, stages.hold
+    (`hold_placed_session`)."""
+    build_one = stages.build
     for i in wave:
         state = states[i]
         p = placements[i] = build_one(state, generation)
-        if state.session is not None and not p.resumed:
-            if not remember_session:
-                p.session_held = False      # recorded so (docs/design.md, reading 25)
-            elif p.agent is not None:
-                held[i] = hold(p.agent, state.session)
+        if state.session is not None:
+            held[i] = hold_placed_session(stages, p, state.session, remember_session)
 
 
 class LocalStages:
@@ -560,19 +564,14 @@ class LocalStages:
             remember(state.requirements.predicates, membership, state.explanation, state.eval_rows)
 
     def _decide_one(self, state: Placement) -> None:
-        """`decide` for one task with the engine's scorer: the engine's explain and score calls
-        (what place_batch does for each task, without setting up a batch and letting go of the GIL
-        for a few microseconds), the explain stage written out as `explain` has it (a call fewer)."""
-        fleet, rows, index = self.fleet, self.rows, self.index
-        membership = fleet.membership
-        expl, ids, only, excluded = self.gather_one(self, state, membership)
-        if expl is None:
-            expl = index.explain(ids, only, excluded)
-            rows.remember(state.requirements.predicates, membership, expl, state.eval_rows)
-        state.explanation = expl
+        """`decide` for one task with the engine's scorer: the explain stage, then the engine's
+        score call (what place_batch does for each task, without setting up a batch and letting go
+        of the GIL for a few microseconds)."""
+        fleet, rows = self.fleet, self.rows
+        self.explain(state, fleet.membership)
         session, kind = state.session, state.kind
-        scores = state.scores = index.score(
-            expl, state.eval_rows, rows.session_rows.get(session, -1) if session is not None else -1,
+        scores = state.scores = self.index.score(
+            state.explanation, state.eval_rows, rows.session_rows.get(session, -1) if session is not None else -1,
             rows.kinds.get(kind, -1) if kind is not None else -1, fleet.weights)
         state.best = scores.best
         state.selected = time.perf_counter_ns()
@@ -715,7 +714,7 @@ if NATIVE_STEPS:
     _native.bind_placement(Placement, CustomScores, Requirements, parse_requirements, check_reason_limit,
                            task_kind, read_requirements=requirements_reader("native"), declaration=Declaration,
                            rows_namespace=vars(rows_module), drive=drive, resumption=Resumption,
-                           fleet_changed=FLEET_CHANGED_IN_WAVE)
+                           fleet_changed=FLEET_CHANGED_IN_WAVE, hold_placed_session=hold_placed_session)
     _native.bind_holders(LocalStages, PredicateRows, AgentTable)
 
 
