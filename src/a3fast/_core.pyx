@@ -2900,8 +2900,7 @@ cdef class Wave:
         lock is re-entrant) may move the rows or add agents the wave's sets have no room for."""
         if (self.index.rows != self.rows_at or self.index.kinds != self.kinds_at
                 or self.index.n_ids != self.ids_at):
-            raise RuntimeError("the fleet changed while a batch of placements was being set up (code run from a "
-                               "caller's object, its __hash__ or __eq__, changed it): nothing was placed")
+            raise RuntimeError(fleet_changed_text)
         return 0
 
     cdef int seal(self) except -1:
@@ -3160,7 +3159,10 @@ cdef object read_requirements_of = None
 cdef object declaration_class = None
 #: a3fast.fleet.rows's globals: its cache limits, read each time they are used, as its methods do
 cdef dict rows_globals = None
-cdef object fleet_changed_text = "the fleet changed while a batch of placements was being set up"
+#: the words a wave is refused in when the fleet changed while it was set up (the pipeline's, once bound)
+cdef object fleet_changed_text = "the fleet changed while a batch of placements was being set up: nothing was placed"
+#: `pipeline.check_predicates`, which raises in its words for predicates that are no tuple of `str`
+cdef object check_predicates_of = None
 #: `pipeline.drive`, which `place_one` hands what it does not place itself
 cdef object drive_of = None
 #: `pipeline.hold_placed_session`, the session rule every driver applies to a built placement
@@ -3186,7 +3188,8 @@ cdef int slot_offsets(object cls, tuple names, Py_ssize_t* out) except -1:
 
 def bind_placement(placement, custom_scores, requirements, parse_requirements, check_reason_limit,
                    task_kind, read_requirements=None, declaration=None, rows_namespace=None,
-                   drive=None, resumption=None, fleet_changed=None, hold_placed_session=None) -> None:
+                   drive=None, resumption=None, fleet_changed=None, hold_placed_session=None,
+                   check_predicates=None) -> None:
     """The classes and checks the steps work with: `placement` (the Placement class, whose slots
     STEP_SLOTS name), `custom_scores` (a caller's scores), `requirements` (the Requirements named
     tuple, its `session`, `predicates` and `doc` read by position) and the pipeline's own
@@ -3199,12 +3202,13 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     the stages' `prepare_resumption`; `fleet_changed`, the words `decide_wave` refuses a batch in
     when the fleet changed while it was set up (the pipeline's own); `hold_placed_session`, the
     pipeline's session rule, which `place_one` and `build_wave` apply to a placement of a session
-    (the tasks without one, most, skip the call). TypeError if a slot is not a
+    (the tasks without one, most, skip the call); `check_predicates`, the pipeline's check of a
+    Requirements' predicates, called for its refusal of those that are no tuple of `str`. TypeError if a slot is not a
     plain writable one (then nothing is bound)."""
     global placement_class, custom_scores_class, requirements_class, parse_requirements_of
     global check_reason_limit_of, task_kind_of, requirements_session_item, requirements_predicates_item
     global requirements_doc_item, read_requirements_of, declaration_class, rows_globals, drive_of
-    global resumption_class, fleet_changed_text, hold_placed_session_of
+    global resumption_class, fleet_changed_text, hold_placed_session_of, check_predicates_of
     cdef Py_ssize_t offsets[N_SLOTS]
     cdef int k
     # every check and lookup first: a refused binding leaves the one before it whole
@@ -3232,6 +3236,7 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     read_requirements_of, declaration_class, rows_globals = read_requirements, declaration, rows_namespace
     drive_of = drive
     hold_placed_session_of = hold_placed_session
+    check_predicates_of = check_predicates
     resumption_class = resumption
     if fleet_changed is not None:
         fleet_changed_text = fleet_changed
@@ -3448,6 +3453,17 @@ def gather(stages, state, membership):
     return gather_state(stages, state, membership, &predicates_hash)
 
 
+cdef inline bint strings_only(object predicates) noexcept:
+    """Whether `predicates` is a tuple of exact `str` (`pipeline.check_predicates`'s rule)."""
+    cdef Py_ssize_t k
+    if type(predicates) is not tuple:
+        return False
+    for k in range(PyTuple_GET_SIZE(predicates)):
+        if type(<object>PyTuple_GET_ITEM(predicates, k)) is not str:
+            return False
+    return True
+
+
 @cython.boundscheck(True)
 @cython.wraparound(True)
 cdef tuple gather_state(stages, state, membership, Py_hash_t* predicates_hash):
@@ -3459,13 +3475,10 @@ cdef tuple gather_state(stages, state, membership, Py_hash_t* predicates_hash):
     rows = stages_field(stages, H_ROWS)
     matched = slot(state, S_REQUIREMENTS)
     predicates = field_of(matched, requirements_predicates_item, "predicates")
-    if type(predicates) is not tuple:      # `pipeline.check_predicates`, in its words
-        raise TypeError(f"requirements.predicates: expected a tuple of strings (as parse_requirements makes it), "
-                        f"found {type(predicates).__name__}")
-    for predicate in <tuple>predicates:
-        if type(predicate) is not str:
-            raise TypeError(f"requirements.predicates: expected a tuple of strings (as parse_requirements makes "
-                            f"it), found a tuple holding {type(predicate).__name__}")
+    if not strings_only(predicates):
+        if check_predicates_of is not None:
+            check_predicates_of(predicates)     # raises, in the pipeline's words
+        raise TypeError("requirements.predicates: expected a tuple of strings")
     predicates_hash[0] = PyObject_Hash(predicates)
     within = slot(state, S_WITHIN)
     set_slot(state, S_MEMBERSHIP, membership if within is None else None)

@@ -714,7 +714,8 @@ if NATIVE_STEPS:
     _native.bind_placement(Placement, CustomScores, Requirements, parse_requirements, check_reason_limit,
                            task_kind, read_requirements=requirements_reader("native"), declaration=Declaration,
                            rows_namespace=vars(rows_module), drive=drive, resumption=Resumption,
-                           fleet_changed=FLEET_CHANGED_IN_WAVE, hold_placed_session=hold_placed_session)
+                           fleet_changed=FLEET_CHANGED_IN_WAVE, hold_placed_session=hold_placed_session,
+                           check_predicates=check_predicates)
     _native.bind_holders(LocalStages, PredicateRows, AgentTable)
 
 
