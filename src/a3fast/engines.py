@@ -2,9 +2,11 @@
 
 Both modules define the same hot classes with the same names and signatures; everything else in
 a3fast is written once and asks this module for an engine. `ENGINE` is chosen once, at import:
-"native" when the extension imports, else "pure"; `A3FAST_ENGINE` forces one, and a value that
-names no engine (or "native" where the extension is not built) is refused at import rather than
-read as the default: a misspelt choice would otherwise pass unnoticed.
+"native" when the extension imports, else "pure"; `A3FAST_ENGINE` forces one. A value that cannot
+be honoured (one that names no engine, or "native" where the extension is not built) is not read
+as the default, which would let a misspelt choice pass unnoticed: `ENGINE_PROBLEM` says why, every
+Fleet on the default engine is refused with it (ImportError), and every command of the command
+line exits with it as bad input. `ENGINE` is then the engine a3fast would choose unforced.
 
 When the default engine is pure only because the extension is missing, its first use warns once
 with `A3FastPerformanceWarning`, so a failed build does not pass unnoticed; forcing
@@ -26,7 +28,7 @@ try:
 except ImportError:  # not built: no compiler at install time, or a source checkout
     _native = _native_ingest = None
 
-__all__ = ["ENGINE", "NATIVE_AVAILABLE", "ENGINES", "engine_module", "ingest_module",
+__all__ = ["ENGINE", "ENGINE_PROBLEM", "NATIVE_AVAILABLE", "ENGINES", "engine_module", "ingest_module",
            "available_engines", "A3FastPerformanceWarning"]
 
 NATIVE_AVAILABLE = _native is not None
@@ -36,20 +38,19 @@ ENGINES = ("native", "pure")
 _FORCED = os.environ.get("A3FAST_ENGINE", "").strip().lower()
 
 
-def _default_engine() -> str:
+def _engine_problem() -> str | None:
+    """Why A3FAST_ENGINE cannot be honoured, or None."""
     if _FORCED and _FORCED not in ENGINES:
-        raise ImportError(f"A3FAST_ENGINE={os.environ['A3FAST_ENGINE']!r} names no engine: set it to "
-                          "native or pure, or unset it for the native engine where it is built")
-    if _FORCED == "pure":
-        return "pure"
-    if _FORCED == "native":
-        if not NATIVE_AVAILABLE:
-            raise ImportError("A3FAST_ENGINE=native, but the a3fast._core extension is not built")
-        return "native"
-    return "native" if NATIVE_AVAILABLE else "pure"
+        return (f"A3FAST_ENGINE={os.environ['A3FAST_ENGINE']!r} names no engine: set it to native or pure, "
+                "or unset it for the native engine where it is built")
+    if _FORCED == "native" and not NATIVE_AVAILABLE:
+        return "A3FAST_ENGINE=native, but the a3fast._core extension is not built"
+    return None
 
 
-ENGINE = _default_engine()
+#: why A3FAST_ENGINE cannot be honoured (None: it can, or it is unset)
+ENGINE_PROBLEM = _engine_problem()
+ENGINE = "pure" if _FORCED == "pure" or not NATIVE_AVAILABLE else "native"
 #: The default is pure only because the extension is missing, not because A3FAST_ENGINE chose it.
 _PURE_BY_FALLBACK = ENGINE == "pure" and _FORCED != "pure"
 
@@ -78,8 +79,11 @@ def available_engines() -> tuple[str, ...]:
 
 def engine_module(name: str | None = None) -> ModuleType:
     """The engine module for `name` ("native", "pure", or None for the default `ENGINE`, which
-    warns once when it is pure only because the extension is missing)."""
+    warns once when it is pure only because the extension is missing; ImportError with
+    `ENGINE_PROBLEM` when A3FAST_ENGINE cannot be honoured)."""
     if name is None:
+        if ENGINE_PROBLEM is not None:
+            raise ImportError(ENGINE_PROBLEM)
         _warn_fallback_once()
         name = ENGINE
     if name == "pure":

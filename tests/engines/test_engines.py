@@ -100,16 +100,42 @@ def test_native_engine_does_not_warn():
     assert done.returncode == 0 and done.stderr == ""
 
 
-def test_an_unknown_forced_engine_is_refused_at_import():
-    env = {**os.environ, "A3FAST_ENGINE": "turbo"}
-    done = subprocess.run([sys.executable, "-c", "import a3fast"], env=env, capture_output=True,
-                          text=True, timeout=60)
+def test_an_unknown_forced_engine_is_refused_by_every_fleet_on_the_default_engine():
+    done = subprocess.run([sys.executable, "-c", "import a3fast\nprint(a3fast.ENGINE)\na3fast.Fleet()"],
+                          env={**os.environ, "A3FAST_ENGINE": "turbo"}, capture_output=True, text=True,
+                          timeout=60)
     assert done.returncode != 0
+    assert done.stdout.strip() == ("native" if NATIVE_AVAILABLE else "pure")    # what it runs unforced
     assert "ImportError: A3FAST_ENGINE='turbo' names no engine: set it to native or pure" in done.stderr
+
+
+def test_a_fleet_on_a_named_engine_is_not_refused_for_a_forced_engine_that_cannot_run():
+    done = subprocess.run([sys.executable, "-c", "import a3fast\na3fast.Fleet(engine='pure')"],
+                          env={**os.environ, "A3FAST_ENGINE": "turbo"}, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("args", [["demo", "--agents", "3"], ["conformance"]])
+def test_every_command_takes_an_unknown_forced_engine_for_bad_input(args):
+    done = subprocess.run([sys.executable, "-m", "a3fast", *args], env={**os.environ, "A3FAST_ENGINE": "turbo"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == ("a3fast: A3FAST_ENGINE='turbo' names no engine: set it to native or pure, or unset "
+                           "it for the native engine where it is built\n")
+    assert done.stdout == ""
+
+
+def test_forcing_the_native_engine_where_it_is_not_built_is_refused_as_bad_input():
+    done = run_without_extension("from a3fast.cli import main\nmain(['conformance'], prog_name='a3fast')",
+                                 forced="native")
+    assert done.returncode == 2
+    assert done.stderr == "a3fast: A3FAST_ENGINE=native, but the a3fast._core extension is not built\n"
 
 
 @pytest.mark.parametrize("value", ["PURE", " pure "])
 def test_a_forced_engine_is_read_without_case_or_surrounding_spaces(value):
     out = subprocess.run([sys.executable, "-c", "import a3fast; print(a3fast.ENGINE)"],
-                         env={**os.environ, "A3FAST_ENGINE": value}, capture_output=True, text=True)
+                         env={**os.environ, "A3FAST_ENGINE": value}, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "pure"

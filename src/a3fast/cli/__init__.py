@@ -14,7 +14,7 @@ import traceback
 import click
 
 from .._version import __version__
-from ..engines import ENGINE, NATIVE_AVAILABLE
+from ..engines import ENGINE, ENGINE_PROBLEM, NATIVE_AVAILABLE
 from ..files import InputError
 from .common import (CLOSED_OUTPUT, EXIT_BAD_INPUT, EXIT_INTERNAL, WRITE_FAILURES, BadInput, closed_output,
                      closed_stream)
@@ -140,6 +140,8 @@ class LazyGroup(click.Group):
 
 
 def _version_message() -> str:
+    if ENGINE_PROBLEM is not None:
+        return f"a3fast {__version__}, engine: none ({ENGINE_PROBLEM})"
     native = "native (Cython core)" if ENGINE == "native" else (
         "pure (the Cython core is not built)" if not NATIVE_AVAILABLE else "pure (forced by A3FAST_ENGINE)")
     return f"a3fast {__version__}, engine: {native}"
@@ -160,3 +162,5 @@ def main() -> None:
     Outputs: -o/--output FILE writes a file (atomically); --json prints machine-readable results
     on standard output. Long work draws a progress bar on standard error when it is a terminal.
     """
+    if ENGINE_PROBLEM is not None:      # an engine chosen by mistake is bad input, before any command
+        raise BadInput(ENGINE_PROBLEM)
