@@ -3235,8 +3235,11 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     parse_requirements_of, check_reason_limit_of, task_kind_of = parse_requirements, check_reason_limit, task_kind
     read_requirements_of, declaration_class, rows_globals = read_requirements, declaration, rows_namespace
     drive_of = drive
-    hold_placed_session_of = hold_placed_session
-    check_predicates_of = check_predicates
+    # the pipeline's own functions and words, each kept from an earlier binding when not given
+    if hold_placed_session is not None:
+        hold_placed_session_of = hold_placed_session
+    if check_predicates is not None:
+        check_predicates_of = check_predicates
     resumption_class = resumption
     if fleet_changed is not None:
         fleet_changed_text = fleet_changed
@@ -3663,7 +3666,7 @@ def place_one(stages, task, session, generation, route, reason_limit, kind, scor
     anything else (a resumption, a caller's or the fleet's scorer, `candidates`) through `drive`
     itself. Returns the Placement and the fleet's generation after it."""
     if drive_of is None or hold_placed_session_of is None or placement_class is None:
-        raise RuntimeError("bind_placement has not been called with the pipeline's driver")
+        raise RuntimeError("bind_placement has not been called with the pipeline's driver and session rule")
     if candidates is not None or scorer is not None or stages_field(stages, H_FLEET).scorer is not None \
             or (type(task) is not dict and type(task) is not requirements_class):
         placements, generation = drive_of(stages, (task,), (session,), generation, route, reason_limit, kind,
@@ -3673,7 +3676,7 @@ def place_one(stages, task, session, generation, route, reason_limit, kind, scor
     decide_one(stages, state)
     p = build_state(stages, state, generation)
     task_session = slot(state, S_SESSION)
-    if task_session is not None and hold_placed_session_of(stages, p, task_session, remember_session):
+    if task_session is not None and hold_placed_session_of(stages.hold, p, task_session, remember_session):
         generation += 1
     return p, generation
 
@@ -3696,7 +3699,7 @@ def build_wave(stages, list states, list wave, list placements, list held, gener
         placements[i] = p
         session = placement_field(state, S_SESSION, type(state) is placement_class and placement_class is not None)
         if session is not None:
-            held[i] = hold_placed_session_of(stages, p, session, remember_session)
+            held[i] = hold_placed_session_of(stages.hold, p, session, remember_session)
 
 
 a3_cpu_init()       # which of popcnt, SSSE3 and AVX2 this processor has, before any thread asks

@@ -1875,8 +1875,9 @@ cdef Notes _predicates_noted = Notes()
 
 
 cdef int keep_predicate(dict kept, object value, Py_hash_t kind, object predicate) except -1:
-    """Keep `predicate` under its value's text `value` when the value is short and was seen before as the same kind of predicate (`kind`, mixed into the noted hash: a name met as a tool and
-    as a clearance is met once as each); a full memo is emptied first."""
+    """Keep `predicate` under its value's text `value` when the value is short and was seen before
+    as the same kind of predicate (`kind`, mixed into the noted hash: a name met as a tool and as a
+    clearance is met once as each); a full memo is emptied first."""
     if PyUnicode_GET_LENGTH(value) > KEPT_VALUE_LENGTH:
         return 0
     if not _predicates_noted.note(PyObject_Hash(value) ^ kind, PREDICATES_NOTED):

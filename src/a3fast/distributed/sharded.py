@@ -59,6 +59,12 @@ SHARDED_FORMAT = 1
 WAVE_PART = 1024
 
 
+def _held_already(agent: str, session: str) -> bool:
+    """The hold of a placement whose agent's shard answered that it holds the session already:
+    nothing to hold (`pipeline.hold_placed_session`)."""
+    return False
+
+
 def _shard_file(shard: int) -> str:
     return f"shard-{shard}.a3snap"
 
@@ -698,11 +704,15 @@ class ShardedFleet:
                                 for s, part in zip(self._shards, within)], "place")
         state.gathered = time.perf_counter_ns()
         placement, holds = self._merged(state, answers, maps, size, restricted=candidates is not None)
-        if state.session is not None and not remember_session:
-            placement.session_held = False      # recorded so, as one Fleet records it
-        elif placement.agent is not None and state.session is not None and not holds:
-            self.hold_session(placement.agent, state.session)
+        # the session rule of one Fleet; an agent whose shard says it holds the session already
+        # holds it again for nothing
+        pipeline.hold_placed_session(_held_already if holds else self._hold_now, placement, state.session,
+                                     remember_session)
         return placement
+
+    def _hold_now(self, agent: str, session: str) -> bool:
+        self.hold_session(agent, session)
+        return True
 
     def place_many(self, requirements_list: Iterable[Mapping[str, Any] | Requirements], *,
                    sessions: Sequence[str | None] | None = None, remember_session: bool = True,
@@ -779,6 +789,10 @@ class ShardedFleet:
                      made: list[tuple[str, str]], remember_session: bool) -> None:
         """`_place_many`'s waves, in order: each one's tasks decided over every shard and merged,
         the sessions its placements hold sent before the next (and noted in `made` as they go)."""
+        def queue_hold(agent: str, session: str) -> bool:
+            holds[self._owner(agent)].append((agent, session))
+            return True
+
         for wave_tasks in waves:
             sent = self._send_holds(holds)
             maps, size = self._views()
@@ -803,11 +817,9 @@ class ShardedFleet:
                     p, holds_already = self._merged(state, [shard_part[j] for shard_part in answers], maps,
                                                     size, checked=True)
                     placements[i] = p
-                    if state.session is not None and not remember_session:
-                        p.session_held = False      # recorded so, as one Fleet records it
-                    elif p.agent is not None and state.session is not None and not holds_already:
-                        holds[self._owner(p.agent)].append((p.agent, state.session))
-                        held[i] = True
+                    if state.session is not None:   # one Fleet's session rule, the hold sent with the wave's
+                        held[i] = pipeline.hold_placed_session(_held_already if holds_already else queue_hold, p,
+                                                               state.session, remember_session)
         made.extend(pair for pairs in holds for pair in pairs)
         self._acknowledge_holds(holds, *self._send_holds(holds))
 

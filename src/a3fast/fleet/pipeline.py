@@ -303,12 +303,15 @@ def drive(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str | None] 
     if not build:
         return states, generation
     p = stages.build(states[0], generation)
-    return [p], generation + hold_placed_session(stages, p, states[0].session, remember_session)
+    return [p], generation + hold_placed_session(stages.hold, p, states[0].session, remember_session)
 
 
-def hold_placed_session(stages: Stages, p: Placement, session: str | None, remember_session: bool) -> bool:
-    """The session rule of a built placement, the one every driver applies: a bound placement of a
-    session makes its agent hold it (`stages.hold`) with `remember_session`, and is recorded as
+def hold_placed_session(hold: Callable[[str, str], bool], p: Placement, session: str | None,
+                        remember_session: bool) -> bool:
+    """The session rule of a built placement, the one every driver applies (a Fleet's, in Python
+    and compiled, and a sharded fleet's coordinator): a bound placement of a session makes its agent
+    hold it (`hold(agent, session)`, true when the agent came to hold it now) with
+    `remember_session`, and is recorded as
     leaving it unheld without (bound or rejected: a replay that binds it holds nothing for it
     either; docs/design.md, reading 25). Whether the agent came to hold it now, which moves the
     fleet's generation on by one.
@@ -322,7 +325,7 @@ def hold_placed_session(stages: Stages, p: Placement, session: str | None, remem
     if not remember_session:
         p.session_held = False
         return False
-    return p.agent is not None and bool(stages.hold(p.agent, session))
+    return p.agent is not None and bool(hold(p.agent, session))
 
 
 def place_one(stages: Stages, task: Task, session: str | None, generation: int, route: Route | None = None,
@@ -398,7 +401,7 @@ def build_wave(stages: Stages, states: list[Placement], wave: list[int], placeme
         state = states[i]
         p = placements[i] = build_one(state, generation)
         if state.session is not None:
-            held[i] = hold_placed_session(stages, p, state.session, remember_session)
+            held[i] = hold_placed_session(stages.hold, p, state.session, remember_session)
 
 
 class LocalStages:
@@ -568,7 +571,8 @@ class LocalStages:
         score call (what place_batch does for each task, without setting up a batch and letting go
         of the GIL for a few microseconds)."""
         fleet, rows = self.fleet, self.rows
-        self.explain(state, fleet.membership)
+        # this class's explain stage, as the compiled twin runs it, whatever a subclass makes of its own
+        LocalStages.explain(self, state, fleet.membership)
         session, kind = state.session, state.kind
         scores = state.scores = self.index.score(
             state.explanation, state.eval_rows, rows.session_rows.get(session, -1) if session is not None else -1,
