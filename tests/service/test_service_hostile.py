@@ -300,3 +300,18 @@ def test_extender_args_typed_as_kubernetes_types_them(server, node):
         jsonschema.validate(r.json(), load_schema("k8s.HostPriorityList"))
     else:
         assert problems(r, 400)[0]["path"].startswith("$.Nodes.items[0]"), r.text
+
+
+@pytest.mark.parametrize("since", [2**63, 10**19, 2**64 - 1])
+def test_a_since_past_a_seqs_range_is_refused_alike_over_http_and_stdio(server, since):
+    over_http = problems(server.client.get("/v1/trace", params={"since": str(since)}), 400)
+    out, _ = stdio([orjson.dumps({"op": "trace", "since": since, "limit": 1})])
+    assert out[0]["ok"] is False and out[0]["status"] == 400
+    assert out[0]["problems"] == over_http == [{"path": "$.since", "expected": "a seq (an integer from 0 to 2^63-1)",
+                                                "found": str(since)}]
+
+
+def test_the_last_seq_is_a_since_both_ways_take(server):
+    assert server.client.get("/v1/trace", params={"since": str(2**63 - 1)}).text == ""
+    out, _ = stdio([orjson.dumps({"op": "trace", "since": 2**63 - 1})])
+    assert out[0]["ok"] is True and out[0]["records"] == []

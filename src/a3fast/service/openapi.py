@@ -153,7 +153,7 @@ PATHS: dict[str, dict[str, Any]] = {
     },
     "/v1/trace": {"get": _op("The service's trace after a seq, as JSON Lines",
                              _answer(_TEXT, "the records, one per line", _NDJSON),
-                             params=[_param("since", "query", {"type": "integer", "minimum": 0}),
+                             params=[_param("since", "query", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}),
                                      _param("limit", "query", {"type": "integer", "minimum": 1,
                                                                "maximum": 100_000})])},
     "/v1/verify": {"post": _op("Verify a posted trace (§7): the `a3fast verify --json` object "

@@ -34,7 +34,8 @@ from ..verify import is_valid, verify_stream_counted
 from . import metrics
 from .prepared import PreparedRequirements
 from .slices import Slice, readable_answer
-from .problems import MAX_DEPTH, MAX_STRING, ServiceError, check_bounds, from_library, parse_json, problem
+from .problems import (MAX_DEPTH, MAX_STRING, SINCE_EXPECTED, ServiceError, check_bounds, from_library, parse_json,
+                       problem, since_seq)
 from .state import FleetConflict, ServiceState
 
 __all__ = ["Operations", "PlaceAnswer", "PlaceRequest", "PreparedPlace", "decode_place_request", "OPS", "RECORD_FORMS", "STREAM",
@@ -641,11 +642,8 @@ class Operations:
     # -- the trace --------------------------------------------------------------------------------
     async def trace(self, body: dict) -> dict:
         """The trace records after `since` (stdio; HTTP streams the same lines)."""
-        since = _optional(body, "since", int, "a seq (a non-negative integer)")
-        if since is None:
-            since = 0
-        if since < 0:
-            raise ServiceError(400, [problem("$.since", "a seq (a non-negative integer)", str(since))])
+        since = _optional(body, "since", int, SINCE_EXPECTED)
+        since = 0 if since is None else since_seq(since, str(since))
         limit = _optional(body, "limit", int, f"an integer from 1 to {MAX_TRACE_RECORDS}")
         if limit is None:
             limit = MAX_TRACE_RECORDS

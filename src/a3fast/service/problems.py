@@ -56,9 +56,23 @@ def too_large(limit: int, found: str = "more") -> ServiceError:
     return ServiceError(413, [problem("$", f"a body of at most {limit} bytes", found)])
 
 
-#: Digits a query integer may have: an int64 has at most 19, so a longer one is refused before it
-#: is converted (a 5,000-digit number would make int() raise, or cost quadratic time).
-MAX_QUERY_DIGITS = 19
+#: Digits a query integer may have: a uint64 has at most 20, as many as a number stdio's JSON takes,
+#: so what is refused for its value is refused in the same words on both; a longer one is refused
+#: before it is converted (a 5,000-digit number would make int() raise, or cost quadratic time).
+MAX_QUERY_DIGITS = 20
+
+
+#: A trace's `since`: a seq, which records hold as an int64 (0 to 2^63-1), whichever way it is asked
+#: for (a query string's digits, a stdio line's JSON number), refused in the same words past that.
+SINCE_EXPECTED = "a seq (an integer from 0 to 2^63-1)"
+MAX_SEQ = 2**63 - 1
+
+
+def since_seq(value: int, found: str) -> int:
+    """A trace request's `since`, held to a seq's range (400 at `$.since` otherwise, `found` shown)."""
+    if not 0 <= value <= MAX_SEQ:
+        raise ServiceError(400, [problem("$.since", SINCE_EXPECTED, found)])
+    return value
 
 
 def query_int(value: str, path: str, expected: str) -> int:

@@ -172,7 +172,8 @@ def _now(coro):
 
 class _Lines:
     """Complete request lines from chunks of input; a line longer than `max_line` becomes None
-    (answered 413) and the rest of it is dropped as it arrives.
+    (answered 413) and the rest of it is dropped as it arrives. A carriage return that ends a line
+    (a CRLF line end) is not counted against `max_line`: it is read as the JSON whitespace it is.
 
     Linear in the input: each chunk is searched once for newlines (twice when one of its lines is
     too long: split in one call first, then walked), and the pieces of a line that spans chunks
@@ -198,7 +199,7 @@ class _Lines:
                 return lines
             if self.dropping:
                 self.dropping = False
-            elif self.pending_size + end > self.max_line:
+            elif not self._fits(self.pending_size + end, chunk[end - 1:end] if end else self.pending[-1][-1:]):
                 lines.append(None)
             else:
                 self.pending.append(chunk[:end])
@@ -219,18 +220,24 @@ class _Lines:
         # a line too long among them: walked newline by newline
         start = 0
         while (end := chunk.find(b"\n", start)) >= 0:
-            lines.append(chunk[start:end] if end - start <= self.max_line else None)
+            lines.append(chunk[start:end] if self._fits(end - start, chunk[end - 1:end]) else None)
             start = end + 1
         if rest:
             self._carry(rest, lines)
         return lines
 
+    def _fits(self, size: int, last: bytes) -> bool:
+        """Whether a line of `size` bytes whose last is `last` is within `max_line`, a final
+        carriage return not counted."""
+        return size <= self.max_line or (size == self.max_line + 1 and last == b"\r")
+
     def _carry(self, piece: bytes, lines: list[bytes | None]) -> None:
-        """Keep `piece`, part of a line whose newline has not arrived; once the line is too long,
-        None goes into `lines` (answered 413) and the rest of it is dropped as it arrives."""
+        """Keep `piece`, part of a line whose newline has not arrived; once the line is too long
+        (a byte past `max_line` may still be the carriage return before its newline), None goes
+        into `lines` (answered 413) and the rest of it is dropped as it arrives."""
         self.pending.append(piece)
         self.pending_size += len(piece)
-        if self.pending_size > self.max_line:
+        if self.pending_size > self.max_line + 1:
             lines.append(None)
             self.dropping = True
             self.pending, self.pending_size = [], 0
@@ -239,7 +246,9 @@ class _Lines:
         """The last line, when the input ends without a newline."""
         rest = b"".join(self.pending)
         self.pending, self.pending_size = [], 0
-        return [rest] if rest and not self.dropping else []
+        if not rest or self.dropping:
+            return []
+        return [rest if self._fits(len(rest), rest[-1:]) else None]
 
 
 def _too_long(max_line: int) -> bytes:
