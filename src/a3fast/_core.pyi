@@ -122,8 +122,7 @@ def bind_placement(placement: type, custom_scores: type, requirements: type, par
                    check_reason_limit: object, task_kind: object, read_requirements: object = None,
                    declaration: type | None = None, rows_namespace: dict[str, Any] | None = None,
                    drive: object = None, resumption: type | None = None,
-                   fleet_changed: str | None = None, hold_placed_session: object = None,
-                   check_predicates: object = None) -> None: ...
+                   fleet_changed: str | None = None, check_predicates: object = None) -> None: ...
 def prepare(requirements: object, session: str | None, route: object, reason_limit: int | None = None,
             kind: str | None = None, scorer: object = None) -> Any: ...
 def prepare_each(stages: object, tasks: Sequence[Any], sessions: Sequence[str | None], route: object,

@@ -3165,8 +3165,6 @@ cdef object fleet_changed_text = "the fleet changed while a batch of placements 
 cdef object check_predicates_of = None
 #: `pipeline.drive`, which `place_one` hands what it does not place itself
 cdef object drive_of = None
-#: `pipeline.hold_placed_session`, the session rule every driver applies to a built placement
-cdef object hold_placed_session_of = None
 #: pipeline.Resumption: a batch's task of this type is prepared by the stages' own prepare_resumption
 cdef object resumption_class = None
 cdef Py_ssize_t requirements_session_item = -1, requirements_predicates_item = -1, requirements_doc_item = -1
@@ -3188,8 +3186,7 @@ cdef int slot_offsets(object cls, tuple names, Py_ssize_t* out) except -1:
 
 def bind_placement(placement, custom_scores, requirements, parse_requirements, check_reason_limit,
                    task_kind, read_requirements=None, declaration=None, rows_namespace=None,
-                   drive=None, resumption=None, fleet_changed=None, hold_placed_session=None,
-                   check_predicates=None) -> None:
+                   drive=None, resumption=None, fleet_changed=None, check_predicates=None) -> None:
     """The classes and checks the steps work with: `placement` (the Placement class, whose slots
     STEP_SLOTS name), `custom_scores` (a caller's scores), `requirements` (the Requirements named
     tuple, its `session`, `predicates` and `doc` read by position) and the pipeline's own
@@ -3200,15 +3197,13 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     `remember` read; `drive`, the pipeline's driver, which `place_one` hands the cases it does
     not place itself; and `resumption`, the Resumption class, whose tasks `prepare_each` leaves to
     the stages' `prepare_resumption`; `fleet_changed`, the words `decide_wave` refuses a batch in
-    when the fleet changed while it was set up (the pipeline's own); `hold_placed_session`, the
-    pipeline's session rule, which `place_one` and `build_wave` apply to a placement of a session
-    (the tasks without one, most, skip the call); `check_predicates`, the pipeline's check of a
+    when the fleet changed while it was set up (the pipeline's own); `check_predicates`, the pipeline's check of a
     Requirements' predicates, called for its refusal of those that are no tuple of `str`. TypeError if a slot is not a
     plain writable one (then nothing is bound)."""
     global placement_class, custom_scores_class, requirements_class, parse_requirements_of
     global check_reason_limit_of, task_kind_of, requirements_session_item, requirements_predicates_item
     global requirements_doc_item, read_requirements_of, declaration_class, rows_globals, drive_of
-    global resumption_class, fleet_changed_text, hold_placed_session_of, check_predicates_of
+    global resumption_class, fleet_changed_text, check_predicates_of
     cdef Py_ssize_t offsets[N_SLOTS]
     cdef int k
     # every check and lookup first: a refused binding leaves the one before it whole
@@ -3235,9 +3230,7 @@ def bind_placement(placement, custom_scores, requirements, parse_requirements, c
     parse_requirements_of, check_reason_limit_of, task_kind_of = parse_requirements, check_reason_limit, task_kind
     read_requirements_of, declaration_class, rows_globals = read_requirements, declaration, rows_namespace
     drive_of = drive
-    # the pipeline's own functions and words, each kept from an earlier binding when not given
-    if hold_placed_session is not None:
-        hold_placed_session_of = hold_placed_session
+    # the pipeline's own check, kept from an earlier binding when not given
     if check_predicates is not None:
         check_predicates_of = check_predicates
     resumption_class = resumption
@@ -3665,8 +3658,8 @@ def place_one(stages, task, session, generation, route, reason_limit, kind, scor
     requirements dict or Requirements placed with the engine's scorer over every live agent;
     anything else (a resumption, a caller's or the fleet's scorer, `candidates`) through `drive`
     itself. Returns the Placement and the fleet's generation after it."""
-    if drive_of is None or hold_placed_session_of is None or placement_class is None:
-        raise RuntimeError("bind_placement has not been called with the pipeline's driver and session rule")
+    if drive_of is None or placement_class is None:
+        raise RuntimeError("bind_placement has not been called with the pipeline's driver")
     if candidates is not None or scorer is not None or stages_field(stages, H_FLEET).scorer is not None \
             or (type(task) is not dict and type(task) is not requirements_class):
         placements, generation = drive_of(stages, (task,), (session,), generation, route, reason_limit, kind,
@@ -3675,9 +3668,15 @@ def place_one(stages, task, session, generation, route, reason_limit, kind, scor
     state = prepare_task(task, session, route, reason_limit, kind, None)
     decide_one(stages, state)
     p = build_state(stages, state, generation)
+    # `pipeline.hold_placed_session`, written out: a call into Python would be one more file every
+    # placement of a session crosses
     task_session = slot(state, S_SESSION)
-    if task_session is not None and hold_placed_session_of(stages.hold, p, task_session, remember_session):
-        generation += 1
+    agent = slot(p, S_AGENT)
+    if task_session is not None:
+        if not remember_session:
+            set_slot(p, S_SESSION_HELD, False)
+        elif agent is not None and stages.hold(agent, task_session):
+            generation += 1
     return p, generation
 
 
@@ -3688,18 +3687,24 @@ def build_wave(stages, list states, list wave, list placements, list held, gener
     wave, in order, into `placements`, and whether its agent came to hold the task's session into
     `held`. A LocalStages of its own class is built by `build_decided` without a call through its
     `build`; any other (a subclass) by its `build`."""
-    cdef bint direct = type(stages) is stages_class and stages_class is not None
+    cdef bint direct = type(stages) is stages_class and stages_class is not None, placed
     cdef Py_ssize_t i
-    if hold_placed_session_of is None:
-        raise RuntimeError("bind_placement has not been called with the pipeline's session rule")
     build_one = None if direct else stages.build
     for i in wave:
         state = states[i]
         p = build_state(stages, state, generation) if direct else build_one(state, generation)
         placements[i] = p
         session = placement_field(state, S_SESSION, type(state) is placement_class and placement_class is not None)
-        if session is not None:
-            held[i] = hold_placed_session_of(stages.hold, p, session, remember_session)
+        if session is None:
+            continue
+        placed = type(p) is placement_class and placement_class is not None
+        agent = placement_field(p, S_AGENT, placed)
+        # `pipeline.hold_placed_session`, written out (a resumption holds nothing)
+        if not placement_field(p, S_RESUMED, placed):
+            if not remember_session:
+                p.session_held = False
+            elif agent is not None:
+                held[i] = bool(stages.hold(agent, session))
 
 
 a3_cpu_init()       # which of popcnt, SSSE3 and AVX2 this processor has, before any thread asks

@@ -381,13 +381,25 @@ def read_lines(lines: Iterable[bytes], *, first_line: int = 1,
     a line whose first bytes name that kind is tried with it first, one pass, and its TraceRecord
     carries the result in `typed`. The bytes only choose which decoder tries: a record's kind is
     always the one a decoder parsed, and a line the typed decoder refuses, or whose parsed kind is
-    another, is read the ordinary way. So `typed` changes
-    how fast a record is read, never what is reported about it — provided the typed decoder refuses
-    what the rule refuses (its types bound the depth and the integers, and it forbids fields it
-    does not type), since a record it accepts is not checked again.
+    another, is read the ordinary way, and so is a line that is not UTF-8 throughout (a typed
+    decoder does not look inside what it skips). A record a typed decoder accepts is held to the
+    rule in what it types (its types bound the depth and the integers) and is not checked again:
+    members it skips are not held to the depth and number rules. A reader that must check every
+    member (`verify`) gives no typed decoders, or ones that forbid fields they do not type.
     """
     return _read_numbered(((n, line) for n, line in enumerate(lines, first_line) if line and not line.isspace()),
                           typed)
+
+
+def _utf8(line: bytes) -> bool:
+    """Whether a line is UTF-8 throughout (ASCII, as most are, told at once)."""
+    if line.isascii():
+        return True
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _read_numbered(lines: Iterable[tuple[int, bytes]],
@@ -405,7 +417,7 @@ def _read_numbered(lines: Iterable[tuple[int, bytes]],
                         record = decoder.decode(line)
                     except (msgspec.MsgspecError, RecursionError):
                         record = None
-                    if record is not None and record.kind != kind:
+                    if record is not None and (record.kind != kind or not _utf8(line)):
                         record = None
                     break
             if record is not None:   # a record decoded whole (its content is a Struct, hence an object)

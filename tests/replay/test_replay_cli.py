@@ -149,6 +149,50 @@ def test_a_broken_trace_exits_2_naming_its_line_and_writes_nothing(demo, tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
 
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "replay"
+
+
+@pytest.mark.parametrize("spoil, words", [
+    # a snapshot based on one that is not in the trace: a trace cut from its start reads so too
+    (lambda c: c["fleet"].__setitem__("base", 999999),
+     "$.content['a3fast.compact'].fleet.base: fleet snapshot 999999 is not earlier in the trace"),
+    (lambda c: c.__setitem__("candidates", "not base64!"), "$.content['a3fast.compact'].candidates"),
+])
+def test_a_compact_member_that_cannot_be_read_is_bad_input_never_a_replay_over_the_whole_fleet(tmp_path, spoil,
+                                                                                               words):
+    # replayed over every agent rather than the ones it was offered, the placement could be reported as
+    # a change on an unchanged fleet
+    lines = (EXAMPLES / "cluster-trace.jsonl").read_bytes().splitlines()
+    at = next(i for i, line in enumerate(lines) if b'"base"' in line and b'"task.bound"' in line)
+    record = orjson.loads(lines[at])
+    spoil(record["content"]["a3fast.compact"])
+    lines[at] = orjson.dumps(record)
+    (tmp_path / "t.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    done = a3("replay", "t.jsonl", "--fleet", str(EXAMPLES / "cluster-fleet.jsonl"), "-o", "changes.jsonl",
+              cwd=tmp_path)
+    assert done.returncode == 2, done.stdout
+    message = done.stderr.decode()
+    assert message.startswith(f"a3fast: t.jsonl: line {at + 1}: seq {record['seq']}: ") and words in message
+    assert message.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
+
+
+@pytest.mark.parametrize("spoil, words", [
+    (lambda line: line.replace(b'"namespace"', b'"n\xffamespace"', 1), "not JSON: text that is not UTF-8"),
+    (lambda line: line.replace(b'"seq":', b'"seq":18446744073709551616,"was":', 1),
+     "$.seq: expected an integer from -2^63 to 2^64-1, found 18446744073709551616"),
+])
+def test_a_line_a_typed_reader_takes_is_still_held_to_utf8_and_a_seqs_bounds(tmp_path, spoil, words):
+    lines = (EXAMPLES / "cluster-trace.jsonl").read_bytes().splitlines()
+    at = next(i for i, line in enumerate(lines) if b'"task.admitted"' in line)
+    lines[at] = spoil(lines[at])
+    (tmp_path / "t.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    done = a3("replay", "t.jsonl", "--fleet", str(EXAMPLES / "cluster-fleet.jsonl"), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout
+    message = done.stderr.decode()
+    assert message.startswith(f"a3fast: t.jsonl: line {at + 1}: ") and words in message, message
+
+
 def test_a_trace_on_standard_input_is_replayed(demo):
     done = a3("replay", "-", "--fleet", "fleet.jsonl", "--json", cwd=demo,
               input=(demo / "compact.jsonl").read_bytes())

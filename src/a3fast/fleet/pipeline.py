@@ -308,8 +308,8 @@ def drive(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str | None] 
 
 def hold_placed_session(hold: Callable[[str, str], bool], p: Placement, session: str | None,
                         remember_session: bool) -> bool:
-    """The session rule of a built placement, the one every driver applies (a Fleet's, in Python
-    and compiled, and a sharded fleet's coordinator): a bound placement of a session makes its agent
+    """The session rule of a built placement, the one every driver applies (a Fleet's, whose
+    compiled steps write it out, and a sharded fleet's coordinator): a bound placement of a session makes its agent
     hold it (`hold(agent, session)`, true when the agent came to hold it now) with
     `remember_session`, and is recorded as
     leaving it unheld without (bound or rejected: a replay that binds it holds nothing for it
@@ -718,8 +718,7 @@ if NATIVE_STEPS:
     _native.bind_placement(Placement, CustomScores, Requirements, parse_requirements, check_reason_limit,
                            task_kind, read_requirements=requirements_reader("native"), declaration=Declaration,
                            rows_namespace=vars(rows_module), drive=drive, resumption=Resumption,
-                           fleet_changed=FLEET_CHANGED_IN_WAVE, hold_placed_session=hold_placed_session,
-                           check_predicates=check_predicates)
+                           fleet_changed=FLEET_CHANGED_IN_WAVE, check_predicates=check_predicates)
     _native.bind_holders(LocalStages, PredicateRows, AgentTable)
 
 

@@ -48,8 +48,7 @@ def recorded_lists(recorded: Any, reader: Any, names: list[str]) -> tuple[Funnel
     try:
         content = recorded.record.content
         if COMPACT_KEY in content:
-            member = reader.member(recorded.record, content)
-            return (None, {}) if member is None else _compact_lists(member, names)
+            return _compact_lists(reader.member(recorded.record, content), names)
         return _spec_lists(recorded, content, names)
     except (TraceContentError, TypeError, KeyError, AttributeError, ValueError):
         return None, {}

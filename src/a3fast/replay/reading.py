@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Annotated, Any, Iterable, Iterator, Mapping
 
 import msgspec
 import orjson
@@ -43,8 +43,13 @@ class _Declaration(msgspec.Struct, gc=False):
     agent: _Agent
 
 
+#: a seq within an int64 (msgspec bounds no wider): one past it sends its line to the ordinary reader,
+#: which holds it to the document rule (up to 2^64-1) and names one past that
+_Seq = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
 class _RecordedIn(msgspec.Struct, gc=False):
-    seq: int | None = None
+    seq: _Seq | None = None
 
 
 class _Rest(msgspec.Struct, gc=False):
@@ -106,7 +111,7 @@ class _Skipped(msgspec.Struct, gc=False):
 
 
 def _record_decoder(kind: str, content: type) -> msgspec.json.Decoder:
-    record = msgspec.defstruct(f"_{kind}", [("seq", int), ("kind", str), ("content", content)], gc=False)
+    record = msgspec.defstruct(f"_{kind}", [("seq", _Seq), ("kind", str), ("content", content)], gc=False)
     return msgspec.json.Decoder(record)
 
 
@@ -259,12 +264,16 @@ class Reader:
 
     def member(self, item: TraceRecord, content: Any = None) -> Any:
         """The compact member of a record, read on its bitmaps (never expanded); its snapshot is
-        registered. None when it cannot be read (a fleet snapshot that lies before the part of the
-        trace given, or a member outside the format): the decision is replayed all the same."""
+        registered. ReplayError naming the record when it cannot be read (a member outside the
+        format, or a fleet snapshot that is not earlier in the trace given, as in a trace cut
+        from its start): replayed over the whole fleet instead, its placement would be offered
+        agents it was not, and could be reported as a change that is not real."""
         try:
             return self.snapshots.read_member(item.seq, item.kind, item.content if content is None else content)
-        except (CompactError, TraceContentError):
-            return None
+        except CompactError as exc:     # its words name the seq and the member
+            raise ReplayError(f"line {item.line}: {exc}" if item.line is not None else str(exc)) from None
+        except TraceContentError as exc:
+            raise ReplayError(f"{self._where(item, '$.content')}: {exc}") from None
 
     # -- the parts ---------------------------------------------------------------------------------
     def _where(self, item: TraceRecord, path: str) -> str:
@@ -322,8 +331,6 @@ class Reader:
             except KeyError:
                 pass
         member = self.member(item, content)     # registers a snapshot the record carries
-        if member is None:
-            return None    # not resolvable here: replayed over the whole fleet
         names = member.names.names     # indexed by the record's checked ids
         found = self._offered.get(key) if carries_snapshot else None
         if found is not None:
