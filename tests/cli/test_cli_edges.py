@@ -94,6 +94,24 @@ def test_report_and_demo_pages_name_a_file_that_is_not_utf8_escaped(made, tmp_pa
     assert "u8/\\xff.html (one self-contained page" in done.output
 
 
+def test_a_replay_names_a_trace_and_a_fleet_that_are_not_utf8_escaped_in_its_page_json_and_changes(made, tmp_path):
+    trace, fleet = os.fsdecode(b"t\xff.jsonl"), os.fsdecode(b"f\xff.jsonl")
+    (tmp_path / trace).write_bytes((made / "t.jsonl").read_bytes())
+    (tmp_path / "u.jsonl").write_bytes((made / "t.jsonl").read_bytes())    # a second trace: changes name theirs
+    # one agent of the five the trace was placed on: its other placements are changes the -o file lists
+    (tmp_path / fleet).write_bytes((made / "fleet.jsonl").read_bytes().splitlines(keepends=True)[0])
+    done = a3("replay", trace, "u.jsonl", "--fleet", fleet, "--report", "page.html", "-o", "changes.jsonl", "--json",
+              cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    answer = orjson.loads(done.stdout)        # no lone surrogate: readable by any JSON reader
+    assert (answer["traces"], answer["fleet"]) == (["t\\xff.jsonl", "u.jsonl"], "f\\xff.jsonl")
+    assert [part["trace"] for part in answer["files"]] == ["t\\xff.jsonl", "u.jsonl"]
+    page = (tmp_path / "page.html").read_text()
+    assert "t\\xff.jsonl" in page and "f\\xff.jsonl" in page
+    changes = [orjson.loads(line) for line in (tmp_path / "changes.jsonl").read_bytes().splitlines()]
+    assert changes and {change["trace"] for change in changes} == {"t\\xff.jsonl", "u.jsonl"}
+
+
 def test_an_import_report_names_a_file_that_is_not_utf8_escaped(tmp_path):
     card = {"name": "x", "description": "d", "url": "https://agents.example.com/x", "version": "1",
             "capabilities": {}, "defaultInputModes": ["text"], "defaultOutputModes": ["text"],

@@ -25,7 +25,7 @@ import click
 import orjson
 
 from ..errors import printable
-from ..files import input_source, require_kind, why_not_a_file
+from ..files import display_name, input_source, require_kind, shown_text, why_not_a_file
 from ..framing import ARRAY, framed
 from .common import (EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_outputs, check_outputs, closed_output, json_option,
                      output_option)
@@ -143,16 +143,17 @@ def replay(traces, fleet_path, baseline_path, offer_new, allow_empty, weights, r
 
             policy = _policy(weights, route)
             html = render_replay(summary, kept, trace=", ".join(_name(t) for t in traces),
-                                 fleet=Path(fleet_path).name, policy=policy, thresholds=thresholds,
-                                 baseline=Path(baseline_path).name if baseline_path is not None else None,
+                                 fleet=_name(fleet_path), policy=policy, thresholds=thresholds,
+                                 baseline=_name(baseline_path) if baseline_path is not None else None,
                                  traces=each)
             streams[-1].write(html.encode("utf-8"))
 
     exceeded = [t for t in thresholds if t.exceeded(summary)]
     try:
         if as_json:
-            click.echo(_dumps({"trace": traces[0] if len(traces) == 1 else None, "traces": list(traces),
-                               "fleet": fleet_path, "baseline": baseline_path,
+            click.echo(_dumps({"trace": shown_text(traces[0]) if len(traces) == 1 else None,
+                               "traces": [shown_text(t) for t in traces], "fleet": shown_text(fleet_path),
+                               "baseline": shown_text(baseline_path) if baseline_path is not None else None,
                                "summary": summary.to_dict(),
                                "thresholds": [_threshold_json(t, summary) for t in thresholds],
                                "files": [_file_json(label, part) for label, part in each],
@@ -169,12 +170,14 @@ def replay(traces, fleet_path, baseline_path, offer_new, allow_empty, weights, r
 
 
 def _label(trace: str) -> str:
-    """How a trace is named in messages, changes and the summary."""
-    return "standard input" if trace == "-" else trace
+    """How a trace is named in messages, changes and the summary: a name that is not UTF-8 with its
+    bytes escaped (`files.shown_text`), as every JSON document and page of a3fast writes it."""
+    return display_name(trace)
 
 
-def _name(trace: str) -> str:
-    return "standard input" if trace == "-" else Path(trace).name
+def _name(path: str) -> str:
+    """A trace's or a fleet's file name as the page shows it (escaped as `_label`)."""
+    return "standard input" if path == "-" else shown_text(Path(path).name)
 
 
 def _file_json(label: str, summary: Any) -> dict[str, Any]:
