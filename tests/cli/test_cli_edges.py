@@ -57,6 +57,23 @@ def test_standard_output_closed_by_its_reader_ends_with_141_never_an_answers_cod
     assert err == b""
 
 
+@pytest.mark.parametrize("args", [("explain", "nowhere.jsonl"), ("replay", "nowhere.jsonl", "--fleet", "fleet.jsonl"),
+                                  ("decode", "nowhere.jsonl", "-o", "x.jsonl"), ("verify", "--no-such-option")],
+                         ids=" ".join)
+def test_a_message_to_a_standard_error_closed_by_its_reader_ends_with_141_never_an_answers_code(made, args):
+    # `2>&1 | head` with its reader gone: the bad input's line cannot be shown, and 1 would read as
+    # "unschedulable" or "beyond a threshold"
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "a3fast", *args], cwd=made, stdout=write, stderr=write,
+                              timeout=120)
+    finally:
+        os.close(write)
+    assert done.returncode == 141
+    assert not (made / "x.jsonl").exists()
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full")
 @pytest.mark.parametrize("args", COMMANDS_THAT_PRINT, ids=" ".join)
 def test_standard_output_that_cannot_be_written_is_an_output_that_cannot_be_written(made, args):

@@ -44,6 +44,16 @@ COMMANDS = {
 class LazyGroup(click.Group):
     """A click group whose subcommands live in their own modules and load on first use."""
 
+    def main(self, *args, **kwargs):
+        """click's `main`; a message it cannot show because standard error was closed by its reader
+        (`2>&1 | head`: a bad input's line, a bad option's usage) ends the command as a closed
+        standard output does, quietly with exit code 141, not with an uncaught error's 1, which
+        would read as an answer."""
+        try:
+            return super().main(*args, **kwargs)
+        except BrokenPipeError:
+            closed_output(sys.stderr)
+
     def invoke(self, ctx):
         """Run the subcommand; an exception no command turned into an answer or a bad-input message
         is a3fast's own fault, reported on one line with exit code 3 so that it cannot pass for an

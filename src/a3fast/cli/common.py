@@ -89,14 +89,15 @@ def closed_stream(which: str) -> io.TextIOWrapper:
     return io.TextIOWrapper(io.BufferedWriter(_Closed(CLOSED_OUTPUT, False)), encoding="utf-8")
 
 
-def closed_output() -> None:
-    """Standard output was closed by its reader: end quietly with EXIT_CLOSED_OUTPUT. Later writes
-    (the interpreter's flush at exit) go to /dev/null, so nothing more is reported."""
+def closed_output(stream: Any = None) -> None:
+    """Standard output (or `stream`, standard error) was closed by its reader: end quietly with
+    EXIT_CLOSED_OUTPUT. Later writes (the interpreter's flush at exit) go to /dev/null, so nothing
+    more is reported."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, (sys.stdout if stream is None else stream).fileno())
         os.close(devnull)
-    except (OSError, ValueError):     # no descriptor to replace: nothing will be flushed to it
+    except (OSError, ValueError, AttributeError):     # no descriptor to replace: nothing flushes to it
         pass
     sys.exit(EXIT_CLOSED_OUTPUT)
 
