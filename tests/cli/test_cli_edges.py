@@ -60,9 +60,9 @@ def test_standard_output_closed_by_its_reader_ends_with_141_never_an_answers_cod
 @pytest.mark.parametrize("args", [("explain", "nowhere.jsonl"), ("replay", "nowhere.jsonl", "--fleet", "fleet.jsonl"),
                                   ("decode", "nowhere.jsonl", "-o", "x.jsonl"), ("verify", "--no-such-option")],
                          ids=" ".join)
-def test_a_message_to_a_standard_error_closed_by_its_reader_ends_with_141_never_an_answers_code(made, args):
-    # `2>&1 | head` with its reader gone: the bad input's line cannot be shown, and 1 would read as
-    # "unschedulable" or "beyond a threshold"
+def test_a_message_to_a_standard_error_closed_by_its_reader_keeps_its_exit_code_never_an_answers(made, args):
+    # `2>&1 | head` with its reader gone: the bad input's line cannot be shown, and its exit code
+    # still says bad input, where 1 would read as "unschedulable" or "beyond a threshold"
     read, write = os.pipe()
     os.close(read)
     try:
@@ -70,8 +70,36 @@ def test_a_message_to_a_standard_error_closed_by_its_reader_ends_with_141_never_
                               timeout=120)
     finally:
         os.close(write)
-    assert done.returncode == 141
+    assert done.returncode == 2
     assert not (made / "x.jsonl").exists()
+
+
+def _closed_pipe_run(args: list[str], cwd: Path, *, stdout_too: bool = True, env=None) -> int:
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run([sys.executable, "-m", "a3fast", *args], cwd=cwd, stderr=write, timeout=120, env=env,
+                              stdout=write if stdout_too else subprocess.DEVNULL).returncode
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["schema", "--help"]], ids=" ".join)
+def test_help_and_version_to_a_standard_output_closed_by_its_reader_end_with_141(made, args):
+    assert _closed_pipe_run(args, made) == 141
+
+
+def test_an_internal_error_whose_line_cannot_be_shown_still_exits_3(made, tmp_path):
+    # a command that fails in a3fast's code: gen-fleet with its workload module made to raise
+    (tmp_path / "sitecustomize.py").write_text(
+        "import a3fast.workload\n"
+        "def broken(*args, **kwargs):\n    raise RuntimeError('broken on purpose')\n"
+        "a3fast.workload.generate_fleet = broken\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "a3fast", "gen-fleet", "--agents", "3"], cwd=made, env=env,
+                          capture_output=True, timeout=120)
+    assert done.returncode == 3 and b"internal error: RuntimeError: broken on purpose" in done.stderr
+    assert _closed_pipe_run(["gen-fleet", "--agents", "3"], made, env=env) == 3
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full")

@@ -17,7 +17,7 @@ from .._version import __version__
 from ..engines import ENGINE, ENGINE_PROBLEM, NATIVE_AVAILABLE
 from ..files import InputError
 from .common import (CLOSED_OUTPUT, EXIT_BAD_INPUT, EXIT_INTERNAL, WRITE_FAILURES, BadInput, closed_output,
-                     closed_stream)
+                     closed_stream, say, silenced)
 from .extras import MissingExtra, extra_for
 
 #: command name -> "module:attribute" under a3fast.cli
@@ -46,13 +46,22 @@ class LazyGroup(click.Group):
 
     def main(self, *args, **kwargs):
         """click's `main`; a message it cannot show because standard error was closed by its reader
-        (`2>&1 | head`: a bad input's line, a bad option's usage) ends the command as a closed
-        standard output does, quietly with exit code 141, not with an uncaught error's 1, which
-        would read as an answer."""
+        (`2>&1 | head`: a bad option's usage) leaves the command its exit code, 2, not an uncaught
+        error's 1, which would read as an answer (a bad input's own lines see to that themselves:
+        `BadInput.show`)."""
         try:
             return super().main(*args, **kwargs)
         except BrokenPipeError:
-            closed_output(sys.stderr)
+            silenced(sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
+
+    def make_context(self, *args, **kwargs):
+        """click's `make_context`, where `--help` and `--version` print: a standard output closed by
+        its reader ends them with 141, as it ends a command (click would exit 1)."""
+        try:
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            closed_output()
 
     def invoke(self, ctx):
         """Run the subcommand; an exception no command turned into an answer or a bad-input message
@@ -88,7 +97,7 @@ class LazyGroup(click.Group):
             raise BadInput("out of memory: the input or the work asked for is larger than this process can "
                            "hold (a device such as /dev/zero never ends)") from None
         except MissingExtra as exc:
-            click.echo(f"a3fast: {exc}", err=True)
+            say(f"a3fast: {exc}")
             ctx.exit(EXIT_BAD_INPUT)
         except Exception as exc:
             return self._internal(ctx, exc)
@@ -115,17 +124,20 @@ class LazyGroup(click.Group):
             # A module of an optional extra that no command checked for first: still the
             # caller's install to complete, named as such, not a3fast's fault.
             command = f"a3fast {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "this command"
-            click.echo(f"a3fast: {command} needs the '{extra}' extra: pip install 'a3fast[{extra}]' "
-                       f"({missing} is not installed)", err=True)
+            say(f"a3fast: {command} needs the '{extra}' extra: pip install 'a3fast[{extra}]' "
+                f"({missing} is not installed)")
             ctx.exit(EXIT_BAD_INPUT)
         if os.environ.get("A3FAST_DEBUG") == "1":
             # the traceback instead of the one line, and still exit 3: a caller reading the exit
             # code must not take an internal error for an answer (1 is "unschedulable")
             if sys.stderr is not None:      # closed: nothing is said, not even on standard output
-                traceback.print_exception(exc, file=sys.stderr)
+                try:
+                    traceback.print_exception(exc, file=sys.stderr)
+                except BrokenPipeError:
+                    silenced(sys.stderr)
             ctx.exit(EXIT_INTERNAL)
         message = " ".join(str(exc).split())
-        click.echo(f"a3fast: internal error: {type(exc).__name__}: {message} (please report)", err=True)
+        say(f"a3fast: internal error: {type(exc).__name__}: {message} (please report)")
         ctx.exit(EXIT_INTERNAL)
 
     def list_commands(self, ctx):

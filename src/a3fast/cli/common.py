@@ -41,8 +41,11 @@ class BadInput(click.ClickException):
 
     def show(self, file=None) -> None:
         out = file or sys.stderr
-        for line in capped(self.lines):    # what a message quotes, shown escaped (`errors.printable`)
-            click.echo(f"a3fast: {printable(line)}", file=out)
+        try:
+            for line in capped(self.lines):    # what a message quotes, shown escaped (`errors.printable`)
+                click.echo(f"a3fast: {printable(line)}", file=out)
+        except BrokenPipeError:     # its reader is gone: the exit code (2) still says bad input
+            silenced(out)
 
     @classmethod
     def from_error(cls, exc: A3Error, source: str | None = None) -> "BadInput":
@@ -89,17 +92,30 @@ def closed_stream(which: str) -> io.TextIOWrapper:
     return io.TextIOWrapper(io.BufferedWriter(_Closed(CLOSED_OUTPUT, False)), encoding="utf-8")
 
 
-def closed_output(stream: Any = None) -> None:
-    """Standard output (or `stream`, standard error) was closed by its reader: end quietly with
-    EXIT_CLOSED_OUTPUT. Later writes (the interpreter's flush at exit) go to /dev/null, so nothing
-    more is reported."""
+def silenced(stream: Any) -> None:
+    """`stream` (standard output or error) was closed by its reader: what is still written to it
+    (the interpreter's flush at exit too) goes to /dev/null, so nothing more fails there."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, (sys.stdout if stream is None else stream).fileno())
+        os.dup2(devnull, stream.fileno())
         os.close(devnull)
     except (OSError, ValueError, AttributeError):     # no descriptor to replace: nothing flushes to it
         pass
+
+
+def closed_output() -> None:
+    """Standard output was closed by its reader: end quietly with EXIT_CLOSED_OUTPUT."""
+    silenced(sys.stdout)
     sys.exit(EXIT_CLOSED_OUTPUT)
+
+
+def say(message: str) -> None:
+    """A line on standard error. When its reader has closed it (`2>&1 | head`), the line is lost and
+    the command goes on to its own exit code: the code, not the line, is what a caller reads."""
+    try:
+        click.echo(message, err=True)
+    except BrokenPipeError:
+        silenced(sys.stderr)
 
 
 def shown(text: str) -> str:
