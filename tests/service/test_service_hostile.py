@@ -302,7 +302,7 @@ def test_extender_args_typed_as_kubernetes_types_them(server, node):
         assert problems(r, 400)[0]["path"].startswith("$.Nodes.items[0]"), r.text
 
 
-@pytest.mark.parametrize("since", [2**63, 10**19, 2**64 - 1])
+@pytest.mark.parametrize("since", [-1, 2**63, 10**19, 2**64 - 1])
 def test_a_since_past_a_seqs_range_is_refused_alike_over_http_and_stdio(server, since):
     over_http = problems(server.client.get("/v1/trace", params={"since": str(since)}), 400)
     out, _ = stdio([orjson.dumps({"op": "trace", "since": since, "limit": 1})])
@@ -315,3 +315,10 @@ def test_the_last_seq_is_a_since_both_ways_take(server):
     assert server.client.get("/v1/trace", params={"since": str(2**63 - 1)}).text == ""
     out, _ = stdio([orjson.dumps({"op": "trace", "since": 2**63 - 1})])
     assert out[0]["ok"] is True and out[0]["records"] == []
+
+
+@pytest.mark.parametrize("field", ["since", "until"])
+def test_a_replays_range_is_held_to_a_seqs_range(server, field):
+    body = {"since": 0, field: 2**63}
+    [found] = problems(server.client.post("/v1/replay", json=body), 400)
+    assert found == {"path": f"$.{field}", "expected": "a seq (an integer from 0 to 2^63-1)", "found": str(2**63)}

@@ -45,8 +45,8 @@ from .config import ServiceConfig
 from .k8s import Extender
 from .openapi import openapi_document
 from .operations import MAX_TRACE_RECORDS, Operations, PlaceAnswer, PreparedPlace, decode_place_request, verify_text
-from .problems import (SINCE_EXPECTED, ServiceError, from_library, journal_failed, parse_json, problem, query_int,
-                       since_seq, too_large)
+from .problems import (ServiceError, from_library, journal_failed, parse_json, problem, query_int, query_since,
+                       too_large)
 from .refusals import INTERNAL, refusal
 from .replay_route import replay_endpoint
 from .seed import seed_fleet
@@ -513,8 +513,7 @@ def endpoints(config: ServiceConfig, state: ServiceState, ops: Operations, exten
         return await run("release_session", path_names(request))
 
     async def trace(request: Request, body: None) -> Response:
-        text = request.query_params.get("since", "0")
-        since = since_seq(query_int(text, "$.since", SINCE_EXPECTED), text)    # found as stdio shows it
+        since = query_since(request.query_params.get("since", "0"))
         limit = request.query_params.get("limit")
         count = None
         if limit is not None:       # as the stdio op takes it; without it the stream runs to the end

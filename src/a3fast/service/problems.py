@@ -68,11 +68,21 @@ SINCE_EXPECTED = "a seq (an integer from 0 to 2^63-1)"
 MAX_SEQ = 2**63 - 1
 
 
-def since_seq(value: int, found: str) -> int:
-    """A trace request's `since`, held to a seq's range (400 at `$.since` otherwise, `found` shown)."""
+def since_seq(value: int, found: str, path: str = "$.since") -> int:
+    """A seq asked for (a trace's `since`, a replay's `since` or `until`), held to a seq's range:
+    400 at `path` otherwise, `found` shown."""
     if not 0 <= value <= MAX_SEQ:
-        raise ServiceError(400, [problem("$.since", SINCE_EXPECTED, found)])
+        raise ServiceError(400, [problem(path, SINCE_EXPECTED, found)])
     return value
+
+
+def query_since(text: str) -> int:
+    """A trace's `since` from its query text, refused as stdio refuses the same JSON number: an
+    integer's text (a negative one, one past a seq) shown as it is, anything else quoted."""
+    digits = text[1:] if text[:1] == "-" else text
+    if digits.isascii() and digits.isdigit() and len(digits) <= MAX_QUERY_DIGITS:
+        return since_seq(int(text), text)
+    return query_int(text, "$.since", SINCE_EXPECTED)
 
 
 def query_int(value: str, path: str, expected: str) -> int:

@@ -26,7 +26,7 @@ from ..fleet.placement import Route, RouteError
 from ..replay.verdict import RouteReplayError
 from ..replay import ReplayError, ReplaySummary, copy_fleet, parse_thresholds, parse_weights, run_replay
 from ..schema import parse_declaration
-from .problems import ServiceError, from_library, parse_json, problem
+from .problems import MAX_SEQ, SINCE_EXPECTED, ServiceError, from_library, parse_json, problem
 
 __all__ = ["replay_endpoint", "REPLAY_TIMEOUT_S", "REPLAY_MAX_PLACEMENTS", "SHOW_MAX"]
 
@@ -102,10 +102,13 @@ def _fields(body: Any) -> dict[str, Any]:
         problems.append(problem("$.trace", "an array of trace records {seq, kind, content}", type(trace).__name__))
     if trace is not None and ("since" in body or "until" in body):
         problems.append(problem("$.since", "either a posted trace or a range of the service's trace", "both"))
-    for key in ("since", "until", "show"):
+    for key in ("since", "until"):      # seqs, as a trace's `since` is (`problems.since_seq`)
         value = body.get(key)
-        if value is not None and (type(value) is not int or value < 0):
-            problems.append(problem(f"$.{key}", "a non-negative integer", repr(value)[:40]))
+        if value is not None and (type(value) is not int or not 0 <= value <= MAX_SEQ):
+            problems.append(problem(f"$.{key}", SINCE_EXPECTED, repr(value)[:40]))
+    show = body.get("show")
+    if show is not None and (type(show) is not int or show < 0):
+        problems.append(problem("$.show", "a non-negative integer", repr(show)[:40]))
     compare = body.get("compare")
     if compare is not None and compare not in COMPARE:
         problems.append(problem("$.compare", f"one of {', '.join(COMPARE)}", repr(compare)[:40]))
