@@ -28,7 +28,7 @@ try:
 except ImportError:  # not built: no compiler at install time, or a source checkout
     _native = _native_ingest = None
 
-__all__ = ["ENGINE", "ENGINE_PROBLEM", "NATIVE_AVAILABLE", "ENGINES", "engine_module", "ingest_module",
+__all__ = ["ENGINE", "ENGINE_PROBLEM", "default_engine", "NATIVE_AVAILABLE", "ENGINES", "engine_module", "ingest_module",
            "available_engines", "A3FastPerformanceWarning"]
 
 NATIVE_AVAILABLE = _native is not None
@@ -75,6 +75,14 @@ def _warn_fallback_once() -> None:
 
 def available_engines() -> tuple[str, ...]:
     return ENGINES if NATIVE_AVAILABLE else ("pure",)
+
+
+def default_engine() -> str:
+    """`ENGINE`, for code that names the default engine to run on it; ImportError with
+    `ENGINE_PROBLEM` when A3FAST_ENGINE cannot be honoured, as `engine_module()` raises."""
+    if ENGINE_PROBLEM is not None:
+        raise ImportError(ENGINE_PROBLEM)
+    return ENGINE
 
 
 def engine_module(name: str | None = None) -> ModuleType:

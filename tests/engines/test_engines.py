@@ -109,6 +109,13 @@ def test_an_unknown_forced_engine_is_refused_by_every_fleet_on_the_default_engin
     assert "ImportError: A3FAST_ENGINE='turbo' names no engine: set it to native or pure" in done.stderr
 
 
+def test_a_bench_on_the_default_engine_is_refused_for_a_forced_engine_that_cannot_run():
+    code = "from a3fast.bench.compact import bench_compact\nbench_compact(agents=3, placements=2, repeat=1)"
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "A3FAST_ENGINE": "turbo"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "ImportError: A3FAST_ENGINE='turbo' names no engine" in done.stderr
+
+
 def test_a_fleet_on_a_named_engine_is_not_refused_for_a_forced_engine_that_cannot_run():
     done = subprocess.run([sys.executable, "-c", "import a3fast\na3fast.Fleet(engine='pure')"],
                           env={**os.environ, "A3FAST_ENGINE": "turbo"}, capture_output=True, text=True,

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from ..engines import ENGINE
+from ..engines import default_engine
 from ..fleet import Fleet
 from ..record.compact import Encoder, decode_trace
 from ..record.write import placement_records
@@ -37,7 +37,7 @@ def bench_compact(agents: int = 1_000, placements: int = 1_000, repeat: int = 5,
     """Compact vs spec trace of `placements` placements on one fleet generation of `agents`."""
     if quick:
         placements, repeat = 100, 2
-    engine = engine or ENGINE
+    engine = engine or default_engine()
     declarations = generate_fleet(agents, 0)
     fleet = Fleet(engine=engine)
     fleet.extend(declarations)

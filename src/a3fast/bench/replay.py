@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from ..engines import ENGINE
+from ..engines import default_engine
 from ..fleet import Fleet, FleetProtocol
 from ..replay import ReplaySummary, run_replay
 from ..trace import TraceWriter
@@ -58,7 +58,7 @@ def bench_replay(agents: int = 1_000, placements: int = 100_000, repeat: int = 3
     recorded decisions, and with the recording fleet as baseline) and to only read it, interleaved."""
     if quick:
         placements, repeat = 2_000, 1
-    engine = engine or ENGINE
+    engine = engine or default_engine()
     with tempfile.TemporaryDirectory(prefix="a3fast-bench-replay.") as tmp:
         trace, changes = Path(tmp) / "trace.jsonl", Path(tmp) / "changes.jsonl"
         declarations = _record(trace, agents, placements, engine)
