@@ -277,6 +277,61 @@ def test_a_watch_that_keeps_answering_gone_is_listed_again_with_backoff(tmp_path
         api.close()
 
 
+class EmptyWatches(FakeApiServer):
+    """An API server whose every watch ends at once with nothing in it (a proxy, a server going down)."""
+
+    async def _watch(self, writer, resource, namespace, query):
+        await self._write(writer, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                  b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+        await self._write(writer, b"0\r\n\r\n")
+
+
+class BlankLineWatches(FakeApiServer):
+    """An API server whose every watch sends a blank line, then ends."""
+
+    async def _watch(self, writer, resource, namespace, query):
+        await self._write(writer, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                  b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+        await self._write(writer, b"1\r\n\n\r\n0\r\n\r\n")
+
+
+def test_a_watch_that_ends_at_once_without_an_event_is_backed_off_from_not_a_loop(tmp_path):
+    # client-go's reflector takes a watch that ends within a second, empty, for a failure: here the
+    # backoff doubles from 0.4-0.8 s, so a few watches a collection in 3 s, not thousands
+    api = EmptyWatches()
+    api.start()
+    try:
+        api.put(NODES, node("n-1", declared("n-1")))
+        app, client = serving(api, tmp_path)
+        with client:
+            until("synced", lambda: ready(client))
+            time.sleep(3.0)
+            nodes = next(c for c in watch_status(client)["collections"] if c["collection"] == "nodes")
+            assert 1 <= nodes["watches"] <= 8 and nodes["failures"] == nodes["watches"], nodes
+            assert nodes["last_error"] == "the watch ended within 1 s without an event"
+            assert fleet_names(client) == ["n-1"]
+    finally:
+        api.close()
+
+
+def test_a_watch_line_that_is_no_event_is_named_and_watched_again(tmp_path):
+    api = BlankLineWatches()
+    api.start()
+    try:
+        api.put(NODES, node("n-1", declared("n-1")))
+        app, client = serving(api, tmp_path)
+        with client:
+            until("synced", lambda: ready(client))
+            until("a failed watch", lambda: next(c for c in watch_status(client)["collections"]
+                                                 if c["collection"] == "nodes")["failures"] >= 1)
+            nodes = next(c for c in watch_status(client)["collections"] if c["collection"] == "nodes")
+            assert nodes["last_error"].startswith("a watch line that is no event (a blank or broken line); "
+                                                  "watching again from resourceVersion "), nodes
+            assert fleet_names(client) == ["n-1"]
+    finally:
+        api.close()
+
+
 def test_a_watch_resumes_from_its_resource_version_after_a_dropped_connection(api, tmp_path):
     app, client = serving(api, tmp_path, watch_timeout=60)
     with client:
@@ -446,6 +501,43 @@ def test_serve_watch_k8s_follows_the_cluster_and_stops_cleanly(api, tmp_path):
         until("n-2", lambda: server.client.get("/v1/agents").json()["names"] == ["n-1", "n-2"])
     finally:
         assert server.stop() == 0
+
+
+class ListsForbiddenAtFirst(FakeApiServer):
+    """An API server that answers 403 to every list until `allow` is set."""
+
+    allow = False
+
+    async def _list(self, writer, resource, namespace, query):
+        if not self.allow:
+            return await self._reply(writer, 403, _status(403, "Forbidden", f"{resource} is forbidden"))
+        return await super()._list(writer, resource, namespace, query)
+
+
+def test_serve_watch_k8s_says_it_is_ready_only_once_the_cluster_is_listed(tmp_path):
+    import select
+
+    from service_process import Server
+
+    api = ListsForbiddenAtFirst()
+    api.start()
+    server = None
+    try:
+        api.put(NODES, node("n-1", declared("n-1")))
+        server = Server("--watch-k8s", "--kubeconfig", str(api.kubeconfig(tmp_path / "kubeconfig")),
+                        "--trace", str(tmp_path / "trace.jsonl"), ready=False)
+        until("a refused list", lambda: server.client.get("/readyz").json().get("status") != "loading"
+              and any(c["failures"] for c in server.client.get("/v1/watch").json()["kubernetes"]["collections"]))
+        assert server.client.get("/readyz").status_code == 503
+        assert select.select([server.proc.stdout], [], [], 0.5)[0] == []     # no ready line yet
+        api.allow = True
+        ready_line = server.proc.stdout.readline().decode()
+        assert ready_line.startswith("a3fast: ready (1 agent); serving on "), ready_line
+        assert server.client.get("/readyz").status_code == 200
+    finally:
+        if server is not None:
+            assert server.stop() == 0
+        api.close()
 
 
 @pytest.mark.slow   # a server process started and stopped: about 5 s here

@@ -792,6 +792,8 @@ async def _lifespan(app, state: ServiceState, config: ServiceConfig, watcher, ex
     app.state.failure = None
     loading = asyncio.get_running_loop().run_in_executor(None, _open, state, config, app)
     watching = [asyncio.create_task(_watch_when_ready(loading, state, w)) for w in (watcher, kube) if w is not None]
+    if kube is not None:
+        watching.append(asyncio.create_task(_ready_when_synced(loading, state, kube, app)))
     try:
         yield
     finally:
@@ -880,7 +882,19 @@ def _open(state: ServiceState, config: ServiceConfig, app) -> None:
         where = source if source is not None else "the fleet"
         _stop_loading(app, state, f"{where}: cannot be loaded ({type(exc).__name__}: {exc})")
         return
-    if getattr(app.state, "on_ready", None) is not None:
+    # with --watch-k8s the service takes work once the cluster's first lists are applied
+    # (`_ready_when_synced`); before, every request a fleet is needed for is answered 503
+    if getattr(app.state, "on_ready", None) is not None and getattr(app.state, "kube", None) is None:
+        app.state.on_ready(len(state.fleet))
+
+
+async def _ready_when_synced(loading, state: ServiceState, kube, app) -> None:
+    """The ready line of a service that follows the cluster: said once every collection's first
+    list is applied, as `/readyz` and the extender's routes then say."""
+    await asyncio.shield(loading)
+    while state.ready and not kube.synced:
+        await asyncio.sleep(0.05)
+    if state.ready and getattr(app.state, "on_ready", None) is not None:
         app.state.on_ready(len(state.fleet))
 
 

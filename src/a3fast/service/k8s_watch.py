@@ -72,6 +72,9 @@ MAX_BACKOFF = 30.0
 REFLECTORS_STOP_WAIT = 2.0
 #: A batch's wait for the event loop to apply it, in seconds (the loop is never held for long).
 APPLY_TIMEOUT = 120.0
+#: A watch that ends sooner than this, in seconds, without an event is a failure (client-go's
+#: reflector calls it "very short" under one second too): backed off, not resumed at once.
+SHORT_WATCH = 1.0
 
 
 class KubeConfigError(Exception):
@@ -236,6 +239,11 @@ class _Gone(Exception):
     """410 Gone: the resourceVersion was compacted; list again."""
 
 
+class WatchError(Exception):
+    """A watch that misbehaved without an HTTP error (ended at once, a line that is no event):
+    reported as the collection's last error and backed off from, as a failed request is."""
+
+
 class KubeWatch:
     """The watch over the cluster's declarations: `run()` is the background task (cancelled when
     the service stops), `status()` its report under /v1/watch, `synced` its readiness."""
@@ -337,7 +345,13 @@ class KubeWatch:
             try:
                 if c.resource_version is None:
                     self._list(api, c, loop)
+                started, seen = time.monotonic(), c.events + c.bookmarks
                 self._watch(api, c, loop)
+                if c.events + c.bookmarks == seen and time.monotonic() - started < SHORT_WATCH \
+                        and not self._stop.is_set():
+                    # as client-go's reflector: a watch the server ends at once, with nothing in it
+                    # (a proxy, a server going down), is a failure to back off from, not a loop
+                    raise WatchError(f"the watch ended within {SHORT_WATCH:g} s without an event")
                 delay = self.config.backoff          # a watch that ended normally: resume at once
             except _Gone:
                 c.relists_gone += 1
@@ -427,6 +441,9 @@ class KubeWatch:
                                                     timeout + self.config.request_timeout)):
                 if self._stop.is_set():
                     break
+                if not isinstance(event, dict):      # the client's reading of a blank or broken line
+                    raise WatchError(f"a watch line that is no event (a blank or broken line); watching again "
+                                     f"from resourceVersion {c.resource_version}")
                 kind = event.get("type")
                 obj = event.get("raw_object")
                 if kind == "BOOKMARK":
@@ -649,6 +666,8 @@ class KubeWatch:
 
 
 def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, WatchError):
+        return str(exc)
     status = getattr(exc, "status", None)
     reason = getattr(exc, "reason", None)
     if status is not None:
