@@ -18,6 +18,10 @@ The rule:
 - **Objects** keyed by strings; arrays are lists (or tuples); no other Python types, except that
   a document itself may be any Mapping (a3fast copies its items into a dict when it records it).
 
+`cut_deeper_than` makes JSON text nested past any reader's recursion limit readable, for a reader
+that must name the object that holds it rather than fail its whole input (a list of the cluster's
+objects); what it keeps is still past the rule, which then names it.
+
 `check` walks a decoded value iteratively (no recursion, so it cannot itself hit RecursionError) and
 names each problem as a `Problem(path, expected, found)`. `conforms` answers the same question fast,
 letting orjson's C writer do the walk — it refuses ints beyond 64 bits, lone surrogates, non-string
@@ -37,9 +41,13 @@ import orjson
 from .errors import Problem, SchemaError, describe, json_path
 
 __all__ = ["MAX_DEPTH", "MAX_RECORD_DEPTH", "INT_MIN", "INT_MAX", "check", "conforms", "validate", "plainly_within",
-           "syntax_error", "loads", "decode_problem"]
+           "syntax_error", "loads", "decode_problem", "cut_deeper_than", "READABLE_DEPTH"]
 
 MAX_DEPTH = 128
+#: The nesting `cut_deeper_than` keeps: readable by orjson (1,024 levels), msgspec and Python's json
+#: (a thread's recursion limit of 1,000, less the frames below the reader), and still four times
+#: MAX_DEPTH, so a document cut there breaks the rule as the text did
+READABLE_DEPTH = 512
 MAX_RECORD_DEPTH = MAX_DEPTH + 16
 INT_MIN = -(2**63)
 INT_MAX = 2**64 - 1
@@ -263,3 +271,42 @@ def loads(data: bytes | str, source: str | None = None, limit: int = MAX_DEPTH) 
     if problems:
         raise SchemaError(problems, source)
     return value
+
+
+def cut_deeper_than(text: bytes, depth: int = READABLE_DEPTH) -> bytes:
+    """JSON `text` with every array or object that opens deeper than `depth` levels replaced by
+    `null`, found without reading the text as JSON (an iterative scan of its brackets outside
+    strings, in numpy's loops): what a reader with a recursion limit can then read, still nested
+    `depth` deep. Text whose brackets do not pair (not JSON) is given back as it is."""
+    import numpy as np
+
+    data = np.frombuffer(text, dtype=np.uint8)
+    n = len(data)
+    if n == 0:
+        return text
+    position = np.arange(n)
+    # a quote ends or starts a string unless an odd run of backslashes comes before it
+    not_backslash = data != 0x5C
+    last_other = np.maximum.accumulate(np.where(not_backslash, position, -1))
+    quotes = np.flatnonzero(data == 0x22)
+    before = quotes - 1
+    run = np.where(before >= 0, before - last_other[np.maximum(before, 0)], 0)
+    toggles = np.zeros(n, dtype=np.int8)
+    toggles[quotes[run % 2 == 0]] = 1
+    outside = (np.cumsum(toggles, dtype=np.int64) & 1) == 0
+    opens = ((data == 0x7B) | (data == 0x5B)) & outside
+    closes = ((data == 0x7D) | (data == 0x5D)) & outside
+    level = np.cumsum(opens.astype(np.int64) - closes.astype(np.int64))     # the depth after each byte
+    starts = np.flatnonzero(opens & (level == depth + 1))
+    ends = np.flatnonzero(closes & (level == depth))
+    if len(starts) == 0:
+        return text
+    if len(ends) != len(starts) or not (np.all(starts < ends) and np.all(ends[:-1] < starts[1:])):
+        return text
+    pieces, at = [], 0
+    for start, end in zip(starts.tolist(), ends.tolist()):
+        pieces.append(text[at:start])
+        pieces.append(b"null")
+        at = end + 1
+    pieces.append(text[at:])
+    return b"".join(pieces)

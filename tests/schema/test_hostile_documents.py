@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import a3fast
-from a3fast.document import INT_MAX, INT_MIN, MAX_DEPTH, check, conforms, loads
+from a3fast.document import INT_MAX, INT_MIN, MAX_DEPTH, check, conforms, cut_deeper_than, loads
 from a3fast.errors import A3Error, SchemaError
 from a3fast.schema import parse_declaration, parse_requirements
 from a3fast.trace import TraceContentError, TraceProblem, TraceRecord, read_trace
@@ -374,3 +374,41 @@ def test_text_that_is_not_utf8_is_named_at_its_byte(data, where):
     with pytest.raises(SchemaError) as refused:
         loads(data, "task.json")
     assert str(refused.value) == f"task.json: $: expected valid JSON, found text that is not UTF-8: {where}"
+
+
+# -- JSON nested past every reader's recursion limit, cut to what they read ---------------------------
+def _cut_reference(value, depth: int, level: int = 0):
+    """`value` with every array or object more than `depth` levels deep replaced by None."""
+    if isinstance(value, (dict, list)):
+        if level + 1 > depth:
+            return None
+        if isinstance(value, dict):
+            return {k: _cut_reference(v, depth, level + 1) for k, v in value.items()}
+        return [_cut_reference(v, depth, level + 1) for v in value]
+    return value
+
+
+_TEXT = st.text(alphabet='[]{}"\\ ,:ab\n\u00e9', max_size=6)
+_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-5, 5) | _TEXT,
+                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+                       max_leaves=25)
+
+
+@settings(max_examples=300)
+@given(_VALUES, st.integers(1, 6))
+def test_json_cut_deeper_than_a_depth_is_the_value_cut_there(value, depth):
+    # brackets, quotes and backslashes inside strings (escaped as orjson writes them) are not nesting
+    text = orjson.dumps(value)
+    assert orjson.loads(cut_deeper_than(text, depth)) == _cut_reference(value, depth)
+
+
+def test_json_past_every_readers_depth_is_read_once_cut_and_still_breaks_the_rule():
+    text = b'{"a":"[[[","b":' + b"[" * 5000 + b"]" * 5000 + b',"c":1}'
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(text)
+    value = orjson.loads(cut_deeper_than(text))
+    assert value["a"] == "[[[" and value["c"] == 1
+    problems = check(value)
+    assert problems and problems[0].path.startswith("$.b")
+    assert cut_deeper_than(b'[[1]') == b'[[1]'        # brackets that do not pair: given back as they are
+    assert cut_deeper_than(b"") == b""

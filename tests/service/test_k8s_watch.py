@@ -212,6 +212,52 @@ def test_a_bad_object_next_to_good_ones_is_reported_and_declares_no_agent_until_
         jsonschema.validate(status, load_schema("watch.response"))
 
 
+#: what `DeepObjects` writes in place of this string: nesting past every JSON reader's recursion limit,
+#: which the API server accepts in an AgentDeclaration's spec (its schema keeps unknown fields)
+DEEP = "deep-value"
+DEEP_TEXT = b"[" * 1100 + b"]" * 1100
+
+
+class DeepObjects(FakeApiServer):
+    """An API server that writes DEEP_TEXT wherever an object holds the string DEEP."""
+
+    async def _reply(self, writer, status, doc):
+        body = orjson.dumps(doc).replace(b'"%s"' % DEEP.encode(), DEEP_TEXT)
+        await self._write(writer, f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\n"
+                                  f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        return True
+
+    async def _chunk(self, writer, event):
+        line = orjson.dumps(event).replace(b'"%s"' % DEEP.encode(), DEEP_TEXT) + b"\n"
+        await self._write(writer, f"{len(line):x}\r\n".encode() + line + b"\r\n")
+
+
+@pytest.mark.parametrize("when", ["in the first list", "after the first list"])
+def test_an_object_nested_past_any_readers_depth_is_reported_and_never_stops_the_watch(tmp_path, when):
+    api = DeepObjects(bookmark_every=0.3)
+    api.start()
+    deep = agent_declaration("evil", "team-x", {**declared("evil", "team-x"), "notes": DEEP})
+    try:
+        api.put(NODES, node("n-1", declared("n-1")))
+        if when == "in the first list":
+            api.put(DECLARATIONS, deep)
+        app, client = serving(api, tmp_path)
+        with client:
+            until("synced", lambda: ready(client))
+            if when == "after the first list":
+                api.put(DECLARATIONS, deep)
+            until("reported", lambda: watch_status(client)["problems"])
+            [problem] = watch_status(client)["problems"]
+            assert problem["object"] == "AgentDeclaration team-x/evil"
+            assert problem["problem"].startswith("spec"), problem
+            # the watch goes on: later objects are served
+            api.put(DECLARATIONS, agent_declaration("alpha", "team-a", declared("alpha")))
+            until("alpha", lambda: fleet_names(client) == ["alpha", "n-1"])
+            assert all(c["last_error"] is None for c in watch_status(client)["collections"])
+    finally:
+        api.close()
+
+
 def test_a_name_declared_by_an_agent_declaration_and_a_node_is_a_conflict_the_declaration_wins(api, tmp_path):
     api.put(NODES, node("n-1", declared("n-1", namespace="nodes")))
     app, client = serving(api, tmp_path)

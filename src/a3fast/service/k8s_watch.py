@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import datetime as _dt
+import functools
 import logging
 import os
 import queue
@@ -50,6 +51,7 @@ from typing import Any, Callable, NamedTuple
 import orjson
 
 from ..cancellation import join_within
+from ..document import READABLE_DEPTH, cut_deeper_than
 from ..errors import A3Error, SchemaError
 from ..interop.kubernetes import ANNOTATION, GROUP, PLURAL, VERSIONS, fill_agent
 from ..schema import parse_declaration
@@ -403,7 +405,7 @@ class KubeWatch:
                 if exc.status == 410:
                     raise _Gone() from None   # the continue token expired: list from the start
                 raise
-            page = orjson.loads(response.data)
+            page = _loads_cut(response.data)
             claims.extend(c.read(item) for item in page.get("items") or ())
             meta = page.get("metadata") or {}
             token = meta.get("continue")
@@ -425,7 +427,7 @@ class KubeWatch:
 
         fn, args = self._call(api, c)
         timeout = int(self.config.watch_timeout * (1 + random.random()))
-        w = watch.Watch(return_type="object")
+        w = _watch_class()(return_type="object")
         with self._lock:
             self._watches.add(w)
         if self._stop.is_set():       # stop() took its list of watches before this one joined it
@@ -663,6 +665,39 @@ class KubeWatch:
             "problems": [{k: v for k, v in found.items() if k != "ref"}
                          for _, found in sorted(self.problems.items())],
         }
+
+
+def _loads_cut(data: bytes) -> Any:
+    """A list's JSON; one with an object nested past a reader's recursion limit (an
+    AgentDeclaration's spec keeps unknown fields) read with the part past `READABLE_DEPTH` cut
+    away, so that object is named as one that breaks the document rule and the others are served,
+    rather than the whole list failing for good."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        cut = cut_deeper_than(data)
+        if cut is data:
+            raise
+        return orjson.loads(cut)
+
+
+@functools.lru_cache(maxsize=None)
+def _watch_class() -> type:
+    """The client's Watch with events read as `Watch.unmarshal_event` says (made on the first watch:
+    the client is imported by the reflectors, not with this module)."""
+    from kubernetes import watch
+
+    class Watch(watch.Watch):
+        """The client's Watch, whose events nested past its JSON reader's recursion limit are read
+        cut at `READABLE_DEPTH` (`_loads_cut`): otherwise the event fails every watch that resumes
+        before it, and the collection stops following the cluster until a 410."""
+
+        def unmarshal_event(self, data, return_type):
+            if isinstance(data, str) and data.count("[") + data.count("{") > READABLE_DEPTH:
+                data = cut_deeper_than(data.encode("utf-8", "surrogatepass")).decode("utf-8", "surrogatepass")
+            return super().unmarshal_event(data, return_type)
+
+    return Watch
 
 
 def _error_text(exc: BaseException) -> str:
