@@ -44,6 +44,8 @@ __all__ = ["MAX_DEPTH", "MAX_RECORD_DEPTH", "INT_MIN", "INT_MAX", "check", "conf
            "syntax_error", "loads", "decode_problem", "cut_deeper_than", "READABLE_DEPTH"]
 
 MAX_DEPTH = 128
+#: Bytes `cut_deeper_than` scans at a time (its arrays are a few times this, never the text's size).
+CUT_PIECE = 1 << 20
 #: The nesting `cut_deeper_than` keeps: readable by orjson (1,024 levels), msgspec and Python's json
 #: (a thread's recursion limit of 1,000, less the frames below the reader), and still four times
 #: MAX_DEPTH, so a document cut there breaks the rule as the text did
@@ -275,36 +277,42 @@ def loads(data: bytes | str, source: str | None = None, limit: int = MAX_DEPTH) 
 
 def cut_deeper_than(text: bytes, depth: int = READABLE_DEPTH) -> bytes:
     """JSON `text` with every array or object that opens deeper than `depth` levels replaced by
-    `null`, found without reading the text as JSON (an iterative scan of its brackets outside
-    strings, in numpy's loops): what a reader with a recursion limit can then read, still nested
-    `depth` deep. Text whose brackets do not pair (not JSON) is given back as it is."""
+    `null`, found without reading the text as JSON: a scan of its brackets outside strings, in
+    numpy's loops over pieces of CUT_PIECE bytes (its memory a few times a piece's, whatever the
+    text's length). Text whose brackets do not pair (not JSON) is given back as it is; within a
+    value that is cut, only the pairing of brackets is looked at (a reader refuses the rest)."""
     import numpy as np
 
-    data = np.frombuffer(text, dtype=np.uint8)
-    n = len(data)
-    if n == 0:
-        return text
-    position = np.arange(n)
-    # a quote ends or starts a string unless an odd run of backslashes comes before it
-    not_backslash = data != 0x5C
-    last_other = np.maximum.accumulate(np.where(not_backslash, position, -1))
-    quotes = np.flatnonzero(data == 0x22)
-    before = quotes - 1
-    run = np.where(before >= 0, before - last_other[np.maximum(before, 0)], 0)
-    toggles = np.zeros(n, dtype=np.int8)
-    toggles[quotes[run % 2 == 0]] = 1
-    outside = (np.cumsum(toggles, dtype=np.int64) & 1) == 0
-    opens = ((data == 0x7B) | (data == 0x5B)) & outside
-    closes = ((data == 0x7D) | (data == 0x5D)) & outside
-    level = np.cumsum(opens.astype(np.int64) - closes.astype(np.int64))     # the depth after each byte
-    starts = np.flatnonzero(opens & (level == depth + 1))
-    ends = np.flatnonzero(closes & (level == depth))
-    if len(starts) == 0:
-        return text
-    if len(ends) != len(starts) or not (np.all(starts < ends) and np.all(ends[:-1] < starts[1:])):
+    starts: list[int] = []
+    ends: list[int] = []
+    inside, run, level, lowest = 0, 0, 0, 0      # what one piece hands the next
+    for base in range(0, len(text), CUT_PIECE):
+        data = np.frombuffer(text, dtype=np.uint8, count=min(CUT_PIECE, len(text) - base), offset=base)
+        n = len(data)
+        position = np.arange(n, dtype=np.int64)
+        # a quote ends or starts a string unless an odd run of backslashes comes before it (a run
+        # may begin in the pieces before: it counts from a position before this piece's first)
+        others = np.where(data != 0x5C, position, -1 - run)
+        last_other = np.maximum.accumulate(others)
+        quotes = np.flatnonzero(data == 0x22)
+        run_before = np.where(quotes > 0, quotes - 1 - last_other[np.maximum(quotes - 1, 0)], run)
+        toggles = np.zeros(n, dtype=np.int8)
+        toggles[quotes[run_before % 2 == 0]] = 1
+        outside = ((np.cumsum(toggles, dtype=np.int32) + inside) & 1) == 0
+        step = (((data == 0x7B) | (data == 0x5B)) & outside).astype(np.int8)
+        step -= (((data == 0x7D) | (data == 0x5D)) & outside).astype(np.int8)
+        levels = np.cumsum(step, dtype=np.int32) + level      # the depth after each byte
+        starts.extend((np.flatnonzero((step == 1) & (levels == depth + 1)) + base).tolist())
+        ends.extend((np.flatnonzero((step == -1) & (levels == depth)) + base).tolist())
+        lowest = min(lowest, int(levels.min()))
+        inside = int((int(toggles.sum()) + inside) & 1)
+        level = int(levels[-1])
+        run = int(n - 1 - last_other[-1])
+    if not starts or level != 0 or lowest < 0 or len(ends) != len(starts) \
+            or any(s >= e for s, e in zip(starts, ends)) or any(e >= s for e, s in zip(ends, starts[1:])):
         return text
     pieces, at = [], 0
-    for start, end in zip(starts.tolist(), ends.tolist()):
+    for start, end in zip(starts, ends):
         pieces.append(text[at:start])
         pieces.append(b"null")
         at = end + 1

@@ -394,12 +394,19 @@ _VALUES = st.recursive(st.none() | st.booleans() | st.integers(-5, 5) | _TEXT,
                        max_leaves=25)
 
 
-@settings(max_examples=300)
-@given(_VALUES, st.integers(1, 6))
-def test_json_cut_deeper_than_a_depth_is_the_value_cut_there(value, depth):
-    # brackets, quotes and backslashes inside strings (escaped as orjson writes them) are not nesting
+@settings(max_examples=400)
+@given(_VALUES, st.integers(0, 6), st.sampled_from([1, 2, 3, 7, 1 << 20]))
+def test_json_cut_deeper_than_a_depth_is_the_value_cut_there(value, depth, piece):
+    # brackets, quotes and backslashes inside strings (escaped as orjson writes them) are not
+    # nesting, however the scan's pieces cut the text (a string, a run of backslashes across them)
+    import a3fast.document as document
+
     text = orjson.dumps(value)
-    assert orjson.loads(cut_deeper_than(text, depth)) == _cut_reference(value, depth)
+    kept, document.CUT_PIECE = document.CUT_PIECE, piece
+    try:
+        assert orjson.loads(cut_deeper_than(text, depth)) == _cut_reference(value, depth)
+    finally:
+        document.CUT_PIECE = kept
 
 
 def test_json_past_every_readers_depth_is_read_once_cut_and_still_breaks_the_rule():
@@ -410,5 +417,6 @@ def test_json_past_every_readers_depth_is_read_once_cut_and_still_breaks_the_rul
     assert value["a"] == "[[[" and value["c"] == 1
     problems = check(value)
     assert problems and problems[0].path.startswith("$.b")
-    assert cut_deeper_than(b'[[1]') == b'[[1]'        # brackets that do not pair: given back as they are
+    for unpaired in (b'[[1]', b'[1]]', b']['):      # brackets that do not pair: given back as they are
+        assert cut_deeper_than(unpaired, 1) == unpaired
     assert cut_deeper_than(b"") == b""

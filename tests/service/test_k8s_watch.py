@@ -549,6 +549,24 @@ def test_serve_watch_k8s_follows_the_cluster_and_stops_cleanly(api, tmp_path):
         assert server.stop() == 0
 
 
+def test_a_watch_that_stops_before_its_first_lists_stops_the_start(api, tmp_path, monkeypatch):
+    from a3fast.service.k8s_watch import KubeWatch
+
+    async def broken(self):
+        raise RuntimeError("the cluster's connection settings changed")
+
+    monkeypatch.setattr(KubeWatch, "run", broken)
+    app, client = serving(api, tmp_path)
+    failed, said = [], []
+    app.state.on_failure = lambda: failed.append(app.state.failure)
+    app.state.on_ready = said.append
+    with client:
+        until("the start stopped", lambda: failed)
+    assert failed == ["--watch-k8s: the watch of the cluster stopped before its first lists were applied "
+                      "(the log above says why)"]
+    assert said == []
+
+
 class ListsForbiddenAtFirst(FakeApiServer):
     """An API server that answers 403 to every list until `allow` is set."""
 

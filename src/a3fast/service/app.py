@@ -793,7 +793,7 @@ async def _lifespan(app, state: ServiceState, config: ServiceConfig, watcher, ex
     loading = asyncio.get_running_loop().run_in_executor(None, _open, state, config, app)
     watching = [asyncio.create_task(_watch_when_ready(loading, state, w)) for w in (watcher, kube) if w is not None]
     if kube is not None:
-        watching.append(asyncio.create_task(_ready_when_synced(loading, state, kube, app)))
+        watching.append(asyncio.create_task(_ready_when_synced(loading, state, kube, watching[-1], app)))
     try:
         yield
     finally:
@@ -888,13 +888,19 @@ def _open(state: ServiceState, config: ServiceConfig, app) -> None:
         app.state.on_ready(len(state.fleet))
 
 
-async def _ready_when_synced(loading, state: ServiceState, kube, app) -> None:
+async def _ready_when_synced(loading, state: ServiceState, kube, following: asyncio.Task, app) -> None:
     """The ready line of a service that follows the cluster: said once every collection's first
-    list is applied, as `/readyz` and the extender's routes then say."""
+    list is applied, as `/readyz` and the extender's routes then say. A watch that stops before
+    that (its task, `following`, ends: it logged why) stops the start as a failed load does."""
     await asyncio.shield(loading)
-    while state.ready and not kube.synced:
+    while state.ready and not kube.synced and not following.done():
         await asyncio.sleep(0.05)
-    if state.ready and getattr(app.state, "on_ready", None) is not None:
+    if not state.ready or following.cancelled():     # a failed start, or the service stopping
+        return
+    if not kube.synced:
+        _stop_loading(app, state, "--watch-k8s: the watch of the cluster stopped before its first lists were "
+                                  "applied (the log above says why)")
+    elif getattr(app.state, "on_ready", None) is not None:
         app.state.on_ready(len(state.fleet))
 
 

@@ -349,11 +349,13 @@ class KubeWatch:
                     self._list(api, c, loop)
                 started, seen = time.monotonic(), c.events + c.bookmarks
                 self._watch(api, c, loop)
-                if c.events + c.bookmarks == seen and time.monotonic() - started < SHORT_WATCH \
+                # (half the watch's own timeout when that is shorter: a quiet cluster's watch lasts it)
+                short = min(SHORT_WATCH, self.config.watch_timeout / 2)
+                if c.events + c.bookmarks == seen and time.monotonic() - started < short \
                         and not self._stop.is_set():
                     # as client-go's reflector: a watch the server ends at once, with nothing in it
                     # (a proxy, a server going down), is a failure to back off from, not a loop
-                    raise WatchError(f"the watch ended within {SHORT_WATCH:g} s without an event")
+                    raise WatchError(f"the watch ended within {short:g} s without an event")
                 delay = self.config.backoff          # a watch that ended normally: resume at once
             except _Gone:
                 c.relists_gone += 1
@@ -674,11 +676,13 @@ def _loads_cut(data: bytes) -> Any:
     rather than the whole list failing for good."""
     try:
         return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        cut = cut_deeper_than(data)
-        if cut is data:
+    except orjson.JSONDecodeError as exc:
+        if "depth limit exceeded" not in str(exc):      # orjson's words for nesting past its limit
             raise
-        return orjson.loads(cut)
+        try:
+            return orjson.loads(cut_deeper_than(data))
+        except orjson.JSONDecodeError:
+            raise exc from None      # what is wrong besides the depth, where the text has it
 
 
 @functools.lru_cache(maxsize=None)
@@ -693,9 +697,11 @@ def _watch_class() -> type:
         before it, and the collection stops following the cluster until a 410."""
 
         def unmarshal_event(self, data, return_type):
-            if isinstance(data, str) and data.count("[") + data.count("{") > READABLE_DEPTH:
-                data = cut_deeper_than(data.encode("utf-8", "surrogatepass")).decode("utf-8", "surrogatepass")
-            return super().unmarshal_event(data, return_type)
+            try:
+                return super().unmarshal_event(data, return_type)
+            except RecursionError:       # the client's reader takes only its own JSONDecodeError
+                cut = cut_deeper_than(data.encode("utf-8", "surrogatepass")).decode("utf-8", "surrogatepass")
+                return super().unmarshal_event(cut, return_type)
 
     return Watch
 
