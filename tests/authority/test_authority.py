@@ -123,6 +123,80 @@ def test_a_pem_key_verifies_the_same_signatures():
     assert verify_engagement(w.engagement(), connection, now=NOW).valid
 
 
+def _torsion_points() -> list[bytes]:
+    """The encodings of Ed25519's eight points of small order, found as L times points of full
+    order (L the prime subgroup's order), each checked to be of the order it is listed for."""
+    from a3fast.authority import keys as K
+
+    P, L = K._P, 2**252 + 27742317777372353535851937790883648493
+
+    def add(a, b):
+        (x1, y1), (x2, y2) = a, b
+        t = K._D * x1 * x2 * y1 * y2 % P
+        return ((x1 * y2 + y1 * x2) * pow(1 + t, P - 2, P) % P, (y1 * y2 + x1 * x2) * pow(1 - t, P - 2, P) % P)
+
+    def times(n, point):
+        out = (0, 1)
+        while n:
+            if n & 1:
+                out = add(out, point)
+            point, n = add(point, point), n >> 1
+        return out
+
+    def encoded(point):
+        x, y = point
+        return (y | (x & 1) << 255).to_bytes(32, "little")
+
+    found: set[bytes] = set()
+    y = 2
+    while len(found) < 8:
+        point = K._decoded(y.to_bytes(32, "little"))
+        y += 1
+        if point is None:
+            continue
+        torsion = times(L, point)
+        for k in range(8):
+            found.add(encoded(times(k, torsion)))
+    return sorted(found)
+
+
+def test_rule_a_key_of_small_order_is_refused_since_signatures_for_it_need_no_private_key():
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from a3fast.authority.keys import b64url_encode, load_public_key, small_order
+
+    points = _torsion_points()
+    assert len(points) == 8 and (1).to_bytes(32, "little") in points
+    # the threat: the identity "verifies" a signature nobody made, for any message
+    identity = Ed25519PublicKey.from_public_bytes((1).to_bytes(32, "little"))
+    forged = (1).to_bytes(32, "little") + bytes(32)
+    for message in (b"grant everything", b"anything else"):
+        try:
+            identity.verify(forged, message)
+        except InvalidSignature:        # a library that refuses it itself is safe here all the same
+            break
+    for raw in points:
+        assert small_order(raw)
+        with pytest.raises(ValueError, match="not a point of small order"):
+            load_public_key(b64url_encode(raw))
+        world = World()
+        with pytest.raises(SchemaError, match="small order"):
+            parse_connection({**world.connection_doc, "keys": [{"kid": world.kid, "public_key": b64url_encode(raw)}]})
+    assert not any(small_order(World().key.public_key().public_bytes_raw()) for _ in range(50))
+
+
+def test_a_private_key_given_as_a_public_one_is_named_so():
+    from cryptography.hazmat.primitives import serialization
+
+    from a3fast.authority.keys import load_public_key
+
+    pem = World().key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()).decode()
+    with pytest.raises(ValueError, match=r"^a public key, not a private key"):
+        load_public_key(pem)
+
+
 def test_expiry_is_exclusive_and_exact_to_the_microsecond(world):
     expires = parse_instant(EXPIRES)
     just_before = format_instant(expires - timedelta(microseconds=1))

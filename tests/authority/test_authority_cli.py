@@ -97,6 +97,15 @@ def test_a_revoked_connection_exits_1(tmp_path):
     assert "connection conn-7f3a with arena.example: revoked at 2026-03-01T12:15:00Z" in result.stdout
 
 
+@pytest.mark.parametrize("twice", [("contracts", "mappings"), ("connection", "engagement")])
+def test_standard_input_named_for_two_documents_is_bad_input(twice):
+    args = example_args(**{name: "-" for name in twice})
+    result = run("resolve", *args, "--now", NOW)
+    assert result.exit_code == 2
+    assert result.stderr == (f"a3fast: standard input is read once: --{twice[0]} and --{twice[1]} each ask for "
+                             f"it; give all but one as a file\n")
+
+
 def test_an_engagement_that_is_not_json_is_bad_input(tmp_path):
     result = run("resolve", *example_args(engagement=write(tmp_path, "e.json", b"{\"a\":")), "--now", NOW)
     assert result.exit_code == 2 and "Traceback" not in result.output

@@ -183,6 +183,12 @@ def resolve(contracts_path, mappings_path, skills_path, connection_path, engagem
     connection or the engagement, denied by a runtime policy rule, no contract, no host mapping,
     connection revoked, engagement rejected.
     """
+    inputs = {"--contracts": contracts_path, "--mappings": mappings_path, "--skills": skills_path,
+               "--connection": connection_path, "--engagement": engagement_path, "--policy": policy_path}
+    from_stdin = [option for option, path in inputs.items() if path == "-"]
+    if len(from_stdin) > 1:
+        raise BadInput(f"standard input is read once: {' and '.join(from_stdin)} each ask for it; give all but "
+                       f"one as a file")
     try:
         at = current_instant(now)
     except ValueError:
