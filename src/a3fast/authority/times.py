@@ -26,7 +26,8 @@ _MICROSECOND = timedelta(microseconds=1)
 
 def parse_instant(text: object) -> datetime | None:
     """An RFC 3339 date-time with an offset -> an aware UTC datetime (fraction kept to the
-    microsecond, further digits truncated); None when `text` is not one."""
+    microsecond, further digits truncated), or one in its own offset when the instant lies in UTC
+    outside years 1 to 9999 (`9999-12-31T23:30:00-01:00`); None when `text` is not one."""
     if not isinstance(text, str):
         return None
     m = _RFC3339.fullmatch(text)
@@ -43,20 +44,31 @@ def parse_instant(text: object) -> datetime | None:
                 return None
             sign = 1 if m.group(9) == "+" else -1
             tz = timezone(sign * timedelta(hours=off_h, minutes=off_m))
-        return datetime(year, month, day, hour, minute, second, micro, tzinfo=tz).astimezone(timezone.utc)
-    except (ValueError, OverflowError):
-        return None  # day 31 of a 30-day month, second 60, a year 1 instant with a negative offset…
+        instant = datetime(year, month, day, hour, minute, second, micro, tzinfo=tz)
+    except ValueError:
+        return None  # day 31 of a 30-day month, second 60…
+    try:
+        return instant.astimezone(timezone.utc)
+    except OverflowError:
+        return instant   # the same instant, which comparisons and `to_micros` take as they take any
 
 
 def format_instant(instant: datetime) -> str:
-    """RFC 3339 in UTC with `Z`, seconds always, a fraction only when there is one."""
-    instant = instant.astimezone(timezone.utc)
+    """RFC 3339 in UTC with `Z`, seconds always, a fraction only when there is one; in its own
+    offset when the instant lies in UTC outside years 1 to 9999."""
+    try:
+        instant = instant.astimezone(timezone.utc)
+        suffix = "Z"
+    except OverflowError:
+        offset = instant.utcoffset() or timedelta(0)
+        minutes = int(abs(offset).total_seconds()) // 60
+        suffix = f"{'-' if offset < timedelta(0) else '+'}{minutes // 60:02d}:{minutes % 60:02d}"
     # written out rather than by strftime, whose %Y does not pad a year before 1000 to four digits
     text = (f"{instant.year:04d}-{instant.month:02d}-{instant.day:02d}"
             f"T{instant.hour:02d}:{instant.minute:02d}:{instant.second:02d}")
     if instant.microsecond:
         text += f".{instant.microsecond:06d}".rstrip("0")
-    return text + "Z"
+    return text + suffix
 
 
 def to_micros(instant: datetime) -> int:
