@@ -4,6 +4,7 @@ from the official client's models."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import threading
 import time
@@ -295,87 +296,83 @@ def test_the_server_killed_and_restarted_mid_watch(api, tmp_path):
         assert ready(client)
 
 
-class AlwaysGone(FakeApiServer):
-    """An API server whose every watch answers 410 Gone (a list older than its watch cache)."""
+class CannedWatches(FakeApiServer):
+    """An API server whose every watch sends the same chunks (`chunks`), then ends."""
+
+    chunks = b""
 
     async def _watch(self, writer, resource, namespace, query):
         await self._write(writer, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                  b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
-        await self._chunk(writer, {"type": "ERROR", "object": _status(410, "Expired", "too old resource version")})
-        await self._write(writer, b"0\r\n\r\n")
+                                  b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + self.chunks + b"0\r\n\r\n")
+
+
+def _chunk_of(event: dict) -> bytes:
+    line = orjson.dumps(event) + b"\n"
+    return b"%x\r\n%b\r\n" % (len(line), line)
+
+
+class AlwaysGone(CannedWatches):
+    """Every watch answers 410 Gone (a list older than its watch cache)."""
+
+    chunks = _chunk_of({"type": "ERROR", "object": _status(410, "Expired", "too old resource version")})
+
+
+class EmptyWatches(CannedWatches):
+    """Every watch ends at once with nothing in it (a proxy, a server going down)."""
+
+
+class BlankLineWatches(CannedWatches):
+    """Every watch sends a blank line, then ends."""
+
+    chunks = b"1\r\n\n\r\n"
+
+
+@contextlib.contextmanager
+def following(api: FakeApiServer, tmp_path):
+    """A service following `api`, which holds the node n-1, once synced."""
+    api.start()
+    try:
+        api.put(NODES, node("n-1", declared("n-1")))
+        app, client = serving(api, tmp_path)
+        with client:
+            until("synced", lambda: ready(client))
+            yield client
+    finally:
+        api.close()
+
+
+def nodes_collection(client) -> dict:
+    return next(c for c in watch_status(client)["collections"] if c["collection"] == "nodes")
 
 
 def test_a_watch_that_keeps_answering_gone_is_listed_again_with_backoff(tmp_path):
     # every 410 lists again, but after a backoff that doubles (0.4-0.8 s, 0.8-1.6 s, 1.6-3.2 s...):
     # in 3 s a handful of lists a collection, not hundreds
-    api = AlwaysGone()
-    api.start()
-    try:
-        api.put(NODES, node("n-1", declared("n-1")))
-        app, client = serving(api, tmp_path)
-        with client:
-            until("synced", lambda: ready(client))
-            time.sleep(3.0)
-            nodes = next(c for c in watch_status(client)["collections"] if c["collection"] == "nodes")
-            assert 1 <= nodes["relists_after_gone"] <= 6 and nodes["lists"] <= 7, nodes
-            assert fleet_names(client) == ["n-1"]
-    finally:
-        api.close()
-
-
-class EmptyWatches(FakeApiServer):
-    """An API server whose every watch ends at once with nothing in it (a proxy, a server going down)."""
-
-    async def _watch(self, writer, resource, namespace, query):
-        await self._write(writer, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                  b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
-        await self._write(writer, b"0\r\n\r\n")
-
-
-class BlankLineWatches(FakeApiServer):
-    """An API server whose every watch sends a blank line, then ends."""
-
-    async def _watch(self, writer, resource, namespace, query):
-        await self._write(writer, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                  b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
-        await self._write(writer, b"1\r\n\n\r\n0\r\n\r\n")
+    with following(AlwaysGone(), tmp_path) as client:
+        time.sleep(3.0)
+        nodes = nodes_collection(client)
+        assert 1 <= nodes["relists_after_gone"] <= 6 and nodes["lists"] <= 7, nodes
+        assert fleet_names(client) == ["n-1"]
 
 
 def test_a_watch_that_ends_at_once_without_an_event_is_backed_off_from_not_a_loop(tmp_path):
     # client-go's reflector takes a watch that ends within a second, empty, for a failure: here the
     # backoff doubles from 0.4-0.8 s, so a few watches a collection in 3 s, not thousands
-    api = EmptyWatches()
-    api.start()
-    try:
-        api.put(NODES, node("n-1", declared("n-1")))
-        app, client = serving(api, tmp_path)
-        with client:
-            until("synced", lambda: ready(client))
-            time.sleep(3.0)
-            nodes = next(c for c in watch_status(client)["collections"] if c["collection"] == "nodes")
-            assert 1 <= nodes["watches"] <= 8 and nodes["failures"] == nodes["watches"], nodes
-            assert nodes["last_error"] == "the watch ended within 1 s without an event"
-            assert fleet_names(client) == ["n-1"]
-    finally:
-        api.close()
+    with following(EmptyWatches(), tmp_path) as client:
+        time.sleep(3.0)
+        nodes = nodes_collection(client)
+        assert 1 <= nodes["watches"] <= 8 and nodes["failures"] == nodes["watches"], nodes
+        assert nodes["last_error"] == "the watch ended within 1 s without an event"
+        assert fleet_names(client) == ["n-1"]
 
 
 def test_a_watch_line_that_is_no_event_is_named_and_watched_again(tmp_path):
-    api = BlankLineWatches()
-    api.start()
-    try:
-        api.put(NODES, node("n-1", declared("n-1")))
-        app, client = serving(api, tmp_path)
-        with client:
-            until("synced", lambda: ready(client))
-            until("a failed watch", lambda: next(c for c in watch_status(client)["collections"]
-                                                 if c["collection"] == "nodes")["failures"] >= 1)
-            nodes = next(c for c in watch_status(client)["collections"] if c["collection"] == "nodes")
-            assert nodes["last_error"].startswith("a watch line that is no event (a blank or broken line); "
-                                                  "watching again from resourceVersion "), nodes
-            assert fleet_names(client) == ["n-1"]
-    finally:
-        api.close()
+    with following(BlankLineWatches(), tmp_path) as client:
+        until("a failed watch", lambda: nodes_collection(client)["failures"] >= 1)
+        assert nodes_collection(client)["last_error"].startswith(
+            "a watch line that is no event (a blank or broken line); watching again from resourceVersion "), \
+            nodes_collection(client)
+        assert fleet_names(client) == ["n-1"]
 
 
 def test_a_watch_resumes_from_its_resource_version_after_a_dropped_connection(api, tmp_path):
