@@ -302,8 +302,9 @@ class CannedWatches(FakeApiServer):
     chunks = b""
 
     async def _watch(self, writer, resource, namespace, query):
-        await self._write(writer, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                  b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + self.chunks + b"0\r\n\r\n")
+        head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                b"Connection: close\r\n\r\n")
+        await self._write(writer, head + self.chunks + b"0\r\n\r\n")
 
 
 def _chunk_of(event: dict) -> bytes:
