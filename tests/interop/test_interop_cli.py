@@ -296,3 +296,21 @@ def test_an_mcp_capability_version_of_thousands_of_digits_is_a_flag_problem(tmp_
     result = invoke("mcp", listing, "--namespace", "n", "--bind", "agent-a", "--capability", "a.b/" + "1" * 5000)
     assert result.exit_code == 2 and "--capability: expected NAME/VERSION" in result.stderr
     assert "internal error" not in result.stderr and len(result.stderr) < 400
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full")
+def test_an_output_that_cannot_be_written_leaves_every_other_unwritten_and_no_headline_of_success(card, tmp_path):
+    import subprocess
+    import sys
+
+    report = tmp_path / "report.json"
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run([sys.executable, "-m", "a3fast", "import", "a2a", str(card), "--report", str(report)],
+                              stdout=full, stderr=subprocess.PIPE, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.decode() == "a3fast: output: cannot write: No space left on device\n"
+    assert not report.exists()
+    done = subprocess.run([sys.executable, "-m", "a3fast", "import", "a2a", str(card), "-o", "/dev/full"],
+                          capture_output=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.decode() == "a3fast: /dev/full: cannot write: No space left on device\n"

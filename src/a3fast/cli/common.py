@@ -176,9 +176,11 @@ def atomic_outputs(paths: Sequence[str | None], mode: str = "wb") -> Iterator[li
     before anything is written, and every file is renamed into place only after all were written
     without error. A failure before the renames leaves every target untouched. A path of None or
     '-' is standard output; when other outputs go to files, what goes to standard output is held
-    back until they are in place, so that a failed run prints nothing either. A target that is not
-    a regular file (/dev/null, a FIFO) is written in place, after the files are in place, never
-    replaced."""
+    back until they are written, so that a run that fails writing them prints nothing. A target that
+    is not a regular file (/dev/null, a FIFO) is written in place, never replaced. Those writes, and
+    standard output's, come after the files are written and before they are renamed into place:
+    they are what is most likely to fail (a full device, a closed pipe), and a failure there leaves
+    the files untouched too."""
     check_outputs(paths)
     binary = "b" in mode
     specials = {p for p in paths if p is not None and not _is_stdout(p) and is_special(p)}
@@ -189,6 +191,7 @@ def atomic_outputs(paths: Sequence[str | None], mode: str = "wb") -> Iterator[li
     prepared: list[tuple[str, str] | None] = []
     handles: list[Any] = []
     held: io.BytesIO | io.StringIO | None = None
+    writing_stdout = False
     try:
         for path in paths:
             if path is None or _is_stdout(path) or path in specials:
@@ -216,12 +219,21 @@ def atomic_outputs(paths: Sequence[str | None], mode: str = "wb") -> Iterator[li
             fh.flush()
             os.fsync(fh.fileno())
             fh.close()
-        for entry in prepared:
-            if entry is not None:
-                replace_into(entry[1], entry[0])
         for path, buffer in in_place:
             with open(path, mode) as special:
                 special.write(buffer.getvalue())
+        if held is not None:
+            writing_stdout = True
+            if isinstance(held, io.BytesIO):
+                sys.stdout.buffer.write(held.getvalue())
+                sys.stdout.buffer.flush()
+            else:
+                sys.stdout.write(held.getvalue())
+                sys.stdout.flush()
+            writing_stdout = False
+        for entry in prepared:
+            if entry is not None:
+                replace_into(entry[1], entry[0])
     except BaseException as exc:
         for fh in handles:
             try:
@@ -235,15 +247,10 @@ def atomic_outputs(paths: Sequence[str | None], mode: str = "wb") -> Iterator[li
                 except OSError:
                     pass
         if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
-            failed = next((p for p in paths if not _is_stdout(p) and exc.filename in (None, p)), None)
+            failed = None if writing_stdout else next(
+                (p for p in paths if not _is_stdout(p) and exc.filename in (None, p)), None)
             raise BadInput(f"{failed or 'output'}: cannot write: {exc.strerror or exc}") from None
         raise
-    if isinstance(held, io.BytesIO):
-        sys.stdout.buffer.write(held.getvalue())
-        sys.stdout.buffer.flush()
-    elif held is not None:
-        sys.stdout.write(held.getvalue())
-        sys.stdout.flush()
 
 
 @contextmanager

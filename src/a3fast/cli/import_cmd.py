@@ -574,9 +574,8 @@ def _finish(result: ImportResult, outputs: Outputs, *, require_capabilities: boo
         n = len(result.declarations)
         outcome = (f"refused: {len(empty)} of {n} agent{'s' if n != 1 else ''} would have no "
                    f"capabilities; no output written")
-    if not outputs.as_json or outcome is not None:
-        for line in result.report.lines(outcome=outcome):   # file names and card text, shown escaped
-            click.echo(printable(line), err=True)
+    if outcome is not None:
+        _print_report(result, outcome)
     if not result.usable:
         click.echo("a3fast: nothing usable was read; no output written", err=True)
         sys.exit(EXIT_BAD_INPUT)
@@ -601,3 +600,10 @@ def _finish(result: ImportResult, outputs: Outputs, *, require_capabilities: boo
     with atomic_outputs(paths) as streams:
         for path, stream in zip(paths, streams):
             stream.write(content[path])
+    if not outputs.as_json:      # its headline says they were written: only once they are
+        _print_report(result, None)
+
+
+def _print_report(result: ImportResult, outcome: str | None) -> None:
+    for line in result.report.lines(outcome=outcome):   # file names and card text, shown escaped
+        click.echo(printable(line), err=True)
