@@ -314,3 +314,49 @@ def test_an_output_that_cannot_be_written_leaves_every_other_unwritten_and_no_he
                           capture_output=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.decode() == "a3fast: /dev/full: cannot write: No space left on device\n"
+
+
+def test_members_of_the_wrong_type_are_skipped_items_named_at_their_paths(tmp_path):
+    kagent = tmp_path / "agent.yaml"
+    kagent.write_text("apiVersion: kagent.dev/v1alpha2\nkind: Agent\nmetadata: {name: kag2, namespace: kn}\n"
+                      "spec: {declarative: {a2aConfig: {skills: {id: foo.bar}}, tools: github}}\n")
+    result = invoke("k8s", kagent)
+    assert "$.spec.declarative.a2aConfig.skills: expected the skills (an array), found " in result.stderr
+    assert "$.spec.declarative.tools: expected the tools (an array), found string 'github'" in result.stderr
+    record = tmp_path / "record.json"
+    record.write_bytes(orjson.dumps({"schema_version": "v0.5.0", "name": "rec", "locators": [],
+                                     "skills": {"name": "natural_language_processing/summarization"}}))
+    result = invoke("oasf", record, "--namespace", "n")
+    assert "$.skills: expected the record's skills (an array), found " in result.stderr
+
+
+def test_a_tool_name_that_breaks_the_text_rule_is_skipped_alone_at_its_manifest_path(tmp_path):
+    kagent = tmp_path / "agent.yaml"
+    kagent.write_text('apiVersion: kagent.dev/v1alpha2\nkind: Agent\nmetadata: {name: kag, namespace: kn}\n'
+                      'spec: {declarative: {a2aConfig: {skills: [{id: foo.bar}]}, '
+                      'tools: [{mcpServer: {name: s, toolNames: [good, "bad\\e[31m"]}}]}}\n')
+    result = invoke("k8s", kagent, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.output
+    assert ("$.spec.declarative.tools[0].mcpServer.toolNames[1]: expected a tool name (no control characters)"
+            in result.stderr)
+    [declaration] = lines(tmp_path / "out.jsonl")
+    assert declaration["tools"] == ["good"]
+
+
+def test_a_json_rpc_error_written_as_a_string_is_told_as_the_error_it_is(tmp_path):
+    listing = tmp_path / "listing.json"
+    listing.write_bytes(orjson.dumps({"jsonrpc": "2.0", "id": 1, "error": "rate limited"}))
+    result = invoke("mcp", listing, "--server", "srv", "--contracts", tmp_path / "contracts.jsonl")
+    assert result.exit_code == 2
+    assert "$.error: expected a tools/list result, found a JSON-RPC error response (error string 'rate limited')" \
+        in result.stderr
+
+
+def test_a_link_to_nowhere_in_an_input_directory_is_a_file_that_cannot_be_read(card, tmp_path):
+    folder = tmp_path / "cards"
+    folder.mkdir()
+    (folder / "good.json").write_bytes(Path(card).read_bytes())
+    (folder / "broken.json").symlink_to(tmp_path / "nowhere.json")
+    result = invoke("a2a", folder, "-o", tmp_path / "out.jsonl")
+    assert "1 agent made from 2 files, 1 item skipped" in result.stderr
+    assert "broken.json: $: cannot read: No such file or directory" in result.stderr

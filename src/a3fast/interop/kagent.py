@@ -19,7 +19,7 @@ from ..errors import SchemaError, describe, json_path
 from .a2a import declaration_from_card, read_card
 from .collect import DeclarationSet
 from .report import ImportReport
-from .supply import Supplied
+from .supply import Supplied, text_problem
 
 __all__ = ["GROUP", "is_kagent_agent", "read_kagent_agent"]
 
@@ -63,9 +63,16 @@ def read_kagent_agent(obj: Mapping[str, Any], path: str, source: str, supplied: 
     servers: list[dict[str, Any]] = []
     for part, ppath in _spec_parts(spec, spath):
         config = part.get("a2aConfig")
-        if isinstance(config, Mapping) and isinstance(config.get("skills"), list) and not skills:
-            skills, skills_path = config["skills"], json_path(json_path(ppath, "a2aConfig"), "skills")
-        for i, tool in enumerate(part.get("tools") or () if isinstance(part.get("tools"), list) else ()):
+        if isinstance(config, Mapping) and config.get("skills") is not None:
+            here = json_path(json_path(ppath, "a2aConfig"), "skills")
+            if not isinstance(config["skills"], list):
+                report.skip(source, here, f"expected the skills (an array), found {describe(config['skills'])}")
+            elif not skills:
+                skills, skills_path = config["skills"], here
+        if part.get("tools") is not None and not isinstance(part["tools"], list):
+            report.skip(source, json_path(ppath, "tools"), f"expected the tools (an array), "
+                                                           f"found {describe(part['tools'])}")
+        for i, tool in enumerate(part.get("tools") if isinstance(part.get("tools"), list) else ()):
             server = tool.get("mcpServer") if isinstance(tool, Mapping) else None
             if not isinstance(server, Mapping):
                 continue
@@ -131,9 +138,9 @@ def _tool_names(names: Any, where: str, source: str, report: ImportReport) -> li
         return []
     kept = []
     for i, name in enumerate(names):
-        if isinstance(name, str) and name:
+        problem = text_problem(name)
+        if problem is None:
             kept.append(name)
-        else:
-            report.skip(source, json_path(where, i), f"expected a tool name (a non-empty string), "
-                                                     f"found {describe(name)}")
+        else:       # the tool alone is left out, as an MCP listing leaves out a tool it cannot name
+            report.skip(source, json_path(where, i), f"expected a tool name ({problem}), found {describe(name)}")
     return kept

@@ -100,11 +100,14 @@ def _locate(obj: Any, source: str, path: str) -> tuple[str, list[Any], str, Mapp
         raise SchemaError([Problem(path, "an MCP tool listing (an array of tools, {\"tools\": [...]} "
                                          "or a JSON-RPC tools/list response)", describe(obj))], source)
     if "jsonrpc" in obj or "result" in obj or "error" in obj:
-        if isinstance(obj.get("error"), Mapping):
-            error = obj["error"]
+        error = obj.get("error")
+        if isinstance(error, Mapping):
             raise SchemaError([Problem(json_path(path, "error"), "a tools/list result",
                                        f"a JSON-RPC error response (code {describe(error.get('code'))}, "
                                        f"message {describe(error.get('message'))})")], source)
+        if error is not None and obj.get("result") is None:     # an error a server wrote as it saw fit
+            raise SchemaError([Problem(json_path(path, "error"), "a tools/list result",
+                                       f"a JSON-RPC error response (error {describe(error)})")], source)
         result = obj.get("result")
         rpath = json_path(path, "result")
         if not isinstance(result, Mapping):

@@ -139,6 +139,9 @@ def _taxonomy_capabilities(record: Mapping[str, Any], doc: Document, supplied: S
                            decl: dict[str, Any], report: ImportReport) -> int:
     skills = record.get("skills")
     if not isinstance(skills, list):
+        if skills is not None:
+            report.skip(doc.source, json_path(doc.path, "skills"), f"expected the record's skills (an array), "
+                                                                   f"found {describe(skills)}")
         return 0
     held = {c["name"] for c in decl["capabilities"]}
     added = 0

@@ -45,8 +45,9 @@ def expand_paths(paths: Iterable[str], suffixes: tuple[str, ...]) -> list[str]:
     out: list[str] = []
     for path in paths:
         if path != "-" and os.path.isdir(path):
+            # a link to nowhere is kept, to be told as a file that cannot be read, as when named
             found = sorted(str(p) for p in Path(path).iterdir()
-                           if p.is_file() and p.name.lower().endswith(suffixes))
+                           if (p.is_file() or p.is_symlink() and not p.exists()) and p.name.lower().endswith(suffixes))
             out += found
         else:
             out.append(path)
