@@ -360,3 +360,15 @@ def test_a_link_to_nowhere_in_an_input_directory_is_a_file_that_cannot_be_read(c
     result = invoke("a2a", folder, "-o", tmp_path / "out.jsonl")
     assert "1 agent made from 2 files, 1 item skipped" in result.stderr
     assert "broken.json: $: cannot read: No such file or directory" in result.stderr
+
+
+def test_a_transport_or_version_of_the_wrong_type_is_a_skipped_item_and_no_transport_is_made_up(tmp_path):
+    path = tmp_path / "card.json"
+    path.write_bytes(orjson.dumps({**CARD, "url": "https://t.example/a2a", "preferredTransport": 5,
+                                   "protocolVersion": 3}))
+    result = invoke("a2a", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.output
+    assert "$.preferredTransport: expected a name (a string), found 5" in result.stderr
+    assert "$.protocolVersion: expected a name (a string), found 3" in result.stderr
+    [declaration] = lines(tmp_path / "out.jsonl")
+    assert declaration["endpoint"] == {"url": "https://t.example/a2a"}

@@ -172,6 +172,16 @@ def read_card(obj: Any, source: str = "card", path: str = "$") -> tuple[AgentCar
     return card, problems
 
 
+def _named(obj: Mapping[str, Any], key: str, path: str, problems: list[Problem]) -> str | None:
+    """A member that names a transport or a version: its text, or None (absent, or a part left out
+    when it is no string)."""
+    value = obj.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    problems.append(Problem(json_path(path, key), "a name (a string)", describe(value)))
+    return None
+
+
 def _interfaces(obj: Mapping[str, Any], shape: str, path: str,
                 problems: list[Problem]) -> tuple[Interface, ...]:
     """The endpoints a card names, in its order of preference."""
@@ -187,9 +197,9 @@ def _interfaces(obj: Mapping[str, Any], shape: str, path: str,
                 problems.append(Problem(json_path(ipath, i), "an interface with a url",
                                         describe(item)))
                 continue
-            binding, version = item.get("protocolBinding"), item.get("protocolVersion")
-            out.append(Interface(item["url"], binding if isinstance(binding, str) else None,
-                                 version if isinstance(version, str) else None))
+            where = json_path(ipath, i)
+            out.append(Interface(item["url"], _named(item, "protocolBinding", where, problems),
+                                 _named(item, "protocolVersion", where, problems)))
         return tuple(out)
     if shape == "partial":
         return ()
@@ -197,11 +207,12 @@ def _interfaces(obj: Mapping[str, Any], shape: str, path: str,
     if not isinstance(url, str):
         problems.append(Problem(json_path(path, "url"), "the agent's URL (a string)", describe(url)))
         return ()
-    preferred = obj.get("preferredTransport")
-    # A2A 0.3: the main URL speaks preferredTransport, JSON-RPC when it is not stated.
-    default = "JSONRPC" if shape == "v0.3" else None
-    out.append(Interface(url, preferred if isinstance(preferred, str) else default,
-                         obj.get("protocolVersion") if isinstance(obj.get("protocolVersion"), str) else None))
+    # A2A 0.3: the main URL speaks preferredTransport, JSON-RPC when it is not stated (only then:
+    # one stated as something else is a part left out, and no transport is made up for it)
+    preferred = _named(obj, "preferredTransport", path, problems)
+    if preferred is None and obj.get("preferredTransport") is None and shape == "v0.3":
+        preferred = "JSONRPC"
+    out.append(Interface(url, preferred, _named(obj, "protocolVersion", path, problems)))
     extra = obj.get("additionalInterfaces")
     if extra is not None and not isinstance(extra, list):
         problems.append(Problem(json_path(path, "additionalInterfaces"), "an array of interfaces",
