@@ -238,3 +238,64 @@ def test_an_old_layout_snapshot_naming_a_missing_fleet_file_is_refused_before_an
     err = _refused(state, stdio=True)
     assert f"{state / 'fleet.00000000ffffffff.a3snap'}: missing" in err
     assert sorted(p.name for p in state.iterdir()) == before
+
+
+def _placed_state(tmp_path: Path) -> Path:
+    """A state directory whose journal holds three agents and then two placements."""
+    state = tmp_path / "state"
+    s = Server("--state", str(state))
+    for k in range(3):
+        assert s.client.put(f"/v1/agents/r{k}", json=decl(f"r{k}")).status_code == 200
+    task = {"requirements": {"v": "1.0", "capabilities": [{"name": "order.investigate", "version": 1}]}}
+    for _ in range(2):
+        assert s.client.post("/v1/place", json=task).status_code == 200
+    s.kill()
+    return state
+
+
+def test_a_placement_entry_copied_after_itself_refuses_to_start_never_a_trace_that_repeats_seqs(tmp_path):
+    state = _placed_state(tmp_path)
+    journal = state / "journal.00000001"
+    data = journal.read_bytes()
+    last = read_entries(data).offsets[-1]
+    journal.write_bytes(data + data[last:])
+    err = _refused(state, stdio=True)
+    assert f"{journal}: entry 6 (generation 1, byte " in err, err
+    assert "unreadable: its trace line 1 is the record of seq 4 where the trace goes on from seq 7" in err
+
+
+@pytest.mark.parametrize("lines, reason", [
+    (b"not json at all", "its trace lines do not end with a whole record"),
+    (b'{"seq":7}\n', "its trace line 1 is not a record as this service writes one"),
+    (b'{"seq":7,"kind":"task.submitted","content":{}}\n{"seq":9,"kind":"task.rejected","content":{}}\n',
+     "its trace line 2 is the record of seq 9 where the trace goes on from seq 8"),
+])
+def test_a_trace_entry_whose_lines_are_not_the_next_records_refuses_to_start(tmp_path, lines, reason):
+    state = _placed_state(tmp_path)
+    journal = _append(state, b"Tnull\n" + lines)
+    err = _refused(state, stdio=False)
+    assert f"{journal}: entry 6 (generation 1, byte " in err and reason in err, err
+
+
+def test_a_checkpoint_whose_next_seq_is_not_where_its_trace_ends_refuses_to_start(tmp_path):
+    state = _placed_state(tmp_path)
+    s = Server("--state", str(state))        # a clean stop takes a checkpoint: next_seq 7
+    assert s.stop() == 0
+    checkpoint = state / "checkpoint"
+    (payload,) = read_entries(checkpoint.read_bytes()).entries
+    assert orjson.loads(payload)["next_seq"] == 7
+    checkpoint.write_bytes(frame(orjson.dumps({**orjson.loads(payload), "next_seq": 1})))
+    err = _refused(state, stdio=True)
+    assert "trace.jsonl: the trace the checkpoint covers ends with the record of seq 6 where the checkpoint " \
+           "goes on from seq 1" in err, err
+
+
+@pytest.mark.parametrize("name", ["journal", "journal.00000001"])
+def test_another_programs_file_named_as_a_journal_is_refused_and_left_as_it_was(tmp_path, name):
+    state = tmp_path / "state"
+    state.mkdir()
+    foreign = state / name
+    foreign.write_bytes(b"2026-12-06 started\n2026-12-06 stopped\nnot ours\n")
+    err = _refused(state, stdio=True)
+    assert f"{foreign}: not an a3fast journal (it does not begin with A3J1)" in err, err
+    assert foreign.read_bytes() == b"2026-12-06 started\n2026-12-06 stopped\nnot ours\n"

@@ -41,7 +41,8 @@ from ..schema import Declaration, Requirements
 from ..trace import placement_lines, record_lines
 from ..distributed.sharded import ShardError
 from ..durable.fleet import DurableFleet
-from ..durable.journal import TRACE as TRACE_ENTRY, ChangeUnreadable, Journal, JournalFailed, read_entries
+from ..durable.journal import (MAGIC as JOURNAL_MAGIC, TRACE as TRACE_ENTRY, ChangeUnreadable, Journal, JournalFailed,
+                               read_entries)
 from ..durable.statedir import Entry, StateDir, StateError
 from ..files import fsync_directory
 
@@ -65,7 +66,7 @@ def _count_from(low: int, high: int | None = None) -> Callable[[Any], str | None
 
 
 #: What the service adds to a checkpoint, each field checked at a start.
-CHECKPOINT_FIELDS = {"next_seq": _count_from(1), "trace_bytes": _count_from(0),
+CHECKPOINT_FIELDS = {"next_seq": _count_from(1, 2**63), "trace_bytes": _count_from(0),
                      "trace_tail_crc": _count_from(0, 1 << 32)}
 
 
@@ -265,8 +266,20 @@ class ServiceState:
         if self.directory is None:
             # no journal: the trace file is the service's own and starts afresh
             os.ftruncate(fd, 0)
-        elif size > trace_bytes:
-            os.ftruncate(fd, trace_bytes)   # the journal holds every record after the checkpoint
+        else:
+            try:
+                last = _last_seq(fd, trace_bytes)
+            except ValueError as exc:
+                os.close(fd)
+                raise StateError(f"{self.trace_path}: {exc}; restore it from a copy") from None
+            if (last if last is not None else 0) + 1 != self.next_seq:
+                os.close(fd)
+                raise StateError(f"{self.trace_path}: the trace the checkpoint covers ends with "
+                                 f"{'no record' if last is None else f'the record of seq {last}'} where the "
+                                 f"checkpoint goes on from seq {self.next_seq}: one of the two is not the "
+                                 f"other's; restore the state directory from a copy")
+            if size > trace_bytes:
+                os.ftruncate(fd, trace_bytes)   # the journal holds every record after the checkpoint
         os.close(fd)
         self._trace_fd = os.open(self.trace_path, os.O_WRONLY | os.O_APPEND)
         self._trace_end = self._trace_queued_end = os.fstat(self._trace_fd).st_size
@@ -328,7 +341,7 @@ class ServiceState:
         if hold is not None and not (isinstance(hold, list) and len(hold) == 2
                                      and all(isinstance(x, str) for x in hold)):
             raise ChangeUnreadable("its placement's session is not [agent, session]")
-        self._write_trace(lines, lines.count(b"\n"))
+        self._write_trace(lines, _records_from(lines, self.next_seq))
         if hold is not None:
             self.fleet.hold_session(*hold)
 
@@ -708,6 +721,11 @@ def _upgrade_layout(statedir: StateDir) -> None:
                 raise StateError(f"{old_snapshot}: field {name!r}: expected {expected}, found {found}; "
                                  f"restore the state directory from a copy")
     if old_journal.exists():
+        with open(old_journal, "rb") as fh:
+            start = fh.read(len(JOURNAL_MAGIC))
+        if start and not JOURNAL_MAGIC.startswith(start):
+            raise StateError(f"{old_journal}: not an a3fast journal (it does not begin with "
+                             f"{JOURNAL_MAGIC.decode()}); move it out of the state directory")
         os.replace(old_journal, statedir.journal_path(1))
     elif not statedir.journal_path(1).exists():
         statedir.journal_path(1).touch()
@@ -764,6 +782,50 @@ class FleetConflict(SchemaError):
     def __init__(self, problems: list[Problem], positions: list[int]):
         super().__init__(problems)
         self.positions = positions
+
+
+#: how a trace line a3fast wrote begins (`trace.record_line`), and the seq any record begins with
+_RECORD_HEAD = re.compile(rb'\{"seq":(0|-?[1-9][0-9]{0,19}),"kind":"')
+_SEQ_HEAD = re.compile(rb'\{"seq":(0|-?[1-9][0-9]{0,19})[,}]')
+
+
+def _records_from(lines: bytes, seq: int) -> int:
+    """How many records a journal entry's trace lines are, each checked to be the next one's
+    (seq `seq` on, as this service wrote them): a whole entry copied, or lines that are no records,
+    would put records in the trace twice or make it unreadable. ChangeUnreadable otherwise."""
+    if lines and not lines.endswith(b"}\n"):
+        raise ChangeUnreadable("its trace lines do not end with a whole record")
+    count = 0
+    for count, line in enumerate(lines.splitlines(), 1):
+        head = _RECORD_HEAD.match(line)
+        if head is None:
+            raise ChangeUnreadable(f"its trace line {count} is not a record as this service writes one")
+        if int(head.group(1)) != seq + count - 1:
+            raise ChangeUnreadable(f"its trace line {count} is the record of seq {int(head.group(1))} where the "
+                                   f"trace goes on from seq {seq + count - 1} (an entry replayed twice, or "
+                                   f"the journal altered)")
+    return count
+
+
+def _last_seq(fd: int, length: int) -> int | None:
+    """The seq of the last record in the file's first `length` bytes (None when there is none),
+    read back from its end: where a checkpoint says the trace goes on. ValueError when that last
+    line is not a record."""
+    end = length
+    if end == 0:
+        return None
+    tail = b""
+    while True:
+        start = max(0, end - (1 << 16))
+        tail = os.pread(fd, end - start, start) + tail
+        newline = tail.rfind(b"\n", 0, len(tail) - 1)
+        if newline >= 0 or start == 0:
+            break
+        end = start
+    head = _SEQ_HEAD.match(tail, newline + 1)
+    if head is None:
+        raise ValueError("the trace the checkpoint covers does not end with a record")
+    return int(head.group(1))
 
 
 def _crc_tail(fd: int, length: int) -> int:
