@@ -391,6 +391,9 @@ def check_text_argument(value: Any, name: str) -> str:
     `name` otherwise, before anything changes. Not held to the text rule of a document's field
     (reading 10): a kind derived from requirements (`task_kind`) may be longer, and journals and
     traces written before may hold sessions it refuses; a service holds its requests to it."""
+    if isinstance(value, str) and type(value) is not str:
+        raise ValueError(f"{name}: expected a string of type str itself, found an instance of "
+                         f"{type(value).__name__}, a subclass of str")
     if type(value) is not str:
         raise ValueError(f"{name}: expected a string, found {describe(value)}")
     if not _writable(value):

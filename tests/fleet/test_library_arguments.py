@@ -176,3 +176,43 @@ def test_a_route_named_by_a_string_enum_is_still_a_route():
         ESCALATE = "escalate"
 
     assert Route(Rule.ESCALATE, {"exclude": ["b"]}).name == "escalate"
+
+
+@pytest.mark.parametrize("weights, named", [
+    (("1", "2", "3", "4"), r"weights\[0\]: expected a finite number, found string '1'"),
+    ((0.4, True, 0.2, 0.1), r"weights\[1\]: expected a finite number, found true"),
+])
+def test_weights_that_float_would_make_numbers_of_are_refused(engine, weights, named):
+    with pytest.raises(ValueError, match=named):
+        a3fast.Fleet(engine=engine, weights=weights)
+
+
+@pytest.mark.parametrize("pack", ["yes", 1, 0])
+def test_a_pack_that_is_no_true_false_or_none_is_refused_and_nothing_added(engine, pack):
+    fleet = a3fast.Fleet(engine=engine)
+    with pytest.raises(ValueError, match=r"pack: expected True, False or None, found "):
+        fleet.extend_jsonl(json.dumps(DECL).encode() + b"\n", pack=pack)
+    assert len(fleet) == 0
+
+
+def test_a_snapshot_is_loaded_from_a_file_name_never_from_an_open_descriptor(engine, tmp_path):
+    with open(tmp_path / "held.txt", "wb") as held:
+        with pytest.raises(TypeError, match=r"path: expected a file name \(str or os.PathLike\), found "):
+            a3fast.Fleet.load(held.fileno(), engine=engine)
+        held.write(b"still open")          # the caller's descriptor was neither read nor closed
+
+
+def test_one_string_is_no_sequence_of_sessions(fleet):
+    before = fleet.generation
+    with pytest.raises(TypeError, match="sessions: expected a sequence of sessions"):
+        fleet.place_many([REQ, REQ, REQ], sessions="abc")
+    assert fleet.generation == before and not fleet.holds_session("a", "a")
+
+
+def test_a_session_of_a_str_subclass_is_refused_in_words_that_say_so(fleet):
+    class Named(str):
+        pass
+
+    with pytest.raises(ValueError, match="session: expected a string of type str itself, found an instance of "
+                                         "Named, a subclass of str"):
+        fleet.place(REQ, session=Named("s"))

@@ -116,6 +116,8 @@ def read_jsonl(table: AgentTable, rows: PredicateRows, engine: str, source: Json
     input, however many chunks it is read in."""
     if on_error not in ("refuse", "skip"):
         raise ValueError(f"on_error: expected 'refuse' or 'skip', found {on_error!r}")
+    if pack is not None and type(pack) is not bool:
+        raise ValueError(f"pack: expected True, False or None, found {pack!r}")
     if isinstance(first_line, bool) or not isinstance(first_line, int) or not 1 <= first_line <= MAX_FIRST_LINE:
         raise ValueError(f"first_line: expected a line number from 1 to 2^62, found {first_line!r}")
     source_name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import os
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
@@ -80,6 +81,9 @@ def _finite_weights(weights: Any) -> tuple[float, ...]:
         raise ValueError(f"weights: expected 4 finite numbers, found {describe(weights)}")
     out = []
     for i, weight in enumerate(items):
+        # a number, not what float() would make one of ("1.5", True)
+        if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
+            raise ValueError(f"weights[{i}]: expected a finite number, found {describe(weight)}")
         try:
             number = float(weight)
         except (TypeError, ValueError, OverflowError):     # 10**400 is past any float
@@ -292,6 +296,8 @@ class Fleet:
         """A fleet from a snapshot `save` wrote (by either engine): placements on it are exactly
         those on the saved fleet. SnapshotError names what is wrong with a file that is not a
         snapshot, is of another format version, is cut short or damaged."""
+        if not isinstance(path, (str, os.PathLike)):     # an int would be read as an open descriptor
+            raise TypeError(f"path: expected a file name (str or os.PathLike), found {describe(path)}")
         fleet = cls(engine, scorer=scorer)
         saved = read_snapshot(path, fleet._table, fleet._rows)
         fleet.weights, fleet.generation, fleet.membership = saved.weights, saved.generation, saved.membership
@@ -442,6 +448,8 @@ class Fleet:
         `predicates` are no tuple (one a caller made itself) is a TypeError.
         """
         if sessions is not None:
+            if isinstance(sessions, (str, bytes)):      # one string would be read as its characters
+                raise TypeError(f"sessions: expected a sequence of sessions (one per task), found {describe(sessions)}")
             for session in sessions:
                 if session is not None:
                     check_text_argument(session, "sessions[]")
