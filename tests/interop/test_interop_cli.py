@@ -372,3 +372,13 @@ def test_a_transport_or_version_of_the_wrong_type_is_a_skipped_item_and_no_trans
     assert "$.protocolVersion: expected a name (a string), found 3" in result.stderr
     [declaration] = lines(tmp_path / "out.jsonl")
     assert declaration["endpoint"] == {"url": "https://t.example/a2a"}
+
+
+def test_an_agent_declarations_name_of_the_wrong_type_is_named_where_it_is(tmp_path):
+    manifest = tmp_path / "decl.yaml"
+    manifest.write_text('apiVersion: a3.dev/v1alpha1\nkind: AgentDeclaration\nmetadata: {name: 5, namespace: n}\n'
+                        'spec: {v: "1.0", capabilities: [], clearances: []}\n')
+    result = invoke("k8s", manifest)
+    assert result.exit_code == 2
+    assert "$.metadata.name: expected the object's name (a string), found 5" in result.stderr
+    assert "spec.agent.name" not in result.stderr

@@ -169,6 +169,13 @@ def _read_resource(obj: Mapping[str, Any], metadata: Mapping[str, Any], path: st
     if "spec" not in obj:
         report.skip(source, spath, "expected the declaration (the resource's spec), found nothing")
         return
+    spec_agent = obj["spec"].get("agent") if isinstance(obj["spec"], Mapping) else None
+    if not (isinstance(spec_agent, Mapping) and "name" in spec_agent) \
+            and metadata.get("name") is not None and not isinstance(metadata["name"], str):
+        # the agent's name would come from the object's: named where it is, not at spec.agent.name
+        report.skip(source, json_path(json_path(path, "metadata"), "name"),
+                    f"expected the object's name (a string), found {describe(metadata['name'])}")
+        return
     try:
         spec = to_json(obj["spec"], spath)
     except SchemaError as exc:
