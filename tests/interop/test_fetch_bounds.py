@@ -71,6 +71,14 @@ def test_rule_a_redirect_to_a_scheme_no_client_follows_is_a_fetch_error(serve, l
     assert "a URL the client cannot follow" in done.stderr
 
 
+def test_rule_a_redirect_to_a_port_past_65535_is_named_as_no_url_to_follow(serve):
+    server = serve(redirecting_to("http://127.0.0.1:99999/x"))
+    with pytest.raises(FetchError) as caught:
+        fetch_card(server.url, Limits(timeout=1, deadline=3))
+    assert "redirects to 'http://127.0.0.1:99999/x', which is no URL to follow: its port '99999' is no number " \
+           "from 0 to 65535" in caught.value.message, caught.value.message
+
+
 @pytest.mark.parametrize("answer, message", [
     (resetting, "the connection failed"),
     (sending(b"HTTP/1.1 200 OK\r\nBad Header Line\r\n\r\n"), "not a valid HTTP answer"),

@@ -261,6 +261,10 @@ async def _get(client: Any, requested: str, location: str, limits: Limits,
 def _check_redirect(requested: str, current: str, target: str, seen: list[str], limits: Limits) -> None:
     if urlsplit(target).scheme not in ("http", "https"):
         raise FetchError(requested, f"{current} redirects to {target!r}, which is not http(s)")
+    try:        # held to what the first URL is held to: a port past 65535, no host
+        http_url(target)
+    except ValueError as exc:
+        raise FetchError(requested, f"{current} redirects to {target!r}, which is no URL to follow: {exc}") from None
     if urlsplit(current).scheme == "https" and urlsplit(target).scheme == "http":
         raise FetchError(requested, f"{current} redirects to {target}: an https URL is never "
                                     f"followed to plain http")
