@@ -186,6 +186,20 @@ def test_rule_a_key_of_small_order_is_refused_since_signatures_for_it_need_no_pr
     assert not any(small_order(World().key.public_key().public_bytes_raw()) for _ in range(50))
 
 
+@pytest.mark.parametrize("raw", [
+    (1 | 1 << 255).to_bytes(32, "little"),                  # the identity's y with the sign bit of an x of 0
+    (2**255 - 19 + 1).to_bytes(32, "little"),              # y = p + 1, read by a lenient decoder as 1
+    (2**255 - 19 + 1 | 1 << 255).to_bytes(32, "little"),
+    (2**255 - 19 - 1 | 1 << 255).to_bytes(32, "little"),  # the order-2 point with a sign bit
+])
+def test_rule_a_key_not_encoded_as_rfc_8032_writes_one_is_refused(raw):
+    # accepted as key bytes by the library, and read leniently as a point of small order by its check
+    from a3fast.authority.keys import b64url_encode, load_public_key
+
+    with pytest.raises(ValueError, match="as RFC 8032 writes one"):
+        load_public_key(b64url_encode(raw))
+
+
 def test_a_private_key_given_as_a_public_one_is_named_so():
     from cryptography.hazmat.primitives import serialization
 

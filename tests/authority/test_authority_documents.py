@@ -298,6 +298,13 @@ def test_an_instant_that_utc_puts_past_the_calendars_ends_is_read_and_written_in
     assert (instant < parse_instant("2026-03-01T12:00:00Z")) == (micros < 0)
 
 
+def test_an_instant_past_the_calendar_in_an_offset_with_seconds_is_written_as_that_same_instant():
+    from datetime import datetime, timedelta, timezone
+
+    instant = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone(-timedelta(minutes=1, seconds=30)))
+    assert format_instant(instant) == "9999-12-31T23:59:59-00:01:30"
+
+
 def test_offsets_are_normalised_to_utc():
     assert format_instant(parse_instant("2026-03-01T13:30:00.5+01:30")) == "2026-03-01T12:00:00.5Z"
 

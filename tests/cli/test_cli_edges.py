@@ -334,3 +334,13 @@ def test_no_command_prints_the_help_and_exits_as_bad_input():
     done = CliRunner().invoke(main, [])
     assert done.exit_code == 2
     assert "Usage:" in done.output and "Exit codes:" in done.output
+
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full")
+def test_an_output_device_that_refuses_its_write_is_the_one_named_and_the_files_are_left_unwritten(made, tmp_path):
+    done = a3("replay", str(made / "t.jsonl"), "--fleet", str(made / "fleet.jsonl"), "-o", "changes.jsonl",
+              "--report", "/dev/full", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.decode() == "a3fast: /dev/full: cannot write: No space left on device\n"
+    assert not (tmp_path / "changes.jsonl").exists()

@@ -299,3 +299,9 @@ def test_another_programs_file_named_as_a_journal_is_refused_and_left_as_it_was(
     err = _refused(state, stdio=True)
     assert f"{foreign}: not an a3fast journal (it does not begin with A3J1)" in err, err
     assert foreign.read_bytes() == b"2026-12-06 started\n2026-12-06 stopped\nnot ours\n"
+
+
+def test_a_first_write_cut_short_as_zeros_is_a_torn_tail_not_another_programs_file():
+    # a crash while the file grew leaves zeros where the entry's bytes were to come
+    recovered = read_entries(b"\0" * 40, "journal.00000001")
+    assert (recovered.entries, recovered.good_bytes, recovered.cut_bytes) == ([], 0, 40)

@@ -216,3 +216,13 @@ def test_a_session_of_a_str_subclass_is_refused_in_words_that_say_so(fleet):
     with pytest.raises(ValueError, match="session: expected a string of type str itself, found an instance of "
                                          "Named, a subclass of str"):
         fleet.place(REQ, session=Named("s"))
+
+
+def test_weights_of_every_kind_of_real_number_are_taken(engine):
+    from decimal import Decimal
+    from fractions import Fraction
+
+    import numpy as np
+
+    fleet = a3fast.Fleet(engine=engine, weights=(Decimal("0.4"), Fraction(3, 10), np.float32(0.25), np.int64(0)))
+    assert fleet.weights == (0.4, 0.3, 0.25, 0.0)

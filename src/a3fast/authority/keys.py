@@ -65,13 +65,17 @@ def load_public_key(text: str | bytes) -> Ed25519PublicKey:
             raise ValueError(f"an Ed25519 key, not {type(key).__name__.lstrip('_')}")
         raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     else:
-        raw = b64url_decode(text)
-        if raw is None or len(raw) != _RAW_KEY_BYTES:
+        decoded = b64url_decode(text)
+        if decoded is None or len(decoded) != _RAW_KEY_BYTES:
             raise ValueError("32 raw key bytes as unpadded base64url, or a PEM public key")
+        raw = decoded
         try:
             key = Ed25519PublicKey.from_public_bytes(raw)
         except ValueError:
             raise ValueError("32 bytes that encode an Ed25519 public key") from None
+    if _decoded(raw) is None:       # OpenSSL reads such bytes leniently, as a point of small order too
+        raise ValueError("32 bytes that encode an Ed25519 point as RFC 8032 writes one (y below p, no sign "
+                         "bit for x = 0)")
     if small_order(raw):
         raise ValueError("an Ed25519 public key a private key has, not a point of small order (signatures "
                          "for it can be forged without any key)")

@@ -61,8 +61,10 @@ def format_instant(instant: datetime) -> str:
         suffix = "Z"
     except OverflowError:
         offset = instant.utcoffset() or timedelta(0)
-        minutes = int(abs(offset).total_seconds()) // 60
-        suffix = f"{'-' if offset < timedelta(0) else '+'}{minutes // 60:02d}:{minutes % 60:02d}"
+        seconds = int(abs(offset).total_seconds())
+        suffix = f"{'-' if offset < timedelta(0) else '+'}{seconds // 3600:02d}:{seconds // 60 % 60:02d}"
+        if seconds % 60:      # a caller's offset RFC 3339 has no words for: kept, so the instant is
+            suffix += f":{seconds % 60:02d}"
     # written out rather than by strftime, whose %Y does not pad a year before 1000 to four digits
     text = (f"{instant.year:04d}-{instant.month:02d}-{instant.day:02d}"
             f"T{instant.hour:02d}:{instant.minute:02d}:{instant.second:02d}")

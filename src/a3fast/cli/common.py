@@ -192,6 +192,7 @@ def atomic_outputs(paths: Sequence[str | None], mode: str = "wb") -> Iterator[li
     handles: list[Any] = []
     held: io.BytesIO | io.StringIO | None = None
     writing_stdout = False
+    writing: str | None = None       # a device being written, named should its write fail
     try:
         for path in paths:
             if path is None or _is_stdout(path) or path in specials:
@@ -220,8 +221,10 @@ def atomic_outputs(paths: Sequence[str | None], mode: str = "wb") -> Iterator[li
             os.fsync(fh.fileno())
             fh.close()
         for path, buffer in in_place:
+            writing = path
             with open(path, mode) as special:
                 special.write(buffer.getvalue())
+        writing = None
         if held is not None:
             writing_stdout = True
             if isinstance(held, io.BytesIO):
@@ -247,7 +250,7 @@ def atomic_outputs(paths: Sequence[str | None], mode: str = "wb") -> Iterator[li
                 except OSError:
                     pass
         if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
-            failed = None if writing_stdout else next(
+            failed = None if writing_stdout else writing or next(
                 (p for p in paths if not _is_stdout(p) and exc.filename in (None, p)), None)
             raise BadInput(f"{failed or 'output'}: cannot write: {exc.strerror or exc}") from None
         raise

@@ -83,8 +83,9 @@ def read_entries(data: bytes, source: str = "journal") -> RecoveredJournal:
     while pos < len(data):
         entry = _entry_at(data, pos)
         if entry is None:
-            if pos == 0 and not (data.startswith(MAGIC) or MAGIC.startswith(data)):
-                # not a torn first write (one begins with the magic): another program's file
+            if pos == 0 and data.strip(b"\0") and not (data.startswith(MAGIC) or MAGIC.startswith(data)):
+                # not a torn first write (one begins with the magic, or is zeros a crash left where
+                # the file grew before its bytes came): another program's file
                 raise JournalCorrupt(f"{source}: not an a3fast journal (it does not begin with "
                                      f"{MAGIC.decode()}); move it out of the state directory")
             later = _next_valid(data, pos + 1)

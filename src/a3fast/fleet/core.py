@@ -9,6 +9,7 @@ and snapshots are a3fast.fleet.bulk_load and a3fast.fleet.persistence.
 from __future__ import annotations
 
 import functools
+import decimal
 import math
 import numbers
 import os
@@ -82,7 +83,7 @@ def _finite_weights(weights: Any) -> tuple[float, ...]:
     out = []
     for i, weight in enumerate(items):
         # a number, not what float() would make one of ("1.5", True)
-        if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
+        if isinstance(weight, bool) or not isinstance(weight, (numbers.Real, decimal.Decimal)):
             raise ValueError(f"weights[{i}]: expected a finite number, found {describe(weight)}")
         try:
             number = float(weight)

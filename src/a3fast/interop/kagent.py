@@ -72,7 +72,8 @@ def read_kagent_agent(obj: Mapping[str, Any], path: str, source: str, supplied: 
         if part.get("tools") is not None and not isinstance(part["tools"], list):
             report.skip(source, json_path(ppath, "tools"), f"expected the tools (an array), "
                                                            f"found {describe(part['tools'])}")
-        for i, tool in enumerate(part.get("tools") if isinstance(part.get("tools"), list) else ()):
+        listed = part.get("tools")
+        for i, tool in enumerate(listed if isinstance(listed, list) else ()):
             server = tool.get("mcpServer") if isinstance(tool, Mapping) else None
             if not isinstance(server, Mapping):
                 continue

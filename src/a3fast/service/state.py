@@ -723,7 +723,7 @@ def _upgrade_layout(statedir: StateDir) -> None:
     if old_journal.exists():
         with open(old_journal, "rb") as fh:
             start = fh.read(len(JOURNAL_MAGIC))
-        if start and not JOURNAL_MAGIC.startswith(start):
+        if start.strip(b"\0") and not JOURNAL_MAGIC.startswith(start):
             raise StateError(f"{old_journal}: not an a3fast journal (it does not begin with "
                              f"{JOURNAL_MAGIC.decode()}); move it out of the state directory")
         os.replace(old_journal, statedir.journal_path(1))
