@@ -704,8 +704,8 @@ class ShardedFleet:
                                 for s, part in zip(self._shards, within)], "place")
         state.gathered = time.perf_counter_ns()
         placement, holds = self._merged(state, answers, maps, size, restricted=candidates is not None)
-        # the session rule of one Fleet; an agent whose shard says it holds the session already
-        # holds it again for nothing
+        # the session rule of one Fleet; an agent its shard says holds the session already is not
+        # sent the hold again
         pipeline.hold_placed_session(_held_already if holds else self._hold_now, placement, state.session,
                                      remember_session)
         return placement

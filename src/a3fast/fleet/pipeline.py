@@ -309,12 +309,11 @@ def drive(stages: Stages, tasks: Sequence[Task], sessions: Sequence[str | None] 
 def hold_placed_session(hold: Callable[[str, str], bool], p: Placement, session: str | None,
                         remember_session: bool) -> bool:
     """The session rule of a built placement, the one every driver applies (a Fleet's, whose
-    compiled steps write it out, and a sharded fleet's coordinator): a bound placement of a session makes its agent
-    hold it (`hold(agent, session)`, true when the agent came to hold it now) with
-    `remember_session`, and is recorded as
-    leaving it unheld without (bound or rejected: a replay that binds it holds nothing for it
-    either; docs/design.md, reading 25). Whether the agent came to hold it now, which moves the
-    fleet's generation on by one.
+    compiled steps write it out, and a sharded fleet's coordinator): a bound placement of a session
+    makes its agent hold it (`hold(agent, session)`, true when the agent came to hold it now) with
+    `remember_session`, and is recorded as leaving it unheld without (bound or rejected: a replay
+    that binds it holds nothing for it either; docs/design.md, reading 25). Whether the agent came
+    to hold it now, which moves the fleet's generation on by one.
 
     A resumption holds nothing and leaves the generation as it is, as resuming always has: it makes
     no new choice (its agent is the one the earlier placement bound, which held the session then if
