@@ -28,7 +28,7 @@ def _one_placement_traced(body: dict | None = None) -> tuple[dict, set[str], int
     their second sighting), with the a3fast source files its frames ran in and how often the
     requirements were parsed: read by the service's reader of a plain document (`prepared._read`,
     counted through a wrapper, since the compiled one makes no frame) or by `parse_requirements`."""
-    from a3fast.service import prepared
+    from a3fast import prepared
     from a3fast.service.app import create_app
     from a3fast.service.config import ServiceConfig
 

@@ -1,5 +1,5 @@
 """Requirements from their JSON text: a place request's `requirements` member is kept as its text
-and looked up in a bounded cache of prepared Requirements (service/prepared.py, docs/service.md
+and looked up in a bounded cache of prepared Requirements (prepared.py, docs/service.md
 "Prepared requirements"). A hit places exactly what parsing the document would have placed, on
 both engines; the cache stays within its bound; and whatever the text, a bad member gets the
 answer it got before the cache existed."""
@@ -15,7 +15,7 @@ from a3fast.errors import SchemaError
 from a3fast.schema import Requirements, parse_declaration, parse_requirements
 from a3fast.service import stdio
 from a3fast.service.operations import Operations, PreparedPlace, decode_place_request
-from a3fast.service.prepared import MAX_ENTRIES, MAX_SEEN, MAX_TEXT_BYTES, PreparedRequirements
+from a3fast.prepared import MAX_ENTRIES, MAX_SEEN, MAX_TEXT_BYTES, PreparedRequirements
 from a3fast.service.state import ServiceState
 from a3fast.workload import generate_fleet, generate_tasks
 

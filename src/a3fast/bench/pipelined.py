@@ -16,7 +16,7 @@
 
 `served_repeated` is the same in-process service over requests whose tasks repeat (the first 100
 task types of the workload, in turn): their requirements are parsed once and then looked up by
-their text (`service.prepared`), where the standard workload's tasks are nearly all distinct.
+their text (`a3fast.prepared`), where the standard workload's tasks are nearly all distinct.
 `service_beyond_records_cpu_us` is the service's own CPU beyond `Fleet.place` and the compact
 records together (the part the service shell itself adds).
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from .comparing import UNRECORDED_OUTCOMES, UNRECORDED_SESSIONS
 from .deciding import copy_fleet, parse_weights
-from .reading import REQUIREMENTS_CACHE_SIZE
 from .run import replay, run_replay, run_replays
 from .summary import (THRESHOLD_SUBJECTS, FleetChange, ReplaySummary, Threshold, fleet_change, fleet_digest,
                       parse_thresholds, summarise)
@@ -26,4 +25,4 @@ __all__ = ["replay", "Verdict", "Funnel", "ReplayError", "ReplaySummary", "KINDS
            "SAME", "MOVED", "UNSCHEDULABLE", "SCHEDULABLE", "STILL_REJECTED", "NOT_IN_FLEET", "TIE_BREAK",
            "AFFINITY", "summarise", "copy_fleet", "parse_weights", "Threshold", "parse_thresholds",
            "run_replay", "run_replays", "THRESHOLD_SUBJECTS", "FleetChange", "fleet_change", "fleet_digest",
-           "UNRECORDED_OUTCOMES", "UNRECORDED_SESSIONS", "REQUIREMENTS_CACHE_SIZE"]
+           "UNRECORDED_OUTCOMES", "UNRECORDED_SESSIONS"]

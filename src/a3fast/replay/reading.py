@@ -16,17 +16,15 @@ import msgspec
 import orjson
 
 from ..errors import SchemaError, describe
+from ..prepared import PreparedRequirements
 from ..record.compact import KEY as COMPACT_KEY, CompactError, Snapshots
 from ..record.write import SESSION_HELD_MEMBER, SESSION_MEMBER
 from ..schema import Requirements, parse_requirements
 from ..trace import TraceContentError, TraceProblem, TraceRecord, read_lines, read_trace, read_values
 from .verdict import ReplayError
 
-__all__ = ["Recorded", "Reader", "trace_items", "REQUIREMENTS_CACHE_SIZE"]
+__all__ = ["Recorded", "Reader", "trace_items"]
 
-#: Distinct requirements documents parsed and kept at once; a trace of more distinct ones than this
-#: parses each again when it recurs after the cache was emptied.
-REQUIREMENTS_CACHE_SIZE = 1 << 14
 #: The most recent full placements a resumption without `recorded_in.seq` is matched against
 #: (by agent and matched predicates), oldest forgotten first.
 PLACED_KEPT = 1 << 16
@@ -223,7 +221,9 @@ class Reader:
     offered candidate sets resolved once per distinct set, compact fleet snapshots registered."""
 
     def __init__(self) -> None:
-        self._requirements: dict[bytes, Requirements] = {}
+        # the service's cache of requirements by their text: a task type that recurs is parsed
+        # twice and then never again, a task met once leaves nothing behind
+        self._requirements = PreparedRequirements()
         self._offered: dict[Any, tuple[int, tuple[str, ...]] | None] = {}
         self.snapshots = Snapshots()
         #: the seq of the latest full placement of each (agent, session, matched predicates), for
@@ -281,22 +281,14 @@ class Reader:
         return f"{line}seq {item.seq}: {path}"
 
     def _parse(self, text: bytes, item: TraceRecord, path: str) -> Requirements:
-        cache = self._requirements
-        found = cache.get(text)
-        if found is not None:
-            return found
-        try:
-            parsed = parse_requirements(orjson.loads(text))
+        try:   # the trace's text is held to the document rule here (the service's is, before the cache)
+            return self._requirements.lookup(text, lambda: parse_requirements(orjson.loads(text)))
         except orjson.JSONDecodeError as exc:
             raise ReplayError(f"{self._where(item, path)}: expected the requirements as JSON, found {exc}") from None
         except SchemaError as exc:
             first = exc.problems[0]
             raise ReplayError(f"{self._where(item, path + first.path[1:])}: expected {first.expected}, "
                               f"found {first.found}") from None
-        if len(cache) >= REQUIREMENTS_CACHE_SIZE:
-            cache.clear()
-        cache[text] = parsed
-        return parsed
 
     def _token(self, key: Any, names: Any) -> tuple[int, tuple[str, ...]] | None:
         if names is None:

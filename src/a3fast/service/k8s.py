@@ -56,7 +56,7 @@ from ..fleet import Fleet
 from ..interop.kubernetes import fill_agent
 from ..record.write import placement_records
 from ..schema import parse_declaration, parse_requirements
-from .prepared import PreparedRequirements
+from ..prepared import PreparedRequirements
 from . import metrics
 from .problems import check_bounds, problem
 from .state import ServiceState

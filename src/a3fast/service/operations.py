@@ -32,7 +32,7 @@ from ..engines import ENGINE, ingest_module
 from ..schema import MAX_TEXT, Requirements, is_text, parse_declaration, parse_requirements, task_kind
 from ..verify import is_valid, verify_stream_counted
 from . import metrics
-from .prepared import PreparedRequirements
+from ..prepared import PreparedRequirements
 from .slices import Slice, readable_answer
 from .problems import (MAX_DEPTH, MAX_STRING, SINCE_EXPECTED, ServiceError, check_bounds, from_library, parse_json,
                        problem, since_seq)

@@ -20,8 +20,8 @@ from typing import Callable
 
 import msgspec
 
-from ..engines import ENGINE, ingest_module
-from ..schema import Requirements, parse_requirements, requirements_reader
+from .engines import ENGINE, ingest_module
+from .schema import Requirements, parse_requirements, requirements_reader
 
 __all__ = ["PreparedRequirements", "MAX_ENTRIES", "MAX_TEXT_BYTES", "MAX_SEEN"]
 
