@@ -75,6 +75,17 @@ CLAIMS = [
     "no agents left after filtering",
     "no candidates remain",
     "none eligible",
+    "None of the agents qualify",
+    "No agent fulfils the requirements",
+    "no agents fulfill the task's requirements",
+    "Nobody can take this task",
+    "no one can run this task",
+    "no one is eligible",
+    "Scheduling failed: no agents",
+    "scheduling failed",
+    "placement impossible: 0 agents.",
+    "No agent has the required capability",
+    "no agents offer the requested tools",
 ]
 
 NOT_CLAIMS = [
@@ -128,6 +139,12 @@ NOT_CLAIMS = [
     "GPU slots available: 0, retry later",
     "quota reached; capacity available: none",
     "failed to place the order: payment declined",
+    "no agent has been contacted",
+    "no agent has responded yet; the task timed out",
+    "nobody approved the task",
+    "no one could be reached",
+    "no agents were contacted, the budget is exhausted",
+    "the principal has no agents of its own on the allow-list and no budget",
     "",
     "no",
 ]

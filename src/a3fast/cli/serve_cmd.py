@@ -89,7 +89,7 @@ from .common import EXIT_BAD_INPUT, Seconds
 @click.option("--k8s-namespace", "k8s_namespaces", multiple=True, metavar="NS",
               help="With --watch-k8s: watch the AgentDeclarations of this namespace (repeatable; default: all).")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="With --watch-k8s: the kubeconfig file (default: in-cluster in a pod, else ~/.kube/config).")
+              help="With --watch-k8s: the kubeconfig file (default: in-cluster in a pod, else $KUBECONFIG's files, else ~/.kube/config).")
 @click.option("--k8s-watch-timeout", default=300.0, show_default=True, type=Seconds(min=1),
               help="With --watch-k8s: a watch request's timeoutSeconds (each draws between this and twice this).")
 @click.option("--stdio", is_flag=True, help="Answer JSON requests on standard input instead of HTTP.")

@@ -122,14 +122,28 @@ def load_client_configuration(kubeconfig: Path | None):
             return configuration
         except ConfigException as exc:
             raise KubeConfigError(f"in-cluster configuration: cannot use it: {exc}") from None
-    home = Path(os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]))
-    if not home.is_file():
-        raise KubeConfigError(f"no --kubeconfig, not running in a pod, and {home} does not exist")
-    try:
-        config.load_kube_config(config_file=str(home), client_configuration=configuration, persist_config=False)
+    files = kubeconfig_files(os.environ.get("KUBECONFIG"))
+    found = [path for path in files if path.is_file()]
+    if not found:
+        raise KubeConfigError(f"no --kubeconfig, not running in a pod, and {_named(files)} "
+                              f"{'does' if len(files) == 1 else 'do'} not exist")
+    try:      # several files are merged as kubectl merges them (the client's KubeConfigMerger)
+        config.load_kube_config(config_file=os.pathsep.join(map(str, found)), client_configuration=configuration,
+                                persist_config=False)
     except unusable as exc:
-        raise KubeConfigError(f"{home}: cannot use it: {exc}") from None
+        raise KubeConfigError(f"{_named(found)}: cannot use {'it' if len(found) == 1 else 'them'}: {exc}") from None
     return configuration
+
+
+def kubeconfig_files(variable: str | None) -> list[Path]:
+    """The kubeconfig files `$KUBECONFIG` names, as kubectl reads it: a list of paths, empty entries
+    skipped, and ~/.kube/config when it names none (unset or empty)."""
+    named = [entry for entry in (variable or "").split(os.pathsep) if entry]
+    return [Path(os.path.expanduser(entry)) for entry in named or ["~/.kube/config"]]
+
+
+def _named(paths: list[Path]) -> str:
+    return ", ".join(map(str, paths))
 
 
 # -- reading one object -----------------------------------------------------------------------------
