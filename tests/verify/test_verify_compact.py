@@ -175,3 +175,25 @@ def test_a_record_holding_the_empty_name_anywhere_has_the_findings_of_its_spec_f
     in_spec = [(f.code, f.seq, f.message) for f in verify(list(decode_trace(trace)))]
     assert ("E_STRUCTURE", bound["seq"]) in {(code, seq) for code, seq, _ in in_spec}
     assert [(f.code, f.seq, f.message) for f in verify(trace)] == in_spec
+
+
+@pytest.mark.parametrize("total", ["missing", "high"])
+def test_a_resumed_reference_carrying_lists_is_checked_as_a_reference_in_both_forms(spec_trace, total):
+    # a resumed task.bound with recorded_in is checked as a reference (its cited record explains
+    # it): lists it carries as well are not held to anything, in the spec form or the compact one
+    spec = copy.deepcopy(spec_trace)
+    bound = next(r for r in spec if r["kind"] == "task.bound")
+    scheduling = copy.deepcopy(bound["content"]["scheduling"])
+    for entry in scheduling["scores"].values():
+        if total == "missing":
+            del entry["total"]
+        else:
+            entry["total"] = total
+    scheduling.update(resumed=True, recorded_in={"kind": "task.bound", "seq": bound["seq"]})
+    seq = spec[-1]["seq"] + 1
+    spec.append({"seq": seq, "kind": "task.bound", "content": {"resumed": True, "scheduling": scheduling}})
+    compact = list(encode_trace(spec))
+    assert KEY in compact[-1]["content"]
+    assert verify(spec) == []
+    assert verify(compact) == []
+    assert verify_bytes(b"".join(orjson.dumps(r) + b"\n" for r in compact)) == []

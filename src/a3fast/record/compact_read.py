@@ -92,6 +92,11 @@ class CompactReader:
             value, problems = self._documents.from_value(field, compact.get(field, ABSENT))
             setattr(record, field, value)
             record.problems += problems
+        if record.recorded_in is not ABSENT:
+            # a reference, read as the spec reader reads one: the lists it carries are not its
+            # explanation (the record it cites is), so they are neither kept nor held to anything
+            read_route(member.rest.get("route", ABSENT), record)
+            return record
         record.filters_passed = member.predicates
         names = member.names
         # the spec reader's problems of the lists this record decodes to, in its order
