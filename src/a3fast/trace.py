@@ -122,6 +122,14 @@ def _non_finite_at(value: Any) -> str | None:
     return None
 
 
+def _check_last_seq(seq: int) -> None:
+    """A record numbered past what the document rule lets a seq be is refused before it is written
+    (the verifier would refuse the line; a trace's numbers are not cut or wrapped)."""
+    if seq > INT_MAX:
+        raise ValueError(f"seq: a trace's records are numbered to 2^64-1 at most; this write would number "
+                         f"one {seq}")
+
+
 class TraceWriter:
     """Append records to a trace: the records of a placement (`write`), or any record (`append`).
     Both return seq numbers, counted from `start_seq`.
@@ -160,6 +168,7 @@ class TraceWriter:
     def append(self, kind: str, content: Any = None, *, content_json: bytes | None = None) -> int:
         """Write one record; `content_json` passes content already encoded as JSON bytes."""
         seq = self.next_seq
+        _check_last_seq(seq)
         if content_json is None:
             content_json = _json_of(content, "content")
         self._emit(record_line(seq, kind, content_json))
@@ -189,6 +198,7 @@ class TraceWriter:
                 lines, count = self._encoder.encode_placement_lines(seq, placement, task)
             else:
                 lines, count = placement_lines(placement, seq, task)
+            _check_last_seq(seq + count - 1)
             self._emit(lines)
         except BaseException:
             if self._encoder is not None and mark is not None:

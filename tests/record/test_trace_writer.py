@@ -155,3 +155,34 @@ def test_a_compact_trace_with_placements_over_some_agents_reads_back_as_the_spec
     compact, _ = written(placements, "compact")
     spec, _ = written(placements, "spec")
     assert list(a3fast.read_records(compact)) == list(a3fast.read_records(spec))
+
+
+@pytest.mark.parametrize("start", [2**63 - 5, 2**64 - 40])
+def test_seqs_past_the_engines_signed_64_bits_are_written_in_both_forms(engine, start):
+    # the document rule numbers records to 2^64-1; the engine's line writer counts in a signed
+    # 64-bit integer, so placements numbered past it go the records' Python way, the same bytes
+    declarations = generate_fleet(30, seed=5)
+    fleet = a3fast.Fleet(engine=engine)
+    fleet.extend(declarations)
+    placements = [fleet.place(task) for task in generate_tasks(declarations, 8, seed=5)]
+    spec, spec_seqs = written(placements, "spec", start_seq=start)
+    compact, compact_seqs = written(placements, "compact", start_seq=start)
+    assert spec_seqs == compact_seqs and spec_seqs[0][0] == start
+    assert list(a3fast.read_records(compact)) == [orjson.loads(line) for line in spec.splitlines()]
+    assert a3fast.verify(compact) == [] and a3fast.verify(spec) == []
+
+
+@pytest.mark.parametrize("form", ["spec", "compact"])
+def test_a_write_numbered_past_2_to_the_64_is_refused_and_writes_nothing(placed, form):
+    _, placements = placed
+    bound = next(p for p in placements if p.bound)
+    out = io.BytesIO()
+    trace = a3fast.TraceWriter(out, form=form, start_seq=2**64 - 3)
+    assert trace.write(bound) == [2**64 - 3, 2**64 - 2, 2**64 - 1]
+    before = out.getvalue()
+    with pytest.raises(ValueError, match=r"numbered to 2\^64-1 at most; this write would number one 18446744073709551618"):
+        trace.write(bound)
+    with pytest.raises(ValueError, match="at most; this write would number one 18446744073709551616"):
+        trace.append("note", {})
+    assert out.getvalue() == before and trace.next_seq == 2**64
+    assert a3fast.verify(before) == []

@@ -401,7 +401,7 @@ class Encoder:
         them (seq numbers from `seq`), and how many records they are; the engine writes them in
         one call."""
         index = placement.index
-        if index is self._index and index is self._lines_index and not restricted:
+        if index is self._index and index is self._lines_index and not restricted and _native_seq(seq):
             # the usual placement: the engine gathers its arguments and writes its lines in one call
             written = index.write_placement_lines_of(seq, placement, task, self._membership, self._snapshot_seq,
                                                      self._line_caches)
@@ -472,7 +472,7 @@ class Encoder:
         """The arguments of the engine's `write_placement_lines` for placement `p` at `seq`, the
         encoder's snapshot state moved on as the records take it; None (nothing moved) when the
         records are written another way."""
-        if p.resumed:
+        if p.resumed or not _native_seq(seq):
             return None
         index = p.index
         if index is not self._lines_index:
@@ -591,6 +591,14 @@ _REJECTED_KINDS = ("task.submitted", "task.rejected")
 #: entries a JSON cache keeps before it starts again (the values repeat: a fleet's agents, a
 #: workload's predicate sets, a client's prepared requirements)
 _CACHE_LIMIT = 4096
+
+
+def _native_seq(seq: int) -> bool:
+    """Whether a placement's seqs (at most three from `seq`) fit the engine's line writer, which
+    numbers lines in a signed 64-bit integer; a trace's seqs go on to 2^64-1 through the records'
+    Python path, the same bytes."""
+    return -(1 << 63) <= seq <= (1 << 63) - 3
+
 #: prepared Requirements noted after their first placement, held until this many are (a prepared
 #: task placed again within that window is kept from its second placement on)
 _SEEN_LIMIT = 256
