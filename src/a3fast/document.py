@@ -265,6 +265,12 @@ def syntax_error(data: bytes | str, exc: Exception) -> str:
     return str(exc).removeprefix("JSON is malformed: ")
 
 
+def within_line(found: str) -> str:
+    """A syntax error's account (`syntax_error`) of one line of JSON Lines, whose reader names the
+    line: the decoder counted within that line alone, so its "line 1" would point at the first."""
+    return found.replace(" at line 1 column ", " at column ").replace(": line 1 column ", ": column ")
+
+
 def loads(data: bytes | str, source: str | None = None, limit: int = MAX_DEPTH) -> Any:
     """Decode JSON text under the rule; SchemaError naming the source and every problem."""
     if isinstance(data, str) and not data.isascii() and not _encodable(data):

@@ -23,7 +23,7 @@ from typing import IO, Any, Callable, Iterator, Union
 
 import msgspec
 
-from .document import MAX_DEPTH, loads
+from .document import MAX_DEPTH, loads, within_line
 from .errors import Problem, SchemaError
 
 __all__ = ["Source", "AUTO", "LINES", "ARRAY", "EMPTY", "NOT_DOCUMENTS", "Item", "Framed",
@@ -267,7 +267,8 @@ def iter_documents(source: Source, *, form: str = AUTO,
             try:
                 yield Item(where, lineno, decode(line))
             except SchemaError as exc:
-                yield Item(where, lineno, None, tuple(exc.problems))
+                yield Item(where, lineno, None, tuple(Problem(p.path, p.expected, within_line(p.found))
+                                                      for p in exc.problems))
     finally:
         framing.close()
 

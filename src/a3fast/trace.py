@@ -473,7 +473,7 @@ def _decode_record(line: bytes) -> tuple[Any, list[Problem]]:
         return None, [Problem("$", f"at most {MAX_RECORD_DEPTH} nested arrays and objects",
                               "nesting too deep to read")]
     except msgspec.MsgspecError as exc:  # not JSON, or valid syntax with a number out of range
-        return None, [Problem("$", "JSON", f"not JSON: {_decode_error(line, exc)}")]
+        return None, [Problem("$", "JSON", f"not JSON: {document.within_line(_decode_error(line, exc))}")]
     if len(line) <= _SMALL_LINE and line.count(b"[") + line.count(b"{") <= MAX_RECORD_DEPTH:
         # the usual small record: too few brackets to nest too deeply, so only integers are in
         # question, and orjson refuses to write one beyond 64 bits

@@ -106,6 +106,18 @@ def test_reader_reports_a_broken_line_with_its_line_number_and_goes_on(line, seq
     assert [r.seq for r in records(items)][-1] == 3
 
 
+@pytest.mark.parametrize("line, column", [
+    (b'{"seq":2,"kind":"a","content":{"a":1,,}}', "expected a string key: column 38 (char 37)"),
+    (b'{"seq":2,"kind":"a","content":{"a":"\xff"}}', "the byte 0xff at column 37 (byte 36)"),
+])
+def test_a_line_that_is_not_json_is_placed_at_its_line_and_column(line, column):
+    # the problem names the trace's line; the decoder counts within that line alone, so its own
+    # "line 1" would point at the trace's first line
+    data = b'{"seq":1,"kind":"a","content":{}}\n' + line + b'\n'
+    [problem] = problems(list(read_trace(data)))
+    assert problem.line == 2 and problem.message.endswith(column) and "line 1" not in problem.message
+
+
 def test_reader_reports_an_array_that_is_not_json():
     [problem] = list(read_trace(b'[{"seq":1,'))
     assert isinstance(problem, TraceProblem) and "not a JSON array" in problem.message
