@@ -200,6 +200,22 @@ def test_cli_report_refuses_to_replace_its_trace(tmp_path):
     assert result.exit_code == 2 and "other than the trace" in result.output
 
 
+@pytest.mark.parametrize("out", [None, "same", "hard link"])
+def test_write_report_never_replaces_its_trace(tmp_path, out):
+    trace = tmp_path / "t.html"
+    placed_trace(trace, agents=40, tasks=2)
+    before = trace.read_bytes()
+    target = None
+    if out == "same":
+        target = tmp_path / "." / "t.html"
+    elif out == "hard link":
+        target = tmp_path / "link.html"
+        os.link(trace, target)
+    with pytest.raises(ValueError, match="the report must go to a file other than the trace it reads"):
+        write_report(trace, target)
+    assert trace.read_bytes() == before
+
+
 def test_write_report_is_atomic(tmp_path):
     target = tmp_path / "r.html"
     target.write_text("before")

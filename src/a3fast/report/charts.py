@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -118,12 +119,30 @@ def scores(rows: Sequence[Mapping[str, Any]] | None = None, width: int = 420) ->
     }, width)
 
 
+#: What XML 1.0 cannot hold: C0 controls but tab, line feed and carriage return, lone surrogates,
+#: U+FFFE and U+FFFF. Names and predicates may hold them (the schema's text rule refuses only
+#: controls), and vl-convert aborts the whole process on an SVG text it cannot parse.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_text(value: Any) -> Any:
+    """`value` with every string's characters that XML cannot hold written as `\\uXXXX` (two
+    names that differ only there stay two labels)."""
+    if isinstance(value, str):
+        return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04X}", value) if _NOT_XML.search(value) else value
+    if isinstance(value, Mapping):
+        return {_xml_text(k): _xml_text(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_xml_text(v) for v in value]
+    return value
+
+
 def to_svg(spec: Mapping[str, Any]) -> str:
     """The chart as an SVG document, drawn by Vega in vl-convert's embedded engine (no network)."""
     import vl_convert
 
     # allowed_base_urls=[]: a spec built from a trace may never make the converter fetch anything.
-    svg = vl_convert.vegalite_to_svg(dict(spec), allowed_base_urls=[])
+    svg = vl_convert.vegalite_to_svg(_xml_text(spec), allowed_base_urls=[])
     return svg[svg.index("<svg"):] if "<svg" in svg else svg
 
 

@@ -117,8 +117,12 @@ def write_report(trace: str | os.PathLike, out: str | os.PathLike | None = None,
                  limits: Limits = Limits()) -> Path:
     """Render the report of the trace file `trace` into `out` (default: beside it, `.html`),
     written to a temporary file and renamed into place. Returns the path written.
-    ReportInputError, and nothing written, when the file breaks the trace format or holds no record."""
+    ReportInputError, and nothing written, when the file breaks the trace format or holds no record;
+    ValueError when `out` (or the default beside it) is the trace itself."""
     target = Path(out) if out is not None else Path(trace).with_suffix(".html")
+    if target.resolve() == Path(trace).resolve() or (target.exists() and os.path.samefile(target, trace)):
+        # a trace named *.html would be replaced by its own report
+        raise ValueError(f"{target}: the report must go to a file other than the trace it reads")
     # the page names the file in UTF-8: a name that is not is shown escaped
     html = render(os.fspath(trace), name=shown_text(Path(trace).name), limits=limits, allow_empty=False)
     write_atomic(target, html)
