@@ -546,14 +546,47 @@ cdef bytes quote(str text):
 cdef enum:
     FLOAT_CACHE_BITS = 12
     FLOAT_CACHE = 1 << FLOAT_CACHE_BITS
-    FLOAT_TEXT = 25     # the longest repr of a double, "-2.2250738585072014e-308", is 24
+    FLOAT_TEXT = 25     # the longest text of a double, "-2.2250738585072014e-308" or "-0.000012345678901234567", is 24
 cdef uint64_t float_keys[FLOAT_CACHE]
 cdef char float_text[FLOAT_CACHE][FLOAT_TEXT]
 cdef unsigned char float_len[FLOAT_CACHE]
 
 
+cdef Py_ssize_t as_orjson_writes(const char* text, Py_ssize_t n, char* out) noexcept:
+    """Python's repr of a finite double (`text`, `n` bytes) into `out` as orjson writes the same
+    shortest digits, and its length: positionally from 1e-5 on where repr is from 1e-4 on ("1.5e-05"
+    is "0.000015"), and an exponent without repr's leading zero ("1e-07" is "1e-7"; "1e+16" stays)."""
+    cdef Py_ssize_t e = 0, i, at = 0
+    while e < n and text[e] != 101:          # 'e'
+        e += 1
+    if e == n:
+        memcpy(out, text, n)
+        return n
+    if n == e + 4 and text[e + 1] == 45 and text[e + 2] == 48 and text[e + 3] == 53:    # "e-05"
+        i = 0
+        if text[0] == 45:
+            out[0] = 45
+            at = i = 1
+        memcpy(out + at, b"0.0000", 6)
+        at += 6
+        while i < e:                          # the digits, without their point
+            if text[i] != 46:
+                out[at] = text[i]
+                at += 1
+            i += 1
+        return at
+    memcpy(out, text, e + 2)                  # the mantissa, 'e' and its sign
+    at = e + 2
+    i = e + 2
+    while i < n - 1 and text[i] == 48:
+        i += 1
+    memcpy(out + at, text + i, n - i)
+    return at + n - i
+
+
 cdef int put_float(Buffer* b, double value) except -1:
-    """Append `value` in its shortest round-trip form (Python's repr); non-finite as null, as orjson."""
+    """Append `value` in its shortest round-trip form, written as orjson writes it
+    (`as_orjson_writes`); non-finite as null, as orjson."""
     cdef uint64_t bits
     memcpy(&bits, &value, 8)
     cdef Py_ssize_t slot = <Py_ssize_t>((bits * 0x9E3779B97F4A7C15ULL) >> (64 - FLOAT_CACHE_BITS))
@@ -568,7 +601,7 @@ cdef int put_float(Buffer* b, double value) except -1:
         if n >= FLOAT_TEXT:
             PyMem_Free(text)
             raise ValueError(f"unexpected float text for {value!r}")
-        memcpy(float_text[slot], text, n)
+        n = as_orjson_writes(text, n, float_text[slot])
         PyMem_Free(text)
         float_keys[slot] = bits
         float_len[slot] = <unsigned char>n
@@ -1025,8 +1058,8 @@ cdef Py_ssize_t put_ms(char* dst, Py_ssize_t at, int64_t ns) noexcept:
     """`ns / 1e6` as orjson writes it, at `dst + at`, for ns = 0 and 100 ≤ |ns| < 10**15; -1 (nothing
     written) otherwise. There the text is the decimal ns/10**6 itself: the quotient is the double
     nearest it (both operands exact below 2**53, the division correctly rounded), no other decimal
-    of at most 15 significant digits names that double (DBL_DIG), and orjson, like Python's repr,
-    writes the shortest decimal naming it, positionally from 1e-4 to 1e16: the integer part, a
+    of at most 15 significant digits names that double (DBL_DIG), and orjson writes the shortest
+    decimal naming it, positionally from 1e-5 to 1e16 (1e-4 ms is the least here): the integer part, a
     point, the fraction without its trailing zeros (at least one digit). No float is formatted."""
     cdef uint64_t v = <uint64_t>0 - <uint64_t>ns if ns < 0 else <uint64_t>ns
     cdef uint64_t whole, fraction

@@ -8,7 +8,7 @@ import os
 
 import orjson
 import pytest
-from hypothesis import settings, strategies as st
+from hypothesis import given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from pyroaring import BitMap
 
@@ -341,9 +341,29 @@ def test_json_floats_are_written_in_shortest_round_trip_form(w):
         for key, value in components.items():
             if value == value and abs(value) != float("inf"):
                 assert parsed["scores"][name][key].hex() == value.hex()
-                assert f'"{key}":{value!r}'.encode() in text
+                assert f'"{key}":'.encode() + orjson.dumps(value) in text
             else:   # overflowed to infinity: null, as orjson writes it
                 assert parsed["scores"][name][key] is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(weights=st.tuples(*[st.floats(1e-12, 1e6)] * 4), successes=st.integers(0, 3),
+       attempts=st.sampled_from([0, 9, 20_000, 10**6, 10**9]), cost=st.sampled_from([None, "0.5", "40000", "1000000000"]))
+def test_json_floats_are_written_as_orjson_writes_them(weights, successes, attempts, cost):
+    # positionally from 1e-5 on, exponents without a leading zero ("1e-7"), where Python's repr
+    # goes to exponents below 1e-4 and pads them ("1.5e-05", "1e-07"): a success rate of 0 in
+    # 20,000 attempts, a cost ceiling of 40,000, or a small weight all score below 1e-4
+    from a3fast.schema import parse_requirements, task_kind
+
+    scores = []
+    for engine in ("native", "pure"):
+        fleet = fleet_of(engine, [investigator("a", cost, True), investigator("b", "0.1")], batch=True,
+                         weights=weights)
+        fleet.record_outcomes("a", task_kind(parse_requirements(TASK)), successes, max(attempts, successes))
+        p = fleet.place(TASK, remember_session=False)
+        assert p.scheduling_json() == orjson.dumps(p.scheduling)
+        scores.append(p.scheduling["scores"])
+    assert scores[0] == scores[1]
 
 
 def test_the_type_stub_lists_what_the_extension_defines():
