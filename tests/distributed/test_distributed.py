@@ -255,6 +255,34 @@ def test_invalid_input_changes_nothing_on_any_shard(ray, tmp_path):
         many.close()
 
 
+def test_arguments_one_fleet_refuses_are_refused_alike_before_any_shard_is_asked(ray, tmp_path):
+    many, one = sharded(2, tmp_path), Fleet()
+    try:
+        ok = {"v": "1.0", "agent": {"name": "a", "namespace": "ns"}, "capabilities": [], "clearances": []}
+        many.add(ok)
+        one.add(ok)
+        calls = [
+            lambda fleet: fleet.place({"v": "1.0"}, session=5, remember_session=False),
+            lambda fleet: fleet.place({"v": "1.0"}, session="\ud800"),
+            lambda fleet: fleet.place({"v": "1.0"}, route="eu"),
+            lambda fleet: fleet.place_many([{"v": "1.0"}] * 2, sessions="xy"),
+            lambda fleet: fleet.place_many([{"v": "1.0"}] * 2, sessions=[1, 2]),
+            lambda fleet: fleet.hold_session("a", 5),
+            # refused by the shard itself: its own exception and words, not Ray's traceback
+            lambda fleet: fleet.record_outcomes("a", "k", 0, 10**16),
+        ]
+        for n, call in enumerate(calls):
+            with pytest.raises(Exception) as on_one:
+                call(one)
+            with pytest.raises(Exception) as on_many:
+                call(many)
+            assert (type(on_many.value), str(on_many.value)) == (type(on_one.value), str(on_one.value)), n
+        assert not any(many.holds_session("a", s) for s in ("x", "y", 5))
+        assert many.generation == one.generation
+    finally:
+        many.close()
+
+
 def test_a_bound_placement_holds_its_session_on_the_owning_shard(ray, tmp_path):
     from a3fast.distributed import shard_of
 

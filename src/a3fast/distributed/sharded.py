@@ -16,6 +16,8 @@ ShardError naming it; no decision is ever made on a subset of the fleet. A shard
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 import os
 import re
 import tempfile
@@ -29,12 +31,13 @@ import orjson
 from ..files import write_atomic
 from ..errors import A3Error, FleetError, Problem, SchemaError, SnapshotError, describe
 from ..fleet import pipeline
-from ..fleet.core import check_outcome_counts
+from ..fleet.core import check_outcome_counts, check_placing_arguments
 from ..fleet.bulk_load import collector_paused
 from ..fleet.domain import check_namespace, namespace_problem
 from ..fleet.placement import CustomScores, Placement, Route, resumed_agent
 from ..fleet.scoring import import_scorer
-from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, task_kind
+from ..schema import (Declaration, Requirements, check_text_argument, parse_declaration, parse_requirements,
+                      task_kind)
 from .cluster import connect, ray_module
 from .jsonl_split import read_range
 from .owners import shard_of
@@ -63,6 +66,13 @@ def _held_already(agent: str, session: str) -> bool:
     """The hold of a placement whose agent's shard answered that it holds the session already:
     nothing to hold (`pipeline.hold_placed_session`)."""
     return False
+
+
+def _raised_on_shard(exc: Any) -> BaseException:
+    """What a shard's call raised, as one Fleet raises it (its own type and one-line message),
+    rather than Ray's wrapper, whose message is the remote traceback."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, BaseException) else exc.as_instanceof_cause()
 
 
 def _shard_file(shard: int) -> str:
@@ -143,6 +153,9 @@ class ShardedFleet:
                  _snapshot: tuple[Path, dict[str, Any]] | None = None):
         if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
             raise ValueError(f"shards: expected a positive integer, found {shards!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not 0 < timeout < math.inf:
+            # Ray's own core aborts the process on a negative wait and reads -1 as none
+            raise ValueError(f"timeout: expected a positive number of seconds, found {describe(timeout)}")
         ray = connect(address)
         self.engine = engine
         self.timeout = float(timeout)
@@ -307,7 +320,7 @@ class ShardedFleet:
             return ray.get(refs, timeout=self.timeout)
         except ray.exceptions.RayTaskError as exc:
             if not isinstance(exc, ray.exceptions.RayActorError):
-                raise exc.as_instanceof_cause() from None
+                raise _raised_on_shard(exc) from None
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError,
                 ray.exceptions.ActorUnavailableError):
             pass
@@ -325,7 +338,7 @@ class ShardedFleet:
                 down.append(shard)
                 cause = cause or _why_down(exc)
             except ray.exceptions.RayTaskError as exc:
-                raise exc.as_instanceof_cause() from None
+                raise _raised_on_shard(exc) from None
         lost = sorted(down + late)
         if not lost:   # every answer came in after all
             return ray.get(refs, timeout=0)
@@ -661,6 +674,7 @@ class ShardedFleet:
         return (successes, attempts)
 
     def hold_session(self, agent: str, session: str) -> None:
+        check_text_argument(session, "session")
         self._change(self._live(agent), "hold_session", agent, session)
         self.generation += 1
 
@@ -690,7 +704,12 @@ class ShardedFleet:
         placement to those agents (Fleet.place): each shard is sent the ones it holds. `scorer`
         names a custom scorer each shard imports (the records are one Fleet's with that scorer when
         it scores each agent on its own, since a shard shows it only its own eligible agents).
-        Raises ShardError if any shard is down, ValueError for a scorer that cannot be imported."""
+        Raises ShardError if any shard is down, ValueError for a scorer that cannot be imported,
+        and what `Fleet.place` raises for its arguments, before any shard is asked."""
+        if session is not None:
+            check_text_argument(session, "session")
+        if route is not None:
+            check_placing_arguments(route, None)
         state = self._prepare(requirements, session, route, reason_limit)
         scorer_name = self._scorer_name(scorer)
         if scorer_name is not None and state.kind is None:
@@ -726,6 +745,7 @@ class ShardedFleet:
         the same round trip: a shard runs its calls in order) and after the last; `generation` is
         numbered as if the batch ran in order. Each shard answers a wave in columns
         (`FleetShard.score_wave`, a WaveAnswer); the coordinator merges them task by task."""
+        pipeline.check_sessions(sessions)
         with collector_paused():   # a batch makes many long-lived objects (its placements)
             return self._place_many(list(requirements_list), sessions, remember_session, reason_limit, scorer)
 

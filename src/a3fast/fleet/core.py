@@ -448,12 +448,7 @@ class Fleet:
         holds the lock) makes the batch raise RuntimeError, placing nothing; a Requirements whose
         `predicates` are no tuple (one a caller made itself) is a TypeError.
         """
-        if sessions is not None:
-            if isinstance(sessions, (str, bytes)):      # one string would be read as its characters
-                raise TypeError(f"sessions: expected a sequence of sessions (one per task), found {describe(sessions)}")
-            for session in sessions:
-                if session is not None:
-                    check_text_argument(session, "sessions[]")
+        pipeline.check_sessions(sessions)
         if kind is not None:
             check_text_argument(kind, "kind")
         if scorer is not None:

@@ -54,10 +54,10 @@ from typing import (TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple,
                     runtime_checkable)
 
 from ..engines import NATIVE_AVAILABLE, engine_module
-from ..errors import A3Error, FleetError
+from ..errors import A3Error, FleetError, describe
 from .placement import CustomScores, Placement, Route, check_reason_limit, resumed_agent
 from ..predicates import first_failed
-from ..schema import Declaration, Requirements, parse_requirements, requirements_reader, task_kind
+from ..schema import Declaration, Requirements, check_text_argument, parse_requirements, requirements_reader, task_kind
 from .scoring import Scorer, ScoringTask, choose, score_entry
 from .bulk_load import collector_paused
 from . import rows as rows_module
@@ -115,6 +115,19 @@ def _finite(number: numbers.Real) -> bool:
 #: changes the fleet there would have the wave's tasks decided on two fleets. The batch is refused.
 FLEET_CHANGED_IN_WAVE = ("the fleet changed while a batch of placements was being set up (code run from a "
                          "caller's object, its __hash__ or __eq__, changed it): nothing was placed")
+
+
+def check_sessions(sessions: Any) -> None:
+    """A batch's `sessions` as every fleet takes them: None, or one session (a string UTF-8 can
+    write) or None per task; TypeError for one string (it would be read as its characters),
+    ValueError naming a session that is not one, before anything is placed."""
+    if sessions is None:
+        return
+    if isinstance(sessions, (str, bytes)):
+        raise TypeError(f"sessions: expected a sequence of sessions (one per task), found {describe(sessions)}")
+    for session in sessions:
+        if session is not None:
+            check_text_argument(session, "sessions[]")
 
 
 def check_predicates(predicates: Any) -> None:

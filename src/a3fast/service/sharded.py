@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..distributed.cluster import check_reachable
 from ..distributed.sharded import ShardError, ShardedFleet
 from ..errors import SnapshotError
 from .problems import ServiceError, problem
@@ -105,6 +106,7 @@ def start_ray(shards: int, ray_address: str | None) -> None:
             ray.init(num_cpus=max(1, min(shards, os.cpu_count() or 1)), include_dashboard=False,
                      log_to_driver=False, configure_logging=False, _node_ip_address="127.0.0.1")
         else:
+            check_reachable(ray_address)
             ray.init(address=ray_address, include_dashboard=False, log_to_driver=False,
                      configure_logging=False)
     except Exception as exc:   # Ray's own errors: a cluster that cannot be reached or started
