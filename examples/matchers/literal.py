@@ -17,14 +17,16 @@ task.rejected.
 matching` can fail: order (clearances before capabilities), residency (residency ignored),
 passed (the last predicate left out of filters_passed), choice (the worst-scored agent chosen),
 scores (the worst-scored agent chosen, and only its score recorded),
-stale (removed agents stay candidates), hang (never answers a placement), garbage (answers a
+stale (removed agents stay candidates), reason (a rejection's reason names a predicate no candidate
+failed), twice (every candidate listed twice), hang (never answers a placement), garbage (answers a
 placement with a line that is not JSON), crash (exits at the first placement).
 """
 import json
 import sys
 import time
 
-WRONG = ("order", "residency", "passed", "choice", "scores", "stale", "hang", "garbage", "crash")
+WRONG = ("order", "residency", "passed", "choice", "scores", "stale", "reason", "twice", "hang", "garbage",
+         "crash")
 
 
 def derive(req, wrong):
@@ -107,7 +109,7 @@ class Matcher:
         predicates = derive(req, self.wrong)
         fleet = dict(self.agents)
         fleet.update(self.removed)
-        candidates = list(fleet)
+        candidates = list(fleet) * (2 if self.wrong == "twice" else 1)
         failed, eligible = [], []
         for name in candidates:
             first = next((p for p in predicates if not satisfies(fleet[name], p, self.wrong)), None)
@@ -117,8 +119,11 @@ class Matcher:
                 failed.append({"candidate": name, "predicate": first})
         records = [self.record("task.submitted", {"requirements": req})]
         if not eligible:
+            reason = rejection_reason(candidates, failed, predicates)
+            if self.wrong == "reason":
+                reason = "no eligible agent: capability:nothing.at-all/9"
             records.append(self.record("task.rejected", {
-                "code": "unschedulable", "reason": rejection_reason(candidates, failed, predicates),
+                "code": "unschedulable", "reason": reason,
                 "requirements": req, "candidates": candidates, "filters_failed": failed}))
             return {"records": records}
         kind = task_kind(req)

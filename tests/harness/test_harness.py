@@ -55,6 +55,8 @@ def test_the_literal_matcher_imports_nothing_of_a3fast():
     ("stale", "candidates"),           # removed agents still candidates
     ("choice", "choice"),              # the worst-scored agent chosen
     ("scores", "choice"),              # the worst chosen, with scores for it alone
+    ("reason", "reason"),              # a rejection's reason names a predicate no candidate failed
+    ("twice", "candidates"),           # every candidate listed twice (and its failures)
 ])
 def test_a_wrong_matcher_fails_and_the_first_wrong_placement_is_named_and_shrunk(wrong, check):
     result = conformance("--matcher", literal(wrong), "--worlds", "12")
@@ -164,9 +166,9 @@ def test_the_client_requires_answers_to_echo_the_request_id(tmp_path):
 def test_every_check_is_exercised_by_some_wrong_matcher():
     """The checks a wrong matcher trips, over the modes the tests above use."""
     seen = set()
-    for wrong in ("order", "passed", "stale", "choice", "residency"):
+    for wrong in ("order", "passed", "stale", "choice", "residency", "reason"):
         seen |= set(re.findall(r"[;:] (\w+): ", conformance("--matcher", literal(wrong), "--worlds", "6").output))
-    assert {"candidates", "filters_passed", "filters_failed", "eligible", "verifier", "choice"} <= seen
+    assert {"candidates", "filters_passed", "filters_failed", "eligible", "reason", "verifier", "choice"} <= seen
     assert set(CHECKS) - seen <= {"records"}
 
 
@@ -275,3 +277,45 @@ def test_bench_stops_a_matcher_whose_place_answer_holds_two_decisions(tmp_path):
                                        "--seconds", "2"])
     assert result.exit_code == 0, result.output
     assert "stopped: a place answer with 2 task.bound or task.rejected records (expected one)" in result.output
+
+
+def _rejected(candidates, failed, reason):
+    return [{"seq": 1, "kind": "task.submitted", "content": {"requirements": {"v": "1.0"}}},
+            {"seq": 2, "kind": "task.rejected", "content": {
+                "code": "unschedulable", "reason": reason, "requirements": {"v": "1.0"}, "candidates": candidates,
+                "filters_failed": [{"candidate": c, "predicate": p} for c, p in failed]}}]
+
+
+@pytest.mark.parametrize("reason, problem", [
+    ("no eligible agent among 2 candidates: clearance:x.y failed by a, b", None),
+    ("no eligible agent: clearance:x.y failed by a, b; tool:t failed by c", None),
+    ("No eligible agent. clearance:x.y: failed by a and b.", None),
+    ("no eligible agent: capability:nothing.at-all/9", "the reason names no failed predicate"),
+    ("no eligible agent: clearance:x.y failed by a", "the reason names no failed predicate"),
+    ("no eligible agent: clearance:x.y failed by a, ab", "the reason names no failed predicate"),
+    ("no eligible agent: clearance:x.y.z failed by a, b", "the reason names no failed predicate"),
+    (None, "task.rejected has no reason text"),
+])
+def test_a_rejections_reason_names_a_failed_predicate_with_its_candidates(reason, problem):
+    from a3fast.harness.checks import Expected, check_placement
+
+    failed = [("a", "clearance:x.y"), ("b", "clearance:x.y"), ("c", "tool:t")]
+    expected = Expected(frozenset({"clearance:x.y", "tool:t"}), frozenset(failed), frozenset())
+    if reason is not None and "tool:t" not in reason:
+        failed = failed[:2]
+        expected = Expected(expected.predicates, frozenset(failed), frozenset())
+    found = check_placement(_rejected([c for c, _ in failed], failed, reason), {c for c, _ in failed}, expected)
+    assert [check for check, _ in found if check != "verifier"] == ([] if problem is None else ["reason"])
+    assert problem is None or problem in dict(found)["reason"]
+
+
+def test_a_candidate_or_a_failure_listed_twice_is_wrong():
+    from a3fast.harness.checks import Expected, check_placement
+
+    failed = [("a", "tool:t"), ("b", "tool:t")]
+    expected = Expected(frozenset({"tool:t"}), frozenset(failed), frozenset())
+    reason = "no eligible agent: tool:t failed by a, b"
+    assert check_placement(_rejected(["a", "b"], failed, reason), {"a", "b"}, expected) == []
+    twice = dict(check_placement(_rejected(["a", "b", "a"], failed + failed[:1], reason), {"a", "b"}, expected))
+    assert twice["candidates"] == "a listed more than once"
+    assert twice["filters_failed"] == "'a' failing 'tool:t' listed more than once"

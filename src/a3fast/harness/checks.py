@@ -6,11 +6,14 @@ derivation order (docs/design.md, reading 1); `filters_passed` is the whole pred
 what the spec fixes is checked: `scores` holds a finite `total` for every eligible candidate and no
 other, and the chosen agent is eligible and best by those totals (higher is better), ties going to
 the smaller name. Scoring itself is the
-implementation's. Finally the records must pass the §7 verifier.
+implementation's. No candidate and no failure is listed twice, and a rejection's reason names at
+least one failed predicate and the candidates that failed it (§6). Finally the records must pass
+the §7 verifier.
 """
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +26,7 @@ from ..verify import verify_bytes
 __all__ = ["Expected", "expected_placement", "check_placement", "CHECKS"]
 
 #: The checks, in the order they are reported.
-CHECKS = ("records", "candidates", "filters_passed", "filters_failed", "eligible", "verifier", "choice")
+CHECKS = ("records", "candidates", "filters_passed", "filters_failed", "eligible", "reason", "verifier", "choice")
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ def check_placement(records: Any, live: set[str], expected: Expected) -> list[tu
         return [("records", "candidates is not a list of agent names")]
     if set(candidates) != live:
         out.append(("candidates", _diff(live, set(candidates))))
+    elif len(candidates) != len(live):
+        out.append(("candidates", f"{_listing(_repeated(candidates))} listed more than once"))
     if kind == "task.bound":
         passed = body.get("filters_passed")
         if not isinstance(passed, list):
@@ -78,6 +83,9 @@ def check_placement(records: Any, live: set[str], expected: Expected) -> list[tu
     pairs = {(f.get("candidate"), f.get("predicate")) for f in failed}
     if pairs != expected.failed:
         out.append(("filters_failed", _diff(expected.failed, pairs)))
+    elif len(failed) != len(pairs):
+        listed = [f"{f.get('candidate')!r} failing {f.get('predicate')!r}" for f in failed]
+        out.append(("filters_failed", f"{', '.join(sorted(set(_repeated(listed))))} listed more than once"))
     chosen = _chosen(body) if kind == "task.bound" else None
     eligible = set(candidates) - {c for c, _ in pairs}
     if kind == "task.rejected" and expected.eligible:
@@ -87,6 +95,10 @@ def check_placement(records: Any, live: set[str], expected: Expected) -> list[tu
         out.append(("eligible", f"bound {chosen!r}, but no agent is eligible"))
     elif eligible != expected.eligible:
         out.append(("eligible", _diff(expected.eligible, eligible)))
+    if kind == "task.rejected" and expected.failed:
+        problem = _check_reason(content.get("reason"), expected.failed)
+        if problem:
+            out.append(("reason", problem))
     findings = [f for f in verify_bytes(b"\n".join(orjson.dumps(r) for r in records)) if f.is_error]
     if findings:
         out.append(("verifier", "; ".join(f"{f.code} at seq {f.seq}: {f.message}" for f in findings[:3])))
@@ -107,6 +119,33 @@ def _decision(records: Any) -> tuple[str, dict[str, Any]] | str:
     if not isinstance(decisions[0].get("content"), dict):
         return f"{decisions[0].get('kind')} has no content object"
     return decisions[0]["kind"], decisions[0]["content"]
+
+
+def _names(text: str, name: str) -> bool:
+    """Whether `name` is written in `text` as a word of its own: no name character before it, and
+    after it none, or punctuation that ends a sentence or a clause ("failed by a, b.")."""
+    return re.search(rf"(?<![\w.:/-]){re.escape(name)}(?![\w-]|[.:/][\w-])", text) is not None
+
+
+def _repeated(items: list[Any]) -> list[Any]:
+    seen: set[Any] = set()
+    return [item for item in items if item in seen or seen.add(item)]
+
+
+def _check_reason(reason: Any, failed: frozenset[tuple[str, str]]) -> str | None:
+    """§6: "a task.rejected whose reason names at least one failed predicate and the candidates that
+    failed it": some predicate a candidate failed first appears in the reason with every candidate
+    that failed it first, each as a word of its own (not inside a longer name)."""
+    if not isinstance(reason, str):
+        return "task.rejected has no reason text naming a failed predicate and its candidates (§6)"
+    by_predicate: dict[str, list[str]] = {}
+    for candidate, predicate in sorted(failed):
+        by_predicate.setdefault(predicate, []).append(candidate)
+    if any(_names(reason, predicate) and all(_names(reason, name) for name in names)
+           for predicate, names in by_predicate.items()):
+        return None
+    return (f"the reason names no failed predicate with the candidates that failed it (§6), "
+            f"such as {next(iter(by_predicate))!r} with {_listing(by_predicate[next(iter(by_predicate))])}")
 
 
 def _chosen(scheduling: dict[str, Any]) -> str | None:
