@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import math
-import numbers
 import os
 import re
 import tempfile
@@ -48,7 +47,7 @@ log = logging.getLogger("a3fast.distributed")
 
 __all__ = ["ShardedFleet", "ShardError", "shard_of"]
 
-#: How long a failed batch waits for a shard to let go of a session it held (`_place_many`).
+#: How long a failed batch waits for a shard to let go of a session it held (`_ShardedStages.undo`).
 UNDO_TIMEOUT = 60.0
 
 #: A sharded fleet snapshot: the coordinator's file (written last) and each shard's Fleet snapshot.
@@ -60,12 +59,6 @@ SHARDED_FORMAT = 1
 #: The most tasks of a wave in one call to a shard: a wave's answers are large at scale (a task's
 #: failed sets over 200,000 agents are about 160 KB), so a longer wave goes out in parts.
 WAVE_PART = 1024
-
-
-def _held_already(agent: str, session: str) -> bool:
-    """The hold of a placement whose agent's shard answered that it holds the session already:
-    nothing to hold (`pipeline.hold_placed_session`)."""
-    return False
 
 
 def _raised_on_shard(exc: Any) -> BaseException:
@@ -153,12 +146,16 @@ class ShardedFleet:
                  _snapshot: tuple[Path, dict[str, Any]] | None = None):
         if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
             raise ValueError(f"shards: expected a positive integer, found {shards!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not 0 < timeout < math.inf:
+        try:
+            seconds = math.nan if isinstance(timeout, (bool, str, bytes)) else float(timeout)
+        except (TypeError, ValueError):
+            seconds = math.nan
+        if not 0 < seconds < math.inf:
             # Ray's own core aborts the process on a negative wait and reads -1 as none
             raise ValueError(f"timeout: expected a positive number of seconds, found {describe(timeout)}")
         ray = connect(address)
         self.engine = engine
-        self.timeout = float(timeout)
+        self.timeout = seconds
         self.state_dir = state_dir if state_dir is not None else tempfile.mkdtemp(prefix="a3fast-shards-")
         self._ids: dict[str, int] = {}            # name -> global id
         self._namespace: dict[str, str] = {}      # live name -> its namespace
@@ -697,7 +694,8 @@ class ShardedFleet:
               reason_limit: int | None = None, candidates: Iterable[str] | None = None,
               scorer: str | None = None) -> Placement:
         """Place one task over every shard (Fleet.place): the same decision, explanation and
-        records as one Fleet. The coordinator prepares the task; each shard explains, scores and
+        records as one Fleet, through the same driver (a3fast.fleet.pipeline.drive, a batch of one
+        over `_ShardedStages`). The coordinator prepares the task; each shard explains, scores and
         chooses over its own agents; the coordinator merges their answers, chooses among the
         shards' winners and builds the Placement. A bound placement makes the chosen agent hold the
         task's session on its shard, unless `remember_session` is false. `candidates` restricts the
@@ -710,154 +708,37 @@ class ShardedFleet:
             check_text_argument(session, "session")
         if route is not None:
             check_placing_arguments(route, None)
-        state = self._prepare(requirements, session, route, reason_limit)
-        scorer_name = self._scorer_name(scorer)
-        if scorer_name is not None and state.kind is None:
-            state.kind = task_kind(state.requirements)    # a scorer is told the task's kind, as in a Fleet
-        within = self._candidates_by_shard(candidates)
-        maps, size = self._views()
-        # one task: each shard's ShardAnswer as it is (a wave's columns pay for themselves only
-        # over many tasks: Ray serialises each array of an answer on its own)
-        doc = dict(state.requirements.doc)
-        answers = self._gather([s.score_task.remote(doc, state.session, part, scorer_name)
-                                for s, part in zip(self._shards, within)], "place")
-        state.gathered = time.perf_counter_ns()
-        placement, holds = self._merged(state, answers, maps, size, restricted=candidates is not None)
-        # the session rule of one Fleet; an agent its shard says holds the session already is not
-        # sent the hold again
-        pipeline.hold_placed_session(_held_already if holds else self._hold_now, placement, state.session,
-                                     remember_session)
-        return placement
-
-    def _hold_now(self, agent: str, session: str) -> bool:
-        self.hold_session(agent, session)
-        return True
+        stages = _ShardedStages(self, scorer, candidates=candidates)
+        placements, _ = pipeline.drive(stages, (requirements,), (session,), self.generation, route, reason_limit,
+                                       remember_session=remember_session, workers=1)
+        return placements[0]
 
     def place_many(self, requirements_list: Iterable[Mapping[str, Any] | Requirements], *,
                    sessions: Sequence[str | None] | None = None, remember_session: bool = True,
                    reason_limit: int | None = None, scorer: str | None = None) -> list[Placement]:
         """Place a batch (Fleet.place_many): the same placements and records as `place` one at a
-        time, in order (§6 timings aside), with one call to each shard per wave (per WAVE_PART
-        tasks of a longer wave, all sent at once) instead of one per task. Every task is parsed before any is placed. With `remember_session`, a bound
-        placement's held session changes the affinity of the next task of that session, so the
-        n-th task of each session goes in wave n (tasks without one all go in the first); the
-        sessions a wave's placements hold are sent to their shards just before the next wave (in
-        the same round trip: a shard runs its calls in order) and after the last; `generation` is
-        numbered as if the batch ran in order. Each shard answers a wave in columns
+        time, in order (§6 timings aside), through the same driver (a3fast.fleet.pipeline.drive),
+        with one call to each shard per wave (per WAVE_PART tasks of a longer wave, all sent at
+        once) instead of one per task. Every task is parsed before any is placed. With
+        `remember_session`, a bound placement's held session changes the affinity of the next task
+        of that session, so the n-th task of each session goes in wave n (tasks without one all go
+        in the first); the sessions a wave's placements hold are sent to their shards just before
+        the next wave (in the same round trip: a shard runs its calls in order) and after the last;
+        `generation` is numbered as if the batch ran in order. Each shard answers a wave in columns
         (`FleetShard.score_wave`, a WaveAnswer); the coordinator merges them task by task."""
         pipeline.check_sessions(sessions)
-        with collector_paused():   # a batch makes many long-lived objects (its placements)
-            return self._place_many(list(requirements_list), sessions, remember_session, reason_limit, scorer)
-
-    def _place_many(self, tasks: list, sessions: Sequence[str | None] | None, remember_session: bool,
-                    reason_limit: int | None, scorer: str | None) -> list[Placement]:
-        if sessions is not None and len(sessions) != len(tasks):
-            raise ValueError(f"sessions: {len(sessions)} for {len(tasks)} tasks")
-        states = [self._prepare(t, s, None, reason_limit)
-                  for t, s in zip(tasks, sessions if sessions is not None else [None] * len(tasks))]
-        scorer_name = self._scorer_name(scorer)
-        if scorer_name is not None:
-            for state in states:
-                if state.kind is None:
-                    state.kind = task_kind(state.requirements)
-        waves: list[list[int]] = []
-        seen: dict[str, int] = {}
-        for i, state in enumerate(states):
-            wave = 0
-            if remember_session and state.session is not None:
-                wave = seen.get(state.session, 0)
-                seen[state.session] = wave + 1
-            while len(waves) <= wave:
-                waves.append([])
-            waves[wave].append(i)
-        placements: list[Placement | None] = [None] * len(tasks)
-        held = [False] * len(tasks)
-        generation = self.generation
-        holds: list[list[tuple[str, str]]] = [[] for _ in self._shards]
-        made: list[tuple[str, str]] = []       # the holds sent to the shards
+        stages = _ShardedStages(self, scorer, batch=True)
         try:
-            self._place_waves(states, waves, scorer_name, placements, held, holds, made, remember_session)
+            placements, _ = pipeline.drive(stages, list(requirements_list), sessions, self.generation,
+                                           reason_limit=reason_limit, remember_session=remember_session, workers=1)
+            stages.send_holds()          # the last wave's
         except BaseException:
-            # a batch is placed whole or not at all: the sessions its earlier waves held are let
-            # go, so a retry decides as this batch would have (docs/scale.md: failure is never
-            # partial). A shard runs its calls in order, so a release waits behind the late call
-            # that failed the batch: it is given UNDO_TIMEOUT rather than the placement's timeout.
-            # One that cannot be let go even so (its shard is down) is left, and logged.
-            timeout, self.timeout = self.timeout, max(self.timeout, UNDO_TIMEOUT)
-            unreachable: set[int] = set()       # a shard that failed a release is not waited for again
-            try:
-                for agent, session in made:
-                    shard = self._owner(agent)
-                    try:
-                        if shard in unreachable:
-                            raise ShardError(shard, "failed an earlier release of this batch")
-                        self.release_session(agent, session)
-                    except ShardError as exc:
-                        unreachable.add(shard)
-                        log.warning("a failed batch could not let go of session %r on %r: %s", session, agent, exc)
-            finally:
-                self.timeout = timeout
+            # a batch is placed whole or not at all: the sessions its waves held are let go (the
+            # driver's own failures by `release`, the last holds' here), so a retry decides as
+            # this batch would have (docs/scale.md: failure is never partial)
+            stages.undo()
             raise
-        for placed, did_hold in zip(placements, held):
-            assert placed is not None   # every wave placed its tasks
-            placed.generation = generation
-            generation += did_hold
-        return placements  # type: ignore[return-value]
-
-    def _place_waves(self, states: list, waves: list[list[int]], scorer_name: str | None,
-                     placements: list, held: list[bool], holds: list[list[tuple[str, str]]],
-                     made: list[tuple[str, str]], remember_session: bool) -> None:
-        """`_place_many`'s waves, in order: each one's tasks decided over every shard and merged,
-        the sessions its placements hold sent before the next (and noted in `made` as they go)."""
-        def queue_hold(agent: str, session: str) -> bool:
-            holds[self._owner(agent)].append((agent, session))
-            return True
-
-        for wave_tasks in waves:
-            sent = self._send_holds(holds)
-            maps, size = self._views()
-            # a long wave goes out in parts, every part's calls at once: the shards score part
-            # n + 1 while the coordinator merges part n, and no answer holds more than a part
-            parts = [wave_tasks[at:at + WAVE_PART] for at in range(0, len(wave_tasks), WAVE_PART)]
-            calls = []
-            for part in parts:
-                batch = orjson.dumps([states[i].requirements.doc for i in part])
-                part_sessions = [states[i].session for i in part]
-                calls.append([s.score_wave.remote(batch, part_sessions, None, scorer_name) for s in self._shards])
-            made.extend(pair for pairs in holds for pair in pairs)
-            self._acknowledge_holds(holds, *sent)
-            for part, refs in zip(parts, calls):
-                by_shard = self._gather(refs, "place_many")
-                gathered = time.perf_counter_ns()
-                self._check_answers(by_shard, maps)
-                answers = [wave.answers() for wave in by_shard]
-                for j, i in enumerate(part):
-                    state = states[i]
-                    state.gathered = gathered
-                    p, holds_already = self._merged(state, [shard_part[j] for shard_part in answers], maps,
-                                                    size, checked=True)
-                    placements[i] = p
-                    if state.session is not None:   # one Fleet's session rule, the hold sent with the wave's
-                        held[i] = pipeline.hold_placed_session(_held_already if holds_already else queue_hold, p,
-                                                               state.session, remember_session)
-        made.extend(pair for pairs in holds for pair in pairs)
-        self._acknowledge_holds(holds, *self._send_holds(holds))
-
-    def _send_holds(self, holds: list[list[tuple[str, str]]]) -> tuple[list[int], list]:
-        """The sessions bound placements hold, sent to their shards (one call per shard that has
-        any), not waited for: the shards and their calls."""
-        shards = [shard for shard, pairs in enumerate(holds) if pairs]
-        return shards, [self._shards[shard].hold_sessions.remote(holds[shard]) for shard in shards]
-
-    def _acknowledge_holds(self, holds: list[list[tuple[str, str]]], shards: list[int], refs: list) -> None:
-        """Each hold sent is one change acknowledged, as `hold_session` (then `holds` is emptied)."""
-        if not shards:
-            return
-        for shard, changes in zip(shards, self._gather(refs, "hold_session", shards)):
-            self._check_changes(shard, changes, self._changes[shard] + len(holds[shard]))
-            self._changes[shard] = changes
-            self.generation += len(holds[shard])
-            holds[shard].clear()
+        return placements
 
     def explain(self, requirements: Mapping[str, Any] | Requirements) -> MergedExplanation:
         """The filter and first-failed explanation of a task over every shard (Fleet.explain), in
@@ -927,14 +808,90 @@ class ShardedFleet:
                 raise ShardError(shard, f"has given {answer.ids_given} local ids, the coordinator "
                                  f"knows {len(idmap)}: the shard's state differs from what it acknowledged")
 
-    def _merged(self, state: Placement, answers: list, maps: list[np.ndarray],
-                size: int, checked: bool = False, restricted: bool = False) -> tuple[Placement, bool]:
-        """The shards' answers merged (checked against the coordinator's counts unless `checked`),
-        the choose stage over their winners, and the Placement; with whether the winner already
-        holds the task's session. `restricted`: the placement was over some agents only, so it
-        carries no membership count (its candidates are not who is live)."""
+    # -- operations -------------------------------------------------------------------------------
+    def shard_states(self) -> list[dict[str, Any]]:
+        """Each shard's ids given, live agents, changes, recovery counts, process and index bytes."""
+        return self._gather([s.state.remote() for s in self._shards], "state")
+
+    def close(self) -> None:
+        """End the shard actors (their snapshots and journals stay in `state_dir`)."""
+        ray = ray_module()
+        for actor in self._shards:
+            ray.kill(actor, no_restart=True)
+        self._shards = []
+
+
+class _ShardedStages:
+    """The stages `pipeline.drive` runs over a sharded fleet: prepare on the coordinator; decide on
+    every shard (each explains, scores and chooses over its own agents), merged here; build here; a
+    bound placement's session held on its agent's shard — at once for one placement, and for a
+    batch with the next wave's calls (a shard runs its calls in order) and after the last
+    (`send_holds`). The shards are the parallelism: the driver is given one worker."""
+
+    def __init__(self, fleet: ShardedFleet, scorer: str | None, *, candidates: Iterable[str] | None = None,
+                 batch: bool = False):
+        self.fleet = fleet
+        self.scorer = scorer
+        self.scorer_name: str | None = None
+        self.candidates = candidates
+        self.batch = batch
+        self.queued: list[list[tuple[str, str]]] = [[] for _ in fleet._shards]   # holds not sent yet
+        self.made: list[tuple[str, str]] = []                                     # holds sent
+        # (agent, session) of winners their shard said already hold the task's session
+        self._holding: set[tuple[str, str]] = set()
+        self._texts: dict[int, bytes | None] = {}     # each decided state's winner's declaration JSON
+        self._unreachable: set[int] = set()           # shards that failed a release of this batch
+
+    def prepare(self, tasks: Sequence[Any], sessions: Sequence[str | None], route: Route | None,
+                reason_limit: int | None, kind: str | None, scorer: Any, candidates: Any) -> list[Placement]:
+        fleet = self.fleet
+        states = [fleet._prepare(task, session, route, reason_limit) for task, session in zip(tasks, sessions)]
+        self.scorer_name = fleet._scorer_name(self.scorer)
+        if self.scorer_name is not None:
+            for state in states:
+                if state.kind is None:      # a scorer is told the task's kind, as in a Fleet
+                    state.kind = task_kind(state.requirements)
+        return states
+
+    def decide(self, states: list[Placement], pool: Any = None, parts: int = 1) -> None:
+        fleet = self.fleet
+        if not self.batch:
+            # one task: each shard's ShardAnswer as it is (a wave's columns pay for themselves only
+            # over many tasks: Ray serialises each array of an answer on its own)
+            for state in states:
+                within = fleet._candidates_by_shard(self.candidates)
+                maps, size = fleet._views()
+                doc = dict(state.requirements.doc)
+                answers = fleet._gather([s.score_task.remote(doc, state.session, part, self.scorer_name)
+                                         for s, part in zip(fleet._shards, within)], "place")
+                state.gathered = time.perf_counter_ns()
+                self._merge(state, answers, maps, size, checked=False)
+            return
+        sent = self._send()
+        maps, size = fleet._views()
+        # a long wave goes out in parts, every part's calls at once: the shards score part n + 1
+        # while the coordinator merges part n, and no answer holds more than a part
+        wave_parts = [states[at:at + WAVE_PART] for at in range(0, len(states), WAVE_PART)]
+        calls = [[s.score_wave.remote(orjson.dumps([state.requirements.doc for state in part]),
+                                      [state.session for state in part], None, self.scorer_name)
+                  for s in fleet._shards] for part in wave_parts]
+        self._acknowledge(*sent)
+        for part, refs in zip(wave_parts, calls):
+            by_shard = fleet._gather(refs, "place_many")
+            gathered = time.perf_counter_ns()
+            fleet._check_answers(by_shard, maps)
+            answers = [wave.answers() for wave in by_shard]
+            for j, state in enumerate(part):
+                state.gathered = gathered
+                self._merge(state, [shard_part[j] for shard_part in answers], maps, size, checked=True)
+
+    def _merge(self, state: Placement, answers: list, maps: list[np.ndarray], size: int, checked: bool) -> None:
+        """The shards' answers merged (checked against the coordinator's counts unless `checked`)
+        and the choose stage over their winners: the state decided, its winner's declaration kept
+        for `build`, and noted when the winner's shard says it holds the task's session already."""
+        fleet = self.fleet
         if not checked:
-            self._check_answers(answers, maps)
+            fleet._check_answers(answers, maps)
         won = winner_of(answers)
         expl = MergedExplanation(answers, maps, size, len(state.requirements.predicates))
         best = int(maps[won][answers[won].best]) if won >= 0 else -1
@@ -948,24 +905,91 @@ class ShardedFleet:
         else:
             scores = MergedScores(answers, expl, best)
         state.explanation, state.scores, state.best = expl, scores, best
-        decl = text = None
+        text = None
+        state.declaration = None
         if won >= 0:
             text = answers[won].best_json
-            decl = parse_declaration(orjson.loads(text))
+            state.declaration = parse_declaration(orjson.loads(text))
+            if answers[won].best_holds_session and state.session is not None:
+                self._holding.add((state.declaration.agent.name, state.session))
+        self._texts[id(state)] = text
         state.selected = time.perf_counter_ns()
-        state.membership = None if restricted else self.membership
-        placement = pipeline.build_placement(state, self.engine or "sharded", self._index, decl, text,
-                                             self.generation)
-        return placement, won >= 0 and answers[won].best_holds_session
+        # a placement over some agents only carries no membership count (its candidates are not
+        # who is live)
+        state.membership = None if self.candidates is not None else fleet.membership
 
-    # -- operations -------------------------------------------------------------------------------
-    def shard_states(self) -> list[dict[str, Any]]:
-        """Each shard's ids given, live agents, changes, recovery counts, process and index bytes."""
-        return self._gather([s.state.remote() for s in self._shards], "state")
+    def build(self, state: Placement, generation: int) -> Placement:
+        return pipeline.build_placement(state, self.fleet.engine or "sharded", self.fleet._index, state.declaration,
+                                        self._texts.pop(id(state)), generation)
 
-    def close(self) -> None:
-        """End the shard actors (their snapshots and journals stay in `state_dir`)."""
-        ray = ray_module()
-        for actor in self._shards:
-            ray.kill(actor, no_restart=True)
-        self._shards = []
+    def build_wave(self, states: list[Placement], wave: list[int], placements: list[Any], held: list[bool],
+                   generation: int, remember_session: bool) -> None:
+        pipeline.build_wave(self, states, wave, placements, held, generation, remember_session)
+
+    def hold(self, agent: str, session: str) -> bool:
+        """The agent holds the session: nothing to send when its shard said it did already; one
+        placement's hold is sent now, a batch's with the next wave's calls."""
+        if (agent, session) in self._holding:
+            return False
+        if self.batch:
+            self.queued[self.fleet._owner(agent)].append((agent, session))
+        else:
+            self.fleet.hold_session(agent, session)
+        return True
+
+    def min_run(self) -> int:
+        return pipeline.MIN_RUN
+
+    def send_holds(self) -> None:
+        """The holds the batch's last wave made, sent and acknowledged."""
+        self._acknowledge(*self._send())
+
+    def _send(self) -> tuple[list[int], list]:
+        """The queued holds sent to their shards (one call per shard that has any), not waited for:
+        the shards and their calls."""
+        fleet = self.fleet
+        shards = [shard for shard, pairs in enumerate(self.queued) if pairs]
+        refs = [fleet._shards[shard].hold_sessions.remote(self.queued[shard]) for shard in shards]
+        self.made.extend(pair for shard in shards for pair in self.queued[shard])
+        return shards, refs
+
+    def _acknowledge(self, shards: list[int], refs: list) -> None:
+        """Each hold sent is one change acknowledged, as `hold_session` (the queue then emptied)."""
+        if not shards:
+            return
+        fleet = self.fleet
+        for shard, changes in zip(shards, fleet._gather(refs, "hold_session", shards)):
+            fleet._check_changes(shard, changes, fleet._changes[shard] + len(self.queued[shard]))
+            fleet._changes[shard] = changes
+            fleet.generation += len(self.queued[shard])
+            self.queued[shard].clear()
+
+    def release(self, agent: str, session: str) -> None:
+        """`hold` undone, for a batch that failed: a hold not sent yet is dropped; one sent is let
+        go on its shard. A shard runs its calls in order, so the release waits behind the late call
+        that failed the batch: it is given UNDO_TIMEOUT rather than the placement's timeout. One
+        that cannot be let go even so (its shard is down) is left, and logged."""
+        fleet, pair = self.fleet, (agent, session)
+        shard = fleet._owner(agent)
+        if pair in self.queued[shard]:
+            self.queued[shard].remove(pair)
+            return
+        if pair not in self.made:
+            return
+        self.made.remove(pair)
+        timeout, fleet.timeout = fleet.timeout, max(fleet.timeout, UNDO_TIMEOUT)
+        try:
+            if shard in self._unreachable:
+                raise ShardError(shard, "failed an earlier release of this batch")
+            fleet.release_session(agent, session)
+        except ShardError as exc:
+            self._unreachable.add(shard)    # not waited for again
+            log.warning("a failed batch could not let go of session %r on %r: %s", session, agent, exc)
+        finally:
+            fleet.timeout = timeout
+
+    def undo(self) -> None:
+        """Every hold sent and not let go yet, let go (`release`): for a batch that failed after
+        the driver returned, as its last holds were sent."""
+        for agent, session in list(self.made):
+            self.release(agent, session)

@@ -128,8 +128,14 @@ def _names(text: str, name: str) -> bool:
 
 
 def _repeated(items: list[Any]) -> list[Any]:
+    """Each item of `items` that an earlier one equals."""
     seen: set[Any] = set()
-    return [item for item in items if item in seen or seen.add(item)]
+    repeated = []
+    for item in items:
+        if item in seen:
+            repeated.append(item)
+        seen.add(item)
+    return repeated
 
 
 def _check_reason(reason: Any, failed: frozenset[tuple[str, str]]) -> str | None:
