@@ -384,14 +384,10 @@ def _stop_asked(signum: int, frame: object) -> None:
     by then); with this handler in place the stop that was asked for ends the process with exit 0."""
 
 
-class _Stopped(Exception):
-    """SIGTERM or SIGINT during the synchronous stdio loop: a clean stop."""
-
-
 def _run_stdio(config) -> int:
     from ..service.state import ServiceState, StateError, TraceUnwritable
     from ..service.operations import Operations
-    from ..service.stdio import serve_stdio, serve_stdio_sync, widen_pipes
+    from ..service.stdio import StopRequest, Stopped, serve_stdio, serve_stdio_sync, widen_pipes
     from ..service.seed import seed_fleet
     from ..service.sharded import fleet_factory
     from ..errors import SchemaError
@@ -410,18 +406,19 @@ def _run_stdio(config) -> int:
         return EXIT_BAD_INPUT
     state.ready = True
     widen_pipes(sys.stdin.buffer, sys.stdout.buffer)
+    # SIGTERM/SIGINT: the batch being answered is finished and its answers written; a wait for
+    # more input is given up
+    stop = StopRequest()
     if state.journal is None:
         # nothing to wait for: a plain loop, no event loop or worker thread per line
-        def stop(signum, frame):
-            raise _Stopped
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, stop)
+            signal.signal(sig, stop.ask)
         # nothing reads a stdio service's metrics: its placements are not counted
         ops = Operations(state, stream=True, counted=False)
         try:
             try:
-                serve_stdio_sync(ops, sys.stdin.buffer, sys.stdout.buffer, config.max_body)
-            except _Stopped:
+                serve_stdio_sync(ops, sys.stdin.buffer, sys.stdout.buffer, config.max_body, stop)
+            except Stopped:     # asked as the read ended, before the loop took note of it
                 pass
             finally:
                 state.close()
@@ -434,15 +431,10 @@ def _run_stdio(config) -> int:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        assert task is not None  # main() runs as a task
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, task.cancel)
-        try:
-            await serve_stdio(Operations(state, stream=True, counted=False), sys.stdin.buffer, sys.stdout.buffer,
-                              config.max_body)
-        except asyncio.CancelledError:
-            pass
+            loop.add_signal_handler(sig, stop.ask)
+        await serve_stdio(Operations(state, stream=True, counted=False), sys.stdin.buffer, sys.stdout.buffer,
+                          config.max_body, stop)
     try:
         try:
             asyncio.run(main())

@@ -13,6 +13,7 @@ import os
 import stat
 import logging
 import sys
+import threading
 from typing import Any, Awaitable, BinaryIO
 
 import msgspec
@@ -26,7 +27,7 @@ from .operations import OPS, Operations, PlaceAnswer, PreparedPlace, decode_plac
 from .problems import ServiceError, check_bounds, parse_json, problem
 from .refusals import INTERNAL, refusal
 
-__all__ = ["serve_stdio", "serve_stdio_sync", "answer", "widen_pipes"]
+__all__ = ["serve_stdio", "serve_stdio_sync", "answer", "widen_pipes", "StopRequest", "Stopped"]
 
 log = logging.getLogger("a3fast.serve")
 
@@ -272,6 +273,56 @@ async def _answers(ops: Operations, batch: list[bytes | None], max_line: int,
     return out
 
 
+class _InputReader:
+    """Standard input read on a daemon thread, one chunk when asked (`read`, a future of the loop):
+    a stop need not wait for a read a client may never complete, where a worker of the loop's
+    executor is joined when the loop closes, and the process with it."""
+
+    def __init__(self, stdin: BinaryIO, loop: asyncio.AbstractEventLoop):
+        self._stdin = stdin
+        # the descriptor itself where there is one: a daemon thread left in a buffered file's read
+        # holds its lock, which the interpreter's shutdown then cannot take (a fatal error)
+        try:
+            self._fd: int | None = stdin.fileno()
+        except (AttributeError, OSError, ValueError):
+            self._fd = None
+        self._loop = loop
+        self._asked = threading.Semaphore(0)
+        self._future: asyncio.Future | None = None
+        threading.Thread(target=self._run, name="a3fast-stdin", daemon=True).start()
+
+    def read(self) -> asyncio.Future:
+        self._future = self._loop.create_future()
+        self._asked.release()
+        return self._future
+
+    def _run(self) -> None:
+        while True:
+            self._asked.acquire()
+            future = self._future
+            assert future is not None       # `read` sets it before it lets the thread read
+            failure: BaseException | None = None
+            try:
+                chunk = os.read(self._fd, READ_SIZE) if self._fd is not None else _read(self._stdin)
+            except Exception as exc:       # handed to the loop, raised where the read is awaited
+                chunk, failure = b"", exc
+            try:
+                self._loop.call_soon_threadsafe(_settle, future, chunk, failure)
+            except RuntimeError:           # the loop is closed: the service has stopped
+                return
+            if not chunk:
+                return
+
+
+def _settle(future: asyncio.Future, chunk: bytes, failure: BaseException | None) -> None:
+    if future.done():      # a read given up on (a stop)
+        return
+    if failure is not None:
+        future.set_exception(failure)
+    else:
+        future.set_result(chunk)
+
+
 def _read(stdin: BinaryIO) -> bytes:
     read1 = getattr(stdin, "read1", None)
     return read1(READ_SIZE) if read1 is not None else stdin.read(READ_SIZE)
@@ -321,15 +372,49 @@ def _write_answers(stdout: BinaryIO, out: list[bytes], fd: int | None = None) ->
     write_pieces(fd, pieces)
 
 
-def serve_stdio_sync(ops: Operations, stdin: BinaryIO, stdout: BinaryIO, max_line: int) -> None:
-    """Answer request lines until end of input, without an event loop: for a service that keeps no
-    journal, where no operation waits for anything. Each batch of input that has arrived is answered
-    at once, its answers written together and flushed, so a client that sends one request and
-    waits is never stalled, and one that sends many gets them answered together."""
+class Stopped(BaseException):
+    """A stop asked while the service waited for input (`StopRequest.ask` in a signal handler)."""
+
+
+class StopRequest:
+    """A stop (SIGTERM, SIGINT) asked of a stdio service: the batch being answered is finished, its
+    changes applied and its answers written; only a wait for more input is broken off, since a
+    client may never send any. `ask` is the signal handler's work: in the plain loop it raises
+    Stopped if the loop is reading (the read is given up), in the event loop's it cancels the read
+    awaited."""
+
+    def __init__(self) -> None:
+        self.asked = False
+        self.reading = False                          # the plain loop is in its read
+        self.waiting: asyncio.Future | None = None    # the read the event loop's service awaits
+
+    def ask(self, *_: Any) -> None:
+        self.asked = True
+        if self.waiting is not None:
+            self.waiting.cancel()
+        elif self.reading:
+            raise Stopped
+
+
+def serve_stdio_sync(ops: Operations, stdin: BinaryIO, stdout: BinaryIO, max_line: int,
+                     stop: StopRequest | None = None) -> None:
+    """Answer request lines until end of input (or a `stop`), without an event loop: for a service
+    that keeps no journal, where no operation waits for anything. Each batch of input that has
+    arrived is answered at once, its answers written together and flushed, so a client that sends
+    one request and waits is never stalled, and one that sends many gets them answered together."""
     lines = _Lines(max_line)
     fd = _descriptor(stdout)
+    stop = stop or StopRequest()
     while True:
-        chunk = _read(stdin)
+        stop.reading = True
+        try:
+            if stop.asked:      # asked while the last batch was answered
+                return
+            chunk = _read(stdin)
+        except Stopped:
+            return
+        finally:
+            stop.reading = False
         batch = lines.feed(chunk) if chunk else lines.end()
         # a batch's requests, placements and answers all live until its answers are written: the
         # cyclic collector, paused meanwhile, would scan them again and again for nothing
@@ -342,17 +427,31 @@ def serve_stdio_sync(ops: Operations, stdin: BinaryIO, stdout: BinaryIO, max_lin
             return
 
 
-async def serve_stdio(ops: Operations, stdin: BinaryIO, stdout: BinaryIO, max_line: int) -> None:
-    """Answer request lines until end of input. Lines longer than `max_line` are answered 413.
+async def serve_stdio(ops: Operations, stdin: BinaryIO, stdout: BinaryIO, max_line: int,
+                      stop: StopRequest | None = None) -> None:
+    """Answer request lines until end of input (or a `stop`). Lines longer than `max_line` are
+    answered 413.
 
-    Each batch of input that has arrived is read with one call on a worker thread; its requests are
-    started in order (each applies its change before the next starts) and share the journal's next
-    group commit; their answers are written together once all are durable."""
+    Each batch of input that has arrived is read with one call on the reader's thread; its requests
+    are started in order (each applies its change before the next starts) and share the journal's
+    next group commit; their answers are written together once all are durable."""
     loop = asyncio.get_running_loop()
     lines = _Lines(max_line)
     fd = _descriptor(stdout)
+    reader = _InputReader(stdin, loop)
+    stop = stop or StopRequest()
     while True:
-        chunk = await loop.run_in_executor(None, _read, stdin)
+        if stop.asked:          # asked while the last batch was answered
+            return
+        stop.waiting = waiting = reader.read()
+        try:
+            chunk = await waiting
+        except asyncio.CancelledError:
+            if stop.asked and waiting.cancelled():
+                return
+            raise
+        finally:
+            stop.waiting = None
         batch = lines.feed(chunk) if chunk else lines.end()
         out = await _answers(ops, batch, max_line, together=True)
         if out:
