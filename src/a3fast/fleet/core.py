@@ -218,11 +218,17 @@ class Fleet:
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._table.is_live(self._table.ids.get(name))
 
+    # Reading a declaration can write the agent table: one loaded from a snapshot or JSON Lines is
+    # parsed when first read, and kept. Under the fleet's lock, so that an `add` or `remove` from
+    # another thread is never undone by a read that began before it.
     def __iter__(self) -> Iterator[Declaration]:
-        return self._table.declarations()
+        """The live declarations in id order, as they are when the iteration begins."""
+        with self._lock:
+            return iter(list(self._table.declarations()))
 
     def get(self, name: str) -> Declaration | None:
-        return self._table.get(name)
+        with self._lock:
+            return self._table.get(name)
 
     def names(self) -> list[str]:
         """Live agent names in id order (the order of `candidates` in records). Under the fleet's
@@ -232,7 +238,8 @@ class Fleet:
 
     def namespace_of(self, name: str) -> str | None:
         """The namespace of a live agent, None if no agent has the name."""
-        decl = self._table.get(name)
+        with self._lock:
+            decl = self._table.get(name)
         return decl.agent.namespace if decl is not None else None
 
     def close(self) -> None:
@@ -498,10 +505,15 @@ class Fleet:
         """Every predicate each ineligible agent fails, not only the first (derivation order).
 
         One set difference per predicate over the index; asked for on request only, since it costs
-        O(P·N) where the first-failed explanation costs O(P) set operations.
+        O(P·N) where the first-failed explanation costs O(P) set operations. Under the fleet's lock:
+        the live set and every predicate's row are read from one fleet.
         """
         req = parse_requirements(requirements)
         pipeline.check_predicates(req.predicates)
+        with self._lock:
+            return self._all_failed(req)
+
+    def _all_failed(self, req: Requirements) -> dict[str, list[str]]:
         index, ids, row_of = self._index, self._table.ids, self._rows.rows
         live = index.live_ids()
         live_set = set(live)

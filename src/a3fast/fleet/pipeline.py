@@ -116,6 +116,10 @@ def _finite(number: numbers.Real) -> bool:
 FLEET_CHANGED_IN_WAVE = ("the fleet changed while a batch of placements was being set up (code run from a "
                          "caller's object, its __hash__ or __eq__, changed it): nothing was placed")
 
+FLEET_CHANGED_BY_SCORER = ("the fleet changed while a caller's scorer scored a placement (the scorer's own code "
+                           "changed it): the placement would be recorded on another fleet than it was decided "
+                           "on, so nothing was placed")
+
 
 def check_sessions(sessions: Any) -> None:
     """A batch's `sessions` as every fleet takes them: None, or one session (a string UTF-8 can
@@ -603,7 +607,11 @@ class LocalStages:
         task = ScoringTask(state.requirements, session, kind,
                            outcomes=lambda name: outcomes(name, kind),
                            holds_session=lambda name: session is not None and holds(name, session))
+        generation = self.fleet.generation
         raw = list(state.scorer(task, agents))
+        if self.fleet.generation != generation:
+            # its placement would be decided on one fleet and recorded with another's declarations
+            raise RuntimeError(FLEET_CHANGED_BY_SCORER)
         if len(raw) != len(ids):
             raise A3Error(f"scorer returned {len(raw)} scores for {len(ids)} eligible agents")
         entries = []
