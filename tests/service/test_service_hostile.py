@@ -201,6 +201,54 @@ def test_half_sent_head_is_cut_off_after_the_header_timeout(server):
     assert _closed_within(kept, 5)[0]
 
 
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
+def test_a_request_head_past_16_kib_is_refused_431_and_its_bytes_are_not_kept(server):
+    # a head of 15 KiB is read and answered; past 16 KiB the answer is 431 with the problems, and a
+    # head that never ends is refused there rather than kept growing (httptools has no bound of its own)
+    ok = _raw(server.url)
+    ok.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 15_000 + b"\r\n\r\n")
+    assert b"200 OK" in ok.recv(4096)
+    whole = _raw(server.url)
+    whole.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 24_000 + b"\r\n\r\n")
+    closed, answer = _closed_within(whole, 5)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert closed and head.startswith(b"HTTP/1.1 431 ")
+    assert orjson.loads(body)["problems"][0]["expected"].startswith("a request head (request line and headers) of at most 16384")
+    before = _rss_kib(server.proc.pid)
+    endless = _raw(server.url)
+    endless.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: ")
+    sent = 0
+    try:
+        while sent < 64 << 20:                 # 64 MiB of one header, if the server kept reading
+            endless.sendall(b"a" * (1 << 20))
+            sent += 1 << 20
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    assert sent < 64 << 20
+    assert _rss_kib(server.proc.pid) - before < 32 << 10
+    # and the server answers the next client
+    assert server.client.get("/healthz").status_code == 200
+
+
+@pytest.mark.parametrize("request_bytes", [
+    b"\x16\x03\x01 not http\r\n\r\n",
+    b"POST /v1/place HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"POST /v1/place HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nnot-hex\r\n",
+])
+def test_bytes_that_are_no_http_request_are_refused_with_the_problems(server, request_bytes):
+    # refused by the HTTP parser before any route: still a 400 with the problems, not text
+    sock = _raw(server.url)
+    sock.sendall(request_bytes)
+    closed, answer = _closed_within(sock, 5)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert closed and head.startswith(b"HTTP/1.1 400 ") and b"content-type: application/json" in head
+    assert orjson.loads(body)["problems"][0]["expected"] == "an HTTP/1.1 request"
+
+
 def test_half_sent_body_is_answered_408_after_the_body_timeout(server):
     sock = _raw(server.url)
     sock.sendall(b"POST /v1/place HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

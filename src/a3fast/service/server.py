@@ -3,9 +3,10 @@
 uvicorn closes an idle keep-alive connection after `keep_alive` seconds, but a connection that has
 sent part of a request head (or nothing at all) is kept for as long as the client likes, and it
 accepts connections until the process runs out of file descriptors. `GuardedProtocol` adds the
-two missing limits: a request head must arrive whole within `header_timeout` seconds of the
-connection opening (or of the previous answer), and a connection past `max_connections` is closed
-as soon as it is accepted. The body has its own deadline in the app (`app.receive_body`).
+missing limits: a request head must arrive whole within `header_timeout` seconds of the
+connection opening (or of the previous answer) and in at most MAX_HEAD_BYTES (h11 has such a
+bound, httptools none: a head that never ended grew the server by what it sent), and a connection
+past `max_connections` is closed as soon as it is accepted. The body has its own deadline in the app (`app.receive_body`).
 
 uvicorn writes an answer's head (status line and headers) and its body with a write each: two
 system calls, and on a keep-alive connection the client is woken twice. With httptools (the
@@ -17,15 +18,40 @@ from __future__ import annotations
 import resource
 import socket
 
+import orjson
 import uvicorn
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from .config import ServiceConfig
+from .problems import problem
 
 __all__ = ["uvicorn_server", "connection_limit"]
 
 #: File descriptors kept free of connections for the state, journal, trace and worker threads.
 SPARE_FDS = 64
+
+#: The most bytes a request head may take (request line and headers), as uvicorn's h11 protocol
+#: allows; past it the answer is 431 and the connection is closed.
+MAX_HEAD_BYTES = 16 * 1024
+
+
+class _HeadTooLarge(Exception):
+    """Raised in the parser's callbacks to stop it: the head is refused."""
+
+
+def _refusal(head_too_large: bool, message: str) -> bytes:
+    """The answer to bytes that are no request the server reads, with the problems every refusal
+    carries (where uvicorn answered text): 431 for a head past MAX_HEAD_BYTES, else 400."""
+    if head_too_large:
+        status = b"431 Request Header Fields Too Large"
+        found = problem("$", f"a request head (request line and headers) of at most {MAX_HEAD_BYTES} bytes",
+                        "a longer one")
+    else:
+        status = b"400 Bad Request"
+        found = problem("$", "an HTTP/1.1 request", message.rstrip(".") or "bytes that are none")
+    body = orjson.dumps({"problems": [found]})
+    return (b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\nx-content-type-options: nosniff\r\n"
+            b"connection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
 def connection_limit(config: ServiceConfig) -> int:
@@ -112,11 +138,37 @@ def guarded_protocol(header_timeout: float, max_connections: int, base: type = A
 
     class GuardedProtocol(base):
         _head_timer = None
+        _head_bytes = 0         # of a head arriving in pieces (what came since the last head ended)
+        _head_parsed = 0        # of the head being parsed: its request target and header fields
+        _head_refused = False
 
         if one_write:
             def _start_asgi_task(self, cycle, app) -> None:
                 OneWriteAnswers.install(cycle)
                 super()._start_asgi_task(cycle, app)
+
+            # httptools' parser calls: a head that arrived whole in one read is measured here
+            def on_message_begin(self) -> None:
+                self._head_parsed = 0
+                super().on_message_begin()
+
+            def on_url(self, url: bytes) -> None:
+                self._count_head(len(url))
+                super().on_url(url)
+
+            def on_header(self, name: bytes, value: bytes) -> None:
+                self._count_head(len(name) + len(value) + 4)
+                super().on_header(name, value)
+
+            def _count_head(self, size: int) -> None:
+                self._head_parsed += size
+                if self._head_parsed > MAX_HEAD_BYTES:
+                    self._head_refused = True
+                    raise _HeadTooLarge   # the parser stops; uvicorn answers by send_400_response
+
+        def send_400_response(self, msg: str) -> None:
+            self.transport.write(_refusal(self._head_refused, msg))
+            self.transport.close()
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
@@ -130,8 +182,13 @@ def guarded_protocol(header_timeout: float, max_connections: int, base: type = A
             super().data_received(data)
             if self.cycle is not cycle:          # a whole head arrived: the body has its own deadline
                 self._cancel_head_timer()
+                self._head_bytes = 0
             elif self.cycle is None or self.cycle.response_complete:
                 self._await_head()               # part of a head, between requests
+                self._head_bytes += len(data)
+                if self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
+                    self._head_refused = True
+                    self.send_400_response("")
 
         def connection_lost(self, exc) -> None:
             self._cancel_head_timer()
