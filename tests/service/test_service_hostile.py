@@ -370,3 +370,31 @@ def test_a_replays_range_is_held_to_a_seqs_range(server, field):
     body = {"since": 0, field: 2**63}
     [found] = problems(server.client.post("/v1/replay", json=body), 400)
     assert found == {"path": f"$.{field}", "expected": "a seq (an integer from 0 to 2^63-1)", "found": str(2**63)}
+
+
+def test_a_client_that_pipelines_and_hangs_up_unread_is_no_internal_error(tmp_path):
+    # uvicorn marks only the newest request of a pipeline disconnected: an older one still
+    # answering wrote to the closed connection, logged as an unexpected error with its traceback
+    own = Server("--state", str(tmp_path / "state"))
+    try:
+        put_section_10_agents(own.client)
+        for _ in range(20):
+            own.client.post("/v1/place", json={"requirements": SECTION_10_TASK}).raise_for_status()
+        sock = _raw(own.url)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        data = b"GET /v1/trace HTTP/1.1\r\nHost: x\r\n\r\n" * 20_000
+        sent, started = 0, time.monotonic()
+        while sent < len(data) and time.monotonic() - started < 3:
+            try:
+                sent += sock.send(data[sent:sent + 65536])
+            except BlockingIOError:
+                time.sleep(0.05)
+        time.sleep(1)
+        sock.close()
+        time.sleep(1)
+        assert own.client.get("/healthz").status_code == 200
+    finally:
+        assert own.stop() == 0
+    err = own.proc.stderr.read().decode()
+    assert "unexpected error" not in err and "Traceback" not in err, err[-2000:]

@@ -95,6 +95,11 @@ class OneWriteAnswers:
         cycle.on_response = held.answered
 
     def write(self, data: bytes) -> None:
+        if self.transport.is_closing():
+            # the client is gone: uvicorn marks only the newest cycle of a pipeline disconnected, so
+            # an older one still answering wrote to a closed transport (uvloop raises)
+            self.cycle.disconnected = True
+            return
         if self.state == self.SENT:
             self.transport.write(data)
         elif self.state == self.HELD:
@@ -112,7 +117,7 @@ class OneWriteAnswers:
 
     def flush(self) -> None:
         """The held head, if any, on its own."""
-        if self.state == self.HELD:
+        if self.state == self.HELD and not self.transport.is_closing():
             self.state = self.SENT
             self.transport.write(self.head)
             self.head = b""
