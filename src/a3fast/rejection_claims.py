@@ -21,10 +21,10 @@ qualify; and "none (was/were) eligible …". A reason that counts agents that we
 names another obstacle ("3 agents available, but the budget is exhausted"), or says what was not
 done to agents ("no agent was contacted"), makes no such claim.
 
-Also read as claims: "scheduling failed" (1); "nobody / no one" who can do something or is
-eligible, agents none of which has the required (requested, needed) things, and "no agents" with
-nothing more said of them ("scheduling failed: no agents") (2); "qualify" and "fulfil(l)s" among
-the eligibility words.
+Also read as claims (2): "nobody / no one" who can take (run, handle, ...) the task or is
+eligible (qualified, suitable, capable); agents none of which has the required (requested, needed)
+capability, clearance, tool, residency, model or skill; and "qualify" and "fulfil(l)s" among the
+eligibility words.
 """
 from __future__ import annotations
 
@@ -54,19 +54,17 @@ _CLAIMS = re.compile("|".join([
     r"\b(?:cannot|can't|can\s+not|could\s+not|couldn't|unable\s+to|failed\s+to|fails\s+to|impossible\s+to)"
     r"\s+(?:be\s+)?plac(?:e|ed|ing)(?:\s*[:;,.]|\s*$|\s+(?:the\s+|this\s+|a\s+)?(?:task|it)\b|"
     r"\s+(?:on|onto|to|with)\s+(?:any|an?|the|one)\b|\s+anywhere\b)",
-    # ... or says its scheduling failed: "scheduling failed: no agents"
-    r"\bschedul(?:e|ing)\s+(?:has\s+)?failed\b",
     # (2) zero ... agent(s) that can or could take it: "no agent can run this task"
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,2}}?{_NOUN}\s+(?:can|could|is\s+able\s+to|are\s+able\s+to|"
     r"was\s+able\s+to|were\s+able\s+to)\s+(?!be\b)\w+",
-    # (2) nobody can take it: "nobody can run this task", "no one is eligible"
-    r"\b(?:nobody|no\s+one|no-one)\s+(?:can|could|is\s+able\s+to|was\s+able\s+to)\s+(?!be\b)\w+",
-    rf"\b(?:nobody|no\s+one|no-one)\s+(?:is|was)\s+{_ELIGIBILITY}\b",
+    # (2) nobody can take the task: "nobody can run this task", "no one is eligible"
+    r"\b(?:nobody|no\s+one|no-one)\s+(?:can|could|is\s+able\s+to|was\s+able\s+to)\s+"
+    r"(?:take|run|handle|accept|serve|execute|perform|process|do|place|schedule)\s+(?:the|this|that|it)\b",
+    r"\b(?:nobody|no\s+one|no-one)\s+(?:is|was)\s+(?:eligible|qualified|suitable|capable)\b",
     # (2) zero ... agent(s) that have what the task requires: "no agent has the required capability"
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,2}}?{_AGENT}\s+(?:has|have|had|holds?|held|offers?|provides?|supports?|"
-    r"declares?)\s+(?:(?:the|a|an|any|all)\s+)?(?:required|requested|needed|necessary)\b",
-    # (2) zero agents, and nothing more said of them: "scheduling failed: no agents."
-    rf"\b(?:no|zero|0|not\s+any)\s+(?:{_WORD}\s+){{0,2}}?{_AGENT}\s*(?:[.;:,!)]|$)",
+    r"declares?)\s+(?:(?:the|a|an|any|all)\s+)?(?:required|requested|needed|necessary)\s+"
+    r"(?:capabilit(?:y|ies)|clearances?|tools?|residency|model|latency\s+class|skills?)\b",
     # (2) zero ... agent(s) left after the filter: "no agents left", "no candidates remain"
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,3}}?{_NOUN}\s+(?:(?:were|was|are|is)\s+)?"
     r"(?:left|remain(?:ed|s|ing)?)\b",

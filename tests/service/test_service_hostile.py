@@ -234,6 +234,27 @@ def test_a_request_head_past_16_kib_is_refused_431_and_its_bytes_are_not_kept(se
     assert server.client.get("/healthz").status_code == 200
 
 
+def test_a_body_answered_before_it_arrived_is_not_taken_for_a_head(server):
+    # a 404 (or 401, 413) is answered from the head; the body then still arrives, in writes of
+    # its own, and the connection goes on to the next request
+    import http.client
+
+    host, port = server.url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        for _ in range(3):
+            connection.request("POST", "/v1/no-such-route", body=b"x" * 300_000)
+            answer = connection.getresponse()
+            answer.read()
+            assert answer.status == 404
+            connection.request("GET", "/healthz")
+            answer = connection.getresponse()
+            answer.read()
+            assert answer.status == 200
+    finally:
+        connection.close()
+
+
 @pytest.mark.parametrize("request_bytes", [
     b"\x16\x03\x01 not http\r\n\r\n",
     b"POST /v1/place HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",

@@ -39,6 +39,9 @@ class Recording:
         if self.inner is not None:
             self.inner.close()
 
+    def is_closing(self) -> bool:
+        return self.inner.is_closing() if self.inner is not None else self.closed
+
     def __getattr__(self, name):
         return getattr(self.inner, name)
 

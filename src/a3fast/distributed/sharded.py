@@ -971,10 +971,9 @@ class _ShardedStages:
         that cannot be let go even so (its shard is down) is left, and logged."""
         fleet, pair = self.fleet, (agent, session)
         shard = fleet._owner(agent)
-        if pair in self.queued[shard]:
+        if pair in self.queued[shard]:          # not acknowledged (sent or not)
             self.queued[shard].remove(pair)
-            return
-        if pair not in self.made:
+        if pair not in self.made:               # never sent: nothing to let go
             return
         self.made.remove(pair)
         timeout, fleet.timeout = fleet.timeout, max(fleet.timeout, UNDO_TIMEOUT)

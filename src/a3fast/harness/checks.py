@@ -122,9 +122,10 @@ def _decision(records: Any) -> tuple[str, dict[str, Any]] | str:
 
 
 def _names(text: str, name: str) -> bool:
-    """Whether `name` is written in `text` as a word of its own: no name character before it, and
-    after it none, or punctuation that ends a sentence or a clause ("failed by a, b.")."""
-    return re.search(rf"(?<![\w.:/-]){re.escape(name)}(?![\w-]|[.:/][\w-])", text) is not None
+    """Whether `name` is written in `text` as a word of its own: no letter, digit, '.', '-' or '_'
+    just before it (a namespace's "ns/" or a "P:" may be), and after it none, or punctuation that
+    does not go on into a longer name ("failed by a, b.", "a:P", "a/P")."""
+    return re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.[\w-])", text) is not None
 
 
 def _repeated(items: list[Any]) -> list[Any]:

@@ -33,6 +33,10 @@ SPARE_FDS = 64
 #: The most bytes a request head may take (request line and headers), as uvicorn's h11 protocol
 #: allows; past it the answer is 431 and the connection is closed.
 MAX_HEAD_BYTES = 16 * 1024
+#: What the reads that carried a head may hold beyond it (the end of the body before it, in the same
+#: read): a head still open past MAX_HEAD_BYTES + READ_SLACK of them is refused unparsed, so one
+#: that never ends (httptools keeps a field's bytes until it ends) holds at most this much.
+READ_SLACK = 256 * 1024
 
 
 class _HeadTooLarge(Exception):
@@ -143,7 +147,8 @@ def guarded_protocol(header_timeout: float, max_connections: int, base: type = A
 
     class GuardedProtocol(base):
         _head_timer = None
-        _head_bytes = 0         # of a head arriving in pieces (what came since the last head ended)
+        _head_open = False      # a request has begun and its head has not ended
+        _head_bytes = 0         # of the reads since a request began, while its head is open
         _head_parsed = 0        # of the head being parsed: its request target and header fields
         _head_refused = False
 
@@ -154,8 +159,13 @@ def guarded_protocol(header_timeout: float, max_connections: int, base: type = A
 
             # httptools' parser calls: a head that arrived whole in one read is measured here
             def on_message_begin(self) -> None:
-                self._head_parsed = 0
+                self._head_parsed = self._head_bytes = 0
+                self._head_open = True
                 super().on_message_begin()
+
+            def on_headers_complete(self) -> None:
+                self._head_open = False
+                super().on_headers_complete()
 
             def on_url(self, url: bytes) -> None:
                 self._count_head(len(url))
@@ -187,11 +197,11 @@ def guarded_protocol(header_timeout: float, max_connections: int, base: type = A
             super().data_received(data)
             if self.cycle is not cycle:          # a whole head arrived: the body has its own deadline
                 self._cancel_head_timer()
-                self._head_bytes = 0
             elif self.cycle is None or self.cycle.response_complete:
                 self._await_head()               # part of a head, between requests
+            if self._head_open:                  # httptools: a head begun and not ended
                 self._head_bytes += len(data)
-                if self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
+                if self._head_bytes > MAX_HEAD_BYTES + READ_SLACK and not self.transport.is_closing():
                     self._head_refused = True
                     self.send_400_response("")
 
