@@ -149,7 +149,6 @@ def guarded_protocol(header_timeout: float, max_connections: int, base: type = A
         _head_timer = None
         _head_open = False      # a request has begun and its head has not ended
         _head_bytes = 0         # of the reads since a request began, while its head is open
-        _head_parsed = 0        # of the head being parsed: its request target and header fields
         _head_refused = False
 
         if one_write:
@@ -157,29 +156,21 @@ def guarded_protocol(header_timeout: float, max_connections: int, base: type = A
                 OneWriteAnswers.install(cycle)
                 super()._start_asgi_task(cycle, app)
 
-            # httptools' parser calls: a head that arrived whole in one read is measured here
+            # httptools' parser calls: a head that arrived whole is measured once it has ended
             def on_message_begin(self) -> None:
-                self._head_parsed = self._head_bytes = 0
+                self._head_bytes = 0
                 self._head_open = True
                 super().on_message_begin()
 
             def on_headers_complete(self) -> None:
                 self._head_open = False
-                super().on_headers_complete()
-
-            def on_url(self, url: bytes) -> None:
-                self._count_head(len(url))
-                super().on_url(url)
-
-            def on_header(self, name: bytes, value: bytes) -> None:
-                self._count_head(len(name) + len(value) + 4)
-                super().on_header(name, value)
-
-            def _count_head(self, size: int) -> None:
-                self._head_parsed += size
-                if self._head_parsed > MAX_HEAD_BYTES:
+                size = len(self.url)
+                for name, value in self.headers:
+                    size += len(name) + len(value) + 4
+                if size > MAX_HEAD_BYTES:
                     self._head_refused = True
                     raise _HeadTooLarge   # the parser stops; uvicorn answers by send_400_response
+                super().on_headers_complete()
 
         def send_400_response(self, msg: str) -> None:
             self.transport.write(_refusal(self._head_refused, msg))
