@@ -283,6 +283,30 @@ def test_arguments_one_fleet_refuses_are_refused_alike_before_any_shard_is_asked
         many.close()
 
 
+def test_a_sharded_placement_and_batch_cross_the_one_driver(ray, tmp_path, monkeypatch):
+    # the coordinator runs pipeline.drive over the sharded fleet's stages (the shards run it too,
+    # in their own processes, through Fleet.scored and place_many)
+    from a3fast.fleet import pipeline
+
+    calls = []
+    real = pipeline.drive
+
+    def counted(stages, tasks, *args, **kwargs):
+        calls.append((type(stages).__name__, len(tasks)))
+        return real(stages, tasks, *args, **kwargs)
+
+    many = sharded(2, tmp_path)
+    try:
+        many.extend([{"v": "1.0", "agent": {"name": f"a{i}", "namespace": "ns"}, "capabilities": [],
+                      "clearances": []} for i in range(6)])
+        monkeypatch.setattr(pipeline, "drive", counted)
+        many.place({"v": "1.0"}, session="s")
+        many.place_many([{"v": "1.0"}] * 3, sessions=["s", "s", None])
+        assert calls == [("_ShardedStages", 1), ("_ShardedStages", 3)]
+    finally:
+        many.close()
+
+
 def test_a_bound_placement_holds_its_session_on_the_owning_shard(ray, tmp_path):
     from a3fast.distributed import shard_of
 
