@@ -38,6 +38,12 @@ class CardHandler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 (http.server's name)
         agent, _, rest = self.path.lstrip("/").partition("/")
         body = self.cards.get(agent) if rest == ".well-known/agent-card.json" else None
+        if isinstance(body, str):           # a card that moved: a redirect to where it is now
+            self.send_response(302)
+            self.send_header("Location", body)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if body is None:
             status, body, headers = (410 if agent == "retired" else 404), b"", {}
         else:
@@ -267,11 +273,12 @@ def test_only_a_body_applied_or_refused_is_remembered():
     from a3fast.service.watch import Watched
 
     source = Watched("http://127.0.0.1:9/agent")
-    assert source.remembered() == {"agents": [], "digest": None, "refusal": None}
-    source.settled, source.agents = b"\x01" * 32, ("trip-planner",)
+    assert source.remembered() == {"agents": [], "digest": None, "refusal": None, "fetched": None}
+    source.settled, source.agents, source.fetched = b"\x01" * 32, ("trip-planner",), source.url
     again = Watched(source.url)
     again.recall(source.remembered())
-    assert (again.settled, again.refusal, again.agents) == (source.settled, None, ("trip-planner",))
+    assert (again.settled, again.refusal, again.agents, again.fetched) == (source.settled, None, ("trip-planner",),
+                                                                          source.url)
     old = Watched(source.url)
     old.recall(["trip-planner"])            # the memory of an earlier a3fast: agents only
     assert (old.agents, old.settled) == (("trip-planner",), None)
@@ -509,5 +516,79 @@ def test_a_watch_stopped_in_the_middle_of_a_put_counts_it_as_the_cards(cards, tm
         del CardHandler.cards["team"]
         assert asyncio.run(watcher.check(source)) == "removed"
         assert state.fleet.get("newbie") is None and state.fleet.get("planner") is None
+    finally:
+        state.close()
+
+
+def _two_cards(tmp_path, urls: tuple[str, ...], remove_after: int = 1):
+    from a3fast.service.operations import Operations
+    from a3fast.service.state import ServiceState
+    from a3fast.service.watch import WatchConfig, Watcher
+
+    state = ServiceState(tmp_path / "state")
+    state.open()
+    return state, Watcher(Operations(state), WatchConfig(cards=urls, interval=60, remove_after=remove_after),
+                          memory=tmp_path / "watch.json")
+
+
+@pytest.mark.parametrize("applied_last", ["the card that stays", "the card that goes"])
+def test_a_card_that_goes_deletes_only_the_agent_it_gave(cards, tmp_path, applied_last):
+    import asyncio
+
+    CardHandler.cards["a"] = card("from-a")
+    CardHandler.cards["b"] = card("from-b")
+    urls = (f"{cards}/a/", f"{cards}/b/")
+    state, watcher = _two_cards(tmp_path, urls)
+    going, staying = watcher.sources
+    try:
+        order = (going, staying) if applied_last == "the card that stays" else (staying, going)
+        for source in order:
+            assert asyncio.run(watcher.check(source)) == "changed"
+        del CardHandler.cards["a"]
+        assert asyncio.run(watcher.check(going)) == "removed"
+        if applied_last == "the card that stays":
+            # the fleet holds the other card's agent: the card that went has nothing of its own to delete
+            assert capabilities(state.fleet.get("trip-planner").to_dict()) == {"a2a.from-b"}
+            assert going.changes == 1
+            assert asyncio.run(watcher.check(staying)) == "unchanged"
+        else:
+            assert state.fleet.get("trip-planner") is None and going.changes == 2
+            # the card that stays, unchanged, puts its agent back
+            assert asyncio.run(watcher.check(staying)) == "changed"
+            assert capabilities(state.fleet.get("trip-planner").to_dict()) == {"a2a.from-b"}
+    finally:
+        state.close()
+
+
+def test_a_card_that_moved_host_moves_its_own_agent(cards, tmp_path):
+    import asyncio
+
+    CardHandler.cards["planner"] = card("plan-trip")
+    state, watcher = _two_cards(tmp_path, (f"{cards}/planner/",))
+    (source,) = watcher.sources
+    try:
+        assert asyncio.run(watcher.check(source)) == "changed"
+        assert state.fleet.get("trip-planner").agent.namespace == "127.0.0.1"
+        CardHandler.cards["moved"] = card("plan-trip", "book-hotel")     # and it changed on the way
+        CardHandler.cards["planner"] = cards.replace("127.0.0.1", "localhost") + "/moved/.well-known/agent-card.json"
+        assert asyncio.run(watcher.check(source)) == "changed"      # a 409 at every check before
+        assert state.fleet.get("trip-planner").agent.namespace == "localhost"
+        assert source.changes == 2 and source.last_error is None
+    finally:
+        state.close()
+
+
+def test_a_renamed_agent_is_one_change(cards, tmp_path):
+    import asyncio
+
+    CardHandler.cards["planner"] = card("plan-trip")
+    state, watcher = _two_cards(tmp_path, (f"{cards}/planner/",))
+    (source,) = watcher.sources
+    try:
+        assert asyncio.run(watcher.check(source)) == "changed"
+        CardHandler.cards["planner"] = card("plan-trip", name="trip-planner-2")
+        assert asyncio.run(watcher.check(source)) == "changed"
+        assert state.fleet.get("trip-planner") is None and state.fleet.get("trip-planner-2") is not None
+        assert source.changes == 2
     finally:
         state.close()

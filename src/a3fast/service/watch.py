@@ -212,15 +212,26 @@ class Watched:
     #: a body whose apply failed, was cut short or is still under way is applied at the next check
     settled: bytes | None = field(default=None, repr=False)
     refusal: str | None = field(default=None, repr=False)
+    #: the card URL its agents were last derived from (their `endpoint.card`), remembered across
+    #: restarts: an agent the fleet holds from another card, or from an operator, is not this
+    #: source's to delete or move (None: a memory from before it was kept)
+    fetched: str | None = field(default=None, repr=False)
 
     @property
     def key(self) -> str:
         """The source's entry in the watch memory."""
         return self.url
 
+    def owns(self, held: Any) -> bool:
+        """Whether the fleet's declaration `held` is the one this card gave."""
+        if self.fetched is None:
+            return True
+        endpoint = held.doc.get("endpoint")
+        return isinstance(endpoint, dict) and endpoint.get("card") == self.fetched
+
     def remembered(self) -> Any:
         return {"agents": list(self.agents), "digest": self.settled.hex() if self.settled else None,
-                "refusal": self.refusal}
+                "refusal": self.refusal, "fetched": self.fetched}
 
     def recall(self, value: Any) -> None:
         if isinstance(value, list):          # the memory of an a3fast before it kept the body's digest
@@ -230,6 +241,8 @@ class Watched:
         agents, digest = value.get("agents"), value.get("digest")
         if isinstance(agents, list) and all(isinstance(n, str) for n in agents):
             self.agents = tuple(agents)
+            fetched = value.get("fetched")
+            self.fetched = fetched if isinstance(fetched, str) else None
             refusal = value.get("refusal")
             # "refused" was an earlier form that kept no words: its body is checked again
             if isinstance(digest, str) and len(digest) == 64 and "refused" not in value:
@@ -382,7 +395,9 @@ class Watcher:
             source.settled = None
             self._failed(source, f"{exc.message} (miss {source.misses} of {self.config.remove_after})")
             if source.misses >= self.config.remove_after and source.agents:
-                await self._remove(source, source.agents)
+                if await self._remove(source, source.agents):
+                    source.changes += 1
+                    source.last_change = _now()
                 source.agents = ()
                 self._save_memory()
                 return "removed"
@@ -404,7 +419,7 @@ class Watcher:
             source.settled, source.refusal = digest, f"{card.url}: {exc}; keeping the last good agents"
             self._save_memory()
             return self._failed(source, source.refusal, "invalid")
-        return await self._apply(source, decls, digest)
+        return await self._apply(source, decls, digest, card.url)
 
     async def _check_server(self, source: WatchedServer) -> str:
         from ..interop.mcp_live import ListingError, ServerSpec, list_tools
@@ -449,7 +464,7 @@ class Watcher:
         log.warning("watch %s: %s", source.url, message)
         return result
 
-    async def _apply(self, source: Watched, decls: list[dict[str, Any]], digest: bytes) -> str:
+    async def _apply(self, source: Watched, decls: list[dict[str, Any]], digest: bytes, fetched: str) -> str:
         """The body's agents put where they differ, those it no longer gives removed. Until all
         are put the body is not settled, so the next check applies it again (a conflict may be
         resolved by then, a shard back); the agents put so far are the source's from then on,
@@ -462,6 +477,11 @@ class Watcher:
                 held = self.ops.state.fleet.get(name)
                 if held is not None and _canonical(held.doc) == _canonical(decl):
                     continue
+                if (held is not None and name in source.agents and source.owns(held)
+                        and held.agent.namespace != decl["agent"]["namespace"]):
+                    # the card moved host (a redirect, say): its own agent, held in the namespace
+                    # of the old one, would refuse it (a name lives in one namespace)
+                    await self.ops.delete_agent({"name": name})
                 # counted before it is awaited: a put cut short (the watch stopping, a shard that
                 # answered late) may already be in the fleet; only a refusal changes nothing
                 put.append(name)
@@ -474,8 +494,7 @@ class Watcher:
             gone = [n for n in source.agents if n not in names]
             if gone:
                 removing = True
-                await self._remove(source, gone)
-                changed = True
+                changed = await self._remove(source, gone) or changed
         except BaseException as exc:
             if put or removing:
                 # the fleet may hold part of this body: its agents are the card's, and no body is
@@ -493,7 +512,7 @@ class Watcher:
             return self._failed(source, f"agent {name!r} not applied (HTTP {exc.status}: {detail}); {kept}",
                                 "invalid")
         source.last_good, source.last_error, source.last_error_at = _now(), None, None
-        source.agents, source.settled, source.refusal = names, digest, None
+        source.agents, source.settled, source.refusal, source.fetched = names, digest, None, fetched
         self._save_memory()      # the agents, and the body they came from
         if changed:
             source.changes += 1
@@ -501,16 +520,24 @@ class Watcher:
             return "changed"
         return "unchanged"
 
-    async def _remove(self, source: Watched, names) -> None:
+    async def _remove(self, source: Watched, names) -> bool:
+        """Delete the agents of `names` the fleet holds as this card gave them (not one another card
+        or an operator has put since); whether any was deleted. Another watched card that gives a
+        deleted name puts it back at its next check."""
+        deleted = []
         for name in names:
-            if self.ops.state.fleet.get(name) is None:
-                continue   # already deleted by someone else
+            held = self.ops.state.fleet.get(name)
+            if held is None or not source.owns(held):
+                continue   # already deleted, or another's now
             try:
                 await self.ops.delete_agent({"name": name})
             except ServiceError:
                 continue
-        source.changes += 1
-        source.last_change = _now()
+            deleted.append(name)
+        for other in self.sources:
+            if other is not source and not isinstance(other, WatchedServer) and set(other.agents) & set(deleted):
+                other.settled = None
+        return bool(deleted)
 
     def status(self) -> dict[str, Any]:
         now = time.monotonic()
