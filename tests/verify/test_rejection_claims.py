@@ -220,3 +220,12 @@ def test_every_kind_of_predicate_is_found_inside_a_reason(reason):
     "model.latency_class: batch", "capability:a.b/", "capability:a.b/x", "capability: a.b/1"])
 def test_a_string_that_only_looks_like_a_predicate_is_not_one(reason):
     assert not names_a_predicate(reason)
+
+
+def test_docs_verify_states_the_tables_sizes():
+    import re
+    from pathlib import Path
+
+    text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "verify.md").read_text().split())
+    found = re.search(r"holds the reading to (\d+) claiming and (\d+) non-claiming phrasings", text)
+    assert found and (int(found.group(1)), int(found.group(2))) == (len(CLAIMS), len(NOT_CLAIMS))

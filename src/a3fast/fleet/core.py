@@ -222,9 +222,18 @@ class Fleet:
     # parsed when first read, and kept. Under the fleet's lock, so that an `add` or `remove` from
     # another thread is never undone by a read that began before it.
     def __iter__(self) -> Iterator[Declaration]:
-        """The live declarations in id order, as they are when the iteration begins."""
-        with self._lock:
-            return iter(list(self._table.declarations()))
+        """The live declarations in id order, each read under the lock when the iteration reaches
+        it (a fleet loaded in bulk is parsed as it is read, and placements are not held up for the
+        whole walk): an agent removed before then is left out, one joining after it began is not
+        seen."""
+        table, lock = self._table, self._lock
+        with lock:
+            end = len(table.entries)
+        for aid in range(end):
+            with lock:
+                decl = table.declaration(aid) if table.entries[aid] is not None else None
+            if decl is not None:
+                yield decl
 
     def get(self, name: str) -> Declaration | None:
         with self._lock:
