@@ -382,3 +382,24 @@ def test_an_agent_declarations_name_of_the_wrong_type_is_named_where_it_is(tmp_p
     assert result.exit_code == 2
     assert "$.metadata.name: expected the object's name (a string), found 5" in result.stderr
     assert "spec.agent.name" not in result.stderr
+
+
+def test_an_import_run_again_into_its_cards_directory_skips_the_fleet_it_wrote(tmp_path):
+    # "an unreadable or invalid input file among many is a skipped item": the declarations an
+    # earlier run wrote beside the cards are one such file; given alone, it is the one line, exit 2
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    for i in range(2):
+        (cards / f"card{i}.json").write_text(json.dumps({"name": f"agent-{i}", "url": f"https://a{i}.example/",
+                                                         "skills": [{"id": "case.review"}]}))
+    out = cards / "fleet.jsonl"
+    runner = CliRunner()
+    first = runner.invoke(main, ["import", "a2a", str(cards), "--namespace", "n", "-o", str(out)])
+    assert first.exit_code == 0, first.stderr
+    written = out.read_bytes()
+    again = runner.invoke(main, ["import", "a2a", str(cards), "--namespace", "n", "-o", str(out)])
+    assert again.exit_code == 0, again.stderr
+    assert f"{out}: $: looks like declarations, not A2A agent cards" in again.stderr
+    assert out.read_bytes() == written
+    alone = runner.invoke(main, ["import", "a2a", str(out), "--namespace", "n"])
+    assert alone.exit_code == 2 and alone.stderr.endswith("looks like declarations, not A2A agent cards\n")

@@ -593,3 +593,73 @@ def test_every_listing_shares_one_tls_context_until_the_bundle_changes_or_ages(h
 def test_one_source_of_tools_is_named():
     result = invoke("mcp", "--bind", "a", "--namespace", "n")
     assert result.exit_code == 2 and "name one source of tools" in result.stderr
+
+
+def test_a_v1_card_the_sdk_serves_beside_a_0_3_interface_verifies_and_reads_as_v1(signing_key, tmp_path):
+    # agent_card_to_dict adds 0.3's url, protocolVersion and preferredTransport to the top level of
+    # such a card; the SDK's signature does not cover them, and neither does the reading
+    from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+    from a2a.types import AgentCard, AgentInterface, AgentSkill
+    from a2a.utils.signing import create_agent_card_signer
+
+    card = AgentCard(
+        name="Dual", description="Speaks two versions", version="1.0.0",
+        supported_interfaces=[AgentInterface(url="https://dual.example/a2a", protocol_binding="JSONRPC",
+                                             protocol_version="1.0"),
+                              AgentInterface(url="https://dual.example/a2a", protocol_binding="JSONRPC",
+                                             protocol_version="0.3")],
+        default_input_modes=["text"], default_output_modes=["text"],
+        skills=[AgentSkill(id="case.review", name="Review", description="Review a case", tags=["cases"])])
+    private, public = signing_key
+    served = agent_card_to_dict(create_agent_card_signer(private, {"alg": "ES256", "kid": "agent-key"})(card))
+    assert {"url", "protocolVersion", "preferredTransport"} <= set(served)       # what makes the case
+    path, key, out = tmp_path / "card.json", tmp_path / "key.jwk", tmp_path / "fleet.jsonl"
+    path.write_text(json.dumps(served))
+    key.write_text(json.dumps(public))
+    report = tmp_path / "report.json"
+    result = invoke("a2a", path, "--namespace", "n", "--card-key", key, "--require-signed", "--report", report,
+                    "-o", out)
+    assert result.exit_code == 0, result.stderr
+    [decl] = jsonl(out)
+    assert decl["endpoint"] == {"url": "https://dual.example/a2a", "transport": "JSONRPC", "protocol_version": "1.0",
+                                "interfaces": [{"url": "https://dual.example/a2a", "transport": "JSONRPC",
+                                                "protocol_version": "1.0"},
+                                               {"url": "https://dual.example/a2a", "transport": "JSONRPC",
+                                                "protocol_version": "0.3"}]}
+    [agent] = orjson.loads(report.read_bytes())["agents"]
+    assert agent["signatures"]["status"] == "verified"
+    # a compatibility field changed is outside what was signed and what is read: still verified
+    path.write_text(json.dumps({**served, "url": "https://elsewhere.example/"}))
+    result = invoke("a2a", path, "--namespace", "n", "--card-key", key, "--require-signed", "-o", out)
+    assert result.exit_code == 0 and jsonl(out)[0]["endpoint"]["url"] == "https://dual.example/a2a"
+    # what the signature covers, changed, is not what was signed
+    path.write_text(json.dumps({**served, "description": "Speaks three versions"}))
+    assert "not what was signed" in invoke("a2a", path, "--namespace", "n", "--card-key", key).stderr
+
+
+def test_a_member_added_empty_to_a_signed_card_changes_nothing_a_verified_import_says(tmp_path):
+    # the signature drops empty members; the reading of a verified card drops them too, so an empty
+    # supportedInterfaces added to a signed 0.3 card does not make it an interface-less v1.0 card
+    from joserfc import jws
+    from joserfc.jwk import ECKey
+
+    key = ECKey.generate_key("P-256")
+    card = {"name": "Geo", "description": "Routes", "url": "https://geo.example/a2a/v1", "protocolVersion": "0.3.0",
+            "preferredTransport": "JSONRPC", "version": "1.0.0", "skills": [{"id": "route.plan", "name": "Plan"}]}
+    token = jws.serialize_compact({"alg": "ES256", "kid": "k"}, canonical_card(card), key)
+    protected, _, signature = token.split(".")
+    signed = {**card, "signatures": [{"protected": protected, "signature": signature}]}
+    keys = tmp_path / "key.jwk"
+    keys.write_text(json.dumps({**key.as_dict(private=False), "kid": "k"}))
+    endpoints = []
+    for extra in ({}, {"supportedInterfaces": []}, {"supportedInterfaces": None}, {"extensions": {}}):
+        path, out = tmp_path / "card.json", tmp_path / "fleet.jsonl"
+        path.write_text(json.dumps({**signed, **extra}))
+        result = invoke("a2a", path, "--namespace", "n", "--card-key", keys, "--require-signed", "-o", out)
+        assert result.exit_code == 0, (extra, result.stderr)
+        endpoints.append(jsonl(out)[0]["endpoint"])
+    assert endpoints == [{"url": "https://geo.example/a2a/v1", "transport": "JSONRPC",
+                          "protocol_version": "0.3.0"}] * 4
+    # an emptied url is a change the signature sees
+    path.write_text(json.dumps({**signed, "url": ""}))
+    assert "not what was signed" in invoke("a2a", path, "--namespace", "n", "--card-key", keys).stderr

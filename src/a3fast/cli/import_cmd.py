@@ -495,16 +495,16 @@ def _read(paths: Iterable[str], suffixes: tuple[str, ...],
         raise BadInput(f"no input files: the directories given hold no {', '.join(suffixes)} files")
     if len(files) < PROGRESS_MIN_FILES:
         for path in files:
-            _read_one(path, parse, report, docs, what)
+            _read_one(path, parse, report, docs, what, len(files) > 1)
         return docs
     with progress(files, len(files), "reading") as items:
         for path in items:
-            _read_one(path, parse, report, docs, what)
+            _read_one(path, parse, report, docs, what, True)
     return docs
 
 
 def _read_one(path: str, parse: Callable[[bytes, str], list[Document]], report: ImportReport,
-              docs: list[Document], what: str) -> None:
+              docs: list[Document], what: str, among_many: bool) -> None:
     source = "<stdin>" if path == "-" else shown(path)
     report.read(source)
     try:
@@ -512,7 +512,16 @@ def _read_one(path: str, parse: Callable[[bytes, str], list[Document]], report: 
     except InputError as exc:
         report.skip(source, "$", exc.lines[0].split(": ", 1)[-1])
         return
-    require_kind(path, what, data=data)  # a file a3fast wrote of another kind: one line, exit 2
+    try:
+        require_kind(path, what, data=data)
+    except InputError as exc:
+        # a file a3fast wrote of another kind: the one input given, one line and exit 2; among
+        # many (the fleet an earlier import wrote into the directory of cards), a skipped item
+        if not among_many:
+            raise
+        _, looks, rest = exc.lines[0].partition(" looks like ")      # "NAME looks like K, not K2"
+        report.skip(source, "$", f"looks like {rest}" if looks else exc.lines[0])
+        return
     try:
         docs += parse(data, source)
     except SchemaError as exc:

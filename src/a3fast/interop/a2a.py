@@ -242,7 +242,9 @@ def endpoint_of(card: AgentCard, fetched_from: str | None = None) -> dict[str, A
         if first.protocol_version:
             endpoint["protocol_version"] = first.protocol_version
         if len(card.interfaces) > 1:
-            endpoint["interfaces"] = [{"url": i.url, **({"transport": i.binding} if i.binding else {})}
+            # each with its protocol version: a card may name one URL for two versions
+            endpoint["interfaces"] = [{"url": i.url, **({"transport": i.binding} if i.binding else {}),
+                                       **({"protocol_version": i.protocol_version} if i.protocol_version else {})}
                                       for i in card.interfaces]
     elif fetched_from is not None:
         base = fetched_from
@@ -380,16 +382,20 @@ def import_cards(documents: Iterable[Document], supplied: Supplied,
     origins: dict[str, tuple[str, str, str]] = {}  # capability -> (skill id, agent, source)
     for doc in documents:
         report.read(doc.source)
+        signatures = verify_card(doc.value, keys) if isinstance(doc.value, Mapping) else None
         try:
-            card, problems = read_card(doc.value, doc.source, doc.path)
+            # a verified card is read as its signature covers it: a member the signature leaves
+            # out (an empty one, say, which would make a signed 0.3 card read as v1.0) is not read
+            card, problems = read_card(signatures.covered if signatures and signatures.covered is not None
+                                       else doc.value, doc.source, doc.path)
         except SchemaError as exc:
             for problem in exc.problems:
                 report.skip(doc.source, problem.path, f"expected {problem.expected}, found {problem.found}")
             continue
+        assert signatures is not None       # read_card refuses anything but an object
         skill_ids.update(skill.id for skill in card.skills)
         for problem in problems:
             report.skip(doc.source, problem.path, f"expected {problem.expected}, found {problem.found}")
-        signatures = verify_card(doc.value, keys)
         if signatures.status == "invalid":
             report.skip(doc.source, json_path(doc.path, "signatures"),
                         f"agent {card.name!r}: signature {signatures.summary()}")

@@ -7,6 +7,14 @@ official a2a-sdk signs. Verification uses joserfc, with keys the caller supplies
 a PEM public key): a key named by the card (`jku`) is never fetched, since whoever forged the card
 could serve that key too.
 
+The a2a-sdk serves a v1.0 card beside a 0.3 interface with 0.3's connection fields copied to its
+top level (`agent_card_to_dict`'s compatibility fields, `COMPATIBILITY_FIELDS`), which the v1.0 card
+model does not define and so the SDK's signature does not cover. A v1.0 card (one naming its
+`supportedInterfaces`) that does not verify as it is is checked once more without them; a card is
+then read as its verifying signature covers it (`CardSignatures.covered`: empty values dropped,
+those fields too when the signature left them out), so what the signature does not cover is never
+read from a verified card.
+
 Each card gets one status, and only `verified` means verified:
 
 - `unsigned`     the card carries no signatures;
@@ -25,13 +33,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ALGORITHMS", "STATUSES", "CardKeyError", "CardKeys", "SignatureCheck", "CardSignatures", "canonical_card",
+__all__ = ["ALGORITHMS", "COMPATIBILITY_FIELDS", "STATUSES", "CardKeyError", "CardKeys", "SignatureCheck", "CardSignatures", "canonical_card",
            "jcs", "read_keys", "verify_card"]
 
 #: Asymmetric JWS algorithms accepted. A shared-secret (HS*) or `none` signature proves nothing to a
 #: third party holding only public keys, so such a signature is unverifiable, never verified.
 ALGORITHMS = ("ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "EdDSA")
 STATUSES = ("unsigned", "verified", "invalid", "unverifiable")
+#: The 0.3 fields the a2a-sdk adds to the top level of a v1.0 card it serves (module doc).
+COMPATIBILITY_FIELDS = ("url", "protocolVersion", "preferredTransport", "additionalInterfaces",
+                        "supportsAuthenticatedExtendedCard")
 
 
 class CardKeyError(ValueError):
@@ -124,6 +135,9 @@ class SignatureCheck:
 class CardSignatures:
     status: str
     checks: tuple[SignatureCheck, ...] = ()
+    #: a verified card as its verifying signature covers it (without `signatures`, empty values
+    #: dropped): what a reader of the card reads. None unless `verified`.
+    covered: Mapping[str, Any] | None = None
 
     def summary(self) -> str:
         if self.status == "unsigned":
@@ -143,15 +157,36 @@ def verify_card(card: Mapping[str, Any], keys: CardKeys) -> CardSignatures:
         return CardSignatures("unverifiable", (SignatureCheck(0, "unverifiable",
                                                               "signatures is not an array"),))
     try:
-        payload = canonical_card(card)
+        bodies = signed_bodies(card)
+        payloads = [jcs(body).encode("utf-8") for body in bodies]
     except ValueError as exc:
         return CardSignatures("unverifiable", tuple(
             SignatureCheck(i, "unverifiable", f"the card has no canonical form ({exc})")
             for i in range(len(signatures))))
-    checks = tuple(_check(i, sig, payload, keys) for i, sig in enumerate(signatures))
+    checks = []
+    covered = None
+    for i, sig in enumerate(signatures):
+        for body, payload in zip(bodies, payloads):
+            check = _check(i, sig, payload, keys)
+            if check.status != "invalid":
+                break
+        checks.append(check)
+        if check.status == "verified" and covered is None:
+            covered = body
     statuses = {c.status for c in checks}
     status = "verified" if "verified" in statuses else "invalid" if "invalid" in statuses else "unverifiable"
-    return CardSignatures(status, checks)
+    return CardSignatures(status, tuple(checks), covered)
+
+
+def signed_bodies(card: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What a signature of `card` may cover, in the order tried: the card without `signatures`,
+    empty values dropped; for a v1.0 card carrying the SDK's compatibility fields, the same without
+    them (module doc). ValueError for a card nested too deep to canonicalise."""
+    body = _drop_empty({key: value for key, value in card.items() if key != "signatures"}) or {}
+    bodies = [body]
+    if "supportedInterfaces" in body and any(key in body for key in COMPATIBILITY_FIELDS):
+        bodies.append({key: value for key, value in body.items() if key not in COMPATIBILITY_FIELDS})
+    return bodies
 
 
 def _check(index: int, sig: Any, payload: bytes, keys: CardKeys) -> SignatureCheck:
