@@ -40,7 +40,7 @@ from .framing import Pushback, Source, read_documents
 from .kinds import Kind, sniff, wrong_kind
 
 __all__ = ["STDIN", "InputError", "input_source", "display_name", "shown_text", "cannot_read", "read_bytes", "read_json",
-           "read_json_documents", "require_kind",
+           "read_json_documents", "require_kind", "sniff_kind",
            "TEMP_MARK", "atomic_file", "write_atomic", "temp_beside", "replace_into", "fsync_directory",
            "is_special", "remove_stale_temps", "write_pieces"]
 
@@ -153,14 +153,20 @@ def require_kind(path: str, *expected: str, allow_empty: bool = True, data: byte
     the first is the one the message names. A file of no kind a3fast writes passes, for its
     reader to say what is wrong with it; one that cannot be read is InputError too. `data`: the
     file's bytes, when the command has read them already."""
-    try:
-        kind = sniff(input_source(path) if data is None else data)
-    except OSError as exc:
-        raise cannot_read(path, exc) from None
+    kind = sniff_kind(path) if data is None else sniff(data)
     line = wrong_kind(kind, expected, display_name(path), allow_empty=allow_empty)
     if line is not None:
         raise InputError(line)
     return kind
+
+
+def sniff_kind(path: str) -> Kind:
+    """The kind of the file `path` (a3fast.kinds.sniff: from its first bytes; standard input for
+    "-", which is given back to its reader); InputError in one line when it cannot be read."""
+    try:
+        return sniff(input_source(path))
+    except OSError as exc:
+        raise cannot_read(path, exc) from None
 
 
 # -- writing a file whole ---------------------------------------------------------------------

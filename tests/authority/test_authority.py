@@ -797,3 +797,36 @@ def test_an_instant_is_written_as_rfc_3339_and_read_back(text, shown):
     # four-digit years however early, and a fraction of any length kept to the microsecond
     instant = parse_instant(text)
     assert instant is not None and format_instant(instant) == shown and parse_instant(shown) == instant
+
+
+def test_a_descriptor_for_another_operating_context_grants_nothing_where_the_host_names_its_own(world):
+    # portable-authority, 2 · Engagement: the descriptor narrows authority for one experience and
+    # one operating context
+    descriptor = world.engagement()
+    context = descriptor["context"]
+    assert verify_engagement(descriptor, world.connection, now=NOW, context=context).valid
+    other = verify_engagement(descriptor, world.connection, now=NOW, context="casual-match-9")
+    assert codes(other) == [R.WRONG_CONTEXT] and other.capabilities == ()
+    assert repr(context) in other.reasons[0].message and "'casual-match-9'" in other.reasons[0].message
+    assert verify_engagement(descriptor, world.connection, now=NOW).valid        # a host naming none
+    resolver = Resolver(CONTRACTS, MAPPINGS, [{"id": "game.play", "required": ["game.move.submit"]}])
+    assert resolver.resolve(world.connection, descriptor, {}, now=NOW, context=context).available_skills() == \
+        ["game.play"]
+    assert resolver.resolve(world.connection, descriptor, {}, now=NOW, context="casual-match-9").available_skills() == []
+    # a check made in one context is made again for another
+    check = verify_engagement(descriptor, world.connection, now=NOW, context=context)
+    moved = resolver.resolve(world.connection, check, {}, now=NOW, context="casual-match-9")
+    assert codes(moved.authority.engagement) == [R.WRONG_CONTEXT]
+    with pytest.raises(ValueError, match="context must be a string or None"):
+        verify_engagement(descriptor, world.connection, now=NOW, context=9)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_descriptor_holding_a_number_json_cannot_carry_is_malformed_not_signed_as_null(world, value):
+    # orjson writes NaN and the infinities as null: the signature over null must not cover them
+    signed = world.engagement(max_stake=None)
+    assert verify_engagement(signed, world.connection, now=NOW).valid
+    check = verify_engagement({**signed, "max_stake": value}, world.connection, now=NOW)
+    assert codes(check) == [R.MALFORMED] and "is not a JSON number" in check.reasons[0].message
+    with pytest.raises(TypeError):
+        sign_engagement({**world.descriptor(ALL), "extra": {"deep": [value]}}, world.key, world.kid)

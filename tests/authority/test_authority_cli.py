@@ -227,7 +227,9 @@ def test_a_signed_engagement_with_members_of_its_own_is_read_whatever_it_looks_l
     # line, as any file of another kind (a malformed descriptor of no kind a3fast writes is an answer)
     caps = write(tmp_path, "caps.json", {"capabilities": ["a.b"]})
     result = run("resolve", *example_args(engagement=caps), "--now", NOW, "--require", "chess.play")
-    assert result.exit_code == 2 and result.stderr == f"a3fast: {caps} looks like requirements, not an engagement\n"
+    assert result.exit_code == 2 and result.stderr == (
+        f"a3fast: {caps} looks like requirements, not an engagement (read as an engagement: $.experience: "
+        f"expected the required field 'experience', found nothing)\n")
     malformed = write(tmp_path, "m.json", {"capabilities": "all"})
     result = run("resolve", *example_args(engagement=malformed), "--now", NOW, "--require", "chess.play")
     assert result.exit_code == 1 and "engagement: rejected, grants nothing: malformed descriptor" in result.stdout
@@ -248,7 +250,9 @@ def test_requirements_or_declarations_given_as_the_policy_are_bad_input(tmp_path
     # declarations and holds no `rules` or `default` would allow everything; it is told what it is
     path = write(tmp_path, "p.json", given)
     result = run("resolve", *example_args(policy=path), "--now", NOW, "--require", "chess.play")
-    assert result.exit_code == 2 and result.stderr == f"a3fast: {path} looks like {kind}, not a policy\n"
+    assert result.exit_code == 2 and result.stderr.startswith(f"a3fast: {path} looks like {kind}, not a policy (read as "
+                                                              f"a policy: $: expected ")
+    assert len(result.stderr.splitlines()) == 1
     assert result.stdout == ""
 
 
@@ -292,3 +296,56 @@ def test_a_key_id_given_twice_is_bad_input(tmp_path):
     second = write(tmp_path, "k2.txt", public_key_text(generate_private_key()).encode())
     result = run("resolve", *example_args(), "--now", NOW, "--key", f"ops={first}", "--key", f"ops={second}")
     assert result.exit_code == 2 and "--key ops: given twice; one key per key id" in result.stderr
+
+
+def test_the_operating_context_the_host_names_is_checked(tmp_path):
+    context = example("engagement")["context"]
+    here = run("resolve", *example_args(), "--now", NOW, "--context", context, "--require", "chess.play")
+    assert here.exit_code == 0, here.stdout
+    elsewhere = run("resolve", *example_args(), "--now", NOW, "--context", "casual-match-9", "--json")
+    assert elsewhere.exit_code == 1
+    reasons = orjson.loads(elsewhere.stdout)["engagement"]["reasons"]
+    assert [r["code"] for r in reasons] == ["wrong_context"]
+
+
+def test_a_key_on_standard_input_counts_among_the_documents_read_from_it():
+    result = run("resolve", *example_args(engagement="-"), "--now", NOW, "--key", "k2=-")
+    assert result.exit_code == 2
+    assert result.stderr == ("a3fast: standard input is read once: --engagement and --key k2 each ask for it; "
+                             "give all but one as a file\n")
+
+
+def test_an_authority_document_that_looks_like_another_kind_is_read_as_asked_first(tmp_path):
+    # a descriptor or policy may carry members of its own: one with `content` and `kind` reads like
+    # a trace, yet it is what was asked for; a connection that looks like a declaration and does
+    # not parse says what reading it as a connection found
+    path, trust = _trusted_signing(tmp_path, {"kind": "engagement", "content": {"board": "start"}})
+    assert sniff(path.read_bytes()).name == "trace"
+    result = run("resolve", *example_args(engagement=path), *trust, "--now", NOW, "--require", "chess.play")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    policy = write(tmp_path, "p.json", {**example("policy"), "kind": "runtime-policy", "content": "house rules"})
+    result = run("resolve", *example_args(policy=policy), "--now", NOW, "--require", "chess.play")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    connection = {**example("connection"), "v": "1.0", "revoked_at": "2026-03-01 12:00"}
+    path = write(tmp_path, "c.json", connection)
+    result = run("resolve", *example_args(connection=path), "--now", NOW)
+    assert result.exit_code == 2
+    assert result.stderr == (f"a3fast: {path} looks like declarations, not a connection (read as a connection: "
+                             f"$.revoked_at: expected an RFC 3339 date-time with an offset, such as "
+                             f"\"2026-03-01T12:00:00Z\", found string '2026-03-01 12:00')\n")
+
+
+@pytest.mark.parametrize("document", ["engagement", "connection", "policy"])
+def test_a_member_named_twice_in_an_authority_document_is_bad_input(tmp_path, document):
+    # a reader keeping the first of two `connection` members would see another descriptor in the
+    # same signed bytes; this reader keeps the last: neither reading is proof
+    raw = (EXAMPLES / f"{document}.json").read_text()
+    member = next(iter(example(document)))
+    path = write(tmp_path, f"{document}.json", raw.replace("{", '{"%s": "elsewhere", ' % member, 1).encode())
+    result = run("resolve", *example_args(**{document: path}), "--now", NOW)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (f"a3fast: {path}: member {member!r} appears twice in one object; "
+                             f"{'an' if document == 'engagement' else 'a'} {document} must name each member once\n")
+    # the same member once, in a nested object of its own, is not twice
+    nested = write(tmp_path, "n.json", raw.replace("{", '{"notes": {"%s": 1}, ' % member, 1).encode())
+    assert run("resolve", *example_args(**{document: nested}), "--now", NOW).exit_code in (0, 1)

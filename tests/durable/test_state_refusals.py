@@ -172,7 +172,7 @@ def test_a_state_directory_of_the_layout_before_generations_is_moved_and_keeps_e
     finally:
         st.close()
     assert sorted(p.name for p in state.iterdir()) == ["checkpoint", "fleet.00000002.a3snap",
-                                                       "journal.00000002", "trace.jsonl"]
+                                                       "journal.00000002", "lock", "trace.jsonl"]
 
 
 @pytest.mark.parametrize("field, value, found", [
@@ -305,3 +305,87 @@ def test_a_first_write_cut_short_as_zeros_is_a_torn_tail_not_another_programs_fi
     # a crash while the file grew leaves zeros where the entry's bytes were to come
     recovered = read_entries(b"\0" * 40, "journal.00000001")
     assert (recovered.entries, recovered.good_bytes, recovered.cut_bytes) == ([], 0, 40)
+
+
+def _stdio(state: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "a3fast", "serve", "--stdio", "--state", str(state)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _ask(proc: subprocess.Popen, request: dict) -> dict:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(orjson.dumps(request) + b"\n")
+    proc.stdin.flush()
+    return orjson.loads(proc.stdout.readline())
+
+
+def test_a_state_directory_another_process_owns_is_refused_and_the_owner_loses_nothing(tmp_path):
+    # two owners would each checkpoint and retire the journal generation the other appends to
+    state = tmp_path / "state"
+    owner = _stdio(state)
+    try:
+        assert _ask(owner, {"op": "put_agent", "id": 1, "name": "a1", "declaration": decl("a1")})["ok"]
+        err = _refused(state, stdio=True)
+        assert f"{state / 'lock'}: the state directory is in use by another a3fast process (pid {owner.pid})" in err
+        err = _refused(state, stdio=False)          # over HTTP too
+        assert "in use by another a3fast process" in err
+        assert _ask(owner, {"op": "put_agent", "id": 2, "name": "a2", "declaration": decl("a2")})["ok"]
+    finally:
+        owner.stdin.close()
+        assert owner.wait(timeout=30) == 0
+    # the owner gone, its lock is too: the next process starts, with everything acknowledged
+    after = _stdio(state)
+    try:
+        assert _ask(after, {"op": "list_agents", "id": 3})["names"] == ["a1", "a2"]
+    finally:
+        after.stdin.close()
+        after.wait(timeout=30)
+
+
+def test_a_killed_owner_leaves_no_lock_behind(tmp_path):
+    state = tmp_path / "state"
+    owner = _stdio(state)
+    assert _ask(owner, {"op": "put_agent", "id": 1, "name": "k1", "declaration": decl("k1")})["ok"]
+    owner.kill()
+    owner.wait(timeout=30)
+    after = _stdio(state)
+    try:
+        assert _ask(after, {"op": "list_agents", "id": 2})["names"] == ["k1"]
+    finally:
+        after.stdin.close()
+        after.wait(timeout=30)
+
+
+def test_a_first_entry_damaged_before_valid_ones_is_damage_not_another_programs_file(tmp_path):
+    # told "not an a3fast journal; move it out", an operator would start an empty fleet
+    state = _state(tmp_path)
+    journal = state / "journal.00000001"
+    data = bytearray(journal.read_bytes())
+    data[0] ^= 1
+    journal.write_bytes(bytes(data))
+    err = _refused(state, stdio=True)
+    assert f"{journal}: entry 1 at byte 0 is damaged" in err and "a valid entry follows" in err
+    assert "not an a3fast journal" not in err
+
+
+def test_an_old_layout_snapshot_of_another_program_is_refused_as_bad_state_not_an_internal_error(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "snapshot").write_bytes(b"hello, not a3fast\n")
+    for stdio in (True, False):
+        err = _refused(state, stdio=stdio)
+        assert f"{state / 'snapshot'}: not a snapshot of the layout before journal generations" in err
+        assert "internal error" not in err
+
+
+def test_a_new_state_directory_is_fsynced_into_each_parent_made_for_it(tmp_path):
+    import os
+
+    log = tmp_path / "steps.log"
+    state = tmp_path / "new" / "parent" / "state"
+    run = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--stdio", "--state", str(state)], input=b"",
+                         capture_output=True, timeout=60, env={**os.environ, "A3FAST_STEP_LOG": str(log)})
+    assert run.returncode == 0, run.stderr
+    fsynced = [line.split(" ", 2)[2] for line in log.read_text().splitlines() if line.split(" ")[1] == "fsync-dir"]
+    made = [str(tmp_path), str(tmp_path / "new"), str(tmp_path / "new" / "parent")]
+    assert fsynced[:3] == made

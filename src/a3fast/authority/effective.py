@@ -17,7 +17,7 @@ from . import reasons as R
 from .catalog import Catalog
 from ..errors import describe
 from .documents import Connection, Rule, RuntimePolicy, parse_connection, parse_policy
-from .engagement import EngagementCheck, verify_engagement
+from .engagement import EngagementCheck, check_context, verify_engagement
 from .times import DEFAULT_SKEW_SECONDS, check_skew, current_instant, format_instant, to_micros
 from .vocabulary import VocabularyView, parse_capability_ref
 
@@ -204,29 +204,32 @@ def is_revoked(connection: Connection, at_micros: int) -> bool:
 def effective_authority(catalog: Catalog, connection: Connection | Mapping[str, Any], engagement: Any,
                         policy: RuntimePolicy | Mapping[str, Any], *,
                         now: datetime | str | None = None,
-                        skew_seconds: int = DEFAULT_SKEW_SECONDS) -> Authority:
+                        skew_seconds: int = DEFAULT_SKEW_SECONDS, context: str | None = None) -> Authority:
     """connection ∩ engagement ∩ runtime at `now`. `engagement` is a descriptor as received (any
     JSON value, or a parsed Engagement; it is verified here) or an `EngagementCheck`, which is made
-    again unless it was made for this connection at this instant with this skew. `connection` and
+    again unless it was made for this connection at this instant with this skew, in this context.
+    `context`: the operating context the host is in (`verify_engagement`; None checks none). `connection` and
     `policy` are parsed documents, or documents parsed here as `Resolver` parses them.
     ValueError for a bad `now` or `skew_seconds` (see `verify_engagement`); SchemaError (a
     ValueError) for a connection or policy that does not parse; TypeError for a catalog that is
     not one."""
     now = current_instant(now)  # one instant for the descriptor and the revocation alike
     check_skew(skew_seconds)
+    check_context(context)
     if not isinstance(catalog, Catalog):
         raise TypeError(f"catalog: expected a Catalog of parsed contracts, found {describe(catalog)}")
     if not isinstance(connection, Connection):
         connection = parse_connection(connection)
     if isinstance(engagement, EngagementCheck):
         checked = engagement.engagement
-        if checked is not None and not engagement.made_for(connection, to_micros(now), skew_seconds):
+        if checked is not None and not engagement.made_for(connection, to_micros(now), skew_seconds, context):
             # a check answers for one connection at one instant: reused at another, or for another
             # connection (another id, other keys, another experience), it is made again, so that an
             # engagement expired since, or for someone else, grants nothing and says why
-            engagement = verify_engagement(checked.doc, connection, now=now, skew_seconds=skew_seconds)
+            engagement = verify_engagement(checked.doc, connection, now=now, skew_seconds=skew_seconds,
+                                           context=context)
     else:
-        engagement = verify_engagement(engagement, connection, now=now, skew_seconds=skew_seconds)
+        engagement = verify_engagement(engagement, connection, now=now, skew_seconds=skew_seconds, context=context)
     return Authority(catalog, connection, engagement, apply_policy(catalog, policy),
                      is_revoked(connection, to_micros(now)))
 

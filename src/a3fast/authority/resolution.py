@@ -199,25 +199,31 @@ class Resolver:
         self.index = SkillIndex(_parsed(skills, Skill, parse_skills), self.vocabulary)
 
     def authority(self, connection: Connection | Mapping, engagement: Any, policy: RuntimePolicy | Mapping, *,
-                  now: datetime | str | None = None, skew_seconds: int = DEFAULT_SKEW_SECONDS) -> Authority:
-        """connection ∩ engagement ∩ runtime at `now` (see `effective_authority`)."""
+                  now: datetime | str | None = None, skew_seconds: int = DEFAULT_SKEW_SECONDS,
+                  context: str | None = None) -> Authority:
+        """connection ∩ engagement ∩ runtime at `now`, in the host's operating `context` (see
+        `effective_authority`)."""
         if not isinstance(connection, Connection):
             connection = parse_connection(connection)
         if not isinstance(policy, RuntimePolicy):
             policy = parse_policy(policy)
-        return effective_authority(self.catalog, connection, engagement, policy, now=now, skew_seconds=skew_seconds)
+        return effective_authority(self.catalog, connection, engagement, policy, now=now, skew_seconds=skew_seconds,
+                                   context=context)
 
     def resolve(self, connection: Connection | Mapping, engagement: Any, policy: RuntimePolicy | Mapping, *,
-                now: datetime | str | None = None, skew_seconds: int = DEFAULT_SKEW_SECONDS) -> Resolution:
-        """Every skill, resolved against the effective authority at `now` and this host's tools."""
-        authority = self.authority(connection, engagement, policy, now=now, skew_seconds=skew_seconds)
+                now: datetime | str | None = None, skew_seconds: int = DEFAULT_SKEW_SECONDS,
+                context: str | None = None) -> Resolution:
+        """Every skill, resolved against the effective authority at `now` (in `context`) and this
+        host's tools."""
+        authority = self.authority(connection, engagement, policy, now=now, skew_seconds=skew_seconds,
+                                   context=context)
         return Resolution(self.index, authority, self.host)
 
 
 def resolve(contracts: Sequence[Contract | Mapping], mappings: Sequence[HostMapping | Mapping],
             skills: Sequence[Skill | Mapping], connection: Connection | Mapping, engagement: Any,
             policy: RuntimePolicy | Mapping, *, now: datetime | str | None = None,
-            skew_seconds: int = DEFAULT_SKEW_SECONDS) -> Resolution:
+            skew_seconds: int = DEFAULT_SKEW_SECONDS, context: str | None = None) -> Resolution:
     """One-shot resolution; a caller that resolves the same skills often keeps a `Resolver`."""
     return Resolver(contracts, mappings, skills).resolve(connection, engagement, policy, now=now,
-                                                          skew_seconds=skew_seconds)
+                                                          skew_seconds=skew_seconds, context=context)

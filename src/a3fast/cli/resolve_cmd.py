@@ -8,6 +8,7 @@ answer — it grants nothing, and the output says why.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import click
@@ -17,7 +18,7 @@ from ..authority import (DEFAULT_SKEW_SECONDS, Resolution, Resolver, load_public
                          parse_contracts, parse_engagement, parse_mappings, parse_policy, parse_skills)
 from ..authority.times import current_instant, format_instant
 from ..errors import SchemaError
-from ..files import InputError, display_name, read_bytes, read_json, read_json_documents, require_kind
+from ..files import InputError, display_name, read_bytes, read_json_documents, require_kind, sniff_kind
 from ..kinds import wrong_kind
 from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output
 
@@ -32,15 +33,9 @@ def _documents(path: str, parse, what: str) -> tuple:
         raise BadInput.from_error(exc, path) from None
 
 
-#: Kinds a single authority document may be sniffed as and still be one: a document may carry
-#: members of its own (kept and ignored), so a connection or descriptor with a `v` and an `agent`
-#: object reads like a declaration, one with only `capabilities` like requirements.
-_LOOKALIKES = ("declarations", "requirements")
-
-
 def _document(path: str, parse, what: str) -> Any:
-    """One authority document, parsed (SchemaError: bad input naming the file). A file that looks
-    like declarations or requirements is read as `what` if it is one (`_one_of`)."""
+    """One authority document, parsed (SchemaError: bad input naming the file), read as `what`
+    whatever else it looks like (`_one_of`)."""
     doc = _one_of(path, parse, what)
     try:
         return parse(doc)
@@ -49,20 +44,64 @@ def _document(path: str, parse, what: str) -> Any:
 
 
 def _one_of(path: str, parse, what: str) -> Any:
-    """The JSON document of `path`. One that looks like declarations or requirements is taken only
-    if `parse` takes it (a document may carry members of its own; a policy must have `rules` or
-    `default`); otherwise, like any file of another kind, it is told what it looks like, in one
-    line."""
-    kind = require_kind(path, what, *_LOOKALIKES)
+    """The JSON document of `path`. A document `parse` takes is `what`, whatever kind of a3fast's it
+    looks like: an authority document may carry members of its own (kept and ignored), so a
+    connection with a `v` and an `agent` object reads like a declaration, a descriptor with
+    `content` and `kind` like a trace. One it does not take that looks like another kind (most
+    likely that file, given in the wrong place), or is not one JSON value, is told so in one line,
+    with what reading it as `what` found; anything else is left to its reader (a connection's
+    problems are bad input, a malformed descriptor is an answer)."""
+    kind = sniff_kind(path)
+    looks = wrong_kind(kind, (what,), display_name(path))
     try:
-        doc = read_json(path)
-        if kind.name in _LOOKALIKES:
-            parse(doc)
-    except (InputError, SchemaError) as exc:
-        if kind.name in _LOOKALIKES:
-            raise InputError(wrong_kind(kind, (what,), display_name(path)) or str(exc)) from None
+        data = read_bytes(path)
+        doc = _loads(data, path)
+    except InputError:
+        if looks is not None:
+            raise InputError(looks) from None
         raise
+    twice = _member_twice(data)
+    if twice is not None:
+        # JSON leaves duplicate names to the reader (this one keeps the last): signed bytes that
+        # two readers read as two documents prove nothing (I-JSON, RFC 7493, forbids them)
+        raise InputError(f"{display_name(path)}: member {twice!r} appears twice in one object; "
+                         f"{what} must name each member once")
+    if looks is None:
+        return doc
+    try:
+        parse(doc)
+    except SchemaError as exc:
+        first = exc.problems[0] if exc.problems else None
+        found = f" (read as {what}: {first.path}: expected {first.expected}, found {first.found})" if first else ""
+        raise InputError(looks + found) from None
     return doc
+
+
+def _loads(data: bytes, path: str) -> Any:
+    from ..schema import loads
+
+    try:
+        return loads(data, source=path)
+    except SchemaError as exc:
+        raise InputError(exc.lines()) from None
+
+
+def _member_twice(data: bytes) -> str | None:
+    """A member name some object of the JSON text `data` (one the reader took) holds twice, if any."""
+    if data.count(b'"') < 4:
+        return None
+    twice: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        names = [name for name, _ in items]
+        if len(set(names)) != len(names) and not twice:
+            twice.append(next(n for i, n in enumerate(names) if n in names[:i]))
+        return {}
+    try:
+        json.loads(data, object_pairs_hook=pairs)
+    except ValueError:          # nothing the document rule took: its reader has answered already
+        return None
+    return twice[0] if twice else None
 
 
 def _trust(connection, keys: tuple[str, ...]):
@@ -170,12 +209,14 @@ def _json(resolution: Resolution, required: set[str], ok: bool, now: str) -> dic
               "instead of this host's clock.")
 @click.option("--skew", "skew_seconds", type=click.IntRange(0, 3600), default=DEFAULT_SKEW_SECONDS,
               show_default=True, help="Seconds an engagement's issued_at may be ahead of this clock.")
+@click.option("--context", metavar="CONTEXT", help="The operating context this host is in: an engagement "
+              "for another grants nothing. Without it, the engagement's context is not checked.")
 @click.option("--key", "keys", multiple=True, metavar="KID=FILE",
               help="Also trust this engagement-signing key (Ed25519; PEM or base64url raw) under KID.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: boundaries, authority, skills.")
 @click.option("-o", "--output", metavar="FILE", help="Write here instead of standard output.")
 def resolve(contracts_path, mappings_path, skills_path, connection_path, engagement_path, policy_path,
-            required, now, skew_seconds, keys, as_json, output) -> None:
+            required, now, skew_seconds, context, keys, as_json, output) -> None:
     """Resolve skills against connection ∩ engagement ∩ runtime policy and this host's tools.
 
     Prints, per skill, whether it is available, the tool bound to each capability (and whether each
@@ -186,6 +227,7 @@ def resolve(contracts_path, mappings_path, skills_path, connection_path, engagem
     inputs = {"--contracts": contracts_path, "--mappings": mappings_path, "--skills": skills_path,
                "--connection": connection_path, "--engagement": engagement_path, "--policy": policy_path}
     from_stdin = [option for option, path in inputs.items() if path == "-"]
+    from_stdin += [f"--key {kid}" for kid, _, path in (item.partition("=") for item in keys) if path == "-"]
     if len(from_stdin) > 1:
         raise BadInput(f"standard input is read once: {' and '.join(from_stdin)} each ask for it; give all but "
                        f"one as a file")
@@ -205,7 +247,7 @@ def resolve(contracts_path, mappings_path, skills_path, connection_path, engagem
     if unknown:
         raise BadInput([f"--require {s}: no skill with this id in {skills_path}" for s in unknown])
     resolution = Resolver(contracts, mappings, skills).resolve(connection, engagement, policy, now=at,
-                                                               skew_seconds=skew_seconds)
+                                                               skew_seconds=skew_seconds, context=context)
     required_ids = set(required) if required else known
     ok = all(resolution.is_available(s) for s in required_ids)
     stamp = format_instant(at)

@@ -90,6 +90,16 @@ class DurableFleet(Generic[F]):
                 restore(None)
             return None
         recovered = self.state.recover()
+        try:
+            return self._open(recovered, restore, replay_other, applied)
+        except BaseException:
+            self.state.release()
+            raise
+
+    def _open(self, recovered: Recovered, restore: Callable[[dict[str, Any] | None], None] | None,
+              replay_other: Callable[[Entry], None] | None,
+              applied: Callable[[dict[str, Any]], None] | None) -> Recovered:
+        assert self.state is not None
         checkpoint = recovered.checkpoint
         if checkpoint is not None:
             assert recovered.snapshot is not None   # a checkpoint always names one
@@ -261,4 +271,6 @@ class DurableFleet(Generic[F]):
                 self.try_checkpoint()
             self.journal.close()
             self.journal = None
+        if self.state is not None:
+            self.state.release()
 

@@ -83,12 +83,14 @@ def read_entries(data: bytes, source: str = "journal") -> RecoveredJournal:
     while pos < len(data):
         entry = _entry_at(data, pos)
         if entry is None:
-            if pos == 0 and data.strip(b"\0") and not (data.startswith(MAGIC) or MAGIC.startswith(data)):
+            later = _next_valid(data, pos + 1)
+            if pos == 0 and later is None and data.strip(b"\0") \
+                    and not (data.startswith(MAGIC) or MAGIC.startswith(data)):
                 # not a torn first write (one begins with the magic, or is zeros a crash left where
-                # the file grew before its bytes came): another program's file
+                # the file grew before its bytes came), and no entry of a3fast's anywhere in it:
+                # another program's file (a first entry damaged before valid ones is damage, below)
                 raise JournalCorrupt(f"{source}: not an a3fast journal (it does not begin with "
                                      f"{MAGIC.decode()}); move it out of the state directory")
-            later = _next_valid(data, pos + 1)
             if later is not None:
                 raise JournalCorrupt(
                     f"{source}: entry {len(entries) + 1} at byte {pos} is damaged (bad length or "

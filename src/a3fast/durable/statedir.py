@@ -22,6 +22,13 @@ one (`A3FAST_STOP_AT_STEP=N` kills the process with SIGKILL just before its Nth 
 there would end it; `A3FAST_FAIL_AT_STEP=N` makes that step raise OSError(EIO), as a failing disk
 would; `A3FAST_STEP_LOG=FILE` appends a line `N NAME PATH` for each step to FILE first).
 
+One process owns a state directory's files of a prefix at a time: `recover` takes a lock on
+`lock` (a POSIX record lock, held until `release` or the process ends, which the kernel sees to
+even after SIGKILL) and refuses to start, StateError, while another process holds it — two
+owners would each checkpoint and retire the generations the other still appends to. A fresh
+directory's parents are fsynced after it is made, so the directory itself survives a power loss
+once a change in it is acknowledged.
+
 A start trusts nothing it reads: the checkpoint must be one whole framed entry holding a JSON
 object in this format, naming a generation (an integer from 1) and exactly the snapshot file of
 that generation; every journal entry is checked by its length and CRC (a3fast.durable.journal) and
@@ -31,6 +38,7 @@ naming the file, the entry or field, and the reason; `a3fast serve` exits 2 on i
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import re
 import shutil
@@ -58,6 +66,12 @@ CHECKPOINT_FORMAT = 4
 JOURNAL_PREFIX = "journal."
 SNAPSHOT_PREFIX = "fleet."
 SNAPSHOT_SUFFIX = ".a3snap"
+LOCK = "lock"
+
+#: The lock files this process holds, by real path, and their descriptors. A POSIX record lock
+#: belongs to the process, and closing any descriptor of its file lets it go: one descriptor per
+#: file, kept until its owner releases it (two owners in one process share it).
+_held_locks: dict[str, int] = {}
 
 
 class StateError(SnapshotError):
@@ -140,7 +154,54 @@ class StateDir:
     def recover(self) -> Recovered:
         """The checkpoint and every journal entry after it; StateError for anything that cannot be
         read back exactly. Leftovers of an interrupted checkpoint are removed."""
+        self._make_directory()
+        self.lock()
+        try:
+            return self._recover()
+        except BaseException:
+            self.release()
+            raise
+
+    def _make_directory(self) -> None:
+        """The directory, made with its parents where missing, each made one fsynced into its parent."""
+        missing = []
+        path = self.directory
+        while not path.exists() and path != path.parent:
+            missing.append(path)
+            path = path.parent
         self.directory.mkdir(parents=True, exist_ok=True)
+        for made in reversed(missing):
+            _fsync_dir(made.parent)
+
+    def lock(self) -> None:
+        """Hold this owner's lock file (module doc); StateError when another process holds it."""
+        path = self.path(LOCK)
+        key = os.path.realpath(path)
+        if key in _held_locks:
+            return
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            if exc.errno not in (errno.EACCES, errno.EAGAIN):
+                raise
+            raise StateError(f"{path}: the state directory is in use by another a3fast process"
+                             f"{f' (pid {holder})' if holder.isdigit() else ''}; one process owns a "
+                             f"state directory at a time: stop that one first, or give this one "
+                             f"another directory") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        _held_locks[key] = fd
+
+    def release(self) -> None:
+        """Let this owner's lock go (nothing when it holds none)."""
+        fd = _held_locks.pop(os.path.realpath(self.path(LOCK)), None)
+        if fd is not None:
+            os.close(fd)
+
+    def _recover(self) -> Recovered:
         checkpoint = self.read_checkpoint()
         generations = self._generations()
         if checkpoint is None:

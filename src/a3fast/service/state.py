@@ -41,8 +41,8 @@ from ..schema import Declaration, Requirements
 from ..trace import placement_lines, record_lines
 from ..distributed.sharded import ShardError
 from ..durable.fleet import DurableFleet
-from ..durable.journal import (MAGIC as JOURNAL_MAGIC, TRACE as TRACE_ENTRY, ChangeUnreadable, Journal, JournalFailed,
-                               read_entries)
+from ..durable.journal import (MAGIC as JOURNAL_MAGIC, TRACE as TRACE_ENTRY, ChangeUnreadable, Journal, JournalCorrupt,
+                               JournalFailed, read_entries)
 from ..durable.statedir import Entry, StateDir, StateError
 from ..files import fsync_directory
 
@@ -694,7 +694,11 @@ def _upgrade_layout(statedir: StateDir) -> None:
                          f"{old_journal.name}) and today's; restore the state directory from a copy")
     document = None
     if old_snapshot.exists():
-        read = read_entries(old_snapshot.read_bytes(), str(old_snapshot))
+        try:
+            read = read_entries(old_snapshot.read_bytes(), str(old_snapshot))
+        except JournalCorrupt as exc:       # another program's file, or one damaged past reading
+            raise StateError(f"{old_snapshot}: not a snapshot of the layout before journal generations "
+                             f"(its bytes are not whole a3fast entries: {str(exc).split(': ', 1)[-1]})") from None
         try:
             document = orjson.loads(read.entries[0]) if len(read.entries) == 1 and not read.cut_bytes else None
         except orjson.JSONDecodeError:
