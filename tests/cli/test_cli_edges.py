@@ -344,3 +344,70 @@ def test_an_output_device_that_refuses_its_write_is_the_one_named_and_the_files_
     assert done.returncode == 2
     assert done.stderr.decode() == "a3fast: /dev/full: cannot write: No space left on device\n"
     assert not (tmp_path / "changes.jsonl").exists()
+
+
+def _run_with_stderr(args: list[str], cwd: Path, stderr) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "a3fast", *args], cwd=cwd, stdout=subprocess.PIPE, stderr=stderr,
+                          timeout=120)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full")
+@pytest.mark.parametrize("args", [("verify", "missing.jsonl"), ("place", "--fleet", "fleet.jsonl", "--requirements",
+                                                                  "missing.json"),
+                                  ("explain", "missing.jsonl"), ("schema", "nosuch"), ("place", "--bogus"),
+                                  ("serve", "--stdio", "--fleet", "task.json")], ids=" ".join)
+def test_bad_input_with_standard_error_on_a_full_disk_still_exits_2_never_1(made, args):
+    # the message is lost; the code is what a caller reads, and 1 would be an answer ("invalid")
+    with open("/dev/full", "wb") as full:
+        assert _run_with_stderr(list(args), made, full).returncode == 2
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full")
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_help_or_version_onto_a_full_disk_is_exit_2_without_a_traceback(made, flag):
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run([sys.executable, "-m", "a3fast", flag], cwd=made, stdout=full, stderr=subprocess.PIPE,
+                              timeout=120)
+    assert done.returncode == 2 and b"Traceback" not in done.stderr
+
+
+def test_started_without_standard_error_nothing_meant_for_it_lands_in_the_output(made, tmp_path):
+    # 2>&-: a message of bad input, or a placement's "unschedulable", must not join the trace
+    task = tmp_path / "never.json"
+    task.write_text('{"v": "1.0", "capabilities": [{"name": "no.such", "version": 1}]}')
+    cases = [(["place", "--fleet", "fleet.jsonl", "--requirements", str(task)], 1, 2),
+             (["place", "--fleet", "missing.jsonl", "--requirements", "task.json"], 2, 0),
+             (["gen-fleet", "--agents", "3"], 0, 3), (["encode", "t.jsonl", "-o", str(tmp_path / "c.jsonl")], 0, 0)]
+    for args, code, lines in cases:
+        run = subprocess.run([sys.executable, "-m", "a3fast", *args], cwd=made, stdout=subprocess.PIPE,
+                             stderr=None, timeout=120, preexec_fn=lambda: os.close(2))
+        assert (run.returncode, len(run.stdout.splitlines())) == (code, lines), (args, run.returncode, run.stdout)
+        assert b"a3fast:" not in run.stdout
+
+
+@pytest.mark.parametrize("command, output, read", [
+    (["place", "--fleet", "{d}/fleet.jsonl", "--requirements", "{d}/task.json"], "{d}/fleet.jsonl", "--fleet"),
+    (["place", "--fleet", "{d}/fleet.jsonl", "--requirements", "{d}/task.json"], "{d}/task.json", "--requirements"),
+    (["gen-tasks", "--fleet", "{d}/fleet.jsonl", "--tasks", "3"], "{d}/fleet.jsonl", "--fleet"),
+    (["replay", "{d}/t.jsonl", "--fleet", "{d}/fleet.jsonl"], "{d}/fleet.jsonl", "--fleet"),
+], ids=lambda v: v if isinstance(v, str) else " ".join(v[:1]))
+def test_an_output_that_is_a_file_the_command_reads_is_refused_and_the_file_kept(made, tmp_path, command, output, read):
+    import shutil
+
+    d = tmp_path / "d"
+    shutil.copytree(made, d)
+    target = output.format(d=d)
+    before = Path(target).read_bytes()
+    done = CliRunner().invoke(main, [a.format(d=d) for a in command] + ["-o", target])
+    assert done.exit_code == 2
+    assert done.stderr == f"a3fast: {target}: an output must not replace the file of {read}, which this command reads\n"
+    assert Path(target).read_bytes() == before
+
+
+def test_a_demo_trace_onto_a_device_or_pipe_is_refused(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for target in ("/dev/null", str(fifo)):
+        done = CliRunner().invoke(main, ["demo", "--agents", "5", "--tasks", "3", "-o", target])
+        assert done.exit_code == 2 and "not a regular file" in done.stderr
+    assert not os.path.exists("/dev/null.html")

@@ -7,6 +7,8 @@ import json
 import resource
 import subprocess
 import sys
+
+import pytest
 from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
@@ -25,6 +27,37 @@ def test_a_trace_that_is_the_fleet_it_reads_is_refused_and_the_fleet_kept(tmp_pa
     assert done.stderr.decode() == (f"a3fast: --trace {fleet}: it is the file of --fleet, which the service reads; "
                                     f"the trace would replace it\n")
     assert fleet.read_bytes() == (EXAMPLES / "fleet.jsonl").read_bytes()     # where it was emptied
+
+
+def test_a_trace_among_the_state_directorys_own_files_is_refused_and_the_state_kept(tmp_path):
+    # the trace is cut back and appended to: over the checkpoint, the snapshot or the journal it
+    # would leave a directory the next start refuses
+    state = tmp_path / "state"
+    declaration = json.loads((EXAMPLES / "fleet.jsonl").read_bytes().splitlines()[0])
+    first = declaration["agent"]["name"]
+    put = json.dumps({"op": "put_agent", "id": 1, "name": first, "declaration": declaration}).encode() + b"\n"
+    assert _serve("--state", str(state), input=put).returncode == 0
+    files = {p.name: p.read_bytes() for p in state.iterdir()}
+    for name in ("checkpoint", "lock", next(n for n in files if n.endswith(".a3snap")), "journal.00000099"):
+        done = _serve("--state", str(state), "--trace", str(state / name), input=b'{"op":"list_agents","id":1}\n')
+        assert done.returncode == 2 and done.stdout == b"", (name, done.stderr)
+        assert done.stderr.decode().startswith(f"a3fast: --trace {state / name}: a file of the state directory {state}")
+        assert {p.name: p.read_bytes() for p in state.iterdir()} == files
+    # its own trace, named, is where the trace goes anyway
+    done = _serve("--state", str(state), "--trace", str(state / "trace.jsonl"), input=b'{"op":"list_agents","id":1}\n')
+    assert done.returncode == 0 and json.loads(done.stdout)["names"] == [first]
+
+
+@pytest.mark.parametrize("token, message", [(b"\xff\xfesecret", "the token is not UTF-8 text (byte 0)"),
+                                            (b"sec\x00ret", "the token holds a control character at character 3"),
+                                            (b"sec\nret", "the token holds a control character at character 3")])
+def test_a_token_no_client_could_send_is_refused_at_the_start(tmp_path, token, message):
+    path = tmp_path / "token"
+    path.write_bytes(token)
+    done = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--port", "0", "--token-file", str(path)],
+                          capture_output=True, timeout=60)
+    assert done.returncode == 2 and f"a3fast: {path}: {message}" in done.stderr.decode()
+    assert b"internal error" not in done.stderr
 
 
 def test_a_trace_that_is_no_regular_file_is_refused_naming_it():

@@ -46,12 +46,12 @@ class LazyGroup(click.Group):
 
     def main(self, *args, **kwargs):
         """click's `main`; a message it cannot show because standard error was closed by its reader
-        (`2>&1 | head`: a bad option's usage) leaves the command its exit code, 2, not an uncaught
-        error's 1, which would read as an answer (a bad input's own lines see to that themselves:
-        `BadInput.show`)."""
+        (`2>&1 | head`: a bad option's usage), or could not write (a full disk), leaves the command its
+        exit code, 2, not an uncaught error's 1, which would read as an answer (a bad input's own lines
+        see to that themselves: `BadInput.show`)."""
         try:
             return super().main(*args, **kwargs)
-        except BrokenPipeError:
+        except OSError:
             silenced(sys.stderr)
             sys.exit(EXIT_BAD_INPUT)
 
@@ -62,6 +62,9 @@ class LazyGroup(click.Group):
             return super().make_context(*args, **kwargs)
         except BrokenPipeError:
             closed_output()
+        except OSError:     # a standard output that cannot be written (a full disk): bad input, not 1
+            silenced(sys.stdout)
+            sys.exit(EXIT_BAD_INPUT)
 
     def invoke(self, ctx):
         """Run the subcommand; an exception no command turned into an answer or a bad-input message

@@ -6,7 +6,7 @@ import shutil
 import click
 import orjson
 
-from .common import BadInput, Seconds, atomic_outputs, check_outputs, output_option
+from .common import BadInput, Seconds, atomic_outputs, check_outputs, output_option, say
 
 
 #: The most agents (or tasks) a run generates, as `gen-fleet` and `gen-tasks` allow: past it the
@@ -80,7 +80,7 @@ def bench(sizes, large_from, shell_runs, distributed, quick, json_path, output, 
         from ..bench.distributed import bench_distributed, render_distributed
 
         row = bench_distributed(distributed, tasks=tasks or (30 if quick else 200), many=500 if quick else 10_000,
-                                progress=lambda text: click.echo(f"… {text}", err=True))
+                                progress=lambda text: say(f"… {text}"))
         if paths:
             with atomic_outputs(paths) as streams:
                 for out in streams:
@@ -100,10 +100,10 @@ def bench(sizes, large_from, shell_runs, distributed, quick, json_path, output, 
                     "--no-extras measures the rest")
     report = new_report(config)
     try:
-        run_bench(config, progress=lambda text: click.echo(f"… {text}", err=True), report=report)
+        run_bench(config, progress=lambda text: say(f"… {text}"), report=report)
     except BaseException:
         # what was measured before the failure is kept: printed, and written where asked
-        click.echo("a3fast: the run stopped part of the way; what it measured until then:", err=True)
+        say("a3fast: the run stopped part of the way; what it measured until then:")
         _write(report, paths, partial=True)
         raise
     _write(report, paths)
@@ -134,7 +134,7 @@ def _write(report, paths, partial: bool = False) -> None:
 
     if paths and partial and not _measured(report):
         # a results file with no benchmarks in it would replace whatever was there for nothing
-        click.echo("a3fast: nothing was measured, so no results were written", err=True)
+        say("a3fast: nothing was measured, so no results were written")
         paths = []
     if paths:
         data = orjson.dumps(to_pytest_benchmark(report), default=str,
@@ -165,7 +165,7 @@ def _bench_matchers(commands, agents, tasks, seconds, timeout, record, paths, wi
             raise BadInput(f"--matcher: cannot start {command!r}: {argv[0]!r} is no command this system can run")
     try:
         result = run_matcher_bench(commands, agents=agents, tasks=tasks, budget_s=seconds, timeout=timeout, record=record,
-                                   window=window, progress=lambda text: click.echo(f"… {text}", err=True))
+                                   window=window, progress=lambda text: say(f"… {text}"))
     except MatcherFailure as exc:    # one that exists and still cannot start (a broken #! line, say)
         raise BadInput(f"--matcher: {exc.message}") from None
     if paths:

@@ -9,7 +9,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import click
 
@@ -41,10 +41,12 @@ class BadInput(click.ClickException):
 
     def show(self, file=None) -> None:
         out = file or sys.stderr
+        if out is None:     # started without standard error (2>&-): never onto standard output
+            return
         try:
             for line in capped(self.lines):    # what a message quotes, shown escaped (`errors.printable`)
                 click.echo(f"a3fast: {printable(line)}", file=out)
-        except BrokenPipeError:     # its reader is gone: the exit code (2) still says bad input
+        except OSError:     # its reader is gone, or its disk full: the exit code (2) still says bad input
             silenced(out)
 
     @classmethod
@@ -113,8 +115,8 @@ def say(message: str) -> None:
     """A line on standard error. When its reader has closed it (`2>&1 | head`), the line is lost and
     the command goes on to its own exit code: the code, not the line, is what a caller reads."""
     try:
-        click.echo(message, err=True)
-    except BrokenPipeError:
+        click.echo(message, err=True)       # (nothing, when started without standard error)
+    except OSError:         # its reader is gone, or its disk full
         silenced(sys.stderr)
 
 
@@ -168,6 +170,24 @@ def check_outputs(paths: Sequence[str | None]) -> None:
         if key in seen:
             raise BadInput(f"{path}: named for two outputs; give each output its own file")
         seen[key] = path
+
+
+def check_not_inputs(outputs: Sequence[str | None], inputs: Mapping[str, str | None]) -> None:
+    """BadInput when an output file is one of the files the command reads (`inputs`: option ->
+    path): written whole and renamed into place, it would replace what it was made from."""
+    for output in outputs:
+        if output is None or _is_stdout(output) or not os.path.exists(output):
+            continue
+        for option, path in inputs.items():
+            if path is None or path == "-":
+                continue
+            try:
+                same = os.path.samefile(output, path)
+            except OSError:
+                continue
+            if same:
+                raise BadInput(f"{output}: an output must not replace the file of {option}, which this "
+                               f"command reads")
 
 
 @contextmanager
@@ -263,11 +283,16 @@ def atomic_output(path: str | None, mode: str = "wb") -> Iterator[Any]:
         yield stream
 
 
+def stderr_is_terminal() -> bool:
+    """Whether standard error is a terminal (false when the process was started without one)."""
+    return sys.stderr is not None and sys.stderr.isatty()
+
+
 @contextmanager
 def progress(items: Iterable[Any], length: int | None, label: str) -> Iterator[Iterable[Any]]:
     """`items`, drawing a progress bar on standard error while it is consumed — only when standard
     error is a terminal, so pipes, files and logs never see one."""
-    if not sys.stderr.isatty():
+    if not stderr_is_terminal():
         yield items
         return
     with click.progressbar(items, length=length, label=label, file=sys.stderr) as bar:
@@ -328,7 +353,7 @@ def json_option(help: str):
 def progress_bar(length: int, label: str) -> Iterator[Any]:
     """An `update(n)` callable that advances a progress bar on standard error — drawn only when
     standard error is a terminal; elsewhere it does nothing."""
-    if not sys.stderr.isatty() or length <= 0:
+    if not stderr_is_terminal() or length <= 0:
         yield lambda n: None
         return
     with click.progressbar(length=length, label=label, file=sys.stderr) as bar:

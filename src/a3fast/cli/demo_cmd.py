@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..files import shown_text
+from ..files import is_special, shown_text
 from ..fleet import Fleet
 from ..record.write import placement_records
 from ..schema import parse_requirements
@@ -116,6 +116,11 @@ def demo(agents, tasks, seed, engine, output):
     """Place a stream of tasks on a generated fleet, write the trace, and report."""
     if output == "-":
         raise BadInput("--output: the demo reports on standard output; give the trace a file")
+    if is_special(output):
+        # the demo reads its trace back for the report and the verdict: a pipe would hang it, and
+        # /dev/null would be judged valid having held nothing
+        raise BadInput(f"--output {shown_text(output)}: not a regular file; the demo reads its trace back "
+                       f"to report on it, so give the trace a file")
     if os.path.basename(output) in ("", ".", ".."):
         raise BadInput(f"--output {shown_text(output)!r}: names a directory; give the trace a file name "
                        "(the report goes beside it)")

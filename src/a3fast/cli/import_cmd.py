@@ -30,7 +30,7 @@ from ..interop.supply import Supplied, read_grants
 from ..schema import LATENCY_CLASSES, loads
 from .extras import require
 from .common import (EXIT_BAD_INPUT, EXIT_NEGATIVE, BadInput, Seconds, atomic_outputs, check_outputs, json_option,
-                     output_option, progress, shown)
+                     output_option, progress, say, shown)
 from ..files import InputError, read_bytes, read_json_documents, require_kind
 
 #: Supplied field (its JSON path's first key) -> the flag the caller used for it.
@@ -201,7 +201,7 @@ def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cos
     try:
         cache.save()
     except OSError as exc:
-        click.echo(f"a3fast: --etag-cache {etag_cache}: not saved ({exc.strerror or exc})", err=True)
+        say(f"a3fast: --etag-cache {etag_cache}: not saved ({exc.strerror or exc})")
 
 
 @import_group.command("oasf")
@@ -586,13 +586,13 @@ def _finish(result: ImportResult, outputs: Outputs, *, require_capabilities: boo
     if outcome is not None:
         _print_report(result, outcome)
     if not result.usable:
-        click.echo("a3fast: nothing usable was read; no output written", err=True)
+        say("a3fast: nothing usable was read; no output written")
         sys.exit(EXIT_BAD_INPUT)
     if empty:
         listed = ", ".join(repr(n) for n in empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
-        click.echo(f"a3fast: no capabilities for {listed}: a task can never be placed on such an agent "
-                   f"(see the skipped skills above); give --capability-version or --skill-domain, or "
-                   f"--allow-empty to write them anyway", err=True)
+        say(f"a3fast: no capabilities for {listed}: a task can never be placed on such an agent "
+            f"(see the skipped skills above); give --capability-version or --skill-domain, or "
+            f"--allow-empty to write them anyway")
         sys.exit(EXIT_NEGATIVE)
     report = result.report.to_dict()
     content = {outputs.declarations: _lines(result.declarations),
@@ -615,4 +615,4 @@ def _finish(result: ImportResult, outputs: Outputs, *, require_capabilities: boo
 
 def _print_report(result: ImportResult, outcome: str | None) -> None:
     for line in result.report.lines(outcome=outcome):   # file names and card text, shown escaped
-        click.echo(printable(line), err=True)
+        say(printable(line))

@@ -9,7 +9,7 @@ import click
 from ..record.write import placement_records
 from ..schema import MAX_TEXT, is_text
 from ..trace import TraceWriter
-from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output, output_option, shown
+from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output, check_not_inputs, output_option, say, shown
 from .fleet_input import load_fleet, load_requirements
 
 
@@ -43,6 +43,7 @@ def place(fleet_path, requirements_path, engine, session, reason_limit, output):
     """
     if fleet_path == "-" and requirements_path == "-":
         raise BadInput("standard input is read once: give the fleet or the requirements as a file")
+    check_not_inputs([output], {"--fleet": fleet_path, "--requirements": requirements_path})
     fleet = load_fleet(fleet_path, engine)
     requirements = load_requirements(requirements_path)
     placement = fleet.place(requirements, session=session, reason_limit=reason_limit)
@@ -52,5 +53,5 @@ def place(fleet_path, requirements_path, engine, session, reason_limit, output):
             writer.append(kind, content_json=content)
     rejection = placement.rejection
     if rejection is not None:
-        click.echo(f"a3fast: unschedulable: {rejection['reason']}", file=sys.stderr)
+        say(f"a3fast: unschedulable: {rejection['reason']}")
     sys.exit(EXIT_OK if placement.bound else EXIT_NEGATIVE)

@@ -27,8 +27,8 @@ import orjson
 from ..errors import printable
 from ..files import display_name, input_source, require_kind, shown_text, why_not_a_file
 from ..framing import ARRAY, framed
-from .common import (EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_outputs, check_outputs, closed_output, json_option,
-                     output_option)
+from .common import (EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_outputs, check_not_inputs, check_outputs, closed_output,
+                     json_option, output_option, say)
 
 #: Changed placements kept for the page and the terminal (every one is written with -o).
 KEPT = 1_000
@@ -95,6 +95,7 @@ def replay(traces, fleet_path, baseline_path, offer_new, allow_empty, weights, r
     for option, path in (("--fleet", fleet_path), ("--baseline", baseline_path), ("--route", route_path)):
         if path == "-":       # read whole and named by its file (its digest), as a trace is not
             raise BadInput(f"{option}: a file (standard input is read only for a trace)")
+    check_not_inputs(files, {"--fleet": fleet_path, "--baseline": baseline_path, "--route": route_path})
     for trace in traces:
         require_kind(trace, "trace")
     route = _route(route_path) if route_path is not None else None
@@ -159,7 +160,7 @@ def replay(traces, fleet_path, baseline_path, offer_new, allow_empty, weights, r
                                "files": [_file_json(label, part) for label, part in each],
                                "changes": [v.to_dict() for v in kept[:show]]}).decode())
         else:
-            echo = (lambda line: click.echo(line, err=True)) if output == "-" else click.echo
+            echo = (lambda line: say(line)) if output == "-" else click.echo
             for line in summary_lines(summary, kept[:show], ", ".join(labels), fleet_path, thresholds,
                                       baseline_path, each=each if len(each) > 1 else ()):
                 echo(printable(line))    # what a trace names, shown escaped (as `verify` does)

@@ -12,11 +12,12 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from ..files import why_not_a_file
-from .common import EXIT_BAD_INPUT, Seconds
+from .common import EXIT_BAD_INPUT, Seconds, say
 
 
 @click.command()
@@ -123,11 +124,18 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
     token = None
     if token_file is not None:
         try:
-            token = token_file.read_text().strip()
+            token = token_file.read_bytes().decode("utf-8").strip()
         except OSError as exc:
             _fail(f"{token_file}: cannot read: {exc.strerror or exc}")
+        except UnicodeDecodeError as exc:
+            _fail(f"{token_file}: the token is not UTF-8 text (byte {exc.start})")
         if not token:
             _fail(f"{token_file}: the token file is empty")
+        # a client sends it in an Authorization header, which holds no control character
+        control = next((i for i, c in enumerate(token) if ord(c) < 0x20 or ord(c) == 0x7F), None)
+        if control is not None:
+            _fail(f"{token_file}: the token holds a control character at character {control} (a line break, "
+                  f"NUL, ...), which no client can send in an Authorization header: one line of text")
     if fleet_path is not None and not fleet_path.is_file():
         _fail(f"{fleet_path}: cannot read: {why_not_a_file(fleet_path)}")
     if fleet_path is not None:
@@ -140,7 +148,7 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
     if trace_path is not None:
         _check_trace(trace_path, {"--fleet": fleet_path, "--token-file": token_file, "--tls-cert": tls_cert,
                                   "--tls-key": tls_key, "--tls-client-ca": tls_client_ca,
-                                  "--kubeconfig": kubeconfig})
+                                  "--kubeconfig": kubeconfig}, state_dir)
     if watch_cards:
         _check_watch(watch_cards, stdio)
     servers = _watched_servers(watch_mcp, stdio) if watch_mcp else ()
@@ -174,10 +182,22 @@ def _need_http_stack() -> None:
                   "--stdio works without it)")
 
 
-def _check_trace(trace: Path, inputs: dict[str, Path | None]) -> None:
+def _check_trace(trace: Path, inputs: dict[str, Path | None], state: Path | None = None) -> None:
     """--trace is a regular file (or none yet) and none of the files the service reads: it is
     appended to, synced, and cut back to a checkpoint or started afresh, which would destroy the
-    --fleet it was about to read."""
+    --fleet it was about to read, or the state directory's checkpoint, journal or snapshot (any file
+    of the directory but its own trace, which is where the trace goes anyway)."""
+    if state is not None and state.is_dir():
+        from ..service.state import TRACE as STATE_TRACE
+
+        try:
+            inside = trace.parent.exists() and os.path.samefile(trace.parent, state)
+        except OSError:
+            inside = False
+        if inside and trace.name != STATE_TRACE:
+            _fail(f"--trace {trace}: a file of the state directory {state}, which holds the service's "
+                  f"checkpoint, journal and snapshots; the trace goes in {state / STATE_TRACE} unless "
+                  f"given elsewhere")
     if trace.exists() and not trace.is_file():
         _fail(f"--trace {trace}: not a regular file (the trace is appended to, synced and cut back to a "
               f"checkpoint: a device or a pipe cannot be)")
@@ -298,9 +318,8 @@ def _warn_if_open(config) -> None:
     except ValueError:
         loopback = False     # a host name other than localhost may resolve to any address
     if not loopback:
-        click.echo(f"a3fast: warning: listening on {config.host} without authentication: anyone who reaches "
-                   "it can change the fleet (--token-file FILE, or --tls-client-ca for client certificates)",
-                   err=True)
+        say(f"a3fast: warning: listening on {config.host} without authentication: anyone who reaches "
+            "it can change the fleet (--token-file FILE, or --tls-client-ca for client certificates)")
 
 
 def _check_k8s(watch_k8s: bool, namespaces, kubeconfig, state_dir, fleet_path, stdio: bool) -> None:
@@ -327,8 +346,8 @@ def _check_k8s(watch_k8s: bool, namespaces, kubeconfig, state_dir, fleet_path, s
         _fail(f"--watch-k8s: {exc}")
 
 
-def _fail(message: str):
-    click.echo(f"a3fast: {message}", err=True)
+def _fail(message: str) -> NoReturn:
+    say(f"a3fast: {message}")
     sys.exit(EXIT_BAD_INPUT)
 
 
@@ -402,7 +421,7 @@ def _run_stdio(config) -> int:
     except (StateError, SchemaError, OSError) as exc:
         from ..errors import cannot_start_lines
 
-        click.echo("\n".join(cannot_start_lines(str(exc))), err=True)
+        say("\n".join(cannot_start_lines(str(exc))))
         return EXIT_BAD_INPUT
     state.ready = True
     widen_pipes(sys.stdin.buffer, sys.stdout.buffer)
@@ -425,7 +444,7 @@ def _run_stdio(config) -> int:
         except TraceUnwritable as exc:
             # the batch whose lines could not be written is not answered: its records are in no trace
             unsent = "" if exc.at_stop else ": the answers whose records it could not hold were not sent"
-            click.echo(f"a3fast: {exc}; stopped{unsent}", err=True)
+            say(f"a3fast: {exc}; stopped{unsent}")
             return EXIT_BAD_INPUT
         return 0
 
@@ -441,7 +460,7 @@ def _run_stdio(config) -> int:
         finally:
             state.close()
     except TraceUnwritable as exc:     # the trace could not be synced at the stop
-        click.echo(f"a3fast: {exc}; stopped", err=True)
+        say(f"a3fast: {exc}; stopped")
         return EXIT_BAD_INPUT
     return 0
 
@@ -460,7 +479,7 @@ def schema(name):
         click.echo("\n".join(names))
         return
     if name not in names:
-        click.echo(f"a3fast: no schema named {name!r}; the schemas are: {', '.join(names)}", err=True)
+        say(f"a3fast: no schema named {name!r}; the schemas are: {', '.join(names)}")
         sys.exit(EXIT_BAD_INPUT)
     import json
 

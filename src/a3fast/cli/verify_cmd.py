@@ -22,7 +22,7 @@ import orjson
 from ..errors import printable
 from ..files import InputError, input_source, require_kind
 from ..verify import Finding, is_valid, summarise, verify_stream_counted
-from .common import EXIT_BAD_INPUT, EXIT_NEGATIVE, EXIT_OK, shown
+from .common import EXIT_BAD_INPUT, EXIT_NEGATIVE, EXIT_OK, say, shown, stderr_is_terminal
 
 #: Below this size a trace verifies in well under a second: no progress bar.
 PROGRESS_MIN_BYTES = 16 * 1024 * 1024
@@ -54,7 +54,7 @@ def verify(traces: tuple[str, ...], as_json: bool, ray_address: str | None) -> N
         if isinstance(outcome, (InputError, str)):
             # a file of another kind a3fast writes (one line), or one that cannot be opened
             why = str(outcome) if isinstance(outcome, InputError) else f"{shown(path)}: cannot read: {outcome}"
-            click.echo(f"a3fast: {printable(why)}", err=True)
+            say(f"a3fast: {printable(why)}")
             if as_json:  # every trace named gets its result, so machines can tell which failed
                 _write_json(result_json(path, [], 0, unreadable=why, valid=False))
             exit_code = EXIT_BAD_INPUT
@@ -65,7 +65,7 @@ def verify(traces: tuple[str, ...], as_json: bool, ray_address: str | None) -> N
             why = f"{label}: unreadable: {_no_records(findings)}"
             if as_json:
                 _write_json(result_json(path, findings, records, unreadable=why))
-            click.echo(f"a3fast: {printable(why)}", err=True)
+            say(f"a3fast: {printable(why)}")
             exit_code = EXIT_BAD_INPUT
             continue
         if as_json:
@@ -113,10 +113,10 @@ def _results(paths: tuple[str, ...], ray_address: str | None
         for result in results:
             yield result.path, (result.unreadable or (result.findings, result.records))
     except ImportError as exc:
-        click.echo(f"a3fast: --ray: {exc}", err=True)
+        say(f"a3fast: --ray: {exc}")
         sys.exit(EXIT_BAD_INPUT)
     except ConnectionError as exc:
-        click.echo(f"a3fast: --ray {ray_address}: cannot reach the Ray cluster: {exc}", err=True)
+        say(f"a3fast: --ray {ray_address}: cannot reach the Ray cluster: {exc}")
         sys.exit(EXIT_BAD_INPUT)
 
 
@@ -159,7 +159,7 @@ def _verify_path(path: str) -> tuple[list[Finding], int]:
 def _verify_with_progress(stream: BinaryIO, label: str) -> tuple[list[Finding], int]:
     """Verify, drawing a progress bar on standard error for a long trace when it is a terminal."""
     size = _size(stream)
-    if size < PROGRESS_MIN_BYTES or not sys.stderr.isatty():
+    if size < PROGRESS_MIN_BYTES or not stderr_is_terminal():
         return verify_stream_counted(stream)
     with click.progressbar(length=size, label=f"verifying {label}", file=sys.stderr,
                            show_eta=True, show_percent=True) as bar:

@@ -5,7 +5,7 @@ import click
 import orjson
 
 from ..workload import MAX_SEED, generate_fleet, generate_tasks
-from .common import atomic_output, output_option, progress_bar
+from .common import atomic_output, check_not_inputs, output_option, progress_bar
 from .fleet_input import load_fleet
 
 SEED = click.IntRange(0, MAX_SEED)
@@ -36,6 +36,7 @@ def gen_tasks(fleet_path, tasks, seed, output):
     # the fleet as `place` builds it (a name in two namespaces refused, a repeated name replaced by
     # its later declaration): tasks drawn from a declaration the fleet does not keep could ask for
     # what no agent of it offers
+    check_not_inputs([output], {"--fleet": fleet_path})
     declarations = [decl.doc for decl in load_fleet(fleet_path, None)]
     with atomic_output(output) as out:
         for task in generate_tasks(declarations, tasks, seed):
