@@ -10,6 +10,7 @@ what is wrong with it and never half read.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import threading
 import zlib
@@ -196,9 +197,17 @@ def write(path: str | os.PathLike, header: Mapping[str, Any], sections: Mapping[
 
 
 def read(path: str | os.PathLike) -> bytes:
-    """A snapshot file's bytes, read once; SnapshotError if it cannot be read."""
+    """A snapshot file's bytes, read once; SnapshotError if it cannot be read, or is not a regular
+    file starting with the snapshot mark (looked at before the rest is read: a file of gigabytes that
+    is no snapshot, or a device, is not read into memory to find that out)."""
     try:
         with open(path, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise SnapshotError(f"{path}: not a regular file (a snapshot is a file a3fast wrote)")
+            if fh.read(len(MAGIC)) != MAGIC:
+                raise SnapshotError(f"{path}: not an a3fast fleet snapshot (it does not start with the "
+                                    f"snapshot mark {MAGIC!r})")
+            fh.seek(0)
             return fh.read()
     except OSError as exc:
         raise SnapshotError(f"{path}: cannot read the snapshot ({exc.strerror or exc})") from None

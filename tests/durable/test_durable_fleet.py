@@ -212,3 +212,32 @@ def test_a_journal_entry_with_a_field_of_the_wrong_type_refuses_to_start_naming_
     message = _refusal(owner, tmp_path)
     assert message.startswith(f"{journal}: entry 2 (generation 2, byte "), message
     assert f"unreadable: change {change['op']!r}: {reason}" in message, message
+
+
+def test_no_checkpoint_past_the_last_generation_a_journal_name_holds(tmp_path):
+    # a journal is named with 8 digits: a checkpoint at generation 10^8 would write a state that the
+    # next start refuses; refused and logged instead, the journal keeps every change
+    from a3fast import Fleet
+    from a3fast.durable.fleet import DurableFleet
+    from a3fast.durable.statedir import MAX_GENERATION, StateDir
+
+    directory = tmp_path / "state"
+    state = StateDir(directory)
+    directory.mkdir()
+    state.generation = MAX_GENERATION
+    state._create_journal(MAX_GENERATION)
+    state.commit(Fleet().save, {})          # as 10^8 - 2 checkpoints before it would leave it
+    logged: list[str] = []
+
+    def durable():
+        return DurableFleet(directory, empty=Fleet, load=Fleet.load, log=logged.append)
+
+    kept = durable()
+    kept.open()
+    kept.apply_now({"op": "put", "decls": [decl("a1")]})
+    kept.close()
+    assert any("no checkpoint taken" in line and "the last journal generation" in line for line in logged)
+    again = durable()
+    again.open()
+    assert again.fleet.names() == ["a1"]
+    again.close()

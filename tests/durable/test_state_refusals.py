@@ -389,3 +389,41 @@ def test_a_new_state_directory_is_fsynced_into_each_parent_made_for_it(tmp_path)
     fsynced = [line.split(" ", 2)[2] for line in log.read_text().splitlines() if line.split(" ")[1] == "fsync-dir"]
     made = [str(tmp_path), str(tmp_path / "new"), str(tmp_path / "new" / "parent")]
     assert fsynced[:3] == made
+
+
+def _limited_serve(state: Path) -> subprocess.CompletedProcess:
+    import resource
+
+    def limit():      # 1.5 GiB of address space: a state file read whole past it fails the start
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))
+    return subprocess.run([sys.executable, "-m", "a3fast", "serve", "--stdio", "--state", str(state)], input=b"",
+                          capture_output=True, timeout=120, preexec_fn=limit)
+
+
+def test_a_state_file_that_is_a_device_is_refused_not_read_without_end(tmp_path):
+    state = _state(tmp_path, checkpoint=True)
+    snapshot = next(state.glob("fleet.*.a3snap"))
+    for victim in (snapshot, state / "checkpoint", state / "journal.00000002"):
+        kept = victim.read_bytes()
+        victim.unlink()
+        victim.symlink_to("/dev/zero")
+        run = _limited_serve(state)
+        assert run.returncode == 2, (victim, run.returncode, run.stderr[-300:])
+        assert f"{victim}: not a regular file".encode() in run.stderr
+        victim.unlink()
+        victim.write_bytes(kept)
+
+
+def test_a_huge_file_in_place_of_a_snapshot_or_checkpoint_is_refused_from_its_first_bytes(tmp_path):
+    state = _state(tmp_path, checkpoint=True)
+    snapshot = next(state.glob("fleet.*.a3snap"))
+    with open(snapshot, "wb") as fh:          # 2 GiB, sparse: no snapshot mark
+        fh.write(b"GARBAGE!")
+        fh.truncate(2 << 30)
+    run = _limited_serve(state)
+    assert run.returncode == 2 and b"does not start with the snapshot mark" in run.stderr, run.stderr[-300:]
+    checkpoint = state / "checkpoint"
+    with open(checkpoint, "r+b") as fh:
+        fh.truncate(2 << 30)
+    run = _limited_serve(state)
+    assert run.returncode == 2 and b"more than any a3fast writes there" in run.stderr, run.stderr[-300:]

@@ -43,6 +43,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,8 @@ JOURNAL_PREFIX = "journal."
 SNAPSHOT_PREFIX = "fleet."
 SNAPSHOT_SUFFIX = ".a3snap"
 LOCK = "lock"
+#: The last generation a journal's name (8 digits) holds.
+MAX_GENERATION = 99_999_999
 
 #: The lock files this process holds, by real path, and their descriptors. A POSIX record lock
 #: belongs to the process, and closing any descriptor of its file lets it go: one descriptor per
@@ -91,6 +94,25 @@ def step(name: str, path: Path | str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if _FAIL_AT is not None and _steps_taken == int(_FAIL_AT):
         raise OSError(errno.EIO, f"injected failure before step {_steps_taken} ({name} {path})")
+
+
+#: A checkpoint is one small document (a generation, a file name, the owner's few fields): one
+#: larger than this is not one, and is not read into memory to find that out.
+MAX_CHECKPOINT_BYTES = 1 << 20
+
+
+def _read_state_file(path: Path, limit: int | None = None) -> bytes:
+    """A state file's bytes; StateError for one that is not a regular file (a device or a pipe put in
+    its place would be read without end) or is longer than `limit`. FileNotFoundError passes."""
+    with open(path, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise StateError(f"{path}: not a regular file (a state file is one a3fast wrote); restore the "
+                             f"state directory from a copy")
+        if limit is not None and info.st_size > limit:
+            raise StateError(f"{path}: {info.st_size:,} bytes, more than any a3fast writes there ({limit:,}); "
+                             f"restore the state directory from a copy")
+        return fh.read()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -245,7 +267,7 @@ class StateDir:
         read back exactly."""
         path = self.path(CHECKPOINT)
         try:
-            data = path.read_bytes()
+            data = _read_state_file(path, MAX_CHECKPOINT_BYTES)
         except FileNotFoundError:
             return None
         try:
@@ -268,8 +290,8 @@ class StateDir:
             raise StateError(f"{path}: field 'format': checkpoint format {describe(found)} is not "
                              f"{CHECKPOINT_FORMAT}, the one this a3fast reads")
         generation = document.get("generation")
-        if type(generation) is not int or not 1 <= generation < 10 ** 8:
-            raise StateError(f"{path}: field 'generation': expected an integer from 1 to 99999999, found "
+        if type(generation) is not int or not 1 <= generation <= MAX_GENERATION:
+            raise StateError(f"{path}: field 'generation': expected an integer from 1 to {MAX_GENERATION}, found "
                              f"{describe(generation)}; restore the state directory from a copy")
         if document.get("fleet") != self.snapshot_name(generation):
             raise StateError(f"{path}: field 'fleet': expected {self.snapshot_name(generation)!r}, the "
@@ -279,7 +301,7 @@ class StateDir:
 
     def _read_generation(self, generation: int, last: bool) -> tuple[list[Entry], int]:
         path = self.journal_path(generation)
-        data = path.read_bytes()
+        data = _read_state_file(path)
         try:
             read = read_entries(data, str(path))
         except JournalCorrupt as exc:
@@ -348,7 +370,13 @@ class StateDir:
     # -- checkpoint -------------------------------------------------------------------------------
     def next_generation(self) -> Path:
         """Steps 1-2 of a checkpoint (the caller has written and fsynced the current generation):
-        the next generation's journal, created and durable. Appends go there from now on."""
+        the next generation's journal, created and durable. Appends go there from now on.
+        StateError past the last generation a journal's name holds (8 digits): the generation
+        keeps growing, with no checkpoint, rather than write one the next start refuses."""
+        if self.generation >= MAX_GENERATION:
+            raise StateError(f"{self.journal_path(self.generation)}: the last journal generation "
+                             f"({MAX_GENERATION:,}); move the fleet to a new state directory (save it, then "
+                             f"start with --fleet) to take checkpoints again")
         path = self._create_journal(self.generation + 1)
         self.generation += 1     # only once the file is durable: until then appends stay where they are
         return path
