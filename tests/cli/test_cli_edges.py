@@ -407,7 +407,9 @@ def test_an_output_that_is_a_file_the_command_reads_is_refused_and_the_file_kept
 def test_a_demo_trace_onto_a_device_or_pipe_is_refused(tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
+    page_before = os.path.exists("/dev/null.html")
     for target in ("/dev/null", str(fifo)):
         done = CliRunner().invoke(main, ["demo", "--agents", "5", "--tasks", "3", "-o", target])
         assert done.exit_code == 2 and "not a regular file" in done.stderr
-    assert not os.path.exists("/dev/null.html")
+    assert os.path.exists("/dev/null.html") == page_before       # no page written beside a device
+    assert not (tmp_path / "pipe.html").exists()

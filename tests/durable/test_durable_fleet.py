@@ -241,3 +241,33 @@ def test_no_checkpoint_past_the_last_generation_a_journal_name_holds(tmp_path):
     again.open()
     assert again.fleet.names() == ["a1"]
     again.close()
+
+
+def test_the_lock_stays_while_any_owner_in_this_process_holds_the_directory(tmp_path):
+    # owners in one process share the process's lock; the first to close must not let it go while
+    # the other still appends, or another process could take the directory under it
+    import subprocess
+    import sys
+
+    from a3fast import Fleet
+    from a3fast.durable.fleet import DurableFleet
+
+    def durable():
+        return DurableFleet(tmp_path, empty=Fleet, load=Fleet.load, log=lambda message: None)
+
+    def other_process_opens() -> bool:
+        code = ("import sys\nfrom a3fast import Fleet\nfrom a3fast.durable.fleet import DurableFleet\n"
+                "from a3fast.durable.statedir import StateError\n"
+                f"d = DurableFleet({str(tmp_path)!r}, empty=Fleet, load=Fleet.load, log=lambda m: None)\n"
+                "try:\n    d.open()\nexcept StateError:\n    sys.exit(9)\nd.close(checkpoint=False)\n")
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+        assert run.returncode in (0, 9), run.stderr
+        return run.returncode == 0
+
+    first, second = durable(), durable()
+    first.open()
+    second.open()
+    first.close()
+    assert not other_process_opens()
+    second.close()
+    assert other_process_opens()

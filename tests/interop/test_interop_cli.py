@@ -403,3 +403,14 @@ def test_an_import_run_again_into_its_cards_directory_skips_the_fleet_it_wrote(t
     assert out.read_bytes() == written
     alone = runner.invoke(main, ["import", "a2a", str(out), "--namespace", "n"])
     assert alone.exit_code == 2 and alone.stderr.endswith("looks like declarations, not A2A agent cards\n")
+
+
+def test_an_import_output_that_is_one_of_its_input_files_is_refused_and_the_input_kept(tmp_path):
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps({"name": "a", "url": "https://a.example/", "skills": [{"id": "case.review"}]}))
+    before = card.read_bytes()
+    for output in (["-o", str(card)], ["--report", str(card)]):
+        result = CliRunner().invoke(main, ["import", "a2a", str(card), "--namespace", "n", *output])
+        assert result.exit_code == 2
+        assert result.stderr == f"a3fast: {card}: an output must not replace {card}, which this command reads\n"
+        assert card.read_bytes() == before

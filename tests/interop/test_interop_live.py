@@ -663,3 +663,28 @@ def test_a_member_added_empty_to_a_signed_card_changes_nothing_a_verified_import
     # an emptied url is a change the signature sees
     path.write_text(json.dumps({**signed, "url": ""}))
     assert "not what was signed" in invoke("a2a", path, "--namespace", "n", "--card-key", keys).stderr
+
+
+def test_a_verified_card_is_read_where_it_lies_below_its_top_level(tmp_path):
+    # only top-level members the signature leaves out go unread: an empty skills array still reads
+    # as one, and a skill's problems keep the file's own paths
+    from joserfc import jws
+    from joserfc.jwk import ECKey
+
+    key = ECKey.generate_key("P-256")
+    keys = tmp_path / "key.jwk"
+    keys.write_text(json.dumps({**key.as_dict(private=False), "kid": "k"}))
+    base = {"name": "Geo", "url": "https://geo.example/a2a", "protocolVersion": "0.3.0", "version": "1.0.0"}
+    for skills, extra, code in (([], ["--allow-empty"], 0),
+                                ([{"id": "", "name": ""}, {"id": "a.b", "name": "x", "description": 5}], [], 0)):
+        card = {**base, "skills": skills}
+        token = jws.serialize_compact({"alg": "ES256", "kid": "k"}, canonical_card(card), key)
+        protected, _, signature = token.split(".")
+        path = tmp_path / "card.json"
+        path.write_text(json.dumps({**card, "signatures": [{"protected": protected, "signature": signature}]}))
+        result = invoke("a2a", path, "--namespace", "n", "--card-key", keys, "--require-signed",
+                        "-o", tmp_path / "f.jsonl", *extra)
+        assert result.exit_code == code, result.stderr
+        if skills:
+            assert f"{path}: $.skills[0].id: expected the skill's id" in result.stderr
+            assert f"{path}: $.skills[1].description: expected" in result.stderr

@@ -43,19 +43,35 @@ def test_a_trace_among_the_state_directorys_own_files_is_refused_and_the_state_k
         assert done.returncode == 2 and done.stdout == b"", (name, done.stderr)
         assert done.stderr.decode().startswith(f"a3fast: --trace {state / name}: a file of the state directory {state}")
         assert {p.name: p.read_bytes() for p in state.iterdir()} == files
+    # by any other way of naming them: through `..`, a link, or in a directory not made yet
+    (tmp_path / "link").symlink_to(state / "checkpoint")
+    for given in (state / "sub" / ".." / "checkpoint", tmp_path / "link"):
+        done = _serve("--state", str(state), "--trace", str(given), input=b'{"op":"list_agents","id":1}\n')
+        assert done.returncode == 2 and b"a file of the state directory" in done.stderr, (given, done.stderr)
+        assert {p.name: p.read_bytes() for p in state.iterdir()} == files
+    fresh = tmp_path / "fresh"
+    done = _serve("--state", str(fresh), "--trace", str(fresh / "journal.00000001"), input=b"")
+    assert done.returncode == 2 and b"a file of the state directory" in done.stderr
     # its own trace, named, is where the trace goes anyway
     done = _serve("--state", str(state), "--trace", str(state / "trace.jsonl"), input=b'{"op":"list_agents","id":1}\n')
     assert done.returncode == 0 and json.loads(done.stdout)["names"] == [first]
 
 
 @pytest.mark.parametrize("token, message", [(b"\xff\xfesecret", "the token is not UTF-8 text (byte 0)"),
+                                            (b"sec\tret", None),
                                             (b"sec\x00ret", "the token holds a control character at character 3"),
                                             (b"sec\nret", "the token holds a control character at character 3")])
 def test_a_token_no_client_could_send_is_refused_at_the_start(tmp_path, token, message):
     path = tmp_path / "token"
     path.write_bytes(token)
-    done = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--port", "0", "--token-file", str(path)],
+    # a TLS file that is missing stops every start after the token is read: what stops it says
+    # whether the token passed
+    done = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--port", "0", "--token-file", str(path),
+                           "--tls-cert", str(tmp_path / "missing.pem"), "--tls-key", str(tmp_path / "missing.pem")],
                           capture_output=True, timeout=60)
+    if message is None:     # a tab is a header value's own (RFC 9110): the token passes
+        assert done.returncode == 2 and b"missing.pem" in done.stderr and str(path).encode() not in done.stderr
+        return
     assert done.returncode == 2 and f"a3fast: {path}: {message}" in done.stderr.decode()
     assert b"internal error" not in done.stderr
 

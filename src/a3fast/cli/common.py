@@ -186,8 +186,8 @@ def check_not_inputs(outputs: Sequence[str | None], inputs: Mapping[str, str | N
             except OSError:
                 continue
             if same:
-                raise BadInput(f"{output}: an output must not replace the file of {option}, which this "
-                               f"command reads")
+                what = f"the file of {option}" if option != path else path
+                raise BadInput(f"{output}: an output must not replace {what}, which this command reads")
 
 
 @contextmanager

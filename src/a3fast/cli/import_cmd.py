@@ -7,9 +7,11 @@ the fleet was written; 1 when an agent would have no capabilities (nothing is wr
 """
 from __future__ import annotations
 
+import os
+
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import click
 import orjson
@@ -29,7 +31,8 @@ from ..interop.sources import (Document, expand_paths, json_document, to_json, u
 from ..interop.supply import Supplied, read_grants
 from ..schema import LATENCY_CLASSES, loads
 from .extras import require
-from .common import (EXIT_BAD_INPUT, EXIT_NEGATIVE, BadInput, Seconds, atomic_outputs, check_outputs, json_option,
+from .common import (EXIT_BAD_INPUT, EXIT_NEGATIVE, BadInput, Seconds, atomic_outputs, check_not_inputs,
+                     check_outputs, json_option,
                      output_option, progress, say, shown)
 from ..files import InputError, read_bytes, read_json_documents, require_kind
 
@@ -172,7 +175,8 @@ def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cos
     if card_keys:
         require("a3fast import a2a --card-key (card signatures checked)", "joserfc")
     keys = _card_keys(card_keys)
-    outputs = _outputs(output, report_path, as_json)
+    outputs = _outputs(output, report_path, as_json,
+                       inputs={**_given(cards), **_given(card_keys), "--grants": grants_path})
     report = ImportReport("a2a")
     files = [c for c in cards if not _is_url(c)]
     docs = _read(files, (".json", ".jsonl"), _json(report), report, "A2A agent cards") if files else []
@@ -222,7 +226,7 @@ def oasf(records, namespace, clearances, grants_path, residency, latency_class, 
                          residency=tuple(residency) or None, latency_class=latency_class,
                          cost_ceiling_usd=cost_ceiling, derive_namespace=namespace is None,
                          **_naming(versions, strict_ids, skill_domain, bad))
-    outputs = _outputs(output, report_path, as_json)
+    outputs = _outputs(output, report_path, as_json, inputs={**_given(records), "--grants": grants_path})
     report = ImportReport("oasf")
     docs = _read(records, (".json", ".jsonl"), _json(report), report, "OASF records")
     result = _run(lambda: import_records(docs, supplied, report))
@@ -299,7 +303,9 @@ def mcp(listings, server_command, server_url, timeout, fleet_path, bind, bind_al
                          residency=tuple(residency) or None, latency_class=latency_class,
                          cost_ceiling_usd=cost_ceiling)
     outputs = _outputs(output, report_path, as_json, declarations=bool(bind or bind_all),
-                       contracts=contracts_path, mappings=mappings_path)
+                       contracts=contracts_path, mappings=mappings_path,
+                       # (not --fleet: `--fleet F --bind A -o F` adds the tools to F in place, written whole)
+                       inputs={**_given(listings), "--grants": grants_path})
     fleet = []
     if fleet_path:
         require_kind(fleet_path, "declarations")
@@ -379,7 +385,7 @@ def k8s(manifests, namespace, versions, strict_ids, normalise, skill_domain, all
     """
     bad: list[str] = []
     supplied = _supplied(bad, namespace=namespace, **_naming(versions, strict_ids, skill_domain, bad))
-    outputs = _outputs(output, report_path, as_json)
+    outputs = _outputs(output, report_path, as_json, inputs=_given(manifests))
     report = ImportReport("k8s")
     docs = _read(manifests, (".yaml", ".yml", ".json"), _yaml(report), report, "Kubernetes manifests")
     result = _run(lambda: declarations_from_manifests(docs, supplied, report))
@@ -554,14 +560,23 @@ class Outputs:
 
 
 def _outputs(output: str | None, report_path: str | None, as_json: bool, *, declarations: bool = True,
-             contracts: str | None = None, mappings: str | None = None) -> Outputs:
+             contracts: str | None = None, mappings: str | None = None,
+             inputs: Mapping[str, str | None] | None = None) -> Outputs:
     """The outputs asked for, checked before any input is read: every one must be writable and
-    distinct, and only one may go to standard output."""
+    distinct, only one may go to standard output, and none may be a file given as an input
+    (`inputs`: what names it -> path; a file found in a directory given is read and skipped when it
+    is of another kind, as the declarations an earlier run wrote among the cards are)."""
     if declarations:
         output = output if output is not None else (None if as_json else "-")
     outputs = Outputs(output if declarations else None, report_path, contracts, mappings, as_json)
     check_outputs(outputs.paths() + (["-"] if as_json else []))
+    check_not_inputs(outputs.paths(), inputs or {})
     return outputs
+
+
+def _given(paths: Iterable[str]) -> dict[str, str]:
+    """The input files of a command's arguments, for `_outputs`, each named by itself."""
+    return {path: path for path in paths if path != "-" and not _is_url(path) and os.path.isfile(path)}
 
 
 def _lines(docs: Iterable[Any]) -> bytes:

@@ -132,7 +132,7 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
         if not token:
             _fail(f"{token_file}: the token file is empty")
         # a client sends it in an Authorization header, which holds no control character
-        control = next((i for i, c in enumerate(token) if ord(c) < 0x20 or ord(c) == 0x7F), None)
+        control = next((i for i, c in enumerate(token) if (ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F), None)
         if control is not None:
             _fail(f"{token_file}: the token holds a control character at character {control} (a line break, "
                   f"NUL, ...), which no client can send in an Authorization header: one line of text")
@@ -187,17 +187,21 @@ def _check_trace(trace: Path, inputs: dict[str, Path | None], state: Path | None
     appended to, synced, and cut back to a checkpoint or started afresh, which would destroy the
     --fleet it was about to read, or the state directory's checkpoint, journal or snapshot (any file
     of the directory but its own trace, which is where the trace goes anyway)."""
-    if state is not None and state.is_dir():
+    if state is not None:
         from ..service.state import TRACE as STATE_TRACE
 
-        try:
-            inside = trace.parent.exists() and os.path.samefile(trace.parent, state)
-        except OSError:
-            inside = False
-        if inside and trace.name != STATE_TRACE:
-            _fail(f"--trace {trace}: a file of the state directory {state}, which holds the service's "
-                  f"checkpoint, journal and snapshots; the trace goes in {state / STATE_TRACE} unless "
-                  f"given elsewhere")
+        # by real paths, the directory made or not: `fresh/journal.00000001`, `s/sub/../checkpoint`
+        real = os.path.realpath(trace)
+        if os.path.dirname(real) == os.path.realpath(state) and os.path.basename(real) != STATE_TRACE:
+            _state_file(trace, state)
+        if trace.exists() and state.is_dir():     # a link, hard or symbolic, to one of its files
+            for entry in state.iterdir():
+                try:
+                    same = entry.name != STATE_TRACE and os.path.samefile(trace, entry)
+                except OSError:
+                    same = False
+                if same:
+                    _state_file(trace, state)
     if trace.exists() and not trace.is_file():
         _fail(f"--trace {trace}: not a regular file (the trace is appended to, synced and cut back to a "
               f"checkpoint: a device or a pipe cannot be)")
@@ -211,6 +215,13 @@ def _check_trace(trace: Path, inputs: dict[str, Path | None], state: Path | None
         if same:
             _fail(f"--trace {trace}: it is the file of {flag}, which the service reads; the trace would "
                   f"replace it")
+
+
+def _state_file(trace: Path, state: Path) -> NoReturn:
+    from ..service.state import TRACE as STATE_TRACE
+
+    _fail(f"--trace {trace}: a file of the state directory {state}, which holds the service's checkpoint, "
+          f"journal and snapshots; the trace goes in {state / STATE_TRACE} unless given elsewhere")
 
 
 def _check_watch(urls, stdio: bool) -> None:

@@ -71,10 +71,10 @@ LOCK = "lock"
 #: The last generation a journal's name (8 digits) holds.
 MAX_GENERATION = 99_999_999
 
-#: The lock files this process holds, by real path, and their descriptors. A POSIX record lock
-#: belongs to the process, and closing any descriptor of its file lets it go: one descriptor per
-#: file, kept until its owner releases it (two owners in one process share it).
-_held_locks: dict[str, int] = {}
+#: The lock files this process holds, by real path: [descriptor, owners holding it]. A POSIX record
+#: lock belongs to the process, and closing any descriptor of its file lets it go: one descriptor
+#: per file, closed when the last owner in this process that holds it releases it.
+_held_locks: dict[str, list[int]] = {}
 
 
 class StateError(SnapshotError):
@@ -150,6 +150,7 @@ class StateDir:
         self.prefix = prefix
         self.log = log or (lambda message: None)
         self.generation = 0
+        self._lock_key: str | None = None       # the lock this owner holds (`lock`)
 
     def path(self, name: str) -> Path:
         return self.directory / f"{self.prefix}{name}"
@@ -196,10 +197,16 @@ class StateDir:
             _fsync_dir(made.parent)
 
     def lock(self) -> None:
-        """Hold this owner's lock file (module doc); StateError when another process holds it."""
+        """Hold this owner's lock file (module doc); StateError when another process holds it. On a
+        filesystem that keeps no record locks the owner goes on without one, and says so."""
+        if self._lock_key is not None:
+            return
         path = self.path(LOCK)
         key = os.path.realpath(path)
-        if key in _held_locks:
+        held = _held_locks.get(key)
+        if held is not None:        # another owner in this process: the process holds the lock
+            held[1] += 1
+            self._lock_key = key
             return
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
@@ -207,6 +214,10 @@ class StateDir:
         except OSError as exc:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
             os.close(fd)
+            if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                self.log(f"{path}: cannot lock the state directory here ({exc.strerror}); make sure no "
+                         f"other process uses it while this one runs")
+                return
             if exc.errno not in (errno.EACCES, errno.EAGAIN):
                 raise
             raise StateError(f"{path}: the state directory is in use by another a3fast process"
@@ -215,13 +226,22 @@ class StateDir:
                              f"another directory") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        _held_locks[key] = fd
+        _held_locks[key] = [fd, 1]
+        self._lock_key = key
 
     def release(self) -> None:
-        """Let this owner's lock go (nothing when it holds none)."""
-        fd = _held_locks.pop(os.path.realpath(self.path(LOCK)), None)
-        if fd is not None:
-            os.close(fd)
+        """Let this owner's hold on the lock go (nothing when it holds none); the lock itself goes
+        with the last owner in this process that holds it."""
+        key, self._lock_key = self._lock_key, None
+        if key is None:
+            return
+        held = _held_locks.get(key)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] == 0:
+            del _held_locks[key]
+            os.close(held[0])
 
     def _recover(self) -> Recovered:
         checkpoint = self.read_checkpoint()

@@ -33,7 +33,7 @@ from .collect import DeclarationSet, ImportResult
 from .naming import normalise_identifier
 from .report import ImportReport
 from .fetch import WELL_KNOWN
-from .signing import CardKeys, verify_card
+from .signing import CardKeys, CardSignatures, verify_card
 from .sources import Document
 from .supply import Supplied, text_problem
 
@@ -384,10 +384,7 @@ def import_cards(documents: Iterable[Document], supplied: Supplied,
         report.read(doc.source)
         signatures = verify_card(doc.value, keys) if isinstance(doc.value, Mapping) else None
         try:
-            # a verified card is read as its signature covers it: a member the signature leaves
-            # out (an empty one, say, which would make a signed 0.3 card read as v1.0) is not read
-            card, problems = read_card(signatures.covered if signatures and signatures.covered is not None
-                                       else doc.value, doc.source, doc.path)
+            card, problems = read_card(_as_covered(doc.value, signatures), doc.source, doc.path)
         except SchemaError as exc:
             for problem in exc.problems:
                 report.skip(doc.source, problem.path, f"expected {problem.expected}, found {problem.found}")
@@ -426,6 +423,19 @@ def import_cards(documents: Iterable[Document], supplied: Supplied,
                         f"version for skill {skill_id!r} not used: no card lists that skill")
     declarations = out.declarations()
     return ImportResult(declarations, report, usable=bool(declarations))
+
+
+def _as_covered(card: Any, signatures: CardSignatures | None) -> Any:
+    """A verified card as its signature covers it at the top level, where a member decides how the
+    card is read: a member the signature leaves out (an empty `supportedInterfaces` added to a signed
+    0.3 card would make it an interface-less v1.0 one; a compatibility field the SDK adds) is not
+    read. Deeper members are read as they are (a member emptied there reads as absent either way,
+    and the report's paths stay the file's); an empty `skills` array is kept, as it is unsigned."""
+    if signatures is None or signatures.covered is None:
+        return card
+    covered = signatures.covered
+    return {key: value for key, value in card.items()
+            if key in covered or (key == "skills" and isinstance(value, list))}
 
 
 def _note_collisions(card: AgentCard, decl: Mapping[str, Any], doc: Document,

@@ -182,8 +182,14 @@ class ServiceState:
         """Recover (a3fast.durable.DurableFleet): the checkpoint loaded, the journal after it
         replayed, the trace file rebuilt; StateError naming the file, the entry and the reason if
         the state cannot be read back exactly."""
-        if self.durable_fleet.state is not None:
-            _upgrade_layout(self.durable_fleet.state)
+        statedir = self.durable_fleet.state
+        if statedir is not None and statedir.directory.is_dir():
+            statedir.lock()         # before the layout is moved: one process moves it, or none
+            try:
+                _upgrade_layout(statedir)
+            except BaseException:
+                statedir.release()
+                raise
         recovered = self.durable_fleet.open(restore=self._restore, replay_other=self._replay_trace)
         self._write_queued_trace()
         entries = recovered.entries if recovered is not None else []
