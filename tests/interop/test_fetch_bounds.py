@@ -147,3 +147,54 @@ def test_a_url_a_client_can_reach_is_taken(url):
     from a3fast.interop.fetch import http_url
 
     assert http_url(url).hostname
+
+
+def _card(name: str) -> bytes:
+    return b'{"name": "%s", "url": "https://%s.example/", "skills": [{"id": "case.review"}]}' % (name.encode(),
+                                                                                               name.encode())
+
+
+def _answer(status: str, headers: list[tuple[bytes, bytes]], body: bytes = b"") -> bytes:
+    head = b"".join(k + b": " + v + b"\r\n" for k, v in headers)
+    return (b"HTTP/1.1 " + status.encode() + b"\r\n" + head + b"Content-Length: %d\r\nConnection: close\r\n\r\n"
+            % len(body) + body)
+
+
+def test_a_304_from_where_no_condition_was_sent_is_no_revalidation(serve):
+    # the cached card is kept for its first location: a redirect target answering 304, never asked
+    # whether anything changed, must not hand that card out under its own host
+    from a3fast.interop.fetch import EtagCache
+
+    asked_twice = {"n": 0}
+    elsewhere = serve(sending(_answer("304 Not Modified", [(b"ETag", b'"zzz"')])))
+
+    def first(conn, server):
+        from hostile_http import read_request
+
+        read_request(conn)
+        asked_twice["n"] += 1
+        if asked_twice["n"] == 1:
+            conn.sendall(_answer("200 OK", [(b"Content-Type", b"application/json"), (b"ETag", b'"v1"')],
+                                 _card("alpha")))
+        else:
+            conn.sendall(_answer("302 Found", [(b"Location",
+                                                 elsewhere.url.encode() + b"/.well-known/agent-card.json")]))
+    origin = serve(first)
+    cache = EtagCache(None)
+    assert fetch_card(origin.url, Limits(timeout=5), cache).etag == '"v1"'
+    try:
+        moved = fetch_card(origin.url, Limits(timeout=5), cache)
+    except FetchError as exc:
+        assert "answered HTTP 304" in exc.message
+    else:
+        raise AssertionError(f"a 304 nobody asked for revalidated {moved}")
+
+
+def test_an_etag_that_cannot_go_back_in_a_header_is_not_kept(serve):
+    from a3fast.interop.fetch import EtagCache
+
+    server = serve(sending(_answer("200 OK", [(b"Content-Type", b"application/json"),
+                                               (b"ETag", '"café"'.encode())], _card("beta"))))
+    cache = EtagCache(None)
+    for _ in range(3):          # every fetch succeeds: no If-None-Match the client cannot encode
+        assert fetch_card(server.url, Limits(timeout=5), cache).body is not None

@@ -13,6 +13,7 @@ from a3fast.errors import SchemaError
 from a3fast.interop.crd import agent_declaration_crd, declaration_schema, json_schema, render_crd
 from a3fast.interop.kubernetes import (ANNOTATION, GROUP, KIND, VERSIONS, declarations_from_manifests,
                                        fill_agent)
+from a3fast.interop.report import ImportReport
 from a3fast.interop.sources import Document, to_json, yaml_documents
 from a3fast.interop.supply import Supplied
 from a3fast.schema import MAX_TEXT, MAX_VERSION, parse_declaration
@@ -288,3 +289,18 @@ def test_spec_schema_lets_metadata_supply_the_agent():
     assert validator.is_valid(DECL)
     assert validator.is_valid({**DECL, "agent": {"name": "x"}})
     assert not validator.is_valid({**DECL, "agent": {"name": ""}})
+
+
+def test_lists_named_again_through_yaml_aliases_are_read_once():
+    # a few hundred bytes of Lists of aliases of Lists would otherwise stand for 10^9 objects
+    text = "kind: List\nitems:\n- &l0\n  kind: List\n  items:\n"
+    text += "  - {apiVersion: v1, kind: ConfigMap, metadata: {name: x}}\n" * 10
+    for level in range(1, 9):
+        text += f"- &l{level}\n  kind: List\n  items:\n" + f"  - *l{level - 1}\n" * 10
+    docs, problems = yaml_documents(text.encode(), "bomb.yaml")
+    assert not problems and len(text) < 2000
+    report = ImportReport("k8s")
+    declarations_from_manifests(docs, report=report)
+    counts = report.to_dict()["counts"]
+    assert counts["Lists named again through a YAML alias (read once)"] == 8 * 10
+    assert counts["objects without a declaration"] == 10

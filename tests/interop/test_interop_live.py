@@ -688,3 +688,60 @@ def test_a_verified_card_is_read_where_it_lies_below_its_top_level(tmp_path):
         if skills:
             assert f"{path}: $.skills[0].id: expected the skill's id" in result.stderr
             assert f"{path}: $.skills[1].description: expected" in result.stderr
+
+
+def test_a_complete_listing_survives_a_session_teardown_that_hangs():
+    # the server answers every page, then never answers the session's DELETE: the listing was whole
+    import asyncio
+
+    hung = threading.Event()
+
+    async def handle(reader, writer):
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                writer.close()
+                return
+            lines = head.split(b"\r\n")
+            method = lines[0].split()[0]
+            headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:] if b":" in line)}
+            body = await reader.readexactly(int(headers.get(b"content-length", b"0")))
+            if method == b"DELETE":
+                hung.set()
+                await asyncio.sleep(3600)
+            if method == b"GET":
+                writer.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+                continue
+            message = json.loads(body)
+            if "id" not in message:
+                writer.write(b"HTTP/1.1 202 Accepted\r\nMcp-Session-Id: s1\r\nContent-Length: 0\r\n\r\n")
+                continue
+            if message["method"] == "initialize":
+                result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                          "serverInfo": {"name": "h", "version": "1"}}
+            else:
+                result = {"tools": [{"name": "orders_read", "inputSchema": {"type": "object"}}]}
+            out = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: s1\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(out) + out)
+            await writer.drain()
+
+    loop = asyncio.new_event_loop()
+    server = loop.run_until_complete(asyncio.start_server(handle, "127.0.0.1", 0))
+    port = server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        listing = mcp_live.list_tools(mcp_live.ServerSpec(url=f"http://127.0.0.1:{port}/mcp"), timeout=2)
+        assert hung.is_set() and listing.complete
+        assert [tool["name"] for page in listing.pages for tool in page["tools"]] == ["orders_read"]
+    finally:
+        async def shut():
+            server.close()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+        asyncio.run_coroutine_threadsafe(shut(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)

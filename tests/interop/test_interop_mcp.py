@@ -238,3 +238,26 @@ def test_contradictory_hints_are_noted():
     result = import_listings([listing(tools)], server="s", contracts=True)
     assert result.contracts[0]["operation"] == "read"
     assert [n.topic for n in result.report.notes] == ["contradictory hints"]
+
+
+def test_a_failed_servers_last_words_are_read_from_the_end_of_its_standard_error():
+    # a server may write gigabytes to standard error before it stops: its last lines are quoted
+    # without reading the rest into memory
+    import tempfile
+    import tracemalloc
+
+    from a3fast.interop.mcp_live import _tail
+
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        chunk = "noise " * 1000 + "\n"
+        for _ in range(8000):       # about 48 MB
+            errlog.write(chunk)
+        errlog.write("fatal: the token is wrong\n")
+        tracemalloc.start()
+        try:
+            quoted = _tail(errlog)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert quoted.endswith("fatal: the token is wrong)")
+    assert peak < 1 << 20, peak

@@ -224,7 +224,9 @@ async def _get(client: Any, requested: str, location: str, limits: Limits,
     current = location
     while True:
         at[0] = current
-        headers = {"If-None-Match": cached[0]} if cached is not None and current == location else {}
+        # the condition goes to the location the cached card is kept for, and only there
+        asked = cached is not None and current == location and _sendable(cached[0])
+        headers = {"If-None-Match": cached[0]} if asked and cached is not None else {}
         try:
             async with client.stream("GET", current, headers=headers) as response:
                 status = response.status_code
@@ -234,7 +236,8 @@ async def _get(client: Any, requested: str, location: str, limits: Limits,
                     seen.append(target)
                     current = target
                     continue
-                if status == 304 and cached is not None:
+                if status == 304 and asked:     # elsewhere a 304 answers no question: an error below
+                    assert cached is not None
                     return FetchedCard(requested, current, cached[1], cached[0], revalidated=True)
                 if status == 404:
                     return None
@@ -253,9 +256,15 @@ async def _get(client: Any, requested: str, location: str, limits: Limits,
             # parse (javascript:, mailto:, data:), ssl and socket errors, decoding errors. Every one
             # is an error on the way to the card, never the caller's crash.
             raise FetchError(requested, f"{current}: {_describe(exc)}") from None
-        if cache is not None and etag:
+        if cache is not None and etag and _sendable(etag):
             cache.put(location, etag, body)
         return FetchedCard(requested, current, body, etag)
+
+
+def _sendable(etag: str) -> bool:
+    """Whether an ETag can go back in an If-None-Match header: printable ASCII (a header value the
+    client encodes; one it cannot would fail every later fetch of the card)."""
+    return etag.isascii() and etag.isprintable()
 
 
 def _check_redirect(requested: str, current: str, target: str, seen: list[str], limits: Limits) -> None:

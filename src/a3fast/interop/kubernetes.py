@@ -82,15 +82,17 @@ def declarations_from_manifests(documents: Iterable[Document], supplied: Supplie
     out = DeclarationSet(report)
     for doc in documents:
         report.read(doc.source)
-        for obj, path in _objects(doc.value, doc.path, doc.source, report, 0, set()):
+        for obj, path in _objects(doc.value, doc.path, doc.source, report, 0, set(), set()):
             _read_object(obj, path, doc.source, supplied, out, report)
     declarations = out.declarations()
     return ImportResult(declarations, report, usable=bool(declarations))
 
 
 def _objects(value: Any, path: str, source: str, report: ImportReport, depth: int,
-             seen: set[int]) -> Iterable[tuple[Mapping[str, Any], str]]:
-    """The objects of a document: the document itself, or the items of a List kind."""
+             seen: set[int], expanded: set[int]) -> Iterable[tuple[Mapping[str, Any], str]]:
+    """The objects of a document: the document itself, or the items of a List kind. Each List is
+    read once (`expanded`, over the whole document): YAML aliases can name one List many times over,
+    and Lists of aliases of Lists make a few hundred bytes stand for 10^8 objects."""
     if not isinstance(value, Mapping):
         report.skip(source, path, f"expected a Kubernetes object (a mapping), found {describe(value)}")
         return
@@ -105,10 +107,14 @@ def _objects(value: Any, path: str, source: str, report: ImportReport, depth: in
             report.skip(source, json_path(path, "items"), f"expected the List's items (an array), "
                                                           f"found {describe(items)}")
             return
+        if id(value) in expanded:
+            report.count("Lists named again through a YAML alias (read once)")
+            return
+        expanded.add(id(value))
         seen = seen | {id(value)}
         for i, item in enumerate(items):
             yield from _objects(item, json_path(json_path(path, "items"), i), source, report,
-                                depth + 1, seen)
+                                depth + 1, seen, expanded)
         return
     yield value, path
 

@@ -88,6 +88,8 @@ class LiveListing:
     pages: list[dict[str, Any]] = field(default_factory=list)
     server_name: str | None = None
     server_version: str | None = None
+    #: every page read, the last without a nextCursor (what the session's teardown cannot undo)
+    complete: bool = False
 
     def documents(self) -> list[Document]:
         return [Document(self.spec.label, f"page {i + 1}: $", page) for i, page in enumerate(self.pages)]
@@ -132,10 +134,25 @@ async def _list(spec: ServerSpec, timeout: float, max_pages: int, errlog: Any) -
 
 
 async def _pages(spec: ServerSpec, server: Any, timeout: float, max_pages: int) -> LiveListing:
+    listing = LiveListing(spec)
+    try:
+        return await _read_pages(spec, server, timeout, max_pages, listing)
+    except ListingError:
+        raise
+    except Exception:
+        # the session's teardown (a streamable HTTP session's DELETE, the SDK's own wait for a stdio
+        # server) runs after the last page; one that hangs or fails past the deadline leaves the
+        # listing as complete as it was
+        if listing.complete:
+            return listing
+        raise
+
+
+async def _read_pages(spec: ServerSpec, server: Any, timeout: float, max_pages: int,
+                      listing: LiveListing) -> LiveListing:
     import anyio
     from mcp import Client
 
-    listing = LiveListing(spec)
     with anyio.fail_after(timeout):
         async with Client(server, mode="legacy", cache=None, read_timeout_seconds=timeout) as client:
             info = client.server_info
@@ -151,6 +168,7 @@ async def _pages(spec: ServerSpec, server: Any, timeout: float, max_pages: int) 
                 listing.pages.append(page)
                 cursor = result.next_cursor or None
                 if cursor is None:
+                    listing.complete = True
                     return listing
                 if cursor in given:
                     raise ListingError(spec.label, f"tools/list page {len(listing.pages)} names nextCursor "
@@ -201,12 +219,19 @@ def _describe(exc: BaseException) -> str:
     return f"{type(inner).__name__}: {text[:300]}" if text else type(inner).__name__
 
 
+#: How much of the end of a server's standard error is read to quote its last lines.
+TAIL_BYTES = 16384
+
+
 def _tail(errlog: Any, lines: int = 3) -> str:
     """The last lines the server wrote on standard error, to say why it stopped."""
     try:
         errlog.flush()
-        errlog.seek(0)
-        text = [line.rstrip() for line in errlog.read()[-4000:].splitlines() if line.strip()]
+        fd = errlog.fileno()
+        # its last bytes only: a server may have written gigabytes there before it stopped
+        size = os.fstat(fd).st_size
+        end = os.pread(fd, TAIL_BYTES, max(0, size - TAIL_BYTES)).decode("utf-8", "replace")
+        text = [line.rstrip() for line in end[-4000:].splitlines() if line.strip()]
     except (OSError, ValueError):
         return ""
     return f" (the server's standard error ends: {' | '.join(text[-lines:])})" if text else ""
