@@ -22,9 +22,11 @@ names another obstacle ("3 agents available, but the budget is exhausted"), or s
 done to agents ("no agent was contacted"), makes no such claim.
 
 Also read as claims (2): "nobody / no one" who can take (run, handle, ...) the task or is
-eligible (qualified, suitable, capable); agents none of which has the required (requested, needed)
-capability, clearance, tool, residency, model or skill; and "qualify" and "fulfil(l)s" among the
-eligibility words.
+eligible (qualified, suitable, capable); agents none of which has the (required, requested, needed)
+capability, clearance, tool, residency, latency class or skill; agents "that" can take it; none
+of N ("0/12 agents eligible"); "no agent" as an outcome after a colon ("scheduling failed: no
+agent"); "worker", "executor" or "runner" for an agent beside an eligibility word ("no worker
+available"); and "qualify" and "fulfil(l)s" among the eligibility words.
 """
 from __future__ import annotations
 
@@ -43,6 +45,8 @@ _WORD = r"[\w./:-]+"
 _AGENT = r"agents?\b"
 _CANDIDATE = r"candidates?\b"
 _NOUN = r"(?:agents?|candidates?)\b"
+#: what a scheduler of agents may call an agent when it says none is available ("no worker available")
+_AGENT_LIKE = r"(?:agents?|workers?|executors?|runners?)\b"
 
 _CLAIMS = re.compile("|".join([
     # (1) the task cannot be scheduled (or placed)
@@ -55,16 +59,16 @@ _CLAIMS = re.compile("|".join([
     r"\s+(?:be\s+)?plac(?:e|ed|ing)(?:\s*[:;,.]|\s*$|\s+(?:the\s+|this\s+|a\s+)?(?:task|it)\b|"
     r"\s+(?:on|onto|to|with)\s+(?:any|an?|the|one)\b|\s+anywhere\b)",
     # (2) zero ... agent(s) that can or could take it: "no agent can run this task"
-    rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,2}}?{_NOUN}\s+(?:can|could|is\s+able\s+to|are\s+able\s+to|"
-    r"was\s+able\s+to|were\s+able\s+to)\s+(?!be\b)\w+",
+    rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,2}}?{_NOUN}\s+(?:(?:that|which|who)\s+)?(?:can|could|is\s+able\s+to|"
+    r"are\s+able\s+to|was\s+able\s+to|were\s+able\s+to)\s+(?!be\b)\w+",
     # (2) nobody can take the task: "nobody can run this task", "no one is eligible"
     r"\b(?:nobody|no\s+one|no-one)\s+(?:can|could|is\s+able\s+to|was\s+able\s+to)\s+"
     r"(?:take|run|handle|accept|serve|execute|perform|process|do|place|schedule)\s+(?:the|this|that|it)\b",
     r"\b(?:nobody|no\s+one|no-one)\s+(?:is|was)\s+(?:eligible|qualified|suitable|capable)\b",
     # (2) zero ... agent(s) that have what the task requires: "no agent has the required capability"
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,2}}?{_AGENT}\s+(?:has|have|had|holds?|held|offers?|provides?|supports?|"
-    r"declares?)\s+(?:(?:the|a|an|any|all)\s+)?(?:required|requested|needed|necessary)\s+"
-    r"(?:capabilit(?:y|ies)|clearances?|tools?|residency|model|latency\s+class|skills?)\b",
+    r"declares?)\s+(?:(?:the|a|an|any|all)\s+)?(?:(?:required|requested|needed|necessary)\s+)?"
+    r"(?:capabilit(?:y|ies)|clearances?|tools?|residency|latency\s+class|skills?)\b",
     # (2) zero ... agent(s) left after the filter: "no agents left", "no candidates remain"
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,3}}?{_NOUN}\s+(?:(?:were|was|are|is)\s+)?"
     r"(?:left|remain(?:ed|s|ing)?)\b",
@@ -72,8 +76,12 @@ _CLAIMS = re.compile("|".join([
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,3}}?{_CANDIDATE}",
     # (2) zero ... <eligibility> ... agent(s)
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,2}}?{_ELIGIBILITY}\s+(?:{_WORD}\s+){{0,2}}?{_AGENT}",
-    # (2) zero ... agent(s) ... <eligibility> within four words
-    rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,3}}?{_AGENT}[\s,]+(?:{_WORD}\s+){{0,3}}?{_ELIGIBILITY}\b",
+    # (2) zero ... agent(s) ... <eligibility> within four words ("no worker available" too)
+    rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,3}}?{_AGENT_LIKE}[\s,]+(?:{_WORD}\s+){{0,3}}?{_ELIGIBILITY}\b",
+    # (2) none of N: "0/12 agents eligible", "0 of 12 eligible"
+    rf"\b0\s*(?:/|of|out\s+of)\s*\d+\s+(?:{_WORD}\s+){{0,2}}?(?:{_ELIGIBILITY}|{_NOUN}\s+{_ELIGIBILITY})\b",
+    # (2) an outcome that is no agent at all: "scheduling failed: no agent", "result: no agents."
+    rf":\s*no\s+{_AGENT_LIKE}\s*(?:[.;,!]|$)",
     # (2) "eligible agents: 0", "eligible: 0/40", "agents available: 0" (never "credits available: 0")
     rf"\b(?:eligible|qualified|suitable|matching|matched|capable|compatible)(?:\s+{_NOUN})?\s*[:=]\s*(?:0|none)\b",
     rf"\b{_ELIGIBILITY}\s+{_NOUN}\s*[:=]\s*(?:0|none)\b",

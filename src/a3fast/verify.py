@@ -250,7 +250,7 @@ class Verifier:
             elif kind == ADMITTED:
                 self._read_admitted(item, item.content)
             else:
-                self._check_rejected(item, self._note_compact(item, item.content))
+                self._check_rejected(item, *self._note_compact(item, item.content))
         except TraceContentError as exc:
             self._error("E_TRACE", item.seq, item.line, str(exc))
         if kind == BOUND or kind == REJECTED:
@@ -287,22 +287,23 @@ class Verifier:
             self._compact_reader = CompactReader(self._documents)
         return self._compact_reader
 
-    def _note_compact(self, record: TraceRecord, content: Any) -> Any:
+    def _note_compact(self, record: TraceRecord, content: Any) -> tuple[Any, bool]:
         """Register the fleet snapshot a compact rejection may carry, for the records after it, and
         give back the content §7 reads: its code and reason, which stay beside the compact member
         (so the rejection is checked even when the member cannot be read), or the reason the
-        member derives when it left it out (docs/compact-format.md, "Derived reasons")."""
+        member derives when it left it out (docs/compact-format.md, "Derived reasons"); and whether
+        the rejection had no candidates at all."""
         if not (isinstance(content, Mapping) and COMPACT_KEY in content):
-            return content
+            return content, isinstance(content, Mapping) and content.get("candidates") == []
         try:
             member = self._compact_records().note(record.seq, content)
         except Exception as exc:  # hostile input: a finding, never a crash
             self._error("E_STRUCTURE", record.seq, record.line,
                         f"{COMPACT_KEY}: the compact record cannot be read: {exc}")
-            return content
+            return content, False
         if member.derived_reason:
-            return {**content, "reason": derived_reason(member)}
-        return content
+            return {**content, "reason": derived_reason(member)}, len(member.candidates) == 0
+        return content, len(member.candidates) == 0
 
     def _read_compact(self, record: TraceRecord) -> RecordedPlacement | None:
         """A compact task.bound read straight from its bitmaps (docs/compact-format.md, "Verifying
@@ -347,15 +348,27 @@ class Verifier:
         else:
             self._admitted = None
 
-    def _check_rejected(self, record: TraceRecord, content: Mapping[str, Any]) -> None:
-        """§7 Rejection: a rejection that claims no eligible agent names a predicate of §5."""
+    def _check_rejected(self, record: TraceRecord, content: Mapping[str, Any], no_candidates: bool = False) -> None:
+        """§7 Rejection: a rejection that claims no eligible agent names a predicate of §5 — one of
+        the task's own, as written (a residency label may hold a space or a comma, which no pattern
+        over free text tells from the words around it), or any that reads as one. A task that asks
+        for nothing, rejected with no candidates at all (an empty fleet), has none to name
+        (docs/design.md, reading 6)."""
         self.rejections += 1
-        if claims_no_eligible_agent(content) and not names_a_predicate(content.get("reason")):
-            reason = content.get("reason")
-            found = "no reason" if reason is None else f"reason {describe(reason, 120)}"
-            self._error("E_REJECTION_REASON", record.seq, record.line,
-                        "a rejection that claims no agent was eligible must name at least one failed "
-                        f"predicate of §5 (such as capability:<name>/<version>); found {found}")
+        if not claims_no_eligible_agent(content):
+            return
+        reason = content.get("reason")
+        if names_a_predicate(reason):
+            return
+        task = self._submitted if not self._submitted_placed else None
+        if isinstance(reason, str) and task and any(predicate in reason for predicate in task):
+            return
+        if task == () and no_candidates:
+            return
+        found = "no reason" if reason is None else f"reason {describe(reason, 120)}"
+        self._error("E_REJECTION_REASON", record.seq, record.line,
+                    "a rejection that claims no agent was eligible must name at least one failed "
+                    f"predicate of §5 (such as capability:<name>/<version>); found {found}")
 
     def _check_bound(self, record: TraceRecord) -> None:
         self.placements += 1

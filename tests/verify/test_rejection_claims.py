@@ -83,6 +83,14 @@ CLAIMS = [
     "no one is eligible",
     "No agent has the required capability",
     "no agents offer the requested tools",
+    # phrasings a hunt found unread
+    "0/12 agents eligible",
+    "there is no agent that can do this",
+    "There are no agents that can take it",
+    "No agent has the capability order.investigate",
+    "scheduling failed: no agent",
+    "No worker available",
+    "0 of 12 eligible",
 ]
 
 NOT_CLAIMS = [
@@ -154,6 +162,9 @@ NOT_CLAIMS = [
     "nobody can exceed the budget",
     "no one is available to approve the spend",
     "no agent has the requested budget left",
+    "0/3 retries left; the task timed out",
+    "there is no agent that could be reached before the deadline",
+    "no worker was contacted; the task was cancelled",
     "",
     "no",
 ]
@@ -229,3 +240,43 @@ def test_docs_verify_states_the_tables_sizes():
     text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "verify.md").read_text().split())
     found = re.search(r"holds the reading to (\d+) claiming and (\d+) non-claiming phrasings", text)
     assert found and (int(found.group(1)), int(found.group(2))) == (len(CLAIMS), len(NOT_CLAIMS))
+
+
+@pytest.mark.parametrize("engine", ["pure", "native"])
+@pytest.mark.parametrize("form", ["spec", "compact"])
+@pytest.mark.parametrize("requirements", [{"residency": " eu"}, {"residency": ","}, {"tools": [";"]},
+                                          {"tools": ["x y"]}, {"agentRef": ","}])
+def test_rule_rejection_reason_a_predicate_of_the_task_as_written_is_named(engine, form, requirements):
+    # §7 Rejection: the reason names a predicate string of §5; a residency label or tool may hold
+    # a space, a comma or a semicolon (§2: opaque strings), and a3fast's own reason names it whole
+    import io
+
+    import a3fast
+    from a3fast.verify import verify_bytes
+
+    fleet = a3fast.Fleet(engine=engine)
+    fleet.add({"v": "1.0", "agent": {"name": "a", "namespace": "n"}, "capabilities": [], "clearances": []})
+    placement = fleet.place(requirements)
+    assert not placement.bound
+    out = io.BytesIO()
+    a3fast.TraceWriter(out, form=form).write(placement)
+    assert [f.code for f in verify_bytes(out.getvalue())] == []
+
+
+@pytest.mark.parametrize("engine", ["pure", "native"])
+@pytest.mark.parametrize("form", ["spec", "compact"])
+def test_rule_rejection_reason_a_task_asking_nothing_of_an_empty_fleet_has_no_predicate_to_name(engine, form):
+    import io
+
+    import a3fast
+    from a3fast.verify import verify_bytes
+
+    placement = a3fast.Fleet(engine=engine).place({})
+    out = io.BytesIO()
+    a3fast.TraceWriter(out, form=form).write(placement)
+    assert [f.code for f in verify_bytes(out.getvalue())] == []
+    # with a candidate, a task asking nothing has every agent eligible: a claim of none is held
+    # to the rule (it can name no predicate, because it is false)
+    claim = [{"seq": 1, "kind": "task.submitted", "content": {"requirements": {}}},
+             {"seq": 2, "kind": "task.rejected", "content": {"reason": "no eligible agent", "candidates": ["a"]}}]
+    assert [f.code for f in verify(claim)] == ["E_REJECTION_REASON"]
