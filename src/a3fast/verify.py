@@ -360,7 +360,8 @@ class Verifier:
         reason = content.get("reason")
         if names_a_predicate(reason):
             return
-        task = self._submitted if not self._submitted_placed else None
+        # S of the task this rejection places, when its task.submitted came first and was read
+        task = self._submitted if type(self._submitted) is tuple and not self._submitted_placed else None
         if isinstance(reason, str) and task and any(predicate in reason for predicate in task):
             return
         if task == () and no_candidates:
