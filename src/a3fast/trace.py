@@ -98,12 +98,23 @@ def _json_of(value: Any, what: str) -> bytes:
     """`value` as JSON, as orjson writes it, refusing what it would write wrongly: NaN and infinity,
     which it writes as null (ValueError naming `what` and the place). Only a text holding "null"
     is walked for them."""
-    data = orjson.dumps(value)
+    try:
+        data = orjson.dumps(value)
+    except TypeError as exc:       # a key that is not a string, an integer past 64 bits, a set...
+        raise ValueError(f"{what}: {exc} (JSON cannot carry it)") from None
     if b"null" in data:
         where = _non_finite_at(value)
         if where is not None:
             raise ValueError(f"{what}: {where}: expected a finite number, found NaN or infinity (JSON has neither)")
     return data
+
+
+def _utf8_writable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:      # a lone surrogate
+        return False
+    return True
 
 
 def _non_finite_at(value: Any) -> str | None:
@@ -166,11 +177,20 @@ class TraceWriter:
         self._broken: str | None = None
 
     def append(self, kind: str, content: Any = None, *, content_json: bytes | None = None) -> int:
-        """Write one record; `content_json` passes content already encoded as JSON bytes."""
+        """Write one record; `content_json` passes content already encoded as JSON bytes (a JSON
+        object, which is not parsed again). TypeError or ValueError naming `kind` or `content` for a
+        record no trace reader would take, before anything is written."""
+        if type(kind) is not str or not kind or not _utf8_writable(kind):
+            raise TypeError(f"kind: expected a record kind (a non-empty string UTF-8 can write), found {describe(kind)}")
         seq = self.next_seq
         _check_last_seq(seq)
         if content_json is None:
+            if not isinstance(content, Mapping):
+                raise TypeError(f"content: expected a JSON object (a mapping), found {describe(content)}")
             content_json = _json_of(content, "content")
+        elif not isinstance(content_json, (bytes, bytearray, memoryview)) \
+                or bytes(content_json[:1]) != b"{" or bytes(content_json[-1:]) != b"}":
+            raise ValueError(f"content_json: expected a JSON object's bytes, found {describe(content_json, 60)}")
         self._emit(record_line(seq, kind, content_json))
         self.next_seq = seq + 1
         return seq
@@ -185,11 +205,15 @@ class TraceWriter:
         All or nothing: a write that fails (a full disk, a record that cannot be written) leaves
         the writer where it was, and a file it opened as it was (a caller's file cannot be cut
         back: the writer then refuses to write more to it)."""
-        from .fleet.placement import Placement
+        from .fleet.placement import Placement, check_built
 
         if not isinstance(placement, Placement):
             raise TypeError(f"placement: expected a Placement, found {describe(placement)}")
+        check_built(placement, "placement")
         if task is not None:
+            if not isinstance(task, Mapping) or not all(type(key) is str for key in task):
+                raise TypeError(f"task: expected a JSON object of members to add to task.submitted, "
+                                f"found {describe(task)}")
             _json_of(task, "task")     # refused before anything moves; the writers write it again
         seq = self.next_seq
         mark = self._encoder.mark() if self._encoder is not None else None

@@ -226,3 +226,81 @@ def test_weights_of_every_kind_of_real_number_are_taken(engine):
 
     fleet = a3fast.Fleet(engine=engine, weights=(Decimal("0.4"), Fraction(3, 10), np.float32(0.25), np.int64(0)))
     assert fleet.weights == (0.4, 0.3, 0.25, 0.0)
+
+
+def test_a_resumption_goes_back_to_the_agent_it_chose_not_to_its_name_in_another_namespace(fleet):
+    placement = fleet.place(REQ)
+    assert placement.bound and placement.agent == "a"
+    fleet.remove("a")
+    fleet.add({**DECL, "agent": {"name": "a", "namespace": "elsewhere"}})
+    generation = fleet.generation
+    with pytest.raises(a3fast.FleetError, match="now in namespace 'elsewhere', not 's'"):
+        fleet.resume(placement)
+    assert fleet.generation == generation
+
+
+def test_a_placement_decided_but_not_built_is_named_where_it_cannot_go(fleet):
+    decided = fleet.scored(REQ)
+    with pytest.raises(ValueError, match="decided, not built"):
+        fleet.resume(decided)
+    writer = a3fast.TraceWriter(io.BytesIO())
+    with pytest.raises(ValueError, match="decided, not built"):
+        writer.write(decided)
+    assert writer.next_seq == 1
+
+
+@pytest.mark.parametrize("form", ["spec", "compact"])
+@pytest.mark.parametrize("task, error", [([1], TypeError), ("abc", TypeError), ({1: 2}, TypeError),
+                                         ({"n": 2**70}, ValueError)])
+def test_a_task_no_record_can_carry_is_named_before_anything_is_written(fleet, form, task, error):
+    out = io.BytesIO()
+    writer = a3fast.TraceWriter(out, form=form)
+    with pytest.raises(error, match="^task: "):
+        writer.write(fleet.place(REQ), task=task)
+    assert out.getvalue() == b"" and writer.next_seq == 1
+
+
+@pytest.mark.parametrize("kind, content, content_json, error", [
+    (5, {}, None, TypeError), ("", {}, None, TypeError), ("\ud800", {}, None, TypeError),
+    ("note", None, None, TypeError), ("note", [1], None, TypeError), ("note", None, b"oops", ValueError),
+    ("note", {"n": 2**70}, None, ValueError)])
+def test_an_appended_record_no_reader_would_take_is_refused(kind, content, content_json, error):
+    out = io.BytesIO()
+    writer = a3fast.TraceWriter(out)
+    with pytest.raises(error):
+        writer.append(kind, content, content_json=content_json)
+    assert out.getvalue() == b"" and writer.next_seq == 1
+
+
+def test_verify_file_takes_a_file_name_never_a_descriptor():
+    import os
+
+    read, write = os.pipe()
+    try:
+        for given in (read, True):
+            with pytest.raises(TypeError, match="expected a file name"):
+                a3fast.verify_file(given)
+        os.fstat(read)          # still open: it was never taken
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def test_truth_arguments_are_true_or_false_not_anything_truthy(fleet):
+    for value in ("false", float("nan"), 1, None):
+        with pytest.raises(ValueError, match="^success: expected true or false"):
+            fleet.record_outcome("a", "k", value)
+        with pytest.raises(ValueError, match="^remember_session: expected true or false"):
+            fleet.place({**REQ, "session": "s1"}, remember_session=value)
+        with pytest.raises(ValueError, match="^remember_session: expected true or false"):
+            fleet.place_many([REQ], remember_session=value)
+    assert not fleet.holds_session("a", "s1")
+    import numpy as np
+
+    fleet.record_outcome("a", "k", np.bool_(True))
+    assert fleet.outcomes("a", "k") == (1, 1)
+
+
+def test_sessions_given_as_an_iterator_are_read_once(fleet):
+    placements = fleet.place_many([REQ, REQ], sessions=(s for s in ["s1", None]))
+    assert [p.session for p in placements] == ["s1", None]

@@ -218,6 +218,10 @@ def test_a_request_head_past_16_kib_is_refused_431_and_its_bytes_are_not_kept(se
     head, _, body = answer.partition(b"\r\n\r\n")
     assert closed and head.startswith(b"HTTP/1.1 431 ")
     assert orjson.loads(body)["problems"][0]["expected"].startswith("a request head (request line and headers) of at most 16384")
+    # and every operation of the OpenAPI document lists that answer
+    document = server.client.get("/v1/openapi.json").json()
+    assert all("431" in operation["responses"] for path in document["paths"].values()
+               for operation in path.values() if isinstance(operation, dict) and "responses" in operation)
     before = _rss_kib(server.proc.pid)
     endless = _raw(server.url)
     endless.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: ")

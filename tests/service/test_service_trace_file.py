@@ -76,6 +76,23 @@ def test_a_token_no_client_could_send_is_refused_at_the_start(tmp_path, token, m
     assert b"internal error" not in done.stderr
 
 
+def test_a_trace_that_fails_under_a_trace_request_of_the_same_batch_still_stops_the_service(tmp_path):
+    # the `trace` request flushes the batch's lines first; its failure, logged there, must still
+    # keep the batch's placement from being answered as recorded
+    trace = tmp_path / "trace.jsonl"
+    requirements = json.loads((EXAMPLES / "req.json").read_bytes())
+    batch = (json.dumps({"id": 1, "op": "place", "requirements": requirements}) + "\n"
+             + json.dumps({"id": 2, "op": "trace"}) + "\n").encode()
+
+    def tiny_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (512, 512))
+    done = subprocess.run([sys.executable, "-m", "a3fast", "serve", "--stdio", "--fleet", str(EXAMPLES / "fleet.jsonl"),
+                           "--trace", str(trace)], input=batch, capture_output=True, timeout=60, preexec_fn=tiny_files)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == b""           # neither the placement nor the trace answered
+    assert b"cannot write the trace: File too large" in done.stderr and b"stopped" in done.stderr
+
+
 def test_a_trace_that_is_no_regular_file_is_refused_naming_it():
     done = _serve("--trace", "/dev/null", input=b"")
     assert done.returncode == 2

@@ -327,6 +327,9 @@ class Fleet:
         aid = self._table.live_id(agent)
         if not isinstance(kind, str):
             kind = task_kind(parse_requirements(kind))
+        if type(success) is not bool and not (type(success).__module__ == "numpy"     # numpy's bool too
+                                              and type(success).__name__ in ("bool", "bool_")):
+            raise ValueError(f"success: expected true or false, found {describe(success)}")
         success = bool(success)
         self._check_outcomes(agent, aid, kind, int(success), 1)
         self._index.record_outcome(self._rows.kind(kind), aid, success)
@@ -406,6 +409,8 @@ class Fleet:
             check_text_argument(kind, "kind")
         if route is not None or scorer is not None:
             check_placing_arguments(route, scorer)
+        if type(remember_session) is not bool:
+            raise ValueError(f"remember_session: expected true or false, found {describe(remember_session)}")
         with self._lock:
             stages, start = self._stages, self.generation
             placement, after = stages.place_one(stages, requirements, session, start, route, reason_limit, kind,
@@ -464,11 +469,15 @@ class Fleet:
         holds the lock) makes the batch raise RuntimeError, placing nothing; a Requirements whose
         `predicates` are no tuple (one a caller made itself) is a TypeError.
         """
+        if sessions is not None and not isinstance(sessions, (Sequence, str, bytes)):
+            sessions = list(sessions)       # an iterator: read once, here, and checked as a list
         pipeline.check_sessions(sessions)
         if kind is not None:
             check_text_argument(kind, "kind")
         if scorer is not None:
             check_placing_arguments(None, scorer)
+        if type(remember_session) is not bool:
+            raise ValueError(f"remember_session: expected true or false, found {describe(remember_session)}")
         if workers is not None and (type(workers) is not int or workers < 1):
             raise ValueError(f"workers: expected None (one per core) or a positive integer, found {describe(workers)}")
         with self._lock:

@@ -165,6 +165,11 @@ def prepare_resumption(task: Resumption, decl: Declaration | None, declaration_j
     earlier = task.earlier
     if decl is None or declaration_json is None:
         raise FleetError(f"cannot resume on {earlier.agent!r}: the agent is no longer in the fleet")
+    was = earlier.declaration.agent.namespace if earlier.declaration is not None else decl.agent.namespace
+    if decl.agent.namespace != was:
+        # the same name in another namespace is another agent: going back to it is no resumption
+        raise FleetError(f"cannot resume on {earlier.agent!r}: the agent of that name is now in namespace "
+                         f"{decl.agent.namespace!r}, not {was!r} where the earlier placement found it")
     check_predicates(earlier.requirements.predicates)
     unmet = first_failed(decl, earlier.requirements.predicates)
     if unmet is not None:

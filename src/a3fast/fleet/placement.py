@@ -312,8 +312,19 @@ class Placement:
         return f"<Placement {state}: {len(self.predicates)} predicates{engine}>"
 
 
+def check_built(placement: Placement, what: str) -> None:
+    """ValueError for a Placement `Fleet.scored` gave: decided by a shard's stages, not built, so it
+    has no agent, declaration or timings to resume or write."""
+    try:
+        placement.agent
+    except AttributeError:
+        raise ValueError(f"{what}: a placement from Fleet.scored is decided, not built (it has no chosen "
+                         f"agent, declaration or timings); give one from place, place_many or resume") from None
+
+
 def resumed_agent(earlier: Placement) -> str:
     """The agent a resumption of `earlier` goes back to: the one it chose (FleetError if none)."""
+    check_built(earlier, "earlier")
     if earlier.agent is None:
         raise FleetError("only a bound placement can be resumed")
     return earlier.agent

@@ -46,8 +46,9 @@ def _op(summary: str, response: dict[str, Any], *, body: dict[str, Any] | None =
         errors: dict[str, str] | None = None, params: list | None = None, open_route: bool = False,
         takes_input: bool = True) -> dict[str, Any]:
     """One operation with every status the server can answer it with: the route's own, then the
-    ones every route shares (401 without the token, 503 while loading or after a journal failure,
-    500 for an internal error), and 400/408/413 for a route that reads a body."""
+    ones every route shares (401 without the token, 431 for a request head over 16 KiB, 503 while
+    loading or after a journal failure, 500 for an internal error), and 400/408/413 for a route that
+    reads a body."""
     responses: dict[str, Any] = {"200": response}
     if takes_input or body is not None:
         responses["400"] = _error("bad input: every problem, with its JSON path")
@@ -58,6 +59,7 @@ def _op(summary: str, response: dict[str, Any], *, body: dict[str, Any] | None =
         responses["413"] = _error("a body over the route's limit (docs/service.md, Limits)")
     for status, description in (errors or {}).items():
         responses[status] = _error(description)
+    responses["431"] = _error("a request head (request line and headers) over 16 KiB; the connection is closed")
     responses["500"] = _error("an internal error (logged)")
     responses["503"] = _error("the state is still loading, or the journal could not be written")
     op: dict[str, Any] = {"summary": summary, "responses": responses}

@@ -134,6 +134,7 @@ def _fields(body: Any) -> dict[str, Any]:
         except ValueError as exc:
             problems.append(problem("$.weights", "four numbers, or an object of components", str(exc)))
     route = None
+    route_refused = None      # a route that adds nothing: 422, as a place request's (the errors table)
     if body.get("route") is not None:
         raw = body["route"]
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
@@ -146,7 +147,7 @@ def _fields(body: Any) -> dict[str, Any]:
                 try:
                     route = Route(raw["name"], adds or {})
                 except RouteError as exc:
-                    problems.append(problem("$.route", 'a route {"name", "adds"} that adds something', str(exc)))
+                    route_refused = problem("$.route", 'a route {"name", "adds"} that adds something', str(exc))
     show, since, until = body.get("show"), body.get("since"), body.get("until")
     if type(show) is int and show > SHOW_MAX:
         problems.append(problem("$.show", f"at most {SHOW_MAX:,} changes to show", repr(show)[:40]))
@@ -154,6 +155,8 @@ def _fields(body: Any) -> dict[str, Any]:
         problems.append(problem("$.until", f"a seq at or after since ({since})", repr(until)[:40]))
     if problems:
         raise ServiceError(400, problems)
+    if route_refused is not None:
+        raise ServiceError(422, [route_refused])
     return {"source": trace, "since": body.get("since") or 0, "until": body.get("until"), "fleet": fleet,
             "weights": weights, "route": route, "thresholds": thresholds,
             "compare": compare or "baseline", "offer_new": bool(offer_new),

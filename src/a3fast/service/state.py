@@ -599,8 +599,10 @@ class ServiceState:
 
     def flush_trace(self) -> None:
         """Without a journal: write the trace lines queued so far (a caller without an event loop
-        calls this after each batch of requests); TraceUnwritable if the file cannot be written."""
-        if self._trace_buffer and self.journal is None:
+        calls this after each batch of requests); TraceUnwritable if the file cannot be written,
+        or could not be since the last call (a `trace` request of the batch flushed it, and the
+        failure it logged must still stop the answers of the batch)."""
+        if self.journal is None and (self._trace_buffer or self._trace_failed is not None):
             self._trace_flush_scheduled = False
             self._write_queued_trace()
 
