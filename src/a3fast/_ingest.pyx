@@ -209,8 +209,6 @@ cdef inline bint read_string(Line* s, const unsigned char** text, Py_ssize_t* n)
         else:
             if c == c'\x7f':  # DEL: valid JSON, but the careful reader judges it in names
                 return False
-            if c == 0xC2 and p + 1 < end and 0x80 <= p[1] <= 0x9F:   # a C1 control: the same
-                return False
             step = utf8_sequence(p, end)
             if step == 0:
                 return False
@@ -1457,7 +1455,7 @@ cdef bint no_surrogate(str text) noexcept:
 
 cdef bint is_text_str(object value) noexcept:
     """schema's text rule (a non-empty string of at most MAX_TEXT characters, none of them a
-    control character [\\x00-\\x1f\\x7f-\\x9f]), and the document rule's (no lone surrogate)."""
+    control character [\\x00-\\x1f\\x7f]), and the document rule's (no lone surrogate)."""
     cdef int kind
     cdef void* data
     cdef Py_ssize_t i, n
@@ -1472,12 +1470,12 @@ cdef bint is_text_str(object value) noexcept:
     if kind == 1:  # ASCII or Latin-1: no surrogate can be held
         for i in range(n):
             c = (<const unsigned char*>data)[i]
-            if c < 0x20 or 0x7F <= c <= 0x9F:
+            if c < 0x20 or c == 0x7F:
                 return False
         return True
     for i in range(n):
         c = PyUnicode_READ(kind, data, i)
-        if c < 0x20 or 0x7F <= c <= 0x9F or 0xD800 <= c <= 0xDFFF:
+        if c < 0x20 or c == 0x7F or 0xD800 <= c <= 0xDFFF:
             return False
     return True
 
@@ -1758,8 +1756,11 @@ cdef class RequirementsReader:
                     if tools is None:
                         return None
             elif which == 5:
-                # a list, or null for none (false, 0, "" or {} are no list: the careful reader names them)
-                if value is not None:
+                # `doc.get("exclude") or []`: any false value (null, false, 0, "", [], {}) is no
+                # exclusion (docs/design.md, reading 11: traces written with one still verify)
+                if not is_plain(value, 1):
+                    return None
+                if value:
                     exclude = text_tuple(value, False)
                     if exclude is None:
                         return None

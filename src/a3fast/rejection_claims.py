@@ -23,10 +23,11 @@ done to agents ("no agent was contacted"), makes no such claim.
 
 Also read as claims (2): "nobody / no one" who can take (run, handle, ...) the task or is
 eligible (qualified, suitable, capable); agents none of which has the (required, requested, needed)
-capability, clearance, tool, residency, latency class or skill; agents "that" can take it; none
-of N ("0/12 agents eligible"); "no agent" as an outcome after a colon ("scheduling failed: no
-agent"); "worker", "executor" or "runner" for an agent beside an eligibility word ("no worker
-available"); and "qualify" and "fulfil(l)s" among the eligibility words.
+capability, clearance, tool, residency, model, latency class or skill, or the capability or
+clearance named by its identifier; agents "that" can take it; none of N agents or candidates ("0/12
+agents eligible"); "no agent" after a failed scheduling, placement or assignment ("scheduling
+failed: no agent"); "worker", "executor" or "runner" for an agent beside an eligibility word ("no
+worker available"); and "qualify" and "fulfil(l)s" among the eligibility words.
 """
 from __future__ import annotations
 
@@ -67,8 +68,11 @@ _CLAIMS = re.compile("|".join([
     r"\b(?:nobody|no\s+one|no-one)\s+(?:is|was)\s+(?:eligible|qualified|suitable|capable)\b",
     # (2) zero ... agent(s) that have what the task requires: "no agent has the required capability"
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,2}}?{_AGENT}\s+(?:has|have|had|holds?|held|offers?|provides?|supports?|"
-    r"declares?)\s+(?:(?:the|a|an|any|all)\s+)?(?:(?:required|requested|needed|necessary)\s+)?"
-    r"(?:capabilit(?:y|ies)|clearances?|tools?|residency|latency\s+class|skills?)\b",
+    r"declares?)\s+(?:(?:the|a|an|any|all)\s+)?(?:required|requested|needed|necessary)\s+"
+    r"(?:capabilit(?:y|ies)|clearances?|tools?|residency|model|latency\s+class|skills?)\b",
+    # (2) ... or the capability or clearance named: "no agent has the capability order.investigate"
+    rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,2}}?{_AGENT}\s+(?:has|have|had|holds?|held|offers?|provides?|supports?|"
+    r"declares?)\s+(?:(?:the|a|an|any)\s+)?(?:capability|clearance)\s+[a-z0-9]+(?:\.[a-z0-9-]+)+",
     # (2) zero ... agent(s) left after the filter: "no agents left", "no candidates remain"
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,3}}?{_NOUN}\s+(?:(?:were|was|are|is)\s+)?"
     r"(?:left|remain(?:ed|s|ing)?)\b",
@@ -78,10 +82,12 @@ _CLAIMS = re.compile("|".join([
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,2}}?{_ELIGIBILITY}\s+(?:{_WORD}\s+){{0,2}}?{_AGENT}",
     # (2) zero ... agent(s) ... <eligibility> within four words ("no worker available" too)
     rf"\b{_ZERO}\s+(?:{_WORD}\s+){{0,3}}?{_AGENT_LIKE}[\s,]+(?:{_WORD}\s+){{0,3}}?{_ELIGIBILITY}\b",
-    # (2) none of N: "0/12 agents eligible", "0 of 12 eligible"
-    rf"\b0\s*(?:/|of|out\s+of)\s*\d+\s+(?:{_WORD}\s+){{0,2}}?(?:{_ELIGIBILITY}|{_NOUN}\s+{_ELIGIBILITY})\b",
-    # (2) an outcome that is no agent at all: "scheduling failed: no agent", "result: no agents."
-    rf":\s*no\s+{_AGENT_LIKE}\s*(?:[.;,!]|$)",
+    # (2) none of N: "0/12 agents eligible", "0 of 12 candidates qualify"
+    rf"\b0\s*(?:/|of|out\s+of)\s*\d+\s+{_AGENT_LIKE}\s+(?:{_WORD}\s+){{0,1}}?{_ELIGIBILITY}\b",
+    rf"\b0\s*(?:/|of|out\s+of)\s*\d+\s+{_CANDIDATE}",
+    # (2) a placement that failed for want of an agent: "scheduling failed: no agent"
+    r"\b(?:schedul\w*|plac(?:e|ed|ing|ement)|assign\w*|match\w*|dispatch\w*)\s+(?:failed|error)\s*:\s*"
+    rf"no\s+{_AGENT_LIKE}\s*(?:[.;,!]|$)",
     # (2) "eligible agents: 0", "eligible: 0/40", "agents available: 0" (never "credits available: 0")
     rf"\b(?:eligible|qualified|suitable|matching|matched|capable|compatible)(?:\s+{_NOUN})?\s*[:=]\s*(?:0|none)\b",
     rf"\b{_ELIGIBILITY}\s+{_NOUN}\s*[:=]\s*(?:0|none)\b",

@@ -32,8 +32,8 @@ DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 MAX_VERSION = 2**63 - 1
 #: Names, labels and tool names are bounded; a hostile multi-megabyte name is an error, not a key.
 MAX_TEXT = 1024
-#: Control characters (Unicode's Cc: C0, DEL and C1), which no name, label or tool holds.
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: The control characters no name, label or tool holds: C0 and DEL (docs/design.md, reading 10).
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def is_identifier(text: Any) -> bool:
@@ -432,7 +432,7 @@ def _fast_requirements(doc: dict) -> Requirements | None:
     capabilities = _fast_capabilities(_listed(doc, "capabilities"), False)
     clearances = _fast_list(_listed(doc, "clearances"), _identifier_ok)
     tools = _fast_list(_listed(doc, "tools"), _text_ok)
-    exclude = _fast_list(_listed(doc, "exclude"), _text_ok)
+    exclude = _fast_list(doc.get("exclude") or [], _text_ok)     # reading 11: a false value excludes nobody
     if capabilities is None or clearances is None or tools is None or exclude is None:
         return None
     single = (doc.get("residency"), doc.get("session"), doc.get("agentRef"), doc.get("kind"))
@@ -547,7 +547,7 @@ def parse_requirements(obj: Any, path: str = "$", *, decoded: bool = False) -> R
         agent_ref = r.text(doc["agentRef"], json_path(path, "agentRef"), "an agent name (a string)")
     if doc.get("kind") is not None:
         kind = r.text(doc["kind"], json_path(path, "kind"), "a task kind (a string)")
-    exclude = r.texts(_listed(doc, "exclude"), json_path(path, "exclude"), "an agent name")
+    exclude = r.texts(doc.get("exclude") or [], json_path(path, "exclude"), "an agent name")
     r.check_document(doc, path)
     r.raise_if_any()
     return _requirements(v, capabilities, clearances, tools, residency, latency, session, agent_ref,

@@ -650,8 +650,8 @@ def verify_stream_counted(stream: BinaryIO,
 def verify_file(path: str | os.PathLike, progress: Callable[[int], None] | None = None) -> list[Finding]:
     """Verify the trace in a file (OSError if it cannot be opened; TypeError for anything but a
     file name: an integer would be opened as a descriptor, and closed, under its caller)."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"path: expected a file name (str or os.PathLike), found {describe(path)}")
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"path: expected a file name (str, bytes or os.PathLike), found {describe(path)}")
     with open(path, "rb", buffering=_READ_BUFFER) as fh:
         return verify_stream(fh, progress)
 

@@ -287,7 +287,7 @@ def test_verify_file_takes_a_file_name_never_a_descriptor():
 
 
 def test_truth_arguments_are_true_or_false_not_anything_truthy(fleet):
-    for value in ("false", float("nan"), 1, None):
+    for value in ("false", float("nan"), 2, None):
         with pytest.raises(ValueError, match="^success: expected true or false"):
             fleet.record_outcome("a", "k", value)
         with pytest.raises(ValueError, match="^remember_session: expected true or false"):
@@ -298,7 +298,9 @@ def test_truth_arguments_are_true_or_false_not_anything_truthy(fleet):
     import numpy as np
 
     fleet.record_outcome("a", "k", np.bool_(True))
-    assert fleet.outcomes("a", "k") == (1, 1)
+    fleet.record_outcome("a", "k", 0)           # a column of outcomes from an array
+    assert fleet.outcomes("a", "k") == (1, 2)
+    assert fleet.place({**REQ, "session": "s2"}, remember_session=np.bool_(False)).session_held is False
 
 
 def test_sessions_given_as_an_iterator_are_read_once(fleet):

@@ -304,3 +304,15 @@ def test_lists_named_again_through_yaml_aliases_are_read_once():
     counts = report.to_dict()["counts"]
     assert counts["Lists named again through a YAML alias (read once)"] == 8 * 10
     assert counts["objects without a declaration"] == 10
+
+
+def test_an_object_named_again_through_a_yaml_alias_is_read_once():
+    decl = json.dumps({**DECL, "agent": {"name": "a", "namespace": "n"}})
+    text = ("kind: List\nitems:\n- &o {apiVersion: a3.dev/v1, kind: ConfigMap, metadata: {name: a, annotations: "
+            "{%s: '%s'}}}\n" % (ANNOTATION, decl)) + "- *o\n" * 2000
+    docs, problems = yaml_documents(text.encode(), "aliases.yaml")
+    assert not problems
+    report = ImportReport("k8s")
+    result = declarations_from_manifests(docs, report=report)
+    assert [d["agent"]["name"] for d in result.declarations] == ["a"]
+    assert report.to_dict()["counts"]["objects named again through a YAML alias (read once)"] == 2000

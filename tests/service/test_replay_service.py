@@ -74,6 +74,8 @@ def test_a_posted_trace_is_replayed_and_the_served_fleet_is_left_as_it_was(serve
     ({"fail_on": "moved>>1"}, 400, "$.fail_on"),
     ({"weights": [1, 2]}, 400, "$.weights"),
     ({"route": {"name": "r", "adds": {}}}, 422, "$.route"),      # as a place request's (the errors table)
+    ({"route": {"name": "", "adds": {"clearances": ["a.b"]}}}, 400, "$.route.name"),
+    ({"route": {"name": "r\n", "adds": {"clearances": ["a.b"]}}}, 400, "$.route.name"),
     # a route whose additions make requirements no task may have: the route's, not the weights'
     ({"route": {"name": "r", "adds": {"capabilities": [5]}}}, 400, "$.route.adds"),
     ({"fleet": [{"v": "1.0"}]}, 400, "$.fleet[0].agent"),

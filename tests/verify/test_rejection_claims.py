@@ -90,7 +90,7 @@ CLAIMS = [
     "No agent has the capability order.investigate",
     "scheduling failed: no agent",
     "No worker available",
-    "0 of 12 eligible",
+    "0 of 12 candidates qualify",
 ]
 
 NOT_CLAIMS = [
@@ -165,6 +165,16 @@ NOT_CLAIMS = [
     "0/3 retries left; the task timed out",
     "there is no agent that could be reached before the deadline",
     "no worker was contacted; the task was cancelled",
+    # what the phrasings above must not catch (a review of them)
+    "fallback: no agent; task timed out after 30s",
+    "no agent has the clearance to approve this budget",
+    "no agent has the capability to respond in time; task cancelled",
+    "no agent has tools configured; deferred",
+    "0 of 3 retries eligible",
+    "0/5 approvals eligible",
+    "escalation target: no agent",
+    "owner: no agent",
+    "note: no runner",
     "",
     "no",
 ]

@@ -98,6 +98,17 @@ def _finite_weights(weights: Any) -> tuple[float, ...]:
     return tuple(out)
 
 
+def _truth(value: Any, name: str) -> bool:
+    """`value` as a bool: True, False, numpy's bools, and the integers 1 and 0 (a column of outcomes
+    from an array); ValueError for anything else, which `bool()` would read as true ("false", NaN)."""
+    if type(value) is bool:
+        return value
+    if (type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_")) \
+            or (type(value) is int and value in (0, 1)):
+        return bool(value)
+    raise ValueError(f"{name}: expected true or false, found {describe(value)}")
+
+
 class Fleet:
     """Agents that tasks can be placed on. `engine` is "native", "pure" or None (a3fast.ENGINE)."""
 
@@ -327,10 +338,7 @@ class Fleet:
         aid = self._table.live_id(agent)
         if not isinstance(kind, str):
             kind = task_kind(parse_requirements(kind))
-        if type(success) is not bool and not (type(success).__module__ == "numpy"     # numpy's bool too
-                                              and type(success).__name__ in ("bool", "bool_")):
-            raise ValueError(f"success: expected true or false, found {describe(success)}")
-        success = bool(success)
+        success = _truth(success, "success")
         self._check_outcomes(agent, aid, kind, int(success), 1)
         self._index.record_outcome(self._rows.kind(kind), aid, success)
         self.generation += 1
@@ -410,7 +418,7 @@ class Fleet:
         if route is not None or scorer is not None:
             check_placing_arguments(route, scorer)
         if type(remember_session) is not bool:
-            raise ValueError(f"remember_session: expected true or false, found {describe(remember_session)}")
+            remember_session = _truth(remember_session, "remember_session")
         with self._lock:
             stages, start = self._stages, self.generation
             placement, after = stages.place_one(stages, requirements, session, start, route, reason_limit, kind,
@@ -476,8 +484,7 @@ class Fleet:
             check_text_argument(kind, "kind")
         if scorer is not None:
             check_placing_arguments(None, scorer)
-        if type(remember_session) is not bool:
-            raise ValueError(f"remember_session: expected true or false, found {describe(remember_session)}")
+        remember_session = _truth(remember_session, "remember_session")
         if workers is not None and (type(workers) is not int or workers < 1):
             raise ValueError(f"workers: expected None (one per core) or a positive integer, found {describe(workers)}")
         with self._lock:

@@ -90,9 +90,10 @@ def declarations_from_manifests(documents: Iterable[Document], supplied: Supplie
 
 def _objects(value: Any, path: str, source: str, report: ImportReport, depth: int,
              seen: set[int], expanded: set[int]) -> Iterable[tuple[Mapping[str, Any], str]]:
-    """The objects of a document: the document itself, or the items of a List kind. Each List is
-    read once (`expanded`, over the whole document): YAML aliases can name one List many times over,
-    and Lists of aliases of Lists make a few hundred bytes stand for 10^8 objects."""
+    """The objects of a document: the document itself, or the items of a List kind. Each List and
+    each object is read once (`expanded`, over the whole document): YAML aliases can name one many
+    times over — Lists of aliases of Lists make a few hundred bytes stand for 10^8 objects, and an
+    object named again would be read and copied again each time."""
     if not isinstance(value, Mapping):
         report.skip(source, path, f"expected a Kubernetes object (a mapping), found {describe(value)}")
         return
@@ -116,6 +117,10 @@ def _objects(value: Any, path: str, source: str, report: ImportReport, depth: in
             yield from _objects(item, json_path(json_path(path, "items"), i), source, report,
                                 depth + 1, seen, expanded)
         return
+    if id(value) in expanded:
+        report.count("objects named again through a YAML alias (read once)")
+        return
+    expanded.add(id(value))
     yield value, path
 
 

@@ -21,6 +21,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..schema import is_text
 from ..errors import SchemaError, describe
 from ..fleet.placement import Route, RouteError
 from ..replay.verdict import RouteReplayError
@@ -141,7 +142,10 @@ def _fields(body: Any) -> dict[str, Any]:
             problems.append(problem("$.route", 'a route {"name", "adds"}', repr(raw)[:80]))
         else:
             adds = raw.get("adds")
-            if adds is not None and not isinstance(adds, dict):
+            if not is_text(raw["name"]):      # written into the trace: held as a place request's is
+                problems.append(problem("$.route.name", "a route name (a non-empty string of at most 1,024 "
+                                        "characters, no control characters)", describe(raw["name"])))
+            elif adds is not None and not isinstance(adds, dict):
                 problems.append(problem("$.route.adds", "an object shaped like requirements", describe(adds)))
             else:
                 try:
