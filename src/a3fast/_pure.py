@@ -296,6 +296,8 @@ class Index:
         return bits_to_ids(self._rows[row]) if row >= 0 else []
 
     def name(self, aid: int) -> str:
+        if not 0 <= aid < len(self._names):      # as the native engine: no id counted from the end
+            raise IndexError(f"agent id {aid} does not exist")
         return self._names[aid]
 
     def outcome(self, kind: int, aid: int) -> tuple[int, int]:

@@ -306,3 +306,20 @@ def test_truth_arguments_are_true_or_false_not_anything_truthy(fleet):
 def test_sessions_given_as_an_iterator_are_read_once(fleet):
     placements = fleet.place_many([REQ, REQ], sessions=(s for s in ["s1", None]))
     assert [p.session for p in placements] == ["s1", None]
+
+
+def test_scored_checks_its_arguments_as_place_does(fleet):
+    with pytest.raises(ValueError, match="session"):
+        fleet.scored(REQ, session=5)
+    with pytest.raises(ValueError, match="kind"):
+        fleet.scored(REQ, kind=5)
+    with pytest.raises(TypeError, match="scorer"):
+        fleet.scored(REQ, scorer=5)
+
+
+def test_an_agent_id_is_never_counted_from_the_end(fleet):
+    for aid in (-1, 99):
+        with pytest.raises(IndexError, match="does not exist"):
+            fleet.declaration_json(aid)
+        with pytest.raises(IndexError, match=f"agent id {aid} does not exist"):
+            fleet.index.name(aid)

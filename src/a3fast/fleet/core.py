@@ -435,7 +435,14 @@ class Fleet:
         """A task through prepare, explain, score and choose, not built: its Placement as the
         choose stage leaves it, with the explanation, the scores and the winner's id (`best`), and
         nothing the build stage sets (the winner's declaration, timings, generation). A shard of a
-        sharded fleet answers with it; nothing in the fleet changes."""
+        sharded fleet answers with it; nothing in the fleet changes. Its arguments are checked as
+        `place` checks them."""
+        if session is not None:
+            check_text_argument(session, "session")
+        if kind is not None:
+            check_text_argument(kind, "kind")
+        if scorer is not None:
+            check_placing_arguments(None, scorer)
         with self._lock:
             states, _ = pipeline.drive(self._stages, (requirements,), (session,), self.generation, kind=kind,
                               scorer=scorer, candidates=candidates, build=False)
@@ -443,7 +450,10 @@ class Fleet:
 
     @_locked
     def declaration_json(self, aid: int) -> bytes:
-        """The declaration of live agent id `aid` as JSON, as records carry it."""
+        """The declaration of live agent id `aid` as JSON, as records carry it (IndexError for an
+        id the fleet never gave: a negative one is not counted from the end)."""
+        if type(aid) is not int or not 0 <= aid < len(self._table.entries):
+            raise IndexError(f"agent id {aid!r} does not exist")
         return self._table.declaration_json(aid)
 
     @_locked
