@@ -40,7 +40,7 @@ from .framing import Pushback, Source, read_documents
 from .kinds import Kind, sniff, wrong_kind
 
 __all__ = ["STDIN", "InputError", "input_source", "display_name", "shown_text", "cannot_read", "read_bytes", "read_json",
-           "read_json_documents", "require_kind", "sniff_kind",
+           "read_json_documents", "json_of", "require_kind", "sniff_kind",
            "TEMP_MARK", "atomic_file", "write_atomic", "temp_beside", "replace_into", "fsync_directory",
            "is_special", "remove_stale_temps", "write_pieces"]
 
@@ -122,10 +122,15 @@ def read_bytes(path: str) -> bytes:
 
 def read_json(path: str) -> Any:
     """One JSON document under the document rule (a3fast.document); InputError names its problems."""
+    return json_of(read_bytes(path), path)
+
+
+def json_of(data: bytes, path: str) -> Any:
+    """`read_json` of the bytes of `path`, read already."""
     from .schema import loads
 
     try:
-        return loads(read_bytes(path), source=path)
+        return loads(data, source=path)
     except SchemaError as exc:
         raise InputError(exc.lines()) from None
 

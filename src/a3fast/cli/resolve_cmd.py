@@ -18,7 +18,7 @@ from ..authority import (DEFAULT_SKEW_SECONDS, Resolution, Resolver, load_public
                          parse_contracts, parse_engagement, parse_mappings, parse_policy, parse_skills)
 from ..authority.times import current_instant, format_instant
 from ..errors import SchemaError
-from ..files import InputError, display_name, read_bytes, read_json_documents, require_kind, sniff_kind
+from ..files import InputError, display_name, json_of, read_bytes, read_json_documents, require_kind, sniff_kind
 from ..kinds import wrong_kind
 from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output
 
@@ -55,7 +55,7 @@ def _one_of(path: str, parse, what: str) -> Any:
     looks = wrong_kind(kind, (what,), display_name(path))
     try:
         data = read_bytes(path)
-        doc = _loads(data, path)
+        doc = json_of(data, path)
     except InputError:
         if looks is not None:
             raise InputError(looks) from None
@@ -75,15 +75,6 @@ def _one_of(path: str, parse, what: str) -> Any:
         found = f" (read as {what}: {first.path}: expected {first.expected}, found {first.found})" if first else ""
         raise InputError(looks + found) from None
     return doc
-
-
-def _loads(data: bytes, path: str) -> Any:
-    from ..schema import loads
-
-    try:
-        return loads(data, source=path)
-    except SchemaError as exc:
-        raise InputError(exc.lines()) from None
 
 
 def _member_twice(data: bytes) -> str | None:

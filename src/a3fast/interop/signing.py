@@ -240,8 +240,7 @@ def _b64url(text: str) -> bytes:
 def canonical_card(card: Mapping[str, Any]) -> bytes:
     """The bytes an Agent Card's signatures cover: the card without `signatures`, empty values
     dropped, in RFC 8785 form."""
-    body = {key: value for key, value in card.items() if key != "signatures"}
-    return jcs(_drop_empty(body) or {}).encode("utf-8")
+    return jcs(signed_bodies(card)[0]).encode("utf-8")
 
 
 MAX_DEPTH = 64
