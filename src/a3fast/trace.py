@@ -198,9 +198,10 @@ class TraceWriter:
     def write(self, placement: "Placement", task: Mapping[str, Any] | None = None) -> list[int]:
         """Write the records of one placement — task.submitted, then task.admitted + task.bound,
         or task.rejected; a resumed placement is one task.bound — and return their seqs. `task`
-        adds members to task.submitted (goal, inputs, …). A resumed placement made with
-        `fleet.resume(p, seq=N)` cites the task.bound at seq N: the last seq `write` returned
-        for `p`.
+        adds members to task.submitted (goal, inputs, …). The placement is told the seq of its
+        last record (`placement.seq`, its task.bound or task.rejected), so `fleet.resume(p)` of a
+        placement written here cites the task.bound that holds its explanation, as
+        `fleet.resume(p, seq=N)` does with N the last seq `write` returned for `p`.
 
         All or nothing: a write that fails (a full disk, a record that cannot be written) leaves
         the writer where it was, and a file it opened as it was (a caller's file cannot be cut
@@ -229,6 +230,7 @@ class TraceWriter:
                 self._encoder.rewind(mark)    # the name table it would have sent was not written
             raise
         self.next_seq = seq + count
+        placement.seq = self.next_seq - 1
         return list(range(seq, self.next_seq))
 
     def _emit(self, data: bytes) -> None:

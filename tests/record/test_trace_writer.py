@@ -98,6 +98,30 @@ def test_a_resumed_placement_cites_the_seq_the_writer_gave(placed):
         assert last["content"]["scheduling"]["recorded_in"] == {"kind": "task.bound", "seq": seqs[-1]}
 
 
+def test_a_written_placement_knows_its_seq_and_resuming_it_cites_that_record(placed):
+    """`Placement.seq` is the seq of the placement's last record in the trace it was written to,
+    so a resumption made without `seq=` cites it (§6: `recorded_in.seq` may be left out only when
+    the implementation cannot tell which)."""
+    fleet, placements = placed
+    first = next(p for p in placements if p.bound)
+    rejected = next(p for p in placements if not p.bound)
+    for form in a3fast.trace.FORMS:
+        out = io.BytesIO()
+        trace = a3fast.TraceWriter(out, form=form)
+        trace.append("task.note", {"text": "before"})
+        seqs = trace.write(first)
+        assert first.seq == seqs[-1] == 4
+        assert trace.write(rejected)[-1] == rejected.seq == 6
+        resumed = fleet.resume(first)
+        assert trace.write(resumed) == [7] and resumed.seq == 7
+        again = fleet.resume(resumed)       # a resumption's own record holds no explanation
+        trace.write(again)
+        assert a3fast.verify(out.getvalue()) == []
+        cited = [r["content"]["scheduling"]["recorded_in"] for r in a3fast.read_records(out.getvalue())
+                 if r["kind"] == "task.bound" and r["content"]["scheduling"].get("resumed")]
+        assert cited == [{"kind": "task.bound", "seq": 4}] * 2
+
+
 def test_any_other_record_goes_between_placements_with_the_next_seq(placed):
     _, placements = placed
     out = io.BytesIO()

@@ -161,7 +161,8 @@ class Placement:
     resumed: bool
     #: for a resumed placement, the seq of the task.bound that holds its full explanation
     recorded_in: int | None
-    #: the seq of this placement's record, when a trace writer has told it
+    #: the seq of this placement's task.bound or task.rejected in the trace a `TraceWriter` last
+    #: wrote it to (None until one has): what `Fleet.resume` cites when given no seq
     seq: int | None
     #: at most this many names per predicate in a rejection's reason (None: all, as §6 asks)
     reason_limit: int | None
