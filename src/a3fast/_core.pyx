@@ -444,6 +444,7 @@ ctypedef struct BatchTask:
     # one task of Index.place_batch: the explain and score arguments, checked and copied, and
     # where the results go (fields of the task's Explanation and Scores, which the batch holds)
     uint64_t* words          # the Explanation's sets (failed..., then eligible)
+    Py_ssize_t nw            # words per set: the Explanation's own (one given may predate agents)
     Py_ssize_t n_failed
     Py_ssize_t* n_eligible
     bint no_candidates
@@ -1620,25 +1621,41 @@ cdef class Index:
     def put_many(self, aids, names, rows, costs) -> None:
         """`put` for many new agents at once (ids consecutive from the next free id)."""
         cdef Py_ssize_t first, j, n = len(aids), r
+        cdef double cost
         if n == 0:
             return
         first = aids[0]
         if first != self.n_ids or list(aids) != list(range(first, first + n)):
             raise ValueError("put_many takes consecutive new ids")
+        # every argument read once, into values no caller's code can change, and checked: a row
+        # list or cost read again after its check (its items' conversions, a list a caller's
+        # object changed meanwhile) could name a row that does not exist
+        names, rows, costs = list(names), list(rows), list(costs)
         if not (len(names) == len(rows) == len(costs) == n):
             raise ValueError("put_many takes one name, row list and cost per id")
-        for agent_rows in rows:
-            for r in agent_rows:
-                self.row_at(r)
+        cdef list checked_rows = [], checked_costs = []
+        for j in range(n):
+            these = []
+            for r in rows[j]:
+                these.append(r)
+            checked_rows.append(these)
+            cost = costs[j]
+            checked_costs.append(cost)
         for name in names:
             if not isinstance(name, str):
                 raise TypeError(f"agent names must be str, not {type(name).__name__}")
+        # no caller's code runs from here on: the checks hold for what is used
+        if first != self.n_ids:
+            raise ValueError("put_many takes consecutive new ids")
+        for these in checked_rows:
+            for r in these:
+                self.row_at(r)
         for j in range(n):
-            check_cost(costs[j], first + j)
+            check_cost(checked_costs[j], first + j)
         for j in range(n):
-            self.join(first + j, names[j], costs[j])
+            self.join(first + j, names[j], checked_costs[j])
         for j in range(n):
-            for r in rows[j]:
+            for r in checked_rows[j]:
                 self.row_insert(&self.rows[r], first + j)
             self.set_live(first + j)
 
@@ -1651,18 +1668,25 @@ cdef class Index:
             raise ValueError("put_flat takes one cost and one offset per name, and a last offset")
         if n == 0:
             return
-        if offsets[0] < 0 or offsets[n] > rows.shape[0]:
-            raise ValueError("put_flat: offsets outside the rows")
-        for j in range(n):
-            if offsets[j + 1] < offsets[j]:
-                raise ValueError("put_flat: offsets must not decrease")
-        for k in range(offsets[0], offsets[n]):
-            self.row_at(rows[k])
+        names = list(names)
+        if len(names) != n:
+            raise ValueError("put_flat takes one cost and one offset per name, and a last offset")
         for name in names:
             if not isinstance(name, str):
                 raise TypeError(f"agent names must be str, not {type(name).__name__}")
+        # checked after the last of a caller's code (its names' sequence), which could change the
+        # arrays it lent: the offsets and rows as they are used
+        for j in range(n):
+            if offsets[j + 1] < offsets[j]:
+                raise ValueError("put_flat: offsets must not decrease")
+        if offsets[0] < 0 or offsets[n] > rows.shape[0]:
+            raise ValueError("put_flat: offsets outside the rows")
+        for k in range(offsets[0], offsets[n]):
+            self.row_at(rows[k])
         for j in range(n):
             check_cost(costs[j], first + j)
+        if first != self.n_ids:
+            raise ValueError("put_flat: the index changed while its arguments were read")
         for j in range(n):
             self.join(first + j, names[j], costs[j])
         self.insert_by_row(first, rows, offsets, n)
@@ -2264,7 +2288,7 @@ cdef class Index:
             if ids == NULL or columns == NULL:
                 return True
             job.score_n[0] = m
-            job.score_best[0] = self.score_words(job.words + job.n_failed * nw, nw, job.evals, job.n_eval,
+            job.score_best[0] = self.score_words(job.words + job.n_failed * job.nw, job.nw, job.evals, job.n_eval,
                                                  job.session, job.outcomes, w_a, w_s, w_c, w_e, ids,
                                                  columns, columns + m, columns + 2 * m, columns + 3 * m,
                                                  columns + 4 * m)
@@ -2903,7 +2927,11 @@ cdef class Wave:
         else:
             e = given
             index.own(e.index, "Explanation")
-        job.words, job.n_failed, job.n_eligible = e.words, e.n_failed, &e.n_eligible
+            # one made before agents joined has fewer words, read as they are (its agents are all
+            # below them); one with more than the index has words no agent id reaches
+            if e.n_words > nw:
+                raise ValueError(f"an Explanation of {e.n_words} words per set, for an index of {nw}")
+        job.words, job.nw, job.n_failed, job.n_eligible = e.words, e.n_words, e.n_failed, &e.n_eligible
         job.no_candidates = e.n_candidates == 0
         n_eval = len(eval_rows)
         at = self.grow_evals(n_eval)

@@ -44,3 +44,47 @@ def test_namespace_of_generation_and_close_answer_alike_on_both_fleets(ray, tmp_
     assert answers(many) == expected
     many.close()
     assert many.shards == 0                          # the actors are ended
+
+
+#: Calls given a value that is no agent's name, or an outcome that is no truth value: a change is
+#: refused naming its argument (it raised Python's "unhashable type", or was read as a name that is
+#: not held), a query answers as for an agent the fleet does not hold.
+WRONG_CALLS = [
+    ("get", ([],)), ("get", (1,)), ("namespace_of", ([],)), ("outcomes", ([], "k")),
+    ("holds_session", ({}, "s")), ("holds_session", ("c", [])),
+    ("remove", ([],)), ("remove", (1,)), ("hold_session", ([], "s")), ("release_session", ([], "s")),
+    ("release_session", ("c", [])), ("record_outcome", ([], "k", True)), ("record_outcomes", ((), "k", 1, 1)),
+    ("record_outcome", ("c", "k", "false")),
+]
+
+
+def wrong_answers(fleet: FleetProtocol) -> list:
+    fleet.extend([agent("c", "support")])
+    before = fleet.generation
+    seen = []
+    for method, args in WRONG_CALLS:
+        try:
+            seen.append(("answer", getattr(fleet, method)(*args)))
+        except Exception as exc:
+            seen.append((type(exc).__name__, str(exc)))
+    seen.append(("unchanged", fleet.generation == before, fleet.outcomes("c", "k"), fleet.names()))
+    return seen
+
+
+def test_values_that_are_no_names_are_answered_alike_on_both_fleets(ray, tmp_path):
+    from a3fast.distributed import ShardedFleet
+
+    expected = wrong_answers(Fleet())
+    assert expected[:6] == [("answer", None), ("answer", None), ("answer", None), ("answer", (0, 0)),
+                            ("answer", False), ("answer", False)]
+    assert expected[6] == ("TypeError", "name: expected an agent's name (a string), found array of 0")
+    assert expected[7] == ("TypeError", "name: expected an agent's name (a string), found 1")
+    assert expected[8:10] == [("TypeError", "agent: expected an agent's name (a string), found array of 0")] * 2
+    assert expected[10] == ("ValueError", "session: expected a string, found array of 0")
+    assert expected[13] == ("ValueError", "success: expected true or false, found string 'false'")
+    assert expected[-1] == ("unchanged", True, (0, 0), ["c"])
+    many = ShardedFleet(shards=2, state_dir=str(tmp_path / "state"))
+    try:
+        assert wrong_answers(many) == expected
+    finally:
+        many.close()

@@ -84,6 +84,55 @@ class Rows:
 b.append("a", "ns", Rows(), 0.0, b"{}")
 print("appended", len(b.rows_of(0)))
 """, "appended 500000"),
+    "put-many-rows-read-twice": ("""
+from a3fast._core import Index
+ix = Index(); r = ix.add_row()
+class Rows:
+    n = 0
+    def __iter__(self):
+        Rows.n += 1
+        return iter([r] if Rows.n == 1 else [50_000_000])
+ix.put_many([0], ["a"], [Rows()], [1.0])
+print("read", Rows.n, "time", ix.n_live if hasattr(ix, "n_live") else "")
+""", "read 1 time"),
+    "put-many-cost-changing-the-rows": ("""
+from a3fast._core import Index
+ix = Index(); r = ix.add_row()
+rows = [[r]]
+class Cost:
+    def __float__(self):
+        rows[0].append(50_000_000); return 1.0
+ix.put_many([0], ["a"], rows, [Cost()])
+print("put with the rows read before", rows)
+""", "put with the rows read before [[0, 50000000]]"),
+    "put-flat-rows-changed-by-its-names": ("""
+import numpy as np
+from a3fast._core import Index
+ix = Index(); r = ix.add_row()
+rows = np.array([r], dtype=np.int32)
+class Names(list):
+    def __iter__(self):
+        rows[0] = 200_000_000
+        return list.__iter__(self)
+try:
+    ix.put_flat(Names(["a"]), rows, np.array([0, 1], dtype=np.int64), np.array([1.0]))
+    print("put")
+except IndexError as exc:
+    print(exc)
+""", "row 200000000 does not exist"),
+    "wave-explanation-from-before-agents-joined": ("""
+from a3fast import Fleet
+from a3fast._core import NO_AGENT_REF
+f = Fleet(engine="native")
+def decl(i):
+    return {"v": "1.0", "agent": {"name": f"a{i}", "namespace": "ns"},
+            "capabilities": [{"name": "x.y", "version": 1}], "clearances": []}
+f.add(decl(0))
+old = f.explain({"capabilities": [{"name": "x.y", "version": 1}]})
+f.extend(decl(i) for i in range(1, 20000))
+e, s = f.index.place_batch([(old, [], NO_AGENT_REF, [], [], -1, -1)], (1.0, 1.0, 1.0, 1.0))[0]
+print("scored", list(s.ids), s.best)
+""", "scored [0] 0"),
 }
 
 

@@ -30,7 +30,8 @@ import orjson
 from ..files import write_atomic
 from ..errors import A3Error, FleetError, Problem, SchemaError, SnapshotError, describe
 from ..fleet import pipeline
-from ..fleet.core import check_outcome_counts, check_placing_arguments
+from ..fleet.core import check_outcome_counts, check_placing_arguments, truth
+from ..fleet.table import check_agent_name
 from ..fleet.bulk_load import collector_paused
 from ..fleet.domain import check_namespace, namespace_problem
 from ..fleet.placement import CustomScores, Placement, Route, resumed_agent
@@ -598,6 +599,7 @@ class ShardedFleet:
 
     def remove(self, name: str) -> Declaration:
         """Remove an agent by name; its held sessions go with it (Fleet.remove)."""
+        check_agent_name(name, "name")
         decl = self.get(name)
         if decl is None:
             raise FleetError(f"no agent named {name!r} in the fleet")
@@ -626,7 +628,7 @@ class ShardedFleet:
 
     def namespace_of(self, name: str) -> str | None:
         """The namespace of a live agent, from the coordinator (no shard is asked)."""
-        return self._namespace.get(name)
+        return self._namespace.get(name) if isinstance(name, str) else None
 
     def declarations_json(self) -> dict[str, bytes]:
         """Every live agent's declaration as JSON, by name: one call per shard, all at once."""
@@ -636,12 +638,13 @@ class ShardedFleet:
         return out
 
     def _declaration_json(self, name: str) -> bytes | None:
-        if name not in self._namespace:
+        if not isinstance(name, str) or name not in self._namespace:
             return None
         return self._call(self._owner(name), "declaration_json", name)
 
     # -- history the scorer reads -----------------------------------------------------------------
-    def _live(self, name: str) -> int:
+    def _live(self, name: str, what: str = "agent") -> int:
+        check_agent_name(name, what)
         if name not in self._namespace:
             raise FleetError(f"no agent named {name!r} in the fleet")
         return self._owner(name)
@@ -651,7 +654,7 @@ class ShardedFleet:
         shard = self._live(agent)
         if not isinstance(kind, str):
             kind = task_kind(parse_requirements(kind))
-        self._change(shard, "record_outcome", agent, kind, bool(success))
+        self._change(shard, "record_outcome", agent, kind, truth(success, "success"))
         self._kinds_seen = True
         self.generation += 1
 
@@ -665,7 +668,7 @@ class ShardedFleet:
         self.generation += 1
 
     def outcomes(self, agent: str, kind: str) -> tuple[int, int]:
-        if agent not in self._ids:
+        if not isinstance(agent, str) or agent not in self._ids:
             return (0, 0)
         successes, attempts = self._call(self._owner(agent), "outcomes", agent, kind)
         return (successes, attempts)
@@ -676,11 +679,13 @@ class ShardedFleet:
         self.generation += 1
 
     def release_session(self, agent: str, session: str) -> None:
-        self._change(self._live(agent), "release_session", agent, session)
+        shard = self._live(agent)
+        check_text_argument(session, "session")
+        self._change(shard, "release_session", agent, session)
         self.generation += 1
 
     def holds_session(self, agent: str, session: str) -> bool:
-        if agent not in self._namespace:
+        if not isinstance(agent, str) or agent not in self._namespace:
             return False
         return self._call(self._owner(agent), "holds_session", agent, session)
 

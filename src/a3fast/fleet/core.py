@@ -98,7 +98,7 @@ def _finite_weights(weights: Any) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _truth(value: Any, name: str) -> bool:
+def truth(value: Any, name: str) -> bool:
     """`value` as a bool: True, False, numpy's bools, and the integers 1 and 0 (a column of outcomes
     from an array); ValueError for anything else, which `bool()` would read as true ("false", NaN)."""
     if type(value) is bool:
@@ -212,7 +212,7 @@ class Fleet:
     def remove(self, name: str) -> Declaration:
         """Remove an agent by name; its held sessions go with it. FleetError if it is not here."""
         table, rows = self._table, self._rows
-        aid = table.live_id(name)
+        aid = table.live_id(name, "name")
         decl = table.declaration(aid)
         self._index.drop(aid, rows.rows_of(aid) + tuple(rows.held_sessions.pop(aid, ())))
         table.entries[aid] = None
@@ -338,7 +338,7 @@ class Fleet:
         aid = self._table.live_id(agent)
         if not isinstance(kind, str):
             kind = task_kind(parse_requirements(kind))
-        success = _truth(success, "success")
+        success = truth(success, "success")
         self._check_outcomes(agent, aid, kind, int(success), 1)
         self._index.record_outcome(self._rows.kind(kind), aid, success)
         self.generation += 1
@@ -368,7 +368,7 @@ class Fleet:
         as `record_outcome` takes them)."""
         if not isinstance(kind, str):
             kind = task_kind(parse_requirements(kind))
-        aid = self._table.ids.get(agent)
+        aid = self._table.ids.get(agent) if isinstance(agent, str) else None
         kid = self._rows.kinds.get(kind, -1)
         return self._index.outcome(kid, aid) if aid is not None and kid >= 0 else (0, 0)
 
@@ -380,12 +380,15 @@ class Fleet:
 
     @_locked
     def release_session(self, agent: str, session: str) -> None:
-        if self._rows.release(self._table.live_id(agent), session):
+        """The agent no longer holds the session (nothing changes if it did not hold it)."""
+        aid = self._table.live_id(agent)
+        check_text_argument(session, "session")
+        if self._rows.release(aid, session):
             self.generation += 1
 
     def holds_session(self, agent: str, session: str) -> bool:
-        aid = self._table.ids.get(agent)
-        row = self._rows.session_rows.get(session)
+        aid = self._table.ids.get(agent) if isinstance(agent, str) else None
+        row = self._rows.session_rows.get(session) if isinstance(session, str) else None
         return aid is not None and row is not None and row in self._rows.held_sessions.get(aid, ())
 
     # -- placing (a3fast.fleet.pipeline) ------------------------
@@ -418,7 +421,7 @@ class Fleet:
         if route is not None or scorer is not None:
             check_placing_arguments(route, scorer)
         if type(remember_session) is not bool:
-            remember_session = _truth(remember_session, "remember_session")
+            remember_session = truth(remember_session, "remember_session")
         with self._lock:
             stages, start = self._stages, self.generation
             placement, after = stages.place_one(stages, requirements, session, start, route, reason_limit, kind,
@@ -494,7 +497,7 @@ class Fleet:
             check_text_argument(kind, "kind")
         if scorer is not None:
             check_placing_arguments(None, scorer)
-        remember_session = _truth(remember_session, "remember_session")
+        remember_session = truth(remember_session, "remember_session")
         if workers is not None and (type(workers) is not int or workers < 1):
             raise ValueError(f"workers: expected None (one per core) or a positive integer, found {describe(workers)}")
         with self._lock:

@@ -16,10 +16,10 @@ import zstandard
 
 from ..declaration_codec import DeclarationCodec, is_packed
 from ..engines import NATIVE_AVAILABLE, engine_module
-from ..errors import FleetError, SchemaError, SnapshotError
+from ..errors import FleetError, SchemaError, SnapshotError, describe
 from ..schema import Declaration, parse_declaration
 
-__all__ = ["AgentTable", "IN_SNAPSHOT"]
+__all__ = ["AgentTable", "IN_SNAPSHOT", "check_agent_name"]
 
 #: Marks an agent whose declaration is still in the bytes of the snapshot it was loaded from.
 IN_SNAPSHOT = b""
@@ -27,6 +27,14 @@ IN_SNAPSHOT = b""
 MAX_DECLARATION_BYTES = 64 << 20
 #: Names to live ids in one call (the compiled loop where there is one: both give the same ids).
 _live_ids_of = engine_module("native" if NATIVE_AVAILABLE else "pure").live_ids_of
+
+
+def check_agent_name(name: object, what: str) -> None:
+    """TypeError naming `what`, the caller's argument, unless `name` is a string: what every fleet
+    says of a value given where a change names an agent (a query answers for it as for an agent it
+    does not hold)."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what}: expected an agent's name (a string), found {describe(name)}")
 
 
 class AgentTable:
@@ -66,8 +74,10 @@ class AgentTable:
     def is_live(self, aid: int | None) -> bool:
         return aid is not None and self.entries[aid] is not None
 
-    def live_id(self, name: str) -> int:
-        """The id of a live agent; FleetError naming it if there is none."""
+    def live_id(self, name: str, what: str = "agent") -> int:
+        """The id of a live agent; FleetError naming it if there is none, TypeError naming `what`
+        (the caller's argument) for a value that is no name (`check_agent_name`)."""
+        check_agent_name(name, what)
         aid = self.ids.get(name)
         if aid is None or self.entries[aid] is None:
             raise FleetError(f"no agent named {name!r} in the fleet")
@@ -159,7 +169,8 @@ class AgentTable:
         return decl
 
     def get(self, name: str) -> Declaration | None:
-        aid = self.ids.get(name)
+        """The live agent's declaration; None for any other name, or a value that is no name."""
+        aid = self.ids.get(name) if isinstance(name, str) else None
         return self.declaration(aid) if aid is not None and self.entries[aid] is not None else None
 
     def declarations(self) -> Iterator[Declaration]:
