@@ -197,9 +197,15 @@ def test_the_scheduler_config_map_holds_deploy_kube_scheduler_config():
 def test_the_option_replaces_the_default_profile_and_changes_nothing_else():
     second = yaml.safe_load((DEPLOY / "kube-scheduler-config.yaml").read_text())
     option = yaml.safe_load((DEPLOY / "options" / "replace-default-profile.yaml").read_text())
-    assert second["profiles"] == [{"schedulerName": "a3fast"}] and "leaderElection" in second
+    # the A3 pods' profile offers a3fast every feasible node: kube-scheduler otherwise asks its
+    # extenders about a sample, which in a large cluster may hold no agent that matches
+    assert second["profiles"] == [{"schedulerName": "a3fast", "percentageOfNodesToScore": 100}]
+    assert "leaderElection" in second
     assert option["profiles"] == [{"schedulerName": "default-scheduler"}] and "leaderElection" not in option
     assert option["extenders"] == second["extenders"]
+    # given --config, kube-scheduler ignores --kubeconfig: the file names kubeadm's own
+    assert option["clientConnection"] == {"kubeconfig": "/etc/kubernetes/scheduler.conf"}
+    assert "clientConnection" not in second       # a pod of its own: the in-cluster service account
 
 
 # -- the pieces fit together -------------------------------------------------------------------------

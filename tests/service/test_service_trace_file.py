@@ -237,3 +237,27 @@ def test_placements_answered_503_never_reach_the_trace_at_the_stop(tmp_path):
     assert sum(1 for r in records if r["kind"] in ("task.bound", "task.rejected")) == acknowledged
     seqs = [r["seq"] for r in records]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+
+
+def test_an_earlier_trace_is_kept_aside_not_emptied_when_the_service_starts_again(tmp_path):
+    # without a state directory a start writes a trace of its own from seq 1; the earlier one was
+    # emptied, so a restarted container (the Kubernetes Deployment's trace is named by its pod,
+    # which a restart keeps) lost every placement it had recorded
+    trace = tmp_path / "trace.jsonl"
+    (tmp_path / "trace.1.jsonl").write_bytes(b"someone else's\n")      # never replaced
+    request = json.dumps({"id": 1, "op": "place", "requirements": json.loads((EXAMPLES / "req.json").read_bytes())})
+    runs = []
+    for _ in range(3):
+        done = _serve("--fleet", str(EXAMPLES / "fleet.jsonl"), "--trace", str(trace), input=request.encode() + b"\n")
+        assert done.returncode == 0, done.stderr
+        runs.append((trace.read_bytes(), done.stderr.decode()))
+    assert "held an earlier trace" not in runs[0][1]
+    assert f"a3fast: {trace} held an earlier trace: kept as {tmp_path}/trace.2.jsonl" in runs[1][1]
+    assert f"a3fast: {trace} held an earlier trace: kept as {tmp_path}/trace.3.jsonl" in runs[2][1]
+    assert (tmp_path / "trace.1.jsonl").read_bytes() == b"someone else's\n"
+    assert (tmp_path / "trace.2.jsonl").read_bytes() == runs[0][0]
+    assert (tmp_path / "trace.3.jsonl").read_bytes() == runs[1][0]
+    for kept in (trace, tmp_path / "trace.2.jsonl", tmp_path / "trace.3.jsonl"):
+        assert json.loads(kept.read_bytes().splitlines()[0])["seq"] == 1
+        verified = subprocess.run([sys.executable, "-m", "a3fast", "verify", str(kept)], capture_output=True, timeout=60)
+        assert verified.returncode == 0, verified.stdout

@@ -270,8 +270,14 @@ class ServiceState:
                              f"{min(trace_bytes, TRACE_CHECK_BYTES)} of them are damaged; restore "
                              f"it from a copy")
         if self.directory is None:
-            # no journal: the trace file is the service's own and starts afresh
-            os.ftruncate(fd, 0)
+            # no journal: the trace file is the service's own and starts afresh (its seqs start
+            # again at 1, so it cannot go on from an earlier one); an earlier trace is kept beside
+            # it, never emptied: a restarted container, or a second start by hand, would lose it
+            if size > 0:
+                os.close(fd)
+                kept = keep_aside(self.trace_path)
+                self.log(f"{self.trace_path} held an earlier trace: kept as {kept}")
+                fd = os.open(self.trace_path, os.O_RDWR | os.O_CREAT, 0o644)
         else:
             try:
                 last = _last_seq(fd, trace_bytes)
@@ -838,6 +844,29 @@ def _last_seq(fd: int, length: int) -> int | None:
     if head is None:
         raise ValueError("the trace the checkpoint covers does not end with a record")
     return int(head.group(1))
+
+
+def keep_aside(path: Path) -> Path:
+    """Move the file at `path` to `STEM.N.SUFFIX` beside it (`trace.jsonl` to `trace.1.jsonl`: what
+    takes `*.jsonl` takes it too), N the first number from 1 that names no file yet, and return
+    where it went. A link then an unlink, so that no file already there is replaced (a filesystem
+    without links: a rename once the name is seen free)."""
+    for n in range(1, 1_000_000):
+        kept = path.with_name(f"{path.stem}.{n}{path.suffix}")
+        try:
+            os.link(path, kept)
+        except FileExistsError:
+            continue
+        except OSError:
+            if os.path.lexists(kept):
+                continue
+            os.rename(path, kept)
+        else:
+            os.unlink(path)
+        fsync_directory(path.parent)
+        return kept
+    raise StateError(f"{path}: an earlier trace is in the way and {path.stem}.1{path.suffix} to "
+                     f"{path.stem}.999999{path.suffix} are taken; move them elsewhere")
 
 
 def _crc_tail(fd: int, length: int) -> int:
