@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -227,8 +229,9 @@ def run_command(command: str | list[str], timeout: float = 30.0) -> Callable[[Ve
 
     ValueError for a command that names no program or does not parse as a shell would parse it,
     and for a timeout that is not a positive number of seconds up to MAX_TIMEOUT_S. The runner raises
-    CommandNotStarted when the command cannot be started; a verifier that times out, exits
-    non-zero or prints no result fails that vector."""
+    CommandNotStarted when the command cannot be started; a verifier that runs out its time,
+    prints more than MAX_OUTPUT_BYTES, is ended by a signal or exits with another status than
+    `a3fast verify`'s (VERIFY_EXIT_CODES), or prints no result fails that vector."""
     argv = verifier_argv(command)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT_S:
         raise ValueError(f"timeout: expected a positive number of seconds up to {MAX_TIMEOUT_S:g}, "
@@ -236,21 +239,106 @@ def run_command(command: str | list[str], timeout: float = 30.0) -> Callable[[Ve
 
     def run(vector: Vector) -> Outcome:
         try:
-            done = subprocess.run(argv, input=trace_bytes(vector.trace), capture_output=True,
-                                  timeout=timeout, check=False)
-        except subprocess.TimeoutExpired as exc:
-            return Outcome(vector, False, problem=f"the verifier could not be run: {exc}")
+            done = _run_bounded(argv, trace_bytes(vector.trace), timeout)
         except OSError as exc:
             raise CommandNotStarted(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
+        stderr = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        tail = f" (stderr: {stderr[-1][:200]})" if stderr else ""
+        if done.timed_out:
+            return Outcome(vector, False, problem=f"the verifier ran past the timeout of {timeout:g} s{tail}")
+        if done.too_long:
+            return Outcome(vector, False, problem=f"the verifier printed more than {MAX_OUTPUT_BYTES} bytes{tail}")
+        if done.returncode not in VERIFY_EXIT_CODES:
+            # a verifier that crashed (a signal) or exited as `a3fast verify` never does: what it
+            # printed before is no result to trust
+            ended = (f"was ended by signal {-done.returncode}" if done.returncode < 0
+                     else f"exited {done.returncode}")
+            return Outcome(vector, False, problem=f"the verifier {ended}, not 0, 1 or 2{tail}")
         result = _read_result(done.stdout)
         if isinstance(result, str):
-            stderr = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            tail = f" (stderr: {stderr[-1][:200]})" if stderr else ""
             return Outcome(vector, False, problem=f"{result}; exit {done.returncode}{tail}")
         valid, errors = result
         return _outcome(vector, valid, errors, [])
 
     return run
+
+
+#: The exits of `a3fast verify` (0 valid, 1 invalid, 2 unreadable input, each with its result
+#: printed): a verifier command's result counts only beside one of them.
+VERIFY_EXIT_CODES = (0, 1, 2)
+#: A verifier's standard output read for one vector, at most: a result is a line of a few KB; one
+#: that prints without end fails its vector instead of filling memory.
+MAX_OUTPUT_BYTES = 16 << 20
+#: The end of a verifier's standard error kept, to quote its last line.
+STDERR_TAIL_BYTES = 4096
+
+
+@dataclass
+class _Ran:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+    too_long: bool = False
+
+
+def _run_bounded(argv: list[str], data: bytes, timeout: float) -> _Ran:
+    """`argv` run with `data` on standard input, in a session of its own: its output read up to
+    MAX_OUTPUT_BYTES (the end of its standard error), and, once it ends, is killed, or runs out its
+    time, every process it started is killed with it (one left behind would hold the output pipes
+    open, or run on after the vector failed). OSError when it cannot be started."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    out = bytearray()
+    err = bytearray()
+    too_long = threading.Event()
+
+    def feed() -> None:
+        try:
+            proc.stdin.write(data)       # type: ignore[union-attr]
+        except OSError:                  # it stopped reading: what it prints says the rest
+            pass
+        finally:
+            try:
+                proc.stdin.close()       # type: ignore[union-attr]
+            except OSError:
+                pass
+
+    def read_out() -> None:
+        while chunk := proc.stdout.read1(1 << 16):     # type: ignore[union-attr]
+            if len(out) + len(chunk) > MAX_OUTPUT_BYTES:
+                too_long.set()
+                _kill_group(proc)
+                return
+            out.extend(chunk)
+
+    def read_err() -> None:
+        while chunk := proc.stderr.read1(1 << 16):     # type: ignore[union-attr]
+            err.extend(chunk)
+            del err[:-STDERR_TAIL_BYTES]
+
+    threads = [threading.Thread(target=t, daemon=True) for t in (feed, read_out, read_err)]
+    for thread in threads:
+        thread.start()
+    timed_out = False
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    _kill_group(proc)          # what it left running, or itself past its time
+    proc.wait()
+    for thread in threads:
+        thread.join()
+    for pipe in (proc.stdout, proc.stderr):
+        pipe.close()           # type: ignore[union-attr]
+    return _Ran(proc.returncode, bytes(out), bytes(err), timed_out and not too_long.is_set(), too_long.is_set())
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass                   # the group is gone
 
 
 def _read_result(stdout: bytes) -> tuple[bool, list[tuple[str, int | None]]] | str:

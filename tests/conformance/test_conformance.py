@@ -62,3 +62,64 @@ def test_a3fast_reports_its_own_findings_for_a_vector():
     outcome = run_a3fast(VECTOR)
     assert outcome.valid is True and not outcome.passed
     assert outcome.explain() == "valid: expected false, got true; missing E_CAPABILITY_UNMET@3"
+
+
+PASSING = '{"valid": false, "errors": [{"code": "E_CAPABILITY_UNMET", "seq": 3}]}'
+
+
+def shell_verifier(tmp_path, body: str) -> str:
+    """A verifier script in a folder whose name holds a space and shell characters."""
+    folder = tmp_path / "a verifier's; $(folder)"
+    folder.mkdir(exist_ok=True)
+    script = folder / "verify.sh"
+    script.write_text("#!/bin/sh\ncat >/dev/null\n" + body)
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.parametrize("ending, said", [
+    ("kill -SEGV $$\n", "the verifier was ended by signal 11, not 0, 1 or 2"),
+    ("exit 3\n", "the verifier exited 3, not 0, 1 or 2"),
+])
+def test_a_result_a_verifier_did_not_end_well_after_fails_its_vector(tmp_path, ending, said):
+    # the result was read whatever became of the verifier: one that crashed after printing passed
+    script = shell_verifier(tmp_path, f"echo '{PASSING}'\n{ending}")
+    outcome = run_command([script])(VECTOR)
+    assert not outcome.passed and said in outcome.explain()
+    for status in (0, 1, 2):           # `a3fast verify`'s own exits keep their result
+        script = shell_verifier(tmp_path, f"echo '{PASSING}'\nexit {status}\n")
+        assert run_command([script])(VECTOR).passed
+
+
+def test_a_verifier_that_prints_without_end_fails_its_vector_in_bounded_memory(tmp_path):
+    import resource
+
+    script = shell_verifier(tmp_path, "yes 0123456789abcdef\n")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    outcome = run_command([script], timeout=60)(VECTOR)
+    assert not outcome.passed and f"printed more than {16 << 20} bytes" in outcome.explain()
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000       # KiB
+
+
+def test_a_verifier_past_its_time_is_ended_with_what_it_started(tmp_path):
+    import os
+    import time
+
+    marker = tmp_path / "child.pid"
+    script = shell_verifier(tmp_path, f"sleep 300 &\necho $! > '{marker}'\nwait\n")
+    started = time.monotonic()
+    outcome = run_command([script], timeout=1)(VECTOR)
+    assert not outcome.passed and "ran past the timeout of 1 s" in outcome.explain()
+    assert time.monotonic() - started < 30
+    child = int(marker.read_text())
+    for _ in range(100):               # SIGKILL is delivered at once; the reaping may lag a little
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        with open(f"/proc/{child}/stat") as stat:      # a zombie waiting for init is gone too
+            if stat.read().split(") ")[-1].startswith("Z"):
+                break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the verifier's child {child} runs on")
