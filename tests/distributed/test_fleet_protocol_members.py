@@ -55,6 +55,8 @@ WRONG_CALLS = [
     ("remove", ([],)), ("remove", (1,)), ("hold_session", ([], "s")), ("release_session", ([], "s")),
     ("release_session", ("c", [])), ("record_outcome", ([], "k", True)), ("record_outcomes", ((), "k", 1, 1)),
     ("record_outcome", ("c", "k", "false")),
+    ("place", ({"session": "s"}, None, None), {"remember_session": "no"}),
+    ("place_many", ([{"session": "s"}],), {"remember_session": "no"}),
 ]
 
 
@@ -62,12 +64,13 @@ def wrong_answers(fleet: FleetProtocol) -> list:
     fleet.extend([agent("c", "support")])
     before = fleet.generation
     seen = []
-    for method, args in WRONG_CALLS:
+    for method, args, *keywords in WRONG_CALLS:
         try:
-            seen.append(("answer", getattr(fleet, method)(*args)))
+            seen.append(("answer", getattr(fleet, method)(*args, **(keywords[0] if keywords else {}))))
         except Exception as exc:
             seen.append((type(exc).__name__, str(exc)))
-    seen.append(("unchanged", fleet.generation == before, fleet.outcomes("c", "k"), fleet.names()))
+    seen.append(("unchanged", fleet.generation == before, fleet.outcomes("c", "k"), fleet.names(),
+                 fleet.holds_session("c", "s")))
     return seen
 
 
@@ -82,7 +85,8 @@ def test_values_that_are_no_names_are_answered_alike_on_both_fleets(ray, tmp_pat
     assert expected[8:10] == [("TypeError", "agent: expected an agent's name (a string), found array of 0")] * 2
     assert expected[10] == ("ValueError", "session: expected a string, found array of 0")
     assert expected[13] == ("ValueError", "success: expected true or false, found string 'false'")
-    assert expected[-1] == ("unchanged", True, (0, 0), ["c"])
+    assert expected[14:16] == [("ValueError", "remember_session: expected true or false, found string 'no'")] * 2
+    assert expected[-1] == ("unchanged", True, (0, 0), ["c"], False)
     many = ShardedFleet(shards=2, state_dir=str(tmp_path / "state"))
     try:
         assert wrong_answers(many) == expected

@@ -713,6 +713,7 @@ class ShardedFleet:
             check_text_argument(session, "session")
         if route is not None:
             check_placing_arguments(route, None)
+        remember_session = truth(remember_session, "remember_session")
         stages = _ShardedStages(self, scorer, candidates=candidates)
         placements, _ = pipeline.drive(stages, (requirements,), (session,), self.generation, route, reason_limit,
                                        remember_session=remember_session, workers=1)
@@ -732,6 +733,7 @@ class ShardedFleet:
         `generation` is numbered as if the batch ran in order. Each shard answers a wave in columns
         (`FleetShard.score_wave`, a WaveAnswer); the coordinator merges them task by task."""
         pipeline.check_sessions(sessions)
+        remember_session = truth(remember_session, "remember_session")
         stages = _ShardedStages(self, scorer, batch=True)
         try:
             placements, _ = pipeline.drive(stages, list(requirements_list), sessions, self.generation,
