@@ -65,3 +65,19 @@ def test_verify_ray_refuses_standard_input(ray):
     result = run("verify", "--ray", "-")
     assert result.exit_code == 2
     assert "standard input ('-') cannot be sent to Ray tasks" in result.stderr
+
+
+def test_verify_ray_prints_a_file_of_another_kind_in_its_place(ray, archive, tmp_path):
+    # it was printed before every trace sent to Ray, not where it was named
+    import orjson
+    from a3fast.workload import generate_fleet
+
+    declarations = tmp_path / "fleet.jsonl"
+    declarations.write_bytes(b"".join(orjson.dumps(d) + b"\n" for d in generate_fleet(3, seed=1)))
+    paths = [archive[0], str(declarations), archive[1]]
+    for form in ([], ["--json"]):
+        serial = run("verify", *form, *paths)
+        parallel = run("verify", *form, "--ray", *paths)
+        assert serial.exit_code == parallel.exit_code == 2
+        assert parallel.stdout == serial.stdout and parallel.stderr == serial.stderr
+    assert run("verify", "--ray", str(declarations)).stderr == run("verify", str(declarations)).stderr

@@ -91,26 +91,27 @@ def _results(paths: tuple[str, ...], ray_address: str | None
             except OSError as exc:
                 yield path, exc.strerror or str(exc)
         return
-    sent = []
-    for path in paths:
-        if path == "-":
-            sent.append(path)  # refused below: standard input cannot go to Ray
-            continue
-        try:
-            require_kind(path, "trace")
-            sent.append(path)
-        except InputError as exc:
-            if not os.path.isfile(path):
-                sent.append(path)  # the Ray run says why it cannot be read
-            else:
-                yield path, exc
-    paths = tuple(sent)
     if "-" in paths:
         raise click.UsageError("--ray verifies files; standard input ('-') cannot be sent to Ray tasks")
+    # each path in its place: a file of another kind is refused here, the rest go to Ray, and the
+    # results come back in the order of the paths sent
+    refused: list[InputError | None] = []
+    for path in paths:
+        try:
+            require_kind(path, "trace")
+            refused.append(None)
+        except InputError as exc:
+            # a file that cannot be read goes too: the Ray run says why, as the serial one does
+            refused.append(exc if os.path.isfile(path) else None)
+    sent = tuple(path for path, exc in zip(paths, refused) if exc is None)
     try:
         from ..distributed import verify_archive
-        results = verify_archive(paths, None if ray_address == "local" else ray_address)
-        for result in results:
+        results = iter(verify_archive(sent, None if ray_address == "local" else ray_address) if sent else ())
+        for path, exc in zip(paths, refused):
+            if exc is not None:
+                yield path, exc
+                continue
+            result = next(results)
             yield result.path, (result.unreadable or (result.findings, result.records))
     except ImportError as exc:
         say(f"a3fast: --ray: {exc}")
