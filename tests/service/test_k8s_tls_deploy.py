@@ -191,3 +191,64 @@ def test_each_bad_tls_file_is_named_and_an_encrypted_key_never_prompts(pki, tmp_
         assert r.returncode == 2, args
         assert r.stderr.decode().startswith(f"a3fast: {message}"), r.stderr
         assert b"pass phrase:" not in r.stderr and b"Traceback" not in r.stderr
+
+
+def _served_certificate(url: str) -> bytes:
+    host, port = url.removeprefix("https://").split(":")
+    return ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate((host, int(port))))
+
+
+def _der(pem_file: str) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(open(pem_file).read())
+
+
+def _renewed(path, text: bytes) -> None:
+    """A file replaced as a Secret's update replaces it: a new file moved over the old name."""
+    fresh = path.with_name(path.name + ".new")
+    fresh.write_bytes(text)
+    fresh.replace(path)
+
+
+def test_renewed_certificate_files_are_served_without_a_restart(tmp_path):
+    # cert-manager renews the files in place; the server kept the certificate it started with and
+    # would have served it past its end
+    ca_key = new_key()
+    ca = certificate("renewing CA", ca_key, name("renewing CA"), ca_key, ca=True)
+    made = tmp_path / "made"
+    made.mkdir()
+    first, second = ({"server": write_pem(made, f"server{i}", certificate("127.0.0.1", k, ca.subject, ca_key,
+                                                                         server=True), k)}
+                     for i, k in enumerate((new_key(), new_key())))
+    client_key = new_key()
+    client = write_pem(made, "client", certificate("kube-scheduler", client_key, ca.subject, ca_key), client_key)
+    ca_file = write_pem(made, "ca", ca)[0]
+    mounted = {n: tmp_path / n for n in ("tls.crt", "tls.key", "ca.crt")}
+    mounted["tls.crt"].write_bytes(open(first["server"][0], "rb").read())
+    mounted["tls.key"].write_bytes(open(first["server"][1], "rb").read())
+    mounted["ca.crt"].write_bytes(open(ca_file, "rb").read())
+    s = Server("--tls-cert", str(mounted["tls.crt"]), "--tls-key", str(mounted["tls.key"]),
+               "--tls-client-ca", str(mounted["ca.crt"]), ready=False)
+    try:
+        assert _served_certificate(s.url) == _der(first["server"][0])
+        # half a renewal: the new certificate beside the old key loads no context; the old one serves
+        _renewed(mounted["tls.crt"], open(second["server"][0], "rb").read())
+        time.sleep(1.2)
+        assert _served_certificate(s.url) == _der(first["server"][0])
+        _renewed(mounted["tls.key"], open(second["server"][1], "rb").read())
+        time.sleep(1.2)
+        assert _served_certificate(s.url) == _der(second["server"][0])
+        # the extender routes still take the scheduler's certificate over the new context
+        context = ssl.create_default_context(cafile=ca_file)
+        context.load_cert_chain(*client)
+        extender = ExtenderClient(s.url + "/k8s", node_cache_capable=True, client=httpx.Client(verify=context))
+        passed, _, _ = extender.filter(pod(SECTION_10_TASK), AGENT_NODES)
+        assert passed == []                    # answered (no agent declared), not refused
+        r = httpx.Client(verify=ssl.create_default_context(cafile=ca_file)).post(
+            s.url + "/k8s/filter", content=orjson.dumps({"Pod": pod(), "NodeNames": ["x"]}))
+        assert r.status_code == 401            # and still refuse a connection without one
+    finally:
+        assert s.stop() == 0
+    stderr = s.stderr()
+    assert stderr.count("the changed certificate files do not load") == 1, stderr
+    assert stderr.count("the certificate files changed; new connections get them") == 1, stderr
+    assert "Traceback" not in stderr

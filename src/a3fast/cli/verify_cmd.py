@@ -103,13 +103,13 @@ def _results(paths: tuple[str, ...], ray_address: str | None
         except InputError as exc:
             # a file that cannot be read goes too: the Ray run says why, as the serial one does
             refused.append(exc if os.path.isfile(path) else None)
-    sent = tuple(path for path, exc in zip(paths, refused) if exc is None)
+    sent = tuple(path for path, refusal in zip(paths, refused) if refusal is None)
     try:
         from ..distributed import verify_archive
         results = iter(verify_archive(sent, None if ray_address == "local" else ray_address) if sent else ())
-        for path, exc in zip(paths, refused):
-            if exc is not None:
-                yield path, exc
+        for path, refusal in zip(paths, refused):
+            if refusal is not None:
+                yield path, refusal
                 continue
             result = next(results)
             yield result.path, (result.unreadable or (result.findings, result.records))

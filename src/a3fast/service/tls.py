@@ -9,13 +9,29 @@ is not in the ASGI scope uvicorn builds, so the HTTP protocol is wrapped to add 
 extension names it: scope["extensions"]["tls"]["client_cert_name"] (the subject, or None) and
 ["client_cert_error"] (None when a certificate was presented and verified). The app then accepts
 /k8s/* only on a verified certificate (a3fast.service.app, Guard).
+
+The files are read again when they change (`CertificateReloader`): cert-manager, or a Secret
+updated by hand, renews them in place, and a server that kept the certificate it started with would
+serve it past its end. At each TLS handshake, at most once a second, the files' status is compared
+with what was loaded; when it differs, a new context is made from them, and each handshake from then
+on is given it (`SSLObject.context`, set in the ClientHello callback, which OpenSSL calls whether or
+not the client sends a server name). Files caught half-written make no context: the one in use stays
+until they read whole.
 """
 from __future__ import annotations
 
+import logging
+import os
 import ssl
-from typing import Any
+import time
+from typing import Any, Callable
 
-__all__ = ["uvicorn_options", "verified_client"]
+__all__ = ["uvicorn_options", "verified_client", "CertificateReloader", "reload_certificates"]
+
+log = logging.getLogger("a3fast.serve.tls")
+
+#: The least time between two looks at the TLS files' status (a handshake costs far more).
+RELOAD_CHECK_S = 1.0
 
 NO_CERTIFICATE = "no client certificate presented"
 
@@ -79,3 +95,82 @@ def uvicorn_options(cert: str | None, key: str | None, client_ca: str | None) ->
     if client_ca is not None:
         options.update(ssl_ca_certs=client_ca, ssl_cert_reqs=ssl.CERT_OPTIONAL)
     return options
+
+
+class CertificateReloader:
+    """Hands each TLS handshake the context made from the files as they are now (see the module's
+    docstring): `make_context` makes one from `paths`; `install` sets it up on the listener's."""
+
+    def __init__(self, make_context: Callable[[], ssl.SSLContext], paths: list[str],
+                 clock: Callable[[], float] = time.monotonic):
+        self._make = make_context
+        self._paths = paths
+        self._clock = clock
+        self._loaded = self._status()
+        self._checked = clock()
+        #: the context made after the files changed (None: the listener's own still serves)
+        self.current: ssl.SSLContext | None = None
+        self._refused: str | None = None
+
+    def install(self, listener: ssl.SSLContext) -> None:
+        listener.sni_callback = self._hello
+
+    def _status(self) -> tuple:
+        """What tells that a file changed: its status, following links (a Secret's files are links
+        that its update moves), or why it cannot be read."""
+        status: list[Any] = []
+        for path in self._paths:
+            try:
+                st = os.stat(path)
+                status.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+            except OSError as exc:
+                status.append(exc.errno)
+        return tuple(status)
+
+    def _hello(self, ssl_object: Any, server_name: str | None, listener: ssl.SSLContext) -> None:
+        try:
+            now = self._clock()
+            if now - self._checked >= RELOAD_CHECK_S:
+                self._checked = now
+                self.check()
+            if self.current is not None:
+                ssl_object.context = self.current
+        except Exception:         # a handshake is never failed for this: the context in use serves
+            log.exception("a3fast: TLS: could not look at the certificate files")
+        return None
+
+    def check(self) -> bool:
+        """Make a new context if the files changed since the last one was made; whether one was."""
+        status = self._status()
+        if status == self._loaded:
+            return False
+        try:
+            fresh = self._make()
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            refused = f"{type(exc).__name__}: {exc}"
+            if refused != self._refused:    # said once, not at every handshake until they read whole
+                log.warning("a3fast: TLS: the changed certificate files do not load (%s); the certificate "
+                            "loaded before is still served", refused)
+                self._refused = refused
+            return False
+        self._loaded, self.current, self._refused = status, fresh, None
+        log.warning("a3fast: TLS: the certificate files changed; new connections get them")
+        return True
+
+
+def reload_certificates(config: Any, cert: str, key: str | None, client_ca: str | None) -> CertificateReloader:
+    """Load uvicorn's `config` (its listener context made from the files), and have every handshake
+    use the files as they are (`CertificateReloader`), each new context made as uvicorn makes it."""
+    from uvicorn.config import create_ssl_context
+
+    if not config.loaded:
+        config.load()
+
+    def make() -> ssl.SSLContext:
+        return create_ssl_context(certfile=cert, keyfile=key, password=config.ssl_keyfile_password,
+                                  ssl_version=config.ssl_version, cert_reqs=config.ssl_cert_reqs,
+                                  ca_certs=config.ssl_ca_certs, ciphers=config.ssl_ciphers)
+
+    reloader = CertificateReloader(make, [path for path in (cert, key, client_ca) if path is not None])
+    reloader.install(config.ssl)
+    return reloader
