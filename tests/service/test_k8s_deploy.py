@@ -6,11 +6,13 @@ no image build run here (docs/kubernetes.md says which steps these machines cann
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import socket
 import ssl
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -359,6 +361,74 @@ def test_the_openssl_script_makes_the_certificates_cert_manager_would(made):
     lines = [shlex.split(line) for line in commands.splitlines()]
     assert [line[6] for line in lines] == ["a3fast-tls", "a3fast-scheduler-client", "a3fast-token"]
     assert all(line[:6] == ["kubectl", "-n", "a3fast-system", "create", "secret", "generic"] for line in lines)
+    # each creates its Secret or updates it in place: --apply runs again without AlreadyExists
+    assert all(line[-8:] == ["--dry-run=client", "-o", "yaml", "|", "kubectl", "apply", "-f", "-"] for line in lines)
+
+
+def _make_certificates(*args, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", str(DEPLOY / "certificates" / "make-certificates.sh"), *args],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_running_the_script_again_renews_from_the_same_ca_and_token(tmp_path):
+    # it made a new CA (and token) every time, so the renewal the docs describe, "with the same
+    # CA", could not be done: every client trusting the old CA refused the renewed a3fast
+    from cryptography import x509
+
+    out = tmp_path / "a dir's name"
+    assert _make_certificates(str(out)).returncode == 0
+    before = {name: (out / name).read_bytes() for name in ("ca.crt", "ca.key", "token", "server.crt", "client.crt")}
+    assert _make_certificates(str(out)).returncode == 0
+    after = {name: (out / name).read_bytes() for name in before}
+    assert after["ca.crt"] == before["ca.crt"] and after["ca.key"] == before["ca.key"]
+    assert after["token"] == before["token"]
+    assert after["server.crt"] != before["server.crt"] and after["client.crt"] != before["client.crt"]
+    ca = x509.load_pem_x509_certificate(after["ca.crt"])
+    for name in ("server.crt", "client.crt"):
+        x509.load_pem_x509_certificate(after[name]).verify_directly_issued_by(ca)
+    assert _make_certificates("--new-ca", str(out)).returncode == 0
+    assert (out / "ca.crt").read_bytes() != before["ca.crt"] and (out / "token").read_bytes() == before["token"]
+    x509.load_pem_x509_certificate((out / "server.crt").read_bytes()).verify_directly_issued_by(
+        x509.load_pem_x509_certificate((out / "ca.crt").read_bytes()))
+    refused = _make_certificates("--renew", str(out))
+    assert refused.returncode == 2 and "unknown option --renew" in refused.stderr
+
+
+def test_apply_runs_again_over_the_secrets_it_made(tmp_path):
+    # `kubectl create secret` failed with AlreadyExists on the second --apply
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    kubectl = bin_dir / "kubectl"
+    # a kubectl that keeps Secrets as the API server does: create refuses one that exists, a
+    # client-side dry run prints the object, apply creates or updates it
+    kubectl.write_text(f"""#!{sys.executable}
+import sys, pathlib
+args, store = sys.argv[1:], pathlib.Path({str(secrets)!r})
+if "apply" in args:
+    text = sys.stdin.read()
+    name = text.split("name: ")[1].split()[0]
+    (store / name).write_text(text)
+    print(f"secret/{{name}} configured")
+elif "create" in args:
+    name = args[args.index("generic") + 1]
+    if "--dry-run=client" in args:
+        files = [a.split("=", 2)[2] for a in args if a.startswith("--from-file=")]
+        print("apiVersion: v1\\nkind: Secret\\nmetadata:\\n  name: " + name + "\\ndata: " + repr([open(f).read()[:40] for f in files]))
+    elif (store / name).exists():
+        sys.exit(f'Error from server (AlreadyExists): secrets "{{name}}" already exists')
+    else:
+        (store / name).write_text("created")
+""")
+    kubectl.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    out = tmp_path / "certs"
+    for _ in range(2):
+        done = _make_certificates("--apply", str(out), env=env)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.count("configured") == 3
+    assert sorted(p.name for p in secrets.iterdir()) == ["a3fast-scheduler-client", "a3fast-tls", "a3fast-token"]
 
 
 def test_the_scheduler_certificate_reaches_a3fast_over_mtls_by_the_service_name(made):
