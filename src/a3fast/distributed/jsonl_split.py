@@ -20,8 +20,11 @@ modification time), the coordinator reads the byte ranges itself (`read_range`) 
 Ray's object store as bytes; step 1 deals a range's bytes (`deal`) and each Share then carries its
 lines' bytes (`with_text`), which step 2 joins (`shares_text`) in place of reading the file.
 
-The name found in step 1 is checked against the reader's in step 2 (`names_agree`), so a line that
-fools the pattern (a repeated key) is a problem of its line, never an agent on the wrong shard.
+The pattern vouches only for an agent object of exactly a name and a namespace, and a line with one
+namespace member (no second `agent` object): any other line — a repeated key among them, whose last
+value a JSON reader keeps — is read by orjson, as one Fleet reads it. The name found in step 1 is
+checked against the reader's in step 2 (`names_agree`), so a line that would still fool the pattern
+is a problem of its line, never an agent on the wrong shard.
 """
 from __future__ import annotations
 
@@ -42,14 +45,14 @@ from .owners import shard_of
 __all__ = ["Share", "range_start", "read_range", "deal", "read_share", "with_text", "share_text",
            "shares_text", "same_file", "file_line", "names_agree"]
 
-#: The usual shape of a declaration line: `v` (optional) first, then the agent's name and namespace.
-_USUAL = re.compile(rb'\s*\{\s*(?:"v"\s*:\s*"[^"\\]*"\s*,\s*)?"agent"\s*:\s*\{\s*"name"\s*:\s*"([^"\\]*)"'
-                    rb'\s*,\s*"namespace"\s*:\s*"([^"\\]*)"')
-#: The same shape matched at a line start within a whole byte range (JSON whitespace inside a
-#: line is space, tab or CR; names and namespaces hold no newline).
+#: The usual shape of a declaration line, matched at a line start within a whole byte range: `v`
+#: (optional) first, then the agent object, its name and namespace and nothing else (no repeated key
+#: in it: a JSON reader keeps a repeated key's last value, which the pattern would not). JSON
+#: whitespace inside a line is space, tab or CR; names and namespaces hold no newline.
 _USUAL_IN_RANGE = re.compile(
     rb'[ \t\r]*\{[ \t\r]*(?:"v"[ \t\r]*:[ \t\r]*"[^"\\\n]*"[ \t\r]*,[ \t\r]*)?"agent"[ \t\r]*:[ \t\r]*\{'
-    rb'[ \t\r]*"name"[ \t\r]*:[ \t\r]*"([^"\\\n]*)"[ \t\r]*,[ \t\r]*"namespace"[ \t\r]*:[ \t\r]*"([^"\\\n]*)"')
+    rb'[ \t\r]*"name"[ \t\r]*:[ \t\r]*"([^"\\\n]*)"[ \t\r]*,[ \t\r]*"namespace"[ \t\r]*:[ \t\r]*"([^"\\\n]*)"'
+    rb'[ \t\r]*\}')
 _NAMESPACE_MEMBER = b'"namespace"'
 _LINE_AT = re.compile(r"^line (\d+): ")
 _SCAN = 1 << 16

@@ -30,7 +30,7 @@ from ..durable.fleet import DurableFleet
 from ..durable.journal import CHANGE, apply_change
 from ..durable.statedir import Entry, StateError
 from ..errors import Problem, SnapshotError
-from ..fleet import Fleet
+from ..fleet import Fleet, namespace_problem
 from ..fleet.scoring import import_scorer
 from .jsonl_split import Share, deal, file_line, names_agree, read_share, same_file, share_text, shares_text, with_text
 from .merge import ShardAnswer, WaveAnswer, wave_answer
@@ -243,6 +243,7 @@ class FleetShard:
         spaces = [ns for share in shares for ns in share.namespaces]
         staged = Fleet(self._engine)
         problems = [file_line(p, numbers) for p in staged.extend_jsonl(text, on_error="skip")]
+        problems = self._namespace_problems(problems, found, spaces, numbers)
         if not problems:
             disagreement = names_agree(staged.names(), found, numbers)
             if disagreement is not None:
@@ -258,6 +259,31 @@ class FleetShard:
         ends = np.concatenate([share.ends for share in shares]) if shares else np.zeros(0, dtype=np.int64)
         self._staged = (staged, text, path, starts, ends)
         return [], list(firsts_of), numbers[at], [spaces[k] for k in at.tolist()]
+
+    def _namespace_problems(self, problems: list[tuple[int, Problem]], names: Sequence[str],
+                            namespaces: Sequence[str], numbers: np.ndarray) -> list[tuple[int, Problem]]:
+        """The staged lines' problems as one Fleet reading the file over this shard's agents finds
+        them (`bulk_load`): each line the reader took whose name this shard holds in another
+        namespace is a problem of its own (the shard holds every agent of the names it owns); and
+        a line the reader refused only for differing from an earlier line's namespace is no problem
+        when it is the namespace held (that earlier line is the one refused)."""
+        held_of = self.fleet.namespace_of
+        refused = {line for line, _ in problems}
+        out = []
+        for line, problem in problems:
+            if problem.path.endswith(": $.agent.namespace"):
+                k = int(np.searchsorted(numbers, line))
+                if k < len(names) and int(numbers[k]) == line and held_of(names[k]) == namespaces[k]:
+                    continue
+            out.append((line, problem))
+        for k, (name, namespace) in enumerate(zip(names, namespaces)):
+            line = int(numbers[k])
+            if not name or line in refused:
+                continue
+            conflict = namespace_problem(f"line {line}: $.agent.namespace", name, held_of(name), namespace)
+            if conflict is not None:
+                out.append((line, conflict))
+        return out
 
     def commit_jsonl(self) -> tuple[int, int]:
         """Step 3: the staged lines added to the shard's fleet, in order, as one change, journaled

@@ -531,9 +531,8 @@ class ShardedFleet:
         staged = self._gather([s.stage_jsonl.remote(path_for_shards, firsts, *[refs[1 + j] for refs in dealt])
                                for j, s in enumerate(shards)], "extend_jsonl")
         phases["read"] = time.perf_counter() - started - phases["deal"]
+        # each shard checks its lines' namespaces against the agents it holds (FleetShard.stage_jsonl)
         problems = [p for answer in staged for p in answer[0]]
-        if not problems:
-            problems = self._namespace_problems(staged)
         if problems:
             for s in shards:
                 s.discard_jsonl.remote()
@@ -583,19 +582,6 @@ class ShardedFleet:
         self.membership += 1
         if failure is not None:
             raise failure
-
-    def _namespace_problems(self, staged: list) -> list[tuple[int, Problem]]:
-        """Names of a file held by another namespace in the fleet, as problems of their first lines."""
-        out: list[tuple[int, Problem]] = []
-        held = self._namespace
-        if not held:
-            return out
-        for _, names, lines, namespaces in staged:
-            for name, line, namespace in zip(names, lines, namespaces):
-                problem = namespace_problem(f"line {line}: $.agent.namespace", name, held.get(name), namespace)
-                if problem is not None:
-                    out.append((line, problem))
-        return out
 
     def remove(self, name: str) -> Declaration:
         """Remove an agent by name; its held sessions go with it (Fleet.remove)."""
