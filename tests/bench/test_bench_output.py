@@ -115,3 +115,19 @@ def test_a_partial_report_renders_missing_figures_as_not_measured():
     report.builds[(1000, engine, "dicts")] = 0.01
     text = " ".join(render(report).split())
     assert f"{engine} 0.01 / — s, — B/agent" in text and "baselines built in —" in text
+
+
+def test_the_commit_of_a_checkout_whose_branch_is_not_utf8_is_shown_not_a_lost_run(tmp_path, monkeypatch):
+    # `a3fast bench -o FILE` measured everything, then failed on the branch's name and wrote nothing
+    import subprocess
+
+    from a3fast.bench.report import _commit_info
+
+    git = ["git", "-c", "user.email=a@b", "-c", "user.name=n"]
+    subprocess.run(git + ["init", "-q", str(tmp_path)], check=True)
+    subprocess.run(git + ["-C", str(tmp_path), "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    subprocess.run(git + ["-C", str(tmp_path), "checkout", "-q", "-b", b"br\xff".decode("utf-8", "surrogateescape")],
+                   check=True)
+    monkeypatch.chdir(tmp_path)
+    info = _commit_info()
+    assert info["branch"] == "br\\xff" and len(info["id"]) == 40

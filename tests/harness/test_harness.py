@@ -323,3 +323,99 @@ def test_a_candidate_or_a_failure_listed_twice_is_wrong():
     twice = dict(check_placement(_rejected(["a", "b", "a"], failed + failed[:1], reason), {"a", "b"}, expected))
     assert twice["candidates"] == "a listed more than once"
     assert twice["filters_failed"] == "'a' failing 'tool:t' listed more than once"
+
+
+# -- a matcher is another program: what it leaves running, writes and reads is bounded ---------------
+def _script(tmp_path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def _gone(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as stat:       # a zombie left to init is gone too
+        return stat.read().split(") ")[-1].startswith("Z")
+
+
+def test_a_matcher_stopped_at_its_timeout_takes_what_it_started_with_it(tmp_path):
+    # only the matcher itself was killed: its children ran on, one writing into its standard error
+    import time
+
+    marker = tmp_path / "child.pid"
+    command = _script(tmp_path, "hangs.sh", f"sleep 300 &\necho $! > '{marker}'\nyes spam >&2 &\nsleep 301\n")
+    m = MatcherProcess(command, timeout=1)
+    with pytest.raises(MatcherFailure) as failed:
+        m.request("place", requirements={})
+    assert failed.value.kind == "timeout"
+    m.close()
+    child = int(marker.read_text())
+    for _ in range(100):
+        if _gone(child):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the matcher's child {child} runs on")
+    assert len(m._stderr) <= 64 << 10          # its standard error's end only, not gigabytes
+
+
+def test_a_matcher_that_does_not_read_its_input_is_stopped_at_the_timeout(tmp_path):
+    # a write past the pipe's buffer waited without end
+    m = MatcherProcess(_script(tmp_path, "deaf.sh", "sleep 300\n"), timeout=1)
+    with pytest.raises(MatcherFailure) as failed:
+        m.request("put_agents", declarations=[{"agent": {"name": "x" * 1000}}] * 1000)
+    assert failed.value.kind == "timeout" and "could not send a put_agents request within 1 s" in failed.value.message
+    m.close()
+
+
+def test_a_matcher_that_closes_its_output_and_runs_on_is_a_crash_not_an_internal_error(tmp_path):
+    m = MatcherProcess(_script(tmp_path, "closes.sh", "exec >&-\nsleep 300\n"), timeout=1)
+    with pytest.raises(MatcherFailure) as failed:
+        m.request("place", requirements={})
+    assert failed.value.kind == "crashed" and "closed its output" in failed.value.message
+    m.close()
+
+
+def test_an_answer_without_end_is_malformed_in_bounded_memory(tmp_path, monkeypatch):
+    from a3fast.harness import client
+
+    monkeypatch.setattr(client, "MAX_ANSWER_BYTES", 4 << 20)
+    m = MatcherProcess("cat /dev/zero", timeout=30)
+    with pytest.raises(MatcherFailure) as failed:
+        m.request("place", requirements={})
+    assert failed.value.kind == "malformed" and f"longer than {4 << 20} bytes" in failed.value.message
+    m.close()
+
+
+def test_a_matcher_that_dies_after_a_worlds_last_answer_fails_that_world(tmp_path):
+    # a crash right after answering was not seen, or was blamed on the next world
+    proxy = tmp_path / "dies_after_place.py"
+    proxy.write_text(f"""
+import json, os, signal, subprocess, sys
+inner = subprocess.Popen([{sys.executable!r}, "-m", "a3fast", "serve", "--stdio"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)
+for line in sys.stdin.buffer:
+    inner.stdin.write(line); inner.stdin.flush()
+    sys.stdout.buffer.write(inner.stdout.readline()); sys.stdout.buffer.flush()
+    if json.loads(line).get("op") == "place":
+        inner.kill(); os.kill(os.getpid(), signal.SIGSEGV)
+""")
+    result = conformance("--matcher", f"{sys.executable} {proxy}", "--worlds", "0", "-v", "--timeout", "20")
+    assert result.exit_code == 1, result.output
+    assert "ok " not in result.output
+    assert "crashed: the matcher was ended by signal 11" in result.output
+
+
+def test_a3fast_as_a_matcher_is_one_command_from_an_interpreter_whose_path_holds_a_space(monkeypatch):
+    # split into words by the harness, "/my venv/bin/python -m a3fast ..." could not be started
+    import shlex
+    from a3fast.bench import matchers
+
+    monkeypatch.setattr(matchers.sys, "executable", "/opt/my venv's/bin/python")
+    assert shlex.split(matchers.a3fast_command()) == ["/opt/my venv's/bin/python", "-m", "a3fast", "serve", "--stdio"]

@@ -22,6 +22,7 @@ msgspec structs whose record contents are left undecoded.
 from __future__ import annotations
 
 import statistics
+import shlex
 import sys
 import threading
 import time
@@ -249,7 +250,9 @@ class _InProcessSubject:
 
 
 def a3fast_command() -> str:
-    return f"{sys.executable} -m a3fast serve --stdio"
+    """a3fast's own stdio matcher as a command line (the interpreter's path quoted: it may hold a
+    space)."""
+    return shlex.join([sys.executable, "-m", "a3fast", "serve", "--stdio"])
 
 
 def run_matcher_bench(commands: list[str], agents: int = 1000, tasks: int = 300, seed: int = 0,

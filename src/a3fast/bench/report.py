@@ -530,7 +530,9 @@ def _entry(group: str, name: str, params: dict[str, Any], data_ns: Sequence[floa
 
 def _commit_info() -> dict[str, Any]:
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+        # a branch or path need not be UTF-8: its bytes are shown, not a reason to lose the run
+        return subprocess.run(["git", *args], capture_output=True, encoding="utf-8", errors="backslashreplace",
+                              check=True, timeout=10).stdout.strip()
 
     try:
         return {"id": git("rev-parse", "HEAD"), "branch": git("rev-parse", "--abbrev-ref", "HEAD"),

@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 import selectors
 import shlex
+import signal
 import subprocess
-import tempfile
+import threading
 import time
 from typing import Any
 
@@ -21,6 +22,11 @@ __all__ = ["MatcherFailure", "MatcherProcess", "command_argv"]
 
 #: Bytes of the matcher's standard error quoted when it fails.
 STDERR_TAIL = 600
+#: Bytes of the matcher's standard error kept (its end), however much it writes.
+STDERR_KEPT = 64 << 10
+#: The longest answer line read: a record of a placement over a million agents is tens of MB; an
+#: answer past this is malformed, not read into memory without end.
+MAX_ANSWER_BYTES = 256 << 20
 #: The longest single wait on the matcher's output (a day), below what the system's wait takes.
 _LONGEST_WAIT_S = 86_400.0
 #: Requests a pipelining client sends before reading their answers (small enough that the window
@@ -52,29 +58,46 @@ def command_argv(command: str) -> list[str]:
 class MatcherProcess:
     """One running matcher. `request(op, **fields)` sends a request and returns the answer object
     (raising MatcherFailure for an ok: false answer unless `check=False`). `timeout` bounds each
-    wait for an answer: any positive number of seconds (ValueError otherwise)."""
+    wait for an answer, and each write of requests: any positive number of seconds (ValueError
+    otherwise).
+
+    The matcher runs in a session of its own: when it is stopped (a timeout, `close`), every
+    process it started goes with it (one left behind would run on, and write on into what was its
+    standard error). Of its standard error only the end is kept (STDERR_KEPT), and an answer line
+    past MAX_ANSWER_BYTES is malformed."""
 
     def __init__(self, command: str, timeout: float = 30.0, env: dict[str, str] | None = None):
         if not timeout > 0:
             raise ValueError(f"timeout: expected a positive number of seconds, found {timeout!r}")
         self.command = command
         self.timeout = timeout
-        self._stderr = tempfile.TemporaryFile()
         argv = command_argv(command)
         try:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=self._stderr, env=env, bufsize=0)
+                                         stderr=subprocess.PIPE, env=env, bufsize=0, start_new_session=True)
         except OSError as exc:
-            self._stderr.close()
             raise MatcherFailure("start", f"cannot start {command!r}: {exc.strerror or exc}") from None
         assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
+        self._stderr = bytearray()
+        self._stderr_reader = threading.Thread(target=self._keep_stderr, name="a3fast-matcher-stderr", daemon=True)
+        self._stderr_reader.start()
         self._out = self.proc.stdout.fileno()
+        self._in = self.proc.stdin.fileno()
         os.set_blocking(self._out, False)
+        os.set_blocking(self._in, False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._out, selectors.EVENT_READ)
         self._pending = bytearray()
         self._start = 0        # where the unread part of `_pending` begins
+        self._scanned = 0      # `_pending` holds no newline before this
         self._next_id = 0
+
+    def _keep_stderr(self) -> None:
+        err = self.proc.stderr
+        assert err is not None  # a pipe
+        while chunk := err.read(1 << 16):       # one read of the pipe (unbuffered)
+            self._stderr += chunk
+            del self._stderr[:-STDERR_KEPT]
 
     @property
     def pid(self) -> int:
@@ -117,23 +140,39 @@ class MatcherProcess:
         return out
 
     def write_raw(self, data: bytes, op: str) -> None:
-        """Write request lines already encoded (each ending in a newline)."""
+        """Write request lines already encoded (each ending in a newline), within the timeout: the
+        answers that arrive meanwhile are read and kept, so a matcher that answers while it reads
+        never waits on us, and one that does not read is stopped at the timeout."""
+        view = memoryview(data)
+        deadline = time.monotonic() + self.timeout
+        self._selector.register(self._in, selectors.EVENT_WRITE)
         try:
-            stdin = self.proc.stdin
-            assert stdin is not None  # a pipe (start)
-            stdin.write(data)
-            stdin.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            raise self._exited(f"while sending a {op} request") from None
+            while view:
+                left = deadline - time.monotonic()
+                ready = self._selector.select(min(left, _LONGEST_WAIT_S)) if left > 0 else []
+                if not ready:
+                    if left > _LONGEST_WAIT_S:
+                        continue
+                    if self.proc.poll() is not None:
+                        raise self.exited(f"while sending a {op} request")
+                    self.stop()
+                    raise MatcherFailure("timeout", f"could not send a {op} request within {self.timeout:g} s: "
+                                         f"the matcher did not read it (the matcher was stopped)")
+                for key, _ in ready:
+                    if key.fd == self._out:
+                        self._read_some(op)
+                        continue
+                    try:
+                        view = view[os.write(self._in, view[:1 << 16]):]
+                    except BlockingIOError:
+                        pass
+                    except (BrokenPipeError, ConnectionResetError):
+                        raise self.exited(f"while sending a {op} request") from None
+        finally:
+            self._selector.unregister(self._in)
 
     def send(self, request: dict[str, Any]) -> None:
-        try:
-            stdin = self.proc.stdin
-            assert stdin is not None  # a pipe (start)
-            stdin.write(orjson.dumps(request) + b"\n")
-            stdin.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            raise self._exited(f"while sending a {request.get('op')} request") from None
+        self.write_raw(orjson.dumps(request) + b"\n", str(request.get("op")))
 
     def receive(self, op: str = "request") -> dict[str, Any]:
         """The next answer line, parsed; MatcherFailure if it does not come in time or is not JSON."""
@@ -152,16 +191,21 @@ class MatcherProcess:
         """The next answer line, undecoded; MatcherFailure if it does not come in time."""
         deadline = time.monotonic() + self.timeout
         while True:
-            end = self._pending.find(b"\n", self._start)
+            end = self._pending.find(b"\n", max(self._start, self._scanned))
             if end >= 0:
                 # lines are taken from an offset: deleting each from the front would move every
                 # answer after it (a window of answers is read in one chunk)
                 line = bytes(self._pending[self._start:end])
-                self._start = end + 1
+                self._start = self._scanned = end + 1
                 if self._start == len(self._pending):
                     self._pending.clear()
-                    self._start = 0
+                    self._start = self._scanned = 0
                 return line
+            self._scanned = len(self._pending)      # each byte searched for a newline once
+            if len(self._pending) - self._start > MAX_ANSWER_BYTES:
+                self.stop()
+                raise MatcherFailure("malformed", f"the answer to a {op} request is longer than "
+                                     f"{MAX_ANSWER_BYTES} bytes (the matcher was stopped)")
             left = deadline - time.monotonic()
             # waited for in slices: the system's wait overflows past about 24 days, and a caller's
             # timeout may be longer than that
@@ -169,53 +213,72 @@ class MatcherProcess:
                 if left > _LONGEST_WAIT_S:
                     continue
                 if self.proc.poll() is not None:
-                    raise self._exited(f"before answering a {op} request")
-                self.proc.kill()
-                self.proc.wait()
+                    raise self.exited(f"before answering a {op} request")
+                self.stop()
                 raise MatcherFailure("timeout", f"no answer to a {op} request within {self.timeout:g} s "
                                      f"(the matcher was stopped)")
-            try:
-                chunk = os.read(self._out, 1 << 20)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                self.proc.wait(timeout=self.timeout)
-                raise self._exited(f"before answering a {op} request")
-            if self._start:
-                del self._pending[:self._start]
-                self._start = 0
-            self._pending += chunk
+            self._read_some(op)
 
-    def _exited(self, when: str) -> MatcherFailure:
+    def _read_some(self, op: str) -> None:
+        """What the matcher has written, onto `_pending`; MatcherFailure when its output ended."""
+        try:
+            chunk = os.read(self._out, 1 << 20)
+        except BlockingIOError:
+            return
+        if not chunk:
+            raise self.exited(f"before answering a {op} request")
+        if self._start:
+            del self._pending[:self._start]
+            self._scanned = max(0, self._scanned - self._start)
+            self._start = 0
+        self._pending += chunk
+
+    def exited(self, when: str) -> MatcherFailure:
         try:
             code = self.proc.wait(timeout=self.timeout)
         except subprocess.TimeoutExpired:
-            return MatcherFailure("crashed", f"the matcher closed its output {when} but did not exit")
+            self.stop()
+            return MatcherFailure("crashed", f"the matcher closed its output {when} but did not exit "
+                                  f"(the matcher was stopped)")
+        self._kill_group()             # what it left running
         tail = self.stderr_tail()
-        return MatcherFailure("crashed", f"the matcher exited with code {code} {when}"
+        ended = f"was ended by signal {-code}" if code < 0 else f"exited with code {code}"
+        return MatcherFailure("crashed", f"the matcher {ended} {when}"
                               + (f"; its last error output: {tail}" if tail else ""))
 
     def stderr_tail(self) -> str:
-        self._stderr.seek(0, os.SEEK_END)
-        size = self._stderr.tell()
-        self._stderr.seek(max(0, size - STDERR_TAIL))
-        return " | ".join(self._stderr.read().decode("utf-8", "replace").strip().splitlines())
+        if self.proc.poll() is not None:
+            self._stderr_reader.join(timeout=1.0)  # what it wrote before it ended, once read
+        return " | ".join(bytes(self._stderr[-STDERR_TAIL:]).decode("utf-8", "replace").strip().splitlines())
+
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass                       # the group is gone
+
+    def stop(self) -> None:
+        """The matcher and every process it started, killed."""
+        self._kill_group()
+        self.proc.wait()
 
     def close(self) -> int | None:
-        """End of input, then wait briefly; a matcher that does not exit is killed."""
+        """End of input, then wait briefly; a matcher that does not exit is killed, and so is
+        whatever it left running."""
+        try:
+            self.proc.stdin.close()  # type: ignore[union-attr]  # a pipe (start)
+        except OSError:
+            pass
         if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()  # type: ignore[union-attr]  # a pipe (start)
-            except OSError:
-                pass
             try:
                 self.proc.wait(timeout=min(self.timeout, 5.0))
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                pass
+        self.stop()
+        self._stderr_reader.join(timeout=5.0)
         self._selector.close()
-        self.proc.stdout.close()  # type: ignore[union-attr]  # a pipe (start)
-        self._stderr.close()
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            pipe.close()  # type: ignore[union-attr]  # pipes (start)
         return self.proc.returncode
 
     def __enter__(self) -> "MatcherProcess":

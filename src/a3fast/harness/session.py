@@ -98,6 +98,12 @@ class Session:
                     at += len(run)
                     continue
                 at += 1
+            # the world is over once its fleet is cleared: a matcher that died after its last
+            # answer (a crash, a non-zero exit) fails this world, not the next one it would have
+            # been blamed on, and not never
+            self._reset(matcher)
+            if matcher.proc.poll() is not None:
+                raise matcher.exited("after the world's last request")
         except MatcherFailure as exc:
             if exc.kind in ("timeout", "crashed", "malformed"):
                 self.close()      # its state, or its place in the conversation, is lost
