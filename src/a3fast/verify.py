@@ -38,6 +38,10 @@ ERROR_CODES = (
     *UNMET_CODE.values(), "E_EXPLANATION", "E_REJECTION_REASON",
 )
 #: a3fast's own checks: reported, but they never make a trace invalid.
+#: What running out of the machine's room raises: never a finding about the trace (which would
+#: call a valid trace invalid); the command says it ran out (exit 2).
+RESOURCES = (MemoryError, RecursionError)
+
 WARNING_CODES = ("W_FAILED_PREDICATE_UNMATCHED", "W_FAILED_AND_SCORED",
                  "W_ENVELOPE_EXCEEDS_CLEARANCES", "W_ENVELOPE_MALFORMED")
 
@@ -297,6 +301,8 @@ class Verifier:
             return content, isinstance(content, Mapping) and content.get("candidates") == []
         try:
             member = self._compact_records().note(record.seq, content)
+        except RESOURCES:
+            raise      # the verifier's own limits: no finding about the trace
         except Exception as exc:  # hostile input: a finding, never a crash
             self._error("E_STRUCTURE", record.seq, record.line,
                         f"{COMPACT_KEY}: the compact record cannot be read: {exc}")
@@ -313,6 +319,8 @@ class Verifier:
             return None
         try:
             return self._compact_records().read(record.seq, content)
+        except RESOURCES:
+            raise      # the verifier's own limits: no finding about the trace
         except Exception as exc:  # hostile input: a finding, never a crash
             self._error("E_STRUCTURE", record.seq, record.line,
                         f"{COMPACT_KEY}: the compact record cannot be read: {exc}")

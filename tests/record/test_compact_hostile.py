@@ -395,3 +395,71 @@ def test_a_record_that_fails_registers_no_snapshot_and_its_referrers_say_so():
         assert outcomes[trace.index(referrer)] == (
             "refused", f"seq {referrer['seq']}: {json_path('$.content', KEY)}.fleet: "
                        f"fleet snapshot {record['seq']} is in a record that could not be read")
+
+
+# -- small records that would make a reader hold what they do not carry ---------------------------
+def _based_on_one_table(names: int, based: int) -> bytes:
+    """A snapshot of `names` names, then `based` small rejections each basing a snapshot of one
+    more name on it: the first extends the table's list, each after it is a table of its own."""
+    requirements = {"v": "1.0", "capabilities": [{"name": "data.translate", "version": 1}]}
+    lines = [{"seq": 1, "kind": "task.submitted", "content": {"requirements": requirements}},
+             {"seq": 2, "kind": "task.rejected", "content": {"code": "unschedulable", "reason": "x", KEY: {
+                 "format": 1, "fleet": {"names": [f"a{i}" for i in range(names)], "live": ""},
+                 "filters_passed": [], "failed": []}}}]
+    for k in range(based):
+        lines.append({"seq": 3 + k, "kind": "task.rejected", "content": {"code": "unschedulable", "reason": "x", KEY: {
+            "format": 1, "fleet": {"base": 2, "names_added": [f"x{k}"], "live": ""},
+            "filters_passed": [], "failed": []}}})
+    return b"".join(orjson.dumps(line) + b"\n" for line in lines)
+
+
+def test_snapshots_based_again_and_again_on_one_table_are_refused_past_their_copies_allowance(monkeypatch):
+    # each such snapshot copied its base's names, and every copy was kept: 100 records of 194 bytes
+    # over a table of 200,000 names held 1.6 GB
+    from a3fast.record import compact
+
+    monkeypatch.setattr(compact, "COPY_ALLOWANCE", 1_000)
+    monkeypatch.setattr(compact, "COPY_FACTOR", 4)
+    trace = _based_on_one_table(500, 30)
+    decoder = Decoder()
+    read, refused = [], None
+    for line in trace.splitlines():
+        record = orjson.loads(line)
+        try:
+            read.append(decoder.decode_content(record["seq"], record["kind"], record["content"]))
+        except CompactError as exc:
+            refused = str(exc)
+            break
+    # the record of seq s ≥ 4 copies 500 names, on top of (s - 4) × 500 copied before, against
+    # 4 × (500 + s - 2) names listed so far, plus 1,000: seq 10 is the first past it
+    assert refused is not None and refused.startswith("seq 10: $.content['a3fast.compact'].fleet.base: snapshot 2 "
+                                                     "is extended by another already, so this one would copy its "
+                                                     "500 names")
+    assert len(read) == 9 and len(decoder._snapshots.tables) == 8
+
+
+def test_a_trace_read_by_a_writer_of_many_snapshots_makes_no_copy():
+    # a3fast's writers base each snapshot on the one before: no record is refused however many
+    placements = small_fleet_placements()
+    decoder = Decoder()
+    records = compact_records(placements * 50)
+    for record in records:
+        decoder.decode_content(record["seq"], record["kind"], record["content"])
+    assert len(records) > 400 and decoder._snapshots._copied == 0
+
+
+def test_running_out_of_memory_is_never_a_finding_about_the_trace(monkeypatch):
+    # `verify` reported its own MemoryError as E_STRUCTURE, a valid trace called invalid (exit 1)
+    from a3fast import verify
+
+    trace = compact_records(small_fleet_placements())
+    assert verify(trace) == []
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    from a3fast.record import compact_read
+    monkeypatch.setattr(compact_read.CompactReader, "note", exhausted)
+    monkeypatch.setattr(compact_read.CompactReader, "read", exhausted)
+    with pytest.raises(MemoryError):
+        verify(trace)

@@ -768,12 +768,16 @@ class NameTable(Sequence[str]):
             return NameTable(line, self._ids, len(line)).extended(names[len(line):], where)
         return NameTable.of(names, where)
 
+    def branched(self) -> bool:
+        """Whether another table extends this one's list already (`extended` then copies it)."""
+        return len(self.names) != self._length
+
     def extended(self, added: list[str], where: str) -> "NameTable":
         """This table with `added` given the next ids (CompactError for a name it already holds)."""
         if not added:
             return self
         names, ids, length = self.names, self._ids, self._length
-        if len(names) != length:  # another table extends this one's list already: a line of its own
+        if self.branched():  # another table extends this one's list already: a line of its own
             names, ids = names[:length], {name: i for i, name in enumerate(names[:length])}
         at = length
         for name in added:
@@ -814,6 +818,15 @@ class NameTable(Sequence[str]):
         return aid
 
 
+#: A based snapshot whose base another has extended already is a table of its own: a copy of its
+#: base's names (`NameTable.extended`). a3fast's writers base each snapshot on the one before, so a
+#: trace rarely makes one; a trace that bases many small records on one large table would make a
+#: copy of it per record, and hold them all: the names copied are held to this many times the names
+#: the trace's snapshot objects list, plus COPY_ALLOWANCE, and a snapshot past that is refused.
+COPY_FACTOR = 4
+COPY_ALLOWANCE = 250_000
+
+
 class Snapshots:
     """Fleet snapshots seen so far in a trace: seq -> (name table, live set as base64)."""
 
@@ -821,6 +834,8 @@ class Snapshots:
         self.tables: dict[int, tuple[NameTable, str]] = {}
         self._latest: NameTable | None = None   # the line a whole table written later may share
         self.unreadable: set[int] = set()  # records whose snapshot object could not be read
+        self._listed = 0    # names the snapshot objects read so far list or add
+        self._copied = 0    # names copied for based tables (COPY_FACTOR)
 
     def forget(self, seq: int) -> None:
         self.tables.pop(seq, None)
@@ -851,6 +866,7 @@ class Snapshots:
         if "names" in fleet:
             _only(fleet, _SNAPSHOT_NAMES, where, "a fleet snapshot")
             listed = _names(fleet["names"], f"{where}.names")
+            self._listed += len(listed)
             _require(fleet, ("live",), where)
             # the live set is checked before a shared list grows by what the table lists
             _bitmap_within(fleet["live"], f"{where}.live", len(listed))
@@ -868,6 +884,14 @@ class Snapshots:
             _require(fleet, ("live",), where)
             # the live set is checked against the table it will have before a shared list grows
             _bitmap_within(fleet["live"], f"{where}.live", len(base_names) + len(added))
+            self._listed += len(added)
+            if added and base_names.branched():
+                if self._copied + len(base_names) > COPY_FACTOR * self._listed + COPY_ALLOWANCE:
+                    raise CompactError(
+                        f"{where}.base: snapshot {base} is extended by another already, so this one would "
+                        f"copy its {len(base_names)} names, past the {COPY_FACTOR} times the names the "
+                        f"trace's snapshots list (plus {COPY_ALLOWANCE}) that its copies may hold")
+                self._copied += len(base_names)
             self._latest = base_names.extended(added, added_where)
             return self._latest, fleet["live"]
         else:

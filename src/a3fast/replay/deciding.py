@@ -10,7 +10,7 @@ from ..fleet import Fleet
 from ..fleet.placement import Placement, Route, RouteError
 from ..fleet.scoring import COMPONENTS, check_total_bound
 from .explaining import first_failed_on
-from .reading import Recorded
+from .reading import OFFERED_NAMES_KEPT, Recorded
 from .verdict import RouteReplayError
 
 __all__ = ["Side", "Decision", "copy_fleet", "parse_weights"]
@@ -48,6 +48,7 @@ class Side:
         self.new = new
         self.moved: dict[int, str | None] = {}
         self._within: dict[int, tuple[list[str] | None, frozenset[str]]] = {}
+        self._within_names = 0
         # A Fleet answers the decision without building a Placement (`Fleet.scored`: prepare,
         # explain, score, choose — what `place` runs, the same winner); other fleets place.
         is_fleet = isinstance(fleet, Fleet)
@@ -68,7 +69,11 @@ class Side:
             return None, frozenset()
         found = self._within.get(token[0])
         if found is None:
+            if self._within_names + len(token[1]) > OFFERED_NAMES_KEPT:
+                self._within.clear()        # held to the reader's bound (a3fast.replay.reading)
+                self._within_names = 0
             found = self._within[token[0]] = self._resolve(token[1])
+            self._within_names += len(token[1])
         return found
 
     def _resolve(self, names: Sequence[str]) -> tuple[list[str] | None, frozenset[str]]:

@@ -28,6 +28,11 @@ __all__ = ["Recorded", "Reader", "trace_items"]
 #: The most recent full placements a resumption without `recorded_in.seq` is matched against
 #: (by agent and matched predicates), oldest forgotten first.
 PLACED_KEPT = 1 << 16
+#: Names of offered candidate sets kept, at most, counted over the sets (a side's resolved sets
+#: likewise, a3fast.replay.deciding): past it the kept sets are let go, and a set met again is
+#: read again. A trace of many large distinct sets (a churning fleet of 100,000 agents offers each
+#: placement the live ones) would otherwise hold every one whole.
+OFFERED_NAMES_KEPT = 1 << 22
 
 _EMPTY = msgspec.Raw(b"")
 
@@ -225,6 +230,8 @@ class Reader:
         # twice and then never again, a task met once leaves nothing behind
         self._requirements = PreparedRequirements()
         self._offered: dict[Any, tuple[int, tuple[str, ...]] | None] = {}
+        self._offered_names = 0     # names the kept sets hold (OFFERED_NAMES_KEPT)
+        self._tokens = 0            # tokens given: a set read again after a letting go gets a new one
         self.snapshots = Snapshots()
         #: the seq of the latest full placement of each (agent, session, matched predicates), for
         #: resumptions that cite none (`_cited`), oldest first
@@ -294,7 +301,13 @@ class Reader:
         if names is None:
             found = None
         else:
-            found = (len(self._offered), tuple(names))
+            listed = tuple(names)
+            if self._offered_names + len(listed) > OFFERED_NAMES_KEPT:
+                self._offered.clear()
+                self._offered_names = 0
+            found = (self._tokens, listed)
+            self._tokens += 1
+            self._offered_names += len(listed)
         self._offered[key] = found
         return found
 
