@@ -144,6 +144,14 @@ class MatcherProcess:
         answers that arrive meanwhile are read and kept, so a matcher that answers while it reads
         never waits on us, and one that does not read is stopped at the timeout."""
         view = memoryview(data)
+        try:       # the usual request fits in the pipe at once: no wait set up for it
+            view = view[os.write(self._in, view):]
+        except BlockingIOError:
+            pass
+        except (BrokenPipeError, ConnectionResetError):
+            raise self.exited(f"while sending a {op} request") from None
+        if not view:
+            return
         deadline = time.monotonic() + self.timeout
         self._selector.register(self._in, selectors.EVENT_WRITE)
         try:
