@@ -384,7 +384,10 @@ def test_weights_are_four_numbers_or_named_components():
     for bad, words in (("1,2", "expected 4 numbers"), ("speed=1", "unknown component 'speed'"),
                        ("cost=x", "cost: expected a number"), ("cost=1,2", "not both"), ("nan,0,0,0", "finite"),
                        ("1e308,1e308,1e308,1e308", "magnitudes add up to a finite number"),
-                       ("cost=1e308,affinity=1e308", "magnitudes add up to a finite number")):
+                       ("cost=1e308,affinity=1e308", "magnitudes add up to a finite number"),
+                       # an integer past any float raised OverflowError, where Fleet(weights=) names it
+                       ([10**400, 0, 0, 0], "affinity: expected a finite number, found an integer of about 401 digits"),
+                       ({"cost": 10**400}, "cost: expected a finite number, found an integer of about 401 digits")):
         with pytest.raises(ValueError, match=words):
             parse_weights(bad, base)
 

@@ -6,6 +6,7 @@ import os
 import tempfile
 from typing import Any, Mapping, Sequence
 
+from ..errors import describe
 from ..fleet import Fleet
 from ..fleet.placement import Placement, Route, RouteError
 from ..fleet.scoring import COMPONENTS, check_total_bound
@@ -229,8 +230,10 @@ def _weight(value: Any, name: str) -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"weights: {name}: expected a number, found {value!r}") from None
+        raise ValueError(f"weights: {name}: expected a number, found {describe(value)}") from None
+    except OverflowError:       # an integer past any float (10**400)
+        number = float("inf")
     if number != number or number in (float("inf"), float("-inf")):
-        raise ValueError(f"weights: {name}: expected a finite number, found {value!r}")
+        raise ValueError(f"weights: {name}: expected a finite number, found {describe(value)}")
     return number
 
