@@ -423,3 +423,18 @@ def test_a_client_that_pipelines_and_hangs_up_unread_is_no_internal_error(tmp_pa
         assert own.stop() == 0
     err = own.proc.stderr.read().decode()
     assert "unexpected error" not in err and "Traceback" not in err, err[-2000:]
+
+
+def test_a_refusal_lists_at_most_a_hundred_problems_and_echoes_no_value_whole(server):
+    # a 0.9 MB body of 300,000 bad lines was answered with 113 MB of problems, one list per line,
+    # made in one piece on the event loop; a 60,000-character value came back whole
+    from a3fast.service.problems import MAX_PROBLEM_TEXT, MAX_PROBLEMS
+
+    r = server.client.post("/v1/agents", content=b"{}\n" * 3000, headers={"content-type": "application/x-ndjson"})
+    listed = problems(r, 400)
+    assert len(listed) == MAX_PROBLEMS + 1 and len(r.content) < 40_000
+    assert listed[-1]["expected"] == f"a request with at most {MAX_PROBLEMS} problems listed"
+    assert listed[-1]["found"].endswith("more problems, not listed")
+    r = server.client.post("/v1/replay", json={"fail_on": "x" * 3000 + ">1"})
+    found = problems(r, 400)[0]["found"]
+    assert len(found) < MAX_PROBLEM_TEXT + 100 and found.endswith("more characters)"), found[-80:]

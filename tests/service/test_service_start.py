@@ -86,6 +86,33 @@ def test_the_access_log_writes_a_line_per_answered_request(tmp_path):
     assert any('"GET /no/such/route" 404 ' in line for line in lines), lines
 
 
+def test_answers_given_before_the_app_are_logged_and_timed_too():
+    # a request line httptools refuses (400) and a head past 16 KiB (431) are answered by the
+    # protocol, below the app: no access line, and no count in a3fast_request_seconds
+    import socket
+
+    server = Server("--access-log")
+    host, port = server.url.removeprefix("http://").split(":")
+
+    def raw(data: bytes) -> bytes:
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            conn.sendall(data)
+            return conn.recv(65536)
+
+    assert raw(b"GET /v1/agents/a\x01 HTTP/1.1\r\nhost: x\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+    assert raw(b"GET /healthz HTTP/1.1\r\nx-big: " + b"a" * 20_000 + b"\r\n\r\n").startswith(b"HTTP/1.1 431 ")
+    # methods are counted by name for the service's own, "other" for any a client makes up
+    for method in ("PROPFIND", "PURGE"):
+        raw(f"{method} /healthz HTTP/1.1\r\nhost: x\r\n\r\n".encode())
+    metrics = server.client.get("/metrics").text
+    assert server.stop() == 0
+    lines = [line for line in _lines(server.stderr()) if '"- -"' in line]
+    assert any(line.startswith("a3fast: 127.0.0.1:") and '"- -" 400 ' in line for line in lines), lines
+    assert any('"- -" 431 ' in line for line in lines), lines
+    assert 'a3fast_request_seconds_count{method="other",route="unmatched"}' in metrics
+    assert "PROPFIND" not in metrics and "PURGE" not in metrics
+
+
 def test_an_access_log_line_keeps_its_quoted_field_whatever_the_path_holds():
     # a raw `"` in a request's path (httptools passes it) closed the quoted field early
     from a3fast.service.access_log import access_line

@@ -100,7 +100,9 @@ _DECLARATION = {"type": "object", "description": "An A3 §3 declaration (checked
                                                  "its agent.name must be {name}"}
 _HEALTH = {"type": "object", "properties": {"status": {"const": "ok"}}, "required": ["status"]}
 _READY = {"type": "object", "properties": {
-    "status": {"enum": ["ready", "loading"]},
+    "status": {"enum": ["ready", "loading", "syncing"]},
+    "kubernetes": {"type": "string", "description": "with --watch-k8s, while the first list of the cluster "
+                                                      "is not applied yet (status syncing)"},
     "agents": {"type": "integer", "minimum": 0, "description": "only to a caller with the token (or with none configured)"},
     "next_seq": {"type": "integer", "minimum": 1, "description": "only to a caller with the token (or with none configured)"}},
     "required": ["status"]}

@@ -18,10 +18,20 @@ MAX_DEPTH = 32
 MAX_STRING = 65_536
 
 
+#: Problems a refusal lists, at most: the rest are counted in one more (a body of many bad lines
+#: or members was answered thirty to a hundred times its size, made in one piece on the loop).
+MAX_PROBLEMS = 100
+#: Characters of a problem's path, expected or found text kept: a request's own value is echoed no
+#: longer than this.
+MAX_PROBLEM_TEXT = 1000
+
+
 class ServiceError(Exception):
-    """A request the service refuses: `status` (4xx) and problems as dicts."""
+    """A request the service refuses: `status` (4xx) and problems as dicts, bounded: the first
+    MAX_PROBLEMS, then one that counts the rest, each text cut at MAX_PROBLEM_TEXT characters."""
 
     def __init__(self, status: int, problems: list[dict[str, Any]]):
+        problems = _bounded(problems)
         super().__init__("; ".join(f"{p['path']}: expected {p['expected']}, found {p['found']}"
                                    for p in problems))
         self.status = status
@@ -33,6 +43,22 @@ class ServiceError(Exception):
 
 def problem(path: str, expected: str, found: str, **extra: Any) -> dict[str, Any]:
     return {"path": path, "expected": expected, "found": found, **extra}
+
+
+def _bounded(problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if len(problems) > MAX_PROBLEMS:
+        more = len(problems) - MAX_PROBLEMS
+        problems = problems[:MAX_PROBLEMS] + [problem("$", f"a request with at most {MAX_PROBLEMS} problems listed",
+                                                      f"{more:,} more problems, not listed")]
+    if all(type(v) is not str or len(v) <= MAX_PROBLEM_TEXT for p in problems for v in p.values()):
+        return problems
+    return [{key: _cut(value) if type(value) is str else value for key, value in p.items()} for p in problems]
+
+
+def _cut(text: str) -> str:
+    if len(text) <= MAX_PROBLEM_TEXT:
+        return text
+    return f"{text[:MAX_PROBLEM_TEXT]}… ({len(text) - MAX_PROBLEM_TEXT:,} more characters)"
 
 
 def from_library(exc: Exception, status: int = 400, **extra: Any) -> ServiceError:

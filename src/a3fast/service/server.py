@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import resource
 import socket
+import sys
+import time
 
 import orjson
 import uvicorn
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+from . import metrics
+from .access_log import access_line
 from .config import ServiceConfig
 from .problems import problem
 
@@ -43,19 +47,21 @@ class _HeadTooLarge(Exception):
     """Raised in the parser's callbacks to stop it: the head is refused."""
 
 
-def _refusal(head_too_large: bool, message: str) -> bytes:
+def _refusal(head_too_large: bool, message: str) -> tuple[int, bytes, bytes]:
     """The answer to bytes that are no request the server reads, with the problems every refusal
-    carries (where uvicorn answered text): 431 for a head past MAX_HEAD_BYTES, else 400."""
+    carries (where uvicorn answered text): 431 for a head past MAX_HEAD_BYTES, else 400. Its
+    status, body, and the whole answer."""
     if head_too_large:
-        status = b"431 Request Header Fields Too Large"
+        code, status = 431, b"431 Request Header Fields Too Large"
         found = problem("$", f"a request head (request line and headers) of at most {MAX_HEAD_BYTES} bytes",
                         "a longer one")
     else:
-        status = b"400 Bad Request"
+        code, status = 400, b"400 Bad Request"
         found = problem("$", "an HTTP/1.1 request", message.rstrip(".") or "bytes that are none")
     body = orjson.dumps({"problems": [found]})
-    return (b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\nx-content-type-options: nosniff\r\n"
-            b"connection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    return code, body, (b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\nx-content-type-options: "
+                        b"nosniff\r\nconnection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n"
+                        + body)
 
 
 def connection_limit(config: ServiceConfig) -> int:
@@ -139,9 +145,11 @@ class OneWriteAnswers:
         return getattr(self.transport, name)
 
 
-def guarded_protocol(header_timeout: float, max_connections: int, base: type = AutoHTTPProtocol) -> type:
+def guarded_protocol(header_timeout: float, max_connections: int, base: type = AutoHTTPProtocol,
+                     access_log: bool = False) -> type:
     """uvicorn's HTTP protocol `base` with the head timeout and the connection limit, and (httptools)
-    each answer written at once by `OneWriteAnswers`."""
+    each answer written at once by `OneWriteAnswers`; the answers it gives itself (bytes that are
+    no request, a head too large) are timed and, with `access_log`, logged as the app's are."""
     # httptools' protocol starts each request's cycle here; h11's writes its answers differently
     one_write = hasattr(base, "_start_asgi_task")
 
@@ -158,6 +166,7 @@ def guarded_protocol(header_timeout: float, max_connections: int, base: type = A
 
             # httptools' parser calls: a head that arrived whole is measured once it has ended
             def on_message_begin(self) -> None:
+                self._began = time.perf_counter()
                 self._head_bytes = 0
                 self._head_open = True
                 super().on_message_begin()
@@ -173,10 +182,19 @@ def guarded_protocol(header_timeout: float, max_connections: int, base: type = A
                 super().on_headers_complete()
 
         def send_400_response(self, msg: str) -> None:
-            self.transport.write(_refusal(self._head_refused, msg))
+            code, body, answer = _refusal(self._head_refused, msg)
+            self.transport.write(answer)
             self.transport.close()
+            # an answer given below the app is logged and timed as the app's are: the request it
+            # answers could not be read, so its method and path are shown as "-"
+            seconds = time.perf_counter() - self._began
+            metrics.observe_request("unmatched", "-", seconds)
+            if access_log:
+                sys.stderr.write(access_line(self.client, "-", "-", code, len(body), seconds) + "\n")
+                sys.stderr.flush()
 
         def connection_made(self, transport) -> None:
+            self._began = time.perf_counter()
             super().connection_made(transport)
             if len(self.connections) > max_connections:
                 transport.close()
@@ -248,7 +266,7 @@ def uvicorn_server(app, config: ServiceConfig, **options) -> uvicorn.Server:
     options.setdefault("log_config", PREFIXED_LOGGING)
     return uvicorn.Server(uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", loop="auto",
-        http=guarded_protocol(config.header_timeout, connection_limit(config), base),
+        http=guarded_protocol(config.header_timeout, connection_limit(config), base, config.access_log),
         timeout_keep_alive=config.keep_alive, timeout_graceful_shutdown=30,  # type: ignore[arg-type]
         proxy_headers=False, server_header=False, **options))
 
