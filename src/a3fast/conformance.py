@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import orjson
+
+from . import process_groups
 
 __all__ = ["Vector", "Outcome", "MatchingCase", "MatchResult", "load_matching", "literal_match",
            "fleet_match", "CAPABILITY_SUITE", "MATCHING_SUITE", "default_vectors_dir",
@@ -284,9 +286,10 @@ class _Ran:
 
 def _run_bounded(argv: list[str], data: bytes, timeout: float) -> _Ran:
     """`argv` run with `data` on standard input, in a session of its own: its output read up to
-    MAX_OUTPUT_BYTES (the end of its standard error), and, once it ends, is killed, or runs out its
-    time, every process it started is killed with it (one left behind would hold the output pipes
-    open, or run on after the vector failed). OSError when it cannot be started."""
+    MAX_OUTPUT_BYTES (the end of its standard error), and, once it ends, prints past that or runs
+    out its time, every process it started is killed with it (one left behind would hold the
+    output pipes open, or run on after the vector failed; a3fast.process_groups). OSError when it
+    cannot be started."""
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
     out = bytearray()
@@ -307,8 +310,7 @@ def _run_bounded(argv: list[str], data: bytes, timeout: float) -> _Ran:
     def read_out() -> None:
         while chunk := proc.stdout.read1(1 << 16):     # type: ignore[union-attr]
             if len(out) + len(chunk) > MAX_OUTPUT_BYTES:
-                too_long.set()
-                _kill_group(proc)
+                too_long.set()           # the waiting thread stops the group
                 return
             out.extend(chunk)
 
@@ -320,25 +322,17 @@ def _run_bounded(argv: list[str], data: bytes, timeout: float) -> _Ran:
     threads = [threading.Thread(target=t, daemon=True) for t in (feed, read_out, read_err)]
     for thread in threads:
         thread.start()
-    timed_out = False
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    _kill_group(proc)          # what it left running, or itself past its time
-    proc.wait()
+    deadline = time.monotonic() + timeout
+    while not process_groups.wait_exited(proc, min(0.05, max(0.0, deadline - time.monotonic()))):
+        if too_long.is_set() or time.monotonic() >= deadline:
+            break
+    timed_out = not process_groups.exited(proc) and not too_long.is_set()
+    process_groups.stop(proc)    # what it left running, or itself past its time or its output
     for thread in threads:
         thread.join()
     for pipe in (proc.stdout, proc.stderr):
         pipe.close()           # type: ignore[union-attr]
-    return _Ran(proc.returncode, bytes(out), bytes(err), timed_out and not too_long.is_set(), too_long.is_set())
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass                   # the group is gone
+    return _Ran(proc.returncode, bytes(out), bytes(err), timed_out, too_long.is_set())
 
 
 def _read_result(stdout: bytes) -> tuple[bool, list[tuple[str, int | None]]] | str:

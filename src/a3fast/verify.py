@@ -37,11 +37,10 @@ ERROR_CODES = (
     "E_TRACE", "E_STRUCTURE", "E_DECLARATION_SCOPE", "E_REQUIREMENTS_MISMATCH",
     *UNMET_CODE.values(), "E_EXPLANATION", "E_REJECTION_REASON",
 )
+#: Running out of memory: never a finding about the trace (which would call a valid trace
+#: invalid); the command says it ran out (exit 2).
+RESOURCES = (MemoryError,)
 #: a3fast's own checks: reported, but they never make a trace invalid.
-#: What running out of the machine's room raises: never a finding about the trace (which would
-#: call a valid trace invalid); the command says it ran out (exit 2).
-RESOURCES = (MemoryError, RecursionError)
-
 WARNING_CODES = ("W_FAILED_PREDICATE_UNMATCHED", "W_FAILED_AND_SCORED",
                  "W_ENVELOPE_EXCEEDS_CLEARANCES", "W_ENVELOPE_MALFORMED")
 

@@ -438,3 +438,20 @@ def test_a_refusal_lists_at_most_a_hundred_problems_and_echoes_no_value_whole(se
     r = server.client.post("/v1/replay", json={"fail_on": "x" * 3000 + ">1"})
     found = problems(r, 400)[0]["found"]
     assert len(found) < MAX_PROBLEM_TEXT + 100 and found.endswith("more characters)"), found[-80:]
+
+
+def test_the_problems_of_many_documents_are_bounded_once_in_line_order():
+    # each line's problems were bounded on their own as they were gathered, so a "more problems"
+    # row (with no line) could sort to the top and the answer was bounded again around it
+    from a3fast.service.operations import Operations
+    from a3fast.service.problems import MAX_PROBLEMS, ServiceError
+
+    bad = {"v": "1.0", "agent": {"name": "a", "namespace": "n"}, "clearances": [],
+           "capabilities": [{"name": "Not An Identifier", "version": -1}] * 40}
+    with pytest.raises(ServiceError) as answer:
+        Operations.prepare_agents({"declarations": [bad] * 12}, list(range(1, 13)))
+    listed = answer.value.problems
+    assert len(listed) == MAX_PROBLEMS + 1
+    lines = [p["line"] for p in listed[:-1]]
+    assert lines == sorted(lines) and lines[0] == 1
+    assert "line" not in listed[-1] and listed[-1]["found"].endswith("more problems, not listed")

@@ -261,3 +261,36 @@ def test_an_earlier_trace_is_kept_aside_not_emptied_when_the_service_starts_agai
         assert json.loads(kept.read_bytes().splitlines()[0])["seq"] == 1
         verified = subprocess.run([sys.executable, "-m", "a3fast", "verify", str(kept)], capture_output=True, timeout=60)
         assert verified.returncode == 0, verified.stdout
+
+
+def test_an_earlier_trace_that_cannot_be_moved_is_copied_aside_or_the_start_refused(tmp_path, monkeypatch):
+    # a trace bind-mounted as a file of its own cannot be linked or renamed (EXDEV, EBUSY): it was
+    # emptied before, and moving it aside alone would have stopped the start
+    import errno
+    import os
+
+    from a3fast.service import state as state_module
+    from a3fast.service.state import ServiceState, StateError
+
+    def cannot(*args, **kwargs):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", cannot)
+    monkeypatch.setattr(os, "rename", cannot)
+    trace = tmp_path / "trace.jsonl"
+    trace.write_bytes(b"earlier\n")
+    service = ServiceState(trace_path=trace, log=lambda message: None)
+    service.open()
+    service.close()
+    assert (tmp_path / "trace.1.jsonl").read_bytes() == b"earlier\n" and trace.read_bytes() == b""
+
+    def full(source, target):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    trace.write_bytes(b"later\n")
+    monkeypatch.setattr(state_module, "_copy_new", full)
+    with pytest.raises(StateError, match=r"trace\.jsonl: held an earlier trace that could not be kept beside it "
+                                         r"\(.*trace\.2\.jsonl: No space left on device\)"):
+        ServiceState(trace_path=trace, log=lambda message: None).open()
+    assert trace.read_bytes() == b"later\n"          # never emptied unkept
+    assert not (tmp_path / "trace.2.jsonl").exists()

@@ -267,6 +267,8 @@ class FleetShard:
         namespace is a problem of its own (the shard holds every agent of the names it owns); and
         a line the reader refused only for differing from an earlier line's namespace is no problem
         when it is the namespace held (that earlier line is the one refused)."""
+        if not len(self.fleet):
+            return problems      # no agent held: no namespace to differ from (a first load)
         held_of = self.fleet.namespace_of
         refused = {line for line, _ in problems}
         out = []
@@ -277,10 +279,13 @@ class FleetShard:
                     continue
             out.append((line, problem))
         for k, (name, namespace) in enumerate(zip(names, namespaces)):
+            held = held_of(name) if name else None
+            if held is None or held == namespace:
+                continue         # the usual line: a name not held, or held in its own namespace
             line = int(numbers[k])
-            if not name or line in refused:
+            if line in refused:
                 continue
-            conflict = namespace_problem(f"line {line}: $.agent.namespace", name, held_of(name), namespace)
+            conflict = namespace_problem(f"line {line}: $.agent.namespace", name, held, namespace)
             if conflict is not None:
                 out.append((line, conflict))
         return out

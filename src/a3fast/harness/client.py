@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import selectors
 import shlex
-import signal
 import subprocess
 import threading
 import time
 from typing import Any
 
 import orjson
+
+from .. import process_groups
 
 __all__ = ["MatcherFailure", "MatcherProcess", "command_argv"]
 
@@ -161,7 +162,7 @@ class MatcherProcess:
                 if not ready:
                     if left > _LONGEST_WAIT_S:
                         continue
-                    if self.proc.poll() is not None:
+                    if process_groups.exited(self.proc):
                         raise self.exited(f"while sending a {op} request")
                     self.stop()
                     raise MatcherFailure("timeout", f"could not send a {op} request within {self.timeout:g} s: "
@@ -220,7 +221,7 @@ class MatcherProcess:
             if left <= 0 or not self._selector.select(min(left, _LONGEST_WAIT_S)):
                 if left > _LONGEST_WAIT_S:
                     continue
-                if self.proc.poll() is not None:
+                if process_groups.exited(self.proc):
                     raise self.exited(f"before answering a {op} request")
                 self.stop()
                 raise MatcherFailure("timeout", f"no answer to a {op} request within {self.timeout:g} s "
@@ -242,33 +243,25 @@ class MatcherProcess:
         self._pending += chunk
 
     def exited(self, when: str) -> MatcherFailure:
-        try:
-            code = self.proc.wait(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
+        """The failure of a matcher whose output ended: it is stopped, with what it left running."""
+        if not process_groups.wait_exited(self.proc, self.timeout):
             self.stop()
             return MatcherFailure("crashed", f"the matcher closed its output {when} but did not exit "
                                   f"(the matcher was stopped)")
-        self._kill_group()             # what it left running
+        code = self.stop()
         tail = self.stderr_tail()
         ended = f"was ended by signal {-code}" if code < 0 else f"exited with code {code}"
         return MatcherFailure("crashed", f"the matcher {ended} {when}"
                               + (f"; its last error output: {tail}" if tail else ""))
 
     def stderr_tail(self) -> str:
-        if self.proc.poll() is not None:
+        if self.proc.returncode is not None:
             self._stderr_reader.join(timeout=1.0)  # what it wrote before it ended, once read
         return " | ".join(bytes(self._stderr[-STDERR_TAIL:]).decode("utf-8", "replace").strip().splitlines())
 
-    def _kill_group(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass                       # the group is gone
-
-    def stop(self) -> None:
-        """The matcher and every process it started, killed."""
-        self._kill_group()
-        self.proc.wait()
+    def stop(self) -> int:
+        """The matcher and every process it started, killed (a3fast.process_groups); its exit status."""
+        return process_groups.stop(self.proc)
 
     def close(self) -> int | None:
         """End of input, then wait briefly; a matcher that does not exit is killed, and so is
@@ -277,16 +270,14 @@ class MatcherProcess:
             self.proc.stdin.close()  # type: ignore[union-attr]  # a pipe (start)
         except OSError:
             pass
-        if self.proc.poll() is None:
-            try:
-                self.proc.wait(timeout=min(self.timeout, 5.0))
-            except subprocess.TimeoutExpired:
-                pass
+        process_groups.wait_exited(self.proc, min(self.timeout, 5.0))
         self.stop()
         self._stderr_reader.join(timeout=5.0)
         self._selector.close()
-        for pipe in (self.proc.stdout, self.proc.stderr):
-            pipe.close()  # type: ignore[union-attr]  # pipes (start)
+        self.proc.stdout.close()  # type: ignore[union-attr]  # a pipe (start)
+        if not self._stderr_reader.is_alive():
+            # else a process that left the matcher's session still holds it: the reader ends with it
+            self.proc.stderr.close()  # type: ignore[union-attr]  # a pipe (start)
         return self.proc.returncode
 
     def __enter__(self) -> "MatcherProcess":

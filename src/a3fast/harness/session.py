@@ -11,6 +11,8 @@ from typing import Any
 
 import orjson
 
+from .. import process_groups
+
 from .checks import Expected, check_placement, expected_placement, from_vector
 from .client import PIPELINE_WINDOW, MatcherFailure, MatcherProcess
 from .worlds import World, live_fleet
@@ -52,7 +54,7 @@ class Session:
 
     def start(self) -> MatcherProcess:
         """The running matcher (started now if it is not); MatcherFailure("start") if it cannot be."""
-        if self.process is None or self.process.proc.poll() is not None:
+        if self.process is None or process_groups.exited(self.process.proc):
             if self.process is not None:
                 self.process.close()
             self.process = MatcherProcess(self.command, self.timeout)
@@ -100,10 +102,12 @@ class Session:
                 at += 1
             # the world is over once its fleet is cleared: a matcher that died after its last
             # answer (a crash, a non-zero exit) fails this world, not the next one it would have
-            # been blamed on, and not never
+            # been blamed on, and not never; one that ended by itself with exit 0 is started again
             self._reset(matcher)
-            if matcher.proc.poll() is not None:
-                raise matcher.exited("after the world's last request")
+            if process_groups.exited(matcher.proc):
+                failure = matcher.exited("after the world's last request")
+                if matcher.proc.returncode != 0:
+                    raise failure
         except MatcherFailure as exc:
             if exc.kind in ("timeout", "crashed", "malformed"):
                 self.close()      # its state, or its place in the conversation, is lost

@@ -45,8 +45,8 @@ from .config import ServiceConfig
 from .k8s import Extender
 from .openapi import openapi_document
 from .operations import MAX_TRACE_RECORDS, Operations, PlaceAnswer, PreparedPlace, decode_place_request, verify_text
-from .problems import (ServiceError, from_library, journal_failed, parse_json, problem, query_int, query_since,
-                       too_large)
+from .problems import (ServiceError, from_library, journal_failed, library_problems, parse_json, problem, query_int,
+                       query_since, too_large)
 from .refusals import INTERNAL, refusal
 from .replay_route import replay_endpoint
 from .seed import seed_fleet
@@ -242,7 +242,7 @@ def read_declarations(data: bytes) -> tuple[list[Any], list[int], list[dict[str,
     for item in iter_documents(data, form=LINES, decode=parse_json):
         assert item.line is not None  # JSON Lines: every document has its line
         if item.problems:
-            problems.extend(from_library(SchemaError(list(item.problems)), line=item.line).problems)
+            problems.extend(library_problems(SchemaError(list(item.problems)), line=item.line))
         else:
             docs.append(item.value)
             lines.append(item.line)

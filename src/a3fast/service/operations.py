@@ -34,8 +34,8 @@ from ..verify import is_valid, verify_stream_counted
 from . import metrics
 from ..prepared import PreparedRequirements
 from .slices import Slice, readable_answer
-from .problems import (MAX_DEPTH, MAX_STRING, SINCE_EXPECTED, ServiceError, check_bounds, from_library, parse_json,
-                       problem, since_seq)
+from .problems import (MAX_DEPTH, MAX_STRING, SINCE_EXPECTED, ServiceError, check_bounds, from_library, library_problems,
+                       parse_json, problem, since_seq)
 from .state import FleetConflict, ServiceState
 
 __all__ = ["Operations", "PlaceAnswer", "PlaceRequest", "PreparedPlace", "decode_place_request", "OPS", "RECORD_FORMS", "STREAM",
@@ -309,7 +309,7 @@ class Operations:
             try:
                 decls.append(parse_declaration(doc))
             except SchemaError as exc:
-                problems.extend(from_library(exc, 400, line=line).problems)
+                problems.extend(library_problems(exc, line=line))
         if problems:
             problems.sort(key=lambda p: p.get("line", 0))
             raise ServiceError(400, problems)

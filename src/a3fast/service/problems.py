@@ -9,7 +9,7 @@ import orjson
 from ..errors import FleetError, Problem, SchemaError, describe
 from ..document import loads
 
-__all__ = ["ServiceError", "problem", "from_library", "journal_failed", "too_large", "parse_json", "query_int",
+__all__ = ["ServiceError", "problem", "from_library", "library_problems", "journal_failed", "too_large", "parse_json", "query_int",
            "MAX_DEPTH", "MAX_STRING"]
 
 #: Deepest nesting of arrays and objects a request may have (A3 documents need about 5).
@@ -63,11 +63,17 @@ def _cut(text: str) -> str:
 
 def from_library(exc: Exception, status: int = 400, **extra: Any) -> ServiceError:
     """A library error as a ServiceError: SchemaError keeps its problems; FleetError names the agent."""
+    return ServiceError(status, library_problems(exc, **extra))
+
+
+def library_problems(exc: Exception, **extra: Any) -> list[dict[str, Any]]:
+    """The problems `from_library` answers with, every one: for a refusal that gathers the problems
+    of many documents (each line of a body) and is bounded once, whole."""
     if isinstance(exc, SchemaError):
-        return ServiceError(status, [problem(p.path, p.expected, p.found, **extra) for p in exc.problems])
+        return [problem(p.path, p.expected, p.found, **extra) for p in exc.problems]
     if isinstance(exc, FleetError):
-        return ServiceError(status, [problem("$", "an agent the fleet can take", str(exc), **extra)])
-    return ServiceError(status, [problem("$", "a request the library accepts", str(exc), **extra)])
+        return [problem("$", "an agent the fleet can take", str(exc), **extra)]
+    return [problem("$", "a request the library accepts", str(exc), **extra)]
 
 
 def journal_failed(why: str) -> ServiceError:

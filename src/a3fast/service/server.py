@@ -203,6 +203,8 @@ def guarded_protocol(header_timeout: float, max_connections: int, base: type = A
 
         def data_received(self, data: bytes) -> None:
             cycle = self.cycle
+            if (cycle is None or cycle.response_complete) and not self._head_open:
+                self._began = time.perf_counter()      # the bytes of a new request begin
             super().data_received(data)
             if self.cycle is not cycle:          # a whole head arrived: the body has its own deadline
                 self._cancel_head_timer()

@@ -847,10 +847,12 @@ def _last_seq(fd: int, length: int) -> int | None:
 
 
 def keep_aside(path: Path) -> Path:
-    """Move the file at `path` to `STEM.N.SUFFIX` beside it (`trace.jsonl` to `trace.1.jsonl`: what
+    """Keep the file at `path` as `STEM.N.SUFFIX` beside it (`trace.jsonl` as `trace.1.jsonl`: what
     takes `*.jsonl` takes it too), N the first number from 1 that names no file yet, and return
-    where it went. A link then an unlink, so that no file already there is replaced (a filesystem
-    without links: a rename once the name is seen free)."""
+    where it went; `path` is then free for a new file, or empty. Moved by a link then an unlink, so
+    no file already there is replaced; a file that cannot be moved (bind-mounted on its own, or on
+    another filesystem than its name) is copied and emptied. StateError naming it when it can be
+    kept neither way: it is never emptied unkept."""
     for n in range(1, 1_000_000):
         kept = path.with_name(f"{path.stem}.{n}{path.suffix}")
         try:
@@ -860,13 +862,41 @@ def keep_aside(path: Path) -> Path:
         except OSError:
             if os.path.lexists(kept):
                 continue
-            os.rename(path, kept)
+            try:
+                os.rename(path, kept)          # a filesystem without links
+            except OSError:
+                try:
+                    _copy_new(path, kept)
+                except FileExistsError:
+                    continue
+                except OSError as exc:
+                    raise StateError(f"{path}: held an earlier trace that could not be kept beside it "
+                                     f"({kept}: {exc.strerror or exc}); move it elsewhere, or start with "
+                                     f"--state to go on with it") from None
+                fd = os.open(path, os.O_WRONLY)
+                try:
+                    os.ftruncate(fd, 0)
+                finally:
+                    os.close(fd)
         else:
             os.unlink(path)
         fsync_directory(path.parent)
         return kept
     raise StateError(f"{path}: an earlier trace is in the way and {path.stem}.1{path.suffix} to "
                      f"{path.stem}.999999{path.suffix} are taken; move them elsewhere")
+
+
+def _copy_new(source: Path, target: Path) -> None:
+    """`source`'s bytes into a new file `target` (FileExistsError if there is one), synced; a copy
+    that fails part-way is removed."""
+    with open(source, "rb") as src, open(target, "xb") as out:
+        try:
+            shutil.copyfileobj(src, out, 1 << 20)
+            out.flush()
+            os.fsync(out.fileno())
+        except BaseException:
+            os.unlink(target)
+            raise
 
 
 def _crc_tail(fd: int, length: int) -> int:
