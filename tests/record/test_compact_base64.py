@@ -64,11 +64,18 @@ def spoil(text: str, how: str) -> str:
         return text.rstrip("=")
     if how == "data after the padding":
         return text + "AAAA"
+    # what a decoder takes and reads as the same bytes, so two texts would stand for one set
+    if how == "padding past a whole group":
+        return text + "===="
+    if how == "bits past the last byte":
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+        at = len(text.rstrip("=")) - 1
+        return text[:at] + alphabet[alphabet.index(text[at]) ^ 1] + text[at + 1:]
     raise AssertionError(how)
 
 
 SPOILS = ["space", "newline", "outside the alphabet", "url-safe alphabet", "padding missing",
-          "data after the padding"]
+          "data after the padding", "padding past a whole group", "bits past the last byte"]
 
 
 def spoiled(compact_trace, field, how):

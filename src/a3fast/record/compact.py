@@ -105,9 +105,29 @@ def _unb64(text: Any, what: str) -> bytes:
     if not isinstance(text, str):
         raise _wrong(what, "base64 text", text)
     try:
-        return _strict_b64decode(text)
+        raw = _strict_b64decode(text)
     except (ValueError, binascii.Error):
         raise CompactError(f"{what}: expected base64 text, found {describe(text)}") from None
+    if not _canonical_b64(text, len(raw)):
+        raise CompactError(f"{what}: expected base64 text as its bytes are written (padded to a whole "
+                           f"group, the bits past the last byte zero), found {describe(text)}")
+    return raw
+
+
+#: Each base64 character's value, for the check of the bits past the last byte.
+_B64_VALUES = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
+
+
+def _canonical_b64(text: str, n: int) -> bool:
+    """Whether `text` is the one base64 text of its `n` bytes: a decoder also takes padding past a
+    whole group and non-zero bits past the last byte, so two texts would stand for one set."""
+    if len(text) != (n + 2) // 3 * 4:
+        return False
+    if text.endswith("=="):
+        return not _B64_VALUES[text[-3]] & 0x0F
+    if text.endswith("="):
+        return not _B64_VALUES[text[-2]] & 0x03
+    return True
 
 
 def _strict_b64decode(text: str) -> bytes:
