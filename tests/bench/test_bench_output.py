@@ -131,3 +131,55 @@ def test_the_commit_of_a_checkout_whose_branch_is_not_utf8_is_shown_not_a_lost_r
     monkeypatch.chdir(tmp_path)
     info = _commit_info()
     assert info["branch"] == "br\\xff" and len(info["id"]) == 40
+
+
+def test_a_terminated_run_ends_as_an_interrupted_one(tmp_path):
+    # SIGTERM (timeout, a CI's cancel) ended the process where it stood: nothing written, a
+    # server of a row left running and its temporary files left behind
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "partial.json"
+    bench = subprocess.Popen([sys.executable, "-m", "a3fast", "bench", "--quick", "--no-memory", "--no-extras",
+                              "--sizes", "300", "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env={**os.environ, "TMPDIR": str(tmp_path)}, text=True)
+    seen = ""
+    deadline = time.monotonic() + 120
+    while seen.count("300 agents: ") < 3 and time.monotonic() < deadline:    # a fleet built, a scenario timed
+        line = bench.stderr.readline()
+        if not line:
+            break
+        seen += line
+    bench.send_signal(signal.SIGTERM)
+    stdout, stderr = bench.communicate(timeout=120)
+    assert bench.returncode != 0 and bench.returncode != -signal.SIGTERM, (bench.returncode, stderr[-500:])
+    assert "the run stopped part of the way" in stderr
+    assert json.loads(out.read_text())["benchmarks"], "what was measured is written"
+    assert [p.name for p in tmp_path.iterdir()] == ["partial.json"]
+
+
+def test_bench_options_that_cannot_go_together_or_would_replace_an_input_are_refused(tmp_path):
+    from a3fast.cli.bench_cmd import _sizes
+
+    assert _sizes("200,200,1000,200") == (200, 1000)        # a size given twice is measured once
+    result = CliRunner().invoke(main, ["bench", "--distributed", "1000", "--matcher", "cat"])
+    assert result.exit_code == 2 and "--distributed measures the sharded fleet alone" in result.output
+    program = tmp_path / "matcher.py"
+    program.write_text("print('a matcher')\n")
+    result = CliRunner().invoke(main, ["bench", "--matcher", f"python {program}", "--tasks", "1", "-o", str(program)])
+    assert result.exit_code == 2 and "an output must not replace" in result.output
+    assert program.read_text() == "print('a matcher')\n"
+
+
+def test_the_sharded_figures_are_written_as_a_pytest_benchmark_document():
+    from a3fast.bench.machine import machine_info
+    from a3fast.bench.report import pytest_benchmark_document, to_pytest_benchmark
+
+    document = pytest_benchmark_document(machine_info(), [], {"distributed": {"agents": 1000}})
+    whole = to_pytest_benchmark(suite.new_report(BenchConfig.quick_run((1000,))))
+    assert set(document) == set(whole) and document["benchmarks"] == []
+    assert document["a3fast"] == {"distributed": {"agents": 1000}}

@@ -419,3 +419,26 @@ def test_a3fast_as_a_matcher_is_one_command_from_an_interpreter_whose_path_holds
 
     monkeypatch.setattr(matchers.sys, "executable", "/opt/my venv's/bin/python")
     assert shlex.split(matchers.a3fast_command()) == ["/opt/my venv's/bin/python", "-m", "a3fast", "serve", "--stdio"]
+
+
+def test_an_interrupted_matcher_bench_stops_every_matcher_it_started(monkeypatch):
+    # Ctrl-C reaches no matcher (each runs in a session of its own), and nothing closed them: a
+    # matcher that does not end at its input's end ran on
+    from a3fast.bench import matchers as bench_matchers
+
+    started: list[MatcherProcess] = []
+    original = MatcherProcess.__init__
+
+    def recorded(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        started.append(self)
+
+    monkeypatch.setattr(MatcherProcess, "__init__", recorded)
+
+    def interrupt(text: str) -> None:
+        if text.startswith("placing"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        bench_matchers.run_matcher_bench([literal("hang")], agents=50, tasks=5, progress=interrupt)
+    assert len(started) == 2 and all(m.proc.returncode is not None for m in started)

@@ -273,41 +273,44 @@ def run_matcher_bench(commands: list[str], agents: int = 1000, tasks: int = 300,
     runs = [MatcherRun(IN_PROCESS, None), MatcherRun(OVER_PROTOCOL, a3fast_command())]
     runs += [MatcherRun(command, command) for command in commands]
     subjects: list[Any] = []
-    for run in runs:
-        progress(f"loading {agents} agents into {run.subject}")
-        try:
-            subject = (_InProcessSubject(run, record) if run.command is None
-                       else _ProtocolSubject(run, timeout, record))
-        except MatcherFailure as exc:
-            if exc.kind == "start" and run.command in commands:
-                raise     # a command the caller gave that cannot start: its option is wrong
-            run.failure = exc.message
-            continue
-        try:
-            subject.load(fleet)
-            subjects.append(subject)
-        except MatcherFailure as exc:
-            run.failure = exc.message
-            subject.close()
-    progress(f"placing {tasks} tasks on each subject in turn (at most {budget_s:g} s each)")
-    spent = {id(s): 0.0 for s in subjects}
-    for k in range(0, len(work), window):
-        chunk = work[k:k + window]
-        for subject in list(subjects):
-            if spent[id(subject)] > budget_s:
-                continue
+    try:      # however the run ends (an interruption too), every matcher started is stopped
+        for run in runs:
+            progress(f"loading {agents} agents into {run.subject}")
             try:
-                elapsed = subject.place_window(chunk)
+                subject = (_InProcessSubject(run, record) if run.command is None
+                           else _ProtocolSubject(run, timeout, record))
             except MatcherFailure as exc:
-                subject.run.failure = exc.message
+                if exc.kind == "start" and run.command in commands:
+                    raise     # a command the caller gave that cannot start: its option is wrong
+                run.failure = exc.message
+                continue
+            subjects.append(subject)
+            try:
+                subject.load(fleet)
+            except MatcherFailure as exc:
+                run.failure = exc.message
                 subjects.remove(subject)
                 subject.close()
-                continue
-            spent[id(subject)] += elapsed
-            if k >= warmup:     # a window's placements are counted at the window's mean
-                subject.run.latencies_s.extend([elapsed / len(chunk)] * len(chunk))
-    for subject in subjects:
-        subject.close()
+        progress(f"placing {tasks} tasks on each subject in turn (at most {budget_s:g} s each)")
+        spent = {id(s): 0.0 for s in subjects}
+        for k in range(0, len(work), window):
+            chunk = work[k:k + window]
+            for subject in list(subjects):
+                if spent[id(subject)] > budget_s:
+                    continue
+                try:
+                    elapsed = subject.place_window(chunk)
+                except MatcherFailure as exc:
+                    subject.run.failure = exc.message
+                    subjects.remove(subject)
+                    subject.close()
+                    continue
+                spent[id(subject)] += elapsed
+                if k >= warmup:     # a window's placements are counted at the window's mean
+                    subject.run.latencies_s.extend([elapsed / len(chunk)] * len(chunk))
+    finally:
+        for subject in subjects:
+            subject.close()
     return MatcherBench(agents, tasks, datetime.now(timezone.utc).isoformat(), runs, record, window)
 
 

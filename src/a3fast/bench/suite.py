@@ -173,7 +173,7 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
         for cls in BASELINES:   # from parsed declarations: parsing is the same for all and timed above
             started = time.perf_counter()
             subjects += build_subjects(parsed, (), (cls,))
-            report.builds[(size, cls.name, "dicts")] = time.perf_counter() - started
+            report.builds[(size, cls.name, "declarations")] = time.perf_counter() - started
 
         for scenario in SCENARIOS:
             runners = [(s.name, task) for s in subjects if (task := s.task(scenario)) is not None]

@@ -1,12 +1,16 @@
 """`a3fast bench`: one table from one run — a3fast on each engine beside the baselines, with ratios."""
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+from contextlib import contextmanager
+from typing import Iterator
 
 import click
 import orjson
 
-from .common import BadInput, Seconds, atomic_outputs, check_outputs, output_option, say
+from .common import BadInput, Seconds, atomic_outputs, check_not_inputs, check_outputs, output_option, say
 
 
 #: The most agents (or tasks) a run generates, as `gen-fleet` and `gen-tasks` allow: past it the
@@ -24,7 +28,27 @@ def _sizes(value: str) -> tuple[int, ...]:
     too_many = next((n for n in sizes if n > MAX_COUNT), None)
     if too_many is not None:
         raise BadInput(f"--sizes: {too_many} is not in the range 2<=x<={MAX_COUNT} (agents, as gen-fleet allows)")
-    return sizes
+    return tuple(dict.fromkeys(sizes))     # a size given twice is measured once
+
+
+@contextmanager
+def _terminated_as_interrupted() -> Iterator[None]:
+    """SIGTERM (`timeout`, a CI's cancel, `docker stop`) ends the run as Ctrl-C does: what was
+    measured is printed and written, the servers and processes it started are stopped and its
+    temporary files removed (each row's own `finally`), which a process ended by the signal
+    itself skipped."""
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupted)
+    except ValueError:          # not the main thread (a caller's own): the signal is theirs
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @click.command()
@@ -66,31 +90,61 @@ def bench(sizes, large_from, shell_runs, distributed, quick, json_path, output, 
     """Time matching and explaining on fleets of the standard workload, per engine and beside the
     literal per-candidate loop, a numpy boolean matrix and SQLite; print medians and ratios.
     With --matcher, time other matchers over the stdio protocol instead."""
+    # `--json FILE`, the older spelling of `-o FILE`, still works
+    paths = [p for p in dict.fromkeys((json_path, output)) if p is not None]
+    check_outputs(paths)
+    chosen = _sizes(sizes) if sizes else None
+    if distributed is not None and matchers:
+        raise BadInput("--distributed measures the sharded fleet alone: it takes no --matcher (run them apart)")
+    for command in matchers:      # a matcher's program or files are read, never replaced by the results
+        for word in _words(command):
+            if os.path.isfile(word):
+                check_not_inputs(paths, {"--matcher": word})
+    with _terminated_as_interrupted():
+        if distributed is not None:
+            _bench_distributed(distributed, tasks, quick, paths)
+            return
+        if matchers:
+            _bench_matchers(list(matchers), chosen[0] if chosen else 1000, tasks or (30 if quick else 300),
+                            min(seconds, 5.0) if quick else seconds, timeout, record, paths, window)
+            return
+        _bench_tables(chosen, large_from, shell_runs, quick, tasks, no_memory, no_extras, paths)
+
+
+def _words(command: str) -> list[str]:
+    from ..harness.client import command_argv
+
+    try:
+        return command_argv(command)
+    except ValueError as exc:
+        raise BadInput(f"--matcher: {exc}") from None
+
+
+def _bench_distributed(agents: int, tasks: int | None, quick: bool, paths: list[str]) -> None:
+    need_extras({"ray": ("ray",)}, "a3fast bench --distributed", "the other rows need no Ray")
+    from ..bench.distributed import bench_distributed, render_distributed
+    from ..bench.machine import machine_info
+    from ..bench.report import pytest_benchmark_document
+
+    row = bench_distributed(agents, tasks=tasks or (30 if quick else 200), many=500 if quick else 10_000,
+                            progress=lambda text: say(f"… {text}"))
+    if paths:
+        # pytest-benchmark's document, as -o promises: the sharded figures are no per-task samples,
+        # so they go under its "a3fast" member, beside no benchmarks
+        document = pytest_benchmark_document(machine_info(), [], {"distributed": row})
+        data = orjson.dumps(document, default=str, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+        with atomic_outputs(paths) as streams:
+            for out in streams:
+                out.write(data)
+    click.echo(render_distributed(row), err="-" in paths)
+
+
+def _bench_tables(chosen, large_from, shell_runs, quick, tasks, no_memory, no_extras, paths) -> None:
     from dataclasses import replace
 
     from ..bench import BenchConfig, run_bench
     from ..bench.suite import new_report
 
-    # `--json FILE`, the older spelling of `-o FILE`, still works
-    paths = [p for p in dict.fromkeys((json_path, output)) if p is not None]
-    check_outputs(paths)
-    chosen = _sizes(sizes) if sizes else None
-    if distributed is not None:
-        need_extras({"ray": ("ray",)}, "a3fast bench --distributed", "the other rows need no Ray")
-        from ..bench.distributed import bench_distributed, render_distributed
-
-        row = bench_distributed(distributed, tasks=tasks or (30 if quick else 200), many=500 if quick else 10_000,
-                                progress=lambda text: say(f"… {text}"))
-        if paths:
-            with atomic_outputs(paths) as streams:
-                for out in streams:
-                    out.write(orjson.dumps(row, option=orjson.OPT_INDENT_2))
-        click.echo(render_distributed(row), err="-" in paths)
-        return
-    if matchers:
-        _bench_matchers(list(matchers), chosen[0] if chosen else 1000, tasks or (30 if quick else 300),
-                        min(seconds, 5.0) if quick else seconds, timeout, record, paths, window)
-        return
     config = BenchConfig.quick_run(chosen or (1_000,)) if quick else (BenchConfig(sizes=chosen) if chosen else BenchConfig())
     config = replace(config, memory=not no_memory, extras=not no_extras, large_from=large_from,
                      shell_runs=shell_runs,
