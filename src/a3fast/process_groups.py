@@ -27,7 +27,8 @@ def exited(proc: subprocess.Popen) -> bool:
         return True
     try:
         return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:       # reaped by someone else: ended
+    except ChildProcessError:       # reaped by someone else: ended, and its pid no longer its own
+        proc.poll()                 # (Popen records that as exit 0): `stop` then kills no group
         return True
 
 

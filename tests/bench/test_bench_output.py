@@ -183,3 +183,34 @@ def test_the_sharded_figures_are_written_as_a_pytest_benchmark_document():
     whole = to_pytest_benchmark(suite.new_report(BenchConfig.quick_run((1000,))))
     assert set(document) == set(whole) and document["benchmarks"] == []
     assert document["a3fast"] == {"distributed": {"agents": 1000}}
+
+
+def test_a_second_sigterm_does_not_cut_the_first_ones_cleanup_short():
+    # the first SIGTERM's cleanup waits for each matcher to end; a second one raised there left the
+    # matcher running, in a session of its own
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marker = "4243.25"          # a sleep no other process runs
+    bench = subprocess.Popen([sys.executable, "-m", "a3fast", "bench", "--matcher", f"sleep {marker}", "--sizes", "200",
+                              "--tasks", "5", "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    seen = ""
+    deadline = time.monotonic() + 120
+    while f"into sleep {marker}" not in seen and time.monotonic() < deadline:
+        line = bench.stderr.readline()
+        if not line:
+            break
+        seen += line
+    time.sleep(0.5)
+    bench.send_signal(signal.SIGTERM)
+    time.sleep(1.0)
+    if bench.poll() is None:
+        bench.send_signal(signal.SIGTERM)
+    bench.communicate(timeout=60)
+    left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True).stdout.split()
+    for pid in left:            # never left behind by the test itself
+        subprocess.run(["kill", "-9", pid])
+    assert left == [], "the matcher was left running"

@@ -119,3 +119,24 @@ def test_before_python_3_11_base64_is_decoded_as_strictly(compact_trace, monkeyp
     assert list(decode_trace(compact_trace)) == decoded
     with pytest.raises(CompactError, match="base64"):
         list(decode_trace(spoiled(compact_trace, "first failed bitmap", how)))
+
+
+@pytest.mark.parametrize("text", ["AAAA=", "AAAA==", "AAAA====", "AAAAAA==AA==", "AB==", "AAB="])
+def test_base64_has_one_text_for_its_bytes(text):
+    # a lenient decoder reads each as the canonical text's bytes ("AAAA" and "AA==", "AAA="): a
+    # whole group padded again, padding inside, bits set past the last byte
+    from a3fast.record.compact import _unb64
+
+    with pytest.raises(CompactError, match="base64"):
+        _unb64(text, "$.x")
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 4, 5, 255, 4096, 65_537])
+def test_what_a3fast_writes_is_read_back_at_every_length(size):
+    import base64
+    import os
+
+    from a3fast.record.compact import _unb64
+
+    data = os.urandom(size)
+    assert _unb64(base64.b64encode(data).decode(), "$.x") == data

@@ -144,7 +144,12 @@ def _place_process(directory: str) -> tuple[float, int]:
         process = subprocess.Popen([sys.executable, "-m", "a3fast", "place", "--fleet",
                                     os.path.join(directory, FLEET), "--requirements", requirements,
                                     "-o", os.devnull], stdout=subprocess.DEVNULL, stderr=stderr)
-        _, status, usage = os.wait4(process.pid, 0)   # the child's own peak RSS comes with its exit
+        try:
+            _, status, usage = os.wait4(process.pid, 0)   # the child's own peak RSS comes with its exit
+        except BaseException:       # interrupted: the child is not left running
+            process.kill()
+            process.wait()
+            raise
         seconds = time.perf_counter() - started
         process.returncode = os.waitstatus_to_exitcode(status)
         if process.returncode not in (0, 1):

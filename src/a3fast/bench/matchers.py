@@ -157,7 +157,11 @@ class _ProtocolSubject:
         self.run = run
         assert run.command is not None  # a run over the protocol has a command
         self.process = MatcherProcess(run.command, timeout)
-        self.rss = _RssPoller(self.process.pid)
+        try:
+            self.rss = _RssPoller(self.process.pid)
+        except BaseException:       # an interruption here too: the matcher is stopped, not left
+            self.process.close()
+            raise
         # the forms to ask for, best first: a compact client reads every answer in order, so it
         # asks for compact-stream (each fleet snapshot sent once), then compact, then the default
         self.forms: list[str] = {"spec": [], "compact": [STREAM_FORM, "compact"]}.get(record, [record])
@@ -310,7 +314,12 @@ def run_matcher_bench(commands: list[str], agents: int = 1000, tasks: int = 300,
                     subject.run.latencies_s.extend([elapsed / len(chunk)] * len(chunk))
     finally:
         for subject in subjects:
-            subject.close()
+            try:
+                subject.close()
+            except BaseException:   # the others are still stopped; the first failure is raised
+                for rest in subjects[subjects.index(subject) + 1:]:
+                    rest.close()
+                raise
     return MatcherBench(agents, tasks, datetime.now(timezone.utc).isoformat(), runs, record, window)
 
 

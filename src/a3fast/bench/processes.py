@@ -29,7 +29,13 @@ class ServedProcess:
         self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.PIPE,
                                      stderr=self.stderr)
-        line = _first_line(self.proc, start_timeout)
+        try:
+            line = _first_line(self.proc, start_timeout)
+        except BaseException:       # an interruption while it starts: the server is not left running
+            self.proc.kill()
+            self.proc.wait()
+            self.stderr.close()
+            raise
         if not line.startswith(banner):
             if self.proc.poll() is None:
                 self.proc.kill()

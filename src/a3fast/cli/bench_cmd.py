@@ -38,6 +38,9 @@ def _terminated_as_interrupted() -> Iterator[None]:
     temporary files removed (each row's own `finally`), which a process ended by the signal
     itself skipped."""
     def interrupted(signum, frame):
+        # once: a second SIGTERM while the first's cleanup runs (processes stopped, results
+        # written) would cut that short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt
 
     try:
@@ -48,7 +51,8 @@ def _terminated_as_interrupted() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        # a handler installed outside Python reads back as None: the default is restored then
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 @click.command()

@@ -270,8 +270,10 @@ class MatcherProcess:
             self.proc.stdin.close()  # type: ignore[union-attr]  # a pipe (start)
         except OSError:
             pass
-        process_groups.wait_exited(self.proc, min(self.timeout, 5.0))
-        self.stop()
+        try:
+            process_groups.wait_exited(self.proc, min(self.timeout, 5.0))
+        finally:            # an interruption of the wait stops it too
+            self.stop()
         self._stderr_reader.join(timeout=5.0)
         self._selector.close()
         self.proc.stdout.close()  # type: ignore[union-attr]  # a pipe (start)
