@@ -157,16 +157,9 @@ class MatcherProcess:
         self._selector.register(self._in, selectors.EVENT_WRITE)
         try:
             while view:
-                left = deadline - time.monotonic()
-                ready = self._selector.select(min(left, _LONGEST_WAIT_S)) if left > 0 else []
-                if not ready:
-                    if left > _LONGEST_WAIT_S:
-                        continue
-                    if process_groups.exited(self.proc):
-                        raise self.exited(f"while sending a {op} request")
-                    self.stop()
-                    raise MatcherFailure("timeout", f"could not send a {op} request within {self.timeout:g} s: "
-                                         f"the matcher did not read it (the matcher was stopped)")
+                ready = self._ready(deadline, f"while sending a {op} request",
+                                    f"could not send a {op} request within {self.timeout:g} s: the matcher "
+                                    f"did not read it (the matcher was stopped)")
                 for key, _ in ready:
                     if key.fd == self._out:
                         self._read_some(op)
@@ -215,18 +208,26 @@ class MatcherProcess:
                 self.stop()
                 raise MatcherFailure("malformed", f"the answer to a {op} request is longer than "
                                      f"{MAX_ANSWER_BYTES} bytes (the matcher was stopped)")
+            self._ready(deadline, f"before answering a {op} request",
+                        f"no answer to a {op} request within {self.timeout:g} s (the matcher was stopped)")
+            self._read_some(op)
+
+    def _ready(self, deadline: float, when: str, late: str) -> list[Any]:
+        """The selector's ready keys, waited for until `deadline`; past it, the matcher's end
+        (`exited(when)`) when it ended, else MatcherFailure("timeout", late) once it is stopped."""
+        while True:
             left = deadline - time.monotonic()
             # waited for in slices: the system's wait overflows past about 24 days, and a caller's
             # timeout may be longer than that
-            if left <= 0 or not self._selector.select(min(left, _LONGEST_WAIT_S)):
-                if left > _LONGEST_WAIT_S:
-                    continue
-                if process_groups.exited(self.proc):
-                    raise self.exited(f"before answering a {op} request")
-                self.stop()
-                raise MatcherFailure("timeout", f"no answer to a {op} request within {self.timeout:g} s "
-                                     f"(the matcher was stopped)")
-            self._read_some(op)
+            ready = self._selector.select(min(left, _LONGEST_WAIT_S)) if left > 0 else []
+            if ready:
+                return ready
+            if left > _LONGEST_WAIT_S:
+                continue
+            if process_groups.exited(self.proc):
+                raise self.exited(when)
+            self.stop()
+            raise MatcherFailure("timeout", late)
 
     def _read_some(self, op: str) -> None:
         """What the matcher has written, onto `_pending`; MatcherFailure when its output ended."""
