@@ -34,6 +34,10 @@ def _lines() -> list[bytes]:
         {"op": "place", "id": "requirements-list", "requirements": [task]},
         {"op": "place", "id": "no-requirements"},
         {"op": "place", "id": "bad-requirements", "requirements": {"capabilities": 7}},
+        # more than one problem: each way names the same one first (session, record, requirements)
+        {"op": "place", "id": "bad-requirements-and-session", "requirements": {"capabilities": 7}, "session": ""},
+        {"op": "place", "id": "bad-session-and-record", "requirements": task, "session": "", "record": "x"},
+        {"op": "place", "id": "bad-requirements-and-record", "requirements": {"capabilities": 7}, "record": "x"},
         {"op": "place", "id": "route", "requirements": task, "route": {"name": "r", "adds": {"clearances": ["x.y"]}}},
         {"op": "place", "id": "deep", "requirements": task, "extra": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]},
         {"op": "place", "id": "long", "requirements": {**task, "kind": "k" * (MAX_STRING + 1)}},

@@ -519,13 +519,16 @@ class Operations:
     def _place_request(self, body: Any) -> tuple[Any, str | None, Route | None, str]:
         """A place request's fields, checked, with its requirements parsed (ServiceError if not)."""
         if type(body) is PreparedPlace:         # its fields' types were checked as it was decoded
+            # checked in the general way's order (session, record, then the requirements): which
+            # way reads a request (its length, its id's nesting) never changes its answer
+            session = _text(body.session, "session", "a session id")
             form = "spec" if body.record is None else body.record      # "" is no form
             if form not in RECORD_FORMS:
                 raise ServiceError(400, [problem("$.record", self._forms_text, repr(form))])
             requirements = body.requirements
             if isinstance(requirements, SchemaError):
                 raise _requirements_refused(requirements) from None
-            return requirements, _text(body.session, "session", "a session id"), None, form
+            return requirements, session, None, form
         requirements = _require(body, "requirements", dict, "a requirements document (§4)")
         session = _text(_optional(body, "session", str, "a session id"), "session", "a session id")
         route = self._route(body)
