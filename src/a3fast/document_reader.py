@@ -92,7 +92,8 @@ def extend_fleet(fleet: Fleet, source: Source, *, form: str = AUTO) -> list[Prob
             return fleet.extend_jsonl(source, on_error="skip")
         # the rest goes to the bulk reader as one stream: one pass, one vocabulary of declared
         # values and one batch for the whole input, read 2 MiB of whole lines at a time
-        return fleet.extend_jsonl(framing.stream(), on_error="skip")
+        # (the stream starts at the first non-blank line, numbered as the input numbers it)
+        return fleet.extend_jsonl(framing.stream(), on_error="skip", first_line=framing.first_line)
     finally:
         framing.close()
 

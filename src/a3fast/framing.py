@@ -249,18 +249,20 @@ def iter_documents(source: Source, *, form: str = AUTO,
     framing = framed(source, form=form)
     try:
         if framing.form == ARRAY:
-            data = framing.whole()
-            try:
-                value = decode(data)
-            except SchemaError as exc:
-                yield Item("$", None, None, tuple(exc.problems))
+            # each element decoded on its own, as JSON Lines decodes each line: the rule's depth
+            # counts from the document, not from the array around it, and an element the rule
+            # refuses is refused alone
+            elements = split_array(framing.whole())
+            if elements and isinstance(elements[0], Problem):
+                yield Item("$", None, None, tuple(elements))  # type: ignore[arg-type]  # no array
                 return
-            del data
-            if not isinstance(value, list):
-                yield Item("$", None, None, (Problem("$", NOT_DOCUMENTS, "another value"),))
-                return
-            for index, element in enumerate(value):
-                yield Item(f"$[{index}]", None, element)
+            for index, raw in enumerate(elements):
+                try:
+                    yield Item(f"$[{index}]", None, decode(raw))  # type: ignore[arg-type]  # bytes
+                except SchemaError as exc:   # the decoder counted within the element alone
+                    yield Item(f"$[{index}]", None, None, tuple(Problem(p.path, p.expected, within_line(p.found))
+                                                                for p in exc.problems))
+                elements[index] = b""  # type: ignore[call-overload]  # each element's bytes let go once read
             return
         for lineno, line in framing.lines():
             where = f"line {lineno}: $"

@@ -71,6 +71,36 @@ def test_a_problem_in_an_array_is_named_by_its_index():
     assert [p.path for p in problems] == ["$[1].clearances[0]"]
 
 
+def test_an_array_element_is_held_to_the_document_rule_alone_as_a_line_is():
+    # a declaration 128 levels deep is within the rule as a line, and so as an element: the
+    # array's own bracket is not counted against it; an element the rule refuses is refused alone
+    deep = {**ANALYST, "x": orjson.loads(b"[" * 127 + b"]" * 127)}
+    big = orjson.dumps(SUMMARISER)[:-1] + b',"x":99999999999999999999}'
+    infinite = orjson.dumps(SUMMARISER)[:-1] + b',"x":1e400}'
+    for first in (orjson.dumps(deep), big, infinite):
+        as_lines = first + b"\n" + orjson.dumps(SUMMARISER) + b"\n"
+        as_array = b"[" + first + b"," + orjson.dumps(SUMMARISER) + b"]"
+        for data in (as_lines, as_array):
+            declarations, problems = reader.read_declarations(data)
+            fleet = Fleet()
+            assert reader.extend_fleet(fleet, data) == problems
+            assert [d.agent.name for _, d in declarations] == fleet.names()
+            assert "summariser" in fleet.names()
+            assert ("order-analyst" in fleet.names()) == (first is not big and first is not infinite)
+        lined, arrayed = reader.read_declarations(as_lines)[1], reader.read_declarations(as_array)[1]
+        assert [(p.path.replace("line 1: $", "$[0]"), p.expected, p.found) for p in lined] == [
+            (p.path, p.expected, p.found) for p in arrayed]
+
+
+def test_a_line_that_is_no_json_is_named_at_its_line_and_its_column_by_every_reader(engine):
+    data = lines(ANALYST) + b'{"v": "1.0",\n' + lines(SUMMARISER) + b'{"v": "1.0", "agent": "\xff"}\n'
+    problems = Fleet(engine).extend_jsonl(data, on_error="skip")
+    assert problems == reader.read_declarations(data)[1]
+    assert [p.path for p in problems] == ["line 2: $", "line 4: $"]
+    # the decoder counted within the line: its "line 1" is the line the path names
+    assert [p.found.split(": ")[-1] for p in problems] == ["column 13 (char 12)", "the byte 0xff at column 24 (byte 23)"]
+
+
 def test_empty_input_holds_no_document_and_no_problem(tmp_path):
     for data in (b"", b"\n\n", b"  \r\n", b"[]"):
         for source in sources(data, tmp_path):
@@ -127,6 +157,14 @@ def test_a_fleet_has_the_same_problems_as_fleet_load_jsonl_from_every_kind_of_so
         with pytest.raises(SchemaError) as caught:
             reader.load_fleet(source, engine)
         assert caught.value.problems == expected.value.problems
+
+
+def test_blank_lines_before_the_first_declaration_are_counted_from_every_kind_of_source(tmp_path, engine):
+    data = b"\n \n" + lines(ANALYST, BAD_CLEARANCE)
+    for source in sources(data, tmp_path):
+        with pytest.raises(SchemaError) as caught:
+            reader.load_fleet(source, engine)
+        assert [p.path for p in caught.value.problems] == ["line 4: $.clearances[0]"]
 
 
 def test_a_stream_read_in_small_chunks_numbers_each_problem_by_its_line_in_the_stream(monkeypatch, engine):

@@ -17,7 +17,7 @@ from typing import Any, Iterator, Protocol, Union
 import orjson
 
 from ..declaration_codec import BatchPacker
-from ..document import decode_problem
+from ..document import decode_problem, within_line
 from ..engines import ingest_module
 from ..errors import Problem, SchemaError, describe
 from ..schema import parse_declaration
@@ -151,7 +151,8 @@ def read_jsonl(table: AgentTable, rows: PredicateRows, engine: str, source: Json
         # integer beyond 64 bits as a float — is refused here as everywhere else
         doc, refused = decode_problem(line)
         if refused:
-            problems.extend(Problem(f"line {lineno}: {p.path}", p.expected, p.found) for p in refused)
+            # the decoder counted within this line alone: its "line 1" is this line
+            problems.extend(Problem(f"line {lineno}: {p.path}", p.expected, within_line(p.found)) for p in refused)
             return
         try:
             decl = parse_declaration(doc)
