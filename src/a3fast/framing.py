@@ -254,7 +254,7 @@ def iter_documents(source: Source, *, form: str = AUTO,
             # refuses is refused alone
             elements = split_array(framing.whole())
             if elements and isinstance(elements[0], Problem):
-                yield Item("$", None, None, tuple(elements))  # type: ignore[arg-type]  # no array
+                yield Item("$", None, None, tuple(elements))
                 return
             for index, raw in enumerate(elements):
                 try:

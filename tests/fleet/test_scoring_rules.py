@@ -66,6 +66,53 @@ def test_a_removed_agent_takes_its_sessions_and_a_replaced_one_keeps_them(engine
     assert scores["a"]["affinity"] == 1.0 and scores["b"]["affinity"] == 0.0
 
 
+def test_a_session_no_agent_holds_gives_its_row_to_the_next_new_session(engine, tmp_path):
+    # one session per conversation, each let go (released, or its agent removed): the fleet keeps
+    # as many session rows as were ever held at once, in memory and in its snapshot
+    fleet = fleet_of(engine, [declaration(name) for name in ("a", "b", "c")])
+    rows = fleet.index.row_count()
+    for k in range(500):
+        fleet.hold_session("a", f"talk-{k}")
+        fleet.hold_session("b", f"talk-{k}")
+        fleet.release_session("a", f"talk-{k}")
+        if k % 2:
+            fleet.remove("b")
+            fleet.add(declaration("b"))
+        else:
+            fleet.release_session("b", f"talk-{k}")
+    assert fleet.index.row_count() == rows + 1
+    path = tmp_path / "fleet.snapshot"
+    fleet.save(path)
+    assert Fleet.load(path, engine=engine).index.row_count() == rows + 1
+    # a session held again before its row is taken keeps it; one let go meanwhile holds nobody
+    fleet.hold_session("c", "talk-499")
+    fleet.hold_session("a", "fresh")
+    assert fleet.holds_session("c", "talk-499") and fleet.holds_session("a", "fresh")
+    assert not fleet.holds_session("a", "talk-499") and not fleet.holds_session("b", "talk-0")
+    assert fleet.index.row_count() == rows + 2
+    scores = scores_of(fleet.place({}, session="talk-499", remember_session=False))
+    assert [scores[n]["affinity"] for n in ("a", "b", "c")] == [0.0, 0.0, 1.0]
+
+
+def test_a_fleet_restored_from_its_snapshot_gives_session_rows_as_the_saved_one_would(engine, tmp_path):
+    fleet = fleet_of(engine, [declaration(name) for name in ("a", "b", "c")])
+    for k in range(6):
+        fleet.hold_session("abc"[k % 3], f"s{k}")
+    for k in (4, 1, 3):                      # let go out of order: the smallest row is taken first
+        fleet.release_session("abc"[k % 3], f"s{k}")
+    fleet.hold_session("b", "s1")           # held again: its row is no longer free
+    fleet.save(tmp_path / "saved")
+    restored = Fleet.load(tmp_path / "saved", engine=engine)
+    for f in (fleet, restored):
+        for k in range(6, 10):
+            f.hold_session("abc"[k % 3], f"s{k}")
+        f.release_session("a", "s0")
+        f.remove("c")
+    fleet.save(tmp_path / "continued")
+    restored.save(tmp_path / "restored")
+    assert (tmp_path / "continued").read_bytes() == (tmp_path / "restored").read_bytes()
+
+
 def test_success_rate_is_laplace_smoothed_per_task_kind(engine):
     fleet = fleet_of(engine, [declaration("a", capabilities=[("x.y", 1)])])
     task = {"capabilities": [{"name": "x.y", "version": 1}]}

@@ -214,7 +214,7 @@ class Fleet:
         table, rows = self._table, self._rows
         aid = table.live_id(name, "name")
         decl = table.declaration(aid)
-        self._index.drop(aid, rows.rows_of(aid) + tuple(rows.held_sessions.pop(aid, ())))
+        self._index.drop(aid, rows.rows_of(aid) + rows.drop_holder(aid))
         table.entries[aid] = None
         table.decl_json[aid] = None
         table.member_rows[aid] = ()

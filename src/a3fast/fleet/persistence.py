@@ -204,5 +204,6 @@ def _restore(data: bytes, header: dict, sections: dict, layout: Layout, names: l
     table.ids = ids
     rows.rows, rows.eval_rows, rows.field_rows = predicate_rows, eval_rows, field_rows
     rows.session_rows = session_rows
+    rows.sessions_restored()
     table.count = layout.live
     return Saved(layout.weights, layout.generation, layout.membership)

@@ -2,12 +2,19 @@
 
 Every predicate string an agent satisfies is a row of the engine's index (the agent ids that
 satisfy it); a capability also has the row of agents that substantiate it, a held session a row of
-its holders, and a task kind a column of outcomes. Rows are interned the first time a value is
-seen and are append-only, which is what lets a task's resolution to rows be kept until the fleet
-interns something new, and a task's explanation be kept until its membership changes.
+its holders, and a task kind a column of outcomes. Predicate rows are interned the first time a
+value is seen and are append-only, which is what lets a task's resolution to rows be kept until the
+fleet interns something new, and a task's explanation be kept until its membership changes.
+
+A session's row is made when it is first held and serves again, for another session, once no agent
+holds it (a service that gives each conversation its own session would otherwise grow by a row and
+an entry per conversation for good: about 190 bytes each, in memory and in every snapshot). Until
+then the session keeps its row, which holds no agent, exactly as a session never held: no
+resolution reads session rows, and a placement looks its session's row up as it is decided.
 """
 from __future__ import annotations
 
+import heapq
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..predicates import (CAPABILITY, CLEARANCE, LATENCY, RESIDENCY, TOOL,
@@ -50,7 +57,8 @@ class PredicateRows:
     module docstring). The fleet package's modules read and fill its attributes."""
 
     __slots__ = ("index", "table", "no_agent_ref", "resolve_predicates", "rows", "eval_rows", "session_rows", "kinds",
-                 "field_rows", "held_sessions", "resolved", "resolved_once", "explained", "explained_once")
+                 "field_rows", "held_sessions", "resolved", "resolved_once", "explained", "explained_once",
+                 "session_holders", "session_of_row", "free_session_rows", "free_listed")
 
     def __init__(self, index: Index, table: AgentTable, no_agent_ref: int,
                  resolve_predicates: Callable[..., Resolution], notes: Callable[[], Any]):
@@ -67,6 +75,14 @@ class PredicateRows:
         # predicate kind -> declared value ((name, version) for capabilities) -> row
         self.field_rows: dict[str, dict] = {kind: {} for kind in (*KEY_OF, CAPABILITY, EVALUATED)}
         self.held_sessions: dict[int, set[int]] = {}   # agent id -> session rows, holders only
+        self.session_holders: dict[int, int] = {}      # session row -> how many agents hold it (> 0)
+        self.session_of_row: dict[int, str] = {}       # session row -> its session
+        # session rows no agent holds, smallest first (a heap; an entry held again since is passed
+        # over when met), and the rows listed in it, each at most once: which row a new session
+        # takes depends on the fleet alone, never on the order it was let go in, so a fleet
+        # restored from its snapshot goes on numbering as the fleet it was saved from
+        self.free_session_rows: list[int] = []
+        self.free_listed: set[int] = set()
         # predicates -> (interned count, engine arguments) (resolve_cached)
         self.resolved: dict[tuple[str, ...], tuple] = {}
         # hashes of predicate sets resolved once, not holding them (resolve_cached), in a `notes()`:
@@ -96,8 +112,55 @@ class PredicateRows:
         if row is None:
             # held to the text rule once, when first held: a snapshot and a record must carry it
             check_text_argument(session, "session")
-            row = self.session_rows[session] = self.index.add_row()
+            row = self._free_session_row()
+            if row is None:
+                row = self.index.add_row()
+            self.session_rows[session] = row
+            self.session_of_row[row] = session
         return row
+
+    def _free_session_row(self) -> int | None:
+        """The smallest session row no agent holds, taken from the session it served; None if
+        every one is held."""
+        free, listed = self.free_session_rows, self.free_listed
+        while free:
+            row = heapq.heappop(free)
+            listed.discard(row)
+            if row not in self.session_holders:
+                del self.session_rows[self.session_of_row.pop(row)]
+                return row
+        return None
+
+    def _let_go(self, row: int) -> None:
+        """One agent fewer holds session row `row` (its bit already cleared or about to be)."""
+        left = self.session_holders[row] - 1
+        if left:
+            self.session_holders[row] = left
+        else:
+            del self.session_holders[row]
+            if row not in self.free_listed:
+                self.free_listed.add(row)
+                heapq.heappush(self.free_session_rows, row)
+
+    def drop_holder(self, aid: int) -> tuple[int, ...]:
+        """Agent id `aid` leaves the fleet: the session rows it held (for the index to clear its
+        bits in), each now held by one agent fewer."""
+        held = tuple(self.held_sessions.pop(aid, ()))
+        for row in held:
+            self._let_go(row)
+        return held
+
+    def sessions_restored(self) -> None:
+        """Count the holders of each session row again from `session_rows` and `held_sessions`,
+        as a snapshot restores them."""
+        self.session_of_row = {row: session for session, row in self.session_rows.items()}
+        holders: dict[int, int] = {}
+        for rows in self.held_sessions.values():
+            for row in rows:
+                holders[row] = holders.get(row, 0) + 1
+        self.session_holders = holders
+        self.free_session_rows = sorted(row for row in self.session_of_row if row not in holders)
+        self.free_listed = set(self.free_session_rows)
 
     def hold(self, aid: int, session: str) -> bool:
         """Agent id `aid` holds `session` (the affinity of the tasks that continue it): its row is
@@ -109,6 +172,7 @@ class PredicateRows:
             return False
         holds.add(row)
         self.index.set_bit(row, aid)
+        self.session_holders[row] = self.session_holders.get(row, 0) + 1
         return True
 
     def release(self, aid: int, session: str) -> bool:
@@ -122,6 +186,7 @@ class PredicateRows:
         if not held:
             del self.held_sessions[aid]
         self.index.clear_bit(row, aid)
+        self._let_go(row)
         return True
 
     def kind(self, kind: str) -> int:
