@@ -14,7 +14,8 @@ from functools import lru_cache
 import pytest
 
 from a3fast.bench.baselines import BASELINES
-from a3fast.bench.subjects import SCENARIOS, EngineSubject, build_subjects
+from a3fast.bench.suite import check_baselines
+from a3fast.bench.subjects import FROM_DICT, SCENARIOS, EngineSubject, build_subjects
 from a3fast.engines import available_engines
 from a3fast.schema import parse_declaration, parse_requirements
 from a3fast.workload import generate_fleet, generate_tasks
@@ -30,8 +31,10 @@ def world(size: int):
     """Declarations, task documents, prepared tasks and every subject for one size."""
     declarations = generate_fleet(size)
     docs = generate_tasks(declarations, TASKS)
-    subjects = {s.name: s for s in build_subjects(declarations, ENGINES)}
-    return declarations, docs, [parse_requirements(d) for d in docs], subjects
+    built = build_subjects(declarations, ENGINES)
+    prepared = [parse_requirements(d) for d in docs]
+    check_baselines(built, prepared)     # the rows compare the same work, or none is timed
+    return declarations, docs, prepared, {s.name: s for s in built}
 
 
 def cycling(fn, tasks):
@@ -49,7 +52,7 @@ def test_placement(benchmark, scenario, subject, size):
     if fn is None:
         pytest.skip(f"{subject} has no {scenario!r} form")
     benchmark.group = f"{SCENARIOS[scenario]} @ {size:,} agents"
-    tasks = docs if scenario == "place_dict" else prepared
+    tasks = docs if scenario in FROM_DICT else prepared
     for task in tasks:   # warm: a prepared requirements object is resolved once per fleet
         fn(task)
     benchmark(cycling(fn, tasks))

@@ -9,7 +9,9 @@ import orjson
 import pytest
 
 from a3fast import Fleet
-from a3fast.bench.baselines import BASELINES
+from a3fast.bench.baselines import BASELINES, disagreement
+from a3fast.bench.subjects import BaselineSubject, EngineSubject
+from a3fast.bench.suite import check_baselines
 from a3fast.schema import parse_requirements
 from a3fast.workload import generate_fleet, generate_tasks
 
@@ -69,3 +71,23 @@ def test_baseline_record_equals_a3fasts_without_timings(fleet, baseline):
         del ours["timings"]
         assert orjson.loads(record) == ours
     assert bound >= 10
+
+
+def test_every_baseline_is_checked_to_decide_as_the_engine_before_it_is_timed(fleet):
+    place = lambda req: fleet.place(req, remember_session=False)  # noqa: E731
+    for cls in BASELINES:
+        assert disagreement(cls(DECLARATIONS), place, TASKS) is None
+        # one that scores otherwise is named, and the bench times nothing
+        other = cls(DECLARATIONS, weights=(0.0, 0.0, 1.0, 0.0))
+        found = disagreement(other, place, TASKS)
+        assert found is not None and f"the {cls.name} baseline decides task" in found and "totals differ" in found
+        engine = EngineSubject("pure", DECLARATIONS)
+        with pytest.raises(RuntimeError, match="otherwise than a3fast"):
+            check_baselines([engine, BaselineSubject(other)], TASKS)
+        check_baselines([engine, BaselineSubject(cls(DECLARATIONS))], TASKS)
+
+
+def test_a_baseline_refuses_an_agent_declared_twice():
+    # a fleet keeps the later declaration in the earlier place; a list would match both
+    with pytest.raises(ValueError, match="'agent-000001' is declared twice"):
+        BASELINES[0]([*DECLARATIONS[:3], {**DECLARATIONS[5], "agent": DECLARATIONS[1]["agent"]}])

@@ -15,7 +15,7 @@ declarations, with no success history and no sessions held, as in the benchmark.
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import orjson
@@ -26,7 +26,7 @@ from ..record.write import SESSION_HELD_MEMBER, scheduling_object
 from ..schema import Declaration, Requirements, parse_declaration, task_kind
 from ..fleet.scoring import DEFAULT_WEIGHTS, cost_score
 
-__all__ = ["Baseline", "LiteralLoop", "NumpyMatrix", "SqliteRegistry", "BASELINES"]
+__all__ = ["Baseline", "LiteralLoop", "NumpyMatrix", "SqliteRegistry", "BASELINES", "disagreement", "AGREEMENT_TASKS"]
 
 _AGENT_REF = AGENT_REF + ":"
 _ANTI = ANTI_AFFINITY + ":"
@@ -45,6 +45,12 @@ class Baseline:
                  weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS):
         self.decls = [parse_declaration(d) for d in declarations]
         self.names = [d.agent.name for d in self.decls]
+        if len(set(self.names)) != len(self.names):
+            # a fleet keeps an agent's later declaration in its earlier place; a baseline keeps a
+            # list, and would match both
+            seen: set[str] = set()
+            twice = next(name for name in self.names if name in seen or seen.add(name))  # type: ignore[func-returns-value]
+            raise ValueError(f"a baseline holds each agent once: {twice!r} is declared twice")
         self.costs = [cost_score(d) for d in self.decls]
         self.evaluated = [frozenset(evaluated_keys(d)) for d in self.decls]
         self.weights = weights
@@ -277,3 +283,37 @@ class SqliteRegistry(Baseline):
 
 
 BASELINES = (LiteralLoop, NumpyMatrix, SqliteRegistry)
+
+
+#: Tasks `a3fast bench` checks each baseline against the engine on, before it times them.
+AGREEMENT_TASKS = 50
+
+
+def disagreement(baseline: Baseline, place: Callable[[Requirements], Any],
+                 tasks: Sequence[Requirements]) -> str | None:
+    """Where `baseline` decides one of `tasks` otherwise than a3fast's `place` (a fleet of the same
+    declarations, in the same order, placing without holding sessions): the candidates, each
+    rejected candidate's first failed predicate, the eligible, the totals or the winner. None when
+    it decides every one alike: a ratio between the two then compares the same work."""
+    names = baseline.names
+    for k, req in enumerate(tasks):
+        p = place(req)
+        candidates, eligible, failed = baseline.explain(req)
+        best, _, rows = baseline.place(req)
+        found = {"candidates": [names[i] for i in candidates], "eligible": [names[i] for i in eligible],
+                 "first failures": [(names[i], predicate) for predicate, ids in zip(req.predicates, failed)
+                                    for i in ids],
+                 "totals": [row[0] for row in rows], "winner": names[best] if best >= 0 else None}
+        expected = {"candidates": p.candidates, "eligible": p.eligible,
+                    "first failures": [(f["candidate"], f["predicate"]) for f in p.filters_failed],
+                    "totals": list(p.scores.total), "winner": p.agent}
+        for what, value in expected.items():
+            if found[what] != value:
+                return (f"the {baseline.name} baseline decides task {k} of the workload otherwise than a3fast: "
+                        f"its {what} differ ({_brief(found[what])} against {_brief(value)})")
+    return None
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "…"

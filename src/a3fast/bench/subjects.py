@@ -25,7 +25,7 @@ from ..trace import placement_lines
 from ..schema import Declaration, Requirements
 from .baselines import BASELINES, Baseline
 
-__all__ = ["SCENARIOS", "Subject", "EngineSubject", "BaselineSubject", "build_subjects"]
+__all__ = ["SCENARIOS", "FROM_DICT", "Subject", "EngineSubject", "BaselineSubject", "build_subjects"]
 
 #: scenario key -> label, in table order
 SCENARIOS = {
@@ -37,6 +37,8 @@ SCENARIOS = {
     "place_json": "(c) placement + §6 JSON bytes",
     "place_dict_spec": "(c) from a dict + its spec trace lines",
 }
+#: the scenarios that take each task as its requirements dict (parsing timed); the rest take it prepared
+FROM_DICT = ("place_dict", "place_dict_compact", "place_dict_spec")
 
 
 class Subject:

@@ -23,10 +23,10 @@ import orjson
 from .. import predicates
 from ..engines import available_engines
 from ..fleet import FleetProtocol
-from ..schema import Declaration, parse_declaration, parse_requirements, requirements_reader
+from ..schema import Declaration, Requirements, parse_declaration, parse_requirements, requirements_reader
 from .authority import bench_resolve
 from .batching import bench_batching
-from .baselines import BASELINES
+from .baselines import AGREEMENT_TASKS, BASELINES, disagreement
 from .compact import bench_compact
 from .cores import bench_place_many
 from .embedding import bench_embedding
@@ -37,7 +37,7 @@ from .k8s import bench_k8s
 from .pipelined import bench_pipelined
 from .machine import machine_info
 from .matchers import bench_harness_overhead
-from .subjects import SCENARIOS, EngineSubject, Subject, build_subjects
+from .subjects import FROM_DICT, SCENARIOS, BaselineSubject, EngineSubject, Subject, build_subjects
 from .verify import bench_verify
 
 __all__ = ["BenchConfig", "BenchReport", "new_report", "run_bench", "EXTRA_BENCHES", "HTTP_TITLE", "REPLAY_TITLE",
@@ -174,11 +174,12 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
             started = time.perf_counter()
             subjects += build_subjects(parsed, (), (cls,))
             report.builds[(size, cls.name, "declarations")] = time.perf_counter() - started
+        check_baselines(subjects, prepared)
 
         for scenario in SCENARIOS:
             runners = [(s.name, task) for s in subjects if (task := s.task(scenario)) is not None]
             progress(f"{size:,} agents: {SCENARIOS[scenario]}")
-            tasks = docs if scenario in ("place_dict", "place_dict_compact", "place_dict_spec") else prepared
+            tasks = docs if scenario in FROM_DICT else prepared
             report.cells += measure_cells(size, scenario, runners, tasks, rounds=config.rounds,
                                           budget_s=config.budget_s * len(runners), min_tasks=config.min_tasks)
         if size == max(config.standard_sizes):
@@ -205,6 +206,17 @@ def run_bench(config: BenchConfig = BenchConfig(), progress: Callable[[str], Non
     if config.extras:
         _extras(config.quick, progress, report.extras)
     return report
+
+
+def check_baselines(subjects: Sequence[Subject], tasks: Sequence[Requirements]) -> None:
+    """RuntimeError unless every baseline among `subjects` decides the first AGREEMENT_TASKS of
+    `tasks` as the first engine among them does: a ratio between them must compare the same work."""
+    engine = next(s for s in subjects if isinstance(s, EngineSubject))
+    for subject in subjects:
+        if isinstance(subject, BaselineSubject):
+            problem = disagreement(subject.baseline, engine.place, tasks[:AGREEMENT_TASKS])
+            if problem is not None:
+                raise RuntimeError(problem)
 
 
 def _requirements_us(docs: Sequence[dict], engines: Sequence[str], rounds: int) -> dict[str, float]:
@@ -234,6 +246,7 @@ def _requirements_us(docs: Sequence[dict], engines: Sequence[str], rounds: int) 
         for name, read in readers.items():
             fresh = [orjson.loads(text) for text in texts]
             predicates.DERIVED.clear()
+            predicates.DERIVED_ONCE.clear()   # nor noted once: a set met for the first time indeed
             timed(name + "_first", read, fresh)
     return {name: statistics.median(us[1:]) for name, us in per_round.items()}
 
