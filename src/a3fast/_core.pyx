@@ -3496,7 +3496,8 @@ cdef int remember(rows, predicates, Py_hash_t predicates_hash, membership, expl,
     if not note_in(rows_field(rows, R_EXPLAINED_ONCE), predicates_hash, rows_globals["NOTED_ONCE_LIMIT"]):
         return 0
     cdef dict cache = rows_field(rows, R_EXPLAINED)
-    if len(cache) * max(table_field(rows_field(rows, R_TABLE), T_COUNT), 1) >= rows_globals["EXPLAINED_CACHE_BUDGET"]:
+    # sized by the id space (every agent ever added), as an explanation's sets are
+    if len(cache) * max(len(table_field(rows_field(rows, R_TABLE), T_ENTRIES)), 1) >= rows_globals["EXPLAINED_CACHE_BUDGET"]:
         cache.clear()
     dict_set_hashed(cache, predicates, untracked_if_acyclic((membership, expl, eval_rows)), predicates_hash)
     return 0

@@ -94,6 +94,23 @@ def test_the_cache_is_bounded_by_fleet_size(engine):
     assert 0 < len(f._rows.explained) and len(f._rows.explained) * len(f) <= EXPLAINED_CACHE_BUDGET
 
 
+def test_the_cache_is_bounded_by_every_agent_ever_added_not_the_live_ones(engine, monkeypatch):
+    # an explanation's sets span the id space: agents that came and went under new names widen
+    # every one, so a budget counted in live agents would let the cache grow with the churn
+    import a3fast.fleet.rows
+
+    monkeypatch.setattr(a3fast.fleet.rows, "EXPLAINED_CACHE_BUDGET", 600)
+    f = six_agents(engine)
+    for k in range(94):
+        f.add(declaration(f"passing-{k}"))
+        f.remove(f"passing-{k}")
+    assert len(f) == 6
+    for i in range(40):
+        for _ in range(2):
+            f.place({"clearances": [f"c.x{i}"]})
+    assert 0 < len(f._rows.explained) <= 600 // 100
+
+
 def counting_resolutions(f):
     """Count the engine's resolutions of predicates to rows on fleet `f`."""
     rows, calls = f._rows, []

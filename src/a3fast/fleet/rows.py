@@ -44,7 +44,8 @@ RESOLVED_CACHE_SIZE = 1024
 #: are kept from the second time they are made on (`resolve_cached`, `remember`).
 NOTED_ONCE_LIMIT = 4096
 #: How many agent-sized explanations the repeated-task cache holds: 4,194 tasks at 1,000 agents,
-#: 41 at 100,000 (an explanation holds P + 1 sets as large as the fleet).
+#: 41 at 100,000 (an explanation holds P + 1 sets as large as the fleet's id space: every agent ever
+#: added, removed ones included, so a fleet whose agents come and go under new names keeps fewer).
 EXPLAINED_CACHE_BUDGET = 1 << 22
 
 #: A task's predicates as the engine's arguments: filter rows, agentRef id, excluded ids, and the
@@ -298,6 +299,6 @@ class PredicateRows:
         if not self.explained_once.seen_before(hash(predicates), NOTED_ONCE_LIMIT):
             return
         cache = self.explained
-        if len(cache) * max(self.table.count, 1) >= EXPLAINED_CACHE_BUDGET:
+        if len(cache) * max(len(self.table.entries), 1) >= EXPLAINED_CACHE_BUDGET:
             cache.clear()
         cache[predicates] = (membership, expl, eval_rows)
