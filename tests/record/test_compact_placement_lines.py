@@ -205,6 +205,31 @@ def test_a_mark_taken_before_the_lines_rewinds_their_snapshot(engine):
     assert b'"names":' in again
 
 
+def test_a_rewind_past_a_placement_on_another_fleet_gives_back_the_first_fleets_names(engine):
+    # lines of another fleet's placement not written after all (a full disk, say): the names the
+    # trace goes on with are the first fleet's, through the next whole table and every record
+    first = fleet_of(engine, [declaration(f"a{i}") for i in range(3)])
+    other = fleet_of(engine, [declaration(f"b{i}") for i in range(5)])
+    encoder, seq, written = Encoder(), 1, []
+
+    def write(p):
+        nonlocal seq
+        lines, count = encoder.encode_placement_lines(seq, p)
+        written.append((p, lines))
+        seq += count
+
+    write(first.place({}, remember_session=False))
+    mark = encoder.mark()
+    encoder.encode_placement_lines(seq, other.place({}, remember_session=False))
+    encoder.rewind(mark)
+    for i in range(70):          # past MAX_BASED_CHAIN: a whole table is written again
+        first.add(declaration(f"x{i}"))
+        write(first.place({}, remember_session=False))
+    assert encoder.current_snapshot()[1][:3] == ["a0", "a1", "a2"]
+    decoded = list(decode_trace(orjson.loads(line) for _, lines in written for line in lines.splitlines()))
+    assert decoded == _spec_lines([(p, None) for p, _ in written])
+
+
 def test_a_fleet_of_the_other_engine_in_the_same_trace():
     # an Encoder follows whichever index a placement names; the engines' bytes are the same
     other = Fleet(engine="pure")

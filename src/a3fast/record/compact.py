@@ -269,16 +269,18 @@ class Encoder:
     def mark(self) -> tuple[Any, ...]:
         """Where `encode_placement` stands, for `rewind` when the records it encodes next are not
         written after all (a snapshot they carry would be referred to by later records)."""
-        return (len(self._names), self._snapshot_seq, self._snapshot_names, self._live_text, self._chain,
-                self._index, self._membership)
+        # the name list itself: a placement on another index since starts a list of its own
+        return (self._names, len(self._names), self._snapshot_seq, self._snapshot_names, self._live_text,
+                self._chain, self._index, self._membership)
 
     def rewind(self, mark: tuple[Any, ...]) -> None:
         """Back to `mark`: what was encoded since is as if it never was."""
-        n_names, self._snapshot_seq, self._snapshot_names, self._live_text, self._chain, self._index, \
+        names, n_names, self._snapshot_seq, self._snapshot_names, self._live_text, self._chain, self._index, \
             self._membership = mark
-        for name in self._names[n_names:]:
+        for name in names[n_names:]:
             self._ids.pop(name, None)
-        del self._names[n_names:]
+        del names[n_names:]
+        self._names = names
         self.plain_reference = None
 
     def current_snapshot(self) -> tuple[int, list[str], str] | None:
