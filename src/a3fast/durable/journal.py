@@ -401,6 +401,9 @@ CHANGE_FIELDS: dict[str, dict[str, Callable[[Any], str | None]]] = {
     "outcomes": {"agent": _string, "kind": _string, "successes": _count, "attempts": _count},
     "hold": {"agent": _string, "session": _string},
     "release": {"agent": _string, "session": _string},
+    # the live agents renumbered and the names of those gone forgotten (`Fleet.compact`): it changes
+    # what a returning name finds, so a replay makes it where it was made
+    "compact": {},
 }
 
 
@@ -472,5 +475,10 @@ def apply_change(fleet: ChangedFleet, change: dict[str, Any]) -> None:
         fleet.record_outcomes(change["agent"], change["kind"], change["successes"], change["attempts"])
     elif op == "hold":
         fleet.hold_session(change["agent"], change["session"])
+    elif op == "compact":
+        compact = getattr(fleet, "compact", None)
+        if compact is None:
+            raise ChangeUnreadable(f"change 'compact': a {type(fleet).__name__} is never compacted")
+        compact()
     else:
         fleet.release_session(change["agent"], change["session"])

@@ -16,6 +16,8 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
+import numpy as np
+
 from ..engines import ENGINE, engine_module, ingest_module
 from ..errors import FleetError, Problem, describe
 from ..notebook import view_html
@@ -330,6 +332,49 @@ class Fleet:
         saved = read_snapshot(path, fleet._table, fleet._rows)
         fleet.weights, fleet.generation, fleet.membership = saved.weights, saved.generation, saved.membership
         return fleet
+
+    @property
+    def names_gone(self) -> int:
+        """How many names of agents gone the fleet still holds (until `compact`)."""
+        return len(self._table.entries) - self._table.count
+
+    @_locked
+    def compact(self) -> int:
+        """Give the live agents the ids 0, 1, ... in their join order and forget the names of the
+        agents gone, with their outcomes: every set the engine makes spans the id space, so a fleet
+        whose agents came and went under new names places, explains and writes compact records as
+        one that holds only its live agents does (docs/design.md, reading 3). Placements, scores
+        and records of the live agents are as they were; a name that comes back later is a new
+        agent, last in the join order, with no history. Placements made before keep the index
+        they were made on, and stay readable and resumable. Returns how many names were forgotten
+        (0: nothing to do, nothing changed)."""
+        table, rows, index = self._table, self._rows, self._index
+        live = [aid for aid in range(len(table.entries)) if table.is_live(aid)]
+        forgotten = len(table.entries) - len(live)
+        if not forgotten:
+            return 0
+        fresh = Fleet(self.engine)        # its index, table and rows are taken; weights stay ours
+        # the declarations' JSON through the bulk reader: packed ones stay packed, none is parsed
+        # here, and the new ids follow the join order
+        problems = fresh.extend_jsonl(b"\n".join(table.declaration_json(aid) for aid in live),
+                                      pack=table.codec is not None)
+        assert not problems, "a fleet's own declarations are read back as they were stored"
+        new_id = np.full(len(table.entries), -1, dtype=np.int64)
+        new_id[live] = np.arange(len(live))
+        for kind, kid in rows.kinds.items():
+            counts = np.frombuffer(index.export_outcomes(kid), dtype="<i8").reshape(-1, 3).copy()
+            counts[:, 0] = new_id[counts[:, 0]]
+            counts = counts[counts[:, 0] >= 0]
+            if len(counts):              # a kind only the agents gone were seen at is forgotten too
+                fresh._index.import_outcomes(fresh._rows.kind(kind), counts.astype("<i8").tobytes())
+        for aid in live:                 # each live agent's sessions, in the order their rows were made
+            for row in sorted(rows.held_sessions.get(aid, ())):
+                fresh._rows.hold(int(new_id[aid]), rows.session_of_row[row])
+        self._index, self._table, self._rows = fresh._index, fresh._table, fresh._rows
+        self._stages = pipeline.LocalStages(self, self._table, self._rows)
+        self.generation += 1
+        self.membership += 1
+        return forgotten
 
     # -- history the scorer reads -----------------------------------------------------------------
     @_locked

@@ -55,6 +55,10 @@ TRACE = "trace.jsonl"
 TRACE_CHECK_BYTES = 1 << 20
 #: agents added before the fleet is frozen out of the collector's passes again (`settle`), at least
 SETTLE_AFTER = 1000
+#: A served fleet is compacted (`Fleet.compact`) once it holds as many names of agents gone as it
+#: has live agents, and at least this many: each compaction costs about as much as adding the live
+#: agents again, so it comes at most once every so many removals
+COMPACT_FROM = 4096
 
 
 def _count_from(low: int, high: int | None = None) -> Callable[[Any], str | None]:
@@ -440,6 +444,11 @@ class ServiceState:
         if name not in self.fleet:
             raise FleetError(f"no agent named {name!r} in the fleet")
         self._change("delete", self.fleet.remove, name, name=name)
+        fleet = self.fleet
+        if type(fleet) is Fleet and fleet.names_gone >= max(len(fleet), COMPACT_FROM):
+            # agents that came and went under new names widen every set the engine makes: the
+            # live ones renumbered, journaled as a change of its own (a replay makes it here too)
+            self._change("compact", fleet.compact)
 
     def record_outcome(self, agent: str, kind: str, success: bool) -> None:
         if agent not in self.fleet:

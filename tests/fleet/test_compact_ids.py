@@ -1,0 +1,139 @@
+"""`Fleet.compact`: the live agents take the ids 0, 1, ... in their join order and the names of the
+agents gone are forgotten (docs/design.md, reading 3). A compacted fleet places, scores and writes
+records exactly as a fleet built from its live agents, their outcomes and their held sessions does,
+and as it did itself before; on both engines."""
+from __future__ import annotations
+
+import random
+
+import orjson
+import pytest
+
+from a3fast import Fleet
+from a3fast.workload import generate_fleet, generate_tasks
+
+from factories import compact_records, declaration, fleet_of, spec_records
+
+
+def without_timings(records: list[dict]) -> list[dict]:
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k != "timings"}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+    return [strip(r) for r in records]
+
+
+def churned(engine: str, seed: int) -> tuple[Fleet, list[dict], list[str]]:
+    """A fleet whose agents came and went under new names, with outcomes and sessions; its tasks."""
+    rng = random.Random(seed)
+    docs = generate_fleet(60, seed=seed)
+    tasks = generate_tasks(docs, 40, seed=seed)
+    fleet = Fleet(engine)
+    fleet.extend(docs[:30])
+    sessions = [f"s{k}" for k in range(8)]
+    for step, doc in enumerate(docs[30:] * 3):
+        name = f"{doc['agent']['name']}-{step}"
+        fleet.add({**doc, "agent": {**doc["agent"], "name": name}})
+        live = fleet.names()
+        action = rng.random()
+        if action < 0.45:
+            fleet.remove(rng.choice(live))
+        elif action < 0.6:
+            fleet.add({**rng.choice(docs), "agent": fleet.get(rng.choice(live)).agent.to_dict()})
+        elif action < 0.8:
+            fleet.record_outcome(rng.choice(live), tasks[rng.randrange(len(tasks))], rng.random() < 0.6)
+        else:
+            fleet.hold_session(rng.choice(live), rng.choice(sessions))
+        if rng.random() < 0.2:
+            fleet.release_session(rng.choice(fleet.names()), rng.choice(sessions))
+    return fleet, tasks, sessions
+
+
+def rebuilt(fleet: Fleet, tasks: list[dict], sessions: list[str]) -> Fleet:
+    """The same live agents in the same join order, with their outcomes and sessions, afresh."""
+    fresh = Fleet(fleet.engine, weights=fleet.weights)
+    fresh.extend([d.doc for d in fleet])
+    kinds = {orjson.dumps(t) for t in tasks}
+    for name in fresh.names():
+        for task in map(orjson.loads, sorted(kinds)):
+            successes, attempts = fleet.outcomes(name, task)
+            if attempts and fresh.outcomes(name, task) == (0, 0):
+                fresh.record_outcomes(name, fresh_kind(task), successes, attempts)
+        for session in sessions:
+            if fleet.holds_session(name, session):
+                fresh.hold_session(name, session)
+    return fresh
+
+
+def fresh_kind(task: dict) -> str:
+    from a3fast.schema import parse_requirements, task_kind
+    return task_kind(parse_requirements(task))
+
+
+def placements_of(fleet: Fleet, tasks: list[dict], sessions: list[str]) -> list:
+    return [fleet.place(task, session=sessions[k % len(sessions)] if k % 3 else None, remember_session=False)
+            for k, task in enumerate(tasks)]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_compacted_fleet_places_as_before_and_as_one_built_from_its_live_agents(engine, seed):
+    fleet, tasks, sessions = churned(engine, seed)
+    before = placements_of(fleet, tasks, sessions)
+    ids_before = len(fleet._table.entries)
+    # the world has what compaction must carry: outcomes and held sessions of live agents
+    assert any(fleet.outcomes(name, task)[1] for name in fleet.names() for task in tasks)
+    assert any(fleet.holds_session(name, s) for name in fleet.names() for s in sessions)
+    assert fleet.compact() == ids_before - len(fleet) > 0
+    assert len(fleet._table.entries) == len(fleet)
+    after = placements_of(fleet, tasks, sessions)
+    expected = placements_of(rebuilt(fleet, tasks, sessions), tasks, sessions)
+    assert without_timings(spec_records(after)) == without_timings(spec_records(before))
+    assert without_timings(spec_records(after)) == without_timings(spec_records(expected))
+    assert without_timings(compact_records(after)) == without_timings(compact_records(expected))
+    generation = fleet.generation
+    assert fleet.compact() == 0 and fleet.generation == generation      # nothing to do, nothing changed
+
+
+def test_a_compacted_fleet_saves_and_loads_as_the_fleet_it_is(engine, tmp_path):
+    fleet, tasks, sessions = churned(engine, 4)
+    fleet.compact()
+    fleet.save(tmp_path / "compacted")
+    loaded = Fleet.load(tmp_path / "compacted", engine=engine)
+    assert without_timings(spec_records(placements_of(loaded, tasks, sessions))) == \
+        without_timings(spec_records(placements_of(fleet, tasks, sessions)))
+
+
+def test_a_name_that_comes_back_after_compaction_is_a_new_agent_last_in_the_join_order(engine):
+    fleet = fleet_of(engine, [declaration(name) for name in ("a", "b", "c")])
+    fleet.record_outcome("a", "k", True)
+    fleet.remove("a")
+    assert fleet.compact() == 1
+    assert fleet.outcomes("a", "k") == (0, 0)
+    fleet.add(declaration("a"))
+    assert fleet.names() == ["b", "c", "a"]
+    assert fleet.place({}).candidates == ["b", "c", "a"]
+
+
+def test_a_placement_made_before_compaction_stays_readable_and_resumable(engine):
+    fleet = fleet_of(engine, [declaration(name) for name in ("gone", "a", "b")])
+    fleet.remove("gone")
+    earlier = fleet.place({"session": "s"})
+    record = earlier.scheduling_json()
+    fleet.compact()
+    assert earlier.scheduling_json() == record
+    resumed = fleet.resume(earlier)
+    assert resumed.agent == earlier.agent and resumed.resumed
+    assert fleet.holds_session(earlier.agent, "s")
+
+
+def test_compaction_forgets_what_only_the_agents_gone_had(engine):
+    fleet = fleet_of(engine, [declaration(name) for name in ("a", "b")])
+    fleet.record_outcome("a", "only-a", True)
+    fleet.hold_session("a", "only-a")
+    fleet.record_outcome("b", "both", False)
+    fleet.remove("a")
+    fleet.compact()
+    assert list(fleet._rows.kinds) == ["both"] and fleet._rows.session_rows == {}
+    assert fleet.outcomes("b", "both") == (0, 1)

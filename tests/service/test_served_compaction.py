@@ -1,0 +1,67 @@
+"""A served fleet whose agents come and go under new names is compacted (`Fleet.compact`) once it
+holds as many names of agents gone as live agents (and at least `COMPACT_FROM`), as a change of its
+own in the journal: a restart that replays the journal finds the fleet the service had, a name that
+came back after the compaction included (docs/service.md, "Limits")."""
+from __future__ import annotations
+
+import pytest
+
+from a3fast.schema import parse_declaration
+from a3fast.service import state as state_module
+from a3fast.service.state import ServiceState
+
+from factories import declaration
+
+
+def _churn(state: ServiceState, rounds: int, first: int = 0) -> None:
+    for k in range(first, first + rounds):
+        name = f"passing-{k}"
+        state.put_agents([parse_declaration(declaration(name))])
+        state.record_outcome(name, "k", True)
+        state.delete_agent(name)
+
+
+def _seen(state: ServiceState) -> tuple:
+    fleet = state.fleet
+    return (fleet.names(), fleet.names_gone, fleet.outcomes("passing-0", "k"), fleet.outcomes("live-0", "k"),
+            fleet.place({}, remember_session=False).candidates)
+
+
+@pytest.mark.parametrize("checkpoint_every", [3, 10**6])
+def test_a_served_fleet_is_compacted_and_a_restart_finds_the_fleet_it_had(tmp_path, monkeypatch, engine,
+                                                                         checkpoint_every):
+    monkeypatch.setattr(state_module, "COMPACT_FROM", 8)
+    state = ServiceState(tmp_path / "state", engine=engine, checkpoint_every=checkpoint_every)
+    state.open()
+    state.put_agents([parse_declaration(declaration(f"live-{i}")) for i in range(4)])
+    state.record_outcome("live-0", "k", False)
+    _churn(state, 7)
+    assert state.fleet.names_gone == 7               # fewer than COMPACT_FROM: kept
+    _churn(state, 1, first=7)
+    assert state.fleet.names_gone == 0               # 8 gone, 4 live: compacted
+    # a name that comes back after the compaction is a new agent, with no history, last in the order
+    state.put_agents([parse_declaration(declaration("passing-0"))])
+    seen = _seen(state)
+    assert seen == (["live-0", "live-1", "live-2", "live-3", "passing-0"], 0, (0, 0), (0, 1),
+                    ["live-0", "live-1", "live-2", "live-3", "passing-0"])
+    state.close(checkpoint=False)                    # as a crash leaves it: the journal replayed
+    again = ServiceState(tmp_path / "state", engine=engine, checkpoint_every=checkpoint_every)
+    again.open()
+    try:
+        assert _seen(again) == seen
+    finally:
+        again.close()
+
+
+def test_a_fleet_with_fewer_names_gone_than_live_agents_is_left_as_it_is(monkeypatch, engine):
+    monkeypatch.setattr(state_module, "COMPACT_FROM", 2)
+    state = ServiceState(engine=engine)
+    state.open()
+    try:
+        state.put_agents([parse_declaration(declaration(f"live-{i}")) for i in range(10)])
+        _churn(state, 9)
+        assert state.fleet.names_gone == 9
+        _churn(state, 1, first=9)
+        assert state.fleet.names_gone == 0
+    finally:
+        state.close()
