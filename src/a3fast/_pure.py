@@ -110,7 +110,7 @@ class Scores:
 class Index:
     """Per-predicate rows of agent ids, the live set, and the per-agent columns scoring reads.
 
-    Agent ids are dense and never reused for another name; rows are created by `add_row` and
+    Agent ids are dense and never reused for another name (a compacted fleet has a new Index); rows are created by `add_row` and
     addressed by the integer it returns. `UNKNOWN` (-1) stands for the empty row.
     """
 

@@ -5,6 +5,8 @@ and as it did itself before; on both engines."""
 from __future__ import annotations
 
 import random
+import sys
+import time
 
 import orjson
 import pytest
@@ -137,3 +139,45 @@ def test_compaction_forgets_what_only_the_agents_gone_had(engine):
     fleet.compact()
     assert list(fleet._rows.kinds) == ["both"] and fleet._rows.session_rows == {}
     assert fleet.outcomes("b", "both") == (0, 1)
+
+
+def test_reads_from_other_threads_never_mix_the_fleets_before_and_after_a_compaction(engine):
+    import threading
+
+    fleet = fleet_of(engine, [*(declaration(f"agent-{k}") for k in range(3000)), declaration("kept")], batch=True)
+    fleet.record_outcomes("kept", "k", 3, 7)
+    fleet.hold_session("kept", "s")
+    stop, seen = threading.Event(), set()
+
+    def churn():
+        # the first agent leaves, so every compaction moves "kept" down an id
+        for k in range(3000):
+            if stop.is_set():
+                break
+            fleet.remove(f"agent-{k}")
+            fleet.compact()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)          # the threads take turns as often as the interpreter lets them
+    thread = threading.Thread(target=churn)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            seen.add((fleet.outcomes("kept", "k"), fleet.holds_session("kept", "s")))
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+    assert seen == {((3, 7), True)}
+
+
+def test_a_walk_over_the_fleet_leaves_out_an_agent_removed_after_a_compaction(engine):
+    fleet = fleet_of(engine, [declaration(f"agent-{k}") for k in range(6)])
+    walk = iter(fleet)
+    assert next(walk).agent.name == "agent-0"
+    fleet.remove("agent-1")
+    fleet.compact()
+    fleet.remove("agent-4")
+    fleet.add(declaration("late"))
+    assert [d.agent.name for d in walk] == ["agent-2", "agent-3", "agent-5"]

@@ -2,8 +2,8 @@
 
 A fleet is one scheduling domain (docs/design.md, reading 3): agents are named by `agent.name`;
 adding a declaration for an existing `(namespace, name)` replaces it; a name held by another
-namespace is an error (a3fast.fleet.domain). Agent ids are dense and stay bound to their name for
-the fleet's life (a3fast.fleet.table). Placing runs the stages of a3fast.fleet.pipeline; bulk loads
+namespace is an error (a3fast.fleet.domain). Agent ids are dense and stay bound to their name
+until `compact` renumbers the live agents (a3fast.fleet.table). Placing runs the stages of a3fast.fleet.pipeline; bulk loads
 and snapshots are a3fast.fleet.bulk_load and a3fast.fleet.persistence.
 """
 from __future__ import annotations
@@ -238,13 +238,14 @@ class Fleet:
         """The live declarations in id order, each read under the lock when the iteration reaches
         it (a fleet loaded in bulk is parsed as it is read, and placements are not held up for the
         whole walk): an agent removed before then is left out, one joining after it began is not
-        seen."""
-        table, lock = self._table, self._lock
+        seen. The walk goes by the names live when it began, each looked up in the fleet as it is
+        when reached, so a compaction meanwhile (which renumbers the agents) changes nothing."""
+        lock = self._lock
         with lock:
-            end = len(table.entries)
-        for aid in range(end):
+            names = self._table.names()
+        for name in names:
             with lock:
-                decl = table.declaration(aid) if table.entries[aid] is not None else None
+                decl = self._table.get(name)
             if decl is not None:
                 yield decl
 
@@ -408,6 +409,7 @@ class Fleet:
             raise FleetError(f"{agent!r}, kind {kind!r}: {had} + {attempts} outcomes would pass the "
                              f"{MAX_OUTCOMES} a fleet counts for one agent and task kind")
 
+    @_locked       # an id read off one table and looked up in the same index, never across a compaction
     def outcomes(self, agent: str, kind: str | Requirements | Mapping[str, Any]) -> tuple[int, int]:
         """(successes, attempts) recorded for an agent and a task kind (or the task's requirements,
         as `record_outcome` takes them)."""
@@ -431,6 +433,7 @@ class Fleet:
         if self._rows.release(aid, session):
             self.generation += 1
 
+    @_locked       # as `outcomes`
     def holds_session(self, agent: str, session: str) -> bool:
         aid = self._table.ids.get(agent) if isinstance(agent, str) else None
         row = self._rows.session_rows.get(session) if isinstance(session, str) else None

@@ -1,8 +1,10 @@
-"""The agent table: dense agent ids bound to names for the fleet's life, and each agent's
-declaration as whatever form it is kept in until something asks for it.
+"""The agent table: dense agent ids bound to names, and each agent's declaration as whatever form
+it is kept in until something asks for it.
 
-Agent ids are given in join order and never reused, so a placement kept in compact form can always
-name its candidates, whatever happens to the fleet afterwards. A declaration is kept as its parsed
+Agent ids are given in join order and never reused within a table: a placement holds the index it
+was made on, so it names its candidates whatever happens to the fleet afterwards, and
+`Fleet.compact` starts a new table (the live agents renumbered in their order) rather than
+changing this one. A declaration is kept as its parsed
 `Declaration`, or as its canonical JSON (a fleet loaded in bulk parses a declaration only when
 something asks for it), or that JSON packed by the fleet's codec, or as a span of the snapshot file
 the fleet was loaded from; None once the agent is removed.
