@@ -181,3 +181,12 @@ def test_a_walk_over_the_fleet_leaves_out_an_agent_removed_after_a_compaction(en
     fleet.remove("agent-4")
     fleet.add(declaration("late"))
     assert [d.agent.name for d in walk] == ["agent-2", "agent-3", "agent-5"]
+
+
+def test_a_declaration_parsed_before_compaction_is_not_parsed_again(engine):
+    fleet = fleet_of(engine, [declaration(name) for name in ("gone", "a", "b")])
+    held = fleet.get("a")
+    fleet.remove("gone")
+    fleet.compact()
+    assert fleet.get("a") is held
+    assert fleet.place({}).declaration is not None

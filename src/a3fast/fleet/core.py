@@ -360,6 +360,12 @@ class Fleet:
         problems = fresh.extend_jsonl(b"\n".join(table.declaration_json(aid) for aid in live),
                                       pack=table.codec is not None)
         assert not problems, "a fleet's own declarations are read back as they were stored"
+        # a declaration already parsed stays parsed (the bulk reader keeps JSON, parsed when first
+        # asked for: each agent's first placement after the compaction would pay for it again)
+        entries, texts = fresh._table.entries, fresh._table.decl_json
+        for at, aid in enumerate(live):
+            if isinstance(table.entries[aid], Declaration):
+                entries[at], texts[at] = table.entries[aid], table.decl_json[aid]
         new_id = np.full(len(table.entries), -1, dtype=np.int64)
         new_id[live] = np.arange(len(live))
         for kind, kid in rows.kinds.items():
