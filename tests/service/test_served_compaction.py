@@ -65,3 +65,22 @@ def test_a_fleet_with_fewer_names_gone_than_live_agents_is_left_as_it_is(monkeyp
         assert state.fleet.names_gone == 0
     finally:
         state.close()
+
+
+def test_a_compaction_that_fails_leaves_the_removal_made_and_answered(monkeypatch, engine):
+    monkeypatch.setattr(state_module, "COMPACT_FROM", 2)
+    logged: list[str] = []
+    state = ServiceState(engine=engine, log=logged.append)
+    state.open()
+    try:
+        state.put_agents([parse_declaration(declaration("live-0"))])
+
+        def out_of_memory() -> int:
+            raise MemoryError()
+
+        monkeypatch.setattr(state.fleet, "compact", out_of_memory)
+        _churn(state, 2)                       # each removal answered; the compaction logged
+        assert state.fleet.names() == ["live-0"] and state.fleet.names_gone == 2
+        assert logged and "not compacted (MemoryError" in logged[0]
+    finally:
+        state.close()

@@ -447,8 +447,13 @@ class ServiceState:
         fleet = self.fleet
         if type(fleet) is Fleet and fleet.names_gone >= max(len(fleet), COMPACT_FROM):
             # agents that came and went under new names widen every set the engine makes: the
-            # live ones renumbered, journaled as a change of its own (a replay makes it here too)
-            self._change("compact", fleet.compact)
+            # live ones renumbered, journaled as a change of its own (a replay makes it here too).
+            # The removal is made and journaled already: a compaction that cannot be made (it
+            # changes nothing until its last step) is logged, and the next removal tries again
+            try:
+                self._change("compact", fleet.compact)
+            except Exception as exc:
+                self.log(f"the fleet was not compacted ({type(exc).__name__}: {exc}); it goes on as it was")
 
     def record_outcome(self, agent: str, kind: str, success: bool) -> None:
         if agent not in self.fleet:
