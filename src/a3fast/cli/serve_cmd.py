@@ -72,7 +72,8 @@ from .common import EXIT_BAD_INPUT, Seconds, say
               help="Consecutive misses (404 or 410) after which a watched card's agents are removed.")
 @click.option("--shards", type=click.IntRange(min=1), default=None,
               help="Serve a ShardedFleet of N Ray actors (docs/scale.md) instead of one Fleet; needs the "
-                   "'ray' extra. The service's journal stays the source of truth (docs/service.md).")
+                   "'ray' extra. The service's journal stays the source of truth (docs/service.md). A sharded "
+                   "fleet is not compacted.")
 @click.option("--ray-address", default=None, metavar="ADDRESS",
               help="With --shards: the Ray cluster to run the shards on (auto, HOST:PORT, ray://...; "
                    "default: a local Ray with at most min(N, CPUs) CPUs).")
@@ -108,6 +109,10 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
     Prints `a3fast: loading; listening on URL` once it listens (/healthz answers, /readyz says 503),
     `a3fast: ready (N agents); serving on URL` once it takes work, and `a3fast: stopped` at a clean
     stop. Exit 0 after a clean stop, 2 bad input or unreadable state.
+
+    A fleet whose agents come and go under new names is compacted after a removal once it holds as
+    many names gone as live agents (at least 4,096): a name that comes back after that is a new
+    agent, without its earlier outcomes (docs/service.md, "Limits"; not with --shards).
     """
     from ..service.config import ServiceConfig
 

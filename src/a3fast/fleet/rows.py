@@ -8,7 +8,7 @@ fleet interns something new, and a task's explanation be kept until its membersh
 
 A session's row is made when it is first held and serves again, for another session, once no agent
 holds it (a service that gives each conversation its own session would otherwise grow by a row and
-an entry per conversation for good: about 190 bytes each, in memory and in every snapshot). Until
+an entry per conversation for good: about 190–300 bytes of memory and 40 of every snapshot each). Until
 then the session keeps its row, which holds no agent, exactly as a session never held: no
 resolution reads session rows, and a placement looks its session's row up as it is decided.
 """
@@ -36,8 +36,10 @@ KEY_OF = {CLEARANCE: clearance, TOOL: tool, RESIDENCY: residency, LATENCY: laten
 #: The kinds of value the compiled reader asks rows for, by its codes (a3fast._ingest).
 INGEST_KINDS = (CAPABILITY, CLEARANCE, TOOL, RESIDENCY, LATENCY, EVALUATED)
 
-#: Predicate sets resolved to engine arguments, kept (rows and ids are append-only, so a resolution
-#: stays valid until the fleet interns something new); bounded so that one-off sets cannot pile up.
+#: Predicate sets resolved to engine arguments, kept (predicate rows and ids are append-only within
+#: one PredicateRows, which a compaction replaces, and no resolution reads a session row, so a
+#: resolution stays valid until the fleet interns something new); bounded so that one-off sets
+#: cannot pile up.
 RESOLVED_CACHE_SIZE = 1024
 #: Predicate sets resolved once, and explained once, each noted by its hash without holding
 #: anything, at most this many of each (then forgotten at once): a resolution and an explanation
