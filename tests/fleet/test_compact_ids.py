@@ -190,3 +190,32 @@ def test_a_declaration_parsed_before_compaction_is_not_parsed_again(engine):
     fleet.compact()
     assert fleet.get("a") is held
     assert fleet.place({}).declaration is not None
+
+
+def test_a_compaction_leaves_a_declaration_kept_as_bytes_unparsed(engine, tmp_path):
+    from a3fast.schema import Declaration
+
+    fleet = fleet_of(engine, [declaration(name) for name in ("gone", "a", "b")])
+    fleet.remove("gone")
+    fleet.save(tmp_path / "fleet")
+    loaded = Fleet.load(tmp_path / "fleet", engine=engine)
+    held = loaded.get("a")                      # this one asked for, so parsed
+    loaded.compact()
+    entries = loaded._table.entries
+    assert entries[0] is held and not isinstance(entries[1], Declaration)
+    assert loaded.place({}).candidates == ["a", "b"]
+
+
+def test_a_scorer_may_read_outcomes_and_sessions_from_threads_of_its_own(engine):
+    from concurrent.futures import ThreadPoolExecutor
+
+    fleet = fleet_of(engine, [declaration(name) for name in ("a", "b")])
+    fleet.record_outcome("b", "k", True)
+    fleet.hold_session("b", "s")
+    with ThreadPoolExecutor(2) as pool:
+        def scorer(task, agents):
+            read = list(pool.map(lambda d: (task.outcomes(d.agent.name), task.holds_session(d.agent.name)),
+                                 agents, timeout=10))
+            return [{"total": float(successes + held)} for (successes, _), held in read]
+
+        assert fleet.place({"kind": "k"}, session="s", scorer=scorer).agent == "b"

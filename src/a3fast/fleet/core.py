@@ -239,7 +239,8 @@ class Fleet:
         it (a fleet loaded in bulk is parsed as it is read, and placements are not held up for the
         whole walk): an agent removed before then is left out, one joining after it began is not
         seen. The walk goes by the names live when it began, each looked up in the fleet as it is
-        when reached, so a compaction meanwhile (which renumbers the agents) changes nothing."""
+        when reached, so a compaction meanwhile (which renumbers the agents) changes nothing; a
+        name removed and added back meanwhile is yielded, with its new declaration, in its turn."""
         lock = self._lock
         with lock:
             names = self._table.names()
@@ -351,6 +352,8 @@ class Fleet:
         (0: nothing to do, nothing changed)."""
         table, rows, index = self._table, self._rows, self._index
         live = [aid for aid in range(len(table.entries)) if table.is_live(aid)]
+        # taken before the declarations are read: reading one kept in a snapshot's bytes parses it
+        parsed = {at: table.entries[aid] for at, aid in enumerate(live) if isinstance(table.entries[aid], Declaration)}
         forgotten = len(table.entries) - len(live)
         if not forgotten:
             return 0
@@ -363,9 +366,8 @@ class Fleet:
         # a declaration already parsed stays parsed (the bulk reader keeps JSON, parsed when first
         # asked for: each agent's first placement after the compaction would pay for it again)
         entries, texts = fresh._table.entries, fresh._table.decl_json
-        for at, aid in enumerate(live):
-            if isinstance(table.entries[aid], Declaration):
-                entries[at], texts[at] = table.entries[aid], table.decl_json[aid]
+        for at, declaration in parsed.items():
+            entries[at], texts[at] = declaration, table.decl_json[live[at]]
         new_id = np.full(len(table.entries), -1, dtype=np.int64)
         new_id[live] = np.arange(len(live))
         for kind, kid in rows.kinds.items():

@@ -61,6 +61,10 @@ SETTLE_AFTER = 1000
 COMPACT_FROM = 4096
 
 
+class _NotCompacted(Exception):
+    """A compaction that could not be made (logged): the removal it followed stands."""
+
+
 def _count_from(low: int, high: int | None = None) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
         if type(value) is int and value >= low and (high is None or value < high):
@@ -161,6 +165,8 @@ class ServiceState:
         self.fresh = True
         #: a ShardError that left the sharded fleet holding part of a batch (see `_change`)
         self.doubt: ShardError | None = None
+        #: the names gone a compaction waits for after one could not be made (`_compact`)
+        self._compact_after = 0
         #: the turn to change the state, taken by every change made from the event loop (the
         #: operations, the extender's recorded answers, the cluster watch) and held only while the
         #: change is applied, never while it waits for durability. A change made in one synchronous
@@ -445,15 +451,26 @@ class ServiceState:
             raise FleetError(f"no agent named {name!r} in the fleet")
         self._change("delete", self.fleet.remove, name, name=name)
         fleet = self.fleet
-        if type(fleet) is Fleet and fleet.names_gone >= max(len(fleet), COMPACT_FROM):
+        if type(fleet) is Fleet and fleet.names_gone >= max(len(fleet), COMPACT_FROM, self._compact_after):
             # agents that came and went under new names widen every set the engine makes: the
-            # live ones renumbered, journaled as a change of its own (a replay makes it here too).
-            # The removal is made and journaled already: a compaction that cannot be made (it
-            # changes nothing until its last step) is logged, and the next removal tries again
+            # live ones renumbered, journaled as a change of its own (a replay makes it here too)
             try:
-                self._change("compact", fleet.compact)
-            except Exception as exc:
-                self.log(f"the fleet was not compacted ({type(exc).__name__}: {exc}); it goes on as it was")
+                self._change("compact", self._compact, fleet)
+            except _NotCompacted:       # logged; nothing changed, nothing journaled
+                pass
+
+    def _compact(self, fleet: Fleet) -> None:
+        """`fleet.compact()`, or, when it cannot be made (it changes nothing until its last step),
+        a line in the log: the removal before it is made and journaled, and is answered so; the
+        next try waits until twice as many names are gone. A compaction made is journaled (a
+        failure to journal it is the journal's, as any change's)."""
+        try:
+            fleet.compact()
+        except Exception as exc:
+            self._compact_after = 2 * fleet.names_gone
+            self.log(f"the fleet was not compacted ({type(exc).__name__}: {exc}); it goes on as it was, "
+                     f"and is compacted once {self._compact_after} names are gone")
+            raise _NotCompacted() from None
 
     def record_outcome(self, agent: str, kind: str, success: bool) -> None:
         if agent not in self.fleet:
