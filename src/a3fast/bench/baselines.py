@@ -15,6 +15,7 @@ declarations, with no success history and no sessions held, as in the benchmark.
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -45,12 +46,11 @@ class Baseline:
                  weights: tuple[float, float, float, float] = DEFAULT_WEIGHTS):
         self.decls = [parse_declaration(d) for d in declarations]
         self.names = [d.agent.name for d in self.decls]
-        if len(set(self.names)) != len(self.names):
+        twice = [name for name, count in Counter(self.names).items() if count > 1]
+        if twice:
             # a fleet keeps an agent's later declaration in its earlier place; a baseline keeps a
             # list, and would match both
-            seen: set[str] = set()
-            twice = next(name for name in self.names if name in seen or seen.add(name))  # type: ignore[func-returns-value]
-            raise ValueError(f"a baseline holds each agent once: {twice!r} is declared twice")
+            raise ValueError(f"a baseline holds each agent once: {twice[0]!r} is declared twice")
         self.costs = [cost_score(d) for d in self.decls]
         self.evaluated = [frozenset(evaluated_keys(d)) for d in self.decls]
         self.weights = weights

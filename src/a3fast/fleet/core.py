@@ -3,8 +3,9 @@
 A fleet is one scheduling domain (docs/design.md, reading 3): agents are named by `agent.name`;
 adding a declaration for an existing `(namespace, name)` replaces it; a name held by another
 namespace is an error (a3fast.fleet.domain). Agent ids are dense and stay bound to their name
-until `compact` renumbers the live agents (a3fast.fleet.table). Placing runs the stages of a3fast.fleet.pipeline; bulk loads
-and snapshots are a3fast.fleet.bulk_load and a3fast.fleet.persistence.
+until `compact` renumbers the live agents (a3fast.fleet.table). Placing runs the stages of
+a3fast.fleet.pipeline; bulk loads and snapshots are a3fast.fleet.bulk_load and
+a3fast.fleet.persistence.
 """
 from __future__ import annotations
 
@@ -352,11 +353,12 @@ class Fleet:
         (0: nothing to do, nothing changed)."""
         table, rows, index = self._table, self._rows, self._index
         live = [aid for aid in range(len(table.entries)) if table.is_live(aid)]
-        # taken before the declarations are read: reading one kept in a snapshot's bytes parses it
-        parsed = {at: table.entries[aid] for at, aid in enumerate(live) if isinstance(table.entries[aid], Declaration)}
         forgotten = len(table.entries) - len(live)
         if not forgotten:
             return 0
+        # taken before the declarations are read: reading one kept in a snapshot's bytes parses it
+        parsed = {at: table.entries[aid] for at, aid in enumerate(live)
+                  if isinstance(table.entries[aid], Declaration)}
         fresh = Fleet(self.engine)        # its index, table and rows are taken; weights stay ours
         # the declarations' JSON through the bulk reader: packed ones stay packed, none is parsed
         # here, and the new ids follow the join order
@@ -423,9 +425,7 @@ class Fleet:
         as `record_outcome` takes them)."""
         if not isinstance(kind, str):
             kind = task_kind(parse_requirements(kind))
-        aid = self._table.ids.get(agent) if isinstance(agent, str) else None
-        kid = self._rows.kinds.get(kind, -1)
-        return self._index.outcome(kid, aid) if aid is not None and kid >= 0 else (0, 0)
+        return self._rows.outcome(agent, kind)
 
     @_locked
     def hold_session(self, agent: str, session: str) -> None:
@@ -443,9 +443,7 @@ class Fleet:
 
     @_locked       # as `outcomes`
     def holds_session(self, agent: str, session: str) -> bool:
-        aid = self._table.ids.get(agent) if isinstance(agent, str) else None
-        row = self._rows.session_rows.get(session) if isinstance(session, str) else None
-        return aid is not None and row is not None and row in self._rows.held_sessions.get(aid, ())
+        return self._rows.holds(agent, session)
 
     # -- placing (a3fast.fleet.pipeline) ------------------------
     def place(self, requirements: Mapping[str, Any] | Requirements, session: str | None = None,

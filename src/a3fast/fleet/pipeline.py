@@ -610,20 +610,10 @@ class LocalStages:
         kind = state.kind if state.kind is not None else task_kind(state.requirements)
         # read off this placement's own table, rows and index, without the fleet's lock (which the
         # placement holds, so nothing compacts meanwhile): a scorer may ask from threads of its own
-        table, index = self.table, self.index
-        kid = self.rows.kinds.get(kind, -1)
-        row = self.rows.session_rows.get(session, -1) if session is not None else -1
-        held = self.rows.held_sessions
-
-        def outcomes(name: str) -> tuple[int, int]:
-            aid = table.ids.get(name) if isinstance(name, str) else None
-            return index.outcome(kid, aid) if aid is not None and kid >= 0 else (0, 0)
-
-        def holds_session(name: str) -> bool:
-            aid = table.ids.get(name) if isinstance(name, str) else None
-            return aid is not None and row >= 0 and row in held.get(aid, ())
-
-        task = ScoringTask(state.requirements, session, kind, outcomes=outcomes, holds_session=holds_session)
+        rows = self.rows
+        task = ScoringTask(state.requirements, session, kind,
+                           outcomes=lambda name: rows.outcome(name, kind),
+                           holds_session=lambda name: session is not None and rows.holds(name, session))
         generation = self.fleet.generation
         raw = list(state.scorer(task, agents))
         if self.fleet.generation != generation:

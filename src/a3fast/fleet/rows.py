@@ -192,6 +192,18 @@ class PredicateRows:
         self._let_go(row)
         return True
 
+    def outcome(self, name: Any, kind: str) -> tuple[int, int]:
+        """(successes, attempts) of agent `name` at task kind `kind`, (0, 0) for either unknown."""
+        aid = self.table.ids.get(name) if isinstance(name, str) else None
+        kid = self.kinds.get(kind, -1)
+        return self.index.outcome(kid, aid) if aid is not None and kid >= 0 else (0, 0)
+
+    def holds(self, name: Any, session: Any) -> bool:
+        """Whether agent `name` holds `session`."""
+        aid = self.table.ids.get(name) if isinstance(name, str) else None
+        row = self.session_rows.get(session) if isinstance(session, str) else None
+        return aid is not None and row is not None and row in self.held_sessions.get(aid, ())
+
     def kind(self, kind: str) -> int:
         """The outcome column of a task kind, made the first time an outcome of it is recorded."""
         kid = self.kinds.get(kind) if type(kind) is str else None
