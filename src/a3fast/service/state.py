@@ -462,10 +462,12 @@ class ServiceState:
     def _compact(self, fleet: Fleet) -> None:
         """`fleet.compact()`, or, when it cannot be made (it changes nothing until its last step),
         a line in the log: the removal before it is made and journaled, and is answered so; the
-        next try waits until twice as many names are gone. A compaction made is journaled (a
-        failure to journal it is the journal's, as any change's)."""
+        next try waits until twice as many names are gone, and once one is made the usual bound
+        holds again (as after a restart). A compaction made is journaled (a failure to journal it
+        is the journal's, as any change's)."""
         try:
             fleet.compact()
+            self._compact_after = 0
         except Exception as exc:
             self._compact_after = 2 * fleet.names_gone
             self.log(f"the fleet was not compacted ({type(exc).__name__}: {exc}); it goes on as it was, "
