@@ -162,7 +162,9 @@ class Journal:
         self._in_flight = 0                      # bytes a commit is writing now
         self._appended = 0                       # entries ever appended (a ticket per entry)
         self._committed = 0                      # entries ever made durable
-        self._commit: asyncio.Future | None = None
+        #: the commit under way: a task (its fsync on the writer thread), or with `fsync="never"`
+        #: the loop's callback that writes it
+        self._commit: asyncio.Future | asyncio.Handle | None = None
         self._waiters: list[asyncio.Future] = []  # the waits `durable` left for the commit in flight
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="a3fast-journal")
         #: why a write failed; once set, every append and wait raises JournalFailed
@@ -221,15 +223,17 @@ class Journal:
             raise self._broken
         # every file this commit writes goes back to where it was should a write fail: the other
         # writes (the service's trace) as well as the journal, so none is left with half a line
-        starts: dict[int, int] = {}
+        # every file is opened to append and written by this writer alone, so where each was before
+        # this commit is its length less what the commit wrote to it (no fstat a commit)
+        written: dict[int, int] = dict.fromkeys([self._fd, *(fd for fd, _ in writes)], 0)
         fd = self._fd
         try:
-            for fd in dict.fromkeys([self._fd, *(fd for fd, _ in writes)]):
-                starts[fd] = os.fstat(fd).st_size
             for fd, data in writes:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    n = os.write(fd, view)
+                    written[fd] += n
+                    view = view[n:]
             fd = self._fd
             if fsync:
                 os.fsync(self._fd)
@@ -239,9 +243,9 @@ class Journal:
             if fd != self._fd and fd in self.write_names and exc.filename is None:
                 exc.filename = self.write_names[fd]
             self._broken = exc
-            for written, start in starts.items():
+            for file, length in written.items():
                 try:
-                    os.ftruncate(written, start)
+                    os.ftruncate(file, os.fstat(file).st_size - length)
                 except OSError:
                     pass    # the disk refuses even that: the next start cuts a torn tail, as it can
             raise
@@ -260,8 +264,12 @@ class Journal:
         while self._committed < ticket:
             self._check()
             if self._commit is None:
-                self._commit = asyncio.ensure_future(self._run_commit())
-                self._commit.add_done_callback(self._ended)
+                if self.fsync == "never":
+                    # nothing to wait for but the write: a callback on the next turn, not a task
+                    self._commit = asyncio.get_running_loop().call_soon(self._write_on_loop)
+                else:
+                    task = self._commit = asyncio.ensure_future(self._run_commit())
+                    task.add_done_callback(self._ended)
             # a future of its own rather than the commit shielded: a waiter's cancellation cancels
             # only its wait, and the commit's end wakes every waiter with one callback (`_ended`)
             # where a shield took a future, two closures and two callbacks for each
@@ -288,6 +296,42 @@ class Journal:
                 self.after_write()
         finally:
             self._in_flight = 0
+
+    def _write_on_loop(self) -> None:
+        """`fsync="never"`'s commit, made on the event loop: `_run_commit` as a callback (a task's
+        making and stepping cost a request more than the write), its waiters woken on the next turn
+        as `_ended` wakes a task's, so that a wait begun meanwhile is woken with them, after them."""
+        error: Exception | None = None
+        try:
+            writes, ticket, size = self._take()
+            self._in_flight = size
+            if writes:
+                try:
+                    self._write(writes, False)
+                except OSError as exc:
+                    raise self._fail(exc) from None
+            self._committed = max(self._committed, ticket)
+            if self.after_write is not None:
+                self.after_write()
+        except Exception as exc:        # each waiter raises it, as a failed commit task's would
+            error = exc
+        finally:
+            self._in_flight = 0
+        self._commit = asyncio.get_running_loop().call_soon(self._wake, error)
+
+    def _wake(self, error: Exception | None) -> None:
+        """The end of `_write_on_loop`'s commit: every wait woken, raising `error` if set; an error
+        no wait is left to take goes to the loop's handler, which logs it, as a task's would be."""
+        self._commit = None
+        waiters, self._waiters = self._waiters, []
+        waiting = [waiter for waiter in waiters if not waiter.done()]    # else its wait was cancelled
+        for waiter in waiting:
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
+        if error is not None and not waiting:
+            raise error
 
     def _ended(self, commit: asyncio.Future) -> None:
         """The commit's end, however it came (cancelled before it ran, even): every wait is woken,
