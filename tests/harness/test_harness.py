@@ -186,6 +186,25 @@ def test_bench_prints_the_side_by_side_table_and_pytest_benchmark_json(tmp_path)
     assert all(b["stats"]["rounds"] == 20 for b in data["benchmarks"])
 
 
+def test_bench_holds_every_decision_to_the_hard_filter_and_names_a_matcher_that_breaks_it(tmp_path):
+    # residency ignored binds agents outside the task's residency; the worst-scored choice and
+    # another first-failed order are still decisions the hard filter allows (scores are opaque, §5)
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(main, ["bench", "--matcher", literal("residency"), "--matcher", literal("choice"),
+                                       "--matcher", literal("order"), "--sizes", "200", "--tasks", "60",
+                                       "--seconds", "10", "--window", "1", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    wrong = [line for line in result.output.splitlines() if ": WRONG: " in line]
+    assert len(wrong) == 1 and wrong[0].startswith(literal("residency") + ": WRONG: ")
+    assert re.search(r"\(§5; first: task \d+: bound to 'agent-\d+', which does not pass every predicate\)", wrong[0])
+    held = next(line for line in result.output.splitlines() if line.startswith("decisions held to the hard filter"))
+    for subject in ("a3fast (stdio protocol)", literal("choice"), literal("order")):
+        assert f"{subject} 70" in held      # the 60 timed and the 10 before them
+    extra = {b["extra_info"]["command"]: b["extra_info"] for b in orjson.loads(out.read_bytes())["benchmarks"]}
+    assert extra[literal("residency")]["decisions_wrong"] >= 1
+    assert extra[literal("choice")]["decisions_checked"] == 70 and extra[literal("choice")]["decisions_wrong"] == 0
+
+
 def test_bench_reports_a_matcher_that_fails_without_stopping_the_others():
     result = CliRunner().invoke(main, ["bench", "--matcher", literal("crash"), "--sizes", "100", "--tasks", "5",
                                        "--seconds", "2"])

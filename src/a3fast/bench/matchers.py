@@ -62,6 +62,11 @@ class MatcherRun:
     latencies_s: list[float] = field(default_factory=list)
     peak_rss: int | None = None
     failure: str | None = None
+    #: placements whose decision was held to the hard filter (`_HardFilterCheck`), how many of them
+    #: broke it, and the first that did, in words
+    checked: int = 0
+    broke: int = 0
+    first_broken: str | None = None
 
     @property
     def p50_us(self) -> float:
@@ -152,6 +157,75 @@ class _PlaceAnswer(msgspec.Struct):
 _read_place_answer = msgspec.json.Decoder(_PlaceAnswer).decode
 
 
+class _Named(msgspec.Struct):
+    name: Any = None
+
+
+class _Admitted(msgspec.Struct):
+    agent: _Named | None = None
+
+
+class _Declared(msgspec.Struct):
+    agent: _Named | None = None
+
+
+class _Scheduling(msgspec.Struct):
+    declaration: _Declared | None = None
+
+
+class _Bound(msgspec.Struct):
+    scheduling: _Scheduling | None = None
+
+
+_read_admitted = msgspec.json.Decoder(_Admitted).decode
+_read_bound = msgspec.json.Decoder(_Bound).decode
+#: a decision the answer's records do not say in a form the bench reads
+UNREAD = object()
+
+
+def _admitted_agent(content: msgspec.Raw) -> _Named | None:
+    return _read_admitted(content).agent
+
+
+def _bound_agent(content: msgspec.Raw) -> _Named | None:
+    scheduling = _read_bound(content).scheduling
+    declaration = scheduling.declaration if scheduling is not None else None
+    return declaration.agent if declaration is not None else None
+
+
+def _decision(answer: _PlaceAnswer) -> Any:
+    """The agent a place answer bound its task to (its name), None for a rejection, or UNREAD: from
+    the task.admitted record (plain in every record form), else the spec task.bound's declaration."""
+    records = answer.records or []
+    if any(r.kind == "task.rejected" for r in records):
+        return None
+    for kind, agent_of in (("task.admitted", _admitted_agent), ("task.bound", _bound_agent)):
+        for r in records:
+            if r.kind == kind:
+                try:
+                    agent = agent_of(r.content)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    continue
+                if agent is not None and type(agent.name) is str:
+                    return agent.name
+    return UNREAD
+
+
+def _hard_filter_problem(decision: Any, eligible: frozenset[str]) -> str | None:
+    """What is wrong with a decision against the agents that pass every predicate of its task, or
+    None. Which eligible agent is chosen is the matcher's own (scores are opaque, §5), and a task's
+    eligible agents do not depend on what was placed before (only scores do), so every matcher's
+    decisions are held to the same sets."""
+    if decision is UNREAD:
+        return "its decision could not be read (no task.admitted agent, no spec task.bound declaration)"
+    if decision is None:
+        return f"rejected, while {len(eligible)} agent(s) pass every predicate" if eligible else None
+    if decision not in eligible:
+        return (f"bound to {decision!r}, which does not pass every predicate" if eligible else
+                f"bound to {decision!r}, while no agent passes every predicate")
+    return None
+
+
 class _ProtocolSubject:
     def __init__(self, run: MatcherRun, timeout: float, record: str):
         self.run = run
@@ -165,6 +239,8 @@ class _ProtocolSubject:
         # the forms to ask for, best first: a compact client reads every answer in order, so it
         # asks for compact-stream (each fleet snapshot sent once), then compact, then the default
         self.forms: list[str] = {"spec": [], "compact": [STREAM_FORM, "compact"]}.get(record, [record])
+        #: the decisions of the last window placed (`_decision`), outside its time
+        self.decisions: list[Any] = []
 
     def load(self, fleet: list[dict[str, Any]]) -> None:
         started = time.perf_counter()
@@ -186,14 +262,18 @@ class _ProtocolSubject:
         started = time.perf_counter()
         answers = self.process.request_lines_pipelined("place", requests, window=max(1, len(requests)))
         elapsed = time.perf_counter() - started
+        decisions = []
         for rid, line in answers:
-            if not self._checked(rid, line):
+            answer = self._checked(rid, line)
+            if answer is None:
                 self.forms.pop(0)       # a matcher that refuses the record form: asked again with the next
                 return self.place_window(tasks)
+            decisions.append(_decision(answer))
+        self.decisions = decisions
         return elapsed
 
-    def _checked(self, rid: int, line: bytes) -> bool:
-        """Whether a place answer is one; False for a refusal of the record form (ask again
+    def _checked(self, rid: int, line: bytes) -> _PlaceAnswer | None:
+        """The place answer, if the line is one; None for a refusal of the record form (ask again
         without it); MatcherFailure for anything else."""
         try:
             answer = _read_place_answer(line)
@@ -204,7 +284,7 @@ class _ProtocolSubject:
                                  f"answers must echo the request's id, in order")
         if answer.ok is not True and self.forms and any(
                 p.path == "$.record" for p in answer.problems or ()):
-            return False
+            return None
         if answer.ok is not True:
             raise MatcherFailure("refused", f"place was refused: {line[:200].decode('utf-8', 'replace')}")
         if answer.records is None:
@@ -213,7 +293,7 @@ class _ProtocolSubject:
         if decisions != 1:
             raise MatcherFailure("malformed", f"a place answer with {decisions} task.bound or task.rejected "
                                  f"records (expected one)")
-        return True
+        return answer
 
     def close(self) -> None:
         self.run.peak_rss = self.rss.stop()
@@ -230,6 +310,8 @@ class _InProcessSubject:
         self.fleet = Fleet()
         self.encoder = Encoder() if record == "compact" else None
         self.seq = 1
+        #: the agents that pass every predicate of each task of the last window, outside its time
+        self.eligible: list[frozenset[str]] = []
 
     def load(self, fleet: list[dict[str, Any]]) -> None:
         started = time.perf_counter()
@@ -244,9 +326,12 @@ class _InProcessSubject:
         else:
             _, count = placement_lines(p, self.seq)
         self.seq += count
-        return time.perf_counter() - started
+        elapsed = time.perf_counter() - started
+        self.eligible.append(frozenset(p.eligible))
+        return elapsed
 
     def place_window(self, tasks: list[dict[str, Any]]) -> float:
+        self.eligible = []
         return sum(self.place(task) for task in tasks)
 
     def close(self) -> None:
@@ -299,6 +384,8 @@ def run_matcher_bench(commands: list[str], agents: int = 1000, tasks: int = 300,
         spent = {id(s): 0.0 for s in subjects}
         for k in range(0, len(work), window):
             chunk = work[k:k + window]
+            # a3fast in process places each window first: its eligible agents of the window's tasks
+            eligible: list[frozenset[str]] | None = None
             for subject in list(subjects):
                 if spent[id(subject)] > budget_s:
                     continue
@@ -312,6 +399,10 @@ def run_matcher_bench(commands: list[str], agents: int = 1000, tasks: int = 300,
                 spent[id(subject)] += elapsed
                 if k >= warmup:     # a window's placements are counted at the window's mean
                     subject.run.latencies_s.extend([elapsed / len(chunk)] * len(chunk))
+                if isinstance(subject, _InProcessSubject):
+                    eligible = subject.eligible
+                elif eligible is not None:
+                    _hold_to_hard_filter(subject.run, subject.decisions, eligible, k)
     finally:
         for subject in subjects:
             try:
@@ -321,6 +412,18 @@ def run_matcher_bench(commands: list[str], agents: int = 1000, tasks: int = 300,
                     rest.close()
                 raise
     return MatcherBench(agents, tasks, datetime.now(timezone.utc).isoformat(), runs, record, window)
+
+
+def _hold_to_hard_filter(run: MatcherRun, decisions: list[Any], eligible: list[frozenset[str]], first: int) -> None:
+    """Count a window's decisions against the agents that pass every predicate of its tasks
+    (a3fast in process's), noting the first that breaks the hard filter, by its task's number."""
+    for k, (decision, agents) in enumerate(zip(decisions, eligible), first + 1):
+        run.checked += 1
+        problem = _hard_filter_problem(decision, agents)
+        if problem is not None:
+            run.broke += 1
+            if run.first_broken is None:
+                run.first_broken = f"task {k}: {problem}"
 
 
 def bench_harness_overhead(quick: bool = False, tasks: int | None = None, window: int = PIPELINE_WINDOW,
@@ -398,6 +501,14 @@ def render_matchers(bench: MatcherBench) -> str:
     for r in bench.runs:
         if r.failure:
             lines.append(f"{r.subject}: stopped: {r.failure}")
+    for r in bench.runs:
+        if r.broke:
+            lines.append(f"{r.subject}: WRONG: {r.broke} of {r.checked} decisions break the hard filter "
+                         f"(§5; first: {r.first_broken}); its figures are of wrong placements")
+    checked = [r for r in bench.runs if r.checked and not r.broke]
+    if checked:
+        lines.append("decisions held to the hard filter (each bound agent passes every predicate, each "
+                     "rejection has none that does): " + ", ".join(f"{r.subject} {r.checked}" for r in checked))
     if base and proto and base.latencies_s and proto.latencies_s:
         overhead = proto.p50_us / base.p50_us - 1
         lines.append(f"the protocol's cost for a3fast: {overhead:+.0%} per placement at p50 over a3fast in "
@@ -418,7 +529,9 @@ def to_pytest_benchmark(bench: MatcherBench) -> dict[str, Any]:
             "fullname": f"a3fast bench --matcher::place[{r.subject}]",
             "params": {"size": bench.agents, "subject": r.subject, "record": bench.record}, "param": f"{r.subject}-{bench.agents}",
             "extra_info": {"command": r.command, "load_s": r.load_s, "peak_rss_bytes": r.peak_rss,
-                           "p99_s": _quantile(r.latencies_s, 0.99), "failure": r.failure},
+                           "p99_s": _quantile(r.latencies_s, 0.99), "failure": r.failure,
+                           "decisions_checked": r.checked, "decisions_wrong": r.broke,
+                           "first_wrong": r.first_broken},
             "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": 1, "max_time": None,
                         "min_time": None, "warmup": False},
             "stats": _stats(r.latencies_s)})
