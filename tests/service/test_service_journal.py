@@ -463,3 +463,30 @@ def test_a_sync_queued_behind_a_failing_commit_writes_nothing_after_the_cut(tmp_
     run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "journal")], capture_output=True,
                          text=True, timeout=60)
     assert run.stdout.splitlines() == ["sync failed", "failed", "failed", "b'Jkept'"], run.stdout + run.stderr
+
+
+def test_a_never_commit_ended_by_something_not_an_error_leaves_no_wait_hanging(tmp_path):
+    # a BaseException that is not an Exception (asyncio hands it to the loop's handler) still ends
+    # the commit: its waits are woken, find their entries not yet written, and ask for another
+    journal = Journal(tmp_path / "journal", fsync="never")
+
+    class Interrupted(BaseException):
+        pass
+
+    interruptions = [Interrupted()]
+
+    def before_write(pieces):
+        if interruptions:
+            raise interruptions.pop()
+        return []
+    journal.before_write = before_write
+    reported: list[dict] = []
+
+    async def main():
+        asyncio.get_running_loop().set_exception_handler(lambda _, context: reported.append(context))
+        journal.append(b"change")
+        await asyncio.wait_for(journal.durable(), 10)
+    asyncio.run(main())
+    assert any(isinstance(context.get("exception"), Interrupted) for context in reported)
+    journal.close()
+    assert read_entries((tmp_path / "journal").read_bytes()).entries == [b"change"]

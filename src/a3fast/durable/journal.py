@@ -317,7 +317,9 @@ class Journal:
             error = exc
         finally:
             self._in_flight = 0
-        self._commit = asyncio.get_running_loop().call_soon(self._wake, error)
+            # whatever ended it (an interruption too): a wait woken without its entries made durable
+            # asks for another commit (`durable`'s loop), where one never woken would hang
+            self._commit = asyncio.get_running_loop().call_soon(self._wake, error)
 
     def _wake(self, error: Exception | None) -> None:
         """The end of `_write_on_loop`'s commit: every wait woken, raising `error` if set; an error
