@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from a3fast.durable.journal import Journal, read_entries
+from a3fast.durable.journal import Journal, JournalFailed, read_entries
 
 pytest.importorskip("starlette")
 
@@ -38,12 +38,12 @@ async def _change(journal: Journal, disk: SlowDisk, k: int, acknowledged: dict) 
     acknowledged[k] = any(covered >= end for covered in disk.covered)
 
 
-
 def _scheduled(journal: Journal) -> bool:
-    """Whether a commit is scheduled and not yet run: a task (`group`, `always`) not done, or the
-    loop's callback (`never`), which is forgotten once it runs."""
+    """Whether a commit is under way: a task (`group`, `always`) not done, or a loop callback
+    (`never`: the write's, then its waiters' wake)."""
     commit = journal._commit
     return commit is not None and (isinstance(commit, asyncio.Handle) or not commit.done())
+
 
 def test_group_commit_shares_the_next_fsync_among_changes_that_arrive_during_one(tmp_path, monkeypatch):
     disk = SlowDisk(monkeypatch, 0.05)
@@ -465,28 +465,46 @@ def test_a_sync_queued_behind_a_failing_commit_writes_nothing_after_the_cut(tmp_
     assert run.stdout.splitlines() == ["sync failed", "failed", "failed", "b'Jkept'"], run.stdout + run.stderr
 
 
-def test_a_never_commit_ended_by_something_not_an_error_leaves_no_wait_hanging(tmp_path):
+@pytest.mark.parametrize("where", ["before_write", "_write"])
+def test_a_never_commit_ended_by_something_not_an_error_raises_in_its_waits_rather_than_hang(tmp_path,
+                                                                                                 monkeypatch, where):
     # a BaseException that is not an Exception (asyncio hands it to the loop's handler) still ends
-    # the commit: its waits are woken, find their entries not yet written, and ask for another
+    # the commit: its waits raise it, as a task's did, before or after the entries left the buffer
     journal = Journal(tmp_path / "journal", fsync="never")
 
     class Interrupted(BaseException):
         pass
 
     interruptions = [Interrupted()]
+    if where == "before_write":
+        def before_write(pieces):
+            if interruptions:
+                raise interruptions.pop()
+            return []
+        journal.before_write = before_write
+    else:
+        write = journal._write
 
-    def before_write(pieces):
-        if interruptions:
-            raise interruptions.pop()
-        return []
-    journal.before_write = before_write
-    reported: list[dict] = []
+        def interrupted_write(writes, fsync):
+            if interruptions:
+                raise interruptions.pop()
+            write(writes, fsync)
+        monkeypatch.setattr(journal, "_write", interrupted_write)
 
     async def main():
-        asyncio.get_running_loop().set_exception_handler(lambda _, context: reported.append(context))
-        journal.append(b"change")
-        await asyncio.wait_for(journal.durable(), 10)
+        journal.append(b"first")
+        with pytest.raises(Interrupted):
+            await asyncio.wait_for(journal.durable(), 10)
+        if where == "_write":
+            # its entry left the buffer for a write cut short: the journal fails, as on a disk error
+            with pytest.raises(JournalFailed, match="cut short"):
+                journal.append(b"second")
+            with pytest.raises(JournalFailed):
+                await asyncio.wait_for(journal.durable(), 10)
+            return
+        journal.append(b"second")
+        await asyncio.wait_for(journal.durable(), 10)      # nothing was taken: the journal goes on
     asyncio.run(main())
-    assert any(isinstance(context.get("exception"), Interrupted) for context in reported)
     journal.close()
-    assert read_entries((tmp_path / "journal").read_bytes()).entries == [b"change"]
+    entries = read_entries((tmp_path / "journal").read_bytes()).entries
+    assert entries == ([b"first", b"second"] if where == "before_write" else [])

@@ -17,7 +17,9 @@ process makes its records in the same form, by the same code as the service, so 
 between the two a3fast rows is the protocol alone: the request and answer as JSON, two pipe hops,
 the service's trace write, and the client's reading of the answer. The client decodes only what the
 bench checks (that the answer echoes the id and holds one task.bound or task.rejected record), with
-msgspec structs whose record contents are left undecoded.
+msgspec structs whose record contents are left undecoded; after each window, outside its time, it
+reads each answer's decision (the task.admitted agent, else the spec task.bound's declaration) and
+holds it to the agents a3fast in process finds eligible for the task (`_hold_to_hard_filter`).
 """
 from __future__ import annotations
 
@@ -62,11 +64,12 @@ class MatcherRun:
     latencies_s: list[float] = field(default_factory=list)
     peak_rss: int | None = None
     failure: str | None = None
-    #: placements whose decision was held to the hard filter (`_HardFilterCheck`), how many of them
-    #: broke it, and the first that did, in words
+    #: placements whose decision was held to the hard filter (`_hold_to_hard_filter`), how many of
+    #: them broke it, and the first that did, in words; and answers whose decision could not be read
     checked: int = 0
     broke: int = 0
     first_broken: str | None = None
+    unread: int = 0
 
     @property
     def p50_us(self) -> float:
@@ -216,8 +219,6 @@ def _hard_filter_problem(decision: Any, eligible: frozenset[str]) -> str | None:
     None. Which eligible agent is chosen is the matcher's own (scores are opaque, §5), and a task's
     eligible agents do not depend on what was placed before (only scores do), so every matcher's
     decisions are held to the same sets."""
-    if decision is UNREAD:
-        return "its decision could not be read (no task.admitted agent, no spec task.bound declaration)"
     if decision is None:
         return f"rejected, while {len(eligible)} agent(s) pass every predicate" if eligible else None
     if decision not in eligible:
@@ -418,6 +419,9 @@ def _hold_to_hard_filter(run: MatcherRun, decisions: list[Any], eligible: list[f
     """Count a window's decisions against the agents that pass every predicate of its tasks
     (a3fast in process's), noting the first that breaks the hard filter, by its task's number."""
     for k, (decision, agents) in enumerate(zip(decisions, eligible), first + 1):
+        if decision is UNREAD:
+            run.unread += 1
+            continue
         run.checked += 1
         problem = _hard_filter_problem(decision, agents)
         if problem is not None:
@@ -505,6 +509,10 @@ def render_matchers(bench: MatcherBench) -> str:
         if r.broke:
             lines.append(f"{r.subject}: WRONG: {r.broke} of {r.checked} decisions break the hard filter "
                          f"(§5; first: {r.first_broken}); its figures are of wrong placements")
+    for r in bench.runs:
+        if r.unread:
+            lines.append(f"{r.subject}: {r.unread} answers' decisions not read (no task.admitted agent, no spec "
+                         f"task.bound declaration): not held to the hard filter")
     checked = [r for r in bench.runs if r.checked and not r.broke]
     if checked:
         lines.append("decisions held to the hard filter (each bound agent passes every predicate, each "
@@ -531,7 +539,7 @@ def to_pytest_benchmark(bench: MatcherBench) -> dict[str, Any]:
             "extra_info": {"command": r.command, "load_s": r.load_s, "peak_rss_bytes": r.peak_rss,
                            "p99_s": _quantile(r.latencies_s, 0.99), "failure": r.failure,
                            "decisions_checked": r.checked, "decisions_wrong": r.broke,
-                           "first_wrong": r.first_broken},
+                           "first_wrong": r.first_broken, "decisions_unread": r.unread},
             "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": 1, "max_time": None,
                         "min_time": None, "warmup": False},
             "stats": _stats(r.latencies_s)})

@@ -141,7 +141,8 @@ class Journal:
     owner queued one piece of lines with, or None for every one appended so far (a commit that
     takes them all, and `sync`), so that lines are never written ahead of their entry (with
     `always`, a commit takes one entry); `after_write`, if set, is called on the event loop when
-    that commit is done.
+    that commit is done. Its files, as the journal's own, are opened to append and written by the
+    journal's commits alone while it is open: a commit that fails cuts each back by what it wrote.
     """
 
     MODES = ("always", "group", "never")
@@ -300,8 +301,14 @@ class Journal:
     def _write_on_loop(self) -> None:
         """`fsync="never"`'s commit, made on the event loop: `_run_commit` as a callback (a task's
         making and stepping cost a request more than the write), its waiters woken on the next turn
-        as `_ended` wakes a task's, so that a wait begun meanwhile is woken with them, after them."""
-        error: Exception | None = None
+        as `_ended` wakes a task's, so that a wait begun meanwhile is woken with them, after them.
+        Whatever ends it, an interruption too, each waiter raises, as a task's would have them: a
+        wait left unwoken would hang, and one woken as if its entries were written would ask again
+        for entries already taken from the buffer. A write cut short by anything but the disk leaves
+        those entries neither in the buffer nor known to be whole on disk, so the journal fails as
+        for a disk error (every later change refused; a restart reads back what is whole). (Nothing
+        cancels the callback: its handle is the journal's own.)"""
+        error: BaseException | None = None
         try:
             writes, ticket, size = self._take()
             self._in_flight = size
@@ -310,20 +317,24 @@ class Journal:
                     self._write(writes, False)
                 except OSError as exc:
                     raise self._fail(exc) from None
+                except BaseException as exc:
+                    self.failed = f"writing the journal {self.path} was cut short ({type(exc).__name__})"
+                    raise
             self._committed = max(self._committed, ticket)
             if self.after_write is not None:
                 self.after_write()
-        except Exception as exc:        # each waiter raises it, as a failed commit task's would
+        except BaseException as exc:    # each waiter raises it, as a failed commit task's would
             error = exc
         finally:
             self._in_flight = 0
-            # whatever ended it (an interruption too): a wait woken without its entries made durable
-            # asks for another commit (`durable`'s loop), where one never woken would hang
             self._commit = asyncio.get_running_loop().call_soon(self._wake, error)
+        if isinstance(error, (KeyboardInterrupt, SystemExit)):
+            raise error                 # out of the loop, as asyncio lets them out of a task
 
-    def _wake(self, error: Exception | None) -> None:
+    def _wake(self, error: BaseException | None) -> None:
         """The end of `_write_on_loop`'s commit: every wait woken, raising `error` if set; an error
-        no wait is left to take goes to the loop's handler, which logs it, as a task's would be."""
+        no wait is left to take goes to the loop's handler, which logs it, as a task's would be
+        (an interruption has left the loop already)."""
         self._commit = None
         waiters, self._waiters = self._waiters, []
         waiting = [waiter for waiter in waiters if not waiter.done()]    # else its wait was cancelled
@@ -332,7 +343,7 @@ class Journal:
                 waiter.set_result(None)
             else:
                 waiter.set_exception(error)
-        if error is not None and not waiting:
+        if error is not None and not waiting and not isinstance(error, (KeyboardInterrupt, SystemExit)):
             raise error
 
     def _ended(self, commit: asyncio.Future) -> None:
