@@ -465,12 +465,14 @@ def test_a_sync_queued_behind_a_failing_commit_writes_nothing_after_the_cut(tmp_
     assert run.stdout.splitlines() == ["sync failed", "failed", "failed", "b'Jkept'"], run.stdout + run.stderr
 
 
+@pytest.mark.parametrize("fsync", ["never", "group"])
 @pytest.mark.parametrize("where", ["before_write", "_write"])
-def test_a_never_commit_ended_by_something_not_an_error_raises_in_its_waits_rather_than_hang(tmp_path,
-                                                                                                 monkeypatch, where):
+def test_a_commit_ended_by_something_not_an_error_raises_in_its_waits_rather_than_hang(tmp_path, monkeypatch,
+                                                                                         where, fsync):
     # a BaseException that is not an Exception (asyncio hands it to the loop's handler) still ends
-    # the commit: its waits raise it, as a task's did, before or after the entries left the buffer
-    journal = Journal(tmp_path / "journal", fsync="never")
+    # the commit: its waits raise it, before or after the entries left the buffer; after, the
+    # journal has failed, where later waits asked for commit after commit of entries gone
+    journal = Journal(tmp_path / "journal", fsync=fsync)
 
     class Interrupted(BaseException):
         pass

@@ -280,18 +280,18 @@ class Journal:
 
     async def _run_commit(self) -> None:
         # started on the loop's next turn: the entries appended meanwhile, by the requests of this
-        # turn, share the commit
+        # turn, share the commit (`group` and `always`; `never` commits in `_write_on_loop`)
         try:
             writes, ticket, size = self._take()
             self._in_flight = size
             if writes:      # else a blocking `sync` (a checkpoint, `close`) wrote and fsynced them all
                 try:
-                    if self.fsync == "never":
-                        self._write(writes, False)       # to the operating system's cache, on the loop
-                    else:
-                        await asyncio.get_running_loop().run_in_executor(self._writer, self._write, writes, True)
+                    await asyncio.get_running_loop().run_in_executor(self._writer, self._write, writes, True)
                 except OSError as exc:
                     raise self._fail(exc) from None
+                except BaseException as exc:    # the commit cancelled, even: see `_cut_short`
+                    self._cut_short(exc)
+                    raise
             self._committed = max(self._committed, ticket)
             if self.after_write is not None:
                 self.after_write()
@@ -304,10 +304,8 @@ class Journal:
         as `_ended` wakes a task's, so that a wait begun meanwhile is woken with them, after them.
         Whatever ends it, an interruption too, each waiter raises, as a task's would have them: a
         wait left unwoken would hang, and one woken as if its entries were written would ask again
-        for entries already taken from the buffer. A write cut short by anything but the disk leaves
-        those entries neither in the buffer nor known to be whole on disk, so the journal fails as
-        for a disk error (every later change refused; a restart reads back what is whole). (Nothing
-        cancels the callback: its handle is the journal's own.)"""
+        for entries already taken from the buffer. A write cut short by anything but the disk fails
+        the journal (`_cut_short`). (Nothing cancels the callback: its handle is the journal's own.)"""
         error: BaseException | None = None
         try:
             writes, ticket, size = self._take()
@@ -318,7 +316,7 @@ class Journal:
                 except OSError as exc:
                     raise self._fail(exc) from None
                 except BaseException as exc:
-                    self.failed = f"writing the journal {self.path} was cut short ({type(exc).__name__})"
+                    self._cut_short(exc)
                     raise
             self._committed = max(self._committed, ticket)
             if self.after_write is not None:
@@ -330,6 +328,15 @@ class Journal:
             self._commit = asyncio.get_running_loop().call_soon(self._wake, error)
         if isinstance(error, (KeyboardInterrupt, SystemExit)):
             raise error                 # out of the loop, as asyncio lets them out of a task
+
+    def _cut_short(self, exc: BaseException) -> None:
+        """A commit's write ended by anything but the disk (an error of the code, an interruption,
+        the commit cancelled): its entries have left the buffer and none is known to be whole on
+        disk, so no later commit could make them durable, and a wait for them would ask for one
+        after another. The journal fails as on a disk error: every later change is refused, and a
+        restart reads back what is whole."""
+        if self.failed is None:
+            self.failed = f"writing the journal {self.path} was cut short ({type(exc).__name__})"
 
     def _wake(self, error: BaseException | None) -> None:
         """The end of `_write_on_loop`'s commit: every wait woken, raising `error` if set; an error
