@@ -237,5 +237,10 @@ def _listed_as_requirements(document: dict[str, Any]) -> bool:
         value = document.get(member)
         if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
             return False
+    # a declaration's residency is a list of labels, a task's one label: a declaration that lacks
+    # its `agent` (the likeliest slip) is read by the declarations' reader, which names what is missing
+    residency = document.get("residency")
+    if residency is not None and not isinstance(residency, str):
+        return False
     capabilities = document.get("capabilities")
     return capabilities is None or isinstance(capabilities, list)

@@ -162,6 +162,16 @@ def test_a_file_of_no_kind_a3fast_writes_is_left_to_its_reader(tmp_path, kinds):
     assert "line 1: $" in result.stderr
 
 
+def test_a_declaration_without_its_agent_is_named_so_not_taken_for_requirements(tmp_path, kinds):
+    # its residency is a list of labels, which no task's is: the declarations' reader names the slip
+    fleet = tmp_path / "fleet.jsonl"
+    fleet.write_bytes(orjson.dumps({"v": "1.0", "capabilities": [{"name": "a.b", "version": 1}], "clearances": [],
+                                    "residency": ["eu"], "model": {"latency_class": "batch"}}) + b"\n")
+    result = run(["place", "--fleet", str(fleet), "--requirements", str(kinds / "req.json")])
+    assert result.exit_code == 2 and "looks like" not in result.stderr
+    assert f"a3fast: {fleet}: line 1: $.agent: expected the required field 'agent'" in result.stderr
+
+
 def test_a_list_of_problems_shows_the_first_20_then_counts_the_rest(tmp_path, kinds):
     broken = tmp_path / "fleet.jsonl"
     broken.write_bytes(b"".join(orjson.dumps({"v": "1.0", "agent": {"name": i}}) + b"\n" for i in range(60)))

@@ -134,7 +134,8 @@ def _run_matcher(root: Path, matcher: str, seed: int, worlds: int, timeout: floa
     for line in describe_failures(result.failures):
         click.echo(line)
     if result.not_run:
-        click.echo(f"{result.not_run} worlds not run: the matcher crashed or hung {GIVE_UP_AFTER} times")
+        click.echo(f"{result.not_run} not run (vectors: {result.not_run - result.not_run_random}, random worlds: "
+                   f"{result.not_run_random}): the matcher crashed or hung {GIVE_UP_AFTER} times")
     click.echo(f"{result.placements} placements checked in {result.seconds:.1f} s "
                f"({len(cases)} vectors, {worlds} random worlds, seed {seed})")
     click.echo(f"{result.passed} passed, {len(result.failures) + result.not_run} failed")

@@ -30,6 +30,7 @@ class SuiteReport:
     placements: int = 0
     seconds: float = 0.0
     not_run: int = 0            # worlds left out after the matcher crashed or hung GIVE_UP_AFTER times
+    not_run_random: int = 0     # of which random worlds (the rest: the vectors' cases)
 
 
 def run_matching_suite(command: str, cases, worlds: int, seed: int, timeout: float,
@@ -49,6 +50,7 @@ def run_matching_suite(command: str, cases, worlds: int, seed: int, timeout: flo
         for done, (world, shrinkable) in enumerate(todo):
             if lost >= GIVE_UP_AFTER:
                 out.not_run = len(todo) - done
+                out.not_run_random = sum(shrinkable for _, shrinkable in todo[done:])
                 break
             failure = session.play(world)
             if failure is None:
