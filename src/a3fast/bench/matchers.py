@@ -164,23 +164,20 @@ class _Named(msgspec.Struct):
     name: Any = None
 
 
-class _Admitted(msgspec.Struct):
-    agent: _Named | None = None
-
-
-class _Declared(msgspec.Struct):
+class _WithAgent(msgspec.Struct):
+    """A task.admitted record's content, and a declaration: both name their agent in `agent`."""
     agent: _Named | None = None
 
 
 class _Scheduling(msgspec.Struct):
-    declaration: _Declared | None = None
+    declaration: _WithAgent | None = None
 
 
 class _Bound(msgspec.Struct):
     scheduling: _Scheduling | None = None
 
 
-_read_admitted = msgspec.json.Decoder(_Admitted).decode
+_read_admitted = msgspec.json.Decoder(_WithAgent).decode
 _read_bound = msgspec.json.Decoder(_Bound).decode
 #: a decision the answer's records do not say in a form the bench reads
 UNREAD = object()

@@ -343,13 +343,8 @@ class Journal:
         no wait is left to take goes to the loop's handler, which logs it, as a task's would be
         (an interruption has left the loop already)."""
         self._commit = None
-        waiters, self._waiters = self._waiters, []
-        waiting = [waiter for waiter in waiters if not waiter.done()]    # else its wait was cancelled
-        for waiter in waiting:
-            if error is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(error)
+        waiting = self._waiting()
+        self._settle(waiting, error)
         if error is not None and not waiting and not isinstance(error, (KeyboardInterrupt, SystemExit)):
             raise error
 
@@ -358,15 +353,21 @@ class Journal:
         raising what the commit raised. An error no wait is left to take is left to asyncio,
         which reports an exception no one retrieved."""
         self._commit = None
-        waiters, self._waiters = self._waiters, []
-        waiting = [waiter for waiter in waiters if not waiter.done()]    # else its wait was cancelled
+        waiting = self._waiting()
         if commit.cancelled():
             for waiter in waiting:
                 waiter.cancel()
-            return
-        if not waiting:
-            return
-        error = commit.exception()
+        elif waiting:
+            self._settle(waiting, commit.exception())
+
+    def _waiting(self) -> list[asyncio.Future]:
+        """The waits a commit's end wakes, taken from the journal (one already cancelled is left)."""
+        waiters, self._waiters = self._waiters, []
+        return [waiter for waiter in waiters if not waiter.done()]
+
+    @staticmethod
+    def _settle(waiting: list[asyncio.Future], error: BaseException | None) -> None:
+        """Every wait ended: durable, or raising `error`."""
         for waiter in waiting:
             if error is None:
                 waiter.set_result(None)
