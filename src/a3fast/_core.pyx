@@ -1590,6 +1590,14 @@ cdef class Index:
     def row_count(self) -> int:
         return self.n_rows
 
+    def empty_rows(self, rows) -> int:
+        """How many of `rows` hold no agent (a row given twice counts twice)."""
+        cdef Py_ssize_t empty = 0
+        for r in rows:
+            if self.row_at(r).count == 0:
+                empty += 1
+        return empty
+
     def new_kind(self) -> int:
         cdef Py_ssize_t cap
         if self.n_kinds == self.kinds_cap:

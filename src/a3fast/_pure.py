@@ -130,6 +130,16 @@ class Index:
     def row_count(self) -> int:
         return len(self._rows)
 
+    def empty_rows(self, rows: Iterable[int]) -> int:
+        """How many of `rows` hold no agent (a row given twice counts twice)."""
+        all_rows = self._rows
+        empty = 0
+        for r in rows:
+            if not 0 <= r < len(all_rows):      # as the native engine: no row counted from the end
+                raise IndexError(f"row {r} does not exist")
+            empty += all_rows[r] == 0
+        return empty
+
     def new_kind(self) -> int:
         self._outcomes.append({})
         return len(self._outcomes) - 1

@@ -87,7 +87,9 @@ def test_a_compacted_fleet_places_as_before_and_as_one_built_from_its_live_agent
     # the world has what compaction must carry: outcomes and held sessions of live agents
     assert any(fleet.outcomes(name, task)[1] for name in fleet.names() for task in tasks)
     assert any(fleet.holds_session(name, s) for name in fleet.names() for s in sessions)
-    assert fleet.compact() == ids_before - len(fleet) > 0
+    unused = fleet.rows_unused
+    assert fleet.compact() == ids_before - len(fleet) + unused > 0
+    assert fleet.rows_unused == 0
     assert len(fleet._table.entries) == len(fleet)
     after = placements_of(fleet, tasks, sessions)
     expected = placements_of(rebuilt(fleet, tasks, sessions), tasks, sessions)
@@ -219,3 +221,48 @@ def test_a_scorer_may_read_outcomes_and_sessions_from_threads_of_its_own(engine)
             return [{"total": float(successes + held)} for (successes, _), held in read]
 
         assert fleet.place({"kind": "k"}, session="s", scorer=scorer).agent == "b"
+
+
+def test_the_rows_of_values_no_live_agent_declares_are_counted_and_compaction_forgets_them(engine):
+    fleet = fleet_of(engine, [declaration("a", capabilities=["x.one/1"], clearances=["c.kept"]),
+                              declaration("b", capabilities=["x.one/1"])])
+    assert fleet.rows_unused == 0
+    fleet.record_outcome("a", "k", True)
+    fleet.hold_session("a", "s")
+    for k in range(5):      # "a" re-declared under its name with a new value each time
+        fleet.add(declaration("a", capabilities=["x.one/1", f"x.new{k}/1"], clearances=["c.kept"]))
+    assert fleet.names_gone == 0 and fleet.rows_unused == 4      # x.new0 .. x.new3
+    fleet.remove("b")
+    assert fleet.rows_unused == 4                # x.one is still a's
+    rows = fleet.index.row_count()
+    tasks = [{"capabilities": [{"name": "x.new4", "version": 1}]}, {"capabilities": [{"name": "x.new0", "version": 1}]},
+             {"clearances": ["c.kept"]}, {}]
+    before = [fleet.place(task, session="s", remember_session=False) for task in tasks]
+    generation = fleet.generation
+    assert fleet.compact() == 1 + 4              # b's name, and the four rows
+    assert fleet.rows_unused == 0 and fleet.index.row_count() == rows - 4
+    assert fleet.generation == generation + 1 and fleet.names() == ["a"]
+    assert fleet.outcomes("a", "k") == (1, 1) and fleet.holds_session("a", "s")
+    after = [fleet.place(task, session="s", remember_session=False) for task in tasks]
+    assert without_timings(spec_records(after)) == without_timings(spec_records(before))
+    assert fleet.compact() == 0 and fleet.generation == generation + 1    # nothing left to forget
+
+
+def test_a_fleet_re_declared_with_new_values_compacts_without_renumbering_its_agents(engine):
+    fleet = fleet_of(engine, [declaration(name, capabilities=[f"x.{name}/1"]) for name in ("a", "b", "c")])
+    fleet.add(declaration("b", capabilities=["x.two/1"]))       # x.b now declared by no one
+    ids = dict(fleet._table.ids)
+    assert fleet.compact() == 1 and fleet._table.ids == ids
+    assert fleet.place({"capabilities": [{"name": "x.two", "version": 1}]}).agent == "b"
+
+
+def test_an_index_counts_the_empty_rows_it_is_given_and_refuses_one_it_lacks(engine):
+    fleet = fleet_of(engine, [declaration("a", capabilities=["x.one/1"], clearances=["c.one"])])
+    index = fleet.index
+    empty = index.add_row()
+    rows = list(fleet._rows.rows.values())
+    assert index.empty_rows(rows) == 0
+    assert index.empty_rows([*rows, empty, empty]) == 2 and index.empty_rows([]) == 0
+    for missing in (-1, index.row_count()):
+        with pytest.raises(IndexError):
+            index.empty_rows([missing])

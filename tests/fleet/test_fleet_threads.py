@@ -112,3 +112,13 @@ def test_a_scorer_that_changes_the_fleet_is_refused_and_nothing_is_placed(engine
     # the scorer's own change stays, and no session was held
     assert all(d.doc["clearances"] == ["x.other"] for d in fleet)
     assert not any(fleet.holds_session(f"ag{i}", s) for i in range(3) for s in ("s", "t"))
+
+
+def test_asking_for_a_name_between_the_steps_of_its_joining_finds_no_agent(engine):
+    fleet = a3fast.Fleet(engine=engine)
+    fleet.add(decl("here"))
+    table = fleet._table
+    # how `AgentTable.new_id` leaves the table between its steps, as another thread may see it:
+    # the name's id given, its entry not yet appended
+    table.ids["joining"] = len(table.entries)
+    assert "joining" not in fleet and "here" in fleet and "absent" not in fleet and 3 not in fleet

@@ -230,7 +230,15 @@ class Fleet:
         return self._table.count
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and self._table.is_live(self._table.ids.get(name))
+        # without the lock (the service asks before each change), so read as another thread may
+        # leave the table at any step: one table (a compaction replaces it), and a name's id given
+        # before its entry is appended (`AgentTable.new_id`)
+        if not isinstance(name, str):
+            return False
+        table = self._table
+        aid = table.ids.get(name)
+        entries = table.entries
+        return aid is not None and aid < len(entries) and entries[aid] is not None
 
     # Reading a declaration can write the agent table: one loaded from a snapshot or JSON Lines is
     # parsed when first read, and kept. Under the fleet's lock, so that an `add` or `remove` from
@@ -341,20 +349,33 @@ class Fleet:
         """How many names of agents gone the fleet still holds (until `compact`)."""
         return len(self._table.entries) - self._table.count
 
+    @property
+    @_locked
+    def rows_unused(self) -> int:
+        """How many rows the fleet's index holds for declared values no live agent declares now
+        (until `compact`): each value an agent ever declared has its row, and one the agents
+        declaring it have left or been re-declared without keeps it, empty. Counted afresh, in
+        time that grows with the number of values ever declared."""
+        rows = self._rows
+        return self._index.empty_rows([*rows.rows.values(), *rows.eval_rows.values()])
+
     @_locked
     def compact(self) -> int:
         """Give the live agents the ids 0, 1, ... in their join order and forget the names of the
-        agents gone, with their outcomes: every set the engine makes spans the id space, so a fleet
-        whose agents came and went under new names places, explains and writes compact records as
-        one that holds only its live agents does (docs/design.md, reading 3). Placements, scores
-        and records of the live agents are as they were; a name that comes back later is a new
-        agent, last in the join order, with no history. Placements made before keep the index
-        they were made on, and stay readable and resumable. Returns how many names were forgotten
-        (0: nothing to do, nothing changed)."""
+        agents gone, with their outcomes, and the rows of values no live agent declares: every set
+        the engine makes spans the id space, so a fleet whose agents came and went under new names
+        places, explains and writes compact records as one that holds only its live agents does
+        (docs/design.md, reading 3), and a fleet whose agents were re-declared with ever new values
+        holds only the rows of the values declared now. Placements, scores and records of the live
+        agents are as they were; a name that comes back later is a new agent, last in the join
+        order, with no history. Placements made before keep the index they were made on, and stay
+        readable and resumable. Returns how many names and rows were forgotten (0: nothing to do,
+        nothing changed)."""
         table, rows, index = self._table, self._rows, self._index
         live = [aid for aid in range(len(table.entries)) if table.is_live(aid)]
         forgotten = len(table.entries) - len(live)
-        if not forgotten:
+        unused = index.empty_rows([*rows.rows.values(), *rows.eval_rows.values()])
+        if not forgotten and not unused:
             return 0
         # taken before the declarations are read: reading one kept in a snapshot's bytes parses it
         parsed = {at: table.entries[aid] for at, aid in enumerate(live)
@@ -385,7 +406,7 @@ class Fleet:
         self._stages = pipeline.LocalStages(self, self._table, self._rows)
         self.generation += 1
         self.membership += 1
-        return forgotten
+        return forgotten + unused
 
     # -- history the scorer reads -----------------------------------------------------------------
     @_locked
