@@ -53,9 +53,9 @@ def healthz_latencies_while(url: str, process: subprocess.Popen, *, seconds: flo
 
 class Server:
     def __init__(self, *args: str, ready: bool = True, timeout: float = 30.0,
-                 file_size_limit: int | None = None):
+                 file_size_limit: int | None = None, stdin: int | None = None):
         self.proc = subprocess.Popen([sys.executable, "-m", "a3fast", "serve", "--port", "0", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      preexec_fn=_limit_file_size(file_size_limit) if file_size_limit else None)
         line = self.proc.stdout.readline().decode()
         if not line.startswith("a3fast: loading; listening on "):

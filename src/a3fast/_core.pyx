@@ -1590,13 +1590,44 @@ cdef class Index:
     def row_count(self) -> int:
         return self.n_rows
 
-    def empty_rows(self, rows) -> int:
-        """How many of `rows` hold no agent (a row given twice counts twice)."""
-        cdef Py_ssize_t empty = 0
-        for r in rows:
-            if self.row_at(r).count == 0:
-                empty += 1
-        return empty
+    def empty_row_ids(self) -> list:
+        """The rows that hold no agent, ascending."""
+        cdef Py_ssize_t i
+        return [i for i in range(self.n_rows) if self.rows[i].count == 0]
+
+    def drop_rows(self, rows) -> None:
+        """Remove `rows` from the index: the others keep their order, each numbered down by the
+        rows removed before it. Refused, nothing changed, unless each is a row of this index
+        (IndexError) that holds no agent, the rows given once each in ascending order (ValueError)."""
+        cdef list drop = list(rows)
+        cdef Py_ssize_t n = len(drop), k = 0, out = 0, prev = -1, i, r
+        cdef Py_ssize_t* at = <Py_ssize_t*>malloc(max(n, 1) * sizeof(Py_ssize_t))
+        if at == NULL:
+            raise MemoryError()
+        try:
+            for k in range(n):
+                r = drop[k]
+                if self.row_at(r).count:
+                    raise ValueError(f"row {r} holds agents")
+                if r <= prev:
+                    raise ValueError("drop_rows takes rows in ascending order, each once")
+                at[k] = prev = r
+            # nothing below can fail: the index is changed whole or not at all
+            k = 0
+            for i in range(self.n_rows):
+                if k < n and at[k] == i:
+                    free(self.rows[i].words)
+                    free(self.rows[i].ids)
+                    k += 1
+                else:
+                    if out != i:
+                        self.rows[out] = self.rows[i]
+                    out += 1
+            if out < self.n_rows:
+                memset(&self.rows[out], 0, (self.n_rows - out) * sizeof(Row))
+            self.n_rows = out
+        finally:
+            free(at)
 
     def new_kind(self) -> int:
         cdef Py_ssize_t cap

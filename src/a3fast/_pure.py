@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import math
+import operator
 from datetime import datetime, timezone
 from typing import Any, Iterable, Sequence
 
@@ -130,15 +131,27 @@ class Index:
     def row_count(self) -> int:
         return len(self._rows)
 
-    def empty_rows(self, rows: Iterable[int]) -> int:
-        """How many of `rows` hold no agent (a row given twice counts twice)."""
+    def empty_row_ids(self) -> list[int]:
+        """The rows that hold no agent, ascending."""
+        return [r for r, bits in enumerate(self._rows) if not bits]
+
+    def drop_rows(self, rows: Iterable[int]) -> None:
+        """Remove `rows` from the index: the others keep their order, each numbered down by the
+        rows removed before it. Refused, nothing changed, unless each is a row of this index
+        (IndexError) that holds no agent, the rows given once each in ascending order (ValueError)."""
         all_rows = self._rows
-        empty = 0
-        for r in rows:
+        drop = [operator.index(r) for r in rows]
+        prev = -1
+        for r in drop:
             if not 0 <= r < len(all_rows):      # as the native engine: no row counted from the end
                 raise IndexError(f"row {r} does not exist")
-            empty += all_rows[r] == 0
-        return empty
+            if all_rows[r]:
+                raise ValueError(f"row {r} holds agents")
+            if r <= prev:
+                raise ValueError("drop_rows takes rows in ascending order, each once")
+            prev = r
+        dropped = set(drop)
+        self._rows = [bits for r, bits in enumerate(all_rows) if r not in dropped]
 
     def new_kind(self) -> int:
         self._outcomes.append({})

@@ -223,46 +223,82 @@ def test_a_scorer_may_read_outcomes_and_sessions_from_threads_of_its_own(engine)
         assert fleet.place({"kind": "k"}, session="s", scorer=scorer).agent == "b"
 
 
-def test_the_rows_of_values_no_live_agent_declares_are_counted_and_compaction_forgets_them(engine):
+def test_the_rows_no_agent_is_in_are_counted_and_dropped_without_renumbering_an_agent(engine):
     fleet = fleet_of(engine, [declaration("a", capabilities=["x.one/1"], clearances=["c.kept"]),
                               declaration("b", capabilities=["x.one/1"])])
     assert fleet.rows_unused == 0
     fleet.record_outcome("a", "k", True)
     fleet.hold_session("a", "s")
+    fleet.hold_session("b", "free")
     for k in range(5):      # "a" re-declared under its name with a new value each time
         fleet.add(declaration("a", capabilities=["x.one/1", f"x.new{k}/1"], clearances=["c.kept"]))
     assert fleet.names_gone == 0 and fleet.rows_unused == 4      # x.new0 .. x.new3
-    fleet.remove("b")
-    assert fleet.rows_unused == 4                # x.one is still a's
-    rows = fleet.index.row_count()
+    fleet.release_session("b", "free")
+    assert fleet.rows_unused == 5                # and the session no agent holds now
     tasks = [{"capabilities": [{"name": "x.new4", "version": 1}]}, {"capabilities": [{"name": "x.new0", "version": 1}]},
              {"clearances": ["c.kept"]}, {}]
     before = [fleet.place(task, session="s", remember_session=False) for task in tasks]
-    generation = fleet.generation
-    assert fleet.compact() == 1 + 4              # b's name, and the four rows
-    assert fleet.rows_unused == 0 and fleet.index.row_count() == rows - 4
-    assert fleet.generation == generation + 1 and fleet.names() == ["a"]
+    rows, generation, ids = fleet.index.row_count(), fleet.generation, dict(fleet._table.ids)
+    assert fleet.drop_unused_rows() == 5
+    assert fleet.rows_unused == 0 and fleet.index.row_count() == rows - 5
+    assert fleet.generation == generation and fleet._table.ids == ids
     assert fleet.outcomes("a", "k") == (1, 1) and fleet.holds_session("a", "s")
+    assert not fleet.holds_session("b", "free")
     after = [fleet.place(task, session="s", remember_session=False) for task in tasks]
     assert without_timings(spec_records(after)) == without_timings(spec_records(before))
-    assert fleet.compact() == 0 and fleet.generation == generation + 1    # nothing left to forget
+    assert without_timings(compact_records(after)) == without_timings(compact_records(before))
+    assert fleet.drop_unused_rows() == 0 and fleet.compact() == 0
+    # values and sessions met again after the drop take rows anew, and place as they would have
+    fleet.add(declaration("b", capabilities=["x.new0/1"]))
+    fleet.hold_session("b", "free")
+    assert fleet.place(tasks[1], session="free").agent == "b"
+    assert fleet.place({"clearances": ["c.kept"]}, session="s").agent == "a"
 
 
-def test_a_fleet_re_declared_with_new_values_compacts_without_renumbering_its_agents(engine):
+def test_a_compaction_with_no_name_gone_drops_the_unused_rows_and_keeps_the_ids(engine):
     fleet = fleet_of(engine, [declaration(name, capabilities=[f"x.{name}/1"]) for name in ("a", "b", "c")])
     fleet.add(declaration("b", capabilities=["x.two/1"]))       # x.b now declared by no one
-    ids = dict(fleet._table.ids)
-    assert fleet.compact() == 1 and fleet._table.ids == ids
+    ids, generation = dict(fleet._table.ids), fleet.generation
+    assert fleet.compact() == 1 and fleet._table.ids == ids and fleet.generation == generation
     assert fleet.place({"capabilities": [{"name": "x.two", "version": 1}]}).agent == "b"
 
 
-def test_an_index_counts_the_empty_rows_it_is_given_and_refuses_one_it_lacks(engine):
+def test_a_compaction_with_names_gone_forgets_them_and_the_unused_rows(engine):
+    fleet = fleet_of(engine, [declaration(name, capabilities=[f"x.{name}/1"]) for name in ("a", "b", "c")])
+    fleet.add(declaration("b", capabilities=["x.two/1"]))
+    fleet.remove("c")                                           # x.c declared by no one either
+    assert fleet.rows_unused == 2
+    assert fleet.compact() == 1 + 2 and fleet.rows_unused == 0 and fleet.names() == ["a", "b"]
+
+
+def test_an_index_lists_its_empty_rows_and_drops_only_those_it_is_given_in_order(engine):
     fleet = fleet_of(engine, [declaration("a", capabilities=["x.one/1"], clearances=["c.one"])])
     index = fleet.index
-    empty = index.add_row()
-    rows = list(fleet._rows.rows.values())
-    assert index.empty_rows(rows) == 0
-    assert index.empty_rows([*rows, empty, empty]) == 2 and index.empty_rows([]) == 0
-    for missing in (-1, index.row_count()):
-        with pytest.raises(IndexError):
-            index.empty_rows([missing])
+    used = sorted(fleet._rows.rows.values())
+    first, second = index.add_row(), index.add_row()
+    assert index.empty_row_ids() == [first, second]
+    count = index.row_count()
+    for rows, error in (([second, first], ValueError), ([first, first], ValueError), ([used[0]], ValueError),
+                        ([first, count], IndexError), ([-1], IndexError)):
+        with pytest.raises(error):
+            index.drop_rows(rows)
+        assert index.row_count() == count and index.empty_row_ids() == [first, second]    # nothing changed
+    index.drop_rows([first])
+    assert index.row_count() == count - 1 and index.empty_row_ids() == [first]    # the second moved down
+    assert [index.row_ids(row) for row in used] == [[0]] * len(used)
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_a_churned_fleet_places_as_before_once_its_unused_rows_are_dropped(engine, seed):
+    fleet, tasks, sessions = churned(engine, seed)
+    for name in fleet.names()[::3]:          # re-declared with values no other agent declares
+        fleet.add({**fleet.get(name).doc, "tools": [f"mcp:{name}/{seed}"]})
+        fleet.add({**fleet.get(name).doc, "tools": []})
+    before = placements_of(fleet, tasks, sessions)
+    gone, generation, unused = fleet.names_gone, fleet.generation, fleet.rows_unused
+    assert gone and unused
+    assert fleet.drop_unused_rows() == unused and fleet.rows_unused == 0
+    assert fleet.names_gone == gone and fleet.generation == generation
+    after = placements_of(fleet, tasks, sessions)
+    assert without_timings(spec_records(after)) == without_timings(spec_records(before))
+    assert without_timings(compact_records(after)) == without_timings(compact_records(before))

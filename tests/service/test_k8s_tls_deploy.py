@@ -195,7 +195,7 @@ def test_each_bad_tls_file_is_named_and_an_encrypted_key_never_prompts(pki, tmp_
 
 def _served_certificate(url: str) -> bytes:
     host, port = url.removeprefix("https://").split(":")
-    return ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate((host, int(port))))
+    return ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate((host, int(port)), timeout=10))
 
 
 def _der(pem_file: str) -> bytes:
@@ -252,3 +252,28 @@ def test_renewed_certificate_files_are_served_without_a_restart(tmp_path):
     assert stderr.count("the changed certificate files do not load") == 1, stderr
     assert stderr.count("the certificate files changed; new connections get them") == 1, stderr
     assert "Traceback" not in stderr
+
+
+def test_an_encrypted_key_put_in_place_is_refused_without_a_prompt_and_the_old_one_serves(tmp_path):
+    from pathlib import Path
+
+    from cryptography.hazmat.primitives import serialization
+
+    ca_key, key = new_key(), new_key()
+    ca = certificate("a CA", ca_key, name("a CA"), ca_key, ca=True)
+    cert_file, key_file = write_pem(tmp_path, "server", certificate("127.0.0.1", key, ca.subject, ca_key, server=True),
+                                    key)
+    # standard input an open pipe, where OpenSSL's own pass phrase prompt would wait with the event
+    # loop stopped (as under a terminal)
+    s = Server("--tls-cert", cert_file, "--tls-key", key_file, ready=False, stdin=subprocess.PIPE)
+    try:
+        served = _served_certificate(s.url)
+        _renewed(Path(key_file), key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                   serialization.BestAvailableEncryption(b"pass phrase")))
+        time.sleep(1.2)
+        assert _served_certificate(s.url) == served      # answered, with the certificate loaded before
+    finally:
+        assert s.stop() == 0
+    stderr = s.stderr()
+    assert stderr.count("the changed certificate files do not load (ValueError: the key is encrypted") == 1, stderr
+    assert "a3fast: TLS: " in stderr and "a3fast: a3fast:" not in stderr and "Traceback" not in stderr

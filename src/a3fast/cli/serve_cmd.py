@@ -112,9 +112,9 @@ def serve(host, port, state_dir, fleet_path, trace_path, token_file, engine, max
 
     A fleet whose agents come and go under new names is compacted after a removal once it holds as
     many names gone as live agents (at least 4,096): a name that comes back after that is a new
-    agent, without its earlier outcomes. One whose agents are re-declared with ever new values is
-    compacted once it holds as many rows of values no agent declares (counted every 4,096 agents
-    put) (docs/service.md, "Limits"; not with --shards).
+    agent, without its earlier outcomes. One whose agents are re-declared with ever new values drops
+    the rows of values no agent declares once it holds as many (counted every 4,096 agents put),
+    changing nothing else (docs/service.md, "Limits"; not with --shards).
     """
     from ..service.config import ServiceConfig
 

@@ -352,31 +352,39 @@ class Fleet:
     @property
     @_locked
     def rows_unused(self) -> int:
-        """How many rows the fleet's index holds for declared values no live agent declares now
-        (until `compact`): each value an agent ever declared has its row, and one the agents
-        declaring it have left or been re-declared without keeps it, empty. Counted afresh, in
-        time that grows with the number of values ever declared."""
-        rows = self._rows
-        return self._index.empty_rows([*rows.rows.values(), *rows.eval_rows.values()])
+        """How many rows the fleet's index holds that no agent is in (until `drop_unused_rows` or
+        `compact`): each value an agent ever declared has its row, and so has each session held,
+        and one whose agents have left, been re-declared without it or let it go keeps it, empty.
+        Counted afresh, in time that grows with the number of rows."""
+        return len(self._index.empty_row_ids())
+
+    @_locked
+    def drop_unused_rows(self) -> int:
+        """Drop the rows no agent is in (`rows_unused`), in place: the agents keep their ids and
+        names, their outcomes and held sessions, and the fleet its generation, so every placement
+        and record is what it would have been (docs/design.md, reading 3). Returns how many rows
+        were dropped."""
+        return self._rows.drop_empty_rows()
 
     @_locked
     def compact(self) -> int:
         """Give the live agents the ids 0, 1, ... in their join order and forget the names of the
-        agents gone, with their outcomes, and the rows of values no live agent declares: every set
+        agents gone, with their outcomes, and the rows no agent is in (`rows_unused`): every set
         the engine makes spans the id space, so a fleet whose agents came and went under new names
         places, explains and writes compact records as one that holds only its live agents does
         (docs/design.md, reading 3), and a fleet whose agents were re-declared with ever new values
         holds only the rows of the values declared now. Placements, scores and records of the live
         agents are as they were; a name that comes back later is a new agent, last in the join
         order, with no history. Placements made before keep the index they were made on, and stay
-        readable and resumable. Returns how many names and rows were forgotten (0: nothing to do,
-        nothing changed)."""
+        readable and resumable. With no name gone, only the rows are dropped (`drop_unused_rows`:
+        the ids and the generation stay as they are). Returns how many names and rows were
+        forgotten (0: nothing to do, nothing changed)."""
         table, rows, index = self._table, self._rows, self._index
         live = [aid for aid in range(len(table.entries)) if table.is_live(aid)]
         forgotten = len(table.entries) - len(live)
-        unused = index.empty_rows([*rows.rows.values(), *rows.eval_rows.values()])
-        if not forgotten and not unused:
-            return 0
+        if not forgotten:
+            return rows.drop_empty_rows()
+        unused = len(index.empty_row_ids())
         # taken before the declarations are read: reading one kept in a snapshot's bytes parses it
         parsed = {at: table.entries[aid] for at, aid in enumerate(live)
                   if isinstance(table.entries[aid], Declaration)}

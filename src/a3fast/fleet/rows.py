@@ -4,7 +4,8 @@ Every predicate string an agent satisfies is a row of the engine's index (the ag
 satisfy it); a capability also has the row of agents that substantiate it, a held session a row of
 its holders, and a task kind a column of outcomes. Predicate rows are interned the first time a
 value is seen and are append-only, which is what lets a task's resolution to rows be kept until the
-fleet interns something new, and a task's explanation be kept until its membership changes.
+fleet interns something new, and a task's explanation be kept until its membership changes; the
+one exception, the removal of rows no agent is in (`drop_empty_rows`), empties both caches.
 
 A session's row is made when it is first held and serves again, for another session, once no agent
 holds it (a service that gives each conversation its own session would otherwise grow by a row and
@@ -37,7 +38,8 @@ KEY_OF = {CLEARANCE: clearance, TOOL: tool, RESIDENCY: residency, LATENCY: laten
 INGEST_KINDS = (CAPABILITY, CLEARANCE, TOOL, RESIDENCY, LATENCY, EVALUATED)
 
 #: Predicate sets resolved to engine arguments, kept (predicate rows and ids are append-only within
-#: one PredicateRows, which a compaction replaces, and no resolution reads a session row, so a
+#: one PredicateRows, which a compaction replaces and a drop of empty rows empties this cache of,
+#: and no resolution reads a session row, so a
 #: resolution stays valid until the fleet interns something new); bounded so that one-off sets
 #: cannot pile up.
 RESOLVED_CACHE_SIZE = 1024
@@ -53,6 +55,19 @@ EXPLAINED_CACHE_BUDGET = 1 << 22
 #: A task's predicates as the engine's arguments: filter rows, agentRef id, excluded ids, and the
 #: rows of agents that substantiate each required capability.
 Resolution = tuple[list[int], int, list[int], list[int]]
+
+
+def _session_state(session_rows: dict[str, int], held_sessions: dict[int, set[int]]
+                   ) -> tuple[dict[int, str], dict[int, int], list[int], set[int]]:
+    """What `PredicateRows` derives from its session rows and who holds them: each row's session,
+    each held row's holders, and the rows no agent holds (a heap, and its set)."""
+    session_of_row = {row: session for session, row in session_rows.items()}
+    holders: dict[int, int] = {}
+    for rows in held_sessions.values():
+        for row in rows:
+            holders[row] = holders.get(row, 0) + 1
+    free = sorted(row for row in session_of_row if row not in holders)
+    return session_of_row, holders, free, set(free)
 
 
 class PredicateRows:
@@ -156,14 +171,8 @@ class PredicateRows:
     def sessions_restored(self) -> None:
         """Count the holders of each session row again from `session_rows` and `held_sessions`,
         as a snapshot restores them."""
-        self.session_of_row = {row: session for session, row in self.session_rows.items()}
-        holders: dict[int, int] = {}
-        for rows in self.held_sessions.values():
-            for row in rows:
-                holders[row] = holders.get(row, 0) + 1
-        self.session_holders = holders
-        self.free_session_rows = sorted(row for row in self.session_of_row if row not in holders)
-        self.free_listed = set(self.free_session_rows)
+        (self.session_of_row, self.session_holders, self.free_session_rows,
+         self.free_listed) = _session_state(self.session_rows, self.held_sessions)
 
     def hold(self, aid: int, session: str) -> bool:
         """Agent id `aid` holds `session` (the affinity of the tasks that continue it): its row is
@@ -269,6 +278,43 @@ class PredicateRows:
             else:
                 self.rows[capability(*value) if kind == CAPABILITY else KEY_OF[kind](value)] = row
             self.field_rows[kind][value] = row
+
+    def drop_empty_rows(self) -> int:
+        """Remove the index's rows that hold no agent (of values no live agent declares, of
+        sessions no agent holds) and number the others down in order, in every map here and in the
+        agent table; nothing a placement, a record or a caller can read changes (ids, names,
+        outcomes, held sessions). The maps are made anew before the index is changed, so a failure
+        leaves everything as it was; the caches of row numbers are emptied. Returns how many rows
+        were removed."""
+        empty = self.index.empty_row_ids()
+        if not empty:
+            return 0
+        dropped = set(empty)
+        new_of: list[int] = []      # each row's number once the empty ones are gone, -1 for those
+        kept_before = 0
+        for row in range(self.index.row_count()):
+            if row in dropped:
+                new_of.append(-1)
+            else:
+                new_of.append(kept_before)
+                kept_before += 1
+
+        def kept(rows: dict) -> dict:
+            return {key: new_of[row] for key, row in rows.items() if new_of[row] >= 0}
+
+        predicate_rows, eval_rows, session_rows = kept(self.rows), kept(self.eval_rows), kept(self.session_rows)
+        field_rows = {kind: kept(values) for kind, values in self.field_rows.items()}
+        held_sessions = {aid: {new_of[row] for row in rows} for aid, rows in self.held_sessions.items()}
+        member_rows = [tuple(new_of[row] for row in rows) if rows else rows for rows in self.table.member_rows]
+        sessions = _session_state(session_rows, held_sessions)
+        self.index.drop_rows(empty)
+        self.rows, self.eval_rows, self.session_rows, self.field_rows = predicate_rows, eval_rows, session_rows, field_rows
+        self.held_sessions = held_sessions
+        self.session_of_row, self.session_holders, self.free_session_rows, self.free_listed = sessions
+        self.table.member_rows = member_rows
+        self.resolved.clear()
+        self.explained.clear()
+        return len(empty)
 
     # -- resolving a task's predicates ------------------------------------------------------------
     def resolve(self, matched: Requirements) -> Resolution:

@@ -167,10 +167,8 @@ class ServiceState:
         self.doubt: ShardError | None = None
         #: the names gone a compaction waits for after one could not be made (`_compact`)
         self._compact_after = 0
-        #: agents put since the fleet's unused rows were last counted, and the unused rows a
-        #: compaction waits for after one could not be made (`put_agents`)
+        #: agents put since the fleet's unused rows were last counted (`put_agents`)
         self._put_since_counted = 0
-        self._rows_compact_after = 0
         #: the turn to change the state, taken by every change made from the event loop (the
         #: operations, the extender's recorded answers, the cluster watch) and held only while the
         #: change is applied, never while it waits for durability. A change made in one synchronous
@@ -433,15 +431,17 @@ class ServiceState:
         fleet = self.fleet
         if type(fleet) is Fleet and self._put_since_counted >= COMPACT_FROM:
             # agents re-declared with ever new values leave a row for each value no one declares
-            # any more; only a put can leave one so (a removal's are its names gone's), so they
-            # are counted once every so many agents put, and compacted away as names gone are
+            # any more, and no name gone asks for a compaction: they are counted once every so
+            # many agents put and dropped in place, which changes nothing a placement or a record
+            # shows (so nothing is journaled: a restart that replays the puts holds them again,
+            # until the next count)
             self._put_since_counted = 0
-            unused = fleet.rows_unused
-            if unused >= max(len(fleet), COMPACT_FROM, self._rows_compact_after):
-                try:
-                    self._change("compact", self._compact, fleet, unused)
-                except _NotCompacted:       # logged; nothing changed, nothing journaled
-                    pass
+            try:
+                if fleet.rows_unused >= max(len(fleet), COMPACT_FROM):
+                    fleet.drop_unused_rows()
+            except Exception as exc:        # the put stands, made and journaled; nothing was dropped
+                self.log(f"the fleet's unused rows were not dropped ({type(exc).__name__}: {exc}); "
+                         f"it goes on as it was, and counts them again after {COMPACT_FROM} agents put")
 
     def _check_namespaces(self, declarations: Iterable[Declaration]) -> None:
         seen: dict[str, str] = {}
@@ -476,25 +476,19 @@ class ServiceState:
             except _NotCompacted:       # logged; nothing changed, nothing journaled
                 pass
 
-    def _compact(self, fleet: Fleet, rows_unused: int | None = None) -> None:
+    def _compact(self, fleet: Fleet) -> None:
         """`fleet.compact()`, or, when it cannot be made (it changes nothing until its last step),
-        a line in the log: the removal (or put) before it is made and journaled, and is answered
-        so; the next try waits until twice as many names are gone (or, for a compaction a put asked
-        for, `rows_unused`, twice as many rows unused), and once one is made the usual bounds hold
-        again (as after a restart). A compaction made is journaled (a failure to journal it is the
-        journal's, as any change's)."""
+        a line in the log: the removal before it is made and journaled, and is answered so; the
+        next try waits until twice as many names are gone, and once one is made the usual bound
+        holds again (as after a restart). A compaction made is journaled (a failure to journal it
+        is the journal's, as any change's)."""
         try:
             fleet.compact()
-            self._compact_after = self._rows_compact_after = 0
+            self._compact_after = 0
         except Exception as exc:
-            if rows_unused is None:
-                self._compact_after = 2 * fleet.names_gone
-                then = f"{self._compact_after} names are gone"
-            else:
-                self._rows_compact_after = 2 * rows_unused
-                then = f"it holds {self._rows_compact_after} rows of values no agent declares"
+            self._compact_after = 2 * fleet.names_gone
             self.log(f"the fleet was not compacted ({type(exc).__name__}: {exc}); it goes on as it was, "
-                     f"and is compacted once {then}")
+                     f"and is compacted once {self._compact_after} names are gone")
             raise _NotCompacted() from None
 
     def record_outcome(self, agent: str, kind: str, success: bool) -> None:

@@ -136,7 +136,7 @@ class CertificateReloader:
             if self.current is not None:
                 ssl_object.context = self.current
         except Exception:         # a handshake is never failed for this: the context in use serves
-            log.exception("a3fast: TLS: could not look at the certificate files")
+            log.exception("TLS: could not look at the certificate files")
         return None
 
     def check(self) -> bool:
@@ -149,27 +149,37 @@ class CertificateReloader:
         except (OSError, ssl.SSLError, ValueError) as exc:
             refused = f"{type(exc).__name__}: {exc}"
             if refused != self._refused:    # said once, not at every handshake until they read whole
-                log.warning("a3fast: TLS: the changed certificate files do not load (%s); the certificate "
+                log.warning("TLS: the changed certificate files do not load (%s); the certificate "
                             "loaded before is still served", refused)
                 self._refused = refused
             return False
         self._loaded, self.current, self._refused = status, fresh, None
-        log.warning("a3fast: TLS: the certificate files changed; new connections get them")
+        log.warning("TLS: the certificate files changed; new connections get them")
         return True
+
+
+def _no_pass_phrase() -> bytes:
+    raise ValueError("the key is encrypted; the service takes a key without a pass phrase")
 
 
 def reload_certificates(config: Any, cert: str, key: str | None, client_ca: str | None) -> CertificateReloader:
     """Load uvicorn's `config` (its listener context made from the files), and have every handshake
     use the files as they are (`CertificateReloader`), each new context made as uvicorn makes it."""
-    from uvicorn.config import create_ssl_context
-
     if not config.loaded:
         config.load()
 
     def make() -> ssl.SSLContext:
-        return create_ssl_context(certfile=cert, keyfile=key, password=config.ssl_keyfile_password,
-                                  ssl_version=config.ssl_version, cert_reqs=config.ssl_cert_reqs,
-                                  ca_certs=config.ssl_ca_certs, ciphers=config.ssl_ciphers)
+        # as uvicorn's `create_ssl_context` makes the listener's, but a key that asks for a pass
+        # phrase is refused: OpenSSL's own prompt would wait on the terminal (or standard input)
+        # with the event loop stopped, every request held and a stop signal unanswered
+        context = ssl.SSLContext(config.ssl_version)
+        context.load_cert_chain(cert, key, password=_no_pass_phrase)
+        context.verify_mode = ssl.VerifyMode(config.ssl_cert_reqs)
+        if config.ssl_ca_certs:
+            context.load_verify_locations(config.ssl_ca_certs)
+        if config.ssl_ciphers:
+            context.set_ciphers(config.ssl_ciphers)
+        return context
 
     reloader = CertificateReloader(make, [path for path in (cert, key, client_ca) if path is not None])
     reloader.install(config.ssl)
