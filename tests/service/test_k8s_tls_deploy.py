@@ -277,3 +277,89 @@ def test_an_encrypted_key_put_in_place_is_refused_without_a_prompt_and_the_old_o
     stderr = s.stderr()
     assert stderr.count("the changed certificate files do not load (ValueError: the key is encrypted") == 1, stderr
     assert "a3fast: TLS: " in stderr and "a3fast: a3fast:" not in stderr and "Traceback" not in stderr
+
+
+def _closed_by_server(sock) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False                    # still open, nothing sent
+    except ConnectionResetError:
+        return True
+
+
+def test_over_tls_a_connection_counts_from_its_accept_and_its_handshake_has_the_head_timeout(pki):
+    import socket
+
+    # the event loop's TLS would hand the HTTP protocol a connection only once its handshake is done:
+    # one that never sends a ClientHello was held a minute and counted nowhere
+    s = Server("--tls-cert", pki["server"][0], "--tls-key", pki["server"][1], "--header-timeout", "1",
+               "--max-connections", "5", ready=False)
+    host, port = s.url.removeprefix("https://").split(":")
+    silent = []
+    try:
+        silent = [socket.create_connection((host, int(port)), timeout=5) for _ in range(20)]
+        time.sleep(0.5)
+        assert sum(map(_closed_by_server, silent)) == 15             # past the limit: closed on accept
+        time.sleep(1.5)
+        assert all(map(_closed_by_server, silent))                  # no handshake within the head timeout
+        assert _served_certificate(s.url) == _der(pki["server"][0])  # and a client that speaks is served
+    finally:
+        for sock in silent:
+            sock.close()
+        assert s.stop() == 0
+    assert "Traceback" not in s.stderr()
+
+
+def _get_over_tls(url: str, context: ssl.SSLContext, session=None) -> tuple:
+    """(session, whether it was resumed, the status line or the TLS error) of one GET /k8s/filter."""
+    import socket
+
+    host, port = url.removeprefix("https://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        try:
+            with context.wrap_socket(raw, server_hostname=host, session=session) as conn:
+                conn.sendall(b"GET /k8s/filter HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                data = b""
+                try:
+                    while chunk := conn.recv(65536):
+                        data += chunk
+                except ssl.SSLEOFError:      # the answer read whole, the close not said over TLS
+                    pass
+                return conn.session, conn.session_reused, data.split(b"\r\n", 1)[0].decode()
+        except (ssl.SSLError, ConnectionResetError) as exc:
+            return None, False, repr(exc)
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2])
+def test_a_client_ca_taken_out_of_the_file_is_refused_to_a_client_resuming_an_earlier_session(tmp_path, version):
+    from pathlib import Path
+
+    made = tmp_path / "made"
+    made.mkdir()
+    keys = {k: new_key() for k in ("ca", "next", "server", "client")}
+    ca = certificate("first CA", keys["ca"], name("first CA"), keys["ca"], ca=True)
+    next_ca = certificate("next CA", keys["next"], name("next CA"), keys["next"], ca=True)
+    ca_file, next_file = write_pem(made, "ca", ca)[0], write_pem(made, "next", next_ca)[0]
+    server = write_pem(made, "server", certificate("127.0.0.1", keys["server"], ca.subject, keys["ca"], server=True),
+                       keys["server"])
+    client = write_pem(made, "client", certificate("kube-scheduler", keys["client"], ca.subject, keys["ca"]),
+                       keys["client"])
+    mounted = tmp_path / "ca.crt"
+    mounted.write_bytes(Path(ca_file).read_bytes())
+    s = Server("--tls-cert", server[0], "--tls-key", server[1], "--tls-client-ca", str(mounted), ready=False)
+    try:
+        context = ssl.create_default_context(cafile=ca_file)
+        context.load_cert_chain(*client)
+        context.maximum_version = version
+        session, _, line = _get_over_tls(s.url, context)
+        assert line.startswith("HTTP/1.1 405"), line          # the certificate verified: past the guard
+        assert _get_over_tls(s.url, context, session)[1]       # and its session is resumed
+        _renewed(mounted, Path(next_file).read_bytes())        # the first CA taken out
+        time.sleep(1.2)
+        _get_over_tls(s.url, ssl.create_default_context(cafile=ca_file))    # a connection that loads it
+        _, resumed, line = _get_over_tls(s.url, context, session)
+        assert not resumed and not line.startswith("HTTP/1.1 405"), line
+    finally:
+        assert s.stop() == 0

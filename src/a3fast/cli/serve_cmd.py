@@ -391,14 +391,12 @@ def _run_http(config) -> int:
         sock = listening_socket(config.host, config.port)
     except OSError as exc:
         _fail(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}")
-    from ..service.tls import reload_certificates, uvicorn_options
+    from ..service.tls import uvicorn_options
 
     cert, key = config.tls_cert and str(config.tls_cert), config.tls_key and str(config.tls_key)
     client_ca = config.tls_client_ca and str(config.tls_client_ca)
-    tls = uvicorn_options(cert, key, client_ca)
+    tls = uvicorn_options(cert, key, client_ca)      # renewed files are served without a restart
     server = uvicorn_server(app, config, **tls)
-    if tls:       # renewed files are served without a restart
-        reload_certificates(server.config, cert, key, client_ca)
 
     def failed() -> None:
         server.should_exit = True

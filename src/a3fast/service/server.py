@@ -19,6 +19,7 @@ import resource
 import socket
 import sys
 import time
+from typing import Any
 
 import orjson
 import uvicorn
@@ -28,6 +29,7 @@ from . import metrics
 from .access_log import access_line
 from .config import ServiceConfig
 from .problems import problem
+from .tls import tls_terminated
 
 __all__ = ["uvicorn_server", "connection_limit"]
 
@@ -265,10 +267,14 @@ def uvicorn_server(app, config: ServiceConfig, **options) -> uvicorn.Server:
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     base = options.pop("http", AutoHTTPProtocol)
+    tls_context = options.pop("tls_context", None)
     options.setdefault("log_config", PREFIXED_LOGGING)
+    limit = connection_limit(config)
+    http: Any = guarded_protocol(config.header_timeout, limit, base, config.access_log)
+    if tls_context is not None:       # TLS ended here, counted and timed from the accept (a3fast.service.tls)
+        http = tls_terminated(http, tls_context, config.header_timeout, limit)
     return uvicorn.Server(uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on", loop="auto",
-        http=guarded_protocol(config.header_timeout, connection_limit(config), base, config.access_log),
+        app, log_level="warning", access_log=False, lifespan="on", loop="auto", http=http,
         timeout_keep_alive=config.keep_alive, timeout_graceful_shutdown=30,  # type: ignore[arg-type]
         proxy_headers=False, server_header=False, **options))
 

@@ -12,21 +12,32 @@ extension names it: scope["extensions"]["tls"]["client_cert_name"] (the subject,
 
 The files are read again when they change (`CertificateReloader`): cert-manager, or a Secret
 updated by hand, renews them in place, and a server that kept the certificate it started with would
-serve it past its end. At each TLS handshake, at most once a second, the files' status is compared
-with what was loaded; when it differs, a new context is made from them, and each handshake from then
-on is given it (`SSLObject.context`, set in the ClientHello callback, which OpenSSL calls whether or
-not the client sends a server name). Files caught half-written make no context: the one in use stays
-until they read whole.
+serve it past its end. At each accepted connection, at most once a second, the files' status is
+compared with what was loaded; when it differs, a new context is made from them, and each
+connection from then on is given it. A context of its own, not the old one told to use new files:
+a TLS session is resumed only under the context that made it (its session id is in that context's
+cache, its ticket sealed with that context's keys), so a client certificate of a CA the file no
+longer holds is asked for again at the client's next connection and refused. Files caught
+half-written make no context: the one in use stays until they read whole.
+
+The service ends TLS itself rather than through the event loop's `create_server(ssl=...)`
+(`tls_terminated`): there the HTTP protocol sees a connection only once its handshake is done, so
+the head timeout and the connection limit would not reach one that never completes it (the loop's
+own handshake timeout is a minute). Each accepted connection is counted at once and given the head
+timeout for its handshake.
 """
 from __future__ import annotations
 
+import asyncio
+import asyncio.sslproto
 import logging
 import os
 import ssl
 import time
 from typing import Any, Callable
 
-__all__ = ["uvicorn_options", "verified_client", "CertificateReloader", "reload_certificates"]
+__all__ = ["uvicorn_options", "verified_client", "CertificateReloader", "reload_certificates", "tls_terminated",
+           "listener_context"]
 
 log = logging.getLogger("a3fast.serve.tls")
 
@@ -87,19 +98,66 @@ def _protocol_class(peer_certificates: bool):
 
 
 def uvicorn_options(cert: str | None, key: str | None, client_ca: str | None) -> dict[str, Any]:
-    """uvicorn.Config keyword arguments for these files ({} without TLS)."""
+    """`uvicorn_server`'s keyword arguments for these files ({} without TLS): the HTTP protocol,
+    and what gives each connection its TLS context (`tls_context`: `reload_certificates`'s
+    `CertificateReloader.context`, which `uvicorn_server` ends TLS with)."""
     if cert is None:
         return {}
-    options: dict[str, Any] = {"ssl_certfile": cert, "ssl_keyfile": key,
-                               "http": _protocol_class(peer_certificates=client_ca is not None)}
+    return {"http": _protocol_class(peer_certificates=client_ca is not None),
+            "tls_context": reload_certificates(cert, key, client_ca).context}
+
+
+def listener_context(cert: str, key: str | None, client_ca: str | None) -> ssl.SSLContext:
+    """A server's TLS context from these files, as uvicorn makes one by default (Python's server
+    defaults, its ciphers left as they are), asking for a client certificate without insisting
+    when `client_ca` is given (see the module's docstring). A key that asks for a pass phrase is
+    refused (ValueError): OpenSSL's own prompt would wait on the terminal, or standard input, with
+    the event loop stopped."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key, password=_no_pass_phrase)
     if client_ca is not None:
-        options.update(ssl_ca_certs=client_ca, ssl_cert_reqs=ssl.CERT_OPTIONAL)
-    return options
+        context.verify_mode = ssl.CERT_OPTIONAL
+        context.load_verify_locations(client_ca)
+    return context
+
+
+def _no_pass_phrase() -> bytes:
+    raise ValueError("the key is encrypted; the service takes a key without a pass phrase")
+
+
+def tls_terminated(protocol_class: Callable[..., Any], context: Callable[[], ssl.SSLContext],
+                   handshake_timeout: float, max_connections: int) -> Callable[..., asyncio.BaseProtocol]:
+    """uvicorn's `http` protocol for a TLS port: each accepted connection runs TLS first (asyncio's
+    SSLProtocol over the plain socket, with the context `context()` gives it) and `protocol_class`
+    (uvicorn's keyword arguments) once its handshake is done. A connection is counted from its
+    accept to its close, and one past `max_connections` is closed on accept, as on a plain port; a
+    handshake not done within `handshake_timeout` (the head timeout) closes it."""
+    open_connections: set[asyncio.BaseProtocol] = set()
+
+    class CountedTLS(asyncio.sslproto.SSLProtocol):
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            if len(open_connections) >= max_connections:
+                transport.abort()
+                return
+            open_connections.add(self)
+
+        def connection_lost(self, exc) -> None:
+            open_connections.discard(self)
+            super().connection_lost(exc)
+
+    def protocol(**kwargs: Any) -> asyncio.BaseProtocol:
+        loop = kwargs.get("_loop") or asyncio.get_event_loop()
+        # no waiter (asyncio's stubs ask for one): a future here would log every failed handshake
+        # as an exception never retrieved; and a timeout in seconds, as a float (stubs: int)
+        return CountedTLS(loop, protocol_class(**kwargs), context(), None,  # type: ignore[arg-type]
+                          server_side=True, ssl_handshake_timeout=handshake_timeout)  # type: ignore[arg-type]
+    return protocol
 
 
 class CertificateReloader:
-    """Hands each TLS handshake the context made from the files as they are now (see the module's
-    docstring): `make_context` makes one from `paths`; `install` sets it up on the listener's."""
+    """Gives each new connection the TLS context made from the files as they are (see the
+    module's docstring): `make_context` makes one from `paths`."""
 
     def __init__(self, make_context: Callable[[], ssl.SSLContext], paths: list[str],
                  clock: Callable[[], float] = time.monotonic):
@@ -107,13 +165,10 @@ class CertificateReloader:
         self._paths = paths
         self._clock = clock
         self._loaded = self._status()
+        #: the context new connections get
+        self.current = make_context()
         self._checked = clock()
-        #: the context made after the files changed (None: the listener's own still serves)
-        self.current: ssl.SSLContext | None = None
         self._refused: str | None = None
-
-    def install(self, listener: ssl.SSLContext) -> None:
-        listener.sni_callback = self._hello
 
     def _status(self) -> tuple:
         """What tells that a file changed: its status, following links (a Secret's files are links
@@ -127,17 +182,17 @@ class CertificateReloader:
                 status.append(exc.errno)
         return tuple(status)
 
-    def _hello(self, ssl_object: Any, server_name: str | None, listener: ssl.SSLContext) -> None:
+    def context(self) -> ssl.SSLContext:
+        """The context for a connection accepted now, the files looked at first if a second has
+        passed since they last were."""
         try:
             now = self._clock()
             if now - self._checked >= RELOAD_CHECK_S:
                 self._checked = now
                 self.check()
-            if self.current is not None:
-                ssl_object.context = self.current
-        except Exception:         # a handshake is never failed for this: the context in use serves
+        except Exception:         # a connection is never refused for this: the context in use serves
             log.exception("TLS: could not look at the certificate files")
-        return None
+        return self.current
 
     def check(self) -> bool:
         """Make a new context if the files changed since the last one was made; whether one was."""
@@ -148,7 +203,7 @@ class CertificateReloader:
             fresh = self._make()
         except (OSError, ssl.SSLError, ValueError) as exc:
             refused = f"{type(exc).__name__}: {exc}"
-            if refused != self._refused:    # said once, not at every handshake until they read whole
+            if refused != self._refused:    # said once, not at every connection until they read whole
                 log.warning("TLS: the changed certificate files do not load (%s); the certificate "
                             "loaded before is still served", refused)
                 self._refused = refused
@@ -158,29 +213,8 @@ class CertificateReloader:
         return True
 
 
-def _no_pass_phrase() -> bytes:
-    raise ValueError("the key is encrypted; the service takes a key without a pass phrase")
-
-
-def reload_certificates(config: Any, cert: str, key: str | None, client_ca: str | None) -> CertificateReloader:
-    """Load uvicorn's `config` (its listener context made from the files), and have every handshake
-    use the files as they are (`CertificateReloader`), each new context made as uvicorn makes it."""
-    if not config.loaded:
-        config.load()
-
-    def make() -> ssl.SSLContext:
-        # as uvicorn's `create_ssl_context` makes the listener's, but a key that asks for a pass
-        # phrase is refused: OpenSSL's own prompt would wait on the terminal (or standard input)
-        # with the event loop stopped, every request held and a stop signal unanswered
-        context = ssl.SSLContext(config.ssl_version)
-        context.load_cert_chain(cert, key, password=_no_pass_phrase)
-        context.verify_mode = ssl.VerifyMode(config.ssl_cert_reqs)
-        if config.ssl_ca_certs:
-            context.load_verify_locations(config.ssl_ca_certs)
-        if config.ssl_ciphers:
-            context.set_ciphers(config.ssl_ciphers)
-        return context
-
-    reloader = CertificateReloader(make, [path for path in (cert, key, client_ca) if path is not None])
-    reloader.install(config.ssl)
-    return reloader
+def reload_certificates(cert: str, key: str | None, client_ca: str | None) -> CertificateReloader:
+    """The contexts of these files for each new connection, made again when they change
+    (`CertificateReloader`, each by `listener_context`)."""
+    return CertificateReloader(lambda: listener_context(cert, key, client_ca),
+                               [path for path in (cert, key, client_ca) if path is not None])
