@@ -363,3 +363,41 @@ def test_a_client_ca_taken_out_of_the_file_is_refused_to_a_client_resuming_an_ea
         assert not resumed and not line.startswith("HTTP/1.1 405"), line
     finally:
         assert s.stop() == 0
+
+
+def test_a_tls_server_stops_at_once_though_a_handshake_ends_while_it_stops(pki):
+    import os
+    import signal
+    import socket
+
+    # an idle connection kept longer than the stop's 30 s grace
+    s = Server("--tls-cert", pki["server"][0], "--tls-key", pki["server"][1], "--keep-alive", "60", ready=False)
+    s.client = httpx.Client(base_url=s.url, verify=ssl.create_default_context(cafile=pki["ca"]), timeout=10.0)
+    s.wait_ready()
+    host, port = s.url.removeprefix("https://").split(":")
+    context = ssl.create_default_context(cafile=pki["ca"])
+    body = b'{"requirements": {}}'
+    # a request under way when the stop comes (its body half sent), which the stop waits for
+    busy = context.wrap_socket(socket.create_connection((host, int(port)), timeout=10), server_hostname=host)
+    busy.sendall(b"POST /v1/place HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body[:5]))
+    pending = socket.create_connection((host, int(port)), timeout=10)       # its handshake not begun
+    time.sleep(0.3)
+    os.kill(s.proc.pid, signal.SIGTERM)
+    stopping = time.monotonic()
+    time.sleep(0.3)
+    try:        # the handshake ends while the server stops, and the client would keep its connection
+        late = context.wrap_socket(pending, server_hostname=host)
+        late.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        late.recv(65536)
+    except OSError:             # ssl.SSLError among them: closed by the stopping server
+        pass
+    busy.sendall(body[5:])
+    assert busy.recv(65536).startswith(b"HTTP/1.1 200")                     # the one under way answered
+    busy.close()
+    try:
+        assert s.stop() == 0
+        assert time.monotonic() - stopping < 10      # not the 30 s grace it held the stop for
+    finally:
+        busy.close()
+        pending.close()

@@ -29,7 +29,7 @@ from . import metrics
 from .access_log import access_line
 from .config import ServiceConfig
 from .problems import problem
-from .tls import tls_terminated
+from .tls import TLSPort, tls_terminated
 
 __all__ = ["uvicorn_server", "connection_limit"]
 
@@ -271,12 +271,27 @@ def uvicorn_server(app, config: ServiceConfig, **options) -> uvicorn.Server:
     options.setdefault("log_config", PREFIXED_LOGGING)
     limit = connection_limit(config)
     http: Any = guarded_protocol(config.header_timeout, limit, base, config.access_log)
+    tls_port = None
     if tls_context is not None:       # TLS ended here, counted and timed from the accept (a3fast.service.tls)
-        http = tls_terminated(http, tls_context, config.header_timeout, limit)
-    return uvicorn.Server(uvicorn.Config(
+        http = tls_port = tls_terminated(http, tls_context, config.header_timeout, limit)
+    return _Server(uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", loop="auto", http=http,
         timeout_keep_alive=config.keep_alive, timeout_graceful_shutdown=30,  # type: ignore[arg-type]
-        proxy_headers=False, server_header=False, **options))
+        proxy_headers=False, server_header=False, **options), tls_port)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, whose stop first closes a TLS port's connections still in their handshake
+    (`TLSPort.stop`): uvicorn holds only those handed on to HTTP."""
+
+    def __init__(self, config: uvicorn.Config, tls_port: TLSPort | None):
+        super().__init__(config)
+        self.tls_port = tls_port
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.tls_port is not None:
+            self.tls_port.stop()
+        await super().shutdown(sockets)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -37,7 +37,7 @@ import time
 from typing import Any, Callable
 
 __all__ = ["uvicorn_options", "verified_client", "CertificateReloader", "reload_certificates", "tls_terminated",
-           "listener_context"]
+           "TLSPort", "listener_context"]
 
 log = logging.getLogger("a3fast.serve.tls")
 
@@ -125,34 +125,78 @@ def _no_pass_phrase() -> bytes:
     raise ValueError("the key is encrypted; the service takes a key without a pass phrase")
 
 
-def tls_terminated(protocol_class: Callable[..., Any], context: Callable[[], ssl.SSLContext],
-                   handshake_timeout: float, max_connections: int) -> Callable[..., asyncio.BaseProtocol]:
+def tls_terminated(protocol_class: type, context: Callable[[], ssl.SSLContext], handshake_timeout: float,
+                   max_connections: int) -> "TLSPort":
+    """uvicorn's `http` protocol for a TLS port (`TLSPort`)."""
+    return TLSPort(protocol_class, context, handshake_timeout, max_connections)
+
+
+class TLSPort:
     """uvicorn's `http` protocol for a TLS port: each accepted connection runs TLS first (asyncio's
     SSLProtocol over the plain socket, with the context `context()` gives it) and `protocol_class`
-    (uvicorn's keyword arguments) once its handshake is done. A connection is counted from its
-    accept to its close, and one past `max_connections` is closed on accept, as on a plain port; a
-    handshake not done within `handshake_timeout` (the head timeout) closes it."""
-    open_connections: set[asyncio.BaseProtocol] = set()
+    (made with uvicorn's keyword arguments) once its handshake is done. A connection is counted
+    from its accept to its close, and one past `max_connections` is closed on accept, as on a plain
+    port; a handshake not done within `handshake_timeout` (the head timeout) closes it, and a close
+    waits as long for the peer's. `stop`, as the server stops, closes the connections still in
+    their handshake and any accepted after."""
 
-    class CountedTLS(asyncio.sslproto.SSLProtocol):
-        def connection_made(self, transport) -> None:
-            super().connection_made(transport)
-            if len(open_connections) >= max_connections:
-                transport.abort()
-                return
-            open_connections.add(self)
+    def __init__(self, protocol_class: type, context: Callable[[], ssl.SSLContext], handshake_timeout: float,
+                 max_connections: int):
+        self.context = context
+        self.handshake_timeout = handshake_timeout
+        self.open: set[asyncio.BaseProtocol] = set()          # accepted and not yet closed
+        self.handshaking: set[asyncio.BaseProtocol] = set()   # of those, the ones not handed on yet
+        self.stopping = False
+        port = self
 
-        def connection_lost(self, exc) -> None:
-            open_connections.discard(self)
-            super().connection_lost(exc)
+        class CountedTLS(asyncio.sslproto.SSLProtocol):
+            raw: asyncio.BaseTransport
 
-    def protocol(**kwargs: Any) -> asyncio.BaseProtocol:
+            def connection_made(self, transport) -> None:
+                super().connection_made(transport)
+                if port.stopping or len(port.open) >= max_connections:
+                    transport.abort()
+                    return
+                self.raw = transport
+                port.open.add(self)
+                port.handshaking.add(self)
+
+            def connection_lost(self, exc) -> None:
+                port.open.discard(self)
+                port.handshaking.discard(self)
+                super().connection_lost(exc)
+
+        class AfterHandshake(protocol_class):
+            tls_layer: Any = None
+
+            def connection_made(self, transport) -> None:
+                port.handshaking.discard(self.tls_layer)
+                super().connection_made(transport)
+                if port.stopping:
+                    # its handshake ended while the server stops: were it answered, a client that
+                    # keeps its connection would hold the stop for its whole grace
+                    transport.abort()
+
+        self._layer, self._protocol = CountedTLS, AfterHandshake
+
+    def __call__(self, **kwargs: Any) -> asyncio.BaseProtocol:
         loop = kwargs.get("_loop") or asyncio.get_event_loop()
+        app = self._protocol(**kwargs)
         # no waiter (asyncio's stubs ask for one): a future here would log every failed handshake
         # as an exception never retrieved; and a timeout in seconds, as a float (stubs: int)
-        return CountedTLS(loop, protocol_class(**kwargs), context(), None,  # type: ignore[arg-type]
-                          server_side=True, ssl_handshake_timeout=handshake_timeout)  # type: ignore[arg-type]
-    return protocol
+        # a close waits for the peer's own as long as a handshake may take, not asyncio's 30 s
+        app.tls_layer = layer = self._layer(loop, app, self.context(), None,  # type: ignore[arg-type]
+                                            server_side=True,
+                                            ssl_handshake_timeout=self.handshake_timeout,  # type: ignore[arg-type]
+                                            ssl_shutdown_timeout=self.handshake_timeout)
+        return layer
+
+    def stop(self) -> None:
+        """The server stops: a connection still in its handshake is closed, and so is one accepted
+        or handed on from now on (uvicorn shuts down the connections it holds)."""
+        self.stopping = True
+        for layer in list(self.handshaking):
+            layer.raw.abort()  # type: ignore[attr-defined]
 
 
 class CertificateReloader:
