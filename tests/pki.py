@@ -23,13 +23,15 @@ def name(cn: str) -> x509.Name:
 
 
 def certificate(subject: str, key, issuer_name: x509.Name, issuer_key, *, ca: bool = False,
-                server: bool = False) -> x509.Certificate:
+                server: bool = False, valid_from: datetime.datetime | None = None,
+                valid_until: datetime.datetime | None = None) -> x509.Certificate:
     """A certificate for `subject`'s key signed by the issuer's, valid from five minutes ago for a
-    day: a CA's, a server's for 127.0.0.1, or else a client's."""
+    day unless said otherwise: a CA's, a server's for 127.0.0.1, or else a client's."""
     now = datetime.datetime.now(datetime.timezone.utc)
     builder = (x509.CertificateBuilder().subject_name(name(subject)).issuer_name(issuer_name)
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+               .not_valid_before(valid_from or now - datetime.timedelta(minutes=5))
+               .not_valid_after(valid_until or now + datetime.timedelta(days=1))
                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
     if ca:
         builder = builder.add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,

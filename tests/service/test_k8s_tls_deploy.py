@@ -401,3 +401,30 @@ def test_a_tls_server_stops_at_once_though_a_handshake_ends_while_it_stops(pki):
     finally:
         busy.close()
         pending.close()
+
+
+def test_a_certificate_out_of_its_dates_is_served_with_a_warning_at_the_start_and_at_a_renewal(tmp_path):
+    import datetime
+    from pathlib import Path
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key, key = new_key(), new_key()
+    ca = certificate("a CA", ca_key, name("a CA"), ca_key, ca=True)
+    expired = certificate("127.0.0.1", key, ca.subject, ca_key, server=True,
+                          valid_from=now - datetime.timedelta(days=2), valid_until=now - datetime.timedelta(days=1))
+    early = certificate("127.0.0.1", key, ca.subject, ca_key, server=True,
+                        valid_from=now + datetime.timedelta(days=1), valid_until=now + datetime.timedelta(days=2))
+    cert_file, key_file = write_pem(tmp_path, "server", expired, key)
+    later = write_pem(tmp_path, "later", early)[0]
+    s = Server("--tls-cert", cert_file, "--tls-key", key_file, ready=False)
+    try:
+        assert _served_certificate(s.url) == _der(cert_file)     # served all the same
+        _renewed(Path(cert_file), Path(later).read_bytes())      # a renewal that is not valid yet
+        time.sleep(1.2)
+        assert _served_certificate(s.url) == _der(later)
+    finally:
+        assert s.stop() == 0
+    stderr = s.stderr()
+    assert f"a3fast: warning: --tls-cert {cert_file}: its certificate expired at " in stderr, stderr
+    assert "a3fast: TLS: its certificate is not valid until " in stderr, stderr
+    assert "Traceback" not in stderr

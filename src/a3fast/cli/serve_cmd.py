@@ -322,6 +322,11 @@ def _check_tls(cert, key, client_ca, stdio: bool) -> None:
         _fail(f"--tls-key {key}: cannot use it: {why}")
     except OSError as exc:
         _fail(f"--tls-key {key}: cannot read: {exc.strerror or exc}")
+    from ..service.tls import validity_problem
+
+    dates = validity_problem(str(cert))
+    if dates is not None:      # served all the same: a renewal may be on its way (the files are read again)
+        say(f"a3fast: warning: --tls-cert {cert}: {dates}; clients refuse it until it is renewed")
 
 
 def _warn_if_open(config) -> None:

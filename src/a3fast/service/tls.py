@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import asyncio.sslproto
+import datetime
 import logging
 import os
 import ssl
@@ -37,7 +38,7 @@ import time
 from typing import Any, Callable
 
 __all__ = ["uvicorn_options", "verified_client", "CertificateReloader", "reload_certificates", "tls_terminated",
-           "TLSPort", "listener_context"]
+           "TLSPort", "listener_context", "validity_problem"]
 
 log = logging.getLogger("a3fast.serve.tls")
 
@@ -242,6 +243,8 @@ class CertificateReloader:
         """Make a new context if the files changed since the last one was made; whether one was."""
         status = self._status()
         if status == self._loaded:
+            # back to the files loaded (a Secret's link moved back): their next failure is said again
+            self._refused = None
             return False
         try:
             fresh = self._make()
@@ -254,7 +257,33 @@ class CertificateReloader:
             return False
         self._loaded, self.current, self._refused = status, fresh, None
         log.warning("TLS: the certificate files changed; new connections get them")
+        dates = validity_problem(self._paths[0])
+        if dates is not None:
+            log.warning("TLS: %s; clients refuse it until it is renewed", dates)
         return True
+
+
+def validity_problem(cert: str, now: datetime.datetime | None = None) -> str | None:
+    """What is wrong with the dates of the first certificate in file `cert` (the server's own):
+    that it expired, or is not valid yet; None when it is valid `now`, or when it cannot be read
+    here (loading the context says what is wrong then)."""
+    from cryptography import x509
+
+    try:
+        with open(cert, "rb") as f:
+            certificate = x509.load_pem_x509_certificate(f.read())
+    except (OSError, ValueError):
+        return None
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    utc = datetime.timezone.utc
+    # the `_utc` forms are cryptography 42's; 41 has the naive ones only
+    until = getattr(certificate, "not_valid_after_utc", None) or certificate.not_valid_after.replace(tzinfo=utc)
+    since = getattr(certificate, "not_valid_before_utc", None) or certificate.not_valid_before.replace(tzinfo=utc)
+    if until < now:
+        return f"its certificate expired at {until:%Y-%m-%d %H:%M:%S} UTC"
+    if since > now:
+        return f"its certificate is not valid until {since:%Y-%m-%d %H:%M:%S} UTC"
+    return None
 
 
 def reload_certificates(cert: str, key: str | None, client_ca: str | None) -> CertificateReloader:
