@@ -70,18 +70,25 @@ def test_a_fleet_with_fewer_names_gone_than_live_agents_is_left_as_it_is(monkeyp
         state.close()
 
 
-def test_a_compaction_that_fails_leaves_the_removal_made_and_answered(monkeypatch, engine):
-    monkeypatch.setattr(state_module, "COMPACT_FROM", 2)
+def _failing(monkeypatch, engine: str, method: str, compact_from: int) -> tuple[ServiceState, list[str]]:
+    """An open state of one agent, "live-0", whose fleet's `method` runs out of memory, with
+    COMPACT_FROM at `compact_from`; and the lines it logs."""
+    monkeypatch.setattr(state_module, "COMPACT_FROM", compact_from)
     logged: list[str] = []
     state = ServiceState(engine=engine, log=logged.append)
     state.open()
+    state.put_agents([parse_declaration(declaration("live-0"))])
+
+    def out_of_memory() -> int:
+        raise MemoryError()
+
+    monkeypatch.setattr(state.fleet, method, out_of_memory)
+    return state, logged
+
+
+def test_a_compaction_that_fails_leaves_the_removal_made_and_answered(monkeypatch, engine):
+    state, logged = _failing(monkeypatch, engine, "compact", 2)
     try:
-        state.put_agents([parse_declaration(declaration("live-0"))])
-
-        def out_of_memory() -> int:
-            raise MemoryError()
-
-        monkeypatch.setattr(state.fleet, "compact", out_of_memory)
         _churn(state, 2)                       # each removal answered; the compaction logged
         assert state.fleet.names() == ["live-0"] and state.fleet.names_gone == 2
         assert len(logged) == 1 and "not compacted (MemoryError" in logged[0]
@@ -141,17 +148,8 @@ def test_a_served_fleet_re_declared_with_new_values_drops_its_unused_rows_and_no
 
 
 def test_unused_rows_that_cannot_be_dropped_leave_the_put_made_and_answered(monkeypatch, engine):
-    monkeypatch.setattr(state_module, "COMPACT_FROM", 1)      # counted after every put
-    logged: list[str] = []
-    state = ServiceState(engine=engine, log=logged.append)
-    state.open()
+    state, logged = _failing(monkeypatch, engine, "drop_unused_rows", 1)      # counted after every put
     try:
-        state.put_agents([parse_declaration(declaration("live-0"))])
-
-        def out_of_memory() -> int:
-            raise MemoryError()
-
-        monkeypatch.setattr(state.fleet, "drop_unused_rows", out_of_memory)
         _redeclare(state, 2)                   # x.new0 unused: tried, logged, the put made
         assert state.fleet.rows_unused == 1 and state.fleet.get("live-0").capabilities[0].name == "x.new1"
         assert len(logged) == 1 and "unused rows were not dropped (MemoryError" in logged[0]
