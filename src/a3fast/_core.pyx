@@ -21,7 +21,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.mem cimport PyMem_Free
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_DecodeUTF8, PyUnicode_KIND
 from libc.math cimport isfinite
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memmove, memset, strlen
 
@@ -986,6 +986,20 @@ cdef inline void set_piece(LinesJob* job, int k, object value) noexcept:
     if value is not None:
         job.piece[k] = PyBytes_AS_STRING(value)
         job.piece_n[k] = PyBytes_GET_SIZE(value)
+
+
+cdef long long usual_fleet_seq(membership, snapshot_seq, tuple caches) except -2:
+    """The fleet snapshot seq a usual placement's lines refer to (`write_placement_lines_of`), or -1
+    when the caller's last membership or snapshot seq leave none of them usual."""
+    if membership is None or snapshot_seq is None or type(snapshot_seq) is not int:
+        return -1
+    cdef int over = 0
+    cdef long long fleet_seq = PyLong_AsLongLongAndOverflow(snapshot_seq, &over)
+    if over or fleet_seq < 0:
+        return -1
+    if len(caches) != 8:
+        raise ValueError(f"a placement's line caches are 8, found {len(caches)}")
+    return fleet_seq
 
 
 cdef bytes write_jobs(const LinesJob* jobs, Py_ssize_t n):
@@ -2573,32 +2587,85 @@ cdef class Index:
         caller prepared it, noted; one noted before is kept; one the placement parsed itself is
         neither, as `Encoder._requirements_json` does. The bytes are `write_placement_lines`'s for the
         arguments the caller would gather; the same as the pure engine's."""
-        p = placement
+        cdef long long fleet_seq = usual_fleet_seq(membership, snapshot_seq, caches)
+        if fleet_seq < 0:
+            return None
+        cdef LinesJob job
+        cdef list held = []     # the texts the job points into, each held until it is written
+        cdef int count = self.gather_lines_job(&job, seq, placement, task, membership, caches, held)
+        if count == 0:
+            return None
+        # the fleet's snapshot seq in digits on the stack, as b"%d" % snapshot_seq would give them
+        cdef char fleet_digits[24]
+        job.piece_n[P_FLEET] = put_decimal(fleet_digits, <uint64_t>fleet_seq)
+        job.piece[P_FLEET] = fleet_digits
+        return write_jobs(&job, 1), count
+
+    def write_placements_lines_of(self, Py_ssize_t seq, list placements, tasks, Py_ssize_t start, membership,
+                                  snapshot_seq, tuple caches):
+        """`write_placement_lines_of` of the placements from `start` on, numbered from `seq`, in one
+        buffer (written without the GIL): the lines of the longest run of usual placements there and
+        how many records each wrote, one count a placement (none when `placements[start]` is not
+        usual, or when the membership or snapshot are not the caller's last). `tasks` is None or a
+        list beside `placements`. The caches change as that many calls of `write_placement_lines_of`
+        would change them, so the bytes are theirs, joined."""
+        if tasks is not None and (type(tasks) is not list or len(<list>tasks) != len(placements)):
+            raise ValueError("tasks: expected None or a list beside the placements")
+        if start < 0:
+            raise ValueError(f"start: expected a position in the placements, found {start}")
+        cdef list counts = []
+        cdef Py_ssize_t n = len(placements) - start if start < len(placements) else 0
+        cdef long long fleet_seq = usual_fleet_seq(membership, snapshot_seq, caches) if n else -1
+        if fleet_seq < 0:
+            return b"", counts
+        cdef LinesJob* jobs = <LinesJob*>calloc(n, sizeof(LinesJob))
+        if jobs == NULL:
+            raise MemoryError()
+        cdef list held = []     # the texts the jobs point into, each held until they are written
+        cdef char fleet_digits[24]
+        cdef Py_ssize_t fleet_n = put_decimal(fleet_digits, <uint64_t>fleet_seq), k = 0
+        cdef int count
+        try:
+            # the engine numbers a placement's (at most three) lines in a signed 64-bit integer
+            while k < n and seq <= INT64_MAX - 3:
+                count = self.gather_lines_job(&jobs[k], seq, placements[start + k],
+                                              None if tasks is None else (<list>tasks)[start + k],
+                                              membership, caches, held)
+                if count == 0:
+                    break
+                jobs[k].piece_n[P_FLEET] = fleet_n
+                jobs[k].piece[P_FLEET] = fleet_digits
+                counts.append(count)
+                seq += count
+                k += 1
+            return (write_jobs(jobs, k) if k else b""), counts
+        finally:
+            free(jobs)
+
+    cdef int gather_lines_job(self, LinesJob* job, Py_ssize_t seq, p, task, membership, tuple caches,
+                              list held) except -1:
+        """Fill `job` with placement `p`'s arguments in the usual case (`write_placement_lines_of`),
+        every object it points into (but the fleet member's text) appended to `held`; the count of its
+        records, or 0 when it is not that case (nothing written, the caches as they were but for
+        texts made of values they are keyed on)."""
         # the slots of a Placement read by offset (a few dozen instructions each by name)
         cdef bint direct = placement_class is not None and type(p) is placement_class
         if placement_field(p, S_INDEX, direct) is not self or placement_field(p, S_RESUMED, direct) \
                 or placement_field(p, S_CUSTOM_SCORES, direct) or placement_field(p, S_ROUTE, direct) is not None:
-            return None
+            return 0
         requirements = placement_field(p, S_REQUIREMENTS, direct)
         if placement_field(p, S_SUBMITTED, direct) is not requirements:
-            return None
+            return 0
         session = placement_field(p, S_SESSION, direct)
         if session is not None and session != field_of(requirements, requirements_session_item, "session"):
-            return None
+            return 0
         # a session the placement left unheld (remember_session=False) is said before the timings
         cdef bint unheld = session is not None and placement_field(p, S_SESSION_HELD, direct) is False
         placed_membership = placement_field(p, S_MEMBERSHIP, direct)
-        if placed_membership is None or membership is None or snapshot_seq is None \
-                or type(snapshot_seq) is not int or placed_membership != membership:
-            return None
+        if placed_membership is None or placed_membership != membership:
+            return 0
         if task is not None and type(task) is not dict:
-            return None
-        cdef int over = 0
-        cdef long long fleet_seq = PyLong_AsLongLongAndOverflow(snapshot_seq, &over)
-        if over or fleet_seq < 0:
-            return None
-        if len(caches) != 8:
-            raise ValueError(f"a placement's line caches are 8, found {len(caches)}")
+            return 0
         cdef dict requirements_cache = caches[0], predicates_cache = caches[4], admitted_cache = caches[6]
         cdef dict seen = caches[2]
         cdef int keep = 0
@@ -2623,7 +2690,7 @@ cdef class Index:
             # a3fast's own reason is the text the lists give, unless a reason_limit shortened it
             derived = placement_field(p, S_REASON_LIMIT, direct) is None and expl.n_candidates > 0
             if not derived:
-                return None
+                return 0
         tail_json = None
         if direct and slot(p, S_GATHER_NS) is Ellipsis and slot(p, S_SELECT_NS) is Ellipsis:
             tail_json = clock_timings_tail(p)       # the usual case: not resumed (checked above)
@@ -2631,7 +2698,7 @@ cdef class Index:
             # a phase set by a caller, or readings this cannot subtract: as the properties give them
             tail_json = timings_tail(p.gather_ns, p.select_ns, placement_field(p, S_DECIDED_AT_NS, direct))
         if tail_json is None:
-            return None
+            return 0
         if unheld:
             tail_json = UNHELD_TAIL_HEAD + (<bytes>tail_json)[1:]
         key = id(requirements)
@@ -2641,7 +2708,7 @@ cdef class Index:
         else:
             predicates = field_of(requirements, requirements_predicates_item, "predicates")
             if type(predicates) is not tuple:
-                return None
+                return 0
             predicates_json = predicates_cache.get(predicates)
             if predicates_json is None:
                 predicates_json = json_dumps(predicates)
@@ -2666,18 +2733,14 @@ cdef class Index:
                 requirements_cache.clear()
             # the object held, so its id is not reused meanwhile
             requirements_cache[key] = (requirements, (requirements_json, predicates_json))
-        # the job points into these texts' buffers: each is held by a name here until it is written
-        cdef LinesJob job
-        self.lines_job(&job, seq, expl, scores, None, requirements_json if submitted_json is None else submitted_json,
+        held.append((expl, scores, submitted_json, admitted_json, predicates_json, requirements_json,
+                     declaration_json, tail_json))
+        self.lines_job(job, seq, expl, scores, None, requirements_json if submitted_json is None else submitted_json,
                        admitted_json, b"0", predicates_json, requirements_json, declaration_json, None, derived,
                        tail_json)
         if submitted_json is None:
             job.piece[P_SUBMITTED] = NULL       # {"requirements": ...} written around its piece
-        # the fleet's snapshot seq in digits on the stack, as b"%d" % snapshot_seq would give them
-        cdef char fleet_digits[24]
-        job.piece_n[P_FLEET] = put_decimal(fleet_digits, <uint64_t>fleet_seq)
-        job.piece[P_FLEET] = fleet_digits
-        return write_jobs(&job, 1), 3 if bound else 2
+        return 3 if bound else 2
 
     cdef int lines_job(self, LinesJob* job, Py_ssize_t seq, Explanation expl, Scores scores, object scores_json,
                        object submitted_json, object admitted_json, object fleet_json, object predicates_json,

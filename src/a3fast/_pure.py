@@ -522,7 +522,46 @@ class Index:
         """`write_placement_lines` of a Placement on this index in the usual case, its arguments
         gathered here: the lines and how many records they are, or None when the placement is not
         that case (see the native engine's method, whose bytes and caches these are)."""
-        p = placement
+        if not _usual_snapshot(membership, snapshot_seq, caches):
+            return None
+        gathered = self._gather_lines(seq, placement, task, membership, caches)
+        if gathered is None:
+            return None
+        return self.write_placement_lines(*gathered[0], b"%d" % snapshot_seq, *gathered[1]), gathered[2]
+
+    def write_placements_lines_of(self, seq: int, placements: list, tasks: list | None, start: int, membership: Any,
+                                  snapshot_seq: Any, caches: tuple) -> tuple[bytes, list[int]]:
+        """`write_placement_lines_of` of the placements from `start` on, in one buffer: the lines of
+        the longest run of usual placements there and each one's record count (see the native
+        engine's method, whose bytes and caches these are)."""
+        if type(placements) is not list:
+            raise TypeError(f"placements: expected a list, found {type(placements).__name__}")
+        if tasks is not None and (type(tasks) is not list or len(tasks) != len(placements)):
+            raise ValueError("tasks: expected None or a list beside the placements")
+        if start < 0:
+            raise ValueError(f"start: expected a position in the placements, found {start}")
+        counts: list[int] = []
+        if start >= len(placements) or not _usual_snapshot(membership, snapshot_seq, caches):
+            return b"", counts
+        fleet_json = b"%d" % snapshot_seq
+        out = []
+        for k in range(start, len(placements)):
+            if seq > (1 << 63) - 4:     # the native engine numbers lines in a signed 64-bit integer
+                break
+            gathered = self._gather_lines(seq, placements[k], None if tasks is None else tasks[k], membership,
+                                          caches)
+            if gathered is None:
+                break
+            out.append(self.write_placement_lines(*gathered[0], fleet_json, *gathered[1]))
+            counts.append(gathered[2])
+            seq += gathered[2]
+        return b"".join(out), counts
+
+    def _gather_lines(self, seq: int, p: Any, task: dict | None, membership: Any, caches: tuple) \
+            -> tuple[tuple[int, Any, Any, None, bytes, bytes | None],
+                     tuple[bytes, bytes, bytes | None, None, bool, bytes], int] | None:
+        """A usual placement's `write_placement_lines` arguments, before the fleet member's and from
+        it on, and its record count; None when it is not that case."""
         if p.index is not self or p.resumed or p.custom_scores or p.route is not None:
             return None
         requirements = p.requirements
@@ -533,15 +572,10 @@ class Index:
             return None
         # a session the placement left unheld (remember_session=False) is said before the timings
         unheld = session is not None and p.session_held is False
-        if p.membership is None or membership is None or type(snapshot_seq) is not int \
-                or p.membership != membership:
+        if p.membership is None or p.membership != membership:
             return None
         if task is not None and type(task) is not dict:
             return None
-        if not 0 <= snapshot_seq < 2**63:      # the native engine writes an int64's digits only
-            return None
-        if len(caches) != 8:
-            raise ValueError(f"a placement's line caches are 8, found {len(caches)}")
         requirements_cache, seen, predicates_cache, admitted_cache = caches[0], caches[2], caches[4], caches[6]
         expl = p.explanation
         bound = p.agent is not None
@@ -599,10 +633,8 @@ class Index:
                 requirements_cache.clear()
             # the object held, so its id is not reused meanwhile
             requirements_cache[key] = (requirements, (requirements_json, predicates_json))
-        lines = self.write_placement_lines(seq, expl, scores, None, submitted_json, admitted_json,
-                                           b"%d" % snapshot_seq, predicates_json, requirements_json,
-                                           declaration_json, None, derived, tail_json)
-        return lines, 3 if bound else 2
+        return ((seq, expl, scores, None, submitted_json, admitted_json),
+                (predicates_json, requirements_json, declaration_json, None, derived, tail_json), 3 if bound else 2)
 
     def write_placements_lines(self, placements: Iterable[tuple]) -> bytes:
         """`write_placement_lines` of many placements (each item its arguments as a tuple), in one
@@ -618,6 +650,18 @@ class Index:
 
 #: the default scorer's components, in the order of the compact record's columns
 _COMPACT_COLUMNS = ("total", "affinity", "success_rate", "cost", "substantiated")
+
+
+def _usual_snapshot(membership: Any, snapshot_seq: Any, caches: tuple) -> bool:
+    """Whether the caller's last membership and snapshot seq let a placement's lines be gathered
+    (`Index.write_placement_lines_of`)."""
+    if membership is None or type(snapshot_seq) is not int:
+        return False
+    if not 0 <= snapshot_seq < 2**63:      # the native engine writes an int64's digits only
+        return False
+    if len(caches) != 8:
+        raise ValueError(f"a placement's line caches are 8, found {len(caches)}")
+    return True
 
 
 #: A tail's first member when the placement left its task's session unheld (record.write.tail_members).

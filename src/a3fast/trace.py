@@ -141,6 +141,21 @@ def _check_last_seq(seq: int) -> None:
                          f"one {seq}")
 
 
+def _check_placement(placement: Any, task: Any, placement_is: str, task_is: str) -> None:
+    """TypeError or ValueError, naming it, for a placement `TraceWriter` cannot write or a task
+    whose members cannot be added to its task.submitted; checked before anything moves."""
+    from .fleet.placement import Placement, check_built
+
+    if not isinstance(placement, Placement):
+        raise TypeError(f"{placement_is}: expected a Placement, found {describe(placement)}")
+    check_built(placement, placement_is)
+    if task is not None:
+        if not isinstance(task, Mapping) or not all(type(key) is str for key in task):
+            raise TypeError(f"{task_is}: expected a JSON object of members to add to task.submitted, "
+                            f"found {describe(task)}")
+        _json_of(task, task_is)     # refused before anything moves; the writers write it again
+
+
 class TraceWriter:
     """Append records to a trace: the records of a placement (`write`), or any record (`append`).
     Both return seq numbers, counted from `start_seq`.
@@ -206,16 +221,7 @@ class TraceWriter:
         All or nothing: a write that fails (a full disk, a record that cannot be written) leaves
         the writer where it was, and a file it opened as it was (a caller's file cannot be cut
         back: the writer then refuses to write more to it)."""
-        from .fleet.placement import Placement, check_built
-
-        if not isinstance(placement, Placement):
-            raise TypeError(f"placement: expected a Placement, found {describe(placement)}")
-        check_built(placement, "placement")
-        if task is not None:
-            if not isinstance(task, Mapping) or not all(type(key) is str for key in task):
-                raise TypeError(f"task: expected a JSON object of members to add to task.submitted, "
-                                f"found {describe(task)}")
-            _json_of(task, "task")     # refused before anything moves; the writers write it again
+        _check_placement(placement, task, "placement", "task")
         seq = self.next_seq
         mark = self._encoder.mark() if self._encoder is not None else None
         try:
@@ -232,6 +238,49 @@ class TraceWriter:
         self.next_seq = seq + count
         placement.seq = self.next_seq - 1
         return list(range(seq, self.next_seq))
+
+    def write_many(self, placements: Iterable["Placement"],
+                   tasks: Iterable[Mapping[str, Any] | None] | None = None) -> list[list[int]]:
+        """`write` of each placement in order (`tasks` beside them, each None or members to add to its
+        task.submitted), in one write to the file: each placement's seqs. The bytes are those of
+        `write` one at a time; in compact form the engine gathers and writes each run of usual
+        placements in one call (`Encoder.encode_placements_lines`). Every placement and task is
+        checked before anything is written, and the batch is all or nothing, as `write` is: a failed
+        write leaves the writer, and a file it opened, as they were, and no placement's `seq` moved."""
+        placements = list(placements)
+        task_list: list[Mapping[str, Any] | None] = [None] * len(placements) if tasks is None else list(tasks)
+        if len(task_list) != len(placements):
+            raise ValueError(f"tasks: {len(task_list)} for {len(placements)} placements")
+        for i, (placement, task) in enumerate(zip(placements, task_list)):
+            _check_placement(placement, task, f"placements[{i}]", f"tasks[{i}]")
+        if not placements:
+            return []
+        seq = self.next_seq
+        mark = self._encoder.mark() if self._encoder is not None else None
+        try:
+            if self._encoder is not None:
+                lines, counts = self._encoder.encode_placements_lines(seq, placements, task_list)
+            else:
+                parts, counts, at = [], [], seq
+                for placement, task in zip(placements, task_list):
+                    written, count = placement_lines(placement, at, task)
+                    parts.append(written)
+                    counts.append(count)
+                    at += count
+                lines = b"".join(parts)
+            _check_last_seq(seq + sum(counts) - 1)
+            self._emit(lines)
+        except BaseException:
+            if self._encoder is not None and mark is not None:
+                self._encoder.rewind(mark)    # the name table it would have sent was not written
+            raise
+        out = []
+        for placement, count in zip(placements, counts):
+            out.append(list(range(seq, seq + count)))
+            seq += count
+            placement.seq = seq - 1
+        self.next_seq = seq
+        return out
 
     def _emit(self, data: bytes) -> None:
         if self._broken is not None:

@@ -2,7 +2,8 @@
 (`Index.write_placement_lines_of`, taken by `Encoder.encode_placement_lines`): the same bytes as
 the arguments gathered in Python (`Encoder._line_arguments`, then `Index.write_placement_lines`),
 placement after placement of one trace, whatever mix of usual and unusual placements, timings and
-fleet changes it holds; the same bytes on both engines; and each unusual case left to Python."""
+fleet changes it holds, one at a time or as one batch (`Index.write_placements_lines_of`); the same
+bytes on both engines; and each unusual case left to Python."""
 from __future__ import annotations
 
 from functools import cache
@@ -118,6 +119,11 @@ def _written(placements) -> list[tuple[bytes, int]]:
             assert _plainly_referring(written[0], encoder.plain_reference), seq
         out.append(written)
         seq += written[1]
+    if not any(restricted for _, _, restricted in placements):
+        # the same placements at once (`restricted` is the batch's): the engine's runs of usual
+        # ones, the encoder's own way for the rest, the same bytes
+        batch = Encoder().encode_placements_lines(1, [p for p, _, _ in placements], [t for _, t, _ in placements])
+        assert batch == (b"".join(lines for lines, _ in out), [count for _, count in out])
     return out
 
 

@@ -1,5 +1,6 @@
 """Explanations at fleet scale, measured: the compact trace's size against the spec trace, encoding
-and verifying speed, and a repeated task served from the explanation cache.
+and verifying speed, a batch's compact lines against the same lines one placement at a time, and a
+repeated task served from the explanation cache.
 
 All figures come from one run on the standard workload (1,000 agents, 1,000 placements by
 default), medians of interleaved repeats; the spec JSON trace is the baseline measured beside them.
@@ -32,6 +33,18 @@ def _median_time(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
+def _alternated(first, second, repeat: int) -> tuple[float, float]:
+    """Median seconds of `first` and of `second`, run in turn `repeat` times each, so a neighbour's
+    load falls on both alike."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(repeat):
+        for fn, out in ((first, times[0]), (second, times[1])):
+            started = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - started)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
 def bench_compact(agents: int = 1_000, placements: int = 1_000, repeat: int = 5, *, quick: bool = False,
                   engine: str | None = None) -> dict[str, Any]:
     """Compact vs spec trace of `placements` placements on one fleet generation of `agents`."""
@@ -60,11 +73,26 @@ def bench_compact(agents: int = 1_000, placements: int = 1_000, repeat: int = 5,
                 seq += 1
         return b"\n".join(lines) + b"\n"
 
+    def lines_one_at_a_time() -> bytes:
+        encoder, parts, seq = Encoder(), [], 1
+        for p in done:
+            lines, count = encoder.encode_placement_lines(seq, p)
+            parts.append(lines)
+            seq += count
+        return b"".join(parts)
+
+    def lines_at_once() -> bytes:
+        return Encoder().encode_placements_lines(1, done)[0]
+
     spec, compact = spec_trace(), compact_trace()
+    if lines_at_once() != lines_one_at_a_time() or lines_at_once() != compact:
+        raise AssertionError("a batch's compact lines are not the lines written one at a time")
     lossless = list(decode_trace(map(orjson.loads, compact.splitlines()))) == \
         [orjson.loads(line) for line in spec.splitlines()]
     spec_s = _median_time(spec_trace, repeat)
     compact_s = _median_time(compact_trace, repeat)
+    # the batch against one at a time, alternated round by round (the baseline beside it)
+    one_s, batch_s = _alternated(lines_one_at_a_time, lines_at_once, max(repeat, 5))
     verify_spec_s = _median_time(lambda: verify_bytes(spec), repeat)
     verify_compact_s = _median_time(lambda: verify_bytes(compact), repeat)
 
@@ -89,4 +117,5 @@ def bench_compact(agents: int = 1_000, placements: int = 1_000, repeat: int = 5,
         "verify_spec_us": verify_spec_s / n * 1e6, "verify_compact_us": verify_compact_s / n * 1e6,
         "verify_speedup": verify_spec_s / verify_compact_s,
         "place_uncached_us": first_s / n * 1e6, "place_cache_hit_us": hit_s / n * 1e6,
+        "lines_one_us": one_s / n * 1e6, "lines_batch_us": batch_s / n * 1e6, "lines_batch_speedup": one_s / batch_s,
     }

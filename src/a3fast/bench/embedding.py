@@ -49,8 +49,7 @@ def _flow(agents: int, tasks: int, folder: str) -> dict[str, float]:
     lap("save_load")
     trace_path = os.path.join(folder, "trace.jsonl")
     with TraceWriter(trace_path, form="compact") as trace:
-        for p in placements:
-            trace.write(p)
+        trace.write_many(placements)
     lap("write_compact")
     findings = verify_file(trace_path)
     lap("verify")

@@ -431,46 +431,52 @@ class Encoder:
                 self.plain_reference = self._snapshot_seq
                 return written
         self.plain_reference = None
-        args = self._line_arguments(seq, placement, task, restricted)
-        if args is None:
-            records = self._records(seq, placement, task, restricted)
-            return _lines(records, seq), len(records)
-        return index.write_placement_lines(*args), 3 if args[5] is not None else 2
+        return self._lines_gathered_here(seq, placement, task, restricted)
 
     def encode_placements_lines(self, seq: int, placements: Iterable[Any],
                                 tasks: Iterable[Mapping[str, Any] | None] | None = None, *,
                                 restricted: bool = False) -> tuple[bytes, list[int]]:
         """The trace lines of many placements, in order, numbered from `seq`, and how many records
-        each placement wrote: `encode_placement_lines` of each, joined. Consecutive placements on
-        one engine index are written by one call of the engine."""
+        each placement wrote: `encode_placement_lines` of each, joined. The engine gathers and
+        writes each run of usual placements in one call, into one buffer."""
         placements = list(placements)
-        task_list = list(tasks) if tasks is not None else [None] * len(placements)
-        if len(task_list) != len(placements):
+        task_list = list(tasks) if tasks is not None else None
+        if task_list is not None and len(task_list) != len(placements):
             raise ValueError(f"{len(task_list)} tasks for {len(placements)} placements")
         parts: list[bytes] = []
         counts: list[int] = []
-        batch: list[tuple[Any, ...]] = []
-        batch_index: Any = None
-        for p, task in zip(placements, task_list):
-            args = self._line_arguments(seq, p, task, restricted)
-            if args is None or p.index is not batch_index:
-                if batch:
-                    parts.append(batch_index.write_placements_lines(batch))
-                    batch = []
-                batch_index = None
-            if args is None:
-                records = self._records(seq, p, task, restricted)
-                parts.append(_lines(records, seq))
-                count = len(records)
-            else:
-                batch_index = p.index
-                batch.append(args)
-                count = 3 if args[5] is not None else 2
+        i, n = 0, len(placements)
+        while i < n:
+            p = placements[i]
+            index = p.index
+            if index is self._index and index is self._lines_index and not restricted and _native_seq(seq):
+                # the run of usual placements from here: gathered and written by the engine
+                lines, run = index.write_placements_lines_of(seq, placements, task_list, i, self._membership,
+                                                            self._snapshot_seq, self._line_caches)
+                if run:
+                    parts.append(lines)
+                    counts += run
+                    seq += sum(run)
+                    i += len(run)
+                    continue
+            lines, count = self._lines_gathered_here(seq, p, None if task_list is None else task_list[i],
+                                                     restricted)
+            parts.append(lines)
             counts.append(count)
             seq += count
-        if batch:
-            parts.append(batch_index.write_placements_lines(batch))
+            i += 1
         return b"".join(parts), counts
+
+    def _lines_gathered_here(self, seq: int, p, task: Mapping[str, Any] | None,
+                             restricted: bool) -> tuple[bytes, int]:
+        """A placement's lines with their arguments gathered in Python (`_line_arguments`): the
+        first of a trace or of a new snapshot, and the unusual ones (a route, a custom scorer, a
+        resumption, an index without the engine's gathering)."""
+        args = self._line_arguments(seq, p, task, restricted)
+        if args is None:
+            records = self._records(seq, p, task, restricted)
+            return _lines(records, seq), len(records)
+        return p.index.write_placement_lines(*args), 3 if args[5] is not None else 2
 
     def _records(self, seq: int, p, task: Mapping[str, Any] | None, restricted: bool) -> list[tuple[str, bytes]]:
         """The records of a placement the engine's line writer does not write: a resumed one, or
