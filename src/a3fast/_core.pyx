@@ -1002,14 +1002,18 @@ cdef long long usual_fleet_seq(membership, snapshot_seq, tuple caches) except -2
     return fleet_seq
 
 
-cdef bytes write_jobs(const LinesJob* jobs, Py_ssize_t n):
-    """The lines of `n` jobs in one bytes object: measured, then written (without the GIL when
-    they are many bytes)."""
+cdef bytes write_jobs(const LinesJob* jobs, Py_ssize_t n, bytes prefix=None):
+    """The lines of `n` jobs in one bytes object, after `prefix` when one is given: measured, then
+    written (without the GIL when they are many bytes)."""
     cdef Py_ssize_t t, size = 0, scratch_needed = 0, at = 0
+    if prefix is not None:
+        at = size = PyBytes_GET_SIZE(prefix)
     for t in range(n):
         size = emit_lines(&jobs[t], NULL, size, NULL, &scratch_needed)
     cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
     cdef char* dst = PyBytes_AS_STRING(out)
+    if prefix is not None:
+        memcpy(dst, PyBytes_AS_STRING(prefix), at)
     cdef char* scratch = <char*>malloc(max(scratch_needed, 1))
     if scratch == NULL:
         raise MemoryError()
@@ -2602,13 +2606,15 @@ cdef class Index:
         return write_jobs(&job, 1), count
 
     def write_placements_lines_of(self, Py_ssize_t seq, list placements, tasks, Py_ssize_t start, membership,
-                                  snapshot_seq, tuple caches):
+                                  snapshot_seq, tuple caches, bytes prefix not None=b""):
         """`write_placement_lines_of` of the placements from `start` on, numbered from `seq`, in one
         buffer (written without the GIL): the lines of the longest run of usual placements there and
         how many records each wrote, one count a placement (none when `placements[start]` is not
         usual, or when the membership or snapshot are not the caller's last). `tasks` is None or a
         list beside `placements`. The caches change as that many calls of `write_placement_lines_of`
-        would change them, so the bytes are theirs, joined."""
+        would change them, so the bytes are theirs, joined. The lines come after `prefix` (lines the
+        caller wrote before them) in the same buffer, so that joining them costs no second copy of
+        the run's (often megabytes of) lines."""
         if tasks is not None and (type(tasks) is not list or len(<list>tasks) != len(placements)):
             raise ValueError("tasks: expected None or a list beside the placements")
         if start < 0:
@@ -2617,7 +2623,7 @@ cdef class Index:
         cdef Py_ssize_t n = len(placements) - start if start < len(placements) else 0
         cdef long long fleet_seq = usual_fleet_seq(membership, snapshot_seq, caches) if n else -1
         if fleet_seq < 0:
-            return b"", counts
+            return prefix, counts
         cdef LinesJob* jobs = <LinesJob*>calloc(n, sizeof(LinesJob))
         if jobs == NULL:
             raise MemoryError()
@@ -2626,8 +2632,11 @@ cdef class Index:
         cdef Py_ssize_t fleet_n = put_decimal(fleet_digits, <uint64_t>fleet_seq), k = 0
         cdef int count
         try:
-            # the engine numbers a placement's (at most three) lines in a signed 64-bit integer
-            while k < n and seq <= INT64_MAX - 3:
+            # the engine numbers a placement's (at most three) lines in a signed 64-bit integer;
+            # the lists are measured again each time, since a caller's code that gathering runs (a
+            # task member's hash, a subclass's property) may have shortened them
+            while k < n and seq <= INT64_MAX - 3 and start + k < len(placements) \
+                    and (tasks is None or start + k < len(<list>tasks)):
                 count = self.gather_lines_job(&jobs[k], seq, placements[start + k],
                                               None if tasks is None else (<list>tasks)[start + k],
                                               membership, caches, held)
@@ -2638,7 +2647,7 @@ cdef class Index:
                 counts.append(count)
                 seq += count
                 k += 1
-            return (write_jobs(jobs, k) if k else b""), counts
+            return (write_jobs(jobs, k, prefix) if k else prefix), counts
         finally:
             free(jobs)
 

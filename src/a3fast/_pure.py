@@ -530,10 +530,12 @@ class Index:
         return self.write_placement_lines(*gathered[0], b"%d" % snapshot_seq, *gathered[1]), gathered[2]
 
     def write_placements_lines_of(self, seq: int, placements: list, tasks: list | None, start: int, membership: Any,
-                                  snapshot_seq: Any, caches: tuple) -> tuple[bytes, list[int]]:
-        """`write_placement_lines_of` of the placements from `start` on, in one buffer: the lines of
-        the longest run of usual placements there and each one's record count (see the native
-        engine's method, whose bytes and caches these are)."""
+                                  snapshot_seq: Any, caches: tuple, prefix: bytes = b"") -> tuple[bytes, list[int]]:
+        """`write_placement_lines_of` of the placements from `start` on, in one buffer after `prefix`:
+        the lines of the longest run of usual placements there and each one's record count (see the
+        native engine's method, whose bytes and caches these are)."""
+        if type(prefix) is not bytes:
+            raise TypeError(f"prefix: expected bytes, found {type(prefix).__name__}")
         if type(placements) is not list:
             raise TypeError(f"placements: expected a list, found {type(placements).__name__}")
         if tasks is not None and (type(tasks) is not list or len(tasks) != len(placements)):
@@ -542,12 +544,14 @@ class Index:
             raise ValueError(f"start: expected a position in the placements, found {start}")
         counts: list[int] = []
         if start >= len(placements) or not _usual_snapshot(membership, snapshot_seq, caches):
-            return b"", counts
+            return prefix, counts
         fleet_json = b"%d" % snapshot_seq
-        out = []
+        out = [prefix]
         for k in range(start, len(placements)):
             if seq > (1 << 63) - 4:     # the native engine numbers lines in a signed 64-bit integer
                 break
+            if k >= len(placements) or tasks is not None and k >= len(tasks):
+                break                   # shortened by a caller's code the gathering ran
             gathered = self._gather_lines(seq, placements[k], None if tasks is None else tasks[k], membership,
                                           caches)
             if gathered is None:

@@ -91,6 +91,11 @@ def test_both_engines_write_a_batch_byte_for_byte():
     assert _at_once(*native, "compact") == _at_once(*pure, "compact")
 
 
+def _record_count(p) -> int:
+    """How many records a placement that is not a resumption writes."""
+    return 3 if p.bound else 2
+
+
 def test_the_engine_writes_a_run_of_usual_placements_and_stops_at_the_first_other(engine):
     fleet = Fleet(engine=engine)
     fleet.extend(AGENTS)
@@ -111,6 +116,17 @@ def test_the_engine_writes_a_run_of_usual_placements_and_stops_at_the_first_othe
         assert counts[len(expected) - 1] == count
         seq += count
     assert batch == b"".join(expected)
+    # the lines written before a run go ahead of it in its buffer, as they are
+    head = b'{"seq":0,"kind":"note","content":{}}\n'
+    again = Encoder()
+    again.encode_placement_lines(1, placements[0])
+    assert index.write_placements_lines_of(1 + _record_count(placements[0]), placements, None, 1, again._membership,
+                                           again._snapshot_seq, again._line_caches, head) == (head + batch, counts)
+    assert index.write_placements_lines_of(seq, placements, None, 6, encoder._membership, encoder._snapshot_seq,
+                                           encoder._line_caches, head) == (head, [])
+    with pytest.raises(TypeError):
+        index.write_placements_lines_of(seq, placements, None, 6, encoder._membership, encoder._snapshot_seq,
+                                        encoder._line_caches, None)
     assert index.write_placements_lines_of(seq, placements, None, 6, encoder._membership, encoder._snapshot_seq,
                                            encoder._line_caches) == (b"", [])
     assert index.write_placements_lines_of(seq, placements, None, 10, encoder._membership, encoder._snapshot_seq,
@@ -162,3 +178,45 @@ def test_a_batch_numbered_past_2_to_the_64_writes_nothing_and_the_writer_goes_on
     assert trace.write_many(bound[:1]) == [[2**64 - 3, 2**64 - 2, 2**64 - 1]]
     assert a3fast.verify(out.getvalue()) == []
     assert [orjson.loads(line)["seq"] for line in out.getvalue().splitlines()] == [2**64 - 3, 2**64 - 2, 2**64 - 1]
+
+
+def test_lists_a_placements_own_code_shortens_while_gathered_end_the_run(engine):
+    # a subclass's property runs the caller's code in the middle of the engine's gathering: a list
+    # it empties ends the run there (the engine holds what it gathered), never a read past its end
+    from a3fast.fleet.placement import Placement
+
+    fleet = Fleet(engine=engine)
+    fleet.extend(AGENTS)
+    usual = fleet.place_many([parse_requirements(t) for t in TASKS[:8]], remember_session=False)
+    placements: list = list(usual)
+    tasks: list = [None] * len(placements)
+
+    class Emptying(Placement):
+        __slots__ = ()
+
+        @property
+        def decided_at_ns(self):
+            placements.clear()
+            tasks.clear()
+            return Placement.__dict__["decided_at_ns"].__get__(self)
+
+    sneaky = object.__new__(Emptying)
+    for name in Placement.__slots__:       # each slot through its own descriptor, under the property
+        slot = Placement.__dict__[name]
+        try:
+            slot.__set__(sneaky, slot.__get__(usual[3]))
+        except AttributeError:              # a slot never set
+            pass
+    placements[3] = sneaky
+    encoder, reference = Encoder(), Encoder()
+    seq = 1 + encoder.encode_placement_lines(1, usual[0])[1]
+    reference.encode_placement_lines(1, usual[0])
+    lines, counts = usual[0].index.write_placements_lines_of(seq, placements, tasks, 1, encoder._membership,
+                                                             encoder._snapshot_seq, encoder._line_caches)
+    assert placements == [] and len(counts) == 3      # placements 1, 2 and the one that emptied the list
+    expected = []
+    for p in (usual[1], usual[2], sneaky):
+        written, count = reference.encode_placement_lines(seq, p)
+        expected.append(written)
+        seq += count
+    assert lines == b"".join(expected)

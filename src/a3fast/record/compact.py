@@ -450,11 +450,14 @@ class Encoder:
             p = placements[i]
             index = p.index
             if index is self._index and index is self._lines_index and not restricted and _native_seq(seq):
-                # the run of usual placements from here: gathered and written by the engine
+                # the run of usual placements from here, gathered and written by the engine after the
+                # lines before it while they are few (the usual batch: one placement's, which took
+                # the snapshot), so the whole is one buffer, never copied again by a join
+                prefix = parts.pop() if len(parts) == 1 and len(parts[0]) <= _PREFIX_LIMIT else b""
                 lines, run = index.write_placements_lines_of(seq, placements, task_list, i, self._membership,
-                                                            self._snapshot_seq, self._line_caches)
+                                                            self._snapshot_seq, self._line_caches, prefix)
+                parts.append(lines)
                 if run:
-                    parts.append(lines)
                     counts += run
                     seq += sum(run)
                     i += len(run)
@@ -616,6 +619,9 @@ class Encoder:
 
 _BOUND_KINDS = ("task.submitted", "task.admitted", "task.bound")
 _REJECTED_KINDS = ("task.submitted", "task.rejected")
+#: the most bytes of lines a batch passes the engine to write ahead of a run in the run's own
+#: buffer (`encode_placements_lines`): a few placements' worth, copied once more for each such run
+_PREFIX_LIMIT = 1 << 16
 #: entries a JSON cache keeps before it starts again (the values repeat: a fleet's agents, a
 #: workload's predicate sets, a client's prepared requirements)
 _CACHE_LIMIT = 4096
