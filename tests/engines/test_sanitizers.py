@@ -27,7 +27,7 @@ SUITES = ["tests/engines/test_native.py", "tests/engines/test_engine_parity.py",
           "tests/schema/test_requirements_reader.py", "tests/engines/test_resolve_predicates.py",
           "tests/record/test_placement_lines_of.py", "tests/fleet/test_stage_steps.py",
           "tests/service/test_service_edge_bytes.py", "tests/engines/test_seen_rule.py",
-          "tests/record/test_spec_lines.py"]
+          "tests/record/test_spec_lines.py", "tests/record/test_trace_write_many.py"]
 #: the flipped-byte sweeps load one damaged file per byte, nearly all refused by the checksum in
 #: Python before an engine is reached: 165 of the 266 s the suites took under the sanitizers
 DESELECTED = "not flipped_byte"
