@@ -2624,7 +2624,12 @@ cdef class Index:
         cdef long long fleet_seq = usual_fleet_seq(membership, snapshot_seq, caches) if n else -1
         if fleet_seq < 0:
             return prefix, counts
-        cdef LinesJob* jobs = <LinesJob*>calloc(n, sizeof(LinesJob))
+        # the jobs grow with the run, which may end at its first placement: a caller that meets
+        # many placements the engine does not gather asks again after each, and a block the size of
+        # the rest each time would cost the batch the square of its length
+        cdef Py_ssize_t room = min(n, 16)
+        cdef LinesJob* jobs = <LinesJob*>malloc(room * sizeof(LinesJob))
+        cdef LinesJob* grown
         if jobs == NULL:
             raise MemoryError()
         cdef list held = []     # the texts the jobs point into, each held until they are written
@@ -2635,8 +2640,14 @@ cdef class Index:
             # the engine numbers a placement's (at most three) lines in a signed 64-bit integer;
             # the lists are measured again each time, since a caller's code that gathering runs (a
             # task member's hash, a subclass's property) may have shortened them
-            while k < n and seq <= INT64_MAX - 3 and start + k < len(placements) \
+            while k < n and seq <= INT64_MAX - 2 and start + k < len(placements) \
                     and (tasks is None or start + k < len(<list>tasks)):
+                if k == room:
+                    room = min(n, 2 * room)
+                    grown = <LinesJob*>realloc(jobs, room * sizeof(LinesJob))
+                    if grown == NULL:
+                        raise MemoryError()
+                    jobs = grown
                 count = self.gather_lines_job(&jobs[k], seq, placements[start + k],
                                               None if tasks is None else (<list>tasks)[start + k],
                                               membership, caches, held)
@@ -2645,8 +2656,10 @@ cdef class Index:
                 jobs[k].piece_n[P_FLEET] = fleet_n
                 jobs[k].piece[P_FLEET] = fleet_digits
                 counts.append(count)
-                seq += count
                 k += 1
+                if seq > INT64_MAX - 2 - count:
+                    break       # the next placement's lines would be numbered past 2^63-1
+                seq += count
             return (write_jobs(jobs, k, prefix) if k else prefix), counts
         finally:
             free(jobs)

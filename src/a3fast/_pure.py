@@ -534,10 +534,11 @@ class Index:
         """`write_placement_lines_of` of the placements from `start` on, in one buffer after `prefix`:
         the lines of the longest run of usual placements there and each one's record count (see the
         native engine's method, whose bytes and caches these are)."""
-        if type(prefix) is not bytes:
-            raise TypeError(f"prefix: expected bytes, found {type(prefix).__name__}")
-        if type(placements) is not list:
-            raise TypeError(f"placements: expected a list, found {type(placements).__name__}")
+        # the native method's arguments are typed: each refused alike here
+        seq, start = _int64(seq, "seq"), _int64(start, "start")
+        for value, kind, name in ((prefix, bytes, "prefix"), (placements, list, "placements"), (caches, tuple, "caches")):
+            if type(value) is not kind:
+                raise TypeError(f"{name}: expected {kind.__name__}, found {type(value).__name__}")
         if tasks is not None and (type(tasks) is not list or len(tasks) != len(placements)):
             raise ValueError("tasks: expected None or a list beside the placements")
         if start < 0:
@@ -548,7 +549,7 @@ class Index:
         fleet_json = b"%d" % snapshot_seq
         out = [prefix]
         for k in range(start, len(placements)):
-            if seq > (1 << 63) - 4:     # the native engine numbers lines in a signed 64-bit integer
+            if seq > (1 << 63) - 3:     # the native engine numbers lines in a signed 64-bit integer
                 break
             if k >= len(placements) or tasks is not None and k >= len(tasks):
                 break                   # shortened by a caller's code the gathering ran
@@ -654,6 +655,15 @@ class Index:
 
 #: the default scorer's components, in the order of the compact record's columns
 _COMPACT_COLUMNS = ("total", "affinity", "success_rate", "cost", "substantiated")
+
+
+def _int64(value: Any, name: str) -> int:
+    """`value` as an index that a C int64 holds (TypeError, OverflowError as the native engine's
+    typed arguments raise them)."""
+    value = operator.index(value)
+    if not -(1 << 63) <= value < (1 << 63):
+        raise OverflowError(f"{name}: {value} does not fit a signed 64-bit integer")
+    return value
 
 
 def _usual_snapshot(membership: Any, snapshot_seq: Any, caches: tuple) -> bool:

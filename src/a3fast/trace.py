@@ -253,6 +253,7 @@ class TraceWriter:
             raise ValueError(f"tasks: {len(task_list)} for {len(placements)} placements")
         for i, (placement, task) in enumerate(zip(placements, task_list)):
             _check_placement(placement, task, f"placements[{i}]", f"tasks[{i}]")
+        self._refuse_if_broken()        # an empty batch too, as any write to such a file
         if not placements:
             return []
         seq = self.next_seq
@@ -282,10 +283,13 @@ class TraceWriter:
         self.next_seq = seq
         return out
 
-    def _emit(self, data: bytes) -> None:
+    def _refuse_if_broken(self) -> None:
         if self._broken is not None:
             raise ValueError(f"TraceWriter: an earlier write to its file failed ({self._broken}); what the file "
                              f"holds after it is not known: start a new trace")
+
+    def _emit(self, data: bytes) -> None:
+        self._refuse_if_broken()
         fh = self._fh
         if not self._owned:
             try:

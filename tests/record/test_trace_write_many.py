@@ -220,3 +220,36 @@ def test_lists_a_placements_own_code_shortens_while_gathered_end_the_run(engine)
         expected.append(written)
         seq += count
     assert lines == b"".join(expected)
+
+
+@pytest.mark.parametrize("form", ["spec", "compact"])
+def test_an_empty_batch_to_a_file_that_failed_is_refused_as_any_write(engine, form):
+    class FailsOnce(io.BytesIO):
+        def write(self, data):
+            raise OSError(28, "No space left on device")
+
+    fleet = Fleet(engine=engine)
+    fleet.extend(AGENTS)
+    trace = a3fast.TraceWriter(FailsOnce(), form=form)
+    with pytest.raises(OSError):
+        trace.write_many(fleet.place_many(TASKS[:2]))
+    with pytest.raises(ValueError, match="an earlier write to its file failed"):
+        trace.write_many([])
+
+
+@pytest.mark.parametrize("start", [2**63 - 13, 2**63 - 12, 2**63 - 11, 2**63 - 10])
+def test_the_engine_numbers_a_run_up_to_the_last_seq_of_its_64_bits(engine, start):
+    # a run goes on while a placement's last line is numbered 2^63-1 at most, as one at a time does
+    fleet = Fleet(engine=engine)
+    fleet.extend(AGENTS)
+    placements = fleet.place_many([parse_requirements(t) for t in TASKS[:12]], remember_session=False)
+    encoder = Encoder()
+    seq = start + encoder.encode_placement_lines(start, placements[0])[1]
+    lines, counts = placements[0].index.write_placements_lines_of(
+        seq, placements, None, 1, encoder._membership, encoder._snapshot_seq, encoder._line_caches)
+    last = seq + sum(counts) - 1
+    assert last <= 2**63 - 1 and counts
+    # the run stopped only where the next placement's lines would pass 2^63-1
+    following = 1 + len(counts)
+    assert following == len(placements) or last + 3 > 2**63 - 1
+

@@ -145,7 +145,9 @@ def _in_words(title: str, f: dict[str, Any]) -> str:
                 f"{g('encode_compact_us')} µs compact, {g('encode_spec_us')} µs spec; "
                 f"verifying {g('verify_compact_us')} µs "
                 f"compact, {g('verify_spec_us')} µs spec; compact lines {g('lines_batch_us')} µs a placement "
-                f"written as one batch, {g('lines_one_us')} µs one at a time ({g('lines_batch_speedup', '{:.2f}')}×); "
+                f"written as one batch, {g('lines_one_us')} µs one at a time ({g('lines_batch_speedup', '{:.2f}')}×; "
+                f"of placements the engine does not gather {g('others_lines_batch_us')} against "
+                f"{g('others_lines_one_us')} µs, {g('others_lines_batch_speedup', '{:.2f}')}×); "
                 f"a placement {g('place_uncached_us')} µs, the same task again {g('place_cache_hit_us')} µs")
     if title.startswith("batching"):
         return (f"{g('tasks', '{:,}')} tasks at {g('agents', '{:,}')} agents: place_many "
