@@ -988,6 +988,10 @@ cdef inline void set_piece(LinesJob* job, int k, object value) noexcept:
         job.piece_n[k] = PyBytes_GET_SIZE(value)
 
 
+#: a placement's lines would be numbered past what the engine's signed 64-bit seq holds
+SEQ_PAST_INT64 = "seq: %d: a placement's lines from it would be numbered past 2^63-1, which the engine's writer does not number"
+
+
 cdef long long usual_fleet_seq(membership, snapshot_seq, tuple caches) except -2:
     """The fleet snapshot seq a usual placement's lines refer to (`write_placement_lines_of`), or -1
     when the caller's last membership or snapshot seq leave none of them usual."""
@@ -2592,7 +2596,7 @@ cdef class Index:
         neither, as `Encoder._requirements_json` does. The bytes are `write_placement_lines`'s for the
         arguments the caller would gather; the same as the pure engine's."""
         cdef long long fleet_seq = usual_fleet_seq(membership, snapshot_seq, caches)
-        if fleet_seq < 0:
+        if fleet_seq < 0 or seq > INT64_MAX - 2:     # lines numbered past 2^63-1: the caller's way
             return None
         cdef LinesJob job
         cdef list held = []     # the texts the job points into, each held until it is written
@@ -2771,6 +2775,8 @@ cdef class Index:
         """Check one placement's arguments and fill its job (pointers into the arguments)."""
         if expl is None:
             raise TypeError("a placement's lines need its Explanation")
+        if seq > INT64_MAX - 2:
+            raise OverflowError(SEQ_PAST_INT64 % seq)
         self.own(expl.index, "Explanation")
         bytes_check(submitted_json, "submitted_json")
         bytes_check(fleet_json, "fleet_json")

@@ -476,6 +476,8 @@ class Index:
         rest is JSON the caller holds (see the native engine's method, whose bytes these are)."""
         if expl is None:
             raise TypeError("a placement's lines need its Explanation")
+        if _int64(seq, "seq") > (1 << 63) - 3:
+            raise OverflowError(SEQ_PAST_INT64 % seq)
         for value, what in ((submitted_json, "submitted_json"), (fleet_json, "fleet_json"),
                             (predicates_json, "predicates_json"), (requirements_json, "requirements_json"),
                             (tail_json, "tail_json")):
@@ -522,8 +524,8 @@ class Index:
         """`write_placement_lines` of a Placement on this index in the usual case, its arguments
         gathered here: the lines and how many records they are, or None when the placement is not
         that case (see the native engine's method, whose bytes and caches these are)."""
-        if not _usual_snapshot(membership, snapshot_seq, caches):
-            return None
+        if not _usual_snapshot(membership, snapshot_seq, caches) or _int64(seq, "seq") > (1 << 63) - 3:
+            return None     # lines numbered past 2^63-1: the caller's way
         gathered = self._gather_lines(seq, placement, task, membership, caches)
         if gathered is None:
             return None
@@ -655,6 +657,11 @@ class Index:
 
 #: the default scorer's components, in the order of the compact record's columns
 _COMPACT_COLUMNS = ("total", "affinity", "success_rate", "cost", "substantiated")
+
+
+#: a placement's lines would be numbered past what the native engine's signed 64-bit seq holds
+SEQ_PAST_INT64 = ("seq: %d: a placement's lines from it would be numbered past 2^63-1, which the engine's writer "
+                  "does not number")
 
 
 def _int64(value: Any, name: str) -> int:

@@ -7,6 +7,7 @@ bytes on both engines; and each unusual case left to Python."""
 from __future__ import annotations
 
 from functools import cache
+from itertools import groupby
 from typing import Any
 
 import orjson
@@ -119,11 +120,18 @@ def _written(placements) -> list[tuple[bytes, int]]:
             assert _plainly_referring(written[0], encoder.plain_reference), seq
         out.append(written)
         seq += written[1]
-    if not any(restricted for _, _, restricted in placements):
-        # the same placements at once (`restricted` is the batch's): the engine's runs of usual
-        # ones, the encoder's own way for the rest, the same bytes
-        batch = Encoder().encode_placements_lines(1, [p for p, _, _ in placements], [t for _, t, _ in placements])
-        assert batch == (b"".join(lines for lines, _ in out), [count for _, count in out])
+    # the same placements in batches, one a stretch of steps alike in `restricted` (a batch's own
+    # argument), through one encoder: the engine's runs of usual ones, the encoder's own way for the
+    # rest, the same bytes
+    batches, seq, parts, counts = Encoder(), 1, [], []
+    for restricted, stretch in groupby(placements, key=lambda step: step[2]):
+        steps = list(stretch)
+        lines, each = batches.encode_placements_lines(seq, [p for p, _, _ in steps], [t for _, t, _ in steps],
+                                                      restricted=restricted)
+        parts.append(lines)
+        counts += each
+        seq += sum(each)
+    assert (b"".join(parts), counts) == (b"".join(lines for lines, _ in out), [count for _, count in out])
     return out
 
 

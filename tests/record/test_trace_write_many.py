@@ -253,3 +253,28 @@ def test_the_engine_numbers_a_run_up_to_the_last_seq_of_its_64_bits(engine, star
     following = 1 + len(counts)
     assert following == len(placements) or last + 3 > 2**63 - 1
 
+
+
+@pytest.mark.parametrize("seq", [2**63 - 2, 2**63 - 1])
+def test_one_placements_lines_are_never_numbered_past_the_engines_64_bits(engine, seq):
+    # called directly, the single writers took any seq: the native one numbered the lines after
+    # 2^63-1 as -2^63 (a signed overflow), where the pure one wrote 2^63; both now leave such a seq
+    # to the caller's way (`_native_seq` sends the encoder's there already)
+    fleet = Fleet(engine=engine)
+    fleet.extend(AGENTS)
+    placements = fleet.place_many([parse_requirements(t) for t in TASKS[:6]], remember_session=False)
+    bound = next(p for p in placements[1:] if p.bound)
+    encoder = Encoder()
+    encoder.encode_placement_lines(1, placements[0])
+    index = bound.index
+    assert index.write_placement_lines_of(seq, bound, None, encoder._membership, encoder._snapshot_seq,
+                                          encoder._line_caches) is None
+    arguments = list(encoder._line_arguments(10, bound, None, False))
+    assert index.write_placement_lines(*arguments)      # at seq 10
+    arguments[0] = seq
+    with pytest.raises(OverflowError, match="numbered past 2\\^63-1"):
+        index.write_placement_lines(*arguments)
+    with pytest.raises(OverflowError, match="numbered past 2\\^63-1"):
+        index.write_placements_lines([tuple(arguments)])
+    arguments[0] = 2**63 - 3
+    assert b'"seq":9223372036854775807' in index.write_placement_lines(*arguments)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -31,6 +31,23 @@ def _median_time(fn, repeat: int) -> float:
         fn()
         times.append(time.perf_counter() - started)
     return statistics.median(times)
+
+
+def _line_writers(placements: list) -> tuple[Callable[[], bytes], Callable[[], bytes]]:
+    """Two ways to the same compact lines of `placements`: one placement at a time
+    (`encode_placement_lines`), and as one batch (`encode_placements_lines`)."""
+    def one_at_a_time() -> bytes:
+        encoder, parts, seq = Encoder(), [], 1
+        for p in placements:
+            lines, count = encoder.encode_placement_lines(seq, p)
+            parts.append(lines)
+            seq += count
+        return b"".join(parts)
+
+    def at_once() -> bytes:
+        return Encoder().encode_placements_lines(1, placements)[0]
+
+    return one_at_a_time, at_once
 
 
 def _alternated(first, second, repeat: int) -> tuple[float, float]:
@@ -73,31 +90,11 @@ def bench_compact(agents: int = 1_000, placements: int = 1_000, repeat: int = 5,
                 seq += 1
         return b"\n".join(lines) + b"\n"
 
-    def lines_one_at_a_time() -> bytes:
-        encoder, parts, seq = Encoder(), [], 1
-        for p in done:
-            lines, count = encoder.encode_placement_lines(seq, p)
-            parts.append(lines)
-            seq += count
-        return b"".join(parts)
-
-    def lines_at_once() -> bytes:
-        return Encoder().encode_placements_lines(1, done)[0]
-
     # the same tasks each with a session given beside its requirements: placements the engine does
     # not gather, each ending a run, so a batch asks the engine again after every one
     others = fleet.place_many(tasks, sessions=[f"bench-{k}" for k in range(len(tasks))], remember_session=False)
-
-    def others_one_at_a_time() -> bytes:
-        encoder, parts, seq = Encoder(), [], 1
-        for p in others:
-            lines, count = encoder.encode_placement_lines(seq, p)
-            parts.append(lines)
-            seq += count
-        return b"".join(parts)
-
-    def others_at_once() -> bytes:
-        return Encoder().encode_placements_lines(1, others)[0]
+    lines_one_at_a_time, lines_at_once = _line_writers(done)
+    others_one_at_a_time, others_at_once = _line_writers(others)
 
     spec, compact = spec_trace(), compact_trace()
     if lines_at_once() != lines_one_at_a_time() or lines_at_once() != compact \
