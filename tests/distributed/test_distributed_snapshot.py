@@ -180,3 +180,23 @@ def test_a_sharded_fleet_loads_only_into_a_new_state_directory(ray, tmp_path):
         many.close()
     with pytest.raises(ShardError, match="already holds agents"):
         ShardedFleet.load(tmp_path / "saved", state_dir=str(tmp_path / "run"))   # the first fleet's
+
+
+def test_a_closed_sharded_fleet_has_let_its_state_directory_go_when_close_returns(ray, tmp_path):
+    # close killed the shard actors, whose processes end some time after: a fleet opened on the same
+    # directory at once found it held by one of them ("in use by another a3fast process")
+    import fcntl
+
+    from a3fast.distributed import ShardedFleet, ShardError
+
+    _, _, many = world(tmp_path, 3, shards=2)
+    many.close()
+    for lock in sorted((tmp_path / "run").glob("shard-*.lock")):
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)      # OSError if a shard's process holds it
+        finally:
+            os.close(fd)
+    # the shards open their directories again (and refuse to start a fleet on agents they hold)
+    with pytest.raises(ShardError, match="already holds agents"):
+        ShardedFleet(shards=2, state_dir=str(tmp_path / "run"))

@@ -99,6 +99,11 @@ class FleetShard:
             self._load(load_from, names or [], live)
             self.durable.checkpoint()
 
+    def close(self) -> None:
+        """Write what the journal holds, take a checkpoint if anything came since the last, and let
+        the state directory go (`ShardedFleet.close`, before the actor is ended)."""
+        self.durable.close()
+
     @property
     def fleet(self) -> Fleet:
         return self.durable.fleet

@@ -50,6 +50,8 @@ __all__ = ["ShardedFleet", "ShardError", "shard_of"]
 
 #: How long a failed batch waits for a shard to let go of a session it held (`_ShardedStages.undo`).
 UNDO_TIMEOUT = 60.0
+#: How long `ShardedFleet.close` waits for the shards to close their state before ending them.
+CLOSE_TIMEOUT = 30.0
 
 #: A sharded fleet snapshot: the coordinator's file (written last) and each shard's Fleet snapshot.
 SHARDED_FILE = "sharded.json"
@@ -807,11 +809,27 @@ class ShardedFleet:
         return self._gather([s.state.remote() for s in self._shards], "state")
 
     def close(self) -> None:
-        """End the shard actors (their snapshots and journals stay in `state_dir`)."""
+        """End the shard actors (their snapshots and journals stay in `state_dir`). Each shard first
+        closes its state, letting its directory go, and is waited for (at most CLOSE_TIMEOUT): a
+        killed actor's process ends some time after `ray.kill` returns, and until it has, a fleet
+        opened on the same directory found it held by that process. A shard that is down holds
+        nothing; one that does not answer in time is killed all the same."""
         ray = ray_module()
-        for actor in self._shards:
+        shards, self._shards = self._shards, []
+        closing = []
+        for actor in shards:
+            try:
+                closing.append(actor.close.remote())
+            except Exception:       # an actor Ray no longer knows: nothing of it is left to close
+                pass
+        deadline = time.monotonic() + CLOSE_TIMEOUT
+        for ref in closing:
+            try:
+                ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
+            except Exception as exc:    # a shard down, or one that did not answer in time
+                log.warning("a shard did not close its state before it was ended: %s", exc)
+        for actor in shards:
             ray.kill(actor, no_restart=True)
-        self._shards = []
 
 
 class _ShardedStages:
