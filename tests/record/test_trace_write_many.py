@@ -278,3 +278,42 @@ def test_one_placements_lines_are_never_numbered_past_the_engines_64_bits(engine
         index.write_placements_lines([tuple(arguments)])
     arguments[0] = 2**63 - 3
     assert b'"seq":9223372036854775807' in index.write_placement_lines(*arguments)
+
+
+def test_a_placement_that_ends_a_run_is_read_once_by_the_engine(engine):
+    # the engine ended its run at it, so the encoder writes it its own way without asking again:
+    # a caller's placement class then sees its fields read as often as one at a time reads them
+    from a3fast.fleet.placement import Placement
+
+    reads = []
+
+    class Counted(Placement):
+        __slots__ = ()
+
+        @property
+        def route(self):
+            reads.append(1)
+            return Placement.__dict__["route"].__get__(self)
+
+    fleet = Fleet(engine=engine)
+    fleet.extend(AGENTS)
+    placements = fleet.place_many([parse_requirements(t) for t in TASKS[:6]], remember_session=False)
+    routed = fleet.place(TASKS[6], route=Route("r", {"clearances": ["org.internal"]}))
+    counted = object.__new__(Counted)
+    for name in Placement.__slots__:
+        slot = Placement.__dict__[name]
+        try:
+            slot.__set__(counted, slot.__get__(routed))
+        except AttributeError:
+            pass
+    batch = placements + [counted] + placements[:2]
+    one = Encoder()
+    seq, expected = 1, []
+    for p in batch:
+        lines, count = one.encode_placement_lines(seq, p)
+        expected.append(lines)
+        seq += count
+    one_at_a_time = len(reads)
+    reads.clear()
+    assert Encoder().encode_placements_lines(1, batch)[0] == b"".join(expected)
+    assert len(reads) == one_at_a_time

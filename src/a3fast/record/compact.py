@@ -446,10 +446,12 @@ class Encoder:
         parts: list[bytes] = []
         counts: list[int] = []
         i, n = 0, len(placements)
+        refused = False         # the engine ended its last run at placements[i]: not one it gathers
         while i < n:
             p = placements[i]
             index = p.index
-            if index is self._index and index is self._lines_index and not restricted and _native_seq(seq):
+            if not refused and index is self._index and index is self._lines_index and not restricted \
+                    and _native_seq(seq):
                 # the run of usual placements from here, gathered and written by the engine after the
                 # lines before it while they are few (the usual batch: one placement's, which took
                 # the snapshot), so the whole is one buffer, never copied again by a join
@@ -461,7 +463,9 @@ class Encoder:
                     counts += run
                     seq += sum(run)
                     i += len(run)
+                    refused = True
                     continue
+            refused = False
             lines, count = self._lines_gathered_here(seq, p, None if task_list is None else task_list[i],
                                                      restricted)
             parts.append(lines)
