@@ -97,8 +97,7 @@ def bench_compact(agents: int = 1_000, placements: int = 1_000, repeat: int = 5,
     others_one_at_a_time, others_at_once = _line_writers(others)
 
     spec, compact = spec_trace(), compact_trace()
-    if lines_at_once() != lines_one_at_a_time() or lines_at_once() != compact \
-            or others_at_once() != others_one_at_a_time():
+    if not lines_at_once() == lines_one_at_a_time() == compact or others_at_once() != others_one_at_a_time():
         raise AssertionError("a batch's compact lines are not the lines written one at a time")
     lossless = list(decode_trace(map(orjson.loads, compact.splitlines()))) == \
         [orjson.loads(line) for line in spec.splitlines()]
