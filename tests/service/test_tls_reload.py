@@ -64,3 +64,35 @@ def test_the_files_are_looked_at_no_more_than_once_a_second(tmp_path):
     clock.now += RELOAD_CHECK_S / 2
     fresh = reloader.context()
     assert made == ["one", "two!"] and reloader.context() is fresh
+
+
+def test_a_changed_file_that_is_no_regular_file_is_refused_without_reading_it(tmp_path, caplog):
+    # start-up refuses a FIFO for --tls-key (`serve`'s checks); a FIFO swapped in while serving
+    # would have been opened by OpenSSL on the event loop, waiting for a writer that never comes
+    import threading
+
+    from pki import certificate, name, new_key, write_pem
+
+    from a3fast.service.tls import reload_certificates
+
+    ca_key, server_key = new_key(), new_key()
+    ca = certificate("a3fast test CA", ca_key, name("a3fast test CA"), ca_key, ca=True)
+    cert, key = write_pem(tmp_path, "server", certificate("127.0.0.1", server_key, ca.subject, ca_key,
+                                                          server=True), server_key)
+    assert key is not None
+    reloader = reload_certificates(cert, key, None)
+    first = reloader.current
+    os.unlink(key)
+    os.mkfifo(key)
+    caplog.set_level(logging.WARNING, logger="a3fast")
+    answers: list[bool] = []
+    looking = threading.Thread(target=lambda: answers.append(reloader.check()), daemon=True)
+    looking.start()
+    looking.join(timeout=10)
+    if looking.is_alive():          # let the stuck read go, so the test ends and says why
+        with open(key, "wb"):
+            pass
+        looking.join(timeout=10)
+        raise AssertionError("the reload opened the FIFO and waited on it")
+    assert answers == [False] and reloader.current is first
+    assert any("not a regular file" in r.getMessage() and key in r.getMessage() for r in caplog.records)

@@ -34,6 +34,7 @@ import datetime
 import logging
 import os
 import ssl
+import stat
 import time
 from typing import Any, Callable
 
@@ -222,10 +223,20 @@ class CertificateReloader:
         for path in self._paths:
             try:
                 st = os.stat(path)
-                status.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+                status.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode))
             except OSError as exc:
                 status.append(exc.errno)
         return tuple(status)
+
+    def _not_a_file(self, status: tuple) -> str | None:
+        """Why the files of `status` make no context without being read: one that is there and is
+        no regular file (a FIFO's read would wait for a writer with the event loop stopped, a
+        device's might never end), as the start-up refuses it; None when each is one, or is not
+        there (opening it says why)."""
+        for path, entry in zip(self._paths, status):
+            if isinstance(entry, tuple) and not stat.S_ISREG(entry[4]):
+                return f"{path}: not a regular file"
+        return None
 
     def context(self) -> ssl.SSLContext:
         """The context for a connection accepted now, the files looked at first if a second has
@@ -246,7 +257,10 @@ class CertificateReloader:
             # back to the files loaded (a Secret's link moved back): their next failure is said again
             self._refused = None
             return False
+        refused = self._not_a_file(status)
         try:
+            if refused is not None:
+                raise ValueError(refused)
             fresh = self._make()
         except (OSError, ssl.SSLError, ValueError) as exc:
             refused = f"{type(exc).__name__}: {exc}"
