@@ -2555,26 +2555,6 @@ cdef class Index:
                        predicates_json, requirements_json, declaration_json, reason_json, derived, tail_json)
         return write_jobs(&job, 1)
 
-    def write_placements_lines(self, placements) -> bytes:
-        """`write_placement_lines` of many placements (each item its arguments as a tuple), in one
-        buffer, in order, written without the GIL."""
-        cdef tuple items = tuple(placements)   # holds every piece alive while the lines are written
-        cdef Py_ssize_t n = len(items), t
-        cdef LinesJob* jobs = <LinesJob*>calloc(max(n, 1), sizeof(LinesJob))
-        cdef tuple item
-        if jobs == NULL:
-            raise MemoryError()
-        try:
-            for t in range(n):
-                item = items[t]
-                if len(item) != 13:
-                    raise ValueError(f"a placement's lines take 13 arguments, found {len(item)}")
-                self.lines_job(&jobs[t], item[0], item[1], item[2], item[3], item[4], item[5], item[6], item[7],
-                               item[8], item[9], item[10], item[11], item[12])
-            return write_jobs(jobs, n)
-        finally:
-            free(jobs)
-
     def write_placement_lines_of(self, Py_ssize_t seq, placement, task, membership, snapshot_seq,
                                  tuple caches):
         """`write_placement_lines` of a Placement on this index in the usual case, its arguments

@@ -643,17 +643,6 @@ class Index:
         return ((seq, expl, scores, None, submitted_json, admitted_json),
                 (predicates_json, requirements_json, declaration_json, None, derived, tail_json), 3 if bound else 2)
 
-    def write_placements_lines(self, placements: Iterable[tuple]) -> bytes:
-        """`write_placement_lines` of many placements (each item its arguments as a tuple), in one
-        buffer, in order."""
-        out = []
-        for item in placements:
-            if not isinstance(item, tuple):
-                raise TypeError(f"a placement's lines take a tuple of arguments, not {type(item).__name__}")
-            if len(item) != 13:
-                raise ValueError(f"a placement's lines take 13 arguments, found {len(item)}")
-            out.append(self.write_placement_lines(*item))
-        return b"".join(out)
 
 #: the default scorer's components, in the order of the compact record's columns
 _COMPACT_COLUMNS = ("total", "affinity", "success_rate", "cost", "substantiated")

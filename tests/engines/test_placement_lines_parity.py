@@ -1,5 +1,5 @@
-"""`Index.write_placement_lines` and `write_placements_lines` (a placement's compact trace lines in
-one call) give the same bytes on the native and the pure engine, and refuse the same arguments with
+"""`Index.write_placement_lines` (a placement's compact trace lines in one call; a batch's,
+`write_placements_lines_of`, in test_placement_lines_of.py) gives the same bytes on the native and the pure engine, and refuses the same arguments with
 the same errors: across Roaring chunks and both container kinds, empty and full sets, bound,
 rejected with a derived or a written reason, a custom scorer's scores, and JSON pieces with escapes."""
 from __future__ import annotations
@@ -93,17 +93,6 @@ def test_the_native_writers_base64_at_every_length_around_its_steps():
         assert _core.base64_of(data[n // 3:n // 3 + n]) == base64.b64encode(data[n // 3:n // 3 + n]), n
 
 
-def test_a_batch_is_its_placements_lines_in_order_on_both_engines():
-    (native, n_expl, n_scores), (pure, p_expl, p_scores) = _both(5000, [0, 1, 2])
-    cases = [dict(bound=True), dict(bound=False, derived=True), dict(bound=True, custom=True), dict(bound=False)] * 3
-    n_items = [_pieces(seq, n_expl, n_scores, **case) for seq, case in enumerate(cases, 1)]
-    p_items = [_pieces(seq, p_expl, p_scores, **case) for seq, case in enumerate(cases, 1)]
-    batch = native.write_placements_lines(n_items)
-    assert batch == b"".join(native.write_placement_lines(*item) for item in n_items)
-    assert batch == pure.write_placements_lines(p_items)
-    assert native.write_placements_lines([]) == pure.write_placements_lines([]) == b""
-
-
 def _error(call):
     try:
         call()
@@ -146,13 +135,6 @@ def test_both_engines_refuse_the_same_arguments_of_a_rejection(change):
             args[k] = scores if value == "scores" else value
         found.append(_error(lambda: index.write_placement_lines(*args)))
     assert found[0] is not None and found[0] == found[1]
-
-
-def test_a_batch_item_of_the_wrong_length_is_refused_by_both_engines():
-    (native, n_expl, n_scores), (pure, p_expl, p_scores) = _both(10, [0])
-    found = [_error(lambda: index.write_placements_lines([_pieces(1, expl, scores, bound=True)[:12]]))
-             for index, expl, scores in ((native, n_expl, n_scores), (pure, p_expl, p_scores))]
-    assert found[0] == found[1] == (ValueError, "a placement's lines take 13 arguments, found 12")
 
 
 def test_the_native_writer_refuses_an_explanation_of_another_index():
