@@ -7,7 +7,7 @@ import pytest
 
 from a3fast.authority import parse_contracts, parse_mappings
 from a3fast.errors import SchemaError
-from a3fast.interop.mcp import (HINT_DEFAULTS, INFERRED_FROM, Tool, chain_pages, draft_contract,
+from a3fast.interop.mcp import (DELETE_WORDS, HINT_DEFAULTS, INFERRED_FROM, Tool, chain_pages, draft_contract,
                                 effective_hints, import_listings, read_page)
 from a3fast.interop.sources import Document, json_document
 from a3fast.interop.supply import Supplied
@@ -194,6 +194,16 @@ def test_draft_contract_reads_the_hints(name, hints, operation, effects, confirm
     assert contract["inferred_from"] == INFERRED_FROM and contract["trusted"] is False
     assert contract["resource"] == "github" and contract["data_classes"] == []
     assert set(contract["defaulted"]) == set(contract["hints"]) - set(hints)
+
+
+@pytest.mark.parametrize("name", ["ｄｅｌｅｔｅ_record", "Délete_user", "ＲＥＭＯＶＥ_Item", "pürge"])
+def test_a_destructive_tool_whose_id_says_delete_is_drafted_as_a_delete(name):
+    # the id folds accents and compatibility forms to ASCII; the words that chose the operation
+    # were read from the name as given, so `files.delete-record` was drafted as a modify, out of
+    # reach of a policy that denies deletes
+    contract = draft_contract(tool(name, destructiveHint=True), "files")
+    assert contract["operation"] == "delete", contract["id"]
+    assert set(contract["id"].split(".")[-1].split("-")) & DELETE_WORDS
 
 
 def test_draft_ids_are_section_2_identifiers_under_the_server_domain():

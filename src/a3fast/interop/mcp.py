@@ -17,6 +17,7 @@ tool's name says delete/remove/destroy/purge/erase/drop, else `modify`, with a `
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -175,7 +176,11 @@ def effective_hints(tool: Tool) -> tuple[dict[str, bool], list[str]]:
 
 
 def _words(name: str) -> set[str]:
-    return {word.lower() for word in _WORD.findall(name)}
+    """The words of a tool's name, read as its contract id reads them (`normalise_identifier`:
+    accents and compatibility forms folded to ASCII first), so that an id that says delete is
+    never drafted as a modify."""
+    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    return {word.lower() for word in _WORD.findall(folded)}
 
 
 def draft_contract(tool: Tool, server: str) -> dict[str, Any] | None:
