@@ -135,12 +135,14 @@ def json_of(data: bytes, path: str) -> Any:
         raise InputError(exc.lines()) from None
 
 
-def read_json_documents(path: str, *, strict: bool = True) -> Any:
+def read_json_documents(path: str, *, strict: bool = True,
+                        decode: Callable[[bytes], Any] | None = None) -> Any:
     """A JSON array or JSON Lines file -> [(where, document)], `where` being `$[3]` or `line 4: $`
     (a3fast.framing). With strict (the default) any problem is an InputError; otherwise the
-    problems come back as lines beside the documents that were read, so a caller can report both."""
+    problems come back as lines beside the documents that were read, so a caller can report both.
+    `decode`: one document's bytes to its value, as `framing.iter_documents` takes it."""
     try:
-        documents, found = read_documents(input_source(path))
+        documents, found = read_documents(input_source(path), decode=decode)
     except OSError as exc:
         raise cannot_read(path, exc) from None
     problems = [f"{path}: {p}" for p in found]

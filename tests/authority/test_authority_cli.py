@@ -349,3 +349,21 @@ def test_a_member_named_twice_in_an_authority_document_is_bad_input(tmp_path, do
     # the same member once, in a nested object of its own, is not twice
     nested = write(tmp_path, "n.json", raw.replace("{", '{"notes": {"%s": 1}, ' % member, 1).encode())
     assert run("resolve", *example_args(**{document: nested}), "--now", NOW).exit_code in (0, 1)
+
+
+@pytest.mark.parametrize("document", ["contracts", "mappings", "skills"])
+@pytest.mark.parametrize("form", ["array", "lines"])
+def test_a_member_named_twice_in_a_contract_mapping_or_skill_is_bad_input(tmp_path, document, form):
+    # a contract's `data_classes` given twice, the last empty, escaped a policy denying its data
+    # class: the same proof-less reading the descriptors are refused for
+    docs = example(document)
+    member = next(iter(docs[-1]))
+    texts = [orjson.dumps(doc) for doc in docs]
+    texts[-1] = texts[-1].replace(b"{", b'{"%s": "elsewhere", ' % member.encode(), 1)
+    data = b"[" + b",".join(texts) + b"]" if form == "array" else b"\n".join(texts) + b"\n"
+    path = write(tmp_path, f"{document}.json", data)
+    result = run("resolve", *example_args(**{document: path}), "--now", NOW)
+    assert result.exit_code == 2 and result.stdout == ""
+    where = f"$[{len(docs) - 1}]" if form == "array" else f"line {len(docs)}: $"
+    assert result.stderr == (f"a3fast: {path}: {where}: expected objects that name each member once, "
+                             f"found member {member!r} twice in one object\n")

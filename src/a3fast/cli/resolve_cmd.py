@@ -17,16 +17,27 @@ import orjson
 from ..authority import (DEFAULT_SKEW_SECONDS, Resolution, Resolver, load_public_key, parse_connection,
                          parse_contracts, parse_engagement, parse_mappings, parse_policy, parse_skills)
 from ..authority.times import current_instant, format_instant
-from ..errors import SchemaError
+from ..document import loads
+from ..errors import Problem, SchemaError
 from ..files import InputError, display_name, json_of, read_bytes, read_json_documents, require_kind, sniff_kind
 from ..kinds import wrong_kind
 from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output
 
 
 def _documents(path: str, parse, what: str) -> tuple:
-    """A JSON array or JSON Lines file of documents, parsed with every problem named by file and path."""
+    """A JSON array or JSON Lines file of documents, parsed with every problem named by file and
+    path; each document names each member once, as an engagement, connection or policy must
+    (`_one_of`): a contract an experience publishes is read by other hosts' readers too."""
     require_kind(path, what)
-    docs = read_json_documents(path)
+
+    def once_each(data: bytes) -> Any:
+        value = loads(data)
+        twice = _member_twice(data)
+        if twice is not None:
+            raise SchemaError([Problem("$", "objects that name each member once",
+                                       f"member {twice!r} twice in one object")])
+        return value
+    docs = read_json_documents(path, decode=once_each)
     try:
         return parse([doc for _, doc in docs], [prefix for prefix, _ in docs])
     except SchemaError as exc:
