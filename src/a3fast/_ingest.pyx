@@ -1161,7 +1161,8 @@ def scan(bytes data, Py_ssize_t pos, Py_ssize_t lineno, Batch batch, Vocabulary 
         blank = True
         q = line
         while q < base + eol:
-            if not (q[0] == c' ' or c'\t' <= q[0] <= c'\r'):
+            # JSON's whitespace (framing.JSON_SPACE): a vertical tab or form feed is no JSON
+            if not (q[0] == c' ' or q[0] == c'\t' or q[0] == c'\r'):
                 blank = False
                 break
             q += 1

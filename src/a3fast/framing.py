@@ -26,7 +26,7 @@ import msgspec
 from .document import MAX_DEPTH, loads, within_line
 from .errors import Problem, SchemaError
 
-__all__ = ["Source", "AUTO", "LINES", "ARRAY", "EMPTY", "NOT_DOCUMENTS", "Item", "Framed",
+__all__ = ["Source", "AUTO", "LINES", "ARRAY", "EMPTY", "NOT_DOCUMENTS", "JSON_SPACE", "blank", "Item", "Framed",
            "Pushback", "framed", "source_name", "is_bytes", "form_of", "iter_lines", "split_array",
            "iter_documents", "read_documents"]
 
@@ -34,6 +34,17 @@ __all__ = ["Source", "AUTO", "LINES", "ARRAY", "EMPTY", "NOT_DOCUMENTS", "Item",
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes]]
 
 AUTO, LINES, ARRAY, EMPTY = "auto", "lines", "array", "empty"
+
+#: JSON's whitespace (RFC 8259, section 2): a line of these alone is blank and skipped. Python's
+#: `bytes.isspace` and `strip` also take the vertical tab and the form feed, which JSON does not:
+#: a line of those is no JSON, and its reader says so rather than skip it.
+JSON_SPACE = b" \t\r\n"
+
+
+def blank(line: bytes) -> bool:
+    """Whether `line` holds JSON whitespace alone (nothing at all included)."""
+    # `isspace` answers a usual line at its first byte; only a line of spaces is looked at again
+    return not line or (line.isspace() and b"\x0b" not in line and b"\x0c" not in line)
 
 #: What an input that is neither form is expected to be.
 NOT_DOCUMENTS = "an array or JSON Lines of objects"
@@ -55,7 +66,7 @@ def is_bytes(source: Any) -> bool:
 
 def form_of(head: bytes) -> str:
     """ARRAY when the first non-blank byte is `[`, EMPTY when there is none, else LINES."""
-    first = head.lstrip()[:1]
+    first = head.lstrip(JSON_SPACE)[:1]
     return ARRAY if first == b"[" else EMPTY if not first else LINES
 
 
@@ -118,7 +129,7 @@ def _numbered(stream: IO[bytes], lineno: int, progress: Callable[[int], None] | 
         lineno += 1
         if progress is not None:
             progress(len(line))
-        if line.isspace():
+        if blank(line):
             continue
         yield lineno, (line[:-1] if line[-1:] == b"\n" else line)
 
@@ -149,7 +160,7 @@ class Framed:
                 lineno += 1
                 if progress is not None:
                     progress(len(line))
-                if not line.isspace():
+                if not blank(line):
                     head = line
                     break
         except BaseException:

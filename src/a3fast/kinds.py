@@ -30,7 +30,7 @@ from typing import Any, Iterable
 
 import orjson
 
-from .framing import Pushback, Source, is_bytes
+from .framing import JSON_SPACE, Pushback, Source, blank, is_bytes
 
 __all__ = ["Kind", "DECLARATIONS", "REQUIREMENTS", "TRACE", "SPEC_TRACE", "COMPACT_TRACE", "SNAPSHOT",
            "JOURNAL", "VECTORS", "MATCHING_VECTORS", "EMPTY", "UNKNOWN", "sniff", "wrong_kind",
@@ -94,7 +94,7 @@ def sniff(source: Source) -> Kind:
         return SNAPSHOT
     if head.startswith(_JOURNAL_MAGIC):
         return JOURNAL
-    text = head.strip()
+    text = head.strip(JSON_SPACE)
     if not text:
         return EMPTY if complete else UNKNOWN
     documents = _first_documents(text, complete)
@@ -134,7 +134,7 @@ def _head(source: Source) -> tuple[bytes, bool]:
             if not block:
                 break
             data += block
-            if data.count(b"\n") > SNIFF_DOCUMENTS and not data.lstrip().startswith(b"["):
+            if data.count(b"\n") > SNIFF_DOCUMENTS and not data.lstrip(JSON_SPACE).startswith(b"["):
                 break  # enough whole lines; a pipe is not waited on for more than it needs
         complete = len(data) <= SNIFF_BYTES and not _more(source)
         source.unread(data)
@@ -165,7 +165,7 @@ def _first_documents(text: bytes, complete: bool) -> list[Any] | None:
     lines = text.split(b"\n")
     if not complete:
         lines.pop()  # the last line may be cut short
-    return _parsed(line for line in lines if line.strip())
+    return _parsed(line for line in lines if not blank(line))
 
 
 def _parsed(pieces: Iterable[bytes]) -> list[Any] | None:
@@ -195,7 +195,7 @@ def _array_elements(text: bytes) -> Iterable[bytes]:
         elif token in (b"]", b"}"):
             depth -= 1
             if depth == 0:
-                if start is not None and text[start:match.start()].strip():
+                if start is not None and text[start:match.start()].strip(JSON_SPACE):
                     yield text[start:match.start()]
                 return
         elif token == b"," and depth == 1 and start is not None:

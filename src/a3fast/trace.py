@@ -26,7 +26,7 @@ import orjson
 from . import document
 from .document import INT_MAX, INT_MIN, MAX_RECORD_DEPTH
 from .errors import A3Error, Problem, describe, json_path
-from .framing import ARRAY, LINES, Source, framed
+from .framing import ARRAY, LINES, Source, blank, framed
 from .record.compact import Decoder, Encoder
 from .record.write import admitted_json, rejection_json, scheduling_json, submitted_json
 
@@ -476,7 +476,7 @@ def read_lines(lines: Iterable[bytes], *, first_line: int = 1,
     members it skips are not held to the depth and number rules. A reader that must check every
     member (`verify`) gives no typed decoders, or ones that forbid fields they do not type.
     """
-    return _read_numbered(((n, line) for n, line in enumerate(lines, first_line) if line and not line.isspace()),
+    return _read_numbered(((n, line) for n, line in enumerate(lines, first_line) if not blank(line)),
                           typed)
 
 

@@ -167,6 +167,20 @@ def test_blank_lines_before_the_first_declaration_are_counted_from_every_kind_of
         assert [p.path for p in caught.value.problems] == ["line 4: $.clearances[0]"]
 
 
+def test_a_line_of_vertical_tabs_or_form_feeds_is_no_declaration_not_a_blank_line(tmp_path, engine):
+    # JSON's whitespace is space, tab, CR and LF: the compiled reader and Python's `strip` took \v
+    # and \f for blank too, and skipped the line
+    for space in (b"\x0b", b"\x0c", b" \x0b\t"):
+        data = lines(ANALYST) + space + b"\n" + lines(SUMMARISER)
+        with pytest.raises(SchemaError) as expected:
+            Fleet.load_jsonl(data, engine)
+        assert [p.path for p in expected.value.problems] == ["line 2: $"]
+        for source in sources(data, tmp_path):
+            with pytest.raises(SchemaError) as caught:
+                reader.load_fleet(source, engine)
+            assert caught.value.problems == expected.value.problems
+
+
 def test_a_stream_read_in_small_chunks_numbers_each_problem_by_its_line_in_the_stream(monkeypatch, engine):
     monkeypatch.setattr(a3fast.fleet.bulk_load, "JSONL_CHUNK", 300)
     data = lines(*[{**ANALYST, "agent": {"name": f"a{k}", "namespace": "support"}} for k in range(20)],

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, strategies as st
 
 from a3fast import framing
 
@@ -132,3 +133,15 @@ def test_standard_input_is_streamed_in_flat_memory():
     assert count == STREAMED_LINES
     # 40 MB went through; what the reader kept is a few lines, not a share of the stream
     assert grown_kib < 8 * 1024, grown_kib
+
+
+@given(st.binary(max_size=8) | st.lists(st.sampled_from(b" \t\r\n\x0b\x0c\x1cx{"), max_size=8).map(bytes))
+def test_a_blank_line_is_one_of_json_whitespace_alone(line):
+    # RFC 8259: space, tab, CR, LF; `bytes.isspace` takes \v and \f as well, which no JSON reader does
+    assert framing.blank(line) == (line.strip(b" \t\r\n") == b"")
+
+
+def test_a_line_of_vertical_tabs_or_form_feeds_is_a_line_not_a_blank_one():
+    framed = framing.framed(b"\n\x0b\n1\n\x0c\x0c\n")
+    assert framed.form == framing.LINES
+    assert list(framed.lines()) == [(2, b"\x0b"), (3, b"1"), (4, b"\x0c\x0c")]

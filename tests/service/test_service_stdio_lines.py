@@ -254,3 +254,11 @@ def test_the_protocols_example_session_answers_as_written():
     for line, shown in zip(got, answers):
         head, cut, _ = shown.partition("...")
         assert line == shown if not cut else line.startswith(head)
+
+
+def test_a_line_of_vertical_tabs_or_form_feeds_is_answered_as_no_json_not_skipped():
+    # JSON's whitespace is space, tab, CR and LF; Python's `strip` took \v and \f too, and the line
+    # went unanswered
+    answers = _answers([b"\x0b", b' \x0c\t', b"  ", b'{"op": "fly", "id": 5}'])
+    assert [a["status"] for a in answers] == [400, 400, 400]
+    assert answers[2]["id"] == 5

@@ -96,6 +96,14 @@ def test_a_trace_with_records_and_lines_that_break_the_format_is_invalid_not_unr
     assert [e["code"] for e in json.loads(result.output)["errors"]] == ["E_TRACE"]
 
 
+@pytest.mark.parametrize("space", [b"\x0b", b"\x0c", b" \x0c "])
+def test_a_line_of_vertical_tabs_or_form_feeds_is_not_json_and_no_blank_line(placed, space):
+    lines = placed.splitlines(keepends=True)
+    result = run("verify", "--json", input=b"".join(lines[:1]) + space + b"\n" + b"".join(lines[1:]))
+    assert result.exit_code == 1
+    assert [e["code"] for e in json.loads(result.output)["errors"]] == ["E_TRACE"]
+
+
 @pytest.mark.parametrize("data", [b"not json\n", b"[1, 2]\n", b'{"a": 1}\n', b"[" * 1000 + b"]" * 1000])
 def test_input_in_which_nothing_reads_as_a_record_is_unreadable(data):
     result = run("verify", input=data)

@@ -40,6 +40,7 @@ import numpy as np
 import orjson
 
 from ..errors import Problem
+from ..framing import blank
 from .owners import shard_of
 
 __all__ = ["Share", "range_start", "read_range", "deal", "read_share", "with_text", "share_text",
@@ -161,7 +162,7 @@ def deal(start: int, data: bytes, shards: int) -> tuple[int, list[Share]]:
         dealt[k] = True
     for k in np.flatnonzero(~dealt).tolist():
         line = data[begin_list[k]:end_list[k]]
-        if not line.strip():
+        if blank(line):
             continue
         named = _name_of(line)
         if named is not None:

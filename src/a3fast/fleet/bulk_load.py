@@ -20,6 +20,7 @@ from ..declaration_codec import BatchPacker
 from ..document import decode_problem, within_line
 from ..engines import ingest_module
 from ..errors import Problem, SchemaError, describe
+from ..framing import blank
 from ..schema import parse_declaration
 from .scoring import cost_score
 from .domain import namespace_problem
@@ -145,7 +146,7 @@ def read_jsonl(table: AgentTable, rows: PredicateRows, engine: str, source: Json
     vocab = reader.Vocabulary()                          # the compiled reader's rows by value
 
     def read_carefully(line: bytes, lineno: int) -> None:
-        if not line.strip():
+        if blank(line):
             return
         # decoded under the document rule (a3fast.document): what orjson would read loosely — an
         # integer beyond 64 bits as a float — is refused here as everywhere else

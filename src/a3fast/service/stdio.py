@@ -23,6 +23,7 @@ from ..durable.journal import JournalFailed
 from ..errors import describe
 from ..files import write_pieces
 from ..fleet.bulk_load import collector_paused
+from ..framing import blank
 from .operations import OPS, Operations, PlaceAnswer, PreparedPlace, decode_place_request
 from .problems import ServiceError, check_bounds, parse_json, problem
 from .refusals import INTERNAL, refusal
@@ -267,7 +268,7 @@ async def _answers(ops: Operations, batch: list[bytes | None], max_line: int,
             out.extend(await answer_batch(ops, requests, together))
             requests = []
             out.append(_too_long(max_line))
-        elif line.strip():
+        elif not blank(line):
             requests.append(line)
     out.extend(await answer_batch(ops, requests, together))
     return out
