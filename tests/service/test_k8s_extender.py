@@ -491,3 +491,45 @@ def test_a_filter_of_many_names_never_sees_half_of_an_update():
 
     import a3fast.service.k8s as k8s_module
     assert asyncio.run(filtered(10)) == asyncio.run(filtered(k8s_module.SLICE + 10)) == (["order-analyst"], None)
+
+
+def test_a_prioritize_never_sees_half_of_an_update():
+    # the same update as above, asked to prioritize with no filter before it (nothing to reuse): its
+    # placement was made between the update's steps, with the agent out, and scored it 0
+    import asyncio
+
+    import a3fast.service.k8s as k8s
+    from a3fast.schema import parse_declaration
+    from a3fast.service.state import ServiceState
+
+    async def scored(n_names):
+        state = ServiceState()
+        state.open()
+        extender = k8s.Extender(state)
+        try:
+            declarations = [parse_declaration(a) for a in SECTION_10_AGENTS]
+            state.put_agents(declarations)
+            names = ["order-analyst"] + [f"n-{k}" for k in range(n_names)]
+            body = orjson.dumps({"Pod": pod(SECTION_10_TASK, uid="u-half-p"), "NodeNames": names})
+            alone = orjson.loads(await extender.prioritize(body))[0]
+
+            async def update():
+                async with state.applying:
+                    state.delete_agent("order-analyst")
+                    for _ in range(20):
+                        await asyncio.sleep(0.01)
+                    state.put_agents([d for d in declarations if d.agent.name == "order-analyst"])
+
+            updating = asyncio.create_task(update())
+            await asyncio.sleep(0)
+            during = orjson.loads(await extender.prioritize(body))[0]
+            await updating
+            return alone, during
+        finally:
+            extender.close()
+            state.close()
+
+    for n_names in (10, k8s.SLICE + 10):
+        alone, during = asyncio.run(scored(n_names))
+        assert alone["Host"] == "order-analyst" and alone["Score"] > 0
+        assert during == alone, n_names

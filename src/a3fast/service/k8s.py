@@ -32,7 +32,9 @@ so the event loop, for seconds). Only the placement over the offered agents runs
 every placement of the service does: the fleet is changed only there, so it is read only there,
 and its cost is that of the agents offered, not of the names sent. A filter's record takes the
 state's `applying` lock like every change (its decision too, when both are made in one step), so
-it lands after a batch of placements under way, never among its records.
+it lands after a batch of placements under way, never among its records; a decision made without
+a record (a prioritize that has no filter's placement to reuse) takes it too, so that no decision
+sees half of a watch's batch, which is applied in slices.
 """
 from __future__ import annotations
 
@@ -561,11 +563,15 @@ class Extender:
                 return orjson.dumps([{"Host": h, "Score": 0} for h in hosts])
             p = self._asked_placement(args.pod)
             if p is None:
-                if many:
-                    agents, _ = await self._off_loop(_split_in_slices, hosts, self._live())
-                else:
-                    agents, _ = self._offered_agents(hosts)
-                p = self._ask_fleet(requirements, agents)
+                # in the state's turn, as a filter decides: a watch applies a large batch in
+                # slices, letting the loop run between them, and a placement made there would
+                # score the fleet of half an update
+                async with self.state.applying:
+                    if many:
+                        agents, _ = await self._off_loop(_split_in_slices, hosts, self._live())
+                    else:
+                        agents, _ = self._offered_agents(hosts)
+                    p = self._ask_fleet(requirements, agents)
             if many:
                 return await self._off_loop(_scores_in_slices, hosts, _totals(p))
         else:
