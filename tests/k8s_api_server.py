@@ -11,7 +11,9 @@ AgentDeclarations (agentdeclarations.a3.dev/v1alpha1) and the Events posted abou
   kube-apiserver answers; `allowWatchBookmarks=true` gets a BOOKMARK every `bookmark_every` s;
   the watch ends after `timeoutSeconds`.
 - Faults: `slow` seconds between written chunks, `stall` lists or watches that send their head and
-  then nothing, `drop_watches()` cuts every open watch (and stalled answers),
+  then nothing, `refuse` lists or watches answered with an error Status (`refuse["watch"] = (504,
+  "Timeout", "Too large resource version: ...")`), `expire_continues` every continue token
+  answered 410 Expired, `drop_watches()` cuts every open watch (and stalled answers),
   `stop()` / `start()` kill the server (every connection aborted) and bring it back on its port,
   `compact()` forgets the history (a client resuming from before it gets 410).
 
@@ -51,6 +53,10 @@ class FakeApiServer:
         self.slow = 0.0
         #: requests answered with their head and then nothing, until dropped ("list", "watch")
         self.stall: set[str] = set()
+        #: requests answered with an error: "list" or "watch" -> (code, reason, message)
+        self.refuse: dict[str, tuple[int, str, str]] = {}
+        #: every continue token is taken for expired (paging slower than the server's snapshot)
+        self.expire_continues = False
         self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {NODES: {}, DECLARATIONS: {}}
         self.history: list[tuple[int, str, str, dict[str, Any]]] = []   # (rv, resource, type, object)
         self.compacted = 0          # events at or below this resourceVersion are gone
@@ -199,7 +205,8 @@ class FakeApiServer:
 
     async def _reply(self, writer, status: int, doc: Any) -> bool:
         body = orjson.dumps(doc)
-        reason = {200: "OK", 201: "Created", 404: "Not Found", 410: "Gone"}.get(status, "Error")
+        reason = {200: "OK", 201: "Created", 403: "Forbidden", 404: "Not Found", 410: "Gone",
+                  504: "Gateway Timeout"}.get(status, "Error")
         await self._write(writer, f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
                                   f"Content-Length: {len(body)}\r\n\r\n".encode())
         # the body in pieces, so a slow server is slow within a response too
@@ -226,6 +233,9 @@ class FakeApiServer:
             resource, namespace = DECLARATIONS, parts[4]
         else:
             return await self._reply(writer, 404, _status(404, "NotFound", f"no route {url.path}"))
+        refused = self.refuse.get("watch" if query.get("watch") in ("true", "1") else "list")
+        if refused is not None:
+            return await self._reply(writer, refused[0], _status(*refused))
         if query.get("watch") in ("true", "1"):
             await self._watch(writer, resource, namespace, query)
             return False
@@ -249,7 +259,7 @@ class FakeApiServer:
             return False
         token = query.get("continue")
         if token:
-            held = self._snapshots.get(token)
+            held = None if self.expire_continues else self._snapshots.get(token)
             if held is None:
                 return await self._reply(writer, 410, _status(410, "Expired", "the continue token has expired"))
             items, rv, offset = held[0], held[1], int(base64.b64decode(token).decode().split(":")[1])

@@ -751,3 +751,54 @@ def test_a_poster_of_an_earlier_run_never_takes_a_later_runs_events():
     later = [(thread, k) for thread, k in posted if k != "slow"]
     assert [k for _, k in later] == list(range(6)) and len({thread for thread, _ in later}) == 1
     until("no poster left", lambda: not posters())
+
+
+def test_a_watch_refused_for_a_version_the_server_has_not_reached_is_listed_past(api, tmp_path):
+    # etcd restored from a backup: the server's resourceVersion went back, and every watch from the
+    # one the service holds is refused with 504 (kube-apiserver's "Too large resource version").
+    # client-go's reflector lists again after such an answer; a watch asked again from the same
+    # version is refused for ever, the fleet stale and /readyz 200
+    api.put(NODES, node("n-1", declared("n-1")))
+    app, client = serving(api, tmp_path)
+    with client:
+        until("synced", lambda: ready(client))
+        lists = nodes_collection(client)["lists"]
+        api.refuse["watch"] = (504, "Timeout", "Too large resource version: 99, current: 4")
+        api.drop_watches()
+        api.delete(NODES, "n-1")
+        api.put(NODES, node("n-2", declared("n-2")))
+        until("listed past the refusals", lambda: fleet_names(client) == ["n-2"], timeout=20)
+        nodes = nodes_collection(client)
+        assert nodes["lists"] > lists and nodes["relists_after_gone"] == 0
+        assert nodes["last_error"] == "HTTP 504 Gateway Timeout: Too large resource version: 99, current: 4"
+        api.refuse.clear()
+        api.put(NODES, node("n-3", declared("n-3")))
+        until("watching again", lambda: fleet_names(client) == ["n-2", "n-3"], timeout=20)
+
+
+def test_a_list_whose_continue_tokens_expire_is_made_whole_as_client_gos_pager_makes_it(api, tmp_path):
+    # paging slower than the server keeps its snapshot: every continue token answers 410 Expired.
+    # Paging again from the start expires the same way each time; one list without `limit` does not
+    api.put_many(NODES, [node(f"n-{k:04d}", declared(f"n-{k:04d}")) for k in range(600)])
+    api.expire_continues = True
+    app, client = serving(api, tmp_path)
+    with client:
+        until("synced", lambda: ready(client), timeout=20)
+        assert len(fleet_names(client)) == 600
+        lists = [r for r in api.requests if r.startswith("GET /api/v1/nodes") and "watch=" not in r]
+        assert "limit=500" in lists[0] and "continue=" in lists[1] and "limit=" not in lists[2], lists
+
+
+def test_a_refused_list_is_told_in_the_api_servers_own_words(api, tmp_path):
+    # client-go logs the Status message (who is refused what); the code and reason alone do not
+    # tell a missing RBAC rule from anything else
+    api.put(NODES, node("n-1", declared("n-1")))
+    message = 'nodes is forbidden: User "system:serviceaccount:a3:a3fast" cannot list resource "nodes" at the cluster scope'
+    api.refuse["list"] = (403, "Forbidden", message)
+    app, client = serving(api, tmp_path)
+    with client:
+        until("refused", lambda: nodes_collection(client)["failures"] >= 1)
+        assert nodes_collection(client)["last_error"] == f"HTTP 403 Forbidden: {message}"
+        assert not ready(client)
+        api.refuse.clear()
+        until("synced", lambda: ready(client), timeout=20)

@@ -6,8 +6,11 @@ Informer semantics, as client-go's reflector has them, with the official `kubern
 each watched collection has a reflector on its own worker thread that lists (in pages of
 LIST_PAGE), then watches from the list's resourceVersion with bookmarks allowed, resumes each
 watch from the last resourceVersion it saw (an event's or a bookmark's), lists again when the API
-server answers 410 Gone (the version was compacted), and backs off with jitter on any other
-failure. Every request is bounded: a list by its read timeout, a watch by `timeoutSeconds` on the
+server answers 410 Gone (the version was compacted) and, after a backoff with jitter, when it
+answers any other error but 429 (a watch refused for a resourceVersion the server has not reached,
+after etcd was restored from a backup, is listed past, not asked again for ever); a server that
+does not answer is watched again from where the watch was. A list whose continue token expires is
+made again whole, in one request, as client-go's pager does. Every request is bounded: a list by its read timeout, a watch by `timeoutSeconds` on the
 server and a read timeout a little past it on the client.
 
 The reflector threads parse what they receive (the declarations are checked there, off the event
@@ -383,6 +386,8 @@ class KubeWatch:
             except Exception as exc:  # any failure of one request: reported, backed off, retried
                 if self._stop.is_set():
                     break
+                if _lists_again_after(exc):
+                    c.resource_version = None
                 c.failures += 1
                 c.last_error = _error_text(exc)
                 c.last_error_at = _now()
@@ -410,16 +415,24 @@ class KubeWatch:
         fn, args = self._call(api, c)
         claims: list[Claim] = []
         token = None
+        paged = True
         while True:
-            kwargs: dict[str, Any] = {"limit": LIST_PAGE, "_preload_content": False,
+            kwargs: dict[str, Any] = {"_preload_content": False,
                                       "_request_timeout": (self.config.request_timeout, self.config.request_timeout)}
+            if paged:
+                kwargs["limit"] = LIST_PAGE
             if token:
                 kwargs["_continue"] = token
             try:
                 response = fn(*args, **kwargs)
             except ApiException as exc:
-                if exc.status == 410:
-                    raise _Gone() from None   # the continue token expired: list from the start
+                if exc.status == 410 and token:
+                    # the continue token expired (paging took longer than the server keeps its
+                    # snapshot): one whole list, as client-go's pager does (FullListIfExpired),
+                    # since paging again from the start could expire the same way each time
+                    log.info("list of %s: the continue token expired; listing whole", c.label)
+                    claims, token, paged = [], None, False
+                    continue
                 raise
             page = _loads_cut(response.data)
             claims.extend(c.read(item) for item in page.get("items") or ())
@@ -720,11 +733,47 @@ def _watch_class() -> type:
     return Watch
 
 
+def _lists_again_after(exc: BaseException) -> bool:
+    """Whether a failed request is followed by a list rather than a watch from where it was: as
+    client-go's reflector, after any answer of the server's but 429 (which asks only to wait), such
+    as a watch refused with 504 for a resourceVersion it has not reached (etcd restored from a
+    backup) or ended by an error; a server that did not answer (down, unreachable) is watched
+    again from where the watch was."""
+    status = getattr(exc, "status", None)
+    return isinstance(status, int) and status != 429
+
+
+#: the most of an error's own words kept in `last_error` and the log
+ERROR_TEXT = 300
+
+
 def _error_text(exc: BaseException) -> str:
     if isinstance(exc, WatchError):
         return str(exc)
     status = getattr(exc, "status", None)
     reason = getattr(exc, "reason", None)
     if status is not None:
-        return f"HTTP {status} {reason or ''}".strip()
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        said = f"HTTP {status} {reason or ''}".strip()
+        message = _status_message(getattr(exc, "body", None))
+        return f"{said}: {message}" if message else said
+    return f"{type(exc).__name__}: {_shortened(str(exc))}"
+
+
+def _status_message(body: Any) -> str | None:
+    """The `message` of the Status an API server answers an error with (what is refused and why:
+    `nodes is forbidden: User ... cannot list resource ...`), or None."""
+    try:
+        status = orjson.loads(body) if isinstance(body, (str, bytes, bytearray)) else None
+    except orjson.JSONDecodeError:
+        return None
+    message = status.get("message") if isinstance(status, dict) else None
+    return _shortened(message) if isinstance(message, str) and message.strip() else None
+
+
+def _shortened(text: str) -> str:
+    """`text` on one line, at most ERROR_TEXT characters, cut at a word where it is cut."""
+    text = " ".join(text.split())
+    if len(text) <= ERROR_TEXT:
+        return text
+    cut = text[:ERROR_TEXT].rsplit(" ", 1)[0] or text[:ERROR_TEXT]
+    return cut + " …"
