@@ -23,7 +23,7 @@ from typing import IO, Any, Callable, Iterator, Union
 
 import msgspec
 
-from .document import MAX_DEPTH, loads, within_line
+from .document import MAX_DEPTH, cut_deeper_than, loads, within_line
 from .errors import Problem, SchemaError
 
 __all__ = ["Source", "AUTO", "LINES", "ARRAY", "EMPTY", "NOT_DOCUMENTS", "JSON_SPACE", "blank", "Item", "Framed",
@@ -221,6 +221,15 @@ def split_array(data: bytes) -> list[bytes] | list[Problem]:
     except msgspec.ValidationError:
         return [Problem("$", NOT_DOCUMENTS, "another value")]
     except (msgspec.DecodeError, RecursionError):  # the document rule names what is wrong
+        # an element nested past what msgspec splits (about a thousand levels) is still refused
+        # alone, as its line would be: cut to one level past the rule's bound, it splits, and the
+        # rule refuses that element for its depth (the cut leaves it one level too deep)
+        cut = cut_deeper_than(data, MAX_DEPTH + 2)
+        if cut is not data and cut != data:
+            try:
+                return [bytes(raw) for raw in _RAW_ARRAY.decode(cut)]
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                pass
         try:
             loads(data)
         except SchemaError as exc:

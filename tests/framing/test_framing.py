@@ -145,3 +145,12 @@ def test_a_line_of_vertical_tabs_or_form_feeds_is_a_line_not_a_blank_one():
     framed = framing.framed(b"\n\x0b\n1\n\x0c\x0c\n")
     assert framed.form == framing.LINES
     assert list(framed.lines()) == [(2, b"\x0b"), (3, b"1"), (4, b"\x0c\x0c")]
+
+
+@pytest.mark.parametrize("depth", [200, 1_500, 100_000])
+def test_an_element_nested_past_what_msgspec_splits_is_refused_alone(depth):
+    # as its line would be; it took the whole array with it past about a thousand levels
+    data = b'[{"a": 1}, ' + b"[" * depth + b"]" * depth + b', {"b": 2}]'
+    documents, problems = framing.read_documents(data)
+    assert documents == [("$[0]", {"a": 1}), ("$[2]", {"b": 2})]
+    assert [(p.path[:7], p.expected) for p in problems] == [("$[1][0]", "at most 128 nested arrays and objects")]
