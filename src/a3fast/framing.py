@@ -26,8 +26,8 @@ import msgspec
 from .document import MAX_DEPTH, cut_deeper_than, loads, within_line
 from .errors import Problem, SchemaError
 
-__all__ = ["Source", "AUTO", "LINES", "ARRAY", "EMPTY", "NOT_DOCUMENTS", "JSON_SPACE", "blank", "Item", "Framed",
-           "Pushback", "framed", "source_name", "is_bytes", "form_of", "iter_lines", "split_array",
+__all__ = ["Source", "AUTO", "LINES", "ARRAY", "EMPTY", "NOT_DOCUMENTS", "JSON_SPACE", "blank", "Item",
+           "Framed", "Pushback", "framed", "source_name", "is_bytes", "form_of", "iter_lines", "split_array",
            "iter_documents", "read_documents"]
 
 #: A path, the bytes themselves, or a binary stream (standard input, a socket's file, a body).
@@ -225,7 +225,7 @@ def split_array(data: bytes) -> list[bytes] | list[Problem]:
         # alone, as its line would be: cut to one level past the rule's bound, it splits, and the
         # rule refuses that element for its depth (the cut leaves it one level too deep)
         cut = cut_deeper_than(data, MAX_DEPTH + 2)
-        if cut is not data and cut != data:
+        if cut != data:
             try:
                 return [bytes(raw) for raw in _RAW_ARRAY.decode(cut)]
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
