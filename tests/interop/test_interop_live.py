@@ -665,6 +665,37 @@ def test_a_member_added_empty_to_a_signed_card_changes_nothing_a_verified_import
     assert "not what was signed" in invoke("a2a", path, "--namespace", "n", "--card-key", keys).stderr
 
 
+def test_an_interface_of_an_empty_url_added_to_a_signed_card_is_not_its_endpoint(tmp_path):
+    # the signed form leaves `{"url": ""}` out, so the signature still verifies; read as a url, it
+    # became the endpoint every placement of the agent reports
+    from joserfc import jws
+    from joserfc.jwk import ECKey
+
+    key = ECKey.generate_key("P-256")
+    keys = tmp_path / "key.jwk"
+    keys.write_text(json.dumps({**key.as_dict(private=False), "kid": "k"}))
+    v10 = {"name": "Geo", "description": "Routes", "version": "1.0.0",
+           "supportedInterfaces": [{"url": "https://geo.example/a2a", "protocolBinding": "JSONRPC",
+                                    "protocolVersion": "1.0"}],
+           "skills": [{"id": "route.plan", "name": "Plan"}]}
+    v03 = {"name": "Geo", "description": "Routes", "url": "https://geo.example/a2a", "protocolVersion": "0.3.0",
+           "preferredTransport": "JSONRPC", "version": "1.0.0", "skills": [{"id": "route.plan", "name": "Plan"}],
+           "additionalInterfaces": [{"url": "https://geo.example/rest", "transport": "HTTP+JSON"}]}
+    for card, member in ((v10, "supportedInterfaces"), (v03, "additionalInterfaces")):
+        token = jws.serialize_compact({"alg": "ES256", "kid": "k"}, canonical_card(card), key)
+        protected, _, signature = token.split(".")
+        signed = {**card, "signatures": [{"protected": protected, "signature": signature}]}
+        path, out = tmp_path / "card.json", tmp_path / "fleet.jsonl"
+        path.write_text(json.dumps(signed))
+        assert invoke("a2a", path, "--namespace", "n", "--card-key", keys, "--require-signed", "-o", out).exit_code == 0
+        before = jsonl(out)[0]["endpoint"]
+        path.write_text(json.dumps({**signed, member: [{"url": ""}] + card[member]}))
+        result = invoke("a2a", path, "--namespace", "n", "--card-key", keys, "--require-signed", "-o", out)
+        assert result.exit_code == 0, result.stderr
+        assert jsonl(out)[0]["endpoint"] == before, member
+        assert f"$.{member}[0]: expected an interface with a url" in result.stderr
+
+
 def test_a_verified_card_is_read_where_it_lies_below_its_top_level(tmp_path):
     # only top-level members the signature leaves out go unread: an empty skills array still reads
     # as one, and a skill's problems keep the file's own paths

@@ -182,6 +182,13 @@ def _named(obj: Mapping[str, Any], key: str, path: str, problems: list[Problem])
     return None
 
 
+def _url(value: Any) -> bool:
+    """Whether `value` names a URL: a string with something in it. An empty one reads as absent, as
+    a card's signature reads it (the signed form leaves empty values out), so an interface of `""`
+    added to a signed card is refused, not taken as its endpoint under a signature still valid."""
+    return isinstance(value, str) and value != ""
+
+
 def _interfaces(obj: Mapping[str, Any], shape: str, path: str,
                 problems: list[Problem]) -> tuple[Interface, ...]:
     """The endpoints a card names, in its order of preference."""
@@ -193,7 +200,7 @@ def _interfaces(obj: Mapping[str, Any], shape: str, path: str,
             problems.append(Problem(ipath, "an array of interfaces", describe(items)))
             return ()
         for i, item in enumerate(items):
-            if not isinstance(item, Mapping) or not isinstance(item.get("url"), str):
+            if not isinstance(item, Mapping) or not _url(item.get("url")):
                 problems.append(Problem(json_path(ipath, i), "an interface with a url",
                                         describe(item)))
                 continue
@@ -204,7 +211,7 @@ def _interfaces(obj: Mapping[str, Any], shape: str, path: str,
     if shape == "partial":
         return ()
     url = obj.get("url")
-    if not isinstance(url, str):
+    if not _url(url):
         problems.append(Problem(json_path(path, "url"), "the agent's URL (a string)", describe(url)))
         return ()
     # A2A 0.3: the main URL speaks preferredTransport, JSON-RPC when it is not stated (only then:
@@ -219,7 +226,7 @@ def _interfaces(obj: Mapping[str, Any], shape: str, path: str,
                                 describe(extra)))
         extra = None
     for i, item in enumerate(extra or ()):
-        if isinstance(item, Mapping) and isinstance(item.get("url"), str):
+        if isinstance(item, Mapping) and _url(item.get("url")):
             iface = Interface(item["url"], item.get("transport") if isinstance(item.get("transport"), str) else None)
             if (iface.url, iface.binding) != (out[0].url, out[0].binding):
                 out.append(iface)
