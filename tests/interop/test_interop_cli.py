@@ -79,6 +79,19 @@ def test_a2a_full_report_as_json(card, tmp_path):
     assert set(doc) == {"kind", "sources", "agents", "counts", "supplied", "not_derived", "notes", "skipped"}
 
 
+def test_versions_given_skill_by_skill_are_not_reported_as_the_default(card, tmp_path):
+    report = tmp_path / "report.json"
+    versions = ["--capability-version", "order.investigate=3", "--capability-version", "case.summarise=7"]
+    result = invoke("a2a", card, "--namespace", "s", *versions, "--report", report, "-o", tmp_path / "f.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert [c["version"] for c in lines(tmp_path / "f.jsonl")[0]["capabilities"]] == [3, 7]
+    assert orjson.loads(report.read_bytes())["supplied"] == {"namespace": ["order-analyst"],
+                                                               "capability versions": ["order-analyst"]}
+    # one skill left to the default: the default is said
+    result = invoke("a2a", card, "--namespace", "s", *versions[:2], "--report", report, "-o", tmp_path / "f.jsonl")
+    assert "capability versions (default 1: a card gives none)" in orjson.loads(report.read_bytes())["supplied"]
+
+
 def test_nothing_usable_exits_2_and_leaves_the_output_untouched(tmp_path):
     card = tmp_path / "partial.json"  # no URL: no host to take a namespace from
     card.write_text(json.dumps({k: v for k, v in CARD.items() if k != "url"}))

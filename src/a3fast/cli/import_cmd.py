@@ -101,8 +101,9 @@ def _naming_options(fn: Callable) -> Callable:
         click.option("--normalise", is_flag=True, hidden=True,
                      help="Normalise skill ids (the default; kept for older scripts)."),
         click.option("--skill-domain", metavar="DOMAIN",
-                     help=f"Domain prefixed to normalised skill ids without one (default "
-                          f"{DEFAULT_SKILL_DOMAIN}: book_air_tickets -> {DEFAULT_SKILL_DOMAIN}.book-air-tickets)."),
+                     help=f"Domain prefixed to a skill id that is no §2 identifier, once normalised (default "
+                          f"{DEFAULT_SKILL_DOMAIN}: book_air_tickets -> {DEFAULT_SKILL_DOMAIN}.book-air-tickets, "
+                          f"Order.Investigate -> {DEFAULT_SKILL_DOMAIN}.order.investigate)."),
         click.option("--allow-empty", is_flag=True,
                      help="Write agents that end up with no capabilities (else exit 1, nothing written)."),
     ]):

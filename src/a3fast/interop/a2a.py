@@ -306,7 +306,7 @@ def declaration_from_card(card: AgentCard, supplied: Supplied, report: ImportRep
         report.note("namespace derived", source, path, f"agent {card.name!r}: {derived_from}")
     missing: list[tuple[str, str]] = []
     seen: dict[str, str] = {}
-    normalised = unversioned = 0
+    normalised = unversioned = defaulted_versions = 0
     for skill in card.skills:
         version = supplied.version_for(skill.id)
         unversioned += version is None  # reported whether or not the id fits §2: both are missing
@@ -322,6 +322,7 @@ def declaration_from_card(card: AgentCard, supplied: Supplied, report: ImportRep
         normalised += name != skill.id
         if version is None:
             continue
+        defaulted_versions += skill.id not in supplied.skill_versions
         capability: dict[str, Any] = {"name": name, "version": version}
         if skill.description is not None:
             capability["description"] = skill.description
@@ -336,8 +337,11 @@ def declaration_from_card(card: AgentCard, supplied: Supplied, report: ImportRep
                         f"an Agent Card gives no capability major version{agent_version}; "
                         f"skills with no version supplied did not become capabilities"))
     elif doc["capabilities"]:
+        # the default named only where some capability took it: versions given skill by skill are
+        # the caller's answers, not a default
         given.append(f"capability versions (default {supplied.capability_version}: a card gives none)"
-                     if "capability_version" in supplied.defaulted else "capability versions")
+                     if "capability_version" in supplied.defaulted and defaulted_versions
+                     else "capability versions")
     more, absent = supplied.fill(doc, card.name, ORIGIN)
     endpoint = endpoint_of(card, fetched_from)
     if endpoint is not None:
