@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from ..errors import Problem, SchemaError, describe, json_path
@@ -182,7 +182,7 @@ def _named(obj: Mapping[str, Any], key: str, path: str, problems: list[Problem])
     return None
 
 
-def _url(value: Any) -> bool:
+def _url(value: Any) -> TypeGuard[str]:
     """Whether `value` names a URL: a string with something in it. An empty one reads as absent, as
     a card's signature reads it (the signed form leaves empty values out), so an interface of `""`
     added to a signed card is refused, not taken as its endpoint under a signature still valid."""
