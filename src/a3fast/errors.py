@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-__all__ = ["A3Error", "Problem", "SchemaError", "FleetError", "SnapshotError", "describe", "printable",
+__all__ = ["A3Error", "Problem", "SchemaError", "FleetError", "SnapshotError", "describe", "quoted", "printable",
            "json_path", "PROBLEMS_SHOWN", "capped"]
 
 
@@ -34,6 +34,12 @@ def describe(value: Any, limit: int = 60) -> str:
     if isinstance(value, list):
         return f"array of {len(value)}"
     return type(value).__name__
+
+
+def quoted(text: str, limit: int = 60) -> str:
+    """`text` quoted as `repr` quotes it, cut past `limit` characters: a name from the input named
+    in a message (a hostile one stays short)."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + "…"
 
 
 def printable(text: str) -> str:

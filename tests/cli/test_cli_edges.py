@@ -263,6 +263,29 @@ def test_a_route_that_adds_what_no_route_may_is_blamed_on_the_route(made, tmp_pa
                                    "clearances, tools, exclude, residency, model or agentRef")
 
 
+@pytest.mark.parametrize("route, said", [
+    (b"null", '$: expected a route {"name", "adds"}, found null'),
+    (b"[1, 2, 3]", '$: expected a route {"name", "adds"}, found array of 3'),
+    (b"{}", "$.name: expected the route's name (a non-empty string), found nothing"),
+    (b'{"name": ["%b"]}' % (b"b" * 100_000), "$.name: expected the route's name (a non-empty string), found array of 1"),
+    (b'{"name": "r", "adds": ["%b"]}' % (b"a" * 100_000),
+     "$.adds: expected an object of requirements the route adds, found array of 1"),
+    (b'{"name": "r", "%b": 1}' % (b"k" * 1000), "$: expected only 'name' and 'adds' in a route, found member "
+                                                 f"{'k' * 60!r}…"),
+    (b'{"name": "%b", "adds": {"x": 1}}' % (b"n" * 1000), f"route {'n' * 60!r}…: cannot add 'x'; a route adds "
+                                                          "capabilities, clearances, tools, exclude, residency, "
+                                                          "model or agentRef"),
+])
+def test_a_route_file_is_refused_in_one_short_line_whatever_it_holds(made, tmp_path, route, said):
+    # the file's values were quoted whole (a million bytes on one line) and in Python's type names
+    path = tmp_path / "route.json"
+    path.write_bytes(route)
+    done = CliRunner().invoke(main, ["replay", str(made / "t.jsonl"), "--fleet", str(made / "fleet.jsonl"),
+                                     "--route", str(path)])
+    assert done.exit_code == 2
+    assert done.output == f"a3fast: {path}: {said}\n"
+
+
 def test_a_snapshot_cut_short_after_its_mark_is_called_cut_short(made, tmp_path):
     from a3fast.snapshot import MAGIC
 

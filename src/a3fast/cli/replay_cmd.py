@@ -24,7 +24,7 @@ from typing import Any
 import click
 import orjson
 
-from ..errors import printable
+from ..errors import describe, printable, quoted
 from ..files import display_name, input_source, require_kind, shown_text, why_not_a_file
 from ..framing import ARRAY, framed
 from .common import (EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_outputs, check_not_inputs, check_outputs, closed_output,
@@ -324,15 +324,17 @@ def _route(path: str) -> Any:
     require_kind(path, "a route")
     doc = read_json(path)
     if not isinstance(doc, dict):
-        raise BadInput(f"{path}: $: expected a route {{\"name\", \"adds\"}}, found {type(doc).__name__}")
+        raise BadInput(f"{path}: $: expected a route {{\"name\", \"adds\"}}, found {describe(doc)}")
     unknown = [k for k in doc if k not in ("name", "adds")]
     if unknown:
-        raise BadInput(f"{path}: $.{unknown[0]}: expected only 'name' and 'adds' in a route, found {unknown[0]!r}")
+        raise BadInput(f"{path}: $: expected only 'name' and 'adds' in a route, found member {quoted(unknown[0])}")
     if not isinstance(doc.get("name"), str) or not doc.get("name"):
-        raise BadInput(f"{path}: $.name: expected the route's name (a non-empty string), found {doc.get('name')!r}")
+        raise BadInput(f"{path}: $.name: expected the route's name (a non-empty string), found "
+                       f"{describe(doc['name']) if 'name' in doc else 'nothing'}")
     adds = doc.get("adds")
     if not isinstance(adds, dict) or not adds:
-        raise BadInput(f"{path}: $.adds: expected an object of requirements the route adds, found {adds!r}")
+        raise BadInput(f"{path}: $.adds: expected an object of requirements the route adds, found "
+                       f"{describe(adds) if 'adds' in doc else 'nothing'}")
     try:
         route = Route(doc["name"], adds)
         from ..schema import parse_requirements

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import orjson
 
-from ..errors import A3Error, FleetError, describe
+from ..errors import A3Error, FleetError, describe, quoted
 from ..explain import summary_line
 from ..notebook import view_html
 from ..record.write import rejection_dict, scheduling_dict, scheduling_json, timings
@@ -20,6 +20,12 @@ __all__ = ["Placement", "Route", "RouteError", "CustomScores", "check_reason_lim
 
 _SINGLE_VALUED = ("residency", "agentRef")
 _LISTED = ("capabilities", "clearances", "tools", "exclude")
+
+
+def _shown(value: Any) -> str:
+    """A route's name or value as its errors quote it: text in quotes, cut past 60 characters, and
+    anything else described (a hostile route stays one short line)."""
+    return quoted(value) if isinstance(value, str) else describe(value)
 
 
 class RouteError(A3Error):
@@ -42,27 +48,27 @@ class Route:
     def __post_init__(self) -> None:
         # §6 records the rule "that added requirements": it has a name, and it adds something
         if not isinstance(self.name, str) or not self.name:
-            raise RouteError(f"a route needs a name (a non-empty string), found {self.name!r}")
+            raise RouteError(f"a route needs a name (a non-empty string), found {_shown(self.name)}")
         try:          # a record states it: a lone surrogate could never be written
             str(self.name).encode("utf-8")
         except UnicodeEncodeError:
             raise RouteError(f"a route's name must be text UTF-8 can write, found a lone surrogate in "
-                             f"{self.name!r}") from None
+                             f"{_shown(self.name)}") from None
         if not isinstance(self.adds, Mapping) or not self.adds:
-            raise RouteError(f"route {self.name!r} adds no requirements; a route adds at least one")
+            raise RouteError(f"route {_shown(self.name)} adds no requirements; a route adds at least one")
         # a route that adds what it cannot is refused when made, not at the first task it routes
         for key, value in self.adds.items():
             if key not in _LISTED and key != "model" and key not in _SINGLE_VALUED:
                 raise self._cannot_add(key)
             # the shapes `apply` merges by; what the merged values must be, §4 says when it parses them
             if key in _LISTED and not isinstance(value, (list, tuple)):
-                raise RouteError(f"route {self.name!r}: {key} must be added as a list, found {describe(value)}")
+                raise RouteError(f"route {_shown(self.name)}: {key} must be added as a list, found {describe(value)}")
             if key == "model" and not isinstance(value, Mapping):
-                raise RouteError(f"route {self.name!r}: model must be added as an object, found {describe(value)}")
+                raise RouteError(f"route {_shown(self.name)}: model must be added as an object, found {describe(value)}")
         # and adds something: an empty list, a null, a model without a latency class add no predicate
         if not any((value.get("latency_class") is not None) if key == "model" else
                    (bool(value) if key in _LISTED else value is not None) for key, value in self.adds.items()):
-            raise RouteError(f"route {self.name!r} adds no requirements; a route adds at least one")
+            raise RouteError(f"route {_shown(self.name)} adds no requirements; a route adds at least one")
 
     def apply(self, submitted: Requirements) -> Requirements:
         doc = dict(submitted.doc)
@@ -82,12 +88,12 @@ class Route:
         return parse_requirements(doc)
 
     def _cannot_add(self, key: Any) -> RouteError:
-        return RouteError(f"route {self.name!r}: cannot add {key!r}; a route adds capabilities, "
+        return RouteError(f"route {_shown(self.name)}: cannot add {_shown(key)}; a route adds capabilities, "
                           f"clearances, tools, exclude, residency, model or agentRef")
 
     def _add_single(self, doc: dict, key: str, value: Any, label: str) -> None:
         if doc.get(key) is not None and doc[key] != value:
-            raise RouteError(f"route {self.name!r} would change {label} from {doc[key]!r} to {value!r}; "
+            raise RouteError(f"route {_shown(self.name)} would change {label} from {_shown(doc[key])} to {_shown(value)}; "
                              f"a route may only add requirements")
         doc[key] = value
 
