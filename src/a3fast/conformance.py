@@ -150,8 +150,10 @@ def check_vector_files(root: Path, suite: str = CAPABILITY_SUITE) -> list[str]:
         schema = orjson.loads((base / "schema.json").read_bytes())
         validator = jsonschema.Draft202012Validator(schema)
         jsonschema.Draft202012Validator.check_schema(schema)
-    except (OSError, orjson.JSONDecodeError, jsonschema.SchemaError) as exc:
-        return [f"schema.json: {exc}"]       # named under the suite's directory, as the vector files are
+    except OSError as exc:             # named under the suite's directory, as the vector files are
+        return [f"schema.json: cannot read: {exc.strerror or exc}"]
+    except (orjson.JSONDecodeError, jsonschema.SchemaError) as exc:
+        return [f"schema.json: {exc}"]
     for path in vector_files(root, suite):
         rel = path.relative_to(base).as_posix()
         try:

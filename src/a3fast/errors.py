@@ -1,11 +1,12 @@
 """Errors a caller can act on: each problem names the JSON path, what was expected and what was found."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-__all__ = ["A3Error", "Problem", "SchemaError", "FleetError", "SnapshotError", "describe", "quoted", "printable",
-           "json_path", "PROBLEMS_SHOWN", "capped"]
+__all__ = ["A3Error", "Problem", "SchemaError", "FleetError", "SnapshotError", "SnapshotUnreadable",
+           "describe", "quoted", "printable", "json_path", "PROBLEMS_SHOWN", "capped", "os_error_line"]
 
 
 class A3Error(ValueError):
@@ -107,6 +108,15 @@ class SnapshotError(A3Error):
     cut short, or damaged (docs/snapshot.md)."""
 
 
+class SnapshotUnreadable(SnapshotError):
+    """A snapshot file the system does not read (its permissions, a directory in its place): what
+    to mend is the file's place, not what it holds. `reason` is the system's word for it."""
+
+    def __init__(self, path: Any, reason: str):
+        super().__init__(f"{path}: cannot read the snapshot ({reason})")
+        self.reason = reason
+
+
 #: How many problems a list of them shows before it counts the rest.
 PROBLEMS_SHOWN = 20
 
@@ -125,6 +135,14 @@ def capped(lines: Iterable[str], shown: int = PROBLEMS_SHOWN) -> list[str]:
     if more:
         out.append(f"… and {more:,} more problem{'s' if more != 1 else ''}")
     return out
+
+
+def os_error_line(exc: OSError) -> str:
+    """An OSError in the system's words, after the file it names (`state/lock: Permission
+    denied`), where `str` gives Python's form (`[Errno 13] Permission denied: 'state/lock'`)."""
+    if exc.filename is None:
+        return exc.strerror or str(exc)
+    return f"{printable(os.fsdecode(exc.filename))}: {exc.strerror or exc}"
 
 
 def cannot_start_lines(failure: str) -> list[str]:

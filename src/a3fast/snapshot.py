@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import orjson
 
-from .errors import SnapshotError, describe
+from .errors import SnapshotError, SnapshotUnreadable, describe
 from .files import atomic_file
 
 __all__ = ["MAGIC", "FORMAT_VERSION", "READ_VERSIONS", "write", "read", "encode", "decode",
@@ -210,4 +210,4 @@ def read(path: str | os.PathLike) -> bytes:
             fh.seek(0)
             return fh.read()
     except OSError as exc:
-        raise SnapshotError(f"{path}: cannot read the snapshot ({exc.strerror or exc})") from None
+        raise SnapshotUnreadable(path, exc.strerror or str(exc)) from None

@@ -427,3 +427,23 @@ def test_a_huge_file_in_place_of_a_snapshot_or_checkpoint_is_refused_from_its_fi
         fh.truncate(2 << 30)
     run = _limited_serve(state)
     assert run.returncode == 2 and b"more than any a3fast writes there" in run.stderr, run.stderr[-300:]
+
+
+@pytest.mark.parametrize("stdio", [False, True], ids=["http", "stdio"])
+def test_a_directory_in_place_of_a_state_file_is_named_in_the_systems_words(tmp_path, stdio):
+    # Python's form was printed: "[Errno 21] Is a directory: '.../checkpoint'"; and a snapshot that
+    # cannot be read asked for the state to be restored from a copy, where its file is what to fix
+    state = _state(tmp_path, checkpoint=True)
+    snapshot = next(state.glob("fleet.*.a3snap"))
+    kept = snapshot.read_bytes()
+    snapshot.unlink()
+    snapshot.mkdir()
+    err = _refused(state, stdio=stdio)
+    assert err.endswith(f"a3fast: cannot start: {snapshot}: cannot read the fleet snapshot the checkpoint "
+                        f"names: Is a directory\n"), err
+    snapshot.rmdir()
+    snapshot.write_bytes(kept)
+    fresh = tmp_path / "fresh"
+    (fresh / "checkpoint").mkdir(parents=True)
+    err = _refused(fresh, stdio=stdio)
+    assert err.endswith(f"a3fast: cannot start: {fresh / 'checkpoint'}: Is a directory\n"), err

@@ -207,6 +207,14 @@ def test_conformance_without_vectors_is_bad_input(tmp_path):
     assert result.exit_code == 2 and "no capability-schema/ vectors" in result.output
 
 
+def test_conformance_without_its_schema_file_says_so_in_the_systems_words(tmp_path):
+    (tmp_path / "capability-schema").mkdir()
+    result = CliRunner().invoke(main, ["conformance", "--vectors", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output == (f"a3fast: {tmp_path / 'capability-schema' / 'schema.json'}: cannot read: "
+                             f"No such file or directory\n")
+
+
 def test_conformance_runs_the_matching_vectors_on_the_fleet(engine):
     result = run("conformance", "--vectors", VECTORS, "--suite", "matching", "--engine", engine)
     assert result.exit_code == 0 and result.output.strip().endswith(", 0 failed")

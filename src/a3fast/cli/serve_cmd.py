@@ -443,9 +443,9 @@ def _run_stdio(config) -> int:
         if config.fleet is not None:
             seed_fleet(state, config)
     except (StateError, SchemaError, OSError) as exc:
-        from ..errors import cannot_start_lines
+        from ..errors import cannot_start_lines, os_error_line
 
-        say("\n".join(cannot_start_lines(str(exc))))
+        say("\n".join(cannot_start_lines(os_error_line(exc) if isinstance(exc, OSError) else str(exc))))
         return EXIT_BAD_INPUT
     state.ready = True
     widen_pipes(sys.stdin.buffer, sys.stdout.buffer)

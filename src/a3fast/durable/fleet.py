@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Generic, Mapping, Protocol, TypeVar
 
-from ..errors import A3Error, describe
+from ..errors import A3Error, SnapshotUnreadable, describe
 from .journal import (CHANGE, MAX_ENTRY, ChangedFleet, ChangeUnreadable, Journal, JournalFailed, apply_change,
                       decode_change, encode_change)
 from .statedir import Entry, Recovered, StateDir, StateError
@@ -133,7 +133,12 @@ class DurableFleet(Generic[F]):
             return self.load(path)
         except StateError:
             raise
-        except (A3Error, OSError) as exc:
+        except (OSError, SnapshotUnreadable) as exc:
+            # the file is there but cannot be read (its permissions, a directory in its place):
+            # what to mend is that, not the state's contents
+            reason = exc.reason if isinstance(exc, SnapshotUnreadable) else exc.strerror or str(exc)
+            raise StateError(f"{path}: cannot read the fleet snapshot the checkpoint names: {reason}") from None
+        except A3Error as exc:
             raise StateError(f"{path}: cannot load the fleet snapshot the checkpoint names: {exc}; "
                              f"restore the state directory from a copy") from None
         except Exception as exc:   # a loader's unforeseen failure still names the file, never hangs a start

@@ -38,7 +38,7 @@ from starlette.routing import Route
 
 from ..cancellation import cancel_until_done
 from ..framing import LINES, iter_documents
-from ..errors import SchemaError, cannot_start_lines, describe
+from ..errors import SchemaError, cannot_start_lines, describe, os_error_line
 from . import metrics
 from .access_log import AccessLog
 from .config import ServiceConfig
@@ -874,7 +874,7 @@ def _open(state: ServiceState, config: ServiceConfig, app) -> None:
             seed_fleet(state, config)
         state.ready = True
     except (StateError, SchemaError, OSError) as exc:
-        _stop_loading(app, state, str(exc))
+        _stop_loading(app, state, os_error_line(exc) if isinstance(exc, OSError) else str(exc))
         return
     except Exception as exc:
         # whatever else escapes a loader stops the start too: a server left answering 503
