@@ -236,11 +236,45 @@ def decode_problem(data: bytes | str, limit: int = MAX_DEPTH) -> tuple[Any, list
     except RecursionError:
         return None, [Problem("$", _depth_expected(limit), "deeper nesting")]
     except (msgspec.MsgspecError, UnicodeError) as exc:
+        if str(exc).startswith(_OUT_OF_RANGE):
+            problems = _numbers_past_doubles(data, limit)
+            if problems:
+                return None, problems
         return None, [Problem("$", "valid JSON", syntax_error(data, exc))]
     if plainly_within(data, limit):
         return value, []
     problems = validate(value, "$", limit, decoded_json=True)
     return (None if problems else value), problems
+
+
+#: msgspec's words for a number no double holds (`1e400`, an integer of thousands of digits): valid
+#: JSON, which the rule refuses where it stands
+_OUT_OF_RANGE = ("Number out of range", "Integer value out of range")
+#: digits of an integer literal read as itself; a longer one stands in as a power of ten of its
+#: length (Python refuses to turn more than 4,300 digits into an int, and the rule needs its size)
+_DIGITS_READ = 4000
+
+
+def _numbers_past_doubles(data: bytes | str, limit: int) -> list[Problem] | None:
+    """The problems of JSON text whose numbers msgspec could not hold, each at its member: the text
+    read again by Python's `json`, which takes any number (NaN and Infinity, which are no JSON,
+    refused), and held to the rule. None when that reader refuses the text too."""
+    import json
+
+    def integer(text: str) -> int:
+        digits = len(text.lstrip("-"))
+        if digits <= _DIGITS_READ:
+            return int(text)
+        return (-1 if text.startswith("-") else 1) * 10 ** (digits - 1)
+
+    def constant(text: str) -> Any:
+        raise ValueError(text)
+
+    try:
+        value = json.loads(data, parse_int=integer, parse_constant=constant)
+    except (ValueError, RecursionError):
+        return None
+    return check(value, "$", limit) or None
 
 
 def syntax_error(data: bytes | str, exc: Exception) -> str:

@@ -117,11 +117,26 @@ def test_conforms_never_says_yes_when_check_finds_a_problem(value):
 @pytest.mark.parametrize("text, found", [
     (b"[" * 1000 + b"]" * 1000, "deeper nesting"), (b"[" * 129 + b"]" * 129, "deeper nesting"),
     (b'{"x": 18446744073709551616}', "18446744073709551616"), (b'{"x": "\\ud800"}', "surrogate"),
-    (b'{"x": 1e400}', "infinity"), (b"nope", "literal"), ("\ud800", "lone surrogate")])
+    (b'{"x": 1e400}', "$.x: expected a finite number, found inf"), (b"nope", "literal"),
+    ("\ud800", "lone surrogate")])
 def test_loads_raises_only_schema_error_naming_the_problem(text, found):
     with pytest.raises(SchemaError) as err:
         loads(text, "f.json")
     assert found in str(err.value) and str(err.value).startswith("f.json: ")
+
+
+@pytest.mark.parametrize("text, found", [
+    (b'{"a": [1, {"x": 1e400}]}', "$.a[1].x: expected a finite number, found inf"),
+    (b'{"x": -1e999, "y": 2}', "$.x: expected a finite number, found -inf"),
+    (b'{"x": 1%b}' % (b"0" * 399), "$.x: expected an integer from -2^63 to 2^64-1, found an integer of about 400 digits"),
+    (b'{"x": -%b}' % (b"9" * 5000), "$.x: expected an integer from -2^63 to 2^64-1, found an integer of about 5000 digits"),
+])
+def test_a_number_no_double_holds_is_named_at_its_member(text, found):
+    # valid JSON that msgspec cannot hold was "expected valid JSON, found number is infinity when
+    # parsed as double": the rule refuses it where it stands, as it does an integer of 21 digits
+    with pytest.raises(SchemaError) as err:
+        loads(text, "f.json")
+    assert str(err.value) == f"f.json: {found}"
 
 
 @pytest.mark.parametrize("text", [
