@@ -802,3 +802,24 @@ def test_a_refused_list_is_told_in_the_api_servers_own_words(api, tmp_path):
         assert not ready(client)
         api.refuse.clear()
         until("synced", lambda: ready(client), timeout=20)
+
+
+def test_what_a_failed_request_says_and_whether_a_list_follows():
+    # the client raises ApiException for server answers and, with status 0, for a TLS failure that
+    # got none; an error event's words come in `reason`, an answer's in its Status body
+    from kubernetes.client.rest import ApiException
+
+    from a3fast.service.k8s_watch import ERROR_TEXT, _error_text, _lists_again_after
+
+    no_answer = ApiException(status=0, reason="SSLError\nEOF occurred in violation of protocol (_ssl.c:2427)")
+    assert _error_text(no_answer) == "SSLError EOF occurred in violation of protocol (_ssl.c:2427)"
+    assert not _lists_again_after(no_answer)
+    event = ApiException(status=500, reason="InternalError: " + "etcd is slow " * 100)
+    assert len(_error_text(event)) <= ERROR_TEXT + 2 and "\n" not in _error_text(event)
+    assert _lists_again_after(event)
+    assert not _lists_again_after(ApiException(status=429, reason="Too Many Requests"))
+    assert not _lists_again_after(ConnectionResetError(104, "Connection reset by peer"))
+    answer = ApiException(status=504, reason="Gateway Timeout")
+    answer.body = orjson.dumps(_status(504, "Timeout", "Too large resource version: 99, current: 4"))
+    assert _error_text(answer) == "HTTP 504 Gateway Timeout: Too large resource version: 99, current: 4"
+    assert _lists_again_after(answer)

@@ -18,7 +18,7 @@ from ..authority import (DEFAULT_SKEW_SECONDS, Resolution, Resolver, load_public
                          parse_contracts, parse_engagement, parse_mappings, parse_policy, parse_skills)
 from ..authority.times import current_instant, format_instant
 from ..document import loads
-from ..errors import Problem, SchemaError
+from ..errors import Problem, SchemaError, quoted
 from ..files import InputError, display_name, json_of, read_bytes, read_json_documents, require_kind, sniff_kind
 from ..kinds import wrong_kind
 from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output
@@ -35,7 +35,7 @@ def _documents(path: str, parse, what: str) -> tuple:
         twice = _member_twice(data)
         if twice is not None:
             raise SchemaError([Problem("$", "objects that name each member once",
-                                       f"member {twice!r} twice in one object")])
+                                       f"member {quoted(twice)} twice in one object")])
         return value
     docs = read_json_documents(path, decode=once_each)
     try:
@@ -75,7 +75,7 @@ def _one_of(path: str, parse, what: str) -> Any:
     if twice is not None:
         # JSON leaves duplicate names to the reader (this one keeps the last): signed bytes that
         # two readers read as two documents prove nothing (I-JSON, RFC 7493, forbids them)
-        raise InputError(f"{display_name(path)}: member {twice!r} appears twice in one object; "
+        raise InputError(f"{display_name(path)}: member {quoted(twice)} appears twice in one object; "
                          f"{what} must name each member once")
     if looks is None:
         return doc

@@ -351,7 +351,8 @@ class FleetShard:
         try:
             text = share_text(path, [share])
         except (OSError, ValueError) as exc:
-            raise StateError(f"{where}: cannot read the lines it committed from {path} ({exc}); the "
+            why = exc.strerror or str(exc) if isinstance(exc, OSError) else str(exc)
+            raise StateError(f"{where}: cannot read the lines it committed from {path} ({why}); the "
                              f"file must stay as it was until the shard's next checkpoint") from None
         if len(text) != size or zlib.crc32(text) != crc:
             raise StateError(f"{where}: {path} changed since its lines were committed (length or CRC-32 "

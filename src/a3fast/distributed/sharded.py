@@ -28,7 +28,7 @@ import numpy as np
 import orjson
 
 from ..files import write_atomic
-from ..errors import A3Error, FleetError, Problem, SchemaError, SnapshotError, describe
+from ..errors import A3Error, FleetError, Problem, SchemaError, SnapshotError, SnapshotUnreadable, describe
 from ..fleet import pipeline
 from ..fleet.core import check_outcome_counts, check_placing_arguments, truth
 from ..fleet.table import check_agent_name
@@ -260,7 +260,9 @@ class ShardedFleet:
             document = orjson.loads(path.read_bytes())
         except FileNotFoundError:
             raise SnapshotError(f"{path}: missing: {source} is not a complete sharded fleet snapshot") from None
-        except (OSError, orjson.JSONDecodeError) as exc:
+        except OSError as exc:
+            raise SnapshotUnreadable(path, exc.strerror or str(exc)) from None
+        except orjson.JSONDecodeError as exc:
             raise SnapshotError(f"{path}: cannot read the sharded fleet snapshot ({exc})") from None
         if not isinstance(document, dict) or document.get("content") != SHARDED_CONTENT \
                 or document.get("format") != SHARDED_FORMAT:

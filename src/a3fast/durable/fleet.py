@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Generic, Mapping, Protocol, TypeVar
 
-from ..errors import A3Error, SnapshotUnreadable, describe
+from ..errors import A3Error, SnapshotUnreadable, describe, os_error_line
 from .journal import (CHANGE, MAX_ENTRY, ChangedFleet, ChangeUnreadable, Journal, JournalFailed, apply_change,
                       decode_change, encode_change)
 from .statedir import Entry, Recovered, StateDir, StateError
@@ -259,7 +259,8 @@ class DurableFleet(Generic[F]):
             self.checkpoint()
             return True
         except (OSError, A3Error) as exc:
-            self.log(f"no checkpoint taken: {exc}; the journal keeps every change since the last one")
+            why = os_error_line(exc) if isinstance(exc, OSError) else exc
+            self.log(f"no checkpoint taken: {why}; the journal keeps every change since the last one")
             return False
 
     def maybe_checkpoint(self) -> None:

@@ -212,7 +212,7 @@ def _interfaces(obj: Mapping[str, Any], shape: str, path: str,
         return ()
     url = obj.get("url")
     if not _url(url):
-        problems.append(Problem(json_path(path, "url"), "the agent's URL (a string)", describe(url)))
+        problems.append(Problem(json_path(path, "url"), "the agent's URL (a non-empty string)", describe(url)))
         return ()
     # A2A 0.3: the main URL speaks preferredTransport, JSON-RPC when it is not stated (only then:
     # one stated as something else is a part left out, and no transport is made up for it)

@@ -8,8 +8,8 @@ LIST_PAGE), then watches from the list's resourceVersion with bookmarks allowed,
 watch from the last resourceVersion it saw (an event's or a bookmark's), lists again when the API
 server answers 410 Gone (the version was compacted) and, after a backoff with jitter, when it
 answers any other error but 429 (a watch refused for a resourceVersion the server has not reached,
-after etcd was restored from a backup, is listed past, not asked again for ever); a server that
-does not answer is watched again from where the watch was. A list whose continue token expires is
+after etcd was restored from a backup, is listed past, not asked again for ever); a request that
+got no answer is watched again from where the watch was (`_lists_again_after` says why). A list whose continue token expires is
 made again whole, in one request, as client-go's pager does. Every request is bounded: a list by its read timeout, a watch by `timeoutSeconds` on the
 server and a read timeout a little past it on the client.
 
@@ -734,13 +734,16 @@ def _watch_class() -> type:
 
 
 def _lists_again_after(exc: BaseException) -> bool:
-    """Whether a failed request is followed by a list rather than a watch from where it was: as
-    client-go's reflector, after any answer of the server's but 429 (which asks only to wait), such
-    as a watch refused with 504 for a resourceVersion it has not reached (etcd restored from a
-    backup) or ended by an error; a server that did not answer (down, unreachable) is watched
-    again from where the watch was."""
+    """Whether a failed request is followed by a list rather than a watch from where it was: after
+    an HTTP answer of the server's but 429 (which asks only to wait), as client-go's reflector lists
+    again after one: a watch refused with 504 for a resourceVersion the server has not reached
+    (etcd restored from a backup), or ended by an error event. A request that got no answer (the
+    server down or unreachable, a connection cut; the client's ApiException of status 0 for a TLS
+    failure) is watched again from where the watch was, where client-go lists again for all but a
+    refused connection: a version the server no longer holds is answered 410, which lists again,
+    so resuming loses nothing and spares the server a full list each time it is away a moment."""
     status = getattr(exc, "status", None)
-    return isinstance(status, int) and status != 429
+    return isinstance(status, int) and status >= 100 and status != 429
 
 
 #: the most of an error's own words kept in `last_error` and the log
@@ -752,10 +755,14 @@ def _error_text(exc: BaseException) -> str:
         return str(exc)
     status = getattr(exc, "status", None)
     reason = getattr(exc, "reason", None)
-    if status is not None:
+    if isinstance(status, int) and status >= 100:
+        # an error event's words are in `reason` ("Expired: too old resource version: ..."), an
+        # answer's in its Status body
         said = f"HTTP {status} {reason or ''}".strip()
         message = _status_message(getattr(exc, "body", None))
-        return f"{said}: {message}" if message else said
+        return _shortened(f"{said}: {message}" if message else said)
+    if status is not None:       # the client's ApiException for a request that got no answer
+        return _shortened(str(reason or exc))
     return f"{type(exc).__name__}: {_shortened(str(exc))}"
 
 

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import orjson
 
-from ..errors import A3Error, FleetError, Problem, SchemaError, describe
+from ..errors import A3Error, FleetError, Problem, SchemaError, describe, os_error_line
 from ..files import write_pieces
 from ..record.compact import Encoder
 from ..fleet import Fleet, FleetProtocol, namespace_problem
@@ -411,7 +411,8 @@ class ServiceState:
         try:
             self.durable_fleet.checkpoint()
         except (OSError, A3Error) as exc:
-            raise StateError(f"{self.directory}: the fleet read in bulk could not be checkpointed ({exc}); "
+            why = os_error_line(exc) if isinstance(exc, OSError) else exc
+            raise StateError(f"{self.directory}: the fleet read in bulk could not be checkpointed ({why}); "
                              f"nothing of it was kept") from None
         if self.settle:
             settle()

@@ -38,6 +38,8 @@ import stat
 import time
 from typing import Any, Callable
 
+from ..errors import os_error_line
+
 __all__ = ["uvicorn_options", "verified_client", "CertificateReloader", "reload_certificates", "tls_terminated",
            "TLSPort", "listener_context", "validity_problem"]
 
@@ -263,7 +265,10 @@ class CertificateReloader:
                 raise ValueError(refused)
             fresh = self._make()
         except (OSError, ssl.SSLError, ValueError) as exc:
-            refused = f"{type(exc).__name__}: {exc}"
+            # the system's words for a file it does not read (`tls.key: No such file or directory`),
+            # OpenSSL's for one it does not take
+            refused = (os_error_line(exc) if isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError)
+                       else str(exc))
             if refused != self._refused:    # said once, not at every connection until they read whole
                 log.warning("TLS: the changed certificate files do not load (%s); the certificate "
                             "loaded before is still served", refused)
