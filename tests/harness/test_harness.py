@@ -165,6 +165,20 @@ def test_the_client_requires_answers_to_echo_the_request_id(tmp_path):
     assert caught.value.kind == "malformed" and "echo the request's id" in caught.value.message
 
 
+def test_an_id_of_true_is_not_the_echo_of_request_1_and_a_float_of_its_number_is(tmp_path):
+    # Python's `true == 1` took `true` for request 1's id (and for no other); JSON reads 1.0 as 1
+    script = tmp_path / "echo_id_as.py"
+    script.write_text("import json, sys\nfor line in sys.stdin:\n    rid = json.loads(line)['id']\n"
+                      "    rid = True if sys.argv[1] == 'true' else float(rid)\n"
+                      "    print(json.dumps({'id': rid, 'ok': True}), flush=True)\n")
+    with MatcherProcess(f"{sys.executable} {script} true", timeout=5) as m:
+        with pytest.raises(MatcherFailure) as caught:
+            m.request("list_agents")
+    assert caught.value.kind == "malformed" and "carries id True" in caught.value.message
+    with MatcherProcess(f"{sys.executable} {script} float", timeout=5) as m:
+        assert m.request("list_agents")["id"] == 1.0 and m.request("list_agents")["id"] == 2.0
+
+
 def test_every_check_is_exercised_by_some_wrong_matcher():
     """The checks a wrong matcher trips, over the modes the tests above use."""
     seen = set()

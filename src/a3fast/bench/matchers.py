@@ -37,7 +37,7 @@ import orjson
 
 from .. import workload
 from ..fleet import Fleet
-from ..harness.client import PIPELINE_WINDOW, MatcherFailure, MatcherProcess
+from ..harness.client import PIPELINE_WINDOW, MatcherFailure, MatcherProcess, echoes
 from ..record.compact import Encoder
 from ..service.operations import STREAM as STREAM_FORM
 from ..trace import placement_lines
@@ -277,7 +277,7 @@ class _ProtocolSubject:
             answer = _read_place_answer(line)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise MatcherFailure("malformed", f"the answer to a place request is not a place answer ({exc})") from None
-        if answer.id != rid:
+        if not echoes(answer.id, rid):
             raise MatcherFailure("malformed", f"the answer to place request {rid} carries id {answer.id!r}: "
                                  f"answers must echo the request's id, in order")
         if answer.ok is not True and self.forms and any(

@@ -19,7 +19,7 @@ import orjson
 
 from .. import process_groups
 
-__all__ = ["MatcherFailure", "MatcherProcess", "command_argv"]
+__all__ = ["MatcherFailure", "MatcherProcess", "command_argv", "echoes"]
 
 #: Bytes of the matcher's standard error quoted when it fails.
 STDERR_TAIL = 600
@@ -33,6 +33,12 @@ _LONGEST_WAIT_S = 86_400.0
 #: Requests a pipelining client sends before reading their answers (small enough that the window
 #: fits in a pipe's buffer).
 PIPELINE_WINDOW = 32
+
+
+def echoes(found: Any, rid: int) -> bool:
+    """Whether an answer's id is the request's: the same number, as JSON reads numbers (`6.0` is
+    6), and never `true` for 1, which Python's `==` would take it for."""
+    return found == rid and not isinstance(found, bool)
 
 
 class MatcherFailure(Exception):
@@ -109,7 +115,7 @@ class MatcherProcess:
         rid = self._next_id
         self.send({"op": op, "id": rid, **fields})
         answer = self.receive(op)
-        if answer.get("id") != rid:
+        if not echoes(answer.get("id"), rid):
             raise MatcherFailure("malformed", f"the answer to {op} request {rid} carries id "
                                  f"{answer.get('id')!r}: answers must echo the request's id, in order")
         if check and answer.get("ok") is not True:

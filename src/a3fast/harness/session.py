@@ -14,7 +14,7 @@ import orjson
 from .. import process_groups
 
 from .checks import Expected, check_placement, expected_placement, from_vector
-from .client import PIPELINE_WINDOW, MatcherFailure, MatcherProcess
+from .client import PIPELINE_WINDOW, MatcherFailure, MatcherProcess, echoes
 from .worlds import World, live_fleet
 
 __all__ = ["Failure", "Session"]
@@ -152,7 +152,7 @@ def _place_answer(rid: int, line: bytes) -> dict[str, Any]:
     if not isinstance(answer, dict):
         raise MatcherFailure("malformed", "the answer to a place request is not a JSON object: "
                              f"{line[:200].decode('utf-8', 'replace')}")
-    if answer.get("id") != rid:
+    if not echoes(answer.get("id"), rid):
         raise MatcherFailure("malformed", f"the answer to place request {rid} carries id "
                              f"{answer.get('id')!r}: answers must echo the request's id, in order")
     if answer.get("ok") is not True:
