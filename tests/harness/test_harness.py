@@ -209,7 +209,7 @@ def test_bench_holds_every_decision_to_the_hard_filter_and_names_a_matcher_that_
     result = CliRunner().invoke(main, ["bench", "--matcher", literal("residency"), "--matcher", literal("choice"),
                                        "--matcher", literal("order"), "--sizes", "200", "--tasks", "60",
                                        "--seconds", "10", "--window", "1", "-o", str(out)])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output      # a subject broke the hard filter: the table, then 1
     wrong = [line for line in result.output.splitlines() if ": WRONG: " in line]
     assert len(wrong) == 1 and wrong[0].startswith(literal("residency") + ": WRONG: ")
     assert re.search(r"\(§5; first: task \d+: bound to 'agent-\d+', which does not pass every predicate\)", wrong[0])
@@ -224,7 +224,7 @@ def test_bench_holds_every_decision_to_the_hard_filter_and_names_a_matcher_that_
 def test_bench_reports_a_matcher_that_fails_without_stopping_the_others():
     result = CliRunner().invoke(main, ["bench", "--matcher", literal("crash"), "--sizes", "100", "--tasks", "5",
                                        "--seconds", "2"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output      # every subject's row, then 1 for the one stopped
     assert "stopped: the matcher exited with code 70" in result.output
     assert "a3fast (stdio protocol)" in result.output
 
@@ -293,7 +293,7 @@ def test_bench_asks_for_compact_records_and_asks_again_without_when_a_matcher_re
     command = fussy(tmp_path, 1)
     result = CliRunner().invoke(main, ["bench", "--matcher", command, "--sizes", "100", "--tasks", "15",
                                        "--seconds", "5", "-o", str(out)])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output      # it rejects every task: wrong, and said so
     assert "compact records asked for" in result.output and "stopped" not in result.output
     data = orjson.loads(out.read_bytes())
     assert {b["params"]["record"] for b in data["benchmarks"]} == {"compact"}
@@ -310,7 +310,7 @@ def test_bench_record_spec_asks_every_subject_for_spec_records():
 def test_bench_stops_a_matcher_whose_place_answer_holds_two_decisions(tmp_path):
     result = CliRunner().invoke(main, ["bench", "--matcher", fussy(tmp_path, 2), "--sizes", "100", "--tasks", "5",
                                        "--seconds", "2"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output
     assert "stopped: a place answer with 2 task.bound or task.rejected records (expected one)" in result.output
 
 

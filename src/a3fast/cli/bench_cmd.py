@@ -4,13 +4,15 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 from contextlib import contextmanager
 from typing import Iterator
 
 import click
 import orjson
 
-from .common import BadInput, Seconds, atomic_outputs, check_not_inputs, check_outputs, output_option, say
+from .common import (EXIT_NEGATIVE, EXIT_OK, BadInput, Seconds, atomic_outputs, check_not_inputs, check_outputs,
+                     output_option, say)
 
 
 #: The most agents (or tasks) a run generates, as `gen-fleet` and `gen-tasks` allow: past it the
@@ -109,9 +111,11 @@ def bench(sizes, large_from, shell_runs, distributed, quick, json_path, output, 
             _bench_distributed(distributed, tasks, quick, paths)
             return
         if matchers:
-            _bench_matchers(list(matchers), chosen[0] if chosen else 1000, tasks or (30 if quick else 300),
-                            min(seconds, 5.0) if quick else seconds, timeout, record, paths, window)
-            return
+            failed = _bench_matchers(list(matchers), chosen[0] if chosen else 1000, tasks or (30 if quick else 300),
+                                     min(seconds, 5.0) if quick else seconds, timeout, record, paths, window)
+            # a CI job that benchmarks a matcher learns from the exit code that it stopped or placed
+            # wrongly, not only from the table
+            sys.exit(EXIT_NEGATIVE if failed else EXIT_OK)
         _bench_tables(chosen, large_from, shell_runs, quick, tasks, no_memory, no_extras, paths)
 
 
@@ -208,7 +212,9 @@ def _measured(report) -> bool:
                 or report.large or report.extras)
 
 
-def _bench_matchers(commands, agents, tasks, seconds, timeout, record, paths, window=32) -> None:
+def _bench_matchers(commands, agents, tasks, seconds, timeout, record, paths, window=32) -> bool:
+    """Run and print the bench of `commands`; whether some subject was stopped or broke the hard
+    filter."""
     from ..bench.matchers import render_matchers, run_matcher_bench, to_pytest_benchmark
     from ..harness.client import MatcherFailure, command_argv
 
@@ -232,3 +238,4 @@ def _bench_matchers(commands, agents, tasks, seconds, timeout, record, paths, wi
             for out in streams:
                 out.write(data)
     click.echo(render_matchers(result), err="-" in paths)
+    return any(run.failure is not None or run.broke for run in result.runs)
