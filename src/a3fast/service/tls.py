@@ -260,21 +260,21 @@ class CertificateReloader:
             self._refused = None
             return False
         refused = self._not_a_file(status)
-        try:
-            if refused is not None:
-                raise ValueError(refused)
-            fresh = self._make()
-        except (OSError, ssl.SSLError, ValueError) as exc:
-            # the system's words for a file it does not read (`tls.key: No such file or directory`),
-            # OpenSSL's for one it does not take
-            refused = (os_error_line(exc) if isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError)
-                       else str(exc))
+        if refused is None:
+            try:
+                self.current = self._make()
+            except (OSError, ssl.SSLError, ValueError) as exc:
+                # the system's words for a file it does not read (`tls.key: No such file or
+                # directory`), OpenSSL's for one it does not take
+                refused = (os_error_line(exc) if isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError)
+                           else str(exc))
+        if refused is not None:
             if refused != self._refused:    # said once, not at every connection until they read whole
                 log.warning("TLS: the changed certificate files do not load (%s); the certificate "
                             "loaded before is still served", refused)
                 self._refused = refused
             return False
-        self._loaded, self.current, self._refused = status, fresh, None
+        self._loaded, self._refused = status, None
         log.warning("TLS: the certificate files changed; new connections get them")
         dates = validity_problem(self._paths[0])
         if dates is not None:
