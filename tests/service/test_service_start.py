@@ -44,6 +44,42 @@ def test_any_loader_failure_stops_the_start_with_exit_2_naming_the_file(tmp_path
     assert "Traceback" not in run.stderr
 
 
+def test_a_start_that_fails_stops_even_with_standard_error_gone(tmp_path):
+    # its reader closed (a supervisor's log pipe broken): the failure's lines are lost, and the
+    # server still stops with exit 2, not left answering 503 "loading"
+    fleet = tmp_path / "fleet.jsonl"
+    fleet.write_bytes(b'{"v": "a3/1.0", "agent": {"name": "x"}\n')
+    proc = subprocess.Popen([sys.executable, "-m", "a3fast", "serve", "--port", "0", "--fleet", str(fleet)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stderr.close()
+    try:
+        assert proc.wait(timeout=60) == 2
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+        pytest.fail("the server kept running after its load failed with standard error closed")
+    finally:
+        proc.stdout.close()
+
+
+def test_a_service_serves_on_and_stops_cleanly_with_standard_output_gone(tmp_path):
+    # a supervisor that read the listening line and closed its end: the ready and stopped lines
+    # are lost, the service serves, and a stop closes its state cleanly with exit 0
+    server = Server("--state", str(tmp_path / "state"), ready=False)
+    server.proc.stdout.close()
+    server.wait_ready()
+    agent = SECTION_10_AGENTS[0]
+    assert server.client.put(f"/v1/agents/{agent['agent']['name']}", json=agent).status_code in (200, 201)
+    assert server.stop() == 0
+    stderr = server.stderr()
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
+    again = Server("--state", str(tmp_path / "state"))
+    try:
+        assert again.client.get(f"/v1/agents/{agent['agent']['name']}").status_code == 200
+    finally:
+        assert again.stop() == 0
+
+
 def _lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 

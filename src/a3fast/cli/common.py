@@ -15,6 +15,7 @@ import click
 
 from ..errors import A3Error, Problem, SchemaError, capped, printable
 from ..files import is_special, remove_stale_temps, replace_into, shown_text, temp_beside
+from ..streams import silenced
 
 EXIT_OK = 0
 EXIT_NEGATIVE = 1
@@ -92,17 +93,6 @@ def closed_stream(which: str) -> io.TextIOWrapper:
     if which == "input":
         return io.TextIOWrapper(io.BufferedReader(_Closed(CLOSED_INPUT, True)), encoding="utf-8")
     return io.TextIOWrapper(io.BufferedWriter(_Closed(CLOSED_OUTPUT, False)), encoding="utf-8")
-
-
-def silenced(stream: Any) -> None:
-    """`stream` (standard output or error) was closed by its reader: what is still written to it
-    (the interpreter's flush at exit too) goes to /dev/null, so nothing more fails there."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, stream.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):     # no descriptor to replace: nothing flushes to it
-        pass
 
 
 def closed_output() -> None:

@@ -17,6 +17,7 @@ from typing import NoReturn
 import click
 
 from ..files import why_not_a_file
+from ..streams import status_line
 from .common import EXIT_BAD_INPUT, Seconds, say
 
 
@@ -409,16 +410,18 @@ def _run_http(config) -> int:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     url = f"{'https' if tls else 'http'}://{shown}:{port}"
-    # the service takes work only once its state and fleet are loaded: it says so when they are
-    app.state.on_ready = lambda agents: print(f"a3fast: ready ({agents:,} agent{'' if agents == 1 else 's'}); "
-                                              f"serving on {url}", flush=True)
-    print(f"a3fast: loading; listening on {url}", flush=True)
+    # the service takes work only once its state and fleet are loaded: it says so when they are.
+    # These lines are its status, not an answer: a reader of standard output gone (a supervisor that
+    # read the first line and closed its end) loses them, and the service serves on
+    app.state.on_ready = lambda agents: status_line(f"a3fast: ready ({agents:,} agent{'' if agents == 1 else 's'}); "
+                                                    f"serving on {url}", sys.stdout)
+    status_line(f"a3fast: loading; listening on {url}", sys.stdout)
     for stop in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop, _stop_asked)
     server.run(sockets=[sock])
     if getattr(app.state, "failure", None):
         return EXIT_BAD_INPUT
-    print("a3fast: stopped", flush=True)
+    status_line("a3fast: stopped", sys.stdout)
     return 0
 
 

@@ -13,6 +13,7 @@ import time
 from typing import TextIO
 
 from ..errors import printable
+from ..streams import status_line
 
 __all__ = ["AccessLog", "access_line"]
 
@@ -53,6 +54,5 @@ class AccessLog:
         finally:
             path = scope.get("raw_path", b"").decode("latin-1") or scope.get("path", "")
             stream = self.stream or sys.stderr
-            stream.write(access_line(scope.get("client"), scope.get("method", "-"), path, status, size,
-                                     time.perf_counter() - started) + "\n")
-            stream.flush()
+            status_line(access_line(scope.get("client"), scope.get("method", "-"), path, status, size,
+                                    time.perf_counter() - started), stream)

@@ -38,6 +38,7 @@ from starlette.routing import Route
 
 from ..cancellation import cancel_until_done
 from ..framing import LINES, iter_documents
+from ..streams import status_line
 from ..errors import SchemaError, cannot_start_lines, describe, os_error_line
 from . import metrics
 from .access_log import AccessLog
@@ -908,8 +909,9 @@ def _stop_loading(app, state: ServiceState, failure: str) -> None:
     """The start failed: the server stops (exit 2) with the reason on stderr."""
     app.state.failure = failure
     state.ready = False
-    # a fleet of a thousand broken declarations is told in a screenful
-    print("\n".join(cannot_start_lines(failure)), file=sys.stderr, flush=True)
+    # a fleet of a thousand broken declarations is told in a screenful; with standard error's reader
+    # gone the lines are lost, and the stop (exit 2) still happens
+    status_line("\n".join(cannot_start_lines(failure)), sys.stderr)
     if app.state.on_failure is not None:
         app.state.on_failure()
 

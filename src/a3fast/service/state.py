@@ -34,6 +34,7 @@ import orjson
 
 from ..errors import A3Error, FleetError, Problem, SchemaError, describe, os_error_line
 from ..files import write_pieces
+from ..streams import status_line
 from ..record.compact import Encoder
 from ..fleet import Fleet, FleetProtocol, namespace_problem
 from ..fleet.placement import Placement, Route
@@ -134,7 +135,7 @@ class ServiceState:
         self.engine = engine
         self.fsync = fsync
         self.checkpoint_every = checkpoint_every
-        self.log = log or (lambda message: print(f"a3fast: {message}", file=sys.stderr, flush=True))
+        self.log = log or (lambda message: status_line(f"a3fast: {message}", sys.stderr))
         self._tempdir: str | None = None
         if trace_path is not None:
             self.trace_path = Path(trace_path)
