@@ -122,7 +122,10 @@ def test_fetch_card_works_where_an_event_loop_already_runs(serve):
     ("localhost:8080", "it has no scheme (write http:// or https:// before the host)"),
     ("//example.org/agent", "it has no scheme"),
     ("ftp://example.org/agent", "its scheme is 'ftp'"),
-    (" ftp://example.org/agent", "its scheme is 'ftp'"),          # urlsplit strips the space
+    (" ftp://example.org/agent", "it holds ' ' (a URL holds no space"),   # urlsplit strips it unsaid
+    ("http://example.org/a\nb", "it holds '\\n' (a URL holds no space or control character"),
+    ("http://example.org/\u2028", "it holds '\\u2028'"),
+    ("javascript:alert(1)", "its scheme is 'javascript'"),
     ("http://::1:8080/", "its host and port '::1:8080' hold more than one ':' (an IPv6 address goes in brackets"),
     ("http://host:80:80/", "its host and port 'host:80:80' hold more than one ':'"),
     ("http://host:99999/", "its port '99999' is no number from 0 to 65535"),
@@ -147,6 +150,37 @@ def test_a_url_a_client_can_reach_is_taken(url):
     from a3fast.interop.fetch import http_url
 
     assert http_url(url).hostname
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("https://user:secret@host/a", "https://host/a"),
+    ("https://token@host:8443/a?b=c@d", "https://host:8443/a?b=c@d"),   # an @ past the authority stays
+    ("https://u:p@ss@host/", "https://host/"),                          # up to the authority's last @
+    ("http://host/a@b", "http://host/a@b"),
+    ("mail me at a@b.example", "mail me at a@b.example"),
+    ("redirect loop: http://u:p@a/ -> https://v:q@b/x -> http://u:p@a/",
+     "redirect loop: http://a/ -> https://b/x -> http://a/"),
+])
+def test_rule_credentials_of_a_url_are_never_shown(text, shown):
+    from a3fast.interop.fetch import FetchError, without_credentials
+
+    assert without_credentials(text) == shown
+    error = FetchError(text, f"{text} answered 404")
+    assert "secret" not in str(error) and ":p@" not in str(error) and error.url == shown
+
+
+@pytest.mark.parametrize("url, why", [
+    ("https://user:secret@agents.example/a2a", "it holds a user name or password"),
+    ("file:///etc/passwd", "its scheme is 'file'"),
+    ("javascript:alert(document.domain)", "its scheme is 'javascript'"),
+    ("https://a.example/\x1b[31m", "it holds '\\x1b'"),
+])
+def test_rule_an_endpoint_is_an_http_url_with_a_host_and_no_credentials(url, why):
+    from a3fast.interop.fetch import endpoint_problem
+
+    assert endpoint_problem(url).startswith(why)
+    assert endpoint_problem("https://agents.example/a2a") is None
+    assert endpoint_problem("http://127.0.0.1:8080/") is None
 
 
 def _card(name: str) -> bytes:

@@ -75,6 +75,39 @@ def test_v03_main_url_speaks_preferred_transport_and_additional_interfaces_are_k
     assert card.interfaces[0].binding == "JSONRPC"  # A2A 0.3's default transport
 
 
+@pytest.mark.parametrize("url", ["https://admin:S3cr3t@o.example/a2a", "file:///etc/passwd",
+                                 "javascript:alert(document.domain)", "https://o.example/\x1b[31m\nx"])
+def test_rule_an_interface_whose_url_cannot_be_an_endpoint_is_left_out_and_reported(url):
+    # every record of a placement carries the agent's endpoint: a password, a local file or a
+    # script never becomes one
+    good = {"url": "https://o.example/json", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+    v1 = {**V1, "supportedInterfaces": [{**V1["supportedInterfaces"][0], "url": url}, good]}
+    v03 = {**V03, "url": "https://g.example/a2a",
+           "additionalInterfaces": [{"url": url, "transport": "GRPC"}]}
+    result = run(v1, v03, {**V02, "url": url})
+    # the card whose one URL is left out still gives its agent, with no endpoint (as a partial card)
+    assert [d.get("endpoint", {}).get("url") for d in result.declarations] == [
+        "https://o.example/json", "https://g.example/a2a", None]
+    skipped = skipped_reasons(result)
+    assert [(source, path) for source, path, _ in skipped] == [
+        ("card0.json", "$.supportedInterfaces[0].url"), ("card1.json", "$.additionalInterfaces[0].url"),
+        ("card2.json", "$.url")]
+    text = json.dumps([result.declarations, skipped, result.report.to_dict()])
+    assert "S3cr3t" not in text and "\x1b" not in "".join(r for *_, r in skipped)
+    assert all(r.startswith("expected an absolute http:// or https:// URL with a host and no user name or "
+                            "password, found string ") for *_, r in skipped)
+    if "@" in url:
+        assert "'https://…@o.example/a2a': it holds a user name or password" in skipped[0][2]
+
+
+def test_rule_a_card_fetched_with_credentials_names_its_url_without_them():
+    result = import_cards([Document("https://o.example/", "$", V02)], Supplied(capability_version=1, derive_namespace=True),
+                          fetched={"https://o.example/": "https://bot:S3cr3t@o.example/.well-known/agent-card.json"})
+    decl = result.declarations[0]
+    assert decl["endpoint"]["card"] == "https://o.example/.well-known/agent-card.json"
+    assert "S3cr3t" not in json.dumps([decl, result.report.to_dict()])
+
+
 def test_partial_card_imports_and_is_noted_as_naming_no_endpoint():
     result = run(PARTIAL)
     assert len(result.declarations) == 1
@@ -117,7 +150,7 @@ def test_what_is_not_a_card_is_rejected_at_its_path(obj, path, expected):
 
 
 def test_skills_without_ids_are_skipped_at_their_path_and_the_rest_imported():
-    card = {"name": "x", "url": "u", "skills": [{"id": "a.b"}, {"name": "no id"}, "text", {"id": ""}]}
+    card = {"name": "x", "url": "https://x.example/", "skills": [{"id": "a.b"}, {"name": "no id"}, "text", {"id": ""}]}
     result = run(card)
     assert [c["name"] for c in result.declarations[0]["capabilities"]] == ["a.b"]
     paths = [path for _, path, _ in skipped_reasons(result)]
@@ -285,7 +318,7 @@ def test_truncated_json_is_an_error_naming_the_file():
 
 
 def test_every_declaration_made_parses():
-    cards = [V1, V03, V02, LEGACY, PARTIAL, {"name": "weird \u00e9", "url": "u", "skills": []}]
+    cards = [V1, V03, V02, LEGACY, PARTIAL, {"name": "weird \u00e9", "url": "https://w.example/", "skills": []}]
     result = run(*cards)
     assert len(result.declarations) == len(cards)
     for decl in result.declarations:
@@ -294,7 +327,7 @@ def test_every_declaration_made_parses():
 
 # -- the report ----------------------------------------------------------------------------------
 def test_the_short_report_stays_short_and_the_full_report_keeps_everything():
-    cards = [{"name": f"agent-{i}", "url": "u", "skills": [{"id": f"Skill {i}"}]} for i in range(2000)]
+    cards = [{"name": f"agent-{i}", "url": "https://a.example/", "skills": [{"id": f"Skill {i}"}]} for i in range(2000)]
     result = run(*cards)
     assert result.report.made == 2000
     text = result.report.lines()

@@ -515,6 +515,15 @@ def test_tools_listed_from_a_streamable_http_server(http_mcp_server):
     assert decl["tool_servers"] == [{"name": "github", "transport": "streamable-http", "url": http_mcp_server}]
 
 
+def test_rule_a_servers_url_is_recorded_without_its_credentials(http_mcp_server):
+    with_them = http_mcp_server.replace("http://", "http://bot:S3cr3t@")
+    result = invoke("mcp", "--server-url", with_them, "--bind", "ops", "--namespace", "n")
+    assert result.exit_code == 0, result.stderr
+    decl = orjson.loads(result.stdout)
+    assert [server["url"] for server in decl["tool_servers"]] == [http_mcp_server]
+    assert "S3cr3t" not in result.stdout + result.stderr
+
+
 # -- over TLS: the CA a listing trusts, and one TLS context for every listing -------------------------
 @pytest.fixture(scope="module")
 def https_mcp_server(tmp_path_factory):

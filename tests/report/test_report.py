@@ -183,6 +183,15 @@ def test_cli_report_writes_beside_the_trace(tmp_path):
     assert (tmp_path / "t.html").read_text().startswith("<!doctype html>")
 
 
+def test_cli_report_names_a_hostile_trace_name_on_one_line(tmp_path):
+    name = "x\x1b[31mRED\nFAKE\u2028.jsonl"
+    placed_trace(tmp_path / name, agents=20, tasks=2)
+    result = CliRunner().invoke(main, ["report", str(tmp_path / name), "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("\n") == 1 and "\x1b" not in result.output and "\u2028" not in result.output
+    assert "report of x\\x1b[31mRED\\nFAKE\\u2028.jsonl" in result.output
+
+
 def test_cli_report_bad_input_exits_2_and_writes_nothing(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"seq": 1, "kind": "task.submitted", "content": {}}\nnot json\n')

@@ -31,11 +31,15 @@ class CardHandler(http.server.BaseHTTPRequestHandler):
 
     cards: dict[str, bytes] = {}
     answered: dict[int, int] = {}
+    #: the Authorization headers the fetches sent
+    authorizations: set[str] = set()
 
     def log_message(self, *args):
         pass
 
     def do_GET(self):  # noqa: N802 (http.server's name)
+        if self.headers.get("Authorization"):
+            CardHandler.authorizations.add(self.headers["Authorization"])
         agent, _, rest = self.path.lstrip("/").partition("/")
         body = self.cards.get(agent) if rest == ".well-known/agent-card.json" else None
         if isinstance(body, str):           # a card that moved: a redirect to where it is now
@@ -62,7 +66,7 @@ class CardHandler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def cards():
-    CardHandler.cards, CardHandler.answered = {}, {}
+    CardHandler.cards, CardHandler.answered, CardHandler.authorizations = {}, {}, set()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), CardHandler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -116,6 +120,29 @@ def test_a_watched_card_adds_its_agent_as_import_a2a_derives_it(cards, tmp_path)
         assert status["last_change"] is not None and status["changes"] == 1
     finally:
         assert server.stop() == 0
+
+
+def test_rule_a_watched_url_fetches_with_its_credentials_and_never_shows_them(cards, tmp_path):
+    import base64
+
+    CardHandler.cards["planner"] = card("plan-trip")
+    host = cards.removeprefix("http://")
+    url, gone = f"http://bot:S3cr3t@{host}/planner/", f"http://bot:S3cr3t@{host}/gone/"
+    server = Server("--state", str(tmp_path / "state"), "--watch-cards", url, "--watch-cards", gone,
+                    "--watch-interval", INTERVAL)
+    try:
+        served = until("the watched agent is served", lambda: declaration(server, "trip-planner"))
+        assert f"Basic {base64.b64encode(b'bot:S3cr3t').decode()}" in CardHandler.authorizations
+        assert served["endpoint"]["card"] == f"{cards}/planner/.well-known/agent-card.json"
+        until("the gone card's failure", lambda: source(server, f"{cards}/gone/")["last_error"])
+        shown = [server.client.get("/v1/watch").text, server.client.get("/metrics").text,
+                 server.client.get("/v1/agents/trip-planner").text]
+        assert f'source="{cards}/planner/"' in shown[1]
+    finally:
+        assert server.stop() == 0
+    shown.append(server.stderr())
+    assert f"watch {cards}/gone/: " in shown[-1]
+    assert not [text for text in shown if "S3cr3t" in text]
 
 
 def test_an_unchanged_card_costs_a_304_and_no_journal_entry(cards, tmp_path):

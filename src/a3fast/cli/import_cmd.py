@@ -19,7 +19,7 @@ import orjson
 from ..errors import Problem, SchemaError, describe, printable
 from ..interop.a2a import import_cards
 from ..interop.collect import ImportResult
-from ..interop.fetch import EtagCache, FetchError, Limits, fetch_card
+from ..interop.fetch import EtagCache, FetchError, Limits, fetch_card, without_credentials
 from ..interop.kubernetes import declarations_from_manifests
 from ..interop.mcp import import_listings
 from ..interop.naming import is_domain, server_domain
@@ -185,21 +185,22 @@ def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cos
     fetched: dict[str, str] = {}
     limits = Limits(timeout=timeout, deadline=timeout * 3, max_bytes=max_bytes)
     for url in urls:
-        report.read(url)
+        shown = without_credentials(url)      # a password in the URL fetches; it is never shown
+        report.read(shown)
         try:
             card = fetch_card(url, limits, cache)
         except FetchError as exc:
-            report.skip(url, "$", exc.message)
+            report.skip(shown, "$", exc.message)
             continue
         if card.revalidated:
             report.count("cards unchanged since the last fetch (HTTP 304, ETag)")
-        served, problems = usable_json_documents(card.body, url)
+        served, problems = usable_json_documents(card.body, shown)
         for problem in problems:
-            report.skip(url, problem.path, f"expected {problem.expected}, found {problem.found} "
-                                           f"(served at {card.url})")
+            report.skip(shown, problem.path, f"expected {problem.expected}, found {problem.found} "
+                                             f"(served at {without_credentials(card.url)})")
         if served:
             docs += served
-            fetched[url] = card.url
+            fetched[shown] = without_credentials(card.url)
     result = _run(lambda: import_cards(docs, supplied, report, fetched=fetched, keys=keys,
                                        require_verified=require_signed))
     _finish(result, outputs, require_capabilities=not allow_empty)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from ..errors import printable
 from ..files import (STDIN, cannot_read, display_name, input_source, is_special, require_kind, shown_text,
                      why_not_a_file)
 from .common import EXIT_OK, BadInput, atomic_output, check_outputs, output_option, progress_bar
@@ -44,7 +45,7 @@ def report(trace, output, detailed, candidates):
     name = display_name(trace) if from_stdin else shown_text(path.name)
     try:
         # the bar (on a terminal only) follows the reading, which is most of the time of a large trace
-        with progress_bar(0 if from_stdin else path.stat().st_size, f"reading {name}") as update:
+        with progress_bar(0 if from_stdin else path.stat().st_size, f"reading {printable(name)}") as update:
             source = input_source(trace) if from_stdin else str(path)
             html = render(source, name=name, limits=limits, progress=update, allow_empty=False)
     except ReportInputError as exc:
@@ -53,5 +54,6 @@ def report(trace, output, detailed, candidates):
         raise BadInput(str(cannot_read(trace, exc))) from None
     with atomic_output(target) as out:
         out.write(html.encode("utf-8"))
-    click.echo(f"{shown_text(target)}: report of {name} ({len(html) / 1e6:.1f} MB)")
+    # the page shows the name as it is (escaped as HTML); a terminal line shows it on one line
+    click.echo(f"{printable(shown_text(target))}: report of {printable(name)} ({len(html) / 1e6:.1f} MB)")
     return EXIT_OK

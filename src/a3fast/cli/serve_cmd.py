@@ -16,6 +16,7 @@ from typing import NoReturn
 
 import click
 
+from ..errors import printable
 from ..files import why_not_a_file
 from ..streams import status_line
 from .common import EXIT_BAD_INPUT, Seconds, say
@@ -244,7 +245,7 @@ def _check_watch(urls, stdio: bool) -> None:
         try:
             card_locations(url)
         except FetchError as exc:
-            _fail(f"--watch-cards {url}: {exc.message}")
+            _fail(f"--watch-cards {exc.url}: {exc.message}")      # (without the URL's password)
 
 
 def _watched_servers(pairs, stdio: bool) -> tuple[tuple[str, str], ...]:
@@ -255,17 +256,18 @@ def _watched_servers(pairs, stdio: bool) -> tuple[tuple[str, str], ...]:
         import mcp  # noqa: F401  (the listings need the SDK)
     except ModuleNotFoundError as exc:
         _fail(f"--watch-mcp needs the 'import' extra (pip install 'a3fast[import]'): {exc.name} is missing")
-    from ..interop.fetch import http_url
+    from ..interop.fetch import http_url, without_credentials
 
     servers = []
     for pair in pairs:
         agent, sep, url = pair.partition("=")
+        shown = without_credentials(pair)
         if not sep or not agent.strip():
-            _fail(f"--watch-mcp {pair}: expected AGENT=URL, the agent whose tools follow the server")
+            _fail(f"--watch-mcp {shown}: expected AGENT=URL, the agent whose tools follow the server")
         try:
             http_url(url)
         except ValueError as exc:
-            _fail(f"--watch-mcp {pair}: expected an http:// or https:// URL with a host (a streamable HTTP "
+            _fail(f"--watch-mcp {shown}: expected an http:// or https:// URL with a host (a streamable HTTP "
                   f"server): {exc}")
         servers.append((agent.strip(), url))
     return tuple(dict.fromkeys(servers))
@@ -371,7 +373,7 @@ def _check_k8s(watch_k8s: bool, namespaces, kubeconfig, state_dir, fleet_path, s
 
 
 def _fail(message: str) -> NoReturn:
-    say(f"a3fast: {message}")
+    say(f"a3fast: {printable(message)}")      # one line, whatever an option held
     sys.exit(EXIT_BAD_INPUT)
 
 

@@ -32,7 +32,7 @@ from ..schema import is_identifier
 from .collect import DeclarationSet, ImportResult
 from .naming import normalise_identifier
 from .report import ImportReport
-from .fetch import WELL_KNOWN
+from .fetch import WELL_KNOWN, endpoint_problem, without_credentials
 from .signing import CardKeys, CardSignatures, verify_card
 from .sources import Document
 from .supply import Supplied, text_problem
@@ -189,6 +189,21 @@ def _url(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and value != ""
 
 
+#: what an interface's url must be to become the agent's endpoint (`fetch.endpoint_problem`)
+_ENDPOINT_URL = "an absolute http:// or https:// URL with a host and no user name or password"
+
+
+def _endpoint(url: str, path: str, problems: list[Problem]) -> bool:
+    """Whether the card's `url` (at `path`) can be the agent's endpoint; the problem noted when it
+    cannot (`file:`, `javascript:`, credentials, a control character: the declaration made from the
+    card carries its endpoint into every record of a placement on the agent)."""
+    why = endpoint_problem(url)
+    if why is None:
+        return True
+    problems.append(Problem(path, _ENDPOINT_URL, f"{describe(without_credentials(url, '…@'))}: {why}"))
+    return False
+
+
 def _interfaces(obj: Mapping[str, Any], shape: str, path: str,
                 problems: list[Problem]) -> tuple[Interface, ...]:
     """The endpoints a card names, in its order of preference."""
@@ -205,6 +220,8 @@ def _interfaces(obj: Mapping[str, Any], shape: str, path: str,
                                         describe(item)))
                 continue
             where = json_path(ipath, i)
+            if not _endpoint(item["url"], json_path(where, "url"), problems):
+                continue
             out.append(Interface(item["url"], _named(item, "protocolBinding", where, problems),
                                  _named(item, "protocolVersion", where, problems)))
         return tuple(out)
@@ -213,6 +230,8 @@ def _interfaces(obj: Mapping[str, Any], shape: str, path: str,
     url = obj.get("url")
     if not _url(url):
         problems.append(Problem(json_path(path, "url"), "the agent's URL (a non-empty string)", describe(url)))
+        return ()
+    if not _endpoint(url, json_path(path, "url"), problems):
         return ()
     # A2A 0.3: the main URL speaks preferredTransport, JSON-RPC when it is not stated (only then:
     # one stated as something else is a part left out, and no transport is made up for it)
@@ -227,6 +246,9 @@ def _interfaces(obj: Mapping[str, Any], shape: str, path: str,
         extra = None
     for i, item in enumerate(extra or ()):
         if isinstance(item, Mapping) and _url(item.get("url")):
+            if not _endpoint(item["url"], json_path(json_path(json_path(path, "additionalInterfaces"), i), "url"),
+                             problems):
+                continue
             iface = Interface(item["url"], item.get("transport") if isinstance(item.get("transport"), str) else None)
             if (iface.url, iface.binding) != (out[0].url, out[0].binding):
                 out.append(iface)
@@ -239,8 +261,10 @@ def _interfaces(obj: Mapping[str, Any], shape: str, path: str,
 def endpoint_of(card: AgentCard, fetched_from: str | None = None) -> dict[str, Any] | None:
     """Where and how to reach the agent: the card's first interface (`url`, `transport`,
     `protocol_version`), every interface when it names several, and `card`, the URL the card was
-    fetched from. A partial card fetched from an agent is reached where it was found."""
+    fetched from (without a user name or password it was fetched with). A partial card fetched
+    from an agent is reached where it was found."""
     endpoint: dict[str, Any] = {}
+    fetched_from = without_credentials(fetched_from) if fetched_from is not None else None
     if card.interfaces:
         first = card.interfaces[0]
         endpoint["url"] = first.url
@@ -271,10 +295,10 @@ def _namespace(card: AgentCard, supplied: Supplied, fetched_from: str | None) ->
         return None, None
     url = fetched_from if fetched_from is not None else (card.interfaces[0].url if card.interfaces else None)
     host = _host(url) if url else None
-    if not host:
+    if not host or not url:
         return None, None
     where = "the URL the card was fetched from" if fetched_from is not None else "the card's URL"
-    return host, f"namespace {host!r}: the host of {where} ({url})"
+    return host, f"namespace {host!r}: the host of {where} ({without_credentials(url)})"
 
 
 def _host(url: str) -> str | None:

@@ -12,11 +12,18 @@ redirect to `javascript:` included), a size limit enforced while streaming (read
 redirects followed by hand (a loop is named as one, and an https URL is never redirected to plain
 http), TLS certificates verified. An `EtagCache` remembers each card's ETag and body, so a refresh
 sends If-None-Match and a 304 costs no body.
+
+A user name and password in a URL (`https://user:secret@host/`) are used to fetch, and never shown:
+every message, report line, metric and declaration carries the URL without them
+(`without_credentials`). An agent's endpoint as a declaration carries it is an absolute http(s) URL
+with a host and no credentials (`endpoint_problem`): a declaration goes into every record of the
+placements made on it.
 """
 from __future__ import annotations
 
 import base64
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +34,7 @@ import orjson
 from ..files import write_atomic
 
 __all__ = ["WELL_KNOWN", "Limits", "FetchError", "FetchedCard", "EtagCache", "card_locations", "http_url",
-           "fetch_card", "fetch_card_async", "new_client"]
+           "without_credentials", "endpoint_problem", "fetch_card", "fetch_card_async", "new_client"]
 
 #: Where an agent serves its card, in the order tried (current, then legacy).
 WELL_KNOWN = ("/.well-known/agent-card.json", "/.well-known/agent.json")
@@ -52,6 +59,7 @@ class FetchError(Exception):
     card, unlike an error on the way to it."""
 
     def __init__(self, url: str, message: str, gone: bool = False):
+        url, message = without_credentials(url), without_credentials(message)
         super().__init__(f"{url}: {message}")
         self.url = url
         self.message = message
@@ -113,18 +121,36 @@ class EtagCache:
 _STRIPPED = "".join(map(chr, range(33)))
 
 
+#: the user name and password of a URL, as written in a text: after "://", up to the authority's
+#: last "@" (none of "/", "?", "#" or a space comes before it)
+_CREDENTIALS = re.compile(r"(?<=://)[^\s/?#]*@")
+
+
+def without_credentials(text: str, mark: str = "") -> str:
+    """`text` (a URL, or a message that quotes URLs) with the user name and password of each URL
+    replaced by `mark`: `https://user:secret@host/a` -> `https://host/a` (or `https://…@host/a`
+    with the mark `…@`, where a message says that they were there)."""
+    return _CREDENTIALS.sub(mark, text) if "@" in text else text
+
+
 def http_url(url: str) -> SplitResult:
     """The parts of an http:// or https:// URL with a host (and a port, if any, that is one), else
     ValueError saying what is wrong (its words complete "expected an http:// or https:// URL: ..."):
-    an unbalanced IPv6 bracket, a port past 65535 or no host is no URL a client can reach."""
+    an unbalanced IPv6 bracket, a port past 65535, no host, a space or a control character (which
+    a URL never holds: Python's reader drops a newline or tab silently) is no URL a client can reach."""
+    odd = next((ch for ch in url if ch.isspace() or not ch.isprintable()), None)
+    if odd is not None:
+        raise ValueError(f"it holds {odd!r} (a URL holds no space or control character; write one as %XX)")
     try:
         parts = urlsplit(url)
     except ValueError as exc:     # a bracket left open, no address in brackets, or a host NFKC changes
         raise ValueError("its IPv6 address has an unbalanced bracket" if str(exc) == "Invalid IPv6 URL" else
                          f"it cannot be read: {exc}") from None
     if parts.scheme not in ("http", "https"):
-        # "localhost:8080" reads as the scheme "localhost": without "://" there is no scheme at all
-        if not parts.scheme or not url.lstrip(_STRIPPED).lower().startswith(f"{parts.scheme}://"):
+        # "localhost:8080" reads as the scheme "localhost": a host and port, with no scheme at all
+        # ("javascript:alert(1)" has one)
+        rest = url.lstrip(_STRIPPED)[len(parts.scheme) + 1:]
+        if not parts.scheme or (not rest.startswith("//") and rest.partition("/")[0].isdigit()):
             raise ValueError("it has no scheme (write http:// or https:// before the host)")
         raise ValueError(f"its scheme is {parts.scheme!r}")
     host_port = parts.netloc.rpartition("@")[2]
@@ -139,6 +165,19 @@ def http_url(url: str) -> SplitResult:
     if not parts.hostname or not parts.hostname.strip():
         raise ValueError("it names no host")
     return parts
+
+
+def endpoint_problem(url: str) -> str | None:
+    """Why `url` cannot be an agent's endpoint as a declaration carries it, or None when it can: an
+    absolute http:// or https:// URL with a host (`http_url`) and no user name or password."""
+    try:
+        parts = http_url(url)
+    except ValueError as exc:
+        return str(exc)
+    if "@" in parts.netloc:
+        return ("it holds a user name or password (they go with the connection: a declaration goes "
+                "into every record of a placement on its agent)")
+    return None
 
 
 def card_locations(url: str) -> list[str]:

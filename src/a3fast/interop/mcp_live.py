@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .fetch import without_credentials
 from .sources import Document
 
 if sys.version_info < (3, 11):  # Python 3.10: anyio depends on the backport
@@ -49,6 +50,8 @@ class ListingError(Exception):
     """A server whose tools could not be listed: `server` says which, `message` why."""
 
     def __init__(self, server: str, message: str):
+        # the client's own errors quote the URL it was given, password and all
+        server, message = without_credentials(server), without_credentials(message)
         super().__init__(f"{server}: {message}")
         self.server = server
         self.message = message
@@ -73,12 +76,16 @@ class ServerSpec:
 
     @property
     def label(self) -> str:
-        return self.url if self.url is not None else shlex.join(self.command)
+        """The server as messages and reports name it (a URL without its user name or password)."""
+        return without_credentials(self.url) if self.url is not None else shlex.join(self.command)
 
     def tool_server(self, name: str | None) -> dict[str, Any]:
-        """How a bound agent reaches this server's tools, as recorded in its declaration."""
-        where: dict[str, Any] = {"transport": "streamable-http", "url": self.url} if self.url is not None \
-            else {"transport": "stdio", "command": list(self.command)}
+        """How a bound agent reaches this server's tools, as recorded in its declaration (a URL
+        without its user name or password: the declaration goes into every record of a placement)."""
+        if self.url is not None:
+            where: dict[str, Any] = {"transport": "streamable-http", "url": without_credentials(self.url)}
+        else:
+            where = {"transport": "stdio", "command": list(self.command)}
         return {**({"name": name} if name else {}), **where}
 
 

@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..cancellation import cancel_until_done, join_within, within
+from ..errors import printable
 from ..files import write_atomic
 from ..interop.a2a import import_cards
-from ..interop.fetch import EtagCache, FetchError, Limits, card_locations, fetch_card_async
+from ..interop.fetch import EtagCache, FetchError, Limits, card_locations, fetch_card_async, without_credentials
 from ..interop.mcp import TOOL_SERVERS, import_listings
 from ..interop.naming import is_domain, server_domain
 from ..interop.report import ImportReport
@@ -107,6 +108,7 @@ def bind_server_tools(doc: dict[str, Any], contributed: Any, pages: list[dict[st
     (`contributed`) taken out and its current listing (`pages` of tools/list) bound in as
     `a3fast import mcp --server-url URL --bind AGENT` binds it; returns the declaration and the
     tools the server now contributes (those the agent did not already have from elsewhere)."""
+    url = without_credentials(url)      # the declaration names the server, never its password
     gave = set(contributed)
     base = dict(doc)
     own = [t for t in doc.get("tools") or () if t not in gave]
@@ -227,7 +229,8 @@ class Watched:
         if self.fetched is None:
             return True
         endpoint = held.doc.get("endpoint")
-        return isinstance(endpoint, dict) and endpoint.get("card") == self.fetched
+        card = endpoint.get("card") if isinstance(endpoint, dict) else None
+        return isinstance(card, str) and without_credentials(card) == without_credentials(self.fetched)
 
     def remembered(self) -> Any:
         return {"agents": list(self.agents), "digest": self.settled.hex() if self.settled else None,
@@ -252,8 +255,14 @@ class Watched:
                     return
                 self.refusal = refusal if isinstance(refusal, str) else None
 
+    @property
+    def shown(self) -> str:
+        """The source's URL as the watch shows it (its status, logs, metrics): without a user name
+        or password, which only the fetch uses."""
+        return without_credentials(self.url)
+
     def status(self, now: float) -> dict[str, Any]:
-        return {"url": self.url, "kind": "a2a", "agents": list(self.agents), "last_fetch": self.last_fetch,
+        return {"url": self.shown, "kind": "a2a", "agents": list(self.agents), "last_fetch": self.last_fetch,
                 "last_good": self.last_good, "last_change": self.last_change, "last_error": self.last_error,
                 "last_error_at": self.last_error_at, "last_result": self.last_result, "errors": self.errors,
                 "misses": self.misses, "failures": self.failures, "checks": self.checks, "changes": self.changes,
@@ -363,7 +372,7 @@ class Watcher:
         try:
             result = await self._check(source)
         except Exception as exc:  # a bug or an unforeseen error of one source stops no other
-            log.exception("watch %s: the check failed", source.url)
+            log.exception("watch %s: the check failed", printable(source.shown))
             text = " ".join(str(exc).split())[:300]
             result = self._failed(source, f"the check failed ({type(exc).__name__}: {text}); "
                                           f"keeping the last good agents")
@@ -379,7 +388,7 @@ class Watcher:
         source.due = time.monotonic() + delay
         source.last_result = result
         metrics.WATCH_CHECKS.labels(result).inc()
-        metrics.watched(source.key, failing=source.last_error is not None, errors=source.errors,
+        metrics.watched(without_credentials(source.key), failing=source.last_error is not None, errors=source.errors,
                         last_error_at=source.last_error_time, checked_at=time.time())
         return result
 
@@ -416,10 +425,10 @@ class Watcher:
         try:
             decls = derive_declarations(card.body, source.url, card.url)
         except WatchError as exc:
-            source.settled, source.refusal = digest, f"{card.url}: {exc}; keeping the last good agents"
+            source.settled, source.refusal = digest, f"{without_credentials(card.url)}: {exc}; keeping the last good agents"
             self._save_memory()
             return self._failed(source, source.refusal, "invalid")
-        return await self._apply(source, decls, digest, card.url)
+        return await self._apply(source, decls, digest, without_credentials(card.url))
 
     async def _check_server(self, source: WatchedServer) -> str:
         from ..interop.mcp_live import ListingError, ServerSpec, list_tools
@@ -461,7 +470,8 @@ class Watcher:
         source.last_error, source.last_error_at = message, _now()
         source.last_error_time = time.time()
         source.errors += 1
-        log.warning("watch %s: %s", source.url, message)
+        # one line whatever a card server put in it (a redirect's Location, a card's text)
+        log.warning("watch %s: %s", printable(source.shown), printable(message))
         return result
 
     async def _apply(self, source: Watched, decls: list[dict[str, Any]], digest: bytes, fetched: str) -> str:
