@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable
 
 import orjson
 
+from .errors import describe
 from . import process_groups
 
 __all__ = ["Vector", "Outcome", "MatchingCase", "MatchResult", "load_matching", "literal_match",
@@ -114,7 +115,13 @@ def _pair(pair: tuple[str, int | None]) -> str:
 
 
 def vector_files(root: Path, suite: str = CAPABILITY_SUITE) -> list[Path]:
-    """The suite's vector files (optional/ included), sorted; not the format's schema.json."""
+    """The suite's vector files (optional/ included), sorted; not the format's schema.json. Only
+    regular files: a FIFO or a device named *.json is never opened (a FIFO would wait for a
+    writer for ever); `check_vector_files` names each one it leaves out."""
+    return [p for p in _json_entries(root, suite) if p.is_file()]
+
+
+def _json_entries(root: Path, suite: str) -> list[Path]:
     base = Path(root) / suite
     return sorted(p for p in base.rglob("*.json") if p.name != "schema.json")
 
@@ -154,16 +161,26 @@ def check_vector_files(root: Path, suite: str = CAPABILITY_SUITE) -> list[str]:
         return [f"schema.json: cannot read: {exc.strerror or exc}"]
     except (orjson.JSONDecodeError, jsonschema.SchemaError) as exc:
         return [f"schema.json: {exc}"]
-    for path in vector_files(root, suite):
+    for path in _json_entries(root, suite):
         rel = path.relative_to(base).as_posix()
+        if not path.is_file():
+            problems.append(f"{rel}: not a regular file (a directory, FIFO or device): not read")
+            continue
         try:
             cases = orjson.loads(path.read_bytes())
+        except OSError as exc:
+            problems.append(f"{rel}: cannot read: {exc.strerror or exc}")
+            continue
         except orjson.JSONDecodeError as exc:
             problems.append(f"{rel}: not JSON: {exc}")
             continue
         for error in validator.iter_errors(cases):
             where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-            problems.append(f"{rel}: ${where}: {error.message[:200]}")
+            # jsonschema's message quotes the value whole first: a long one would be cut before it
+            # says what is wrong
+            message = error.message if len(error.message) <= 200 else \
+                f"{describe(error.instance)} fails the schema's {error.validator!r} rule"
+            problems.append(f"{rel}: ${where}: {message}")
         if not isinstance(cases, list):
             continue
         seen: set[str] = set()

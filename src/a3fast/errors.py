@@ -84,12 +84,18 @@ class SchemaError(A3Error):
         self.source = source
         super().__init__(self._text())
 
+    def __reduce__(self) -> Any:
+        # rebuilt from its problems, not its message (a shard's refusal crosses a process as one)
+        return (type(self), (self.problems, self.source))
+
     def _text(self) -> str:
-        prefix = f"{self.source}: " if self.source else ""
-        return "\n".join(prefix + str(p) for p in self.problems)
+        return "\n".join(self.lines())
 
     def lines(self) -> list[str]:
-        return self._text().splitlines()
+        """A line per problem, whatever its source or texts hold (a file name with a newline in it
+        is one problem's, not the start of another)."""
+        prefix = f"{self.source}: " if self.source else ""
+        return [prefix + str(p) for p in self.problems]
 
     def with_source(self, source: str, path_prefix: str = "") -> "SchemaError":
         """The same problems, attributed to a file (and re-rooted under `path_prefix`)."""

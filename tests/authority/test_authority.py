@@ -211,6 +211,39 @@ def test_a_private_key_given_as_a_public_one_is_named_so():
         load_public_key(pem)
 
 
+def test_rule_a_public_key_is_one_pem_block_and_nothing_after_it():
+    # the PEM reader takes the first block and ignores the rest: a second key there read as trusted
+    from cryptography.hazmat.primitives import serialization
+
+    from a3fast.authority.keys import load_public_key
+
+    one, other = World().key, World().key
+    pem = [k.public_key().public_bytes(serialization.Encoding.PEM,
+                                       serialization.PublicFormat.SubjectPublicKeyInfo).decode() for k in (one, other)]
+    private = other.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()).decode()
+    load_public_key(pem[0] + "\n")
+    for text in (pem[0] + pem[1], pem[0] + "junk junk", pem[0] + private):
+        with pytest.raises(ValueError, match=r"^one PEM public key block and nothing after it$"):
+            load_public_key(text)
+
+
+def test_rule_a_connection_key_holds_kid_alg_and_public_key_only():
+    # a key's own revoked_at (or status) was kept and ignored: the key its writer meant to stop
+    # trusting stayed trusted
+    from a3fast.authority import parse_connection
+
+    connection = {"id": "c", "experience": "arena.example", "capabilities": [],
+                  "keys": [{"kid": "k1", "alg": "Ed25519", "public_key": public_key_text(World().key)}]}
+    assert set(parse_connection(connection).keys) == {"k1"}
+    revoked = copy.deepcopy(connection)
+    revoked["keys"][0].update(revoked_at="2026-01-01T00:00:00Z", status="revoked")
+    with pytest.raises(SchemaError) as refused:
+        parse_connection(revoked)
+    assert [p.path for p in refused.value.problems] == ["$.keys[0].revoked_at", "$.keys[0].status"]
+    assert all(p.expected.startswith("kid, alg and public_key only in a key") for p in refused.value.problems)
+
+
 def test_expiry_is_exclusive_and_exact_to_the_microsecond(world):
     expires = parse_instant(EXPIRES)
     just_before = format_instant(expires - timedelta(microseconds=1))

@@ -156,6 +156,22 @@ def test_a_key_file_that_holds_no_ed25519_key_is_bad_input(tmp_path):
     assert result.exit_code == 2 and "--key k:" in result.stderr
 
 
+def test_a_key_id_or_a_key_file_holding_an_equals_sign_is_cut_where_a_file_follows(tmp_path):
+    key = generate_private_key()
+    engagement = sign_engagement({k: v for k, v in example("engagement").items() if k != "signature"}, key, "k9=x")
+    args = example_args(engagement=write(tmp_path, "e.json", engagement))
+    path = write(tmp_path, "k.txt", public_key_text(key).encode())
+    trusted = run("resolve", *args, "--now", NOW, "--require", "chess.play", "--key", f"k9=x={path}")
+    assert trusted.exit_code == 0, trusted.stderr
+    # "k=T/a=T/b": the key file T/a=T/b under "k", or T/b under "k=T/a": both files, so neither
+    both = Path(f"{tmp_path}/a={tmp_path}/b")
+    both.parent.mkdir(parents=True)
+    both.write_text(public_key_text(key))
+    (tmp_path / "b").write_text(public_key_text(key))
+    ambiguous = run("resolve", *args, "--now", NOW, "--key", f"k={tmp_path}/a={tmp_path}/b")
+    assert ambiguous.exit_code == 2 and "ambiguous: both" in ambiguous.stderr
+
+
 def test_a_key_id_the_connection_already_trusts_cannot_be_replaced(tmp_path):
     path = write(tmp_path, "k.txt", public_key_text(generate_private_key()).encode())
     result = run("resolve", *example_args(), "--now", NOW, "--key", f"arena-2026-03={path}")

@@ -318,6 +318,10 @@ def parse_skills(docs: Sequence[Any], paths: Sequence[str] | None = None) -> tup
     return _many(_skill, docs, paths, lambda s: s.id, "one skill per id")
 
 
+#: what a connection's key entry holds
+_KEY_MEMBERS = frozenset({"kid", "alg", "public_key"})
+
+
 def _trusted_keys(r: ProblemReader, value: Any, path: str) -> dict[str, Ed25519PublicKey]:
     keys: dict[str, Ed25519PublicKey] = {}
     seen: set[str] = set()
@@ -329,6 +333,13 @@ def _trusted_keys(r: ProblemReader, value: Any, path: str) -> dict[str, Ed25519P
         kid = r.text(entry["kid"], json_path(kpath, "kid"), "a key id (a non-empty string)") if "kid" in entry else None
         if "alg" in entry:
             r.choice(entry["alg"], json_path(kpath, "alg"), (ALGORITHM,))
+        for member in entry:
+            # a key is trusted whole or not at all: a member this version does not read (a key's own
+            # `revoked_at`, say) would leave it trusted while its writer meant otherwise
+            if member not in _KEY_MEMBERS:
+                r.fail(json_path(kpath, member), "kid, alg and public_key only in a key (to "
+                                                 "stop trusting one, remove it; the connection's own "
+                                                 "revoked_at revokes it whole)", None, found="a member a key does not have")
         key = None
         if isinstance(entry.get("public_key"), str):
             try:

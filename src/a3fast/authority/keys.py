@@ -57,6 +57,10 @@ def load_public_key(text: str | bytes) -> Ed25519PublicKey:
         if "PRIVATE KEY-----" in text.partition("\n")[0]:
             raise ValueError("a public key, not a private key (give its public half; keep the private one "
                              "secret)")
+        # one block and nothing after it: the PEM reader takes the first block and ignores the
+        # rest, so a second key (or anything) there would read as trusted while it is not
+        if text.count("-----BEGIN") != 1 or not text.endswith("-----"):
+            raise ValueError("one PEM public key block and nothing after it")
         try:
             key = serialization.load_pem_public_key(text.encode("ascii"))
         except (ValueError, TypeError, UnsupportedAlgorithm, UnicodeEncodeError):

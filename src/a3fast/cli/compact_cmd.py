@@ -17,9 +17,10 @@ import orjson
 from ..record.compact import CompactError, Decoder, Encoder
 from ..trace import TraceProblem, read_values
 from ..framing import NOT_DOCUMENTS, iter_documents
+from ..document import syntax_error, within_line
 from ..errors import Problem, SchemaError
 from ..files import cannot_read, input_source, require_kind
-from .common import BadInput, atomic_output, output_option, progress
+from .common import BadInput, atomic_output, check_not_inputs, check_outputs, output_option, progress
 
 _JSON = msgspec.json.Decoder()
 
@@ -67,11 +68,9 @@ def _decode(data: bytes) -> Any:
     try:
         return _JSON.decode(data)
     except msgspec.MsgspecError as exc:
-        why = str(exc).removeprefix("JSON is malformed: ")
-        try:  # msgspec calls a lone surrogate "truncated": orjson names it, and where, as `verify` does
-            orjson.loads(data)
-        except orjson.JSONDecodeError as named:
-            why = str(named)
+        # in the words every reader uses: orjson's, which name where (msgspec calls a lone surrogate
+        # "truncated"), and a byte that is not UTF-8 named with its column, as `verify` names it
+        why = within_line(syntax_error(data, exc))
     except RecursionError:
         why = "nested too deeply to read"
     raise SchemaError([Problem("$", "JSON", why)])
@@ -83,6 +82,8 @@ def _rewrite(trace: str, out_path: str | None, content_of: Callable[[int, str, A
     written only when every record was rewritten. A file is written as the records are rewritten
     (a decoded trace can be hundreds of times its compact size) and put in place at the end;
     standard output, which cannot take back a line, gets the lines once all were made."""
+    check_outputs([out_path])
+    check_not_inputs([out_path], {trace: trace})
     records, problems = read_whole_records(trace)
     with atomic_output(out_path) as out:
         held: list[bytes] | None = [] if out is sys.stdout.buffer else None

@@ -177,7 +177,8 @@ def a2a(cards, namespace, clearances, grants_path, residency, latency_class, cos
         require("a3fast import a2a --card-key (card signatures checked)", "joserfc")
     keys = _card_keys(card_keys)
     outputs = _outputs(output, report_path, as_json,
-                       inputs={**_given(cards), **_given(card_keys), "--grants": grants_path})
+                       inputs={**_given(cards), **_given(card_keys), "--grants": grants_path},
+                       read=(cards, (".json", ".jsonl"), "A2A agent cards"))
     report = ImportReport("a2a")
     files = [c for c in cards if not _is_url(c)]
     docs = _read(files, (".json", ".jsonl"), _json(report), report, "A2A agent cards") if files else []
@@ -228,7 +229,8 @@ def oasf(records, namespace, clearances, grants_path, residency, latency_class, 
                          residency=tuple(residency) or None, latency_class=latency_class,
                          cost_ceiling_usd=cost_ceiling, derive_namespace=namespace is None,
                          **_naming(versions, strict_ids, skill_domain, bad))
-    outputs = _outputs(output, report_path, as_json, inputs={**_given(records), "--grants": grants_path})
+    outputs = _outputs(output, report_path, as_json, inputs={**_given(records), "--grants": grants_path},
+                       read=(records, (".json", ".jsonl"), "OASF records"))
     report = ImportReport("oasf")
     docs = _read(records, (".json", ".jsonl"), _json(report), report, "OASF records")
     result = _run(lambda: import_records(docs, supplied, report))
@@ -307,7 +309,8 @@ def mcp(listings, server_command, server_url, timeout, fleet_path, bind, bind_al
     outputs = _outputs(output, report_path, as_json, declarations=bool(bind or bind_all),
                        contracts=contracts_path, mappings=mappings_path,
                        # (not --fleet: `--fleet F --bind A -o F` adds the tools to F in place, written whole)
-                       inputs={**_given(listings), "--grants": grants_path})
+                       inputs={**_given(listings), "--grants": grants_path},
+                       read=(listings, (".json",), "MCP tool listings"))
     fleet = []
     if fleet_path:
         require_kind(fleet_path, "declarations")
@@ -387,7 +390,8 @@ def k8s(manifests, namespace, versions, strict_ids, normalise, skill_domain, all
     """
     bad: list[str] = []
     supplied = _supplied(bad, namespace=namespace, **_naming(versions, strict_ids, skill_domain, bad))
-    outputs = _outputs(output, report_path, as_json, inputs=_given(manifests))
+    outputs = _outputs(output, report_path, as_json, inputs=_given(manifests),
+                       read=(manifests, (".yaml", ".yml", ".json"), "Kubernetes manifests"))
     report = ImportReport("k8s")
     docs = _read(manifests, (".yaml", ".yml", ".json"), _yaml(report), report, "Kubernetes manifests")
     result = _run(lambda: declarations_from_manifests(docs, supplied, report))
@@ -563,17 +567,41 @@ class Outputs:
 
 def _outputs(output: str | None, report_path: str | None, as_json: bool, *, declarations: bool = True,
              contracts: str | None = None, mappings: str | None = None,
-             inputs: Mapping[str, str | None] | None = None) -> Outputs:
+             inputs: Mapping[str, str | None] | None = None,
+             read: tuple[Iterable[str], tuple[str, ...], str] | None = None) -> Outputs:
     """The outputs asked for, checked before any input is read: every one must be writable and
     distinct, only one may go to standard output, and none may be a file given as an input
-    (`inputs`: what names it -> path; a file found in a directory given is read and skipped when it
-    is of another kind, as the declarations an earlier run wrote among the cards are)."""
+    (`inputs`: what names it -> path) or one the import reads from a directory it is given (`read`:
+    the paths given, the suffixes of the files read in their directories, the kind read). A file of
+    another kind in such a directory (the declarations an earlier run wrote among the cards) is
+    skipped by the read, so an output may replace it."""
     if declarations:
         output = output if output is not None else (None if as_json else "-")
     outputs = Outputs(output if declarations else None, report_path, contracts, mappings, as_json)
     check_outputs(outputs.paths() + (["-"] if as_json else []))
     check_not_inputs(outputs.paths(), inputs or {})
+    if read is not None:
+        _check_not_read(outputs.paths(), *read)
     return outputs
+
+
+def _check_not_read(outputs: list[str], paths: Iterable[str], suffixes: tuple[str, ...], what: str) -> None:
+    """BadInput when an output is a file a directory of `paths` holds that the import would read as
+    `what`: written whole and renamed into place, it would replace an input."""
+    directories = [p for p in paths if p != "-" and not _is_url(p) and os.path.isdir(p)]
+    for output in outputs:
+        if output == "-" or not directories or not os.path.isfile(output) \
+                or not os.path.basename(output).lower().endswith(suffixes):
+            continue
+        held = next((d for d in directories if os.path.samefile(os.path.dirname(os.path.abspath(output)), d)), None)
+        if held is None:
+            continue
+        try:
+            require_kind(output, what)
+        except InputError:
+            continue        # of another kind: the read skips it
+        raise BadInput(f"{output}: an output must not replace a file of {held} that this command reads "
+                       f"as one of its {what}")
 
 
 def _given(paths: Iterable[str]) -> dict[str, str]:

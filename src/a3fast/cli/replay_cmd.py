@@ -294,16 +294,15 @@ def _fleet(path: str, engine: str | None) -> Any:
     """The new fleet: a snapshot (`Fleet.save`), or declarations as a JSON array or JSON Lines, read
     in bulk as `a3fast place` reads a fleet."""
     from ..errors import SnapshotError
+    from ..files import is_special, sniff_kind
     from ..fleet import Fleet
-    from ..snapshot import MAGIC
     from .fleet_input import load_fleet
 
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(len(MAGIC))
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if head == MAGIC:
+    # told by its first bytes, which a pipe (`<(...)`) gives back to the reader after them
+    if sniff_kind(path).name == "snapshot":
+        if is_special(path):
+            raise BadInput(f"{path}: a fleet snapshot is read from a file, not a pipe or device "
+                           f"(write it to a file first)")
         try:
             fleet = Fleet.load(path, engine=engine)
             # a snapshot's declarations are checked when first read; a replay reads every one (its

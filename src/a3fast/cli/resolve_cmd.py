@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from typing import Any
 
 import click
@@ -21,7 +22,7 @@ from ..document import loads
 from ..errors import Problem, SchemaError, quoted
 from ..files import InputError, display_name, json_of, read_bytes, read_json_documents, require_kind, sniff_kind
 from ..kinds import wrong_kind
-from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output
+from .common import EXIT_NEGATIVE, EXIT_OK, BadInput, atomic_output, check_not_inputs, check_outputs
 
 
 def _documents(path: str, parse, what: str) -> tuple:
@@ -106,12 +107,25 @@ def _member_twice(data: bytes) -> str | None:
     return twice[0] if twice else None
 
 
+def _key_option(item: str) -> tuple[str, str]:
+    """A `--key KID=FILE` value as (kid, path), either empty when it has no "=". A key id and a
+    file name may both hold "=": the value is cut where what follows is a file (`-` too), or, when
+    no cut is, at its first "=" (that file is then said to be unreadable); a value that two cuts
+    read as files is refused as ambiguous."""
+    cuts = [(item[:i], item[i + 1:]) for i, ch in enumerate(item) if ch == "="]
+    files = [(kid, path) for kid, path in cuts if kid and path and (path == "-" or os.path.isfile(path))]
+    if len(files) > 1:
+        raise BadInput(f"--key {item!r}: ambiguous: both {files[0][1]!r} and {files[1][1]!r} are files; "
+                       f"name the key file by another path")
+    return files[0] if files else cuts[0] if cuts else ("", "")
+
+
 def _trust(connection, keys: tuple[str, ...]):
     """The connection with the `--key KID=FILE` keys added to those it trusts."""
     extra, bad = dict(connection.keys), []
     for item in keys:
-        kid, sep, path = item.partition("=")
-        if not sep or not kid or not path:
+        kid, path = _key_option(item)
+        if not kid or not path:
             bad.append(f"--key {item!r}: expected KID=FILE")
             continue
         if kid in connection.keys:
@@ -229,10 +243,13 @@ def resolve(contracts_path, mappings_path, skills_path, connection_path, engagem
     inputs = {"--contracts": contracts_path, "--mappings": mappings_path, "--skills": skills_path,
                "--connection": connection_path, "--engagement": engagement_path, "--policy": policy_path}
     from_stdin = [option for option, path in inputs.items() if path == "-"]
-    from_stdin += [f"--key {kid}" for kid, _, path in (item.partition("=") for item in keys) if path == "-"]
+    from_stdin += [f"--key {kid}" for kid, path in map(_key_option, keys) if path == "-"]
     if len(from_stdin) > 1:
         raise BadInput(f"standard input is read once: {' and '.join(from_stdin)} each ask for it; give all but "
                        f"one as a file")
+    # a bad output path fails before anything is read, and an input is never replaced by the answer
+    check_outputs([output])
+    check_not_inputs([output], {**inputs, **{f"--key {kid}": path for kid, path in map(_key_option, keys)}})
     try:
         at = current_instant(now)
     except ValueError:

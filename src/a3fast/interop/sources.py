@@ -119,14 +119,17 @@ def yaml_documents(data: bytes, source: str) -> tuple[list[Document], list[Probl
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else f"document {len(docs) + 1}"
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        return docs, [Problem(where, "valid YAML", str(problem))]
+        # PyYAML's own words often begin "found ...", which the problem's line says already
+        return docs, [Problem(where, "valid YAML", str(problem).removeprefix("found "))]
     except RecursionError:
         return docs, [Problem(f"document {len(docs) + 1}", "YAML nested to a reasonable depth",
                               "nesting too deep to read")]
     except ValueError as exc:  # a scalar the safe loader's constructors refuse (an integer of
         # more digits than Python converts, a date out of range)
-        return docs, [Problem(f"document {len(docs) + 1}", "values YAML can read",
-                              " ".join(str(exc).split())[:200])]
+        found = " ".join(str(exc).split())[:200]
+        if "integer string conversion" in found:    # Python's own advice is no help to the caller
+            found = "an integer of more than 4,300 digits"
+        return docs, [Problem(f"document {len(docs) + 1}", "values YAML can read", found)]
     return docs, []
 
 
