@@ -478,10 +478,41 @@ def requirements_reader(engine: str | None = None) -> Callable[[dict, bool], Req
 _read_requirements = requirements_reader()
 
 
+def _texts(values: Any) -> bool:
+    if type(values) is not tuple:
+        return False
+    for value in values:
+        if type(value) is not str:
+            return False
+    return True
+
+
+def _as_parsed(decl: Declaration) -> bool:
+    """Whether a Declaration's fields have the types `parse_declaration` gives them (one a caller
+    built by hand may hold anything: a string of clearances would be read as its characters)."""
+    v, agent, capabilities, clearances, residency, tools, model, doc = decl
+    if type(v) is not str or type(agent) is not AgentName or type(agent[0]) is not str \
+            or type(agent[1]) is not str or type(capabilities) is not tuple or not _texts(clearances) \
+            or not (residency is None or _texts(residency)) or not (tools is None or _texts(tools)) \
+            or not isinstance(doc, Mapping):
+        return False
+    for capability in capabilities:
+        if type(capability) is not Capability or type(capability[0]) is not str or type(capability[1]) is not int:
+            return False
+    if model is not None and (type(model) is not Model or not (model[0] is None or type(model[0]) is str)
+                              or not (model[1] is None or type(model[1]) is str)):
+        return False
+    return True
+
+
 def parse_declaration(obj: Any, path: str = "$") -> Declaration:
-    """Parse a §3 declaration from a dict (or a Declaration, returned as is)."""
+    """Parse a §3 declaration from a dict; a Declaration is returned as it is, once its fields are
+    of the types this makes them (TypeError otherwise: one built by hand is not checked further)."""
     if isinstance(obj, Declaration):
-        return obj
+        if type(obj) is Declaration and _as_parsed(obj):
+            return obj
+        raise TypeError(f"{path}: a Declaration whose fields are not of the types parse_declaration gives "
+                        f"them; give the document (a dict), or what parse_declaration made of it")
     if type(obj) is dict:
         fast = _fast_declaration(obj)
         if fast is not None and document.conforms(obj):

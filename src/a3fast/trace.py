@@ -73,7 +73,13 @@ def placement_lines(p: "Placement", seq: int, task: Mapping[str, Any] | None = N
     """The spec trace lines of one placement numbered from `seq`, and how many records they are:
     the bytes of `record_lines(placement_records(p, task), seq)`, the large record (the scheduling
     object, or the rejection with its lists) written by the engine into the same buffer as the
-    lines before it and its line's own frame, so its tens of kilobytes are copied once."""
+    lines before it and its line's own frame, so its tens of kilobytes are copied once. TypeError
+    or ValueError for a `seq` no record can carry (its last record numbered past 2^64-1 too)."""
+    if type(seq) is not int:
+        raise TypeError(f"seq: expected an integer, found {describe(seq)}")
+    if seq < INT_MIN:
+        raise ValueError(f"seq: expected an integer from -2^63 to 2^64-1, found {describe(seq)}")
+    _check_last_seq(seq + (1 if p.resumed else 3 if p.bound else 2) - 1)
     if p.resumed:
         return scheduling_json(p, _line_start(seq, "task.bound") + b'{"resumed":true,"scheduling":',
                                b"}" + _LINE_END), 1
@@ -206,6 +212,9 @@ class TraceWriter:
         elif not isinstance(content_json, (bytes, bytearray, memoryview)) \
                 or bytes(content_json[:1]) != b"{" or bytes(content_json[-1:]) != b"}":
             raise ValueError(f"content_json: expected a JSON object's bytes, found {describe(content_json, 60)}")
+        elif b"\n" in content_json:
+            # a record is one line of JSON Lines: a newline between tokens would cut it in two
+            raise ValueError("content_json: expected a JSON object on one line, found one with a newline in it")
         self._emit(record_line(seq, kind, content_json))
         self.next_seq = seq + 1
         return seq

@@ -270,6 +270,13 @@ def test_arguments_one_fleet_refuses_are_refused_alike_before_any_shard_is_asked
             lambda fleet: fleet.hold_session("a", 5),
             # refused by the shard itself: its own exception and words, not Ray's traceback
             lambda fleet: fleet.record_outcomes("a", "k", 0, 10**16),
+            # a SchemaError raised on a shard, its one line carried across the process as it is
+            lambda fleet: fleet.outcomes("a", {"v": "9"}),
+            lambda fleet: fleet.resume("x"),
+            lambda fleet: fleet.resume(fleet.place({}), seq=-1),
+            lambda fleet: fleet.resume(fleet.place({}), seq="3"),
+            lambda fleet: fleet.resume(fleet.place({}), seq=True),
+            lambda fleet: fleet.resume(fleet.place({}), seq=2**63),
         ]
         for n, call in enumerate(calls):
             with pytest.raises(Exception) as on_one:
@@ -279,6 +286,11 @@ def test_arguments_one_fleet_refuses_are_refused_alike_before_any_shard_is_asked
             assert (type(on_many.value), str(on_many.value)) == (type(on_one.value), str(on_one.value)), n
         assert not any(many.holds_session("a", s) for s in ("x", "y", 5))
         assert many.generation == one.generation
+        # what only a name can be in: anything else is not, as for one Fleet
+        assert ([] in many, {} in many, 5 in many) == ([] in one, {} in one, 5 in one) == (False, False, False)
+        # sessions read from an iterator, once
+        assert [p.agent for p in many.place_many([{}, {}], sessions=iter(["x", "y"]))] == \
+            [p.agent for p in one.place_many([{}, {}], sessions=iter(["x", "y"]))] == ["a", "a"]
     finally:
         many.close()
 

@@ -35,8 +35,10 @@ def test_a_route_named_with_a_lone_surrogate_is_refused_when_made():
 @pytest.mark.parametrize("weights, named", [
     ((10**400, 0, 0, 0), r"weights\[0\]: expected a finite number, found an integer of about 401 digits"),
     ((0, 0, "x", 0), r"weights\[2\]: expected a finite number, found string 'x'"),
-    ("1234", "weights: expected 4 finite numbers, found string '1234'"),
-    ((1, 2, 3), r"weights: expected 4 finite numbers, found a tuple of 3"),
+    ("1234", r"weights: expected 4 finite numbers \(affinity, success rate, cost, exploration\), found string '1234'"),
+    ((1, 2, 3), r"weights: expected 4 finite numbers \(.*\), found 3 of them"),
+    # a mapping was read by its keys, as four weights
+    ({1: 1, 2: 2, 3: 3, 4: 4}, r"weights: expected 4 finite numbers \(.*\), found object with 4 fields"),
 ])
 def test_weights_past_a_float_or_given_as_text_are_refused_naming_them(engine, weights, named):
     # 10**400 raised OverflowError, then was named with the others as "a tuple of 4"; "1234" was
@@ -209,6 +211,12 @@ def test_one_string_is_no_sequence_of_sessions(fleet):
     assert fleet.generation == before and not fleet.holds_session("a", "a")
 
 
+def test_a_session_that_is_no_string_is_named_by_its_place_among_the_tasks(fleet):
+    with pytest.raises(ValueError, match=r"^sessions\[1\]: expected a string"):
+        fleet.place_many([REQ, REQ, REQ], sessions=["p1", 5, "p3"])
+    assert not fleet.holds_session("a", "p1")
+
+
 def test_a_session_of_a_str_subclass_is_refused_in_words_that_say_so(fleet):
     class Named(str):
         pass
@@ -323,3 +331,49 @@ def test_an_agent_id_is_never_counted_from_the_end(fleet):
             fleet.declaration_json(aid)
         with pytest.raises(IndexError, match=f"agent id {aid} does not exist"):
             fleet.index.name(aid)
+
+
+@pytest.mark.parametrize("fields", [
+    {"capabilities": None},                                   # iterated: TypeError inside the fleet
+    {"capabilities": ("x.y",)},                               # a name where a Capability goes
+    {"clearances": "orders.read"},                            # read as its characters
+    {"clearances": (1,)},
+    {"agent": a3fast.schema.AgentName(None, "s")},            # the engines disagreed on it
+    {"agent": None},
+    {"v": 2},
+])
+def test_a_declaration_built_by_hand_with_fields_of_other_types_is_refused_and_nothing_changes(engine, fields):
+    fleet = a3fast.Fleet(engine=engine)
+    made = a3fast.schema.parse_declaration({**DECL, "agent": {"name": "hb", "namespace": "s"}})
+    generation = fleet.generation
+    for call in (lambda: fleet.add(made._replace(**fields)), lambda: fleet.extend([DECL, made._replace(**fields)])):
+        with pytest.raises(TypeError, match=r"^\$: a Declaration whose fields are not of the types parse_declaration"):
+            call()
+        assert (len(fleet), fleet.names(), fleet.generation) == (0, [], generation)
+    fleet.add(made)                              # as parse_declaration made it: taken as it is
+    assert fleet.names() == ["hb"]
+
+
+def test_a_scorer_component_named_with_a_lone_surrogate_is_refused_and_holds_nothing(fleet):
+    for entry in ({"total": 1.0, "\ud800": 1}, {"total": 1.0, "x": {"\ud800": 1}}):
+        with pytest.raises(a3fast.A3Error, match="a string UTF-8 cannot write"):
+            fleet.place(REQ, session="zz", scorer=lambda task, agents, entry=entry: [entry for _ in agents])
+    assert not fleet.holds_session("a", "zz")
+
+
+def test_a_decided_placement_names_the_field_it_does_not_have_yet(fleet):
+    scored = fleet.scored(REQ)
+    for read in (lambda: scored.bound, lambda: scored.scheduling, lambda: scored.summary()):
+        with pytest.raises(AttributeError, match="'agent' is not set on this Placement: it is decided, not built"):
+            read()
+    with pytest.raises(AttributeError, match="'index' is not set"):
+        scored.candidates
+    with pytest.raises(AttributeError, match="'Placement' object has no attribute 'nope'"):
+        scored.nope
+
+
+def test_outcomes_counted_at_once_take_a_task_kind_by_name(fleet):
+    for kind in (REQ, a3fast.parse_requirements(REQ), 5):
+        with pytest.raises(ValueError, match="^kind: expected a string"):
+            fleet.record_outcomes("a", kind, 1, 2)
+    assert fleet.outcomes("a", REQ) == (0, 0)

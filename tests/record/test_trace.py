@@ -8,6 +8,8 @@ import msgspec
 import orjson
 import pytest
 
+import a3fast
+
 from a3fast.trace import (TraceContentError, TraceProblem, TraceRecord, TraceWriter, read_lines,
                           read_trace, read_values)
 
@@ -178,3 +180,26 @@ def test_typed_decoding_changes_speed_not_results():
 def test_values_are_held_to_the_same_format():
     items = list(read_values([{"seq": 1, "kind": "a", "content": {}}, "record", {"seq": 1, "kind": "b", "content": {}}]))
     assert [type(i).__name__ for i in items] == ["TraceRecord", "TraceProblem", "TraceProblem", "TraceRecord"]
+
+
+def test_placement_lines_refuse_a_seq_no_record_can_carry():
+    from a3fast.trace import placement_lines
+
+    fleet = a3fast.Fleet()
+    fleet.add({"v": "1.0", "agent": {"name": "a", "namespace": "n"}, "capabilities": [], "clearances": []})
+    p = fleet.place({})
+    for seq, error, message in (("x", TypeError, "expected an integer"), (True, TypeError, "expected an integer"),
+                                (2**64 - 2, ValueError, "this write would number one 18446744073709551616"),
+                                (-2**63 - 1, ValueError, "expected an integer from -2\\^63")):
+        with pytest.raises(error, match=f"^seq: .*{message}"):
+            placement_lines(p, seq)
+    assert placement_lines(p, 2**64 - 3)[1] == 3
+
+
+def test_append_refuses_content_json_that_would_break_its_line(tmp_path):
+    path = tmp_path / "t.jsonl"
+    with a3fast.TraceWriter(path) as writer:
+        with pytest.raises(ValueError, match="a JSON object on one line"):
+            writer.append("x.y", content_json=b'{"a":\n1}')
+        writer.append("x.y", content_json=b'{"a":1}')
+    assert path.read_bytes() == b'{"seq":1,"kind":"x.y","content":{"a":1}}\n'

@@ -926,3 +926,32 @@ def test_the_candidate_sets_a_replay_keeps_are_bounded_and_it_decides_the_same(m
     bounded = [[(v.seq, v.kind, v.before, v.after) for v in replay(t, proposed)] for t in (trace, compact)]
     assert bounded == unbounded
     assert kept and max(kept) <= 64
+
+
+def test_a_first_item_of_none_is_a_record_that_is_not_one_not_an_empty_trace():
+    fleet = a3fast.Fleet()
+    fleet.add({"v": "1.0", "agent": {"name": "a", "namespace": "n"}, "capabilities": [], "clearances": []})
+    recorded = records_of([fleet.place({}), fleet.place({})])
+    assert len(list(replay(recorded, fleet))) == 2
+    with pytest.raises(ReplayError, match="record 1: expected a record"):
+        list(replay([None] + recorded, fleet))
+    assert list(replay([], fleet)) == []
+
+
+@pytest.mark.parametrize("arguments, named", [
+    ({"fleet": None}, "fleet: expected a fleet"),
+    ({"fleet": {}}, "fleet: expected a fleet"),
+    ({"baseline": "x"}, "baseline: expected a fleet"),
+    ({"route": "r"}, "route: expected a Route, found string 'r'"),
+    ({"scorer": 1}, "scorer: expected a callable"),
+])
+def test_an_argument_that_is_not_what_a_replay_takes_is_a_type_error_naming_it(arguments, named, tmp_path):
+    fleet = a3fast.Fleet()
+    fleet.add({"v": "1.0", "agent": {"name": "a", "namespace": "n"}, "capabilities": [], "clearances": []})
+    recorded = records_of([fleet.place({})])
+    (tmp_path / "t.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recorded))
+    for records in (recorded, [str(tmp_path / "t.jsonl")]):
+        with pytest.raises(TypeError, match=named):
+            replay(records, **{"fleet": fleet, **arguments})
+    with pytest.raises(TypeError, match="records: expected a path, bytes, a binary file or an iterable"):
+        replay(None, fleet)

@@ -86,6 +86,10 @@ class ShardError(A3Error):
         self.shard = shard
         #: every shard the operation found down or late (the first is `shard`)
         self.shards = lost
+        self._message = message
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.shard, self._message, self.shards))
 
 
 _COLOURS = re.compile(r"\x1b\[[0-9;]*m")
@@ -603,7 +607,7 @@ class ShardedFleet:
         return len(self._namespace)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._namespace
+        return isinstance(name, str) and name in self._namespace    # as Fleet: only a name is one
 
     def __iter__(self) -> Iterator[Declaration]:
         return (self.get(name) for name in self.names())  # type: ignore[misc]
@@ -652,6 +656,7 @@ class ShardedFleet:
         """Learn many finished tasks of one kind at once (Fleet.record_outcomes), on the agent's shard:
         counts held to the same rule, before any shard is asked."""
         check_outcome_counts(successes, attempts)
+        check_text_argument(kind, "kind")
         shard = self._live(agent)
         self._change(shard, "record_outcomes", agent, kind, successes, attempts)
         self._kinds_seen = True
@@ -722,7 +727,7 @@ class ShardedFleet:
         the next wave (in the same round trip: a shard runs its calls in order) and after the last;
         `generation` is numbered as if the batch ran in order. Each shard answers a wave in columns
         (`FleetShard.score_wave`, a WaveAnswer); the coordinator merges them task by task."""
-        pipeline.check_sessions(sessions)
+        sessions = pipeline.checked_sessions(sessions)
         remember_session = truth(remember_session, "remember_session")
         stages = _ShardedStages(self, scorer, batch=True)
         try:
@@ -760,6 +765,7 @@ class ShardedFleet:
         """A resumed placement (§6, Fleet.resume): back to the agent `earlier` chose, which must
         still be in the fleet and still satisfy every predicate matched the first time (the routed
         requirements)."""
+        pipeline.check_resumption(earlier, seq)
         text = self._declaration_json(resumed_agent(earlier))
         decl = parse_declaration(orjson.loads(text)) if text is not None else None
         return pipeline.resume(earlier, earlier.fleet_engine, decl, text, self.generation, seq)

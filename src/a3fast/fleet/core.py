@@ -77,12 +77,15 @@ def _finite_weights(weights: Any) -> tuple[float, ...]:
     when they are not four, else the first weight that is no finite number (a snapshot holds them
     as JSON numbers, which cannot be NaN or infinite)."""
     try:
-        # a string would be read character by character ("1234" as four weights)
-        items = None if isinstance(weights, (str, bytes)) else list(weights)
+        # a string would be read character by character ("1234" as four weights), a mapping by
+        # its keys
+        items = None if isinstance(weights, (str, bytes, Mapping)) else list(weights)
     except TypeError:
         items = None
     if items is None or len(items) != 4:
-        raise ValueError(f"weights: expected 4 finite numbers, found {describe(weights)}")
+        found = f"{len(items)} of them" if items is not None else describe(weights)
+        raise ValueError(f"weights: expected 4 finite numbers (affinity, success rate, cost, exploration), "
+                         f"found {found}")
     out = []
     for i, weight in enumerate(items):
         # a number, not what float() would make one of ("1.5", True)
@@ -435,6 +438,7 @@ class Fleet:
         integers (not bools or floats); past MAX_OUTCOMES attempts for the agent and kind, FleetError
         and nothing changes (docs/design.md, Reading 26)."""
         check_outcome_counts(successes, attempts)
+        check_text_argument(kind, "kind")      # (a task's requirements are record_outcome's)
         aid = self._table.live_id(agent)
         self._check_outcomes(agent, aid, kind, successes, attempts)
         self._index.add_outcomes(self._rows.kind(kind), aid, successes, attempts)
@@ -573,9 +577,7 @@ class Fleet:
         holds the lock) makes the batch raise RuntimeError, placing nothing; a Requirements whose
         `predicates` are no tuple (one a caller made itself) is a TypeError.
         """
-        if sessions is not None and not isinstance(sessions, (Sequence, str, bytes)):
-            sessions = list(sessions)       # an iterator: read once, here, and checked as a list
-        pipeline.check_sessions(sessions)
+        sessions = pipeline.checked_sessions(sessions)
         if kind is not None:
             check_text_argument(kind, "kind")
         if scorer is not None:
@@ -603,10 +605,7 @@ class Fleet:
         since the resumed record is held to the same checks (§7). `seq`: the seq of the task.bound
         that holds its explanation, when the caller wrote it (ValueError for one that is no seq).
         """
-        if not isinstance(earlier, Placement):
-            raise TypeError(f"earlier: expected the Placement to resume, found {describe(earlier)}")
-        if seq is not None and (type(seq) is not int or not 0 <= seq < 2**63):
-            raise ValueError(f"seq: expected the seq of a task.bound (an integer from 0 to 2^63-1), found {seq!r}")
+        pipeline.check_resumption(earlier, seq)
         with self._lock:
             # a resumption holds nothing, so the generation the driver returns is this one
             placements, _ = pipeline.drive(self._stages, (pipeline.Resumption(earlier, seq),), None,

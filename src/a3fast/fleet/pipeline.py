@@ -121,17 +121,30 @@ FLEET_CHANGED_BY_SCORER = ("the fleet changed while a caller's scorer scored a p
                            "on, so nothing was placed")
 
 
-def check_sessions(sessions: Any) -> None:
+def checked_sessions(sessions: Any) -> Sequence[str | None] | None:
     """A batch's `sessions` as every fleet takes them: None, or one session (a string UTF-8 can
-    write) or None per task; TypeError for one string (it would be read as its characters),
-    ValueError naming a session that is not one, before anything is placed."""
+    write) or None per task, an iterator read once into a list; TypeError for one string (it would
+    be read as its characters), ValueError naming a session that is not one and its place, before
+    anything is placed."""
     if sessions is None:
-        return
+        return None
     if isinstance(sessions, (str, bytes)):
         raise TypeError(f"sessions: expected a sequence of sessions (one per task), found {describe(sessions)}")
-    for session in sessions:
+    if not isinstance(sessions, Sequence):
+        sessions = list(sessions)
+    for i, session in enumerate(sessions):
         if session is not None:
-            check_text_argument(session, "sessions[]")
+            check_text_argument(session, f"sessions[{i}]")
+    return sessions
+
+
+def check_resumption(earlier: Any, seq: Any) -> None:
+    """`Fleet.resume`'s arguments as every fleet takes them: TypeError for an `earlier` that is no
+    Placement, ValueError for a `seq` that is no seq of a task.bound, before anything is asked."""
+    if not isinstance(earlier, Placement):
+        raise TypeError(f"earlier: expected the Placement to resume, found {describe(earlier)}")
+    if seq is not None and (type(seq) is not int or not 0 <= seq < 2**63):
+        raise ValueError(f"seq: expected the seq of a task.bound (an integer from 0 to 2^63-1), found {seq!r}")
 
 
 def check_predicates(predicates: Any) -> None:

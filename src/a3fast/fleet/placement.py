@@ -193,6 +193,19 @@ class Placement:
     #: the winner's id, -1 for none
     best: int
 
+    def __getattr__(self, name: str) -> Any:
+        # called only for a field no stage has set (a placement `Fleet.scored` gave is decided, not
+        # built, so what the build stage sets is not there), or for a property whose getter read
+        # one: it is read again, so that its error names the field, not the property
+        attribute = getattr(type(self), name, None)
+        if isinstance(attribute, property) and attribute.fget is not None:
+            return attribute.fget(self)
+        if name in Placement.__slots__:
+            raise AttributeError(f"{name!r} is not set on this Placement: it is decided, not built (as "
+                                 f"Fleet.scored gives one); place, place_many and resume give built ones",
+                                 name=name, obj=self)
+        raise AttributeError(f"'Placement' object has no attribute {name!r}", name=name, obj=self)
+
     @property
     def bound(self) -> bool:
         return self.agent is not None

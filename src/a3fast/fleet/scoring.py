@@ -92,6 +92,8 @@ def score_entry(entry: Mapping[Any, Any]) -> dict[str, Any]:
     for key, value in entry.items():
         if type(key) is not str:
             raise ValueError(f"a component named {describe(key)} (names are strings)")
+        if not _writable(key):
+            raise ValueError(f"a component named {describe(key)}: a string UTF-8 cannot write (a lone surrogate)")
         try:
             out[key] = _json_value(value, 0)
         except ValueError as exc:
@@ -99,14 +101,21 @@ def score_entry(entry: Mapping[Any, Any]) -> dict[str, Any]:
     return out
 
 
+def _writable(text: str) -> bool:
+    """Whether UTF-8 can write `text` (no lone surrogate), as every record writer must."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _json_value(value: Any, depth: int) -> Any:
     if value is None or type(value) is bool:
         return value
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError("a string UTF-8 cannot write (a lone surrogate)") from None
+        if not _writable(value):
+            raise ValueError("a string UTF-8 cannot write (a lone surrogate)")
         return str(value)
     if isinstance(value, numbers.Integral):
         number = int(value)
@@ -127,6 +136,8 @@ def _json_value(value: Any, depth: int) -> Any:
         for key, item in value.items():
             if type(key) is not str:
                 raise ValueError(f"an object key {describe(key)} (keys are strings)")
+            if not _writable(key):
+                raise ValueError(f"an object key {describe(key)}: a string UTF-8 cannot write (a lone surrogate)")
             out[key] = _json_value(item, depth + 1)
         return out
     raise ValueError(f"a {type(value).__name__}, not a JSON value")

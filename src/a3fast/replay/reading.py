@@ -138,13 +138,21 @@ def trace_items(records: Any) -> Iterator[Any]:
         return read_trace(records, typed=TYPED)
     if isinstance(records, (bytes, bytearray, memoryview)) or hasattr(records, "read"):
         return read_trace(records if hasattr(records, "read") else bytes(records), typed=TYPED)
-    values = iter(records)
-    first = next(values, None)
-    if first is None:
+    try:
+        values = iter(records)
+    except TypeError:
+        raise TypeError(f"records: expected a path, bytes, a binary file or an iterable of records, "
+                        f"found {describe(records)}") from None
+    first = next(values, _NOTHING)
+    if first is _NOTHING:       # (a first item of None is a record that is not one, said in its place)
         return iter(())
     if isinstance(first, (bytes, bytearray, memoryview)):
         return read_lines(_chunk_lines(bytes(first), values), typed=TYPED)
     return read_values(_prepend(first, values))
+
+
+#: what `next` gives for an iterable of no items
+_NOTHING = object()
 
 
 def _prepend(first: Any, rest: Iterator[Any]) -> Iterator[Any]:

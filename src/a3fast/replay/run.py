@@ -9,6 +9,7 @@ from typing import Any, Iterator, Sequence
 
 import orjson
 
+from ..errors import describe
 from ..fleet.bulk_load import collector_paused
 from ..fleet.placement import Route
 from .comparing import Comparer
@@ -47,6 +48,7 @@ def replay(records: Any, fleet: Any, *, baseline: Any = None, weights: Any = Non
     requirement a task stated; ValueError for bad weights.
     """
     if is_trace_list(records):
+        _check_arguments(fleet, baseline, route, scorer)     # here: the traces are read lazily
         return _each_trace(list(records), fleet, baseline, weights, route, copy, scorer, offer_new)
     comparer, items, _ = _prepare(records, fleet, baseline, weights, route, copy, scorer, offer_new)
     return _verdicts(comparer, items)
@@ -69,8 +71,22 @@ def _each_trace(paths: list[Any], fleet: Any, baseline: Any, weights: Any, route
             yield dataclasses.replace(verdict, trace=label)
 
 
+def _check_arguments(fleet: Any, baseline: Any, route: Any, scorer: Any) -> None:
+    """TypeError naming the argument that is not what a replay takes, before anything is read."""
+    for name, value in (("fleet", fleet), ("baseline", baseline)):
+        if (value is not None or name == "fleet") and \
+                not all(hasattr(value, a) for a in ("place", "names", "weights", "scorer")):
+            raise TypeError(f"{name}: expected a fleet (a3fast.Fleet or a ShardedFleet), found {describe(value)}")
+    if route is not None and not isinstance(route, Route):
+        raise TypeError(f"route: expected a Route, found {describe(route)}")
+    if scorer is not None and not callable(scorer) and not isinstance(scorer, str):
+        raise TypeError(f"scorer: expected a callable (a Scorer; a sharded fleet's by its name), "
+                        f"found {describe(scorer)}")
+
+
 def _prepare(records: Any, fleet: Any, baseline: Any, weights: Any, route: Route | None, copy: bool,
              scorer: Any, offer_new: bool) -> tuple[Comparer, Iterator[Any], Any]:
+    _check_arguments(fleet, baseline, route, scorer)
     new_weights = parse_weights(weights, tuple(fleet.weights))
     target = copy_fleet(fleet) if copy else fleet
     if new_weights is not None:
