@@ -97,7 +97,7 @@ class SchemaError(A3Error):
         prefix = f"{self.source}: " if self.source else ""
         return [prefix + str(p) for p in self.problems]
 
-    def with_source(self, source: str, path_prefix: str = "") -> "SchemaError":
+    def with_source(self, source: str | None, path_prefix: str = "") -> "SchemaError":
         """The same problems, attributed to a file (and re-rooted under `path_prefix`)."""
         problems = self.problems
         if path_prefix:

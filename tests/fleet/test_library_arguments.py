@@ -377,3 +377,18 @@ def test_outcomes_counted_at_once_take_a_task_kind_by_name(fleet):
         with pytest.raises(ValueError, match="^kind: expected a string"):
             fleet.record_outcomes("a", kind, 1, 2)
     assert fleet.outcomes("a", REQ) == (0, 0)
+
+
+def test_a_bad_document_in_a_batch_is_named_by_its_place_and_nothing_changes(engine):
+    fleet = a3fast.Fleet(engine=engine)
+    fleet.add(DECL)
+    many = [{**DECL, "agent": {"name": f"n{i}", "namespace": "s"}} for i in range(600)]
+    many[499] = {**many[499], "clearances": "x"}
+    with pytest.raises(a3fast.SchemaError, match=r"^\$\[499\]\.clearances: expected an array"):
+        fleet.extend(many)
+    assert fleet.names() == ["a"]
+    with pytest.raises(a3fast.SchemaError, match=r"^\$\[2\]\.capabilities: expected an array"):
+        fleet.place_many([REQ, REQ, {"capabilities": "x"}, REQ], sessions=["s1", "s2", "s3", "s4"])
+    assert not fleet.holds_session("a", "s1")
+    with pytest.raises(a3fast.SchemaError, match=r"^\$\.capabilities: expected an array"):
+        fleet.place({"capabilities": "x"})          # one task: its own document's path

@@ -864,7 +864,11 @@ class _ShardedStages:
     def prepare(self, tasks: Sequence[Any], sessions: Sequence[str | None], route: Route | None,
                 reason_limit: int | None, kind: str | None, scorer: Any, candidates: Any) -> list[Placement]:
         fleet = self.fleet
-        states = [fleet._prepare(task, session, route, reason_limit) for task, session in zip(tasks, sessions)]
+        try:
+            states = [fleet._prepare(task, session, route, reason_limit) for task, session in zip(tasks, sessions)]
+        except SchemaError as exc:
+            raise pipeline.rooted_at_task(exc, tasks, sessions, lambda task, session: fleet._prepare(
+                task, session, route, reason_limit)) from None
         self.scorer_name = fleet._scorer_name(self.scorer)
         if self.scorer_name is not None:
             for state in states:

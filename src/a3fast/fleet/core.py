@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Se
 import numpy as np
 
 from ..engines import ENGINE, engine_module, ingest_module
-from ..errors import FleetError, Problem, describe
+from ..errors import FleetError, Problem, SchemaError, describe
 from ..notebook import view_html
 from .placement import Placement, Route
 from ..predicates import AGENT_REF, ANTI_AFFINITY
@@ -172,7 +172,12 @@ class Fleet:
         """Add many agents; new names are interned in one batch (much faster for a large fleet).
         All declarations are parsed before any is added, so an invalid one changes nothing."""
         with collector_paused():
-            parsed = [parse_declaration(d) for d in declarations]
+            parsed = []
+            for i, declaration in enumerate(declarations):
+                try:
+                    parsed.append(parse_declaration(declaration))
+                except SchemaError as exc:      # named by its place among them
+                    raise exc.with_source(exc.source, f"$[{i}]") from None
             # a name held by another namespace, in the fleet or earlier in the batch, is refused
             # before anything is added: the batch is all or nothing
             held: dict[str, str] = {}

@@ -54,7 +54,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple,
                     runtime_checkable)
 
 from ..engines import NATIVE_AVAILABLE, engine_module
-from ..errors import A3Error, FleetError, describe
+from ..errors import A3Error, FleetError, SchemaError, describe
 from .placement import CustomScores, Placement, Route, check_reason_limit, resumed_agent
 from ..predicates import first_failed
 from ..schema import Declaration, Requirements, check_text_argument, parse_requirements, requirements_reader, task_kind
@@ -136,6 +136,22 @@ def checked_sessions(sessions: Any) -> Sequence[str | None] | None:
         if session is not None:
             check_text_argument(session, f"sessions[{i}]")
     return sessions
+
+
+def rooted_at_task(exc: SchemaError, tasks: Sequence[Any], sessions: Sequence[str | None],
+                   prepare: Callable[[Any, str | None], Any]) -> SchemaError:
+    """`exc`, raised preparing a batch of several tasks, with its paths rooted at the task that
+    raised it (`$[3].capabilities[0].name`), found by preparing the tasks again one at a time: the
+    prepare stage changes nothing, and this runs only on the way to a refusal. A batch of one, or a
+    refusal no single task raises again, is `exc` as it is."""
+    if len(tasks) < 2:
+        return exc
+    for i, (task, session) in enumerate(zip(tasks, sessions)):
+        try:
+            prepare(task, session)
+        except SchemaError as again:
+            return again.with_source(again.source, f"$[{i}]")
+    return exc
 
 
 def check_resumption(earlier: Any, seq: Any) -> None:
@@ -465,7 +481,13 @@ class LocalStages:
                 candidates: Iterable[str] | None) -> list[Placement]:
         """`prepare` for each task, with the fleet's scorer when the caller gives none, and
         `candidates` (names) turned once into the live agent ids the placements are restricted to."""
-        states = self.prepare_each(self, tasks, sessions, route, reason_limit, kind, scorer or self.fleet.scorer)
+        scorer = scorer or self.fleet.scorer
+        try:
+            states = self.prepare_each(self, tasks, sessions, route, reason_limit, kind, scorer)
+        except SchemaError as exc:
+            raise rooted_at_task(exc, tasks, sessions, lambda task, session: (
+                self.prepare_resumption(task) if type(task) is Resumption
+                else self.prepare_one(task, session, route, reason_limit, kind, scorer))) from None
         if candidates is not None:
             within = self.table.live_ids_of(candidates)
             for state in states:
