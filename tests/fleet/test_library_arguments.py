@@ -364,7 +364,7 @@ def test_a_scorer_component_named_with_a_lone_surrogate_is_refused_and_holds_not
 def test_a_decided_placement_names_the_field_it_does_not_have_yet(fleet):
     scored = fleet.scored(REQ)
     for read in (lambda: scored.bound, lambda: scored.scheduling, lambda: scored.summary()):
-        with pytest.raises(AttributeError, match="'agent' is not set on this Placement: it is decided, not built"):
+        with pytest.raises(AttributeError, match="'agent' is not set on this Placement: the stage that sets it has not run .one Fleet.scored gives is decided, not built"):
             read()
     with pytest.raises(AttributeError, match="'index' is not set"):
         scored.candidates

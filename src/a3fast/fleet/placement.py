@@ -201,9 +201,9 @@ class Placement:
         if isinstance(attribute, property) and attribute.fget is not None:
             return attribute.fget(self)
         if name in Placement.__slots__:
-            raise AttributeError(f"{name!r} is not set on this Placement: it is decided, not built (as "
-                                 f"Fleet.scored gives one); place, place_many and resume give built ones",
-                                 name=name, obj=self)
+            raise AttributeError(f"{name!r} is not set on this Placement: the stage that sets it has not run "
+                                 f"(one Fleet.scored gives is decided, not built; place, place_many and "
+                                 f"resume give built ones)", name=name, obj=self)
         raise AttributeError(f"'Placement' object has no attribute {name!r}", name=name, obj=self)
 
     @property
