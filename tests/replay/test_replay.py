@@ -230,6 +230,8 @@ def test_a_resumed_placement_follows_its_tasks_replayed_placement(engine):
     assert [(v.kind, v.resumed, v.before_fails) for v in verdicts] == [
         (UNSCHEDULABLE, False, "clearance:r.read"), (UNSCHEDULABLE, True, "clearance:r.read")]
     assert verdicts[1].caused_by == verdicts[0].seq   # the resumption follows its task
+    # ... and is that task's change, not a knock-on of another's session (the task had none)
+    assert summarise(verdicts).knock_on == 0 and summarise(verdicts).changed == 2
     gone = list(replay(records, a3fast.Fleet(engine=engine)))
     assert gone[1].before_fails == NOT_IN_FLEET
     assert gone[1].why() == "no candidates remain; a has left the fleet (resuming the placement of seq 3)"

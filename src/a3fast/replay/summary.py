@@ -119,7 +119,9 @@ class ReplaySummary:
         if not verdict.changed:
             return
         self.namespaces.setdefault(verdict.kind, Counter())[verdict.namespace or "-"] += 1
-        if verdict.caused_by is not None:
+        if verdict.caused_by is not None and not verdict.resumed:
+            # a knock-on follows an earlier change of its session; a resumption that follows its
+            # own task to where that task now runs is that task's change, not another's
             self.knock_on += 1
         if verdict.unrecorded is not None:
             self.unrecorded[verdict.unrecorded] += 1
