@@ -11,7 +11,7 @@ import pytest
 from a3fast.engines import NATIVE_AVAILABLE
 from a3fast.fleet import Fleet
 from a3fast.fleet.placement import Route
-from a3fast.record.compact import CompactError, Encoder, decode_trace
+from a3fast.record.compact import KEY, CompactError, Encoder, decode_trace
 from a3fast.record.write import placement_records
 from a3fast.schema import parse_requirements
 from a3fast.trace import record_lines
@@ -135,6 +135,34 @@ def test_custom_scores_without_a_compact_form_are_refused_and_leave_the_snapshot
     with pytest.raises(CompactError, match="differing components"):
         encoder.encode_placement(1, p)
     assert encoder.current_snapshot() is None and encoder.current_live() is None
+
+
+def test_a_compact_trace_writes_custom_scores_without_a_compact_form_in_spec_form(engine):
+    # as `encode_trace` leaves such a record: the writer raised, so a scorer whose entries differ
+    # could never be traced compact
+    import io
+
+    from a3fast import TraceWriter, verify
+
+    def scorer(task, agents):
+        return [{"total": 1.0} if i % 2 else {"total": 1.0, "x": 2} for i, _ in enumerate(agents)]
+
+    fleet = fleet_of(engine, [declaration(f"a{i}") for i in range(4)])
+    placements = [fleet.place({}, remember_session=False, scorer=scorer), fleet.place({}, remember_session=False),
+                  fleet.place({}, remember_session=False, scorer=scorer)]
+    out = io.BytesIO()
+    writer = TraceWriter(out, form="compact")
+    assert [writer.write(p) for p in placements] == [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    lines = out.getvalue().splitlines()
+    assert [KEY in line.decode() for line in lines[2::3]] == [False, True, False]
+    assert verify(out.getvalue()) == []
+    spec = io.BytesIO()
+    plain = TraceWriter(spec)
+    for p in placements:
+        plain.write(p)
+    compact = [orjson.loads(line) for line in lines]
+    assert [orjson.dumps(r) for r in decode_trace(compact)] == [orjson.dumps(orjson.loads(line))
+                                                                for line in spec.getvalue().splitlines()]
 
 
 def test_the_current_snapshot_s_live_set_is_read_without_its_names(engine):

@@ -478,7 +478,12 @@ class Encoder:
                              restricted: bool) -> tuple[bytes, int]:
         """A placement's lines with their arguments gathered in Python (`_line_arguments`): the
         first of a trace or of a new snapshot, and the unusual ones (a route, a custom scorer, a
-        resumption, an index without the engine's gathering)."""
+        resumption, an index without the engine's gathering). A placement the format cannot carry
+        (a custom scorer's entries with differing components) is written in spec form, as
+        `encode_trace` leaves such a record, and moves nothing of the encoder's."""
+        if p.bound and p.custom_scores and not p.resumed and not _uniform(p.scores.entries):
+            records = list(placement_records(p, task))
+            return _lines(records, seq), len(records)
         args = self._line_arguments(seq, p, task, restricted)
         if args is None:
             records = self._records(seq, p, task, restricted)
@@ -676,11 +681,18 @@ def _lines(records: list[tuple[str, bytes]], seq: int) -> bytes:
 _KEY_BYTES = KEY.encode()
 
 
+def _uniform(entries: list[dict[str, Any]]) -> bool:
+    """Whether every entry of a custom scorer names the same components in the same order: what
+    the compact form's score columns can carry."""
+    names = list(entries[0]) if entries else []
+    return all(list(e) == names for e in entries)
+
+
 def _custom_columns(entries: list[dict[str, Any]]) -> list[list[Any]]:
     """The score columns of a custom scorer's entries (the engine writes the default scorer's)."""
-    names = list(dict.fromkeys(k for e in entries for k in e))
-    if any(list(e) != names for e in entries):
+    if not _uniform(entries):
         raise CompactError("custom scores with differing components have no compact form")
+    names = list(entries[0]) if entries else []
     return [[c, *_column([e[c] for e in entries])] for c in names]
 
 
