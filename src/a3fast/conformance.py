@@ -164,7 +164,7 @@ def check_vector_files(root: Path, suite: str = CAPABILITY_SUITE) -> list[str]:
     for path in _json_entries(root, suite):
         rel = path.relative_to(base).as_posix()
         if not path.is_file():
-            problems.append(f"{rel}: not a regular file (a directory, FIFO or device): not read")
+            problems.append(f"{rel}: not a regular file (a directory, FIFO, device or broken link): not read")
             continue
         try:
             cases = orjson.loads(path.read_bytes())

@@ -12,6 +12,19 @@ __all__ = ["A3Error", "Problem", "SchemaError", "FleetError", "SnapshotError", "
 class A3Error(ValueError):
     """Base class of every error a3fast raises on purpose."""
 
+    def __reduce__(self) -> Any:
+        # pickled as what it holds, not by calling its class with its message: a subclass made
+        # from problems or a shard number (a shard's refusal crosses a process pickled) would be
+        # made again from the message's characters, or not at all
+        return (_rebuilt, (type(self), self.args, self.__dict__))
+
+
+def _rebuilt(cls: type[BaseException], args: tuple, state: dict) -> Any:
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
 
 def describe(value: Any, limit: int = 60) -> str:
     """A short description of a JSON value for error messages (hostile values stay short)."""
@@ -84,9 +97,6 @@ class SchemaError(A3Error):
         self.source = source
         super().__init__(self._text())
 
-    def __reduce__(self) -> Any:
-        # rebuilt from its problems, not its message (a shard's refusal crosses a process as one)
-        return (type(self), (self.problems, self.source))
 
     def _text(self) -> str:
         return "\n".join(self.lines())

@@ -8,7 +8,7 @@ caller that places the same task often can parse it once ("prepared requirements
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping, NamedTuple, TypeGuard
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, TypeGuard
 
 import orjson
 
@@ -20,7 +20,7 @@ from .predicates import derive
 __all__ = [
     "IDENTIFIER", "LATENCY_CLASSES", "MAX_VERSION", "MAX_TEXT",
     "AgentName", "Capability", "Model", "Declaration", "Requirements",
-    "parse_declaration", "parse_requirements", "requirements_reader", "loads", "is_identifier", "task_kind",
+    "parse_declaration", "parse_declarations", "parse_requirements", "requirements_reader", "loads", "is_identifier", "task_kind",
 ]
 
 #: §2 grammar for capability and clearance identifiers.
@@ -505,6 +505,18 @@ def _as_parsed(decl: Declaration) -> bool:
     return True
 
 
+def parse_declarations(documents: Iterable[Any]) -> list[Declaration]:
+    """Each of a batch's declarations parsed (`parse_declaration`), in order; a SchemaError names
+    the one refused by its place in the batch (`$[499].clearances`)."""
+    parsed = []
+    for i, document in enumerate(documents):
+        try:
+            parsed.append(parse_declaration(document))
+        except SchemaError as exc:
+            raise exc.with_source(exc.source, f"$[{i}]") from None
+    return parsed
+
+
 def parse_declaration(obj: Any, path: str = "$") -> Declaration:
     """Parse a §3 declaration from a dict; a Declaration is returned as it is, once its fields are
     of the types this makes them (TypeError otherwise: one built by hand is not checked further)."""
@@ -512,7 +524,8 @@ def parse_declaration(obj: Any, path: str = "$") -> Declaration:
         if type(obj) is Declaration and _as_parsed(obj):
             return obj
         raise TypeError(f"{path}: a Declaration whose fields are not of the types parse_declaration gives "
-                        f"them; give the document (a dict), or what parse_declaration made of it")
+                        f"them (or of a class of its own); give the document (a dict), or what "
+                        f"parse_declaration made of it")
     if type(obj) is dict:
         fast = _fast_declaration(obj)
         if fast is not None and document.conforms(obj):

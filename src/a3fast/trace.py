@@ -212,8 +212,9 @@ class TraceWriter:
         elif not isinstance(content_json, (bytes, bytearray, memoryview)) \
                 or bytes(content_json[:1]) != b"{" or bytes(content_json[-1:]) != b"}":
             raise ValueError(f"content_json: expected a JSON object's bytes, found {describe(content_json, 60)}")
-        elif b"\n" in content_json:
-            # a record is one line of JSON Lines: a newline between tokens would cut it in two
+        elif b"\n" in (bytes(content_json) if type(content_json) is memoryview else content_json):
+            # a record is one line of JSON Lines: a newline between tokens would cut it in two (a
+            # memoryview is read as bytes: its `in` looks for an int)
             raise ValueError("content_json: expected a JSON object on one line, found one with a newline in it")
         self._emit(record_line(seq, kind, content_json))
         self.next_seq = seq + 1

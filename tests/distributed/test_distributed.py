@@ -278,6 +278,7 @@ def test_arguments_one_fleet_refuses_are_refused_alike_before_any_shard_is_asked
             lambda fleet: fleet.resume(fleet.place({}), seq=True),
             lambda fleet: fleet.resume(fleet.place({}), seq=2**63),
             lambda fleet: fleet.place_many([{}, {}, {"capabilities": "x"}]),    # named $[2]
+            lambda fleet: fleet.extend([ok, ok, {**ok, "clearances": "x"}]),
         ]
         for n, call in enumerate(calls):
             with pytest.raises(Exception) as on_one:

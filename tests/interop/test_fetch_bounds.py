@@ -12,8 +12,8 @@ import pytest
 
 from a3fast.interop.fetch import FetchError, Limits, fetch_card
 
-from hostile_http import (RawServer, dripping, elapsed, redirecting_to, resetting, self_signed_context,
-                          sending)
+from hostile_http import (RawServer, dripping, elapsed, read_request, redirecting_to, resetting,
+                          self_signed_context, sending)
 
 
 @pytest.fixture
@@ -71,6 +71,23 @@ def test_rule_a_redirect_to_a_scheme_no_client_follows_is_a_fetch_error(serve, l
     assert "a URL the client cannot follow" in done.stderr
 
 
+def test_a_redirect_with_an_unescaped_space_is_followed_as_a_browser_follows_it(serve):
+    card = _card("spaced")
+    asked = []
+
+    def answer(conn, server):
+        request = read_request(conn)
+        asked.append(request.split(b" ")[1])
+        if b"/a%20b/" in request.split(b"\r\n")[0]:
+            conn.sendall(_answer("200 OK", [(b"Content-Type", b"application/json")], card))
+        else:
+            conn.sendall(_answer("302 Found", [(b"Location", b"/a b/card.json")]))
+
+    server = serve(answer)
+    fetched = fetch_card(server.url + "/card.json", Limits(timeout=2, deadline=5))
+    assert fetched.body == card and asked == [b"/card.json", b"/a%20b/card.json"]
+
+
 def test_rule_a_redirect_to_a_port_past_65535_is_named_as_no_url_to_follow(serve):
     server = serve(redirecting_to("http://127.0.0.1:99999/x"))
     with pytest.raises(FetchError) as caught:
@@ -120,6 +137,8 @@ def test_fetch_card_works_where_an_event_loop_already_runs(serve):
 
 @pytest.mark.parametrize("url, why", [
     ("localhost:8080", "it has no scheme (write http:// or https:// before the host)"),
+    ("localhost:8080?x=1", "it has no scheme"),
+    ("localhost:", "it has no scheme"),
     ("//example.org/agent", "it has no scheme"),
     ("ftp://example.org/agent", "its scheme is 'ftp'"),
     (" ftp://example.org/agent", "it holds ' ' (a URL holds no space"),   # urlsplit strips it unsaid
@@ -145,7 +164,11 @@ def test_a_url_no_client_can_reach_is_refused_saying_what_is_wrong_with_it(url, 
     assert refused_card.value.message.endswith(str(refused.value))
 
 
-@pytest.mark.parametrize("url", ["http://[::1]:8080/agent", "HTTPS://user@example.org:443/a", "http://h:/"])
+@pytest.mark.parametrize("url", ["http://[::1]:8080/agent", "HTTPS://user@example.org:443/a", "http://h:/",
+                                 # format characters are no control characters: a ZWNJ in an IDN,
+                                 # a ZWJ in an emoji sequence
+                                 "https://\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645.ir/",
+                                 "https://x.org/\U0001f468\u200d\U0001f469"])
 def test_a_url_a_client_can_reach_is_taken(url):
     from a3fast.interop.fetch import http_url
 

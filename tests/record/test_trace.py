@@ -199,7 +199,8 @@ def test_placement_lines_refuse_a_seq_no_record_can_carry():
 def test_append_refuses_content_json_that_would_break_its_line(tmp_path):
     path = tmp_path / "t.jsonl"
     with a3fast.TraceWriter(path) as writer:
-        with pytest.raises(ValueError, match="a JSON object on one line"):
-            writer.append("x.y", content_json=b'{"a":\n1}')
+        for broken in (b'{"a":\n1}', bytearray(b'{"a":\n1}'), memoryview(b'{"a":\n1}')):
+            with pytest.raises(ValueError, match="a JSON object on one line"):
+                writer.append("x.y", content_json=broken)
         writer.append("x.y", content_json=b'{"a":1}')
     assert path.read_bytes() == b'{"seq":1,"kind":"x.y","content":{"a":1}}\n'

@@ -941,9 +941,9 @@ def test_a_first_item_of_none_is_a_record_that_is_not_one_not_an_empty_trace():
 
 
 @pytest.mark.parametrize("arguments, named", [
-    ({"fleet": None}, "fleet: expected a fleet"),
-    ({"fleet": {}}, "fleet: expected a fleet"),
-    ({"baseline": "x"}, "baseline: expected a fleet"),
+    ({"fleet": None}, "fleet: expected an a3fast.Fleet"),
+    ({"fleet": {}}, "fleet: expected an a3fast.Fleet"),
+    ({"baseline": "x"}, "baseline: expected an a3fast.Fleet"),
     ({"route": "r"}, "route: expected a Route, found string 'r'"),
     ({"scorer": 1}, "scorer: expected a callable"),
 ])

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from a3fast import Declaration, Requirements, SchemaError, parse_declaration, parse_requirements
+from a3fast.distributed.sharded import ShardError
 from a3fast.schema import is_identifier, loads, task_kind
 
 DECL = {
@@ -236,3 +237,27 @@ def test_any_json_gives_a_document_or_a_schema_error_never_a_crash(doc):
             parse(doc)
         except SchemaError as exc:
             assert exc.problems and all(p.path.startswith("$") for p in exc.problems)
+
+
+class _OneShard(ShardError):
+    """A subclass made from other arguments than its base's (pickled by reference: at module level)."""
+
+    def __init__(self, shard):
+        super().__init__(shard, "gone")
+
+
+def test_rule_an_error_crosses_a_process_whole_whatever_its_class_is_made_from():
+    # a shard's refusal is pickled on its way to the coordinator: a SchemaError came back with
+    # every character of its message on a line of its own, a subclass with another signature not at all
+    import pickle
+
+    from a3fast.errors import Problem
+    from a3fast.service.state import FleetConflict
+
+    schema = SchemaError([Problem("$.v", "a version", "nothing")], "fleet.jsonl")
+    conflict = FleetConflict([Problem("$", "a free name", "a taken one")], [3])
+    conflict.add_note("a note")
+
+    for error in (schema, conflict, ShardError(1, "down", [1, 2]), _OneShard(5)):
+        again = pickle.loads(pickle.dumps(error))
+        assert (type(again), str(again), again.__dict__) == (type(error), str(error), error.__dict__)

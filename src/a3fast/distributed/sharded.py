@@ -36,8 +36,8 @@ from ..fleet.bulk_load import collector_paused
 from ..fleet.domain import check_namespace, namespace_problem
 from ..fleet.placement import CustomScores, Placement, Route, resumed_agent
 from ..fleet.scoring import import_scorer
-from ..schema import (Declaration, Requirements, check_text_argument, parse_declaration, parse_requirements,
-                      task_kind)
+from ..schema import (Declaration, Requirements, check_text_argument, parse_declaration, parse_declarations,
+                      parse_requirements, task_kind)
 from .cluster import connect, ray_module
 from .jsonl_split import read_range
 from .owners import shard_of
@@ -86,10 +86,6 @@ class ShardError(A3Error):
         self.shard = shard
         #: every shard the operation found down or late (the first is `shard`)
         self.shards = lost
-        self._message = message
-
-    def __reduce__(self) -> Any:
-        return (type(self), (self.shard, self._message, self.shards))
 
 
 _COLOURS = re.compile(r"\x1b\[[0-9;]*m")
@@ -423,7 +419,7 @@ class ShardedFleet:
         """Add many agents (Fleet.extend), each shard its own in one call, all shards at once.
         Every declaration is parsed and every name checked before any is sent, so an invalid one
         or a namespace conflict changes nothing."""
-        parsed = [parse_declaration(d) for d in declarations]
+        parsed = parse_declarations(declarations)
         batch: dict[str, str] = {}
         for decl in parsed:
             self._check_namespace(decl, batch)

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Se
 import numpy as np
 
 from ..engines import ENGINE, engine_module, ingest_module
-from ..errors import FleetError, Problem, SchemaError, describe
+from ..errors import FleetError, Problem, describe
 from ..notebook import view_html
 from .placement import Placement, Route
 from ..predicates import AGENT_REF, ANTI_AFFINITY
-from ..schema import Declaration, Requirements, check_text_argument, parse_declaration, parse_requirements, task_kind
+from ..schema import (Declaration, Requirements, check_text_argument, parse_declaration, parse_declarations,
+                      parse_requirements, task_kind)
 from .scoring import DEFAULT_WEIGHTS, MAX_OUTCOMES, Scorer, check_total_bound, cost_score
 from . import pipeline
 from .bulk_load import JsonlSource, collector_paused, read_jsonl
@@ -172,12 +173,7 @@ class Fleet:
         """Add many agents; new names are interned in one batch (much faster for a large fleet).
         All declarations are parsed before any is added, so an invalid one changes nothing."""
         with collector_paused():
-            parsed = []
-            for i, declaration in enumerate(declarations):
-                try:
-                    parsed.append(parse_declaration(declaration))
-                except SchemaError as exc:      # named by its place among them
-                    raise exc.with_source(exc.source, f"$[{i}]") from None
+            parsed = parse_declarations(declarations)
             # a name held by another namespace, in the fleet or earlier in the batch, is refused
             # before anything is added: the batch is all or nothing
             held: dict[str, str] = {}

@@ -485,14 +485,21 @@ class LocalStages:
         try:
             states = self.prepare_each(self, tasks, sessions, route, reason_limit, kind, scorer)
         except SchemaError as exc:
-            raise rooted_at_task(exc, tasks, sessions, lambda task, session: (
-                self.prepare_resumption(task) if type(task) is Resumption
-                else self.prepare_one(task, session, route, reason_limit, kind, scorer))) from None
+            raise self._rooted(exc, tasks, sessions, route, reason_limit, kind, scorer) from None
         if candidates is not None:
             within = self.table.live_ids_of(candidates)
             for state in states:
                 state.within = within
         return states
+
+    def _rooted(self, exc: SchemaError, tasks: Sequence[Task], sessions: Sequence[str | None],
+                route: Route | None, reason_limit: int | None, kind: str | None,
+                scorer: Scorer | None) -> SchemaError:
+        """`rooted_at_task` for `prepare`'s refusal (a method of its own: the function it passes
+        would make `prepare` hold closure cells on every call)."""
+        return rooted_at_task(exc, tasks, sessions, lambda task, session: (
+            self.prepare_resumption(task) if type(task) is Resumption
+            else self.prepare_one(task, session, route, reason_limit, kind, scorer)))
 
     def _prepare_each(self, tasks: Sequence[Task], sessions: Sequence[str | None], route: Route | None,
                       reason_limit: int | None, kind: str | None, scorer: Scorer | None) -> list[Placement]:

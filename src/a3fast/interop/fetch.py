@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,12 +119,14 @@ class EtagCache:
 
 
 #: what urlsplit strips from the start of a URL before reading its scheme
-_STRIPPED = "".join(map(chr, range(33)))
+#: what follows "host:" when a URL is a host and port with no scheme ("localhost:8080/a")
+_PORT_FIRST = re.compile(r"[0-9]*(?:[/?#]|$)")
 
 
-#: the user name and password of a URL, as written in a text: after "://", up to the authority's
-#: last "@" (none of "/", "?", "#" or a space comes before it)
-_CREDENTIALS = re.compile(r"(?<=://)[^\s/?#]*@")
+#: the user name and password of a URL, as written in a text: after "://", up to the last "@"
+#: before the path (no "/" or space before it; a password with a raw "?" or "#", which no URL
+#: reader takes as one, is still left out of a message that quotes it)
+_CREDENTIALS = re.compile(r"(?<=://)[^\s/]*@")
 
 
 def without_credentials(text: str, mark: str = "") -> str:
@@ -138,7 +141,7 @@ def http_url(url: str) -> SplitResult:
     ValueError saying what is wrong (its words complete "expected an http:// or https:// URL: ..."):
     an unbalanced IPv6 bracket, a port past 65535, no host, a space or a control character (which
     a URL never holds: Python's reader drops a newline or tab silently) is no URL a client can reach."""
-    odd = next((ch for ch in url if ch.isspace() or not ch.isprintable()), None)
+    odd = next((ch for ch in url if ch.isspace() or unicodedata.category(ch) == "Cc"), None)
     if odd is not None:
         raise ValueError(f"it holds {odd!r} (a URL holds no space or control character; write one as %XX)")
     try:
@@ -149,8 +152,8 @@ def http_url(url: str) -> SplitResult:
     if parts.scheme not in ("http", "https"):
         # "localhost:8080" reads as the scheme "localhost": a host and port, with no scheme at all
         # ("javascript:alert(1)" has one)
-        rest = url.lstrip(_STRIPPED)[len(parts.scheme) + 1:]
-        if not parts.scheme or (not rest.startswith("//") and rest.partition("/")[0].isdigit()):
+        rest = url[len(parts.scheme) + 1:]
+        if not parts.scheme or (not rest.startswith("//") and _PORT_FIRST.match(rest)):
             raise ValueError("it has no scheme (write http:// or https:// before the host)")
         raise ValueError(f"its scheme is {parts.scheme!r}")
     host_port = parts.netloc.rpartition("@")[2]
@@ -271,7 +274,7 @@ async def _get(client: Any, requested: str, location: str, limits: Limits,
                 status = response.status_code
                 if status in _REDIRECTS and "location" in response.headers:
                     target = urljoin(current, response.headers["location"])
-                    _check_redirect(requested, current, target, seen, limits)
+                    target = _check_redirect(requested, current, target, seen, limits)
                     seen.append(target)
                     current = target
                     continue
@@ -306,9 +309,12 @@ def _sendable(etag: str) -> bool:
     return etag.isascii() and etag.isprintable()
 
 
-def _check_redirect(requested: str, current: str, target: str, seen: list[str], limits: Limits) -> None:
+def _check_redirect(requested: str, current: str, target: str, seen: list[str], limits: Limits) -> str:
+    """The redirect's target to follow, or FetchError saying why it is not followed."""
     if urlsplit(target).scheme not in ("http", "https"):
         raise FetchError(requested, f"{current} redirects to {target!r}, which is not http(s)")
+    if " " in target:       # a lenient server's unescaped space, followed as a browser follows it
+        target = target.replace(" ", "%20")
     try:        # held to what the first URL is held to: a port past 65535, no host
         http_url(target)
     except ValueError as exc:
@@ -321,6 +327,7 @@ def _check_redirect(requested: str, current: str, target: str, seen: list[str], 
     if len(seen) > limits.max_redirects:
         raise FetchError(requested, f"more than {limits.max_redirects} redirects "
                                     f"({' -> '.join(seen)} -> ...)")
+    return target
 
 
 async def _read_body(response: Any, requested: str, current: str, limits: Limits) -> bytes:

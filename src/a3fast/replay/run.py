@@ -76,12 +76,12 @@ def _check_arguments(fleet: Any, baseline: Any, route: Any, scorer: Any) -> None
     for name, value in (("fleet", fleet), ("baseline", baseline)):
         if (value is not None or name == "fleet") and \
                 not all(hasattr(value, a) for a in ("place", "names", "weights", "scorer")):
-            raise TypeError(f"{name}: expected a fleet (a3fast.Fleet or a ShardedFleet), found {describe(value)}")
+            raise TypeError(f"{name}: expected an a3fast.Fleet, found "
+                            f"{describe(value) if value is None or isinstance(value, (str, dict, list)) else type(value).__name__}")
     if route is not None and not isinstance(route, Route):
         raise TypeError(f"route: expected a Route, found {describe(route)}")
-    if scorer is not None and not callable(scorer) and not isinstance(scorer, str):
-        raise TypeError(f"scorer: expected a callable (a Scorer; a sharded fleet's by its name), "
-                        f"found {describe(scorer)}")
+    if scorer is not None and not callable(scorer):
+        raise TypeError(f"scorer: expected a callable (a Scorer), found {describe(scorer)}")
 
 
 def _prepare(records: Any, fleet: Any, baseline: Any, weights: Any, route: Route | None, copy: bool,

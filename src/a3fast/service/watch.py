@@ -373,7 +373,7 @@ class Watcher:
             result = await self._check(source)
         except Exception as exc:  # a bug or an unforeseen error of one source stops no other
             log.exception("watch %s: the check failed", printable(source.shown))
-            text = " ".join(str(exc).split())[:300]
+            text = without_credentials(" ".join(str(exc).split())[:300])
             result = self._failed(source, f"the check failed ({type(exc).__name__}: {text}); "
                                           f"keeping the last good agents")
         source.checks += 1
