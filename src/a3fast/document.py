@@ -41,7 +41,7 @@ import orjson
 from .errors import Problem, SchemaError, describe, json_path
 
 __all__ = ["MAX_DEPTH", "MAX_RECORD_DEPTH", "INT_MIN", "INT_MAX", "check", "conforms", "validate", "plainly_within",
-           "syntax_error", "loads", "decode_problem", "cut_deeper_than", "READABLE_DEPTH", "utf8_writable"]
+           "syntax_error", "loads", "decode_problem", "cut_deeper_than", "READABLE_DEPTH"]
 
 MAX_DEPTH = 128
 #: Bytes `cut_deeper_than` scans at a time (its arrays are a few times this, never the text's size).
@@ -77,7 +77,7 @@ def check(value: Any, path: str = "$", limit: int = MAX_DEPTH) -> list[Problem]:
         item, where, depth = stack.pop()
         kind = type(item)
         if kind is str:
-            if not utf8_writable(item):
+            if not item.isascii() and not _encodable(item):
                 problems.append(Problem(where, _EXPECTED_STR, "a lone surrogate"))
         elif kind is bool or item is None:
             pass
@@ -97,7 +97,7 @@ def check(value: Any, path: str = "$", limit: int = MAX_DEPTH) -> list[Problem]:
                     if type(key) is not str:
                         problems.append(Problem(where, _EXPECTED_KEY, f"key {describe(key)}"))
                         continue
-                    if not utf8_writable(key):
+                    if not key.isascii() and not _encodable(key):
                         problems.append(Problem(where, _EXPECTED_STR + " as a key", "a lone surrogate"))
                         continue
                     children.append((child, json_path(where, key), depth + 1))
@@ -114,11 +114,7 @@ def _shortened(path: str) -> str:
     return path if len(path) <= 100 else f"{path[:60]}…{path[-30:]}"
 
 
-def utf8_writable(text: str) -> bool:
-    """Whether UTF-8 can write `text`: it holds no lone surrogate (every writer of a3fast's
-    documents and records needs that)."""
-    if text.isascii():
-        return True
+def _encodable(text: str) -> bool:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -311,7 +307,7 @@ def within_line(found: str) -> str:
 
 def loads(data: bytes | str, source: str | None = None, limit: int = MAX_DEPTH) -> Any:
     """Decode JSON text under the rule; SchemaError naming the source and every problem."""
-    if isinstance(data, str) and not utf8_writable(data):
+    if isinstance(data, str) and not data.isascii() and not _encodable(data):
         raise SchemaError([Problem("$", _EXPECTED_STR, "a lone surrogate")], source)
     value, problems = decode_problem(data, limit)
     if problems:

@@ -97,6 +97,7 @@ class SchemaError(A3Error):
         self.source = source
         super().__init__(self._text())
 
+
     def _text(self) -> str:
         return "\n".join(self.lines())
 

@@ -13,7 +13,6 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, TypeGuard
 import orjson
 
 from . import document, predicates
-from .document import utf8_writable
 from .engines import ENGINE, ingest_module
 from .errors import Problem, SchemaError, describe, json_path
 from .predicates import derive
@@ -21,8 +20,7 @@ from .predicates import derive
 __all__ = [
     "IDENTIFIER", "LATENCY_CLASSES", "MAX_VERSION", "MAX_TEXT",
     "AgentName", "Capability", "Model", "Declaration", "Requirements",
-    "parse_declaration", "parse_declarations", "parse_requirements", "requirements_reader", "loads",
-    "is_identifier", "task_kind",
+    "parse_declaration", "parse_declarations", "parse_requirements", "requirements_reader", "loads", "is_identifier", "task_kind",
 ]
 
 #: §2 grammar for capability and clearance identifiers.
@@ -399,7 +397,7 @@ def check_text_argument(value: Any, name: str) -> str:
                          f"{type(value).__name__}, a subclass of str")
     if type(value) is not str:
         raise ValueError(f"{name}: expected a string, found {describe(value)}")
-    if not utf8_writable(value):
+    if not _writable(value):
         raise ValueError(f"{name}: expected text UTF-8 can write, found a lone surrogate")
     return value
 
@@ -407,7 +405,18 @@ def check_text_argument(value: Any, name: str) -> str:
 def is_text(value: Any) -> bool:
     """The text rule of a document's field (reading 10): a non-empty string of at most MAX_TEXT
     characters, no control character, that UTF-8 can write."""
-    return _text_ok(value) and utf8_writable(value)
+    return _text_ok(value) and _writable(value)
+
+
+def _writable(text: str) -> bool:
+    """Whether UTF-8 can write the string (it holds no lone surrogate)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _listed(doc: Mapping[str, Any], key: str) -> Any:

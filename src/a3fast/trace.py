@@ -24,7 +24,7 @@ import msgspec
 import orjson
 
 from . import document
-from .document import INT_MAX, INT_MIN, MAX_RECORD_DEPTH, utf8_writable
+from .document import INT_MAX, INT_MIN, MAX_RECORD_DEPTH
 from .errors import A3Error, Problem, describe, json_path
 from .framing import ARRAY, LINES, Source, blank, framed
 from .record.compact import Decoder, Encoder
@@ -115,6 +115,14 @@ def _json_of(value: Any, what: str) -> bytes:
     return data
 
 
+def _utf8_writable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:      # a lone surrogate
+        return False
+    return True
+
+
 def _non_finite_at(value: Any) -> str | None:
     """The JSON path of the first NaN or infinity in `value`, or None (iterative: no stack limit).
     Narrower than `document.check`, which also refuses types orjson writes (dates, ordered dicts)."""
@@ -193,7 +201,7 @@ class TraceWriter:
         """Write one record; `content_json` passes content already encoded as JSON bytes (a JSON
         object, which is not parsed again). TypeError or ValueError naming `kind` or `content` for a
         record no trace reader would take, before anything is written."""
-        if type(kind) is not str or not kind or not utf8_writable(kind):
+        if type(kind) is not str or not kind or not _utf8_writable(kind):
             raise TypeError(f"kind: expected a record kind (a non-empty string UTF-8 can write), found {describe(kind)}")
         seq = self.next_seq
         _check_last_seq(seq)

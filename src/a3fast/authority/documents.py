@@ -337,9 +337,9 @@ def _trusted_keys(r: ProblemReader, value: Any, path: str) -> dict[str, Ed25519P
             # a key is trusted whole or not at all: a member this version does not read (a key's own
             # `revoked_at`, say) would leave it trusted while its writer meant otherwise
             if member not in _KEY_MEMBERS:
-                r.fail(json_path(kpath, member), "kid, alg and public_key only in a key (to stop trusting "
-                                                 "one, remove it; the connection's own revoked_at revokes "
-                                                 "it whole)", None, found="a member a key does not have")
+                r.fail(json_path(kpath, member), "kid, alg and public_key only in a key (to "
+                                                 "stop trusting one, remove it; the connection's own "
+                                                 "revoked_at revokes it whole)", None, found="a member a key does not have")
         key = None
         if isinstance(entry.get("public_key"), str):
             try:

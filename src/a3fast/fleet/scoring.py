@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from ..document import utf8_writable
 from ..errors import describe
 from ..schema import Declaration, Requirements
 
@@ -93,7 +92,7 @@ def score_entry(entry: Mapping[Any, Any]) -> dict[str, Any]:
     for key, value in entry.items():
         if type(key) is not str:
             raise ValueError(f"a component named {describe(key)} (names are strings)")
-        if not utf8_writable(key):
+        if not _writable(key):
             raise ValueError(f"a component named {describe(key)}: a string UTF-8 cannot write (a lone surrogate)")
         try:
             out[key] = _json_value(value, 0)
@@ -102,11 +101,20 @@ def score_entry(entry: Mapping[Any, Any]) -> dict[str, Any]:
     return out
 
 
+def _writable(text: str) -> bool:
+    """Whether UTF-8 can write `text` (no lone surrogate), as every record writer must."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _json_value(value: Any, depth: int) -> Any:
     if value is None or type(value) is bool:
         return value
     if isinstance(value, str):
-        if not utf8_writable(value):
+        if not _writable(value):
             raise ValueError("a string UTF-8 cannot write (a lone surrogate)")
         return str(value)
     if isinstance(value, numbers.Integral):
@@ -128,7 +136,7 @@ def _json_value(value: Any, depth: int) -> Any:
         for key, item in value.items():
             if type(key) is not str:
                 raise ValueError(f"an object key {describe(key)} (keys are strings)")
-            if not utf8_writable(key):
+            if not _writable(key):
                 raise ValueError(f"an object key {describe(key)}: a string UTF-8 cannot write (a lone surrogate)")
             out[key] = _json_value(item, depth + 1)
         return out

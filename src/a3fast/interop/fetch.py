@@ -118,6 +118,7 @@ class EtagCache:
         self._changed = False
 
 
+#: what urlsplit strips from the start of a URL before reading its scheme
 #: what follows "host:" when a URL is a host and port with no scheme ("localhost:8080/a")
 _PORT_FIRST = re.compile(r"[0-9]*(?:[/?#]|$)")
 

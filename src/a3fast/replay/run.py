@@ -76,10 +76,8 @@ def _check_arguments(fleet: Any, baseline: Any, route: Any, scorer: Any) -> None
     for name, value in (("fleet", fleet), ("baseline", baseline)):
         if (value is not None or name == "fleet") and \
                 not all(hasattr(value, a) for a in ("place", "names", "weights", "scorer")):
-            # (a tuple is named by its type: describe's advice to give an array as a list is a
-            # document's, not a fleet's)
-            found = type(value).__name__ if isinstance(value, tuple) else describe(value)
-            raise TypeError(f"{name}: expected an a3fast.Fleet, found {found}")
+            raise TypeError(f"{name}: expected an a3fast.Fleet, found "
+                            f"{describe(value) if value is None or isinstance(value, (str, dict, list)) else type(value).__name__}")
     if route is not None and not isinstance(route, Route):
         raise TypeError(f"route: expected a Route, found {describe(route)}")
     if scorer is not None and not callable(scorer):

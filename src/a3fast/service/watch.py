@@ -388,8 +388,8 @@ class Watcher:
         source.due = time.monotonic() + delay
         source.last_result = result
         metrics.WATCH_CHECKS.labels(result).inc()
-        metrics.watched(without_credentials(source.key), failing=source.last_error is not None,
-                        errors=source.errors, last_error_at=source.last_error_time, checked_at=time.time())
+        metrics.watched(without_credentials(source.key), failing=source.last_error is not None, errors=source.errors,
+                        last_error_at=source.last_error_time, checked_at=time.time())
         return result
 
     async def _check(self, source: Watched) -> str:
@@ -425,8 +425,7 @@ class Watcher:
         try:
             decls = derive_declarations(card.body, source.url, card.url)
         except WatchError as exc:
-            source.settled = digest
-            source.refusal = f"{without_credentials(card.url)}: {exc}; keeping the last good agents"
+            source.settled, source.refusal = digest, f"{without_credentials(card.url)}: {exc}; keeping the last good agents"
             self._save_memory()
             return self._failed(source, source.refusal, "invalid")
         return await self._apply(source, decls, digest, without_credentials(card.url))
